@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/node"
+	"github.com/tenurehq/tenure/internal/server"
+	"github.com/tenurehq/tenure/internal/wal"
+)
+
+func init() {
+	register(command{name: "server", summary: "run a tenure server on the embedded on-disk WAL", run: runServer})
+}
+
+func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("server", "[flags]", stderr)
+	dataDir := fs.String("data-dir", envOr("TENURE_DATA_DIR", "./tenure-data"), "directory for the WAL and the lock file (env TENURE_DATA_DIR)")
+	listen := fs.String("listen", envOr("TENURE_LISTEN", "127.0.0.1:7070"), "address to serve the API and /healthz on (env TENURE_LISTEN)")
+	fsync := fs.String("fsync", envOr("TENURE_FSYNC", "always"), "WAL fsync policy: always (durable before acknowledged) or none (UNSAFE: an OS crash or power loss loses acknowledged work) (env TENURE_FSYNC)")
+	maxPayload := fs.Int("max-payload-bytes", coordinator.DefaultLimits.MaxPayloadBytes, "largest task payload accepted, in bytes")
+	scan := fs.Duration("expiry-scan-interval", time.Second, "how often to scan for expired leases (they are also expired lazily on access)")
+	logFormat := fs.String("log-format", envOr("TENURE_LOG_FORMAT", "text"), "log format: text or json (env TENURE_LOG_FORMAT)")
+	logLevel := fs.String("log-level", envOr("TENURE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env TENURE_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	lg, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	policy, err := wal.ParseSyncPolicy(*fsync)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if *maxPayload <= 0 || *maxPayload > 64<<20 {
+		return usageError{fmt.Sprintf("--max-payload-bytes %d is outside 1..%d", *maxPayload, 64<<20)}
+	}
+	if *scan < 10*time.Millisecond || *scan > time.Hour {
+		return usageError{fmt.Sprintf("--expiry-scan-interval %v is outside 10ms..1h", *scan)}
+	}
+	if policy == wal.SyncNone {
+		lg.Warn("fsync is off: an OS crash or power loss can lose acknowledged tasks; use --fsync=always in production")
+	}
+
+	// Bind before replaying, so a taken port fails fast and the address is
+	// known; /healthz answers 200 only once the node serves.
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w (is another server running there? pass --listen)", *listen, err)
+	}
+	defer ln.Close()
+
+	start := time.Now()
+	n, err := node.Open(ctx, node.Config{
+		DataDir: *dataDir,
+		Sync:    policy,
+		Logger:  lg,
+		Coordinator: coordinator.Config{
+			Limits:             coordinator.Limits{MaxPayloadBytes: *maxPayload},
+			ExpiryScanInterval: *scan,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	api := server.New(n, server.Options{MaxRequestBytes: max(16<<20, 2**maxPayload+(1<<20)), Logger: lg})
+	srv := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		Protocols:         new(http.Protocols),
+		ErrorLog:          slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
+	}
+	// HTTP/1.1 for curl and Connect, unencrypted HTTP/2 for gRPC.
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+
+	stats := n.Coordinator().Stats()
+	lg.Info("tenure serving", "listen", ln.Addr().String(), "data_dir", *dataDir, "fsync", policy.String(),
+		"records", stats.LastLSN, "tasks", stats.Tasks, "replay_took", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "tenure serving on http://%s (data in %s)\n", ln.Addr(), *dataDir)
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	select {
+	case err := <-serveErr:
+		n.Close()
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+
+	// Graceful stop: refuse new connections, end long-polls, let in-flight
+	// requests finish (their appends are fsynced before they answer), then
+	// close the WAL, which flushes and fsyncs whatever remains.
+	lg.Info("shutting down")
+	api.Drain()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		lg.Warn("in-flight requests did not finish in time", "err", err)
+	}
+	if err := n.Close(); err != nil {
+		return fmt.Errorf("closing the WAL: %w", err)
+	}
+	lg.Info("stopped cleanly")
+	return nil
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, errors.New("--log-format must be text or json")
+}

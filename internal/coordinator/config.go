@@ -1,0 +1,186 @@
+package coordinator
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/state"
+)
+
+// Limits bound every input. Values outside them are rejected with the limit
+// in the message. The zero value of a field means its default.
+type Limits struct {
+	// MaxPayloadBytes caps a task's payload (default 1 MiB).
+	MaxPayloadBytes int
+	// MaxResultBytes caps a commit or completion result (default 1 MiB).
+	MaxResultBytes int
+	// MaxIDBytes caps namespaces, queues, request, task, lease and worker
+	// ids (default 256).
+	MaxIDBytes int
+	// MaxReasonBytes caps failure and kill reasons (default 4 KiB).
+	MaxReasonBytes int
+	// MinWindow and MaxWindow bound a task's execution window (defaults
+	// 100 ms and 24 h); DefaultWindow is used when none is given (30 s).
+	MinWindow, MaxWindow, DefaultWindow time.Duration
+	// MaxAttempts bounds a retry policy's attempts (default 1000).
+	MaxAttempts uint32
+	// DefaultRetry fills the unset fields of a submitted retry policy
+	// (default: 3 attempts, 1 s initial backoff, 10 min max, multiplier 2).
+	DefaultRetry state.RetryPolicy
+	// MaxBackoff bounds both backoffs of a retry policy (default 24 h).
+	MaxBackoff time.Duration
+	// MaxDelay bounds how far in the future not_before may be (default 1
+	// year).
+	MaxDelay time.Duration
+	// MaxBatch caps the tasks of one SubmitBatch (default 1000).
+	MaxBatch int
+	// MaxLeaseTasks caps the tasks of one Lease (default 1000).
+	MaxLeaseTasks int
+	// MaxWait caps a Lease long-poll (default 30 s).
+	MaxWait time.Duration
+	// MaxListPage caps the tasks of one List page (default 1000).
+	MaxListPage int
+}
+
+// DefaultLimits are the limits a zero Limits stands for.
+var DefaultLimits = Limits{
+	MaxPayloadBytes: 1 << 20,
+	MaxResultBytes:  1 << 20,
+	MaxIDBytes:      256,
+	MaxReasonBytes:  4 << 10,
+	MinWindow:       100 * time.Millisecond,
+	MaxWindow:       24 * time.Hour,
+	DefaultWindow:   30 * time.Second,
+	MaxAttempts:     1000,
+	DefaultRetry: state.RetryPolicy{
+		MaxAttempts:    3,
+		InitialBackoff: time.Second,
+		MaxBackoff:     10 * time.Minute,
+		Multiplier:     2,
+	},
+	MaxBackoff:    24 * time.Hour,
+	MaxDelay:      365 * 24 * time.Hour,
+	MaxBatch:      1000,
+	MaxLeaseTasks: 1000,
+	MaxWait:       30 * time.Second,
+	MaxListPage:   1000,
+}
+
+// withDefaults returns l with every zero field set to its default.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	setInt(&l.MaxPayloadBytes, d.MaxPayloadBytes)
+	setInt(&l.MaxResultBytes, d.MaxResultBytes)
+	setInt(&l.MaxIDBytes, d.MaxIDBytes)
+	setInt(&l.MaxReasonBytes, d.MaxReasonBytes)
+	setDur(&l.MinWindow, d.MinWindow)
+	setDur(&l.MaxWindow, d.MaxWindow)
+	setDur(&l.DefaultWindow, d.DefaultWindow)
+	if l.MaxAttempts == 0 {
+		l.MaxAttempts = d.MaxAttempts
+	}
+	if l.DefaultRetry.MaxAttempts == 0 {
+		l.DefaultRetry.MaxAttempts = d.DefaultRetry.MaxAttempts
+	}
+	setDur(&l.DefaultRetry.InitialBackoff, d.DefaultRetry.InitialBackoff)
+	setDur(&l.DefaultRetry.MaxBackoff, d.DefaultRetry.MaxBackoff)
+	if l.DefaultRetry.Multiplier == 0 {
+		l.DefaultRetry.Multiplier = d.DefaultRetry.Multiplier
+	}
+	setDur(&l.MaxBackoff, d.MaxBackoff)
+	setDur(&l.MaxDelay, d.MaxDelay)
+	setInt(&l.MaxBatch, d.MaxBatch)
+	setInt(&l.MaxLeaseTasks, d.MaxLeaseTasks)
+	setDur(&l.MaxWait, d.MaxWait)
+	setInt(&l.MaxListPage, d.MaxListPage)
+	return l
+}
+
+func setInt(p *int, d int) {
+	if *p == 0 {
+		*p = d
+	}
+}
+
+func setDur(p *time.Duration, d time.Duration) {
+	if *p == 0 {
+		*p = d
+	}
+}
+
+func (l Limits) validate() error {
+	positive := []struct {
+		name string
+		v    int64
+	}{
+		{"MaxPayloadBytes", int64(l.MaxPayloadBytes)}, {"MaxResultBytes", int64(l.MaxResultBytes)},
+		{"MaxIDBytes", int64(l.MaxIDBytes)}, {"MaxReasonBytes", int64(l.MaxReasonBytes)},
+		{"MinWindow", int64(l.MinWindow)}, {"MaxBatch", int64(l.MaxBatch)},
+		{"MaxLeaseTasks", int64(l.MaxLeaseTasks)}, {"MaxWait", int64(l.MaxWait)},
+		{"MaxListPage", int64(l.MaxListPage)}, {"MaxBackoff", int64(l.MaxBackoff)}, {"MaxDelay", int64(l.MaxDelay)},
+	}
+	for _, p := range positive {
+		if p.v < 0 {
+			return fmt.Errorf("coordinator: Limits.%s is negative (%d); use a positive value or 0 for the default", p.name, p.v)
+		}
+	}
+	if l.MaxPayloadBytes > 64<<20 {
+		return fmt.Errorf("coordinator: Limits.MaxPayloadBytes %d is over the 64 MiB ceiling", l.MaxPayloadBytes)
+	}
+	if l.MinWindow > l.MaxWindow {
+		return fmt.Errorf("coordinator: Limits.MinWindow %v is above MaxWindow %v", l.MinWindow, l.MaxWindow)
+	}
+	if l.DefaultWindow < l.MinWindow || l.DefaultWindow > l.MaxWindow {
+		return fmt.Errorf("coordinator: Limits.DefaultWindow %v is outside [%v, %v]", l.DefaultWindow, l.MinWindow, l.MaxWindow)
+	}
+	r := l.DefaultRetry
+	if r.MaxAttempts > l.MaxAttempts || r.Multiplier < 1 || r.InitialBackoff < 0 || r.MaxBackoff < r.InitialBackoff {
+		return fmt.Errorf("coordinator: Limits.DefaultRetry %+v is not a valid policy (attempts 1..%d, multiplier >= 1, 0 <= initial <= max backoff)", r, l.MaxAttempts)
+	}
+	return nil
+}
+
+// Config configures a Coordinator. The zero value works: real clock,
+// crypto-random ids, default limits, a 1 s expiry scan.
+type Config struct {
+	// Clock gives record timestamps and drives timers (default clock.Real).
+	Clock clock.Clock
+	// Rand is the randomness for task and lease ids (default crypto/rand).
+	// Tests pass a seeded source so a run is reproducible.
+	Rand io.Reader
+	// Logger receives operational logs (default: discard).
+	Logger *slog.Logger
+	Limits Limits
+	// ExpiryScanInterval is the period of the background scan for expired
+	// leases (default 1 s). Leases are also expired lazily whenever a
+	// request finds one past due.
+	ExpiryScanInterval time.Duration
+	// MaxExpiriesPerScan bounds the LeaseExpired records one scan writes
+	// (default 10000); the rest wait for the next scan or a lazy check.
+	MaxExpiriesPerScan int
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Clock == nil {
+		c.Clock = clock.Real
+	}
+	if c.Rand == nil {
+		c.Rand = cryptoRand
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	c.Limits = c.Limits.withDefaults()
+	if err := c.Limits.validate(); err != nil {
+		return c, err
+	}
+	if c.ExpiryScanInterval < 0 || c.MaxExpiriesPerScan < 0 {
+		return c, fmt.Errorf("coordinator: ExpiryScanInterval and MaxExpiriesPerScan must not be negative")
+	}
+	setDur(&c.ExpiryScanInterval, time.Second)
+	setInt(&c.MaxExpiriesPerScan, 10000)
+	return c, nil
+}

@@ -1,0 +1,327 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/record"
+	"github.com/tenurehq/tenure/internal/state"
+	"github.com/tenurehq/tenure/internal/wal"
+)
+
+// Log is the durable, ordered record store of one partition: the embedded
+// file WAL or, in cluster mode, a table. The coordinator owns it while open.
+type Log interface {
+	// Append gives entries the next dense LSNs, in order, and returns the
+	// last one. It need not wait for durability.
+	Append(entries []wal.Entry) (lastLSN uint64, err error)
+	// Wait returns once every LSN up to lsn is durable, or with the error
+	// that made the log fail.
+	Wait(ctx context.Context, lsn uint64) error
+	// Replay calls fn for every durable record from LSN from on, in order.
+	// fn must not keep e.Payload.
+	Replay(from uint64, fn func(lsn uint64, e wal.Entry) error) error
+	// LastLSN is the last LSN handed out (0 for an empty log).
+	LastLSN() uint64
+}
+
+// Coordinator serialises every decision about one partition's tasks:
+// request → validate → choose records → append → apply → respond. One mutex
+// covers choose, append and apply, so decisions see every earlier record;
+// responses wait for durability outside the mutex, which lets concurrent
+// requests share one write and one fsync (group commit).
+//
+// A record is applied to memory as soon as it is appended, before it is
+// durable. Nothing observes it early: every response, reads included,
+// waits until the log is durable up to the state it saw. If the log fails,
+// the coordinator stops serving, because memory may now be ahead of disk;
+// it must be reopened from the log.
+type Coordinator struct {
+	cfg Config
+	log Log
+	lg  *slog.Logger
+
+	mu      sync.Mutex
+	st      *state.State
+	failed  error // sticky; set once the log or an apply failed, or on Close
+	signals map[state.QueueKey]chan struct{}
+	workers *registry
+	encBuf  []byte
+	entries []wal.Entry
+	// onApply, when set (by tests), runs after every applied record.
+	onApply func(*state.State)
+}
+
+// Open replays log into a fresh state, then expires every lease already
+// past due (seed 001 §8), and returns a coordinator ready to serve.
+func Open(ctx context.Context, log Log, cfg Config) (*Coordinator, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Coordinator{
+		cfg:     cfg,
+		log:     log,
+		lg:      cfg.Logger,
+		st:      state.New(),
+		signals: make(map[state.QueueKey]chan struct{}),
+		workers: newRegistry(),
+	}
+	start := time.Now()
+	if err := Replay(log, c.st, 1); err != nil {
+		return nil, err
+	}
+	if got, want := c.st.LastLSN(), log.LastLSN(); got != want {
+		return nil, fmt.Errorf("coordinator: replay ended at lsn %d but the log's last lsn is %d", got, want)
+	}
+	c.lg.Info("replayed log", "records", c.st.LastLSN(), "tasks", c.st.Len(), "took", time.Since(start))
+	if _, err := c.ExpireDue(ctx); err != nil {
+		return nil, fmt.Errorf("coordinator: expiring leases after replay: %w", err)
+	}
+	return c, nil
+}
+
+// Replay applies every record of log from LSN from on to st. A record that
+// does not decode or does not apply means the log is corrupt or foreign:
+// the error names its LSN.
+func Replay(log Log, st *state.State, from uint64) error {
+	return log.Replay(from, func(lsn uint64, e wal.Entry) error {
+		r, err := record.Decode(state.RecordType(e.Type), e.Payload)
+		if err != nil {
+			return fmt.Errorf("coordinator: replay: record at lsn %d: %w", lsn, err)
+		}
+		if err := st.Apply(lsn, r); err != nil {
+			return fmt.Errorf("coordinator: replay refused (corrupt or foreign log): %w", err)
+		}
+		return nil
+	})
+}
+
+// Close stops serving. It does not close the log, which belongs to the
+// caller; the caller closes it after Close returns.
+func (c *Coordinator) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failed == nil {
+		c.failed = fmt.Errorf("%w: coordinator closed", ErrUnavailable)
+	}
+	for k, ch := range c.signals {
+		close(ch)
+		delete(c.signals, k)
+	}
+	return nil
+}
+
+// Err is the error that stopped the coordinator, or nil while it serves.
+func (c *Coordinator) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failed
+}
+
+// lock takes the mutex unless the coordinator has stopped serving.
+func (c *Coordinator) lock() error {
+	c.mu.Lock()
+	if c.failed != nil {
+		err := c.failed
+		c.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// write appends recs and applies them to the state; c.mu must be held. The
+// records are not durable yet: the caller waits (with wait) before it
+// answers anyone.
+func (c *Coordinator) write(recs ...state.Record) (uint64, error) {
+	if len(recs) == 0 {
+		return c.st.LastLSN(), nil
+	}
+	buf, entries := c.encBuf[:0], c.entries[:0]
+	offsets := make([]int, 0, len(recs)+1)
+	for _, r := range recs {
+		offsets = append(offsets, len(buf))
+		typ, out, err := record.Encode(buf, r)
+		if err != nil {
+			// Inputs are validated before they reach a record: a record
+			// that does not encode is a bug, and nothing was written.
+			return 0, fmt.Errorf("coordinator: encoding %s: %w", r.Type(), err)
+		}
+		buf = out
+		entries = append(entries, wal.Entry{Type: uint16(typ)})
+	}
+	offsets = append(offsets, len(buf))
+	for i := range entries {
+		entries[i].Payload = buf[offsets[i]:offsets[i+1]]
+	}
+	last, err := c.log.Append(entries)
+	c.encBuf, c.entries = buf, entries
+	if err != nil {
+		return 0, c.failLocked(fmt.Errorf("appending to the log: %w", err))
+	}
+	first := last - uint64(len(recs)) + 1
+	if first != c.st.LastLSN()+1 {
+		return 0, c.failLocked(fmt.Errorf("log assigned lsn %d, the state expects %d", first, c.st.LastLSN()+1))
+	}
+	for i, r := range recs {
+		if err := c.st.Apply(first+uint64(i), r); err != nil {
+			return 0, c.failLocked(fmt.Errorf("applying a validated record: %w", err))
+		}
+		c.afterApply(r)
+		if c.onApply != nil {
+			c.onApply(c.st)
+		}
+	}
+	return last, nil
+}
+
+// afterApply updates soft state and wakes long-polls after a record.
+func (c *Coordinator) afterApply(r state.Record) {
+	t := c.st.Task(r.Task())
+	if t == nil {
+		return
+	}
+	switch r := r.(type) {
+	case *state.LeaseGranted:
+		c.workers.leased(r.WorkerID)
+	case *state.TaskCompleted, *state.TaskFailed, *state.LeaseExpired, *state.TaskDead:
+		if n := len(t.Executions); n > 0 && t.CurrentLease() == nil {
+			c.workers.released(t.Executions[n-1].WorkerID)
+		}
+	}
+	if t.Schedulable() {
+		c.signal(state.QueueKey{Namespace: t.Namespace, Queue: t.Queue})
+	}
+}
+
+// signal wakes every long-poll waiting on q.
+func (c *Coordinator) signal(q state.QueueKey) {
+	if ch, ok := c.signals[q]; ok {
+		close(ch)
+		delete(c.signals, q)
+	}
+}
+
+// signalFor returns the channel closed at the next signal of q.
+func (c *Coordinator) signalFor(q state.QueueKey) <-chan struct{} {
+	ch, ok := c.signals[q]
+	if !ok {
+		ch = make(chan struct{})
+		c.signals[q] = ch
+	}
+	return ch
+}
+
+// failLocked stops the coordinator for good; c.mu must be held.
+func (c *Coordinator) failLocked(err error) error {
+	if c.failed == nil {
+		c.failed = fmt.Errorf("%w: %v; this partition stopped serving and must be reopened from its log", ErrUnavailable, err)
+		c.lg.Error("coordinator stopped", "err", err)
+		for k, ch := range c.signals {
+			close(ch)
+			delete(c.signals, k)
+		}
+	}
+	return c.failed
+}
+
+// wait blocks until lsn is durable. A log failure stops the coordinator.
+func (c *Coordinator) wait(ctx context.Context, lsn uint64) error {
+	err := c.log.Wait(ctx, lsn)
+	if err == nil {
+		return nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failLocked(fmt.Errorf("waiting for the log: %w", err))
+}
+
+// writeAndWait is write followed, outside the mutex, by wait; c.mu must be
+// held and is released.
+func (c *Coordinator) writeAndWait(ctx context.Context, recs ...state.Record) error {
+	last, err := c.write(recs...)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.wait(ctx, last)
+}
+
+// now is the clock's time as a record timestamp.
+func (c *Coordinator) now() state.Time { return state.TimeOf(c.cfg.Clock.Now()) }
+
+// ExpireDue writes LeaseExpired for every lease past due (up to
+// MaxExpiriesPerScan) and returns how many it expired.
+func (c *Coordinator) ExpireDue(ctx context.Context) (int, error) {
+	if err := c.lock(); err != nil {
+		return 0, err
+	}
+	recs := c.expiredLocked(c.now(), c.cfg.MaxExpiriesPerScan)
+	return len(recs), c.writeAndWait(ctx, recs...)
+}
+
+// Run expires leases in the background until ctx ends: every
+// ExpiryScanInterval, or sooner when the next lease falls due.
+func (c *Coordinator) Run(ctx context.Context) error {
+	for {
+		wait := c.cfg.ExpiryScanInterval
+		c.mu.Lock()
+		if next, ok := c.st.NextExpiry(); ok {
+			wait = min(wait, max(0, next.Std().Sub(c.cfg.Clock.Now())))
+		}
+		c.mu.Unlock()
+		t := c.cfg.Clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C():
+		}
+		if _, err := c.ExpireDue(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+	}
+}
+
+// Stats are counters for metrics and tests.
+type Stats struct {
+	LastLSN uint64
+	Tasks   int
+	ByState map[state.TaskState]int
+	Workers int
+}
+
+// Stats returns a consistent view of the counters.
+func (c *Coordinator) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := Stats{LastLSN: c.st.LastLSN(), Tasks: c.st.Len(), ByState: map[state.TaskState]int{}, Workers: c.workers.len()}
+	for ts := state.Waiting; ts <= state.Dead; ts++ {
+		s.ByState[ts] = c.st.Count(ts)
+	}
+	return s
+}
+
+// Export returns the canonical copy of the state (for tests and tools).
+func (c *Coordinator) Export() state.Export {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.st.Export()
+}
+
+// CheckInvariants runs the state's invariant check (for tests and tools).
+func (c *Coordinator) CheckInvariants() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.st.Invariants()
+}

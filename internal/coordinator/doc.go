@@ -1,0 +1,26 @@
+// Package coordinator is the single authority over one partition's tasks
+// (seed 001): every request goes request → validate → choose records →
+// append → apply → respond, and memory is only a replay of the log.
+//
+// Roles, as in seed 001 §2, are files rather than services:
+//   - TaskManager (tasks.go) validates submissions and builds TaskCreated
+//     and TaskDead; it also answers Get, List and History.
+//   - LeaseManager (leases.go) decides grants, extensions, expiries, commits,
+//     completions and failures, and builds their records.
+//   - WorkerRegistry (registry.go) is soft, advisory state that never enters
+//     the log.
+//
+// Guarantees:
+//   - An answer is given only after every record it depends on is durable
+//     in the log, reads included.
+//   - A lease grants permission, not success: the first valid commit wins;
+//     any other attempt is told ErrLeaseLost or ErrAlreadyCommitted and its
+//     stale action is recorded as TaskCancelled.
+//   - Time only revokes: expiries are written as LeaseExpired, by a periodic
+//     scan (Run) and lazily whenever a request meets a past-due lease.
+//   - A log failure stops the coordinator (ErrUnavailable) for good; the
+//     owner reopens it from the log. It never retries a failed fsync.
+//
+// Time comes only from the injected clock, and ids from the injected random
+// source, so a seeded run with a fake clock is reproducible.
+package coordinator

@@ -1,0 +1,70 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The error kinds a caller branches on (with errors.Is). The API layer maps
+// each to one status code. Messages say what happened and what to do.
+var (
+	// ErrNotFound: no task has that id.
+	ErrNotFound = errors.New("task not found")
+	// ErrLeaseLost: the lease is not the task's current lease any more (it
+	// expired, or the task was leased again, killed or finished). The worker
+	// must stop and must not apply effects.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrAlreadyCommitted: another attempt committed the task first. The
+	// caller must not apply effects.
+	ErrAlreadyCommitted = errors.New("already committed")
+	// ErrWrongState: the task's state does not allow the operation.
+	ErrWrongState = errors.New("operation not allowed in the task's state")
+	// ErrInvalidArgument is wrapped by *FieldError.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrTooLarge is wrapped by *LimitError.
+	ErrTooLarge = errors.New("too large")
+	// ErrUnavailable: the log failed or the coordinator is closed; nothing
+	// more is acknowledged until it is reopened from its log.
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// FieldError is an invalid argument, naming the field.
+type FieldError struct {
+	Field   string
+	Problem string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("invalid argument: %s: %s", e.Field, e.Problem)
+}
+
+func (e *FieldError) Unwrap() error { return ErrInvalidArgument }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// LimitError is a value over a size limit, naming the field and the limit.
+type LimitError struct {
+	Field string
+	Size  int
+	Limit int
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("too large: %s is %d bytes, the limit is %d bytes; send less (store large data elsewhere and pass a reference)", e.Field, e.Size, e.Limit)
+}
+
+func (e *LimitError) Unwrap() error { return ErrTooLarge }
+
+func leaseLost(taskID, leaseID, why string) error {
+	return fmt.Errorf("%w: task %s: lease %s %s; stop working on this task and do not apply its effects", ErrLeaseLost, taskID, leaseID, why)
+}
+
+func alreadyCommitted(taskID, by string) error {
+	return fmt.Errorf("%w: task %s was committed by lease %s; do not apply effects from this attempt", ErrAlreadyCommitted, taskID, by)
+}
+
+func notFound(taskID string) error {
+	return fmt.Errorf("%w: no task %q (check the id; finished tasks leave after the retention period)", ErrNotFound, taskID)
+}

@@ -1,0 +1,163 @@
+package coordinator
+
+import (
+	"context"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/state"
+	"github.com/tenurehq/tenure/internal/wal"
+)
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// seededRand is a deterministic id source.
+type seededRand struct{ r *rand.ChaCha8 }
+
+func newSeededRand(seed uint64) *seededRand {
+	var s [32]byte
+	for i := range 8 {
+		s[i] = byte(seed >> (8 * i))
+	}
+	return &seededRand{rand.NewChaCha8(s)}
+}
+
+func (s *seededRand) Read(p []byte) (int, error) { return s.r.Read(p) }
+
+// env is a coordinator over a real file WAL in a temporary directory, with a
+// fake clock.
+type env struct {
+	t     *testing.T
+	dir   string
+	clock *clock.Fake
+	log   *wal.Log
+	c     *Coordinator
+	sync  wal.SyncPolicy
+	seed  uint64
+	rand  *seededRand // one stream across restarts, as crypto/rand would be
+	// checkEveryRecord runs the state invariants after every applied record.
+	checkEveryRecord bool
+}
+
+func newEnv(t *testing.T, seed uint64) *env {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch), sync: wal.SyncNone, seed: seed, rand: newSeededRand(seed), checkEveryRecord: true}
+	e.open()
+	t.Cleanup(e.close)
+	return e
+}
+
+func (e *env) config() Config {
+	return Config{Clock: e.clock, Rand: e.rand, ExpiryScanInterval: time.Second}
+}
+
+func (e *env) open() {
+	e.t.Helper()
+	l, err := wal.Open(wal.Options{Dir: filepath.Join(e.dir, "wal"), Sync: e.sync, SegmentBytes: 1 << 20})
+	if err != nil {
+		e.t.Fatalf("open wal: %v", err)
+	}
+	c, err := Open(context.Background(), l, e.config())
+	if err != nil {
+		l.Close()
+		e.t.Fatalf("open coordinator: %v", err)
+	}
+	if e.checkEveryRecord {
+		c.onApply = func(st *state.State) {
+			if err := st.Invariants(); err != nil {
+				e.t.Errorf("invariants after lsn %d: %v", st.LastLSN(), err)
+			}
+		}
+	}
+	e.log, e.c = l, c
+}
+
+func (e *env) close() {
+	if e.c != nil {
+		e.c.Close()
+		e.log.Close()
+		e.c = nil
+	}
+}
+
+// restart closes and reopens from the files on disk, checking that the
+// reopened state equals the state before.
+func (e *env) restart() {
+	e.t.Helper()
+	before := e.c.Export()
+	e.close()
+	e.open()
+	if after := e.c.Export(); !reflect.DeepEqual(before, after) {
+		e.t.Fatalf("state after restart differs from the state before")
+	}
+}
+
+// replayFromDisk replays the WAL files into a fresh state, without a
+// coordinator (no expiry after replay).
+func (e *env) replayFromDisk() state.Export {
+	e.t.Helper()
+	l, err := wal.Open(wal.Options{Dir: filepath.Join(e.dir, "wal"), Sync: wal.SyncNone, SegmentBytes: 1 << 20})
+	if err != nil {
+		e.t.Fatalf("reopen wal: %v", err)
+	}
+	defer l.Close()
+	st := state.New()
+	if err := Replay(l, st, 1); err != nil {
+		e.t.Fatalf("replay: %v", err)
+	}
+	if err := st.Invariants(); err != nil {
+		e.t.Fatalf("replayed state: %v", err)
+	}
+	return st.Export()
+}
+
+var ctx = context.Background()
+
+func (e *env) submit(queue string, mods ...func(*SubmitRequest)) *state.Task {
+	e.t.Helper()
+	req := SubmitRequest{Queue: queue, Payload: []byte("payload")}
+	for _, m := range mods {
+		m(&req)
+	}
+	res, err := e.c.Submit(ctx, req)
+	if err != nil {
+		e.t.Fatalf("submit: %v", err)
+	}
+	return res.Task
+}
+
+func (e *env) lease(worker, queue string) Lease {
+	e.t.Helper()
+	ls, err := e.c.Lease(ctx, LeaseRequest{WorkerID: worker, Queue: queue})
+	if err != nil || len(ls) != 1 {
+		e.t.Fatalf("lease: %v, %d leases", err, len(ls))
+	}
+	return ls[0]
+}
+
+func (e *env) get(id string) *state.Task {
+	e.t.Helper()
+	t, err := e.c.Get(ctx, id)
+	if err != nil {
+		e.t.Fatalf("get %s: %v", id, err)
+	}
+	return t
+}
+
+// historyTypes lists the record types of a task's history.
+func (e *env) historyTypes(id string) []state.RecordType {
+	e.t.Helper()
+	h, err := e.c.History(ctx, id)
+	if err != nil {
+		e.t.Fatalf("history: %v", err)
+	}
+	var out []state.RecordType
+	for _, he := range h {
+		out = append(out, he.Record.Type())
+	}
+	return out
+}

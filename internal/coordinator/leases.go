@@ -1,0 +1,403 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/state"
+)
+
+// LeaseRequest asks for up to MaxTasks tasks of one queue.
+type LeaseRequest struct {
+	WorkerID  string
+	Namespace string // default "default"
+	Queue     string
+	MaxTasks  int // default 1
+	// Wait is how long to long-poll for a task when none is ready now (0:
+	// answer at once).
+	Wait time.Duration
+}
+
+// Lease is one granted attempt.
+type Lease struct {
+	TaskID      string
+	Namespace   string
+	Queue       string
+	Payload     []byte // shared and immutable: do not modify
+	LeaseID     string
+	WorkerID    string
+	Attempt     uint32
+	LeaseExpiry time.Time
+	Window      time.Duration
+	// Committed marks a finalisation lease: an earlier attempt committed
+	// CommittedResult. The worker re-applies its idempotent effect and
+	// completes; it must not execute the task again.
+	Committed       bool
+	CommittedResult []byte // shared and immutable: do not modify
+}
+
+// FencingToken identifies the attempt whose commit won. External effects
+// keyed by it (or by task id) are applied once.
+type FencingToken struct {
+	TaskID  string
+	Attempt uint32
+}
+
+// FailResult says what a failure led to.
+type FailResult struct {
+	State   state.TaskState // WAITING (retry scheduled) or FAILED
+	RetryAt time.Time       // when the retry may start; zero if FAILED
+}
+
+func (c *Coordinator) validateLease(req *LeaseRequest) error {
+	l := c.cfg.Limits
+	if req.Namespace == "" {
+		req.Namespace = DefaultNamespace
+	}
+	if req.MaxTasks == 0 {
+		req.MaxTasks = 1
+	}
+	if err := c.checkID("worker_id", req.WorkerID, true); err != nil {
+		return err
+	}
+	if err := c.checkID("namespace", req.Namespace, true); err != nil {
+		return err
+	}
+	if err := c.checkID("queue", req.Queue, true); err != nil {
+		return err
+	}
+	if req.MaxTasks < 0 || req.MaxTasks > l.MaxLeaseTasks {
+		return fieldErr("max_tasks", "%d is outside 1..%d", req.MaxTasks, l.MaxLeaseTasks)
+	}
+	if req.Wait < 0 || req.Wait > l.MaxWait {
+		return fieldErr("wait", "%v is outside 0..%v", req.Wait, l.MaxWait)
+	}
+	return nil
+}
+
+// Lease grants up to MaxTasks ready tasks of the queue, in priority then age
+// order. With none ready it long-polls up to Wait for one to become ready,
+// and returns an empty list if none did.
+func (c *Coordinator) Lease(ctx context.Context, req LeaseRequest) ([]Lease, error) {
+	if err := c.validateLease(&req); err != nil {
+		return nil, err
+	}
+	q := state.QueueKey{Namespace: req.Namespace, Queue: req.Queue}
+	deadline := c.cfg.Clock.Now().Add(req.Wait)
+	for {
+		if err := c.lock(); err != nil {
+			return nil, err
+		}
+		nowT := c.cfg.Clock.Now()
+		now := state.TimeOf(nowT)
+		c.workers.seen(req.WorkerID, nowT, req.MaxTasks)
+		// Lazy expiry before a grant: a past-due lease must not keep a task
+		// from being leased.
+		recs := c.expiredLocked(now, c.cfg.MaxExpiriesPerScan)
+		ready := c.st.Schedulable(q, now, req.MaxTasks)
+		grants := make([]*state.LeaseGranted, 0, len(ready))
+		for _, t := range ready {
+			g := &state.LeaseGranted{
+				TaskID:      t.ID,
+				LeaseID:     newID(nowT, c.cfg.Rand),
+				WorkerID:    req.WorkerID,
+				Attempt:     t.Attempt + 1,
+				GrantedAt:   now,
+				LeaseExpiry: now.Add(t.Window),
+			}
+			grants = append(grants, g)
+			recs = append(recs, g)
+		}
+		if len(grants) > 0 {
+			last, err := c.write(recs...)
+			if err != nil {
+				c.mu.Unlock()
+				return nil, err
+			}
+			out := make([]Lease, len(grants))
+			for i, g := range grants {
+				out[i] = c.leaseView(c.st.Task(g.TaskID), g)
+			}
+			c.mu.Unlock()
+			if err := c.wait(ctx, last); err != nil {
+				return nil, err
+			}
+			return out, nil
+		}
+		// Nothing ready: write any expiries, then wait for the queue to be
+		// signalled, the next delayed task, or the deadline.
+		last, err := c.write(recs...)
+		if err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+		signal := c.signalFor(q)
+		remaining := deadline.Sub(nowT)
+		if next, ok := c.st.NextReady(q); ok {
+			remaining = min(remaining, max(next.Std().Sub(nowT), time.Millisecond))
+		}
+		c.mu.Unlock()
+		if len(recs) > 0 {
+			if err := c.wait(ctx, last); err != nil {
+				return nil, err
+			}
+		}
+		if !nowT.Before(deadline) {
+			return nil, nil
+		}
+		timer := c.cfg.Clock.NewTimer(remaining)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		case <-signal:
+			timer.Stop()
+		case <-timer.C():
+		}
+	}
+}
+
+func (c *Coordinator) leaseView(t *state.Task, g *state.LeaseGranted) Lease {
+	l := Lease{
+		TaskID:      t.ID,
+		Namespace:   t.Namespace,
+		Queue:       t.Queue,
+		Payload:     t.Payload,
+		LeaseID:     g.LeaseID,
+		WorkerID:    g.WorkerID,
+		Attempt:     g.Attempt,
+		LeaseExpiry: g.LeaseExpiry.Std(),
+		Window:      t.Window,
+	}
+	if t.State == state.Committed {
+		l.Committed = true
+		l.CommittedResult = t.Result
+	}
+	return l
+}
+
+// expiredLocked builds LeaseExpired records for up to max leases past due at
+// now; c.mu must be held.
+func (c *Coordinator) expiredLocked(now state.Time, max int) []state.Record {
+	var recs []state.Record
+	for _, t := range c.st.Expired(now, max) {
+		recs = append(recs, c.expiry(t, now))
+	}
+	return recs
+}
+
+// expiry builds the LeaseExpired record of t's current lease at now. If the
+// task will be retried, the retry waits out the backoff, as after a failure.
+func (c *Coordinator) expiry(t *state.Task, now state.Time) *state.LeaseExpired {
+	r := &state.LeaseExpired{TaskID: t.ID, LeaseID: t.CurrentLease().LeaseID, At: now}
+	if t.State == state.Leased && t.Attempt < t.Retry.MaxAttempts {
+		r.RetryAt = now.Add(t.Retry.Backoff(t.Attempt))
+	}
+	return r
+}
+
+// authorize checks that leaseID is t's current, unexpired lease at now. A
+// lease past due is expired on the spot (a LeaseExpired record). An action
+// by a lease without authority is recorded as TaskCancelled and answered
+// with ErrLeaseLost, or ErrAlreadyCommitted if another attempt committed.
+// It returns the records to write and, on success, the current execution.
+func (c *Coordinator) authorize(t *state.Task, leaseID, action string, now state.Time) (*state.Execution, []state.Record, error) {
+	var recs []state.Record
+	cur := t.CurrentLease()
+	if cur != nil && cur.LeaseExpiry <= now {
+		recs = append(recs, c.expiry(t, now))
+		cur = nil
+	}
+	if cur != nil && cur.LeaseID == leaseID {
+		return cur, recs, nil
+	}
+	recs = append(recs, &state.TaskCancelled{TaskID: t.ID, LeaseID: leaseID, Reason: action + " by a lease without authority", At: now})
+	if t.CommittedBy != "" && t.CommittedBy != leaseID {
+		return nil, recs, alreadyCommitted(t.ID, t.CommittedBy)
+	}
+	why := "is not the current lease"
+	if len(recs) == 2 || c.expiredEarlier(t, leaseID) {
+		why = "expired"
+	}
+	return nil, recs, leaseLost(t.ID, leaseID, why)
+}
+
+// expiredEarlier reports whether leaseID was t's and ended by expiry.
+func (c *Coordinator) expiredEarlier(t *state.Task, leaseID string) bool {
+	for i := range t.Executions {
+		e := &t.Executions[i]
+		if e.LeaseID == leaseID {
+			return e.Reason == "lease expired"
+		}
+	}
+	return false
+}
+
+// leaseOp runs one lease-holder operation: look the task up, authorize the
+// lease, and let decide choose the record (or an answer without one). A
+// rejected lease still writes its TaskCancelled (and any expiry) before the
+// error is answered.
+func (c *Coordinator) leaseOp(ctx context.Context, taskID, leaseID, action string,
+	decide func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error)) error {
+	if err := c.checkID("task_id", taskID, true); err != nil {
+		return err
+	}
+	if err := c.checkID("lease_id", leaseID, true); err != nil {
+		return err
+	}
+	if err := c.lock(); err != nil {
+		return err
+	}
+	t := c.st.Task(taskID)
+	if t == nil {
+		c.mu.Unlock()
+		return notFound(taskID)
+	}
+	now := c.now()
+	cur, recs, authErr := c.authorize(t, leaseID, action, now)
+	if authErr == nil {
+		r, err := decide(t, cur, now)
+		if err != nil {
+			c.mu.Unlock()
+			return err
+		}
+		if r != nil {
+			recs = append(recs, r)
+		}
+	}
+	if err := c.writeAndWait(ctx, recs...); err != nil {
+		return err
+	}
+	return authErr
+}
+
+// Start records that the worker began executing (optional).
+func (c *Coordinator) Start(ctx context.Context, taskID, leaseID string) error {
+	return c.leaseOp(ctx, taskID, leaseID, "start", func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
+		switch cur.Status {
+		case state.ExecLeased:
+			return &state.ExecutionStarted{TaskID: t.ID, LeaseID: leaseID, At: now}, nil
+		case state.ExecInProgress:
+			return nil, nil // a retried Start
+		default:
+			return nil, fmt.Errorf("%w: task %s: execution is %s; start is only for a new lease", ErrWrongState, t.ID, cur.Status)
+		}
+	})
+}
+
+// Heartbeat extends the lease to now + the task's execution window and
+// returns the new expiry. An expired lease is never resurrected.
+func (c *Coordinator) Heartbeat(ctx context.Context, taskID, leaseID string) (time.Time, error) {
+	var expiry state.Time
+	err := c.leaseOp(ctx, taskID, leaseID, "heartbeat", func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
+		expiry = now.Add(t.Window)
+		if expiry <= cur.LeaseExpiry {
+			expiry = cur.LeaseExpiry // the clock went back: keep the lease as it is
+			return nil, nil
+		}
+		return &state.LeaseExtended{TaskID: t.ID, LeaseID: leaseID, NewLeaseExpiry: expiry, At: now}, nil
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return expiry.Std(), nil
+}
+
+// Commit records result as the task's one committed result. Only the
+// attempt whose commit succeeds may apply external effects. The same lease
+// committing again (a network retry) gets the same answer.
+func (c *Coordinator) Commit(ctx context.Context, taskID, leaseID string, result []byte) (FencingToken, error) {
+	if len(result) > c.cfg.Limits.MaxResultBytes {
+		return FencingToken{}, &LimitError{Field: "result", Size: len(result), Limit: c.cfg.Limits.MaxResultBytes}
+	}
+	if tok, ok, err := c.committedBy(ctx, taskID, leaseID); ok || err != nil {
+		return tok, err
+	}
+	var tok FencingToken
+	err := c.leaseOp(ctx, taskID, leaseID, "commit", func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
+		if t.CommittedBy != "" {
+			// A finalisation lease: the work is committed already.
+			return nil, fmt.Errorf("%w: task %s was committed by an earlier attempt; a finalisation lease applies the committed result's effects and calls Complete", ErrAlreadyCommitted, t.ID)
+		}
+		tok = FencingToken{TaskID: t.ID, Attempt: cur.Attempt}
+		return &state.TaskCommitted{TaskID: t.ID, LeaseID: leaseID, Result: result, At: now}, nil
+	})
+	return tok, err
+}
+
+// committedBy answers a commit that leaseID already made (a retry) without
+// a new record.
+func (c *Coordinator) committedBy(ctx context.Context, taskID, leaseID string) (FencingToken, bool, error) {
+	if err := c.lock(); err != nil {
+		return FencingToken{}, false, err
+	}
+	t := c.st.Task(taskID)
+	if t == nil || t.CommittedBy == "" || t.CommittedBy != leaseID {
+		c.mu.Unlock()
+		return FencingToken{}, false, nil
+	}
+	var tok FencingToken
+	for _, e := range t.Executions {
+		if e.LeaseID == leaseID {
+			tok = FencingToken{TaskID: t.ID, Attempt: e.Attempt}
+		}
+	}
+	last := c.st.LastLSN()
+	c.mu.Unlock()
+	return tok, true, c.wait(ctx, last)
+}
+
+// Complete finishes the task: from LEASED it commits result and finishes in
+// one record; from COMMITTED it finalises the committed result (result is
+// then ignored). The same lease completing again gets the same answer.
+func (c *Coordinator) Complete(ctx context.Context, taskID, leaseID string, result []byte) error {
+	if len(result) > c.cfg.Limits.MaxResultBytes {
+		return &LimitError{Field: "result", Size: len(result), Limit: c.cfg.Limits.MaxResultBytes}
+	}
+	if done, err := c.completedBy(ctx, taskID, leaseID); done || err != nil {
+		return err
+	}
+	return c.leaseOp(ctx, taskID, leaseID, "complete", func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
+		return &state.TaskCompleted{TaskID: t.ID, LeaseID: leaseID, Result: result, At: now}, nil
+	})
+}
+
+// completedBy reports whether leaseID already completed the task.
+func (c *Coordinator) completedBy(ctx context.Context, taskID, leaseID string) (bool, error) {
+	if err := c.lock(); err != nil {
+		return false, err
+	}
+	t := c.st.Task(taskID)
+	done := t != nil && t.State == state.Completed && len(t.Executions) > 0 &&
+		t.Executions[len(t.Executions)-1].LeaseID == leaseID
+	last := c.st.LastLSN()
+	c.mu.Unlock()
+	if !done {
+		return false, nil
+	}
+	return true, c.wait(ctx, last)
+}
+
+// Fail ends an uncommitted attempt. With attempts left (and permanent
+// unset) the task is retried after the policy's backoff; otherwise it is
+// FAILED.
+func (c *Coordinator) Fail(ctx context.Context, taskID, leaseID, reason string, permanent bool) (FailResult, error) {
+	if len(reason) > c.cfg.Limits.MaxReasonBytes {
+		return FailResult{}, &LimitError{Field: "reason", Size: len(reason), Limit: c.cfg.Limits.MaxReasonBytes}
+	}
+	var res FailResult
+	err := c.leaseOp(ctx, taskID, leaseID, "fail", func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
+		if t.State != state.Leased {
+			return nil, fmt.Errorf("%w: task %s is %s: its result is committed, so it cannot fail; apply the committed effects and call Complete", ErrWrongState, t.ID, t.State)
+		}
+		r := &state.TaskFailed{TaskID: t.ID, LeaseID: leaseID, Reason: reason, Permanent: permanent, At: now}
+		res.State = state.Failed
+		if !permanent && t.Attempt < t.Retry.MaxAttempts {
+			r.RetryAt = now.Add(t.Retry.Backoff(t.Attempt))
+			res = FailResult{State: state.Waiting, RetryAt: r.RetryAt.Std()}
+		}
+		return r, nil
+	})
+	return res, err
+}

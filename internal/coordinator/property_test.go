@@ -1,0 +1,221 @@
+package coordinator
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/state"
+)
+
+var defaultPropSeeds = 2000
+
+var (
+	propSeeds = flag.Int("prop.seeds", 0, "random operation sequences the property test runs (default 2000, 300 under -race)")
+	propOps   = flag.Int("prop.ops", 150, "operations per sequence")
+	propSeed  = flag.Uint64("prop.seed", 0, "run only this seed (to reproduce a failure)")
+)
+
+// TestPropertyRandomOperations drives the coordinator with seeded random
+// sequences of every operation and of clock moves (forward and, rarely,
+// backward) and restarts. After every applied record the state invariants
+// hold; at the end, replaying the WAL files from disk gives a state equal to
+// the live one, twice over; and from the clients' side no task ever has two
+// winning commits. A failure prints its seed; -prop.seed=N reruns it.
+func TestPropertyRandomOperations(t *testing.T) {
+	seeds := *propSeeds
+	if seeds == 0 {
+		seeds = defaultPropSeeds
+	}
+	if testing.Short() {
+		seeds = 200
+	}
+	first := uint64(1)
+	if *propSeed != 0 {
+		first, seeds = *propSeed, 1
+	}
+	for seed := first; seed < first+uint64(seeds); seed++ {
+		if !runSequence(t, seed, *propOps) {
+			t.Fatalf("seed %d failed; rerun with: go test ./internal/coordinator -run TestPropertyRandomOperations -prop.seed=%d -v", seed, seed)
+		}
+	}
+}
+
+type heldLease struct {
+	Lease
+	worker string
+}
+
+func runSequence(t *testing.T, seed uint64, ops int) (ok bool) {
+	var failed bool
+	t.Run(fmt.Sprint(seed), func(t *testing.T) {
+		defer func() { failed = t.Failed() }()
+		e := newEnv(t, seed)
+		rng := rand.New(rand.NewPCG(seed, 0x7e4e))
+		queues := []string{"a", "b"}
+		var tasks []string
+		var held []heldLease
+		acked := map[string]bool{}
+		winners := map[string]map[string]bool{} // task → leases whose commit won
+		win := func(task, lease string) {
+			if winners[task] == nil {
+				winners[task] = map[string]bool{}
+			}
+			winners[task][lease] = true
+			if len(winners[task]) > 1 {
+				t.Fatalf("task %s has winning commits from leases %v", task, winners[task])
+			}
+		}
+		expected := func(op string, err error, allowed ...error) {
+			if err == nil {
+				return
+			}
+			for _, a := range allowed {
+				if errors.Is(err, a) {
+					return
+				}
+			}
+			t.Fatalf("%s: unexpected error %v", op, err)
+		}
+		pick := func() (heldLease, int) {
+			i := rng.IntN(len(held))
+			return held[i], i
+		}
+		submitReq := func() SubmitRequest {
+			r := SubmitRequest{
+				Queue:           queues[rng.IntN(len(queues))],
+				Payload:         []byte(fmt.Sprintf("p%d", rng.IntN(1000))),
+				ExecutionWindow: time.Duration(1+rng.IntN(10)) * time.Second,
+				Retry: state.RetryPolicy{MaxAttempts: uint32(1 + rng.IntN(3)),
+					InitialBackoff: time.Duration(rng.IntN(3)) * time.Second, MaxBackoff: 5 * time.Second},
+				Priority: int32(rng.IntN(3) - 1),
+			}
+			if rng.IntN(3) == 0 {
+				r.RequestID = fmt.Sprintf("req-%d", rng.IntN(20))
+			}
+			if rng.IntN(5) == 0 {
+				r.NotBefore = e.clock.Now().Add(time.Duration(rng.IntN(5)) * time.Second)
+			}
+			return r
+		}
+		for range ops {
+			switch op := rng.IntN(100); {
+			case op < 15:
+				res, err := e.c.Submit(ctx, submitReq())
+				expected("submit", err)
+				if !res.Duplicate {
+					tasks = append(tasks, res.Task.ID)
+				}
+				acked[res.Task.ID] = true
+			case op < 20:
+				reqs := make([]SubmitRequest, 1+rng.IntN(4))
+				for i := range reqs {
+					reqs[i] = submitReq()
+				}
+				res, err := e.c.SubmitBatch(ctx, reqs)
+				expected("submit batch", err)
+				for _, r := range res {
+					if !acked[r.Task.ID] {
+						tasks = append(tasks, r.Task.ID)
+					}
+					acked[r.Task.ID] = true
+				}
+			case op < 35:
+				w := fmt.Sprintf("w%d", rng.IntN(4))
+				ls, err := e.c.Lease(ctx, LeaseRequest{WorkerID: w, Queue: queues[rng.IntN(len(queues))], MaxTasks: 1 + rng.IntN(3)})
+				expected("lease", err)
+				for _, l := range ls {
+					held = append(held, heldLease{l, w})
+				}
+			case op < 42 && len(held) > 0:
+				h, _ := pick()
+				_, err := e.c.Heartbeat(ctx, h.TaskID, h.LeaseID)
+				expected("heartbeat", err, ErrLeaseLost, ErrAlreadyCommitted)
+			case op < 46 && len(held) > 0:
+				h, _ := pick()
+				err := e.c.Start(ctx, h.TaskID, h.LeaseID)
+				expected("start", err, ErrLeaseLost, ErrAlreadyCommitted, ErrWrongState)
+			case op < 56 && len(held) > 0:
+				h, _ := pick()
+				_, err := e.c.Commit(ctx, h.TaskID, h.LeaseID, []byte("c-"+h.LeaseID))
+				expected("commit", err, ErrLeaseLost, ErrAlreadyCommitted)
+				if err == nil {
+					win(h.TaskID, h.LeaseID)
+				}
+			case op < 68 && len(held) > 0:
+				h, i := pick()
+				err := e.c.Complete(ctx, h.TaskID, h.LeaseID, []byte("d-"+h.LeaseID))
+				expected("complete", err, ErrLeaseLost, ErrAlreadyCommitted)
+				if err == nil {
+					if !h.Committed {
+						win(h.TaskID, h.LeaseID)
+					}
+					held = append(held[:i], held[i+1:]...)
+				}
+			case op < 76 && len(held) > 0:
+				h, i := pick()
+				_, err := e.c.Fail(ctx, h.TaskID, h.LeaseID, "failed", rng.IntN(4) == 0)
+				expected("fail", err, ErrLeaseLost, ErrAlreadyCommitted, ErrWrongState)
+				if err == nil {
+					held = append(held[:i], held[i+1:]...)
+				}
+			case op < 79 && len(tasks) > 0:
+				err := e.c.Kill(ctx, tasks[rng.IntN(len(tasks))], "kill")
+				expected("kill", err, ErrWrongState)
+			case op < 90:
+				e.clock.Advance(time.Duration(rng.IntN(6000)) * time.Millisecond)
+			case op < 91:
+				e.clock.Advance(-time.Duration(rng.IntN(3000)) * time.Millisecond) // a clock jump back
+			case op < 95:
+				_, err := e.c.ExpireDue(ctx)
+				expected("expire", err)
+			case op < 97 && len(tasks) > 0:
+				id := tasks[rng.IntN(len(tasks))]
+				got, err := e.c.Get(ctx, id)
+				expected("get", err)
+				h, err := e.c.History(ctx, id)
+				expected("history", err)
+				if len(h) != len(got.LSNs) {
+					t.Fatalf("history of %s has %d records, the task lists %d", id, len(h), len(got.LSNs))
+				}
+			case op < 98:
+				// Live state equals the replay of the files on disk.
+				if live, disk := e.c.Export(), e.replayFromDisk(); !reflect.DeepEqual(live, disk) {
+					t.Fatalf("live state differs from its replay at lsn %d", live.LastLSN)
+				}
+				e.close()
+				e.open()
+			}
+			if t.Failed() {
+				return
+			}
+		}
+		live := e.c.Export()
+		for id := range acked {
+			if !hasTask(live, id) {
+				t.Fatalf("acknowledged task %s is missing", id)
+			}
+		}
+		first, second := e.replayFromDisk(), e.replayFromDisk()
+		if !reflect.DeepEqual(live, first) {
+			t.Fatalf("live state differs from its replay from disk")
+		}
+		if !reflect.DeepEqual(first, second) {
+			t.Fatalf("two replays of the same log differ")
+		}
+	})
+	return !failed
+}
+
+func hasTask(x state.Export, id string) bool {
+	for _, t := range x.Tasks {
+		if t.ID == id {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,400 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/tenurehq/tenure/internal/record"
+	"github.com/tenurehq/tenure/internal/state"
+	"github.com/tenurehq/tenure/internal/wal"
+)
+
+// DefaultNamespace is the namespace of requests that name none.
+const DefaultNamespace = "default"
+
+// SubmitRequest describes a new task. Zero fields take their defaults.
+type SubmitRequest struct {
+	Namespace string // default "default"
+	Queue     string // required
+	Payload   []byte // the coordinator keeps it: do not modify after submit
+	// RequestID makes the submit idempotent within the namespace: a second
+	// submit with the same id returns the first task, marked Duplicate.
+	RequestID       string
+	ExecutionWindow time.Duration // default Limits.DefaultWindow
+	Retry           state.RetryPolicy
+	NotBefore       time.Time // zero: at once
+	Priority        int32
+}
+
+// SubmitResult is the created (or, for a repeated request id, existing)
+// task.
+type SubmitResult struct {
+	Task      *state.Task
+	Duplicate bool
+}
+
+// checkID validates an identifier: 1..MaxIDBytes of UTF-8 without spaces or
+// control characters.
+func (c *Coordinator) checkID(field, v string, required bool) error {
+	if v == "" {
+		if required {
+			return fieldErr(field, "required")
+		}
+		return nil
+	}
+	if len(v) > c.cfg.Limits.MaxIDBytes {
+		return fieldErr(field, "%d bytes is over the limit of %d bytes", len(v), c.cfg.Limits.MaxIDBytes)
+	}
+	if !utf8.ValidString(v) {
+		return fieldErr(field, "must be valid UTF-8")
+	}
+	for _, r := range v {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return fieldErr(field, "must not contain spaces or control characters (got %q)", v)
+		}
+	}
+	return nil
+}
+
+// validateSubmit fills defaults in req and checks every field against the
+// limits; field names are prefixed with prefix (e.g. "tasks[3].").
+func (c *Coordinator) validateSubmit(req *SubmitRequest, prefix string, now time.Time) error {
+	l := c.cfg.Limits
+	if req.Namespace == "" {
+		req.Namespace = DefaultNamespace
+	}
+	for _, f := range []struct {
+		name, v  string
+		required bool
+	}{{"namespace", req.Namespace, true}, {"queue", req.Queue, true}, {"request_id", req.RequestID, false}} {
+		if err := c.checkID(prefix+f.name, f.v, f.required); err != nil {
+			return err
+		}
+	}
+	if len(req.Payload) > l.MaxPayloadBytes {
+		return &LimitError{Field: prefix + "payload", Size: len(req.Payload), Limit: l.MaxPayloadBytes}
+	}
+	if req.ExecutionWindow == 0 {
+		req.ExecutionWindow = l.DefaultWindow
+	}
+	if req.ExecutionWindow < l.MinWindow || req.ExecutionWindow > l.MaxWindow {
+		return fieldErr(prefix+"execution_window", "%v is outside %v..%v", req.ExecutionWindow, l.MinWindow, l.MaxWindow)
+	}
+	r := &req.Retry
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = l.DefaultRetry.MaxAttempts
+	}
+	if r.MaxAttempts > l.MaxAttempts {
+		return fieldErr(prefix+"retry_policy.max_attempts", "%d is outside 1..%d", r.MaxAttempts, l.MaxAttempts)
+	}
+	if r.InitialBackoff < 0 || r.InitialBackoff > l.MaxBackoff {
+		return fieldErr(prefix+"retry_policy.initial_backoff", "%v is outside 0..%v", r.InitialBackoff, l.MaxBackoff)
+	}
+	if r.MaxBackoff < 0 || r.MaxBackoff > l.MaxBackoff {
+		return fieldErr(prefix+"retry_policy.max_backoff", "%v is outside 0..%v", r.MaxBackoff, l.MaxBackoff)
+	}
+	if r.InitialBackoff == 0 {
+		r.InitialBackoff = l.DefaultRetry.InitialBackoff
+		if r.MaxBackoff > 0 {
+			r.InitialBackoff = min(r.InitialBackoff, r.MaxBackoff)
+		}
+	}
+	if r.MaxBackoff == 0 {
+		r.MaxBackoff = max(l.DefaultRetry.MaxBackoff, r.InitialBackoff)
+	}
+	if r.MaxBackoff < r.InitialBackoff {
+		return fieldErr(prefix+"retry_policy.max_backoff", "%v is below initial_backoff %v", r.MaxBackoff, r.InitialBackoff)
+	}
+	if r.Multiplier == 0 {
+		r.Multiplier = l.DefaultRetry.Multiplier
+	}
+	if !(r.Multiplier >= 1 && r.Multiplier <= 100) { // also rejects NaN
+		return fieldErr(prefix+"retry_policy.backoff_multiplier", "%v is outside 1..100", r.Multiplier)
+	}
+	if !req.NotBefore.IsZero() && req.NotBefore.Sub(now) > l.MaxDelay {
+		return fieldErr(prefix+"not_before", "%s is more than %v ahead", req.NotBefore.UTC().Format(time.RFC3339), l.MaxDelay)
+	}
+	return nil
+}
+
+func created(req *SubmitRequest, id string, now time.Time) *state.TaskCreated {
+	r := &state.TaskCreated{
+		TaskID:          id,
+		Namespace:       req.Namespace,
+		Queue:           req.Queue,
+		Payload:         req.Payload,
+		ExecutionWindow: req.ExecutionWindow,
+		Retry:           req.Retry,
+		RequestID:       req.RequestID,
+		Priority:        req.Priority,
+		CreatedAt:       state.TimeOf(now),
+	}
+	if !req.NotBefore.IsZero() {
+		r.NotBefore = state.TimeOf(req.NotBefore)
+	}
+	return r
+}
+
+// Submit creates a task (one TaskCreated record), or returns the existing
+// one if the request id was used before in the namespace.
+func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
+	res, err := c.SubmitBatch(ctx, []SubmitRequest{req})
+	if err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			fe.Field = fe.Field[len("tasks[0]."):]
+		}
+		var le *LimitError
+		if errors.As(err, &le) {
+			le.Field = le.Field[len("tasks[0]."):]
+		}
+		return SubmitResult{}, err
+	}
+	return res[0], nil
+}
+
+// SubmitBatch submits several tasks in one append. Every request is
+// validated first; if any is invalid nothing is submitted and the error
+// names it (tasks[i].field). Results are in request order.
+func (c *Coordinator) SubmitBatch(ctx context.Context, reqs []SubmitRequest) ([]SubmitResult, error) {
+	if len(reqs) == 0 {
+		return nil, fieldErr("tasks", "at least one task is required")
+	}
+	if len(reqs) > c.cfg.Limits.MaxBatch {
+		return nil, fieldErr("tasks", "%d tasks is over the limit of %d per batch; split the batch", len(reqs), c.cfg.Limits.MaxBatch)
+	}
+	now := c.cfg.Clock.Now()
+	for i := range reqs {
+		if err := c.validateSubmit(&reqs[i], fmt.Sprintf("tasks[%d].", i), now); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.lock(); err != nil {
+		return nil, err
+	}
+	now = c.cfg.Clock.Now()
+	out := make([]SubmitResult, len(reqs))
+	recs := make([]state.Record, 0, len(reqs))
+	// newAt[i] is the index in recs of request i's record; firstOf maps a
+	// request id to the earlier request of this batch that carries it.
+	newAt := make([]int, len(reqs))
+	firstOf := map[[2]string]int{}
+	for i := range reqs {
+		req := &reqs[i]
+		newAt[i] = -1
+		if req.RequestID != "" {
+			if t := c.st.ByRequest(req.Namespace, req.RequestID); t != nil {
+				out[i] = SubmitResult{Task: t.Clone(), Duplicate: true}
+				continue
+			}
+			k := [2]string{req.Namespace, req.RequestID}
+			if _, ok := firstOf[k]; ok {
+				out[i].Duplicate = true // filled in once the first is applied
+				continue
+			}
+			firstOf[k] = i
+		}
+		newAt[i] = len(recs)
+		recs = append(recs, created(req, c.newTaskID(now, recs), now))
+	}
+	last, err := c.write(recs...)
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	for i := range reqs {
+		switch {
+		case newAt[i] >= 0:
+			out[i].Task = c.st.Task(recs[newAt[i]].Task()).Clone()
+		case out[i].Task == nil:
+			out[i].Task = c.st.ByRequest(reqs[i].Namespace, reqs[i].RequestID).Clone()
+		}
+	}
+	c.mu.Unlock()
+	if err := c.wait(ctx, last); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// newTaskID returns an id that no task holds and no record in pending
+// will create. A collision needs a broken random source, but the cost of
+// checking is a map lookup, and a duplicate id would stop the partition.
+func (c *Coordinator) newTaskID(now time.Time, pending []state.Record) string {
+	for {
+		id := newID(now, c.cfg.Rand)
+		if c.st.Task(id) != nil {
+			continue
+		}
+		clash := false
+		for _, r := range pending {
+			clash = clash || r.Task() == id
+		}
+		if !clash {
+			return id
+		}
+	}
+}
+
+// Kill makes a task DEAD (one TaskDead record). Its lease, if any, loses
+// authority at once.
+func (c *Coordinator) Kill(ctx context.Context, taskID, reason string) error {
+	if err := c.checkID("task_id", taskID, true); err != nil {
+		return err
+	}
+	if len(reason) > c.cfg.Limits.MaxReasonBytes {
+		return &LimitError{Field: "reason", Size: len(reason), Limit: c.cfg.Limits.MaxReasonBytes}
+	}
+	if err := c.lock(); err != nil {
+		return err
+	}
+	t := c.st.Task(taskID)
+	if t == nil {
+		c.mu.Unlock()
+		return notFound(taskID)
+	}
+	if t.State.Terminal() {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: task %s is already %s", ErrWrongState, taskID, t.State)
+	}
+	return c.writeAndWait(ctx, &state.TaskDead{TaskID: taskID, Reason: reason, At: c.now()})
+}
+
+// Get returns a copy of the task.
+func (c *Coordinator) Get(ctx context.Context, taskID string) (*state.Task, error) {
+	if err := c.checkID("task_id", taskID, true); err != nil {
+		return nil, err
+	}
+	var out *state.Task
+	err := c.read(ctx, func() error {
+		t := c.st.Task(taskID)
+		if t == nil {
+			return notFound(taskID)
+		}
+		out = t.Clone()
+		return nil
+	})
+	return out, err
+}
+
+// read runs fn under the mutex, then waits until everything fn could have
+// seen is durable: no answer reveals a record that a crash could still
+// undo.
+func (c *Coordinator) read(ctx context.Context, fn func() error) error {
+	if err := c.lock(); err != nil {
+		return err
+	}
+	err := fn()
+	last := c.st.LastLSN()
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.wait(ctx, last)
+}
+
+// ListFilter selects tasks; empty fields match everything.
+type ListFilter struct {
+	Namespace string
+	Queue     string
+	State     state.TaskState // 0: any
+	// After continues a listing: the NextAfter of the previous page.
+	After uint64
+	Limit int // default 100, at most Limits.MaxListPage
+}
+
+// maxListScan bounds the tasks one List call examines, so a selective
+// filter over a large state cannot hold the mutex for long; the caller
+// continues from NextAfter.
+const maxListScan = 100_000
+
+// List returns tasks in creation order and the value of After for the next
+// page (0 when there is none).
+func (c *Coordinator) List(ctx context.Context, f ListFilter) (tasks []*state.Task, nextAfter uint64, err error) {
+	if f.Limit == 0 {
+		f.Limit = 100
+	}
+	if f.Limit < 0 || f.Limit > c.cfg.Limits.MaxListPage {
+		return nil, 0, fieldErr("page_size", "%d is outside 1..%d", f.Limit, c.cfg.Limits.MaxListPage)
+	}
+	err = c.read(ctx, func() error {
+		scanned := 0
+		more := false
+		c.st.Scan(f.After, func(t *state.Task) bool {
+			if len(tasks) == f.Limit || scanned == maxListScan {
+				more = true
+				return false
+			}
+			scanned++
+			nextAfter = t.CreatedLSN
+			if (f.Namespace == "" || t.Namespace == f.Namespace) && (f.Queue == "" || t.Queue == f.Queue) &&
+				(f.State == 0 || t.State == f.State) {
+				tasks = append(tasks, t.Clone())
+			}
+			return true
+		})
+		if !more {
+			nextAfter = 0
+		}
+		return nil
+	})
+	return tasks, nextAfter, err
+}
+
+// HistoryEntry is one record that touched a task.
+type HistoryEntry struct {
+	LSN    uint64
+	Record state.Record
+}
+
+// History returns every record that touched the task, in log order, read
+// back from the log.
+func (c *Coordinator) History(ctx context.Context, taskID string) ([]HistoryEntry, error) {
+	if err := c.checkID("task_id", taskID, true); err != nil {
+		return nil, err
+	}
+	var lsns []uint64
+	err := c.read(ctx, func() error {
+		t := c.st.Task(taskID)
+		if t == nil {
+			return notFound(taskID)
+		}
+		lsns = append(lsns, t.LSNs...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	want := make(map[uint64]bool, len(lsns))
+	for _, l := range lsns {
+		want[l] = true
+	}
+	last := lsns[len(lsns)-1]
+	out := make([]HistoryEntry, 0, len(lsns))
+	errDone := errors.New("done")
+	err = c.log.Replay(lsns[0], func(lsn uint64, e wal.Entry) error {
+		if lsn > last {
+			return errDone
+		}
+		if !want[lsn] {
+			return nil
+		}
+		r, err := record.Decode(state.RecordType(e.Type), e.Payload)
+		if err != nil {
+			return fmt.Errorf("coordinator: history: record at lsn %d: %w", lsn, err)
+		}
+		out = append(out, HistoryEntry{LSN: lsn, Record: r})
+		if lsn == last {
+			return errDone
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errDone) {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,89 @@
+package fsys
+
+import (
+	"io"
+	"os"
+	"slices"
+)
+
+// FS is the set of file-system operations durable storage uses. Paths are
+// host paths, as for package os.
+type FS interface {
+	// OpenFile opens name with the os.O_* flags and, when creating it,
+	// permission perm, like os.OpenFile.
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	// Rename renames oldpath to newpath atomically, replacing newpath.
+	Rename(oldpath, newpath string) error
+	// Remove removes the file name.
+	Remove(name string) error
+	// ReadDirNames returns the names of the entries of dir, sorted.
+	ReadDirNames(dir string) ([]string, error)
+	// MkdirAll creates dir and any missing parents, like os.MkdirAll.
+	MkdirAll(dir string, perm os.FileMode) error
+	// SyncDir fsyncs the directory dir, making the creation, rename or
+	// removal of its entries durable.
+	SyncDir(dir string) error
+}
+
+// File is an open file. Reads and writes through io.Reader and io.Writer use
+// the file's offset; ReadAt does not move it.
+type File interface {
+	io.Reader
+	io.ReaderAt
+	io.Writer
+	// Sync flushes the file's data and metadata to stable storage (fsync).
+	Sync() error
+	// Truncate changes the size of the file; it does not move the offset.
+	Truncate(size int64) error
+	Close() error
+	Stat() (os.FileInfo, error)
+}
+
+// OS is the FS of the host operating system.
+var OS FS = osFS{}
+
+type osFS struct{}
+
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		// Return a nil interface, not a non-nil File holding a nil *os.File.
+		return nil, err
+	}
+	return f, nil
+}
+
+func (osFS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
+
+func (osFS) Remove(name string) error { return os.Remove(name) }
+
+func (osFS) ReadDirNames(dir string) ([]string, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	names, err := d.Readdirnames(-1)
+	cerr := d.Close()
+	if err != nil {
+		return nil, err
+	}
+	if cerr != nil {
+		return nil, cerr
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
+
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,313 @@
+// Package node runs one embedded tenure node: it owns the data directory
+// (an exclusive lock file), the file WAL in it, the coordinator replayed from
+// that WAL, and the coordinator's background expiry loop.
+//
+// When the log fails (a write or fsync error), the coordinator stops
+// serving; the node then reopens the WAL from disk and replays it, so memory
+// again equals what is durable, and serves again. It never retries a failed
+// fsync on the same file handle.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/state"
+	"github.com/tenurehq/tenure/internal/wal"
+)
+
+// Config configures a node.
+type Config struct {
+	// DataDir holds the WAL (in DataDir/wal) and the lock file. Created if
+	// missing.
+	DataDir string
+	// Sync is the WAL's fsync policy (default always).
+	Sync wal.SyncPolicy
+	// SegmentBytes is the WAL segment size (0: the WAL's default).
+	SegmentBytes int64
+	Coordinator  coordinator.Config
+	Logger       *slog.Logger
+	// RestartBackoff is the wait between attempts to reopen a failed log
+	// (default 1 s).
+	RestartBackoff time.Duration
+}
+
+// ErrLocked means another process holds the data directory.
+var ErrLocked = errors.New("node: data directory is in use")
+
+// Node is a running embedded node. It implements the API's backend by
+// forwarding to its current coordinator.
+type Node struct {
+	cfg  Config
+	lg   *slog.Logger
+	lock *os.File
+
+	mu         sync.RWMutex
+	log        *wal.Log
+	coord      *coordinator.Coordinator
+	restarting bool
+	closed     bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Open locks the data directory, replays its WAL and starts serving.
+func Open(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("node: DataDir is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Coordinator.Logger == nil {
+		cfg.Coordinator.Logger = cfg.Logger
+	}
+	if cfg.RestartBackoff <= 0 {
+		cfg.RestartBackoff = time.Second
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("node: creating data directory: %w", err)
+	}
+	lock, err := lockDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, lg: cfg.Logger, lock: lock}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	if err := n.open(ctx); err != nil {
+		n.cancel()
+		lock.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// lockDir takes an exclusive, non-blocking lock on DataDir/LOCK and writes
+// our pid into it, so a second server fails at once with a clear message.
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, "LOCK")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("node: opening lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		pid, _ := io.ReadAll(f)
+		f.Close()
+		holder := strings.TrimSpace(string(pid))
+		if holder == "" {
+			holder = "unknown"
+		}
+		return nil, fmt.Errorf("%w: %s is locked by another tenure server (pid %s); stop it, or pass a different --data-dir", ErrLocked, dir, holder)
+	}
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+func (n *Node) open(ctx context.Context) error {
+	l, err := wal.Open(wal.Options{
+		Dir:          filepath.Join(n.cfg.DataDir, "wal"),
+		Sync:         n.cfg.Sync,
+		SegmentBytes: n.cfg.SegmentBytes,
+		Logger:       n.lg,
+	})
+	if err != nil {
+		return fmt.Errorf("node: opening the WAL: %w", err)
+	}
+	c, err := coordinator.Open(ctx, l, n.cfg.Coordinator)
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("node: %w", err)
+	}
+	n.mu.Lock()
+	n.log, n.coord = l, c
+	n.mu.Unlock()
+	n.wg.Go(func() {
+		if err := c.Run(n.ctx); err != nil && n.ctx.Err() == nil {
+			n.failed(c)
+		}
+	})
+	return nil
+}
+
+// current returns the serving coordinator, or an unavailable error while
+// the node reopens its log.
+func (n *Node) current() (*coordinator.Coordinator, error) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	if n.closed {
+		return nil, fmt.Errorf("%w: the node is shutting down", coordinator.ErrUnavailable)
+	}
+	if n.restarting {
+		return nil, fmt.Errorf("%w: the node is reopening its WAL after a storage failure; retry shortly", coordinator.ErrUnavailable)
+	}
+	return n.coord, nil
+}
+
+// failed is called when c stopped serving: reopen from the WAL, once.
+func (n *Node) failed(c *coordinator.Coordinator) {
+	n.mu.Lock()
+	if n.closed || n.restarting || n.coord != c {
+		n.mu.Unlock()
+		return
+	}
+	n.restarting = true
+	l := n.log
+	n.mu.Unlock()
+	n.lg.Error("storage failure: reopening the WAL from disk", "err", c.Err())
+	n.wg.Go(func() {
+		c.Close()
+		l.Close() // the log already failed; Close only releases its files
+		for n.ctx.Err() == nil {
+			err := n.open(n.ctx)
+			if err == nil {
+				n.mu.Lock()
+				n.restarting = false
+				n.mu.Unlock()
+				n.lg.Info("serving again after reopening the WAL")
+				return
+			}
+			n.lg.Error("reopening the WAL failed; will retry", "err", err, "in", n.cfg.RestartBackoff)
+			t := clock.Real.NewTimer(n.cfg.RestartBackoff)
+			select {
+			case <-n.ctx.Done():
+				t.Stop()
+			case <-t.C():
+			}
+		}
+	})
+}
+
+// do runs op on the current coordinator and reopens the log if op found the
+// coordinator stopped by a storage failure.
+func do[T any](n *Node, op func(c *coordinator.Coordinator) (T, error)) (T, error) {
+	c, err := n.current()
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := op(c)
+	if err != nil && errors.Is(err, coordinator.ErrUnavailable) && c.Err() != nil {
+		n.failed(c)
+	}
+	return v, err
+}
+
+// Err is non-nil while the node does not serve.
+func (n *Node) Err() error {
+	_, err := n.current()
+	return err
+}
+
+// Close stops the background loop, closes the coordinator and then the WAL
+// (which flushes and fsyncs what was appended), and releases the lock.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	c, l := n.coord, n.log
+	n.mu.Unlock()
+	n.cancel()
+	n.wg.Wait()
+	c.Close()
+	err := l.Close()
+	n.lock.Close()
+	return err
+}
+
+// Coordinator returns the serving coordinator (for tools and tests).
+func (n *Node) Coordinator() *coordinator.Coordinator {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.coord
+}
+
+// WALStats returns the current WAL's counters.
+func (n *Node) WALStats() wal.Stats {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.log.Stats()
+}
+
+func (n *Node) Submit(ctx context.Context, req coordinator.SubmitRequest) (coordinator.SubmitResult, error) {
+	return do(n, func(c *coordinator.Coordinator) (coordinator.SubmitResult, error) { return c.Submit(ctx, req) })
+}
+
+func (n *Node) SubmitBatch(ctx context.Context, reqs []coordinator.SubmitRequest) ([]coordinator.SubmitResult, error) {
+	return do(n, func(c *coordinator.Coordinator) ([]coordinator.SubmitResult, error) { return c.SubmitBatch(ctx, reqs) })
+}
+
+func (n *Node) Get(ctx context.Context, taskID string) (*state.Task, error) {
+	return do(n, func(c *coordinator.Coordinator) (*state.Task, error) { return c.Get(ctx, taskID) })
+}
+
+func (n *Node) List(ctx context.Context, f coordinator.ListFilter) ([]*state.Task, uint64, error) {
+	type page struct {
+		tasks []*state.Task
+		next  uint64
+	}
+	p, err := do(n, func(c *coordinator.Coordinator) (page, error) {
+		t, next, err := c.List(ctx, f)
+		return page{t, next}, err
+	})
+	return p.tasks, p.next, err
+}
+
+func (n *Node) Kill(ctx context.Context, taskID, reason string) error {
+	_, err := do(n, func(c *coordinator.Coordinator) (struct{}, error) { return struct{}{}, c.Kill(ctx, taskID, reason) })
+	return err
+}
+
+func (n *Node) History(ctx context.Context, taskID string) ([]coordinator.HistoryEntry, error) {
+	return do(n, func(c *coordinator.Coordinator) ([]coordinator.HistoryEntry, error) { return c.History(ctx, taskID) })
+}
+
+func (n *Node) Lease(ctx context.Context, req coordinator.LeaseRequest) ([]coordinator.Lease, error) {
+	return do(n, func(c *coordinator.Coordinator) ([]coordinator.Lease, error) { return c.Lease(ctx, req) })
+}
+
+func (n *Node) Start(ctx context.Context, taskID, leaseID string) error {
+	_, err := do(n, func(c *coordinator.Coordinator) (struct{}, error) { return struct{}{}, c.Start(ctx, taskID, leaseID) })
+	return err
+}
+
+func (n *Node) Heartbeat(ctx context.Context, taskID, leaseID string) (time.Time, error) {
+	return do(n, func(c *coordinator.Coordinator) (time.Time, error) { return c.Heartbeat(ctx, taskID, leaseID) })
+}
+
+func (n *Node) Commit(ctx context.Context, taskID, leaseID string, result []byte) (coordinator.FencingToken, error) {
+	return do(n, func(c *coordinator.Coordinator) (coordinator.FencingToken, error) {
+		return c.Commit(ctx, taskID, leaseID, result)
+	})
+}
+
+func (n *Node) Complete(ctx context.Context, taskID, leaseID string, result []byte) error {
+	_, err := do(n, func(c *coordinator.Coordinator) (struct{}, error) {
+		return struct{}{}, c.Complete(ctx, taskID, leaseID, result)
+	})
+	return err
+}
+
+func (n *Node) Fail(ctx context.Context, taskID, leaseID, reason string, permanent bool) (coordinator.FailResult, error) {
+	return do(n, func(c *coordinator.Coordinator) (coordinator.FailResult, error) {
+		return c.Fail(ctx, taskID, leaseID, reason, permanent)
+	})
+}

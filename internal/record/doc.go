@@ -1,0 +1,31 @@
+// Package record encodes and decodes the payloads of write-ahead log records.
+//
+// A WAL frame (package wal) carries a record's type and LSN next to its
+// payload; this package owns the payload: the protobuf encoding of one
+// internal/state record, defined by the messages of
+// proto/tenure/record/v1/record.proto (generated into recordpb).
+//
+// The encoding is part of the on-disk format. Field numbers are never reused
+// or renumbered; removed fields are reserved; FormatVersion names the format
+// as a whole, for segment and snapshot headers to carry. Every
+// state.RecordType has exactly one message, and each mapping between a state
+// struct and its message is a plain field-by-field copy in both directions,
+// so that Decode(Encode(r)) equals r for every record (with nil and empty
+// byte slices treated as the same: Decode returns nil for empty).
+//
+// Promises:
+//   - Decode never panics, whatever its input, and never retains the payload
+//     it is given: the returned record owns all of its memory, so the caller
+//     may reuse its read buffer at once, and state.Apply may keep the
+//     record's byte slices.
+//   - Decode rejects a type it does not know with an error wrapping
+//     ErrUnknownType, and a payload it cannot parse with one wrapping
+//     ErrMalformed. It checks the encoding only: whether a record makes sense
+//     is for state.Apply to decide.
+//   - Encode appends to the caller's buffer and allocates little besides the
+//     intermediate message, so a group commit can encode a batch of records
+//     into one reused buffer.
+//   - Strings must be valid UTF-8 (proto3 checks it both ways). The API
+//     layer guarantees that for every identifier it accepts; Encode reports a
+//     violation as an error rather than writing a record no reader accepts.
+package record

@@ -1,0 +1,222 @@
+package server
+
+import (
+	"fmt"
+	"time"
+
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/state"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+func ts(t state.Time) *timestamppb.Timestamp {
+	if t == 0 {
+		return nil
+	}
+	return timestamppb.New(t.Std())
+}
+
+func stdTS(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+// duration converts an optional API duration, rejecting invalid ones with
+// the field named.
+func duration(field string, d *durationpb.Duration) (time.Duration, error) {
+	if d == nil {
+		return 0, nil
+	}
+	if err := d.CheckValid(); err != nil {
+		return 0, &coordinator.FieldError{Field: field, Problem: "not a valid duration"}
+	}
+	v := d.AsDuration()
+	if v < 0 {
+		return 0, &coordinator.FieldError{Field: field, Problem: fmt.Sprintf("%v is negative", v)}
+	}
+	return v, nil
+}
+
+func timestamp(field string, t *timestamppb.Timestamp) (time.Time, error) {
+	if t == nil {
+		return time.Time{}, nil
+	}
+	if err := t.CheckValid(); err != nil {
+		return time.Time{}, &coordinator.FieldError{Field: field, Problem: "not a valid timestamp"}
+	}
+	return t.AsTime(), nil
+}
+
+func submitRequest(prefix string, r *tenurev1.SubmitRequest) (coordinator.SubmitRequest, error) {
+	out := coordinator.SubmitRequest{
+		Namespace: r.GetNamespace(),
+		Queue:     r.GetQueue(),
+		Payload:   r.GetPayload(),
+		RequestID: r.GetRequestId(),
+		Priority:  r.GetPriority(),
+	}
+	var err error
+	if out.ExecutionWindow, err = duration(prefix+"execution_window", r.GetExecutionWindow()); err != nil {
+		return out, err
+	}
+	if out.NotBefore, err = timestamp(prefix+"not_before", r.GetNotBefore()); err != nil {
+		return out, err
+	}
+	if p := r.GetRetryPolicy(); p != nil {
+		out.Retry.MaxAttempts = p.GetMaxAttempts()
+		out.Retry.Multiplier = p.GetBackoffMultiplier()
+		if out.Retry.InitialBackoff, err = duration(prefix+"retry_policy.initial_backoff", p.GetInitialBackoff()); err != nil {
+			return out, err
+		}
+		if out.Retry.MaxBackoff, err = duration(prefix+"retry_policy.max_backoff", p.GetMaxBackoff()); err != nil {
+			return out, err
+		}
+		if out.Retry.Multiplier < 0 {
+			return out, &coordinator.FieldError{Field: prefix + "retry_policy.backoff_multiplier", Problem: "must not be negative"}
+		}
+	}
+	return out, nil
+}
+
+var taskStates = map[state.TaskState]tenurev1.TaskState{
+	state.Waiting:   tenurev1.TaskState_TASK_STATE_WAITING,
+	state.Leased:    tenurev1.TaskState_TASK_STATE_LEASED,
+	state.Committed: tenurev1.TaskState_TASK_STATE_COMMITTED,
+	state.Completed: tenurev1.TaskState_TASK_STATE_COMPLETED,
+	state.Failed:    tenurev1.TaskState_TASK_STATE_FAILED,
+	state.Dead:      tenurev1.TaskState_TASK_STATE_DEAD,
+}
+
+// TaskState converts an API task state to the state package's; 0 for
+// UNSPECIFIED.
+func TaskState(s tenurev1.TaskState) (state.TaskState, bool) {
+	if s == tenurev1.TaskState_TASK_STATE_UNSPECIFIED {
+		return 0, true
+	}
+	for k, v := range taskStates {
+		if v == s {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+var execStatuses = map[state.ExecStatus]tenurev1.ExecutionStatus{
+	state.ExecLeased:     tenurev1.ExecutionStatus_EXECUTION_STATUS_LEASED,
+	state.ExecInProgress: tenurev1.ExecutionStatus_EXECUTION_STATUS_IN_PROGRESS,
+	state.ExecCommitted:  tenurev1.ExecutionStatus_EXECUTION_STATUS_COMMITTED,
+	state.ExecDone:       tenurev1.ExecutionStatus_EXECUTION_STATUS_DONE,
+	state.ExecAborted:    tenurev1.ExecutionStatus_EXECUTION_STATUS_ABORTED,
+}
+
+func task(t *state.Task) *tenurev1.Task {
+	out := &tenurev1.Task{
+		TaskId:          t.ID,
+		Namespace:       t.Namespace,
+		Queue:           t.Queue,
+		Payload:         t.Payload,
+		State:           taskStates[t.State],
+		Attempt:         t.Attempt,
+		Priority:        t.Priority,
+		RequestId:       t.RequestID,
+		ExecutionWindow: durationpb.New(t.Window),
+		RetryPolicy: &tenurev1.RetryPolicy{
+			MaxAttempts:       t.Retry.MaxAttempts,
+			InitialBackoff:    durationpb.New(t.Retry.InitialBackoff),
+			MaxBackoff:        durationpb.New(t.Retry.MaxBackoff),
+			BackoffMultiplier: t.Retry.Multiplier,
+		},
+		NotBefore:     ts(t.NotBefore),
+		CreatedAt:     ts(t.CreatedAt),
+		UpdatedAt:     ts(t.UpdatedAt),
+		Result:        t.Result,
+		FailureReason: t.FailureReason,
+	}
+	if cur := t.CurrentLease(); cur != nil {
+		out.LeaseId, out.WorkerId, out.LeaseExpiry = cur.LeaseID, cur.WorkerID, ts(cur.LeaseExpiry)
+	}
+	for _, e := range t.Executions {
+		out.Executions = append(out.Executions, &tenurev1.Execution{
+			Attempt:     e.Attempt,
+			LeaseId:     e.LeaseID,
+			WorkerId:    e.WorkerID,
+			Status:      execStatuses[e.Status],
+			LeasedAt:    ts(e.LeasedAt),
+			StartedAt:   ts(e.StartedAt),
+			CommittedAt: ts(e.CommittedAt),
+			FinishedAt:  ts(e.FinishedAt),
+			LeaseExpiry: ts(e.LeaseExpiry),
+			Reason:      e.Reason,
+		})
+	}
+	return out
+}
+
+func leasedTask(l coordinator.Lease) *tenurev1.LeasedTask {
+	return &tenurev1.LeasedTask{
+		TaskId:          l.TaskID,
+		Namespace:       l.Namespace,
+		Queue:           l.Queue,
+		Payload:         l.Payload,
+		LeaseId:         l.LeaseID,
+		Attempt:         l.Attempt,
+		LeaseExpiry:     stdTS(l.LeaseExpiry),
+		ExecutionWindow: durationpb.New(l.Window),
+		Committed:       l.Committed,
+		CommittedResult: l.CommittedResult,
+	}
+}
+
+// historyEntry turns a record into the API's summary of it.
+func historyEntry(h coordinator.HistoryEntry) *tenurev1.HistoryEntry {
+	e := &tenurev1.HistoryEntry{Lsn: h.LSN, Type: h.Record.Type().String()}
+	switch r := h.Record.(type) {
+	case *state.TaskCreated:
+		e.At = ts(r.CreatedAt)
+		e.Detail = fmt.Sprintf("queue %s/%s, %d-byte payload, window %v, up to %d attempts", r.Namespace, r.Queue, len(r.Payload), r.ExecutionWindow, r.Retry.MaxAttempts)
+		if r.NotBefore != 0 {
+			e.Detail += ", not before " + r.NotBefore.String()
+		}
+	case *state.LeaseGranted:
+		e.At, e.LeaseId, e.WorkerId, e.Attempt = ts(r.GrantedAt), r.LeaseID, r.WorkerID, r.Attempt
+		e.Detail = "lease until " + r.LeaseExpiry.String()
+	case *state.LeaseExtended:
+		e.At, e.LeaseId = ts(r.At), r.LeaseID
+		e.Detail = "lease extended until " + r.NewLeaseExpiry.String()
+	case *state.LeaseExpired:
+		e.At, e.LeaseId = ts(r.At), r.LeaseID
+		e.Detail = "lease expired"
+		if r.RetryAt != 0 {
+			e.Detail += "; retry not before " + r.RetryAt.String()
+		}
+	case *state.ExecutionStarted:
+		e.At, e.LeaseId = ts(r.At), r.LeaseID
+		e.Detail = "execution started"
+	case *state.TaskCommitted:
+		e.At, e.LeaseId = ts(r.At), r.LeaseID
+		e.Detail = fmt.Sprintf("committed a %d-byte result", len(r.Result))
+	case *state.TaskCompleted:
+		e.At, e.LeaseId = ts(r.At), r.LeaseID
+		e.Detail = "completed"
+	case *state.TaskFailed:
+		e.At, e.LeaseId = ts(r.At), r.LeaseID
+		e.Detail = "failed: " + r.Reason
+		switch {
+		case r.Permanent:
+			e.Detail += " (permanent)"
+		case r.RetryAt != 0:
+			e.Detail += "; retry not before " + r.RetryAt.String()
+		}
+	case *state.TaskCancelled:
+		e.At, e.LeaseId = ts(r.At), r.LeaseID
+		e.Detail = "rejected: " + r.Reason
+	case *state.TaskDead:
+		e.At = ts(r.At)
+		e.Detail = "killed: " + r.Reason
+	}
+	return e
+}

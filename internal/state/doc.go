@@ -1,0 +1,24 @@
+// Package state is tenure's pure core: the task state machine of
+// DESIGN.md §2, its records, and the indexes derived from them.
+//
+// A State is a pure function of the records applied to it, in LSN order.
+// Apply reads no clock, no random source, no network and no disk: every time
+// it needs is inside the record, chosen by the coordinator before the
+// append. Replaying the same log therefore always yields the same State, and
+// a record whose precondition fails during replay means the log is corrupt
+// or foreign.
+//
+// The package imports nothing from the rest of tenure. It is not safe for
+// concurrent use: its owner serialises every call.
+//
+// Task states: WAITING → LEASED → (COMMITTED) → COMPLETED, plus FAILED and
+// DEAD (terminal). A task keeps the list of its executions (one per lease),
+// whose status LEASED → IN_PROGRESS → COMMITTED → DONE, or ABORTED, explains
+// every attempt. COMMITTED is the idempotency boundary: at most one
+// execution of a task commits, and a committed task never returns to
+// WAITING; if its lease expires it is offered again only to be finalised.
+//
+// One choice goes beyond the seeds: a LeaseExpired on the task's last
+// allowed attempt fails the task instead of returning it to WAITING, so a
+// task that crashes its worker every time cannot loop forever.
+package state

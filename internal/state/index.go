@@ -1,0 +1,128 @@
+package state
+
+import "container/heap"
+
+// QueueKey names a queue within a namespace.
+type QueueKey struct {
+	Namespace string
+	Queue     string
+}
+
+// queueIndex holds the schedulable tasks of one queue. Tasks whose NotBefore
+// has passed (as of the last promotion) are in ready, ordered by priority
+// then age; the others wait in delayed, ordered by NotBefore. Which heap
+// holds a task depends on the times the coordinator has asked about, so the
+// split is derived state and never part of state equality.
+type queueIndex struct {
+	ready   taskHeap
+	delayed taskHeap
+}
+
+func newQueueIndex() *queueIndex {
+	return &queueIndex{ready: newReadyHeap(), delayed: newDelayedHeap()}
+}
+
+func (q *queueIndex) len() int { return q.ready.Len() + q.delayed.Len() }
+
+func (q *queueIndex) add(t *Task) {
+	if t.State == Waiting && t.NotBefore > 0 {
+		t.delayed = true
+		heap.Push(&q.delayed, t)
+		return
+	}
+	t.delayed = false
+	heap.Push(&q.ready, t)
+}
+
+func (q *queueIndex) remove(t *Task) {
+	if t.delayed {
+		heap.Remove(&q.delayed, int(t.heapIdx))
+	} else {
+		heap.Remove(&q.ready, int(t.heapIdx))
+	}
+	t.heapIdx = -1
+	t.delayed = false
+}
+
+// promote moves every delayed task whose NotBefore is at or before now to
+// the ready heap.
+func (q *queueIndex) promote(now Time) {
+	for q.delayed.Len() > 0 && q.delayed.tasks[0].NotBefore <= now {
+		t := heap.Pop(&q.delayed).(*Task)
+		t.delayed = false
+		heap.Push(&q.ready, t)
+	}
+}
+
+// before orders schedulable tasks: higher priority first, then older
+// (lower creation LSN) first.
+func before(a, b *Task) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	return a.CreatedLSN < b.CreatedLSN
+}
+
+// taskHeap is a binary heap of tasks that records each task's position in
+// Task.heapIdx, so a task can be removed or re-ordered in O(log n). A task is
+// in at most one heap at a time.
+type taskHeap struct {
+	tasks []*Task
+	less  func(a, b *Task) bool
+}
+
+func (h *taskHeap) Len() int           { return len(h.tasks) }
+func (h *taskHeap) Less(i, j int) bool { return h.less(h.tasks[i], h.tasks[j]) }
+func (h *taskHeap) Swap(i, j int) {
+	h.tasks[i], h.tasks[j] = h.tasks[j], h.tasks[i]
+	h.tasks[i].heapIdx, h.tasks[j].heapIdx = int32(i), int32(j)
+}
+func (h *taskHeap) Push(x any) {
+	t := x.(*Task)
+	t.heapIdx = int32(len(h.tasks))
+	h.tasks = append(h.tasks, t)
+}
+func (h *taskHeap) Pop() any {
+	n := len(h.tasks) - 1
+	t := h.tasks[n]
+	h.tasks[n] = nil
+	h.tasks = h.tasks[:n]
+	t.heapIdx = -1
+	return t
+}
+
+func newReadyHeap() taskHeap { return taskHeap{less: before} }
+
+func newDelayedHeap() taskHeap {
+	return taskHeap{less: func(a, b *Task) bool {
+		if a.NotBefore != b.NotBefore {
+			return a.NotBefore < b.NotBefore
+		}
+		return before(a, b)
+	}}
+}
+
+func newExpiryHeap() taskHeap {
+	return taskHeap{less: func(a, b *Task) bool {
+		return a.CurrentLease().LeaseExpiry < b.CurrentLease().LeaseExpiry
+	}}
+}
+
+// collectExpired appends to out the tasks whose lease expires at or before
+// now, visiting only those heap nodes (a pruned walk, no mutation).
+func collectExpired(h *taskHeap, now Time, max int, out []*Task) []*Task {
+	var walk func(i int)
+	walk = func(i int) {
+		if i >= len(h.tasks) || len(out) >= max {
+			return
+		}
+		if h.tasks[i].CurrentLease().LeaseExpiry > now {
+			return
+		}
+		out = append(out, h.tasks[i])
+		walk(2*i + 1)
+		walk(2*i + 2)
+	}
+	walk(0)
+	return out
+}

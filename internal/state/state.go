@@ -1,0 +1,582 @@
+package state
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+)
+
+// ErrPrecondition is wrapped by every error Apply returns: the record does
+// not fit the state. During replay that means a corrupt or foreign log;
+// during live operation it is a bug, because the coordinator validates
+// before it appends.
+var ErrPrecondition = errors.New("state: record precondition failed")
+
+// ApplyError says which record failed which precondition.
+type ApplyError struct {
+	LSN    uint64
+	Type   RecordType
+	TaskID string
+	Reason string
+}
+
+func (e *ApplyError) Error() string {
+	if e.TaskID == "" {
+		return fmt.Sprintf("state: record %s at lsn %d: %s", e.Type, e.LSN, e.Reason)
+	}
+	return fmt.Sprintf("state: record %s at lsn %d for task %q: %s", e.Type, e.LSN, e.TaskID, e.Reason)
+}
+
+func (e *ApplyError) Unwrap() error { return ErrPrecondition }
+
+type requestKey struct{ namespace, requestID string }
+
+// State is the authoritative in-memory state: a pure function of the
+// records applied to it. It is not safe for concurrent use; its owner (the
+// coordinator) serialises access.
+type State struct {
+	lastLSN uint64
+	epoch   uint64
+
+	tasks    map[string]*Task
+	requests map[requestKey]*Task
+	// leases maps every current lease id to its task (seed 000 §3.1
+	// leased_tasks, inverted).
+	leases map[string]*Task
+	queues map[QueueKey]*queueIndex
+	expiry taskHeap
+	// order lists tasks by creation, for stable paging. Entries of dropped
+	// tasks are nil until the next compaction.
+	order  []*Task
+	counts [Dead + 1]int
+}
+
+// New returns an empty state that expects LSN 1 next.
+func New() *State {
+	return &State{
+		tasks:    make(map[string]*Task),
+		requests: make(map[requestKey]*Task),
+		leases:   make(map[string]*Task),
+		queues:   make(map[QueueKey]*queueIndex),
+		expiry:   newExpiryHeap(),
+	}
+}
+
+// LastLSN is the LSN of the last applied record.
+func (s *State) LastLSN() uint64 { return s.lastLSN }
+
+// Epoch is the epoch of the last Fence record (0 before any).
+func (s *State) Epoch() uint64 { return s.epoch }
+
+// Len is the number of tasks held.
+func (s *State) Len() int { return len(s.tasks) }
+
+// Count is the number of tasks in state ts.
+func (s *State) Count(ts TaskState) int {
+	if int(ts) >= len(s.counts) {
+		return 0
+	}
+	return s.counts[ts]
+}
+
+// Task returns the task or nil. The result must not be modified and is only
+// valid until the next Apply.
+func (s *State) Task(id string) *Task { return s.tasks[id] }
+
+// ByRequest returns the task submitted with requestID in namespace, or nil.
+func (s *State) ByRequest(namespace, requestID string) *Task {
+	return s.requests[requestKey{namespace, requestID}]
+}
+
+// Schedulable returns up to n tasks of the queue that may be leased at now,
+// in lease order (priority, then age). It reorganises derived indexes but
+// changes no task.
+func (s *State) Schedulable(q QueueKey, now Time, n int) []*Task {
+	qi := s.queues[q]
+	if qi == nil || n <= 0 {
+		return nil
+	}
+	qi.promote(now)
+	out := make([]*Task, 0, min(n, qi.ready.Len()))
+	for len(out) < n && qi.ready.Len() > 0 {
+		t := heap.Pop(&qi.ready).(*Task)
+		if t.State == Waiting && t.NotBefore > now {
+			// Promoted at a later time than now: the clock went back.
+			t.delayed = true
+			heap.Push(&qi.delayed, t)
+			continue
+		}
+		out = append(out, t)
+	}
+	for _, t := range out {
+		heap.Push(&qi.ready, t)
+	}
+	return out
+}
+
+// NextReady is the earliest NotBefore among the queue's delayed tasks, if
+// any: when a long-poll on an empty queue should look again.
+func (s *State) NextReady(q QueueKey) (Time, bool) {
+	qi := s.queues[q]
+	if qi == nil || qi.delayed.Len() == 0 {
+		return 0, false
+	}
+	return qi.delayed.tasks[0].NotBefore, true
+}
+
+// Expired returns up to max tasks whose current lease expires at or before
+// now.
+func (s *State) Expired(now Time, max int) []*Task {
+	return collectExpired(&s.expiry, now, max, nil)
+}
+
+// NextExpiry is the earliest current lease expiry, if any lease is held.
+func (s *State) NextExpiry() (Time, bool) {
+	if s.expiry.Len() == 0 {
+		return 0, false
+	}
+	return s.expiry.tasks[0].CurrentLease().LeaseExpiry, true
+}
+
+// Scan calls fn for tasks created after afterLSN, in creation order, until
+// fn returns false.
+func (s *State) Scan(afterLSN uint64, fn func(*Task) bool) {
+	i := searchOrder(s.order, afterLSN)
+	for ; i < len(s.order); i++ {
+		t := s.order[i]
+		if t == nil {
+			continue
+		}
+		if !fn(t) {
+			return
+		}
+	}
+}
+
+// searchOrder finds the first index in order whose task was created after
+// lsn. nil entries keep their position's LSN order, so it skips them.
+func searchOrder(order []*Task, lsn uint64) int {
+	lo, hi := 0, len(order)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		j := m
+		for j < hi && order[j] == nil {
+			j++
+		}
+		if j == hi {
+			hi = m
+			continue
+		}
+		if order[j].CreatedLSN <= lsn {
+			lo = j + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// Apply applies one record at lsn, which must be LastLSN()+1. It either
+// applies the record whole or, if a precondition fails, changes nothing
+// and returns an *ApplyError. Apply takes ownership of the record's byte
+// slices.
+func (s *State) Apply(lsn uint64, r Record) error {
+	if lsn != s.lastLSN+1 {
+		return s.fail(lsn, r, fmt.Sprintf("lsn is not dense: expected %d", s.lastLSN+1))
+	}
+	var reason string
+	switch r := r.(type) {
+	case *TaskCreated:
+		reason = s.applyCreated(lsn, r)
+	case *LeaseGranted:
+		reason = s.applyGranted(lsn, r)
+	case *LeaseExtended:
+		reason = s.applyExtended(lsn, r)
+	case *LeaseExpired:
+		reason = s.applyExpired(lsn, r)
+	case *ExecutionStarted:
+		reason = s.applyStarted(lsn, r)
+	case *TaskCommitted:
+		reason = s.applyCommitted(lsn, r)
+	case *TaskCompleted:
+		reason = s.applyCompleted(lsn, r)
+	case *TaskFailed:
+		reason = s.applyFailed(lsn, r)
+	case *TaskCancelled:
+		reason = s.applyCancelled(lsn, r)
+	case *TaskDead:
+		reason = s.applyDead(lsn, r)
+	case *Fence:
+		reason = s.applyFence(r)
+	default:
+		reason = fmt.Sprintf("unknown record %T", r)
+	}
+	if reason != "" {
+		return s.fail(lsn, r, reason)
+	}
+	s.lastLSN = lsn
+	return nil
+}
+
+// SkipTo advances LastLSN to lsn without a record: the log's first LSN after
+// its older segments were replaced by a snapshot at lsn.
+func (s *State) SkipTo(lsn uint64) {
+	if lsn > s.lastLSN {
+		s.lastLSN = lsn
+	}
+}
+
+func (s *State) fail(lsn uint64, r Record, reason string) error {
+	e := &ApplyError{LSN: lsn, Reason: reason}
+	if r != nil {
+		e.Type = r.Type()
+		e.TaskID = r.Task()
+	}
+	return e
+}
+
+// allowed lists the task state transitions a record may cause. A record
+// that leaves the state unchanged is always allowed.
+var allowed = map[[2]TaskState]bool{
+	{Waiting, Leased}:      true,
+	{Waiting, Dead}:        true,
+	{Leased, Waiting}:      true,
+	{Leased, Committed}:    true,
+	{Leased, Completed}:    true,
+	{Leased, Failed}:       true,
+	{Leased, Dead}:         true,
+	{Committed, Completed}: true,
+	{Committed, Dead}:      true,
+}
+
+// transition moves t to state to after checking that the move is legal; it
+// is the only place that writes Task.State after creation. A broken
+// transition is a bug in this package, so it panics rather than leave a
+// half-applied record behind.
+func (s *State) transition(t *Task, to TaskState) {
+	from := t.State
+	if from == to {
+		return
+	}
+	if !allowed[[2]TaskState{from, to}] {
+		panic(fmt.Sprintf("state: illegal transition %s -> %s for task %q", from, to, t.ID))
+	}
+	s.counts[from]--
+	s.counts[to]++
+	t.State = to
+}
+
+// touch records that the record at lsn touched t.
+func touch(t *Task, lsn uint64, at Time) {
+	t.LSNs = append(t.LSNs, lsn)
+	if at > t.UpdatedAt {
+		t.UpdatedAt = at
+	}
+}
+
+// currentLease returns t's current lease if its id is leaseID, or a reason.
+func currentLease(t *Task, leaseID string) (*Execution, string) {
+	cur := t.CurrentLease()
+	if cur == nil {
+		return nil, fmt.Sprintf("task has no current lease (state %s)", t.State)
+	}
+	if cur.LeaseID != leaseID {
+		return nil, fmt.Sprintf("lease %q is not the current lease %q", leaseID, cur.LeaseID)
+	}
+	return cur, ""
+}
+
+func (s *State) queue(t *Task) *queueIndex {
+	k := QueueKey{t.Namespace, t.Queue}
+	qi := s.queues[k]
+	if qi == nil {
+		qi = newQueueIndex()
+		s.queues[k] = qi
+	}
+	return qi
+}
+
+// dropLease clears t's current lease from the lease indexes.
+func (s *State) dropLease(t *Task) {
+	cur := t.CurrentLease()
+	delete(s.leases, cur.LeaseID)
+	heap.Remove(&s.expiry, int(t.heapIdx))
+	t.cur = -1
+}
+
+func (s *State) applyCreated(lsn uint64, r *TaskCreated) string {
+	switch {
+	case r.TaskID == "":
+		return "task id is empty"
+	case s.tasks[r.TaskID] != nil:
+		return "task id already exists"
+	case r.Namespace == "" || r.Queue == "":
+		return "namespace and queue must be set"
+	case r.ExecutionWindow <= 0:
+		return "execution window must be positive"
+	case r.Retry.MaxAttempts < 1:
+		return "retry policy needs at least one attempt"
+	case !(r.Retry.Multiplier >= 1) || r.Retry.InitialBackoff < 0 || r.Retry.MaxBackoff < r.Retry.InitialBackoff:
+		return fmt.Sprintf("retry policy %+v is invalid (multiplier >= 1, 0 <= initial <= max backoff)", r.Retry)
+	}
+	if r.RequestID != "" && s.requests[requestKey{r.Namespace, r.RequestID}] != nil {
+		return fmt.Sprintf("request id %q already used in namespace %q", r.RequestID, r.Namespace)
+	}
+	t := &Task{
+		ID:         r.TaskID,
+		Namespace:  r.Namespace,
+		Queue:      r.Queue,
+		Payload:    r.Payload,
+		Window:     r.ExecutionWindow,
+		Retry:      r.Retry,
+		RequestID:  r.RequestID,
+		Priority:   r.Priority,
+		NotBefore:  r.NotBefore,
+		CreatedAt:  r.CreatedAt,
+		UpdatedAt:  r.CreatedAt,
+		CreatedLSN: lsn,
+		State:      Waiting,
+		LSNs:       []uint64{lsn},
+		cur:        -1,
+		heapIdx:    -1,
+	}
+	s.tasks[t.ID] = t
+	if t.RequestID != "" {
+		s.requests[requestKey{t.Namespace, t.RequestID}] = t
+	}
+	s.order = append(s.order, t)
+	s.counts[Waiting]++
+	s.queue(t).add(t)
+	return ""
+}
+
+func (s *State) applyGranted(lsn uint64, r *LeaseGranted) string {
+	t := s.tasks[r.TaskID]
+	switch {
+	case t == nil:
+		return "task does not exist"
+	case !t.Schedulable():
+		return fmt.Sprintf("task is %s and cannot be leased", t.State)
+	case t.State == Waiting && t.NotBefore > r.GrantedAt:
+		return fmt.Sprintf("task is not schedulable before %s", t.NotBefore)
+	case r.Attempt != t.Attempt+1:
+		return fmt.Sprintf("attempt %d does not follow attempt %d", r.Attempt, t.Attempt)
+	case r.LeaseID == "":
+		return "lease id is empty"
+	case s.leases[r.LeaseID] != nil:
+		return fmt.Sprintf("lease id %q is already in use", r.LeaseID)
+	case r.LeaseExpiry <= r.GrantedAt:
+		return "lease expiry is not after the grant"
+	}
+	s.queue(t).remove(t)
+	t.Executions = append(t.Executions, Execution{
+		Attempt:     r.Attempt,
+		LeaseID:     r.LeaseID,
+		WorkerID:    r.WorkerID,
+		Status:      ExecLeased,
+		Finalize:    t.State == Committed,
+		LeasedAt:    r.GrantedAt,
+		LeaseExpiry: r.LeaseExpiry,
+	})
+	t.cur = int32(len(t.Executions) - 1)
+	t.Attempt = r.Attempt
+	if t.State == Waiting {
+		s.transition(t, Leased)
+	}
+	s.leases[r.LeaseID] = t
+	heap.Push(&s.expiry, t)
+	touch(t, lsn, r.GrantedAt)
+	return ""
+}
+
+func (s *State) applyExtended(lsn uint64, r *LeaseExtended) string {
+	t := s.tasks[r.TaskID]
+	if t == nil {
+		return "task does not exist"
+	}
+	cur, why := currentLease(t, r.LeaseID)
+	switch {
+	case cur == nil:
+		return why
+	case r.At >= cur.LeaseExpiry:
+		return "lease expired before the extension"
+	case r.NewLeaseExpiry <= cur.LeaseExpiry:
+		return "new expiry is not after the current expiry"
+	}
+	cur.LeaseExpiry = r.NewLeaseExpiry
+	heap.Fix(&s.expiry, int(t.heapIdx))
+	touch(t, lsn, r.At)
+	return ""
+}
+
+func (s *State) applyExpired(lsn uint64, r *LeaseExpired) string {
+	t := s.tasks[r.TaskID]
+	if t == nil {
+		return "task does not exist"
+	}
+	cur, why := currentLease(t, r.LeaseID)
+	switch {
+	case cur == nil:
+		return why
+	case r.At < cur.LeaseExpiry:
+		return fmt.Sprintf("lease is not expired at %s (expiry %s)", r.At, cur.LeaseExpiry)
+	}
+	if cur.Status != ExecCommitted {
+		cur.Status = ExecAborted
+		cur.Reason = "lease expired"
+		cur.FinishedAt = r.At
+	}
+	s.dropLease(t)
+	touch(t, lsn, r.At)
+	switch {
+	case t.State == Committed:
+		s.queue(t).add(t) // offered again, only to be finalised
+	case t.Attempt < t.Retry.MaxAttempts:
+		t.NotBefore = r.RetryAt
+		s.transition(t, Waiting)
+		s.queue(t).add(t)
+	default:
+		t.FailureReason = fmt.Sprintf("lease expired on the last attempt (%d of %d)", t.Attempt, t.Retry.MaxAttempts)
+		s.transition(t, Failed)
+	}
+	return ""
+}
+
+func (s *State) applyStarted(lsn uint64, r *ExecutionStarted) string {
+	t := s.tasks[r.TaskID]
+	if t == nil {
+		return "task does not exist"
+	}
+	cur, why := currentLease(t, r.LeaseID)
+	switch {
+	case cur == nil:
+		return why
+	case r.At >= cur.LeaseExpiry:
+		return "lease expired before the start"
+	case cur.Status != ExecLeased:
+		return fmt.Sprintf("execution is %s, not LEASED", cur.Status)
+	}
+	cur.Status = ExecInProgress
+	cur.StartedAt = r.At
+	touch(t, lsn, r.At)
+	return ""
+}
+
+func (s *State) applyCommitted(lsn uint64, r *TaskCommitted) string {
+	t := s.tasks[r.TaskID]
+	if t == nil {
+		return "task does not exist"
+	}
+	cur, why := currentLease(t, r.LeaseID)
+	switch {
+	case cur == nil:
+		return why
+	case t.State != Leased || t.CommittedBy != "":
+		return fmt.Sprintf("task is %s and already committed by lease %q", t.State, t.CommittedBy)
+	case r.At >= cur.LeaseExpiry:
+		return "lease expired before the commit"
+	}
+	cur.Status = ExecCommitted
+	cur.CommittedAt = r.At
+	t.CommittedBy = r.LeaseID
+	t.Result = r.Result
+	s.transition(t, Committed)
+	touch(t, lsn, r.At)
+	return ""
+}
+
+func (s *State) applyCompleted(lsn uint64, r *TaskCompleted) string {
+	t := s.tasks[r.TaskID]
+	if t == nil {
+		return "task does not exist"
+	}
+	cur, why := currentLease(t, r.LeaseID)
+	switch {
+	case cur == nil:
+		return why
+	case t.State != Leased && t.State != Committed:
+		return fmt.Sprintf("task is %s", t.State)
+	case r.At >= cur.LeaseExpiry:
+		return "lease expired before the completion"
+	}
+	if t.State == Leased {
+		// Commit and done in one record.
+		cur.CommittedAt = r.At
+		t.CommittedBy = r.LeaseID
+		t.Result = r.Result
+	}
+	cur.Status = ExecDone
+	cur.FinishedAt = r.At
+	s.dropLease(t)
+	s.transition(t, Completed)
+	touch(t, lsn, r.At)
+	return ""
+}
+
+func (s *State) applyFailed(lsn uint64, r *TaskFailed) string {
+	t := s.tasks[r.TaskID]
+	if t == nil {
+		return "task does not exist"
+	}
+	cur, why := currentLease(t, r.LeaseID)
+	switch {
+	case cur == nil:
+		return why
+	case t.State != Leased:
+		return fmt.Sprintf("task is %s; only an uncommitted attempt can fail", t.State)
+	}
+	cur.Status = ExecAborted
+	cur.Reason = r.Reason
+	cur.FinishedAt = r.At
+	s.dropLease(t)
+	touch(t, lsn, r.At)
+	if !r.Permanent && t.Attempt < t.Retry.MaxAttempts {
+		t.NotBefore = r.RetryAt
+		s.transition(t, Waiting)
+		s.queue(t).add(t)
+		return ""
+	}
+	t.FailureReason = r.Reason
+	s.transition(t, Failed)
+	return ""
+}
+
+func (s *State) applyCancelled(lsn uint64, r *TaskCancelled) string {
+	// No precondition: the record only documents a rejected stale action.
+	if t := s.tasks[r.TaskID]; t != nil {
+		touch(t, lsn, r.At)
+	}
+	return ""
+}
+
+func (s *State) applyDead(lsn uint64, r *TaskDead) string {
+	t := s.tasks[r.TaskID]
+	switch {
+	case t == nil:
+		return "task does not exist"
+	case t.State.Terminal():
+		return fmt.Sprintf("task is already %s", t.State)
+	}
+	if cur := t.CurrentLease(); cur != nil {
+		if cur.Status != ExecCommitted {
+			cur.Status = ExecAborted
+			cur.Reason = "task killed"
+			cur.FinishedAt = r.At
+		}
+		s.dropLease(t)
+	} else {
+		s.queue(t).remove(t)
+	}
+	t.FailureReason = r.Reason
+	s.transition(t, Dead)
+	touch(t, lsn, r.At)
+	return ""
+}
+
+func (s *State) applyFence(r *Fence) string {
+	if r.Epoch <= s.epoch {
+		return fmt.Sprintf("fence epoch %d is not above the current epoch %d", r.Epoch, s.epoch)
+	}
+	s.epoch = r.Epoch
+	return ""
+}

@@ -1,0 +1,283 @@
+package state
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const sec = Time(time.Second)
+
+func created(id string) *TaskCreated {
+	return &TaskCreated{
+		TaskID: id, Namespace: "default", Queue: "q", Payload: []byte("p"),
+		ExecutionWindow: 10 * time.Second,
+		Retry:           RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Second, MaxBackoff: time.Minute, Multiplier: 2},
+		CreatedAt:       1 * sec,
+	}
+}
+
+func granted(id, lease string, attempt uint32, at Time) *LeaseGranted {
+	return &LeaseGranted{TaskID: id, LeaseID: lease, WorkerID: "w", Attempt: attempt, GrantedAt: at, LeaseExpiry: at + 10*sec}
+}
+
+// run applies records in order, failing the test on the first error and
+// checking the invariants after every record.
+func run(t *testing.T, recs ...Record) *State {
+	t.Helper()
+	s := New()
+	for i, r := range recs {
+		if err := s.Apply(s.LastLSN()+1, r); err != nil {
+			t.Fatalf("record %d (%s): %v", i, r.Type(), err)
+		}
+		if err := s.Invariants(); err != nil {
+			t.Fatalf("after record %d (%s): %v", i, r.Type(), err)
+		}
+	}
+	return s
+}
+
+func TestApplyHappyPaths(t *testing.T) {
+	tests := []struct {
+		name      string
+		recs      []Record
+		state     TaskState
+		statuses  []ExecStatus
+		result    string
+		notBefore Time
+	}{
+		{"created", []Record{created("a")}, Waiting, nil, "", 0},
+		{"leased", []Record{created("a"), granted("a", "l1", 1, 2*sec)}, Leased, []ExecStatus{ExecLeased}, "", 0},
+		{"started", []Record{created("a"), granted("a", "l1", 1, 2*sec),
+			&ExecutionStarted{TaskID: "a", LeaseID: "l1", At: 3 * sec}}, Leased, []ExecStatus{ExecInProgress}, "", 0},
+		{"commit then complete", []Record{created("a"), granted("a", "l1", 1, 2*sec),
+			&TaskCommitted{TaskID: "a", LeaseID: "l1", Result: []byte("r"), At: 3 * sec},
+			&TaskCompleted{TaskID: "a", LeaseID: "l1", At: 4 * sec}}, Completed, []ExecStatus{ExecDone}, "r", 0},
+		{"complete without commit", []Record{created("a"), granted("a", "l1", 1, 2*sec),
+			&TaskCompleted{TaskID: "a", LeaseID: "l1", Result: []byte("r"), At: 4 * sec}}, Completed, []ExecStatus{ExecDone}, "r", 0},
+		{"fail retries", []Record{created("a"), granted("a", "l1", 1, 2*sec),
+			&TaskFailed{TaskID: "a", LeaseID: "l1", Reason: "boom", RetryAt: 5 * sec, At: 3 * sec}}, Waiting, []ExecStatus{ExecAborted}, "", 5 * sec},
+		{"fail permanent", []Record{created("a"), granted("a", "l1", 1, 2*sec),
+			&TaskFailed{TaskID: "a", LeaseID: "l1", Reason: "boom", Permanent: true, At: 3 * sec}}, Failed, []ExecStatus{ExecAborted}, "", 0},
+		{"fail out of attempts", []Record{created("a"), granted("a", "l1", 1, 2*sec),
+			&TaskFailed{TaskID: "a", LeaseID: "l1", RetryAt: 4 * sec, At: 3 * sec},
+			granted("a", "l2", 2, 5*sec),
+			&TaskFailed{TaskID: "a", LeaseID: "l2", At: 6 * sec}}, Failed, []ExecStatus{ExecAborted, ExecAborted}, "", 4 * sec},
+		{"expiry returns to waiting", []Record{created("a"), granted("a", "l1", 1, 2*sec),
+			&LeaseExpired{TaskID: "a", LeaseID: "l1", At: 12 * sec, RetryAt: 13 * sec}}, Waiting, []ExecStatus{ExecAborted}, "", 13 * sec},
+		{"expiry on last attempt fails", []Record{created("a"), granted("a", "l1", 1, 2*sec),
+			&LeaseExpired{TaskID: "a", LeaseID: "l1", At: 12 * sec},
+			granted("a", "l2", 2, 13*sec),
+			&LeaseExpired{TaskID: "a", LeaseID: "l2", At: 23 * sec}}, Failed, []ExecStatus{ExecAborted, ExecAborted}, "", 0},
+		{"committed expiry keeps commit", []Record{created("a"), granted("a", "l1", 1, 2*sec),
+			&TaskCommitted{TaskID: "a", LeaseID: "l1", Result: []byte("r"), At: 3 * sec},
+			&LeaseExpired{TaskID: "a", LeaseID: "l1", At: 12 * sec}}, Committed, []ExecStatus{ExecCommitted}, "r", 0},
+		{"finalisation lease completes", []Record{created("a"), granted("a", "l1", 1, 2*sec),
+			&TaskCommitted{TaskID: "a", LeaseID: "l1", Result: []byte("r"), At: 3 * sec},
+			&LeaseExpired{TaskID: "a", LeaseID: "l1", At: 12 * sec},
+			granted("a", "l2", 2, 13*sec),
+			&TaskCompleted{TaskID: "a", LeaseID: "l2", Result: []byte("ignored"), At: 14 * sec}}, Completed, []ExecStatus{ExecCommitted, ExecDone}, "r", 0},
+		{"finalisation beyond max attempts", []Record{created("a"), granted("a", "l1", 1, 2*sec),
+			&LeaseExpired{TaskID: "a", LeaseID: "l1", At: 12 * sec},
+			granted("a", "l2", 2, 13*sec),
+			&TaskCommitted{TaskID: "a", LeaseID: "l2", Result: []byte("r"), At: 14 * sec},
+			&LeaseExpired{TaskID: "a", LeaseID: "l2", At: 23 * sec},
+			granted("a", "l3", 3, 24*sec)}, Committed, []ExecStatus{ExecAborted, ExecCommitted, ExecLeased}, "r", 0},
+		{"kill waiting", []Record{created("a"), &TaskDead{TaskID: "a", Reason: "admin", At: 2 * sec}}, Dead, nil, "", 0},
+		{"kill leased", []Record{created("a"), granted("a", "l1", 1, 2*sec), &TaskDead{TaskID: "a", Reason: "admin", At: 3 * sec}},
+			Dead, []ExecStatus{ExecAborted}, "", 0},
+		{"cancel changes nothing", []Record{created("a"), granted("a", "l1", 1, 2*sec),
+			&TaskCancelled{TaskID: "a", LeaseID: "stale", At: 3 * sec}}, Leased, []ExecStatus{ExecLeased}, "", 0},
+		{"extend", []Record{created("a"), granted("a", "l1", 1, 2*sec),
+			&LeaseExtended{TaskID: "a", LeaseID: "l1", NewLeaseExpiry: 30 * sec, At: 11 * sec},
+			&TaskCompleted{TaskID: "a", LeaseID: "l1", At: 25 * sec}}, Completed, []ExecStatus{ExecDone}, "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := run(t, tt.recs...)
+			task := s.Task("a")
+			if task.State != tt.state {
+				t.Fatalf("state %s, want %s", task.State, tt.state)
+			}
+			var got []ExecStatus
+			for _, e := range task.Executions {
+				got = append(got, e.Status)
+			}
+			if !reflect.DeepEqual(got, tt.statuses) {
+				t.Fatalf("executions %v, want %v", got, tt.statuses)
+			}
+			if string(task.Result) != tt.result {
+				t.Fatalf("result %q, want %q", task.Result, tt.result)
+			}
+			if task.NotBefore != tt.notBefore {
+				t.Fatalf("not before %v, want %v", task.NotBefore, tt.notBefore)
+			}
+			if len(task.LSNs) != len(tt.recs) {
+				t.Fatalf("history has %d lsns, want %d", len(task.LSNs), len(tt.recs))
+			}
+		})
+	}
+}
+
+func TestApplyPreconditions(t *testing.T) {
+	base := []Record{created("a"), granted("a", "l1", 1, 2*sec)}
+	committed := append(append([]Record{}, base...), &TaskCommitted{TaskID: "a", LeaseID: "l1", At: 3 * sec})
+	tests := []struct {
+		name   string
+		prefix []Record
+		bad    Record
+		want   string
+	}{
+		{"duplicate task", []Record{created("a")}, created("a"), "already exists"},
+		{"duplicate request id", []Record{func() Record { r := created("a"); r.RequestID = "r"; return r }()},
+			func() Record { r := created("b"); r.RequestID = "r"; return r }(), "request id"},
+		{"zero attempts", nil, func() Record { r := created("a"); r.Retry.MaxAttempts = 0; return r }(), "attempt"},
+		{"multiplier below one", nil, func() Record { r := created("a"); r.Retry.Multiplier = 0.5; return r }(), "retry policy"},
+		{"max below initial backoff", nil, func() Record { r := created("a"); r.Retry.MaxBackoff = 0; return r }(), "retry policy"},
+		{"lease unknown task", nil, granted("x", "l1", 1, 2*sec), "does not exist"},
+		{"lease twice", base, granted("a", "l2", 2, 3*sec), "cannot be leased"},
+		{"lease wrong attempt", []Record{created("a")}, granted("a", "l1", 2, 2*sec), "does not follow"},
+		{"lease before not_before", []Record{func() Record { r := created("a"); r.NotBefore = 5 * sec; return r }()},
+			granted("a", "l1", 1, 2*sec), "not schedulable before"},
+		{"lease id in use", []Record{created("a"), created("b"), granted("a", "l1", 1, 2*sec)}, granted("b", "l1", 1, 2*sec), "already in use"},
+		{"extend expired", base, &LeaseExtended{TaskID: "a", LeaseID: "l1", NewLeaseExpiry: 40 * sec, At: 12 * sec}, "expired"},
+		{"extend backwards", base, &LeaseExtended{TaskID: "a", LeaseID: "l1", NewLeaseExpiry: 11 * sec, At: 3 * sec}, "not after"},
+		{"extend foreign lease", base, &LeaseExtended{TaskID: "a", LeaseID: "lx", NewLeaseExpiry: 40 * sec, At: 3 * sec}, "not the current lease"},
+		{"expire early", base, &LeaseExpired{TaskID: "a", LeaseID: "l1", At: 3 * sec}, "not expired"},
+		{"expire unleased", []Record{created("a")}, &LeaseExpired{TaskID: "a", LeaseID: "l1", At: 3 * sec}, "no current lease"},
+		{"start twice", append(append([]Record{}, base...), &ExecutionStarted{TaskID: "a", LeaseID: "l1", At: 3 * sec}),
+			&ExecutionStarted{TaskID: "a", LeaseID: "l1", At: 4 * sec}, "not LEASED"},
+		{"commit after expiry time", base, &TaskCommitted{TaskID: "a", LeaseID: "l1", At: 12 * sec}, "expired"},
+		{"commit twice", committed, &TaskCommitted{TaskID: "a", LeaseID: "l1", At: 4 * sec}, "already committed"},
+		{"commit stale lease", base, &TaskCommitted{TaskID: "a", LeaseID: "l0", At: 3 * sec}, "not the current lease"},
+		{"complete expired", base, &TaskCompleted{TaskID: "a", LeaseID: "l1", At: 12 * sec}, "expired"},
+		{"fail after commit", committed, &TaskFailed{TaskID: "a", LeaseID: "l1", At: 4 * sec}, "only an uncommitted"},
+		{"fail foreign lease", base, &TaskFailed{TaskID: "a", LeaseID: "lx", At: 4 * sec}, "not the current lease"},
+		{"kill terminal", []Record{created("a"), &TaskDead{TaskID: "a", At: 2 * sec}}, &TaskDead{TaskID: "a", At: 3 * sec}, "already DEAD"},
+		{"fence not above", []Record{&Fence{Epoch: 3}}, &Fence{Epoch: 3}, "not above"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := run(t, tt.prefix...)
+			before := s.Export()
+			err := s.Apply(s.LastLSN()+1, tt.bad)
+			var ae *ApplyError
+			if !errors.As(err, &ae) || !errors.Is(err, ErrPrecondition) {
+				t.Fatalf("got %v, want an ApplyError", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %q does not say %q", err, tt.want)
+			}
+			if ae.LSN != s.LastLSN()+1 {
+				t.Fatalf("error names lsn %d, want %d", ae.LSN, s.LastLSN()+1)
+			}
+			if !reflect.DeepEqual(before, s.Export()) {
+				t.Fatal("a rejected record changed the state")
+			}
+			if err := s.Invariants(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestApplyRejectsLSNGap(t *testing.T) {
+	s := New()
+	if err := s.Apply(2, created("a")); !errors.Is(err, ErrPrecondition) {
+		t.Fatalf("gap accepted: %v", err)
+	}
+}
+
+func TestSchedulableOrder(t *testing.T) {
+	mk := func(id string, prio int32, notBefore Time) Record {
+		r := created(id)
+		r.Priority, r.NotBefore = prio, notBefore
+		return r
+	}
+	s := run(t,
+		mk("low-old", 0, 0), mk("high", 5, 0), mk("low-new", 0, 0),
+		mk("delayed-high", 9, 50*sec), mk("high9", 9, 0))
+	q := QueueKey{"default", "q"}
+	ids := func(ts []*Task) (out []string) {
+		for _, t := range ts {
+			out = append(out, t.ID)
+		}
+		return out
+	}
+	got := ids(s.Schedulable(q, 10*sec, 10))
+	want := []string{"high9", "high", "low-old", "low-new"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("at 10s: %v, want %v", got, want)
+	}
+	if at, ok := s.NextReady(q); !ok || at != 50*sec {
+		t.Fatalf("next ready %v %v", at, ok)
+	}
+	got = ids(s.Schedulable(q, 50*sec, 2))
+	if want := []string{"delayed-high", "high9"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("at 50s: %v, want %v", got, want)
+	}
+	if err := s.Invariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExpiredAndScan(t *testing.T) {
+	s := run(t, created("a"), created("b"), created("c"),
+		granted("a", "la", 1, 1*sec), granted("b", "lb", 1, 5*sec), granted("c", "lc", 1, 3*sec))
+	exp := s.Expired(13*sec, 10)
+	got := map[string]bool{}
+	for _, t := range exp {
+		got[t.ID] = true
+	}
+	if !reflect.DeepEqual(got, map[string]bool{"a": true, "c": true}) {
+		t.Fatalf("expired at 13s: %v", got)
+	}
+	if at, ok := s.NextExpiry(); !ok || at != 11*sec {
+		t.Fatalf("next expiry %v", at)
+	}
+	var scanned []string
+	s.Scan(1, func(t *Task) bool { scanned = append(scanned, t.ID); return true })
+	if !reflect.DeepEqual(scanned, []string{"b", "c"}) {
+		t.Fatalf("scan after lsn 1: %v", scanned)
+	}
+}
+
+func TestTransitionPanicsOnIllegalMove(t *testing.T) {
+	s := run(t, created("a"), &TaskDead{TaskID: "a", At: 2 * sec})
+	defer func() {
+		if recover() == nil {
+			t.Fatal("illegal transition did not panic")
+		}
+	}()
+	s.transition(s.Task("a"), Waiting)
+}
+
+func TestBackoff(t *testing.T) {
+	p := RetryPolicy{MaxAttempts: 10, InitialBackoff: time.Second, MaxBackoff: 10 * time.Second, Multiplier: 2}
+	for n, want := range map[uint32]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 8 * time.Second, 5: 10 * time.Second, 60: 10 * time.Second} {
+		if got := p.Backoff(n); got != want {
+			t.Errorf("Backoff(%d) = %v, want %v", n, got, want)
+		}
+	}
+}
+
+func TestSchedulableAfterClockJumpBack(t *testing.T) {
+	r := created("a")
+	r.NotBefore = 10 * sec
+	s := run(t, r)
+	q := QueueKey{"default", "q"}
+	if got := s.Schedulable(q, 20*sec, 1); len(got) != 1 {
+		t.Fatal("task not schedulable after its not_before")
+	}
+	if got := s.Schedulable(q, 5*sec, 1); len(got) != 0 {
+		t.Fatal("task schedulable before its not_before after the clock went back")
+	}
+	if err := s.Invariants(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Schedulable(q, 10*sec, 1); len(got) != 1 {
+		t.Fatal("task lost after the clock came forward again")
+	}
+}

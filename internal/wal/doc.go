@@ -1,0 +1,112 @@
+// Package wal is tenure's embedded write-ahead log: an append-only sequence
+// of records, numbered by dense LSNs (1, 2, 3, ...), kept in segment files in
+// one directory. The coordinator appends a record before it makes the record's
+// effect observable and replays the log after a restart (DESIGN.md §4–§5).
+//
+// # Durability contract
+//
+// Append assigns LSNs and queues records; it does not make them durable.
+// Wait(ctx, lsn) returns nil only once every record up to lsn is durable:
+// written and fsynced under SyncAlways; written (surviving a process crash
+// but NOT a kernel crash or power loss) under SyncNone. Nothing that was not
+// acknowledged that way is promised, though it may survive.
+//
+// One writer goroutine does group commit: it takes every record appended
+// since its last round, writes them in one write (split only at a segment
+// boundary or at MaxBatchBytes) and fsyncs once, then advances DurableLSN and
+// wakes the waiters. While it writes, new appends collect for the next round.
+//
+// A failed write or fsync is fatal and sticky: the log never retries an
+// fsync (the kernel may have dropped the dirty pages and cleared the error),
+// DurableLSN never passes the failed batch, and every pending and later
+// Append and Wait returns the error (Err reports it). The owner closes the
+// Log and opens the directory again, which recovers what reached the disk.
+// Running out of disk space is the same.
+//
+// Only one Log may use a directory at a time; the owner of the data
+// directory enforces that.
+//
+// # On-disk format
+//
+// All integers are little-endian. Segment files are named by the LSN of their
+// first record as 16 hex digits: 0000000000000001.wal, 00000000000a3f01.wal.
+// Each starts with a 24-byte header:
+//
+//	0       8         12        16              24
+//	+-------+---------+---------+---------------+
+//	| magic | version | hdr crc | first lsn     |
+//	+-------+---------+---------+---------------+
+//	  magic     8 bytes "TENUWAL\x00"
+//	  version   uint32, 1
+//	  hdr crc   uint32, CRC-32C (Castagnoli) of bytes 0..12 and 16..24
+//	  first lsn uint64, LSN of the first frame; must match the file name
+//
+// followed by zero or more frames, back to back, no padding:
+//
+//	0        4        8      10         12             20
+//	+--------+--------+------+----------+--------------+-----------------+
+//	| length | crc    | type | reserved | lsn          | payload ...     |
+//	+--------+--------+------+----------+--------------+-----------------+
+//	  length   uint32, payload bytes, at most MaxRecordBytes
+//	  crc      uint32, CRC-32C (Castagnoli) of bytes 8..20 (type, reserved,
+//	           lsn) then the payload; the length is not covered, a wrong one
+//	           moves the payload window and fails the checksum
+//	  type     uint16, the caller's record type, never 0 (so zeroed space
+//	           never decodes as a record)
+//	  reserved uint16, 0
+//	  lsn      uint64, the record's LSN
+//
+// LSNs are dense and increasing across segments: each segment's first LSN is
+// one past the previous segment's last, and each frame's LSN is one past the
+// previous frame's. A gap or a repeat is corruption. A segment is at most
+// SegmentBytes, header included, except that a frame larger than that goes
+// alone into a fresh segment.
+//
+// A new segment is created under the name <segment>.tmp, its header written
+// and fsynced, then renamed into place and the directory fsynced, so a
+// segment file never lacks its header. The old segment is fsynced before the
+// new one is created, under either sync policy, so only the last segment can
+// end in a torn write.
+//
+// # Recovery
+//
+// Open reads every segment in LSN order and checks its header (magic,
+// version, checksum, first LSN against the name and against the previous
+// segment) and every frame: length <= MaxRecordBytes, frame within the file,
+// checksum, reserved 0, type not 0, LSN the next one. At the first frame that
+// fails:
+//
+//   - In any segment but the last: corruption.
+//   - If the frame is complete and its checksum is valid (reserved or type
+//     wrong, wrong LSN, or a length over MaxRecordBytes whose bytes check
+//     out): corruption. A write cut short cannot produce a valid checksum.
+//   - Otherwise (the file ends inside the frame header or payload, the
+//     checksum fails, or the length is over MaxRecordBytes and the bytes
+//     after it do not check out) Open looks at every later byte offset of the segment for
+//     the start of a valid frame that could follow it: length within
+//     MaxRecordBytes and the file, reserved 0, type not 0, valid checksum,
+//     and an LSN between the expected one and expected + (its distance from
+//     the bad frame)/20. If there is one: corruption, because records were
+//     durably written after the bad one. If there is none: a torn write. Open
+//     truncates the segment at the bad frame's offset, fsyncs it and logs the
+//     segment, offset and bytes dropped.
+//
+// So a write of a multi-frame batch that was cut short (frame k partial,
+// frames after it missing, or zeroes or garbage after it) is a torn tail, and
+// a flipped bit in a record followed by valid records is corruption. The
+// price, both ways: damage to the very last record of the log looks like a
+// torn write, and that record is dropped even if it had been acknowledged;
+// and a power loss that wrote back the pages of an unacknowledged batch out
+// of order (a hole, then a valid frame) is reported as corruption, so Open
+// refuses to start although nothing acknowledged was lost. A format of
+// single self-checked records cannot tell these cases apart.
+//
+// Corruption makes Open return a *CorruptionError naming the segment file
+// and the offset of the bad header or frame, without modifying anything.
+//
+// A last segment shorter than its header (impossible with the rename above,
+// handled anyway) is removed and logged, as are leftover .tmp files. Open then
+// fsyncs the last segment, because a previous process may have written it
+// without fsyncing and its records are about to be reported durable, and
+// appends continue after its last valid record.
+package wal

@@ -1,0 +1,131 @@
+package wal
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/tenurehq/tenure/internal/fsys"
+)
+
+// SyncPolicy says when appended records count as durable.
+type SyncPolicy int
+
+const (
+	// SyncAlways writes and fsyncs every batch before reporting it durable.
+	// Acknowledged records survive a process crash, a kernel crash and a
+	// power loss.
+	SyncAlways SyncPolicy = iota
+	// SyncNone writes every batch but never fsyncs it (segments are still
+	// fsynced when created, sealed, recovered and at Close). UNSAFE:
+	// acknowledged records survive a process crash but not a kernel crash or
+	// a power loss. For benchmarks and throwaway environments only.
+	SyncNone
+)
+
+// ParseSyncPolicy parses "always" or "none".
+func ParseSyncPolicy(s string) (SyncPolicy, error) {
+	switch s {
+	case "always":
+		return SyncAlways, nil
+	case "none":
+		return SyncNone, nil
+	}
+	return 0, fmt.Errorf("wal: unknown sync policy %q: valid values are \"always\" and \"none\"", s)
+}
+
+func (p SyncPolicy) String() string {
+	switch p {
+	case SyncAlways:
+		return "always"
+	case SyncNone:
+		return "none"
+	}
+	return fmt.Sprintf("SyncPolicy(%d)", int(p))
+}
+
+// Defaults and limits of Options. A zero field takes its default.
+const (
+	DefaultSegmentBytes   = 64 << 20
+	DefaultMaxRecordBytes = 8 << 20
+	DefaultMaxBatchBytes  = 4 << 20
+
+	minSegmentBytes   = 256
+	maxSegmentBytes   = 1 << 30
+	maxMaxRecordBytes = 64 << 20
+	maxMaxBatchBytes  = 256 << 20
+
+	// pendingBatches bounds the bytes queued for the writer to this many
+	// times MaxBatchBytes; Append blocks beyond it (see Append).
+	pendingBatches = 4
+)
+
+// Options configure a Log.
+type Options struct {
+	// Dir holds the segment files; Open creates it if needed. The caller
+	// passes <data-dir>/wal and must make sure a single Log uses it.
+	Dir string
+	// FS is the file system, nil for fsys.OS. Tests inject faults here.
+	FS fsys.FS
+	// Sync is the durability policy; the zero value is SyncAlways.
+	Sync SyncPolicy
+	// SegmentBytes is the maximum size of a segment file, header included,
+	// default 64 MiB, between 256 bytes and 1 GiB. The writer starts a new
+	// segment before a frame would cross it; a frame larger than
+	// SegmentBytes goes alone into a fresh segment.
+	SegmentBytes int64
+	// MaxRecordBytes is the maximum payload size of one record, default
+	// 8 MiB, at most 64 MiB. Append rejects larger payloads; on read, a frame
+	// header claiming more is corruption, so a corrupt length never makes the
+	// log allocate more than this.
+	MaxRecordBytes int
+	// MaxBatchBytes caps the bytes of one group-commit write, default 4 MiB,
+	// at most 256 MiB. A write exceeds it only to carry a single larger frame.
+	MaxBatchBytes int
+	// Logger receives recovery reports (torn tails truncated, leftovers
+	// removed); nil discards them.
+	Logger *slog.Logger
+}
+
+// withDefaults returns o with zero fields set to their defaults.
+func (o Options) withDefaults() Options {
+	if o.FS == nil {
+		o.FS = fsys.OS
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.MaxRecordBytes == 0 {
+		o.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if o.MaxBatchBytes == 0 {
+		o.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// validate checks o after withDefaults; each error names the field and its
+// limit.
+func (o Options) validate() error {
+	if o.Dir == "" {
+		return fmt.Errorf("wal: Options.Dir is empty: set it to the log directory (<data-dir>/wal)")
+	}
+	if o.Sync != SyncAlways && o.Sync != SyncNone {
+		return fmt.Errorf("wal: Options.Sync is %v: must be SyncAlways or SyncNone", o.Sync)
+	}
+	if o.SegmentBytes < minSegmentBytes || o.SegmentBytes > maxSegmentBytes {
+		return fmt.Errorf("wal: Options.SegmentBytes is %d: must be between %d and %d (0 means %d)",
+			o.SegmentBytes, minSegmentBytes, maxSegmentBytes, DefaultSegmentBytes)
+	}
+	if o.MaxRecordBytes < 1 || o.MaxRecordBytes > maxMaxRecordBytes {
+		return fmt.Errorf("wal: Options.MaxRecordBytes is %d: must be between 1 and %d (0 means %d)",
+			o.MaxRecordBytes, maxMaxRecordBytes, DefaultMaxRecordBytes)
+	}
+	if o.MaxBatchBytes < 1 || o.MaxBatchBytes > maxMaxBatchBytes {
+		return fmt.Errorf("wal: Options.MaxBatchBytes is %d: must be between 1 and %d (0 means %d)",
+			o.MaxBatchBytes, maxMaxBatchBytes, DefaultMaxBatchBytes)
+	}
+	return nil
+}
