@@ -205,7 +205,8 @@ func (c *Coordinator) expiry(t *state.Task, now state.Time) *state.LeaseExpired 
 func (c *Coordinator) authorize(t *state.Task, leaseID, action string, now state.Time) (*state.Execution, []state.Record, error) {
 	var recs []state.Record
 	cur := t.CurrentLease()
-	if cur != nil && cur.LeaseExpiry <= now {
+	expiredNow := cur != nil && cur.LeaseExpiry <= now
+	if expiredNow {
 		recs = append(recs, c.expiry(t, now))
 		cur = nil
 	}
@@ -217,18 +218,17 @@ func (c *Coordinator) authorize(t *state.Task, leaseID, action string, now state
 		return nil, recs, alreadyCommitted(t.ID, t.CommittedBy)
 	}
 	why := "is not the current lease"
-	if len(recs) == 2 || c.expiredEarlier(t, leaseID) {
+	if (expiredNow && t.CurrentLease().LeaseID == leaseID) || expiredEarlier(t, leaseID) {
 		why = "expired"
 	}
 	return nil, recs, leaseLost(t.ID, leaseID, why)
 }
 
 // expiredEarlier reports whether leaseID was t's and ended by expiry.
-func (c *Coordinator) expiredEarlier(t *state.Task, leaseID string) bool {
+func expiredEarlier(t *state.Task, leaseID string) bool {
 	for i := range t.Executions {
-		e := &t.Executions[i]
-		if e.LeaseID == leaseID {
-			return e.Reason == "lease expired"
+		if e := &t.Executions[i]; e.LeaseID == leaseID {
+			return e.Status == state.ExecAborted && e.Reason == state.ReasonLeaseExpired
 		}
 	}
 	return false

@@ -274,16 +274,21 @@ func touch(t *Task, lsn uint64, at Time) {
 	}
 }
 
-// currentLease returns t's current lease if its id is leaseID, or a reason.
-func currentLease(t *Task, leaseID string) (*Execution, string) {
-	cur := t.CurrentLease()
+// leaseOf returns the task and its current lease if that lease is leaseID;
+// otherwise cur is nil and why says what is missing.
+func (s *State) leaseOf(taskID, leaseID string) (t *Task, cur *Execution, why string) {
+	t = s.tasks[taskID]
+	if t == nil {
+		return nil, nil, "task does not exist"
+	}
+	cur = t.CurrentLease()
 	if cur == nil {
-		return nil, fmt.Sprintf("task has no current lease (state %s)", t.State)
+		return t, nil, fmt.Sprintf("task has no current lease (state %s)", t.State)
 	}
 	if cur.LeaseID != leaseID {
-		return nil, fmt.Sprintf("lease %q is not the current lease %q", leaseID, cur.LeaseID)
+		return t, nil, fmt.Sprintf("lease %q is not the current lease %q", leaseID, cur.LeaseID)
 	}
-	return cur, ""
+	return t, cur, ""
 }
 
 func (s *State) queue(t *Task) *queueIndex {
@@ -390,11 +395,7 @@ func (s *State) applyGranted(lsn uint64, r *LeaseGranted) string {
 }
 
 func (s *State) applyExtended(lsn uint64, r *LeaseExtended) string {
-	t := s.tasks[r.TaskID]
-	if t == nil {
-		return "task does not exist"
-	}
-	cur, why := currentLease(t, r.LeaseID)
+	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
 	switch {
 	case cur == nil:
 		return why
@@ -410,11 +411,7 @@ func (s *State) applyExtended(lsn uint64, r *LeaseExtended) string {
 }
 
 func (s *State) applyExpired(lsn uint64, r *LeaseExpired) string {
-	t := s.tasks[r.TaskID]
-	if t == nil {
-		return "task does not exist"
-	}
-	cur, why := currentLease(t, r.LeaseID)
+	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
 	switch {
 	case cur == nil:
 		return why
@@ -423,7 +420,7 @@ func (s *State) applyExpired(lsn uint64, r *LeaseExpired) string {
 	}
 	if cur.Status != ExecCommitted {
 		cur.Status = ExecAborted
-		cur.Reason = "lease expired"
+		cur.Reason = ReasonLeaseExpired
 		cur.FinishedAt = r.At
 	}
 	s.dropLease(t)
@@ -443,11 +440,7 @@ func (s *State) applyExpired(lsn uint64, r *LeaseExpired) string {
 }
 
 func (s *State) applyStarted(lsn uint64, r *ExecutionStarted) string {
-	t := s.tasks[r.TaskID]
-	if t == nil {
-		return "task does not exist"
-	}
-	cur, why := currentLease(t, r.LeaseID)
+	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
 	switch {
 	case cur == nil:
 		return why
@@ -463,11 +456,7 @@ func (s *State) applyStarted(lsn uint64, r *ExecutionStarted) string {
 }
 
 func (s *State) applyCommitted(lsn uint64, r *TaskCommitted) string {
-	t := s.tasks[r.TaskID]
-	if t == nil {
-		return "task does not exist"
-	}
-	cur, why := currentLease(t, r.LeaseID)
+	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
 	switch {
 	case cur == nil:
 		return why
@@ -486,11 +475,7 @@ func (s *State) applyCommitted(lsn uint64, r *TaskCommitted) string {
 }
 
 func (s *State) applyCompleted(lsn uint64, r *TaskCompleted) string {
-	t := s.tasks[r.TaskID]
-	if t == nil {
-		return "task does not exist"
-	}
-	cur, why := currentLease(t, r.LeaseID)
+	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
 	switch {
 	case cur == nil:
 		return why
@@ -514,11 +499,7 @@ func (s *State) applyCompleted(lsn uint64, r *TaskCompleted) string {
 }
 
 func (s *State) applyFailed(lsn uint64, r *TaskFailed) string {
-	t := s.tasks[r.TaskID]
-	if t == nil {
-		return "task does not exist"
-	}
-	cur, why := currentLease(t, r.LeaseID)
+	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
 	switch {
 	case cur == nil:
 		return why

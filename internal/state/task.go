@@ -56,6 +56,9 @@ func (s ExecStatus) String() string {
 	return "INVALID"
 }
 
+// ReasonLeaseExpired is the Reason of an execution aborted by LeaseExpired.
+const ReasonLeaseExpired = "lease expired"
+
 // Execution is one attempt of a task under one lease.
 type Execution struct {
 	Attempt  uint32
