@@ -233,7 +233,11 @@ func (h taskService) KillTask(ctx context.Context, req *connect.Request[tenurev1
 	if err := h.s.b.Kill(ctx, req.Msg.GetTaskId(), req.Msg.GetReason()); err != nil {
 		return nil, apiError(err)
 	}
-	return connect.NewResponse(&tenurev1.KillTaskResponse{}), nil
+	t, err := h.s.b.Get(ctx, req.Msg.GetTaskId())
+	if err != nil {
+		return nil, apiError(err)
+	}
+	return connect.NewResponse(&tenurev1.KillTaskResponse{Task: task(t)}), nil
 }
 
 func (h taskService) GetTaskHistory(ctx context.Context, req *connect.Request[tenurev1.GetTaskHistoryRequest]) (*connect.Response[tenurev1.GetTaskHistoryResponse], error) {

@@ -1,0 +1,37 @@
+// Package client is the Go SDK of tenure: a typed client over the tenure.v1
+// API (TaskService and WorkerService) for submitting, inspecting and killing
+// tasks, and for the worker protocol (lease, heartbeat, commit, complete,
+// fail). Most workers should use package worker, which runs that protocol
+// for them.
+//
+// What it promises:
+//
+//   - One protocol per Client, chosen in Options.Protocol: "connect" (the
+//     default, protobuf bodies), "json" (Connect with JSON bodies, easy to
+//     read in a proxy) or "grpc" (over unencrypted HTTP/2 for http:// URLs).
+//   - A call that fails with the status code unavailable (the server is
+//     restarting, reopening its log, or unreachable) is retried up to
+//     Options.MaxRetries times with a doubling, jittered backoff; no other
+//     code is retried, and the wait always ends when ctx does. Retrying is
+//     safe for every call of the API:
+//   - Submit and SubmitBatch carry a request id. When the caller gives none,
+//     the SDK generates a random one (crypto/rand) before the first try, so
+//     its own retries can never create a second task. Give your own request
+//     id to make your retries (across processes) idempotent too.
+//   - Start, Heartbeat, Commit and Complete are fenced by the lease id, and
+//     the server answers a repeated Commit or Complete of the same lease as
+//     it answered the first.
+//   - Fail and KillTask are not repeatable in the same way: when the first
+//     try took effect but its answer was lost, the retry is answered
+//     failed_precondition (the lease is no longer current; the task is
+//     already DEAD). The task is then in the state the caller asked for.
+//   - A Lease whose grant took effect but whose answer was lost leaves a
+//     lease nobody holds: it simply expires after the task's execution
+//     window and the task is retried (the lost attempt counts against its
+//     retry policy).
+//   - Errors are the server's connect errors, wrapped with the name of the
+//     call; branch on them with IsLeaseLost, IsAlreadyCommitted, IsNotFound
+//     and IsUnavailable (or connect.CodeOf).
+//
+// A Client is safe for concurrent use; create one per server and share it.
+package client

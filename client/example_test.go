@@ -1,0 +1,64 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/tenurehq/tenure/client"
+)
+
+// Submitting a task and reading it back. The request id makes the submit
+// idempotent: running this twice creates one task.
+func Example() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.New("http://127.0.0.1:7070", client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := c.Submit(ctx, client.SubmitRequest{
+		Queue:           "emails",
+		Payload:         []byte(`{"to":"ada@example.com","template":"welcome"}`),
+		RequestID:       "welcome-ada",
+		ExecutionWindow: time.Minute,
+		Retry:           &client.RetryPolicy{MaxAttempts: 5},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	task, err := c.GetTask(ctx, res.Task.GetTaskId())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(task.GetTaskId(), task.GetState(), res.Duplicate)
+}
+
+// The worker protocol by hand, with the commit boundary. Package worker
+// does all of this (plus heartbeats) for you.
+func ExampleClient_Commit() {
+	ctx := context.Background()
+	c, err := client.New("http://127.0.0.1:7070", client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	leased, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "example-1", Queue: "emails", Wait: 10 * time.Second})
+	if err != nil || len(leased) == 0 {
+		return
+	}
+	lt := leased[0]
+	result := []byte("rendered email")
+	tok, err := c.Commit(ctx, lt.GetTaskId(), lt.GetLeaseId(), result)
+	switch {
+	case client.IsLeaseLost(err), client.IsAlreadyCommitted(err):
+		return // another attempt owns the task: apply no effect
+	case err != nil:
+		log.Fatal(err)
+	}
+	// Apply the external effect keyed by tok.GetTaskId(), then finish.
+	fmt.Println("sending email for", tok.GetTaskId())
+	if err := c.Complete(ctx, lt.GetTaskId(), lt.GetLeaseId(), nil); err != nil {
+		log.Print(err)
+	}
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/node"
+	"github.com/tenurehq/tenure/internal/server"
+	"github.com/tenurehq/tenure/internal/wal"
+)
+
+// startInProcess runs a node behind an HTTP test server and returns its URL.
+func startInProcess(t *testing.T) string {
+	t.Helper()
+	n, err := node.Open(context.Background(), node.Config{DataDir: t.TempDir(), Sync: wal.SyncNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(server.New(n, server.Options{}).Handler())
+	t.Cleanup(func() { srv.Close(); n.Close() })
+	return srv.URL
+}
+
+// cli runs one tenure command line and returns its exit code and output.
+func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func mustCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errs := cli(t, args...)
+	if code != 0 {
+		t.Fatalf("tenure %s: exit %d: %s", strings.Join(args, " "), code, errs)
+	}
+	return out
+}
+
+func TestCLITaskCommands(t *testing.T) {
+	t.Parallel()
+	addr := startInProcess(t)
+	id := strings.TrimSpace(mustCLI(t, "submit", "--addr", addr, "--queue", "emails", "--request-id", "r1", "hello alice"))
+	if len(id) != 26 {
+		t.Fatalf("submit printed %q, want a task id", id)
+	}
+	if out := mustCLI(t, "submit", "--addr", addr, "--queue", "emails", "--request-id", "r1", "again"); !strings.Contains(out, id) || !strings.Contains(out, "duplicate") {
+		t.Fatalf("repeated request id: %q", out)
+	}
+	file := filepath.Join(t.TempDir(), "payload")
+	os.WriteFile(file, []byte("from a file"), 0o644)
+	id2 := strings.TrimSpace(mustCLI(t, "submit", "--addr", addr, "--queue", "emails", "--file", file, "--delay", "1h", "--max-attempts", "5", "--priority", "3"))
+
+	list := mustCLI(t, "tasks", "list", "--addr", addr)
+	for _, want := range []string{"TASK", id, id2, "WAITING", `"hello alice"`, `"from a file"`} {
+		if !strings.Contains(list, want) {
+			t.Fatalf("tasks list lacks %q:\n%s", want, list)
+		}
+	}
+	var listed struct {
+		Tasks []struct {
+			TaskID string `json:"taskId"`
+			State  string `json:"state"`
+		} `json:"tasks"`
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, "tasks", "list", "--addr", addr, "--json", "--state", "waiting")), &listed); err != nil || len(listed.Tasks) != 2 {
+		t.Fatalf("tasks list --json: %v %+v", err, listed)
+	}
+
+	get := mustCLI(t, "task", "get", "--addr", addr, id2)
+	for _, want := range []string{"state", "WAITING", "attempt", "0 of 5", "not before", `"from a file"`} {
+		if !strings.Contains(get, want) {
+			t.Fatalf("task get lacks %q:\n%s", want, get)
+		}
+	}
+	if out := mustCLI(t, "task", "kill", "--addr", addr, "--reason", "no longer needed", id2); !strings.Contains(out, "DEAD") {
+		t.Fatalf("kill printed %q", out)
+	}
+	hist := mustCLI(t, "task", "history", "--addr", addr, id2)
+	for _, want := range []string{"LSN", "TaskCreated", "TaskDead", "killed: no longer needed"} {
+		if !strings.Contains(hist, want) {
+			t.Fatalf("history lacks %q:\n%s", want, hist)
+		}
+	}
+
+	// Mistakes: a clear message and a non-zero exit.
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"task", "get", "--addr", addr, "01nope"}, 1, "not found"},
+		{[]string{"task", "kill", "--addr", addr, id2}, 1, "already DEAD"},
+		{[]string{"submit", "--addr", addr, "x"}, 2, "--queue"},
+		{[]string{"submit", "--addr", addr, "--queue", "a b", "x"}, 1, "queue"},
+		{[]string{"submit", "--addr", addr, "--queue", "q", "--window", "1ms", "x"}, 1, "execution_window"},
+		{[]string{"tasks", "list", "--addr", addr, "--state", "sleeping"}, 2, "--state"},
+		{[]string{"task", "get", "--addr", addr}, 2, "task id"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+	} {
+		code, _, errs := cli(t, tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.want) {
+			t.Errorf("tenure %s: exit %d (want %d), stderr %q (want %q)", strings.Join(tc.args, " "), code, tc.code, errs, tc.want)
+		}
+	}
+}
+
+// waitState polls the task until it reaches one of the states (bounded).
+func waitState(t *testing.T, addr, id string, states ...string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var task struct {
+			Task map[string]any `json:"task"`
+		}
+		out := mustCLI(t, "task", "get", "--addr", addr, "--json", id)
+		if err := json.Unmarshal([]byte(out), &task.Task); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range states {
+			if task.Task["state"] == "TASK_STATE_"+s {
+				return task.Task
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s is %v, want one of %v", id, task.Task["state"], states)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestCLIExecWorker(t *testing.T) {
+	t.Parallel()
+	addr := startInProcess(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() {
+		var out, errb bytes.Buffer
+		done <- run(ctx, []string{"worker", "--addr", addr, "--queue", "jobs", "--concurrency", "2", "--exec",
+			`read -r line; case "$line" in
+			  fail*) echo "it broke: $line" >&2; exit 3;;
+			  sleep*) echo $$ > ` + dir + `/pid; exec sleep 60;;
+			  *) echo "$line" | tr a-z A-Z;;
+			esac`}, &out, &errb)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("worker exited %d", code)
+		}
+	})
+
+	ok := strings.TrimSpace(mustCLI(t, "submit", "--addr", addr, "--queue", "jobs", "hello"))
+	task := waitState(t, addr, ok, "COMPLETED")
+	if task["result"] != "SEVMTE8K" { // base64 of "HELLO\n"
+		t.Fatalf("result %v", task["result"])
+	}
+
+	bad := strings.TrimSpace(mustCLI(t, "submit", "--addr", addr, "--queue", "jobs", "--max-attempts", "1", "fail now"))
+	task = waitState(t, addr, bad, "FAILED")
+	if reason, _ := task["failureReason"].(string); !strings.Contains(reason, "it broke: fail now") || !strings.Contains(reason, "exit status 3") {
+		t.Fatalf("failure reason %q", reason)
+	}
+
+	// A lost lease kills the running command.
+	slow := strings.TrimSpace(mustCLI(t, "submit", "--addr", addr, "--queue", "jobs", "--window", "1s", "sleep"))
+	waitState(t, addr, slow, "LEASED")
+	var pid int
+	for deadline := time.Now().Add(30 * time.Second); pid == 0; {
+		b, _ := os.ReadFile(filepath.Join(dir, "pid"))
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mustCLI(t, "task", "kill", "--addr", addr, slow)
+	for deadline := time.Now().Add(30 * time.Second); syscall.Kill(pid, 0) == nil; {
+		if time.Now().After(deadline) {
+			t.Fatalf("command %d still runs after its lease was lost", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

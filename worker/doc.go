@@ -1,0 +1,41 @@
+// Package worker runs tenure tasks: it leases tasks of one queue, runs a
+// Handler for each with up to Options.Concurrency at once, keeps their
+// leases alive with heartbeats, and reports the outcome, following the
+// commit boundary of DESIGN.md §3 (failure mode FM_001).
+//
+// What it promises:
+//
+//   - A handler's ctx ends when its lease is lost: a heartbeat was refused
+//     (the lease expired, the task was killed, another attempt committed),
+//     or the lease's expiry (less a safety margin) passed without a
+//     successful heartbeat. Its result is then discarded: nothing is
+//     committed, no effect is applied, the task is retried by the server.
+//     A handler must return promptly when its ctx ends.
+//   - Without Options.Effects, a successful handler's result is committed and
+//     the task completed in one call (Complete). Use this when the handler
+//     has no external effects, or only effects that are safe to repeat.
+//   - With Options.Effects, a successful result is first committed. Only if
+//     the commit wins does Effects run, with the fencing token; then the task
+//     is completed. A commit refused as lease lost or already committed
+//     means another attempt owns the task: Effects does not run. So across
+//     all attempts and all workers, Effects runs for one result only.
+//   - Effects may still run more than once for that result: if this worker
+//     crashes, or Effects keeps failing (3 tries while heartbeating), after
+//     the commit and before Complete, the task stays COMMITTED, its lease
+//     expires, and a later finalisation lease (Task.Committed) runs Effects
+//     again with the committed result, without running the handler. Effects
+//     must therefore be idempotent, keyed by FencingToken.TaskID (a task has
+//     at most one commit, so the task id alone is a sufficient key).
+//   - A handler error fails the attempt: the server retries the task per its
+//     retry policy, or fails it for good if the error is wrapped with
+//     Permanent. A handler panic is an error (not permanent).
+//   - Graceful shutdown: when Run's ctx ends, the worker leases no more,
+//     lets running tasks finish for up to Options.ShutdownGrace, then ends
+//     their contexts and fails each task whose handler was still running
+//     with the reason "worker shutting down" (not permanent: it is
+//     retried). Run returns once every task goroutine has ended.
+//
+// Every server call goes through package client, which retries calls that
+// failed with unavailable. A Lease interrupted by shutdown may have granted
+// a lease nobody will hold: it expires after the task's execution window.
+package worker

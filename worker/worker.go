@@ -1,0 +1,548 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"connectrpc.com/connect"
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/client"
+)
+
+// Task is one leased attempt of a task, as the handler and Effects see it.
+// It does not change while the attempt runs (LeaseExpiry is the expiry at
+// lease time; heartbeats move the real one).
+type Task struct {
+	ID              string
+	Namespace       string
+	Queue           string
+	LeaseID         string
+	Payload         []byte
+	Attempt         uint32 // attempt number of this lease, from 1
+	LeaseExpiry     time.Time
+	ExecutionWindow time.Duration
+	// Committed marks a finalisation lease: an earlier attempt committed
+	// CommittedResult and lost its lease before completing. The handler is
+	// not run for it; Effects is, with CommittedResult.
+	Committed       bool
+	CommittedResult []byte
+}
+
+// Handler executes a task and returns its result. It must return soon
+// after ctx ends (lease lost or shutdown); its result is then discarded.
+// Wrap an error with Permanent to fail the task without retries.
+type Handler func(ctx context.Context, t *Task) (result []byte, err error)
+
+// Effects applies a committed result's external effects. It must be
+// idempotent keyed by token.TaskID: it may run again, with the same result,
+// on a finalisation lease after a crash or after it failed. It is never run
+// for a result that lost the commit.
+type Effects func(ctx context.Context, t *Task, result []byte, token FencingToken) error
+
+// FencingToken identifies the one commit of a task: the task and the
+// attempt whose commit won. On a finalisation lease Attempt is the
+// committing attempt, read from the server; if that read fails it is the
+// finalisation lease's own attempt, which is why effects should be keyed by
+// TaskID alone.
+type FencingToken struct {
+	TaskID  string
+	Attempt uint32
+}
+
+// Options configure a Worker. The zero value works.
+type Options struct {
+	// Namespace to lease from (default "default").
+	Namespace string
+	// WorkerID names this process in leases (default host-pid-random).
+	WorkerID string
+	// Concurrency is the number of tasks run at once (default 1, at most
+	// 10000).
+	Concurrency int
+	// Effects, when set, runs after a winning Commit and before Complete
+	// (see the package documentation). Nil: the handler's result is
+	// completed in one call.
+	Effects Effects
+	// HeartbeatEvery is the time between heartbeats as a fraction of the
+	// task's execution window, in (0, 1) (default 1/3).
+	HeartbeatEvery float64
+	// PollWait is the long-poll wait of one Lease call (default 10s, at most
+	// 30s).
+	PollWait time.Duration
+	// ShutdownGrace is how long running tasks may go on after Run's ctx
+	// ended before their contexts are cancelled and their tasks failed
+	// (default 30s).
+	ShutdownGrace time.Duration
+	// Logger receives the worker's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+const (
+	defaultNamespace      = "default"
+	maxConcurrency        = 10000
+	defaultHeartbeatEvery = 1.0 / 3
+	defaultPollWait       = 10 * time.Second
+	maxPollWait           = 30 * time.Second
+	defaultShutdownGrace  = 30 * time.Second
+	// maxIDBytes is the API's limit on identifiers.
+	maxIDBytes = 256
+	// maxLeaseTasks is the most tasks one Lease call asks for (the server allows 1000).
+	maxLeaseTasks = 100
+	// maxReasonBytes is the API's limit on a failure reason.
+	maxReasonBytes = 4 << 10
+	// effectsTries is how often Effects is tried while this worker holds
+	// the lease, before the task is left to a finalisation lease.
+	effectsTries = 3
+	// callTimeout bounds a report (Commit, Complete, Fail) to the server;
+	// the client retries unavailable answers within it.
+	callTimeout = 30 * time.Second
+)
+
+func (o *Options) validate() error {
+	if o.Namespace == "" {
+		o.Namespace = defaultNamespace
+	}
+	if len(o.Namespace) > maxIDBytes {
+		return fmt.Errorf("worker: Options.Namespace is %d bytes; the limit is %d", len(o.Namespace), maxIDBytes)
+	}
+	if o.WorkerID == "" {
+		o.WorkerID = defaultWorkerID()
+	}
+	if len(o.WorkerID) > maxIDBytes {
+		return fmt.Errorf("worker: Options.WorkerID is %d bytes; the limit is %d", len(o.WorkerID), maxIDBytes)
+	}
+	switch {
+	case o.Concurrency == 0:
+		o.Concurrency = 1
+	case o.Concurrency < 0 || o.Concurrency > maxConcurrency:
+		return fmt.Errorf("worker: Options.Concurrency %d is outside 1..%d", o.Concurrency, maxConcurrency)
+	}
+	switch {
+	case o.HeartbeatEvery == 0:
+		o.HeartbeatEvery = defaultHeartbeatEvery
+	case !(o.HeartbeatEvery > 0 && o.HeartbeatEvery < 1): // also rejects NaN
+		return fmt.Errorf("worker: Options.HeartbeatEvery %v must be a fraction of the execution window strictly between 0 and 1 (e.g. 0.33)", o.HeartbeatEvery)
+	}
+	switch {
+	case o.PollWait == 0:
+		o.PollWait = defaultPollWait
+	case o.PollWait < 0 || o.PollWait > maxPollWait:
+		return fmt.Errorf("worker: Options.PollWait %v is outside 0..%v (0 for the default %v)", o.PollWait, maxPollWait, defaultPollWait)
+	}
+	switch {
+	case o.ShutdownGrace == 0:
+		o.ShutdownGrace = defaultShutdownGrace
+	case o.ShutdownGrace < 0:
+		return fmt.Errorf("worker: Options.ShutdownGrace %v is negative; use a small positive value to cancel running tasks at once", o.ShutdownGrace)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+func defaultWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	var b [4]byte
+	rand.Read(b[:])
+	id := host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+	if len(id) > maxIDBytes {
+		id = id[len(id)-maxIDBytes:]
+	}
+	return id
+}
+
+// Worker runs a Handler for the tasks of one queue. Create it with New and
+// start it with Run.
+type Worker struct {
+	c       *client.Client
+	queue   string
+	h       Handler
+	opts    Options
+	lg      *slog.Logger
+	started atomic.Bool
+}
+
+// New returns a Worker for queue. Zero options take their defaults; an
+// invalid one is an error naming it.
+func New(c *client.Client, queue string, h Handler, opts Options) (*Worker, error) {
+	if c == nil {
+		return nil, errors.New("worker: the client is nil; create one with client.New")
+	}
+	if queue == "" {
+		return nil, errors.New("worker: the queue is empty; name the queue to lease from")
+	}
+	if len(queue) > maxIDBytes {
+		return nil, fmt.Errorf("worker: the queue name is %d bytes; the limit is %d", len(queue), maxIDBytes)
+	}
+	if h == nil {
+		return nil, errors.New("worker: the handler is nil")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	lg := opts.Logger.With("worker_id", opts.WorkerID, "namespace", opts.Namespace, "queue", queue)
+	return &Worker{c: c, queue: queue, h: h, opts: opts, lg: lg}, nil
+}
+
+// errShutdown is the cause of a task context ended by shutdown.
+var errShutdown = errors.New("worker: shutting down")
+
+// Run leases and runs tasks until ctx ends, then shuts down gracefully (see
+// the package documentation) and returns nil. It returns an error when the
+// server rejects the lease request itself (invalid namespace or queue, an
+// unknown API), after the same graceful shutdown. Run may be called once.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.started.CompareAndSwap(false, true) {
+		return errors.New("worker: Run was already called on this Worker; create a new one")
+	}
+	// Tasks run under hard, which outlives ctx by up to ShutdownGrace.
+	hard, stopTasks := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopTasks(nil)
+
+	slots := make(chan struct{}, w.opts.Concurrency)
+	var tasks sync.WaitGroup
+	w.lg.Info("worker started", "concurrency", w.opts.Concurrency)
+	runErr := w.leaseLoop(ctx, slots, func(lt *tenurev1.LeasedTask) {
+		tasks.Go(func() {
+			defer func() { <-slots }()
+			w.runTask(hard, lt)
+		})
+	})
+
+	done := make(chan struct{})
+	go func() {
+		tasks.Wait()
+		close(done)
+	}()
+	grace := time.NewTimer(w.opts.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		w.lg.Warn("shutdown grace passed: cancelling running tasks and failing them", "grace", w.opts.ShutdownGrace, "running", len(slots))
+		stopTasks(errShutdown)
+		<-done
+	}
+	w.lg.Info("worker stopped")
+	return runErr
+}
+
+// leaseLoop leases while ctx lasts and there are free slots, and hands each
+// leased task, with its slot taken, to start. It returns nil when ctx ends.
+func (w *Worker) leaseLoop(ctx context.Context, slots chan struct{}, start func(*tenurev1.LeasedTask)) error {
+	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
+	backoff, emptyBackoff := minBackoff, minBackoff
+	for {
+		// Take one free slot (wait for it), then as many more as are free.
+		select {
+		case <-ctx.Done():
+			return nil
+		case slots <- struct{}{}:
+		}
+		n := 1
+	more:
+		for n < maxLeaseTasks {
+			select {
+			case slots <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		if ctx.Err() != nil {
+			// A slot freed as shutdown began: lease nothing more.
+			for range n {
+				<-slots
+			}
+			return nil
+		}
+		sent := time.Now()
+		lts, err := w.c.Lease(ctx, client.LeaseRequest{
+			WorkerID:  w.opts.WorkerID,
+			Namespace: w.opts.Namespace,
+			Queue:     w.queue,
+			MaxTasks:  n,
+			Wait:      w.opts.PollWait,
+		})
+		if len(lts) > n {
+			w.lg.Error("the server leased more tasks than asked for; the extra leases will expire", "asked", n, "got", len(lts))
+			lts = lts[:n]
+		}
+		for range n - len(lts) {
+			<-slots
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			switch connect.CodeOf(err) {
+			case connect.CodeInvalidArgument, connect.CodeUnimplemented, connect.CodeUnauthenticated, connect.CodePermissionDenied:
+				return fmt.Errorf("worker: the server rejected the lease request, stopping: %w", err)
+			}
+			w.lg.Error("lease failed; retrying", "err", err, "in", backoff)
+			if !sleep(ctx, backoff) {
+				return nil
+			}
+			backoff = min(2*backoff, maxBackoff)
+			continue
+		}
+		backoff = minBackoff
+		for _, lt := range lts {
+			start(lt)
+		}
+		if len(lts) == 0 && time.Since(sent) < w.opts.PollWait/2 {
+			// An empty answer long before the wait ran out: the server ends
+			// long-polls early (it is draining for shutdown). Do not spin.
+			if !sleep(ctx, emptyBackoff) {
+				return nil
+			}
+			emptyBackoff = min(2*emptyBackoff, maxBackoff)
+		} else {
+			emptyBackoff = minBackoff
+		}
+	}
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// reportCtx is the context of a report to the server: it is not ended by
+// the task's context (a task cancelled by shutdown must still be failed),
+// only bounded in time.
+func reportCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+}
+
+// leaseLost reports whether err means this lease has no authority any more.
+func leaseLost(err error) bool {
+	return client.IsLeaseLost(err) || client.IsAlreadyCommitted(err) || client.IsNotFound(err)
+}
+
+// runTask runs one leased attempt to its end.
+func (w *Worker) runTask(hard context.Context, lt *tenurev1.LeasedTask) {
+	received := time.Now()
+	t := &Task{
+		ID:              lt.GetTaskId(),
+		Namespace:       lt.GetNamespace(),
+		Queue:           lt.GetQueue(),
+		LeaseID:         lt.GetLeaseId(),
+		Payload:         lt.GetPayload(),
+		Attempt:         lt.GetAttempt(),
+		LeaseExpiry:     lt.GetLeaseExpiry().AsTime(),
+		ExecutionWindow: lt.GetExecutionWindow().AsDuration(),
+		Committed:       lt.GetCommitted(),
+		CommittedResult: lt.GetCommittedResult(),
+	}
+	lg := w.lg.With("task_id", t.ID, "lease_id", t.LeaseID, "attempt", t.Attempt)
+	// ctx ends when the lease is lost (cause: errLost) or at shutdown past
+	// the grace (cause: errShutdown).
+	ctx, lose := context.WithCancelCause(hard)
+	defer lose(nil)
+	k := w.keepLease(ctx, lose, t, received, lg)
+	defer k.stop()
+
+	if t.Committed {
+		w.finalise(ctx, t, k, lg)
+		return
+	}
+	if err := w.c.Start(ctx, t.ID, t.LeaseID); err != nil {
+		if leaseLost(err) {
+			lg.Warn("lease lost before the handler started; skipping the task", "err", err)
+			return
+		}
+		lg.Debug("reporting the start failed; running the task anyway", "err", err)
+	}
+	lg.Debug("running task")
+	result, herr := w.callHandler(ctx, t, lg)
+	if ctx.Err() != nil {
+		k.stop()
+		cause := context.Cause(ctx)
+		if !errors.Is(cause, errShutdown) {
+			lg.Warn("lease lost while the handler ran: result discarded, nothing committed", "cause", cause, "handler_err", herr)
+			return
+		}
+		rctx, cancel := reportCtx(hard)
+		defer cancel()
+		if _, err := w.c.Fail(rctx, t.ID, t.LeaseID, "worker shutting down", false); err != nil {
+			lg.Error("failing the task at shutdown failed; its lease will expire", "err", err)
+			return
+		}
+		lg.Info("task failed at shutdown; it will be retried", "handler_err", herr)
+		return
+	}
+	if herr != nil {
+		k.stop()
+		permanent := isPermanent(herr)
+		rctx, cancel := reportCtx(hard)
+		defer cancel()
+		res, err := w.c.Fail(rctx, t.ID, t.LeaseID, reason(herr), permanent)
+		if err != nil {
+			lg.Error("reporting the handler's failure failed; the lease will expire and the task be retried", "handler_err", herr, "err", err)
+			return
+		}
+		lg.Info("task attempt failed", "err", herr, "permanent", permanent, "state", res.GetState().String())
+		return
+	}
+	if w.opts.Effects == nil {
+		k.stop()
+		w.complete(hard, t, result, lg)
+		return
+	}
+	rctx, cancel := reportCtx(hard)
+	tok, err := w.c.Commit(rctx, t.ID, t.LeaseID, result)
+	cancel()
+	if err != nil {
+		k.stop()
+		if leaseLost(err) {
+			lg.Warn("commit refused: another attempt owns the task; effects not applied", "err", err)
+			return
+		}
+		lg.Error("commit failed; effects not applied (if the commit did land, a later lease applies them)", "err", err)
+		return
+	}
+	w.effectsAndComplete(ctx, t, k, result, FencingToken{TaskID: tok.GetTaskId(), Attempt: tok.GetAttempt()}, lg)
+}
+
+// finalise finishes a task that an earlier attempt committed: its effects
+// are applied again (idempotently) and it is completed; the handler does
+// not run.
+func (w *Worker) finalise(ctx context.Context, t *Task, k *keeper, lg *slog.Logger) {
+	lg.Info("finalising a task committed by an earlier attempt")
+	if w.opts.Effects == nil {
+		k.stop()
+		w.complete(ctx, t, nil, lg)
+		return
+	}
+	tok := FencingToken{TaskID: t.ID, Attempt: t.Attempt}
+	if task, err := w.c.GetTask(ctx, t.ID); err != nil {
+		lg.Warn("could not read the committing attempt; the fencing token carries this lease's attempt", "err", err)
+	} else {
+		for _, e := range task.GetExecutions() {
+			if e.GetCommittedAt() != nil {
+				tok.Attempt = e.GetAttempt()
+				break
+			}
+		}
+	}
+	w.effectsAndComplete(ctx, t, k, t.CommittedResult, tok, lg)
+}
+
+// effectsAndComplete runs Effects (while the keeper heartbeats), then
+// completes the committed task. If Effects keeps failing the task is left
+// COMMITTED: its lease expires and a finalisation lease tries again.
+func (w *Worker) effectsAndComplete(ctx context.Context, t *Task, k *keeper, result []byte, tok FencingToken, lg *slog.Logger) {
+	backoff := 100 * time.Millisecond
+	for try := 1; ; try++ {
+		err := w.callEffects(ctx, t, result, tok, lg)
+		if err == nil {
+			break
+		}
+		if try >= effectsTries || ctx.Err() != nil {
+			k.stop()
+			lg.Error("effects failed; the task stays committed and a later lease applies them again", "tries", try, "err", err, "cause", context.Cause(ctx))
+			return
+		}
+		lg.Warn("effects failed; retrying", "try", try, "err", err, "in", backoff)
+		if !sleep(ctx, backoff) {
+			k.stop()
+			lg.Error("lease lost while retrying effects; a later lease applies them again", "cause", context.Cause(ctx))
+			return
+		}
+		backoff *= 2
+	}
+	k.stop()
+	w.complete(ctx, t, nil, lg)
+}
+
+// complete reports the task done. ctx only carries values: the report is
+// made even when ctx has ended.
+func (w *Worker) complete(ctx context.Context, t *Task, result []byte, lg *slog.Logger) {
+	rctx, cancel := reportCtx(ctx)
+	defer cancel()
+	if err := w.c.Complete(rctx, t.ID, t.LeaseID, result); err != nil {
+		if leaseLost(err) {
+			lg.Warn("complete refused: the lease was lost", "err", err)
+			return
+		}
+		lg.Error("complete failed; the lease will expire", "err", err)
+		return
+	}
+	lg.Debug("task completed")
+}
+
+func (w *Worker) callHandler(ctx context.Context, t *Task, lg *slog.Logger) (result []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			lg.Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("worker: handler panicked: %v", r)
+		}
+	}()
+	return w.h(ctx, t)
+}
+
+func (w *Worker) callEffects(ctx context.Context, t *Task, result []byte, tok FencingToken, lg *slog.Logger) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			lg.Error("effects panicked", "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("worker: effects panicked: %v", r)
+		}
+	}()
+	return w.opts.Effects(ctx, t, result, tok)
+}
+
+// reason is err's message cut to the API's limit on a valid UTF-8 boundary.
+func reason(err error) string {
+	s := err.Error()
+	if len(s) <= maxReasonBytes {
+		return s
+	}
+	s = s[:maxReasonBytes]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// permanentError marks an error that fails the task without retries.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent wraps err so that the task fails for good (no retries) when a
+// handler returns it. errors.Is and errors.As see through the wrapper.
+// Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+func isPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
