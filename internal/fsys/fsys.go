@@ -1,8 +1,12 @@
 package fsys
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 )
 
@@ -86,4 +90,33 @@ func (osFS) SyncDir(dir string) error {
 		err = cerr
 	}
 	return err
+}
+
+// MkdirAllSync creates dir and its missing parents, then fsyncs the parent
+// of each directory it created, deepest first, so that the whole path is
+// durable when it returns (a plain MkdirAll leaves new entries in the page
+// cache, and a power loss can take them, and everything below, away).
+func MkdirAllSync(fsy FS, dir string) error {
+	dir = filepath.Clean(dir)
+	var created []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := fsy.ReadDirNames(d); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := fsy.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range created {
+		if err := fsy.SyncDir(filepath.Dir(d)); err != nil {
+			return fmt.Errorf("fsync parent of %s: %w", d, err)
+		}
+	}
+	return nil
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/fsys"
 	"github.com/tenurehq/tenure/internal/state"
 	"github.com/tenurehq/tenure/internal/wal"
 )
@@ -42,6 +43,9 @@ type Config struct {
 	// RestartBackoff is the wait between attempts to reopen a failed log
 	// (default 1 s).
 	RestartBackoff time.Duration
+	// FS is the file system under the WAL (default fsys.OS). Tests inject
+	// faults here; the lock file is always on the host file system.
+	FS fsys.FS
 }
 
 // ErrLocked means another process holds the data directory.
@@ -58,6 +62,7 @@ type Node struct {
 	log        *wal.Log
 	coord      *coordinator.Coordinator
 	restarting bool
+	cause      error // why the node is reopening its WAL
 	closed     bool
 
 	ctx    context.Context
@@ -79,7 +84,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.RestartBackoff <= 0 {
 		cfg.RestartBackoff = time.Second
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if err := fsys.MkdirAllSync(fsys.OS, cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("node: creating data directory: %w", err)
 	}
 	lock, err := lockDir(cfg.DataDir)
@@ -125,6 +130,7 @@ func (n *Node) open(ctx context.Context) error {
 		Sync:         n.cfg.Sync,
 		SegmentBytes: n.cfg.SegmentBytes,
 		Logger:       n.lg,
+		FS:           n.cfg.FS,
 	})
 	if err != nil {
 		return fmt.Errorf("node: opening the WAL: %w", err)
@@ -154,7 +160,7 @@ func (n *Node) current() (*coordinator.Coordinator, error) {
 		return nil, fmt.Errorf("%w: the node is shutting down", coordinator.ErrUnavailable)
 	}
 	if n.restarting {
-		return nil, fmt.Errorf("%w: the node is reopening its WAL after a storage failure; retry shortly", coordinator.ErrUnavailable)
+		return nil, fmt.Errorf("%w: the node is reopening its WAL after a storage failure (%v); retry shortly", coordinator.ErrUnavailable, n.cause)
 	}
 	return n.coord, nil
 }
@@ -167,6 +173,7 @@ func (n *Node) failed(c *coordinator.Coordinator) {
 		return
 	}
 	n.restarting = true
+	n.cause = c.Err()
 	l := n.log
 	n.mu.Unlock()
 	n.lg.Error("storage failure: reopening the WAL from disk", "err", c.Err())

@@ -38,12 +38,10 @@ func recoverDir(opts Options) (*recovered, error) {
 	fsy, dir, logger := opts.FS, opts.Dir, opts.Logger
 	names, err := fsy.ReadDirNames(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err := fsy.MkdirAll(dir, 0o755); err != nil {
+		// Every new directory's entry must be durable, not only the last:
+		// MkdirAll may have created several levels.
+		if err := fsys.MkdirAllSync(fsy, dir); err != nil {
 			return nil, fmt.Errorf("wal: create directory %s: %w", dir, err)
-		}
-		// Make the new directory's own entry durable.
-		if err := fsy.SyncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
-			return nil, fmt.Errorf("wal: fsync parent of %s: %w", dir, err)
 		}
 		names, err = nil, nil
 	}

@@ -1,0 +1,138 @@
+package node_test
+
+// Fault-injection tests of the node's recovery from storage failures: after
+// a write or fsync failure, or a full disk, the node refuses requests with
+// coordinator.ErrUnavailable, reopens its WAL from disk in the background and
+// serves again, and nothing acknowledged is lost, even to a power loss.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/fsys/faultfs"
+	"github.com/tenurehq/tenure/internal/node"
+)
+
+// faultDisk returns a disk on which dataDir and its parents are durable.
+func faultDisk(t *testing.T, dataDir string) *faultfs.FS {
+	t.Helper()
+	f := faultfs.New()
+	if err := f.MkdirAll(dataDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for d := dataDir; ; d = filepath.Dir(d) {
+		if err := f.SyncDir(filepath.Dir(d)); err != nil {
+			t.Fatal(err)
+		}
+		if d == filepath.Dir(d) || filepath.Dir(d) == "/" {
+			break
+		}
+	}
+	return f
+}
+
+func openNode(t *testing.T, dataDir string, f *faultfs.FS) *node.Node {
+	t.Helper()
+	n, err := node.Open(context.Background(), node.Config{
+		DataDir:        dataDir,
+		FS:             f,
+		SegmentBytes:   4096,
+		RestartBackoff: 5 * time.Millisecond,
+		Coordinator:    coordinator.Config{Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))},
+	})
+	if err != nil {
+		t.Fatalf("open node: %v", err)
+	}
+	return n
+}
+
+// submitUntil retries a submit while the node reopens its WAL, up to a bound
+// (a bound on a wait, not a timing assertion).
+func submitUntil(t *testing.T, n *node.Node, payload string) string {
+	t.Helper()
+	var err error
+	for range 2000 {
+		var res coordinator.SubmitResult
+		res, err = n.Submit(context.Background(), coordinator.SubmitRequest{Queue: "q", Payload: []byte(payload)})
+		if err == nil {
+			return res.Task.ID
+		}
+		if !errors.Is(err, coordinator.ErrUnavailable) {
+			t.Fatalf("submit %q: %v", payload, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("the node did not serve again: %v", err)
+	return ""
+}
+
+func checkTasks(t *testing.T, n *node.Node, ids []string, what string) {
+	t.Helper()
+	for i, id := range ids {
+		task, err := n.Get(context.Background(), id)
+		if err != nil || string(task.Payload) != fmt.Sprintf("task %d", i) {
+			t.Fatalf("%s: acknowledged task %d (%s): %v", what, i, id, err)
+		}
+	}
+}
+
+func TestFaultNodeReopensAfterStorageFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inject func(f *faultfs.FS)
+		heal   func(f *faultfs.FS)
+		want   string // in the refusal's message
+	}{
+		{"fsync", func(f *faultfs.FS) { f.FailNext(faultfs.OpSync, nil) }, func(*faultfs.FS) {}, "input/output error"},
+		{"write", func(f *faultfs.FS) { f.FailNext(faultfs.OpWrite, nil) }, func(*faultfs.FS) {}, "input/output error"},
+		{"enospc", func(f *faultfs.FS) { f.TearWrites(true); f.SetFull(true) }, func(f *faultfs.FS) { f.SetFull(false) }, "space"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dataDir := t.TempDir()
+			f := faultDisk(t, dataDir)
+			n := openNode(t, dataDir, f)
+			defer n.Close()
+			var ids []string
+			for i := range 5 {
+				ids = append(ids, submitUntil(t, n, fmt.Sprintf("task %d", i)))
+			}
+
+			tc.inject(f)
+			_, err := n.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte("refused")})
+			if !errors.Is(err, coordinator.ErrUnavailable) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("submit after the fault = %v, want ErrUnavailable mentioning %q", err, tc.want)
+			}
+			if tc.name == "enospc" {
+				// While the disk is full, writes keep being refused; the node
+				// keeps reopening (that needs no space) and serves reads.
+				for range 3 {
+					_, err := n.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte("refused")})
+					if !errors.Is(err, coordinator.ErrUnavailable) {
+						t.Fatalf("submit on a full disk = %v", err)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			tc.heal(f)
+			for i := 5; i < 8; i++ {
+				ids = append(ids, submitUntil(t, n, fmt.Sprintf("task %d", i)))
+			}
+			checkTasks(t, n, ids, "after reopening")
+			if err := n.Close(); err != nil {
+				t.Fatalf("close: %v", err)
+			}
+
+			n = openNode(t, dataDir, f.PowerLoss())
+			defer n.Close()
+			checkTasks(t, n, ids, "after a power loss")
+		})
+	}
+}
