@@ -120,7 +120,7 @@ func TestValidation(t *testing.T) {
 	}
 	_, err := e.c.SubmitBatch(ctx, []SubmitRequest{{Queue: "q"}, {Queue: ""}})
 	var fe *FieldError
-	if !errors.As(err, &fe) || fe.Field != "tasks[1].queue" {
+	if !errors.As(err, &fe) || fe.Field != "requests[1].queue" {
 		t.Fatalf("batch error %v", err)
 	}
 	if n := e.c.Stats().Tasks; n != 0 {

@@ -61,7 +61,7 @@ func (c *Coordinator) checkID(field, v string, required bool) error {
 }
 
 // validateSubmit fills defaults in req and checks every field against the
-// limits; field names are prefixed with prefix (e.g. "tasks[3].").
+// limits; field names are prefixed with prefix (e.g. "requests[3].").
 func (c *Coordinator) validateSubmit(req *SubmitRequest, prefix string, now time.Time) error {
 	l := c.cfg.Limits
 	if req.Namespace == "" {
@@ -146,11 +146,11 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (SubmitResu
 	if err != nil {
 		var fe *FieldError
 		if errors.As(err, &fe) {
-			fe.Field = fe.Field[len("tasks[0]."):]
+			fe.Field = fe.Field[len("requests[0]."):]
 		}
 		var le *LimitError
 		if errors.As(err, &le) {
-			le.Field = le.Field[len("tasks[0]."):]
+			le.Field = le.Field[len("requests[0]."):]
 		}
 		return SubmitResult{}, err
 	}
@@ -159,17 +159,17 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (SubmitResu
 
 // SubmitBatch submits several tasks in one append. Every request is
 // validated first; if any is invalid nothing is submitted and the error
-// names it (tasks[i].field). Results are in request order.
+// names it (requests[i].field). Results are in request order.
 func (c *Coordinator) SubmitBatch(ctx context.Context, reqs []SubmitRequest) ([]SubmitResult, error) {
 	if len(reqs) == 0 {
-		return nil, fieldErr("tasks", "at least one task is required")
+		return nil, fieldErr("requests", "at least one task is required")
 	}
 	if len(reqs) > c.cfg.Limits.MaxBatch {
-		return nil, fieldErr("tasks", "%d tasks is over the limit of %d per batch; split the batch", len(reqs), c.cfg.Limits.MaxBatch)
+		return nil, fieldErr("requests", "%d tasks is over the limit of %d per batch; split the batch", len(reqs), c.cfg.Limits.MaxBatch)
 	}
 	now := c.cfg.Clock.Now()
 	for i := range reqs {
-		if err := c.validateSubmit(&reqs[i], fmt.Sprintf("tasks[%d].", i), now); err != nil {
+		if err := c.validateSubmit(&reqs[i], fmt.Sprintf("requests[%d].", i), now); err != nil {
 			return nil, err
 		}
 	}
@@ -319,7 +319,7 @@ func (c *Coordinator) List(ctx context.Context, f ListFilter) (tasks []*state.Ta
 		f.Limit = 100
 	}
 	if f.Limit < 0 || f.Limit > c.cfg.Limits.MaxListPage {
-		return nil, 0, fieldErr("page_size", "%d is outside 1..%d", f.Limit, c.cfg.Limits.MaxListPage)
+		return nil, 0, fieldErr("page_size", "%d is outside 0..%d (0: the default, 100)", f.Limit, c.cfg.Limits.MaxListPage)
 	}
 	err = c.read(ctx, func() error {
 		scanned := 0

@@ -178,7 +178,7 @@ func (h taskService) SubmitBatch(ctx context.Context, req *connect.Request[tenur
 	reqs := make([]coordinator.SubmitRequest, len(req.Msg.GetRequests()))
 	for i, r := range req.Msg.GetRequests() {
 		var err error
-		if reqs[i], err = submitRequest(fmt.Sprintf("tasks[%d].", i), r); err != nil {
+		if reqs[i], err = submitRequest(fmt.Sprintf("requests[%d].", i), r); err != nil {
 			return nil, apiError(err)
 		}
 	}
