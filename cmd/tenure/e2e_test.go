@@ -145,7 +145,13 @@ func startServerProc(t *testing.T, dataDir string) *serverProc {
 		p := spawnServer(t, dataDir)
 		err := waitHealthz(p)
 		if err == nil {
-			if !strings.Contains(p.out.String(), "tenure serving on "+p.url()) {
+			// os/exec copies the child's stdout in a goroutine that may
+			// lag behind /healthz: wait (bounded) for the line to arrive.
+			want := "tenure serving on " + p.url()
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.out.String(), want) && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if !strings.Contains(p.out.String(), want) {
 				t.Fatalf("server is healthy but did not print %q; output:\n%s", "tenure serving on "+p.url(), p.out.String())
 			}
 			return p
