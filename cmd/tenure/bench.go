@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/bench"
+	"github.com/tenurehq/tenure/internal/wal"
+)
+
+func init() {
+	register(command{name: "bench", summary: "measure throughput, latency and memory of a server under load", run: runBench})
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench", "[flags]", stderr)
+	var cfg bench.Config
+	fs.IntVar(&cfg.Tasks, "tasks", bench.DefaultTasks, "tasks to submit, lease and complete")
+	fs.IntVar(&cfg.PayloadBytes, "payload-bytes", bench.DefaultPayloadBytes, "payload size of each task")
+	fs.IntVar(&cfg.Submitters, "submitters", bench.DefaultSubmitters, "goroutines submitting at once (sharing one client)")
+	fs.IntVar(&cfg.Batch, "batch", bench.DefaultBatch, "tasks per SubmitBatch call; 1 uses single Submit calls")
+	fs.IntVar(&cfg.Workers, "workers", bench.DefaultWorkers, "worker loops, each with its own client and connections")
+	fs.IntVar(&cfg.Concurrency, "concurrency", bench.DefaultConcurrency, "tasks each worker holds at once (leased, completion not yet acknowledged)")
+	fs.IntVar(&cfg.LeaseBatch, "lease-batch", bench.DefaultLeaseBatch, "most tasks one Lease call asks for (at most --concurrency)")
+	fs.BoolVar(&cfg.Runtime, "runtime", false, "run the workers with the worker package and a no-op handler instead of the raw Lease/Complete loop")
+	mode := fs.String("mode", string(bench.Sequential), "sequential (submit all, then work all off) or concurrent (submitters and workers at once)")
+	addr := fs.String("addr", "", "load this running server or cluster node (e.g. http://127.0.0.1:7070); empty: start an embedded server on a loopback port")
+	fs.StringVar(&cfg.Protocol, "protocol", "connect", "client protocol: connect, grpc or json")
+	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the payloads and of the default queue name")
+	fs.StringVar(&cfg.Namespace, "namespace", "default", "namespace of the tasks")
+	fs.StringVar(&cfg.Queue, "queue", "", `queue of the tasks (default "bench-<seed>-<time>", unique per run)`)
+	fsync := fs.String("fsync", "always", "embedded server's WAL fsync policy: always or none")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "embedded server's data directory, kept afterwards (default: a temporary directory, removed)")
+	fs.IntVar(&cfg.ProbeRounds, "probe-rounds", bench.DefaultProbeRounds, "rounds of each no-load single-operation probe before the run (0: skip)")
+	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
+	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the whole run to this file")
+	mutexProfile := fs.String("mutexprofile", "", "write a pprof mutex contention profile of the whole run to this file")
+	memProfile := fs.String("memprofile", "", "write a pprof heap profile to this file, taken when every task is submitted and waiting (sequential mode)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	cfg.Mode = bench.Mode(*mode)
+	policy, err := wal.ParseSyncPolicy(*fsync)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	cfg.Fsync = policy
+	if *addr != "" {
+		cfg.Addr = *addr
+		if !strings.Contains(cfg.Addr, "://") {
+			cfg.Addr = "http://" + cfg.Addr
+		}
+		if flagSet(fs, "fsync") {
+			return usageError{"--fsync is for the embedded server; a running server keeps its own policy"}
+		}
+	}
+	if cfg.Queue == "" {
+		cfg.Queue = fmt.Sprintf("bench-%d-%s", cfg.Seed, time.Now().UTC().Format("20060102T150405.000000"))
+	}
+	if !*quiet {
+		cfg.Progress = stderr
+	}
+	cfg.Logger = stderr
+	if err := cfg.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
+
+	if *memProfile != "" {
+		if cfg.Mode != bench.Sequential {
+			return usageError{"--memprofile needs --mode sequential: it is taken when every task is waiting"}
+		}
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			return fmt.Errorf("--memprofile: %w", err)
+		}
+		defer f.Close()
+		cfg.HeapProfile = f
+		runtime.MemProfileRate = 4096 // finer than the default, for per-task structures
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *mutexProfile != "" {
+		prev := runtime.SetMutexProfileFraction(5)
+		defer runtime.SetMutexProfileFraction(prev)
+		defer writeProfile(stderr, "mutex", *mutexProfile)
+	}
+
+	res, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	return res.WriteText(stdout)
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	found := false
+	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
+}
+
+// writeProfile writes the named runtime profile to path, reporting a
+// failure on stderr (the run's figures are still good).
+func writeProfile(stderr io.Writer, name, path string) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup(name).WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure bench: writing the %s profile: %v\n", name, err)
+	}
+}

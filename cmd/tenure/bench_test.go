@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tenurehq/tenure/internal/bench"
+)
+
+// TestBenchJSON runs small benchmarks in-process against the embedded
+// server and checks the summary's shape and counts (never its timings).
+func TestBenchJSON(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		tasks int
+		extra []string
+	}{
+		{"sequential", 2000, nil},
+		// The variations are smaller and skip fsync and most probes, to
+		// stay quick under the race detector.
+		{"concurrent-runtime", 500, []string{"--mode", "concurrent", "--runtime", "--batch", "10", "--probe-rounds", "3", "--fsync", "none"}},
+		{"grpc", 500, []string{"--protocol", "grpc", "--probe-rounds", "3", "--lease-batch", "8", "--fsync", "none"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tasks := tc.tasks
+			args := append([]string{"bench", "--tasks", strconv.Itoa(tasks), "--json", "--quiet"}, tc.extra...)
+			var out, errb bytes.Buffer
+			if code := run(context.Background(), args, &out, &errb); code != 0 {
+				t.Fatalf("tenure %s: exit %d\nstderr: %s", strings.Join(args, " "), code, errb.String())
+			}
+			if errb.Len() != 0 {
+				t.Errorf("--quiet run wrote to stderr: %s", errb.String())
+			}
+			if n := bytes.Count(bytes.TrimSpace(out.Bytes()), []byte("\n")); n != 0 {
+				t.Errorf("--json printed %d lines, want one object on one line", n+1)
+			}
+
+			var keys map[string]json.RawMessage
+			if err := json.Unmarshal(out.Bytes(), &keys); err != nil {
+				t.Fatalf("output is not a JSON object: %v\n%s", err, out.String())
+			}
+			for _, k := range []string{"config", "submitted", "completed", "submitted_per_sec", "completed_per_sec",
+				"end_to_end_per_sec", "submit_call", "submit_per_task", "lease_call", "lease_to_complete",
+				"probe", "wal", "memory", "cpu", "targets"} {
+				if _, ok := keys[k]; !ok {
+					t.Errorf("summary has no %q key", k)
+				}
+			}
+
+			var res bench.Result
+			dec := json.NewDecoder(bytes.NewReader(out.Bytes()))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&res); err != nil {
+				t.Fatalf("decoding the summary: %v", err)
+			}
+			if res.Config.Tasks != tasks || res.Submitted != tasks || res.Completed != tasks {
+				t.Errorf("tasks %d, submitted %d, completed %d; want %d each", res.Config.Tasks, res.Submitted, res.Completed, tasks)
+			}
+			wantCalls := (tasks + res.Config.Batch - 1) / res.Config.Batch
+			if res.SubmitCall.Count != wantCalls || res.SubmitPerTask.Count != wantCalls {
+				t.Errorf("%d submit calls recorded (%d per task), want %d", res.SubmitCall.Count, res.SubmitPerTask.Count, wantCalls)
+			}
+			if res.Config.Runtime {
+				if res.LeaseToComplete != nil || res.LeaseCall != nil {
+					t.Errorf("worker runtime run reports per-call lease figures it cannot measure")
+				}
+			} else if res.LeaseToComplete == nil || res.LeaseToComplete.Count != tasks {
+				t.Errorf("lease→complete recorded for %v tasks, want %d", res.LeaseToComplete, tasks)
+			}
+			// Every task is at least created, leased and completed.
+			if res.WAL == nil || res.WAL.Records < uint64(3*tasks) || (res.WAL.Fsyncs == 0) != (res.Config.Fsync == "none") {
+				t.Errorf("WAL figures %+v with fsync %s: want at least %d records, and fsyncs unless fsync is none", res.WAL, res.Config.Fsync, 3*tasks)
+			}
+			if res.Probe == nil || res.Probe.Submit.Count == 0 || res.Probe.Handoff.Count != res.Probe.Submit.Count || res.Probe.DiskFsync == nil {
+				t.Errorf("probe figures incomplete: %+v", res.Probe)
+			}
+			if res.Memory.PeakRSSBytes == 0 {
+				t.Errorf("peak RSS not measured")
+			}
+			if seq := res.Config.Mode == bench.Sequential; seq != (res.Memory.RSSPerTaskBeyondPayload != nil) {
+				t.Errorf("mode %s: per-task memory %v (measured only in sequential mode)", res.Config.Mode, res.Memory.RSSPerTaskBeyondPayload)
+			}
+			if len(res.Targets) != 5 {
+				t.Errorf("%d targets evaluated, want 5", len(res.Targets))
+			}
+		})
+	}
+}
+
+// TestBenchText checks that the human summary names every section.
+func TestBenchText(t *testing.T) {
+	out := mustCLI(t, "bench", "--tasks", "300", "--quiet", "--probe-rounds", "2", "--fsync", "none", "--seed", "7", "--queue", "text-check")
+	for _, want := range []string{"queue default/text-check, seed 7", "submitted", "completed", "lease→complete", "long-poll handoff", "WAL (main run)", "peak RSS", "targets"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestBenchFlagErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tasks", "0"}, "--tasks 0 is outside 1..10000000"},
+		{[]string{"--tasks", "-5"}, "--tasks -5 is outside"},
+		{[]string{"--payload-bytes", "-1"}, "--payload-bytes -1 is outside"},
+		{[]string{"--batch", "1001"}, "--batch 1001 is outside 1..1000"},
+		{[]string{"--submitters", "0"}, "--submitters 0 is outside"},
+		{[]string{"--workers", "0"}, "--workers 0 is outside"},
+		{[]string{"--concurrency", "0"}, "--concurrency 0 is outside"},
+		{[]string{"--lease-batch", "128"}, "--lease-batch 128 is above --concurrency 64"},
+		{[]string{"--probe-rounds", "-1"}, "--probe-rounds -1 is outside"},
+		{[]string{"--mode", "both"}, `--mode "both": use sequential or concurrent`},
+		{[]string{"--protocol", "http3"}, `--protocol "http3"`},
+		{[]string{"--fsync", "sometimes"}, "sometimes"},
+		{[]string{"--addr", "127.0.0.1:1", "--fsync", "none"}, "--fsync is for the embedded server"},
+		{[]string{"--addr", "127.0.0.1:1", "--data-dir", "/tmp/x"}, "--data-dir is for the embedded server"},
+		{[]string{"--queue", strings.Repeat("q", 201)}, "--queue is 201 bytes"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		code, _, stderr := cli(t, append([]string{"bench"}, tc.args...)...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("bench %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(tc.args, " "), code, stderr, tc.want)
+		}
+	}
+}

@@ -1,0 +1,656 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/node"
+	"github.com/tenurehq/tenure/internal/server"
+	"github.com/tenurehq/tenure/internal/wal"
+	"github.com/tenurehq/tenure/worker"
+)
+
+const (
+	// pollWait is the long-poll wait of the workers' Lease calls; the run
+	// cancels them when it ends, so it only bounds idle polling.
+	pollWait = 5 * time.Second
+	// stallTimeout fails a run in which neither submissions nor completions
+	// advanced for this long: a lost task (a failed Complete inside the
+	// worker runtime, which only logs it) would otherwise hang the run.
+	stallTimeout = 60 * time.Second
+	// workerGrace is the worker runtime's shutdown grace; its tasks are all
+	// done when it is stopped.
+	workerGrace = 10 * time.Second
+)
+
+// Run runs the benchmark described by cfg: it starts the embedded server
+// unless cfg.Addr names one, takes the no-load probes, runs the main
+// workload and returns its summary. It returns an error, and no summary, if
+// any call fails: a benchmark that lost a task has no meaningful figures.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	lg := slog.New(slog.DiscardHandler)
+	if cfg.Logger != nil {
+		lg = slog.New(slog.NewTextHandler(cfg.Logger, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	tg, err := startTarget(ctx, cfg, lg)
+	if err != nil {
+		return nil, err
+	}
+	res, err := run(ctx, cfg, tg, lg)
+	if cerr := tg.stop(); err == nil && cerr != nil {
+		err = fmt.Errorf("bench: stopping the embedded server: %w", cerr)
+	}
+	return res, err
+}
+
+// target is the server under load.
+type target struct {
+	url     string
+	node    *node.Node // nil for a remote server
+	dataDir string     // the embedded node's, "" for a remote server
+	stop    func() error
+}
+
+// startTarget returns the remote server of cfg.Addr, or starts an embedded
+// node served over HTTP on a loopback port, configured as `tenure server`
+// serves it (HTTP/1.1 and unencrypted HTTP/2).
+func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, error) {
+	if cfg.Addr != "" {
+		return &target{url: cfg.Addr, stop: func() error { return nil }}, nil
+	}
+	dir, temp := cfg.DataDir, false
+	if dir == "" {
+		d, err := os.MkdirTemp("", "tenure-bench-")
+		if err != nil {
+			return nil, fmt.Errorf("bench: creating a temporary data directory: %w", err)
+		}
+		dir, temp = d, true
+	}
+	cleanup := func() {
+		if temp {
+			os.RemoveAll(dir)
+		}
+	}
+	n, err := node.Open(ctx, node.Config{DataDir: dir, Sync: cfg.Fsync, Logger: lg})
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("bench: starting the embedded node: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		n.Close()
+		cleanup()
+		return nil, fmt.Errorf("bench: listening on a loopback port: %w", err)
+	}
+	api := server.New(n, server.Options{Logger: lg})
+	srv := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		Protocols:         new(http.Protocols),
+		ErrorLog:          slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
+	}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(ln) // returns ErrServerClosed after Shutdown
+	}()
+	// The run is over when stop is called, so the server closes at once
+	// rather than gracefully: a graceful Shutdown waits 5s for every
+	// connection a client dialled but never used.
+	stop := func() error {
+		api.Drain()
+		srv.Close()
+		<-served
+		err := n.Close()
+		cleanup()
+		return err
+	}
+	return &target{url: "http://" + ln.Addr().String(), node: n, dataDir: dir, stop: stop}, nil
+}
+
+// runner holds one run's counters and recorders. Its goroutines report the
+// first failure through fail, which cancels the run.
+type runner struct {
+	cfg Config
+	tg  *target
+	lg  *slog.Logger
+
+	submitted atomic.Int64
+	completed atomic.Int64
+	leases    atomic.Int64  // Lease calls that returned tasks
+	leased    atomic.Int64  // tasks they returned
+	done      chan struct{} // closed when completed reaches cfg.Tasks
+
+	submitCall, submitPerTask, leaseCall, leaseToComplete *recorder
+
+	cancel  context.CancelCauseFunc
+	errOnce sync.Once
+	err     error
+
+	httpMu      sync.Mutex
+	httpClients []*http.Client
+}
+
+// fail records the run's first error and cancels the run.
+func (r *runner) fail(err error) {
+	r.errOnce.Do(func() {
+		r.err = err
+		r.cancel(err)
+	})
+}
+
+func (r *runner) completedOne() {
+	if r.completed.Add(1) == int64(r.cfg.Tasks) {
+		close(r.done)
+	}
+}
+
+func run(parent context.Context, cfg Config, tg *target, lg *slog.Logger) (*Result, error) {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	calls := (cfg.Tasks + cfg.Batch - 1) / cfg.Batch
+	r := &runner{
+		cfg: cfg, tg: tg, lg: lg, cancel: cancel,
+		done:            make(chan struct{}),
+		submitCall:      newRecorder(calls),
+		submitPerTask:   newRecorder(calls),
+		leaseCall:       newRecorder(cfg.Tasks),
+		leaseToComplete: newRecorder(cfg.Tasks),
+	}
+	defer r.closeConns()
+	res := &Result{Config: RunConfig{
+		Target: "embedded", Mode: cfg.Mode, Runtime: cfg.Runtime, Protocol: cfg.Protocol, Fsync: cfg.Fsync.String(),
+		Seed: cfg.Seed, Namespace: cfg.Namespace, Queue: cfg.Queue, Tasks: cfg.Tasks, PayloadBytes: cfg.PayloadBytes,
+		Submitters: cfg.Submitters, Batch: cfg.Batch, Workers: cfg.Workers, Concurrency: cfg.Concurrency,
+		LeaseBatch: cfg.LeaseBatch, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
+	}}
+	if tg.node == nil {
+		res.Config.Target, res.Config.Fsync = tg.url, "unknown"
+	}
+	if cfg.Runtime {
+		res.Config.LeaseBatch = 0 // the runtime chooses
+	}
+
+	if cfg.ProbeRounds > 0 {
+		p, err := r.probe(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res.Probe = p
+	}
+
+	// Everything the main run allocates up front exists now; the recorders'
+	// pages are touched so that filling them does not count as task memory.
+	for _, rec := range []*recorder{r.submitCall, r.submitPerTask, r.leaseCall, r.leaseToComplete} {
+		for i := range rec.ds {
+			rec.ds[i] = -1
+		}
+	}
+	walBefore := r.walStats()
+	memBefore := settledMemory()
+	cpuBefore := cpuNow()
+	stopMonitor := r.monitor(ctx)
+
+	start := time.Now()
+	var submitDur, completeDur, totalDur time.Duration
+	var memAfter memSample
+	// gapWall and gapCPU are spent between the sequential phases, sampling
+	// memory (a full collection): they count in neither phase.
+	var gapWall time.Duration
+	var gapCPU cpuSample
+	switch cfg.Mode {
+	case Sequential:
+		r.submit(ctx)
+		submitDur = time.Since(start)
+		if ctx.Err() != nil {
+			break
+		}
+		gapStart, gapCPUStart := time.Now(), cpuNow()
+		memAfter = settledMemory()
+		if cfg.HeapProfile != nil {
+			if err := pprof.Lookup("heap").WriteTo(cfg.HeapProfile, 0); err != nil {
+				r.fail(fmt.Errorf("writing the heap profile: %w", err))
+				break
+			}
+		}
+		gapWall, gapCPU = time.Since(gapStart), cpuNow().minus(gapCPUStart)
+		workStart := time.Now()
+		r.work(ctx)
+		completeDur = time.Since(workStart)
+		totalDur = submitDur + completeDur
+	case Concurrent:
+		var wg sync.WaitGroup
+		wg.Go(func() { r.work(ctx) })
+		r.submit(ctx)
+		submitDur = time.Since(start)
+		wg.Wait()
+		completeDur = time.Since(start)
+		totalDur = completeDur
+	}
+	cpuAfter, cpuWall := cpuNow(), time.Since(start)
+	walAfter := r.walStats()
+	stopMonitor()
+	if r.err != nil {
+		return nil, fmt.Errorf("bench: %w (after %d submitted, %d completed)", r.err, r.submitted.Load(), r.completed.Load())
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("bench: %w", context.Cause(ctx))
+	}
+
+	res.Submitted, res.Completed = int(r.submitted.Load()), int(r.completed.Load())
+	res.SubmitSeconds, res.CompleteSeconds, res.TotalSeconds = seconds(submitDur), seconds(completeDur), seconds(totalDur)
+	res.SubmittedPerSec = rate(res.Submitted, submitDur)
+	res.CompletedPerSec = rate(res.Completed, completeDur)
+	res.EndToEndPerSec = rate(res.Completed, totalDur)
+	res.SubmitCall = r.submitCall.summary()
+	res.SubmitPerTask = r.submitPerTask.summary()
+	if !cfg.Runtime {
+		lc, ltc := r.leaseCall.summary(), r.leaseToComplete.summary()
+		res.LeaseCall, res.LeaseToComplete = &lc, &ltc
+		if n := r.leases.Load(); n > 0 {
+			v := round3(float64(r.leased.Load()) / float64(n))
+			res.TasksPerLease = &v
+		}
+	}
+
+	if tg.node != nil {
+		w := &WALFigures{
+			Records: walAfter.Records - walBefore.Records,
+			Batches: walAfter.Batches - walBefore.Batches,
+			Fsyncs:  walAfter.Fsyncs - walBefore.Fsyncs,
+			Bytes:   walAfter.Bytes - walBefore.Bytes,
+		}
+		if w.Fsyncs > 0 {
+			w.RecordsPerFsync = round3(float64(w.Records) / float64(w.Fsyncs))
+		}
+		w.RecordsPerTask = round3(float64(w.Records) / float64(cfg.Tasks))
+		res.WAL = w
+	}
+
+	used := cpuAfter.minus(cpuBefore).minus(gapCPU)
+	res.CPU = CPU{Seconds: seconds(used.total), GCSeconds: seconds(used.gc)}
+	if wall := cpuWall - gapWall; wall > 0 {
+		res.CPU.Utilization = round3(used.total.Seconds() / (wall.Seconds() * float64(res.Config.GOMAXPROCS)))
+		if used.machineAll > 0 {
+			busy := round3(float64(used.machineBusy) / float64(used.machineAll))
+			own := used.total.Seconds() / (wall.Seconds() * float64(res.Config.NumCPU))
+			others := round3(max(0, busy-own))
+			res.CPU.MachineBusy, res.CPU.OtherProcesses = &busy, &others
+		}
+	}
+
+	res.Memory.PeakRSSBytes, _ = procStatus("VmHWM")
+	res.Memory.IncludesClient = tg.node != nil
+	if cfg.Mode == Sequential {
+		b, a := memBefore.rss, memAfter.rss
+		res.Memory.RSSBeforeBytes, res.Memory.RSSAfterSubmitBytes = &b, &a
+		if tg.node != nil {
+			perTask := func(after, before uint64) *float64 {
+				v := (float64(after)-float64(before))/float64(cfg.Tasks) - float64(cfg.PayloadBytes)
+				v = float64(int64(v*10)) / 10
+				return &v
+			}
+			res.Memory.RSSPerTaskBeyondPayload = perTask(memAfter.rss, memBefore.rss)
+			res.Memory.HeapPerTaskBeyondPayload = perTask(memAfter.heap, memBefore.heap)
+		}
+	}
+	res.evaluateTargets()
+	return res, nil
+}
+
+// walStats returns the embedded node's WAL counters (zero for a remote
+// server).
+func (r *runner) walStats() wal.Stats {
+	if r.tg.node == nil {
+		return wal.Stats{}
+	}
+	return r.tg.node.WALStats()
+}
+
+// newClient returns a client of the target with connections of its own.
+// hc nil: an HTTP client configured as the SDK's default one.
+func (r *runner) newClient(hc *http.Client) (*client.Client, error) {
+	if hc == nil {
+		hc = newHTTPClient(r.cfg.Protocol == client.ProtocolGRPC)
+	}
+	c, err := client.New(r.tg.url, client.Options{Protocol: r.cfg.Protocol, HTTPClient: hc})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	r.httpMu.Lock()
+	r.httpClients = append(r.httpClients, hc)
+	r.httpMu.Unlock()
+	return c, nil
+}
+
+// closeConns closes the clients' idle connections. A transport may hold
+// connections it dialled but never used; the server counts those as new,
+// not idle, and a graceful shutdown waits 5s for them.
+func (r *runner) closeConns() {
+	r.httpMu.Lock()
+	defer r.httpMu.Unlock()
+	for _, hc := range r.httpClients {
+		hc.CloseIdleConnections()
+	}
+}
+
+// requestID is task i's idempotency key: unique per queue, so the run's
+// own retries never create a second task.
+func (r *runner) requestID(i int) string { return r.cfg.Queue + "-" + strconv.Itoa(i) }
+
+// submit submits tasks 0..Tasks-1 from cfg.Submitters goroutines sharing
+// one client; each takes the next Batch task numbers.
+func (r *runner) submit(ctx context.Context) {
+	c, err := r.newClient(nil)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	cfg := r.cfg
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range cfg.Submitters {
+		wg.Go(func() {
+			reqs := make([]client.SubmitRequest, 0, cfg.Batch)
+			arena := make([]byte, cfg.Batch*cfg.PayloadBytes)
+			for ctx.Err() == nil {
+				lo := int(next.Add(1)-1) * cfg.Batch
+				if lo >= cfg.Tasks {
+					return
+				}
+				hi := min(lo+cfg.Batch, cfg.Tasks)
+				reqs = reqs[:0]
+				for i := lo; i < hi; i++ {
+					off := (i - lo) * cfg.PayloadBytes
+					p := arena[off : off+cfg.PayloadBytes : off+cfg.PayloadBytes]
+					fillPayload(p, cfg.Seed, uint64(i))
+					reqs = append(reqs, client.SubmitRequest{
+						Namespace: cfg.Namespace, Queue: cfg.Queue, Payload: p, RequestID: r.requestID(i),
+					})
+				}
+				// The client has encoded and sent the payloads when the
+				// call returns, so the arena is reused for the next batch.
+				t0 := time.Now()
+				dup, err := submitOnce(ctx, c, reqs)
+				d := time.Since(t0)
+				if err != nil {
+					r.fail(fmt.Errorf("submitting tasks %d..%d: %w", lo, hi-1, err))
+					return
+				}
+				if dup {
+					r.fail(fmt.Errorf("submitting tasks %d..%d: the server already had tasks with these request ids (queue %q was used before; pass another --queue)", lo, hi-1, cfg.Queue))
+					return
+				}
+				r.submitCall.add(d)
+				r.submitPerTask.add(d / time.Duration(hi-lo))
+				r.submitted.Add(int64(hi - lo))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// submitOnce submits reqs in one call (Submit for one task, SubmitBatch
+// otherwise) and reports whether any was a duplicate.
+func submitOnce(ctx context.Context, c *client.Client, reqs []client.SubmitRequest) (dup bool, err error) {
+	if len(reqs) == 1 {
+		res, err := c.Submit(ctx, reqs[0])
+		return res.Duplicate, err
+	}
+	res, err := c.SubmitBatch(ctx, reqs)
+	for _, s := range res {
+		dup = dup || s.Duplicate
+	}
+	return dup, err
+}
+
+// fillPayload fills p with task i's deterministic bytes (splitmix64 seeded
+// by seed and i), cheap enough not to load the client.
+func fillPayload(p []byte, seed, i uint64) {
+	x := seed ^ (i+1)*0x9E3779B97F4A7C15
+	var w [8]byte
+	for len(p) > 0 {
+		x += 0x9E3779B97F4A7C15
+		z := x
+		z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
+		z = (z ^ z>>27) * 0x94D049BB133111EB
+		binary.LittleEndian.PutUint64(w[:], z^z>>31)
+		p = p[copy(p, w[:]):]
+	}
+}
+
+// work runs the workers until every task is completed or the run fails.
+func (r *runner) work(ctx context.Context) {
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	for i := range r.cfg.Workers {
+		id := fmt.Sprintf("bench-%s-w%d", r.cfg.Queue, i)
+		if r.cfg.Runtime {
+			if err := r.startRuntimeWorker(wctx, &wg, id); err != nil {
+				r.fail(err)
+				break
+			}
+			continue
+		}
+		c, err := r.newClient(nil)
+		if err != nil {
+			r.fail(err)
+			break
+		}
+		wg.Go(func() { r.rawWorker(ctx, wctx, c, id) })
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+	}
+	stop()
+	wg.Wait()
+}
+
+// rawWorker is the fastest honest worker: it leases up to LeaseBatch tasks
+// for the slots it has free (of Concurrency), long-polling when none is
+// ready, and completes each task from a goroutine of its own as soon as
+// the Lease answer arrives. A slot is freed when the Complete is
+// acknowledged. It stops leasing when wctx ends; Completes run under ctx,
+// so none in flight is abandoned when the last task is done.
+func (r *runner) rawWorker(ctx, wctx context.Context, c *client.Client, id string) {
+	cfg := r.cfg
+	slots := make(chan struct{}, cfg.Concurrency)
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	for {
+		select {
+		case <-wctx.Done():
+			return
+		case slots <- struct{}{}:
+		}
+		n := 1
+	more:
+		for n < cfg.LeaseBatch {
+			select {
+			case slots <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		t0 := time.Now()
+		lts, err := c.Lease(wctx, client.LeaseRequest{
+			WorkerID: id, Namespace: cfg.Namespace, Queue: cfg.Queue, MaxTasks: n, Wait: pollWait,
+		})
+		leasedAt := time.Now()
+		if err != nil {
+			if wctx.Err() == nil {
+				r.fail(fmt.Errorf("worker %s: %w", id, err))
+			}
+			return
+		}
+		if len(lts) > n {
+			r.fail(fmt.Errorf("worker %s: asked for %d tasks, the server leased %d", id, n, len(lts)))
+			return
+		}
+		for range n - len(lts) {
+			<-slots
+		}
+		if len(lts) > 0 {
+			r.leaseCall.add(leasedAt.Sub(t0))
+			r.leases.Add(1)
+			r.leased.Add(int64(len(lts)))
+		}
+		for _, lt := range lts {
+			inflight.Go(func() {
+				defer func() { <-slots }()
+				if err := c.Complete(ctx, lt.GetTaskId(), lt.GetLeaseId(), nil); err != nil {
+					r.fail(fmt.Errorf("worker %s: completing task %s: %w", id, lt.GetTaskId(), err))
+					return
+				}
+				r.leaseToComplete.add(time.Since(leasedAt))
+				r.completedOne()
+			})
+		}
+	}
+}
+
+// startRuntimeWorker starts a worker of the worker package with a no-op
+// handler. The runtime reports nothing per task, so its completions are
+// counted from the HTTP answers to its Complete calls.
+func (r *runner) startRuntimeWorker(wctx context.Context, wg *sync.WaitGroup, id string) error {
+	hc := newHTTPClient(r.cfg.Protocol == client.ProtocolGRPC)
+	hc.Transport = &ackTransport{base: hc.Transport, onAck: r.completedOne}
+	c, err := r.newClient(hc)
+	if err != nil {
+		return err
+	}
+	w, err := worker.New(c, r.cfg.Queue, func(context.Context, *worker.Task) ([]byte, error) { return nil, nil }, worker.Options{
+		Namespace:     r.cfg.Namespace,
+		WorkerID:      id,
+		Concurrency:   r.cfg.Concurrency,
+		PollWait:      pollWait,
+		ShutdownGrace: workerGrace,
+		Logger:        r.lg,
+	})
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	wg.Go(func() {
+		if err := w.Run(wctx); err != nil {
+			r.fail(err)
+		}
+	})
+	return nil
+}
+
+// newHTTPClient is the SDK's default HTTP client: a transport of its own
+// with enough idle connections, and h2c for gRPC.
+func newHTTPClient(grpc bool) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 100
+	if grpc {
+		var p http.Protocols
+		p.SetHTTP2(true)
+		p.SetUnencryptedHTTP2(true)
+		t.Protocols = &p
+	}
+	return &http.Client{Transport: t}
+}
+
+// ackTransport calls onAck once for every successful answer to a Complete
+// call, when its body has been read to the end (for gRPC, the status is in
+// the trailers, known only then).
+type ackTransport struct {
+	base  http.RoundTripper
+	onAck func()
+}
+
+func (t *ackTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if err != nil || !isComplete(req.URL.Path) {
+		return resp, err
+	}
+	resp.Body = &ackBody{ReadCloser: resp.Body, resp: resp, onAck: t.onAck}
+	return resp, nil
+}
+
+func isComplete(path string) bool {
+	const suffix = "/tenure.v1.WorkerService/Complete"
+	return len(path) >= len(suffix) && path[len(path)-len(suffix):] == suffix
+}
+
+type ackBody struct {
+	io.ReadCloser
+	resp  *http.Response
+	onAck func()
+	once  sync.Once
+}
+
+func (b *ackBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		b.once.Do(func() {
+			if b.resp.StatusCode == http.StatusOK && grpcOK(b.resp.Header) && grpcOK(b.resp.Trailer) {
+				b.onAck()
+			}
+		})
+	}
+	return n, err
+}
+
+// grpcOK reports whether h carries no gRPC status or status 0.
+func grpcOK(h http.Header) bool {
+	s := h.Get("Grpc-Status")
+	return s == "" || s == "0"
+}
+
+// monitor prints progress every ProgressEvery (when cfg.Progress is set)
+// and fails the run when nothing advanced for stallTimeout. The returned
+// function stops it and waits for it.
+func (r *runner) monitor(ctx context.Context) (stop func()) {
+	mctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		start := time.Now()
+		last, lastSub, lastDone, lastMove := start, int64(0), int64(0), start
+		tick := time.NewTicker(r.cfg.ProgressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-mctx.Done():
+				return
+			case now := <-tick.C:
+				sub, done := r.submitted.Load(), r.completed.Load()
+				if sub != lastSub || done != lastDone {
+					lastMove = now
+				} else if now.Sub(lastMove) > stallTimeout {
+					r.fail(fmt.Errorf("no task was submitted or completed for %v: a call was lost (see the warnings above)", stallTimeout))
+				}
+				if w := r.cfg.Progress; w != nil {
+					dt := now.Sub(last).Seconds()
+					fmt.Fprintf(w, "%7.1fs  submitted %9d  %8.0f/s   completed %9d  %8.0f/s\n",
+						now.Sub(start).Seconds(), sub, float64(sub-lastSub)/dt, done, float64(done-lastDone)/dt)
+				}
+				last, lastSub, lastDone = now, sub, done
+			}
+		}
+	})
+	return func() { cancel(); wg.Wait() }
+}

@@ -1,0 +1,18 @@
+// Package bench is the load generator behind `tenure bench`: it submits a
+// deterministic workload to a tenure server, leases and completes it with
+// worker loops, and measures throughput, per-call latency, the WAL's write
+// and fsync counts and the process's memory.
+//
+// The server is either a running one (Config.Addr) or an embedded node over
+// a temporary data directory, served on a loopback port over real HTTP, so
+// that every call pays for encoding, the network stack and the fsync of its
+// record exactly as a remote client would. Client, server and workers then
+// share one process and its cores: the figures are for the whole system on
+// that machine, and the memory figures include the client side.
+//
+// Every task counts as completed only once its Complete call has been
+// acknowledged, which under the default fsync policy means its record is on
+// disk. Latencies are exact percentiles of every recorded duration (they
+// are sorted, not sketched); at the supported sizes that costs a few
+// megabytes, allocated before the memory baseline is taken.
+package bench
