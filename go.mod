@@ -4,5 +4,9 @@ go 1.26.0
 
 require (
 	connectrpc.com/connect v1.21.1
+	github.com/anishathalye/porcupine v1.3.1
+	github.com/go-sql-driver/mysql v1.10.1
 	google.golang.org/protobuf v1.36.12
 )
+
+require filippo.io/edwards25519 v1.2.0 // indirect

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/cluster"
+	"github.com/tenurehq/tenure/internal/cluster/election"
+	"github.com/tenurehq/tenure/internal/cluster/partition"
+	"github.com/tenurehq/tenure/internal/cluster/registry"
+	"github.com/tenurehq/tenure/internal/cluster/schema"
+)
+
+func init() {
+	register(command{name: "migrate", summary: "create or upgrade the cluster-mode tables in a MySQL database", run: runMigrate})
+	register(command{name: "cluster status", summary: "show the coordinator lock, the nodes and who owns the partitions", run: runClusterStatus})
+}
+
+// addMySQLFlag adds --mysql, the cluster database's DSN.
+func addMySQLFlag(fs *flag.FlagSet) *string {
+	return fs.String("mysql", envOr("TENURE_MYSQL", ""),
+		"cluster database, as a go-sql-driver DSN: user:password@tcp(host:3306)/dbname (env TENURE_MYSQL)")
+}
+
+// openClusterDB checks the DSN and opens a pool on it.
+func openClusterDB(ctx context.Context, dsn string) (*sql.DB, error) {
+	if dsn == "" {
+		return nil, usageError{"--mysql (or TENURE_MYSQL) is required"}
+	}
+	db, err := cluster.OpenDB(dsn)
+	if err != nil {
+		return nil, usageError{err.Error()}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connecting to the cluster database: %w", err)
+	}
+	return db, nil
+}
+
+func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("migrate", "--mysql DSN [flags]", stderr)
+	dsn := addMySQLFlag(fs)
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long (migrations wait up to 30 s for another node migrating)")
+	check := fs.Bool("check", false, "only check that the schema is up to date; exit 1 if not")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	if *timeout <= 0 || *timeout > time.Hour {
+		return usageError{fmt.Sprintf("--timeout %v is outside 0..1h", *timeout)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	db, err := openClusterDB(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if *check {
+		if err := schema.Check(ctx, db); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "schema is up to date (version %d)\n", schema.Latest())
+		return nil
+	}
+	applied, err := schema.Migrate(ctx, db)
+	for _, v := range applied {
+		fmt.Fprintf(stdout, "applied migration %s\n", schema.Migrations()[v-1].Name)
+	}
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintf(stdout, "schema already up to date (version %d)\n", schema.Latest())
+	} else {
+		fmt.Fprintf(stdout, "schema now at version %d\n", schema.Latest())
+	}
+	return nil
+}
+
+// clusterStatus is what `tenure cluster status --json` prints.
+type clusterStatus struct {
+	SchemaVersion int                 `json:"schema_version"`
+	Coordinator   *clusterCoordinator `json:"coordinator"`
+	Nodes         []clusterNode       `json:"nodes"`
+	Queues        int                 `json:"queues"`
+	Partitions    int                 `json:"partitions"`
+	Unassigned    int                 `json:"unassigned"`
+	OwnedByGone   int                 `json:"owned_by_inactive_or_unknown"`
+}
+
+type clusterCoordinator struct {
+	NodeID      string  `json:"node_id"`
+	Epoch       uint64  `json:"epoch"`
+	Live        bool    `json:"live"`
+	LeaseLeftMS float64 `json:"lease_left_ms"`
+}
+
+type clusterNode struct {
+	NodeID        string  `json:"node_id"`
+	AdvertiseAddr string  `json:"advertise_addr"`
+	Active        bool    `json:"active"`
+	SilentMS      float64 `json:"silent_ms"`
+	Partitions    int     `json:"partitions"`
+}
+
+func runClusterStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("cluster status", "--mysql DSN [flags]", stderr)
+	dsn := addMySQLFlag(fs)
+	lockKey := fs.String("lock-key", election.DefaultLockKey, "the coordinator lock's key in helix_locks")
+	asJSON := fs.Bool("json", false, "print JSON (for scripts) instead of text")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	db, err := openClusterDB(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := schema.Check(ctx, db); err != nil {
+		return err
+	}
+	var st clusterStatus
+	st.SchemaVersion = schema.Latest()
+
+	el, err := election.New(db, election.Config{OwnerID: "tenure-cluster-status", LockKey: *lockKey})
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	lock, found, err := el.Read(ctx)
+	if err != nil {
+		return err
+	}
+	if found {
+		st.Coordinator = &clusterCoordinator{lock.Owner, lock.Epoch, lock.Live(), float64(lock.Remaining()) / float64(time.Millisecond)}
+	}
+
+	reg, err := registry.New(db, registry.Config{})
+	if err != nil {
+		return err
+	}
+	nodes, err := reg.List(ctx)
+	if err != nil {
+		return err
+	}
+	parts, err := partition.New(db).List(ctx)
+	if err != nil {
+		return err
+	}
+	owned := make(map[string]int)
+	queues := make(map[[2]string]bool)
+	for _, p := range parts {
+		queues[[2]string{p.Key.Namespace, p.Key.Queue}] = true
+		if p.Owner == "" {
+			st.Unassigned++
+			continue
+		}
+		owned[p.Owner]++
+	}
+	st.Queues, st.Partitions = len(queues), len(parts)
+	active := make(map[string]bool)
+	for _, n := range nodes {
+		active[n.ID] = n.Active
+		st.Nodes = append(st.Nodes, clusterNode{n.ID, n.AdvertiseAddr, n.Active, float64(n.Silent) / float64(time.Millisecond), owned[n.ID]})
+	}
+	for owner, n := range owned {
+		if !active[owner] {
+			st.OwnedByGone += n
+		}
+	}
+
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	if c := st.Coordinator; c == nil {
+		fmt.Fprintln(stdout, "coordinator: none (no node has taken the lock yet)")
+	} else if !c.Live {
+		fmt.Fprintf(stdout, "coordinator: none (the lock of %s, epoch %d, has expired)\n", c.NodeID, c.Epoch)
+	} else {
+		fmt.Fprintf(stdout, "coordinator: %s (epoch %d, lease %.1fs left)\n", c.NodeID, c.Epoch, c.LeaseLeftMS/1000)
+	}
+	fmt.Fprintf(stdout, "partitions: %d in %d queues, %d unassigned, %d owned by inactive or unknown nodes\n",
+		st.Partitions, st.Queues, st.Unassigned, st.OwnedByGone)
+	if len(st.Nodes) == 0 {
+		fmt.Fprintln(stdout, "nodes: none registered")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATUS\tADDRESS\tLAST HEARTBEAT\tPARTITIONS")
+	sort.Slice(st.Nodes, func(i, j int) bool { return st.Nodes[i].NodeID < st.Nodes[j].NodeID })
+	for _, n := range st.Nodes {
+		status := "active"
+		if !n.Active {
+			status = "inactive"
+		}
+		addr := n.AdvertiseAddr
+		if strings.TrimSpace(addr) == "" {
+			addr = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fs ago\t%d\n", n.NodeID, status, addr, n.SilentMS/1000, n.Partitions)
+	}
+	return tw.Flush()
+}

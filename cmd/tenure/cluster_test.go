@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/cluster/clustertest"
+	"github.com/tenurehq/tenure/internal/cluster/election"
+	"github.com/tenurehq/tenure/internal/cluster/partition"
+	"github.com/tenurehq/tenure/internal/cluster/registry"
+)
+
+// Not parallel: it sets TENURE_MYSQL.
+func TestMigrateAndClusterStatus(t *testing.T) {
+	dsn := clustertest.NewDatabase(t)
+	ctx := context.Background()
+	runOK := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := run(ctx, args, &out, &errb); code != 0 {
+			t.Fatalf("tenure %s: exit %d: %s", strings.Join(args, " "), code, errb.String())
+		}
+		return out.String()
+	}
+	var errb bytes.Buffer
+	if code := run(ctx, []string{"migrate", "--mysql", dsn, "--check"}, &bytes.Buffer{}, &errb); code != 1 || !strings.Contains(errb.String(), "not up to date") {
+		t.Fatalf("migrate --check on an empty database: exit %d, %s", code, errb.String())
+	}
+	if out := runOK("migrate", "--mysql", dsn); !strings.Contains(out, "applied migration 0001_init.sql") {
+		t.Fatalf("migrate: %s", out)
+	}
+	if out := runOK("migrate", "--mysql", dsn); !strings.Contains(out, "already up to date") {
+		t.Fatalf("second migrate: %s", out)
+	}
+	t.Setenv("TENURE_MYSQL", dsn)
+	if out := runOK("migrate", "--check"); !strings.Contains(out, "up to date") {
+		t.Fatalf("migrate --check: %s", out)
+	}
+	if out := runOK("cluster", "status"); !strings.Contains(out, "coordinator: none") || !strings.Contains(out, "nodes: none") {
+		t.Fatalf("status of an empty cluster: %s", out)
+	}
+
+	db := clustertest.Open(t, dsn)
+	reg, _ := registry.New(db, registry.Config{})
+	for _, n := range []string{"node-a", "node-b"} {
+		if err := reg.Heartbeat(ctx, n, n+":7070"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	el, _ := election.New(db, election.Config{OwnerID: "node-a", TTL: 10 * time.Second})
+	if held, _, err := el.TryAcquire(ctx); err != nil || !held {
+		t.Fatal(held, err)
+	}
+	if err := partition.New(db).EnsureQueue(ctx, "ns", "q", 8); err != nil {
+		t.Fatal(err)
+	}
+	out := runOK("cluster", "status")
+	for _, want := range []string{"coordinator: node-a (epoch 1", "8 in 1 queues, 8 unassigned", "node-b  active  node-b:7070"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("status lacks %q:\n%s", want, out)
+		}
+	}
+	var st clusterStatus
+	if err := json.Unmarshal([]byte(runOK("cluster", "status", "--json")), &st); err != nil || st.Coordinator == nil || st.Coordinator.NodeID != "node-a" || len(st.Nodes) != 2 {
+		t.Fatalf("status --json: %+v, %v", st, err)
+	}
+	if code := run(ctx, []string{"migrate", "--mysql", ""}, &bytes.Buffer{}, &bytes.Buffer{}); code != 2 {
+		t.Fatalf("migrate without a DSN: exit %d, want 2", code)
+	}
+}

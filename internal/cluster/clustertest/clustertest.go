@@ -1,0 +1,110 @@
+package clustertest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/tenurehq/tenure/internal/cluster"
+	"github.com/tenurehq/tenure/internal/cluster/schema"
+)
+
+// DefaultDSN is the server tests use when TENURE_TEST_MYSQL_DSN is unset.
+const DefaultDSN = "root@tcp(127.0.0.1:3306)/"
+
+// ServerDSN is the DSN of the test server, without a database.
+func ServerDSN() string {
+	if v := os.Getenv("TENURE_TEST_MYSQL_DSN"); v != "" {
+		return v
+	}
+	return DefaultDSN
+}
+
+// NewDatabase creates an empty database of its own for t and returns its
+// DSN; it is dropped when t ends.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	server := ServerDSN()
+	admin, err := cluster.OpenDB(server)
+	if err != nil {
+		t.Fatalf("clustertest: TENURE_TEST_MYSQL_DSN %q: %v", redact(server), err)
+	}
+	shown := redact(server)
+	pingCtx, pingCancel := context.WithTimeout(ctx, 5*time.Second)
+	err = admin.PingContext(pingCtx)
+	pingCancel()
+	if err != nil {
+		admin.Close()
+		if os.Getenv("CI") != "" {
+			t.Fatalf("clustertest: no MySQL answers at %q (TENURE_TEST_MYSQL_DSN), and CI is set: %v", shown, err)
+		}
+		t.Skipf("clustertest: skipping: no MySQL answers at %q (set TENURE_TEST_MYSQL_DSN): %v", shown, err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "tenure_test_" + hex.EncodeToString(b[:])
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		admin.Close()
+		t.Fatalf("clustertest: creating database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
+			t.Errorf("clustertest: dropping database %s: %v", name, err)
+		}
+		admin.Close()
+	})
+	cfg, err := mysql.ParseDSN(server)
+	if err != nil {
+		t.Fatalf("clustertest: %v", err)
+	}
+	cfg.DBName = name
+	return cfg.FormatDSN()
+}
+
+// Open opens a new pool on dsn, closed when t ends. Each call is a separate
+// pool, as a separate node would have.
+func Open(t testing.TB, dsn string) *sql.DB {
+	t.Helper()
+	db, err := cluster.OpenDB(dsn)
+	if err != nil {
+		t.Fatalf("clustertest: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// DB creates a migrated database for t and returns its DSN and a pool on
+// it.
+func DB(t testing.TB) (dsn string, db *sql.DB) {
+	t.Helper()
+	dsn = NewDatabase(t)
+	db = Open(t, dsn)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := schema.Migrate(ctx, db); err != nil {
+		t.Fatalf("clustertest: migrating: %v", err)
+	}
+	return dsn, db
+}
+
+// redact hides the password of a DSN for messages.
+func redact(dsn string) string {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "(unparsable dsn)"
+	}
+	if cfg.Passwd != "" {
+		cfg.Passwd = "xxx"
+	}
+	return cfg.FormatDSN()
+}

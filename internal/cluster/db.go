@@ -1,0 +1,88 @@
+package cluster
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Limits of the connection pool OpenDB returns.
+const (
+	maxOpenConns    = 32
+	maxIdleConns    = 8
+	connMaxLifetime = 5 * time.Minute
+	connMaxIdleTime = time.Minute
+	dialTimeout     = 5 * time.Second
+)
+
+// OpenDB parses a go-sql-driver/mysql DSN (user:pass@tcp(host:port)/db) and
+// returns a pool whose every connection has the settings the cluster
+// packages rely on, whatever the DSN says about them:
+//
+//   - time_zone '+00:00': TIMESTAMP values convert without daylight-saving
+//     gaps or repeats, and times read back are UTC (parseTime, loc=UTC).
+//   - sql_mode with STRICT_ALL_TABLES: an out-of-range or invalid value is
+//     an error, never a silent truncation or a zero date.
+//   - interpolateParams: one round trip per statement (no server-side
+//     prepare), which group commit counts on.
+//   - maxAllowedPacket 0: the driver asks the server for its limit.
+//
+// The pool is bounded (32 open connections). The DSN must name a database
+// for everything but schema.CreateDatabase.
+func OpenDB(dsn string) (*sql.DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: parsing the mysql dsn: %w", err)
+	}
+	if cfg.Params == nil {
+		cfg.Params = make(map[string]string)
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	cfg.Params["sql_mode"] = "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	cfg.InterpolateParams = true
+	cfg.MaxAllowedPacket = 0
+	if cfg.Timeout == 0 {
+		cfg.Timeout = dialTimeout
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: mysql dsn: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(maxOpenConns)
+	db.SetMaxIdleConns(maxIdleConns)
+	db.SetConnMaxLifetime(connMaxLifetime)
+	db.SetConnMaxIdleTime(connMaxIdleTime)
+	return db, nil
+}
+
+// MySQL error numbers the cluster packages branch on.
+const (
+	errDupEntry     = 1062 // ER_DUP_ENTRY
+	errLockDeadlock = 1213 // ER_LOCK_DEADLOCK
+	errLockWait     = 1205 // ER_LOCK_WAIT_TIMEOUT
+)
+
+// IsDuplicateKey reports whether err is MySQL's duplicate-key error.
+func IsDuplicateKey(err error) bool { return mysqlErrNumber(err) == errDupEntry }
+
+// IsRetryable reports whether err is a deadlock or lock-wait timeout: the
+// server rolled the statement (or the transaction) back and it may be run
+// again.
+func IsRetryable(err error) bool {
+	n := mysqlErrNumber(err)
+	return n == errLockDeadlock || n == errLockWait
+}
+
+func mysqlErrNumber(err error) uint16 {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	return 0
+}

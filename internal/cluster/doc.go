@@ -1,0 +1,30 @@
+// Package cluster is the shared vocabulary of tenure's cluster mode
+// (DESIGN.md §6, seed 004): nodes that share one MySQL-protocol database
+// (MySQL or MariaDB), elect one coordinator through a lock row, register and
+// heartbeat in a node table, and split every queue into partitions, each
+// owned by exactly one node and logged in its own rows of a table.
+//
+// The machinery lives in the sub-packages:
+//
+//   - schema: the versioned, embedded migrations that create the tables.
+//   - election: the coordinator lock (helix_locks), acquisition, renewal,
+//     standby checks and step-down.
+//   - registry: the node table, heartbeats and the coordinator's sweep.
+//   - alloc: the pure, balanced and sticky partition allocation.
+//   - partition: the queue and partition-assignment tables, with a
+//     per-partition epoch.
+//   - mysqllog: a partition's write-ahead log in the database, with group
+//     commit and fencing.
+//
+// This package holds what they share: [PartitionKey] and [OpenDB], which
+// opens a connection pool with the session settings every one of them
+// relies on.
+//
+// # Time
+//
+// Every time that decides who holds a lock, whether a node is silent or
+// whether a lease has expired is the database's clock (NOW(6)), read and
+// compared in the same statement. A node's own clock only measures how long
+// it may keep trusting what the database told it, on its monotonic clock.
+// So skew between the nodes' clocks can never give two nodes the same lock.
+package cluster

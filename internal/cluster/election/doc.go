@@ -1,0 +1,51 @@
+// Package election elects tenure's cluster coordinator through one row of
+// the helix_locks table, as seed 004 specifies, with two corrections.
+//
+// # The statement
+//
+// A node acquires and renews the lock with one INSERT … ON DUPLICATE KEY
+// UPDATE (acquireSQL): it inserts the row, or takes it over when the lock is
+// its own or has expired, and then increments epoch. Every acquisition and
+// every renewal increments epoch, so no two confirmed holds ever share one.
+// The seed's statement is kept except for:
+//
+//   - (a) The seed takes the row when expires_at < VALUES(expires_at), that
+//     is, when the caller's new expiry is later than the holder's: any node
+//     that tries later than the holder's last renewal, or whose clock runs
+//     ahead, takes a lock that is still live. We take it only when
+//     expires_at < NOW(6): when it has actually expired.
+//   - (b) Every time is the database's: the new expiry is
+//     TIMESTAMPADD(SECOND, TTL+1, NOW()) and the comparison uses NOW(6), both
+//     evaluated by the server in the statement. No node's clock enters a
+//     lock time, so clock skew between nodes cannot split the brain.
+//
+// A third, smaller fix: the seed writes the expiry as NOW() + <seconds>,
+// which MySQL evaluates as a number (20260101120055 + 10 = 20260101120065,
+// not a time). TIMESTAMPADD adds seconds. Because expires_at is a whole-second
+// TIMESTAMP (the seed's type) and NOW() is truncated to the second, the
+// statement adds TTL+1 seconds: the lease is never shorter than TTL from the
+// moment the statement ran, and at most one second longer.
+//
+// # Confirm by read, and the trust window
+//
+// After the statement the node reads the row back (owner, epoch, expiry and
+// the server's NOW(6)) and holds the lock only if the statement changed the
+// row, the row names it as owner and it has not expired. A holder renews
+// every RenewInterval (TTL/2) and must see each renewal's epoch be exactly
+// one more than the last; anything else means another process holds or
+// renews the lock, and it steps down.
+//
+// A holder that cannot confirm a renewal stops acting as coordinator when
+// its trust window ends: TrustWindow (TTL − max(1 s, TTL/5)) after the moment
+// it SENT the last statement that it confirmed, measured on its own
+// monotonic clock. The server ran that statement no earlier than it was
+// sent, so the lease it granted ends at least TTL after the send; the
+// holder gives up at least max(1 s, TTL/5) before another node could take
+// the lock. A renewal stuck in the database (a lock wait, a dead
+// connection) does not delay the step-down: it runs in its own goroutine and
+// is cancelled.
+//
+// Standby nodes read the row every CheckInterval (10 s), or just after the
+// live lock they saw expires if that is sooner, and try to acquire it when
+// it has expired or does not exist.
+package election

@@ -1,0 +1,47 @@
+// Package mysqllog is one partition's write-ahead log kept in the database
+// (cluster mode, DESIGN.md §6): a coordinator.Log whose records are rows of
+// partition_log keyed by (partition_id, lsn), dense LSNs from 1.
+//
+// # Durability and group commit
+//
+// Append assigns LSNs and queues the records in memory; it does not write.
+// One writer goroutine takes everything queued since its last round (up to
+// MaxBatchRecords and MaxBatchBytes) and writes it as ONE multi-row INSERT
+// in one transaction; when the transaction commits, every LSN in it is
+// durable and Wait returns for it. While a round commits, appends collect
+// for the next, so rounds grow with the load without a timer. A record is
+// durable exactly when the database has committed it (with
+// innodb_flush_log_at_trx_commit=1, the server's default, that survives a
+// crash of the database server too).
+//
+// # Fencing
+//
+// The log is opened at the partition's epoch (partitions.epoch, bumped at
+// each change of owner). Every round's transaction first reads that epoch
+// with SELECT … FOR UPDATE and writes nothing unless it is still the log's:
+// once the coordinator reassigns the partition, the old owner's next round
+// fails. Independently, the primary key fences by itself: the new owner
+// replays the partition and appends a Fence record at the next LSN, so the
+// old owner's next row collides with it. Either way the error wraps
+// ErrFenced, and it is fatal and sticky, as every write error is: nothing
+// in or after the failed round is ever acknowledged, every later Append and
+// Wait returns the error, and the owner stops serving the partition. A
+// commit whose outcome is unknown (the connection broke during COMMIT) is
+// fatal in the same way; reopening and replaying shows what was committed.
+//
+// # Replay
+//
+// Replay reads the durable rows in LSN order, ReplayPageRecords per query,
+// and checks that LSNs are dense, types non-zero and payloads within
+// MaxRecordBytes; a violation is ErrCorrupt.
+//
+// # Limits
+//
+// A record's payload is at most MaxRecordBytes (default 4 MiB). A round's
+// INSERT carries at most MaxBatchRecords rows (default 1000) and about
+// MaxBatchBytes of payload (default 4 MiB; a larger single record goes
+// alone). Payloads are escaped into the statement, which can double their
+// size, so Open checks that the server's max_allowed_packet admits twice
+// the larger of the two. Append blocks while 4×MaxBatchBytes are queued.
+// Every statement has StatementTimeout (default 30 s).
+package mysqllog

@@ -1,0 +1,497 @@
+package mysqllog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/cluster"
+	"github.com/tenurehq/tenure/internal/wal"
+)
+
+// Defaults and limits of Options.
+const (
+	DefaultMaxRecordBytes    = 4 << 20
+	DefaultMaxBatchBytes     = 4 << 20
+	DefaultMaxBatchRecords   = 1000
+	DefaultReplayPageRecords = 1000
+	DefaultStatementTimeout  = 30 * time.Second
+
+	maxMaxRecordBytes    = 64 << 20
+	maxMaxBatchBytes     = 64 << 20
+	maxMaxBatchRecords   = 10_000 // 4 placeholders a row stays far below 65,535
+	maxReplayPageRecords = 100_000
+	pendingBatches       = 4 // Append blocks beyond this many MaxBatchBytes queued
+	rowOverheadBytes     = 64
+)
+
+// Errors.
+var (
+	// ErrFenced: another writer took over the partition (its epoch moved on,
+	// or a row at one of our LSNs exists). Fatal and sticky.
+	ErrFenced = errors.New("mysqllog: fenced: the partition has a newer owner")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("mysqllog: log closed")
+	// ErrTooLarge is returned by Append for a payload over MaxRecordBytes.
+	ErrTooLarge = errors.New("mysqllog: record too large")
+	// ErrInvalidEntry is returned by Append for type 0, which is reserved.
+	ErrInvalidEntry = errors.New("mysqllog: invalid entry")
+	// ErrCorrupt is returned by Replay for rows that break the log's rules.
+	ErrCorrupt = errors.New("mysqllog: corrupt log")
+	// ErrNoPartition is returned by Open for an unknown partition id.
+	ErrNoPartition = errors.New("mysqllog: no such partition")
+)
+
+// Options configure a Log. Zero fields take their defaults.
+type Options struct {
+	MaxRecordBytes    int           // largest payload, default 4 MiB, at most 64 MiB
+	MaxBatchBytes     int           // payload bytes per round, default 4 MiB, at most 64 MiB
+	MaxBatchRecords   int           // rows per round, default 1000, at most 10,000
+	ReplayPageRecords int           // rows per Replay query, default 1000, at most 100,000
+	StatementTimeout  time.Duration // per statement or transaction, default 30 s
+	Logger            *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxRecordBytes == 0 {
+		o.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if o.MaxBatchBytes == 0 {
+		o.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if o.MaxBatchRecords == 0 {
+		o.MaxBatchRecords = DefaultMaxBatchRecords
+	}
+	if o.ReplayPageRecords == 0 {
+		o.ReplayPageRecords = DefaultReplayPageRecords
+	}
+	if o.StatementTimeout == 0 {
+		o.StatementTimeout = DefaultStatementTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{
+		{"MaxRecordBytes", o.MaxRecordBytes, maxMaxRecordBytes},
+		{"MaxBatchBytes", o.MaxBatchBytes, maxMaxBatchBytes},
+		{"MaxBatchRecords", o.MaxBatchRecords, maxMaxBatchRecords},
+		{"ReplayPageRecords", o.ReplayPageRecords, maxReplayPageRecords},
+	} {
+		if f.v < 1 || f.v > f.max {
+			return fmt.Errorf("mysqllog: Options.%s is %d; want 1 to %d", f.name, f.v, f.max)
+		}
+	}
+	if o.StatementTimeout < time.Millisecond || o.StatementTimeout > time.Hour {
+		return fmt.Errorf("mysqllog: Options.StatementTimeout is %v; want 1ms to 1h", o.StatementTimeout)
+	}
+	return nil
+}
+
+// packetBytes is the largest statement a round can send.
+func (o Options) packetBytes() int {
+	return 2*max(o.MaxBatchBytes, o.MaxRecordBytes) + rowOverheadBytes*o.MaxBatchRecords + 4096
+}
+
+// Log is one partition's log. Its methods are safe for concurrent use.
+type Log struct {
+	db    *sql.DB
+	id    uint64
+	epoch uint64
+	opts  Options
+
+	mu           sync.Mutex
+	workCond     sync.Cond // pending became non-empty, or closing was set
+	spaceCond    sync.Cond // the writer took pending, failed or stopped
+	pending      []wal.Entry
+	pendingBytes int
+	pendingFirst uint64
+	closing      bool
+	stopped      bool
+	err          error // sticky
+	notify       chan struct{}
+	notifyUsed   bool
+
+	lastLSN atomic.Uint64 // stored under mu
+	durable atomic.Uint64 // stored under mu
+
+	done      chan struct{}
+	closeOnce sync.Once
+
+	rounds, records atomic.Uint64
+}
+
+// Stats are cumulative counters of a Log since Open.
+type Stats struct {
+	Rounds  uint64 // committed transactions (one multi-row INSERT each)
+	Records uint64 // records committed
+}
+
+// Stats returns the counters since Open.
+func (l *Log) Stats() Stats {
+	return Stats{Rounds: l.rounds.Load(), Records: l.records.Load()}
+}
+
+// Open opens the log of the partition with the given id (partitions.id) for
+// a writer at epoch, which must be the partition's epoch now (ErrFenced
+// otherwise). It reads the last LSN and starts the writer goroutine, which
+// runs until Close or a fatal error. db should come from cluster.OpenDB.
+func Open(ctx context.Context, db *sql.DB, partitionID, epoch uint64, opts Options) (*Log, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.StatementTimeout)
+	defer cancel()
+	var have uint64
+	err := db.QueryRowContext(ctx, "SELECT epoch FROM partitions WHERE id = ?", partitionID).Scan(&have)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: id %d", ErrNoPartition, partitionID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mysqllog: open partition %d: %w", partitionID, err)
+	}
+	if have != epoch {
+		return nil, fmt.Errorf("%w: partition %d is at epoch %d, the writer has epoch %d", ErrFenced, partitionID, have, epoch)
+	}
+	var packet int
+	if err := db.QueryRowContext(ctx, "SELECT @@max_allowed_packet").Scan(&packet); err != nil {
+		return nil, fmt.Errorf("mysqllog: open partition %d: reading max_allowed_packet: %w", partitionID, err)
+	}
+	if need := opts.packetBytes(); packet < need {
+		return nil, fmt.Errorf("mysqllog: the server's max_allowed_packet is %d bytes; Options (MaxBatchBytes %d, MaxRecordBytes %d) need %d: raise it or lower them",
+			packet, opts.MaxBatchBytes, opts.MaxRecordBytes, need)
+	}
+	var last sql.NullInt64
+	if err := db.QueryRowContext(ctx, "SELECT MAX(lsn) FROM partition_log WHERE partition_id = ?", partitionID).Scan(&last); err != nil {
+		return nil, fmt.Errorf("mysqllog: open partition %d: reading the last lsn: %w", partitionID, err)
+	}
+	l := &Log{
+		db:     db,
+		id:     partitionID,
+		epoch:  epoch,
+		opts:   opts,
+		notify: make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	l.workCond.L = &l.mu
+	l.spaceCond.L = &l.mu
+	l.lastLSN.Store(uint64(last.Int64))
+	l.durable.Store(uint64(last.Int64))
+	opts.Logger.Info("mysqllog: opened", slog.Uint64("partition", partitionID), slog.Uint64("epoch", epoch), slog.Int64("last_lsn", last.Int64))
+	go l.run()
+	return l, nil
+}
+
+// PartitionID is the partition's id.
+func (l *Log) PartitionID() uint64 { return l.id }
+
+// Epoch is the epoch the log writes at.
+func (l *Log) Epoch() uint64 { return l.epoch }
+
+// Append assigns the next dense LSNs to entries, in order, queues them for
+// the writer and returns the last LSN. The records are NOT durable yet:
+// Wait for them. Append copies the payloads. It blocks only while
+// 4×MaxBatchBytes are queued. It returns the sticky fatal error once the
+// log has failed, ErrClosed after Close, ErrTooLarge or ErrInvalidEntry
+// for a bad entry; then nothing was appended.
+func (l *Log) Append(entries []wal.Entry) (lastLSN uint64, err error) {
+	need := 0
+	for i, e := range entries {
+		if len(e.Payload) > l.opts.MaxRecordBytes {
+			return 0, fmt.Errorf("%w: entry %d has a %d-byte payload, over Options.MaxRecordBytes = %d",
+				ErrTooLarge, i, len(e.Payload), l.opts.MaxRecordBytes)
+		}
+		if e.Type == 0 {
+			return 0, fmt.Errorf("%w: entry %d has type 0, which is reserved", ErrInvalidEntry, i)
+		}
+		need += len(e.Payload)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for {
+		if l.err != nil {
+			return 0, l.err
+		}
+		if l.closing {
+			return 0, ErrClosed
+		}
+		if len(l.pending) == 0 || l.pendingBytes+need <= pendingBatches*l.opts.MaxBatchBytes {
+			break
+		}
+		l.spaceCond.Wait()
+	}
+	lsn := l.lastLSN.Load()
+	if len(entries) == 0 {
+		return lsn, nil
+	}
+	if len(l.pending) == 0 {
+		l.pendingFirst = lsn + 1
+	}
+	for _, e := range entries {
+		l.pending = append(l.pending, wal.Entry{Type: e.Type, Payload: append([]byte(nil), e.Payload...)})
+	}
+	l.pendingBytes += need
+	lsn += uint64(len(entries))
+	l.lastLSN.Store(lsn)
+	l.workCond.Signal()
+	return lsn, nil
+}
+
+// Wait blocks until every LSN up to lsn is durable (committed). It returns
+// nil at once if that is already so, even after a failure or Close;
+// otherwise the sticky fatal error, ErrClosed, an error for an LSN never
+// assigned, or ctx.Err().
+func (l *Log) Wait(ctx context.Context, lsn uint64) error {
+	if lsn <= l.durable.Load() {
+		return nil
+	}
+	l.mu.Lock()
+	for {
+		if lsn <= l.durable.Load() {
+			l.mu.Unlock()
+			return nil
+		}
+		if l.err != nil {
+			err := l.err
+			l.mu.Unlock()
+			return err
+		}
+		last := l.lastLSN.Load()
+		if l.stopped || (l.closing && lsn > last) {
+			l.mu.Unlock()
+			return ErrClosed
+		}
+		if lsn > last {
+			l.mu.Unlock()
+			return fmt.Errorf("mysqllog: wait for lsn %d, but the last assigned lsn is %d", lsn, last)
+		}
+		ch := l.notify
+		l.notifyUsed = true
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		l.mu.Lock()
+	}
+}
+
+// LastLSN is the last LSN handed out (0 for an empty log).
+func (l *Log) LastLSN() uint64 { return l.lastLSN.Load() }
+
+// DurableLSN is the last committed LSN.
+func (l *Log) DurableLSN() uint64 { return l.durable.Load() }
+
+// Err is the sticky fatal error, nil while the log is healthy.
+func (l *Log) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Close stops accepting appends, commits everything appended before it
+// and stops the writer. It returns the sticky fatal error if the log
+// failed; calling it again returns the same.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closing = true
+		l.workCond.Signal()
+		l.spaceCond.Broadcast()
+		l.mu.Unlock()
+	})
+	<-l.done
+	return l.Err()
+}
+
+// run is the writer goroutine: one transaction per round.
+func (l *Log) run() {
+	defer close(l.done)
+	for {
+		l.mu.Lock()
+		for len(l.pending) == 0 && !l.closing {
+			l.workCond.Wait()
+		}
+		if len(l.pending) == 0 {
+			l.stopLocked(nil)
+			l.mu.Unlock()
+			return
+		}
+		n, bytes := 0, 0
+		for n < len(l.pending) && n < l.opts.MaxBatchRecords {
+			b := len(l.pending[n].Payload)
+			if n > 0 && bytes+b > l.opts.MaxBatchBytes {
+				break
+			}
+			n, bytes = n+1, bytes+b
+		}
+		batch, first := l.pending[:n:n], l.pendingFirst
+		l.pending = l.pending[n:]
+		if len(l.pending) == 0 {
+			l.pending = nil // let the backing array go with the batch
+		}
+		l.pendingFirst += uint64(n)
+		l.pendingBytes -= bytes
+		l.spaceCond.Broadcast()
+		l.mu.Unlock()
+
+		err := l.write(first, batch)
+
+		l.mu.Lock()
+		if err != nil {
+			l.pending = nil // nothing after a failed round is ever written
+			l.stopLocked(err)
+			l.mu.Unlock()
+			return
+		}
+		l.rounds.Add(1)
+		l.records.Add(uint64(n))
+		l.durable.Store(first + uint64(n) - 1)
+		l.wakeLocked()
+		l.mu.Unlock()
+	}
+}
+
+func (l *Log) stopLocked(err error) {
+	if err != nil && l.err == nil {
+		l.err = err
+		lvl := slog.LevelError
+		if errors.Is(err, ErrFenced) {
+			lvl = slog.LevelWarn
+		}
+		l.opts.Logger.Log(context.Background(), lvl, "mysqllog: log failed; stop serving the partition",
+			slog.Uint64("partition", l.id), slog.Uint64("epoch", l.epoch), slog.Any("err", err))
+	}
+	l.stopped = true
+	l.spaceCond.Broadcast()
+	l.wakeLocked()
+}
+
+func (l *Log) wakeLocked() {
+	if l.notifyUsed {
+		close(l.notify)
+		l.notify = make(chan struct{})
+		l.notifyUsed = false
+	}
+}
+
+// write commits one round: the epoch check and one multi-row INSERT in one
+// transaction.
+func (l *Log) write(first uint64, batch []wal.Entry) error {
+	last := first + uint64(len(batch)) - 1
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StatementTimeout)
+	defer cancel()
+	fail := func(what string, err error) error {
+		return fmt.Errorf("mysqllog: partition %d, lsns %d..%d: %s: %w", l.id, first, last, what, err)
+	}
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fail("begin", err)
+	}
+	defer tx.Rollback()
+	var epoch uint64
+	if err := tx.QueryRowContext(ctx, "SELECT epoch FROM partitions WHERE id = ? FOR UPDATE", l.id).Scan(&epoch); err != nil {
+		return fail("reading the partition epoch", err)
+	}
+	if epoch != l.epoch {
+		return fmt.Errorf("%w: partition %d is at epoch %d, this writer has epoch %d; lsns %d..%d not written",
+			ErrFenced, l.id, epoch, l.epoch, first, last)
+	}
+	var q strings.Builder
+	q.Grow(64 + 14*len(batch))
+	q.WriteString("INSERT INTO partition_log (partition_id, lsn, type, payload) VALUES ")
+	args := make([]any, 0, 4*len(batch))
+	for i, e := range batch {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?)")
+		args = append(args, l.id, first+uint64(i), e.Type, e.Payload)
+	}
+	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+		if cluster.IsDuplicateKey(err) {
+			return fmt.Errorf("%w: partition %d: a row in lsns %d..%d was written by another writer; nothing of this round was written",
+				ErrFenced, l.id, first, last)
+		}
+		return fail("insert", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fail("commit (outcome unknown; reopen to see what was committed)", err)
+	}
+	return nil
+}
+
+// Replay calls fn for every durable record with an LSN >= from (0 means 1),
+// in order, up to DurableLSN as of the call. fn must not keep e.Payload.
+// It returns fn's error unwrapped, ErrCorrupt for a gap or a bad row.
+func (l *Log) Replay(from uint64, fn func(lsn uint64, e wal.Entry) error) error {
+	from = max(from, 1)
+	limit := l.durable.Load()
+	next := from
+	for next <= limit {
+		n, err := l.replayPage(next, limit, fn)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: partition %d: lsn %d is missing (durable up to %d)", ErrCorrupt, l.id, next, limit)
+		}
+		next += uint64(n)
+	}
+	return nil
+}
+
+// replayPage replays up to one page from next and returns how many records
+// it visited.
+func (l *Log) replayPage(next, limit uint64, fn func(uint64, wal.Entry) error) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StatementTimeout)
+	defer cancel()
+	rows, err := l.db.QueryContext(ctx, `SELECT lsn, type, payload FROM partition_log
+		WHERE partition_id = ? AND lsn >= ? AND lsn <= ? ORDER BY lsn LIMIT ?`,
+		l.id, next, limit, l.opts.ReplayPageRecords)
+	if err != nil {
+		return 0, fmt.Errorf("mysqllog: replay partition %d from lsn %d: %w", l.id, next, err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var lsn uint64
+		var typ uint16
+		var payload sql.RawBytes // valid until the next Next: fn must not keep it
+		if err := rows.Scan(&lsn, &typ, &payload); err != nil {
+			return 0, fmt.Errorf("mysqllog: replay partition %d: %w", l.id, err)
+		}
+		want := next + uint64(n)
+		switch {
+		case lsn != want:
+			return 0, fmt.Errorf("%w: partition %d: lsn %d is missing (the next row is lsn %d)", ErrCorrupt, l.id, want, lsn)
+		case typ == 0:
+			return 0, fmt.Errorf("%w: partition %d: lsn %d has type 0", ErrCorrupt, l.id, lsn)
+		case len(payload) > l.opts.MaxRecordBytes:
+			return 0, fmt.Errorf("%w: partition %d: lsn %d has a %d-byte payload, over MaxRecordBytes = %d",
+				ErrCorrupt, l.id, lsn, len(payload), l.opts.MaxRecordBytes)
+		}
+		if err := fn(lsn, wal.Entry{Type: typ, Payload: payload}); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("mysqllog: replay partition %d: %w", l.id, err)
+	}
+	return n, nil
+}

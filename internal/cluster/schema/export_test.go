@@ -1,0 +1,5 @@
+package schema
+
+var LoadForTest = load
+
+func (m Migration) Statements() []string { return m.statements }
