@@ -258,7 +258,21 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, e
 // RequestID gets a random one, as in Submit. If the call fails, some tasks
 // may exist: retry with the same request ids to learn which.
 func (c *Client) SubmitBatch(ctx context.Context, reqs []SubmitRequest) ([]SubmitResult, error) {
-	msg := &tenurev1.SubmitBatchRequest{Requests: make([]*tenurev1.SubmitRequest, len(reqs))}
+	resp, err := c.submitBatch(ctx, reqs, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SubmitResult, len(reqs))
+	for i, r := range resp {
+		out[i] = SubmitResult{Task: r.GetTask(), Duplicate: r.GetDuplicate()}
+	}
+	return out, nil
+}
+
+// submitBatch calls SubmitBatch and checks that the answer has one
+// response per request.
+func (c *Client) submitBatch(ctx context.Context, reqs []SubmitRequest, idsOnly bool) ([]*tenurev1.SubmitResponse, error) {
+	msg := &tenurev1.SubmitBatchRequest{Requests: make([]*tenurev1.SubmitRequest, len(reqs)), IdsOnly: idsOnly}
 	for i, r := range reqs {
 		msg.Requests[i] = r.proto()
 	}
@@ -269,9 +283,29 @@ func (c *Client) SubmitBatch(ctx context.Context, reqs []SubmitRequest) ([]Submi
 	if len(resp.GetResponses()) != len(reqs) {
 		return nil, fmt.Errorf("client: SubmitBatch: the server answered %d results for %d requests (a server bug; the tasks may exist, retry with the same request ids)", len(resp.GetResponses()), len(reqs))
 	}
-	out := make([]SubmitResult, len(reqs))
-	for i, r := range resp.GetResponses() {
-		out[i] = SubmitResult{Task: r.GetTask(), Duplicate: r.GetDuplicate()}
+	return resp.GetResponses(), nil
+}
+
+// SubmittedID is the answer of SubmitBatchIDs for one task.
+type SubmittedID struct {
+	TaskID string
+	// Duplicate: the request id was used before; nothing was created and
+	// TaskID is the existing task's.
+	Duplicate bool
+}
+
+// SubmitBatchIDs is SubmitBatch answered with the task ids only: the server
+// does not send every task (its payload included) back, which saves a
+// good part of the CPU of a large batch on both sides. Use it when the ids
+// are all the caller needs; GetTask returns a full task.
+func (c *Client) SubmitBatchIDs(ctx context.Context, reqs []SubmitRequest) ([]SubmittedID, error) {
+	resp, err := c.submitBatch(ctx, reqs, true)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SubmittedID, len(reqs))
+	for i, r := range resp {
+		out[i] = SubmittedID{TaskID: r.GetTask().GetTaskId(), Duplicate: r.GetDuplicate()}
 	}
 	return out, nil
 }
@@ -407,6 +441,53 @@ func (c *Client) Commit(ctx context.Context, taskID, leaseID string, result []by
 func (c *Client) Complete(ctx context.Context, taskID, leaseID string, result []byte) error {
 	_, err := call(ctx, c, "Complete", c.workers.Complete, &tenurev1.CompleteRequest{TaskId: taskID, LeaseId: leaseID, Result: result})
 	return err
+}
+
+// CompleteItem is one completion of CompleteBatch: the arguments of
+// Complete.
+type CompleteItem struct {
+	TaskID  string
+	LeaseID string
+	Result  []byte
+}
+
+// CompleteBatch completes up to 1000 tasks (the server's default limit) in
+// one call, each as Complete would. errs[i] is item i's own answer: nil when
+// it completed (durable when CompleteBatch returns), else an error that
+// IsLeaseLost, IsAlreadyCommitted, IsNotFound and connect.CodeOf classify as
+// they would Complete's. One item's failure does not affect the others.
+//
+// err is for the call as a whole (no items or too many, or the server could
+// not answer even after the client's retries); errs is then nil and no
+// item's outcome is known. Retrying the call is safe: the same lease
+// completing a task again gets the same answer, and the client itself
+// retries a call answered with unavailable.
+func (c *Client) CompleteBatch(ctx context.Context, items []CompleteItem) (errs []error, err error) {
+	msg := &tenurev1.CompleteBatchRequest{Items: make([]*tenurev1.CompleteRequest, len(items))}
+	reqs := make([]tenurev1.CompleteRequest, len(items))
+	for i, it := range items {
+		reqs[i] = tenurev1.CompleteRequest{TaskId: it.TaskID, LeaseId: it.LeaseID, Result: it.Result}
+		msg.Items[i] = &reqs[i]
+	}
+	resp, err := call(ctx, c, "CompleteBatch", c.workers.CompleteBatch, msg)
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetResults()) != len(items) {
+		return nil, fmt.Errorf("client: CompleteBatch: the server answered %d results for %d items (a server bug; retry the call: completions are idempotent)", len(resp.GetResults()), len(items))
+	}
+	errs = make([]error, len(items))
+	for i, r := range resp.GetResults() {
+		if r.GetCode() == "" {
+			continue
+		}
+		var code connect.Code
+		if code.UnmarshalText([]byte(r.GetCode())) != nil {
+			code = connect.CodeUnknown
+		}
+		errs[i] = fmt.Errorf("client: CompleteBatch: task %s: %w", items[i].TaskID, connect.NewError(code, errors.New(r.GetMessage())))
+	}
+	return errs, nil
 }
 
 // Fail ends an attempt that failed before commit: the task is retried per

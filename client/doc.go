@@ -18,9 +18,10 @@
 //     the SDK generates a random one (crypto/rand) before the first try, so
 //     its own retries can never create a second task. Give your own request
 //     id to make your retries (across processes) idempotent too.
-//   - Start, Heartbeat, Commit and Complete are fenced by the lease id, and
-//     the server answers a repeated Commit or Complete of the same lease as
-//     it answered the first.
+//   - Start, Heartbeat, Commit, Complete and CompleteBatch are fenced by the
+//     lease id, and the server answers a repeated Commit or Complete of the
+//     same lease as it answered the first. CompleteBatch answers each item
+//     on its own (errs[i]), and a retry of the whole call repeats each item.
 //   - Fail and KillTask are not repeatable in the same way: when the first
 //     try took effect but its answer was lost, the retry is answered
 //     failed_precondition (the lease is no longer current; the task is

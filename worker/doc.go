@@ -12,8 +12,15 @@
 //     committed, no effect is applied, the task is retried by the server.
 //     A handler must return promptly when its ctx ends.
 //   - Without Options.Effects, a successful handler's result is committed and
-//     the task completed in one call (Complete). Use this when the handler
+//     the task completed in one step (Complete). Use this when the handler
 //     has no external effects, or only effects that are safe to repeat.
+//   - Completions are coalesced: the worker has one CompleteBatch call out at
+//     a time, carrying up to Options.MaxCompleteBatch completions that
+//     arrived while the previous call was out (so under light load each goes
+//     at once, alone). Each item is decided, answered and logged as its own
+//     Complete would be; batching changes the cost, not the outcome.
+//   - Start is reported only with Options.ReportStart: without it an
+//     execution shows LEASED until it is completed, failed or lost.
 //   - With Options.Effects, a successful result is first committed. Only if
 //     the commit wins does Effects run, with the fencing token; then the task
 //     is completed. A commit refused as lease lost or already committed

@@ -79,6 +79,18 @@ type Options struct {
 	// PollWait is the long-poll wait of one Lease call (default 10s, at most
 	// 30s).
 	PollWait time.Duration
+	// ReportStart makes the worker report each task's start (a Start call)
+	// before its handler runs, so that its execution shows IN_PROGRESS. It
+	// costs one call and one log record per task. Off (the default), an
+	// execution shows LEASED until it is completed, failed or lost.
+	ReportStart bool
+	// MaxCompleteBatch is the most completions the worker sends in one
+	// CompleteBatch call (default 64, at most 1000). The worker coalesces
+	// the completions of its tasks: one call is out at a time, and the
+	// completions that arrive meanwhile go together in the next, so a
+	// completion under light load is sent at once, alone. 1: one Complete
+	// call per task.
+	MaxCompleteBatch int
 	// ShutdownGrace is how long running tasks may go on after Run's ctx
 	// ended before their contexts are cancelled and their tasks failed
 	// (default 30s).
@@ -95,7 +107,10 @@ const (
 	maxPollWait           = 30 * time.Second
 	defaultShutdownGrace  = 30 * time.Second
 	// maxIDBytes is the API's limit on identifiers.
-	maxIDBytes = 256
+	maxIDBytes              = 256
+	defaultMaxCompleteBatch = 64
+	// maxCompleteBatch is the API's limit on the items of one CompleteBatch.
+	maxCompleteBatch = 1000
 	// maxLeaseTasks is the most tasks one Lease call asks for (the server allows 1000).
 	maxLeaseTasks = 100
 	// maxReasonBytes is the API's limit on a failure reason.
@@ -140,6 +155,12 @@ func (o *Options) validate() error {
 		return fmt.Errorf("worker: Options.PollWait %v is outside 0..%v (0 for the default %v)", o.PollWait, maxPollWait, defaultPollWait)
 	}
 	switch {
+	case o.MaxCompleteBatch == 0:
+		o.MaxCompleteBatch = defaultMaxCompleteBatch
+	case o.MaxCompleteBatch < 0 || o.MaxCompleteBatch > maxCompleteBatch:
+		return fmt.Errorf("worker: Options.MaxCompleteBatch %d is outside 1..%d (0 for the default %d)", o.MaxCompleteBatch, maxCompleteBatch, defaultMaxCompleteBatch)
+	}
+	switch {
 	case o.ShutdownGrace == 0:
 		o.ShutdownGrace = defaultShutdownGrace
 	case o.ShutdownGrace < 0:
@@ -174,6 +195,8 @@ type Worker struct {
 	opts    Options
 	lg      *slog.Logger
 	started atomic.Bool
+	// completions coalesces the tasks' Complete calls; Run runs it.
+	completions *completer
 }
 
 // New returns a Worker for queue. Zero options take their defaults; an
@@ -195,7 +218,8 @@ func New(c *client.Client, queue string, h Handler, opts Options) (*Worker, erro
 		return nil, err
 	}
 	lg := opts.Logger.With("worker_id", opts.WorkerID, "namespace", opts.Namespace, "queue", queue)
-	return &Worker{c: c, queue: queue, h: h, opts: opts, lg: lg}, nil
+	return &Worker{c: c, queue: queue, h: h, opts: opts, lg: lg,
+		completions: newCompleter(c, opts.MaxCompleteBatch, opts.Concurrency, lg)}, nil
 }
 
 // errShutdown is the cause of a task context ended by shutdown.
@@ -212,6 +236,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Tasks run under hard, which outlives ctx by up to ShutdownGrace.
 	hard, stopTasks := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopTasks(nil)
+
+	// The completer outlives every task: it stops after they all ended.
+	go w.completions.run(context.WithoutCancel(ctx))
+	defer w.completions.stop()
 
 	slots := make(chan struct{}, w.opts.Concurrency)
 	var tasks sync.WaitGroup
@@ -368,12 +396,14 @@ func (w *Worker) runTask(hard context.Context, lt *tenurev1.LeasedTask) {
 		w.finalise(ctx, t, k, lg)
 		return
 	}
-	if err := w.c.Start(ctx, t.ID, t.LeaseID); err != nil {
-		if leaseLost(err) {
-			lg.Warn("lease lost before the handler started; skipping the task", "err", err)
-			return
+	if w.opts.ReportStart {
+		if err := w.c.Start(ctx, t.ID, t.LeaseID); err != nil {
+			if leaseLost(err) {
+				lg.Warn("lease lost before the handler started; skipping the task", "err", err)
+				return
+			}
+			lg.Debug("reporting the start failed; running the task anyway", "err", err)
 		}
-		lg.Debug("reporting the start failed; running the task anyway", "err", err)
 	}
 	lg.Debug("running task")
 	result, herr := w.callHandler(ctx, t, lg)
@@ -482,7 +512,7 @@ func (w *Worker) effectsAndComplete(ctx context.Context, t *Task, k *keeper, res
 func (w *Worker) complete(ctx context.Context, t *Task, result []byte, lg *slog.Logger) {
 	rctx, cancel := reportCtx(ctx)
 	defer cancel()
-	if err := w.c.Complete(rctx, t.ID, t.LeaseID, result); err != nil {
+	if err := w.completions.complete(rctx, client.CompleteItem{TaskID: t.ID, LeaseID: t.LeaseID, Result: result}); err != nil {
 		if leaseLost(err) {
 			lg.Warn("complete refused: the lease was lost", "err", err)
 			return

@@ -442,6 +442,8 @@ func TestNewValidates(t *testing.T) {
 		{c, "q", h, worker.Options{PollWait: time.Minute}, "Options.PollWait"},
 		{c, "q", h, worker.Options{PollWait: -1}, "Options.PollWait"},
 		{c, "q", h, worker.Options{ShutdownGrace: -1}, "Options.ShutdownGrace"},
+		{c, "q", h, worker.Options{MaxCompleteBatch: -1}, "Options.MaxCompleteBatch"},
+		{c, "q", h, worker.Options{MaxCompleteBatch: 1001}, "Options.MaxCompleteBatch"},
 		{c, "q", h, worker.Options{WorkerID: strings.Repeat("w", 257)}, "Options.WorkerID"},
 		{c, "q", h, worker.Options{Namespace: strings.Repeat("n", 257)}, "Options.Namespace"},
 	} {
@@ -449,7 +451,7 @@ func TestNewValidates(t *testing.T) {
 			t.Errorf("New(%v, %.10q, %+v) = %v; want an error naming %s", tc.c != nil, tc.queue, tc.opts, err, tc.want)
 		}
 	}
-	if _, err := worker.New(c, "q", h, worker.Options{Concurrency: 10000, HeartbeatEvery: 0.5, PollWait: 30 * time.Second}); err != nil {
+	if _, err := worker.New(c, "q", h, worker.Options{Concurrency: 10000, HeartbeatEvery: 0.5, PollWait: 30 * time.Second, MaxCompleteBatch: 1000}); err != nil {
 		t.Errorf("New with limits at their maximum: %v", err)
 	}
 }

@@ -768,7 +768,11 @@ func (x *SubmitResponse) GetDuplicate() bool {
 type SubmitBatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1..1000 requests (default limit), each as for Submit.
-	Requests      []*SubmitRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	Requests []*SubmitRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	// Answer with ids only: each response's task carries only task_id (every
+	// other field unset), and duplicate as usual. Saves encoding and sending
+	// every payload back; use GetTask for the full task.
+	IdsOnly       bool `protobuf:"varint,2,opt,name=ids_only,json=idsOnly,proto3" json:"ids_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -808,6 +812,13 @@ func (x *SubmitBatchRequest) GetRequests() []*SubmitRequest {
 		return x.Requests
 	}
 	return nil
+}
+
+func (x *SubmitBatchRequest) GetIdsOnly() bool {
+	if x != nil {
+		return x.IdsOnly
+	}
+	return false
 }
 
 // SubmitBatchResponse answers a SubmitBatch.
@@ -1449,9 +1460,10 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\bpriority\x18\b \x01(\x05R\bpriority\"S\n" +
 	"\x0eSubmitResponse\x12#\n" +
 	"\x04task\x18\x01 \x01(\v2\x0f.tenure.v1.TaskR\x04task\x12\x1c\n" +
-	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"J\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"e\n" +
 	"\x12SubmitBatchRequest\x124\n" +
-	"\brequests\x18\x01 \x03(\v2\x18.tenure.v1.SubmitRequestR\brequests\"N\n" +
+	"\brequests\x18\x01 \x03(\v2\x18.tenure.v1.SubmitRequestR\brequests\x12\x19\n" +
+	"\bids_only\x18\x02 \x01(\bR\aidsOnly\"N\n" +
 	"\x13SubmitBatchResponse\x127\n" +
 	"\tresponses\x18\x01 \x03(\v2\x19.tenure.v1.SubmitResponseR\tresponses\")\n" +
 	"\x0eGetTaskRequest\x12\x17\n" +

@@ -764,6 +764,165 @@ func (*CompleteResponse) Descriptor() ([]byte, []int) {
 	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
+// CompleteBatchRequest holds the completions of one CompleteBatch.
+type CompleteBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1..1000 completions (default limit), each as for Complete.
+	Items         []*CompleteRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteBatchRequest) Reset() {
+	*x = CompleteBatchRequest{}
+	mi := &file_tenure_v1_worker_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteBatchRequest) ProtoMessage() {}
+
+func (x *CompleteBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_worker_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteBatchRequest.ProtoReflect.Descriptor instead.
+func (*CompleteBatchRequest) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CompleteBatchRequest) GetItems() []*CompleteRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// CompleteBatchResponse answers a CompleteBatch.
+type CompleteBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per item, in the same order.
+	Results       []*CompleteResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteBatchResponse) Reset() {
+	*x = CompleteBatchResponse{}
+	mi := &file_tenure_v1_worker_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteBatchResponse) ProtoMessage() {}
+
+func (x *CompleteBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_worker_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteBatchResponse.ProtoReflect.Descriptor instead.
+func (*CompleteBatchResponse) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CompleteBatchResponse) GetResults() []*CompleteResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// CompleteResult is the outcome of one item of a CompleteBatch.
+type CompleteResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The item's task_id, as given.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Empty on success (the completion is durable). Otherwise the code that
+	// Complete would have failed with, as its Connect name in snake case:
+	// "failed_precondition" (lease lost), "already_exists" (another attempt
+	// committed), "not_found", "invalid_argument", "resource_exhausted", ...
+	Code string `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	// Why the item failed; empty on success.
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteResult) Reset() {
+	*x = CompleteResult{}
+	mi := &file_tenure_v1_worker_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteResult) ProtoMessage() {}
+
+func (x *CompleteResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_worker_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteResult.ProtoReflect.Descriptor instead.
+func (*CompleteResult) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CompleteResult) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *CompleteResult) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *CompleteResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // FailRequest reports a failed attempt.
 type FailRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -782,7 +941,7 @@ type FailRequest struct {
 
 func (x *FailRequest) Reset() {
 	*x = FailRequest{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[12]
+	mi := &file_tenure_v1_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +953,7 @@ func (x *FailRequest) String() string {
 func (*FailRequest) ProtoMessage() {}
 
 func (x *FailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[12]
+	mi := &file_tenure_v1_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +966,7 @@ func (x *FailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailRequest.ProtoReflect.Descriptor instead.
 func (*FailRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FailRequest) GetTaskId() string {
@@ -851,7 +1010,7 @@ type FailResponse struct {
 
 func (x *FailResponse) Reset() {
 	*x = FailResponse{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[13]
+	mi := &file_tenure_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +1022,7 @@ func (x *FailResponse) String() string {
 func (*FailResponse) ProtoMessage() {}
 
 func (x *FailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[13]
+	mi := &file_tenure_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +1035,7 @@ func (x *FailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailResponse.ProtoReflect.Descriptor instead.
 func (*FailResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{13}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FailResponse) GetState() TaskState {
@@ -941,7 +1100,15 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
 	"\x06result\x18\x03 \x01(\fR\x06result\"\x12\n" +
-	"\x10CompleteResponse\"w\n" +
+	"\x10CompleteResponse\"H\n" +
+	"\x14CompleteBatchRequest\x120\n" +
+	"\x05items\x18\x01 \x03(\v2\x1a.tenure.v1.CompleteRequestR\x05items\"L\n" +
+	"\x15CompleteBatchResponse\x123\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.tenure.v1.CompleteResultR\aresults\"W\n" +
+	"\x0eCompleteResult\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"w\n" +
 	"\vFailRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
@@ -949,13 +1116,14 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\tpermanent\x18\x04 \x01(\bR\tpermanent\"q\n" +
 	"\fFailResponse\x12*\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.tenure.v1.TaskStateR\x05state\x125\n" +
-	"\bretry_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aretryAt2\x8c\x03\n" +
+	"\bretry_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aretryAt2\xe0\x03\n" +
 	"\rWorkerService\x12:\n" +
 	"\x05Lease\x12\x17.tenure.v1.LeaseRequest\x1a\x18.tenure.v1.LeaseResponse\x12:\n" +
 	"\x05Start\x12\x17.tenure.v1.StartRequest\x1a\x18.tenure.v1.StartResponse\x12F\n" +
 	"\tHeartbeat\x12\x1b.tenure.v1.HeartbeatRequest\x1a\x1c.tenure.v1.HeartbeatResponse\x12=\n" +
 	"\x06Commit\x12\x18.tenure.v1.CommitRequest\x1a\x19.tenure.v1.CommitResponse\x12C\n" +
-	"\bComplete\x12\x1a.tenure.v1.CompleteRequest\x1a\x1b.tenure.v1.CompleteResponse\x127\n" +
+	"\bComplete\x12\x1a.tenure.v1.CompleteRequest\x1a\x1b.tenure.v1.CompleteResponse\x12R\n" +
+	"\rCompleteBatch\x12\x1f.tenure.v1.CompleteBatchRequest\x1a .tenure.v1.CompleteBatchResponse\x127\n" +
 	"\x04Fail\x12\x16.tenure.v1.FailRequest\x1a\x17.tenure.v1.FailResponseB2Z0github.com/tenurehq/tenure/api/tenurev1;tenurev1b\x06proto3"
 
 var (
@@ -970,7 +1138,7 @@ func file_tenure_v1_worker_proto_rawDescGZIP() []byte {
 	return file_tenure_v1_worker_proto_rawDescData
 }
 
-var file_tenure_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_tenure_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_tenure_v1_worker_proto_goTypes = []any{
 	(*LeaseRequest)(nil),          // 0: tenure.v1.LeaseRequest
 	(*LeaseResponse)(nil),         // 1: tenure.v1.LeaseResponse
@@ -984,38 +1152,45 @@ var file_tenure_v1_worker_proto_goTypes = []any{
 	(*FencingToken)(nil),          // 9: tenure.v1.FencingToken
 	(*CompleteRequest)(nil),       // 10: tenure.v1.CompleteRequest
 	(*CompleteResponse)(nil),      // 11: tenure.v1.CompleteResponse
-	(*FailRequest)(nil),           // 12: tenure.v1.FailRequest
-	(*FailResponse)(nil),          // 13: tenure.v1.FailResponse
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(TaskState)(0),                // 16: tenure.v1.TaskState
+	(*CompleteBatchRequest)(nil),  // 12: tenure.v1.CompleteBatchRequest
+	(*CompleteBatchResponse)(nil), // 13: tenure.v1.CompleteBatchResponse
+	(*CompleteResult)(nil),        // 14: tenure.v1.CompleteResult
+	(*FailRequest)(nil),           // 15: tenure.v1.FailRequest
+	(*FailResponse)(nil),          // 16: tenure.v1.FailResponse
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(TaskState)(0),                // 19: tenure.v1.TaskState
 }
 var file_tenure_v1_worker_proto_depIdxs = []int32{
-	14, // 0: tenure.v1.LeaseRequest.wait:type_name -> google.protobuf.Duration
+	17, // 0: tenure.v1.LeaseRequest.wait:type_name -> google.protobuf.Duration
 	2,  // 1: tenure.v1.LeaseResponse.tasks:type_name -> tenure.v1.LeasedTask
-	15, // 2: tenure.v1.LeasedTask.lease_expiry:type_name -> google.protobuf.Timestamp
-	14, // 3: tenure.v1.LeasedTask.execution_window:type_name -> google.protobuf.Duration
-	15, // 4: tenure.v1.HeartbeatResponse.lease_expiry:type_name -> google.protobuf.Timestamp
+	18, // 2: tenure.v1.LeasedTask.lease_expiry:type_name -> google.protobuf.Timestamp
+	17, // 3: tenure.v1.LeasedTask.execution_window:type_name -> google.protobuf.Duration
+	18, // 4: tenure.v1.HeartbeatResponse.lease_expiry:type_name -> google.protobuf.Timestamp
 	9,  // 5: tenure.v1.CommitResponse.fencing_token:type_name -> tenure.v1.FencingToken
-	16, // 6: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
-	15, // 7: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
-	0,  // 8: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
-	3,  // 9: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
-	5,  // 10: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
-	7,  // 11: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
-	10, // 12: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
-	12, // 13: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
-	1,  // 14: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
-	4,  // 15: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
-	6,  // 16: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
-	8,  // 17: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
-	11, // 18: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
-	13, // 19: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
-	14, // [14:20] is the sub-list for method output_type
-	8,  // [8:14] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	10, // 6: tenure.v1.CompleteBatchRequest.items:type_name -> tenure.v1.CompleteRequest
+	14, // 7: tenure.v1.CompleteBatchResponse.results:type_name -> tenure.v1.CompleteResult
+	19, // 8: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
+	18, // 9: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
+	0,  // 10: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
+	3,  // 11: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
+	5,  // 12: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
+	7,  // 13: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
+	10, // 14: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
+	12, // 15: tenure.v1.WorkerService.CompleteBatch:input_type -> tenure.v1.CompleteBatchRequest
+	15, // 16: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
+	1,  // 17: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
+	4,  // 18: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
+	6,  // 19: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
+	8,  // 20: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
+	11, // 21: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
+	13, // 22: tenure.v1.WorkerService.CompleteBatch:output_type -> tenure.v1.CompleteBatchResponse
+	16, // 23: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
+	17, // [17:24] is the sub-list for method output_type
+	10, // [10:17] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_worker_proto_init() }
@@ -1030,7 +1205,7 @@ func file_tenure_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_worker_proto_rawDesc), len(file_tenure_v1_worker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Workers, "workers", bench.DefaultWorkers, "worker loops, each with its own client and connections")
 	fs.IntVar(&cfg.Concurrency, "concurrency", bench.DefaultConcurrency, "tasks each worker holds at once (leased, completion not yet acknowledged)")
 	fs.IntVar(&cfg.LeaseBatch, "lease-batch", bench.DefaultLeaseBatch, "most tasks one Lease call asks for (at most --concurrency)")
+	fs.IntVar(&cfg.CompleteBatch, "complete-batch", bench.DefaultCompleteBatch, "most completions per CompleteBatch call (the worker runtime coalesces up to this many); 1: one Complete call per task")
 	fs.BoolVar(&cfg.Runtime, "runtime", false, "run the workers with the worker package and a no-op handler instead of the raw Lease/Complete loop")
 	mode := fs.String("mode", string(bench.Sequential), "sequential (submit all, then work all off) or concurrent (submitters and workers at once)")
 	addr := fs.String("addr", "", "load this running server or cluster node (e.g. http://127.0.0.1:7070); empty: start an embedded server on a loopback port")

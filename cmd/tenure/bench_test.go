@@ -24,6 +24,11 @@ func TestBenchJSON(t *testing.T) {
 		// stay quick under the race detector.
 		{"concurrent-runtime", 500, []string{"--mode", "concurrent", "--runtime", "--batch", "10", "--probe-rounds", "3", "--fsync", "none"}},
 		{"grpc", 500, []string{"--protocol", "grpc", "--probe-rounds", "3", "--lease-batch", "8", "--fsync", "none"}},
+		{"single-complete", 300, []string{"--complete-batch", "1", "--probe-rounds", "3", "--fsync", "none"}},
+		// The runtime's completions are counted from the CompleteBatch
+		// answers, decoded per protocol.
+		{"runtime-grpc", 300, []string{"--runtime", "--protocol", "grpc", "--probe-rounds", "3", "--fsync", "none"}},
+		{"runtime-json", 300, []string{"--runtime", "--protocol", "json", "--complete-batch", "7", "--probe-rounds", "3", "--fsync", "none"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tasks := tc.tasks

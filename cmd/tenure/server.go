@@ -22,11 +22,14 @@ func init() {
 
 func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("server", "[flags]", stderr)
-	dataDir := fs.String("data-dir", envOr("TENURE_DATA_DIR", "./tenure-data"), "directory for the WAL and the lock file (env TENURE_DATA_DIR)")
+	dataDir := fs.String("data-dir", envOr("TENURE_DATA_DIR", "./tenure-data"), "directory for the WAL, the snapshots and the lock file (env TENURE_DATA_DIR)")
 	listen := fs.String("listen", envOr("TENURE_LISTEN", "127.0.0.1:7070"), "address to serve the API and /healthz on (env TENURE_LISTEN)")
 	fsync := fs.String("fsync", envOr("TENURE_FSYNC", "always"), "WAL fsync policy: always (durable before acknowledged) or none (UNSAFE: an OS crash or power loss loses acknowledged work) (env TENURE_FSYNC)")
 	maxPayload := fs.Int("max-payload-bytes", coordinator.DefaultLimits.MaxPayloadBytes, "largest task payload accepted, in bytes")
 	scan := fs.Duration("expiry-scan-interval", time.Second, "how often to scan for expired leases (they are also expired lazily on access)")
+	snapRecords := fs.Uint64("snapshot-every-records", node.DefaultSnapshotEveryRecords, "take a snapshot after this many WAL records since the last one")
+	snapEvery := fs.Duration("snapshot-every", node.DefaultSnapshotEvery, "take a snapshot this long after the last one, if any record was written since")
+	retention := fs.Duration("retention", coordinator.DefaultRetention, "COMPLETED, FAILED and DEAD tasks leave the state at the first snapshot after they are this old; their request ids stop deduplicating then")
 	logFormat := fs.String("log-format", envOr("TENURE_LOG_FORMAT", "text"), "log format: text or json (env TENURE_LOG_FORMAT)")
 	logLevel := fs.String("log-level", envOr("TENURE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env TENURE_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
@@ -49,6 +52,15 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *scan < 10*time.Millisecond || *scan > time.Hour {
 		return usageError{fmt.Sprintf("--expiry-scan-interval %v is outside 10ms..1h", *scan)}
 	}
+	if *snapRecords < 1 {
+		return usageError{"--snapshot-every-records must be at least 1"}
+	}
+	if *snapEvery < time.Second {
+		return usageError{fmt.Sprintf("--snapshot-every %v is under 1s", *snapEvery)}
+	}
+	if *retention < time.Second {
+		return usageError{fmt.Sprintf("--retention %v is under 1s", *retention)}
+	}
 	if policy == wal.SyncNone {
 		lg.Warn("fsync is off: an OS crash or power loss can lose acknowledged tasks; use --fsync=always in production")
 	}
@@ -63,9 +75,12 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	start := time.Now()
 	n, err := node.Open(ctx, node.Config{
-		DataDir: *dataDir,
-		Sync:    policy,
-		Logger:  lg,
+		DataDir:              *dataDir,
+		Sync:                 policy,
+		Logger:               lg,
+		SnapshotEveryRecords: *snapRecords,
+		SnapshotEvery:        *snapEvery,
+		Retention:            *retention,
 		Coordinator: coordinator.Config{
 			Limits:             coordinator.Limits{MaxPayloadBytes: *maxPayload},
 			ExpiryScanInterval: *scan,

@@ -3,9 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/server"
@@ -158,8 +157,11 @@ func (r *runner) fail(err error) {
 	})
 }
 
-func (r *runner) completedOne() {
-	if r.completed.Add(1) == int64(r.cfg.Tasks) {
+func (r *runner) completedOne() { r.completedN(1) }
+
+func (r *runner) completedN(n int) {
+	after := r.completed.Add(int64(n))
+	if before := after - int64(n); before < int64(r.cfg.Tasks) && after >= int64(r.cfg.Tasks) {
 		close(r.done)
 	}
 }
@@ -181,7 +183,7 @@ func run(parent context.Context, cfg Config, tg *target, lg *slog.Logger) (*Resu
 		Target: "embedded", Mode: cfg.Mode, Runtime: cfg.Runtime, Protocol: cfg.Protocol, Fsync: cfg.Fsync.String(),
 		Seed: cfg.Seed, Namespace: cfg.Namespace, Queue: cfg.Queue, Tasks: cfg.Tasks, PayloadBytes: cfg.PayloadBytes,
 		Submitters: cfg.Submitters, Batch: cfg.Batch, Workers: cfg.Workers, Concurrency: cfg.Concurrency,
-		LeaseBatch: cfg.LeaseBatch, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
+		LeaseBatch: cfg.LeaseBatch, CompleteBatch: cfg.CompleteBatch, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
 	}}
 	if tg.node == nil {
 		res.Config.Target, res.Config.Fsync = tg.url, "unknown"
@@ -410,13 +412,14 @@ func (r *runner) submit(ctx context.Context) {
 }
 
 // submitOnce submits reqs in one call (Submit for one task, SubmitBatch
-// otherwise) and reports whether any was a duplicate.
+// answered with ids only otherwise) and reports whether any was a
+// duplicate.
 func submitOnce(ctx context.Context, c *client.Client, reqs []client.SubmitRequest) (dup bool, err error) {
 	if len(reqs) == 1 {
 		res, err := c.Submit(ctx, reqs[0])
 		return res.Duplicate, err
 	}
-	res, err := c.SubmitBatch(ctx, reqs)
+	res, err := c.SubmitBatchIDs(ctx, reqs)
 	for _, s := range res {
 		dup = dup || s.Duplicate
 	}
@@ -469,9 +472,10 @@ func (r *runner) work(ctx context.Context) {
 
 // rawWorker is the fastest honest worker: it leases up to LeaseBatch tasks
 // for the slots it has free (of Concurrency), long-polling when none is
-// ready, and completes each task from a goroutine of its own as soon as
-// the Lease answer arrives. A slot is freed when the Complete is
-// acknowledged. It stops leasing when wctx ends; Completes run under ctx,
+// ready, and completes them as soon as the Lease answer arrives, in
+// CompleteBatch calls of up to CompleteBatch tasks (one Complete per task
+// with CompleteBatch 1), each from a goroutine of its own. A slot is freed
+// when its task's completion is acknowledged. It stops leasing when wctx ends; Completes run under ctx,
 // so none in flight is abandoned when the last task is done.
 func (r *runner) rawWorker(ctx, wctx context.Context, c *client.Client, id string) {
 	cfg := r.cfg
@@ -517,37 +521,71 @@ func (r *runner) rawWorker(ctx, wctx context.Context, c *client.Client, id strin
 			r.leases.Add(1)
 			r.leased.Add(int64(len(lts)))
 		}
-		for _, lt := range lts {
+		for lo := 0; lo < len(lts); lo += cfg.CompleteBatch {
+			chunk := lts[lo:min(lo+cfg.CompleteBatch, len(lts))]
 			inflight.Go(func() {
-				defer func() { <-slots }()
-				if err := c.Complete(ctx, lt.GetTaskId(), lt.GetLeaseId(), nil); err != nil {
-					r.fail(fmt.Errorf("worker %s: completing task %s: %w", id, lt.GetTaskId(), err))
+				defer func() {
+					for range chunk {
+						<-slots
+					}
+				}()
+				if err := r.complete(ctx, c, chunk); err != nil {
+					r.fail(fmt.Errorf("worker %s: %w", id, err))
 					return
 				}
-				r.leaseToComplete.add(time.Since(leasedAt))
-				r.completedOne()
+				for range chunk {
+					r.leaseToComplete.add(time.Since(leasedAt))
+					r.completedOne()
+				}
 			})
 		}
 	}
 }
 
+// complete completes lts: with one Complete call when there is one task
+// and CompleteBatch is 1, else with one CompleteBatch call.
+func (r *runner) complete(ctx context.Context, c *client.Client, lts []*tenurev1.LeasedTask) error {
+	if r.cfg.CompleteBatch == 1 {
+		lt := lts[0]
+		if err := c.Complete(ctx, lt.GetTaskId(), lt.GetLeaseId(), nil); err != nil {
+			return fmt.Errorf("completing task %s: %w", lt.GetTaskId(), err)
+		}
+		return nil
+	}
+	items := make([]client.CompleteItem, len(lts))
+	for i, lt := range lts {
+		items[i] = client.CompleteItem{TaskID: lt.GetTaskId(), LeaseID: lt.GetLeaseId()}
+	}
+	errs, err := c.CompleteBatch(ctx, items)
+	if err != nil {
+		return fmt.Errorf("completing %d tasks: %w", len(lts), err)
+	}
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("completing task %s: %w", lts[i].GetTaskId(), err)
+		}
+	}
+	return nil
+}
+
 // startRuntimeWorker starts a worker of the worker package with a no-op
 // handler. The runtime reports nothing per task, so its completions are
-// counted from the HTTP answers to its Complete calls.
+// counted from the HTTP answers to its Complete and CompleteBatch calls.
 func (r *runner) startRuntimeWorker(wctx context.Context, wg *sync.WaitGroup, id string) error {
 	hc := newHTTPClient(r.cfg.Protocol == client.ProtocolGRPC)
-	hc.Transport = &ackTransport{base: hc.Transport, onAck: r.completedOne}
+	hc.Transport = &ackTransport{base: hc.Transport, onAck: r.completedN, onErr: r.fail}
 	c, err := r.newClient(hc)
 	if err != nil {
 		return err
 	}
 	w, err := worker.New(c, r.cfg.Queue, func(context.Context, *worker.Task) ([]byte, error) { return nil, nil }, worker.Options{
-		Namespace:     r.cfg.Namespace,
-		WorkerID:      id,
-		Concurrency:   r.cfg.Concurrency,
-		PollWait:      pollWait,
-		ShutdownGrace: workerGrace,
-		Logger:        r.lg,
+		Namespace:        r.cfg.Namespace,
+		WorkerID:         id,
+		Concurrency:      r.cfg.Concurrency,
+		PollWait:         pollWait,
+		ShutdownGrace:    workerGrace,
+		MaxCompleteBatch: r.cfg.CompleteBatch,
+		Logger:           r.lg,
 	})
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
@@ -572,53 +610,6 @@ func newHTTPClient(grpc bool) *http.Client {
 		t.Protocols = &p
 	}
 	return &http.Client{Transport: t}
-}
-
-// ackTransport calls onAck once for every successful answer to a Complete
-// call, when its body has been read to the end (for gRPC, the status is in
-// the trailers, known only then).
-type ackTransport struct {
-	base  http.RoundTripper
-	onAck func()
-}
-
-func (t *ackTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.base.RoundTrip(req)
-	if err != nil || !isComplete(req.URL.Path) {
-		return resp, err
-	}
-	resp.Body = &ackBody{ReadCloser: resp.Body, resp: resp, onAck: t.onAck}
-	return resp, nil
-}
-
-func isComplete(path string) bool {
-	const suffix = "/tenure.v1.WorkerService/Complete"
-	return len(path) >= len(suffix) && path[len(path)-len(suffix):] == suffix
-}
-
-type ackBody struct {
-	io.ReadCloser
-	resp  *http.Response
-	onAck func()
-	once  sync.Once
-}
-
-func (b *ackBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if errors.Is(err, io.EOF) {
-		b.once.Do(func() {
-			if b.resp.StatusCode == http.StatusOK && grpcOK(b.resp.Header) && grpcOK(b.resp.Trailer) {
-				b.onAck()
-			}
-		})
-	}
-	return n, err
-}
-
-// grpcOK reports whether h carries no gRPC status or status 0.
-func grpcOK(h http.Header) bool {
-	s := h.Get("Grpc-Status")
-	return s == "" || s == "0"
 }
 
 // monitor prints progress every ProgressEvery (when cfg.Progress is set)

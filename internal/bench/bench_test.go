@@ -2,9 +2,16 @@ package bench
 
 import (
 	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
 
 func TestSummarize(t *testing.T) {
@@ -68,7 +75,7 @@ func TestFillPayloadDeterministic(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	ok := func() Config {
-		return Config{Tasks: 10, PayloadBytes: 1, Submitters: 1, Batch: 1, Workers: 1, Concurrency: 4, LeaseBatch: 4, Queue: "q"}
+		return Config{Tasks: 10, PayloadBytes: 1, Submitters: 1, Batch: 1, Workers: 1, Concurrency: 4, LeaseBatch: 4, CompleteBatch: 4, Queue: "q"}
 	}
 	c := ok()
 	if err := c.Validate(); err != nil {
@@ -84,6 +91,7 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Tasks = 0 }, "--tasks 0"},
 		{func(c *Config) { c.Batch = MaxBatch + 1 }, "--batch 1001"},
 		{func(c *Config) { c.LeaseBatch = 5 }, "--lease-batch 5 is above --concurrency 4"},
+		{func(c *Config) { c.CompleteBatch = 0 }, "--complete-batch 0"},
 		{func(c *Config) { c.Mode = "both" }, "--mode"},
 		{func(c *Config) { c.Protocol = "soap" }, "--protocol"},
 		{func(c *Config) { c.Queue = "" }, "--queue is empty"},
@@ -130,5 +138,54 @@ func TestTargets(t *testing.T) {
 		if tg.Met != nil || tg.Value != nil {
 			t.Errorf("target %s evaluated without a measurement", tg.Name)
 		}
+	}
+}
+
+func TestBatchAcks(t *testing.T) {
+	msg := &tenurev1.CompleteBatchResponse{Results: []*tenurev1.CompleteResult{
+		{TaskId: "a"}, {TaskId: "b", Code: "failed_precondition", Message: "lost"}, {TaskId: "c"},
+	}}
+	pb, err := proto.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := protojson.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(b)
+		zw.Close()
+		return buf.Bytes()
+	}
+	envelope := func(flags byte, b []byte) []byte {
+		return append(binary.BigEndian.AppendUint32([]byte{flags}, uint32(len(b))), b...)
+	}
+	hdr := func(kv ...string) http.Header {
+		h := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+		body []byte
+	}{
+		{"connect proto", hdr("Content-Type", "application/proto"), pb},
+		{"connect proto gzip", hdr("Content-Type", "application/proto", "Content-Encoding", "gzip"), gz(pb)},
+		{"connect json", hdr("Content-Type", "application/json"), js},
+		{"grpc", hdr("Content-Type", "application/grpc"), envelope(0, pb)},
+		{"grpc gzip", hdr("Content-Type", "application/grpc+proto", "Grpc-Encoding", "gzip"), envelope(1, gz(pb))},
+	} {
+		if n, err := batchAcks(tc.h, tc.body); n != 2 || err != nil {
+			t.Errorf("%s: %d, %v; want 2 acknowledged items", tc.name, n, err)
+		}
+	}
+	if _, err := batchAcks(hdr("Content-Type", "application/grpc"), envelope(0, pb)[:7]); err == nil {
+		t.Errorf("a cut gRPC message decoded")
 	}
 }

@@ -26,14 +26,15 @@ const (
 // where one applies (a SubmitBatch and a Lease take at most 1000 tasks, a
 // payload at most 1 MiB).
 const (
-	MaxTasks        = 10_000_000
-	MaxPayloadBytes = 1 << 20
-	MaxSubmitters   = 1024
-	MaxBatch        = 1000
-	MaxWorkers      = 1024
-	MaxConcurrency  = 10_000
-	MaxLeaseBatch   = 1000
-	MaxProbeRounds  = 100_000
+	MaxTasks         = 10_000_000
+	MaxPayloadBytes  = 1 << 20
+	MaxSubmitters    = 1024
+	MaxBatch         = 1000
+	MaxWorkers       = 1024
+	MaxConcurrency   = 10_000
+	MaxLeaseBatch    = 1000
+	MaxCompleteBatch = 1000
+	MaxProbeRounds   = 100_000
 	// maxQueueBytes leaves room for the probe queues' suffixes within the
 	// server's 256-byte limit on identifiers.
 	maxQueueBytes = 200
@@ -41,14 +42,15 @@ const (
 
 // Defaults of the configuration.
 const (
-	DefaultTasks        = 100_000
-	DefaultPayloadBytes = 64
-	DefaultSubmitters   = 16
-	DefaultBatch        = 100
-	DefaultWorkers      = 4
-	DefaultConcurrency  = 64
-	DefaultLeaseBatch   = 64
-	DefaultProbeRounds  = 200
+	DefaultTasks         = 100_000
+	DefaultPayloadBytes  = 64
+	DefaultSubmitters    = 16
+	DefaultBatch         = 100
+	DefaultWorkers       = 4
+	DefaultConcurrency   = 64
+	DefaultLeaseBatch    = 64
+	DefaultCompleteBatch = 64
+	DefaultProbeRounds   = 200
 )
 
 // Config describes one benchmark run. Validate it with Validate (Run does).
@@ -73,6 +75,11 @@ type Config struct {
 	// Concurrency; a worker asks only for the slots it has free). Ignored
 	// with Runtime, whose worker chooses for itself.
 	LeaseBatch int
+	// CompleteBatch is the most completions one CompleteBatch call carries:
+	// the raw loop completes each Lease answer in calls of up to this many
+	// tasks, the worker runtime coalesces up to this many. 1 uses one
+	// Complete call per task instead.
+	CompleteBatch int
 	// Runtime runs the workers with the worker package and a no-op handler
 	// instead of the raw Lease/Complete loop.
 	Runtime bool
@@ -139,6 +146,7 @@ func (c *Config) Validate() error {
 		{"workers", c.Workers, 1, MaxWorkers},
 		{"concurrency", c.Concurrency, 1, MaxConcurrency},
 		{"lease-batch", c.LeaseBatch, 1, MaxLeaseBatch},
+		{"complete-batch", c.CompleteBatch, 1, MaxCompleteBatch},
 		{"probe-rounds", c.ProbeRounds, 0, MaxProbeRounds},
 	}
 	for _, r := range ranges {

@@ -63,8 +63,11 @@ type RunConfig struct {
 	Workers      int    `json:"workers"`
 	Concurrency  int    `json:"concurrency"`
 	LeaseBatch   int    `json:"lease_batch"` // 0: chosen by the worker runtime
-	GOMAXPROCS   int    `json:"gomaxprocs"`
-	NumCPU       int    `json:"num_cpu"`
+	// CompleteBatch is the most completions per CompleteBatch call (1:
+	// one Complete call per task).
+	CompleteBatch int `json:"complete_batch"`
+	GOMAXPROCS    int `json:"gomaxprocs"`
+	NumCPU        int `json:"num_cpu"`
 }
 
 // Probe holds the single-operation latencies measured with no other load,
@@ -196,8 +199,12 @@ func (r *Result) WriteText(w io.Writer) error {
 	if c.Runtime {
 		lb = "lease batch chosen by the runtime"
 	}
-	fmt.Fprintf(&b, "  submitters %d × batch %d; workers %d × concurrency %d, %s (%s)\n",
-		c.Submitters, c.Batch, c.Workers, c.Concurrency, lb, rt)
+	cb := fmt.Sprintf("complete batch %d", c.CompleteBatch)
+	if c.CompleteBatch == 1 {
+		cb = "one Complete per task"
+	}
+	fmt.Fprintf(&b, "  submitters %d × batch %d; workers %d × concurrency %d, %s, %s (%s)\n",
+		c.Submitters, c.Batch, c.Workers, c.Concurrency, lb, cb, rt)
 	fmt.Fprintf(&b, "  queue %s/%s, seed %d, GOMAXPROCS %d of %d CPUs\n\n", c.Namespace, c.Queue, c.Seed, c.GOMAXPROCS, c.NumCPU)
 
 	fmt.Fprintf(&b, "throughput\n")

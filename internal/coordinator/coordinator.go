@@ -50,35 +50,54 @@ type Coordinator struct {
 	failed  error // sticky; set once the log or an apply failed, or on Close
 	signals map[state.QueueKey]chan struct{}
 	workers *registry
-	encBuf  []byte
-	entries []wal.Entry
+	// compactor deletes log records that a snapshot replaced (nil if the
+	// log cannot); snapMu runs one snapshot at a time.
+	compactor Compactor
+	snapMu    sync.Mutex
+	encBuf    []byte
+	entries   []wal.Entry
 	// onApply, when set (by tests), runs after every applied record.
 	onApply func(*state.State)
 }
 
 // Open replays log into a fresh state, then expires every lease already
-// past due (seed 001 §8), and returns a coordinator ready to serve.
+// past due (seed 001 §8), and returns a coordinator ready to serve. A log
+// whose first records were deleted (replaced by snapshots) needs Recover.
 func Open(ctx context.Context, log Log, cfg Config) (*Coordinator, error) {
+	return OpenFrom(ctx, log, state.New(), cfg)
+}
+
+// OpenFrom is Open starting from st, a state at LSN st.LastLSN() (loaded
+// from a snapshot): it replays only the records after it. The coordinator
+// takes ownership of st.
+func OpenFrom(ctx context.Context, log Log, st *state.State, cfg Config) (*Coordinator, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	c := &Coordinator{
 		cfg:     cfg,
-		log:     log,
+		log:     tailLog{log},
 		lg:      cfg.Logger,
-		st:      state.New(),
+		st:      st,
 		signals: make(map[state.QueueKey]chan struct{}),
 		workers: newRegistry(),
 	}
+	c.compactor, _ = log.(Compactor)
 	start := time.Now()
-	if err := Replay(log, c.st, 1); err != nil {
+	from := st.LastLSN() + 1
+	if err := Replay(log, c.st, from); err != nil {
+		if errors.Is(err, wal.ErrCompacted) {
+			return nil, fmt.Errorf("coordinator: the state starts at lsn %d but the log no longer holds the records after it "+
+				"(they were replaced by snapshots; start from the newest snapshot): %w", st.LastLSN(), err)
+		}
 		return nil, err
 	}
 	if got, want := c.st.LastLSN(), log.LastLSN(); got != want {
 		return nil, fmt.Errorf("coordinator: replay ended at lsn %d but the log's last lsn is %d", got, want)
 	}
-	c.lg.Info("replayed log", "records", c.st.LastLSN(), "tasks", c.st.Len(), "took", time.Since(start))
+	c.lg.Info("replayed log", "from_lsn", from, "records", c.st.LastLSN()+1-from, "last_lsn", c.st.LastLSN(),
+		"tasks", c.st.Len(), "took", time.Since(start))
 	if _, err := c.ExpireDue(ctx); err != nil {
 		return nil, fmt.Errorf("coordinator: expiring leases after replay: %w", err)
 	}

@@ -234,42 +234,56 @@ func expiredEarlier(t *state.Task, leaseID string) bool {
 	return false
 }
 
-// leaseOp runs one lease-holder operation: look the task up, authorize the
-// lease, and let decide choose the record (or an answer without one). A
-// rejected lease still writes its TaskCancelled (and any expiry) before the
-// error is answered.
-func (c *Coordinator) leaseOp(ctx context.Context, taskID, leaseID, action string,
-	decide func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error)) error {
+// checkLease validates the ids every lease-holder operation names.
+func (c *Coordinator) checkLease(taskID, leaseID string) error {
 	if err := c.checkID("task_id", taskID, true); err != nil {
 		return err
 	}
-	if err := c.checkID("lease_id", leaseID, true); err != nil {
+	return c.checkID("lease_id", leaseID, true)
+}
+
+// leaseOp runs one lease-holder operation: validate the ids, then
+// leaseOpLocked under the mutex, then write and wait.
+func (c *Coordinator) leaseOp(ctx context.Context, taskID, leaseID, action string, decide decideFunc) error {
+	if err := c.checkLease(taskID, leaseID); err != nil {
 		return err
 	}
 	if err := c.lock(); err != nil {
 		return err
 	}
-	t := c.st.Task(taskID)
-	if t == nil {
-		c.mu.Unlock()
-		return notFound(taskID)
-	}
-	now := c.now()
-	cur, recs, authErr := c.authorize(t, leaseID, action, now)
-	if authErr == nil {
-		r, err := decide(t, cur, now)
-		if err != nil {
-			c.mu.Unlock()
-			return err
-		}
-		if r != nil {
-			recs = append(recs, r)
-		}
-	}
+	recs, opErr := c.leaseOpLocked(taskID, leaseID, action, c.now(), decide)
 	if err := c.writeAndWait(ctx, recs...); err != nil {
 		return err
 	}
-	return authErr
+	return opErr
+}
+
+// decideFunc chooses the record of an authorized lease-holder operation
+// (nil for an answer without one), or refuses it with an error.
+type decideFunc func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error)
+
+// leaseOpLocked decides one lease-holder operation at now: look the task
+// up, authorize the lease, and let decide choose the record. It returns the
+// records to write and the operation's answer. A rejected lease comes with
+// its TaskCancelled (and any expiry) to write: the refusal is recorded
+// before it is answered. c.mu must be held.
+func (c *Coordinator) leaseOpLocked(taskID, leaseID, action string, now state.Time, decide decideFunc) ([]state.Record, error) {
+	t := c.st.Task(taskID)
+	if t == nil {
+		return nil, notFound(taskID)
+	}
+	cur, recs, authErr := c.authorize(t, leaseID, action, now)
+	if authErr != nil {
+		return recs, authErr
+	}
+	r, err := decide(t, cur, now)
+	if err != nil {
+		return nil, err
+	}
+	if r != nil {
+		recs = append(recs, r)
+	}
+	return recs, nil
 }
 
 // Start records that the worker began executing (optional).
@@ -352,31 +366,11 @@ func (c *Coordinator) committedBy(ctx context.Context, taskID, leaseID string) (
 // one record; from COMMITTED it finalises the committed result (result is
 // then ignored). The same lease completing again gets the same answer.
 func (c *Coordinator) Complete(ctx context.Context, taskID, leaseID string, result []byte) error {
-	if len(result) > c.cfg.Limits.MaxResultBytes {
-		return &LimitError{Field: "result", Size: len(result), Limit: c.cfg.Limits.MaxResultBytes}
-	}
-	if done, err := c.completedBy(ctx, taskID, leaseID); done || err != nil {
+	errs, err := c.CompleteBatch(ctx, []CompleteItem{{TaskID: taskID, LeaseID: leaseID, Result: result}})
+	if err != nil {
 		return err
 	}
-	return c.leaseOp(ctx, taskID, leaseID, "complete", func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
-		return &state.TaskCompleted{TaskID: t.ID, LeaseID: leaseID, Result: result, At: now}, nil
-	})
-}
-
-// completedBy reports whether leaseID already completed the task.
-func (c *Coordinator) completedBy(ctx context.Context, taskID, leaseID string) (bool, error) {
-	if err := c.lock(); err != nil {
-		return false, err
-	}
-	t := c.st.Task(taskID)
-	done := t != nil && t.State == state.Completed && len(t.Executions) > 0 &&
-		t.Executions[len(t.Executions)-1].LeaseID == leaseID
-	last := c.st.LastLSN()
-	c.mu.Unlock()
-	if !done {
-		return false, nil
-	}
-	return true, c.wait(ctx, last)
+	return errs[0]
 }
 
 // Fail ends an uncommitted attempt. With attempts left (and permanent

@@ -146,7 +146,7 @@ func runSequence(t *testing.T, seed uint64, ops int) (ok bool) {
 				if err == nil {
 					win(h.TaskID, h.LeaseID)
 				}
-			case op < 68 && len(held) > 0:
+			case op < 64 && len(held) > 0:
 				h, i := pick()
 				err := e.c.Complete(ctx, h.TaskID, h.LeaseID, []byte("d-"+h.LeaseID))
 				expected("complete", err, ErrLeaseLost, ErrAlreadyCommitted)
@@ -156,6 +156,33 @@ func runSequence(t *testing.T, seed uint64, ops int) (ok bool) {
 					}
 					held = append(held[:i], held[i+1:]...)
 				}
+			case op < 68 && len(held) > 0:
+				// A batch may name a lease twice, as a worker's retry would.
+				items := make([]CompleteItem, 1+rng.IntN(4))
+				from := make([]heldLease, len(items))
+				for j := range items {
+					from[j], _ = pick()
+					items[j] = CompleteItem{TaskID: from[j].TaskID, LeaseID: from[j].LeaseID, Result: []byte("d-" + from[j].LeaseID)}
+				}
+				errs, err := e.c.CompleteBatch(ctx, items)
+				expected("complete batch", err)
+				done := map[string]bool{}
+				for j, err := range errs {
+					expected("complete batch item", err, ErrLeaseLost, ErrAlreadyCommitted)
+					if err == nil {
+						if !from[j].Committed {
+							win(from[j].TaskID, from[j].LeaseID)
+						}
+						done[from[j].LeaseID] = true
+					}
+				}
+				kept := held[:0]
+				for _, h := range held {
+					if !done[h.LeaseID] {
+						kept = append(kept, h)
+					}
+				}
+				held = kept
 			case op < 76 && len(held) > 0:
 				h, i := pick()
 				_, err := e.c.Fail(ctx, h.TaskID, h.LeaseID, "failed", rng.IntN(4) == 0)

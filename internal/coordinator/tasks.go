@@ -253,13 +253,20 @@ func (c *Coordinator) Kill(ctx context.Context, taskID, reason string) error {
 		return err
 	}
 	t := c.st.Task(taskID)
-	if t == nil {
-		c.mu.Unlock()
-		return notFound(taskID)
+	var refusal error
+	switch {
+	case t == nil:
+		refusal = notFound(taskID)
+	case t.State.Terminal():
+		refusal = fmt.Errorf("%w: task %s is already %s", ErrWrongState, taskID, t.State)
 	}
-	if t.State.Terminal() {
-		c.mu.Unlock()
-		return fmt.Errorf("%w: task %s is already %s", ErrWrongState, taskID, t.State)
+	if refusal != nil {
+		// The refusal reveals the task's state: answer it only once that
+		// state is durable (a crash could still undo a terminal record).
+		if err := c.writeAndWait(ctx); err != nil {
+			return err
+		}
+		return refusal
 	}
 	return c.writeAndWait(ctx, &state.TaskDead{TaskID: taskID, Reason: reason, At: c.now()})
 }

@@ -1,6 +1,11 @@
 // Package node runs one embedded tenure node: it owns the data directory
-// (an exclusive lock file), the file WAL in it, the coordinator replayed from
-// that WAL, and the coordinator's background expiry loop.
+// (an exclusive lock file), the file WAL and the snapshots in it, the
+// coordinator recovered from them (newest valid snapshot, then the WAL
+// after it), the coordinator's background expiry loop, and the background
+// snapshots that apply the retention period and let old WAL segments go.
+//
+// Layout of the data directory: LOCK (pid of the owner, flock'ed), wal/
+// (segments, package wal), snapshots/ (package snapshot).
 //
 // When the log fails (a write or fsync error), the coordinator stops
 // serving; the node then reopens the WAL from disk and replays it, so memory
@@ -25,8 +30,21 @@ import (
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/fsys"
+	"github.com/tenurehq/tenure/internal/snapshot"
 	"github.com/tenurehq/tenure/internal/state"
 	"github.com/tenurehq/tenure/internal/wal"
+)
+
+// Subdirectories of the data directory.
+const (
+	WALDir      = "wal"
+	SnapshotDir = "snapshots"
+)
+
+// Defaults of the snapshot schedule.
+const (
+	DefaultSnapshotEveryRecords = 1_000_000
+	DefaultSnapshotEvery        = 10 * time.Minute
 )
 
 // Config configures a node.
@@ -43,9 +61,67 @@ type Config struct {
 	// RestartBackoff is the wait between attempts to reopen a failed log
 	// (default 1 s).
 	RestartBackoff time.Duration
-	// FS is the file system under the WAL (default fsys.OS). Tests inject
-	// faults here; the lock file is always on the host file system.
+	// FS is the file system under the WAL and the snapshots (default
+	// fsys.OS). Tests inject faults here; the lock file is always on the
+	// host file system.
 	FS fsys.FS
+
+	// A snapshot is taken in the background once SnapshotEveryRecords
+	// records (default 1,000,000) were appended since the last one, or
+	// SnapshotEvery (default 10 min) after it if any record was appended;
+	// DisableSnapshots turns the schedule off (Snapshot still works).
+	SnapshotEveryRecords uint64
+	SnapshotEvery        time.Duration
+	DisableSnapshots     bool
+	// SnapshotCheckInterval is how often the schedule is checked (default
+	// 1 s, at most SnapshotEvery).
+	SnapshotCheckInterval time.Duration
+	// Retention: COMPLETED, FAILED and DEAD tasks leave the state at the
+	// first snapshot after they are this old (default 7 days); their
+	// request ids stop deduplicating then. SnapshotsKept: how many
+	// snapshots are kept (default 2); WAL segments wholly below the oldest
+	// are deleted.
+	Retention     time.Duration
+	SnapshotsKept int
+}
+
+func (c *Config) withDefaults() error {
+	if c.DataDir == "" {
+		return errors.New("node: DataDir is required")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Coordinator.Logger == nil {
+		c.Coordinator.Logger = c.Logger
+	}
+	if c.RestartBackoff <= 0 {
+		c.RestartBackoff = time.Second
+	}
+	if c.FS == nil {
+		c.FS = fsys.OS
+	}
+	if c.SnapshotEvery < 0 || c.Retention < 0 || c.SnapshotsKept < 0 || c.SnapshotCheckInterval < 0 {
+		return fmt.Errorf("node: SnapshotEvery (%v), Retention (%v), SnapshotsKept (%d) and SnapshotCheckInterval (%v) must not be negative",
+			c.SnapshotEvery, c.Retention, c.SnapshotsKept, c.SnapshotCheckInterval)
+	}
+	if c.SnapshotEveryRecords == 0 {
+		c.SnapshotEveryRecords = DefaultSnapshotEveryRecords
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = DefaultSnapshotEvery
+	}
+	if c.SnapshotCheckInterval == 0 {
+		c.SnapshotCheckInterval = time.Second
+	}
+	c.SnapshotCheckInterval = min(c.SnapshotCheckInterval, c.SnapshotEvery)
+	if c.Retention == 0 {
+		c.Retention = coordinator.DefaultRetention
+	}
+	if c.SnapshotsKept == 0 {
+		c.SnapshotsKept = coordinator.DefaultSnapshotsKept
+	}
+	return nil
 }
 
 // ErrLocked means another process holds the data directory.
@@ -65,24 +141,23 @@ type Node struct {
 	cause      error // why the node is reopening its WAL
 	closed     bool
 
+	// lastSnap is the LSN of the newest snapshot, lastSnapAt when the
+	// schedule last took or tried one; owned by the snapshot loop and
+	// Snapshot, under snapMu.
+	snapMu     sync.Mutex
+	lastSnap   uint64
+	lastSnapAt time.Time
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// Open locks the data directory, replays its WAL and starts serving.
+// Open locks the data directory, recovers its state (newest valid snapshot
+// plus the WAL after it) and starts serving.
 func Open(ctx context.Context, cfg Config) (*Node, error) {
-	if cfg.DataDir == "" {
-		return nil, errors.New("node: DataDir is required")
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Coordinator.Logger == nil {
-		cfg.Coordinator.Logger = cfg.Logger
-	}
-	if cfg.RestartBackoff <= 0 {
-		cfg.RestartBackoff = time.Second
+	if err := cfg.withDefaults(); err != nil {
+		return nil, err
 	}
 	if err := fsys.MkdirAllSync(fsys.OS, cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("node: creating data directory: %w", err)
@@ -97,6 +172,9 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.cancel()
 		lock.Close()
 		return nil, err
+	}
+	if !cfg.DisableSnapshots {
+		n.wg.Go(n.snapshotLoop)
 	}
 	return n, nil
 }
@@ -116,7 +194,7 @@ func lockDir(dir string) (*os.File, error) {
 		if holder == "" {
 			holder = "unknown"
 		}
-		return nil, fmt.Errorf("%w: %s is locked by another tenure server (pid %s); stop it, or pass a different --data-dir", ErrLocked, dir, holder)
+		return nil, fmt.Errorf("%w: %s is locked by another tenure process (server pid %s, or an offline `tenure wal` command); stop it, or pass a different --data-dir", ErrLocked, dir, holder)
 	}
 	if err := f.Truncate(0); err == nil {
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
@@ -124,9 +202,45 @@ func lockDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
+// LockShared takes a shared lock on dataDir/LOCK for an offline reader of
+// the data directory (`tenure wal`): it fails with ErrLocked, naming the
+// server's pid, while a server holds the directory, and keeps a server from
+// starting until release is called. A data directory without a LOCK file
+// was never used by a server; then there is nothing to lock.
+func LockShared(dataDir string) (release func(), err error) {
+	path := filepath.Join(dataDir, "LOCK")
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return func() {}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node: opening lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		pid, _ := io.ReadAll(f)
+		f.Close()
+		holder := strings.TrimSpace(string(pid))
+		if holder == "" {
+			holder = "unknown"
+		}
+		return nil, fmt.Errorf("%w: %s is in use by a running tenure server (pid %s)", ErrLocked, dataDir, holder)
+	}
+	return func() { f.Close() }, nil
+}
+
+func (n *Node) snapshots() snapshot.Dir {
+	return snapshot.Dir{FS: n.cfg.FS, Path: filepath.Join(n.cfg.DataDir, SnapshotDir)}
+}
+
 func (n *Node) open(ctx context.Context) error {
+	store := n.snapshots()
+	if removed, err := store.Clean(); err != nil {
+		return fmt.Errorf("node: %w", err)
+	} else if len(removed) > 0 {
+		n.lg.Warn("removed leftovers of interrupted snapshot writes", "files", removed)
+	}
 	l, err := wal.Open(wal.Options{
-		Dir:          filepath.Join(n.cfg.DataDir, "wal"),
+		Dir:          filepath.Join(n.cfg.DataDir, WALDir),
 		Sync:         n.cfg.Sync,
 		SegmentBytes: n.cfg.SegmentBytes,
 		Logger:       n.lg,
@@ -135,11 +249,23 @@ func (n *Node) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node: opening the WAL: %w", err)
 	}
-	c, err := coordinator.Open(ctx, l, n.cfg.Coordinator)
+	c, err := coordinator.Recover(ctx, l, store, n.cfg.Coordinator)
 	if err != nil {
 		l.Close()
 		return fmt.Errorf("node: %w", err)
 	}
+	lsns, err := store.List()
+	if err != nil {
+		c.Close()
+		l.Close()
+		return fmt.Errorf("node: %w", err)
+	}
+	n.snapMu.Lock()
+	n.lastSnap, n.lastSnapAt = 0, time.Now()
+	if len(lsns) > 0 {
+		n.lastSnap = lsns[len(lsns)-1]
+	}
+	n.snapMu.Unlock()
 	n.mu.Lock()
 	n.log, n.coord = l, c
 	n.mu.Unlock()
@@ -238,6 +364,59 @@ func (n *Node) Close() error {
 	err := l.Close()
 	n.lock.Close()
 	return err
+}
+
+// Snapshot applies the retention period and takes a snapshot now (`tenure
+// admin snapshot`), then deletes the WAL segments below the oldest kept
+// snapshot.
+func (n *Node) Snapshot(ctx context.Context) (coordinator.SnapshotResult, error) {
+	n.snapMu.Lock()
+	defer n.snapMu.Unlock()
+	return n.snapshotLocked(ctx)
+}
+
+func (n *Node) snapshotLocked(ctx context.Context) (coordinator.SnapshotResult, error) {
+	n.lastSnapAt = time.Now()
+	res, err := do(n, func(c *coordinator.Coordinator) (coordinator.SnapshotResult, error) {
+		return c.Snapshot(ctx, coordinator.SnapshotConfig{Store: n.snapshots(), Retention: n.cfg.Retention, Keep: n.cfg.SnapshotsKept})
+	})
+	if res.Path != "" {
+		n.lastSnap = res.LSN
+	}
+	return res, err
+}
+
+// snapshotLoop takes snapshots on the schedule of Config until the node
+// closes. A failed snapshot is logged and tried again at the next period; a
+// storage failure of the log reopens the node as any request would.
+func (n *Node) snapshotLoop() {
+	for {
+		t := clock.Real.NewTimer(n.cfg.SnapshotCheckInterval)
+		select {
+		case <-n.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		n.mu.RLock()
+		l, ok := n.log, !n.restarting && !n.closed
+		n.mu.RUnlock()
+		if !ok {
+			continue
+		}
+		last := l.LastLSN()
+		n.snapMu.Lock()
+		due := last > n.lastSnap && (last-n.lastSnap >= n.cfg.SnapshotEveryRecords || time.Since(n.lastSnapAt) >= n.cfg.SnapshotEvery)
+		if due {
+			if _, err := n.snapshotLocked(n.ctx); err != nil && n.ctx.Err() == nil {
+				n.lg.Error("background snapshot failed; will try again", "err", err, "in", n.cfg.SnapshotEvery)
+				// Try again after another period or another
+				// SnapshotEveryRecords records, not at every check.
+				n.lastSnap = last
+			}
+		}
+		n.snapMu.Unlock()
+	}
 }
 
 // Coordinator returns the serving coordinator (for tools and tests).

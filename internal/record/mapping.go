@@ -245,3 +245,17 @@ func fenceFromPB(m *recordpb.Fence) *state.Fence {
 		At:     state.Time(m.AtUnixNanos),
 	}
 }
+
+func tasksPurgedToPB(r *state.TasksPurged) *recordpb.TasksPurged {
+	return &recordpb.TasksPurged{
+		BeforeUnixNanos: int64(r.Before),
+		AtUnixNanos:     int64(r.At),
+	}
+}
+
+func tasksPurgedFromPB(m *recordpb.TasksPurged) *state.TasksPurged {
+	return &state.TasksPurged{
+		Before: state.Time(m.BeforeUnixNanos),
+		At:     state.Time(m.AtUnixNanos),
+	}
+}

@@ -27,6 +27,20 @@ var (
 // Encode appends the protobuf encoding of r to buf and returns it with r's
 // type. On error it returns buf unchanged.
 func Encode(buf []byte, r state.Record) (typ state.RecordType, out []byte, err error) {
+	m, err := Message(r)
+	if err != nil {
+		return 0, buf, err
+	}
+	out, err = proto.MarshalOptions{}.MarshalAppend(buf, m)
+	if err != nil {
+		return 0, buf, fmt.Errorf("record: encode %v: %w", r.Type(), err)
+	}
+	return r.Type(), out, nil
+}
+
+// Message returns the protobuf message of r: what Encode marshals. Tools
+// print it (as protojson) to show a record.
+func Message(r state.Record) (proto.Message, error) {
 	var m proto.Message
 	switch r := r.(type) {
 	case *state.TaskCreated:
@@ -73,19 +87,19 @@ func Encode(buf []byte, r state.Record) (typ state.RecordType, out []byte, err e
 		if r != nil {
 			m = fenceToPB(r)
 		}
+	case *state.TasksPurged:
+		if r != nil {
+			m = tasksPurgedToPB(r)
+		}
 	case nil:
-		return 0, buf, errors.New("record: encode nil record")
+		return nil, errors.New("record: encode nil record")
 	default:
-		return 0, buf, fmt.Errorf("%w %d (%T)", ErrUnknownType, r.Type(), r)
+		return nil, fmt.Errorf("%w %d (%T)", ErrUnknownType, r.Type(), r)
 	}
 	if m == nil {
-		return 0, buf, fmt.Errorf("record: encode nil %T", r)
+		return nil, fmt.Errorf("record: encode nil %T", r)
 	}
-	out, err = proto.MarshalOptions{}.MarshalAppend(buf, m)
-	if err != nil {
-		return 0, buf, fmt.Errorf("record: encode %v: %w", r.Type(), err)
-	}
-	return r.Type(), out, nil
+	return m, nil
 }
 
 // Decode decodes a payload of type typ. The record shares no memory with
@@ -116,6 +130,8 @@ func Decode(typ state.RecordType, payload []byte) (state.Record, error) {
 		return decode(typ, payload, taskDeadFromPB)
 	case state.TypeFence:
 		return decode(typ, payload, fenceFromPB)
+	case state.TypeTasksPurged:
+		return decode(typ, payload, tasksPurgedFromPB)
 	default:
 		return nil, fmt.Errorf("%w %d", ErrUnknownType, uint16(typ))
 	}

@@ -101,6 +101,10 @@ func examples() []state.Record {
 			NodeID: "node-b",
 			At:     t0.Add(9 * time.Minute),
 		},
+		&state.TasksPurged{
+			Before: t0.Add(-7 * 24 * time.Hour),
+			At:     t0.Add(10 * time.Minute),
+		},
 	}
 }
 
@@ -118,6 +122,7 @@ var knownTypes = []state.RecordType{
 	state.TypeTaskCancelled,
 	state.TypeTaskDead,
 	state.TypeFence,
+	state.TypeTasksPurged,
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -240,6 +245,7 @@ func newMessage(t *testing.T, typ state.RecordType) proto.Message {
 		state.TypeTaskCancelled:    &recordpb.TaskCancelled{},
 		state.TypeTaskDead:         &recordpb.TaskDead{},
 		state.TypeFence:            &recordpb.Fence{},
+		state.TypeTasksPurged:      &recordpb.TasksPurged{},
 	}[typ:] {
 		return m
 	}
@@ -283,7 +289,7 @@ func TestEveryStateTypeHasCodec(t *testing.T) {
 
 func TestDecodeUnknownType(t *testing.T) {
 	t.Parallel()
-	for _, typ := range []state.RecordType{0, 12, 42, math.MaxUint16} {
+	for _, typ := range []state.RecordType{0, 13, 42, math.MaxUint16} {
 		rec, err := Decode(typ, []byte{})
 		if rec != nil || !errors.Is(err, ErrUnknownType) {
 			t.Fatalf("Decode(%d) = %v, %v; want ErrUnknownType", typ, rec, err)

@@ -33,6 +33,9 @@ type Backend interface {
 	Heartbeat(ctx context.Context, taskID, leaseID string) (time.Time, error)
 	Commit(ctx context.Context, taskID, leaseID string, result []byte) (coordinator.FencingToken, error)
 	Complete(ctx context.Context, taskID, leaseID string, result []byte) error
+	// CompleteBatch answers one error per item, in order; the error of the
+	// call is for the batch as a whole (see coordinator.CompleteBatch).
+	CompleteBatch(ctx context.Context, items []coordinator.CompleteItem) ([]error, error)
 	Fail(ctx context.Context, taskID, leaseID, reason string, permanent bool) (coordinator.FailResult, error)
 	// Err is non-nil once the backend stopped serving.
 	Err() error
@@ -86,6 +89,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(tenurev1connect.NewTaskServiceHandler(taskService{s}, opts...))
 	mux.Handle(tenurev1connect.NewWorkerServiceHandler(workerService{s}, opts...))
+	mux.Handle(tenurev1connect.NewAdminServiceHandler(adminService{s}, opts...))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.b.Err(); err != nil {
 			http.Error(w, "not serving: "+err.Error(), http.StatusServiceUnavailable)
@@ -138,11 +142,16 @@ func (strictJSON) Unmarshal(b []byte, m any) error {
 	return nil
 }
 
-// apiError maps a backend error to its Connect code.
+// apiError maps a backend error to its Connect error.
 func apiError(err error) error {
 	if err == nil {
 		return nil
 	}
+	return connect.NewError(apiCode(err), err)
+}
+
+// apiCode is the Connect code of a backend error.
+func apiCode(err error) connect.Code {
 	code := connect.CodeInternal
 	switch {
 	case errors.Is(err, coordinator.ErrInvalidArgument):
@@ -162,7 +171,7 @@ func apiError(err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		code = connect.CodeDeadlineExceeded
 	}
-	return connect.NewError(code, err)
+	return code
 }
 
 type taskService struct{ s *Server }
@@ -192,8 +201,13 @@ func (h taskService) SubmitBatch(ctx context.Context, req *connect.Request[tenur
 		return nil, apiError(err)
 	}
 	out := &tenurev1.SubmitBatchResponse{Responses: make([]*tenurev1.SubmitResponse, len(res))}
+	idsOnly := req.Msg.GetIdsOnly()
 	for i, r := range res {
-		out.Responses[i] = &tenurev1.SubmitResponse{Task: task(r.Task), Duplicate: r.Duplicate}
+		t := &tenurev1.Task{TaskId: r.Task.ID}
+		if !idsOnly {
+			t = task(r.Task)
+		}
+		out.Responses[i] = &tenurev1.SubmitResponse{Task: t, Duplicate: r.Duplicate}
 	}
 	return connect.NewResponse(out), nil
 }
@@ -316,6 +330,32 @@ func (h workerService) Complete(ctx context.Context, req *connect.Request[tenure
 		return nil, apiError(err)
 	}
 	return connect.NewResponse(&tenurev1.CompleteResponse{}), nil
+}
+
+func (h workerService) CompleteBatch(ctx context.Context, req *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error) {
+	in := req.Msg.GetItems()
+	items := make([]coordinator.CompleteItem, len(in))
+	for i, r := range in {
+		items[i] = coordinator.CompleteItem{TaskID: r.GetTaskId(), LeaseID: r.GetLeaseId(), Result: r.GetResult()}
+	}
+	errs, err := h.s.b.CompleteBatch(ctx, items)
+	if err != nil {
+		return nil, apiError(err)
+	}
+	if len(errs) != len(items) {
+		return nil, apiError(fmt.Errorf("CompleteBatch: the backend answered %d results for %d items", len(errs), len(items)))
+	}
+	results := make([]tenurev1.CompleteResult, len(items))
+	out := &tenurev1.CompleteBatchResponse{Results: make([]*tenurev1.CompleteResult, len(items))}
+	for i, e := range errs {
+		r := &results[i]
+		r.TaskId = items[i].TaskID
+		if e != nil {
+			r.Code, r.Message = apiCode(e).String(), e.Error()
+		}
+		out.Results[i] = r
+	}
+	return connect.NewResponse(out), nil
 }
 
 func (h workerService) Fail(ctx context.Context, req *connect.Request[tenurev1.FailRequest]) (*connect.Response[tenurev1.FailResponse], error) {

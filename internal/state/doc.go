@@ -21,4 +21,15 @@
 // One choice goes beyond the seeds: a LeaseExpired on the task's last
 // allowed attempt fails the task instead of returning it to WAITING, so a
 // task that crashes its worker every time cannot loop forever.
+//
+// Retention is a record too: TasksPurged drops the terminal tasks last
+// updated before its cut-off, and with them their request ids, so a replay
+// of the whole log drops the same tasks at the same point and accepts the
+// same reused request ids.
+//
+// Snapshots: Image copies the logical content cheaply (sharing the bytes the
+// state never modifies in place), and a Loader rebuilds a State from such a
+// content, task by task, checking each as Invariants would and building
+// every derived index, so that Apply continues from it. Package statetest
+// generates random valid record sequences for tests.
 package state

@@ -20,36 +20,21 @@ func (s *State) Invariants() error {
 		if id != t.ID {
 			bad(t, "indexed under %q", id)
 		}
-		counts[t.State]++
-		cur := t.CurrentLease()
-		switch t.State {
-		case Waiting, Completed, Failed, Dead:
-			if cur != nil {
-				bad(t, "%s task holds lease %q", t.State, cur.LeaseID)
-			}
-		case Leased:
-			if cur == nil {
-				bad(t, "LEASED task has no lease")
-			}
-		case Committed:
-		default:
-			bad(t, "invalid state %d", t.State)
+		checkTask(t, s.lastLSN, func(format string, args ...any) { bad(t, format, args...) })
+		if t.State >= Waiting && t.State <= Dead {
+			counts[t.State]++
+		}
+		var cur *Execution
+		if t.cur >= 0 && int(t.cur) < len(t.Executions) {
+			cur = t.CurrentLease()
 		}
 		if cur != nil {
 			leased++
 			if s.leases[cur.LeaseID] != t {
 				bad(t, "lease %q missing from the lease index", cur.LeaseID)
 			}
-			if int(t.cur) != len(t.Executions)-1 {
-				bad(t, "current lease is not the latest execution")
-			}
 			if t.heapIdx < 0 || int(t.heapIdx) >= s.expiry.Len() || s.expiry.tasks[t.heapIdx] != t {
 				bad(t, "leased task missing from the expiry index")
-			}
-			switch cur.Status {
-			case ExecLeased, ExecInProgress, ExecCommitted:
-			default:
-				bad(t, "current execution is %s", cur.Status)
 			}
 		}
 		if t.Schedulable() {
@@ -66,38 +51,11 @@ func (s *State) Invariants() error {
 				bad(t, "schedulable task missing from its queue index")
 			}
 		}
-		if t.Attempt != uint32(len(t.Executions)) {
-			bad(t, "attempt %d but %d executions", t.Attempt, len(t.Executions))
-		}
-		commits := 0
-		for i, e := range t.Executions {
-			if e.Attempt != uint32(i+1) {
-				bad(t, "execution %d has attempt %d", i, e.Attempt)
-			}
-			if e.CommittedAt != 0 {
-				commits++
-				if e.LeaseID != t.CommittedBy {
-					bad(t, "execution %q committed but the task names %q", e.LeaseID, t.CommittedBy)
-				}
-			}
-			if i != int(t.cur) && (e.Status == ExecLeased || e.Status == ExecInProgress) {
-				bad(t, "execution %d is %s without holding the lease", i, e.Status)
-			}
-		}
-		if commits > 1 {
-			bad(t, "%d executions committed; at most one may", commits)
-		}
-		mustCommit := t.State == Committed || t.State == Completed
-		if mustCommit && commits != 1 {
-			bad(t, "%s with %d commits", t.State, commits)
-		}
-		if (t.State == Waiting || t.State == Leased || t.State == Failed) && commits != 0 {
-			bad(t, "%s after a commit: a committed task never returns to waiting", t.State)
-		}
 		if t.RequestID != "" && s.requests[requestKey{t.Namespace, t.RequestID}] != t {
 			bad(t, "request id %q missing from its index", t.RequestID)
 		}
 	}
+	errs = append(errs, s.orderErrors()...)
 	if counts != s.counts {
 		errs = append(errs, fmt.Errorf("state counts %v, want %v", s.counts, counts))
 	}
@@ -117,6 +75,108 @@ func (s *State) Invariants() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// orderErrors checks the creation order: every task exactly once, by
+// increasing CreatedLSN, and the count of holes.
+func (s *State) orderErrors() []error {
+	var errs []error
+	holes, prev := 0, uint64(0)
+	for i, t := range s.order {
+		if t == nil {
+			holes++
+			continue
+		}
+		if s.tasks[t.ID] != t {
+			errs = append(errs, fmt.Errorf("creation order entry %d (task %q) is not in the task table", i, t.ID))
+		}
+		if t.CreatedLSN <= prev {
+			errs = append(errs, fmt.Errorf("creation order entry %d (task %q) has lsn %d after lsn %d", i, t.ID, t.CreatedLSN, prev))
+		}
+		prev = t.CreatedLSN
+	}
+	if holes != s.holes || len(s.order)-holes != len(s.tasks) {
+		errs = append(errs, fmt.Errorf("creation order has %d entries and %d holes (counted %d), for %d tasks",
+			len(s.order), holes, s.holes, len(s.tasks)))
+	}
+	return errs
+}
+
+// checkTask reports, through bad, every violation that can be seen in one
+// task alone: its state, its current lease, its executions and commits, its
+// record history. Invariants and Loader share it.
+func checkTask(t *Task, lastLSN uint64, bad func(format string, args ...any)) {
+	if t.cur < -1 || int(t.cur) >= len(t.Executions) {
+		bad("current lease index %d is outside its %d executions", t.cur, len(t.Executions))
+		return
+	}
+	cur := t.CurrentLease()
+	switch t.State {
+	case Waiting, Completed, Failed, Dead:
+		if cur != nil {
+			bad("%s task holds lease %q", t.State, cur.LeaseID)
+		}
+	case Leased:
+		if cur == nil {
+			bad("LEASED task has no lease")
+		}
+	case Committed:
+	default:
+		bad("invalid state %d", t.State)
+	}
+	if cur != nil {
+		if int(t.cur) != len(t.Executions)-1 {
+			bad("current lease is not the latest execution")
+		}
+		switch cur.Status {
+		case ExecLeased, ExecInProgress, ExecCommitted:
+		default:
+			bad("current execution is %s", cur.Status)
+		}
+	}
+	if t.Attempt != uint32(len(t.Executions)) {
+		bad("attempt %d but %d executions", t.Attempt, len(t.Executions))
+	}
+	commits := 0
+	for i, e := range t.Executions {
+		if e.Attempt != uint32(i+1) {
+			bad("execution %d has attempt %d", i, e.Attempt)
+		}
+		if e.Status < ExecLeased || e.Status > ExecAborted {
+			bad("execution %d has invalid status %d", i, e.Status)
+		}
+		if e.CommittedAt != 0 {
+			commits++
+			if e.LeaseID != t.CommittedBy {
+				bad("execution %q committed but the task names %q", e.LeaseID, t.CommittedBy)
+			}
+		}
+		if i != int(t.cur) && (e.Status == ExecLeased || e.Status == ExecInProgress) {
+			bad("execution %d is %s without holding the lease", i, e.Status)
+		}
+	}
+	if commits > 1 {
+		bad("%d executions committed; at most one may", commits)
+	}
+	mustCommit := t.State == Committed || t.State == Completed
+	if mustCommit && commits != 1 {
+		bad("%s with %d commits", t.State, commits)
+	}
+	if (t.State == Waiting || t.State == Leased || t.State == Failed) && commits != 0 {
+		bad("%s after a commit: a committed task never returns to waiting", t.State)
+	}
+	if len(t.LSNs) == 0 || t.LSNs[0] != t.CreatedLSN {
+		bad("record history does not start at its creation lsn %d", t.CreatedLSN)
+	}
+	for i := 1; i < len(t.LSNs); i++ {
+		if t.LSNs[i] <= t.LSNs[i-1] {
+			bad("record history is not increasing at %d", i)
+			break
+		}
+	}
+	if n := len(t.LSNs); n > 0 && t.LSNs[n-1] > lastLSN {
+		bad("record history names lsn %d, after the last applied lsn %d", t.LSNs[n-1], lastLSN)
+	}
 }
 
 // Export is a canonical, deep copy of the logical state: equal for two

@@ -44,6 +44,9 @@ const (
 	// TypeFence is appended by a node that gains ownership of a partition in
 	// cluster mode, before anything else; it carries the node's epoch.
 	TypeFence RecordType = 11
+	// TypeTasksPurged drops finished tasks older than the retention period
+	// (appended by the coordinator before a snapshot).
+	TypeTasksPurged RecordType = 12
 )
 
 var typeNames = map[RecordType]string{
@@ -58,6 +61,7 @@ var typeNames = map[RecordType]string{
 	TypeTaskCancelled:    "TaskCancelled",
 	TypeTaskDead:         "TaskDead",
 	TypeFence:            "Fence",
+	TypeTasksPurged:      "TasksPurged",
 }
 
 func (t RecordType) String() string {
@@ -71,7 +75,8 @@ func (t RecordType) String() string {
 // Record applied by State.Apply.
 type Record interface {
 	Type() RecordType
-	// Task is the id of the task the record touches ("" for Fence).
+	// Task is the id of the task the record touches ("" for Fence and
+	// TasksPurged).
 	Task() string
 }
 
@@ -217,6 +222,20 @@ type Fence struct {
 	At     Time
 }
 
+// TasksPurged removes every terminal (COMPLETED, FAILED or DEAD) task whose
+// UpdatedAt is before Before: from the task table, from the request-id index
+// (so its request id may be used again) and from the creation order. Tasks
+// that are not terminal are never touched. Retention is a record, not a side
+// effect of snapshotting, because it changes behaviour (request-id
+// deduplication): a replay of the full log must drop the same tasks at the
+// same point.
+type TasksPurged struct {
+	// Before is the cut-off: the coordinator's clock minus the retention
+	// period when it decided the purge.
+	Before Time
+	At     Time
+}
+
 func (*TaskCreated) Type() RecordType      { return TypeTaskCreated }
 func (*LeaseGranted) Type() RecordType     { return TypeLeaseGranted }
 func (*LeaseExtended) Type() RecordType    { return TypeLeaseExtended }
@@ -228,6 +247,7 @@ func (*TaskFailed) Type() RecordType       { return TypeTaskFailed }
 func (*TaskCancelled) Type() RecordType    { return TypeTaskCancelled }
 func (*TaskDead) Type() RecordType         { return TypeTaskDead }
 func (*Fence) Type() RecordType            { return TypeFence }
+func (*TasksPurged) Type() RecordType      { return TypeTasksPurged }
 
 func (r *TaskCreated) Task() string      { return r.TaskID }
 func (r *LeaseGranted) Task() string     { return r.TaskID }
@@ -240,3 +260,4 @@ func (r *TaskFailed) Task() string       { return r.TaskID }
 func (r *TaskCancelled) Task() string    { return r.TaskID }
 func (r *TaskDead) Task() string         { return r.TaskID }
 func (*Fence) Task() string              { return "" }
+func (*TasksPurged) Task() string        { return "" }

@@ -46,8 +46,9 @@ type State struct {
 	queues map[QueueKey]*queueIndex
 	expiry taskHeap
 	// order lists tasks by creation, for stable paging. Entries of dropped
-	// tasks are nil until the next compaction.
+	// tasks are nil until the next compaction; holes counts them.
 	order  []*Task
+	holes  int
 	counts [Dead + 1]int
 }
 
@@ -208,6 +209,8 @@ func (s *State) Apply(lsn uint64, r Record) error {
 		reason = s.applyDead(lsn, r)
 	case *Fence:
 		reason = s.applyFence(r)
+	case *TasksPurged:
+		reason = s.applyPurged(r)
 	default:
 		reason = fmt.Sprintf("unknown record %T", r)
 	}

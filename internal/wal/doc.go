@@ -109,4 +109,17 @@
 // fsyncs the last segment, because a previous process may have written it
 // without fsyncing and its records are about to be reported durable, and
 // appends continue after its last valid record.
+//
+// # Compaction and offline reading
+//
+// DeleteBefore(lsn) removes whole segments whose records are all below lsn,
+// oldest first, never the active segment, fsyncing the directory after
+// each removal so that a crash leaves a contiguous run of segments. The
+// owner calls it once a snapshot covers those records (package snapshot);
+// FirstLSN then moves up and Replay from below it returns ErrCompacted.
+//
+// Verify checks a directory as Open would but modifies nothing: corruption
+// is a *CorruptionError naming the segment and offset; what Open would
+// repair (a torn tail, leftovers) is reported as notes. ReplayDir reads the
+// valid records of a directory the same way, for offline tools.
 package wal

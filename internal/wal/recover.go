@@ -216,9 +216,12 @@ type scanResult struct {
 type scanner struct {
 	fs             fsys.FS
 	maxRecordBytes int
-	br             *bufio.Reader
-	payload        []byte
-	chunk          []byte
+	// check, if set, is called for every valid frame (Verify decodes the
+	// payload with it); its error makes the frame corrupt.
+	check   func(lsn uint64, e Entry) error
+	br      *bufio.Reader
+	payload []byte
+	chunk   []byte
 }
 
 // scan validates every frame of seg. For the last segment it reports a torn
@@ -275,6 +278,11 @@ func (s *scanner) scan(seg segmentInfo, last bool) (scanResult, error) {
 			return corrupt(off, lsn, fmt.Sprintf("frame has lsn %d: records are missing or repeated", h.lsn))
 		}
 		if p == frameOK {
+			if s.check != nil {
+				if err := s.check(lsn, Entry{Type: h.typ, Payload: s.payload[:h.length]}); err != nil {
+					return corrupt(off, lsn, fmt.Sprintf("record does not decode: %v", err))
+				}
+			}
 			lsn++
 			off += h.frameBytes()
 			continue

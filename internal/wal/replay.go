@@ -5,16 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"slices"
 	"sort"
+
+	"github.com/tenurehq/tenure/internal/fsys"
 )
 
 // Replay calls fn for every durable record with an LSN >= from, in LSN order,
 // reading them from disk. It stops at DurableLSN as of the call, so it is
 // safe while appends continue; records appended meanwhile are not visited.
-// from 0 means 1. Replay returns ErrCompacted if from is below FirstLSN, a
-// *CorruptionError if a record fails its checks, and fn's error unwrapped if
-// fn fails (which stops the replay).
+// from 0 means 1. Replay returns ErrCompacted if from is below FirstLSN (or
+// if DeleteBefore removes a segment before the replay reaches it, possibly
+// after fn saw some records), a *CorruptionError if a record fails its
+// checks, and fn's error unwrapped if fn fails (which stops the replay).
 //
 // The Entry.Payload passed to fn is only valid until fn returns: Replay
 // reuses its memory for the next record. Copy it to keep it.
@@ -24,19 +29,35 @@ import (
 // are skipped without checking their checksums (Open checked them).
 func (l *Log) Replay(from uint64, fn func(lsn uint64, e Entry) error) error {
 	from = max(from, 1)
+	// A copy: DeleteBefore replaces the list, rotations append to it.
 	l.mu.Lock()
-	segs := l.segments[:len(l.segments):len(l.segments)]
+	segs := slices.Clone(l.segments)
 	limit := l.durable.Load()
 	l.mu.Unlock()
 
 	if from < segs[0].first {
 		return fmt.Errorf("%w: replay from lsn %d, but the log starts at lsn %d", ErrCompacted, from, segs[0].first)
 	}
+	// A segment in the copy may be deleted before it is opened; that is
+	// compaction overtaking the replay, not damage.
+	gone := func(seg segmentInfo) error {
+		if first := l.FirstLSN(); first > seg.first {
+			return fmt.Errorf("%w: segment %s was deleted during the replay (the log now starts at lsn %d)", ErrCompacted, seg.path, first)
+		}
+		return nil
+	}
+	r := replayer{fs: l.opts.FS, maxRecordBytes: l.opts.MaxRecordBytes, gone: gone}
+	return r.replay(segs, from, limit, fn)
+}
+
+// replay replays the records of segs from from to limit; segs[0].first <=
+// from.
+func (r *replayer) replay(segs []segmentInfo, from, limit uint64, fn func(lsn uint64, e Entry) error) error {
 	if from > limit {
 		return nil
 	}
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].first > from }) - 1
-	r := replayer{maxRecordBytes: l.opts.MaxRecordBytes, br: bufio.NewReaderSize(nil, 64<<10)}
+	r.br = bufio.NewReaderSize(nil, 64<<10)
 	next := segs[i].first
 	for ; i < len(segs) && next <= limit; i++ {
 		seg := segs[i]
@@ -44,7 +65,7 @@ func (l *Log) Replay(from uint64, fn func(lsn uint64, e Entry) error) error {
 			return &CorruptionError{Segment: seg.path, LSN: next, Reason: fmt.Sprintf("segment starts at lsn %d, expected %d", seg.first, next)}
 		}
 		var err error
-		if next, err = r.segment(l, seg, from, limit, fn); err != nil {
+		if next, err = r.segment(seg, from, limit, fn); err != nil {
 			return err
 		}
 	}
@@ -57,17 +78,25 @@ func (l *Log) Replay(from uint64, fn func(lsn uint64, e Entry) error) error {
 }
 
 type replayer struct {
+	fs             fsys.FS
 	maxRecordBytes int
-	br             *bufio.Reader
-	payload        []byte
-	off            int64 // offset in the current segment
+	// gone, if set, explains a segment file that no longer exists.
+	gone    func(segmentInfo) error
+	br      *bufio.Reader
+	payload []byte
+	off     int64 // offset in the current segment
 }
 
 // segment replays the records of seg up to limit and returns the LSN after
 // the last one it read.
-func (r *replayer) segment(l *Log, seg segmentInfo, from, limit uint64, fn func(uint64, Entry) error) (uint64, error) {
-	f, err := l.opts.FS.OpenFile(seg.path, os.O_RDONLY, 0)
+func (r *replayer) segment(seg segmentInfo, from, limit uint64, fn func(uint64, Entry) error) (uint64, error) {
+	f, err := r.fs.OpenFile(seg.path, os.O_RDONLY, 0)
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && r.gone != nil {
+			if gerr := r.gone(seg); gerr != nil {
+				return 0, gerr
+			}
+		}
 		return 0, fmt.Errorf("wal: replay: open segment %s: %w", seg.path, err)
 	}
 	defer f.Close()

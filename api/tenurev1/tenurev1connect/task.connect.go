@@ -70,7 +70,11 @@ type TaskServiceClient interface {
 	//
 	// With a request_id that was already used in the namespace, nothing is
 	// created: the existing task is returned with duplicate set, so a client
-	// may retry a Submit whose answer it did not get.
+	// may retry a Submit whose answer it did not get. A request_id is
+	// remembered while its task is retained: a COMPLETED, FAILED or DEAD task
+	// last updated longer ago than the server's retention period (--retention,
+	// default 7 days) leaves at the next snapshot, and from then on its
+	// request_id creates a new task.
 	Submit(context.Context, *connect.Request[tenurev1.SubmitRequest]) (*connect.Response[tenurev1.SubmitResponse], error)
 	// SubmitBatch submits up to 1000 tasks (default limit) in one call. Every
 	// request is validated before any task is created: an invalid one fails
@@ -196,7 +200,11 @@ type TaskServiceHandler interface {
 	//
 	// With a request_id that was already used in the namespace, nothing is
 	// created: the existing task is returned with duplicate set, so a client
-	// may retry a Submit whose answer it did not get.
+	// may retry a Submit whose answer it did not get. A request_id is
+	// remembered while its task is retained: a COMPLETED, FAILED or DEAD task
+	// last updated longer ago than the server's retention period (--retention,
+	// default 7 days) leaves at the next snapshot, and from then on its
+	// request_id creates a new task.
 	Submit(context.Context, *connect.Request[tenurev1.SubmitRequest]) (*connect.Response[tenurev1.SubmitResponse], error)
 	// SubmitBatch submits up to 1000 tasks (default limit) in one call. Every
 	// request is validated before any task is created: an invalid one fails

@@ -60,6 +60,9 @@ const (
 	WorkerServiceCommitProcedure = "/tenure.v1.WorkerService/Commit"
 	// WorkerServiceCompleteProcedure is the fully-qualified name of the WorkerService's Complete RPC.
 	WorkerServiceCompleteProcedure = "/tenure.v1.WorkerService/Complete"
+	// WorkerServiceCompleteBatchProcedure is the fully-qualified name of the WorkerService's
+	// CompleteBatch RPC.
+	WorkerServiceCompleteBatchProcedure = "/tenure.v1.WorkerService/CompleteBatch"
 	// WorkerServiceFailProcedure is the fully-qualified name of the WorkerService's Fail RPC.
 	WorkerServiceFailProcedure = "/tenure.v1.WorkerService/Fail"
 )
@@ -89,6 +92,19 @@ type WorkerServiceClient interface {
 	// From LEASED it commits and completes in one step; from COMMITTED it
 	// finalises the committed result.
 	Complete(context.Context, *connect.Request[tenurev1.CompleteRequest]) (*connect.Response[tenurev1.CompleteResponse], error)
+	// CompleteBatch completes up to 1000 tasks (default limit) in one call,
+	// each exactly as Complete would. Each item succeeds or fails on its own:
+	// results come in the order of the items, and an item's failure (lease
+	// lost, already committed, not found, an invalid field) is reported in
+	// its result and does not affect the other items. An item that succeeded
+	// is durable when the call returns. The call as a whole fails only for a
+	// request-level problem (no items, or more than the limit:
+	// INVALID_ARGUMENT) or when the server cannot answer at all (e.g.
+	// UNAVAILABLE); then no result is known, and retrying the whole call is
+	// safe, because the same lease completing again gets the same answer.
+	// Items that name the same task take effect one after the other, in
+	// order.
+	CompleteBatch(context.Context, *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error)
 	// Fail ends an attempt that failed before commit. With attempts left and
 	// permanent unset the task waits for a retry (WAITING until retry_at);
 	// otherwise it is FAILED. A committed task cannot fail
@@ -137,6 +153,12 @@ func NewWorkerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(workerServiceMethods.ByName("Complete")),
 			connect.WithClientOptions(opts...),
 		),
+		completeBatch: connect.NewClient[tenurev1.CompleteBatchRequest, tenurev1.CompleteBatchResponse](
+			httpClient,
+			baseURL+WorkerServiceCompleteBatchProcedure,
+			connect.WithSchema(workerServiceMethods.ByName("CompleteBatch")),
+			connect.WithClientOptions(opts...),
+		),
 		fail: connect.NewClient[tenurev1.FailRequest, tenurev1.FailResponse](
 			httpClient,
 			baseURL+WorkerServiceFailProcedure,
@@ -148,12 +170,13 @@ func NewWorkerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 
 // workerServiceClient implements WorkerServiceClient.
 type workerServiceClient struct {
-	lease     *connect.Client[tenurev1.LeaseRequest, tenurev1.LeaseResponse]
-	start     *connect.Client[tenurev1.StartRequest, tenurev1.StartResponse]
-	heartbeat *connect.Client[tenurev1.HeartbeatRequest, tenurev1.HeartbeatResponse]
-	commit    *connect.Client[tenurev1.CommitRequest, tenurev1.CommitResponse]
-	complete  *connect.Client[tenurev1.CompleteRequest, tenurev1.CompleteResponse]
-	fail      *connect.Client[tenurev1.FailRequest, tenurev1.FailResponse]
+	lease         *connect.Client[tenurev1.LeaseRequest, tenurev1.LeaseResponse]
+	start         *connect.Client[tenurev1.StartRequest, tenurev1.StartResponse]
+	heartbeat     *connect.Client[tenurev1.HeartbeatRequest, tenurev1.HeartbeatResponse]
+	commit        *connect.Client[tenurev1.CommitRequest, tenurev1.CommitResponse]
+	complete      *connect.Client[tenurev1.CompleteRequest, tenurev1.CompleteResponse]
+	completeBatch *connect.Client[tenurev1.CompleteBatchRequest, tenurev1.CompleteBatchResponse]
+	fail          *connect.Client[tenurev1.FailRequest, tenurev1.FailResponse]
 }
 
 // Lease calls tenure.v1.WorkerService.Lease.
@@ -179,6 +202,11 @@ func (c *workerServiceClient) Commit(ctx context.Context, req *connect.Request[t
 // Complete calls tenure.v1.WorkerService.Complete.
 func (c *workerServiceClient) Complete(ctx context.Context, req *connect.Request[tenurev1.CompleteRequest]) (*connect.Response[tenurev1.CompleteResponse], error) {
 	return c.complete.CallUnary(ctx, req)
+}
+
+// CompleteBatch calls tenure.v1.WorkerService.CompleteBatch.
+func (c *workerServiceClient) CompleteBatch(ctx context.Context, req *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error) {
+	return c.completeBatch.CallUnary(ctx, req)
 }
 
 // Fail calls tenure.v1.WorkerService.Fail.
@@ -211,6 +239,19 @@ type WorkerServiceHandler interface {
 	// From LEASED it commits and completes in one step; from COMMITTED it
 	// finalises the committed result.
 	Complete(context.Context, *connect.Request[tenurev1.CompleteRequest]) (*connect.Response[tenurev1.CompleteResponse], error)
+	// CompleteBatch completes up to 1000 tasks (default limit) in one call,
+	// each exactly as Complete would. Each item succeeds or fails on its own:
+	// results come in the order of the items, and an item's failure (lease
+	// lost, already committed, not found, an invalid field) is reported in
+	// its result and does not affect the other items. An item that succeeded
+	// is durable when the call returns. The call as a whole fails only for a
+	// request-level problem (no items, or more than the limit:
+	// INVALID_ARGUMENT) or when the server cannot answer at all (e.g.
+	// UNAVAILABLE); then no result is known, and retrying the whole call is
+	// safe, because the same lease completing again gets the same answer.
+	// Items that name the same task take effect one after the other, in
+	// order.
+	CompleteBatch(context.Context, *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error)
 	// Fail ends an attempt that failed before commit. With attempts left and
 	// permanent unset the task waits for a retry (WAITING until retry_at);
 	// otherwise it is FAILED. A committed task cannot fail
@@ -255,6 +296,12 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(workerServiceMethods.ByName("Complete")),
 		connect.WithHandlerOptions(opts...),
 	)
+	workerServiceCompleteBatchHandler := connect.NewUnaryHandler(
+		WorkerServiceCompleteBatchProcedure,
+		svc.CompleteBatch,
+		connect.WithSchema(workerServiceMethods.ByName("CompleteBatch")),
+		connect.WithHandlerOptions(opts...),
+	)
 	workerServiceFailHandler := connect.NewUnaryHandler(
 		WorkerServiceFailProcedure,
 		svc.Fail,
@@ -273,6 +320,8 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 			workerServiceCommitHandler.ServeHTTP(w, r)
 		case WorkerServiceCompleteProcedure:
 			workerServiceCompleteHandler.ServeHTTP(w, r)
+		case WorkerServiceCompleteBatchProcedure:
+			workerServiceCompleteBatchHandler.ServeHTTP(w, r)
 		case WorkerServiceFailProcedure:
 			workerServiceFailHandler.ServeHTTP(w, r)
 		default:
@@ -302,6 +351,10 @@ func (UnimplementedWorkerServiceHandler) Commit(context.Context, *connect.Reques
 
 func (UnimplementedWorkerServiceHandler) Complete(context.Context, *connect.Request[tenurev1.CompleteRequest]) (*connect.Response[tenurev1.CompleteResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.WorkerService.Complete is not implemented"))
+}
+
+func (UnimplementedWorkerServiceHandler) CompleteBatch(context.Context, *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.WorkerService.CompleteBatch is not implemented"))
 }
 
 func (UnimplementedWorkerServiceHandler) Fail(context.Context, *connect.Request[tenurev1.FailRequest]) (*connect.Response[tenurev1.FailResponse], error) {

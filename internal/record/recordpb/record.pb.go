@@ -996,6 +996,62 @@ func (x *Fence) GetAtUnixNanos() int64 {
 	return 0
 }
 
+// TasksPurged (record type 12) drops every COMPLETED, FAILED and DEAD task
+// last updated before before_unix_nanos (the retention cut-off): its request
+// id stops deduplicating from here on. Tasks that are not terminal are never
+// dropped.
+type TasksPurged struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	BeforeUnixNanos int64                  `protobuf:"fixed64,1,opt,name=before_unix_nanos,json=beforeUnixNanos,proto3" json:"before_unix_nanos,omitempty"`
+	AtUnixNanos     int64                  `protobuf:"fixed64,2,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TasksPurged) Reset() {
+	*x = TasksPurged{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TasksPurged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TasksPurged) ProtoMessage() {}
+
+func (x *TasksPurged) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TasksPurged.ProtoReflect.Descriptor instead.
+func (*TasksPurged) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TasksPurged) GetBeforeUnixNanos() int64 {
+	if x != nil {
+		return x.BeforeUnixNanos
+	}
+	return 0
+}
+
+func (x *TasksPurged) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
 var File_tenure_record_v1_record_proto protoreflect.FileDescriptor
 
 const file_tenure_record_v1_record_proto_rawDesc = "" +
@@ -1072,7 +1128,10 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x05Fence\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\"\n" +
-	"\rat_unix_nanos\x18\x03 \x01(\x10R\vatUnixNanos*E\n" +
+	"\rat_unix_nanos\x18\x03 \x01(\x10R\vatUnixNanos\"]\n" +
+	"\vTasksPurged\x12*\n" +
+	"\x11before_unix_nanos\x18\x01 \x01(\x10R\x0fbeforeUnixNanos\x12\"\n" +
+	"\rat_unix_nanos\x18\x02 \x01(\x10R\vatUnixNanos*E\n" +
 	"\rFormatVersion\x12\x1e\n" +
 	"\x1aFORMAT_VERSION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FORMAT_VERSION_1\x10\x01B>Z<github.com/tenurehq/tenure/internal/record/recordpb;recordpbb\x06proto3"
@@ -1090,7 +1149,7 @@ func file_tenure_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_tenure_record_v1_record_proto_goTypes = []any{
 	(FormatVersion)(0),       // 0: tenure.record.v1.FormatVersion
 	(*RetryPolicy)(nil),      // 1: tenure.record.v1.RetryPolicy
@@ -1105,6 +1164,7 @@ var file_tenure_record_v1_record_proto_goTypes = []any{
 	(*TaskCancelled)(nil),    // 10: tenure.record.v1.TaskCancelled
 	(*TaskDead)(nil),         // 11: tenure.record.v1.TaskDead
 	(*Fence)(nil),            // 12: tenure.record.v1.Fence
+	(*TasksPurged)(nil),      // 13: tenure.record.v1.TasksPurged
 }
 var file_tenure_record_v1_record_proto_depIdxs = []int32{
 	1, // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
@@ -1126,7 +1186,7 @@ func file_tenure_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_record_v1_record_proto_rawDesc), len(file_tenure_record_v1_record_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,408 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/tenurehq/tenure/internal/node"
+	"github.com/tenurehq/tenure/internal/record"
+	"github.com/tenurehq/tenure/internal/snapshot"
+	"github.com/tenurehq/tenure/internal/state"
+	"github.com/tenurehq/tenure/internal/wal"
+)
+
+// The offline tools read a data directory directly, never through a
+// server, and never modify it.
+func init() {
+	register(command{name: "wal verify", summary: "check every WAL frame and every snapshot of a data directory (offline)", run: runWALVerify})
+	register(command{name: "wal dump", summary: "print WAL records as JSON lines, by task and LSN range (offline)", run: runWALDump})
+	register(command{name: "wal state", summary: "show the state as it was after a given LSN (offline)", run: runWALState})
+}
+
+// dataFlags are the flags every offline tool shares.
+type dataFlags struct {
+	dataDir   *string
+	forceRead *bool
+}
+
+func addDataFlags(fs *flag.FlagSet) dataFlags {
+	return dataFlags{
+		dataDir:   fs.String("data-dir", envOr("TENURE_DATA_DIR", "./tenure-data"), "data directory to read (env TENURE_DATA_DIR)"),
+		forceRead: fs.Bool("force-read", false, "read even while a server holds the data directory (its newest records may be half-written and show as a torn tail)"),
+	}
+}
+
+// open checks the data directory and takes the shared lock that keeps a
+// server from starting meanwhile (unless --force-read).
+func (f dataFlags) open(stderr io.Writer) (release func(), err error) {
+	if fi, err := os.Stat(*f.dataDir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("no data directory at %s (pass --data-dir)", *f.dataDir)
+	}
+	if *f.forceRead {
+		fmt.Fprintln(stderr, "warning: --force-read: a running server may be writing; its last records may look torn")
+		return func() {}, nil
+	}
+	release, err = node.LockShared(*f.dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w; stop the server first, or pass --force-read to read anyway", err)
+	}
+	return release, nil
+}
+
+func (f dataFlags) walOptions() wal.Options {
+	return wal.Options{Dir: filepath.Join(*f.dataDir, node.WALDir), MaxRecordBytes: 64 << 20}
+}
+
+func (f dataFlags) snapshots() snapshot.Dir {
+	return snapshot.Dir{Path: filepath.Join(*f.dataDir, node.SnapshotDir)}
+}
+
+func decodeEntry(lsn uint64, e wal.Entry) (state.Record, error) {
+	r, err := record.Decode(state.RecordType(e.Type), e.Payload)
+	if err != nil {
+		return nil, fmt.Errorf("record at lsn %d: %w", lsn, err)
+	}
+	return r, nil
+}
+
+func runWALVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("wal verify", "[flags]", stderr)
+	df := addDataFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	release, err := df.open(stderr)
+	if err != nil {
+		return err
+	}
+	defer release()
+	fail := func(format string, args ...any) error {
+		fmt.Fprintf(stdout, "FAIL "+format+"\n", args...)
+		return exitError{1}
+	}
+
+	// Every frame of every segment, and every payload decodes.
+	rep, err := wal.Verify(df.walOptions(), func(lsn uint64, e wal.Entry) error {
+		_, err := decodeEntry(lsn, e)
+		return err
+	})
+	if ce, ok := errors.AsType[*wal.CorruptionError](err); ok {
+		return fail("%s at offset %d (lsn %d): %s", ce.Segment, ce.Offset, ce.LSN, ce.Reason)
+	}
+	if err != nil {
+		return err
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(stdout, "note: %s\n", n)
+	}
+
+	// Every snapshot, completely.
+	store := df.snapshots()
+	lsns, err := store.List()
+	if err != nil {
+		return err
+	}
+	var valid []uint64
+	for _, lsn := range lsns {
+		_, sum, err := store.Read(lsn)
+		if ce, ok := errors.AsType[*snapshot.CorruptError](err); ok {
+			return fail("%s at offset %d: %s", ce.Path, ce.Offset, ce.Reason)
+		}
+		if err != nil {
+			return err
+		}
+		if lsn > rep.LastLSN {
+			fmt.Fprintf(stdout, "note: %s ends at lsn %d, after the log's last record %d; the server discards it at its next start\n", store.File(lsn), lsn, rep.LastLSN)
+		} else {
+			valid = append(valid, lsn)
+		}
+		fmt.Fprintf(stdout, "snapshot %s: lsn %d, %d tasks, %d bytes\n", store.File(lsn), lsn, sum.Tasks, sum.Bytes)
+	}
+
+	// The log and the snapshots together must reach every record.
+	if rep.FirstLSN > 1 && (len(valid) == 0 || valid[len(valid)-1]+1 < rep.FirstLSN) {
+		return fail("%s: the log starts at lsn %d, and no snapshot holds the records before it", df.walOptions().Dir, rep.FirstLSN)
+	}
+	// The records after the newest snapshot (or all of them) must apply.
+	st, from, err := startState(store, valid, rep.LastLSN, stderr)
+	if err != nil {
+		return err
+	}
+	if _, err := replayInto(df, st, from, rep.LastLSN); err != nil {
+		return fail("%v", err)
+	}
+	if err := st.Invariants(); err != nil {
+		return fail("state after lsn %d breaks invariants: %v", rep.LastLSN, err)
+	}
+	fmt.Fprintf(stdout, "OK: %d WAL segments, records %d..%d (%d records); %d snapshots; the state after lsn %d has %d tasks\n",
+		len(rep.Segments), rep.FirstLSN, rep.LastLSN, rep.Records, len(lsns), st.LastLSN(), st.Len())
+	return nil
+}
+
+// startState loads the newest snapshot in lsns (oldest first) at or below
+// at that reads, and returns it with the LSN replay continues from. Without
+// one it returns an empty state and LSN 1. Damaged snapshots are reported
+// on stderr and skipped.
+func startState(store snapshot.Dir, lsns []uint64, at uint64, stderr io.Writer) (*state.State, uint64, error) {
+	for i := len(lsns) - 1; i >= 0; i-- {
+		if lsns[i] > at {
+			continue
+		}
+		st, err := store.Load(lsns[i])
+		if err != nil {
+			fmt.Fprintf(stderr, "warning: skipping snapshot: %v\n", err)
+			continue
+		}
+		return st, lsns[i] + 1, nil
+	}
+	return state.New(), 1, nil
+}
+
+var errStop = errors.New("stop")
+
+// replayInto applies the records from..to of the log to st and returns how
+// many it applied.
+func replayInto(df dataFlags, st *state.State, from, to uint64) (int, error) {
+	if from > to {
+		return 0, nil
+	}
+	n := 0
+	_, err := wal.ReplayDir(df.walOptions(), from, func(lsn uint64, e wal.Entry) error {
+		if lsn > to {
+			return errStop
+		}
+		r, err := decodeEntry(lsn, e)
+		if err != nil {
+			return err
+		}
+		if err := st.Apply(lsn, r); err != nil {
+			return err
+		}
+		n++
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return n, err
+}
+
+func runWALDump(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("wal dump", "[--task ID] [--from LSN] [--to LSN] [flags]", stderr)
+	df := addDataFlags(fs)
+	task := fs.String("task", "", "only records that touch this task")
+	from := fs.Uint64("from", 0, "first LSN to print (default: the first in the log)")
+	to := fs.Uint64("to", 0, "last LSN to print (default: the last in the log)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	if *to != 0 && *from > *to {
+		return usageError{fmt.Sprintf("--from %d is after --to %d", *from, *to)}
+	}
+	release, err := df.open(stderr)
+	if err != nil {
+		return err
+	}
+	defer release()
+	rep, err := wal.Verify(df.walOptions(), nil)
+	if err != nil {
+		return err
+	}
+	start := max(*from, rep.FirstLSN)
+	if *from != 0 && *from < rep.FirstLSN {
+		fmt.Fprintf(stderr, "note: records below lsn %d were deleted (a snapshot holds their effect); starting at %d\n", rep.FirstLSN, rep.FirstLSN)
+	}
+	w := json.NewEncoder(stdout)
+	type line struct {
+		LSN    uint64          `json:"lsn"`
+		Type   string          `json:"type"`
+		Record json.RawMessage `json:"record"`
+	}
+	_, err = wal.ReplayDir(df.walOptions(), start, func(lsn uint64, e wal.Entry) error {
+		if *to != 0 && lsn > *to {
+			return errStop
+		}
+		r, err := decodeEntry(lsn, e)
+		if err != nil {
+			return err
+		}
+		if *task != "" && r.Task() != *task {
+			return nil
+		}
+		m, err := record.Message(r)
+		if err != nil {
+			return err
+		}
+		b, err := protojson.Marshal(m)
+		if err != nil {
+			return err
+		}
+		return w.Encode(line{LSN: lsn, Type: r.Type().String(), Record: b})
+	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return err
+}
+
+func runWALState(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("wal state", "[--at LSN] [--task ID] [--json] [flags]", stderr)
+	df := addDataFlags(fs)
+	at := fs.Uint64("at", 0, "show the state after this record (default: the last one)")
+	taskID := fs.String("task", "", "also show this task")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	release, err := df.open(stderr)
+	if err != nil {
+		return err
+	}
+	defer release()
+	rep, err := wal.Verify(df.walOptions(), nil)
+	if err != nil {
+		return err
+	}
+	if *at == 0 {
+		*at = rep.LastLSN
+	}
+	if *at > rep.LastLSN {
+		return fmt.Errorf("--at %d is after the log's last record, lsn %d", *at, rep.LastLSN)
+	}
+	store := df.snapshots()
+	lsns, err := store.List()
+	if err != nil {
+		return err
+	}
+	st, from, err := startState(store, lsns, *at, stderr)
+	if err != nil {
+		return err
+	}
+	if from < rep.FirstLSN {
+		oldest := rep.FirstLSN - 1
+		for _, l := range lsns {
+			if l+1 >= rep.FirstLSN {
+				oldest = min(oldest, l)
+			}
+		}
+		return fmt.Errorf("the state after lsn %d is no longer available: the log starts at lsn %d and the oldest usable snapshot is at lsn %d; pick --at %d or later",
+			*at, rep.FirstLSN, oldest, oldest)
+	}
+	snapAt := from - 1
+	n, err := replayInto(df, st, from, *at)
+	if err != nil {
+		return err
+	}
+	var t *state.Task
+	if *taskID != "" {
+		if t = st.Task(*taskID); t == nil {
+			return fmt.Errorf("no task %q in the state after lsn %d (never created, created later, or purged by retention)", *taskID, *at)
+		}
+	}
+	byState := map[string]int{}
+	for ts := state.Waiting; ts <= state.Dead; ts++ {
+		byState[ts.String()] = st.Count(ts)
+	}
+	if *asJSON {
+		out := struct {
+			LSN          uint64          `json:"lsn"`
+			Epoch        uint64          `json:"epoch"`
+			FromSnapshot uint64          `json:"fromSnapshot"`
+			Replayed     int             `json:"replayed"`
+			Tasks        int             `json:"tasks"`
+			ByState      map[string]int  `json:"byState"`
+			Task         json.RawMessage `json:"task,omitempty"`
+		}{LSN: st.LastLSN(), Epoch: st.Epoch(), FromSnapshot: snapAt, Replayed: n, Tasks: st.Len(), ByState: byState}
+		if t != nil {
+			if out.Task, err = protojson.Marshal(snapshot.TaskMessage(t)); err != nil {
+				return err
+			}
+		}
+		b, err := json.MarshalIndent(out, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(stdout, string(b))
+		return err
+	}
+	source := "the whole log"
+	if snapAt > 0 {
+		source = fmt.Sprintf("snapshot at lsn %d", snapAt)
+	}
+	fmt.Fprintf(stdout, "state after lsn %d (%s + %d records replayed), epoch %d\n%d tasks\n", st.LastLSN(), source, n, st.Epoch(), st.Len())
+	names := make([]string, 0, len(byState))
+	for k := range byState {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool { return stateOrder(names[i]) < stateOrder(names[j]) })
+	for _, k := range names {
+		fmt.Fprintf(stdout, "  %-10s %d\n", k, byState[k])
+	}
+	if t != nil {
+		printStateTask(stdout, t)
+	}
+	return nil
+}
+
+func stateOrder(name string) int {
+	for ts := state.Waiting; ts <= state.Dead; ts++ {
+		if ts.String() == name {
+			return int(ts)
+		}
+	}
+	return 99
+}
+
+func printStateTask(w io.Writer, t *state.Task) {
+	ts := func(v state.Time) string {
+		if v == 0 {
+			return "-"
+		}
+		return v.Std().Format(time.RFC3339Nano)
+	}
+	fmt.Fprintf(w, "\ntask %s\n  namespace %s, queue %s, priority %d\n  state %s, attempt %d of %d\n  created %s (lsn %d), updated %s\n",
+		t.ID, t.Namespace, t.Queue, t.Priority, t.State, t.Attempt, t.Retry.MaxAttempts, ts(t.CreatedAt), t.CreatedLSN, ts(t.UpdatedAt))
+	if t.RequestID != "" {
+		fmt.Fprintf(w, "  request id %s\n", t.RequestID)
+	}
+	if t.FailureReason != "" {
+		fmt.Fprintf(w, "  failure %s\n", t.FailureReason)
+	}
+	fmt.Fprintf(w, "  payload %q\n", t.Payload)
+	if t.Result != nil {
+		fmt.Fprintf(w, "  result %q (committed by lease %s)\n", t.Result, t.CommittedBy)
+	}
+	for i, e := range t.Executions {
+		cur := ""
+		if i == t.LeaseIndex() {
+			cur = " (current lease)"
+		}
+		fmt.Fprintf(w, "  execution %d: lease %s, worker %s, %s, leased %s, expiry %s%s\n",
+			e.Attempt, e.LeaseID, e.WorkerID, e.Status, ts(e.LeasedAt), ts(e.LeaseExpiry), cur)
+	}
+	lsns := make([]string, len(t.LSNs))
+	for i, l := range t.LSNs {
+		lsns[i] = fmt.Sprint(l)
+	}
+	fmt.Fprintf(w, "  records at lsn %s\n", strings.Join(lsns, ", "))
+}

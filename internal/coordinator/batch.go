@@ -1,0 +1,111 @@
+package coordinator
+
+import (
+	"context"
+
+	"github.com/tenurehq/tenure/internal/state"
+)
+
+// CompleteItem is one completion of CompleteBatch: the arguments of
+// Complete.
+type CompleteItem struct {
+	TaskID  string
+	LeaseID string
+	Result  []byte // the coordinator keeps it: do not modify after the call
+}
+
+// CompleteBatch completes several tasks under one acquisition of the mutex,
+// with one append and one wait for durability: the records of a whole batch
+// share a write and an fsync. Each item is decided exactly as Complete
+// decides it, and errs[i] is item i's own answer (nil: completed, durable
+// when CompleteBatch returns). Items that name the same task take effect in
+// order, as if they had come one after another.
+//
+// The call itself fails, with no per-item answers, only when the batch is
+// empty or over Limits.MaxBatch, or when the coordinator cannot answer
+// (closed, the log failed, ctx ended while waiting for durability). A
+// retry of the whole call is then safe: a completion by the lease that
+// already completed the task is answered nil again, without a new record.
+func (c *Coordinator) CompleteBatch(ctx context.Context, items []CompleteItem) ([]error, error) {
+	if len(items) == 0 {
+		return nil, fieldErr("items", "at least one completion is required")
+	}
+	if len(items) > c.cfg.Limits.MaxBatch {
+		return nil, fieldErr("items", "%d completions is over the limit of %d per batch; split the batch", len(items), c.cfg.Limits.MaxBatch)
+	}
+	errs := make([]error, len(items))
+	for i, it := range items {
+		errs[i] = c.validateComplete(it)
+	}
+	if err := c.lock(); err != nil {
+		return nil, err
+	}
+	now := c.now()
+	var recs []state.Record
+	// pending holds the tasks that recs touches. Records are applied to the
+	// state only when written, and a decision reads only its own task, so
+	// items of distinct tasks can share one write. An item whose task has a
+	// record pending writes the pending records first, so that it is
+	// decided on the state its predecessors left.
+	var pending map[string]struct{}
+	for i, it := range items {
+		if errs[i] != nil {
+			continue
+		}
+		if _, ok := pending[it.TaskID]; ok {
+			if _, err := c.write(recs...); err != nil {
+				c.mu.Unlock()
+				return nil, err
+			}
+			recs = recs[:0]
+			clear(pending)
+		}
+		var r []state.Record
+		r, errs[i] = c.completeLocked(it, now)
+		if len(r) == 0 {
+			continue
+		}
+		recs = append(recs, r...)
+		if len(items) > 1 {
+			if pending == nil {
+				pending = make(map[string]struct{}, len(items))
+			}
+			pending[it.TaskID] = struct{}{}
+		}
+	}
+	// With no records, last is the last LSN the decisions saw: an answer
+	// (a repeated completion, a refusal) waits until what it reveals is
+	// durable.
+	last, err := c.write(recs...)
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.wait(ctx, last); err != nil {
+		return nil, err
+	}
+	return errs, nil
+}
+
+// validateComplete checks a completion's fields against the limits; it
+// needs no lock.
+func (c *Coordinator) validateComplete(it CompleteItem) error {
+	if len(it.Result) > c.cfg.Limits.MaxResultBytes {
+		return &LimitError{Field: "result", Size: len(it.Result), Limit: c.cfg.Limits.MaxResultBytes}
+	}
+	return c.checkLease(it.TaskID, it.LeaseID)
+}
+
+// completeLocked decides one validated completion at now: nothing to write
+// when the lease already completed the task (a retry gets the same
+// answer), else the lease-holder decision with a TaskCompleted record.
+// c.mu must be held.
+func (c *Coordinator) completeLocked(it CompleteItem, now state.Time) ([]state.Record, error) {
+	if t := c.st.Task(it.TaskID); t != nil && t.State == state.Completed && len(t.Executions) > 0 &&
+		t.Executions[len(t.Executions)-1].LeaseID == it.LeaseID {
+		return nil, nil
+	}
+	return c.leaseOpLocked(it.TaskID, it.LeaseID, "complete", now, func(t *state.Task, _ *state.Execution, now state.Time) (state.Record, error) {
+		return &state.TaskCompleted{TaskID: t.ID, LeaseID: it.LeaseID, Result: it.Result, At: now}, nil
+	})
+}

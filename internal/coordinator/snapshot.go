@@ -1,0 +1,253 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/state"
+	"github.com/tenurehq/tenure/internal/wal"
+)
+
+// SnapshotStore keeps a partition's snapshots: a directory of files in
+// embedded mode (snapshot.Dir implements it).
+type SnapshotStore interface {
+	// List returns the LSNs of the stored snapshots, oldest first.
+	List() ([]uint64, error)
+	// Load reads the snapshot at lsn and verifies it completely; an error
+	// means it must not be used.
+	Load(lsn uint64) (*state.State, error)
+	// Save stores img durably and atomically and returns its name (a
+	// path, for logs and answers).
+	Save(img *state.Image) (string, error)
+	// Remove deletes the snapshot at lsn durably.
+	Remove(lsn uint64) error
+	// Discard takes the snapshot at lsn out of use (it is damaged, or it
+	// is ahead of the log); a file store sets the bytes aside for
+	// inspection.
+	Discard(lsn uint64) (string, error)
+}
+
+// Compactor is the optional capability of a Log to delete the records that
+// a snapshot replaced (wal.Log has it).
+type Compactor interface {
+	// DeleteBefore deletes whole storage units (segments) whose records
+	// all have LSNs below lsn and returns how many it deleted.
+	DeleteBefore(lsn uint64) (int, error)
+}
+
+// firstLSNer is the optional capability of a Log to say where it starts.
+type firstLSNer interface{ FirstLSN() uint64 }
+
+// Defaults of SnapshotConfig.
+const (
+	DefaultRetention     = 7 * 24 * time.Hour
+	DefaultSnapshotsKept = 2
+)
+
+// SnapshotConfig configures Snapshot.
+type SnapshotConfig struct {
+	Store SnapshotStore
+	// Retention is how long COMPLETED, FAILED and DEAD tasks stay after
+	// their last update (default 7 days). Each snapshot first appends a
+	// TasksPurged record that drops older ones; from then on their
+	// request ids no longer deduplicate submissions.
+	Retention time.Duration
+	// Keep is how many snapshots are kept, newest first (default 2). Log
+	// records below the oldest kept snapshot are deleted.
+	Keep int
+}
+
+func (sc SnapshotConfig) withDefaults() (SnapshotConfig, error) {
+	if sc.Store == nil {
+		return sc, errors.New("coordinator: SnapshotConfig.Store is nil")
+	}
+	if sc.Retention < 0 || sc.Keep < 0 {
+		return sc, fmt.Errorf("coordinator: SnapshotConfig.Retention (%v) and Keep (%d) must not be negative", sc.Retention, sc.Keep)
+	}
+	setDur(&sc.Retention, DefaultRetention)
+	setInt(&sc.Keep, DefaultSnapshotsKept)
+	return sc, nil
+}
+
+// SnapshotResult describes a snapshot taken.
+type SnapshotResult struct {
+	LSN    uint64 // the snapshot holds the state after this record
+	Tasks  int    // tasks in the snapshot
+	Purged int    // tasks the retention purge dropped just before
+	Path   string
+	// Pause is how long requests were held: the purge and the in-memory
+	// copy of the state. Took is the whole operation.
+	Pause, Took time.Duration
+	// Removed lists the older snapshots removed; DeletedSegments counts the
+	// log segments deleted below the oldest kept snapshot.
+	Removed         []uint64
+	DeletedSegments int
+}
+
+// Snapshot applies the retention period (one TasksPurged record), copies
+// the state under the mutex, and then, without holding it, waits until the
+// copy's records are durable, saves the copy, removes snapshots beyond
+// sc.Keep and deletes the log records below the oldest kept one. One
+// snapshot runs at a time; requests wait only for the copy (Pause).
+func (c *Coordinator) Snapshot(ctx context.Context, sc SnapshotConfig) (SnapshotResult, error) {
+	sc, err := sc.withDefaults()
+	if err != nil {
+		return SnapshotResult{}, err
+	}
+	c.snapMu.Lock()
+	defer c.snapMu.Unlock()
+	if err := c.lock(); err != nil {
+		return SnapshotResult{}, err
+	}
+	start := time.Now()
+	now := c.now()
+	before := c.st.Len()
+	last, err := c.write(&state.TasksPurged{Before: now.Add(-sc.Retention), At: now})
+	if err != nil {
+		c.mu.Unlock()
+		return SnapshotResult{}, err
+	}
+	res := SnapshotResult{LSN: last, Purged: before - c.st.Len(), Tasks: c.st.Len()}
+	img := c.st.Image()
+	res.Pause = time.Since(start)
+	c.mu.Unlock()
+
+	// A snapshot must never be ahead of the durable log: a restart would
+	// then start beyond the log's end.
+	if err := c.wait(ctx, last); err != nil {
+		return res, err
+	}
+	if res.Path, err = sc.Store.Save(img); err != nil {
+		return res, fmt.Errorf("coordinator: saving snapshot at lsn %d: %w", last, err)
+	}
+	img = nil
+	lsns, err := sc.Store.List()
+	if err != nil {
+		return res, fmt.Errorf("coordinator: listing snapshots: %w", err)
+	}
+	for len(lsns) > sc.Keep {
+		if err := sc.Store.Remove(lsns[0]); err != nil {
+			return res, fmt.Errorf("coordinator: removing old snapshot at lsn %d: %w", lsns[0], err)
+		}
+		res.Removed = append(res.Removed, lsns[0])
+		lsns = lsns[1:]
+	}
+	// Records after the oldest kept snapshot stay, so that it can serve if
+	// every newer one turns out damaged.
+	if c.compactor != nil && len(lsns) > 0 {
+		if res.DeletedSegments, err = c.compactor.DeleteBefore(lsns[0] + 1); err != nil {
+			return res, fmt.Errorf("coordinator: deleting log segments below lsn %d: %w", lsns[0]+1, err)
+		}
+	}
+	res.Took = time.Since(start)
+	c.lg.Info("snapshot taken", "lsn", res.LSN, "tasks", res.Tasks, "purged", res.Purged, "path", res.Path,
+		"pause", res.Pause, "took", res.Took, "removed_snapshots", len(res.Removed), "deleted_segments", res.DeletedSegments)
+	return res, nil
+}
+
+// Recover opens a coordinator from the newest snapshot in store that
+// loads and verifies, replaying only the log after it. A damaged snapshot,
+// or one ahead of the log's end (possible after a power loss with fsync
+// off), is logged with its problem and discarded, and the next older one is
+// tried; with none left, the whole log is replayed, which is possible only
+// if the log still starts at LSN 1. Otherwise Recover refuses, naming what
+// it tried: nothing could be served without losing records.
+func Recover(ctx context.Context, log Log, store SnapshotStore, cfg Config) (*Coordinator, error) {
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	lsns, err := store.List()
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: listing snapshots: %w", err)
+	}
+	first := uint64(1)
+	if f, ok := log.(firstLSNer); ok {
+		first = f.FirstLSN()
+	}
+	last := log.LastLSN()
+	var (
+		st       *state.State
+		problems []string
+		discard  []uint64
+	)
+	for i := len(lsns) - 1; i >= 0 && st == nil; i-- {
+		n := lsns[i]
+		var problem string
+		switch {
+		case n > last:
+			problem = fmt.Sprintf("it ends at lsn %d, after the log's last record %d (records lost from the log's tail, e.g. a power loss with fsync off)", n, last)
+		case n+1 < first:
+			problem = fmt.Sprintf("the log starts at lsn %d and no longer holds the records after it", first)
+		default:
+			s, err := store.Load(n)
+			if err == nil {
+				st = s
+				break
+			}
+			problem = err.Error()
+		}
+		if problem != "" {
+			lg.Warn("snapshot unusable; trying an older one", "lsn", n, "problem", problem)
+			problems = append(problems, fmt.Sprintf("snapshot at lsn %d: %s", n, problem))
+			if n > last || n+1 >= first {
+				discard = append(discard, n)
+			}
+		}
+	}
+	if st == nil {
+		if first > 1 {
+			return nil, fmt.Errorf("coordinator: cannot start: the log starts at lsn %d, so its earlier records exist only in snapshots, and no snapshot is usable (%d found): %v; restore the data directory from a backup",
+				first, len(lsns), problems)
+		}
+		if len(lsns) > 0 {
+			lg.Warn("no usable snapshot; replaying the whole log", "snapshots", len(lsns))
+		}
+		st = state.New()
+	} else if len(problems) > 0 {
+		lg.Warn("started from an older snapshot", "lsn", st.LastLSN(), "skipped", len(problems))
+	}
+	c, err := OpenFrom(ctx, log, st, cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Only now that the coordinator serves: a snapshot that is damaged or
+	// describes records the log does not have must never be chosen later
+	// (by a restart, or as the oldest kept one).
+	for _, n := range discard {
+		if where, err := store.Discard(n); err != nil {
+			lg.Warn("could not discard unusable snapshot", "lsn", n, "err", err)
+		} else {
+			lg.Warn("discarded unusable snapshot", "lsn", n, "moved_to", where)
+		}
+	}
+	return c, nil
+}
+
+// tailLog clamps replays to the records still in the log. History reads
+// back the records that touched a task; the oldest of them may have been
+// replaced by a snapshot, and then only the rest is shown.
+type tailLog struct{ Log }
+
+func (l tailLog) Replay(from uint64, fn func(lsn uint64, e wal.Entry) error) error {
+	f, ok := l.Log.(firstLSNer)
+	if !ok {
+		return l.Log.Replay(from, fn)
+	}
+	for try := 0; ; try++ {
+		called := false
+		err := l.Log.Replay(max(from, f.FirstLSN()), func(lsn uint64, e wal.Entry) error {
+			called = true
+			return fn(lsn, e)
+		})
+		// Compaction overtook the replay before it delivered anything:
+		// start again from the new first record.
+		if errors.Is(err, wal.ErrCompacted) && !called && try < 3 {
+			continue
+		}
+		return err
+	}
+}

@@ -1,0 +1,431 @@
+package coordinator
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/snapshot"
+	"github.com/tenurehq/tenure/internal/state"
+	"github.com/tenurehq/tenure/internal/wal"
+)
+
+// snapEnv is a coordinator over a file WAL with small segments and a
+// snapshot directory, opened with Recover, with a fake clock and a log
+// captured for assertions.
+type snapEnv struct {
+	t     *testing.T
+	dir   string
+	clock *clock.Fake
+	rand  *seededRand
+	logs  *syncBuffer
+	log   *wal.Log
+	c     *Coordinator
+	store snapshot.Dir
+	// noCompact hides the log's DeleteBefore, keeping every record.
+	noCompact bool
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// plainLog is a Log without the optional capabilities.
+type plainLog struct{ Log }
+
+func newSnapEnv(t *testing.T, seed uint64) *snapEnv {
+	t.Helper()
+	dir := t.TempDir()
+	e := &snapEnv{t: t, dir: dir, clock: clock.NewFake(epoch), rand: newSeededRand(seed), logs: &syncBuffer{},
+		store: snapshot.Dir{Path: filepath.Join(dir, "snapshots")}}
+	t.Cleanup(e.close)
+	return e
+}
+
+func (e *snapEnv) open() error {
+	e.t.Helper()
+	l, err := wal.Open(wal.Options{Dir: filepath.Join(e.dir, "wal"), Sync: wal.SyncNone, SegmentBytes: 4096})
+	if err != nil {
+		e.t.Fatalf("open wal: %v", err)
+	}
+	var lg Log = l
+	if e.noCompact {
+		lg = plainLog{l}
+	}
+	cfg := Config{Clock: e.clock, Rand: e.rand, Logger: slog.New(slog.NewTextHandler(e.logs, nil))}
+	c, err := Recover(ctx, lg, e.store, cfg)
+	if err != nil {
+		l.Close()
+		return err
+	}
+	e.log, e.c = l, c
+	return nil
+}
+
+func (e *snapEnv) mustOpen() {
+	e.t.Helper()
+	if err := e.open(); err != nil {
+		e.t.Fatalf("open: %v", err)
+	}
+}
+
+func (e *snapEnv) close() {
+	if e.c != nil {
+		e.c.Close()
+		e.log.Close()
+		e.c = nil
+	}
+}
+
+func (e *snapEnv) snapshot(retention time.Duration) SnapshotResult {
+	e.t.Helper()
+	res, err := e.c.Snapshot(ctx, SnapshotConfig{Store: e.store, Retention: retention})
+	if err != nil {
+		e.t.Fatalf("snapshot: %v", err)
+	}
+	if err := e.c.CheckInvariants(); err != nil {
+		e.t.Fatal(err)
+	}
+	return res
+}
+
+// work submits n tasks and completes every other one, one second apart.
+func (e *snapEnv) work(n int) {
+	e.t.Helper()
+	for i := range n {
+		res, err := e.c.Submit(ctx, SubmitRequest{Queue: "q", Payload: []byte(fmt.Sprint("p", i)), RequestID: fmt.Sprint("r", e.rand.r.Uint64()%1000)})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.clock.Advance(time.Second)
+		if i%2 == 0 && !res.Duplicate {
+			ls, err := e.c.Lease(ctx, LeaseRequest{WorkerID: "w", Queue: "q", MaxTasks: 1})
+			if err != nil || len(ls) != 1 {
+				e.t.Fatalf("lease: %v %d", err, len(ls))
+			}
+			if err := e.c.Complete(ctx, ls[0].TaskID, ls[0].LeaseID, nil); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+	}
+}
+
+func (e *snapEnv) restartEqual() {
+	e.t.Helper()
+	before := e.c.Export()
+	e.close()
+	e.mustOpen()
+	if after := e.c.Export(); !reflect.DeepEqual(before, after) {
+		e.t.Fatal("state after restart differs from the state before")
+	}
+}
+
+// TestRestartFromSnapshotReplaysTail: after snapshots and segment deletion
+// the log starts well after LSN 1, a restart loads the newest snapshot,
+// replays only the records after it, and equals the live state.
+func TestRestartFromSnapshotReplaysTail(t *testing.T) {
+	e := newSnapEnv(t, 1)
+	e.mustOpen()
+	e.work(200)
+	first := e.snapshot(time.Hour)
+	e.work(200)
+	second := e.snapshot(time.Hour)
+	if first.DeletedSegments+second.DeletedSegments == 0 || e.log.FirstLSN() <= 1 || e.log.FirstLSN() > first.LSN+1 {
+		t.Fatalf("deleted %d segments; log starts at %d; oldest kept snapshot at %d", first.DeletedSegments+second.DeletedSegments, e.log.FirstLSN(), first.LSN)
+	}
+	e.work(100) // the tail after the newest snapshot
+	tail := e.c.Stats().LastLSN - second.LSN
+	e.restartEqual()
+	if want := fmt.Sprintf("from_lsn=%d records=%d", second.LSN+1, tail); !strings.Contains(e.logs.String(), want) {
+		t.Fatalf("restart did not replay only the tail (%s):\n%s", want, e.logs.String())
+	}
+	// A third snapshot keeps two and removes the oldest.
+	e.work(50)
+	third := e.snapshot(time.Hour)
+	if !reflect.DeepEqual(third.Removed, []uint64{first.LSN}) {
+		t.Fatalf("removed %v, want [%d]", third.Removed, first.LSN)
+	}
+	if lsns, _ := e.store.List(); !reflect.DeepEqual(lsns, []uint64{second.LSN, third.LSN}) {
+		t.Fatalf("kept %v", lsns)
+	}
+	e.restartEqual()
+	// History still answers for a task whose first records were deleted.
+	var old *state.Task
+	e.c.mu.Lock()
+	e.c.st.Scan(0, func(t *state.Task) bool { old = t.Clone(); return false })
+	e.c.mu.Unlock()
+	if old.CreatedLSN >= e.log.FirstLSN() {
+		t.Fatalf("oldest task created at %d, log starts at %d: the test needs an older one", old.CreatedLSN, e.log.FirstLSN())
+	}
+	if _, err := e.c.History(ctx, old.ID); err != nil {
+		t.Fatalf("history of a task whose creation was compacted: %v", err)
+	}
+}
+
+// TestDamagedSnapshotFallsBack flips a byte of the newest snapshot: the
+// restart says so, names the file, starts from the previous snapshot and
+// still reaches the same state; it discards the damaged file.
+func TestDamagedSnapshotFallsBack(t *testing.T) {
+	e := newSnapEnv(t, 2)
+	e.mustOpen()
+	e.work(150)
+	older := e.snapshot(time.Hour)
+	e.work(150)
+	newest := e.snapshot(time.Hour)
+	e.work(20)
+	want := e.c.Export()
+	e.close()
+	flipByte(t, e.store.File(newest.LSN), 100)
+
+	e.mustOpen()
+	if got := e.c.Export(); !reflect.DeepEqual(got, want) {
+		t.Fatal("state after falling back differs")
+	}
+	logs := e.logs.String()
+	for _, s := range []string{"snapshot unusable; trying an older one", e.store.File(newest.LSN), "checksum mismatch",
+		fmt.Sprintf("from_lsn=%d", older.LSN+1), "discarded unusable snapshot"} {
+		if !strings.Contains(logs, s) {
+			t.Fatalf("log lacks %q:\n%s", s, logs)
+		}
+	}
+	if lsns, _ := e.store.List(); !reflect.DeepEqual(lsns, []uint64{older.LSN}) {
+		t.Fatalf("snapshots after the fallback: %v", lsns)
+	}
+	if _, err := os.Stat(e.store.File(newest.LSN) + ".discarded"); err != nil {
+		t.Fatalf("damaged snapshot not set aside: %v", err)
+	}
+	// The next snapshot does not count the damaged one.
+	e.snapshot(time.Hour)
+	e.restartEqual()
+}
+
+// TestAllSnapshotsDamaged: with the whole log on disk, a full replay; with
+// the log compacted, a refusal naming every snapshot tried.
+func TestAllSnapshotsDamaged(t *testing.T) {
+	t.Run("full replay", func(t *testing.T) {
+		e := newSnapEnv(t, 3)
+		e.noCompact = true
+		e.mustOpen()
+		e.work(100)
+		s := e.snapshot(time.Hour)
+		e.work(10)
+		want := e.c.Export()
+		e.close()
+		flipByte(t, e.store.File(s.LSN), 40)
+		e.mustOpen()
+		if !reflect.DeepEqual(e.c.Export(), want) {
+			t.Fatal("full replay differs")
+		}
+		if logs := e.logs.String(); !strings.Contains(logs, "no usable snapshot; replaying the whole log") || !strings.Contains(logs, "from_lsn=1 ") {
+			t.Fatalf("log:\n%s", logs)
+		}
+	})
+	t.Run("refuse", func(t *testing.T) {
+		e := newSnapEnv(t, 4)
+		e.mustOpen()
+		e.work(150)
+		a := e.snapshot(time.Hour)
+		e.work(150)
+		b := e.snapshot(time.Hour)
+		e.close()
+		flipByte(t, e.store.File(a.LSN), 60)
+		flipByte(t, e.store.File(b.LSN), 60)
+		err := e.open()
+		if err == nil {
+			t.Fatal("started without a usable snapshot or a full log")
+		}
+		for _, s := range []string{"cannot start", "the log starts at lsn", e.store.File(a.LSN), e.store.File(b.LSN), "restore the data directory"} {
+			if !strings.Contains(err.Error(), s) {
+				t.Fatalf("error lacks %q: %v", s, err)
+			}
+		}
+		// Nothing was discarded by a start that failed.
+		if lsns, _ := e.store.List(); len(lsns) != 2 {
+			t.Fatalf("snapshots after a refused start: %v", lsns)
+		}
+	})
+}
+
+// TestSnapshotAheadOfLogIsDiscarded: a snapshot past the log's end (the
+// log lost its tail) is never used, and is set aside.
+func TestSnapshotAheadOfLogIsDiscarded(t *testing.T) {
+	e := newSnapEnv(t, 5)
+	e.noCompact = true
+	e.mustOpen()
+	e.work(30)
+	want := e.c.Export()
+	last := e.c.Stats().LastLSN
+	e.close()
+	// A snapshot claiming ten records more than the log has.
+	s := state.New()
+	for i := range int(last) + 10 {
+		if err := s.Apply(uint64(i+1), &state.Fence{Epoch: uint64(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.store.Write(s.Image()); err != nil {
+		t.Fatal(err)
+	}
+	e.mustOpen()
+	if !reflect.DeepEqual(e.c.Export(), want) {
+		t.Fatal("state differs")
+	}
+	if lsns, _ := e.store.List(); len(lsns) != 0 || !strings.Contains(e.logs.String(), "after the log's last record") {
+		t.Fatalf("snapshot ahead of the log kept (%v):\n%s", lsns, e.logs.String())
+	}
+}
+
+// TestRetentionPurge: finished tasks older than the retention leave at the
+// snapshot, their request ids become free, live tasks stay, and a full
+// replay of the log (purges included) equals the live state.
+func TestRetentionPurge(t *testing.T) {
+	e := newSnapEnv(t, 6)
+	e.noCompact = true
+	e.mustOpen()
+	done, err := e.c.Submit(ctx, SubmitRequest{Queue: "q", RequestID: "order-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed, _ := e.c.Submit(ctx, SubmitRequest{Queue: "q", Retry: state.RetryPolicy{MaxAttempts: 1}})
+	waiting, _ := e.c.Submit(ctx, SubmitRequest{Queue: "later", RequestID: "order-2"})
+	leased, _ := e.c.Submit(ctx, SubmitRequest{Queue: "busy", ExecutionWindow: 24 * time.Hour})
+	ls, _ := e.c.Lease(ctx, LeaseRequest{WorkerID: "w", Queue: "q", MaxTasks: 2})
+	if err := e.c.Complete(ctx, ls[0].TaskID, ls[0].LeaseID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Fail(ctx, ls[1].TaskID, ls[1].LeaseID, "boom", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Lease(ctx, LeaseRequest{WorkerID: "w", Queue: "busy"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Within the retention: nothing leaves.
+	e.clock.Advance(30 * time.Minute)
+	if res := e.snapshot(time.Hour); res.Purged != 0 || res.Tasks != 4 {
+		t.Fatalf("within retention: %+v", res)
+	}
+	e.clock.Advance(31 * time.Minute)
+	res := e.snapshot(time.Hour)
+	if res.Purged != 2 || res.Tasks != 2 {
+		t.Fatalf("after retention: purged %d, %d tasks left; want 2 and 2", res.Purged, res.Tasks)
+	}
+	for _, id := range []string{done.Task.ID, failed.Task.ID} {
+		if _, err := e.c.Get(ctx, id); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("purged task %s: %v", id, err)
+		}
+	}
+	for _, id := range []string{waiting.Task.ID, leased.Task.ID} {
+		if _, err := e.c.Get(ctx, id); err != nil {
+			t.Fatalf("live task %s: %v", id, err)
+		}
+	}
+	// The request id of a purged task no longer deduplicates; a live
+	// task's still does.
+	again, err := e.c.Submit(ctx, SubmitRequest{Queue: "q", RequestID: "order-1"})
+	if err != nil || again.Duplicate || again.Task.ID == done.Task.ID {
+		t.Fatalf("request id of a purged task: %+v, %v", again, err)
+	}
+	if dup, _ := e.c.Submit(ctx, SubmitRequest{Queue: "later", RequestID: "order-2"}); !dup.Duplicate {
+		t.Fatal("request id of a live task stopped deduplicating")
+	}
+	// Replay determinism: the whole log, from LSN 1, gives the live state.
+	want := e.c.Export()
+	st := state.New()
+	if err := Replay(e.log, st, 1); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(st.Export(), want) {
+		t.Fatal("full replay differs from the live state")
+	}
+	e.restartEqual()
+}
+
+// TestSnapshotConcurrentWithRequests takes snapshots while requests run
+// (under -race): every restart equals the state before it.
+func TestSnapshotConcurrentWithRequests(t *testing.T) {
+	e := newSnapEnv(t, 7)
+	e.mustOpen()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 100 {
+				res, err := e.c.Submit(ctx, SubmitRequest{Queue: fmt.Sprint("q", w), Payload: []byte{byte(i)}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ls, err := e.c.Lease(ctx, LeaseRequest{WorkerID: fmt.Sprint("w", w), Queue: fmt.Sprint("q", w)})
+				if err != nil || len(ls) != 1 {
+					t.Errorf("lease: %v", err)
+					return
+				}
+				if err := e.c.Complete(ctx, ls[0].TaskID, ls[0].LeaseID, nil); err != nil {
+					t.Error(err)
+					return
+				}
+				_ = res
+			}
+		})
+	}
+	for range 10 {
+		if _, err := e.c.Snapshot(ctx, SnapshotConfig{Store: e.store, Retention: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	e.snapshot(time.Hour)
+	e.restartEqual()
+}
+
+func TestOpenRefusesCompactedLogWithoutSnapshot(t *testing.T) {
+	e := newSnapEnv(t, 8)
+	e.mustOpen()
+	e.work(200)
+	e.snapshot(time.Hour)
+	e.work(200)
+	e.snapshot(time.Hour)
+	e.close()
+	l, err := wal.Open(wal.Options{Dir: filepath.Join(e.dir, "wal"), SegmentBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := Open(ctx, l, Config{Clock: e.clock}); !errors.Is(err, wal.ErrCompacted) || !strings.Contains(err.Error(), "start from the newest snapshot") {
+		t.Fatalf("Open of a compacted log: %v", err)
+	}
+}
+
+func flipByte(t *testing.T, path string, off int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[off] ^= 0x40
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,233 @@
+package node_test
+
+// Tests of the node's snapshots: the background schedule, recovery from
+// snapshots after a restart, and power loss at every step of a snapshot.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/fsys"
+	"github.com/tenurehq/tenure/internal/fsys/faultfs"
+	"github.com/tenurehq/tenure/internal/node"
+	"github.com/tenurehq/tenure/internal/snapshot"
+	"github.com/tenurehq/tenure/internal/state"
+)
+
+func snapConfig(dataDir string, f fsys.FS, clk clock.Clock) node.Config {
+	return node.Config{
+		DataDir:          dataDir,
+		FS:               f,
+		SegmentBytes:     4096,
+		RestartBackoff:   5 * time.Millisecond,
+		DisableSnapshots: true,
+		Retention:        time.Minute,
+		Coordinator:      coordinator.Config{Clock: clk},
+	}
+}
+
+// churn submits n tasks and completes them, one second of fake time apart.
+// With leave, every third task stays leased (and expires in time); without,
+// every third task stays waiting in another queue, and no lease is left to
+// expire, so that no background expiry runs at an unpredictable moment.
+func churn(t *testing.T, n *node.Node, clk *clock.Fake, count int, leave bool) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range count {
+		if !leave && i%3 == 0 {
+			if _, err := n.Submit(ctx, coordinator.SubmitRequest{Queue: "idle"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := n.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte(fmt.Sprint("task ", i))}); err != nil {
+			t.Fatal(err)
+		}
+		ls, err := n.Lease(ctx, coordinator.LeaseRequest{WorkerID: "w", Queue: "q"})
+		if err != nil || len(ls) != 1 {
+			t.Fatalf("lease: %v (%d)", err, len(ls))
+		}
+		if !leave || i%3 != 0 {
+			if err := n.Complete(ctx, ls[0].TaskID, ls[0].LeaseID, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Advance(time.Second)
+	}
+}
+
+func TestBackgroundSnapshots(t *testing.T) {
+	dataDir := t.TempDir()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := snapConfig(dataDir, nil, clk)
+	cfg.DisableSnapshots = false
+	cfg.SnapshotEveryRecords = 100
+	cfg.SnapshotCheckInterval = time.Millisecond
+	n, err := node.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { n.Close() }()
+	store := snapshot.Dir{Path: filepath.Join(dataDir, node.SnapshotDir)}
+	// Wait (bounded) for the schedule: a bound on a wait, not a timing
+	// assertion.
+	var lsns []uint64
+	for i := 0; i < 5000 && len(lsns) < 2; i++ {
+		churn(t, n, clk, 20, true)
+		lsns, _ = store.List()
+		time.Sleep(time.Millisecond)
+	}
+	if len(lsns) != 2 {
+		t.Fatalf("snapshots %v, want the 2 newest kept", lsns)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dataDir, node.WALDir, "*.wal"))
+	first := filepath.Base(segs[0])
+	if first == fmt.Sprintf("%016x.wal", 1) {
+		t.Fatal("no WAL segment was deleted")
+	}
+	before := n.Coordinator().Export()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n, err = node.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(before, n.Coordinator().Export()) {
+		t.Fatal("state after restart differs")
+	}
+	// Retention bit: tasks completed over a minute (of fake time) before
+	// the last snapshot are gone.
+	if got := n.Coordinator().Stats().ByState[state.Completed]; got > 100 {
+		t.Fatalf("%d completed tasks kept with a one-minute retention", got)
+	}
+}
+
+func TestAdminSnapshot(t *testing.T) {
+	dataDir := t.TempDir()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	n, err := node.Open(context.Background(), snapConfig(dataDir, nil, clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	churn(t, n, clk, 120, true)
+	res, err := n.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Purged == 0 || res.Tasks != n.Coordinator().Stats().Tasks || res.Path != filepath.Join(dataDir, node.SnapshotDir, snapshot.FileName(res.LSN)) {
+		t.Fatalf("snapshot result %+v", res)
+	}
+}
+
+func TestLockShared(t *testing.T) {
+	dataDir := t.TempDir()
+	// No LOCK file yet: nothing to lock.
+	release, err := node.LockShared(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	n, err := node.Open(context.Background(), node.Config{DataDir: dataDir, DisableSnapshots: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.LockShared(dataDir); !errors.Is(err, node.ErrLocked) || !strings.Contains(err.Error(), fmt.Sprint(os.Getpid())) {
+		t.Fatalf("LockShared while a node runs: %v", err)
+	}
+	n.Close()
+	release, err = node.LockShared(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.Open(context.Background(), node.Config{DataDir: dataDir}); !errors.Is(err, node.ErrLocked) {
+		t.Fatalf("a node started while a reader holds the lock: %v", err)
+	}
+	release()
+}
+
+// TestSnapshotPowerLossAtEveryOp cuts the power after every disk operation
+// of a snapshot (purge record, snapshot file, removal of the older
+// snapshot, deletion of WAL segments): the node always restarts, and its
+// state is the state before the snapshot, or that state after the purge.
+func TestSnapshotPowerLossAtEveryOp(t *testing.T) {
+	ctx := context.Background()
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	// setup runs the same workload each time: two snapshots taken, then
+	// more work, leaving the node just before a third.
+	setup := func(t *testing.T) (string, *faultfs.FS, *node.Node, *clock.Fake) {
+		dataDir := t.TempDir()
+		f := faultDisk(t, dataDir)
+		clk := clock.NewFake(start)
+		cfg := snapConfig(dataDir, f, clk)
+		cfg.Coordinator.ExpiryScanInterval = time.Hour
+		n, err := node.Open(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			churn(t, n, clk, 60, false)
+			if _, err := n.Snapshot(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		churn(t, n, clk, 60, false)
+		return dataDir, f, n, clk
+	}
+	_, probe, pn, _ := setup(t)
+	from := probe.Ops()
+	res, err := pn.Snapshot(ctx)
+	if err != nil || res.Purged == 0 || res.DeletedSegments == 0 || len(res.Removed) != 1 {
+		t.Fatalf("probe snapshot: %+v, %v (the test needs a purge, a removal and deleted segments)", res, err)
+	}
+	to := probe.Ops()
+	pn.Close()
+
+	outcomes := map[string]int{}
+	for cut := from + 1; cut <= to; cut++ {
+		dataDir, f, n, clk := setup(t)
+		if f.Ops() != from {
+			t.Fatalf("the workload took %d operations, the probe %d: not deterministic", f.Ops(), from)
+		}
+		before := n.Coordinator().Export()
+		cutoff := state.TimeOf(clk.Now().Add(-time.Minute))
+		f.CutPowerAfter(cut)
+		n.Snapshot(ctx)
+		n.Close()
+		disk := f.PowerLoss()
+		n2, err := node.Open(ctx, snapConfig(dataDir, disk, clock.NewFake(clk.Now())))
+		if err != nil {
+			t.Fatalf("cut after op %d (%v): restart: %v", cut, probe.Trace()[cut-1].Kind, err)
+		}
+		got := n2.Coordinator().Export()
+		n2.Close()
+		if reflect.DeepEqual(got, before) {
+			outcomes["before"]++
+			continue
+		}
+		outcomes["purged"]++
+		purged := state.Export{LastLSN: before.LastLSN + 1, Epoch: before.Epoch}
+		for _, tk := range before.Tasks {
+			if !tk.State.Terminal() || tk.UpdatedAt >= cutoff {
+				purged.Tasks = append(purged.Tasks, tk)
+			}
+		}
+		if !reflect.DeepEqual(got, purged) {
+			t.Fatalf("cut after op %d (%v): state after restart is neither the state before the snapshot nor after its purge (lsn %d, %d tasks; before: lsn %d, %d tasks)",
+				cut, probe.Trace()[cut-1].Kind, got.LastLSN, len(got.Tasks), before.LastLSN, len(before.Tasks))
+		}
+	}
+	if outcomes["before"] == 0 || outcomes["purged"] == 0 {
+		t.Fatalf("outcomes %v over %d cut points: the test should see both", outcomes, to-from)
+	}
+	t.Logf("outcomes over %d cut points: %v", to-from, outcomes)
+}

@@ -1,0 +1,105 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// TestAPICompleteBatch: each item of a CompleteBatch is answered on its
+// own, in order, with the code Complete would have given; only a
+// request-level problem fails the call.
+func TestAPICompleteBatch(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t)
+	var held []*tenurev1.LeasedTask
+	for range 2 {
+		e.submit(t, &tenurev1.SubmitRequest{Queue: "cb", ExecutionWindow: durationpb.New(time.Hour)})
+		held = append(held, e.leaseOne(t, "w", "cb"))
+	}
+	body := fmt.Sprintf(`{"items":[
+		{"taskId":%q,"leaseId":%q,"result":"b2s="},
+		{"taskId":%q,"leaseId":"made-up-lease"},
+		{"taskId":"no-such-task","leaseId":"x"},
+		{"leaseId":"x"},
+		{"taskId":%q,"leaseId":%q}]}`,
+		held[0].GetTaskId(), held[0].GetLeaseId(), held[1].GetTaskId(), held[0].GetTaskId(), held[0].GetLeaseId())
+	status, out := e.postJSON(t, tenurev1connect.WorkerServiceCompleteBatchProcedure, body)
+	if status != http.StatusOK {
+		t.Fatalf("CompleteBatch: %d %s", status, out)
+	}
+	var resp struct {
+		Results []struct{ TaskID, Code, Message string }
+	}
+	if err := json.Unmarshal(out, &resp); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ taskID, code, mention string }{
+		{held[0].GetTaskId(), "", ""},
+		{held[1].GetTaskId(), "failed_precondition", "lease lost"},
+		{"no-such-task", "not_found", "no-such-task"},
+		{"", "invalid_argument", "task_id"},
+		{held[0].GetTaskId(), "", ""}, // the same completion again: same answer
+	}
+	if len(resp.Results) != len(want) {
+		t.Fatalf("%d results for %d items: %s", len(resp.Results), len(want), out)
+	}
+	for i, w := range want {
+		r := resp.Results[i]
+		if r.TaskID != w.taskID || r.Code != w.code || !strings.Contains(r.Message, w.mention) || (w.code == "") != (r.Message == "") {
+			t.Errorf("result %d: %+v, want task %q, code %q, a message with %q", i, r, w.taskID, w.code, w.mention)
+		}
+	}
+	got, err := e.tasks.GetTask(apiCtx(t), connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: held[0].GetTaskId()}))
+	if err != nil || got.Msg.GetTask().GetState() != tenurev1.TaskState_TASK_STATE_COMPLETED || string(got.Msg.GetTask().GetResult()) != "ok" {
+		t.Fatalf("completed task: %v %v", got, err)
+	}
+
+	for _, c := range []badCase{
+		{name: "no items", procedure: tenurev1connect.WorkerServiceCompleteBatchProcedure, body: `{"items":[]}`,
+			code: connect.CodeInvalidArgument, mention: []string{"items", "at least one"}},
+		{name: "too many items", procedure: tenurev1connect.WorkerServiceCompleteBatchProcedure,
+			body: `{"items":[` + strings.Repeat(`{"taskId":"t","leaseId":"l"},`, 1000) + `{"taskId":"t","leaseId":"l"}]}`,
+			code: connect.CodeInvalidArgument, mention: []string{"items", "1001", "1000"}},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.run(t, e) })
+	}
+}
+
+// TestAPISubmitBatchIDsOnly: with ids_only the answer carries each task's
+// id and nothing else.
+func TestAPISubmitBatchIDsOnly(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t)
+	req := &tenurev1.SubmitBatchRequest{IdsOnly: true, Requests: []*tenurev1.SubmitRequest{
+		{Queue: "ids", Payload: []byte("p0"), RequestId: "r0"},
+		{Queue: "ids", Payload: []byte("p1")},
+	}}
+	for round, dup := range []bool{false, true} {
+		if round == 1 {
+			req.Requests = req.Requests[:1]
+		}
+		resp, err := e.tasks.SubmitBatch(apiCtx(t), connect.NewRequest(req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range resp.Msg.GetResponses() {
+			want := &tenurev1.Task{TaskId: r.GetTask().GetTaskId()}
+			if r.GetTask().GetTaskId() == "" || !proto.Equal(r.GetTask(), want) || r.GetDuplicate() != dup {
+				t.Errorf("round %d response %d: %v, want only a task id (duplicate %v)", round, i, r, dup)
+			}
+		}
+	}
+	if n := e.countQueue(t, "ids"); n != 2 {
+		t.Errorf("%d tasks, want 2", n)
+	}
+}

@@ -1,0 +1,145 @@
+package snapshot
+
+import (
+	"time"
+
+	"github.com/tenurehq/tenure/internal/snapshot/snapshotpb"
+	"github.com/tenurehq/tenure/internal/state"
+)
+
+// TaskMessage returns the snapshot message of t: every field of the task.
+// Tools print it (as protojson) to show a task.
+func TaskMessage(t *state.Task) *snapshotpb.TaskSnapshot {
+	m := &snapshotpb.TaskSnapshot{
+		TaskId:               t.ID,
+		Namespace:            t.Namespace,
+		Queue:                t.Queue,
+		Payload:              t.Payload,
+		ExecutionWindowNanos: int64(t.Window),
+		RequestId:            t.RequestID,
+		Priority:             t.Priority,
+		NotBeforeUnixNanos:   int64(t.NotBefore),
+		CreatedAtUnixNanos:   int64(t.CreatedAt),
+		UpdatedAtUnixNanos:   int64(t.UpdatedAt),
+		CreatedLsn:           t.CreatedLSN,
+		State:                snapshotpb.TaskState(t.State),
+		Attempt:              t.Attempt,
+		Result:               t.Result,
+		CommittedBy:          t.CommittedBy,
+		FailureReason:        t.FailureReason,
+		Lsns:                 t.LSNs,
+		LeaseCurrent:         t.LeaseIndex() >= 0,
+	}
+	if t.Retry != (state.RetryPolicy{}) {
+		m.RetryPolicy = &snapshotpb.RetryPolicy{
+			MaxAttempts:         t.Retry.MaxAttempts,
+			InitialBackoffNanos: int64(t.Retry.InitialBackoff),
+			MaxBackoffNanos:     int64(t.Retry.MaxBackoff),
+			Multiplier:          t.Retry.Multiplier,
+		}
+	}
+	if len(t.Executions) > 0 {
+		m.Executions = make([]*snapshotpb.ExecutionSnapshot, len(t.Executions))
+		for i, e := range t.Executions {
+			m.Executions[i] = &snapshotpb.ExecutionSnapshot{
+				Attempt:              e.Attempt,
+				LeaseId:              e.LeaseID,
+				WorkerId:             e.WorkerID,
+				Status:               snapshotpb.ExecutionStatus(e.Status),
+				Finalize:             e.Finalize,
+				LeasedAtUnixNanos:    int64(e.LeasedAt),
+				LeaseExpiryUnixNanos: int64(e.LeaseExpiry),
+				StartedAtUnixNanos:   int64(e.StartedAt),
+				CommittedAtUnixNanos: int64(e.CommittedAt),
+				FinishedAtUnixNanos:  int64(e.FinishedAt),
+				Reason:               e.Reason,
+			}
+		}
+	}
+	return m
+}
+
+// taskFromMessage is the inverse of TaskMessage. It returns the index of the
+// current lease (-1 for none) separately, for state.Loader. Byte fields are
+// taken over from m (proto.Unmarshal copied them out of the file buffer).
+// Enum values are copied as numbers; the Loader rejects unknown ones.
+func taskFromMessage(m *snapshotpb.TaskSnapshot) (*state.Task, int) {
+	t := &state.Task{
+		ID:            m.TaskId,
+		Namespace:     m.Namespace,
+		Queue:         m.Queue,
+		Payload:       noEmpty(m.Payload),
+		Window:        time.Duration(m.ExecutionWindowNanos),
+		RequestID:     m.RequestId,
+		Priority:      m.Priority,
+		NotBefore:     state.Time(m.NotBeforeUnixNanos),
+		CreatedAt:     state.Time(m.CreatedAtUnixNanos),
+		UpdatedAt:     state.Time(m.UpdatedAtUnixNanos),
+		CreatedLSN:    m.CreatedLsn,
+		State:         clampState(m.State),
+		Attempt:       m.Attempt,
+		Result:        noEmpty(m.Result),
+		CommittedBy:   m.CommittedBy,
+		FailureReason: m.FailureReason,
+		LSNs:          m.Lsns,
+	}
+	if r := m.RetryPolicy; r != nil {
+		t.Retry = state.RetryPolicy{
+			MaxAttempts:    r.MaxAttempts,
+			InitialBackoff: time.Duration(r.InitialBackoffNanos),
+			MaxBackoff:     time.Duration(r.MaxBackoffNanos),
+			Multiplier:     r.Multiplier,
+		}
+	}
+	if len(m.Executions) > 0 {
+		t.Executions = make([]state.Execution, len(m.Executions))
+		for i, e := range m.Executions {
+			t.Executions[i] = state.Execution{
+				Attempt:     e.Attempt,
+				LeaseID:     e.LeaseId,
+				WorkerID:    e.WorkerId,
+				Status:      clampStatus(e.Status),
+				Finalize:    e.Finalize,
+				LeasedAt:    state.Time(e.LeasedAtUnixNanos),
+				LeaseExpiry: state.Time(e.LeaseExpiryUnixNanos),
+				StartedAt:   state.Time(e.StartedAtUnixNanos),
+				CommittedAt: state.Time(e.CommittedAtUnixNanos),
+				FinishedAt:  state.Time(e.FinishedAtUnixNanos),
+				Reason:      e.Reason,
+			}
+		}
+	}
+	lease := -1
+	if m.LeaseCurrent {
+		lease = len(t.Executions) - 1
+		if lease < 0 {
+			// Current lease without executions: let the Loader say so.
+			lease = len(t.Executions)
+		}
+	}
+	return t, lease
+}
+
+// clampState and clampStatus map out-of-range enum numbers (a proto3 enum
+// accepts any int32) to a value the Loader rejects, instead of letting them
+// wrap around in the uint8 conversion.
+func clampState(s snapshotpb.TaskState) state.TaskState {
+	if s < 0 || s > 255 {
+		return 255
+	}
+	return state.TaskState(s)
+}
+
+func clampStatus(s snapshotpb.ExecutionStatus) state.ExecStatus {
+	if s < 0 || s > 255 {
+		return 255
+	}
+	return state.ExecStatus(s)
+}
+
+func noEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}

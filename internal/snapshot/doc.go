@@ -1,0 +1,62 @@
+// Package snapshot writes and reads snapshot files: the state of a
+// partition at one LSN, so that a restart loads the newest snapshot and
+// replays only the log after it, and log segments below the snapshots can be
+// deleted (DESIGN.md §5).
+//
+// Promises:
+//   - A snapshot file is written atomically: under a temporary name, fsynced,
+//     renamed into place, and the directory fsynced. A crash or power loss at
+//     any point leaves either no snapshot, a leftover temporary file (removed
+//     by Dir.Clean, never read), or the complete file.
+//   - Reading verifies everything before it answers: the header checksum,
+//     every chunk's checksum, the task count, and a checksum over the whole
+//     file; then every task goes through state.Loader, which checks what
+//     State.Invariants would. A snapshot that reads without error is the
+//     state that was written.
+//   - The decoder never allocates more than the file holds: every length is
+//     checked against MaxChunkBytes and against the bytes left in the file
+//     before anything is allocated, and it never panics, whatever the input.
+//   - Neither the writer nor the reader holds the whole state as one encoded
+//     message: both work one chunk (at most 1024 tasks) at a time.
+//
+// # On-disk format
+//
+// Files are named snap-<last lsn as 16 hex digits>.tsnap, so lexical order is
+// LSN order. All integers are little-endian. A file is a 32-byte header,
+// zero or more chunks, and a 24-byte trailer:
+//
+//	header
+//	0        8         12        16         24       32
+//	+--------+---------+---------+----------+--------+
+//	| magic  | version | hdr crc | last lsn | epoch  |
+//	+--------+---------+---------+----------+--------+
+//	  magic    "TENUSNAP"
+//	  version  uint32, 1
+//	  hdr crc  uint32, CRC-32C (Castagnoli) of bytes 0..12 and 16..32
+//	  last lsn uint64, the LSN of the last record the state includes
+//	  epoch    uint64, the partition epoch (state.State.Epoch)
+//
+//	chunk
+//	0        4       8
+//	+--------+-------+--------------------------------------+
+//	| length | crc   | payload: tenure.snapshot.v1.TaskChunk |
+//	+--------+-------+--------------------------------------+
+//	  length   uint32, payload bytes, 1..MaxChunkBytes
+//	  crc      uint32, CRC-32C of the payload
+//
+//	trailer (the last 24 bytes of the file)
+//	0          8       16       20         24
+//	+----------+-------+--------+----------+
+//	| end magic| tasks | chunks | file crc |
+//	+----------+-------+--------+----------+
+//	  end magic "TSNAPEND"
+//	  tasks     uint64, number of tasks in all chunks
+//	  chunks    uint32, number of chunks
+//	  file crc  uint32, CRC-32C of every byte of the file before it
+//
+// Chunks fill the file from the header to the trailer exactly; the reader
+// knows where the trailer starts from the file size. Tasks appear in
+// creation order (increasing creation LSN); the messages are defined in
+// proto/tenure/snapshot/v1/snapshot.proto and carry every field of
+// state.Task, including whether its last execution holds the current lease.
+package snapshot

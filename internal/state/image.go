@@ -1,0 +1,173 @@
+package state
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+)
+
+// Image is a point-in-time copy of a State's logical content: what a
+// snapshot writes. The State may move on while an Image is being written.
+type Image struct {
+	LastLSN uint64
+	Epoch   uint64
+	// Tasks in creation order. Each is a copy of the task as it was when
+	// the Image was taken, with its current lease (LeaseIndex). To keep the
+	// copy cheap it shares with the State the memory that the State never
+	// modifies in place: payload, result and the prefix of the record
+	// history. It must be treated as read-only.
+	Tasks []*Task
+}
+
+// Image copies the state for a snapshot. It is O(tasks) but makes only two
+// allocations, whatever the number of tasks (one array of task copies, one
+// of executions), and copies no byte of payload: its owner calls it while
+// holding every request back.
+func (s *State) Image() *Image {
+	n, execs := 0, 0
+	for _, t := range s.order {
+		if t != nil {
+			n++
+			execs += len(t.Executions)
+		}
+	}
+	img := &Image{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, n)}
+	copies := make([]Task, n)
+	ebuf := make([]Execution, 0, execs)
+	i := 0
+	for _, t := range s.order {
+		if t == nil {
+			continue
+		}
+		c := &copies[i]
+		*c = *t
+		start := len(ebuf)
+		ebuf = append(ebuf, t.Executions...)
+		c.Executions = ebuf[start:len(ebuf):len(ebuf)]
+		if len(t.Executions) == 0 {
+			c.Executions = nil
+		}
+		// Appends to t.LSNs never write below its current length, so the
+		// copy may share the array if it cannot grow into it.
+		c.LSNs = t.LSNs[:len(t.LSNs):len(t.LSNs)]
+		c.heapIdx = -1
+		c.delayed = false
+		img.Tasks[i] = c
+		i++
+	}
+	return img
+}
+
+// LeaseIndex is the index in Executions of the execution that holds the
+// task's current lease, or -1 when no lease is current. (A COMMITTED task's
+// last execution is COMMITTED whether or not its lease is still current, so
+// a snapshot must store this; it cannot be derived.)
+func (t *Task) LeaseIndex() int { return int(t.cur) }
+
+// ErrRestore is wrapped by every error a Loader returns: the tasks given to
+// it cannot be the content of a State (a corrupt or foreign snapshot).
+var ErrRestore = errors.New("state: invalid snapshot content")
+
+// Loader rebuilds a State from the tasks of an Image (a snapshot), one task
+// at a time, so that a decoder never holds more than a chunk of encoded
+// tasks. It checks each task as Invariants would and builds every derived
+// index (request ids, leases, expiry and queue heaps, creation order). Apply
+// can continue from the result at LastLSN+1.
+type Loader struct {
+	s   *State
+	err error
+}
+
+// NewLoader starts a State whose last applied record is lastLSN, in epoch
+// epoch.
+func NewLoader(lastLSN, epoch uint64) *Loader {
+	s := New()
+	s.lastLSN, s.epoch = lastLSN, epoch
+	return &Loader{s: s}
+}
+
+// Add adds the next task in creation order, with the index of its current
+// lease in t.Executions (-1 for none). The Loader takes ownership of t. After
+// an error the Loader refuses everything.
+func (l *Loader) Add(t *Task, leaseIndex int) error {
+	if l.err != nil {
+		return l.err
+	}
+	if err := l.add(t, leaseIndex); err != nil {
+		l.err = err
+		return err
+	}
+	return nil
+}
+
+func (l *Loader) add(t *Task, leaseIndex int) error {
+	s := l.s
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: task %d (%q): %s", ErrRestore, len(s.tasks)+1, t.ID, fmt.Sprintf(format, args...))
+	}
+	if t == nil {
+		return fail("nil task")
+	}
+	switch {
+	case t.ID == "":
+		return fail("task id is empty")
+	case s.tasks[t.ID] != nil:
+		return fail("task id appears twice")
+	case t.Namespace == "" || t.Queue == "":
+		return fail("namespace and queue must be set")
+	case t.Window <= 0:
+		return fail("execution window %v is not positive", t.Window)
+	case t.Retry.MaxAttempts < 1:
+		return fail("retry policy needs at least one attempt")
+	case t.CreatedLSN == 0 || t.CreatedLSN > s.lastLSN:
+		return fail("creation lsn %d is outside 1..%d", t.CreatedLSN, s.lastLSN)
+	case len(s.order) > 0 && t.CreatedLSN <= s.order[len(s.order)-1].CreatedLSN:
+		return fail("creation lsn %d is not after the previous task's %d", t.CreatedLSN, s.order[len(s.order)-1].CreatedLSN)
+	case leaseIndex < -1 || leaseIndex >= len(t.Executions):
+		return fail("current lease index %d is outside its %d executions", leaseIndex, len(t.Executions))
+	}
+	t.cur = int32(leaseIndex)
+	t.heapIdx = -1
+	t.delayed = false
+	var problems []string
+	checkTask(t, s.lastLSN, func(format string, args ...any) {
+		problems = append(problems, fmt.Sprintf(format, args...))
+	})
+	if len(problems) > 0 {
+		return fail("%s", problems[0])
+	}
+	rk := requestKey{t.Namespace, t.RequestID}
+	if t.RequestID != "" && s.requests[rk] != nil {
+		return fail("request id %q is used twice in namespace %q", t.RequestID, t.Namespace)
+	}
+	cur := t.CurrentLease()
+	if cur != nil && s.leases[cur.LeaseID] != nil {
+		return fail("lease id %q is current for two tasks", cur.LeaseID)
+	}
+
+	s.tasks[t.ID] = t
+	if t.RequestID != "" {
+		s.requests[rk] = t
+	}
+	s.order = append(s.order, t)
+	s.counts[t.State]++
+	if cur != nil {
+		s.leases[cur.LeaseID] = t
+		heap.Push(&s.expiry, t)
+	}
+	if t.Schedulable() {
+		s.queue(t).add(t)
+	}
+	return nil
+}
+
+// State returns the rebuilt State, or the first error Add returned. The
+// Loader must not be used afterwards.
+func (l *Loader) State() (*State, error) {
+	if l.err != nil {
+		return nil, l.err
+	}
+	s := l.s
+	l.s, l.err = nil, errors.New("state: Loader already finished")
+	return s, nil
+}

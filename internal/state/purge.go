@@ -1,0 +1,53 @@
+package state
+
+import "fmt"
+
+// applyPurged drops every terminal task last updated before r.Before. It is
+// O(tasks): a purge runs once per snapshot, which is O(tasks) anyway.
+func (s *State) applyPurged(r *TasksPurged) string {
+	if r.Before > r.At {
+		return fmt.Sprintf("purge cut-off %s is after the purge time %s", r.Before, r.At)
+	}
+	for i, t := range s.order {
+		if t == nil || !t.State.Terminal() || t.UpdatedAt >= r.Before {
+			continue
+		}
+		s.drop(t)
+		s.order[i] = nil
+		s.holes++
+	}
+	if s.holes > len(s.order)/2 {
+		s.compactOrder()
+	}
+	return ""
+}
+
+// drop removes a terminal task from the task table and the request index.
+// A terminal task is in no heap and holds no lease, so nothing else refers
+// to it; its queue index entry may become empty and goes too.
+func (s *State) drop(t *Task) {
+	delete(s.tasks, t.ID)
+	if t.RequestID != "" {
+		k := requestKey{t.Namespace, t.RequestID}
+		if s.requests[k] == t {
+			delete(s.requests, k)
+		}
+	}
+	s.counts[t.State]--
+	k := QueueKey{t.Namespace, t.Queue}
+	if qi := s.queues[k]; qi != nil && qi.len() == 0 {
+		delete(s.queues, k)
+	}
+}
+
+// compactOrder removes the nil entries of the creation order, into a new
+// array so that the memory of a large old one is released.
+func (s *State) compactOrder() {
+	order := make([]*Task, 0, len(s.order)-s.holes)
+	for _, t := range s.order {
+		if t != nil {
+			order = append(order, t)
+		}
+	}
+	s.order, s.holes = order, 0
+}

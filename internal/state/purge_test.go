@@ -1,0 +1,122 @@
+package state
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func withRequest(r *TaskCreated, id string) *TaskCreated { r.RequestID = id; return r }
+
+func completedAt(id, lease string, at Time) []Record {
+	return []Record{granted(id, lease, 1, at-2*sec), &TaskCompleted{TaskID: id, LeaseID: lease, At: at}}
+}
+
+func TestPurgeDropsOnlyOldTerminalTasks(t *testing.T) {
+	recs := []Record{
+		withRequest(created("done-old"), "r1"), created("failed-old"), created("dead-old"),
+		created("done-new"), created("waiting"), created("leased"), created("committed"),
+	}
+	recs = append(recs, completedAt("done-old", "l1", 5*sec)...)
+	recs = append(recs, granted("failed-old", "l2", 1, 3*sec),
+		&TaskFailed{TaskID: "failed-old", LeaseID: "l2", Permanent: true, At: 4 * sec},
+		&TaskDead{TaskID: "dead-old", At: 5 * sec})
+	recs = append(recs, completedAt("done-new", "l3", 20*sec)...)
+	recs = append(recs, granted("leased", "l4", 1, 2*sec), granted("committed", "l5", 1, 2*sec),
+		&TaskCommitted{TaskID: "committed", LeaseID: "l5", At: 3 * sec})
+	s := run(t, recs...)
+
+	s = runOn(t, s, &TasksPurged{Before: 10 * sec, At: 30 * sec})
+	var left []string
+	s.Scan(0, func(t *Task) bool { left = append(left, t.ID); return true })
+	if want := []string{"done-new", "waiting", "leased", "committed"}; !reflect.DeepEqual(left, want) {
+		t.Fatalf("after purge: %v, want %v", left, want)
+	}
+	if s.Len() != 4 || s.Count(Completed) != 1 || s.Count(Failed) != 0 || s.Count(Dead) != 0 {
+		t.Fatalf("counts after purge: len %d completed %d failed %d dead %d", s.Len(), s.Count(Completed), s.Count(Failed), s.Count(Dead))
+	}
+	if s.Task("done-old") != nil || s.ByRequest("default", "r1") != nil {
+		t.Fatal("purged task still reachable")
+	}
+	// Its request id is free again: a new task may use it.
+	s = runOn(t, s, withRequest(created("again"), "r1"))
+	if s.ByRequest("default", "r1").ID != "again" {
+		t.Fatal("request id not reusable after the purge")
+	}
+	// 3 holes in 8 entries: not compacted yet.
+	if s.holes != 3 || len(s.order) != 8 {
+		t.Fatalf("order has %d entries, %d holes; want 8 and 3", len(s.order), s.holes)
+	}
+	if err := s.Apply(s.LastLSN()+1, &TasksPurged{Before: 25 * sec, At: 40 * sec}); err != nil {
+		t.Fatal(err)
+	}
+	// 4 holes in 8: still not more than half.
+	if s.holes != 4 || s.Len() != 4 {
+		t.Fatalf("%d holes, %d tasks; want 4 and 4", s.holes, s.Len())
+	}
+	s = runOn(t, s, granted("waiting", "l6", 1, 41*sec), &TaskCompleted{TaskID: "waiting", LeaseID: "l6", At: 42 * sec},
+		&TasksPurged{Before: 50 * sec, At: 50 * sec})
+	if s.holes != 0 || len(s.order) != s.Len() || s.Len() != 3 {
+		t.Fatalf("order not compacted: %d entries, %d holes, %d tasks", len(s.order), s.holes, s.Len())
+	}
+	var after []string
+	s.Scan(0, func(t *Task) bool { after = append(after, t.ID); return true })
+	if want := []string{"leased", "committed", "again"}; !reflect.DeepEqual(after, want) {
+		t.Fatalf("after the last purge: %v, want %v", after, want)
+	}
+}
+
+func TestPurgeNeverTouchesLiveTasks(t *testing.T) {
+	s := run(t, created("w"), created("l"), created("c"), granted("l", "l1", 1, 2*sec),
+		granted("c", "l2", 1, 2*sec), &TaskCommitted{TaskID: "c", LeaseID: "l2", At: 3 * sec},
+		&LeaseExpired{TaskID: "c", LeaseID: "l2", At: 12 * sec})
+	before := s.Export()
+	s = runOn(t, s, &TasksPurged{Before: 1000 * sec, At: 1000 * sec})
+	after := s.Export()
+	before.LastLSN = after.LastLSN
+	if !reflect.DeepEqual(before, after) {
+		t.Fatal("a purge changed tasks that are not terminal")
+	}
+}
+
+func TestPurgePrecondition(t *testing.T) {
+	s := New()
+	err := s.Apply(1, &TasksPurged{Before: 10 * sec, At: 5 * sec})
+	if err == nil || !strings.Contains(err.Error(), "after the purge time") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestScanSkipsHoles(t *testing.T) {
+	recs := []Record{created("a"), created("b"), created("c"), created("d")}
+	recs = append(recs, completedAt("b", "l1", 5*sec)...)
+	s := run(t, recs...)
+	s = runOn(t, s, &TasksPurged{Before: 10 * sec, At: 10 * sec})
+	var got []string
+	s.Scan(2, func(t *Task) bool { got = append(got, t.ID); return true })
+	if want := []string{"c", "d"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("scan after lsn 2 over a hole: %v, want %v", got, want)
+	}
+}
+
+func TestInvariantsCatchOrderDamage(t *testing.T) {
+	s := run(t, created("a"), created("b"))
+	s.order[0], s.order[1] = s.order[1], s.order[0]
+	if err := s.Invariants(); err == nil || !strings.Contains(err.Error(), "creation order") {
+		t.Fatalf("swapped order not reported: %v", err)
+	}
+}
+
+// runOn applies recs to s, checking the invariants after each.
+func runOn(t *testing.T, s *State, recs ...Record) *State {
+	t.Helper()
+	for i, r := range recs {
+		if err := s.Apply(s.LastLSN()+1, r); err != nil {
+			t.Fatalf("record %d (%s): %v", i, r.Type(), err)
+		}
+		if err := s.Invariants(); err != nil {
+			t.Fatalf("after record %d (%s): %v", i, r.Type(), err)
+		}
+	}
+	return s
+}

@@ -1,0 +1,176 @@
+// Package statetest generates random but valid record sequences for tests of
+// the state machine and of everything that stores or rebuilds a State
+// (snapshots, replay, offline tools).
+//
+// A Gen looks at the State the caller has applied its records to and picks
+// the next record among those whose preconditions hold, so every record it
+// returns applies. Time only moves forward. The same seed and the same
+// states give the same records.
+package statetest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/state"
+)
+
+// Gen generates records. It is not safe for concurrent use.
+type Gen struct {
+	rng   *rand.Rand
+	now   state.Time
+	tasks int
+	ids   int
+	// Purge controls whether TasksPurged records are generated.
+	Purge bool
+}
+
+// Start is the instant the first record is stamped with.
+var Start = state.TimeOf(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+
+// New returns a generator seeded with seed.
+func New(seed uint64) *Gen {
+	return &Gen{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), now: Start, Purge: true}
+}
+
+// Now is the time of the last record generated.
+func (g *Gen) Now() state.Time { return g.now }
+
+// Run applies n generated records to s and returns them, failing through
+// fatal on the first record that does not apply.
+func (g *Gen) Run(s *state.State, n int, fatal func(format string, args ...any)) []state.Record {
+	out := make([]state.Record, 0, n)
+	for range n {
+		r := g.Next(s)
+		if err := s.Apply(s.LastLSN()+1, r); err != nil {
+			fatal("generated record %T does not apply: %v", r, err)
+			return out
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+const window = 10 * time.Second
+
+// Next returns a record that applies to s.
+func (g *Gen) Next(s *state.State) state.Record {
+	g.now = g.now.Add(time.Duration(g.rng.IntN(3000)) * time.Millisecond)
+	var all []*state.Task
+	s.Scan(0, func(t *state.Task) bool { all = append(all, t); return true })
+	pick := func(ok func(*state.Task) bool) *state.Task {
+		var c []*state.Task
+		for _, t := range all {
+			if ok(t) {
+				c = append(c, t)
+			}
+		}
+		if len(c) == 0 {
+			return nil
+		}
+		return c[g.rng.IntN(len(c))]
+	}
+	leased := func(t *state.Task) bool { return t.CurrentLease() != nil }
+	live := func(t *state.Task) bool { return leased(t) && g.now < t.CurrentLease().LeaseExpiry }
+	for {
+		if len(all) < 3 {
+			return g.created(s)
+		}
+		switch g.rng.IntN(16) {
+		case 0, 1, 2:
+			return g.created(s)
+		case 3, 4, 5:
+			if t := pick(func(t *state.Task) bool {
+				return t.Schedulable() && (t.State != state.Waiting || t.NotBefore <= g.now)
+			}); t != nil {
+				return &state.LeaseGranted{TaskID: t.ID, LeaseID: g.id("l"), WorkerID: fmt.Sprintf("w%d", g.rng.IntN(3)),
+					Attempt: t.Attempt + 1, GrantedAt: g.now, LeaseExpiry: g.now.Add(window)}
+			}
+		case 6:
+			if t := pick(live); t != nil {
+				cur := t.CurrentLease()
+				return &state.LeaseExtended{TaskID: t.ID, LeaseID: cur.LeaseID, NewLeaseExpiry: cur.LeaseExpiry.Add(5 * time.Second), At: g.now}
+			}
+		case 7:
+			if t := pick(leased); t != nil {
+				cur := t.CurrentLease()
+				g.now = max(g.now, cur.LeaseExpiry)
+				return &state.LeaseExpired{TaskID: t.ID, LeaseID: cur.LeaseID, At: g.now, RetryAt: g.now.Add(time.Second)}
+			}
+		case 8:
+			if t := pick(func(t *state.Task) bool { return live(t) && t.CurrentLease().Status == state.ExecLeased }); t != nil {
+				return &state.ExecutionStarted{TaskID: t.ID, LeaseID: t.CurrentLease().LeaseID, At: g.now}
+			}
+		case 9:
+			if t := pick(func(t *state.Task) bool { return live(t) && t.State == state.Leased }); t != nil {
+				return &state.TaskCommitted{TaskID: t.ID, LeaseID: t.CurrentLease().LeaseID, Result: g.bytes(), At: g.now}
+			}
+		case 10, 11:
+			if t := pick(live); t != nil {
+				return &state.TaskCompleted{TaskID: t.ID, LeaseID: t.CurrentLease().LeaseID, Result: g.bytes(), At: g.now}
+			}
+		case 12:
+			if t := pick(func(t *state.Task) bool { return leased(t) && t.State == state.Leased }); t != nil {
+				return &state.TaskFailed{TaskID: t.ID, LeaseID: t.CurrentLease().LeaseID, Reason: "boom",
+					RetryAt: g.now.Add(2 * time.Second), Permanent: g.rng.IntN(4) == 0, At: g.now}
+			}
+		case 13:
+			t := all[g.rng.IntN(len(all))]
+			if g.rng.IntN(2) == 0 {
+				return &state.TaskCancelled{TaskID: t.ID, LeaseID: "stale", Reason: "lease lost", At: g.now}
+			}
+			if !t.State.Terminal() {
+				return &state.TaskDead{TaskID: t.ID, Reason: "killed", At: g.now}
+			}
+		case 14:
+			if g.rng.IntN(4) == 0 {
+				return &state.Fence{Epoch: s.Epoch() + 1, NodeID: "n1", At: g.now}
+			}
+		case 15:
+			if g.Purge {
+				return &state.TasksPurged{Before: g.now.Add(-time.Duration(g.rng.IntN(30)) * time.Second), At: g.now}
+			}
+		}
+	}
+}
+
+func (g *Gen) id(prefix string) string {
+	g.ids++
+	return fmt.Sprintf("%s%d", prefix, g.ids)
+}
+
+func (g *Gen) bytes() []byte {
+	if g.rng.IntN(3) == 0 {
+		return nil
+	}
+	b := make([]byte, 1+g.rng.IntN(16))
+	for i := range b {
+		b[i] = byte(g.rng.IntN(256))
+	}
+	return b
+}
+
+func (g *Gen) created(s *state.State) *state.TaskCreated {
+	g.tasks++
+	r := &state.TaskCreated{
+		TaskID:          fmt.Sprintf("t%d", g.tasks),
+		Namespace:       []string{"default", "billing"}[g.rng.IntN(2)],
+		Queue:           []string{"q1", "q2", "q3"}[g.rng.IntN(3)],
+		Payload:         g.bytes(),
+		ExecutionWindow: window,
+		Retry: state.RetryPolicy{MaxAttempts: uint32(1 + g.rng.IntN(3)), InitialBackoff: time.Second,
+			MaxBackoff: time.Minute, Multiplier: 2},
+		Priority:  int32(g.rng.IntN(5) - 2),
+		CreatedAt: g.now,
+	}
+	if g.rng.IntN(3) == 0 {
+		r.NotBefore = g.now.Add(time.Duration(g.rng.IntN(10)) * time.Second)
+	}
+	// A small pool of request ids, so that purges free ids that later
+	// tasks reuse.
+	if rid := fmt.Sprintf("r%d", g.rng.IntN(20)); g.rng.IntN(2) == 0 && s.ByRequest(r.Namespace, rid) == nil {
+		r.RequestID = rid
+	}
+	return r
+}

@@ -1,0 +1,137 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// SegmentReport describes one segment file.
+type SegmentReport struct {
+	Path     string
+	FirstLSN uint64
+	LastLSN  uint64 // FirstLSN-1 if the segment holds no record
+	Bytes    int64
+}
+
+// VerifyReport is what Verify found.
+type VerifyReport struct {
+	Segments []SegmentReport
+	// FirstLSN and LastLSN bound the valid records (LastLSN = FirstLSN-1
+	// when there are none; both 0 without segments).
+	FirstLSN, LastLSN uint64
+	Records           uint64
+	// Notes list what Open would repair without losing acknowledged data
+	// (a torn write at the tail, leftovers of an interrupted segment
+	// creation), each naming the file and offset.
+	Notes []string
+}
+
+// Verify checks every segment in opts.Dir, as Open would, without
+// modifying anything: headers, every frame's length, checksum and LSN, and
+// the LSN sequence across segments. check, if not nil, is called with every
+// valid record (to decode its payload, say); an error from it is reported as
+// corruption of that record. Damage is returned as a *CorruptionError naming
+// the segment and offset of the first problem. Only opts.Dir, opts.FS and
+// opts.MaxRecordBytes are used.
+func Verify(opts Options, check func(lsn uint64, e Entry) error) (*VerifyReport, error) {
+	rep, _, err := verifyDir(opts.withDefaults(), check)
+	return rep, err
+}
+
+// ReplayDir replays the valid records of the log in opts.Dir from LSN from
+// on, read-only: it verifies the segments first (Verify), then calls fn for
+// each record up to the last valid one. It returns ErrCompacted if from is
+// below the first LSN on disk. It must not run while a Log has the
+// directory open for writing, unless the caller accepts seeing a torn tail
+// that the writer is still completing as the end of the log.
+func ReplayDir(opts Options, from uint64, fn func(lsn uint64, e Entry) error) (*VerifyReport, error) {
+	opts = opts.withDefaults()
+	rep, segs, err := verifyDir(opts, nil)
+	if err != nil {
+		return rep, err
+	}
+	from = max(from, 1)
+	if len(segs) == 0 {
+		return rep, nil
+	}
+	if from < rep.FirstLSN {
+		return rep, fmt.Errorf("%w: replay from lsn %d, but the log starts at lsn %d", ErrCompacted, from, rep.FirstLSN)
+	}
+	r := replayer{fs: opts.FS, maxRecordBytes: opts.MaxRecordBytes}
+	return rep, r.replay(segs, from, rep.LastLSN, fn)
+}
+
+// verifyDir is Verify; it also returns the segments that hold records.
+func verifyDir(opts Options, check func(lsn uint64, e Entry) error) (*VerifyReport, []segmentInfo, error) {
+	rep := &VerifyReport{}
+	names, err := opts.FS.ReadDirNames(opts.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return rep, nil, fmt.Errorf("wal: no log at %s: %w", opts.Dir, err)
+	}
+	if err != nil {
+		return rep, nil, fmt.Errorf("wal: read directory %s: %w", opts.Dir, err)
+	}
+	var segs []segmentInfo
+	for _, name := range names {
+		path := filepath.Join(opts.Dir, name)
+		if base, ok := strings.CutSuffix(name, tmpExt); ok {
+			if _, ok := parseSegmentName(base); ok {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s: leftover of an interrupted segment creation (Open removes it)", path))
+				continue
+			}
+		}
+		first, ok := parseSegmentName(name)
+		if !ok {
+			if strings.HasSuffix(name, segmentExt) {
+				return rep, nil, &CorruptionError{Segment: path, Reason: "file name is not <16 hex digits of its first lsn>.wal (renamed by hand?)"}
+			}
+			continue
+		}
+		segs = append(segs, segmentInfo{first: first, path: path})
+	}
+	slices.SortFunc(segs, func(a, b segmentInfo) int {
+		switch {
+		case a.first < b.first:
+			return -1
+		case a.first > b.first:
+			return 1
+		}
+		return 0
+	})
+	sc := scanner{fs: opts.FS, maxRecordBytes: opts.MaxRecordBytes, check: check}
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		if i > 0 && seg.first != rep.LastLSN+1 {
+			return rep, nil, &CorruptionError{Segment: seg.path, LSN: rep.LastLSN + 1, Reason: fmt.Sprintf(
+				"segment starts at lsn %d but the previous segment ends at lsn %d: records are missing or repeated",
+				seg.first, rep.LastLSN)}
+		}
+		res, err := sc.scan(seg, last)
+		if err != nil {
+			return rep, nil, err
+		}
+		if res.shortHeader {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: last segment is %d bytes, shorter than its header; it never held a record (Open removes it)", seg.path, res.size))
+			segs = segs[:i]
+			if i == 0 {
+				rep.FirstLSN, rep.LastLSN = seg.first, seg.first-1
+			}
+			break
+		}
+		if res.tornAt >= 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: torn write at offset %d (%s, %d bytes after the last valid record at lsn %d); Open truncates it",
+				seg.path, res.tornAt, res.tornReason, res.size-res.tornAt, res.lastLSN))
+		}
+		if i == 0 {
+			rep.FirstLSN = seg.first
+		}
+		rep.LastLSN = res.lastLSN
+		rep.Records += res.lastLSN + 1 - seg.first
+		rep.Segments = append(rep.Segments, SegmentReport{Path: seg.path, FirstLSN: seg.first, LastLSN: res.lastLSN, Bytes: res.size})
+	}
+	return rep, segs, nil
+}
