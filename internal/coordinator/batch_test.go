@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,22 +18,27 @@ import (
 // countingLog counts the appends and waits the coordinator makes.
 type countingLog struct {
 	Log
-	appends, waits int
+	appendCalls, waitCalls atomic.Int32
 }
 
 func (l *countingLog) Append(entries []wal.Entry) (uint64, error) {
-	l.appends++
+	l.appendCalls.Add(1)
 	return l.Log.Append(entries)
 }
 
 func (l *countingLog) Wait(ctx context.Context, lsn uint64) error {
-	l.waits++
+	l.waitCalls.Add(1)
 	return l.Log.Wait(ctx, lsn)
 }
+
+func (l *countingLog) appends() int { return int(l.appendCalls.Load()) }
+func (l *countingLog) waits() int   { return int(l.waitCalls.Load()) }
 
 // count makes the coordinator's log count its calls from now on (until
 // the next restart).
 func (e *env) count() *countingLog {
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
 	l := &countingLog{Log: e.c.log}
 	e.c.log = l
 	return l
@@ -72,8 +78,8 @@ func TestCompleteBatchOneWriteOneWait(t *testing.T) {
 			t.Errorf("item %d: %v", i, err)
 		}
 	}
-	if cl.appends != 1 || cl.waits != 1 {
-		t.Errorf("%d appends and %d waits, want one of each", cl.appends, cl.waits)
+	if cl.appends() != 1 || cl.waits() != 1 {
+		t.Errorf("%d appends and %d waits, want one of each", cl.appends(), cl.waits())
 	}
 	if got := e.c.Stats().LastLSN - before; got != 5 {
 		t.Errorf("%d records, want 5", got)
@@ -208,8 +214,8 @@ func TestCompleteBatchSameTaskTwice(t *testing.T) {
 	}
 	// Two completions and one refusal; the repeated task split the batch
 	// into two appends, still one wait.
-	if cl.appends != 2 || cl.waits != 1 {
-		t.Errorf("%d appends and %d waits, want 2 and 1", cl.appends, cl.waits)
+	if cl.appends() != 2 || cl.waits() != 1 {
+		t.Errorf("%d appends and %d waits, want 2 and 1", cl.appends(), cl.waits())
 	}
 	if n := e.c.Stats().LastLSN - before; n != 3 {
 		t.Errorf("%d records, want 3", n)
