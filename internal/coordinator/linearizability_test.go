@@ -50,7 +50,7 @@ func TestLinearizability(t *testing.T) {
 	for i := range uint64(defaultLinRuns) {
 		seed := base + i
 		w := runLinWorkload(t, seed, false)
-		res, err := checkHistory(w.ops, time.Minute)
+		res, err := checkHistory(w.ops, time.Minute, true)
 		if res != porcupine.Ok {
 			t.Fatalf("seed %d (rerun with TENURE_LIN_SEED=%d): %v", seed, seed, err)
 		}
@@ -66,13 +66,13 @@ func TestLinearizability(t *testing.T) {
 func TestLinearizabilityCatchesAckBeforeFsync(t *testing.T) {
 	seed := linSeed(t)
 	good := runLinWorkload(t, seed, false)
-	if res, err := checkHistory(good.ops, time.Minute); res != porcupine.Ok {
+	if res, err := checkHistory(good.ops, time.Minute, true); res != porcupine.Ok {
 		t.Fatalf("seed %d (TENURE_LIN_SEED=%d), correct log: %v", seed, seed, err)
 	}
 	t.Logf("correct log: linearizable (%s)", good.summary)
 
 	bad := runLinWorkload(t, seed, true)
-	res, err := checkHistory(bad.ops, time.Minute)
+	res, err := checkHistory(bad.ops, time.Minute, false)
 	if res != porcupine.Illegal {
 		t.Fatalf("seed %d (TENURE_LIN_SEED=%d): the log that acknowledges before fsync gave a history porcupine finds %s (%s); the checker no longer catches lost acknowledgements", seed, seed, res, bad.summary)
 	}
@@ -198,6 +198,9 @@ func runLinWorkload(t *testing.T, seed uint64, broken bool) linWorkload {
 	call := func(fn func(c *Coordinator) error) error {
 		c, _, up := node.current()
 		err := fn(c)
+		if _, known := errKind(err); !known && !errors.Is(err, ErrUnavailable) {
+			t.Errorf("unexpected error: %v", err)
+		}
 		if rec.now.Load() >= 2*nextCrash.Load() {
 			select {
 			case milestone <- struct{}{}:

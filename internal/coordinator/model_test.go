@@ -552,20 +552,23 @@ func resolvePending(pending []porcupine.Operation, final []*state.Task) []porcup
 	return out
 }
 
-// checkHistory checks ops with porcupine. On a violation it writes the
-// visualisation to a temporary file and returns an error that names it and
-// shows the first task whose operations are not linearizable.
-func checkHistory(ops []porcupine.Operation, timeout time.Duration) (porcupine.CheckResult, error) {
+// checkHistory checks ops with porcupine. On a violation it returns an
+// error that shows the first task whose operations are not linearizable
+// and, with visualise, names a temporary file holding porcupine's
+// visualisation of the history.
+func checkHistory(ops []porcupine.Operation, timeout time.Duration, visualise bool) (porcupine.CheckResult, error) {
 	res, info := porcupine.CheckOperationsVerbose(taskModel, ops, timeout)
 	if res == porcupine.Ok {
 		return res, nil
 	}
 	msg := fmt.Sprintf("porcupine: history of %d operations is %s", len(ops), res)
-	if f, err := os.CreateTemp("", "tenure-linearizability-*.html"); err == nil {
-		if err := porcupine.Visualize(taskModel, info, f); err == nil {
-			msg += "; visualisation: " + f.Name()
+	if visualise {
+		if f, err := os.CreateTemp("", "tenure-linearizability-*.html"); err == nil {
+			if err := porcupine.Visualize(taskModel, info, f); err == nil {
+				msg += "; visualisation: " + f.Name()
+			}
+			f.Close()
 		}
-		f.Close()
 	}
 	if res == porcupine.Illegal {
 		msg += "\n" + explainViolation(ops)
