@@ -9,19 +9,17 @@ package main
 // the end a reader lists every task, and porcupine checks the history
 // against a model of the task state machine.
 //
-// The model is the twin of internal/coordinator/model_test.go (test files
-// cannot be shared between packages), adapted to the API: FAILED_PRECONDITION
-// stands for both "lease lost" and "wrong state", ALREADY_EXISTS for
-// "already committed". See that file for why the model has no clock.
+// The model is internal/lincheck, shared with internal/coordinator's
+// tests; the API's answers are converted to it where they are recorded:
+// FAILED_PRECONDITION stands for "lease lost" (or, from Fail, for either
+// that or "wrong state"; from Kill, "wrong state"), ALREADY_EXISTS for
+// "already committed". See that package for why the model has no clock.
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +29,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/anishathalye/porcupine"
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/internal/lincheck"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -48,7 +47,7 @@ func TestLinearizabilityKill9(t *testing.T) {
 	t.Logf("seed %d (rerun with TENURE_E2E_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 0x1e))
 	dir := t.TempDir()
-	rec := &linRecorder{}
+	rec := &lincheck.Recorder{}
 	for round := 1; round <= rounds; round++ {
 		srv := startServerProc(t, dir)
 		js, gs := newJSONClients(srv), newGRPCClients(srv)
@@ -91,17 +90,17 @@ func TestLinearizabilityKill9(t *testing.T) {
 	var final []*tenurev1.Task
 	token := ""
 	for {
-		call := rec.call()
+		call := rec.Call()
 		cctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
 		resp, err := c.tasks.ListTasks(cctx, connect.NewRequest(&tenurev1.ListTasksRequest{Namespace: namespace, PageSize: 1000, PageToken: token}))
 		cancel()
 		if err != nil {
 			t.Fatalf("ListTasks: %v", err)
 		}
-		ret := rec.call()
+		ret := rec.Call()
 		for _, task := range resp.Msg.GetTasks() {
-			rec.add(porcupine.Operation{ClientId: 8, Call: call, Return: ret,
-				Input: linIn{Op: linGet, Task: task.GetTaskId()}, Output: linGetOutput(task)})
+			rec.Add(porcupine.Operation{ClientId: 8, Call: call, Return: ret,
+				Input: lincheck.In{Op: lincheck.OpGet, Task: task.GetTaskId()}, Output: linGetOutput(task)})
 		}
 		final = append(final, resp.Msg.GetTasks()...)
 		if token = resp.Msg.GetNextPageToken(); token == "" {
@@ -114,49 +113,47 @@ func TestLinearizabilityKill9(t *testing.T) {
 	}
 	// A task some call named but the list lacks is read on its own (it
 	// answers not found, which the model rejects if it was acknowledged).
-	for _, op := range rec.ops {
-		id := op.Input.(linIn).Task
+	for _, op := range rec.Ops() {
+		id := op.Input.(lincheck.In).Task
 		if id == "" || known[id] {
 			continue
 		}
 		known[id] = true
-		call := rec.call()
+		call := rec.Call()
 		cctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
 		resp, err := c.tasks.GetTask(cctx, connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: id}))
 		cancel()
-		out := linOut{}
+		out := lincheck.Out{}
 		switch {
 		case err == nil:
 			out = linGetOutput(resp.Msg.GetTask())
 		case connect.CodeOf(err) == connect.CodeNotFound:
-			out.Err = linErrNotFound
+			out.Err = lincheck.NotFound
 		default:
 			t.Fatalf("GetTask(%s): %v", id, err)
 		}
-		rec.add(porcupine.Operation{ClientId: 8, Call: call, Return: rec.call(), Input: linIn{Op: linGet, Task: id}, Output: out})
+		rec.Add(porcupine.Operation{ClientId: 8, Call: call, Return: rec.Call(), Input: lincheck.In{Op: lincheck.OpGet, Task: id}, Output: out})
 	}
 
-	resolved := linResolve(rec.pending, final)
-	ops := append(slices.Clone(rec.ops), resolved...)
-	res, info := porcupine.CheckOperationsVerbose(linModel, ops, time.Minute)
+	answered, pending := rec.Ops(), rec.Pending()
+	resolved := linResolve(pending, final)
+	ops := append(answered, resolved...)
+	res, info := porcupine.CheckOperationsVerbose(lincheck.Model, ops, time.Minute)
 	t.Logf("%d calls (%d answered, %d without an answer, %d of those left a trace), %d tasks: %s",
-		len(ops), len(rec.ops), len(rec.pending), len(resolved), len(final), res)
+		len(ops), len(answered), len(pending), len(resolved), len(final), res)
 	if res != porcupine.Ok {
 		msg := fmt.Sprintf("porcupine: the history is %s", res)
-		if f, err := os.CreateTemp("", "tenure-e2e-linearizability-*.html"); err == nil {
-			if err := porcupine.Visualize(linModel, info, f); err == nil {
-				msg += "; visualisation: " + f.Name()
-			}
-			f.Close()
+		if name := lincheck.Visualise(info, "tenure-e2e-linearizability-*.html"); name != "" {
+			msg += "; visualisation: " + name
 		}
-		t.Fatalf("%s\n%s", msg, linExplain(ops))
+		t.Fatalf("%s\n%s", msg, lincheck.Explain(ops))
 	}
 }
 
 // linRound drives the clients and workers of one server process.
 type linRound struct {
 	t         *testing.T
-	rec       *linRecorder
+	rec       *lincheck.Recorder
 	namespace string
 	queue     string
 	round     int
@@ -177,17 +174,17 @@ func (r *linRound) answer(op string, err error) (kind string, pending bool) {
 	}
 	switch connect.CodeOf(err) {
 	case connect.CodeNotFound:
-		return linErrNotFound, false
+		return lincheck.NotFound, false
 	case connect.CodeAlreadyExists:
-		return linErrAlreadyCommitted, false
+		return lincheck.AlreadyCommitted, false
 	case connect.CodeFailedPrecondition:
 		switch op {
-		case linFail:
-			return linErrFailedPrecondition, false
-		case linKill:
-			return linErrWrongState, false
+		case lincheck.OpFail:
+			return lincheck.FailedPrecondition, false
+		case lincheck.OpKill:
+			return lincheck.WrongState, false
 		}
-		return linErrLeaseLost, false
+		return lincheck.LeaseLost, false
 	case connect.CodeInvalidArgument, connect.CodeResourceExhausted:
 		r.t.Errorf("%s: %v", op, err)
 	}
@@ -196,18 +193,18 @@ func (r *linRound) answer(op string, err error) (kind string, pending bool) {
 
 // do runs one call and records it, with in as fn left it (a submit learns
 // its task id from the answer).
-func (r *linRound) do(ctx context.Context, client int, in *linIn, fn func(ctx context.Context) (linOut, error)) linOut {
-	call := r.rec.call()
+func (r *linRound) do(ctx context.Context, client int, in *lincheck.In, fn func(ctx context.Context) (lincheck.Out, error)) lincheck.Out {
+	call := r.rec.Call()
 	cctx, cancel := context.WithTimeout(ctx, e2eCallTimeout)
 	out, err := fn(cctx)
 	cancel()
 	if err != nil {
-		out = linOut{}
+		out = lincheck.Out{}
 		out.Err, out.Pending = r.answer(in.Op, err)
 	} else {
 		r.answer(in.Op, nil)
 	}
-	r.rec.done(client, *in, call, out)
+	r.rec.Done(client, *in, call, out)
 	if out.Pending {
 		time.Sleep(5 * time.Millisecond) // do not spin against a dead server
 	}
@@ -229,8 +226,8 @@ func (r *linRound) submitRequest(client, n int, rng *rand.Rand) *tenurev1.Submit
 	return req
 }
 
-func linSubmitIn(req *tenurev1.SubmitRequest) linIn {
-	return linIn{Op: linSubmit, RequestID: req.GetRequestId(), Payload: string(req.GetPayload()), MaxAttempts: req.GetRetryPolicy().GetMaxAttempts()}
+func linSubmitIn(req *tenurev1.SubmitRequest) lincheck.In {
+	return lincheck.In{Op: lincheck.OpSubmit, RequestID: req.GetRequestId(), Payload: string(req.GetPayload()), MaxAttempts: req.GetRetryPolicy().GetMaxAttempts()}
 }
 
 // client submits (retrying a submit with a request id whose answer did not
@@ -246,13 +243,13 @@ func (r *linRound) client(ctx context.Context, c *apiClients, id int, rng *rand.
 				req, retry = retry, nil
 			}
 			in := linSubmitIn(req)
-			out := r.do(ctx, id, &in, func(ctx context.Context) (linOut, error) {
+			out := r.do(ctx, id, &in, func(ctx context.Context) (lincheck.Out, error) {
 				resp, err := c.tasks.Submit(ctx, connect.NewRequest(req))
 				if err != nil {
-					return linOut{}, err
+					return lincheck.Out{}, err
 				}
 				in.Task = resp.Msg.GetTask().GetTaskId()
-				return linOut{Duplicate: resp.Msg.GetDuplicate()}, nil
+				return lincheck.Out{Duplicate: resp.Msg.GetDuplicate()}, nil
 			})
 			if in.Task != "" {
 				mine = append(mine, in.Task)
@@ -262,39 +259,39 @@ func (r *linRound) client(ctx context.Context, c *apiClients, id int, rng *rand.
 			}
 		case p < 55:
 			reqs := []*tenurev1.SubmitRequest{r.submitRequest(id, n, rng), r.submitRequest(id, 10_000+n, rng)}
-			call := r.rec.call()
+			call := r.rec.Call()
 			cctx, cancel := context.WithTimeout(ctx, e2eCallTimeout)
 			resp, err := c.tasks.SubmitBatch(cctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: reqs}))
 			cancel()
-			kind, pending := r.answer(linSubmit, err)
-			ret := r.rec.call()
+			kind, pending := r.answer(lincheck.OpSubmit, err)
+			ret := r.rec.Call()
 			for i, req := range reqs {
-				in, out := linSubmitIn(req), linOut{Err: kind, Pending: pending}
+				in, out := linSubmitIn(req), lincheck.Out{Err: kind, Pending: pending}
 				if err == nil {
 					in.Task, out.Duplicate = resp.Msg.GetResponses()[i].GetTask().GetTaskId(), resp.Msg.GetResponses()[i].GetDuplicate()
 					mine = append(mine, in.Task)
 				}
 				op := porcupine.Operation{ClientId: id, Call: call, Return: ret, Input: in, Output: out}
 				if pending {
-					op.Return = linPendingEnd
+					op.Return = lincheck.PendingEnd
 				}
-				r.rec.add(op)
+				r.rec.Add(op)
 			}
 		case p < 88 && len(mine) > 0:
 			task := mine[rng.IntN(len(mine))]
-			r.do(ctx, id, &linIn{Op: linGet, Task: task}, func(ctx context.Context) (linOut, error) {
+			r.do(ctx, id, &lincheck.In{Op: lincheck.OpGet, Task: task}, func(ctx context.Context) (lincheck.Out, error) {
 				resp, err := c.tasks.GetTask(ctx, connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: task}))
 				if err != nil {
-					return linOut{}, err
+					return lincheck.Out{}, err
 				}
 				return linGetOutput(resp.Msg.GetTask()), nil
 			})
 		case p < 92 && len(mine) > 0:
 			task := mine[rng.IntN(len(mine))]
 			reason := fmt.Sprintf("kill-r%d-c%d-%d", r.round, id, n)
-			r.do(ctx, id, &linIn{Op: linKill, Task: task, Reason: reason}, func(ctx context.Context) (linOut, error) {
+			r.do(ctx, id, &lincheck.In{Op: lincheck.OpKill, Task: task, Reason: reason}, func(ctx context.Context) (lincheck.Out, error) {
 				_, err := c.tasks.KillTask(ctx, connect.NewRequest(&tenurev1.KillTaskRequest{TaskId: task, Reason: reason}))
-				return linOut{}, err
+				return lincheck.Out{}, err
 			})
 		}
 	}
@@ -304,22 +301,22 @@ func (r *linRound) client(ctx context.Context, c *apiClients, id int, rng *rand.
 func (r *linRound) worker(ctx context.Context, c *apiClients, id int, name string, rng *rand.Rand) {
 	for n := 0; ctx.Err() == nil; n++ {
 		worker := fmt.Sprintf("%s.%d", name, n) // one id per call: see linResolve
-		call := r.rec.call()
+		call := r.rec.Call()
 		cctx, cancel := context.WithTimeout(ctx, e2eCallTimeout)
 		resp, err := c.worker.Lease(cctx, connect.NewRequest(&tenurev1.LeaseRequest{
 			WorkerId: worker, Namespace: r.namespace, Queue: r.queue, MaxTasks: uint32(1 + rng.IntN(2)), Wait: durationpb.New(100 * time.Millisecond),
 		}))
 		cancel()
-		if _, pending := r.answer(linLease, err); pending {
-			r.rec.done(id, linIn{Op: linLease, Worker: worker}, call, linOut{Pending: true})
+		if _, pending := r.answer(lincheck.OpLease, err); pending {
+			r.rec.Done(id, lincheck.In{Op: lincheck.OpLease, Worker: worker}, call, lincheck.Out{Pending: true})
 			time.Sleep(5 * time.Millisecond)
 			continue
 		}
-		ret := r.rec.call()
+		ret := r.rec.Call()
 		for _, lt := range resp.Msg.GetTasks() {
-			r.rec.add(porcupine.Operation{ClientId: id, Call: call, Return: ret,
-				Input:  linIn{Op: linLease, Task: lt.GetTaskId(), Worker: worker},
-				Output: linOut{LeaseID: lt.GetLeaseId(), Attempt: lt.GetAttempt(), Committed: lt.GetCommitted(), CommittedResult: string(lt.GetCommittedResult())}})
+			r.rec.Add(porcupine.Operation{ClientId: id, Call: call, Return: ret,
+				Input:  lincheck.In{Op: lincheck.OpLease, Task: lt.GetTaskId(), Worker: worker},
+				Output: lincheck.Out{LeaseID: lt.GetLeaseId(), Attempt: lt.GetAttempt(), Committed: lt.GetCommitted(), CommittedResult: string(lt.GetCommittedResult())}})
 		}
 		for _, lt := range resp.Msg.GetTasks() {
 			if ctx.Err() != nil {
@@ -332,21 +329,21 @@ func (r *linRound) worker(ctx context.Context, c *apiClients, id int, name strin
 
 func (r *linRound) work(ctx context.Context, c *apiClients, id int, rng *rand.Rand, lt *tenurev1.LeasedTask) {
 	task, lease := lt.GetTaskId(), lt.GetLeaseId()
-	commit := func() linOut {
-		in := linIn{Op: linCommit, Task: task, Lease: lease, Result: "r:" + lease}
-		return r.do(ctx, id, &in, func(ctx context.Context) (linOut, error) {
+	commit := func() lincheck.Out {
+		in := lincheck.In{Op: lincheck.OpCommit, Task: task, Lease: lease, Result: "r:" + lease}
+		return r.do(ctx, id, &in, func(ctx context.Context) (lincheck.Out, error) {
 			resp, err := c.worker.Commit(ctx, connect.NewRequest(&tenurev1.CommitRequest{TaskId: task, LeaseId: lease, Result: []byte(in.Result)}))
 			if err != nil {
-				return linOut{}, err
+				return lincheck.Out{}, err
 			}
-			return linOut{Attempt: resp.Msg.GetFencingToken().GetAttempt()}, nil
+			return lincheck.Out{Attempt: resp.Msg.GetFencingToken().GetAttempt()}, nil
 		})
 	}
-	complete := func(result string) linOut {
-		in := linIn{Op: linComplete, Task: task, Lease: lease, Result: result}
-		return r.do(ctx, id, &in, func(ctx context.Context) (linOut, error) {
+	complete := func(result string) lincheck.Out {
+		in := lincheck.In{Op: lincheck.OpComplete, Task: task, Lease: lease, Result: result}
+		return r.do(ctx, id, &in, func(ctx context.Context) (lincheck.Out, error) {
 			_, err := c.worker.Complete(ctx, connect.NewRequest(&tenurev1.CompleteRequest{TaskId: task, LeaseId: lease, Result: []byte(result)}))
-			return linOut{}, err
+			return lincheck.Out{}, err
 		})
 	}
 	if lt.GetCommitted() {
@@ -361,19 +358,19 @@ func (r *linRound) work(ctx context.Context, c *apiClients, id int, rng *rand.Ra
 	case p < 55:
 		complete("r:" + lease)
 	case p < 65:
-		r.do(ctx, id, &linIn{Op: linHeartbeat, Task: task, Lease: lease}, func(ctx context.Context) (linOut, error) {
+		r.do(ctx, id, &lincheck.In{Op: lincheck.OpHeartbeat, Task: task, Lease: lease}, func(ctx context.Context) (lincheck.Out, error) {
 			_, err := c.worker.Heartbeat(ctx, connect.NewRequest(&tenurev1.HeartbeatRequest{TaskId: task, LeaseId: lease}))
-			return linOut{}, err
+			return lincheck.Out{}, err
 		})
 		complete("r:" + lease)
 	case p < 80:
-		in := linIn{Op: linFail, Task: task, Lease: lease, Permanent: rng.IntN(3) == 0, Reason: "fail-" + lease}
-		r.do(ctx, id, &in, func(ctx context.Context) (linOut, error) {
+		in := lincheck.In{Op: lincheck.OpFail, Task: task, Lease: lease, Permanent: rng.IntN(3) == 0, Reason: "fail-" + lease}
+		r.do(ctx, id, &in, func(ctx context.Context) (lincheck.Out, error) {
 			resp, err := c.worker.Fail(ctx, connect.NewRequest(&tenurev1.FailRequest{TaskId: task, LeaseId: lease, Reason: in.Reason, Permanent: in.Permanent}))
 			if err != nil {
-				return linOut{}, err
+				return lincheck.Out{}, err
 			}
-			return linOut{Retry: resp.Msg.GetState() == tenurev1.TaskState_TASK_STATE_WAITING}, nil
+			return lincheck.Out{Retry: resp.Msg.GetState() == tenurev1.TaskState_TASK_STATE_WAITING}, nil
 		})
 	case p < 84 && lt.GetExecutionWindow().AsDuration() <= 600*time.Millisecond:
 		// Stalls past its lease, then tries: it must be refused unless
@@ -391,370 +388,9 @@ func (r *linRound) work(ctx context.Context, c *apiClients, id int, rng *rand.Ra
 	}
 }
 
-// --- the model (twin of internal/coordinator/model_test.go) ---
-
-const (
-	linSubmit    = "submit"
-	linLease     = "lease"
-	linCommit    = "commit"
-	linComplete  = "complete"
-	linFail      = "fail"
-	linHeartbeat = "heartbeat"
-	linGet       = "get"
-	linKill      = "kill"
-
-	linErrNotFound         = "not_found"
-	linErrLeaseLost        = "lease_lost"
-	linErrAlreadyCommitted = "already_committed"
-	linErrWrongState       = "wrong_state"
-	// linErrFailedPrecondition is Fail's FAILED_PRECONDITION: lease lost or
-	// wrong state.
-	linErrFailedPrecondition = "failed_precondition"
-)
-
-type linIn struct {
-	Op          string
-	Task        string
-	Lease       string
-	RequestID   string
-	Payload     string
-	MaxAttempts uint32
-	Result      string
-	Permanent   bool
-	Reason      string
-	Worker      string
-}
-
-type linOut struct {
-	Pending         bool
-	Unchecked       bool
-	Err             string
-	Duplicate       bool
-	LeaseID         string
-	Attempt         uint32
-	Committed       bool
-	CommittedResult string
-	Retry           bool
-	State           string
-	CurLease        string
-	CommittedBy     string
-	Result          string
-}
-
-type linTaskState struct {
-	Exists      bool
-	RequestID   string
-	MaxAttempts uint32
-	State       string
-	Attempt     uint32
-	Lease       string
-	CommittedBy string
-	Result      string
-	DoneBy      string
-}
-
-const (
-	lsWaiting   = "WAITING"
-	lsLeased    = "LEASED"
-	lsCommitted = "COMMITTED"
-	lsCompleted = "COMPLETED"
-	lsFailed    = "FAILED"
-	lsDead      = "DEAD"
-)
-
-func (s linTaskState) expired() linTaskState {
-	if s.Lease == "" {
-		return s
-	}
-	n := s
-	n.Lease = ""
-	if s.State == lsLeased {
-		n.State = lsFailed
-		if s.Attempt < s.MaxAttempts {
-			n.State = lsWaiting
-		}
-	}
-	return n
-}
-
-func (s linTaskState) refused(lease, err string) (bool, linTaskState) {
-	other := s.CommittedBy != "" && s.CommittedBy != lease
-	if err == linErrFailedPrecondition {
-		err = linErrLeaseLost
-	}
-	switch {
-	case err == linErrAlreadyCommitted && other, err == linErrLeaseLost && !other:
-	default:
-		return false, s
-	}
-	if s.Lease == lease {
-		return true, s.expired()
-	}
-	return true, s
-}
-
-func linTerminal(st string) bool { return st == lsCompleted || st == lsFailed || st == lsDead }
-
-func linStep(st, in0, out0 any) (bool, any) {
-	s, in, out := st.(linTaskState), in0.(linIn), out0.(linOut)
-	if in.Op == linSubmit {
-		created := linTaskState{Exists: true, RequestID: in.RequestID, MaxAttempts: in.MaxAttempts, State: lsWaiting}
-		same := s.Exists && in.RequestID != "" && s.RequestID == in.RequestID
-		switch {
-		case out.Pending:
-			if !s.Exists {
-				return true, created
-			}
-			return same, s
-		case out.Err != "":
-			return false, s
-		case out.Duplicate:
-			return same, s
-		}
-		return !s.Exists, created
-	}
-	if out.Pending {
-		return false, s
-	}
-	if !s.Exists || out.Err == linErrNotFound {
-		return !s.Exists && out.Err == linErrNotFound, s
-	}
-	switch in.Op {
-	case linLease:
-		for _, x := range []linTaskState{s, s.expired()} {
-			if out.Err != "" || x.Lease != "" || (x.State != lsWaiting && x.State != lsCommitted) ||
-				out.Attempt != x.Attempt+1 || out.Committed != (x.State == lsCommitted) ||
-				out.Committed && !out.Unchecked && out.CommittedResult != x.Result {
-				continue
-			}
-			n := x
-			n.Lease, n.Attempt = out.LeaseID, out.Attempt
-			if x.State == lsWaiting {
-				n.State = lsLeased
-			}
-			return true, n
-		}
-		return false, s
-	case linCommit:
-		if s.CommittedBy == in.Lease {
-			return out.Err == "", s
-		}
-		if out.Err != "" {
-			return s.refused(in.Lease, out.Err)
-		}
-		if s.Lease != in.Lease || s.State != lsLeased || (!out.Unchecked && out.Attempt != s.Attempt) {
-			return false, s
-		}
-		n := s
-		n.State, n.CommittedBy, n.Result = lsCommitted, in.Lease, in.Result
-		return true, n
-	case linComplete:
-		if s.State == lsCompleted && s.DoneBy == in.Lease {
-			return out.Err == "", s
-		}
-		if out.Err != "" {
-			return s.refused(in.Lease, out.Err)
-		}
-		if s.Lease != in.Lease || (s.State != lsLeased && s.State != lsCommitted) {
-			return false, s
-		}
-		n := s
-		if s.State == lsLeased {
-			n.CommittedBy, n.Result = in.Lease, in.Result
-		}
-		n.State, n.Lease, n.DoneBy = lsCompleted, "", in.Lease
-		return true, n
-	case linFail:
-		switch out.Err {
-		case "":
-			if s.Lease != in.Lease || s.State != lsLeased {
-				return false, s
-			}
-			retry := !in.Permanent && s.Attempt < s.MaxAttempts
-			if !out.Unchecked && out.Retry != retry {
-				return false, s
-			}
-			n := s
-			n.Lease, n.State = "", lsFailed
-			if retry {
-				n.State = lsWaiting
-			}
-			return true, n
-		case linErrFailedPrecondition:
-			// A committed task cannot fail (its lease stays), or the lease
-			// was lost. Taking the first when it fits defers the expiry,
-			// which accepts everything the second would.
-			if s.Lease == in.Lease && s.State == lsCommitted {
-				return true, s
-			}
-		}
-		return s.refused(in.Lease, out.Err)
-	case linHeartbeat:
-		if out.Err == "" {
-			return s.Lease == in.Lease, s
-		}
-		return s.refused(in.Lease, out.Err)
-	case linKill:
-		switch out.Err {
-		case "":
-			if linTerminal(s.State) {
-				return false, s
-			}
-			n := s
-			n.State, n.Lease = lsDead, ""
-			return true, n
-		case linErrWrongState:
-			for _, x := range []linTaskState{s, s.expired()} {
-				if linTerminal(x.State) {
-					return true, x
-				}
-			}
-		}
-		return false, s
-	case linGet:
-		for _, x := range []linTaskState{s, s.expired()} {
-			if x.State == out.State && x.Attempt == out.Attempt && x.Lease == out.CurLease &&
-				x.CommittedBy == out.CommittedBy && x.Result == out.Result {
-				return true, x
-			}
-		}
-		return false, s
-	}
-	panic("model: unknown operation " + in.Op)
-}
-
-func linShort(id string) string {
-	if len(id) > 8 {
-		return "…" + id[len(id)-6:]
-	}
-	if id == "" {
-		return "-"
-	}
-	return id
-}
-
-func linDescribe(in0, out0 any) string {
-	in, out := in0.(linIn), out0.(linOut)
-	var b strings.Builder
-	switch in.Op {
-	case linSubmit:
-		fmt.Fprintf(&b, "submit(rid=%q, attempts=%d)", in.RequestID, in.MaxAttempts)
-	case linLease:
-		fmt.Fprintf(&b, "lease(worker=%s)", in.Worker)
-	case linCommit, linComplete:
-		fmt.Fprintf(&b, "%s(%s, %q)", in.Op, linShort(in.Lease), in.Result)
-	case linFail:
-		fmt.Fprintf(&b, "fail(%s, permanent=%v)", linShort(in.Lease), in.Permanent)
-	case linHeartbeat:
-		fmt.Fprintf(&b, "heartbeat(%s)", linShort(in.Lease))
-	default:
-		b.WriteString(in.Op + "()")
-	}
-	b.WriteString(" -> ")
-	switch {
-	case out.Pending:
-		b.WriteString("no answer")
-	case out.Err != "":
-		b.WriteString(out.Err)
-	case in.Op == linSubmit:
-		fmt.Fprintf(&b, "%s duplicate=%v", linShort(in.Task), out.Duplicate)
-	case in.Op == linLease:
-		fmt.Fprintf(&b, "lease %s attempt %d committed=%v", linShort(out.LeaseID), out.Attempt, out.Committed)
-	case in.Op == linFail:
-		fmt.Fprintf(&b, "ok retry=%v", out.Retry)
-	case in.Op == linGet:
-		fmt.Fprintf(&b, "%s attempt %d lease %s committed by %s result %q", out.State, out.Attempt, linShort(out.CurLease), linShort(out.CommittedBy), out.Result)
-	default:
-		b.WriteString("ok")
-	}
-	if out.Unchecked {
-		b.WriteString(" (recovered from the final state)")
-	}
-	return b.String()
-}
-
-var linModel = porcupine.Model{
-	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		by := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, op := range h {
-			k := op.Input.(linIn).Task
-			if _, ok := by[k]; !ok {
-				keys = append(keys, k)
-			}
-			by[k] = append(by[k], op)
-		}
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, by[k])
-		}
-		return out
-	},
-	Init:              func() any { return linTaskState{} },
-	Step:              linStep,
-	DescribeOperation: linDescribe,
-	DescribeState: func(st any) string {
-		s := st.(linTaskState)
-		if !s.Exists {
-			return "no task"
-		}
-		return fmt.Sprintf("%s attempt %d/%d lease %s committed by %s result %q", s.State, s.Attempt, s.MaxAttempts, linShort(s.Lease), linShort(s.CommittedBy), s.Result)
-	},
-}
-
-// linExplain lists the operations of the first task that is not
-// linearizable.
-func linExplain(ops []porcupine.Operation) string {
-	for _, part := range linModel.Partition(ops) {
-		if porcupine.CheckOperationsTimeout(linModel, part, 10*time.Second) != porcupine.Illegal {
-			continue
-		}
-		part = slices.Clone(part)
-		slices.SortStableFunc(part, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
-		var b strings.Builder
-		fmt.Fprintf(&b, "task %s is not linearizable; its operations in call order:", part[0].Input.(linIn).Task)
-		for _, op := range part {
-			ret := fmt.Sprint(op.Return)
-			if op.Return == linPendingEnd {
-				ret = "∞"
-			}
-			fmt.Fprintf(&b, "\n  [%d, %s] client %d: %s", op.Call, ret, op.ClientId, linDescribe(op.Input, op.Output))
-		}
-		return b.String()
-	}
-	return "(no single task is illegal on its own)"
-}
-
-const linPendingEnd = math.MaxInt64
-
-// linRecorder collects the history; times are a logical counter.
-type linRecorder struct {
-	now     atomic.Int64
-	mu      sync.Mutex
-	ops     []porcupine.Operation
-	pending []porcupine.Operation
-}
-
-func (r *linRecorder) call() int64 { return r.now.Add(1) }
-
-func (r *linRecorder) add(op porcupine.Operation) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if op.Output.(linOut).Pending {
-		op.Return = linPendingEnd
-		r.pending = append(r.pending, op)
-		return
-	}
-	r.ops = append(r.ops, op)
-}
-
-func (r *linRecorder) done(client int, in linIn, call int64, out linOut) {
-	r.add(porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: r.now.Add(1)})
-}
-
 // linGetOutput is what a read of task shows.
-func linGetOutput(task *tenurev1.Task) linOut {
-	out := linOut{
+func linGetOutput(task *tenurev1.Task) lincheck.Out {
+	out := lincheck.Out{
 		State:    strings.TrimPrefix(task.GetState().String(), "TASK_STATE_"),
 		Attempt:  task.GetAttempt(),
 		CurLease: task.GetLeaseId(),
@@ -768,82 +404,33 @@ func linGetOutput(task *tenurev1.Task) linOut {
 	return out
 }
 
-// linResolve turns the calls that got no answer into what the final state
-// says they did, dropping those that left no trace; see resolvePending in
-// internal/coordinator/model_test.go. Inputs are unique where it matters:
-// payloads, worker ids per Lease call, Fail and Kill reasons.
+// linResolve resolves the calls that got no answer from the final state
+// (lincheck.Resolve), converting the API's tasks. Inputs are unique where
+// it matters: payloads, worker ids per Lease call, Fail and Kill reasons.
 func linResolve(pending []porcupine.Operation, final []*tenurev1.Task) []porcupine.Operation {
-	byPayload := map[string][]*tenurev1.Task{}
-	byID := map[string]*tenurev1.Task{}
-	byWorker := map[string][]*tenurev1.Task{}
+	tasks := make([]lincheck.Task, 0, len(final))
 	for _, t := range final {
-		byPayload[string(t.GetPayload())] = append(byPayload[string(t.GetPayload())], t)
-		byID[t.GetTaskId()] = t
+		lt := lincheck.Task{ID: t.GetTaskId(), RequestID: t.GetRequestId(), Payload: string(t.GetPayload()),
+			State: strings.TrimPrefix(t.GetState().String(), "TASK_STATE_"), FailureReason: t.GetFailureReason()}
+		// A lease granted after the commit only finalises it.
+		committedAt := uint32(math.MaxUint32)
 		for _, e := range t.GetExecutions() {
-			byWorker[e.GetWorkerId()] = append(byWorker[e.GetWorkerId()], t)
+			if e.GetCommittedAt() != nil {
+				committedAt = e.GetAttempt()
+			}
 		}
-	}
-	exec := func(t *tenurev1.Task, lease string) *tenurev1.Execution {
 		for _, e := range t.GetExecutions() {
-			if e.GetLeaseId() == lease {
-				return e
+			status := ""
+			switch e.GetStatus() {
+			case tenurev1.ExecutionStatus_EXECUTION_STATUS_DONE:
+				status = lincheck.ExecDone
+			case tenurev1.ExecutionStatus_EXECUTION_STATUS_ABORTED:
+				status = lincheck.ExecAborted
 			}
+			lt.Executions = append(lt.Executions, lincheck.Execution{LeaseID: e.GetLeaseId(), WorkerID: e.GetWorkerId(), Attempt: e.GetAttempt(),
+				Committed: e.GetCommittedAt() != nil, Finalize: e.GetAttempt() > committedAt, Status: status, Reason: e.GetReason()})
 		}
-		return nil
+		tasks = append(tasks, lt)
 	}
-	var out []porcupine.Operation
-	for _, op := range pending {
-		in := op.Input.(linIn)
-		t := byID[in.Task]
-		switch in.Op {
-		case linSubmit:
-			for _, t := range byPayload[in.Payload] {
-				if t.GetRequestId() == in.RequestID {
-					in.Task = t.GetTaskId()
-					op.Input, op.Output = in, linOut{Pending: true}
-					out = append(out, op)
-				}
-			}
-			continue
-		case linLease:
-			for _, t := range byWorker[in.Worker] {
-				committedAt := uint32(math.MaxUint32)
-				for _, e := range t.GetExecutions() {
-					if e.GetCommittedAt() != nil {
-						committedAt = e.GetAttempt()
-					}
-				}
-				for _, e := range t.GetExecutions() {
-					if e.GetWorkerId() == in.Worker {
-						in.Task = t.GetTaskId()
-						op.Input = in
-						op.Output = linOut{Unchecked: true, LeaseID: e.GetLeaseId(), Attempt: e.GetAttempt(), Committed: e.GetAttempt() > committedAt}
-						out = append(out, op)
-					}
-				}
-			}
-			continue
-		case linCommit:
-			if e := exec(t, in.Lease); t == nil || e == nil || e.GetCommittedAt() == nil {
-				continue
-			}
-		case linComplete:
-			if e := exec(t, in.Lease); t == nil || e == nil || e.GetStatus() != tenurev1.ExecutionStatus_EXECUTION_STATUS_DONE {
-				continue
-			}
-		case linFail:
-			if e := exec(t, in.Lease); t == nil || e == nil || e.GetStatus() != tenurev1.ExecutionStatus_EXECUTION_STATUS_ABORTED || e.GetReason() != in.Reason {
-				continue
-			}
-		case linKill:
-			if t == nil || t.GetState() != tenurev1.TaskState_TASK_STATE_DEAD || t.GetFailureReason() != in.Reason {
-				continue
-			}
-		default:
-			continue
-		}
-		op.Output = linOut{Unchecked: true}
-		out = append(out, op)
-	}
-	return out
+	return lincheck.Resolve(pending, tasks)
 }

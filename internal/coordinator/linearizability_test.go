@@ -5,7 +5,7 @@ package coordinator
 // while the power is cut under them and the coordinator is reopened from
 // what survived; every call is recorded with its invoke and return times
 // and answer, and porcupine checks the history against the task model of
-// model_test.go. Calls in flight at a power cut get no answer and are
+// internal/lincheck. Calls in flight at a power cut get no answer and are
 // recorded as pending (see resolvePending).
 //
 // TestLinearizabilityCatchesAckBeforeFsync shows that the checker catches a
@@ -27,6 +27,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/fsys/faultfs"
+	"github.com/tenurehq/tenure/internal/lincheck"
 	"github.com/tenurehq/tenure/internal/state"
 	"github.com/tenurehq/tenure/internal/wal"
 )
@@ -175,7 +176,7 @@ func runLinWorkload(t *testing.T, seed uint64, broken bool) linWorkload {
 	}
 	open(disk)
 
-	rec := &recorder{}
+	rec := &lincheck.Recorder{}
 	var known sync.Map // task id → true: tasks some client heard of
 	const (
 		clients       = 3
@@ -201,7 +202,7 @@ func runLinWorkload(t *testing.T, seed uint64, broken bool) linWorkload {
 		if _, known := errKind(err); !known && !errors.Is(err, ErrUnavailable) {
 			t.Errorf("unexpected error: %v", err)
 		}
-		if rec.now.Load() >= 2*nextCrash.Load() {
+		if rec.Now() >= 2*nextCrash.Load() {
 			select {
 			case milestone <- struct{}{}:
 			default:
@@ -236,8 +237,8 @@ func runLinWorkload(t *testing.T, seed uint64, broken bool) linWorkload {
 					if retry != nil {
 						req, retry = *retry, nil
 					}
-					in := linInput{Op: opSubmit, RequestID: req.RequestID, Payload: string(req.Payload), MaxAttempts: req.Retry.MaxAttempts}
-					at := rec.call()
+					in := lincheck.In{Op: lincheck.OpSubmit, RequestID: req.RequestID, Payload: string(req.Payload), MaxAttempts: req.Retry.MaxAttempts}
+					at := rec.Call()
 					var res SubmitResult
 					err := call(func(c *Coordinator) (err error) { res, err = c.Submit(ctx, req); return err })
 					out := outcome(err)
@@ -248,26 +249,26 @@ func runLinWorkload(t *testing.T, seed uint64, broken bool) linWorkload {
 					} else if !out.Pending {
 						t.Errorf("submit: %v", err)
 					}
-					rec.done(i, in, at, out)
+					rec.Done(i, in, at, out)
 					if (out.Pending || r.IntN(5) == 0) && req.RequestID != "" {
 						retry = &req // its answer was lost: send it again
 					}
 				case p < 80 && len(mine) > 0:
 					id := mine[r.IntN(len(mine))]
-					at := rec.call()
+					at := rec.Call()
 					var got *state.Task
 					err := call(func(c *Coordinator) (err error) { got, err = c.Get(ctx, id); return err })
 					out := outcome(err)
 					if err == nil {
 						out = getOutput(got)
 					}
-					rec.done(i, linInput{Op: opGet, Task: id}, at, out)
+					rec.Done(i, lincheck.In{Op: lincheck.OpGet, Task: id}, at, out)
 				case p < 84 && len(mine) > 0:
 					id := mine[r.IntN(len(mine))]
 					reason := fmt.Sprintf("kill-c%d-%d", i, n)
-					at := rec.call()
+					at := rec.Call()
 					err := call(func(c *Coordinator) error { return c.Kill(ctx, id, reason) })
-					rec.done(i, linInput{Op: opKill, Task: id, Reason: reason}, at, outcome(err))
+					rec.Done(i, lincheck.In{Op: lincheck.OpKill, Task: id, Reason: reason}, at, outcome(err))
 				case p < 97:
 					clk.Advance(time.Duration(r.IntN(1500)) * time.Millisecond)
 				default:
@@ -282,24 +283,22 @@ func runLinWorkload(t *testing.T, seed uint64, broken bool) linWorkload {
 		wg.Go(func() {
 			for n := range opsPerWorker {
 				worker := fmt.Sprintf("w%d.%d", i, n) // one id per call: see resolvePending
-				at := rec.call()
+				at := rec.Call()
 				var ls []Lease
 				err := call(func(c *Coordinator) (err error) {
 					ls, err = c.Lease(ctx, LeaseRequest{WorkerID: worker, Queue: "q", MaxTasks: 1 + r.IntN(2)})
 					return err
 				})
 				if err != nil {
-					rec.done(id, linInput{Op: opLease, Worker: worker}, at, outcome(err))
+					rec.Done(id, lincheck.In{Op: lincheck.OpLease, Worker: worker}, at, outcome(err))
 					continue
 				}
-				ret := rec.call()
-				rec.mu.Lock()
+				ret := rec.Call()
 				for _, l := range ls {
-					rec.ops = append(rec.ops, porcupine.Operation{ClientId: id, Call: at, Return: ret,
-						Input:  linInput{Op: opLease, Task: l.TaskID, Worker: worker},
-						Output: linOutput{LeaseID: l.LeaseID, Attempt: l.Attempt, Committed: l.Committed, CommittedResult: string(l.CommittedResult)}})
+					rec.Add(porcupine.Operation{ClientId: id, Call: at, Return: ret,
+						Input:  lincheck.In{Op: lincheck.OpLease, Task: l.TaskID, Worker: worker},
+						Output: lincheck.Out{LeaseID: l.LeaseID, Attempt: l.Attempt, Committed: l.Committed, CommittedResult: string(l.CommittedResult)}})
 				}
-				rec.mu.Unlock()
 				for _, l := range ls {
 					known.Store(l.TaskID, true)
 					linWork(r, rec, id, l, clk, call)
@@ -369,48 +368,49 @@ func runLinWorkload(t *testing.T, seed uint64, broken bool) linWorkload {
 	}
 	known.Range(func(k, _ any) bool {
 		id := k.(string)
-		at := rec.call()
+		at := rec.Call()
 		got, err := c.Get(ctx, id)
 		out := outcome(err)
 		if err == nil {
 			out = getOutput(got)
 		}
-		rec.done(99, linInput{Op: opGet, Task: id}, at, out)
+		rec.Done(99, lincheck.In{Op: lincheck.OpGet, Task: id}, at, out)
 		return true
 	})
 	c.Close()
 	node.log.Close()
-	resolved := resolvePending(rec.pending, live.Tasks)
+	answered, pending := rec.Ops(), rec.Pending()
+	resolved := resolvePending(pending, live.Tasks)
 	return linWorkload{
-		ops: append(rec.ops, resolved...),
+		ops: append(answered, resolved...),
 		summary: fmt.Sprintf("%d operations (%d answered, %d without an answer, %d of those left a trace), %d power losses, %d tasks",
-			len(rec.ops)+len(resolved), len(rec.ops), len(rec.pending), len(resolved), powerLosses, len(live.Tasks)),
+			len(answered)+len(resolved), len(answered), len(pending), len(resolved), powerLosses, len(live.Tasks)),
 	}
 }
 
 // linWork finishes one leased task as a worker might, recording each call.
-func linWork(r *rand.Rand, rec *recorder, client int, l Lease, clk *clock.Fake, call func(func(*Coordinator) error) error) {
-	do := func(in linInput, fn func(c *Coordinator) (linOutput, error)) linOutput {
-		at := rec.call()
-		var out linOutput
+func linWork(r *rand.Rand, rec *lincheck.Recorder, client int, l Lease, clk *clock.Fake, call func(func(*Coordinator) error) error) {
+	do := func(in lincheck.In, fn func(c *Coordinator) (lincheck.Out, error)) lincheck.Out {
+		at := rec.Call()
+		var out lincheck.Out
 		err := call(func(c *Coordinator) (err error) { out, err = fn(c); return err })
 		if err != nil {
 			out = outcome(err)
 		}
-		rec.done(client, in, at, out)
+		rec.Done(client, in, at, out)
 		return out
 	}
-	commit := func() linOutput {
-		in := linInput{Op: opCommit, Task: l.TaskID, Lease: l.LeaseID, Result: "r:" + l.LeaseID}
-		return do(in, func(c *Coordinator) (linOutput, error) {
+	commit := func() lincheck.Out {
+		in := lincheck.In{Op: lincheck.OpCommit, Task: l.TaskID, Lease: l.LeaseID, Result: "r:" + l.LeaseID}
+		return do(in, func(c *Coordinator) (lincheck.Out, error) {
 			tok, err := c.Commit(ctx, in.Task, in.Lease, []byte(in.Result))
-			return linOutput{Attempt: tok.Attempt}, err
+			return lincheck.Out{Attempt: tok.Attempt}, err
 		})
 	}
-	complete := func(result string) linOutput {
-		in := linInput{Op: opComplete, Task: l.TaskID, Lease: l.LeaseID, Result: result}
-		return do(in, func(c *Coordinator) (linOutput, error) {
-			return linOutput{}, c.Complete(ctx, in.Task, in.Lease, []byte(in.Result))
+	complete := func(result string) lincheck.Out {
+		in := lincheck.In{Op: lincheck.OpComplete, Task: l.TaskID, Lease: l.LeaseID, Result: result}
+		return do(in, func(c *Coordinator) (lincheck.Out, error) {
+			return lincheck.Out{}, c.Complete(ctx, in.Task, in.Lease, []byte(in.Result))
 		})
 	}
 	if l.Committed {
@@ -425,18 +425,18 @@ func linWork(r *rand.Rand, rec *recorder, client int, l Lease, clk *clock.Fake, 
 	case p < 55:
 		complete("r:" + l.LeaseID)
 	case p < 65:
-		in := linInput{Op: opHeartbeat, Task: l.TaskID, Lease: l.LeaseID}
-		do(in, func(c *Coordinator) (linOutput, error) {
+		in := lincheck.In{Op: lincheck.OpHeartbeat, Task: l.TaskID, Lease: l.LeaseID}
+		do(in, func(c *Coordinator) (lincheck.Out, error) {
 			_, err := c.Heartbeat(ctx, in.Task, in.Lease)
-			return linOutput{}, err
+			return lincheck.Out{}, err
 		})
 		clk.Advance(time.Duration(r.IntN(3000)) * time.Millisecond) // maybe past the lease
 		complete("r:" + l.LeaseID)
 	case p < 80:
-		in := linInput{Op: opFail, Task: l.TaskID, Lease: l.LeaseID, Permanent: r.IntN(3) == 0, Reason: "fail-" + l.LeaseID}
-		do(in, func(c *Coordinator) (linOutput, error) {
+		in := lincheck.In{Op: lincheck.OpFail, Task: l.TaskID, Lease: l.LeaseID, Permanent: r.IntN(3) == 0, Reason: "fail-" + l.LeaseID}
+		do(in, func(c *Coordinator) (lincheck.Out, error) {
 			fr, err := c.Fail(ctx, in.Task, in.Lease, in.Reason, in.Permanent)
-			return linOutput{Retry: fr.State == state.Waiting}, err
+			return lincheck.Out{Retry: fr.State == state.Waiting}, err
 		})
 	case p < 90:
 		clk.Advance(l.Window) // stalls past its lease, then tries

@@ -41,7 +41,7 @@ package coordinator
 // every restart: every acknowledged operation is in the recovered state.
 // At the end: replaying the disk gives the live state, and the whole
 // history of client operations (invoke and return times, answers) is
-// linearizable against the task model (model_test.go) by porcupine.
+// linearizable against the task model (internal/lincheck) by porcupine.
 //
 // Determinism: one goroutine issues the requests in an order the seed
 // chooses, and the fake clock moves only when the simulation moves it, so
@@ -81,6 +81,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/fsys/faultfs"
+	"github.com/tenurehq/tenure/internal/lincheck"
 	"github.com/tenurehq/tenure/internal/state"
 	"github.com/tenurehq/tenure/internal/wal"
 )
@@ -252,7 +253,7 @@ type sim struct {
 	segmentBytes int64
 	fullFor      int // steps left with a full disk
 
-	rec    recorder
+	rec    lincheck.Recorder
 	digest hash.Hash
 	tail   []string // the last trace lines, for a failure message
 	trace  []string
@@ -658,9 +659,9 @@ func (s *sim) expect(op string, err error, allowed ...string) {
 }
 
 // outcome is the output of an answered request, or a pending one.
-func outcome(err error) linOutput {
+func outcome(err error) lincheck.Out {
 	k, ok := errKind(err)
-	return linOutput{Err: k, Pending: !ok}
+	return lincheck.Out{Err: k, Pending: !ok}
 }
 
 func (s *sim) submitRequest() (SubmitRequest, *simTask) {
@@ -682,8 +683,8 @@ func (s *sim) submitRequest() (SubmitRequest, *simTask) {
 	return req, &simTask{payload: string(req.Payload), requestID: req.RequestID, req: req}
 }
 
-func submitInput(req SubmitRequest) linInput {
-	return linInput{Op: opSubmit, RequestID: req.RequestID, Payload: string(req.Payload), MaxAttempts: req.Retry.MaxAttempts}
+func submitInput(req SubmitRequest) lincheck.In {
+	return lincheck.In{Op: lincheck.OpSubmit, RequestID: req.RequestID, Payload: string(req.Payload), MaxAttempts: req.Retry.MaxAttempts}
 }
 
 // acked notes an acknowledged submit (a first one or a duplicate).
@@ -705,7 +706,7 @@ func (s *sim) acked(st *simTask, res SubmitResult) {
 
 func (s *sim) submit() {
 	req, st := s.submitRequest()
-	call := s.rec.call()
+	call := s.rec.Call()
 	res, err := s.c.Submit(ctx, req)
 	in, out := submitInput(req), outcome(err)
 	s.expect("submit", err)
@@ -719,7 +720,7 @@ func (s *sim) submit() {
 		}
 		s.acked(st, res)
 	}
-	s.rec.done(s.rng.IntN(simClients), in, call, out)
+	s.rec.Done(s.rng.IntN(simClients), in, call, out)
 	s.tracef("submit %s rid=%q -> %s %s lost=%v", st.payload, st.requestID, in.Task, s.kind(err), lost)
 	if (lost || err != nil) && req.RequestID != "" {
 		s.retries = append(s.retries, st)
@@ -733,7 +734,7 @@ func (s *sim) retrySubmit() {
 	st := s.retries[i]
 	s.retries = slices.Delete(s.retries, i, i+1)
 	req := st.req // the same request again
-	call := s.rec.call()
+	call := s.rec.Call()
 	res, err := s.c.Submit(ctx, req)
 	in, out := submitInput(req), outcome(err)
 	s.expect("submit retry", err)
@@ -746,7 +747,7 @@ func (s *sim) retrySubmit() {
 	} else {
 		s.retries = append(s.retries, st)
 	}
-	s.rec.done(s.rng.IntN(simClients), in, call, out)
+	s.rec.Done(s.rng.IntN(simClients), in, call, out)
 	s.tracef("submit retry rid=%q -> %s dup=%v %s", st.requestID, in.Task, out.Duplicate, s.kind(err))
 }
 
@@ -761,11 +762,11 @@ func (s *sim) submitBatch() {
 		// The same request twice in one batch: one task.
 		reqs[n-1], sts[n-1] = reqs[0], sts[0]
 	}
-	call := s.rec.call()
+	call := s.rec.Call()
 	res, err := s.c.SubmitBatch(ctx, reqs)
 	s.expect("submit batch", err)
 	client := s.rng.IntN(simClients)
-	ret := s.rec.call()
+	ret := s.rec.Call()
 	for i, req := range reqs {
 		in, out := submitInput(req), outcome(err)
 		if err == nil {
@@ -774,15 +775,7 @@ func (s *sim) submitBatch() {
 		} else if req.RequestID != "" && (i == 0 || sts[i] != sts[0]) {
 			s.retries = append(s.retries, sts[i])
 		}
-		s.rec.mu.Lock()
-		op := porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret}
-		if out.Pending {
-			op.Return = pendingEnd
-			s.rec.pending = append(s.rec.pending, op)
-		} else {
-			s.rec.ops = append(s.rec.ops, op)
-		}
-		s.rec.mu.Unlock()
+		s.rec.Add(porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
 		s.tracef("submit batch[%d] %s rid=%q -> %s dup=%v %s", i, req.Payload, req.RequestID, in.Task, out.Duplicate, s.kind(err))
 	}
 }
@@ -792,9 +785,9 @@ func (s *sim) get() {
 		return
 	}
 	st := s.tasks[s.rng.IntN(len(s.tasks))]
-	call := s.rec.call()
+	call := s.rec.Call()
 	t, err := s.c.Get(ctx, st.id)
-	in, out := linInput{Op: opGet, Task: st.id}, outcome(err)
+	in, out := lincheck.In{Op: lincheck.OpGet, Task: st.id}, outcome(err)
 	s.expect("get", err)
 	if err == nil {
 		out = getOutput(t)
@@ -802,7 +795,7 @@ func (s *sim) get() {
 			s.fail("get %s: payload %q, want %q", st.id, t.Payload, st.payload)
 		}
 	}
-	s.rec.done(s.rng.IntN(simClients), in, call, out)
+	s.rec.Done(s.rng.IntN(simClients), in, call, out)
 	s.tracef("get %s -> %s %s attempt %d %s", st.id, out.State, out.CurLease, out.Attempt, s.kind(err))
 }
 
@@ -812,17 +805,17 @@ func (s *sim) kill() {
 	}
 	st := s.tasks[s.rng.IntN(len(s.tasks))]
 	reason := fmt.Sprintf("kill-%d", s.next())
-	call := s.rec.call()
+	call := s.rec.Call()
 	err := s.c.Kill(ctx, st.id, reason)
-	in, out := linInput{Op: opKill, Task: st.id, Reason: reason}, outcome(err)
-	s.expect("kill", err, errWrongState)
+	in, out := lincheck.In{Op: lincheck.OpKill, Task: st.id, Reason: reason}, outcome(err)
+	s.expect("kill", err, lincheck.WrongState)
 	if err == nil || out.Pending {
 		st.killed = true
 	}
 	if err == nil {
 		s.acks = append(s.acks, simAck{op: "kill", task: st.id})
 	}
-	s.rec.done(s.rng.IntN(simClients), in, call, out)
+	s.rec.Done(s.rng.IntN(simClients), in, call, out)
 	s.tracef("kill %s -> %s", st.id, s.kind(err))
 }
 
@@ -834,22 +827,20 @@ func (s *sim) lease(w *simWorker) {
 	// One worker id per call, so that the grants of a call that got no
 	// answer can be found in the final state.
 	req := LeaseRequest{WorkerID: fmt.Sprintf("%s.%d", w.name, s.next()), Queue: []string{"a", "b"}[s.rng.IntN(2)], MaxTasks: 1 + s.rng.IntN(3)}
-	call := s.rec.call()
+	call := s.rec.Call()
 	now := s.now()
 	ls, err := s.c.Lease(ctx, req)
 	s.expect("lease", err)
 	if err != nil {
-		s.rec.done(w.id, linInput{Op: opLease, Worker: req.WorkerID}, call, outcome(err))
+		s.rec.Done(w.id, lincheck.In{Op: lincheck.OpLease, Worker: req.WorkerID}, call, outcome(err))
 		s.tracef("lease %s %s -> %s", req.WorkerID, req.Queue, s.kind(err))
 		return
 	}
-	ret := s.rec.call()
+	ret := s.rec.Call()
 	for _, l := range ls {
-		s.rec.mu.Lock()
-		s.rec.ops = append(s.rec.ops, porcupine.Operation{ClientId: w.id, Call: call, Return: ret,
-			Input:  linInput{Op: opLease, Task: l.TaskID, Worker: req.WorkerID},
-			Output: linOutput{LeaseID: l.LeaseID, Attempt: l.Attempt, Committed: l.Committed, CommittedResult: string(l.CommittedResult)}})
-		s.rec.mu.Unlock()
+		s.rec.Add(porcupine.Operation{ClientId: w.id, Call: call, Return: ret,
+			Input:  lincheck.In{Op: lincheck.OpLease, Task: l.TaskID, Worker: req.WorkerID},
+			Output: lincheck.Out{LeaseID: l.LeaseID, Attempt: l.Attempt, Committed: l.Committed, CommittedResult: string(l.CommittedResult)}})
 		s.acks = append(s.acks, simAck{op: "lease", task: l.TaskID, lease: l.LeaseID})
 		if l.Queue != req.Queue || l.WorkerID != req.WorkerID || !l.LeaseExpiry.Equal(now.Add(l.Window)) {
 			s.fail("lease of %s: queue %s worker %s expiry %v, want %s %s %v", l.TaskID, l.Queue, l.WorkerID, l.LeaseExpiry, req.Queue, req.WorkerID, now.Add(l.Window))
@@ -926,7 +917,7 @@ func (s *sim) actOnce() bool {
 		s.drop(h)
 	default:
 		a := s.action(h)
-		a.call = s.rec.call()
+		a.call = s.rec.Call()
 		a.run(s.c)
 		s.settle(a)
 	}
@@ -961,7 +952,7 @@ func (s *sim) effect(h *simHeld, result string) {
 type simAction struct {
 	h                *simHeld
 	step             string
-	in               linInput
+	in               lincheck.In
 	call             int64
 	now              time.Time
 	err              error
@@ -983,18 +974,18 @@ func (s *sim) action(h *simHeld) *simAction {
 	l := h.l
 	switch step {
 	case stepCommit, stepCommitRetry:
-		a.in = linInput{Op: opCommit, Task: l.TaskID, Lease: l.LeaseID, Result: "r:" + l.LeaseID}
+		a.in = lincheck.In{Op: lincheck.OpCommit, Task: l.TaskID, Lease: l.LeaseID, Result: "r:" + l.LeaseID}
 	case stepComplete, stepCompleteRetry:
 		// After a commit the result is ignored: send another to see that.
 		res := "r:" + l.LeaseID
 		if h.won || l.Committed {
 			res = "x:" + l.LeaseID
 		}
-		a.in = linInput{Op: opComplete, Task: l.TaskID, Lease: l.LeaseID, Result: res}
+		a.in = lincheck.In{Op: lincheck.OpComplete, Task: l.TaskID, Lease: l.LeaseID, Result: res}
 	case stepFail, stepFailPermanent:
-		a.in = linInput{Op: opFail, Task: l.TaskID, Lease: l.LeaseID, Permanent: step == stepFailPermanent, Reason: fmt.Sprintf("failed-%d", s.next())}
+		a.in = lincheck.In{Op: lincheck.OpFail, Task: l.TaskID, Lease: l.LeaseID, Permanent: step == stepFailPermanent, Reason: fmt.Sprintf("failed-%d", s.next())}
 	case stepHeartbeat:
-		a.in = linInput{Op: opHeartbeat, Task: l.TaskID, Lease: l.LeaseID}
+		a.in = lincheck.In{Op: lincheck.OpHeartbeat, Task: l.TaskID, Lease: l.LeaseID}
 	default:
 		panic("sim: no request for step " + step)
 	}
@@ -1006,13 +997,13 @@ func (s *sim) action(h *simHeld) *simAction {
 func (a *simAction) run(c *Coordinator) {
 	in := a.in
 	switch in.Op {
-	case opCommit:
+	case lincheck.OpCommit:
 		a.tok, a.err = c.Commit(ctx, in.Task, in.Lease, []byte(in.Result))
-	case opComplete:
+	case lincheck.OpComplete:
 		a.err = c.Complete(ctx, in.Task, in.Lease, []byte(in.Result))
-	case opFail:
+	case lincheck.OpFail:
 		a.fr, a.err = c.Fail(ctx, in.Task, in.Lease, in.Reason, in.Permanent)
-	case opHeartbeat:
+	case lincheck.OpHeartbeat:
 		a.expiry, a.err = c.Heartbeat(ctx, in.Task, in.Lease)
 	}
 }
@@ -1023,7 +1014,7 @@ func (s *sim) settle(a *simAction) {
 	out := outcome(a.err)
 	k := s.kind(a.err)
 	s.stats[in.Op+"-"+k]++
-	s.expect(a.step, a.err, errLeaseLost, errAlreadyCommitted, errWrongState)
+	s.expect(a.step, a.err, lincheck.LeaseLost, lincheck.AlreadyCommitted, lincheck.WrongState)
 	if a.faulted {
 		// Keep the answer out of the trace and the worker's choices, which
 		// must not depend on the grouping: the worker gives up.
@@ -1031,7 +1022,7 @@ func (s *sim) settle(a *simAction) {
 		if out.Err == "" && !out.Pending {
 			s.checkAuthority(a, out.Err)
 		}
-		s.rec.done(h.worker.id, in, a.call, out)
+		s.rec.Done(h.worker.id, in, a.call, out)
 		s.drop(h)
 		return
 	}
@@ -1048,10 +1039,10 @@ func (s *sim) settle(a *simAction) {
 	}
 	h.last = k
 	if out.Pending {
-		s.rec.done(h.worker.id, in, a.call, out)
+		s.rec.Done(h.worker.id, in, a.call, out)
 		// No answer: the worker may retry after the restart, or give up;
 		// it applies no effect without an answer.
-		if (in.Op == opCommit || in.Op == opComplete) && s.rng.IntN(2) == 0 {
+		if (in.Op == lincheck.OpCommit || in.Op == lincheck.OpComplete) && s.rng.IntN(2) == 0 {
 			h.script = append([]string{a.step}, h.script...)
 			h.last, h.uncertain = "", true
 			if a.step == stepCommitRetry || a.step == stepCompleteRetry {
@@ -1063,7 +1054,7 @@ func (s *sim) settle(a *simAction) {
 		return
 	}
 	switch in.Op {
-	case opCommit:
+	case lincheck.OpCommit:
 		if out.Err == "" {
 			out.Attempt = a.tok.Attempt
 			if a.tok.TaskID != in.Task || a.tok.Attempt != h.l.Attempt {
@@ -1072,7 +1063,7 @@ func (s *sim) settle(a *simAction) {
 			s.win(h, in.Result)
 			s.acks = append(s.acks, simAck{op: "commit", task: in.Task, lease: in.Lease, data: in.Result})
 		}
-	case opComplete:
+	case lincheck.OpComplete:
 		if out.Err == "" {
 			if !h.won && !h.l.Committed {
 				s.win(h, in.Result) // commit and done in one
@@ -1084,12 +1075,12 @@ func (s *sim) settle(a *simAction) {
 			}
 			s.acks = append(s.acks, simAck{op: "complete", task: in.Task, lease: in.Lease, data: result})
 		}
-	case opFail:
+	case lincheck.OpFail:
 		if out.Err == "" {
 			out.Retry = a.fr.State == state.Waiting
 			s.acks = append(s.acks, simAck{op: "fail", task: in.Task, lease: in.Lease})
 		}
-	case opHeartbeat:
+	case lincheck.OpHeartbeat:
 		if out.Err == "" {
 			want := a.now.Add(h.l.Window)
 			if want.Before(h.expiry) {
@@ -1101,9 +1092,9 @@ func (s *sim) settle(a *simAction) {
 			h.expiry, h.peak = a.expiry, a.now
 		}
 	}
-	s.rec.done(h.worker.id, in, a.call, out)
+	s.rec.Done(h.worker.id, in, a.call, out)
 	// A refused worker stops and applies nothing; so does one that failed.
-	if out.Err != "" && !(in.Op == opFail && out.Err == errWrongState) || in.Op == opFail && out.Err == "" {
+	if out.Err != "" && !(in.Op == lincheck.OpFail && out.Err == lincheck.WrongState) || in.Op == lincheck.OpFail && out.Err == "" {
 		s.drop(h)
 	}
 }
@@ -1124,7 +1115,7 @@ func (s *sim) win(h *simHeld, result string) {
 // a task nobody killed, is never refused.
 func (s *sim) checkAuthority(a *simAction, got string) {
 	h, op := a.h, a.in.Op
-	repeat := op == opCommit && a.prevWon || op == opComplete && a.prevFin
+	repeat := op == lincheck.OpCommit && a.prevWon || op == lincheck.OpComplete && a.prevFin
 	switch {
 	case repeat:
 		if got != "" {
@@ -1138,10 +1129,10 @@ func (s *sim) checkAuthority(a *simAction, got string) {
 	case h.peak.Before(h.expiry) && !s.byIDKilled(a.in.Task):
 		want := ""
 		switch {
-		case op == opCommit && h.l.Committed:
-			want = errAlreadyCommitted // a finalisation lease does not commit
-		case op == opFail && (h.l.Committed || h.won):
-			want = errWrongState // a committed task cannot fail
+		case op == lincheck.OpCommit && h.l.Committed:
+			want = lincheck.AlreadyCommitted // a finalisation lease does not commit
+		case op == lincheck.OpFail && (h.l.Committed || h.won):
+			want = lincheck.WrongState // a committed task cannot fail
 		}
 		if got != want {
 			s.fail("%s by lease %s of task %s at %v, before its expiry %v (never reached): answered %q, want %q",
@@ -1194,7 +1185,7 @@ func (s *sim) concurrentBatch(faulted bool) {
 	}
 	got := make([]*state.Task, len(reads))
 	errs := make([]error, len(reads))
-	call := s.rec.call()
+	call := s.rec.Call()
 	var wg sync.WaitGroup
 	for _, a := range batch {
 		a.call, a.faulted = call, faulted
@@ -1216,7 +1207,7 @@ func (s *sim) concurrentBatch(faulted bool) {
 		if errs[i] == nil {
 			out = getOutput(got[i])
 		}
-		s.rec.done(simClients-1, linInput{Op: opGet, Task: id}, call, out)
+		s.rec.Done(simClients-1, lincheck.In{Op: lincheck.OpGet, Task: id}, call, out)
 	}
 }
 
@@ -1244,7 +1235,7 @@ func (s *sim) completeBatch() {
 	}
 	s.stats["complete-batches"]++
 	s.tracef("%s completes %d tasks in one batch (first twice: %v)", w.name, len(batch), twice)
-	call := s.rec.call()
+	call := s.rec.Call()
 	errs, err := s.c.CompleteBatch(ctx, items)
 	for i, a := range batch {
 		a.call, a.err = call, err
@@ -1267,7 +1258,7 @@ func (s *sim) completeBatch() {
 		if k0 != k1 {
 			s.fail("CompleteBatch answered %s and %s to the same completion of %s by lease %s", k0, k1, a.in.Task, a.in.Lease)
 		}
-		s.rec.done(w.id, again.in, call, outcome(again.err))
+		s.rec.Done(w.id, again.in, call, outcome(again.err))
 	}
 }
 
@@ -1359,13 +1350,13 @@ func (s *sim) finish() (porcupine.CheckResult, error) {
 		}
 	}
 	for _, id := range all {
-		call := s.rec.call()
+		call := s.rec.Call()
 		got, err := s.c.Get(ctx, id)
 		out := outcome(err)
 		if err == nil {
 			out = getOutput(got)
 		}
-		s.rec.done(simReader, linInput{Op: opGet, Task: id}, call, out)
+		s.rec.Done(simReader, lincheck.In{Op: lincheck.OpGet, Task: id}, call, out)
 		s.tracef("final %s: %s attempt %d lease %s committed by %s result %q %s", id, out.State, out.Attempt, out.CurLease, out.CommittedBy, out.Result, s.kind(err))
 	}
 	s.tracef("final: %d tasks, lsn %d", len(live.Tasks), live.LastLSN)
@@ -1377,7 +1368,7 @@ func (s *sim) finish() (porcupine.CheckResult, error) {
 			}
 		}
 	}
-	ops := append(slices.Clone(s.rec.ops), resolvePending(s.rec.pending, live.Tasks)...)
+	ops := append(s.rec.Ops(), resolvePending(s.rec.Pending(), live.Tasks)...)
 	s.stats["history-ops"] += len(ops)
 	res, err := checkHistory(ops, time.Minute, !s.opts.ackBeforeFsync)
 	if res != porcupine.Ok {

@@ -1,0 +1,115 @@
+package lincheck
+
+import "github.com/anishathalye/porcupine"
+
+// Execution statuses in Execution.Status that Resolve looks at.
+const (
+	ExecDone    = "done"
+	ExecAborted = "aborted"
+)
+
+// Task is a task of the final state, as Resolve needs it; each test
+// converts its own (the coordinator's, the API's) to it.
+type Task struct {
+	ID            string
+	RequestID     string
+	Payload       string
+	State         string // StateDead, ...
+	FailureReason string
+	Executions    []Execution
+}
+
+// Execution is one attempt of a Task.
+type Execution struct {
+	LeaseID   string
+	WorkerID  string
+	Attempt   uint32
+	Committed bool   // this execution's commit is the task's
+	Finalize  bool   // leased to finalise an earlier commit
+	Status    string // ExecDone, ExecAborted, or another
+	Reason    string // of an abort
+}
+
+// Resolve turns the operations that got no answer into what the final
+// state says they did, and returns them for the history; those that left
+// no trace are dropped (they took no effect, or only an effect the model
+// does not see, such as an expiry). It relies on inputs the tests make
+// unique: one worker id per Lease call, one payload per submitted task (a
+// submit retried with its request id reuses it), one reason per Fail and
+// Kill.
+//
+// An acknowledged operation is never resolved this way, so a lost
+// acknowledgement cannot be explained away here.
+func Resolve(pending []porcupine.Operation, final []Task) []porcupine.Operation {
+	byPayload := map[string][]*Task{}
+	byID := map[string]*Task{}
+	byWorker := map[string][]*Task{}
+	for i := range final {
+		t := &final[i]
+		byPayload[t.Payload] = append(byPayload[t.Payload], t)
+		byID[t.ID] = t
+		for _, e := range t.Executions {
+			byWorker[e.WorkerID] = append(byWorker[e.WorkerID], t)
+		}
+	}
+	exec := func(t *Task, lease string) *Execution {
+		if t == nil {
+			return nil
+		}
+		for i := range t.Executions {
+			if t.Executions[i].LeaseID == lease {
+				return &t.Executions[i]
+			}
+		}
+		return nil
+	}
+	var out []porcupine.Operation
+	for _, op := range pending {
+		in := op.Input.(In)
+		t := byID[in.Task]
+		switch in.Op {
+		case OpSubmit:
+			for _, t := range byPayload[in.Payload] {
+				if t.RequestID == in.RequestID {
+					in.Task = t.ID
+					op.Input, op.Output = in, Out{Pending: true}
+					out = append(out, op)
+				}
+			}
+			continue
+		case OpLease:
+			for _, t := range byWorker[in.Worker] {
+				for _, e := range t.Executions {
+					if e.WorkerID == in.Worker {
+						in.Task = t.ID
+						op.Input = in
+						op.Output = Out{Unchecked: true, LeaseID: e.LeaseID, Attempt: e.Attempt, Committed: e.Finalize}
+						out = append(out, op)
+					}
+				}
+			}
+			continue
+		case OpCommit:
+			if e := exec(t, in.Lease); e == nil || !e.Committed {
+				continue
+			}
+		case OpComplete:
+			if e := exec(t, in.Lease); e == nil || e.Status != ExecDone {
+				continue
+			}
+		case OpFail:
+			if e := exec(t, in.Lease); e == nil || e.Status != ExecAborted || e.Reason != in.Reason {
+				continue
+			}
+		case OpKill:
+			if t == nil || t.State != StateDead || t.FailureReason != in.Reason {
+				continue
+			}
+		default: // get, heartbeat: no effect the model sees
+			continue
+		}
+		op.Output = Out{Unchecked: true}
+		out = append(out, op)
+	}
+	return out
+}
