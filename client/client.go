@@ -105,7 +105,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 	}
 	hc := opts.HTTPClient
 	if hc == nil {
-		hc = defaultHTTPClient(opts.Protocol == ProtocolGRPC)
+		hc = DefaultHTTPClient(opts.Protocol)
 	}
 	base := u.String()
 	return &Client{
@@ -116,9 +116,12 @@ func New(baseURL string, opts Options) (*Client, error) {
 	}, nil
 }
 
-// defaultHTTPClient returns a client with a transport of its own: enough
-// idle connections for a busy worker, and h2c for gRPC over http://.
-func defaultHTTPClient(grpc bool) *http.Client {
+// DefaultHTTPClient returns the HTTP client New uses when Options.HTTPClient
+// is nil: a transport of its own with enough idle connections for a busy
+// worker, and, for protocol "grpc", h2c over http://. Start from it to wrap
+// the transport (for metrics or tracing) without losing those settings.
+func DefaultHTTPClient(protocol string) *http.Client {
+	grpc := protocol == ProtocolGRPC
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 100
 	if grpc {

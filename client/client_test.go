@@ -16,42 +16,12 @@ import (
 	"connectrpc.com/connect"
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/client"
-	"github.com/tenurehq/tenure/internal/coordinator"
-	"github.com/tenurehq/tenure/internal/node"
-	"github.com/tenurehq/tenure/internal/server"
-	"github.com/tenurehq/tenure/internal/wal"
+	"github.com/tenurehq/tenure/internal/apitest"
 )
 
-// startServer runs a real node (file WAL in a temporary directory) behind
-// the API handler, optionally wrapped, on a loopback HTTP server that speaks
-// HTTP/1.1 and unencrypted HTTP/2 (for gRPC). It returns the base URL.
+// startServer runs a real node behind the API (see apitest.Start).
 func startServer(t *testing.T, wrap func(http.Handler) http.Handler) string {
-	t.Helper()
-	n, err := node.Open(t.Context(), node.Config{
-		DataDir: t.TempDir(),
-		Sync:    wal.SyncNone,
-		// Expire leases promptly so a long-poll sees an expired task soon.
-		Coordinator: coordinator.Config{ExpiryScanInterval: 10 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatalf("open node: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := n.Close(); err != nil {
-			t.Errorf("close node: %v", err)
-		}
-	})
-	var h http.Handler = server.New(n, server.Options{}).Handler()
-	if wrap != nil {
-		h = wrap(h)
-	}
-	ts := httptest.NewUnstartedServer(h)
-	ts.Config.Protocols = new(http.Protocols)
-	ts.Config.Protocols.SetHTTP1(true)
-	ts.Config.Protocols.SetUnencryptedHTTP2(true)
-	ts.Start()
-	t.Cleanup(ts.Close)
-	return ts.URL
+	return apitest.Start(t, wrap)
 }
 
 func newClient(t *testing.T, url string, opts client.Options) *client.Client {

@@ -4,47 +4,19 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/client"
-	"github.com/tenurehq/tenure/internal/coordinator"
-	"github.com/tenurehq/tenure/internal/node"
-	"github.com/tenurehq/tenure/internal/server"
-	"github.com/tenurehq/tenure/internal/wal"
+	"github.com/tenurehq/tenure/internal/apitest"
 	"github.com/tenurehq/tenure/worker"
 )
 
-// startServer runs a real node (file WAL in a temporary directory) behind
-// the API on a loopback HTTP server and returns its base URL. wrap, if not
-// nil, wraps the API handler (to inject faults).
+// startServer runs a real node behind the API (see apitest.Start).
 func startServer(t *testing.T, wrap func(http.Handler) http.Handler) string {
-	t.Helper()
-	n, err := node.Open(t.Context(), node.Config{
-		DataDir: t.TempDir(),
-		Sync:    wal.SyncNone,
-		// Expire leases promptly, so that a waiting long-poll sees an
-		// expired task within milliseconds rather than at the next 1s scan.
-		Coordinator: coordinator.Config{ExpiryScanInterval: 10 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatalf("open node: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := n.Close(); err != nil {
-			t.Errorf("close node: %v", err)
-		}
-	})
-	var h http.Handler = server.New(n, server.Options{}).Handler()
-	if wrap != nil {
-		h = wrap(h)
-	}
-	ts := httptest.NewServer(h)
-	t.Cleanup(ts.Close)
-	return ts.URL
+	return apitest.Start(t, wrap)
 }
 
 func newClient(t *testing.T, url string) *client.Client {

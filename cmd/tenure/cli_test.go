@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,22 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenurehq/tenure/internal/node"
-	"github.com/tenurehq/tenure/internal/server"
-	"github.com/tenurehq/tenure/internal/wal"
+	"github.com/tenurehq/tenure/internal/apitest"
 )
 
-// startInProcess runs a node behind an HTTP test server and returns its URL.
-func startInProcess(t *testing.T) string {
-	t.Helper()
-	n, err := node.Open(context.Background(), node.Config{DataDir: t.TempDir(), Sync: wal.SyncNone})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(server.New(n, server.Options{}).Handler())
-	t.Cleanup(func() { srv.Close(); n.Close() })
-	return srv.URL
-}
+// startInProcess runs a real node behind the API and returns its URL.
+func startInProcess(t *testing.T) string { return apitest.Start(t, nil) }
 
 // cli runs one tenure command line and returns its exit code and output.
 func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {

@@ -332,7 +332,7 @@ func (r *runner) walStats() wal.Stats {
 // hc nil: an HTTP client configured as the SDK's default one.
 func (r *runner) newClient(hc *http.Client) (*client.Client, error) {
 	if hc == nil {
-		hc = newHTTPClient(r.cfg.Protocol == client.ProtocolGRPC)
+		hc = client.DefaultHTTPClient(r.cfg.Protocol)
 	}
 	c, err := client.New(r.tg.url, client.Options{Protocol: r.cfg.Protocol, HTTPClient: hc})
 	if err != nil {
@@ -572,7 +572,7 @@ func (r *runner) complete(ctx context.Context, c *client.Client, lts []*tenurev1
 // handler. The runtime reports nothing per task, so its completions are
 // counted from the HTTP answers to its Complete and CompleteBatch calls.
 func (r *runner) startRuntimeWorker(wctx context.Context, wg *sync.WaitGroup, id string) error {
-	hc := newHTTPClient(r.cfg.Protocol == client.ProtocolGRPC)
+	hc := client.DefaultHTTPClient(r.cfg.Protocol)
 	hc.Transport = &ackTransport{base: hc.Transport, onAck: r.completedN, onErr: r.fail}
 	c, err := r.newClient(hc)
 	if err != nil {
@@ -596,20 +596,6 @@ func (r *runner) startRuntimeWorker(wctx context.Context, wg *sync.WaitGroup, id
 		}
 	})
 	return nil
-}
-
-// newHTTPClient is the SDK's default HTTP client: a transport of its own
-// with enough idle connections, and h2c for gRPC.
-func newHTTPClient(grpc bool) *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = 100
-	if grpc {
-		var p http.Protocols
-		p.SetHTTP2(true)
-		p.SetUnencryptedHTTP2(true)
-		t.Protocols = &p
-	}
-	return &http.Client{Transport: t}
 }
 
 // monitor prints progress every ProgressEvery (when cfg.Progress is set)

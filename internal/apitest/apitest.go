@@ -1,0 +1,50 @@
+// Package apitest runs a real tenure node behind the API for tests of the
+// packages above it (client, worker, cmd/tenure), so each of them tests
+// against the same server the binary runs, set up in one place.
+package apitest
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/node"
+	"github.com/tenurehq/tenure/internal/server"
+	"github.com/tenurehq/tenure/internal/wal"
+)
+
+// Start runs a node (file WAL in a temporary directory, fsync off) behind
+// the API handler, wrapped by wrap if it is not nil (to inject faults), on a
+// loopback HTTP server that speaks HTTP/1.1 and unencrypted HTTP/2 (for
+// gRPC). It returns the base URL; everything stops when the test ends.
+func Start(t testing.TB, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
+	n, err := node.Open(t.Context(), node.Config{
+		DataDir: t.TempDir(),
+		Sync:    wal.SyncNone,
+		// Expire leases promptly, so that a waiting long-poll sees an
+		// expired task within milliseconds rather than at the next 1s scan.
+		Coordinator: coordinator.Config{ExpiryScanInterval: 10 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatalf("open node: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Errorf("close node: %v", err)
+		}
+	})
+	var h http.Handler = server.New(n, server.Options{}).Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	ts := httptest.NewUnstartedServer(h)
+	ts.Config.Protocols = new(http.Protocols)
+	ts.Config.Protocols.SetHTTP1(true)
+	ts.Config.Protocols.SetUnencryptedHTTP2(true)
+	ts.Start()
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
