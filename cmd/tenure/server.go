@@ -32,6 +32,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	retention := fs.Duration("retention", coordinator.DefaultRetention, "COMPLETED, FAILED and DEAD tasks leave the state at the first snapshot after they are this old; their request ids stop deduplicating then")
 	logFormat := fs.String("log-format", envOr("TENURE_LOG_FORMAT", "text"), "log format: text or json (env TENURE_LOG_FORMAT)")
 	logLevel := fs.String("log-level", envOr("TENURE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env TENURE_LOG_LEVEL)")
+	cf := addClusterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -42,15 +43,27 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	policy, err := wal.ParseSyncPolicy(*fsync)
-	if err != nil {
-		return usageError{err.Error()}
-	}
 	if *maxPayload <= 0 || *maxPayload > 64<<20 {
 		return usageError{fmt.Sprintf("--max-payload-bytes %d is outside 1..%d", *maxPayload, 64<<20)}
 	}
 	if *scan < 10*time.Millisecond || *scan > time.Hour {
 		return usageError{fmt.Sprintf("--expiry-scan-interval %v is outside 10ms..1h", *scan)}
+	}
+	coordCfg := coordinator.Config{
+		Limits:             coordinator.Limits{MaxPayloadBytes: *maxPayload},
+		ExpiryScanInterval: *scan,
+	}
+	if *cf.dsn != "" {
+		for _, name := range []string{"data-dir", "fsync", "snapshot-every-records", "snapshot-every", "retention"} {
+			if flagSet(fs, name) {
+				return usageError{fmt.Sprintf("--%s is for the embedded mode; with --mysql the partitions' logs live in the database", name)}
+			}
+		}
+		return runClusterServer(ctx, cf, *listen, coordCfg, lg, stdout)
+	}
+	policy, err := wal.ParseSyncPolicy(*fsync)
+	if err != nil {
+		return usageError{err.Error()}
 	}
 	if *snapRecords < 1 {
 		return usageError{"--snapshot-every-records must be at least 1"}
@@ -81,25 +94,12 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		SnapshotEveryRecords: *snapRecords,
 		SnapshotEvery:        *snapEvery,
 		Retention:            *retention,
-		Coordinator: coordinator.Config{
-			Limits:             coordinator.Limits{MaxPayloadBytes: *maxPayload},
-			ExpiryScanInterval: *scan,
-		},
+		Coordinator:          coordCfg,
 	})
 	if err != nil {
 		return err
 	}
-	api := server.New(n, server.Options{MaxRequestBytes: max(16<<20, 2**maxPayload+(1<<20)), Logger: lg})
-	srv := &http.Server{
-		Handler:           api.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		Protocols:         new(http.Protocols),
-		ErrorLog:          slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
-	}
-	// HTTP/1.1 for curl and Connect, unencrypted HTTP/2 for gRPC.
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
+	api, srv := newAPIServer(n, coordCfg, lg)
 
 	stats := n.Coordinator().Stats()
 	lg.Info("tenure serving", "listen", ln.Addr().String(), "data_dir", *dataDir, "fsync", policy.String(),
@@ -118,18 +118,40 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// Graceful stop: refuse new connections, end long-polls, let in-flight
 	// requests finish (their appends are fsynced before they answer), then
 	// close the WAL, which flushes and fsyncs whatever remains.
-	lg.Info("shutting down")
-	api.Drain()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		lg.Warn("in-flight requests did not finish in time", "err", err)
-	}
+	shutdownAPI(api, srv, lg)
 	if err := n.Close(); err != nil {
 		return fmt.Errorf("closing the WAL: %w", err)
 	}
 	lg.Info("stopped cleanly")
 	return nil
+}
+
+// newAPIServer returns the API over b and an HTTP server for it that speaks
+// HTTP/1.1 (curl, Connect) and unencrypted HTTP/2 (gRPC).
+func newAPIServer(b server.Backend, cfg coordinator.Config, lg *slog.Logger) (*server.Server, *http.Server) {
+	api := server.New(b, server.Options{MaxRequestBytes: max(16<<20, 2*cfg.Limits.MaxPayloadBytes+(1<<20)), Logger: lg})
+	srv := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		Protocols:         new(http.Protocols),
+		ErrorLog:          slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
+	}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	return api, srv
+}
+
+// shutdownAPI ends long-polls and waits (up to 30 s) for in-flight
+// requests, refusing new connections.
+func shutdownAPI(api *server.Server, srv *http.Server, lg *slog.Logger) {
+	lg.Info("shutting down")
+	api.Drain()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		lg.Warn("in-flight requests did not finish in time", "err", err)
+	}
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

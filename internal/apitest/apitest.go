@@ -21,6 +21,15 @@ import (
 // gRPC). It returns the base URL; everything stops when the test ends.
 func Start(t testing.TB, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
+	url, _ := StartNode(t, wrap)
+	return url
+}
+
+// StartNode is Start that also returns the node behind the API, so that a
+// test can compare what the API answers with what the node answers directly
+// (or serve the node through a handler of its own).
+func StartNode(t testing.TB, wrap func(http.Handler) http.Handler) (url string, n *node.Node) {
+	t.Helper()
 	n, err := node.Open(t.Context(), node.Config{
 		DataDir: t.TempDir(),
 		Sync:    wal.SyncNone,
@@ -46,5 +55,5 @@ func Start(t testing.TB, wrap func(http.Handler) http.Handler) string {
 	ts.Config.Protocols.SetUnencryptedHTTP2(true)
 	ts.Start()
 	t.Cleanup(ts.Close)
-	return ts.URL
+	return ts.URL, n
 }

@@ -7,7 +7,10 @@
 // to wait for time to pass.
 package clock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Clock tells the time and makes timers.
 type Clock interface {
@@ -35,3 +38,15 @@ type realTimer struct{ t *time.Timer }
 
 func (r realTimer) C() <-chan time.Time { return r.t.C }
 func (r realTimer) Stop() bool          { return r.t.Stop() }
+
+// Sleep waits d on c, or until ctx ends (then it returns ctx.Err()).
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
+}

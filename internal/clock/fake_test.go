@@ -1,6 +1,7 @@
 package clock
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -48,4 +49,23 @@ func TestWaitForTimers(t *testing.T) {
 	f.WaitForTimers(1)
 	f.Advance(time.Minute)
 	<-done
+}
+
+func TestSleep(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	done := make(chan error, 1)
+	go func() { done <- Sleep(context.Background(), f, time.Second) }()
+	f.WaitForTimers(1)
+	f.Advance(time.Second)
+	if err := <-done; err != nil {
+		t.Fatalf("Sleep after the clock moved past it: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Sleep(ctx, f, time.Hour); err != context.Canceled {
+		t.Fatalf("Sleep with an ended context: %v", err)
+	}
+	if n := f.Timers(); n != 0 {
+		t.Fatalf("%d timers left after Sleep returned", n)
+	}
 }

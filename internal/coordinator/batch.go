@@ -14,6 +14,19 @@ type CompleteItem struct {
 	Result  []byte // the coordinator keeps it: do not modify after the call
 }
 
+// CheckCompleteBatch returns the error CompleteBatch answers for a batch of
+// n items as a whole under these limits (zero fields: the defaults), or nil.
+func (l Limits) CheckCompleteBatch(n int) error {
+	l = l.withDefaults()
+	if n == 0 {
+		return fieldErr("items", "at least one completion is required")
+	}
+	if n > l.MaxBatch {
+		return fieldErr("items", "%d completions is over the limit of %d per batch; split the batch", n, l.MaxBatch)
+	}
+	return nil
+}
+
 // CompleteBatch completes several tasks under one acquisition of the mutex,
 // with one append and one wait for durability: the records of a whole batch
 // share a write and an fsync. Each item is decided exactly as Complete
@@ -27,11 +40,8 @@ type CompleteItem struct {
 // retry of the whole call is then safe: a completion by the lease that
 // already completed the task is answered nil again, without a new record.
 func (c *Coordinator) CompleteBatch(ctx context.Context, items []CompleteItem) ([]error, error) {
-	if len(items) == 0 {
-		return nil, fieldErr("items", "at least one completion is required")
-	}
-	if len(items) > c.cfg.Limits.MaxBatch {
-		return nil, fieldErr("items", "%d completions is over the limit of %d per batch; split the batch", len(items), c.cfg.Limits.MaxBatch)
+	if err := c.cfg.Limits.CheckCompleteBatch(len(items)); err != nil {
+		return nil, err
 	}
 	errs := make([]error, len(items))
 	for i, it := range items {

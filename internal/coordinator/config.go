@@ -161,6 +161,21 @@ type Config struct {
 	// MaxExpiriesPerScan bounds the LeaseExpired records one scan writes
 	// (default 10000); the rest wait for the next scan or a lazy check.
 	MaxExpiriesPerScan int
+	// TaskIDSuffix is appended to every new task id. Cluster mode puts the
+	// partition there ("-p<partition id>") so that any node can route a
+	// request by its task id. It must start with '-', which no generated id
+	// holds, and be at most 32 bytes.
+	TaskIDSuffix string
+	// Fence, if set, is appended as the first record after replay (before
+	// expiring past-due leases): cluster mode's new owner of a partition
+	// claims its epoch this way (DESIGN.md §6).
+	Fence *Fence
+}
+
+// Fence is the owner a Fence record names.
+type Fence struct {
+	Epoch  uint64
+	NodeID string
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -179,6 +194,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ExpiryScanInterval < 0 || c.MaxExpiriesPerScan < 0 {
 		return c, fmt.Errorf("coordinator: ExpiryScanInterval and MaxExpiriesPerScan must not be negative")
+	}
+	if c.TaskIDSuffix != "" && (c.TaskIDSuffix[0] != '-' || len(c.TaskIDSuffix) > 32) {
+		return c, fmt.Errorf("coordinator: TaskIDSuffix %q must start with '-' and be at most 32 bytes", c.TaskIDSuffix)
 	}
 	setDur(&c.ExpiryScanInterval, time.Second)
 	setInt(&c.MaxExpiriesPerScan, 10000)

@@ -98,10 +98,36 @@ func OpenFrom(ctx context.Context, log Log, st *state.State, cfg Config) (*Coord
 	}
 	c.lg.Info("replayed log", "from_lsn", from, "records", c.st.LastLSN()+1-from, "last_lsn", c.st.LastLSN(),
 		"tasks", c.st.Len(), "took", time.Since(start))
+	if f := cfg.Fence; f != nil {
+		if err := c.fence(ctx, f); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := c.ExpireDue(ctx); err != nil {
 		return nil, fmt.Errorf("coordinator: expiring leases after replay: %w", err)
 	}
 	return c, nil
+}
+
+// fence appends and waits for the Fence record of f, before anything else
+// is written after replay.
+func (c *Coordinator) fence(ctx context.Context, f *Fence) error {
+	if err := c.lock(); err != nil {
+		return err
+	}
+	if f.Epoch < c.st.Epoch() {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: the log is fenced at epoch %d, above this owner's epoch %d", ErrUnavailable, c.st.Epoch(), f.Epoch)
+	}
+	last, err := c.write(&state.Fence{Epoch: f.Epoch, NodeID: f.NodeID, At: state.TimeOf(c.cfg.Clock.Now())})
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("coordinator: appending the fence of epoch %d: %w", f.Epoch, err)
+	}
+	if err := c.wait(ctx, last); err != nil {
+		return fmt.Errorf("coordinator: appending the fence of epoch %d: %w", f.Epoch, err)
+	}
+	return nil
 }
 
 // Replay applies every record of log from LSN from on to st. A record that
@@ -226,6 +252,20 @@ func (c *Coordinator) signal(q state.QueueKey) {
 }
 
 // signalFor returns the channel closed at the next signal of q.
+// Signal returns a channel that is closed when a task of the queue may
+// have become ready (or the coordinator stops): a router that long-polls
+// several partitions at once waits on theirs.
+func (c *Coordinator) Signal(namespace, queue string) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failed != nil {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	return c.signalFor(state.QueueKey{Namespace: namespace, Queue: queue})
+}
+
 func (c *Coordinator) signalFor(q state.QueueKey) <-chan struct{} {
 	ch, ok := c.signals[q]
 	if !ok {

@@ -51,20 +51,26 @@ type FailResult struct {
 }
 
 func (c *Coordinator) validateLease(req *LeaseRequest) error {
-	l := c.cfg.Limits
+	return c.cfg.Limits.CheckLease(req)
+}
+
+// CheckLease fills in the defaults of req (namespace, max tasks) and checks
+// it as Lease would, against these limits (zero fields: the defaults).
+func (l Limits) CheckLease(req *LeaseRequest) error {
+	l = l.withDefaults()
 	if req.Namespace == "" {
 		req.Namespace = DefaultNamespace
 	}
 	if req.MaxTasks == 0 {
 		req.MaxTasks = 1
 	}
-	if err := c.checkID("worker_id", req.WorkerID, true); err != nil {
+	if err := l.checkID("worker_id", req.WorkerID, true); err != nil {
 		return err
 	}
-	if err := c.checkID("namespace", req.Namespace, true); err != nil {
+	if err := l.checkID("namespace", req.Namespace, true); err != nil {
 		return err
 	}
-	if err := c.checkID("queue", req.Queue, true); err != nil {
+	if err := l.checkID("queue", req.Queue, true); err != nil {
 		return err
 	}
 	if req.MaxTasks < 0 || req.MaxTasks > l.MaxLeaseTasks {

@@ -40,14 +40,18 @@ type SubmitResult struct {
 // checkID validates an identifier: 1..MaxIDBytes of UTF-8 without spaces or
 // control characters.
 func (c *Coordinator) checkID(field, v string, required bool) error {
+	return c.cfg.Limits.checkID(field, v, required)
+}
+
+func (l Limits) checkID(field, v string, required bool) error {
 	if v == "" {
 		if required {
 			return fieldErr(field, "required")
 		}
 		return nil
 	}
-	if len(v) > c.cfg.Limits.MaxIDBytes {
-		return fieldErr(field, "%d bytes is over the limit of %d bytes", len(v), c.cfg.Limits.MaxIDBytes)
+	if len(v) > l.MaxIDBytes {
+		return fieldErr(field, "%d bytes is over the limit of %d bytes", len(v), l.MaxIDBytes)
 	}
 	if !utf8.ValidString(v) {
 		return fieldErr(field, "must be valid UTF-8")
@@ -63,7 +67,32 @@ func (c *Coordinator) checkID(field, v string, required bool) error {
 // validateSubmit fills defaults in req and checks every field against the
 // limits; field names are prefixed with prefix (e.g. "requests[3].").
 func (c *Coordinator) validateSubmit(req *SubmitRequest, prefix string, now time.Time) error {
-	l := c.cfg.Limits
+	return c.cfg.Limits.validateSubmit(req, prefix, now)
+}
+
+// CheckBatch checks a SubmitBatch as a coordinator with these limits would
+// (zero fields take their defaults), without changing reqs, and returns the
+// error that coordinator's SubmitBatch would answer. Cluster mode checks a
+// batch this way before splitting it over partitions, so that a bad item
+// still creates nothing.
+func (l Limits) CheckBatch(reqs []SubmitRequest, now time.Time) error {
+	l = l.withDefaults()
+	if len(reqs) == 0 {
+		return fieldErr("requests", "at least one task is required")
+	}
+	if len(reqs) > l.MaxBatch {
+		return fieldErr("requests", "%d tasks is over the limit of %d per batch; split the batch", len(reqs), l.MaxBatch)
+	}
+	for i := range reqs {
+		req := reqs[i]
+		if err := l.validateSubmit(&req, fmt.Sprintf("requests[%d].", i), now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l Limits) validateSubmit(req *SubmitRequest, prefix string, now time.Time) error {
 	if req.Namespace == "" {
 		req.Namespace = DefaultNamespace
 	}
@@ -71,7 +100,7 @@ func (c *Coordinator) validateSubmit(req *SubmitRequest, prefix string, now time
 		name, v  string
 		required bool
 	}{{"namespace", req.Namespace, true}, {"queue", req.Queue, true}, {"request_id", req.RequestID, false}} {
-		if err := c.checkID(prefix+f.name, f.v, f.required); err != nil {
+		if err := l.checkID(prefix+f.name, f.v, f.required); err != nil {
 			return err
 		}
 	}
@@ -226,7 +255,7 @@ func (c *Coordinator) SubmitBatch(ctx context.Context, reqs []SubmitRequest) ([]
 // checking is a map lookup, and a duplicate id would stop the partition.
 func (c *Coordinator) newTaskID(now time.Time, pending []state.Record) string {
 	for {
-		id := newID(now, c.cfg.Rand)
+		id := newID(now, c.cfg.Rand) + c.cfg.TaskIDSuffix
 		if c.st.Task(id) != nil {
 			continue
 		}

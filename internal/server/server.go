@@ -97,7 +97,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	return mux
+	return withForwarded(mux)
 }
 
 // logErrors logs internal and unavailable errors: the ones an operator must

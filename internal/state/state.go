@@ -558,8 +558,11 @@ func (s *State) applyDead(lsn uint64, r *TaskDead) string {
 }
 
 func (s *State) applyFence(r *Fence) string {
-	if r.Epoch <= s.epoch {
-		return fmt.Sprintf("fence epoch %d is not above the current epoch %d", r.Epoch, s.epoch)
+	// The same epoch may fence again: a node restarted with its partitions
+	// still assigned to it claims them anew (the log's primary key, not the
+	// epoch, shuts out its previous incarnation).
+	if r.Epoch < s.epoch {
+		return fmt.Sprintf("fence epoch %d is below the current epoch %d", r.Epoch, s.epoch)
 	}
 	s.epoch = r.Epoch
 	return ""

@@ -156,7 +156,7 @@ func TestApplyPreconditions(t *testing.T) {
 		{"fail after commit", committed, &TaskFailed{TaskID: "a", LeaseID: "l1", At: 4 * sec}, "only an uncommitted"},
 		{"fail foreign lease", base, &TaskFailed{TaskID: "a", LeaseID: "lx", At: 4 * sec}, "not the current lease"},
 		{"kill terminal", []Record{created("a"), &TaskDead{TaskID: "a", At: 2 * sec}}, &TaskDead{TaskID: "a", At: 3 * sec}, "already DEAD"},
-		{"fence not above", []Record{&Fence{Epoch: 3}}, &Fence{Epoch: 3}, "not above"},
+		{"fence below", []Record{&Fence{Epoch: 3}}, &Fence{Epoch: 2}, "below"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,4 +7,22 @@
 // server answers the test is skipped with a message saying so, except when
 // CI is set (CI starts MariaDB): then it fails, so a broken database never
 // passes for a green run.
+//
+// # Cutting a node off
+//
+// For fault tests, NewProxy puts a TCP proxy on a loopback port in front of
+// a target address, usually the database server, and DSNVia rewrites a DSN
+// to connect through it:
+//
+//	dsn := clustertest.NewDatabase(t)
+//	cfg, _ := mysql.ParseDSN(dsn)
+//	p := clustertest.NewProxy(t, cfg.Addr)
+//	db := clustertest.Open(t, clustertest.DSNVia(dsn, p.Addr()))
+//
+// Cut resets every connection through the proxy at once, on both sides, and
+// until Restore closes new connections as soon as they are accepted, so the
+// node behind it sees its database vanish while other nodes keep theirs.
+// Restore lets new connections through again; Conns counts those open now.
+// The proxy passes half-closes on and is closed, with all its goroutines
+// ended, when the test ends.
 package clustertest

@@ -297,14 +297,7 @@ func (e *Elector) standby(ctx context.Context, lg *slog.Logger) (attempt, error)
 }
 
 func (e *Elector) sleep(ctx context.Context, d time.Duration) error {
-	t := e.cfg.Clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C():
-		return nil
-	}
+	return clock.Sleep(ctx, e.cfg.Clock, d)
 }
 
 // lead holds the lock acquired by a until it cannot any more, and returns

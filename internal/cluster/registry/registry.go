@@ -98,6 +98,9 @@ func New(db *sql.DB, cfg Config) (*Registry, error) {
 	return &Registry{db: db, cfg: cfg}, nil
 }
 
+// Config is the configuration in force, defaults filled in.
+func (r *Registry) Config() Config { return r.cfg }
+
 func checkNode(id, addr string) error {
 	if err := cluster.CheckName("registry: node id", id); err != nil {
 		return err

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/cluster/election"
+	"github.com/tenurehq/tenure/internal/cluster/member"
+	"github.com/tenurehq/tenure/internal/cluster/partition"
+	"github.com/tenurehq/tenure/internal/cluster/registry"
+	"github.com/tenurehq/tenure/internal/cluster/schema"
+	"github.com/tenurehq/tenure/internal/coordinator"
+)
+
+// clusterFlags are the flags of `tenure server` in cluster mode.
+type clusterFlags struct {
+	dsn, nodeID, advertise *string
+	migrate                *bool
+	partitions             *int
+	lockTTL, lockRenew     *time.Duration
+	standbyCheck           *time.Duration
+	heartbeat, silence     *time.Duration
+	assignInterval         *time.Duration
+}
+
+func addClusterFlags(fs *flag.FlagSet) clusterFlags {
+	return clusterFlags{
+		dsn:            addMySQLFlag(fs),
+		nodeID:         fs.String("node-id", envOr("TENURE_NODE_ID", ""), "cluster mode: this node's id, unique in the cluster (env TENURE_NODE_ID)"),
+		advertise:      fs.String("advertise", envOr("TENURE_ADVERTISE", ""), "cluster mode: host:port where other nodes and clients reach this node (default: the --listen address) (env TENURE_ADVERTISE)"),
+		migrate:        fs.Bool("migrate", true, "cluster mode: apply the schema migrations at start (--migrate=false: only check the schema is current)"),
+		partitions:     fs.Int("partitions", partition.DefaultPartitions, "cluster mode: partitions of a queue created by this node (a queue keeps the count it was created with)"),
+		lockTTL:        fs.Duration("lock-ttl", election.DefaultTTL, "cluster mode: lease of the coordinator lock, whole seconds"),
+		lockRenew:      fs.Duration("lock-renew", 0, "cluster mode: how often the coordinator renews its lock (default: lock-ttl/2)"),
+		standbyCheck:   fs.Duration("standby-check", election.DefaultCheckInterval, "cluster mode: how often a standby node checks the coordinator lock"),
+		heartbeat:      fs.Duration("node-heartbeat", registry.DefaultHeartbeatInterval, "cluster mode: how often a node heartbeats in the node table"),
+		silence:        fs.Duration("node-silence", registry.DefaultSilence, "cluster mode: a node silent this long is marked inactive and its partitions move; a node stops serving after 4/5 of it without a confirmed heartbeat"),
+		assignInterval: fs.Duration("assign-interval", member.DefaultAssignInterval, "cluster mode: how often the coordinator reallocates partitions and nodes check their assignments"),
+	}
+}
+
+// runClusterServer runs `tenure server --mysql DSN`: one node of a
+// cluster.
+func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, lg *slog.Logger, stdout io.Writer) error {
+	if *cf.nodeID == "" {
+		return usageError{"--node-id (or TENURE_NODE_ID) is required with --mysql: a name for this node, unique in the cluster"}
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w (is another server running there? pass --listen)", listen, err)
+	}
+	defer ln.Close()
+	advertise := *cf.advertise
+	if advertise == "" {
+		advertise = ln.Addr().String()
+	}
+	if host, _, err := net.SplitHostPort(advertise); err != nil || host == "" || net.ParseIP(host).IsUnspecified() {
+		return usageError{fmt.Sprintf("--advertise %q: give a host:port the other nodes can reach (not an unspecified address like 0.0.0.0)", advertise)}
+	}
+
+	db, err := openClusterDB(ctx, *cf.dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if *cf.migrate {
+		applied, err := schema.Migrate(ctx, db)
+		if err != nil {
+			return err
+		}
+		if len(applied) > 0 {
+			lg.Info("applied schema migrations", "now_at", schema.Latest(), "applied", applied)
+		}
+	} else if err := schema.Check(ctx, db); err != nil {
+		return fmt.Errorf("%w (run `tenure migrate --mysql DSN`, or start with --migrate)", err)
+	}
+
+	m, err := member.Start(ctx, member.Config{
+		DB:             db,
+		NodeID:         *cf.nodeID,
+		Advertise:      advertise,
+		Partitions:     *cf.partitions,
+		AssignInterval: *cf.assignInterval,
+		Election: election.Config{
+			TTL:           *cf.lockTTL,
+			RenewInterval: *cf.lockRenew,
+			CheckInterval: *cf.standbyCheck,
+		},
+		Registry:    registry.Config{HeartbeatInterval: *cf.heartbeat, Silence: *cf.silence},
+		Coordinator: coordCfg,
+		Logger:      lg,
+	})
+	if err != nil {
+		return err
+	}
+	api, srv := newAPIServer(m, coordCfg, lg)
+	lg.Info("tenure cluster node serving", "node_id", *cf.nodeID, "listen", ln.Addr().String(), "advertise", advertise)
+	fmt.Fprintf(stdout, "tenure node %s serving on http://%s (cluster database, advertised as %s)\n", *cf.nodeID, ln.Addr(), advertise)
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	select {
+	case err := <-serveErr:
+		m.Close()
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownAPI(api, srv, lg)
+	if err := m.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	lg.Info("stopped cleanly")
+	return nil
+}

@@ -1,0 +1,147 @@
+package member
+
+import (
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/cluster"
+	"github.com/tenurehq/tenure/internal/cluster/election"
+	"github.com/tenurehq/tenure/internal/cluster/mysqllog"
+	"github.com/tenurehq/tenure/internal/cluster/partition"
+	"github.com/tenurehq/tenure/internal/cluster/registry"
+	"github.com/tenurehq/tenure/internal/coordinator"
+)
+
+// Defaults of Config.
+const (
+	DefaultAssignInterval = time.Second
+	DefaultMaxRemotePoll  = 100 * time.Millisecond
+	DefaultAssignWait     = 15 * time.Second
+
+	minRemotePoll = time.Millisecond
+)
+
+// Config configures a Member. Zero fields take their defaults.
+type Config struct {
+	// DB is the cluster's database (cluster.OpenDB), migrated.
+	DB *sql.DB
+	// NodeID is this node's --node-id: its owner id in the lock, its row in
+	// the registry and its name as a partition owner. Unique per process.
+	NodeID string
+	// Advertise is the host:port other nodes and clients reach this node's
+	// API at (--advertise).
+	Advertise string
+	// Partitions is the partition count of a queue this node creates (on
+	// its first submit); default 8. A queue keeps the count it was created
+	// with.
+	Partitions int
+	// AssignInterval is how often the coordinator reallocates and every
+	// node reads its assignments (default 1 s).
+	AssignInterval time.Duration
+	// AssignWait bounds how long a request waits for a partition to get an
+	// owner, or for this node to open one assigned to it (default 15 s);
+	// then it is answered unavailable.
+	AssignWait time.Duration
+	// MaxRemotePoll is the longest interval between polls of other nodes'
+	// partitions during a long-poll Lease (default 100 ms).
+	MaxRemotePoll time.Duration
+	// Election configures the coordinator lock; OwnerID is set to NodeID.
+	Election election.Config
+	// Registry configures heartbeats and the silence after which the
+	// coordinator marks a node inactive.
+	Registry registry.Config
+	// Coordinator is the configuration of every partition's coordinator;
+	// TaskIDSuffix and Fence are set per partition.
+	Coordinator coordinator.Config
+	// Log configures every partition's log.
+	Log mysqllog.Options
+	// HTTPClient forwards requests to other nodes (default: HTTP/1.1 and
+	// unencrypted HTTP/2, keep-alive).
+	HTTPClient connect.HTTPClient
+	// Clock measures trust and intervals; nil is the real clock.
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+func (c *Config) withDefaults() error {
+	if c.DB == nil {
+		return fmt.Errorf("member: Config.DB is nil")
+	}
+	if err := cluster.CheckName("member: node id (--node-id)", c.NodeID); err != nil {
+		return err
+	}
+	if err := cluster.CheckName("member: advertise address (--advertise)", c.Advertise); err != nil {
+		return err
+	}
+	if c.Partitions == 0 {
+		c.Partitions = partition.DefaultPartitions
+	}
+	if c.Partitions < 1 || c.Partitions > cluster.MaxPartitionsPerQueue {
+		return fmt.Errorf("member: %d partitions per queue; want 1 to %d", c.Partitions, cluster.MaxPartitionsPerQueue)
+	}
+	if c.AssignInterval == 0 {
+		c.AssignInterval = DefaultAssignInterval
+	}
+	if c.AssignInterval < 10*time.Millisecond || c.AssignInterval > time.Minute {
+		return fmt.Errorf("member: assign interval %v; want 10ms to 1m", c.AssignInterval)
+	}
+	if c.AssignWait == 0 {
+		c.AssignWait = DefaultAssignWait
+	}
+	if c.AssignWait < c.AssignInterval {
+		return fmt.Errorf("member: assign wait %v is shorter than the assign interval %v", c.AssignWait, c.AssignInterval)
+	}
+	if c.MaxRemotePoll == 0 {
+		c.MaxRemotePoll = DefaultMaxRemotePoll
+	}
+	if c.MaxRemotePoll < minRemotePoll || c.MaxRemotePoll > 10*time.Second {
+		return fmt.Errorf("member: max remote poll %v; want 1ms to 10s", c.MaxRemotePoll)
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.HTTPClient == nil {
+		t := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute, Protocols: new(http.Protocols)}
+		t.Protocols.SetHTTP1(true)
+		t.Protocols.SetUnencryptedHTTP2(true)
+		c.HTTPClient = &http.Client{Transport: t}
+	}
+	c.Election.OwnerID = c.NodeID
+	if c.Election.Logger == nil {
+		c.Election.Logger = c.Logger
+	}
+	if c.Election.Clock == nil {
+		c.Election.Clock = c.Clock
+	}
+	if c.Registry.Logger == nil {
+		c.Registry.Logger = c.Logger
+	}
+	if c.Registry.Clock == nil {
+		c.Registry.Clock = c.Clock
+	}
+	if c.Log.Logger == nil {
+		c.Log.Logger = c.Logger
+	}
+	if c.Coordinator.Logger == nil {
+		c.Coordinator.Logger = c.Logger
+	}
+	if c.Coordinator.Clock == nil {
+		c.Coordinator.Clock = c.Clock
+	}
+	return nil
+}
+
+// trustWindow is how long after sending a confirmed heartbeat the node
+// keeps serving: Silence − Silence/5, so it stops before the coordinator
+// can see it silent.
+func trustWindow(r registry.Config) time.Duration {
+	return r.Silence - r.Silence/5
+}

@@ -1,0 +1,49 @@
+// Package member runs one node of a tenure cluster (DESIGN.md §6, seed
+// 004): it registers and heartbeats in the node table, stands for the
+// coordinator lock, serves the partitions assigned to it, and answers the
+// API for every partition, forwarding what it does not own.
+//
+// # Roles
+//
+// Every node runs three loops:
+//
+//   - Heartbeat: a registry heartbeat every HeartbeatInterval. Each one
+//     that the database confirms extends the node's trust until the moment
+//     the statement was sent plus TrustWindow (Silence − Silence/5). A node
+//     whose trust has run out serves nothing: it answers unavailable,
+//     closes its partitions and reports unhealthy, before the coordinator
+//     can mark it silent and give its partitions away.
+//   - Election: the node stands for the coordinator lock (package
+//     election). While it holds it, it sweeps silent nodes, discovers the
+//     queues, computes the balanced and sticky allocation (package alloc)
+//     and writes the changes (package partition, fenced by the lock), every
+//     AssignInterval.
+//   - Assignments: every AssignInterval the node reads the partition map
+//     and the node table. It opens each partition newly assigned to it: it
+//     opens the partition's log in the database at the partition's epoch
+//     (package mysqllog), replays it into the same state machine and
+//     coordinator as embedded mode, appends a Fence record carrying the
+//     epoch, and only then serves it. It closes each partition that moved
+//     away or whose log failed (a fenced append, an unknown commit outcome);
+//     one still assigned to it is reopened from the log.
+//
+// # Routing
+//
+// Task ids carry their partition ("<id>-p<partition id>"). A request for a
+// task goes to the partition's coordinator when this node serves it and is
+// forwarded to the owner's advertised address otherwise (package remote),
+// marked so that the owner serves it from its own partitions and never
+// forwards it again; a forwarded request for a partition the receiver does
+// not serve is answered unavailable, and the SDK retries it.
+//
+// A submit picks the partition by a hash of its request id (so a retried
+// submit meets its first try's deduplication) or, without one, round
+// robin. A SubmitBatch is checked as a whole first, so a bad item creates
+// nothing; then its items go to their partitions, each part atomic on its
+// own. A Lease draws from every partition of the queue: the node's own
+// without a network hop, the others' through their owners, and long-polls
+// by waiting for its own partitions' signals while polling the others with
+// a growing interval (at most MaxRemotePoll). CompleteBatch splits by
+// partition. A listing walks the queue's partitions in order; its page
+// token names the partition and the position in it.
+package member
