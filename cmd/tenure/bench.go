@@ -33,7 +33,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.CompleteBatch, "complete-batch", bench.DefaultCompleteBatch, "most completions per CompleteBatch call (the worker runtime coalesces up to this many); 1: one Complete call per task")
 	fs.BoolVar(&cfg.Runtime, "runtime", false, "run the workers with the worker package and a no-op handler instead of the raw Lease/Complete loop")
 	mode := fs.String("mode", string(bench.Sequential), "sequential (submit all, then work all off) or concurrent (submitters and workers at once)")
-	addr := fs.String("addr", "", "load this running server or cluster node (e.g. http://127.0.0.1:7070); empty: start an embedded server on a loopback port")
+	addr := fs.String("addr", "", "load this running server, or these cluster nodes separated by commas (e.g. http://127.0.0.1:7070); empty: start an embedded server on a loopback port")
+	fs.IntVar(&cfg.Cluster, "cluster", 0, "start this many cluster-mode nodes in this process on --mysql (a fresh database is best) and load them all")
+	fs.StringVar(&cfg.MySQL, "mysql", "", "cluster database DSN for --cluster, e.g. root@tcp(127.0.0.1:3306)/tenure_bench")
+	fs.IntVar(&cfg.Partitions, "partitions", 8, "partitions of the bench queue in a --cluster run")
 	fs.StringVar(&cfg.Protocol, "protocol", "connect", "client protocol: connect, grpc or json")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the payloads and of the default queue name")
 	fs.StringVar(&cfg.Namespace, "namespace", "default", "namespace of the tasks")
@@ -59,13 +62,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg.Fsync = policy
 	if *addr != "" {
-		cfg.Addr = *addr
-		if !strings.Contains(cfg.Addr, "://") {
-			cfg.Addr = "http://" + cfg.Addr
+		urls := strings.Split(*addr, ",")
+		for i, u := range urls {
+			if u != "" && !strings.Contains(u, "://") {
+				urls[i] = "http://" + u
+			}
 		}
+		cfg.Addr = strings.Join(urls, ",")
 		if flagSet(fs, "fsync") {
 			return usageError{"--fsync is for the embedded server; a running server keeps its own policy"}
 		}
+	}
+	if cfg.Cluster > 0 && flagSet(fs, "fsync") {
+		return usageError{"--fsync is for the embedded server; cluster nodes log to the database, durable when it commits"}
 	}
 	if cfg.Queue == "" {
 		cfg.Queue = fmt.Sprintf("bench-%d-%s", cfg.Seed, time.Now().UTC().Format("20060102T150405.000000"))

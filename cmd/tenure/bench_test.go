@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tenurehq/tenure/internal/bench"
+	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 )
 
 // TestBenchJSON runs small benchmarks in-process against the embedded
@@ -132,6 +133,41 @@ func TestBenchFlagErrors(t *testing.T) {
 		code, _, stderr := cli(t, append([]string{"bench"}, tc.args...)...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("bench %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(tc.args, " "), code, stderr, tc.want)
+		}
+	}
+}
+
+// TestBenchCluster runs `tenure bench --cluster 3` on a fresh database:
+// three cluster nodes in-process, clients spread over them, every task
+// completed.
+func TestBenchCluster(t *testing.T) {
+	dsn := clustertest.NewDatabase(t)
+	const tasks = 600
+	args := []string{"bench", "--cluster", "3", "--mysql", dsn, "--partitions", "4", "--tasks", strconv.Itoa(tasks),
+		"--probe-rounds", "3", "--json", "--quiet"}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), args, &out, &errb); code != 0 {
+		t.Fatalf("tenure bench --cluster: exit %d\nstderr: %s", code, errb.String())
+	}
+	var res bench.Result
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("output is not the JSON summary: %v\n%s", err, out.String())
+	}
+	if res.Submitted != tasks || res.Completed != tasks {
+		t.Fatalf("submitted %d, completed %d; want %d each", res.Submitted, res.Completed, tasks)
+	}
+	if !strings.HasPrefix(res.Config.Target, "cluster of 3 nodes") || res.Config.Fsync != "database commit" {
+		t.Fatalf("target %q (fsync %q), want a 3-node cluster", res.Config.Target, res.Config.Fsync)
+	}
+	for _, bad := range [][]string{
+		{"bench", "--cluster", "3"},
+		{"bench", "--cluster", "3", "--mysql", dsn, "--addr", "http://x"},
+		{"bench", "--mysql", dsn},
+		{"bench", "--addr", "http://a,,http://b"},
+	} {
+		var o, e bytes.Buffer
+		if code := run(context.Background(), bad, &o, &e); code != 2 {
+			t.Errorf("tenure %s: exit %d, want 2 (usage)\n%s", strings.Join(bad, " "), code, e.String())
 		}
 	}
 }

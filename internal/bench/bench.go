@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,7 +63,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 // target is the server under load.
 type target struct {
-	url     string
+	urls    []string   // the nodes, clients spread over them round robin
+	label   string     // the summary's target: "" for the embedded node
+	fsync   string     // the durability of a target that is not embedded, if known
 	node    *node.Node // nil for a remote server
 	dataDir string     // the embedded node's, "" for a remote server
 	stop    func() error
@@ -72,7 +76,11 @@ type target struct {
 // serves it (HTTP/1.1 and unencrypted HTTP/2).
 func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, error) {
 	if cfg.Addr != "" {
-		return &target{url: cfg.Addr, stop: func() error { return nil }}, nil
+		urls := strings.Split(cfg.Addr, ",")
+		return &target{urls: urls, label: cfg.Addr, stop: func() error { return nil }}, nil
+	}
+	if cfg.Cluster > 0 {
+		return startCluster(ctx, cfg, lg)
 	}
 	dir, temp := cfg.DataDir, false
 	if dir == "" {
@@ -98,7 +106,22 @@ func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, err
 		cleanup()
 		return nil, fmt.Errorf("bench: listening on a loopback port: %w", err)
 	}
-	api := server.New(n, server.Options{Logger: lg})
+	stopAPI := serve(n, ln, lg)
+	stop := func() error {
+		stopAPI()
+		err := n.Close()
+		cleanup()
+		return err
+	}
+	return &target{urls: []string{"http://" + ln.Addr().String()}, node: n, dataDir: dir, stop: stop}, nil
+}
+
+// serve answers the API of b on ln as `tenure server` does (HTTP/1.1 and
+// unencrypted HTTP/2) until the returned stop is called. The run is over
+// then, so the server closes at once rather than gracefully: a graceful
+// Shutdown waits 5s for every connection a client dialled but never used.
+func serve(b server.Backend, ln net.Listener, lg *slog.Logger) (stop func()) {
+	api := server.New(b, server.Options{Logger: lg})
 	srv := &http.Server{
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -110,20 +133,13 @@ func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, err
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		srv.Serve(ln) // returns ErrServerClosed after Shutdown
+		srv.Serve(ln) // returns ErrServerClosed after Close
 	}()
-	// The run is over when stop is called, so the server closes at once
-	// rather than gracefully: a graceful Shutdown waits 5s for every
-	// connection a client dialled but never used.
-	stop := func() error {
+	return func() {
 		api.Drain()
 		srv.Close()
 		<-served
-		err := n.Close()
-		cleanup()
-		return err
 	}
-	return &target{url: "http://" + ln.Addr().String(), node: n, dataDir: dir, stop: stop}, nil
 }
 
 // runner holds one run's counters and recorders. Its goroutines report the
@@ -133,6 +149,7 @@ type runner struct {
 	tg  *target
 	lg  *slog.Logger
 
+	clients   atomic.Int64 // made so far, to spread them over the nodes
 	submitted atomic.Int64
 	completed atomic.Int64
 	leases    atomic.Int64  // Lease calls that returned tasks
@@ -186,7 +203,7 @@ func run(parent context.Context, cfg Config, tg *target, lg *slog.Logger) (*Resu
 		LeaseBatch: cfg.LeaseBatch, CompleteBatch: cfg.CompleteBatch, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
 	}}
 	if tg.node == nil {
-		res.Config.Target, res.Config.Fsync = tg.url, "unknown"
+		res.Config.Target, res.Config.Fsync = tg.label, cmp.Or(tg.fsync, "unknown")
 	}
 	if cfg.Runtime {
 		res.Config.LeaseBatch = 0 // the runtime chooses
@@ -334,7 +351,8 @@ func (r *runner) newClient(hc *http.Client) (*client.Client, error) {
 	if hc == nil {
 		hc = client.DefaultHTTPClient(r.cfg.Protocol)
 	}
-	c, err := client.New(r.tg.url, client.Options{Protocol: r.cfg.Protocol, HTTPClient: hc})
+	url := r.tg.urls[int(r.clients.Add(1)-1)%len(r.tg.urls)]
+	c, err := client.New(url, client.Options{Protocol: r.cfg.Protocol, HTTPClient: hc})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/tenurehq/tenure/client"
@@ -85,9 +86,20 @@ type Config struct {
 	Runtime bool
 	// Mode is Sequential (default) or Concurrent.
 	Mode Mode
-	// Addr is the server to load ("http://host:port"). Empty: start an
-	// embedded node on a loopback port.
+	// Addr is the server to load ("http://host:port"), or several nodes of
+	// one cluster separated by commas (clients are spread over them).
+	// Empty: start an embedded node (or, with Cluster, a cluster) on
+	// loopback ports.
 	Addr string
+	// Cluster, if positive, starts that many cluster-mode nodes in this
+	// process on the database MySQL names (a fresh database is best: its
+	// tables are created if missing) instead of an embedded node.
+	Cluster int
+	// MySQL is the cluster database's DSN, for Cluster.
+	MySQL string
+	// Partitions is the partition count of the bench queue in a started
+	// cluster (default 8).
+	Partitions int
 	// Protocol is the client's protocol: connect (default), grpc or json.
 	Protocol string
 	// Seed makes the payloads (and the default queue name) reproducible.
@@ -178,6 +190,20 @@ func (c *Config) Validate() error {
 	}
 	if c.HeapProfile != nil && c.Mode != Sequential {
 		return fmt.Errorf("--memprofile needs --mode sequential: it is taken when every task is waiting")
+	}
+	if c.Cluster < 0 || c.Cluster > 16 {
+		return fmt.Errorf("--cluster %d is outside 0..16 nodes", c.Cluster)
+	}
+	if c.Cluster > 0 && (c.MySQL == "" || c.Addr != "" || c.DataDir != "") {
+		return fmt.Errorf("--cluster needs --mysql DSN, and cannot be used with --addr or --data-dir")
+	}
+	if c.Cluster == 0 && c.MySQL != "" {
+		return fmt.Errorf("--mysql is for --cluster N (to load a running cluster, pass its nodes to --addr)")
+	}
+	for _, u := range strings.Split(c.Addr, ",") {
+		if c.Addr != "" && u == "" {
+			return fmt.Errorf("--addr %q has an empty address between commas", c.Addr)
+		}
 	}
 	if c.Addr != "" && c.DataDir != "" {
 		return fmt.Errorf("--data-dir is for the embedded server; it cannot be used with --addr")

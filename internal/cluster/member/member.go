@@ -42,6 +42,7 @@ type Member struct {
 	leading atomic.Uint64
 
 	routes    atomic.Pointer[routes]
+	ensureMu  sync.Mutex // serialises queue creation
 	refreshMu sync.Mutex
 	refreshes atomic.Uint64
 

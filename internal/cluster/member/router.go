@@ -255,6 +255,13 @@ func (m *Member) queuePartitions(ctx context.Context, namespace, queue string, c
 	if ps := m.routes.Load().byQueue[k]; len(ps) > 0 || !create {
 		return ps, nil
 	}
+	// One creation at a time from this node: concurrent submits to a new
+	// queue wait for the first.
+	m.ensureMu.Lock()
+	defer m.ensureMu.Unlock()
+	if ps := m.routes.Load().byQueue[k]; len(ps) > 0 {
+		return ps, nil
+	}
 	if err := m.store.EnsureQueue(ctx, namespace, queue, m.cfg.Partitions); err != nil {
 		return nil, fmt.Errorf("%w: creating queue %s/%s: %v", coordinator.ErrUnavailable, namespace, queue, err)
 	}

@@ -57,6 +57,20 @@ func (s *Store) EnsureQueue(ctx context.Context, namespace, queue string, count 
 	if count < 1 || count > cluster.MaxPartitionsPerQueue {
 		return fmt.Errorf("partition: queue %s/%s: %d partitions; want 1 to %d", namespace, queue, count, cluster.MaxPartitionsPerQueue)
 	}
+	// Nodes creating one queue at once can deadlock in InnoDB (the server
+	// rolls the loser back); the transaction is idempotent, so run it again.
+	var err error
+	for range maxEnsureTries {
+		if err = s.ensureQueue(ctx, namespace, queue, count); !cluster.IsRetryable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+const maxEnsureTries = 5
+
+func (s *Store) ensureQueue(ctx context.Context, namespace, queue string, count int) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("partition: ensuring queue %s/%s: %w", namespace, queue, err)

@@ -1,0 +1,71 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+
+	"github.com/tenurehq/tenure/internal/cluster"
+	"github.com/tenurehq/tenure/internal/cluster/member"
+	"github.com/tenurehq/tenure/internal/cluster/schema"
+)
+
+// startCluster starts cfg.Cluster cluster-mode nodes in this process on
+// cfg.MySQL, each behind the API on its own loopback port, with the
+// defaults `tenure server --mysql` has. The first submits wait while the
+// bench queue's partitions are assigned and opened.
+func startCluster(ctx context.Context, cfg Config, lg *slog.Logger) (*target, error) {
+	db, err := cluster.OpenDB(cfg.MySQL)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := schema.Migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("bench: migrating the cluster database: %w", err)
+	}
+	tg := &target{}
+	var stops []func()
+	tg.stop = func() error {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+		return db.Close()
+	}
+	for i := range cfg.Cluster {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tg.stop()
+			return nil, fmt.Errorf("bench: listening on a loopback port: %w", err)
+		}
+		m, err := member.Start(ctx, member.Config{
+			DB:         db,
+			NodeID:     fmt.Sprintf("bench-%d-%d", cfg.Seed, i+1),
+			Advertise:  ln.Addr().String(),
+			Partitions: cfg.Partitions,
+			Logger:     lg,
+		})
+		if err != nil {
+			ln.Close()
+			tg.stop()
+			return nil, fmt.Errorf("bench: starting node %d: %w", i+1, err)
+		}
+		stopAPI := serve(m, ln, lg)
+		stops = append(stops, func() { stopAPI(); m.Close() })
+		tg.urls = append(tg.urls, "http://"+ln.Addr().String())
+	}
+	tg.label = fmt.Sprintf("cluster of %d nodes on %s", cfg.Cluster, redactDSN(cfg.MySQL))
+	tg.fsync = "database commit"
+	return tg, nil
+}
+
+// redactDSN hides a DSN's password.
+func redactDSN(dsn string) string {
+	at := strings.LastIndex(dsn, "@")
+	colon := strings.Index(dsn, ":")
+	if at < 0 || colon < 0 || colon > at {
+		return dsn
+	}
+	return dsn[:colon] + ":***" + dsn[at:]
+}
