@@ -346,3 +346,71 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+func TestReadFromAStaleCopyIsRefused(t *testing.T) {
+	_, db := clustertest.DB(t)
+	ctx := t.Context()
+	// The queue exists before the node, so the coordinator's first round
+	// (at its election) assigns it.
+	if err := partition.New(db).EnsureQueue(ctx, "default", "q", 1); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// The node checks its assignments only when the test says so.
+	m, err := member.Start(t.Context(), member.Config{
+		DB: db, NodeID: "n1", Advertise: ln.Addr().String(), Partitions: 1,
+		AssignInterval: time.Minute, AssignWait: time.Minute,
+		Election: election.Config{TTL: 3 * time.Second, CheckInterval: 50 * time.Millisecond},
+		Registry: registry.Config{HeartbeatInterval: 100 * time.Millisecond, Silence: time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	eventually(t, "the partition assigned", func() bool {
+		for _, a := range owners(t, db) {
+			return a.Owner == "n1"
+		}
+		return false
+	})
+	m.Reconcile(ctx)
+	res, err := m.Submit(ctx, coordinator.SubmitRequest{Queue: "q", RequestID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Task.ID
+	if _, err := m.Get(ctx, id); err != nil {
+		t.Fatalf("get while serving: %v", err)
+	}
+	// The partition changes hands behind the node's back (its epoch moves
+	// on): before the node notices, its copy must not answer reads.
+	if _, err := db.ExecContext(ctx, "UPDATE partitions SET epoch = epoch + 1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Get(ctx, id); !errors.Is(err, coordinator.ErrUnavailable) {
+		t.Fatalf("get from a stale copy: %v, want unavailable", err)
+	}
+	if _, _, err := m.List(ctx, coordinator.ListFilter{Queue: "q"}); !errors.Is(err, coordinator.ErrUnavailable) {
+		t.Fatalf("list from a stale copy: %v, want unavailable", err)
+	}
+	// Writes are fenced by the log: a submit fails and acknowledges nothing.
+	if _, err := m.Submit(ctx, coordinator.SubmitRequest{Queue: "q", RequestID: "b"}); !errors.Is(err, coordinator.ErrUnavailable) {
+		t.Fatalf("submit through a stale copy: %v, want unavailable", err)
+	}
+	// Once it reads the map again it reopens at the new epoch, from the log.
+	m.Reconcile(ctx)
+	eventually(t, "reopened at the new epoch", func() bool {
+		_, err := m.Get(ctx, id)
+		return err == nil
+	})
+	if got, err := m.Get(ctx, id); err != nil || got.RequestID != "a" {
+		t.Fatalf("get after reopening: %+v, %v", got, err)
+	}
+	if res, err := m.Submit(ctx, coordinator.SubmitRequest{Queue: "q", RequestID: "b"}); err != nil || res.Duplicate {
+		t.Fatalf("the refused submit left a task behind: %+v, %v", res, err)
+	}
+}

@@ -102,8 +102,9 @@ func (m *Member) target(ctx context.Context, id uint64) (server.Backend, error) 
 
 // routed runs op on the backend that serves the task's partition. An
 // unavailable answer from another node prompts a fresh reading of the map
-// (the partition may have moved); the caller's retry then finds it.
-func routed[T any](m *Member, ctx context.Context, taskID string, op func(server.Backend) (T, error)) (T, error) {
+// (the partition may have moved); the caller's retry then finds it. A
+// read served here is confirmed afterwards (see confirm).
+func routed[T any](m *Member, ctx context.Context, taskID string, read bool, op func(server.Backend) (T, error)) (T, error) {
 	var zero T
 	id, err := partitionOf(taskID)
 	if err != nil {
@@ -121,7 +122,39 @@ func routed[T any](m *Member, ctx context.Context, taskID string, op func(server
 		v, err = op(b)
 	}
 	m.afterRemote(b, err)
-	return v, err
+	if err == nil && read {
+		if c, isLocal := b.(*coordinator.Coordinator); isLocal {
+			err = m.confirm(ctx, id, c)
+		}
+	}
+	if err != nil {
+		return zero, err
+	}
+	return v, nil
+}
+
+// confirm checks, after a read from partition id's coordinator c, that
+// the partition's epoch is still the one this node serves it at. Writes
+// are fenced by the log itself, but a read needs no write: without this,
+// a node that lost a partition to a rebalance could answer reads from its
+// stale copy until it noticed. The epoch only grows, so if it is still
+// ours now, no other owner existed when the read was served.
+func (m *Member) confirm(ctx context.Context, id uint64, c *coordinator.Coordinator) error {
+	m.mu.Lock()
+	o := m.owned[id]
+	m.mu.Unlock()
+	if o == nil || o.c != c {
+		return fmt.Errorf("%w: partition %d stopped being served here during the read; retry", coordinator.ErrUnavailable, id)
+	}
+	var epoch uint64
+	if err := m.cfg.DB.QueryRowContext(ctx, "SELECT epoch FROM partitions WHERE id = ?", id).Scan(&epoch); err != nil {
+		return fmt.Errorf("%w: confirming partition %s is still served here: %v", coordinator.ErrUnavailable, o.a.Key, err)
+	}
+	if epoch != o.a.Epoch {
+		go m.reconcile(m.ctx)
+		return errNotServed(o.a, m.cfg.NodeID)
+	}
+	return nil
 }
 
 // moved reports whether err is another node's unavailable answer for
@@ -155,41 +188,41 @@ func (m *Member) afterRemote(b server.Backend, err error) {
 
 // Get implements server.Backend.
 func (m *Member) Get(ctx context.Context, taskID string) (*state.Task, error) {
-	return routed(m, ctx, taskID, func(b server.Backend) (*state.Task, error) { return b.Get(ctx, taskID) })
+	return routed(m, ctx, taskID, true, func(b server.Backend) (*state.Task, error) { return b.Get(ctx, taskID) })
 }
 
 // Kill implements server.Backend.
 func (m *Member) Kill(ctx context.Context, taskID, reason string) error {
-	_, err := routed(m, ctx, taskID, func(b server.Backend) (struct{}, error) { return struct{}{}, b.Kill(ctx, taskID, reason) })
+	_, err := routed(m, ctx, taskID, false, func(b server.Backend) (struct{}, error) { return struct{}{}, b.Kill(ctx, taskID, reason) })
 	return err
 }
 
 // History implements server.Backend.
 func (m *Member) History(ctx context.Context, taskID string) ([]coordinator.HistoryEntry, error) {
-	return routed(m, ctx, taskID, func(b server.Backend) ([]coordinator.HistoryEntry, error) { return b.History(ctx, taskID) })
+	return routed(m, ctx, taskID, true, func(b server.Backend) ([]coordinator.HistoryEntry, error) { return b.History(ctx, taskID) })
 }
 
 // Start implements server.Backend.
 func (m *Member) Start(ctx context.Context, taskID, leaseID string) error {
-	_, err := routed(m, ctx, taskID, func(b server.Backend) (struct{}, error) { return struct{}{}, b.Start(ctx, taskID, leaseID) })
+	_, err := routed(m, ctx, taskID, false, func(b server.Backend) (struct{}, error) { return struct{}{}, b.Start(ctx, taskID, leaseID) })
 	return err
 }
 
 // Heartbeat implements server.Backend.
 func (m *Member) Heartbeat(ctx context.Context, taskID, leaseID string) (time.Time, error) {
-	return routed(m, ctx, taskID, func(b server.Backend) (time.Time, error) { return b.Heartbeat(ctx, taskID, leaseID) })
+	return routed(m, ctx, taskID, false, func(b server.Backend) (time.Time, error) { return b.Heartbeat(ctx, taskID, leaseID) })
 }
 
 // Commit implements server.Backend.
 func (m *Member) Commit(ctx context.Context, taskID, leaseID string, result []byte) (coordinator.FencingToken, error) {
-	return routed(m, ctx, taskID, func(b server.Backend) (coordinator.FencingToken, error) {
+	return routed(m, ctx, taskID, false, func(b server.Backend) (coordinator.FencingToken, error) {
 		return b.Commit(ctx, taskID, leaseID, result)
 	})
 }
 
 // Complete implements server.Backend.
 func (m *Member) Complete(ctx context.Context, taskID, leaseID string, result []byte) error {
-	_, err := routed(m, ctx, taskID, func(b server.Backend) (struct{}, error) {
+	_, err := routed(m, ctx, taskID, false, func(b server.Backend) (struct{}, error) {
 		return struct{}{}, b.Complete(ctx, taskID, leaseID, result)
 	})
 	return err
@@ -197,7 +230,7 @@ func (m *Member) Complete(ctx context.Context, taskID, leaseID string, result []
 
 // Fail implements server.Backend.
 func (m *Member) Fail(ctx context.Context, taskID, leaseID, reason string, permanent bool) (coordinator.FailResult, error) {
-	return routed(m, ctx, taskID, func(b server.Backend) (coordinator.FailResult, error) {
+	return routed(m, ctx, taskID, false, func(b server.Backend) (coordinator.FailResult, error) {
 		return b.Fail(ctx, taskID, leaseID, reason, permanent)
 	})
 }
@@ -562,8 +595,14 @@ func (m *Member) List(ctx context.Context, f coordinator.ListFilter) ([]*state.T
 		sub := f
 		sub.After = after
 		tasks, next, err := c.List(ctx, sub)
-		if err != nil || next == 0 {
-			return tasks, 0, err
+		if err == nil {
+			err = m.confirm(ctx, startID, c)
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		if next == 0 {
+			return tasks, 0, nil
 		}
 		cur, err := cursor(startID, next)
 		return tasks, cur, err
@@ -603,6 +642,9 @@ func (m *Member) List(ctx context.Context, f coordinator.ListFilter) ([]*state.T
 		}
 		tasks, next, err := b.List(ctx, sub)
 		m.afterRemote(b, err)
+		if c, isLocal := b.(*coordinator.Coordinator); isLocal && err == nil {
+			err = m.confirm(ctx, a.ID, c)
+		}
 		if err != nil {
 			return nil, 0, err
 		}
