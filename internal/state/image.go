@@ -103,7 +103,7 @@ func (l *Loader) Add(t *Task, leaseIndex int) error {
 func (l *Loader) add(t *Task, leaseIndex int) error {
 	s := l.s
 	fail := func(format string, args ...any) error {
-		return fmt.Errorf("%w: task %d (%q): %s", ErrRestore, len(s.tasks)+1, t.ID, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: task %d (%q): %s", ErrRestore, s.Len()+1, t.ID, fmt.Sprintf(format, args...))
 	}
 	if t == nil {
 		return fail("nil task")
@@ -111,7 +111,7 @@ func (l *Loader) add(t *Task, leaseIndex int) error {
 	switch {
 	case t.ID == "":
 		return fail("task id is empty")
-	case s.tasks[t.ID] != nil:
+	case s.Task(t.ID) != nil:
 		return fail("task id appears twice")
 	case t.Namespace == "" || t.Queue == "":
 		return fail("namespace and queue must be set")
@@ -136,27 +136,25 @@ func (l *Loader) add(t *Task, leaseIndex int) error {
 	if len(problems) > 0 {
 		return fail("%s", problems[0])
 	}
-	rk := requestKey{t.Namespace, t.RequestID}
-	if t.RequestID != "" && s.requests[rk] != nil {
+	if t.RequestID != "" && s.ByRequest(t.Namespace, t.RequestID) != nil {
 		return fail("request id %q is used twice in namespace %q", t.RequestID, t.Namespace)
 	}
 	cur := t.CurrentLease()
-	if cur != nil && s.leases[cur.LeaseID] != nil {
+	if cur != nil && s.byLease(cur.LeaseID) != nil {
 		return fail("lease id %q is current for two tasks", cur.LeaseID)
 	}
 
-	s.tasks[t.ID] = t
-	if t.RequestID != "" {
-		s.requests[rk] = t
+	if len(t.LSNs) == 1 {
+		t.LSNs = ownLSN(t) // t.LSNs[0] == t.CreatedLSN, checked above
 	}
-	s.order = append(s.order, t)
+	qi := s.addTask(t)
 	s.counts[t.State]++
 	if cur != nil {
-		s.leases[cur.LeaseID] = t
+		s.leases.add(hashString(cur.LeaseID), t)
 		heap.Push(&s.expiry, t)
 	}
 	if t.Schedulable() {
-		s.queue(t).add(t)
+		qi.add(t)
 	}
 	return nil
 }

@@ -14,17 +14,22 @@ type QueueKey struct {
 // holds a task depends on the times the coordinator has asked about, so the
 // split is derived state and never part of state equality.
 type queueIndex struct {
+	key     QueueKey
 	ready   taskHeap
 	delayed taskHeap
 }
 
-func newQueueIndex() *queueIndex {
-	return &queueIndex{ready: newReadyHeap(), delayed: newDelayedHeap()}
+func newQueueIndex(k QueueKey) *queueIndex {
+	return &queueIndex{key: k, ready: newReadyHeap(), delayed: newDelayedHeap()}
 }
 
 func (q *queueIndex) len() int { return q.ready.Len() + q.delayed.Len() }
 
+// add adds a schedulable task. The task shares the queue's copy of its
+// namespace and queue names from then on (its own may be another copy if the
+// queue index was dropped and made anew while the task was leased).
 func (q *queueIndex) add(t *Task) {
+	t.Namespace, t.Queue = q.key.Namespace, q.key.Queue
 	if t.State == Waiting && t.NotBefore > 0 {
 		t.delayed = true
 		heap.Push(&q.delayed, t)

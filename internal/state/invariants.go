@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 )
 
 // Invariants checks every invariant of the state and its derived indexes
@@ -16,9 +17,9 @@ func (s *State) Invariants() error {
 	}
 	var counts [Dead + 1]int
 	leased, schedulable := 0, 0
-	for id, t := range s.tasks {
-		if id != t.ID {
-			bad(t, "indexed under %q", id)
+	s.tasks.all(func(h uint64, t *Task) {
+		if h != hashString(t.ID) || s.Task(t.ID) != t {
+			bad(t, "indexed under the wrong id hash %#x", h)
 		}
 		checkTask(t, s.lastLSN, func(format string, args ...any) { bad(t, format, args...) })
 		if t.State >= Waiting && t.State <= Dead {
@@ -30,7 +31,7 @@ func (s *State) Invariants() error {
 		}
 		if cur != nil {
 			leased++
-			if s.leases[cur.LeaseID] != t {
+			if s.byLease(cur.LeaseID) != t {
 				bad(t, "lease %q missing from the lease index", cur.LeaseID)
 			}
 			if t.heapIdx < 0 || int(t.heapIdx) >= s.expiry.Len() || s.expiry.tasks[t.heapIdx] != t {
@@ -51,16 +52,20 @@ func (s *State) Invariants() error {
 				bad(t, "schedulable task missing from its queue index")
 			}
 		}
-		if t.RequestID != "" && s.requests[requestKey{t.Namespace, t.RequestID}] != t {
+		if t.RequestID != "" && s.ByRequest(t.Namespace, t.RequestID) != t {
 			bad(t, "request id %q missing from its index", t.RequestID)
 		}
-	}
+		if qi := s.queues[QueueKey{t.Namespace, t.Queue}]; qi != nil && t.Schedulable() &&
+			(unsafe.StringData(t.Namespace) != unsafe.StringData(qi.key.Namespace) || unsafe.StringData(t.Queue) != unsafe.StringData(qi.key.Queue)) {
+			bad(t, "schedulable task does not share its queue's names")
+		}
+	})
 	errs = append(errs, s.orderErrors()...)
 	if counts != s.counts {
 		errs = append(errs, fmt.Errorf("state counts %v, want %v", s.counts, counts))
 	}
-	if len(s.leases) != leased || s.expiry.Len() != leased {
-		errs = append(errs, fmt.Errorf("%d leased tasks, lease index %d, expiry index %d", leased, len(s.leases), s.expiry.Len()))
+	if s.leases.len() != leased || s.expiry.Len() != leased {
+		errs = append(errs, fmt.Errorf("%d leased tasks, lease index %d, expiry index %d", leased, s.leases.len(), s.expiry.Len()))
 	}
 	queued := 0
 	for _, qi := range s.queues {
@@ -69,11 +74,16 @@ func (s *State) Invariants() error {
 	if queued != schedulable {
 		errs = append(errs, fmt.Errorf("%d schedulable tasks, %d in queue indexes", schedulable, queued))
 	}
-	for k, t := range s.requests {
-		if s.tasks[t.ID] != t || t.RequestID != k.requestID || t.Namespace != k.namespace {
-			errs = append(errs, fmt.Errorf("request index entry %q points at the wrong task", k.requestID))
+	s.requests.all(func(h uint64, t *Task) {
+		if s.Task(t.ID) != t || t.RequestID == "" || h != hashRequest(t.Namespace, t.RequestID) {
+			errs = append(errs, fmt.Errorf("request index entry %#x points at the wrong task %q", h, t.ID))
 		}
-	}
+	})
+	s.leases.all(func(h uint64, t *Task) {
+		if s.Task(t.ID) != t || t.CurrentLease() == nil || h != hashString(t.CurrentLease().LeaseID) {
+			errs = append(errs, fmt.Errorf("lease index entry %#x points at the wrong task %q", h, t.ID))
+		}
+	})
 	return errors.Join(errs...)
 }
 
@@ -87,7 +97,7 @@ func (s *State) orderErrors() []error {
 			holes++
 			continue
 		}
-		if s.tasks[t.ID] != t {
+		if s.Task(t.ID) != t {
 			errs = append(errs, fmt.Errorf("creation order entry %d (task %q) is not in the task table", i, t.ID))
 		}
 		if t.CreatedLSN <= prev {
@@ -95,9 +105,9 @@ func (s *State) orderErrors() []error {
 		}
 		prev = t.CreatedLSN
 	}
-	if holes != s.holes || len(s.order)-holes != len(s.tasks) {
+	if holes != s.holes || len(s.order)-holes != s.Len() {
 		errs = append(errs, fmt.Errorf("creation order has %d entries and %d holes (counted %d), for %d tasks",
-			len(s.order), holes, s.holes, len(s.tasks)))
+			len(s.order), holes, s.holes, s.Len()))
 	}
 	return errs
 }
@@ -191,7 +201,7 @@ type Export struct {
 
 // Export returns the canonical copy of s.
 func (s *State) Export() Export {
-	e := Export{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, 0, len(s.tasks))}
+	e := Export{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, 0, s.Len())}
 	s.Scan(0, func(t *Task) bool {
 		e.Tasks = append(e.Tasks, t.Clone())
 		return true

@@ -26,12 +26,9 @@ func (s *State) applyPurged(r *TasksPurged) string {
 // A terminal task is in no heap and holds no lease, so nothing else refers
 // to it; its queue index entry may become empty and goes too.
 func (s *State) drop(t *Task) {
-	delete(s.tasks, t.ID)
+	s.tasks.remove(hashString(t.ID), t)
 	if t.RequestID != "" {
-		k := requestKey{t.Namespace, t.RequestID}
-		if s.requests[k] == t {
-			delete(s.requests, k)
-		}
+		s.requests.remove(hashRequest(t.Namespace, t.RequestID), t)
 	}
 	s.counts[t.State]--
 	k := QueueKey{t.Namespace, t.Queue}

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"unsafe"
 )
 
 // ErrPrecondition is wrapped by every error Apply returns: the record does
@@ -29,8 +30,6 @@ func (e *ApplyError) Error() string {
 
 func (e *ApplyError) Unwrap() error { return ErrPrecondition }
 
-type requestKey struct{ namespace, requestID string }
-
 // State is the authoritative in-memory state: a pure function of the
 // records applied to it. It is not safe for concurrent use; its owner (the
 // coordinator) serialises access.
@@ -38,11 +37,15 @@ type State struct {
 	lastLSN uint64
 	epoch   uint64
 
-	tasks    map[string]*Task
-	requests map[requestKey]*Task
-	// leases maps every current lease id to its task (seed 000 §3.1
+	// tasks indexes every task by id, requests by namespace and request id
+	// (tasks that have one), and leases by current lease id (seed 000 §3.1
 	// leased_tasks, inverted).
-	leases map[string]*Task
+	tasks    hashIndex
+	requests hashIndex
+	leases   hashIndex
+	// queues holds the schedulable tasks of each queue. Its keys are also
+	// the one copy of each namespace and queue name that the tasks of the
+	// queue share.
 	queues map[QueueKey]*queueIndex
 	expiry taskHeap
 	// order lists tasks by creation, for stable paging. Entries of dropped
@@ -55,9 +58,9 @@ type State struct {
 // New returns an empty state that expects LSN 1 next.
 func New() *State {
 	return &State{
-		tasks:    make(map[string]*Task),
-		requests: make(map[requestKey]*Task),
-		leases:   make(map[string]*Task),
+		tasks:    newHashIndex(),
+		requests: newHashIndex(),
+		leases:   newHashIndex(),
 		queues:   make(map[QueueKey]*queueIndex),
 		expiry:   newExpiryHeap(),
 	}
@@ -70,7 +73,7 @@ func (s *State) LastLSN() uint64 { return s.lastLSN }
 func (s *State) Epoch() uint64 { return s.epoch }
 
 // Len is the number of tasks held.
-func (s *State) Len() int { return len(s.tasks) }
+func (s *State) Len() int { return s.tasks.len() }
 
 // Count is the number of tasks in state ts.
 func (s *State) Count(ts TaskState) int {
@@ -82,11 +85,45 @@ func (s *State) Count(ts TaskState) int {
 
 // Task returns the task or nil. The result must not be modified and is only
 // valid until the next Apply.
-func (s *State) Task(id string) *Task { return s.tasks[id] }
+func (s *State) Task(id string) *Task {
+	h := hashString(id)
+	if t := s.tasks.m[h]; t == nil || t.ID == id {
+		return t
+	}
+	for _, t := range s.tasks.colliding(h) {
+		if t.ID == id {
+			return t
+		}
+	}
+	return nil
+}
 
 // ByRequest returns the task submitted with requestID in namespace, or nil.
 func (s *State) ByRequest(namespace, requestID string) *Task {
-	return s.requests[requestKey{namespace, requestID}]
+	h := hashRequest(namespace, requestID)
+	if t := s.requests.m[h]; t == nil || t.RequestID == requestID && t.Namespace == namespace {
+		return t
+	}
+	for _, t := range s.requests.colliding(h) {
+		if t.RequestID == requestID && t.Namespace == namespace {
+			return t
+		}
+	}
+	return nil
+}
+
+// byLease returns the task whose current lease is leaseID, or nil.
+func (s *State) byLease(leaseID string) *Task {
+	h := hashString(leaseID)
+	if t := s.leases.m[h]; t == nil || t.Executions[t.cur].LeaseID == leaseID {
+		return t
+	}
+	for _, t := range s.leases.colliding(h) {
+		if t.Executions[t.cur].LeaseID == leaseID {
+			return t
+		}
+	}
+	return nil
 }
 
 // Schedulable returns up to n tasks of the queue that may be leased at now,
@@ -269,6 +306,13 @@ func (s *State) transition(t *Task, to TaskState) {
 	t.State = to
 }
 
+// ownLSN returns the record history of a task that only its creation
+// touched, without an allocation of its own: a slice of length and capacity
+// 1 over t.CreatedLSN, which never changes. The first append moves the
+// history to an array of its own, so nothing ever writes through it (and
+// Image may share it, like any prefix of a history).
+func ownLSN(t *Task) []uint64 { return unsafe.Slice(&t.CreatedLSN, 1) }
+
 // touch records that the record at lsn touched t.
 func touch(t *Task, lsn uint64, at Time) {
 	t.LSNs = append(t.LSNs, lsn)
@@ -280,7 +324,7 @@ func touch(t *Task, lsn uint64, at Time) {
 // leaseOf returns the task and its current lease if that lease is leaseID;
 // otherwise cur is nil and why says what is missing.
 func (s *State) leaseOf(taskID, leaseID string) (t *Task, cur *Execution, why string) {
-	t = s.tasks[taskID]
+	t = s.Task(taskID)
 	if t == nil {
 		return nil, nil, "task does not exist"
 	}
@@ -295,19 +339,38 @@ func (s *State) leaseOf(taskID, leaseID string) (t *Task, cur *Execution, why st
 }
 
 func (s *State) queue(t *Task) *queueIndex {
-	k := QueueKey{t.Namespace, t.Queue}
+	return s.queueOf(t.Namespace, t.Queue)
+}
+
+// queueOf returns the index of a queue, creating it if needed.
+func (s *State) queueOf(namespace, queue string) *queueIndex {
+	k := QueueKey{namespace, queue}
 	qi := s.queues[k]
 	if qi == nil {
-		qi = newQueueIndex()
+		qi = newQueueIndex(k)
 		s.queues[k] = qi
 	}
+	return qi
+}
+
+// addTask indexes a new task by id, request id and creation order, and
+// replaces its namespace and queue names with the shared copies of its
+// queue index, which it returns.
+func (s *State) addTask(t *Task) *queueIndex {
+	qi := s.queueOf(t.Namespace, t.Queue)
+	t.Namespace, t.Queue = qi.key.Namespace, qi.key.Queue
+	s.tasks.add(hashString(t.ID), t)
+	if t.RequestID != "" {
+		s.requests.add(hashRequest(t.Namespace, t.RequestID), t)
+	}
+	s.order = append(s.order, t)
 	return qi
 }
 
 // dropLease clears t's current lease from the lease indexes.
 func (s *State) dropLease(t *Task) {
 	cur := t.CurrentLease()
-	delete(s.leases, cur.LeaseID)
+	s.leases.remove(hashString(cur.LeaseID), t)
 	heap.Remove(&s.expiry, int(t.heapIdx))
 	t.cur = -1
 }
@@ -316,7 +379,7 @@ func (s *State) applyCreated(lsn uint64, r *TaskCreated) string {
 	switch {
 	case r.TaskID == "":
 		return "task id is empty"
-	case s.tasks[r.TaskID] != nil:
+	case s.Task(r.TaskID) != nil:
 		return "task id already exists"
 	case r.Namespace == "" || r.Queue == "":
 		return "namespace and queue must be set"
@@ -327,7 +390,7 @@ func (s *State) applyCreated(lsn uint64, r *TaskCreated) string {
 	case !(r.Retry.Multiplier >= 1) || r.Retry.InitialBackoff < 0 || r.Retry.MaxBackoff < r.Retry.InitialBackoff:
 		return fmt.Sprintf("retry policy %+v is invalid (multiplier >= 1, 0 <= initial <= max backoff)", r.Retry)
 	}
-	if r.RequestID != "" && s.requests[requestKey{r.Namespace, r.RequestID}] != nil {
+	if r.RequestID != "" && s.ByRequest(r.Namespace, r.RequestID) != nil {
 		return fmt.Sprintf("request id %q already used in namespace %q", r.RequestID, r.Namespace)
 	}
 	t := &Task{
@@ -344,22 +407,18 @@ func (s *State) applyCreated(lsn uint64, r *TaskCreated) string {
 		UpdatedAt:  r.CreatedAt,
 		CreatedLSN: lsn,
 		State:      Waiting,
-		LSNs:       []uint64{lsn},
 		cur:        -1,
 		heapIdx:    -1,
 	}
-	s.tasks[t.ID] = t
-	if t.RequestID != "" {
-		s.requests[requestKey{t.Namespace, t.RequestID}] = t
-	}
-	s.order = append(s.order, t)
+	t.LSNs = ownLSN(t)
+	qi := s.addTask(t)
 	s.counts[Waiting]++
-	s.queue(t).add(t)
+	qi.add(t)
 	return ""
 }
 
 func (s *State) applyGranted(lsn uint64, r *LeaseGranted) string {
-	t := s.tasks[r.TaskID]
+	t := s.Task(r.TaskID)
 	switch {
 	case t == nil:
 		return "task does not exist"
@@ -371,7 +430,7 @@ func (s *State) applyGranted(lsn uint64, r *LeaseGranted) string {
 		return fmt.Sprintf("attempt %d does not follow attempt %d", r.Attempt, t.Attempt)
 	case r.LeaseID == "":
 		return "lease id is empty"
-	case s.leases[r.LeaseID] != nil:
+	case s.byLease(r.LeaseID) != nil:
 		return fmt.Sprintf("lease id %q is already in use", r.LeaseID)
 	case r.LeaseExpiry <= r.GrantedAt:
 		return "lease expiry is not after the grant"
@@ -391,7 +450,7 @@ func (s *State) applyGranted(lsn uint64, r *LeaseGranted) string {
 	if t.State == Waiting {
 		s.transition(t, Leased)
 	}
-	s.leases[r.LeaseID] = t
+	s.leases.add(hashString(r.LeaseID), t)
 	heap.Push(&s.expiry, t)
 	touch(t, lsn, r.GrantedAt)
 	return ""
@@ -527,14 +586,14 @@ func (s *State) applyFailed(lsn uint64, r *TaskFailed) string {
 
 func (s *State) applyCancelled(lsn uint64, r *TaskCancelled) string {
 	// No precondition: the record only documents a rejected stale action.
-	if t := s.tasks[r.TaskID]; t != nil {
+	if t := s.Task(r.TaskID); t != nil {
 		touch(t, lsn, r.At)
 	}
 	return ""
 }
 
 func (s *State) applyDead(lsn uint64, r *TaskDead) string {
-	t := s.tasks[r.TaskID]
+	t := s.Task(r.TaskID)
 	switch {
 	case t == nil:
 		return "task does not exist"

@@ -60,15 +60,17 @@ func (s ExecStatus) String() string {
 const ReasonLeaseExpired = "lease expired"
 
 // Execution is one attempt of a task under one lease.
+//
+// Its fields are ordered so that it has no padding (96 bytes, a size class).
 type Execution struct {
-	Attempt  uint32
-	LeaseID  string
-	WorkerID string
-	Status   ExecStatus
+	Attempt uint32
+	Status  ExecStatus
 	// Finalize marks a lease granted only to finalise a task that an
 	// earlier attempt committed: its worker re-applies the idempotent
 	// effect and completes; it never re-executes the work.
 	Finalize    bool
+	LeaseID     string
+	WorkerID    string
 	LeasedAt    Time
 	LeaseExpiry Time
 	StartedAt   Time
@@ -80,6 +82,10 @@ type Execution struct {
 
 // Task is the authoritative record of one task, derived only from records.
 // Callers outside this package must treat a *Task as read-only.
+//
+// A State holds one Task per task it knows, so its size matters: the small
+// fields are grouped at the end so that it has no padding beyond
+// RetryPolicy's own (288 bytes, a size class).
 type Task struct {
 	ID        string
 	Namespace string
@@ -88,16 +94,12 @@ type Task struct {
 	Window    time.Duration
 	Retry     RetryPolicy
 	RequestID string
-	Priority  int32
 	// NotBefore is the earliest lease time while Waiting (a retry moves it).
 	NotBefore  Time
 	CreatedAt  Time
 	UpdatedAt  Time
 	CreatedLSN uint64
 
-	State TaskState
-	// Attempt is the number of leases granted so far.
-	Attempt uint32
 	// Result is the committed (or completed) result.
 	Result []byte
 	// CommittedBy is the lease id whose commit won ("" before any commit).
@@ -107,12 +109,17 @@ type Task struct {
 	// LSNs lists every record that touched the task, in log order.
 	LSNs []uint64
 
+	Priority int32
+	State    TaskState
+	// delayed says which heap of its queue holds a schedulable task.
+	delayed bool
+	// Attempt is the number of leases granted so far.
+	Attempt uint32
 	// cur indexes Executions for the current lease, -1 when unleased.
 	cur int32
 	// heapIdx is the task's position in whichever heap holds it (queue
 	// ready/delayed heap while schedulable, expiry heap while leased).
 	heapIdx int32
-	delayed bool
 }
 
 // CurrentLease returns the execution that holds the current lease, or nil.

@@ -1,0 +1,218 @@
+package state
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// benchQueue is shaped like the queue name of `tenure bench`.
+const benchQueue = "bench-1-20261121T125330.549367"
+
+var benchRetry = RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Second, MaxBackoff: time.Minute, Multiplier: 2}
+
+// benchID returns a 26-character id like the coordinator's, in its own
+// allocation.
+func benchID(prefix byte, i int) string {
+	return fmt.Sprintf("%c%025d", prefix, i)
+}
+
+// benchCreated returns the TaskCreated of task i as a server would decode it
+// from a request: every string and the payload in their own allocations,
+// a 64-byte payload and a request id like the bench's.
+func benchCreated(i int, payload int) *TaskCreated {
+	return &TaskCreated{
+		TaskID:          benchID('t', i),
+		Namespace:       strings.Clone("default"),
+		Queue:           strings.Clone(benchQueue),
+		Payload:         make([]byte, payload),
+		ExecutionWindow: 30 * time.Second,
+		Retry:           benchRetry,
+		RequestID:       fmt.Sprintf("%s-%d", benchQueue, i),
+		CreatedAt:       Time(i+1) * Time(time.Microsecond),
+	}
+}
+
+func heapAlloc() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+const memTasks = 100_000
+const memPayload = 64
+
+// BenchmarkMemoryPerTask reports the Go heap a State holds per task beyond
+// its payload (B/task), for memTasks tasks created with 64-byte payloads:
+// waiting (created, never leased), leased (one lease each, granted 64 per
+// worker call as the bench does) and completed (not yet purged).
+func BenchmarkMemoryPerTask(b *testing.B) {
+	for _, stage := range []string{"waiting", "leased", "completed"} {
+		b.Run(stage, func(b *testing.B) {
+			var perTask float64
+			for range b.N {
+				before := heapAlloc()
+				s := New()
+				for i := range memTasks {
+					if err := s.Apply(s.LastLSN()+1, benchCreated(i, memPayload)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if stage != "waiting" {
+					leaseAll(b, s, stage == "completed")
+				}
+				after := heapAlloc()
+				perTask = (float64(after) - float64(before) - memTasks*memPayload) / memTasks
+				runtime.KeepAlive(s)
+			}
+			b.ReportMetric(perTask, "B/task")
+		})
+	}
+}
+
+// leaseAll leases every task of the bench queue, 64 per call with one
+// worker id per call, and completes them if complete is set.
+func leaseAll(b *testing.B, s *State, complete bool) {
+	q := QueueKey{"default", benchQueue}
+	now := Time(time.Second)
+	for call := 0; ; call++ {
+		ready := s.Schedulable(q, now, 64)
+		if len(ready) == 0 {
+			return
+		}
+		worker := fmt.Sprintf("worker-%d", call%4)
+		for _, t := range ready {
+			lease := benchID('l', int(t.CreatedLSN))
+			g := &LeaseGranted{TaskID: t.ID, LeaseID: lease, WorkerID: worker, Attempt: t.Attempt + 1,
+				GrantedAt: now, LeaseExpiry: now.Add(t.Window)}
+			if err := s.Apply(s.LastLSN()+1, g); err != nil {
+				b.Fatal(err)
+			}
+			if complete {
+				if err := s.Apply(s.LastLSN()+1, &TaskCompleted{TaskID: g.TaskID, LeaseID: lease, At: now + 1}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkApplyCreated applies TaskCreated records to a state that holds
+// 100k waiting tasks (records built outside the timer).
+func BenchmarkApplyCreated(b *testing.B) {
+	s := New()
+	for i := range memTasks {
+		if err := s.Apply(s.LastLSN()+1, benchCreated(i, memPayload)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	recs := make([]*TaskCreated, b.N)
+	for i := range recs {
+		recs[i] = benchCreated(memTasks+i, memPayload)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if err := s.Apply(s.LastLSN()+1, recs[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLeaseCycle is the state's share of one bench task after submit:
+// Schedulable (64 at a time), LeaseGranted, TaskCompleted, and a new
+// TaskCreated to keep 100k tasks waiting. ns/op is per task.
+func BenchmarkLeaseCycle(b *testing.B) {
+	s := New()
+	for i := range memTasks {
+		if err := s.Apply(s.LastLSN()+1, benchCreated(i, memPayload)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const batch = 64
+	next := memTasks
+	refill := make([]*TaskCreated, 0, batch)
+	leases := make([]string, batch)
+	for i := range leases {
+		leases[i] = benchID('l', i)
+	}
+	q := QueueKey{"default", benchQueue}
+	now := Time(time.Second)
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		b.StopTimer()
+		refill = refill[:0]
+		for range batch {
+			refill = append(refill, benchCreated(next, memPayload))
+			next++
+		}
+		b.StartTimer()
+		ready := s.Schedulable(q, now, batch)
+		for i, t := range ready {
+			g := &LeaseGranted{TaskID: t.ID, LeaseID: leases[i], WorkerID: "w", Attempt: t.Attempt + 1,
+				GrantedAt: now, LeaseExpiry: now.Add(t.Window)}
+			if err := s.Apply(s.LastLSN()+1, g); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Apply(s.LastLSN()+1, &TaskCompleted{TaskID: g.TaskID, LeaseID: g.LeaseID, At: now + 1}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, r := range refill {
+			if err := s.Apply(s.LastLSN()+1, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+		done += len(ready)
+		now += Time(time.Millisecond)
+	}
+}
+
+// BenchmarkSchedulable asks for the next 64 ready tasks of a queue of 100k
+// without leasing them.
+func BenchmarkSchedulable(b *testing.B) {
+	s := New()
+	for i := range memTasks {
+		if err := s.Apply(s.LastLSN()+1, benchCreated(i, memPayload)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	q := QueueKey{"default", benchQueue}
+	b.ResetTimer()
+	for range b.N {
+		if len(s.Schedulable(q, Time(time.Second), 64)) != 64 {
+			b.Fatal("short")
+		}
+	}
+}
+
+// BenchmarkLookup looks tasks up by id and by request id.
+func BenchmarkLookup(b *testing.B) {
+	s := New()
+	ids := make([]string, memTasks)
+	rids := make([]string, memTasks)
+	for i := range memTasks {
+		r := benchCreated(i, memPayload)
+		ids[i], rids[i] = strings.Clone(r.TaskID), strings.Clone(r.RequestID)
+		if err := s.Apply(s.LastLSN()+1, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("Task", func(b *testing.B) {
+		for i := range b.N {
+			if s.Task(ids[i%memTasks]) == nil {
+				b.Fatal("missing")
+			}
+		}
+	})
+	b.Run("ByRequest", func(b *testing.B) {
+		for i := range b.N {
+			if s.ByRequest("default", rids[i%memTasks]) == nil {
+				b.Fatal("missing")
+			}
+		}
+	})
+}
