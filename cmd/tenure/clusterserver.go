@@ -47,7 +47,9 @@ func addClusterFlags(fs *flag.FlagSet) clusterFlags {
 
 // runClusterServer runs `tenure server --mysql DSN`: one node of a
 // cluster.
-func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, lg *slog.Logger, stdout io.Writer) error {
+// snaps carries the snapshot settings (the flags shared with embedded
+// mode).
+func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps member.Config, lg *slog.Logger, stdout io.Writer) error {
 	if *cf.nodeID == "" {
 		return usageError{"--node-id (or TENURE_NODE_ID) is required with --mysql: a name for this node, unique in the cluster"}
 	}
@@ -92,9 +94,12 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 			RenewInterval: *cf.lockRenew,
 			CheckInterval: *cf.standbyCheck,
 		},
-		Registry:    registry.Config{HeartbeatInterval: *cf.heartbeat, Silence: *cf.silence},
-		Coordinator: coordCfg,
-		Logger:      lg,
+		Registry:             registry.Config{HeartbeatInterval: *cf.heartbeat, Silence: *cf.silence},
+		Coordinator:          coordCfg,
+		SnapshotEveryRecords: snaps.SnapshotEveryRecords,
+		SnapshotEvery:        snaps.SnapshotEvery,
+		Retention:            snaps.Retention,
+		Logger:               lg,
 	})
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/cluster/member"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/server"
@@ -49,22 +50,6 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *scan < 10*time.Millisecond || *scan > time.Hour {
 		return usageError{fmt.Sprintf("--expiry-scan-interval %v is outside 10ms..1h", *scan)}
 	}
-	coordCfg := coordinator.Config{
-		Limits:             coordinator.Limits{MaxPayloadBytes: *maxPayload},
-		ExpiryScanInterval: *scan,
-	}
-	if *cf.dsn != "" {
-		for _, name := range []string{"data-dir", "fsync", "snapshot-every-records", "snapshot-every", "retention"} {
-			if flagSet(fs, name) {
-				return usageError{fmt.Sprintf("--%s is for the embedded mode; with --mysql the partitions' logs live in the database", name)}
-			}
-		}
-		return runClusterServer(ctx, cf, *listen, coordCfg, lg, stdout)
-	}
-	policy, err := wal.ParseSyncPolicy(*fsync)
-	if err != nil {
-		return usageError{err.Error()}
-	}
 	if *snapRecords < 1 {
 		return usageError{"--snapshot-every-records must be at least 1"}
 	}
@@ -73,6 +58,23 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if *retention < time.Second {
 		return usageError{fmt.Sprintf("--retention %v is under 1s", *retention)}
+	}
+	coordCfg := coordinator.Config{
+		Limits:             coordinator.Limits{MaxPayloadBytes: *maxPayload},
+		ExpiryScanInterval: *scan,
+	}
+	if *cf.dsn != "" {
+		for _, name := range []string{"data-dir", "fsync"} {
+			if flagSet(fs, name) {
+				return usageError{fmt.Sprintf("--%s is for the embedded mode; with --mysql the partitions' logs live in the database", name)}
+			}
+		}
+		snaps := member.Config{SnapshotEveryRecords: *snapRecords, SnapshotEvery: *snapEvery, Retention: *retention}
+		return runClusterServer(ctx, cf, *listen, coordCfg, snaps, lg, stdout)
+	}
+	policy, err := wal.ParseSyncPolicy(*fsync)
+	if err != nil {
+		return usageError{err.Error()}
 	}
 	if policy == wal.SyncNone {
 		lg.Warn("fsync is off: an OS crash or power loss can lose acknowledged tasks; use --fsync=always in production")

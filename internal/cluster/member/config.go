@@ -23,6 +23,9 @@ const (
 	DefaultMaxRemotePoll  = 100 * time.Millisecond
 	DefaultAssignWait     = 15 * time.Second
 
+	DefaultSnapshotEveryRecords = 1_000_000
+	DefaultSnapshotEvery        = 10 * time.Minute
+
 	minRemotePoll = time.Millisecond
 )
 
@@ -60,6 +63,17 @@ type Config struct {
 	Coordinator coordinator.Config
 	// Log configures every partition's log.
 	Log mysqllog.Options
+	// Snapshots: each served partition is snapshotted into the database
+	// once SnapshotEveryRecords records were appended since its last
+	// snapshot (default 1,000,000), or SnapshotEvery after it if any were
+	// (default 10 min); log rows below the oldest kept snapshot
+	// (SnapshotsKept, default 2) are deleted, and a new owner replays from
+	// the newest. Each snapshot first drops COMPLETED, FAILED and DEAD
+	// tasks older than Retention (default 7 days).
+	SnapshotEveryRecords uint64
+	SnapshotEvery        time.Duration
+	SnapshotsKept        int
+	Retention            time.Duration
 	// HTTPClient forwards requests to other nodes (default: HTTP/1.1 and
 	// unencrypted HTTP/2, keep-alive).
 	HTTPClient connect.HTTPClient
@@ -101,6 +115,24 @@ func (c *Config) withDefaults() error {
 	}
 	if c.MaxRemotePoll < minRemotePoll || c.MaxRemotePoll > 10*time.Second {
 		return fmt.Errorf("member: max remote poll %v; want 1ms to 10s", c.MaxRemotePoll)
+	}
+	if c.SnapshotEveryRecords == 0 {
+		c.SnapshotEveryRecords = DefaultSnapshotEveryRecords
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = DefaultSnapshotEvery
+	}
+	if c.SnapshotEvery < time.Second {
+		return fmt.Errorf("member: snapshot interval %v is under 1s", c.SnapshotEvery)
+	}
+	if c.SnapshotsKept == 0 {
+		c.SnapshotsKept = coordinator.DefaultSnapshotsKept
+	}
+	if c.Retention == 0 {
+		c.Retention = coordinator.DefaultRetention
+	}
+	if c.SnapshotsKept < 1 || c.Retention < time.Second {
+		return fmt.Errorf("member: snapshots kept %d (want at least 1) or retention %v (want at least 1s)", c.SnapshotsKept, c.Retention)
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real

@@ -414,3 +414,62 @@ func TestReadFromAStaleCopyIsRefused(t *testing.T) {
 		t.Fatalf("the refused submit left a task behind: %+v, %v", res, err)
 	}
 }
+
+func TestSnapshotsCompactAndANewOwnerStartsFromThem(t *testing.T) {
+	_, db := clustertest.DB(t)
+	ctx := t.Context()
+	start := func(id string) (*member.Member, func()) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := member.Start(ctx, member.Config{
+			DB: db, NodeID: id, Advertise: ln.Addr().String(), Partitions: 1,
+			AssignInterval:       20 * time.Millisecond,
+			SnapshotEveryRecords: 50,
+			Election:             election.Config{TTL: 3 * time.Second, CheckInterval: 20 * time.Millisecond},
+			Registry:             registry.Config{HeartbeatInterval: 100 * time.Millisecond, Silence: time.Second},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m, func() { m.Close(); ln.Close() }
+	}
+	m1, stop1 := start("n1")
+	var ids []string
+	for i := range 300 {
+		res, err := m1.Submit(ctx, coordinator.SubmitRequest{Queue: "q", RequestID: fmt.Sprint(i), Payload: []byte(fmt.Sprint(i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.Task.ID)
+	}
+	count := func(q string) int {
+		var n int
+		if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	eventually(t, "snapshots taken and the log compacted", func() bool {
+		return count("SELECT COUNT(*) FROM partition_snapshots") >= 2 && count("SELECT COUNT(*) FROM partition_log") < 300
+	})
+	rows := count("SELECT COUNT(*) FROM partition_log")
+	stop1()
+
+	// Another node takes the partition over: it loads the newest snapshot,
+	// replays the rows after it, and serves every task.
+	m2, stop2 := start("n2")
+	defer stop2()
+	for i, id := range ids {
+		got, err := m2.Get(ctx, id)
+		if err != nil || string(got.Payload) != fmt.Sprint(i) {
+			t.Fatalf("task %d after the handover: %+v, %v", i, got, err)
+		}
+	}
+	res, err := m2.Submit(ctx, coordinator.SubmitRequest{Queue: "q", RequestID: "7"})
+	if err != nil || !res.Duplicate || res.Task.ID != ids[7] {
+		t.Fatalf("request id deduplication after restoring from a snapshot: %+v, %v", res, err)
+	}
+	t.Logf("300 tasks: %d log rows left after compaction", rows)
+}

@@ -80,8 +80,9 @@ func (m *Member) target(ctx context.Context, id uint64) (server.Backend, error) 
 				return m.forwarder(addr), nil
 			}
 		}
-		// No owner yet, the owner's address is unknown, or it is this
-		// node's and opening: wait for the map to move.
+		// No owner yet, an owner that is not active (it left or went
+		// silent; the coordinator moves its partitions), or this node's
+		// and opening: wait for the map to move.
 		now := m.cfg.Clock.Now()
 		if deadline.IsZero() {
 			deadline = now.Add(m.cfg.AssignWait)

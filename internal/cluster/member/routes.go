@@ -15,7 +15,7 @@ type routes struct {
 	byID    map[uint64]partition.Assignment
 	byQueue map[queueKey][]partition.Assignment // in partition order
 	all     []partition.Assignment              // in key order
-	addrs   map[string]string                   // node id → advertised address
+	addrs   map[string]string                   // node id → advertised address, of active nodes
 }
 
 type queueKey struct{ namespace, queue string }
@@ -56,7 +56,9 @@ func (m *Member) refresh(ctx context.Context) error {
 	}
 	addrs := make(map[string]string, len(nodes))
 	for _, n := range nodes {
-		addrs[n.ID] = n.AdvertiseAddr
+		if n.Active {
+			addrs[n.ID] = n.AdvertiseAddr
+		}
 	}
 	m.routes.Store(newRoutes(as, addrs))
 	m.refreshes.Add(1)

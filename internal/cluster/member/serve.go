@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/tenurehq/tenure/internal/cluster/mysqllog"
@@ -19,13 +21,88 @@ type owned struct {
 	c      *coordinator.Coordinator
 	cancel context.CancelFunc // the coordinator's expiry loop
 	done   chan struct{}
+
+	snapMu     sync.Mutex // one snapshot at a time
+	lastSnap   uint64     // LSN of the last snapshot (or of the opening state)
+	lastSnapAt time.Time
 }
 
 func (m *Member) assignLoop() {
 	defer m.wg.Done()
 	for m.sleep(m.cfg.AssignInterval) {
 		m.reconcile(m.ctx)
+		m.snapshotDue()
 	}
+}
+
+// snapshotDue starts a snapshot of every served partition that is due one
+// and not taking one already.
+func (m *Member) snapshotDue() {
+	now := m.cfg.Clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, o := range m.owned {
+		if !o.snapMu.TryLock() {
+			continue
+		}
+		last := o.log.LastLSN()
+		due := last > o.lastSnap && (last-o.lastSnap >= m.cfg.SnapshotEveryRecords || now.Sub(o.lastSnapAt) >= m.cfg.SnapshotEvery)
+		if !due {
+			o.snapMu.Unlock()
+			continue
+		}
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			defer o.snapMu.Unlock()
+			if _, err := m.snapshotLocked(m.ctx, o); err != nil && m.ctx.Err() == nil {
+				m.lg.Warn("partition snapshot failed; trying again after another period", slog.String("partition", o.a.Key.String()), slog.Any("err", err))
+				o.lastSnap = last
+			}
+		}()
+	}
+}
+
+// snapshotLocked snapshots o's partition into the database; o.snapMu is
+// held.
+func (m *Member) snapshotLocked(ctx context.Context, o *owned) (coordinator.SnapshotResult, error) {
+	o.lastSnapAt = m.cfg.Clock.Now()
+	res, err := o.c.Snapshot(ctx, coordinator.SnapshotConfig{Store: o.log.Snapshots(), Retention: m.cfg.Retention, Keep: m.cfg.SnapshotsKept})
+	if err == nil {
+		o.lastSnap = res.LSN
+	}
+	return res, err
+}
+
+// Snapshot snapshots every partition this node serves now (tenure admin
+// snapshot): the result sums their tasks, purges and deleted log rows, and
+// names the partitions in Path.
+func (m *Member) Snapshot(ctx context.Context) (coordinator.SnapshotResult, error) {
+	m.mu.Lock()
+	all := make([]*owned, 0, len(m.owned))
+	for _, o := range m.owned {
+		all = append(all, o)
+	}
+	m.mu.Unlock()
+	var sum coordinator.SnapshotResult
+	var names []string
+	for _, o := range all {
+		o.snapMu.Lock()
+		res, err := m.snapshotLocked(ctx, o)
+		o.snapMu.Unlock()
+		if err != nil {
+			return sum, fmt.Errorf("snapshot of partition %s: %w", o.a.Key, err)
+		}
+		sum.LSN = max(sum.LSN, res.LSN)
+		sum.Tasks += res.Tasks
+		sum.Purged += res.Purged
+		sum.DeletedSegments += res.DeletedSegments
+		sum.Pause = max(sum.Pause, res.Pause)
+		sum.Took += res.Took
+		names = append(names, res.Path)
+	}
+	sum.Path = fmt.Sprintf("%d partitions on node %s: %s", len(names), m.cfg.NodeID, strings.Join(names, "; "))
+	return sum, nil
 }
 
 // reconcile brings the served partitions in line with the partition map:
@@ -103,14 +180,14 @@ func (m *Member) open(a partition.Assignment) {
 	cfg.TaskIDSuffix = taskSuffix(a.ID)
 	cfg.Fence = &coordinator.Fence{Epoch: a.Epoch, NodeID: m.cfg.NodeID}
 	cfg.Logger = lg
-	c, err := coordinator.Open(m.ctx, log, cfg)
+	c, err := coordinator.Recover(m.ctx, log, log.Snapshots(), cfg)
 	if err != nil {
 		log.Close()
 		m.openFailed(lg, err)
 		return
 	}
 	ctx, cancel := context.WithCancel(m.ctx)
-	o := &owned{a: a, log: log, c: c, cancel: cancel, done: make(chan struct{})}
+	o := &owned{a: a, log: log, c: c, cancel: cancel, done: make(chan struct{}), lastSnap: c.Stats().LastLSN, lastSnapAt: m.cfg.Clock.Now()}
 	go func() {
 		defer close(o.done)
 		c.Run(ctx)

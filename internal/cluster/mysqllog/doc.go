@@ -33,7 +33,34 @@
 //
 // Replay reads the durable rows in LSN order, ReplayPageRecords per query,
 // and checks that LSNs are dense, types non-zero and payloads within
-// MaxRecordBytes; a violation is ErrCorrupt.
+// MaxRecordBytes; a violation is ErrCorrupt. Replay from below FirstLSN,
+// or past rows that compaction deleted meanwhile, wraps wal.ErrCompacted.
+//
+// # Snapshots
+//
+// SnapshotStore (Log.Snapshots) is the partition's coordinator.SnapshotStore:
+// the bytes of package snapshot, as embedded mode writes them to files, cut
+// into rows of partition_snapshot_chunks of SnapshotChunkBytes (default
+// 4 MiB), and one row of partition_snapshots that makes the snapshot
+// visible, inserted last in the same transaction. Save, Remove and Discard
+// are fenced like appends: the transaction reads the partition's epoch
+// with FOR UPDATE before it commits and writes nothing unless it is still
+// the store's (ErrFenced). Load checks the rows against the index row
+// (count, length, CRC-32C) and snapshot.Decode checks the content; any
+// problem is a *snapshot.CorruptError. Discard sets discarded_at and keeps
+// the rows.
+//
+// # Compaction
+//
+// DeleteBefore (coordinator.Compactor) deletes the rows below a snapshot,
+// DeleteBatchRows per transaction, each fenced like an append round, and
+// never below the newest complete snapshot's LSN + 1. In the transaction
+// that deletes, partition_log_start.first_lsn records where the log now
+// starts, which is FirstLSN. Open takes the last LSN as the largest of the
+// last row's, FirstLSN-1 and the newest snapshot's, so a log whose every
+// row was deleted continues after them. A compacted log must be opened
+// with coordinator.Recover (newest usable snapshot, then the rows after
+// it): a replay from LSN 1 fails with wal.ErrCompacted.
 //
 // # Limits
 //
@@ -42,6 +69,7 @@
 // MaxBatchBytes of payload (default 4 MiB; a larger single record goes
 // alone). Payloads are escaped into the statement, which can double their
 // size, so Open checks that the server's max_allowed_packet admits twice
-// the larger of the two. Append blocks while 4×MaxBatchBytes are queued.
+// the larger of the two (and of SnapshotChunkBytes). Append blocks while
+// 4×MaxBatchBytes are queued.
 // Every statement has StatementTimeout (default 30 s).
 package mysqllog

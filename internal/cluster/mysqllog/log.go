@@ -17,18 +17,22 @@ import (
 
 // Defaults and limits of Options.
 const (
-	DefaultMaxRecordBytes    = 4 << 20
-	DefaultMaxBatchBytes     = 4 << 20
-	DefaultMaxBatchRecords   = 1000
-	DefaultReplayPageRecords = 1000
-	DefaultStatementTimeout  = 30 * time.Second
+	DefaultMaxRecordBytes     = 4 << 20
+	DefaultMaxBatchBytes      = 4 << 20
+	DefaultMaxBatchRecords    = 1000
+	DefaultReplayPageRecords  = 1000
+	DefaultStatementTimeout   = 30 * time.Second
+	DefaultSnapshotChunkBytes = 4 << 20
+	DefaultDeleteBatchRows    = 10_000
 
-	maxMaxRecordBytes    = 64 << 20
-	maxMaxBatchBytes     = 64 << 20
-	maxMaxBatchRecords   = 10_000 // 4 placeholders a row stays far below 65,535
-	maxReplayPageRecords = 100_000
-	pendingBatches       = 4 // Append blocks beyond this many MaxBatchBytes queued
-	rowOverheadBytes     = 64
+	maxMaxRecordBytes     = 64 << 20
+	maxMaxBatchBytes      = 64 << 20
+	maxMaxBatchRecords    = 10_000 // 4 placeholders a row stays far below 65,535
+	maxReplayPageRecords  = 100_000
+	maxSnapshotChunkBytes = 64 << 20
+	maxDeleteBatchRows    = 100_000
+	pendingBatches        = 4 // Append blocks beyond this many MaxBatchBytes queued
+	rowOverheadBytes      = 64
 )
 
 // Errors.
@@ -46,6 +50,9 @@ var (
 	ErrCorrupt = errors.New("mysqllog: corrupt log")
 	// ErrNoPartition is returned by Open for an unknown partition id.
 	ErrNoPartition = errors.New("mysqllog: no such partition")
+	// ErrNoSnapshot is returned by SnapshotStore for a snapshot that does
+	// not exist, is incomplete, or was discarded.
+	ErrNoSnapshot = errors.New("mysqllog: no such snapshot")
 )
 
 // Options configure a Log. Zero fields take their defaults.
@@ -55,7 +62,14 @@ type Options struct {
 	MaxBatchRecords   int           // rows per round, default 1000, at most 10,000
 	ReplayPageRecords int           // rows per Replay query, default 1000, at most 100,000
 	StatementTimeout  time.Duration // per statement or transaction, default 30 s
-	Logger            *slog.Logger
+	// SnapshotChunkBytes is the size of the rows a SnapshotStore cuts a
+	// snapshot into (default 4 MiB, at most 64 MiB). Reading accepts any
+	// chunk size up to 64 MiB, whatever wrote it.
+	SnapshotChunkBytes int
+	// DeleteBatchRows is how many rows one transaction of DeleteBefore
+	// deletes at most (default 10,000, at most 100,000).
+	DeleteBatchRows int
+	Logger          *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -74,6 +88,12 @@ func (o Options) withDefaults() Options {
 	if o.StatementTimeout == 0 {
 		o.StatementTimeout = DefaultStatementTimeout
 	}
+	if o.SnapshotChunkBytes == 0 {
+		o.SnapshotChunkBytes = DefaultSnapshotChunkBytes
+	}
+	if o.DeleteBatchRows == 0 {
+		o.DeleteBatchRows = DefaultDeleteBatchRows
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -89,6 +109,8 @@ func (o Options) validate() error {
 		{"MaxBatchBytes", o.MaxBatchBytes, maxMaxBatchBytes},
 		{"MaxBatchRecords", o.MaxBatchRecords, maxMaxBatchRecords},
 		{"ReplayPageRecords", o.ReplayPageRecords, maxReplayPageRecords},
+		{"SnapshotChunkBytes", o.SnapshotChunkBytes, maxSnapshotChunkBytes},
+		{"DeleteBatchRows", o.DeleteBatchRows, maxDeleteBatchRows},
 	} {
 		if f.v < 1 || f.v > f.max {
 			return fmt.Errorf("mysqllog: Options.%s is %d; want 1 to %d", f.name, f.v, f.max)
@@ -100,9 +122,10 @@ func (o Options) validate() error {
 	return nil
 }
 
-// packetBytes is the largest statement a round can send.
+// packetBytes is the largest statement a round, or the insert of a
+// snapshot chunk, can send.
 func (o Options) packetBytes() int {
-	return 2*max(o.MaxBatchBytes, o.MaxRecordBytes) + rowOverheadBytes*o.MaxBatchRecords + 4096
+	return 2*max(o.MaxBatchBytes, o.MaxRecordBytes, o.SnapshotChunkBytes) + rowOverheadBytes*o.MaxBatchRecords + 4096
 }
 
 // Log is one partition's log. Its methods are safe for concurrent use.
@@ -126,6 +149,10 @@ type Log struct {
 
 	lastLSN atomic.Uint64 // stored under mu
 	durable atomic.Uint64 // stored under mu
+	// first is the first LSN the log still holds (partition_log_start),
+	// raised by DeleteBefore under compactMu.
+	first     atomic.Uint64
+	compactMu sync.Mutex
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -146,8 +173,17 @@ func (l *Log) Stats() Stats {
 
 // Open opens the log of the partition with the given id (partitions.id) for
 // a writer at epoch, which must be the partition's epoch now (ErrFenced
-// otherwise). It reads the last LSN and starts the writer goroutine, which
-// runs until Close or a fatal error. db should come from cluster.OpenDB.
+// otherwise). It reads where the log starts and ends and starts the writer
+// goroutine, which runs until Close or a fatal error. db should come from
+// cluster.OpenDB.
+//
+// The log starts at FirstLSN: partition_log_start.first_lsn, or 1 for a
+// log never compacted. It ends at LastLSN, the largest of the last row's
+// LSN, FirstLSN-1 and the newest complete snapshot's LSN, so that a log
+// whose every row was deleted (all replaced by a snapshot) still continues
+// after them. A log opened on a compacted partition needs
+// coordinator.Recover (the newest usable snapshot, then the rows after it);
+// coordinator.Open replays from LSN 1 and fails with wal.ErrCompacted.
 func Open(ctx context.Context, db *sql.DB, partitionID, epoch uint64, opts Options) (*Log, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
@@ -171,13 +207,19 @@ func Open(ctx context.Context, db *sql.DB, partitionID, epoch uint64, opts Optio
 		return nil, fmt.Errorf("mysqllog: open partition %d: reading max_allowed_packet: %w", partitionID, err)
 	}
 	if need := opts.packetBytes(); packet < need {
-		return nil, fmt.Errorf("mysqllog: the server's max_allowed_packet is %d bytes; Options (MaxBatchBytes %d, MaxRecordBytes %d) need %d: raise it or lower them",
-			packet, opts.MaxBatchBytes, opts.MaxRecordBytes, need)
+		return nil, fmt.Errorf("mysqllog: the server's max_allowed_packet is %d bytes; Options (MaxBatchBytes %d, MaxRecordBytes %d, SnapshotChunkBytes %d) need %d: raise it or lower them",
+			packet, opts.MaxBatchBytes, opts.MaxRecordBytes, opts.SnapshotChunkBytes, need)
 	}
-	var last sql.NullInt64
-	if err := db.QueryRowContext(ctx, "SELECT MAX(lsn) FROM partition_log WHERE partition_id = ?", partitionID).Scan(&last); err != nil {
-		return nil, fmt.Errorf("mysqllog: open partition %d: reading the last lsn: %w", partitionID, err)
+	var lastRow, start, lastSnap sql.Null[uint64]
+	if err := db.QueryRowContext(ctx, `SELECT
+		(SELECT MAX(lsn) FROM partition_log WHERE partition_id = ?),
+		(SELECT first_lsn FROM partition_log_start WHERE partition_id = ?),
+		(SELECT MAX(lsn) FROM partition_snapshots WHERE partition_id = ? AND discarded_at IS NULL)`,
+		partitionID, partitionID, partitionID).Scan(&lastRow, &start, &lastSnap); err != nil {
+		return nil, fmt.Errorf("mysqllog: open partition %d: reading where the log starts and ends: %w", partitionID, err)
 	}
+	first := max(start.V, 1)
+	last := max(lastRow.V, first-1, lastSnap.V)
 	l := &Log{
 		db:     db,
 		id:     partitionID,
@@ -188,9 +230,11 @@ func Open(ctx context.Context, db *sql.DB, partitionID, epoch uint64, opts Optio
 	}
 	l.workCond.L = &l.mu
 	l.spaceCond.L = &l.mu
-	l.lastLSN.Store(uint64(last.Int64))
-	l.durable.Store(uint64(last.Int64))
-	opts.Logger.Info("mysqllog: opened", slog.Uint64("partition", partitionID), slog.Uint64("epoch", epoch), slog.Int64("last_lsn", last.Int64))
+	l.lastLSN.Store(last)
+	l.durable.Store(last)
+	l.first.Store(first)
+	opts.Logger.Info("mysqllog: opened", slog.Uint64("partition", partitionID), slog.Uint64("epoch", epoch),
+		slog.Uint64("first_lsn", first), slog.Uint64("last_lsn", last))
 	go l.run()
 	return l, nil
 }
@@ -292,6 +336,12 @@ func (l *Log) Wait(ctx context.Context, lsn uint64) error {
 
 // LastLSN is the last LSN handed out (0 for an empty log).
 func (l *Log) LastLSN() uint64 { return l.lastLSN.Load() }
+
+// FirstLSN is the first LSN the log still holds: 1 until DeleteBefore
+// deleted rows, then the LSN after the last row deleted (LastLSN+1 when
+// every row was). It is never 0, and Replay(FirstLSN(), ...) is always
+// valid. coordinator.Recover reads it to choose a snapshot.
+func (l *Log) FirstLSN() uint64 { return l.first.Load() }
 
 // DurableLSN is the last committed LSN.
 func (l *Log) DurableLSN() uint64 { return l.durable.Load() }
@@ -437,22 +487,65 @@ func (l *Log) write(first uint64, batch []wal.Entry) error {
 
 // Replay calls fn for every durable record with an LSN >= from (0 means 1),
 // in order, up to DurableLSN as of the call. fn must not keep e.Payload.
-// It returns fn's error unwrapped, ErrCorrupt for a gap or a bad row.
+// It returns fn's error unwrapped; an error wrapping wal.ErrCompacted if
+// from is below FirstLSN, or if DeleteBefore deleted rows the replay had
+// not reached yet (possibly after fn saw some); ErrCorrupt for any other
+// missing row or a bad row.
 func (l *Log) Replay(from uint64, fn func(lsn uint64, e wal.Entry) error) error {
 	from = max(from, 1)
 	limit := l.durable.Load()
+	if first := l.first.Load(); from < first {
+		return fmt.Errorf("mysqllog: partition %d: replay from lsn %d, but the log starts at lsn %d (the records before it were replaced by a snapshot): %w",
+			l.id, from, first, wal.ErrCompacted)
+	}
 	next := from
 	for next <= limit {
 		n, err := l.replayPage(next, limit, fn)
+		if g, ok := err.(gapError); ok {
+			return l.gap(g.want, g.found)
+		}
 		if err != nil {
 			return err
 		}
 		if n == 0 {
-			return fmt.Errorf("%w: partition %d: lsn %d is missing (durable up to %d)", ErrCorrupt, l.id, next, limit)
+			return l.gap(next, 0)
 		}
 		next += uint64(n)
 	}
 	return nil
+}
+
+// gapError is replayPage's report of a missing row: want is missing, found
+// the next row (0 for none).
+type gapError struct{ want, found uint64 }
+
+func (g gapError) Error() string { return fmt.Sprintf("lsn %d is missing", g.want) }
+
+// gap explains a missing row: compaction deleted it (wal.ErrCompacted) or
+// the log is damaged (ErrCorrupt). partition_log_start is raised in the
+// transaction that deletes, so it says which, even while FirstLSN has not
+// caught up yet.
+func (l *Log) gap(want, found uint64) error {
+	next := "no later row up to the durable lsn"
+	if found != 0 {
+		next = fmt.Sprintf("the next row is lsn %d", found)
+	}
+	first := l.first.Load()
+	if want >= first {
+		ctx, cancel := context.WithTimeout(context.Background(), l.opts.StatementTimeout)
+		defer cancel()
+		var start sql.Null[uint64]
+		err := l.db.QueryRowContext(ctx, "SELECT first_lsn FROM partition_log_start WHERE partition_id = ?", l.id).Scan(&start)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("mysqllog: partition %d: lsn %d is missing (%s), and reading where the log starts failed: %w", l.id, want, next, err)
+		}
+		first = max(first, start.V)
+	}
+	if want < first {
+		return fmt.Errorf("mysqllog: partition %d: lsn %d was deleted during the replay (the log now starts at lsn %d): %w",
+			l.id, want, first, wal.ErrCompacted)
+	}
+	return fmt.Errorf("%w: partition %d: lsn %d is missing (%s)", ErrCorrupt, l.id, want, next)
 }
 
 // replayPage replays up to one page from next and returns how many records
@@ -478,7 +571,7 @@ func (l *Log) replayPage(next, limit uint64, fn func(uint64, wal.Entry) error) (
 		want := next + uint64(n)
 		switch {
 		case lsn != want:
-			return 0, fmt.Errorf("%w: partition %d: lsn %d is missing (the next row is lsn %d)", ErrCorrupt, l.id, want, lsn)
+			return 0, gapError{want: want, found: lsn}
 		case typ == 0:
 			return 0, fmt.Errorf("%w: partition %d: lsn %d has type 0", ErrCorrupt, l.id, lsn)
 		case len(payload) > l.opts.MaxRecordBytes:

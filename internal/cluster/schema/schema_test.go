@@ -3,6 +3,7 @@ package schema_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -198,5 +199,126 @@ func TestSplit(t *testing.T) {
 	bad := fstest.MapFS{"migrations/0001_a.sql": {Data: []byte("X;")}, "migrations/0003_c.sql": {Data: []byte("X;")}}
 	if _, err := schema.LoadForTest(bad); err == nil {
 		t.Fatal("a gap in versions was accepted")
+	}
+}
+
+// Every statement of every migration can run again on a migrated
+// database: a migration cut short is re-run from its first statement.
+func TestMigrationsRerunnable(t *testing.T) {
+	t.Parallel()
+	_, db := clustertest.DB(t)
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET SESSION explicit_defaults_for_timestamp = 1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range schema.Migrations() {
+		for i, s := range m.Statements() {
+			if _, err := conn.ExecContext(ctx, s); err != nil {
+				t.Fatalf("%s, statement %d, run again: %v", m.Name, i+1, err)
+			}
+		}
+	}
+	if err := schema.Check(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A database at version 1 (a cluster of an earlier tenure) gets the later
+// migrations only, and keeps its rows.
+func TestMigrateFromVersion1(t *testing.T) {
+	t.Parallel()
+	dsn := clustertest.NewDatabase(t)
+	db := clustertest.Open(t, dsn)
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, s := range []string{
+		"SET SESSION explicit_defaults_for_timestamp = 1",
+		`CREATE TABLE schema_migrations (version INT UNSIGNED NOT NULL, name VARCHAR(255) NOT NULL,
+			applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), PRIMARY KEY (version))`,
+	} {
+		if _, err := conn.ExecContext(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v1 := schema.Migrations()[0]
+	for _, s := range v1.Statements() {
+		if _, err := conn.ExecContext(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []string{
+		"INSERT INTO schema_migrations (version, name) VALUES (1, '" + v1.Name + "')",
+		"INSERT INTO partition_log (partition_id, lsn, type, payload) VALUES (7, 1, 1, 'x')",
+	} {
+		if _, err := conn.ExecContext(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := schema.Check(ctx, db); !errors.Is(err, schema.ErrNotMigrated) || !strings.Contains(err.Error(), "0002_partition_snapshots.sql") {
+		t.Fatalf("Check at version 1 = %v, want ErrNotMigrated naming 0002", err)
+	}
+	applied, err := schema.Migrate(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{2}; !slices.Equal(applied[:1], want) || len(applied) != schema.Latest()-1 {
+		t.Fatalf("Migrate from version 1 applied %v, want 2..%d", applied, schema.Latest())
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM partition_log").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("partition_log has %d rows after the upgrade (%v)", n, err)
+	}
+}
+
+// The snapshot tables of 0002: their keys are what package mysqllog's
+// queries and fencing rely on.
+func TestSnapshotTables(t *testing.T) {
+	t.Parallel()
+	_, db := clustertest.DB(t)
+	rows, err := db.Query(`SELECT TABLE_NAME, INDEX_NAME, NON_UNIQUE, GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX)
+		FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()
+		AND TABLE_NAME IN ('partition_snapshots', 'partition_snapshot_chunks', 'partition_log_start')
+		GROUP BY TABLE_NAME, INDEX_NAME, NON_UNIQUE`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var table, index, cols string
+		var nonUnique int
+		if err := rows.Scan(&table, &index, &nonUnique, &cols); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s.%s unique=%v (%s)", table, index, nonUnique == 0, cols))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"partition_log_start.PRIMARY unique=true (partition_id)",
+		"partition_snapshot_chunks.PRIMARY unique=true (partition_id,lsn,chunk)",
+		"partition_snapshots.PRIMARY unique=true (partition_id,lsn)",
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("keys:\n got %q\nwant %q", got, want)
+	}
+	var extra string
+	if err := db.QueryRow(`SELECT EXTRA FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()
+		AND TABLE_NAME = 'partition_snapshots' AND COLUMN_NAME = 'created_at'`).Scan(&extra); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.ToLower(extra), "on update") {
+		t.Fatalf("partition_snapshots.created_at has %q", extra)
 	}
 }
