@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -14,8 +15,19 @@ const (
 	maxOpenConns    = 32
 	maxIdleConns    = 8
 	connMaxLifetime = 5 * time.Minute
-	connMaxIdleTime = time.Minute
 	dialTimeout     = 5 * time.Second
+	// waitTimeout is the session's wait_timeout: the server closes a
+	// connection that sends nothing for this long, rolling back its open
+	// transaction. A node frozen in the middle of a transaction (SIGSTOP, a
+	// long GC pause, a partitioned network) would otherwise hold its row
+	// locks — the partition's epoch row, locked by every append — until its
+	// TCP connection died, and the coordinator could not move the
+	// partition. Our transactions send their statements back to back, so
+	// a few seconds of silence means the client is gone.
+	waitTimeout = 5 * time.Second
+	// connMaxIdleTime is below waitTimeout, so the pool drops idle
+	// connections before the server does.
+	connMaxIdleTime = waitTimeout - time.Second
 )
 
 // OpenDB parses a go-sql-driver/mysql DSN (user:pass@tcp(host:port)/db) and
@@ -29,6 +41,8 @@ const (
 //   - interpolateParams: one round trip per statement (no server-side
 //     prepare), which group commit counts on.
 //   - maxAllowedPacket 0: the driver asks the server for its limit.
+//   - wait_timeout 5 s (unless the DSN sets it): a client frozen inside a
+//     transaction loses its connection and its row locks within seconds.
 //
 // The pool is bounded (32 open connections). The DSN must name a database
 // for everything but schema.CreateDatabase.
@@ -41,6 +55,9 @@ func OpenDB(dsn string) (*sql.DB, error) {
 		cfg.Params = make(map[string]string)
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
+	if _, set := cfg.Params["wait_timeout"]; !set {
+		cfg.Params["wait_timeout"] = strconv.Itoa(int(waitTimeout / time.Second))
+	}
 	cfg.Params["sql_mode"] = "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
