@@ -154,6 +154,26 @@ type Coordinator struct {
 	NodeID  string // the caller: its owner_id in helix_locks
 }
 
+// checkCoordinator reads the coordinator lock's row with a shared lock,
+// held until tx ends, and returns ErrNotCoordinator unless it names c's
+// node as owner and is live by the database's clock.
+func checkCoordinator(ctx context.Context, tx *sql.Tx, c Coordinator) error {
+	var owner string
+	var live bool
+	err := tx.QueryRowContext(ctx, "SELECT owner_id, expires_at >= NOW(6) FROM helix_locks WHERE lock_key = ? AND status = 1 LOCK IN SHARE MODE",
+		c.LockKey).Scan(&owner, &live)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%w: lock %q does not exist", ErrNotCoordinator, c.LockKey)
+	}
+	if err != nil {
+		return fmt.Errorf("partition: apply: reading the coordinator lock: %w", err)
+	}
+	if owner != c.NodeID || !live {
+		return fmt.Errorf("%w: lock %q is held by %q (live %v), not %q", ErrNotCoordinator, c.LockKey, owner, live, c.NodeID)
+	}
+	return nil
+}
+
 // Apply writes the owners in next (as CalculateAllocation returns them),
 // in one transaction fenced by the coordinator lock (see the package
 // documentation), and returns the partitions whose owner changed, with
@@ -165,20 +185,6 @@ func (s *Store) Apply(ctx context.Context, c Coordinator, next map[cluster.Parti
 		return nil, fmt.Errorf("partition: apply: %w", err)
 	}
 	defer tx.Rollback()
-
-	var owner string
-	var live bool
-	err = tx.QueryRowContext(ctx, "SELECT owner_id, expires_at >= NOW(6) FROM helix_locks WHERE lock_key = ? AND status = 1 LOCK IN SHARE MODE",
-		c.LockKey).Scan(&owner, &live)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%w: lock %q does not exist", ErrNotCoordinator, c.LockKey)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("partition: apply: reading the coordinator lock: %w", err)
-	}
-	if owner != c.NodeID || !live {
-		return nil, fmt.Errorf("%w: lock %q is held by %q (live %v), not %q", ErrNotCoordinator, c.LockKey, owner, live, c.NodeID)
-	}
 
 	rows, err := tx.QueryContext(ctx, selectColumns+" ORDER BY namespace, queue, partition_no LIMIT ? FOR UPDATE", MaxPartitions+1)
 	if err != nil {
@@ -196,6 +202,14 @@ func (s *Store) Apply(ctx context.Context, c Coordinator, next map[cluster.Parti
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("partition: apply: %w", err)
+	}
+
+	// The coordinator lock is checked (and share-locked until commit)
+	// only now that the partition rows are ours: waiting for a row lock,
+	// e.g. of an owner frozen in the middle of an append, must not hold the
+	// lock row, or the coordinator's own renewals would queue behind it.
+	if err := checkCoordinator(ctx, tx, c); err != nil {
+		return nil, err
 	}
 
 	var changed []Assignment
