@@ -100,6 +100,16 @@ type clusterStatus struct {
 	Partitions    int                 `json:"partitions"`
 	Unassigned    int                 `json:"unassigned"`
 	OwnedByGone   int                 `json:"owned_by_inactive_or_unknown"`
+	Map           []clusterPartition  `json:"partition_map"`
+}
+
+type clusterPartition struct {
+	Namespace string `json:"namespace"`
+	Queue     string `json:"queue"`
+	Partition uint32 `json:"partition"`
+	ID        uint64 `json:"id"` // in task ids: "…-p<id>"
+	Owner     string `json:"owner"`
+	Epoch     uint64 `json:"epoch"`
 }
 
 type clusterCoordinator struct {
@@ -167,7 +177,9 @@ func runClusterStatus(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	owned := make(map[string]int)
 	queues := make(map[[2]string]bool)
+	st.Map = []clusterPartition{}
 	for _, p := range parts {
+		st.Map = append(st.Map, clusterPartition{p.Key.Namespace, p.Key.Queue, p.Key.Partition, p.ID, p.Owner, p.Epoch})
 		queues[[2]string{p.Key.Namespace, p.Key.Queue}] = true
 		if p.Owner == "" {
 			st.Unassigned++
@@ -201,14 +213,38 @@ func runClusterStatus(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	fmt.Fprintf(stdout, "partitions: %d in %d queues, %d unassigned, %d owned by inactive or unknown nodes\n",
 		st.Partitions, st.Queues, st.Unassigned, st.OwnedByGone)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	if len(st.Nodes) == 0 {
 		fmt.Fprintln(stdout, "nodes: none registered")
+	} else if err := printNodes(tw, st.Nodes); err != nil {
+		return err
+	}
+	if len(st.Map) == 0 {
 		return nil
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	// The partition map, one line per queue: partition:owner@epoch.
+	fmt.Fprintln(stdout)
+	fmt.Fprintln(tw, "QUEUE\tPARTITIONS (partition:owner@epoch, id in task ids)")
+	for i := 0; i < len(st.Map); {
+		q := st.Map[i]
+		var cells []string
+		for ; i < len(st.Map) && st.Map[i].Namespace == q.Namespace && st.Map[i].Queue == q.Queue; i++ {
+			p := st.Map[i]
+			owner := p.Owner
+			if owner == "" {
+				owner = "-"
+			}
+			cells = append(cells, fmt.Sprintf("%d:%s@%d(p%d)", p.Partition, owner, p.Epoch, p.ID))
+		}
+		fmt.Fprintf(tw, "%s/%s\t%s\n", q.Namespace, q.Queue, strings.Join(cells, " "))
+	}
+	return tw.Flush()
+}
+
+func printNodes(tw *tabwriter.Writer, nodes []clusterNode) error {
 	fmt.Fprintln(tw, "NODE\tSTATUS\tADDRESS\tLAST HEARTBEAT\tPARTITIONS")
-	sort.Slice(st.Nodes, func(i, j int) bool { return st.Nodes[i].NodeID < st.Nodes[j].NodeID })
-	for _, n := range st.Nodes {
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].NodeID < nodes[j].NodeID })
+	for _, n := range nodes {
 		status := "active"
 		if !n.Active {
 			status = "inactive"

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 	"github.com/tenurehq/tenure/internal/cluster/election"
 	"github.com/tenurehq/tenure/internal/cluster/partition"
@@ -58,8 +59,13 @@ func TestMigrateAndClusterStatus(t *testing.T) {
 	if err := partition.New(db).EnsureQueue(ctx, "ns", "q", 8); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := partition.New(db).Apply(ctx, partition.Coordinator{LockKey: election.DefaultLockKey, NodeID: "node-a"},
+		map[cluster.PartitionKey]string{{Namespace: "ns", Queue: "q", Partition: 3}: "node-b"}); err != nil {
+		t.Fatal(err)
+	}
 	out := runOK("cluster", "status")
-	for _, want := range []string{"coordinator: node-a (epoch 1", "8 in 1 queues, 8 unassigned", "node-b  active  node-b:7070"} {
+	for _, want := range []string{"coordinator: node-a (epoch 1", "8 in 1 queues, 7 unassigned", "node-b  active  node-b:7070",
+		"ns/q   0:-@0(p1) 1:-@0(p2) 2:-@0(p3) 3:node-b@1(p4)"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("status lacks %q:\n%s", want, out)
 		}
@@ -67,6 +73,9 @@ func TestMigrateAndClusterStatus(t *testing.T) {
 	var st clusterStatus
 	if err := json.Unmarshal([]byte(runOK("cluster", "status", "--json")), &st); err != nil || st.Coordinator == nil || st.Coordinator.NodeID != "node-a" || len(st.Nodes) != 2 {
 		t.Fatalf("status --json: %+v, %v", st, err)
+	}
+	if len(st.Map) != 8 || st.Map[3] != (clusterPartition{"ns", "q", 3, 4, "node-b", 1}) {
+		t.Fatalf("status --json partition map: %+v", st.Map)
 	}
 	if code := run(ctx, []string{"migrate", "--mysql", ""}, &bytes.Buffer{}, &bytes.Buffer{}); code != 2 {
 		t.Fatalf("migrate without a DSN: exit %d, want 2", code)
