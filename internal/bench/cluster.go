@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,7 +10,9 @@ import (
 
 	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/cluster/member"
+	"github.com/tenurehq/tenure/internal/cluster/partition"
 	"github.com/tenurehq/tenure/internal/cluster/schema"
+	"github.com/tenurehq/tenure/internal/coordinator"
 )
 
 // startCluster starts cfg.Cluster cluster-mode nodes in this process on
@@ -26,6 +29,7 @@ func startCluster(ctx context.Context, cfg Config, lg *slog.Logger) (*target, er
 		return nil, fmt.Errorf("bench: migrating the cluster database: %w", err)
 	}
 	tg := &target{}
+	var first *member.Member
 	var stops []func()
 	tg.stop = func() error {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -51,9 +55,26 @@ func startCluster(ctx context.Context, cfg Config, lg *slog.Logger) (*target, er
 			tg.stop()
 			return nil, fmt.Errorf("bench: starting node %d: %w", i+1, err)
 		}
+		if first == nil {
+			first = m
+		}
 		stopAPI := serve(m, ln, lg)
 		stops = append(stops, func() { stopAPI(); m.Close() })
 		tg.urls = append(tg.urls, "http://"+ln.Addr().String())
+	}
+	// Create the run's queues and wait until each of their partitions is
+	// served (a listing visits them all), so that no timed call waits for
+	// the first assignment.
+	store := partition.New(db)
+	for _, q := range []string{cfg.Queue, cfg.Queue + "-probe-submit", cfg.Queue + "-probe-handoff"} {
+		if err := store.EnsureQueue(ctx, cfg.Namespace, q, cmp.Or(cfg.Partitions, partition.DefaultPartitions)); err != nil {
+			tg.stop()
+			return nil, fmt.Errorf("bench: creating queue %s: %w", q, err)
+		}
+		if _, _, err := first.List(ctx, coordinator.ListFilter{Namespace: cfg.Namespace, Queue: q, Limit: 1}); err != nil {
+			tg.stop()
+			return nil, fmt.Errorf("bench: waiting for the partitions of %s to be served: %w", q, err)
+		}
 	}
 	tg.label = fmt.Sprintf("cluster of %d nodes on %s", cfg.Cluster, redactDSN(cfg.MySQL))
 	tg.fsync = "database commit"
