@@ -47,7 +47,7 @@ const (
 	DefaultPayloadBytes  = 64
 	DefaultSubmitters    = 16
 	DefaultBatch         = 100
-	DefaultWorkers       = 4
+	DefaultWorkers       = 8
 	DefaultConcurrency   = 64
 	DefaultLeaseBatch    = 64
 	DefaultCompleteBatch = 64
