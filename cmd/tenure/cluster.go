@@ -27,7 +27,7 @@ func init() {
 // addMySQLFlag adds --mysql, the cluster database's DSN.
 func addMySQLFlag(fs *flag.FlagSet) *string {
 	return fs.String("mysql", envOr("TENURE_MYSQL", ""),
-		"cluster database, as a go-sql-driver DSN: user:password@tcp(host:3306)/dbname (env TENURE_MYSQL)")
+		"cluster database, as a go-sql-driver DSN: user:password@tcp(host:3306)/dbname; migrate and server create dbname if missing (env TENURE_MYSQL)")
 }
 
 // openClusterDB checks the DSN and opens a pool on it.
@@ -64,6 +64,11 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	if !*check && *dsn != "" {
+		if err := cluster.CreateDatabase(ctx, *dsn); err != nil {
+			return err
+		}
+	}
 	db, err := openClusterDB(ctx, *dsn)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 	"github.com/tenurehq/tenure/internal/cluster/election"
@@ -79,5 +80,31 @@ func TestMigrateAndClusterStatus(t *testing.T) {
 	}
 	if code := run(ctx, []string{"migrate", "--mysql", ""}, &bytes.Buffer{}, &bytes.Buffer{}); code != 2 {
 		t.Fatalf("migrate without a DSN: exit %d, want 2", code)
+	}
+}
+
+// tenure migrate (and tenure server --mysql) create the database the DSN
+// names when it does not exist yet.
+func TestMigrateCreatesTheDatabase(t *testing.T) {
+	base := clustertest.NewDatabase(t)
+	cfg, err := mysql.ParseDSN(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBName += "_created"
+	dsn := cfg.FormatDSN()
+	admin := clustertest.Open(t, base)
+	t.Cleanup(func() { admin.Exec("DROP DATABASE IF EXISTS `" + cfg.DBName + "`") })
+	var out, errb bytes.Buffer
+	if code := run(t.Context(), []string{"migrate", "--mysql", dsn}, &out, &errb); code != 0 {
+		t.Fatalf("migrate into a missing database: exit %d: %s", code, errb.String())
+	}
+	var n int
+	if err := admin.QueryRow("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = 'helix_locks'", cfg.DBName).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("helix_locks in the created database: %d, %v", n, err)
+	}
+	cfg.DBName = ""
+	if code := run(t.Context(), []string{"migrate", "--mysql", cfg.FormatDSN()}, &out, &errb); code == 0 || !strings.Contains(errb.String(), "names no database") {
+		t.Fatalf("migrate with no database in the DSN: exit %d: %s", code, errb.String())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/cluster/election"
 	"github.com/tenurehq/tenure/internal/cluster/member"
 	"github.com/tenurehq/tenure/internal/cluster/partition"
@@ -66,6 +67,11 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		return usageError{fmt.Sprintf("--advertise %q: give a host:port the other nodes can reach (not an unspecified address like 0.0.0.0)", advertise)}
 	}
 
+	if *cf.migrate {
+		if err := cluster.CreateDatabase(ctx, *cf.dsn); err != nil {
+			return err
+		}
+	}
 	db, err := openClusterDB(ctx, *cf.dsn)
 	if err != nil {
 		return err

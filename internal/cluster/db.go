@@ -1,10 +1,12 @@
 package cluster
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -102,4 +104,34 @@ func mysqlErrNumber(err error) uint16 {
 		return me.Number
 	}
 	return 0
+}
+
+// CreateDatabase creates the database the DSN names if it does not exist
+// (CREATE DATABASE IF NOT EXISTS, utf8mb4 with a binary collation, as the
+// tables use), connecting without a default database to do it.
+func CreateDatabase(ctx context.Context, dsn string) error {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return fmt.Errorf("cluster: parsing the mysql dsn: %w", err)
+	}
+	name := cfg.DBName
+	if name == "" {
+		return fmt.Errorf("cluster: the dsn names no database (…/dbname at its end)")
+	}
+	if err := CheckName("database name", name); err != nil {
+		return err
+	}
+	if len(name) > 64 || strings.ContainsAny(name, "`\x00/\\.") {
+		return fmt.Errorf("cluster: database name %q: use at most 64 characters, none of ` / \\ . or NUL", name)
+	}
+	cfg.DBName = ""
+	db, err := OpenDB(cfg.FormatDSN())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+		return fmt.Errorf("cluster: creating database %q: %w", name, err)
+	}
+	return nil
 }
