@@ -17,7 +17,11 @@
 //     checked against MaxChunkBytes and against the bytes left in the file
 //     before anything is allocated, and it never panics, whatever the input.
 //   - Neither the writer nor the reader holds the whole state as one encoded
-//     message: both work one chunk (at most 1024 tasks) at a time.
+//     message: the writer works one chunk (at most 1024 tasks) at a time;
+//     the reader reads chunks in order, verifies and decodes a few of them
+//     (2×GOMAXPROCS+2 at most) concurrently, and adds their tasks to the
+//     state in file order, so that it reports the first problem in the file
+//     as a one-chunk-at-a-time reader would.
 //
 // # On-disk format
 //

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"runtime"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 
@@ -183,108 +185,288 @@ func decodeHeader(b []byte) (lastLSN, epoch uint64, reason string) {
 // verifying every checksum and every task (see the package documentation).
 // Errors about the content are *CorruptError (with an empty Path); read
 // errors are returned wrapped.
+//
+// It reads r sequentially on one goroutine, verifies and decodes chunks on
+// GOMAXPROCS others, and adds their tasks to the state in file order on the
+// calling goroutine. The first problem in file order is the one reported,
+// as if the chunks had been decoded one after the other.
 func Decode(r io.Reader, size int64) (*state.State, Summary, error) {
 	var sum Summary
-	corrupt := func(off int64, format string, args ...any) (*state.State, Summary, error) {
-		return nil, sum, &CorruptError{Offset: off, Reason: fmt.Sprintf(format, args...)}
-	}
-	readErr := func(off int64, what string, err error) (*state.State, Summary, error) {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return corrupt(off, "%s cut short (file shorter than its size %d)", what, size)
-		}
-		return nil, sum, fmt.Errorf("snapshot: read at offset %d: %w", off, err)
-	}
+	fail := func(err error) (*state.State, Summary, error) { return nil, sum, err }
 	if size < headerSize+trailerSize {
-		return corrupt(0, "file is %d bytes, shorter than a header and a trailer (%d)", size, headerSize+trailerSize)
+		return fail(corruptAt(0, "file is %d bytes, shorter than a header and a trailer (%d)", size, headerSize+trailerSize))
 	}
 	br := bufio.NewReaderSize(r, 256<<10)
 	var hdr [headerSize]byte
 	if _, err := io.ReadFull(br, hdr[:]); err != nil {
-		return readErr(0, "header", err)
+		return fail(readError(0, "header", err, size))
 	}
 	lastLSN, epoch, reason := decodeHeader(hdr[:])
 	if reason != "" {
-		return corrupt(0, "%s", reason)
+		return fail(corruptAt(0, "%s", reason))
 	}
 	sum.LastLSN, sum.Epoch, sum.Bytes = lastLSN, epoch, size
-	fileCRC := crc32.Update(0, castagnoli, hdr[:])
 
 	loader := state.NewLoader(lastLSN, epoch)
-	end := size - trailerSize
-	off := int64(headerSize)
-	var (
-		ch      [chunkHeadSize]byte
-		payload []byte
-		chunk   snapshotpb.TaskChunk
-	)
-	for off < end {
-		if end-off < chunkHeadSize {
-			return corrupt(off, "%d bytes before the trailer, too few for a chunk header", end-off)
+	if n := taskCountHint(r, size); n > 0 {
+		loader.Grow(n)
+	}
+	cr := newChunkReader(br, size, crc32.Update(0, castagnoli, hdr[:]))
+	for j := range cr.order {
+		<-j.done
+		if j.err != nil {
+			cr.stop()
+			return fail(j.err)
 		}
-		if _, err := io.ReadFull(br, ch[:]); err != nil {
-			return readErr(off, "chunk header", err)
-		}
-		n := int64(binary.LittleEndian.Uint32(ch[0:4]))
-		switch {
-		case n == 0:
-			return corrupt(off, "empty chunk")
-		case n > MaxChunkBytes:
-			return corrupt(off, "chunk claims %d bytes, over MaxChunkBytes = %d", n, MaxChunkBytes)
-		case n > end-off-chunkHeadSize:
-			return corrupt(off, "chunk claims %d bytes, but only %d remain before the trailer", n, end-off-chunkHeadSize)
-		}
-		if int64(cap(payload)) < n {
-			payload = make([]byte, n)
-		}
-		p := payload[:n]
-		if _, err := io.ReadFull(br, p); err != nil {
-			return readErr(off, "chunk", err)
-		}
-		if crc32.Checksum(p, castagnoli) != binary.LittleEndian.Uint32(ch[4:8]) {
-			return corrupt(off, "chunk checksum mismatch")
-		}
-		fileCRC = crc32.Update(crc32.Update(fileCRC, castagnoli, ch[:]), castagnoli, p)
-		if err := proto.Unmarshal(p, &chunk); err != nil {
-			return corrupt(off, "chunk does not decode: %v", err)
-		}
-		if len(chunk.Tasks) == 0 {
-			return corrupt(off, "chunk holds no task")
-		}
-		for _, m := range chunk.Tasks {
-			t, lease := taskFromMessage(m)
-			if err := loader.Add(t, lease); err != nil {
-				return corrupt(off, "%v", err)
+		for i, t := range j.tasks {
+			if err := loader.Add(t, j.leases[i]); err != nil {
+				cr.stop()
+				return fail(corruptAt(j.off, "%v", err))
 			}
 			sum.Tasks++
 		}
 		sum.Chunks++
-		off += chunkHeadSize + n
+		cr.release(j)
 	}
+	cr.stop() // all chunks read: waits for the goroutines, which are done
+	off, fileCRC := cr.off, cr.fileCRC
+
 	var tr [trailerSize]byte
 	if _, err := io.ReadFull(br, tr[:]); err != nil {
-		return readErr(off, "trailer", err)
+		return fail(readError(off, "trailer", err, size))
 	}
 	if string(tr[0:8]) != endMagic {
-		return corrupt(off, "bad trailer magic %q", tr[0:8])
+		return fail(corruptAt(off, "bad trailer magic %q", tr[0:8]))
 	}
 	if crc := crc32.Update(fileCRC, castagnoli, tr[:20]); crc != binary.LittleEndian.Uint32(tr[20:24]) {
-		return corrupt(off, "file checksum mismatch")
+		return fail(corruptAt(off, "file checksum mismatch"))
 	}
 	if n := binary.LittleEndian.Uint64(tr[8:16]); n != uint64(sum.Tasks) {
-		return corrupt(off, "trailer counts %d tasks, the chunks hold %d", n, sum.Tasks)
+		return fail(corruptAt(off, "trailer counts %d tasks, the chunks hold %d", n, sum.Tasks))
 	}
 	if n := binary.LittleEndian.Uint32(tr[16:20]); n != uint32(sum.Chunks) {
-		return corrupt(off, "trailer counts %d chunks, the file holds %d", n, sum.Chunks)
+		return fail(corruptAt(off, "trailer counts %d chunks, the file holds %d", n, sum.Chunks))
 	}
 	if _, err := br.ReadByte(); err != io.EOF {
 		if err != nil {
-			return readErr(off, "end of file", err)
+			return fail(readError(off, "end of file", err, size))
 		}
-		return corrupt(size, "data after the trailer (file longer than its size %d)", size)
+		return fail(corruptAt(size, "data after the trailer (file longer than its size %d)", size))
 	}
 	st, err := loader.State()
 	if err != nil {
-		return corrupt(off, "%v", err)
+		return fail(corruptAt(off, "%v", err))
 	}
 	return st, sum, nil
+}
+
+func corruptAt(off int64, format string, args ...any) error {
+	return &CorruptError{Offset: off, Reason: fmt.Sprintf(format, args...)}
+}
+
+// readError is the error of a read at off of what in a file of size bytes.
+func readError(off int64, what string, err error, size int64) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return corruptAt(off, "%s cut short (file shorter than its size %d)", what, size)
+	}
+	return fmt.Errorf("snapshot: read at offset %d: %w", off, err)
+}
+
+// minTaskBytes is less than the encoding of any valid task (an id, a
+// namespace, a queue, a window, a retry policy, a creation LSN and an LSN
+// list take more), so that a lying trailer cannot make taskCountHint ask
+// for much more memory than the file's size.
+const minTaskBytes = 16
+
+// taskCountHint returns the task count of the trailer of the size-byte
+// snapshot r, if r can read it without disturbing its sequential reading,
+// or 0. It is not verified (the trailer's checksum covers the whole file),
+// so it is used only to size the state's indexes, and bounded by size.
+func taskCountHint(r io.Reader, size int64) int {
+	ra, ok := r.(io.ReaderAt)
+	if !ok {
+		return 0
+	}
+	var tr [trailerSize]byte
+	if _, err := ra.ReadAt(tr[:], size-trailerSize); err != nil || string(tr[0:8]) != endMagic {
+		return 0
+	}
+	n := binary.LittleEndian.Uint64(tr[8:16])
+	if limit := uint64(size-headerSize-trailerSize) / minTaskBytes; n > limit {
+		return 0
+	}
+	return int(n)
+}
+
+// chunkJob is one chunk on its way from the reader through a decoder to
+// Decode.
+type chunkJob struct {
+	off    int64 // offset of the chunk header
+	crc    uint32
+	buf    []byte // payload (the first n bytes)
+	n      int
+	tasks  []*state.Task
+	leases []int
+	err    error         // the chunk's error, or the reader's at off
+	done   chan struct{} // closed once tasks or err are set
+}
+
+// chunkReader reads the chunks of a snapshot sequentially and decodes them
+// concurrently; order yields them in file order, each once it is done (or
+// with the error that ends the file, after which it closes). At most a
+// bounded number of chunks are in flight: Decode releases each one it has
+// used.
+type chunkReader struct {
+	order   chan *chunkJob
+	work    chan *chunkJob
+	free    chan *chunkJob
+	quit    chan struct{}
+	wg      sync.WaitGroup
+	stopped bool
+
+	// Set by the reader when it has read every chunk; read them after order
+	// is closed.
+	off     int64 // offset of the trailer
+	fileCRC uint32
+}
+
+func newChunkReader(br *bufio.Reader, size int64, fileCRC uint32) *chunkReader {
+	workers := runtime.GOMAXPROCS(0)
+	inFlight := 2*workers + 2
+	cr := &chunkReader{
+		order: make(chan *chunkJob, inFlight),
+		work:  make(chan *chunkJob, inFlight),
+		free:  make(chan *chunkJob, inFlight),
+		quit:  make(chan struct{}),
+	}
+	for range inFlight {
+		cr.free <- &chunkJob{}
+	}
+	cr.wg.Add(1 + workers)
+	go cr.read(br, size, fileCRC)
+	for range workers {
+		go cr.decode()
+	}
+	return cr
+}
+
+// stop ends the goroutines and waits for them.
+func (cr *chunkReader) stop() {
+	if !cr.stopped {
+		cr.stopped = true
+		close(cr.quit)
+		cr.wg.Wait()
+	}
+}
+
+// release returns a chunk that Decode has used.
+func (cr *chunkReader) release(j *chunkJob) {
+	clear(j.tasks)
+	j.tasks, j.leases = j.tasks[:0], j.leases[:0]
+	cr.free <- j // never blocks: free holds every job
+}
+
+// read is the reader goroutine.
+func (cr *chunkReader) read(br *bufio.Reader, size int64, fileCRC uint32) {
+	defer cr.wg.Done()
+	defer close(cr.work)
+	defer close(cr.order)
+	end := size - trailerSize
+	off := int64(headerSize)
+	var ch [chunkHeadSize]byte
+	// send passes j on; false means Decode has stopped.
+	send := func(j *chunkJob, decode bool) bool {
+		select {
+		case cr.order <- j:
+		case <-cr.quit:
+			return false
+		}
+		if !decode {
+			close(j.done)
+			return true
+		}
+		select {
+		case cr.work <- j:
+			return true
+		case <-cr.quit:
+			return false
+		}
+	}
+	for off < end {
+		var j *chunkJob
+		select {
+		case j = <-cr.free:
+		case <-cr.quit:
+			return
+		}
+		j.off, j.err, j.done = off, nil, make(chan struct{})
+		failed := func(err error) {
+			j.err = err
+			send(j, false)
+		}
+		if end-off < chunkHeadSize {
+			failed(corruptAt(off, "%d bytes before the trailer, too few for a chunk header", end-off))
+			return
+		}
+		if _, err := io.ReadFull(br, ch[:]); err != nil {
+			failed(readError(off, "chunk header", err, size))
+			return
+		}
+		n := int64(binary.LittleEndian.Uint32(ch[0:4]))
+		switch {
+		case n == 0:
+			failed(corruptAt(off, "empty chunk"))
+			return
+		case n > MaxChunkBytes:
+			failed(corruptAt(off, "chunk claims %d bytes, over MaxChunkBytes = %d", n, MaxChunkBytes))
+			return
+		case n > end-off-chunkHeadSize:
+			failed(corruptAt(off, "chunk claims %d bytes, but only %d remain before the trailer", n, end-off-chunkHeadSize))
+			return
+		}
+		if int64(cap(j.buf)) < n {
+			j.buf = make([]byte, n)
+		}
+		p := j.buf[:n]
+		if _, err := io.ReadFull(br, p); err != nil {
+			failed(readError(off, "chunk", err, size))
+			return
+		}
+		j.n, j.crc = int(n), binary.LittleEndian.Uint32(ch[4:8])
+		fileCRC = crc32.Update(crc32.Update(fileCRC, castagnoli, ch[:]), castagnoli, p)
+		if !send(j, true) {
+			return
+		}
+		off += chunkHeadSize + n
+	}
+	cr.off, cr.fileCRC = off, fileCRC
+}
+
+// decode is a decoding goroutine.
+func (cr *chunkReader) decode() {
+	defer cr.wg.Done()
+	var d chunkDecoder
+	for j := range cr.work {
+		select {
+		case <-cr.quit:
+			close(j.done) // nobody waits for it
+			continue
+		default:
+		}
+		p := j.buf[:j.n]
+		switch {
+		case crc32.Checksum(p, castagnoli) != j.crc:
+			j.err = corruptAt(j.off, "chunk checksum mismatch")
+		default:
+			var err error
+			j.tasks, j.leases, err = d.decode(p, j.tasks, j.leases)
+			switch {
+			case err != nil:
+				j.err = corruptAt(j.off, "chunk does not decode: %v", err)
+			case len(j.tasks) == 0:
+				j.err = corruptAt(j.off, "chunk holds no task")
+			}
+		}
+		close(j.done)
+	}
 }

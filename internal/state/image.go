@@ -169,3 +169,17 @@ func (l *Loader) State() (*State, error) {
 	l.s, l.err = nil, errors.New("state: Loader already finished")
 	return s, nil
 }
+
+// Grow tells a Loader that has no task yet that about n tasks will be
+// added (a hint, such as the count a snapshot's trailer claims), so that it
+// sizes the task index and the creation order once instead of growing them
+// task by task. It changes no content; a wrong hint costs only memory or
+// time.
+func (l *Loader) Grow(n int) {
+	if l.err != nil || n <= 0 || len(l.s.order) > 0 {
+		return
+	}
+	l.s.tasks = hashIndex{m: make(map[uint64]*Task, n)}
+	l.s.requests = hashIndex{m: make(map[uint64]*Task, n)}
+	l.s.order = make([]*Task, 0, n)
+}

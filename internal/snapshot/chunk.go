@@ -1,0 +1,388 @@
+package snapshot
+
+import (
+	"math"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tenurehq/tenure/internal/snapshot/snapshotpb"
+	"github.com/tenurehq/tenure/internal/state"
+)
+
+// chunkDecoder turns the payload of a chunk (a TaskChunk message) into
+// tasks for state.Loader.
+//
+// It has a fast path that reads the message with protowire straight into
+// state.Task values, without the intermediate snapshotpb messages. The fast
+// path accepts only the plain shape Encode writes: known field numbers with
+// their declared wire types, each singular field at most once, lsns packed,
+// strings valid UTF-8. For that shape proto.Unmarshal would succeed and
+// taskFromMessage would give the same tasks. On anything else (unusual but
+// valid, or invalid) it gives up, and the chunk is decoded again by
+// proto.Unmarshal and taskFromMessage, which decide what it means and word
+// any error, exactly as before the fast path existed.
+//
+// A chunkDecoder is not safe for concurrent use; each decoding goroutine
+// has its own.
+type chunkDecoder struct {
+	msg   snapshotpb.TaskChunk // the fallback's message, reused
+	execs []state.Execution    // scratch for one task's executions
+
+	// The last value of a few strings that many tasks share, so that equal
+	// values share one string instead of one allocation each.
+	namespace, queue, worker, reason, failure string
+}
+
+// decode appends the tasks of payload p, and the index of each one's current
+// lease, to tasks and leases. The tasks own their memory: nothing aliases p.
+// An error is proto.Unmarshal's.
+func (d *chunkDecoder) decode(p []byte, tasks []*state.Task, leases []int) ([]*state.Task, []int, error) {
+	n0 := len(tasks)
+	if tasks, leases, ok := d.fast(p, tasks, leases); ok {
+		return tasks, leases, nil
+	}
+	clear(tasks[n0:])
+	tasks, leases = tasks[:n0], leases[:n0]
+	err := proto.Unmarshal(p, &d.msg)
+	if err == nil {
+		for _, m := range d.msg.Tasks {
+			t, lease := taskFromMessage(m)
+			tasks = append(tasks, t)
+			leases = append(leases, lease)
+		}
+	}
+	d.msg.Reset()
+	return tasks, leases, err
+}
+
+// fast is the fast path of decode; false means it gave up.
+func (d *chunkDecoder) fast(p []byte, tasks []*state.Task, leases []int) ([]*state.Task, []int, bool) {
+	for len(p) > 0 {
+		num, typ, n := protowire.ConsumeTag(p)
+		if n < 0 || num != 1 || typ != protowire.BytesType {
+			return tasks, leases, false
+		}
+		p = p[n:]
+		b, n := protowire.ConsumeBytes(p)
+		if n < 0 {
+			return tasks, leases, false
+		}
+		p = p[n:]
+		t, lease, ok := d.task(b)
+		if !ok {
+			return tasks, leases, false
+		}
+		tasks = append(tasks, t)
+		leases = append(leases, lease)
+	}
+	return tasks, leases, true
+}
+
+// task decodes one TaskSnapshot as taskFromMessage(proto.Unmarshal(b))
+// would, or gives up.
+func (d *chunkDecoder) task(b []byte) (t *state.Task, lease int, ok bool) {
+	t = new(state.Task)
+	var (
+		seen         uint32
+		leaseCurrent bool
+	)
+	execs := d.execs[:0]
+	defer func() { clear(execs); d.execs = execs[:0] }()
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || num > 20 {
+			return nil, 0, false
+		}
+		b = b[n:]
+		bit := uint32(1) << num
+		if seen&bit != 0 && num != 18 {
+			return nil, 0, false // a repeated singular field: proto merges
+		}
+		seen |= bit
+		switch typ {
+		case protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return nil, 0, false
+			}
+			b = b[n:]
+			switch num {
+			case 5:
+				t.Window = time.Duration(int64(v))
+			case 8:
+				t.Priority = int32(protowire.DecodeZigZag(v & math.MaxUint32))
+			case 12:
+				t.CreatedLSN = v
+			case 13:
+				t.State = clampState(snapshotpb.TaskState(int32(v)))
+			case 14:
+				t.Attempt = uint32(v)
+			case 20:
+				leaseCurrent = protowire.DecodeBool(v)
+			default:
+				return nil, 0, false
+			}
+		case protowire.Fixed64Type:
+			v, n := protowire.ConsumeFixed64(b)
+			if n < 0 {
+				return nil, 0, false
+			}
+			b = b[n:]
+			switch num {
+			case 9:
+				t.NotBefore = state.Time(int64(v))
+			case 10:
+				t.CreatedAt = state.Time(int64(v))
+			case 11:
+				t.UpdatedAt = state.Time(int64(v))
+			default:
+				return nil, 0, false
+			}
+		case protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return nil, 0, false
+			}
+			b = b[n:]
+			ok := true
+			switch num {
+			case 1:
+				t.ID, ok = newString(v)
+			case 2:
+				t.Namespace, ok = sharedString(&d.namespace, v)
+			case 3:
+				t.Queue, ok = sharedString(&d.queue, v)
+			case 4:
+				t.Payload = cloneBytes(v)
+			case 6:
+				t.Retry, ok = retryPolicy(v)
+			case 7:
+				t.RequestID, ok = newString(v)
+			case 15:
+				t.Result = cloneBytes(v)
+			case 16:
+				// Usually the lease id of the last execution.
+				if k := len(execs); k > 0 && string(v) == execs[k-1].LeaseID {
+					t.CommittedBy = execs[k-1].LeaseID
+				} else {
+					t.CommittedBy, ok = newString(v)
+				}
+			case 17:
+				t.FailureReason, ok = sharedString(&d.failure, v)
+			case 18:
+				execs = append(execs, state.Execution{})
+				ok = d.execution(v, &execs[len(execs)-1], t.CommittedBy)
+			case 19:
+				t.LSNs, ok = packedUint64s(v)
+			default:
+				ok = false
+			}
+			if !ok {
+				return nil, 0, false
+			}
+		default:
+			return nil, 0, false
+		}
+	}
+	if len(execs) > 0 {
+		t.Executions = make([]state.Execution, len(execs))
+		copy(t.Executions, execs)
+	}
+	// As taskFromMessage.
+	lease = -1
+	if leaseCurrent {
+		lease = len(t.Executions) - 1
+		if lease < 0 {
+			lease = len(t.Executions)
+		}
+	}
+	return t, lease, true
+}
+
+// execution decodes one ExecutionSnapshot into e, or gives up.
+// committedBy is the task's CommittedBy so far, shared with an equal lease
+// id.
+func (d *chunkDecoder) execution(b []byte, e *state.Execution, committedBy string) bool {
+	var seen uint32
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || num > 11 {
+			return false
+		}
+		b = b[n:]
+		bit := uint32(1) << num
+		if seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		switch typ {
+		case protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return false
+			}
+			b = b[n:]
+			switch num {
+			case 1:
+				e.Attempt = uint32(v)
+			case 4:
+				e.Status = clampStatus(snapshotpb.ExecutionStatus(int32(v)))
+			case 5:
+				e.Finalize = protowire.DecodeBool(v)
+			default:
+				return false
+			}
+		case protowire.Fixed64Type:
+			v, n := protowire.ConsumeFixed64(b)
+			if n < 0 {
+				return false
+			}
+			b = b[n:]
+			switch num {
+			case 6:
+				e.LeasedAt = state.Time(int64(v))
+			case 7:
+				e.LeaseExpiry = state.Time(int64(v))
+			case 8:
+				e.StartedAt = state.Time(int64(v))
+			case 9:
+				e.CommittedAt = state.Time(int64(v))
+			case 10:
+				e.FinishedAt = state.Time(int64(v))
+			default:
+				return false
+			}
+		case protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return false
+			}
+			b = b[n:]
+			ok := true
+			switch num {
+			case 2:
+				if committedBy != "" && string(v) == committedBy {
+					e.LeaseID = committedBy
+				} else {
+					e.LeaseID, ok = newString(v)
+				}
+			case 3:
+				e.WorkerID, ok = sharedString(&d.worker, v)
+			case 11:
+				e.Reason, ok = sharedString(&d.reason, v)
+			default:
+				ok = false
+			}
+			if !ok {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// retryPolicy decodes a RetryPolicy as taskFromMessage would convert it, or
+// gives up.
+func retryPolicy(b []byte) (state.RetryPolicy, bool) {
+	var (
+		r    state.RetryPolicy
+		seen uint32
+	)
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || num > 4 {
+			return r, false
+		}
+		b = b[n:]
+		bit := uint32(1) << num
+		if seen&bit != 0 {
+			return r, false
+		}
+		seen |= bit
+		switch {
+		case typ == protowire.VarintType && num >= 1 && num <= 3:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return r, false
+			}
+			b = b[n:]
+			switch num {
+			case 1:
+				r.MaxAttempts = uint32(v)
+			case 2:
+				r.InitialBackoff = time.Duration(int64(v))
+			case 3:
+				r.MaxBackoff = time.Duration(int64(v))
+			}
+		case typ == protowire.Fixed64Type && num == 4:
+			v, n := protowire.ConsumeFixed64(b)
+			if n < 0 {
+				return r, false
+			}
+			b = b[n:]
+			r.Multiplier = math.Float64frombits(v)
+		default:
+			return r, false
+		}
+	}
+	return r, true
+}
+
+// packedUint64s decodes a packed repeated uint64 field, or gives up (also
+// on an empty one, which the fast path leaves to proto).
+func packedUint64s(b []byte) ([]uint64, bool) {
+	n := 0
+	for _, c := range b {
+		if c < 0x80 {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil, false
+	}
+	s := make([]uint64, 0, n)
+	for len(b) > 0 {
+		v, k := protowire.ConsumeVarint(b)
+		if k < 0 {
+			return nil, false
+		}
+		b = b[k:]
+		s = append(s, v)
+	}
+	return s, true
+}
+
+// newString copies a proto3 string field, which must be valid UTF-8.
+func newString(b []byte) (string, bool) {
+	if !utf8.Valid(b) {
+		return "", false
+	}
+	return string(b), true
+}
+
+// sharedString is newString that returns *last when it is equal, and
+// otherwise remembers the new string in *last.
+func sharedString(last *string, b []byte) (string, bool) {
+	if string(b) == *last {
+		return *last, true
+	}
+	s, ok := newString(b)
+	if ok {
+		*last = s
+	}
+	return s, ok
+}
+
+// cloneBytes copies a bytes field; empty is nil, as taskFromMessage makes
+// it.
+func cloneBytes(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append(make([]byte, 0, len(b)), b...)
+}
