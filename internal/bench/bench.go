@@ -122,8 +122,22 @@ func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, err
 // Shutdown waits 5s for every connection a client dialled but never used.
 func serve(b server.Backend, ln net.Listener, lg *slog.Logger) (stop func()) {
 	api := server.New(b, server.Options{Logger: lg})
+	// Close does not wait for running handlers: stop waits for them (the
+	// write lock waits for every read lock) and turns later ones away, so
+	// nothing the server does (a log line) outlives the run.
+	var mu sync.RWMutex
+	stopped := false
+	h := api.Handler()
 	srv := &http.Server{
-		Handler:           api.Handler(),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.RLock()
+			defer mu.RUnlock()
+			if stopped {
+				http.Error(w, "bench server stopped", http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, r)
+		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		Protocols:         new(http.Protocols),
 		ErrorLog:          slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
@@ -139,6 +153,9 @@ func serve(b server.Backend, ln net.Listener, lg *slog.Logger) (stop func()) {
 		api.Drain()
 		srv.Close()
 		<-served
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
 	}
 }
 
