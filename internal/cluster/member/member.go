@@ -52,7 +52,8 @@ type Member struct {
 	remotes map[string]server.Backend
 	closed  bool
 
-	rr atomic.Uint64 // round robin of submits without a request id
+	rr     atomic.Uint64 // round robin of submits without a request id
+	kicked atomic.Bool   // an out-of-turn assignment check is running
 
 	ctx    context.Context
 	cancel context.CancelFunc

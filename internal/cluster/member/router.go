@@ -152,7 +152,7 @@ func (m *Member) confirm(ctx context.Context, id uint64, c *coordinator.Coordina
 		return fmt.Errorf("%w: confirming partition %s is still served here: %v", coordinator.ErrUnavailable, o.a.Key, err)
 	}
 	if epoch != o.a.Epoch {
-		go m.reconcile(m.ctx)
+		m.kick()
 		return errNotServed(o.a, m.cfg.NodeID)
 	}
 	return nil

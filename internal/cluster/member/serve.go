@@ -249,10 +249,37 @@ func (m *Member) local(id uint64) *coordinator.Coordinator {
 	m.mu.Lock()
 	o := m.owned[id]
 	m.mu.Unlock()
-	if o == nil || o.c.Err() != nil {
+	if o == nil {
+		return nil
+	}
+	if o.c.Err() != nil {
+		m.kick() // close it and reopen from the log now, not at the next check
 		return nil
 	}
 	return o.c
+}
+
+// kick runs an assignment check now, in the background, unless one that
+// kick started is still running.
+func (m *Member) kick() {
+	if !m.kicked.CompareAndSwap(false, true) {
+		return
+	}
+	m.mu.Lock()
+	closed := m.closed
+	if !closed {
+		m.wg.Add(1)
+	}
+	m.mu.Unlock()
+	if closed {
+		m.kicked.Store(false)
+		return
+	}
+	go func() {
+		defer m.wg.Done()
+		defer m.kicked.Store(false)
+		m.reconcile(m.ctx)
+	}()
 }
 
 // errNotServed answers a forwarded request for a partition this node does
