@@ -114,15 +114,10 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 	lg.Info("tenure cluster node serving", "node_id", *cf.nodeID, "listen", ln.Addr().String(), "advertise", advertise)
 	fmt.Fprintf(stdout, "tenure node %s serving on http://%s (cluster database, advertised as %s)\n", *cf.nodeID, ln.Addr(), advertise)
 
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	select {
-	case err := <-serveErr:
+	if err := serveUntilDone(ctx, api, srv, ln, lg); err != nil {
 		m.Close()
-		return fmt.Errorf("serving: %w", err)
-	case <-ctx.Done():
+		return err
 	}
-	shutdownAPI(api, srv, lg)
 	if err := m.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

@@ -108,19 +108,12 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		"records", stats.LastLSN, "tasks", stats.Tasks, "replay_took", time.Since(start).Round(time.Millisecond))
 	fmt.Fprintf(stdout, "tenure serving on http://%s (data in %s)\n", ln.Addr(), *dataDir)
 
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	select {
-	case err := <-serveErr:
+	if err := serveUntilDone(ctx, api, srv, ln, lg); err != nil {
 		n.Close()
-		return fmt.Errorf("serving: %w", err)
-	case <-ctx.Done():
+		return err
 	}
-
-	// Graceful stop: refuse new connections, end long-polls, let in-flight
-	// requests finish (their appends are fsynced before they answer), then
-	// close the WAL, which flushes and fsyncs whatever remains.
-	shutdownAPI(api, srv, lg)
+	// In-flight requests have finished (their appends are fsynced before
+	// they answer); closing the WAL flushes and fsyncs whatever remains.
 	if err := n.Close(); err != nil {
 		return fmt.Errorf("closing the WAL: %w", err)
 	}
@@ -144,9 +137,17 @@ func newAPIServer(b server.Backend, cfg coordinator.Config, lg *slog.Logger) (*s
 	return api, srv
 }
 
-// shutdownAPI ends long-polls and waits (up to 30 s) for in-flight
-// requests, refusing new connections.
-func shutdownAPI(api *server.Server, srv *http.Server, lg *slog.Logger) {
+// serveUntilDone serves on ln until ctx ends, then stops gracefully:
+// refuse new connections, end long-polls, let in-flight requests finish
+// (up to 30 s). It returns an error only if serving failed.
+func serveUntilDone(ctx context.Context, api *server.Server, srv *http.Server, ln net.Listener, lg *slog.Logger) error {
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
 	lg.Info("shutting down")
 	api.Drain()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -154,6 +155,7 @@ func shutdownAPI(api *server.Server, srv *http.Server, lg *slog.Logger) {
 	if err := srv.Shutdown(ctx); err != nil {
 		lg.Warn("in-flight requests did not finish in time", "err", err)
 	}
+	return nil
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
