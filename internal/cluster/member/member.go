@@ -92,6 +92,9 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		remotes: make(map[string]server.Backend),
 	}
 	m.routes.Store(&routes{})
+	if err := m.checkIDFree(ctx); err != nil {
+		return nil, err
+	}
 	if err := m.heartbeat(ctx); err != nil {
 		return nil, fmt.Errorf("member: registering node %q: %w", cfg.NodeID, err)
 	}
@@ -105,6 +108,30 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	go m.assignLoop()
 	m.lg.Info("cluster node started", slog.String("advertise", cfg.Advertise), slog.Duration("trust_window", trust))
 	return m, nil
+}
+
+// ErrNodeIDInUse is returned by Start when another live process
+// heartbeats under the same node id.
+var ErrNodeIDInUse = errors.New("member: node id in use")
+
+// checkIDFree refuses to start when the node table shows this id active,
+// advertised at another address and heard from within the silence: two
+// processes under one id would fight over its partitions (safely, since
+// the log fences every append, but without serving). A restart at the same
+// address is this node coming back: its listener is bound, so the previous
+// process is gone.
+func (m *Member) checkIDFree(ctx context.Context) error {
+	nodes, err := m.reg.List(ctx)
+	if err != nil {
+		return fmt.Errorf("member: reading the node table: %w", err)
+	}
+	for _, n := range nodes {
+		if n.ID == m.cfg.NodeID && n.Active && n.AdvertiseAddr != m.cfg.Advertise && n.Silent < m.cfg.Registry.Silence {
+			return fmt.Errorf("%w: node %q is active at %s (heard from %v ago); give this node another --node-id, or stop that one (its row goes inactive after %v of silence)",
+				ErrNodeIDInUse, n.ID, n.AdvertiseAddr, n.Silent.Round(time.Millisecond), m.cfg.Registry.Silence)
+		}
+	}
+	return nil
 }
 
 // Close stops the loops, closes every partition, leaves the registry and

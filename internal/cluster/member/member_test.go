@@ -484,3 +484,31 @@ func TestSnapshotsCompactAndANewOwnerStartsFromThem(t *testing.T) {
 	}
 	t.Logf("300 tasks: %d log rows left after compaction", rows)
 }
+
+func TestSecondProcessWithTheSameNodeIDRefused(t *testing.T) {
+	db, nodes := startCluster(t, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = member.Start(t.Context(), member.Config{
+		DB: db, NodeID: nodes[0].id, Advertise: ln.Addr().String(),
+		Election: election.Config{TTL: 3 * time.Second, CheckInterval: 50 * time.Millisecond},
+		Registry: registry.Config{HeartbeatInterval: 100 * time.Millisecond, Silence: time.Second},
+	})
+	if !errors.Is(err, member.ErrNodeIDInUse) || !strings.Contains(err.Error(), "another --node-id") {
+		t.Fatalf("second process under node id %q: %v, want ErrNodeIDInUse", nodes[0].id, err)
+	}
+	// Once the first has left, the id is free again.
+	nodes[0].close()
+	m, err := member.Start(t.Context(), member.Config{
+		DB: db, NodeID: nodes[0].id, Advertise: ln.Addr().String(),
+		Election: election.Config{TTL: 3 * time.Second, CheckInterval: 50 * time.Millisecond},
+		Registry: registry.Config{HeartbeatInterval: 100 * time.Millisecond, Silence: time.Second},
+	})
+	if err != nil {
+		t.Fatalf("after the first left: %v", err)
+	}
+	m.Close()
+}
