@@ -25,7 +25,26 @@
 //     coordinator as embedded mode, appends a Fence record carrying the
 //     epoch, and only then serves it. It closes each partition that moved
 //     away or whose log failed (a fenced append, an unknown commit outcome);
-//     one still assigned to it is reopened from the log.
+//     one still assigned to it is reopened from the log. A failed partition
+//     or a refused read triggers this check at once.
+//
+// A node refuses to start under an id that the node table shows active at
+// another address and heard from within the silence (ErrNodeIDInUse).
+//
+// # Snapshots
+//
+// Each served partition is snapshotted into the database on the embedded
+// mode's schedule (Config.SnapshotEveryRecords, SnapshotEvery, Retention);
+// log rows below the oldest kept snapshot are deleted, and a partition is
+// opened from its newest snapshot plus the rows after it.
+//
+// # Reads
+//
+// Writes are fenced by the log. A read (Get, List, History) needs no write,
+// so after serving one from its copy the node confirms that the
+// partition's epoch in the database is still the one it serves it at; if
+// not, the read is answered unavailable. Epochs only grow, so a confirmed
+// read was served while no other node could own the partition.
 //
 // # Routing
 //
