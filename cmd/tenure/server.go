@@ -18,7 +18,7 @@ import (
 )
 
 func init() {
-	register(command{name: "server", summary: "run a tenure server on the embedded on-disk WAL", run: runServer})
+	register(command{name: "server", summary: "run a tenure server: on the embedded on-disk WAL, or as a cluster node with --mysql", run: runServer})
 }
 
 func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
