@@ -197,6 +197,10 @@ type Worker struct {
 	started atomic.Bool
 	// completions coalesces the tasks' Complete calls; Run runs it.
 	completions *completer
+	// beats heartbeats the running tasks' leases; Run runs it.
+	beats *beater
+	// slots counts the task slots for the lease loop.
+	slots *slots
 }
 
 // New returns a Worker for queue. Zero options take their defaults; an
@@ -219,7 +223,9 @@ func New(c *client.Client, queue string, h Handler, opts Options) (*Worker, erro
 	}
 	lg := opts.Logger.With("worker_id", opts.WorkerID, "namespace", opts.Namespace, "queue", queue)
 	return &Worker{c: c, queue: queue, h: h, opts: opts, lg: lg,
-		completions: newCompleter(c, opts.MaxCompleteBatch, opts.Concurrency, lg)}, nil
+		completions: newCompleter(c, opts.MaxCompleteBatch, opts.Concurrency, lg),
+		beats:       newBeater(c),
+		slots:       newSlots(opts.Concurrency)}, nil
 }
 
 // errShutdown is the cause of a task context ended by shutdown.
@@ -237,17 +243,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	hard, stopTasks := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopTasks(nil)
 
-	// The completer outlives every task: it stops after they all ended.
+	// The completer and the heartbeats outlive every task: they stop after
+	// they all ended.
 	go w.completions.run(context.WithoutCancel(ctx))
 	defer w.completions.stop()
+	go w.beats.run()
+	defer w.beats.stopRun()
 
-	slots := make(chan struct{}, w.opts.Concurrency)
 	var tasks sync.WaitGroup
 	w.lg.Info("worker started", "concurrency", w.opts.Concurrency)
-	runErr := w.leaseLoop(ctx, slots, func(lt *tenurev1.LeasedTask) {
+	runErr := w.leaseLoop(ctx, func(lt *tenurev1.LeasedTask) {
 		tasks.Go(func() {
-			defer func() { <-slots }()
-			w.runTask(hard, lt)
+			a := &attempt{}
+			defer func() { w.slots.release(a.finishing) }()
+			w.runTask(hard, lt, a)
 		})
 	})
 
@@ -261,7 +270,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-grace.C:
-		w.lg.Warn("shutdown grace passed: cancelling running tasks and failing them", "grace", w.opts.ShutdownGrace, "running", len(slots))
+		w.lg.Warn("shutdown grace passed: cancelling running tasks and failing them", "grace", w.opts.ShutdownGrace, "running", w.slots.running())
 		stopTasks(errShutdown)
 		<-done
 	}
@@ -269,33 +278,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	return runErr
 }
 
-// leaseLoop leases while ctx lasts and there are free slots, and hands each
-// leased task, with its slot taken, to start. It returns nil when ctx ends.
-func (w *Worker) leaseLoop(ctx context.Context, slots chan struct{}, start func(*tenurev1.LeasedTask)) error {
+// leaseLoop leases while ctx lasts and there are free slots (in batches:
+// see slots), and hands each leased task, with its slot taken, to start. It
+// returns nil when ctx ends.
+func (w *Worker) leaseLoop(ctx context.Context, start func(*tenurev1.LeasedTask)) error {
 	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
 	backoff, emptyBackoff := minBackoff, minBackoff
 	for {
-		// Take one free slot (wait for it), then as many more as are free.
-		select {
-		case <-ctx.Done():
+		n := w.slots.take(ctx)
+		if n == 0 {
 			return nil
-		case slots <- struct{}{}:
-		}
-		n := 1
-	more:
-		for n < maxLeaseTasks {
-			select {
-			case slots <- struct{}{}:
-				n++
-			default:
-				break more
-			}
 		}
 		if ctx.Err() != nil {
 			// A slot freed as shutdown began: lease nothing more.
-			for range n {
-				<-slots
-			}
+			w.slots.put(n)
 			return nil
 		}
 		sent := time.Now()
@@ -310,9 +306,7 @@ func (w *Worker) leaseLoop(ctx context.Context, slots chan struct{}, start func(
 			w.lg.Error("the server leased more tasks than asked for; the extra leases will expire", "asked", n, "got", len(lts))
 			lts = lts[:n]
 		}
-		for range n - len(lts) {
-			<-slots
-		}
+		w.slots.put(n - len(lts))
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -369,10 +363,21 @@ func leaseLost(err error) bool {
 	return client.IsLeaseLost(err) || client.IsAlreadyCommitted(err) || client.IsNotFound(err)
 }
 
+// attempt holds what runTask needs for one leased attempt, in one
+// allocation.
+type attempt struct {
+	task Task
+	lg   taskLog
+	k    keeper
+	// finishing is set when the attempt is in its final report (see slots).
+	finishing bool
+}
+
 // runTask runs one leased attempt to its end.
-func (w *Worker) runTask(hard context.Context, lt *tenurev1.LeasedTask) {
+func (w *Worker) runTask(hard context.Context, lt *tenurev1.LeasedTask, a *attempt) {
 	received := time.Now()
-	t := &Task{
+	t := &a.task
+	*t = Task{
 		ID:              lt.GetTaskId(),
 		Namespace:       lt.GetNamespace(),
 		Queue:           lt.GetQueue(),
@@ -384,16 +389,18 @@ func (w *Worker) runTask(hard context.Context, lt *tenurev1.LeasedTask) {
 		Committed:       lt.GetCommitted(),
 		CommittedResult: lt.GetCommittedResult(),
 	}
-	lg := w.lg.With("task_id", t.ID, "lease_id", t.LeaseID, "attempt", t.Attempt)
+	lg := &a.lg
+	lg.base, lg.t = w.lg, t
 	// ctx ends when the lease is lost (cause: errLost) or at shutdown past
 	// the grace (cause: errShutdown).
 	ctx, lose := context.WithCancelCause(hard)
 	defer lose(nil)
-	k := w.keepLease(ctx, lose, t, received, lg)
+	k := &a.k
+	w.keepLease(k, ctx, lose, t, received, lg)
 	defer k.stop()
 
 	if t.Committed {
-		w.finalise(ctx, t, k, lg)
+		w.finalise(ctx, a)
 		return
 	}
 	if w.opts.ReportStart {
@@ -414,6 +421,7 @@ func (w *Worker) runTask(hard context.Context, lt *tenurev1.LeasedTask) {
 			lg.Warn("lease lost while the handler ran: result discarded, nothing committed", "cause", cause, "handler_err", herr)
 			return
 		}
+		w.finishing(a)
 		rctx, cancel := reportCtx(hard)
 		defer cancel()
 		if _, err := w.c.Fail(rctx, t.ID, t.LeaseID, "worker shutting down", false); err != nil {
@@ -426,6 +434,7 @@ func (w *Worker) runTask(hard context.Context, lt *tenurev1.LeasedTask) {
 	if herr != nil {
 		k.stop()
 		permanent := isPermanent(herr)
+		w.finishing(a)
 		rctx, cancel := reportCtx(hard)
 		defer cancel()
 		res, err := w.c.Fail(rctx, t.ID, t.LeaseID, reason(herr), permanent)
@@ -438,7 +447,7 @@ func (w *Worker) runTask(hard context.Context, lt *tenurev1.LeasedTask) {
 	}
 	if w.opts.Effects == nil {
 		k.stop()
-		w.complete(hard, t, result, lg)
+		w.complete(hard, a, result)
 		return
 	}
 	rctx, cancel := reportCtx(hard)
@@ -453,17 +462,25 @@ func (w *Worker) runTask(hard context.Context, lt *tenurev1.LeasedTask) {
 		lg.Error("commit failed; effects not applied (if the commit did land, a later lease applies them)", "err", err)
 		return
 	}
-	w.effectsAndComplete(ctx, t, k, result, FencingToken{TaskID: tok.GetTaskId(), Attempt: tok.GetAttempt()}, lg)
+	w.effectsAndComplete(ctx, a, result, FencingToken{TaskID: tok.GetTaskId(), Attempt: tok.GetAttempt()})
+}
+
+// finishing marks a as being in its final report: the lease loop may wait
+// for its slot to come back to lease for it together with others.
+func (w *Worker) finishing(a *attempt) {
+	a.finishing = true
+	w.slots.finish()
 }
 
 // finalise finishes a task that an earlier attempt committed: its effects
 // are applied again (idempotently) and it is completed; the handler does
 // not run.
-func (w *Worker) finalise(ctx context.Context, t *Task, k *keeper, lg *slog.Logger) {
+func (w *Worker) finalise(ctx context.Context, a *attempt) {
+	t, k, lg := &a.task, &a.k, &a.lg
 	lg.Info("finalising a task committed by an earlier attempt")
 	if w.opts.Effects == nil {
 		k.stop()
-		w.complete(ctx, t, nil, lg)
+		w.complete(ctx, a, nil)
 		return
 	}
 	tok := FencingToken{TaskID: t.ID, Attempt: t.Attempt}
@@ -477,13 +494,14 @@ func (w *Worker) finalise(ctx context.Context, t *Task, k *keeper, lg *slog.Logg
 			}
 		}
 	}
-	w.effectsAndComplete(ctx, t, k, t.CommittedResult, tok, lg)
+	w.effectsAndComplete(ctx, a, t.CommittedResult, tok)
 }
 
 // effectsAndComplete runs Effects (while the keeper heartbeats), then
 // completes the committed task. If Effects keeps failing the task is left
 // COMMITTED: its lease expires and a finalisation lease tries again.
-func (w *Worker) effectsAndComplete(ctx context.Context, t *Task, k *keeper, result []byte, tok FencingToken, lg *slog.Logger) {
+func (w *Worker) effectsAndComplete(ctx context.Context, a *attempt, result []byte, tok FencingToken) {
+	t, k, lg := &a.task, &a.k, &a.lg
 	backoff := 100 * time.Millisecond
 	for try := 1; ; try++ {
 		err := w.callEffects(ctx, t, result, tok, lg)
@@ -504,14 +522,24 @@ func (w *Worker) effectsAndComplete(ctx context.Context, t *Task, k *keeper, res
 		backoff *= 2
 	}
 	k.stop()
-	w.complete(ctx, t, nil, lg)
+	w.complete(ctx, a, nil)
 }
 
 // complete reports the task done. ctx only carries values: the report is
-// made even when ctx has ended.
-func (w *Worker) complete(ctx context.Context, t *Task, result []byte, lg *slog.Logger) {
-	rctx, cancel := reportCtx(ctx)
-	defer cancel()
+// made even when ctx has ended. A coalesced completion waits for the
+// completer's answer without a bound of its own: the completer bounds each
+// of its calls by callTimeout and answers every completion it was given.
+func (w *Worker) complete(ctx context.Context, a *attempt, result []byte) {
+	t, lg := &a.task, &a.lg
+	w.finishing(a)
+	var rctx context.Context
+	if w.opts.MaxCompleteBatch == 1 {
+		var cancel context.CancelFunc
+		rctx, cancel = reportCtx(ctx)
+		defer cancel()
+	} else {
+		rctx = context.WithoutCancel(ctx)
+	}
 	if err := w.completions.complete(rctx, client.CompleteItem{TaskID: t.ID, LeaseID: t.LeaseID, Result: result}); err != nil {
 		if leaseLost(err) {
 			lg.Warn("complete refused: the lease was lost", "err", err)
@@ -523,7 +551,7 @@ func (w *Worker) complete(ctx context.Context, t *Task, result []byte, lg *slog.
 	lg.Debug("task completed")
 }
 
-func (w *Worker) callHandler(ctx context.Context, t *Task, lg *slog.Logger) (result []byte, err error) {
+func (w *Worker) callHandler(ctx context.Context, t *Task, lg *taskLog) (result []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			lg.Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
@@ -533,7 +561,7 @@ func (w *Worker) callHandler(ctx context.Context, t *Task, lg *slog.Logger) (res
 	return w.h(ctx, t)
 }
 
-func (w *Worker) callEffects(ctx context.Context, t *Task, result []byte, tok FencingToken, lg *slog.Logger) (err error) {
+func (w *Worker) callEffects(ctx context.Context, t *Task, result []byte, tok FencingToken, lg *taskLog) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			lg.Error("effects panicked", "panic", r, "stack", string(debug.Stack()))

@@ -1,0 +1,243 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/apitest"
+	"google.golang.org/protobuf/proto"
+)
+
+// leaseRecorder wraps the API: it records the max_tasks of each Lease call
+// and, if gate is not nil, holds every CompleteBatch call until gate is
+// closed. With holdSecond, it holds the second CompleteBatch call until a
+// Lease call arrives, or for 250ms: so a worker that leases before that
+// call's slots come back is seen doing so every time.
+type leaseRecorder struct {
+	gate       chan struct{}
+	holdSecond bool
+
+	mu        sync.Mutex
+	asked     []uint32
+	completes int
+}
+
+func (l *leaseRecorder) wrap(t *testing.T) func(http.Handler) http.Handler {
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case tenurev1connect.WorkerServiceLeaseProcedure:
+				body, err := io.ReadAll(r.Body)
+				if err != nil {
+					t.Errorf("reading a Lease request: %v", err)
+				}
+				var req tenurev1.LeaseRequest
+				if err := proto.Unmarshal(body, &req); err != nil {
+					t.Errorf("decoding a Lease request: %v", err)
+				}
+				l.mu.Lock()
+				l.asked = append(l.asked, req.GetMaxTasks())
+				l.mu.Unlock()
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			case tenurev1connect.WorkerServiceCompleteBatchProcedure:
+				l.mu.Lock()
+				l.completes++
+				nth := l.completes
+				l.mu.Unlock()
+				if l.gate != nil {
+					<-l.gate
+				}
+				leases := len(l.leases())
+				if nth == 2 && l.holdSecond {
+					for range 250 {
+						if len(l.leases()) > leases {
+							break
+						}
+						time.Sleep(time.Millisecond)
+					}
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+}
+
+func (l *leaseRecorder) completeCalls() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.completes
+}
+
+func (l *leaseRecorder) leases() []uint32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.asked)
+}
+
+// runWorker runs w until the test ends.
+func runWorker(t *testing.T, w *Worker) {
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+// eventually polls cond for at most 30s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func waitCompleted(t *testing.T, c *client.Client, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		eventually(t, "task "+id+" to complete", func() bool {
+			task, err := c.GetTask(t.Context(), id)
+			return err == nil && task.GetState() == tenurev1.TaskState_TASK_STATE_COMPLETED
+		})
+	}
+}
+
+func submitN(t *testing.T, c *client.Client, queue, prefix string, n int) []string {
+	t.Helper()
+	reqs := make([]client.SubmitRequest, n)
+	for i := range reqs {
+		reqs[i] = client.SubmitRequest{Queue: queue, Payload: fmt.Appendf(nil, "%s%d", prefix, i)}
+	}
+	res, err := c.SubmitBatchIDs(t.Context(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, n)
+	for i, r := range res {
+		ids[i] = r.TaskID
+	}
+	return ids
+}
+
+// TestLeaseAfterBurstAsksForAllFreedSlots: when a worker's tasks finish
+// together, the first completion goes out alone and frees one slot while
+// the others' completions are still under way. The worker does not lease
+// for that one slot: it waits for the slots of the tasks that were
+// finishing and leases for all of them in one call.
+func TestLeaseAfterBurstAsksForAllFreedSlots(t *testing.T) {
+	t.Parallel()
+	const n = 8
+	rec := &leaseRecorder{gate: make(chan struct{}), holdSecond: true}
+	url := apitest.Start(t, rec.wrap(t))
+	c, err := client.New(url, client.Options{RetryBackoff: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := submitN(t, c, "burst", "t", 2*n)
+
+	var entered atomic.Int32
+	releaseOne, releaseRest := make(chan struct{}), make(chan struct{})
+	w, err := New(c, "burst", func(ctx context.Context, task *Task) ([]byte, error) {
+		if i := entered.Add(1); i <= n { // the tasks of the first lease
+			release := releaseRest
+			if i == 1 {
+				release = releaseOne
+			}
+			select {
+			case <-release:
+			case <-ctx.Done(): // the test failed: it stops the worker
+			}
+		}
+		return nil, nil
+	}, Options{Concurrency: n, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	eventually(t, "the first lease's handlers to run", func() bool { return entered.Load() == n })
+	// All slots are taken: no Lease call is out. One task finishes first:
+	// its completion goes out alone, and the gate holds it. The others'
+	// completions queue behind it. Once all n tasks are in their final
+	// report, let the calls through.
+	close(releaseOne)
+	eventually(t, "the first completion call", func() bool { return rec.completeCalls() == 1 })
+	close(releaseRest)
+	eventually(t, "all tasks to be finishing", func() bool {
+		w.slots.mu.Lock()
+		defer w.slots.mu.Unlock()
+		return w.slots.finishing == n
+	})
+	close(rec.gate)
+	waitCompleted(t, c, ids...)
+	got := rec.leases()
+	if len(got) < 2 || got[0] != n || got[1] != n {
+		t.Fatalf("Lease calls asked for %v tasks; want %d, then %d for the slots freed by the burst of completions", got, n, n)
+	}
+}
+
+// TestFreeSlotLeasedAtOnce: a slot freed while the worker's other tasks
+// are still in their handlers (none finishing) is leased for at once, even
+// alone: the worker does not wait for more slots to free.
+func TestFreeSlotLeasedAtOnce(t *testing.T) {
+	t.Parallel()
+	rec := &leaseRecorder{}
+	url := apitest.Start(t, rec.wrap(t))
+	c, err := client.New(url, client.Options{RetryBackoff: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := submitN(t, c, "single", "long-", 1)[0]
+	longRunning, releaseLong := make(chan struct{}), make(chan struct{})
+	w, err := New(c, "single", func(ctx context.Context, task *Task) ([]byte, error) {
+		if task.ID == long {
+			close(longRunning)
+			select {
+			case <-releaseLong:
+			case <-ctx.Done(): // the test failed: it stops the worker
+			}
+		}
+		return nil, nil
+	}, Options{Concurrency: 2, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	eventually(t, "the long task to run", func() bool {
+		select {
+		case <-longRunning:
+			return true
+		default:
+			return false
+		}
+	})
+	// One slot is free and nothing is finishing: each short task is leased
+	// and completed while the long one still runs.
+	for i := range 3 {
+		waitCompleted(t, c, submitN(t, c, "single", fmt.Sprint("short-", i, "-"), 1)...)
+	}
+	close(releaseLong)
+	waitCompleted(t, c, long)
+	got := rec.leases()
+	if len(got) < 4 || got[0] != 2 || slices.ContainsFunc(got[1:4], func(n uint32) bool { return n != 1 }) {
+		t.Fatalf("Lease calls asked for %v tasks; want 2 (idle), then 1 for each short task", got)
+	}
+}
