@@ -17,7 +17,12 @@ type CompleteItem struct {
 // CheckCompleteBatch returns the error CompleteBatch answers for a batch of
 // n items as a whole under these limits (zero fields: the defaults), or nil.
 func (l Limits) CheckCompleteBatch(n int) error {
-	l = l.withDefaults()
+	return l.withDefaults().checkCompleteBatch(n)
+}
+
+// checkCompleteBatch is CheckCompleteBatch for limits with their defaults
+// filled in.
+func (l Limits) checkCompleteBatch(n int) error {
 	if n == 0 {
 		return fieldErr("items", "at least one completion is required")
 	}
@@ -40,7 +45,7 @@ func (l Limits) CheckCompleteBatch(n int) error {
 // retry of the whole call is then safe: a completion by the lease that
 // already completed the task is answered nil again, without a new record.
 func (c *Coordinator) CompleteBatch(ctx context.Context, items []CompleteItem) ([]error, error) {
-	if err := c.cfg.Limits.CheckCompleteBatch(len(items)); err != nil {
+	if err := c.cfg.Limits.checkCompleteBatch(len(items)); err != nil {
 		return nil, err
 	}
 	errs := make([]error, len(items))

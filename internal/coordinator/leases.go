@@ -51,13 +51,17 @@ type FailResult struct {
 }
 
 func (c *Coordinator) validateLease(req *LeaseRequest) error {
-	return c.cfg.Limits.CheckLease(req)
+	return c.cfg.Limits.checkLease(req)
 }
 
 // CheckLease fills in the defaults of req (namespace, max tasks) and checks
 // it as Lease would, against these limits (zero fields: the defaults).
 func (l Limits) CheckLease(req *LeaseRequest) error {
-	l = l.withDefaults()
+	return l.withDefaults().checkLease(req)
+}
+
+// checkLease is CheckLease for limits with their defaults filled in.
+func (l Limits) checkLease(req *LeaseRequest) error {
 	if req.Namespace == "" {
 		req.Namespace = DefaultNamespace
 	}

@@ -111,6 +111,15 @@ func TestCheckBatchMatchesSubmitBatch(t *testing.T) {
 			t.Fatalf("case %d: SubmitBatch says %v, CheckBatch says %v", i, got, want)
 		}
 	}
+	for i, req := range []SubmitRequest{{Queue: ""}, {Queue: "q", ExecutionWindow: -time.Second}, {Queue: "q", Payload: make([]byte, 2<<20)}} {
+		want := Limits{}.CheckSubmit(req, now)
+		if want == nil {
+			t.Fatalf("single %d: CheckSubmit accepted a bad request", i)
+		}
+		if _, got := e.c.Submit(ctx, req); got == nil || got.Error() != want.Error() {
+			t.Fatalf("single %d: Submit says %v, CheckSubmit says %v", i, got, want)
+		}
+	}
 	ok := []SubmitRequest{{Queue: "q"}, {Namespace: "n", Queue: "r", RequestID: "x"}}
 	if err := (Limits{}).CheckBatch(ok, now); err != nil {
 		t.Fatalf("good batch: %v", err)

@@ -92,6 +92,13 @@ func (l Limits) CheckBatch(reqs []SubmitRequest, now time.Time) error {
 	return nil
 }
 
+// CheckSubmit checks one Submit as a coordinator with these limits would
+// (zero fields take their defaults), without changing req, and returns the
+// error that coordinator's Submit would answer.
+func (l Limits) CheckSubmit(req SubmitRequest, now time.Time) error {
+	return l.withDefaults().validateSubmit(&req, "", now)
+}
+
 func (l Limits) validateSubmit(req *SubmitRequest, prefix string, now time.Time) error {
 	if req.Namespace == "" {
 		req.Namespace = DefaultNamespace

@@ -157,6 +157,11 @@ func TestRoutingAcrossNodes(t *testing.T) {
 		t.Fatalf("bad batch: %v", err)
 	}
 
+	if _, err := b.Submit(ctx, coordinator.SubmitRequest{Queue: "q", ExecutionWindow: -time.Second}); !errors.Is(err, coordinator.ErrInvalidArgument) ||
+		!strings.HasPrefix(err.Error(), "execution_window") && !strings.Contains(err.Error(), " execution_window") || strings.Contains(err.Error(), "requests[") {
+		t.Fatalf("bad submit: %v, want an invalid argument naming execution_window", err)
+	}
+
 	// Listing walks every partition, page by page, whoever owns them.
 	var listed []string
 	var after uint64

@@ -364,8 +364,8 @@ func defaultNamespace(ns string) string {
 
 // Submit implements server.Backend.
 func (m *Member) Submit(ctx context.Context, req coordinator.SubmitRequest) (coordinator.SubmitResult, error) {
-	if err := m.cfg.Coordinator.Limits.CheckBatch([]coordinator.SubmitRequest{req}, m.cfg.Clock.Now()); err != nil {
-		return coordinator.SubmitResult{}, unprefixed(err)
+	if err := m.cfg.Coordinator.Limits.CheckSubmit(req, m.cfg.Clock.Now()); err != nil {
+		return coordinator.SubmitResult{}, err
 	}
 	req.Namespace = defaultNamespace(req.Namespace)
 	ps, err := m.queuePartitions(ctx, req.Namespace, req.Queue, true)
@@ -383,21 +383,6 @@ func (m *Member) Submit(ctx context.Context, req coordinator.SubmitRequest) (coo
 	res, err := b.Submit(ctx, req)
 	m.afterRemote(b, err)
 	return res, err
-}
-
-// unprefixed turns the error of a one-item batch into Submit's, as the
-// coordinator does.
-func unprefixed(err error) error {
-	const p = "requests[0]."
-	var fe *coordinator.FieldError
-	if errors.As(err, &fe) && len(fe.Field) > len(p) {
-		fe.Field = fe.Field[len(p):]
-	}
-	var le *coordinator.LimitError
-	if errors.As(err, &le) && len(le.Field) > len(p) {
-		le.Field = le.Field[len(p):]
-	}
-	return err
 }
 
 // SubmitBatch implements server.Backend. The batch is checked as a whole
