@@ -867,7 +867,11 @@ type CompleteResult struct {
 	// committed), "not_found", "invalid_argument", "resource_exhausted", ...
 	Code string `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
 	// Why the item failed; empty on success.
-	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// What a caller branches on when the item failed, as the detail of the
+	// error Complete would have answered (see errors.proto); unset on
+	// success.
+	Detail        *ErrorDetail `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -921,6 +925,13 @@ func (x *CompleteResult) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *CompleteResult) GetDetail() *ErrorDetail {
+	if x != nil {
+		return x.Detail
+	}
+	return nil
 }
 
 // FailRequest reports a failed attempt.
@@ -1056,7 +1067,7 @@ var File_tenure_v1_worker_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x16tenure/v1/worker.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14tenure/v1/task.proto\"\xab\x01\n" +
+	"\x16tenure/v1/worker.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16tenure/v1/errors.proto\x1a\x14tenure/v1/task.proto\"\xab\x01\n" +
 	"\fLeaseRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -1104,11 +1115,12 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\x14CompleteBatchRequest\x120\n" +
 	"\x05items\x18\x01 \x03(\v2\x1a.tenure.v1.CompleteRequestR\x05items\"L\n" +
 	"\x15CompleteBatchResponse\x123\n" +
-	"\aresults\x18\x01 \x03(\v2\x19.tenure.v1.CompleteResultR\aresults\"W\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.tenure.v1.CompleteResultR\aresults\"\x87\x01\n" +
 	"\x0eCompleteResult\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"w\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12.\n" +
+	"\x06detail\x18\x04 \x01(\v2\x16.tenure.v1.ErrorDetailR\x06detail\"w\n" +
 	"\vFailRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
@@ -1159,7 +1171,8 @@ var file_tenure_v1_worker_proto_goTypes = []any{
 	(*FailResponse)(nil),          // 16: tenure.v1.FailResponse
 	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
 	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
-	(TaskState)(0),                // 19: tenure.v1.TaskState
+	(*ErrorDetail)(nil),           // 19: tenure.v1.ErrorDetail
+	(TaskState)(0),                // 20: tenure.v1.TaskState
 }
 var file_tenure_v1_worker_proto_depIdxs = []int32{
 	17, // 0: tenure.v1.LeaseRequest.wait:type_name -> google.protobuf.Duration
@@ -1170,27 +1183,28 @@ var file_tenure_v1_worker_proto_depIdxs = []int32{
 	9,  // 5: tenure.v1.CommitResponse.fencing_token:type_name -> tenure.v1.FencingToken
 	10, // 6: tenure.v1.CompleteBatchRequest.items:type_name -> tenure.v1.CompleteRequest
 	14, // 7: tenure.v1.CompleteBatchResponse.results:type_name -> tenure.v1.CompleteResult
-	19, // 8: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
-	18, // 9: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
-	0,  // 10: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
-	3,  // 11: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
-	5,  // 12: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
-	7,  // 13: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
-	10, // 14: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
-	12, // 15: tenure.v1.WorkerService.CompleteBatch:input_type -> tenure.v1.CompleteBatchRequest
-	15, // 16: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
-	1,  // 17: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
-	4,  // 18: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
-	6,  // 19: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
-	8,  // 20: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
-	11, // 21: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
-	13, // 22: tenure.v1.WorkerService.CompleteBatch:output_type -> tenure.v1.CompleteBatchResponse
-	16, // 23: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
-	17, // [17:24] is the sub-list for method output_type
-	10, // [10:17] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	19, // 8: tenure.v1.CompleteResult.detail:type_name -> tenure.v1.ErrorDetail
+	20, // 9: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
+	18, // 10: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
+	0,  // 11: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
+	3,  // 12: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
+	5,  // 13: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
+	7,  // 14: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
+	10, // 15: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
+	12, // 16: tenure.v1.WorkerService.CompleteBatch:input_type -> tenure.v1.CompleteBatchRequest
+	15, // 17: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
+	1,  // 18: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
+	4,  // 19: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
+	6,  // 20: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
+	8,  // 21: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
+	11, // 22: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
+	13, // 23: tenure.v1.WorkerService.CompleteBatch:output_type -> tenure.v1.CompleteBatchResponse
+	16, // 24: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
+	18, // [18:25] is the sub-list for method output_type
+	11, // [11:18] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_worker_proto_init() }
@@ -1198,6 +1212,7 @@ func file_tenure_v1_worker_proto_init() {
 	if File_tenure_v1_worker_proto != nil {
 		return
 	}
+	file_tenure_v1_errors_proto_init()
 	file_tenure_v1_task_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -3,6 +3,8 @@ package coordinator
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tenurehq/tenure/internal/state"
 )
 
 // The error kinds a caller branches on (with errors.Is). The API layer maps
@@ -57,14 +59,44 @@ func (e *LimitError) Error() string {
 
 func (e *LimitError) Unwrap() error { return ErrTooLarge }
 
-func leaseLost(taskID, leaseID, why string) error {
-	return fmt.Errorf("%w: task %s: lease %s %s; stop working on this task and do not apply its effects", ErrLeaseLost, taskID, leaseID, why)
+// TaskError is a refusal about one task. errors.Is matches its Kind
+// (ErrNotFound, ErrLeaseLost, ErrAlreadyCommitted or ErrWrongState); its
+// fields carry what a caller needs to act on it, so that the API can hand
+// them on as structured detail instead of a sentence to parse.
+type TaskError struct {
+	Kind   error
+	TaskID string
+	// LeaseID is the lease the refused call named, if it named one.
+	LeaseID string
+	// CommittedBy is the lease whose commit won (ErrAlreadyCommitted).
+	CommittedBy string
+	// State is the task's state when the call was refused (ErrWrongState).
+	State state.TaskState
+	msg   string
 }
 
-func alreadyCommitted(taskID, by string) error {
-	return fmt.Errorf("%w: task %s was committed by lease %s; do not apply effects from this attempt", ErrAlreadyCommitted, taskID, by)
+func (e *TaskError) Error() string { return e.msg }
+
+func (e *TaskError) Unwrap() error { return e.Kind }
+
+func leaseLost(taskID, leaseID, why string) error {
+	return &TaskError{Kind: ErrLeaseLost, TaskID: taskID, LeaseID: leaseID,
+		msg: fmt.Sprintf("%v: task %s: lease %s %s; stop working on this task and do not apply its effects", ErrLeaseLost, taskID, leaseID, why)}
+}
+
+func alreadyCommitted(taskID, leaseID, by string) error {
+	return &TaskError{Kind: ErrAlreadyCommitted, TaskID: taskID, LeaseID: leaseID, CommittedBy: by,
+		msg: fmt.Sprintf("%v: task %s was committed by lease %s; do not apply effects from this attempt", ErrAlreadyCommitted, taskID, by)}
 }
 
 func notFound(taskID string) error {
-	return fmt.Errorf("%w: no task %q (check the id; finished tasks leave after the retention period)", ErrNotFound, taskID)
+	return &TaskError{Kind: ErrNotFound, TaskID: taskID,
+		msg: fmt.Sprintf("%v: no task %q (check the id; finished tasks leave after the retention period)", ErrNotFound, taskID)}
+}
+
+// wrongState refuses a call that t's state does not allow; the message
+// continues after "task <id>".
+func wrongState(t *state.Task, format string, args ...any) error {
+	return &TaskError{Kind: ErrWrongState, TaskID: t.ID, State: t.State,
+		msg: fmt.Sprintf("%v: task %s%s", ErrWrongState, t.ID, fmt.Sprintf(format, args...))}
 }

@@ -225,7 +225,7 @@ func (c *Coordinator) authorize(t *state.Task, leaseID, action string, now state
 	}
 	recs = append(recs, &state.TaskCancelled{TaskID: t.ID, LeaseID: leaseID, Reason: action + " by a lease without authority", At: now})
 	if t.CommittedBy != "" && t.CommittedBy != leaseID {
-		return nil, recs, alreadyCommitted(t.ID, t.CommittedBy)
+		return nil, recs, alreadyCommitted(t.ID, leaseID, t.CommittedBy)
 	}
 	why := "is not the current lease"
 	if (expiredNow && t.CurrentLease().LeaseID == leaseID) || expiredEarlier(t, leaseID) {
@@ -305,7 +305,7 @@ func (c *Coordinator) Start(ctx context.Context, taskID, leaseID string) error {
 		case state.ExecInProgress:
 			return nil, nil // a retried Start
 		default:
-			return nil, fmt.Errorf("%w: task %s: execution is %s; start is only for a new lease", ErrWrongState, t.ID, cur.Status)
+			return nil, wrongState(t, ": execution is %s; start is only for a new lease", cur.Status)
 		}
 	})
 }
@@ -342,7 +342,8 @@ func (c *Coordinator) Commit(ctx context.Context, taskID, leaseID string, result
 	err := c.leaseOp(ctx, taskID, leaseID, "commit", func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
 		if t.CommittedBy != "" {
 			// A finalisation lease: the work is committed already.
-			return nil, fmt.Errorf("%w: task %s was committed by an earlier attempt; a finalisation lease applies the committed result's effects and calls Complete", ErrAlreadyCommitted, t.ID)
+			return nil, &TaskError{Kind: ErrAlreadyCommitted, TaskID: t.ID, LeaseID: leaseID, CommittedBy: t.CommittedBy,
+				msg: fmt.Sprintf("%v: task %s was committed by an earlier attempt; a finalisation lease applies the committed result's effects and calls Complete", ErrAlreadyCommitted, t.ID)}
 		}
 		tok = FencingToken{TaskID: t.ID, Attempt: cur.Attempt}
 		return &state.TaskCommitted{TaskID: t.ID, LeaseID: leaseID, Result: result, At: now}, nil
@@ -393,7 +394,7 @@ func (c *Coordinator) Fail(ctx context.Context, taskID, leaseID, reason string, 
 	var res FailResult
 	err := c.leaseOp(ctx, taskID, leaseID, "fail", func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
 		if t.State != state.Leased {
-			return nil, fmt.Errorf("%w: task %s is %s: its result is committed, so it cannot fail; apply the committed effects and call Complete", ErrWrongState, t.ID, t.State)
+			return nil, wrongState(t, " is %s: its result is committed, so it cannot fail; apply the committed effects and call Complete", t.State)
 		}
 		r := &state.TaskFailed{TaskID: t.ID, LeaseID: leaseID, Reason: reason, Permanent: permanent, At: now}
 		res.State = state.Failed

@@ -294,7 +294,7 @@ func (c *Coordinator) Kill(ctx context.Context, taskID, reason string) error {
 	case t == nil:
 		refusal = notFound(taskID)
 	case t.State.Terminal():
-		refusal = fmt.Errorf("%w: task %s is already %s", ErrWrongState, taskID, t.State)
+		refusal = wrongState(t, " is already %s", t.State)
 	}
 	if refusal != nil {
 		// The refusal reveals the task's state: answer it only once that

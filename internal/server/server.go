@@ -142,38 +142,6 @@ func (strictJSON) Unmarshal(b []byte, m any) error {
 	return nil
 }
 
-// apiError maps a backend error to its Connect error.
-func apiError(err error) error {
-	if err == nil {
-		return nil
-	}
-	return connect.NewError(apiCode(err), err)
-}
-
-// apiCode is the Connect code of a backend error.
-func apiCode(err error) connect.Code {
-	code := connect.CodeInternal
-	switch {
-	case errors.Is(err, coordinator.ErrInvalidArgument):
-		code = connect.CodeInvalidArgument
-	case errors.Is(err, coordinator.ErrTooLarge):
-		code = connect.CodeResourceExhausted
-	case errors.Is(err, coordinator.ErrNotFound):
-		code = connect.CodeNotFound
-	case errors.Is(err, coordinator.ErrAlreadyCommitted):
-		code = connect.CodeAlreadyExists
-	case errors.Is(err, coordinator.ErrLeaseLost), errors.Is(err, coordinator.ErrWrongState):
-		code = connect.CodeFailedPrecondition
-	case errors.Is(err, coordinator.ErrUnavailable):
-		code = connect.CodeUnavailable
-	case errors.Is(err, context.Canceled):
-		code = connect.CodeCanceled
-	case errors.Is(err, context.DeadlineExceeded):
-		code = connect.CodeDeadlineExceeded
-	}
-	return code
-}
-
 type taskService struct{ s *Server }
 
 func (h taskService) Submit(ctx context.Context, req *connect.Request[tenurev1.SubmitRequest]) (*connect.Response[tenurev1.SubmitResponse], error) {
@@ -351,7 +319,8 @@ func (h workerService) CompleteBatch(ctx context.Context, req *connect.Request[t
 		r := &results[i]
 		r.TaskId = items[i].TaskID
 		if e != nil {
-			r.Code, r.Message = apiCode(e).String(), e.Error()
+			ce := apiError(e).(*connect.Error)
+			r.Code, r.Message, r.Detail = ce.Code().String(), ce.Message(), detailOf(ce)
 		}
 		out.Results[i] = r
 	}

@@ -1,0 +1,105 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"connectrpc.com/connect"
+
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/internal/coordinator"
+)
+
+// apiError maps an error to the Connect error the API answers: its code,
+// its message, and a tenurev1.ErrorDetail with what a caller branches on.
+// An error that another node answered (a *connect.Error that came back
+// from forwarding) passes through as that node sent it: code, message and
+// details.
+func apiError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return passThrough(ce)
+	}
+	code, d := classify(err)
+	e := connect.NewError(code, err)
+	if d.Reason != tenurev1.ErrorReason_ERROR_REASON_UNSPECIFIED {
+		if detail, derr := connect.NewErrorDetail(d); derr == nil {
+			e.AddDetail(detail)
+		}
+	}
+	return e
+}
+
+// passThrough is ce as its sender answered it, without the transport's
+// metadata (the far node's response headers must not become ours).
+func passThrough(ce *connect.Error) *connect.Error {
+	out := connect.NewError(ce.Code(), errors.New(ce.Message()))
+	for _, d := range ce.Details() {
+		out.AddDetail(d)
+	}
+	return out
+}
+
+// classify returns the code and the detail of a coordinator (or context)
+// error.
+func classify(err error) (connect.Code, *tenurev1.ErrorDetail) {
+	d := &tenurev1.ErrorDetail{}
+	var te *coordinator.TaskError
+	if errors.As(err, &te) {
+		d.TaskId, d.LeaseId, d.CommittedBy = te.TaskID, te.LeaseID, te.CommittedBy
+		if te.State != 0 {
+			d.State = taskStates[te.State]
+		}
+	}
+	var fe *coordinator.FieldError
+	if errors.As(err, &fe) {
+		d.Field = fe.Field
+	}
+	var le *coordinator.LimitError
+	if errors.As(err, &le) {
+		d.Field, d.Size, d.Limit = le.Field, int64(le.Size), int64(le.Limit)
+	}
+	switch {
+	case errors.Is(err, coordinator.ErrInvalidArgument):
+		d.Reason = tenurev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT
+		return connect.CodeInvalidArgument, d
+	case errors.Is(err, coordinator.ErrTooLarge):
+		d.Reason = tenurev1.ErrorReason_ERROR_REASON_TOO_LARGE
+		return connect.CodeResourceExhausted, d
+	case errors.Is(err, coordinator.ErrNotFound):
+		d.Reason = tenurev1.ErrorReason_ERROR_REASON_NOT_FOUND
+		return connect.CodeNotFound, d
+	case errors.Is(err, coordinator.ErrAlreadyCommitted):
+		d.Reason = tenurev1.ErrorReason_ERROR_REASON_ALREADY_COMMITTED
+		return connect.CodeAlreadyExists, d
+	case errors.Is(err, coordinator.ErrLeaseLost):
+		d.Reason = tenurev1.ErrorReason_ERROR_REASON_LEASE_LOST
+		return connect.CodeFailedPrecondition, d
+	case errors.Is(err, coordinator.ErrWrongState):
+		d.Reason = tenurev1.ErrorReason_ERROR_REASON_WRONG_STATE
+		return connect.CodeFailedPrecondition, d
+	case errors.Is(err, coordinator.ErrUnavailable):
+		d.Reason = tenurev1.ErrorReason_ERROR_REASON_UNAVAILABLE
+		return connect.CodeUnavailable, d
+	case errors.Is(err, context.Canceled):
+		return connect.CodeCanceled, d
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.CodeDeadlineExceeded, d
+	}
+	return connect.CodeInternal, d
+}
+
+// detailOf returns the tenure detail of e, or nil.
+func detailOf(e *connect.Error) *tenurev1.ErrorDetail {
+	for _, d := range e.Details() {
+		if v, err := d.Value(); err == nil {
+			if td, ok := v.(*tenurev1.ErrorDetail); ok {
+				return td
+			}
+		}
+	}
+	return nil
+}
