@@ -17,6 +17,7 @@ import (
 	"github.com/tenurehq/tenure/internal/cluster/registry"
 	"github.com/tenurehq/tenure/internal/cluster/schema"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/host"
 )
 
 // clusterFlags are the flags of `tenure server` in cluster mode.
@@ -48,9 +49,8 @@ func addClusterFlags(fs *flag.FlagSet) clusterFlags {
 
 // runClusterServer runs `tenure server --mysql DSN`: one node of a
 // cluster.
-// snaps carries the snapshot settings (the flags shared with embedded
-// mode).
-func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps member.Config, lg *slog.Logger, stdout io.Writer) error {
+// snaps is the snapshot schedule (the flags shared with embedded mode).
+func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps host.Schedule, lg *slog.Logger, stdout io.Writer) error {
 	if *cf.nodeID == "" {
 		return usageError{"--node-id (or TENURE_NODE_ID) is required with --mysql: a name for this node, unique in the cluster"}
 	}
@@ -100,17 +100,15 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 			RenewInterval: *cf.lockRenew,
 			CheckInterval: *cf.standbyCheck,
 		},
-		Registry:             registry.Config{HeartbeatInterval: *cf.heartbeat, Silence: *cf.silence},
-		Coordinator:          coordCfg,
-		SnapshotEveryRecords: snaps.SnapshotEveryRecords,
-		SnapshotEvery:        snaps.SnapshotEvery,
-		Retention:            snaps.Retention,
-		Logger:               lg,
+		Registry:    registry.Config{HeartbeatInterval: *cf.heartbeat, Silence: *cf.silence},
+		Coordinator: coordCfg,
+		Snapshots:   snaps,
+		Logger:      lg,
 	})
 	if err != nil {
 		return err
 	}
-	api, srv := newAPIServer(m, coordCfg, lg)
+	api, srv := newAPIServer(m, m, coordCfg, lg)
 	lg.Info("tenure cluster node serving", "node_id", *cf.nodeID, "listen", ln.Addr().String(), "advertise", advertise)
 	fmt.Fprintf(stdout, "tenure node %s serving on http://%s (cluster database, advertised as %s)\n", *cf.nodeID, ln.Addr(), advertise)
 

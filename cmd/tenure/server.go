@@ -10,9 +10,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/tenurehq/tenure/internal/cluster/member"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/node"
+	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/server"
 	"github.com/tenurehq/tenure/internal/wal"
 )
@@ -28,8 +29,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fsync := fs.String("fsync", envOr("TENURE_FSYNC", "always"), "WAL fsync policy: always (durable before acknowledged) or none (UNSAFE: an OS crash or power loss loses acknowledged work) (env TENURE_FSYNC)")
 	maxPayload := fs.Int("max-payload-bytes", coordinator.DefaultLimits.MaxPayloadBytes, "largest task payload accepted, in bytes")
 	scan := fs.Duration("expiry-scan-interval", time.Second, "how often to scan for expired leases (they are also expired lazily on access)")
-	snapRecords := fs.Uint64("snapshot-every-records", node.DefaultSnapshotEveryRecords, "take a snapshot after this many WAL records since the last one")
-	snapEvery := fs.Duration("snapshot-every", node.DefaultSnapshotEvery, "take a snapshot this long after the last one, if any record was written since")
+	snapRecords := fs.Uint64("snapshot-every-records", host.DefaultSnapshotEveryRecords, "take a snapshot after this many WAL records since the last one")
+	snapEvery := fs.Duration("snapshot-every", host.DefaultSnapshotEvery, "take a snapshot this long after the last one, if any record was written since")
 	retention := fs.Duration("retention", coordinator.DefaultRetention, "COMPLETED, FAILED and DEAD tasks leave the state at the first snapshot after they are this old; their request ids stop deduplicating then")
 	logFormat := fs.String("log-format", envOr("TENURE_LOG_FORMAT", "text"), "log format: text or json (env TENURE_LOG_FORMAT)")
 	logLevel := fs.String("log-level", envOr("TENURE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env TENURE_LOG_LEVEL)")
@@ -59,6 +60,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *retention < time.Second {
 		return usageError{fmt.Sprintf("--retention %v is under 1s", *retention)}
 	}
+	snaps := host.Schedule{EveryRecords: *snapRecords, Every: *snapEvery, Retention: *retention}
 	coordCfg := coordinator.Config{
 		Limits:             coordinator.Limits{MaxPayloadBytes: *maxPayload},
 		ExpiryScanInterval: *scan,
@@ -69,7 +71,6 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				return usageError{fmt.Sprintf("--%s is for the embedded mode; with --mysql the partitions' logs live in the database", name)}
 			}
 		}
-		snaps := member.Config{SnapshotEveryRecords: *snapRecords, SnapshotEvery: *snapEvery, Retention: *retention}
 		return runClusterServer(ctx, cf, *listen, coordCfg, snaps, lg, stdout)
 	}
 	policy, err := wal.ParseSyncPolicy(*fsync)
@@ -90,18 +91,16 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	start := time.Now()
 	n, err := node.Open(ctx, node.Config{
-		DataDir:              *dataDir,
-		Sync:                 policy,
-		Logger:               lg,
-		SnapshotEveryRecords: *snapRecords,
-		SnapshotEvery:        *snapEvery,
-		Retention:            *retention,
-		Coordinator:          coordCfg,
+		DataDir:     *dataDir,
+		Sync:        policy,
+		Logger:      lg,
+		Snapshots:   snaps,
+		Coordinator: coordCfg,
 	})
 	if err != nil {
 		return err
 	}
-	api, srv := newAPIServer(n, coordCfg, lg)
+	api, srv := newAPIServer(n.Router(), n, coordCfg, lg)
 
 	stats := n.Coordinator().Stats()
 	lg.Info("tenure serving", "listen", ln.Addr().String(), "data_dir", *dataDir, "fsync", policy.String(),
@@ -121,10 +120,16 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// newAPIServer returns the API over b and an HTTP server for it that speaks
-// HTTP/1.1 (curl, Connect) and unencrypted HTTP/2 (gRPC).
-func newAPIServer(b server.Backend, cfg coordinator.Config, lg *slog.Logger) (*server.Server, *http.Server) {
-	api := server.New(b, server.Options{MaxRequestBytes: max(16<<20, 2*cfg.Limits.MaxPayloadBytes+(1<<20)), Logger: lg})
+// newAPIServer returns the API over the partitions r routes to (with
+// snapshots taken by snaps) and an HTTP server for it that speaks HTTP/1.1
+// (curl, Connect) and unencrypted HTTP/2 (gRPC).
+func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Config, lg *slog.Logger) (*server.Server, *http.Server) {
+	api := server.New(r, server.Options{
+		MaxRequestBytes: max(server.DefaultMaxRequestBytes, 2*cfg.Limits.MaxPayloadBytes+(1<<20)),
+		Limits:          cfg.Limits,
+		Snapshots:       snaps,
+		Logger:          lg,
+	})
 	srv := &http.Server{
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

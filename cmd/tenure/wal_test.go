@@ -14,6 +14,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/snapshot"
 	"github.com/tenurehq/tenure/internal/state"
@@ -38,7 +39,7 @@ func newWALFixture(t *testing.T) *walFixture {
 	dir := t.TempDir()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cfg := func() node.Config {
-		return node.Config{DataDir: dir, SegmentBytes: 4096, DisableSnapshots: true, Retention: time.Minute,
+		return node.Config{DataDir: dir, SegmentBytes: 4096, Snapshots: host.Schedule{Disabled: true, Retention: time.Minute},
 			Coordinator: coordinator.Config{Clock: clk, ExpiryScanInterval: time.Hour}}
 	}
 	n, err := node.Open(ctx, cfg())
@@ -49,14 +50,14 @@ func newWALFixture(t *testing.T) *walFixture {
 	f := &walFixture{dir: dir, cfg: cfg}
 	work := func(count int) {
 		for i := range count {
-			if _, err := n.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte(fmt.Sprint("p", i))}); err != nil {
+			if _, err := n.Coordinator().Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte(fmt.Sprint("p", i))}); err != nil {
 				t.Fatal(err)
 			}
-			ls, err := n.Lease(ctx, coordinator.LeaseRequest{WorkerID: "w", Queue: "q"})
+			ls, err := n.Coordinator().Lease(ctx, coordinator.LeaseRequest{WorkerID: "w", Queue: "q"})
 			if err != nil || len(ls) != 1 {
 				t.Fatalf("lease: %v", err)
 			}
-			if err := n.Complete(ctx, ls[0].TaskID, ls[0].LeaseID, []byte("ok")); err != nil {
+			if err := n.Coordinator().Complete(ctx, ls[0].TaskID, ls[0].LeaseID, []byte("ok")); err != nil {
 				t.Fatal(err)
 			}
 			clk.Advance(time.Second)
@@ -74,7 +75,7 @@ func newWALFixture(t *testing.T) *walFixture {
 	work(100)
 	snap()
 	work(60)
-	res, err := n.Submit(ctx, coordinator.SubmitRequest{Queue: "later", Payload: []byte("watch me")})
+	res, err := n.Coordinator().Submit(ctx, coordinator.SubmitRequest{Queue: "later", Payload: []byte("watch me")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,11 +83,11 @@ func newWALFixture(t *testing.T) *walFixture {
 	work(30)
 	f.mid = n.Coordinator().Stats()
 	f.midLSN = f.mid.LastLSN
-	ls, err := n.Lease(ctx, coordinator.LeaseRequest{WorkerID: "w", Queue: "later"})
+	ls, err := n.Coordinator().Lease(ctx, coordinator.LeaseRequest{WorkerID: "w", Queue: "later"})
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("lease: %v", err)
 	}
-	if err := n.Complete(ctx, ls[0].TaskID, ls[0].LeaseID, []byte("done")); err != nil {
+	if err := n.Coordinator().Complete(ctx, ls[0].TaskID, ls[0].LeaseID, []byte("done")); err != nil {
 		t.Fatal(err)
 	}
 	work(60)

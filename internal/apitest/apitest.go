@@ -45,7 +45,7 @@ func StartNode(t testing.TB, wrap func(http.Handler) http.Handler) (url string, 
 			t.Errorf("close node: %v", err)
 		}
 	})
-	var h http.Handler = server.New(n, server.Options{}).Handler()
+	var h http.Handler = server.New(n.Router(), server.Options{Snapshots: n}).Handler()
 	if wrap != nil {
 		h = wrap(h)
 	}

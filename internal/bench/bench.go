@@ -20,6 +20,7 @@ import (
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/internal/node"
+	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/server"
 	"github.com/tenurehq/tenure/internal/wal"
 	"github.com/tenurehq/tenure/worker"
@@ -106,7 +107,7 @@ func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, err
 		cleanup()
 		return nil, fmt.Errorf("bench: listening on a loopback port: %w", err)
 	}
-	stopAPI := serve(n, ln, lg)
+	stopAPI := serve(n.Router(), ln, lg)
 	stop := func() error {
 		stopAPI()
 		err := n.Close()
@@ -116,12 +117,12 @@ func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, err
 	return &target{urls: []string{"http://" + ln.Addr().String()}, node: n, dataDir: dir, stop: stop}, nil
 }
 
-// serve answers the API of b on ln as `tenure server` does (HTTP/1.1 and
+// serve answers the API of r's partitions on ln as `tenure server` does (HTTP/1.1 and
 // unencrypted HTTP/2) until the returned stop is called. The run is over
 // then, so the server closes at once rather than gracefully: a graceful
 // Shutdown waits 5s for every connection a client dialled but never used.
-func serve(b server.Backend, ln net.Listener, lg *slog.Logger) (stop func()) {
-	api := server.New(b, server.Options{Logger: lg})
+func serve(r route.Router, ln net.Listener, lg *slog.Logger) (stop func()) {
+	api := server.New(r, server.Options{Logger: lg})
 	// Close does not wait for running handlers: stop waits for them (the
 	// write lock waits for every read lock) and turns later ones away, so
 	// nothing the server does (a log line) outlives the run.

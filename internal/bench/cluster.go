@@ -6,13 +6,18 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
+
+	"connectrpc.com/connect"
+
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 
 	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/cluster/member"
 	"github.com/tenurehq/tenure/internal/cluster/partition"
 	"github.com/tenurehq/tenure/internal/cluster/schema"
-	"github.com/tenurehq/tenure/internal/coordinator"
 )
 
 // startCluster starts cfg.Cluster cluster-mode nodes in this process on
@@ -29,7 +34,6 @@ func startCluster(ctx context.Context, cfg Config, lg *slog.Logger) (*target, er
 		return nil, fmt.Errorf("bench: migrating the cluster database: %w", err)
 	}
 	tg := &target{}
-	var first *member.Member
 	var stops []func()
 	tg.stop = func() error {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -55,9 +59,6 @@ func startCluster(ctx context.Context, cfg Config, lg *slog.Logger) (*target, er
 			tg.stop()
 			return nil, fmt.Errorf("bench: starting node %d: %w", i+1, err)
 		}
-		if first == nil {
-			first = m
-		}
 		stopAPI := serve(m, ln, lg)
 		stops = append(stops, func() { stopAPI(); m.Close() })
 		tg.urls = append(tg.urls, "http://"+ln.Addr().String())
@@ -71,7 +72,8 @@ func startCluster(ctx context.Context, cfg Config, lg *slog.Logger) (*target, er
 			tg.stop()
 			return nil, fmt.Errorf("bench: creating queue %s: %w", q, err)
 		}
-		if _, _, err := first.List(ctx, coordinator.ListFilter{Namespace: cfg.Namespace, Queue: q, Limit: 1}); err != nil {
+		list := connect.NewRequest(&tenurev1.ListTasksRequest{Namespace: cfg.Namespace, Queue: q, PageSize: 1})
+		if _, err := tenurev1connect.NewTaskServiceClient(http.DefaultClient, tg.urls[0]).ListTasks(ctx, list); err != nil {
 			tg.stop()
 			return nil, fmt.Errorf("bench: waiting for the partitions of %s to be served: %w", q, err)
 		}

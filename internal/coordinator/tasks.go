@@ -99,17 +99,36 @@ func (l Limits) CheckSubmit(req SubmitRequest, now time.Time) error {
 	return l.withDefaults().validateSubmit(&req, "", now)
 }
 
+// CheckNames checks the identifiers of a submit as Submit would, under
+// these limits (zero fields: the defaults); namespace "" is the default
+// namespace. Cluster mode checks them before it creates a queue.
+func (l Limits) CheckNames(namespace, queue, requestID string) error {
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	return l.withDefaults().checkNames("", namespace, queue, requestID)
+}
+
+func (l Limits) checkNames(prefix, namespace, queue, requestID string) error {
+	err := l.checkID("namespace", namespace, true)
+	if err == nil {
+		err = l.checkID("queue", queue, true)
+	}
+	if err == nil {
+		err = l.checkID("request_id", requestID, false)
+	}
+	if fe, ok := err.(*FieldError); ok && prefix != "" {
+		fe.Field = prefix + fe.Field
+	}
+	return err
+}
+
 func (l Limits) validateSubmit(req *SubmitRequest, prefix string, now time.Time) error {
 	if req.Namespace == "" {
 		req.Namespace = DefaultNamespace
 	}
-	for _, f := range []struct {
-		name, v  string
-		required bool
-	}{{"namespace", req.Namespace, true}, {"queue", req.Queue, true}, {"request_id", req.RequestID, false}} {
-		if err := l.checkID(prefix+f.name, f.v, f.required); err != nil {
-			return err
-		}
+	if err := l.checkNames(prefix, req.Namespace, req.Queue, req.RequestID); err != nil {
+		return err
 	}
 	if len(req.Payload) > l.MaxPayloadBytes {
 		return &LimitError{Field: prefix + "payload", Size: len(req.Payload), Limit: l.MaxPayloadBytes}

@@ -18,6 +18,7 @@ import (
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/fsys/faultfs"
 	"github.com/tenurehq/tenure/internal/node"
+	"github.com/tenurehq/tenure/internal/state"
 )
 
 // faultDisk returns a disk on which dataDir and its parents are durable.
@@ -53,6 +54,24 @@ func openNode(t *testing.T, dataDir string, f *faultfs.FS) *node.Node {
 	return n
 }
 
+// submit submits a task through the node, as the API does: a request that
+// meets a failed log starts the node's recovery.
+func submit(n *node.Node, payload string) (res coordinator.SubmitResult, err error) {
+	err = n.Do(func(c *coordinator.Coordinator) error {
+		res, err = c.Submit(context.Background(), coordinator.SubmitRequest{Queue: "q", Payload: []byte(payload)})
+		return err
+	})
+	return res, err
+}
+
+func get(n *node.Node, id string) (t *state.Task, err error) {
+	err = n.Do(func(c *coordinator.Coordinator) error {
+		t, err = c.Get(context.Background(), id)
+		return err
+	})
+	return t, err
+}
+
 // submitUntil retries a submit while the node reopens its WAL, up to a bound
 // (a bound on a wait, not a timing assertion).
 func submitUntil(t *testing.T, n *node.Node, payload string) string {
@@ -60,7 +79,7 @@ func submitUntil(t *testing.T, n *node.Node, payload string) string {
 	var err error
 	for range 2000 {
 		var res coordinator.SubmitResult
-		res, err = n.Submit(context.Background(), coordinator.SubmitRequest{Queue: "q", Payload: []byte(payload)})
+		res, err = submit(n, payload)
 		if err == nil {
 			return res.Task.ID
 		}
@@ -76,7 +95,7 @@ func submitUntil(t *testing.T, n *node.Node, payload string) string {
 func checkTasks(t *testing.T, n *node.Node, ids []string, what string) {
 	t.Helper()
 	for i, id := range ids {
-		task, err := n.Get(context.Background(), id)
+		task, err := get(n, id)
 		if err != nil || string(task.Payload) != fmt.Sprintf("task %d", i) {
 			t.Fatalf("%s: acknowledged task %d (%s): %v", what, i, id, err)
 		}
@@ -95,7 +114,6 @@ func TestFaultNodeReopensAfterStorageFailure(t *testing.T) {
 		{"enospc", func(f *faultfs.FS) { f.TearWrites(true); f.SetFull(true) }, func(f *faultfs.FS) { f.SetFull(false) }, "space"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
 			dataDir := t.TempDir()
 			f := faultDisk(t, dataDir)
 			n := openNode(t, dataDir, f)
@@ -106,7 +124,7 @@ func TestFaultNodeReopensAfterStorageFailure(t *testing.T) {
 			}
 
 			tc.inject(f)
-			_, err := n.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte("refused")})
+			_, err := submit(n, "refused")
 			if !errors.Is(err, coordinator.ErrUnavailable) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("submit after the fault = %v, want ErrUnavailable mentioning %q", err, tc.want)
 			}
@@ -114,7 +132,7 @@ func TestFaultNodeReopensAfterStorageFailure(t *testing.T) {
 				// While the disk is full, writes keep being refused; the node
 				// keeps reopening (that needs no space) and serves reads.
 				for range 3 {
-					_, err := n.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte("refused")})
+					_, err := submit(n, "refused")
 					if !errors.Is(err, coordinator.ErrUnavailable) {
 						t.Fatalf("submit on a full disk = %v", err)
 					}

@@ -1,16 +1,14 @@
 // Package node runs one embedded tenure node: it owns the data directory
-// (an exclusive lock file), the file WAL and the snapshots in it, the
-// coordinator recovered from them (newest valid snapshot, then the WAL
-// after it), the coordinator's background expiry loop, and the background
-// snapshots that apply the retention period and let old WAL segments go.
+// (an exclusive lock file) and serves its one partition through a
+// host.Host over the file WAL and the snapshot files in it. Everything
+// else — recovery from the newest valid snapshot and the WAL after it, the
+// expiry loop, the snapshot schedule that applies the retention period and
+// lets old WAL segments go, and reopening the WAL from disk after a write
+// or fsync error (never retrying a failed fsync on the same file handle) —
+// is the host's, the same as for a partition in cluster mode.
 //
 // Layout of the data directory: LOCK (pid of the owner, flock'ed), wal/
 // (segments, package wal), snapshots/ (package snapshot).
-//
-// When the log fails (a write or fsync error), the coordinator stops
-// serving; the node then reopens the WAL from disk and replays it, so memory
-// again equals what is durable, and serves again. It never retries a failed
-// fsync on the same file handle.
 package node
 
 import (
@@ -23,15 +21,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/fsys"
+	"github.com/tenurehq/tenure/internal/host"
+	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/snapshot"
-	"github.com/tenurehq/tenure/internal/state"
 	"github.com/tenurehq/tenure/internal/wal"
 )
 
@@ -41,23 +39,19 @@ const (
 	SnapshotDir = "snapshots"
 )
 
-// Defaults of the snapshot schedule.
-const (
-	DefaultSnapshotEveryRecords = 1_000_000
-	DefaultSnapshotEvery        = 10 * time.Minute
-)
-
 // Config configures a node.
 type Config struct {
-	// DataDir holds the WAL (in DataDir/wal) and the lock file. Created if
-	// missing.
+	// DataDir holds the WAL (in DataDir/wal), the snapshots (in
+	// DataDir/snapshots) and the lock file. Created if missing.
 	DataDir string
 	// Sync is the WAL's fsync policy (default always).
 	Sync wal.SyncPolicy
 	// SegmentBytes is the WAL segment size (0: the WAL's default).
 	SegmentBytes int64
 	Coordinator  coordinator.Config
-	Logger       *slog.Logger
+	// Snapshots is the snapshot schedule, retention and number of
+	// snapshots kept (zero fields: the defaults of package host).
+	Snapshots host.Schedule
 	// RestartBackoff is the wait between attempts to reopen a failed log
 	// (default 1 s).
 	RestartBackoff time.Duration
@@ -65,24 +59,10 @@ type Config struct {
 	// fsys.OS). Tests inject faults here; the lock file is always on the
 	// host file system.
 	FS fsys.FS
-
-	// A snapshot is taken in the background once SnapshotEveryRecords
-	// records (default 1,000,000) were appended since the last one, or
-	// SnapshotEvery (default 10 min) after it if any record was appended;
-	// DisableSnapshots turns the schedule off (Snapshot still works).
-	SnapshotEveryRecords uint64
-	SnapshotEvery        time.Duration
-	DisableSnapshots     bool
-	// SnapshotCheckInterval is how often the schedule is checked (default
-	// 1 s, at most SnapshotEvery).
-	SnapshotCheckInterval time.Duration
-	// Retention: COMPLETED, FAILED and DEAD tasks leave the state at the
-	// first snapshot after they are this old (default 7 days); their
-	// request ids stop deduplicating then. SnapshotsKept: how many
-	// snapshots are kept (default 2); WAL segments wholly below the oldest
-	// are deleted.
-	Retention     time.Duration
-	SnapshotsKept int
+	// Clock is the node's time: record timestamps, lease expiry, the
+	// snapshot schedule (default: Coordinator.Clock, else clock.Real).
+	Clock  clock.Clock
+	Logger *slog.Logger
 }
 
 func (c *Config) withDefaults() error {
@@ -92,34 +72,11 @@ func (c *Config) withDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.Coordinator.Logger == nil {
-		c.Coordinator.Logger = c.Logger
-	}
-	if c.RestartBackoff <= 0 {
-		c.RestartBackoff = time.Second
-	}
 	if c.FS == nil {
 		c.FS = fsys.OS
 	}
-	if c.SnapshotEvery < 0 || c.Retention < 0 || c.SnapshotsKept < 0 || c.SnapshotCheckInterval < 0 {
-		return fmt.Errorf("node: SnapshotEvery (%v), Retention (%v), SnapshotsKept (%d) and SnapshotCheckInterval (%v) must not be negative",
-			c.SnapshotEvery, c.Retention, c.SnapshotsKept, c.SnapshotCheckInterval)
-	}
-	if c.SnapshotEveryRecords == 0 {
-		c.SnapshotEveryRecords = DefaultSnapshotEveryRecords
-	}
-	if c.SnapshotEvery == 0 {
-		c.SnapshotEvery = DefaultSnapshotEvery
-	}
-	if c.SnapshotCheckInterval == 0 {
-		c.SnapshotCheckInterval = time.Second
-	}
-	c.SnapshotCheckInterval = min(c.SnapshotCheckInterval, c.SnapshotEvery)
-	if c.Retention == 0 {
-		c.Retention = coordinator.DefaultRetention
-	}
-	if c.SnapshotsKept == 0 {
-		c.SnapshotsKept = coordinator.DefaultSnapshotsKept
+	if c.Clock == nil {
+		c.Clock = c.Coordinator.Clock
 	}
 	return nil
 }
@@ -127,30 +84,11 @@ func (c *Config) withDefaults() error {
 // ErrLocked means another process holds the data directory.
 var ErrLocked = errors.New("node: data directory is in use")
 
-// Node is a running embedded node. It implements the API's backend by
-// forwarding to its current coordinator.
+// Node is a running embedded node.
 type Node struct {
 	cfg  Config
-	lg   *slog.Logger
 	lock *os.File
-
-	mu         sync.RWMutex
-	log        *wal.Log
-	coord      *coordinator.Coordinator
-	restarting bool
-	cause      error // why the node is reopening its WAL
-	closed     bool
-
-	// lastSnap is the LSN of the newest snapshot, lastSnapAt when the
-	// schedule last took or tried one; owned by the snapshot loop and
-	// Snapshot, under snapMu.
-	snapMu     sync.Mutex
-	lastSnap   uint64
-	lastSnapAt time.Time
-
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	h    *host.Host
 }
 
 // Open locks the data directory, recovers its state (newest valid snapshot
@@ -166,15 +104,20 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, lg: cfg.Logger, lock: lock}
-	n.ctx, n.cancel = context.WithCancel(context.Background())
-	if err := n.open(ctx); err != nil {
-		n.cancel()
+	n := &Node{cfg: cfg, lock: lock}
+	n.h, err = host.Open(ctx, host.Config{
+		Name:           "the node",
+		Open:           n.openStorage,
+		Coordinator:    cfg.Coordinator,
+		Schedule:       cfg.Snapshots,
+		Reopen:         true,
+		RestartBackoff: cfg.RestartBackoff,
+		Clock:          cfg.Clock,
+		Logger:         cfg.Logger,
+	})
+	if err != nil {
 		lock.Close()
-		return nil, err
-	}
-	if !cfg.DisableSnapshots {
-		n.wg.Go(n.snapshotLoop)
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	return n, nil
 }
@@ -232,268 +175,64 @@ func (n *Node) snapshots() snapshot.Dir {
 	return snapshot.Dir{FS: n.cfg.FS, Path: filepath.Join(n.cfg.DataDir, SnapshotDir)}
 }
 
-func (n *Node) open(ctx context.Context) error {
+// openStorage opens the WAL and the snapshot directory, after removing the
+// leftovers of interrupted snapshot writes.
+func (n *Node) openStorage(context.Context) (host.Storage, error) {
 	store := n.snapshots()
 	if removed, err := store.Clean(); err != nil {
-		return fmt.Errorf("node: %w", err)
+		return host.Storage{}, err
 	} else if len(removed) > 0 {
-		n.lg.Warn("removed leftovers of interrupted snapshot writes", "files", removed)
+		n.cfg.Logger.Warn("removed leftovers of interrupted snapshot writes", "files", removed)
 	}
 	l, err := wal.Open(wal.Options{
 		Dir:          filepath.Join(n.cfg.DataDir, WALDir),
 		Sync:         n.cfg.Sync,
 		SegmentBytes: n.cfg.SegmentBytes,
-		Logger:       n.lg,
+		Logger:       n.cfg.Logger,
 		FS:           n.cfg.FS,
 	})
 	if err != nil {
-		return fmt.Errorf("node: opening the WAL: %w", err)
+		return host.Storage{}, fmt.Errorf("opening the WAL: %w", err)
 	}
-	c, err := coordinator.Recover(ctx, l, store, n.cfg.Coordinator)
-	if err != nil {
-		l.Close()
-		return fmt.Errorf("node: %w", err)
-	}
-	lsns, err := store.List()
-	if err != nil {
-		c.Close()
-		l.Close()
-		return fmt.Errorf("node: %w", err)
-	}
-	n.snapMu.Lock()
-	n.lastSnap, n.lastSnapAt = 0, time.Now()
-	if len(lsns) > 0 {
-		n.lastSnap = lsns[len(lsns)-1]
-	}
-	n.snapMu.Unlock()
-	n.mu.Lock()
-	n.log, n.coord = l, c
-	n.mu.Unlock()
-	n.wg.Go(func() {
-		if err := c.Run(n.ctx); err != nil && n.ctx.Err() == nil {
-			n.failed(c)
-		}
-	})
-	return nil
+	return host.Storage{Log: l, Snapshots: store}, nil
 }
 
-// current returns the serving coordinator, or an unavailable error while
-// the node reopens its log.
-func (n *Node) current() (*coordinator.Coordinator, error) {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	if n.closed {
-		return nil, fmt.Errorf("%w: the node is shutting down", coordinator.ErrUnavailable)
-	}
-	if n.restarting {
-		return nil, fmt.Errorf("%w: the node is reopening its WAL after a storage failure (%v); retry shortly", coordinator.ErrUnavailable, n.cause)
-	}
-	return n.coord, nil
-}
+// Router routes every request of the API to the node's one partition.
+func (n *Node) Router() route.Router { return route.Local(n.h) }
 
-// failed is called when c stopped serving: reopen from the WAL, once.
-func (n *Node) failed(c *coordinator.Coordinator) {
-	n.mu.Lock()
-	if n.closed || n.restarting || n.coord != c {
-		n.mu.Unlock()
-		return
-	}
-	n.restarting = true
-	n.cause = c.Err()
-	l := n.log
-	n.mu.Unlock()
-	n.lg.Error("storage failure: reopening the WAL from disk", "err", c.Err())
-	n.wg.Go(func() {
-		c.Close()
-		l.Close() // the log already failed; Close only releases its files
-		for n.ctx.Err() == nil {
-			err := n.open(n.ctx)
-			if err == nil {
-				n.mu.Lock()
-				n.restarting = false
-				n.mu.Unlock()
-				n.lg.Info("serving again after reopening the WAL")
-				return
-			}
-			n.lg.Error("reopening the WAL failed; will retry", "err", err, "in", n.cfg.RestartBackoff)
-			t := clock.Real.NewTimer(n.cfg.RestartBackoff)
-			select {
-			case <-n.ctx.Done():
-				t.Stop()
-			case <-t.C():
-			}
-		}
-	})
-}
-
-// do runs op on the current coordinator and reopens the log if op found the
-// coordinator stopped by a storage failure.
-func do[T any](n *Node, op func(c *coordinator.Coordinator) (T, error)) (T, error) {
-	c, err := n.current()
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	v, err := op(c)
-	if err != nil && errors.Is(err, coordinator.ErrUnavailable) && c.Err() != nil {
-		n.failed(c)
-	}
-	return v, err
-}
+// Do runs fn on the serving coordinator (see host.Host.Do).
+func (n *Node) Do(fn func(*coordinator.Coordinator) error) error { return n.h.Do(fn) }
 
 // Err is non-nil while the node does not serve.
-func (n *Node) Err() error {
-	_, err := n.current()
-	return err
-}
-
-// Close stops the background loop, closes the coordinator and then the WAL
-// (which flushes and fsyncs what was appended), and releases the lock.
-func (n *Node) Close() error {
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		return nil
-	}
-	n.closed = true
-	c, l := n.coord, n.log
-	n.mu.Unlock()
-	n.cancel()
-	n.wg.Wait()
-	c.Close()
-	err := l.Close()
-	n.lock.Close()
-	return err
-}
+func (n *Node) Err() error { return n.h.Err() }
 
 // Snapshot applies the retention period and takes a snapshot now (`tenure
 // admin snapshot`), then deletes the WAL segments below the oldest kept
 // snapshot.
 func (n *Node) Snapshot(ctx context.Context) (coordinator.SnapshotResult, error) {
-	n.snapMu.Lock()
-	defer n.snapMu.Unlock()
-	return n.snapshotLocked(ctx)
+	return n.h.Snapshot(ctx)
 }
 
-func (n *Node) snapshotLocked(ctx context.Context) (coordinator.SnapshotResult, error) {
-	n.lastSnapAt = time.Now()
-	res, err := do(n, func(c *coordinator.Coordinator) (coordinator.SnapshotResult, error) {
-		return c.Snapshot(ctx, coordinator.SnapshotConfig{Store: n.snapshots(), Retention: n.cfg.Retention, Keep: n.cfg.SnapshotsKept})
-	})
-	if res.Path != "" {
-		n.lastSnap = res.LSN
-	}
-	return res, err
-}
-
-// snapshotLoop takes snapshots on the schedule of Config until the node
-// closes. A failed snapshot is logged and tried again at the next period; a
-// storage failure of the log reopens the node as any request would.
-func (n *Node) snapshotLoop() {
-	for {
-		t := clock.Real.NewTimer(n.cfg.SnapshotCheckInterval)
-		select {
-		case <-n.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C():
-		}
-		n.mu.RLock()
-		l, ok := n.log, !n.restarting && !n.closed
-		n.mu.RUnlock()
-		if !ok {
-			continue
-		}
-		last := l.LastLSN()
-		n.snapMu.Lock()
-		due := last > n.lastSnap && (last-n.lastSnap >= n.cfg.SnapshotEveryRecords || time.Since(n.lastSnapAt) >= n.cfg.SnapshotEvery)
-		if due {
-			if _, err := n.snapshotLocked(n.ctx); err != nil && n.ctx.Err() == nil {
-				n.lg.Error("background snapshot failed; will try again", "err", err, "in", n.cfg.SnapshotEvery)
-				// Try again after another period or another
-				// SnapshotEveryRecords records, not at every check.
-				n.lastSnap = last
-			}
-		}
-		n.snapMu.Unlock()
-	}
-}
-
-// Coordinator returns the serving coordinator (for tools and tests).
+// Coordinator returns the serving coordinator (for tools and tests), or
+// nil while the node reopens its WAL.
 func (n *Node) Coordinator() *coordinator.Coordinator {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return n.coord
+	c, _ := n.h.Coordinator()
+	return c
 }
 
-// WALStats returns the current WAL's counters.
+// WALStats returns the current WAL's counters (zero while the node reopens
+// it).
 func (n *Node) WALStats() wal.Stats {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return n.log.Stats()
-}
-
-func (n *Node) Submit(ctx context.Context, req coordinator.SubmitRequest) (coordinator.SubmitResult, error) {
-	return do(n, func(c *coordinator.Coordinator) (coordinator.SubmitResult, error) { return c.Submit(ctx, req) })
-}
-
-func (n *Node) SubmitBatch(ctx context.Context, reqs []coordinator.SubmitRequest) ([]coordinator.SubmitResult, error) {
-	return do(n, func(c *coordinator.Coordinator) ([]coordinator.SubmitResult, error) { return c.SubmitBatch(ctx, reqs) })
-}
-
-func (n *Node) Get(ctx context.Context, taskID string) (*state.Task, error) {
-	return do(n, func(c *coordinator.Coordinator) (*state.Task, error) { return c.Get(ctx, taskID) })
-}
-
-func (n *Node) List(ctx context.Context, f coordinator.ListFilter) ([]*state.Task, uint64, error) {
-	type page struct {
-		tasks []*state.Task
-		next  uint64
+	if l, ok := n.h.Storage().Log.(*wal.Log); ok {
+		return l.Stats()
 	}
-	p, err := do(n, func(c *coordinator.Coordinator) (page, error) {
-		t, next, err := c.List(ctx, f)
-		return page{t, next}, err
-	})
-	return p.tasks, p.next, err
+	return wal.Stats{}
 }
 
-func (n *Node) Kill(ctx context.Context, taskID, reason string) error {
-	_, err := do(n, func(c *coordinator.Coordinator) (struct{}, error) { return struct{}{}, c.Kill(ctx, taskID, reason) })
+// Close stops serving, closes the WAL (which flushes and fsyncs what was
+// appended) and releases the lock.
+func (n *Node) Close() error {
+	err := n.h.Close()
+	n.lock.Close()
 	return err
-}
-
-func (n *Node) History(ctx context.Context, taskID string) ([]coordinator.HistoryEntry, error) {
-	return do(n, func(c *coordinator.Coordinator) ([]coordinator.HistoryEntry, error) { return c.History(ctx, taskID) })
-}
-
-func (n *Node) Lease(ctx context.Context, req coordinator.LeaseRequest) ([]coordinator.Lease, error) {
-	return do(n, func(c *coordinator.Coordinator) ([]coordinator.Lease, error) { return c.Lease(ctx, req) })
-}
-
-func (n *Node) Start(ctx context.Context, taskID, leaseID string) error {
-	_, err := do(n, func(c *coordinator.Coordinator) (struct{}, error) { return struct{}{}, c.Start(ctx, taskID, leaseID) })
-	return err
-}
-
-func (n *Node) Heartbeat(ctx context.Context, taskID, leaseID string) (time.Time, error) {
-	return do(n, func(c *coordinator.Coordinator) (time.Time, error) { return c.Heartbeat(ctx, taskID, leaseID) })
-}
-
-func (n *Node) Commit(ctx context.Context, taskID, leaseID string, result []byte) (coordinator.FencingToken, error) {
-	return do(n, func(c *coordinator.Coordinator) (coordinator.FencingToken, error) {
-		return c.Commit(ctx, taskID, leaseID, result)
-	})
-}
-
-func (n *Node) Complete(ctx context.Context, taskID, leaseID string, result []byte) error {
-	_, err := do(n, func(c *coordinator.Coordinator) (struct{}, error) {
-		return struct{}{}, c.Complete(ctx, taskID, leaseID, result)
-	})
-	return err
-}
-
-func (n *Node) Fail(ctx context.Context, taskID, leaseID, reason string, permanent bool) (coordinator.FailResult, error) {
-	return do(n, func(c *coordinator.Coordinator) (coordinator.FailResult, error) {
-		return c.Fail(ctx, taskID, leaseID, reason, permanent)
-	})
 }

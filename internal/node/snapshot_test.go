@@ -18,6 +18,7 @@ import (
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/fsys"
 	"github.com/tenurehq/tenure/internal/fsys/faultfs"
+	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/snapshot"
 	"github.com/tenurehq/tenure/internal/state"
@@ -25,13 +26,12 @@ import (
 
 func snapConfig(dataDir string, f fsys.FS, clk clock.Clock) node.Config {
 	return node.Config{
-		DataDir:          dataDir,
-		FS:               f,
-		SegmentBytes:     4096,
-		RestartBackoff:   5 * time.Millisecond,
-		DisableSnapshots: true,
-		Retention:        time.Minute,
-		Coordinator:      coordinator.Config{Clock: clk},
+		DataDir:        dataDir,
+		FS:             f,
+		SegmentBytes:   4096,
+		RestartBackoff: 5 * time.Millisecond,
+		Snapshots:      host.Schedule{Disabled: true, Retention: time.Minute},
+		Clock:          clk,
 	}
 }
 
@@ -44,19 +44,19 @@ func churn(t *testing.T, n *node.Node, clk *clock.Fake, count int, leave bool) {
 	ctx := context.Background()
 	for i := range count {
 		if !leave && i%3 == 0 {
-			if _, err := n.Submit(ctx, coordinator.SubmitRequest{Queue: "idle"}); err != nil {
+			if _, err := n.Coordinator().Submit(ctx, coordinator.SubmitRequest{Queue: "idle"}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := n.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte(fmt.Sprint("task ", i))}); err != nil {
+		if _, err := n.Coordinator().Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte(fmt.Sprint("task ", i))}); err != nil {
 			t.Fatal(err)
 		}
-		ls, err := n.Lease(ctx, coordinator.LeaseRequest{WorkerID: "w", Queue: "q"})
+		ls, err := n.Coordinator().Lease(ctx, coordinator.LeaseRequest{WorkerID: "w", Queue: "q"})
 		if err != nil || len(ls) != 1 {
 			t.Fatalf("lease: %v (%d)", err, len(ls))
 		}
 		if !leave || i%3 != 0 {
-			if err := n.Complete(ctx, ls[0].TaskID, ls[0].LeaseID, nil); err != nil {
+			if err := n.Coordinator().Complete(ctx, ls[0].TaskID, ls[0].LeaseID, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -64,33 +64,49 @@ func churn(t *testing.T, n *node.Node, clk *clock.Fake, count int, leave bool) {
 	}
 }
 
+// settle moves the fake clock by d and waits until the node's two loops
+// (the snapshot schedule and the lease expiry scan) are waiting again:
+// then whatever the move made due has run.
+func settle(clk *clock.Fake, d time.Duration) {
+	clk.Advance(d)
+	clk.WaitForTimers(2)
+}
+
+// TestBackgroundSnapshots: the schedule snapshots once enough records were
+// written, keeps the newest two and deletes the WAL segments below them;
+// a restart loads the newest and replays the rest to the same state.
 func TestBackgroundSnapshots(t *testing.T) {
 	dataDir := t.TempDir()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cfg := snapConfig(dataDir, nil, clk)
-	cfg.DisableSnapshots = false
-	cfg.SnapshotEveryRecords = 100
-	cfg.SnapshotCheckInterval = time.Millisecond
+	// Checked every hour of fake time: churn (a second per task) never
+	// reaches a check, settle does.
+	cfg.Snapshots = host.Schedule{EveryRecords: 100, Every: 100 * time.Hour, CheckInterval: time.Hour, Retention: time.Minute}
 	n, err := node.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { n.Close() }()
 	store := snapshot.Dir{Path: filepath.Join(dataDir, node.SnapshotDir)}
-	// Wait (bounded) for the schedule: a bound on a wait, not a timing
-	// assertion.
-	var lsns []uint64
-	for i := 0; i < 5000 && len(lsns) < 2; i++ {
-		churn(t, n, clk, 20, true)
-		lsns, _ = store.List()
-		time.Sleep(time.Millisecond)
+	settle(clk, time.Hour)
+	if lsns, _ := store.List(); len(lsns) != 0 {
+		t.Fatalf("snapshots %v before any record was written", lsns)
 	}
-	if len(lsns) != 2 {
-		t.Fatalf("snapshots %v, want the 2 newest kept", lsns)
+	var taken []uint64
+	for range 3 {
+		churn(t, n, clk, 40, true)
+		settle(clk, time.Hour)
+		lsns, _ := store.List()
+		if len(lsns) == 0 || (len(taken) > 0 && lsns[len(lsns)-1] == taken[len(taken)-1]) {
+			t.Fatalf("after 40 more tasks (over 100 records) and a check: snapshots %v, taken before %v", lsns, taken)
+		}
+		taken = append(taken, lsns[len(lsns)-1])
+	}
+	if lsns, _ := store.List(); !reflect.DeepEqual(lsns, taken[1:]) {
+		t.Fatalf("snapshots %v, want the newest two of %v", lsns, taken)
 	}
 	segs, _ := filepath.Glob(filepath.Join(dataDir, node.WALDir, "*.wal"))
-	first := filepath.Base(segs[0])
-	if first == fmt.Sprintf("%016x.wal", 1) {
+	if first := filepath.Base(segs[0]); first == fmt.Sprintf("%016x.wal", 1) {
 		t.Fatal("no WAL segment was deleted")
 	}
 	before := n.Coordinator().Export()
@@ -104,10 +120,52 @@ func TestBackgroundSnapshots(t *testing.T) {
 	if !reflect.DeepEqual(before, n.Coordinator().Export()) {
 		t.Fatal("state after restart differs")
 	}
-	// Retention bit: tasks completed over a minute (of fake time) before
-	// the last snapshot are gone.
-	if got := n.Coordinator().Stats().ByState[state.Completed]; got > 100 {
+	// Retention: tasks completed over a minute (of fake time) before the
+	// last snapshot are gone.
+	if got := n.Coordinator().Stats().ByState[state.Completed]; got > 30 {
 		t.Fatalf("%d completed tasks kept with a one-minute retention", got)
+	}
+}
+
+// TestTimedSnapshot: a snapshot is taken SnapshotEvery after the last one
+// if anything was written since, and not otherwise — driven by the fake
+// clock alone.
+func TestTimedSnapshot(t *testing.T) {
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := snapConfig(dataDir, nil, clk)
+	cfg.Snapshots = host.Schedule{Every: 10 * time.Minute, CheckInterval: time.Second}
+	n, err := node.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	store := snapshot.Dir{Path: filepath.Join(dataDir, node.SnapshotDir)}
+	for range 3 {
+		if _, err := n.Coordinator().Submit(ctx, coordinator.SubmitRequest{Queue: "q"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(clk, 10*time.Minute-time.Second)
+	if lsns, _ := store.List(); len(lsns) != 0 {
+		t.Fatalf("snapshots %v before the interval passed", lsns)
+	}
+	settle(clk, time.Second)
+	// The three submits and the snapshot's purge record.
+	if lsns, _ := store.List(); !reflect.DeepEqual(lsns, []uint64{4}) {
+		t.Fatalf("snapshots %v once the interval passed, want [4]", lsns)
+	}
+	settle(clk, 10*time.Minute)
+	if lsns, _ := store.List(); !reflect.DeepEqual(lsns, []uint64{4}) {
+		t.Fatalf("snapshots %v after an interval without records, want [4]", lsns)
+	}
+	if _, err := n.Coordinator().Submit(ctx, coordinator.SubmitRequest{Queue: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	settle(clk, 10*time.Minute)
+	if lsns, _ := store.List(); !reflect.DeepEqual(lsns, []uint64{4, 6}) {
+		t.Fatalf("snapshots %v after a record and an interval, want [4 6]", lsns)
 	}
 }
 
@@ -137,7 +195,7 @@ func TestLockShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	release()
-	n, err := node.Open(context.Background(), node.Config{DataDir: dataDir, DisableSnapshots: true})
+	n, err := node.Open(context.Background(), node.Config{DataDir: dataDir, Snapshots: host.Schedule{Disabled: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

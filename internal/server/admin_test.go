@@ -10,30 +10,28 @@ import (
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/server"
 )
-
-// backendOnly hides every optional capability of a backend.
-type backendOnly struct{ server.Backend }
 
 func TestAdminSnapshot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	n, err := node.Open(ctx, node.Config{DataDir: dir, DisableSnapshots: true})
+	n, err := node.Open(ctx, node.Config{DataDir: dir, Snapshots: host.Schedule{Disabled: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	if _, err := n.Submit(ctx, coordinator.SubmitRequest{Queue: "q"}); err != nil {
+	if _, err := n.Coordinator().Submit(ctx, coordinator.SubmitRequest{Queue: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name string
-		b    server.Backend
-	}{{"node", n}, {"no snapshots", backendOnly{n}}} {
-		ts := httptest.NewServer(server.New(tc.b, server.Options{}).Handler())
+		name  string
+		snaps server.Snapshotter
+	}{{"node", n}, {"no snapshots", nil}} {
+		ts := httptest.NewServer(server.New(n.Router(), server.Options{Snapshots: tc.snaps}).Handler())
 		admin := tenurev1connect.NewAdminServiceClient(ts.Client(), ts.URL)
 		res, err := admin.Snapshot(ctx, connect.NewRequest(&tenurev1.SnapshotRequest{}))
 		ts.Close()

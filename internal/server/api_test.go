@@ -47,7 +47,7 @@ func newAPIEnv(t *testing.T) *apiEnv {
 			t.Errorf("node.Close: %v", err)
 		}
 	})
-	api := server.New(n, server.Options{})
+	api := server.New(n.Router(), server.Options{})
 	ts := httptest.NewServer(api.Handler())
 	t.Cleanup(ts.Close)
 	t.Cleanup(api.Drain) // runs first: long-polls must not hold ts.Close

@@ -25,6 +25,14 @@ func stdTS(t time.Time) *timestamppb.Timestamp {
 	return timestamppb.New(t)
 }
 
+// optDuration is an optional API duration: nil for 0.
+func optDuration(d time.Duration) *durationpb.Duration {
+	if d == 0 {
+		return nil
+	}
+	return durationpb.New(d)
+}
+
 // duration converts an optional API duration, rejecting invalid ones with
 // the field named.
 func duration(field string, d *durationpb.Duration) (time.Duration, error) {

@@ -1,11 +1,24 @@
-// Package server serves the tenure.v1 API (TaskService and WorkerService)
-// over Connect, so the same handlers answer Connect, gRPC and gRPC-Web, with
-// protobuf or JSON bodies, plus GET /healthz.
+// Package server serves the tenure.v1 API (TaskService, WorkerService and
+// AdminService) over Connect, so the same handlers answer Connect, gRPC and
+// gRPC-Web, with protobuf or JSON bodies, plus GET /healthz.
 //
-// It holds no task logic: it converts messages, calls a Backend (the
-// coordinator, or a router over partitions in cluster mode) and maps the
-// backend's typed errors to status codes: lease lost → failed_precondition,
-// already committed → already_exists, unknown task → not_found, bad input →
-// invalid_argument, over a size limit → resource_exhausted, storage failure
-// → unavailable. JSON is strict: an unknown field is invalid_argument.
+// It holds no task logic. A call addressed to one partition (everything
+// named by a task id, and a submit, placed by its request id) goes through
+// the route.Router to that partition: served here, the handler converts the
+// request, calls the partition's coordinator and converts its answer;
+// served by another node, the original request is forwarded and the far
+// node's answer handed back unchanged. What spans partitions — a lease
+// across a queue, a listing, a batch — is split and merged in fanout.go,
+// as API messages, so a part answered by another node is never converted
+// back and forth.
+//
+// Errors: a coordinator error maps to one status code — lease lost and
+// wrong state → failed_precondition, already committed → already_exists,
+// unknown task → not_found, bad input → invalid_argument, over a size
+// limit → resource_exhausted, storage failure or partition moving →
+// unavailable — and carries a tenurev1.ErrorDetail with its reason and the
+// fields a caller acts on (task, lease, committing lease, state, field,
+// size, limit). Callers branch on the detail, never on the message, which
+// may be reworded at any time (Options.Reword proves it in tests). JSON is
+// strict: an unknown field is invalid_argument.
 package server

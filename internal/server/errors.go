@@ -15,7 +15,7 @@ import (
 // An error that another node answered (a *connect.Error that came back
 // from forwarding) passes through as that node sent it: code, message and
 // details.
-func apiError(err error) error {
+func (s *Server) apiError(err error) *connect.Error {
 	if err == nil {
 		return nil
 	}
@@ -24,7 +24,12 @@ func apiError(err error) error {
 		return passThrough(ce)
 	}
 	code, d := classify(err)
-	e := connect.NewError(code, err)
+	var e *connect.Error
+	if s.opts.Reword != nil {
+		e = connect.NewError(code, errors.New(s.opts.Reword(err.Error())))
+	} else {
+		e = connect.NewError(code, err)
+	}
 	if d.Reason != tenurev1.ErrorReason_ERROR_REASON_UNSPECIFIED {
 		if detail, derr := connect.NewErrorDetail(d); derr == nil {
 			e.AddDetail(detail)

@@ -9,15 +9,15 @@ import (
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/server"
-	"github.com/tenurehq/tenure/internal/state"
 )
 
-// forwardSpy is a Backend that answers Get with ErrNotFound, after noting
-// what server.Forwarded says about the call's context. Every other method
-// is the nil interface's: calling one panics.
+// forwardSpy is a Router that refuses every task as not found, after
+// noting what route.Forwarded says about the call's context. Every other
+// method is the nil interface's: calling one panics.
 type forwardSpy struct {
-	server.Backend
+	route.Router
 	seen chan forwardedSeen
 }
 
@@ -26,16 +26,14 @@ type forwardedSeen struct {
 	ok   bool
 }
 
-func (b forwardSpy) Get(ctx context.Context, taskID string) (*state.Task, error) {
-	from, ok := server.Forwarded(ctx)
-	b.seen <- forwardedSeen{from, ok}
+func (r forwardSpy) Task(ctx context.Context, taskID string) (route.Partition, error) {
+	from, ok := route.Forwarded(ctx)
+	r.seen <- forwardedSeen{from, ok}
 	return nil, coordinator.ErrNotFound
 }
 
-func (forwardSpy) Err() error { return nil }
-
 // TestForwardedHeader: the Tenure-Forwarded header of a request reaches the
-// backend's context, and a request without it is not marked forwarded.
+// router's context, and a request without it is not marked forwarded.
 func TestForwardedHeader(t *testing.T) {
 	t.Parallel()
 	spy := forwardSpy{seen: make(chan forwardedSeen, 1)}
@@ -54,17 +52,17 @@ func TestForwardedHeader(t *testing.T) {
 	} {
 		req := connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: "t1"})
 		for _, v := range tc.header {
-			req.Header().Add(server.ForwardedHeader, v)
+			req.Header().Add(route.ForwardedHeader, v)
 		}
 		_, err := tasks.GetTask(apiCtx(t), req)
 		if connect.CodeOf(err) != connect.CodeNotFound {
-			t.Fatalf("%s: GetTask: %v, want not_found from the backend", tc.name, err)
+			t.Fatalf("%s: GetTask: %v, want not_found from the router", tc.name, err)
 		}
 		if got := <-spy.seen; got != tc.want {
-			t.Errorf("%s: backend saw Forwarded = (%q, %v), want (%q, %v)", tc.name, got.from, got.ok, tc.want.from, tc.want.ok)
+			t.Errorf("%s: router saw Forwarded = (%q, %v), want (%q, %v)", tc.name, got.from, got.ok, tc.want.from, tc.want.ok)
 		}
 	}
-	if _, ok := server.Forwarded(context.Background()); ok {
+	if _, ok := route.Forwarded(context.Background()); ok {
 		t.Error("Forwarded(context.Background()) = true")
 	}
 }

@@ -15,18 +15,13 @@ import (
 	"github.com/tenurehq/tenure/internal/cluster/partition"
 	"github.com/tenurehq/tenure/internal/cluster/registry"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/host"
 )
 
 // Defaults of Config.
 const (
 	DefaultAssignInterval = time.Second
-	DefaultMaxRemotePoll  = 100 * time.Millisecond
 	DefaultAssignWait     = 15 * time.Second
-
-	DefaultSnapshotEveryRecords = 1_000_000
-	DefaultSnapshotEvery        = 10 * time.Minute
-
-	minRemotePoll = time.Millisecond
 )
 
 // Config configures a Member. Zero fields take their defaults.
@@ -50,9 +45,6 @@ type Config struct {
 	// owner, or for this node to open one assigned to it (default 15 s);
 	// then it is answered unavailable.
 	AssignWait time.Duration
-	// MaxRemotePoll is the longest interval between polls of other nodes'
-	// partitions during a long-poll Lease (default 100 ms).
-	MaxRemotePoll time.Duration
 	// Election configures the coordinator lock; OwnerID is set to NodeID.
 	Election election.Config
 	// Registry configures heartbeats and the silence after which the
@@ -63,17 +55,11 @@ type Config struct {
 	Coordinator coordinator.Config
 	// Log configures every partition's log.
 	Log mysqllog.Options
-	// Snapshots: each served partition is snapshotted into the database
-	// once SnapshotEveryRecords records were appended since its last
-	// snapshot (default 1,000,000), or SnapshotEvery after it if any were
-	// (default 10 min); log rows below the oldest kept snapshot
-	// (SnapshotsKept, default 2) are deleted, and a new owner replays from
-	// the newest. Each snapshot first drops COMPLETED, FAILED and DEAD
-	// tasks older than Retention (default 7 days).
-	SnapshotEveryRecords uint64
-	SnapshotEvery        time.Duration
-	SnapshotsKept        int
-	Retention            time.Duration
+	// Snapshots: each served partition is snapshotted into the database on
+	// this schedule (package host; at least 1 s apart, with a retention of
+	// at least 1 s); log rows below the oldest kept snapshot are deleted,
+	// and a new owner replays from the newest.
+	Snapshots host.Schedule
 	// HTTPClient forwards requests to other nodes (default: HTTP/1.1 and
 	// unencrypted HTTP/2, keep-alive).
 	HTTPClient connect.HTTPClient
@@ -110,29 +96,8 @@ func (c *Config) withDefaults() error {
 	if c.AssignWait < c.AssignInterval {
 		return fmt.Errorf("member: assign wait %v is shorter than the assign interval %v", c.AssignWait, c.AssignInterval)
 	}
-	if c.MaxRemotePoll == 0 {
-		c.MaxRemotePoll = DefaultMaxRemotePoll
-	}
-	if c.MaxRemotePoll < minRemotePoll || c.MaxRemotePoll > 10*time.Second {
-		return fmt.Errorf("member: max remote poll %v; want 1ms to 10s", c.MaxRemotePoll)
-	}
-	if c.SnapshotEveryRecords == 0 {
-		c.SnapshotEveryRecords = DefaultSnapshotEveryRecords
-	}
-	if c.SnapshotEvery == 0 {
-		c.SnapshotEvery = DefaultSnapshotEvery
-	}
-	if c.SnapshotEvery < time.Second {
-		return fmt.Errorf("member: snapshot interval %v is under 1s", c.SnapshotEvery)
-	}
-	if c.SnapshotsKept == 0 {
-		c.SnapshotsKept = coordinator.DefaultSnapshotsKept
-	}
-	if c.Retention == 0 {
-		c.Retention = coordinator.DefaultRetention
-	}
-	if c.SnapshotsKept < 1 || c.Retention < time.Second {
-		return fmt.Errorf("member: snapshots kept %d (want at least 1) or retention %v (want at least 1s)", c.SnapshotsKept, c.Retention)
+	if s := c.Snapshots; s.Every < 0 || (s.Every > 0 && s.Every < time.Second) || s.Retention < 0 || (s.Retention > 0 && s.Retention < time.Second) || s.Keep < 0 {
+		return fmt.Errorf("member: snapshot interval %v (want at least 1s), retention %v (want at least 1s) or snapshots kept %d (want at least 1)", s.Every, s.Retention, s.Keep)
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real

@@ -1,5 +1,5 @@
-// Package member runs one node of a tenure cluster (DESIGN.md §6, seed
-// 004): it registers and heartbeats in the node table, stands for the
+// Package member runs one node of a tenure cluster (docs/cluster.md): it
+// registers and heartbeats in the node table, stands for the
 // coordinator lock, serves the partitions assigned to it, and answers the
 // API for every partition, forwarding what it does not own.
 //
@@ -33,10 +33,13 @@
 //
 // # Snapshots
 //
-// Each served partition is snapshotted into the database on the embedded
-// mode's schedule (Config.SnapshotEveryRecords, SnapshotEvery, Retention);
-// log rows below the oldest kept snapshot are deleted, and a partition is
-// opened from its newest snapshot plus the rows after it.
+// Each served partition is a host.Host over its database log: it is
+// snapshotted into the database on the embedded mode's schedule
+// (Config.Snapshots), log rows below the oldest kept snapshot are deleted,
+// and a partition is opened from its newest snapshot plus the rows after
+// it. When its log fails (fenced, or a commit's outcome unknown) the host
+// stops and the node checks its assignments at once: it reopens the
+// partition only if it is still its own.
 //
 // # Reads
 //
@@ -48,21 +51,19 @@
 //
 // # Routing
 //
-// Task ids carry their partition ("<id>-p<partition id>"). A request for a
-// task goes to the partition's coordinator when this node serves it and is
-// forwarded to the owner's advertised address otherwise (package remote),
-// marked so that the owner serves it from its own partitions and never
-// forwards it again; a forwarded request for a partition the receiver does
-// not serve is answered unavailable, and the SDK retries it.
+// A Member is the route.Router of the API (package server). Task ids carry
+// their partition ("<id>-p<partition id>"). A request for a task runs on
+// the partition's coordinator when this node serves it and is forwarded,
+// as the original API request, to the owner's advertised address otherwise
+// (package remote), marked so that the owner serves it from its own
+// partitions and never forwards it again; a forwarded request for a
+// partition the receiver does not serve is answered unavailable, and the
+// SDK retries it. The answer comes back unchanged, errors included.
 //
 // A submit picks the partition by a hash of its request id (so a retried
 // submit meets its first try's deduplication) or, without one, round
-// robin. A SubmitBatch is checked as a whole first, so a bad item creates
-// nothing; then its items go to their partitions, each part atomic on its
-// own. A Lease draws from every partition of the queue: the node's own
-// without a network hop, the others' through their owners, and long-polls
-// by waiting for its own partitions' signals while polling the others with
-// a growing interval (at most MaxRemotePoll). CompleteBatch splits by
-// partition. A listing walks the queue's partitions in order; its page
-// token names the partition and the position in it.
+// robin; the queue is created by its first submit, once its name is
+// checked. A Lease draws from this node's partitions of the queue and from
+// each other node that serves some of them (Queue). Page tokens name a
+// partition and a position in it.
 package member

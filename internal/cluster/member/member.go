@@ -17,14 +17,15 @@ import (
 	"github.com/tenurehq/tenure/internal/cluster/partition"
 	"github.com/tenurehq/tenure/internal/cluster/registry"
 	"github.com/tenurehq/tenure/internal/coordinator"
-	"github.com/tenurehq/tenure/internal/server"
+	"github.com/tenurehq/tenure/internal/route"
 )
 
 // ErrUntrusted wraps coordinator.ErrUnavailable: the node has not had a
 // heartbeat confirmed within its trust window, so it serves nothing.
 var ErrUntrusted = fmt.Errorf("%w: this node lost contact with the cluster database and stopped serving until it regains it", coordinator.ErrUnavailable)
 
-// Member is one running cluster node. It implements server.Backend.
+// Member is one running cluster node. It routes the API's requests to
+// the partitions of the cluster (route.Router).
 type Member struct {
 	cfg   Config
 	trust time.Duration
@@ -49,7 +50,7 @@ type Member struct {
 	mu      sync.Mutex
 	owned   map[uint64]*owned
 	opening map[uint64]bool
-	remotes map[string]server.Backend
+	peers   map[string]route.Peer
 	closed  bool
 
 	rr     atomic.Uint64 // round robin of submits without a request id
@@ -89,7 +90,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		lg:      cfg.Logger.With(slog.String("node", cfg.NodeID)),
 		owned:   make(map[uint64]*owned),
 		opening: make(map[uint64]bool),
-		remotes: make(map[string]server.Backend),
+		peers:   make(map[string]route.Peer),
 	}
 	m.routes.Store(&routes{})
 	if err := m.checkIDFree(ctx); err != nil {

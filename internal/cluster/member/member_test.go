@@ -1,6 +1,7 @@
 package member_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -12,6 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 	"github.com/tenurehq/tenure/internal/cluster/election"
 	"github.com/tenurehq/tenure/internal/cluster/member"
@@ -19,9 +26,27 @@ import (
 	"github.com/tenurehq/tenure/internal/cluster/registry"
 	"github.com/tenurehq/tenure/internal/cluster/remote"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/server"
-	"github.com/tenurehq/tenure/internal/state"
 )
+
+// reworded rewrites every error message the test nodes answer: no caller,
+// and no node forwarding another's answer, may depend on a message's
+// wording — only on codes and details.
+func reworded(msg string) string { return "REWORDED " + strings.ToUpper(msg) }
+
+// api is the tenure.v1 API of one node, as a client sees it.
+type api struct {
+	tasks   tenurev1connect.TaskServiceClient
+	workers tenurev1connect.WorkerServiceClient
+}
+
+func newAPI(url string) api {
+	return api{
+		tasks:   tenurev1connect.NewTaskServiceClient(http.DefaultClient, url),
+		workers: tenurev1connect.NewWorkerServiceClient(http.DefaultClient, url),
+	}
+}
 
 // testNode is a member behind the API on a loopback port.
 type testNode struct {
@@ -29,11 +54,23 @@ type testNode struct {
 	m   *member.Member
 	url string
 	srv *http.Server
+	api
 }
 
 func (n *testNode) close() {
 	n.srv.Close()
 	n.m.Close()
+}
+
+// serveAPI serves the API over m's partitions on ln, as `tenure server`
+// does, with every error message reworded.
+func serveAPI(m *member.Member, ln net.Listener) *http.Server {
+	api := server.New(m, server.Options{Snapshots: m, Reword: reworded})
+	srv := &http.Server{Handler: api.Handler(), Protocols: new(http.Protocols)}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	go srv.Serve(ln)
+	return srv
 }
 
 func startNode(t *testing.T, db *sql.DB, id string) *testNode {
@@ -57,11 +94,8 @@ func startNode(t *testing.T, db *sql.DB, id string) *testNode {
 		ln.Close()
 		t.Fatalf("start %s: %v", id, err)
 	}
-	srv := &http.Server{Handler: server.New(m, server.Options{}).Handler(), Protocols: new(http.Protocols)}
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
-	go srv.Serve(ln)
-	n := &testNode{id: id, m: m, url: "http://" + ln.Addr().String(), srv: srv}
+	url := "http://" + ln.Addr().String()
+	n := &testNode{id: id, m: m, url: url, srv: serveAPI(m, ln), api: newAPI(url)}
 	t.Cleanup(n.close)
 	return n
 }
@@ -111,20 +145,63 @@ func partitionOf(t *testing.T, taskID string) uint64 {
 	return id
 }
 
+// detail returns the tenure detail of an API error (nil if none).
+func detail(err error) *tenurev1.ErrorDetail {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	for _, d := range ce.Details() {
+		if v, err := d.Value(); err == nil {
+			if td, ok := v.(*tenurev1.ErrorDetail); ok {
+				return td
+			}
+		}
+	}
+	return nil
+}
+
+// reason is the reason of an API error's detail.
+func reason(err error) tenurev1.ErrorReason { return detail(err).GetReason() }
+
+func submit(ctx context.Context, a api, req *tenurev1.SubmitRequest) (*tenurev1.SubmitResponse, error) {
+	resp, err := a.tasks.Submit(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+func getTask(ctx context.Context, a api, id string) (*tenurev1.Task, error) {
+	resp, err := a.tasks.GetTask(ctx, connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: id}))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg.GetTask(), nil
+}
+
+func lease(ctx context.Context, a api, queue string, max uint32, wait time.Duration) ([]*tenurev1.LeasedTask, error) {
+	resp, err := a.workers.Lease(ctx, connect.NewRequest(&tenurev1.LeaseRequest{WorkerId: "w", Queue: queue, MaxTasks: max, Wait: durationpb.New(wait)}))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg.GetTasks(), nil
+}
+
 func TestRoutingAcrossNodes(t *testing.T) {
 	db, nodes := startCluster(t, 3)
-	a, b, c := nodes[0].m, nodes[1].m, nodes[2].m
+	a, b, c := nodes[0].api, nodes[1].api, nodes[2].api
 	ctx := t.Context()
 
 	// Submits through one node land in every partition, wherever it is
 	// served; a retried request id through another node is deduplicated.
 	var ids []string
 	for i := range 40 {
-		res, err := a.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte(fmt.Sprint(i)), RequestID: fmt.Sprintf("r%d", i)})
+		res, err := submit(ctx, a, &tenurev1.SubmitRequest{Queue: "q", Payload: []byte(fmt.Sprint(i)), RequestId: fmt.Sprintf("r%d", i)})
 		if err != nil {
 			t.Fatalf("submit %d: %v", i, err)
 		}
-		ids = append(ids, res.Task.ID)
+		ids = append(ids, res.GetTask().GetTaskId())
 	}
 	parts := map[uint64]bool{}
 	for _, id := range ids {
@@ -141,45 +218,57 @@ func TestRoutingAcrossNodes(t *testing.T) {
 		return len(per) == 3
 	})
 	for i, id := range ids {
-		res, err := b.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte("other"), RequestID: fmt.Sprintf("r%d", i)})
-		if err != nil || !res.Duplicate || res.Task.ID != id {
-			t.Fatalf("resubmit r%d through another node: %+v, %v; want duplicate of %s", i, res, err, id)
+		res, err := submit(ctx, b, &tenurev1.SubmitRequest{Queue: "q", Payload: []byte("other"), RequestId: fmt.Sprintf("r%d", i)})
+		if err != nil || !res.GetDuplicate() || res.GetTask().GetTaskId() != id {
+			t.Fatalf("resubmit r%d through another node: %v, %v; want duplicate of %s", i, res, err, id)
 		}
-		got, err := c.Get(ctx, id)
-		if err != nil || string(got.Payload) != fmt.Sprint(i) {
+		got, err := getTask(ctx, c, id)
+		if err != nil || string(got.GetPayload()) != fmt.Sprint(i) {
 			t.Fatalf("get %s through a third node: %v, %v", id, got, err)
 		}
 	}
 
 	// A batch with one bad item creates nothing, on any partition.
-	bad := []coordinator.SubmitRequest{{Queue: "q", RequestID: "b1"}, {Queue: "q", ExecutionWindow: -time.Second}}
-	if _, err := b.SubmitBatch(ctx, bad); !errors.Is(err, coordinator.ErrInvalidArgument) || !strings.Contains(err.Error(), "requests[1].execution_window") {
-		t.Fatalf("bad batch: %v", err)
+	bad := &tenurev1.SubmitBatchRequest{Requests: []*tenurev1.SubmitRequest{
+		{Queue: "q", RequestId: "b1"},
+		{Queue: "q", RequestId: "b2", ExecutionWindow: durationpb.New(time.Millisecond)},
+	}}
+	if _, err := b.tasks.SubmitBatch(ctx, connect.NewRequest(bad)); reason(err) != tenurev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT || detail(err).GetField() != "requests[1].execution_window" {
+		t.Fatalf("bad batch: %v (detail %v)", err, detail(err))
 	}
-
-	if _, err := b.Submit(ctx, coordinator.SubmitRequest{Queue: "q", ExecutionWindow: -time.Second}); !errors.Is(err, coordinator.ErrInvalidArgument) ||
-		!strings.HasPrefix(err.Error(), "execution_window") && !strings.Contains(err.Error(), " execution_window") || strings.Contains(err.Error(), "requests[") {
-		t.Fatalf("bad submit: %v, want an invalid argument naming execution_window", err)
+	// The refused batch created nothing: its first request id is free.
+	if res, err := submit(ctx, b, &tenurev1.SubmitRequest{Queue: "q", RequestId: "b1"}); err != nil || res.GetDuplicate() {
+		t.Fatalf("b1 after the refused batch: %v, %v; want a new task", res, err)
+	} else {
+		ids = append(ids, res.GetTask().GetTaskId())
+	}
+	if _, err := submit(ctx, b, &tenurev1.SubmitRequest{Queue: "q", ExecutionWindow: durationpb.New(time.Millisecond)}); reason(err) != tenurev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT || detail(err).GetField() != "execution_window" {
+		t.Fatalf("bad submit: %v (detail %v), want an invalid argument naming execution_window", err, detail(err))
+	}
+	if _, err := submit(ctx, b, &tenurev1.SubmitRequest{Queue: "bad queue"}); detail(err).GetField() != "queue" {
+		t.Fatalf("submit to an invalid queue name: %v (detail %v)", err, detail(err))
+	}
+	if ps := owners(t, db); len(ps) != 4 {
+		t.Fatalf("%d partitions after a refused submit to a new queue, want the 4 of q", len(ps))
 	}
 
 	// Listing walks every partition, page by page, whoever owns them.
 	var listed []string
-	var after uint64
+	token := ""
 	for pages := 0; ; pages++ {
-		ts, next, err := c.List(ctx, coordinator.ListFilter{Queue: "q", Limit: 7, After: after})
+		resp, err := c.tasks.ListTasks(ctx, connect.NewRequest(&tenurev1.ListTasksRequest{Queue: "q", PageSize: 7, PageToken: token}))
 		if err != nil {
 			t.Fatalf("list: %v", err)
 		}
-		for _, task := range ts {
-			listed = append(listed, task.ID)
+		for _, task := range resp.Msg.GetTasks() {
+			listed = append(listed, task.GetTaskId())
 		}
-		if next == 0 {
+		if token = resp.Msg.GetNextPageToken(); token == "" {
 			break
 		}
 		if pages > 20 {
 			t.Fatal("listing does not end")
 		}
-		after = next
 	}
 	slices.Sort(listed)
 	want := slices.Clone(ids)
@@ -190,51 +279,181 @@ func TestRoutingAcrossNodes(t *testing.T) {
 
 	// One worker on one node leases from every partition; completions go
 	// back through another node as one batch.
-	var leases []coordinator.Lease
-	eventually(t, "all 40 tasks leased through one node", func() bool {
-		ls, err := c.Lease(ctx, coordinator.LeaseRequest{WorkerID: "w", Queue: "q", MaxTasks: 100, Wait: 100 * time.Millisecond})
+	var leases []*tenurev1.LeasedTask
+	eventually(t, "all 41 tasks leased through one node", func() bool {
+		ls, err := lease(ctx, c, "q", 100, 100*time.Millisecond)
 		if err != nil {
 			t.Fatalf("lease: %v", err)
 		}
 		leases = append(leases, ls...)
-		return len(leases) >= 40
+		return len(leases) >= 41
 	})
-	if len(leases) != 40 {
-		t.Fatalf("leased %d tasks, want 40", len(leases))
+	if len(leases) != 41 {
+		t.Fatalf("leased %d tasks, want 41", len(leases))
 	}
-	items := make([]coordinator.CompleteItem, len(leases))
-	for i, l := range leases {
-		items[i] = coordinator.CompleteItem{TaskID: l.TaskID, LeaseID: l.LeaseID, Result: []byte("ok")}
+	// First an item with a made-up lease for a leased task, then every
+	// real completion, then a task id that is no task of the cluster.
+	items := &tenurev1.CompleteBatchRequest{Items: []*tenurev1.CompleteRequest{{TaskId: leases[0].GetTaskId(), LeaseId: "made-up"}}}
+	for _, l := range leases {
+		items.Items = append(items.Items, &tenurev1.CompleteRequest{TaskId: l.GetTaskId(), LeaseId: l.GetLeaseId(), Result: []byte("ok")})
 	}
-	items = append(items, coordinator.CompleteItem{TaskID: "nonsense", LeaseID: "x"})
-	errs, err := a.CompleteBatch(ctx, items)
+	items.Items = append(items.Items, &tenurev1.CompleteRequest{TaskId: "nonsense", LeaseId: "x"})
+	resp, err := a.workers.CompleteBatch(ctx, connect.NewRequest(items))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, e := range errs[:40] {
-		if e != nil {
-			t.Fatalf("complete %s: %v", items[i].TaskID, e)
+	res := resp.Msg.GetResults()
+	if d := res[0].GetDetail(); res[0].GetCode() != "failed_precondition" || d.GetReason() != tenurev1.ErrorReason_ERROR_REASON_LEASE_LOST || d.GetLeaseId() != "made-up" || d.GetTaskId() != leases[0].GetTaskId() {
+		t.Fatalf("complete with a made-up lease: %v, want lease lost naming the lease and the task", res[0])
+	}
+	for i, r := range res[1:42] {
+		if r.GetCode() != "" {
+			t.Fatalf("complete %s: %v", items.Items[i+1].GetTaskId(), r)
 		}
 	}
-	if !errors.Is(errs[40], coordinator.ErrNotFound) {
-		t.Fatalf("complete of a foreign id: %v, want not found", errs[40])
+	if res[42].GetDetail().GetReason() != tenurev1.ErrorReason_ERROR_REASON_NOT_FOUND || res[42].GetCode() != "not_found" {
+		t.Fatalf("complete of a foreign id: %v, want not found", res[42])
 	}
 	for _, id := range ids {
-		got, err := b.Get(ctx, id)
-		if err != nil || got.State != state.Completed || string(got.Result) != "ok" {
-			t.Fatalf("task %s after completion: %+v, %v", id, got, err)
+		got, err := getTask(ctx, b, id)
+		if err != nil || got.GetState() != tenurev1.TaskState_TASK_STATE_COMPLETED || string(got.GetResult()) != "ok" {
+			t.Fatalf("task %s after completion: %v, %v", id, got, err)
 		}
+	}
+}
+
+// TestForwardingIsLossless: every call about a task answers the same
+// through a node that forwards it as through the owner — answers and
+// errors alike (code, message and details), the history record for
+// record — with every message reworded.
+func TestForwardingIsLossless(t *testing.T) {
+	db, nodes := startCluster(t, 2)
+	ctx := t.Context()
+	res, err := submit(ctx, nodes[0].api, &tenurev1.SubmitRequest{Queue: "q", RequestId: "x", Payload: []byte("p"),
+		RetryPolicy: &tenurev1.RetryPolicy{MaxAttempts: 5, InitialBackoff: durationpb.New(time.Millisecond)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.GetTask().GetTaskId()
+	var owner, other *testNode
+	eventually(t, "the task's partition served, the other node not its owner", func() bool {
+		o := owners(t, db)[partitionOf(t, id)].Owner
+		for _, n := range nodes {
+			if n.id == o {
+				owner = n
+			} else {
+				other = n
+			}
+		}
+		_, err := getTask(ctx, other.api, id)
+		return o != "" && err == nil
+	})
+	// A life with everything a history holds: a failed attempt, a refused
+	// stale call, a start, a heartbeat, a commit and a completion.
+	var ls []*tenurev1.LeasedTask
+	eventually(t, "leased", func() bool { ls, _ = lease(ctx, other.api, "q", 1, 0); return len(ls) == 1 })
+	first := ls[0]
+	if _, err := other.workers.Fail(ctx, connect.NewRequest(&tenurev1.FailRequest{TaskId: id, LeaseId: first.GetLeaseId(), Reason: "boom"})); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "leased again", func() bool { ls, _ = lease(ctx, other.api, "q", 1, 0); return len(ls) == 1 })
+	second := ls[0]
+	w := other.workers
+	if _, err := w.Start(ctx, connect.NewRequest(&tenurev1.StartRequest{TaskId: id, LeaseId: second.GetLeaseId()})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Heartbeat(ctx, connect.NewRequest(&tenurev1.HeartbeatRequest{TaskId: id, LeaseId: second.GetLeaseId()})); err != nil {
+		t.Fatal(err)
+	}
+
+	// Refusals answer alike through both nodes, with their details.
+	refusals := map[string]func(a api) error{
+		"heartbeat of a stale lease": func(a api) error {
+			_, err := a.workers.Heartbeat(ctx, connect.NewRequest(&tenurev1.HeartbeatRequest{TaskId: id, LeaseId: first.GetLeaseId()}))
+			return err
+		},
+		"commit of a stale lease": func(a api) error {
+			_, err := a.workers.Commit(ctx, connect.NewRequest(&tenurev1.CommitRequest{TaskId: id, LeaseId: first.GetLeaseId()}))
+			return err
+		},
+		"reason too large": func(a api) error {
+			_, err := a.workers.Fail(ctx, connect.NewRequest(&tenurev1.FailRequest{TaskId: id, LeaseId: second.GetLeaseId(), Reason: strings.Repeat("x", 8<<10)}))
+			return err
+		},
+		"unknown task": func(a api) error {
+			_, err := getTask(ctx, a, strings.Replace(id, id[:5], "00000", 1))
+			return err
+		},
+		"bad lease id": func(a api) error {
+			_, err := a.workers.Complete(ctx, connect.NewRequest(&tenurev1.CompleteRequest{TaskId: id, LeaseId: "has space"}))
+			return err
+		},
+		"result too large": func(a api) error {
+			_, err := a.workers.Commit(ctx, connect.NewRequest(&tenurev1.CommitRequest{TaskId: id, LeaseId: second.GetLeaseId(), Result: make([]byte, 2<<20)}))
+			return err
+		},
+	}
+	sameRefusal := func(name string, call func(a api) error) {
+		t.Helper()
+		want, got := call(owner.api), call(other.api)
+		var wce, gce *connect.Error
+		if !errors.As(want, &wce) || !errors.As(got, &gce) {
+			t.Fatalf("%s: owner %v, forwarded %v: want errors", name, want, got)
+		}
+		if !strings.HasPrefix(wce.Message(), "REWORDED ") || gce.Code() != wce.Code() || gce.Message() != wce.Message() || !proto.Equal(detail(got), detail(want)) || detail(got) == nil {
+			t.Errorf("%s: forwarded %v (detail %v), owner %v (detail %v)", name, got, detail(got), want, detail(want))
+		}
+	}
+	for name, call := range refusals {
+		sameRefusal(name, call)
+	}
+
+	if _, err := w.Commit(ctx, connect.NewRequest(&tenurev1.CommitRequest{TaskId: id, LeaseId: second.GetLeaseId(), Result: []byte("r")})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Complete(ctx, connect.NewRequest(&tenurev1.CompleteRequest{TaskId: id, LeaseId: second.GetLeaseId()})); err != nil {
+		t.Fatal(err)
+	}
+	kill := func(a api) error {
+		_, err := a.tasks.KillTask(ctx, connect.NewRequest(&tenurev1.KillTaskRequest{TaskId: id, Reason: "too late"}))
+		return err
+	}
+	if d := detail(kill(other.api)); d.GetReason() != tenurev1.ErrorReason_ERROR_REASON_WRONG_STATE || d.GetState() != tenurev1.TaskState_TASK_STATE_COMPLETED {
+		t.Fatalf("kill of a completed task through a forwarding node: detail %v", d)
+	}
+	sameRefusal("kill of a completed task", kill)
+
+	history := func(a api) []*tenurev1.HistoryEntry {
+		resp, err := a.tasks.GetTaskHistory(ctx, connect.NewRequest(&tenurev1.GetTaskHistoryRequest{TaskId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Msg.GetEntries()
+	}
+	want, got := history(owner.api), history(other.api)
+	if len(want) < 8 || len(got) != len(want) {
+		t.Fatalf("history: %d entries through the owner, %d forwarded (want at least 8)", len(want), len(got))
+	}
+	for i := range want {
+		if !proto.Equal(got[i], want[i]) {
+			t.Errorf("history entry %d: forwarded %v, owner %v", i, got[i], want[i])
+		}
+	}
+	wt, err1 := getTask(ctx, owner.api, id)
+	gt, err2 := getTask(ctx, other.api, id)
+	if err1 != nil || err2 != nil || !proto.Equal(gt, wt) {
+		t.Fatalf("task: forwarded %v (%v), owner %v (%v)", gt, err2, wt, err1)
 	}
 }
 
 func TestForwardedRequestIsNeverForwardedAgain(t *testing.T) {
 	db, nodes := startCluster(t, 2)
 	ctx := t.Context()
-	res, err := nodes[0].m.Submit(ctx, coordinator.SubmitRequest{Queue: "q", RequestID: "x"})
+	res, err := submit(ctx, nodes[0].api, &tenurev1.SubmitRequest{Queue: "q", RequestId: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := res.Task.ID
+	id := res.GetTask().GetTaskId()
 	var owner string
 	eventually(t, "the task's partition owned", func() bool {
 		owner = owners(t, db)[partitionOf(t, id)].Owner
@@ -247,16 +466,19 @@ func TestForwardedRequestIsNeverForwardedAgain(t *testing.T) {
 		other = nodes[1]
 	}
 	fw := remote.New(other.url, http.DefaultClient, "test")
-	_, err = fw.Get(ctx, id)
-	if other.m.Err() == nil && !errors.Is(err, coordinator.ErrUnavailable) {
+	_, err = fw.GetTask(ctx, connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: id}))
+	if other.m.Err() == nil && connect.CodeOf(err) != connect.CodeUnavailable {
 		// The partition may have moved to other in between; then it is
 		// served, which is also correct.
 		if owners(t, db)[partitionOf(t, id)].Owner != other.id {
 			t.Fatalf("forwarded get on a node that does not own the partition: %v, want unavailable", err)
 		}
 	}
+	if err != nil && reason(err) != tenurev1.ErrorReason_ERROR_REASON_UNAVAILABLE {
+		t.Fatalf("refused forwarded get: %v, detail %v", err, detail(err))
+	}
 	// Without the mark, the same node forwards and answers.
-	if got, err := other.m.Get(ctx, id); err != nil || got.ID != id {
+	if got, err := getTask(ctx, other.api, id); err != nil || got.GetTaskId() != id {
 		t.Fatalf("get through a non-owner: %v, %v", got, err)
 	}
 }
@@ -265,7 +487,7 @@ func TestLongPollSeesTasksOfOtherNodes(t *testing.T) {
 	db, nodes := startCluster(t, 2)
 	ctx := t.Context()
 	// Create the queue and wait until each node owns two partitions.
-	if _, err := nodes[0].m.Submit(ctx, coordinator.SubmitRequest{Queue: "q"}); err != nil {
+	if _, err := submit(ctx, nodes[0].api, &tenurev1.SubmitRequest{Queue: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "two partitions each", func() bool {
@@ -275,27 +497,27 @@ func TestLongPollSeesTasksOfOtherNodes(t *testing.T) {
 		}
 		return per["n1"] == 2 && per["n2"] == 2
 	})
-	if ls, err := nodes[1].m.Lease(ctx, coordinator.LeaseRequest{WorkerID: "w", Queue: "q", Wait: 5 * time.Second}); err != nil || len(ls) != 1 {
+	if ls, err := lease(ctx, nodes[1].api, "q", 1, 5*time.Second); err != nil || len(ls) != 1 {
 		t.Fatalf("lease of the first task: %v, %v", ls, err)
 	}
 	// A worker waits on n2; tasks submitted through n1 into partitions of
 	// either node reach it.
 	for i := range 8 {
-		got := make(chan []coordinator.Lease, 1)
+		got := make(chan []*tenurev1.LeasedTask, 1)
 		go func() {
-			ls, err := nodes[1].m.Lease(ctx, coordinator.LeaseRequest{WorkerID: "w", Queue: "q", Wait: 20 * time.Second})
+			ls, err := lease(ctx, nodes[1].api, "q", 1, 20*time.Second)
 			if err != nil {
 				t.Errorf("lease: %v", err)
 			}
 			got <- ls
 		}()
-		res, err := nodes[0].m.Submit(ctx, coordinator.SubmitRequest{Queue: "q", RequestID: fmt.Sprint("late", i)})
+		res, err := submit(ctx, nodes[0].api, &tenurev1.SubmitRequest{Queue: "q", RequestId: fmt.Sprint("late", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ls := <-got
-		if len(ls) != 1 || ls[0].TaskID != res.Task.ID {
-			t.Fatalf("long-poll %d got %v, want task %s", i, ls, res.Task.ID)
+		if len(ls) != 1 || ls[0].GetTaskId() != res.GetTask().GetTaskId() {
+			t.Fatalf("long-poll %d got %v, want task %s", i, ls, res.GetTask().GetTaskId())
 		}
 	}
 }
@@ -305,11 +527,11 @@ func TestGracefulLeaveMovesPartitions(t *testing.T) {
 	ctx := t.Context()
 	var ids []string
 	for i := range 20 {
-		res, err := nodes[1].m.Submit(ctx, coordinator.SubmitRequest{Queue: "q", RequestID: fmt.Sprint(i), Payload: []byte{byte(i)}})
+		res, err := submit(ctx, nodes[1].api, &tenurev1.SubmitRequest{Queue: "q", RequestId: fmt.Sprint(i), Payload: []byte{byte(i)}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, res.Task.ID)
+		ids = append(ids, res.GetTask().GetTaskId())
 	}
 	eventually(t, "every node owns a partition", func() bool {
 		per := map[string]int{}
@@ -338,8 +560,8 @@ func TestGracefulLeaveMovesPartitions(t *testing.T) {
 		}
 	}
 	for i, id := range ids {
-		got, err := nodes[2].m.Get(ctx, id)
-		if err != nil || got.Payload[0] != byte(i) {
+		got, err := getTask(ctx, nodes[2].api, id)
+		if err != nil || got.GetPayload()[0] != byte(i) {
 			t.Fatalf("task %s after its owner left: %v, %v", id, got, err)
 		}
 	}
@@ -383,12 +605,15 @@ func TestReadFromAStaleCopyIsRefused(t *testing.T) {
 		return false
 	})
 	m.Reconcile(ctx)
-	res, err := m.Submit(ctx, coordinator.SubmitRequest{Queue: "q", RequestID: "a"})
+	srv := serveAPI(m, ln)
+	defer srv.Close()
+	a := newAPI("http://" + ln.Addr().String())
+	res, err := submit(ctx, a, &tenurev1.SubmitRequest{Queue: "q", RequestId: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := res.Task.ID
-	if _, err := m.Get(ctx, id); err != nil {
+	id := res.GetTask().GetTaskId()
+	if _, err := getTask(ctx, a, id); err != nil {
 		t.Fatalf("get while serving: %v", err)
 	}
 	// The partition changes hands behind the node's back (its epoch moves
@@ -399,66 +624,67 @@ func TestReadFromAStaleCopyIsRefused(t *testing.T) {
 		}
 	}
 	bump()
-	if _, err := m.Get(ctx, id); !errors.Is(err, coordinator.ErrUnavailable) {
+	if _, err := getTask(ctx, a, id); reason(err) != tenurev1.ErrorReason_ERROR_REASON_UNAVAILABLE {
 		t.Fatalf("get from a stale copy: %v, want unavailable", err)
 	}
 	// The refused read made the node check its assignments: it reopens the
 	// partition at the new epoch, from the log.
 	eventually(t, "reopened at the new epoch", func() bool {
-		_, err := m.Get(ctx, id)
+		_, err := getTask(ctx, a, id)
 		return err == nil
 	})
-	if _, _, err := m.List(ctx, coordinator.ListFilter{Queue: "q"}); err != nil {
+	if _, err := a.tasks.ListTasks(ctx, connect.NewRequest(&tenurev1.ListTasksRequest{Queue: "q"})); err != nil {
 		t.Fatalf("list after reopening: %v", err)
 	}
 
 	// Again, and now a write: the log's epoch check fences it, it fails and
 	// acknowledges nothing, and the node reopens the partition.
 	bump()
-	if _, err := m.Submit(ctx, coordinator.SubmitRequest{Queue: "q", RequestID: "b"}); !errors.Is(err, coordinator.ErrUnavailable) {
+	if _, err := submit(ctx, a, &tenurev1.SubmitRequest{Queue: "q", RequestId: "b"}); reason(err) != tenurev1.ErrorReason_ERROR_REASON_UNAVAILABLE {
 		t.Fatalf("submit through a stale copy: %v, want unavailable", err)
 	}
-	var res2 coordinator.SubmitResult
+	var res2 *tenurev1.SubmitResponse
 	eventually(t, "a submit after reopening", func() bool {
-		res2, err = m.Submit(ctx, coordinator.SubmitRequest{Queue: "q", RequestID: "b"})
+		res2, err = submit(ctx, a, &tenurev1.SubmitRequest{Queue: "q", RequestId: "b"})
 		return err == nil
 	})
-	if res2.Duplicate {
-		t.Fatalf("the refused submit left a task behind: %+v", res2)
+	if res2.GetDuplicate() {
+		t.Fatalf("the refused submit left a task behind: %v", res2)
 	}
-	if got, err := m.Get(ctx, id); err != nil || got.RequestID != "a" {
-		t.Fatalf("get after reopening: %+v, %v", got, err)
+	if got, err := getTask(ctx, a, id); err != nil || got.GetRequestId() != "a" {
+		t.Fatalf("get after reopening: %v, %v", got, err)
 	}
 }
 
 func TestSnapshotsCompactAndANewOwnerStartsFromThem(t *testing.T) {
 	_, db := clustertest.DB(t)
 	ctx := t.Context()
-	start := func(id string) (*member.Member, func()) {
+	start := func(id string) (api, func()) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		m, err := member.Start(ctx, member.Config{
 			DB: db, NodeID: id, Advertise: ln.Addr().String(), Partitions: 1,
-			AssignInterval:       20 * time.Millisecond,
-			SnapshotEveryRecords: 50,
-			Election:             election.Config{TTL: 3 * time.Second, CheckInterval: 20 * time.Millisecond},
-			Registry:             registry.Config{HeartbeatInterval: 100 * time.Millisecond, Silence: time.Second},
+			AssignInterval: 20 * time.Millisecond,
+			Snapshots:      host.Schedule{EveryRecords: 50, CheckInterval: 20 * time.Millisecond},
+			Election:       election.Config{TTL: 3 * time.Second, CheckInterval: 20 * time.Millisecond},
+			Registry:       registry.Config{HeartbeatInterval: 100 * time.Millisecond, Silence: time.Second},
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m, func() { m.Close(); ln.Close() }
+		srv := serveAPI(m, ln)
+		return newAPI("http://" + ln.Addr().String()), func() { srv.Close(); m.Close() }
 	}
-	m1, stop1 := start("n1")
+	a1, stop1 := start("n1")
 	var ids []string
 	for i := range 300 {
-		res, err := m1.Submit(ctx, coordinator.SubmitRequest{Queue: "q", RequestID: fmt.Sprint(i), Payload: []byte(fmt.Sprint(i))})
+		res, err := submit(ctx, a1, &tenurev1.SubmitRequest{Queue: "q", RequestId: fmt.Sprint(i), Payload: []byte(fmt.Sprint(i))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, res.Task.ID)
+		ids = append(ids, res.GetTask().GetTaskId())
 	}
 	count := func(q string) int {
 		var n int
@@ -475,17 +701,17 @@ func TestSnapshotsCompactAndANewOwnerStartsFromThem(t *testing.T) {
 
 	// Another node takes the partition over: it loads the newest snapshot,
 	// replays the rows after it, and serves every task.
-	m2, stop2 := start("n2")
+	a2, stop2 := start("n2")
 	defer stop2()
 	for i, id := range ids {
-		got, err := m2.Get(ctx, id)
-		if err != nil || string(got.Payload) != fmt.Sprint(i) {
-			t.Fatalf("task %d after the handover: %+v, %v", i, got, err)
+		got, err := getTask(ctx, a2, id)
+		if err != nil || string(got.GetPayload()) != fmt.Sprint(i) {
+			t.Fatalf("task %d after the handover: %v, %v", i, got, err)
 		}
 	}
-	res, err := m2.Submit(ctx, coordinator.SubmitRequest{Queue: "q", RequestID: "7"})
-	if err != nil || !res.Duplicate || res.Task.ID != ids[7] {
-		t.Fatalf("request id deduplication after restoring from a snapshot: %+v, %v", res, err)
+	res, err := submit(ctx, a2, &tenurev1.SubmitRequest{Queue: "q", RequestId: "7"})
+	if err != nil || !res.GetDuplicate() || res.GetTask().GetTaskId() != ids[7] {
+		t.Fatalf("request id deduplication after restoring from a snapshot: %v, %v", res, err)
 	}
 	t.Logf("300 tasks: %d log rows left after compaction", rows)
 }

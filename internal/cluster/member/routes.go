@@ -81,18 +81,3 @@ func partitionOf(taskID string) (uint64, error) {
 	}
 	return 0, fmt.Errorf("%w: task %q: not a task id of this cluster (cluster task ids end in -p<partition>)", coordinator.ErrNotFound, taskID)
 }
-
-// List cursors name a partition and a position in it: the partition id in
-// the top 24 bits, the position (a creation LSN) in the lower 40.
-const cursorBits = 40
-
-func cursor(partitionID, after uint64) (uint64, error) {
-	if partitionID >= 1<<(64-cursorBits) || after >= 1<<cursorBits {
-		return 0, fmt.Errorf("%w: partition %d at position %d does not fit a page token", coordinator.ErrUnavailable, partitionID, after)
-	}
-	return partitionID<<cursorBits | after, nil
-}
-
-func splitCursor(c uint64) (partitionID, after uint64) {
-	return c >> cursorBits, c & (1<<cursorBits - 1)
-}

@@ -6,72 +6,29 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tenurehq/tenure/internal/cluster/mysqllog"
 	"github.com/tenurehq/tenure/internal/cluster/partition"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/host"
 )
 
-// owned is a partition this node serves.
-type owned struct {
-	a      partition.Assignment
-	log    *mysqllog.Log
-	c      *coordinator.Coordinator
-	cancel context.CancelFunc // the coordinator's expiry loop
-	done   chan struct{}
+// Serving partitions: open what is assigned to this node, close what moved
+// away or failed.
 
-	snapMu     sync.Mutex // one snapshot at a time
-	lastSnap   uint64     // LSN of the last snapshot (or of the opening state)
-	lastSnapAt time.Time
+// owned is a partition this node serves: a host over its database log,
+// opened at the epoch of its assignment a.
+type owned struct {
+	a partition.Assignment
+	h *host.Host
 }
 
 func (m *Member) assignLoop() {
 	defer m.wg.Done()
 	for m.sleep(m.cfg.AssignInterval) {
 		m.reconcile(m.ctx)
-		m.snapshotDue()
 	}
-}
-
-// snapshotDue starts a snapshot of every served partition that is due one
-// and not taking one already.
-func (m *Member) snapshotDue() {
-	now := m.cfg.Clock.Now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, o := range m.owned {
-		if !o.snapMu.TryLock() {
-			continue
-		}
-		last := o.log.LastLSN()
-		due := last > o.lastSnap && (last-o.lastSnap >= m.cfg.SnapshotEveryRecords || now.Sub(o.lastSnapAt) >= m.cfg.SnapshotEvery)
-		if !due {
-			o.snapMu.Unlock()
-			continue
-		}
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			defer o.snapMu.Unlock()
-			if _, err := m.snapshotLocked(m.ctx, o); err != nil && m.ctx.Err() == nil {
-				m.lg.Warn("partition snapshot failed; trying again after another period", slog.String("partition", o.a.Key.String()), slog.Any("err", err))
-				o.lastSnap = last
-			}
-		}()
-	}
-}
-
-// snapshotLocked snapshots o's partition into the database; o.snapMu is
-// held.
-func (m *Member) snapshotLocked(ctx context.Context, o *owned) (coordinator.SnapshotResult, error) {
-	o.lastSnapAt = m.cfg.Clock.Now()
-	res, err := o.c.Snapshot(ctx, coordinator.SnapshotConfig{Store: o.log.Snapshots(), Retention: m.cfg.Retention, Keep: m.cfg.SnapshotsKept})
-	if err == nil {
-		o.lastSnap = res.LSN
-	}
-	return res, err
 }
 
 // Snapshot snapshots every partition this node serves now (tenure admin
@@ -87,9 +44,7 @@ func (m *Member) Snapshot(ctx context.Context) (coordinator.SnapshotResult, erro
 	var sum coordinator.SnapshotResult
 	var names []string
 	for _, o := range all {
-		o.snapMu.Lock()
-		res, err := m.snapshotLocked(ctx, o)
-		o.snapMu.Unlock()
+		res, err := o.h.Snapshot(ctx)
 		if err != nil {
 			return sum, fmt.Errorf("snapshot of partition %s: %w", o.a.Key, err)
 		}
@@ -123,12 +78,7 @@ func (m *Member) reconcile(ctx context.Context) {
 	var drop []*owned
 	for id, o := range m.owned {
 		a, ok := r.byID[id]
-		switch {
-		case !ok || a.Owner != m.cfg.NodeID:
-			drop = append(drop, o)
-		case a.Epoch != o.a.Epoch:
-			drop = append(drop, o)
-		case o.c.Err() != nil:
+		if !ok || a.Owner != m.cfg.NodeID || a.Epoch != o.a.Epoch || o.h.Err() != nil {
 			drop = append(drop, o)
 		}
 	}
@@ -147,7 +97,7 @@ func (m *Member) reconcile(ctx context.Context) {
 	m.mu.Unlock()
 	for _, o := range drop {
 		reason := "moved to another node"
-		if err := o.c.Err(); err != nil {
+		if err := o.h.Err(); err != nil {
 			reason = err.Error()
 		}
 		m.closeOwned(o, reason)
@@ -171,27 +121,32 @@ func (m *Member) open(a partition.Assignment) {
 	}()
 	lg := m.lg.With(slog.String("partition", a.Key.String()), slog.Uint64("epoch", a.Epoch))
 	start := m.cfg.Clock.Now()
-	log, err := mysqllog.Open(m.ctx, m.cfg.DB, a.ID, a.Epoch, m.cfg.Log)
-	if err != nil {
-		m.openFailed(lg, err)
-		return
-	}
 	cfg := m.cfg.Coordinator
 	cfg.TaskIDSuffix = taskSuffix(a.ID)
 	cfg.Fence = &coordinator.Fence{Epoch: a.Epoch, NodeID: m.cfg.NodeID}
 	cfg.Logger = lg
-	c, err := coordinator.Recover(m.ctx, log, log.Snapshots(), cfg)
+	h, err := host.Open(m.ctx, host.Config{
+		Name: "partition " + a.Key.String(),
+		Open: func(ctx context.Context) (host.Storage, error) {
+			log, err := mysqllog.Open(ctx, m.cfg.DB, a.ID, a.Epoch, m.cfg.Log)
+			if err != nil {
+				return host.Storage{}, err
+			}
+			return host.Storage{Log: log, Snapshots: log.Snapshots()}, nil
+		},
+		Coordinator: cfg,
+		Schedule:    m.cfg.Snapshots,
+		// The partition may have moved: only the assignment check can tell
+		// whether to open it again.
+		OnFailure: func(error) { m.kick() },
+		Clock:     m.cfg.Clock,
+		Logger:    lg,
+	})
 	if err != nil {
-		log.Close()
 		m.openFailed(lg, err)
 		return
 	}
-	ctx, cancel := context.WithCancel(m.ctx)
-	o := &owned{a: a, log: log, c: c, cancel: cancel, done: make(chan struct{}), lastSnap: c.Stats().LastLSN, lastSnapAt: m.cfg.Clock.Now()}
-	go func() {
-		defer close(o.done)
-		c.Run(ctx)
-	}()
+	o := &owned{a: a, h: h}
 	m.mu.Lock()
 	ok := !m.closed && m.trusted()
 	if ok {
@@ -202,9 +157,11 @@ func (m *Member) open(a partition.Assignment) {
 		m.closeOwned(o, "node stopping or untrusted")
 		return
 	}
-	st := c.Stats()
-	lg.Info("serving partition", slog.Uint64("records", st.LastLSN), slog.Int("tasks", st.Tasks),
-		slog.Duration("took", m.cfg.Clock.Now().Sub(start).Round(time.Millisecond)))
+	if c, err := h.Coordinator(); err == nil {
+		st := c.Stats()
+		lg.Info("serving partition", slog.Uint64("records", st.LastLSN), slog.Int("tasks", st.Tasks),
+			slog.Duration("took", m.cfg.Clock.Now().Sub(start).Round(time.Millisecond)))
+	}
 }
 
 func (m *Member) openFailed(lg *slog.Logger, err error) {
@@ -219,10 +176,7 @@ func (m *Member) openFailed(lg *slog.Logger, err error) {
 }
 
 func (m *Member) closeOwned(o *owned, reason string) {
-	o.c.Close()
-	o.cancel()
-	<-o.done
-	o.log.Close()
+	o.h.Close()
 	m.lg.Info("stopped serving partition", slog.String("partition", o.a.Key.String()), slog.Uint64("epoch", o.a.Epoch),
 		slog.String("reason", reason))
 }
@@ -240,9 +194,8 @@ func (m *Member) dropAll(reason string) {
 	}
 }
 
-// local returns the coordinator of a partition this node serves now, or
-// nil.
-func (m *Member) local(id uint64) *coordinator.Coordinator {
+// local returns the partition if this node serves it now, or nil.
+func (m *Member) local(id uint64) *owned {
 	if !m.trusted() {
 		return nil
 	}
@@ -252,11 +205,11 @@ func (m *Member) local(id uint64) *coordinator.Coordinator {
 	if o == nil {
 		return nil
 	}
-	if o.c.Err() != nil {
+	if o.h.Err() != nil {
 		m.kick() // close it and reopen from the log now, not at the next check
 		return nil
 	}
-	return o.c
+	return o
 }
 
 // kick runs an assignment check now, in the background, unless one that

@@ -1,0 +1,32 @@
+// Package host serves one partition, the same way in embedded and in
+// cluster mode: it opens the partition's storage (a log and a snapshot
+// store), recovers the coordinator from the newest usable snapshot and the
+// log after it, runs the coordinator's expiry loop, takes snapshots on a
+// schedule (and on demand), which apply the retention period and let the
+// log's oldest records go, and handles a failure of the log.
+//
+// What differs between the modes stays with the caller (package node: the
+// data directory's lock and its file WAL; package member: the partition's
+// database log opened at an assigned epoch, and whether the partition is
+// still this node's). The caller passes how to open the storage and what
+// to do after a failure:
+//
+//   - Reopen (embedded mode): the host closes the failed storage and opens
+//     it again from what is durable, retrying with a backoff, and serves
+//     again. A failed fsync is never retried on the same file handle.
+//   - Otherwise (cluster mode): the host stops serving for good and calls
+//     OnFailure; the owner closes it and opens a new host if the
+//     partition is still assigned to it.
+//
+// Promises:
+//   - Do runs a request on the serving coordinator, or answers
+//     coordinator.ErrUnavailable while the host reopens or after it
+//     stopped. A request that meets the failure starts the recovery at
+//     once, not at the next tick.
+//   - Snapshots are taken once Schedule.EveryRecords records were appended
+//     since the last one, or Schedule.Every after the last one if any
+//     record was appended; all time comes from the configured clock, so a
+//     test drives the schedule with a fake clock.
+//   - One snapshot runs at a time per host; a failed one is logged and
+//     tried again after another period, not at every check.
+package host

@@ -1,0 +1,330 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/coordinator"
+)
+
+// Log is a partition's log as the host holds it: the coordinator's Log,
+// which the host closes when it is done with it.
+type Log interface {
+	coordinator.Log
+	// Close releases the log; for one that did not fail, it first makes
+	// everything appended durable.
+	Close() error
+}
+
+// Storage is one partition's durable state as opened for one run: the log
+// the coordinator appends to and the store of its snapshots.
+type Storage struct {
+	Log       Log
+	Snapshots coordinator.SnapshotStore
+}
+
+// Config configures a Host.
+type Config struct {
+	// Name names the partition in logs and answers ("the node",
+	// "partition default/emails#3").
+	Name string
+	// Open opens the partition's storage: at Open, and again for every
+	// reopen after a failure (with Reopen).
+	Open        func(ctx context.Context) (Storage, error)
+	Coordinator coordinator.Config
+	Schedule    Schedule
+	// Reopen makes the host reopen its storage after the log failed and
+	// serve again (embedded mode). Without it the host stops serving for
+	// good and calls OnFailure (cluster mode: the partition may have moved
+	// to another node, which only its owner can tell).
+	Reopen bool
+	// RestartBackoff is the wait between attempts to reopen (default 1 s).
+	RestartBackoff time.Duration
+	// OnFailure, if set, is called once when a host without Reopen stops
+	// serving because its log failed. It must not block.
+	OnFailure func(err error)
+	// Clock drives the snapshot schedule and the reopen backoff (default:
+	// the coordinator's clock, else clock.Real).
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+func (c *Config) withDefaults() error {
+	if c.Open == nil {
+		return errors.New("host: Config.Open is nil")
+	}
+	if c.Name == "" {
+		c.Name = "the partition"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Coordinator.Logger == nil {
+		c.Coordinator.Logger = c.Logger
+	}
+	if c.Clock == nil {
+		c.Clock = c.Coordinator.Clock
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real
+	}
+	if c.Coordinator.Clock == nil {
+		c.Coordinator.Clock = c.Clock
+	}
+	if c.RestartBackoff < 0 {
+		return fmt.Errorf("host: RestartBackoff %v is negative", c.RestartBackoff)
+	}
+	if c.RestartBackoff == 0 {
+		c.RestartBackoff = time.Second
+	}
+	return c.Schedule.withDefaults()
+}
+
+// Host serves one partition. It is safe for concurrent use.
+type Host struct {
+	cfg Config
+	lg  *slog.Logger
+
+	mu        sync.RWMutex
+	st        Storage // zero while reopening after the failed one was closed
+	c         *coordinator.Coordinator
+	reopening bool
+	stopped   bool  // the log failed and the host does not reopen
+	cause     error // why it reopens or stopped
+	closed    bool
+
+	// snapMu runs one snapshot at a time. lastSnap is the LSN of the newest
+	// snapshot, lastSnapAt when the schedule last took or tried one.
+	snapMu     sync.Mutex
+	lastSnap   uint64
+	lastSnapAt time.Time
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Open opens the storage, recovers the coordinator (newest usable
+// snapshot, then the log after it) and starts serving: the expiry loop
+// and, unless disabled, the snapshot schedule.
+func Open(ctx context.Context, cfg Config) (*Host, error) {
+	if err := cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	h := &Host{cfg: cfg, lg: cfg.Logger}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	if err := h.open(ctx); err != nil {
+		h.cancel()
+		return nil, err
+	}
+	if !cfg.Schedule.Disabled {
+		h.wg.Go(h.snapshotLoop)
+	}
+	return h, nil
+}
+
+func (h *Host) open(ctx context.Context) error {
+	st, err := h.cfg.Open(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := coordinator.Recover(ctx, st.Log, st.Snapshots, h.cfg.Coordinator)
+	if err != nil {
+		st.Log.Close()
+		return err
+	}
+	lsns, err := st.Snapshots.List()
+	if err != nil {
+		c.Close()
+		st.Log.Close()
+		return fmt.Errorf("host: listing the snapshots of %s: %w", h.cfg.Name, err)
+	}
+	h.snapMu.Lock()
+	h.lastSnap, h.lastSnapAt = 0, h.cfg.Clock.Now()
+	if len(lsns) > 0 {
+		h.lastSnap = lsns[len(lsns)-1]
+	}
+	h.snapMu.Unlock()
+	h.mu.Lock()
+	h.st, h.c = st, c
+	h.mu.Unlock()
+	h.wg.Go(func() {
+		if err := c.Run(h.ctx); err != nil && h.ctx.Err() == nil {
+			h.failed(c)
+		}
+	})
+	return nil
+}
+
+// current returns the serving coordinator and its storage, or an
+// unavailable error while the host does not serve.
+func (h *Host) current() (*coordinator.Coordinator, Storage, error) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	switch {
+	case h.closed:
+		return nil, Storage{}, fmt.Errorf("%w: %s is shutting down", coordinator.ErrUnavailable, h.cfg.Name)
+	case h.reopening:
+		return nil, Storage{}, fmt.Errorf("%w: %s is reopening its log after a storage failure (%v); retry shortly", coordinator.ErrUnavailable, h.cfg.Name, h.cause)
+	case h.stopped:
+		return nil, Storage{}, h.cause
+	}
+	return h.c, h.st, nil
+}
+
+// Coordinator returns the serving coordinator, or an unavailable error
+// while the host does not serve.
+func (h *Host) Coordinator() (*coordinator.Coordinator, error) {
+	c, _, err := h.current()
+	return c, err
+}
+
+// Storage returns the storage the host serves from (zero while it does
+// not serve).
+func (h *Host) Storage() Storage {
+	_, st, _ := h.current()
+	return st
+}
+
+// Err is non-nil while the host does not serve.
+func (h *Host) Err() error {
+	_, _, err := h.current()
+	return err
+}
+
+// Do runs fn on the serving coordinator. If fn found the coordinator
+// stopped by a failure of its log, the host recovers at once (see
+// Config.Reopen).
+func (h *Host) Do(fn func(*coordinator.Coordinator) error) error {
+	c, _, err := h.current()
+	if err != nil {
+		return err
+	}
+	err = fn(c)
+	if err != nil && errors.Is(err, coordinator.ErrUnavailable) && c.Err() != nil {
+		h.failed(c)
+	}
+	return err
+}
+
+// failed handles the failure of c, once: reopen, or stop and tell the
+// owner.
+func (h *Host) failed(c *coordinator.Coordinator) {
+	h.mu.Lock()
+	if h.closed || h.reopening || h.stopped || h.c != c {
+		h.mu.Unlock()
+		return
+	}
+	h.cause = c.Err()
+	if !h.cfg.Reopen {
+		h.stopped = true
+		h.mu.Unlock()
+		h.lg.Error("stopped serving: the log failed", "partition", h.cfg.Name, "err", h.cause)
+		if h.cfg.OnFailure != nil {
+			h.cfg.OnFailure(h.cause)
+		}
+		return
+	}
+	h.reopening = true
+	st := h.st
+	h.st = Storage{}
+	h.mu.Unlock()
+	h.lg.Error("storage failure: reopening the log from what is durable", "partition", h.cfg.Name, "err", h.cause)
+	h.wg.Go(func() {
+		c.Close()
+		st.Log.Close() // the log already failed; Close only releases it
+		for h.ctx.Err() == nil {
+			err := h.open(h.ctx)
+			if err == nil {
+				h.mu.Lock()
+				h.reopening = false
+				h.mu.Unlock()
+				h.lg.Info("serving again after reopening the log", "partition", h.cfg.Name)
+				return
+			}
+			h.lg.Error("reopening the log failed; will retry", "partition", h.cfg.Name, "err", err, "in", h.cfg.RestartBackoff)
+			if clock.Sleep(h.ctx, h.cfg.Clock, h.cfg.RestartBackoff) != nil {
+				return
+			}
+		}
+	})
+}
+
+// Snapshot applies the retention period and takes a snapshot now, then
+// deletes the log records below the oldest kept snapshot.
+func (h *Host) Snapshot(ctx context.Context) (coordinator.SnapshotResult, error) {
+	h.snapMu.Lock()
+	defer h.snapMu.Unlock()
+	return h.snapshotLocked(ctx)
+}
+
+// snapshotLocked takes a snapshot; h.snapMu is held.
+func (h *Host) snapshotLocked(ctx context.Context) (coordinator.SnapshotResult, error) {
+	h.lastSnapAt = h.cfg.Clock.Now()
+	c, st, err := h.current()
+	if err != nil {
+		return coordinator.SnapshotResult{}, err
+	}
+	var res coordinator.SnapshotResult
+	err = h.Do(func(cur *coordinator.Coordinator) error {
+		if cur != c {
+			return fmt.Errorf("%w: %s reopened during the snapshot; retry", coordinator.ErrUnavailable, h.cfg.Name)
+		}
+		var err error
+		res, err = c.Snapshot(ctx, coordinator.SnapshotConfig{Store: st.Snapshots, Retention: h.cfg.Schedule.Retention, Keep: h.cfg.Schedule.Keep})
+		return err
+	})
+	if res.Path != "" {
+		h.lastSnap = res.LSN
+	}
+	return res, err
+}
+
+// snapshotLoop takes snapshots on the schedule until the host closes. A
+// failed snapshot is logged and tried again after another period (or
+// another Schedule.EveryRecords records), not at every check.
+func (h *Host) snapshotLoop() {
+	sched := h.cfg.Schedule
+	for clock.Sleep(h.ctx, h.cfg.Clock, sched.CheckInterval) == nil {
+		_, st, err := h.current()
+		if err != nil {
+			continue
+		}
+		last := st.Log.LastLSN()
+		h.snapMu.Lock()
+		if sched.due(last, h.lastSnap, h.lastSnapAt, h.cfg.Clock.Now()) {
+			if _, err := h.snapshotLocked(h.ctx); err != nil && h.ctx.Err() == nil {
+				h.lg.Error("background snapshot failed; will try again", "partition", h.cfg.Name, "err", err, "in", sched.Every)
+				h.lastSnap = last
+			}
+		}
+		h.snapMu.Unlock()
+	}
+}
+
+// Close stops the loops, closes the coordinator and then the log (which
+// makes durable whatever was appended).
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	h.mu.Unlock()
+	h.cancel()
+	h.wg.Wait()
+	h.mu.Lock()
+	c, st := h.c, h.st
+	h.mu.Unlock()
+	c.Close()
+	if st.Log == nil {
+		return nil // the failed log was closed by the reopen
+	}
+	return st.Log.Close()
+}

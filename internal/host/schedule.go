@@ -1,0 +1,71 @@
+package host
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/coordinator"
+)
+
+// Defaults of Schedule.
+const (
+	DefaultSnapshotEveryRecords  = 1_000_000
+	DefaultSnapshotEvery         = 10 * time.Minute
+	DefaultSnapshotCheckInterval = time.Second
+)
+
+// Schedule says when a partition is snapshotted. Zero fields take their
+// defaults.
+type Schedule struct {
+	// EveryRecords: a snapshot once this many records were appended since
+	// the last one (default 1,000,000).
+	EveryRecords uint64
+	// Every: a snapshot this long after the last one, if any record was
+	// appended since (default 10 min).
+	Every time.Duration
+	// CheckInterval is how often the schedule is checked (default 1 s, at
+	// most Every).
+	CheckInterval time.Duration
+	// Retention: COMPLETED, FAILED and DEAD tasks leave the state at the
+	// first snapshot after they are this old (default 7 days); their
+	// request ids stop deduplicating then.
+	Retention time.Duration
+	// Keep is how many snapshots are kept (default 2); log records below
+	// the oldest are deleted.
+	Keep int
+	// Disabled turns the schedule off; Host.Snapshot still works.
+	Disabled bool
+}
+
+func (s *Schedule) withDefaults() error {
+	if s.Every < 0 || s.CheckInterval < 0 || s.Retention < 0 || s.Keep < 0 {
+		return fmt.Errorf("host: snapshot interval (%v), check interval (%v), retention (%v) and snapshots kept (%d) must not be negative",
+			s.Every, s.CheckInterval, s.Retention, s.Keep)
+	}
+	if s.EveryRecords == 0 {
+		s.EveryRecords = DefaultSnapshotEveryRecords
+	}
+	if s.Every == 0 {
+		s.Every = DefaultSnapshotEvery
+	}
+	if s.CheckInterval == 0 {
+		s.CheckInterval = DefaultSnapshotCheckInterval
+	}
+	s.CheckInterval = min(s.CheckInterval, s.Every)
+	if s.Retention == 0 {
+		s.Retention = coordinator.DefaultRetention
+	}
+	if s.Keep == 0 {
+		s.Keep = coordinator.DefaultSnapshotsKept
+	}
+	return nil
+}
+
+// due reports whether a snapshot is due: the log is at lastLSN, the last
+// snapshot (or the opening state) at snapLSN, taken or tried at snapAt.
+func (s Schedule) due(lastLSN, snapLSN uint64, snapAt, now time.Time) bool {
+	if lastLSN <= snapLSN {
+		return false
+	}
+	return lastLSN-snapLSN >= s.EveryRecords || now.Sub(snapAt) >= s.Every
+}

@@ -1,0 +1,82 @@
+package route
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/internal/coordinator"
+)
+
+// Router finds the partitions that serve a request.
+type Router interface {
+	// Partition returns partition id (a task's partition, or the one a
+	// page token names).
+	Partition(ctx context.Context, id uint64) (Partition, error)
+	// Task returns the partition that holds a task. An id that cannot be
+	// one of this server's tasks is refused with coordinator.ErrNotFound
+	// (or a *coordinator.FieldError when empty).
+	Task(ctx context.Context, taskID string) (Partition, error)
+	// Place returns the partition a new task of the queue goes to. With a
+	// request id it is always the same one, so that a retried submit meets
+	// the first try's deduplication. The queue may be created. Namespace
+	// "" is the default namespace.
+	Place(ctx context.Context, namespace, queue, requestID string) (Partition, error)
+	// Queue returns what a lease of the queue draws from: this node's
+	// partitions of it and, unless the request was forwarded, one Peer for
+	// each other node that serves some of them (it leases from all of its
+	// own). Both are empty for a queue that does not exist yet.
+	Queue(ctx context.Context, namespace, queue string) (local []Partition, peers []Peer, err error)
+	// Scope returns the partitions a listing of namespace and queue walks
+	// ("" matches every one), in an order that does not change between
+	// pages.
+	Scope(ctx context.Context, namespace, queue string) ([]Partition, error)
+	// Err is non-nil while this server serves nothing.
+	Err() error
+}
+
+// Partition is one partition as a request sees it.
+type Partition interface {
+	// ID names the partition in page tokens (0 in embedded mode).
+	ID() uint64
+	// Do runs local on the partition's coordinator if this node serves it,
+	// and forward with the API of the node that does otherwise. read marks
+	// a call that changes nothing: in cluster mode a read served here is
+	// confirmed afterwards, since only writes are fenced by the log.
+	Do(ctx context.Context, read bool, local func(*coordinator.Coordinator) error, forward func(Peer) error) error
+}
+
+// Peer is the API of another node, for requests forwarded to it: every
+// call carries ForwardedHeader. A call that cannot reach the node fails
+// with code unavailable.
+type Peer interface {
+	tenurev1connect.TaskServiceClient
+	tenurev1connect.WorkerServiceClient
+	// Addr is the node's base URL.
+	Addr() string
+}
+
+// ForwardedHeader marks a request that one tenure node forwarded to
+// another; its value is the forwarding node's id.
+const ForwardedHeader = "Tenure-Forwarded"
+
+type forwardedKey struct{}
+
+// Forwarded reports whether the request being served was forwarded by
+// another node, and by which. Any client can set the header; all it gains
+// is that its request is not forwarded.
+func Forwarded(ctx context.Context) (from string, ok bool) {
+	from, ok = ctx.Value(forwardedKey{}).(string)
+	return from, ok
+}
+
+// WithForwarded puts the value of ForwardedHeader, when present, into the
+// request's context, where Forwarded finds it.
+func WithForwarded(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Values(ForwardedHeader); len(v) > 0 {
+			r = r.WithContext(context.WithValue(r.Context(), forwardedKey{}, v[0]))
+		}
+		next.ServeHTTP(w, r)
+	})
+}

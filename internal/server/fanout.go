@@ -1,0 +1,500 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/route"
+)
+
+// The calls below span partitions. Each is split over the partitions that
+// serve its parts, and the parts' answers are merged as API messages: a
+// part served here is converted from the coordinator's answer exactly as a
+// call addressed to it alone would be, and a part another node served is
+// taken as that node answered it.
+
+// part is the items of a batch that go to one partition, by their index
+// in the batch.
+type part struct {
+	p   route.Partition
+	idx []int
+}
+
+// parts groups the items of a batch by partition. at returns the
+// partition of item i, or none (nil, nil) to leave the item out.
+func parts(n int, at func(i int) (route.Partition, error)) ([]*part, error) {
+	var out []*part
+	byID := make(map[uint64]*part)
+	for i := range n {
+		p, err := at(i)
+		if err != nil {
+			return nil, err
+		}
+		if p == nil {
+			continue
+		}
+		pt := byID[p.ID()]
+		if pt == nil {
+			pt = &part{p: p}
+			byID[p.ID()] = pt
+			out = append(out, pt)
+		}
+		pt.idx = append(pt.idx, i)
+	}
+	return out, nil
+}
+
+// each runs fn for parts 0..n-1, concurrently when there are several, and
+// returns the first error in part order.
+func each(n int, fn func(i int) error) error {
+	if n == 1 {
+		return fn(0)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = fn(i) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pick returns the items of all at idx, or all itself when idx covers it
+// in order.
+func pick[T any](all []T, idx []int) []T {
+	if len(idx) == len(all) {
+		return all
+	}
+	out := make([]T, len(idx))
+	for j, i := range idx {
+		out[j] = all[i]
+	}
+	return out
+}
+
+// badAnswer is an answer from another node that does not fit the request.
+func badAnswer(peer route.Peer, format string, args ...any) error {
+	return fmt.Errorf("%w: tenure node %s answered something this node cannot use: %s", coordinator.ErrUnavailable, peer.Addr(), fmt.Sprintf(format, args...))
+}
+
+// submitBatch places each task in its partition and submits each
+// partition's tasks in one call. A batch that spans partitions is checked
+// as a whole first, so that a bad item creates nothing; each part is then
+// atomic on its own. If a part fails the call fails, though other parts
+// may have been created: a retry with the same request ids (the SDK always
+// sets them) creates each task once.
+func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchRequest) (*tenurev1.SubmitBatchResponse, error) {
+	in := msg.GetRequests()
+	l := s.opts.Limits
+	if len(in) == 0 || len(in) > cmp.Or(l.MaxBatch, coordinator.DefaultLimits.MaxBatch) {
+		return nil, l.CheckBatch(make([]coordinator.SubmitRequest, len(in)), s.opts.Clock.Now())
+	}
+	reqs := make([]coordinator.SubmitRequest, len(in))
+	for i, r := range in {
+		var err error
+		if reqs[i], err = submitRequest(fmt.Sprintf("requests[%d].", i), r); err != nil {
+			return nil, err
+		}
+	}
+	ps, err := parts(len(reqs), func(i int) (route.Partition, error) {
+		r := &reqs[i]
+		p, err := s.r.Place(ctx, cmp.Or(r.Namespace, coordinator.DefaultNamespace), r.Queue, r.RequestID)
+		return p, itemErr(err, i)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(ps) > 1 {
+		if err := l.CheckBatch(reqs, s.opts.Clock.Now()); err != nil {
+			return nil, err
+		}
+	}
+	idsOnly := msg.GetIdsOnly()
+	out := &tenurev1.SubmitBatchResponse{Responses: make([]*tenurev1.SubmitResponse, len(reqs))}
+	err = each(len(ps), func(k int) error {
+		pt := ps[k]
+		return pt.p.Do(ctx, false, func(c *coordinator.Coordinator) error {
+			res, err := c.SubmitBatch(ctx, pick(reqs, pt.idx))
+			if err != nil {
+				return err
+			}
+			for j, r := range res {
+				t := &tenurev1.Task{TaskId: r.Task.ID}
+				if !idsOnly {
+					t = task(r.Task)
+				}
+				out.Responses[pt.idx[j]] = &tenurev1.SubmitResponse{Task: t, Duplicate: r.Duplicate}
+			}
+			return nil
+		}, func(peer route.Peer) error {
+			resp, err := peer.SubmitBatch(ctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: pick(in, pt.idx), IdsOnly: idsOnly}))
+			if err != nil {
+				return err
+			}
+			if got := resp.Msg.GetResponses(); len(got) != len(pt.idx) {
+				return badAnswer(peer, "SubmitBatch: %d results for %d tasks", len(got), len(pt.idx))
+			}
+			for j, r := range resp.Msg.GetResponses() {
+				out.Responses[pt.idx[j]] = r
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// itemErr names item i of a batch in the field of a field error.
+func itemErr(err error, i int) error {
+	var fe *coordinator.FieldError
+	if errors.As(err, &fe) {
+		return &coordinator.FieldError{Field: fmt.Sprintf("requests[%d].%s", i, fe.Field), Problem: fe.Problem}
+	}
+	return err
+}
+
+// completeBatch completes each item in its task's partition, one call per
+// partition. Every item is answered on its own; a part whose call fails as
+// a whole answers that error for each of its items.
+func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchRequest) (*tenurev1.CompleteBatchResponse, error) {
+	in := msg.GetItems()
+	if err := s.opts.Limits.CheckCompleteBatch(len(in)); err != nil {
+		return nil, err
+	}
+	results := make([]tenurev1.CompleteResult, len(in))
+	out := &tenurev1.CompleteBatchResponse{Results: make([]*tenurev1.CompleteResult, len(in))}
+	for i := range in {
+		results[i].TaskId = in[i].GetTaskId()
+		out.Results[i] = &results[i]
+	}
+	fail := func(i int, err error) {
+		ce := s.apiError(err)
+		results[i].Code, results[i].Message, results[i].Detail = ce.Code().String(), ce.Message(), detailOf(ce)
+	}
+	// Items whose task id names no partition are answered at once; the
+	// rest go to their partitions.
+	ps, _ := parts(len(in), func(i int) (route.Partition, error) {
+		p, err := s.r.Task(ctx, in[i].GetTaskId())
+		if err != nil {
+			fail(i, err)
+			return nil, nil
+		}
+		return p, nil
+	})
+	each(len(ps), func(k int) error {
+		idx := ps[k].idx
+		err := ps[k].p.Do(ctx, false, func(c *coordinator.Coordinator) error {
+			items := make([]coordinator.CompleteItem, len(idx))
+			for j, i := range idx {
+				items[j] = coordinator.CompleteItem{TaskID: in[i].GetTaskId(), LeaseID: in[i].GetLeaseId(), Result: in[i].GetResult()}
+			}
+			errs, err := c.CompleteBatch(ctx, items)
+			if err != nil {
+				return err
+			}
+			for j, e := range errs {
+				if e != nil {
+					fail(idx[j], e)
+				}
+			}
+			return nil
+		}, func(peer route.Peer) error {
+			resp, err := peer.CompleteBatch(ctx, connect.NewRequest(&tenurev1.CompleteBatchRequest{Items: pick(in, idx)}))
+			if err != nil {
+				return err
+			}
+			got := resp.Msg.GetResults()
+			if len(got) != len(idx) {
+				return badAnswer(peer, "CompleteBatch: %d results for %d items", len(got), len(idx))
+			}
+			for j, r := range got {
+				if r.GetTaskId() != in[idx[j]].GetTaskId() {
+					return badAnswer(peer, "CompleteBatch: result %d is for task %q, not %q", j, r.GetTaskId(), in[idx[j]].GetTaskId())
+				}
+				out.Results[idx[j]] = r
+			}
+			return nil
+		})
+		if err != nil {
+			for _, i := range idx {
+				fail(i, err)
+			}
+		}
+		return nil
+	})
+	return out, nil
+}
+
+// lease leases from the queue's partitions: this node's own without a
+// network hop, the others' through their nodes. With nothing ready it
+// waits for its own partitions' signals and polls the others at a growing
+// interval (at most Options.MaxRemotePoll), up to the request's wait. One
+// partition served here long-polls on its own.
+func (s *Server) lease(ctx context.Context, msg *tenurev1.LeaseRequest) (*tenurev1.LeaseResponse, error) {
+	wait, err := duration("wait", msg.GetWait())
+	if err != nil {
+		return nil, err
+	}
+	req := coordinator.LeaseRequest{
+		WorkerID:  msg.GetWorkerId(),
+		Namespace: msg.GetNamespace(),
+		Queue:     msg.GetQueue(),
+		MaxTasks:  int(msg.GetMaxTasks()),
+		Wait:      wait,
+	}
+	if err := s.opts.Limits.CheckLease(&req); err != nil {
+		return nil, err
+	}
+	clk := s.opts.Clock
+	deadline := clk.Now().Add(req.Wait)
+	poll := minRemotePoll
+	for {
+		local, peers, err := s.r.Queue(ctx, req.Namespace, req.Queue)
+		if err != nil {
+			return nil, err
+		}
+		if len(local) == 1 && len(peers) == 0 {
+			sub := req
+			sub.Wait = max(0, deadline.Sub(clk.Now()))
+			return s.leaseFrom(ctx, local[0], sub, nil)
+		}
+		got, signals, err := s.leaseOnce(ctx, req, local, peers)
+		if len(got.Tasks) > 0 || err != nil {
+			return got, err
+		}
+		now := clk.Now()
+		if !now.Before(deadline) {
+			return got, nil
+		}
+		d := min(deadline.Sub(now), poll)
+		poll = min(2*poll, s.opts.MaxRemotePoll)
+		if err := s.waitAny(ctx, signals, d); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// leaseOnce leases without waiting from local (in an order that rotates
+// from call to call) and then from peers, until req.MaxTasks. Leases
+// granted are always returned, with a later error dropped; an unavailable
+// partition or peer is skipped.
+func (s *Server) leaseOnce(ctx context.Context, req coordinator.LeaseRequest, local []route.Partition, peers []route.Peer) (*tenurev1.LeaseResponse, []<-chan struct{}, error) {
+	out := &tenurev1.LeaseResponse{}
+	var signals []<-chan struct{}
+	add := func(err error) error {
+		if err == nil || len(out.Tasks) > 0 || connect.CodeOf(s.apiError(err)) == connect.CodeUnavailable {
+			return nil
+		}
+		return err
+	}
+	for _, p := range local {
+		if len(out.Tasks) >= req.MaxTasks {
+			break
+		}
+		sub := req
+		sub.MaxTasks, sub.Wait = req.MaxTasks-len(out.Tasks), 0
+		got, err := s.leaseFrom(ctx, p, sub, &signals)
+		if err := add(err); err != nil {
+			return nil, nil, err
+		}
+		if got != nil {
+			out.Tasks = append(out.Tasks, got.Tasks...)
+		}
+	}
+	for _, peer := range peers {
+		if len(out.Tasks) >= req.MaxTasks {
+			break
+		}
+		resp, err := peer.Lease(ctx, connect.NewRequest(&tenurev1.LeaseRequest{
+			WorkerId:  req.WorkerID,
+			Namespace: req.Namespace,
+			Queue:     req.Queue,
+			MaxTasks:  uint32(req.MaxTasks - len(out.Tasks)),
+		}))
+		if err := add(err); err != nil {
+			return nil, nil, err
+		}
+		if err == nil {
+			out.Tasks = append(out.Tasks, resp.Msg.GetTasks()...)
+		}
+	}
+	return out, signals, nil
+}
+
+// leaseFrom leases from one partition; with signals, it also collects the
+// channel that is closed when the partition's queue may have a task ready.
+func (s *Server) leaseFrom(ctx context.Context, p route.Partition, req coordinator.LeaseRequest, signals *[]<-chan struct{}) (*tenurev1.LeaseResponse, error) {
+	var out *tenurev1.LeaseResponse
+	err := p.Do(ctx, false, func(c *coordinator.Coordinator) error {
+		if signals != nil {
+			*signals = append(*signals, c.Signal(req.Namespace, req.Queue))
+		}
+		ls, err := c.Lease(ctx, req)
+		if err != nil {
+			return err
+		}
+		out = &tenurev1.LeaseResponse{Tasks: make([]*tenurev1.LeasedTask, len(ls))}
+		for i, l := range ls {
+			out.Tasks[i] = leasedTask(l)
+		}
+		return nil
+	}, func(peer route.Peer) error {
+		m := &tenurev1.LeaseRequest{WorkerId: req.WorkerID, Namespace: req.Namespace, Queue: req.Queue, MaxTasks: uint32(req.MaxTasks), Wait: optDuration(req.Wait)}
+		resp, err := peer.Lease(ctx, connect.NewRequest(m))
+		if err != nil {
+			return err
+		}
+		out = resp.Msg
+		return nil
+	})
+	return out, err
+}
+
+// waitAny waits for d, a signal, or the end of ctx.
+func (s *Server) waitAny(ctx context.Context, signals []<-chan struct{}, d time.Duration) error {
+	t := s.opts.Clock.NewTimer(d)
+	defer t.Stop()
+	cases := make([]reflect.SelectCase, 0, len(signals)+2)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C())})
+	for _, sig := range signals {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sig)})
+	}
+	if i, _, _ := reflect.Select(cases); i == 0 {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// Page tokens name a partition and a position in it: the partition id in
+// the top 24 bits, the position (a creation LSN) in the lower 40, written
+// in decimal. Embedded mode's one partition is 0, so its tokens are the
+// position alone.
+const cursorBits = 40
+
+func pageToken(partitionID, after uint64) (string, error) {
+	if partitionID >= 1<<(64-cursorBits) || after >= 1<<cursorBits {
+		return "", fmt.Errorf("%w: partition %d at position %d does not fit a page token", coordinator.ErrUnavailable, partitionID, after)
+	}
+	return strconv.FormatUint(partitionID<<cursorBits|after, 10), nil
+}
+
+func parsePageToken(tok string) (partitionID, after uint64, err error) {
+	if tok == "" {
+		return 0, 0, nil
+	}
+	c, err := strconv.ParseUint(tok, 10, 64)
+	if err != nil {
+		return 0, 0, &coordinator.FieldError{Field: "page_token", Problem: "not a token this server issued; pass next_page_token from the previous page"}
+	}
+	return c >> cursorBits, c & (1<<cursorBits - 1), nil
+}
+
+// list walks the partitions of the listing's scope in order, from the one
+// its page token names. A forwarded listing covers exactly the partition
+// its token names.
+func (s *Server) list(ctx context.Context, msg *tenurev1.ListTasksRequest) (*tenurev1.ListTasksResponse, error) {
+	f := coordinator.ListFilter{Namespace: msg.GetNamespace(), Queue: msg.GetQueue(), Limit: int(msg.GetPageSize())}
+	st, ok := TaskState(msg.GetState())
+	if !ok {
+		return nil, &coordinator.FieldError{Field: "state", Problem: "unknown task state"}
+	}
+	f.State = st
+	maxPage := cmp.Or(s.opts.Limits.MaxListPage, coordinator.DefaultLimits.MaxListPage)
+	if f.Limit == 0 {
+		f.Limit = 100
+	}
+	if f.Limit < 0 || f.Limit > maxPage {
+		return nil, &coordinator.FieldError{Field: "page_size", Problem: fmt.Sprintf("%d is outside 0..%d (0: the default, 100)", f.Limit, maxPage)}
+	}
+	startID, after, err := parsePageToken(msg.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	var scope []route.Partition
+	if _, fw := route.Forwarded(ctx); fw {
+		p, err := s.r.Partition(ctx, startID)
+		if err != nil {
+			return nil, err
+		}
+		scope = []route.Partition{p}
+	} else if scope, err = s.r.Scope(ctx, f.Namespace, f.Queue); err != nil {
+		return nil, err
+	}
+	i := 0
+	if msg.GetPageToken() != "" {
+		for i < len(scope) && scope[i].ID() != startID {
+			i++
+		}
+		if i == len(scope) {
+			return nil, &coordinator.FieldError{Field: "page_token", Problem: "names a partition this listing does not cover; pass next_page_token from the previous page"}
+		}
+	}
+	out := &tenurev1.ListTasksResponse{}
+	for ; i < len(scope); i, after = i+1, 0 {
+		p := scope[i]
+		sub := f
+		sub.Limit, sub.After = f.Limit-len(out.Tasks), after
+		var next uint64
+		err := p.Do(ctx, true, func(c *coordinator.Coordinator) error {
+			tasks, n, err := c.List(ctx, sub)
+			if err != nil {
+				return err
+			}
+			for _, t := range tasks {
+				out.Tasks = append(out.Tasks, task(t))
+			}
+			next = n
+			return nil
+		}, func(peer route.Peer) error {
+			tok, err := pageToken(p.ID(), after)
+			if err != nil {
+				return err
+			}
+			m := &tenurev1.ListTasksRequest{Namespace: msg.GetNamespace(), Queue: msg.GetQueue(), State: msg.GetState(), PageSize: int32(sub.Limit), PageToken: tok}
+			resp, err := peer.ListTasks(ctx, connect.NewRequest(m))
+			if err != nil {
+				return err
+			}
+			id, n, err := parsePageToken(resp.Msg.GetNextPageToken())
+			if err != nil || (n != 0 && id != p.ID()) {
+				return badAnswer(peer, "ListTasks: next page token %q is not one of partition %d", resp.Msg.GetNextPageToken(), p.ID())
+			}
+			out.Tasks = append(out.Tasks, resp.Msg.GetTasks()...)
+			next = n
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if next != 0 {
+			out.NextPageToken, err = pageToken(p.ID(), next)
+			return out, err
+		}
+		if len(out.Tasks) == f.Limit {
+			if i+1 < len(scope) {
+				out.NextPageToken, err = pageToken(scope[i+1].ID(), 0)
+			}
+			return out, err
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,89 @@
+package server
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/route"
+)
+
+type taskService struct{ s *Server }
+
+func (h taskService) Submit(ctx context.Context, req *connect.Request[tenurev1.SubmitRequest]) (*connect.Response[tenurev1.SubmitResponse], error) {
+	s := h.s
+	r, err := submitRequest("", req.Msg)
+	if err != nil {
+		return nil, s.apiError(err)
+	}
+	p, err := s.r.Place(ctx, r.Namespace, r.Queue, r.RequestID)
+	if err != nil {
+		return nil, s.apiError(err)
+	}
+	return one(s, ctx, p, false, req, route.Peer.Submit, func(c *coordinator.Coordinator) (*tenurev1.SubmitResponse, error) {
+		res, err := c.Submit(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		return &tenurev1.SubmitResponse{Task: task(res.Task), Duplicate: res.Duplicate}, nil
+	})
+}
+
+func (h taskService) SubmitBatch(ctx context.Context, req *connect.Request[tenurev1.SubmitBatchRequest]) (*connect.Response[tenurev1.SubmitBatchResponse], error) {
+	out, err := h.s.submitBatch(ctx, req.Msg)
+	if err != nil {
+		return nil, h.s.apiError(err)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (h taskService) GetTask(ctx context.Context, req *connect.Request[tenurev1.GetTaskRequest]) (*connect.Response[tenurev1.GetTaskResponse], error) {
+	id := req.Msg.GetTaskId()
+	return byTask(h.s, ctx, id, true, req, route.Peer.GetTask, func(c *coordinator.Coordinator) (*tenurev1.GetTaskResponse, error) {
+		t, err := c.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return &tenurev1.GetTaskResponse{Task: task(t)}, nil
+	})
+}
+
+func (h taskService) ListTasks(ctx context.Context, req *connect.Request[tenurev1.ListTasksRequest]) (*connect.Response[tenurev1.ListTasksResponse], error) {
+	out, err := h.s.list(ctx, req.Msg)
+	if err != nil {
+		return nil, h.s.apiError(err)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (h taskService) KillTask(ctx context.Context, req *connect.Request[tenurev1.KillTaskRequest]) (*connect.Response[tenurev1.KillTaskResponse], error) {
+	id := req.Msg.GetTaskId()
+	// The answer shows the task after the kill: a read, so it is confirmed.
+	return byTask(h.s, ctx, id, true, req, route.Peer.KillTask, func(c *coordinator.Coordinator) (*tenurev1.KillTaskResponse, error) {
+		if err := c.Kill(ctx, id, req.Msg.GetReason()); err != nil {
+			return nil, err
+		}
+		t, err := c.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return &tenurev1.KillTaskResponse{Task: task(t)}, nil
+	})
+}
+
+func (h taskService) GetTaskHistory(ctx context.Context, req *connect.Request[tenurev1.GetTaskHistoryRequest]) (*connect.Response[tenurev1.GetTaskHistoryResponse], error) {
+	id := req.Msg.GetTaskId()
+	return byTask(h.s, ctx, id, true, req, route.Peer.GetTaskHistory, func(c *coordinator.Coordinator) (*tenurev1.GetTaskHistoryResponse, error) {
+		hist, err := c.History(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out := &tenurev1.GetTaskHistoryResponse{Entries: make([]*tenurev1.HistoryEntry, len(hist))}
+		for i, e := range hist {
+			out.Entries[i] = historyEntry(e)
+		}
+		return out, nil
+	})
+}

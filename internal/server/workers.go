@@ -1,0 +1,85 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/route"
+)
+
+type workerService struct{ s *Server }
+
+func (h workerService) Lease(ctx context.Context, req *connect.Request[tenurev1.LeaseRequest]) (*connect.Response[tenurev1.LeaseResponse], error) {
+	// A draining server ends long-polls at once with no task.
+	pollCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(h.s.drain, cancel)()
+	out, err := h.s.lease(pollCtx, req.Msg)
+	if err != nil && h.s.drain.Err() != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
+		out, err = &tenurev1.LeaseResponse{}, nil
+	}
+	if err != nil {
+		return nil, h.s.apiError(err)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (h workerService) Start(ctx context.Context, req *connect.Request[tenurev1.StartRequest]) (*connect.Response[tenurev1.StartResponse], error) {
+	m := req.Msg
+	return byTask(h.s, ctx, m.GetTaskId(), false, req, route.Peer.Start, func(c *coordinator.Coordinator) (*tenurev1.StartResponse, error) {
+		return &tenurev1.StartResponse{}, c.Start(ctx, m.GetTaskId(), m.GetLeaseId())
+	})
+}
+
+func (h workerService) Heartbeat(ctx context.Context, req *connect.Request[tenurev1.HeartbeatRequest]) (*connect.Response[tenurev1.HeartbeatResponse], error) {
+	m := req.Msg
+	return byTask(h.s, ctx, m.GetTaskId(), false, req, route.Peer.Heartbeat, func(c *coordinator.Coordinator) (*tenurev1.HeartbeatResponse, error) {
+		exp, err := c.Heartbeat(ctx, m.GetTaskId(), m.GetLeaseId())
+		if err != nil {
+			return nil, err
+		}
+		return &tenurev1.HeartbeatResponse{LeaseExpiry: timestamppb.New(exp)}, nil
+	})
+}
+
+func (h workerService) Commit(ctx context.Context, req *connect.Request[tenurev1.CommitRequest]) (*connect.Response[tenurev1.CommitResponse], error) {
+	m := req.Msg
+	return byTask(h.s, ctx, m.GetTaskId(), false, req, route.Peer.Commit, func(c *coordinator.Coordinator) (*tenurev1.CommitResponse, error) {
+		tok, err := c.Commit(ctx, m.GetTaskId(), m.GetLeaseId(), m.GetResult())
+		if err != nil {
+			return nil, err
+		}
+		return &tenurev1.CommitResponse{FencingToken: &tenurev1.FencingToken{TaskId: tok.TaskID, Attempt: tok.Attempt}}, nil
+	})
+}
+
+func (h workerService) Complete(ctx context.Context, req *connect.Request[tenurev1.CompleteRequest]) (*connect.Response[tenurev1.CompleteResponse], error) {
+	m := req.Msg
+	return byTask(h.s, ctx, m.GetTaskId(), false, req, route.Peer.Complete, func(c *coordinator.Coordinator) (*tenurev1.CompleteResponse, error) {
+		return &tenurev1.CompleteResponse{}, c.Complete(ctx, m.GetTaskId(), m.GetLeaseId(), m.GetResult())
+	})
+}
+
+func (h workerService) CompleteBatch(ctx context.Context, req *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error) {
+	out, err := h.s.completeBatch(ctx, req.Msg)
+	if err != nil {
+		return nil, h.s.apiError(err)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (h workerService) Fail(ctx context.Context, req *connect.Request[tenurev1.FailRequest]) (*connect.Response[tenurev1.FailResponse], error) {
+	m := req.Msg
+	return byTask(h.s, ctx, m.GetTaskId(), false, req, route.Peer.Fail, func(c *coordinator.Coordinator) (*tenurev1.FailResponse, error) {
+		res, err := c.Fail(ctx, m.GetTaskId(), m.GetLeaseId(), m.GetReason(), m.GetPermanent())
+		if err != nil {
+			return nil, err
+		}
+		return &tenurev1.FailResponse{State: taskStates[res.State], RetryAt: stdTS(res.RetryAt)}, nil
+	})
+}
