@@ -83,6 +83,14 @@ type Config struct {
 	// are deleted.
 	Retention     time.Duration
 	SnapshotsKept int
+
+	// AcceptLostRecords accepts, for the first start only, the loss of
+	// exactly this range of records: a snapshot that verifies ends after
+	// the WAL's last record, so acknowledged records are gone, and Open
+	// refuses (with a *coordinator.LostRecordsError naming the range)
+	// unless this is that range; see coordinator.Config.AcceptLostRecords,
+	// which must be left empty.
+	AcceptLostRecords coordinator.LSNRange
 }
 
 func (c *Config) withDefaults() error {
@@ -100,6 +108,9 @@ func (c *Config) withDefaults() error {
 	}
 	if c.FS == nil {
 		c.FS = fsys.OS
+	}
+	if !c.Coordinator.AcceptLostRecords.IsZero() {
+		return errors.New("node: set Config.AcceptLostRecords, not Config.Coordinator.AcceptLostRecords")
 	}
 	if c.SnapshotEvery < 0 || c.Retention < 0 || c.SnapshotsKept < 0 || c.SnapshotCheckInterval < 0 {
 		return fmt.Errorf("node: SnapshotEvery (%v), Retention (%v), SnapshotsKept (%d) and SnapshotCheckInterval (%v) must not be negative",
@@ -249,11 +260,20 @@ func (n *Node) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node: opening the WAL: %w", err)
 	}
-	c, err := coordinator.Recover(ctx, l, store, n.cfg.Coordinator)
+	cc := n.cfg.Coordinator
+	cc.AcceptLostRecords = n.cfg.AcceptLostRecords
+	c, err := coordinator.Recover(ctx, l, store, cc)
+	if _, ok := errors.AsType[*coordinator.LostRecordsError](err); ok {
+		l.Close()
+		return fmt.Errorf("node: %w; %s", err, n.lossCause())
+	}
 	if err != nil {
 		l.Close()
 		return fmt.Errorf("node: %w", err)
 	}
+	// A loss is accepted once, at the start it was meant for: a reopen
+	// after a storage failure must not accept another.
+	n.cfg.AcceptLostRecords = coordinator.LSNRange{}
 	lsns, err := store.List()
 	if err != nil {
 		c.Close()
@@ -275,6 +295,16 @@ func (n *Node) open(ctx context.Context) error {
 		}
 	})
 	return nil
+}
+
+// lossCause names the likely causes of records missing from the end of the
+// WAL that a snapshot proves were there.
+func (n *Node) lossCause() string {
+	if n.cfg.Sync == wal.SyncNone {
+		return "the WAL runs with fsync none, so the likely cause is an OS crash or power loss, which loses the records not yet written back to disk, acknowledged ones included"
+	}
+	return "likely causes: the WAL's segments were cut short, deleted, or restored from a backup older than the snapshots; " +
+		"the disk lost data it had reported written; or the server ran with fsync none before an OS crash or power loss"
 }
 
 // current returns the serving coordinator, or an unavailable error while
