@@ -108,7 +108,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		AcceptLostRecords:    accept,
 	})
 	if le, ok := errors.AsType[*coordinator.LostRecordsError](err); ok {
-		return fmt.Errorf("%w. %s", err, lostRecordsAdvice(le))
+		return fmt.Errorf("%w; %s", err, lostRecordsAdvice(le))
 	}
 	if err != nil {
 		return err
@@ -137,9 +137,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // WAL: restore, or give them up with the one flag value that matches.
 func lostRecordsAdvice(le *coordinator.LostRecordsError) string {
 	if !le.Accepted.IsZero() {
-		return fmt.Sprintf("To give these records up, pass --accept-lost-records %s instead of %s", le.Lost, le.Accepted)
+		return fmt.Sprintf("to give these records up, pass --accept-lost-records %s instead of %s", le.Lost, le.Accepted)
 	}
-	return fmt.Sprintf("Restore the data directory from a backup if you have one. To serve the WAL as it is, giving up records %s for good "+
+	return fmt.Sprintf("restore the data directory from a backup if you have one; or, to serve the WAL as it is and give up records %s for good "+
 		"(the snapshot is set aside as .discarded, and request ids of the lost tasks create new tasks), start the server with --accept-lost-records %s", le.Lost, le.Lost)
 }
 

@@ -303,8 +303,8 @@ func (n *Node) lossCause() string {
 	if n.cfg.Sync == wal.SyncNone {
 		return "the WAL runs with fsync none, so the likely cause is an OS crash or power loss, which loses the records not yet written back to disk, acknowledged ones included"
 	}
-	return "likely causes: the WAL's segments were cut short, deleted, or restored from a backup older than the snapshots; " +
-		"the disk lost data it had reported written; or the server ran with fsync none before an OS crash or power loss"
+	return "likely causes: the WAL's segments were cut short, deleted or restored from a backup older than the snapshots, " +
+		"the disk lost data it had reported written, or an OS crash or power loss while the server ran with fsync none"
 }
 
 // current returns the serving coordinator, or an unavailable error while
