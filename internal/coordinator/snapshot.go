@@ -149,7 +149,7 @@ func (c *Coordinator) Snapshot(ctx context.Context, sc SnapshotConfig) (Snapshot
 }
 
 // snapshotNamer is the optional capability of a SnapshotStore to name a
-// snapshot for people (snapshot.Dir: its path).
+// snapshot for people (snapshot.Dir: "snapshot <path>").
 type snapshotNamer interface{ Name(lsn uint64) string }
 
 // Recover opens a coordinator from the newest snapshot in store that
