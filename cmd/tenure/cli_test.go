@@ -181,3 +181,46 @@ func TestCLIExecWorker(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestCLIExplicitZeroRefused: zero means "unset" in the API and in
+// worker.Options, so a flag given as 0 would quietly become the default
+// (3 attempts, a 30s window, 1 task at once, 30s of grace). Each is a
+// usage error naming the range and saying to omit the flag for the
+// default, and nothing is submitted.
+func TestCLIExplicitZeroRefused(t *testing.T) {
+	t.Parallel()
+	addr := startInProcess(t)
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"submit", "--addr", addr, "--queue", "q", "--max-attempts", "0", "x"}, []string{"--max-attempts 0", "1..1000", "omit the flag", "3 attempts"}},
+		{[]string{"submit", "--addr", addr, "--queue", "q", "--window", "0s", "x"}, []string{"--window 0", "100ms..24h", "omit the flag", "30s"}},
+		{[]string{"worker", "--addr", addr, "--queue", "q", "--exec", "cat", "--concurrency", "0"}, []string{"--concurrency 0", "1..10000", "omit the flag"}},
+		{[]string{"worker", "--addr", addr, "--queue", "q", "--exec", "cat", "--shutdown-grace", "0s"}, []string{"--shutdown-grace 0", "above 0", "omit the flag", "30s"}},
+	} {
+		// Already cancelled: a worker that wrongly starts stops at once
+		// (exit 0) instead of running until the test times out.
+		ctx, cancel := context.WithCancel(context.Background())
+		if tc.args[0] == "worker" {
+			cancel()
+		}
+		var out, errb bytes.Buffer
+		code := run(ctx, tc.args, &out, &errb)
+		cancel()
+		for _, want := range tc.want {
+			if code != 2 || !strings.Contains(errb.String(), want) {
+				t.Errorf("tenure %s: exit %d (want 2), stderr %q (want %q)", strings.Join(tc.args, " "), code, errb.String(), want)
+				break
+			}
+		}
+	}
+	// Nothing was submitted; given explicitly in range, the values hold.
+	if code, _, errs := cli(t, "tasks", "list", "--addr", addr); code != 0 || !strings.Contains(errs, "no tasks match") {
+		t.Fatalf("tasks list after the refused submits: exit %d, %s", code, errs)
+	}
+	id := strings.TrimSpace(mustCLI(t, "submit", "--addr", addr, "--queue", "q", "--max-attempts", "1", "--window", "100ms", "x"))
+	if get := mustCLI(t, "task", "get", "--addr", addr, id); !strings.Contains(get, "0 of 1") || !strings.Contains(get, "100ms") {
+		t.Fatalf("task get:\n%s", get)
+	}
+}

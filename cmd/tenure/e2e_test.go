@@ -111,12 +111,12 @@ func freeLoopbackAddr(t *testing.T) string {
 	return addr
 }
 
-// spawnServer starts `tenure server` on dataDir and a free port without waiting
-// for it to serve. Cleanup kills it if it still runs.
-func spawnServer(t *testing.T, dataDir string) *serverProc {
+// spawnServer starts `tenure server` on dataDir and a free port, with extra
+// flags, without waiting for it to serve. Cleanup kills it if it still runs.
+func spawnServer(t *testing.T, dataDir string, extra ...string) *serverProc {
 	t.Helper()
 	p := &serverProc{addr: freeLoopbackAddr(t), dataDir: dataDir, out: new(lockedBuffer), done: make(chan struct{})}
-	p.cmd = exec.Command(tenureBin, "server", "--data-dir", dataDir, "--listen", p.addr, "--fsync", "always")
+	p.cmd = exec.Command(tenureBin, append([]string{"server", "--data-dir", dataDir, "--listen", p.addr, "--fsync", "always"}, extra...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", tenureBin, err)
@@ -137,12 +137,13 @@ func spawnServer(t *testing.T, dataDir string) *serverProc {
 	return p
 }
 
-// startServerProc starts a server on dataDir and waits until /healthz answers
-// 200. A port taken between picking and binding is retried on another.
-func startServerProc(t *testing.T, dataDir string) *serverProc {
+// startServerProc starts a server on dataDir, with extra flags, and waits
+// until /healthz answers 200. A port taken between picking and binding is
+// retried on another.
+func startServerProc(t *testing.T, dataDir string, extra ...string) *serverProc {
 	t.Helper()
 	for try := 0; ; try++ {
-		p := spawnServer(t, dataDir)
+		p := spawnServer(t, dataDir, extra...)
 		err := waitHealthz(p)
 		if err == nil {
 			// os/exec copies the child's stdout in a goroutine that may

@@ -32,6 +32,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	snapRecords := fs.Uint64("snapshot-every-records", host.DefaultSnapshotEveryRecords, "take a snapshot after this many WAL records since the last one")
 	snapEvery := fs.Duration("snapshot-every", host.DefaultSnapshotEvery, "take a snapshot this long after the last one, if any record was written since")
 	retention := fs.Duration("retention", coordinator.DefaultRetention, "COMPLETED, FAILED and DEAD tasks leave the state at the first snapshot after they are this old; their request ids stop deduplicating then")
+	acceptLost := fs.String("accept-lost-records", "", "start although the WAL lost the records FIRST-LAST that a snapshot proves it held (acknowledged work): "+
+		"exactly the range a refused start named; the snapshot is set aside and the WAL served as it is (embedded mode only)")
 	logFormat := fs.String("log-format", envOr("TENURE_LOG_FORMAT", "text"), "log format: text or json (env TENURE_LOG_FORMAT)")
 	logLevel := fs.String("log-level", envOr("TENURE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env TENURE_LOG_LEVEL)")
 	cf := addClusterFlags(fs)
@@ -66,7 +68,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		ExpiryScanInterval: *scan,
 	}
 	if *cf.dsn != "" {
-		for _, name := range []string{"data-dir", "fsync"} {
+		for _, name := range []string{"data-dir", "fsync", "accept-lost-records"} {
 			if flagSet(fs, name) {
 				return usageError{fmt.Sprintf("--%s is for the embedded mode; with --mysql the partitions' logs live in the database", name)}
 			}
@@ -76,6 +78,12 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	policy, err := wal.ParseSyncPolicy(*fsync)
 	if err != nil {
 		return usageError{err.Error()}
+	}
+	var accept coordinator.LSNRange
+	if flagSet(fs, "accept-lost-records") {
+		if accept, err = coordinator.ParseLSNRange(*acceptLost); err != nil {
+			return usageError{fmt.Sprintf("--accept-lost-records: %v: pass the range a refused start named", err)}
+		}
 	}
 	if policy == wal.SyncNone {
 		lg.Warn("fsync is off: an OS crash or power loss can lose acknowledged tasks; use --fsync=always in production")
@@ -91,12 +99,16 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	start := time.Now()
 	n, err := node.Open(ctx, node.Config{
-		DataDir:     *dataDir,
-		Sync:        policy,
-		Logger:      lg,
-		Snapshots:   snaps,
-		Coordinator: coordCfg,
+		DataDir:           *dataDir,
+		Sync:              policy,
+		Logger:            lg,
+		Snapshots:         snaps,
+		Coordinator:       coordCfg,
+		AcceptLostRecords: accept,
 	})
+	if le, ok := errors.AsType[*coordinator.LostRecordsError](err); ok {
+		return fmt.Errorf("%w; %s", err, lostRecordsAdvice(le))
+	}
 	if err != nil {
 		return err
 	}
@@ -118,6 +130,16 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	lg.Info("stopped cleanly")
 	return nil
+}
+
+// lostRecordsAdvice says what to do about records lost from the end of the
+// WAL: restore, or give them up with the one flag value that matches.
+func lostRecordsAdvice(le *coordinator.LostRecordsError) string {
+	if !le.Accepted.IsZero() {
+		return fmt.Sprintf("to give these records up, pass --accept-lost-records %s instead of %s", le.Lost, le.Accepted)
+	}
+	return fmt.Sprintf("restore the data directory from a backup if you have one; or, to serve the WAL as it is and give up records %s for good "+
+		"(the snapshot is set aside as .discarded, and request ids of the lost tasks create new tasks), start the server with --accept-lost-records %s", le.Lost, le.Lost)
 }
 
 // newAPIServer returns the API over the partitions r routes to (with

@@ -73,8 +73,8 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	queue := fs.String("queue", "", "queue of the task (required)")
 	file := fs.String("file", "", "read the payload from this file")
 	requestID := fs.String("request-id", "", "idempotency key: a second submit with the same id returns the first task")
-	window := fs.Duration("window", 0, "execution window: how long each lease lasts without a heartbeat (default 30s)")
-	attempts := fs.Uint("max-attempts", 0, "attempts before the task fails for good (default 3)")
+	window := fs.Duration("window", 0, "execution window: how long each lease lasts without a heartbeat, 100ms..24h (default 30s)")
+	attempts := fs.Uint("max-attempts", 0, "attempts before the task fails for good, 1..1000 (default 3)")
 	delay := fs.Duration("delay", 0, "do not run before this much time from now")
 	priority := fs.Int("priority", 0, "higher runs first within the queue")
 	if err := fs.Parse(args); err != nil {
@@ -88,6 +88,14 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if *attempts > 1<<31 {
 		return usageError{"--max-attempts is too large"}
+	}
+	// The API takes zero as "unset"; an explicit zero must not quietly
+	// become the default.
+	if flagSet(fs, "max-attempts") && *attempts == 0 {
+		return usageError{"--max-attempts 0 is outside 1..1000; omit the flag for the server's default of 3 attempts"}
+	}
+	if flagSet(fs, "window") && *window == 0 {
+		return usageError{"--window 0 is outside 100ms..24h; omit the flag for the server's default of 30s"}
 	}
 	payload, err := readPayload(fs.Args(), *file)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/snapshot"
@@ -117,6 +118,7 @@ func runWALVerify(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	var valid []uint64
+	ahead := uint64(0) // the newest snapshot after the log's end
 	for _, lsn := range lsns {
 		_, sum, err := store.Read(lsn)
 		if ce, ok := errors.AsType[*snapshot.CorruptError](err); ok {
@@ -126,11 +128,26 @@ func runWALVerify(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 		if lsn > rep.LastLSN {
-			fmt.Fprintf(stdout, "note: %s ends at lsn %d, after the log's last record %d; the server discards it at its next start\n", store.File(lsn), lsn, rep.LastLSN)
+			ahead = lsn
 		} else {
 			valid = append(valid, lsn)
 		}
 		fmt.Fprintf(stdout, "snapshot %s: lsn %d, %d tasks, %d bytes\n", store.File(lsn), lsn, sum.Tasks, sum.Bytes)
+	}
+	discarded, err := store.Discarded()
+	if err != nil {
+		return err
+	}
+	for _, p := range discarded {
+		fmt.Fprintf(stdout, "note: %s: set aside by a server start (damaged, or past the log's end); never read again, delete it once no longer needed\n", p)
+	}
+	// A snapshot is saved only once the log holds its records: one that
+	// verifies and ends after the log's end proves records are gone.
+	if ahead > 0 {
+		lost := coordinator.LSNRange{First: rep.LastLSN + 1, Last: ahead}
+		return fail("%s verifies and ends at lsn %d, but the log's last record is lsn %d: records %s (at least) are gone from the log, and acknowledged work with them; "+
+			"the server refuses to start: restore the data directory from a backup, or give the records up with `tenure server --accept-lost-records %s`",
+			store.File(ahead), ahead, rep.LastLSN, lost, lost)
 	}
 
 	// The log and the snapshots together must reach every record.

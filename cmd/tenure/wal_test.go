@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -179,6 +180,40 @@ func TestWALVerifyFindsDamage(t *testing.T) {
 			t.Fatalf("exit %d:\n%s", code, out)
 		}
 	})
+}
+
+// TestWALVerifyFailsOnLostRecords: a snapshot that verifies and ends after
+// the log's last record proves records gone; verify fails, naming the
+// snapshot and the range, and how to give the records up.
+func TestWALVerifyFailsOnLostRecords(t *testing.T) {
+	t.Parallel()
+	f := newWALFixture(t)
+	// Delete the segment holding the newer snapshot's lsn and every later
+	// one: the log now ends before that snapshot.
+	var cut uint64
+	segs := f.segments(t)
+	for _, p := range segs {
+		if first, _ := strconv.ParseUint(strings.TrimSuffix(filepath.Base(p), ".wal"), 16, 64); first <= f.snaps[1] {
+			cut = first
+		}
+	}
+	for _, p := range segs {
+		if first, _ := strconv.ParseUint(strings.TrimSuffix(filepath.Base(p), ".wal"), 16, 64); first >= cut {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if cut <= f.snaps[0]+1 {
+		t.Fatalf("the log now ends at %d, not after the older snapshot %d; the fixture needs more segments", cut-1, f.snaps[0])
+	}
+	lost := fmt.Sprintf("%d-%d", cut, f.snaps[1])
+	path := filepath.Join(f.dir, node.SnapshotDir, snapshot.FileName(f.snaps[1]))
+	code, out, _ := cli(t, "wal", "verify", "--data-dir", f.dir)
+	if code != 1 || !strings.Contains(out, "FAIL "+path+" verifies and ends at lsn "+fmt.Sprint(f.snaps[1])) ||
+		!strings.Contains(out, "records "+lost+" (at least) are gone") || !strings.Contains(out, "--accept-lost-records "+lost) {
+		t.Fatalf("verify of a log that lost records %s: exit %d\n%s", lost, code, out)
+	}
 }
 
 func TestWALDump(t *testing.T) {

@@ -32,9 +32,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	ns := fs.String("namespace", "default", "namespace to lease from")
 	queue := fs.String("queue", "", "queue to lease from (required)")
 	cmdline := fs.String("exec", "", "command run with `sh -c` for each task (required); the payload is its stdin")
-	concurrency := fs.Int("concurrency", 1, "tasks run at once")
+	concurrency := fs.Int("concurrency", 1, "tasks run at once, 1..10000")
 	workerID := fs.String("worker-id", "", "name of this worker in leases (default host-pid-random)")
-	grace := fs.Duration("shutdown-grace", 30*time.Second, "on SIGTERM, how long running commands may finish before they are killed and their tasks failed")
+	grace := fs.Duration("shutdown-grace", 30*time.Second, "on SIGTERM, how long running commands may finish before they are killed and their tasks failed (above 0)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,6 +43,14 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("unexpected argument %q (quote the whole --exec command)", fs.Arg(0))}
+	}
+	// worker.Options takes zero as "unset"; an explicit zero must not
+	// quietly become the default.
+	if *concurrency == 0 {
+		return usageError{"--concurrency 0 is outside 1..10000; omit the flag for the default of 1"}
+	}
+	if *grace == 0 {
+		return usageError{"--shutdown-grace 0 is not above 0 (pass a small value such as 1ms to kill running commands at once on SIGTERM); omit the flag for the default of 30s"}
 	}
 	c, err := cf.client()
 	if err != nil {

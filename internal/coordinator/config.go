@@ -170,6 +170,14 @@ type Config struct {
 	// expiring past-due leases): cluster mode's new owner of a partition
 	// claims its epoch this way (DESIGN.md §6).
 	Fence *Fence
+	// AcceptLostRecords is read by Recover only. When a snapshot that
+	// verifies ends after the log's last record, acknowledged records are
+	// gone and Recover refuses to start (*LostRecordsError), unless this is
+	// exactly the range lost: then it logs the loss as an error, sets the
+	// snapshot aside and serves the log as it is. A range that does not
+	// match the loss accepts nothing, so a setting left in place never
+	// accepts a later, different loss.
+	AcceptLostRecords LSNRange
 }
 
 // Fence is the owner a Fence record names.

@@ -25,8 +25,8 @@ type SnapshotStore interface {
 	// Remove deletes the snapshot at lsn durably.
 	Remove(lsn uint64) error
 	// Discard takes the snapshot at lsn out of use (it is damaged, or it
-	// is ahead of the log); a file store sets the bytes aside for
-	// inspection.
+	// is ahead of the log and that loss was accepted); a file store sets
+	// the bytes aside for inspection.
 	Discard(lsn uint64) (string, error)
 }
 
@@ -148,13 +148,24 @@ func (c *Coordinator) Snapshot(ctx context.Context, sc SnapshotConfig) (Snapshot
 	return res, nil
 }
 
+// snapshotNamer is the optional capability of a SnapshotStore to name a
+// snapshot for people (snapshot.Dir: "snapshot <path>").
+type snapshotNamer interface{ Name(lsn uint64) string }
+
 // Recover opens a coordinator from the newest snapshot in store that
-// loads and verifies, replaying only the log after it. A damaged snapshot,
-// or one ahead of the log's end (possible after a power loss with fsync
-// off), is logged with its problem and discarded, and the next older one is
+// loads and verifies, replaying only the log after it. A damaged snapshot
+// is logged with its problem and discarded, and the next older one is
 // tried; with none left, the whole log is replayed, which is possible only
 // if the log still starts at LSN 1. Otherwise Recover refuses, naming what
 // it tried: nothing could be served without losing records.
+//
+// A snapshot that verifies but ends after the log's last record proves that
+// acknowledged records are gone from the log: Recover refuses with a
+// *LostRecordsError, unless cfg.AcceptLostRecords is exactly the range
+// lost; then it logs the loss as an error, discards every snapshot past the
+// log's end and serves the log from an older snapshot or from its start.
+// A damaged snapshot past the log's end proves nothing and is handled as
+// any damaged one.
 func Recover(ctx context.Context, log Log, store SnapshotStore, cfg Config) (*Coordinator, error) {
 	lg := cfg.Logger
 	if lg == nil {
@@ -169,17 +180,29 @@ func Recover(ctx context.Context, log Log, store SnapshotStore, cfg Config) (*Co
 		first = f.FirstLSN()
 	}
 	last := log.LastLSN()
+	name := func(n uint64) string { return fmt.Sprintf("snapshot at lsn %d", n) }
+	if nm, ok := store.(snapshotNamer); ok {
+		name = nm.Name
+	}
 	var (
 		st       *state.State
 		problems []string
 		discard  []uint64
+		lost     *LostRecordsError // from the newest verified snapshot past the log's end
 	)
 	for i := len(lsns) - 1; i >= 0 && st == nil; i-- {
 		n := lsns[i]
 		var problem string
 		switch {
+		case n > last && lost != nil:
+			problem = fmt.Sprintf("it ends at lsn %d, after the log's last record %d", n, last)
 		case n > last:
-			problem = fmt.Sprintf("it ends at lsn %d, after the log's last record %d (records lost from the log's tail, e.g. a power loss with fsync off)", n, last)
+			if _, err := store.Load(n); err != nil {
+				problem = err.Error()
+				break
+			}
+			lost = &LostRecordsError{Snapshot: name(n), SnapshotLSN: n, LogLastLSN: last, Lost: LSNRange{First: last + 1, Last: n}}
+			problem = fmt.Sprintf("it verifies and ends at lsn %d, after the log's last record %d: records %s are gone from the log", n, last, lost.Lost)
 		case n+1 < first:
 			problem = fmt.Sprintf("the log starts at lsn %d and no longer holds the records after it", first)
 		default:
@@ -191,18 +214,34 @@ func Recover(ctx context.Context, log Log, store SnapshotStore, cfg Config) (*Co
 			problem = err.Error()
 		}
 		if problem != "" {
-			lg.Warn("snapshot unusable; trying an older one", "lsn", n, "problem", problem)
-			problems = append(problems, fmt.Sprintf("snapshot at lsn %d: %s", n, problem))
+			if lost == nil || n != lost.SnapshotLSN { // that one is refused or accepted below
+				lg.Warn("snapshot unusable; trying an older one", "lsn", n, "problem", problem)
+			}
+			problems = append(problems, fmt.Sprintf("%s: %s", name(n), problem))
 			if n > last || n+1 >= first {
 				discard = append(discard, n)
 			}
 		}
 	}
-	if st == nil {
-		if first > 1 {
-			return nil, fmt.Errorf("coordinator: cannot start: the log starts at lsn %d, so its earlier records exist only in snapshots, and no snapshot is usable (%d found): %v; restore the data directory from a backup",
-				first, len(lsns), problems)
+	if st == nil && first > 1 {
+		return nil, fmt.Errorf("coordinator: cannot start: the log starts at lsn %d, so its earlier records exist only in snapshots, and no snapshot is usable (%d found): %v; restore the data directory from a backup",
+			first, len(lsns), problems)
+	}
+	accept := cfg.AcceptLostRecords
+	switch {
+	case lost != nil && accept != lost.Lost:
+		if !accept.IsZero() {
+			lost.Accepted = accept
 		}
+		return nil, lost
+	case lost != nil:
+		lg.Error("accepted the loss of acknowledged records: serving the log without them",
+			"accepted", accept.String(), "snapshot", lost.Snapshot, "snapshot_lsn", lost.SnapshotLSN, "log_last_lsn", last)
+	case !accept.IsZero():
+		lg.Warn("a loss of records is accepted (--accept-lost-records), but no records are lost: remove the setting, so that it never accepts a later loss",
+			"accepted", accept.String(), "log_last_lsn", last)
+	}
+	if st == nil {
 		if len(lsns) > 0 {
 			lg.Warn("no usable snapshot; replaying the whole log", "snapshots", len(lsns))
 		}

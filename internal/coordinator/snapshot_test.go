@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +34,8 @@ type snapEnv struct {
 	store snapshot.Dir
 	// noCompact hides the log's DeleteBefore, keeping every record.
 	noCompact bool
+	// accept is Config.AcceptLostRecords of the next open.
+	accept LSNRange
 }
 
 type syncBuffer struct {
@@ -74,7 +77,7 @@ func (e *snapEnv) open() error {
 	if e.noCompact {
 		lg = plainLog{l}
 	}
-	cfg := Config{Clock: e.clock, Rand: e.rand, Logger: slog.New(slog.NewTextHandler(e.logs, nil))}
+	cfg := Config{Clock: e.clock, Rand: e.rand, Logger: slog.New(slog.NewTextHandler(e.logs, nil)), AcceptLostRecords: e.accept}
 	c, err := Recover(ctx, lg, e.store, cfg)
 	if err != nil {
 		l.Close()
@@ -268,32 +271,193 @@ func TestAllSnapshotsDamaged(t *testing.T) {
 	})
 }
 
-// TestSnapshotAheadOfLogIsDiscarded: a snapshot past the log's end (the
-// log lost its tail) is never used, and is set aside.
-func TestSnapshotAheadOfLogIsDiscarded(t *testing.T) {
+// cutLogBelow deletes the WAL segment holding lsn and every later one, as
+// a log that lost its end would be, and returns the log's last LSN now.
+func (e *snapEnv) cutLogBelow(lsn uint64) uint64 {
+	e.t.Helper()
+	segs, err := filepath.Glob(filepath.Join(e.dir, "wal", "*.wal"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var cut uint64
+	for _, p := range segs {
+		first, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(p), ".wal"), 16, 64)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if first <= lsn {
+			cut = max(cut, first)
+		}
+	}
+	if cut <= 1 {
+		e.t.Fatalf("lsn %d is in the first segment; the test needs a later one", lsn)
+	}
+	for _, p := range segs {
+		first, _ := strconv.ParseUint(strings.TrimSuffix(filepath.Base(p), ".wal"), 16, 64)
+		if first >= cut {
+			if err := os.Remove(p); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+	}
+	return cut - 1
+}
+
+// TestSnapshotAheadOfLogRefused: a snapshot that verifies and ends after
+// the log's last record proves acknowledged records gone; Recover refuses,
+// naming the snapshot and the range, and changes nothing, unless exactly
+// that range is accepted: then it serves the log, says so at error level
+// and sets the snapshot aside. A range that does not match accepts nothing.
+func TestSnapshotAheadOfLogRefused(t *testing.T) {
 	e := newSnapEnv(t, 5)
 	e.noCompact = true
 	e.mustOpen()
-	e.work(30)
-	want := e.c.Export()
-	last := e.c.Stats().LastLSN
+	e.work(150)
+	s := e.snapshot(time.Hour)
+	e.work(20)
 	e.close()
-	// A snapshot claiming ten records more than the log has.
-	s := state.New()
-	for i := range int(last) + 10 {
-		if err := s.Apply(uint64(i+1), &state.Fence{Epoch: uint64(i + 1)}); err != nil {
-			t.Fatal(err)
+	last := e.cutLogBelow(s.LSN)
+	lost := LSNRange{First: last + 1, Last: s.LSN}
+
+	err := e.open()
+	le, ok := errors.AsType[*LostRecordsError](err)
+	if !ok {
+		t.Fatalf("open with a snapshot at lsn %d after the log's end %d = %v, want a *LostRecordsError", s.LSN, last, err)
+	}
+	if le.Lost != lost || le.SnapshotLSN != s.LSN || le.LogLastLSN != last || !le.Accepted.IsZero() {
+		t.Fatalf("error %+v, want lost %v, snapshot lsn %d, log's last lsn %d", le, lost, s.LSN, last)
+	}
+	for _, want := range []string{e.store.File(s.LSN), fmt.Sprintf("records %s", lost), fmt.Sprintf("ends at lsn %d", last), "acknowledged work"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error lacks %q: %v", want, err)
 		}
 	}
-	if _, err := e.store.Write(s.Image()); err != nil {
+	unchanged := func(what string) {
+		t.Helper()
+		if lsns, _ := e.store.List(); !reflect.DeepEqual(lsns, []uint64{s.LSN}) {
+			t.Fatalf("%s: snapshots %v, want [%d] untouched", what, lsns, s.LSN)
+		}
+		if d, _ := e.store.Discarded(); len(d) != 0 {
+			t.Fatalf("%s: discarded %v", what, d)
+		}
+	}
+	unchanged("refused start")
+
+	for _, wrong := range []LSNRange{{lost.First, lost.Last - 1}, {lost.First + 1, lost.Last}, {lost.First, lost.Last + 1}} {
+		e.accept = wrong
+		err := e.open()
+		le, ok := errors.AsType[*LostRecordsError](err)
+		if !ok || le.Lost != lost || le.Accepted != wrong || !strings.Contains(err.Error(), wrong.String()+", is not this one") {
+			t.Fatalf("open accepting %v of the lost %v = %v, want a refusal naming both", wrong, lost, err)
+		}
+		unchanged("accepting " + wrong.String())
+	}
+
+	e.accept = lost
+	e.mustOpen()
+	if got := e.c.Stats().LastLSN; got != last {
+		t.Fatalf("serving up to lsn %d, want the log's last %d", got, last)
+	}
+	if err := e.c.CheckInvariants(); err != nil {
 		t.Fatal(err)
 	}
-	e.mustOpen()
-	if !reflect.DeepEqual(e.c.Export(), want) {
-		t.Fatal("state differs")
+	logs := e.logs.String()
+	for _, want := range []string{"level=ERROR msg=\"accepted the loss of acknowledged records", "accepted=" + lost.String(), "discarded unusable snapshot"} {
+		if !strings.Contains(logs, want) {
+			t.Fatalf("log lacks %q:\n%s", want, logs)
+		}
 	}
-	if lsns, _ := e.store.List(); len(lsns) != 0 || !strings.Contains(e.logs.String(), "after the log's last record") {
-		t.Fatalf("snapshot ahead of the log kept (%v):\n%s", lsns, e.logs.String())
+	if lsns, _ := e.store.List(); len(lsns) != 0 {
+		t.Fatalf("snapshots after the accepted loss: %v", lsns)
+	}
+	if d, _ := e.store.Discarded(); !reflect.DeepEqual(d, []string{e.store.File(s.LSN) + ".discarded"}) {
+		t.Fatalf("discarded %v", d)
+	}
+	// The setting left in place accepts nothing more and says so.
+	e.restartEqual()
+	if !strings.Contains(e.logs.String(), "but no records are lost: remove the setting") {
+		t.Fatalf("a restart with nothing to accept does not say so:\n%s", e.logs.String())
+	}
+}
+
+// TestSnapshotAheadOfLogDamaged: a damaged snapshot after the log's end
+// proves nothing; it is discarded as any damaged one, and the log served.
+func TestSnapshotAheadOfLogDamaged(t *testing.T) {
+	e := newSnapEnv(t, 9)
+	e.noCompact = true
+	e.mustOpen()
+	e.work(150)
+	s := e.snapshot(time.Hour)
+	e.work(20)
+	e.close()
+	last := e.cutLogBelow(s.LSN)
+	flipByte(t, e.store.File(s.LSN), 100)
+	e.mustOpen()
+	if got := e.c.Stats().LastLSN; got != last {
+		t.Fatalf("serving up to lsn %d, want %d", got, last)
+	}
+	if lsns, _ := e.store.List(); len(lsns) != 0 || !strings.Contains(e.logs.String(), "checksum mismatch") {
+		t.Fatalf("damaged snapshot kept (%v):\n%s", lsns, e.logs.String())
+	}
+}
+
+// TestLostRangeFromNewestVerifiedSnapshot: of several snapshots after the
+// log's end, the newest that verifies bounds the loss (a damaged newer one
+// proves nothing); accepted, every one of them is set aside and the start
+// is from the older snapshot still within the log.
+func TestLostRangeFromNewestVerifiedSnapshot(t *testing.T) {
+	e := newSnapEnv(t, 10)
+	e.mustOpen()
+	snap := func() SnapshotResult {
+		res, err := e.c.Snapshot(ctx, SnapshotConfig{Store: e.store, Retention: time.Hour, Keep: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	e.work(100)
+	a := snap()
+	e.work(100)
+	b := snap()
+	e.work(100)
+	c := snap()
+	e.close()
+	last := e.cutLogBelow(b.LSN)
+	if last < a.LSN {
+		t.Fatalf("the log now ends at %d, before snapshot %d; the test needs it after", last, a.LSN)
+	}
+	flipByte(t, e.store.File(c.LSN), 100)
+	lost := LSNRange{First: last + 1, Last: b.LSN}
+	err := e.open()
+	if le, ok := errors.AsType[*LostRecordsError](err); !ok || le.Lost != lost || le.Snapshot != e.store.Name(b.LSN) {
+		t.Fatalf("open = %v, want the loss of %v proved by snapshot %d", err, lost, b.LSN)
+	}
+	e.accept = lost
+	e.mustOpen()
+	if want := fmt.Sprintf("from_lsn=%d ", a.LSN+1); !strings.Contains(e.logs.String(), want) {
+		t.Fatalf("did not start from snapshot %d (%s):\n%s", a.LSN, want, e.logs.String())
+	}
+	if lsns, _ := e.store.List(); !reflect.DeepEqual(lsns, []uint64{a.LSN}) {
+		t.Fatalf("snapshots %v, want [%d]", lsns, a.LSN)
+	}
+	if d, _ := e.store.Discarded(); len(d) != 2 {
+		t.Fatalf("discarded %v, want snapshots %d and %d", d, b.LSN, c.LSN)
+	}
+}
+
+func TestParseLSNRange(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want LSNRange
+	}{{"251-501", LSNRange{251, 501}}, {" 7-7 ", LSNRange{7, 7}}} {
+		if got, err := ParseLSNRange(tc.in); err != nil || got != tc.want || got.String() != strings.TrimSpace(tc.in) {
+			t.Fatalf("ParseLSNRange(%q) = %v, %v", tc.in, got, err)
+		}
+	}
+	for _, bad := range []string{"", "251", "501-251", "0-5", "a-b", "1-2-3", "-5", "5-"} {
+		if _, err := ParseLSNRange(bad); err == nil || !strings.Contains(err.Error(), "FIRST-LAST") {
+			t.Fatalf("ParseLSNRange(%q) = %v, want an error saying the form", bad, err)
+		}
 	}
 }
 

@@ -138,6 +138,9 @@ func (h *Host) open(ctx context.Context) error {
 		st.Log.Close()
 		return err
 	}
+	// A loss of records is accepted once, at the start it was meant for: a
+	// reopen after a storage failure must not accept another.
+	h.cfg.Coordinator.AcceptLostRecords = coordinator.LSNRange{}
 	lsns, err := st.Snapshots.List()
 	if err != nil {
 		c.Close()

@@ -17,8 +17,11 @@ import (
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/fsys/faultfs"
+	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/node"
+	"github.com/tenurehq/tenure/internal/snapshot"
 	"github.com/tenurehq/tenure/internal/state"
+	"github.com/tenurehq/tenure/internal/wal"
 )
 
 // faultDisk returns a disk on which dataDir and its parents are durable.
@@ -152,5 +155,89 @@ func TestFaultNodeReopensAfterStorageFailure(t *testing.T) {
 			defer n.Close()
 			checkTasks(t, n, ids, "after a power loss")
 		})
+	}
+}
+
+// TestFaultPowerLossWithFsyncOffLosesRecords: with fsync off, a power loss
+// after a snapshot takes records from the WAL that the snapshot (fsynced)
+// proves were there. The restart refuses, naming the range and fsync none as
+// the likely cause, and changes nothing; accepting exactly that range
+// serves the WAL as it survived, once.
+func TestFaultPowerLossWithFsyncOffLosesRecords(t *testing.T) {
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	f := faultDisk(t, dataDir)
+	cfg := func(f *faultfs.FS) node.Config {
+		return node.Config{
+			DataDir:     dataDir,
+			FS:          f,
+			Sync:        wal.SyncNone,
+			Snapshots:   host.Schedule{Disabled: true},
+			Coordinator: coordinator.Config{Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))},
+		}
+	}
+	n, err := node.Open(ctx, cfg(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 10 {
+		ids = append(ids, submitUntil(t, n, fmt.Sprintf("task %d", i)))
+	}
+	// Closing writes back and fsyncs the WAL: these ten are on the disk.
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err = node.Open(ctx, cfg(f)); err != nil {
+		t.Fatal(err)
+	}
+	durable := n.Coordinator().Stats().LastLSN
+	for i := 10; i < 20; i++ {
+		submitUntil(t, n, fmt.Sprintf("task %d", i))
+	}
+	res, err := n.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk := f.PowerLoss() // the process dies with the machine: no Close
+	n.Close()
+
+	lost := coordinator.LSNRange{First: durable + 1, Last: res.LSN}
+	_, err = node.Open(ctx, cfg(disk))
+	le, ok := errors.AsType[*coordinator.LostRecordsError](err)
+	if !ok || le.Lost != lost {
+		t.Fatalf("restart after the power loss = %v, want a refusal for the loss of records %v", err, lost)
+	}
+	for _, want := range []string{res.Path, lost.String(), "fsync none", "power loss"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("refusal lacks %q: %v", want, err)
+		}
+	}
+	store := snapshot.Dir{FS: disk, Path: filepath.Join(dataDir, node.SnapshotDir)}
+	if lsns, _ := store.List(); len(lsns) != 1 || lsns[0] != res.LSN {
+		t.Fatalf("the refused start changed the snapshots: %v", lsns)
+	}
+
+	c := cfg(disk)
+	c.AcceptLostRecords = lost
+	n, err = node.Open(ctx, c)
+	if err != nil {
+		t.Fatalf("restart accepting %v: %v", lost, err)
+	}
+	defer n.Close()
+	if got := n.Coordinator().Stats(); got.LastLSN != durable || got.Tasks != len(ids) {
+		t.Fatalf("serving lsn %d with %d tasks, want the %d durable records' %d tasks", got.LastLSN, got.Tasks, durable, len(ids))
+	}
+	checkTasks(t, n, ids, "after the accepted loss")
+	if d, _ := store.Discarded(); len(d) != 1 {
+		t.Fatalf("discarded %v, want the snapshot at lsn %d", d, res.LSN)
+	}
+}
+
+func TestAcceptLostRecordsOnlyInNodeConfig(t *testing.T) {
+	_, err := node.Open(context.Background(), node.Config{DataDir: t.TempDir(),
+		Coordinator: coordinator.Config{AcceptLostRecords: coordinator.LSNRange{First: 1, Last: 2}}})
+	if err == nil || !strings.Contains(err.Error(), "set Config.AcceptLostRecords") {
+		t.Fatalf("open = %v", err)
 	}
 }

@@ -63,6 +63,14 @@ type Config struct {
 	// snapshot schedule (default: Coordinator.Clock, else clock.Real).
 	Clock  clock.Clock
 	Logger *slog.Logger
+
+	// AcceptLostRecords accepts, for the first start only, the loss of
+	// exactly this range of records: a snapshot that verifies ends after
+	// the WAL's last record, so acknowledged records are gone, and Open
+	// refuses (with a *coordinator.LostRecordsError naming the range)
+	// unless this is that range; see coordinator.Config.AcceptLostRecords,
+	// which must be left empty.
+	AcceptLostRecords coordinator.LSNRange
 }
 
 func (c *Config) withDefaults() error {
@@ -77,6 +85,9 @@ func (c *Config) withDefaults() error {
 	}
 	if c.Clock == nil {
 		c.Clock = c.Coordinator.Clock
+	}
+	if !c.Coordinator.AcceptLostRecords.IsZero() {
+		return errors.New("node: set Config.AcceptLostRecords, not Config.Coordinator.AcceptLostRecords")
 	}
 	return nil
 }
@@ -105,21 +116,37 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, lock: lock}
+	cc := cfg.Coordinator
+	cc.AcceptLostRecords = cfg.AcceptLostRecords
 	n.h, err = host.Open(ctx, host.Config{
 		Name:           "the node",
 		Open:           n.openStorage,
-		Coordinator:    cfg.Coordinator,
+		Coordinator:    cc,
 		Schedule:       cfg.Snapshots,
 		Reopen:         true,
 		RestartBackoff: cfg.RestartBackoff,
 		Clock:          cfg.Clock,
 		Logger:         cfg.Logger,
 	})
+	if _, ok := errors.AsType[*coordinator.LostRecordsError](err); ok {
+		lock.Close()
+		return nil, fmt.Errorf("node: %w; %s", err, n.lossCause())
+	}
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	return n, nil
+}
+
+// lossCause names the likely causes of records missing from the end of the
+// WAL that a snapshot proves were there.
+func (n *Node) lossCause() string {
+	if n.cfg.Sync == wal.SyncNone {
+		return "the WAL runs with fsync none, so the likely cause is an OS crash or power loss, which loses the records not yet written back to disk, acknowledged ones included"
+	}
+	return "likely causes: the WAL's segments were cut short, deleted or restored from a backup older than the snapshots, " +
+		"the disk lost data it had reported written, or an OS crash or power loss while the server ran with fsync none"
 }
 
 // lockDir takes an exclusive, non-blocking lock on DataDir/LOCK and writes

@@ -63,6 +63,9 @@ func (d Dir) fs() fsys.FS {
 // File is the path of the snapshot at lsn.
 func (d Dir) File(lsn uint64) string { return filepath.Join(d.Path, FileName(lsn)) }
 
+// Name names the snapshot at lsn for people: "snapshot <path>".
+func (d Dir) Name(lsn uint64) string { return "snapshot " + d.File(lsn) }
+
 // List returns the LSNs of the snapshot files in the directory, oldest
 // first. A missing directory holds none. Other files are ignored.
 func (d Dir) List() ([]uint64, error) {
@@ -193,14 +196,29 @@ func (d Dir) Remove(lsn uint64) error {
 	return nil
 }
 
-// Discard renames the snapshot at lsn out of the way (to
-// <name>.discarded, which List ignores), for inspection, and returns the new
-// path. A start that found it damaged, or ahead of the log, calls it so
-// that it is never chosen again.
+// Discard renames the snapshot at lsn out of the way, for inspection, and
+// returns the new path: <name>.discarded, which List ignores, or
+// <name>.discarded.2, .3, ... if that exists already, so that an earlier
+// discarded file at the same LSN (a loss accepted before, say) is never
+// overwritten. A start that found it damaged, or ahead of the log, calls
+// it so that it is never chosen again.
 func (d Dir) Discard(lsn uint64) (string, error) {
 	fsy := d.fs()
 	from := d.File(lsn)
-	to := from + discardExt
+	names, err := fsy.ReadDirNames(d.Path)
+	if err != nil {
+		return "", fmt.Errorf("snapshot: discard: list %s: %w", d.Path, err)
+	}
+	taken := make(map[string]bool, len(names))
+	for _, n := range names {
+		taken[n] = true
+	}
+	base := FileName(lsn) + discardExt
+	to := base
+	for i := 2; taken[to]; i++ {
+		to = fmt.Sprintf("%s.%d", base, i)
+	}
+	to = filepath.Join(d.Path, to)
 	if err := fsy.Rename(from, to); err != nil {
 		return "", fmt.Errorf("snapshot: discard: %w", err)
 	}
@@ -208,6 +226,43 @@ func (d Dir) Discard(lsn uint64) (string, error) {
 		return "", fmt.Errorf("snapshot: fsync directory %s: %w", d.Path, err)
 	}
 	return to, nil
+}
+
+// Discarded returns the paths of the snapshot files Discard set aside,
+// sorted. They are never read again; they stay until deleted by hand.
+func (d Dir) Discarded() ([]string, error) {
+	names, err := d.fs().ReadDirNames(d.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: list %s: %w", d.Path, err)
+	}
+	var out []string
+	for _, n := range names {
+		if discardedName(n) {
+			out = append(out, filepath.Join(d.Path, n))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// discardedName reports whether n is a name Discard gives.
+func discardedName(n string) bool {
+	i := strings.Index(n, discardExt)
+	if i < 0 {
+		return false
+	}
+	if _, ok := ParseFileName(n[:i]); !ok {
+		return false
+	}
+	rest := n[i+len(discardExt):]
+	if rest == "" {
+		return true
+	}
+	k, err := strconv.Atoi(strings.TrimPrefix(rest, "."))
+	return rest[0] == '.' && err == nil && k >= 2 && "."+strconv.Itoa(k) == rest
 }
 
 // Clean removes the temporary files of interrupted writes and returns their

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -289,5 +290,64 @@ func TestWriteFailuresLeaveNoSnapshot(t *testing.T) {
 		if len(lsns) != 0 && last.Kind != faultfs.OpSyncDir {
 			t.Fatalf("failed op %d (%v): snapshot %v exists", op, last.Kind, lsns)
 		}
+	}
+}
+
+// TestDiscardKeepsEarlierDiscards: discarding a snapshot at an LSN whose
+// earlier snapshot was discarded already (a loss accepted before, then the
+// log grew past that LSN again) keeps both files, durably; Discarded lists
+// them and nothing else, and List ignores them.
+func TestDiscardKeepsEarlierDiscards(t *testing.T) {
+	t.Parallel()
+	f := faultfs.New()
+	d := Dir{FS: f, Path: "/data/snapshots"}
+	first := randomState(t, 7, 50)
+	second := randomState(t, 8, 30)
+	lsn := first.LastLSN()
+	for second.LastLSN() < lsn {
+		if err := second.Apply(second.LastLSN()+1, &state.Fence{Epoch: second.LastLSN() + 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if second.LastLSN() != lsn {
+		t.Fatalf("the test needs two different states at one lsn: %d and %d", lsn, second.LastLSN())
+	}
+	var moved []string
+	for _, s := range []*state.State{first, second} {
+		if _, err := d.Write(s.Image()); err != nil {
+			t.Fatal(err)
+		}
+		where, err := d.Discard(lsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved = append(moved, where)
+	}
+	want := []string{d.File(lsn) + ".discarded", d.File(lsn) + ".discarded.2"}
+	if !reflect.DeepEqual(moved, want) {
+		t.Fatalf("Discard moved the files to %v, want %v", moved, want)
+	}
+	d.FS = f.PowerLoss()
+	for i, s := range []*state.State{first, second} {
+		got, _, err := ReadFile(d.FS, want[i], lsn)
+		if err != nil || !reflect.DeepEqual(got.Export(), s.Export()) {
+			t.Fatalf("%s after a power loss: %v (or another state)", want[i], err)
+		}
+	}
+	if err := d.FS.MkdirAll("/data/snapshots", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []string{"notes.discarded", FileName(lsn) + ".discarded.x", FileName(lsn) + ".discarded.1", FileName(lsn) + ".tmp"} {
+		fl, err := d.FS.OpenFile("/data/snapshots/"+other, os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fl.Close()
+	}
+	if got, err := d.Discarded(); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("Discarded = %v, %v; want %v", got, err, want)
+	}
+	if lsns, err := d.List(); err != nil || len(lsns) != 0 {
+		t.Fatalf("List = %v, %v; want none", lsns, err)
 	}
 }

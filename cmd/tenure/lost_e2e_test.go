@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"connectrpc.com/connect"
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+
+	"github.com/tenurehq/tenure/internal/node"
+	"github.com/tenurehq/tenure/internal/snapshot"
+	"github.com/tenurehq/tenure/internal/wal"
+)
+
+// runBin runs the binary to its end (bounded) and returns its exit code and
+// combined output.
+func runBin(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), e2eExitTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, tenureBin, args...).CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("tenure %s did not exit within %v; output:\n%s", strings.Join(args, " "), e2eExitTimeout, out)
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("tenure %s: %v", strings.Join(args, " "), err)
+	}
+	if ee != nil {
+		return ee.ExitCode(), string(out)
+	}
+	return 0, string(out)
+}
+
+// TestLostWALTailRefused: acknowledged submits with request ids, a
+// snapshot, a clean stop, and then the WAL loses its second half. The server
+// must not serve the half that is left as if it were complete (a request id
+// acknowledged before would create a new task): it exits non-zero naming
+// the snapshot and the records lost, and `wal verify` fails. Only with
+// --accept-lost-records naming exactly that range does it start, serving
+// what the WAL holds and setting the snapshot aside.
+func TestLostWALTailRefused(t *testing.T) {
+	t.Parallel()
+	const tasks = 500
+	dir := t.TempDir()
+	srv := startServerProc(t, dir)
+	c := newJSONClients(srv)
+	ids := make([]string, tasks+1)
+	for i := 1; i <= tasks; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
+		resp, err := c.tasks.Submit(ctx, connect.NewRequest(&tenurev1.SubmitRequest{Queue: "q", RequestId: fmt.Sprint("req-", i), Payload: []byte(fmt.Sprint("task ", i))}))
+		cancel()
+		if err != nil {
+			t.Fatalf("submit %d: %v", i, err)
+		}
+		ids[i] = resp.Msg.GetTask().GetTaskId()
+	}
+	c.close()
+	if code, out := runBin(t, "admin", "snapshot", "--addr", srv.url()); code != 0 || !strings.Contains(out, fmt.Sprintf("snapshot at lsn %d:", tasks+1)) {
+		t.Fatalf("admin snapshot: exit %d\n%s", code, out)
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitProcExit(t, srv); code != 0 {
+		t.Fatalf("server exit %d after SIGTERM", code)
+	}
+
+	// Cut the segment in half.
+	seg := filepath.Join(dir, node.WALDir, "0000000000000001.wal")
+	fi, err := os.Stat(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(seg, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := wal.Verify(wal.Options{Dir: filepath.Join(dir, node.WALDir)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := rep.LastLSN
+	if last < 100 || last >= tasks {
+		t.Fatalf("the cut log ends at lsn %d; the test needs it well inside the %d submits", last, tasks)
+	}
+	lost := fmt.Sprintf("%d-%d", last+1, tasks+1)
+	snapPath := filepath.Join(dir, node.SnapshotDir, snapshot.FileName(tasks+1))
+
+	code, out := runBin(t, "wal", "verify", "--data-dir", dir)
+	if code != 1 || !strings.Contains(out, "FAIL "+snapPath) || !strings.Contains(out, "records "+lost) {
+		t.Fatalf("wal verify: exit %d, want 1 naming %s and records %s:\n%s", code, snapPath, lost, out)
+	}
+
+	addr := freeLoopbackAddr(t)
+	code, out = runBin(t, "server", "--data-dir", dir, "--listen", addr)
+	for _, want := range []string{snapPath, fmt.Sprintf("up to lsn %d", tasks+1), fmt.Sprintf("the log ends at lsn %d", last),
+		"records " + lost, "acknowledged work", "--accept-lost-records " + lost} {
+		if code == 0 || !strings.Contains(out, want) {
+			t.Fatalf("server on the cut log: exit %d, want non-zero and a message with %q:\n%s", code, want, out)
+		}
+	}
+	wrong := fmt.Sprintf("%d-%d", last+2, tasks+1)
+	code, out = runBin(t, "server", "--data-dir", dir, "--listen", addr, "--accept-lost-records", wrong)
+	if code == 0 || !strings.Contains(out, "pass --accept-lost-records "+lost+" instead of "+wrong) {
+		t.Fatalf("server accepting %s of the lost %s: exit %d\n%s", wrong, lost, code, out)
+	}
+	if _, err := os.Stat(snapPath); err != nil {
+		t.Fatalf("a refused start touched the snapshot: %v", err)
+	}
+
+	srv = startServerProc(t, dir, "--accept-lost-records", lost)
+	if log := srv.out.String(); !strings.Contains(log, "level=ERROR") || !strings.Contains(log, "accepted="+lost) {
+		t.Fatalf("the accepted loss is not logged as an error naming %s:\n%s", lost, log)
+	}
+	c = newJSONClients(srv)
+	defer c.close()
+	if n := len(listAllTasks(t, c, "default")); n != int(last) {
+		t.Fatalf("serving %d tasks, want the %d the WAL holds", n, last)
+	}
+	submit := func(i int) *tenurev1.SubmitResponse {
+		ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
+		defer cancel()
+		resp, err := c.tasks.Submit(ctx, connect.NewRequest(&tenurev1.SubmitRequest{Queue: "q", RequestId: fmt.Sprint("req-", i)}))
+		if err != nil {
+			t.Fatalf("submit req-%d: %v", i, err)
+		}
+		return resp.Msg
+	}
+	if r := submit(1); !r.GetDuplicate() || r.GetTask().GetTaskId() != ids[1] {
+		t.Fatalf("req-1, kept: %v", r)
+	}
+	// What accepting the loss means: a lost task's request id is free.
+	if r := submit(tasks); r.GetDuplicate() || r.GetTask().GetTaskId() == ids[tasks] {
+		t.Fatalf("req-%d, lost and accepted as lost: %v", tasks, r)
+	}
+	if _, err := os.Stat(snapPath + ".discarded"); err != nil {
+		t.Fatalf("the snapshot was not set aside: %v", err)
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitProcExit(t, srv); code != 0 {
+		t.Fatalf("server exit %d after SIGTERM", code)
+	}
+	if code, out := runBin(t, "wal", "verify", "--data-dir", dir); code != 0 || !strings.Contains(out, "note: "+snapPath+".discarded") {
+		t.Fatalf("wal verify after the accepted loss: exit %d\n%s", code, out)
+	}
+}
