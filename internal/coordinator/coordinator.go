@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/state"
@@ -84,7 +83,7 @@ func OpenFrom(ctx context.Context, log Log, st *state.State, cfg Config) (*Coord
 		workers: newRegistry(),
 	}
 	c.compactor, _ = log.(Compactor)
-	start := time.Now()
+	start := c.cfg.Clock.Now()
 	from := st.LastLSN() + 1
 	if err := Replay(log, c.st, from); err != nil {
 		if errors.Is(err, wal.ErrCompacted) {
@@ -97,7 +96,7 @@ func OpenFrom(ctx context.Context, log Log, st *state.State, cfg Config) (*Coord
 		return nil, fmt.Errorf("coordinator: replay ended at lsn %d but the log's last lsn is %d", got, want)
 	}
 	c.lg.Info("replayed log", "from_lsn", from, "records", c.st.LastLSN()+1-from, "last_lsn", c.st.LastLSN(),
-		"tasks", c.st.Len(), "took", time.Since(start))
+		"tasks", c.st.Len(), "took", c.cfg.Clock.Now().Sub(start))
 	if f := cfg.Fence; f != nil {
 		if err := c.fence(ctx, f); err != nil {
 			return nil, err

@@ -102,7 +102,7 @@ func (c *Coordinator) Snapshot(ctx context.Context, sc SnapshotConfig) (Snapshot
 	if err := c.lock(); err != nil {
 		return SnapshotResult{}, err
 	}
-	start := time.Now()
+	start := c.cfg.Clock.Now()
 	now := c.now()
 	before := c.st.Len()
 	last, err := c.write(&state.TasksPurged{Before: now.Add(-sc.Retention), At: now})
@@ -112,7 +112,7 @@ func (c *Coordinator) Snapshot(ctx context.Context, sc SnapshotConfig) (Snapshot
 	}
 	res := SnapshotResult{LSN: last, Purged: before - c.st.Len(), Tasks: c.st.Len()}
 	img := c.st.Image()
-	res.Pause = time.Since(start)
+	res.Pause = c.cfg.Clock.Now().Sub(start)
 	c.mu.Unlock()
 
 	// A snapshot must never be ahead of the durable log: a restart would
@@ -142,7 +142,7 @@ func (c *Coordinator) Snapshot(ctx context.Context, sc SnapshotConfig) (Snapshot
 			return res, fmt.Errorf("coordinator: deleting log segments below lsn %d: %w", lsns[0]+1, err)
 		}
 	}
-	res.Took = time.Since(start)
+	res.Took = c.cfg.Clock.Now().Sub(start)
 	c.lg.Info("snapshot taken", "lsn", res.LSN, "tasks", res.Tasks, "purged", res.Purged, "path", res.Path,
 		"pause", res.Pause, "took", res.Took, "removed_snapshots", len(res.Removed), "deleted_segments", res.DeletedSegments)
 	return res, nil

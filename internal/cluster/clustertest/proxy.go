@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/tenurehq/tenure/internal/clock"
 )
 
 // proxyDialTimeout bounds how long the proxy waits to reach its target.
@@ -147,7 +149,7 @@ func (p *Proxy) acceptLoop() {
 				return
 			}
 			// Out of file descriptors or the like: try again shortly.
-			time.Sleep(5 * time.Millisecond)
+			clock.Sleep(context.Background(), clock.Real, 5*time.Millisecond)
 			continue
 		}
 		p.mu.Lock()

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 )
 
 // queryer is a *sql.DB or a *sql.Tx.
@@ -73,7 +72,7 @@ func (l *Log) DeleteBefore(lsn uint64) (deleted int, err error) {
 	if target <= 1 {
 		return 0, nil
 	}
-	start := time.Now()
+	start := l.opts.Clock.Now()
 	for {
 		n, first, err := l.deleteBatch(target)
 		deleted += n
@@ -93,7 +92,7 @@ func (l *Log) DeleteBefore(lsn uint64) (deleted int, err error) {
 	}
 	if deleted > 0 {
 		l.opts.Logger.Info("mysqllog: deleted log rows below a snapshot", slog.Uint64("partition", l.id),
-			slog.Int("rows", deleted), slog.Uint64("first_lsn", l.first.Load()), slog.Duration("took", time.Since(start)))
+			slog.Int("rows", deleted), slog.Uint64("first_lsn", l.first.Load()), slog.Duration("took", l.opts.Clock.Now().Sub(start)))
 	}
 	return deleted, nil
 }

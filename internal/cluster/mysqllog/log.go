@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/wal"
 )
@@ -70,6 +71,8 @@ type Options struct {
 	// deletes at most (default 10,000, at most 100,000).
 	DeleteBatchRows int
 	Logger          *slog.Logger
+	// Clock times the operations the log reports (default clock.Real).
+	Clock clock.Clock
 }
 
 func (o Options) withDefaults() Options {
@@ -96,6 +99,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real
 	}
 	return o
 }

@@ -8,7 +8,6 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
-	"time"
 
 	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/coordinator"
@@ -108,7 +107,7 @@ func (s *SnapshotStore) List() ([]uint64, error) {
 // wrapping ErrFenced and nothing is saved. A snapshot at the same LSN must
 // not exist (LSNs only grow: every snapshot first appends a record).
 func (s *SnapshotStore) Save(img *state.Image) (string, error) {
-	start := time.Now()
+	start := s.opts.Clock.Now()
 	lsn := img.LastLSN
 	name := s.Name(lsn)
 	what := "saving the " + name
@@ -155,7 +154,7 @@ func (s *SnapshotStore) Save(img *state.Image) (string, error) {
 	}
 	s.opts.Logger.Info("mysqllog: saved snapshot", slog.Uint64("partition", s.id), slog.Uint64("lsn", lsn),
 		slog.Int("tasks", sum.Tasks), slog.Int64("bytes", w.bytes), slog.Int("chunks", w.chunks),
-		slog.Duration("took", time.Since(start)))
+		slog.Duration("took", s.opts.Clock.Now().Sub(start)))
 	return name, nil
 }
 
