@@ -1,6 +1,6 @@
 // Package cluster is the shared vocabulary of tenure's cluster mode
-// (DESIGN.md §6, seed 004): nodes that share one MySQL-protocol database
-// (MySQL or MariaDB), elect one coordinator through a lock row, register and
+// (docs/cluster.md): nodes that share one MySQL-protocol database (MySQL
+// or MariaDB), elect one coordinator through a lock row, register and
 // heartbeat in a node table, and split every queue into partitions, each
 // owned by exactly one node and logged in its own rows of a table.
 //
@@ -13,8 +13,16 @@
 //   - alloc: the pure, balanced and sticky partition allocation.
 //   - partition: the queue and partition-assignment tables, with a
 //     per-partition epoch.
-//   - mysqllog: a partition's write-ahead log in the database, with group
-//     commit and fencing.
+//   - mysqllog: a partition's write-ahead log and snapshots in the
+//     database, with group commit, fencing and compaction.
+//   - member: one running node: its heartbeat, election and assignment
+//     loops, a host.Host per partition it serves, and the route.Router
+//     that sends each request to the partition's coordinator here or to
+//     its owner.
+//   - remote: the API of another node, through which requests are
+//     forwarded unchanged.
+//   - clustertest: a database of its own per test on a real server, and a
+//     TCP proxy that cuts a node off the database.
 //
 // This package holds what they share: [PartitionKey] and [OpenDB], which
 // opens a connection pool with the session settings every one of them

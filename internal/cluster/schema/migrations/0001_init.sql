@@ -1,14 +1,15 @@
--- 0001: the tables of cluster mode (seed 004, DESIGN.md §6).
+-- 0001: the tables of cluster mode (docs/cluster.md).
 --
 -- Every statement must be safe to run again: DDL commits implicitly in
 -- MySQL, so a migration cut short is re-run from its first statement.
 -- Statements end with a semicolon at the end of a line; no semicolon may
 -- end a line inside a statement.
 
--- The coordinator lock, column for column, type for type and key for key as
--- seed 004 §3.1 specifies. Table options only: InnoDB (row locks and the
--- unique key's atomic upsert need it) and a binary collation, so owner ids
--- that differ only in case are different owners.
+-- The coordinator lock: one row per lock key, with its owner, its expiry
+-- (the database's clock) and an epoch bumped at every acquisition and
+-- renewal (docs/cluster.md). InnoDB (row locks and the unique key's atomic
+-- upsert need it) and a binary collation, so owner ids that differ only in
+-- case are different owners.
 CREATE TABLE IF NOT EXISTS helix_locks (
     id           bigint unsigned NOT NULL AUTO_INCREMENT,
     lock_key     VARCHAR(255)    NOT NULL,
