@@ -103,11 +103,7 @@ func (m *Member) reconcile(ctx context.Context) {
 		m.closeOwned(o, reason)
 	}
 	for _, a := range open {
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			m.open(a)
-		}()
+		m.spawn(func() { m.open(a) })
 	}
 }
 
@@ -218,21 +214,24 @@ func (m *Member) kick() {
 	if !m.kicked.CompareAndSwap(false, true) {
 		return
 	}
-	m.mu.Lock()
-	closed := m.closed
-	if !closed {
-		m.wg.Add(1)
-	}
-	m.mu.Unlock()
-	if closed {
-		m.kicked.Store(false)
-		return
-	}
-	go func() {
-		defer m.wg.Done()
+	if !m.spawn(func() {
 		defer m.kicked.Store(false)
 		m.reconcile(m.ctx)
-	}()
+	}) {
+		m.kicked.Store(false)
+	}
+}
+
+// spawn runs fn in a goroutine that Close waits for, unless the member is
+// closing; it reports whether it started fn.
+func (m *Member) spawn(fn func()) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return false
+	}
+	m.wg.Go(fn)
+	return true
 }
 
 // errNotServed answers a forwarded request for a partition this node does

@@ -180,19 +180,9 @@ func (m *Member) afterRemote(t target, err error) {
 	if t.peer == nil || !unavailable(err) {
 		return
 	}
-	m.mu.Lock()
-	closed := m.closed
-	if !closed {
-		m.wg.Add(1)
-	}
-	m.mu.Unlock()
-	if closed {
-		return
-	}
-	go func() {
-		defer m.wg.Done()
+	m.spawn(func() {
 		ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
 		defer cancel()
 		m.refresh(ctx)
-	}()
+	})
 }
