@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/state"
 	"github.com/tenurehq/tenure/internal/wal"
 )
@@ -156,11 +157,11 @@ func TestCompleteBatchPerItemErrors(t *testing.T) {
 	if got := e.get(winner.TaskID); got.State != state.Committed || string(got.Result) != "won" {
 		t.Errorf("committed task %s %q", got.State, got.Result)
 	}
-	want := []state.RecordType{state.TypeTaskCreated, state.TypeLeaseGranted, state.TypeLeaseExpired, state.TypeTaskCancelled}
+	want := []record.Type{record.TypeTaskCreated, record.TypeLeaseGranted, record.TypeLeaseExpired, record.TypeTaskCancelled}
 	if got := e.historyTypes(expiring.TaskID); !reflect.DeepEqual(got, want) {
 		t.Errorf("expired lease's history %v, want %v", got, want)
 	}
-	if got := e.historyTypes(stale.TaskID); got[len(got)-1] != state.TypeTaskCancelled {
+	if got := e.historyTypes(stale.TaskID); got[len(got)-1] != record.TypeTaskCancelled {
 		t.Errorf("already committed: history %v, want a TaskCancelled last", got)
 	}
 	e.restart()
@@ -223,7 +224,7 @@ func TestCompleteBatchSameTaskTwice(t *testing.T) {
 	if got := e.get(ls[0].TaskID); got.State != state.Completed || string(got.Result) != "first" {
 		t.Errorf("task completed twice in a batch: %s %q, want the first result", got.State, got.Result)
 	}
-	want := []state.RecordType{state.TypeTaskCreated, state.TypeLeaseGranted, state.TypeTaskCompleted, state.TypeTaskCancelled}
+	want := []record.Type{record.TypeTaskCreated, record.TypeLeaseGranted, record.TypeTaskCompleted, record.TypeTaskCancelled}
 	if got := e.historyTypes(ls[1].TaskID); !reflect.DeepEqual(got, want) {
 		t.Errorf("history %v, want %v", got, want)
 	}

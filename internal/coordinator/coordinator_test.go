@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/state"
 )
 
@@ -34,7 +35,7 @@ func TestSubmitLeaseComplete(t *testing.T) {
 	if err := e.c.Complete(ctx, l.TaskID, l.LeaseID, []byte("done")); err != nil {
 		t.Fatalf("repeated complete: %v", err)
 	}
-	want := []state.RecordType{state.TypeTaskCreated, state.TypeLeaseGranted, state.TypeTaskCompleted}
+	want := []record.Type{record.TypeTaskCreated, record.TypeLeaseGranted, record.TypeTaskCompleted}
 	if got := e.historyTypes(task.ID); !reflect.DeepEqual(got, want) {
 		t.Fatalf("history %v, want %v", got, want)
 	}
@@ -213,8 +214,8 @@ func TestHeartbeatAndExpiry(t *testing.T) {
 	if !got.NotBefore.Std().Equal(epoch.Add(19 * time.Second)) {
 		t.Fatalf("not before %v", got.NotBefore)
 	}
-	want := []state.RecordType{state.TypeTaskCreated, state.TypeLeaseGranted, state.TypeLeaseExtended,
-		state.TypeExecutionStarted, state.TypeLeaseExpired, state.TypeTaskCancelled}
+	want := []record.Type{record.TypeTaskCreated, record.TypeLeaseGranted, record.TypeLeaseExtended,
+		record.TypeExecutionStarted, record.TypeLeaseExpired, record.TypeTaskCancelled}
 	if h := e.historyTypes(task.ID); !reflect.DeepEqual(h, want) {
 		t.Fatalf("history %v, want %v", h, want)
 	}
@@ -389,11 +390,11 @@ func TestFM001(t *testing.T) {
 		t.Fatalf("%d commits, committed by %s, result %q", commits, got.CommittedBy, got.Result)
 	}
 	h := e.historyTypes(task.ID)
-	count := map[state.RecordType]int{}
+	count := map[record.Type]int{}
 	for _, typ := range h {
 		count[typ]++
 	}
-	if count[state.TypeLeaseExpired] != 1 || count[state.TypeTaskCancelled] != 2 || count[state.TypeTaskCommitted] != 1 {
+	if count[record.TypeLeaseExpired] != 1 || count[record.TypeTaskCancelled] != 2 || count[record.TypeTaskCommitted] != 1 {
 		t.Fatalf("history %v", h)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/state"
 )
 
@@ -17,11 +18,11 @@ func history(entries []*tenurev1.HistoryEntry, t *state.Task) ([]coordinator.His
 	out := make([]coordinator.HistoryEntry, len(entries))
 	committed := false
 	for i, e := range entries {
-		r, err := record(e, t, committed)
+		r, err := rebuild(e, t, committed)
 		if err != nil {
 			return nil, fmt.Errorf("history entry %d (lsn %d, %s) of task %q: %w", i, e.GetLsn(), e.GetType(), t.ID, err)
 		}
-		if r.Type() == state.TypeTaskCommitted {
+		if _, ok := r.(*state.TaskCommitted); ok {
 			committed = true
 		}
 		out[i] = coordinator.HistoryEntry{LSN: e.GetLsn(), Record: r}
@@ -29,12 +30,12 @@ func history(entries []*tenurev1.HistoryEntry, t *state.Task) ([]coordinator.His
 	return out, nil
 }
 
-// record rebuilds one record. committed says whether the task committed
+// rebuild rebuilds one record. committed says whether the task committed
 // before it.
-func record(e *tenurev1.HistoryEntry, t *state.Task, committed bool) (state.Record, error) {
+func rebuild(e *tenurev1.HistoryEntry, t *state.Task, committed bool) (state.Record, error) {
 	id, at, lease, detail := t.ID, stateTime(e.GetAt()), e.GetLeaseId(), e.GetDetail()
 	switch e.GetType() {
-	case state.TypeTaskCreated.String():
+	case record.TypeTaskCreated.String():
 		// "queue NS/Q, N-byte payload, window W, up to K attempts[, not
 		// before T]": the rest is the task's, which never changes.
 		r := &state.TaskCreated{
@@ -55,19 +56,19 @@ func record(e *tenurev1.HistoryEntry, t *state.Task, committed bool) (state.Reco
 			}
 		}
 		return r, nil
-	case state.TypeLeaseGranted.String():
+	case record.TypeLeaseGranted.String():
 		exp, err := timeAfter(detail, "lease until ")
 		if err != nil {
 			return nil, err
 		}
 		return &state.LeaseGranted{TaskID: id, LeaseID: lease, WorkerID: e.GetWorkerId(), Attempt: e.GetAttempt(), LeaseExpiry: exp, GrantedAt: at}, nil
-	case state.TypeLeaseExtended.String():
+	case record.TypeLeaseExtended.String():
 		exp, err := timeAfter(detail, "lease extended until ")
 		if err != nil {
 			return nil, err
 		}
 		return &state.LeaseExtended{TaskID: id, LeaseID: lease, NewLeaseExpiry: exp, At: at}, nil
-	case state.TypeLeaseExpired.String():
+	case record.TypeLeaseExpired.String():
 		r := &state.LeaseExpired{TaskID: id, LeaseID: lease, At: at}
 		if _, retry, ok := strings.Cut(detail, "; retry not before "); ok {
 			var err error
@@ -76,12 +77,12 @@ func record(e *tenurev1.HistoryEntry, t *state.Task, committed bool) (state.Reco
 			}
 		}
 		return r, nil
-	case state.TypeExecutionStarted.String():
+	case record.TypeExecutionStarted.String():
 		return &state.ExecutionStarted{TaskID: id, LeaseID: lease, At: at}, nil
-	case state.TypeTaskCommitted.String():
+	case record.TypeTaskCommitted.String():
 		// Only one commit ever succeeds: its result is the task's.
 		return &state.TaskCommitted{TaskID: id, LeaseID: lease, Result: t.Result, At: at}, nil
-	case state.TypeTaskCompleted.String():
+	case record.TypeTaskCompleted.String():
 		r := &state.TaskCompleted{TaskID: id, LeaseID: lease, At: at}
 		if !committed {
 			// Commit and done in one record: the task's result. A
@@ -90,15 +91,15 @@ func record(e *tenurev1.HistoryEntry, t *state.Task, committed bool) (state.Reco
 			r.Result = t.Result
 		}
 		return r, nil
-	case state.TypeTaskFailed.String():
+	case record.TypeTaskFailed.String():
 		return failed(id, lease, at, detail, t)
-	case state.TypeTaskCancelled.String():
+	case record.TypeTaskCancelled.String():
 		reason, ok := strings.CutPrefix(detail, "rejected: ")
 		if !ok {
 			return nil, fmt.Errorf("detail %q does not give the reason", detail)
 		}
 		return &state.TaskCancelled{TaskID: id, LeaseID: lease, Reason: reason, At: at}, nil
-	case state.TypeTaskDead.String():
+	case record.TypeTaskDead.String():
 		reason, ok := strings.CutPrefix(detail, "killed: ")
 		if !ok {
 			return nil, fmt.Errorf("detail %q does not give the reason", detail)

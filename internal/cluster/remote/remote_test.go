@@ -20,6 +20,7 @@ import (
 	"github.com/tenurehq/tenure/internal/cluster/remote"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/node"
+	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/server"
 	"github.com/tenurehq/tenure/internal/state"
 	"google.golang.org/protobuf/proto"
@@ -450,7 +451,7 @@ func TestBackendMatchesNode(t *testing.T) {
 
 	// The scenario made every kind of task record and every task state.
 	t.Run("coverage", func(t *testing.T) {
-		types, states := map[state.RecordType]bool{}, map[state.TaskState]bool{}
+		types, states := map[record.Type]bool{}, map[state.TaskState]bool{}
 		finalize := false
 		for _, id := range sc.ids {
 			tk := must[*state.Task](t, "remote Get")(e.b.Get(ctx, id))
@@ -459,13 +460,13 @@ func TestBackendMatchesNode(t *testing.T) {
 				finalize = finalize || x.Finalize
 			}
 			for _, h := range must[[]coordinator.HistoryEntry](t, "remote History")(e.b.History(ctx, id)) {
-				types[h.Record.Type()] = true
+				types[record.TypeOf(h.Record)] = true
 			}
 		}
 		if len(states) != 6 || !finalize {
 			t.Errorf("states %v, a finalisation %v: want all six and one", states, finalize)
 		}
-		for ty := state.TypeTaskCreated; ty <= state.TypeTaskDead; ty++ {
+		for ty := record.TypeTaskCreated; ty <= record.TypeTaskDead; ty++ {
 			if !types[ty] {
 				t.Errorf("no %s record in the scenario", ty)
 			}

@@ -14,8 +14,8 @@
 //     must give its zero value the meaning of "what old records meant".
 //   - A message is never renamed or removed while a released log may hold it.
 //     The record type number that selects a message lives in the WAL frame
-//     (state.RecordType in internal/state/record.go), not here, and is
-//     equally forever.
+//     (record.Type, in the registry of internal/record/registry.go), not
+//     here, and is equally forever.
 //   - A change that old readers cannot ignore bumps FormatVersion.
 //
 // Units: an instant is sfixed64 Unix nanoseconds (`*_unix_nanos`, 0 means
