@@ -399,6 +399,90 @@ func TestFM001(t *testing.T) {
 	}
 }
 
+// TestRefusalsRecordedOncePerLeaseAndAction: however often a former lease
+// retries, each of its refused actions is recorded once; a lease id the
+// task never had is refused without a record, but only once the state the
+// answer reveals is durable.
+func TestRefusalsRecordedOncePerLeaseAndAction(t *testing.T) {
+	e := newEnv(t, 14)
+	task := e.submit("q", func(r *SubmitRequest) { r.ExecutionWindow = time.Second })
+	old := e.lease("w", "q")
+	e.clock.Advance(time.Second)
+	if n, err := e.c.ExpireDue(ctx); n != 1 || err != nil {
+		t.Fatalf("expired %d: %v", n, err)
+	}
+	e.clock.Advance(2 * time.Second) // past the retry backoff
+	cur := e.lease("w", "q")
+	calls := map[state.Action]func(lease string) error{
+		state.ActionStart: func(l string) error { return e.c.Start(ctx, task.ID, l) },
+		state.ActionHeartbeat: func(l string) error {
+			_, err := e.c.Heartbeat(ctx, task.ID, l)
+			return err
+		},
+		state.ActionCommit: func(l string) error {
+			_, err := e.c.Commit(ctx, task.ID, l, []byte("r"))
+			return err
+		},
+		state.ActionComplete: func(l string) error { return e.c.Complete(ctx, task.ID, l, nil) },
+		state.ActionFail: func(l string) error {
+			_, err := e.c.Fail(ctx, task.ID, l, "boom", false)
+			return err
+		},
+	}
+	refuseAll := func(lease string) {
+		t.Helper()
+		for a, call := range calls {
+			if err := call(lease); !errors.Is(err, ErrLeaseLost) {
+				t.Fatalf("%s by lease %s: %v, want lease lost", a, lease, err)
+			}
+		}
+	}
+	before := e.c.Stats().LastLSN
+	for range 3 {
+		refuseAll(old.LeaseID)
+	}
+	if n := e.c.Stats().LastLSN - before; n != uint64(len(calls)) {
+		t.Errorf("3 rounds of refused calls by a former lease wrote %d records, want %d (one per action)", n, len(calls))
+	}
+	h, err := e.c.History(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := map[state.Action]int{}
+	for _, he := range h {
+		if r, ok := he.Record.(*state.TaskCancelled); ok {
+			if r.LeaseID != old.LeaseID {
+				t.Errorf("TaskCancelled names lease %s, want the former lease %s", r.LeaseID, old.LeaseID)
+			}
+			recorded[r.Action]++
+		}
+	}
+	for a := range calls {
+		if recorded[a] != 1 {
+			t.Errorf("%d TaskCancelled records of a refused %s, want 1", recorded[a], a)
+		}
+	}
+
+	// A lease id the task never had: refused, nothing written, and each
+	// answer waited for the log.
+	cl := e.count()
+	before = e.c.Stats().LastLSN
+	for range 3 {
+		refuseAll("never-granted")
+	}
+	if n := e.c.Stats().LastLSN - before; n != 0 || cl.appends() != 0 {
+		t.Errorf("refused calls by a lease the task never had wrote %d records in %d appends, want none", n, cl.appends())
+	}
+	if cl.waits() != 3*len(calls) {
+		t.Errorf("%d refusals waited for the log %d times, want every one", 3*len(calls), cl.waits())
+	}
+	// The current lease keeps its authority throughout.
+	if _, err := e.c.Heartbeat(ctx, task.ID, cur.LeaseID); err != nil {
+		t.Fatalf("heartbeat by the current lease: %v", err)
+	}
+	e.restart()
+}
+
 func TestListPaging(t *testing.T) {
 	e := newEnv(t, 12)
 	var ids []string

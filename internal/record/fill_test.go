@@ -10,9 +10,8 @@ import (
 // included, to a non-zero value that no other field of it holds, so that a
 // conversion that drops a field or swaps two shows in a round trip.
 //
-// The values are part of testdata/encoding.golden: changing them means
-// regenerating that file, which must then be checked by hand against the
-// old one (only the changed values may differ).
+// The values are part of testdata/encoding.golden: a change to them fails
+// TestGoldenEncoding for every line already there.
 func fill(t testing.TB, v reflect.Value) {
 	t.Helper()
 	n := 0
@@ -58,18 +57,29 @@ func fill(t testing.TB, v reflect.Value) {
 	walk(v, v.Type().Name(), v.Type().Name())
 }
 
-// diffFields lists the fields (as Type.Field.Sub paths) in which got and
-// want, two values of one struct type, differ.
-func diffFields(got, want reflect.Value, path string) []string {
+// fieldDiff is one field in which two records differ.
+type fieldDiff struct {
+	path      string // Type.Field.Sub
+	got, want any
+	gotZero   bool // got holds the field's zero value
+}
+
+func (d fieldDiff) String() string {
+	return fmt.Sprintf("%s: got %#v, want %#v", d.path, d.got, d.want)
+}
+
+// diffFields lists the fields in which got and want, two values of one
+// struct type, differ.
+func diffFields(got, want reflect.Value, path string) []fieldDiff {
 	if want.Kind() == reflect.Struct {
-		var out []string
+		var out []fieldDiff
 		for i := range want.NumField() {
 			out = append(out, diffFields(got.Field(i), want.Field(i), path+"."+want.Type().Field(i).Name)...)
 		}
 		return out
 	}
 	if !reflect.DeepEqual(got.Interface(), want.Interface()) {
-		return []string{fmt.Sprintf("%s: got %#v, want %#v", path, got.Interface(), want.Interface())}
+		return []fieldDiff{{path: path, got: got.Interface(), want: want.Interface(), gotZero: got.IsZero()}}
 	}
 	return nil
 }

@@ -218,6 +218,7 @@ var registry = []row{
 				LeaseId:     r.LeaseID,
 				Reason:      r.Reason,
 				AtUnixNanos: int64(r.At),
+				Action:      recordpb.LeaseAction(r.Action),
 			}
 		},
 		func(m *recordpb.TaskCancelled) *state.TaskCancelled {
@@ -226,6 +227,7 @@ var registry = []row{
 				LeaseID: m.LeaseId,
 				Reason:  m.Reason,
 				At:      state.Time(m.AtUnixNanos),
+				Action:  clampAction(m.Action),
 			}
 		}),
 
@@ -298,6 +300,16 @@ func retryPolicyFromPB(m *recordpb.RetryPolicy) state.RetryPolicy {
 		MaxBackoff:     time.Duration(m.GetMaxBackoffNanos()),
 		Multiplier:     m.GetMultiplier(),
 	}
+}
+
+// clampAction converts an action number. A proto3 enum holds any int32, so
+// a number beyond uint8 becomes 255, which apply refuses as unknown, instead
+// of wrapping around to a known action.
+func clampAction(a recordpb.LeaseAction) state.Action {
+	if a < 0 || a > 255 {
+		return 255
+	}
+	return state.Action(a)
 }
 
 // noEmpty returns b, or nil if b is empty, so that a record decodes to the
