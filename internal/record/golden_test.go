@@ -71,6 +71,11 @@ func TestGoldenEncoding(t *testing.T) {
 			}
 		}
 	}
+	for name, lines := range golden {
+		if typ := Type(lines[0].typ); typ.String() != name {
+			t.Errorf("line %d of %s pins record type %d %s, which the registry no longer has under that number: a record type is never removed or renumbered while a log may hold it", lines[0].line, goldenFile, typ, name)
+		}
+	}
 	if *update && add.Len() > 0 {
 		f, err := os.OpenFile(goldenFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err != nil {
