@@ -17,8 +17,7 @@ var ErrPrecondition = errors.New("state: record precondition failed")
 // ApplyError says which record failed which precondition.
 type ApplyError struct {
 	LSN uint64
-	// Record is the Go type name of the record (such as "TaskCreated"),
-	// which is also its name in the log (package record).
+	// Record is the Go type name of the record, such as "TaskCreated".
 	Record string
 	TaskID string
 	Reason string

@@ -17,8 +17,10 @@
 //     Execution.Finalize, are not in the API but follow from the executions
 //     (the lease whose execution committed; an execution granted after
 //     that commit), and the task's current lease is the execution the
-//     API's lease_id names. Two fields are not carried and stay zero:
-//     Task.CreatedLSN and Task.LSNs (the log positions of the owning node).
+//     API's lease_id names. Three fields are not carried and stay zero:
+//     Task.CreatedLSN and Task.LSNs (the log positions of the owning node),
+//     and Execution.Refused (which refusals the owner recorded; the
+//     history shows them).
 //   - A List page's cursor is the API's page token, a decimal number.
 //   - Lease answers do not carry the worker id: it is the request's, as the
 //     coordinator grants it.
@@ -28,8 +30,10 @@
 //     call, GetTask, after the history, for what the summary only names:
 //     the payload, retry policy, request id and priority of TaskCreated, the
 //     result of TaskCommitted and of a TaskCompleted that committed, the
-//     reason of TaskFailed). Not carried: the result a worker passed to a
-//     TaskCompleted that finalised an earlier commit (Result stays nil).
+//     reason of TaskFailed). The action of a TaskCancelled is the first
+//     word of its reason, as the coordinator writes it. Not carried: the
+//     result a worker passed to a TaskCompleted that finalised an earlier
+//     commit (Result stays nil).
 //
 // # Errors
 //

@@ -98,7 +98,7 @@ func rebuild(e *tenurev1.HistoryEntry, t *state.Task, committed bool) (state.Rec
 		if !ok {
 			return nil, fmt.Errorf("detail %q does not give the reason", detail)
 		}
-		return &state.TaskCancelled{TaskID: id, LeaseID: lease, Reason: reason, At: at, Action: refusedAction(reason, lease, t)}, nil
+		return &state.TaskCancelled{TaskID: id, LeaseID: lease, Reason: reason, At: at, Action: refusedAction(reason)}, nil
 	case record.TypeTaskDead.String():
 		reason, ok := strings.CutPrefix(detail, "killed: ")
 		if !ok {
@@ -112,16 +112,12 @@ func rebuild(e *tenurev1.HistoryEntry, t *state.Task, committed bool) (state.Rec
 // refusedAction is the action of a TaskCancelled, which the API's summary
 // gives only as the first word of the reason the coordinator writes
 // ("heartbeat by a lease without authority"). A record written before
-// records named their action has reasons of the same shape, so the word
-// counts only if the task's execution under the lease has that refusal
-// recorded.
-func refusedAction(reason, lease string, t *state.Task) state.Action {
+// records named their action has a reason of the same shape, and is
+// rebuilt with the action its reason names.
+func refusedAction(reason string) state.Action {
 	word, _, _ := strings.Cut(reason, " ")
-	a, ok := state.ParseAction(word)
-	if e := t.ExecutionOf(lease); ok && e != nil && e.Refused.Has(a) {
-		return a
-	}
-	return state.ActionUnknown
+	a, _ := state.ParseAction(word)
+	return a
 }
 
 // failed rebuilds a TaskFailed from "failed: REASON" followed by

@@ -81,14 +81,18 @@ func nilIfEmpty(b []byte) []byte {
 	return b
 }
 
-// normTask is t without what the API does not carry (log positions), and
-// with empty byte slices as nil (protobuf does not tell them apart).
+// normTask is t without what the API does not carry (log positions, the
+// refusals recorded per lease), and with empty byte slices as nil (protobuf
+// does not tell them apart).
 func normTask(t *state.Task) *state.Task {
 	if t == nil {
 		return nil
 	}
 	c := t.Clone()
 	c.CreatedLSN, c.LSNs = 0, nil
+	for i := range c.Executions {
+		c.Executions[i].Refused = 0
+	}
 	c.Payload, c.Result = nilIfEmpty(c.Payload), nilIfEmpty(c.Result)
 	return c
 }
@@ -356,6 +360,11 @@ func (e *env) build(t *testing.T) *scenario {
 		t.Fatalf("Complete the finalisation: %v", err)
 	}
 	must[coordinator.FencingToken](t, "Commit the retry")(b.Commit(ctx, lost, second[lost].LeaseID, []byte("second")))
+	// The first lease commits too late: refused, and recorded (a former
+	// lease of the task) as TaskCancelled.
+	if _, err := b.Commit(ctx, lost, first[lost].LeaseID, []byte("first")); !errors.Is(err, coordinator.ErrAlreadyCommitted) {
+		t.Fatalf("Commit by the first lease after the second's: %v, want already committed", err)
+	}
 	return sc
 }
 
