@@ -70,7 +70,7 @@ func (f dataFlags) snapshots() snapshot.Dir {
 }
 
 func decodeEntry(lsn uint64, e wal.Entry) (state.Record, error) {
-	r, err := record.Decode(state.RecordType(e.Type), e.Payload)
+	r, err := record.Decode(record.Type(e.Type), e.Payload)
 	if err != nil {
 		return nil, fmt.Errorf("record at lsn %d: %w", lsn, err)
 	}
@@ -271,7 +271,7 @@ func runWALDump(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return err
 		}
-		return w.Encode(line{LSN: lsn, Type: r.Type().String(), Record: b})
+		return w.Encode(line{LSN: lsn, Type: record.TypeOf(r).String(), Record: b})
 	})
 	if errors.Is(err, errStop) {
 		err = nil

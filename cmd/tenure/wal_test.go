@@ -17,8 +17,8 @@ import (
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/node"
+	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/snapshot"
-	"github.com/tenurehq/tenure/internal/state"
 )
 
 // walFixture is a data directory written by a node: two snapshots, WAL
@@ -28,7 +28,7 @@ type walFixture struct {
 	midLSN  uint64             // a point in the middle of the tail
 	mid     coordinator.Stats  // the state's counts then
 	task    string             // a task WAITING at midLSN, COMPLETED later
-	history []state.RecordType // its records, in order
+	history []record.Type      // its records, in order
 	final   coordinator.Stats  // counts at the end
 	snaps   []uint64           // snapshot LSNs
 	cfg     func() node.Config // to reopen the node
@@ -93,7 +93,7 @@ func newWALFixture(t *testing.T) *walFixture {
 	}
 	work(60)
 	f.final = n.Coordinator().Stats()
-	f.history = []state.RecordType{state.TypeTaskCreated, state.TypeLeaseGranted, state.TypeTaskCompleted}
+	f.history = []record.Type{record.TypeTaskCreated, record.TypeLeaseGranted, record.TypeTaskCompleted}
 	return f
 }
 

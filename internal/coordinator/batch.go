@@ -120,7 +120,7 @@ func (c *Coordinator) completeLocked(it CompleteItem, now state.Time) ([]state.R
 		t.Executions[len(t.Executions)-1].LeaseID == it.LeaseID {
 		return nil, nil
 	}
-	return c.leaseOpLocked(it.TaskID, it.LeaseID, "complete", now, func(t *state.Task, _ *state.Execution, now state.Time) (state.Record, error) {
+	return c.leaseOpLocked(it.TaskID, it.LeaseID, state.ActionComplete, now, func(t *state.Task, _ *state.Execution, now state.Time) (state.Record, error) {
 		return &state.TaskCompleted{TaskID: t.ID, LeaseID: it.LeaseID, Result: it.Result, At: now}, nil
 	})
 }

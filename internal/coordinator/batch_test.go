@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/state"
 	"github.com/tenurehq/tenure/internal/wal"
 )
@@ -156,11 +157,11 @@ func TestCompleteBatchPerItemErrors(t *testing.T) {
 	if got := e.get(winner.TaskID); got.State != state.Committed || string(got.Result) != "won" {
 		t.Errorf("committed task %s %q", got.State, got.Result)
 	}
-	want := []state.RecordType{state.TypeTaskCreated, state.TypeLeaseGranted, state.TypeLeaseExpired, state.TypeTaskCancelled}
+	want := []record.Type{record.TypeTaskCreated, record.TypeLeaseGranted, record.TypeLeaseExpired, record.TypeTaskCancelled}
 	if got := e.historyTypes(expiring.TaskID); !reflect.DeepEqual(got, want) {
 		t.Errorf("expired lease's history %v, want %v", got, want)
 	}
-	if got := e.historyTypes(stale.TaskID); got[len(got)-1] != state.TypeTaskCancelled {
+	if got := e.historyTypes(stale.TaskID); got[len(got)-1] != record.TypeTaskCancelled {
 		t.Errorf("already committed: history %v, want a TaskCancelled last", got)
 	}
 	e.restart()
@@ -197,7 +198,7 @@ func TestCompleteBatchRetry(t *testing.T) {
 // order, each on the state the earlier ones left.
 func TestCompleteBatchSameTaskTwice(t *testing.T) {
 	e := newEnv(t, 23)
-	ls := e.leases("w", "q", 2)
+	ls := e.leases("w", "q", 3)
 	cl := e.count()
 	before := e.c.Stats().LastLSN
 	errs, err := e.c.CompleteBatch(ctx, []CompleteItem{
@@ -205,15 +206,17 @@ func TestCompleteBatchSameTaskTwice(t *testing.T) {
 		item(ls[1], "b"),
 		item(ls[0], "second"),                          // a retry within the batch: sees the first
 		{TaskID: ls[1].TaskID, LeaseID: "other-lease"}, // refused: the task is done
+		item(ls[2], "c"),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if errs[0] != nil || errs[1] != nil || errs[2] != nil || !errors.Is(errs[3], ErrAlreadyCommitted) {
-		t.Fatalf("answers %v, want nil, nil, nil, already committed", errs)
+	if errs[0] != nil || errs[1] != nil || errs[2] != nil || !errors.Is(errs[3], ErrAlreadyCommitted) || errs[4] != nil {
+		t.Fatalf("answers %v, want nil, nil, nil, already committed, nil", errs)
 	}
-	// Two completions and one refusal; the repeated task split the batch
-	// into two appends, still one wait.
+	// Three completions; the refusal names a lease the task never had, so
+	// it has no record. The repeated task split the batch into two appends,
+	// still one wait.
 	if cl.appends() != 2 || cl.waits() != 1 {
 		t.Errorf("%d appends and %d waits, want 2 and 1", cl.appends(), cl.waits())
 	}
@@ -223,7 +226,7 @@ func TestCompleteBatchSameTaskTwice(t *testing.T) {
 	if got := e.get(ls[0].TaskID); got.State != state.Completed || string(got.Result) != "first" {
 		t.Errorf("task completed twice in a batch: %s %q, want the first result", got.State, got.Result)
 	}
-	want := []state.RecordType{state.TypeTaskCreated, state.TypeLeaseGranted, state.TypeTaskCompleted, state.TypeTaskCancelled}
+	want := []record.Type{record.TypeTaskCreated, record.TypeLeaseGranted, record.TypeTaskCompleted}
 	if got := e.historyTypes(ls[1].TaskID); !reflect.DeepEqual(got, want) {
 		t.Errorf("history %v, want %v", got, want)
 	}

@@ -134,7 +134,7 @@ func (c *Coordinator) fence(ctx context.Context, f *Fence) error {
 // the error names its LSN.
 func Replay(log Log, st *state.State, from uint64) error {
 	return log.Replay(from, func(lsn uint64, e wal.Entry) error {
-		r, err := record.Decode(state.RecordType(e.Type), e.Payload)
+		r, err := record.Decode(record.Type(e.Type), e.Payload)
 		if err != nil {
 			return fmt.Errorf("coordinator: replay: record at lsn %d: %w", lsn, err)
 		}
@@ -193,7 +193,7 @@ func (c *Coordinator) write(recs ...state.Record) (uint64, error) {
 		if err != nil {
 			// Inputs are validated before they reach a record: a record
 			// that does not encode is a bug, and nothing was written.
-			return 0, fmt.Errorf("coordinator: encoding %s: %w", r.Type(), err)
+			return 0, fmt.Errorf("coordinator: encoding %T: %w", r, err)
 		}
 		buf = out
 		entries = append(entries, wal.Entry{Type: uint16(typ)})

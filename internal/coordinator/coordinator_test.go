@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/state"
 )
 
@@ -34,7 +35,7 @@ func TestSubmitLeaseComplete(t *testing.T) {
 	if err := e.c.Complete(ctx, l.TaskID, l.LeaseID, []byte("done")); err != nil {
 		t.Fatalf("repeated complete: %v", err)
 	}
-	want := []state.RecordType{state.TypeTaskCreated, state.TypeLeaseGranted, state.TypeTaskCompleted}
+	want := []record.Type{record.TypeTaskCreated, record.TypeLeaseGranted, record.TypeTaskCompleted}
 	if got := e.historyTypes(task.ID); !reflect.DeepEqual(got, want) {
 		t.Fatalf("history %v, want %v", got, want)
 	}
@@ -213,8 +214,8 @@ func TestHeartbeatAndExpiry(t *testing.T) {
 	if !got.NotBefore.Std().Equal(epoch.Add(19 * time.Second)) {
 		t.Fatalf("not before %v", got.NotBefore)
 	}
-	want := []state.RecordType{state.TypeTaskCreated, state.TypeLeaseGranted, state.TypeLeaseExtended,
-		state.TypeExecutionStarted, state.TypeLeaseExpired, state.TypeTaskCancelled}
+	want := []record.Type{record.TypeTaskCreated, record.TypeLeaseGranted, record.TypeLeaseExtended,
+		record.TypeExecutionStarted, record.TypeLeaseExpired, record.TypeTaskCancelled}
 	if h := e.historyTypes(task.ID); !reflect.DeepEqual(h, want) {
 		t.Fatalf("history %v, want %v", h, want)
 	}
@@ -389,13 +390,97 @@ func TestFM001(t *testing.T) {
 		t.Fatalf("%d commits, committed by %s, result %q", commits, got.CommittedBy, got.Result)
 	}
 	h := e.historyTypes(task.ID)
-	count := map[state.RecordType]int{}
+	count := map[record.Type]int{}
 	for _, typ := range h {
 		count[typ]++
 	}
-	if count[state.TypeLeaseExpired] != 1 || count[state.TypeTaskCancelled] != 2 || count[state.TypeTaskCommitted] != 1 {
+	if count[record.TypeLeaseExpired] != 1 || count[record.TypeTaskCancelled] != 2 || count[record.TypeTaskCommitted] != 1 {
 		t.Fatalf("history %v", h)
 	}
+}
+
+// TestRefusalsRecordedOncePerLeaseAndAction: however often a former lease
+// retries, each of its refused actions is recorded once; a lease id the
+// task never had is refused without a record, but only once the state the
+// answer reveals is durable.
+func TestRefusalsRecordedOncePerLeaseAndAction(t *testing.T) {
+	e := newEnv(t, 14)
+	task := e.submit("q", func(r *SubmitRequest) { r.ExecutionWindow = time.Second })
+	old := e.lease("w", "q")
+	e.clock.Advance(time.Second)
+	if n, err := e.c.ExpireDue(ctx); n != 1 || err != nil {
+		t.Fatalf("expired %d: %v", n, err)
+	}
+	e.clock.Advance(2 * time.Second) // past the retry backoff
+	cur := e.lease("w", "q")
+	calls := map[state.Action]func(lease string) error{
+		state.ActionStart: func(l string) error { return e.c.Start(ctx, task.ID, l) },
+		state.ActionHeartbeat: func(l string) error {
+			_, err := e.c.Heartbeat(ctx, task.ID, l)
+			return err
+		},
+		state.ActionCommit: func(l string) error {
+			_, err := e.c.Commit(ctx, task.ID, l, []byte("r"))
+			return err
+		},
+		state.ActionComplete: func(l string) error { return e.c.Complete(ctx, task.ID, l, nil) },
+		state.ActionFail: func(l string) error {
+			_, err := e.c.Fail(ctx, task.ID, l, "boom", false)
+			return err
+		},
+	}
+	refuseAll := func(lease string) {
+		t.Helper()
+		for a, call := range calls {
+			if err := call(lease); !errors.Is(err, ErrLeaseLost) {
+				t.Fatalf("%s by lease %s: %v, want lease lost", a, lease, err)
+			}
+		}
+	}
+	before := e.c.Stats().LastLSN
+	for range 3 {
+		refuseAll(old.LeaseID)
+	}
+	if n := e.c.Stats().LastLSN - before; n != uint64(len(calls)) {
+		t.Errorf("3 rounds of refused calls by a former lease wrote %d records, want %d (one per action)", n, len(calls))
+	}
+	h, err := e.c.History(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := map[state.Action]int{}
+	for _, he := range h {
+		if r, ok := he.Record.(*state.TaskCancelled); ok {
+			if r.LeaseID != old.LeaseID {
+				t.Errorf("TaskCancelled names lease %s, want the former lease %s", r.LeaseID, old.LeaseID)
+			}
+			recorded[r.Action]++
+		}
+	}
+	for a := range calls {
+		if recorded[a] != 1 {
+			t.Errorf("%d TaskCancelled records of a refused %s, want 1", recorded[a], a)
+		}
+	}
+
+	// A lease id the task never had: refused, nothing written, and each
+	// answer waited for the log.
+	cl := e.count()
+	before = e.c.Stats().LastLSN
+	for range 3 {
+		refuseAll("never-granted")
+	}
+	if n := e.c.Stats().LastLSN - before; n != 0 || cl.appends() != 0 {
+		t.Errorf("refused calls by a lease the task never had wrote %d records in %d appends, want none", n, cl.appends())
+	}
+	if cl.waits() != 3*len(calls) {
+		t.Errorf("%d refusals waited for the log %d times, want every one", 3*len(calls), cl.waits())
+	}
+	// The current lease keeps its authority throughout.
+	if _, err := e.c.Heartbeat(ctx, task.ID, cur.LeaseID); err != nil {
+		t.Fatalf("heartbeat by the current lease: %v", err)
+	}
+	e.restart()
 }
 
 func TestListPaging(t *testing.T) {

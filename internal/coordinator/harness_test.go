@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/state"
 	"github.com/tenurehq/tenure/internal/wal"
 )
@@ -149,15 +150,15 @@ func (e *env) get(id string) *state.Task {
 }
 
 // historyTypes lists the record types of a task's history.
-func (e *env) historyTypes(id string) []state.RecordType {
+func (e *env) historyTypes(id string) []record.Type {
 	e.t.Helper()
 	h, err := e.c.History(ctx, id)
 	if err != nil {
 		e.t.Fatalf("history: %v", err)
 	}
-	var out []state.RecordType
+	var out []record.Type
 	for _, he := range h {
-		out = append(out, he.Record.Type())
+		out = append(out, record.TypeOf(he.Record))
 	}
 	return out
 }

@@ -209,10 +209,18 @@ func (c *Coordinator) expiry(t *state.Task, now state.Time) *state.LeaseExpired 
 
 // authorize checks that leaseID is t's current, unexpired lease at now. A
 // lease past due is expired on the spot (a LeaseExpired record). An action
-// by a lease without authority is recorded as TaskCancelled and answered
-// with ErrLeaseLost, or ErrAlreadyCommitted if another attempt committed.
+// by a lease without authority is answered with ErrLeaseLost, or
+// ErrAlreadyCommitted if another attempt committed.
+//
+// A refused action by a former lease of t is recorded as a TaskCancelled,
+// once per lease and action: the records refusals can add to a task are
+// bounded by its leases, however often a caller retries. A lease id that t
+// never had is refused without a record; the answer reveals only state the
+// caller waits to be durable (leaseOp and CompleteBatch wait for the last
+// LSN even when they write nothing). Neither extends t's retention.
+//
 // It returns the records to write and, on success, the current execution.
-func (c *Coordinator) authorize(t *state.Task, leaseID, action string, now state.Time) (*state.Execution, []state.Record, error) {
+func (c *Coordinator) authorize(t *state.Task, leaseID string, action state.Action, now state.Time) (*state.Execution, []state.Record, error) {
 	var recs []state.Record
 	cur := t.CurrentLease()
 	expiredNow := cur != nil && cur.LeaseExpiry <= now
@@ -223,25 +231,24 @@ func (c *Coordinator) authorize(t *state.Task, leaseID, action string, now state
 	if cur != nil && cur.LeaseID == leaseID {
 		return cur, recs, nil
 	}
-	recs = append(recs, &state.TaskCancelled{TaskID: t.ID, LeaseID: leaseID, Reason: action + " by a lease without authority", At: now})
+	former := t.ExecutionOf(leaseID)
+	if former != nil && !former.Refused.Has(action) {
+		recs = append(recs, &state.TaskCancelled{TaskID: t.ID, LeaseID: leaseID, Action: action,
+			Reason: action.String() + " by a lease without authority", At: now})
+	}
 	if t.CommittedBy != "" && t.CommittedBy != leaseID {
 		return nil, recs, alreadyCommitted(t.ID, leaseID, t.CommittedBy)
 	}
 	why := "is not the current lease"
-	if (expiredNow && t.CurrentLease().LeaseID == leaseID) || expiredEarlier(t, leaseID) {
+	if former != nil && (expiredNow && t.CurrentLease() == former || expiredEarlier(former)) {
 		why = "expired"
 	}
 	return nil, recs, leaseLost(t.ID, leaseID, why)
 }
 
-// expiredEarlier reports whether leaseID was t's and ended by expiry.
-func expiredEarlier(t *state.Task, leaseID string) bool {
-	for i := range t.Executions {
-		if e := &t.Executions[i]; e.LeaseID == leaseID {
-			return e.Status == state.ExecAborted && e.Reason == state.ReasonLeaseExpired
-		}
-	}
-	return false
+// expiredEarlier reports whether the lease of execution e ended by expiry.
+func expiredEarlier(e *state.Execution) bool {
+	return e.Status == state.ExecAborted && e.Reason == state.ReasonLeaseExpired
 }
 
 // checkLease validates the ids every lease-holder operation names.
@@ -254,7 +261,7 @@ func (c *Coordinator) checkLease(taskID, leaseID string) error {
 
 // leaseOp runs one lease-holder operation: validate the ids, then
 // leaseOpLocked under the mutex, then write and wait.
-func (c *Coordinator) leaseOp(ctx context.Context, taskID, leaseID, action string, decide decideFunc) error {
+func (c *Coordinator) leaseOp(ctx context.Context, taskID, leaseID string, action state.Action, decide decideFunc) error {
 	if err := c.checkLease(taskID, leaseID); err != nil {
 		return err
 	}
@@ -275,9 +282,9 @@ type decideFunc func(t *state.Task, cur *state.Execution, now state.Time) (state
 // leaseOpLocked decides one lease-holder operation at now: look the task
 // up, authorize the lease, and let decide choose the record. It returns the
 // records to write and the operation's answer. A rejected lease comes with
-// its TaskCancelled (and any expiry) to write: the refusal is recorded
-// before it is answered. c.mu must be held.
-func (c *Coordinator) leaseOpLocked(taskID, leaseID, action string, now state.Time, decide decideFunc) ([]state.Record, error) {
+// what authorize records of it (an expiry, a TaskCancelled): the refusal is
+// recorded before it is answered. c.mu must be held.
+func (c *Coordinator) leaseOpLocked(taskID, leaseID string, action state.Action, now state.Time, decide decideFunc) ([]state.Record, error) {
 	t := c.st.Task(taskID)
 	if t == nil {
 		return nil, notFound(taskID)
@@ -298,7 +305,7 @@ func (c *Coordinator) leaseOpLocked(taskID, leaseID, action string, now state.Ti
 
 // Start records that the worker began executing (optional).
 func (c *Coordinator) Start(ctx context.Context, taskID, leaseID string) error {
-	return c.leaseOp(ctx, taskID, leaseID, "start", func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
+	return c.leaseOp(ctx, taskID, leaseID, state.ActionStart, func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
 		switch cur.Status {
 		case state.ExecLeased:
 			return &state.ExecutionStarted{TaskID: t.ID, LeaseID: leaseID, At: now}, nil
@@ -314,7 +321,7 @@ func (c *Coordinator) Start(ctx context.Context, taskID, leaseID string) error {
 // returns the new expiry. An expired lease is never resurrected.
 func (c *Coordinator) Heartbeat(ctx context.Context, taskID, leaseID string) (time.Time, error) {
 	var expiry state.Time
-	err := c.leaseOp(ctx, taskID, leaseID, "heartbeat", func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
+	err := c.leaseOp(ctx, taskID, leaseID, state.ActionHeartbeat, func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
 		expiry = now.Add(t.Window)
 		if expiry <= cur.LeaseExpiry {
 			expiry = cur.LeaseExpiry // the clock went back: keep the lease as it is
@@ -339,7 +346,7 @@ func (c *Coordinator) Commit(ctx context.Context, taskID, leaseID string, result
 		return tok, err
 	}
 	var tok FencingToken
-	err := c.leaseOp(ctx, taskID, leaseID, "commit", func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
+	err := c.leaseOp(ctx, taskID, leaseID, state.ActionCommit, func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
 		if t.CommittedBy != "" {
 			// A finalisation lease: the work is committed already.
 			return nil, &TaskError{Kind: ErrAlreadyCommitted, TaskID: t.ID, LeaseID: leaseID, CommittedBy: t.CommittedBy,
@@ -363,10 +370,8 @@ func (c *Coordinator) committedBy(ctx context.Context, taskID, leaseID string) (
 		return FencingToken{}, false, nil
 	}
 	var tok FencingToken
-	for _, e := range t.Executions {
-		if e.LeaseID == leaseID {
-			tok = FencingToken{TaskID: t.ID, Attempt: e.Attempt}
-		}
+	if e := t.ExecutionOf(leaseID); e != nil {
+		tok = FencingToken{TaskID: t.ID, Attempt: e.Attempt}
 	}
 	last := c.st.LastLSN()
 	c.mu.Unlock()
@@ -392,7 +397,7 @@ func (c *Coordinator) Fail(ctx context.Context, taskID, leaseID, reason string, 
 		return FailResult{}, &LimitError{Field: "reason", Size: len(reason), Limit: c.cfg.Limits.MaxReasonBytes}
 	}
 	var res FailResult
-	err := c.leaseOp(ctx, taskID, leaseID, "fail", func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
+	err := c.leaseOp(ctx, taskID, leaseID, state.ActionFail, func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
 		if t.State != state.Leased {
 			return nil, wrongState(t, " is %s: its result is committed, so it cannot fail; apply the committed effects and call Complete", t.State)
 		}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/internal/clock"
-	"github.com/tenurehq/tenure/internal/state"
+	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/wal"
 )
 
@@ -54,14 +54,14 @@ func TestPartitionOpenFencesFirstAndSuffixesIDs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reopening at the same epoch: %v", err)
 	}
-	var types []state.RecordType
+	var types []record.Type
 	if err := l.Replay(1, func(_ uint64, e wal.Entry) error {
-		types = append(types, state.RecordType(e.Type))
+		types = append(types, record.Type(e.Type))
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	want := []state.RecordType{state.TypeFence, state.TypeTaskCreated, state.TypeFence}
+	want := []record.Type{record.TypeFence, record.TypeTaskCreated, record.TypeFence}
 	if len(types) != len(want) {
 		t.Fatalf("records %v, want %v", types, want)
 	}

@@ -593,3 +593,43 @@ func flipByte(t *testing.T, path string, off int) {
 		t.Fatal(err)
 	}
 }
+
+// TestRefusedCallsKeepNoTaskAlive: heartbeats that name a lease a killed
+// task never had are refused without a record, and do not hold the task
+// back from the retention purge, however long they go on.
+func TestRefusedCallsKeepNoTaskAlive(t *testing.T) {
+	e := newSnapEnv(t, 10)
+	e.noCompact = true
+	e.mustOpen()
+	var ids []string
+	for i := range 2 {
+		res, err := e.c.Submit(ctx, SubmitRequest{Queue: "q", RequestID: fmt.Sprint("order-", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.c.Kill(ctx, res.Task.ID, "not needed"); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.Task.ID)
+	}
+	lsn := e.c.Stats().LastLSN
+	for range 10 {
+		e.clock.Advance(time.Second)
+		if _, err := e.c.Heartbeat(ctx, ids[0], "stale"); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("heartbeat with a lease the task never had: %v, want lease lost", err)
+		}
+	}
+	if n := e.c.Stats().LastLSN - lsn; n != 0 {
+		t.Errorf("10 refused heartbeats appended %d records, want none", n)
+	}
+	res := e.snapshot(3 * time.Second)
+	if res.Purged != 2 || res.Tasks != 0 {
+		t.Errorf("purge after the retention: purged %d, %d tasks left; want both killed tasks purged", res.Purged, res.Tasks)
+	}
+	for _, id := range ids {
+		if _, err := e.c.Get(ctx, id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("task %s after the purge: %v, want not found", id, err)
+		}
+	}
+	e.restartEqual()
+}

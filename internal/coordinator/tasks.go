@@ -445,7 +445,7 @@ func (c *Coordinator) History(ctx context.Context, taskID string) ([]HistoryEntr
 		if !want[lsn] {
 			return nil
 		}
-		r, err := record.Decode(state.RecordType(e.Type), e.Payload)
+		r, err := record.Decode(record.Type(e.Type), e.Payload)
 		if err != nil {
 			return fmt.Errorf("coordinator: history: record at lsn %d: %w", lsn, err)
 		}

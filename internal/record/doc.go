@@ -1,17 +1,28 @@
 // Package record encodes and decodes the payloads of write-ahead log records.
 //
 // A WAL frame (package wal) carries a record's type and LSN next to its
-// payload; this package owns the payload: the protobuf encoding of one
-// internal/state record, defined by the messages of
-// proto/tenure/record/v1/record.proto (generated into recordpb).
+// payload; this package owns both: the type numbers (Type) and the payload,
+// the protobuf encoding of one internal/state record, defined by the
+// messages of proto/tenure/record/v1/record.proto (generated into
+// recordpb).
 //
-// The encoding is part of the on-disk format. Field numbers are never reused
-// or renumbered; removed fields are reserved; FormatVersion names the format
-// as a whole, for segment and snapshot headers to carry. Every
-// state.RecordType has exactly one message, and each mapping between a state
-// struct and its message is a plain field-by-field copy in both directions,
-// so that Decode(Encode(r)) equals r for every record (with nil and empty
-// byte slices treated as the same: Decode returns nil for empty).
+// One table, the registry (registry.go), has a row per record type: its
+// number, its name, its internal/state struct, its message and the two
+// conversions between them. Encode, Message, Decode, TypeOf and
+// Type.String are derived from it, and the tests check it against the
+// record types of internal/state, the messages of record.proto and the
+// statetest generator, so that a record type cannot be half added.
+// docs/records.md describes every record type and how to add one.
+//
+// The encoding is part of the on-disk format. Type numbers and field
+// numbers are never reused or renumbered; removed fields are reserved;
+// FormatVersion names the format as a whole, for segment and snapshot
+// headers to carry. Every Type has exactly one message, and each conversion
+// between a state struct and its message is a plain field-by-field copy in
+// both directions, so that Decode(Encode(r)) equals r for every record
+// (with nil and empty byte slices treated as the same: Decode returns nil
+// for empty). testdata/encoding.golden pins the bytes of one record of
+// every type.
 //
 // Promises:
 //   - Decode never panics, whatever its input, and never retains the payload

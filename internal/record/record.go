@@ -26,134 +26,45 @@ var (
 
 // Encode appends the protobuf encoding of r to buf and returns it with r's
 // type. On error it returns buf unchanged.
-func Encode(buf []byte, r state.Record) (typ state.RecordType, out []byte, err error) {
-	m, err := Message(r)
+func Encode(buf []byte, r state.Record) (typ Type, out []byte, err error) {
+	row, m, err := message(r)
 	if err != nil {
 		return 0, buf, err
 	}
 	out, err = proto.MarshalOptions{}.MarshalAppend(buf, m)
 	if err != nil {
-		return 0, buf, fmt.Errorf("record: encode %v: %w", r.Type(), err)
+		return 0, buf, fmt.Errorf("record: encode %s: %w", row.name, err)
 	}
-	return r.Type(), out, nil
+	return row.typ, out, nil
 }
 
 // Message returns the protobuf message of r: what Encode marshals. Tools
 // print it (as protojson) to show a record.
 func Message(r state.Record) (proto.Message, error) {
-	var m proto.Message
-	switch r := r.(type) {
-	case *state.TaskCreated:
-		if r != nil {
-			m = taskCreatedToPB(r)
-		}
-	case *state.LeaseGranted:
-		if r != nil {
-			m = leaseGrantedToPB(r)
-		}
-	case *state.LeaseExtended:
-		if r != nil {
-			m = leaseExtendedToPB(r)
-		}
-	case *state.LeaseExpired:
-		if r != nil {
-			m = leaseExpiredToPB(r)
-		}
-	case *state.ExecutionStarted:
-		if r != nil {
-			m = executionStartedToPB(r)
-		}
-	case *state.TaskCommitted:
-		if r != nil {
-			m = taskCommittedToPB(r)
-		}
-	case *state.TaskCompleted:
-		if r != nil {
-			m = taskCompletedToPB(r)
-		}
-	case *state.TaskFailed:
-		if r != nil {
-			m = taskFailedToPB(r)
-		}
-	case *state.TaskCancelled:
-		if r != nil {
-			m = taskCancelledToPB(r)
-		}
-	case *state.TaskDead:
-		if r != nil {
-			m = taskDeadToPB(r)
-		}
-	case *state.Fence:
-		if r != nil {
-			m = fenceToPB(r)
-		}
-	case *state.TasksPurged:
-		if r != nil {
-			m = tasksPurgedToPB(r)
-		}
-	case nil:
-		return nil, errors.New("record: encode nil record")
-	default:
-		return nil, fmt.Errorf("%w %d (%T)", ErrUnknownType, r.Type(), r)
+	_, m, err := message(r)
+	return m, err
+}
+
+func message(r state.Record) (*row, proto.Message, error) {
+	if r == nil {
+		return nil, nil, errors.New("record: encode nil record")
 	}
+	row := rowOf(r)
+	if row == nil {
+		return nil, nil, fmt.Errorf("%w: %T has no row in the registry (internal/record/registry.go): add one", ErrUnknownType, r)
+	}
+	m := row.toPB(r)
 	if m == nil {
-		return nil, fmt.Errorf("record: encode nil %T", r)
+		return nil, nil, fmt.Errorf("record: encode nil %T", r)
 	}
-	return m, nil
+	return row, m, nil
 }
 
 // Decode decodes a payload of type typ. The record shares no memory with
 // payload.
-func Decode(typ state.RecordType, payload []byte) (state.Record, error) {
-	// proto.Unmarshal copies bytes and string fields out of payload, so
-	// nothing below aliases the caller's buffer.
-	switch typ {
-	case state.TypeTaskCreated:
-		return decode(typ, payload, taskCreatedFromPB)
-	case state.TypeLeaseGranted:
-		return decode(typ, payload, leaseGrantedFromPB)
-	case state.TypeLeaseExtended:
-		return decode(typ, payload, leaseExtendedFromPB)
-	case state.TypeLeaseExpired:
-		return decode(typ, payload, leaseExpiredFromPB)
-	case state.TypeExecutionStarted:
-		return decode(typ, payload, executionStartedFromPB)
-	case state.TypeTaskCommitted:
-		return decode(typ, payload, taskCommittedFromPB)
-	case state.TypeTaskCompleted:
-		return decode(typ, payload, taskCompletedFromPB)
-	case state.TypeTaskFailed:
-		return decode(typ, payload, taskFailedFromPB)
-	case state.TypeTaskCancelled:
-		return decode(typ, payload, taskCancelledFromPB)
-	case state.TypeTaskDead:
-		return decode(typ, payload, taskDeadFromPB)
-	case state.TypeFence:
-		return decode(typ, payload, fenceFromPB)
-	case state.TypeTasksPurged:
-		return decode(typ, payload, tasksPurgedFromPB)
-	default:
+func Decode(typ Type, payload []byte) (state.Record, error) {
+	if int(typ) >= len(byType) || byType[typ] == nil {
 		return nil, fmt.Errorf("%w %d", ErrUnknownType, uint16(typ))
 	}
-}
-
-// decode unmarshals payload into a new M and maps it with from.
-func decode[M any, PM interface {
-	*M
-	proto.Message
-}, R state.Record](typ state.RecordType, payload []byte, from func(PM) R) (state.Record, error) {
-	m := PM(new(M))
-	if err := proto.Unmarshal(payload, m); err != nil {
-		return nil, fmt.Errorf("%w: %v: %w", ErrMalformed, typ, err)
-	}
-	return from(m), nil
-}
-
-// noEmpty returns b, or nil if b is empty, so that a record decodes to the
-// same value whether an empty byte field was omitted or written.
-func noEmpty(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
-	}
-	return b
+	return byType[typ].decode(payload)
 }

@@ -16,145 +16,55 @@ import (
 	"github.com/tenurehq/tenure/internal/state"
 )
 
-// t0 is an arbitrary instant with all 8 bytes in use.
-var t0 = state.TimeOf(time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC))
-
-// examples holds one record of every type with every field set to a
-// non-zero value. TestExamplesSetEveryField keeps it that way.
-func examples() []state.Record {
-	return []state.Record{
-		&state.TaskCreated{
-			TaskID:          "task-1",
-			Namespace:       "billing",
-			Queue:           "invoices",
-			Payload:         []byte(`{"invoice":42}`),
-			ExecutionWindow: 30 * time.Second,
-			Retry: state.RetryPolicy{
-				MaxAttempts:    5,
-				InitialBackoff: time.Second,
-				MaxBackoff:     5 * time.Minute,
-				Multiplier:     1.5,
-			},
-			RequestID: "req-7",
-			NotBefore: t0.Add(time.Minute),
-			Priority:  -3,
-			CreatedAt: t0,
-		},
-		&state.LeaseGranted{
-			TaskID:      "task-1",
-			LeaseID:     "lease-1",
-			WorkerID:    "worker-a",
-			Attempt:     1,
-			LeaseExpiry: t0.Add(30 * time.Second),
-			GrantedAt:   t0,
-		},
-		&state.LeaseExtended{
-			TaskID:         "task-1",
-			LeaseID:        "lease-1",
-			NewLeaseExpiry: t0.Add(time.Minute),
-			At:             t0.Add(20 * time.Second),
-		},
-		&state.LeaseExpired{
-			TaskID:  "task-1",
-			LeaseID: "lease-1",
-			At:      t0.Add(time.Minute),
-			RetryAt: t0.Add(2 * time.Minute),
-		},
-		&state.ExecutionStarted{
-			TaskID:  "task-1",
-			LeaseID: "lease-2",
-			At:      t0.Add(3 * time.Minute),
-		},
-		&state.TaskCommitted{
-			TaskID:  "task-1",
-			LeaseID: "lease-2",
-			Result:  []byte{0, 1, 2, 0xff},
-			At:      t0.Add(4 * time.Minute),
-		},
-		&state.TaskCompleted{
-			TaskID:  "task-1",
-			LeaseID: "lease-2",
-			Result:  []byte("done"),
-			At:      t0.Add(5 * time.Minute),
-		},
-		&state.TaskFailed{
-			TaskID:    "task-2",
-			LeaseID:   "lease-3",
-			Reason:    "upstream returned 503",
-			RetryAt:   t0.Add(10 * time.Minute),
-			Permanent: true,
-			At:        t0.Add(6 * time.Minute),
-		},
-		&state.TaskCancelled{
-			TaskID:  "task-2",
-			LeaseID: "lease-old",
-			Reason:  "lease expired before the commit",
-			At:      t0.Add(7 * time.Minute),
-		},
-		&state.TaskDead{
-			TaskID: "task-3",
-			Reason: "killed by operator",
-			At:     t0.Add(8 * time.Minute),
-		},
-		&state.Fence{
-			Epoch:  7,
-			NodeID: "node-b",
-			At:     t0.Add(9 * time.Minute),
-		},
-		&state.TasksPurged{
-			Before: t0.Add(-7 * 24 * time.Hour),
-			At:     t0.Add(10 * time.Minute),
-		},
+// filledRecords returns one record of every registered type, every field
+// set by fill, in registry order.
+func filledRecords(t testing.TB) []state.Record {
+	out := make([]state.Record, len(registry))
+	for i, row := range registry {
+		v := reflect.New(row.goType.Elem())
+		fill(t, v)
+		out[i] = v.Interface().(state.Record)
 	}
+	return out
 }
 
-// knownTypes is every record type state defines. TestEveryStateTypeHasCodec
-// fails when state gains a type that is missing here.
-var knownTypes = []state.RecordType{
-	state.TypeTaskCreated,
-	state.TypeLeaseGranted,
-	state.TypeLeaseExtended,
-	state.TypeLeaseExpired,
-	state.TypeExecutionStarted,
-	state.TypeTaskCommitted,
-	state.TypeTaskCompleted,
-	state.TypeTaskFailed,
-	state.TypeTaskCancelled,
-	state.TypeTaskDead,
-	state.TypeFence,
-	state.TypeTasksPurged,
-}
-
+// TestRoundTrip: every field of every record type survives Encode and
+// Decode. A field that a conversion forgets (or swaps with another) comes
+// back different, and the failure names it.
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
-	for _, want := range examples() {
-		t.Run(want.Type().String(), func(t *testing.T) {
-			t.Parallel()
-			typ, payload, err := Encode(nil, want)
-			if err != nil {
-				t.Fatalf("Encode: %v", err)
-			}
-			if typ != want.Type() {
-				t.Fatalf("Encode type = %v, want %v", typ, want.Type())
-			}
-			got, err := Decode(typ, payload)
-			if err != nil {
-				t.Fatalf("Decode: %v", err)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("round trip:\n got %#v\nwant %#v", got, want)
-			}
-		})
+	for _, want := range filledRecords(t) {
+		name := TypeOf(want).String()
+		typ, payload, err := Encode(nil, want)
+		if err != nil {
+			t.Errorf("encode %s: %v", name, err)
+			continue
+		}
+		if typ != TypeOf(want) {
+			t.Errorf("encode %s: type %v", name, typ)
+		}
+		got, err := Decode(typ, payload)
+		if err != nil {
+			t.Errorf("decode %s: %v", name, err)
+			continue
+		}
+		if reflect.TypeOf(got) != reflect.TypeOf(want) {
+			t.Errorf("%s decodes to a %T", name, got)
+			continue
+		}
+		for _, d := range diffFields(reflect.ValueOf(got).Elem(), reflect.ValueOf(want).Elem(), reflect.TypeOf(want).Elem().Name()) {
+			t.Errorf("round trip of %s loses a field (is it in both conversions of its row in registry.go, and in record.proto?): %s", name, d)
+		}
 	}
 }
 
 func TestRoundTripZero(t *testing.T) {
 	t.Parallel()
-	for _, ex := range examples() {
-		zero := reflect.New(reflect.TypeOf(ex).Elem()).Interface().(state.Record)
+	for _, row := range registry {
+		zero := reflect.New(row.goType.Elem()).Interface().(state.Record)
 		typ, payload, err := Encode(nil, zero)
 		if err != nil {
-			t.Fatalf("Encode(zero %v): %v", ex.Type(), err)
+			t.Fatalf("Encode(zero %s): %v", row.name, err)
 		}
 		if len(payload) != 0 {
 			t.Errorf("zero %v encodes to %d bytes, want 0", typ, len(payload))
@@ -169,48 +79,22 @@ func TestRoundTripZero(t *testing.T) {
 	}
 }
 
-// TestExamplesSetEveryField makes the round trip meaningful: a field added to
-// a state record must be set in examples, and then it only survives the
-// round trip once the proto message and both mapping functions carry it.
-func TestExamplesSetEveryField(t *testing.T) {
-	t.Parallel()
-	for _, ex := range examples() {
-		v := reflect.ValueOf(ex).Elem()
-		for _, path := range zeroFields(v, v.Type().Name()) {
-			t.Errorf("examples: %s is not set", path)
-		}
-	}
-}
-
-func zeroFields(v reflect.Value, path string) []string {
-	if v.Kind() == reflect.Struct {
-		var zero []string
-		for i := range v.NumField() {
-			zero = append(zero, zeroFields(v.Field(i), path+"."+v.Type().Field(i).Name)...)
-		}
-		return zero
-	}
-	if v.IsZero() {
-		return []string{path}
-	}
-	return nil
-}
-
 // TestEncodeSetsEveryProtoField catches the other direction: a proto field
-// that no mapping writes.
+// that no conversion writes.
 func TestEncodeSetsEveryProtoField(t *testing.T) {
 	t.Parallel()
-	for _, ex := range examples() {
-		m := newMessage(t, ex.Type())
-		_, payload, err := Encode(nil, ex)
+	for _, r := range filledRecords(t) {
+		row := rowOf(r)
+		_, payload, err := Encode(nil, r)
 		if err != nil {
 			t.Fatal(err)
 		}
+		m := row.newMsg()
 		if err := proto.Unmarshal(payload, m); err != nil {
 			t.Fatal(err)
 		}
 		for _, path := range unsetProtoFields(m.ProtoReflect()) {
-			t.Errorf("%v: proto field %s is never written", ex.Type(), path)
+			t.Errorf("%s: proto field %s is never written: set it in the toPB conversion of the row in registry.go", row.name, path)
 		}
 	}
 }
@@ -230,73 +114,16 @@ func unsetProtoFields(m protoreflect.Message) []string {
 	return unset
 }
 
-// newMessage returns the empty proto message of record type typ.
-func newMessage(t *testing.T, typ state.RecordType) proto.Message {
-	t.Helper()
-	for _, m := range []proto.Message{
-		state.TypeTaskCreated:      &recordpb.TaskCreated{},
-		state.TypeLeaseGranted:     &recordpb.LeaseGranted{},
-		state.TypeLeaseExtended:    &recordpb.LeaseExtended{},
-		state.TypeLeaseExpired:     &recordpb.LeaseExpired{},
-		state.TypeExecutionStarted: &recordpb.ExecutionStarted{},
-		state.TypeTaskCommitted:    &recordpb.TaskCommitted{},
-		state.TypeTaskCompleted:    &recordpb.TaskCompleted{},
-		state.TypeTaskFailed:       &recordpb.TaskFailed{},
-		state.TypeTaskCancelled:    &recordpb.TaskCancelled{},
-		state.TypeTaskDead:         &recordpb.TaskDead{},
-		state.TypeFence:            &recordpb.Fence{},
-		state.TypeTasksPurged:      &recordpb.TasksPurged{},
-	}[typ:] {
-		return m
-	}
-	t.Fatalf("no message for %v", typ)
-	return nil
-}
-
-// TestEveryStateTypeHasCodec fails when state defines a record type that
-// this package cannot encode or decode, or that the tests do not cover.
-func TestEveryStateTypeHasCodec(t *testing.T) {
-	t.Parallel()
-	covered := map[state.RecordType]bool{}
-	for _, ex := range examples() {
-		covered[ex.Type()] = true
-	}
-	known := map[state.RecordType]bool{}
-	for _, typ := range knownTypes {
-		known[typ] = true
-	}
-	for i := 1; i <= math.MaxUint16; i++ {
-		typ := state.RecordType(i)
-		// state names exactly the types it defines.
-		defined := !strings.HasPrefix(typ.String(), "RecordType(")
-		_, err := Decode(typ, nil)
-		decodable := !errors.Is(err, ErrUnknownType)
-		switch {
-		case defined && !known[typ]:
-			t.Errorf("state defines record type %d (%v): add it to knownTypes, examples, the proto and the codec", i, typ)
-		case !defined && known[typ]:
-			t.Errorf("record type %d is in knownTypes but state does not define it", i)
-		case defined != decodable:
-			t.Errorf("record type %d (%v): defined by state = %v, decodable = %v", i, typ, defined, decodable)
-		case defined && !covered[typ]:
-			t.Errorf("record type %d (%v) has no example", i, typ)
-		}
-	}
-	if len(covered) != len(knownTypes) {
-		t.Errorf("examples cover %d types, knownTypes has %d", len(covered), len(knownTypes))
-	}
-}
-
 func TestDecodeUnknownType(t *testing.T) {
 	t.Parallel()
-	for _, typ := range []state.RecordType{0, 13, 42, math.MaxUint16} {
+	for _, typ := range []Type{0, Type(len(byType)), math.MaxUint16} {
 		rec, err := Decode(typ, []byte{})
 		if rec != nil || !errors.Is(err, ErrUnknownType) {
 			t.Fatalf("Decode(%d) = %v, %v; want ErrUnknownType", typ, rec, err)
 		}
 	}
-	_, err := Decode(42, nil)
-	if want := "record: unknown record type 42"; err == nil || err.Error() != want {
+	_, err := Decode(math.MaxUint16, nil)
+	if want := "record: unknown record type 65535"; err == nil || err.Error() != want {
 		t.Fatalf("error = %v, want %q", err, want)
 	}
 }
@@ -322,7 +149,7 @@ func TestDecodeMalformed(t *testing.T) {
 		{0x0b},                   // unterminated group
 		{0x0c},                   // end of a group never started
 	} {
-		rec, err := Decode(state.TypeTaskCreated, payload)
+		rec, err := Decode(TypeTaskCreated, payload)
 		if rec != nil || !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "TaskCreated") {
 			t.Errorf("Decode(%x) = %v, %v; want ErrMalformed naming TaskCreated", payload, rec, err)
 		}
@@ -333,12 +160,16 @@ func TestDecodeMalformed(t *testing.T) {
 // reader does.
 func TestDecodeDoesNotRetainPayload(t *testing.T) {
 	t.Parallel()
-	for _, want := range examples() {
-		_, payload, err := Encode(nil, want)
+	for _, r := range filledRecords(t) {
+		typ, payload, err := Encode(nil, r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := Decode(want.Type(), payload)
+		want, err := Decode(typ, bytes.Clone(payload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Decode(typ, payload)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -346,7 +177,7 @@ func TestDecodeDoesNotRetainPayload(t *testing.T) {
 			payload[i] = 0xAA
 		}
 		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%v changed with the buffer:\n got %#v\nwant %#v", want.Type(), got, want)
+			t.Fatalf("%v changed with the buffer:\n got %#v\nwant %#v", typ, got, want)
 		}
 	}
 }
@@ -356,7 +187,7 @@ func TestEncodeAppends(t *testing.T) {
 	prefix := []byte("frame-header")
 	buf := append(make([]byte, 0, 256), prefix...)
 	var want []byte
-	for _, r := range examples() {
+	for _, r := range filledRecords(t) {
 		var err error
 		_, buf, err = Encode(buf, r)
 		if err != nil {
@@ -370,10 +201,9 @@ func TestEncodeAppends(t *testing.T) {
 	}
 }
 
-type foreignRecord struct{}
-
-func (foreignRecord) Type() state.RecordType { return 42 }
-func (foreignRecord) Task() string           { return "" }
+// foreignRecord is a state.Record (through the embedded interface) with no
+// row in the registry.
+type foreignRecord struct{ state.Record }
 
 func TestEncodeErrors(t *testing.T) {
 	t.Parallel()
@@ -385,7 +215,7 @@ func TestEncodeErrors(t *testing.T) {
 	}{
 		{"nil", nil, "record: encode nil record"},
 		{"nil pointer", (*state.TaskDead)(nil), "record: encode nil *state.TaskDead"},
-		{"foreign type", foreignRecord{}, "record: unknown record type 42 (record.foreignRecord)"},
+		{"foreign type", foreignRecord{}, "record: unknown record type: record.foreignRecord has no row in the registry"},
 		{"invalid UTF-8", &state.TaskDead{TaskID: "\xff"}, "record: encode TaskDead: "},
 	} {
 		typ, out, err := Encode(buf, tc.rec)
@@ -395,6 +225,9 @@ func TestEncodeErrors(t *testing.T) {
 		if typ != 0 || string(out) != "keep" {
 			t.Errorf("%s: returned %v, %q; want 0 and the buffer unchanged", tc.name, typ, out)
 		}
+	}
+	if _, err := Message(foreignRecord{}); !errors.Is(err, ErrUnknownType) {
+		t.Errorf("Message(foreign) = %v, want ErrUnknownType", err)
 	}
 }
 
@@ -408,40 +241,38 @@ func TestFormatVersionIsNewest(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	for _, r := range examples() {
-		_, payload, err := Encode(nil, r)
+	for _, r := range filledRecords(f) {
+		typ, payload, err := Encode(nil, r)
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(uint16(r.Type()), payload)
-		// The same payload under every other type: field numbers overlap.
-		for _, typ := range knownTypes {
-			if typ != r.Type() {
-				f.Add(uint16(typ), payload)
-			}
+		// The payload under every type: field numbers overlap.
+		for _, row := range registry {
+			f.Add(uint16(row.typ), payload)
 		}
+		f.Add(uint16(typ), []byte{})
 	}
 	f.Add(uint16(0), []byte{})
-	f.Add(uint16(42), []byte{0x0a, 0x01, 'x'})
-	f.Add(uint16(state.TypeTaskCreated), []byte{0x32, 0x09, 0x21, 0, 0, 0, 0, 0, 0, 0xf8, 0x7f}) // NaN multiplier
+	f.Add(uint16(len(byType)), []byte{0x0a, 0x01, 'x'})
+	f.Add(uint16(TypeTaskCreated), []byte{0x32, 0x09, 0x21, 0, 0, 0, 0, 0, 0, 0xf8, 0x7f}) // NaN multiplier
 
 	f.Fuzz(func(t *testing.T, typ uint16, payload []byte) {
-		rec, err := Decode(state.RecordType(typ), payload)
+		rec, err := Decode(Type(typ), payload)
 		if err != nil {
 			if !errors.Is(err, ErrUnknownType) && !errors.Is(err, ErrMalformed) {
 				t.Fatalf("Decode error wraps neither sentinel: %v", err)
 			}
 			return
 		}
-		if rec.Type() != state.RecordType(typ) {
-			t.Fatalf("Decode(%d) returned a %v", typ, rec.Type())
+		if TypeOf(rec) != Type(typ) {
+			t.Fatalf("Decode(%d) returned a %T", typ, rec)
 		}
 		typ2, enc, err := Encode(nil, rec)
 		if err != nil {
 			t.Fatalf("re-encode %#v: %v", rec, err)
 		}
-		if typ2 != rec.Type() {
-			t.Fatalf("re-encode type = %v, want %v", typ2, rec.Type())
+		if typ2 != Type(typ) {
+			t.Fatalf("re-encode type = %v, want %v", typ2, Type(typ))
 		}
 		rec2, err := Decode(typ2, enc)
 		if err != nil {
@@ -473,9 +304,24 @@ func sameRecord(a, b state.Record) bool {
 }
 
 func benchmarkRecord() *state.TaskCreated {
-	r := examples()[0].(*state.TaskCreated)
-	r.Payload = bytes.Repeat([]byte{'p'}, 256)
-	return r
+	t0 := state.TimeOf(time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC))
+	return &state.TaskCreated{
+		TaskID:          "task-1",
+		Namespace:       "billing",
+		Queue:           "invoices",
+		Payload:         bytes.Repeat([]byte{'p'}, 256),
+		ExecutionWindow: 30 * time.Second,
+		Retry: state.RetryPolicy{
+			MaxAttempts:    5,
+			InitialBackoff: time.Second,
+			MaxBackoff:     5 * time.Minute,
+			Multiplier:     1.5,
+		},
+		RequestID: "req-7",
+		NotBefore: t0.Add(time.Minute),
+		Priority:  -3,
+		CreatedAt: t0,
+	}
 }
 
 func BenchmarkEncode(b *testing.B) {
@@ -499,7 +345,7 @@ func BenchmarkDecode(b *testing.B) {
 	b.SetBytes(int64(len(payload)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Decode(state.TypeTaskCreated, payload); err != nil {
+		if _, err := Decode(TypeTaskCreated, payload); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/state"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -181,7 +182,7 @@ func leasedTask(l coordinator.Lease) *tenurev1.LeasedTask {
 
 // historyEntry turns a record into the API's summary of it.
 func historyEntry(h coordinator.HistoryEntry) *tenurev1.HistoryEntry {
-	e := &tenurev1.HistoryEntry{Lsn: h.LSN, Type: h.Record.Type().String()}
+	e := &tenurev1.HistoryEntry{Lsn: h.LSN, Type: record.TypeOf(h.Record).String()}
 	switch r := h.Record.(type) {
 	case *state.TaskCreated:
 		e.At = ts(r.CreatedAt)

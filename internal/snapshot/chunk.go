@@ -209,7 +209,7 @@ func (d *chunkDecoder) execution(b []byte, e *state.Execution, committedBy strin
 	var seen uint32
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || num > 11 {
+		if n < 0 || num > 12 {
 			return false
 		}
 		b = b[n:]
@@ -232,6 +232,8 @@ func (d *chunkDecoder) execution(b []byte, e *state.Execution, committedBy strin
 				e.Status = clampStatus(snapshotpb.ExecutionStatus(int32(v)))
 			case 5:
 				e.Finalize = protowire.DecodeBool(v)
+			case 12:
+				e.Refused = clampRefused(uint32(v))
 			default:
 				return false
 			}

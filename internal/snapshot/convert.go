@@ -53,6 +53,7 @@ func TaskMessage(t *state.Task) *snapshotpb.TaskSnapshot {
 				CommittedAtUnixNanos: int64(e.CommittedAt),
 				FinishedAtUnixNanos:  int64(e.FinishedAt),
 				Reason:               e.Reason,
+				RefusedActions:       uint32(e.Refused),
 			}
 		}
 	}
@@ -106,6 +107,7 @@ func taskFromMessage(m *snapshotpb.TaskSnapshot) (*state.Task, int) {
 				CommittedAt: state.Time(e.CommittedAtUnixNanos),
 				FinishedAt:  state.Time(e.FinishedAtUnixNanos),
 				Reason:      e.Reason,
+				Refused:     clampRefused(e.RefusedActions),
 			}
 		}
 	}
@@ -135,6 +137,16 @@ func clampStatus(s snapshotpb.ExecutionStatus) state.ExecStatus {
 		return 255
 	}
 	return state.ExecStatus(s)
+}
+
+// clampRefused maps a set of refused actions wider than state.ActionSet to
+// one the Loader rejects (it has bits of no action), instead of dropping the
+// high bits.
+func clampRefused(v uint32) state.ActionSet {
+	if v > 0xff {
+		return 0xff
+	}
+	return state.ActionSet(v)
 }
 
 func noEmpty(b []byte) []byte {

@@ -350,6 +350,8 @@ func TestFastChunkPathNumbers(t *testing.T) {
 	e = protowire.AppendVarint(e, big)
 	e = protowire.AppendTag(e, 5, protowire.VarintType)
 	e = protowire.AppendVarint(e, 7)
+	e = protowire.AppendTag(e, 12, protowire.VarintType)
+	e = protowire.AppendVarint(e, big-2)
 	var m []byte
 	m = protowire.AppendTag(m, 1, protowire.BytesType)
 	m = protowire.AppendString(m, "a")

@@ -1,5 +1,5 @@
-// Package state is tenure's pure core: the task state machine of
-// DESIGN.md §2, its records, and the indexes derived from them.
+// Package state is tenure's pure core: the task state machine
+// (docs/state-machine.md), its records, and the indexes derived from them.
 //
 // A State is a pure function of the records applied to it, in LSN order.
 // Apply reads no clock, no random source, no network and no disk: every time
@@ -18,9 +18,14 @@
 // execution of a task commits, and a committed task never returns to
 // WAITING; if its lease expires it is offered again only to be finalised.
 //
-// One choice goes beyond the seeds: a LeaseExpired on the task's last
-// allowed attempt fails the task instead of returning it to WAITING, so a
-// task that crashes its worker every time cannot loop forever.
+// Records: each record type is one file, record_<name>.go, holding its
+// struct, its Task method and its apply method (the precondition checked
+// and the effect). Apply dispatches to that method; package record numbers
+// and encodes the records, and docs/records.md describes them all.
+//
+// A LeaseExpired on the task's last allowed attempt fails the task instead
+// of returning it to WAITING, so a task that crashes its worker every time
+// cannot loop forever.
 //
 // Retention is a record too: TasksPurged drops the terminal tasks last
 // updated before its cut-off, and with them their request ids, so a replay

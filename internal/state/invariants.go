@@ -164,6 +164,12 @@ func checkTask(t *Task, lastLSN uint64, bad func(format string, args ...any)) {
 		if i != int(t.cur) && (e.Status == ExecLeased || e.Status == ExecInProgress) {
 			bad("execution %d is %s without holding the lease", i, e.Status)
 		}
+		if e.Refused&^knownActions != 0 {
+			bad("execution %d has refused actions %#x, beyond the known ones %#x", i, e.Refused, knownActions)
+		}
+		if i == int(t.cur) && e.Refused != 0 {
+			bad("execution %d holds the lease but has refused actions %#x recorded", i, e.Refused)
+		}
 	}
 	if commits > 1 {
 		bad("%d executions committed; at most one may", commits)

@@ -112,10 +112,10 @@ func runOn(t *testing.T, s *State, recs ...Record) *State {
 	t.Helper()
 	for i, r := range recs {
 		if err := s.Apply(s.LastLSN()+1, r); err != nil {
-			t.Fatalf("record %d (%s): %v", i, r.Type(), err)
+			t.Fatalf("record %d (%T): %v", i, r, err)
 		}
 		if err := s.Invariants(); err != nil {
-			t.Fatalf("after record %d (%s): %v", i, r.Type(), err)
+			t.Fatalf("after record %d (%T): %v", i, r, err)
 		}
 	}
 	return s

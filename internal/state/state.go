@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"reflect"
 	"unsafe"
 )
 
@@ -15,17 +16,18 @@ var ErrPrecondition = errors.New("state: record precondition failed")
 
 // ApplyError says which record failed which precondition.
 type ApplyError struct {
-	LSN    uint64
-	Type   RecordType
+	LSN uint64
+	// Record is the Go type name of the record, such as "TaskCreated".
+	Record string
 	TaskID string
 	Reason string
 }
 
 func (e *ApplyError) Error() string {
 	if e.TaskID == "" {
-		return fmt.Sprintf("state: record %s at lsn %d: %s", e.Type, e.LSN, e.Reason)
+		return fmt.Sprintf("state: record %s at lsn %d: %s", e.Record, e.LSN, e.Reason)
 	}
-	return fmt.Sprintf("state: record %s at lsn %d for task %q: %s", e.Type, e.LSN, e.TaskID, e.Reason)
+	return fmt.Sprintf("state: record %s at lsn %d for task %q: %s", e.Record, e.LSN, e.TaskID, e.Reason)
 }
 
 func (e *ApplyError) Unwrap() error { return ErrPrecondition }
@@ -222,35 +224,10 @@ func (s *State) Apply(lsn uint64, r Record) error {
 	if lsn != s.lastLSN+1 {
 		return s.fail(lsn, r, fmt.Sprintf("lsn is not dense: expected %d", s.lastLSN+1))
 	}
-	var reason string
-	switch r := r.(type) {
-	case *TaskCreated:
-		reason = s.applyCreated(lsn, r)
-	case *LeaseGranted:
-		reason = s.applyGranted(lsn, r)
-	case *LeaseExtended:
-		reason = s.applyExtended(lsn, r)
-	case *LeaseExpired:
-		reason = s.applyExpired(lsn, r)
-	case *ExecutionStarted:
-		reason = s.applyStarted(lsn, r)
-	case *TaskCommitted:
-		reason = s.applyCommitted(lsn, r)
-	case *TaskCompleted:
-		reason = s.applyCompleted(lsn, r)
-	case *TaskFailed:
-		reason = s.applyFailed(lsn, r)
-	case *TaskCancelled:
-		reason = s.applyCancelled(lsn, r)
-	case *TaskDead:
-		reason = s.applyDead(lsn, r)
-	case *Fence:
-		reason = s.applyFence(r)
-	case *TasksPurged:
-		reason = s.applyPurged(r)
-	default:
-		reason = fmt.Sprintf("unknown record %T", r)
+	if r == nil {
+		return s.fail(lsn, r, "nil record")
 	}
+	reason := r.apply(s, lsn)
 	if reason != "" {
 		return s.fail(lsn, r, reason)
 	}
@@ -269,8 +246,11 @@ func (s *State) SkipTo(lsn uint64) {
 func (s *State) fail(lsn uint64, r Record, reason string) error {
 	e := &ApplyError{LSN: lsn, Reason: reason}
 	if r != nil {
-		e.Type = r.Type()
-		e.TaskID = r.Task()
+		t := reflect.TypeOf(r)
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		e.Record, e.TaskID = t.Name(), r.Task()
 	}
 	return e
 }
@@ -373,256 +353,4 @@ func (s *State) dropLease(t *Task) {
 	s.leases.remove(hashString(cur.LeaseID), t)
 	heap.Remove(&s.expiry, int(t.heapIdx))
 	t.cur = -1
-}
-
-func (s *State) applyCreated(lsn uint64, r *TaskCreated) string {
-	switch {
-	case r.TaskID == "":
-		return "task id is empty"
-	case s.Task(r.TaskID) != nil:
-		return "task id already exists"
-	case r.Namespace == "" || r.Queue == "":
-		return "namespace and queue must be set"
-	case r.ExecutionWindow <= 0:
-		return "execution window must be positive"
-	case r.Retry.MaxAttempts < 1:
-		return "retry policy needs at least one attempt"
-	case !(r.Retry.Multiplier >= 1) || r.Retry.InitialBackoff < 0 || r.Retry.MaxBackoff < r.Retry.InitialBackoff:
-		return fmt.Sprintf("retry policy %+v is invalid (multiplier >= 1, 0 <= initial <= max backoff)", r.Retry)
-	}
-	if r.RequestID != "" && s.ByRequest(r.Namespace, r.RequestID) != nil {
-		return fmt.Sprintf("request id %q already used in namespace %q", r.RequestID, r.Namespace)
-	}
-	t := &Task{
-		ID:         r.TaskID,
-		Namespace:  r.Namespace,
-		Queue:      r.Queue,
-		Payload:    r.Payload,
-		Window:     r.ExecutionWindow,
-		Retry:      r.Retry,
-		RequestID:  r.RequestID,
-		Priority:   r.Priority,
-		NotBefore:  r.NotBefore,
-		CreatedAt:  r.CreatedAt,
-		UpdatedAt:  r.CreatedAt,
-		CreatedLSN: lsn,
-		State:      Waiting,
-		cur:        -1,
-		heapIdx:    -1,
-	}
-	t.LSNs = ownLSN(t)
-	qi := s.addTask(t)
-	s.counts[Waiting]++
-	qi.add(t)
-	return ""
-}
-
-func (s *State) applyGranted(lsn uint64, r *LeaseGranted) string {
-	t := s.Task(r.TaskID)
-	switch {
-	case t == nil:
-		return "task does not exist"
-	case !t.Schedulable():
-		return fmt.Sprintf("task is %s and cannot be leased", t.State)
-	case t.State == Waiting && t.NotBefore > r.GrantedAt:
-		return fmt.Sprintf("task is not schedulable before %s", t.NotBefore)
-	case r.Attempt != t.Attempt+1:
-		return fmt.Sprintf("attempt %d does not follow attempt %d", r.Attempt, t.Attempt)
-	case r.LeaseID == "":
-		return "lease id is empty"
-	case s.byLease(r.LeaseID) != nil:
-		return fmt.Sprintf("lease id %q is already in use", r.LeaseID)
-	case r.LeaseExpiry <= r.GrantedAt:
-		return "lease expiry is not after the grant"
-	}
-	s.queue(t).remove(t)
-	t.Executions = append(t.Executions, Execution{
-		Attempt:     r.Attempt,
-		LeaseID:     r.LeaseID,
-		WorkerID:    r.WorkerID,
-		Status:      ExecLeased,
-		Finalize:    t.State == Committed,
-		LeasedAt:    r.GrantedAt,
-		LeaseExpiry: r.LeaseExpiry,
-	})
-	t.cur = int32(len(t.Executions) - 1)
-	t.Attempt = r.Attempt
-	if t.State == Waiting {
-		s.transition(t, Leased)
-	}
-	s.leases.add(hashString(r.LeaseID), t)
-	heap.Push(&s.expiry, t)
-	touch(t, lsn, r.GrantedAt)
-	return ""
-}
-
-func (s *State) applyExtended(lsn uint64, r *LeaseExtended) string {
-	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
-	switch {
-	case cur == nil:
-		return why
-	case r.At >= cur.LeaseExpiry:
-		return "lease expired before the extension"
-	case r.NewLeaseExpiry <= cur.LeaseExpiry:
-		return "new expiry is not after the current expiry"
-	}
-	cur.LeaseExpiry = r.NewLeaseExpiry
-	heap.Fix(&s.expiry, int(t.heapIdx))
-	touch(t, lsn, r.At)
-	return ""
-}
-
-func (s *State) applyExpired(lsn uint64, r *LeaseExpired) string {
-	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
-	switch {
-	case cur == nil:
-		return why
-	case r.At < cur.LeaseExpiry:
-		return fmt.Sprintf("lease is not expired at %s (expiry %s)", r.At, cur.LeaseExpiry)
-	}
-	if cur.Status != ExecCommitted {
-		cur.Status = ExecAborted
-		cur.Reason = ReasonLeaseExpired
-		cur.FinishedAt = r.At
-	}
-	s.dropLease(t)
-	touch(t, lsn, r.At)
-	switch {
-	case t.State == Committed:
-		s.queue(t).add(t) // offered again, only to be finalised
-	case t.Attempt < t.Retry.MaxAttempts:
-		t.NotBefore = r.RetryAt
-		s.transition(t, Waiting)
-		s.queue(t).add(t)
-	default:
-		t.FailureReason = fmt.Sprintf("lease expired on the last attempt (%d of %d)", t.Attempt, t.Retry.MaxAttempts)
-		s.transition(t, Failed)
-	}
-	return ""
-}
-
-func (s *State) applyStarted(lsn uint64, r *ExecutionStarted) string {
-	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
-	switch {
-	case cur == nil:
-		return why
-	case r.At >= cur.LeaseExpiry:
-		return "lease expired before the start"
-	case cur.Status != ExecLeased:
-		return fmt.Sprintf("execution is %s, not LEASED", cur.Status)
-	}
-	cur.Status = ExecInProgress
-	cur.StartedAt = r.At
-	touch(t, lsn, r.At)
-	return ""
-}
-
-func (s *State) applyCommitted(lsn uint64, r *TaskCommitted) string {
-	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
-	switch {
-	case cur == nil:
-		return why
-	case t.State != Leased || t.CommittedBy != "":
-		return fmt.Sprintf("task is %s and already committed by lease %q", t.State, t.CommittedBy)
-	case r.At >= cur.LeaseExpiry:
-		return "lease expired before the commit"
-	}
-	cur.Status = ExecCommitted
-	cur.CommittedAt = r.At
-	t.CommittedBy = r.LeaseID
-	t.Result = r.Result
-	s.transition(t, Committed)
-	touch(t, lsn, r.At)
-	return ""
-}
-
-func (s *State) applyCompleted(lsn uint64, r *TaskCompleted) string {
-	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
-	switch {
-	case cur == nil:
-		return why
-	case t.State != Leased && t.State != Committed:
-		return fmt.Sprintf("task is %s", t.State)
-	case r.At >= cur.LeaseExpiry:
-		return "lease expired before the completion"
-	}
-	if t.State == Leased {
-		// Commit and done in one record.
-		cur.CommittedAt = r.At
-		t.CommittedBy = r.LeaseID
-		t.Result = r.Result
-	}
-	cur.Status = ExecDone
-	cur.FinishedAt = r.At
-	s.dropLease(t)
-	s.transition(t, Completed)
-	touch(t, lsn, r.At)
-	return ""
-}
-
-func (s *State) applyFailed(lsn uint64, r *TaskFailed) string {
-	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
-	switch {
-	case cur == nil:
-		return why
-	case t.State != Leased:
-		return fmt.Sprintf("task is %s; only an uncommitted attempt can fail", t.State)
-	}
-	cur.Status = ExecAborted
-	cur.Reason = r.Reason
-	cur.FinishedAt = r.At
-	s.dropLease(t)
-	touch(t, lsn, r.At)
-	if !r.Permanent && t.Attempt < t.Retry.MaxAttempts {
-		t.NotBefore = r.RetryAt
-		s.transition(t, Waiting)
-		s.queue(t).add(t)
-		return ""
-	}
-	t.FailureReason = r.Reason
-	s.transition(t, Failed)
-	return ""
-}
-
-func (s *State) applyCancelled(lsn uint64, r *TaskCancelled) string {
-	// No precondition: the record only documents a rejected stale action.
-	if t := s.Task(r.TaskID); t != nil {
-		touch(t, lsn, r.At)
-	}
-	return ""
-}
-
-func (s *State) applyDead(lsn uint64, r *TaskDead) string {
-	t := s.Task(r.TaskID)
-	switch {
-	case t == nil:
-		return "task does not exist"
-	case t.State.Terminal():
-		return fmt.Sprintf("task is already %s", t.State)
-	}
-	if cur := t.CurrentLease(); cur != nil {
-		if cur.Status != ExecCommitted {
-			cur.Status = ExecAborted
-			cur.Reason = "task killed"
-			cur.FinishedAt = r.At
-		}
-		s.dropLease(t)
-	} else {
-		s.queue(t).remove(t)
-	}
-	t.FailureReason = r.Reason
-	s.transition(t, Dead)
-	touch(t, lsn, r.At)
-	return ""
-}
-
-func (s *State) applyFence(r *Fence) string {
-	// The same epoch may fence again: a node restarted with its partitions
-	// still assigned to it claims them anew (the log's primary key, not the
-	// epoch, shuts out its previous incarnation).
-	if r.Epoch < s.epoch {
-		return fmt.Sprintf("fence epoch %d is below the current epoch %d", r.Epoch, s.epoch)
-	}
-	s.epoch = r.Epoch
-	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 const sec = Time(time.Second)
@@ -30,10 +31,10 @@ func run(t *testing.T, recs ...Record) *State {
 	s := New()
 	for i, r := range recs {
 		if err := s.Apply(s.LastLSN()+1, r); err != nil {
-			t.Fatalf("record %d (%s): %v", i, r.Type(), err)
+			t.Fatalf("record %d (%T): %v", i, r, err)
 		}
 		if err := s.Invariants(); err != nil {
-			t.Fatalf("after record %d (%s): %v", i, r.Type(), err)
+			t.Fatalf("after record %d (%T): %v", i, r, err)
 		}
 	}
 	return s
@@ -124,6 +125,7 @@ func TestApplyHappyPaths(t *testing.T) {
 func TestApplyPreconditions(t *testing.T) {
 	base := []Record{created("a"), granted("a", "l1", 1, 2*sec)}
 	committed := append(append([]Record{}, base...), &TaskCommitted{TaskID: "a", LeaseID: "l1", At: 3 * sec})
+	expired := append(append([]Record{}, base...), &LeaseExpired{TaskID: "a", LeaseID: "l1", At: 12 * sec, RetryAt: 13 * sec})
 	tests := []struct {
 		name   string
 		prefix []Record
@@ -157,6 +159,12 @@ func TestApplyPreconditions(t *testing.T) {
 		{"fail foreign lease", base, &TaskFailed{TaskID: "a", LeaseID: "lx", At: 4 * sec}, "not the current lease"},
 		{"kill terminal", []Record{created("a"), &TaskDead{TaskID: "a", At: 2 * sec}}, &TaskDead{TaskID: "a", At: 3 * sec}, "already DEAD"},
 		{"fence below", []Record{&Fence{Epoch: 3}}, &Fence{Epoch: 2}, "below"},
+		{"refusal of an unknown action", expired, &TaskCancelled{TaskID: "a", LeaseID: "l1", Action: lastAction + 1, At: 13 * sec}, "action 6 is unknown"},
+		{"refusal for no task", nil, &TaskCancelled{TaskID: "a", LeaseID: "l1", Action: ActionHeartbeat, At: 13 * sec}, "does not exist"},
+		{"refusal of a lease never granted", expired, &TaskCancelled{TaskID: "a", LeaseID: "lx", Action: ActionHeartbeat, At: 13 * sec}, "never the task's"},
+		{"refusal of the current lease", base, &TaskCancelled{TaskID: "a", LeaseID: "l1", Action: ActionCommit, At: 3 * sec}, "is the current lease"},
+		{"refusal recorded twice", append(append([]Record{}, expired...), &TaskCancelled{TaskID: "a", LeaseID: "l1", Action: ActionFail, At: 13 * sec}),
+			&TaskCancelled{TaskID: "a", LeaseID: "l1", Action: ActionFail, At: 14 * sec}, "already recorded"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -279,5 +287,65 @@ func TestSchedulableAfterClockJumpBack(t *testing.T) {
 	}
 	if got := s.Schedulable(q, 10*sec, 1); len(got) != 1 {
 		t.Fatal("task lost after the clock came forward again")
+	}
+}
+
+// TestRefusalIsNoUpdate: a TaskCancelled that names its action joins the
+// task's history and its lease's refused actions, but does not move
+// UpdatedAt, which retention measures from. One without an action (from an
+// older log) keeps its old meaning: it did count as an update.
+func TestRefusalIsNoUpdate(t *testing.T) {
+	s := run(t, created("a"), granted("a", "l1", 1, 2*sec),
+		&LeaseExpired{TaskID: "a", LeaseID: "l1", At: 12 * sec, RetryAt: 13 * sec},
+		granted("a", "l2", 2, 14*sec),
+		&TaskCompleted{TaskID: "a", LeaseID: "l2", At: 15 * sec},
+		&TaskCancelled{TaskID: "a", LeaseID: "l1", Reason: "heartbeat by a lease without authority", Action: ActionHeartbeat, At: 20 * sec},
+		&TaskCancelled{TaskID: "a", LeaseID: "l2", Reason: "fail by a lease without authority", Action: ActionFail, At: 21 * sec},
+		&TaskCancelled{TaskID: "a", LeaseID: "l1", Reason: "commit by a lease without authority", Action: ActionCommit, At: 22 * sec})
+	task := s.Task("a")
+	if task.UpdatedAt != 15*sec {
+		t.Errorf("UpdatedAt %v after refusals, want the completion's %v", task.UpdatedAt, Time(15*sec))
+	}
+	if want := []uint64{1, 2, 3, 4, 5, 6, 7, 8}; !reflect.DeepEqual(task.LSNs, want) {
+		t.Errorf("history %v, want %v", task.LSNs, want)
+	}
+	if got, want := task.Executions[0].Refused, ActionHeartbeat.set()|ActionCommit.set(); got != want {
+		t.Errorf("first lease's refused actions %#x, want %#x", got, want)
+	}
+	if got, want := task.Executions[1].Refused, ActionFail.set(); got != want {
+		t.Errorf("second lease's refused actions %#x, want %#x", got, want)
+	}
+
+	old := &TaskCancelled{TaskID: "a", LeaseID: "anything", Reason: "lease lost", At: 30 * sec}
+	if err := s.Apply(s.LastLSN()+1, old); err != nil {
+		t.Fatalf("a TaskCancelled without an action: %v", err)
+	}
+	if task.UpdatedAt != 30*sec || task.Executions[0].Refused != ActionHeartbeat.set()|ActionCommit.set() {
+		t.Errorf("a TaskCancelled without an action: UpdatedAt %v, refused %#x; want it to count as an update and nothing else", task.UpdatedAt, task.Executions[0].Refused)
+	}
+}
+
+func TestActionNames(t *testing.T) {
+	for a := ActionStart; a <= lastAction; a++ {
+		if got, ok := ParseAction(a.String()); !ok || got != a {
+			t.Errorf("ParseAction(%q) = %v, %v", a.String(), got, ok)
+		}
+	}
+	if _, ok := ParseAction("unknown"); ok {
+		t.Error("ParseAction accepts the unknown action")
+	}
+	if got := Action(9).String(); got != "Action(9)" {
+		t.Errorf("Action(9).String() = %q", got)
+	}
+}
+
+// TestSizes keeps the per-task memory as documented: an Execution is 96
+// bytes and a Task 288, both size classes of the allocator.
+func TestSizes(t *testing.T) {
+	if n := unsafe.Sizeof(Execution{}); n != 96 {
+		t.Errorf("Execution is %d bytes, want 96", n)
+	}
+	if n := unsafe.Sizeof(Task{}); n != 288 {
+		t.Errorf("Task is %d bytes, want 288", n)
 	}
 }

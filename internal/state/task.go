@@ -61,14 +61,18 @@ const ReasonLeaseExpired = "lease expired"
 
 // Execution is one attempt of a task under one lease.
 //
-// Its fields are ordered so that it has no padding (96 bytes, a size class).
+// Its fields are ordered so that it is 96 bytes (a size class), with the
+// small ones sharing the first word: one byte of padding is left.
 type Execution struct {
 	Attempt uint32
 	Status  ExecStatus
 	// Finalize marks a lease granted only to finalise a task that an
 	// earlier attempt committed: its worker re-applies the idempotent
 	// effect and completes; it never re-executes the work.
-	Finalize    bool
+	Finalize bool
+	// Refused holds the actions of this lease whose refusal a TaskCancelled
+	// recorded, once the lease had lost authority: each is recorded once.
+	Refused     ActionSet
 	LeaseID     string
 	WorkerID    string
 	LeasedAt    Time
@@ -120,6 +124,17 @@ type Task struct {
 	// heapIdx is the task's position in whichever heap holds it (queue
 	// ready/delayed heap while schedulable, expiry heap while leased).
 	heapIdx int32
+}
+
+// ExecutionOf returns the execution under lease leaseID, or nil if the
+// task never had that lease.
+func (t *Task) ExecutionOf(leaseID string) *Execution {
+	for i := range t.Executions {
+		if t.Executions[i].LeaseID == leaseID {
+			return &t.Executions[i]
+		}
+	}
+	return nil
 }
 
 // CurrentLease returns the execution that holds the current lease, or nil.

@@ -109,7 +109,7 @@ func fence(t *testing.T, epoch uint64, node string) wal.Entry {
 func payloads(n int, tag string) []wal.Entry {
 	es := make([]wal.Entry, n)
 	for i := range es {
-		es[i] = wal.Entry{Type: uint16(state.TypeTaskCreated), Payload: fmt.Appendf(nil, "%s-%d", tag, i)}
+		es[i] = wal.Entry{Type: uint16(record.TypeTaskCreated), Payload: fmt.Appendf(nil, "%s-%d", tag, i)}
 	}
 	return es
 }
@@ -182,10 +182,10 @@ func TestHandoverFencesPreviousOwner(t *testing.T) {
 	}
 	// A's acknowledged records and B's fence, nothing else.
 	rows := replayAll(t, b)
-	if len(rows) != int(fenceLSN) || rows[fenceLSN-1].typ != uint16(state.TypeFence) {
+	if len(rows) != int(fenceLSN) || rows[fenceLSN-1].typ != uint16(record.TypeFence) {
 		t.Fatalf("log after the handover: %+v", rows)
 	}
-	r, err := record.Decode(state.TypeFence, []byte(rows[fenceLSN-1].val))
+	r, err := record.Decode(record.TypeFence, []byte(rows[fenceLSN-1].val))
 	if err != nil || r.(*state.Fence).Epoch != epochB || r.(*state.Fence).NodeID != "node-b" {
 		t.Fatalf("fence record = %+v, %v", r, err)
 	}

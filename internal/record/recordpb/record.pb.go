@@ -14,8 +14,8 @@
 //     must give its zero value the meaning of "what old records meant".
 //   - A message is never renamed or removed while a released log may hold it.
 //     The record type number that selects a message lives in the WAL frame
-//     (state.RecordType in internal/state/record.go), not here, and is
-//     equally forever.
+//     (record.Type, in the registry of internal/record/registry.go), not
+//     here, and is equally forever.
 //   - A change that old readers cannot ignore bumps FormatVersion.
 //
 // Units: an instant is sfixed64 Unix nanoseconds (`*_unix_nanos`, 0 means
@@ -96,6 +96,67 @@ func (x FormatVersion) Number() protoreflect.EnumNumber {
 // Deprecated: Use FormatVersion.Descriptor instead.
 func (FormatVersion) EnumDescriptor() ([]byte, []int) {
 	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{0}
+}
+
+// LeaseAction is a lease holder's action, as TaskCancelled names the one
+// it refused. Go: state.Action; the numbers are the same.
+type LeaseAction int32
+
+const (
+	// Not recorded: a TaskCancelled written before the field existed.
+	LeaseAction_LEASE_ACTION_UNSPECIFIED LeaseAction = 0
+	LeaseAction_LEASE_ACTION_START       LeaseAction = 1
+	LeaseAction_LEASE_ACTION_HEARTBEAT   LeaseAction = 2
+	LeaseAction_LEASE_ACTION_COMMIT      LeaseAction = 3
+	LeaseAction_LEASE_ACTION_COMPLETE    LeaseAction = 4
+	LeaseAction_LEASE_ACTION_FAIL        LeaseAction = 5
+)
+
+// Enum value maps for LeaseAction.
+var (
+	LeaseAction_name = map[int32]string{
+		0: "LEASE_ACTION_UNSPECIFIED",
+		1: "LEASE_ACTION_START",
+		2: "LEASE_ACTION_HEARTBEAT",
+		3: "LEASE_ACTION_COMMIT",
+		4: "LEASE_ACTION_COMPLETE",
+		5: "LEASE_ACTION_FAIL",
+	}
+	LeaseAction_value = map[string]int32{
+		"LEASE_ACTION_UNSPECIFIED": 0,
+		"LEASE_ACTION_START":       1,
+		"LEASE_ACTION_HEARTBEAT":   2,
+		"LEASE_ACTION_COMMIT":      3,
+		"LEASE_ACTION_COMPLETE":    4,
+		"LEASE_ACTION_FAIL":        5,
+	}
+)
+
+func (x LeaseAction) Enum() *LeaseAction {
+	p := new(LeaseAction)
+	*p = x
+	return p
+}
+
+func (x LeaseAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LeaseAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_tenure_record_v1_record_proto_enumTypes[1].Descriptor()
+}
+
+func (LeaseAction) Type() protoreflect.EnumType {
+	return &file_tenure_record_v1_record_proto_enumTypes[1]
+}
+
+func (x LeaseAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LeaseAction.Descriptor instead.
+func (LeaseAction) EnumDescriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{1}
 }
 
 // RetryPolicy mirrors state.RetryPolicy.
@@ -803,14 +864,19 @@ func (x *TaskFailed) GetAtUnixNanos() int64 {
 	return 0
 }
 
-// TaskCancelled (record type 9) records an action rejected because its lease
-// had lost authority. It changes no task state.
+// TaskCancelled (record type 9) records an action refused because its lease
+// had lost authority: a former lease of the task, at most once per lease and
+// action. It changes no task state and does not count as an update of the
+// task (retention does not wait for it). A record without an action (written
+// before the field existed) keeps its old meaning: it counted as an update.
 type TaskCancelled struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	LeaseId       string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	AtUnixNanos   int64                  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TaskId      string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	LeaseId     string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Reason      string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixNanos int64                  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	// The refused action.
+	Action        LeaseAction `protobuf:"varint,5,opt,name=action,proto3,enum=tenure.record.v1.LeaseAction" json:"action,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -871,6 +937,13 @@ func (x *TaskCancelled) GetAtUnixNanos() int64 {
 		return x.AtUnixNanos
 	}
 	return 0
+}
+
+func (x *TaskCancelled) GetAction() LeaseAction {
+	if x != nil {
+		return x.Action
+	}
+	return LeaseAction_LEASE_ACTION_UNSPECIFIED
 }
 
 // TaskDead (record type 10) kills a task that is not yet terminal.
@@ -1115,12 +1188,13 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12-\n" +
 	"\x13retry_at_unix_nanos\x18\x04 \x01(\x10R\x10retryAtUnixNanos\x12\x1c\n" +
 	"\tpermanent\x18\x05 \x01(\bR\tpermanent\x12\"\n" +
-	"\rat_unix_nanos\x18\x06 \x01(\x10R\vatUnixNanos\"\x7f\n" +
+	"\rat_unix_nanos\x18\x06 \x01(\x10R\vatUnixNanos\"\xb6\x01\n" +
 	"\rTaskCancelled\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\"\n" +
-	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"_\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\x125\n" +
+	"\x06action\x18\x05 \x01(\x0e2\x1d.tenure.record.v1.LeaseActionR\x06action\"_\n" +
 	"\bTaskDead\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\"\n" +
@@ -1134,7 +1208,14 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\rat_unix_nanos\x18\x02 \x01(\x10R\vatUnixNanos*E\n" +
 	"\rFormatVersion\x12\x1e\n" +
 	"\x1aFORMAT_VERSION_UNSPECIFIED\x10\x00\x12\x14\n" +
-	"\x10FORMAT_VERSION_1\x10\x01B>Z<github.com/tenurehq/tenure/internal/record/recordpb;recordpbb\x06proto3"
+	"\x10FORMAT_VERSION_1\x10\x01*\xaa\x01\n" +
+	"\vLeaseAction\x12\x1c\n" +
+	"\x18LEASE_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12LEASE_ACTION_START\x10\x01\x12\x1a\n" +
+	"\x16LEASE_ACTION_HEARTBEAT\x10\x02\x12\x17\n" +
+	"\x13LEASE_ACTION_COMMIT\x10\x03\x12\x19\n" +
+	"\x15LEASE_ACTION_COMPLETE\x10\x04\x12\x15\n" +
+	"\x11LEASE_ACTION_FAIL\x10\x05B>Z<github.com/tenurehq/tenure/internal/record/recordpb;recordpbb\x06proto3"
 
 var (
 	file_tenure_record_v1_record_proto_rawDescOnce sync.Once
@@ -1148,31 +1229,33 @@ func file_tenure_record_v1_record_proto_rawDescGZIP() []byte {
 	return file_tenure_record_v1_record_proto_rawDescData
 }
 
-var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_tenure_record_v1_record_proto_goTypes = []any{
 	(FormatVersion)(0),       // 0: tenure.record.v1.FormatVersion
-	(*RetryPolicy)(nil),      // 1: tenure.record.v1.RetryPolicy
-	(*TaskCreated)(nil),      // 2: tenure.record.v1.TaskCreated
-	(*LeaseGranted)(nil),     // 3: tenure.record.v1.LeaseGranted
-	(*LeaseExtended)(nil),    // 4: tenure.record.v1.LeaseExtended
-	(*LeaseExpired)(nil),     // 5: tenure.record.v1.LeaseExpired
-	(*ExecutionStarted)(nil), // 6: tenure.record.v1.ExecutionStarted
-	(*TaskCommitted)(nil),    // 7: tenure.record.v1.TaskCommitted
-	(*TaskCompleted)(nil),    // 8: tenure.record.v1.TaskCompleted
-	(*TaskFailed)(nil),       // 9: tenure.record.v1.TaskFailed
-	(*TaskCancelled)(nil),    // 10: tenure.record.v1.TaskCancelled
-	(*TaskDead)(nil),         // 11: tenure.record.v1.TaskDead
-	(*Fence)(nil),            // 12: tenure.record.v1.Fence
-	(*TasksPurged)(nil),      // 13: tenure.record.v1.TasksPurged
+	(LeaseAction)(0),         // 1: tenure.record.v1.LeaseAction
+	(*RetryPolicy)(nil),      // 2: tenure.record.v1.RetryPolicy
+	(*TaskCreated)(nil),      // 3: tenure.record.v1.TaskCreated
+	(*LeaseGranted)(nil),     // 4: tenure.record.v1.LeaseGranted
+	(*LeaseExtended)(nil),    // 5: tenure.record.v1.LeaseExtended
+	(*LeaseExpired)(nil),     // 6: tenure.record.v1.LeaseExpired
+	(*ExecutionStarted)(nil), // 7: tenure.record.v1.ExecutionStarted
+	(*TaskCommitted)(nil),    // 8: tenure.record.v1.TaskCommitted
+	(*TaskCompleted)(nil),    // 9: tenure.record.v1.TaskCompleted
+	(*TaskFailed)(nil),       // 10: tenure.record.v1.TaskFailed
+	(*TaskCancelled)(nil),    // 11: tenure.record.v1.TaskCancelled
+	(*TaskDead)(nil),         // 12: tenure.record.v1.TaskDead
+	(*Fence)(nil),            // 13: tenure.record.v1.Fence
+	(*TasksPurged)(nil),      // 14: tenure.record.v1.TasksPurged
 }
 var file_tenure_record_v1_record_proto_depIdxs = []int32{
-	1, // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	2, // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
+	1, // 1: tenure.record.v1.TaskCancelled.action:type_name -> tenure.record.v1.LeaseAction
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_tenure_record_v1_record_proto_init() }
@@ -1185,7 +1268,7 @@ func file_tenure_record_v1_record_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_record_v1_record_proto_rawDesc), len(file_tenure_record_v1_record_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,

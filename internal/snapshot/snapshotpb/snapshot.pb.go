@@ -241,9 +241,14 @@ type ExecutionSnapshot struct {
 	CommittedAtUnixNanos int64 `protobuf:"fixed64,9,opt,name=committed_at_unix_nanos,json=committedAtUnixNanos,proto3" json:"committed_at_unix_nanos,omitempty"`
 	FinishedAtUnixNanos  int64 `protobuf:"fixed64,10,opt,name=finished_at_unix_nanos,json=finishedAtUnixNanos,proto3" json:"finished_at_unix_nanos,omitempty"`
 	// Why the execution was aborted, if it was.
-	Reason        string `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Reason string `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The actions of this lease whose refusal a TaskCancelled recorded: bit n
+	// is tenure.record.v1.LeaseAction n (state.ActionSet). 0 in snapshots
+	// written before the field existed, which is what their TaskCancelled
+	// records (all without an action) amount to.
+	RefusedActions uint32 `protobuf:"varint,12,opt,name=refused_actions,json=refusedActions,proto3" json:"refused_actions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ExecutionSnapshot) Reset() {
@@ -351,6 +356,13 @@ func (x *ExecutionSnapshot) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *ExecutionSnapshot) GetRefusedActions() uint32 {
+	if x != nil {
+		return x.RefusedActions
+	}
+	return 0
 }
 
 // TaskSnapshot mirrors state.Task, every field of it.
@@ -611,7 +623,7 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x11max_backoff_nanos\x18\x03 \x01(\x03R\x0fmaxBackoffNanos\x12\x1e\n" +
 	"\n" +
 	"multiplier\x18\x04 \x01(\x01R\n" +
-	"multiplier\"\xdd\x03\n" +
+	"multiplier\"\x86\x04\n" +
 	"\x11ExecutionSnapshot\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\rR\aattempt\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +
@@ -624,7 +636,8 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x17committed_at_unix_nanos\x18\t \x01(\x10R\x14committedAtUnixNanos\x123\n" +
 	"\x16finished_at_unix_nanos\x18\n" +
 	" \x01(\x10R\x13finishedAtUnixNanos\x12\x16\n" +
-	"\x06reason\x18\v \x01(\tR\x06reason\"\x95\x06\n" +
+	"\x06reason\x18\v \x01(\tR\x06reason\x12'\n" +
+	"\x0frefused_actions\x18\f \x01(\rR\x0erefusedActions\"\x95\x06\n" +
 	"\fTaskSnapshot\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +

@@ -117,11 +117,18 @@ func (g *Gen) Next(s *state.State) state.Record {
 			}
 		case 13:
 			t := all[g.rng.IntN(len(all))]
-			if g.rng.IntN(2) == 0 {
+			switch g.rng.IntN(4) {
+			case 0:
+				// As written before refusals named their action.
 				return &state.TaskCancelled{TaskID: t.ID, LeaseID: "stale", Reason: "lease lost", At: g.now}
-			}
-			if !t.State.Terminal() {
-				return &state.TaskDead{TaskID: t.ID, Reason: "killed", At: g.now}
+			case 1:
+				if r := g.refusal(t); r != nil {
+					return r
+				}
+			default:
+				if !t.State.Terminal() {
+					return &state.TaskDead{TaskID: t.ID, Reason: "killed", At: g.now}
+				}
 			}
 		case 14:
 			if g.rng.IntN(4) == 0 {
@@ -133,6 +140,29 @@ func (g *Gen) Next(s *state.State) state.Record {
 			}
 		}
 	}
+}
+
+// refusal returns the TaskCancelled of a refused action by a former lease of
+// t that has not been recorded for that lease yet, or nil if there is none.
+func (g *Gen) refusal(t *state.Task) *state.TaskCancelled {
+	var c []state.TaskCancelled
+	for i := range t.Executions {
+		e := &t.Executions[i]
+		if e == t.CurrentLease() {
+			continue
+		}
+		for a := state.ActionStart; a <= state.ActionFail; a++ {
+			if !e.Refused.Has(a) {
+				c = append(c, state.TaskCancelled{TaskID: t.ID, LeaseID: e.LeaseID, Action: a})
+			}
+		}
+	}
+	if len(c) == 0 {
+		return nil
+	}
+	r := c[g.rng.IntN(len(c))]
+	r.Reason, r.At = r.Action.String()+" by a lease without authority", g.now
+	return &r
 }
 
 func (g *Gen) id(prefix string) string {

@@ -2,9 +2,25 @@ package state
 
 import "fmt"
 
-// applyPurged drops every terminal task last updated before r.Before. It is
+// TasksPurged removes every terminal (COMPLETED, FAILED or DEAD) task whose
+// UpdatedAt is before Before: from the task table, from the request-id index
+// (so its request id may be used again) and from the creation order. Tasks
+// that are not terminal are never touched. Retention is a record, not a side
+// effect of snapshotting, because it changes behaviour (request-id
+// deduplication): a replay of the full log must drop the same tasks at the
+// same point. The coordinator appends one before each snapshot.
+type TasksPurged struct {
+	// Before is the cut-off: the coordinator's clock minus the retention
+	// period when it decided the purge.
+	Before Time
+	At     Time
+}
+
+func (*TasksPurged) Task() string { return "" }
+
+// apply drops every terminal task last updated before r.Before. It is
 // O(tasks): a purge runs once per snapshot, which is O(tasks) anyway.
-func (s *State) applyPurged(r *TasksPurged) string {
+func (r *TasksPurged) apply(s *State, _ uint64) string {
 	if r.Before > r.At {
 		return fmt.Sprintf("purge cut-off %s is after the purge time %s", r.Before, r.At)
 	}

@@ -1,0 +1,85 @@
+package record
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+)
+
+// fill sets every field of the struct that v points to, nested structs
+// included, to a non-zero value that no other field of it holds, so that a
+// conversion that drops a field or swaps two shows in a round trip.
+//
+// The values are part of testdata/encoding.golden: a change to them fails
+// TestGoldenEncoding for every line already there.
+func fill(t testing.TB, v reflect.Value) {
+	t.Helper()
+	n := 0
+	var walk func(v reflect.Value, path, name string)
+	walk = func(v reflect.Value, path, name string) {
+		if v.Kind() == reflect.Struct {
+			for i := range v.NumField() {
+				f := v.Type().Field(i)
+				walk(v.Field(i), path+"."+f.Name, f.Name)
+			}
+			return
+		}
+		if !v.CanSet() {
+			t.Fatalf("fill: %s is unexported: records hold exported fields only", path)
+		}
+		n++
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString(fmt.Sprintf("%s-%d", name, n))
+		case reflect.Slice:
+			if v.Type().Elem().Kind() != reflect.Uint8 {
+				t.Fatalf("fill: %s is a %s: teach fill to set it", path, v.Type())
+			}
+			v.SetBytes([]byte{byte(n), 0, 0xff})
+		case reflect.Bool:
+			v.SetBool(true)
+		case reflect.Int64:
+			// An instant in 2023 (or as many nanoseconds): all 8 bytes in use.
+			v.SetInt(1_700_000_000_000_000_000 + int64(n)*1_000_003)
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32:
+			v.SetInt(-int64(n)) // negative: exercises zigzag encodings
+		case reflect.Uint64:
+			v.SetUint(1<<40 + uint64(n))
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32:
+			v.SetUint(uint64(n))
+		case reflect.Float32, reflect.Float64:
+			v.SetFloat(float64(n) + 0.25)
+		default:
+			t.Fatalf("fill: %s has kind %s: teach fill to set it", path, v.Kind())
+		}
+	}
+	v = v.Elem()
+	walk(v, v.Type().Name(), v.Type().Name())
+}
+
+// fieldDiff is one field in which two records differ.
+type fieldDiff struct {
+	path      string // Type.Field.Sub
+	got, want any
+	gotZero   bool // got holds the field's zero value
+}
+
+func (d fieldDiff) String() string {
+	return fmt.Sprintf("%s: got %#v, want %#v", d.path, d.got, d.want)
+}
+
+// diffFields lists the fields in which got and want, two values of one
+// struct type, differ.
+func diffFields(got, want reflect.Value, path string) []fieldDiff {
+	if want.Kind() == reflect.Struct {
+		var out []fieldDiff
+		for i := range want.NumField() {
+			out = append(out, diffFields(got.Field(i), want.Field(i), path+"."+want.Type().Field(i).Name)...)
+		}
+		return out
+	}
+	if !reflect.DeepEqual(got.Interface(), want.Interface()) {
+		return []fieldDiff{{path: path, got: got.Interface(), want: want.Interface(), gotZero: got.IsZero()}}
+	}
+	return nil
+}

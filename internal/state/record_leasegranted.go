@@ -1,0 +1,58 @@
+package state
+
+import (
+	"container/heap"
+	"fmt"
+)
+
+// LeaseGranted gives attempt Attempt of a task to a worker until LeaseExpiry.
+// It is the only way a task becomes owned.
+type LeaseGranted struct {
+	TaskID      string
+	LeaseID     string
+	WorkerID    string
+	Attempt     uint32
+	LeaseExpiry Time
+	GrantedAt   Time
+}
+
+func (r *LeaseGranted) Task() string { return r.TaskID }
+
+func (r *LeaseGranted) apply(s *State, lsn uint64) string {
+	t := s.Task(r.TaskID)
+	switch {
+	case t == nil:
+		return "task does not exist"
+	case !t.Schedulable():
+		return fmt.Sprintf("task is %s and cannot be leased", t.State)
+	case t.State == Waiting && t.NotBefore > r.GrantedAt:
+		return fmt.Sprintf("task is not schedulable before %s", t.NotBefore)
+	case r.Attempt != t.Attempt+1:
+		return fmt.Sprintf("attempt %d does not follow attempt %d", r.Attempt, t.Attempt)
+	case r.LeaseID == "":
+		return "lease id is empty"
+	case s.byLease(r.LeaseID) != nil:
+		return fmt.Sprintf("lease id %q is already in use", r.LeaseID)
+	case r.LeaseExpiry <= r.GrantedAt:
+		return "lease expiry is not after the grant"
+	}
+	s.queue(t).remove(t)
+	t.Executions = append(t.Executions, Execution{
+		Attempt:     r.Attempt,
+		LeaseID:     r.LeaseID,
+		WorkerID:    r.WorkerID,
+		Status:      ExecLeased,
+		Finalize:    t.State == Committed,
+		LeasedAt:    r.GrantedAt,
+		LeaseExpiry: r.LeaseExpiry,
+	})
+	t.cur = int32(len(t.Executions) - 1)
+	t.Attempt = r.Attempt
+	if t.State == Waiting {
+		s.transition(t, Leased)
+	}
+	s.leases.add(hashString(r.LeaseID), t)
+	heap.Push(&s.expiry, t)
+	touch(t, lsn, r.GrantedAt)
+	return ""
+}

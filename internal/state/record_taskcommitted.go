@@ -1,0 +1,33 @@
+package state
+
+import "fmt"
+
+// TaskCommitted is the idempotency boundary: the first valid commit of a task
+// wins, and only its attempt may apply external effects.
+type TaskCommitted struct {
+	TaskID  string
+	LeaseID string
+	Result  []byte
+	At      Time
+}
+
+func (r *TaskCommitted) Task() string { return r.TaskID }
+
+func (r *TaskCommitted) apply(s *State, lsn uint64) string {
+	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
+	switch {
+	case cur == nil:
+		return why
+	case t.State != Leased || t.CommittedBy != "":
+		return fmt.Sprintf("task is %s and already committed by lease %q", t.State, t.CommittedBy)
+	case r.At >= cur.LeaseExpiry:
+		return "lease expired before the commit"
+	}
+	cur.Status = ExecCommitted
+	cur.CommittedAt = r.At
+	t.CommittedBy = r.LeaseID
+	t.Result = r.Result
+	s.transition(t, Committed)
+	touch(t, lsn, r.At)
+	return ""
+}

@@ -1,0 +1,70 @@
+package state
+
+import (
+	"fmt"
+	"time"
+)
+
+// TaskCreated introduces a task; it enters WAITING with attempt 0.
+type TaskCreated struct {
+	TaskID    string
+	Namespace string
+	Queue     string
+	Payload   []byte
+	// ExecutionWindow is the lease duration granted per attempt and per
+	// heartbeat.
+	ExecutionWindow time.Duration
+	Retry           RetryPolicy
+	// RequestID, when set, makes the submission idempotent within the
+	// namespace.
+	RequestID string
+	// NotBefore is the earliest time the task may be leased (0: at once).
+	NotBefore Time
+	// Priority orders leasing within a queue: higher first.
+	Priority  int32
+	CreatedAt Time
+}
+
+func (r *TaskCreated) Task() string { return r.TaskID }
+
+func (r *TaskCreated) apply(s *State, lsn uint64) string {
+	switch {
+	case r.TaskID == "":
+		return "task id is empty"
+	case s.Task(r.TaskID) != nil:
+		return "task id already exists"
+	case r.Namespace == "" || r.Queue == "":
+		return "namespace and queue must be set"
+	case r.ExecutionWindow <= 0:
+		return "execution window must be positive"
+	case r.Retry.MaxAttempts < 1:
+		return "retry policy needs at least one attempt"
+	case !(r.Retry.Multiplier >= 1) || r.Retry.InitialBackoff < 0 || r.Retry.MaxBackoff < r.Retry.InitialBackoff:
+		return fmt.Sprintf("retry policy %+v is invalid (multiplier >= 1, 0 <= initial <= max backoff)", r.Retry)
+	}
+	if r.RequestID != "" && s.ByRequest(r.Namespace, r.RequestID) != nil {
+		return fmt.Sprintf("request id %q already used in namespace %q", r.RequestID, r.Namespace)
+	}
+	t := &Task{
+		ID:         r.TaskID,
+		Namespace:  r.Namespace,
+		Queue:      r.Queue,
+		Payload:    r.Payload,
+		Window:     r.ExecutionWindow,
+		Retry:      r.Retry,
+		RequestID:  r.RequestID,
+		Priority:   r.Priority,
+		NotBefore:  r.NotBefore,
+		CreatedAt:  r.CreatedAt,
+		UpdatedAt:  r.CreatedAt,
+		CreatedLSN: lsn,
+		State:      Waiting,
+		cur:        -1,
+		heapIdx:    -1,
+	}
+	t.LSNs = ownLSN(t)
+	qi := s.addTask(t)
+	s.counts[Waiting]++
+	qi.add(t)
+	return ""
+}
