@@ -1,6 +1,6 @@
 package main
 
-// Linearizability of the real server across kill -9 (issue 5, item 6):
+// Linearizability of the real server across kill -9:
 // concurrent clients and workers over HTTP/JSON and gRPC call `tenure
 // server`, which is killed with SIGKILL in the middle of the history and
 // restarted on the same data directory, three times. Every call is

@@ -168,7 +168,7 @@ type Config struct {
 	TaskIDSuffix string
 	// Fence, if set, is appended as the first record after replay (before
 	// expiring past-due leases): cluster mode's new owner of a partition
-	// claims its epoch this way (DESIGN.md §6).
+	// claims its epoch this way (docs/cluster.md, "Fencing").
 	Fence *Fence
 	// AcceptLostRecords is read by Recover only. When a snapshot that
 	// verifies ends after the log's last record, acknowledged records are

@@ -1,6 +1,6 @@
 package coordinator_test
 
-// Fault-injection acceptance tests (issue 5): the coordinator over a WAL on
+// Fault-injection acceptance tests: the coordinator over a WAL on
 // the in-memory disk of package faultfs, with a fake clock and seeded ids.
 // A write or fsync failure stops it (ErrUnavailable) without acknowledging
 // anything more; ENOSPC is refused with a message about disk space; and a

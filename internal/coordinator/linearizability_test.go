@@ -1,6 +1,6 @@
 package coordinator
 
-// Linearizability (issue 5, item 6): concurrent clients and workers, each a
+// Linearizability: concurrent clients and workers, each a
 // goroutine, call one coordinator on the WAL over the fault-injecting disk
 // while the power is cut under them and the coordinator is reopened from
 // what survived; every call is recorded with its invoke and return times

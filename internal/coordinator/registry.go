@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// registry is the WorkerRegistry of seed 001 §2.3: soft state about workers
+// registry is the coordinator's worker registry: soft state about workers
 // (last contact, leases held, advertised capacity). It is advisory only,
 // never enters the log, starts empty after a restart and is rebuilt as
 // workers call in. Guarded by the coordinator's mutex.

@@ -1,6 +1,6 @@
 package coordinator
 
-// Deterministic simulation (issue 5, item 5): one coordinator on the
+// Deterministic simulation: one coordinator on the
 // fault-injecting disk of package faultfs, a fake clock, seeded ids, and
 // simulated clients and workers, all driven by one seed.
 //
@@ -37,7 +37,8 @@ package coordinator
 // record; no lease acts after its expiry, and none whose expiry the clock
 // never reached is refused as lost (time only revokes); no task has two
 // winning commits; an effect is applied only by the attempt whose commit
-// won or by a finalisation carrying that commit's result (FM_001). After
+// won or by a finalisation carrying that commit's result (no duplicate
+// effect: docs/state-machine.md). After
 // every restart: every acknowledged operation is in the recovered state.
 // At the end: replaying the disk gives the live state, and the whole
 // history of client operations (invoke and return times, answers) is
@@ -932,15 +933,16 @@ func (s *sim) drop(h *simHeld) {
 	h.script = nil
 }
 
-// effect applies a task's external effect, keyed by the task id: FM_001 is
+// effect applies a task's external effect, keyed by the task id: a
+// duplicate execution (docs/state-machine.md) is
 // two different results applied for one task.
 func (s *sim) effect(h *simHeld, result string) {
 	id := h.l.TaskID
 	if r, ok := s.results[id]; ok && r != result {
-		s.fail("FM_001: worker %s applies result %q for task %s, but the winning commit was %q", h.worker.name, result, id, r)
+		s.fail("duplicate effect: worker %s applies result %q for task %s, but the winning commit was %q", h.worker.name, result, id, r)
 	}
 	if prev, ok := s.effects[id]; ok && prev != result {
-		s.fail("FM_001: task %s had effect %q applied, now %q by lease %s", id, prev, result, h.l.LeaseID)
+		s.fail("duplicate effect: task %s had effect %q applied, now %q by lease %s", id, prev, result, h.l.LeaseID)
 	}
 	s.effects[id] = result
 	s.stats["effects"]++

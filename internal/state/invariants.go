@@ -7,8 +7,9 @@ import (
 )
 
 // Invariants checks every invariant of the state and its derived indexes
-// (seed 000 §7, plus: a committed task never returns to waiting, and at most
-// one execution of a task commits). It returns all violations joined, or nil.
+// (docs/state-machine.md, "Invariants"; among them: a committed task never
+// returns to waiting, and at most one execution of a task commits). It
+// returns all violations joined, or nil.
 // It is O(n) and meant for tests and for `verify` tools, not the hot path.
 func (s *State) Invariants() error {
 	var errs []error

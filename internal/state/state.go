@@ -40,8 +40,8 @@ type State struct {
 	epoch   uint64
 
 	// tasks indexes every task by id, requests by namespace and request id
-	// (tasks that have one), and leases by current lease id (seed 000 §3.1
-	// leased_tasks, inverted).
+	// (tasks that have one), and leases by current lease id (the leased
+	// tasks).
 	tasks    hashIndex
 	requests hashIndex
 	leases   hashIndex

@@ -1,5 +1,7 @@
 // Package election elects tenure's cluster coordinator through one row of
-// the helix_locks table, as seed 004 specifies, with two corrections.
+// the helix_locks table (docs/cluster.md). The table and the statement are
+// the lock-table design common to Helix-style coordinators, with two
+// corrections to the usual statement.
 //
 // # The statement
 //
@@ -7,9 +9,9 @@
 // UPDATE (acquireSQL): it inserts the row, or takes it over when the lock is
 // its own or has expired, and then increments epoch. Every acquisition and
 // every renewal increments epoch, so no two confirmed holds ever share one.
-// The seed's statement is kept except for:
+// The usual statement (naiveSQL in the tests) is kept except for:
 //
-//   - (a) The seed takes the row when expires_at < VALUES(expires_at), that
+//   - (a) It takes the row when expires_at < VALUES(expires_at), that
 //     is, when the caller's new expiry is later than the holder's: any node
 //     that tries later than the holder's last renewal, or whose clock runs
 //     ahead, takes a lock that is still live. We take it only when
@@ -19,10 +21,11 @@
 //     evaluated by the server in the statement. No node's clock enters a
 //     lock time, so clock skew between nodes cannot split the brain.
 //
-// A third, smaller fix: the seed writes the expiry as NOW() + <seconds>,
+// A third, smaller fix: the usual statement writes the expiry as NOW() +
+// <seconds>,
 // which MySQL evaluates as a number (20260101120055 + 10 = 20260101120065,
 // not a time). TIMESTAMPADD adds seconds. Because expires_at is a whole-second
-// TIMESTAMP (the seed's type) and NOW() is truncated to the second, the
+// TIMESTAMP and NOW() is truncated to the second, the
 // statement adds TTL+1 seconds: the lease is never shorter than TTL from the
 // moment the statement ran, and at most one second longer.
 //

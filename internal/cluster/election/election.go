@@ -120,7 +120,7 @@ func (c Config) validate() error {
 	return nil
 }
 
-// acquireSQL is seed 004's TryUpsertLock with corrections (a) and (b) (see
+// acquireSQL is the usual lock upsert with corrections (a) and (b) (see
 // the package documentation). Arguments: lock key, owner id, lease seconds
 // (TTL+1). MySQL assigns ON DUPLICATE KEY UPDATE columns left to right and
 // later expressions see earlier assignments; once owner_id is assigned ours

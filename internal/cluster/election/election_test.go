@@ -134,9 +134,10 @@ func TestLiveLockNeverTaken(t *testing.T) {
 	}
 }
 
-// seedSQL is seed 004 §3.2's statement, verbatim but for the lock key and
-// owner placeholders and a 10-second timeout.
-const seedSQL = `INSERT INTO helix_locks (lock_key, owner_id, expires_at, epoch, status)
+// naiveSQL is the lock upsert as Helix-style lock tables usually specify
+// it, with lock key and owner placeholders and a 10-second timeout: the
+// statement the package corrects.
+const naiveSQL = `INSERT INTO helix_locks (lock_key, owner_id, expires_at, epoch, status)
     VALUES (?, ?, NOW() + 10, 1, 1)
     ON DUPLICATE KEY
         UPDATE owner_id   = IF(owner_id = VALUES(owner_id) OR expires_at < VALUES(expires_at), VALUES(owner_id), owner_id),
@@ -182,14 +183,14 @@ func TestSeedStatementTakesLiveLock(t *testing.T) {
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	a, b := pinnedConn(t, db, t0), pinnedConn(t, db, t0.Add(2*time.Second))
 
-	if _, err := a.ExecContext(ctx, seedSQL, "seed", "node-a"); err != nil {
+	if _, err := a.ExecContext(ctx, naiveSQL, "seed", "node-a"); err != nil {
 		t.Fatal(err)
 	}
 	var live bool
 	if err := b.QueryRowContext(ctx, "SELECT expires_at >= NOW(6) FROM helix_locks WHERE lock_key = 'seed'").Scan(&live); err != nil || !live {
 		t.Fatalf("node-a's lock should be live at node-b's time: live %v, %v", live, err)
 	}
-	if _, err := b.ExecContext(ctx, seedSQL, "seed", "node-b"); err != nil {
+	if _, err := b.ExecContext(ctx, naiveSQL, "seed", "node-b"); err != nil {
 		t.Fatal(err)
 	}
 	if owner, _ := ownerOf(t, db, "seed"); owner != "node-b" {
@@ -223,7 +224,7 @@ func TestSeedComparisonWithNodeClock(t *testing.T) {
 	t.Parallel()
 	_, db := clustertest.DB(t)
 	ctx := context.Background()
-	bound := strings.Replace(seedSQL, "NOW() + 10", "?", 1)
+	bound := strings.Replace(naiveSQL, "NOW() + 10", "?", 1)
 	now := time.Now().UTC()
 	if _, err := db.ExecContext(ctx, bound, "skew", "node-a", now.Add(10*time.Second)); err != nil {
 		t.Fatal(err)
@@ -252,7 +253,7 @@ func TestSeedExpiryArithmetic(t *testing.T) {
 	}
 	// In strict mode (cluster.OpenDB sets it) the seed's statement fails in
 	// the last ten seconds of every minute; without it, it stores a zero date.
-	if _, err := c.ExecContext(context.Background(), seedSQL, "arith", "node-a"); err == nil {
+	if _, err := c.ExecContext(context.Background(), naiveSQL, "arith", "node-a"); err == nil {
 		t.Fatal("the seed's statement stored NOW() + 10 at second :55; want an invalid-value error")
 	}
 }

@@ -1,5 +1,5 @@
 // Package mysqllog is one partition's write-ahead log kept in the database
-// (cluster mode, DESIGN.md §6): a coordinator.Log whose records are rows of
+// (cluster mode, docs/cluster.md): a coordinator.Log whose records are rows of
 // partition_log keyed by (partition_id, lsn), dense LSNs from 1.
 //
 // # Durability and group commit
