@@ -149,7 +149,7 @@ func TestCompleterCoalesces(t *testing.T) {
 	}
 	for i := range 10 {
 		err := answers[fmt.Sprint("t", i)]
-		if lost(i) != client.IsLeaseLost(err) || (!lost(i) && err != nil) {
+		if lost(i) != errors.Is(err, client.ErrLeaseLost) || (!lost(i) && err != nil) {
 			t.Errorf("task t%d: %v, want lease lost: %v", i, err, lost(i))
 		}
 	}
@@ -164,7 +164,7 @@ func TestCompleterFallsBack(t *testing.T) {
 	answers := <-completeAll(k, 0, 8, lost)
 	for i := range 8 {
 		err := answers[fmt.Sprint("t", i)]
-		if lost(i) != client.IsLeaseLost(err) || (!lost(i) && err != nil) {
+		if lost(i) != errors.Is(err, client.ErrLeaseLost) || (!lost(i) && err != nil) {
 			t.Errorf("task t%d: %v, want lease lost: %v", i, err, lost(i))
 		}
 	}

@@ -16,28 +16,15 @@ import (
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/client"
 )
 
-// Task is one leased attempt of a task, as the handler and Effects see it.
-// It does not change while the attempt runs (LeaseExpiry is the expiry at
-// lease time; heartbeats move the real one).
-type Task struct {
-	ID              string
-	Namespace       string
-	Queue           string
-	LeaseID         string
-	Payload         []byte
-	Attempt         uint32 // attempt number of this lease, from 1
-	LeaseExpiry     time.Time
-	ExecutionWindow time.Duration
-	// Committed marks a finalisation lease: an earlier attempt committed
-	// CommittedResult and lost its lease before completing. The handler is
-	// not run for it; Effects is, with CommittedResult.
-	Committed       bool
-	CommittedResult []byte
-}
+// Task is one leased attempt of a task, as the handler and Effects see it:
+// the client's LeasedTask, as Lease answered it. It does not change while
+// the attempt runs (LeaseExpiry is the expiry at lease time; heartbeats
+// move the real one). On a finalisation lease (Committed) the handler is
+// not run; Effects is, with CommittedResult.
+type Task = client.LeasedTask
 
 // Handler executes a task and returns its result. It must return soon
 // after ctx ends (lease lost or shutdown); its result is then discarded.
@@ -51,14 +38,11 @@ type Handler func(ctx context.Context, t *Task) (result []byte, err error)
 type Effects func(ctx context.Context, t *Task, result []byte, token FencingToken) error
 
 // FencingToken identifies the one commit of a task: the task and the
-// attempt whose commit won. On a finalisation lease Attempt is the
-// committing attempt, read from the server; if that read fails it is the
-// finalisation lease's own attempt, which is why effects should be keyed by
-// TaskID alone.
-type FencingToken struct {
-	TaskID  string
-	Attempt uint32
-}
+// attempt whose commit won (the client's FencingToken). On a finalisation
+// lease Attempt is the committing attempt, read from the server; if that
+// read fails it is the finalisation lease's own attempt, which is why
+// effects should be keyed by TaskID alone.
+type FencingToken = client.FencingToken
 
 // Options configure a Worker. The zero value works.
 type Options struct {
@@ -252,7 +236,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	var tasks sync.WaitGroup
 	w.lg.Info("worker started", "concurrency", w.opts.Concurrency)
-	runErr := w.leaseLoop(ctx, func(lt *tenurev1.LeasedTask) {
+	runErr := w.leaseLoop(ctx, func(lt *Task) {
 		tasks.Go(func() {
 			a := &attempt{}
 			defer func() { w.slots.release(a.finishing) }()
@@ -281,7 +265,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // leaseLoop leases while ctx lasts and there are free slots (in batches:
 // see slots), and hands each leased task, with its slot taken, to start. It
 // returns nil when ctx ends.
-func (w *Worker) leaseLoop(ctx context.Context, start func(*tenurev1.LeasedTask)) error {
+func (w *Worker) leaseLoop(ctx context.Context, start func(*Task)) error {
 	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
 	backoff, emptyBackoff := minBackoff, minBackoff
 	for {
@@ -311,8 +295,7 @@ func (w *Worker) leaseLoop(ctx context.Context, start func(*tenurev1.LeasedTask)
 			if ctx.Err() != nil {
 				return nil
 			}
-			switch connect.CodeOf(err) {
-			case connect.CodeInvalidArgument, connect.CodeUnimplemented, connect.CodeUnauthenticated, connect.CodePermissionDenied:
+			if rejected(err) {
 				return fmt.Errorf("worker: the server rejected the lease request, stopping: %w", err)
 			}
 			w.lg.Error("lease failed; retrying", "err", err, "in", backoff)
@@ -323,8 +306,8 @@ func (w *Worker) leaseLoop(ctx context.Context, start func(*tenurev1.LeasedTask)
 			continue
 		}
 		backoff = minBackoff
-		for _, lt := range lts {
-			start(lt)
+		for i := range lts {
+			start(&lts[i])
 		}
 		if len(lts) == 0 && time.Since(sent) < w.opts.PollWait/2 {
 			// An empty answer long before the wait ran out: the server ends
@@ -337,6 +320,17 @@ func (w *Worker) leaseLoop(ctx context.Context, start func(*tenurev1.LeasedTask)
 			emptyBackoff = minBackoff
 		}
 	}
+}
+
+// rejected reports whether a failed Lease can never succeed as it is (a bad
+// namespace or queue, an API the server lacks, no permission): retrying it
+// would only spin.
+func rejected(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnimplemented, connect.CodeUnauthenticated, connect.CodePermissionDenied:
+		return true
+	}
+	return errors.Is(err, client.ErrInvalidArgument)
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.
@@ -358,9 +352,12 @@ func reportCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 }
 
-// leaseLost reports whether err means this lease has no authority any more.
+// leaseLost reports whether err means this lease has no authority any more:
+// it is not the task's current lease, another attempt committed, the task
+// is gone, or its state allows nothing more from this attempt.
 func leaseLost(err error) bool {
-	return client.IsLeaseLost(err) || client.IsAlreadyCommitted(err) || client.IsNotFound(err)
+	return errors.Is(err, client.ErrLeaseLost) || errors.Is(err, client.ErrAlreadyCommitted) ||
+		errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrWrongState)
 }
 
 // attempt holds what runTask needs for one leased attempt, in one
@@ -374,21 +371,10 @@ type attempt struct {
 }
 
 // runTask runs one leased attempt to its end.
-func (w *Worker) runTask(hard context.Context, lt *tenurev1.LeasedTask, a *attempt) {
+func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
 	received := time.Now()
 	t := &a.task
-	*t = Task{
-		ID:              lt.GetTaskId(),
-		Namespace:       lt.GetNamespace(),
-		Queue:           lt.GetQueue(),
-		LeaseID:         lt.GetLeaseId(),
-		Payload:         lt.GetPayload(),
-		Attempt:         lt.GetAttempt(),
-		LeaseExpiry:     lt.GetLeaseExpiry().AsTime(),
-		ExecutionWindow: lt.GetExecutionWindow().AsDuration(),
-		Committed:       lt.GetCommitted(),
-		CommittedResult: lt.GetCommittedResult(),
-	}
+	*t = *lt
 	lg := &a.lg
 	lg.base, lg.t = w.lg, t
 	// ctx ends when the lease is lost (cause: errLost) or at shutdown past
@@ -442,7 +428,7 @@ func (w *Worker) runTask(hard context.Context, lt *tenurev1.LeasedTask, a *attem
 			lg.Error("reporting the handler's failure failed; the lease will expire and the task be retried", "handler_err", herr, "err", err)
 			return
 		}
-		lg.Info("task attempt failed", "err", herr, "permanent", permanent, "state", res.GetState().String())
+		lg.Info("task attempt failed", "err", herr, "permanent", permanent, "state", res.State.String())
 		return
 	}
 	if w.opts.Effects == nil {
@@ -462,7 +448,7 @@ func (w *Worker) runTask(hard context.Context, lt *tenurev1.LeasedTask, a *attem
 		lg.Error("commit failed; effects not applied (if the commit did land, a later lease applies them)", "err", err)
 		return
 	}
-	w.effectsAndComplete(ctx, a, result, FencingToken{TaskID: tok.GetTaskId(), Attempt: tok.GetAttempt()})
+	w.effectsAndComplete(ctx, a, result, tok)
 }
 
 // finishing marks a as being in its final report: the lease loop may wait
@@ -487,9 +473,9 @@ func (w *Worker) finalise(ctx context.Context, a *attempt) {
 	if task, err := w.c.GetTask(ctx, t.ID); err != nil {
 		lg.Warn("could not read the committing attempt; the fencing token carries this lease's attempt", "err", err)
 	} else {
-		for _, e := range task.GetExecutions() {
-			if e.GetCommittedAt() != nil {
-				tok.Attempt = e.GetAttempt()
+		for _, e := range task.Executions {
+			if !e.CommittedAt.IsZero() {
+				tok.Attempt = e.Attempt
 				break
 			}
 		}

@@ -17,7 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/server"
@@ -446,15 +445,15 @@ func (r *runner) submit(ctx context.Context) {
 	wg.Wait()
 }
 
-// submitOnce submits reqs in one call (Submit for one task, SubmitBatch
-// answered with ids only otherwise) and reports whether any was a
+// submitOnce submits reqs in one call (Submit for one task, SubmitBatch,
+// answered with ids only, otherwise) and reports whether any was a
 // duplicate.
 func submitOnce(ctx context.Context, c *client.Client, reqs []client.SubmitRequest) (dup bool, err error) {
 	if len(reqs) == 1 {
 		res, err := c.Submit(ctx, reqs[0])
 		return res.Duplicate, err
 	}
-	res, err := c.SubmitBatchIDs(ctx, reqs)
+	res, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: reqs})
 	for _, s := range res {
 		dup = dup || s.Duplicate
 	}
@@ -579,17 +578,17 @@ func (r *runner) rawWorker(ctx, wctx context.Context, c *client.Client, id strin
 
 // complete completes lts: with one Complete call when there is one task
 // and CompleteBatch is 1, else with one CompleteBatch call.
-func (r *runner) complete(ctx context.Context, c *client.Client, lts []*tenurev1.LeasedTask) error {
+func (r *runner) complete(ctx context.Context, c *client.Client, lts []client.LeasedTask) error {
 	if r.cfg.CompleteBatch == 1 {
-		lt := lts[0]
-		if err := c.Complete(ctx, lt.GetTaskId(), lt.GetLeaseId(), nil); err != nil {
-			return fmt.Errorf("completing task %s: %w", lt.GetTaskId(), err)
+		lt := &lts[0]
+		if err := c.Complete(ctx, lt.ID, lt.LeaseID, nil); err != nil {
+			return fmt.Errorf("completing task %s: %w", lt.ID, err)
 		}
 		return nil
 	}
 	items := make([]client.CompleteItem, len(lts))
-	for i, lt := range lts {
-		items[i] = client.CompleteItem{TaskID: lt.GetTaskId(), LeaseID: lt.GetLeaseId()}
+	for i := range lts {
+		items[i] = client.CompleteItem{TaskID: lts[i].ID, LeaseID: lts[i].LeaseID}
 	}
 	errs, err := c.CompleteBatch(ctx, items)
 	if err != nil {
@@ -597,7 +596,7 @@ func (r *runner) complete(ctx context.Context, c *client.Client, lts []*tenurev1
 	}
 	for i, err := range errs {
 		if err != nil {
-			return fmt.Errorf("completing task %s: %w", lts[i].GetTaskId(), err)
+			return fmt.Errorf("completing task %s: %w", lts[i].ID, err)
 		}
 	}
 	return nil

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/client"
 )
 
@@ -79,7 +78,7 @@ func (r *runner) probe(ctx context.Context) (*Probe, error) {
 
 	type leased struct {
 		at  time.Time
-		lts []*tenurev1.LeasedTask
+		lts []client.LeasedTask
 		err error
 	}
 	for i := range ds {
@@ -106,7 +105,7 @@ func (r *runner) probe(ctx context.Context) (*Probe, error) {
 			return nil, fmt.Errorf("bench: probe: a Lease long-polling for %v did not receive the task submitted during its wait (round %d)", handoffWait, i)
 		}
 		ds[i] = l.at.Sub(t0)
-		if err := wc.Complete(ctx, l.lts[0].GetTaskId(), l.lts[0].GetLeaseId(), nil); err != nil {
+		if err := wc.Complete(ctx, l.lts[0].ID, l.lts[0].LeaseID, nil); err != nil {
 			return nil, fmt.Errorf("bench: probe: completing the handoff task: %w", err)
 		}
 	}
@@ -137,7 +136,7 @@ func drain(ctx context.Context, c *client.Client, workerID, ns, queue string, n 
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				errs[i] = c.Complete(ctx, lt.GetTaskId(), lt.GetLeaseId(), nil)
+				errs[i] = c.Complete(ctx, lt.ID, lt.LeaseID, nil)
 			})
 		}
 		wg.Wait()
