@@ -15,6 +15,7 @@ import (
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/clock"
 )
 
 // fakeWorkers answers CompleteBatch (or, with noBatch, only Complete): an
@@ -82,7 +83,7 @@ func startCompleter(t *testing.T, f *fakeWorkers, max int) *completer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := newCompleter(c, max, 100, slog.New(slog.DiscardHandler))
+	k := newCompleter(c, max, 100, &logger{base: slog.New(slog.DiscardHandler), clock: clock.Real})
 	go k.run(context.Background())
 	t.Cleanup(k.stop)
 	return k

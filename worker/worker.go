@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -17,6 +18,8 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/backoff"
+	"github.com/tenurehq/tenure/internal/clock"
 )
 
 // Task is one leased attempt of a task, as the handler and Effects see it:
@@ -81,6 +84,11 @@ type Options struct {
 	ShutdownGrace time.Duration
 	// Logger receives the worker's logs (default slog.Default()).
 	Logger *slog.Logger
+	// Clock is the source of time for everything the worker times:
+	// heartbeats, lease deadlines and their safety margin, the shutdown
+	// grace, the waits after failed calls, and log record times. Nil: the
+	// real clock. Tests of this module set a fake one and move it by hand.
+	Clock clock.Clock
 }
 
 const (
@@ -106,6 +114,10 @@ const (
 	// the client retries unavailable answers within it.
 	callTimeout = 30 * time.Second
 )
+
+// retryBackoff spaces the worker's retries: of a failed Lease, of an empty
+// Lease answer that came early (a draining server), of failed Effects.
+var retryBackoff = backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
 
 func (o *Options) validate() error {
 	if o.Namespace == "" {
@@ -153,6 +165,9 @@ func (o *Options) validate() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Clock == nil {
+		o.Clock = clock.Real
+	}
 	return nil
 }
 
@@ -177,7 +192,8 @@ type Worker struct {
 	queue   string
 	h       Handler
 	opts    Options
-	lg      *slog.Logger
+	clock   clock.Clock
+	lg      *logger
 	started atomic.Bool
 	// completions coalesces the tasks' Complete calls; Run runs it.
 	completions *completer
@@ -205,10 +221,10 @@ func New(c *client.Client, queue string, h Handler, opts Options) (*Worker, erro
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	lg := opts.Logger.With("worker_id", opts.WorkerID, "namespace", opts.Namespace, "queue", queue)
-	return &Worker{c: c, queue: queue, h: h, opts: opts, lg: lg,
+	lg := &logger{base: opts.Logger.With("worker_id", opts.WorkerID, "namespace", opts.Namespace, "queue", queue), clock: opts.Clock}
+	return &Worker{c: c, queue: queue, h: h, opts: opts, clock: opts.Clock, lg: lg,
 		completions: newCompleter(c, opts.MaxCompleteBatch, opts.Concurrency, lg),
-		beats:       newBeater(c),
+		beats:       newBeater(c, opts.Clock),
 		slots:       newSlots(opts.Concurrency)}, nil
 }
 
@@ -249,11 +265,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		tasks.Wait()
 		close(done)
 	}()
-	grace := time.NewTimer(w.opts.ShutdownGrace)
+	grace := w.clock.NewTimer(w.opts.ShutdownGrace)
 	defer grace.Stop()
 	select {
 	case <-done:
-	case <-grace.C:
+	case <-grace.C():
 		w.lg.Warn("shutdown grace passed: cancelling running tasks and failing them", "grace", w.opts.ShutdownGrace, "running", w.slots.running())
 		stopTasks(errShutdown)
 		<-done
@@ -266,8 +282,9 @@ func (w *Worker) Run(ctx context.Context) error {
 // see slots), and hands each leased task, with its slot taken, to start. It
 // returns nil when ctx ends.
 func (w *Worker) leaseLoop(ctx context.Context, start func(*Task)) error {
-	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
-	backoff, emptyBackoff := minBackoff, minBackoff
+	// Failed calls and early empty answers so far in a row: each wait
+	// grows with them.
+	failures, empties := 0, 0
 	for {
 		n := w.slots.take(ctx)
 		if n == 0 {
@@ -278,7 +295,7 @@ func (w *Worker) leaseLoop(ctx context.Context, start func(*Task)) error {
 			w.slots.put(n)
 			return nil
 		}
-		sent := time.Now()
+		sent := w.clock.Now()
 		lts, err := w.c.Lease(ctx, client.LeaseRequest{
 			WorkerID:  w.opts.WorkerID,
 			Namespace: w.opts.Namespace,
@@ -298,26 +315,27 @@ func (w *Worker) leaseLoop(ctx context.Context, start func(*Task)) error {
 			if rejected(err) {
 				return fmt.Errorf("worker: the server rejected the lease request, stopping: %w", err)
 			}
-			w.lg.Error("lease failed; retrying", "err", err, "in", backoff)
-			if !sleep(ctx, backoff) {
+			wait := retryBackoff.Wait(failures, mrand.Int64N)
+			failures++
+			w.lg.Error("lease failed; retrying", "err", err, "in", wait)
+			if !w.sleep(ctx, wait) {
 				return nil
 			}
-			backoff = min(2*backoff, maxBackoff)
 			continue
 		}
-		backoff = minBackoff
+		failures = 0
 		for i := range lts {
 			start(&lts[i])
 		}
-		if len(lts) == 0 && time.Since(sent) < w.opts.PollWait/2 {
+		if len(lts) == 0 && w.clock.Now().Sub(sent) < w.opts.PollWait/2 {
 			// An empty answer long before the wait ran out: the server ends
 			// long-polls early (it is draining for shutdown). Do not spin.
-			if !sleep(ctx, emptyBackoff) {
+			if !w.sleep(ctx, retryBackoff.Wait(empties, mrand.Int64N)) {
 				return nil
 			}
-			emptyBackoff = min(2*emptyBackoff, maxBackoff)
+			empties++
 		} else {
-			emptyBackoff = minBackoff
+			empties = 0
 		}
 	}
 }
@@ -333,16 +351,10 @@ func rejected(err error) bool {
 	return errors.Is(err, client.ErrInvalidArgument)
 }
 
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+// sleep waits d on the worker's clock or until ctx ends; it reports whether
+// d passed.
+func (w *Worker) sleep(ctx context.Context, d time.Duration) bool {
+	return clock.Sleep(ctx, w.clock, d) == nil
 }
 
 // reportCtx is the context of a report to the server: it is not ended by
@@ -364,7 +376,7 @@ func leaseLost(err error) bool {
 // allocation.
 type attempt struct {
 	task Task
-	lg   taskLog
+	lg   logger
 	k    keeper
 	// finishing is set when the attempt is in its final report (see slots).
 	finishing bool
@@ -372,11 +384,11 @@ type attempt struct {
 
 // runTask runs one leased attempt to its end.
 func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
-	received := time.Now()
+	received := w.clock.Now()
 	t := &a.task
 	*t = *lt
 	lg := &a.lg
-	lg.base, lg.t = w.lg, t
+	lg.base, lg.clock, lg.t = w.lg.base, w.clock, t
 	// ctx ends when the lease is lost (cause: errLost) or at shutdown past
 	// the grace (cause: errShutdown).
 	ctx, lose := context.WithCancelCause(hard)
@@ -488,7 +500,6 @@ func (w *Worker) finalise(ctx context.Context, a *attempt) {
 // COMMITTED: its lease expires and a finalisation lease tries again.
 func (w *Worker) effectsAndComplete(ctx context.Context, a *attempt, result []byte, tok FencingToken) {
 	t, k, lg := &a.task, &a.k, &a.lg
-	backoff := 100 * time.Millisecond
 	for try := 1; ; try++ {
 		err := w.callEffects(ctx, t, result, tok, lg)
 		if err == nil {
@@ -499,13 +510,13 @@ func (w *Worker) effectsAndComplete(ctx context.Context, a *attempt, result []by
 			lg.Error("effects failed; the task stays committed and a later lease applies them again", "tries", try, "err", err, "cause", context.Cause(ctx))
 			return
 		}
-		lg.Warn("effects failed; retrying", "try", try, "err", err, "in", backoff)
-		if !sleep(ctx, backoff) {
+		wait := retryBackoff.Wait(try-1, mrand.Int64N)
+		lg.Warn("effects failed; retrying", "try", try, "err", err, "in", wait)
+		if !w.sleep(ctx, wait) {
 			k.stop()
 			lg.Error("lease lost while retrying effects; a later lease applies them again", "cause", context.Cause(ctx))
 			return
 		}
-		backoff *= 2
 	}
 	k.stop()
 	w.complete(ctx, a, nil)
@@ -537,7 +548,7 @@ func (w *Worker) complete(ctx context.Context, a *attempt, result []byte) {
 	lg.Debug("task completed")
 }
 
-func (w *Worker) callHandler(ctx context.Context, t *Task, lg *taskLog) (result []byte, err error) {
+func (w *Worker) callHandler(ctx context.Context, t *Task, lg *logger) (result []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			lg.Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
@@ -547,7 +558,7 @@ func (w *Worker) callHandler(ctx context.Context, t *Task, lg *taskLog) (result 
 	return w.h(ctx, t)
 }
 
-func (w *Worker) callEffects(ctx context.Context, t *Task, result []byte, tok FencingToken, lg *taskLog) (err error) {
+func (w *Worker) callEffects(ctx context.Context, t *Task, result []byte, tok FencingToken, lg *logger) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			lg.Error("effects panicked", "panic", r, "stack", string(debug.Stack()))
