@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/cluster/member"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/node"
@@ -88,7 +89,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer ln.Close()
 
-	start := time.Now()
+	start := clock.Real.Now()
 	n, err := node.Open(ctx, node.Config{
 		DataDir:              *dataDir,
 		Sync:                 policy,
@@ -105,7 +106,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	stats := n.Coordinator().Stats()
 	lg.Info("tenure serving", "listen", ln.Addr().String(), "data_dir", *dataDir, "fsync", policy.String(),
-		"records", stats.LastLSN, "tasks", stats.Tasks, "replay_took", time.Since(start).Round(time.Millisecond))
+		"records", stats.LastLSN, "tasks", stats.Tasks, "replay_took", clock.Real.Now().Sub(start).Round(time.Millisecond))
 	fmt.Fprintf(stdout, "tenure serving on http://%s (data in %s)\n", ln.Addr(), *dataDir)
 
 	if err := serveUntilDone(ctx, api, srv, ln, lg); err != nil {

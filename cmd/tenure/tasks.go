@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/clock"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -104,7 +105,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		req.Retry = &client.RetryPolicy{MaxAttempts: uint32(*attempts)}
 	}
 	if *delay > 0 {
-		req.NotBefore = time.Now().Add(*delay)
+		req.NotBefore = clock.Real.Now().Add(*delay)
 	}
 	res, err := c.Submit(ctx, req)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/server"
 	"github.com/tenurehq/tenure/internal/wal"
@@ -36,6 +37,11 @@ const (
 	// done when it is stopped.
 	workerGrace = 10 * time.Second
 )
+
+// now and since read the wall clock. A benchmark measures real time, and
+// reads it, as all of tenure does, through package clock.
+func now() time.Time                  { return clock.Real.Now() }
+func since(t time.Time) time.Duration { return clock.Real.Now().Sub(t) }
 
 // Run runs the benchmark described by cfg: it starts the embedded server
 // unless cfg.Addr names one, takes the no-load probes, runs the main
@@ -245,7 +251,7 @@ func run(parent context.Context, cfg Config, tg *target, lg *slog.Logger) (*Resu
 	cpuBefore := cpuNow()
 	stopMonitor := r.monitor(ctx)
 
-	start := time.Now()
+	start := now()
 	var submitDur, completeDur, totalDur time.Duration
 	var memAfter memSample
 	// gapWall and gapCPU are spent between the sequential phases, sampling
@@ -255,11 +261,11 @@ func run(parent context.Context, cfg Config, tg *target, lg *slog.Logger) (*Resu
 	switch cfg.Mode {
 	case Sequential:
 		r.submit(ctx)
-		submitDur = time.Since(start)
+		submitDur = since(start)
 		if ctx.Err() != nil {
 			break
 		}
-		gapStart, gapCPUStart := time.Now(), cpuNow()
+		gapStart, gapCPUStart := now(), cpuNow()
 		memAfter = settledMemory()
 		if cfg.HeapProfile != nil {
 			if err := pprof.Lookup("heap").WriteTo(cfg.HeapProfile, 0); err != nil {
@@ -267,21 +273,21 @@ func run(parent context.Context, cfg Config, tg *target, lg *slog.Logger) (*Resu
 				break
 			}
 		}
-		gapWall, gapCPU = time.Since(gapStart), cpuNow().minus(gapCPUStart)
-		workStart := time.Now()
+		gapWall, gapCPU = since(gapStart), cpuNow().minus(gapCPUStart)
+		workStart := now()
 		r.work(ctx)
-		completeDur = time.Since(workStart)
+		completeDur = since(workStart)
 		totalDur = submitDur + completeDur
 	case Concurrent:
 		var wg sync.WaitGroup
 		wg.Go(func() { r.work(ctx) })
 		r.submit(ctx)
-		submitDur = time.Since(start)
+		submitDur = since(start)
 		wg.Wait()
-		completeDur = time.Since(start)
+		completeDur = since(start)
 		totalDur = completeDur
 	}
-	cpuAfter, cpuWall := cpuNow(), time.Since(start)
+	cpuAfter, cpuWall := cpuNow(), since(start)
 	walAfter := r.walStats()
 	stopMonitor()
 	if r.err != nil {
@@ -425,9 +431,9 @@ func (r *runner) submit(ctx context.Context) {
 				}
 				// The client has encoded and sent the payloads when the
 				// call returns, so the arena is reused for the next batch.
-				t0 := time.Now()
+				t0 := now()
 				dup, err := submitOnce(ctx, c, reqs)
-				d := time.Since(t0)
+				d := since(t0)
 				if err != nil {
 					r.fail(fmt.Errorf("submitting tasks %d..%d: %w", lo, hi-1, err))
 					return
@@ -532,11 +538,11 @@ func (r *runner) rawWorker(ctx, wctx context.Context, c *client.Client, id strin
 				break more
 			}
 		}
-		t0 := time.Now()
+		t0 := now()
 		lts, err := c.Lease(wctx, client.LeaseRequest{
 			WorkerID: id, Namespace: cfg.Namespace, Queue: cfg.Queue, MaxTasks: n, Wait: pollWait,
 		})
-		leasedAt := time.Now()
+		leasedAt := now()
 		if err != nil {
 			if wctx.Err() == nil {
 				r.fail(fmt.Errorf("worker %s: %w", id, err))
@@ -568,7 +574,7 @@ func (r *runner) rawWorker(ctx, wctx context.Context, c *client.Client, id strin
 					return
 				}
 				for range chunk {
-					r.leaseToComplete.add(time.Since(leasedAt))
+					r.leaseToComplete.add(since(leasedAt))
 					r.completedOne()
 				}
 			})
@@ -639,27 +645,29 @@ func (r *runner) monitor(ctx context.Context) (stop func()) {
 	mctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		start := time.Now()
+		start := now()
 		last, lastSub, lastDone, lastMove := start, int64(0), int64(0), start
-		tick := time.NewTicker(r.cfg.ProgressEvery)
-		defer tick.Stop()
 		for {
+			// A timer per tick, as package clock makes no tickers: the
+			// ticks drift by their handling, which dt measures.
+			tick := clock.Real.NewTimer(r.cfg.ProgressEvery)
 			select {
 			case <-mctx.Done():
+				tick.Stop()
 				return
-			case now := <-tick.C:
+			case at := <-tick.C():
 				sub, done := r.submitted.Load(), r.completed.Load()
 				if sub != lastSub || done != lastDone {
-					lastMove = now
-				} else if now.Sub(lastMove) > stallTimeout {
+					lastMove = at
+				} else if at.Sub(lastMove) > stallTimeout {
 					r.fail(fmt.Errorf("no task was submitted or completed for %v: a call was lost (see the warnings above)", stallTimeout))
 				}
 				if w := r.cfg.Progress; w != nil {
-					dt := now.Sub(last).Seconds()
+					dt := at.Sub(last).Seconds()
 					fmt.Fprintf(w, "%7.1fs  submitted %9d  %8.0f/s   completed %9d  %8.0f/s\n",
-						now.Sub(start).Seconds(), sub, float64(sub-lastSub)/dt, done, float64(done-lastDone)/dt)
+						at.Sub(start).Seconds(), sub, float64(sub-lastSub)/dt, done, float64(done-lastDone)/dt)
 				}
-				last, lastSub, lastDone = now, sub, done
+				last, lastSub, lastDone = at, sub, done
 			}
 		}
 	})
