@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -205,32 +204,14 @@ func (r *runner) completedN(n int) {
 	}
 }
 
+// run measures cfg's workload on tg: the probes, then the main run, then
+// its summary. It returns an error, and no summary, if the run failed.
 func run(parent context.Context, cfg Config, tg *target, lg *slog.Logger) (*Result, error) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	calls := (cfg.Tasks + cfg.Batch - 1) / cfg.Batch
-	r := &runner{
-		cfg: cfg, tg: tg, lg: lg, cancel: cancel,
-		done:            make(chan struct{}),
-		submitCall:      newRecorder(calls),
-		submitPerTask:   newRecorder(calls),
-		leaseCall:       newRecorder(cfg.Tasks),
-		leaseToComplete: newRecorder(cfg.Tasks),
-	}
+	r := newRunner(cfg, tg, lg, cancel)
 	defer r.closeConns()
-	res := &Result{Config: RunConfig{
-		Target: "embedded", Mode: cfg.Mode, Runtime: cfg.Runtime, Protocol: cfg.Protocol, Fsync: cfg.Fsync.String(),
-		Seed: cfg.Seed, Namespace: cfg.Namespace, Queue: cfg.Queue, Tasks: cfg.Tasks, PayloadBytes: cfg.PayloadBytes,
-		Submitters: cfg.Submitters, Batch: cfg.Batch, Workers: cfg.Workers, Concurrency: cfg.Concurrency,
-		LeaseBatch: cfg.LeaseBatch, CompleteBatch: cfg.CompleteBatch, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
-	}}
-	if tg.node == nil {
-		res.Config.Target, res.Config.Fsync = tg.label, cmp.Or(tg.fsync, "unknown")
-	}
-	if cfg.Runtime {
-		res.Config.LeaseBatch = 0 // the runtime chooses
-	}
-
+	res := &Result{Config: runConfig(cfg, tg)}
 	if cfg.ProbeRounds > 0 {
 		p, err := r.probe(ctx)
 		if err != nil {
@@ -238,124 +219,45 @@ func run(parent context.Context, cfg Config, tg *target, lg *slog.Logger) (*Resu
 		}
 		res.Probe = p
 	}
-
-	// Everything the main run allocates up front exists now; the recorders'
-	// pages are touched so that filling them does not count as task memory.
-	for _, rec := range []*recorder{r.submitCall, r.submitPerTask, r.leaseCall, r.leaseToComplete} {
-		for i := range rec.ds {
-			rec.ds[i] = -1
-		}
-	}
-	walBefore := r.walStats()
-	memBefore := settledMemory()
-	cpuBefore := cpuNow()
-	stopMonitor := r.monitor(ctx)
-
-	start := now()
-	var submitDur, completeDur, totalDur time.Duration
-	var memAfter memSample
-	// gapWall and gapCPU are spent between the sequential phases, sampling
-	// memory (a full collection): they count in neither phase.
-	var gapWall time.Duration
-	var gapCPU cpuSample
-	switch cfg.Mode {
-	case Sequential:
-		r.submit(ctx)
-		submitDur = since(start)
-		if ctx.Err() != nil {
-			break
-		}
-		gapStart, gapCPUStart := now(), cpuNow()
-		memAfter = settledMemory()
-		if cfg.HeapProfile != nil {
-			if err := pprof.Lookup("heap").WriteTo(cfg.HeapProfile, 0); err != nil {
-				r.fail(fmt.Errorf("writing the heap profile: %w", err))
-				break
-			}
-		}
-		gapWall, gapCPU = since(gapStart), cpuNow().minus(gapCPUStart)
-		workStart := now()
-		r.work(ctx)
-		completeDur = since(workStart)
-		totalDur = submitDur + completeDur
-	case Concurrent:
-		var wg sync.WaitGroup
-		wg.Go(func() { r.work(ctx) })
-		r.submit(ctx)
-		submitDur = since(start)
-		wg.Wait()
-		completeDur = since(start)
-		totalDur = completeDur
-	}
-	cpuAfter, cpuWall := cpuNow(), since(start)
-	walAfter := r.walStats()
-	stopMonitor()
+	m := r.measure(ctx)
 	if r.err != nil {
 		return nil, fmt.Errorf("bench: %w (after %d submitted, %d completed)", r.err, r.submitted.Load(), r.completed.Load())
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("bench: %w", context.Cause(ctx))
 	}
-
-	res.Submitted, res.Completed = int(r.submitted.Load()), int(r.completed.Load())
-	res.SubmitSeconds, res.CompleteSeconds, res.TotalSeconds = seconds(submitDur), seconds(completeDur), seconds(totalDur)
-	res.SubmittedPerSec = rate(res.Submitted, submitDur)
-	res.CompletedPerSec = rate(res.Completed, completeDur)
-	res.EndToEndPerSec = rate(res.Completed, totalDur)
-	res.SubmitCall = r.submitCall.summary()
-	res.SubmitPerTask = r.submitPerTask.summary()
-	if !cfg.Runtime {
-		lc, ltc := r.leaseCall.summary(), r.leaseToComplete.summary()
-		res.LeaseCall, res.LeaseToComplete = &lc, &ltc
-		if n := r.leases.Load(); n > 0 {
-			v := round3(float64(r.leased.Load()) / float64(n))
-			res.TasksPerLease = &v
-		}
-	}
-
-	if tg.node != nil {
-		w := &WALFigures{
-			Records: walAfter.Records - walBefore.Records,
-			Batches: walAfter.Batches - walBefore.Batches,
-			Fsyncs:  walAfter.Fsyncs - walBefore.Fsyncs,
-			Bytes:   walAfter.Bytes - walBefore.Bytes,
-		}
-		if w.Fsyncs > 0 {
-			w.RecordsPerFsync = round3(float64(w.Records) / float64(w.Fsyncs))
-		}
-		w.RecordsPerTask = round3(float64(w.Records) / float64(cfg.Tasks))
-		res.WAL = w
-	}
-
-	used := cpuAfter.minus(cpuBefore).minus(gapCPU)
-	res.CPU = CPU{Seconds: seconds(used.total), GCSeconds: seconds(used.gc)}
-	if wall := cpuWall - gapWall; wall > 0 {
-		res.CPU.Utilization = round3(used.total.Seconds() / (wall.Seconds() * float64(res.Config.GOMAXPROCS)))
-		if used.machineAll > 0 {
-			busy := round3(float64(used.machineBusy) / float64(used.machineAll))
-			own := used.total.Seconds() / (wall.Seconds() * float64(res.Config.NumCPU))
-			others := round3(max(0, busy-own))
-			res.CPU.MachineBusy, res.CPU.OtherProcesses = &busy, &others
-		}
-	}
-
-	res.Memory.PeakRSSBytes, _ = procStatus("VmHWM")
-	res.Memory.IncludesClient = tg.node != nil
-	if cfg.Mode == Sequential {
-		b, a := memBefore.rss, memAfter.rss
-		res.Memory.RSSBeforeBytes, res.Memory.RSSAfterSubmitBytes = &b, &a
-		if tg.node != nil {
-			perTask := func(after, before uint64) *float64 {
-				v := (float64(after)-float64(before))/float64(cfg.Tasks) - float64(cfg.PayloadBytes)
-				v = float64(int64(v*10)) / 10
-				return &v
-			}
-			res.Memory.RSSPerTaskBeyondPayload = perTask(memAfter.rss, memBefore.rss)
-			res.Memory.HeapPerTaskBeyondPayload = perTask(memAfter.heap, memBefore.heap)
-		}
-	}
-	res.evaluateTargets()
+	r.summarize(res, m)
 	return res, nil
+}
+
+// newRunner returns the runner of one run, its recorders sized for cfg.
+func newRunner(cfg Config, tg *target, lg *slog.Logger, cancel context.CancelCauseFunc) *runner {
+	calls := (cfg.Tasks + cfg.Batch - 1) / cfg.Batch
+	return &runner{
+		cfg: cfg, tg: tg, lg: lg, cancel: cancel,
+		done:            make(chan struct{}),
+		submitCall:      newRecorder(calls),
+		submitPerTask:   newRecorder(calls),
+		leaseCall:       newRecorder(cfg.Tasks),
+		leaseToComplete: newRecorder(cfg.Tasks),
+	}
+}
+
+// runConfig is the configuration the summary reports for cfg on tg.
+func runConfig(cfg Config, tg *target) RunConfig {
+	rc := RunConfig{
+		Target: "embedded", Mode: cfg.Mode, Runtime: cfg.Runtime, Protocol: cfg.Protocol, Fsync: cfg.Fsync.String(),
+		Seed: cfg.Seed, Namespace: cfg.Namespace, Queue: cfg.Queue, Tasks: cfg.Tasks, PayloadBytes: cfg.PayloadBytes,
+		Submitters: cfg.Submitters, Batch: cfg.Batch, Workers: cfg.Workers, Concurrency: cfg.Concurrency,
+		LeaseBatch: cfg.LeaseBatch, CompleteBatch: cfg.CompleteBatch, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
+	}
+	if tg.node == nil {
+		rc.Target, rc.Fsync = tg.label, cmp.Or(tg.fsync, "unknown")
+	}
+	if cfg.Runtime {
+		rc.LeaseBatch = 0 // the runtime chooses
+	}
+	return rc
 }
 
 // walStats returns the embedded node's WAL counters (zero for a remote
