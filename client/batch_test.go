@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/client"
 )
 
-// TestCompleteBatch: per-item answers classified by the error predicates,
-// over every protocol; SubmitBatchIDs answers with ids only.
+// TestCompleteBatch: per-item answers are *Error values classified as
+// Complete's would be, with the detail the server reported, over every
+// protocol; SubmitBatch answers ids only by default.
 func TestCompleteBatch(t *testing.T) {
 	for _, proto := range protocols {
 		t.Run(proto, func(t *testing.T) {
@@ -22,18 +22,18 @@ func TestCompleteBatch(t *testing.T) {
 			ctx := t.Context()
 			c := newClient(t, startServer(t, nil), client.Options{Protocol: proto})
 			const q = "cb"
-			reqs := []client.SubmitRequest{{Queue: q, RequestID: "a"}, {Queue: q, RequestID: "b"}, {Queue: q, RequestID: "c"}}
-			ids, err := c.SubmitBatchIDs(ctx, reqs)
+			req := client.SubmitBatchRequest{Requests: []client.SubmitRequest{{Queue: q, RequestID: "a"}, {Queue: q, RequestID: "b"}, {Queue: q, RequestID: "c"}}}
+			ids, err := c.SubmitBatch(ctx, req)
 			if err != nil || len(ids) != 3 {
-				t.Fatalf("SubmitBatchIDs: %v, %v", ids, err)
+				t.Fatalf("SubmitBatch: %+v, %v", ids, err)
 			}
-			again, err := c.SubmitBatchIDs(ctx, reqs)
+			again, err := c.SubmitBatch(ctx, req)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for i := range ids {
-				if ids[i].TaskID == "" || ids[i].Duplicate || again[i] != (client.SubmittedID{TaskID: ids[i].TaskID, Duplicate: true}) {
-					t.Fatalf("SubmitBatchIDs: %+v, then %+v", ids, again)
+				if ids[i].TaskID == "" || ids[i].Duplicate || ids[i].Task != nil || again[i] != (client.SubmitResult{TaskID: ids[i].TaskID, Duplicate: true}) {
+					t.Fatalf("SubmitBatch: %+v, then %+v; want ids only, then the same ids as duplicates", ids, again)
 				}
 			}
 			ls, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: q, MaxTasks: 3, Wait: time.Second})
@@ -41,39 +41,45 @@ func TestCompleteBatch(t *testing.T) {
 				t.Fatalf("Lease: %d tasks, %v", len(ls), err)
 			}
 			// Task 1 committed first: another lease's completion of it is refused.
-			if _, err := c.Commit(ctx, ls[1].GetTaskId(), ls[1].GetLeaseId(), []byte("won")); err != nil {
+			if _, err := c.Commit(ctx, ls[1].ID, ls[1].LeaseID, []byte("won")); err != nil {
 				t.Fatal(err)
 			}
 			errs, err := c.CompleteBatch(ctx, []client.CompleteItem{
-				{TaskID: ls[0].GetTaskId(), LeaseID: ls[0].GetLeaseId(), Result: []byte("r0")},
-				{TaskID: ls[2].GetTaskId(), LeaseID: ls[0].GetLeaseId()},
-				{TaskID: ls[1].GetTaskId(), LeaseID: "other-lease"},
+				{TaskID: ls[0].ID, LeaseID: ls[0].LeaseID, Result: []byte("r0")},
+				{TaskID: ls[2].ID, LeaseID: ls[0].LeaseID},
+				{TaskID: ls[1].ID, LeaseID: "other-lease"},
 				{TaskID: "no-such-task", LeaseID: "x"},
-				{TaskID: ls[1].GetTaskId(), LeaseID: ls[1].GetLeaseId()},
-				{TaskID: ls[0].GetTaskId(), LeaseID: ls[0].GetLeaseId(), Result: []byte("r0")},
+				{TaskID: ls[1].ID, LeaseID: ls[1].LeaseID},
+				{TaskID: ls[0].ID, LeaseID: ls[0].LeaseID, Result: []byte("r0")},
 			})
 			if err != nil || len(errs) != 6 {
 				t.Fatalf("CompleteBatch: %v, %v", errs, err)
 			}
-			if errs[0] != nil || !client.IsLeaseLost(errs[1]) || !client.IsAlreadyCommitted(errs[2]) ||
-				!client.IsNotFound(errs[3]) || errs[4] != nil || errs[5] != nil {
-				t.Fatalf("answers %v; want nil, lease lost, already committed, not found, nil, nil", errs)
+			if errs[0] != nil || errs[4] != nil || errs[5] != nil {
+				t.Errorf("answers %v; want items 0, 4 and 5 to succeed", errs)
 			}
+			checkError(t, "item 1 (another task's lease)", errs[1], errorCase{client.ErrLeaseLost, client.Error{
+				Op: "CompleteBatch", Code: connect.CodeFailedPrecondition, Reason: client.ReasonLeaseLost, TaskID: ls[2].ID, LeaseID: ls[0].LeaseID}})
+			checkError(t, "item 2 (a committed task's other lease)", errs[2], errorCase{client.ErrAlreadyCommitted, client.Error{
+				Op: "CompleteBatch", Code: connect.CodeAlreadyExists, Reason: client.ReasonAlreadyCommitted,
+				TaskID: ls[1].ID, LeaseID: "other-lease", CommittedBy: ls[1].LeaseID}})
+			checkError(t, "item 3 (no such task)", errs[3], errorCase{client.ErrNotFound, client.Error{
+				Op: "CompleteBatch", Code: connect.CodeNotFound, Reason: client.ReasonNotFound, TaskID: "no-such-task"}})
 			for i, want := range []string{"r0", "won", ""} {
-				task, err := c.GetTask(ctx, ls[i].GetTaskId())
+				task, err := c.GetTask(ctx, ls[i].ID)
 				if err != nil {
 					t.Fatal(err)
 				}
-				wantState := tenurev1.TaskState_TASK_STATE_COMPLETED
+				wantState := client.TaskStateCompleted
 				if i == 2 {
-					wantState = tenurev1.TaskState_TASK_STATE_LEASED
+					wantState = client.TaskStateLeased
 				}
-				if task.GetState() != wantState || string(task.GetResult()) != want {
-					t.Errorf("task %d: %s %q, want %s %q", i, task.GetState(), task.GetResult(), wantState, want)
+				if task.State != wantState || string(task.Result) != want {
+					t.Errorf("task %d: %s %q, want %s %q", i, task.State, task.Result, wantState, want)
 				}
 			}
-			if _, err := c.CompleteBatch(ctx, nil); connect.CodeOf(err) != connect.CodeInvalidArgument {
-				t.Errorf("empty batch: %v, want invalid_argument", err)
+			if _, err := c.CompleteBatch(ctx, nil); !errors.Is(err, client.ErrInvalidArgument) {
+				t.Errorf("empty batch: %v, want invalid argument", err)
 			}
 		})
 	}
@@ -102,26 +108,31 @@ func (l *loseOnce) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestCompleteBatchRetry(t *testing.T) {
 	l := &loseOnce{}
 	url := startServer(t, func(h http.Handler) http.Handler { l.next = h; return l })
-	c := newClient(t, url, client.Options{RetryBackoff: time.Millisecond})
+	fake := newFakeClock()
+	c := newClient(t, url, client.Options{Clock: fake})
 	ctx := t.Context()
-	if _, err := c.SubmitBatchIDs(ctx, []client.SubmitRequest{{Queue: "q"}, {Queue: "q"}}); err != nil {
+	if _, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{{Queue: "q"}, {Queue: "q"}}}); err != nil {
 		t.Fatal(err)
 	}
 	ls, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "q", MaxTasks: 2, Wait: time.Second})
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("Lease: %d, %v", len(ls), err)
 	}
-	items := []client.CompleteItem{{TaskID: ls[0].GetTaskId(), LeaseID: ls[0].GetLeaseId()}, {TaskID: ls[1].GetTaskId(), LeaseID: ls[1].GetLeaseId()}}
+	items := []client.CompleteItem{{TaskID: ls[0].ID, LeaseID: ls[0].LeaseID}, {TaskID: ls[1].ID, LeaseID: ls[1].LeaseID}}
 	before := l.calls.Load()
 	l.armed.Store(true)
-	errs, err := c.CompleteBatch(ctx, items)
+	var errs []error
+	err = runRetried(t, fake, 1, func() (err error) {
+		errs, err = c.CompleteBatch(ctx, items)
+		return err
+	})
 	if err != nil || errs[0] != nil || errs[1] != nil {
 		t.Fatalf("CompleteBatch after a lost answer: %v, %v; want success for both", errs, err)
 	}
 	if got := l.calls.Load() - before; got != 2 {
 		t.Errorf("%d calls, want 2 (the lost one and its retry)", got)
 	}
-	tasks, _, err := c.ListTasks(ctx, client.ListOptions{Queue: "q", State: tenurev1.TaskState_TASK_STATE_COMPLETED})
+	tasks, _, err := c.ListTasks(ctx, client.ListTasksRequest{Queue: "q", State: client.TaskStateCompleted})
 	if err != nil || len(tasks) != 2 {
 		t.Fatalf("%d completed tasks, %v; want 2", len(tasks), err)
 	}

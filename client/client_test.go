@@ -4,19 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/internal/apitest"
+	"github.com/tenurehq/tenure/internal/clock"
 )
 
 // startServer runs a real node behind the API (see apitest.Start).
@@ -55,97 +53,124 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("Submit: %v", err)
 			}
 			one := res.Task
-			if res.Duplicate || one.GetTaskId() == "" || one.GetState() != tenurev1.TaskState_TASK_STATE_WAITING ||
-				!bytes.Equal(one.GetPayload(), []byte("one")) || one.GetPriority() != 5 || one.GetRequestId() != "req-1" ||
-				one.GetExecutionWindow().AsDuration() != 2*time.Second || one.GetRetryPolicy().GetMaxAttempts() != 2 ||
-				one.GetRetryPolicy().GetBackoffMultiplier() != 3 || one.GetNamespace() != "default" {
+			if one == nil || res.Duplicate || res.TaskID == "" || one.ID != res.TaskID || one.State != client.TaskStateWaiting ||
+				!bytes.Equal(one.Payload, []byte("one")) || one.Priority != 5 || one.RequestID != "req-1" ||
+				one.ExecutionWindow != 2*time.Second || one.Namespace != "default" || one.Queue != q ||
+				one.RetryPolicy != (client.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Second, Multiplier: 3}) ||
+				one.CreatedAt.IsZero() || !one.NotBefore.IsZero() || !one.LeaseExpiry.IsZero() || one.Executions != nil {
 				t.Fatalf("Submit answered %+v (duplicate %v)", one, res.Duplicate)
 			}
 			dup, err := c.Submit(ctx, client.SubmitRequest{Queue: q, Payload: []byte("other"), RequestID: "req-1"})
-			if err != nil || !dup.Duplicate || dup.Task.GetTaskId() != one.GetTaskId() {
+			if err != nil || !dup.Duplicate || dup.TaskID != one.ID || string(dup.Task.Payload) != "one" {
 				t.Fatalf("resubmit with the same request id: %+v, %v; want the first task as a duplicate", dup, err)
 			}
-			anon, err := c.Submit(ctx, client.SubmitRequest{Queue: q, NotBefore: time.Now().Add(time.Hour)})
+			notBefore := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+			anon, err := c.Submit(ctx, client.SubmitRequest{Queue: q, NotBefore: notBefore})
 			if err != nil {
 				t.Fatalf("Submit without request id: %v", err)
 			}
-			if anon.Task.GetRequestId() == "" || anon.Task.GetNotBefore() == nil {
-				t.Fatalf("Submit without request id: got request id %q, not_before %v; want a generated id and the delay", anon.Task.GetRequestId(), anon.Task.GetNotBefore())
+			if anon.Task.RequestID == "" || !anon.Task.NotBefore.Equal(notBefore) {
+				t.Fatalf("Submit without request id: got request id %q, not before %v; want a generated id and %v", anon.Task.RequestID, anon.Task.NotBefore, notBefore)
 			}
 
-			// SubmitBatch.
-			batch, err := c.SubmitBatch(ctx, []client.SubmitRequest{
+			// SubmitBatch, answered with ids only unless whole tasks are
+			// asked for.
+			batch, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{
 				{Queue: q, Payload: []byte("b0"), Retry: &client.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond}},
 				{Queue: q, Payload: []byte("b1"), RequestID: "req-1"},
-			})
+			}, ReturnTasks: true})
 			if err != nil {
 				t.Fatalf("SubmitBatch: %v", err)
 			}
-			if len(batch) != 2 || batch[0].Duplicate || !batch[1].Duplicate || batch[1].Task.GetTaskId() != one.GetTaskId() ||
-				string(batch[0].Task.GetPayload()) != "b0" || batch[0].Task.GetRequestId() == "" {
-				t.Fatalf("SubmitBatch answered %+v", batch)
+			if len(batch) != 2 || batch[0].Duplicate || !batch[1].Duplicate || batch[1].TaskID != one.ID || batch[1].Task.ID != one.ID ||
+				batch[0].Task.ID != batch[0].TaskID || string(batch[0].Task.Payload) != "b0" || batch[0].Task.RequestID == "" {
+				t.Fatalf("SubmitBatch with ReturnTasks answered %+v", batch)
+			}
+			ids, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{{Queue: q, RequestID: "req-1"}}})
+			if err != nil || len(ids) != 1 || ids[0] != (client.SubmitResult{TaskID: one.ID, Duplicate: true}) {
+				t.Fatalf("SubmitBatch of ids: %+v, %v; want only the id of the first task, as a duplicate", ids, err)
 			}
 
 			// GetTask and ListTasks (paged).
-			got, err := c.GetTask(ctx, one.GetTaskId())
-			if err != nil || got.GetTaskId() != one.GetTaskId() {
-				t.Fatalf("GetTask: %v, %v", got, err)
+			got, err := c.GetTask(ctx, one.ID)
+			if err != nil || got.ID != one.ID || !got.CreatedAt.Equal(one.CreatedAt) {
+				t.Fatalf("GetTask: %+v, %v", got, err)
 			}
 			var listed []string
 			token := ""
 			for {
-				page, next, err := c.ListTasks(ctx, client.ListOptions{Queue: q, PageSize: 1, PageToken: token})
+				page, next, err := c.ListTasks(ctx, client.ListTasksRequest{Queue: q, PageSize: 1, PageToken: token})
 				if err != nil {
 					t.Fatalf("ListTasks: %v", err)
 				}
 				for _, tk := range page {
-					listed = append(listed, tk.GetTaskId())
+					listed = append(listed, tk.ID)
 				}
 				if next == "" {
 					break
 				}
 				token = next
 			}
-			if want := []string{one.GetTaskId(), anon.Task.GetTaskId(), batch[0].Task.GetTaskId()}; strings.Join(listed, ",") != strings.Join(want, ",") {
+			if want := []string{one.ID, anon.TaskID, batch[0].TaskID}; strings.Join(listed, ",") != strings.Join(want, ",") {
 				t.Fatalf("ListTasks listed %v, want %v", listed, want)
 			}
-			waiting, _, err := c.ListTasks(ctx, client.ListOptions{Namespace: "default", Queue: q, State: tenurev1.TaskState_TASK_STATE_WAITING})
+			waiting, _, err := c.ListTasks(ctx, client.ListTasksRequest{Namespace: "default", Queue: q, State: client.TaskStateWaiting})
 			if err != nil || len(waiting) != 3 {
 				t.Fatalf("ListTasks WAITING: %d tasks, %v; want 3", len(waiting), err)
+			}
+			if none, _, err := c.ListTasks(ctx, client.ListTasksRequest{Queue: q, State: client.TaskStateDead}); err != nil || len(none) != 0 {
+				t.Fatalf("ListTasks DEAD: %d tasks, %v; want none", len(none), err)
 			}
 
 			// Worker protocol: lease the highest priority task, start,
 			// heartbeat, commit, complete.
 			leased, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w1", Queue: q, MaxTasks: 1, Wait: time.Second})
-			if err != nil || len(leased) != 1 || leased[0].GetTaskId() != one.GetTaskId() || leased[0].GetAttempt() != 1 || leased[0].GetCommitted() {
-				t.Fatalf("Lease: %v, %v; want task %s attempt 1", leased, err, one.GetTaskId())
+			if err != nil || len(leased) != 1 {
+				t.Fatalf("Lease: %+v, %v; want task %s", leased, err, one.ID)
 			}
 			l := leased[0]
-			if err := c.Start(ctx, l.GetTaskId(), l.GetLeaseId()); err != nil {
+			if l.ID != one.ID || l.Attempt != 1 || l.Committed || l.LeaseID == "" || string(l.Payload) != "one" ||
+				l.Namespace != "default" || l.Queue != q || l.ExecutionWindow != 2*time.Second || l.LeaseExpiry.IsZero() {
+				t.Fatalf("Lease answered %+v; want task %s attempt 1 with its payload, window and expiry", l, one.ID)
+			}
+			if err := c.Start(ctx, l.ID, l.LeaseID); err != nil {
 				t.Fatalf("Start: %v", err)
 			}
-			exp, err := c.Heartbeat(ctx, l.GetTaskId(), l.GetLeaseId())
-			if err != nil || exp.Before(l.GetLeaseExpiry().AsTime()) {
-				t.Fatalf("Heartbeat: %v, %v; want an expiry not before %v", exp, err, l.GetLeaseExpiry().AsTime())
+			exp, err := c.Heartbeat(ctx, l.ID, l.LeaseID)
+			if err != nil || exp.Before(l.LeaseExpiry) {
+				t.Fatalf("Heartbeat: %v, %v; want an expiry not before %v", exp, err, l.LeaseExpiry)
 			}
-			tok, err := c.Commit(ctx, l.GetTaskId(), l.GetLeaseId(), []byte("result"))
-			if err != nil || tok.GetTaskId() != one.GetTaskId() || tok.GetAttempt() != 1 {
-				t.Fatalf("Commit: %v, %v", tok, err)
+			tok, err := c.Commit(ctx, l.ID, l.LeaseID, []byte("result"))
+			if err != nil || tok != (client.FencingToken{TaskID: one.ID, Attempt: 1}) {
+				t.Fatalf("Commit: %+v, %v", tok, err)
 			}
-			if err := c.Complete(ctx, l.GetTaskId(), l.GetLeaseId(), nil); err != nil {
+			if err := c.Complete(ctx, l.ID, l.LeaseID, nil); err != nil {
 				t.Fatalf("Complete: %v", err)
 			}
-			got, err = c.GetTask(ctx, one.GetTaskId())
-			if err != nil || got.GetState() != tenurev1.TaskState_TASK_STATE_COMPLETED || string(got.GetResult()) != "result" {
-				t.Fatalf("after Complete: %v, %v", got, err)
+			got, err = c.GetTask(ctx, one.ID)
+			if err != nil || got.State != client.TaskStateCompleted || string(got.Result) != "result" {
+				t.Fatalf("after Complete: %+v, %v", got, err)
 			}
-			hist, err := c.TaskHistory(ctx, one.GetTaskId())
+			if len(got.Executions) != 1 {
+				t.Fatalf("after Complete: executions %+v, want one", got.Executions)
+			}
+			if e := got.Executions[0]; e.Attempt != 1 || e.LeaseID != l.LeaseID || e.WorkerID != "w1" || e.Status != client.ExecutionStatusDone ||
+				e.LeasedAt.IsZero() || e.StartedAt.IsZero() || e.CommittedAt.IsZero() || e.FinishedAt.IsZero() || e.Reason != "" {
+				t.Fatalf("after Complete: execution %+v; want attempt 1 of w1, DONE, leased, started, committed and finished", e)
+			}
+			hist, err := c.GetTaskHistory(ctx, one.ID)
 			if err != nil {
-				t.Fatalf("TaskHistory: %v", err)
+				t.Fatalf("GetTaskHistory: %v", err)
 			}
 			var types []string
 			for _, e := range hist {
-				types = append(types, e.GetType())
+				types = append(types, e.Type)
+				if e.LSN == 0 || e.At.IsZero() {
+					t.Errorf("history entry %+v has no LSN or time", e)
+				}
+				if e.Type == "LeaseGranted" && (e.LeaseID != l.LeaseID || e.WorkerID != "w1" || e.Attempt != 1 || e.Detail == "") {
+					t.Errorf("LeaseGranted entry %+v; want lease %s of w1, attempt 1, with a detail", e, l.LeaseID)
+				}
 			}
 			// A heartbeat in the grant's clock tick writes no LeaseExtended,
 			// so only the records that must be there are checked, in order.
@@ -156,51 +181,79 @@ func TestRoundTrip(t *testing.T) {
 					rest = rest[1:]
 				}
 				if len(rest) == 0 {
-					t.Fatalf("TaskHistory types %v; want %v in this order", types, want)
+					t.Fatalf("GetTaskHistory types %v; want %v in this order", types, want)
 				}
 			}
 
 			// Fail: retried, then permanent.
 			leased, err = c.Lease(ctx, client.LeaseRequest{WorkerID: "w1", Queue: q, MaxTasks: 5})
-			if err != nil || len(leased) != 1 || leased[0].GetTaskId() != batch[0].Task.GetTaskId() {
-				t.Fatalf("Lease b0: %v, %v", leased, err)
+			if err != nil || len(leased) != 1 || leased[0].ID != batch[0].TaskID {
+				t.Fatalf("Lease b0: %+v, %v", leased, err)
 			}
-			fr, err := c.Fail(ctx, leased[0].GetTaskId(), leased[0].GetLeaseId(), "boom", false)
-			if err != nil || fr.GetState() != tenurev1.TaskState_TASK_STATE_WAITING || fr.GetRetryAt() == nil {
-				t.Fatalf("Fail: %v, %v; want WAITING with a retry time", fr, err)
+			fr, err := c.Fail(ctx, leased[0].ID, leased[0].LeaseID, "boom", false)
+			if err != nil || fr.State != client.TaskStateWaiting || fr.RetryAt.IsZero() {
+				t.Fatalf("Fail: %+v, %v; want WAITING with a retry time", fr, err)
 			}
 			leased, err = c.Lease(ctx, client.LeaseRequest{WorkerID: "w1", Queue: q, Wait: 5 * time.Second})
-			if err != nil || len(leased) != 1 || leased[0].GetAttempt() != 2 {
-				t.Fatalf("Lease b0 again: %v, %v", leased, err)
+			if err != nil || len(leased) != 1 || leased[0].Attempt != 2 {
+				t.Fatalf("Lease b0 again: %+v, %v", leased, err)
 			}
-			fr, err = c.Fail(ctx, leased[0].GetTaskId(), leased[0].GetLeaseId(), "broken", true)
-			if err != nil || fr.GetState() != tenurev1.TaskState_TASK_STATE_FAILED {
-				t.Fatalf("Fail permanent: %v, %v; want FAILED", fr, err)
+			fr, err = c.Fail(ctx, leased[0].ID, leased[0].LeaseID, "broken", true)
+			if err != nil || fr != (client.FailResult{State: client.TaskStateFailed}) {
+				t.Fatalf("Fail permanent: %+v, %v; want FAILED without a retry time", fr, err)
 			}
 
 			// KillTask.
-			if err := c.KillTask(ctx, anon.Task.GetTaskId(), "not needed"); err != nil {
+			if err := c.KillTask(ctx, anon.TaskID, "not needed"); err != nil {
 				t.Fatalf("KillTask: %v", err)
 			}
-			got, err = c.GetTask(ctx, anon.Task.GetTaskId())
-			if err != nil || got.GetState() != tenurev1.TaskState_TASK_STATE_DEAD || got.GetFailureReason() != "not needed" {
-				t.Fatalf("after KillTask: %v, %v", got, err)
+			got, err = c.GetTask(ctx, anon.TaskID)
+			if err != nil || got.State != client.TaskStateDead || got.FailureReason != "not needed" {
+				t.Fatalf("after KillTask: %+v, %v", got, err)
 			}
 		})
 	}
 }
 
-// TestErrorPredicates provokes each error kind on every protocol and checks
-// that exactly the matching predicate holds.
-func TestErrorPredicates(t *testing.T) {
-	type preds struct{ leaseLost, committed, notFound, unavailable bool }
-	check := func(t *testing.T, what string, err error, want preds) {
-		t.Helper()
-		got := preds{client.IsLeaseLost(err), client.IsAlreadyCommitted(err), client.IsNotFound(err), client.IsUnavailable(err)}
-		if err == nil || got != want {
-			t.Errorf("%s: err %v gives predicates %+v, want %+v", what, err, got, want)
+// errorCase is what a test expects of a refused call's error.
+type errorCase struct {
+	sentinel error
+	want     client.Error // the fields checked: Op, Code, Reason and those set here
+}
+
+// checkError checks that err is an *Error with want's fields, that
+// errors.Is matches its sentinel and no other, and that the status code is
+// reachable through the wrapped connect error.
+func checkError(t *testing.T, what string, err error, c errorCase) {
+	t.Helper()
+	var e *client.Error
+	if !errors.As(err, &e) {
+		t.Errorf("%s: %v (%T) is not a *client.Error", what, err, err)
+		return
+	}
+	w := c.want
+	if e.Op != w.Op || e.Code != w.Code || e.Reason != w.Reason || e.Message == "" ||
+		(w.TaskID != "" && e.TaskID != w.TaskID) || e.LeaseID != w.LeaseID || e.CommittedBy != w.CommittedBy ||
+		e.State != w.State || e.Field != w.Field || e.Size != w.Size || e.Limit != w.Limit {
+		t.Errorf("%s: error %+v\nwant %+v (and a message)", what, *e, w)
+	}
+	for _, s := range []error{client.ErrLeaseLost, client.ErrAlreadyCommitted, client.ErrWrongState, client.ErrNotFound,
+		client.ErrInvalidArgument, client.ErrTooLarge, client.ErrUnavailable} {
+		if got := errors.Is(err, s); got != (s == c.sentinel) {
+			t.Errorf("%s: errors.Is(%v, %v) = %v", what, err, s, got)
 		}
 	}
+	if got := connect.CodeOf(err); got != w.Code {
+		t.Errorf("%s: connect.CodeOf = %v, want %v", what, got, w.Code)
+	}
+	if want := "client: " + w.Op + ": " + w.Code.String() + ": "; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("%s: message %q does not start with %q", what, err.Error(), want)
+	}
+}
+
+// TestErrors provokes each refusal on every protocol and checks its
+// sentinel and the detail's fields, as the server reported them.
+func TestErrors(t *testing.T) {
 	for _, proto := range protocols {
 		t.Run(proto, func(t *testing.T) {
 			t.Parallel()
@@ -209,42 +262,79 @@ func TestErrorPredicates(t *testing.T) {
 			const q = "errs"
 
 			_, err := c.GetTask(ctx, "no-such-task")
-			check(t, "GetTask unknown", err, preds{notFound: true})
+			checkError(t, "GetTask unknown", err, errorCase{client.ErrNotFound, client.Error{
+				Op: "GetTask", Code: connect.CodeNotFound, Reason: client.ReasonNotFound, TaskID: "no-such-task"}})
+			_, err = c.Submit(ctx, client.SubmitRequest{Queue: "a b"})
+			checkError(t, "Submit to an invalid queue", err, errorCase{client.ErrInvalidArgument, client.Error{
+				Op: "Submit", Code: connect.CodeInvalidArgument, Reason: client.ReasonInvalidArgument, Field: "queue"}})
+			_, err = c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{{Queue: q}, {Queue: q, Payload: make([]byte, 1<<20+1)}}})
+			checkError(t, "SubmitBatch with a payload over 1 MiB", err, errorCase{client.ErrTooLarge, client.Error{
+				Op: "SubmitBatch", Code: connect.CodeResourceExhausted, Reason: client.ReasonTooLarge,
+				Field: "requests[1].payload", Size: 1<<20 + 1, Limit: 1 << 20}})
 
 			// One task, committed by lease A, whose lease then expires: the
 			// next lease is a finalisation lease.
-			if _, err := c.Submit(ctx, client.SubmitRequest{Queue: q, ExecutionWindow: 100 * time.Millisecond}); err != nil {
+			sub, err := c.Submit(ctx, client.SubmitRequest{Queue: q, ExecutionWindow: 100 * time.Millisecond})
+			if err != nil {
 				t.Fatal(err)
 			}
+			id := sub.TaskID
 			a, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "a", Queue: q, Wait: time.Second})
 			if err != nil || len(a) != 1 {
-				t.Fatalf("lease A: %v, %v", a, err)
+				t.Fatalf("lease A: %+v, %v", a, err)
 			}
-			if _, err := c.Commit(ctx, a[0].GetTaskId(), a[0].GetLeaseId(), []byte("r")); err != nil {
+			if _, err := c.Commit(ctx, id, a[0].LeaseID, []byte("r")); err != nil {
 				t.Fatalf("commit A: %v", err)
 			}
 			b, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "b", Queue: q, Wait: 10 * time.Second})
-			if err != nil || len(b) != 1 || !b[0].GetCommitted() || string(b[0].GetCommittedResult()) != "r" {
-				t.Fatalf("lease B: %v, %v; want a finalisation lease with the committed result", b, err)
+			if err != nil || len(b) != 1 || !b[0].Committed || string(b[0].CommittedResult) != "r" {
+				t.Fatalf("lease B: %+v, %v; want a finalisation lease with the committed result", b, err)
 			}
-			_, err = c.Commit(ctx, b[0].GetTaskId(), b[0].GetLeaseId(), []byte("other"))
-			check(t, "Commit on a finalisation lease", err, preds{committed: true})
-			_, err = c.Heartbeat(ctx, a[0].GetTaskId(), a[0].GetLeaseId())
-			check(t, "Heartbeat of the expired lease A", err, preds{leaseLost: true})
-			if err := c.Complete(ctx, b[0].GetTaskId(), b[0].GetLeaseId(), nil); err != nil {
+			_, err = c.Commit(ctx, id, b[0].LeaseID, []byte("other"))
+			checkError(t, "Commit on a finalisation lease", err, errorCase{client.ErrAlreadyCommitted, client.Error{
+				Op: "Commit", Code: connect.CodeAlreadyExists, Reason: client.ReasonAlreadyCommitted,
+				TaskID: id, LeaseID: b[0].LeaseID, CommittedBy: a[0].LeaseID}})
+			_, err = c.Heartbeat(ctx, id, a[0].LeaseID)
+			checkError(t, "Heartbeat of the expired lease A", err, errorCase{client.ErrLeaseLost, client.Error{
+				Op: "Heartbeat", Code: connect.CodeFailedPrecondition, Reason: client.ReasonLeaseLost, TaskID: id, LeaseID: a[0].LeaseID}})
+			_, err = c.Fail(ctx, id, b[0].LeaseID, "no", false)
+			checkError(t, "Fail of a committed task", err, errorCase{client.ErrWrongState, client.Error{
+				Op: "Fail", Code: connect.CodeFailedPrecondition, Reason: client.ReasonWrongState, TaskID: id, State: client.TaskStateCommitted}})
+			if err := c.Complete(ctx, id, b[0].LeaseID, nil); err != nil {
 				t.Fatalf("Complete B: %v", err)
 			}
-			err = c.KillTask(ctx, b[0].GetTaskId(), "too late")
-			check(t, "KillTask of a completed task", err, preds{leaseLost: true})
+			err = c.KillTask(ctx, id, "too late")
+			checkError(t, "KillTask of a completed task", err, errorCase{client.ErrWrongState, client.Error{
+				Op: "KillTask", Code: connect.CodeFailedPrecondition, Reason: client.ReasonWrongState, TaskID: id, State: client.TaskStateCompleted}})
 		})
 	}
-	t.Run("unavailable", func(t *testing.T) {
-		t.Parallel()
-		url := startServer(t, func(http.Handler) http.Handler { return failing(connect.CodeUnavailable, nil) })
-		c := newClient(t, url, client.Options{MaxRetries: -1})
-		_, err := c.GetTask(t.Context(), "x")
-		check(t, "GetTask on an unavailable server", err, preds{unavailable: true})
-	})
+}
+
+// TestErrorsWithoutDetail: an answer without a tenure reason (a proxy's, an
+// older server's) is classified by its status code.
+func TestErrorsWithoutDetail(t *testing.T) {
+	for _, tc := range []struct {
+		code connect.Code
+		errorCase
+	}{
+		{connect.CodeNotFound, errorCase{client.ErrNotFound, client.Error{Reason: client.ReasonNotFound}}},
+		{connect.CodeFailedPrecondition, errorCase{client.ErrLeaseLost, client.Error{Reason: client.ReasonLeaseLost}}},
+		{connect.CodeAlreadyExists, errorCase{client.ErrAlreadyCommitted, client.Error{Reason: client.ReasonAlreadyCommitted}}},
+		{connect.CodeInvalidArgument, errorCase{client.ErrInvalidArgument, client.Error{Reason: client.ReasonInvalidArgument}}},
+		{connect.CodeResourceExhausted, errorCase{client.ErrTooLarge, client.Error{Reason: client.ReasonTooLarge}}},
+		{connect.CodeUnavailable, errorCase{client.ErrUnavailable, client.Error{Reason: client.ReasonUnavailable}}},
+		{connect.CodeInternal, errorCase{nil, client.Error{Reason: client.ReasonUnspecified}}},
+		{connect.CodePermissionDenied, errorCase{nil, client.Error{Reason: client.ReasonUnspecified}}},
+	} {
+		t.Run(tc.code.String(), func(t *testing.T) {
+			t.Parallel()
+			url := startServer(t, func(http.Handler) http.Handler { return failing(tc.code, nil) })
+			c := newClient(t, url, client.Options{MaxRetries: -1})
+			err := c.Complete(t.Context(), "t", "l", nil)
+			tc.want.Op, tc.want.Code = "Complete", tc.code
+			checkError(t, "Complete", err, tc.errorCase)
+		})
+	}
 }
 
 // failing answers every request with code, in the caller's protocol, and
@@ -280,14 +370,36 @@ func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	connect.NewErrorWriter().Write(w, r, connect.NewError(connect.CodeUnavailable, errors.New("injected by the test")))
 }
 
+// newFakeClock returns a fake clock for a client's retry waits.
+func newFakeClock() *clock.Fake { return clock.NewFake(time.Unix(1_700_000_000, 0)) }
+
+// runRetried runs call in a goroutine and moves the fake clock past each of
+// the n backoff waits it makes (5s, the longest a wait can be), then
+// returns call's error.
+func runRetried(t *testing.T, fake *clock.Fake, n int, call func() error) error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- call() }()
+	for range n {
+		fake.WaitForTimers(1)
+		fake.Advance(5 * time.Second)
+	}
+	return <-errc
+}
+
 func TestRetryOnUnavailable(t *testing.T) {
 	for _, proto := range protocols {
 		t.Run(proto, func(t *testing.T) {
 			t.Parallel()
 			f := &flaky{n: 3}
 			url := startServer(t, func(h http.Handler) http.Handler { f.next = h; return f })
-			c := newClient(t, url, client.Options{Protocol: proto, RetryBackoff: time.Millisecond})
-			res, err := c.Submit(t.Context(), client.SubmitRequest{Queue: "q"})
+			fake := newFakeClock()
+			c := newClient(t, url, client.Options{Protocol: proto, Clock: fake})
+			var res client.SubmitResult
+			err := runRetried(t, fake, 3, func() (err error) {
+				res, err = c.Submit(t.Context(), client.SubmitRequest{Queue: "q"})
+				return err
+			})
 			if err != nil {
 				t.Fatalf("Submit after 3 unavailable answers: %v", err)
 			}
@@ -304,13 +416,44 @@ func TestRetryOnUnavailable(t *testing.T) {
 func TestRetryGivesUp(t *testing.T) {
 	var count atomic.Int32
 	url := startServer(t, func(http.Handler) http.Handler { return failing(connect.CodeUnavailable, &count) })
-	c := newClient(t, url, client.Options{MaxRetries: 2, RetryBackoff: time.Millisecond})
-	_, err := c.Lease(t.Context(), client.LeaseRequest{WorkerID: "w", Queue: "q"})
-	if !client.IsUnavailable(err) {
-		t.Fatalf("Lease: %v; want unavailable", err)
+	fake := newFakeClock()
+	c := newClient(t, url, client.Options{MaxRetries: 2, Clock: fake})
+	err := runRetried(t, fake, 2, func() error {
+		_, err := c.Lease(t.Context(), client.LeaseRequest{WorkerID: "w", Queue: "q"})
+		return err
+	})
+	if !errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), "tried 3 times") {
+		t.Fatalf("Lease: %v; want unavailable, tried 3 times", err)
 	}
 	if got := count.Load(); got != 3 {
 		t.Errorf("server saw %d requests, want 3 (1 + 2 retries)", got)
+	}
+}
+
+// TestRetryWaitsBackOff: each retry waits on the client's clock, at least
+// half the doubled backoff: a call is not retried before its wait passed.
+func TestRetryWaitsBackOff(t *testing.T) {
+	var count atomic.Int32
+	url := startServer(t, func(http.Handler) http.Handler { return failing(connect.CodeUnavailable, &count) })
+	fake := newFakeClock()
+	c := newClient(t, url, client.Options{MaxRetries: 2, RetryBackoff: time.Second, Clock: fake})
+	errc := make(chan error, 1)
+	go func() { errc <- c.Start(t.Context(), "t", "l") }()
+	for retry, least := range []time.Duration{500 * time.Millisecond, time.Second} {
+		fake.WaitForTimers(1)
+		if got := count.Load(); got != int32(retry+1) {
+			t.Fatalf("before retry %d: server saw %d requests, want %d", retry+1, got, retry+1)
+		}
+		// Just short of the least wait (half the doubled backoff): the
+		// timer must not fire.
+		fake.Advance(least - time.Millisecond)
+		if fake.Timers() != 1 {
+			t.Fatalf("retry %d: the backoff wait ended before %v", retry+1, least)
+		}
+		fake.Advance(2 * least)
+	}
+	if err := <-errc; !errors.Is(err, client.ErrUnavailable) {
+		t.Fatalf("Start: %v; want unavailable", err)
 	}
 }
 
@@ -320,20 +463,25 @@ func TestRetryGivesUp(t *testing.T) {
 func TestRetryKeepsRequestID(t *testing.T) {
 	f := &flaky{n: 1, lose: true}
 	url := startServer(t, func(h http.Handler) http.Handler { f.next = h; return f })
-	c := newClient(t, url, client.Options{RetryBackoff: time.Millisecond})
+	fake := newFakeClock()
+	c := newClient(t, url, client.Options{Clock: fake})
 	ctx := t.Context()
-	res, err := c.Submit(ctx, client.SubmitRequest{Queue: "q"})
+	var res client.SubmitResult
+	err := runRetried(t, fake, 1, func() (err error) {
+		res, err = c.Submit(ctx, client.SubmitRequest{Queue: "q"})
+		return err
+	})
 	if err != nil {
 		t.Fatalf("Submit: %v", err)
 	}
 	if !res.Duplicate {
 		t.Errorf("the retry was not answered as a duplicate: the first try's task was not found by request id")
 	}
-	batch, err := c.SubmitBatch(ctx, []client.SubmitRequest{{Queue: "q"}, {Queue: "q"}})
+	batch, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{{Queue: "q"}, {Queue: "q"}}})
 	if err != nil || len(batch) != 2 || batch[0].Duplicate || batch[1].Duplicate {
 		t.Fatalf("SubmitBatch: %+v, %v; want two new tasks", batch, err)
 	}
-	tasks, _, err := c.ListTasks(ctx, client.ListOptions{Queue: "q"})
+	tasks, _, err := c.ListTasks(ctx, client.ListTasksRequest{Queue: "q"})
 	if err != nil || len(tasks) != 3 {
 		t.Fatalf("ListTasks: %d tasks, %v; want 3 (one per submitted request)", len(tasks), err)
 	}
@@ -351,10 +499,11 @@ func TestNoRetryOnOtherCodes(t *testing.T) {
 				t.Parallel()
 				var count atomic.Int32
 				url := startServer(t, func(http.Handler) http.Handler { return failing(code, &count) })
-				c := newClient(t, url, client.Options{Protocol: proto, RetryBackoff: time.Millisecond})
+				c := newClient(t, url, client.Options{Protocol: proto})
 				err := c.Complete(t.Context(), "t", "l", nil)
-				if got := connect.CodeOf(err); got != code {
-					t.Errorf("Complete answered %v (code %v), want code %v", err, got, code)
+				var e *client.Error
+				if !errors.As(err, &e) || e.Code != code {
+					t.Errorf("Complete answered %v, want an *Error with code %v", err, code)
 				}
 				if got := count.Load(); got != 1 {
 					t.Errorf("server saw %d requests, want 1 (no retry)", got)
@@ -367,47 +516,20 @@ func TestNoRetryOnOtherCodes(t *testing.T) {
 // TestRetryStopsWithContext: the backoff ends when ctx does.
 func TestRetryStopsWithContext(t *testing.T) {
 	url := startServer(t, func(http.Handler) http.Handler { return failing(connect.CodeUnavailable, nil) })
-	// Cancel once the client has read the first answer, so the call is in
-	// (or about to enter) its backoff.
-	answered := make(chan struct{})
-	hc := &http.Client{Transport: &signalOnClose{next: http.DefaultTransport, closed: answered}}
-	// A backoff far longer than any test: only ctx can end the wait.
-	c := newClient(t, url, client.Options{HTTPClient: hc, RetryBackoff: 5 * time.Second, MaxRetries: 100})
+	fake := newFakeClock()
+	c := newClient(t, url, client.Options{MaxRetries: 100, Clock: fake})
 	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
 	go func() {
-		<-answered
-		cancel()
+		_, err := c.GetTask(ctx, "x")
+		errc <- err
 	}()
-	_, err := c.GetTask(ctx, "x")
-	if !errors.Is(err, context.Canceled) || !client.IsUnavailable(err) {
+	fake.WaitForTimers(1) // in its first backoff wait, which only ctx can end
+	cancel()
+	err := <-errc
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, client.ErrUnavailable) {
 		t.Fatalf("GetTask: %v; want the unavailable error and context.Canceled", err)
 	}
-}
-
-// signalOnClose closes closed when the first response body is closed.
-type signalOnClose struct {
-	next   http.RoundTripper
-	closed chan struct{}
-	once   sync.Once
-}
-
-func (s *signalOnClose) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := s.next.RoundTrip(r)
-	if err == nil {
-		resp.Body = &closeHook{ReadCloser: resp.Body, fn: func() { s.once.Do(func() { close(s.closed) }) }}
-	}
-	return resp, err
-}
-
-type closeHook struct {
-	io.ReadCloser
-	fn func()
-}
-
-func (c *closeHook) Close() error {
-	err := c.ReadCloser.Close()
-	c.fn()
-	return err
 }
 
 func TestNewValidates(t *testing.T) {
@@ -440,12 +562,17 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
+// TestLocalValidation: requests the client can tell are wrong are refused
+// before they are sent, as the server would refuse them.
 func TestLocalValidation(t *testing.T) {
 	c := newClient(t, "http://127.0.0.1:1", client.Options{})
-	if _, err := c.Lease(t.Context(), client.LeaseRequest{WorkerID: "w", Queue: "q", MaxTasks: -1}); err == nil || !strings.Contains(err.Error(), "MaxTasks") {
-		t.Errorf("Lease with MaxTasks -1: %v; want an error naming MaxTasks", err)
-	}
-	if _, _, err := c.ListTasks(t.Context(), client.ListOptions{PageSize: -1}); err == nil || !strings.Contains(err.Error(), "PageSize") {
-		t.Errorf("ListTasks with PageSize -1: %v; want an error naming PageSize", err)
-	}
+	_, err := c.Lease(t.Context(), client.LeaseRequest{WorkerID: "w", Queue: "q", MaxTasks: -1})
+	checkError(t, "Lease with MaxTasks -1", err, errorCase{client.ErrInvalidArgument, client.Error{
+		Op: "Lease", Code: connect.CodeInvalidArgument, Reason: client.ReasonInvalidArgument, Field: "MaxTasks"}})
+	_, err = c.Lease(t.Context(), client.LeaseRequest{WorkerID: "w", Queue: "q", Wait: -time.Second})
+	checkError(t, "Lease with a negative Wait", err, errorCase{client.ErrInvalidArgument, client.Error{
+		Op: "Lease", Code: connect.CodeInvalidArgument, Reason: client.ReasonInvalidArgument, Field: "Wait"}})
+	_, _, err = c.ListTasks(t.Context(), client.ListTasksRequest{PageSize: -1})
+	checkError(t, "ListTasks with PageSize -1", err, errorCase{client.ErrInvalidArgument, client.Error{
+		Op: "ListTasks", Code: connect.CodeInvalidArgument, Reason: client.ReasonInvalidArgument, Field: "PageSize"}})
 }

@@ -4,16 +4,24 @@
 // fail). Most workers should use package worker, which runs that protocol
 // for them.
 //
+// The SDK speaks in its own types: Task, Execution, LeasedTask,
+// HistoryEntry, FencingToken, FailResult; states are TaskState and
+// ExecutionStatus constants; times are time.Time (zero when unset) and
+// durations time.Duration. The methods are named after the API's calls:
+//
+//	TaskService    Submit, SubmitBatch, GetTask, ListTasks, KillTask, GetTaskHistory
+//	WorkerService  Lease, Start, Heartbeat, Commit, Complete, CompleteBatch, Fail
+//
 // What it promises:
 //
 //   - One protocol per Client, chosen in Options.Protocol: "connect" (the
 //     default, protobuf bodies), "json" (Connect with JSON bodies, easy to
 //     read in a proxy) or "grpc" (over unencrypted HTTP/2 for http:// URLs).
-//   - A call that fails with the status code unavailable (the server is
-//     restarting, reopening its log, or unreachable) is retried up to
-//     Options.MaxRetries times with a doubling, jittered backoff; no other
-//     code is retried, and the wait always ends when ctx does. Retrying is
-//     safe for every call of the API:
+//   - A call that fails as unavailable (the server is restarting, reopening
+//     its log, or unreachable) is retried up to Options.MaxRetries times
+//     with a doubling, jittered backoff; nothing else is retried, and the
+//     wait always ends when ctx does. Retrying is safe for every call of
+//     the API:
 //   - Submit and SubmitBatch carry a request id. When the caller gives none,
 //     the SDK generates a random one (crypto/rand) before the first try, so
 //     its own retries can never create a second task. Give your own request
@@ -23,16 +31,25 @@
 //     same lease as it answered the first. CompleteBatch answers each item
 //     on its own (errs[i]), and a retry of the whole call repeats each item.
 //   - Fail and KillTask are not repeatable in the same way: when the first
-//     try took effect but its answer was lost, the retry is answered
-//     failed_precondition (the lease is no longer current; the task is
-//     already DEAD). The task is then in the state the caller asked for.
+//     try took effect but its answer was lost, the retry is refused (the
+//     lease is no longer current; the task is already DEAD). The task is
+//     then in the state the caller asked for.
 //   - A Lease whose grant took effect but whose answer was lost leaves a
 //     lease nobody holds: it simply expires after the task's execution
 //     window and the task is retried (the lost attempt counts against its
 //     retry policy).
-//   - Errors are the server's connect errors, wrapped with the name of the
-//     call; branch on them with IsLeaseLost, IsAlreadyCommitted, IsNotFound
-//     and IsUnavailable (or connect.CodeOf).
+//   - Errors: a refused call returns an *Error (possibly wrapped) naming
+//     the call, the status code, the server's reason and message, and the
+//     task, lease, state, field or limit concerned. Branch with errors.Is on
+//     ErrLeaseLost, ErrAlreadyCommitted, ErrWrongState, ErrNotFound,
+//     ErrInvalidArgument, ErrTooLarge and ErrUnavailable; they are decided
+//     from the reason the server sends, never from the message.
+//
+// The commit boundary: only the attempt whose Commit wins may apply a
+// task's external effects, keyed by the FencingToken; an attempt told
+// ErrLeaseLost or ErrAlreadyCommitted applies none. That is what keeps a
+// stalled worker, whose lease expired while another attempt ran, from
+// applying the effects a second time (docs/state-machine.md).
 //
 // A Client is safe for concurrent use; create one per server and share it.
 package client

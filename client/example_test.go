@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -28,11 +29,14 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	task, err := c.GetTask(ctx, res.Task.GetTaskId())
+	task, err := c.GetTask(ctx, res.TaskID)
+	if errors.Is(err, client.ErrNotFound) {
+		return // finished long ago and purged after the retention period
+	}
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(task.GetTaskId(), task.GetState(), res.Duplicate)
+	fmt.Println(task.ID, task.State, res.Duplicate)
 }
 
 // The worker protocol by hand, with the commit boundary. Package worker
@@ -49,16 +53,30 @@ func ExampleClient_Commit() {
 	}
 	lt := leased[0]
 	result := []byte("rendered email")
-	tok, err := c.Commit(ctx, lt.GetTaskId(), lt.GetLeaseId(), result)
+	tok, err := c.Commit(ctx, lt.ID, lt.LeaseID, result)
 	switch {
-	case client.IsLeaseLost(err), client.IsAlreadyCommitted(err):
+	case errors.Is(err, client.ErrLeaseLost), errors.Is(err, client.ErrAlreadyCommitted):
 		return // another attempt owns the task: apply no effect
 	case err != nil:
 		log.Fatal(err)
 	}
-	// Apply the external effect keyed by tok.GetTaskId(), then finish.
-	fmt.Println("sending email for", tok.GetTaskId())
-	if err := c.Complete(ctx, lt.GetTaskId(), lt.GetLeaseId(), nil); err != nil {
+	// Apply the external effect keyed by tok.TaskID, then finish.
+	fmt.Println("sending email for", tok.TaskID)
+	if err := c.Complete(ctx, lt.ID, lt.LeaseID, nil); err != nil {
 		log.Print(err)
+	}
+}
+
+// Reading what a refusal was about.
+func ExampleError() {
+	ctx := context.Background()
+	c, err := client.New("http://127.0.0.1:7070", client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = c.Submit(ctx, client.SubmitRequest{Queue: "emails", Payload: make([]byte, 2<<20)})
+	var e *client.Error
+	if errors.As(err, &e) && errors.Is(err, client.ErrTooLarge) {
+		fmt.Printf("%s is %d bytes; the limit is %d\n", e.Field, e.Size, e.Limit)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"testing"
 
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/worker"
 )
@@ -23,7 +22,7 @@ func TestCoalescedCompletionsExactlyOnce(t *testing.T) {
 	for i := range reqs {
 		reqs[i] = client.SubmitRequest{Queue: "many", Payload: fmt.Appendf(nil, "%d", i)}
 	}
-	ids, err := c.SubmitBatchIDs(t.Context(), reqs)
+	ids, err := c.SubmitBatch(t.Context(), client.SubmitBatchRequest{Requests: reqs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,17 +35,17 @@ func TestCoalescedCompletionsExactlyOnce(t *testing.T) {
 		return append([]byte("done "), task.Payload...), nil
 	}, worker.Options{Concurrency: 64, MaxCompleteBatch: 16})
 	for i, id := range ids {
-		task := waitState(t, c, id.TaskID, tenurev1.TaskState_TASK_STATE_COMPLETED)
-		if want := fmt.Sprint("done ", i); string(task.GetResult()) != want {
-			t.Errorf("task %d: result %q, want %q", i, task.GetResult(), want)
+		task := waitState(t, c, id.TaskID, client.TaskStateCompleted)
+		if want := fmt.Sprint("done ", i); string(task.Result) != want {
+			t.Errorf("task %d: result %q, want %q", i, task.Result, want)
 		}
-		hist, err := c.TaskHistory(t.Context(), id.TaskID)
+		hist, err := c.GetTaskHistory(t.Context(), id.TaskID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var types []string
 		for _, e := range hist {
-			types = append(types, e.GetType())
+			types = append(types, e.Type)
 		}
 		if fmt.Sprint(types) != "[TaskCreated LeaseGranted TaskCompleted]" {
 			t.Errorf("task %d: history %v", i, types)
@@ -81,15 +80,15 @@ func TestReportStart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := tenurev1.ExecutionStatus_EXECUTION_STATUS_LEASED
+			want := client.ExecutionStatusLeased
 			if report {
-				want = tenurev1.ExecutionStatus_EXECUTION_STATUS_IN_PROGRESS
+				want = client.ExecutionStatusInProgress
 			}
-			if ex := task.GetExecutions(); len(ex) != 1 || ex[0].GetStatus() != want {
-				t.Errorf("executions %v while the handler runs, want one %s", ex, want)
+			if ex := task.Executions; len(ex) != 1 || ex[0].Status != want {
+				t.Errorf("executions %+v while the handler runs, want one %s", ex, want)
 			}
 			close(release)
-			waitState(t, c, id, tenurev1.TaskState_TASK_STATE_COMPLETED)
+			waitState(t, c, id, client.TaskStateCompleted)
 		})
 	}
 }

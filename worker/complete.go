@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -25,7 +24,7 @@ type completer struct {
 	max  int
 	reqs chan *completion
 	done chan struct{}
-	lg   *slog.Logger
+	lg   *logger
 }
 
 // completion is one task's request and the channel for its answer.
@@ -38,7 +37,7 @@ type completion struct {
 // room for queue waiting ones (one per task slot, so a send never waits
 // for room). With max 1 it makes plain Complete calls and runs no
 // goroutine.
-func newCompleter(c *client.Client, max, queue int, lg *slog.Logger) *completer {
+func newCompleter(c *client.Client, max, queue int, lg *logger) *completer {
 	return &completer{c: c, max: max, reqs: make(chan *completion, queue), done: make(chan struct{}), lg: lg}
 }
 

@@ -15,6 +15,7 @@ import (
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/clock"
 )
 
 // fakeWorkers answers CompleteBatch (or, with noBatch, only Complete): an
@@ -82,7 +83,7 @@ func startCompleter(t *testing.T, f *fakeWorkers, max int) *completer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := newCompleter(c, max, 100, slog.New(slog.DiscardHandler))
+	k := newCompleter(c, max, 100, &logger{base: slog.New(slog.DiscardHandler), clock: clock.Real})
 	go k.run(context.Background())
 	t.Cleanup(k.stop)
 	return k
@@ -149,7 +150,7 @@ func TestCompleterCoalesces(t *testing.T) {
 	}
 	for i := range 10 {
 		err := answers[fmt.Sprint("t", i)]
-		if lost(i) != client.IsLeaseLost(err) || (!lost(i) && err != nil) {
+		if lost(i) != errors.Is(err, client.ErrLeaseLost) || (!lost(i) && err != nil) {
 			t.Errorf("task t%d: %v, want lease lost: %v", i, err, lost(i))
 		}
 	}
@@ -164,7 +165,7 @@ func TestCompleterFallsBack(t *testing.T) {
 	answers := <-completeAll(k, 0, 8, lost)
 	for i := range 8 {
 		err := answers[fmt.Sprint("t", i)]
-		if lost(i) != client.IsLeaseLost(err) || (!lost(i) && err != nil) {
+		if lost(i) != errors.Is(err, client.ErrLeaseLost) || (!lost(i) && err != nil) {
 			t.Errorf("task t%d: %v, want lease lost: %v", i, err, lost(i))
 		}
 	}

@@ -1,7 +1,9 @@
 // Package worker runs tenure tasks: it leases tasks of one queue, runs a
 // Handler for each with up to Options.Concurrency at once, keeps their
 // leases alive with heartbeats, and reports the outcome, following the
-// commit boundary of DESIGN.md §3 (failure mode FM_001).
+// commit boundary: only the attempt whose Commit wins applies effects, so
+// a stalled worker whose lease expired while another attempt ran never
+// applies them a second time (docs/state-machine.md).
 //
 // What it promises:
 //
@@ -50,4 +52,11 @@
 // Every server call goes through package client, which retries calls that
 // failed with unavailable. A Lease interrupted by shutdown may have granted
 // a lease nobody will hold: it expires after the task's execution window.
+// A failed Lease, and an empty answer long before its wait (a server
+// draining for shutdown), is followed by a doubling, jittered wait; so is a
+// failed Effects.
+//
+// All the worker's timing (heartbeats, lease deadlines, the shutdown grace,
+// those waits, log record times) runs on Options.Clock, the real clock
+// unless a test sets a fake one.
 package worker

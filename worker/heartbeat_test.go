@@ -57,7 +57,7 @@ func TestHeartbeatsKeepManyLeases(t *testing.T) {
 		}
 		reqs[i] = client.SubmitRequest{Queue: "beats", Payload: []byte(p), ExecutionWindow: time.Second, Retry: fastRetry}
 	}
-	ids, err := c.SubmitBatchIDs(t.Context(), reqs)
+	ids, err := c.SubmitBatch(t.Context(), client.SubmitBatchRequest{Requests: reqs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,12 +110,12 @@ func TestHeartbeatsKeepManyLeases(t *testing.T) {
 		if !lost[id.TaskID] {
 			t.Errorf("killed task %s: its handler's ctx did not end (another one's did)", id.TaskID)
 		}
-		waitState(t, c, id.TaskID, tenurev1.TaskState_TASK_STATE_DEAD)
+		waitState(t, c, id.TaskID, client.TaskStateDead)
 	}
 	for _, id := range ids[:keep] {
-		task := waitState(t, c, id.TaskID, tenurev1.TaskState_TASK_STATE_COMPLETED)
-		if task.GetAttempt() != 1 || string(task.GetResult()) != "kept" {
-			t.Errorf("kept task %s: completed on attempt %d with %q; want attempt 1 with \"kept\"", id.TaskID, task.GetAttempt(), task.GetResult())
+		task := waitState(t, c, id.TaskID, client.TaskStateCompleted)
+		if task.Attempt != 1 || string(task.Result) != "kept" {
+			t.Errorf("kept task %s: completed on attempt %d with %q; want attempt 1 with \"kept\"", id.TaskID, task.Attempt, task.Result)
 		}
 	}
 	select {

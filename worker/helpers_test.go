@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/internal/apitest"
 	"github.com/tenurehq/tenure/worker"
@@ -71,7 +70,7 @@ func startWorker(t *testing.T, c *client.Client, queue string, h worker.Handler,
 }
 
 // waitFor polls GetTask until cond holds, for at most 30s.
-func waitFor(t *testing.T, c *client.Client, taskID, what string, cond func(*tenurev1.Task) bool) *tenurev1.Task {
+func waitFor(t *testing.T, c *client.Client, taskID, what string, cond func(*client.Task) bool) *client.Task {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -81,15 +80,15 @@ func waitFor(t *testing.T, c *client.Client, taskID, what string, cond func(*ten
 			return task
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("task %s: gave up waiting for %s; last answer %v, %v", taskID, what, task, err)
+			t.Fatalf("task %s: gave up waiting for %s; last answer %+v, %v", taskID, what, task, err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-func waitState(t *testing.T, c *client.Client, taskID string, s tenurev1.TaskState) *tenurev1.Task {
+func waitState(t *testing.T, c *client.Client, taskID string, s client.TaskState) *client.Task {
 	t.Helper()
-	return waitFor(t, c, taskID, s.String(), func(task *tenurev1.Task) bool { return task.GetState() == s })
+	return waitFor(t, c, taskID, s.String(), func(task *client.Task) bool { return task.State == s })
 }
 
 // recv receives from ch, failing the test after 30s.
@@ -110,7 +109,7 @@ func submit(t *testing.T, c *client.Client, req client.SubmitRequest) string {
 	if err != nil {
 		t.Fatalf("Submit: %v", err)
 	}
-	return res.Task.GetTaskId()
+	return res.TaskID
 }
 
 // ledger records effects keyed by task id.

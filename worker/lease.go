@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/clock"
 )
 
 // errLost is the cause of a task context ended because the lease was lost.
@@ -25,18 +26,20 @@ func margin(window time.Duration) time.Duration { return min(window/10, 2*time.S
 // or the local deadline) and sleeps on one timer until the earliest; each
 // heartbeat call runs in a goroutine of its own, so a slow call delays no
 // other lease. A task costs an entry in the heap, not a goroutine and
-// timers of its own.
+// timers of its own. Every time it reads and every timer it sets are the
+// worker's clock's.
 type beater struct {
-	c    *client.Client
-	mu   sync.Mutex
-	h    keeperHeap
-	wake chan struct{} // cap 1: the earliest event moved earlier
-	quit chan struct{}
-	done chan struct{}
+	c     *client.Client
+	clock clock.Clock
+	mu    sync.Mutex
+	h     keeperHeap
+	wake  chan struct{} // cap 1: the earliest event moved earlier
+	quit  chan struct{}
+	done  chan struct{}
 }
 
-func newBeater(c *client.Client) *beater {
-	return &beater{c: c, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+func newBeater(c *client.Client, clk clock.Clock) *beater {
+	return &beater{c: c, clock: clk, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 }
 
 // keeper heartbeats one lease, from keepLease until stop, and ends the
@@ -46,7 +49,7 @@ type keeper struct {
 	ctx    context.Context // the task's; heartbeat calls run under it
 	lose   context.CancelCauseFunc
 	t      *Task
-	lg     *taskLog
+	lg     *logger
 	window time.Duration
 	every  time.Duration
 	safety time.Duration
@@ -65,16 +68,18 @@ type keeper struct {
 // keepLease starts heartbeating t's lease every HeartbeatEvery × window.
 // The lease counts as lost, and ctx is ended through lose, when a heartbeat
 // is refused, or when the local deadline passes without a successful
-// heartbeat. The local deadline is measured on this process's monotonic
-// clock: from the lease's arrival, the lease's remaining time (by the
-// wall-clock expiry, never more than one window) less the margin; after a
-// heartbeat sent at s, min(s + window, the new expiry) less the margin,
-// because the server extends from its own now, which is after s. k is the
-// keeper to use (it lives in the task's attempt, to save an allocation).
-func (w *Worker) keepLease(k *keeper, ctx context.Context, lose context.CancelCauseFunc, t *Task, received time.Time, lg *taskLog) {
+// heartbeat. The local deadline is measured on the worker's clock (the
+// real one runs on this process's monotonic clock): from the lease's
+// arrival at received, the lease's remaining time (by the wall-clock
+// expiry, never more than one window) less the margin; after a heartbeat
+// sent at s, min(s + window, the new expiry) less the margin, because the
+// server extends from its own now, which is after s. k is the keeper to
+// use (it lives in the task's attempt, to save an allocation).
+func (w *Worker) keepLease(k *keeper, ctx context.Context, lose context.CancelCauseFunc, t *Task, received time.Time, lg *logger) {
+	left := t.LeaseExpiry.Sub(received)
 	window := t.ExecutionWindow
 	if window <= 0 {
-		window = time.Until(t.LeaseExpiry)
+		window = left
 	}
 	*k = keeper{
 		b: w.beats, ctx: ctx, lose: lose, t: t, lg: lg,
@@ -84,7 +89,7 @@ func (w *Worker) keepLease(k *keeper, ctx context.Context, lose context.CancelCa
 		idx:    -1,
 	}
 	k.beatAt = received.Add(k.every)
-	k.deadline = received.Add(min(time.Until(t.LeaseExpiry), window) - k.safety)
+	k.deadline = received.Add(min(left, window) - k.safety)
 	k.due = earlier(k.beatAt, k.deadline)
 	b := w.beats
 	b.mu.Lock()
@@ -135,13 +140,24 @@ func (b *beater) signal() {
 
 // run handles the leases' events until stop. Start it before the first
 // keepLease.
+//
+// It keeps one timer, and sets a new one only when the earliest event is
+// before the timer's time: an early wake-up costs a look at the heap, a new
+// timer an allocation, and while tasks come and go (each new lease is the
+// earliest event of an otherwise empty heap) the timer set for an earlier
+// lease still fires before the new one's event.
 func (b *beater) run() {
 	defer close(b.done)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	var timer clock.Timer // nil: none set
+	var timerAt time.Time // when the timer was set to fire
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		b.mu.Lock()
-		now := time.Now()
+		now := b.clock.Now()
 		for len(b.h) > 0 && !b.h[0].due.After(now) {
 			k := b.h[0]
 			switch {
@@ -156,23 +172,42 @@ func (b *beater) run() {
 				heap.Pop(&b.h)
 			default:
 				k.inflight = true
-				cctx, cancel := context.WithDeadline(k.ctx, k.deadline)
+				// The call is not given the deadline as a context deadline:
+				// that would time it on the real clock. The deadline stays
+				// the keeper's next event, and when it passes, run ends the
+				// task's ctx, and with it the call.
+				cctx, cancel := context.WithCancel(k.ctx)
 				k.cancelCall = cancel
-				k.due = k.deadline // the deadline still holds while the call is out
+				k.due = k.deadline
 				heap.Fix(&b.h, 0)
 				go k.heartbeat(cctx, now)
 			}
 		}
-		wait := time.Hour
+		var next time.Time // the earliest event; zero: none
 		if len(b.h) > 0 {
-			wait = b.h[0].due.Sub(now)
+			next = b.h[0].due
 		}
 		b.mu.Unlock()
-		timer.Reset(wait)
+		if !next.IsZero() && (timer == nil || next.Before(timerAt)) {
+			if timer != nil {
+				timer.Stop()
+			}
+			timer, timerAt = b.clock.NewTimer(next.Sub(now)), next
+			if !b.clock.Now().Before(next) {
+				// The clock passed next since now was read, so the timer
+				// may fire late: handle the event at once instead.
+				continue
+			}
+		}
+		var fired <-chan time.Time
+		if timer != nil {
+			fired = timer.C()
+		}
 		select {
 		case <-b.quit:
 			return
-		case <-timer.C:
+		case <-fired:
+			timer = nil
 		case <-b.wake:
 		}
 	}
@@ -208,7 +243,7 @@ func (k *keeper) heartbeat(ctx context.Context, sent time.Time) {
 	switch {
 	case err == nil:
 		k.deadline = sent.Add(min(k.window, exp.Sub(sent)) - k.safety)
-		k.beatAt = time.Now().Add(k.every)
+		k.beatAt = b.clock.Now().Add(k.every)
 	case leaseLost(err):
 		heap.Remove(&b.h, k.idx)
 		k.lose(errLost{why: err.Error()})
@@ -221,9 +256,10 @@ func (k *keeper) heartbeat(ctx context.Context, sent time.Time) {
 	default:
 		// Try again soon; the deadline ends the lease if this goes on.
 		retry = true
-		k.beatAt = time.Now().Add(k.every / 2)
+		k.beatAt = b.clock.Now().Add(k.every / 2)
 	}
 	k.due = earlier(k.beatAt, k.deadline)
+	deadline := k.deadline
 	heap.Fix(&b.h, k.idx)
 	first := b.h[0] == k
 	b.mu.Unlock()
@@ -232,7 +268,9 @@ func (k *keeper) heartbeat(ctx context.Context, sent time.Time) {
 	}
 	if retry {
 		k.lg.Warn("heartbeat failed; retrying", "err", err)
+		return
 	}
+	k.lg.Debug("heartbeat: lease extended", "lease_expiry", exp, "local_deadline", deadline)
 }
 
 // keeperHeap orders keepers by their next event (container/heap).

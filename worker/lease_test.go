@@ -11,6 +11,7 @@ import (
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/clock"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -19,12 +20,13 @@ import (
 type slowBeats struct {
 	tenurev1connect.UnimplementedWorkerServiceHandler
 	arrived chan string
+	clock   clock.Clock
 }
 
 func (s *slowBeats) Heartbeat(ctx context.Context, req *connect.Request[tenurev1.HeartbeatRequest]) (*connect.Response[tenurev1.HeartbeatResponse], error) {
 	s.arrived <- req.Msg.GetTaskId()
 	<-ctx.Done()
-	return connect.NewResponse(&tenurev1.HeartbeatResponse{LeaseExpiry: timestamppb.New(time.Now().Add(time.Hour))}), nil
+	return connect.NewResponse(&tenurev1.HeartbeatResponse{LeaseExpiry: timestamppb.New(s.clock.Now().Add(time.Hour))}), nil
 }
 
 // TestKeeperStopEndsHeartbeatInFlight: stop with a heartbeat out ends the
@@ -32,7 +34,8 @@ func (s *slowBeats) Heartbeat(ctx context.Context, req *connect.Request[tenurev1
 // lost; a keeper of another lease goes on.
 func TestKeeperStopEndsHeartbeatInFlight(t *testing.T) {
 	t.Parallel()
-	srv := &slowBeats{arrived: make(chan string, 10)}
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	srv := &slowBeats{arrived: make(chan string, 10), clock: fake}
 	_, h := tenurev1connect.NewWorkerServiceHandler(srv)
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
@@ -41,7 +44,7 @@ func TestKeeperStopEndsHeartbeatInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, err := New(c, "q", func(context.Context, *Task) ([]byte, error) { return nil, nil },
-		Options{HeartbeatEvery: 0.01, Logger: slog.New(slog.DiscardHandler)})
+		Options{HeartbeatEvery: 0.01, Logger: slog.New(slog.DiscardHandler), Clock: fake})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,16 +52,19 @@ func TestKeeperStopEndsHeartbeatInFlight(t *testing.T) {
 	defer w.beats.stopRun()
 
 	start := func(id string) (*keeper, context.Context) {
-		now := time.Now()
+		now := fake.Now()
 		task := &Task{ID: id, LeaseID: "l-" + id, ExecutionWindow: 3 * time.Second, LeaseExpiry: now.Add(3 * time.Second)}
 		ctx, lose := context.WithCancelCause(context.Background())
 		t.Cleanup(func() { lose(nil) })
 		k := &keeper{}
-		w.keepLease(k, ctx, lose, task, now, &taskLog{base: w.lg, t: task})
+		w.keepLease(k, ctx, lose, task, now, &logger{base: w.lg.base, clock: fake, t: task})
 		return k, ctx
 	}
 	a, actx := start("a")
 	b, bctx := start("b")
+	// Both heartbeats are due after 30ms (1% of the window).
+	fake.WaitForTimers(1)
+	fake.Advance(30 * time.Millisecond)
 	seen := map[string]bool{}
 	for len(seen) < 2 {
 		select {

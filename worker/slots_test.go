@@ -116,7 +116,7 @@ func waitCompleted(t *testing.T, c *client.Client, ids ...string) {
 	for _, id := range ids {
 		eventually(t, "task "+id+" to complete", func() bool {
 			task, err := c.GetTask(t.Context(), id)
-			return err == nil && task.GetState() == tenurev1.TaskState_TASK_STATE_COMPLETED
+			return err == nil && task.State == client.TaskStateCompleted
 		})
 	}
 }
@@ -127,7 +127,7 @@ func submitN(t *testing.T, c *client.Client, queue, prefix string, n int) []stri
 	for i := range reqs {
 		reqs[i] = client.SubmitRequest{Queue: queue, Payload: fmt.Appendf(nil, "%s%d", prefix, i)}
 	}
-	res, err := c.SubmitBatchIDs(t.Context(), reqs)
+	res, err := c.SubmitBatch(t.Context(), client.SubmitBatchRequest{Requests: reqs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -16,28 +17,17 @@ import (
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/backoff"
+	"github.com/tenurehq/tenure/internal/clock"
 )
 
-// Task is one leased attempt of a task, as the handler and Effects see it.
-// It does not change while the attempt runs (LeaseExpiry is the expiry at
-// lease time; heartbeats move the real one).
-type Task struct {
-	ID              string
-	Namespace       string
-	Queue           string
-	LeaseID         string
-	Payload         []byte
-	Attempt         uint32 // attempt number of this lease, from 1
-	LeaseExpiry     time.Time
-	ExecutionWindow time.Duration
-	// Committed marks a finalisation lease: an earlier attempt committed
-	// CommittedResult and lost its lease before completing. The handler is
-	// not run for it; Effects is, with CommittedResult.
-	Committed       bool
-	CommittedResult []byte
-}
+// Task is one leased attempt of a task, as the handler and Effects see it:
+// the client's LeasedTask, as Lease answered it. It does not change while
+// the attempt runs (LeaseExpiry is the expiry at lease time; heartbeats
+// move the real one). On a finalisation lease (Committed) the handler is
+// not run; Effects is, with CommittedResult.
+type Task = client.LeasedTask
 
 // Handler executes a task and returns its result. It must return soon
 // after ctx ends (lease lost or shutdown); its result is then discarded.
@@ -51,14 +41,11 @@ type Handler func(ctx context.Context, t *Task) (result []byte, err error)
 type Effects func(ctx context.Context, t *Task, result []byte, token FencingToken) error
 
 // FencingToken identifies the one commit of a task: the task and the
-// attempt whose commit won. On a finalisation lease Attempt is the
-// committing attempt, read from the server; if that read fails it is the
-// finalisation lease's own attempt, which is why effects should be keyed by
-// TaskID alone.
-type FencingToken struct {
-	TaskID  string
-	Attempt uint32
-}
+// attempt whose commit won (the client's FencingToken). On a finalisation
+// lease Attempt is the committing attempt, read from the server; if that
+// read fails it is the finalisation lease's own attempt, which is why
+// effects should be keyed by TaskID alone.
+type FencingToken = client.FencingToken
 
 // Options configure a Worker. The zero value works.
 type Options struct {
@@ -97,6 +84,11 @@ type Options struct {
 	ShutdownGrace time.Duration
 	// Logger receives the worker's logs (default slog.Default()).
 	Logger *slog.Logger
+	// Clock is the source of time for everything the worker times:
+	// heartbeats, lease deadlines and their safety margin, the shutdown
+	// grace, the waits after failed calls, and log record times. Nil: the
+	// real clock. Tests of this module set a fake one and move it by hand.
+	Clock clock.Clock
 }
 
 const (
@@ -122,6 +114,10 @@ const (
 	// the client retries unavailable answers within it.
 	callTimeout = 30 * time.Second
 )
+
+// retryBackoff spaces the worker's retries: of a failed Lease, of an empty
+// Lease answer that came early (a draining server), of failed Effects.
+var retryBackoff = backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
 
 func (o *Options) validate() error {
 	if o.Namespace == "" {
@@ -169,6 +165,9 @@ func (o *Options) validate() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Clock == nil {
+		o.Clock = clock.Real
+	}
 	return nil
 }
 
@@ -193,7 +192,8 @@ type Worker struct {
 	queue   string
 	h       Handler
 	opts    Options
-	lg      *slog.Logger
+	clock   clock.Clock
+	lg      *logger
 	started atomic.Bool
 	// completions coalesces the tasks' Complete calls; Run runs it.
 	completions *completer
@@ -221,10 +221,10 @@ func New(c *client.Client, queue string, h Handler, opts Options) (*Worker, erro
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	lg := opts.Logger.With("worker_id", opts.WorkerID, "namespace", opts.Namespace, "queue", queue)
-	return &Worker{c: c, queue: queue, h: h, opts: opts, lg: lg,
+	lg := &logger{base: opts.Logger.With("worker_id", opts.WorkerID, "namespace", opts.Namespace, "queue", queue), clock: opts.Clock}
+	return &Worker{c: c, queue: queue, h: h, opts: opts, clock: opts.Clock, lg: lg,
 		completions: newCompleter(c, opts.MaxCompleteBatch, opts.Concurrency, lg),
-		beats:       newBeater(c),
+		beats:       newBeater(c, opts.Clock),
 		slots:       newSlots(opts.Concurrency)}, nil
 }
 
@@ -252,7 +252,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	var tasks sync.WaitGroup
 	w.lg.Info("worker started", "concurrency", w.opts.Concurrency)
-	runErr := w.leaseLoop(ctx, func(lt *tenurev1.LeasedTask) {
+	runErr := w.leaseLoop(ctx, func(lt *Task) {
 		tasks.Go(func() {
 			a := &attempt{}
 			defer func() { w.slots.release(a.finishing) }()
@@ -265,11 +265,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		tasks.Wait()
 		close(done)
 	}()
-	grace := time.NewTimer(w.opts.ShutdownGrace)
+	grace := w.clock.NewTimer(w.opts.ShutdownGrace)
 	defer grace.Stop()
 	select {
 	case <-done:
-	case <-grace.C:
+	case <-grace.C():
 		w.lg.Warn("shutdown grace passed: cancelling running tasks and failing them", "grace", w.opts.ShutdownGrace, "running", w.slots.running())
 		stopTasks(errShutdown)
 		<-done
@@ -281,9 +281,10 @@ func (w *Worker) Run(ctx context.Context) error {
 // leaseLoop leases while ctx lasts and there are free slots (in batches:
 // see slots), and hands each leased task, with its slot taken, to start. It
 // returns nil when ctx ends.
-func (w *Worker) leaseLoop(ctx context.Context, start func(*tenurev1.LeasedTask)) error {
-	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
-	backoff, emptyBackoff := minBackoff, minBackoff
+func (w *Worker) leaseLoop(ctx context.Context, start func(*Task)) error {
+	// Failed calls and early empty answers so far in a row: each wait
+	// grows with them.
+	failures, empties := 0, 0
 	for {
 		n := w.slots.take(ctx)
 		if n == 0 {
@@ -294,7 +295,7 @@ func (w *Worker) leaseLoop(ctx context.Context, start func(*tenurev1.LeasedTask)
 			w.slots.put(n)
 			return nil
 		}
-		sent := time.Now()
+		sent := w.clock.Now()
 		lts, err := w.c.Lease(ctx, client.LeaseRequest{
 			WorkerID:  w.opts.WorkerID,
 			Namespace: w.opts.Namespace,
@@ -311,44 +312,49 @@ func (w *Worker) leaseLoop(ctx context.Context, start func(*tenurev1.LeasedTask)
 			if ctx.Err() != nil {
 				return nil
 			}
-			switch connect.CodeOf(err) {
-			case connect.CodeInvalidArgument, connect.CodeUnimplemented, connect.CodeUnauthenticated, connect.CodePermissionDenied:
+			if rejected(err) {
 				return fmt.Errorf("worker: the server rejected the lease request, stopping: %w", err)
 			}
-			w.lg.Error("lease failed; retrying", "err", err, "in", backoff)
-			if !sleep(ctx, backoff) {
+			wait := retryBackoff.Wait(failures, mrand.Int64N)
+			failures++
+			w.lg.Error("lease failed; retrying", "err", err, "in", wait)
+			if !w.sleep(ctx, wait) {
 				return nil
 			}
-			backoff = min(2*backoff, maxBackoff)
 			continue
 		}
-		backoff = minBackoff
-		for _, lt := range lts {
-			start(lt)
+		failures = 0
+		for i := range lts {
+			start(&lts[i])
 		}
-		if len(lts) == 0 && time.Since(sent) < w.opts.PollWait/2 {
+		if len(lts) == 0 && w.clock.Now().Sub(sent) < w.opts.PollWait/2 {
 			// An empty answer long before the wait ran out: the server ends
 			// long-polls early (it is draining for shutdown). Do not spin.
-			if !sleep(ctx, emptyBackoff) {
+			if !w.sleep(ctx, retryBackoff.Wait(empties, mrand.Int64N)) {
 				return nil
 			}
-			emptyBackoff = min(2*emptyBackoff, maxBackoff)
+			empties++
 		} else {
-			emptyBackoff = minBackoff
+			empties = 0
 		}
 	}
 }
 
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
+// rejected reports whether a failed Lease can never succeed as it is (a bad
+// namespace or queue, an API the server lacks, no permission): retrying it
+// would only spin.
+func rejected(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnimplemented, connect.CodeUnauthenticated, connect.CodePermissionDenied:
 		return true
 	}
+	return errors.Is(err, client.ErrInvalidArgument)
+}
+
+// sleep waits d on the worker's clock or until ctx ends; it reports whether
+// d passed.
+func (w *Worker) sleep(ctx context.Context, d time.Duration) bool {
+	return clock.Sleep(ctx, w.clock, d) == nil
 }
 
 // reportCtx is the context of a report to the server: it is not ended by
@@ -358,39 +364,31 @@ func reportCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 }
 
-// leaseLost reports whether err means this lease has no authority any more.
+// leaseLost reports whether err means this lease has no authority any more:
+// it is not the task's current lease, another attempt committed, the task
+// is gone, or its state allows nothing more from this attempt.
 func leaseLost(err error) bool {
-	return client.IsLeaseLost(err) || client.IsAlreadyCommitted(err) || client.IsNotFound(err)
+	return errors.Is(err, client.ErrLeaseLost) || errors.Is(err, client.ErrAlreadyCommitted) ||
+		errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrWrongState)
 }
 
 // attempt holds what runTask needs for one leased attempt, in one
 // allocation.
 type attempt struct {
 	task Task
-	lg   taskLog
+	lg   logger
 	k    keeper
 	// finishing is set when the attempt is in its final report (see slots).
 	finishing bool
 }
 
 // runTask runs one leased attempt to its end.
-func (w *Worker) runTask(hard context.Context, lt *tenurev1.LeasedTask, a *attempt) {
-	received := time.Now()
+func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
+	received := w.clock.Now()
 	t := &a.task
-	*t = Task{
-		ID:              lt.GetTaskId(),
-		Namespace:       lt.GetNamespace(),
-		Queue:           lt.GetQueue(),
-		LeaseID:         lt.GetLeaseId(),
-		Payload:         lt.GetPayload(),
-		Attempt:         lt.GetAttempt(),
-		LeaseExpiry:     lt.GetLeaseExpiry().AsTime(),
-		ExecutionWindow: lt.GetExecutionWindow().AsDuration(),
-		Committed:       lt.GetCommitted(),
-		CommittedResult: lt.GetCommittedResult(),
-	}
+	*t = *lt
 	lg := &a.lg
-	lg.base, lg.t = w.lg, t
+	lg.base, lg.clock, lg.t = w.lg.base, w.clock, t
 	// ctx ends when the lease is lost (cause: errLost) or at shutdown past
 	// the grace (cause: errShutdown).
 	ctx, lose := context.WithCancelCause(hard)
@@ -442,7 +440,7 @@ func (w *Worker) runTask(hard context.Context, lt *tenurev1.LeasedTask, a *attem
 			lg.Error("reporting the handler's failure failed; the lease will expire and the task be retried", "handler_err", herr, "err", err)
 			return
 		}
-		lg.Info("task attempt failed", "err", herr, "permanent", permanent, "state", res.GetState().String())
+		lg.Info("task attempt failed", "err", herr, "permanent", permanent, "state", res.State.String())
 		return
 	}
 	if w.opts.Effects == nil {
@@ -462,7 +460,7 @@ func (w *Worker) runTask(hard context.Context, lt *tenurev1.LeasedTask, a *attem
 		lg.Error("commit failed; effects not applied (if the commit did land, a later lease applies them)", "err", err)
 		return
 	}
-	w.effectsAndComplete(ctx, a, result, FencingToken{TaskID: tok.GetTaskId(), Attempt: tok.GetAttempt()})
+	w.effectsAndComplete(ctx, a, result, tok)
 }
 
 // finishing marks a as being in its final report: the lease loop may wait
@@ -487,9 +485,9 @@ func (w *Worker) finalise(ctx context.Context, a *attempt) {
 	if task, err := w.c.GetTask(ctx, t.ID); err != nil {
 		lg.Warn("could not read the committing attempt; the fencing token carries this lease's attempt", "err", err)
 	} else {
-		for _, e := range task.GetExecutions() {
-			if e.GetCommittedAt() != nil {
-				tok.Attempt = e.GetAttempt()
+		for _, e := range task.Executions {
+			if !e.CommittedAt.IsZero() {
+				tok.Attempt = e.Attempt
 				break
 			}
 		}
@@ -502,7 +500,6 @@ func (w *Worker) finalise(ctx context.Context, a *attempt) {
 // COMMITTED: its lease expires and a finalisation lease tries again.
 func (w *Worker) effectsAndComplete(ctx context.Context, a *attempt, result []byte, tok FencingToken) {
 	t, k, lg := &a.task, &a.k, &a.lg
-	backoff := 100 * time.Millisecond
 	for try := 1; ; try++ {
 		err := w.callEffects(ctx, t, result, tok, lg)
 		if err == nil {
@@ -513,13 +510,13 @@ func (w *Worker) effectsAndComplete(ctx context.Context, a *attempt, result []by
 			lg.Error("effects failed; the task stays committed and a later lease applies them again", "tries", try, "err", err, "cause", context.Cause(ctx))
 			return
 		}
-		lg.Warn("effects failed; retrying", "try", try, "err", err, "in", backoff)
-		if !sleep(ctx, backoff) {
+		wait := retryBackoff.Wait(try-1, mrand.Int64N)
+		lg.Warn("effects failed; retrying", "try", try, "err", err, "in", wait)
+		if !w.sleep(ctx, wait) {
 			k.stop()
 			lg.Error("lease lost while retrying effects; a later lease applies them again", "cause", context.Cause(ctx))
 			return
 		}
-		backoff *= 2
 	}
 	k.stop()
 	w.complete(ctx, a, nil)
@@ -551,7 +548,7 @@ func (w *Worker) complete(ctx context.Context, a *attempt, result []byte) {
 	lg.Debug("task completed")
 }
 
-func (w *Worker) callHandler(ctx context.Context, t *Task, lg *taskLog) (result []byte, err error) {
+func (w *Worker) callHandler(ctx context.Context, t *Task, lg *logger) (result []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			lg.Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
@@ -561,7 +558,7 @@ func (w *Worker) callHandler(ctx context.Context, t *Task, lg *taskLog) (result 
 	return w.h(ctx, t)
 }
 
-func (w *Worker) callEffects(ctx context.Context, t *Task, result []byte, tok FencingToken, lg *taskLog) (err error) {
+func (w *Worker) callEffects(ctx context.Context, t *Task, result []byte, tok FencingToken, lg *logger) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			lg.Error("effects panicked", "panic", r, "stack", string(debug.Stack()))

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/worker"
@@ -35,12 +34,12 @@ func TestHappyPath(t *testing.T) {
 	for i := range reqs {
 		reqs[i] = client.SubmitRequest{Queue: "happy", Payload: fmt.Appendf(nil, "task-%d", i), Retry: fastRetry}
 	}
-	res, err := c.SubmitBatch(t.Context(), reqs)
+	res, err := c.SubmitBatch(t.Context(), client.SubmitBatchRequest{Requests: reqs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, r := range res {
-		ids[i] = r.Task.GetTaskId()
+		ids[i] = r.TaskID
 	}
 
 	var mu sync.Mutex
@@ -73,9 +72,9 @@ func TestHappyPath(t *testing.T) {
 		recv(t, effects, "effects")
 	}
 	for i, id := range ids {
-		task := waitState(t, c, id, tenurev1.TaskState_TASK_STATE_COMPLETED)
-		if want := fmt.Sprintf("TASK-%d", i); string(task.GetResult()) != want {
-			t.Errorf("task %s result %q, want %q", id, task.GetResult(), want)
+		task := waitState(t, c, id, client.TaskStateCompleted)
+		if want := fmt.Sprintf("TASK-%d", i); string(task.Result) != want {
+			t.Errorf("task %s result %q, want %q", id, task.Result, want)
 		}
 	}
 	counts := l.snapshot()
@@ -106,16 +105,16 @@ func TestCompleteWithoutEffects(t *testing.T) {
 	startWorker(t, c, "plain", func(ctx context.Context, task *worker.Task) ([]byte, error) {
 		return []byte("done:" + string(task.Payload)), nil
 	}, worker.Options{})
-	task := waitState(t, c, id, tenurev1.TaskState_TASK_STATE_COMPLETED)
-	if string(task.GetResult()) != "done:x" {
-		t.Errorf("result %q, want done:x", task.GetResult())
+	task := waitState(t, c, id, client.TaskStateCompleted)
+	if string(task.Result) != "done:x" {
+		t.Errorf("result %q, want done:x", task.Result)
 	}
-	hist, err := c.TaskHistory(t.Context(), id)
+	hist, err := c.GetTaskHistory(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range hist {
-		if e.GetType() == "TaskCommitted" {
+		if e.Type == "TaskCommitted" {
 			t.Errorf("history has a TaskCommitted record; want Complete alone")
 		}
 	}
@@ -135,7 +134,7 @@ func TestHandlerErrorRetriedThenFailed(t *testing.T) {
 		t.Errorf("effects ran for a failed task")
 		return nil
 	}})
-	task := waitState(t, c, id, tenurev1.TaskState_TASK_STATE_FAILED)
+	task := waitState(t, c, id, client.TaskStateFailed)
 	close(attempts)
 	var got []uint32
 	for a := range attempts {
@@ -144,8 +143,8 @@ func TestHandlerErrorRetriedThenFailed(t *testing.T) {
 	if fmt.Sprint(got) != "[1 2 3]" {
 		t.Errorf("handler ran for attempts %v, want [1 2 3]", got)
 	}
-	if !strings.Contains(task.GetFailureReason(), "attempt 3: downstream said no") {
-		t.Errorf("failure reason %q, want the last handler error", task.GetFailureReason())
+	if !strings.Contains(task.FailureReason, "attempt 3: downstream said no") {
+		t.Errorf("failure reason %q, want the last handler error", task.FailureReason)
 	}
 }
 
@@ -159,12 +158,12 @@ func TestPermanent(t *testing.T) {
 		calls.Add(1)
 		return nil, worker.Permanent(errors.New("bad input"))
 	}, worker.Options{})
-	task := waitState(t, c, id, tenurev1.TaskState_TASK_STATE_FAILED)
-	if task.GetAttempt() != 1 || calls.Load() != 1 {
-		t.Errorf("FAILED after %d attempts and %d handler runs, want 1 and 1", task.GetAttempt(), calls.Load())
+	task := waitState(t, c, id, client.TaskStateFailed)
+	if task.Attempt != 1 || calls.Load() != 1 {
+		t.Errorf("FAILED after %d attempts and %d handler runs, want 1 and 1", task.Attempt, calls.Load())
 	}
-	if !strings.Contains(task.GetFailureReason(), "bad input") {
-		t.Errorf("failure reason %q, want the handler's error", task.GetFailureReason())
+	if !strings.Contains(task.FailureReason, "bad input") {
+		t.Errorf("failure reason %q, want the handler's error", task.FailureReason)
 	}
 }
 
@@ -179,9 +178,9 @@ func TestHandlerPanic(t *testing.T) {
 		}
 		return []byte("ok"), nil
 	}, worker.Options{})
-	task := waitState(t, c, id, tenurev1.TaskState_TASK_STATE_COMPLETED)
-	if task.GetAttempt() != 2 || !strings.Contains(task.GetExecutions()[0].GetReason(), "handler panicked: nil map") {
-		t.Errorf("task %v; want completed on attempt 2 after a panic on attempt 1", task)
+	task := waitState(t, c, id, client.TaskStateCompleted)
+	if task.Attempt != 2 || !strings.Contains(task.Executions[0].Reason, "handler panicked: nil map") {
+		t.Errorf("task %+v; want completed on attempt 2 after a panic on attempt 1", task)
 	}
 }
 
@@ -207,9 +206,9 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv(t, sawDone, "the handler's ctx to end")
-	task := waitState(t, c, id, tenurev1.TaskState_TASK_STATE_DEAD)
-	if effects.Load() != 0 || len(task.GetResult()) != 0 {
-		t.Errorf("after a lost lease: %d effects, result %q; want none", effects.Load(), task.GetResult())
+	task := waitState(t, c, id, client.TaskStateDead)
+	if effects.Load() != 0 || len(task.Result) != 0 {
+		t.Errorf("after a lost lease: %d effects, result %q; want none", effects.Load(), task.Result)
 	}
 }
 
@@ -247,9 +246,9 @@ func TestLocalExpiryCancelsHandler(t *testing.T) {
 		return nil
 	}})
 	recv(t, sawDone, "the handler's ctx to end")
-	task := waitState(t, c, id, tenurev1.TaskState_TASK_STATE_COMPLETED)
-	if got := l.snapshot()[id]; got != 1 || l.results[id] != "attempt 2" || string(task.GetResult()) != "attempt 2" {
-		t.Errorf("%d effects with result %q, task result %q; want 1 effect of attempt 2", got, l.results[id], task.GetResult())
+	task := waitState(t, c, id, client.TaskStateCompleted)
+	if got := l.snapshot()[id]; got != 1 || l.results[id] != "attempt 2" || string(task.Result) != "attempt 2" {
+		t.Errorf("%d effects with result %q, task result %q; want 1 effect of attempt 2", got, l.results[id], task.Result)
 	}
 }
 
@@ -268,7 +267,7 @@ func TestFinalisation(t *testing.T) {
 	if err != nil || len(leased) != 1 {
 		t.Fatalf("Lease: %v, %v", leased, err)
 	}
-	if _, err := c.Commit(ctx, id, leased[0].GetLeaseId(), []byte("committed result")); err != nil {
+	if _, err := c.Commit(ctx, id, leased[0].LeaseID, []byte("committed result")); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
 	// No Complete: the lease expires with the task COMMITTED.
@@ -281,9 +280,9 @@ func TestFinalisation(t *testing.T) {
 		l.apply(task, result, tok)
 		return nil
 	}})
-	task := waitState(t, c, id, tenurev1.TaskState_TASK_STATE_COMPLETED)
-	if string(task.GetResult()) != "committed result" {
-		t.Errorf("task result %q, want the committed one", task.GetResult())
+	task := waitState(t, c, id, client.TaskStateCompleted)
+	if string(task.Result) != "committed result" {
+		t.Errorf("task result %q, want the committed one", task.Result)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -320,7 +319,7 @@ func TestEffectsFailureLeavesCommitted(t *testing.T) {
 		l.apply(task, result, tok)
 		return nil
 	}})
-	waitState(t, c, id, tenurev1.TaskState_TASK_STATE_COMPLETED)
+	waitState(t, c, id, client.TaskStateCompleted)
 	// Three tries unless the lease was lost in between (a stalled
 	// heartbeat under load), which ends the tries early.
 	if handlerRuns.Load() != 1 || tries.Load() < 1 || tries.Load() > 3 || l.snapshot()[id] != 1 {
@@ -349,12 +348,12 @@ func TestShutdownWaitsForRunning(t *testing.T) {
 	if err := w.wait(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	task := waitState(t, c, first, tenurev1.TaskState_TASK_STATE_COMPLETED)
-	if string(task.GetResult()) != "finished" {
-		t.Errorf("first task result %q, want finished", task.GetResult())
+	task := waitState(t, c, first, client.TaskStateCompleted)
+	if string(task.Result) != "finished" {
+		t.Errorf("first task result %q, want finished", task.Result)
 	}
-	if task, err := c.GetTask(t.Context(), second); err != nil || task.GetState() != tenurev1.TaskState_TASK_STATE_WAITING || task.GetAttempt() != 0 {
-		t.Errorf("second task after shutdown: %v, %v; want WAITING, never leased", task, err)
+	if task, err := c.GetTask(t.Context(), second); err != nil || task.State != client.TaskStateWaiting || task.Attempt != 0 {
+		t.Errorf("second task after shutdown: %+v, %v; want WAITING, never leased", task, err)
 	}
 }
 
@@ -381,10 +380,10 @@ func TestShutdownFailsAfterGrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex := task.GetExecutions()
-	if task.GetState() != tenurev1.TaskState_TASK_STATE_WAITING || len(ex) != 1 ||
-		ex[0].GetStatus() != tenurev1.ExecutionStatus_EXECUTION_STATUS_ABORTED || ex[0].GetReason() != "worker shutting down" {
-		t.Errorf("task after shutdown: %v; want WAITING with attempt 1 aborted by \"worker shutting down\"", task)
+	ex := task.Executions
+	if task.State != client.TaskStateWaiting || len(ex) != 1 ||
+		ex[0].Status != client.ExecutionStatusAborted || ex[0].Reason != "worker shutting down" {
+		t.Errorf("task after shutdown: %+v; want WAITING with attempt 1 aborted by \"worker shutting down\"", task)
 	}
 }
 
@@ -415,8 +414,9 @@ func TestRunStopsOnInvalidLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = w.Run(t.Context())
-	if connect.CodeOf(err) != connect.CodeInvalidArgument {
-		t.Fatalf("Run: %v; want the server's invalid_argument", err)
+	var e *client.Error
+	if !errors.Is(err, client.ErrInvalidArgument) || !errors.As(err, &e) || e.Field != "namespace" {
+		t.Fatalf("Run: %v; want the server's invalid argument naming the namespace", err)
 	}
 }
 

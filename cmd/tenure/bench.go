@@ -10,9 +10,9 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
-	"time"
 
 	"github.com/tenurehq/tenure/internal/bench"
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/wal"
 )
 
@@ -77,7 +77,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{"--fsync is for the embedded server; cluster nodes log to the database, durable when it commits"}
 	}
 	if cfg.Queue == "" {
-		cfg.Queue = fmt.Sprintf("bench-%d-%s", cfg.Seed, time.Now().UTC().Format("20060102T150405.000000"))
+		cfg.Queue = fmt.Sprintf("bench-%d-%s", cfg.Seed, clock.Real.Now().UTC().Format("20060102T150405.000000"))
 	}
 	if !*quiet {
 		cfg.Progress = stderr

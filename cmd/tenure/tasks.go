@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/clock"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -113,20 +113,20 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		req.Retry = &client.RetryPolicy{MaxAttempts: uint32(*attempts)}
 	}
 	if *delay > 0 {
-		req.NotBefore = time.Now().Add(*delay)
+		req.NotBefore = clock.Real.Now().Add(*delay)
 	}
 	res, err := c.Submit(ctx, req)
 	if err != nil {
 		return err
 	}
 	if *cf.json {
-		return printJSON(stdout, &tenurev1.SubmitResponse{Task: res.Task, Duplicate: res.Duplicate})
+		return writeJSON(stdout, submitJSON{Task: taskToJSON(res.Task), Duplicate: res.Duplicate})
 	}
 	if res.Duplicate {
-		fmt.Fprintf(stdout, "%s (duplicate: request id %q was submitted before; nothing new was created)\n", res.Task.GetTaskId(), *requestID)
+		fmt.Fprintf(stdout, "%s (duplicate: request id %q was submitted before; nothing new was created)\n", res.TaskID, *requestID)
 		return nil
 	}
-	fmt.Fprintln(stdout, res.Task.GetTaskId())
+	fmt.Fprintln(stdout, res.TaskID)
 	return nil
 }
 
@@ -177,46 +177,42 @@ func runTaskGet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if *cf.json {
-		return printJSON(stdout, t)
+		return writeJSON(stdout, taskToJSON(t))
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
-	row("task", t.GetTaskId())
-	row("queue", t.GetNamespace()+"/"+t.GetQueue())
-	row("state", stateName(t.GetState()))
-	row("attempt", fmt.Sprintf("%d of %d", t.GetAttempt(), t.GetRetryPolicy().GetMaxAttempts()))
-	row("priority", fmt.Sprint(t.GetPriority()))
-	if t.GetRequestId() != "" {
-		row("request id", t.GetRequestId())
+	row("task", t.ID)
+	row("queue", t.Namespace+"/"+t.Queue)
+	row("state", t.State.String())
+	row("attempt", fmt.Sprintf("%d of %d", t.Attempt, t.RetryPolicy.MaxAttempts))
+	row("priority", fmt.Sprint(t.Priority))
+	if t.RequestID != "" {
+		row("request id", t.RequestID)
 	}
-	row("window", t.GetExecutionWindow().AsDuration().String())
-	row("created", fmtTime(t.GetCreatedAt().AsTime()))
-	row("updated", fmtTime(t.GetUpdatedAt().AsTime()))
-	if t.GetNotBefore() != nil {
-		row("not before", fmtTime(t.GetNotBefore().AsTime()))
+	row("window", t.ExecutionWindow.String())
+	row("created", fmtTime(t.CreatedAt))
+	row("updated", fmtTime(t.UpdatedAt))
+	if !t.NotBefore.IsZero() {
+		row("not before", fmtTime(t.NotBefore))
 	}
-	if t.GetLeaseId() != "" {
-		row("lease", fmt.Sprintf("%s by %s until %s", t.GetLeaseId(), t.GetWorkerId(), fmtTime(t.GetLeaseExpiry().AsTime())))
+	if t.LeaseID != "" {
+		row("lease", fmt.Sprintf("%s by %s until %s", t.LeaseID, t.WorkerID, fmtTime(t.LeaseExpiry)))
 	}
-	row("payload", preview(t.GetPayload()))
-	if t.GetResult() != nil {
-		row("result", preview(t.GetResult()))
+	row("payload", preview(t.Payload))
+	if t.Result != nil {
+		row("result", preview(t.Result))
 	}
-	if t.GetFailureReason() != "" {
-		row("failure", t.GetFailureReason())
+	if t.FailureReason != "" {
+		row("failure", t.FailureReason)
 	}
 	w.Flush()
-	if len(t.GetExecutions()) > 0 {
+	if len(t.Executions) > 0 {
 		fmt.Fprintln(stdout, "\nexecutions:")
 		w = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "ATTEMPT\tSTATUS\tWORKER\tLEASE\tLEASED\tFINISHED\tREASON")
-		for _, e := range t.GetExecutions() {
-			finished := ""
-			if e.GetFinishedAt() != nil {
-				finished = fmtTime(e.GetFinishedAt().AsTime())
-			}
-			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.GetAttempt(), strings.TrimPrefix(e.GetStatus().String(), "EXECUTION_STATUS_"),
-				e.GetWorkerId(), e.GetLeaseId(), fmtTime(e.GetLeasedAt().AsTime()), finished, e.GetReason())
+		for _, e := range t.Executions {
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Attempt, e.Status,
+				e.WorkerID, e.LeaseID, fmtTime(e.LeasedAt), fmtTime(e.FinishedAt), e.Reason)
 		}
 		w.Flush()
 	}
@@ -234,21 +230,21 @@ func runTaskHistory(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	entries, err := c.TaskHistory(ctx, id)
+	entries, err := c.GetTaskHistory(ctx, id)
 	if err != nil {
 		return err
 	}
 	if *cf.json {
-		return printJSON(stdout, &tenurev1.GetTaskHistoryResponse{Entries: entries})
+		return writeJSON(stdout, historyToJSON(entries))
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "LSN\tTIME\tRECORD\tATTEMPT\tLEASE\tDETAIL")
 	for _, e := range entries {
 		attempt := ""
-		if e.GetAttempt() > 0 {
-			attempt = fmt.Sprint(e.GetAttempt())
+		if e.Attempt > 0 {
+			attempt = fmt.Sprint(e.Attempt)
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", e.GetLsn(), fmtTime(e.GetAt().AsTime()), e.GetType(), attempt, e.GetLeaseId(), e.GetDetail())
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", e.LSN, fmtTime(e.At), e.Type, attempt, e.LeaseID, e.Detail)
 	}
 	return w.Flush()
 }
@@ -288,26 +284,22 @@ func runTasksList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *limit < 0 {
 		return usageError{"--limit must not be negative"}
 	}
-	st := tenurev1.TaskState_TASK_STATE_UNSPECIFIED
-	if *stateFlag != "" {
-		v, ok := tenurev1.TaskState_value["TASK_STATE_"+strings.ToUpper(*stateFlag)]
-		if !ok {
-			return usageError{fmt.Sprintf("--state %q: use waiting, leased, committed, completed, failed or dead", *stateFlag)}
-		}
-		st = tenurev1.TaskState(v)
+	st, ok := parseState(*stateFlag)
+	if !ok {
+		return usageError{fmt.Sprintf("--state %q: use waiting, leased, committed, completed, failed or dead", *stateFlag)}
 	}
 	c, err := cf.client()
 	if err != nil {
 		return err
 	}
-	var tasks []*tenurev1.Task
+	var tasks []client.Task
 	token := ""
 	for {
 		size := 1000
 		if *limit > 0 {
 			size = min(size, *limit-len(tasks))
 		}
-		page, next, err := c.ListTasks(ctx, client.ListOptions{Namespace: *ns, Queue: *queue, State: st, PageSize: size, PageToken: token})
+		page, next, err := c.ListTasks(ctx, client.ListTasksRequest{Namespace: *ns, Queue: *queue, State: st, PageSize: size, PageToken: token})
 		if err != nil {
 			return err
 		}
@@ -318,13 +310,17 @@ func runTasksList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		token = next
 	}
 	if *cf.json {
-		return printJSON(stdout, &tenurev1.ListTasksResponse{Tasks: tasks})
+		var out taskListJSON
+		for i := range tasks {
+			out.Tasks = append(out.Tasks, taskToJSON(&tasks[i]))
+		}
+		return writeJSON(stdout, out)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TASK\tNAMESPACE\tQUEUE\tSTATE\tATTEMPT\tCREATED\tPAYLOAD")
 	for _, t := range tasks {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.GetTaskId(), t.GetNamespace(), t.GetQueue(), stateName(t.GetState()),
-			t.GetAttempt(), fmtTime(t.GetCreatedAt().AsTime()), preview(t.GetPayload()))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, t.Namespace, t.Queue, t.State,
+			t.Attempt, fmtTime(t.CreatedAt), preview(t.Payload))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -335,7 +331,19 @@ func runTasksList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return nil
 }
 
-func stateName(s tenurev1.TaskState) string { return strings.TrimPrefix(s.String(), "TASK_STATE_") }
+// parseState reads a --state flag: a state's name in any case, or "" for
+// any state.
+func parseState(name string) (client.TaskState, bool) {
+	if name == "" {
+		return client.TaskStateUnspecified, true
+	}
+	for s := client.TaskStateUnspecified; s <= client.TaskStateDead; s++ {
+		if strings.EqualFold(name, s.String()) {
+			return s, true
+		}
+	}
+	return 0, false
+}
 
 func fmtTime(t time.Time) string {
 	if t.IsZero() || t.Unix() == 0 {

@@ -10,15 +10,14 @@ import (
 	"net/http"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/server"
@@ -38,6 +37,11 @@ const (
 	// done when it is stopped.
 	workerGrace = 10 * time.Second
 )
+
+// now and since read the wall clock. A benchmark measures real time, and
+// reads it, as all of tenure does, through package clock.
+func now() time.Time                  { return clock.Real.Now() }
+func since(t time.Time) time.Duration { return clock.Real.Now().Sub(t) }
 
 // Run runs the benchmark described by cfg: it starts the embedded server
 // unless cfg.Addr names one, takes the no-load probes, runs the main
@@ -201,32 +205,14 @@ func (r *runner) completedN(n int) {
 	}
 }
 
+// run measures cfg's workload on tg: the probes, then the main run, then
+// its summary. It returns an error, and no summary, if the run failed.
 func run(parent context.Context, cfg Config, tg *target, lg *slog.Logger) (*Result, error) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	calls := (cfg.Tasks + cfg.Batch - 1) / cfg.Batch
-	r := &runner{
-		cfg: cfg, tg: tg, lg: lg, cancel: cancel,
-		done:            make(chan struct{}),
-		submitCall:      newRecorder(calls),
-		submitPerTask:   newRecorder(calls),
-		leaseCall:       newRecorder(cfg.Tasks),
-		leaseToComplete: newRecorder(cfg.Tasks),
-	}
+	r := newRunner(cfg, tg, lg, cancel)
 	defer r.closeConns()
-	res := &Result{Config: RunConfig{
-		Target: "embedded", Mode: cfg.Mode, Runtime: cfg.Runtime, Protocol: cfg.Protocol, Fsync: cfg.Fsync.String(),
-		Seed: cfg.Seed, Namespace: cfg.Namespace, Queue: cfg.Queue, Tasks: cfg.Tasks, PayloadBytes: cfg.PayloadBytes,
-		Submitters: cfg.Submitters, Batch: cfg.Batch, Workers: cfg.Workers, Concurrency: cfg.Concurrency,
-		LeaseBatch: cfg.LeaseBatch, CompleteBatch: cfg.CompleteBatch, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
-	}}
-	if tg.node == nil {
-		res.Config.Target, res.Config.Fsync = tg.label, cmp.Or(tg.fsync, "unknown")
-	}
-	if cfg.Runtime {
-		res.Config.LeaseBatch = 0 // the runtime chooses
-	}
-
+	res := &Result{Config: runConfig(cfg, tg)}
 	if cfg.ProbeRounds > 0 {
 		p, err := r.probe(ctx)
 		if err != nil {
@@ -234,124 +220,45 @@ func run(parent context.Context, cfg Config, tg *target, lg *slog.Logger) (*Resu
 		}
 		res.Probe = p
 	}
-
-	// Everything the main run allocates up front exists now; the recorders'
-	// pages are touched so that filling them does not count as task memory.
-	for _, rec := range []*recorder{r.submitCall, r.submitPerTask, r.leaseCall, r.leaseToComplete} {
-		for i := range rec.ds {
-			rec.ds[i] = -1
-		}
-	}
-	walBefore := r.walStats()
-	memBefore := settledMemory()
-	cpuBefore := cpuNow()
-	stopMonitor := r.monitor(ctx)
-
-	start := time.Now()
-	var submitDur, completeDur, totalDur time.Duration
-	var memAfter memSample
-	// gapWall and gapCPU are spent between the sequential phases, sampling
-	// memory (a full collection): they count in neither phase.
-	var gapWall time.Duration
-	var gapCPU cpuSample
-	switch cfg.Mode {
-	case Sequential:
-		r.submit(ctx)
-		submitDur = time.Since(start)
-		if ctx.Err() != nil {
-			break
-		}
-		gapStart, gapCPUStart := time.Now(), cpuNow()
-		memAfter = settledMemory()
-		if cfg.HeapProfile != nil {
-			if err := pprof.Lookup("heap").WriteTo(cfg.HeapProfile, 0); err != nil {
-				r.fail(fmt.Errorf("writing the heap profile: %w", err))
-				break
-			}
-		}
-		gapWall, gapCPU = time.Since(gapStart), cpuNow().minus(gapCPUStart)
-		workStart := time.Now()
-		r.work(ctx)
-		completeDur = time.Since(workStart)
-		totalDur = submitDur + completeDur
-	case Concurrent:
-		var wg sync.WaitGroup
-		wg.Go(func() { r.work(ctx) })
-		r.submit(ctx)
-		submitDur = time.Since(start)
-		wg.Wait()
-		completeDur = time.Since(start)
-		totalDur = completeDur
-	}
-	cpuAfter, cpuWall := cpuNow(), time.Since(start)
-	walAfter := r.walStats()
-	stopMonitor()
+	m := r.measure(ctx)
 	if r.err != nil {
 		return nil, fmt.Errorf("bench: %w (after %d submitted, %d completed)", r.err, r.submitted.Load(), r.completed.Load())
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("bench: %w", context.Cause(ctx))
 	}
-
-	res.Submitted, res.Completed = int(r.submitted.Load()), int(r.completed.Load())
-	res.SubmitSeconds, res.CompleteSeconds, res.TotalSeconds = seconds(submitDur), seconds(completeDur), seconds(totalDur)
-	res.SubmittedPerSec = rate(res.Submitted, submitDur)
-	res.CompletedPerSec = rate(res.Completed, completeDur)
-	res.EndToEndPerSec = rate(res.Completed, totalDur)
-	res.SubmitCall = r.submitCall.summary()
-	res.SubmitPerTask = r.submitPerTask.summary()
-	if !cfg.Runtime {
-		lc, ltc := r.leaseCall.summary(), r.leaseToComplete.summary()
-		res.LeaseCall, res.LeaseToComplete = &lc, &ltc
-		if n := r.leases.Load(); n > 0 {
-			v := round3(float64(r.leased.Load()) / float64(n))
-			res.TasksPerLease = &v
-		}
-	}
-
-	if tg.node != nil {
-		w := &WALFigures{
-			Records: walAfter.Records - walBefore.Records,
-			Batches: walAfter.Batches - walBefore.Batches,
-			Fsyncs:  walAfter.Fsyncs - walBefore.Fsyncs,
-			Bytes:   walAfter.Bytes - walBefore.Bytes,
-		}
-		if w.Fsyncs > 0 {
-			w.RecordsPerFsync = round3(float64(w.Records) / float64(w.Fsyncs))
-		}
-		w.RecordsPerTask = round3(float64(w.Records) / float64(cfg.Tasks))
-		res.WAL = w
-	}
-
-	used := cpuAfter.minus(cpuBefore).minus(gapCPU)
-	res.CPU = CPU{Seconds: seconds(used.total), GCSeconds: seconds(used.gc)}
-	if wall := cpuWall - gapWall; wall > 0 {
-		res.CPU.Utilization = round3(used.total.Seconds() / (wall.Seconds() * float64(res.Config.GOMAXPROCS)))
-		if used.machineAll > 0 {
-			busy := round3(float64(used.machineBusy) / float64(used.machineAll))
-			own := used.total.Seconds() / (wall.Seconds() * float64(res.Config.NumCPU))
-			others := round3(max(0, busy-own))
-			res.CPU.MachineBusy, res.CPU.OtherProcesses = &busy, &others
-		}
-	}
-
-	res.Memory.PeakRSSBytes, _ = procStatus("VmHWM")
-	res.Memory.IncludesClient = tg.node != nil
-	if cfg.Mode == Sequential {
-		b, a := memBefore.rss, memAfter.rss
-		res.Memory.RSSBeforeBytes, res.Memory.RSSAfterSubmitBytes = &b, &a
-		if tg.node != nil {
-			perTask := func(after, before uint64) *float64 {
-				v := (float64(after)-float64(before))/float64(cfg.Tasks) - float64(cfg.PayloadBytes)
-				v = float64(int64(v*10)) / 10
-				return &v
-			}
-			res.Memory.RSSPerTaskBeyondPayload = perTask(memAfter.rss, memBefore.rss)
-			res.Memory.HeapPerTaskBeyondPayload = perTask(memAfter.heap, memBefore.heap)
-		}
-	}
-	res.evaluateTargets()
+	r.summarize(res, m)
 	return res, nil
+}
+
+// newRunner returns the runner of one run, its recorders sized for cfg.
+func newRunner(cfg Config, tg *target, lg *slog.Logger, cancel context.CancelCauseFunc) *runner {
+	calls := (cfg.Tasks + cfg.Batch - 1) / cfg.Batch
+	return &runner{
+		cfg: cfg, tg: tg, lg: lg, cancel: cancel,
+		done:            make(chan struct{}),
+		submitCall:      newRecorder(calls),
+		submitPerTask:   newRecorder(calls),
+		leaseCall:       newRecorder(cfg.Tasks),
+		leaseToComplete: newRecorder(cfg.Tasks),
+	}
+}
+
+// runConfig is the configuration the summary reports for cfg on tg.
+func runConfig(cfg Config, tg *target) RunConfig {
+	rc := RunConfig{
+		Target: "embedded", Mode: cfg.Mode, Runtime: cfg.Runtime, Protocol: cfg.Protocol, Fsync: cfg.Fsync.String(),
+		Seed: cfg.Seed, Namespace: cfg.Namespace, Queue: cfg.Queue, Tasks: cfg.Tasks, PayloadBytes: cfg.PayloadBytes,
+		Submitters: cfg.Submitters, Batch: cfg.Batch, Workers: cfg.Workers, Concurrency: cfg.Concurrency,
+		LeaseBatch: cfg.LeaseBatch, CompleteBatch: cfg.CompleteBatch, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
+	}
+	if tg.node == nil {
+		rc.Target, rc.Fsync = tg.label, cmp.Or(tg.fsync, "unknown")
+	}
+	if cfg.Runtime {
+		rc.LeaseBatch = 0 // the runtime chooses
+	}
+	return rc
 }
 
 // walStats returns the embedded node's WAL counters (zero for a remote
@@ -427,9 +334,9 @@ func (r *runner) submit(ctx context.Context) {
 				}
 				// The client has encoded and sent the payloads when the
 				// call returns, so the arena is reused for the next batch.
-				t0 := time.Now()
+				t0 := now()
 				dup, err := submitOnce(ctx, c, reqs)
-				d := time.Since(t0)
+				d := since(t0)
 				if err != nil {
 					r.fail(fmt.Errorf("submitting tasks %d..%d: %w", lo, hi-1, err))
 					return
@@ -447,15 +354,15 @@ func (r *runner) submit(ctx context.Context) {
 	wg.Wait()
 }
 
-// submitOnce submits reqs in one call (Submit for one task, SubmitBatch
-// answered with ids only otherwise) and reports whether any was a
+// submitOnce submits reqs in one call (Submit for one task, SubmitBatch,
+// answered with ids only, otherwise) and reports whether any was a
 // duplicate.
 func submitOnce(ctx context.Context, c *client.Client, reqs []client.SubmitRequest) (dup bool, err error) {
 	if len(reqs) == 1 {
 		res, err := c.Submit(ctx, reqs[0])
 		return res.Duplicate, err
 	}
-	res, err := c.SubmitBatchIDs(ctx, reqs)
+	res, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: reqs})
 	for _, s := range res {
 		dup = dup || s.Duplicate
 	}
@@ -534,11 +441,11 @@ func (r *runner) rawWorker(ctx, wctx context.Context, c *client.Client, id strin
 				break more
 			}
 		}
-		t0 := time.Now()
+		t0 := now()
 		lts, err := c.Lease(wctx, client.LeaseRequest{
 			WorkerID: id, Namespace: cfg.Namespace, Queue: cfg.Queue, MaxTasks: n, Wait: pollWait,
 		})
-		leasedAt := time.Now()
+		leasedAt := now()
 		if err != nil {
 			if wctx.Err() == nil {
 				r.fail(fmt.Errorf("worker %s: %w", id, err))
@@ -570,7 +477,7 @@ func (r *runner) rawWorker(ctx, wctx context.Context, c *client.Client, id strin
 					return
 				}
 				for range chunk {
-					r.leaseToComplete.add(time.Since(leasedAt))
+					r.leaseToComplete.add(since(leasedAt))
 					r.completedOne()
 				}
 			})
@@ -580,17 +487,17 @@ func (r *runner) rawWorker(ctx, wctx context.Context, c *client.Client, id strin
 
 // complete completes lts: with one Complete call when there is one task
 // and CompleteBatch is 1, else with one CompleteBatch call.
-func (r *runner) complete(ctx context.Context, c *client.Client, lts []*tenurev1.LeasedTask) error {
+func (r *runner) complete(ctx context.Context, c *client.Client, lts []client.LeasedTask) error {
 	if r.cfg.CompleteBatch == 1 {
-		lt := lts[0]
-		if err := c.Complete(ctx, lt.GetTaskId(), lt.GetLeaseId(), nil); err != nil {
-			return fmt.Errorf("completing task %s: %w", lt.GetTaskId(), err)
+		lt := &lts[0]
+		if err := c.Complete(ctx, lt.ID, lt.LeaseID, nil); err != nil {
+			return fmt.Errorf("completing task %s: %w", lt.ID, err)
 		}
 		return nil
 	}
 	items := make([]client.CompleteItem, len(lts))
-	for i, lt := range lts {
-		items[i] = client.CompleteItem{TaskID: lt.GetTaskId(), LeaseID: lt.GetLeaseId()}
+	for i := range lts {
+		items[i] = client.CompleteItem{TaskID: lts[i].ID, LeaseID: lts[i].LeaseID}
 	}
 	errs, err := c.CompleteBatch(ctx, items)
 	if err != nil {
@@ -598,7 +505,7 @@ func (r *runner) complete(ctx context.Context, c *client.Client, lts []*tenurev1
 	}
 	for i, err := range errs {
 		if err != nil {
-			return fmt.Errorf("completing task %s: %w", lts[i].GetTaskId(), err)
+			return fmt.Errorf("completing task %s: %w", lts[i].ID, err)
 		}
 	}
 	return nil
@@ -641,27 +548,29 @@ func (r *runner) monitor(ctx context.Context) (stop func()) {
 	mctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		start := time.Now()
+		start := now()
 		last, lastSub, lastDone, lastMove := start, int64(0), int64(0), start
-		tick := time.NewTicker(r.cfg.ProgressEvery)
-		defer tick.Stop()
 		for {
+			// A timer per tick, as package clock makes no tickers: the
+			// ticks drift by their handling, which dt measures.
+			tick := clock.Real.NewTimer(r.cfg.ProgressEvery)
 			select {
 			case <-mctx.Done():
+				tick.Stop()
 				return
-			case now := <-tick.C:
+			case at := <-tick.C():
 				sub, done := r.submitted.Load(), r.completed.Load()
 				if sub != lastSub || done != lastDone {
-					lastMove = now
-				} else if now.Sub(lastMove) > stallTimeout {
+					lastMove = at
+				} else if at.Sub(lastMove) > stallTimeout {
 					r.fail(fmt.Errorf("no task was submitted or completed for %v: a call was lost (see the warnings above)", stallTimeout))
 				}
 				if w := r.cfg.Progress; w != nil {
-					dt := now.Sub(last).Seconds()
+					dt := at.Sub(last).Seconds()
 					fmt.Fprintf(w, "%7.1fs  submitted %9d  %8.0f/s   completed %9d  %8.0f/s\n",
-						now.Sub(start).Seconds(), sub, float64(sub-lastSub)/dt, done, float64(done-lastDone)/dt)
+						at.Sub(start).Seconds(), sub, float64(sub-lastSub)/dt, done, float64(done-lastDone)/dt)
 				}
-				last, lastSub, lastDone = now, sub, done
+				last, lastSub, lastDone = at, sub, done
 			}
 		}
 	})

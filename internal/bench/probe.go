@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/clock"
 )
 
 const (
@@ -69,17 +69,17 @@ func (r *runner) probe(ctx context.Context) (*Probe, error) {
 
 	ds := make([]time.Duration, cfg.ProbeRounds)
 	for i := range ds {
-		t0 := time.Now()
+		t0 := now()
 		if err := submit(subQ, i); err != nil {
 			return nil, fmt.Errorf("bench: probe: submit %d: %w", i, err)
 		}
-		ds[i] = time.Since(t0)
+		ds[i] = since(t0)
 	}
 	p.Submit = summarize(ds)
 
 	type leased struct {
 		at  time.Time
-		lts []*tenurev1.LeasedTask
+		lts []client.LeasedTask
 		err error
 	}
 	for i := range ds {
@@ -88,13 +88,13 @@ func (r *runner) probe(ctx context.Context) (*Probe, error) {
 			lts, err := wc.Lease(ctx, client.LeaseRequest{
 				WorkerID: workerID, Namespace: cfg.Namespace, Queue: handQ, MaxTasks: 1, Wait: handoffWait,
 			})
-			got <- leased{time.Now(), lts, err}
+			got <- leased{now(), lts, err}
 		}()
 		if err := sleep(ctx, handoffSettle); err != nil {
 			<-got
 			return nil, err
 		}
-		t0 := time.Now()
+		t0 := now()
 		err := submit(handQ, i)
 		l := <-got
 		switch {
@@ -106,7 +106,7 @@ func (r *runner) probe(ctx context.Context) (*Probe, error) {
 			return nil, fmt.Errorf("bench: probe: a Lease long-polling for %v did not receive the task submitted during its wait (round %d)", handoffWait, i)
 		}
 		ds[i] = l.at.Sub(t0)
-		if err := wc.Complete(ctx, l.lts[0].GetTaskId(), l.lts[0].GetLeaseId(), nil); err != nil {
+		if err := wc.Complete(ctx, l.lts[0].ID, l.lts[0].LeaseID, nil); err != nil {
 			return nil, fmt.Errorf("bench: probe: completing the handoff task: %w", err)
 		}
 	}
@@ -137,7 +137,7 @@ func drain(ctx context.Context, c *client.Client, workerID, ns, queue string, n 
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				errs[i] = c.Complete(ctx, lt.GetTaskId(), lt.GetLeaseId(), nil)
+				errs[i] = c.Complete(ctx, lt.ID, lt.LeaseID, nil)
 			})
 		}
 		wg.Wait()
@@ -161,26 +161,22 @@ func diskFsync(dir string, rounds int) (Latency, error) {
 	buf := make([]byte, fsyncProbeBytes)
 	ds := make([]time.Duration, rounds)
 	for i := range ds {
-		t0 := time.Now()
+		t0 := now()
 		if _, err := f.Write(buf); err != nil {
 			return Latency{}, fmt.Errorf("bench: disk probe: %w", err)
 		}
 		if err := f.Sync(); err != nil {
 			return Latency{}, fmt.Errorf("bench: disk probe: %w", err)
 		}
-		ds[i] = time.Since(t0)
+		ds[i] = since(t0)
 	}
 	return summarize(ds), nil
 }
 
-// sleep waits d or until ctx ends.
+// sleep waits d or until ctx ends, when it returns ctx's cause.
 func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if clock.Sleep(ctx, clock.Real, d) != nil {
 		return context.Cause(ctx)
-	case <-t.C:
-		return nil
 	}
+	return nil
 }

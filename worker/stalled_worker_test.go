@@ -1,15 +1,16 @@
 package worker_test
 
-// FM_001 (DESIGN.md §3) with real worker processes: worker A leases a task
-// and stalls (SIGSTOP) past its lease; worker B leases the same task and
-// completes it; A resumes. Without the commit boundary both apply the
+// The stalled worker, the duplicate execution the commit boundary prevents
+// (docs/state-machine.md), with real worker processes: worker A leases a
+// task and stalls (SIGSTOP) past its lease; worker B leases the same task
+// and completes it; A resumes. Without the commit boundary both apply the
 // task's effect (the baseline below shows it); with it exactly one does.
 // And a worker killed (SIGKILL) between its commit and its effect is
 // finalised by another worker without running the work again and with one
 // effect.
 //
 // The workers are this test binary re-executed in a child mode (TestMain
-// dispatches on fm001ModeEnv). Each effect is one O_APPEND write of the line
+// dispatches on stallModeEnv). Each effect is one O_APPEND write of the line
 // "taskID attempt pid" to a shared ledger file, so the ledger counts effects
 // across processes. Children report on stdout, one line per event:
 //
@@ -24,6 +25,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,28 +40,26 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/worker"
 )
 
 const (
-	fm001ModeEnv   = "TENURE_FM001_MODE"
-	fm001URLEnv    = "TENURE_FM001_URL"
-	fm001QueueEnv  = "TENURE_FM001_QUEUE"
-	fm001LedgerEnv = "TENURE_FM001_LEDGER"
-	fm001GateEnv   = "TENURE_FM001_GATE" // optional: the handler waits for this file
+	stallModeEnv   = "TENURE_STALL_MODE"
+	stallURLEnv    = "TENURE_STALL_URL"
+	stallQueueEnv  = "TENURE_STALL_QUEUE"
+	stallLedgerEnv = "TENURE_STALL_LEDGER"
+	stallGateEnv   = "TENURE_STALL_GATE" // optional: the handler waits for this file
 )
 
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(fm001ModeEnv); mode != "" {
-		os.Exit(fm001Child(mode))
+	if mode := os.Getenv(stallModeEnv); mode != "" {
+		os.Exit(stallChild(mode))
 	}
 	os.Exit(m.Run())
 }
 
-// fm001Child is the worker process. Modes:
+// stallChild is the worker process. Modes:
 //
 //	worker        the worker runtime with an Effects hook (the commit boundary)
 //	commit-hang   the worker runtime whose Effects hook hangs: it reports
@@ -67,15 +67,16 @@ func TestMain(m *testing.M) {
 //	sdk-boundary  one task by hand with the SDK: work, Commit, and only if
 //	              the commit won, the effect and Complete
 //	naive         one task by hand without the boundary: work, effect,
-//	              Complete (errors ignored) — the baseline that shows FM_001
-func fm001Child(mode string) int {
+//	              Complete (errors ignored) — the baseline that shows the
+//	              stalled worker's duplicate effect
+func stallChild(mode string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	url, queue, ledgerPath, gate := os.Getenv(fm001URLEnv), os.Getenv(fm001QueueEnv), os.Getenv(fm001LedgerEnv), os.Getenv(fm001GateEnv)
+	url, queue, ledgerPath, gate := os.Getenv(stallURLEnv), os.Getenv(stallQueueEnv), os.Getenv(stallLedgerEnv), os.Getenv(stallGateEnv)
 	pid := os.Getpid()
 	say := func(format string, args ...any) { fmt.Printf(format+"\n", args...) } // one write per line
 	fail := func(err error) int {
-		fmt.Fprintln(os.Stderr, "fm001 child:", err)
+		fmt.Fprintln(os.Stderr, "stall child:", err)
 		return 2
 	}
 	c, err := client.New(url, client.Options{})
@@ -111,23 +112,28 @@ func fm001Child(mode string) int {
 		}
 		return fmt.Appendf(nil, "result-from-%d", pid), nil
 	}
-	leaseOne := func() (*tenurev1.LeasedTask, error) {
+	leaseOne := func() (*client.LeasedTask, error) {
 		for ctx.Err() == nil {
-			lts, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "fm001-" + strconv.Itoa(pid), Queue: queue, Wait: 10 * time.Second})
+			lts, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "stall-" + strconv.Itoa(pid), Queue: queue, Wait: 10 * time.Second})
 			if err != nil {
 				return nil, err
 			}
 			if len(lts) > 0 {
-				return lts[0], nil
+				return &lts[0], nil
 			}
 		}
 		return nil, ctx.Err()
 	}
-	code := func(err error) string {
-		if err == nil {
+	// answer names the reason of a refusal (LEASE_LOST, ...).
+	answer := func(err error) string {
+		var e *client.Error
+		switch {
+		case err == nil:
 			return "ok"
+		case errors.As(err, &e):
+			return e.Reason.String()
 		}
-		return connect.CodeOf(err).String()
+		return err.Error()
 	}
 
 	switch mode {
@@ -145,7 +151,7 @@ func fm001Child(mode string) int {
 		w, err := worker.New(c, queue, func(ctx context.Context, t *worker.Task) ([]byte, error) {
 			return work(ctx, t.ID, t.Attempt)
 		}, worker.Options{
-			WorkerID: "fm001-" + strconv.Itoa(pid),
+			WorkerID: "stall-" + strconv.Itoa(pid),
 			Effects:  effects,
 			Logger:   slog.New(slog.NewTextHandler(prefixWriter{prefix: "log ", w: os.Stdout}, nil)),
 		})
@@ -161,29 +167,29 @@ func fm001Child(mode string) int {
 		if err != nil {
 			return fail(err)
 		}
-		result, err := work(ctx, lt.GetTaskId(), lt.GetAttempt())
+		result, err := work(ctx, lt.ID, lt.Attempt)
 		if err != nil {
 			return fail(err)
 		}
 		if mode == "naive" {
 			// No commit boundary: the effect goes out whatever the lease's
 			// state, then Complete, whose answer changes nothing.
-			if err := effect(lt.GetTaskId(), lt.GetAttempt()); err != nil {
+			if err := effect(lt.ID, lt.Attempt); err != nil {
 				return fail(err)
 			}
-			err := c.Complete(ctx, lt.GetTaskId(), lt.GetLeaseId(), result)
-			say("complete %s", code(err))
+			err := c.Complete(ctx, lt.ID, lt.LeaseID, result)
+			say("complete %s", answer(err))
 			return 0
 		}
-		tok, err := c.Commit(ctx, lt.GetTaskId(), lt.GetLeaseId(), result)
-		say("commit %s", code(err))
+		tok, err := c.Commit(ctx, lt.ID, lt.LeaseID, result)
+		say("commit %s", answer(err))
 		if err != nil {
 			return 0 // refused (or unknown): apply no effect
 		}
-		if err := effect(tok.GetTaskId(), tok.GetAttempt()); err != nil {
+		if err := effect(tok.TaskID, tok.Attempt); err != nil {
 			return fail(err)
 		}
-		if err := c.Complete(ctx, lt.GetTaskId(), lt.GetLeaseId(), nil); err != nil {
+		if err := c.Complete(ctx, lt.ID, lt.LeaseID, nil); err != nil {
 			return fail(err)
 		}
 		return 0
@@ -217,8 +223,8 @@ type proc struct {
 	err    error // Wait's answer, once exited is closed
 }
 
-// fm001 is one scenario: a server, a queue and a ledger.
-type fm001 struct {
+// stallScenario is one scenario: a server, a queue and a ledger.
+type stallScenario struct {
 	t      *testing.T
 	url    string
 	c      *client.Client
@@ -226,18 +232,18 @@ type fm001 struct {
 	gate   string
 }
 
-func newFM001(t *testing.T) *fm001 {
+func newStallScenario(t *testing.T) *stallScenario {
 	url := startServer(t, nil)
 	dir := t.TempDir()
-	return &fm001{t: t, url: url, c: newClient(t, url), ledger: filepath.Join(dir, "ledger"), gate: filepath.Join(dir, "gate")}
+	return &stallScenario{t: t, url: url, c: newClient(t, url), ledger: filepath.Join(dir, "ledger"), gate: filepath.Join(dir, "gate")}
 }
 
-const fm001Queue = "fm001"
+const stallQueue = "stall"
 
 // submit creates the task: a 500ms window, three attempts, retried at once.
-func (f *fm001) submit() string {
+func (f *stallScenario) submit() string {
 	return submit(f.t, f.c, client.SubmitRequest{
-		Queue:           fm001Queue,
+		Queue:           stallQueue,
 		Payload:         []byte("charge card 42"),
 		ExecutionWindow: 500 * time.Millisecond,
 		Retry:           &client.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
@@ -246,7 +252,7 @@ func (f *fm001) submit() string {
 
 // start runs a child worker in mode; gated children wait for the gate file
 // before finishing their work.
-func (f *fm001) start(name, mode string, gated bool) *proc {
+func (f *stallScenario) start(name, mode string, gated bool) *proc {
 	t := f.t
 	exe, err := os.Executable()
 	if err != nil {
@@ -254,13 +260,13 @@ func (f *fm001) start(name, mode string, gated bool) *proc {
 	}
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(),
-		fm001ModeEnv+"="+mode,
-		fm001URLEnv+"="+f.url,
-		fm001QueueEnv+"="+fm001Queue,
-		fm001LedgerEnv+"="+f.ledger,
+		stallModeEnv+"="+mode,
+		stallURLEnv+"="+f.url,
+		stallQueueEnv+"="+stallQueue,
+		stallLedgerEnv+"="+f.ledger,
 	)
 	if gated {
-		cmd.Env = append(cmd.Env, fm001GateEnv+"="+f.gate)
+		cmd.Env = append(cmd.Env, stallGateEnv+"="+f.gate)
 	}
 	p := &proc{t: t, name: name, cmd: cmd, exited: make(chan struct{})}
 	cmd.Stderr = &syncWriter{mu: &p.mu, w: &p.stderr}
@@ -390,7 +396,7 @@ func (p *proc) printed(prefix string) []string {
 	return out
 }
 
-func (f *fm001) ledgerLines() []string {
+func (f *stallScenario) ledgerLines() []string {
 	f.t.Helper()
 	b, err := os.ReadFile(f.ledger)
 	if err != nil && !os.IsNotExist(err) {
@@ -403,23 +409,23 @@ func (f *fm001) ledgerLines() []string {
 }
 
 // openGate lets gated handlers finish their work.
-func (f *fm001) openGate() {
+func (f *stallScenario) openGate() {
 	f.t.Helper()
 	if err := os.WriteFile(f.gate, nil, 0o644); err != nil {
 		f.t.Fatal(err)
 	}
 }
 
-// stallA runs the first half of FM_001: A (in modeA, gated) leases the task
+// stallA runs the first half of the scenario: A (in modeA, gated) leases the task
 // and starts its work; it is then stopped (SIGSTOP) until the server has
 // expired its lease.
-func (f *fm001) stallA(id, modeA string) *proc {
+func (f *stallScenario) stallA(id, modeA string) *proc {
 	a := f.start("A", modeA, true)
 	a.waitPrefix(fmt.Sprintf("handler %s 1", id))
 	a.signal(syscall.SIGSTOP)
-	waitFor(f.t, f.c, id, "attempt 1 aborted by expiry", func(task *tenurev1.Task) bool {
-		ex := task.GetExecutions()
-		return len(ex) >= 1 && ex[0].GetStatus() == tenurev1.ExecutionStatus_EXECUTION_STATUS_ABORTED
+	waitFor(f.t, f.c, id, "attempt 1 aborted by expiry", func(task *client.Task) bool {
+		ex := task.Executions
+		return len(ex) >= 1 && ex[0].Status == client.ExecutionStatusAborted
 	})
 	return a
 }
@@ -428,7 +434,7 @@ func ledgerLine(id string, attempt int, p *proc) string {
 	return fmt.Sprintf("%s %d %d", id, attempt, p.pid())
 }
 
-func (f *fm001) checkLedger(want ...string) {
+func (f *stallScenario) checkLedger(want ...string) {
 	f.t.Helper()
 	got := f.ledgerLines()
 	if strings.Join(got, "|") != strings.Join(want, "|") {
@@ -436,7 +442,7 @@ func (f *fm001) checkLedger(want ...string) {
 	}
 }
 
-func TestFM001(t *testing.T) {
+func TestStalledWorker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes")
 	}
@@ -446,11 +452,11 @@ func TestFM001(t *testing.T) {
 	// no effect: the ledger has B's line only.
 	t.Run("boundary/worker-runtime", func(t *testing.T) {
 		t.Parallel()
-		f := newFM001(t)
+		f := newStallScenario(t)
 		id := f.submit()
 		a := f.stallA(id, "worker")
 		b := f.start("B", "worker", false)
-		task := waitState(t, f.c, id, tenurev1.TaskState_TASK_STATE_COMPLETED)
+		task := waitState(t, f.c, id, client.TaskStateCompleted)
 		b.waitPrefix(fmt.Sprintf("effect %s 2", id))
 		f.openGate()
 		a.signal(syscall.SIGCONT)
@@ -465,8 +471,8 @@ func TestFM001(t *testing.T) {
 		if got := a.printed("effect "); len(got) != 0 {
 			t.Errorf("A applied effects %v after losing its lease", got)
 		}
-		if want := fmt.Sprintf("result-from-%d", b.pid()); string(task.GetResult()) != want {
-			t.Errorf("task result %q, want %q (B's)", task.GetResult(), want)
+		if want := fmt.Sprintf("result-from-%d", b.pid()); string(task.Result) != want {
+			t.Errorf("task result %q, want %q (B's)", task.Result, want)
 		}
 	})
 
@@ -474,11 +480,11 @@ func TestFM001(t *testing.T) {
 	// because B's attempt committed first; A applies no effect.
 	t.Run("boundary/sdk-commit-refused", func(t *testing.T) {
 		t.Parallel()
-		f := newFM001(t)
+		f := newStallScenario(t)
 		id := f.submit()
 		a := f.stallA(id, "sdk-boundary")
 		b := f.start("B", "worker", false)
-		waitState(t, f.c, id, tenurev1.TaskState_TASK_STATE_COMPLETED)
+		waitState(t, f.c, id, client.TaskStateCompleted)
 		b.waitPrefix(fmt.Sprintf("effect %s 2", id))
 		f.openGate()
 		a.signal(syscall.SIGCONT)
@@ -487,17 +493,17 @@ func TestFM001(t *testing.T) {
 			t.Errorf("A exited with %v", err)
 		}
 		b.stop()
-		if answer != "commit already_exists" && answer != "commit failed_precondition" {
-			t.Errorf("A's stale Commit answered %q; want it refused (already_exists or failed_precondition)", answer)
+		if answer != "commit ALREADY_COMMITTED" && answer != "commit LEASE_LOST" {
+			t.Errorf("A's stale Commit answered %q; want it refused (ALREADY_COMMITTED or LEASE_LOST)", answer)
 		}
 		f.checkLedger(ledgerLine(id, 2, b))
 	})
 
 	// Baseline: the same scenario without the commit boundary reproduces
-	// FM_001: A and B both apply the effect.
+	// the duplicate execution: A and B both apply the effect.
 	t.Run("baseline/naive-double-applies", func(t *testing.T) {
 		t.Parallel()
-		f := newFM001(t)
+		f := newStallScenario(t)
 		id := f.submit()
 		a := f.stallA(id, "naive")
 		b := f.start("B", "naive", false)
@@ -507,7 +513,7 @@ func TestFM001(t *testing.T) {
 		if got := b.printed("complete "); len(got) != 1 || got[0] != "complete ok" {
 			t.Errorf("B's Complete answered %v, want ok", got)
 		}
-		waitState(t, f.c, id, tenurev1.TaskState_TASK_STATE_COMPLETED)
+		waitState(t, f.c, id, client.TaskStateCompleted)
 		f.openGate()
 		a.signal(syscall.SIGCONT)
 		if err := a.wait(); err != nil {
@@ -516,7 +522,7 @@ func TestFM001(t *testing.T) {
 		if got := a.printed("complete "); len(got) != 1 || got[0] == "complete ok" {
 			t.Errorf("A's stale Complete answered %v; want it refused", got)
 		}
-		// Two effects for one task: the duplicate FM_001 describes.
+		// Two effects for one task: the duplicate the boundary prevents.
 		f.checkLedger(ledgerLine(id, 2, b), ledgerLine(id, 1, a))
 	})
 
@@ -525,17 +531,17 @@ func TestFM001(t *testing.T) {
 	// result and fencing token) and completes, without running the work.
 	t.Run("crash-after-commit", func(t *testing.T) {
 		t.Parallel()
-		f := newFM001(t)
+		f := newStallScenario(t)
 		id := f.submit()
 		a := f.start("A", "commit-hang", false)
 		a.waitPrefix(fmt.Sprintf("committed %s 1", id))
 		a.signal(syscall.SIGKILL)
 		a.wait()
-		if task, err := f.c.GetTask(t.Context(), id); err != nil || task.GetState() != tenurev1.TaskState_TASK_STATE_COMMITTED {
+		if task, err := f.c.GetTask(t.Context(), id); err != nil || task.State != client.TaskStateCommitted {
 			t.Fatalf("after A's crash: %v, %v; want COMMITTED", task, err)
 		}
 		b := f.start("B", "worker", false)
-		task := waitState(t, f.c, id, tenurev1.TaskState_TASK_STATE_COMPLETED)
+		task := waitState(t, f.c, id, client.TaskStateCompleted)
 		b.waitPrefix(fmt.Sprintf("effect %s 1", id))
 		b.stop()
 		f.checkLedger(ledgerLine(id, 1, b))
@@ -545,8 +551,8 @@ func TestFM001(t *testing.T) {
 		if got := a.printed("handler "); len(got) != 1 {
 			t.Errorf("A ran the handler %d times, want 1", len(got))
 		}
-		if want := fmt.Sprintf("result-from-%d", a.pid()); string(task.GetResult()) != want {
-			t.Errorf("task result %q, want A's committed %q", task.GetResult(), want)
+		if want := fmt.Sprintf("result-from-%d", a.pid()); string(task.Result) != want {
+			t.Errorf("task result %q, want A's committed %q", task.Result, want)
 		}
 	})
 }

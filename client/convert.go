@@ -1,0 +1,143 @@
+package client
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// The conversions between the API's messages and the SDK's types. Byte
+// slices are shared with the decoded message, not copied: the message is
+// not used after the conversion.
+
+// timeOf returns ts as a time, zero when the server did not set it.
+func timeOf(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	return ts.AsTime()
+}
+
+func taskOf(p *tenurev1.Task) Task {
+	t := Task{
+		ID:              p.GetTaskId(),
+		Namespace:       p.GetNamespace(),
+		Queue:           p.GetQueue(),
+		Payload:         p.GetPayload(),
+		State:           TaskState(p.GetState()),
+		Attempt:         p.GetAttempt(),
+		Priority:        p.GetPriority(),
+		RequestID:       p.GetRequestId(),
+		ExecutionWindow: p.GetExecutionWindow().AsDuration(),
+		RetryPolicy: RetryPolicy{
+			MaxAttempts:    p.GetRetryPolicy().GetMaxAttempts(),
+			InitialBackoff: p.GetRetryPolicy().GetInitialBackoff().AsDuration(),
+			MaxBackoff:     p.GetRetryPolicy().GetMaxBackoff().AsDuration(),
+			Multiplier:     p.GetRetryPolicy().GetBackoffMultiplier(),
+		},
+		NotBefore:     timeOf(p.GetNotBefore()),
+		CreatedAt:     timeOf(p.GetCreatedAt()),
+		UpdatedAt:     timeOf(p.GetUpdatedAt()),
+		Result:        p.GetResult(),
+		FailureReason: p.GetFailureReason(),
+		LeaseID:       p.GetLeaseId(),
+		WorkerID:      p.GetWorkerId(),
+		LeaseExpiry:   timeOf(p.GetLeaseExpiry()),
+	}
+	if ex := p.GetExecutions(); len(ex) > 0 {
+		t.Executions = make([]Execution, len(ex))
+		for i, e := range ex {
+			t.Executions[i] = Execution{
+				Attempt:     e.GetAttempt(),
+				LeaseID:     e.GetLeaseId(),
+				WorkerID:    e.GetWorkerId(),
+				Status:      ExecutionStatus(e.GetStatus()),
+				LeasedAt:    timeOf(e.GetLeasedAt()),
+				StartedAt:   timeOf(e.GetStartedAt()),
+				CommittedAt: timeOf(e.GetCommittedAt()),
+				FinishedAt:  timeOf(e.GetFinishedAt()),
+				LeaseExpiry: timeOf(e.GetLeaseExpiry()),
+				Reason:      e.GetReason(),
+			}
+		}
+	}
+	return t
+}
+
+// taskPtr converts p, or returns nil when the answer carried no task.
+func taskPtr(p *tenurev1.Task) *Task {
+	if p == nil {
+		return nil
+	}
+	t := taskOf(p)
+	return &t
+}
+
+func leasedTaskOf(p *tenurev1.LeasedTask) LeasedTask {
+	return LeasedTask{
+		ID:              p.GetTaskId(),
+		Namespace:       p.GetNamespace(),
+		Queue:           p.GetQueue(),
+		LeaseID:         p.GetLeaseId(),
+		Payload:         p.GetPayload(),
+		Attempt:         p.GetAttempt(),
+		LeaseExpiry:     timeOf(p.GetLeaseExpiry()),
+		ExecutionWindow: p.GetExecutionWindow().AsDuration(),
+		Committed:       p.GetCommitted(),
+		CommittedResult: p.GetCommittedResult(),
+	}
+}
+
+func historyEntryOf(p *tenurev1.HistoryEntry) HistoryEntry {
+	return HistoryEntry{
+		LSN:      p.GetLsn(),
+		Type:     p.GetType(),
+		At:       timeOf(p.GetAt()),
+		LeaseID:  p.GetLeaseId(),
+		WorkerID: p.GetWorkerId(),
+		Attempt:  p.GetAttempt(),
+		Detail:   p.GetDetail(),
+	}
+}
+
+func newRequestID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand panics rather than return an error)
+	return hex.EncodeToString(b[:])
+}
+
+// proto returns the API's message for r, with a random request id when r
+// has none, so that the client's own retries of the call never create a
+// second task.
+func (r SubmitRequest) proto() *tenurev1.SubmitRequest {
+	out := &tenurev1.SubmitRequest{
+		Namespace: r.Namespace,
+		Queue:     r.Queue,
+		Payload:   r.Payload,
+		RequestId: r.RequestID,
+		Priority:  r.Priority,
+	}
+	if out.RequestId == "" {
+		out.RequestId = newRequestID()
+	}
+	if r.ExecutionWindow != 0 {
+		out.ExecutionWindow = durationpb.New(r.ExecutionWindow)
+	}
+	if p := r.Retry; p != nil {
+		out.RetryPolicy = &tenurev1.RetryPolicy{MaxAttempts: p.MaxAttempts, BackoffMultiplier: p.Multiplier}
+		if p.InitialBackoff != 0 {
+			out.RetryPolicy.InitialBackoff = durationpb.New(p.InitialBackoff)
+		}
+		if p.MaxBackoff != 0 {
+			out.RetryPolicy.MaxBackoff = durationpb.New(p.MaxBackoff)
+		}
+	}
+	if !r.NotBefore.IsZero() {
+		out.NotBefore = timestamppb.New(r.NotBefore)
+	}
+	return out
+}

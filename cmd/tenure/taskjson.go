@@ -1,0 +1,191 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tenurehq/tenure/client"
+)
+
+// The --json output of the task commands is the API's JSON form of the
+// messages it prints (SubmitResponse, Task, ListTasksResponse,
+// GetTaskHistoryResponse, as the Connect protocol and curl show them), so
+// that one script reads both. These types spell that form out: the API's
+// field names, fields at their zero value left out, enums by their API
+// names, bytes in base64, 64-bit integers as strings, durations as
+// seconds ("1.500s") and times in RFC 3339, UTC. Scripts depend on it:
+// TestCLIJSONIsTheAPIsJSON pins it.
+
+type submitJSON struct {
+	Task      taskJSON `json:"task"`
+	Duplicate bool     `json:"duplicate,omitempty"`
+}
+
+type taskJSON struct {
+	TaskID          string          `json:"taskId,omitempty"`
+	Namespace       string          `json:"namespace,omitempty"`
+	Queue           string          `json:"queue,omitempty"`
+	Payload         []byte          `json:"payload,omitempty"`
+	State           string          `json:"state,omitempty"`
+	Attempt         uint32          `json:"attempt,omitempty"`
+	Priority        int32           `json:"priority,omitempty"`
+	RequestID       string          `json:"requestId,omitempty"`
+	ExecutionWindow durationJSON    `json:"executionWindow"`
+	RetryPolicy     retryPolicyJSON `json:"retryPolicy"`
+	NotBefore       timeJSON        `json:"notBefore,omitzero"`
+	CreatedAt       timeJSON        `json:"createdAt,omitzero"`
+	UpdatedAt       timeJSON        `json:"updatedAt,omitzero"`
+	Result          []byte          `json:"result,omitempty"`
+	FailureReason   string          `json:"failureReason,omitempty"`
+	LeaseID         string          `json:"leaseId,omitempty"`
+	WorkerID        string          `json:"workerId,omitempty"`
+	LeaseExpiry     timeJSON        `json:"leaseExpiry,omitzero"`
+	Executions      []executionJSON `json:"executions,omitempty"`
+}
+
+type retryPolicyJSON struct {
+	MaxAttempts       uint32       `json:"maxAttempts,omitempty"`
+	InitialBackoff    durationJSON `json:"initialBackoff"`
+	MaxBackoff        durationJSON `json:"maxBackoff"`
+	BackoffMultiplier float64      `json:"backoffMultiplier,omitempty"`
+}
+
+type executionJSON struct {
+	Attempt     uint32   `json:"attempt,omitempty"`
+	LeaseID     string   `json:"leaseId,omitempty"`
+	WorkerID    string   `json:"workerId,omitempty"`
+	Status      string   `json:"status,omitempty"`
+	LeasedAt    timeJSON `json:"leasedAt,omitzero"`
+	StartedAt   timeJSON `json:"startedAt,omitzero"`
+	CommittedAt timeJSON `json:"committedAt,omitzero"`
+	FinishedAt  timeJSON `json:"finishedAt,omitzero"`
+	LeaseExpiry timeJSON `json:"leaseExpiry,omitzero"`
+	Reason      string   `json:"reason,omitempty"`
+}
+
+type taskListJSON struct {
+	Tasks []taskJSON `json:"tasks,omitempty"`
+}
+
+type historyJSON struct {
+	Entries []historyEntryJSON `json:"entries,omitempty"`
+}
+
+type historyEntryJSON struct {
+	LSN      uint64   `json:"lsn,omitempty,string"`
+	Type     string   `json:"type,omitempty"`
+	At       timeJSON `json:"at,omitzero"`
+	LeaseID  string   `json:"leaseId,omitempty"`
+	WorkerID string   `json:"workerId,omitempty"`
+	Attempt  uint32   `json:"attempt,omitempty"`
+	Detail   string   `json:"detail,omitempty"`
+}
+
+func taskToJSON(t *client.Task) taskJSON {
+	out := taskJSON{
+		TaskID:          t.ID,
+		Namespace:       t.Namespace,
+		Queue:           t.Queue,
+		Payload:         t.Payload,
+		State:           enumJSON("TASK_STATE_", t.State),
+		Attempt:         t.Attempt,
+		Priority:        t.Priority,
+		RequestID:       t.RequestID,
+		ExecutionWindow: durationJSON(t.ExecutionWindow),
+		RetryPolicy: retryPolicyJSON{
+			MaxAttempts:       t.RetryPolicy.MaxAttempts,
+			InitialBackoff:    durationJSON(t.RetryPolicy.InitialBackoff),
+			MaxBackoff:        durationJSON(t.RetryPolicy.MaxBackoff),
+			BackoffMultiplier: t.RetryPolicy.Multiplier,
+		},
+		NotBefore:     timeJSON(t.NotBefore),
+		CreatedAt:     timeJSON(t.CreatedAt),
+		UpdatedAt:     timeJSON(t.UpdatedAt),
+		Result:        t.Result,
+		FailureReason: t.FailureReason,
+		LeaseID:       t.LeaseID,
+		WorkerID:      t.WorkerID,
+		LeaseExpiry:   timeJSON(t.LeaseExpiry),
+	}
+	for _, e := range t.Executions {
+		out.Executions = append(out.Executions, executionJSON{
+			Attempt:     e.Attempt,
+			LeaseID:     e.LeaseID,
+			WorkerID:    e.WorkerID,
+			Status:      enumJSON("EXECUTION_STATUS_", e.Status),
+			LeasedAt:    timeJSON(e.LeasedAt),
+			StartedAt:   timeJSON(e.StartedAt),
+			CommittedAt: timeJSON(e.CommittedAt),
+			FinishedAt:  timeJSON(e.FinishedAt),
+			LeaseExpiry: timeJSON(e.LeaseExpiry),
+			Reason:      e.Reason,
+		})
+	}
+	return out
+}
+
+func historyToJSON(entries []client.HistoryEntry) historyJSON {
+	var out historyJSON
+	for _, e := range entries {
+		out.Entries = append(out.Entries, historyEntryJSON{
+			LSN: e.LSN, Type: e.Type, At: timeJSON(e.At), LeaseID: e.LeaseID, WorkerID: e.WorkerID, Attempt: e.Attempt, Detail: e.Detail,
+		})
+	}
+	return out
+}
+
+// enumJSON is an enum's API name: its prefix and the SDK's name of the
+// value; "" (left out) for the unspecified value, which the API omits.
+func enumJSON[E interface {
+	~uint8
+	fmt.Stringer
+}](prefix string, v E) string {
+	if v == 0 {
+		return ""
+	}
+	return prefix + v.String()
+}
+
+// durationJSON is a duration in the API's JSON form: seconds with 0, 3, 6
+// or 9 decimals and an "s".
+type durationJSON time.Duration
+
+func (d durationJSON) MarshalJSON() ([]byte, error) {
+	v := time.Duration(d)
+	sign := ""
+	if v < 0 {
+		sign, v = "-", -v
+	}
+	s := strconv.FormatInt(int64(v/time.Second), 10)
+	if frac := int64(v % time.Second); frac != 0 {
+		f := strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%09d", frac), "000"), "000")
+		s += "." + f
+	}
+	return strconv.AppendQuote(nil, sign+s+"s"), nil
+}
+
+// timeJSON is a time in the API's JSON form: RFC 3339 in UTC with 0, 3, 6
+// or 9 decimals.
+type timeJSON time.Time
+
+func (t timeJSON) IsZero() bool { return time.Time(t).IsZero() }
+
+func (t timeJSON) MarshalJSON() ([]byte, error) {
+	s := time.Time(t).UTC().Format("2006-01-02T15:04:05.000000000")
+	s = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(s, "000"), "000"), ".000")
+	return strconv.AppendQuote(nil, s+"Z"), nil
+}
+
+// writeJSON prints v, one of the types above, as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/client"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// TestCLIJSONIsTheAPIsJSON pins the --json output of submit, task get,
+// tasks list and task history: it is the API's JSON form of the same
+// answer (protojson, as curl sees it), value for value, and it has the
+// field names scripts read.
+func TestCLIJSONIsTheAPIsJSON(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	addr := startInProcess(t)
+	c, err := client.New(addr, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := tenurev1connect.NewTaskServiceClient(http.DefaultClient, addr, connect.WithProtoJSON())
+
+	// Tasks in every shape: completed after a start and a commit, with
+	// fractional durations; waiting with a delay and a binary payload;
+	// leased; failed once and killed.
+	done := submitTask(t, c, client.SubmitRequest{Queue: "done", Payload: []byte("hello"), RequestID: "r1", Priority: 3,
+		ExecutionWindow: 2500 * time.Millisecond, Retry: &client.RetryPolicy{MaxAttempts: 4, InitialBackoff: 1500 * time.Millisecond, Multiplier: 1.5}})
+	lt := leaseOne(t, c, "done")
+	if err := c.Start(ctx, lt.ID, lt.LeaseID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Commit(ctx, lt.ID, lt.LeaseID, []byte("result")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Complete(ctx, lt.ID, lt.LeaseID, nil); err != nil {
+		t.Fatal(err)
+	}
+	delayed := submitTask(t, c, client.SubmitRequest{Queue: "later", Payload: []byte{0, 1, 2}, NotBefore: time.Now().Add(time.Hour)})
+	submitTask(t, c, client.SubmitRequest{Queue: "held"})
+	leaseOne(t, c, "held")
+	killed := submitTask(t, c, client.SubmitRequest{Queue: "killed", Retry: &client.RetryPolicy{InitialBackoff: time.Hour}})
+	lt = leaseOne(t, c, "killed")
+	if _, err := c.Fail(ctx, lt.ID, lt.LeaseID, "transient", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.KillTask(ctx, killed, "not needed"); err != nil {
+		t.Fatal(err)
+	}
+
+	// asJSON decodes JSON into plain values, to compare outputs whatever
+	// their spacing and field order.
+	asJSON := func(what, s string) any {
+		t.Helper()
+		var v any
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			t.Fatalf("%s: not JSON: %v\n%s", what, err, s)
+		}
+		return v
+	}
+	same := func(what, cli string, want proto.Message) any {
+		t.Helper()
+		b, err := protojson.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, api := asJSON(what, cli), asJSON("the API's "+what, string(b))
+		if !reflect.DeepEqual(got, api) {
+			t.Errorf("%s --json differs from the API's JSON:\n got %v\nwant %v", what, got, api)
+		}
+		return got
+	}
+	keysOf := func(v any) []string {
+		var keys []string
+		var walk func(prefix string, v any)
+		walk = func(prefix string, v any) {
+			switch v := v.(type) {
+			case map[string]any:
+				for k, e := range v {
+					keys = append(keys, prefix+k)
+					walk(prefix+k+".", e)
+				}
+			case []any:
+				for _, e := range v {
+					walk(strings.TrimSuffix(prefix, ".")+"[].", e)
+				}
+			}
+		}
+		walk("", v)
+		sort.Strings(keys)
+		return slices.Compact(keys)
+	}
+	pin := func(what string, v any, want ...string) {
+		t.Helper()
+		got := keysOf(v)
+		for _, k := range want {
+			if !slices.Contains(got, k) {
+				t.Errorf("%s --json has no field %q; it has %v", what, k, got)
+			}
+		}
+	}
+
+	var gets []any
+	for _, id := range []string{done, delayed, killed} {
+		resp, err := api.GetTask(ctx, connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gets = append(gets, same("task get "+id, mustCLI(t, "task", "get", "--addr", addr, "--json", id), resp.Msg.GetTask()))
+	}
+	pin("task get", gets[0], "taskId", "namespace", "queue", "payload", "state", "attempt", "priority", "requestId",
+		"executionWindow", "retryPolicy", "retryPolicy.maxAttempts", "retryPolicy.initialBackoff", "retryPolicy.maxBackoff",
+		"retryPolicy.backoffMultiplier", "createdAt", "updatedAt", "result", "executions",
+		"executions[].attempt", "executions[].leaseId", "executions[].workerId", "executions[].status", "executions[].leasedAt",
+		"executions[].startedAt", "executions[].committedAt", "executions[].finishedAt", "executions[].leaseExpiry")
+	pin("task get (delayed)", gets[1], "notBefore")
+	pin("task get (killed)", gets[2], "failureReason", "executions[].reason")
+	if task := gets[0].(map[string]any); task["state"] != "TASK_STATE_COMPLETED" || task["executionWindow"] != "2.500s" || task["payload"] != "aGVsbG8=" {
+		t.Errorf("task get --json: state %v, executionWindow %v, payload %v; want TASK_STATE_COMPLETED, 2.500s, aGVsbG8=", task["state"], task["executionWindow"], task["payload"])
+	}
+
+	all, err := api.ListTasks(ctx, connect.NewRequest(&tenurev1.ListTasksRequest{PageSize: 1000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := same("tasks list", mustCLI(t, "tasks", "list", "--addr", addr, "--json"), &tenurev1.ListTasksResponse{Tasks: all.Msg.GetTasks()})
+	pin("tasks list", list, "tasks", "tasks[].taskId", "tasks[].state", "tasks[].leaseId", "tasks[].workerId", "tasks[].leaseExpiry")
+	same("tasks list (none)", mustCLI(t, "tasks", "list", "--addr", addr, "--json", "--queue", "empty"), &tenurev1.ListTasksResponse{})
+
+	for _, id := range []string{done, killed} {
+		resp, err := api.GetTaskHistory(ctx, connect.NewRequest(&tenurev1.GetTaskHistoryRequest{TaskId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hist := same("task history "+id, mustCLI(t, "task", "history", "--addr", addr, "--json", id), resp.Msg)
+		pin("task history", hist, "entries", "entries[].lsn", "entries[].type", "entries[].at", "entries[].leaseId",
+			"entries[].workerId", "entries[].attempt", "entries[].detail")
+		if lsn := hist.(map[string]any)["entries"].([]any)[0].(map[string]any)["lsn"]; reflect.TypeOf(lsn) != reflect.TypeFor[string]() {
+			t.Errorf("task history --json: lsn %v is a %T; the API's JSON has 64-bit integers as strings", lsn, lsn)
+		}
+	}
+
+	resp, err := api.GetTask(ctx, connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: done}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := same("submit (a duplicate)", mustCLI(t, "submit", "--addr", addr, "--json", "--queue", "done", "--request-id", "r1", "again"),
+		&tenurev1.SubmitResponse{Task: resp.Msg.GetTask(), Duplicate: true})
+	pin("submit", sub, "task", "task.taskId", "duplicate")
+}
+
+func submitTask(t *testing.T, c *client.Client, req client.SubmitRequest) string {
+	t.Helper()
+	res, err := c.Submit(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	return res.TaskID
+}
+
+func leaseOne(t *testing.T, c *client.Client, queue string) client.LeasedTask {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	lts, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w-" + queue, Queue: queue, Wait: 10 * time.Second})
+	if err != nil || len(lts) != 1 {
+		t.Fatalf("Lease of %s: %+v, %v", queue, lts, err)
+	}
+	return lts[0]
+}

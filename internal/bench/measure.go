@@ -1,0 +1,185 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime/pprof"
+	"sync"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/wal"
+)
+
+// measurement is what the main run measured: the phases' wall times, and
+// the samples taken around them.
+type measurement struct {
+	// submit is the submission phase's wall time; complete the time from
+	// the workers' start (sequential) or the run's start (concurrent) to
+	// the last acknowledged completion; total covers both (in sequential
+	// mode without the gap between them).
+	submit, complete, total time.Duration
+	// wall and cpu are the run's wall time and the CPU it used, both less
+	// the gap between the sequential phases.
+	wall time.Duration
+	cpu  cpuSample
+	// walBefore and walAfter are the embedded node's WAL counters.
+	walBefore, walAfter wal.Stats
+	// memBefore is sampled before the run; memAfter after the submission
+	// phase (sequential mode only).
+	memBefore, memAfter memSample
+}
+
+// gap is the wall time and CPU spent between the sequential phases,
+// sampling memory (a full collection): they count in neither phase.
+type gap struct {
+	wall time.Duration
+	cpu  cpuSample
+}
+
+// measure runs the main workload in cfg.Mode and measures it.
+func (r *runner) measure(ctx context.Context) measurement {
+	// Everything the main run allocates up front exists now; the recorders'
+	// pages are touched so that filling them does not count as task memory.
+	for _, rec := range []*recorder{r.submitCall, r.submitPerTask, r.leaseCall, r.leaseToComplete} {
+		for i := range rec.ds {
+			rec.ds[i] = -1
+		}
+	}
+	var m measurement
+	m.walBefore = r.walStats()
+	m.memBefore = settledMemory()
+	cpuBefore := cpuNow()
+	stopMonitor := r.monitor(ctx)
+
+	start := now()
+	var between gap
+	switch r.cfg.Mode {
+	case Sequential:
+		between = r.sequential(ctx, start, &m)
+	case Concurrent:
+		r.concurrent(ctx, start, &m)
+	}
+	cpuAfter, wall := cpuNow(), since(start)
+	m.walAfter = r.walStats()
+	stopMonitor()
+	m.cpu = cpuAfter.minus(cpuBefore).minus(between.cpu)
+	m.wall = wall - between.wall
+	return m
+}
+
+// sequential submits every task, samples memory (and writes the heap
+// profile) while they all wait, then works them off. It returns the time
+// and CPU the sampling took.
+func (r *runner) sequential(ctx context.Context, start time.Time, m *measurement) gap {
+	r.submit(ctx)
+	m.submit = since(start)
+	if ctx.Err() != nil {
+		return gap{}
+	}
+	gapStart, gapCPUStart := now(), cpuNow()
+	m.memAfter = settledMemory()
+	if r.cfg.HeapProfile != nil {
+		if err := pprof.Lookup("heap").WriteTo(r.cfg.HeapProfile, 0); err != nil {
+			r.fail(fmt.Errorf("writing the heap profile: %w", err))
+			return gap{}
+		}
+	}
+	between := gap{wall: since(gapStart), cpu: cpuNow().minus(gapCPUStart)}
+	workStart := now()
+	r.work(ctx)
+	m.complete = since(workStart)
+	m.total = m.submit + m.complete
+	return between
+}
+
+// concurrent submits and works off the tasks at the same time.
+func (r *runner) concurrent(ctx context.Context, start time.Time, m *measurement) {
+	var wg sync.WaitGroup
+	wg.Go(func() { r.work(ctx) })
+	r.submit(ctx)
+	m.submit = since(start)
+	wg.Wait()
+	m.complete = since(start)
+	m.total = m.complete
+}
+
+// summarize fills res with the figures of m and of the run's recorders.
+func (r *runner) summarize(res *Result, m measurement) {
+	cfg := r.cfg
+	res.Submitted, res.Completed = int(r.submitted.Load()), int(r.completed.Load())
+	res.SubmitSeconds, res.CompleteSeconds, res.TotalSeconds = seconds(m.submit), seconds(m.complete), seconds(m.total)
+	res.SubmittedPerSec = rate(res.Submitted, m.submit)
+	res.CompletedPerSec = rate(res.Completed, m.complete)
+	res.EndToEndPerSec = rate(res.Completed, m.total)
+	res.SubmitCall = r.submitCall.summary()
+	res.SubmitPerTask = r.submitPerTask.summary()
+	if !cfg.Runtime {
+		lc, ltc := r.leaseCall.summary(), r.leaseToComplete.summary()
+		res.LeaseCall, res.LeaseToComplete = &lc, &ltc
+		if n := r.leases.Load(); n > 0 {
+			v := round3(float64(r.leased.Load()) / float64(n))
+			res.TasksPerLease = &v
+		}
+	}
+	embedded := r.tg.node != nil
+	if embedded {
+		res.WAL = walFigures(m.walBefore, m.walAfter, cfg.Tasks)
+	}
+	res.CPU = cpuFigures(m.cpu, m.wall, res.Config.GOMAXPROCS, res.Config.NumCPU)
+	res.Memory = memoryFigures(m, cfg, embedded)
+	res.evaluateTargets()
+}
+
+// walFigures is what the WAL wrote between two samples, for tasks tasks.
+func walFigures(before, after wal.Stats, tasks int) *WALFigures {
+	w := &WALFigures{
+		Records: after.Records - before.Records,
+		Batches: after.Batches - before.Batches,
+		Fsyncs:  after.Fsyncs - before.Fsyncs,
+		Bytes:   after.Bytes - before.Bytes,
+	}
+	if w.Fsyncs > 0 {
+		w.RecordsPerFsync = round3(float64(w.Records) / float64(w.Fsyncs))
+	}
+	w.RecordsPerTask = round3(float64(w.Records) / float64(tasks))
+	return w
+}
+
+// cpuFigures is the CPU used over wall, on procs cores of the process's
+// and cpus of the machine.
+func cpuFigures(used cpuSample, wall time.Duration, procs, cpus int) CPU {
+	c := CPU{Seconds: seconds(used.total), GCSeconds: seconds(used.gc)}
+	if wall > 0 {
+		c.Utilization = round3(used.total.Seconds() / (wall.Seconds() * float64(procs)))
+		if used.machineAll > 0 {
+			busy := round3(float64(used.machineBusy) / float64(used.machineAll))
+			own := used.total.Seconds() / (wall.Seconds() * float64(cpus))
+			others := round3(max(0, busy-own))
+			c.MachineBusy, c.OtherProcesses = &busy, &others
+		}
+	}
+	return c
+}
+
+// memoryFigures is the process's peak memory and, in sequential mode, what
+// the waiting tasks added; per task only for the embedded node, whose
+// memory is the process's.
+func memoryFigures(m measurement, cfg Config, embedded bool) Memory {
+	var mem Memory
+	mem.PeakRSSBytes, _ = procStatus("VmHWM")
+	mem.IncludesClient = embedded
+	if cfg.Mode == Sequential {
+		b, a := m.memBefore.rss, m.memAfter.rss
+		mem.RSSBeforeBytes, mem.RSSAfterSubmitBytes = &b, &a
+		if embedded {
+			perTask := func(after, before uint64) *float64 {
+				v := (float64(after)-float64(before))/float64(cfg.Tasks) - float64(cfg.PayloadBytes)
+				v = float64(int64(v*10)) / 10
+				return &v
+			}
+			mem.RSSPerTaskBeyondPayload = perTask(m.memAfter.rss, m.memBefore.rss)
+			mem.HeapPerTaskBeyondPayload = perTask(m.memAfter.heap, m.memBefore.heap)
+		}
+	}
+	return mem
+}
