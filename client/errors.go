@@ -24,7 +24,7 @@ var (
 	ErrAlreadyCommitted = errors.New("client: already committed")
 	// ErrWrongState: the task's state does not allow the call (Error.State
 	// says which it was): killing a finished task, failing a committed
-	// one, starting an execution twice.
+	// one, starting an execution that already committed.
 	ErrWrongState = errors.New("client: wrong state")
 	// ErrNotFound: no task has the id (or it left after the server's
 	// retention period).

@@ -50,7 +50,7 @@ const (
 	ErrorReason_ERROR_REASON_ALREADY_COMMITTED ErrorReason = 3
 	// The task's state does not allow the call (state says which it is):
 	// killing a finished task, failing a committed one, starting an
-	// execution twice. Code failed_precondition.
+	// execution that already committed. Code failed_precondition.
 	ErrorReason_ERROR_REASON_WRONG_STATE ErrorReason = 4
 	// A field of the request is invalid; field names it, as the request
 	// spells it (e.g. "requests[3].queue"). Code invalid_argument.
