@@ -67,34 +67,31 @@ func classify(err error) (connect.Code, *tenurev1.ErrorDetail) {
 	if errors.As(err, &le) {
 		d.Field, d.Size, d.Limit = le.Field, int64(le.Size), int64(le.Limit)
 	}
-	switch {
-	case errors.Is(err, coordinator.ErrInvalidArgument):
-		d.Reason = tenurev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT
-		return connect.CodeInvalidArgument, d
-	case errors.Is(err, coordinator.ErrTooLarge):
-		d.Reason = tenurev1.ErrorReason_ERROR_REASON_TOO_LARGE
-		return connect.CodeResourceExhausted, d
-	case errors.Is(err, coordinator.ErrNotFound):
-		d.Reason = tenurev1.ErrorReason_ERROR_REASON_NOT_FOUND
-		return connect.CodeNotFound, d
-	case errors.Is(err, coordinator.ErrAlreadyCommitted):
-		d.Reason = tenurev1.ErrorReason_ERROR_REASON_ALREADY_COMMITTED
-		return connect.CodeAlreadyExists, d
-	case errors.Is(err, coordinator.ErrLeaseLost):
-		d.Reason = tenurev1.ErrorReason_ERROR_REASON_LEASE_LOST
-		return connect.CodeFailedPrecondition, d
-	case errors.Is(err, coordinator.ErrWrongState):
-		d.Reason = tenurev1.ErrorReason_ERROR_REASON_WRONG_STATE
-		return connect.CodeFailedPrecondition, d
-	case errors.Is(err, coordinator.ErrUnavailable):
-		d.Reason = tenurev1.ErrorReason_ERROR_REASON_UNAVAILABLE
-		return connect.CodeUnavailable, d
-	case errors.Is(err, context.Canceled):
-		return connect.CodeCanceled, d
-	case errors.Is(err, context.DeadlineExceeded):
-		return connect.CodeDeadlineExceeded, d
+	for _, k := range errorKinds {
+		if errors.Is(err, k.err) {
+			d.Reason = k.reason
+			return k.code, d
+		}
 	}
 	return connect.CodeInternal, d
+}
+
+// errorKinds maps each error a caller branches on to its code and reason,
+// in the order they are tested.
+var errorKinds = []struct {
+	err    error
+	code   connect.Code
+	reason tenurev1.ErrorReason
+}{
+	{coordinator.ErrInvalidArgument, connect.CodeInvalidArgument, tenurev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT},
+	{coordinator.ErrTooLarge, connect.CodeResourceExhausted, tenurev1.ErrorReason_ERROR_REASON_TOO_LARGE},
+	{coordinator.ErrNotFound, connect.CodeNotFound, tenurev1.ErrorReason_ERROR_REASON_NOT_FOUND},
+	{coordinator.ErrAlreadyCommitted, connect.CodeAlreadyExists, tenurev1.ErrorReason_ERROR_REASON_ALREADY_COMMITTED},
+	{coordinator.ErrLeaseLost, connect.CodeFailedPrecondition, tenurev1.ErrorReason_ERROR_REASON_LEASE_LOST},
+	{coordinator.ErrWrongState, connect.CodeFailedPrecondition, tenurev1.ErrorReason_ERROR_REASON_WRONG_STATE},
+	{coordinator.ErrUnavailable, connect.CodeUnavailable, tenurev1.ErrorReason_ERROR_REASON_UNAVAILABLE},
+	{context.Canceled, connect.CodeCanceled, tenurev1.ErrorReason_ERROR_REASON_UNSPECIFIED},
+	{context.DeadlineExceeded, connect.CodeDeadlineExceeded, tenurev1.ErrorReason_ERROR_REASON_UNSPECIFIED},
 }
 
 // detailOf returns the tenure detail of e, or nil.
