@@ -60,9 +60,12 @@ func TestRoundTrip(t *testing.T) {
 				one.CreatedAt.IsZero() || !one.NotBefore.IsZero() || !one.LeaseExpiry.IsZero() || one.Executions != nil {
 				t.Fatalf("Submit answered %+v (duplicate %v)", one, res.Duplicate)
 			}
-			dup, err := c.Submit(ctx, client.SubmitRequest{Queue: q, Payload: []byte("other"), RequestID: "req-1"})
+			dup, err := c.Submit(ctx, client.SubmitRequest{Queue: q, Payload: []byte("one"), RequestID: "req-1"})
 			if err != nil || !dup.Duplicate || dup.TaskID != one.ID || string(dup.Task.Payload) != "one" {
 				t.Fatalf("resubmit with the same request id: %+v, %v; want the first task as a duplicate", dup, err)
+			}
+			if _, err := c.Submit(ctx, client.SubmitRequest{Queue: q, Payload: []byte("other"), RequestID: "req-1"}); !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), one.ID) {
+				t.Fatalf("the same request id for another payload: %v; want ErrInvalidArgument naming %s", err, one.ID)
 			}
 			notBefore := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 			anon, err := c.Submit(ctx, client.SubmitRequest{Queue: q, NotBefore: notBefore})
@@ -77,7 +80,7 @@ func TestRoundTrip(t *testing.T) {
 			// asked for.
 			batch, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{
 				{Queue: q, Payload: []byte("b0"), Retry: &client.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond}},
-				{Queue: q, Payload: []byte("b1"), RequestID: "req-1"},
+				{Queue: q, Payload: []byte("one"), RequestID: "req-1"},
 			}, ReturnTasks: true})
 			if err != nil {
 				t.Fatalf("SubmitBatch: %v", err)
@@ -86,7 +89,7 @@ func TestRoundTrip(t *testing.T) {
 				batch[0].Task.ID != batch[0].TaskID || string(batch[0].Task.Payload) != "b0" || batch[0].Task.RequestID == "" {
 				t.Fatalf("SubmitBatch with ReturnTasks answered %+v", batch)
 			}
-			ids, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{{Queue: q, RequestID: "req-1"}}})
+			ids, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{{Queue: q, Payload: []byte("one"), RequestID: "req-1"}}})
 			if err != nil || len(ids) != 1 || ids[0] != (client.SubmitResult{TaskID: one.ID, Duplicate: true}) {
 				t.Fatalf("SubmitBatch of ids: %+v, %v; want only the id of the first task, as a duplicate", ids, err)
 			}

@@ -1104,7 +1104,11 @@ type KillTaskRequest struct {
 	// The task; required.
 	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Why it is killed; kept as the task's failure_reason. At most 4 KiB.
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asks, kept in the record (shown in the task's history). Until
+	// tokens identify callers, it is what the caller says (the CLI sends
+	// user@host). At most 256 bytes.
+	RequestedBy   string `protobuf:"bytes,3,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1153,6 +1157,565 @@ func (x *KillTaskRequest) GetReason() string {
 	return ""
 }
 
+func (x *KillTaskRequest) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+// RetryTaskRequest names the task to retry.
+type RetryTaskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task; required.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Why, kept in the record (shown in the task's history). At most 4 KiB.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asks, as KillTaskRequest.requested_by.
+	RequestedBy   string `protobuf:"bytes,3,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryTaskRequest) Reset() {
+	*x = RetryTaskRequest{}
+	mi := &file_tenure_v1_task_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryTaskRequest) ProtoMessage() {}
+
+func (x *RetryTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_task_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryTaskRequest.ProtoReflect.Descriptor instead.
+func (*RetryTaskRequest) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RetryTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *RetryTaskRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RetryTaskRequest) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+// RetryTaskResponse carries the retried task.
+type RetryTaskResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task, now WAITING.
+	Task          *Task `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryTaskResponse) Reset() {
+	*x = RetryTaskResponse{}
+	mi := &file_tenure_v1_task_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryTaskResponse) ProtoMessage() {}
+
+func (x *RetryTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_task_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryTaskResponse.ProtoReflect.Descriptor instead.
+func (*RetryTaskResponse) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RetryTaskResponse) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+// TaskFilter selects the tasks of a bulk action. Every field set must
+// match. A filter with no field set is refused unless all is set, so that
+// an empty request never acts on every task by mistake.
+type TaskFilter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only tasks of this namespace.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Only tasks of this queue (with namespace, or in every namespace).
+	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Only tasks in this state; it must be one the action applies to.
+	State TaskState `protobuf:"varint,3,opt,name=state,proto3,enum=tenure.v1.TaskState" json:"state,omitempty"`
+	// Only tasks created before this time.
+	CreatedBefore *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_before,json=createdBefore,proto3" json:"created_before,omitempty"`
+	// Every task the action applies to; only without the other fields.
+	All           bool `protobuf:"varint,5,opt,name=all,proto3" json:"all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskFilter) Reset() {
+	*x = TaskFilter{}
+	mi := &file_tenure_v1_task_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskFilter) ProtoMessage() {}
+
+func (x *TaskFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_task_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskFilter.ProtoReflect.Descriptor instead.
+func (*TaskFilter) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TaskFilter) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *TaskFilter) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *TaskFilter) GetState() TaskState {
+	if x != nil {
+		return x.State
+	}
+	return TaskState_TASK_STATE_UNSPECIFIED
+}
+
+func (x *TaskFilter) GetCreatedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedBefore
+	}
+	return nil
+}
+
+func (x *TaskFilter) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+// RetryTasksRequest selects the tasks to retry.
+type RetryTasksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which tasks; see TaskFilter.
+	Filter *TaskFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Why, kept in each record. At most 4 KiB.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asks, as KillTaskRequest.requested_by.
+	RequestedBy   string `protobuf:"bytes,3,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryTasksRequest) Reset() {
+	*x = RetryTasksRequest{}
+	mi := &file_tenure_v1_task_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryTasksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryTasksRequest) ProtoMessage() {}
+
+func (x *RetryTasksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_task_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryTasksRequest.ProtoReflect.Descriptor instead.
+func (*RetryTasksRequest) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RetryTasksRequest) GetFilter() *TaskFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *RetryTasksRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RetryTasksRequest) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+// RetryTasksResponse counts what RetryTasks did.
+type RetryTasksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tasks retried.
+	Changed uint64 `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	// Tasks the filter selected that cannot be retried (COMPLETED, not
+	// finished, or committed before they were killed).
+	Skipped       uint64 `protobuf:"varint,2,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryTasksResponse) Reset() {
+	*x = RetryTasksResponse{}
+	mi := &file_tenure_v1_task_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryTasksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryTasksResponse) ProtoMessage() {}
+
+func (x *RetryTasksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_task_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryTasksResponse.ProtoReflect.Descriptor instead.
+func (*RetryTasksResponse) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RetryTasksResponse) GetChanged() uint64 {
+	if x != nil {
+		return x.Changed
+	}
+	return 0
+}
+
+func (x *RetryTasksResponse) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+// KillTasksRequest selects the tasks to kill.
+type KillTasksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which tasks; see TaskFilter.
+	Filter *TaskFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Why, kept in each record and as each task's failure_reason.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asks, as KillTaskRequest.requested_by.
+	RequestedBy   string `protobuf:"bytes,3,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillTasksRequest) Reset() {
+	*x = KillTasksRequest{}
+	mi := &file_tenure_v1_task_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillTasksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillTasksRequest) ProtoMessage() {}
+
+func (x *KillTasksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_task_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillTasksRequest.ProtoReflect.Descriptor instead.
+func (*KillTasksRequest) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *KillTasksRequest) GetFilter() *TaskFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *KillTasksRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *KillTasksRequest) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+// KillTasksResponse counts what KillTasks did.
+type KillTasksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tasks killed.
+	Changed uint64 `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	// Tasks the filter selected that were already finished.
+	Skipped       uint64 `protobuf:"varint,2,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillTasksResponse) Reset() {
+	*x = KillTasksResponse{}
+	mi := &file_tenure_v1_task_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillTasksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillTasksResponse) ProtoMessage() {}
+
+func (x *KillTasksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_task_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillTasksResponse.ProtoReflect.Descriptor instead.
+func (*KillTasksResponse) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *KillTasksResponse) GetChanged() uint64 {
+	if x != nil {
+		return x.Changed
+	}
+	return 0
+}
+
+func (x *KillTasksResponse) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+// PurgeTasksRequest selects the tasks to delete.
+type PurgeTasksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which tasks; see TaskFilter.
+	Filter *TaskFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Why, kept in each record.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asks, as KillTaskRequest.requested_by.
+	RequestedBy   string `protobuf:"bytes,3,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeTasksRequest) Reset() {
+	*x = PurgeTasksRequest{}
+	mi := &file_tenure_v1_task_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeTasksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeTasksRequest) ProtoMessage() {}
+
+func (x *PurgeTasksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_task_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeTasksRequest.ProtoReflect.Descriptor instead.
+func (*PurgeTasksRequest) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PurgeTasksRequest) GetFilter() *TaskFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *PurgeTasksRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PurgeTasksRequest) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+// PurgeTasksResponse counts what PurgeTasks did.
+type PurgeTasksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tasks deleted.
+	Changed uint64 `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	// Tasks the filter selected that are not finished (left alone).
+	Skipped       uint64 `protobuf:"varint,2,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeTasksResponse) Reset() {
+	*x = PurgeTasksResponse{}
+	mi := &file_tenure_v1_task_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeTasksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeTasksResponse) ProtoMessage() {}
+
+func (x *PurgeTasksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_task_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeTasksResponse.ProtoReflect.Descriptor instead.
+func (*PurgeTasksResponse) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PurgeTasksResponse) GetChanged() uint64 {
+	if x != nil {
+		return x.Changed
+	}
+	return 0
+}
+
+func (x *PurgeTasksResponse) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
 // KillTaskResponse carries the killed task.
 type KillTaskResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1164,7 +1727,7 @@ type KillTaskResponse struct {
 
 func (x *KillTaskResponse) Reset() {
 	*x = KillTaskResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[12]
+	mi := &file_tenure_v1_task_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1739,7 @@ func (x *KillTaskResponse) String() string {
 func (*KillTaskResponse) ProtoMessage() {}
 
 func (x *KillTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[12]
+	mi := &file_tenure_v1_task_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1752,7 @@ func (x *KillTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillTaskResponse.ProtoReflect.Descriptor instead.
 func (*KillTaskResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{12}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *KillTaskResponse) GetTask() *Task {
@@ -1210,7 +1773,7 @@ type GetTaskHistoryRequest struct {
 
 func (x *GetTaskHistoryRequest) Reset() {
 	*x = GetTaskHistoryRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[13]
+	mi := &file_tenure_v1_task_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1785,7 @@ func (x *GetTaskHistoryRequest) String() string {
 func (*GetTaskHistoryRequest) ProtoMessage() {}
 
 func (x *GetTaskHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[13]
+	mi := &file_tenure_v1_task_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1798,7 @@ func (x *GetTaskHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{13}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetTaskHistoryRequest) GetTaskId() string {
@@ -1256,7 +1819,7 @@ type GetTaskHistoryResponse struct {
 
 func (x *GetTaskHistoryResponse) Reset() {
 	*x = GetTaskHistoryResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[14]
+	mi := &file_tenure_v1_task_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1831,7 @@ func (x *GetTaskHistoryResponse) String() string {
 func (*GetTaskHistoryResponse) ProtoMessage() {}
 
 func (x *GetTaskHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[14]
+	mi := &file_tenure_v1_task_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1844,7 @@ func (x *GetTaskHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{14}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetTaskHistoryResponse) GetEntries() []*HistoryEntry {
@@ -1298,7 +1861,7 @@ type HistoryEntry struct {
 	Lsn uint64 `protobuf:"varint,1,opt,name=lsn,proto3" json:"lsn,omitempty"`
 	// Record type name: "TaskCreated", "LeaseGranted", "LeaseExtended",
 	// "LeaseExpired", "ExecutionStarted", "TaskCommitted", "TaskCompleted",
-	// "TaskFailed", "TaskCancelled" or "TaskDead".
+	// "TaskFailed", "TaskCancelled", "TaskDead" or "TaskRetried".
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	// The time the record carries (for TaskCreated the submission time, for
 	// LeaseGranted the grant time, and so on).
@@ -1311,14 +1874,18 @@ type HistoryEntry struct {
 	Attempt uint32 `protobuf:"varint,6,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// Human-readable summary, e.g. "lease expired; retry at
 	// 2025-01-02T03:04:05Z". For display only: its wording may change.
-	Detail        string `protobuf:"bytes,7,opt,name=detail,proto3" json:"detail,omitempty"`
+	Detail string `protobuf:"bytes,7,opt,name=detail,proto3" json:"detail,omitempty"`
+	// Who asked for an operator's action (TaskDead, TaskRetried), as given.
+	RequestedBy string `protobuf:"bytes,8,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	// Why, as given, for an operator's action.
+	Reason        string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_tenure_v1_task_proto_msgTypes[15]
+	mi := &file_tenure_v1_task_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1897,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[15]
+	mi := &file_tenure_v1_task_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1910,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{15}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HistoryEntry) GetLsn() uint64 {
@@ -1391,6 +1958,20 @@ func (x *HistoryEntry) GetAttempt() uint32 {
 func (x *HistoryEntry) GetDetail() string {
 	if x != nil {
 		return x.Detail
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -1479,16 +2060,51 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"page_token\x18\x05 \x01(\tR\tpageToken\"b\n" +
 	"\x11ListTasksResponse\x12%\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x0f.tenure.v1.TaskR\x05tasks\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"B\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"e\n" +
 	"\x0fKillTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"7\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
+	"\frequested_by\x18\x03 \x01(\tR\vrequestedBy\"f\n" +
+	"\x10RetryTaskRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
+	"\frequested_by\x18\x03 \x01(\tR\vrequestedBy\"8\n" +
+	"\x11RetryTaskResponse\x12#\n" +
+	"\x04task\x18\x01 \x01(\v2\x0f.tenure.v1.TaskR\x04task\"\xc1\x01\n" +
+	"\n" +
+	"TaskFilter\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12*\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x14.tenure.v1.TaskStateR\x05state\x12A\n" +
+	"\x0ecreated_before\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rcreatedBefore\x12\x10\n" +
+	"\x03all\x18\x05 \x01(\bR\x03all\"}\n" +
+	"\x11RetryTasksRequest\x12-\n" +
+	"\x06filter\x18\x01 \x01(\v2\x15.tenure.v1.TaskFilterR\x06filter\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
+	"\frequested_by\x18\x03 \x01(\tR\vrequestedBy\"H\n" +
+	"\x12RetryTasksResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\x04R\achanged\x12\x18\n" +
+	"\askipped\x18\x02 \x01(\x04R\askipped\"|\n" +
+	"\x10KillTasksRequest\x12-\n" +
+	"\x06filter\x18\x01 \x01(\v2\x15.tenure.v1.TaskFilterR\x06filter\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
+	"\frequested_by\x18\x03 \x01(\tR\vrequestedBy\"G\n" +
+	"\x11KillTasksResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\x04R\achanged\x12\x18\n" +
+	"\askipped\x18\x02 \x01(\x04R\askipped\"}\n" +
+	"\x11PurgeTasksRequest\x12-\n" +
+	"\x06filter\x18\x01 \x01(\v2\x15.tenure.v1.TaskFilterR\x06filter\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
+	"\frequested_by\x18\x03 \x01(\tR\vrequestedBy\"H\n" +
+	"\x12PurgeTasksResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\x04R\achanged\x12\x18\n" +
+	"\askipped\x18\x02 \x01(\x04R\askipped\"7\n" +
 	"\x10KillTaskResponse\x12#\n" +
 	"\x04task\x18\x01 \x01(\v2\x0f.tenure.v1.TaskR\x04task\"0\n" +
 	"\x15GetTaskHistoryRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\"K\n" +
 	"\x16GetTaskHistoryResponse\x121\n" +
-	"\aentries\x18\x01 \x03(\v2\x17.tenure.v1.HistoryEntryR\aentries\"\xca\x01\n" +
+	"\aentries\x18\x01 \x03(\v2\x17.tenure.v1.HistoryEntryR\aentries\"\x85\x02\n" +
 	"\fHistoryEntry\x12\x10\n" +
 	"\x03lsn\x18\x01 \x01(\x04R\x03lsn\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12*\n" +
@@ -1496,7 +2112,9 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\blease_id\x18\x04 \x01(\tR\aleaseId\x12\x1b\n" +
 	"\tworker_id\x18\x05 \x01(\tR\bworkerId\x12\x18\n" +
 	"\aattempt\x18\x06 \x01(\rR\aattempt\x12\x16\n" +
-	"\x06detail\x18\a \x01(\tR\x06detail*\xb6\x01\n" +
+	"\x06detail\x18\a \x01(\tR\x06detail\x12!\n" +
+	"\frequested_by\x18\b \x01(\tR\vrequestedBy\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason*\xb6\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_STATE_WAITING\x10\x01\x12\x15\n" +
@@ -1511,13 +2129,19 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\x1cEXECUTION_STATUS_IN_PROGRESS\x10\x02\x12\x1e\n" +
 	"\x1aEXECUTION_STATUS_COMMITTED\x10\x03\x12\x19\n" +
 	"\x15EXECUTION_STATUS_DONE\x10\x04\x12\x1c\n" +
-	"\x18EXECUTION_STATUS_ABORTED\x10\x052\xcf\x03\n" +
+	"\x18EXECUTION_STATUS_ABORTED\x10\x052\xf5\x05\n" +
 	"\vTaskService\x12=\n" +
 	"\x06Submit\x12\x18.tenure.v1.SubmitRequest\x1a\x19.tenure.v1.SubmitResponse\x12L\n" +
 	"\vSubmitBatch\x12\x1d.tenure.v1.SubmitBatchRequest\x1a\x1e.tenure.v1.SubmitBatchResponse\x12E\n" +
 	"\aGetTask\x12\x19.tenure.v1.GetTaskRequest\x1a\x1a.tenure.v1.GetTaskResponse\"\x03\x90\x02\x01\x12K\n" +
 	"\tListTasks\x12\x1b.tenure.v1.ListTasksRequest\x1a\x1c.tenure.v1.ListTasksResponse\"\x03\x90\x02\x01\x12C\n" +
-	"\bKillTask\x12\x1a.tenure.v1.KillTaskRequest\x1a\x1b.tenure.v1.KillTaskResponse\x12Z\n" +
+	"\bKillTask\x12\x1a.tenure.v1.KillTaskRequest\x1a\x1b.tenure.v1.KillTaskResponse\x12F\n" +
+	"\tRetryTask\x12\x1b.tenure.v1.RetryTaskRequest\x1a\x1c.tenure.v1.RetryTaskResponse\x12I\n" +
+	"\n" +
+	"RetryTasks\x12\x1c.tenure.v1.RetryTasksRequest\x1a\x1d.tenure.v1.RetryTasksResponse\x12F\n" +
+	"\tKillTasks\x12\x1b.tenure.v1.KillTasksRequest\x1a\x1c.tenure.v1.KillTasksResponse\x12I\n" +
+	"\n" +
+	"PurgeTasks\x12\x1c.tenure.v1.PurgeTasksRequest\x1a\x1d.tenure.v1.PurgeTasksResponse\x12Z\n" +
 	"\x0eGetTaskHistory\x12 .tenure.v1.GetTaskHistoryRequest\x1a!.tenure.v1.GetTaskHistoryResponse\"\x03\x90\x02\x01B2Z0github.com/tenurehq/tenure/api/tenurev1;tenurev1b\x06proto3"
 
 var (
@@ -1533,7 +2157,7 @@ func file_tenure_v1_task_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_v1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_v1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_tenure_v1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_tenure_v1_task_proto_goTypes = []any{
 	(TaskState)(0),                 // 0: tenure.v1.TaskState
 	(ExecutionStatus)(0),           // 1: tenure.v1.ExecutionStatus
@@ -1549,59 +2173,82 @@ var file_tenure_v1_task_proto_goTypes = []any{
 	(*ListTasksRequest)(nil),       // 11: tenure.v1.ListTasksRequest
 	(*ListTasksResponse)(nil),      // 12: tenure.v1.ListTasksResponse
 	(*KillTaskRequest)(nil),        // 13: tenure.v1.KillTaskRequest
-	(*KillTaskResponse)(nil),       // 14: tenure.v1.KillTaskResponse
-	(*GetTaskHistoryRequest)(nil),  // 15: tenure.v1.GetTaskHistoryRequest
-	(*GetTaskHistoryResponse)(nil), // 16: tenure.v1.GetTaskHistoryResponse
-	(*HistoryEntry)(nil),           // 17: tenure.v1.HistoryEntry
-	(*durationpb.Duration)(nil),    // 18: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 19: google.protobuf.Timestamp
+	(*RetryTaskRequest)(nil),       // 14: tenure.v1.RetryTaskRequest
+	(*RetryTaskResponse)(nil),      // 15: tenure.v1.RetryTaskResponse
+	(*TaskFilter)(nil),             // 16: tenure.v1.TaskFilter
+	(*RetryTasksRequest)(nil),      // 17: tenure.v1.RetryTasksRequest
+	(*RetryTasksResponse)(nil),     // 18: tenure.v1.RetryTasksResponse
+	(*KillTasksRequest)(nil),       // 19: tenure.v1.KillTasksRequest
+	(*KillTasksResponse)(nil),      // 20: tenure.v1.KillTasksResponse
+	(*PurgeTasksRequest)(nil),      // 21: tenure.v1.PurgeTasksRequest
+	(*PurgeTasksResponse)(nil),     // 22: tenure.v1.PurgeTasksResponse
+	(*KillTaskResponse)(nil),       // 23: tenure.v1.KillTaskResponse
+	(*GetTaskHistoryRequest)(nil),  // 24: tenure.v1.GetTaskHistoryRequest
+	(*GetTaskHistoryResponse)(nil), // 25: tenure.v1.GetTaskHistoryResponse
+	(*HistoryEntry)(nil),           // 26: tenure.v1.HistoryEntry
+	(*durationpb.Duration)(nil),    // 27: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 28: google.protobuf.Timestamp
 }
 var file_tenure_v1_task_proto_depIdxs = []int32{
-	18, // 0: tenure.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
-	18, // 1: tenure.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
+	27, // 0: tenure.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
+	27, // 1: tenure.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
 	0,  // 2: tenure.v1.Task.state:type_name -> tenure.v1.TaskState
-	18, // 3: tenure.v1.Task.execution_window:type_name -> google.protobuf.Duration
+	27, // 3: tenure.v1.Task.execution_window:type_name -> google.protobuf.Duration
 	2,  // 4: tenure.v1.Task.retry_policy:type_name -> tenure.v1.RetryPolicy
-	19, // 5: tenure.v1.Task.not_before:type_name -> google.protobuf.Timestamp
-	19, // 6: tenure.v1.Task.created_at:type_name -> google.protobuf.Timestamp
-	19, // 7: tenure.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
-	19, // 8: tenure.v1.Task.lease_expiry:type_name -> google.protobuf.Timestamp
+	28, // 5: tenure.v1.Task.not_before:type_name -> google.protobuf.Timestamp
+	28, // 6: tenure.v1.Task.created_at:type_name -> google.protobuf.Timestamp
+	28, // 7: tenure.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
+	28, // 8: tenure.v1.Task.lease_expiry:type_name -> google.protobuf.Timestamp
 	4,  // 9: tenure.v1.Task.executions:type_name -> tenure.v1.Execution
 	1,  // 10: tenure.v1.Execution.status:type_name -> tenure.v1.ExecutionStatus
-	19, // 11: tenure.v1.Execution.leased_at:type_name -> google.protobuf.Timestamp
-	19, // 12: tenure.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
-	19, // 13: tenure.v1.Execution.committed_at:type_name -> google.protobuf.Timestamp
-	19, // 14: tenure.v1.Execution.finished_at:type_name -> google.protobuf.Timestamp
-	19, // 15: tenure.v1.Execution.lease_expiry:type_name -> google.protobuf.Timestamp
-	18, // 16: tenure.v1.SubmitRequest.execution_window:type_name -> google.protobuf.Duration
+	28, // 11: tenure.v1.Execution.leased_at:type_name -> google.protobuf.Timestamp
+	28, // 12: tenure.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
+	28, // 13: tenure.v1.Execution.committed_at:type_name -> google.protobuf.Timestamp
+	28, // 14: tenure.v1.Execution.finished_at:type_name -> google.protobuf.Timestamp
+	28, // 15: tenure.v1.Execution.lease_expiry:type_name -> google.protobuf.Timestamp
+	27, // 16: tenure.v1.SubmitRequest.execution_window:type_name -> google.protobuf.Duration
 	2,  // 17: tenure.v1.SubmitRequest.retry_policy:type_name -> tenure.v1.RetryPolicy
-	19, // 18: tenure.v1.SubmitRequest.not_before:type_name -> google.protobuf.Timestamp
+	28, // 18: tenure.v1.SubmitRequest.not_before:type_name -> google.protobuf.Timestamp
 	3,  // 19: tenure.v1.SubmitResponse.task:type_name -> tenure.v1.Task
 	5,  // 20: tenure.v1.SubmitBatchRequest.requests:type_name -> tenure.v1.SubmitRequest
 	6,  // 21: tenure.v1.SubmitBatchResponse.responses:type_name -> tenure.v1.SubmitResponse
 	3,  // 22: tenure.v1.GetTaskResponse.task:type_name -> tenure.v1.Task
 	0,  // 23: tenure.v1.ListTasksRequest.state:type_name -> tenure.v1.TaskState
 	3,  // 24: tenure.v1.ListTasksResponse.tasks:type_name -> tenure.v1.Task
-	3,  // 25: tenure.v1.KillTaskResponse.task:type_name -> tenure.v1.Task
-	17, // 26: tenure.v1.GetTaskHistoryResponse.entries:type_name -> tenure.v1.HistoryEntry
-	19, // 27: tenure.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
-	5,  // 28: tenure.v1.TaskService.Submit:input_type -> tenure.v1.SubmitRequest
-	7,  // 29: tenure.v1.TaskService.SubmitBatch:input_type -> tenure.v1.SubmitBatchRequest
-	9,  // 30: tenure.v1.TaskService.GetTask:input_type -> tenure.v1.GetTaskRequest
-	11, // 31: tenure.v1.TaskService.ListTasks:input_type -> tenure.v1.ListTasksRequest
-	13, // 32: tenure.v1.TaskService.KillTask:input_type -> tenure.v1.KillTaskRequest
-	15, // 33: tenure.v1.TaskService.GetTaskHistory:input_type -> tenure.v1.GetTaskHistoryRequest
-	6,  // 34: tenure.v1.TaskService.Submit:output_type -> tenure.v1.SubmitResponse
-	8,  // 35: tenure.v1.TaskService.SubmitBatch:output_type -> tenure.v1.SubmitBatchResponse
-	10, // 36: tenure.v1.TaskService.GetTask:output_type -> tenure.v1.GetTaskResponse
-	12, // 37: tenure.v1.TaskService.ListTasks:output_type -> tenure.v1.ListTasksResponse
-	14, // 38: tenure.v1.TaskService.KillTask:output_type -> tenure.v1.KillTaskResponse
-	16, // 39: tenure.v1.TaskService.GetTaskHistory:output_type -> tenure.v1.GetTaskHistoryResponse
-	34, // [34:40] is the sub-list for method output_type
-	28, // [28:34] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	3,  // 25: tenure.v1.RetryTaskResponse.task:type_name -> tenure.v1.Task
+	0,  // 26: tenure.v1.TaskFilter.state:type_name -> tenure.v1.TaskState
+	28, // 27: tenure.v1.TaskFilter.created_before:type_name -> google.protobuf.Timestamp
+	16, // 28: tenure.v1.RetryTasksRequest.filter:type_name -> tenure.v1.TaskFilter
+	16, // 29: tenure.v1.KillTasksRequest.filter:type_name -> tenure.v1.TaskFilter
+	16, // 30: tenure.v1.PurgeTasksRequest.filter:type_name -> tenure.v1.TaskFilter
+	3,  // 31: tenure.v1.KillTaskResponse.task:type_name -> tenure.v1.Task
+	26, // 32: tenure.v1.GetTaskHistoryResponse.entries:type_name -> tenure.v1.HistoryEntry
+	28, // 33: tenure.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
+	5,  // 34: tenure.v1.TaskService.Submit:input_type -> tenure.v1.SubmitRequest
+	7,  // 35: tenure.v1.TaskService.SubmitBatch:input_type -> tenure.v1.SubmitBatchRequest
+	9,  // 36: tenure.v1.TaskService.GetTask:input_type -> tenure.v1.GetTaskRequest
+	11, // 37: tenure.v1.TaskService.ListTasks:input_type -> tenure.v1.ListTasksRequest
+	13, // 38: tenure.v1.TaskService.KillTask:input_type -> tenure.v1.KillTaskRequest
+	14, // 39: tenure.v1.TaskService.RetryTask:input_type -> tenure.v1.RetryTaskRequest
+	17, // 40: tenure.v1.TaskService.RetryTasks:input_type -> tenure.v1.RetryTasksRequest
+	19, // 41: tenure.v1.TaskService.KillTasks:input_type -> tenure.v1.KillTasksRequest
+	21, // 42: tenure.v1.TaskService.PurgeTasks:input_type -> tenure.v1.PurgeTasksRequest
+	24, // 43: tenure.v1.TaskService.GetTaskHistory:input_type -> tenure.v1.GetTaskHistoryRequest
+	6,  // 44: tenure.v1.TaskService.Submit:output_type -> tenure.v1.SubmitResponse
+	8,  // 45: tenure.v1.TaskService.SubmitBatch:output_type -> tenure.v1.SubmitBatchResponse
+	10, // 46: tenure.v1.TaskService.GetTask:output_type -> tenure.v1.GetTaskResponse
+	12, // 47: tenure.v1.TaskService.ListTasks:output_type -> tenure.v1.ListTasksResponse
+	23, // 48: tenure.v1.TaskService.KillTask:output_type -> tenure.v1.KillTaskResponse
+	15, // 49: tenure.v1.TaskService.RetryTask:output_type -> tenure.v1.RetryTaskResponse
+	18, // 50: tenure.v1.TaskService.RetryTasks:output_type -> tenure.v1.RetryTasksResponse
+	20, // 51: tenure.v1.TaskService.KillTasks:output_type -> tenure.v1.KillTasksResponse
+	22, // 52: tenure.v1.TaskService.PurgeTasks:output_type -> tenure.v1.PurgeTasksResponse
+	25, // 53: tenure.v1.TaskService.GetTaskHistory:output_type -> tenure.v1.GetTaskHistoryResponse
+	44, // [44:54] is the sub-list for method output_type
+	34, // [34:44] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_task_proto_init() }
@@ -1615,7 +2262,7 @@ func file_tenure_v1_task_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_task_proto_rawDesc), len(file_tenure_v1_task_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

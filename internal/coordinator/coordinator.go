@@ -225,6 +225,10 @@ func (c *Coordinator) write(recs ...state.Record) (uint64, error) {
 
 // afterApply updates soft state and wakes long-polls after a record.
 func (c *Coordinator) afterApply(r state.Record) {
+	if r, ok := r.(*state.QueueResumed); ok {
+		c.signal(state.QueueKey{Namespace: r.Namespace, Queue: r.Queue})
+		return
+	}
 	t := c.st.Task(r.Task())
 	if t == nil {
 		return

@@ -273,12 +273,12 @@ func TestPermanentFailureAndKill(t *testing.T) {
 	if res, err := e.c.Fail(ctx, l.TaskID, l.LeaseID, "bad input", true); err != nil || res.State != state.Failed {
 		t.Fatalf("permanent fail: %+v %v", res, err)
 	}
-	if err := e.c.Kill(ctx, a.ID, "x"); !errors.Is(err, ErrWrongState) {
+	if err := e.c.Kill(ctx, a.ID, Actor{Reason: "x"}); !errors.Is(err, ErrWrongState) {
 		t.Fatalf("kill of failed task: %v", err)
 	}
 	b := e.submit("q")
 	lb := e.lease("w", "q")
-	if err := e.c.Kill(ctx, b.ID, "operator"); err != nil {
+	if err := e.c.Kill(ctx, b.ID, Actor{Reason: "operator"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.c.Complete(ctx, lb.TaskID, lb.LeaseID, nil); !errors.Is(err, ErrLeaseLost) {

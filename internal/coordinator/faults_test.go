@@ -264,7 +264,7 @@ func runWorkload(c *coordinator.Coordinator, clk *clock.Fake) ([]ack, error) {
 	if err := fail(b, true); err != nil {
 		return acks, err
 	}
-	if err := c.Kill(ctx, ids["i"], "not needed"); err != nil {
+	if err := c.Kill(ctx, ids["i"], coordinator.Actor{Reason: "not needed"}); err != nil {
 		return acks, err
 	}
 	acks = append(acks, ack{op: "kill", task: ids["i"]})
@@ -388,7 +388,7 @@ func TestFaultStopsServing(t *testing.T) {
 			if _, err := c.Lease(ctx, coordinator.LeaseRequest{WorkerID: "w9", Queue: "q"}); !errors.Is(err, coordinator.ErrUnavailable) {
 				t.Fatalf("later Lease = %v", err)
 			}
-			if err := c.Kill(ctx, old, "x"); !errors.Is(err, coordinator.ErrUnavailable) {
+			if err := c.Kill(ctx, old, coordinator.Actor{Reason: "x"}); !errors.Is(err, coordinator.ErrUnavailable) {
 				t.Fatalf("later Kill = %v", err)
 			}
 			// Exactly one operation failed, and nothing was written or

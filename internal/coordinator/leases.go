@@ -201,8 +201,8 @@ func (c *Coordinator) expiredLocked(now state.Time, max int) []state.Record {
 // task will be retried, the retry waits out the backoff, as after a failure.
 func (c *Coordinator) expiry(t *state.Task, now state.Time) *state.LeaseExpired {
 	r := &state.LeaseExpired{TaskID: t.ID, LeaseID: t.CurrentLease().LeaseID, At: now}
-	if t.State == state.Leased && t.Attempt < t.Retry.MaxAttempts {
-		r.RetryAt = now.Add(t.Retry.Backoff(t.Attempt))
+	if t.State == state.Leased && t.AttemptsLeft() {
+		r.RetryAt = now.Add(t.Retry.Backoff(t.AttemptsUsed()))
 	}
 	return r
 }
@@ -403,8 +403,8 @@ func (c *Coordinator) Fail(ctx context.Context, taskID, leaseID, reason string, 
 		}
 		r := &state.TaskFailed{TaskID: t.ID, LeaseID: leaseID, Reason: reason, Permanent: permanent, At: now}
 		res.State = state.Failed
-		if !permanent && t.Attempt < t.Retry.MaxAttempts {
-			r.RetryAt = now.Add(t.Retry.Backoff(t.Attempt))
+		if !permanent && t.AttemptsLeft() {
+			r.RetryAt = now.Add(t.Retry.Backoff(t.AttemptsUsed()))
 			res = FailResult{State: state.Waiting, RetryAt: r.RetryAt.Std()}
 		}
 		return r, nil

@@ -267,7 +267,7 @@ func runLinWorkload(t *testing.T, seed uint64, broken bool) linWorkload {
 					id := mine[r.IntN(len(mine))]
 					reason := fmt.Sprintf("kill-c%d-%d", i, n)
 					at := rec.Call()
-					err := call(func(c *Coordinator) error { return c.Kill(ctx, id, reason) })
+					err := call(func(c *Coordinator) error { return c.Kill(ctx, id, Actor{Reason: reason}) })
 					rec.Done(i, lincheck.In{Op: lincheck.OpKill, Task: id, Reason: reason}, at, outcome(err))
 				case p < 97:
 					clk.Advance(time.Duration(r.IntN(1500)) * time.Millisecond)

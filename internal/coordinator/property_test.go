@@ -191,7 +191,7 @@ func runSequence(t *testing.T, seed uint64, ops int) (ok bool) {
 					held = append(held[:i], held[i+1:]...)
 				}
 			case op < 79 && len(tasks) > 0:
-				err := e.c.Kill(ctx, tasks[rng.IntN(len(tasks))], "kill")
+				err := e.c.Kill(ctx, tasks[rng.IntN(len(tasks))], Actor{Reason: "kill"})
 				expected("kill", err, ErrWrongState)
 			case op < 90:
 				e.clock.Advance(time.Duration(rng.IntN(6000)) * time.Millisecond)

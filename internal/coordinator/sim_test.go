@@ -807,7 +807,7 @@ func (s *sim) kill() {
 	st := s.tasks[s.rng.IntN(len(s.tasks))]
 	reason := fmt.Sprintf("kill-%d", s.next())
 	call := s.rec.Call()
-	err := s.c.Kill(ctx, st.id, reason)
+	err := s.c.Kill(ctx, st.id, Actor{Reason: reason})
 	in, out := lincheck.In{Op: lincheck.OpKill, Task: st.id, Reason: reason}, outcome(err)
 	s.expect("kill", err, lincheck.WrongState)
 	if err == nil || out.Pending {

@@ -607,7 +607,7 @@ func TestRefusedCallsKeepNoTaskAlive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.c.Kill(ctx, res.Task.ID, "not needed"); err != nil {
+		if err := e.c.Kill(ctx, res.Task.ID, Actor{Reason: "not needed"}); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, res.Task.ID)

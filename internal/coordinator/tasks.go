@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -243,11 +244,25 @@ func (c *Coordinator) SubmitBatch(ctx context.Context, reqs []SubmitRequest) ([]
 		newAt[i] = -1
 		if req.RequestID != "" {
 			if t := c.st.ByRequest(req.Namespace, req.RequestID); t != nil {
+				if err := sameRequest(i, req, t.ID, t.Queue, t.Payload); err != nil {
+					// It names an earlier task: answer once that is durable.
+					if werr := c.writeAndWait(ctx); werr != nil {
+						return nil, werr
+					}
+					return nil, err
+				}
 				out[i] = SubmitResult{Task: t.Clone(), Duplicate: true}
 				continue
 			}
 			k := [2]string{req.Namespace, req.RequestID}
-			if _, ok := firstOf[k]; ok {
+			if j, ok := firstOf[k]; ok {
+				if err := sameRequest(i, req, fmt.Sprintf("of requests[%d]", j), reqs[j].Queue, reqs[j].Payload); err != nil {
+					// It names an earlier task: answer once that is durable.
+					if werr := c.writeAndWait(ctx); werr != nil {
+						return nil, werr
+					}
+					return nil, err
+				}
 				out[i].Duplicate = true // filled in once the first is applied
 				continue
 			}
@@ -276,6 +291,24 @@ func (c *Coordinator) SubmitBatch(ctx context.Context, reqs []SubmitRequest) ([]
 	return out, nil
 }
 
+// sameRequest refuses request i, whose request id was used before for task
+// (an id, or a description of an earlier request of the batch) with queue
+// and payload, unless it is a true retry: the same queue and payload.
+func sameRequest(i int, req *SubmitRequest, task, queue string, payload []byte) error {
+	what := ""
+	switch {
+	case req.Queue != queue:
+		what = fmt.Sprintf("queue %q, not %q", queue, req.Queue)
+	case !bytes.Equal(req.Payload, payload):
+		what = "a different payload"
+	default:
+		return nil
+	}
+	return fieldErr(fmt.Sprintf("requests[%d].request_id", i),
+		"%q was already used in namespace %q for task %s with %s; a retry must repeat the same queue and payload, and a new task needs a new request id",
+		req.RequestID, req.Namespace, task, what)
+}
+
 // newTaskID returns an id that no task holds and no record in pending
 // will create. A collision needs a broken random source, but the cost of
 // checking is a map lookup, and a duplicate id would stop the partition.
@@ -295,25 +328,78 @@ func (c *Coordinator) newTaskID(now time.Time, pending []state.Record) string {
 	}
 }
 
+// Actor is who asks for an operator's action and why, as given; the
+// record of the action keeps both.
+type Actor struct {
+	By     string
+	Reason string
+}
+
+func (l Limits) checkActor(a Actor) error {
+	if len(a.Reason) > l.MaxReasonBytes {
+		return &LimitError{Field: "reason", Size: len(a.Reason), Limit: l.MaxReasonBytes}
+	}
+	if len(a.By) > l.MaxIDBytes {
+		return &LimitError{Field: "requested_by", Size: len(a.By), Limit: l.MaxIDBytes}
+	}
+	return nil
+}
+
 // Kill makes a task DEAD (one TaskDead record). Its lease, if any, loses
 // authority at once.
-func (c *Coordinator) Kill(ctx context.Context, taskID, reason string) error {
+func (c *Coordinator) Kill(ctx context.Context, taskID string, a Actor) error {
+	return c.taskAction(ctx, taskID, a, killRefusal, func(now state.Time) state.Record {
+		return &state.TaskDead{TaskID: taskID, Reason: a.Reason, By: a.By, At: now}
+	})
+}
+
+func killRefusal(t *state.Task) error {
+	if t.State.Terminal() {
+		return wrongState(t, " is already %s", t.State)
+	}
+	return nil
+}
+
+// Retry returns a FAILED or DEAD task to WAITING with a fresh budget of
+// attempts (one TaskRetried record). A COMPLETED task, one that is not
+// finished, and one an attempt committed before it was killed (its effect
+// may have been applied) are refused.
+func (c *Coordinator) Retry(ctx context.Context, taskID string, a Actor) error {
+	return c.taskAction(ctx, taskID, a, retryRefusal, func(now state.Time) state.Record {
+		return &state.TaskRetried{TaskID: taskID, Reason: a.Reason, By: a.By, At: now}
+	})
+}
+
+func retryRefusal(t *state.Task) error {
+	switch {
+	case t.State == state.Completed:
+		return wrongState(t, " is COMPLETED: it ran successfully and is not retried; submit a new task to run it again")
+	case t.State != state.Failed && t.State != state.Dead:
+		return wrongState(t, " is %s: only a FAILED or DEAD task can be retried", t.State)
+	case t.CommittedBy != "":
+		return wrongState(t, " was committed by lease %s before it was killed: its effect may have been applied, so it is not retried (that could apply it twice); submit a new task if it must run again", t.CommittedBy)
+	}
+	return nil
+}
+
+// taskAction appends the record rec makes for an operator's action on one
+// task, unless refuse refuses the task.
+func (c *Coordinator) taskAction(ctx context.Context, taskID string, a Actor, refuse func(*state.Task) error, rec func(state.Time) state.Record) error {
 	if err := c.checkID("task_id", taskID, true); err != nil {
 		return err
 	}
-	if len(reason) > c.cfg.Limits.MaxReasonBytes {
-		return &LimitError{Field: "reason", Size: len(reason), Limit: c.cfg.Limits.MaxReasonBytes}
+	if err := c.cfg.Limits.checkActor(a); err != nil {
+		return err
 	}
 	if err := c.lock(); err != nil {
 		return err
 	}
 	t := c.st.Task(taskID)
 	var refusal error
-	switch {
-	case t == nil:
+	if t == nil {
 		refusal = notFound(taskID)
-	case t.State.Terminal():
-		refusal = wrongState(t, " is already %s", t.State)
+	} else {
+		refusal = refuse(t)
 	}
 	if refusal != nil {
 		// The refusal reveals the task's state: answer it only once that
@@ -323,7 +409,7 @@ func (c *Coordinator) Kill(ctx context.Context, taskID, reason string) error {
 		}
 		return refusal
 	}
-	return c.writeAndWait(ctx, &state.TaskDead{TaskID: taskID, Reason: reason, At: c.now()})
+	return c.writeAndWait(ctx, rec(c.now()))
 }
 
 // Get returns a copy of the task.

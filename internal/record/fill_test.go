@@ -32,10 +32,14 @@ func fill(t testing.TB, v reflect.Value) {
 		case reflect.String:
 			v.SetString(fmt.Sprintf("%s-%d", name, n))
 		case reflect.Slice:
-			if v.Type().Elem().Kind() != reflect.Uint8 {
+			switch v.Type().Elem().Kind() {
+			case reflect.Uint8:
+				v.SetBytes([]byte{byte(n), 0, 0xff})
+			case reflect.String:
+				v.Set(reflect.ValueOf([]string{fmt.Sprintf("%s-%d-a", name, n), fmt.Sprintf("%s-%d-b", name, n)}))
+			default:
 				t.Fatalf("fill: %s is a %s: teach fill to set it", path, v.Type())
 			}
-			v.SetBytes([]byte{byte(n), 0, 0xff})
 		case reflect.Bool:
 			v.SetBool(true)
 		case reflect.Int64:

@@ -33,6 +33,10 @@ const (
 	TypeTaskDead         Type = 10
 	TypeFence            Type = 11
 	TypeTasksPurged      Type = 12
+	TypeQueuePaused      Type = 13
+	TypeQueueResumed     Type = 14
+	TypeTaskRetried      Type = 15
+	TypeTasksDeleted     Type = 16
 )
 
 // registry has one row per record type: its number, its name (printed by
@@ -237,6 +241,7 @@ var registry = []row{
 				TaskId:      r.TaskID,
 				Reason:      r.Reason,
 				AtUnixNanos: int64(r.At),
+				By:          r.By,
 			}
 		},
 		func(m *recordpb.TaskDead) *state.TaskDead {
@@ -244,6 +249,7 @@ var registry = []row{
 				TaskID: m.TaskId,
 				Reason: m.Reason,
 				At:     state.Time(m.AtUnixNanos),
+				By:     m.By,
 			}
 		}),
 
@@ -274,6 +280,82 @@ var registry = []row{
 			return &state.TasksPurged{
 				Before: state.Time(m.BeforeUnixNanos),
 				At:     state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeQueuePaused, "QueuePaused",
+		func(r *state.QueuePaused) *recordpb.QueuePaused {
+			return &recordpb.QueuePaused{
+				Namespace:   r.Namespace,
+				Queue:       r.Queue,
+				By:          r.By,
+				Reason:      r.Reason,
+				AtUnixNanos: int64(r.At),
+			}
+		},
+		func(m *recordpb.QueuePaused) *state.QueuePaused {
+			return &state.QueuePaused{
+				Namespace: m.Namespace,
+				Queue:     m.Queue,
+				By:        m.By,
+				Reason:    m.Reason,
+				At:        state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeQueueResumed, "QueueResumed",
+		func(r *state.QueueResumed) *recordpb.QueueResumed {
+			return &recordpb.QueueResumed{
+				Namespace:   r.Namespace,
+				Queue:       r.Queue,
+				By:          r.By,
+				Reason:      r.Reason,
+				AtUnixNanos: int64(r.At),
+			}
+		},
+		func(m *recordpb.QueueResumed) *state.QueueResumed {
+			return &state.QueueResumed{
+				Namespace: m.Namespace,
+				Queue:     m.Queue,
+				By:        m.By,
+				Reason:    m.Reason,
+				At:        state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeTaskRetried, "TaskRetried",
+		func(r *state.TaskRetried) *recordpb.TaskRetried {
+			return &recordpb.TaskRetried{
+				TaskId:      r.TaskID,
+				By:          r.By,
+				Reason:      r.Reason,
+				AtUnixNanos: int64(r.At),
+			}
+		},
+		func(m *recordpb.TaskRetried) *state.TaskRetried {
+			return &state.TaskRetried{
+				TaskID: m.TaskId,
+				By:     m.By,
+				Reason: m.Reason,
+				At:     state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeTasksDeleted, "TasksDeleted",
+		func(r *state.TasksDeleted) *recordpb.TasksDeleted {
+			return &recordpb.TasksDeleted{
+				TaskIds:     r.TaskIDs,
+				By:          r.By,
+				Reason:      r.Reason,
+				AtUnixNanos: int64(r.At),
+			}
+		},
+		func(m *recordpb.TasksDeleted) *state.TasksDeleted {
+			return &state.TasksDeleted{
+				TaskIDs: m.TaskIds,
+				By:      m.By,
+				Reason:  m.Reason,
+				At:      state.Time(m.AtUnixNanos),
 			}
 		}),
 }
@@ -470,4 +552,5 @@ func (t Type) String() string {
 		return byType[t].name
 	}
 	return fmt.Sprintf("Type(%d)", uint16(t))
+
 }

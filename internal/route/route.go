@@ -52,9 +52,16 @@ type Partition interface {
 type Peer interface {
 	tenurev1connect.TaskServiceClient
 	tenurev1connect.WorkerServiceClient
+	tenurev1connect.QueueServiceClient
 	// Addr is the node's base URL.
 	Addr() string
 }
+
+// PartitionHeader, on a forwarded request that spans partitions (queue
+// statistics, bulk actions), names the one partition the receiving node is
+// to answer for; its value is the partition id in decimal. Without it, such
+// a request covers every partition it names.
+const PartitionHeader = "Tenure-Partition"
 
 // ForwardedHeader marks a request that one tenure node forwarded to
 // another; its value is the forwarding node's id.

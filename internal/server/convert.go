@@ -181,6 +181,14 @@ func leasedTask(l coordinator.Lease) *tenurev1.LeasedTask {
 }
 
 // historyEntry turns a record into the API's summary of it.
+// by names who asked, for a history entry's detail.
+func by(who string) string {
+	if who == "" {
+		return ""
+	}
+	return " (asked by " + who + ")"
+}
+
 func historyEntry(h coordinator.HistoryEntry) *tenurev1.HistoryEntry {
 	e := &tenurev1.HistoryEntry{Lsn: h.LSN, Type: record.TypeOf(h.Record).String()}
 	switch r := h.Record.(type) {
@@ -224,8 +232,14 @@ func historyEntry(h coordinator.HistoryEntry) *tenurev1.HistoryEntry {
 		e.At, e.LeaseId = ts(r.At), r.LeaseID
 		e.Detail = "rejected: " + r.Reason
 	case *state.TaskDead:
-		e.At = ts(r.At)
-		e.Detail = "killed: " + r.Reason
+		e.At, e.RequestedBy, e.Reason = ts(r.At), r.By, r.Reason
+		e.Detail = "killed: " + r.Reason + by(r.By)
+	case *state.TaskRetried:
+		e.At, e.RequestedBy, e.Reason = ts(r.At), r.By, r.Reason
+		e.Detail = "retried by an operator: waiting again, with a fresh budget of attempts" + by(r.By)
+		if r.Reason != "" {
+			e.Detail += ": " + r.Reason
+		}
 	}
 	return e
 }

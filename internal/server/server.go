@@ -102,6 +102,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(tenurev1connect.NewTaskServiceHandler(taskService{s}, opts...))
 	mux.Handle(tenurev1connect.NewWorkerServiceHandler(workerService{s}, opts...))
 	mux.Handle(tenurev1connect.NewAdminServiceHandler(adminService{s}, opts...))
+	mux.Handle(tenurev1connect.NewQueueServiceHandler(queueService{s}, opts...))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.r.Err(); err != nil {
 			http.Error(w, "not serving: "+err.Error(), http.StatusServiceUnavailable)

@@ -62,7 +62,7 @@ func (h taskService) KillTask(ctx context.Context, req *connect.Request[tenurev1
 	id := req.Msg.GetTaskId()
 	// The answer shows the task after the kill: a read, so it is confirmed.
 	return byTask(h.s, ctx, id, true, req, route.Peer.KillTask, func(c *coordinator.Coordinator) (*tenurev1.KillTaskResponse, error) {
-		if err := c.Kill(ctx, id, req.Msg.GetReason()); err != nil {
+		if err := c.Kill(ctx, id, coordinator.Actor{By: req.Msg.GetRequestedBy(), Reason: req.Msg.GetReason()}); err != nil {
 			return nil, err
 		}
 		t, err := c.Get(ctx, id)
@@ -71,6 +71,48 @@ func (h taskService) KillTask(ctx context.Context, req *connect.Request[tenurev1
 		}
 		return &tenurev1.KillTaskResponse{Task: task(t)}, nil
 	})
+}
+
+func (h taskService) RetryTask(ctx context.Context, req *connect.Request[tenurev1.RetryTaskRequest]) (*connect.Response[tenurev1.RetryTaskResponse], error) {
+	id := req.Msg.GetTaskId()
+	// As KillTask: the answer shows the task after the retry, confirmed.
+	return byTask(h.s, ctx, id, true, req, route.Peer.RetryTask, func(c *coordinator.Coordinator) (*tenurev1.RetryTaskResponse, error) {
+		if err := c.Retry(ctx, id, coordinator.Actor{By: req.Msg.GetRequestedBy(), Reason: req.Msg.GetReason()}); err != nil {
+			return nil, err
+		}
+		t, err := c.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return &tenurev1.RetryTaskResponse{Task: task(t)}, nil
+	})
+}
+
+func (h taskService) RetryTasks(ctx context.Context, req *connect.Request[tenurev1.RetryTasksRequest]) (*connect.Response[tenurev1.RetryTasksResponse], error) {
+	m := req.Msg
+	res, err := bulk(h.s, ctx, req, coordinator.BulkRetry, m.GetFilter(), m.GetReason(), m.GetRequestedBy(), route.Peer.RetryTasks)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&tenurev1.RetryTasksResponse{Changed: res.changed, Skipped: res.skipped}), nil
+}
+
+func (h taskService) KillTasks(ctx context.Context, req *connect.Request[tenurev1.KillTasksRequest]) (*connect.Response[tenurev1.KillTasksResponse], error) {
+	m := req.Msg
+	res, err := bulk(h.s, ctx, req, coordinator.BulkKill, m.GetFilter(), m.GetReason(), m.GetRequestedBy(), route.Peer.KillTasks)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&tenurev1.KillTasksResponse{Changed: res.changed, Skipped: res.skipped}), nil
+}
+
+func (h taskService) PurgeTasks(ctx context.Context, req *connect.Request[tenurev1.PurgeTasksRequest]) (*connect.Response[tenurev1.PurgeTasksResponse], error) {
+	m := req.Msg
+	res, err := bulk(h.s, ctx, req, coordinator.BulkPurge, m.GetFilter(), m.GetReason(), m.GetRequestedBy(), route.Peer.PurgeTasks)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&tenurev1.PurgeTasksResponse{Changed: res.changed, Skipped: res.skipped}), nil
 }
 
 func (h taskService) GetTaskHistory(ctx context.Context, req *connect.Request[tenurev1.GetTaskHistoryRequest]) (*connect.Response[tenurev1.GetTaskHistoryResponse], error) {

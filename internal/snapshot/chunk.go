@@ -37,15 +37,16 @@ type chunkDecoder struct {
 }
 
 // decode appends the tasks of payload p, and the index of each one's current
-// lease, to tasks and leases. The tasks own their memory: nothing aliases p.
-// An error is proto.Unmarshal's.
-func (d *chunkDecoder) decode(p []byte, tasks []*state.Task, leases []int) ([]*state.Task, []int, error) {
+// lease, to tasks and leases, and returns its queues. The tasks own their
+// memory: nothing aliases p. An error is proto.Unmarshal's.
+func (d *chunkDecoder) decode(p []byte, tasks []*state.Task, leases []int) ([]*state.Task, []int, []state.QueueImage, error) {
 	n0 := len(tasks)
 	if tasks, leases, ok := d.fast(p, tasks, leases); ok {
-		return tasks, leases, nil
+		return tasks, leases, nil, nil
 	}
 	clear(tasks[n0:])
 	tasks, leases = tasks[:n0], leases[:n0]
+	var queues []state.QueueImage
 	err := proto.Unmarshal(p, &d.msg)
 	if err == nil {
 		for _, m := range d.msg.Tasks {
@@ -53,9 +54,12 @@ func (d *chunkDecoder) decode(p []byte, tasks []*state.Task, leases []int) ([]*s
 			tasks = append(tasks, t)
 			leases = append(leases, lease)
 		}
+		for _, m := range d.msg.Queues {
+			queues = append(queues, queueFromMessage(m))
+		}
 	}
 	d.msg.Reset()
-	return tasks, leases, err
+	return tasks, leases, queues, err
 }
 
 // fast is the fast path of decode; false means it gave up.
@@ -93,7 +97,7 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, lease int, ok bool) {
 	defer func() { clear(execs); d.execs = execs[:0] }()
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || num > 20 {
+		if n < 0 || num > 21 {
 			return nil, 0, false
 		}
 		b = b[n:]
@@ -120,6 +124,8 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, lease int, ok bool) {
 				t.State = clampState(snapshotpb.TaskState(int32(v)))
 			case 14:
 				t.Attempt = uint32(v)
+			case 21:
+				t.AttemptBase = uint32(v)
 			case 20:
 				leaseCurrent = protowire.DecodeBool(v)
 			default:

@@ -24,6 +24,7 @@ func TaskMessage(t *state.Task) *snapshotpb.TaskSnapshot {
 		CreatedLsn:           t.CreatedLSN,
 		State:                snapshotpb.TaskState(t.State),
 		Attempt:              t.Attempt,
+		AttemptBase:          t.AttemptBase,
 		Result:               t.Result,
 		CommittedBy:          t.CommittedBy,
 		FailureReason:        t.FailureReason,
@@ -79,6 +80,7 @@ func taskFromMessage(m *snapshotpb.TaskSnapshot) (*state.Task, int) {
 		CreatedLSN:    m.CreatedLsn,
 		State:         clampState(m.State),
 		Attempt:       m.Attempt,
+		AttemptBase:   m.AttemptBase,
 		Result:        noEmpty(m.Result),
 		CommittedBy:   m.CommittedBy,
 		FailureReason: m.FailureReason,
@@ -154,4 +156,47 @@ func noEmpty(b []byte) []byte {
 		return nil
 	}
 	return b
+}
+
+// queueMessage returns the snapshot message of a queue's image.
+func queueMessage(q state.QueueImage) *snapshotpb.QueueSnapshot {
+	m := &snapshotpb.QueueSnapshot{Namespace: q.Key.Namespace, Queue: q.Key.Queue,
+		Fine: bucketMessages(q.Fine), Coarse: bucketMessages(q.Coarse)}
+	if p := q.Paused; p != nil {
+		m.Paused = &snapshotpb.QueuePause{By: p.By, Reason: p.Reason, AtUnixNanos: int64(p.At)}
+	}
+	return m
+}
+
+// queueFromMessage is the inverse of queueMessage; the Loader checks what
+// it gives.
+func queueFromMessage(m *snapshotpb.QueueSnapshot) state.QueueImage {
+	q := state.QueueImage{Key: state.QueueKey{Namespace: m.Namespace, Queue: m.Queue},
+		Fine: bucketsFromMessages(m.Fine), Coarse: bucketsFromMessages(m.Coarse)}
+	if p := m.Paused; p != nil {
+		q.Paused = &state.Pause{By: p.By, Reason: p.Reason, At: state.Time(p.AtUnixNanos)}
+	}
+	return q
+}
+
+func bucketMessages(bs []state.Bucket) []*snapshotpb.EventBucket {
+	var out []*snapshotpb.EventBucket
+	for _, b := range bs {
+		out = append(out, &snapshotpb.EventBucket{N: b.N,
+			Submitted: b.C[state.EventSubmitted], Completed: b.C[state.EventCompleted],
+			Failed: b.C[state.EventFailed], LeaseExpired: b.C[state.EventLeaseExpired]})
+	}
+	return out
+}
+
+func bucketsFromMessages(ms []*snapshotpb.EventBucket) []state.Bucket {
+	var out []state.Bucket
+	for _, m := range ms {
+		var b state.Bucket
+		b.N = m.N
+		b.C[state.EventSubmitted], b.C[state.EventCompleted] = m.Submitted, m.Completed
+		b.C[state.EventFailed], b.C[state.EventLeaseExpired] = m.Failed, m.LeaseExpired
+		out = append(out, b)
+	}
+	return out
 }

@@ -35,7 +35,7 @@
 //	| magic  | version | hdr crc | last lsn | epoch  |
 //	+--------+---------+---------+----------+--------+
 //	  magic    "TENUSNAP"
-//	  version  uint32, 1
+//	  version  uint32, 2 (1 before the chunk of queues; still read)
 //	  hdr crc  uint32, CRC-32C (Castagnoli) of bytes 0..12 and 16..32
 //	  last lsn uint64, the LSN of the last record the state includes
 //	  epoch    uint64, the partition epoch (state.State.Epoch)
@@ -58,6 +58,8 @@
 //	  chunks    uint32, number of chunks
 //	  file crc  uint32, CRC-32C of every byte of the file before it
 //
+// The first chunk may hold queues instead of tasks: what the state keeps of
+// its queues beyond their tasks (pauses and recent event counts).
 // Chunks fill the file from the header to the trailer exactly; the reader
 // knows where the trailer starts from the file size. Tasks appear in
 // creation order (increasing creation LSN); the messages are defined in

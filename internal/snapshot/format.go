@@ -18,9 +18,13 @@ import (
 
 // The format is described in doc.go; keep the two in step.
 const (
-	magic          = "TENUSNAP"
-	endMagic       = "TSNAPEND"
-	formatVersion  = 1
+	magic    = "TENUSNAP"
+	endMagic = "TSNAPEND"
+	// formatVersion 2 added the chunk of queues (pauses, event counts),
+	// which a version-1 reader would refuse as a chunk without a task; a
+	// version-2 reader reads both.
+	formatVersion  = 2
+	oldestVersion  = 1
 	headerSize     = 32
 	chunkHeadSize  = 8
 	trailerSize    = 24
@@ -100,7 +104,7 @@ func Encode(w io.Writer, img *state.Image) (Summary, error) {
 		prevLSN uint64
 	)
 	flush := func() error {
-		if len(chunk.Tasks) == 0 {
+		if len(chunk.Tasks) == 0 && len(chunk.Queues) == 0 {
 			return nil
 		}
 		var err error
@@ -110,7 +114,7 @@ func Encode(w io.Writer, img *state.Image) (Summary, error) {
 		}
 		n := len(buf) - chunkHeadSize
 		if n > MaxChunkBytes {
-			return fmt.Errorf("snapshot: a chunk of %d tasks encodes to %d bytes, over MaxChunkBytes = %d", len(chunk.Tasks), n, MaxChunkBytes)
+			return fmt.Errorf("snapshot: a chunk of %d tasks and %d queues encodes to %d bytes, over MaxChunkBytes = %d", len(chunk.Tasks), len(chunk.Queues), n, MaxChunkBytes)
 		}
 		binary.LittleEndian.PutUint32(buf[0:4], uint32(n))
 		binary.LittleEndian.PutUint32(buf[4:8], crc32.Checksum(buf[chunkHeadSize:], castagnoli))
@@ -118,8 +122,16 @@ func Encode(w io.Writer, img *state.Image) (Summary, error) {
 			return err
 		}
 		sum.Chunks++
-		chunk.Tasks, size = chunk.Tasks[:0], 0
+		chunk.Tasks, chunk.Queues, size = chunk.Tasks[:0], nil, 0
 		return nil
+	}
+	// The queues go first, in a chunk of their own, so that every chunk of
+	// tasks keeps the plain shape the reader's fast path takes.
+	for _, q := range img.Queues {
+		chunk.Queues = append(chunk.Queues, queueMessage(q))
+	}
+	if err := flush(); err != nil {
+		return sum, err
 	}
 	for _, t := range img.Tasks {
 		// The writer's side of the pair of checks the reader makes.
@@ -175,8 +187,8 @@ func decodeHeader(b []byte) (lastLSN, epoch uint64, reason string) {
 	if binary.LittleEndian.Uint32(b[12:16]) != headerCRC(b) {
 		return 0, 0, "header checksum mismatch"
 	}
-	if v := binary.LittleEndian.Uint32(b[8:12]); v != formatVersion {
-		return 0, 0, fmt.Sprintf("unsupported format version %d (this build reads version %d)", v, formatVersion)
+	if v := binary.LittleEndian.Uint32(b[8:12]); v < oldestVersion || v > formatVersion {
+		return 0, 0, fmt.Sprintf("unsupported format version %d (this build reads versions %d to %d)", v, oldestVersion, formatVersion)
 	}
 	return binary.LittleEndian.Uint64(b[16:24]), binary.LittleEndian.Uint64(b[24:32]), ""
 }
@@ -217,6 +229,12 @@ func Decode(r io.Reader, size int64) (*state.State, Summary, error) {
 		if j.err != nil {
 			cr.stop()
 			return fail(j.err)
+		}
+		for _, q := range j.queues {
+			if err := loader.AddQueue(q); err != nil {
+				cr.stop()
+				return fail(corruptAt(j.off, "%v", err))
+			}
 		}
 		for i, t := range j.tasks {
 			if err := loader.Add(t, j.leases[i]); err != nil {
@@ -307,6 +325,7 @@ type chunkJob struct {
 	n      int
 	tasks  []*state.Task
 	leases []int
+	queues []state.QueueImage
 	err    error         // the chunk's error, or the reader's at off
 	done   chan struct{} // closed once tasks or err are set
 }
@@ -459,12 +478,12 @@ func (cr *chunkReader) decode() {
 			j.err = corruptAt(j.off, "chunk checksum mismatch")
 		default:
 			var err error
-			j.tasks, j.leases, err = d.decode(p, j.tasks, j.leases)
+			j.tasks, j.leases, j.queues, err = d.decode(p, j.tasks, j.leases)
 			switch {
 			case err != nil:
 				j.err = corruptAt(j.off, "chunk does not decode: %v", err)
-			case len(j.tasks) == 0:
-				j.err = corruptAt(j.off, "chunk holds no task")
+			case len(j.tasks) == 0 && len(j.queues) == 0:
+				j.err = corruptAt(j.off, "chunk holds no task and no queue")
 			}
 		}
 		close(j.done)

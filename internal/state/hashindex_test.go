@@ -46,6 +46,12 @@ func TestHashCollisions(t *testing.T) {
 		}
 		img := s.Image()
 		l := state.NewLoader(img.LastLSN, img.Epoch)
+		for _, q := range img.Queues {
+			if err := l.AddQueue(q); err != nil {
+				restore()
+				t.Fatalf("seed %d: AddQueue: %v", seed, err)
+			}
+		}
 		for _, task := range img.Tasks {
 			if err := l.Add(task.Clone(), task.LeaseIndex()); err != nil {
 				restore()

@@ -17,6 +17,9 @@ type Image struct {
 	// modifies in place: payload, result and the prefix of the record
 	// history. It must be treated as read-only.
 	Tasks []*Task
+	// Queues holds what the state keeps of its queues beyond their tasks
+	// (pauses, recent event counts), ordered by namespace and queue.
+	Queues []QueueImage
 }
 
 // Image copies the state for a snapshot. It is O(tasks) but makes only two
@@ -31,7 +34,7 @@ func (s *State) Image() *Image {
 			execs += len(t.Executions)
 		}
 	}
-	img := &Image{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, n)}
+	img := &Image{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, n), Queues: s.queueImages()}
 	copies := make([]Task, n)
 	ebuf := make([]Execution, 0, execs)
 	i := 0
@@ -74,8 +77,9 @@ var ErrRestore = errors.New("state: invalid snapshot content")
 // index (request ids, leases, expiry and queue heaps, creation order). Apply
 // can continue from the result at LastLSN+1.
 type Loader struct {
-	s   *State
-	err error
+	s      *State
+	err    error
+	queues map[QueueKey]bool
 }
 
 // NewLoader starts a State whose last applied record is lastLSN, in epoch
@@ -148,13 +152,38 @@ func (l *Loader) add(t *Task, leaseIndex int) error {
 		t.LSNs = ownLSN(t) // t.LSNs[0] == t.CreatedLSN, checked above
 	}
 	qi := s.addTask(t)
-	s.counts[t.State]++
 	if cur != nil {
 		s.leases.add(hashString(cur.LeaseID), t)
 		heap.Push(&s.expiry, t)
 	}
 	if t.Schedulable() {
 		qi.add(t)
+	}
+	return nil
+}
+
+// AddQueue restores what an Image keeps of a queue beyond its tasks, before
+// or after the queue's tasks. After an error the Loader refuses everything.
+func (l *Loader) AddQueue(q QueueImage) error {
+	if l.err != nil {
+		return l.err
+	}
+	fail := func(format string, args ...any) error {
+		l.err = fmt.Errorf("%w: queue %q in namespace %q: %s", ErrRestore, q.Key.Queue, q.Key.Namespace, fmt.Sprintf(format, args...))
+		return l.err
+	}
+	switch {
+	case q.Key.Namespace == "" || q.Key.Queue == "":
+		return fail("namespace and queue must be set")
+	case l.queues[q.Key]:
+		return fail("queue appears twice")
+	}
+	if l.queues == nil {
+		l.queues = make(map[QueueKey]bool)
+	}
+	l.queues[q.Key] = true
+	if why := l.s.queueOf(q.Key.Namespace, q.Key.Queue).restore(q); why != "" {
+		return fail("%s", why)
 	}
 	return nil
 }

@@ -16,6 +16,11 @@ import (
 func restore(t *testing.T, img *state.Image) *state.State {
 	t.Helper()
 	l := state.NewLoader(img.LastLSN, img.Epoch)
+	for _, q := range img.Queues {
+		if err := l.AddQueue(q); err != nil {
+			t.Fatalf("AddQueue: %v", err)
+		}
+	}
 	for _, task := range img.Tasks {
 		c := task.Clone()
 		if err := l.Add(c, task.LeaseIndex()); err != nil {

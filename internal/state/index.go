@@ -1,6 +1,9 @@
 package state
 
-import "container/heap"
+import (
+	"container/heap"
+	"slices"
+)
 
 // QueueKey names a queue within a namespace.
 type QueueKey struct {
@@ -13,10 +16,20 @@ type QueueKey struct {
 // then age; the others wait in delayed, ordered by NotBefore. Which heap
 // holds a task depends on the times the coordinator has asked about, so the
 // split is derived state and never part of state equality.
+//
+// It also holds the queue's statistics and its pause (queue.go). A queue's
+// index lives while the queue has a task, is paused, or has counted an event
+// within the last hour.
 type queueIndex struct {
 	key     QueueKey
 	ready   taskHeap
 	delayed taskHeap
+
+	counts [Dead + 1]int
+	leases int
+	paused *Pause
+	ages   ageIndex
+	events events
 }
 
 func newQueueIndex(k QueueKey) *queueIndex {
@@ -47,6 +60,28 @@ func (q *queueIndex) remove(t *Task) {
 	}
 	t.heapIdx = -1
 	t.delayed = false
+}
+
+// finalizable returns up to n COMMITTED tasks of the queue that wait to be
+// finalised, in lease order: what a paused queue may still lease. It walks
+// the ready heap, but only when the queue has a COMMITTED task.
+func (q *queueIndex) finalizable(n int) []*Task {
+	if q.counts[Committed] == 0 {
+		return nil
+	}
+	var out []*Task
+	for _, t := range q.ready.tasks {
+		if t.State == Committed {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Task) int {
+		if before(a, b) {
+			return -1
+		}
+		return 1
+	})
+	return out[:min(n, len(out))]
 }
 
 // promote moves every delayed task whose NotBefore is at or before now to

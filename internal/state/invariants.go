@@ -62,6 +62,7 @@ func (s *State) Invariants() error {
 		}
 	})
 	errs = append(errs, s.orderErrors()...)
+	errs = append(errs, s.queueErrors()...)
 	if counts != s.counts {
 		errs = append(errs, fmt.Errorf("state counts %v, want %v", s.counts, counts))
 	}
@@ -86,6 +87,68 @@ func (s *State) Invariants() error {
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// queueErrors checks each queue's statistics against a recount over its
+// tasks: counts by state, leases, and the waiting-age index.
+func (s *State) queueErrors() []error {
+	type recount struct {
+		counts [Dead + 1]int
+		leases int
+		due    map[int64]int32
+	}
+	want := make(map[QueueKey]*recount)
+	s.tasks.all(func(_ uint64, t *Task) {
+		k := QueueKey{t.Namespace, t.Queue}
+		r := want[k]
+		if r == nil {
+			r = &recount{due: make(map[int64]int32)}
+			want[k] = r
+		}
+		if t.State <= Dead {
+			r.counts[t.State]++
+		}
+		if t.cur >= 0 {
+			r.leases++
+		}
+		if t.State == Waiting {
+			r.due[dueMillis(t)]++
+		}
+	})
+	var errs []error
+	for k, r := range want {
+		qi := s.queues[k]
+		if qi == nil {
+			errs = append(errs, fmt.Errorf("queue %v has tasks but no index", k))
+			continue
+		}
+		if qi.key != k {
+			errs = append(errs, fmt.Errorf("queue %v is indexed under %v", qi.key, k))
+		}
+		if qi.counts != r.counts || qi.leases != r.leases {
+			errs = append(errs, fmt.Errorf("queue %v counts %v and %d leases, recount %v and %d", k, qi.counts, qi.leases, r.counts, r.leases))
+		}
+		if len(qi.ages.slots) != len(r.due) || len(qi.ages.heap) != len(r.due) {
+			errs = append(errs, fmt.Errorf("queue %v waiting-age index has %d slots and %d heap entries, recount %d", k, len(qi.ages.slots), len(qi.ages.heap), len(r.due)))
+		}
+		for ms, n := range r.due {
+			if sl := qi.ages.slots[ms]; sl == nil || sl.count != n || int(sl.pos) >= len(qi.ages.heap) || qi.ages.heap[sl.pos] != sl {
+				errs = append(errs, fmt.Errorf("queue %v waiting-age index is wrong at %d ms (want %d tasks)", k, ms, n))
+			}
+		}
+		for i := 1; i < len(qi.ages.heap); i++ {
+			if qi.ages.heap[(i-1)/2].ms > qi.ages.heap[i].ms {
+				errs = append(errs, fmt.Errorf("queue %v waiting-age heap is out of order at %d", k, i))
+				break
+			}
+		}
+	}
+	for k, qi := range s.queues {
+		if want[k] == nil && (qi.total() != 0 || qi.leases != 0 || len(qi.ages.heap) != 0) {
+			errs = append(errs, fmt.Errorf("queue %v has no task but counts %v", k, qi.counts))
+		}
+	}
+	return errs
 }
 
 // orderErrors checks the creation order: every task exactly once, by
@@ -148,6 +211,9 @@ func checkTask(t *Task, lastLSN uint64, bad func(format string, args ...any)) {
 	if t.Attempt != uint32(len(t.Executions)) {
 		bad("attempt %d but %d executions", t.Attempt, len(t.Executions))
 	}
+	if t.AttemptBase > t.Attempt {
+		bad("attempt base %d is after attempt %d", t.AttemptBase, t.Attempt)
+	}
 	commits := 0
 	for i, e := range t.Executions {
 		if e.Attempt != uint32(i+1) {
@@ -204,11 +270,13 @@ type Export struct {
 	LastLSN uint64
 	Epoch   uint64
 	Tasks   []*Task
+	// Queues holds what the state keeps of its queues beyond their tasks.
+	Queues []QueueImage
 }
 
 // Export returns the canonical copy of s.
 func (s *State) Export() Export {
-	e := Export{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, 0, s.Len())}
+	e := Export{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, 0, s.Len()), Queues: s.queueImages()}
 	s.Scan(0, func(t *Task) bool {
 		e.Tasks = append(e.Tasks, t.Clone())
 		return true

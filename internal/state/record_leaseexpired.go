@@ -31,16 +31,18 @@ func (r *LeaseExpired) apply(s *State, lsn uint64) string {
 	}
 	s.dropLease(t)
 	touch(t, lsn, r.At)
+	s.event(t, EventLeaseExpired, r.At)
 	switch {
 	case t.State == Committed:
 		s.queue(t).add(t) // offered again, only to be finalised
-	case t.Attempt < t.Retry.MaxAttempts:
+	case t.AttemptsLeft():
 		t.NotBefore = r.RetryAt
 		s.transition(t, Waiting)
 		s.queue(t).add(t)
 	default:
-		t.FailureReason = fmt.Sprintf("lease expired on the last attempt (%d of %d)", t.Attempt, t.Retry.MaxAttempts)
+		t.FailureReason = fmt.Sprintf("lease expired on the last attempt (%d of %d)", t.Attempt-t.AttemptBase, t.Retry.MaxAttempts)
 		s.transition(t, Failed)
+		s.event(t, EventFailed, r.At)
 	}
 	return ""
 }

@@ -25,6 +25,8 @@ func (r *LeaseGranted) apply(s *State, lsn uint64) string {
 		return "task does not exist"
 	case !t.Schedulable():
 		return fmt.Sprintf("task is %s and cannot be leased", t.State)
+	case t.State == Waiting && s.queue(t).paused != nil:
+		return "the task's queue is paused: only COMMITTED tasks may be leased, to be finalised"
 	case t.State == Waiting && t.NotBefore > r.GrantedAt:
 		return fmt.Sprintf("task is not schedulable before %s", t.NotBefore)
 	case r.Attempt != t.Attempt+1:
@@ -53,6 +55,7 @@ func (r *LeaseGranted) apply(s *State, lsn uint64) string {
 	}
 	s.leases.add(hashString(r.LeaseID), t)
 	heap.Push(&s.expiry, t)
+	s.queue(t).leases++
 	touch(t, lsn, r.GrantedAt)
 	return ""
 }

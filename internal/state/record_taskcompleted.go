@@ -33,6 +33,7 @@ func (r *TaskCompleted) apply(s *State, lsn uint64) string {
 	cur.FinishedAt = r.At
 	s.dropLease(t)
 	s.transition(t, Completed)
+	s.event(t, EventCompleted, r.At)
 	touch(t, lsn, r.At)
 	return ""
 }

@@ -64,7 +64,7 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 	}
 	t.LSNs = ownLSN(t)
 	qi := s.addTask(t)
-	s.counts[Waiting]++
 	qi.add(t)
+	qi.events.add(r.CreatedAt, EventSubmitted)
 	return ""
 }

@@ -8,6 +8,8 @@ type TaskDead struct {
 	TaskID string
 	Reason string
 	At     Time
+	// By is who asked, as given ("" in records written before it was).
+	By string
 }
 
 func (r *TaskDead) Task() string { return r.TaskID }

@@ -29,7 +29,7 @@ func (r *TaskFailed) apply(s *State, lsn uint64) string {
 	cur.FinishedAt = r.At
 	s.dropLease(t)
 	touch(t, lsn, r.At)
-	if !r.Permanent && t.Attempt < t.Retry.MaxAttempts {
+	if !r.Permanent && t.AttemptsLeft() {
 		t.NotBefore = r.RetryAt
 		s.transition(t, Waiting)
 		s.queue(t).add(t)
@@ -37,5 +37,6 @@ func (r *TaskFailed) apply(s *State, lsn uint64) string {
 	}
 	t.FailureReason = r.Reason
 	s.transition(t, Failed)
+	s.event(t, EventFailed, r.At)
 	return ""
 }

@@ -8,7 +8,9 @@ import "fmt"
 // that are not terminal are never touched. Retention is a record, not a side
 // effect of snapshotting, because it changes behaviour (request-id
 // deduplication): a replay of the full log must drop the same tasks at the
-// same point. The coordinator appends one before each snapshot.
+// same point. The coordinator appends one before each snapshot. It also
+// forgets the queues left with nothing to report: no task, no pause and no
+// event within the hour before At.
 type TasksPurged struct {
 	// Before is the cut-off: the coordinator's clock minus the retention
 	// period when it decided the purge.
@@ -35,22 +37,22 @@ func (r *TasksPurged) apply(s *State, _ uint64) string {
 	if s.holes > len(s.order)/2 {
 		s.compactOrder()
 	}
+	for _, qi := range s.queues {
+		s.maybeForget(qi, r.At)
+	}
 	return ""
 }
 
-// drop removes a terminal task from the task table and the request index.
-// A terminal task is in no heap and holds no lease, so nothing else refers
-// to it; its queue index entry may become empty and goes too.
+// drop removes a terminal task from the task table, the request index and
+// its queue's counts. A terminal task is in no heap and holds no lease, so
+// nothing else refers to it. The caller removes it from the creation order.
 func (s *State) drop(t *Task) {
 	s.tasks.remove(hashString(t.ID), t)
 	if t.RequestID != "" {
 		s.requests.remove(hashRequest(t.Namespace, t.RequestID), t)
 	}
 	s.counts[t.State]--
-	k := QueueKey{t.Namespace, t.Queue}
-	if qi := s.queues[k]; qi != nil && qi.len() == 0 {
-		delete(s.queues, k)
-	}
+	s.queue(t).counts[t.State]--
 }
 
 // compactOrder removes the nil entries of the creation order, into a new

@@ -136,6 +136,9 @@ func (s *State) Schedulable(q QueueKey, now Time, n int) []*Task {
 	if qi == nil || n <= 0 {
 		return nil
 	}
+	if qi.paused != nil {
+		return qi.finalizable(n)
+	}
 	qi.promote(now)
 	out := make([]*Task, 0, min(n, qi.ready.Len()))
 	for len(out) < n && qi.ready.Len() > 0 {
@@ -158,7 +161,7 @@ func (s *State) Schedulable(q QueueKey, now Time, n int) []*Task {
 // any: when a long-poll on an empty queue should look again.
 func (s *State) NextReady(q QueueKey) (Time, bool) {
 	qi := s.queues[q]
-	if qi == nil || qi.delayed.Len() == 0 {
+	if qi == nil || qi.paused != nil || qi.delayed.Len() == 0 {
 		return 0, false
 	}
 	return qi.delayed.tasks[0].NotBefore, true
@@ -267,6 +270,8 @@ var allowed = map[[2]TaskState]bool{
 	{Leased, Dead}:         true,
 	{Committed, Completed}: true,
 	{Committed, Dead}:      true,
+	{Failed, Waiting}:      true, // TaskRetried
+	{Dead, Waiting}:        true, // TaskRetried
 }
 
 // transition moves t to state to after checking that the move is legal; it
@@ -283,7 +288,16 @@ func (s *State) transition(t *Task, to TaskState) {
 	}
 	s.counts[from]--
 	s.counts[to]++
+	qi := s.queue(t)
+	qi.counts[from]--
+	qi.counts[to]++
+	if from == Waiting {
+		qi.ages.remove(dueMillis(t))
+	}
 	t.State = to
+	if to == Waiting {
+		qi.ages.add(dueMillis(t))
+	}
 }
 
 // ownLSN returns the record history of a task that only its creation
@@ -333,8 +347,8 @@ func (s *State) queueOf(namespace, queue string) *queueIndex {
 	return qi
 }
 
-// addTask indexes a new task by id, request id and creation order, and
-// replaces its namespace and queue names with the shared copies of its
+// addTask indexes a new task by id, request id and creation order, counts
+// it in its state and queue, and replaces its namespace and queue names with the shared copies of its
 // queue index, which it returns.
 func (s *State) addTask(t *Task) *queueIndex {
 	qi := s.queueOf(t.Namespace, t.Queue)
@@ -344,6 +358,14 @@ func (s *State) addTask(t *Task) *queueIndex {
 		s.requests.add(hashRequest(t.Namespace, t.RequestID), t)
 	}
 	s.order = append(s.order, t)
+	s.counts[t.State]++
+	qi.counts[t.State]++
+	if t.State == Waiting {
+		qi.ages.add(dueMillis(t))
+	}
+	if t.cur >= 0 {
+		qi.leases++
+	}
 	return qi
 }
 
@@ -353,4 +375,5 @@ func (s *State) dropLease(t *Task) {
 	s.leases.remove(hashString(cur.LeaseID), t)
 	heap.Remove(&s.expiry, int(t.heapIdx))
 	t.cur = -1
+	s.queue(t).leases--
 }

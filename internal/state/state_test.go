@@ -259,7 +259,7 @@ func TestTransitionPanicsOnIllegalMove(t *testing.T) {
 			t.Fatal("illegal transition did not panic")
 		}
 	}()
-	s.transition(s.Task("a"), Waiting)
+	s.transition(s.Task("a"), Completed)
 }
 
 func TestBackoff(t *testing.T) {

@@ -119,6 +119,10 @@ type Task struct {
 	delayed bool
 	// Attempt is the number of leases granted so far.
 	Attempt uint32
+	// AttemptBase is Attempt when the task was last retried by an operator
+	// (TaskRetried), 0 before: the retry policy's budget counts the
+	// attempts after it.
+	AttemptBase uint32
 	// cur indexes Executions for the current lease, -1 when unleased.
 	cur int32
 	// heapIdx is the task's position in whichever heap holds it (queue
@@ -144,6 +148,13 @@ func (t *Task) CurrentLease() *Execution {
 	}
 	return &t.Executions[t.cur]
 }
+
+// AttemptsUsed is the number of attempts the retry policy's budget has
+// spent: those since the last operator retry.
+func (t *Task) AttemptsUsed() uint32 { return t.Attempt - t.AttemptBase }
+
+// AttemptsLeft reports whether the retry policy allows another attempt.
+func (t *Task) AttemptsLeft() bool { return t.AttemptsUsed() < t.Retry.MaxAttempts }
 
 // Schedulable reports whether the task may receive a lease (ignoring
 // NotBefore): waiting, or committed without a lease (to be finalised).

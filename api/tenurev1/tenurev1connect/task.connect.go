@@ -58,6 +58,14 @@ const (
 	TaskServiceListTasksProcedure = "/tenure.v1.TaskService/ListTasks"
 	// TaskServiceKillTaskProcedure is the fully-qualified name of the TaskService's KillTask RPC.
 	TaskServiceKillTaskProcedure = "/tenure.v1.TaskService/KillTask"
+	// TaskServiceRetryTaskProcedure is the fully-qualified name of the TaskService's RetryTask RPC.
+	TaskServiceRetryTaskProcedure = "/tenure.v1.TaskService/RetryTask"
+	// TaskServiceRetryTasksProcedure is the fully-qualified name of the TaskService's RetryTasks RPC.
+	TaskServiceRetryTasksProcedure = "/tenure.v1.TaskService/RetryTasks"
+	// TaskServiceKillTasksProcedure is the fully-qualified name of the TaskService's KillTasks RPC.
+	TaskServiceKillTasksProcedure = "/tenure.v1.TaskService/KillTasks"
+	// TaskServicePurgeTasksProcedure is the fully-qualified name of the TaskService's PurgeTasks RPC.
+	TaskServicePurgeTasksProcedure = "/tenure.v1.TaskService/PurgeTasks"
 	// TaskServiceGetTaskHistoryProcedure is the fully-qualified name of the TaskService's
 	// GetTaskHistory RPC.
 	TaskServiceGetTaskHistoryProcedure = "/tenure.v1.TaskService/GetTaskHistory"
@@ -94,6 +102,29 @@ type TaskServiceClient interface {
 	// already COMPLETED, FAILED or DEAD. A task that was COMMITTED is killed
 	// too: its committed effect may have been applied; it is not undone.
 	KillTask(context.Context, *connect.Request[tenurev1.KillTaskRequest]) (*connect.Response[tenurev1.KillTaskResponse], error)
+	// RetryTask returns a FAILED or DEAD task to WAITING, due at once, with a
+	// fresh budget of attempts (its retry policy's max_attempts counted from
+	// now); its earlier executions stay in its history. FAILED_PRECONDITION
+	// for a COMPLETED task (it succeeded: submit a new one to run it again),
+	// for a task not finished, and for a task an attempt committed before it
+	// was killed (its effect may have been applied; a retry could apply it
+	// twice).
+	RetryTask(context.Context, *connect.Request[tenurev1.RetryTaskRequest]) (*connect.Response[tenurev1.RetryTaskResponse], error)
+	// RetryTasks retries every FAILED or DEAD task the filter selects, as
+	// RetryTask would, and says how many it changed. Tasks are changed a
+	// bounded number at a time (one record each), so a large action never
+	// holds the server for long; tasks created after the call began are not
+	// selected. If the call fails part way, the tasks it changed stay
+	// changed: call it again to continue.
+	RetryTasks(context.Context, *connect.Request[tenurev1.RetryTasksRequest]) (*connect.Response[tenurev1.RetryTasksResponse], error)
+	// KillTasks kills every unfinished task the filter selects, as KillTask
+	// would, and says how many it changed (as RetryTasks, in bounded steps).
+	KillTasks(context.Context, *connect.Request[tenurev1.KillTasksRequest]) (*connect.Response[tenurev1.KillTasksResponse], error)
+	// PurgeTasks deletes every finished (COMPLETED, FAILED or DEAD) task the
+	// filter selects now rather than at retention: GetTask answers NOT_FOUND
+	// for them and their request ids may be used again. At most 1000 tasks
+	// per record, as RetryTasks in bounded steps.
+	PurgeTasks(context.Context, *connect.Request[tenurev1.PurgeTasksRequest]) (*connect.Response[tenurev1.PurgeTasksResponse], error)
 	// GetTaskHistory returns the write-ahead log records that touched a task,
 	// oldest first: the answer to "what happened to this task, and why did it
 	// run twice?".
@@ -143,6 +174,30 @@ func NewTaskServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(taskServiceMethods.ByName("KillTask")),
 			connect.WithClientOptions(opts...),
 		),
+		retryTask: connect.NewClient[tenurev1.RetryTaskRequest, tenurev1.RetryTaskResponse](
+			httpClient,
+			baseURL+TaskServiceRetryTaskProcedure,
+			connect.WithSchema(taskServiceMethods.ByName("RetryTask")),
+			connect.WithClientOptions(opts...),
+		),
+		retryTasks: connect.NewClient[tenurev1.RetryTasksRequest, tenurev1.RetryTasksResponse](
+			httpClient,
+			baseURL+TaskServiceRetryTasksProcedure,
+			connect.WithSchema(taskServiceMethods.ByName("RetryTasks")),
+			connect.WithClientOptions(opts...),
+		),
+		killTasks: connect.NewClient[tenurev1.KillTasksRequest, tenurev1.KillTasksResponse](
+			httpClient,
+			baseURL+TaskServiceKillTasksProcedure,
+			connect.WithSchema(taskServiceMethods.ByName("KillTasks")),
+			connect.WithClientOptions(opts...),
+		),
+		purgeTasks: connect.NewClient[tenurev1.PurgeTasksRequest, tenurev1.PurgeTasksResponse](
+			httpClient,
+			baseURL+TaskServicePurgeTasksProcedure,
+			connect.WithSchema(taskServiceMethods.ByName("PurgeTasks")),
+			connect.WithClientOptions(opts...),
+		),
 		getTaskHistory: connect.NewClient[tenurev1.GetTaskHistoryRequest, tenurev1.GetTaskHistoryResponse](
 			httpClient,
 			baseURL+TaskServiceGetTaskHistoryProcedure,
@@ -160,6 +215,10 @@ type taskServiceClient struct {
 	getTask        *connect.Client[tenurev1.GetTaskRequest, tenurev1.GetTaskResponse]
 	listTasks      *connect.Client[tenurev1.ListTasksRequest, tenurev1.ListTasksResponse]
 	killTask       *connect.Client[tenurev1.KillTaskRequest, tenurev1.KillTaskResponse]
+	retryTask      *connect.Client[tenurev1.RetryTaskRequest, tenurev1.RetryTaskResponse]
+	retryTasks     *connect.Client[tenurev1.RetryTasksRequest, tenurev1.RetryTasksResponse]
+	killTasks      *connect.Client[tenurev1.KillTasksRequest, tenurev1.KillTasksResponse]
+	purgeTasks     *connect.Client[tenurev1.PurgeTasksRequest, tenurev1.PurgeTasksResponse]
 	getTaskHistory *connect.Client[tenurev1.GetTaskHistoryRequest, tenurev1.GetTaskHistoryResponse]
 }
 
@@ -186,6 +245,26 @@ func (c *taskServiceClient) ListTasks(ctx context.Context, req *connect.Request[
 // KillTask calls tenure.v1.TaskService.KillTask.
 func (c *taskServiceClient) KillTask(ctx context.Context, req *connect.Request[tenurev1.KillTaskRequest]) (*connect.Response[tenurev1.KillTaskResponse], error) {
 	return c.killTask.CallUnary(ctx, req)
+}
+
+// RetryTask calls tenure.v1.TaskService.RetryTask.
+func (c *taskServiceClient) RetryTask(ctx context.Context, req *connect.Request[tenurev1.RetryTaskRequest]) (*connect.Response[tenurev1.RetryTaskResponse], error) {
+	return c.retryTask.CallUnary(ctx, req)
+}
+
+// RetryTasks calls tenure.v1.TaskService.RetryTasks.
+func (c *taskServiceClient) RetryTasks(ctx context.Context, req *connect.Request[tenurev1.RetryTasksRequest]) (*connect.Response[tenurev1.RetryTasksResponse], error) {
+	return c.retryTasks.CallUnary(ctx, req)
+}
+
+// KillTasks calls tenure.v1.TaskService.KillTasks.
+func (c *taskServiceClient) KillTasks(ctx context.Context, req *connect.Request[tenurev1.KillTasksRequest]) (*connect.Response[tenurev1.KillTasksResponse], error) {
+	return c.killTasks.CallUnary(ctx, req)
+}
+
+// PurgeTasks calls tenure.v1.TaskService.PurgeTasks.
+func (c *taskServiceClient) PurgeTasks(ctx context.Context, req *connect.Request[tenurev1.PurgeTasksRequest]) (*connect.Response[tenurev1.PurgeTasksResponse], error) {
+	return c.purgeTasks.CallUnary(ctx, req)
 }
 
 // GetTaskHistory calls tenure.v1.TaskService.GetTaskHistory.
@@ -224,6 +303,29 @@ type TaskServiceHandler interface {
 	// already COMPLETED, FAILED or DEAD. A task that was COMMITTED is killed
 	// too: its committed effect may have been applied; it is not undone.
 	KillTask(context.Context, *connect.Request[tenurev1.KillTaskRequest]) (*connect.Response[tenurev1.KillTaskResponse], error)
+	// RetryTask returns a FAILED or DEAD task to WAITING, due at once, with a
+	// fresh budget of attempts (its retry policy's max_attempts counted from
+	// now); its earlier executions stay in its history. FAILED_PRECONDITION
+	// for a COMPLETED task (it succeeded: submit a new one to run it again),
+	// for a task not finished, and for a task an attempt committed before it
+	// was killed (its effect may have been applied; a retry could apply it
+	// twice).
+	RetryTask(context.Context, *connect.Request[tenurev1.RetryTaskRequest]) (*connect.Response[tenurev1.RetryTaskResponse], error)
+	// RetryTasks retries every FAILED or DEAD task the filter selects, as
+	// RetryTask would, and says how many it changed. Tasks are changed a
+	// bounded number at a time (one record each), so a large action never
+	// holds the server for long; tasks created after the call began are not
+	// selected. If the call fails part way, the tasks it changed stay
+	// changed: call it again to continue.
+	RetryTasks(context.Context, *connect.Request[tenurev1.RetryTasksRequest]) (*connect.Response[tenurev1.RetryTasksResponse], error)
+	// KillTasks kills every unfinished task the filter selects, as KillTask
+	// would, and says how many it changed (as RetryTasks, in bounded steps).
+	KillTasks(context.Context, *connect.Request[tenurev1.KillTasksRequest]) (*connect.Response[tenurev1.KillTasksResponse], error)
+	// PurgeTasks deletes every finished (COMPLETED, FAILED or DEAD) task the
+	// filter selects now rather than at retention: GetTask answers NOT_FOUND
+	// for them and their request ids may be used again. At most 1000 tasks
+	// per record, as RetryTasks in bounded steps.
+	PurgeTasks(context.Context, *connect.Request[tenurev1.PurgeTasksRequest]) (*connect.Response[tenurev1.PurgeTasksResponse], error)
 	// GetTaskHistory returns the write-ahead log records that touched a task,
 	// oldest first: the answer to "what happened to this task, and why did it
 	// run twice?".
@@ -269,6 +371,30 @@ func NewTaskServiceHandler(svc TaskServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(taskServiceMethods.ByName("KillTask")),
 		connect.WithHandlerOptions(opts...),
 	)
+	taskServiceRetryTaskHandler := connect.NewUnaryHandler(
+		TaskServiceRetryTaskProcedure,
+		svc.RetryTask,
+		connect.WithSchema(taskServiceMethods.ByName("RetryTask")),
+		connect.WithHandlerOptions(opts...),
+	)
+	taskServiceRetryTasksHandler := connect.NewUnaryHandler(
+		TaskServiceRetryTasksProcedure,
+		svc.RetryTasks,
+		connect.WithSchema(taskServiceMethods.ByName("RetryTasks")),
+		connect.WithHandlerOptions(opts...),
+	)
+	taskServiceKillTasksHandler := connect.NewUnaryHandler(
+		TaskServiceKillTasksProcedure,
+		svc.KillTasks,
+		connect.WithSchema(taskServiceMethods.ByName("KillTasks")),
+		connect.WithHandlerOptions(opts...),
+	)
+	taskServicePurgeTasksHandler := connect.NewUnaryHandler(
+		TaskServicePurgeTasksProcedure,
+		svc.PurgeTasks,
+		connect.WithSchema(taskServiceMethods.ByName("PurgeTasks")),
+		connect.WithHandlerOptions(opts...),
+	)
 	taskServiceGetTaskHistoryHandler := connect.NewUnaryHandler(
 		TaskServiceGetTaskHistoryProcedure,
 		svc.GetTaskHistory,
@@ -288,6 +414,14 @@ func NewTaskServiceHandler(svc TaskServiceHandler, opts ...connect.HandlerOption
 			taskServiceListTasksHandler.ServeHTTP(w, r)
 		case TaskServiceKillTaskProcedure:
 			taskServiceKillTaskHandler.ServeHTTP(w, r)
+		case TaskServiceRetryTaskProcedure:
+			taskServiceRetryTaskHandler.ServeHTTP(w, r)
+		case TaskServiceRetryTasksProcedure:
+			taskServiceRetryTasksHandler.ServeHTTP(w, r)
+		case TaskServiceKillTasksProcedure:
+			taskServiceKillTasksHandler.ServeHTTP(w, r)
+		case TaskServicePurgeTasksProcedure:
+			taskServicePurgeTasksHandler.ServeHTTP(w, r)
 		case TaskServiceGetTaskHistoryProcedure:
 			taskServiceGetTaskHistoryHandler.ServeHTTP(w, r)
 		default:
@@ -317,6 +451,22 @@ func (UnimplementedTaskServiceHandler) ListTasks(context.Context, *connect.Reque
 
 func (UnimplementedTaskServiceHandler) KillTask(context.Context, *connect.Request[tenurev1.KillTaskRequest]) (*connect.Response[tenurev1.KillTaskResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.TaskService.KillTask is not implemented"))
+}
+
+func (UnimplementedTaskServiceHandler) RetryTask(context.Context, *connect.Request[tenurev1.RetryTaskRequest]) (*connect.Response[tenurev1.RetryTaskResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.TaskService.RetryTask is not implemented"))
+}
+
+func (UnimplementedTaskServiceHandler) RetryTasks(context.Context, *connect.Request[tenurev1.RetryTasksRequest]) (*connect.Response[tenurev1.RetryTasksResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.TaskService.RetryTasks is not implemented"))
+}
+
+func (UnimplementedTaskServiceHandler) KillTasks(context.Context, *connect.Request[tenurev1.KillTasksRequest]) (*connect.Response[tenurev1.KillTasksResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.TaskService.KillTasks is not implemented"))
+}
+
+func (UnimplementedTaskServiceHandler) PurgeTasks(context.Context, *connect.Request[tenurev1.PurgeTasksRequest]) (*connect.Response[tenurev1.PurgeTasksResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.TaskService.PurgeTasks is not implemented"))
 }
 
 func (UnimplementedTaskServiceHandler) GetTaskHistory(context.Context, *connect.Request[tenurev1.GetTaskHistoryRequest]) (*connect.Response[tenurev1.GetTaskHistoryResponse], error) {

@@ -218,9 +218,14 @@ func TestRoutingAcrossNodes(t *testing.T) {
 		return len(per) == 3
 	})
 	for i, id := range ids {
-		res, err := submit(ctx, b, &tenurev1.SubmitRequest{Queue: "q", Payload: []byte("other"), RequestId: fmt.Sprintf("r%d", i)})
+		res, err := submit(ctx, b, &tenurev1.SubmitRequest{Queue: "q", Payload: []byte(fmt.Sprint(i)), RequestId: fmt.Sprintf("r%d", i)})
 		if err != nil || !res.GetDuplicate() || res.GetTask().GetTaskId() != id {
 			t.Fatalf("resubmit r%d through another node: %v, %v; want duplicate of %s", i, res, err, id)
+		}
+		// The same request id for another payload is refused, naming the
+		// first task, wherever it is served.
+		if _, err := submit(ctx, b, &tenurev1.SubmitRequest{Queue: "q", Payload: []byte("other"), RequestId: fmt.Sprintf("r%d", i)}); connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(id)) {
+			t.Fatalf("request id r%d reused for another payload through another node: %v; want invalid_argument naming %s", i, err, id)
 		}
 		got, err := getTask(ctx, c, id)
 		if err != nil || string(got.GetPayload()) != fmt.Sprint(i) {

@@ -17,6 +17,7 @@ import (
 type Peer struct {
 	tenurev1connect.TaskServiceClient
 	tenurev1connect.WorkerServiceClient
+	tenurev1connect.QueueServiceClient
 	addr string
 }
 
@@ -35,6 +36,7 @@ func New(baseURL string, hc connect.HTTPClient, from string) *Peer {
 	return &Peer{
 		TaskServiceClient:   tenurev1connect.NewTaskServiceClient(hc, baseURL, opts...),
 		WorkerServiceClient: tenurev1connect.NewWorkerServiceClient(hc, baseURL, opts...),
+		QueueServiceClient:  tenurev1connect.NewQueueServiceClient(hc, baseURL, opts...),
 		addr:                baseURL,
 	}
 }

@@ -948,10 +948,12 @@ func (x *TaskCancelled) GetAction() LeaseAction {
 
 // TaskDead (record type 10) kills a task that is not yet terminal.
 type TaskDead struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	AtUnixNanos   int64                  `protobuf:"fixed64,3,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TaskId      string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Reason      string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixNanos int64                  `protobuf:"fixed64,3,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	// Who asked, as given ("" in records written before it was kept).
+	By            string `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1005,6 +1007,13 @@ func (x *TaskDead) GetAtUnixNanos() int64 {
 		return x.AtUnixNanos
 	}
 	return 0
+}
+
+func (x *TaskDead) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
 }
 
 // Fence (record type 11) starts a new owner's epoch of a partition (cluster
@@ -1125,6 +1134,302 @@ func (x *TasksPurged) GetAtUnixNanos() int64 {
 	return 0
 }
 
+// QueuePaused (record type 13) pauses a queue: it leases nothing but
+// finalisations of COMMITTED tasks until a QueueResumed. by and reason are
+// who asked and why, as given.
+type QueuePaused struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	By            string                 `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixNanos   int64                  `protobuf:"fixed64,5,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueuePaused) Reset() {
+	*x = QueuePaused{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuePaused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuePaused) ProtoMessage() {}
+
+func (x *QueuePaused) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuePaused.ProtoReflect.Descriptor instead.
+func (*QueuePaused) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *QueuePaused) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *QueuePaused) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueuePaused) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *QueuePaused) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *QueuePaused) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
+// QueueResumed (record type 14) ends a QueuePaused.
+type QueueResumed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	By            string                 `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixNanos   int64                  `protobuf:"fixed64,5,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueResumed) Reset() {
+	*x = QueueResumed{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueResumed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueResumed) ProtoMessage() {}
+
+func (x *QueueResumed) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueResumed.ProtoReflect.Descriptor instead.
+func (*QueueResumed) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *QueueResumed) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *QueueResumed) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueResumed) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *QueueResumed) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *QueueResumed) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
+// TaskRetried (record type 15) returns a FAILED or DEAD task that no attempt
+// committed to WAITING, due at once, with a fresh budget of attempts.
+type TaskRetried struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	By            string                 `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixNanos   int64                  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskRetried) Reset() {
+	*x = TaskRetried{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskRetried) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskRetried) ProtoMessage() {}
+
+func (x *TaskRetried) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskRetried.ProtoReflect.Descriptor instead.
+func (*TaskRetried) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *TaskRetried) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *TaskRetried) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *TaskRetried) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *TaskRetried) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
+// TasksDeleted (record type 16) removes the named finished tasks now (at
+// most 1000 per record), with their request ids.
+type TasksDeleted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskIds       []string               `protobuf:"bytes,1,rep,name=task_ids,json=taskIds,proto3" json:"task_ids,omitempty"`
+	By            string                 `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixNanos   int64                  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TasksDeleted) Reset() {
+	*x = TasksDeleted{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TasksDeleted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TasksDeleted) ProtoMessage() {}
+
+func (x *TasksDeleted) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TasksDeleted.ProtoReflect.Descriptor instead.
+func (*TasksDeleted) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *TasksDeleted) GetTaskIds() []string {
+	if x != nil {
+		return x.TaskIds
+	}
+	return nil
+}
+
+func (x *TasksDeleted) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *TasksDeleted) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *TasksDeleted) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
 var File_tenure_record_v1_record_proto protoreflect.FileDescriptor
 
 const file_tenure_record_v1_record_proto_rawDesc = "" +
@@ -1194,18 +1499,41 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\"\n" +
 	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\x125\n" +
-	"\x06action\x18\x05 \x01(\x0e2\x1d.tenure.record.v1.LeaseActionR\x06action\"_\n" +
+	"\x06action\x18\x05 \x01(\x0e2\x1d.tenure.record.v1.LeaseActionR\x06action\"o\n" +
 	"\bTaskDead\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\"\n" +
-	"\rat_unix_nanos\x18\x03 \x01(\x10R\vatUnixNanos\"Z\n" +
+	"\rat_unix_nanos\x18\x03 \x01(\x10R\vatUnixNanos\x12\x0e\n" +
+	"\x02by\x18\x04 \x01(\tR\x02by\"Z\n" +
 	"\x05Fence\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\"\n" +
 	"\rat_unix_nanos\x18\x03 \x01(\x10R\vatUnixNanos\"]\n" +
 	"\vTasksPurged\x12*\n" +
 	"\x11before_unix_nanos\x18\x01 \x01(\x10R\x0fbeforeUnixNanos\x12\"\n" +
-	"\rat_unix_nanos\x18\x02 \x01(\x10R\vatUnixNanos*E\n" +
+	"\rat_unix_nanos\x18\x02 \x01(\x10R\vatUnixNanos\"\x8d\x01\n" +
+	"\vQueuePaused\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x0e\n" +
+	"\x02by\x18\x03 \x01(\tR\x02by\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\"\n" +
+	"\rat_unix_nanos\x18\x05 \x01(\x10R\vatUnixNanos\"\x8e\x01\n" +
+	"\fQueueResumed\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x0e\n" +
+	"\x02by\x18\x03 \x01(\tR\x02by\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\"\n" +
+	"\rat_unix_nanos\x18\x05 \x01(\x10R\vatUnixNanos\"r\n" +
+	"\vTaskRetried\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\"\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"u\n" +
+	"\fTasksDeleted\x12\x19\n" +
+	"\btask_ids\x18\x01 \x03(\tR\ataskIds\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\"\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos*E\n" +
 	"\rFormatVersion\x12\x1e\n" +
 	"\x1aFORMAT_VERSION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FORMAT_VERSION_1\x10\x01*\xaa\x01\n" +
@@ -1230,7 +1558,7 @@ func file_tenure_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_tenure_record_v1_record_proto_goTypes = []any{
 	(FormatVersion)(0),       // 0: tenure.record.v1.FormatVersion
 	(LeaseAction)(0),         // 1: tenure.record.v1.LeaseAction
@@ -1247,6 +1575,10 @@ var file_tenure_record_v1_record_proto_goTypes = []any{
 	(*TaskDead)(nil),         // 12: tenure.record.v1.TaskDead
 	(*Fence)(nil),            // 13: tenure.record.v1.Fence
 	(*TasksPurged)(nil),      // 14: tenure.record.v1.TasksPurged
+	(*QueuePaused)(nil),      // 15: tenure.record.v1.QueuePaused
+	(*QueueResumed)(nil),     // 16: tenure.record.v1.QueueResumed
+	(*TaskRetried)(nil),      // 17: tenure.record.v1.TaskRetried
+	(*TasksDeleted)(nil),     // 18: tenure.record.v1.TasksDeleted
 }
 var file_tenure_record_v1_record_proto_depIdxs = []int32{
 	2, // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
@@ -1269,7 +1601,7 @@ func file_tenure_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_record_v1_record_proto_rawDesc), len(file_tenure_record_v1_record_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   13,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -391,7 +391,10 @@ type TaskSnapshot struct {
 	// The last execution holds the task's current lease. (A COMMITTED task's
 	// last execution is COMMITTED whether or not its lease is still current,
 	// so this cannot be derived.)
-	LeaseCurrent  bool `protobuf:"varint,20,opt,name=lease_current,json=leaseCurrent,proto3" json:"lease_current,omitempty"`
+	LeaseCurrent bool `protobuf:"varint,20,opt,name=lease_current,json=leaseCurrent,proto3" json:"lease_current,omitempty"`
+	// Attempt when an operator last retried the task (0: never): the retry
+	// policy's budget counts the attempts after it.
+	AttemptBase   uint32 `protobuf:"varint,21,opt,name=attempt_base,json=attemptBase,proto3" json:"attempt_base,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -566,11 +569,22 @@ func (x *TaskSnapshot) GetLeaseCurrent() bool {
 	return false
 }
 
+func (x *TaskSnapshot) GetAttemptBase() uint32 {
+	if x != nil {
+		return x.AttemptBase
+	}
+	return 0
+}
+
 // TaskChunk is the payload of one chunk of a snapshot file: the next tasks,
 // in creation order.
 type TaskChunk struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tasks         []*TaskSnapshot        `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tasks []*TaskSnapshot        `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	// What the state keeps of a queue beyond its tasks (its pause and recent
+	// event counts). The writer puts them all in the first chunk, before any
+	// task; a reader accepts them in any chunk.
+	Queues        []*QueueSnapshot `protobuf:"bytes,2,rep,name=queues,proto3" json:"queues,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -612,6 +626,232 @@ func (x *TaskChunk) GetTasks() []*TaskSnapshot {
 	return nil
 }
 
+func (x *TaskChunk) GetQueues() []*QueueSnapshot {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+// QueueSnapshot is one queue's pause and recent event counts.
+type QueueSnapshot struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue     string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Set while the queue is paused.
+	Paused *QueuePause `protobuf:"bytes,3,opt,name=paused,proto3" json:"paused,omitempty"`
+	// The non-empty buckets of the 10-second ring (the last minute) and of
+	// the 1-minute ring (the last hour).
+	Fine          []*EventBucket `protobuf:"bytes,4,rep,name=fine,proto3" json:"fine,omitempty"`
+	Coarse        []*EventBucket `protobuf:"bytes,5,rep,name=coarse,proto3" json:"coarse,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueSnapshot) Reset() {
+	*x = QueueSnapshot{}
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueSnapshot) ProtoMessage() {}
+
+func (x *QueueSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueSnapshot.ProtoReflect.Descriptor instead.
+func (*QueueSnapshot) Descriptor() ([]byte, []int) {
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *QueueSnapshot) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *QueueSnapshot) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueSnapshot) GetPaused() *QueuePause {
+	if x != nil {
+		return x.Paused
+	}
+	return nil
+}
+
+func (x *QueueSnapshot) GetFine() []*EventBucket {
+	if x != nil {
+		return x.Fine
+	}
+	return nil
+}
+
+func (x *QueueSnapshot) GetCoarse() []*EventBucket {
+	if x != nil {
+		return x.Coarse
+	}
+	return nil
+}
+
+// QueuePause says who paused a queue, when and why.
+type QueuePause struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	By            string                 `protobuf:"bytes,1,opt,name=by,proto3" json:"by,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixNanos   int64                  `protobuf:"fixed64,3,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueuePause) Reset() {
+	*x = QueuePause{}
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuePause) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuePause) ProtoMessage() {}
+
+func (x *QueuePause) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
+func (*QueuePause) Descriptor() ([]byte, []int) {
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *QueuePause) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *QueuePause) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *QueuePause) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
+// EventBucket counts a queue's events in bucket number n of its ring's
+// width (the interval [n*width, (n+1)*width) in Unix time).
+type EventBucket struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	N             int64                  `protobuf:"varint,1,opt,name=n,proto3" json:"n,omitempty"`
+	Submitted     uint32                 `protobuf:"varint,2,opt,name=submitted,proto3" json:"submitted,omitempty"`
+	Completed     uint32                 `protobuf:"varint,3,opt,name=completed,proto3" json:"completed,omitempty"`
+	Failed        uint32                 `protobuf:"varint,4,opt,name=failed,proto3" json:"failed,omitempty"`
+	LeaseExpired  uint32                 `protobuf:"varint,5,opt,name=lease_expired,json=leaseExpired,proto3" json:"lease_expired,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventBucket) Reset() {
+	*x = EventBucket{}
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventBucket) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventBucket) ProtoMessage() {}
+
+func (x *EventBucket) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventBucket.ProtoReflect.Descriptor instead.
+func (*EventBucket) Descriptor() ([]byte, []int) {
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *EventBucket) GetN() int64 {
+	if x != nil {
+		return x.N
+	}
+	return 0
+}
+
+func (x *EventBucket) GetSubmitted() uint32 {
+	if x != nil {
+		return x.Submitted
+	}
+	return 0
+}
+
+func (x *EventBucket) GetCompleted() uint32 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *EventBucket) GetFailed() uint32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *EventBucket) GetLeaseExpired() uint32 {
+	if x != nil {
+		return x.LeaseExpired
+	}
+	return 0
+}
+
 var File_tenure_snapshot_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
@@ -637,7 +877,7 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x16finished_at_unix_nanos\x18\n" +
 	" \x01(\x10R\x13finishedAtUnixNanos\x12\x16\n" +
 	"\x06reason\x18\v \x01(\tR\x06reason\x12'\n" +
-	"\x0frefused_actions\x18\f \x01(\rR\x0erefusedActions\"\x95\x06\n" +
+	"\x0frefused_actions\x18\f \x01(\rR\x0erefusedActions\"\xb8\x06\n" +
 	"\fTaskSnapshot\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -663,9 +903,28 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"executions\x18\x12 \x03(\v2%.tenure.snapshot.v1.ExecutionSnapshotR\n" +
 	"executions\x12\x12\n" +
 	"\x04lsns\x18\x13 \x03(\x04R\x04lsns\x12#\n" +
-	"\rlease_current\x18\x14 \x01(\bR\fleaseCurrent\"C\n" +
+	"\rlease_current\x18\x14 \x01(\bR\fleaseCurrent\x12!\n" +
+	"\fattempt_base\x18\x15 \x01(\rR\vattemptBase\"~\n" +
 	"\tTaskChunk\x126\n" +
-	"\x05tasks\x18\x01 \x03(\v2 .tenure.snapshot.v1.TaskSnapshotR\x05tasks*\xb6\x01\n" +
+	"\x05tasks\x18\x01 \x03(\v2 .tenure.snapshot.v1.TaskSnapshotR\x05tasks\x129\n" +
+	"\x06queues\x18\x02 \x03(\v2!.tenure.snapshot.v1.QueueSnapshotR\x06queues\"\xe9\x01\n" +
+	"\rQueueSnapshot\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x126\n" +
+	"\x06paused\x18\x03 \x01(\v2\x1e.tenure.snapshot.v1.QueuePauseR\x06paused\x123\n" +
+	"\x04fine\x18\x04 \x03(\v2\x1f.tenure.snapshot.v1.EventBucketR\x04fine\x127\n" +
+	"\x06coarse\x18\x05 \x03(\v2\x1f.tenure.snapshot.v1.EventBucketR\x06coarse\"X\n" +
+	"\n" +
+	"QueuePause\x12\x0e\n" +
+	"\x02by\x18\x01 \x01(\tR\x02by\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\"\n" +
+	"\rat_unix_nanos\x18\x03 \x01(\x10R\vatUnixNanos\"\x94\x01\n" +
+	"\vEventBucket\x12\f\n" +
+	"\x01n\x18\x01 \x01(\x03R\x01n\x12\x1c\n" +
+	"\tsubmitted\x18\x02 \x01(\rR\tsubmitted\x12\x1c\n" +
+	"\tcompleted\x18\x03 \x01(\rR\tcompleted\x12\x16\n" +
+	"\x06failed\x18\x04 \x01(\rR\x06failed\x12#\n" +
+	"\rlease_expired\x18\x05 \x01(\rR\fleaseExpired*\xb6\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_STATE_WAITING\x10\x01\x12\x15\n" +
@@ -695,7 +954,7 @@ func file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_snapshot_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_tenure_snapshot_v1_snapshot_proto_goTypes = []any{
 	(TaskState)(0),            // 0: tenure.snapshot.v1.TaskState
 	(ExecutionStatus)(0),      // 1: tenure.snapshot.v1.ExecutionStatus
@@ -703,6 +962,9 @@ var file_tenure_snapshot_v1_snapshot_proto_goTypes = []any{
 	(*ExecutionSnapshot)(nil), // 3: tenure.snapshot.v1.ExecutionSnapshot
 	(*TaskSnapshot)(nil),      // 4: tenure.snapshot.v1.TaskSnapshot
 	(*TaskChunk)(nil),         // 5: tenure.snapshot.v1.TaskChunk
+	(*QueueSnapshot)(nil),     // 6: tenure.snapshot.v1.QueueSnapshot
+	(*QueuePause)(nil),        // 7: tenure.snapshot.v1.QueuePause
+	(*EventBucket)(nil),       // 8: tenure.snapshot.v1.EventBucket
 }
 var file_tenure_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	1, // 0: tenure.snapshot.v1.ExecutionSnapshot.status:type_name -> tenure.snapshot.v1.ExecutionStatus
@@ -710,11 +972,15 @@ var file_tenure_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	0, // 2: tenure.snapshot.v1.TaskSnapshot.state:type_name -> tenure.snapshot.v1.TaskState
 	3, // 3: tenure.snapshot.v1.TaskSnapshot.executions:type_name -> tenure.snapshot.v1.ExecutionSnapshot
 	4, // 4: tenure.snapshot.v1.TaskChunk.tasks:type_name -> tenure.snapshot.v1.TaskSnapshot
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	6, // 5: tenure.snapshot.v1.TaskChunk.queues:type_name -> tenure.snapshot.v1.QueueSnapshot
+	7, // 6: tenure.snapshot.v1.QueueSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
+	8, // 7: tenure.snapshot.v1.QueueSnapshot.fine:type_name -> tenure.snapshot.v1.EventBucket
+	8, // 8: tenure.snapshot.v1.QueueSnapshot.coarse:type_name -> tenure.snapshot.v1.EventBucket
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_tenure_snapshot_v1_snapshot_proto_init() }
@@ -728,7 +994,7 @@ func file_tenure_snapshot_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_snapshot_v1_snapshot_proto_rawDesc), len(file_tenure_snapshot_v1_snapshot_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   4,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

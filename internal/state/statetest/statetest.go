@@ -54,6 +54,12 @@ func (g *Gen) Run(s *state.State, n int, fatal func(format string, args ...any))
 
 const window = 10 * time.Second
 
+// The namespaces and queues of generated tasks.
+var (
+	namespaces = []string{"default", "billing"}
+	queues     = []string{"q1", "q2", "q3"}
+)
+
 // Next returns a record that applies to s.
 func (g *Gen) Next(s *state.State) state.Record {
 	g.now = g.now.Add(time.Duration(g.rng.IntN(3000)) * time.Millisecond)
@@ -77,12 +83,13 @@ func (g *Gen) Next(s *state.State) state.Record {
 		if len(all) < 3 {
 			return g.created(s)
 		}
-		switch g.rng.IntN(16) {
+		switch g.rng.IntN(19) {
 		case 0, 1, 2:
 			return g.created(s)
 		case 3, 4, 5:
 			if t := pick(func(t *state.Task) bool {
-				return t.Schedulable() && (t.State != state.Waiting || t.NotBefore <= g.now)
+				return t.Schedulable() && (t.State != state.Waiting ||
+					t.NotBefore <= g.now && s.Paused(state.QueueKey{Namespace: t.Namespace, Queue: t.Queue}) == nil)
 			}); t != nil {
 				return &state.LeaseGranted{TaskID: t.ID, LeaseID: g.id("l"), WorkerID: fmt.Sprintf("w%d", g.rng.IntN(3)),
 					Attempt: t.Attempt + 1, GrantedAt: g.now, LeaseExpiry: g.now.Add(window)}
@@ -127,7 +134,7 @@ func (g *Gen) Next(s *state.State) state.Record {
 				}
 			default:
 				if !t.State.Terminal() {
-					return &state.TaskDead{TaskID: t.ID, Reason: "killed", At: g.now}
+					return &state.TaskDead{TaskID: t.ID, Reason: "killed", By: "ops", At: g.now}
 				}
 			}
 		case 14:
@@ -137,6 +144,30 @@ func (g *Gen) Next(s *state.State) state.Record {
 		case 15:
 			if g.Purge {
 				return &state.TasksPurged{Before: g.now.Add(-time.Duration(g.rng.IntN(30)) * time.Second), At: g.now}
+			}
+		case 16:
+			ns, q := namespaces[g.rng.IntN(len(namespaces))], queues[g.rng.IntN(len(queues))]
+			if s.Paused(state.QueueKey{Namespace: ns, Queue: q}) != nil {
+				return &state.QueueResumed{Namespace: ns, Queue: q, By: "ops", Reason: "incident over", At: g.now}
+			}
+			return &state.QueuePaused{Namespace: ns, Queue: q, By: "ops", Reason: "incident", At: g.now}
+		case 17:
+			if t := pick(func(t *state.Task) bool {
+				return (t.State == state.Failed || t.State == state.Dead) && t.CommittedBy == ""
+			}); t != nil {
+				return &state.TaskRetried{TaskID: t.ID, By: "ops", Reason: "fixed", At: g.now}
+			}
+		case 18:
+			if g.Purge {
+				r := &state.TasksDeleted{By: "ops", Reason: "clean up", At: g.now}
+				for _, t := range all {
+					if t.State.Terminal() && g.rng.IntN(3) == 0 {
+						r.TaskIDs = append(r.TaskIDs, t.ID)
+					}
+				}
+				if len(r.TaskIDs) > 0 {
+					return r
+				}
 			}
 		}
 	}
@@ -185,8 +216,8 @@ func (g *Gen) created(s *state.State) *state.TaskCreated {
 	g.tasks++
 	r := &state.TaskCreated{
 		TaskID:          fmt.Sprintf("t%d", g.tasks),
-		Namespace:       []string{"default", "billing"}[g.rng.IntN(2)],
-		Queue:           []string{"q1", "q2", "q3"}[g.rng.IntN(3)],
+		Namespace:       namespaces[g.rng.IntN(len(namespaces))],
+		Queue:           queues[g.rng.IntN(len(queues))],
 		Payload:         g.bytes(),
 		ExecutionWindow: window,
 		Retry: state.RetryPolicy{MaxAttempts: uint32(1 + g.rng.IntN(3)), InitialBackoff: time.Second,

@@ -1,0 +1,84 @@
+package member_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"connectrpc.com/connect"
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+)
+
+// TestQueueStatsAndPauseAcrossPartitions: queue statistics add up every
+// partition of the queue, whichever node is asked; a pause through one node
+// holds in every partition, and still holds after the partitions of a
+// node that leaves move to the others.
+func TestQueueStatsAndPauseAcrossPartitions(t *testing.T) {
+	db, nodes := startCluster(t, 3)
+	ctx := t.Context()
+	qc := func(n *testNode) tenurev1connect.QueueServiceClient {
+		return tenurev1connect.NewQueueServiceClient(http.DefaultClient, n.url)
+	}
+	for i := range 20 {
+		if _, err := submit(ctx, nodes[1].api, &tenurev1.SubmitRequest{Queue: "q", RequestId: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "every node owns a partition", func() bool {
+		per := map[string]int{}
+		for _, a := range owners(t, db) {
+			per[a.Owner]++
+		}
+		return len(per) == 3
+	})
+	for _, n := range nodes {
+		resp, err := qc(n).GetQueue(ctx, connect.NewRequest(&tenurev1.GetQueueRequest{Queue: "q"}))
+		if err != nil {
+			t.Fatalf("GetQueue through %s: %v", n.id, err)
+		}
+		q := resp.Msg.GetQueue()
+		if q.GetTasks().GetWaiting() != 20 || q.GetLastHour().GetSubmitted() != 20 || q.GetPartitions() != 4 {
+			t.Fatalf("through %s: %d waiting, %d submitted, %d partitions; want 20, 20, 4", n.id, q.GetTasks().GetWaiting(), q.GetLastHour().GetSubmitted(), q.GetPartitions())
+		}
+	}
+	if _, err := qc(nodes[2]).PauseQueue(ctx, connect.NewRequest(&tenurev1.PauseQueueRequest{Queue: "q", RequestedBy: "ops"})); err != nil {
+		t.Fatal(err)
+	}
+	paused := func(n *testNode) {
+		t.Helper()
+		resp, err := qc(n).GetQueue(ctx, connect.NewRequest(&tenurev1.GetQueueRequest{Queue: "q"}))
+		if err != nil || !resp.Msg.GetQueue().GetPaused() || resp.Msg.GetQueue().GetPausedPartitions() != 4 {
+			t.Fatalf("through %s: %v, %v; want paused in all 4 partitions", n.id, resp, err)
+		}
+		ls, err := lease(ctx, n.api, "q", 20, 0)
+		if err != nil || len(ls) != 0 {
+			t.Fatalf("lease through %s from the paused queue: %d tasks, %v", n.id, len(ls), err)
+		}
+	}
+	for _, n := range nodes {
+		paused(n)
+	}
+	nodes[0].close()
+	eventually(t, "n1's partitions moved", func() bool {
+		for _, a := range owners(t, db) {
+			if a.Owner == "n1" || a.Owner == "" {
+				return false
+			}
+		}
+		return true
+	})
+	paused(nodes[1])
+	paused(nodes[2])
+	if _, err := qc(nodes[1]).ResumeQueue(ctx, connect.NewRequest(&tenurev1.ResumeQueueRequest{Queue: "q"})); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	eventually(t, "all 20 tasks leased after the resume", func() bool {
+		ls, err := lease(ctx, nodes[2].api, "q", 20, 0)
+		if err == nil {
+			got += len(ls)
+		}
+		return got == 20
+	})
+}

@@ -1,0 +1,390 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/route"
+	"github.com/tenurehq/tenure/internal/state"
+)
+
+// Queue statistics, pause and resume, and the bulk task actions: calls
+// that cover every partition of a queue (or of every queue). Each
+// partition is asked on its own, here or on the node that serves it (with
+// route.PartitionHeader naming it), and the answers are added up.
+
+type queueService struct{ s *Server }
+
+// scope returns the partitions a call about namespace and queue covers: the
+// one a forwarding node named, or every one of the queue.
+func (s *Server) scope(ctx context.Context, h interface{ Get(string) string }, namespace, queue string) ([]route.Partition, error) {
+	if _, fw := route.Forwarded(ctx); fw {
+		if v := h.Get(route.PartitionHeader); v != "" {
+			id, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return nil, &coordinator.FieldError{Field: route.PartitionHeader, Problem: "not a partition id"}
+			}
+			p, err := s.r.Partition(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			return []route.Partition{p}, nil
+		}
+	}
+	return s.r.Scope(ctx, namespace, queue)
+}
+
+// eachPartition runs a call on every partition of scope, concurrently: local
+// on this node's coordinator, or forward to the node that serves it with a
+// request for that partition alone (made by forwardReq, then given
+// route.PartitionHeader).
+func eachPartition[Req any](ctx context.Context, scope []route.Partition, read bool, msg *Req,
+	local func(*coordinator.Coordinator) error, forward func(route.Peer, *connect.Request[Req]) error) error {
+	return each(len(scope), func(i int) error {
+		p := scope[i]
+		return p.Do(ctx, read, local, func(peer route.Peer) error {
+			req := connect.NewRequest(msg)
+			req.Header().Set(route.PartitionHeader, strconv.FormatUint(p.ID(), 10))
+			return forward(peer, req)
+		})
+	})
+}
+
+// queues gathers the statistics of the queues of scope, added up over
+// partitions.
+func (s *Server) queues(ctx context.Context, scope []route.Partition, namespace, queue string) ([]*tenurev1.Queue, error) {
+	var (
+		mu  sync.Mutex
+		all []*tenurev1.Queue
+	)
+	msg := &tenurev1.ListQueuesRequest{Namespace: namespace}
+	err := eachPartition(ctx, scope, true, msg, func(c *coordinator.Coordinator) error {
+		qs, err := c.Queues(ctx, namespace, queue)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range qs {
+			all = append(all, queueMessage(&qs[i]))
+		}
+		return nil
+	}, func(peer route.Peer, req *connect.Request[tenurev1.ListQueuesRequest]) error {
+		resp, err := peer.ListQueues(ctx, req)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, q := range resp.Msg.GetQueues() {
+			if queue == "" || q.GetQueue() == queue {
+				all = append(all, q)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return mergeQueues(all), nil
+}
+
+func (h queueService) ListQueues(ctx context.Context, req *connect.Request[tenurev1.ListQueuesRequest]) (*connect.Response[tenurev1.ListQueuesResponse], error) {
+	s := h.s
+	ns := req.Msg.GetNamespace()
+	scope, err := s.scope(ctx, req.Header(), ns, "")
+	if err != nil {
+		return nil, s.apiError(err)
+	}
+	qs, err := s.queues(ctx, scope, ns, "")
+	if err != nil {
+		return nil, s.apiError(err)
+	}
+	return connect.NewResponse(&tenurev1.ListQueuesResponse{Queues: qs}), nil
+}
+
+// oneQueue returns the statistics of one queue, or QueueNotFound.
+func (s *Server) oneQueue(ctx context.Context, scope []route.Partition, namespace, queue string) (*tenurev1.Queue, error) {
+	qs, err := s.queues(ctx, scope, namespace, queue)
+	if err != nil {
+		return nil, err
+	}
+	if len(qs) == 0 {
+		return nil, coordinator.QueueNotFound(namespace, queue)
+	}
+	return qs[0], nil
+}
+
+func (h queueService) GetQueue(ctx context.Context, req *connect.Request[tenurev1.GetQueueRequest]) (*connect.Response[tenurev1.GetQueueResponse], error) {
+	s := h.s
+	ns, q := cmp.Or(req.Msg.GetNamespace(), coordinator.DefaultNamespace), req.Msg.GetQueue()
+	if err := s.opts.Limits.CheckNames(ns, q, ""); err != nil {
+		return nil, s.apiError(err)
+	}
+	scope, err := s.r.Scope(ctx, ns, q)
+	if err != nil {
+		return nil, s.apiError(err)
+	}
+	out, err := s.oneQueue(ctx, scope, ns, q)
+	if err != nil {
+		return nil, s.apiError(err)
+	}
+	return connect.NewResponse(&tenurev1.GetQueueResponse{Queue: out}), nil
+}
+
+func (h queueService) PauseQueue(ctx context.Context, req *connect.Request[tenurev1.PauseQueueRequest]) (*connect.Response[tenurev1.PauseQueueResponse], error) {
+	m := req.Msg
+	changed, q, err := h.s.setPaused(ctx, req.Header(), true, m.GetNamespace(), m.GetQueue(), coordinator.Actor{By: m.GetRequestedBy(), Reason: m.GetReason()})
+	if err != nil {
+		return nil, h.s.apiError(err)
+	}
+	return connect.NewResponse(&tenurev1.PauseQueueResponse{Changed: changed, Queue: q}), nil
+}
+
+func (h queueService) ResumeQueue(ctx context.Context, req *connect.Request[tenurev1.ResumeQueueRequest]) (*connect.Response[tenurev1.ResumeQueueResponse], error) {
+	m := req.Msg
+	changed, q, err := h.s.setPaused(ctx, req.Header(), false, m.GetNamespace(), m.GetQueue(), coordinator.Actor{By: m.GetRequestedBy(), Reason: m.GetReason()})
+	if err != nil {
+		return nil, h.s.apiError(err)
+	}
+	return connect.NewResponse(&tenurev1.ResumeQueueResponse{Changed: changed, Queue: q}), nil
+}
+
+// setPaused pauses or resumes a queue in every partition it has: a queue no
+// partition knows is refused, and nothing is written. It answers the
+// queue as it is afterwards.
+func (s *Server) setPaused(ctx context.Context, h interface{ Get(string) string }, pause bool, namespace, queue string, a coordinator.Actor) (bool, *tenurev1.Queue, error) {
+	namespace = cmp.Or(namespace, coordinator.DefaultNamespace)
+	if err := s.opts.Limits.CheckNames(namespace, queue, ""); err != nil {
+		return false, nil, err
+	}
+	scope, err := s.scope(ctx, h, namespace, queue)
+	if err != nil {
+		return false, nil, err
+	}
+	if _, fw := route.Forwarded(ctx); !fw {
+		// Only a queue that exists: one with a task, a pause or a recent
+		// event somewhere (cluster mode: one with partitions).
+		if _, err := s.oneQueue(ctx, scope, namespace, queue); err != nil {
+			return false, nil, err
+		}
+	}
+	var (
+		mu      sync.Mutex
+		changed bool
+	)
+	msg := &tenurev1.PauseQueueRequest{Namespace: namespace, Queue: queue, Reason: a.Reason, RequestedBy: a.By}
+	req := coordinator.PauseRequest{Namespace: namespace, Queue: queue, Actor: a}
+	err = eachPartition(ctx, scope, false, msg, func(c *coordinator.Coordinator) error {
+		op := c.Resume
+		if pause {
+			op = c.Pause
+		}
+		ch, err := op(ctx, req)
+		mu.Lock()
+		changed = changed || ch
+		mu.Unlock()
+		return err
+	}, func(peer route.Peer, r *connect.Request[tenurev1.PauseQueueRequest]) error {
+		var ch bool
+		var err error
+		if pause {
+			var resp *connect.Response[tenurev1.PauseQueueResponse]
+			if resp, err = peer.PauseQueue(ctx, r); err == nil {
+				ch = resp.Msg.GetChanged()
+			}
+		} else {
+			rr := connect.NewRequest(&tenurev1.ResumeQueueRequest{Namespace: namespace, Queue: queue, Reason: a.Reason, RequestedBy: a.By})
+			rr.Header().Set(route.PartitionHeader, r.Header().Get(route.PartitionHeader))
+			var resp *connect.Response[tenurev1.ResumeQueueResponse]
+			if resp, err = peer.ResumeQueue(ctx, rr); err == nil {
+				ch = resp.Msg.GetChanged()
+			}
+		}
+		mu.Lock()
+		changed = changed || ch
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		return false, nil, err
+	}
+	q, err := s.oneQueue(ctx, scope, namespace, queue)
+	if err != nil {
+		return false, nil, err
+	}
+	return changed, q, nil
+}
+
+// queueMessage converts one partition's statistics of a queue.
+func queueMessage(q *state.QueueStats) *tenurev1.Queue {
+	m := &tenurev1.Queue{
+		Namespace: q.Key.Namespace,
+		Queue:     q.Key.Queue,
+		Tasks: &tenurev1.TaskCounts{
+			Waiting:   uint64(q.Tasks[state.Waiting]),
+			Leased:    uint64(q.Tasks[state.Leased]),
+			Committed: uint64(q.Tasks[state.Committed]),
+			Completed: uint64(q.Tasks[state.Completed]),
+			Failed:    uint64(q.Tasks[state.Failed]),
+			Dead:      uint64(q.Tasks[state.Dead]),
+		},
+		ActiveLeases:  uint64(q.Leases),
+		LastMinute:    queueEvents(q.LastMinute),
+		Last_5Minutes: queueEvents(q.Last5Minutes),
+		LastHour:      queueEvents(q.LastHour),
+		Partitions:    1,
+	}
+	if q.OldestDue != 0 {
+		m.OldestWaitingAge = durationpb.New(q.Now.Std().Sub(q.OldestDue.Std()))
+	}
+	if p := q.Paused; p != nil {
+		m.Paused, m.PausedPartitions = true, 1
+		m.Pause = &tenurev1.QueuePause{RequestedBy: p.By, Reason: p.Reason, PausedAt: ts(p.At)}
+	}
+	for _, c := range q.PerMinute {
+		m.PerMinute = append(m.PerMinute, queueEvents(c))
+	}
+	return m
+}
+
+func queueEvents(c state.EventCounts) *tenurev1.QueueEvents {
+	return &tenurev1.QueueEvents{
+		Submitted:    c[state.EventSubmitted],
+		Completed:    c[state.EventCompleted],
+		Failed:       c[state.EventFailed],
+		LeaseExpired: c[state.EventLeaseExpired],
+	}
+}
+
+// mergeQueues adds up the statistics of the same queue from several
+// partitions, and orders the queues by namespace and queue.
+func mergeQueues(in []*tenurev1.Queue) []*tenurev1.Queue {
+	type key struct{ ns, q string }
+	byKey := map[key]*tenurev1.Queue{}
+	var out []*tenurev1.Queue
+	for _, q := range in {
+		k := key{q.GetNamespace(), q.GetQueue()}
+		m := byKey[k]
+		if m == nil {
+			byKey[k] = q
+			out = append(out, q)
+			continue
+		}
+		addCounts(m.Tasks, q.GetTasks())
+		m.ActiveLeases += q.GetActiveLeases()
+		if a := q.GetOldestWaitingAge(); a != nil && (m.OldestWaitingAge == nil || a.AsDuration() > m.OldestWaitingAge.AsDuration()) {
+			m.OldestWaitingAge = a
+		}
+		if p := q.GetPause(); p != nil && (m.Pause == nil || p.GetPausedAt().AsTime().Before(m.Pause.GetPausedAt().AsTime())) {
+			m.Pause = p
+		}
+		m.Partitions += q.GetPartitions()
+		m.PausedPartitions += q.GetPausedPartitions()
+		m.Paused = m.PausedPartitions == m.Partitions
+		addEvents(m.LastMinute, q.GetLastMinute())
+		addEvents(m.Last_5Minutes, q.GetLast_5Minutes())
+		addEvents(m.LastHour, q.GetLastHour())
+		for i, e := range q.GetPerMinute() {
+			if i < len(m.PerMinute) {
+				addEvents(m.PerMinute[i], e)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *tenurev1.Queue) int {
+		return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetQueue(), b.GetQueue()))
+	})
+	return out
+}
+
+func addCounts(m, q *tenurev1.TaskCounts) {
+	m.Waiting += q.GetWaiting()
+	m.Leased += q.GetLeased()
+	m.Committed += q.GetCommitted()
+	m.Completed += q.GetCompleted()
+	m.Failed += q.GetFailed()
+	m.Dead += q.GetDead()
+}
+
+func addEvents(m, q *tenurev1.QueueEvents) {
+	m.Submitted += q.GetSubmitted()
+	m.Completed += q.GetCompleted()
+	m.Failed += q.GetFailed()
+	m.LeaseExpired += q.GetLeaseExpired()
+}
+
+// bulkCounts is what a bulk action's answer carries.
+type bulkCounts struct{ changed, skipped uint64 }
+
+// bulkAnswer is a bulk action's response message.
+type bulkAnswer interface {
+	GetChanged() uint64
+	GetSkipped() uint64
+}
+
+// bulk runs a bulk action on every partition the filter's namespace and
+// queue cover, and adds up what each changed. On another node a partition
+// is acted on by the original request, for that partition alone.
+func bulk[Req, Resp any](s *Server, ctx context.Context, req *connect.Request[Req], action coordinator.BulkAction,
+	f *tenurev1.TaskFilter, reason, by string,
+	forward func(route.Peer, context.Context, *connect.Request[Req]) (*connect.Response[Resp], error)) (bulkCounts, error) {
+	br := coordinator.BulkRequest{Action: action, Actor: coordinator.Actor{By: by, Reason: reason},
+		Filter: coordinator.BulkFilter{Namespace: f.GetNamespace(), Queue: f.GetQueue(), All: f.GetAll()}}
+	st, ok := TaskState(f.GetState())
+	if !ok {
+		return bulkCounts{}, s.apiError(&coordinator.FieldError{Field: "filter.state", Problem: "unknown task state"})
+	}
+	br.Filter.State = st
+	if f.GetCreatedBefore() != nil {
+		t, err := timestamp("filter.created_before", f.GetCreatedBefore())
+		if err != nil {
+			return bulkCounts{}, s.apiError(err)
+		}
+		br.Filter.CreatedBefore = t
+	}
+	if err := s.opts.Limits.CheckBulk(br); err != nil {
+		return bulkCounts{}, s.apiError(err)
+	}
+	scope, err := s.scope(ctx, req.Header(), br.Filter.Namespace, br.Filter.Queue)
+	if err != nil {
+		return bulkCounts{}, s.apiError(err)
+	}
+	var (
+		mu  sync.Mutex
+		out bulkCounts
+	)
+	err = eachPartition(ctx, scope, false, req.Msg, func(c *coordinator.Coordinator) error {
+		res, err := c.Bulk(ctx, br)
+		mu.Lock()
+		out.changed += uint64(res.Changed)
+		out.skipped += uint64(res.Skipped)
+		mu.Unlock()
+		return err
+	}, func(peer route.Peer, r *connect.Request[Req]) error {
+		resp, err := forward(peer, ctx, r)
+		if err != nil {
+			return err
+		}
+		a, ok := any(resp.Msg).(bulkAnswer)
+		if !ok {
+			return badAnswer(peer, "%T carries no counts", resp.Msg)
+		}
+		mu.Lock()
+		out.changed += a.GetChanged()
+		out.skipped += a.GetSkipped()
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return out, s.apiError(err)
+	}
+	return out, nil
+}

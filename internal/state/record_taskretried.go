@@ -1,0 +1,39 @@
+package state
+
+import "fmt"
+
+// TaskRetried is an operator's retry of a FAILED or DEAD task: it returns
+// to WAITING, due at once, with a fresh budget of attempts (its retry
+// policy's MaxAttempts counted from now), and keeps its earlier executions.
+//
+// A task that an attempt committed (one killed while COMMITTED) is refused:
+// its effect may have been applied, and running it again could apply it
+// twice. So is a COMPLETED task: it is done.
+type TaskRetried struct {
+	TaskID string
+	// By is who asked, Reason why, as given.
+	By     string
+	Reason string
+	At     Time
+}
+
+func (r *TaskRetried) Task() string { return r.TaskID }
+
+func (r *TaskRetried) apply(s *State, lsn uint64) string {
+	t := s.Task(r.TaskID)
+	switch {
+	case t == nil:
+		return "task does not exist"
+	case t.State != Failed && t.State != Dead:
+		return fmt.Sprintf("task is %s; only a FAILED or DEAD task can be retried", t.State)
+	case t.CommittedBy != "":
+		return fmt.Sprintf("lease %q committed the task, so its effect may have been applied", t.CommittedBy)
+	}
+	t.AttemptBase = t.Attempt
+	t.NotBefore = 0
+	t.FailureReason = ""
+	s.transition(t, Waiting)
+	s.queue(t).add(t)
+	touch(t, lsn, r.At)
+	return ""
+}
