@@ -91,6 +91,21 @@ func (s *oneLease) Fail(context.Context, *connect.Request[tenurev1.FailRequest])
 	return connect.NewResponse(&tenurev1.FailResponse{}), nil
 }
 
+// serveOneLease serves a oneLease on fake's clock, with a 30s window, and
+// returns it with a client of it (on the same clock, no retries).
+func serveOneLease(t *testing.T, fake *clock.Fake) (*oneLease, *client.Client) {
+	t.Helper()
+	srv := &oneLease{clock: fake, window: 30 * time.Second, beats: make(chan string, 10)}
+	_, h := tenurev1connect.NewWorkerServiceHandler(srv)
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	c, err := client.New(ts.URL, client.Options{MaxRetries: -1, Clock: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, c
+}
+
 // recordHandler sends every log record to records, whatever its level.
 type recordHandler struct{ records chan slog.Record }
 
@@ -115,14 +130,7 @@ func TestHeartbeatsOnTheClock(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	fake := clock.NewFake(t0)
-	srv := &oneLease{clock: fake, window: 30 * time.Second, beats: make(chan string, 10)}
-	_, h := tenurev1connect.NewWorkerServiceHandler(srv)
-	ts := httptest.NewServer(h)
-	t.Cleanup(ts.Close)
-	c, err := client.New(ts.URL, client.Options{MaxRetries: -1, Clock: fake})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, c := serveOneLease(t, fake)
 	records := make(chan slog.Record, 100)
 	started := make(chan context.Context, 1)
 	// The handler also returns when the test ends, so that a failed test

@@ -43,6 +43,11 @@
 //   - A handler error fails the attempt: the server retries the task per its
 //     retry policy, or fails it for good if the error is wrapped with
 //     Permanent. A handler panic is an error (not permanent).
+//   - Options.OnFinish, when set, hears how each attempt ended: completed,
+//     retrying (the server scheduled a retry), failed for good (Permanent or
+//     the last attempt), lost, or unreported; with the time it took on
+//     Options.Clock. The outcome is the server's answer to the report, not
+//     a guess from the handler's error.
 //   - Graceful shutdown: when Run's ctx ends, the worker leases no more,
 //     lets running tasks finish for up to Options.ShutdownGrace, then ends
 //     their contexts and fails each task whose handler was still running

@@ -86,9 +86,15 @@ type Options struct {
 	Logger *slog.Logger
 	// Clock is the source of time for everything the worker times:
 	// heartbeats, lease deadlines and their safety margin, the shutdown
-	// grace, the waits after failed calls, and log record times. Nil: the
-	// real clock. Tests of this module set a fake one and move it by hand.
+	// grace, the waits after failed calls, log record times and
+	// Finish.Took. Nil: the real clock. Tests of this module set a fake one
+	// and move it by hand.
 	Clock clock.Clock
+	// OnFinish, when set, is called once for each leased task when its
+	// attempt has ended on this worker: completed, failed (retried or for
+	// good), lost, or not reported. It runs on the task's goroutine before
+	// its slot is freed, so it must return promptly.
+	OnFinish func(t *Task, f Finish)
 }
 
 const (
@@ -378,6 +384,8 @@ type attempt struct {
 	task Task
 	lg   logger
 	k    keeper
+	// received is when the lease arrived, on the worker's clock.
+	received time.Time
 	// finishing is set when the attempt is in its final report (see slots).
 	finishing bool
 }
@@ -385,6 +393,7 @@ type attempt struct {
 // runTask runs one leased attempt to its end.
 func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
 	received := w.clock.Now()
+	a.received = received
 	t := &a.task
 	*t = *lt
 	lg := &a.lg
@@ -405,6 +414,7 @@ func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
 		if err := w.c.Start(ctx, t.ID, t.LeaseID); err != nil {
 			if leaseLost(err) {
 				lg.Warn("lease lost before the handler started; skipping the task", "err", err)
+				w.finish(a, Finish{Outcome: OutcomeLost, Err: err})
 				return
 			}
 			lg.Debug("reporting the start failed; running the task anyway", "err", err)
@@ -417,12 +427,15 @@ func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
 		cause := context.Cause(ctx)
 		if !errors.Is(cause, errShutdown) {
 			lg.Warn("lease lost while the handler ran: result discarded, nothing committed", "cause", cause, "handler_err", herr)
+			w.finish(a, Finish{Outcome: OutcomeLost, Err: cause})
 			return
 		}
 		w.finishing(a)
 		rctx, cancel := reportCtx(hard)
 		defer cancel()
-		if _, err := w.c.Fail(rctx, t.ID, t.LeaseID, "worker shutting down", false); err != nil {
+		res, err := w.c.Fail(rctx, t.ID, t.LeaseID, "worker shutting down", false)
+		w.failed(a, errShutdown, res, err)
+		if err != nil {
 			lg.Error("failing the task at shutdown failed; its lease will expire", "err", err)
 			return
 		}
@@ -436,6 +449,7 @@ func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
 		rctx, cancel := reportCtx(hard)
 		defer cancel()
 		res, err := w.c.Fail(rctx, t.ID, t.LeaseID, reason(herr), permanent)
+		w.failed(a, herr, res, err)
 		if err != nil {
 			lg.Error("reporting the handler's failure failed; the lease will expire and the task be retried", "handler_err", herr, "err", err)
 			return
@@ -455,9 +469,11 @@ func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
 		k.stop()
 		if leaseLost(err) {
 			lg.Warn("commit refused: another attempt owns the task; effects not applied", "err", err)
+			w.finish(a, Finish{Outcome: OutcomeLost, Err: err})
 			return
 		}
 		lg.Error("commit failed; effects not applied (if the commit did land, a later lease applies them)", "err", err)
+		w.finish(a, Finish{Outcome: OutcomeUnreported, Err: err})
 		return
 	}
 	w.effectsAndComplete(ctx, a, result, tok)
@@ -508,6 +524,7 @@ func (w *Worker) effectsAndComplete(ctx context.Context, a *attempt, result []by
 		if try >= effectsTries || ctx.Err() != nil {
 			k.stop()
 			lg.Error("effects failed; the task stays committed and a later lease applies them again", "tries", try, "err", err, "cause", context.Cause(ctx))
+			w.finish(a, Finish{Outcome: OutcomeUnreported, Err: err})
 			return
 		}
 		wait := retryBackoff.Wait(try-1, mrand.Int64N)
@@ -515,6 +532,7 @@ func (w *Worker) effectsAndComplete(ctx context.Context, a *attempt, result []by
 		if !w.sleep(ctx, wait) {
 			k.stop()
 			lg.Error("lease lost while retrying effects; a later lease applies them again", "cause", context.Cause(ctx))
+			w.finish(a, Finish{Outcome: OutcomeLost, Err: context.Cause(ctx)})
 			return
 		}
 	}
@@ -540,12 +558,15 @@ func (w *Worker) complete(ctx context.Context, a *attempt, result []byte) {
 	if err := w.completions.complete(rctx, client.CompleteItem{TaskID: t.ID, LeaseID: t.LeaseID, Result: result}); err != nil {
 		if leaseLost(err) {
 			lg.Warn("complete refused: the lease was lost", "err", err)
+			w.finish(a, Finish{Outcome: OutcomeLost, Err: err})
 			return
 		}
 		lg.Error("complete failed; the lease will expire", "err", err)
+		w.finish(a, Finish{Outcome: OutcomeUnreported, Err: err})
 		return
 	}
 	lg.Debug("task completed")
+	w.finish(a, Finish{Outcome: OutcomeCompleted})
 }
 
 func (w *Worker) callHandler(ctx context.Context, t *Task, lg *logger) (result []byte, err error) {

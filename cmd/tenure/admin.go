@@ -3,43 +3,39 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 
 	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 )
 
-func init() {
-	register(command{name: "admin snapshot", summary: "apply the retention period and take a snapshot now", run: runAdminSnapshot})
+// adminSnapshotCmd is `tenure admin snapshot`.
+type adminSnapshotCmd struct{ client clientFlags }
+
+func (*adminSnapshotCmd) spec() *cobra.Command {
+	return &cobra.Command{Use: "snapshot [flags]", Short: "apply the retention period and take a snapshot now"}
 }
 
-func runAdminSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("admin snapshot", "[flags]", stderr)
-	cf := addClientFlags(fs)
-	if err := fs.Parse(args); err != nil {
+func (c *adminSnapshotCmd) define(fs *pflag.FlagSet) { c.client.add(fs) }
+
+func (c *adminSnapshotCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	if err := noArgs(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	}
-	addr := *cf.addr
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	admin := tenurev1connect.NewAdminServiceClient(http.DefaultClient, addr)
+	admin := tenurev1connect.NewAdminServiceClient(http.DefaultClient, c.client.url())
 	res, err := admin.Snapshot(ctx, connect.NewRequest(&tenurev1.SnapshotRequest{}))
 	if err != nil {
 		return err
 	}
 	m := res.Msg
-	if *cf.json {
-		return printJSON(stdout, m)
+	if c.client.json {
+		return printJSON(a.stdout, m)
 	}
-	fmt.Fprintf(stdout, "snapshot at lsn %d: %d tasks, %d purged by retention, %d WAL segments deleted, requests paused %v\n%s\n",
+	fmt.Fprintf(a.stdout, "snapshot at lsn %d: %d tasks, %d purged by retention, %d WAL segments deleted, requests paused %v\n%s\n",
 		m.GetLsn(), m.GetTasks(), m.GetPurged(), m.GetDeletedSegments(), m.GetPause().AsDuration(), m.GetPath())
 	return nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,18 +10,39 @@ import (
 	"runtime/pprof"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/tenurehq/tenure/internal/bench"
-	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/wal"
 )
 
-func init() {
-	register(command{name: "bench", summary: "measure throughput, latency and memory of a server under load", run: runBench})
+// benchCmd is `tenure bench`.
+type benchCmd struct {
+	cfg          bench.Config
+	mode         string
+	addr         string
+	fsync        string
+	json         bool
+	quiet        bool
+	cpuProfile   string
+	mutexProfile string
+	memProfile   string
 }
 
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "[flags]", stderr)
-	var cfg bench.Config
+func (*benchCmd) spec() *cobra.Command {
+	return &cobra.Command{
+		Use:   "bench [flags]",
+		Short: "measure throughput, latency and memory of a server under load",
+		Long: `Start a server on a temporary data directory (or load --addr, or a
+--cluster of nodes started in this process on --mysql), submit --tasks
+tasks, work them off, and report rates, latency percentiles, fsyncs and
+memory per task.`,
+	}
+}
+
+func (c *benchCmd) define(fs *pflag.FlagSet) {
+	cfg := &c.cfg
 	fs.IntVar(&cfg.Tasks, "tasks", bench.DefaultTasks, "tasks to submit, lease and complete")
 	fs.IntVar(&cfg.PayloadBytes, "payload-bytes", bench.DefaultPayloadBytes, "payload size of each task")
 	fs.IntVar(&cfg.Submitters, "submitters", bench.DefaultSubmitters, "goroutines submitting at once (sharing one client)")
@@ -32,8 +52,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.LeaseBatch, "lease-batch", bench.DefaultLeaseBatch, "most tasks one Lease call asks for (at most --concurrency)")
 	fs.IntVar(&cfg.CompleteBatch, "complete-batch", bench.DefaultCompleteBatch, "most completions per CompleteBatch call (the worker runtime coalesces up to this many); 1: one Complete call per task")
 	fs.BoolVar(&cfg.Runtime, "runtime", false, "run the workers with the worker package and a no-op handler instead of the raw Lease/Complete loop")
-	mode := fs.String("mode", string(bench.Sequential), "sequential (submit all, then work all off) or concurrent (submitters and workers at once)")
-	addr := fs.String("addr", "", "load this running server, or these cluster nodes separated by commas (e.g. http://127.0.0.1:7070); empty: start an embedded server on a loopback port")
+	fs.StringVar(&c.mode, "mode", string(bench.Sequential), "sequential (submit all, then work all off) or concurrent (submitters and workers at once)")
+	fs.StringVar(&c.addr, "addr", "", "load this running server, or these cluster nodes separated by commas (e.g. http://127.0.0.1:7070); empty: start an embedded server on a loopback port")
 	fs.IntVar(&cfg.Cluster, "cluster", 0, "start this many cluster-mode nodes in this process on --mysql (a fresh database is best) and load them all")
 	fs.StringVar(&cfg.MySQL, "mysql", "", "cluster database DSN for --cluster, e.g. root@tcp(127.0.0.1:3306)/tenure_bench")
 	fs.IntVar(&cfg.Partitions, "partitions", 8, "partitions of the bench queue in a --cluster run")
@@ -41,45 +61,55 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the payloads and of the default queue name")
 	fs.StringVar(&cfg.Namespace, "namespace", "default", "namespace of the tasks")
 	fs.StringVar(&cfg.Queue, "queue", "", `queue of the tasks (default "bench-<seed>-<time>", unique per run)`)
-	fsync := fs.String("fsync", "always", "embedded server's WAL fsync policy: always or none")
+	fs.StringVar(&c.fsync, "fsync", "always", "embedded server's WAL fsync policy: always or none")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "embedded server's data directory, kept afterwards (default: a temporary directory, removed)")
 	fs.IntVar(&cfg.ProbeRounds, "probe-rounds", bench.DefaultProbeRounds, "rounds of each no-load single-operation probe before the run (0: skip)")
-	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
-	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the whole run to this file")
-	mutexProfile := fs.String("mutexprofile", "", "write a pprof mutex contention profile of the whole run to this file")
-	memProfile := fs.String("memprofile", "", "write a pprof heap profile to this file, taken when every task is submitted and waiting (sequential mode)")
-	if err := fs.Parse(args); err != nil {
+	fs.BoolVar(&c.json, "json", false, "print the summary as one JSON object")
+	fs.BoolVar(&c.quiet, "quiet", false, "no progress lines on stderr")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a pprof CPU profile of the whole run to this file")
+	fs.StringVar(&c.mutexProfile, "mutexprofile", "", "write a pprof mutex contention profile of the whole run to this file")
+	fs.StringVar(&c.memProfile, "memprofile", "", "write a pprof heap profile to this file, taken when every task is submitted and waiting (sequential mode)")
+}
+
+func (*benchCmd) choices() map[string][]string {
+	return map[string][]string{
+		"mode":     {string(bench.Sequential), string(bench.Concurrent)},
+		"protocol": {"connect", "grpc", "json"},
+		"fsync":    {"always", "none"},
+	}
+}
+
+func (c *benchCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error {
+	if err := noArgs(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	}
-	cfg.Mode = bench.Mode(*mode)
-	policy, err := wal.ParseSyncPolicy(*fsync)
+	stdout, stderr := a.stdout, a.stderr
+	cfg := c.cfg
+	cfg.Mode = bench.Mode(c.mode)
+	policy, err := wal.ParseSyncPolicy(c.fsync)
 	if err != nil {
 		return usageError{err.Error()}
 	}
 	cfg.Fsync = policy
-	if *addr != "" {
-		urls := strings.Split(*addr, ",")
+	if c.addr != "" {
+		urls := strings.Split(c.addr, ",")
 		for i, u := range urls {
 			if u != "" && !strings.Contains(u, "://") {
 				urls[i] = "http://" + u
 			}
 		}
 		cfg.Addr = strings.Join(urls, ",")
-		if flagSet(fs, "fsync") {
+		if fs.Changed("fsync") {
 			return usageError{"--fsync is for the embedded server; a running server keeps its own policy"}
 		}
 	}
-	if cfg.Cluster > 0 && flagSet(fs, "fsync") {
+	if cfg.Cluster > 0 && fs.Changed("fsync") {
 		return usageError{"--fsync is for the embedded server; cluster nodes log to the database, durable when it commits"}
 	}
 	if cfg.Queue == "" {
-		cfg.Queue = fmt.Sprintf("bench-%d-%s", cfg.Seed, clock.Real.Now().UTC().Format("20060102T150405.000000"))
+		cfg.Queue = fmt.Sprintf("bench-%d-%s", cfg.Seed, a.clock.Now().UTC().Format("20060102T150405.000000"))
 	}
-	if !*quiet {
+	if !c.quiet {
 		cfg.Progress = stderr
 	}
 	cfg.Logger = stderr
@@ -87,11 +117,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{err.Error()}
 	}
 
-	if *memProfile != "" {
+	if c.memProfile != "" {
 		if cfg.Mode != bench.Sequential {
 			return usageError{"--memprofile needs --mode sequential: it is taken when every task is waiting"}
 		}
-		f, err := os.Create(*memProfile)
+		f, err := os.Create(c.memProfile)
 		if err != nil {
 			return fmt.Errorf("--memprofile: %w", err)
 		}
@@ -99,8 +129,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg.HeapProfile = f
 		runtime.MemProfileRate = 4096 // finer than the default, for per-task structures
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
 		if err != nil {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}
@@ -110,27 +140,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if *mutexProfile != "" {
+	if c.mutexProfile != "" {
 		prev := runtime.SetMutexProfileFraction(5)
 		defer runtime.SetMutexProfileFraction(prev)
-		defer writeProfile(stderr, "mutex", *mutexProfile)
+		defer writeProfile(stderr, "mutex", c.mutexProfile)
 	}
 
 	res, err := bench.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if c.json {
 		return json.NewEncoder(stdout).Encode(res)
 	}
 	return res.WriteText(stdout)
-}
-
-// flagSet reports whether the flag name was given on the command line.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	found := false
-	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
-	return found
 }
 
 // writeProfile writes the named runtime profile to path, reporting a

@@ -4,13 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/cluster/election"
@@ -19,14 +20,9 @@ import (
 	"github.com/tenurehq/tenure/internal/cluster/schema"
 )
 
-func init() {
-	register(command{name: "migrate", summary: "create or upgrade the cluster-mode tables in a MySQL database", run: runMigrate})
-	register(command{name: "cluster status", summary: "show the coordinator lock, the nodes and who owns the partitions", run: runClusterStatus})
-}
-
-// addMySQLFlag adds --mysql, the cluster database's DSN.
-func addMySQLFlag(fs *flag.FlagSet) *string {
-	return fs.String("mysql", envOr("TENURE_MYSQL", ""),
+// addMySQLFlag adds --mysql, the cluster database's DSN, into dsn.
+func addMySQLFlag(fs *pflag.FlagSet, dsn *string) {
+	fs.StringVar(dsn, "mysql", envOr("TENURE_MYSQL", ""),
 		"cluster database, as a go-sql-driver DSN: user:password@tcp(host:3306)/dbname; migrate and server create dbname if missing (env TENURE_MYSQL)")
 }
 
@@ -48,33 +44,44 @@ func openClusterDB(ctx context.Context, dsn string) (*sql.DB, error) {
 	return db, nil
 }
 
-func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("migrate", "--mysql DSN [flags]", stderr)
-	dsn := addMySQLFlag(fs)
-	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long (migrations wait up to 30 s for another node migrating)")
-	check := fs.Bool("check", false, "only check that the schema is up to date; exit 1 if not")
-	if err := fs.Parse(args); err != nil {
+// migrateCmd is `tenure migrate`.
+type migrateCmd struct {
+	dsn     string
+	timeout time.Duration
+	check   bool
+}
+
+func (*migrateCmd) spec() *cobra.Command {
+	return &cobra.Command{Use: "migrate --mysql DSN [flags]", Short: "create or upgrade the cluster-mode tables in a MySQL database"}
+}
+
+func (c *migrateCmd) define(fs *pflag.FlagSet) {
+	addMySQLFlag(fs, &c.dsn)
+	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long (migrations wait up to 30 s for another node migrating)")
+	fs.BoolVar(&c.check, "check", false, "only check that the schema is up to date; exit 1 if not")
+}
+
+func (c *migrateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	if err := noArgs(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	stdout := a.stdout
+	if c.timeout <= 0 || c.timeout > time.Hour {
+		return usageError{fmt.Sprintf("--timeout %v is outside 0..1h", c.timeout)}
 	}
-	if *timeout <= 0 || *timeout > time.Hour {
-		return usageError{fmt.Sprintf("--timeout %v is outside 0..1h", *timeout)}
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	if !*check && *dsn != "" {
-		if err := cluster.CreateDatabase(ctx, *dsn); err != nil {
+	if !c.check && c.dsn != "" {
+		if err := cluster.CreateDatabase(ctx, c.dsn); err != nil {
 			return err
 		}
 	}
-	db, err := openClusterDB(ctx, *dsn)
+	db, err := openClusterDB(ctx, c.dsn)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if *check {
+	if c.check {
 		if err := schema.Check(ctx, db); err != nil {
 			return err
 		}
@@ -132,20 +139,31 @@ type clusterNode struct {
 	Partitions    int     `json:"partitions"`
 }
 
-func runClusterStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("cluster status", "--mysql DSN [flags]", stderr)
-	dsn := addMySQLFlag(fs)
-	lockKey := fs.String("lock-key", election.DefaultLockKey, "the coordinator lock's key in helix_locks")
-	asJSON := fs.Bool("json", false, "print JSON (for scripts) instead of text")
-	if err := fs.Parse(args); err != nil {
+// clusterStatusCmd is `tenure cluster status`.
+type clusterStatusCmd struct {
+	dsn     string
+	lockKey string
+	json    bool
+}
+
+func (*clusterStatusCmd) spec() *cobra.Command {
+	return &cobra.Command{Use: "status --mysql DSN [flags]", Short: "show the coordinator lock, the nodes and who owns the partitions"}
+}
+
+func (c *clusterStatusCmd) define(fs *pflag.FlagSet) {
+	addMySQLFlag(fs, &c.dsn)
+	fs.StringVar(&c.lockKey, "lock-key", election.DefaultLockKey, "the coordinator lock's key in helix_locks")
+	fs.BoolVar(&c.json, "json", false, "print JSON (for scripts) instead of text")
+}
+
+func (c *clusterStatusCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	if err := noArgs(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	}
+	stdout := a.stdout
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	db, err := openClusterDB(ctx, *dsn)
+	db, err := openClusterDB(ctx, c.dsn)
 	if err != nil {
 		return err
 	}
@@ -156,7 +174,7 @@ func runClusterStatus(ctx context.Context, args []string, stdout, stderr io.Writ
 	var st clusterStatus
 	st.SchemaVersion = schema.Latest()
 
-	el, err := election.New(db, election.Config{OwnerID: "tenure-cluster-status", LockKey: *lockKey})
+	el, err := election.New(db, election.Config{OwnerID: "tenure-cluster-status", LockKey: c.lockKey})
 	if err != nil {
 		return usageError{err.Error()}
 	}
@@ -204,7 +222,7 @@ func runClusterStatus(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 	}
 
-	if *asJSON {
+	if c.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(st)

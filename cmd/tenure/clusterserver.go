@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/cluster/election"
@@ -22,36 +23,34 @@ import (
 
 // clusterFlags are the flags of `tenure server` in cluster mode.
 type clusterFlags struct {
-	dsn, nodeID, advertise *string
-	migrate                *bool
-	partitions             *int
-	lockTTL, lockRenew     *time.Duration
-	standbyCheck           *time.Duration
-	heartbeat, silence     *time.Duration
-	assignInterval         *time.Duration
+	dsn, nodeID, advertise string
+	migrate                bool
+	partitions             int
+	lockTTL, lockRenew     time.Duration
+	standbyCheck           time.Duration
+	heartbeat, silence     time.Duration
+	assignInterval         time.Duration
 }
 
-func addClusterFlags(fs *flag.FlagSet) clusterFlags {
-	return clusterFlags{
-		dsn:            addMySQLFlag(fs),
-		nodeID:         fs.String("node-id", envOr("TENURE_NODE_ID", ""), "cluster mode: this node's id, unique in the cluster (env TENURE_NODE_ID)"),
-		advertise:      fs.String("advertise", envOr("TENURE_ADVERTISE", ""), "cluster mode: host:port where other nodes and clients reach this node (default: the --listen address) (env TENURE_ADVERTISE)"),
-		migrate:        fs.Bool("migrate", true, "cluster mode: apply the schema migrations at start (--migrate=false: only check the schema is current)"),
-		partitions:     fs.Int("partitions", partition.DefaultPartitions, "cluster mode: partitions of a queue created by this node (a queue keeps the count it was created with)"),
-		lockTTL:        fs.Duration("lock-ttl", election.DefaultTTL, "cluster mode: lease of the coordinator lock, whole seconds"),
-		lockRenew:      fs.Duration("lock-renew", 0, "cluster mode: how often the coordinator renews its lock (default: lock-ttl/2)"),
-		standbyCheck:   fs.Duration("standby-check", election.DefaultCheckInterval, "cluster mode: how often a standby node checks the coordinator lock"),
-		heartbeat:      fs.Duration("node-heartbeat", registry.DefaultHeartbeatInterval, "cluster mode: how often a node heartbeats in the node table"),
-		silence:        fs.Duration("node-silence", registry.DefaultSilence, "cluster mode: a node silent this long is marked inactive and its partitions move; a node stops serving after 4/5 of it without a confirmed heartbeat"),
-		assignInterval: fs.Duration("assign-interval", member.DefaultAssignInterval, "cluster mode: how often the coordinator reallocates partitions and nodes check their assignments"),
-	}
+func (f *clusterFlags) add(fs *pflag.FlagSet) {
+	addMySQLFlag(fs, &f.dsn)
+	fs.StringVar(&f.nodeID, "node-id", envOr("TENURE_NODE_ID", ""), "cluster mode: this node's id, unique in the cluster (env TENURE_NODE_ID)")
+	fs.StringVar(&f.advertise, "advertise", envOr("TENURE_ADVERTISE", ""), "cluster mode: host:port where other nodes and clients reach this node (default: the --listen address) (env TENURE_ADVERTISE)")
+	fs.BoolVar(&f.migrate, "migrate", true, "cluster mode: apply the schema migrations at start (--migrate=false: only check the schema is current)")
+	fs.IntVar(&f.partitions, "partitions", partition.DefaultPartitions, "cluster mode: partitions of a queue created by this node (a queue keeps the count it was created with)")
+	fs.DurationVar(&f.lockTTL, "lock-ttl", election.DefaultTTL, "cluster mode: lease of the coordinator lock, whole seconds")
+	fs.DurationVar(&f.lockRenew, "lock-renew", 0, "cluster mode: how often the coordinator renews its lock (default: lock-ttl/2)")
+	fs.DurationVar(&f.standbyCheck, "standby-check", election.DefaultCheckInterval, "cluster mode: how often a standby node checks the coordinator lock")
+	fs.DurationVar(&f.heartbeat, "node-heartbeat", registry.DefaultHeartbeatInterval, "cluster mode: how often a node heartbeats in the node table")
+	fs.DurationVar(&f.silence, "node-silence", registry.DefaultSilence, "cluster mode: a node silent this long is marked inactive and its partitions move; a node stops serving after 4/5 of it without a confirmed heartbeat")
+	fs.DurationVar(&f.assignInterval, "assign-interval", member.DefaultAssignInterval, "cluster mode: how often the coordinator reallocates partitions and nodes check their assignments")
 }
 
 // runClusterServer runs `tenure server --mysql DSN`: one node of a
 // cluster.
 // snaps is the snapshot schedule (the flags shared with embedded mode).
 func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps host.Schedule, lg *slog.Logger, stdout io.Writer) error {
-	if *cf.nodeID == "" {
+	if cf.nodeID == "" {
 		return usageError{"--node-id (or TENURE_NODE_ID) is required with --mysql: a name for this node, unique in the cluster"}
 	}
 	ln, err := net.Listen("tcp", listen)
@@ -59,7 +58,7 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		return fmt.Errorf("listening on %s: %w (is another server running there? pass --listen)", listen, err)
 	}
 	defer ln.Close()
-	advertise := *cf.advertise
+	advertise := cf.advertise
 	if advertise == "" {
 		advertise = ln.Addr().String()
 	}
@@ -67,17 +66,17 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		return usageError{fmt.Sprintf("--advertise %q: give a host:port the other nodes can reach (not an unspecified address like 0.0.0.0)", advertise)}
 	}
 
-	if *cf.migrate {
-		if err := cluster.CreateDatabase(ctx, *cf.dsn); err != nil {
+	if cf.migrate {
+		if err := cluster.CreateDatabase(ctx, cf.dsn); err != nil {
 			return err
 		}
 	}
-	db, err := openClusterDB(ctx, *cf.dsn)
+	db, err := openClusterDB(ctx, cf.dsn)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if *cf.migrate {
+	if cf.migrate {
 		applied, err := schema.Migrate(ctx, db)
 		if err != nil {
 			return err
@@ -91,16 +90,16 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 
 	m, err := member.Start(ctx, member.Config{
 		DB:             db,
-		NodeID:         *cf.nodeID,
+		NodeID:         cf.nodeID,
 		Advertise:      advertise,
-		Partitions:     *cf.partitions,
-		AssignInterval: *cf.assignInterval,
+		Partitions:     cf.partitions,
+		AssignInterval: cf.assignInterval,
 		Election: election.Config{
-			TTL:           *cf.lockTTL,
-			RenewInterval: *cf.lockRenew,
-			CheckInterval: *cf.standbyCheck,
+			TTL:           cf.lockTTL,
+			RenewInterval: cf.lockRenew,
+			CheckInterval: cf.standbyCheck,
 		},
-		Registry:    registry.Config{HeartbeatInterval: *cf.heartbeat, Silence: *cf.silence},
+		Registry:    registry.Config{HeartbeatInterval: cf.heartbeat, Silence: cf.silence},
 		Coordinator: coordCfg,
 		Snapshots:   snaps,
 		Logger:      lg,
@@ -109,8 +108,8 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		return err
 	}
 	api, srv := newAPIServer(m, m, coordCfg, lg)
-	lg.Info("tenure cluster node serving", "node_id", *cf.nodeID, "listen", ln.Addr().String(), "advertise", advertise)
-	fmt.Fprintf(stdout, "tenure node %s serving on http://%s (cluster database, advertised as %s)\n", *cf.nodeID, ln.Addr(), advertise)
+	lg.Info("tenure cluster node serving", "node_id", cf.nodeID, "listen", ln.Addr().String(), "advertise", advertise)
+	fmt.Fprintf(stdout, "tenure node %s serving on http://%s (cluster database, advertised as %s)\n", cf.nodeID, ln.Addr(), advertise)
 
 	if err := serveUntilDone(ctx, api, srv, ln, lg); err != nil {
 		m.Close()

@@ -5,29 +5,163 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/tenurehq/tenure/internal/clock"
 )
 
-// command is one subcommand. run gets the arguments after the command's
-// name and returns an error to print; a usageError also prints the usage.
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+// newRoot returns tenure's command tree. Every command is listed here, in
+// the group its help shows it under: a new command is a type that
+// implements leaf (in the file of its group of commands), added below.
+func newRoot(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "tenure",
+		Short: "tenure is a durable task scheduler",
+		Long: `tenure is a durable task scheduler: one binary that serves the API, submits
+and inspects tasks, runs a generic worker and reads a data directory offline.
+
+Flags go anywhere after the command's name. Defaults of the server address,
+listen address and data directory come from TENURE_ADDR, TENURE_LISTEN and
+TENURE_DATA_DIR when set; each flag's help names its variable.`,
+	}
+	root.AddGroup(
+		&cobra.Group{ID: "serve", Title: "Run a server:"},
+		&cobra.Group{ID: "use", Title: "Use a server:"},
+		&cobra.Group{ID: "cluster", Title: "Cluster mode:"},
+		&cobra.Group{ID: "offline", Title: "Read a data directory (offline, changes nothing):"},
+		&cobra.Group{ID: "other", Title: "Other commands:"},
+	)
+	add(root, "serve", a.leaf(&serverCmd{}))
+	add(root, "use",
+		a.leaf(&submitCmd{}),
+		group("task", "show a task, its history, or kill it",
+			a.leaf(&taskGetCmd{}), a.leaf(&taskHistoryCmd{}), a.leaf(&taskKillCmd{})),
+		group("tasks", "list tasks",
+			a.leaf(&tasksListCmd{})),
+		a.leaf(&workerCmd{}),
+		group("admin", "ask a running server for maintenance",
+			a.leaf(&adminSnapshotCmd{})),
+	)
+	add(root, "cluster",
+		a.leaf(&migrateCmd{}),
+		group("cluster", "inspect a cluster through its database",
+			a.leaf(&clusterStatusCmd{})),
+	)
+	add(root, "offline",
+		group("wal", "verify, dump or replay a data directory's WAL and snapshots",
+			a.leaf(&walVerifyCmd{}), a.leaf(&walDumpCmd{}), a.leaf(&walStateCmd{})),
+	)
+	add(root, "other", a.leaf(&benchCmd{}), a.leaf(&versionCmd{}))
+
+	// Before the completion command is made: it takes its output from
+	// the root then.
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetHelpCommandGroupID("other")
+	root.SetCompletionCommandGroupID("other")
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "help":
+			c.Short = "help about any command"
+		case "completion":
+			c.Short = "print a shell completion script: bash, zsh, fish or powershell"
+		}
+	}
+	root.SilenceErrors, root.SilenceUsage = true, true
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
+	groupsListTheirCommands(root)
+	return root
 }
 
-var commands []command
+// app is what every command shares: where it writes, and its clock.
+type app struct {
+	stdout, stderr io.Writer
+	clock          clock.Clock
+}
 
-func register(c command) { commands = append(commands, c) }
+// leaf is a command that does something, as opposed to a group that only
+// holds commands.
+type leaf interface {
+	// spec is the command's usage line (its name first) and help texts.
+	spec() *cobra.Command
+	// define defines every flag of the command, into the leaf's fields.
+	define(fs *pflag.FlagSet)
+	// run does the command with the flags parsed (fs tells which were
+	// given) and its positional arguments.
+	run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error
+}
 
-// usageError is a mistake in the command line.
+// choices is implemented by a leaf whose flags take one of a few values,
+// for shell completion: flag name → values.
+type choices interface{ choices() map[string][]string }
+
+// leaf returns the cobra command of l.
+func (a *app) leaf(l leaf) *cobra.Command {
+	cmd := l.spec()
+	l.define(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return l.run(cmd.Context(), a, cmd.Flags(), args)
+	}
+	if c, ok := l.(choices); ok {
+		for name, values := range c.choices() {
+			if err := cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)); err != nil {
+				panic(fmt.Sprintf("tenure %s: completion of --%s: %v", cmd.Name(), name, err))
+			}
+		}
+	}
+	return cmd
+}
+
+// group returns a command that holds the commands subs.
+func group(name, short string, subs ...*cobra.Command) *cobra.Command {
+	g := &cobra.Command{Use: name, Short: short}
+	g.AddCommand(subs...)
+	return g
+}
+
+// add adds cmds to parent under the help group id.
+func add(parent *cobra.Command, id string, cmds ...*cobra.Command) {
+	for _, c := range cmds {
+		c.GroupID = id
+		parent.AddCommand(c)
+	}
+}
+
+// groupsListTheirCommands makes every group in the tree (the root, the
+// groups, cobra's completion) list its commands when run alone, and refuse
+// an unknown one as a usage error; cobra would print the help and exit 0.
+func groupsListTheirCommands(c *cobra.Command) {
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = cobra.ArbitraryArgs
+		c.DisableFlagsInUseLine = true
+		c.SuggestionsMinimumDistance = 2
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += `; did you mean "` + strings.Join(s, `" or "`) + `"?`
+			}
+			return usageError{msg}
+		}
+	}
+	for _, sub := range c.Commands() {
+		groupsListTheirCommands(sub)
+	}
+}
+
+// usageError is a mistake in the command line: exit 2, with the usage.
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
@@ -43,73 +177,76 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run runs one command line and returns the exit code: 0 done, 1 the
+// command failed (the error is printed), 2 a usage mistake (printed with
+// the command's usage), or what the command chose (exitError).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stdout)
-		return 0
+	root := newRoot(&app{stdout: stdout, stderr: stderr, clock: clock.Real})
+	root.SetArgs(oneDashLongFlags(root, append([]string{}, args...)))
+	cmd, err := root.ExecuteContextC(ctx)
+	if cmd == nil {
+		cmd = root
 	}
-	name := args[0]
-	// Two-word commands: "task get", "tasks list".
-	if len(args) > 1 && !strings.HasPrefix(args[1], "-") {
-		if c := find(name + " " + args[1]); c != nil {
-			return runCommand(ctx, c, args[2:], stdout, stderr)
-		}
-	}
-	if c := find(name); c != nil {
-		return runCommand(ctx, c, args[1:], stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "tenure: unknown command %q\n\n", strings.Join(args[:min(2, len(args))], " "))
-	usage(stderr)
-	return 2
-}
-
-func find(name string) *command {
-	for i := range commands {
-		if commands[i].name == name {
-			return &commands[i]
-		}
-	}
-	return nil
-}
-
-func runCommand(ctx context.Context, c *command, args []string, stdout, stderr io.Writer) int {
-	err := c.run(ctx, args, stdout, stderr)
 	var ee exitError
 	var ue usageError
 	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
+	case err == nil:
 		return 0
 	case errors.As(err, &ee):
 		return ee.code
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "tenure %s: %s\nRun `tenure %s -h` for its flags.\n", c.name, ue.msg, c.name)
+		fmt.Fprintf(stderr, "%s: %s\n", cmd.CommandPath(), ue.msg)
+		if cmd.HasAvailableSubCommands() {
+			fmt.Fprintf(stderr, "Run `%s --help` for its commands.\n", cmd.CommandPath())
+		} else {
+			fmt.Fprintf(stderr, "Usage: %s\nRun `%s --help` for its flags.\n", cmd.UseLine(), cmd.CommandPath())
+		}
 		return 2
 	default:
-		fmt.Fprintf(stderr, "tenure %s: %v\n", c.name, err)
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
 		return 1
 	}
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, "tenure is a durable task scheduler.\n\nUsage: tenure <command> [flags]\n\nCommands:\n")
-	sorted := append([]command(nil), commands...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
-	for _, c := range sorted {
-		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
+// oneDashLongFlags rewrites -name to --name where name is a long flag of
+// the command args call: tenure's flags were once parsed by the standard
+// library's flag package, which takes both, and command lines written
+// then keep working. Values of flags and everything after "--" are left
+// alone.
+func oneDashLongFlags(root *cobra.Command, args []string) []string {
+	cmd, _, err := root.Find(args)
+	if err != nil {
+		return args
 	}
-	fmt.Fprint(w, "\nRun `tenure <command> -h` for a command's flags.\n")
-}
-
-// newFlags returns a flag set for a command that prints its usage to
-// stderr and reports mistakes as errors instead of exiting.
-func newFlags(name, usageLine string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("tenure "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: tenure %s %s\n\nFlags:\n", name, usageLine)
-		fs.PrintDefaults()
+	cmd.InitDefaultHelpFlag() // so that -help is known, as it was
+	fs := cmd.Flags()
+	// takesValue reports whether flag name is followed by its value as the
+	// next argument.
+	takesValue := func(name string, inline bool) bool {
+		f := fs.Lookup(name)
+		return f != nil && !inline && f.NoOptDefVal == ""
 	}
-	return fs
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return args
+		case strings.HasPrefix(a, "--"):
+			name, _, inline := strings.Cut(a[2:], "=")
+			if takesValue(name, inline) {
+				i++
+			}
+		case len(a) > 2 && a[0] == '-':
+			name, _, inline := strings.Cut(a[1:], "=")
+			if len(name) > 1 && fs.Lookup(name) != nil {
+				args[i] = "-" + a
+				if takesValue(name, inline) {
+					i++
+				}
+			}
+		}
+	}
+	return args
 }
 
 // envOr returns the environment variable's value, or def when unset.
@@ -118,4 +255,12 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// noArgs refuses positional arguments, for commands that take none.
+func noArgs(args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", args[0])}
+	}
+	return nil
 }

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/node"
@@ -19,70 +21,102 @@ import (
 	"github.com/tenurehq/tenure/internal/wal"
 )
 
-func init() {
-	register(command{name: "server", summary: "run a tenure server: on the embedded on-disk WAL, or as a cluster node with --mysql", run: runServer})
+// serverCmd is `tenure server`.
+type serverCmd struct {
+	dataDir     string
+	listen      string
+	fsync       string
+	maxPayload  int
+	scan        time.Duration
+	snapRecords uint64
+	snapEvery   time.Duration
+	retention   time.Duration
+	acceptLost  string
+	logFormat   string
+	logLevel    string
+	cluster     clusterFlags
 }
 
-func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("server", "[flags]", stderr)
-	dataDir := fs.String("data-dir", envOr("TENURE_DATA_DIR", "./tenure-data"), "directory for the WAL, the snapshots and the lock file (env TENURE_DATA_DIR)")
-	listen := fs.String("listen", envOr("TENURE_LISTEN", "127.0.0.1:7070"), "address to serve the API and /healthz on (env TENURE_LISTEN)")
-	fsync := fs.String("fsync", envOr("TENURE_FSYNC", "always"), "WAL fsync policy: always (durable before acknowledged) or none (UNSAFE: an OS crash or power loss loses acknowledged work) (env TENURE_FSYNC)")
-	maxPayload := fs.Int("max-payload-bytes", coordinator.DefaultLimits.MaxPayloadBytes, "largest task payload accepted, in bytes")
-	scan := fs.Duration("expiry-scan-interval", time.Second, "how often to scan for expired leases (they are also expired lazily on access)")
-	snapRecords := fs.Uint64("snapshot-every-records", host.DefaultSnapshotEveryRecords, "take a snapshot after this many WAL records since the last one")
-	snapEvery := fs.Duration("snapshot-every", host.DefaultSnapshotEvery, "take a snapshot this long after the last one, if any record was written since")
-	retention := fs.Duration("retention", coordinator.DefaultRetention, "COMPLETED, FAILED and DEAD tasks leave the state at the first snapshot after they are this old; their request ids stop deduplicating then")
-	acceptLost := fs.String("accept-lost-records", "", "start although the WAL lost the records FIRST-LAST that a snapshot proves it held (acknowledged work): "+
+func (*serverCmd) spec() *cobra.Command {
+	return &cobra.Command{
+		Use:   "server [flags]",
+		Short: "run a tenure server: on the embedded on-disk WAL, or as a cluster node with --mysql",
+		Long: `Serve the API (Connect, gRPC and JSON over HTTP) and /healthz on --listen.
+
+Embedded mode (the default) keeps the WAL and snapshots in --data-dir. With
+--mysql the server is one node of a cluster whose partitions' logs live in
+that database; the flags marked "cluster mode" apply then.`,
+	}
+}
+
+func (c *serverCmd) define(fs *pflag.FlagSet) {
+	fs.StringVar(&c.dataDir, "data-dir", envOr("TENURE_DATA_DIR", "./tenure-data"), "directory for the WAL, the snapshots and the lock file (env TENURE_DATA_DIR)")
+	fs.StringVar(&c.listen, "listen", envOr("TENURE_LISTEN", "127.0.0.1:7070"), "address to serve the API and /healthz on (env TENURE_LISTEN)")
+	fs.StringVar(&c.fsync, "fsync", envOr("TENURE_FSYNC", "always"), "WAL fsync policy: always (durable before acknowledged) or none (UNSAFE: an OS crash or power loss loses acknowledged work) (env TENURE_FSYNC)")
+	fs.IntVar(&c.maxPayload, "max-payload-bytes", coordinator.DefaultLimits.MaxPayloadBytes, "largest task payload accepted, in bytes")
+	fs.DurationVar(&c.scan, "expiry-scan-interval", time.Second, "how often to scan for expired leases (they are also expired lazily on access)")
+	fs.Uint64Var(&c.snapRecords, "snapshot-every-records", host.DefaultSnapshotEveryRecords, "take a snapshot after this many WAL records since the last one")
+	fs.DurationVar(&c.snapEvery, "snapshot-every", host.DefaultSnapshotEvery, "take a snapshot this long after the last one, if any record was written since")
+	fs.DurationVar(&c.retention, "retention", coordinator.DefaultRetention, "COMPLETED, FAILED and DEAD tasks leave the state at the first snapshot after they are this old; their request ids stop deduplicating then")
+	fs.StringVar(&c.acceptLost, "accept-lost-records", "", "start although the WAL lost the records FIRST-LAST that a snapshot proves it held (acknowledged work): "+
 		"exactly the range a refused start named; the snapshot is set aside and the WAL served as it is (embedded mode only)")
-	logFormat := fs.String("log-format", envOr("TENURE_LOG_FORMAT", "text"), "log format: text or json (env TENURE_LOG_FORMAT)")
-	logLevel := fs.String("log-level", envOr("TENURE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env TENURE_LOG_LEVEL)")
-	cf := addClusterFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	fs.StringVar(&c.logFormat, "log-format", envOr("TENURE_LOG_FORMAT", "text"), "log format: text or json (env TENURE_LOG_FORMAT)")
+	fs.StringVar(&c.logLevel, "log-level", envOr("TENURE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env TENURE_LOG_LEVEL)")
+	c.cluster.add(fs)
+}
+
+func (*serverCmd) choices() map[string][]string {
+	return map[string][]string{
+		"fsync":      {"always", "none"},
+		"log-format": {"text", "json"},
+		"log-level":  {"debug", "info", "warn", "error"},
+	}
+}
+
+func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error {
+	if err := noArgs(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	}
-	lg, err := newLogger(stderr, *logFormat, *logLevel)
+	stdout := a.stdout
+	lg, err := newLogger(a.stderr, c.logFormat, c.logLevel)
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	if *maxPayload <= 0 || *maxPayload > 64<<20 {
-		return usageError{fmt.Sprintf("--max-payload-bytes %d is outside 1..%d", *maxPayload, 64<<20)}
+	if c.maxPayload <= 0 || c.maxPayload > 64<<20 {
+		return usageError{fmt.Sprintf("--max-payload-bytes %d is outside 1..%d", c.maxPayload, 64<<20)}
 	}
-	if *scan < 10*time.Millisecond || *scan > time.Hour {
-		return usageError{fmt.Sprintf("--expiry-scan-interval %v is outside 10ms..1h", *scan)}
+	if c.scan < 10*time.Millisecond || c.scan > time.Hour {
+		return usageError{fmt.Sprintf("--expiry-scan-interval %v is outside 10ms..1h", c.scan)}
 	}
-	if *snapRecords < 1 {
+	if c.snapRecords < 1 {
 		return usageError{"--snapshot-every-records must be at least 1"}
 	}
-	if *snapEvery < time.Second {
-		return usageError{fmt.Sprintf("--snapshot-every %v is under 1s", *snapEvery)}
+	if c.snapEvery < time.Second {
+		return usageError{fmt.Sprintf("--snapshot-every %v is under 1s", c.snapEvery)}
 	}
-	if *retention < time.Second {
-		return usageError{fmt.Sprintf("--retention %v is under 1s", *retention)}
+	if c.retention < time.Second {
+		return usageError{fmt.Sprintf("--retention %v is under 1s", c.retention)}
 	}
-	snaps := host.Schedule{EveryRecords: *snapRecords, Every: *snapEvery, Retention: *retention}
+	snaps := host.Schedule{EveryRecords: c.snapRecords, Every: c.snapEvery, Retention: c.retention}
 	coordCfg := coordinator.Config{
-		Limits:             coordinator.Limits{MaxPayloadBytes: *maxPayload},
-		ExpiryScanInterval: *scan,
+		Limits:             coordinator.Limits{MaxPayloadBytes: c.maxPayload},
+		ExpiryScanInterval: c.scan,
 	}
-	if *cf.dsn != "" {
+	if c.cluster.dsn != "" {
 		for _, name := range []string{"data-dir", "fsync", "accept-lost-records"} {
-			if flagSet(fs, name) {
+			if fs.Changed(name) {
 				return usageError{fmt.Sprintf("--%s is for the embedded mode; with --mysql the partitions' logs live in the database", name)}
 			}
 		}
-		return runClusterServer(ctx, cf, *listen, coordCfg, snaps, lg, stdout)
+		return runClusterServer(ctx, c.cluster, c.listen, coordCfg, snaps, lg, stdout)
 	}
-	policy, err := wal.ParseSyncPolicy(*fsync)
+	policy, err := wal.ParseSyncPolicy(c.fsync)
 	if err != nil {
 		return usageError{err.Error()}
 	}
 	var accept coordinator.LSNRange
-	if flagSet(fs, "accept-lost-records") {
-		if accept, err = coordinator.ParseLSNRange(*acceptLost); err != nil {
+	if fs.Changed("accept-lost-records") {
+		if accept, err = coordinator.ParseLSNRange(c.acceptLost); err != nil {
 			return usageError{fmt.Sprintf("--accept-lost-records: %v: pass the range a refused start named", err)}
 		}
 	}
@@ -92,15 +126,15 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	// Bind before replaying, so a taken port fails fast and the address is
 	// known; /healthz answers 200 only once the node serves.
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w (is another server running there? pass --listen)", *listen, err)
+		return fmt.Errorf("listening on %s: %w (is another server running there? pass --listen)", c.listen, err)
 	}
 	defer ln.Close()
 
-	start := clock.Real.Now()
+	start := a.clock.Now()
 	n, err := node.Open(ctx, node.Config{
-		DataDir:           *dataDir,
+		DataDir:           c.dataDir,
 		Sync:              policy,
 		Logger:            lg,
 		Snapshots:         snaps,
@@ -116,9 +150,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	api, srv := newAPIServer(n.Router(), n, coordCfg, lg)
 
 	stats := n.Coordinator().Stats()
-	lg.Info("tenure serving", "listen", ln.Addr().String(), "data_dir", *dataDir, "fsync", policy.String(),
-		"records", stats.LastLSN, "tasks", stats.Tasks, "replay_took", clock.Real.Now().Sub(start).Round(time.Millisecond))
-	fmt.Fprintf(stdout, "tenure serving on http://%s (data in %s)\n", ln.Addr(), *dataDir)
+	lg.Info("tenure serving", "listen", ln.Addr().String(), "data_dir", c.dataDir, "fsync", policy.String(),
+		"records", stats.LastLSN, "tasks", stats.Tasks, "replay_took", a.clock.Now().Sub(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "tenure serving on http://%s (data in %s)\n", ln.Addr(), c.dataDir)
 
 	if err := serveUntilDone(ctx, api, srv, ln, lg); err != nil {
 		n.Close()

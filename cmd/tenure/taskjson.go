@@ -68,7 +68,8 @@ type executionJSON struct {
 }
 
 type taskListJSON struct {
-	Tasks []taskJSON `json:"tasks,omitempty"`
+	Tasks         []taskJSON `json:"tasks,omitempty"`
+	NextPageToken string     `json:"nextPageToken,omitempty"`
 }
 
 type historyJSON struct {

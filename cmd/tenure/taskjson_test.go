@@ -20,8 +20,8 @@ import (
 )
 
 // TestCLIJSONIsTheAPIsJSON pins the --json output of submit, task get,
-// tasks list and task history: it is the API's JSON form of the same
-// answer (protojson, as curl sees it), value for value, and it has the
+// tasks list (a page of it too) and task history: it is the API's JSON
+// form of the same answer (protojson, as curl sees it), value for value, and it has the
 // field names scripts read.
 func TestCLIJSONIsTheAPIsJSON(t *testing.T) {
 	t.Parallel()
@@ -138,6 +138,19 @@ func TestCLIJSONIsTheAPIsJSON(t *testing.T) {
 	list := same("tasks list", mustCLI(t, "tasks", "list", "--addr", addr, "--json"), &tenurev1.ListTasksResponse{Tasks: all.Msg.GetTasks()})
 	pin("tasks list", list, "tasks", "tasks[].taskId", "tasks[].state", "tasks[].leaseId", "tasks[].workerId", "tasks[].leaseExpiry")
 	same("tasks list (none)", mustCLI(t, "tasks", "list", "--addr", addr, "--json", "--queue", "empty"), &tenurev1.ListTasksResponse{})
+	// A page: the API's answer to page_size --limit, its next page token
+	// included, so that a script can page with --page-token.
+	first, err := api.ListTasks(ctx, connect.NewRequest(&tenurev1.ListTasksRequest{PageSize: 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := same("tasks list --limit 2", mustCLI(t, "tasks", "list", "--addr", addr, "--json", "--limit", "2"), first.Msg)
+	pin("tasks list --limit 2", page, "tasks", "nextPageToken")
+	second, err := api.ListTasks(ctx, connect.NewRequest(&tenurev1.ListTasksRequest{PageSize: 2, PageToken: first.Msg.GetNextPageToken()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("tasks list --limit 2 --page-token", mustCLI(t, "tasks", "list", "--addr", addr, "--json", "--limit", "2", "--page-token", first.Msg.GetNextPageToken()), second.Msg)
 
 	for _, id := range []string{done, killed} {
 		resp, err := api.GetTaskHistory(ctx, connect.NewRequest(&tenurev1.GetTaskHistoryRequest{TaskId: id}))

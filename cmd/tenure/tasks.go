@@ -2,47 +2,43 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/tenurehq/tenure/client"
-	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-)
 
-func init() {
-	register(command{name: "submit", summary: "submit a task (payload from an argument, --file or stdin)", run: runSubmit})
-	register(command{name: "task get", summary: "show a task and its executions", run: runTaskGet})
-	register(command{name: "task history", summary: "show every record that touched a task", run: runTaskHistory})
-	register(command{name: "task kill", summary: "kill a task (DEAD, no further attempts)", run: runTaskKill})
-	register(command{name: "tasks list", summary: "list tasks, filtered by namespace, queue and state", run: runTasksList})
-}
+	"github.com/tenurehq/tenure/client"
+)
 
 // clientFlags are the flags every client command shares.
 type clientFlags struct {
-	addr *string
-	json *bool
+	addr string
+	json bool
 }
 
-func addClientFlags(fs *flag.FlagSet) clientFlags {
-	return clientFlags{
-		addr: fs.String("addr", envOr("TENURE_ADDR", "http://127.0.0.1:7070"), "server address (env TENURE_ADDR)"),
-		json: fs.Bool("json", false, "print JSON (for scripts) instead of text"),
-	}
+func (f *clientFlags) add(fs *pflag.FlagSet) {
+	fs.StringVar(&f.addr, "addr", envOr("TENURE_ADDR", "http://127.0.0.1:7070"), "server address (env TENURE_ADDR)")
+	fs.BoolVar(&f.json, "json", false, "print JSON (for scripts) instead of text")
 }
 
-func (f clientFlags) client() (*client.Client, error) {
-	addr := *f.addr
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+// url is the server's address with a scheme.
+func (f *clientFlags) url() string {
+	if !strings.Contains(f.addr, "://") {
+		return "http://" + f.addr
 	}
-	return client.New(addr, client.Options{})
+	return f.addr
+}
+
+func (f *clientFlags) connect() (*client.Client, error) {
+	return client.New(f.url(), client.Options{})
 }
 
 // printJSON prints a message as indented protojson.
@@ -55,78 +51,99 @@ func printJSON(w io.Writer, m proto.Message) error {
 	return err
 }
 
-// oneArg parses flags and returns the single positional argument.
-func oneArg(fs *flag.FlagSet, args []string, what string) (string, error) {
-	if err := fs.Parse(args); err != nil {
-		return "", err
+// oneArg returns the single positional argument.
+func oneArg(args []string, what string) (string, error) {
+	if len(args) != 1 {
+		return "", usageError{fmt.Sprintf("expected one %s, got %d arguments", what, len(args))}
 	}
-	if fs.NArg() != 1 {
-		return "", usageError{fmt.Sprintf("expected one %s, got %d arguments", what, fs.NArg())}
-	}
-	return fs.Arg(0), nil
+	return args[0], nil
 }
 
-func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("submit", "--queue Q [flags] [PAYLOAD | -]", stderr)
-	cf := addClientFlags(fs)
-	ns := fs.String("namespace", "default", "namespace of the task")
-	queue := fs.String("queue", "", "queue of the task (required)")
-	file := fs.String("file", "", "read the payload from this file")
-	requestID := fs.String("request-id", "", "idempotency key: a second submit with the same id returns the first task")
-	window := fs.Duration("window", 0, "execution window: how long each lease lasts without a heartbeat, 100ms..24h (default 30s)")
-	attempts := fs.Uint("max-attempts", 0, "attempts before the task fails for good, 1..1000 (default 3)")
-	delay := fs.Duration("delay", 0, "do not run before this much time from now")
-	priority := fs.Int("priority", 0, "higher runs first within the queue")
-	if err := fs.Parse(args); err != nil {
-		return err
+// submitCmd is `tenure submit`.
+type submitCmd struct {
+	client    clientFlags
+	namespace string
+	queue     string
+	file      string
+	requestID string
+	window    time.Duration
+	attempts  uint
+	delay     time.Duration
+	priority  int
+}
+
+func (*submitCmd) spec() *cobra.Command {
+	return &cobra.Command{
+		Use:   "submit --queue Q [flags] [PAYLOAD | -]",
+		Short: "submit a task (payload from an argument, --file or stdin)",
+		Long: `Submit a task and print its id. The payload is the one argument, the file
+given with --file, or stdin ("-", or when stdin is not a terminal); with
+none it is empty.`,
+		Example: `  tenure submit --queue emails 'hello alice'
+  echo '{"to":"bob"}' | tenure submit --queue emails --request-id order-42 -`,
 	}
-	if *queue == "" {
+}
+
+func (c *submitCmd) define(fs *pflag.FlagSet) {
+	c.client.add(fs)
+	fs.StringVar(&c.namespace, "namespace", "default", "namespace of the task")
+	fs.StringVar(&c.queue, "queue", "", "queue of the task (required)")
+	fs.StringVar(&c.file, "file", "", "read the payload from this file")
+	fs.StringVar(&c.requestID, "request-id", "", "idempotency key: a second submit with the same id returns the first task")
+	fs.DurationVar(&c.window, "window", 0, "execution window: how long each lease lasts without a heartbeat, 100ms..24h (default 30s)")
+	fs.UintVar(&c.attempts, "max-attempts", 0, "attempts before the task fails for good, 1..1000 (default 3)")
+	fs.DurationVar(&c.delay, "delay", 0, "do not run before this much time from now")
+	fs.IntVar(&c.priority, "priority", 0, "higher runs first within the queue")
+}
+
+func (c *submitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error {
+	if c.queue == "" {
 		return usageError{"--queue is required"}
 	}
-	if *delay < 0 {
+	if c.delay < 0 {
 		return usageError{"--delay must not be negative"}
 	}
-	if *attempts > 1<<31 {
+	if c.attempts > 1<<31 {
 		return usageError{"--max-attempts is too large"}
 	}
 	// The API takes zero as "unset"; an explicit zero must not quietly
 	// become the default.
-	if flagSet(fs, "max-attempts") && *attempts == 0 {
+	if fs.Changed("max-attempts") && c.attempts == 0 {
 		return usageError{"--max-attempts 0 is outside 1..1000; omit the flag for the server's default of 3 attempts"}
 	}
-	if flagSet(fs, "window") && *window == 0 {
+	if fs.Changed("window") && c.window == 0 {
 		return usageError{"--window 0 is outside 100ms..24h; omit the flag for the server's default of 30s"}
 	}
-	payload, err := readPayload(fs.Args(), *file)
+	payload, err := readPayload(args, c.file)
 	if err != nil {
 		return err
 	}
-	c, err := cf.client()
+	cl, err := c.client.connect()
 	if err != nil {
 		return err
 	}
 	req := client.SubmitRequest{
-		Namespace: *ns, Queue: *queue, Payload: payload, RequestID: *requestID,
-		ExecutionWindow: *window, Priority: int32(*priority),
+		Namespace: c.namespace, Queue: c.queue, Payload: payload, RequestID: c.requestID,
+		ExecutionWindow: c.window, Priority: int32(c.priority),
 	}
-	if *attempts > 0 {
-		req.Retry = &client.RetryPolicy{MaxAttempts: uint32(*attempts)}
+	if c.attempts > 0 {
+		req.Retry = &client.RetryPolicy{MaxAttempts: uint32(c.attempts)}
 	}
-	if *delay > 0 {
-		req.NotBefore = clock.Real.Now().Add(*delay)
+	if c.delay > 0 {
+		req.NotBefore = a.clock.Now().Add(c.delay)
 	}
-	res, err := c.Submit(ctx, req)
+	res, err := cl.Submit(ctx, req)
 	if err != nil {
 		return err
 	}
-	if *cf.json {
-		return writeJSON(stdout, submitJSON{Task: taskToJSON(res.Task), Duplicate: res.Duplicate})
+	if c.client.json {
+		return writeJSON(a.stdout, submitJSON{Task: taskToJSON(res.Task), Duplicate: res.Duplicate})
 	}
 	if res.Duplicate {
-		fmt.Fprintf(stdout, "%s (duplicate: request id %q was submitted before; nothing new was created)\n", res.TaskID, *requestID)
+		fmt.Fprintf(a.stdout, "%s (duplicate: request id %q was submitted before; nothing new was created)\n", res.TaskID, c.requestID)
 		return nil
 	}
-	fmt.Fprintln(stdout, res.TaskID)
+	fmt.Fprintln(a.stdout, res.TaskID)
 	return nil
 }
 
@@ -161,25 +178,32 @@ func isTerminal(f *os.File) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-func runTaskGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("task get", "[flags] TASK_ID", stderr)
-	cf := addClientFlags(fs)
-	id, err := oneArg(fs, args, "task id")
+// taskGetCmd is `tenure task get`.
+type taskGetCmd struct{ client clientFlags }
+
+func (*taskGetCmd) spec() *cobra.Command {
+	return &cobra.Command{Use: "get [flags] TASK_ID", Short: "show a task and its executions"}
+}
+
+func (c *taskGetCmd) define(fs *pflag.FlagSet) { c.client.add(fs) }
+
+func (c *taskGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	id, err := oneArg(args, "task id")
 	if err != nil {
 		return err
 	}
-	c, err := cf.client()
+	cl, err := c.client.connect()
 	if err != nil {
 		return err
 	}
-	t, err := c.GetTask(ctx, id)
+	t, err := cl.GetTask(ctx, id)
 	if err != nil {
 		return err
 	}
-	if *cf.json {
-		return writeJSON(stdout, taskToJSON(t))
+	if c.client.json {
+		return writeJSON(a.stdout, taskToJSON(t))
 	}
-	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
 	row("task", t.ID)
 	row("queue", t.Namespace+"/"+t.Queue)
@@ -207,8 +231,8 @@ func runTaskGet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	w.Flush()
 	if len(t.Executions) > 0 {
-		fmt.Fprintln(stdout, "\nexecutions:")
-		w = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(a.stdout, "\nexecutions:")
+		w = tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "ATTEMPT\tSTATUS\tWORKER\tLEASE\tLEASED\tFINISHED\tREASON")
 		for _, e := range t.Executions {
 			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Attempt, e.Status,
@@ -219,25 +243,32 @@ func runTaskGet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-func runTaskHistory(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("task history", "[flags] TASK_ID", stderr)
-	cf := addClientFlags(fs)
-	id, err := oneArg(fs, args, "task id")
+// taskHistoryCmd is `tenure task history`.
+type taskHistoryCmd struct{ client clientFlags }
+
+func (*taskHistoryCmd) spec() *cobra.Command {
+	return &cobra.Command{Use: "history [flags] TASK_ID", Short: "show every record that touched a task"}
+}
+
+func (c *taskHistoryCmd) define(fs *pflag.FlagSet) { c.client.add(fs) }
+
+func (c *taskHistoryCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	id, err := oneArg(args, "task id")
 	if err != nil {
 		return err
 	}
-	c, err := cf.client()
+	cl, err := c.client.connect()
 	if err != nil {
 		return err
 	}
-	entries, err := c.GetTaskHistory(ctx, id)
+	entries, err := cl.GetTaskHistory(ctx, id)
 	if err != nil {
 		return err
 	}
-	if *cf.json {
-		return writeJSON(stdout, historyToJSON(entries))
+	if c.client.json {
+		return writeJSON(a.stdout, historyToJSON(entries))
 	}
-	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "LSN\tTIME\tRECORD\tATTEMPT\tLEASE\tDETAIL")
 	for _, e := range entries {
 		attempt := ""
@@ -249,86 +280,192 @@ func runTaskHistory(ctx context.Context, args []string, stdout, stderr io.Writer
 	return w.Flush()
 }
 
-func runTaskKill(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("task kill", "[flags] TASK_ID", stderr)
-	cf := addClientFlags(fs)
-	reason := fs.String("reason", "killed from the command line", "why (kept on the task)")
-	id, err := oneArg(fs, args, "task id")
+// taskKillCmd is `tenure task kill`.
+type taskKillCmd struct {
+	client clientFlags
+	reason string
+}
+
+func (*taskKillCmd) spec() *cobra.Command {
+	return &cobra.Command{Use: "kill [flags] TASK_ID", Short: "kill a task (DEAD, no further attempts)"}
+}
+
+func (c *taskKillCmd) define(fs *pflag.FlagSet) {
+	c.client.add(fs)
+	fs.StringVar(&c.reason, "reason", "killed from the command line", "why (kept on the task)")
+}
+
+func (c *taskKillCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	id, err := oneArg(args, "task id")
 	if err != nil {
 		return err
 	}
-	c, err := cf.client()
+	cl, err := c.client.connect()
 	if err != nil {
 		return err
 	}
-	if err := c.KillTask(ctx, id, *reason); err != nil {
+	if err := cl.KillTask(ctx, id, c.reason); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s is DEAD\n", id)
+	fmt.Fprintf(a.stdout, "%s is DEAD\n", id)
 	return nil
 }
 
-func runTasksList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("tasks list", "[flags]", stderr)
-	cf := addClientFlags(fs)
-	ns := fs.String("namespace", "", "only this namespace (default: all)")
-	queue := fs.String("queue", "", "only this queue (default: all)")
-	stateFlag := fs.String("state", "", "only this state: waiting, leased, committed, completed, failed or dead")
-	limit := fs.Int("limit", 100, "most tasks to show (0: all)")
-	if err := fs.Parse(args); err != nil {
+// tasksListCmd is `tenure tasks list`.
+type tasksListCmd struct {
+	client    clientFlags
+	namespace string
+	queue     string
+	state     string
+	limit     int
+	pageToken string
+	all       bool
+}
+
+// maxListPage is the most tasks one ListTasks call asks for: the server's
+// default limit on a page.
+const maxListPage = 1000
+
+func (*tasksListCmd) spec() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list [flags]",
+		Short: "list tasks, filtered by namespace, queue and state",
+		Long: `List tasks in creation order, at most --limit of them (default 100). When
+more match, it says so on stderr with the command that lists the next page
+(--page-token), or list them all with --all.
+
+With --json it prints the API's ListTasksResponse: "tasks", and
+"nextPageToken" when more may follow (pass it to --page-token), exactly as
+ListTasks with page_size --limit answers. With --all --json it prints one
+response holding every task, without a token.`,
+		Example: `  tenure tasks list --queue emails --state failed
+  tenure tasks list --all --json | jq -r '.tasks[].taskId'`,
+	}
+}
+
+func (c *tasksListCmd) define(fs *pflag.FlagSet) {
+	c.client.add(fs)
+	fs.StringVar(&c.namespace, "namespace", "", "only this namespace (default: all)")
+	fs.StringVar(&c.queue, "queue", "", "only this queue (default: all)")
+	fs.StringVar(&c.state, "state", "", "only this state: waiting, leased, committed, completed, failed or dead")
+	fs.IntVar(&c.limit, "limit", 100, "most tasks to show (0: all)")
+	fs.StringVar(&c.pageToken, "page-token", "", "start after the previous page: the token a listing printed")
+	fs.BoolVar(&c.all, "all", false, "list every task, page after page, to the end")
+}
+
+func (*tasksListCmd) choices() map[string][]string {
+	return map[string][]string{"state": {"waiting", "leased", "committed", "completed", "failed", "dead"}}
+}
+
+func (c *tasksListCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error {
+	if err := noArgs(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	}
-	if *limit < 0 {
+	if c.limit < 0 {
 		return usageError{"--limit must not be negative"}
 	}
-	st, ok := parseState(*stateFlag)
-	if !ok {
-		return usageError{fmt.Sprintf("--state %q: use waiting, leased, committed, completed, failed or dead", *stateFlag)}
+	if c.all && fs.Changed("limit") {
+		return usageError{"--all lists every task; give --all or --limit, not both"}
 	}
-	c, err := cf.client()
+	st, ok := parseState(c.state)
+	if !ok {
+		return usageError{fmt.Sprintf("--state %q: use waiting, leased, committed, completed, failed or dead", c.state)}
+	}
+	cl, err := c.client.connect()
 	if err != nil {
 		return err
 	}
+	req := client.ListTasksRequest{Namespace: c.namespace, Queue: c.queue, State: st, PageToken: c.pageToken}
+	unlimited := c.all || c.limit == 0
 	var tasks []client.Task
-	token := ""
 	for {
-		size := 1000
-		if *limit > 0 {
-			size = min(size, *limit-len(tasks))
+		req.PageSize = maxListPage
+		if !unlimited {
+			req.PageSize = min(maxListPage, c.limit-len(tasks))
 		}
-		page, next, err := c.ListTasks(ctx, client.ListTasksRequest{Namespace: *ns, Queue: *queue, State: st, PageSize: size, PageToken: token})
+		page, next, err := cl.ListTasks(ctx, req)
 		if err != nil {
 			return err
 		}
 		tasks = append(tasks, page...)
-		if next == "" || (*limit > 0 && len(tasks) >= *limit) {
+		// A page never holds more than asked for, so next continues right
+		// after the last task kept.
+		req.PageToken = next
+		if next == "" || (!unlimited && len(tasks) >= c.limit) {
 			break
 		}
-		token = next
 	}
-	if *cf.json {
-		var out taskListJSON
+	next := req.PageToken
+	if c.client.json {
+		out := taskListJSON{NextPageToken: next}
 		for i := range tasks {
 			out.Tasks = append(out.Tasks, taskToJSON(&tasks[i]))
 		}
-		return writeJSON(stdout, out)
+		if err := writeJSON(a.stdout, out); err != nil {
+			return err
+		}
+	} else {
+		w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "TASK\tNAMESPACE\tQUEUE\tSTATE\tATTEMPT\tCREATED\tPAYLOAD")
+		for _, t := range tasks {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, t.Namespace, t.Queue, t.State,
+				t.Attempt, fmtTime(t.CreatedAt), preview(t.Payload))
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if len(tasks) == 0 {
+			fmt.Fprintln(a.stderr, "no tasks match")
+		}
 	}
-	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "TASK\tNAMESPACE\tQUEUE\tSTATE\tATTEMPT\tCREATED\tPAYLOAD")
-	for _, t := range tasks {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, t.Namespace, t.Queue, t.State,
-			t.Attempt, fmtTime(t.CreatedAt), preview(t.Payload))
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	if len(tasks) == 0 {
-		fmt.Fprintln(stderr, "no tasks match")
+	if next != "" {
+		return c.hintNextPage(ctx, cl, fs, req, a.stderr)
 	}
 	return nil
+}
+
+// hintNextPage says on stderr that more tasks follow the page req.PageToken
+// continues, with the command that lists them. A token says only that the
+// server stopped early (a full page, the end of a partition): one look at
+// the next task tells whether any matches.
+func (c *tasksListCmd) hintNextPage(ctx context.Context, cl *client.Client, fs *pflag.FlagSet, req client.ListTasksRequest, stderr io.Writer) error {
+	req.PageSize = 1
+	peek, after, err := cl.ListTasks(ctx, req)
+	if err != nil {
+		return err
+	}
+	if len(peek) == 0 && after == "" {
+		return nil
+	}
+	more := "more tasks exist"
+	if len(peek) == 0 {
+		more = "more tasks may exist"
+	}
+	cmdline := []string{"tenure tasks list"}
+	fs.Visit(func(f *pflag.Flag) {
+		switch {
+		case f.Name == "page-token" || f.Name == "all":
+		case f.Value.Type() == "bool" && f.Value.String() == "true":
+			cmdline = append(cmdline, "--"+f.Name)
+		case f.Value.Type() == "bool":
+			cmdline = append(cmdline, "--"+f.Name+"="+f.Value.String())
+		default:
+			cmdline = append(cmdline, "--"+f.Name+" "+shellQuote(f.Value.String()))
+		}
+	})
+	cmdline = append(cmdline, "--page-token "+shellQuote(req.PageToken))
+	fmt.Fprintf(stderr, "%s: %s (or --all)\n", more, strings.Join(cmdline, " "))
+	return nil
+}
+
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+// shellQuote quotes s for a POSIX shell, if it needs it.
+func shellQuote(s string) string {
+	if shellSafe.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // parseState reads a --state flag: a state's name in any case, or "" for

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/tenurehq/tenure/internal/coordinator"
@@ -25,36 +26,29 @@ import (
 
 // The offline tools read a data directory directly, never through a
 // server, and never modify it.
-func init() {
-	register(command{name: "wal verify", summary: "check every WAL frame and every snapshot of a data directory (offline)", run: runWALVerify})
-	register(command{name: "wal dump", summary: "print WAL records as JSON lines, by task and LSN range (offline)", run: runWALDump})
-	register(command{name: "wal state", summary: "show the state as it was after a given LSN (offline)", run: runWALState})
-}
 
 // dataFlags are the flags every offline tool shares.
 type dataFlags struct {
-	dataDir   *string
-	forceRead *bool
+	dataDir   string
+	forceRead bool
 }
 
-func addDataFlags(fs *flag.FlagSet) dataFlags {
-	return dataFlags{
-		dataDir:   fs.String("data-dir", envOr("TENURE_DATA_DIR", "./tenure-data"), "data directory to read (env TENURE_DATA_DIR)"),
-		forceRead: fs.Bool("force-read", false, "read even while a server holds the data directory (its newest records may be half-written and show as a torn tail)"),
-	}
+func (f *dataFlags) add(fs *pflag.FlagSet) {
+	fs.StringVar(&f.dataDir, "data-dir", envOr("TENURE_DATA_DIR", "./tenure-data"), "data directory to read (env TENURE_DATA_DIR)")
+	fs.BoolVar(&f.forceRead, "force-read", false, "read even while a server holds the data directory (its newest records may be half-written and show as a torn tail)")
 }
 
 // open checks the data directory and takes the shared lock that keeps a
 // server from starting meanwhile (unless --force-read).
 func (f dataFlags) open(stderr io.Writer) (release func(), err error) {
-	if fi, err := os.Stat(*f.dataDir); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("no data directory at %s (pass --data-dir)", *f.dataDir)
+	if fi, err := os.Stat(f.dataDir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("no data directory at %s (pass --data-dir)", f.dataDir)
 	}
-	if *f.forceRead {
+	if f.forceRead {
 		fmt.Fprintln(stderr, "warning: --force-read: a running server may be writing; its last records may look torn")
 		return func() {}, nil
 	}
-	release, err = node.LockShared(*f.dataDir)
+	release, err = node.LockShared(f.dataDir)
 	if err != nil {
 		return nil, fmt.Errorf("%w; stop the server first, or pass --force-read to read anyway", err)
 	}
@@ -62,11 +56,11 @@ func (f dataFlags) open(stderr io.Writer) (release func(), err error) {
 }
 
 func (f dataFlags) walOptions() wal.Options {
-	return wal.Options{Dir: filepath.Join(*f.dataDir, node.WALDir), MaxRecordBytes: 64 << 20}
+	return wal.Options{Dir: filepath.Join(f.dataDir, node.WALDir), MaxRecordBytes: 64 << 20}
 }
 
 func (f dataFlags) snapshots() snapshot.Dir {
-	return snapshot.Dir{Path: filepath.Join(*f.dataDir, node.SnapshotDir)}
+	return snapshot.Dir{Path: filepath.Join(f.dataDir, node.SnapshotDir)}
 }
 
 func decodeEntry(lsn uint64, e wal.Entry) (state.Record, error) {
@@ -77,15 +71,26 @@ func decodeEntry(lsn uint64, e wal.Entry) (state.Record, error) {
 	return r, nil
 }
 
-func runWALVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("wal verify", "[flags]", stderr)
-	df := addDataFlags(fs)
-	if err := fs.Parse(args); err != nil {
+// walVerifyCmd is `tenure wal verify`.
+type walVerifyCmd struct{ data dataFlags }
+
+func (*walVerifyCmd) spec() *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify [flags]",
+		Short: "check every WAL frame and every snapshot of a data directory (offline)",
+		Long: `Check every WAL frame and every snapshot of a data directory, and that the
+records after the newest snapshot apply. Exit 1 with the file and offset of
+the first problem, or the records a snapshot proves lost.`,
+	}
+}
+
+func (c *walVerifyCmd) define(fs *pflag.FlagSet) { c.data.add(fs) }
+
+func (c *walVerifyCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	if err := noArgs(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	}
+	stdout, stderr, df := a.stdout, a.stderr, c.data
 	release, err := df.open(stderr)
 	if err != nil {
 		return err
@@ -218,20 +223,31 @@ func replayInto(df dataFlags, st *state.State, from, to uint64) (int, error) {
 	return n, err
 }
 
-func runWALDump(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("wal dump", "[--task ID] [--from LSN] [--to LSN] [flags]", stderr)
-	df := addDataFlags(fs)
-	task := fs.String("task", "", "only records that touch this task")
-	from := fs.Uint64("from", 0, "first LSN to print (default: the first in the log)")
-	to := fs.Uint64("to", 0, "last LSN to print (default: the last in the log)")
-	if err := fs.Parse(args); err != nil {
+// walDumpCmd is `tenure wal dump`.
+type walDumpCmd struct {
+	data     dataFlags
+	task     string
+	from, to uint64
+}
+
+func (*walDumpCmd) spec() *cobra.Command {
+	return &cobra.Command{Use: "dump [--task ID] [--from LSN] [--to LSN] [flags]", Short: "print WAL records as JSON lines, by task and LSN range (offline)"}
+}
+
+func (c *walDumpCmd) define(fs *pflag.FlagSet) {
+	c.data.add(fs)
+	fs.StringVar(&c.task, "task", "", "only records that touch this task")
+	fs.Uint64Var(&c.from, "from", 0, "first LSN to print (default: the first in the log)")
+	fs.Uint64Var(&c.to, "to", 0, "last LSN to print (default: the last in the log)")
+}
+
+func (c *walDumpCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	if err := noArgs(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	}
-	if *to != 0 && *from > *to {
-		return usageError{fmt.Sprintf("--from %d is after --to %d", *from, *to)}
+	stdout, stderr, df := a.stdout, a.stderr, c.data
+	if c.to != 0 && c.from > c.to {
+		return usageError{fmt.Sprintf("--from %d is after --to %d", c.from, c.to)}
 	}
 	release, err := df.open(stderr)
 	if err != nil {
@@ -242,8 +258,8 @@ func runWALDump(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	start := max(*from, rep.FirstLSN)
-	if *from != 0 && *from < rep.FirstLSN {
+	start := max(c.from, rep.FirstLSN)
+	if c.from != 0 && c.from < rep.FirstLSN {
 		fmt.Fprintf(stderr, "note: records below lsn %d were deleted (a snapshot holds their effect); starting at %d\n", rep.FirstLSN, rep.FirstLSN)
 	}
 	w := json.NewEncoder(stdout)
@@ -253,14 +269,14 @@ func runWALDump(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Record json.RawMessage `json:"record"`
 	}
 	_, err = wal.ReplayDir(df.walOptions(), start, func(lsn uint64, e wal.Entry) error {
-		if *to != 0 && lsn > *to {
+		if c.to != 0 && lsn > c.to {
 			return errStop
 		}
 		r, err := decodeEntry(lsn, e)
 		if err != nil {
 			return err
 		}
-		if *task != "" && r.Task() != *task {
+		if c.task != "" && r.Task() != c.task {
 			return nil
 		}
 		m, err := record.Message(r)
@@ -279,18 +295,31 @@ func runWALDump(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return err
 }
 
-func runWALState(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("wal state", "[--at LSN] [--task ID] [--json] [flags]", stderr)
-	df := addDataFlags(fs)
-	at := fs.Uint64("at", 0, "show the state after this record (default: the last one)")
-	taskID := fs.String("task", "", "also show this task")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+// walStateCmd is `tenure wal state`.
+type walStateCmd struct {
+	data   dataFlags
+	at     uint64
+	taskID string
+	json   bool
+}
+
+func (*walStateCmd) spec() *cobra.Command {
+	return &cobra.Command{Use: "state [--at LSN] [--task ID] [--json] [flags]", Short: "show the state as it was after a given LSN (offline)"}
+}
+
+func (c *walStateCmd) define(fs *pflag.FlagSet) {
+	c.data.add(fs)
+	fs.Uint64Var(&c.at, "at", 0, "show the state after this record (default: the last one)")
+	fs.StringVar(&c.taskID, "task", "", "also show this task")
+	fs.BoolVar(&c.json, "json", false, "print JSON")
+}
+
+func (c *walStateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	if err := noArgs(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	}
+	stdout, stderr, df := a.stdout, a.stderr, c.data
+	at := c.at
 	release, err := df.open(stderr)
 	if err != nil {
 		return err
@@ -300,18 +329,18 @@ func runWALState(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if *at == 0 {
-		*at = rep.LastLSN
+	if at == 0 {
+		at = rep.LastLSN
 	}
-	if *at > rep.LastLSN {
-		return fmt.Errorf("--at %d is after the log's last record, lsn %d", *at, rep.LastLSN)
+	if at > rep.LastLSN {
+		return fmt.Errorf("--at %d is after the log's last record, lsn %d", at, rep.LastLSN)
 	}
 	store := df.snapshots()
 	lsns, err := store.List()
 	if err != nil {
 		return err
 	}
-	st, from, err := startState(store, lsns, *at, stderr)
+	st, from, err := startState(store, lsns, at, stderr)
 	if err != nil {
 		return err
 	}
@@ -323,24 +352,24 @@ func runWALState(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			}
 		}
 		return fmt.Errorf("the state after lsn %d is no longer available: the log starts at lsn %d and the oldest usable snapshot is at lsn %d; pick --at %d or later",
-			*at, rep.FirstLSN, oldest, oldest)
+			at, rep.FirstLSN, oldest, oldest)
 	}
 	snapAt := from - 1
-	n, err := replayInto(df, st, from, *at)
+	n, err := replayInto(df, st, from, at)
 	if err != nil {
 		return err
 	}
 	var t *state.Task
-	if *taskID != "" {
-		if t = st.Task(*taskID); t == nil {
-			return fmt.Errorf("no task %q in the state after lsn %d (never created, created later, or purged by retention)", *taskID, *at)
+	if c.taskID != "" {
+		if t = st.Task(c.taskID); t == nil {
+			return fmt.Errorf("no task %q in the state after lsn %d (never created, created later, or purged by retention)", c.taskID, at)
 		}
 	}
 	byState := map[string]int{}
 	for ts := state.Waiting; ts <= state.Dead; ts++ {
 		byState[ts.String()] = st.Count(ts)
 	}
-	if *asJSON {
+	if c.json {
 		out := struct {
 			LSN          uint64          `json:"lsn"`
 			Epoch        uint64          `json:"epoch"`

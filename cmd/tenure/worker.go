@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -13,12 +12,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/tenurehq/tenure/worker"
 )
-
-func init() {
-	register(command{name: "worker", summary: "run a command for each task of a queue (payload on stdin)", run: runWorker})
-}
 
 // Limits of what the exec worker sends back: the server's defaults.
 const (
@@ -26,57 +24,134 @@ const (
 	maxReasonBytes = 4 << 10
 )
 
-func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("worker", "--queue Q --exec CMD [flags]", stderr)
-	cf := addClientFlags(fs)
-	ns := fs.String("namespace", "default", "namespace to lease from")
-	queue := fs.String("queue", "", "queue to lease from (required)")
-	cmdline := fs.String("exec", "", "command run with `sh -c` for each task (required); the payload is its stdin")
-	concurrency := fs.Int("concurrency", 1, "tasks run at once, 1..10000")
-	workerID := fs.String("worker-id", "", "name of this worker in leases (default host-pid-random)")
-	grace := fs.Duration("shutdown-grace", 30*time.Second, "on SIGTERM, how long running commands may finish before they are killed and their tasks failed (above 0)")
-	if err := fs.Parse(args); err != nil {
-		return err
+// permanentFailureExit is the exit status with which an exec worker's
+// command fails its task for good, without retries: high enough that no
+// shell or common tool returns it by accident (they use 1, 2, 126, 127
+// and 128+signal).
+const permanentFailureExit = 100
+
+// workerCmd is `tenure worker`.
+type workerCmd struct {
+	client      clientFlags
+	namespace   string
+	queue       string
+	cmdline     string
+	concurrency int
+	workerID    string
+	grace       time.Duration
+}
+
+func (*workerCmd) spec() *cobra.Command {
+	return &cobra.Command{
+		Use:   "worker --queue Q --exec CMD [flags]",
+		Short: "run a command for each task of a queue (payload on stdin)",
+		Long: fmt.Sprintf(`Lease the tasks of a queue and run CMD with sh -c for each, up to
+--concurrency at once, heartbeating while it runs.
+
+The command's stdin is the task's payload. Its environment is the worker's,
+plus:
+  TENURE_TASK_ID     the task's id
+  TENURE_ATTEMPT     this attempt's number, from 1
+  TENURE_LEASE_ID    this attempt's lease
+  TENURE_NAMESPACE   the task's namespace
+  TENURE_QUEUE       the task's queue
+
+Its exit status decides the task:
+  0      the task completes; its result is the command's stdout (at most 1 MiB)
+  %d    the task fails permanently, with no retry; the reason is the end of
+         its stderr
+  other  the attempt fails with the end of its stderr as the reason; the task
+         is retried per its retry policy (FAILED after its last attempt)
+
+When the lease is lost (it expired, or the task was killed) the command's
+whole process group is killed. On SIGTERM or Ctrl-C the worker leases no
+more, lets running commands finish for --shutdown-grace, then kills them
+and fails their tasks (retried).
+
+The worker logs one line per finished task on stderr: "task finished" with
+its outcome (completed; failed, will retry; failed permanently; lease lost;
+not reported), the task id, the attempt and how long it took.`, permanentFailureExit),
+		Example: fmt.Sprintf(`  tenure worker --queue emails --exec 'tr a-z A-Z'
+  tenure worker --queue resize --concurrency 4 --exec ./resize.sh   # resize.sh exits %d on an image it can never resize`, permanentFailureExit),
 	}
-	if *queue == "" || *cmdline == "" {
+}
+
+func (c *workerCmd) define(fs *pflag.FlagSet) {
+	c.client.add(fs)
+	fs.StringVar(&c.namespace, "namespace", "default", "namespace to lease from")
+	fs.StringVar(&c.queue, "queue", "", "queue to lease from (required)")
+	fs.StringVar(&c.cmdline, "exec", "", "command run with sh -c for each task (required); the payload is its stdin")
+	fs.IntVar(&c.concurrency, "concurrency", 1, "tasks run at once, 1..10000")
+	fs.StringVar(&c.workerID, "worker-id", "", "name of this worker in leases (default host-pid-random)")
+	fs.DurationVar(&c.grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running commands may finish before they are killed and their tasks failed (above 0)")
+}
+
+func (c *workerCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	if c.queue == "" || c.cmdline == "" {
 		return usageError{"--queue and --exec are required"}
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q (quote the whole --exec command)", fs.Arg(0))}
+	if len(args) > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q (quote the whole --exec command)", args[0])}
 	}
 	// worker.Options takes zero as "unset"; an explicit zero must not
 	// quietly become the default.
-	if *concurrency == 0 {
+	if c.concurrency == 0 {
 		return usageError{"--concurrency 0 is outside 1..10000; omit the flag for the default of 1"}
 	}
-	if *grace == 0 {
+	if c.grace == 0 {
 		return usageError{"--shutdown-grace 0 is not above 0 (pass a small value such as 1ms to kill running commands at once on SIGTERM); omit the flag for the default of 30s"}
 	}
-	c, err := cf.client()
+	cl, err := c.client.connect()
 	if err != nil {
 		return err
 	}
-	lg := slog.New(slog.NewTextHandler(stderr, nil))
-	w, err := worker.New(c, *queue, execHandler(*cmdline, lg), worker.Options{
-		Namespace:     *ns,
-		WorkerID:      *workerID,
-		Concurrency:   *concurrency,
-		ShutdownGrace: *grace,
+	lg := slog.New(slog.NewTextHandler(a.stderr, nil))
+	w, err := worker.New(cl, c.queue, execHandler(c.cmdline, lg), worker.Options{
+		Namespace:     c.namespace,
+		WorkerID:      c.workerID,
+		Concurrency:   c.concurrency,
+		ShutdownGrace: c.grace,
 		Logger:        lg,
+		Clock:         a.clock,
+		OnFinish:      logFinish(lg),
 	})
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	fmt.Fprintf(stdout, "worker: running %q for tasks of %s/%s (concurrency %d)\n", *cmdline, *ns, *queue, *concurrency)
+	fmt.Fprintf(a.stdout, "worker: running %q for tasks of %s/%s (concurrency %d)\n", c.cmdline, c.namespace, c.queue, c.concurrency)
 	return w.Run(ctx)
 }
 
-// execHandler runs cmdline once per task. The payload is the command's
-// stdin; TENURE_TASK_ID, TENURE_ATTEMPT and TENURE_LEASE_ID are in its
-// environment. Exit 0: the task completes with the command's stdout. Any
-// other exit: the task fails with the end of its stderr (and is retried per
-// its policy). When the lease is lost the handler's context ends, and the
-// command's whole process group is killed.
+// logFinish logs one line per finished task: its outcome, the task, the
+// attempt and how long it took (on the worker's clock).
+func logFinish(lg *slog.Logger) func(*worker.Task, worker.Finish) {
+	outcomes := map[worker.Outcome]string{
+		worker.OutcomeCompleted:  "completed",
+		worker.OutcomeRetrying:   "failed, will retry",
+		worker.OutcomeFailed:     "failed permanently",
+		worker.OutcomeLost:       "lease lost",
+		worker.OutcomeUnreported: "not reported",
+	}
+	return func(t *worker.Task, f worker.Finish) {
+		attrs := []any{"outcome", outcomes[f.Outcome], "task", t.ID, "attempt", t.Attempt, "took", f.Took}
+		if !f.RetryAt.IsZero() {
+			attrs = append(attrs, "retry_at", f.RetryAt)
+		}
+		if f.Err != nil {
+			attrs = append(attrs, "err", f.Err)
+		}
+		level := slog.LevelInfo
+		if f.Outcome != worker.OutcomeCompleted {
+			level = slog.LevelWarn
+		}
+		lg.Log(context.Background(), level, "task finished", attrs...)
+	}
+}
+
+// execHandler runs cmdline once per task, as the worker command's help
+// says: the payload on stdin, the task in TENURE_* variables, the exit
+// status deciding the task. When the lease is lost the handler's context
+// ends, and the command's whole process group is killed.
 func execHandler(cmdline string, lg *slog.Logger) worker.Handler {
 	return func(ctx context.Context, t *worker.Task) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, "sh", "-c", cmdline)
@@ -89,6 +164,8 @@ func execHandler(cmdline string, lg *slog.Logger) worker.Handler {
 			"TENURE_TASK_ID="+t.ID,
 			"TENURE_ATTEMPT="+strconv.FormatUint(uint64(t.Attempt), 10),
 			"TENURE_LEASE_ID="+t.LeaseID,
+			"TENURE_NAMESPACE="+t.Namespace,
+			"TENURE_QUEUE="+t.Queue,
 		)
 		// Its own process group, so a lost lease kills the children too.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -100,9 +177,9 @@ func execHandler(cmdline string, lg *slog.Logger) worker.Handler {
 			return nil, fmt.Errorf("command killed: %w", ctx.Err())
 		}
 		if err != nil {
-			var ee *exec.ExitError
 			reason := err.Error()
-			if errors.As(err, &ee) {
+			ee, exited := errors.AsType[*exec.ExitError](err)
+			if exited {
 				reason = ee.String()
 			}
 			if tail := bytes.TrimSpace(errTail.Bytes()); len(tail) > 0 {
@@ -110,6 +187,9 @@ func execHandler(cmdline string, lg *slog.Logger) worker.Handler {
 			}
 			if len(reason) > maxReasonBytes {
 				reason = reason[len(reason)-maxReasonBytes:]
+			}
+			if exited && ee.ExitCode() == permanentFailureExit {
+				return nil, worker.Permanent(errors.New(reason))
 			}
 			return nil, errors.New(reason)
 		}
