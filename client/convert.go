@@ -101,6 +101,9 @@ func historyEntryOf(p *tenurev1.HistoryEntry) HistoryEntry {
 		WorkerID: p.GetWorkerId(),
 		Attempt:  p.GetAttempt(),
 		Detail:   p.GetDetail(),
+
+		RequestedBy: p.GetRequestedBy(),
+		Reason:      p.GetReason(),
 	}
 }
 

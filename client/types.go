@@ -207,7 +207,8 @@ type HistoryEntry struct {
 	LSN uint64
 	// Type is the record type: "TaskCreated", "LeaseGranted",
 	// "LeaseExtended", "LeaseExpired", "ExecutionStarted", "TaskCommitted",
-	// "TaskCompleted", "TaskFailed", "TaskCancelled" or "TaskDead".
+	// "TaskCompleted", "TaskFailed", "TaskCancelled", "TaskDead" or
+	// "TaskRetried".
 	Type string
 	// At is the time the record carries (for TaskCreated the submission,
 	// for LeaseGranted the grant, and so on).
@@ -220,6 +221,10 @@ type HistoryEntry struct {
 	// Detail is a summary for people, e.g. "lease expired; retry not
 	// before …". Its wording may change: do not parse it.
 	Detail string
+	// RequestedBy and Reason say who asked for an operator's action
+	// (TaskDead, TaskRetried) and why, as given.
+	RequestedBy string
+	Reason      string
 }
 
 // LeaseRequest asks for tasks of one queue.

@@ -42,7 +42,7 @@ func TestCLITaskCommands(t *testing.T) {
 	if len(id) != 26 {
 		t.Fatalf("submit printed %q, want a task id", id)
 	}
-	if out := mustCLI(t, "submit", "--addr", addr, "--queue", "emails", "--request-id", "r1", "again"); !strings.Contains(out, id) || !strings.Contains(out, "duplicate") {
+	if out := mustCLI(t, "submit", "--addr", addr, "--queue", "emails", "--request-id", "r1", "hello alice"); !strings.Contains(out, id) || !strings.Contains(out, "duplicate") {
 		t.Fatalf("repeated request id: %q", out)
 	}
 	file := filepath.Join(t.TempDir(), "payload")

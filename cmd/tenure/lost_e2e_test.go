@@ -127,7 +127,7 @@ func TestLostWALTailRefused(t *testing.T) {
 	submit := func(i int) *tenurev1.SubmitResponse {
 		ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
 		defer cancel()
-		resp, err := c.tasks.Submit(ctx, connect.NewRequest(&tenurev1.SubmitRequest{Queue: "q", RequestId: fmt.Sprint("req-", i)}))
+		resp, err := c.tasks.Submit(ctx, connect.NewRequest(&tenurev1.SubmitRequest{Queue: "q", RequestId: fmt.Sprint("req-", i), Payload: []byte(fmt.Sprint("task ", i))}))
 		if err != nil {
 			t.Fatalf("submit req-%d: %v", i, err)
 		}

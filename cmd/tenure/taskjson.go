@@ -84,6 +84,9 @@ type historyEntryJSON struct {
 	WorkerID string   `json:"workerId,omitempty"`
 	Attempt  uint32   `json:"attempt,omitempty"`
 	Detail   string   `json:"detail,omitempty"`
+
+	RequestedBy string `json:"requestedBy,omitempty"`
+	Reason      string `json:"reason,omitempty"`
 }
 
 func taskToJSON(t *client.Task) taskJSON {
@@ -134,6 +137,7 @@ func historyToJSON(entries []client.HistoryEntry) historyJSON {
 	for _, e := range entries {
 		out.Entries = append(out.Entries, historyEntryJSON{
 			LSN: e.LSN, Type: e.Type, At: timeJSON(e.At), LeaseID: e.LeaseID, WorkerID: e.WorkerID, Attempt: e.Attempt, Detail: e.Detail,
+			RequestedBy: e.RequestedBy, Reason: e.Reason,
 		})
 	}
 	return out

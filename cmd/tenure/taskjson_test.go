@@ -169,7 +169,7 @@ func TestCLIJSONIsTheAPIsJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub := same("submit (a duplicate)", mustCLI(t, "submit", "--addr", addr, "--json", "--queue", "done", "--request-id", "r1", "again"),
+	sub := same("submit (a duplicate)", mustCLI(t, "submit", "--addr", addr, "--json", "--queue", "done", "--request-id", "r1", "hello"),
 		&tenurev1.SubmitResponse{Task: resp.Msg.GetTask(), Duplicate: true})
 	pin("submit", sub, "task", "task.taskId", "duplicate")
 }

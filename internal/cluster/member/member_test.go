@@ -714,7 +714,7 @@ func TestSnapshotsCompactAndANewOwnerStartsFromThem(t *testing.T) {
 			t.Fatalf("task %d after the handover: %v, %v", i, got, err)
 		}
 	}
-	res, err := submit(ctx, a2, &tenurev1.SubmitRequest{Queue: "q", RequestId: "7"})
+	res, err := submit(ctx, a2, &tenurev1.SubmitRequest{Queue: "q", RequestId: "7", Payload: []byte("7")})
 	if err != nil || !res.GetDuplicate() || res.GetTask().GetTaskId() != ids[7] {
 		t.Fatalf("request id deduplication after restoring from a snapshot: %v, %v", res, err)
 	}
