@@ -107,7 +107,7 @@ type clTest struct {
 	dsn   string
 	db    *sql.DB // the test's own pool, never through a proxy
 	nodes []*clNode
-	hc    *http.Client // for /healthz
+	hc    *http.Client // for /readyz
 
 	// phase is set by a test around a fault; every acknowledgement notes
 	// the phase its call was sent and answered in.
@@ -155,14 +155,14 @@ func (c *clTest) start(n *clNode, fresh bool) {
 			n.addr = freeLoopbackAddr(t)
 		}
 		p := spawnProc(t, n.id, n.addr, n.args())
-		err := waitHealthz(p)
+		err := waitReady(p)
 		if err == nil {
 			want := fmt.Sprintf("tenure node %s serving on %s", n.id, n.url())
 			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.out.String(), want) && time.Now().Before(deadline); {
 				time.Sleep(5 * time.Millisecond)
 			}
 			if !strings.Contains(p.out.String(), want) {
-				t.Fatalf("node %s is healthy but did not print %q", n.id, want)
+				t.Fatalf("node %s is ready but did not print %q", n.id, want)
 			}
 			n.proc = p
 			return
@@ -170,7 +170,7 @@ func (c *clTest) start(n *clNode, fresh bool) {
 		if fresh && try < 3 && p.exited() && strings.Contains(p.out.String(), "address already in use") {
 			continue
 		}
-		t.Fatalf("node %s on %s did not become healthy: %v", n.id, n.addr, err)
+		t.Fatalf("node %s on %s did not become ready: %v", n.id, n.addr, err)
 	}
 }
 
@@ -233,9 +233,10 @@ func (c *clTest) ids(except ...int) []string {
 	return out
 }
 
-// health is the status /healthz of node n answers.
+// health is the status /readyz of node n answers: 200 while it serves
+// (inside its trust window).
 func (c *clTest) health(n *clNode) (int, error) {
-	resp, err := c.hc.Get(n.url() + "/healthz")
+	resp, err := c.hc.Get(n.url() + "/readyz")
 	if err != nil {
 		return 0, err
 	}
@@ -1360,14 +1361,14 @@ func TestClusterSIGSTOPOwner(t *testing.T) {
 		t.Logf("coordinator lock now: %s at epoch %d (was %s at %d); steps down so far: %d %v", lk2.owner, lk2.epoch, lk.owner, lk.epoch, len(downs), downs)
 	}
 
-	// Ask /healthz while it is frozen: the request waits in the socket and
+	// Ask /readyz while it is frozen: the request waits in the socket and
 	// is the first the node serves when it resumes (unless its heartbeat
 	// gets there first; only logged).
 	first := make(chan string, 1)
 	go func() {
 		hc := &http.Client{Timeout: 30 * time.Second}
 		defer hc.CloseIdleConnections()
-		resp, err := hc.Get(xn.url() + "/healthz")
+		resp, err := hc.Get(xn.url() + "/readyz")
 		if err != nil {
 			first <- err.Error()
 			return
@@ -1396,9 +1397,9 @@ func TestClusterSIGSTOPOwner(t *testing.T) {
 	}
 	select {
 	case s := <-first:
-		t.Logf("%s's first /healthz answer after SIGCONT: %s", xn.id, s)
+		t.Logf("%s's first /readyz answer after SIGCONT: %s", xn.id, s)
 	case <-time.After(e2eCallTimeout):
-		t.Logf("%s's /healthz asked while frozen had no answer %v after SIGCONT", xn.id, e2eCallTimeout)
+		t.Logf("%s's /readyz asked while frozen had no answer %v after SIGCONT", xn.id, e2eCallTimeout)
 	}
 
 	// It rejoins: healthy, active, and given partitions back (balance).
@@ -1466,7 +1467,7 @@ func (c *clTest) checkAcksOf(x int, old map[uint64]clPart, tasks map[string]*ten
 }
 
 // TestClusterDBCut cuts one node off the database (a proxy between them)
-// under load. In one polling loop the test sees its /healthz turn non-200
+// under load. In one polling loop the test sees its /readyz turn non-200
 // no later than the database shows one of its partitions owned by another
 // node. After Restore the node must be healthy and active again and own a
 // partition again, and every acknowledgement must survive.
@@ -1495,8 +1496,8 @@ func TestClusterDBCut(t *testing.T) {
 	cutAt := time.Now() // for the figures only
 	proxy.Cut()
 
-	// (a) the first non-200 /healthz, (b) the first sight of one of its
-	// partitions owned by another node. Each round asks /healthz first,
+	// (a) the first non-200 /readyz, (b) the first sight of one of its
+	// partitions owned by another node. Each round asks /readyz first,
 	// then the database, so (a) in the round of (b) or earlier means the
 	// node said it was not serving before the move was seen.
 	a, b := -1, -1
@@ -1506,7 +1507,7 @@ func TestClusterDBCut(t *testing.T) {
 	deadline := time.Now().Add(clPoll)
 	for round := 0; a < 0 || b < 0; round++ {
 		if time.Now().After(deadline) {
-			t.Fatalf("after %v: first non-200 /healthz in round %d, first partition moved in round %d (-1: not seen)", clPoll, a, b)
+			t.Fatalf("after %v: first non-200 /readyz in round %d, first partition moved in round %d (-1: not seen)", clPoll, a, b)
 		}
 		code, err := c.health(xn)
 		switch {
@@ -1526,10 +1527,10 @@ func TestClusterDBCut(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if a > b {
-		t.Errorf("polling round %d saw %s's partition %s owned by %s at epoch %d, but its /healthz first answered non-200 in round %d: it did not stop serving before its partitions were given away",
+		t.Errorf("polling round %d saw %s's partition %s owned by %s at epoch %d, but its /readyz first answered non-200 in round %d: it did not stop serving before its partitions were given away",
 			b, xn.id, bPart.key, bPart.owner, bPart.epoch, a)
 	}
-	t.Logf("after the cut: /healthz non-200 in polling round %d (%v after the cut, test clock, logged only), first partition moved in round %d (%s to %s at epoch %d); %d /healthz errors",
+	t.Logf("after the cut: /readyz non-200 in polling round %d (%v after the cut, test clock, logged only), first partition moved in round %d (%s to %s at epoch %d); %d /readyz errors",
 		a, aAt.Round(time.Millisecond), b, bPart.key, bPart.owner, bPart.epoch, healthErrs)
 
 	var moved map[uint64]clPart
@@ -1551,7 +1552,7 @@ func TestClusterDBCut(t *testing.T) {
 	c.checkMovedAfterSilence(xn.id, moved)
 	t.Logf("%s's partitions moved: %s", xn.id, describe(moved))
 	if code, err := c.health(xn); err != nil || code == http.StatusOK {
-		t.Errorf("%s cut off the database: /healthz = %d, %v; want 503", xn.id, code, err)
+		t.Errorf("%s cut off the database: /readyz = %d, %v; want 503", xn.id, code, err)
 	}
 	ld.progress("while the node is cut off", clPostAcks/2)
 

@@ -49,7 +49,7 @@ func (f *clusterFlags) add(fs *pflag.FlagSet) {
 // runClusterServer runs `tenure server --mysql DSN`: one node of a
 // cluster.
 // snaps is the snapshot schedule (the flags shared with embedded mode).
-func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps host.Schedule, lg *slog.Logger, stdout io.Writer) error {
+func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps host.Schedule, pprof bool, lg *slog.Logger, stdout io.Writer) error {
 	if cf.nodeID == "" {
 		return usageError{"--node-id (or TENURE_NODE_ID) is required with --mysql: a name for this node, unique in the cluster"}
 	}
@@ -107,11 +107,11 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 	if err != nil {
 		return err
 	}
-	api, srv := newAPIServer(m, m, coordCfg, lg)
+	api, srv := newAPIServer(m, m, coordCfg, pprof, lg)
 	lg.Info("tenure cluster node serving", "node_id", cf.nodeID, "listen", ln.Addr().String(), "advertise", advertise)
 	fmt.Fprintf(stdout, "tenure node %s serving on http://%s (cluster database, advertised as %s)\n", cf.nodeID, ln.Addr(), advertise)
 
-	if err := serveUntilDone(ctx, api, srv, ln, lg); err != nil {
+	if err := serveUntilDone(ctx, api, srv, serve(srv, ln), lg); err != nil {
 		m.Close()
 		return err
 	}

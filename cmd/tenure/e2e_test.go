@@ -138,33 +138,33 @@ func spawnServer(t *testing.T, dataDir string, extra ...string) *serverProc {
 }
 
 // startServerProc starts a server on dataDir, with extra flags, and waits
-// until /healthz answers 200. A port taken between picking and binding is
+// until /readyz answers 200 (it has replayed its WAL). A port taken between picking and binding is
 // retried on another.
 func startServerProc(t *testing.T, dataDir string, extra ...string) *serverProc {
 	t.Helper()
 	for try := 0; ; try++ {
 		p := spawnServer(t, dataDir, extra...)
-		err := waitHealthz(p)
+		err := waitReady(p)
 		if err == nil {
 			// os/exec copies the child's stdout in a goroutine that may
-			// lag behind /healthz: wait (bounded) for the line to arrive.
+			// lag behind /readyz: wait (bounded) for the line to arrive.
 			want := "tenure serving on " + p.url()
 			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.out.String(), want) && time.Now().Before(deadline); {
 				time.Sleep(5 * time.Millisecond)
 			}
 			if !strings.Contains(p.out.String(), want) {
-				t.Fatalf("server is healthy but did not print %q; output:\n%s", "tenure serving on "+p.url(), p.out.String())
+				t.Fatalf("server is ready but did not print %q; output:\n%s", "tenure serving on "+p.url(), p.out.String())
 			}
 			return p
 		}
 		if try < 3 && p.exited() && strings.Contains(p.out.String(), "address already in use") {
 			continue
 		}
-		t.Fatalf("server on %s did not become healthy: %v\noutput:\n%s", p.addr, err, p.out.String())
+		t.Fatalf("server on %s did not become ready: %v\noutput:\n%s", p.addr, err, p.out.String())
 	}
 }
 
-func waitHealthz(p *serverProc) error {
+func waitReady(p *serverProc) error {
 	hc := &http.Client{Timeout: time.Second}
 	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(e2eStartTimeout)
@@ -172,7 +172,7 @@ func waitHealthz(p *serverProc) error {
 		if p.exited() {
 			return fmt.Errorf("process exited: %v", p.waitErr)
 		}
-		resp, err := hc.Get(p.url() + "/healthz")
+		resp, err := hc.Get(p.url() + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -181,7 +181,7 @@ func waitHealthz(p *serverProc) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return fmt.Errorf("no 200 from /healthz within %v", e2eStartTimeout)
+	return fmt.Errorf("no 200 from /readyz within %v", e2eStartTimeout)
 }
 
 // waitProcExit waits (bounded) for the process to end and returns its exit
@@ -366,13 +366,13 @@ func TestSecondServerRefused(t *testing.T) {
 		t.Fatalf("the first server exited: %v", first.waitErr)
 	}
 	hc := &http.Client{Timeout: e2eCallTimeout}
-	resp, err := hc.Get(first.url() + "/healthz")
+	resp, err := hc.Get(first.url() + "/readyz")
 	if err != nil {
-		t.Fatalf("first server /healthz: %v", err)
+		t.Fatalf("first server /readyz: %v", err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("first server /healthz = %d, want 200", resp.StatusCode)
+		t.Fatalf("first server /readyz = %d, want 200", resp.StatusCode)
 	}
 }
 

@@ -34,6 +34,7 @@ type serverCmd struct {
 	acceptLost  string
 	logFormat   string
 	logLevel    string
+	pprof       bool
 	cluster     clusterFlags
 }
 
@@ -41,7 +42,7 @@ func (*serverCmd) spec() *cobra.Command {
 	return &cobra.Command{
 		Use:   "server [flags]",
 		Short: "run a tenure server: on the embedded on-disk WAL, or as a cluster node with --mysql",
-		Long: `Serve the API (Connect, gRPC and JSON over HTTP) and /healthz on --listen.
+		Long: `Serve the API (Connect, gRPC and JSON over HTTP), /healthz and /readyz on --listen.
 
 Embedded mode (the default) keeps the WAL and snapshots in --data-dir. With
 --mysql the server is one node of a cluster whose partitions' logs live in
@@ -51,7 +52,7 @@ that database; the flags marked "cluster mode" apply then.`,
 
 func (c *serverCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&c.dataDir, "data-dir", envOr("TENURE_DATA_DIR", "./tenure-data"), "directory for the WAL, the snapshots and the lock file (env TENURE_DATA_DIR)")
-	fs.StringVar(&c.listen, "listen", envOr("TENURE_LISTEN", "127.0.0.1:7070"), "address to serve the API and /healthz on (env TENURE_LISTEN)")
+	fs.StringVar(&c.listen, "listen", envOr("TENURE_LISTEN", "127.0.0.1:7070"), "address to serve the API, /healthz and /readyz on (env TENURE_LISTEN)")
 	fs.StringVar(&c.fsync, "fsync", envOr("TENURE_FSYNC", "always"), "WAL fsync policy: always (durable before acknowledged) or none (UNSAFE: an OS crash or power loss loses acknowledged work) (env TENURE_FSYNC)")
 	fs.IntVar(&c.maxPayload, "max-payload-bytes", coordinator.DefaultLimits.MaxPayloadBytes, "largest task payload accepted, in bytes")
 	fs.DurationVar(&c.scan, "expiry-scan-interval", time.Second, "how often to scan for expired leases (they are also expired lazily on access)")
@@ -62,6 +63,7 @@ func (c *serverCmd) define(fs *pflag.FlagSet) {
 		"exactly the range a refused start named; the snapshot is set aside and the WAL served as it is (embedded mode only)")
 	fs.StringVar(&c.logFormat, "log-format", envOr("TENURE_LOG_FORMAT", "text"), "log format: text or json (env TENURE_LOG_FORMAT)")
 	fs.StringVar(&c.logLevel, "log-level", envOr("TENURE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env TENURE_LOG_LEVEL)")
+	fs.BoolVar(&c.pprof, "pprof", false, "serve Go's profiler under /debug/pprof/, to loopback clients only (others get 403)")
 	c.cluster.add(fs)
 }
 
@@ -108,7 +110,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 				return usageError{fmt.Sprintf("--%s is for the embedded mode; with --mysql the partitions' logs live in the database", name)}
 			}
 		}
-		return runClusterServer(ctx, c.cluster, c.listen, coordCfg, snaps, lg, stdout)
+		return runClusterServer(ctx, c.cluster, c.listen, coordCfg, snaps, c.pprof, lg, stdout)
 	}
 	policy, err := wal.ParseSyncPolicy(c.fsync)
 	if err != nil {
@@ -124,13 +126,18 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 		lg.Warn("fsync is off: an OS crash or power loss can lose acknowledged tasks; use --fsync=always in production")
 	}
 
-	// Bind before replaying, so a taken port fails fast and the address is
-	// known; /healthz answers 200 only once the node serves.
+	// Serve before replaying, so a taken port fails fast, the address is
+	// known, and probes get answers: /healthz 200 (alive), /readyz 503
+	// until the node serves.
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w (is another server running there? pass --listen)", c.listen, err)
 	}
 	defer ln.Close()
+	opening := server.NewOpening("the server is replaying its WAL")
+	api, srv := newAPIServer(opening.Router(), opening, coordCfg, c.pprof, lg)
+	defer srv.Close() // a failed start; after a graceful stop, a no-op
+	serving := serve(srv, ln)
 
 	start := a.clock.Now()
 	n, err := node.Open(ctx, node.Config{
@@ -147,14 +154,14 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	if err != nil {
 		return err
 	}
-	api, srv := newAPIServer(n.Router(), n, coordCfg, lg)
+	opening.Open(n, n)
 
 	stats := n.Coordinator().Stats()
 	lg.Info("tenure serving", "listen", ln.Addr().String(), "data_dir", c.dataDir, "fsync", policy.String(),
 		"records", stats.LastLSN, "tasks", stats.Tasks, "replay_took", a.clock.Now().Sub(start).Round(time.Millisecond))
 	fmt.Fprintf(stdout, "tenure serving on http://%s (data in %s)\n", ln.Addr(), c.dataDir)
 
-	if err := serveUntilDone(ctx, api, srv, ln, lg); err != nil {
+	if err := serveUntilDone(ctx, api, srv, serving, lg); err != nil {
 		n.Close()
 		return err
 	}
@@ -180,11 +187,12 @@ func lostRecordsAdvice(le *coordinator.LostRecordsError) string {
 // newAPIServer returns the API over the partitions r routes to (with
 // snapshots taken by snaps) and an HTTP server for it that speaks HTTP/1.1
 // (curl, Connect) and unencrypted HTTP/2 (gRPC).
-func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Config, lg *slog.Logger) (*server.Server, *http.Server) {
+func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Config, pprof bool, lg *slog.Logger) (*server.Server, *http.Server) {
 	api := server.New(r, server.Options{
 		MaxRequestBytes: max(server.DefaultMaxRequestBytes, 2*cfg.Limits.MaxPayloadBytes+(1<<20)),
 		Limits:          cfg.Limits,
 		Snapshots:       snaps,
+		Pprof:           pprof,
 		Logger:          lg,
 	})
 	srv := &http.Server{
@@ -199,12 +207,17 @@ func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Conf
 	return api, srv
 }
 
-// serveUntilDone serves on ln until ctx ends, then stops gracefully:
-// refuse new connections, end long-polls, let in-flight requests finish
-// (up to 30 s). It returns an error only if serving failed.
-func serveUntilDone(ctx context.Context, api *server.Server, srv *http.Server, ln net.Listener, lg *slog.Logger) error {
+// serve starts serving srv on ln; the channel gets why it stopped.
+func serve(srv *http.Server, ln net.Listener) <-chan error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+	return serveErr
+}
+
+// serveUntilDone waits until ctx ends, then stops srv gracefully: refuse
+// new connections, end long-polls, let in-flight requests finish (up to
+// 30 s). It returns an error only if serving failed (serveErr, from serve).
+func serveUntilDone(ctx context.Context, api *server.Server, srv *http.Server, serveErr <-chan error, lg *slog.Logger) error {
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serving: %w", err)

@@ -30,6 +30,18 @@ func Start(t testing.TB, wrap func(http.Handler) http.Handler) string {
 // (or serve the node through a handler of its own).
 func StartNode(t testing.TB, wrap func(http.Handler) http.Handler) (url string, n *node.Node) {
 	t.Helper()
+	n = OpenNode(t)
+	var h http.Handler = server.New(n.Router(), server.Options{Snapshots: n}).Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	return Serve(t, h), n
+}
+
+// OpenNode opens a node (file WAL in a temporary directory, fsync off)
+// that closes when the test ends.
+func OpenNode(t testing.TB) *node.Node {
+	t.Helper()
 	n, err := node.Open(t.Context(), node.Config{
 		DataDir: t.TempDir(),
 		Sync:    wal.SyncNone,
@@ -45,15 +57,19 @@ func StartNode(t testing.TB, wrap func(http.Handler) http.Handler) (url string, 
 			t.Errorf("close node: %v", err)
 		}
 	})
-	var h http.Handler = server.New(n.Router(), server.Options{Snapshots: n}).Handler()
-	if wrap != nil {
-		h = wrap(h)
-	}
+	return n
+}
+
+// Serve serves h on a loopback HTTP server that speaks HTTP/1.1 and
+// unencrypted HTTP/2 (for gRPC), as `tenure server` does, until the test
+// ends, and returns its base URL.
+func Serve(t testing.TB, h http.Handler) string {
+	t.Helper()
 	ts := httptest.NewUnstartedServer(h)
 	ts.Config.Protocols = new(http.Protocols)
 	ts.Config.Protocols.SetHTTP1(true)
 	ts.Config.Protocols.SetUnencryptedHTTP2(true)
 	ts.Start()
 	t.Cleanup(ts.Close)
-	return ts.URL, n
+	return ts.URL
 }

@@ -75,14 +75,20 @@ func (e *apiEnv) postJSON(t *testing.T, procedure, body string) (int, []byte) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := e.hc.Do(req)
+	return send(t, e.hc, req)
+}
+
+// send sends req and returns the HTTP status and the whole answer.
+func send(t *testing.T, hc *http.Client, req *http.Request) (int, []byte) {
+	t.Helper()
+	resp, err := hc.Do(req)
 	if err != nil {
-		t.Fatalf("POST %s: %v", procedure, err)
+		t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("POST %s: reading the answer: %v", procedure, err)
+		t.Fatalf("%s %s: reading the answer: %v", req.Method, req.URL.Path, err)
 	}
 	return resp.StatusCode, out
 }
@@ -355,13 +361,13 @@ func TestAPIBadInput(t *testing.T) {
 	})
 
 	// The server still serves, and nothing was lost or changed.
-	resp, err := e.hc.Get(e.url + "/healthz")
+	resp, err := e.hc.Get(e.url + "/readyz")
 	if err != nil {
-		t.Fatalf("/healthz: %v", err)
+		t.Fatalf("/readyz: %v", err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("/healthz = %d after the bad requests, want 200", resp.StatusCode)
+		t.Fatalf("/readyz = %d after the bad requests, want 200", resp.StatusCode)
 	}
 	for id, payload := range good {
 		resp, err := e.tasks.GetTask(apiCtx(t), connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: id}))

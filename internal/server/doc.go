@@ -1,6 +1,12 @@
 // Package server serves the tenure.v1 API (TaskService, WorkerService and
 // AdminService) over Connect, so the same handlers answer Connect, gRPC and
-// gRPC-Web, with protobuf or JSON bodies, plus GET /healthz.
+// gRPC-Web, with protobuf or JSON bodies, and what probes and tools point
+// at a server (probes.go): GET /healthz (liveness: the process answers),
+// GET /readyz and the gRPC health service (readiness: it can serve now),
+// gRPC server reflection, and, opt-in and to loopback clients only, Go's
+// profiler under /debug/pprof/. Opening stands in for an embedded node
+// while it replays its WAL, so that the server answers (not ready) from
+// the moment it listens.
 //
 // It holds no task logic. A call addressed to one partition (everything
 // named by a task id, and a submit, placed by its request id) goes through

@@ -45,6 +45,10 @@ type Options struct {
 	MaxRemotePoll time.Duration
 	// Snapshots answers AdminService.Snapshot (unimplemented if nil).
 	Snapshots Snapshotter
+	// Pprof serves Go's profiler (net/http/pprof) under /debug/pprof/,
+	// to loopback clients only (403 for others); off, /debug/pprof/ is
+	// 404. See probes.go.
+	Pprof bool
 	// Clock times long-polls across partitions (default clock.Real).
 	Clock  clock.Clock
 	Logger *slog.Logger
@@ -86,7 +90,8 @@ func New(r route.Router, opts Options) *Server {
 // graceful shutdown need not wait for them.
 func (s *Server) Drain() { s.stop() }
 
-// Handler returns the HTTP handler for the API and GET /healthz.
+// Handler returns the HTTP handler for the API and for the probes and
+// tools pointed at it (mountProbes).
 func (s *Server) Handler() http.Handler {
 	opts := []connect.HandlerOption{
 		connect.WithCodec(strictJSON{}),
@@ -103,13 +108,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(tenurev1connect.NewWorkerServiceHandler(workerService{s}, opts...))
 	mux.Handle(tenurev1connect.NewAdminServiceHandler(adminService{s}, opts...))
 	mux.Handle(tenurev1connect.NewQueueServiceHandler(queueService{s}, opts...))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.r.Err(); err != nil {
-			http.Error(w, "not serving: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	s.mountProbes(mux)
 	return route.WithForwarded(mux)
 }
 
