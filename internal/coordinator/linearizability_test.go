@@ -269,6 +269,22 @@ func runLinWorkload(t *testing.T, seed uint64, broken bool) linWorkload {
 					at := rec.Call()
 					err := call(func(c *Coordinator) error { return c.Kill(ctx, id, Actor{Reason: reason}) })
 					rec.Done(i, lincheck.In{Op: lincheck.OpKill, Task: id, Reason: reason}, at, outcome(err))
+				case p < 87 && len(mine) > 0:
+					id := mine[r.IntN(len(mine))]
+					reason := fmt.Sprintf("retry-c%d-%d", i, n)
+					at := rec.Call()
+					err := call(func(c *Coordinator) error { return c.Retry(ctx, id, Actor{Reason: reason}) })
+					rec.Done(i, lincheck.In{Op: lincheck.OpRetry, Task: id, Reason: reason}, at, outcome(err))
+				case p < 89:
+					in := lincheck.In{Op: lincheck.OpPause}
+					op := func(c *Coordinator) (bool, error) { return c.Pause(ctx, PauseRequest{Queue: "q"}) }
+					if r.IntN(2) == 0 {
+						in.Op = lincheck.OpResume
+						op = func(c *Coordinator) (bool, error) { return c.Resume(ctx, PauseRequest{Queue: "q"}) }
+					}
+					at := rec.Call()
+					err := call(func(c *Coordinator) error { _, err := op(c); return err })
+					rec.Done(i, in, at, outcome(err))
 				case p < 97:
 					clk.Advance(time.Duration(r.IntN(1500)) * time.Millisecond)
 				default:

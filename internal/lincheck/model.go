@@ -21,6 +21,11 @@ const (
 	OpHeartbeat = "heartbeat"
 	OpGet       = "get"
 	OpKill      = "kill"
+	OpRetry     = "retry"
+	// OpPause and OpResume pause and resume the one queue of the history;
+	// they name no task and belong to every task's partition.
+	OpPause  = "pause"
+	OpResume = "resume"
 )
 
 // Error kinds in Out.Err ("" is success).
@@ -57,7 +62,7 @@ type In struct {
 	MaxAttempts uint32 // submit
 	Result      string // commit, complete
 	Permanent   bool   // fail
-	Reason      string // fail, kill
+	Reason      string // fail, kill, retry
 	Worker      string // lease
 }
 
@@ -100,6 +105,20 @@ type State struct {
 	CommittedBy string
 	Result      string
 	DoneBy      string // the lease whose Complete finished the task
+	// Base is Attempt at the last operator retry: the attempts after it
+	// count against MaxAttempts.
+	Base uint32
+	// Paused: the queue is paused, so a WAITING task is not leased.
+	Paused bool
+}
+
+// attemptsLeft reports whether the retry policy allows another attempt.
+func (s State) attemptsLeft() bool { return s.Attempt-s.Base < s.MaxAttempts }
+
+// retryable reports whether an operator's retry applies: FAILED or DEAD,
+// and never committed.
+func (s State) retryable() bool {
+	return (s.State == StateFailed || s.State == StateDead) && s.CommittedBy == ""
 }
 
 func terminal(st string) bool {
@@ -117,7 +136,7 @@ func (s State) expired() State {
 	n.Lease = ""
 	if s.State == StateLeased {
 		n.State = StateFailed
-		if s.Attempt < s.MaxAttempts {
+		if s.attemptsLeft() {
 			n.State = StateWaiting
 		}
 	}
@@ -156,8 +175,19 @@ func (s State) refused(lease, err string) (bool, State) {
 // from st, and the state after it. st is a State, in an In, out an Out.
 func Step(st, in0, out0 any) (bool, any) {
 	s, in, out := st.(State), in0.(In), out0.(Out)
-	if in.Op == OpSubmit {
+	switch in.Op {
+	case OpSubmit:
 		return stepSubmit(s, in, out)
+	case OpPause, OpResume:
+		// Pause and resume are answered whatever the task's state. A
+		// resume without an answer may have happened (Resolve keeps it
+		// pending; a pause without one it drops): assuming it did only
+		// allows more.
+		n := s
+		n.Paused = in.Op == OpPause
+		return out.Err == "", n
+	case OpRetry:
+		return stepRetry(s, out)
 	}
 	if out.Pending {
 		return false, s // must have been resolved (Resolve)
@@ -218,7 +248,7 @@ func stepLease(s State, out Out) (bool, any) {
 	}
 	// The task is offered if it has no lease, or once its lease expired.
 	for _, x := range []State{s, s.expired()} {
-		if x.Lease != "" || (x.State != StateWaiting && x.State != StateCommitted) {
+		if x.Lease != "" || (x.State != StateWaiting && x.State != StateCommitted) || (x.State == StateWaiting && x.Paused) {
 			continue
 		}
 		if out.Attempt != x.Attempt+1 || out.Committed != (x.State == StateCommitted) {
@@ -279,7 +309,7 @@ func stepFail(s State, in In, out Out) (bool, any) {
 		if s.Lease != in.Lease || s.State != StateLeased {
 			return false, s
 		}
-		retry := !in.Permanent && s.Attempt < s.MaxAttempts
+		retry := !in.Permanent && s.attemptsLeft()
 		if !out.Unchecked && out.Retry != retry {
 			return false, s
 		}
@@ -316,6 +346,45 @@ func stepKill(s State, out Out) (bool, any) {
 	case WrongState:
 		for _, x := range []State{s, s.expired()} {
 			if terminal(x.State) {
+				return true, x
+			}
+		}
+	}
+	return false, s
+}
+
+// stepRetry is an operator's retry. Like Kill it does not expire a lease
+// first, but a background expiry may have failed the task just before.
+func stepRetry(s State, out Out) (bool, any) {
+	retried := func(x State) State {
+		n := x
+		n.State, n.Lease, n.Base = StateWaiting, "", x.Attempt
+		return n
+	}
+	switch {
+	case out.Pending:
+		// No answer came: it may or may not have happened (Resolve keeps
+		// it pending). Where it is placed, the checker tries both.
+		if !s.Exists {
+			return true, s
+		}
+		for _, x := range []State{s, s.expired()} {
+			if x.retryable() {
+				return true, retried(x)
+			}
+		}
+		return true, s
+	case !s.Exists:
+		return out.Err == NotFound, s
+	case out.Err == "":
+		for _, x := range []State{s, s.expired()} {
+			if x.retryable() {
+				return true, retried(x)
+			}
+		}
+	case out.Err == WrongState:
+		for _, x := range []State{s, s.expired()} {
+			if !x.retryable() {
 				return true, x
 			}
 		}
@@ -369,8 +438,8 @@ func describeState(st any) string {
 	if !s.Exists {
 		return "no task"
 	}
-	return fmt.Sprintf("%s attempt %d/%d lease %s committed by %s result %q done by %s",
-		s.State, s.Attempt, s.MaxAttempts, short(s.Lease), short(s.CommittedBy), s.Result, short(s.DoneBy))
+	return fmt.Sprintf("%s attempt %d/%d (after %d) lease %s committed by %s result %q done by %s paused %v",
+		s.State, s.Attempt, s.MaxAttempts, s.Base, short(s.Lease), short(s.CommittedBy), s.Result, short(s.DoneBy), s.Paused)
 }
 
 // short abbreviates a 26-character id for descriptions.
@@ -389,8 +458,14 @@ var Model = porcupine.Model{
 	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
 		by := map[string][]porcupine.Operation{}
 		var keys []string
+		var queue []porcupine.Operation // pause and resume: in every partition
 		for _, op := range h {
-			k := op.Input.(In).Task
+			in := op.Input.(In)
+			if in.Op == OpPause || in.Op == OpResume {
+				queue = append(queue, op)
+				continue
+			}
+			k := in.Task
 			if _, ok := by[k]; !ok {
 				keys = append(keys, k)
 			}
@@ -398,7 +473,7 @@ var Model = porcupine.Model{
 		}
 		out := make([][]porcupine.Operation, 0, len(keys))
 		for _, k := range keys {
-			out = append(out, by[k])
+			out = append(out, append(by[k], queue...))
 		}
 		return out
 	},

@@ -105,7 +105,15 @@ func Resolve(pending []porcupine.Operation, final []Task) []porcupine.Operation 
 			if t == nil || t.State != StateDead || t.FailureReason != in.Reason {
 				continue
 			}
-		default: // get, heartbeat: no effect the model sees
+		case OpRetry, OpResume:
+			// The final state does not tell whether it happened (a later
+			// failure or kill covers a retry); the model takes it either
+			// way.
+			op.Output = Out{Pending: true}
+			out = append(out, op)
+			continue
+		default: // get, heartbeat: no effect the model sees; a pause that
+			// may not have happened only forbids more, so it is dropped
 			continue
 		}
 		op.Output = Out{Unchecked: true}
