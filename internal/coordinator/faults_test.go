@@ -275,7 +275,7 @@ func runWorkload(c *coordinator.Coordinator, clk *clock.Fake) ([]ack, error) {
 	if _, err := c.Get(ctx, ids["a"]); err != nil {
 		return acks, err
 	}
-	if r, err := c.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte("x"), RequestID: "req-b"}); err != nil {
+	if r, err := c.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte("payload-b"), RequestID: "req-b"}); err != nil {
 		return acks, err
 	} else if !r.Duplicate || r.Task.ID != ids["b"] {
 		return acks, fmt.Errorf("duplicate submit returned %+v", r)

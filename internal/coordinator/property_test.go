@@ -95,7 +95,10 @@ func runSequence(t *testing.T, seed uint64, ops int) (ok bool) {
 				Priority: int32(rng.IntN(3) - 1),
 			}
 			if rng.IntN(3) == 0 {
-				r.RequestID = fmt.Sprintf("req-%d", rng.IntN(20))
+				// A request id always comes with the same queue and payload:
+				// a retry (another queue or payload is refused).
+				k := rng.IntN(20)
+				r.RequestID, r.Queue, r.Payload = fmt.Sprintf("req-%d", k), queues[k%len(queues)], fmt.Appendf(nil, "req-%d", k)
 			}
 			if rng.IntN(5) == 0 {
 				r.NotBefore = e.clock.Now().Add(time.Duration(rng.IntN(5)) * time.Second)

@@ -118,7 +118,8 @@ func (e *snapEnv) snapshot(retention time.Duration) SnapshotResult {
 func (e *snapEnv) work(n int) {
 	e.t.Helper()
 	for i := range n {
-		res, err := e.c.Submit(ctx, SubmitRequest{Queue: "q", Payload: []byte(fmt.Sprint("p", i)), RequestID: fmt.Sprint("r", e.rand.r.Uint64()%1000)})
+		rid := e.rand.r.Uint64() % 1000 // a repeated id is a retry: same payload
+		res, err := e.c.Submit(ctx, SubmitRequest{Queue: "q", Payload: []byte(fmt.Sprint("p", rid)), RequestID: fmt.Sprint("r", rid)})
 		if err != nil {
 			e.t.Fatal(err)
 		}
