@@ -13,6 +13,7 @@ import (
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/host"
+	"github.com/tenurehq/tenure/internal/metrics"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/server"
@@ -38,6 +39,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	logFormat := fs.String("log-format", envOr("TENURE_LOG_FORMAT", "text"), "log format: text or json (env TENURE_LOG_FORMAT)")
 	logLevel := fs.String("log-level", envOr("TENURE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env TENURE_LOG_LEVEL)")
 	cf := addClusterFlags(fs)
+	maxQueues := addMetricsFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -63,6 +65,10 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *retention < time.Second {
 		return usageError{fmt.Sprintf("--retention %v is under 1s", *retention)}
 	}
+	mx, err := newMetrics(*maxQueues)
+	if err != nil {
+		return err
+	}
 	snaps := host.Schedule{EveryRecords: *snapRecords, Every: *snapEvery, Retention: *retention}
 	coordCfg := coordinator.Config{
 		Limits:             coordinator.Limits{MaxPayloadBytes: *maxPayload},
@@ -74,7 +80,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				return usageError{fmt.Sprintf("--%s is for the embedded mode; with --mysql the partitions' logs live in the database", name)}
 			}
 		}
-		return runClusterServer(ctx, cf, *listen, coordCfg, snaps, lg, stdout)
+		return runClusterServer(ctx, cf, *listen, coordCfg, snaps, mx, lg, stdout)
 	}
 	policy, err := wal.ParseSyncPolicy(*fsync)
 	if err != nil {
@@ -99,21 +105,24 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer ln.Close()
 
 	start := clock.Real.Now()
-	n, err := node.Open(ctx, node.Config{
+	nodeCfg := node.Config{
 		DataDir:           *dataDir,
 		Sync:              policy,
 		Logger:            lg,
 		Snapshots:         snaps,
 		Coordinator:       coordCfg,
 		AcceptLostRecords: accept,
-	})
+	}
+	mx.ConfigureNode(&nodeCfg)
+	n, err := node.Open(ctx, nodeCfg)
 	if le, ok := errors.AsType[*coordinator.LostRecordsError](err); ok {
 		return fmt.Errorf("%w; %s", err, lostRecordsAdvice(le))
 	}
 	if err != nil {
 		return err
 	}
-	api, srv := newAPIServer(n.Router(), n, coordCfg, lg)
+	mx.WatchNode(n)
+	api, srv := newAPIServer(n.Router(), n, coordCfg, mx, lg)
 
 	stats := n.Coordinator().Stats()
 	lg.Info("tenure serving", "listen", ln.Addr().String(), "data_dir", *dataDir, "fsync", policy.String(),
@@ -144,14 +153,16 @@ func lostRecordsAdvice(le *coordinator.LostRecordsError) string {
 }
 
 // newAPIServer returns the API over the partitions r routes to (with
-// snapshots taken by snaps) and an HTTP server for it that speaks HTTP/1.1
-// (curl, Connect) and unencrypted HTTP/2 (gRPC).
-func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Config, lg *slog.Logger) (*server.Server, *http.Server) {
+// snapshots taken by snaps, and mx served at GET /metrics) and an HTTP
+// server for it that speaks HTTP/1.1 (curl, Connect) and unencrypted
+// HTTP/2 (gRPC).
+func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Config, mx *metrics.Metrics, lg *slog.Logger) (*server.Server, *http.Server) {
 	api := server.New(r, server.Options{
 		MaxRequestBytes: max(server.DefaultMaxRequestBytes, 2*cfg.Limits.MaxPayloadBytes+(1<<20)),
 		Limits:          cfg.Limits,
 		Snapshots:       snaps,
 		Logger:          lg,
+		Metrics:         mx,
 	})
 	srv := &http.Server{
 		Handler:           api.Handler(),

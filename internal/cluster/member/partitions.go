@@ -137,6 +137,7 @@ func (m *Member) open(a partition.Assignment) {
 		OnFailure: func(error) { m.kick() },
 		Clock:     m.cfg.Clock,
 		Logger:    lg,
+		Observer:  m.cfg.HostObserver,
 	})
 	if err != nil {
 		m.openFailed(lg, err)
@@ -188,6 +189,13 @@ func (m *Member) dropAll(reason string) {
 	for _, o := range all {
 		m.closeOwned(o, reason)
 	}
+}
+
+// Owned returns how many partitions this node serves now.
+func (m *Member) Owned() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.owned)
 }
 
 // local returns the partition if this node serves it now, or nil.
