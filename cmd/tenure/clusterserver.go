@@ -19,6 +19,7 @@ import (
 	"github.com/tenurehq/tenure/internal/cluster/schema"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/host"
+	"github.com/tenurehq/tenure/internal/metrics"
 )
 
 // clusterFlags are the flags of `tenure server` in cluster mode.
@@ -48,8 +49,9 @@ func (f *clusterFlags) add(fs *pflag.FlagSet) {
 
 // runClusterServer runs `tenure server --mysql DSN`: one node of a
 // cluster.
-// snaps is the snapshot schedule (the flags shared with embedded mode).
-func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps host.Schedule, pprof bool, lg *slog.Logger, stdout io.Writer) error {
+// snaps is the snapshot schedule (the flags shared with embedded mode);
+// mx is served at GET /metrics.
+func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps host.Schedule, pprof bool, mx *metrics.Metrics, lg *slog.Logger, stdout io.Writer) error {
 	if cf.nodeID == "" {
 		return usageError{"--node-id (or TENURE_NODE_ID) is required with --mysql: a name for this node, unique in the cluster"}
 	}
@@ -88,7 +90,7 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		return fmt.Errorf("%w (run `tenure migrate --mysql DSN`, or start with --migrate)", err)
 	}
 
-	m, err := member.Start(ctx, member.Config{
+	memberCfg := member.Config{
 		DB:             db,
 		NodeID:         cf.nodeID,
 		Advertise:      advertise,
@@ -103,11 +105,14 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		Coordinator: coordCfg,
 		Snapshots:   snaps,
 		Logger:      lg,
-	})
+	}
+	mx.ConfigureMember(&memberCfg)
+	m, err := member.Start(ctx, memberCfg)
 	if err != nil {
 		return err
 	}
-	api, srv := newAPIServer(m, m, coordCfg, pprof, lg)
+	mx.WatchMember(m)
+	api, srv := newAPIServer(m, m, coordCfg, pprof, mx, lg)
 	lg.Info("tenure cluster node serving", "node_id", cf.nodeID, "listen", ln.Addr().String(), "advertise", advertise)
 	fmt.Fprintf(stdout, "tenure node %s serving on http://%s (cluster database, advertised as %s)\n", cf.nodeID, ln.Addr(), advertise)
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/host"
+	"github.com/tenurehq/tenure/internal/metrics"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/server"
@@ -35,6 +36,7 @@ type serverCmd struct {
 	logFormat   string
 	logLevel    string
 	pprof       bool
+	maxQueues   int
 	cluster     clusterFlags
 }
 
@@ -65,6 +67,7 @@ func (c *serverCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&c.logLevel, "log-level", envOr("TENURE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env TENURE_LOG_LEVEL)")
 	fs.BoolVar(&c.pprof, "pprof", false, "serve Go's profiler under /debug/pprof/, to loopback clients only (others get 403)")
 	c.cluster.add(fs)
+	fs.IntVar(&c.maxQueues, "metrics-max-queues", metrics.DefaultMaxQueues, metricsMaxQueuesHelp)
 }
 
 func (*serverCmd) choices() map[string][]string {
@@ -99,6 +102,10 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	if c.retention < time.Second {
 		return usageError{fmt.Sprintf("--retention %v is under 1s", c.retention)}
 	}
+	mx, err := newMetrics(c.maxQueues)
+	if err != nil {
+		return err
+	}
 	snaps := host.Schedule{EveryRecords: c.snapRecords, Every: c.snapEvery, Retention: c.retention}
 	coordCfg := coordinator.Config{
 		Limits:             coordinator.Limits{MaxPayloadBytes: c.maxPayload},
@@ -110,7 +117,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 				return usageError{fmt.Sprintf("--%s is for the embedded mode; with --mysql the partitions' logs live in the database", name)}
 			}
 		}
-		return runClusterServer(ctx, c.cluster, c.listen, coordCfg, snaps, c.pprof, lg, stdout)
+		return runClusterServer(ctx, c.cluster, c.listen, coordCfg, snaps, c.pprof, mx, lg, stdout)
 	}
 	policy, err := wal.ParseSyncPolicy(c.fsync)
 	if err != nil {
@@ -135,25 +142,28 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	}
 	defer ln.Close()
 	opening := server.NewOpening("the server is replaying its WAL")
-	api, srv := newAPIServer(opening.Router(), opening, coordCfg, c.pprof, lg)
+	api, srv := newAPIServer(opening.Router(), opening, coordCfg, c.pprof, mx, lg)
 	defer srv.Close() // a failed start; after a graceful stop, a no-op
 	serving := serve(srv, ln)
 
 	start := a.clock.Now()
-	n, err := node.Open(ctx, node.Config{
+	nodeCfg := node.Config{
 		DataDir:           c.dataDir,
 		Sync:              policy,
 		Logger:            lg,
 		Snapshots:         snaps,
 		Coordinator:       coordCfg,
 		AcceptLostRecords: accept,
-	})
+	}
+	mx.ConfigureNode(&nodeCfg)
+	n, err := node.Open(ctx, nodeCfg)
 	if le, ok := errors.AsType[*coordinator.LostRecordsError](err); ok {
 		return fmt.Errorf("%w; %s", err, lostRecordsAdvice(le))
 	}
 	if err != nil {
 		return err
 	}
+	mx.WatchNode(n)
 	opening.Open(n, n)
 
 	stats := n.Coordinator().Stats()
@@ -185,15 +195,17 @@ func lostRecordsAdvice(le *coordinator.LostRecordsError) string {
 }
 
 // newAPIServer returns the API over the partitions r routes to (with
-// snapshots taken by snaps) and an HTTP server for it that speaks HTTP/1.1
-// (curl, Connect) and unencrypted HTTP/2 (gRPC).
-func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Config, pprof bool, lg *slog.Logger) (*server.Server, *http.Server) {
+// snapshots taken by snaps, and mx served at GET /metrics) and an HTTP
+// server for it that speaks HTTP/1.1 (curl, Connect) and unencrypted
+// HTTP/2 (gRPC).
+func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Config, pprof bool, mx *metrics.Metrics, lg *slog.Logger) (*server.Server, *http.Server) {
 	api := server.New(r, server.Options{
 		MaxRequestBytes: max(server.DefaultMaxRequestBytes, 2*cfg.Limits.MaxPayloadBytes+(1<<20)),
 		Limits:          cfg.Limits,
 		Snapshots:       snaps,
 		Pprof:           pprof,
 		Logger:          lg,
+		Metrics:         mx,
 	})
 	srv := &http.Server{
 		Handler:           api.Handler(),

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/metrics"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/server"
@@ -100,7 +101,15 @@ func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, err
 			os.RemoveAll(dir)
 		}
 	}
-	n, err := node.Open(ctx, node.Config{DataDir: dir, Sync: cfg.Fsync, Logger: lg})
+	// Metrics as `tenure server` has them, so that the run pays for them.
+	mx, err := metrics.New(metrics.Config{})
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	nodeCfg := node.Config{DataDir: dir, Sync: cfg.Fsync, Logger: lg}
+	mx.ConfigureNode(&nodeCfg)
+	n, err := node.Open(ctx, nodeCfg)
 	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("bench: starting the embedded node: %w", err)
@@ -111,7 +120,8 @@ func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, err
 		cleanup()
 		return nil, fmt.Errorf("bench: listening on a loopback port: %w", err)
 	}
-	stopAPI := serve(n.Router(), ln, lg)
+	mx.WatchNode(n)
+	stopAPI := serve(n.Router(), ln, mx, lg)
 	stop := func() error {
 		stopAPI()
 		err := n.Close()
@@ -125,8 +135,8 @@ func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, err
 // unencrypted HTTP/2) until the returned stop is called. The run is over
 // then, so the server closes at once rather than gracefully: a graceful
 // Shutdown waits 5s for every connection a client dialled but never used.
-func serve(r route.Router, ln net.Listener, lg *slog.Logger) (stop func()) {
-	api := server.New(r, server.Options{Logger: lg})
+func serve(r route.Router, ln net.Listener, mx *metrics.Metrics, lg *slog.Logger) (stop func()) {
+	api := server.New(r, server.Options{Logger: lg, Metrics: mx})
 	// Close does not wait for running handlers: stop waits for them (the
 	// write lock waits for every read lock) and turns later ones away, so
 	// nothing the server does (a log line) outlives the run.

@@ -18,6 +18,7 @@ import (
 	"github.com/tenurehq/tenure/internal/cluster/member"
 	"github.com/tenurehq/tenure/internal/cluster/partition"
 	"github.com/tenurehq/tenure/internal/cluster/schema"
+	"github.com/tenurehq/tenure/internal/metrics"
 )
 
 // startCluster starts cfg.Cluster cluster-mode nodes in this process on
@@ -47,19 +48,28 @@ func startCluster(ctx context.Context, cfg Config, lg *slog.Logger) (*target, er
 			tg.stop()
 			return nil, fmt.Errorf("bench: listening on a loopback port: %w", err)
 		}
-		m, err := member.Start(ctx, member.Config{
+		mx, err := metrics.New(metrics.Config{})
+		if err != nil {
+			ln.Close()
+			tg.stop()
+			return nil, err
+		}
+		memberCfg := member.Config{
 			DB:         db,
 			NodeID:     fmt.Sprintf("bench-%d-%d", cfg.Seed, i+1),
 			Advertise:  ln.Addr().String(),
 			Partitions: cfg.Partitions,
 			Logger:     lg,
-		})
+		}
+		mx.ConfigureMember(&memberCfg)
+		m, err := member.Start(ctx, memberCfg)
 		if err != nil {
 			ln.Close()
 			tg.stop()
 			return nil, fmt.Errorf("bench: starting node %d: %w", i+1, err)
 		}
-		stopAPI := serve(m, ln, lg)
+		mx.WatchMember(m)
+		stopAPI := serve(m, ln, mx, lg)
 		stops = append(stops, func() { stopAPI(); m.Close() })
 		tg.urls = append(tg.urls, "http://"+ln.Addr().String())
 	}

@@ -178,6 +178,9 @@ type Config struct {
 	// match the loss accepts nothing, so a setting left in place never
 	// accepts a later, different loss.
 	AcceptLostRecords LSNRange
+	// Observer, if set, is told of every record applied while serving and
+	// of every call refused to a stale lease (metrics).
+	Observer Observer
 }
 
 // Fence is the owner a Fence record names.

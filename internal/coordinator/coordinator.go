@@ -223,13 +223,17 @@ func (c *Coordinator) write(recs ...state.Record) (uint64, error) {
 	return last, nil
 }
 
-// afterApply updates soft state and wakes long-polls after a record.
+// afterApply tells the observer, updates soft state and wakes long-polls
+// after a record.
 func (c *Coordinator) afterApply(r state.Record) {
 	if r, ok := r.(*state.QueueResumed); ok {
 		c.signal(state.QueueKey{Namespace: r.Namespace, Queue: r.Queue})
 		return
 	}
 	t := c.st.Task(r.Task())
+	if c.cfg.Observer != nil {
+		c.cfg.Observer.Applied(r, t)
+	}
 	if t == nil {
 		return
 	}

@@ -42,6 +42,8 @@ type env struct {
 	rand  *seededRand // one stream across restarts, as crypto/rand would be
 	// checkEveryRecord runs the state invariants after every applied record.
 	checkEveryRecord bool
+	// observer is Config.Observer.
+	observer Observer
 }
 
 func newEnv(t *testing.T, seed uint64) *env {
@@ -53,7 +55,7 @@ func newEnv(t *testing.T, seed uint64) *env {
 }
 
 func (e *env) config() Config {
-	return Config{Clock: e.clock, Rand: e.rand, ExpiryScanInterval: time.Second}
+	return Config{Clock: e.clock, Rand: e.rand, ExpiryScanInterval: time.Second, Observer: e.observer}
 }
 
 func (e *env) open() {

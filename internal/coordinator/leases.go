@@ -236,6 +236,9 @@ func (c *Coordinator) authorize(t *state.Task, leaseID string, action state.Acti
 		recs = append(recs, &state.TaskCancelled{TaskID: t.ID, LeaseID: leaseID, Action: action,
 			Reason: action.String() + " by a lease without authority", At: now})
 	}
+	if former != nil && c.cfg.Observer != nil {
+		c.cfg.Observer.Refused(t, action)
+	}
 	if t.CommittedBy != "" && t.CommittedBy != leaseID {
 		return nil, recs, alreadyCommitted(t.ID, leaseID, t.CommittedBy)
 	}

@@ -52,6 +52,21 @@ type Config struct {
 	// the coordinator's clock, else clock.Real).
 	Clock  clock.Clock
 	Logger *slog.Logger
+	// Observer, if set, is told of opens, snapshots and the close
+	// (metrics).
+	Observer Observer
+}
+
+// Observer is told what a host did, for metrics. Calls may come
+// concurrently, from one host or from several (cluster mode).
+type Observer interface {
+	// Opened: h serves (at Open, or again after a reopen); loading its
+	// newest snapshot and replaying its log took took.
+	Opened(h *Host, took time.Duration)
+	// Snapshotted: h wrote a snapshot at at, which took took.
+	Snapshotted(h *Host, took time.Duration, at time.Time)
+	// Closed: h stopped serving for good (Close).
+	Closed(h *Host)
 }
 
 func (c *Config) withDefaults() error {
@@ -129,6 +144,7 @@ func Open(ctx context.Context, cfg Config) (*Host, error) {
 }
 
 func (h *Host) open(ctx context.Context) error {
+	start := h.cfg.Clock.Now()
 	st, err := h.cfg.Open(ctx)
 	if err != nil {
 		return err
@@ -156,6 +172,9 @@ func (h *Host) open(ctx context.Context) error {
 	h.mu.Lock()
 	h.st, h.c = st, c
 	h.mu.Unlock()
+	if h.cfg.Observer != nil {
+		h.cfg.Observer.Opened(h, h.cfg.Clock.Now().Sub(start))
+	}
 	h.wg.Go(func() {
 		if err := c.Run(h.ctx); err != nil && h.ctx.Err() == nil {
 			h.failed(c)
@@ -284,6 +303,9 @@ func (h *Host) snapshotLocked(ctx context.Context) (coordinator.SnapshotResult, 
 	})
 	if res.Path != "" {
 		h.lastSnap = res.LSN
+		if h.cfg.Observer != nil {
+			h.cfg.Observer.Snapshotted(h, res.Took, h.cfg.Clock.Now())
+		}
 	}
 	return res, err
 }
@@ -326,6 +348,9 @@ func (h *Host) Close() error {
 	c, st := h.c, h.st
 	h.mu.Unlock()
 	c.Close()
+	if h.cfg.Observer != nil {
+		h.cfg.Observer.Closed(h)
+	}
 	if st.Log == nil {
 		return nil // the failed log was closed by the reopen
 	}

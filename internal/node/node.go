@@ -71,6 +71,12 @@ type Config struct {
 	// unless this is that range; see coordinator.Config.AcceptLostRecords,
 	// which must be left empty.
 	AcceptLostRecords coordinator.LSNRange
+
+	// HostObserver and WALObserver, if set, are told of the node's opens,
+	// snapshots, WAL writes and fsyncs (metrics); the events of every
+	// record are Coordinator.Observer's.
+	HostObserver host.Observer
+	WALObserver  wal.Observer
 }
 
 func (c *Config) withDefaults() error {
@@ -127,6 +133,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		RestartBackoff: cfg.RestartBackoff,
 		Clock:          cfg.Clock,
 		Logger:         cfg.Logger,
+		Observer:       cfg.HostObserver,
 	})
 	if _, ok := errors.AsType[*coordinator.LostRecordsError](err); ok {
 		lock.Close()
@@ -217,6 +224,8 @@ func (n *Node) openStorage(context.Context) (host.Storage, error) {
 		SegmentBytes: n.cfg.SegmentBytes,
 		Logger:       n.cfg.Logger,
 		FS:           n.cfg.FS,
+		Observer:     n.cfg.WALObserver,
+		Clock:        n.cfg.Clock,
 	})
 	if err != nil {
 		return host.Storage{}, fmt.Errorf("opening the WAL: %w", err)
@@ -254,6 +263,15 @@ func (n *Node) WALStats() wal.Stats {
 		return l.Stats()
 	}
 	return wal.Stats{}
+}
+
+// WALDisk returns the current WAL's segments and bytes on disk (zero while
+// the node reopens it).
+func (n *Node) WALDisk() wal.Disk {
+	if l, ok := n.h.Storage().Log.(*wal.Log); ok {
+		return l.Disk()
+	}
+	return wal.Disk{}
 }
 
 // Close stops serving, closes the WAL (which flushes and fsyncs what was

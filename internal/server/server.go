@@ -56,6 +56,8 @@ type Options struct {
 	// answers. It exists for tests, which use it to show that no caller —
 	// the SDK, the CLI, another node — depends on a message's wording.
 	Reword func(message string) string
+	// Metrics, if set, is served at GET /metrics and times every call.
+	Metrics Metrics
 }
 
 // Server answers the tenure.v1 API over Connect, gRPC and gRPC-Web, with
@@ -101,9 +103,11 @@ func (s *Server) Handler() http.Handler {
 		// `tenure bench` showed a fifth of all CPU in it. Large answers
 		// (task lists, histories) are still compressed.
 		connect.WithCompressMinBytes(64 << 10),
-		connect.WithInterceptors(s.logErrors()),
 	}
+	opts = append(opts, s.metricsOptions()...)
+	opts = append(opts, connect.WithInterceptors(s.logErrors()))
 	mux := http.NewServeMux()
+	s.mountMetrics(mux)
 	mux.Handle(tenurev1connect.NewTaskServiceHandler(taskService{s}, opts...))
 	mux.Handle(tenurev1connect.NewWorkerServiceHandler(workerService{s}, opts...))
 	mux.Handle(tenurev1connect.NewAdminServiceHandler(adminService{s}, opts...))

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/tenurehq/tenure/internal/fsys"
 )
@@ -64,6 +65,8 @@ type Log struct {
 	closeErr  error
 
 	records, batches, fsyncs, bytes atomic.Uint64
+	// activeBytes is segSize, for Disk.
+	activeBytes atomic.Int64
 }
 
 // Open recovers the log in opts.Dir (creating it if needed) and starts its
@@ -94,6 +97,7 @@ func Open(opts Options) (*Log, error) {
 	l.spaceCond.L = &l.mu
 	l.lastLSN.Store(rec.lastLSN)
 	l.durable.Store(rec.lastLSN)
+	l.activeBytes.Store(rec.size)
 	opts.Logger.Info("wal: opened",
 		slog.String("dir", opts.Dir), slog.Int("segments", len(rec.segments)),
 		slog.Uint64("first_lsn", rec.segments[0].first), slog.Uint64("last_lsn", rec.lastLSN),
@@ -253,6 +257,23 @@ func (l *Log) Stats() Stats {
 	}
 }
 
+// Disk is what a Log holds on disk.
+type Disk struct {
+	Segments int   // segment files
+	Bytes    int64 // their total size
+}
+
+// Disk returns the segments on disk and their size.
+func (l *Log) Disk() Disk {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := Disk{Segments: len(l.segments), Bytes: l.activeBytes.Load()}
+	for _, s := range l.segments[:len(l.segments)-1] {
+		d.Bytes += s.bytes
+	}
+	return d
+}
+
 // Close stops accepting appends, writes and fsyncs everything appended before
 // it (under either sync policy), stops the writer and closes the segment. It
 // returns the sticky fatal error if the log failed. Calling it again returns
@@ -365,7 +386,7 @@ func (l *Log) writeFrames(buf []byte, first uint64) error {
 			end += n
 			count++
 		}
-		if err := l.write(buf[off:end]); err != nil {
+		if err := l.write(buf[off:end], int(count)); err != nil {
 			return err
 		}
 		l.records.Add(count)
@@ -396,11 +417,20 @@ func frameLen(buf []byte, off int, lsn uint64) int {
 	return int(h.frameBytes())
 }
 
-func (l *Log) write(b []byte) error {
+// write writes b, which holds records frames, to the active segment.
+func (l *Log) write(b []byte, records int) error {
+	var start time.Time
+	if l.opts.Observer != nil {
+		start = l.opts.Clock.Now()
+	}
 	n, err := l.seg.Write(b)
+	if l.opts.Observer != nil && err == nil {
+		l.opts.Observer.Wrote(records, l.opts.Clock.Now().Sub(start))
+	}
 	l.batches.Add(1)
 	l.bytes.Add(uint64(n))
 	l.segSize += int64(n)
+	l.activeBytes.Store(l.segSize)
 	l.dirty = true
 	if err == nil && n < len(b) {
 		err = io.ErrShortWrite
@@ -416,8 +446,15 @@ func (l *Log) write(b []byte) error {
 // that succeeds proves nothing.
 func (l *Log) sync() error {
 	l.fsyncs.Add(1)
+	var start time.Time
+	if l.opts.Observer != nil {
+		start = l.opts.Clock.Now()
+	}
 	if err := l.seg.Sync(); err != nil {
 		return ioError("fsync segment", l.segPath, err)
+	}
+	if l.opts.Observer != nil {
+		l.opts.Observer.Synced(l.opts.Clock.Now().Sub(start))
 	}
 	l.dirty = false
 	return nil
@@ -446,7 +483,9 @@ func (l *Log) rotate(first uint64) error {
 		return err
 	}
 	l.mu.Lock()
+	l.segments[len(l.segments)-1].bytes = l.segSize
 	l.segments = append(l.segments, segmentInfo{first: first, path: path})
+	l.activeBytes.Store(segmentHeaderSize)
 	l.mu.Unlock()
 	l.seg, l.segPath, l.segSize, l.dirty = f, path, segmentHeaderSize, false
 	return nil

@@ -3,7 +3,9 @@ package wal
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/fsys"
 )
 
@@ -84,6 +86,21 @@ type Options struct {
 	// Logger receives recovery reports (torn tails truncated, leftovers
 	// removed); nil discards them.
 	Logger *slog.Logger
+	// Observer, if set, is told how long each write and fsync of segment
+	// data took (metrics); the writer goroutine calls it.
+	Observer Observer
+	// Clock times the writes and fsyncs the Observer is told of (default
+	// clock.Real).
+	Clock clock.Clock
+}
+
+// Observer is told of the log's writes, for metrics. The writer goroutine
+// calls it after each operation: it must be cheap and must not block.
+type Observer interface {
+	// Wrote: one group-commit write of records frames took took.
+	Wrote(records int, took time.Duration)
+	// Synced: one fsync of segment data took took.
+	Synced(took time.Duration)
 }
 
 // withDefaults returns o with zero fields set to their defaults.
@@ -102,6 +119,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real
 	}
 	return o
 }

@@ -20,6 +20,7 @@ import (
 type segmentInfo struct {
 	first uint64 // LSN of its first record, from its name and header
 	path  string
+	bytes int64 // file size once sealed; the active segment's is Log.activeBytes
 }
 
 // recovered is the state of the log directory after Open's scan.
@@ -96,6 +97,7 @@ func recoverDir(opts Options) (*recovered, error) {
 		if err != nil {
 			return nil, err
 		}
+		segs[i].bytes = res.size
 		if res.shortHeader {
 			// Only possible for the last segment (scan reports corruption
 			// otherwise). It never held a record.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/cluster/schema"
 )
@@ -107,4 +108,17 @@ func redact(dsn string) string {
 		cfg.Passwd = "xxx"
 	}
 	return cfg.FormatDSN()
+}
+
+// Eventually polls cond until it holds. Its deadline (a minute) only ends a
+// hung test: nothing asserts how fast a cluster converges.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := clock.Real.Now().Add(time.Minute)
+	for !cond() {
+		if clock.Real.Now().After(deadline) {
+			t.Fatalf("gave up waiting: %s", what)
+		}
+		clock.Sleep(context.Background(), clock.Real, 20*time.Millisecond)
+	}
 }

@@ -66,6 +66,12 @@ type Config struct {
 	// Clock measures trust and intervals; nil is the real clock.
 	Clock  clock.Clock
 	Logger *slog.Logger
+	// HostObserver, if set, is told of every partition's opens, snapshots
+	// and close (metrics).
+	HostObserver host.Observer
+	// PeerInterceptors run on every request this node forwards to another
+	// (metrics count them).
+	PeerInterceptors []connect.Interceptor
 }
 
 func (c *Config) withDefaults() error {

@@ -124,17 +124,8 @@ func owners(t *testing.T, db *sql.DB) map[uint64]partition.Assignment {
 	return out
 }
 
-// eventually polls cond until it holds; the deadline only ends a hung test.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// eventually polls cond until it holds (clustertest.Eventually).
+var eventually = clustertest.Eventually
 
 func partitionOf(t *testing.T, taskID string) uint64 {
 	t.Helper()

@@ -137,6 +137,7 @@ func (m *Member) open(a partition.Assignment) {
 		OnFailure: func(error) { m.kick() },
 		Clock:     m.cfg.Clock,
 		Logger:    lg,
+		Observer:  m.cfg.HostObserver,
 	})
 	if err != nil {
 		m.openFailed(lg, err)
@@ -188,6 +189,31 @@ func (m *Member) dropAll(reason string) {
 	for _, o := range all {
 		m.closeOwned(o, reason)
 	}
+}
+
+// Owned returns how many partitions this node serves now.
+func (m *Member) Owned() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.owned)
+}
+
+// Coordinators returns the coordinators of the partitions this node serves
+// now (for figures about them, such as metrics).
+func (m *Member) Coordinators() []*coordinator.Coordinator {
+	m.mu.Lock()
+	hosts := make([]*owned, 0, len(m.owned))
+	for _, o := range m.owned {
+		hosts = append(hosts, o)
+	}
+	m.mu.Unlock()
+	var out []*coordinator.Coordinator
+	for _, o := range hosts {
+		if c, err := o.h.Coordinator(); err == nil {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // local returns the partition if this node serves it now, or nil.

@@ -27,12 +27,12 @@ var _ route.Peer = (*Peer)(nil)
 // called through hc (http.DefaultClient if nil), marking every request as
 // forwarded by the node with id from. hc must not time out a Lease
 // long-poll: calls end with their ctx, whose deadline the far node also
-// sees.
-func New(baseURL string, hc connect.HTTPClient, from string) *Peer {
+// sees. Every call runs through interceptors first (metrics count them).
+func New(baseURL string, hc connect.HTTPClient, from string, interceptors ...connect.Interceptor) *Peer {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	opts := []connect.ClientOption{connect.WithInterceptors(forwardedBy(from), unanswered(baseURL))}
+	opts := []connect.ClientOption{connect.WithInterceptors(interceptors...), connect.WithInterceptors(forwardedBy(from), unanswered(baseURL))}
 	return &Peer{
 		TaskServiceClient:   tenurev1connect.NewTaskServiceClient(hc, baseURL, opts...),
 		WorkerServiceClient: tenurev1connect.NewWorkerServiceClient(hc, baseURL, opts...),

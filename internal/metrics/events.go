@@ -1,0 +1,81 @@
+package metrics
+
+import (
+	"github.com/tenurehq/tenure/internal/state"
+)
+
+// The per-queue event counters, in the order of eventNames.
+const (
+	evSubmitted = iota
+	evLeased
+	evCommitted
+	evCompleted
+	evFailed
+	evLeaseExpired
+	evKilled
+	evRefusedStale
+	numEvents
+)
+
+var eventNames = [numEvents]struct{ name, help string }{
+	evSubmitted:    {"tenure_tasks_submitted_total", "Tasks created (TaskCreated records); a deduplicated submit creates none."},
+	evLeased:       {"tenure_tasks_leased_total", "Leases granted (LeaseGranted records): attempts started, finalisation leases included."},
+	evCommitted:    {"tenure_tasks_committed_total", "Results committed by Commit (TaskCommitted records); a Complete without a Commit counts only as completed."},
+	evCompleted:    {"tenure_tasks_completed_total", "Tasks completed (TaskCompleted records)."},
+	evFailed:       {"tenure_tasks_failed_total", "Attempts a worker failed (TaskFailed records), whether the task is retried or FAILED."},
+	evLeaseExpired: {"tenure_leases_expired_total", "Leases revoked because they ran out (LeaseExpired records)."},
+	evKilled:       {"tenure_tasks_killed_total", "Tasks killed by an operator (TaskDead records)."},
+	evRefusedStale: {"tenure_refused_stale_attempts_total", "Calls (start, heartbeat, commit, complete, fail) refused because their lease, once the task's, lost its authority: duplicate executions prevented."},
+}
+
+// newQueueSeries makes the counters of one label pair.
+func (m *Metrics) newQueueSeries(namespace, queue string) *queueSeries {
+	s := &queueSeries{namespace: namespace, queue: queue}
+	for e := range numEvents {
+		s.events[e] = m.events[e].WithLabelValues(namespace, queue)
+	}
+	return s
+}
+
+// eventOf returns the counter a record applied counts in. Records that
+// count in none (extensions, starts, cancellations, purges, fences, and
+// types added later) are ignored.
+func eventOf(r state.Record) (int, bool) {
+	switch r.(type) {
+	case *state.TaskCreated:
+		return evSubmitted, true
+	case *state.LeaseGranted:
+		return evLeased, true
+	case *state.TaskCommitted:
+		return evCommitted, true
+	case *state.TaskCompleted:
+		return evCompleted, true
+	case *state.TaskFailed:
+		return evFailed, true
+	case *state.LeaseExpired:
+		return evLeaseExpired, true
+	case *state.TaskDead:
+		return evKilled, true
+	}
+	return 0, false
+}
+
+// Applied implements coordinator.Observer: one record applied while
+// serving counts once, in its queue's counter; a Fence is an epoch change.
+func (m *Metrics) Applied(r state.Record, t *state.Task) {
+	if _, ok := r.(*state.Fence); ok {
+		m.epochChanges.Inc()
+		return
+	}
+	e, ok := eventOf(r)
+	if !ok || t == nil {
+		return
+	}
+	m.queues.series(t.Namespace, t.Queue).events[e].Inc()
+}
+
+// Refused implements coordinator.Observer: a call by a stale lease
+// refused.
+func (m *Metrics) Refused(t *state.Task, _ state.Action) {
+	m.queues.series(t.Namespace, t.Queue).events[evRefusedStale].Inc()
+}

@@ -1,0 +1,34 @@
+package server
+
+import (
+	"net/http"
+
+	"connectrpc.com/connect"
+)
+
+// Metrics is what the API needs of package metrics: the handler of GET
+// /metrics and an interceptor that times every call.
+type Metrics interface {
+	// Handler answers GET /metrics in the Prometheus text format.
+	Handler() http.Handler
+	// Interceptor observes every call of the API (its procedure, code and
+	// duration). It runs outside every other interceptor.
+	Interceptor() connect.Interceptor
+}
+
+// metricsOptions are the handler options that time every call, if the
+// server has metrics.
+func (s *Server) metricsOptions() []connect.HandlerOption {
+	if s.opts.Metrics == nil {
+		return nil
+	}
+	return []connect.HandlerOption{connect.WithInterceptors(s.opts.Metrics.Interceptor())}
+}
+
+// mountMetrics serves GET /metrics on mux, if the server has metrics.
+func (s *Server) mountMetrics(mux *http.ServeMux) {
+	if s.opts.Metrics == nil {
+		return
+	}
+	mux.Handle("GET /metrics", s.opts.Metrics.Handler())
+}
