@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,15 +55,25 @@ type Options struct {
 	// Clock times the waits between retries. Nil: the real clock. Tests of
 	// this module set a fake one to run the waits without sleeping.
 	Clock clock.Clock
+	// RequestedBy says who asks, for the calls that change something on an
+	// operator's behalf (KillTask, RetryTask, RetryTasks, KillTasks,
+	// PurgeTasks, PauseQueue, ResumeQueue) whose request does not say it
+	// itself: it is kept in the records they write (the task's history,
+	// the queue's pause). The tenure CLI sends user@host. It is what the
+	// caller declares: the server does not check it until tokens identify
+	// callers. At most 256 bytes.
+	RequestedBy string
 }
 
 // Client calls a tenure server. It is safe for concurrent use.
 type Client struct {
-	tasks      tenurev1connect.TaskServiceClient
-	workers    tenurev1connect.WorkerServiceClient
-	maxRetries int
-	backoff    backoff.Policy
-	clock      clock.Clock
+	tasks       tenurev1connect.TaskServiceClient
+	workers     tenurev1connect.WorkerServiceClient
+	queues      tenurev1connect.QueueServiceClient
+	maxRetries  int
+	backoff     backoff.Policy
+	clock       clock.Clock
+	requestedBy string
 }
 
 // New returns a Client for the server at baseURL, e.g.
@@ -115,11 +126,13 @@ func New(baseURL string, opts Options) (*Client, error) {
 	}
 	base := u.String()
 	return &Client{
-		tasks:      tenurev1connect.NewTaskServiceClient(hc, base, copts...),
-		workers:    tenurev1connect.NewWorkerServiceClient(hc, base, copts...),
-		maxRetries: opts.MaxRetries,
-		backoff:    backoff.Policy{Initial: opts.RetryBackoff, Max: maxRetryBackoff},
-		clock:      opts.Clock,
+		tasks:       tenurev1connect.NewTaskServiceClient(hc, base, copts...),
+		workers:     tenurev1connect.NewWorkerServiceClient(hc, base, copts...),
+		queues:      tenurev1connect.NewQueueServiceClient(hc, base, copts...),
+		maxRetries:  opts.MaxRetries,
+		backoff:     backoff.Policy{Initial: opts.RetryBackoff, Max: maxRetryBackoff},
+		clock:       opts.Clock,
+		requestedBy: opts.RequestedBy,
 	}, nil
 }
 
@@ -250,11 +263,75 @@ func (c *Client) ListTasks(ctx context.Context, req ListTasksRequest) (tasks []T
 }
 
 // KillTask moves a task that is not terminal to DEAD; its current lease, if
-// any, loses its authority at once. A task already COMPLETED, FAILED or
-// DEAD is refused with ErrWrongState.
+// any, loses its authority at once. reason becomes the task's
+// FailureReason; Options.RequestedBy is kept as who asked. A task already
+// COMPLETED, FAILED or DEAD is refused with ErrWrongState.
 func (c *Client) KillTask(ctx context.Context, taskID, reason string) error {
-	_, err := call(ctx, c, "KillTask", c.tasks.KillTask, &tenurev1.KillTaskRequest{TaskId: taskID, Reason: reason})
+	_, err := call(ctx, c, "KillTask", c.tasks.KillTask, &tenurev1.KillTaskRequest{TaskId: taskID, Reason: reason, RequestedBy: c.requestedBy})
 	return err
+}
+
+// RetryTask returns a FAILED or DEAD task to WAITING, due at once, with a
+// fresh budget of attempts, and answers it. Its earlier executions stay in
+// its history. A COMPLETED task (submit a new one to run it again), a task
+// not finished, and one an attempt committed before it was killed (its
+// effect may have been applied) are refused with ErrWrongState.
+func (c *Client) RetryTask(ctx context.Context, req RetryTaskRequest) (*Task, error) {
+	resp, err := call(ctx, c, "RetryTask", c.tasks.RetryTask, &tenurev1.RetryTaskRequest{
+		TaskId: req.TaskID, Reason: req.Reason, RequestedBy: c.by(req.RequestedBy)})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetTask() == nil {
+		return nil, errors.New("client: RetryTask: the server answered without a task (a server bug); GetTask shows whether it was retried")
+	}
+	return taskPtr(resp.GetTask()), nil
+}
+
+// RetryTasks retries every FAILED or DEAD task req.Filter selects, as
+// RetryTask would, and counts them; the others it selects are Skipped. A
+// filter with nothing set and without All, or All with another field, is
+// refused with ErrInvalidArgument. The server works in bounded steps and
+// selects no task created after the call began; if the call fails part
+// way, the tasks it changed stay changed: call it again to continue.
+func (c *Client) RetryTasks(ctx context.Context, req BulkRequest) (BulkResult, error) {
+	return bulkResult(call(ctx, c, "RetryTasks", c.tasks.RetryTasks, &tenurev1.RetryTasksRequest{
+		Filter: req.Filter.proto(), Reason: req.Reason, RequestedBy: c.by(req.RequestedBy)}))
+}
+
+// KillTasks kills every unfinished task req.Filter selects, as KillTask
+// would, and counts them; those already finished are Skipped. The filter
+// and a failure part way are as for RetryTasks.
+func (c *Client) KillTasks(ctx context.Context, req BulkRequest) (BulkResult, error) {
+	return bulkResult(call(ctx, c, "KillTasks", c.tasks.KillTasks, &tenurev1.KillTasksRequest{
+		Filter: req.Filter.proto(), Reason: req.Reason, RequestedBy: c.by(req.RequestedBy)}))
+}
+
+// PurgeTasks deletes every finished (COMPLETED, FAILED or DEAD) task
+// req.Filter selects now rather than at the server's retention, and counts
+// them; those not finished are Skipped. GetTask then answers ErrNotFound
+// for them, and their request ids may be used again. The filter and a
+// failure part way are as for RetryTasks.
+func (c *Client) PurgeTasks(ctx context.Context, req BulkRequest) (BulkResult, error) {
+	return bulkResult(call(ctx, c, "PurgeTasks", c.tasks.PurgeTasks, &tenurev1.PurgeTasksRequest{
+		Filter: req.Filter.proto(), Reason: req.Reason, RequestedBy: c.by(req.RequestedBy)}))
+}
+
+// bulkResult is the result of a bulk action's answer.
+func bulkResult(resp interface {
+	GetChanged() uint64
+	GetSkipped() uint64
+}, err error) (BulkResult, error) {
+	if err != nil {
+		return BulkResult{}, err
+	}
+	return BulkResult{Changed: resp.GetChanged(), Skipped: resp.GetSkipped()}, nil
+}
+
+// by is who asks for an operator's action: requestedBy, or the client's
+// Options.RequestedBy.
+func (c *Client) by(requestedBy string) string {
+	return cmp.Or(requestedBy, c.requestedBy)
 }
 
 // GetTaskHistory returns the log records that touched a task, oldest

@@ -144,3 +144,44 @@ func (r SubmitRequest) proto() *tenurev1.SubmitRequest {
 	}
 	return out
 }
+
+func queueOf(p *tenurev1.Queue) Queue {
+	c := p.GetTasks()
+	q := Queue{
+		Namespace: p.GetNamespace(),
+		Queue:     p.GetQueue(),
+		Tasks: TaskCounts{Waiting: c.GetWaiting(), Leased: c.GetLeased(), Committed: c.GetCommitted(),
+			Completed: c.GetCompleted(), Failed: c.GetFailed(), Dead: c.GetDead()},
+		OldestWaitingAge: p.GetOldestWaitingAge().AsDuration(),
+		ActiveLeases:     p.GetActiveLeases(),
+		Paused:           p.GetPaused(),
+		LastMinute:       queueEventsOf(p.GetLastMinute()),
+		Last5Minutes:     queueEventsOf(p.GetLast_5Minutes()),
+		LastHour:         queueEventsOf(p.GetLastHour()),
+		Partitions:       p.GetPartitions(),
+		PausedPartitions: p.GetPausedPartitions(),
+	}
+	if pp := p.GetPause(); pp != nil {
+		q.Pause = &QueuePause{RequestedBy: pp.GetRequestedBy(), Reason: pp.GetReason(), PausedAt: timeOf(pp.GetPausedAt())}
+	}
+	if pm := p.GetPerMinute(); len(pm) > 0 {
+		q.PerMinute = make([]QueueEvents, len(pm))
+		for i, e := range pm {
+			q.PerMinute[i] = queueEventsOf(e)
+		}
+	}
+	return q
+}
+
+func queueEventsOf(p *tenurev1.QueueEvents) QueueEvents {
+	return QueueEvents{Submitted: p.GetSubmitted(), Completed: p.GetCompleted(), Failed: p.GetFailed(), LeaseExpired: p.GetLeaseExpired()}
+}
+
+// proto returns the API's filter for f.
+func (f TaskFilter) proto() *tenurev1.TaskFilter {
+	out := &tenurev1.TaskFilter{Namespace: f.Namespace, Queue: f.Queue, State: tenurev1.TaskState(f.State), All: f.All}
+	if !f.CreatedBefore.IsZero() {
+		out.CreatedBefore = timestamppb.New(f.CreatedBefore)
+	}
+	return out
+}

@@ -1,16 +1,25 @@
 // Package client is the Go SDK of tenure: a typed client over the tenure.v1
-// API (TaskService and WorkerService) for submitting, inspecting and killing
-// tasks, and for the worker protocol (lease, heartbeat, commit, complete,
-// fail). Most workers should use package worker, which runs that protocol
+// API (TaskService, WorkerService and QueueService) for submitting,
+// inspecting, killing and retrying tasks, for the worker protocol (lease,
+// heartbeat, commit, complete, fail), and for queue statistics, pause and
+// resume. Most workers should use package worker, which runs that protocol
 // for them.
 //
 // The SDK speaks in its own types: Task, Execution, LeasedTask,
-// HistoryEntry, FencingToken, FailResult; states are TaskState and
-// ExecutionStatus constants; times are time.Time (zero when unset) and
-// durations time.Duration. The methods are named after the API's calls:
+// HistoryEntry, FencingToken, FailResult, Queue, BulkResult; states are
+// TaskState and ExecutionStatus constants; times are time.Time (zero when
+// unset) and durations time.Duration. The methods are named after the
+// API's calls:
 //
-//	TaskService    Submit, SubmitBatch, GetTask, ListTasks, KillTask, GetTaskHistory
+//	TaskService    Submit, SubmitBatch, GetTask, ListTasks, KillTask, RetryTask,
+//	               RetryTasks, KillTasks, PurgeTasks, GetTaskHistory
 //	WorkerService  Lease, Start, Heartbeat, Commit, Complete, CompleteBatch, Fail
+//	QueueService   ListQueues, GetQueue, PauseQueue, ResumeQueue
+//
+// The calls an operator makes (KillTask, RetryTask, the bulk actions,
+// PauseQueue, ResumeQueue) record who asked: the request's RequestedBy, or
+// Options.RequestedBy. It is what the caller declares, not checked by the
+// server until tokens identify callers.
 //
 // What it promises:
 //
@@ -30,10 +39,15 @@
 //     lease id, and the server answers a repeated Commit or Complete of the
 //     same lease as it answered the first. CompleteBatch answers each item
 //     on its own (errs[i]), and a retry of the whole call repeats each item.
-//   - Fail and KillTask are not repeatable in the same way: when the first
-//     try took effect but its answer was lost, the retry is refused (the
-//     lease is no longer current; the task is already DEAD). The task is
-//     then in the state the caller asked for.
+//   - Fail, KillTask and RetryTask are not repeatable in the same way: when
+//     the first try took effect but its answer was lost, the retry is
+//     refused (the lease is no longer current; the task is already DEAD, or
+//     no longer FAILED or DEAD). The task is then in the state the caller
+//     asked for.
+//   - PauseQueue and ResumeQueue repeated change nothing more (Changed is
+//     false). RetryTasks, KillTasks and PurgeTasks repeated act on what
+//     the first try left (a retry continues a call that failed part way),
+//     and count only what the last try did.
 //   - A Lease whose grant took effect but whose answer was lost leaves a
 //     lease nobody holds: it simply expires after the task's execution
 //     window and the task is retried (the lost attempt counts against its

@@ -27,7 +27,8 @@ var (
 	// one, starting an execution that already committed.
 	ErrWrongState = errors.New("client: wrong state")
 	// ErrNotFound: no task has the id (or it left after the server's
-	// retention period).
+	// retention period), or the queue named does not exist (no task, not
+	// paused, no event in the last hour).
 	ErrNotFound = errors.New("client: not found")
 	// ErrInvalidArgument: a field of the request is invalid (Error.Field
 	// names it). Fix the request; retrying it as it is fails again.

@@ -288,3 +288,154 @@ type FailResult struct {
 	// TaskStateWaiting.
 	RetryAt time.Time
 }
+
+// RetryTaskRequest names the task RetryTask returns to WAITING.
+type RetryTaskRequest struct {
+	TaskID string // required
+	// Reason says why; it is kept in the record (the task's history).
+	Reason string
+	// RequestedBy says who asks, kept in the record. Empty:
+	// Options.RequestedBy. It is what the caller declares: the server does
+	// not check it until tokens identify callers.
+	RequestedBy string
+}
+
+// TaskFilter selects the tasks of a bulk action (RetryTasks, KillTasks,
+// PurgeTasks): every field set must match. A filter with no field set is
+// refused (ErrInvalidArgument) unless All is set, so that an empty filter
+// never acts on every task by mistake; All with another field is refused
+// too.
+type TaskFilter struct {
+	// Namespace selects the tasks of one namespace ("": every namespace).
+	Namespace string
+	// Queue selects the tasks of one queue, in Namespace or, without it,
+	// in every namespace.
+	Queue string
+	// State selects the tasks in one state; it must be one the action
+	// applies to (TaskStateUnspecified: any of those).
+	State TaskState
+	// CreatedBefore selects the tasks created before it (zero: any time).
+	CreatedBefore time.Time
+	// All selects every task the action applies to, explicitly; only
+	// without the other fields.
+	All bool
+}
+
+// BulkRequest is the request of RetryTasks, KillTasks and PurgeTasks.
+type BulkRequest struct {
+	Filter TaskFilter
+	// Reason says why; it is kept in each record (and, for KillTasks, as
+	// each task's FailureReason).
+	Reason string
+	// RequestedBy says who asks, as RetryTaskRequest.RequestedBy.
+	RequestedBy string
+}
+
+// BulkResult counts what a bulk action did.
+type BulkResult struct {
+	// Changed counts the tasks retried, killed or purged.
+	Changed uint64
+	// Skipped counts the tasks the filter selected that the action does
+	// not apply to: for RetryTasks those COMPLETED, not finished, or
+	// committed before they were killed; for KillTasks those already
+	// finished; for PurgeTasks those not finished.
+	Skipped uint64
+}
+
+// Queue describes one queue at the time of the answer (ListQueues,
+// GetQueue). Its statistics are counters the server keeps as it goes; in
+// cluster mode they add up every partition of the queue.
+type Queue struct {
+	Namespace string
+	Queue     string
+	// Tasks counts the queue's tasks by state.
+	Tasks TaskCounts
+	// OldestWaitingAge is how long the oldest waiting task that is due has
+	// waited since it became due (its creation, or the end of its delay or
+	// backoff), to the millisecond; 0 when no waiting task is due.
+	OldestWaitingAge time.Duration
+	// ActiveLeases counts the leases held now: LEASED tasks, and COMMITTED
+	// ones being finalised.
+	ActiveLeases uint64
+	// Paused is set while the queue is paused (in cluster mode: in every
+	// partition); Pause says who paused it, when and why (nil when no
+	// partition is paused).
+	Paused bool
+	Pause  *QueuePause
+	// LastMinute, Last5Minutes and LastHour count events over windows made
+	// of buckets: "last minute" covers between 50 and 60 seconds (10-second
+	// buckets), "last 5 minutes" between 4 and 5 minutes and "last hour"
+	// between 59 and 60 minutes (1-minute buckets).
+	LastMinute   QueueEvents
+	Last5Minutes QueueEvents
+	LastHour     QueueEvents
+	// PerMinute holds the events of each of the last 60 minutes, oldest
+	// first; the last is the current minute.
+	PerMinute []QueueEvents
+	// Partitions is the number of partitions the queue spans (1 in
+	// embedded mode), PausedPartitions how many of them are paused: fewer
+	// than Partitions while a pause or resume is under way, or after one
+	// failed part way (repeat it).
+	Partitions       uint32
+	PausedPartitions uint32
+}
+
+// TaskCounts counts tasks by state.
+type TaskCounts struct {
+	Waiting, Leased, Committed, Completed, Failed, Dead uint64
+}
+
+// QueueEvents counts what happened to a queue's tasks in some interval.
+type QueueEvents struct {
+	// Submitted counts the tasks submitted.
+	Submitted uint64
+	// Completed and Failed count the tasks that became COMPLETED and
+	// FAILED (attempts ran out, or failed permanently).
+	Completed uint64
+	Failed    uint64
+	// LeaseExpired counts the leases that expired, whatever followed.
+	LeaseExpired uint64
+}
+
+// QueuePause says who paused a queue, when and why (in cluster mode: the
+// earliest pause of its partitions).
+type QueuePause struct {
+	RequestedBy string
+	Reason      string
+	PausedAt    time.Time
+}
+
+// ListQueuesRequest selects the queues ListQueues lists.
+type ListQueuesRequest struct {
+	// Namespace lists the queues of one namespace ("": every namespace).
+	Namespace string
+}
+
+// PauseQueueRequest names the queue PauseQueue pauses.
+type PauseQueueRequest struct {
+	Namespace string // default "default"
+	Queue     string // required
+	// Reason says why; it is kept in the record and shown in Queue.Pause.
+	Reason string
+	// RequestedBy says who asks, as RetryTaskRequest.RequestedBy.
+	RequestedBy string
+}
+
+// ResumeQueueRequest names the queue ResumeQueue resumes.
+type ResumeQueueRequest struct {
+	Namespace string // default "default"
+	Queue     string // required
+	// Reason says why; it is kept in the record.
+	Reason string
+	// RequestedBy says who asks, as RetryTaskRequest.RequestedBy.
+	RequestedBy string
+}
+
+// QueueControlResult says what PauseQueue or ResumeQueue did.
+type QueueControlResult struct {
+	// Changed is false when the queue was already paused (PauseQueue) or
+	// running (ResumeQueue): nothing was written.
+	Changed bool
+	// Queue is the queue as it is afterwards.
+	Queue Queue
+}

@@ -42,10 +42,14 @@ TENURE_DATA_DIR when set; each flag's help names its variable.`,
 	add(root, "serve", a.leaf(&serverCmd{}))
 	add(root, "use",
 		a.leaf(&submitCmd{}),
-		group("task", "show a task, its history, or kill it",
-			a.leaf(&taskGetCmd{}), a.leaf(&taskHistoryCmd{}), a.leaf(&taskKillCmd{})),
-		group("tasks", "list tasks",
-			a.leaf(&tasksListCmd{})),
+		group("task", "show a task, its history, or kill or retry it",
+			a.leaf(&taskGetCmd{}), a.leaf(&taskHistoryCmd{}), a.leaf(&taskKillCmd{}), a.leaf(&taskRetryCmd{})),
+		group("tasks", "list tasks, or retry, kill or purge the tasks a filter selects",
+			a.leaf(&tasksListCmd{}), a.leaf(&tasksBulkCmd{action: bulkRetry}), a.leaf(&tasksBulkCmd{action: bulkKill}),
+			a.leaf(&tasksBulkCmd{action: bulkPurge})),
+		a.leaf(&queuesCmd{}),
+		group("queue", "show, pause or resume a queue",
+			a.leaf(&queueGetCmd{}), a.leaf(&queueControlCmd{pause: true}), a.leaf(&queueControlCmd{})),
 		a.leaf(&workerCmd{}),
 		group("admin", "ask a running server for maintenance",
 			a.leaf(&adminSnapshotCmd{})),
@@ -83,8 +87,14 @@ TENURE_DATA_DIR when set; each flag's help names its variable.`,
 	return root
 }
 
-// app is what every command shares: where it writes, and its clock.
+// app is what every command shares: where it reads and writes, and its
+// clock.
 type app struct {
+	stdin io.Reader
+	// interactive says stdin is a terminal: a person may answer a prompt.
+	// (isTerminal takes any character device for one, /dev/null too: a
+	// prompt then reads the end of input and aborts.)
+	interactive    bool
 	stdout, stderr io.Writer
 	clock          clock.Clock
 }
@@ -177,11 +187,18 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run runs one command line and returns the exit code: 0 done, 1 the
+// run runs one command line with the process's stdin and returns the exit
+// code (see runApp).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runApp(ctx, args, &app{stdin: os.Stdin, interactive: isTerminal(os.Stdin), stdout: stdout, stderr: stderr, clock: clock.Real})
+}
+
+// runApp runs one command line and returns the exit code: 0 done, 1 the
 // command failed (the error is printed), 2 a usage mistake (printed with
 // the command's usage), or what the command chose (exitError).
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRoot(&app{stdout: stdout, stderr: stderr, clock: clock.Real})
+func runApp(ctx context.Context, args []string, a *app) int {
+	stderr := a.stderr
+	root := newRoot(a)
 	root.SetArgs(oneDashLongFlags(root, append([]string{}, args...)))
 	cmd, err := root.ExecuteContextC(ctx)
 	if cmd == nil {

@@ -11,14 +11,20 @@ import (
 	"github.com/tenurehq/tenure/client"
 )
 
-// The --json output of the task commands is the API's JSON form of the
-// messages it prints (SubmitResponse, Task, ListTasksResponse,
-// GetTaskHistoryResponse, as the Connect protocol and curl show them), so
+// The --json output of the task and queue commands is the API's JSON form
+// of the messages it prints (SubmitResponse, Task, ListTasksResponse,
+// GetTaskHistoryResponse, RetryTaskResponse, the bulk actions' responses,
+// ListQueuesResponse, GetQueueResponse, PauseQueueResponse,
+// ResumeQueueResponse, as the Connect protocol and curl show them), so
 // that one script reads both. These types spell that form out: the API's
 // field names, fields at their zero value left out, enums by their API
 // names, bytes in base64, 64-bit integers as strings, durations as
 // seconds ("1.500s") and times in RFC 3339, UTC. Scripts depend on it:
-// TestCLIJSONIsTheAPIsJSON pins it.
+// TestCLIJSONIsTheAPIsJSON and TestCLIQueuesJSONIsTheAPIsJSON pin it.
+//
+// One difference: a queue's oldestWaitingAge of exactly 0 (its oldest due
+// task became due this millisecond) is left out, as the SDK cannot tell it
+// from no task due.
 
 type submitJSON struct {
 	Task      taskJSON `json:"task"`
@@ -70,6 +76,72 @@ type executionJSON struct {
 type taskListJSON struct {
 	Tasks         []taskJSON `json:"tasks,omitempty"`
 	NextPageToken string     `json:"nextPageToken,omitempty"`
+}
+
+// taskResponseJSON is the API's RetryTaskResponse (and any response that
+// carries one task).
+type taskResponseJSON struct {
+	Task taskJSON `json:"task"`
+}
+
+// bulkJSON is the API's RetryTasksResponse, KillTasksResponse and
+// PurgeTasksResponse.
+type bulkJSON struct {
+	Changed uint64 `json:"changed,omitempty,string"`
+	Skipped uint64 `json:"skipped,omitempty,string"`
+}
+
+type queueListJSON struct {
+	Queues []queueJSON `json:"queues,omitempty"`
+}
+
+type queueResponseJSON struct {
+	Queue queueJSON `json:"queue"`
+}
+
+// queueControlJSON is the API's PauseQueueResponse and
+// ResumeQueueResponse.
+type queueControlJSON struct {
+	Changed bool      `json:"changed,omitempty"`
+	Queue   queueJSON `json:"queue"`
+}
+
+type queueJSON struct {
+	Namespace        string            `json:"namespace,omitempty"`
+	Queue            string            `json:"queue,omitempty"`
+	Tasks            taskCountsJSON    `json:"tasks"`
+	OldestWaitingAge durationJSON      `json:"oldestWaitingAge,omitzero"`
+	ActiveLeases     uint64            `json:"activeLeases,omitempty,string"`
+	Paused           bool              `json:"paused,omitempty"`
+	Pause            *queuePauseJSON   `json:"pause,omitempty"`
+	LastMinute       queueEventsJSON   `json:"lastMinute"`
+	Last5Minutes     queueEventsJSON   `json:"last5Minutes"`
+	LastHour         queueEventsJSON   `json:"lastHour"`
+	PerMinute        []queueEventsJSON `json:"perMinute,omitempty"`
+	Partitions       uint32            `json:"partitions,omitempty"`
+	PausedPartitions uint32            `json:"pausedPartitions,omitempty"`
+}
+
+type taskCountsJSON struct {
+	Waiting   uint64 `json:"waiting,omitempty,string"`
+	Leased    uint64 `json:"leased,omitempty,string"`
+	Committed uint64 `json:"committed,omitempty,string"`
+	Completed uint64 `json:"completed,omitempty,string"`
+	Failed    uint64 `json:"failed,omitempty,string"`
+	Dead      uint64 `json:"dead,omitempty,string"`
+}
+
+type queueEventsJSON struct {
+	Submitted    uint64 `json:"submitted,omitempty,string"`
+	Completed    uint64 `json:"completed,omitempty,string"`
+	Failed       uint64 `json:"failed,omitempty,string"`
+	LeaseExpired uint64 `json:"leaseExpired,omitempty,string"`
+}
+
+type queuePauseJSON struct {
+	RequestedBy string   `json:"requestedBy,omitempty"`
+	Reason      string   `json:"reason,omitempty"`
+	PausedAt    timeJSON `json:"pausedAt,omitzero"`
 }
 
 type historyJSON struct {
@@ -139,6 +211,29 @@ func historyToJSON(entries []client.HistoryEntry) historyJSON {
 			LSN: e.LSN, Type: e.Type, At: timeJSON(e.At), LeaseID: e.LeaseID, WorkerID: e.WorkerID, Attempt: e.Attempt, Detail: e.Detail,
 			RequestedBy: e.RequestedBy, Reason: e.Reason,
 		})
+	}
+	return out
+}
+
+func queueToJSON(q *client.Queue) queueJSON {
+	out := queueJSON{
+		Namespace:        q.Namespace,
+		Queue:            q.Queue,
+		Tasks:            taskCountsJSON(q.Tasks),
+		OldestWaitingAge: durationJSON(q.OldestWaitingAge),
+		ActiveLeases:     q.ActiveLeases,
+		Paused:           q.Paused,
+		LastMinute:       queueEventsJSON(q.LastMinute),
+		Last5Minutes:     queueEventsJSON(q.Last5Minutes),
+		LastHour:         queueEventsJSON(q.LastHour),
+		Partitions:       q.Partitions,
+		PausedPartitions: q.PausedPartitions,
+	}
+	if p := q.Pause; p != nil {
+		out.Pause = &queuePauseJSON{RequestedBy: p.RequestedBy, Reason: p.Reason, PausedAt: timeJSON(p.PausedAt)}
+	}
+	for _, e := range q.PerMinute {
+		out.PerMinute = append(out.PerMinute, queueEventsJSON(e))
 	}
 	return out
 }

@@ -60,73 +60,21 @@ func TestCLIJSONIsTheAPIsJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// asJSON decodes JSON into plain values, to compare outputs whatever
-	// their spacing and field order.
-	asJSON := func(what, s string) any {
-		t.Helper()
-		var v any
-		if err := json.Unmarshal([]byte(s), &v); err != nil {
-			t.Fatalf("%s: not JSON: %v\n%s", what, err, s)
-		}
-		return v
-	}
-	same := func(what, cli string, want proto.Message) any {
-		t.Helper()
-		b, err := protojson.Marshal(want)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, api := asJSON(what, cli), asJSON("the API's "+what, string(b))
-		if !reflect.DeepEqual(got, api) {
-			t.Errorf("%s --json differs from the API's JSON:\n got %v\nwant %v", what, got, api)
-		}
-		return got
-	}
-	keysOf := func(v any) []string {
-		var keys []string
-		var walk func(prefix string, v any)
-		walk = func(prefix string, v any) {
-			switch v := v.(type) {
-			case map[string]any:
-				for k, e := range v {
-					keys = append(keys, prefix+k)
-					walk(prefix+k+".", e)
-				}
-			case []any:
-				for _, e := range v {
-					walk(strings.TrimSuffix(prefix, ".")+"[].", e)
-				}
-			}
-		}
-		walk("", v)
-		sort.Strings(keys)
-		return slices.Compact(keys)
-	}
-	pin := func(what string, v any, want ...string) {
-		t.Helper()
-		got := keysOf(v)
-		for _, k := range want {
-			if !slices.Contains(got, k) {
-				t.Errorf("%s --json has no field %q; it has %v", what, k, got)
-			}
-		}
-	}
-
 	var gets []any
 	for _, id := range []string{done, delayed, killed} {
 		resp, err := api.GetTask(ctx, connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: id}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		gets = append(gets, same("task get "+id, mustCLI(t, "task", "get", "--addr", addr, "--json", id), resp.Msg.GetTask()))
+		gets = append(gets, sameJSON(t, "task get "+id, mustCLI(t, "task", "get", "--addr", addr, "--json", id), resp.Msg.GetTask()))
 	}
-	pin("task get", gets[0], "taskId", "namespace", "queue", "payload", "state", "attempt", "priority", "requestId",
+	pinJSON(t, "task get", gets[0], "taskId", "namespace", "queue", "payload", "state", "attempt", "priority", "requestId",
 		"executionWindow", "retryPolicy", "retryPolicy.maxAttempts", "retryPolicy.initialBackoff", "retryPolicy.maxBackoff",
 		"retryPolicy.backoffMultiplier", "createdAt", "updatedAt", "result", "executions",
 		"executions[].attempt", "executions[].leaseId", "executions[].workerId", "executions[].status", "executions[].leasedAt",
 		"executions[].startedAt", "executions[].committedAt", "executions[].finishedAt", "executions[].leaseExpiry")
-	pin("task get (delayed)", gets[1], "notBefore")
-	pin("task get (killed)", gets[2], "failureReason", "executions[].reason")
+	pinJSON(t, "task get (delayed)", gets[1], "notBefore")
+	pinJSON(t, "task get (killed)", gets[2], "failureReason", "executions[].reason")
 	if task := gets[0].(map[string]any); task["state"] != "TASK_STATE_COMPLETED" || task["executionWindow"] != "2.500s" || task["payload"] != "aGVsbG8=" {
 		t.Errorf("task get --json: state %v, executionWindow %v, payload %v; want TASK_STATE_COMPLETED, 2.500s, aGVsbG8=", task["state"], task["executionWindow"], task["payload"])
 	}
@@ -135,30 +83,30 @@ func TestCLIJSONIsTheAPIsJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	list := same("tasks list", mustCLI(t, "tasks", "list", "--addr", addr, "--json"), &tenurev1.ListTasksResponse{Tasks: all.Msg.GetTasks()})
-	pin("tasks list", list, "tasks", "tasks[].taskId", "tasks[].state", "tasks[].leaseId", "tasks[].workerId", "tasks[].leaseExpiry")
-	same("tasks list (none)", mustCLI(t, "tasks", "list", "--addr", addr, "--json", "--queue", "empty"), &tenurev1.ListTasksResponse{})
+	list := sameJSON(t, "tasks list", mustCLI(t, "tasks", "list", "--addr", addr, "--json"), &tenurev1.ListTasksResponse{Tasks: all.Msg.GetTasks()})
+	pinJSON(t, "tasks list", list, "tasks", "tasks[].taskId", "tasks[].state", "tasks[].leaseId", "tasks[].workerId", "tasks[].leaseExpiry")
+	sameJSON(t, "tasks list (none)", mustCLI(t, "tasks", "list", "--addr", addr, "--json", "--queue", "empty"), &tenurev1.ListTasksResponse{})
 	// A page: the API's answer to page_size --limit, its next page token
 	// included, so that a script can page with --page-token.
 	first, err := api.ListTasks(ctx, connect.NewRequest(&tenurev1.ListTasksRequest{PageSize: 2}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	page := same("tasks list --limit 2", mustCLI(t, "tasks", "list", "--addr", addr, "--json", "--limit", "2"), first.Msg)
-	pin("tasks list --limit 2", page, "tasks", "nextPageToken")
+	page := sameJSON(t, "tasks list --limit 2", mustCLI(t, "tasks", "list", "--addr", addr, "--json", "--limit", "2"), first.Msg)
+	pinJSON(t, "tasks list --limit 2", page, "tasks", "nextPageToken")
 	second, err := api.ListTasks(ctx, connect.NewRequest(&tenurev1.ListTasksRequest{PageSize: 2, PageToken: first.Msg.GetNextPageToken()}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	same("tasks list --limit 2 --page-token", mustCLI(t, "tasks", "list", "--addr", addr, "--json", "--limit", "2", "--page-token", first.Msg.GetNextPageToken()), second.Msg)
+	sameJSON(t, "tasks list --limit 2 --page-token", mustCLI(t, "tasks", "list", "--addr", addr, "--json", "--limit", "2", "--page-token", first.Msg.GetNextPageToken()), second.Msg)
 
 	for _, id := range []string{done, killed} {
 		resp, err := api.GetTaskHistory(ctx, connect.NewRequest(&tenurev1.GetTaskHistoryRequest{TaskId: id}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		hist := same("task history "+id, mustCLI(t, "task", "history", "--addr", addr, "--json", id), resp.Msg)
-		pin("task history", hist, "entries", "entries[].lsn", "entries[].type", "entries[].at", "entries[].leaseId",
+		hist := sameJSON(t, "task history "+id, mustCLI(t, "task", "history", "--addr", addr, "--json", id), resp.Msg)
+		pinJSON(t, "task history", hist, "entries", "entries[].lsn", "entries[].type", "entries[].at", "entries[].leaseId",
 			"entries[].workerId", "entries[].attempt", "entries[].detail")
 		if lsn := hist.(map[string]any)["entries"].([]any)[0].(map[string]any)["lsn"]; reflect.TypeOf(lsn) != reflect.TypeFor[string]() {
 			t.Errorf("task history --json: lsn %v is a %T; the API's JSON has 64-bit integers as strings", lsn, lsn)
@@ -169,9 +117,64 @@ func TestCLIJSONIsTheAPIsJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub := same("submit (a duplicate)", mustCLI(t, "submit", "--addr", addr, "--json", "--queue", "done", "--request-id", "r1", "hello"),
+	sub := sameJSON(t, "submit (a duplicate)", mustCLI(t, "submit", "--addr", addr, "--json", "--queue", "done", "--request-id", "r1", "hello"),
 		&tenurev1.SubmitResponse{Task: resp.Msg.GetTask(), Duplicate: true})
-	pin("submit", sub, "task", "task.taskId", "duplicate")
+	pinJSON(t, "submit", sub, "task", "task.taskId", "duplicate")
+}
+
+// asJSON decodes JSON into plain values, to compare outputs whatever
+// their spacing and field order.
+func asJSON(t *testing.T, what, s string) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("%s: not JSON: %v\n%s", what, err, s)
+	}
+	return v
+}
+
+// sameJSON checks that cli, the --json output of a command, is the API's
+// JSON of want, value for value, and returns it decoded.
+func sameJSON(t *testing.T, what, cli string, want proto.Message) any {
+	t.Helper()
+	b, err := protojson.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, api := asJSON(t, what, cli), asJSON(t, "the API's "+what, string(b))
+	if !reflect.DeepEqual(got, api) {
+		t.Errorf("%s --json differs from the API's JSON:\n got %v\nwant %v", what, got, api)
+	}
+	return got
+}
+
+// pinJSON checks that v, decoded JSON, has each field of want: "a.b" for a
+// field of an object, "a[].b" for a field of the objects of a list.
+func pinJSON(t *testing.T, what string, v any, want ...string) {
+	t.Helper()
+	var keys []string
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				keys = append(keys, prefix+k)
+				walk(prefix+k+".", e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(strings.TrimSuffix(prefix, ".")+"[].", e)
+			}
+		}
+	}
+	walk("", v)
+	sort.Strings(keys)
+	keys = slices.Compact(keys)
+	for _, k := range want {
+		if !slices.Contains(keys, k) {
+			t.Errorf("%s --json has no field %q; it has %v", what, k, keys)
+		}
+	}
 }
 
 func submitTask(t *testing.T, c *client.Client, req client.SubmitRequest) string {

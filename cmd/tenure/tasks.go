@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"regexp"
 	"strings"
 	"text/tabwriter"
@@ -39,6 +41,45 @@ func (f *clientFlags) url() string {
 
 func (f *clientFlags) connect() (*client.Client, error) {
 	return client.New(f.url(), client.Options{})
+}
+
+// controlFlags are the flags of the commands that change something on an
+// operator's behalf: the client's, why, and who asks. Why and who are kept
+// in the records the action writes (the task's history, the queue's
+// pause).
+type controlFlags struct {
+	client      clientFlags
+	reason      string
+	requestedBy string
+}
+
+func (f *controlFlags) add(fs *pflag.FlagSet, defaultReason string) {
+	f.client.add(fs)
+	fs.StringVar(&f.reason, "reason", defaultReason, "why, kept in the record")
+	fs.StringVar(&f.requestedBy, "requested-by", "", "who asks, kept in the record (default: $USER@hostname); self-declared: the server takes it as given until token auth exists")
+}
+
+// connect returns a client whose operator's actions say by() asked.
+func (f *controlFlags) connect() (*client.Client, error) {
+	return client.New(f.client.url(), client.Options{RequestedBy: f.by()})
+}
+
+// by is who asks: --requested-by, or $USER@hostname.
+func (f *controlFlags) by() string {
+	if f.requestedBy != "" {
+		return f.requestedBy
+	}
+	name := os.Getenv("USER")
+	if name == "" {
+		if u, err := user.Current(); err == nil {
+			name = u.Username
+		}
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	return cmp.Or(name, "unknown-user") + "@" + host
 }
 
 // printJSON prints a message as indented protojson.
@@ -114,7 +155,7 @@ func (c *submitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	if fs.Changed("window") && c.window == 0 {
 		return usageError{"--window 0 is outside 100ms..24h; omit the flag for the server's default of 30s"}
 	}
-	payload, err := readPayload(args, c.file)
+	payload, err := readPayload(a, args, c.file)
 	if err != nil {
 		return err
 	}
@@ -149,7 +190,7 @@ func (c *submitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 
 // readPayload takes the payload from the one argument ("-" for stdin), a
 // file, or stdin when it is not a terminal; no payload is an empty one.
-func readPayload(args []string, file string) ([]byte, error) {
+func readPayload(a *app, args []string, file string) ([]byte, error) {
 	switch {
 	case len(args) > 1:
 		return nil, usageError{fmt.Sprintf("expected at most one payload argument, got %d (quote a payload with spaces)", len(args))}
@@ -163,8 +204,8 @@ func readPayload(args []string, file string) ([]byte, error) {
 		return b, nil
 	case len(args) == 1 && args[0] != "-":
 		return []byte(args[0]), nil
-	case len(args) == 1 || !isTerminal(os.Stdin):
-		b, err := io.ReadAll(io.LimitReader(os.Stdin, 64<<20))
+	case len(args) == 1 || !a.interactive:
+		b, err := io.ReadAll(io.LimitReader(a.stdin, 64<<20))
 		if err != nil {
 			return nil, fmt.Errorf("reading the payload from stdin: %w", err)
 		}
@@ -282,17 +323,23 @@ func (c *taskHistoryCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args
 
 // taskKillCmd is `tenure task kill`.
 type taskKillCmd struct {
-	client clientFlags
-	reason string
+	control controlFlags
 }
 
 func (*taskKillCmd) spec() *cobra.Command {
-	return &cobra.Command{Use: "kill [flags] TASK_ID", Short: "kill a task (DEAD, no further attempts)"}
+	return &cobra.Command{
+		Use:   "kill [flags] TASK_ID",
+		Short: "kill a task (DEAD, no further attempts)",
+		Long: `Kill a task that is not finished: it becomes DEAD with --reason as its
+failure reason, and a worker holding its lease loses it at once. A task
+already COMPLETED, FAILED or DEAD is refused. Its history keeps who asked
+(--requested-by) and why.`,
+		Example: `  tenure task kill 01JH8ZQ5T0W9Q3V6M2X4C7B1NA --reason 'bad payload'`,
+	}
 }
 
 func (c *taskKillCmd) define(fs *pflag.FlagSet) {
-	c.client.add(fs)
-	fs.StringVar(&c.reason, "reason", "killed from the command line", "why (kept on the task)")
+	c.control.add(fs, "killed from the command line")
 }
 
 func (c *taskKillCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
@@ -300,14 +347,60 @@ func (c *taskKillCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []
 	if err != nil {
 		return err
 	}
-	cl, err := c.client.connect()
+	cl, err := c.control.connect()
 	if err != nil {
 		return err
 	}
-	if err := cl.KillTask(ctx, id, c.reason); err != nil {
+	if err := cl.KillTask(ctx, id, c.control.reason); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "%s is DEAD\n", id)
+	return nil
+}
+
+// taskRetryCmd is `tenure task retry`.
+type taskRetryCmd struct {
+	control controlFlags
+}
+
+func (*taskRetryCmd) spec() *cobra.Command {
+	return &cobra.Command{
+		Use:   "retry [flags] TASK_ID",
+		Short: "retry a FAILED or DEAD task (WAITING again, with fresh attempts)",
+		Long: `Return a FAILED or DEAD task to WAITING, due at once, with a fresh budget of
+attempts, and print its id and new state. Its earlier executions stay in
+its history, with who asked (--requested-by) and why (--reason).
+
+Refused for a COMPLETED task (submit a new one to run it again), a task not
+finished, and a task an attempt committed before it was killed (its effect
+may have been applied: a retry could apply it twice).
+
+With --json it prints the API's RetryTaskResponse: the task, as "task".`,
+		Example: `  tenure task retry 01JH8ZQ5T0W9Q3V6M2X4C7B1NA --reason 'downstream fixed'`,
+	}
+}
+
+func (c *taskRetryCmd) define(fs *pflag.FlagSet) {
+	c.control.add(fs, "")
+}
+
+func (c *taskRetryCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	id, err := oneArg(args, "task id")
+	if err != nil {
+		return err
+	}
+	cl, err := c.control.connect()
+	if err != nil {
+		return err
+	}
+	t, err := cl.RetryTask(ctx, client.RetryTaskRequest{TaskID: id, Reason: c.control.reason})
+	if err != nil {
+		return err
+	}
+	if c.control.client.json {
+		return writeJSON(a.stdout, taskResponseJSON{Task: taskToJSON(t)})
+	}
+	fmt.Fprintf(a.stdout, "%s is %s\n", t.ID, t.State)
 	return nil
 }
 

@@ -54,8 +54,9 @@ func TestCLIFlagsAnywhere(t *testing.T) {
 func TestCLIGroupsListTheirCommands(t *testing.T) {
 	t.Parallel()
 	for group, want := range map[string][]string{
-		"task":       {"get", "show a task and its executions", "history", "kill"},
-		"tasks":      {"list", "list tasks, filtered by namespace, queue and state"},
+		"task":       {"get", "show a task and its executions", "history", "kill", "retry"},
+		"tasks":      {"list", "list tasks, filtered by namespace, queue and state", "retry", "kill", "purge"},
+		"queue":      {"get", "pause", "resume"},
 		"wal":        {"verify", "dump", "state"},
 		"admin":      {"snapshot"},
 		"cluster":    {"status"},
@@ -88,8 +89,9 @@ func TestCLIGroupsListTheirCommands(t *testing.T) {
 		}
 	}
 	// Every command the tree holds has a help text that names it.
-	for _, path := range [][]string{{"server"}, {"submit"}, {"task", "get"}, {"task", "history"}, {"task", "kill"}, {"tasks", "list"},
-		{"worker"}, {"admin", "snapshot"}, {"migrate"}, {"cluster", "status"}, {"wal", "verify"}, {"wal", "dump"}, {"wal", "state"},
+	for _, path := range [][]string{{"server"}, {"submit"}, {"task", "get"}, {"task", "history"}, {"task", "kill"}, {"task", "retry"},
+		{"tasks", "list"}, {"tasks", "retry"}, {"tasks", "kill"}, {"tasks", "purge"}, {"queues"}, {"queue", "get"}, {"queue", "pause"},
+		{"queue", "resume"}, {"worker"}, {"admin", "snapshot"}, {"migrate"}, {"cluster", "status"}, {"wal", "verify"}, {"wal", "dump"}, {"wal", "state"},
 		{"bench"}, {"version"}} {
 		code, out, _ := cli(t, append(path, "--help")...)
 		if code != 0 || !strings.Contains(out, "Usage:\n  tenure "+strings.Join(path, " ")) || !strings.Contains(out, "--help") {
@@ -216,6 +218,9 @@ func TestCLICompletion(t *testing.T) {
 	}
 	if out := mustCLI(t, "__complete", "tasks", "list", "--state", ""); !strings.Contains(out, "waiting\nleased\ncommitted\ncompleted\nfailed\ndead\n") {
 		t.Errorf("completing --state: %q", out)
+	}
+	if out := mustCLI(t, "__complete", "tasks", "retry", "--state", ""); !strings.Contains(out, "failed\ndead\n") || strings.Contains(out, "waiting") {
+		t.Errorf("completing tasks retry --state: %q; want failed and dead only", out)
 	}
 	if out := mustCLI(t, "__complete", "ta"); !strings.Contains(out, "task\t") || !strings.Contains(out, "tasks\t") {
 		t.Errorf("completing ta: %q", out)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/server"
@@ -30,7 +31,22 @@ func Start(t testing.TB, wrap func(http.Handler) http.Handler) string {
 // (or serve the node through a handler of its own).
 func StartNode(t testing.TB, wrap func(http.Handler) http.Handler) (url string, n *node.Node) {
 	t.Helper()
-	n = OpenNode(t)
+	return start(t, wrap, nil)
+}
+
+// StartClock is Start with the node on clk, for tests whose answers
+// depend on time (ages, statistics per minute): with a clock.Fake they are
+// exact. Leases then expire, and long-polls end, only as clk advances.
+func StartClock(t testing.TB, clk clock.Clock) string {
+	t.Helper()
+	url, _ := start(t, nil, clk)
+	return url
+}
+
+// start runs the node of Start on clk (nil: the real clock).
+func start(t testing.TB, wrap func(http.Handler) http.Handler, clk clock.Clock) (url string, n *node.Node) {
+	t.Helper()
+	n = openNode(t, clk)
 	var h http.Handler = server.New(n.Router(), server.Options{Snapshots: n}).Handler()
 	if wrap != nil {
 		h = wrap(h)
@@ -42,12 +58,18 @@ func StartNode(t testing.TB, wrap func(http.Handler) http.Handler) (url string, 
 // that closes when the test ends.
 func OpenNode(t testing.TB) *node.Node {
 	t.Helper()
+	return openNode(t, nil)
+}
+
+// openNode is OpenNode on clk (nil: the real clock).
+func openNode(t testing.TB, clk clock.Clock) *node.Node {
+	t.Helper()
 	n, err := node.Open(t.Context(), node.Config{
 		DataDir: t.TempDir(),
 		Sync:    wal.SyncNone,
 		// Expire leases promptly, so that a waiting long-poll sees an
 		// expired task within milliseconds rather than at the next 1s scan.
-		Coordinator: coordinator.Config{ExpiryScanInterval: 10 * time.Millisecond},
+		Coordinator: coordinator.Config{ExpiryScanInterval: 10 * time.Millisecond, Clock: clk},
 	})
 	if err != nil {
 		t.Fatalf("open node: %v", err)

@@ -301,6 +301,10 @@ func TestRetryGivesAFreshBudget(t *testing.T) {
 	if a.State != state.Waiting || len(a.Executions) != 2 || a.FailureReason != "" || !a.AttemptsLeft() {
 		t.Fatalf("retried task: %s, %d executions, reason %q", a.State, len(a.Executions), a.FailureReason)
 	}
+	// It waits since the retry, not since its creation.
+	if q, _ := s.Queue(state.QueueKey{Namespace: "n", Queue: "q"}, 10*sec); q.OldestDue != 4*sec {
+		t.Fatalf("oldest waiting task due since %v, want the retry at %v", q.OldestDue, 4*sec)
+	}
 	must(&state.LeaseGranted{TaskID: "a", LeaseID: "3", WorkerID: "w", Attempt: 3, GrantedAt: 5 * sec, LeaseExpiry: 15 * sec})
 	must(&state.TaskFailed{TaskID: "a", LeaseID: "3", Reason: "boom", RetryAt: 5 * sec, At: 6 * sec})
 	if st := s.Task("a").State; st != state.Waiting {

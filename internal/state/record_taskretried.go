@@ -3,8 +3,10 @@ package state
 import "fmt"
 
 // TaskRetried is an operator's retry of a FAILED or DEAD task: it returns
-// to WAITING, due at once, with a fresh budget of attempts (its retry
-// policy's MaxAttempts counted from now), and keeps its earlier executions.
+// to WAITING, due from the retry on (NotBefore = At, so that its waiting
+// age counts from the retry, not from its creation), with a fresh budget of
+// attempts (its retry policy's MaxAttempts counted from now), and keeps its
+// earlier executions.
 //
 // A task that an attempt committed (one killed while COMMITTED) is refused:
 // its effect may have been applied, and running it again could apply it
@@ -30,7 +32,7 @@ func (r *TaskRetried) apply(s *State, lsn uint64) string {
 		return fmt.Sprintf("lease %q committed the task, so its effect may have been applied", t.CommittedBy)
 	}
 	t.AttemptBase = t.Attempt
-	t.NotBefore = 0
+	t.NotBefore = r.At
 	t.FailureReason = ""
 	s.transition(t, Waiting)
 	s.queue(t).add(t)

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/tenurehq/tenure/client"
+)
+
+// The queue commands: `tenure queues`, `tenure queue get|pause|resume`.
+
+// queuesCmd is `tenure queues`.
+type queuesCmd struct {
+	client    clientFlags
+	namespace string
+}
+
+func (*queuesCmd) spec() *cobra.Command {
+	return &cobra.Command{
+		Use:   "queues [flags]",
+		Short: "list the queues: tasks by state, oldest waiting, pauses, the last hour",
+		Long: `List the queues that exist (with a task, paused, or with an event in the
+last hour), ordered by namespace and queue, one line each:
+
+  WAITING … DEAD   tasks in each state
+  OLDEST-WAITING   how long the oldest due waiting task has waited ("-": none due)
+  LEASES           leases held now (LEASED tasks, COMMITTED ones being finalised)
+  PAUSED           yes, no, or "k/n" partitions while a pause or resume is partial
+  DONE/1H FAILED/1H EXPIRED/1H
+                   tasks completed, tasks failed and leases expired in the last hour
+
+The server keeps these counters as it goes: asking is cheap. With --json it
+prints the API's ListQueuesResponse, with the last minute, the last 5
+minutes and each of the last 60 minutes too.`,
+		Example: `  tenure queues
+  tenure queues --namespace billing --json | jq '.queues[] | {queue, tasks}'`,
+	}
+}
+
+func (c *queuesCmd) define(fs *pflag.FlagSet) {
+	c.client.add(fs)
+	fs.StringVar(&c.namespace, "namespace", "", "only the queues of this namespace (default: all)")
+}
+
+func (c *queuesCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	cl, err := c.client.connect()
+	if err != nil {
+		return err
+	}
+	qs, err := cl.ListQueues(ctx, client.ListQueuesRequest{Namespace: c.namespace})
+	if err != nil {
+		return err
+	}
+	if c.client.json {
+		var out queueListJSON
+		for i := range qs {
+			out.Queues = append(out.Queues, queueToJSON(&qs[i]))
+		}
+		return writeJSON(a.stdout, out)
+	}
+	if len(qs) == 0 {
+		fmt.Fprintln(a.stderr, "no queues")
+		return nil
+	}
+	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAMESPACE\tQUEUE\tWAITING\tLEASED\tCOMMITTED\tCOMPLETED\tFAILED\tDEAD\tOLDEST-WAITING\tLEASES\tPAUSED\tDONE/1H\tFAILED/1H\tEXPIRED/1H")
+	for _, q := range qs {
+		n := q.Tasks
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%d\t%d\t%d\n", q.Namespace, q.Queue,
+			n.Waiting, n.Leased, n.Committed, n.Completed, n.Failed, n.Dead, fmtAge(q.OldestWaitingAge), q.ActiveLeases,
+			pausedColumn(&q), q.LastHour.Completed, q.LastHour.Failed, q.LastHour.LeaseExpired)
+	}
+	return w.Flush()
+}
+
+// pausedColumn is the PAUSED column: yes, no, or paused/all partitions
+// while only some are paused.
+func pausedColumn(q *client.Queue) string {
+	switch {
+	case q.Paused:
+		return "yes"
+	case q.PausedPartitions > 0:
+		return fmt.Sprintf("%d/%d", q.PausedPartitions, q.Partitions)
+	}
+	return "no"
+}
+
+// fmtAge shows how long a task waited, to a precision that suits its
+// size; "-" for none.
+func fmtAge(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "-"
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	}
+	return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+}
+
+// queueArgs are the namespace flag and queue argument of `tenure queue`'s
+// commands.
+type queueArgs struct{ namespace string }
+
+func (q *queueArgs) add(fs *pflag.FlagSet) {
+	fs.StringVar(&q.namespace, "namespace", "default", "namespace of the queue")
+}
+
+// queueGetCmd is `tenure queue get`.
+type queueGetCmd struct {
+	client clientFlags
+	queue  queueArgs
+}
+
+func (*queueGetCmd) spec() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get [flags] QUEUE",
+		Short: "show a queue: tasks by state, oldest waiting, pause, recent events",
+		Long: `Show one queue: its tasks by state, how long its oldest due waiting task
+has waited, the leases held, whether it is paused (since when, by whom,
+why), and what happened over the last minute, 5 minutes and hour. A queue
+that does not exist (no task, not paused, no event in the last hour) is an
+error. With --json it prints the API's GetQueueResponse.`,
+		Example: `  tenure queue get emails
+  tenure queue get invoices --namespace billing --json`,
+	}
+}
+
+func (c *queueGetCmd) define(fs *pflag.FlagSet) {
+	c.client.add(fs)
+	c.queue.add(fs)
+}
+
+func (c *queueGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	name, err := oneArg(args, "queue")
+	if err != nil {
+		return err
+	}
+	cl, err := c.client.connect()
+	if err != nil {
+		return err
+	}
+	q, err := cl.GetQueue(ctx, c.queue.namespace, name)
+	if err != nil {
+		return err
+	}
+	if c.client.json {
+		return writeJSON(a.stdout, queueResponseJSON{Queue: queueToJSON(q)})
+	}
+	printQueue(a.stdout, q)
+	return nil
+}
+
+// printQueue prints a queue as `tenure queue get` shows it.
+func printQueue(out io.Writer, q *client.Queue) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
+	row("queue", q.Namespace+"/"+q.Queue)
+	state := "running"
+	switch {
+	case q.Paused:
+		state = "paused " + pauseText(q.Pause)
+	case q.PausedPartitions > 0:
+		state = fmt.Sprintf("partly paused: %d of %d partitions (a pause or resume is under way, or failed part way: repeat it) %s",
+			q.PausedPartitions, q.Partitions, pauseText(q.Pause))
+	}
+	row("state", state)
+	n := q.Tasks
+	row("tasks", fmt.Sprintf("%d waiting, %d leased, %d committed, %d completed, %d failed, %d dead",
+		n.Waiting, n.Leased, n.Committed, n.Completed, n.Failed, n.Dead))
+	row("oldest waiting", strings.Replace(fmtAge(q.OldestWaitingAge), "-", "none due", 1))
+	row("active leases", fmt.Sprint(q.ActiveLeases))
+	if q.Partitions > 1 {
+		row("partitions", fmt.Sprint(q.Partitions))
+	}
+	fmt.Fprintln(w, "events\tSUBMITTED\tCOMPLETED\tFAILED\tLEASES-EXPIRED")
+	for _, e := range []struct {
+		name string
+		ev   client.QueueEvents
+	}{{"  last minute", q.LastMinute}, {"  last 5 minutes", q.Last5Minutes}, {"  last hour", q.LastHour}} {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\n", e.name, e.ev.Submitted, e.ev.Completed, e.ev.Failed, e.ev.LeaseExpired)
+	}
+	w.Flush()
+}
+
+// pauseText says when, by whom and why a queue was paused: "(since T by
+// X: reason)".
+func pauseText(p *client.QueuePause) string {
+	if p == nil {
+		return ""
+	}
+	s := "since " + fmtTime(p.PausedAt)
+	if p.RequestedBy != "" {
+		s += " by " + p.RequestedBy
+	}
+	if p.Reason != "" {
+		s += ": " + p.Reason
+	}
+	return "(" + s + ")"
+}
+
+// queueControlCmd is `tenure queue pause` (pause set) and `tenure queue
+// resume`.
+type queueControlCmd struct {
+	pause   bool
+	control controlFlags
+	queue   queueArgs
+}
+
+func (c *queueControlCmd) spec() *cobra.Command {
+	if c.pause {
+		return &cobra.Command{
+			Use:   "pause [flags] QUEUE",
+			Short: "pause a queue: workers lease nothing more from it until resume",
+			Long: `Pause a queue: it leases nothing more (workers' long-polls wait) but its
+COMMITTED tasks, to be finalised. It still accepts submits, and leases held
+already keep their authority. The pause is a WAL record, with who asked
+(--requested-by) and why (--reason): it holds across restarts until
+` + "`tenure queue resume`" + `. Pausing a paused queue changes nothing; a queue that
+does not exist is an error. With --json it prints the API's
+PauseQueueResponse.`,
+			Example: `  tenure queue pause emails --reason 'incident 42: SMTP relay down'`,
+		}
+	}
+	return &cobra.Command{
+		Use:   "resume [flags] QUEUE",
+		Short: "resume a paused queue",
+		Long: `Resume a paused queue: it leases again, and workers waiting on it get tasks
+at once. Resuming a running queue changes nothing; a queue that does not
+exist is an error. With --json it prints the API's ResumeQueueResponse.`,
+		Example: `  tenure queue resume emails --reason 'relay back'`,
+	}
+}
+
+func (c *queueControlCmd) define(fs *pflag.FlagSet) {
+	c.control.add(fs, "")
+	c.queue.add(fs)
+}
+
+func (c *queueControlCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	name, err := oneArg(args, "queue")
+	if err != nil {
+		return err
+	}
+	cl, err := c.control.connect()
+	if err != nil {
+		return err
+	}
+	var res client.QueueControlResult
+	if c.pause {
+		res, err = cl.PauseQueue(ctx, client.PauseQueueRequest{Namespace: c.queue.namespace, Queue: name, Reason: c.control.reason})
+	} else {
+		res, err = cl.ResumeQueue(ctx, client.ResumeQueueRequest{Namespace: c.queue.namespace, Queue: name, Reason: c.control.reason})
+	}
+	if err != nil {
+		return err
+	}
+	if c.control.client.json {
+		return writeJSON(a.stdout, queueControlJSON{Changed: res.Changed, Queue: queueToJSON(&res.Queue)})
+	}
+	q := &res.Queue
+	path := q.Namespace + "/" + q.Queue
+	switch {
+	case c.pause && res.Changed:
+		fmt.Fprintf(a.stdout, "paused queue %s\n", path)
+	case c.pause:
+		fmt.Fprintf(a.stdout, "queue %s was already paused %s\n", path, pauseText(q.Pause))
+	case res.Changed:
+		fmt.Fprintf(a.stdout, "resumed queue %s\n", path)
+	default:
+		fmt.Fprintf(a.stdout, "queue %s was not paused\n", path)
+	}
+	if q.Paused != c.pause {
+		verb := "pause"
+		if !c.pause {
+			verb = "resume"
+		}
+		return fmt.Errorf("only %d of the queue's %d partitions are paused: run `tenure queue %s --namespace %s %s` again",
+			q.PausedPartitions, q.Partitions, verb, shellQuote(q.Namespace), shellQuote(q.Queue))
+	}
+	return nil
+}
