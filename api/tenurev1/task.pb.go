@@ -1875,7 +1875,11 @@ type HistoryEntry struct {
 	// Human-readable summary, e.g. "lease expired; retry at
 	// 2025-01-02T03:04:05Z". For display only: its wording may change.
 	Detail string `protobuf:"bytes,7,opt,name=detail,proto3" json:"detail,omitempty"`
-	// Who asked for an operator's action (TaskDead, TaskRetried), as given.
+	// Who asked for the record's action: with authentication on, the name of
+	// the caller's token (the principal), for every record a call wrote;
+	// without it, for an operator's action (TaskDead, TaskRetried), what the
+	// caller said in requested_by. Empty for what the server did on its own
+	// (LeaseExpired).
 	RequestedBy string `protobuf:"bytes,8,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
 	// Why, as given, for an operator's action.
 	Reason        string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`

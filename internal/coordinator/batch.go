@@ -68,6 +68,7 @@ func (c *Coordinator) CompleteBatch(ctx context.Context, items []CompleteItem) (
 			continue
 		}
 		if _, ok := pending[it.TaskID]; ok {
+			attribute(ctx, recs)
 			if _, err := c.write(recs...); err != nil {
 				c.mu.Unlock()
 				return nil, err
@@ -91,6 +92,7 @@ func (c *Coordinator) CompleteBatch(ctx context.Context, items []CompleteItem) (
 	// With no records, last is the last LSN the decisions saw: an answer
 	// (a repeated completion, a refusal) waits until what it reveals is
 	// durable.
+	attribute(ctx, recs)
 	last, err := c.write(recs...)
 	c.mu.Unlock()
 	if err != nil {

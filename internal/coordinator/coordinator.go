@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/tenurehq/tenure/internal/principal"
 	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/state"
 	"github.com/tenurehq/tenure/internal/wal"
@@ -312,6 +313,7 @@ func (c *Coordinator) wait(ctx context.Context, lsn uint64) error {
 // writeAndWait is write followed, outside the mutex, by wait; c.mu must be
 // held and is released.
 func (c *Coordinator) writeAndWait(ctx context.Context, recs ...state.Record) error {
+	attribute(ctx, recs)
 	last, err := c.write(recs...)
 	c.mu.Unlock()
 	if err != nil {
@@ -390,4 +392,46 @@ func (c *Coordinator) CheckInvariants() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.st.Invariants()
+}
+
+// attribute records in recs who asked: the principal ctx carries (the
+// token's name, with authentication on) becomes the By of every record
+// that has one, over what a caller declared (requested_by). System records
+// (LeaseExpired, Fence, TasksPurged) have none. Without a principal,
+// records keep what they were given.
+func attribute(ctx context.Context, recs []state.Record) {
+	by := principal.From(ctx)
+	if by == "" {
+		return
+	}
+	for _, r := range recs {
+		switch r := r.(type) {
+		case *state.TaskCreated:
+			r.By = by
+		case *state.LeaseGranted:
+			r.By = by
+		case *state.LeaseExtended:
+			r.By = by
+		case *state.ExecutionStarted:
+			r.By = by
+		case *state.TaskCommitted:
+			r.By = by
+		case *state.TaskCompleted:
+			r.By = by
+		case *state.TaskFailed:
+			r.By = by
+		case *state.TaskCancelled:
+			r.By = by
+		case *state.TaskDead:
+			r.By = by
+		case *state.TaskRetried:
+			r.By = by
+		case *state.QueuePaused:
+			r.By = by
+		case *state.QueueResumed:
+			r.By = by
+		case *state.TasksDeleted:
+			r.By = by
+		}
+	}
 }

@@ -120,6 +120,7 @@ func (c *Coordinator) Lease(ctx context.Context, req LeaseRequest) ([]Lease, err
 			recs = append(recs, g)
 		}
 		if len(grants) > 0 {
+			attribute(ctx, recs)
 			last, err := c.write(recs...)
 			if err != nil {
 				c.mu.Unlock()
@@ -137,6 +138,7 @@ func (c *Coordinator) Lease(ctx context.Context, req LeaseRequest) ([]Lease, err
 		}
 		// Nothing ready: write any expiries, then wait for the queue to be
 		// signalled, the next delayed task, or the deadline.
+		attribute(ctx, recs)
 		last, err := c.write(recs...)
 		if err != nil {
 			c.mu.Unlock()

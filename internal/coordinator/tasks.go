@@ -271,6 +271,7 @@ func (c *Coordinator) SubmitBatch(ctx context.Context, reqs []SubmitRequest) ([]
 		newAt[i] = len(recs)
 		recs = append(recs, created(req, c.newTaskID(now, recs), now))
 	}
+	attribute(ctx, recs)
 	last, err := c.write(recs...)
 	if err != nil {
 		c.mu.Unlock()

@@ -56,6 +56,7 @@ var registry = []row{
 	entry(TypeTaskCreated, "TaskCreated",
 		func(r *state.TaskCreated) *recordpb.TaskCreated {
 			return &recordpb.TaskCreated{
+				By:                   r.By,
 				TaskId:               r.TaskID,
 				Namespace:            r.Namespace,
 				Queue:                r.Queue,
@@ -70,6 +71,7 @@ var registry = []row{
 		},
 		func(m *recordpb.TaskCreated) *state.TaskCreated {
 			return &state.TaskCreated{
+				By:              m.By,
 				TaskID:          m.TaskId,
 				Namespace:       m.Namespace,
 				Queue:           m.Queue,
@@ -86,6 +88,7 @@ var registry = []row{
 	entry(TypeLeaseGranted, "LeaseGranted",
 		func(r *state.LeaseGranted) *recordpb.LeaseGranted {
 			return &recordpb.LeaseGranted{
+				By:                   r.By,
 				TaskId:               r.TaskID,
 				LeaseId:              r.LeaseID,
 				WorkerId:             r.WorkerID,
@@ -96,6 +99,7 @@ var registry = []row{
 		},
 		func(m *recordpb.LeaseGranted) *state.LeaseGranted {
 			return &state.LeaseGranted{
+				By:          m.By,
 				TaskID:      m.TaskId,
 				LeaseID:     m.LeaseId,
 				WorkerID:    m.WorkerId,
@@ -108,6 +112,7 @@ var registry = []row{
 	entry(TypeLeaseExtended, "LeaseExtended",
 		func(r *state.LeaseExtended) *recordpb.LeaseExtended {
 			return &recordpb.LeaseExtended{
+				By:                      r.By,
 				TaskId:                  r.TaskID,
 				LeaseId:                 r.LeaseID,
 				NewLeaseExpiryUnixNanos: int64(r.NewLeaseExpiry),
@@ -116,6 +121,7 @@ var registry = []row{
 		},
 		func(m *recordpb.LeaseExtended) *state.LeaseExtended {
 			return &state.LeaseExtended{
+				By:             m.By,
 				TaskID:         m.TaskId,
 				LeaseID:        m.LeaseId,
 				NewLeaseExpiry: state.Time(m.NewLeaseExpiryUnixNanos),
@@ -144,6 +150,7 @@ var registry = []row{
 	entry(TypeExecutionStarted, "ExecutionStarted",
 		func(r *state.ExecutionStarted) *recordpb.ExecutionStarted {
 			return &recordpb.ExecutionStarted{
+				By:          r.By,
 				TaskId:      r.TaskID,
 				LeaseId:     r.LeaseID,
 				AtUnixNanos: int64(r.At),
@@ -151,6 +158,7 @@ var registry = []row{
 		},
 		func(m *recordpb.ExecutionStarted) *state.ExecutionStarted {
 			return &state.ExecutionStarted{
+				By:      m.By,
 				TaskID:  m.TaskId,
 				LeaseID: m.LeaseId,
 				At:      state.Time(m.AtUnixNanos),
@@ -160,6 +168,7 @@ var registry = []row{
 	entry(TypeTaskCommitted, "TaskCommitted",
 		func(r *state.TaskCommitted) *recordpb.TaskCommitted {
 			return &recordpb.TaskCommitted{
+				By:          r.By,
 				TaskId:      r.TaskID,
 				LeaseId:     r.LeaseID,
 				Result:      r.Result,
@@ -168,6 +177,7 @@ var registry = []row{
 		},
 		func(m *recordpb.TaskCommitted) *state.TaskCommitted {
 			return &state.TaskCommitted{
+				By:      m.By,
 				TaskID:  m.TaskId,
 				LeaseID: m.LeaseId,
 				Result:  noEmpty(m.Result),
@@ -178,6 +188,7 @@ var registry = []row{
 	entry(TypeTaskCompleted, "TaskCompleted",
 		func(r *state.TaskCompleted) *recordpb.TaskCompleted {
 			return &recordpb.TaskCompleted{
+				By:          r.By,
 				TaskId:      r.TaskID,
 				LeaseId:     r.LeaseID,
 				Result:      r.Result,
@@ -186,6 +197,7 @@ var registry = []row{
 		},
 		func(m *recordpb.TaskCompleted) *state.TaskCompleted {
 			return &state.TaskCompleted{
+				By:      m.By,
 				TaskID:  m.TaskId,
 				LeaseID: m.LeaseId,
 				Result:  noEmpty(m.Result),
@@ -196,6 +208,7 @@ var registry = []row{
 	entry(TypeTaskFailed, "TaskFailed",
 		func(r *state.TaskFailed) *recordpb.TaskFailed {
 			return &recordpb.TaskFailed{
+				By:               r.By,
 				TaskId:           r.TaskID,
 				LeaseId:          r.LeaseID,
 				Reason:           r.Reason,
@@ -206,6 +219,7 @@ var registry = []row{
 		},
 		func(m *recordpb.TaskFailed) *state.TaskFailed {
 			return &state.TaskFailed{
+				By:        m.By,
 				TaskID:    m.TaskId,
 				LeaseID:   m.LeaseId,
 				Reason:    m.Reason,
@@ -218,6 +232,7 @@ var registry = []row{
 	entry(TypeTaskCancelled, "TaskCancelled",
 		func(r *state.TaskCancelled) *recordpb.TaskCancelled {
 			return &recordpb.TaskCancelled{
+				By:          r.By,
 				TaskId:      r.TaskID,
 				LeaseId:     r.LeaseID,
 				Reason:      r.Reason,
@@ -227,6 +242,7 @@ var registry = []row{
 		},
 		func(m *recordpb.TaskCancelled) *state.TaskCancelled {
 			return &state.TaskCancelled{
+				By:      m.By,
 				TaskID:  m.TaskId,
 				LeaseID: m.LeaseId,
 				Reason:  m.Reason,

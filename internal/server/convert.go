@@ -193,15 +193,18 @@ func historyEntry(h coordinator.HistoryEntry) *tenurev1.HistoryEntry {
 	e := &tenurev1.HistoryEntry{Lsn: h.LSN, Type: record.TypeOf(h.Record).String()}
 	switch r := h.Record.(type) {
 	case *state.TaskCreated:
+		e.RequestedBy = r.By
 		e.At = ts(r.CreatedAt)
 		e.Detail = fmt.Sprintf("queue %s/%s, %d-byte payload, window %v, up to %d attempts", r.Namespace, r.Queue, len(r.Payload), r.ExecutionWindow, r.Retry.MaxAttempts)
 		if r.NotBefore != 0 {
 			e.Detail += ", not before " + r.NotBefore.String()
 		}
 	case *state.LeaseGranted:
+		e.RequestedBy = r.By
 		e.At, e.LeaseId, e.WorkerId, e.Attempt = ts(r.GrantedAt), r.LeaseID, r.WorkerID, r.Attempt
 		e.Detail = "lease until " + r.LeaseExpiry.String()
 	case *state.LeaseExtended:
+		e.RequestedBy = r.By
 		e.At, e.LeaseId = ts(r.At), r.LeaseID
 		e.Detail = "lease extended until " + r.NewLeaseExpiry.String()
 	case *state.LeaseExpired:
@@ -211,15 +214,19 @@ func historyEntry(h coordinator.HistoryEntry) *tenurev1.HistoryEntry {
 			e.Detail += "; retry not before " + r.RetryAt.String()
 		}
 	case *state.ExecutionStarted:
+		e.RequestedBy = r.By
 		e.At, e.LeaseId = ts(r.At), r.LeaseID
 		e.Detail = "execution started"
 	case *state.TaskCommitted:
+		e.RequestedBy = r.By
 		e.At, e.LeaseId = ts(r.At), r.LeaseID
 		e.Detail = fmt.Sprintf("committed a %d-byte result", len(r.Result))
 	case *state.TaskCompleted:
+		e.RequestedBy = r.By
 		e.At, e.LeaseId = ts(r.At), r.LeaseID
 		e.Detail = "completed"
 	case *state.TaskFailed:
+		e.RequestedBy = r.By
 		e.At, e.LeaseId = ts(r.At), r.LeaseID
 		e.Detail = "failed: " + r.Reason
 		switch {
@@ -229,6 +236,7 @@ func historyEntry(h coordinator.HistoryEntry) *tenurev1.HistoryEntry {
 			e.Detail += "; retry not before " + r.RetryAt.String()
 		}
 	case *state.TaskCancelled:
+		e.RequestedBy = r.By
 		e.At, e.LeaseId = ts(r.At), r.LeaseID
 		e.Detail = "rejected: " + r.Reason
 	case *state.TaskDead:

@@ -7,6 +7,8 @@ type ExecutionStarted struct {
 	TaskID  string
 	LeaseID string
 	At      Time
+	// By is who asked: the principal's name ("" without one).
+	By string
 }
 
 func (r *ExecutionStarted) Task() string { return r.TaskID }

@@ -8,6 +8,8 @@ type LeaseExtended struct {
 	LeaseID        string
 	NewLeaseExpiry Time
 	At             Time
+	// By is who asked: the principal's name ("" without one).
+	By string
 }
 
 func (r *LeaseExtended) Task() string { return r.TaskID }

@@ -14,6 +14,8 @@ type LeaseGranted struct {
 	Attempt     uint32
 	LeaseExpiry Time
 	GrantedAt   Time
+	// By is who asked: the principal's name ("" without one).
+	By string
 }
 
 func (r *LeaseGranted) Task() string { return r.TaskID }

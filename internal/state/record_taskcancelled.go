@@ -25,6 +25,8 @@ type TaskCancelled struct {
 	Reason  string
 	At      Time
 	Action  Action
+	// By is who asked: the principal's name ("" without one).
+	By string
 }
 
 func (r *TaskCancelled) Task() string { return r.TaskID }

@@ -9,6 +9,8 @@ type TaskCommitted struct {
 	LeaseID string
 	Result  []byte
 	At      Time
+	// By is who asked: the principal's name ("" without one).
+	By string
 }
 
 func (r *TaskCommitted) Task() string { return r.TaskID }

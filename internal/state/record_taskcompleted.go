@@ -9,6 +9,8 @@ type TaskCompleted struct {
 	LeaseID string
 	Result  []byte
 	At      Time
+	// By is who asked: the principal's name ("" without one).
+	By string
 }
 
 func (r *TaskCompleted) Task() string { return r.TaskID }

@@ -23,6 +23,8 @@ type TaskCreated struct {
 	// Priority orders leasing within a queue: higher first.
 	Priority  int32
 	CreatedAt Time
+	// By is who asked: the principal's name ("" without one).
+	By string
 }
 
 func (r *TaskCreated) Task() string { return r.TaskID }

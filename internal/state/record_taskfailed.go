@@ -12,6 +12,8 @@ type TaskFailed struct {
 	// Permanent says the worker asked for no further attempts.
 	Permanent bool
 	At        Time
+	// By is who asked: the principal's name ("" without one).
+	By string
 }
 
 func (r *TaskFailed) Task() string { return r.TaskID }

@@ -250,8 +250,11 @@ type TaskCreated struct {
 	// Higher is leased first. sint32: negative priorities are common.
 	Priority           int32 `protobuf:"zigzag32,9,opt,name=priority,proto3" json:"priority,omitempty"`
 	CreatedAtUnixNanos int64 `protobuf:"fixed64,10,opt,name=created_at_unix_nanos,json=createdAtUnixNanos,proto3" json:"created_at_unix_nanos,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Who asked: the principal's name (the token's, with authentication
+	// on); "" without one, and in records written before it was kept.
+	By            string `protobuf:"bytes,11,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskCreated) Reset() {
@@ -354,6 +357,13 @@ func (x *TaskCreated) GetCreatedAtUnixNanos() int64 {
 	return 0
 }
 
+func (x *TaskCreated) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
 // LeaseGranted (record type 2) gives an attempt of a task to a worker.
 type LeaseGranted struct {
 	state                protoimpl.MessageState `protogen:"open.v1"`
@@ -363,8 +373,11 @@ type LeaseGranted struct {
 	Attempt              uint32                 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	LeaseExpiryUnixNanos int64                  `protobuf:"fixed64,5,opt,name=lease_expiry_unix_nanos,json=leaseExpiryUnixNanos,proto3" json:"lease_expiry_unix_nanos,omitempty"`
 	GrantedAtUnixNanos   int64                  `protobuf:"fixed64,6,opt,name=granted_at_unix_nanos,json=grantedAtUnixNanos,proto3" json:"granted_at_unix_nanos,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Who asked: the principal's name (the token's, with authentication
+	// on); "" without one, and in records written before it was kept.
+	By            string `protobuf:"bytes,7,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LeaseGranted) Reset() {
@@ -439,6 +452,13 @@ func (x *LeaseGranted) GetGrantedAtUnixNanos() int64 {
 	return 0
 }
 
+func (x *LeaseGranted) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
 // LeaseExtended (record type 3) moves the current lease's expiry forward.
 type LeaseExtended struct {
 	state                   protoimpl.MessageState `protogen:"open.v1"`
@@ -446,8 +466,11 @@ type LeaseExtended struct {
 	LeaseId                 string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
 	NewLeaseExpiryUnixNanos int64                  `protobuf:"fixed64,3,opt,name=new_lease_expiry_unix_nanos,json=newLeaseExpiryUnixNanos,proto3" json:"new_lease_expiry_unix_nanos,omitempty"`
 	AtUnixNanos             int64                  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// Who asked: the principal's name (the token's, with authentication
+	// on); "" without one, and in records written before it was kept.
+	By            string `protobuf:"bytes,5,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LeaseExtended) Reset() {
@@ -506,6 +529,13 @@ func (x *LeaseExtended) GetAtUnixNanos() int64 {
 		return x.AtUnixNanos
 	}
 	return 0
+}
+
+func (x *LeaseExtended) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
 }
 
 // LeaseExpired (record type 4) revokes the current lease because time ran
@@ -581,10 +611,13 @@ func (x *LeaseExpired) GetRetryAtUnixNanos() int64 {
 
 // ExecutionStarted (record type 5): the lease holder began work.
 type ExecutionStarted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	LeaseId       string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
-	AtUnixNanos   int64                  `protobuf:"fixed64,3,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TaskId      string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	LeaseId     string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	AtUnixNanos int64                  `protobuf:"fixed64,3,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	// Who asked: the principal's name (the token's, with authentication
+	// on); "" without one, and in records written before it was kept.
+	By            string `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -640,13 +673,23 @@ func (x *ExecutionStarted) GetAtUnixNanos() int64 {
 	return 0
 }
 
+func (x *ExecutionStarted) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
 // TaskCommitted (record type 6) is the idempotency boundary.
 type TaskCommitted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	LeaseId       string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
-	Result        []byte                 `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
-	AtUnixNanos   int64                  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TaskId      string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	LeaseId     string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Result      []byte                 `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	AtUnixNanos int64                  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	// Who asked: the principal's name (the token's, with authentication
+	// on); "" without one, and in records written before it was kept.
+	By            string `protobuf:"bytes,5,opt,name=by,proto3" json:"by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -709,13 +752,23 @@ func (x *TaskCommitted) GetAtUnixNanos() int64 {
 	return 0
 }
 
+func (x *TaskCommitted) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
 // TaskCompleted (record type 7) finishes a task.
 type TaskCompleted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	LeaseId       string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
-	Result        []byte                 `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
-	AtUnixNanos   int64                  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TaskId      string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	LeaseId     string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Result      []byte                 `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	AtUnixNanos int64                  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	// Who asked: the principal's name (the token's, with authentication
+	// on); "" without one, and in records written before it was kept.
+	By            string `protobuf:"bytes,5,opt,name=by,proto3" json:"by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -778,6 +831,13 @@ func (x *TaskCompleted) GetAtUnixNanos() int64 {
 	return 0
 }
 
+func (x *TaskCompleted) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
 // TaskFailed (record type 8) ends an attempt that failed before commit.
 type TaskFailed struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -786,8 +846,11 @@ type TaskFailed struct {
 	Reason           string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	RetryAtUnixNanos int64                  `protobuf:"fixed64,4,opt,name=retry_at_unix_nanos,json=retryAtUnixNanos,proto3" json:"retry_at_unix_nanos,omitempty"`
 	// The worker asked for no further attempts.
-	Permanent     bool  `protobuf:"varint,5,opt,name=permanent,proto3" json:"permanent,omitempty"`
-	AtUnixNanos   int64 `protobuf:"fixed64,6,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	Permanent   bool  `protobuf:"varint,5,opt,name=permanent,proto3" json:"permanent,omitempty"`
+	AtUnixNanos int64 `protobuf:"fixed64,6,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	// Who asked: the principal's name (the token's, with authentication
+	// on); "" without one, and in records written before it was kept.
+	By            string `protobuf:"bytes,7,opt,name=by,proto3" json:"by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -864,6 +927,13 @@ func (x *TaskFailed) GetAtUnixNanos() int64 {
 	return 0
 }
 
+func (x *TaskFailed) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
 // TaskCancelled (record type 9) records an action refused because its lease
 // had lost authority: a former lease of the task, at most once per lease and
 // action. It changes no task state and does not count as an update of the
@@ -876,7 +946,10 @@ type TaskCancelled struct {
 	Reason      string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	AtUnixNanos int64                  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
 	// The refused action.
-	Action        LeaseAction `protobuf:"varint,5,opt,name=action,proto3,enum=tenure.record.v1.LeaseAction" json:"action,omitempty"`
+	Action LeaseAction `protobuf:"varint,5,opt,name=action,proto3,enum=tenure.record.v1.LeaseAction" json:"action,omitempty"`
+	// Who asked: the principal's name (the token's, with authentication
+	// on); "" without one, and in records written before it was kept.
+	By            string `protobuf:"bytes,6,opt,name=by,proto3" json:"by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -944,6 +1017,13 @@ func (x *TaskCancelled) GetAction() LeaseAction {
 		return x.Action
 	}
 	return LeaseAction_LEASE_ACTION_UNSPECIFIED
+}
+
+func (x *TaskCancelled) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
 }
 
 // TaskDead (record type 10) kills a task that is not yet terminal.
@@ -1441,7 +1521,7 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x11max_backoff_nanos\x18\x03 \x01(\x03R\x0fmaxBackoffNanos\x12\x1e\n" +
 	"\n" +
 	"multiplier\x18\x04 \x01(\x01R\n" +
-	"multiplier\"\x8d\x03\n" +
+	"multiplier\"\x9d\x03\n" +
 	"\vTaskCreated\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -1454,38 +1534,44 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x15not_before_unix_nanos\x18\b \x01(\x10R\x12notBeforeUnixNanos\x12\x1a\n" +
 	"\bpriority\x18\t \x01(\x11R\bpriority\x121\n" +
 	"\x15created_at_unix_nanos\x18\n" +
-	" \x01(\x10R\x12createdAtUnixNanos\"\xe3\x01\n" +
+	" \x01(\x10R\x12createdAtUnixNanos\x12\x0e\n" +
+	"\x02by\x18\v \x01(\tR\x02by\"\xf3\x01\n" +
 	"\fLeaseGranted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +
 	"\tworker_id\x18\x03 \x01(\tR\bworkerId\x12\x18\n" +
 	"\aattempt\x18\x04 \x01(\rR\aattempt\x125\n" +
 	"\x17lease_expiry_unix_nanos\x18\x05 \x01(\x10R\x14leaseExpiryUnixNanos\x121\n" +
-	"\x15granted_at_unix_nanos\x18\x06 \x01(\x10R\x12grantedAtUnixNanos\"\xa5\x01\n" +
+	"\x15granted_at_unix_nanos\x18\x06 \x01(\x10R\x12grantedAtUnixNanos\x12\x0e\n" +
+	"\x02by\x18\a \x01(\tR\x02by\"\xb5\x01\n" +
 	"\rLeaseExtended\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12<\n" +
 	"\x1bnew_lease_expiry_unix_nanos\x18\x03 \x01(\x10R\x17newLeaseExpiryUnixNanos\x12\"\n" +
-	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\x95\x01\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\x12\x0e\n" +
+	"\x02by\x18\x05 \x01(\tR\x02by\"\x95\x01\n" +
 	"\fLeaseExpired\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\"\n" +
 	"\rat_unix_nanos\x18\x03 \x01(\x10R\vatUnixNanos\x12-\n" +
-	"\x13retry_at_unix_nanos\x18\x04 \x01(\x10R\x10retryAtUnixNanos\"j\n" +
+	"\x13retry_at_unix_nanos\x18\x04 \x01(\x10R\x10retryAtUnixNanos\"z\n" +
 	"\x10ExecutionStarted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\"\n" +
-	"\rat_unix_nanos\x18\x03 \x01(\x10R\vatUnixNanos\"\x7f\n" +
+	"\rat_unix_nanos\x18\x03 \x01(\x10R\vatUnixNanos\x12\x0e\n" +
+	"\x02by\x18\x04 \x01(\tR\x02by\"\x8f\x01\n" +
 	"\rTaskCommitted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
 	"\x06result\x18\x03 \x01(\fR\x06result\x12\"\n" +
-	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\x7f\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\x12\x0e\n" +
+	"\x02by\x18\x05 \x01(\tR\x02by\"\x8f\x01\n" +
 	"\rTaskCompleted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
 	"\x06result\x18\x03 \x01(\fR\x06result\x12\"\n" +
-	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\xc9\x01\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\x12\x0e\n" +
+	"\x02by\x18\x05 \x01(\tR\x02by\"\xd9\x01\n" +
 	"\n" +
 	"TaskFailed\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
@@ -1493,13 +1579,15 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12-\n" +
 	"\x13retry_at_unix_nanos\x18\x04 \x01(\x10R\x10retryAtUnixNanos\x12\x1c\n" +
 	"\tpermanent\x18\x05 \x01(\bR\tpermanent\x12\"\n" +
-	"\rat_unix_nanos\x18\x06 \x01(\x10R\vatUnixNanos\"\xb6\x01\n" +
+	"\rat_unix_nanos\x18\x06 \x01(\x10R\vatUnixNanos\x12\x0e\n" +
+	"\x02by\x18\a \x01(\tR\x02by\"\xc6\x01\n" +
 	"\rTaskCancelled\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\"\n" +
 	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\x125\n" +
-	"\x06action\x18\x05 \x01(\x0e2\x1d.tenure.record.v1.LeaseActionR\x06action\"o\n" +
+	"\x06action\x18\x05 \x01(\x0e2\x1d.tenure.record.v1.LeaseActionR\x06action\x12\x0e\n" +
+	"\x02by\x18\x06 \x01(\tR\x02by\"o\n" +
 	"\bTaskDead\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\"\n" +
