@@ -69,21 +69,22 @@ const ForwardedHeader = "Tenure-Forwarded"
 
 type forwardedKey struct{}
 
+// NodeVerifier checks that a request carrying ForwardedHeader was
+// forwarded by a node of this cluster, and returns that node and the
+// principal it forwards for ("" without authentication).
+type NodeVerifier interface {
+	VerifyForwarded(h http.Header, procedure string) (node, principal string, err error)
+}
+
 // Forwarded reports whether the request being served was forwarded by
-// another node, and by which. Any client can set the header; all it gains
-// is that its request is not forwarded.
+// another node (its forwarding was verified), and by which.
 func Forwarded(ctx context.Context) (from string, ok bool) {
 	from, ok = ctx.Value(forwardedKey{}).(string)
 	return from, ok
 }
 
-// WithForwarded puts the value of ForwardedHeader, when present, into the
-// request's context, where Forwarded finds it.
-func WithForwarded(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if v := r.Header.Values(ForwardedHeader); len(v) > 0 {
-			r = r.WithContext(context.WithValue(r.Context(), forwardedKey{}, v[0]))
-		}
-		next.ServeHTTP(w, r)
-	})
+// WithForwarded returns ctx marked as a request that node from forwarded,
+// once that is verified.
+func WithForwarded(ctx context.Context, from string) context.Context {
+	return context.WithValue(ctx, forwardedKey{}, from)
 }

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -9,6 +11,7 @@ import (
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/principal"
 	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/server"
 )
@@ -24,42 +27,67 @@ type forwardSpy struct {
 type forwardedSeen struct {
 	from string
 	ok   bool
+	who  string // the principal
 }
 
 func (r forwardSpy) Task(ctx context.Context, taskID string) (route.Partition, error) {
 	from, ok := route.Forwarded(ctx)
-	r.seen <- forwardedSeen{from, ok}
+	r.seen <- forwardedSeen{from, ok, principal.From(ctx)}
 	return nil, coordinator.ErrNotFound
 }
 
-// TestForwardedHeader: the Tenure-Forwarded header of a request reaches the
-// router's context, and a request without it is not marked forwarded.
+// nodes is a NodeVerifier that accepts the requests of node "node-7" only,
+// for the principal it names.
+type nodes struct{}
+
+func (nodes) VerifyForwarded(h http.Header, procedure string) (string, string, error) {
+	if h.Get(route.ForwardedHeader) != "node-7" {
+		return "", "", errors.New("not a node of this cluster")
+	}
+	return "node-7", h.Get("Tenure-Forwarded-Principal"), nil
+}
+
+// TestForwardedHeader: a request with the Tenure-Forwarded header reaches
+// the router marked forwarded, with the principal its node names, only when
+// Options.Nodes verifies it; otherwise, and always on a server that is not
+// a cluster node, it is refused as unauthenticated before the router sees
+// it. A request without the header is not marked.
 func TestForwardedHeader(t *testing.T) {
 	t.Parallel()
 	spy := forwardSpy{seen: make(chan forwardedSeen, 1)}
-	ts := httptest.NewServer(server.New(spy, server.Options{}).Handler())
-	t.Cleanup(ts.Close)
-	tasks := tenurev1connect.NewTaskServiceClient(ts.Client(), ts.URL)
+	node := httptest.NewServer(server.New(spy, server.Options{Nodes: nodes{}}).Handler())
+	t.Cleanup(node.Close)
+	alone := httptest.NewServer(server.New(spy, server.Options{}).Handler())
+	t.Cleanup(alone.Close)
 
 	for _, tc := range []struct {
 		name   string
+		url    string
 		header []string
+		code   connect.Code
 		want   forwardedSeen
 	}{
-		{"not forwarded", nil, forwardedSeen{}},
-		{"forwarded", []string{"node-7"}, forwardedSeen{"node-7", true}},
-		{"forwarded without a node id", []string{""}, forwardedSeen{"", true}},
+		{"not forwarded", node.URL, nil, connect.CodeNotFound, forwardedSeen{}},
+		{"forwarded by a node", node.URL, []string{"node-7"}, connect.CodeNotFound, forwardedSeen{"node-7", true, "ops"}},
+		{"forwarded by an impostor", node.URL, []string{"node-8"}, connect.CodeUnauthenticated, forwardedSeen{}},
+		{"forwarded without a node id", node.URL, []string{""}, connect.CodeUnauthenticated, forwardedSeen{}},
+		{"forwarded to a server that is no node", alone.URL, []string{"node-7"}, connect.CodeUnauthenticated, forwardedSeen{}},
 	} {
+		tasks := tenurev1connect.NewTaskServiceClient(http.DefaultClient, tc.url)
 		req := connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: "t1"})
 		for _, v := range tc.header {
 			req.Header().Add(route.ForwardedHeader, v)
+			req.Header().Set("Tenure-Forwarded-Principal", "ops")
 		}
 		_, err := tasks.GetTask(apiCtx(t), req)
-		if connect.CodeOf(err) != connect.CodeNotFound {
-			t.Fatalf("%s: GetTask: %v, want not_found from the router", tc.name, err)
+		if connect.CodeOf(err) != tc.code {
+			t.Fatalf("%s: GetTask: %v, want %v", tc.name, err, tc.code)
+		}
+		if tc.code != connect.CodeNotFound {
+			continue // refused before the router
 		}
 		if got := <-spy.seen; got != tc.want {
-			t.Errorf("%s: router saw Forwarded = (%q, %v), want (%q, %v)", tc.name, got.from, got.ok, tc.want.from, tc.want.ok)
+			t.Errorf("%s: router saw %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
 	if _, ok := route.Forwarded(context.Background()); ok {

@@ -33,6 +33,13 @@ type Snapshotter interface {
 
 // Options configure the API.
 type Options struct {
+	// Nodes checks requests that say they were forwarded by another node
+	// (route.ForwardedHeader): in cluster mode the member, which verifies
+	// the cluster's signature (nil: the router, if it is a NodeVerifier).
+	// None (embedded mode): such a request is refused, since no node
+	// forwards to this server.
+	Nodes route.NodeVerifier
+
 	// MaxRequestBytes caps one request body (default 16 MiB). Payloads have
 	// their own, smaller limit in the coordinator.
 	MaxRequestBytes int
@@ -84,6 +91,9 @@ func New(r route.Router, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if v, ok := r.(route.NodeVerifier); ok && opts.Nodes == nil {
+		opts.Nodes = v // a cluster member checks its peers' signatures
+	}
 	drain, stop := context.WithCancel(context.Background())
 	return &Server{r: r, opts: opts, drain: drain, stop: stop}
 }
@@ -113,7 +123,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(tenurev1connect.NewAdminServiceHandler(adminService{s}, opts...))
 	mux.Handle(tenurev1connect.NewQueueServiceHandler(queueService{s}, opts...))
 	s.mountProbes(mux)
-	return route.WithForwarded(mux)
+	return s.forwarded(mux)
 }
 
 // logErrors logs internal and unavailable errors: the ones an operator must

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/cluster/alloc"
 	"github.com/tenurehq/tenure/internal/cluster/election"
+	"github.com/tenurehq/tenure/internal/cluster/nodeauth"
 	"github.com/tenurehq/tenure/internal/cluster/partition"
 	"github.com/tenurehq/tenure/internal/cluster/registry"
 	"github.com/tenurehq/tenure/internal/coordinator"
@@ -59,6 +61,22 @@ type Member struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// keys sign the requests this node forwards and check those forwarded
+	// to it.
+	keys *nodeauth.Keys
+}
+
+// SignForwarded marks a request this node forwards to procedure for
+// principal (remote.Signer).
+func (m *Member) SignForwarded(h http.Header, procedure, principal string) {
+	m.keys.Sign(h, route.ForwardedHeader, m.cfg.NodeID, procedure, principal)
+}
+
+// VerifyForwarded checks that a request forwarded to procedure comes from
+// a node of this cluster, and returns that node and the principal it
+// forwards for (route.NodeVerifier).
+func (m *Member) VerifyForwarded(h http.Header, procedure string) (node, principal string, err error) {
+	return m.keys.Verify(h, route.ForwardedHeader, procedure)
 }
 
 // Start registers the node, waits for its first confirmed heartbeat (so it
@@ -81,7 +99,16 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, err
 	}
+	secret, err := nodeauth.LoadSecret(ctx, cfg.DB)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := nodeauth.New(secret, cfg.Clock)
+	if err != nil {
+		return nil, err
+	}
 	m := &Member{
+		keys:    keys,
 		cfg:     cfg,
 		trust:   trust,
 		reg:     reg,

@@ -461,7 +461,7 @@ func TestForwardedRequestIsNeverForwardedAgain(t *testing.T) {
 	if other.id == owner {
 		other = nodes[1]
 	}
-	fw := remote.New(other.url, http.DefaultClient, "test")
+	fw := remote.New(other.url, http.DefaultClient, other.m) // signed as a node of the cluster
 	_, err = fw.GetTask(ctx, connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: id}))
 	if other.m.Err() == nil && connect.CodeOf(err) != connect.CodeUnavailable {
 		// The partition may have moved to other in between; then it is

@@ -30,7 +30,7 @@ func (m *Member) peer(addr string) route.Peer {
 	defer m.mu.Unlock()
 	p, ok := m.peers[addr]
 	if !ok {
-		p = remote.New("http://"+addr, m.cfg.HTTPClient, m.cfg.NodeID, m.cfg.PeerInterceptors...)
+		p = remote.New("http://"+addr, m.cfg.HTTPClient, m, m.cfg.PeerInterceptors...)
 		m.peers[addr] = p
 	}
 	return p

@@ -10,6 +10,7 @@ import (
 
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/internal/principal"
 	"github.com/tenurehq/tenure/internal/route"
 )
 
@@ -28,7 +29,7 @@ var _ route.Peer = (*Peer)(nil)
 // forwarded by the node with id from. hc must not time out a Lease
 // long-poll: calls end with their ctx, whose deadline the far node also
 // sees. Every call runs through interceptors first (metrics count them).
-func New(baseURL string, hc connect.HTTPClient, from string, interceptors ...connect.Interceptor) *Peer {
+func New(baseURL string, hc connect.HTTPClient, from Signer, interceptors ...connect.Interceptor) *Peer {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
@@ -44,11 +45,20 @@ func New(baseURL string, hc connect.HTTPClient, from string, interceptors ...con
 // Addr returns the base URL of the node.
 func (p *Peer) Addr() string { return p.addr }
 
-// forwardedBy sets route.ForwardedHeader on every request.
-func forwardedBy(from string) connect.UnaryInterceptorFunc {
+// Signer marks a request as one this node forwards to procedure for the
+// caller principal ("" without authentication): route.ForwardedHeader
+// with the node's id, and what lets the far node check that it comes from
+// a node of its cluster (package nodeauth).
+type Signer interface {
+	SignForwarded(h http.Header, procedure, principal string)
+}
+
+// forwardedBy signs every request as forwarded by from, for the principal
+// of its context.
+func forwardedBy(from Signer) connect.UnaryInterceptorFunc {
 	return func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			req.Header().Set(route.ForwardedHeader, from)
+			from.SignForwarded(req.Header(), req.Spec().Procedure, principal.From(ctx))
 			return next(ctx, req)
 		}
 	}
