@@ -210,6 +210,7 @@ type apiClients struct {
 	hc     *http.Client
 	tasks  tenurev1connect.TaskServiceClient
 	worker tenurev1connect.WorkerServiceClient
+	queues tenurev1connect.QueueServiceClient
 }
 
 // newJSONClients use the Connect protocol with JSON bodies over HTTP/1.1.
@@ -220,6 +221,7 @@ func newJSONClients(p *serverProc) *apiClients {
 		hc:     hc,
 		tasks:  tenurev1connect.NewTaskServiceClient(hc, p.url(), connect.WithProtoJSON()),
 		worker: tenurev1connect.NewWorkerServiceClient(hc, p.url(), connect.WithProtoJSON()),
+		queues: tenurev1connect.NewQueueServiceClient(hc, p.url(), connect.WithProtoJSON()),
 	}
 }
 
@@ -233,6 +235,7 @@ func newGRPCClients(p *serverProc) *apiClients {
 		hc:     hc,
 		tasks:  tenurev1connect.NewTaskServiceClient(hc, p.url(), connect.WithGRPC()),
 		worker: tenurev1connect.NewWorkerServiceClient(hc, p.url(), connect.WithGRPC()),
+		queues: tenurev1connect.NewQueueServiceClient(hc, p.url(), connect.WithGRPC()),
 	}
 }
 

@@ -181,7 +181,7 @@ func (r *linRound) answer(op string, err error) (kind string, pending bool) {
 		switch op {
 		case lincheck.OpFail:
 			return lincheck.FailedPrecondition, false
-		case lincheck.OpKill:
+		case lincheck.OpKill, lincheck.OpRetry:
 			return lincheck.WrongState, false
 		}
 		return lincheck.LeaseLost, false
@@ -293,6 +293,27 @@ func (r *linRound) client(ctx context.Context, c *apiClients, id int, rng *rand.
 				_, err := c.tasks.KillTask(ctx, connect.NewRequest(&tenurev1.KillTaskRequest{TaskId: task, Reason: reason}))
 				return lincheck.Out{}, err
 			})
+		case p < 95 && len(mine) > 0:
+			task := mine[rng.IntN(len(mine))]
+			reason := fmt.Sprintf("retry-r%d-c%d-%d", r.round, id, n)
+			r.do(ctx, id, &lincheck.In{Op: lincheck.OpRetry, Task: task, Reason: reason}, func(ctx context.Context) (lincheck.Out, error) {
+				_, err := c.tasks.RetryTask(ctx, connect.NewRequest(&tenurev1.RetryTaskRequest{TaskId: task, Reason: reason}))
+				return lincheck.Out{}, err
+			})
+		case p < 97:
+			// Pause or resume the queue; the model keeps both in every
+			// task's history.
+			if rng.IntN(2) == 0 {
+				r.do(ctx, id, &lincheck.In{Op: lincheck.OpPause}, func(ctx context.Context) (lincheck.Out, error) {
+					_, err := c.queues.PauseQueue(ctx, connect.NewRequest(&tenurev1.PauseQueueRequest{Namespace: r.namespace, Queue: r.queue}))
+					return lincheck.Out{}, err
+				})
+			} else {
+				r.do(ctx, id, &lincheck.In{Op: lincheck.OpResume}, func(ctx context.Context) (lincheck.Out, error) {
+					_, err := c.queues.ResumeQueue(ctx, connect.NewRequest(&tenurev1.ResumeQueueRequest{Namespace: r.namespace, Queue: r.queue}))
+					return lincheck.Out{}, err
+				})
+			}
 		}
 	}
 }

@@ -183,6 +183,9 @@ func Step(st, in0, out0 any) (bool, any) {
 		// resume without an answer may have happened (Resolve keeps it
 		// pending; a pause without one it drops): assuming it did only
 		// allows more.
+		if out.Err == NotFound {
+			return true, s // the queue had no task yet: nothing to pause
+		}
 		n := s
 		n.Paused = in.Op == OpPause
 		return out.Err == "", n
