@@ -9,6 +9,7 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -63,6 +64,12 @@ type Options struct {
 	// caller declares: the server does not check it until tokens identify
 	// callers. At most 256 bytes.
 	RequestedBy string
+	// Token, if set, is sent with every call as its bearer token (the
+	// header Authorization: Bearer <Token>; gRPC metadata alike), for a
+	// server that authenticates callers (`tenure server --auth-file`).
+	// `tenure token create` makes one. A refused token fails calls with
+	// ErrUnauthenticated or ErrPermissionDenied.
+	Token string
 }
 
 // Client calls a tenure server. It is safe for concurrent use.
@@ -120,6 +127,12 @@ func New(baseURL string, opts Options) (*Client, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.Real
 	}
+	if opts.Token != "" {
+		if strings.IndexFunc(opts.Token, func(r rune) bool { return r <= ' ' || r >= 0x7f }) >= 0 {
+			return nil, fmt.Errorf("client: Options.Token holds a space or a character that is not printable ASCII: pass the token as `tenure token create` printed it")
+		}
+		copts = append(copts, connect.WithInterceptors(bearer("Bearer "+opts.Token)))
+	}
 	hc := opts.HTTPClient
 	if hc == nil {
 		hc = DefaultHTTPClient(opts.Protocol)
@@ -134,6 +147,28 @@ func New(baseURL string, opts Options) (*Client, error) {
 		clock:       opts.Clock,
 		requestedBy: opts.RequestedBy,
 	}, nil
+}
+
+// bearer sets the Authorization header, its value, on every call.
+type bearer string
+
+func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("Authorization", string(b))
+		return next(ctx, req)
+	}
+}
+
+func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("Authorization", string(b))
+		return conn
+	}
+}
+
+func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }
 
 // DefaultHTTPClient returns the HTTP client New uses when Options.HTTPClient

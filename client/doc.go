@@ -58,6 +58,10 @@
 //     ErrLeaseLost, ErrAlreadyCommitted, ErrWrongState, ErrNotFound,
 //     ErrInvalidArgument, ErrTooLarge and ErrUnavailable; they are decided
 //     from the reason the server sends, never from the message.
+//     ErrUnauthenticated and ErrPermissionDenied, from a server that
+//     authenticates callers, are decided by the status code alone.
+//   - Authentication: Options.Token is sent with every call as its bearer
+//     token (Authorization: Bearer; gRPC metadata alike).
 //
 // The commit boundary: only the attempt whose Commit wins may apply a
 // task's external effects, keyed by the FencingToken; an attempt told

@@ -41,6 +41,15 @@ var (
 	// client's retries. Nothing was changed that was not also made
 	// durable: try again later.
 	ErrUnavailable = errors.New("client: unavailable")
+	// ErrUnauthenticated: the server authenticates callers and the call
+	// carried no token, or one it does not know (revoked, mistyped, of
+	// another server). Set Options.Token. Decided by the status code
+	// (unauthenticated), which says it alone.
+	ErrUnauthenticated = errors.New("client: unauthenticated")
+	// ErrPermissionDenied: the token's role or scope does not allow the
+	// call; the message names the role or the namespace (or queue) it
+	// lacks. Decided by the status code (permission_denied).
+	ErrPermissionDenied = errors.New("client: permission denied")
 )
 
 // Reason is the case of a failed call, as the server reports it. The
@@ -145,8 +154,15 @@ func (e *Error) Error() string {
 	return "client: " + e.Op + ": " + e.Code.String() + ": " + e.Message
 }
 
-// Is reports whether target is the sentinel of e's reason.
+// Is reports whether target is the sentinel of e's reason, or of its code
+// for ErrUnauthenticated and ErrPermissionDenied.
 func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrUnauthenticated:
+		return e.Code == connect.CodeUnauthenticated
+	case ErrPermissionDenied:
+		return e.Code == connect.CodePermissionDenied
+	}
 	return int(e.Reason) < len(sentinels) && target != nil && sentinels[e.Reason] == target
 }
 

@@ -27,7 +27,11 @@ func (c *adminSnapshotCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, ar
 		return err
 	}
 	admin := tenurev1connect.NewAdminServiceClient(http.DefaultClient, c.client.url())
-	res, err := admin.Snapshot(ctx, connect.NewRequest(&tenurev1.SnapshotRequest{}))
+	req := connect.NewRequest(&tenurev1.SnapshotRequest{})
+	if tok := c.client.options().Token; tok != "" {
+		req.Header().Set("Authorization", "Bearer "+tok)
+	}
+	res, err := admin.Snapshot(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/metrics"
+	"github.com/tenurehq/tenure/internal/server"
 )
 
 // clusterFlags are the flags of `tenure server` in cluster mode.
@@ -50,8 +51,9 @@ func (f *clusterFlags) add(fs *pflag.FlagSet) {
 // runClusterServer runs `tenure server --mysql DSN`: one node of a
 // cluster.
 // snaps is the snapshot schedule (the flags shared with embedded mode);
-// mx is served at GET /metrics.
-func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps host.Schedule, pprof bool, mx *metrics.Metrics, lg *slog.Logger, stdout io.Writer) error {
+// mx is served at GET /metrics; authn, if not nil, authenticates callers.
+func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps host.Schedule, pprof bool, mx *metrics.Metrics,
+	authn server.Authenticator, lg *slog.Logger, stdout io.Writer) error {
 	if cf.nodeID == "" {
 		return usageError{"--node-id (or TENURE_NODE_ID) is required with --mysql: a name for this node, unique in the cluster"}
 	}
@@ -112,7 +114,7 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		return err
 	}
 	mx.WatchMember(m)
-	api, srv := newAPIServer(m, m, coordCfg, pprof, mx, lg)
+	api, srv := newAPIServer(m, m, coordCfg, pprof, mx, authn, lg)
 	lg.Info("tenure cluster node serving", "node_id", cf.nodeID, "listen", ln.Addr().String(), "advertise", advertise)
 	fmt.Fprintf(stdout, "tenure node %s serving on http://%s (cluster database, advertised as %s)\n", cf.nodeID, ln.Addr(), advertise)
 

@@ -115,8 +115,16 @@ func freeLoopbackAddr(t *testing.T) string {
 // flags, without waiting for it to serve. Cleanup kills it if it still runs.
 func spawnServer(t *testing.T, dataDir string, extra ...string) *serverProc {
 	t.Helper()
+	return spawnServerOn(t, "127.0.0.1", dataDir, extra...)
+}
+
+// spawnServerOn is spawnServer listening on host (the port is free on
+// loopback, where the test reaches it).
+func spawnServerOn(t *testing.T, host, dataDir string, extra ...string) *serverProc {
+	t.Helper()
 	p := &serverProc{addr: freeLoopbackAddr(t), dataDir: dataDir, out: new(lockedBuffer), done: make(chan struct{})}
-	p.cmd = exec.Command(tenureBin, append([]string{"server", "--data-dir", dataDir, "--listen", p.addr, "--fsync", "always"}, extra...)...)
+	_, port, _ := net.SplitHostPort(p.addr)
+	p.cmd = exec.Command(tenureBin, append([]string{"server", "--data-dir", dataDir, "--listen", net.JoinHostPort(host, port), "--fsync", "always"}, extra...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", tenureBin, err)

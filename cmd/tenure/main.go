@@ -39,7 +39,9 @@ TENURE_DATA_DIR when set; each flag's help names its variable.`,
 		&cobra.Group{ID: "offline", Title: "Read a data directory (offline, changes nothing):"},
 		&cobra.Group{ID: "other", Title: "Other commands:"},
 	)
-	add(root, "serve", a.leaf(&serverCmd{}))
+	add(root, "serve", a.leaf(&serverCmd{}),
+		group("token", "create, list or revoke the bearer tokens of a server's --auth-file",
+			a.leaf(&tokenCreateCmd{}), a.leaf(&tokenListCmd{}), a.leaf(&tokenRevokeCmd{})))
 	add(root, "use",
 		a.leaf(&submitCmd{}),
 		group("task", "show a task, its history, or kill or retry it",

@@ -38,6 +38,7 @@ type serverCmd struct {
 	pprof       bool
 	maxQueues   int
 	cluster     clusterFlags
+	auth        authFlags
 }
 
 func (*serverCmd) spec() *cobra.Command {
@@ -67,6 +68,7 @@ func (c *serverCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&c.logLevel, "log-level", envOr("TENURE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env TENURE_LOG_LEVEL)")
 	fs.BoolVar(&c.pprof, "pprof", false, "serve Go's profiler under /debug/pprof/, to loopback clients only (others get 403)")
 	c.cluster.add(fs)
+	c.auth.add(fs)
 	fs.IntVar(&c.maxQueues, "metrics-max-queues", metrics.DefaultMaxQueues, metricsMaxQueuesHelp)
 }
 
@@ -106,6 +108,10 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	if err != nil {
 		return err
 	}
+	authn, err := c.auth.setup(ctx, c.listen, a.clock, lg)
+	if err != nil {
+		return err
+	}
 	snaps := host.Schedule{EveryRecords: c.snapRecords, Every: c.snapEvery, Retention: c.retention}
 	coordCfg := coordinator.Config{
 		Limits:             coordinator.Limits{MaxPayloadBytes: c.maxPayload},
@@ -117,7 +123,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 				return usageError{fmt.Sprintf("--%s is for the embedded mode; with --mysql the partitions' logs live in the database", name)}
 			}
 		}
-		return runClusterServer(ctx, c.cluster, c.listen, coordCfg, snaps, c.pprof, mx, lg, stdout)
+		return runClusterServer(ctx, c.cluster, c.listen, coordCfg, snaps, c.pprof, mx, authn, lg, stdout)
 	}
 	policy, err := wal.ParseSyncPolicy(c.fsync)
 	if err != nil {
@@ -142,7 +148,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	}
 	defer ln.Close()
 	opening := server.NewOpening("the server is replaying its WAL")
-	api, srv := newAPIServer(opening.Router(), opening, coordCfg, c.pprof, mx, lg)
+	api, srv := newAPIServer(opening.Router(), opening, coordCfg, c.pprof, mx, authn, lg)
 	defer srv.Close() // a failed start; after a graceful stop, a no-op
 	serving := serve(srv, ln)
 
@@ -195,10 +201,10 @@ func lostRecordsAdvice(le *coordinator.LostRecordsError) string {
 }
 
 // newAPIServer returns the API over the partitions r routes to (with
-// snapshots taken by snaps, and mx served at GET /metrics) and an HTTP
-// server for it that speaks HTTP/1.1 (curl, Connect) and unencrypted
-// HTTP/2 (gRPC).
-func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Config, pprof bool, mx *metrics.Metrics, lg *slog.Logger) (*server.Server, *http.Server) {
+// snapshots taken by snaps, mx served at GET /metrics, and callers
+// authenticated by authn if not nil) and an HTTP server for it that speaks
+// HTTP/1.1 (curl, Connect) and unencrypted HTTP/2 (gRPC).
+func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Config, pprof bool, mx *metrics.Metrics, authn server.Authenticator, lg *slog.Logger) (*server.Server, *http.Server) {
 	api := server.New(r, server.Options{
 		MaxRequestBytes: max(server.DefaultMaxRequestBytes, 2*cfg.Limits.MaxPayloadBytes+(1<<20)),
 		Limits:          cfg.Limits,
@@ -206,6 +212,7 @@ func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Conf
 		Pprof:           pprof,
 		Logger:          lg,
 		Metrics:         mx,
+		Auth:            authn,
 	})
 	srv := &http.Server{
 		Handler:           api.Handler(),

@@ -22,13 +22,21 @@ import (
 
 // clientFlags are the flags every client command shares.
 type clientFlags struct {
-	addr string
-	json bool
+	addr  string
+	json  bool
+	token string
 }
 
 func (f *clientFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", envOr("TENURE_ADDR", "http://127.0.0.1:7070"), "server address (env TENURE_ADDR)")
 	fs.BoolVar(&f.json, "json", false, "print JSON (for scripts) instead of text")
+	// Not envOr: help would print the token as the flag's default.
+	fs.StringVar(&f.token, "token", "", "bearer token, for a server started with --auth-file (default: env TENURE_TOKEN, which keeps it out of the process list)")
+}
+
+// options are the client options of the flags: the token.
+func (f *clientFlags) options() client.Options {
+	return client.Options{Token: cmp.Or(f.token, os.Getenv("TENURE_TOKEN"))}
 }
 
 // url is the server's address with a scheme.
@@ -40,7 +48,7 @@ func (f *clientFlags) url() string {
 }
 
 func (f *clientFlags) connect() (*client.Client, error) {
-	return client.New(f.url(), client.Options{})
+	return client.New(f.url(), f.options())
 }
 
 // controlFlags are the flags of the commands that change something on an
@@ -61,7 +69,9 @@ func (f *controlFlags) add(fs *pflag.FlagSet, defaultReason string) {
 
 // connect returns a client whose operator's actions say by() asked.
 func (f *controlFlags) connect() (*client.Client, error) {
-	return client.New(f.client.url(), client.Options{RequestedBy: f.by()})
+	opts := f.client.options()
+	opts.RequestedBy = f.by()
+	return client.New(f.client.url(), opts)
 }
 
 // by is who asks: --requested-by, or $USER@hostname.

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -60,6 +61,7 @@ type Metrics struct {
 
 	requests      *prometheus.HistogramVec
 	requestSeries cache[requestKey, prometheus.Observer]
+	authFailures  map[connect.Code]prometheus.Counter
 
 	walAppend, walFsync, batchRecords prometheus.Histogram
 
@@ -133,6 +135,7 @@ func New(cfg Config) (*Metrics, error) {
 		Help: "Seconds since the last snapshot of the partition that has gone longest without one (counted from its opening until its first); 0 while no partition is served.",
 	}, m.snapshotAge)
 	m.reg.MustRegister(m.requests, m.snapshotDuration, m.replayDuration, snapshotAge)
+	m.authFailures = newAuthFailures(m.reg)
 
 	// Registered by ConfigureNode or ConfigureMember.
 	m.batchRecords = histogram("tenure_wal_batch_records",

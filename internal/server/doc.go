@@ -27,4 +27,10 @@
 // size, limit). Callers branch on the detail, never on the message, which
 // may be reworded at any time (Options.Reword proves it in tests). JSON is
 // strict: an unknown field is invalid_argument.
+//
+// Authentication (Options.Auth, auth.go): every call but the health
+// probes needs a bearer token; the token's role and scope decide the
+// call (internal/auth), and a refusal is unauthenticated or
+// permission_denied, logged and counted. An allowed call's context carries
+// the token's name (internal/principal).
 package server

@@ -201,9 +201,24 @@ func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchR
 	each(len(ps), func(k int) error {
 		idx := ps[k].idx
 		err := ps[k].p.Do(ctx, false, func(c *coordinator.Coordinator) error {
-			items := make([]coordinator.CompleteItem, len(idx))
-			for j, i := range idx {
-				items[j] = coordinator.CompleteItem{TaskID: in[i].GetTaskId(), LeaseID: in[i].GetLeaseId(), Result: in[i].GetResult()}
+			// An item outside the caller's scope (or not found) is
+			// refused on its own.
+			var items []coordinator.CompleteItem
+			var at []int // the index in `in` of each of items
+			for _, i := range idx {
+				err := s.checkTask(ctx, c, in[i].GetTaskId())
+				if errors.Is(err, coordinator.ErrUnavailable) {
+					return err
+				}
+				if err != nil {
+					fail(i, err)
+					continue
+				}
+				items = append(items, coordinator.CompleteItem{TaskID: in[i].GetTaskId(), LeaseID: in[i].GetLeaseId(), Result: in[i].GetResult()})
+				at = append(at, i)
+			}
+			if len(items) == 0 {
+				return nil
 			}
 			errs, err := c.CompleteBatch(ctx, items)
 			if err != nil {
@@ -211,7 +226,7 @@ func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchR
 			}
 			for j, e := range errs {
 				if e != nil {
-					fail(idx[j], e)
+					fail(at[j], e)
 				}
 			}
 			return nil

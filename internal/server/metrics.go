@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"connectrpc.com/connect"
+
+	"github.com/tenurehq/tenure/internal/auth"
 )
 
 // Metrics is what the API needs of package metrics: the handler of GET
@@ -14,6 +16,9 @@ type Metrics interface {
 	// Interceptor observes every call of the API (its procedure, code and
 	// duration). It runs outside every other interceptor.
 	Interceptor() connect.Interceptor
+	// AuthFailed counts a call refused for its token: code is
+	// unauthenticated or permission_denied.
+	AuthFailed(code connect.Code)
 }
 
 // metricsOptions are the handler options that time every call, if the
@@ -30,5 +35,5 @@ func (s *Server) mountMetrics(mux *http.ServeMux) {
 	if s.opts.Metrics == nil {
 		return
 	}
-	mux.Handle("GET /metrics", s.opts.Metrics.Handler())
+	mux.Handle(auth.MetricsCall, s.requireToken(auth.MetricsCall, s.opts.Metrics.Handler()))
 }

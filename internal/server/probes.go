@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/internal/auth"
 )
 
 // healthServices are the names the gRPC health service answers for: ""
@@ -53,6 +54,9 @@ var reflectedServices = []string{
 //   - gRPC server reflection, v1 and v1alpha;
 //   - with Options.Pprof, Go's profiler under /debug/pprof/, to loopback
 //     clients only.
+//
+// With Options.Auth, reflection needs a valid token and pprof an admin
+// token with namespace * (auth.go); the health endpoints stay open.
 func (s *Server) mountProbes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
@@ -66,10 +70,10 @@ func (s *Server) mountProbes(mux *http.ServeMux) {
 	})
 	mux.Handle(grpchealth.NewHandler(healthChecker{s}))
 	reflector := grpcreflect.NewStaticReflector(reflectedServices...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, s.authOptions()...))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, s.authOptions()...))
 	if s.opts.Pprof {
-		mux.Handle("/debug/pprof/", loopbackOnly(pprofHandler()))
+		mux.Handle(auth.PprofCall, loopbackOnly(s.requireToken(auth.PprofCall, pprofHandler())))
 	}
 }
 

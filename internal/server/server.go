@@ -65,6 +65,9 @@ type Options struct {
 	Reword func(message string) string
 	// Metrics, if set, is served at GET /metrics and times every call.
 	Metrics Metrics
+	// Auth, if set, authenticates every call by its bearer token and
+	// authorises it (auth.go); nil serves every caller.
+	Auth Authenticator
 }
 
 // Server answers the tenure.v1 API over Connect, gRPC and gRPC-Web, with
@@ -115,6 +118,7 @@ func (s *Server) Handler() http.Handler {
 		connect.WithCompressMinBytes(64 << 10),
 	}
 	opts = append(opts, s.metricsOptions()...)
+	opts = append(opts, s.authOptions()...)
 	opts = append(opts, connect.WithInterceptors(s.logErrors()))
 	mux := http.NewServeMux()
 	s.mountMetrics(mux)
@@ -193,7 +197,8 @@ func one[Req, Resp any](s *Server, ctx context.Context, p route.Partition, read 
 	return connect.NewResponse(out), nil
 }
 
-// byTask is one for the partition that holds taskID.
+// byTask is one for the partition that holds taskID; the task is checked
+// against the caller's scope (checkTask) before local acts on it.
 func byTask[Req, Resp any](s *Server, ctx context.Context, taskID string, read bool, req *connect.Request[Req],
 	forward func(route.Peer, context.Context, *connect.Request[Req]) (*connect.Response[Resp], error),
 	local func(*coordinator.Coordinator) (*Resp, error)) (*connect.Response[Resp], error) {
@@ -201,5 +206,10 @@ func byTask[Req, Resp any](s *Server, ctx context.Context, taskID string, read b
 	if err != nil {
 		return nil, s.apiError(err)
 	}
-	return one(s, ctx, p, read, req, forward, local)
+	return one(s, ctx, p, read, req, forward, func(c *coordinator.Coordinator) (*Resp, error) {
+		if err := s.checkTask(ctx, c, taskID); err != nil {
+			return nil, err
+		}
+		return local(c)
+	})
 }

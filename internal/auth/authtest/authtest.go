@@ -1,0 +1,532 @@
+// Package authtest checks a running tenure server's authorisation against
+// the table of who may call what in README.md's "Security" section: every
+// call of the table, under every role, with a token scoped to one
+// namespace (and, for workers, one queue) and with one whose scope is
+// everything, on what is in and out of that scope, and with no token and
+// a wrong one, over Connect and gRPC. It needs only the server's base URL,
+// so the same run checks an embedded server and a cluster node.
+//
+// Use: TokenFile writes the token file, the test starts the server with
+// it (--auth-file, and --pprof so that /debug/pprof/ is there to refuse),
+// on a loopback address, then calls Run.
+package authtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/auth"
+)
+
+// The scope of the scoped tokens, and what is outside it.
+const (
+	InNamespace  = "authz-in"
+	OutNamespace = "authz-out"
+	InQueue      = "q-in"
+	OtherQueue   = "q-other"
+)
+
+// Tokens are the tokens of a run, in the file TokenFile wrote.
+type Tokens struct {
+	// Setup is an admin token with namespace *: it makes the tasks the
+	// run calls about.
+	Setup string
+	// Scoped holds, per role, a token of namespace InNamespace (and, for a
+	// worker, queue InQueue); Star one of namespace * (and queue *).
+	Scoped, Star map[auth.Role]string
+}
+
+// TokenFile writes a token file at path with the tokens of a run.
+func TokenFile(t testing.TB, path string) Tokens {
+	t.Helper()
+	tk := Tokens{Scoped: map[auth.Role]string{}, Star: map[auth.Role]string{}}
+	create := func(name string, role auth.Role, ns, q string) string {
+		p := auth.Principal{Name: name, Role: role, Namespaces: []string{ns}}
+		if role == auth.Worker {
+			p.Queues = []string{q}
+		}
+		tok, _, err := auth.Create(path, p, time.Time{})
+		if err != nil {
+			t.Fatalf("authtest: making token %s: %v", name, err)
+		}
+		return tok
+	}
+	tk.Setup = create("setup", auth.Admin, auth.All, "")
+	for _, r := range auth.Roles {
+		tk.Scoped[r] = create(string(r)+"-scoped", r, InNamespace, InQueue)
+		tk.Star[r] = create(string(r)+"-star", r, auth.All, auth.All)
+	}
+	return tk
+}
+
+// target is what a call is made about.
+type target int
+
+const (
+	tgIn             target = iota // InNamespace, InQueue
+	tgOtherQueue                   // InNamespace, OtherQueue
+	tgOtherNamespace               // OutNamespace, InQueue
+	tgEvery                        // no namespace named: every one (a listing, a bulk filter, the whole server)
+	tgNone                         // a call about no namespace (reflection)
+)
+
+var targetNames = [...]string{"in scope", "another queue", "another namespace", "every namespace", "no namespace"}
+
+func (tg target) String() string { return targetNames[tg] }
+
+// namespace and queue of a target that names them.
+func (tg target) names() (ns, q string) {
+	switch tg {
+	case tgIn:
+		return InNamespace, InQueue
+	case tgOtherQueue:
+		return InNamespace, OtherQueue
+	case tgOtherNamespace:
+		return OutNamespace, InQueue
+	}
+	return "", ""
+}
+
+// inScope reports whether a scoped token of role may act on tg.
+func inScope(role auth.Role, tg target) bool {
+	switch tg {
+	case tgIn, tgNone:
+		return true
+	case tgOtherQueue:
+		return role != auth.Worker
+	}
+	return false
+}
+
+// answer is how a call was answered: its code (0: ok) and message.
+type answer struct {
+	code connect.Code
+	msg  string
+}
+
+func (a answer) String() string {
+	if a.code == 0 {
+		return "ok"
+	}
+	return a.code.String() + ": " + a.msg
+}
+
+func answerOf(err error) answer {
+	if err == nil {
+		return answer{}
+	}
+	return answer{connect.CodeOf(err), err.Error()}
+}
+
+// env is one protocol's way to the server, and the tasks of the run.
+type env struct {
+	base     string
+	protocol string
+	hc       *http.Client
+	opts     []connect.ClientOption
+	tasks    tenurev1connect.TaskServiceClient
+	workers  tenurev1connect.WorkerServiceClient
+	queues   tenurev1connect.QueueServiceClient
+	admin    tenurev1connect.AdminServiceClient
+	task     map[target]string // a task of each target that names one
+}
+
+// req is a request carrying token (none if empty).
+func req[T any](token string, m *T) *connect.Request[T] {
+	r := connect.NewRequest(m)
+	if token != "" {
+		r.Header().Set("Authorization", "Bearer "+token)
+	}
+	return r
+}
+
+// call is one row of the table: how to make it about a target.
+type call struct {
+	targets []target
+	do      func(ctx context.Context, e *env, token string, tg target) answer
+}
+
+// before is a created_before that selects no task: the bulk actions of
+// the run change nothing.
+var before = timestamppb.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
+
+func filter(tg target) *tenurev1.TaskFilter {
+	ns, q := tg.names()
+	return &tenurev1.TaskFilter{Namespace: ns, Queue: q, CreatedBefore: before}
+}
+
+var (
+	named    = []target{tgIn, tgOtherQueue, tgOtherNamespace}
+	listings = []target{tgIn, tgOtherQueue, tgOtherNamespace, tgEvery}
+)
+
+// calls are the runner's way to make each call of the README's table,
+// by its name there.
+var calls = map[string]call{
+	"TaskService/Submit": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		_, err := e.tasks.Submit(ctx, req(tok, &tenurev1.SubmitRequest{Namespace: ns, Queue: q, Payload: []byte("authz")}))
+		return answerOf(err)
+	}},
+	"TaskService/SubmitBatch": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		_, err := e.tasks.SubmitBatch(ctx, req(tok, &tenurev1.SubmitBatchRequest{Requests: []*tenurev1.SubmitRequest{{Namespace: ns, Queue: q}}}))
+		return answerOf(err)
+	}},
+	"TaskService/GetTask": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		_, err := e.tasks.GetTask(ctx, req(tok, &tenurev1.GetTaskRequest{TaskId: e.task[tg]}))
+		return answerOf(err)
+	}},
+	"TaskService/ListTasks": {listings, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		_, err := e.tasks.ListTasks(ctx, req(tok, &tenurev1.ListTasksRequest{Namespace: ns, Queue: q, PageSize: 1}))
+		return answerOf(err)
+	}},
+	"TaskService/GetTaskHistory": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		_, err := e.tasks.GetTaskHistory(ctx, req(tok, &tenurev1.GetTaskHistoryRequest{TaskId: e.task[tg]}))
+		return answerOf(err)
+	}},
+	"TaskService/KillTask": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		_, err := e.tasks.KillTask(ctx, req(tok, &tenurev1.KillTaskRequest{TaskId: e.task[tg], Reason: "authz"}))
+		return answerOf(err)
+	}},
+	"TaskService/RetryTask": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		_, err := e.tasks.RetryTask(ctx, req(tok, &tenurev1.RetryTaskRequest{TaskId: e.task[tg], Reason: "authz"}))
+		return answerOf(err)
+	}},
+	"TaskService/RetryTasks": {listings, func(ctx context.Context, e *env, tok string, tg target) answer {
+		_, err := e.tasks.RetryTasks(ctx, req(tok, &tenurev1.RetryTasksRequest{Filter: filter(tg), Reason: "authz"}))
+		return answerOf(err)
+	}},
+	"TaskService/KillTasks": {listings, func(ctx context.Context, e *env, tok string, tg target) answer {
+		_, err := e.tasks.KillTasks(ctx, req(tok, &tenurev1.KillTasksRequest{Filter: filter(tg), Reason: "authz"}))
+		return answerOf(err)
+	}},
+	"TaskService/PurgeTasks": {listings, func(ctx context.Context, e *env, tok string, tg target) answer {
+		_, err := e.tasks.PurgeTasks(ctx, req(tok, &tenurev1.PurgeTasksRequest{Filter: filter(tg), Reason: "authz"}))
+		return answerOf(err)
+	}},
+	"WorkerService/Lease": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		_, err := e.workers.Lease(ctx, req(tok, &tenurev1.LeaseRequest{WorkerId: "authz", Namespace: ns, Queue: q, MaxTasks: 1, Wait: durationpb.New(0)}))
+		return answerOf(err)
+	}},
+	"WorkerService/Start": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		_, err := e.workers.Start(ctx, req(tok, &tenurev1.StartRequest{TaskId: e.task[tg], LeaseId: "authz-lease"}))
+		return answerOf(err)
+	}},
+	"WorkerService/Heartbeat": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		_, err := e.workers.Heartbeat(ctx, req(tok, &tenurev1.HeartbeatRequest{TaskId: e.task[tg], LeaseId: "authz-lease"}))
+		return answerOf(err)
+	}},
+	"WorkerService/Commit": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		_, err := e.workers.Commit(ctx, req(tok, &tenurev1.CommitRequest{TaskId: e.task[tg], LeaseId: "authz-lease"}))
+		return answerOf(err)
+	}},
+	"WorkerService/Complete": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		_, err := e.workers.Complete(ctx, req(tok, &tenurev1.CompleteRequest{TaskId: e.task[tg], LeaseId: "authz-lease"}))
+		return answerOf(err)
+	}},
+	"WorkerService/CompleteBatch": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		resp, err := e.workers.CompleteBatch(ctx, req(tok, &tenurev1.CompleteBatchRequest{Items: []*tenurev1.CompleteRequest{{TaskId: e.task[tg], LeaseId: "authz-lease"}}}))
+		if err != nil {
+			return answerOf(err)
+		}
+		// The item's answer: a refusal is per item.
+		r := resp.Msg.GetResults()
+		if len(r) != 1 {
+			return answer{connect.CodeInternal, fmt.Sprintf("%d results for 1 item", len(r))}
+		}
+		var code connect.Code
+		if r[0].GetCode() != "" && code.UnmarshalText([]byte(r[0].GetCode())) != nil {
+			return answer{connect.CodeInternal, "unknown item code " + r[0].GetCode()}
+		}
+		return answer{code, r[0].GetMessage()}
+	}},
+	"WorkerService/Fail": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		_, err := e.workers.Fail(ctx, req(tok, &tenurev1.FailRequest{TaskId: e.task[tg], LeaseId: "authz-lease", Reason: "authz"}))
+		return answerOf(err)
+	}},
+	"QueueService/ListQueues": {[]target{tgIn, tgOtherNamespace, tgEvery}, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, _ := tg.names()
+		_, err := e.queues.ListQueues(ctx, req(tok, &tenurev1.ListQueuesRequest{Namespace: ns}))
+		return answerOf(err)
+	}},
+	"QueueService/GetQueue": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		_, err := e.queues.GetQueue(ctx, req(tok, &tenurev1.GetQueueRequest{Namespace: ns, Queue: q}))
+		return answerOf(err)
+	}},
+	"QueueService/PauseQueue": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		_, err := e.queues.PauseQueue(ctx, req(tok, &tenurev1.PauseQueueRequest{Namespace: ns, Queue: q, Reason: "authz"}))
+		return answerOf(err)
+	}},
+	"QueueService/ResumeQueue": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		_, err := e.queues.ResumeQueue(ctx, req(tok, &tenurev1.ResumeQueueRequest{Namespace: ns, Queue: q, Reason: "authz"}))
+		return answerOf(err)
+	}},
+	"AdminService/Snapshot": {[]target{tgEvery}, func(ctx context.Context, e *env, tok string, _ target) answer {
+		_, err := e.admin.Snapshot(ctx, req(tok, &tenurev1.SnapshotRequest{}))
+		return answerOf(err)
+	}},
+	auth.MetricsCall: {[]target{tgEvery}, func(ctx context.Context, e *env, tok string, _ target) answer {
+		return e.get(ctx, "/metrics", tok)
+	}},
+	auth.PprofCall: {[]target{tgEvery}, func(ctx context.Context, e *env, tok string, _ target) answer {
+		return e.get(ctx, "/debug/pprof/", tok)
+	}},
+	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo": {[]target{tgNone}, func(ctx context.Context, e *env, tok string, _ target) answer {
+		return e.reflect(ctx, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", tok)
+	}},
+	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": {[]target{tgNone}, func(ctx context.Context, e *env, tok string, _ target) answer {
+		return e.reflect(ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", tok)
+	}},
+}
+
+// get answers an HTTP GET of path: 401 is unauthenticated, 403
+// permission_denied, anything else ok.
+func (e *env) get(ctx context.Context, path, tok string) answer {
+	r, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+path, nil)
+	if err != nil {
+		return answer{connect.CodeInternal, err.Error()}
+	}
+	if tok != "" {
+		r.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := e.hc.Do(r)
+	if err != nil {
+		return answer{connect.CodeUnavailable, err.Error()}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	switch resp.StatusCode {
+	case http.StatusUnauthorized:
+		return answer{connect.CodeUnauthenticated, string(body)}
+	case http.StatusForbidden:
+		return answer{connect.CodePermissionDenied, string(body)}
+	case http.StatusNotFound:
+		return answer{connect.CodeNotFound, path + " is not served: start the server with --pprof"}
+	}
+	return answer{}
+}
+
+// reflect opens a reflection stream of procedure (over gRPC, which a
+// bidirectional stream needs), sends an empty request and reads the
+// answer: a refusal is its error.
+func (e *env) reflect(ctx context.Context, procedure, tok string) answer {
+	hc := client.DefaultHTTPClient(client.ProtocolGRPC)
+	c := connect.NewClient[emptypb.Empty, emptypb.Empty](hc, e.base+procedure, connect.WithGRPC())
+	s := c.CallBidiStream(ctx)
+	if tok != "" {
+		s.RequestHeader().Set("Authorization", "Bearer "+tok)
+	}
+	if err := s.Send(&emptypb.Empty{}); err != nil && !errors.Is(err, io.EOF) {
+		return answerOf(err)
+	}
+	s.CloseRequest()
+	_, err := s.Receive()
+	s.CloseResponse()
+	var ce *connect.Error
+	if errors.As(err, &ce) && (ce.Code() == connect.CodeUnauthenticated || ce.Code() == connect.CodePermissionDenied) {
+		return answerOf(err)
+	}
+	return answer{} // any other answer: the server served the stream
+}
+
+// row is one row of the README's table.
+type row struct {
+	call  string
+	roles map[auth.Role]bool
+}
+
+// readmeRows returns the rows of README.md's table of who may call what.
+func readmeRows(t testing.TB) []row {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		if filepath.Dir(dir) == dir {
+			t.Fatal("authtest: no go.mod above the test's directory, so no README.md")
+		}
+		dir = filepath.Dir(dir)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "<!-- auth-rules")
+	table, _, ok2 := strings.Cut(rest, "<!-- /auth-rules -->")
+	if !ok || !ok2 {
+		t.Fatal("authtest: README.md has no table between <!-- auth-rules … --> and <!-- /auth-rules -->")
+	}
+	var rows []row
+	var cols []auth.Role
+	for _, l := range strings.Split(table, "\n") {
+		cells := strings.Split(strings.Trim(strings.TrimSpace(l), "|"), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		switch {
+		case len(cells) < 5 || strings.HasPrefix(cells[0], "---"):
+			continue
+		case cells[0] == "call":
+			for _, c := range cells[1:5] {
+				r, err := auth.ParseRole(c)
+				if err != nil {
+					t.Fatalf("authtest: README table header: %v", err)
+				}
+				cols = append(cols, r)
+			}
+			continue
+		}
+		r := row{call: strings.Trim(cells[0], "`"), roles: map[auth.Role]bool{}}
+		for i, c := range cells[1:5] {
+			if c != "yes" && c != "no" {
+				t.Fatalf("authtest: README table, %s: cell %q is not yes or no", r.call, c)
+			}
+			r.roles[cols[i]] = c == "yes"
+		}
+		rows = append(rows, r)
+	}
+	if len(cols) != len(auth.Roles) || len(rows) == 0 {
+		t.Fatalf("authtest: README table: roles %v, %d rows", cols, len(rows))
+	}
+	return rows
+}
+
+// Run checks every call of README.md's table against the server at base
+// (e.g. http://127.0.0.1:7070), which reads the token file of tok. It
+// creates tasks in InNamespace and OutNamespace and calls every call on
+// them; it leaves the server serving.
+func Run(t *testing.T, base string, tok Tokens) {
+	rows := readmeRows(t)
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if _, ok := calls[r.call]; !ok {
+			t.Errorf("authtest: README's table has %s, which the runner cannot call: add it to calls", r.call)
+		}
+		seen[r.call] = true
+	}
+	for name := range calls {
+		if !seen[name] {
+			t.Errorf("authtest: the runner calls %s, which README's table does not list", name)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	for _, protocol := range []string{client.ProtocolConnect, client.ProtocolGRPC} {
+		t.Run(protocol, func(t *testing.T) {
+			e := newEnv(t, base, protocol, tok.Setup)
+			n := 0
+			for _, r := range rows {
+				n += run(t, e, r, tok)
+			}
+			t.Logf("%d answers of %d calls checked", n, len(rows))
+		})
+	}
+}
+
+func newEnv(t *testing.T, base, protocol, setup string) *env {
+	e := &env{base: base, protocol: protocol, hc: client.DefaultHTTPClient(protocol), task: map[target]string{}}
+	if protocol == client.ProtocolGRPC {
+		e.opts = append(e.opts, connect.WithGRPC())
+	}
+	e.tasks = tenurev1connect.NewTaskServiceClient(e.hc, base, e.opts...)
+	e.workers = tenurev1connect.NewWorkerServiceClient(e.hc, base, e.opts...)
+	e.queues = tenurev1connect.NewQueueServiceClient(e.hc, base, e.opts...)
+	e.admin = tenurev1connect.NewAdminServiceClient(e.hc, base, e.opts...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tg := range named {
+		ns, q := tg.names()
+		resp, err := e.tasks.Submit(ctx, req(setup, &tenurev1.SubmitRequest{Namespace: ns, Queue: q, Payload: []byte("authz fixture")}))
+		if err != nil {
+			t.Fatalf("authtest: submitting the task of %s with the setup token: %v", tg, err)
+		}
+		e.task[tg] = resp.Msg.GetTask().GetTaskId()
+	}
+	return e
+}
+
+// run makes the call of r under every token and target, checks each
+// answer, and returns how many it checked.
+func run(t *testing.T, e *env, r row, tok Tokens) (checked int) {
+	c := calls[r.call]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	check := func(who string, tg target, want connect.Code, wantIn []string, got answer) {
+		t.Helper()
+		checked++
+		refused := got.code == connect.CodeUnauthenticated || got.code == connect.CodePermissionDenied
+		switch {
+		case want == 0 && refused:
+			t.Errorf("%s %s, %s, %s: refused, but README's table allows it: %s: %s", e.protocol, r.call, who, tg, got.code, got.msg)
+		case want == 0 && got.code == connect.CodeNotFound && strings.Contains(got.msg, "--pprof"):
+			t.Errorf("%s %s: %s", e.protocol, r.call, got.msg)
+		case want != 0 && got.code != want:
+			t.Errorf("%s %s, %s, %s: answered %s, want %s", e.protocol, r.call, who, tg, got, want)
+		case want != 0:
+			for _, w := range wantIn {
+				if !strings.Contains(got.msg, w) {
+					t.Errorf("%s %s, %s, %s: the refusal does not name %q: %s", e.protocol, r.call, who, tg, w, got.msg)
+				}
+			}
+		}
+	}
+	unknown, _ := auth.NewToken()
+	tampered := tok.Setup[:17] + unknown[17:] // the setup token's id, another secret
+	for who, token := range map[string]string{"no token": "", "an unknown token": unknown, "a tampered token": tampered} {
+		check(who, c.targets[0], connect.CodeUnauthenticated, nil, c.do(ctx, e, token, c.targets[0]))
+	}
+	for _, role := range auth.Roles {
+		for _, scoped := range []bool{true, false} {
+			token, who := tok.Star[role], string(role)+" token of namespace *"
+			if scoped {
+				token, who = tok.Scoped[role], string(role)+" token of namespace "+InNamespace
+			}
+			for _, tg := range c.targets {
+				want, wantIn := connect.Code(0), []string(nil)
+				switch {
+				case !r.roles[role]:
+					want, wantIn = connect.CodePermissionDenied, []string{"(role " + string(role) + ")", "needs role"}
+				case scoped && !inScope(role, tg):
+					want = connect.CodePermissionDenied
+					switch tg {
+					case tgOtherQueue:
+						wantIn = []string{`"` + OtherQueue + `"`}
+					case tgOtherNamespace:
+						wantIn = []string{`"` + OutNamespace + `"`}
+					default:
+						wantIn = []string{"namespace *"}
+					}
+				}
+				check(who, tg, want, wantIn, c.do(ctx, e, token, tg))
+			}
+		}
+	}
+	return checked
+}

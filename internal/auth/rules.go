@@ -1,0 +1,224 @@
+package auth
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"connectrpc.com/grpcreflect"
+
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/internal/coordinator"
+)
+
+// Scope says where the namespace and queue a call acts on come from.
+type Scope int
+
+const (
+	// ScopeRequest: fields of the request name them (requestTargets).
+	ScopeRequest Scope = iota + 1
+	// ScopeTask: they are the task's that the request names by id, known
+	// only once the server has found the task: Decide allows the role,
+	// and the server calls CheckTask with the task before acting on it.
+	ScopeTask
+	// ScopeServer: the call covers the whole server, so every namespace:
+	// only a token with namespace * may make it.
+	ScopeServer
+	// ScopeNone: the call acts on no namespace; any token of a role the
+	// rule names may make it.
+	ScopeNone
+)
+
+// Calls beside the API that need a token (HTTP endpoints, named by method
+// and path as the server mounts them).
+const (
+	MetricsCall = "GET /metrics"
+	PprofCall   = "/debug/pprof/"
+)
+
+// Rule says who may make one call.
+type Rule struct {
+	// Call is the Connect procedure ("/tenure.v1.TaskService/Submit") or
+	// an HTTP endpoint (MetricsCall).
+	Call string
+	// Roles that may make it.
+	Roles []Role
+	// Scope says where the namespace and queue it acts on come from.
+	Scope Scope
+	// Where says, for the README, where a ScopeRequest or ScopeTask call
+	// finds its namespace and queue.
+	Where string
+}
+
+// Every role, for the calls that any token may make.
+var anyRole = Roles
+
+const (
+	whereNamespaceQueue = "request: `namespace` (unset: `default`), `queue`"
+	whereListing        = "request: `namespace`, `queue` (unset: every one)"
+	whereFilter         = "request: `filter.namespace`, `filter.queue` (unset, or `filter.all`: every one)"
+	whereTask           = "task named by `task_id`, once found"
+)
+
+// Rules is the authorisation table: every call that needs a token and who
+// may make it. A call not in it is refused to every token. README.md's
+// "Security" section shows it (a test keeps the two the same).
+var Rules = []Rule{
+	{tenurev1connect.TaskServiceSubmitProcedure, []Role{Admin, Submitter}, ScopeRequest, whereNamespaceQueue},
+	{tenurev1connect.TaskServiceSubmitBatchProcedure, []Role{Admin, Submitter}, ScopeRequest, "request: each of `requests`, as for Submit"},
+	{tenurev1connect.TaskServiceGetTaskProcedure, anyRole, ScopeTask, whereTask},
+	{tenurev1connect.TaskServiceListTasksProcedure, []Role{Admin, Submitter, Reader}, ScopeRequest, whereListing},
+	{tenurev1connect.TaskServiceGetTaskHistoryProcedure, anyRole, ScopeTask, whereTask},
+	{tenurev1connect.TaskServiceKillTaskProcedure, []Role{Admin}, ScopeTask, whereTask},
+	{tenurev1connect.TaskServiceRetryTaskProcedure, []Role{Admin}, ScopeTask, whereTask},
+	{tenurev1connect.TaskServiceRetryTasksProcedure, []Role{Admin}, ScopeRequest, whereFilter},
+	{tenurev1connect.TaskServiceKillTasksProcedure, []Role{Admin}, ScopeRequest, whereFilter},
+	{tenurev1connect.TaskServicePurgeTasksProcedure, []Role{Admin}, ScopeRequest, whereFilter},
+	{tenurev1connect.WorkerServiceLeaseProcedure, []Role{Admin, Worker}, ScopeRequest, whereNamespaceQueue},
+	{tenurev1connect.WorkerServiceStartProcedure, []Role{Admin, Worker}, ScopeTask, whereTask},
+	{tenurev1connect.WorkerServiceHeartbeatProcedure, []Role{Admin, Worker}, ScopeTask, whereTask},
+	{tenurev1connect.WorkerServiceCommitProcedure, []Role{Admin, Worker}, ScopeTask, whereTask},
+	{tenurev1connect.WorkerServiceCompleteProcedure, []Role{Admin, Worker}, ScopeTask, whereTask},
+	{tenurev1connect.WorkerServiceCompleteBatchProcedure, []Role{Admin, Worker}, ScopeTask, "task of each item, once found (an item out of scope is refused on its own)"},
+	{tenurev1connect.WorkerServiceFailProcedure, []Role{Admin, Worker}, ScopeTask, whereTask},
+	{tenurev1connect.QueueServiceListQueuesProcedure, []Role{Admin, Reader}, ScopeRequest, "request: `namespace` (unset: every one)"},
+	{tenurev1connect.QueueServiceGetQueueProcedure, []Role{Admin, Reader}, ScopeRequest, whereNamespaceQueue},
+	{tenurev1connect.QueueServicePauseQueueProcedure, []Role{Admin}, ScopeRequest, whereNamespaceQueue},
+	{tenurev1connect.QueueServiceResumeQueueProcedure, []Role{Admin}, ScopeRequest, whereNamespaceQueue},
+	{tenurev1connect.AdminServiceSnapshotProcedure, []Role{Admin}, ScopeServer, ""},
+	{MetricsCall, []Role{Admin, Reader}, ScopeServer, ""},
+	{PprofCall, []Role{Admin}, ScopeServer, ""},
+	{"/" + grpcreflect.ReflectV1ServiceName + "/ServerReflectionInfo", anyRole, ScopeNone, ""},
+	{"/" + grpcreflect.ReflectV1AlphaServiceName + "/ServerReflectionInfo", anyRole, ScopeNone, ""},
+}
+
+// ruleOf is Rules by call.
+var ruleOf = func() map[string]*Rule {
+	m := make(map[string]*Rule, len(Rules))
+	for i := range Rules {
+		m[Rules[i].Call] = &Rules[i]
+	}
+	return m
+}()
+
+// Decide says whether p may make call with the request message msg (nil
+// for the calls beside the API). A nil error with checkTask set allows
+// the call only for tasks in p's scope: the server must pass each task the
+// request names to CheckTask before acting on it. The error, if any, is a
+// refusal (permission denied) that names the role or the scope missing.
+func Decide(p *Principal, call string, msg any) (checkTask bool, err error) {
+	r, ok := ruleOf[call]
+	if !ok {
+		return false, fmt.Errorf("%s may not call %s: no token may (it is not in the authorisation table)", p, short(call))
+	}
+	if !slices.Contains(r.Roles, p.Role) {
+		return false, fmt.Errorf("%s may not call %s: it needs role %s", p, short(call), roleList(r.Roles))
+	}
+	switch r.Scope {
+	case ScopeNone:
+		return false, nil
+	case ScopeTask:
+		return !p.unrestricted(), nil
+	case ScopeServer:
+		if !p.allowsNamespace("") {
+			return false, fmt.Errorf("%s may not call %s: it covers every namespace and needs namespace *; %s", p, short(call), p.scopeText())
+		}
+		return false, nil
+	}
+	targets, ok := requestTargets(msg)
+	if !ok {
+		return false, fmt.Errorf("%s may not call %s with a %T: the authorisation table does not know that request", p, short(call), msg)
+	}
+	for _, t := range targets {
+		if err := p.check(short(call), t, ""); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// CheckTask refuses call on task taskID, of namespace and queue t, unless
+// they are in p's scope (see Decide).
+func CheckTask(p *Principal, call, taskID string, t Target) error {
+	return p.check(short(call), t, fmt.Sprintf(" on task %s (queue %q of namespace %q)", taskID, t.Queue, t.Namespace))
+}
+
+// check refuses call unless p's scope holds t. on, if set, names the task
+// the call is about.
+func (p *Principal) check(call string, t Target, on string) error {
+	switch {
+	case !p.allowsNamespace(t.Namespace) && t.Namespace == "":
+		return fmt.Errorf("%s may not call %s across every namespace: that needs namespace *; %s (name one of them in the request)", p, call, p.scopeText())
+	case !p.allowsNamespace(t.Namespace) && on != "":
+		return fmt.Errorf("%s may not call %s%s: namespace %q is not one of its namespaces; %s", p, call, on, t.Namespace, p.scopeText())
+	case !p.allowsNamespace(t.Namespace):
+		return fmt.Errorf("%s may not call %s in namespace %q: %s", p, call, t.Namespace, p.scopeText())
+	case !p.allowsQueue(t.Queue) && t.Queue == "":
+		return fmt.Errorf("%s may not call %s on every queue of namespace %q: that needs queue *; %s", p, call, t.Namespace, p.scopeText())
+	case !p.allowsQueue(t.Queue) && on != "":
+		return fmt.Errorf("%s may not call %s%s: queue %q is not one of its queues; %s", p, call, on, t.Queue, p.scopeText())
+	case !p.allowsQueue(t.Queue):
+		return fmt.Errorf("%s may not call %s on queue %q of namespace %q: %s", p, call, t.Queue, t.Namespace, p.scopeText())
+	}
+	return nil
+}
+
+// requestTargets returns what the request of a ScopeRequest call acts on,
+// or false for a message no rule knows.
+func requestTargets(msg any) ([]Target, bool) {
+	ns := func(s string) string { return cmp.Or(s, coordinator.DefaultNamespace) }
+	switch m := msg.(type) {
+	case *tenurev1.SubmitRequest:
+		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
+	case *tenurev1.SubmitBatchRequest:
+		out := make([]Target, len(m.GetRequests()))
+		for i, r := range m.GetRequests() {
+			out[i] = Target{ns(r.GetNamespace()), r.GetQueue()}
+		}
+		return out, true
+	case *tenurev1.ListTasksRequest:
+		return []Target{{m.GetNamespace(), m.GetQueue()}}, true
+	case *tenurev1.RetryTasksRequest:
+		return filterTargets(m.GetFilter()), true
+	case *tenurev1.KillTasksRequest:
+		return filterTargets(m.GetFilter()), true
+	case *tenurev1.PurgeTasksRequest:
+		return filterTargets(m.GetFilter()), true
+	case *tenurev1.LeaseRequest:
+		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
+	case *tenurev1.ListQueuesRequest:
+		return []Target{{m.GetNamespace(), ""}}, true
+	case *tenurev1.GetQueueRequest:
+		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
+	case *tenurev1.PauseQueueRequest:
+		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
+	case *tenurev1.ResumeQueueRequest:
+		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
+	}
+	return nil, false
+}
+
+// filterTargets is what a bulk action's filter selects from.
+func filterTargets(f *tenurev1.TaskFilter) []Target {
+	if f.GetAll() {
+		return []Target{{}}
+	}
+	return []Target{{f.GetNamespace(), f.GetQueue()}}
+}
+
+// short is a call's name without the package: TaskService/Submit.
+func short(call string) string { return strings.TrimPrefix(call, "/tenure.v1.") }
+
+// roleList is "admin", "admin or worker", "admin, submitter or reader".
+func roleList(rs []Role) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = string(r)
+	}
+	if len(s) == 1 {
+		return s[0]
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}

@@ -1,0 +1,98 @@
+package auth
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+)
+
+// README markers around the table of Rules.
+const (
+	tableBegin = "<!-- auth-rules: the table of internal/auth/rules.go; go test ./internal/auth checks it -->"
+	tableEnd   = "<!-- /auth-rules -->"
+)
+
+// renderTable is Rules as the README shows them.
+func renderTable() string {
+	var b strings.Builder
+	b.WriteString("| call | admin | submitter | worker | reader | namespace and queue from |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
+	for _, r := range Rules {
+		b.WriteString("| `" + short(r.Call) + "` |")
+		for _, role := range Roles {
+			if slices.Contains(r.Roles, role) {
+				b.WriteString(" yes |")
+			} else {
+				b.WriteString(" no |")
+			}
+		}
+		switch r.Scope {
+		case ScopeRequest, ScopeTask:
+			b.WriteString(" the " + r.Where + " |\n")
+		case ScopeServer:
+			b.WriteString(" the whole server: needs namespace `*` |\n")
+		case ScopeNone:
+			b.WriteString(" none: any valid token |\n")
+		}
+	}
+	return b.String()
+}
+
+// TestREADMEShowsTheRules: README.md's table of who may call what is
+// exactly Rules. On a mismatch the message holds the table to paste.
+func TestREADMEShowsTheRules(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), tableBegin+"\n")
+	got, _, ok2 := strings.Cut(rest, tableEnd)
+	if !ok || !ok2 {
+		t.Fatalf("README.md lacks the markers %q and %q around the table of rules", tableBegin, tableEnd)
+	}
+	if want := renderTable(); got != want {
+		t.Errorf("README.md's table of rules is not internal/auth.Rules; paste this between the markers:\n%s", want)
+	}
+}
+
+// TestEveryProcedureHasARule: every method of every tenure.v1 service is
+// in Rules (a call missing from it would be refused to every token), and
+// every rule names a method that exists or a call beside the API.
+func TestEveryProcedureHasARule(t *testing.T) {
+	t.Parallel()
+	_ = tenurev1.File_tenure_v1_task_proto // registers the package's files
+	procs := map[string]bool{}
+	protoregistry.GlobalFiles.RangeFilesByPackage("tenure.v1", func(fd protoreflect.FileDescriptor) bool {
+		for i := range fd.Services().Len() {
+			s := fd.Services().Get(i)
+			for j := range s.Methods().Len() {
+				procs["/"+string(s.FullName())+"/"+string(s.Methods().Get(j).Name())] = true
+			}
+		}
+		return true
+	})
+	if len(procs) < 22 {
+		t.Fatalf("found %d procedures of tenure.v1; the services did not register", len(procs))
+	}
+	for p := range procs {
+		if ruleOf[p] == nil {
+			t.Errorf("%s has no rule in Rules: every token is refused it", p)
+		}
+	}
+	for _, r := range Rules {
+		if strings.HasPrefix(r.Call, "/tenure.v1.") && !procs[r.Call] {
+			t.Errorf("rule for %s: no such procedure", r.Call)
+		}
+		if len(r.Roles) == 0 || r.Scope == 0 || (r.Scope == ScopeRequest || r.Scope == ScopeTask) != (r.Where != "") {
+			t.Errorf("rule for %s: roles %v, scope %d, where %q: a rule needs roles, a scope, and a where exactly for ScopeRequest and ScopeTask", r.Call, r.Roles, r.Scope, r.Where)
+		}
+	}
+}
