@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/internal/auth/authtest"
+	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 )
 
 // TestAuthMatrix: a real `tenure server --auth-file` answers every call
@@ -51,6 +53,45 @@ func TestAuthMatrix(t *testing.T) {
 		if m == nil || m[1] == "0" {
 			t.Errorf("/metrics counts no %s refusal: %v", reason, m)
 		}
+	}
+}
+
+// TestAuthMatrixCluster runs the same matrix against a node of a
+// two-node cluster whose partitions are spread over both: the calls about
+// tasks and partitions the other node serves are forwarded, signed by the
+// node for the caller's token name, and authorised there by the same token
+// file.
+func TestAuthMatrixCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster e2e: two server processes; skipped with -short")
+	}
+	dsn := clustertest.NewDatabase(t) // skips without MySQL, fails under CI
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tokens.jsonl")
+	tok := authtest.TokenFile(t, file)
+	c := &clTest{t: t, dsn: dsn, db: clustertest.Open(t, dsn), hc: &http.Client{Timeout: 2 * time.Second}}
+	t.Cleanup(c.hc.CloseIdleConnections)
+	for i := range 2 {
+		n := &clNode{id: fmt.Sprintf("n%d", i+1), dsn: dsn, extra: []string{"--auth-file", file, "--pprof"}}
+		c.nodes = append(c.nodes, n)
+		c.start(n, true)
+	}
+	authtest.Run(t, c.nodes[0].url(), tok)
+	if got := c.nodes[1].proc.out.String(); strings.Contains(got, "refused a request that claims to be forwarded") {
+		t.Fatalf("n2 refused n1's forwarded requests:\n%s", tail(got, 20))
+	}
+	// The matrix went through the other node too.
+	req, _ := http.NewRequest(http.MethodGet, c.nodes[0].url()+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+tok.Star["reader"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`(?m)^tenure_cluster_forwarded_requests_total\{[^}]*\} (\d+)`).FindAllStringSubmatch(string(body), -1)
+	if len(m) == 0 {
+		t.Fatalf("n1 forwarded nothing to n2: the matrix did not cross nodes")
 	}
 }
 

@@ -82,12 +82,14 @@ type clNode struct {
 	addr string
 	dsn  string // its database: the test's, or the same through a proxy
 	proc *serverProc
+	// extra are flags added to the node's command line.
+	extra []string
 }
 
 func (n *clNode) url() string { return "http://" + n.addr }
 
 func (n *clNode) args() []string {
-	return []string{"server",
+	return append([]string{"server",
 		"--mysql", n.dsn,
 		"--node-id", n.id,
 		"--listen", n.addr,
@@ -98,7 +100,7 @@ func (n *clNode) args() []string {
 		"--assign-interval", clAssign.String(),
 		"--partitions", strconv.Itoa(clPartitions),
 		"--log-format", "json",
-	}
+	}, n.extra...)
 }
 
 // clTest is a running three-node cluster and what the test observed of it.

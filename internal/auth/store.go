@@ -157,6 +157,22 @@ func (s *Store) Authenticate(h http.Header) (*Principal, error) {
 	return s.tokens.Load().authenticate(token)
 }
 
+// Named returns the principal of the token named name, for a call that a
+// node of the cluster forwards for that token (the node checked the token;
+// this node authorises the principal with its own file). Its error
+// (unauthenticated) says what to do.
+func (s *Store) Named(name string) (*Principal, error) {
+	s.maybeReload()
+	e := s.tokens.Load().Named(name)
+	if e == nil {
+		if name == "" {
+			return nil, fmt.Errorf("the node that forwarded this call named no caller: authentication is off there; give every node of the cluster the same --auth-file")
+		}
+		return nil, fmt.Errorf("the node that forwarded this call names token %q, which this node's token file does not hold: give every node of the cluster the same --auth-file", name)
+	}
+	return &e.Principal, nil
+}
+
 // dummy is compared with the hash of a token whose id is unknown, so that
 // an unknown id takes as long as a wrong secret.
 var dummy Hash

@@ -9,6 +9,7 @@ import (
 	"github.com/tenurehq/tenure/internal/auth"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/principal"
+	"github.com/tenurehq/tenure/internal/route"
 )
 
 // Authentication and authorisation (README.md, "Security"). With
@@ -24,7 +25,10 @@ import (
 // item) checks the task in the partition's local function, just before
 // acting on it (checkTask). A call forwarded to the node that serves the
 // partition runs that local function there, so the node that holds the
-// task is the one that checks it, with the principal it is given.
+// task is the one that checks it, with the principal it is given: the
+// forwarding node's signature (forwarded.go) vouches for the caller's
+// name, and this node authorises that name by its own token file, which
+// must be the same on every node.
 
 // Authenticator finds who a request's bearer token names.
 type Authenticator interface {
@@ -32,6 +36,9 @@ type Authenticator interface {
 	// or an error (unauthenticated) that says what is wrong without
 	// repeating the token. The principal must not be modified.
 	Authenticate(h http.Header) (*auth.Principal, error)
+	// Named returns the principal of the token named name, for a call a
+	// node of the cluster forwards for it, or an error (unauthenticated).
+	Named(name string) (*auth.Principal, error)
 }
 
 // callerKey is the context key of the caller of an authorised call.
@@ -52,7 +59,18 @@ type caller struct {
 // principal's name (package principal), or a refusal as a Connect error
 // that is logged and counted.
 func (s *Server) authorize(ctx context.Context, call string, h http.Header, peer string, msg any) (context.Context, *connect.Error) {
-	p, err := s.opts.Auth.Authenticate(h)
+	var (
+		p   *auth.Principal
+		err error
+	)
+	if _, fw := route.Forwarded(ctx); fw {
+		// A node of the cluster forwards the call (its signature was
+		// checked: forwarded.go) for the caller it names, whose token it
+		// checked; this node authorises that caller by its own file.
+		p, err = s.opts.Auth.Named(principal.From(ctx))
+	} else {
+		p, err = s.opts.Auth.Authenticate(h)
+	}
 	if err != nil {
 		return ctx, s.refuse(ctx, connect.CodeUnauthenticated, call, peer, nil, err)
 	}

@@ -27,6 +27,13 @@ func (o oneToken) Authenticate(h http.Header) (*auth.Principal, error) {
 	return o.p, nil
 }
 
+func (o oneToken) Named(name string) (*auth.Principal, error) {
+	if name != o.p.Name {
+		return nil, errors.New("unknown token name")
+	}
+	return o.p, nil
+}
+
 // countAuth is a Metrics that counts refusals only.
 type countAuth struct {
 	Metrics
