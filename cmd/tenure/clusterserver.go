@@ -51,7 +51,7 @@ func (f *clusterFlags) add(fs *pflag.FlagSet) {
 // cluster.
 // snaps is the snapshot schedule (the flags shared with embedded mode);
 // mx is served at GET /metrics.
-func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps host.Schedule, pprof bool, mx *metrics.Metrics, lg *slog.Logger, stdout io.Writer) error {
+func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps host.Schedule, pprof bool, lim limitFlags, mx *metrics.Metrics, lg *slog.Logger, stdout io.Writer) error {
 	if cf.nodeID == "" {
 		return usageError{"--node-id (or TENURE_NODE_ID) is required with --mysql: a name for this node, unique in the cluster"}
 	}
@@ -112,11 +112,11 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		return err
 	}
 	mx.WatchMember(m)
-	api, srv := newAPIServer(m, m, coordCfg, pprof, mx, lg)
+	api, srv := newAPIServer(m, m, coordCfg, pprof, lim, mx, lg)
 	lg.Info("tenure cluster node serving", "node_id", cf.nodeID, "listen", ln.Addr().String(), "advertise", advertise)
 	fmt.Fprintf(stdout, "tenure node %s serving on http://%s (cluster database, advertised as %s)\n", cf.nodeID, ln.Addr(), advertise)
 
-	if err := serveUntilDone(ctx, api, srv, serve(srv, ln), lg); err != nil {
+	if err := serveUntilDone(ctx, api, srv, serve(srv, api.Listener(ln)), lg); err != nil {
 		m.Close()
 		return err
 	}

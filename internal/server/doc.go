@@ -27,4 +27,11 @@
 // size, limit). Callers branch on the detail, never on the message, which
 // may be reworded at any time (Options.Reword proves it in tests). JSON is
 // strict: an unknown field is invalid_argument.
+//
+// Limits (limits.go, bodies.go, conns.go; README.md, "Limits"): what one
+// client can hold of the server is bounded — connections (Listener, with
+// ConnState counting header and write timeouts), each request body's size
+// by its procedure and the time to receive it, the body bytes being read
+// at once, and the Lease calls long-polling at once, per server and per
+// worker id. Each hit is counted through Metrics.LimitHit.
 package server

@@ -7,13 +7,17 @@ import (
 )
 
 // Metrics is what the API needs of package metrics: the handler of GET
-// /metrics and an interceptor that times every call.
+// /metrics, an interceptor that times every call, and a counter of limit
+// hits.
 type Metrics interface {
 	// Handler answers GET /metrics in the Prometheus text format.
 	Handler() http.Handler
 	// Interceptor observes every call of the API (its procedure, code and
 	// duration). It runs outside every other interceptor.
 	Interceptor() connect.Interceptor
+	// LimitHit counts one request refused or cut off, or one connection
+	// closed, by the limit named (LimitConnections, ...).
+	LimitHit(limit string)
 }
 
 // metricsOptions are the handler options that time every call, if the

@@ -64,10 +64,11 @@ func (s *Server) mountProbes(mux *http.ServeMux) {
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	mux.Handle(grpchealth.NewHandler(healthChecker{s}))
+	small := connect.WithReadMaxBytes(int(s.otherCap.limit)) // also once decompressed
+	mux.Handle(grpchealth.NewHandler(healthChecker{s}, small))
 	reflector := grpcreflect.NewStaticReflector(reflectedServices...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, small))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, small))
 	if s.opts.Pprof {
 		mux.Handle("/debug/pprof/", loopbackOnly(pprofHandler()))
 	}
