@@ -51,8 +51,9 @@ func (f *clusterFlags) add(fs *pflag.FlagSet) {
 // runClusterServer runs `tenure server --mysql DSN`: one node of a
 // cluster.
 // snaps is the snapshot schedule (the flags shared with embedded mode);
-// mx is served at GET /metrics; authn, if not nil, authenticates callers.
-func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps host.Schedule, pprof bool, mx *metrics.Metrics,
+// mx is served at GET /metrics; authn, if not nil, authenticates callers;
+// lim bounds what clients can hold of the server.
+func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps host.Schedule, pprof bool, lim limitFlags, mx *metrics.Metrics,
 	authn server.Authenticator, lg *slog.Logger, stdout io.Writer) error {
 	if cf.nodeID == "" {
 		return usageError{"--node-id (or TENURE_NODE_ID) is required with --mysql: a name for this node, unique in the cluster"}
@@ -114,11 +115,11 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		return err
 	}
 	mx.WatchMember(m)
-	api, srv := newAPIServer(m, m, coordCfg, pprof, mx, authn, lg)
+	api, srv := newAPIServer(m, m, coordCfg, pprof, lim, mx, authn, lg)
 	lg.Info("tenure cluster node serving", "node_id", cf.nodeID, "listen", ln.Addr().String(), "advertise", advertise)
 	fmt.Fprintf(stdout, "tenure node %s serving on http://%s (cluster database, advertised as %s)\n", cf.nodeID, ln.Addr(), advertise)
 
-	if err := serveUntilDone(ctx, api, srv, serve(srv, ln), lg); err != nil {
+	if err := serveUntilDone(ctx, api, srv, serve(srv, api.Listener(ln)), lg); err != nil {
 		m.Close()
 		return err
 	}

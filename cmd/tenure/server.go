@@ -39,6 +39,7 @@ type serverCmd struct {
 	maxQueues   int
 	cluster     clusterFlags
 	auth        authFlags
+	limits      limitFlags
 }
 
 func (*serverCmd) spec() *cobra.Command {
@@ -70,6 +71,7 @@ func (c *serverCmd) define(fs *pflag.FlagSet) {
 	c.cluster.add(fs)
 	c.auth.add(fs)
 	fs.IntVar(&c.maxQueues, "metrics-max-queues", metrics.DefaultMaxQueues, metricsMaxQueuesHelp)
+	c.limits.add(fs)
 }
 
 func (*serverCmd) choices() map[string][]string {
@@ -104,6 +106,9 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	if c.retention < time.Second {
 		return usageError{fmt.Sprintf("--retention %v is under 1s", c.retention)}
 	}
+	if err := c.limits.check(); err != nil {
+		return err
+	}
 	mx, err := newMetrics(c.maxQueues)
 	if err != nil {
 		return err
@@ -123,7 +128,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 				return usageError{fmt.Sprintf("--%s is for the embedded mode; with --mysql the partitions' logs live in the database", name)}
 			}
 		}
-		return runClusterServer(ctx, c.cluster, c.listen, coordCfg, snaps, c.pprof, mx, authn, lg, stdout)
+		return runClusterServer(ctx, c.cluster, c.listen, coordCfg, snaps, c.pprof, c.limits, mx, authn, lg, stdout)
 	}
 	policy, err := wal.ParseSyncPolicy(c.fsync)
 	if err != nil {
@@ -148,9 +153,9 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	}
 	defer ln.Close()
 	opening := server.NewOpening("the server is replaying its WAL")
-	api, srv := newAPIServer(opening.Router(), opening, coordCfg, c.pprof, mx, authn, lg)
+	api, srv := newAPIServer(opening.Router(), opening, coordCfg, c.pprof, c.limits, mx, authn, lg)
 	defer srv.Close() // a failed start; after a graceful stop, a no-op
-	serving := serve(srv, ln)
+	serving := serve(srv, api.Listener(ln))
 
 	start := a.clock.Now()
 	nodeCfg := node.Config{
@@ -202,11 +207,13 @@ func lostRecordsAdvice(le *coordinator.LostRecordsError) string {
 
 // newAPIServer returns the API over the partitions r routes to (with
 // snapshots taken by snaps, mx served at GET /metrics, and callers
-// authenticated by authn if not nil) and an HTTP server for it that speaks
-// HTTP/1.1 (curl, Connect) and unencrypted HTTP/2 (gRPC).
-func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Config, pprof bool, mx *metrics.Metrics, authn server.Authenticator, lg *slog.Logger) (*server.Server, *http.Server) {
+// authenticated by authn if not nil) and an HTTP server for it, within
+// lim, that speaks HTTP/1.1 (curl, Connect) and unencrypted HTTP/2 (gRPC).
+// Serve it on api.Listener, which caps its connections.
+func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Config, pprof bool, lim limitFlags, mx *metrics.Metrics, authn server.Authenticator, lg *slog.Logger) (*server.Server, *http.Server) {
 	api := server.New(r, server.Options{
-		MaxRequestBytes: max(server.DefaultMaxRequestBytes, 2*cfg.Limits.MaxPayloadBytes+(1<<20)),
+		MaxRequestBytes: lim.maxRequestBytes,
+		Load:            lim.load,
 		Limits:          cfg.Limits,
 		Snapshots:       snaps,
 		Pprof:           pprof,
@@ -216,8 +223,10 @@ func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Conf
 	})
 	srv := &http.Server{
 		Handler:           api.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: lim.load.ReadHeaderTimeout,
+		IdleTimeout:       lim.load.IdleTimeout,
+		WriteTimeout:      lim.load.WriteTimeout,
+		ConnState:         api.ConnState,
 		Protocols:         new(http.Protocols),
 		ErrorLog:          slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
 	}

@@ -62,6 +62,7 @@ type Metrics struct {
 	requests      *prometheus.HistogramVec
 	requestSeries cache[requestKey, prometheus.Observer]
 	authFailures  map[connect.Code]prometheus.Counter
+	limitHits     *prometheus.CounterVec
 
 	walAppend, walFsync, batchRecords prometheus.Histogram
 
@@ -134,7 +135,11 @@ func New(cfg Config) (*Metrics, error) {
 		Name: "tenure_snapshot_age_seconds",
 		Help: "Seconds since the last snapshot of the partition that has gone longest without one (counted from its opening until its first); 0 while no partition is served.",
 	}, m.snapshotAge)
-	m.reg.MustRegister(m.requests, m.snapshotDuration, m.replayDuration, snapshotAge)
+	m.limitHits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tenure_limit_hits_total",
+		Help: "Requests refused or cut off, and connections closed, by a limit of the server (README.md, \"Limits\"), by limit.",
+	}, []string{"limit"})
+	m.reg.MustRegister(m.requests, m.limitHits, m.snapshotDuration, m.replayDuration, snapshotAge)
 	m.authFailures = newAuthFailures(m.reg)
 
 	// Registered by ConfigureNode or ConfigureMember.

@@ -346,6 +346,26 @@ func TestSnapshotAgeAndReplay(t *testing.T) {
 	}
 }
 
+// TestLimitHits: each hit of a server limit counts once under its name;
+// a limit never hit has no series.
+func TestLimitHits(t *testing.T) {
+	t.Parallel()
+	m := newMetrics(t, metrics.Config{})
+	m.LimitHit(server.LimitConnections)
+	m.LimitHit(server.LimitConnections)
+	m.LimitHit(server.LimitLongPolls)
+	f := scrape(t, m)
+	if got := f.value(t, "tenure_limit_hits_total", "limit", server.LimitConnections); got != 2 {
+		t.Errorf("connections hits = %v, want 2", got)
+	}
+	if got := f.value(t, "tenure_limit_hits_total", "limit", server.LimitLongPolls); got != 1 {
+		t.Errorf("long_polls hits = %v, want 1", got)
+	}
+	if f.find("tenure_limit_hits_total", "limit", server.LimitRequestBytes) != nil {
+		t.Errorf("request_bytes has a series without a hit")
+	}
+}
+
 // TestMaxQueuesChecked: a bad limit is refused with its range and the
 // default.
 func TestMaxQueuesChecked(t *testing.T) {

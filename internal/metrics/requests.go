@@ -63,3 +63,10 @@ func (m *Metrics) ForwardInterceptor() connect.Interceptor {
 func (m *Metrics) newForwardedSeries(procedure string) prometheus.Counter {
 	return m.forwarded.WithLabelValues(procedure)
 }
+
+// LimitHit counts one hit of the server's limit named into
+// tenure_limit_hits_total (server.Metrics). The names are a fixed set
+// (server.LimitConnections, ...).
+func (m *Metrics) LimitHit(limit string) {
+	m.limitHits.WithLabelValues(limit).Inc()
+}

@@ -33,4 +33,11 @@
 // call (internal/auth), and a refusal is unauthenticated or
 // permission_denied, logged and counted. An allowed call's context carries
 // the token's name (internal/principal).
+//
+// Limits (limits.go, bodies.go, conns.go; README.md, "Limits"): what one
+// client can hold of the server is bounded — connections (Listener, with
+// ConnState counting header and write timeouts), each request body's size
+// by its procedure and the time to receive it, the body bytes being read
+// at once, and the Lease calls long-polling at once, per server and per
+// worker id. Each hit is counted through Metrics.LimitHit.
 package server

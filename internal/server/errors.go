@@ -67,6 +67,9 @@ func classify(err error) (connect.Code, *tenurev1.ErrorDetail) {
 	if errors.As(err, &le) {
 		d.Field, d.Size, d.Limit = le.Field, int64(le.Size), int64(le.Limit)
 	}
+	if le, ok := isLimit(err); ok {
+		d.Field, d.Size, d.Limit = le.field, le.size, le.limit
+	}
 	for _, k := range errorKinds {
 		if errors.Is(err, k.err) {
 			d.Reason = k.reason

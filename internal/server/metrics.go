@@ -9,7 +9,8 @@ import (
 )
 
 // Metrics is what the API needs of package metrics: the handler of GET
-// /metrics and an interceptor that times every call.
+// /metrics, an interceptor that times every call, and a counter of limit
+// hits.
 type Metrics interface {
 	// Handler answers GET /metrics in the Prometheus text format.
 	Handler() http.Handler
@@ -19,6 +20,9 @@ type Metrics interface {
 	// AuthFailed counts a call refused for its token: code is
 	// unauthenticated or permission_denied.
 	AuthFailed(code connect.Code)
+	// LimitHit counts one request refused or cut off, or one connection
+	// closed, by the limit named (LimitConnections, ...).
+	LimitHit(limit string)
 }
 
 // metricsOptions are the handler options that time every call, if the

@@ -68,10 +68,11 @@ func (s *Server) mountProbes(mux *http.ServeMux) {
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	mux.Handle(grpchealth.NewHandler(healthChecker{s}))
+	small := connect.WithReadMaxBytes(int(s.otherCap.limit)) // also once decompressed
+	mux.Handle(grpchealth.NewHandler(healthChecker{s}, small))
 	reflector := grpcreflect.NewStaticReflector(reflectedServices...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector, s.authOptions()...))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, s.authOptions()...))
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, append(s.authOptions(), small)...))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, append(s.authOptions(), small)...))
 	if s.opts.Pprof {
 		mux.Handle(auth.PprofCall, loopbackOnly(s.requireToken(auth.PprofCall, pprofHandler())))
 	}

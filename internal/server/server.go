@@ -40,9 +40,15 @@ type Options struct {
 	// forwards to this server.
 	Nodes route.NodeVerifier
 
-	// MaxRequestBytes caps one request body (default 16 MiB). Payloads have
-	// their own, smaller limit in the coordinator.
+	// MaxRequestBytes caps the body of a batch, SubmitBatch or
+	// CompleteBatch (default 16 MiB, raised to the cap of a single
+	// Submit, Commit or Complete if that is larger). Every other call's
+	// body has a smaller cap derived from Limits (bodyCaps).
 	MaxRequestBytes int
+	// Load bounds what clients can hold of the server at once:
+	// connections, timeouts, the bytes of bodies being read, long-polls
+	// (limits.go). Zero fields take their defaults.
+	Load LoadLimits
 	// Limits are the coordinators' limits (zero fields: the defaults). The
 	// API checks with them what spans partitions as a whole: a batch over
 	// several partitions is refused before any part of it is created.
@@ -77,6 +83,11 @@ type Server struct {
 	opts  Options
 	drain context.Context
 	stop  context.CancelFunc
+
+	caps     map[string]bodyCap // by procedure; otherCap for the rest
+	otherCap bodyCap
+	budget   *byteBudget
+	polls    longPolls
 }
 
 // New returns a Server over the partitions r routes to.
@@ -97,8 +108,18 @@ func New(r route.Router, opts Options) *Server {
 	if v, ok := r.(route.NodeVerifier); ok && opts.Nodes == nil {
 		opts.Nodes = v // a cluster member checks its peers' signatures
 	}
-	drain, stop := context.WithCancel(context.Background())
-	return &Server{r: r, opts: opts, drain: drain, stop: stop}
+	opts.Load = opts.Load.WithDefaults()
+	s := &Server{r: r, opts: opts}
+	s.drain, s.stop = context.WithCancel(context.Background())
+	s.caps, s.otherCap = bodyCaps(opts.Limits, opts.MaxRequestBytes)
+	largest := s.otherCap.limit
+	for _, c := range s.caps {
+		largest = max(largest, c.limit)
+	}
+	// Every body a call may have fits the budget alone, beside the small
+	// bodies' share.
+	s.budget = newByteBudget(max(opts.Load.MaxInflightBodyBytes, largest+largest/7+1))
+	return s
 }
 
 // Drain ends every long-poll at once (they answer with no task) so that a
@@ -110,7 +131,10 @@ func (s *Server) Drain() { s.stop() }
 func (s *Server) Handler() http.Handler {
 	opts := []connect.HandlerOption{
 		connect.WithCodec(strictJSON{}),
-		connect.WithReadMaxBytes(s.opts.MaxRequestBytes),
+		// A compressed body is capped again once decompressed.
+		connect.WithConditionalHandlerOptions(func(spec connect.Spec) []connect.HandlerOption {
+			return []connect.HandlerOption{connect.WithReadMaxBytes(int(s.bodyCap(spec.Procedure).limit))}
+		}),
 		// Compressing small answers costs more CPU than it saves on the
 		// wire (gzip resets ~600 KB of tables per message): the profile of
 		// `tenure bench` showed a fifth of all CPU in it. Large answers
@@ -127,7 +151,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(tenurev1connect.NewAdminServiceHandler(adminService{s}, opts...))
 	mux.Handle(tenurev1connect.NewQueueServiceHandler(queueService{s}, opts...))
 	s.mountProbes(mux)
-	return s.forwarded(mux)
+	return s.limitBodies(s.forwarded(mux))
 }
 
 // logErrors logs internal and unavailable errors: the ones an operator must

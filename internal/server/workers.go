@@ -15,6 +15,13 @@ import (
 type workerService struct{ s *Server }
 
 func (h workerService) Lease(ctx context.Context, req *connect.Request[tenurev1.LeaseRequest]) (*connect.Response[tenurev1.LeaseResponse], error) {
+	if req.Msg.GetWait().AsDuration() > 0 {
+		leave, err := h.s.enterLongPoll(req.Msg.GetWorkerId())
+		if err != nil {
+			return nil, h.s.apiError(err)
+		}
+		defer leave()
+	}
 	// A draining server ends long-polls at once with no task.
 	pollCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/server"
+)
+
+// limitFlags are the flags of `tenure server` that bound what clients can
+// hold of it (README.md, "Limits"; server.LoadLimits), in both modes.
+type limitFlags struct {
+	load            server.LoadLimits
+	maxRequestBytes int
+}
+
+func (f *limitFlags) add(fs *pflag.FlagSet) {
+	d := server.DefaultLoadLimits
+	fs.IntVar(&f.load.MaxConnections, "max-connections", d.MaxConnections,
+		"connections open at once; one accepted past it is closed at once")
+	fs.DurationVar(&f.load.ReadHeaderTimeout, "read-header-timeout", d.ReadHeaderTimeout,
+		"time a client has to send a request's headers; then its connection is closed")
+	fs.DurationVar(&f.load.BodyReadTimeout, "body-read-timeout", d.BodyReadTimeout,
+		"time a client has, from a request's headers, to send its body; then it is answered deadline_exceeded and its connection (HTTP/2: stream) closed")
+	fs.DurationVar(&f.load.IdleTimeout, "idle-timeout", d.IdleTimeout,
+		"an idle keep-alive connection is closed after this long")
+	fs.DurationVar(&f.load.WriteTimeout, "write-timeout", d.WriteTimeout,
+		"time from a request's headers to the end of its answer (a long-poll's wait included); must exceed --body-read-timeout plus 30s")
+	fs.IntVar(&f.maxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes,
+		"largest body of a SubmitBatch or CompleteBatch, in bytes (other calls have caps derived from the payload and result limits, or 64 KiB)")
+	fs.Int64Var(&f.load.MaxInflightBodyBytes, "max-inflight-request-bytes", d.MaxInflightBodyBytes,
+		"request body bytes being read at once over all requests; a body that does not fit waits up to 1s, then is answered unavailable (retry)")
+	fs.IntVar(&f.load.MaxLongPolls, "max-long-polls", d.MaxLongPolls,
+		"Lease calls waiting for tasks at once; past it a Lease with a wait is answered resource_exhausted")
+	fs.IntVar(&f.load.MaxLongPollsPerWorker, "max-long-polls-per-worker", d.MaxLongPollsPerWorker,
+		"Lease calls of one worker id waiting for tasks at once; past it resource_exhausted")
+}
+
+// check refuses values out of range, naming the flag.
+func (f *limitFlags) check() error {
+	l := f.load
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{
+		{"max-connections", int64(l.MaxConnections)},
+		{"max-request-bytes", int64(f.maxRequestBytes)},
+		{"max-inflight-request-bytes", l.MaxInflightBodyBytes},
+		{"max-long-polls", int64(l.MaxLongPolls)},
+		{"max-long-polls-per-worker", int64(l.MaxLongPollsPerWorker)},
+	} {
+		if c.v < 1 {
+			return usageError{fmt.Sprintf("--%s %d must be at least 1", c.name, c.v)}
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"read-header-timeout", l.ReadHeaderTimeout},
+		{"body-read-timeout", l.BodyReadTimeout},
+		{"idle-timeout", l.IdleTimeout},
+		{"write-timeout", l.WriteTimeout},
+	} {
+		if c.v < 10*time.Millisecond {
+			return usageError{fmt.Sprintf("--%s %v is under 10ms", c.name, c.v)}
+		}
+	}
+	if need := l.BodyReadTimeout + coordinator.DefaultLimits.MaxWait; l.WriteTimeout <= need {
+		return usageError{fmt.Sprintf("--write-timeout %v must exceed --body-read-timeout (%v) plus the longest long-poll (%v), or answers to long-polls are cut off: pass --write-timeout above %v",
+			l.WriteTimeout, l.BodyReadTimeout, coordinator.DefaultLimits.MaxWait, need)}
+	}
+	if f.maxRequestBytes > 1<<30 || l.MaxInflightBodyBytes > 16<<30 {
+		return usageError{fmt.Sprintf("--max-request-bytes %d or --max-inflight-request-bytes %d is over its ceiling (1 GiB, 16 GiB)", f.maxRequestBytes, l.MaxInflightBodyBytes)}
+	}
+	return nil
+}
