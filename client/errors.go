@@ -41,6 +41,12 @@ var (
 	// client's retries. Nothing was changed that was not also made
 	// durable: try again later.
 	ErrUnavailable = errors.New("client: unavailable")
+	// ErrTLSRefused: the TLS handshake failed for good: this client does
+	// not trust the server's certificate (Options.TLSConfig's CA), or the
+	// server refused this client's. The call was not sent, nor retried:
+	// fix the TLS configuration. (Its Code is unavailable, as Connect
+	// reports it, but it does not match ErrUnavailable.)
+	ErrTLSRefused = errors.New("client: TLS handshake refused")
 )
 
 // Reason is the case of a failed call, as the server reports it. The
@@ -137,7 +143,8 @@ type Error struct {
 	// (ErrTooLarge).
 	Size, Limit int64
 
-	err error // the *connect.Error answered
+	err        error // the *connect.Error answered
+	tlsRefused bool  // the call failed in a TLS handshake that cannot succeed
 }
 
 // Error returns "client: <Op>: <code>: <message>".
@@ -145,8 +152,12 @@ func (e *Error) Error() string {
 	return "client: " + e.Op + ": " + e.Code.String() + ": " + e.Message
 }
 
-// Is reports whether target is the sentinel of e's reason.
+// Is reports whether target is the sentinel of e's reason, or
+// ErrTLSRefused for a failed TLS handshake.
 func (e *Error) Is(target error) bool {
+	if e.tlsRefused {
+		return target == ErrTLSRefused
+	}
 	return int(e.Reason) < len(sentinels) && target != nil && sentinels[e.Reason] == target
 }
 
@@ -162,6 +173,9 @@ func newError(op string, err error) *Error {
 	}
 	e := &Error{Op: op, Code: ce.Code(), Message: ce.Message(), err: ce}
 	e.setDetail(detailOf(ce))
+	if e.Code == connect.CodeUnavailable && tlsRefused(err) {
+		e.tlsRefused, e.Reason = true, ReasonUnspecified
+	}
 	return e
 }
 

@@ -11,6 +11,7 @@ import (
 
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/client"
 )
 
 // adminSnapshotCmd is `tenure admin snapshot`.
@@ -26,7 +27,13 @@ func (c *adminSnapshotCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, ar
 	if err := noArgs(args); err != nil {
 		return err
 	}
-	admin := tenurev1connect.NewAdminServiceClient(http.DefaultClient, c.client.url())
+	opts, err := c.client.options()
+	if err != nil {
+		return err
+	}
+	hc := client.DefaultHTTPClient(client.ProtocolConnect)
+	hc.Transport.(*http.Transport).TLSClientConfig = opts.TLSConfig
+	admin := tenurev1connect.NewAdminServiceClient(hc, c.client.url())
 	res, err := admin.Snapshot(ctx, connect.NewRequest(&tenurev1.SnapshotRequest{}))
 	if err != nil {
 		return err

@@ -20,11 +20,13 @@ import (
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/metrics"
+	"github.com/tenurehq/tenure/internal/tlsfiles"
 )
 
 // clusterFlags are the flags of `tenure server` in cluster mode.
 type clusterFlags struct {
 	dsn, nodeID, advertise string
+	mysqlTLSCA             string
 	migrate                bool
 	partitions             int
 	lockTTL, lockRenew     time.Duration
@@ -34,7 +36,7 @@ type clusterFlags struct {
 }
 
 func (f *clusterFlags) add(fs *pflag.FlagSet) {
-	addMySQLFlag(fs, &f.dsn)
+	addMySQLFlag(fs, &f.dsn, &f.mysqlTLSCA)
 	fs.StringVar(&f.nodeID, "node-id", envOr("TENURE_NODE_ID", ""), "cluster mode: this node's id, unique in the cluster (env TENURE_NODE_ID)")
 	fs.StringVar(&f.advertise, "advertise", envOr("TENURE_ADVERTISE", ""), "cluster mode: host:port where other nodes and clients reach this node (default: the --listen address) (env TENURE_ADVERTISE)")
 	fs.BoolVar(&f.migrate, "migrate", true, "cluster mode: apply the schema migrations at start (--migrate=false: only check the schema is current)")
@@ -51,7 +53,10 @@ func (f *clusterFlags) add(fs *pflag.FlagSet) {
 // cluster.
 // snaps is the snapshot schedule (the flags shared with embedded mode);
 // mx is served at GET /metrics.
-func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps host.Schedule, pprof bool, mx *metrics.Metrics, lg *slog.Logger, stdout io.Writer) error {
+// With tlsFiles (nil: plain HTTP) it serves HTTPS, and calls the other
+// nodes over HTTPS too.
+func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps host.Schedule, pprof bool, mx *metrics.Metrics,
+	tlsFiles *tlsfiles.Reloader, lg *slog.Logger, stdout io.Writer) error {
 	if cf.nodeID == "" {
 		return usageError{"--node-id (or TENURE_NODE_ID) is required with --mysql: a name for this node, unique in the cluster"}
 	}
@@ -68,9 +73,12 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		return usageError{fmt.Sprintf("--advertise %q: give a host:port the other nodes can reach (not an unspecified address like 0.0.0.0)", advertise)}
 	}
 
+	if err := useMySQLTLSCA(cf.dsn, cf.mysqlTLSCA); err != nil {
+		return err
+	}
 	if cf.migrate {
 		if err := cluster.CreateDatabase(ctx, cf.dsn); err != nil {
-			return err
+			return dbHint(err)
 		}
 	}
 	db, err := openClusterDB(ctx, cf.dsn)
@@ -106,6 +114,9 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		Snapshots:   snaps,
 		Logger:      lg,
 	}
+	if tlsFiles != nil {
+		memberCfg.PeerDialTLS = tlsFiles.DialPeer
+	}
 	mx.ConfigureMember(&memberCfg)
 	m, err := member.Start(ctx, memberCfg)
 	if err != nil {
@@ -113,8 +124,9 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 	}
 	mx.WatchMember(m)
 	api, srv := newAPIServer(m, m, coordCfg, pprof, mx, lg)
+	serveTLS(srv, tlsFiles)
 	lg.Info("tenure cluster node serving", "node_id", cf.nodeID, "listen", ln.Addr().String(), "advertise", advertise)
-	fmt.Fprintf(stdout, "tenure node %s serving on http://%s (cluster database, advertised as %s)\n", cf.nodeID, ln.Addr(), advertise)
+	fmt.Fprintf(stdout, "tenure node %s serving on %s://%s (cluster database, advertised as %s)\n", cf.nodeID, scheme(tlsFiles), ln.Addr(), advertise)
 
 	if err := serveUntilDone(ctx, api, srv, serve(srv, ln), lg); err != nil {
 		m.Close()

@@ -24,23 +24,38 @@ import (
 type clientFlags struct {
 	addr string
 	json bool
+	tls  tlsClientFlags
 }
 
 func (f *clientFlags) add(fs *pflag.FlagSet) {
-	fs.StringVar(&f.addr, "addr", envOr("TENURE_ADDR", "http://127.0.0.1:7070"), "server address (env TENURE_ADDR)")
+	fs.StringVar(&f.addr, "addr", envOr("TENURE_ADDR", "http://127.0.0.1:7070"), "server address: http://host:port, or https://host:port for a server with TLS (env TENURE_ADDR)")
 	fs.BoolVar(&f.json, "json", false, "print JSON (for scripts) instead of text")
+	f.tls.add(fs)
 }
 
-// url is the server's address with a scheme.
+// url is the server's address with a scheme: https if a TLS flag is given.
 func (f *clientFlags) url() string {
 	if !strings.Contains(f.addr, "://") {
+		if f.tls.on() {
+			return "https://" + f.addr
+		}
 		return "http://" + f.addr
 	}
 	return f.addr
 }
 
+// options are the client's options of the flags.
+func (f *clientFlags) options() (client.Options, error) {
+	cfg, err := f.tls.config()
+	return client.Options{TLSConfig: cfg}, err
+}
+
 func (f *clientFlags) connect() (*client.Client, error) {
-	return client.New(f.url(), client.Options{})
+	opts, err := f.options()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(f.url(), opts)
 }
 
 // controlFlags are the flags of the commands that change something on an
@@ -61,7 +76,12 @@ func (f *controlFlags) add(fs *pflag.FlagSet, defaultReason string) {
 
 // connect returns a client whose operator's actions say by() asked.
 func (f *controlFlags) connect() (*client.Client, error) {
-	return client.New(f.client.url(), client.Options{RequestedBy: f.by()})
+	opts, err := f.client.options()
+	if err != nil {
+		return nil, err
+	}
+	opts.RequestedBy = f.by()
+	return client.New(f.client.url(), opts)
 }
 
 // by is who asks: --requested-by, or $USER@hostname.

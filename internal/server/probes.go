@@ -40,6 +40,13 @@ var reflectedServices = []string{
 	grpcreflect.ReflectV1AlphaServiceName,
 }
 
+// The paths of the HTTP probes. Orchestrators call them without
+// credentials: a kubelet presents no client certificate.
+const (
+	HealthPath = "/healthz"
+	ReadyPath  = "/readyz"
+)
+
 // mountProbes adds what tools and orchestrators point at a server, beside
 // the API:
 //
@@ -54,10 +61,10 @@ var reflectedServices = []string{
 //   - with Options.Pprof, Go's profiler under /debug/pprof/, to loopback
 //     clients only.
 func (s *Server) mountProbes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+HealthPath, func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+ReadyPath, func(w http.ResponseWriter, _ *http.Request) {
 		if err := s.ready(); err != nil {
 			http.Error(w, "not ready: "+strings.ReplaceAll(err.Error(), "\n", " "), http.StatusServiceUnavailable)
 			return
