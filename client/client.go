@@ -3,6 +3,7 @@ package client
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -43,6 +44,11 @@ type Options struct {
 	// timeout above the longest Lease wait, or none (calls end with their
 	// ctx).
 	HTTPClient *http.Client
+	// TLSConfig configures TLS for an https:// base URL (nil: the system's
+	// roots, no client certificate): the CA to trust, a client certificate.
+	// LoadTLSConfig makes one from PEM files. It applies to the default HTTP
+	// client; with HTTPClient set, configure TLS on its transport instead.
+	TLSConfig *tls.Config
 	// Protocol is "connect" (default: Connect with protobuf bodies), "json"
 	// (Connect with JSON bodies) or "grpc".
 	Protocol string
@@ -99,6 +105,12 @@ func New(baseURL string, opts Options) (*Client, error) {
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return nil, fmt.Errorf("client: base URL %q must not carry a query, fragment or user info; give it as http://host:port[/path]", baseURL)
 	}
+	if opts.TLSConfig != nil && u.Scheme != "https" {
+		return nil, fmt.Errorf("client: Options.TLSConfig is set but base URL %q is not https://; give it as https://host:port", baseURL)
+	}
+	if opts.TLSConfig != nil && opts.HTTPClient != nil {
+		return nil, errors.New("client: Options.TLSConfig and Options.HTTPClient are both set; configure TLS on the HTTPClient's transport (TLSClientConfig), or leave HTTPClient nil")
+	}
 	var copts []connect.ClientOption
 	switch opts.Protocol {
 	case "", ProtocolConnect:
@@ -136,6 +148,9 @@ func New(baseURL string, opts Options) (*Client, error) {
 	hc := opts.HTTPClient
 	if hc == nil {
 		hc = DefaultHTTPClient(opts.Protocol)
+		if opts.TLSConfig != nil {
+			hc.Transport.(*http.Transport).TLSClientConfig = opts.TLSConfig.Clone()
+		}
 	}
 	base := u.String()
 	return &Client{
@@ -173,8 +188,10 @@ func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.
 
 // DefaultHTTPClient returns the HTTP client New uses when Options.HTTPClient
 // is nil: a transport of its own with enough idle connections for a busy
-// worker, and, for protocol "grpc", h2c over http://. Start from it to wrap
-// the transport (for metrics or tracing) without losing those settings.
+// worker, and, for protocol "grpc", h2c over http://. (New sets its
+// transport's TLSClientConfig to Options.TLSConfig.) Start from it to wrap
+// the transport (for metrics or tracing) without losing those settings;
+// set TLS on it as New does: Transport.(*http.Transport).TLSClientConfig.
 func DefaultHTTPClient(protocol string) *http.Client {
 	grpc := protocol == ProtocolGRPC
 	t := http.DefaultTransport.(*http.Transport).Clone()
@@ -200,7 +217,7 @@ func call[Req, Resp any](ctx context.Context, c *Client, op string,
 			return resp.Msg, nil
 		}
 		e := newError(op, err)
-		if e.Code != connect.CodeUnavailable {
+		if e.Code != connect.CodeUnavailable || e.tlsRefused {
 			return nil, e
 		}
 		if ctx.Err() != nil {

@@ -26,6 +26,12 @@
 //   - One protocol per Client, chosen in Options.Protocol: "connect" (the
 //     default, protobuf bodies), "json" (Connect with JSON bodies, easy to
 //     read in a proxy) or "grpc" (over unencrypted HTTP/2 for http:// URLs).
+//   - TLS: an https:// base URL speaks HTTP/2 over TLS (every protocol;
+//     HTTP/1.1 if the server offers only that). Options.TLSConfig sets the
+//     CA to trust and a client certificate for servers that require one;
+//     LoadTLSConfig builds it from PEM files. A handshake that fails for
+//     good (an untrusted certificate on either side) is not retried: it is
+//     ErrTLSRefused.
 //   - A call that fails as unavailable (the server is restarting, reopening
 //     its log, or unreachable) is retried up to Options.MaxRetries times
 //     with a doubling, jittered backoff; nothing else is retried, and the

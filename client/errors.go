@@ -50,6 +50,12 @@ var (
 	// call; the message names the role or the namespace (or queue) it
 	// lacks. Decided by the status code (permission_denied).
 	ErrPermissionDenied = errors.New("client: permission denied")
+	// ErrTLSRefused: the TLS handshake failed for good: this client does
+	// not trust the server's certificate (Options.TLSConfig's CA), or the
+	// server refused this client's. The call was not sent, nor retried:
+	// fix the TLS configuration. (Its Code is unavailable, as Connect
+	// reports it, but it does not match ErrUnavailable.)
+	ErrTLSRefused = errors.New("client: TLS handshake refused")
 )
 
 // Reason is the case of a failed call, as the server reports it. The
@@ -146,7 +152,8 @@ type Error struct {
 	// (ErrTooLarge).
 	Size, Limit int64
 
-	err error // the *connect.Error answered
+	err        error // the *connect.Error answered
+	tlsRefused bool  // the call failed in a TLS handshake that cannot succeed
 }
 
 // Error returns "client: <Op>: <code>: <message>".
@@ -154,9 +161,13 @@ func (e *Error) Error() string {
 	return "client: " + e.Op + ": " + e.Code.String() + ": " + e.Message
 }
 
-// Is reports whether target is the sentinel of e's reason, or of its code
-// for ErrUnauthenticated and ErrPermissionDenied.
+// Is reports whether target is the sentinel of e's reason, of its code
+// for ErrUnauthenticated and ErrPermissionDenied, or ErrTLSRefused for a
+// failed TLS handshake.
 func (e *Error) Is(target error) bool {
+	if e.tlsRefused {
+		return target == ErrTLSRefused
+	}
 	switch target {
 	case ErrUnauthenticated:
 		return e.Code == connect.CodeUnauthenticated
@@ -178,6 +189,9 @@ func newError(op string, err error) *Error {
 	}
 	e := &Error{Op: op, Code: ce.Code(), Message: ce.Message(), err: ce}
 	e.setDetail(detailOf(ce))
+	if e.Code == connect.CodeUnavailable && tlsRefused(err) {
+		e.tlsRefused, e.Reason = true, ReasonUnspecified
+	}
 	return e
 }
 

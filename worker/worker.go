@@ -347,14 +347,14 @@ func (w *Worker) leaseLoop(ctx context.Context, start func(*Task)) error {
 }
 
 // rejected reports whether a failed Lease can never succeed as it is (a bad
-// namespace or queue, an API the server lacks, no permission): retrying it
-// would only spin.
+// namespace or queue, an API the server lacks, no permission, a TLS
+// handshake that fails for good): retrying it would only spin.
 func rejected(err error) bool {
 	switch connect.CodeOf(err) {
 	case connect.CodeUnimplemented, connect.CodeUnauthenticated, connect.CodePermissionDenied:
 		return true
 	}
-	return errors.Is(err, client.ErrInvalidArgument)
+	return errors.Is(err, client.ErrInvalidArgument) || errors.Is(err, client.ErrTLSRefused)
 }
 
 // sleep waits d on the worker's clock or until ctx ends; it reports whether

@@ -11,6 +11,7 @@ import (
 
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/client"
 )
 
 // adminSnapshotCmd is `tenure admin snapshot`.
@@ -26,10 +27,16 @@ func (c *adminSnapshotCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, ar
 	if err := noArgs(args); err != nil {
 		return err
 	}
-	admin := tenurev1connect.NewAdminServiceClient(http.DefaultClient, c.client.url())
+	opts, err := c.client.options()
+	if err != nil {
+		return err
+	}
+	hc := client.DefaultHTTPClient(client.ProtocolConnect)
+	hc.Transport.(*http.Transport).TLSClientConfig = opts.TLSConfig
+	admin := tenurev1connect.NewAdminServiceClient(hc, c.client.url())
 	req := connect.NewRequest(&tenurev1.SnapshotRequest{})
-	if tok := c.client.options().Token; tok != "" {
-		req.Header().Set("Authorization", "Bearer "+tok)
+	if opts.Token != "" {
+		req.Header().Set("Authorization", "Bearer "+opts.Token)
 	}
 	res, err := admin.Snapshot(ctx, req)
 	if err != nil {

@@ -172,7 +172,7 @@ func TestServerRefusesNonLoopbackWithoutAuth(t *testing.T) {
 // reached on 127.0.0.1.
 func spawnNonLoopback(t *testing.T, dataDir string, extra ...string) *serverProc {
 	t.Helper()
-	return spawnServerOn(t, "0.0.0.0", dataDir, extra...)
+	return spawnServerOn(t, "0.0.0.0", dataDir, nil, extra...)
 }
 
 // stop ends a server with SIGTERM and waits for it.

@@ -28,6 +28,7 @@ type benchCmd struct {
 	cpuProfile   string
 	mutexProfile string
 	memProfile   string
+	tls          tlsClientFlags
 }
 
 func (*benchCmd) spec() *cobra.Command {
@@ -58,6 +59,8 @@ func (c *benchCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&cfg.MySQL, "mysql", "", "cluster database DSN for --cluster, e.g. root@tcp(127.0.0.1:3306)/tenure_bench")
 	fs.IntVar(&cfg.Partitions, "partitions", 8, "partitions of the bench queue in a --cluster run")
 	fs.StringVar(&cfg.Protocol, "protocol", "connect", "client protocol: connect, grpc or json")
+	fs.BoolVar(&cfg.TLS, "tls", false, "serve the embedded server over TLS (HTTP/2 and HTTP/1.1), as tenure server --tls-cert does, with a certificate made for the run")
+	c.tls.add(fs)
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the payloads and of the default queue name")
 	fs.StringVar(&cfg.Namespace, "namespace", "default", "namespace of the tasks")
 	fs.StringVar(&cfg.Queue, "queue", "", `queue of the tasks (default "bench-<seed>-<time>", unique per run)`)
@@ -96,12 +99,18 @@ func (c *benchCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []st
 		for i, u := range urls {
 			if u != "" && !strings.Contains(u, "://") {
 				urls[i] = "http://" + u
+				if c.tls.on() {
+					urls[i] = "https://" + u
+				}
 			}
 		}
 		cfg.Addr = strings.Join(urls, ",")
 		if fs.Changed("fsync") {
 			return usageError{"--fsync is for the embedded server; a running server keeps its own policy"}
 		}
+	}
+	if cfg.ClientTLS, err = c.tls.config(); err != nil {
+		return err
 	}
 	if cfg.Cluster > 0 && fs.Changed("fsync") {
 		return usageError{"--fsync is for the embedded server; cluster nodes log to the database, durable when it commits"}

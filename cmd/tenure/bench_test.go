@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,6 +31,10 @@ func TestBenchJSON(t *testing.T) {
 		// answers, decoded per protocol.
 		{"runtime-grpc", 300, []string{"--runtime", "--protocol", "grpc", "--probe-rounds", "3", "--fsync", "none"}},
 		{"runtime-json", 300, []string{"--runtime", "--protocol", "json", "--complete-batch", "7", "--probe-rounds", "3", "--fsync", "none"}},
+		// Over TLS: HTTP/2 for gRPC, and the runtime's answers decoded
+		// as over plain HTTP.
+		{"tls-grpc", 300, []string{"--tls", "--protocol", "grpc", "--probe-rounds", "3", "--fsync", "none"}},
+		{"tls-runtime-json", 300, []string{"--tls", "--runtime", "--protocol", "json", "--probe-rounds", "3", "--fsync", "none"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tasks := tc.tasks
@@ -62,6 +67,9 @@ func TestBenchJSON(t *testing.T) {
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&res); err != nil {
 				t.Fatalf("decoding the summary: %v", err)
+			}
+			if res.Config.TLS != slices.Contains(tc.extra, "--tls") {
+				t.Errorf("config says TLS %v, with flags %q", res.Config.TLS, tc.extra)
 			}
 			if res.Config.Tasks != tasks || res.Submitted != tasks || res.Completed != tasks {
 				t.Errorf("tasks %d, submitted %d, completed %d; want %d each", res.Config.Tasks, res.Submitted, res.Completed, tasks)
@@ -109,6 +117,9 @@ func TestBenchText(t *testing.T) {
 
 func TestBenchFlagErrors(t *testing.T) {
 	t.Parallel()
+	k := newPKI(t)
+	k.ca("ca")
+	caFile := k.path("ca.pem")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -127,6 +138,9 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--fsync", "sometimes"}, "sometimes"},
 		{[]string{"--addr", "127.0.0.1:1", "--fsync", "none"}, "--fsync is for the embedded server"},
 		{[]string{"--addr", "127.0.0.1:1", "--data-dir", "/tmp/x"}, "--data-dir is for the embedded server"},
+		{[]string{"--addr", "127.0.0.1:1", "--tls"}, "--tls is for the embedded server"},
+		{[]string{"--ca-file", caFile}, "--ca-file, --cert-file and --key-file are for an https:// --addr"},
+		{[]string{"--addr", "127.0.0.1:1", "--cert-file", caFile}, "--cert-file and --key-file go together"},
 		{[]string{"--queue", strings.Repeat("q", 201)}, "--queue is 201 bytes"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {

@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -18,12 +21,48 @@ import (
 	"github.com/tenurehq/tenure/internal/cluster/partition"
 	"github.com/tenurehq/tenure/internal/cluster/registry"
 	"github.com/tenurehq/tenure/internal/cluster/schema"
+	"github.com/tenurehq/tenure/internal/tlsfiles"
 )
 
-// addMySQLFlag adds --mysql, the cluster database's DSN, into dsn.
-func addMySQLFlag(fs *pflag.FlagSet, dsn *string) {
+// addMySQLFlag adds --mysql, the cluster database's DSN, into dsn, and
+// --mysql-tls-ca, the CA its tls=custom selects, into tlsCA.
+func addMySQLFlag(fs *pflag.FlagSet, dsn, tlsCA *string) {
 	fs.StringVar(dsn, "mysql", envOr("TENURE_MYSQL", ""),
-		"cluster database, as a go-sql-driver DSN: user:password@tcp(host:3306)/dbname; migrate and server create dbname if missing (env TENURE_MYSQL)")
+		"cluster database, as a go-sql-driver DSN: user:password@tcp(host:3306)/dbname[?tls=true|skip-verify|custom]; migrate and server create dbname if missing (env TENURE_MYSQL)")
+	fs.StringVar(tlsCA, "mysql-tls-ca", envOr("TENURE_MYSQL_TLS_CA", ""),
+		"verify the database's certificate against the CAs of this PEM file; the DSN selects it with tls=custom (env TENURE_MYSQL_TLS_CA)")
+}
+
+// mysqlTLSName is the name the DSN's tls parameter selects --mysql-tls-ca
+// by.
+const mysqlTLSName = "custom"
+
+// useMySQLTLSCA registers the CA of --mysql-tls-ca with the MySQL driver
+// under mysqlTLSName, for a DSN that selects it; it refuses the one
+// without the other. Call it before the DSN is parsed.
+func useMySQLTLSCA(dsn, caFile string) error {
+	var tlsParam string
+	if slash := strings.LastIndexByte(dsn, '/'); slash >= 0 {
+		if _, query, ok := strings.Cut(dsn[slash:], "?"); ok {
+			if params, err := url.ParseQuery(query); err == nil {
+				tlsParam = params.Get("tls")
+			}
+		}
+	}
+	switch {
+	case caFile == "" && tlsParam == mysqlTLSName:
+		return usageError{"the --mysql DSN's tls=" + mysqlTLSName + " needs --mysql-tls-ca FILE: the CA that issued the database's certificate"}
+	case caFile == "":
+		return nil
+	case tlsParam != mysqlTLSName:
+		return usageError{"--mysql-tls-ca is given but the --mysql DSN does not use it: add tls=" + mysqlTLSName + " to the DSN (…/dbname?tls=" + mysqlTLSName + ")"}
+	}
+	pool, err := tlsfiles.LoadCAPool(caFile)
+	if err != nil {
+		return fmt.Errorf("--mysql-tls-ca: %w", err)
+	}
+	// The driver sets ServerName to the DSN's host.
+	return mysql.RegisterTLSConfig(mysqlTLSName, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 }
 
 // openClusterDB checks the DSN and opens a pool on it.
@@ -39,7 +78,7 @@ func openClusterDB(ctx context.Context, dsn string) (*sql.DB, error) {
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("connecting to the cluster database: %w", err)
+		return nil, dbHint(fmt.Errorf("connecting to the cluster database: %w", err))
 	}
 	return db, nil
 }
@@ -47,6 +86,7 @@ func openClusterDB(ctx context.Context, dsn string) (*sql.DB, error) {
 // migrateCmd is `tenure migrate`.
 type migrateCmd struct {
 	dsn     string
+	tlsCA   string
 	timeout time.Duration
 	check   bool
 }
@@ -56,7 +96,7 @@ func (*migrateCmd) spec() *cobra.Command {
 }
 
 func (c *migrateCmd) define(fs *pflag.FlagSet) {
-	addMySQLFlag(fs, &c.dsn)
+	addMySQLFlag(fs, &c.dsn, &c.tlsCA)
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long (migrations wait up to 30 s for another node migrating)")
 	fs.BoolVar(&c.check, "check", false, "only check that the schema is up to date; exit 1 if not")
 }
@@ -69,11 +109,14 @@ func (c *migrateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []s
 	if c.timeout <= 0 || c.timeout > time.Hour {
 		return usageError{fmt.Sprintf("--timeout %v is outside 0..1h", c.timeout)}
 	}
+	if err := useMySQLTLSCA(c.dsn, c.tlsCA); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	if !c.check && c.dsn != "" {
 		if err := cluster.CreateDatabase(ctx, c.dsn); err != nil {
-			return err
+			return dbHint(err)
 		}
 	}
 	db, err := openClusterDB(ctx, c.dsn)
@@ -144,6 +187,7 @@ type clusterStatusCmd struct {
 	dsn     string
 	lockKey string
 	json    bool
+	tlsCA   string
 }
 
 func (*clusterStatusCmd) spec() *cobra.Command {
@@ -151,7 +195,7 @@ func (*clusterStatusCmd) spec() *cobra.Command {
 }
 
 func (c *clusterStatusCmd) define(fs *pflag.FlagSet) {
-	addMySQLFlag(fs, &c.dsn)
+	addMySQLFlag(fs, &c.dsn, &c.tlsCA)
 	fs.StringVar(&c.lockKey, "lock-key", election.DefaultLockKey, "the coordinator lock's key in helix_locks")
 	fs.BoolVar(&c.json, "json", false, "print JSON (for scripts) instead of text")
 }
@@ -161,6 +205,9 @@ func (c *clusterStatusCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, ar
 		return err
 	}
 	stdout := a.stdout
+	if err := useMySQLTLSCA(c.dsn, c.tlsCA); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	db, err := openClusterDB(ctx, c.dsn)

@@ -21,11 +21,13 @@ import (
 	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/metrics"
 	"github.com/tenurehq/tenure/internal/server"
+	"github.com/tenurehq/tenure/internal/tlsfiles"
 )
 
 // clusterFlags are the flags of `tenure server` in cluster mode.
 type clusterFlags struct {
 	dsn, nodeID, advertise string
+	mysqlTLSCA             string
 	migrate                bool
 	partitions             int
 	lockTTL, lockRenew     time.Duration
@@ -35,7 +37,7 @@ type clusterFlags struct {
 }
 
 func (f *clusterFlags) add(fs *pflag.FlagSet) {
-	addMySQLFlag(fs, &f.dsn)
+	addMySQLFlag(fs, &f.dsn, &f.mysqlTLSCA)
 	fs.StringVar(&f.nodeID, "node-id", envOr("TENURE_NODE_ID", ""), "cluster mode: this node's id, unique in the cluster (env TENURE_NODE_ID)")
 	fs.StringVar(&f.advertise, "advertise", envOr("TENURE_ADVERTISE", ""), "cluster mode: host:port where other nodes and clients reach this node (default: the --listen address) (env TENURE_ADVERTISE)")
 	fs.BoolVar(&f.migrate, "migrate", true, "cluster mode: apply the schema migrations at start (--migrate=false: only check the schema is current)")
@@ -52,9 +54,10 @@ func (f *clusterFlags) add(fs *pflag.FlagSet) {
 // cluster.
 // snaps is the snapshot schedule (the flags shared with embedded mode);
 // mx is served at GET /metrics; authn, if not nil, authenticates callers;
-// lim bounds what clients can hold of the server.
+// lim bounds what clients can hold of the server. With tlsFiles (nil:
+// plain HTTP) it serves HTTPS, and calls the other nodes over HTTPS too.
 func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps host.Schedule, pprof bool, lim limitFlags, mx *metrics.Metrics,
-	authn server.Authenticator, lg *slog.Logger, stdout io.Writer) error {
+	authn server.Authenticator, tlsFiles *tlsfiles.Reloader, lg *slog.Logger, stdout io.Writer) error {
 	if cf.nodeID == "" {
 		return usageError{"--node-id (or TENURE_NODE_ID) is required with --mysql: a name for this node, unique in the cluster"}
 	}
@@ -71,9 +74,12 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		return usageError{fmt.Sprintf("--advertise %q: give a host:port the other nodes can reach (not an unspecified address like 0.0.0.0)", advertise)}
 	}
 
+	if err := useMySQLTLSCA(cf.dsn, cf.mysqlTLSCA); err != nil {
+		return err
+	}
 	if cf.migrate {
 		if err := cluster.CreateDatabase(ctx, cf.dsn); err != nil {
-			return err
+			return dbHint(err)
 		}
 	}
 	db, err := openClusterDB(ctx, cf.dsn)
@@ -109,6 +115,9 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		Snapshots:   snaps,
 		Logger:      lg,
 	}
+	if tlsFiles != nil {
+		memberCfg.PeerDialTLS = tlsFiles.DialPeer
+	}
 	mx.ConfigureMember(&memberCfg)
 	m, err := member.Start(ctx, memberCfg)
 	if err != nil {
@@ -116,8 +125,9 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 	}
 	mx.WatchMember(m)
 	api, srv := newAPIServer(m, m, coordCfg, pprof, lim, mx, authn, lg)
+	serveTLS(srv, tlsFiles)
 	lg.Info("tenure cluster node serving", "node_id", cf.nodeID, "listen", ln.Addr().String(), "advertise", advertise)
-	fmt.Fprintf(stdout, "tenure node %s serving on http://%s (cluster database, advertised as %s)\n", cf.nodeID, ln.Addr(), advertise)
+	fmt.Fprintf(stdout, "tenure node %s serving on %s://%s (cluster database, advertised as %s)\n", cf.nodeID, scheme(tlsFiles), ln.Addr(), advertise)
 
 	if err := serveUntilDone(ctx, api, srv, serve(srv, api.Listener(ln)), lg); err != nil {
 		m.Close()

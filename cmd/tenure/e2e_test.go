@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -85,9 +86,18 @@ type serverProc struct {
 	out     *lockedBuffer // stdout and stderr
 	done    chan struct{} // closed once the process exited and was reaped
 	waitErr error         // valid after done
+	// clientTLS, if set, is how a client reaches the server over TLS
+	// (https://). A transport changes the configuration it is given:
+	// give each a Clone.
+	clientTLS *tls.Config
 }
 
-func (p *serverProc) url() string { return "http://" + p.addr }
+func (p *serverProc) url() string {
+	if p.clientTLS != nil {
+		return "https://" + p.addr
+	}
+	return "http://" + p.addr
+}
 
 func (p *serverProc) exited() bool {
 	select {
@@ -111,18 +121,19 @@ func freeLoopbackAddr(t *testing.T) string {
 	return addr
 }
 
-// spawnServer starts `tenure server` on dataDir and a free port, with extra
+// spawnServerTLS starts `tenure server` on dataDir and a free port, with extra
 // flags, without waiting for it to serve. Cleanup kills it if it still runs.
-func spawnServer(t *testing.T, dataDir string, extra ...string) *serverProc {
+// Clients reach it with clientTLS (nil: plain HTTP).
+func spawnServerTLS(t *testing.T, dataDir string, clientTLS *tls.Config, extra ...string) *serverProc {
 	t.Helper()
-	return spawnServerOn(t, "127.0.0.1", dataDir, extra...)
+	return spawnServerOn(t, "127.0.0.1", dataDir, clientTLS, extra...)
 }
 
-// spawnServerOn is spawnServer listening on host (the port is free on
+// spawnServerOn is spawnServerTLS listening on host (the port is free on
 // loopback, where the test reaches it).
-func spawnServerOn(t *testing.T, host, dataDir string, extra ...string) *serverProc {
+func spawnServerOn(t *testing.T, host, dataDir string, clientTLS *tls.Config, extra ...string) *serverProc {
 	t.Helper()
-	p := &serverProc{addr: freeLoopbackAddr(t), dataDir: dataDir, out: new(lockedBuffer), done: make(chan struct{})}
+	p := &serverProc{addr: freeLoopbackAddr(t), dataDir: dataDir, out: new(lockedBuffer), done: make(chan struct{}), clientTLS: clientTLS}
 	_, port, _ := net.SplitHostPort(p.addr)
 	p.cmd = exec.Command(tenureBin, append([]string{"server", "--data-dir", dataDir, "--listen", net.JoinHostPort(host, port), "--fsync", "always"}, extra...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -150,8 +161,15 @@ func spawnServerOn(t *testing.T, host, dataDir string, extra ...string) *serverP
 // retried on another.
 func startServerProc(t *testing.T, dataDir string, extra ...string) *serverProc {
 	t.Helper()
+	return startServerProcTLS(t, dataDir, nil, extra...)
+}
+
+// startServerProcTLS is startServerProc for a server that clients reach
+// with clientTLS (nil: plain HTTP).
+func startServerProcTLS(t *testing.T, dataDir string, clientTLS *tls.Config, extra ...string) *serverProc {
+	t.Helper()
 	for try := 0; ; try++ {
-		p := spawnServer(t, dataDir, extra...)
+		p := spawnServerTLS(t, dataDir, clientTLS, extra...)
 		err := waitReady(p)
 		if err == nil {
 			// os/exec copies the child's stdout in a goroutine that may
@@ -173,7 +191,7 @@ func startServerProc(t *testing.T, dataDir string, extra ...string) *serverProc 
 }
 
 func waitReady(p *serverProc) error {
-	hc := &http.Client{Timeout: time.Second}
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: p.clientTLS.Clone()}}
 	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(e2eStartTimeout)
 	for time.Now().Before(deadline) {

@@ -222,6 +222,10 @@ func runApp(ctx context.Context, args []string, a *app) int {
 		}
 		return 2
 	default:
+		if hint := tlsHint(err); hint != "" {
+			fmt.Fprintf(stderr, "%s: %v\n%s\n", cmd.CommandPath(), err, hint)
+			return 1
+		}
 		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
 		return 1
 	}

@@ -40,6 +40,7 @@ type serverCmd struct {
 	cluster     clusterFlags
 	auth        authFlags
 	limits      limitFlags
+	tls         tlsServerFlags
 }
 
 func (*serverCmd) spec() *cobra.Command {
@@ -50,7 +51,10 @@ func (*serverCmd) spec() *cobra.Command {
 
 Embedded mode (the default) keeps the WAL and snapshots in --data-dir. With
 --mysql the server is one node of a cluster whose partitions' logs live in
-that database; the flags marked "cluster mode" apply then.`,
+that database; the flags marked "cluster mode" apply then.
+
+With --tls-cert and --tls-key it serves HTTPS only (HTTP/2 and HTTP/1.1
+over TLS), reading the files again on SIGHUP and when they change.`,
 	}
 }
 
@@ -70,6 +74,7 @@ func (c *serverCmd) define(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.pprof, "pprof", false, "serve Go's profiler under /debug/pprof/, to loopback clients only (others get 403)")
 	c.cluster.add(fs)
 	c.auth.add(fs)
+	c.tls.add(fs)
 	fs.IntVar(&c.maxQueues, "metrics-max-queues", metrics.DefaultMaxQueues, metricsMaxQueuesHelp)
 	c.limits.add(fs)
 }
@@ -117,6 +122,10 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	if err != nil {
 		return err
 	}
+	tlsFiles, err := c.tls.start(ctx, a.clock, lg, c.cluster.dsn != "")
+	if err != nil {
+		return err
+	}
 	snaps := host.Schedule{EveryRecords: c.snapRecords, Every: c.snapEvery, Retention: c.retention}
 	coordCfg := coordinator.Config{
 		Limits:             coordinator.Limits{MaxPayloadBytes: c.maxPayload},
@@ -128,7 +137,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 				return usageError{fmt.Sprintf("--%s is for the embedded mode; with --mysql the partitions' logs live in the database", name)}
 			}
 		}
-		return runClusterServer(ctx, c.cluster, c.listen, coordCfg, snaps, c.pprof, c.limits, mx, authn, lg, stdout)
+		return runClusterServer(ctx, c.cluster, c.listen, coordCfg, snaps, c.pprof, c.limits, mx, authn, tlsFiles, lg, stdout)
 	}
 	policy, err := wal.ParseSyncPolicy(c.fsync)
 	if err != nil {
@@ -154,6 +163,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	defer ln.Close()
 	opening := server.NewOpening("the server is replaying its WAL")
 	api, srv := newAPIServer(opening.Router(), opening, coordCfg, c.pprof, c.limits, mx, authn, lg)
+	serveTLS(srv, tlsFiles)
 	defer srv.Close() // a failed start; after a graceful stop, a no-op
 	serving := serve(srv, api.Listener(ln))
 
@@ -180,7 +190,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	stats := n.Coordinator().Stats()
 	lg.Info("tenure serving", "listen", ln.Addr().String(), "data_dir", c.dataDir, "fsync", policy.String(),
 		"records", stats.LastLSN, "tasks", stats.Tasks, "replay_took", a.clock.Now().Sub(start).Round(time.Millisecond))
-	fmt.Fprintf(stdout, "tenure serving on http://%s (data in %s)\n", ln.Addr(), c.dataDir)
+	fmt.Fprintf(stdout, "tenure serving on %s://%s (data in %s)\n", scheme(tlsFiles), ln.Addr(), c.dataDir)
 
 	if err := serveUntilDone(ctx, api, srv, serving, lg); err != nil {
 		n.Close()
@@ -235,10 +245,18 @@ func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Conf
 	return api, srv
 }
 
-// serve starts serving srv on ln; the channel gets why it stopped.
+// serve starts serving srv on ln (over TLS if srv has a TLSConfig: see
+// serveTLS); the channel gets why it stopped.
 func serve(srv *http.Server, ln net.Listener) <-chan error {
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	tlsOn := srv.TLSConfig != nil // Serve sets one for HTTP/2
+	go func() {
+		if tlsOn {
+			serveErr <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		serveErr <- srv.Serve(ln)
+	}()
 	return serveErr
 }
 

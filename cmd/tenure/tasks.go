@@ -25,30 +25,40 @@ type clientFlags struct {
 	addr  string
 	json  bool
 	token string
+	tls   tlsClientFlags
 }
 
 func (f *clientFlags) add(fs *pflag.FlagSet) {
-	fs.StringVar(&f.addr, "addr", envOr("TENURE_ADDR", "http://127.0.0.1:7070"), "server address (env TENURE_ADDR)")
+	fs.StringVar(&f.addr, "addr", envOr("TENURE_ADDR", "http://127.0.0.1:7070"), "server address: http://host:port, or https://host:port for a server with TLS (env TENURE_ADDR)")
 	fs.BoolVar(&f.json, "json", false, "print JSON (for scripts) instead of text")
 	// Not envOr: help would print the token as the flag's default.
 	fs.StringVar(&f.token, "token", "", "bearer token, for a server started with --auth-file (default: env TENURE_TOKEN, which keeps it out of the process list)")
+	f.tls.add(fs)
 }
 
-// options are the client options of the flags: the token.
-func (f *clientFlags) options() client.Options {
-	return client.Options{Token: cmp.Or(f.token, os.Getenv("TENURE_TOKEN"))}
-}
-
-// url is the server's address with a scheme.
+// url is the server's address with a scheme: https if a TLS flag is given.
 func (f *clientFlags) url() string {
 	if !strings.Contains(f.addr, "://") {
+		if f.tls.on() {
+			return "https://" + f.addr
+		}
 		return "http://" + f.addr
 	}
 	return f.addr
 }
 
+// options are the client's options of the flags: TLS and the token.
+func (f *clientFlags) options() (client.Options, error) {
+	cfg, err := f.tls.config()
+	return client.Options{TLSConfig: cfg, Token: cmp.Or(f.token, os.Getenv("TENURE_TOKEN"))}, err
+}
+
 func (f *clientFlags) connect() (*client.Client, error) {
-	return client.New(f.url(), f.options())
+	opts, err := f.options()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(f.url(), opts)
 }
 
 // controlFlags are the flags of the commands that change something on an
@@ -69,7 +79,10 @@ func (f *controlFlags) add(fs *pflag.FlagSet, defaultReason string) {
 
 // connect returns a client whose operator's actions say by() asked.
 func (f *controlFlags) connect() (*client.Client, error) {
-	opts := f.client.options()
+	opts, err := f.client.options()
+	if err != nil {
+		return nil, err
+	}
 	opts.RequestedBy = f.by()
 	return client.New(f.client.url(), opts)
 }

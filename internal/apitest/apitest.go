@@ -4,6 +4,7 @@
 package apitest
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/server"
+	"github.com/tenurehq/tenure/internal/tlsfiles"
 	"github.com/tenurehq/tenure/internal/wal"
 )
 
@@ -94,4 +96,22 @@ func Serve(t testing.TB, h http.Handler) string {
 	ts.Start()
 	t.Cleanup(ts.Close)
 	return ts.URL
+}
+
+// StartTLS is Start served over TLS as `tenure server --tls-cert` serves:
+// with the files of r (client certificates required if r has a client CA,
+// the probes open), HTTP/2 and HTTP/1.1 as ALPN chooses. It returns the
+// https:// base URL.
+func StartTLS(t testing.TB, r *tlsfiles.Reloader) string {
+	t.Helper()
+	n := openNode(t, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: server.New(n.Router(), server.Options{Snapshots: n}).Handler()}
+	r.ConfigureServer(srv, server.HealthPath, server.ReadyPath)
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { srv.Close() })
+	return "https://" + ln.Addr().String()
 }

@@ -3,12 +3,14 @@ package bench
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -17,11 +19,13 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/certgen"
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/metrics"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/server"
+	"github.com/tenurehq/tenure/internal/tlsfiles"
 	"github.com/tenurehq/tenure/internal/wal"
 	"github.com/tenurehq/tenure/worker"
 )
@@ -69,12 +73,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 // target is the server under load.
 type target struct {
-	urls    []string   // the nodes, clients spread over them round robin
-	label   string     // the summary's target: "" for the embedded node
-	fsync   string     // the durability of a target that is not embedded, if known
-	node    *node.Node // nil for a remote server
-	dataDir string     // the embedded node's, "" for a remote server
-	stop    func() error
+	urls      []string    // the nodes, clients spread over them round robin
+	clientTLS *tls.Config // for https:// urls
+	label     string      // the summary's target: "" for the embedded node
+	fsync     string      // the durability of a target that is not embedded, if known
+	node      *node.Node  // nil for a remote server
+	dataDir   string      // the embedded node's, "" for a remote server
+	stop      func() error
 }
 
 // startTarget returns the remote server of cfg.Addr, or starts an embedded
@@ -83,7 +88,7 @@ type target struct {
 func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, error) {
 	if cfg.Addr != "" {
 		urls := strings.Split(cfg.Addr, ",")
-		return &target{urls: urls, label: cfg.Addr, stop: func() error { return nil }}, nil
+		return &target{urls: urls, label: cfg.Addr, clientTLS: cfg.ClientTLS, stop: func() error { return nil }}, nil
 	}
 	if cfg.Cluster > 0 {
 		return startCluster(ctx, cfg, lg)
@@ -121,21 +126,62 @@ func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, err
 		return nil, fmt.Errorf("bench: listening on a loopback port: %w", err)
 	}
 	mx.WatchNode(n)
-	stopAPI := serve(n.Router(), ln, mx, lg)
-	stop := func() error {
+	tg := &target{urls: []string{"http://" + ln.Addr().String()}, node: n, dataDir: dir}
+	var tlsFiles *tlsfiles.Reloader
+	if cfg.TLS {
+		certDir, err := os.MkdirTemp("", "tenure-bench-tls-")
+		if err == nil {
+			tlsFiles, tg.clientTLS, err = runCertificate(certDir)
+			dataCleanup := cleanup
+			cleanup = func() { os.RemoveAll(certDir); dataCleanup() }
+		}
+		if err != nil {
+			ln.Close()
+			n.Close()
+			cleanup()
+			return nil, fmt.Errorf("bench: making a TLS certificate: %w", err)
+		}
+		tg.urls[0] = "https://" + ln.Addr().String()
+	}
+	stopAPI := serve(n.Router(), ln, mx, tlsFiles, lg)
+	tg.stop = func() error {
 		stopAPI()
 		err := n.Close()
 		cleanup()
 		return err
 	}
-	return &target{urls: []string{"http://" + ln.Addr().String()}, node: n, dataDir: dir, stop: stop}, nil
+	return tg, nil
+}
+
+// runCertificate makes a CA and a certificate it issues for 127.0.0.1,
+// written into dir, and returns the server's TLS files and a client
+// configuration that trusts the CA.
+func runCertificate(dir string) (*tlsfiles.Reloader, *tls.Config, error) {
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	ca, err := certgen.NewCA("tenure bench", now())
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := ca.Server("tenure bench", now(), "127.0.0.1")
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := p.Write(certFile, keyFile); err != nil {
+		return nil, nil, err
+	}
+	r, err := tlsfiles.New(tlsfiles.Config{CertFile: certFile, KeyFile: keyFile})
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, &tls.Config{RootCAs: ca.Pool()}, nil
 }
 
 // serve answers the API of r's partitions on ln as `tenure server` does (HTTP/1.1 and
-// unencrypted HTTP/2) until the returned stop is called. The run is over
+// unencrypted HTTP/2, or with tlsFiles HTTP/2 and HTTP/1.1 over TLS)
+// until the returned stop is called. The run is over
 // then, so the server closes at once rather than gracefully: a graceful
 // Shutdown waits 5s for every connection a client dialled but never used.
-func serve(r route.Router, ln net.Listener, mx *metrics.Metrics, lg *slog.Logger) (stop func()) {
+func serve(r route.Router, ln net.Listener, mx *metrics.Metrics, tlsFiles *tlsfiles.Reloader, lg *slog.Logger) (stop func()) {
 	api := server.New(r, server.Options{Logger: lg, Metrics: mx})
 	// Close does not wait for running handlers: stop waits for them (the
 	// write lock waits for every read lock) and turns later ones away, so
@@ -159,10 +205,18 @@ func serve(r route.Router, ln net.Listener, mx *metrics.Metrics, lg *slog.Logger
 	}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
+	if tlsFiles != nil {
+		tlsFiles.ConfigureServer(srv)
+	}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		srv.Serve(ln) // returns ErrServerClosed after Close
+		// Both return ErrServerClosed after Close.
+		if tlsFiles != nil {
+			srv.ServeTLS(ln, "", "")
+			return
+		}
+		srv.Serve(ln)
 	}()
 	return func() {
 		api.Drain()
@@ -257,7 +311,7 @@ func newRunner(cfg Config, tg *target, lg *slog.Logger, cancel context.CancelCau
 // runConfig is the configuration the summary reports for cfg on tg.
 func runConfig(cfg Config, tg *target) RunConfig {
 	rc := RunConfig{
-		Target: "embedded", Mode: cfg.Mode, Runtime: cfg.Runtime, Protocol: cfg.Protocol, Fsync: cfg.Fsync.String(),
+		Target: "embedded", Mode: cfg.Mode, Runtime: cfg.Runtime, Protocol: cfg.Protocol, Fsync: cfg.Fsync.String(), TLS: strings.HasPrefix(tg.urls[0], "https://"),
 		Seed: cfg.Seed, Namespace: cfg.Namespace, Queue: cfg.Queue, Tasks: cfg.Tasks, PayloadBytes: cfg.PayloadBytes,
 		Submitters: cfg.Submitters, Batch: cfg.Batch, Workers: cfg.Workers, Concurrency: cfg.Concurrency,
 		LeaseBatch: cfg.LeaseBatch, CompleteBatch: cfg.CompleteBatch, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
@@ -280,11 +334,19 @@ func (r *runner) walStats() wal.Stats {
 	return r.tg.node.WALStats()
 }
 
+// httpClient returns an HTTP client configured as the SDK's default one,
+// with the target's TLS configuration.
+func (r *runner) httpClient() *http.Client {
+	hc := client.DefaultHTTPClient(r.cfg.Protocol)
+	hc.Transport.(*http.Transport).TLSClientConfig = r.tg.clientTLS.Clone() // a transport changes its own
+	return hc
+}
+
 // newClient returns a client of the target with connections of its own.
-// hc nil: an HTTP client configured as the SDK's default one.
+// hc nil: r.httpClient().
 func (r *runner) newClient(hc *http.Client) (*client.Client, error) {
 	if hc == nil {
-		hc = client.DefaultHTTPClient(r.cfg.Protocol)
+		hc = r.httpClient()
 	}
 	url := r.tg.urls[int(r.clients.Add(1)-1)%len(r.tg.urls)]
 	c, err := client.New(url, client.Options{Protocol: r.cfg.Protocol, HTTPClient: hc})
@@ -525,7 +587,7 @@ func (r *runner) complete(ctx context.Context, c *client.Client, lts []client.Le
 // handler. The runtime reports nothing per task, so its completions are
 // counted from the HTTP answers to its Complete and CompleteBatch calls.
 func (r *runner) startRuntimeWorker(wctx context.Context, wg *sync.WaitGroup, id string) error {
-	hc := client.DefaultHTTPClient(r.cfg.Protocol)
+	hc := r.httpClient()
 	hc.Transport = &ackTransport{base: hc.Transport, onAck: r.completedN, onErr: r.fail}
 	c, err := r.newClient(hc)
 	if err != nil {

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/tls"
 	"encoding/binary"
 	"net/http"
 	"strings"
@@ -97,6 +98,9 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Queue = "" }, "--queue is empty"},
 		{func(c *Config) { c.Addr, c.DataDir = "http://x", "/tmp" }, "--data-dir"},
 		{func(c *Config) { c.Mode, c.HeapProfile = Concurrent, &bytes.Buffer{} }, "--memprofile"},
+		{func(c *Config) { c.TLS, c.Addr = true, "https://x" }, "--tls is for the embedded server"},
+		{func(c *Config) { c.TLS, c.Cluster, c.MySQL = true, 2, "dsn" }, "--tls is for the embedded server"},
+		{func(c *Config) { c.ClientTLS = &tls.Config{} }, "are for an https:// --addr"},
 	} {
 		c := ok()
 		tc.edit(&c)

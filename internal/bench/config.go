@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"strings"
@@ -100,6 +101,13 @@ type Config struct {
 	// Partitions is the partition count of the bench queue in a started
 	// cluster (default 8).
 	Partitions int
+	// TLS serves the embedded node over TLS (HTTP/2 and HTTP/1.1 by ALPN),
+	// as `tenure server --tls-cert` serves, with a certificate made for the
+	// run, which the clients trust.
+	TLS bool
+	// ClientTLS is the clients' TLS configuration for https:// nodes in Addr
+	// (nil: the system's roots, no client certificate).
+	ClientTLS *tls.Config
 	// Protocol is the client's protocol: connect (default), grpc or json.
 	Protocol string
 	// Seed makes the payloads (and the default queue name) reproducible.
@@ -207,6 +215,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Addr != "" && c.DataDir != "" {
 		return fmt.Errorf("--data-dir is for the embedded server; it cannot be used with --addr")
+	}
+	if c.TLS && (c.Addr != "" || c.Cluster > 0) {
+		return fmt.Errorf("--tls is for the embedded server; to load a server that serves TLS, give --addr https://host:port (and --ca-file)")
+	}
+	if c.ClientTLS != nil && c.Addr == "" {
+		return fmt.Errorf("--ca-file, --cert-file and --key-file are for an https:// --addr")
 	}
 	return nil
 }

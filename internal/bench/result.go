@@ -53,6 +53,7 @@ type RunConfig struct {
 	Runtime      bool   `json:"worker_runtime"`
 	Protocol     string `json:"protocol"`
 	Fsync        string `json:"fsync"` // "unknown" for a remote server
+	TLS          bool   `json:"tls"`   // the clients call over TLS
 	Seed         uint64 `json:"seed"`
 	Namespace    string `json:"namespace"`
 	Queue        string `json:"queue"`
@@ -193,8 +194,12 @@ func (r *Result) WriteText(w io.Writer) error {
 	if c.Runtime {
 		rt = "worker runtime, no-op handler"
 	}
-	fmt.Fprintf(&b, "tenure bench: %d tasks of %d B, %s mode, target %s (fsync %s, protocol %s)\n",
-		c.Tasks, c.PayloadBytes, c.Mode, c.Target, c.Fsync, c.Protocol)
+	tlsOn := ""
+	if c.TLS {
+		tlsOn = " over TLS"
+	}
+	fmt.Fprintf(&b, "tenure bench: %d tasks of %d B, %s mode, target %s (fsync %s, protocol %s%s)\n",
+		c.Tasks, c.PayloadBytes, c.Mode, c.Target, c.Fsync, c.Protocol, tlsOn)
 	lb := fmt.Sprintf("lease batch %d", c.LeaseBatch)
 	if c.Runtime {
 		lb = "lease batch chosen by the runtime"

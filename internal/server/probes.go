@@ -41,6 +41,13 @@ var reflectedServices = []string{
 	grpcreflect.ReflectV1AlphaServiceName,
 }
 
+// The paths of the HTTP probes. Orchestrators call them without
+// credentials: a kubelet presents no client certificate.
+const (
+	HealthPath = "/healthz"
+	ReadyPath  = "/readyz"
+)
+
 // mountProbes adds what tools and orchestrators point at a server, beside
 // the API:
 //
@@ -58,10 +65,10 @@ var reflectedServices = []string{
 // With Options.Auth, reflection needs a valid token and pprof an admin
 // token with namespace * (auth.go); the health endpoints stay open.
 func (s *Server) mountProbes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+HealthPath, func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+ReadyPath, func(w http.ResponseWriter, _ *http.Request) {
 		if err := s.ready(); err != nil {
 			http.Error(w, "not ready: "+strings.ReplaceAll(err.Error(), "\n", " "), http.StatusServiceUnavailable)
 			return

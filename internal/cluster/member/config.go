@@ -1,9 +1,11 @@
 package member
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -61,8 +63,13 @@ type Config struct {
 	// and a new owner replays from the newest.
 	Snapshots host.Schedule
 	// HTTPClient forwards requests to other nodes (default: HTTP/1.1 and
-	// unencrypted HTTP/2, keep-alive).
+	// unencrypted HTTP/2, keep-alive; over TLS with PeerDialTLS).
 	HTTPClient connect.HTTPClient
+	// PeerDialTLS, if set, makes the calls to other nodes HTTPS: the
+	// default HTTPClient makes its connections with it, and speaks HTTP/2
+	// or HTTP/1.1 as the far node chooses (tlsfiles.Reloader.DialPeer:
+	// this node's certificate, the peer CA). Nil: plain HTTP.
+	PeerDialTLS func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Clock measures trust and intervals; nil is the real clock.
 	Clock  clock.Clock
 	Logger *slog.Logger
@@ -114,7 +121,12 @@ func (c *Config) withDefaults() error {
 	if c.HTTPClient == nil {
 		t := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute, Protocols: new(http.Protocols)}
 		t.Protocols.SetHTTP1(true)
-		t.Protocols.SetUnencryptedHTTP2(true)
+		if c.PeerDialTLS != nil {
+			t.DialTLSContext = c.PeerDialTLS
+			t.Protocols.SetHTTP2(true)
+		} else {
+			t.Protocols.SetUnencryptedHTTP2(true)
+		}
 		c.HTTPClient = &http.Client{Transport: t}
 	}
 	c.Election.OwnerID = c.NodeID

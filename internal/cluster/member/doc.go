@@ -58,7 +58,9 @@
 // (package remote), marked so that the owner serves it from its own
 // partitions and never forwards it again; a forwarded request for a
 // partition the receiver does not serve is answered unavailable, and the
-// SDK retries it. The answer comes back unchanged, errors included.
+// SDK retries it. The answer comes back unchanged, errors included. With
+// Config.PeerDialTLS the nodes call each other over HTTPS, each presenting
+// its own certificate.
 //
 // A submit picks the partition by a hash of its request id (so a retried
 // submit meets its first try's deduplication) or, without one, round

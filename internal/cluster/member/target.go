@@ -30,7 +30,11 @@ func (m *Member) peer(addr string) route.Peer {
 	defer m.mu.Unlock()
 	p, ok := m.peers[addr]
 	if !ok {
-		p = remote.New("http://"+addr, m.cfg.HTTPClient, m, m.cfg.PeerInterceptors...)
+		scheme := "http://"
+		if m.cfg.PeerDialTLS != nil {
+			scheme = "https://"
+		}
+		p = remote.New(scheme+addr, m.cfg.HTTPClient, m, m.cfg.PeerInterceptors...)
 		m.peers[addr] = p
 	}
 	return p
