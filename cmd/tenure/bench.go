@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -61,6 +62,8 @@ func (c *benchCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&cfg.Protocol, "protocol", "connect", "client protocol: connect, grpc or json")
 	fs.BoolVar(&cfg.TLS, "tls", false, "serve the embedded server over TLS (HTTP/2 and HTTP/1.1), as tenure server --tls-cert does, with a certificate made for the run")
 	c.tls.add(fs)
+	// Not envOr: help would print the token as the flag's default.
+	fs.StringVar(&cfg.Token, "token", "", "bearer token for an --addr server started with --auth-file (default: env TENURE_TOKEN)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the payloads and of the default queue name")
 	fs.StringVar(&cfg.Namespace, "namespace", "default", "namespace of the tasks")
 	fs.StringVar(&cfg.Queue, "queue", "", `queue of the tasks (default "bench-<seed>-<time>", unique per run)`)
@@ -109,6 +112,7 @@ func (c *benchCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []st
 			return usageError{"--fsync is for the embedded server; a running server keeps its own policy"}
 		}
 	}
+	cfg.Token = cmp.Or(cfg.Token, os.Getenv("TENURE_TOKEN"))
 	if cfg.ClientTLS, err = c.tls.config(); err != nil {
 		return err
 	}

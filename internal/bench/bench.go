@@ -349,7 +349,7 @@ func (r *runner) newClient(hc *http.Client) (*client.Client, error) {
 		hc = r.httpClient()
 	}
 	url := r.tg.urls[int(r.clients.Add(1)-1)%len(r.tg.urls)]
-	c, err := client.New(url, client.Options{Protocol: r.cfg.Protocol, HTTPClient: hc})
+	c, err := client.New(url, client.Options{Protocol: r.cfg.Protocol, HTTPClient: hc, Token: r.cfg.Token})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}

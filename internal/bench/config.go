@@ -108,6 +108,9 @@ type Config struct {
 	// ClientTLS is the clients' TLS configuration for https:// nodes in Addr
 	// (nil: the system's roots, no client certificate).
 	ClientTLS *tls.Config
+	// Token is the bearer token the clients send, for --addr servers
+	// started with --auth-file.
+	Token string
 	// Protocol is the client's protocol: connect (default), grpc or json.
 	Protocol string
 	// Seed makes the payloads (and the default queue name) reproducible.
