@@ -67,8 +67,8 @@ type Options struct {
 	// PurgeTasks, PauseQueue, ResumeQueue) whose request does not say it
 	// itself: it is kept in the records they write (the task's history,
 	// the queue's pause). The tenure CLI sends user@host. It is what the
-	// caller declares: the server does not check it until tokens identify
-	// callers. At most 256 bytes.
+	// caller declares: a server with authentication on records the token's
+	// name instead. At most 256 bytes.
 	RequestedBy string
 	// Token, if set, is sent with every call as its bearer token (the
 	// header Authorization: Bearer <Token>; gRPC metadata alike), for a

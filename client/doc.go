@@ -18,8 +18,8 @@
 //
 // The calls an operator makes (KillTask, RetryTask, the bulk actions,
 // PauseQueue, ResumeQueue) record who asked: the request's RequestedBy, or
-// Options.RequestedBy. It is what the caller declares, not checked by the
-// server until tokens identify callers.
+// Options.RequestedBy. It is what the caller declares: a server with
+// authentication on records the token's name instead.
 //
 // What it promises:
 //

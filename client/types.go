@@ -295,8 +295,8 @@ type RetryTaskRequest struct {
 	// Reason says why; it is kept in the record (the task's history).
 	Reason string
 	// RequestedBy says who asks, kept in the record. Empty:
-	// Options.RequestedBy. It is what the caller declares: the server does
-	// not check it until tokens identify callers.
+	// Options.RequestedBy. It is what the caller declares: a server with
+	// authentication on records the token's name instead.
 	RequestedBy string
 }
 

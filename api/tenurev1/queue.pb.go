@@ -227,8 +227,9 @@ type PauseQueueRequest struct {
 	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Why, kept in the record. At most 4 KiB.
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	// Who asks, kept in the record. Until tokens identify callers, it is
-	// what the caller says (the CLI sends user@host). At most 256 bytes.
+	// Who asks, kept in the record: what the caller says (the CLI sends
+	// user@host). A server with authentication on records the token's name
+	// instead. At most 256 bytes.
 	RequestedBy   string `protobuf:"bytes,4,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -1105,9 +1105,9 @@ type KillTaskRequest struct {
 	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Why it is killed; kept as the task's failure_reason. At most 4 KiB.
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	// Who asks, kept in the record (shown in the task's history). Until
-	// tokens identify callers, it is what the caller says (the CLI sends
-	// user@host). At most 256 bytes.
+	// Who asks, kept in the record (shown in the task's history): what the
+	// caller says (the CLI sends user@host). A server with authentication on
+	// records the token's name instead. At most 256 bytes.
 	RequestedBy   string `protobuf:"bytes,3,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -74,7 +74,7 @@ type controlFlags struct {
 func (f *controlFlags) add(fs *pflag.FlagSet, defaultReason string) {
 	f.client.add(fs)
 	fs.StringVar(&f.reason, "reason", defaultReason, "why, kept in the record")
-	fs.StringVar(&f.requestedBy, "requested-by", "", "who asks, kept in the record (default: $USER@hostname); self-declared: the server takes it as given until token auth exists")
+	fs.StringVar(&f.requestedBy, "requested-by", "", "who asks, kept in the record (default: $USER@hostname); self-declared: a server without --auth-file takes it as given; one with it records the token's name instead")
 }
 
 // connect returns a client whose operator's actions say by() asked.
