@@ -219,8 +219,11 @@ func TestCLITokens(t *testing.T) {
 		t.Errorf("task kill with a submitter token: exit %d: %s", code, errs)
 	}
 	t.Setenv("TENURE_TOKEN", ops) // so the test is not parallel: the environment is the process's
-	if out := mustCLI(t, "task", "kill", id, "--addr", addr); !strings.Contains(out, "DEAD") {
+	if out := mustCLI(t, "task", "kill", id, "--addr", addr, "--requested-by", "someone-else"); !strings.Contains(out, "DEAD") {
 		t.Errorf("task kill with TENURE_TOKEN of an admin: %s", out)
+	}
+	if hist := mustCLI(t, "task", "history", id, "--addr", addr); !regexp.MustCompile(`TaskDead\s+ops\s`).MatchString(hist) || strings.Contains(hist, "someone-else") {
+		t.Errorf("the kill is not recorded as ops's:\n%s", hist)
 	}
 	if out := mustCLI(t, "admin", "snapshot", "--addr", addr); !strings.Contains(out, "snapshot at lsn") {
 		t.Errorf("admin snapshot with TENURE_TOKEN of an admin: %s", out)
@@ -236,6 +239,15 @@ func TestCLITokens(t *testing.T) {
 	hello := strings.TrimSpace(mustCLI(t, "submit", "hello", "--queue", "emails", "--addr", addr, "--token", ci))
 	if task := waitState(t, addr, hello, "COMPLETED"); task["result"] != "SEVMTE8=" { // base64 of "HELLO"
 		t.Errorf("the task the worker completed: result %v", task["result"])
+	}
+	// Who asked is the token's name in every record, not what a caller
+	// declares: ci submitted, mailer leased and completed; ops killed the
+	// first task over its --requested-by.
+	hist := mustCLI(t, "task", "history", hello, "--addr", addr, "--json")
+	for _, want := range []string{`"type":"TaskCreated"`, `"requestedBy":"ci"`, `"type":"LeaseGranted"`, `"requestedBy":"mailer"`} {
+		if !strings.Contains(strings.ReplaceAll(hist, " ", ""), want) {
+			t.Errorf("history of %s lacks %s:\n%s", hello, want, hist)
+		}
 	}
 	cancel()
 	if code := <-done; code != 0 {

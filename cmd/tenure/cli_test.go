@@ -71,11 +71,11 @@ func TestCLITaskCommands(t *testing.T) {
 			t.Fatalf("task get lacks %q:\n%s", want, get)
 		}
 	}
-	if out := mustCLI(t, "task", "kill", "--addr", addr, "--reason", "no longer needed", id2); !strings.Contains(out, "DEAD") {
+	if out := mustCLI(t, "task", "kill", "--addr", addr, "--reason", "no longer needed", "--requested-by", "ops@desk", id2); !strings.Contains(out, "DEAD") {
 		t.Fatalf("kill printed %q", out)
 	}
 	hist := mustCLI(t, "task", "history", "--addr", addr, id2)
-	for _, want := range []string{"LSN", "TaskCreated", "TaskDead", "killed: no longer needed"} {
+	for _, want := range []string{"LSN", "BY", "TaskCreated", "TaskDead", "ops@desk", "killed: no longer needed"} {
 		if !strings.Contains(hist, want) {
 			t.Fatalf("history lacks %q:\n%s", want, hist)
 		}

@@ -333,13 +333,13 @@ func (c *taskHistoryCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args
 		return writeJSON(a.stdout, historyToJSON(entries))
 	}
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "LSN\tTIME\tRECORD\tATTEMPT\tLEASE\tDETAIL")
+	fmt.Fprintln(w, "LSN\tTIME\tRECORD\tATTEMPT\tLEASE\tBY\tDETAIL")
 	for _, e := range entries {
 		attempt := ""
 		if e.Attempt > 0 {
 			attempt = fmt.Sprint(e.Attempt)
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", e.LSN, fmtTime(e.At), e.Type, attempt, e.LeaseID, e.Detail)
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.LSN, fmtTime(e.At), e.Type, attempt, e.LeaseID, e.RequestedBy, e.Detail)
 	}
 	return w.Flush()
 }
