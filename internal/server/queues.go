@@ -181,39 +181,40 @@ func (s *Server) setPaused(ctx context.Context, h interface{ Get(string) string 
 		mu      sync.Mutex
 		changed bool
 	)
-	msg := &tenurev1.PauseQueueRequest{Namespace: namespace, Queue: queue, Reason: a.Reason, RequestedBy: a.By}
 	req := coordinator.PauseRequest{Namespace: namespace, Queue: queue, Actor: a}
-	err = eachPartition(ctx, scope, false, msg, func(c *coordinator.Coordinator) error {
+	note := func(ch bool) {
+		mu.Lock()
+		changed = changed || ch
+		mu.Unlock()
+	}
+	local := func(c *coordinator.Coordinator) error {
 		op := c.Resume
 		if pause {
 			op = c.Pause
 		}
 		ch, err := op(ctx, req)
-		mu.Lock()
-		changed = changed || ch
-		mu.Unlock()
+		note(ch)
 		return err
-	}, func(peer route.Peer, r *connect.Request[tenurev1.PauseQueueRequest]) error {
-		var ch bool
-		var err error
-		if pause {
-			var resp *connect.Response[tenurev1.PauseQueueResponse]
-			if resp, err = peer.PauseQueue(ctx, r); err == nil {
-				ch = resp.Msg.GetChanged()
+	}
+	if pause {
+		msg := &tenurev1.PauseQueueRequest{Namespace: namespace, Queue: queue, Reason: a.Reason, RequestedBy: a.By}
+		err = eachPartition(ctx, scope, false, msg, local, func(peer route.Peer, r *connect.Request[tenurev1.PauseQueueRequest]) error {
+			resp, err := peer.PauseQueue(ctx, r)
+			if err == nil {
+				note(resp.Msg.GetChanged())
 			}
-		} else {
-			rr := connect.NewRequest(&tenurev1.ResumeQueueRequest{Namespace: namespace, Queue: queue, Reason: a.Reason, RequestedBy: a.By})
-			rr.Header().Set(route.PartitionHeader, r.Header().Get(route.PartitionHeader))
-			var resp *connect.Response[tenurev1.ResumeQueueResponse]
-			if resp, err = peer.ResumeQueue(ctx, rr); err == nil {
-				ch = resp.Msg.GetChanged()
+			return err
+		})
+	} else {
+		msg := &tenurev1.ResumeQueueRequest{Namespace: namespace, Queue: queue, Reason: a.Reason, RequestedBy: a.By}
+		err = eachPartition(ctx, scope, false, msg, local, func(peer route.Peer, r *connect.Request[tenurev1.ResumeQueueRequest]) error {
+			resp, err := peer.ResumeQueue(ctx, r)
+			if err == nil {
+				note(resp.Msg.GetChanged())
 			}
-		}
-		mu.Lock()
-		changed = changed || ch
-		mu.Unlock()
-		return err
-	})
+			return err
+		})
+	}
 	if err != nil {
 		return false, nil, err
 	}
