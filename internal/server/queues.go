@@ -218,6 +218,12 @@ func (s *Server) setPaused(ctx context.Context, h interface{ Get(string) string 
 	if err != nil {
 		return false, nil, err
 	}
+	if _, fw := route.Forwarded(ctx); fw {
+		// The node that forwarded it adds up the queue afterwards; this
+		// partition may not know the queue any more (a resume leaves a
+		// partition without a task of it with nothing to report).
+		return changed, nil, nil
+	}
 	q, err := s.oneQueue(ctx, scope, namespace, queue)
 	if err != nil {
 		return false, nil, err

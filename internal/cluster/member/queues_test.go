@@ -73,6 +73,22 @@ func TestQueueStatsAndPauseAcrossPartitions(t *testing.T) {
 	if _, err := qc(nodes[1]).ResumeQueue(ctx, connect.NewRequest(&tenurev1.ResumeQueueRequest{Queue: "q"})); err != nil {
 		t.Fatal(err)
 	}
+	// A queue with one task: three of its four partitions know it only by
+	// the pause, and forget it at the resume; pause and resume still work.
+	if _, err := submit(ctx, nodes[1].api, &tenurev1.SubmitRequest{Queue: "lonely"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []string{"pause", "resume"} {
+		var err error
+		if op == "pause" {
+			_, err = qc(nodes[2]).PauseQueue(ctx, connect.NewRequest(&tenurev1.PauseQueueRequest{Queue: "lonely"}))
+		} else {
+			_, err = qc(nodes[2]).ResumeQueue(ctx, connect.NewRequest(&tenurev1.ResumeQueueRequest{Queue: "lonely"}))
+		}
+		if err != nil {
+			t.Fatalf("%s of a queue with one task: %v", op, err)
+		}
+	}
 	got := 0
 	eventually(t, "all 20 tasks leased after the resume", func() bool {
 		ls, err := lease(ctx, nodes[2].api, "q", 20, 0)
