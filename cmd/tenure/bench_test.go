@@ -98,6 +98,12 @@ func TestBenchJSON(t *testing.T) {
 			if seq := res.Config.Mode == bench.Sequential; seq != (res.Memory.RSSPerTaskBeyondPayload != nil) {
 				t.Errorf("mode %s: per-task memory %v (measured only in sequential mode)", res.Config.Mode, res.Memory.RSSPerTaskBeyondPayload)
 			}
+			if res.CPU.Run.Tasks != tasks || res.CPU.Run.Per100kTasks.Seconds <= 0 || res.CPU.Scope == "" {
+				t.Errorf("CPU per task not reported: %+v", res.CPU)
+			}
+			if seq := res.Config.Mode == bench.Sequential; seq != (res.CPU.Submit != nil && res.CPU.LeaseComplete != nil) {
+				t.Errorf("mode %s: CPU phases %v, %v (reported only in sequential mode)", res.Config.Mode, res.CPU.Submit, res.CPU.LeaseComplete)
+			}
 			if len(res.Targets) != 5 {
 				t.Errorf("%d targets evaluated, want 5", len(res.Targets))
 			}
@@ -108,7 +114,7 @@ func TestBenchJSON(t *testing.T) {
 // TestBenchText checks that the human summary names every section.
 func TestBenchText(t *testing.T) {
 	out := mustCLI(t, "bench", "--tasks", "300", "--quiet", "--probe-rounds", "2", "--fsync", "none", "--seed", "7", "--queue", "text-check")
-	for _, want := range []string{"queue default/text-check, seed 7", "submitted", "completed", "lease→complete", "long-poll handoff", "WAL (main run)", "peak RSS", "targets"} {
+	for _, want := range []string{"queue default/text-check, seed 7", "submitted", "completed", "lease→complete", "long-poll handoff", "CPU per task:", "CPU-s per 100k tasks", "WAL (main run)", "peak RSS", "targets"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}

@@ -22,6 +22,10 @@ type measurement struct {
 	// the gap between the sequential phases.
 	wall time.Duration
 	cpu  cpuSample
+	// submitCPU and completeCPU are the CPU of the sequential phases (the
+	// submission, then leasing and completing); they add up to cpu. Zero in
+	// concurrent mode, where the phases overlap.
+	submitCPU, completeCPU cpuSample
 	// walBefore and walAfter are the embedded node's WAL counters.
 	walBefore, walAfter wal.Stats
 	// memBefore is sampled before the run; memAfter after the submission
@@ -34,6 +38,9 @@ type measurement struct {
 type gap struct {
 	wall time.Duration
 	cpu  cpuSample
+	// end is the CPU sample at the end of the gap, where the second
+	// phase's CPU starts.
+	end cpuSample
 }
 
 // measure runs the main workload in cfg.Mode and measures it.
@@ -55,7 +62,7 @@ func (r *runner) measure(ctx context.Context) measurement {
 	var between gap
 	switch r.cfg.Mode {
 	case Sequential:
-		between = r.sequential(ctx, start, &m)
+		between = r.sequential(ctx, start, cpuBefore, &m)
 	case Concurrent:
 		r.concurrent(ctx, start, &m)
 	}
@@ -64,19 +71,23 @@ func (r *runner) measure(ctx context.Context) measurement {
 	stopMonitor()
 	m.cpu = cpuAfter.minus(cpuBefore).minus(between.cpu)
 	m.wall = wall - between.wall
+	if r.cfg.Mode == Sequential && ctx.Err() == nil {
+		m.completeCPU = cpuAfter.minus(between.end)
+	}
 	return m
 }
 
 // sequential submits every task, samples memory (and writes the heap
 // profile) while they all wait, then works them off. It returns the time
 // and CPU the sampling took.
-func (r *runner) sequential(ctx context.Context, start time.Time, m *measurement) gap {
+func (r *runner) sequential(ctx context.Context, start time.Time, cpuStart cpuSample, m *measurement) gap {
 	r.submit(ctx)
 	m.submit = since(start)
 	if ctx.Err() != nil {
 		return gap{}
 	}
 	gapStart, gapCPUStart := now(), cpuNow()
+	m.submitCPU = gapCPUStart.minus(cpuStart)
 	m.memAfter = settledMemory()
 	if r.cfg.HeapProfile != nil {
 		if err := pprof.Lookup("heap").WriteTo(r.cfg.HeapProfile, 0); err != nil {
@@ -84,7 +95,8 @@ func (r *runner) sequential(ctx context.Context, start time.Time, m *measurement
 			return gap{}
 		}
 	}
-	between := gap{wall: since(gapStart), cpu: cpuNow().minus(gapCPUStart)}
+	gapCPUEnd := cpuNow()
+	between := gap{wall: since(gapStart), cpu: gapCPUEnd.minus(gapCPUStart), end: gapCPUEnd}
 	workStart := now()
 	r.work(ctx)
 	m.complete = since(workStart)
@@ -126,6 +138,19 @@ func (r *runner) summarize(res *Result, m measurement) {
 		res.WAL = walFigures(m.walBefore, m.walAfter, cfg.Tasks)
 	}
 	res.CPU = cpuFigures(m.cpu, m.wall, res.Config.GOMAXPROCS, res.Config.NumCPU)
+	switch {
+	case cfg.Addr != "":
+		res.CPU.Scope = cpuScopeClient
+	case cfg.Cluster > 0:
+		res.CPU.Scope = cpuScopeCluster
+	default:
+		res.CPU.Scope = cpuScopeProcess
+	}
+	res.CPU.Run = cpuUse(m.cpu, res.Completed)
+	if cfg.Mode == Sequential {
+		s, c := cpuUse(m.submitCPU, res.Submitted), cpuUse(m.completeCPU, res.Completed)
+		res.CPU.Submit, res.CPU.LeaseComplete = &s, &c
+	}
 	res.Memory = memoryFigures(m, cfg, embedded)
 	res.evaluateTargets()
 }
@@ -159,6 +184,23 @@ func cpuFigures(used cpuSample, wall time.Duration, procs, cpus int) CPU {
 		}
 	}
 	return c
+}
+
+// cpuUse is the CPU used, for tasks tasks.
+func cpuUse(used cpuSample, tasks int) CPUUse {
+	return CPUUse{
+		Tasks:         tasks,
+		Seconds:       seconds(used.total),
+		UserSeconds:   seconds(used.user),
+		SystemSeconds: seconds(used.sys),
+		GCSeconds:     seconds(used.gc),
+		Per100kTasks: CPUPer100k{
+			Seconds:       per100k(used.total, tasks),
+			UserSeconds:   per100k(used.user, tasks),
+			SystemSeconds: per100k(used.sys, tasks),
+			GCSeconds:     per100k(used.gc, tasks),
+		},
+	}
 }
 
 // memoryFigures is the process's peak memory and, in sequential mode, what

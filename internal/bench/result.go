@@ -130,6 +130,47 @@ type CPU struct {
 	// for this process's loopback traffic is partly counted there too).
 	MachineBusy    *float64 `json:"machine_busy"`
 	OtherProcesses *float64 `json:"other_processes"`
+
+	// Scope says whose CPU these figures are: this one process (the
+	// embedded server, its clients and workers together; or the started
+	// cluster's nodes, without their database) or, against --addr, only
+	// the bench's clients and workers, not the server's.
+	Scope string `json:"scope"`
+	// Run is the whole main run, per completed task; Submit the submission
+	// phase, per submitted task; LeaseComplete the leasing and completing
+	// phase, per completed task. The phases are null in concurrent mode,
+	// where they overlap; in sequential mode they add up to Run.
+	Run           CPUUse  `json:"run"`
+	Submit        *CPUUse `json:"submit"`
+	LeaseComplete *CPUUse `json:"lease_complete"`
+}
+
+// The values of CPU.Scope.
+const (
+	cpuScopeProcess = "process: server, clients and workers"
+	cpuScopeClient  = "bench process only: clients and workers, not the server"
+	cpuScopeCluster = "process: cluster nodes, clients and workers, not the database"
+)
+
+// CPUUse is the process's CPU over a stretch of the run, from getrusage
+// (user and system time) and runtime/metrics (the GC's estimated share,
+// which is part of user and system time).
+type CPUUse struct {
+	Tasks         int        `json:"tasks"`
+	Seconds       float64    `json:"cpu_seconds"`
+	UserSeconds   float64    `json:"user_seconds"`
+	SystemSeconds float64    `json:"system_seconds"`
+	GCSeconds     float64    `json:"gc_cpu_seconds"`
+	Per100kTasks  CPUPer100k `json:"per_100k_tasks"`
+}
+
+// CPUPer100k is CPU-seconds per 100,000 tasks: the cost of the work,
+// independent of how fast the machine ran it.
+type CPUPer100k struct {
+	Seconds       float64 `json:"cpu_seconds"`
+	UserSeconds   float64 `json:"user_seconds"`
+	SystemSeconds float64 `json:"system_seconds"`
+	GCSeconds     float64 `json:"gc_cpu_seconds"`
 }
 
 // Target is one of the project's performance targets, checked against this
@@ -212,10 +253,19 @@ func (r *Result) WriteText(w io.Writer) error {
 		c.Submitters, c.Batch, c.Workers, c.Concurrency, lb, cb, rt)
 	fmt.Fprintf(&b, "  queue %s/%s, seed %d, GOMAXPROCS %d of %d CPUs\n\n", c.Namespace, c.Queue, c.Seed, c.GOMAXPROCS, c.NumCPU)
 
-	fmt.Fprintf(&b, "throughput\n")
-	fmt.Fprintf(&b, "  submitted       %9d in %7.3fs  %9.0f tasks/s\n", r.Submitted, r.SubmitSeconds, r.SubmittedPerSec)
-	fmt.Fprintf(&b, "  completed       %9d in %7.3fs  %9.0f tasks/s (lease → acknowledged complete)\n", r.Completed, r.CompleteSeconds, r.CompletedPerSec)
-	fmt.Fprintf(&b, "  end to end      %9d in %7.3fs  %9.0f tasks/s\n\n", r.Completed, r.TotalSeconds, r.EndToEndPerSec)
+	fmt.Fprintf(&b, "CPU per task: %.3f CPU-s per 100k tasks (%s)\n\n", r.CPU.Run.Per100kTasks.Seconds, r.CPU.Scope)
+	fmt.Fprintf(&b, "throughput                                            CPU-s per 100k tasks\n")
+	fmt.Fprintf(&b, "                                                      total = user + sys (GC)\n")
+	perTask := func(u *CPUUse) string {
+		if u == nil {
+			return "   n/a (phases overlap)"
+		}
+		p := u.Per100kTasks
+		return fmt.Sprintf("%7.3f = %.3f + %.3f (%.3f)", p.Seconds, p.UserSeconds, p.SystemSeconds, p.GCSeconds)
+	}
+	fmt.Fprintf(&b, "  submitted       %9d in %7.3fs  %9.0f tasks/s  %s\n", r.Submitted, r.SubmitSeconds, r.SubmittedPerSec, perTask(r.CPU.Submit))
+	fmt.Fprintf(&b, "  completed       %9d in %7.3fs  %9.0f tasks/s  %s (lease → acknowledged complete)\n", r.Completed, r.CompleteSeconds, r.CompletedPerSec, perTask(r.CPU.LeaseComplete))
+	fmt.Fprintf(&b, "  end to end      %9d in %7.3fs  %9.0f tasks/s  %s\n\n", r.Completed, r.TotalSeconds, r.EndToEndPerSec, perTask(&r.CPU.Run))
 
 	fmt.Fprintf(&b, "latency (ms)            count      p50      p90      p99      max\n")
 	lat := func(name string, l *Latency) {

@@ -132,8 +132,9 @@ func procStatus(field string) (uint64, bool) {
 
 // cpuSample is the process's CPU time so far, and the whole machine's.
 type cpuSample struct {
-	total time.Duration // user + system, all threads
-	gc    time.Duration // the runtime's estimate of GC work (mark assists included)
+	total     time.Duration // user + system, all threads
+	user, sys time.Duration // the two parts of total (getrusage RUSAGE_SELF)
+	gc        time.Duration // the runtime's estimate of GC work (mark assists included)
 	// machineBusy and machineAll are /proc/stat's busy and total jiffies
 	// over all CPUs (0 where it cannot be read).
 	machineBusy, machineAll uint64
@@ -144,7 +145,8 @@ func cpuNow() cpuSample {
 	s.machineBusy, s.machineAll = machineJiffies()
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
-		s.total = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		s.user, s.sys = time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
+		s.total = s.user + s.sys
 	}
 	m := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
 	metrics.Read(m)
@@ -158,6 +160,8 @@ func cpuNow() cpuSample {
 func (s cpuSample) minus(earlier cpuSample) cpuSample {
 	return cpuSample{
 		total:       s.total - earlier.total,
+		user:        s.user - earlier.user,
+		sys:         s.sys - earlier.sys,
 		gc:          s.gc - earlier.gc,
 		machineBusy: s.machineBusy - earlier.machineBusy,
 		machineAll:  s.machineAll - earlier.machineAll,
@@ -200,6 +204,15 @@ func rate(n int, d time.Duration) float64 {
 }
 
 func seconds(d time.Duration) float64 { return math.Round(d.Seconds()*1e3) / 1e3 }
+
+// per100k is d spread over tasks tasks, as seconds per 100,000 tasks,
+// rounded to the microsecond (0 for no tasks).
+func per100k(d time.Duration, tasks int) float64 {
+	if tasks <= 0 {
+		return 0
+	}
+	return math.Round(d.Seconds()*1e5/float64(tasks)*1e6) / 1e6
+}
 
 // humanBytes formats a byte count for the text summary.
 func humanBytes(b uint64) string {
