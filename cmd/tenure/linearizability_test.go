@@ -432,7 +432,7 @@ func linResolve(pending []porcupine.Operation, final []*tenurev1.Task) []porcupi
 	tasks := make([]lincheck.Task, 0, len(final))
 	for _, t := range final {
 		lt := lincheck.Task{ID: t.GetTaskId(), RequestID: t.GetRequestId(), Payload: string(t.GetPayload()),
-			State: strings.TrimPrefix(t.GetState().String(), "TASK_STATE_"), FailureReason: t.GetFailureReason()}
+			State: strings.TrimPrefix(t.GetState().String(), "TASK_STATE_")}
 		// A lease granted after the commit only finalises it.
 		committedAt := uint32(math.MaxUint32)
 		for _, e := range t.GetExecutions() {

@@ -48,7 +48,7 @@ func getOutput(t *state.Task) lincheck.Out {
 func resolvePending(pending []porcupine.Operation, final []*state.Task) []porcupine.Operation {
 	tasks := make([]lincheck.Task, 0, len(final))
 	for _, t := range final {
-		lt := lincheck.Task{ID: t.ID, RequestID: t.RequestID, Payload: string(t.Payload), State: t.State.String(), FailureReason: t.FailureReason}
+		lt := lincheck.Task{ID: t.ID, RequestID: t.RequestID, Payload: string(t.Payload), State: t.State.String()}
 		for _, e := range t.Executions {
 			status := ""
 			switch e.Status {

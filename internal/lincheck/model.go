@@ -191,6 +191,18 @@ func Step(st, in0, out0 any) (bool, any) {
 		return out.Err == "", n
 	case OpRetry:
 		return stepRetry(s, out)
+	case OpKill:
+		if out.Pending {
+			// No answer came: it may or may not have happened (Resolve
+			// keeps it pending); where it is placed, the checker tries
+			// both.
+			if !s.Exists || terminal(s.State) {
+				return true, s
+			}
+			n := s
+			n.State, n.Lease = StateDead, ""
+			return true, n
+		}
 	}
 	if out.Pending {
 		return false, s // must have been resolved (Resolve)

@@ -11,12 +11,11 @@ const (
 // Task is a task of the final state, as Resolve needs it; each test
 // converts its own (the coordinator's, the API's) to it.
 type Task struct {
-	ID            string
-	RequestID     string
-	Payload       string
-	State         string // StateDead, ...
-	FailureReason string
-	Executions    []Execution
+	ID         string
+	RequestID  string
+	Payload    string
+	State      string // StateDead, ...
+	Executions []Execution
 }
 
 // Execution is one attempt of a Task.
@@ -35,8 +34,10 @@ type Execution struct {
 // no trace are dropped (they took no effect, or only an effect the model
 // does not see, such as an expiry). It relies on inputs the tests make
 // unique: one worker id per Lease call, one payload per submitted task (a
-// submit retried with its request id reuses it), one reason per Fail and
-// Kill.
+// submit retried with its request id reuses it), one reason per Fail. A
+// kill, a retry or a resume without an answer stays pending: the final
+// state does not always tell whether it happened, and the model takes it
+// either way.
 //
 // An acknowledged operation is never resolved this way, so a lost
 // acknowledgement cannot be explained away here.
@@ -101,14 +102,10 @@ func Resolve(pending []porcupine.Operation, final []Task) []porcupine.Operation 
 			if e := exec(t, in.Lease); e == nil || e.Status != ExecAborted || e.Reason != in.Reason {
 				continue
 			}
-		case OpKill:
-			if t == nil || t.State != StateDead || t.FailureReason != in.Reason {
-				continue
-			}
-		case OpRetry, OpResume:
-			// The final state does not tell whether it happened (a later
-			// failure or kill covers a retry); the model takes it either
-			// way.
+		case OpKill, OpRetry, OpResume:
+			// The final state does not always tell whether it happened (a
+			// retry clears a kill's reason; a later kill covers a retry):
+			// the model takes it either way.
 			op.Output = Out{Pending: true}
 			out = append(out, op)
 			continue
