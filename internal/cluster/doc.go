@@ -21,6 +21,9 @@
 //     its owner.
 //   - remote: the API of another node, through which requests are
 //     forwarded unchanged.
+//   - nodeauth: the cluster secret, with which a node signs the requests
+//     it forwards and checks those forwarded to it (docs/cluster.md,
+//     "Trust between nodes").
 //   - clustertest: a database of its own per test on a real server, and a
 //     TCP proxy that cuts a node off the database.
 //
