@@ -57,6 +57,13 @@ func (f *authFlags) setup(ctx context.Context, listen string, clk clock.Clock, l
 		lg.Warn("the token file has no token: every call will be refused until one is added (tenure token create)", "path", f.file)
 	}
 	lg.Info("authentication on: every call needs a bearer token", "auth_file", f.file, "tokens", n)
+	onSIGHUP(ctx, func() { st.Reload() }) // Reload logs the outcome
+	return st, nil
+}
+
+// onSIGHUP runs reload at every SIGHUP until ctx ends: how the server
+// rereads its token file and its certificates without a restart.
+func onSIGHUP(ctx context.Context, reload func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
@@ -66,11 +73,10 @@ func (f *authFlags) setup(ctx context.Context, listen string, clk clock.Clock, l
 			case <-ctx.Done():
 				return
 			case <-hup:
-				st.Reload() // logs the outcome
+				reload()
 			}
 		}
 	}()
-	return st, nil
 }
 
 // loopbackListen reports whether a --listen address takes connections

@@ -40,16 +40,9 @@ func TestAuthMatrix(t *testing.T) {
 			t.Fatalf("the server's log holds a token")
 		}
 	}
-	req, _ := http.NewRequest(http.MethodGet, p.url()+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+tok.Star["reader"])
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := scrapeAs(t, p.url(), tok.Star["reader"])
 	for _, reason := range []string{"unauthenticated", "permission_denied"} {
-		m := regexp.MustCompile(`tenure_auth_failures_total\{reason="` + reason + `"\} (\d+)`).FindStringSubmatch(string(body))
+		m := regexp.MustCompile(`tenure_auth_failures_total\{reason="` + reason + `"\} (\d+)`).FindStringSubmatch(body)
 		if m == nil || m[1] == "0" {
 			t.Errorf("/metrics counts no %s refusal: %v", reason, m)
 		}
@@ -81,18 +74,29 @@ func TestAuthMatrixCluster(t *testing.T) {
 		t.Fatalf("n2 refused n1's forwarded requests:\n%s", tail(got, 20))
 	}
 	// The matrix went through the other node too.
-	req, _ := http.NewRequest(http.MethodGet, c.nodes[0].url()+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+tok.Star["reader"])
+	body := scrapeAs(t, c.nodes[0].url(), tok.Star["reader"])
+	m := regexp.MustCompile(`(?m)^tenure_cluster_forwarded_requests_total\{[^}]*\} (\d+)`).FindAllStringSubmatch(body, -1)
+	if len(m) == 0 {
+		t.Fatalf("n1 forwarded nothing to n2: the matrix did not cross nodes")
+	}
+}
+
+// scrapeAs returns the /metrics page of the server at base, asked with
+// token.
+func scrapeAs(t *testing.T, base, token string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := regexp.MustCompile(`(?m)^tenure_cluster_forwarded_requests_total\{[^}]*\} (\d+)`).FindAllStringSubmatch(string(body), -1)
-	if len(m) == 0 {
-		t.Fatalf("n1 forwarded nothing to n2: the matrix did not cross nodes")
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return string(body)
 }
 
 // tokenValues are the scoped and star tokens of tok.

@@ -8,11 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/pflag"
@@ -62,19 +59,7 @@ func (f *tlsServerFlags) start(ctx context.Context, clk clock.Clock, lg *slog.Lo
 		return nil, fmt.Errorf("--tls-cert %s: with --tls-client-ca, a node presents its certificate to the other nodes as a client certificate, "+
 			"but this one is not for client authentication (its extended key usages lack clientAuth): issue it for both serverAuth and clientAuth", f.cert)
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	go func() {
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				r.Reload() // logs what it did
-			}
-		}
-	}()
+	onSIGHUP(ctx, func() { r.Reload() }) // Reload logs what it did
 	lg.Info("TLS on", "cert", f.cert, "serial", tlsfiles.Serial(leaf), "subject", leaf.Subject.String(), "not_after", leaf.NotAfter.UTC(),
 		"client_ca", f.clientCA, "reload", "on SIGHUP, and when the files change")
 	return r, nil

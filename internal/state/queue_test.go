@@ -206,26 +206,28 @@ func TestQueueStatsAreExact(t *testing.T) {
 	}
 }
 
-// TestPausedQueueLeasesOnlyFinalisations: a paused queue offers nothing but
-// COMMITTED tasks to finalise, a LeaseGranted of a waiting task of it does
-// not apply, and resuming offers its tasks again.
-func TestPausedQueueLeasesOnlyFinalisations(t *testing.T) {
-	s := state.New()
-	lsn := uint64(0)
-	apply := func(r state.Record) error {
-		lsn++
-		err := s.Apply(lsn, r)
-		if err != nil {
-			lsn--
-		}
-		return err
+// appliers return apply, which applies a record to s at the next LSN and
+// returns its error (an LSN a refused record did not take is used again),
+// and must, which fails the test if it does not apply.
+func appliers(t *testing.T, s *state.State) (apply func(state.Record) error, must func(state.Record)) {
+	apply = func(r state.Record) error {
+		return s.Apply(s.LastLSN()+1, r)
 	}
-	must := func(r state.Record) {
+	must = func(r state.Record) {
 		t.Helper()
 		if err := apply(r); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return apply, must
+}
+
+// TestPausedQueueLeasesOnlyFinalisations: a paused queue offers nothing but
+// COMMITTED tasks to finalise, a LeaseGranted of a waiting task of it does
+// not apply, and resuming offers its tasks again.
+func TestPausedQueueLeasesOnlyFinalisations(t *testing.T) {
+	s := state.New()
+	apply, must := appliers(t, s)
 	sec := state.Time(time.Second)
 	for _, id := range []string{"a", "b"} {
 		must(&state.TaskCreated{TaskID: id, Namespace: "n", Queue: "q", ExecutionWindow: 10 * time.Second,
@@ -267,21 +269,7 @@ func TestPausedQueueLeasesOnlyFinalisations(t *testing.T) {
 // committed-then-killed one and a waiting one are refused.
 func TestRetryGivesAFreshBudget(t *testing.T) {
 	s := state.New()
-	lsn := uint64(0)
-	apply := func(r state.Record) error {
-		lsn++
-		err := s.Apply(lsn, r)
-		if err != nil {
-			lsn--
-		}
-		return err
-	}
-	must := func(r state.Record) {
-		t.Helper()
-		if err := apply(r); err != nil {
-			t.Fatal(err)
-		}
-	}
+	apply, must := appliers(t, s)
 	sec := state.Time(time.Second)
 	policy := state.RetryPolicy{MaxAttempts: 2, Multiplier: 1}
 	must(&state.TaskCreated{TaskID: "a", Namespace: "n", Queue: "q", ExecutionWindow: 10 * time.Second, Retry: policy, CreatedAt: sec})
