@@ -380,7 +380,8 @@ func (c *walStateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []
 			Task         json.RawMessage `json:"task,omitempty"`
 		}{LSN: st.LastLSN(), Epoch: st.Epoch(), FromSnapshot: snapAt, Replayed: n, Tasks: st.Len(), ByState: byState}
 		if t != nil {
-			if out.Task, err = protojson.Marshal(snapshot.TaskMessage(t)); err != nil {
+			deadline, _ := st.Deadline(t.ID)
+			if out.Task, err = protojson.Marshal(snapshot.TaskMessage(t, deadline)); err != nil {
 				return err
 			}
 		}

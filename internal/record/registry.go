@@ -37,6 +37,8 @@ const (
 	TypeQueueResumed     Type = 14
 	TypeTaskRetried      Type = 15
 	TypeTasksDeleted     Type = 16
+	// 17 is QueueLimited's (issue 13).
+	TypeTaskDeadlineExceeded Type = 18
 )
 
 // registry has one row per record type: its number, its name (printed by
@@ -67,6 +69,7 @@ var registry = []row{
 				NotBeforeUnixNanos:   int64(r.NotBefore),
 				Priority:             r.Priority,
 				CreatedAtUnixNanos:   int64(r.CreatedAt),
+				DeadlineUnixNanos:    int64(r.Deadline),
 			}
 		},
 		func(m *recordpb.TaskCreated) *state.TaskCreated {
@@ -82,6 +85,7 @@ var registry = []row{
 				NotBefore:       state.Time(m.NotBeforeUnixNanos),
 				Priority:        m.Priority,
 				CreatedAt:       state.Time(m.CreatedAtUnixNanos),
+				Deadline:        state.Time(m.DeadlineUnixNanos),
 			}
 		}),
 
@@ -372,6 +376,20 @@ var registry = []row{
 				By:      m.By,
 				Reason:  m.Reason,
 				At:      state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeTaskDeadlineExceeded, "TaskDeadlineExceeded",
+		func(r *state.TaskDeadlineExceeded) *recordpb.TaskDeadlineExceeded {
+			return &recordpb.TaskDeadlineExceeded{
+				TaskId:      r.TaskID,
+				AtUnixNanos: int64(r.At),
+			}
+		},
+		func(m *recordpb.TaskDeadlineExceeded) *state.TaskDeadlineExceeded {
+			return &state.TaskDeadlineExceeded{
+				TaskID: m.TaskId,
+				At:     state.Time(m.AtUnixNanos),
 			}
 		}),
 }

@@ -36,58 +36,58 @@ type chunkDecoder struct {
 	namespace, queue, worker, reason, failure string
 }
 
-// decode appends the tasks of payload p, and the index of each one's current
-// lease, to tasks and leases, and returns its queues. The tasks own their
+// decode appends the tasks of payload p, and what else the Loader takes
+// with each, to tasks and extras, and returns its queues. The tasks own their
 // memory: nothing aliases p. An error is proto.Unmarshal's.
-func (d *chunkDecoder) decode(p []byte, tasks []*state.Task, leases []int) ([]*state.Task, []int, []state.QueueImage, error) {
+func (d *chunkDecoder) decode(p []byte, tasks []*state.Task, extras []taskExtra) ([]*state.Task, []taskExtra, []state.QueueImage, error) {
 	n0 := len(tasks)
-	if tasks, leases, ok := d.fast(p, tasks, leases); ok {
-		return tasks, leases, nil, nil
+	if tasks, extras, ok := d.fast(p, tasks, extras); ok {
+		return tasks, extras, nil, nil
 	}
 	clear(tasks[n0:])
-	tasks, leases = tasks[:n0], leases[:n0]
+	tasks, extras = tasks[:n0], extras[:n0]
 	var queues []state.QueueImage
 	err := proto.Unmarshal(p, &d.msg)
 	if err == nil {
 		for _, m := range d.msg.Tasks {
-			t, lease := taskFromMessage(m)
+			t, x := taskFromMessage(m)
 			tasks = append(tasks, t)
-			leases = append(leases, lease)
+			extras = append(extras, x)
 		}
 		for _, m := range d.msg.Queues {
 			queues = append(queues, queueFromMessage(m))
 		}
 	}
 	d.msg.Reset()
-	return tasks, leases, queues, err
+	return tasks, extras, queues, err
 }
 
 // fast is the fast path of decode; false means it gave up.
-func (d *chunkDecoder) fast(p []byte, tasks []*state.Task, leases []int) ([]*state.Task, []int, bool) {
+func (d *chunkDecoder) fast(p []byte, tasks []*state.Task, extras []taskExtra) ([]*state.Task, []taskExtra, bool) {
 	for len(p) > 0 {
 		num, typ, n := protowire.ConsumeTag(p)
 		if n < 0 || num != 1 || typ != protowire.BytesType {
-			return tasks, leases, false
+			return tasks, extras, false
 		}
 		p = p[n:]
 		b, n := protowire.ConsumeBytes(p)
 		if n < 0 {
-			return tasks, leases, false
+			return tasks, extras, false
 		}
 		p = p[n:]
-		t, lease, ok := d.task(b)
+		t, x, ok := d.task(b)
 		if !ok {
-			return tasks, leases, false
+			return tasks, extras, false
 		}
 		tasks = append(tasks, t)
-		leases = append(leases, lease)
+		extras = append(extras, x)
 	}
-	return tasks, leases, true
+	return tasks, extras, true
 }
 
 // task decodes one TaskSnapshot as taskFromMessage(proto.Unmarshal(b))
 // would, or gives up.
-func (d *chunkDecoder) task(b []byte) (t *state.Task, lease int, ok bool) {
+func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 	t = new(state.Task)
 	var (
 		seen         uint32
@@ -97,20 +97,20 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, lease int, ok bool) {
 	defer func() { clear(execs); d.execs = execs[:0] }()
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || num > 21 {
-			return nil, 0, false
+		if n < 0 || num > 22 {
+			return nil, x, false
 		}
 		b = b[n:]
 		bit := uint32(1) << num
 		if seen&bit != 0 && num != 18 {
-			return nil, 0, false // a repeated singular field: proto merges
+			return nil, x, false // a repeated singular field: proto merges
 		}
 		seen |= bit
 		switch typ {
 		case protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
-				return nil, 0, false
+				return nil, x, false
 			}
 			b = b[n:]
 			switch num {
@@ -129,12 +129,12 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, lease int, ok bool) {
 			case 20:
 				leaseCurrent = protowire.DecodeBool(v)
 			default:
-				return nil, 0, false
+				return nil, x, false
 			}
 		case protowire.Fixed64Type:
 			v, n := protowire.ConsumeFixed64(b)
 			if n < 0 {
-				return nil, 0, false
+				return nil, x, false
 			}
 			b = b[n:]
 			switch num {
@@ -144,13 +144,15 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, lease int, ok bool) {
 				t.CreatedAt = state.Time(int64(v))
 			case 11:
 				t.UpdatedAt = state.Time(int64(v))
+			case 22:
+				x.deadline = state.Time(int64(v))
 			default:
-				return nil, 0, false
+				return nil, x, false
 			}
 		case protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
-				return nil, 0, false
+				return nil, x, false
 			}
 			b = b[n:]
 			ok := true
@@ -187,25 +189,18 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, lease int, ok bool) {
 				ok = false
 			}
 			if !ok {
-				return nil, 0, false
+				return nil, x, false
 			}
 		default:
-			return nil, 0, false
+			return nil, x, false
 		}
 	}
 	if len(execs) > 0 {
 		t.Executions = make([]state.Execution, len(execs))
 		copy(t.Executions, execs)
 	}
-	// As taskFromMessage.
-	lease = -1
-	if leaseCurrent {
-		lease = len(t.Executions) - 1
-		if lease < 0 {
-			lease = len(t.Executions)
-		}
-	}
-	return t, lease, true
+	x.lease = leaseIndex(t, leaseCurrent)
+	return t, x, true
 }
 
 // execution decodes one ExecutionSnapshot into e, or gives up.

@@ -7,9 +7,9 @@ import (
 	"github.com/tenurehq/tenure/internal/state"
 )
 
-// TaskMessage returns the snapshot message of t: every field of the task.
-// Tools print it (as protojson) to show a task.
-func TaskMessage(t *state.Task) *snapshotpb.TaskSnapshot {
+// TaskMessage returns the snapshot message of t, with deadline (0: none):
+// every field of the task. Tools print it (as protojson) to show a task.
+func TaskMessage(t *state.Task, deadline state.Time) *snapshotpb.TaskSnapshot {
 	m := &snapshotpb.TaskSnapshot{
 		TaskId:               t.ID,
 		Namespace:            t.Namespace,
@@ -30,6 +30,7 @@ func TaskMessage(t *state.Task) *snapshotpb.TaskSnapshot {
 		FailureReason:        t.FailureReason,
 		Lsns:                 t.LSNs,
 		LeaseCurrent:         t.LeaseIndex() >= 0,
+		DeadlineUnixNanos:    int64(deadline),
 	}
 	if t.Retry != (state.RetryPolicy{}) {
 		m.RetryPolicy = &snapshotpb.RetryPolicy{
@@ -61,11 +62,20 @@ func TaskMessage(t *state.Task) *snapshotpb.TaskSnapshot {
 	return m
 }
 
+// taskExtra is what state.Loader takes with a task besides the task
+// itself: the index of its current lease in its executions (-1 for none)
+// and its deadline (0 for none).
+type taskExtra struct {
+	lease    int
+	deadline state.Time
+}
+
 // taskFromMessage is the inverse of TaskMessage. It returns the index of the
-// current lease (-1 for none) separately, for state.Loader. Byte fields are
-// taken over from m (proto.Unmarshal copied them out of the file buffer).
-// Enum values are copied as numbers; the Loader rejects unknown ones.
-func taskFromMessage(m *snapshotpb.TaskSnapshot) (*state.Task, int) {
+// current lease and the deadline separately, for state.Loader. Byte fields
+// are taken over from m (proto.Unmarshal copied them out of the file
+// buffer). Enum values are copied as numbers; the Loader rejects unknown
+// ones.
+func taskFromMessage(m *snapshotpb.TaskSnapshot) (*state.Task, taskExtra) {
 	t := &state.Task{
 		ID:            m.TaskId,
 		Namespace:     m.Namespace,
@@ -113,15 +123,20 @@ func taskFromMessage(m *snapshotpb.TaskSnapshot) (*state.Task, int) {
 			}
 		}
 	}
-	lease := -1
-	if m.LeaseCurrent {
-		lease = len(t.Executions) - 1
-		if lease < 0 {
-			// Current lease without executions: let the Loader say so.
-			lease = len(t.Executions)
-		}
+	return t, taskExtra{lease: leaseIndex(t, m.LeaseCurrent), deadline: state.Time(m.DeadlineUnixNanos)}
+}
+
+// leaseIndex is the index of t's current lease, given whether its last
+// execution holds one.
+func leaseIndex(t *state.Task, current bool) int {
+	if !current {
+		return -1
 	}
-	return t, lease
+	if len(t.Executions) == 0 {
+		// Current lease without executions: let the Loader say so.
+		return 0
+	}
+	return len(t.Executions) - 1
 }
 
 // clampState and clampStatus map out-of-range enum numbers (a proto3 enum

@@ -89,8 +89,8 @@ func referenceDecode(r io.Reader, size int64) (*state.State, Summary, error) {
 			}
 		}
 		for _, m := range chunk.Tasks {
-			t, lease := taskFromMessage(m)
-			if err := loader.Add(t, lease); err != nil {
+			t, x := taskFromMessage(m)
+			if err := loader.Add(t, x.lease, x.deadline); err != nil {
 				return corrupt(off, "%v", err)
 			}
 			sum.Tasks++
@@ -159,21 +159,21 @@ func chunks(t testing.TB, b []byte) [][]byte {
 }
 
 // slowChunk decodes a chunk payload the way Decode did before the fast path.
-func slowChunk(p []byte) ([]*state.Task, []int, error) {
+func slowChunk(p []byte) ([]*state.Task, []taskExtra, error) {
 	var m snapshotpb.TaskChunk
 	if err := proto.Unmarshal(p, &m); err != nil {
 		return nil, nil, err
 	}
 	var (
 		tasks  []*state.Task
-		leases []int
+		extras []taskExtra
 	)
 	for _, tm := range m.Tasks {
-		t, lease := taskFromMessage(tm)
+		t, x := taskFromMessage(tm)
 		tasks = append(tasks, t)
-		leases = append(leases, lease)
+		extras = append(extras, x)
 	}
-	return tasks, leases, nil
+	return tasks, extras, nil
 }
 
 // checkFastChunk fails if the fast path accepts p but means something else
@@ -182,7 +182,7 @@ func checkFastChunk(t *testing.T, p []byte) bool {
 	t.Helper()
 	var d chunkDecoder
 	q := bytes.Clone(p)
-	tasks, leases, ok := d.fast(q, nil, nil)
+	tasks, extras, ok := d.fast(q, nil, nil)
 	if !ok {
 		return false
 	}
@@ -190,15 +190,15 @@ func checkFastChunk(t *testing.T, p []byte) bool {
 	for i := range q {
 		q[i] = 0xaa
 	}
-	want, wantLeases, err := slowChunk(p)
+	want, wantExtras, err := slowChunk(p)
 	if err != nil {
 		t.Fatalf("fast path accepted a chunk that proto refuses: %v", err)
 	}
 	if len(tasks) == 0 && len(want) == 0 {
 		return true
 	}
-	if !reflect.DeepEqual(tasks, want) || !reflect.DeepEqual(leases, wantLeases) {
-		t.Fatalf("fast path decodes a chunk differently:\n got %+v %v\nwant %+v %v", tasks, leases, want, wantLeases)
+	if !reflect.DeepEqual(tasks, want) || !reflect.DeepEqual(extras, wantExtras) {
+		t.Fatalf("fast path decodes a chunk differently:\n got %+v %v\nwant %+v %v", tasks, extras, want, wantExtras)
 	}
 	return true
 }
@@ -288,8 +288,8 @@ func TestDecodeOddButValidChunks(t *testing.T) {
 	s := randomState(t, 21, 150)
 	img := s.Image()
 	var msgs []*snapshotpb.TaskSnapshot
-	for _, tk := range img.Tasks {
-		msgs = append(msgs, TaskMessage(tk))
+	for i, tk := range img.Tasks {
+		msgs = append(msgs, TaskMessage(tk, img.Deadline(i)))
 	}
 	reencode := func(edit func(p []byte) []byte) []byte {
 		var out []byte

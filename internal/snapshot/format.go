@@ -133,13 +133,13 @@ func Encode(w io.Writer, img *state.Image) (Summary, error) {
 	if err := flush(); err != nil {
 		return sum, err
 	}
-	for _, t := range img.Tasks {
+	for i, t := range img.Tasks {
 		// The writer's side of the pair of checks the reader makes.
 		if t.CreatedLSN <= prevLSN || t.CreatedLSN > img.LastLSN {
 			return sum, fmt.Errorf("snapshot: internal error: task %q has creation lsn %d after %d (last lsn %d)", t.ID, t.CreatedLSN, prevLSN, img.LastLSN)
 		}
 		prevLSN = t.CreatedLSN
-		m := TaskMessage(t)
+		m := TaskMessage(t, img.Deadline(i))
 		chunk.Tasks = append(chunk.Tasks, m)
 		size += proto.Size(m)
 		sum.Tasks++
@@ -237,7 +237,7 @@ func Decode(r io.Reader, size int64) (*state.State, Summary, error) {
 			}
 		}
 		for i, t := range j.tasks {
-			if err := loader.Add(t, j.leases[i]); err != nil {
+			if err := loader.Add(t, j.extras[i].lease, j.extras[i].deadline); err != nil {
 				cr.stop()
 				return fail(corruptAt(j.off, "%v", err))
 			}
@@ -324,7 +324,7 @@ type chunkJob struct {
 	buf    []byte // payload (the first n bytes)
 	n      int
 	tasks  []*state.Task
-	leases []int
+	extras []taskExtra
 	queues []state.QueueImage
 	err    error         // the chunk's error, or the reader's at off
 	done   chan struct{} // closed once tasks or err are set
@@ -381,7 +381,7 @@ func (cr *chunkReader) stop() {
 // release returns a chunk that Decode has used.
 func (cr *chunkReader) release(j *chunkJob) {
 	clear(j.tasks)
-	j.tasks, j.leases = j.tasks[:0], j.leases[:0]
+	j.tasks, j.extras = j.tasks[:0], j.extras[:0]
 	cr.free <- j // never blocks: free holds every job
 }
 
@@ -478,7 +478,7 @@ func (cr *chunkReader) decode() {
 			j.err = corruptAt(j.off, "chunk checksum mismatch")
 		default:
 			var err error
-			j.tasks, j.leases, j.queues, err = d.decode(p, j.tasks, j.leases)
+			j.tasks, j.extras, j.queues, err = d.decode(p, j.tasks, j.extras)
 			switch {
 			case err != nil:
 				j.err = corruptAt(j.off, "chunk does not decode: %v", err)

@@ -52,8 +52,8 @@ func TestHashCollisions(t *testing.T) {
 				t.Fatalf("seed %d: AddQueue: %v", seed, err)
 			}
 		}
-		for _, task := range img.Tasks {
-			if err := l.Add(task.Clone(), task.LeaseIndex()); err != nil {
+		for i, task := range img.Tasks {
+			if err := l.Add(task.Clone(), task.LeaseIndex(), img.Deadline(i)); err != nil {
 				restore()
 				t.Fatalf("seed %d: Add: %v", seed, err)
 			}

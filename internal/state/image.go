@@ -17,6 +17,9 @@ type Image struct {
 	// modifies in place: payload, result and the prefix of the record
 	// history. It must be treated as read-only.
 	Tasks []*Task
+	// Deadlines[i] is the deadline of Tasks[i] (0: none); nil when no task
+	// has one. The state keeps deadlines beside its tasks, not in them.
+	Deadlines []Time
 	// Queues holds what the state keeps of its queues beyond their tasks
 	// (pauses, recent event counts), ordered by namespace and queue.
 	Queues []QueueImage
@@ -37,10 +40,16 @@ func (s *State) Image() *Image {
 	img := &Image{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, n), Queues: s.queueImages()}
 	copies := make([]Task, n)
 	ebuf := make([]Execution, 0, execs)
+	if s.deadlines.Len() > 0 {
+		img.Deadlines = make([]Time, n)
+	}
 	i := 0
 	for _, t := range s.order {
 		if t == nil {
 			continue
+		}
+		if img.Deadlines != nil {
+			img.Deadlines[i], _ = s.deadlines.of(t)
 		}
 		c := &copies[i]
 		*c = *t
@@ -59,6 +68,14 @@ func (s *State) Image() *Image {
 		i++
 	}
 	return img
+}
+
+// Deadline is the deadline of Tasks[i] (0: none).
+func (img *Image) Deadline(i int) Time {
+	if img.Deadlines == nil {
+		return 0
+	}
+	return img.Deadlines[i]
 }
 
 // LeaseIndex is the index in Executions of the execution that holds the
@@ -91,20 +108,21 @@ func NewLoader(lastLSN, epoch uint64) *Loader {
 }
 
 // Add adds the next task in creation order, with the index of its current
-// lease in t.Executions (-1 for none). The Loader takes ownership of t. After
-// an error the Loader refuses everything.
-func (l *Loader) Add(t *Task, leaseIndex int) error {
+// lease in t.Executions (-1 for none) and its deadline (0 for none). The
+// Loader takes ownership of t. After an error the Loader refuses
+// everything.
+func (l *Loader) Add(t *Task, leaseIndex int, deadline Time) error {
 	if l.err != nil {
 		return l.err
 	}
-	if err := l.add(t, leaseIndex); err != nil {
+	if err := l.add(t, leaseIndex, deadline); err != nil {
 		l.err = err
 		return err
 	}
 	return nil
 }
 
-func (l *Loader) add(t *Task, leaseIndex int) error {
+func (l *Loader) add(t *Task, leaseIndex int, deadline Time) error {
 	s := l.s
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("%w: task %d (%q): %s", ErrRestore, s.Len()+1, t.ID, fmt.Sprintf(format, args...))
@@ -147,6 +165,14 @@ func (l *Loader) add(t *Task, leaseIndex int) error {
 	if cur != nil && s.byLease(cur.LeaseID) != nil {
 		return fail("lease id %q is current for two tasks", cur.LeaseID)
 	}
+	switch {
+	case deadline < 0:
+		return fail("deadline %d is negative", deadline)
+	case deadline != 0 && t.State != Waiting && t.State != Leased:
+		return fail("a %s task has a deadline: only WAITING and LEASED ones keep theirs", t.State)
+	case deadline != 0 && cur != nil && cur.LeaseExpiry > deadline:
+		return fail("lease %q expires at %s, after the deadline %s", cur.LeaseID, cur.LeaseExpiry, deadline)
+	}
 
 	if len(t.LSNs) == 1 {
 		t.LSNs = ownLSN(t) // t.LSNs[0] == t.CreatedLSN, checked above
@@ -158,6 +184,9 @@ func (l *Loader) add(t *Task, leaseIndex int) error {
 	}
 	if t.Schedulable() {
 		qi.add(t)
+	}
+	if deadline != 0 {
+		s.deadlines.add(t, deadline)
 	}
 	return nil
 }

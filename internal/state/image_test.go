@@ -21,9 +21,9 @@ func restore(t *testing.T, img *state.Image) *state.State {
 			t.Fatalf("AddQueue: %v", err)
 		}
 	}
-	for _, task := range img.Tasks {
+	for i, task := range img.Tasks {
 		c := task.Clone()
-		if err := l.Add(c, task.LeaseIndex()); err != nil {
+		if err := l.Add(c, task.LeaseIndex(), img.Deadline(i)); err != nil {
 			t.Fatalf("Add: %v", err)
 		}
 	}
@@ -178,7 +178,7 @@ func TestLoaderRejects(t *testing.T) {
 			l := state.NewLoader(10, 0)
 			var err error
 			for i, tk := range tc.tasks {
-				if err = l.Add(tk, tc.lease[i]); err != nil {
+				if err = l.Add(tk, tc.lease[i], 0); err != nil {
 					break
 				}
 			}

@@ -63,6 +63,7 @@ func (s *State) Invariants() error {
 	})
 	errs = append(errs, s.orderErrors()...)
 	errs = append(errs, s.queueErrors()...)
+	errs = append(errs, s.deadlineErrors()...)
 	if counts != s.counts {
 		errs = append(errs, fmt.Errorf("state counts %v, want %v", s.counts, counts))
 	}
@@ -270,6 +271,9 @@ type Export struct {
 	LastLSN uint64
 	Epoch   uint64
 	Tasks   []*Task
+	// Deadlines holds the deadline of each task that has one in force, by
+	// task id (nil when none has).
+	Deadlines map[string]Time
 	// Queues holds what the state keeps of its queues beyond their tasks.
 	Queues []QueueImage
 }
@@ -281,5 +285,11 @@ func (s *State) Export() Export {
 		e.Tasks = append(e.Tasks, t.Clone())
 		return true
 	})
+	for t, d := range s.deadlines.m {
+		if e.Deadlines == nil {
+			e.Deadlines = make(map[string]Time, len(s.deadlines.m))
+		}
+		e.Deadlines[t.ID] = d.at
+	}
 	return e
 }

@@ -45,6 +45,8 @@ func (ty *tally) applied(s *state.State, r state.Record) {
 		add(r.TaskID, state.EventCompleted, r.At)
 	case *state.TaskFailed:
 		failed(r.TaskID, r.At)
+	case *state.TaskDeadlineExceeded:
+		add(r.TaskID, state.EventFailed, r.At)
 	case *state.LeaseExpired:
 		add(r.TaskID, state.EventLeaseExpired, r.At)
 		failed(r.TaskID, r.At)
@@ -173,21 +175,7 @@ func TestQueueStatsAreExact(t *testing.T) {
 				t.Fatalf("seed %d: replay: %v", seed, err)
 			}
 		}
-		l := state.NewLoader(img.LastLSN, img.Epoch)
-		for _, q := range img.Queues {
-			if err := l.AddQueue(q); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, task := range img.Tasks {
-			if err := l.Add(task.Clone(), task.LeaseIndex()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		restored, err := l.State()
-		if err != nil {
-			t.Fatal(err)
-		}
+		restored := restore(t, img)
 		for i := img.LastLSN; i < uint64(len(recs)); i++ {
 			if err := restored.Apply(i+1, recs[i]); err != nil {
 				t.Fatalf("seed %d: replay after the image: %v", seed, err)

@@ -1,8 +1,12 @@
 package state
 
-import "container/heap"
+import (
+	"container/heap"
+	"fmt"
+)
 
-// LeaseExtended moves the expiry of the current, unexpired lease forward.
+// LeaseExtended moves the expiry of the current, unexpired lease forward,
+// never beyond the task's deadline.
 type LeaseExtended struct {
 	TaskID         string
 	LeaseID        string
@@ -23,6 +27,9 @@ func (r *LeaseExtended) apply(s *State, lsn uint64) string {
 		return "lease expired before the extension"
 	case r.NewLeaseExpiry <= cur.LeaseExpiry:
 		return "new expiry is not after the current expiry"
+	}
+	if d, ok := s.deadlines.of(t); ok && r.NewLeaseExpiry > d {
+		return fmt.Sprintf("new expiry %s is after the task's deadline %s", r.NewLeaseExpiry, d)
 	}
 	cur.LeaseExpiry = r.NewLeaseExpiry
 	heap.Fix(&s.expiry, int(t.heapIdx))

@@ -6,7 +6,8 @@ import (
 )
 
 // LeaseGranted gives attempt Attempt of a task to a worker until LeaseExpiry.
-// It is the only way a task becomes owned.
+// It is the only way a task becomes owned. A task with a deadline is leased
+// only before it, and never beyond it.
 type LeaseGranted struct {
 	TaskID      string
 	LeaseID     string
@@ -39,6 +40,14 @@ func (r *LeaseGranted) apply(s *State, lsn uint64) string {
 		return fmt.Sprintf("lease id %q is already in use", r.LeaseID)
 	case r.LeaseExpiry <= r.GrantedAt:
 		return "lease expiry is not after the grant"
+	}
+	if d, ok := s.deadlines.of(t); ok {
+		switch {
+		case r.GrantedAt >= d:
+			return fmt.Sprintf("the task's deadline %s has passed", d)
+		case r.LeaseExpiry > d:
+			return fmt.Sprintf("lease expiry %s is after the task's deadline %s", r.LeaseExpiry, d)
+		}
 	}
 	s.queue(t).remove(t)
 	t.Executions = append(t.Executions, Execution{

@@ -25,6 +25,10 @@ type TaskCreated struct {
 	CreatedAt Time
 	// By is who asked: the principal's name ("" without one).
 	By string
+	// Deadline, when set, is the instant after which the task, unless
+	// COMMITTED by then, fails (TaskDeadlineExceeded); no lease outlives
+	// it. 0: none.
+	Deadline Time
 }
 
 func (r *TaskCreated) Task() string { return r.TaskID }
@@ -41,6 +45,8 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 		return "execution window must be positive"
 	case r.Retry.MaxAttempts < 1:
 		return "retry policy needs at least one attempt"
+	case r.Deadline < 0:
+		return fmt.Sprintf("deadline %d is negative", r.Deadline)
 	case !(r.Retry.Multiplier >= 1) || r.Retry.InitialBackoff < 0 || r.Retry.MaxBackoff < r.Retry.InitialBackoff:
 		return fmt.Sprintf("retry policy %+v is invalid (multiplier >= 1, 0 <= initial <= max backoff)", r.Retry)
 	}
@@ -68,5 +74,8 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 	qi := s.addTask(t)
 	qi.add(t)
 	qi.events.add(r.CreatedAt, EventSubmitted)
+	if r.Deadline != 0 {
+		s.deadlines.add(t, r.Deadline)
+	}
 	return ""
 }

@@ -50,6 +50,9 @@ type State struct {
 	// queue share.
 	queues map[QueueKey]*queueIndex
 	expiry taskHeap
+	// deadlines holds the deadlines of the WAITING and LEASED tasks that
+	// have one (deadline.go).
+	deadlines deadlineIndex
 	// order lists tasks by creation, for stable paging. Entries of dropped
 	// tasks are nil until the next compaction; holes counts them.
 	order  []*Task
@@ -263,6 +266,7 @@ func (s *State) fail(lsn uint64, r Record, reason string) error {
 var allowed = map[[2]TaskState]bool{
 	{Waiting, Leased}:      true,
 	{Waiting, Dead}:        true,
+	{Waiting, Failed}:      true, // TaskDeadlineExceeded
 	{Leased, Waiting}:      true,
 	{Leased, Committed}:    true,
 	{Leased, Completed}:    true,
@@ -297,6 +301,11 @@ func (s *State) transition(t *Task, to TaskState) {
 	t.State = to
 	if to == Waiting {
 		qi.ages.add(dueMillis(t))
+	}
+	if to == Committed || to.Terminal() {
+		// Past the commit boundary the task is finalised whatever the
+		// time, and a finished one has nothing left to fail.
+		s.deadlines.remove(t)
 	}
 }
 

@@ -126,6 +126,8 @@ func TestApplyPreconditions(t *testing.T) {
 	base := []Record{created("a"), granted("a", "l1", 1, 2*sec)}
 	committed := append(append([]Record{}, base...), &TaskCommitted{TaskID: "a", LeaseID: "l1", At: 3 * sec})
 	expired := append(append([]Record{}, base...), &LeaseExpired{TaskID: "a", LeaseID: "l1", At: 12 * sec, RetryAt: 13 * sec})
+	due := []Record{withDeadline(created("a"), 20*sec)}
+	dueLeased := append(append([]Record{}, due...), granted("a", "l1", 1, 2*sec))
 	tests := []struct {
 		name   string
 		prefix []Record
@@ -163,6 +165,17 @@ func TestApplyPreconditions(t *testing.T) {
 		{"refusal for no task", nil, &TaskCancelled{TaskID: "a", LeaseID: "l1", Action: ActionHeartbeat, At: 13 * sec}, "does not exist"},
 		{"refusal of a lease never granted", expired, &TaskCancelled{TaskID: "a", LeaseID: "lx", Action: ActionHeartbeat, At: 13 * sec}, "never the task's"},
 		{"refusal of the current lease", base, &TaskCancelled{TaskID: "a", LeaseID: "l1", Action: ActionCommit, At: 3 * sec}, "is the current lease"},
+		{"negative deadline", nil, withDeadline(created("a"), -1), "deadline -1 is negative"},
+		{"lease at the deadline", due, granted("a", "l1", 1, 20*sec), "deadline 1970-01-01T00:00:20Z has passed"},
+		{"lease beyond the deadline", due, granted("a", "l1", 1, 15*sec), "after the task's deadline"},
+		{"extend beyond the deadline", dueLeased, &LeaseExtended{TaskID: "a", LeaseID: "l1", NewLeaseExpiry: 21 * sec, At: 3 * sec}, "after the task's deadline"},
+		{"deadline not passed", dueLeased, &TaskDeadlineExceeded{TaskID: "a", At: 20*sec - 1}, "has not passed"},
+		{"deadline of no task", nil, &TaskDeadlineExceeded{TaskID: "a", At: 20 * sec}, "does not exist"},
+		{"deadline of a task without one", base, &TaskDeadlineExceeded{TaskID: "a", At: 20 * sec}, "no deadline"},
+		{"deadline of a committed task", append(append([]Record{}, dueLeased...), &TaskCommitted{TaskID: "a", LeaseID: "l1", At: 3 * sec}),
+			&TaskDeadlineExceeded{TaskID: "a", At: 20 * sec}, "task is COMMITTED"},
+		{"deadline of a finished task", append(append([]Record{}, due...), &TaskDead{TaskID: "a", At: 3 * sec}),
+			&TaskDeadlineExceeded{TaskID: "a", At: 20 * sec}, "task is DEAD"},
 		{"refusal recorded twice", append(append([]Record{}, expired...), &TaskCancelled{TaskID: "a", LeaseID: "l1", Action: ActionFail, At: 13 * sec}),
 			&TaskCancelled{TaskID: "a", LeaseID: "l1", Action: ActionFail, At: 14 * sec}, "already recorded"},
 	}

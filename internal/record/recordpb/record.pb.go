@@ -252,9 +252,13 @@ type TaskCreated struct {
 	CreatedAtUnixNanos int64 `protobuf:"fixed64,10,opt,name=created_at_unix_nanos,json=createdAtUnixNanos,proto3" json:"created_at_unix_nanos,omitempty"`
 	// Who asked: the principal's name (the token's, with authentication
 	// on); "" without one, and in records written before it was kept.
-	By            string `protobuf:"bytes,11,opt,name=by,proto3" json:"by,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	By string `protobuf:"bytes,11,opt,name=by,proto3" json:"by,omitempty"`
+	// When the task fails (TaskDeadlineExceeded) unless COMMITTED by then;
+	// no lease outlives it. 0: none, as in records written before it was
+	// kept.
+	DeadlineUnixNanos int64 `protobuf:"fixed64,12,opt,name=deadline_unix_nanos,json=deadlineUnixNanos,proto3" json:"deadline_unix_nanos,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *TaskCreated) Reset() {
@@ -362,6 +366,13 @@ func (x *TaskCreated) GetBy() string {
 		return x.By
 	}
 	return ""
+}
+
+func (x *TaskCreated) GetDeadlineUnixNanos() int64 {
+	if x != nil {
+		return x.DeadlineUnixNanos
+	}
+	return 0
 }
 
 // LeaseGranted (record type 2) gives an attempt of a task to a worker.
@@ -1510,6 +1521,60 @@ func (x *TasksDeleted) GetAtUnixNanos() int64 {
 	return 0
 }
 
+// TaskDeadlineExceeded (record type 18) fails a WAITING or LEASED task whose
+// deadline passed, whatever its attempts left; a current lease is aborted.
+type TaskDeadlineExceeded struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	AtUnixNanos   int64                  `protobuf:"fixed64,2,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskDeadlineExceeded) Reset() {
+	*x = TaskDeadlineExceeded{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskDeadlineExceeded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskDeadlineExceeded) ProtoMessage() {}
+
+func (x *TaskDeadlineExceeded) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskDeadlineExceeded.ProtoReflect.Descriptor instead.
+func (*TaskDeadlineExceeded) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *TaskDeadlineExceeded) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *TaskDeadlineExceeded) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
 var File_tenure_record_v1_record_proto protoreflect.FileDescriptor
 
 const file_tenure_record_v1_record_proto_rawDesc = "" +
@@ -1521,7 +1586,7 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x11max_backoff_nanos\x18\x03 \x01(\x03R\x0fmaxBackoffNanos\x12\x1e\n" +
 	"\n" +
 	"multiplier\x18\x04 \x01(\x01R\n" +
-	"multiplier\"\x9d\x03\n" +
+	"multiplier\"\xcd\x03\n" +
 	"\vTaskCreated\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -1535,7 +1600,8 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\bpriority\x18\t \x01(\x11R\bpriority\x121\n" +
 	"\x15created_at_unix_nanos\x18\n" +
 	" \x01(\x10R\x12createdAtUnixNanos\x12\x0e\n" +
-	"\x02by\x18\v \x01(\tR\x02by\"\xf3\x01\n" +
+	"\x02by\x18\v \x01(\tR\x02by\x12.\n" +
+	"\x13deadline_unix_nanos\x18\f \x01(\x10R\x11deadlineUnixNanos\"\xf3\x01\n" +
 	"\fLeaseGranted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +
@@ -1621,7 +1687,10 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\btask_ids\x18\x01 \x03(\tR\ataskIds\x12\x0e\n" +
 	"\x02by\x18\x02 \x01(\tR\x02by\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\"\n" +
-	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos*E\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"S\n" +
+	"\x14TaskDeadlineExceeded\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\"\n" +
+	"\rat_unix_nanos\x18\x02 \x01(\x10R\vatUnixNanos*E\n" +
 	"\rFormatVersion\x12\x1e\n" +
 	"\x1aFORMAT_VERSION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FORMAT_VERSION_1\x10\x01*\xaa\x01\n" +
@@ -1646,27 +1715,28 @@ func file_tenure_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_tenure_record_v1_record_proto_goTypes = []any{
-	(FormatVersion)(0),       // 0: tenure.record.v1.FormatVersion
-	(LeaseAction)(0),         // 1: tenure.record.v1.LeaseAction
-	(*RetryPolicy)(nil),      // 2: tenure.record.v1.RetryPolicy
-	(*TaskCreated)(nil),      // 3: tenure.record.v1.TaskCreated
-	(*LeaseGranted)(nil),     // 4: tenure.record.v1.LeaseGranted
-	(*LeaseExtended)(nil),    // 5: tenure.record.v1.LeaseExtended
-	(*LeaseExpired)(nil),     // 6: tenure.record.v1.LeaseExpired
-	(*ExecutionStarted)(nil), // 7: tenure.record.v1.ExecutionStarted
-	(*TaskCommitted)(nil),    // 8: tenure.record.v1.TaskCommitted
-	(*TaskCompleted)(nil),    // 9: tenure.record.v1.TaskCompleted
-	(*TaskFailed)(nil),       // 10: tenure.record.v1.TaskFailed
-	(*TaskCancelled)(nil),    // 11: tenure.record.v1.TaskCancelled
-	(*TaskDead)(nil),         // 12: tenure.record.v1.TaskDead
-	(*Fence)(nil),            // 13: tenure.record.v1.Fence
-	(*TasksPurged)(nil),      // 14: tenure.record.v1.TasksPurged
-	(*QueuePaused)(nil),      // 15: tenure.record.v1.QueuePaused
-	(*QueueResumed)(nil),     // 16: tenure.record.v1.QueueResumed
-	(*TaskRetried)(nil),      // 17: tenure.record.v1.TaskRetried
-	(*TasksDeleted)(nil),     // 18: tenure.record.v1.TasksDeleted
+	(FormatVersion)(0),           // 0: tenure.record.v1.FormatVersion
+	(LeaseAction)(0),             // 1: tenure.record.v1.LeaseAction
+	(*RetryPolicy)(nil),          // 2: tenure.record.v1.RetryPolicy
+	(*TaskCreated)(nil),          // 3: tenure.record.v1.TaskCreated
+	(*LeaseGranted)(nil),         // 4: tenure.record.v1.LeaseGranted
+	(*LeaseExtended)(nil),        // 5: tenure.record.v1.LeaseExtended
+	(*LeaseExpired)(nil),         // 6: tenure.record.v1.LeaseExpired
+	(*ExecutionStarted)(nil),     // 7: tenure.record.v1.ExecutionStarted
+	(*TaskCommitted)(nil),        // 8: tenure.record.v1.TaskCommitted
+	(*TaskCompleted)(nil),        // 9: tenure.record.v1.TaskCompleted
+	(*TaskFailed)(nil),           // 10: tenure.record.v1.TaskFailed
+	(*TaskCancelled)(nil),        // 11: tenure.record.v1.TaskCancelled
+	(*TaskDead)(nil),             // 12: tenure.record.v1.TaskDead
+	(*Fence)(nil),                // 13: tenure.record.v1.Fence
+	(*TasksPurged)(nil),          // 14: tenure.record.v1.TasksPurged
+	(*QueuePaused)(nil),          // 15: tenure.record.v1.QueuePaused
+	(*QueueResumed)(nil),         // 16: tenure.record.v1.QueueResumed
+	(*TaskRetried)(nil),          // 17: tenure.record.v1.TaskRetried
+	(*TasksDeleted)(nil),         // 18: tenure.record.v1.TasksDeleted
+	(*TaskDeadlineExceeded)(nil), // 19: tenure.record.v1.TaskDeadlineExceeded
 }
 var file_tenure_record_v1_record_proto_depIdxs = []int32{
 	2, // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
@@ -1689,7 +1759,7 @@ func file_tenure_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_record_v1_record_proto_rawDesc), len(file_tenure_record_v1_record_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

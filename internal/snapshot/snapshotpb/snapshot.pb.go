@@ -394,9 +394,13 @@ type TaskSnapshot struct {
 	LeaseCurrent bool `protobuf:"varint,20,opt,name=lease_current,json=leaseCurrent,proto3" json:"lease_current,omitempty"`
 	// Attempt when an operator last retried the task (0: never): the retry
 	// policy's budget counts the attempts after it.
-	AttemptBase   uint32 `protobuf:"varint,21,opt,name=attempt_base,json=attemptBase,proto3" json:"attempt_base,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AttemptBase uint32 `protobuf:"varint,21,opt,name=attempt_base,json=attemptBase,proto3" json:"attempt_base,omitempty"`
+	// The task's deadline while it is in force (WAITING or LEASED; the state
+	// keeps it beside the task, not in state.Task); 0: none, as in snapshots
+	// written before it was kept.
+	DeadlineUnixNanos int64 `protobuf:"fixed64,22,opt,name=deadline_unix_nanos,json=deadlineUnixNanos,proto3" json:"deadline_unix_nanos,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *TaskSnapshot) Reset() {
@@ -572,6 +576,13 @@ func (x *TaskSnapshot) GetLeaseCurrent() bool {
 func (x *TaskSnapshot) GetAttemptBase() uint32 {
 	if x != nil {
 		return x.AttemptBase
+	}
+	return 0
+}
+
+func (x *TaskSnapshot) GetDeadlineUnixNanos() int64 {
+	if x != nil {
+		return x.DeadlineUnixNanos
 	}
 	return 0
 }
@@ -877,7 +888,7 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x16finished_at_unix_nanos\x18\n" +
 	" \x01(\x10R\x13finishedAtUnixNanos\x12\x16\n" +
 	"\x06reason\x18\v \x01(\tR\x06reason\x12'\n" +
-	"\x0frefused_actions\x18\f \x01(\rR\x0erefusedActions\"\xb8\x06\n" +
+	"\x0frefused_actions\x18\f \x01(\rR\x0erefusedActions\"\xe8\x06\n" +
 	"\fTaskSnapshot\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -904,7 +915,8 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"executions\x12\x12\n" +
 	"\x04lsns\x18\x13 \x03(\x04R\x04lsns\x12#\n" +
 	"\rlease_current\x18\x14 \x01(\bR\fleaseCurrent\x12!\n" +
-	"\fattempt_base\x18\x15 \x01(\rR\vattemptBase\"~\n" +
+	"\fattempt_base\x18\x15 \x01(\rR\vattemptBase\x12.\n" +
+	"\x13deadline_unix_nanos\x18\x16 \x01(\x10R\x11deadlineUnixNanos\"~\n" +
 	"\tTaskChunk\x126\n" +
 	"\x05tasks\x18\x01 \x03(\v2 .tenure.snapshot.v1.TaskSnapshotR\x05tasks\x129\n" +
 	"\x06queues\x18\x02 \x03(\v2!.tenure.snapshot.v1.QueueSnapshotR\x06queues\"\xe9\x01\n" +

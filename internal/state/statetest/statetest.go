@@ -83,21 +83,24 @@ func (g *Gen) Next(s *state.State) state.Record {
 		if len(all) < 3 {
 			return g.created(s)
 		}
-		switch g.rng.IntN(19) {
+		switch g.rng.IntN(20) {
 		case 0, 1, 2:
 			return g.created(s)
 		case 3, 4, 5:
 			if t := pick(func(t *state.Task) bool {
-				return t.Schedulable() && (t.State != state.Waiting ||
+				d, ok := s.Deadline(t.ID)
+				return t.Schedulable() && (!ok || g.now < d) && (t.State != state.Waiting ||
 					t.NotBefore <= g.now && s.Paused(state.QueueKey{Namespace: t.Namespace, Queue: t.Queue}) == nil)
 			}); t != nil {
 				return &state.LeaseGranted{TaskID: t.ID, LeaseID: g.id("l"), WorkerID: fmt.Sprintf("w%d", g.rng.IntN(3)),
-					Attempt: t.Attempt + 1, GrantedAt: g.now, LeaseExpiry: g.now.Add(window)}
+					Attempt: t.Attempt + 1, GrantedAt: g.now, LeaseExpiry: capped(s, t, g.now.Add(window))}
 			}
 		case 6:
-			if t := pick(live); t != nil {
+			if t := pick(func(t *state.Task) bool {
+				return live(t) && capped(s, t, t.CurrentLease().LeaseExpiry.Add(5*time.Second)) > t.CurrentLease().LeaseExpiry
+			}); t != nil {
 				cur := t.CurrentLease()
-				return &state.LeaseExtended{TaskID: t.ID, LeaseID: cur.LeaseID, NewLeaseExpiry: cur.LeaseExpiry.Add(5 * time.Second), At: g.now}
+				return &state.LeaseExtended{TaskID: t.ID, LeaseID: cur.LeaseID, NewLeaseExpiry: capped(s, t, cur.LeaseExpiry.Add(5*time.Second)), At: g.now}
 			}
 		case 7:
 			if t := pick(leased); t != nil {
@@ -169,8 +172,26 @@ func (g *Gen) Next(s *state.State) state.Record {
 					return r
 				}
 			}
+		case 19:
+			if t := pick(func(t *state.Task) bool {
+				_, ok := s.Deadline(t.ID)
+				return ok
+			}); t != nil {
+				d, _ := s.Deadline(t.ID)
+				g.now = max(g.now, d)
+				return &state.TaskDeadlineExceeded{TaskID: t.ID, At: g.now}
+			}
 		}
 	}
+}
+
+// capped returns expiry, or t's deadline if it has an earlier one: no lease
+// outlives the deadline.
+func capped(s *state.State, t *state.Task, expiry state.Time) state.Time {
+	if d, ok := s.Deadline(t.ID); ok {
+		return min(expiry, d)
+	}
+	return expiry
 }
 
 // refusal returns the TaskCancelled of a refused action by a former lease of
@@ -227,6 +248,9 @@ func (g *Gen) created(s *state.State) *state.TaskCreated {
 	}
 	if g.rng.IntN(3) == 0 {
 		r.NotBefore = g.now.Add(time.Duration(g.rng.IntN(10)) * time.Second)
+	}
+	if g.rng.IntN(3) == 0 {
+		r.Deadline = max(g.now, r.NotBefore).Add(time.Duration(1+g.rng.IntN(40)) * time.Second)
 	}
 	// A small pool of request ids, so that purges free ids that later
 	// tasks reuse.
