@@ -296,7 +296,11 @@ type Task struct {
 	// without a lease.
 	LeaseExpiry *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=lease_expiry,json=leaseExpiry,proto3" json:"lease_expiry,omitempty"`
 	// Every attempt so far, oldest first.
-	Executions    []*Execution `protobuf:"bytes,19,rep,name=executions,proto3" json:"executions,omitempty"`
+	Executions []*Execution `protobuf:"bytes,19,rep,name=executions,proto3" json:"executions,omitempty"`
+	// When the task fails unless COMMITTED by then (failure_reason
+	// "deadline_exceeded"). Shown while it is in force: unset without one, and
+	// once the task is COMMITTED or finished.
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -464,6 +468,13 @@ func (x *Task) GetExecutions() []*Execution {
 	return nil
 }
 
+func (x *Task) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
 // Execution is one attempt of a task under one lease.
 type Execution struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -617,7 +628,17 @@ type SubmitRequest struct {
 	NotBefore *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=not_before,json=notBefore,proto3" json:"not_before,omitempty"`
 	// Leasing order within the queue: higher first; equal priorities in
 	// submission order. Default 0.
-	Priority      int32 `protobuf:"varint,8,opt,name=priority,proto3" json:"priority,omitempty"`
+	Priority int32 `protobuf:"varint,8,opt,name=priority,proto3" json:"priority,omitempty"`
+	// When the task fails (failure_reason "deadline_exceeded") unless an
+	// attempt COMMITTED it by then, whatever its attempts left; no lease
+	// outlives it. Must be in the future, at most 1 year ahead (default
+	// limit), and leave at least the minimum execution window (100ms) after
+	// not_before. Unset: no deadline. Excludes timeout.
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// Sets the deadline to the time of the submit plus timeout: positive, at
+	// most 1 year (default limit), at least the minimum execution window
+	// after not_before. Unset: no deadline. Excludes deadline.
+	Timeout       *durationpb.Duration `protobuf:"bytes,10,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -706,6 +727,20 @@ func (x *SubmitRequest) GetPriority() int32 {
 		return x.Priority
 	}
 	return 0
+}
+
+func (x *SubmitRequest) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *SubmitRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
 }
 
 // SubmitResponse is the task that Submit created or found.
@@ -1990,7 +2025,7 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\x0finitial_backoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0einitialBackoff\x12:\n" +
 	"\vmax_backoff\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"maxBackoff\x12-\n" +
-	"\x12backoff_multiplier\x18\x04 \x01(\x01R\x11backoffMultiplier\"\x8c\x06\n" +
+	"\x12backoff_multiplier\x18\x04 \x01(\x01R\x11backoffMultiplier\"\xc4\x06\n" +
 	"\x04Task\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -2017,7 +2052,8 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\flease_expiry\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\vleaseExpiry\x124\n" +
 	"\n" +
 	"executions\x18\x13 \x03(\v2\x14.tenure.v1.ExecutionR\n" +
-	"executions\"\xd8\x03\n" +
+	"executions\x126\n" +
+	"\bdeadline\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xd8\x03\n" +
 	"\tExecution\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\rR\aattempt\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +
@@ -2031,7 +2067,7 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"finishedAt\x12=\n" +
 	"\flease_expiry\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vleaseExpiry\x12\x16\n" +
 	"\x06reason\x18\n" +
-	" \x01(\tR\x06reason\"\xd4\x02\n" +
+	" \x01(\tR\x06reason\"\xc1\x03\n" +
 	"\rSubmitRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x18\n" +
@@ -2042,7 +2078,10 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\fretry_policy\x18\x06 \x01(\v2\x16.tenure.v1.RetryPolicyR\vretryPolicy\x129\n" +
 	"\n" +
 	"not_before\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tnotBefore\x12\x1a\n" +
-	"\bpriority\x18\b \x01(\x05R\bpriority\"S\n" +
+	"\bpriority\x18\b \x01(\x05R\bpriority\x126\n" +
+	"\bdeadline\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x123\n" +
+	"\atimeout\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\atimeout\"S\n" +
 	"\x0eSubmitResponse\x12#\n" +
 	"\x04task\x18\x01 \x01(\v2\x0f.tenure.v1.TaskR\x04task\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"e\n" +
@@ -2204,55 +2243,58 @@ var file_tenure_v1_task_proto_depIdxs = []int32{
 	28, // 7: tenure.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
 	28, // 8: tenure.v1.Task.lease_expiry:type_name -> google.protobuf.Timestamp
 	4,  // 9: tenure.v1.Task.executions:type_name -> tenure.v1.Execution
-	1,  // 10: tenure.v1.Execution.status:type_name -> tenure.v1.ExecutionStatus
-	28, // 11: tenure.v1.Execution.leased_at:type_name -> google.protobuf.Timestamp
-	28, // 12: tenure.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
-	28, // 13: tenure.v1.Execution.committed_at:type_name -> google.protobuf.Timestamp
-	28, // 14: tenure.v1.Execution.finished_at:type_name -> google.protobuf.Timestamp
-	28, // 15: tenure.v1.Execution.lease_expiry:type_name -> google.protobuf.Timestamp
-	27, // 16: tenure.v1.SubmitRequest.execution_window:type_name -> google.protobuf.Duration
-	2,  // 17: tenure.v1.SubmitRequest.retry_policy:type_name -> tenure.v1.RetryPolicy
-	28, // 18: tenure.v1.SubmitRequest.not_before:type_name -> google.protobuf.Timestamp
-	3,  // 19: tenure.v1.SubmitResponse.task:type_name -> tenure.v1.Task
-	5,  // 20: tenure.v1.SubmitBatchRequest.requests:type_name -> tenure.v1.SubmitRequest
-	6,  // 21: tenure.v1.SubmitBatchResponse.responses:type_name -> tenure.v1.SubmitResponse
-	3,  // 22: tenure.v1.GetTaskResponse.task:type_name -> tenure.v1.Task
-	0,  // 23: tenure.v1.ListTasksRequest.state:type_name -> tenure.v1.TaskState
-	3,  // 24: tenure.v1.ListTasksResponse.tasks:type_name -> tenure.v1.Task
-	3,  // 25: tenure.v1.RetryTaskResponse.task:type_name -> tenure.v1.Task
-	0,  // 26: tenure.v1.TaskFilter.state:type_name -> tenure.v1.TaskState
-	28, // 27: tenure.v1.TaskFilter.created_before:type_name -> google.protobuf.Timestamp
-	16, // 28: tenure.v1.RetryTasksRequest.filter:type_name -> tenure.v1.TaskFilter
-	16, // 29: tenure.v1.KillTasksRequest.filter:type_name -> tenure.v1.TaskFilter
-	16, // 30: tenure.v1.PurgeTasksRequest.filter:type_name -> tenure.v1.TaskFilter
-	3,  // 31: tenure.v1.KillTaskResponse.task:type_name -> tenure.v1.Task
-	26, // 32: tenure.v1.GetTaskHistoryResponse.entries:type_name -> tenure.v1.HistoryEntry
-	28, // 33: tenure.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
-	5,  // 34: tenure.v1.TaskService.Submit:input_type -> tenure.v1.SubmitRequest
-	7,  // 35: tenure.v1.TaskService.SubmitBatch:input_type -> tenure.v1.SubmitBatchRequest
-	9,  // 36: tenure.v1.TaskService.GetTask:input_type -> tenure.v1.GetTaskRequest
-	11, // 37: tenure.v1.TaskService.ListTasks:input_type -> tenure.v1.ListTasksRequest
-	13, // 38: tenure.v1.TaskService.KillTask:input_type -> tenure.v1.KillTaskRequest
-	14, // 39: tenure.v1.TaskService.RetryTask:input_type -> tenure.v1.RetryTaskRequest
-	17, // 40: tenure.v1.TaskService.RetryTasks:input_type -> tenure.v1.RetryTasksRequest
-	19, // 41: tenure.v1.TaskService.KillTasks:input_type -> tenure.v1.KillTasksRequest
-	21, // 42: tenure.v1.TaskService.PurgeTasks:input_type -> tenure.v1.PurgeTasksRequest
-	24, // 43: tenure.v1.TaskService.GetTaskHistory:input_type -> tenure.v1.GetTaskHistoryRequest
-	6,  // 44: tenure.v1.TaskService.Submit:output_type -> tenure.v1.SubmitResponse
-	8,  // 45: tenure.v1.TaskService.SubmitBatch:output_type -> tenure.v1.SubmitBatchResponse
-	10, // 46: tenure.v1.TaskService.GetTask:output_type -> tenure.v1.GetTaskResponse
-	12, // 47: tenure.v1.TaskService.ListTasks:output_type -> tenure.v1.ListTasksResponse
-	23, // 48: tenure.v1.TaskService.KillTask:output_type -> tenure.v1.KillTaskResponse
-	15, // 49: tenure.v1.TaskService.RetryTask:output_type -> tenure.v1.RetryTaskResponse
-	18, // 50: tenure.v1.TaskService.RetryTasks:output_type -> tenure.v1.RetryTasksResponse
-	20, // 51: tenure.v1.TaskService.KillTasks:output_type -> tenure.v1.KillTasksResponse
-	22, // 52: tenure.v1.TaskService.PurgeTasks:output_type -> tenure.v1.PurgeTasksResponse
-	25, // 53: tenure.v1.TaskService.GetTaskHistory:output_type -> tenure.v1.GetTaskHistoryResponse
-	44, // [44:54] is the sub-list for method output_type
-	34, // [34:44] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	28, // 10: tenure.v1.Task.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 11: tenure.v1.Execution.status:type_name -> tenure.v1.ExecutionStatus
+	28, // 12: tenure.v1.Execution.leased_at:type_name -> google.protobuf.Timestamp
+	28, // 13: tenure.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
+	28, // 14: tenure.v1.Execution.committed_at:type_name -> google.protobuf.Timestamp
+	28, // 15: tenure.v1.Execution.finished_at:type_name -> google.protobuf.Timestamp
+	28, // 16: tenure.v1.Execution.lease_expiry:type_name -> google.protobuf.Timestamp
+	27, // 17: tenure.v1.SubmitRequest.execution_window:type_name -> google.protobuf.Duration
+	2,  // 18: tenure.v1.SubmitRequest.retry_policy:type_name -> tenure.v1.RetryPolicy
+	28, // 19: tenure.v1.SubmitRequest.not_before:type_name -> google.protobuf.Timestamp
+	28, // 20: tenure.v1.SubmitRequest.deadline:type_name -> google.protobuf.Timestamp
+	27, // 21: tenure.v1.SubmitRequest.timeout:type_name -> google.protobuf.Duration
+	3,  // 22: tenure.v1.SubmitResponse.task:type_name -> tenure.v1.Task
+	5,  // 23: tenure.v1.SubmitBatchRequest.requests:type_name -> tenure.v1.SubmitRequest
+	6,  // 24: tenure.v1.SubmitBatchResponse.responses:type_name -> tenure.v1.SubmitResponse
+	3,  // 25: tenure.v1.GetTaskResponse.task:type_name -> tenure.v1.Task
+	0,  // 26: tenure.v1.ListTasksRequest.state:type_name -> tenure.v1.TaskState
+	3,  // 27: tenure.v1.ListTasksResponse.tasks:type_name -> tenure.v1.Task
+	3,  // 28: tenure.v1.RetryTaskResponse.task:type_name -> tenure.v1.Task
+	0,  // 29: tenure.v1.TaskFilter.state:type_name -> tenure.v1.TaskState
+	28, // 30: tenure.v1.TaskFilter.created_before:type_name -> google.protobuf.Timestamp
+	16, // 31: tenure.v1.RetryTasksRequest.filter:type_name -> tenure.v1.TaskFilter
+	16, // 32: tenure.v1.KillTasksRequest.filter:type_name -> tenure.v1.TaskFilter
+	16, // 33: tenure.v1.PurgeTasksRequest.filter:type_name -> tenure.v1.TaskFilter
+	3,  // 34: tenure.v1.KillTaskResponse.task:type_name -> tenure.v1.Task
+	26, // 35: tenure.v1.GetTaskHistoryResponse.entries:type_name -> tenure.v1.HistoryEntry
+	28, // 36: tenure.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
+	5,  // 37: tenure.v1.TaskService.Submit:input_type -> tenure.v1.SubmitRequest
+	7,  // 38: tenure.v1.TaskService.SubmitBatch:input_type -> tenure.v1.SubmitBatchRequest
+	9,  // 39: tenure.v1.TaskService.GetTask:input_type -> tenure.v1.GetTaskRequest
+	11, // 40: tenure.v1.TaskService.ListTasks:input_type -> tenure.v1.ListTasksRequest
+	13, // 41: tenure.v1.TaskService.KillTask:input_type -> tenure.v1.KillTaskRequest
+	14, // 42: tenure.v1.TaskService.RetryTask:input_type -> tenure.v1.RetryTaskRequest
+	17, // 43: tenure.v1.TaskService.RetryTasks:input_type -> tenure.v1.RetryTasksRequest
+	19, // 44: tenure.v1.TaskService.KillTasks:input_type -> tenure.v1.KillTasksRequest
+	21, // 45: tenure.v1.TaskService.PurgeTasks:input_type -> tenure.v1.PurgeTasksRequest
+	24, // 46: tenure.v1.TaskService.GetTaskHistory:input_type -> tenure.v1.GetTaskHistoryRequest
+	6,  // 47: tenure.v1.TaskService.Submit:output_type -> tenure.v1.SubmitResponse
+	8,  // 48: tenure.v1.TaskService.SubmitBatch:output_type -> tenure.v1.SubmitBatchResponse
+	10, // 49: tenure.v1.TaskService.GetTask:output_type -> tenure.v1.GetTaskResponse
+	12, // 50: tenure.v1.TaskService.ListTasks:output_type -> tenure.v1.ListTasksResponse
+	23, // 51: tenure.v1.TaskService.KillTask:output_type -> tenure.v1.KillTaskResponse
+	15, // 52: tenure.v1.TaskService.RetryTask:output_type -> tenure.v1.RetryTaskResponse
+	18, // 53: tenure.v1.TaskService.RetryTasks:output_type -> tenure.v1.RetryTasksResponse
+	20, // 54: tenure.v1.TaskService.KillTasks:output_type -> tenure.v1.KillTasksResponse
+	22, // 55: tenure.v1.TaskService.PurgeTasks:output_type -> tenure.v1.PurgeTasksResponse
+	25, // 56: tenure.v1.TaskService.GetTaskHistory:output_type -> tenure.v1.GetTaskHistoryResponse
+	47, // [47:57] is the sub-list for method output_type
+	37, // [37:47] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_task_proto_init() }

@@ -197,8 +197,12 @@ type LeasedTask struct {
 	Committed bool `protobuf:"varint,9,opt,name=committed,proto3" json:"committed,omitempty"`
 	// The committed result when committed is set; empty otherwise.
 	CommittedResult []byte `protobuf:"bytes,10,opt,name=committed_result,json=committedResult,proto3" json:"committed_result,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The task's deadline, if it has one: the lease never outlives it, and
+	// the task fails at it unless committed by then. Unset on a finalisation
+	// lease (a committed task has no deadline any more).
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LeasedTask) Reset() {
@@ -297,6 +301,13 @@ func (x *LeasedTask) GetCommitted() bool {
 func (x *LeasedTask) GetCommittedResult() []byte {
 	if x != nil {
 		return x.CommittedResult
+	}
+	return nil
+}
+
+func (x *LeasedTask) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
 	}
 	return nil
 }
@@ -1075,7 +1086,7 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\tmax_tasks\x18\x04 \x01(\rR\bmaxTasks\x12-\n" +
 	"\x04wait\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"<\n" +
 	"\rLeaseResponse\x12+\n" +
-	"\x05tasks\x18\x01 \x03(\v2\x15.tenure.v1.LeasedTaskR\x05tasks\"\xf6\x02\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x15.tenure.v1.LeasedTaskR\x05tasks\"\xae\x03\n" +
 	"\n" +
 	"LeasedTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
@@ -1088,7 +1099,8 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\x10execution_window\x18\b \x01(\v2\x19.google.protobuf.DurationR\x0fexecutionWindow\x12\x1c\n" +
 	"\tcommitted\x18\t \x01(\bR\tcommitted\x12)\n" +
 	"\x10committed_result\x18\n" +
-	" \x01(\fR\x0fcommittedResult\"B\n" +
+	" \x01(\fR\x0fcommittedResult\x126\n" +
+	"\bdeadline\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"B\n" +
 	"\fStartRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\"\x0f\n" +
@@ -1179,32 +1191,33 @@ var file_tenure_v1_worker_proto_depIdxs = []int32{
 	2,  // 1: tenure.v1.LeaseResponse.tasks:type_name -> tenure.v1.LeasedTask
 	18, // 2: tenure.v1.LeasedTask.lease_expiry:type_name -> google.protobuf.Timestamp
 	17, // 3: tenure.v1.LeasedTask.execution_window:type_name -> google.protobuf.Duration
-	18, // 4: tenure.v1.HeartbeatResponse.lease_expiry:type_name -> google.protobuf.Timestamp
-	9,  // 5: tenure.v1.CommitResponse.fencing_token:type_name -> tenure.v1.FencingToken
-	10, // 6: tenure.v1.CompleteBatchRequest.items:type_name -> tenure.v1.CompleteRequest
-	14, // 7: tenure.v1.CompleteBatchResponse.results:type_name -> tenure.v1.CompleteResult
-	19, // 8: tenure.v1.CompleteResult.detail:type_name -> tenure.v1.ErrorDetail
-	20, // 9: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
-	18, // 10: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
-	0,  // 11: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
-	3,  // 12: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
-	5,  // 13: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
-	7,  // 14: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
-	10, // 15: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
-	12, // 16: tenure.v1.WorkerService.CompleteBatch:input_type -> tenure.v1.CompleteBatchRequest
-	15, // 17: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
-	1,  // 18: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
-	4,  // 19: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
-	6,  // 20: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
-	8,  // 21: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
-	11, // 22: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
-	13, // 23: tenure.v1.WorkerService.CompleteBatch:output_type -> tenure.v1.CompleteBatchResponse
-	16, // 24: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
-	18, // [18:25] is the sub-list for method output_type
-	11, // [11:18] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	18, // 4: tenure.v1.LeasedTask.deadline:type_name -> google.protobuf.Timestamp
+	18, // 5: tenure.v1.HeartbeatResponse.lease_expiry:type_name -> google.protobuf.Timestamp
+	9,  // 6: tenure.v1.CommitResponse.fencing_token:type_name -> tenure.v1.FencingToken
+	10, // 7: tenure.v1.CompleteBatchRequest.items:type_name -> tenure.v1.CompleteRequest
+	14, // 8: tenure.v1.CompleteBatchResponse.results:type_name -> tenure.v1.CompleteResult
+	19, // 9: tenure.v1.CompleteResult.detail:type_name -> tenure.v1.ErrorDetail
+	20, // 10: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
+	18, // 11: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
+	0,  // 12: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
+	3,  // 13: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
+	5,  // 14: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
+	7,  // 15: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
+	10, // 16: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
+	12, // 17: tenure.v1.WorkerService.CompleteBatch:input_type -> tenure.v1.CompleteBatchRequest
+	15, // 18: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
+	1,  // 19: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
+	4,  // 20: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
+	6,  // 21: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
+	8,  // 22: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
+	11, // 23: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
+	13, // 24: tenure.v1.WorkerService.CompleteBatch:output_type -> tenure.v1.CompleteBatchResponse
+	16, // 25: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
+	19, // [19:26] is the sub-list for method output_type
+	12, // [12:19] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_worker_proto_init() }

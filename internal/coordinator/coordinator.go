@@ -241,7 +241,7 @@ func (c *Coordinator) afterApply(r state.Record) {
 	switch r := r.(type) {
 	case *state.LeaseGranted:
 		c.workers.leased(r.WorkerID)
-	case *state.TaskCompleted, *state.TaskFailed, *state.LeaseExpired, *state.TaskDead:
+	case *state.TaskCompleted, *state.TaskFailed, *state.LeaseExpired, *state.TaskDead, *state.TaskDeadlineExceeded:
 		if n := len(t.Executions); n > 0 && t.CurrentLease() == nil {
 			c.workers.released(t.Executions[n-1].WorkerID)
 		}
@@ -325,24 +325,31 @@ func (c *Coordinator) writeAndWait(ctx context.Context, recs ...state.Record) er
 // now is the clock's time as a record timestamp.
 func (c *Coordinator) now() state.Time { return state.TimeOf(c.cfg.Clock.Now()) }
 
-// ExpireDue writes LeaseExpired for every lease past due (up to
-// MaxExpiriesPerScan) and returns how many it expired.
+// ExpireDue writes what time revokes now: TaskDeadlineExceeded for every
+// task past its deadline, then LeaseExpired for every other lease past due
+// (each up to MaxExpiriesPerScan), and returns how many records it wrote.
+// A lease that ends at its task's deadline is not expired: the task fails.
 func (c *Coordinator) ExpireDue(ctx context.Context) (int, error) {
 	if err := c.lock(); err != nil {
 		return 0, err
 	}
-	recs := c.expiredLocked(c.now(), c.cfg.MaxExpiriesPerScan)
+	recs := c.revocationsLocked(c.now(), c.cfg.MaxExpiriesPerScan)
 	return len(recs), c.writeAndWait(ctx, recs...)
 }
 
-// Run expires leases in the background until ctx ends: every
-// ExpiryScanInterval, or sooner when the next lease falls due.
+// Run expires leases and fails tasks past their deadline in the background
+// until ctx ends: every ExpiryScanInterval, or sooner when the next lease
+// or deadline falls due.
 func (c *Coordinator) Run(ctx context.Context) error {
 	for {
 		wait := c.cfg.ExpiryScanInterval
 		c.mu.Lock()
+		now := c.cfg.Clock.Now()
 		if next, ok := c.st.NextExpiry(); ok {
-			wait = min(wait, max(0, next.Std().Sub(c.cfg.Clock.Now())))
+			wait = min(wait, max(0, next.Std().Sub(now)))
+		}
+		if next, ok := c.st.NextDeadline(); ok {
+			wait = min(wait, max(0, next.Std().Sub(now)))
 		}
 		c.mu.Unlock()
 		t := c.cfg.Clock.NewTimer(wait)

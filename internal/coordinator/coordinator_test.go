@@ -96,6 +96,17 @@ func TestValidation(t *testing.T) {
 		{"max below initial", SubmitRequest{Queue: "q", Retry: state.RetryPolicy{InitialBackoff: time.Minute, MaxBackoff: time.Second}}, "retry_policy.max_backoff", ErrInvalidArgument},
 		{"far future", SubmitRequest{Queue: "q", NotBefore: epoch.Add(400 * 24 * time.Hour)}, "not_before", ErrInvalidArgument},
 		{"payload", SubmitRequest{Queue: "q", Payload: make([]byte, 1<<20+1)}, "payload", ErrTooLarge},
+		{"deadline in the past", SubmitRequest{Queue: "q", Deadline: epoch.Add(-time.Second)}, "deadline", ErrInvalidArgument},
+		{"deadline now", SubmitRequest{Queue: "q", Deadline: epoch}, "deadline", ErrInvalidArgument},
+		{"deadline too far", SubmitRequest{Queue: "q", Deadline: epoch.Add(400 * 24 * time.Hour)}, "deadline", ErrInvalidArgument},
+		{"deadline before not_before", SubmitRequest{Queue: "q", NotBefore: epoch.Add(time.Hour), Deadline: epoch.Add(time.Minute)}, "deadline", ErrInvalidArgument},
+		{"deadline within a window of not_before", SubmitRequest{Queue: "q", NotBefore: epoch.Add(time.Hour), Deadline: epoch.Add(time.Hour + 50*time.Millisecond)}, "deadline", ErrInvalidArgument},
+		{"deadline within a window of now", SubmitRequest{Queue: "q", Deadline: epoch.Add(50 * time.Millisecond)}, "deadline", ErrInvalidArgument},
+		{"deadline and timeout", SubmitRequest{Queue: "q", Deadline: epoch.Add(time.Hour), Timeout: time.Hour}, "timeout", ErrInvalidArgument},
+		{"negative timeout", SubmitRequest{Queue: "q", Timeout: -time.Second}, "timeout", ErrInvalidArgument},
+		{"timeout below a window", SubmitRequest{Queue: "q", Timeout: 50 * time.Millisecond}, "timeout", ErrInvalidArgument},
+		{"timeout before not_before", SubmitRequest{Queue: "q", NotBefore: epoch.Add(time.Hour), Timeout: time.Minute}, "timeout", ErrInvalidArgument},
+		{"timeout too long", SubmitRequest{Queue: "q", Timeout: 400 * 24 * time.Hour}, "timeout", ErrInvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,6 +133,10 @@ func TestValidation(t *testing.T) {
 	_, err := e.c.SubmitBatch(ctx, []SubmitRequest{{Queue: "q"}, {Queue: ""}})
 	var fe *FieldError
 	if !errors.As(err, &fe) || fe.Field != "requests[1].queue" {
+		t.Fatalf("batch error %v", err)
+	}
+	_, err = e.c.SubmitBatch(ctx, []SubmitRequest{{Queue: "q"}, {Queue: "q", Deadline: epoch.Add(-time.Hour)}})
+	if !errors.As(err, &fe) || fe.Field != "requests[1].deadline" || !strings.Contains(err.Error(), "in the past") {
 		t.Fatalf("batch error %v", err)
 	}
 	if n := e.c.Stats().Tasks; n != 0 {

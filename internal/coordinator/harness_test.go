@@ -44,6 +44,10 @@ type env struct {
 	checkEveryRecord bool
 	// observer is Config.Observer.
 	observer Observer
+	// scan and maxExpiries, when set, are Config.ExpiryScanInterval
+	// (default here 1 s) and Config.MaxExpiriesPerScan.
+	scan        time.Duration
+	maxExpiries int
 }
 
 func newEnv(t *testing.T, seed uint64) *env {
@@ -55,7 +59,11 @@ func newEnv(t *testing.T, seed uint64) *env {
 }
 
 func (e *env) config() Config {
-	return Config{Clock: e.clock, Rand: e.rand, ExpiryScanInterval: time.Second, Observer: e.observer}
+	scan := e.scan
+	if scan == 0 {
+		scan = time.Second
+	}
+	return Config{Clock: e.clock, Rand: e.rand, ExpiryScanInterval: scan, MaxExpiriesPerScan: e.maxExpiries, Observer: e.observer}
 }
 
 func (e *env) open() {

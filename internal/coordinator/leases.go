@@ -30,6 +30,9 @@ type Lease struct {
 	Attempt     uint32
 	LeaseExpiry time.Time
 	Window      time.Duration
+	// Deadline is the task's deadline (zero: none): the lease never
+	// outlives it, and the task fails at it unless committed by then.
+	Deadline time.Time
 	// Committed marks a finalisation lease: an earlier attempt committed
 	// CommittedResult. The worker re-applies its idempotent effect and
 	// completes; it must not execute the task again.
@@ -94,27 +97,39 @@ func (c *Coordinator) Lease(ctx context.Context, req LeaseRequest) ([]Lease, err
 		return nil, err
 	}
 	q := state.QueueKey{Namespace: req.Namespace, Queue: req.Queue}
-	deadline := c.cfg.Clock.Now().Add(req.Wait)
+	pollEnd := c.cfg.Clock.Now().Add(req.Wait)
 	for {
 		if err := c.lock(); err != nil {
 			return nil, err
 		}
+		seen := c.st.LastLSN()
 		nowT := c.cfg.Clock.Now()
 		now := state.TimeOf(nowT)
 		c.workers.seen(req.WorkerID, nowT, req.MaxTasks)
-		// Lazy expiry before a grant: a past-due lease must not keep a task
-		// from being leased.
-		recs := c.expiredLocked(now, c.cfg.MaxExpiriesPerScan)
+		// Lazy revocation before a grant: a past-due lease must not keep a
+		// task from being leased, and a task past its deadline fails rather
+		// than being leased. Written first, so that the grants are decided
+		// on the state they leave.
+		if _, err := c.write(c.revocationsLocked(now, c.cfg.MaxExpiriesPerScan)...); err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+		var recs []state.Record
 		ready := c.st.Schedulable(q, now, req.MaxTasks)
 		grants := make([]*state.LeaseGranted, 0, len(ready))
 		for _, t := range ready {
+			if c.pastDeadline(t, now) {
+				// Past its deadline, beyond the bound of one pass.
+				recs = append(recs, &state.TaskDeadlineExceeded{TaskID: t.ID, At: now})
+				continue
+			}
 			g := &state.LeaseGranted{
 				TaskID:      t.ID,
 				LeaseID:     newID(nowT, c.cfg.Rand),
 				WorkerID:    req.WorkerID,
 				Attempt:     t.Attempt + 1,
 				GrantedAt:   now,
-				LeaseExpiry: now.Add(t.Window),
+				LeaseExpiry: c.capExpiry(t, now.Add(t.Window)),
 			}
 			grants = append(grants, g)
 			recs = append(recs, g)
@@ -136,26 +151,26 @@ func (c *Coordinator) Lease(ctx context.Context, req LeaseRequest) ([]Lease, err
 			}
 			return out, nil
 		}
-		// Nothing ready: write any expiries, then wait for the queue to be
-		// signalled, the next delayed task, or the deadline.
-		attribute(ctx, recs)
+		// Nothing ready: write any deadline failures, then wait for the
+		// queue to be signalled, the next delayed task, or the end of the
+		// long-poll.
 		last, err := c.write(recs...)
 		if err != nil {
 			c.mu.Unlock()
 			return nil, err
 		}
 		signal := c.signalFor(q)
-		remaining := deadline.Sub(nowT)
+		remaining := pollEnd.Sub(nowT)
 		if next, ok := c.st.NextReady(q); ok {
 			remaining = min(remaining, max(next.Std().Sub(nowT), time.Millisecond))
 		}
 		c.mu.Unlock()
-		if len(recs) > 0 {
+		if last > seen {
 			if err := c.wait(ctx, last); err != nil {
 				return nil, err
 			}
 		}
-		if !nowT.Before(deadline) {
+		if !nowT.Before(pollEnd) {
 			return nil, nil
 		}
 		timer := c.cfg.Clock.NewTimer(remaining)
@@ -186,17 +201,43 @@ func (c *Coordinator) leaseView(t *state.Task, g *state.LeaseGranted) Lease {
 		l.Committed = true
 		l.CommittedResult = t.Result
 	}
+	if d, ok := c.st.Deadline(t.ID); ok {
+		l.Deadline = d.Std()
+	}
 	return l
 }
 
-// expiredLocked builds LeaseExpired records for up to max leases past due at
-// now; c.mu must be held.
-func (c *Coordinator) expiredLocked(now state.Time, max int) []state.Record {
+// revocationsLocked builds what time revokes at now: TaskDeadlineExceeded
+// for up to max tasks past their deadline, then LeaseExpired for up to max
+// leases past due, but none for a task past its deadline (the lease of a
+// task ends at its deadline at the latest, and then the deadline wins: the
+// task fails rather than being retried). c.mu must be held.
+func (c *Coordinator) revocationsLocked(now state.Time, max int) []state.Record {
 	var recs []state.Record
+	for _, t := range c.st.PastDeadline(now, max) {
+		recs = append(recs, &state.TaskDeadlineExceeded{TaskID: t.ID, At: now})
+	}
 	for _, t := range c.st.Expired(now, max) {
-		recs = append(recs, c.expiry(t, now))
+		if !c.pastDeadline(t, now) {
+			recs = append(recs, c.expiry(t, now))
+		}
 	}
 	return recs
+}
+
+// pastDeadline reports whether t has a deadline at or before now.
+func (c *Coordinator) pastDeadline(t *state.Task, now state.Time) bool {
+	d, ok := c.st.Deadline(t.ID)
+	return ok && d <= now
+}
+
+// capExpiry returns expiry, or t's deadline if that is earlier: no lease
+// outlives its task's deadline.
+func (c *Coordinator) capExpiry(t *state.Task, expiry state.Time) state.Time {
+	if d, ok := c.st.Deadline(t.ID); ok {
+		return min(expiry, d)
+	}
+	return expiry
 }
 
 // expiry builds the LeaseExpired record of t's current lease at now. If the
@@ -210,7 +251,8 @@ func (c *Coordinator) expiry(t *state.Task, now state.Time) *state.LeaseExpired 
 }
 
 // authorize checks that leaseID is t's current, unexpired lease at now. A
-// lease past due is expired on the spot (a LeaseExpired record). An action
+// lease past due is expired on the spot (a LeaseExpired record, or a
+// TaskDeadlineExceeded if the task's deadline has passed too). An action
 // by a lease without authority is answered with ErrLeaseLost, or
 // ErrAlreadyCommitted if another attempt committed.
 //
@@ -226,7 +268,12 @@ func (c *Coordinator) authorize(t *state.Task, leaseID string, action state.Acti
 	var recs []state.Record
 	cur := t.CurrentLease()
 	expiredNow := cur != nil && cur.LeaseExpiry <= now
-	if expiredNow {
+	deadlineNow := expiredNow && c.pastDeadline(t, now)
+	switch {
+	case deadlineNow:
+		recs = append(recs, &state.TaskDeadlineExceeded{TaskID: t.ID, At: now})
+		cur = nil
+	case expiredNow:
 		recs = append(recs, c.expiry(t, now))
 		cur = nil
 	}
@@ -245,15 +292,19 @@ func (c *Coordinator) authorize(t *state.Task, leaseID string, action state.Acti
 		return nil, recs, alreadyCommitted(t.ID, leaseID, t.CommittedBy)
 	}
 	why := "is not the current lease"
-	if former != nil && (expiredNow && t.CurrentLease() == former || expiredEarlier(former)) {
+	switch {
+	case former == nil:
+	case deadlineNow && t.CurrentLease() == former || endedBy(former, state.ReasonLeaseDeadline):
+		why = "ended at the task's deadline"
+	case expiredNow && t.CurrentLease() == former || endedBy(former, state.ReasonLeaseExpired):
 		why = "expired"
 	}
 	return nil, recs, leaseLost(t.ID, leaseID, why)
 }
 
-// expiredEarlier reports whether the lease of execution e ended by expiry.
-func expiredEarlier(e *state.Execution) bool {
-	return e.Status == state.ExecAborted && e.Reason == state.ReasonLeaseExpired
+// endedBy reports whether execution e was aborted for reason.
+func endedBy(e *state.Execution, reason string) bool {
+	return e.Status == state.ExecAborted && e.Reason == reason
 }
 
 // checkLease validates the ids every lease-holder operation names.
@@ -322,14 +373,17 @@ func (c *Coordinator) Start(ctx context.Context, taskID, leaseID string) error {
 	})
 }
 
-// Heartbeat extends the lease to now + the task's execution window and
-// returns the new expiry. An expired lease is never resurrected.
+// Heartbeat extends the lease to now + the task's execution window, but
+// not beyond the task's deadline, and returns the new expiry. An expired
+// lease is never resurrected.
 func (c *Coordinator) Heartbeat(ctx context.Context, taskID, leaseID string) (time.Time, error) {
 	var expiry state.Time
 	err := c.leaseOp(ctx, taskID, leaseID, state.ActionHeartbeat, func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
-		expiry = now.Add(t.Window)
+		expiry = c.capExpiry(t, now.Add(t.Window))
 		if expiry <= cur.LeaseExpiry {
-			expiry = cur.LeaseExpiry // the clock went back: keep the lease as it is
+			// At the task's deadline already, or the clock went back: keep
+			// the lease as it is.
+			expiry = cur.LeaseExpiry
 			return nil, nil
 		}
 		return &state.LeaseExtended{TaskID: t.ID, LeaseID: leaseID, NewLeaseExpiry: expiry, At: now}, nil

@@ -21,8 +21,8 @@ var (
 )
 
 // TestPropertyRandomOperations drives the coordinator with seeded random
-// sequences of every operation and of clock moves (forward and, rarely,
-// backward) and restarts. After every applied record the state invariants
+// sequences of every operation (submits with and without deadlines) and of
+// clock moves (forward and, rarely, backward) and restarts. After every applied record the state invariants
 // hold; at the end, replaying the WAL files from disk gives a state equal to
 // the live one, twice over; and from the clients' side no task ever has two
 // winning commits. A failure prints its seed; -prop.seed=N reruns it.
@@ -38,10 +38,16 @@ func TestPropertyRandomOperations(t *testing.T) {
 	if *propSeed != 0 {
 		first, seeds = *propSeed, 1
 	}
+	var failedLeased int
 	for seed := first; seed < first+uint64(seeds); seed++ {
-		if !runSequence(t, seed, *propOps) {
+		ok, n := runSequence(t, seed, *propOps)
+		if !ok {
 			t.Fatalf("seed %d failed; rerun with: go test ./internal/coordinator -run TestPropertyRandomOperations -prop.seed=%d -v", seed, seed)
 		}
+		failedLeased += n
+	}
+	if seeds >= 100 && failedLeased == 0 {
+		t.Fatal("no sequence failed a leased task at its deadline; the test needs some")
 	}
 }
 
@@ -50,7 +56,9 @@ type heldLease struct {
 	worker string
 }
 
-func runSequence(t *testing.T, seed uint64, ops int) (ok bool) {
+// runSequence runs one sequence and says whether it passed, and how many
+// leases ended at their task's deadline.
+func runSequence(t *testing.T, seed uint64, ops int) (ok bool, deadlineLeases int) {
 	var failed bool
 	t.Run(fmt.Sprint(seed), func(t *testing.T) {
 		defer func() { failed = t.Failed() }()
@@ -102,6 +110,14 @@ func runSequence(t *testing.T, seed uint64, ops int) (ok bool) {
 			}
 			if rng.IntN(5) == 0 {
 				r.NotBefore = e.clock.Now().Add(time.Duration(rng.IntN(5)) * time.Second)
+			}
+			switch rng.IntN(6) {
+			case 0:
+				// At least 5 s: past a not_before up to 4 s ahead, by more
+				// than the minimum window.
+				r.Timeout = time.Duration(5000+rng.IntN(15000)) * time.Millisecond
+			case 1:
+				r.Deadline = e.clock.Now().Add(time.Duration(5000+rng.IntN(15000)) * time.Millisecond)
 			}
 			return r
 		}
@@ -237,8 +253,15 @@ func runSequence(t *testing.T, seed uint64, ops int) (ok bool) {
 		if !reflect.DeepEqual(first, second) {
 			t.Fatalf("two replays of the same log differ")
 		}
+		for _, task := range live.Tasks {
+			for _, ex := range task.Executions {
+				if ex.Reason == state.ReasonLeaseDeadline {
+					deadlineLeases++
+				}
+			}
+		}
 	})
-	return !failed
+	return !failed, deadlineLeases
 }
 
 func hasTask(x state.Export, id string) bool {

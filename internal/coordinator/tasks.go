@@ -29,12 +29,19 @@ type SubmitRequest struct {
 	Retry           state.RetryPolicy
 	NotBefore       time.Time // zero: at once
 	Priority        int32
+	// Deadline, when set, is the instant after which the task fails unless
+	// COMMITTED by then, whatever its attempts left; no lease outlives it.
+	// Zero: none.
+	Deadline time.Time
+	// Timeout sets the deadline to the time of the submit plus Timeout
+	// instead (0: none). Deadline and Timeout exclude each other.
+	Timeout time.Duration
 }
 
 // SubmitResult is the created (or, for a repeated request id, existing)
 // task.
 type SubmitResult struct {
-	Task      *state.Task
+	TaskView
 	Duplicate bool
 }
 
@@ -174,6 +181,38 @@ func (l Limits) validateSubmit(req *SubmitRequest, prefix string, now time.Time)
 	if !req.NotBefore.IsZero() && req.NotBefore.Sub(now) > l.MaxDelay {
 		return fieldErr(prefix+"not_before", "%s is more than %v ahead", req.NotBefore.UTC().Format(time.RFC3339), l.MaxDelay)
 	}
+	return l.checkDeadline(req, prefix, now)
+}
+
+// checkDeadline checks a submit's deadline or timeout at now: one of them at
+// most, in the future, within MaxDelay, and leaving the task at least the
+// minimum execution window to run after it may start (now, or not_before).
+func (l Limits) checkDeadline(req *SubmitRequest, prefix string, now time.Time) error {
+	field, deadline := prefix+"deadline", req.Deadline
+	switch {
+	case req.Timeout != 0 && !req.Deadline.IsZero():
+		return fieldErr(prefix+"timeout", "deadline and timeout exclude each other: set one of them")
+	case req.Timeout < 0:
+		return fieldErr(prefix+"timeout", "%v is not positive", req.Timeout)
+	case req.Timeout > l.MaxDelay:
+		return fieldErr(prefix+"timeout", "%v is over the limit of %v", req.Timeout, l.MaxDelay)
+	case req.Timeout > 0:
+		field, deadline = prefix+"timeout", now.Add(req.Timeout)
+	case deadline.IsZero():
+		return nil
+	case !deadline.After(now):
+		return fieldErr(field, "%s is in the past (the server's time is %s)", deadline.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
+	case deadline.Sub(now) > l.MaxDelay:
+		return fieldErr(field, "%s is more than %v ahead", deadline.UTC().Format(time.RFC3339), l.MaxDelay)
+	}
+	start, from := now, "the submit"
+	if req.NotBefore.After(now) {
+		start, from = req.NotBefore, "not_before"
+	}
+	if deadline.Sub(start) < l.MinWindow {
+		return fieldErr(field, "the deadline %s leaves less than the minimum execution window (%v) after %s (%s): the task could not run",
+			deadline.UTC().Format(time.RFC3339Nano), l.MinWindow, from, start.UTC().Format(time.RFC3339Nano))
+	}
 	return nil
 }
 
@@ -191,6 +230,12 @@ func created(req *SubmitRequest, id string, now time.Time) *state.TaskCreated {
 	}
 	if !req.NotBefore.IsZero() {
 		r.NotBefore = state.TimeOf(req.NotBefore)
+	}
+	switch {
+	case req.Timeout > 0:
+		r.Deadline = state.TimeOf(now.Add(req.Timeout))
+	case !req.Deadline.IsZero():
+		r.Deadline = state.TimeOf(req.Deadline)
 	}
 	return r
 }
@@ -251,7 +296,7 @@ func (c *Coordinator) SubmitBatch(ctx context.Context, reqs []SubmitRequest) ([]
 					}
 					return nil, err
 				}
-				out[i] = SubmitResult{Task: t.Clone(), Duplicate: true}
+				out[i] = SubmitResult{TaskView: c.view(t), Duplicate: true}
 				continue
 			}
 			k := [2]string{req.Namespace, req.RequestID}
@@ -280,9 +325,9 @@ func (c *Coordinator) SubmitBatch(ctx context.Context, reqs []SubmitRequest) ([]
 	for i := range reqs {
 		switch {
 		case newAt[i] >= 0:
-			out[i].Task = c.st.Task(recs[newAt[i]].Task()).Clone()
+			out[i].TaskView = c.view(c.st.Task(recs[newAt[i]].Task()))
 		case out[i].Task == nil:
-			out[i].Task = c.st.ByRequest(reqs[i].Namespace, reqs[i].RequestID).Clone()
+			out[i].TaskView = c.view(c.st.ByRequest(reqs[i].Namespace, reqs[i].RequestID))
 		}
 	}
 	c.mu.Unlock()
@@ -413,18 +458,38 @@ func (c *Coordinator) taskAction(ctx context.Context, taskID string, a Actor, re
 	return c.writeAndWait(ctx, rec(c.now()))
 }
 
+// TaskView is a copy of one task as an answer shows it: the task, and its
+// deadline in force, which the state keeps beside it (0: none, or no
+// longer: see state.State.Deadline).
+type TaskView struct {
+	*state.Task
+	Deadline state.Time
+}
+
+// view copies t and its deadline; c.mu must be held.
+func (c *Coordinator) view(t *state.Task) TaskView {
+	d, _ := c.st.Deadline(t.ID)
+	return TaskView{Task: t.Clone(), Deadline: d}
+}
+
 // Get returns a copy of the task.
 func (c *Coordinator) Get(ctx context.Context, taskID string) (*state.Task, error) {
+	v, err := c.View(ctx, taskID)
+	return v.Task, err
+}
+
+// View returns a copy of the task with its deadline.
+func (c *Coordinator) View(ctx context.Context, taskID string) (TaskView, error) {
 	if err := c.checkID("task_id", taskID, true); err != nil {
-		return nil, err
+		return TaskView{}, err
 	}
-	var out *state.Task
+	var out TaskView
 	err := c.read(ctx, func() error {
 		t := c.st.Task(taskID)
 		if t == nil {
 			return notFound(taskID)
 		}
-		out = t.Clone()
+		out = c.view(t)
 		return nil
 	})
 	return out, err
@@ -461,9 +526,9 @@ type ListFilter struct {
 // continues from NextAfter.
 const maxListScan = 100_000
 
-// List returns tasks in creation order and the value of After for the next
-// page (0 when there is none).
-func (c *Coordinator) List(ctx context.Context, f ListFilter) (tasks []*state.Task, nextAfter uint64, err error) {
+// List returns tasks in creation order, with their deadlines, and the value
+// of After for the next page (0 when there is none).
+func (c *Coordinator) List(ctx context.Context, f ListFilter) (tasks []TaskView, nextAfter uint64, err error) {
 	if f.Limit == 0 {
 		f.Limit = 100
 	}
@@ -482,7 +547,7 @@ func (c *Coordinator) List(ctx context.Context, f ListFilter) (tasks []*state.Ta
 			nextAfter = t.CreatedLSN
 			if (f.Namespace == "" || t.Namespace == f.Namespace) && (f.Queue == "" || t.Queue == f.Queue) &&
 				(f.State == 0 || t.State == f.State) {
-				tasks = append(tasks, t.Clone())
+				tasks = append(tasks, c.view(t))
 			}
 			return true
 		})

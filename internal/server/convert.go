@@ -75,6 +75,15 @@ func submitRequest(prefix string, r *tenurev1.SubmitRequest) (coordinator.Submit
 	if out.NotBefore, err = timestamp(prefix+"not_before", r.GetNotBefore()); err != nil {
 		return out, err
 	}
+	if out.Deadline, err = timestamp(prefix+"deadline", r.GetDeadline()); err != nil {
+		return out, err
+	}
+	if out.Timeout, err = duration(prefix+"timeout", r.GetTimeout()); err != nil {
+		return out, err
+	}
+	if r.GetTimeout() != nil && out.Timeout == 0 {
+		return out, &coordinator.FieldError{Field: prefix + "timeout", Problem: "0s is not positive: a timeout must be positive (leave it unset for no deadline)"}
+	}
 	if p := r.GetRetryPolicy(); p != nil {
 		out.Retry.MaxAttempts = p.GetMaxAttempts()
 		out.Retry.Multiplier = p.GetBackoffMultiplier()
@@ -122,7 +131,8 @@ var execStatuses = map[state.ExecStatus]tenurev1.ExecutionStatus{
 	state.ExecAborted:    tenurev1.ExecutionStatus_EXECUTION_STATUS_ABORTED,
 }
 
-func task(t *state.Task) *tenurev1.Task {
+func task(v coordinator.TaskView) *tenurev1.Task {
+	t := v.Task
 	out := &tenurev1.Task{
 		TaskId:          t.ID,
 		Namespace:       t.Namespace,
@@ -144,6 +154,7 @@ func task(t *state.Task) *tenurev1.Task {
 		UpdatedAt:     ts(t.UpdatedAt),
 		Result:        t.Result,
 		FailureReason: t.FailureReason,
+		Deadline:      ts(v.Deadline),
 	}
 	if cur := t.CurrentLease(); cur != nil {
 		out.LeaseId, out.WorkerId, out.LeaseExpiry = cur.LeaseID, cur.WorkerID, ts(cur.LeaseExpiry)
@@ -177,6 +188,7 @@ func leasedTask(l coordinator.Lease) *tenurev1.LeasedTask {
 		ExecutionWindow: durationpb.New(l.Window),
 		Committed:       l.Committed,
 		CommittedResult: l.CommittedResult,
+		Deadline:        stdTS(l.Deadline),
 	}
 }
 
@@ -198,6 +210,9 @@ func historyEntry(h coordinator.HistoryEntry) *tenurev1.HistoryEntry {
 		e.Detail = fmt.Sprintf("queue %s/%s, %d-byte payload, window %v, up to %d attempts", r.Namespace, r.Queue, len(r.Payload), r.ExecutionWindow, r.Retry.MaxAttempts)
 		if r.NotBefore != 0 {
 			e.Detail += ", not before " + r.NotBefore.String()
+		}
+		if r.Deadline != 0 {
+			e.Detail += ", deadline " + r.Deadline.String()
 		}
 	case *state.LeaseGranted:
 		e.RequestedBy = r.By
@@ -242,6 +257,9 @@ func historyEntry(h coordinator.HistoryEntry) *tenurev1.HistoryEntry {
 	case *state.TaskDead:
 		e.At, e.RequestedBy, e.Reason = ts(r.At), r.By, r.Reason
 		e.Detail = "killed: " + r.Reason + by(r.By)
+	case *state.TaskDeadlineExceeded:
+		e.At = ts(r.At)
+		e.Detail = "failed: its deadline passed before a commit (" + state.ReasonDeadlineExceeded + ")"
 	case *state.TaskRetried:
 		e.At, e.RequestedBy, e.Reason = ts(r.At), r.By, r.Reason
 		e.Detail = "retried by an operator: waiting again, with a fresh budget of attempts" + by(r.By)

@@ -136,7 +136,7 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 			for j, r := range res {
 				t := &tenurev1.Task{TaskId: r.Task.ID}
 				if !idsOnly {
-					t = task(r.Task)
+					t = task(r.TaskView)
 				}
 				out.Responses[pt.idx[j]] = &tenurev1.SubmitResponse{Task: t, Duplicate: r.Duplicate}
 			}

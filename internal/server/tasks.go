@@ -27,7 +27,7 @@ func (h taskService) Submit(ctx context.Context, req *connect.Request[tenurev1.S
 		if err != nil {
 			return nil, err
 		}
-		return &tenurev1.SubmitResponse{Task: task(res.Task), Duplicate: res.Duplicate}, nil
+		return &tenurev1.SubmitResponse{Task: task(res.TaskView), Duplicate: res.Duplicate}, nil
 	})
 }
 
@@ -42,7 +42,7 @@ func (h taskService) SubmitBatch(ctx context.Context, req *connect.Request[tenur
 func (h taskService) GetTask(ctx context.Context, req *connect.Request[tenurev1.GetTaskRequest]) (*connect.Response[tenurev1.GetTaskResponse], error) {
 	id := req.Msg.GetTaskId()
 	return byTask(h.s, ctx, id, true, req, route.Peer.GetTask, func(c *coordinator.Coordinator) (*tenurev1.GetTaskResponse, error) {
-		t, err := c.Get(ctx, id)
+		t, err := c.View(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -65,7 +65,7 @@ func (h taskService) KillTask(ctx context.Context, req *connect.Request[tenurev1
 		if err := c.Kill(ctx, id, coordinator.Actor{By: req.Msg.GetRequestedBy(), Reason: req.Msg.GetReason()}); err != nil {
 			return nil, err
 		}
-		t, err := c.Get(ctx, id)
+		t, err := c.View(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +80,7 @@ func (h taskService) RetryTask(ctx context.Context, req *connect.Request[tenurev
 		if err := c.Retry(ctx, id, coordinator.Actor{By: req.Msg.GetRequestedBy(), Reason: req.Msg.GetReason()}); err != nil {
 			return nil, err
 		}
-		t, err := c.Get(ctx, id)
+		t, err := c.View(ctx, id)
 		if err != nil {
 			return nil, err
 		}
