@@ -38,7 +38,15 @@ type apiEnv struct {
 
 func newAPIEnv(t *testing.T) *apiEnv {
 	t.Helper()
-	n, err := node.Open(context.Background(), node.Config{DataDir: t.TempDir()})
+	return newAPIEnvWith(t, node.Config{})
+}
+
+// newAPIEnvWith is newAPIEnv on a node configured by cfg (its DataDir is
+// set here).
+func newAPIEnvWith(t *testing.T, cfg node.Config) *apiEnv {
+	t.Helper()
+	cfg.DataDir = t.TempDir()
+	n, err := node.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("node.Open: %v", err)
 	}
@@ -257,6 +265,15 @@ func TestAPIBadInput(t *testing.T) {
 		{name: "max attempts 1001", procedure: submitProc, body: `{"queue":"q","retryPolicy":{"maxAttempts":1001}}`, code: connect.CodeInvalidArgument, mention: []string{"max_attempts", "1000"}},
 		{name: "backoff multiplier 0.5", procedure: submitProc, body: `{"queue":"q","retryPolicy":{"backoffMultiplier":0.5}}`, code: connect.CodeInvalidArgument, mention: []string{"backoff_multiplier"}},
 		{name: "not_before too far ahead", procedure: submitProc, body: `{"queue":"q","notBefore":"2999-01-01T00:00:00Z"}`, code: connect.CodeInvalidArgument, mention: []string{"not_before"}},
+		{name: "deadline in the past", procedure: submitProc, body: `{"queue":"deadline-a","deadline":"2000-01-01T00:00:00Z"}`, code: connect.CodeInvalidArgument, mention: []string{"deadline", "in the past"}, after: emptyQueue("deadline-a")},
+		{name: "deadline too far ahead", procedure: submitProc, body: `{"queue":"deadline-b","deadline":"2999-01-01T00:00:00Z"}`, code: connect.CodeInvalidArgument, mention: []string{"deadline", "ahead"}, after: emptyQueue("deadline-b")},
+		{name: "deadline and timeout", procedure: submitProc, body: `{"queue":"deadline-c","deadline":"2999-01-01T00:00:00Z","timeout":"60s"}`, code: connect.CodeInvalidArgument, mention: []string{"timeout", "exclude"}, after: emptyQueue("deadline-c")},
+		{name: "zero timeout", procedure: submitProc, body: `{"queue":"deadline-d","timeout":"0s"}`, code: connect.CodeInvalidArgument, mention: []string{"timeout", "positive"}, after: emptyQueue("deadline-d")},
+		{name: "negative timeout", procedure: submitProc, body: `{"queue":"deadline-e","timeout":"-1s"}`, code: connect.CodeInvalidArgument, mention: []string{"timeout", "negative"}, after: emptyQueue("deadline-e")},
+		{name: "timeout before not_before", procedure: submitProc, body: `{"queue":"deadline-f","timeout":"60s","notBefore":"` + time.Now().Add(24*time.Hour).UTC().Format(time.RFC3339) + `"}`, code: connect.CodeInvalidArgument, mention: []string{"timeout", "not_before"}, after: emptyQueue("deadline-f")},
+		{name: "batch with a deadline in the past", procedure: submitBatchProc,
+			body: `{"requests":[{"queue":"deadline-g"},{"queue":"deadline-g","deadline":"2000-01-01T00:00:00Z"}]}`,
+			code: connect.CodeInvalidArgument, mention: []string{"requests[1].deadline"}, after: emptyQueue("deadline-g")},
 		{name: "2 MiB payload", procedure: submitProc, body: `{"queue":"q","payload":"` + big + `"}`, code: connect.CodeResourceExhausted, mention: []string{"payload", "1048576"}},
 		{name: "2 MiB result", call: func(ctx context.Context) error {
 			_, err := e.worker.Commit(ctx, connect.NewRequest(&tenurev1.CommitRequest{TaskId: heldID, LeaseId: heldLease.GetLeaseId(), Result: make([]byte, 2<<20)}))
