@@ -76,6 +76,23 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("Submit without request id: got request id %q, not before %v; want a generated id and %v", anon.Task.RequestID, anon.Task.NotBefore, notBefore)
 			}
 
+			// Deadlines: absolute, or a timeout from the submit; a past
+			// one is refused naming its field.
+			deadline := notBefore.Add(time.Hour)
+			dl, err := c.Submit(ctx, client.SubmitRequest{Queue: "rt-deadline", NotBefore: notBefore, Deadline: deadline})
+			if err != nil || !dl.Task.Deadline.Equal(deadline) {
+				t.Fatalf("Submit with a deadline: %+v, %v; want deadline %v", dl.Task, err, deadline)
+			}
+			to, err := c.Submit(ctx, client.SubmitRequest{Queue: "rt-deadline", NotBefore: notBefore, Timeout: 2 * time.Hour})
+			if err != nil || !to.Task.Deadline.Equal(to.Task.CreatedAt.Add(2*time.Hour)) {
+				t.Fatalf("Submit with a timeout: %+v, %v; want the deadline 2h after its creation", to.Task, err)
+			}
+			var ce *client.Error
+			if _, err := c.Submit(ctx, client.SubmitRequest{Queue: "rt-deadline", Deadline: time.Unix(1, 0)}); !errors.As(err, &ce) ||
+				!errors.Is(err, client.ErrInvalidArgument) || ce.Field != "deadline" {
+				t.Fatalf("Submit with a past deadline: %v; want ErrInvalidArgument naming deadline", err)
+			}
+
 			// SubmitBatch, answered with ids only unless whole tasks are
 			// asked for.
 			batch, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{

@@ -47,6 +47,7 @@ func taskOf(p *tenurev1.Task) Task {
 		LeaseID:       p.GetLeaseId(),
 		WorkerID:      p.GetWorkerId(),
 		LeaseExpiry:   timeOf(p.GetLeaseExpiry()),
+		Deadline:      timeOf(p.GetDeadline()),
 	}
 	if ex := p.GetExecutions(); len(ex) > 0 {
 		t.Executions = make([]Execution, len(ex))
@@ -89,6 +90,7 @@ func leasedTaskOf(p *tenurev1.LeasedTask) LeasedTask {
 		ExecutionWindow: p.GetExecutionWindow().AsDuration(),
 		Committed:       p.GetCommitted(),
 		CommittedResult: p.GetCommittedResult(),
+		Deadline:        timeOf(p.GetDeadline()),
 	}
 }
 
@@ -141,6 +143,12 @@ func (r SubmitRequest) proto() *tenurev1.SubmitRequest {
 	}
 	if !r.NotBefore.IsZero() {
 		out.NotBefore = timestamppb.New(r.NotBefore)
+	}
+	if !r.Deadline.IsZero() {
+		out.Deadline = timestamppb.New(r.Deadline)
+	}
+	if r.Timeout != 0 {
+		out.Timeout = durationpb.New(r.Timeout)
 	}
 	return out
 }

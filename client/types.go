@@ -117,6 +117,10 @@ type Task struct {
 	LeaseExpiry time.Time
 	// Executions holds every attempt so far, oldest first.
 	Executions []Execution
+	// Deadline is when the task fails (FailureReason "deadline_exceeded")
+	// unless an attempt committed it by then. Zero without one, and once the
+	// task is COMMITTED or finished (it no longer applies).
+	Deadline time.Time
 }
 
 // Execution is one attempt of a task under one lease.
@@ -165,6 +169,16 @@ type SubmitRequest struct {
 	Retry     *RetryPolicy
 	NotBefore time.Time
 	Priority  int32
+	// Deadline, if set, is when the task fails (FailureReason
+	// "deadline_exceeded") unless an attempt committed it by then, whatever
+	// its attempts left; no lease outlives it. It must be in the future and
+	// leave at least the server's minimum execution window (100ms) after
+	// NotBefore. Zero: none.
+	Deadline time.Time
+	// Timeout, if set, makes the deadline the server's time of the submit
+	// plus Timeout, instead of Deadline (set one of them at most). Zero:
+	// none.
+	Timeout time.Duration
 }
 
 // SubmitBatchRequest holds the tasks of one SubmitBatch call.
@@ -207,8 +221,8 @@ type HistoryEntry struct {
 	LSN uint64
 	// Type is the record type: "TaskCreated", "LeaseGranted",
 	// "LeaseExtended", "LeaseExpired", "ExecutionStarted", "TaskCommitted",
-	// "TaskCompleted", "TaskFailed", "TaskCancelled", "TaskDead" or
-	// "TaskRetried".
+	// "TaskCompleted", "TaskFailed", "TaskCancelled", "TaskDead",
+	// "TaskRetried" or "TaskDeadlineExceeded".
 	Type string
 	// At is the time the record carries (for TaskCreated the submission,
 	// for LeaseGranted the grant, and so on).
@@ -261,6 +275,9 @@ type LeasedTask struct {
 	// then Complete.
 	Committed       bool
 	CommittedResult []byte
+	// Deadline is the task's deadline (zero: none): no heartbeat extends
+	// the lease beyond it, and the task fails there unless committed.
+	Deadline time.Time
 }
 
 // FencingToken identifies the one commit of a task: the task and the

@@ -31,7 +31,9 @@ type Task = client.LeasedTask
 
 // Handler executes a task and returns its result. It must return soon
 // after ctx ends (lease lost or shutdown); its result is then discarded.
-// Wrap an error with Permanent to fail the task without retries.
+// Wrap an error with Permanent to fail the task without retries. A task
+// with a deadline (Task.Deadline) loses its lease at the deadline, whatever
+// the heartbeats, so ctx ends, as lost, a safety margin before it.
 type Handler func(ctx context.Context, t *Task) (result []byte, err error)
 
 // Effects applies a committed result's external effects. It must be

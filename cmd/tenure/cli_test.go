@@ -224,3 +224,46 @@ func TestCLIExplicitZeroRefused(t *testing.T) {
 		t.Fatalf("task get:\n%s", get)
 	}
 }
+
+// TestCLIDeadline: submit --deadline and --timeout. A deadline in the past,
+// a malformed one, both flags or a timeout that is not positive are refused
+// with a message naming the flag or field, and nothing is submitted; a
+// timeout becomes the deadline that task get shows.
+func TestCLIDeadline(t *testing.T) {
+	t.Parallel()
+	addr := startInProcess(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want []string
+	}{
+		{[]string{"--deadline", "2000-01-01T00:00:00Z"}, 1, []string{"deadline", "in the past"}},
+		{[]string{"--deadline", "tomorrow"}, 2, []string{"--deadline", "RFC 3339"}},
+		{[]string{"--deadline", "2999-01-01T00:00:00Z", "--timeout", "1h"}, 2, []string{"--deadline and --timeout"}},
+		{[]string{"--timeout", "0s"}, 2, []string{"--timeout 0s", "not positive"}},
+		{[]string{"--timeout", "-1m"}, 2, []string{"--timeout -1m0s", "not positive"}},
+	} {
+		args := append([]string{"submit", "--addr", addr, "--queue", "q"}, tc.args...)
+		code, _, errs := cli(t, append(args, "x")...)
+		for _, want := range tc.want {
+			if code != tc.code || !strings.Contains(errs, want) {
+				t.Errorf("tenure %s: exit %d (want %d), stderr %q (want %q)", strings.Join(args, " "), code, tc.code, errs, want)
+				break
+			}
+		}
+	}
+	if code, _, errs := cli(t, "tasks", "list", "--addr", addr); code != 0 || !strings.Contains(errs, "no tasks match") {
+		t.Fatalf("tasks list after the refused submits: exit %d, %s", code, errs)
+	}
+	id := strings.TrimSpace(mustCLI(t, "submit", "--addr", addr, "--queue", "q", "--timeout", "1h", "x"))
+	if get := mustCLI(t, "task", "get", "--addr", addr, id); !strings.Contains(get, "deadline") {
+		t.Fatalf("task get shows no deadline:\n%s", get)
+	}
+	var got struct {
+		Deadline  time.Time `json:"deadline"`
+		CreatedAt time.Time `json:"createdAt"`
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, "task", "get", "--addr", addr, "--json", id)), &got); err != nil || !got.Deadline.Equal(got.CreatedAt.Add(time.Hour)) {
+		t.Fatalf("task get --json: deadline %v, created %v (%v); want the deadline an hour after the creation", got.Deadline, got.CreatedAt, err)
+	}
+}

@@ -51,6 +51,7 @@ type taskJSON struct {
 	WorkerID        string          `json:"workerId,omitempty"`
 	LeaseExpiry     timeJSON        `json:"leaseExpiry,omitzero"`
 	Executions      []executionJSON `json:"executions,omitempty"`
+	Deadline        timeJSON        `json:"deadline,omitzero"`
 }
 
 type retryPolicyJSON struct {
@@ -186,6 +187,7 @@ func taskToJSON(t *client.Task) taskJSON {
 		LeaseID:       t.LeaseID,
 		WorkerID:      t.WorkerID,
 		LeaseExpiry:   timeJSON(t.LeaseExpiry),
+		Deadline:      timeJSON(t.Deadline),
 	}
 	for _, e := range t.Executions {
 		out.Executions = append(out.Executions, executionJSON{

@@ -134,6 +134,8 @@ type submitCmd struct {
 	attempts  uint
 	delay     time.Duration
 	priority  int
+	deadline  string
+	timeout   time.Duration
 }
 
 func (*submitCmd) spec() *cobra.Command {
@@ -144,7 +146,9 @@ func (*submitCmd) spec() *cobra.Command {
 given with --file, or stdin ("-", or when stdin is not a terminal); with
 none it is empty.`,
 		Example: `  tenure submit --queue emails 'hello alice'
-  echo '{"to":"bob"}' | tenure submit --queue emails --request-id order-42 -`,
+  echo '{"to":"bob"}' | tenure submit --queue emails --request-id order-42 -
+  tenure submit --queue reports --deadline 2026-07-01T09:00:00Z 'q2 report'
+  tenure submit --queue thumbnails --timeout 5m photo-42.jpg`,
 	}
 }
 
@@ -158,6 +162,8 @@ func (c *submitCmd) define(fs *pflag.FlagSet) {
 	fs.UintVar(&c.attempts, "max-attempts", 0, "attempts before the task fails for good, 1..1000 (default 3)")
 	fs.DurationVar(&c.delay, "delay", 0, "do not run before this much time from now")
 	fs.IntVar(&c.priority, "priority", 0, "higher runs first within the queue")
+	fs.StringVar(&c.deadline, "deadline", "", "fail the task (deadline_exceeded) unless committed by this time, RFC 3339 (2026-07-01T09:00:00Z); no lease outlives it")
+	fs.DurationVar(&c.timeout, "timeout", 0, "as --deadline, this much time after the submit")
 }
 
 func (c *submitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error {
@@ -178,6 +184,19 @@ func (c *submitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	if fs.Changed("window") && c.window == 0 {
 		return usageError{"--window 0 is outside 100ms..24h; omit the flag for the server's default of 30s"}
 	}
+	var deadline time.Time
+	if c.deadline != "" {
+		var err error
+		if deadline, err = time.Parse(time.RFC3339Nano, c.deadline); err != nil {
+			return usageError{fmt.Sprintf("--deadline %q is not an RFC 3339 time, such as 2026-07-01T09:00:00Z", c.deadline)}
+		}
+	}
+	switch {
+	case fs.Changed("timeout") && c.timeout <= 0:
+		return usageError{fmt.Sprintf("--timeout %v is not positive; omit the flag for no deadline", c.timeout)}
+	case c.deadline != "" && fs.Changed("timeout"):
+		return usageError{"--deadline and --timeout exclude each other: give one"}
+	}
 	payload, err := readPayload(a, args, c.file)
 	if err != nil {
 		return err
@@ -188,7 +207,7 @@ func (c *submitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	}
 	req := client.SubmitRequest{
 		Namespace: c.namespace, Queue: c.queue, Payload: payload, RequestID: c.requestID,
-		ExecutionWindow: c.window, Priority: int32(c.priority),
+		ExecutionWindow: c.window, Priority: int32(c.priority), Deadline: deadline, Timeout: c.timeout,
 	}
 	if c.attempts > 0 {
 		req.Retry = &client.RetryPolicy{MaxAttempts: uint32(c.attempts)}
@@ -282,6 +301,9 @@ func (c *taskGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []s
 	row("updated", fmtTime(t.UpdatedAt))
 	if !t.NotBefore.IsZero() {
 		row("not before", fmtTime(t.NotBefore))
+	}
+	if !t.Deadline.IsZero() {
+		row("deadline", fmtTime(t.Deadline))
 	}
 	if t.LeaseID != "" {
 		row("lease", fmt.Sprintf("%s by %s until %s", t.LeaseID, t.WorkerID, fmtTime(t.LeaseExpiry)))

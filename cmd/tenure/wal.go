@@ -359,11 +359,15 @@ func (c *walStateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []
 	if err != nil {
 		return err
 	}
-	var t *state.Task
+	var (
+		t        *state.Task
+		deadline state.Time
+	)
 	if c.taskID != "" {
 		if t = st.Task(c.taskID); t == nil {
 			return fmt.Errorf("no task %q in the state after lsn %d (never created, created later, or purged by retention)", c.taskID, at)
 		}
+		deadline, _ = st.Deadline(t.ID)
 	}
 	byState := map[string]int{}
 	for ts := state.Waiting; ts <= state.Dead; ts++ {
@@ -380,7 +384,6 @@ func (c *walStateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []
 			Task         json.RawMessage `json:"task,omitempty"`
 		}{LSN: st.LastLSN(), Epoch: st.Epoch(), FromSnapshot: snapAt, Replayed: n, Tasks: st.Len(), ByState: byState}
 		if t != nil {
-			deadline, _ := st.Deadline(t.ID)
 			if out.Task, err = protojson.Marshal(snapshot.TaskMessage(t, deadline)); err != nil {
 				return err
 			}
@@ -406,7 +409,7 @@ func (c *walStateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []
 		fmt.Fprintf(stdout, "  %-10s %d\n", k, byState[k])
 	}
 	if t != nil {
-		printStateTask(stdout, t)
+		printStateTask(stdout, t, deadline)
 	}
 	return nil
 }
@@ -420,7 +423,8 @@ func stateOrder(name string) int {
 	return 99
 }
 
-func printStateTask(w io.Writer, t *state.Task) {
+// printStateTask prints t and its deadline in force (0: none).
+func printStateTask(w io.Writer, t *state.Task, deadline state.Time) {
 	ts := func(v state.Time) string {
 		if v == 0 {
 			return "-"
@@ -431,6 +435,9 @@ func printStateTask(w io.Writer, t *state.Task) {
 		t.ID, t.Namespace, t.Queue, t.Priority, t.State, t.Attempt, t.Retry.MaxAttempts, ts(t.CreatedAt), t.CreatedLSN, ts(t.UpdatedAt))
 	if t.RequestID != "" {
 		fmt.Fprintf(w, "  request id %s\n", t.RequestID)
+	}
+	if deadline != 0 {
+		fmt.Fprintf(w, "  deadline %s\n", ts(deadline))
 	}
 	if t.FailureReason != "" {
 		fmt.Fprintf(w, "  failure %s\n", t.FailureReason)
