@@ -90,6 +90,7 @@ var eventCounters = []string{
 	"tenure_leases_expired_total",
 	"tenure_tasks_killed_total",
 	"tenure_refused_stale_attempts_total",
+	"tenure_tasks_deadline_exceeded_total",
 }
 
 // counters reads the event counters of default/emails; an absent series
@@ -175,14 +176,15 @@ func TestWorkloadCounters(t *testing.T) {
 	checkMetrics(t, body)
 	got := counters(f)
 	want := map[string]float64{
-		"tenure_tasks_submitted_total":        7,
-		"tenure_tasks_leased_total":           5,
-		"tenure_tasks_committed_total":        1,
-		"tenure_tasks_completed_total":        3,
-		"tenure_tasks_failed_total":           1,
-		"tenure_leases_expired_total":         1,
-		"tenure_tasks_killed_total":           0,
-		"tenure_refused_stale_attempts_total": 1,
+		"tenure_tasks_submitted_total":         7,
+		"tenure_tasks_leased_total":            5,
+		"tenure_tasks_committed_total":         1,
+		"tenure_tasks_completed_total":         3,
+		"tenure_tasks_failed_total":            1,
+		"tenure_leases_expired_total":          1,
+		"tenure_tasks_killed_total":            0,
+		"tenure_refused_stale_attempts_total":  1,
+		"tenure_tasks_deadline_exceeded_total": 0,
 	}
 	for _, name := range eventCounters {
 		if d := got[name] - base[name]; d != want[name] {

@@ -14,18 +14,20 @@ const (
 	evLeaseExpired
 	evKilled
 	evRefusedStale
+	evDeadlineExceeded
 	numEvents
 )
 
 var eventNames = [numEvents]struct{ name, help string }{
-	evSubmitted:    {"tenure_tasks_submitted_total", "Tasks created (TaskCreated records); a deduplicated submit creates none."},
-	evLeased:       {"tenure_tasks_leased_total", "Leases granted (LeaseGranted records): attempts started, finalisation leases included."},
-	evCommitted:    {"tenure_tasks_committed_total", "Results committed by Commit (TaskCommitted records); a Complete without a Commit counts only as completed."},
-	evCompleted:    {"tenure_tasks_completed_total", "Tasks completed (TaskCompleted records)."},
-	evFailed:       {"tenure_tasks_failed_total", "Attempts a worker failed (TaskFailed records), whether the task is retried or FAILED."},
-	evLeaseExpired: {"tenure_leases_expired_total", "Leases revoked because they ran out (LeaseExpired records)."},
-	evKilled:       {"tenure_tasks_killed_total", "Tasks killed by an operator (TaskDead records)."},
-	evRefusedStale: {"tenure_refused_stale_attempts_total", "Calls (start, heartbeat, commit, complete, fail) refused because their lease, once the task's, lost its authority: duplicate executions prevented."},
+	evSubmitted:        {"tenure_tasks_submitted_total", "Tasks created (TaskCreated records); a deduplicated submit creates none."},
+	evLeased:           {"tenure_tasks_leased_total", "Leases granted (LeaseGranted records): attempts started, finalisation leases included."},
+	evCommitted:        {"tenure_tasks_committed_total", "Results committed by Commit (TaskCommitted records); a Complete without a Commit counts only as completed."},
+	evCompleted:        {"tenure_tasks_completed_total", "Tasks completed (TaskCompleted records)."},
+	evFailed:           {"tenure_tasks_failed_total", "Attempts a worker failed (TaskFailed records), whether the task is retried or FAILED."},
+	evLeaseExpired:     {"tenure_leases_expired_total", "Leases revoked because they ran out (LeaseExpired records)."},
+	evKilled:           {"tenure_tasks_killed_total", "Tasks killed by an operator (TaskDead records)."},
+	evRefusedStale:     {"tenure_refused_stale_attempts_total", "Calls (start, heartbeat, commit, complete, fail) refused because their lease, once the task's, lost its authority: duplicate executions prevented."},
+	evDeadlineExceeded: {"tenure_tasks_deadline_exceeded_total", "Tasks failed because their deadline passed before a commit (TaskDeadlineExceeded records)."},
 }
 
 // newQueueSeries makes the counters of one label pair.
@@ -56,6 +58,8 @@ func eventOf(r state.Record) (int, bool) {
 		return evLeaseExpired, true
 	case *state.TaskDead:
 		return evKilled, true
+	case *state.TaskDeadlineExceeded:
+		return evDeadlineExceeded, true
 	}
 	return 0, false
 }

@@ -190,6 +190,7 @@ func TestEventsByRecordType(t *testing.T) {
 		&state.TaskFailed{},
 		&state.LeaseExpired{}, &state.LeaseExpired{},
 		&state.TaskDead{},
+		&state.TaskDeadlineExceeded{}, &state.TaskDeadlineExceeded{},
 		// Counted in none of them.
 		&state.LeaseExtended{}, &state.ExecutionStarted{}, &state.TaskCancelled{},
 	}
@@ -202,14 +203,15 @@ func TestEventsByRecordType(t *testing.T) {
 	m.Applied(&state.Fence{}, nil)
 	f := scrape(t, m)
 	for name, want := range map[string]float64{
-		"tenure_tasks_submitted_total":        2,
-		"tenure_tasks_leased_total":           3,
-		"tenure_tasks_committed_total":        1,
-		"tenure_tasks_completed_total":        2,
-		"tenure_tasks_failed_total":           1,
-		"tenure_leases_expired_total":         2,
-		"tenure_tasks_killed_total":           1,
-		"tenure_refused_stale_attempts_total": 0,
+		"tenure_tasks_submitted_total":         2,
+		"tenure_tasks_leased_total":            3,
+		"tenure_tasks_committed_total":         1,
+		"tenure_tasks_completed_total":         2,
+		"tenure_tasks_failed_total":            1,
+		"tenure_leases_expired_total":          2,
+		"tenure_tasks_killed_total":            1,
+		"tenure_refused_stale_attempts_total":  0,
+		"tenure_tasks_deadline_exceeded_total": 2,
 	} {
 		if got := f.value(t, name, "namespace", "default", "queue", "q"); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
