@@ -117,24 +117,28 @@ func TestDeadlineMetByALeaseHolder(t *testing.T) {
 
 // TestLeaseFailsTasksPastTheirDeadline: a Lease call fails the tasks it
 // finds past their deadline, even beyond the bound of one pass, and
-// leases the others.
+// leases the next ready task in their place, without waiting.
 func TestLeaseFailsTasksPastTheirDeadline(t *testing.T) {
-	e := newEnv(t, 43)
-	e.maxExpiries = 1
-	e.restart()
-	late := []*state.Task{
-		e.submit("q", func(r *SubmitRequest) { r.Timeout, r.Priority = time.Second, 2 }),
-		e.submit("q", func(r *SubmitRequest) { r.Timeout, r.Priority = time.Second, 1 }),
-	}
-	ok := e.submit("q", func(r *SubmitRequest) { r.Timeout = time.Minute })
-	e.clock.Advance(time.Second)
-	ls, err := e.c.Lease(ctx, LeaseRequest{WorkerID: "w", Queue: "q", MaxTasks: 3})
-	if err != nil || len(ls) != 1 || ls[0].TaskID != ok.ID {
-		t.Fatalf("lease: %+v, %v; want only task %s", ls, err, ok.ID)
-	}
-	for _, task := range late {
-		if got := e.get(task.ID); got.State != state.Failed || got.FailureReason != state.ReasonDeadlineExceeded {
-			t.Fatalf("task %s is %s (%q), want FAILED (deadline_exceeded)", task.ID, got.State, got.FailureReason)
+	// One task at a time: each late one is failed in turn, within the
+	// bound; three at once: the second late one is beyond it.
+	for _, n := range []int{1, 3} {
+		e := newEnv(t, 43)
+		e.maxExpiries = 1
+		e.restart()
+		late := []*state.Task{
+			e.submit("q", func(r *SubmitRequest) { r.Timeout, r.Priority = time.Second, 2 }),
+			e.submit("q", func(r *SubmitRequest) { r.Timeout, r.Priority = time.Second, 1 }),
+		}
+		ok := e.submit("q", func(r *SubmitRequest) { r.Timeout = time.Minute })
+		e.clock.Advance(time.Second)
+		ls, err := e.c.Lease(ctx, LeaseRequest{WorkerID: "w", Queue: "q", MaxTasks: n})
+		if err != nil || len(ls) != 1 || ls[0].TaskID != ok.ID {
+			t.Fatalf("lease of up to %d: %+v, %v; want only task %s", n, ls, err, ok.ID)
+		}
+		for _, task := range late {
+			if got := e.get(task.ID); got.State != state.Failed || got.FailureReason != state.ReasonDeadlineExceeded {
+				t.Fatalf("lease of up to %d: task %s is %s (%q), want FAILED (deadline_exceeded)", n, task.ID, got.State, got.FailureReason)
+			}
 		}
 	}
 }

@@ -102,25 +102,25 @@ func (c *Coordinator) Lease(ctx context.Context, req LeaseRequest) ([]Lease, err
 		if err := c.lock(); err != nil {
 			return nil, err
 		}
-		seen := c.st.LastLSN()
 		nowT := c.cfg.Clock.Now()
 		now := state.TimeOf(nowT)
 		c.workers.seen(req.WorkerID, nowT, req.MaxTasks)
 		// Lazy revocation before a grant: a past-due lease must not keep a
 		// task from being leased, and a task past its deadline fails rather
-		// than being leased. Written first, so that the grants are decided
-		// on the state they leave.
-		if _, err := c.write(c.revocationsLocked(now, c.cfg.MaxExpiriesPerScan)...); err != nil {
-			c.mu.Unlock()
-			return nil, err
-		}
-		var recs []state.Record
+		// than being leased. One write holds them and the grants.
+		recs := c.revocationsLocked(now, c.cfg.MaxExpiriesPerScan)
 		ready := c.st.Schedulable(q, now, req.MaxTasks)
 		grants := make([]*state.LeaseGranted, 0, len(ready))
+		var failing map[string]bool // tasks recs fails at their deadline
 		for _, t := range ready {
 			if c.pastDeadline(t, now) {
-				// Past its deadline, beyond the bound of one pass.
-				recs = append(recs, &state.TaskDeadlineExceeded{TaskID: t.ID, At: now})
+				if failing == nil {
+					failing = deadlineFailures(recs)
+				}
+				if !failing[t.ID] { // beyond the bound of one pass
+					failing[t.ID] = true
+					recs = append(recs, &state.TaskDeadlineExceeded{TaskID: t.ID, At: now})
+				}
 				continue
 			}
 			g := &state.LeaseGranted{
@@ -134,13 +134,13 @@ func (c *Coordinator) Lease(ctx context.Context, req LeaseRequest) ([]Lease, err
 			grants = append(grants, g)
 			recs = append(recs, g)
 		}
+		attribute(ctx, recs)
+		last, err := c.write(recs...)
+		if err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
 		if len(grants) > 0 {
-			attribute(ctx, recs)
-			last, err := c.write(recs...)
-			if err != nil {
-				c.mu.Unlock()
-				return nil, err
-			}
 			out := make([]Lease, len(grants))
 			for i, g := range grants {
 				out[i] = c.leaseView(c.st.Task(g.TaskID), g)
@@ -151,24 +151,23 @@ func (c *Coordinator) Lease(ctx context.Context, req LeaseRequest) ([]Lease, err
 			}
 			return out, nil
 		}
-		// Nothing ready: write any deadline failures, then wait for the
-		// queue to be signalled, the next delayed task, or the end of the
-		// long-poll.
-		last, err := c.write(recs...)
-		if err != nil {
-			c.mu.Unlock()
-			return nil, err
-		}
+		// Nothing granted: once the revocations are durable, look again at
+		// once if tasks past their deadline took the places of ready ones;
+		// otherwise wait for the queue to be signalled, the next delayed
+		// task, or the end of the long-poll.
 		signal := c.signalFor(q)
 		remaining := pollEnd.Sub(nowT)
 		if next, ok := c.st.NextReady(q); ok {
 			remaining = min(remaining, max(next.Std().Sub(nowT), time.Millisecond))
 		}
 		c.mu.Unlock()
-		if last > seen {
+		if len(recs) > 0 {
 			if err := c.wait(ctx, last); err != nil {
 				return nil, err
 			}
+		}
+		if len(ready) > 0 {
+			continue
 		}
 		if !nowT.Before(pollEnd) {
 			return nil, nil
@@ -183,6 +182,17 @@ func (c *Coordinator) Lease(ctx context.Context, req LeaseRequest) ([]Lease, err
 		case <-timer.C():
 		}
 	}
+}
+
+// deadlineFailures returns the tasks recs fails at their deadline.
+func deadlineFailures(recs []state.Record) map[string]bool {
+	out := make(map[string]bool)
+	for _, r := range recs {
+		if r, ok := r.(*state.TaskDeadlineExceeded); ok {
+			out[r.TaskID] = true
+		}
+	}
+	return out
 }
 
 func (c *Coordinator) leaseView(t *state.Task, g *state.LeaseGranted) Lease {
