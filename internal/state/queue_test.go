@@ -41,6 +41,9 @@ func (ty *tally) applied(s *state.State, r state.Record) {
 	case *state.TaskCreated:
 		ty.queueOf[r.TaskID] = state.QueueKey{Namespace: r.Namespace, Queue: r.Queue}
 		add(r.TaskID, state.EventSubmitted, r.CreatedAt)
+	case *state.ScheduleFired:
+		ty.queueOf[r.TaskID] = state.QueueKey{Namespace: r.Namespace, Queue: r.Queue}
+		add(r.TaskID, state.EventSubmitted, r.At)
 	case *state.TaskCompleted:
 		add(r.TaskID, state.EventCompleted, r.At)
 	case *state.TaskFailed:
@@ -174,6 +177,11 @@ func TestQueueStatsAreExact(t *testing.T) {
 			}
 		}
 		l := state.NewLoader(img.LastLSN, img.Epoch)
+		for _, sc := range img.Schedules {
+			if err := l.AddSchedule(sc); err != nil {
+				t.Fatal(err)
+			}
+		}
 		for _, q := range img.Queues {
 			if err := l.AddQueue(q); err != nil {
 				t.Fatal(err)

@@ -55,6 +55,8 @@ type State struct {
 	order  []*Task
 	holes  int
 	counts [Dead + 1]int
+	// schedules holds every schedule by key.
+	schedules map[ScheduleKey]*Schedule
 }
 
 // New returns an empty state that expects LSN 1 next.
@@ -65,6 +67,8 @@ func New() *State {
 		leases:   newHashIndex(),
 		queues:   make(map[QueueKey]*queueIndex),
 		expiry:   newExpiryHeap(),
+
+		schedules: make(map[ScheduleKey]*Schedule),
 	}
 }
 

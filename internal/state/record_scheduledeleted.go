@@ -1,0 +1,23 @@
+package state
+
+// ScheduleDeleted removes a schedule. The tasks it submitted stay.
+type ScheduleDeleted struct {
+	Namespace string
+	Queue     string
+	Name      string
+	// By is who asked, Reason why, as given.
+	By     string
+	Reason string
+	At     Time
+}
+
+func (*ScheduleDeleted) Task() string { return "" }
+
+func (r *ScheduleDeleted) apply(s *State, _ uint64) string {
+	k := ScheduleKey{r.Namespace, r.Queue, r.Name}
+	if s.schedules[k] == nil {
+		return "schedule does not exist"
+	}
+	delete(s.schedules, k)
+	return ""
+}
