@@ -93,13 +93,20 @@ func (s *State) Invariants() error {
 // scheduleErrors checks every schedule on its own and its key.
 func (s *State) scheduleErrors() []error {
 	var errs []error
+	held := 0
 	for k, sc := range s.schedules {
+		if sc.HeldTick != 0 {
+			held++
+		}
 		if sc.Key != k {
 			errs = append(errs, fmt.Errorf("schedule %s is indexed under %s", sc.Key, k))
 		}
 		if why := checkSchedule(sc); why != "" {
 			errs = append(errs, fmt.Errorf("schedule %s: %s", k, why))
 		}
+	}
+	if held != s.held {
+		errs = append(errs, fmt.Errorf("%d schedules hold a tick, counted %d", held, s.held))
 	}
 	return errs
 }

@@ -15,8 +15,12 @@ func (*ScheduleDeleted) Task() string { return "" }
 
 func (r *ScheduleDeleted) apply(s *State, _ uint64) string {
 	k := ScheduleKey{r.Namespace, r.Queue, r.Name}
-	if s.schedules[k] == nil {
+	sc := s.schedules[k]
+	if sc == nil {
 		return "schedule does not exist"
+	}
+	if sc.HeldTick != 0 {
+		s.held--
 	}
 	delete(s.schedules, k)
 	return ""

@@ -50,6 +50,7 @@ func (r *ScheduleFired) apply(s *State, lsn uint64) string {
 		sc.LastTask = t.ID
 		if r.Tick == sc.HeldTick {
 			sc.HeldTick = 0
+			s.held--
 		} else {
 			sc.Next = r.Next
 		}

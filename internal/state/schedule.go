@@ -173,7 +173,9 @@ type Schedule struct {
 	UpdatedAt Time
 }
 
-func (sc *Schedule) clone() *Schedule {
+// Clone returns a deep copy that shares nothing with the state but the
+// payload, which the state never modifies.
+func (sc *Schedule) Clone() *Schedule {
 	c := *sc
 	if sc.Paused != nil {
 		p := *sc.Paused
@@ -209,7 +211,7 @@ func (s *State) Schedules(namespace, queue string) []*Schedule {
 	var out []*Schedule
 	for k, sc := range s.schedules {
 		if (namespace == "" || k.Namespace == namespace) && (queue == "" || k.Queue == queue) {
-			out = append(out, sc.clone())
+			out = append(out, sc.Clone())
 		}
 	}
 	slices.SortFunc(out, func(a, b *Schedule) int { return a.Key.compare(b.Key) })
@@ -238,6 +240,10 @@ func (s *State) NextTick() (Time, bool) {
 	}
 	return next, found
 }
+
+// HeldTicks is the number of schedules holding a tick (BUFFER_ONE): while
+// it is 0, no finished task can make a tick fire.
+func (s *State) HeldTicks() int { return s.held }
 
 // Finished reports whether the task of a schedule's latest fire is done
 // (COMPLETED, FAILED or DEAD, or no longer held): the overlap policy waits
@@ -268,7 +274,10 @@ func (l *Loader) AddSchedule(sc *Schedule) error {
 		l.err = fmt.Errorf("%w: schedule %s appears twice", ErrRestore, sc.Key)
 		return l.err
 	}
-	l.s.schedules[sc.Key] = sc.clone()
+	l.s.schedules[sc.Key] = sc.Clone()
+	if sc.HeldTick != 0 {
+		l.s.held++
+	}
 	return nil
 }
 

@@ -55,8 +55,10 @@ type State struct {
 	order  []*Task
 	holes  int
 	counts [Dead + 1]int
-	// schedules holds every schedule by key.
+	// schedules holds every schedule by key; held counts those holding a
+	// tick.
 	schedules map[ScheduleKey]*Schedule
+	held      int
 }
 
 // New returns an empty state that expects LSN 1 next.
