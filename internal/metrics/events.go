@@ -14,18 +14,22 @@ const (
 	evLeaseExpired
 	evKilled
 	evRefusedStale
+	evScheduleFired
+	evScheduleSkipped
 	numEvents
 )
 
 var eventNames = [numEvents]struct{ name, help string }{
-	evSubmitted:    {"tenure_tasks_submitted_total", "Tasks created (TaskCreated records); a deduplicated submit creates none."},
-	evLeased:       {"tenure_tasks_leased_total", "Leases granted (LeaseGranted records): attempts started, finalisation leases included."},
-	evCommitted:    {"tenure_tasks_committed_total", "Results committed by Commit (TaskCommitted records); a Complete without a Commit counts only as completed."},
-	evCompleted:    {"tenure_tasks_completed_total", "Tasks completed (TaskCompleted records)."},
-	evFailed:       {"tenure_tasks_failed_total", "Attempts a worker failed (TaskFailed records), whether the task is retried or FAILED."},
-	evLeaseExpired: {"tenure_leases_expired_total", "Leases revoked because they ran out (LeaseExpired records)."},
-	evKilled:       {"tenure_tasks_killed_total", "Tasks killed by an operator (TaskDead records)."},
-	evRefusedStale: {"tenure_refused_stale_attempts_total", "Calls (start, heartbeat, commit, complete, fail) refused because their lease, once the task's, lost its authority: duplicate executions prevented."},
+	evSubmitted:       {"tenure_tasks_submitted_total", "Tasks created (TaskCreated records); a deduplicated submit creates none."},
+	evLeased:          {"tenure_tasks_leased_total", "Leases granted (LeaseGranted records): attempts started, finalisation leases included."},
+	evCommitted:       {"tenure_tasks_committed_total", "Results committed by Commit (TaskCommitted records); a Complete without a Commit counts only as completed."},
+	evCompleted:       {"tenure_tasks_completed_total", "Tasks completed (TaskCompleted records)."},
+	evFailed:          {"tenure_tasks_failed_total", "Attempts a worker failed (TaskFailed records), whether the task is retried or FAILED."},
+	evLeaseExpired:    {"tenure_leases_expired_total", "Leases revoked because they ran out (LeaseExpired records)."},
+	evKilled:          {"tenure_tasks_killed_total", "Tasks killed by an operator (TaskDead records)."},
+	evRefusedStale:    {"tenure_refused_stale_attempts_total", "Calls (start, heartbeat, commit, complete, fail) refused because their lease, once the task's, lost its authority: duplicate executions prevented."},
+	evScheduleFired:   {"tenure_schedule_fires_total", "Ticks of schedules fired, each submitting a task (ScheduleFired records, backfills included); each also counts in tenure_tasks_submitted_total."},
+	evScheduleSkipped: {"tenure_schedule_skips_total", "Decisions of schedules to skip ticks (ScheduleSkipped records: each covers a range of ticks, for the catch-up window or the overlap policy)."},
 }
 
 // newQueueSeries makes the counters of one label pair.
@@ -63,8 +67,17 @@ func eventOf(r state.Record) (int, bool) {
 // Applied implements coordinator.Observer: one record applied while
 // serving counts once, in its queue's counter; a Fence is an epoch change.
 func (m *Metrics) Applied(r state.Record, t *state.Task) {
-	if _, ok := r.(*state.Fence); ok {
+	switch r := r.(type) {
+	case *state.Fence:
 		m.epochChanges.Inc()
+		return
+	case *state.ScheduleFired:
+		s := m.queues.series(r.Namespace, r.Queue)
+		s.events[evScheduleFired].Inc()
+		s.events[evSubmitted].Inc()
+		return
+	case *state.ScheduleSkipped:
+		m.queues.series(r.Namespace, r.Queue).events[evScheduleSkipped].Inc()
 		return
 	}
 	e, ok := eventOf(r)
