@@ -58,6 +58,10 @@ type Coordinator struct {
 	entries   []wal.Entry
 	// onApply, when set (by tests), runs after every applied record.
 	onApply func(*state.State)
+	// crons caches the parsed expression of each schedule; wake tells Run
+	// that a held tick may fire (a task finished).
+	crons map[state.ScheduleKey]cronEntry
+	wake  chan struct{}
 }
 
 // Open replays log into a fresh state, then expires every lease already
@@ -82,6 +86,8 @@ func OpenFrom(ctx context.Context, log Log, st *state.State, cfg Config) (*Coord
 		st:      st,
 		signals: make(map[state.QueueKey]chan struct{}),
 		workers: newRegistry(),
+		crons:   make(map[state.ScheduleKey]cronEntry),
+		wake:    make(chan struct{}, 1),
 	}
 	c.compactor, _ = log.(Compactor)
 	start := c.cfg.Clock.Now()
@@ -238,6 +244,12 @@ func (c *Coordinator) afterApply(r state.Record) {
 	if t == nil {
 		return
 	}
+	if t.State.Terminal() && c.st.HeldTicks() > 0 {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
 	switch r := r.(type) {
 	case *state.LeaseGranted:
 		c.workers.leased(r.WorkerID)
@@ -337,9 +349,10 @@ func (c *Coordinator) ExpireDue(ctx context.Context) (int, error) {
 	return len(recs), c.writeAndWait(ctx, recs...)
 }
 
-// Run expires leases and fails tasks past their deadline in the background
-// until ctx ends: every ExpiryScanInterval, or sooner when the next lease
-// or deadline falls due.
+// Run expires leases, fails tasks past their deadline and decides the
+// ticks of schedules in the background until ctx ends: every
+// ExpiryScanInterval, or sooner when the next lease, deadline or tick falls
+// due or a held tick may fire.
 func (c *Coordinator) Run(ctx context.Context) error {
 	for {
 		wait := c.cfg.ExpiryScanInterval
@@ -351,15 +364,24 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		if next, ok := c.st.NextDeadline(); ok {
 			wait = min(wait, max(0, next.Std().Sub(now)))
 		}
+		if next, ok := c.st.NextTick(); ok {
+			wait = min(wait, max(0, next.Std().Sub(now)))
+		}
 		c.mu.Unlock()
 		t := c.cfg.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
+		case <-c.wake:
+			t.Stop()
 		case <-t.C():
 		}
-		if _, err := c.ExpireDue(ctx); err != nil {
+		_, err := c.ExpireDue(ctx)
+		for n := MaxDecisionsPerPass; err == nil && n == MaxDecisionsPerPass; {
+			n, err = c.FireDue(ctx)
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -439,6 +461,20 @@ func attribute(ctx context.Context, recs []state.Record) {
 			r.By = by
 		case *state.TasksDeleted:
 			r.By = by
+		case *state.ScheduleCreated:
+			r.By = by
+		case *state.ScheduleUpdated:
+			r.By = by
+		case *state.SchedulePaused:
+			r.By = by
+		case *state.ScheduleResumed:
+			r.By = by
+		case *state.ScheduleDeleted:
+			r.By = by
+		case *state.ScheduleFired:
+			if r.Outcome == state.Backfilled {
+				r.By = by
+			}
 		}
 	}
 }

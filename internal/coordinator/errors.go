@@ -21,6 +21,9 @@ var (
 	ErrAlreadyCommitted = errors.New("already committed")
 	// ErrWrongState: the task's state does not allow the operation.
 	ErrWrongState = errors.New("operation not allowed in the task's state")
+	// ErrAlreadyExists: what a create names exists already, defined
+	// otherwise.
+	ErrAlreadyExists = errors.New("already exists")
 	// ErrInvalidArgument is wrapped by *FieldError.
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrTooLarge is wrapped by *LimitError.

@@ -15,6 +15,8 @@ const (
 	evKilled
 	evRefusedStale
 	evDeadlineExceeded
+	evScheduleFired
+	evScheduleSkipped
 	numEvents
 )
 
@@ -28,6 +30,8 @@ var eventNames = [numEvents]struct{ name, help string }{
 	evKilled:           {"tenure_tasks_killed_total", "Tasks killed by an operator (TaskDead records)."},
 	evRefusedStale:     {"tenure_refused_stale_attempts_total", "Calls (start, heartbeat, commit, complete, fail) refused because their lease, once the task's, lost its authority: duplicate executions prevented."},
 	evDeadlineExceeded: {"tenure_tasks_deadline_exceeded_total", "Tasks failed because their deadline passed before a commit (TaskDeadlineExceeded records)."},
+	evScheduleFired:    {"tenure_schedule_fires_total", "Ticks of schedules fired, each submitting a task (ScheduleFired records, backfills included); each also counts in tenure_tasks_submitted_total."},
+	evScheduleSkipped:  {"tenure_schedule_skips_total", "Decisions of schedules to skip ticks (ScheduleSkipped records: each covers a range of ticks, for the catch-up window or the overlap policy)."},
 }
 
 // newQueueSeries makes the counters of one label pair.
@@ -67,8 +71,17 @@ func eventOf(r state.Record) (int, bool) {
 // Applied implements coordinator.Observer: one record applied while
 // serving counts once, in its queue's counter; a Fence is an epoch change.
 func (m *Metrics) Applied(r state.Record, t *state.Task) {
-	if _, ok := r.(*state.Fence); ok {
+	switch r := r.(type) {
+	case *state.Fence:
 		m.epochChanges.Inc()
+		return
+	case *state.ScheduleFired:
+		s := m.queues.series(r.Namespace, r.Queue)
+		s.events[evScheduleFired].Inc()
+		s.events[evSubmitted].Inc()
+		return
+	case *state.ScheduleSkipped:
+		m.queues.series(r.Namespace, r.Queue).events[evScheduleSkipped].Inc()
 		return
 	}
 	e, ok := eventOf(r)

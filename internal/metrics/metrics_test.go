@@ -201,9 +201,15 @@ func TestEventsByRecordType(t *testing.T) {
 	m.Applied(&state.TaskCreated{}, nil) // no task: not counted
 	m.Applied(&state.Fence{}, nil)
 	m.Applied(&state.Fence{}, nil)
+	// A schedule's fire submits a task; a skip submits none.
+	m.Applied(&state.ScheduleFired{Namespace: "default", Queue: "q"}, tk)
+	m.Applied(&state.ScheduleSkipped{Namespace: "default", Queue: "q"}, nil)
+	m.Applied(&state.ScheduleSkipped{Namespace: "default", Queue: "q"}, nil)
 	f := scrape(t, m)
 	for name, want := range map[string]float64{
-		"tenure_tasks_submitted_total":         2,
+		"tenure_schedule_fires_total":          1,
+		"tenure_schedule_skips_total":          2,
+		"tenure_tasks_submitted_total":         3,
 		"tenure_tasks_leased_total":            3,
 		"tenure_tasks_committed_total":         1,
 		"tenure_tasks_completed_total":         2,

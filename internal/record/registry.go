@@ -39,6 +39,14 @@ const (
 	TypeTasksDeleted     Type = 16
 	// 17 is QueueLimited's (issue 13).
 	TypeTaskDeadlineExceeded Type = 18
+	TypeScheduleCreated Type = 19
+	TypeScheduleUpdated Type = 20
+	TypeSchedulePaused  Type = 21
+	TypeScheduleResumed Type = 22
+	TypeScheduleDeleted Type = 23
+	TypeScheduleFired   Type = 24
+	TypeScheduleSkipped Type = 25
+	TypeScheduleHeld    Type = 26
 )
 
 // registry has one row per record type: its number, its name (printed by
@@ -392,6 +400,228 @@ var registry = []row{
 				At:     state.Time(m.AtUnixNanos),
 			}
 		}),
+	entry(TypeScheduleCreated, "ScheduleCreated",
+		func(r *state.ScheduleCreated) *recordpb.ScheduleCreated {
+			return &recordpb.ScheduleCreated{
+				Namespace:     r.Namespace,
+				Queue:         r.Queue,
+				Name:          r.Name,
+				Def:           scheduleDefToPB(r.Def),
+				NextUnixNanos: int64(r.Next),
+				By:            r.By,
+				AtUnixNanos:   int64(r.At),
+			}
+		},
+		func(m *recordpb.ScheduleCreated) *state.ScheduleCreated {
+			return &state.ScheduleCreated{
+				Namespace: m.Namespace,
+				Queue:     m.Queue,
+				Name:      m.Name,
+				Def:       scheduleDefFromPB(m.Def),
+				Next:      state.Time(m.NextUnixNanos),
+				By:        m.By,
+				At:        state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeScheduleUpdated, "ScheduleUpdated",
+		func(r *state.ScheduleUpdated) *recordpb.ScheduleUpdated {
+			return &recordpb.ScheduleUpdated{
+				Namespace:     r.Namespace,
+				Queue:         r.Queue,
+				Name:          r.Name,
+				Def:           scheduleDefToPB(r.Def),
+				NextUnixNanos: int64(r.Next),
+				By:            r.By,
+				Reason:        r.Reason,
+				AtUnixNanos:   int64(r.At),
+			}
+		},
+		func(m *recordpb.ScheduleUpdated) *state.ScheduleUpdated {
+			return &state.ScheduleUpdated{
+				Namespace: m.Namespace,
+				Queue:     m.Queue,
+				Name:      m.Name,
+				Def:       scheduleDefFromPB(m.Def),
+				Next:      state.Time(m.NextUnixNanos),
+				By:        m.By,
+				Reason:    m.Reason,
+				At:        state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeSchedulePaused, "SchedulePaused",
+		func(r *state.SchedulePaused) *recordpb.SchedulePaused {
+			return &recordpb.SchedulePaused{
+				Namespace:   r.Namespace,
+				Queue:       r.Queue,
+				Name:        r.Name,
+				By:          r.By,
+				Reason:      r.Reason,
+				AtUnixNanos: int64(r.At),
+			}
+		},
+		func(m *recordpb.SchedulePaused) *state.SchedulePaused {
+			return &state.SchedulePaused{
+				Namespace: m.Namespace,
+				Queue:     m.Queue,
+				Name:      m.Name,
+				By:        m.By,
+				Reason:    m.Reason,
+				At:        state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeScheduleResumed, "ScheduleResumed",
+		func(r *state.ScheduleResumed) *recordpb.ScheduleResumed {
+			return &recordpb.ScheduleResumed{
+				Namespace:     r.Namespace,
+				Queue:         r.Queue,
+				Name:          r.Name,
+				NextUnixNanos: int64(r.Next),
+				By:            r.By,
+				Reason:        r.Reason,
+				AtUnixNanos:   int64(r.At),
+			}
+		},
+		func(m *recordpb.ScheduleResumed) *state.ScheduleResumed {
+			return &state.ScheduleResumed{
+				Namespace: m.Namespace,
+				Queue:     m.Queue,
+				Name:      m.Name,
+				Next:      state.Time(m.NextUnixNanos),
+				By:        m.By,
+				Reason:    m.Reason,
+				At:        state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeScheduleDeleted, "ScheduleDeleted",
+		func(r *state.ScheduleDeleted) *recordpb.ScheduleDeleted {
+			return &recordpb.ScheduleDeleted{
+				Namespace:   r.Namespace,
+				Queue:       r.Queue,
+				Name:        r.Name,
+				By:          r.By,
+				Reason:      r.Reason,
+				AtUnixNanos: int64(r.At),
+			}
+		},
+		func(m *recordpb.ScheduleDeleted) *state.ScheduleDeleted {
+			return &state.ScheduleDeleted{
+				Namespace: m.Namespace,
+				Queue:     m.Queue,
+				Name:      m.Name,
+				By:        m.By,
+				Reason:    m.Reason,
+				At:        state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeScheduleFired, "ScheduleFired",
+		func(r *state.ScheduleFired) *recordpb.ScheduleFired {
+			return &recordpb.ScheduleFired{
+				Namespace:     r.Namespace,
+				Queue:         r.Queue,
+				Name:          r.Name,
+				TickUnixNanos: int64(r.Tick),
+				TaskId:        r.TaskID,
+				NextUnixNanos: int64(r.Next),
+				Outcome:       uint32(r.Outcome),
+				By:            r.By,
+				AtUnixNanos:   int64(r.At),
+			}
+		},
+		func(m *recordpb.ScheduleFired) *state.ScheduleFired {
+			return &state.ScheduleFired{
+				Namespace: m.Namespace,
+				Queue:     m.Queue,
+				Name:      m.Name,
+				Tick:      state.Time(m.TickUnixNanos),
+				TaskID:    m.TaskId,
+				Next:      state.Time(m.NextUnixNanos),
+				Outcome:   state.Outcome(min(m.Outcome, 255)),
+				By:        m.By,
+				At:        state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeScheduleSkipped, "ScheduleSkipped",
+		func(r *state.ScheduleSkipped) *recordpb.ScheduleSkipped {
+			return &recordpb.ScheduleSkipped{
+				Namespace:     r.Namespace,
+				Queue:         r.Queue,
+				Name:          r.Name,
+				FromUnixNanos: int64(r.From),
+				NextUnixNanos: int64(r.Next),
+				Reason:        r.Reason,
+				AtUnixNanos:   int64(r.At),
+			}
+		},
+		func(m *recordpb.ScheduleSkipped) *state.ScheduleSkipped {
+			return &state.ScheduleSkipped{
+				Namespace: m.Namespace,
+				Queue:     m.Queue,
+				Name:      m.Name,
+				From:      state.Time(m.FromUnixNanos),
+				Next:      state.Time(m.NextUnixNanos),
+				Reason:    m.Reason,
+				At:        state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeScheduleHeld, "ScheduleHeld",
+		func(r *state.ScheduleHeld) *recordpb.ScheduleHeld {
+			return &recordpb.ScheduleHeld{
+				Namespace:     r.Namespace,
+				Queue:         r.Queue,
+				Name:          r.Name,
+				TickUnixNanos: int64(r.Tick),
+				NextUnixNanos: int64(r.Next),
+				AtUnixNanos:   int64(r.At),
+			}
+		},
+		func(m *recordpb.ScheduleHeld) *state.ScheduleHeld {
+			return &state.ScheduleHeld{
+				Namespace: m.Namespace,
+				Queue:     m.Queue,
+				Name:      m.Name,
+				Tick:      state.Time(m.TickUnixNanos),
+				Next:      state.Time(m.NextUnixNanos),
+				At:        state.Time(m.AtUnixNanos),
+			}
+		}),
+}
+
+// scheduleDefToPB and scheduleDefFromPB convert the definition that
+// ScheduleCreated and ScheduleUpdated carry.
+func scheduleDefToPB(d state.ScheduleDef) *recordpb.ScheduleDef {
+	if reflect.ValueOf(d).IsZero() {
+		return nil
+	}
+	return &recordpb.ScheduleDef{
+		Cron:                 d.Cron,
+		TimeZone:             d.TimeZone,
+		Overlap:              uint32(d.Overlap),
+		CatchUpNanos:         int64(d.CatchUp),
+		Payload:              d.Payload,
+		ExecutionWindowNanos: int64(d.Window),
+		RetryPolicy:          retryPolicyToPB(d.Retry),
+		Priority:             d.Priority,
+	}
+}
+
+func scheduleDefFromPB(m *recordpb.ScheduleDef) state.ScheduleDef {
+	return state.ScheduleDef{
+		Cron:     m.GetCron(),
+		TimeZone: m.GetTimeZone(),
+		Overlap:  state.Overlap(min(m.GetOverlap(), 255)),
+		CatchUp:  time.Duration(m.GetCatchUpNanos()),
+		Payload:  noEmpty(m.GetPayload()),
+		Window:   time.Duration(m.GetExecutionWindowNanos()),
+		Retry:    retryPolicyFromPB(m.GetRetryPolicy()),
+		Priority: m.GetPriority(),
+	}
 }
 
 // retryPolicyToPB and retryPolicyFromPB convert the retry policy that

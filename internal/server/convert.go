@@ -266,6 +266,12 @@ func historyEntry(h coordinator.HistoryEntry) *tenurev1.HistoryEntry {
 		if r.Reason != "" {
 			e.Detail += ": " + r.Reason
 		}
+	case *state.ScheduleFired:
+		e.At, e.RequestedBy = ts(r.At), r.By
+		e.Detail = fmt.Sprintf("submitted by schedule %s of queue %s/%s for its tick at %s", r.Name, r.Namespace, r.Queue, r.Tick)
+		if r.Outcome == state.Backfilled {
+			e.Detail += " (a backfill" + by(r.By) + ")"
+		}
 	}
 	return e
 }

@@ -36,17 +36,25 @@ type chunkDecoder struct {
 	namespace, queue, worker, reason, failure string
 }
 
+// chunkExtra is what a chunk holds beside tasks: queues and schedules.
+type chunkExtra struct {
+	queues    []state.QueueImage
+	schedules []*state.Schedule
+}
+
+func (e chunkExtra) empty() bool { return len(e.queues) == 0 && len(e.schedules) == 0 }
+
 // decode appends the tasks of payload p, and what else the Loader takes
-// with each, to tasks and extras, and returns its queues. The tasks own their
-// memory: nothing aliases p. An error is proto.Unmarshal's.
-func (d *chunkDecoder) decode(p []byte, tasks []*state.Task, extras []taskExtra) ([]*state.Task, []taskExtra, []state.QueueImage, error) {
+// with each, to tasks and extras, and returns its queues and schedules. The
+// tasks own their memory: nothing aliases p. An error is proto.Unmarshal's.
+func (d *chunkDecoder) decode(p []byte, tasks []*state.Task, extras []taskExtra) ([]*state.Task, []taskExtra, chunkExtra, error) {
 	n0 := len(tasks)
 	if tasks, extras, ok := d.fast(p, tasks, extras); ok {
-		return tasks, extras, nil, nil
+		return tasks, extras, chunkExtra{}, nil
 	}
 	clear(tasks[n0:])
 	tasks, extras = tasks[:n0], extras[:n0]
-	var queues []state.QueueImage
+	var extra chunkExtra
 	err := proto.Unmarshal(p, &d.msg)
 	if err == nil {
 		for _, m := range d.msg.Tasks {
@@ -55,11 +63,14 @@ func (d *chunkDecoder) decode(p []byte, tasks []*state.Task, extras []taskExtra)
 			extras = append(extras, x)
 		}
 		for _, m := range d.msg.Queues {
-			queues = append(queues, queueFromMessage(m))
+			extra.queues = append(extra.queues, queueFromMessage(m))
+		}
+		for _, m := range d.msg.Schedules {
+			extra.schedules = append(extra.schedules, scheduleFromMessage(m))
 		}
 	}
 	d.msg.Reset()
-	return tasks, extras, queues, err
+	return tasks, extras, extra, err
 }
 
 // fast is the fast path of decode; false means it gave up.

@@ -32,14 +32,7 @@ func TaskMessage(t *state.Task, deadline state.Time) *snapshotpb.TaskSnapshot {
 		LeaseCurrent:         t.LeaseIndex() >= 0,
 		DeadlineUnixNanos:    int64(deadline),
 	}
-	if t.Retry != (state.RetryPolicy{}) {
-		m.RetryPolicy = &snapshotpb.RetryPolicy{
-			MaxAttempts:         t.Retry.MaxAttempts,
-			InitialBackoffNanos: int64(t.Retry.InitialBackoff),
-			MaxBackoffNanos:     int64(t.Retry.MaxBackoff),
-			Multiplier:          t.Retry.Multiplier,
-		}
-	}
+	m.RetryPolicy = retryMessage(t.Retry)
 	if len(t.Executions) > 0 {
 		m.Executions = make([]*snapshotpb.ExecutionSnapshot, len(t.Executions))
 		for i, e := range t.Executions {
@@ -96,14 +89,7 @@ func taskFromMessage(m *snapshotpb.TaskSnapshot) (*state.Task, taskExtra) {
 		FailureReason: m.FailureReason,
 		LSNs:          m.Lsns,
 	}
-	if r := m.RetryPolicy; r != nil {
-		t.Retry = state.RetryPolicy{
-			MaxAttempts:    r.MaxAttempts,
-			InitialBackoff: time.Duration(r.InitialBackoffNanos),
-			MaxBackoff:     time.Duration(r.MaxBackoffNanos),
-			Multiplier:     r.Multiplier,
-		}
-	}
+	t.Retry = retryFromMessage(m.RetryPolicy)
 	if len(m.Executions) > 0 {
 		t.Executions = make([]state.Execution, len(m.Executions))
 		for i, e := range m.Executions {
@@ -214,4 +200,71 @@ func bucketsFromMessages(ms []*snapshotpb.EventBucket) []state.Bucket {
 		out = append(out, b)
 	}
 	return out
+}
+
+// retryMessage and retryFromMessage convert a retry policy; a zero one is
+// no message.
+func retryMessage(p state.RetryPolicy) *snapshotpb.RetryPolicy {
+	if p == (state.RetryPolicy{}) {
+		return nil
+	}
+	return &snapshotpb.RetryPolicy{
+		MaxAttempts:         p.MaxAttempts,
+		InitialBackoffNanos: int64(p.InitialBackoff),
+		MaxBackoffNanos:     int64(p.MaxBackoff),
+		Multiplier:          p.Multiplier,
+	}
+}
+
+func retryFromMessage(r *snapshotpb.RetryPolicy) state.RetryPolicy {
+	if r == nil {
+		return state.RetryPolicy{}
+	}
+	return state.RetryPolicy{
+		MaxAttempts:    r.MaxAttempts,
+		InitialBackoff: time.Duration(r.InitialBackoffNanos),
+		MaxBackoff:     time.Duration(r.MaxBackoffNanos),
+		Multiplier:     r.Multiplier,
+	}
+}
+
+// scheduleMessage returns the snapshot message of a schedule.
+func scheduleMessage(sc *state.Schedule) *snapshotpb.ScheduleSnapshot {
+	d := &sc.Def
+	m := &snapshotpb.ScheduleSnapshot{
+		Namespace: sc.Key.Namespace, Queue: sc.Key.Queue, Name: sc.Key.Name,
+		Cron: d.Cron, TimeZone: d.TimeZone, Overlap: uint32(d.Overlap), CatchUpNanos: int64(d.CatchUp),
+		Payload: d.Payload, ExecutionWindowNanos: int64(d.Window), RetryPolicy: retryMessage(d.Retry), Priority: d.Priority,
+		NextUnixNanos: int64(sc.Next), HeldTickUnixNanos: int64(sc.HeldTick), LastTaskId: sc.LastTask,
+		CreatedAtUnixNanos: int64(sc.CreatedAt), CreatedBy: sc.CreatedBy, UpdatedAtUnixNanos: int64(sc.UpdatedAt),
+	}
+	if p := sc.Paused; p != nil {
+		m.Paused = &snapshotpb.QueuePause{By: p.By, Reason: p.Reason, AtUnixNanos: int64(p.At)}
+	}
+	for _, f := range sc.Recent {
+		m.Recent = append(m.Recent, &snapshotpb.ScheduleFire{TickUnixNanos: int64(f.Tick), UntilUnixNanos: int64(f.Until),
+			TaskId: f.TaskID, Outcome: uint32(f.Outcome), Reason: f.Reason, AtUnixNanos: int64(f.At)})
+	}
+	return m
+}
+
+// scheduleFromMessage is the inverse of scheduleMessage; the Loader checks
+// what it gives.
+func scheduleFromMessage(m *snapshotpb.ScheduleSnapshot) *state.Schedule {
+	sc := &state.Schedule{
+		Key: state.ScheduleKey{Namespace: m.Namespace, Queue: m.Queue, Name: m.Name},
+		Def: state.ScheduleDef{Cron: m.Cron, TimeZone: m.TimeZone, Overlap: state.Overlap(min(m.Overlap, 255)),
+			CatchUp: time.Duration(m.CatchUpNanos), Payload: noEmpty(m.Payload), Window: time.Duration(m.ExecutionWindowNanos),
+			Retry: retryFromMessage(m.RetryPolicy), Priority: m.Priority},
+		Next: state.Time(m.NextUnixNanos), HeldTick: state.Time(m.HeldTickUnixNanos), LastTask: m.LastTaskId,
+		CreatedAt: state.Time(m.CreatedAtUnixNanos), CreatedBy: m.CreatedBy, UpdatedAt: state.Time(m.UpdatedAtUnixNanos),
+	}
+	if p := m.Paused; p != nil {
+		sc.Paused = &state.Pause{By: p.By, Reason: p.Reason, At: state.Time(p.AtUnixNanos)}
+	}
+	for _, f := range m.Recent {
+		sc.Recent = append(sc.Recent, state.Fire{Tick: state.Time(f.TickUnixNanos), Until: state.Time(f.UntilUnixNanos),
+			TaskID: f.TaskId, Outcome: state.Outcome(min(f.Outcome, 255)), Reason: f.Reason, At: state.Time(f.AtUnixNanos)})
+	}
+	return sc
 }

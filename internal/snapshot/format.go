@@ -22,8 +22,9 @@ const (
 	endMagic = "TSNAPEND"
 	// formatVersion 2 added the chunk of queues (pauses, event counts),
 	// which a version-1 reader would refuse as a chunk without a task; a
-	// version-2 reader reads both.
-	formatVersion  = 2
+	// version-2 reader reads both. Version 3 added schedules (to that first
+	// chunk), which a version-2 reader would silently drop.
+	formatVersion  = 3
 	oldestVersion  = 1
 	headerSize     = 32
 	chunkHeadSize  = 8
@@ -104,7 +105,7 @@ func Encode(w io.Writer, img *state.Image) (Summary, error) {
 		prevLSN uint64
 	)
 	flush := func() error {
-		if len(chunk.Tasks) == 0 && len(chunk.Queues) == 0 {
+		if len(chunk.Tasks) == 0 && len(chunk.Queues) == 0 && len(chunk.Schedules) == 0 {
 			return nil
 		}
 		var err error
@@ -122,13 +123,16 @@ func Encode(w io.Writer, img *state.Image) (Summary, error) {
 			return err
 		}
 		sum.Chunks++
-		chunk.Tasks, chunk.Queues, size = chunk.Tasks[:0], nil, 0
+		chunk.Tasks, chunk.Queues, chunk.Schedules, size = chunk.Tasks[:0], nil, nil, 0
 		return nil
 	}
 	// The queues go first, in a chunk of their own, so that every chunk of
 	// tasks keeps the plain shape the reader's fast path takes.
 	for _, q := range img.Queues {
 		chunk.Queues = append(chunk.Queues, queueMessage(q))
+	}
+	for _, sc := range img.Schedules {
+		chunk.Schedules = append(chunk.Schedules, scheduleMessage(sc))
 	}
 	if err := flush(); err != nil {
 		return sum, err
@@ -230,8 +234,14 @@ func Decode(r io.Reader, size int64) (*state.State, Summary, error) {
 			cr.stop()
 			return fail(j.err)
 		}
-		for _, q := range j.queues {
+		for _, q := range j.extra.queues {
 			if err := loader.AddQueue(q); err != nil {
+				cr.stop()
+				return fail(corruptAt(j.off, "%v", err))
+			}
+		}
+		for _, sc := range j.extra.schedules {
+			if err := loader.AddSchedule(sc); err != nil {
 				cr.stop()
 				return fail(corruptAt(j.off, "%v", err))
 			}
@@ -325,7 +335,7 @@ type chunkJob struct {
 	n      int
 	tasks  []*state.Task
 	extras []taskExtra
-	queues []state.QueueImage
+	extra  chunkExtra
 	err    error         // the chunk's error, or the reader's at off
 	done   chan struct{} // closed once tasks or err are set
 }
@@ -478,12 +488,12 @@ func (cr *chunkReader) decode() {
 			j.err = corruptAt(j.off, "chunk checksum mismatch")
 		default:
 			var err error
-			j.tasks, j.extras, j.queues, err = d.decode(p, j.tasks, j.extras)
+			j.tasks, j.extras, j.extra, err = d.decode(p, j.tasks, j.extras)
 			switch {
 			case err != nil:
 				j.err = corruptAt(j.off, "chunk does not decode: %v", err)
-			case len(j.tasks) == 0 && len(j.queues) == 0:
-				j.err = corruptAt(j.off, "chunk holds no task and no queue")
+			case len(j.tasks) == 0 && j.extra.empty():
+				j.err = corruptAt(j.off, "chunk holds no task, no queue and no schedule")
 			}
 		}
 		close(j.done)

@@ -46,6 +46,12 @@ func TestHashCollisions(t *testing.T) {
 		}
 		img := s.Image()
 		l := state.NewLoader(img.LastLSN, img.Epoch)
+		for _, sc := range img.Schedules {
+			if err := l.AddSchedule(sc); err != nil {
+				restore()
+				t.Fatalf("seed %d: AddSchedule: %v", seed, err)
+			}
+		}
 		for _, q := range img.Queues {
 			if err := l.AddQueue(q); err != nil {
 				restore()

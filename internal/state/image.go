@@ -23,6 +23,8 @@ type Image struct {
 	// Queues holds what the state keeps of its queues beyond their tasks
 	// (pauses, recent event counts), ordered by namespace and queue.
 	Queues []QueueImage
+	// Schedules holds deep copies of every schedule, ordered by key.
+	Schedules []*Schedule
 }
 
 // Image copies the state for a snapshot. It is O(tasks) but makes only two
@@ -37,7 +39,8 @@ func (s *State) Image() *Image {
 			execs += len(t.Executions)
 		}
 	}
-	img := &Image{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, n), Queues: s.queueImages()}
+	img := &Image{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, n), Queues: s.queueImages(),
+		Schedules: s.scheduleImages()}
 	copies := make([]Task, n)
 	ebuf := make([]Execution, 0, execs)
 	if s.deadlines.Len() > 0 {

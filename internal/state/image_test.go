@@ -16,6 +16,11 @@ import (
 func restore(t *testing.T, img *state.Image) *state.State {
 	t.Helper()
 	l := state.NewLoader(img.LastLSN, img.Epoch)
+	for _, sc := range img.Schedules {
+		if err := l.AddSchedule(sc); err != nil {
+			t.Fatalf("AddSchedule: %v", err)
+		}
+	}
 	for _, q := range img.Queues {
 		if err := l.AddQueue(q); err != nil {
 			t.Fatalf("AddQueue: %v", err)

@@ -64,6 +64,7 @@ func (s *State) Invariants() error {
 	errs = append(errs, s.orderErrors()...)
 	errs = append(errs, s.queueErrors()...)
 	errs = append(errs, s.deadlineErrors()...)
+	errs = append(errs, s.scheduleErrors()...)
 	if counts != s.counts {
 		errs = append(errs, fmt.Errorf("state counts %v, want %v", s.counts, counts))
 	}
@@ -88,6 +89,27 @@ func (s *State) Invariants() error {
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// scheduleErrors checks every schedule on its own and its key.
+func (s *State) scheduleErrors() []error {
+	var errs []error
+	held := 0
+	for k, sc := range s.schedules {
+		if sc.HeldTick != 0 {
+			held++
+		}
+		if sc.Key != k {
+			errs = append(errs, fmt.Errorf("schedule %s is indexed under %s", sc.Key, k))
+		}
+		if why := checkSchedule(sc); why != "" {
+			errs = append(errs, fmt.Errorf("schedule %s: %s", k, why))
+		}
+	}
+	if held != s.held {
+		errs = append(errs, fmt.Errorf("%d schedules hold a tick, counted %d", held, s.held))
+	}
+	return errs
 }
 
 // queueErrors checks each queue's statistics against a recount over its
@@ -276,11 +298,14 @@ type Export struct {
 	Deadlines map[string]Time
 	// Queues holds what the state keeps of its queues beyond their tasks.
 	Queues []QueueImage
+	// Schedules holds every schedule, ordered by key.
+	Schedules []*Schedule
 }
 
 // Export returns the canonical copy of s.
 func (s *State) Export() Export {
-	e := Export{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, 0, s.Len()), Queues: s.queueImages()}
+	e := Export{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, 0, s.Len()), Queues: s.queueImages(),
+		Schedules: s.scheduleImages()}
 	s.Scan(0, func(t *Task) bool {
 		e.Tasks = append(e.Tasks, t.Clone())
 		return true

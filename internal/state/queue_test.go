@@ -41,6 +41,9 @@ func (ty *tally) applied(s *state.State, r state.Record) {
 	case *state.TaskCreated:
 		ty.queueOf[r.TaskID] = state.QueueKey{Namespace: r.Namespace, Queue: r.Queue}
 		add(r.TaskID, state.EventSubmitted, r.CreatedAt)
+	case *state.ScheduleFired:
+		ty.queueOf[r.TaskID] = state.QueueKey{Namespace: r.Namespace, Queue: r.Queue}
+		add(r.TaskID, state.EventSubmitted, r.At)
 	case *state.TaskCompleted:
 		add(r.TaskID, state.EventCompleted, r.At)
 	case *state.TaskFailed:

@@ -58,6 +58,10 @@ type State struct {
 	order  []*Task
 	holes  int
 	counts [Dead + 1]int
+	// schedules holds every schedule by key; held counts those holding a
+	// tick.
+	schedules map[ScheduleKey]*Schedule
+	held      int
 }
 
 // New returns an empty state that expects LSN 1 next.
@@ -68,6 +72,8 @@ func New() *State {
 		leases:   newHashIndex(),
 		queues:   make(map[QueueKey]*queueIndex),
 		expiry:   newExpiryHeap(),
+
+		schedules: make(map[ScheduleKey]*Schedule),
 	}
 }
 

@@ -1575,6 +1575,859 @@ func (x *TaskDeadlineExceeded) GetAtUnixNanos() int64 {
 	return 0
 }
 
+// ScheduleDef mirrors state.ScheduleDef: when a schedule fires and the task
+// each fire submits.
+type ScheduleDef struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Cron     string                 `protobuf:"bytes,1,opt,name=cron,proto3" json:"cron,omitempty"`
+	TimeZone string                 `protobuf:"bytes,2,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	// state.Overlap: 1 skip, 2 allow, 3 buffer one.
+	Overlap              uint32       `protobuf:"varint,3,opt,name=overlap,proto3" json:"overlap,omitempty"`
+	CatchUpNanos         int64        `protobuf:"varint,4,opt,name=catch_up_nanos,json=catchUpNanos,proto3" json:"catch_up_nanos,omitempty"`
+	Payload              []byte       `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
+	ExecutionWindowNanos int64        `protobuf:"varint,6,opt,name=execution_window_nanos,json=executionWindowNanos,proto3" json:"execution_window_nanos,omitempty"`
+	RetryPolicy          *RetryPolicy `protobuf:"bytes,7,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
+	Priority             int32        `protobuf:"varint,8,opt,name=priority,proto3" json:"priority,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ScheduleDef) Reset() {
+	*x = ScheduleDef{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleDef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleDef) ProtoMessage() {}
+
+func (x *ScheduleDef) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleDef.ProtoReflect.Descriptor instead.
+func (*ScheduleDef) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ScheduleDef) GetCron() string {
+	if x != nil {
+		return x.Cron
+	}
+	return ""
+}
+
+func (x *ScheduleDef) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *ScheduleDef) GetOverlap() uint32 {
+	if x != nil {
+		return x.Overlap
+	}
+	return 0
+}
+
+func (x *ScheduleDef) GetCatchUpNanos() int64 {
+	if x != nil {
+		return x.CatchUpNanos
+	}
+	return 0
+}
+
+func (x *ScheduleDef) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *ScheduleDef) GetExecutionWindowNanos() int64 {
+	if x != nil {
+		return x.ExecutionWindowNanos
+	}
+	return 0
+}
+
+func (x *ScheduleDef) GetRetryPolicy() *RetryPolicy {
+	if x != nil {
+		return x.RetryPolicy
+	}
+	return nil
+}
+
+func (x *ScheduleDef) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+// ScheduleCreated (record type 19) creates a schedule whose first tick is
+// next.
+type ScheduleCreated struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Def           *ScheduleDef           `protobuf:"bytes,4,opt,name=def,proto3" json:"def,omitempty"`
+	NextUnixNanos int64                  `protobuf:"fixed64,5,opt,name=next_unix_nanos,json=nextUnixNanos,proto3" json:"next_unix_nanos,omitempty"`
+	By            string                 `protobuf:"bytes,6,opt,name=by,proto3" json:"by,omitempty"`
+	AtUnixNanos   int64                  `protobuf:"fixed64,7,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleCreated) Reset() {
+	*x = ScheduleCreated{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleCreated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleCreated) ProtoMessage() {}
+
+func (x *ScheduleCreated) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleCreated.ProtoReflect.Descriptor instead.
+func (*ScheduleCreated) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ScheduleCreated) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ScheduleCreated) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ScheduleCreated) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScheduleCreated) GetDef() *ScheduleDef {
+	if x != nil {
+		return x.Def
+	}
+	return nil
+}
+
+func (x *ScheduleCreated) GetNextUnixNanos() int64 {
+	if x != nil {
+		return x.NextUnixNanos
+	}
+	return 0
+}
+
+func (x *ScheduleCreated) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *ScheduleCreated) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
+// ScheduleUpdated (record type 20) replaces a schedule's definition; its
+// cursor moves to next.
+type ScheduleUpdated struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Def           *ScheduleDef           `protobuf:"bytes,4,opt,name=def,proto3" json:"def,omitempty"`
+	NextUnixNanos int64                  `protobuf:"fixed64,5,opt,name=next_unix_nanos,json=nextUnixNanos,proto3" json:"next_unix_nanos,omitempty"`
+	By            string                 `protobuf:"bytes,6,opt,name=by,proto3" json:"by,omitempty"`
+	Reason        string                 `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixNanos   int64                  `protobuf:"fixed64,8,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleUpdated) Reset() {
+	*x = ScheduleUpdated{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleUpdated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleUpdated) ProtoMessage() {}
+
+func (x *ScheduleUpdated) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleUpdated.ProtoReflect.Descriptor instead.
+func (*ScheduleUpdated) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ScheduleUpdated) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ScheduleUpdated) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ScheduleUpdated) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScheduleUpdated) GetDef() *ScheduleDef {
+	if x != nil {
+		return x.Def
+	}
+	return nil
+}
+
+func (x *ScheduleUpdated) GetNextUnixNanos() int64 {
+	if x != nil {
+		return x.NextUnixNanos
+	}
+	return 0
+}
+
+func (x *ScheduleUpdated) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *ScheduleUpdated) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ScheduleUpdated) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
+// SchedulePaused (record type 21) pauses a schedule.
+type SchedulePaused struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	By            string                 `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"`
+	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixNanos   int64                  `protobuf:"fixed64,6,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchedulePaused) Reset() {
+	*x = SchedulePaused{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchedulePaused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchedulePaused) ProtoMessage() {}
+
+func (x *SchedulePaused) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchedulePaused.ProtoReflect.Descriptor instead.
+func (*SchedulePaused) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SchedulePaused) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *SchedulePaused) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SchedulePaused) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SchedulePaused) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *SchedulePaused) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SchedulePaused) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
+// ScheduleResumed (record type 22) resumes a schedule, skipping the ticks
+// before next.
+type ScheduleResumed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	NextUnixNanos int64                  `protobuf:"fixed64,4,opt,name=next_unix_nanos,json=nextUnixNanos,proto3" json:"next_unix_nanos,omitempty"`
+	By            string                 `protobuf:"bytes,5,opt,name=by,proto3" json:"by,omitempty"`
+	Reason        string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixNanos   int64                  `protobuf:"fixed64,7,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleResumed) Reset() {
+	*x = ScheduleResumed{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleResumed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleResumed) ProtoMessage() {}
+
+func (x *ScheduleResumed) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleResumed.ProtoReflect.Descriptor instead.
+func (*ScheduleResumed) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ScheduleResumed) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ScheduleResumed) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ScheduleResumed) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScheduleResumed) GetNextUnixNanos() int64 {
+	if x != nil {
+		return x.NextUnixNanos
+	}
+	return 0
+}
+
+func (x *ScheduleResumed) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *ScheduleResumed) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ScheduleResumed) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
+// ScheduleDeleted (record type 23) removes a schedule.
+type ScheduleDeleted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	By            string                 `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"`
+	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixNanos   int64                  `protobuf:"fixed64,6,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleDeleted) Reset() {
+	*x = ScheduleDeleted{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleDeleted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleDeleted) ProtoMessage() {}
+
+func (x *ScheduleDeleted) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleDeleted.ProtoReflect.Descriptor instead.
+func (*ScheduleDeleted) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ScheduleDeleted) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ScheduleDeleted) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ScheduleDeleted) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScheduleDeleted) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *ScheduleDeleted) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ScheduleDeleted) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
+// ScheduleFired (record type 24) fires a tick: creates task_id and moves
+// the cursor to next.
+type ScheduleFired struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	TickUnixNanos int64                  `protobuf:"fixed64,4,opt,name=tick_unix_nanos,json=tickUnixNanos,proto3" json:"tick_unix_nanos,omitempty"`
+	TaskId        string                 `protobuf:"bytes,5,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	NextUnixNanos int64                  `protobuf:"fixed64,6,opt,name=next_unix_nanos,json=nextUnixNanos,proto3" json:"next_unix_nanos,omitempty"`
+	// state.Outcome: 1 fired, 4 backfilled.
+	Outcome       uint32 `protobuf:"varint,7,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	By            string `protobuf:"bytes,8,opt,name=by,proto3" json:"by,omitempty"`
+	AtUnixNanos   int64  `protobuf:"fixed64,9,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleFired) Reset() {
+	*x = ScheduleFired{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleFired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleFired) ProtoMessage() {}
+
+func (x *ScheduleFired) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleFired.ProtoReflect.Descriptor instead.
+func (*ScheduleFired) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ScheduleFired) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ScheduleFired) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ScheduleFired) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScheduleFired) GetTickUnixNanos() int64 {
+	if x != nil {
+		return x.TickUnixNanos
+	}
+	return 0
+}
+
+func (x *ScheduleFired) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ScheduleFired) GetNextUnixNanos() int64 {
+	if x != nil {
+		return x.NextUnixNanos
+	}
+	return 0
+}
+
+func (x *ScheduleFired) GetOutcome() uint32 {
+	if x != nil {
+		return x.Outcome
+	}
+	return 0
+}
+
+func (x *ScheduleFired) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *ScheduleFired) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
+// ScheduleSkipped (record type 25) skips the ticks from from up to next.
+type ScheduleSkipped struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	FromUnixNanos int64                  `protobuf:"fixed64,4,opt,name=from_unix_nanos,json=fromUnixNanos,proto3" json:"from_unix_nanos,omitempty"`
+	NextUnixNanos int64                  `protobuf:"fixed64,5,opt,name=next_unix_nanos,json=nextUnixNanos,proto3" json:"next_unix_nanos,omitempty"`
+	Reason        string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixNanos   int64                  `protobuf:"fixed64,7,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleSkipped) Reset() {
+	*x = ScheduleSkipped{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleSkipped) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleSkipped) ProtoMessage() {}
+
+func (x *ScheduleSkipped) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleSkipped.ProtoReflect.Descriptor instead.
+func (*ScheduleSkipped) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ScheduleSkipped) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ScheduleSkipped) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ScheduleSkipped) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScheduleSkipped) GetFromUnixNanos() int64 {
+	if x != nil {
+		return x.FromUnixNanos
+	}
+	return 0
+}
+
+func (x *ScheduleSkipped) GetNextUnixNanos() int64 {
+	if x != nil {
+		return x.NextUnixNanos
+	}
+	return 0
+}
+
+func (x *ScheduleSkipped) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ScheduleSkipped) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
+// ScheduleHeld (record type 26) holds the tick at the cursor until the
+// previous fire's task finishes.
+type ScheduleHeld struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	TickUnixNanos int64                  `protobuf:"fixed64,4,opt,name=tick_unix_nanos,json=tickUnixNanos,proto3" json:"tick_unix_nanos,omitempty"`
+	NextUnixNanos int64                  `protobuf:"fixed64,5,opt,name=next_unix_nanos,json=nextUnixNanos,proto3" json:"next_unix_nanos,omitempty"`
+	AtUnixNanos   int64                  `protobuf:"fixed64,6,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleHeld) Reset() {
+	*x = ScheduleHeld{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleHeld) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleHeld) ProtoMessage() {}
+
+func (x *ScheduleHeld) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleHeld.ProtoReflect.Descriptor instead.
+func (*ScheduleHeld) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ScheduleHeld) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ScheduleHeld) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ScheduleHeld) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScheduleHeld) GetTickUnixNanos() int64 {
+	if x != nil {
+		return x.TickUnixNanos
+	}
+	return 0
+}
+
+func (x *ScheduleHeld) GetNextUnixNanos() int64 {
+	if x != nil {
+		return x.NextUnixNanos
+	}
+	return 0
+}
+
+func (x *ScheduleHeld) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
 var File_tenure_record_v1_record_proto protoreflect.FileDescriptor
 
 const file_tenure_record_v1_record_proto_rawDesc = "" +
@@ -1690,7 +2543,80 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"S\n" +
 	"\x14TaskDeadlineExceeded\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\"\n" +
-	"\rat_unix_nanos\x18\x02 \x01(\x10R\vatUnixNanos*E\n" +
+	"\rat_unix_nanos\x18\x02 \x01(\x10R\vatUnixNanos\"\xac\x02\n" +
+	"\vScheduleDef\x12\x12\n" +
+	"\x04cron\x18\x01 \x01(\tR\x04cron\x12\x1b\n" +
+	"\ttime_zone\x18\x02 \x01(\tR\btimeZone\x12\x18\n" +
+	"\aoverlap\x18\x03 \x01(\rR\aoverlap\x12$\n" +
+	"\x0ecatch_up_nanos\x18\x04 \x01(\x03R\fcatchUpNanos\x12\x18\n" +
+	"\apayload\x18\x05 \x01(\fR\apayload\x124\n" +
+	"\x16execution_window_nanos\x18\x06 \x01(\x03R\x14executionWindowNanos\x12@\n" +
+	"\fretry_policy\x18\a \x01(\v2\x1d.tenure.record.v1.RetryPolicyR\vretryPolicy\x12\x1a\n" +
+	"\bpriority\x18\b \x01(\x05R\bpriority\"\xe6\x01\n" +
+	"\x0fScheduleCreated\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12/\n" +
+	"\x03def\x18\x04 \x01(\v2\x1d.tenure.record.v1.ScheduleDefR\x03def\x12&\n" +
+	"\x0fnext_unix_nanos\x18\x05 \x01(\x10R\rnextUnixNanos\x12\x0e\n" +
+	"\x02by\x18\x06 \x01(\tR\x02by\x12\"\n" +
+	"\rat_unix_nanos\x18\a \x01(\x10R\vatUnixNanos\"\xfe\x01\n" +
+	"\x0fScheduleUpdated\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12/\n" +
+	"\x03def\x18\x04 \x01(\v2\x1d.tenure.record.v1.ScheduleDefR\x03def\x12&\n" +
+	"\x0fnext_unix_nanos\x18\x05 \x01(\x10R\rnextUnixNanos\x12\x0e\n" +
+	"\x02by\x18\x06 \x01(\tR\x02by\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\"\n" +
+	"\rat_unix_nanos\x18\b \x01(\x10R\vatUnixNanos\"\xa4\x01\n" +
+	"\x0eSchedulePaused\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02by\x18\x04 \x01(\tR\x02by\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\"\n" +
+	"\rat_unix_nanos\x18\x06 \x01(\x10R\vatUnixNanos\"\xcd\x01\n" +
+	"\x0fScheduleResumed\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12&\n" +
+	"\x0fnext_unix_nanos\x18\x04 \x01(\x10R\rnextUnixNanos\x12\x0e\n" +
+	"\x02by\x18\x05 \x01(\tR\x02by\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\"\n" +
+	"\rat_unix_nanos\x18\a \x01(\x10R\vatUnixNanos\"\xa5\x01\n" +
+	"\x0fScheduleDeleted\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02by\x18\x04 \x01(\tR\x02by\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\"\n" +
+	"\rat_unix_nanos\x18\x06 \x01(\x10R\vatUnixNanos\"\x8e\x02\n" +
+	"\rScheduleFired\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12&\n" +
+	"\x0ftick_unix_nanos\x18\x04 \x01(\x10R\rtickUnixNanos\x12\x17\n" +
+	"\atask_id\x18\x05 \x01(\tR\x06taskId\x12&\n" +
+	"\x0fnext_unix_nanos\x18\x06 \x01(\x10R\rnextUnixNanos\x12\x18\n" +
+	"\aoutcome\x18\a \x01(\rR\aoutcome\x12\x0e\n" +
+	"\x02by\x18\b \x01(\tR\x02by\x12\"\n" +
+	"\rat_unix_nanos\x18\t \x01(\x10R\vatUnixNanos\"\xe5\x01\n" +
+	"\x0fScheduleSkipped\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12&\n" +
+	"\x0ffrom_unix_nanos\x18\x04 \x01(\x10R\rfromUnixNanos\x12&\n" +
+	"\x0fnext_unix_nanos\x18\x05 \x01(\x10R\rnextUnixNanos\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\"\n" +
+	"\rat_unix_nanos\x18\a \x01(\x10R\vatUnixNanos\"\xca\x01\n" +
+	"\fScheduleHeld\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12&\n" +
+	"\x0ftick_unix_nanos\x18\x04 \x01(\x10R\rtickUnixNanos\x12&\n" +
+	"\x0fnext_unix_nanos\x18\x05 \x01(\x10R\rnextUnixNanos\x12\"\n" +
+	"\rat_unix_nanos\x18\x06 \x01(\x10R\vatUnixNanos*E\n" +
 	"\rFormatVersion\x12\x1e\n" +
 	"\x1aFORMAT_VERSION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FORMAT_VERSION_1\x10\x01*\xaa\x01\n" +
@@ -1715,7 +2641,7 @@ func file_tenure_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_tenure_record_v1_record_proto_goTypes = []any{
 	(FormatVersion)(0),           // 0: tenure.record.v1.FormatVersion
 	(LeaseAction)(0),             // 1: tenure.record.v1.LeaseAction
@@ -1737,15 +2663,27 @@ var file_tenure_record_v1_record_proto_goTypes = []any{
 	(*TaskRetried)(nil),          // 17: tenure.record.v1.TaskRetried
 	(*TasksDeleted)(nil),         // 18: tenure.record.v1.TasksDeleted
 	(*TaskDeadlineExceeded)(nil), // 19: tenure.record.v1.TaskDeadlineExceeded
+	(*ScheduleDef)(nil),          // 20: tenure.record.v1.ScheduleDef
+	(*ScheduleCreated)(nil),      // 21: tenure.record.v1.ScheduleCreated
+	(*ScheduleUpdated)(nil),      // 22: tenure.record.v1.ScheduleUpdated
+	(*SchedulePaused)(nil),       // 23: tenure.record.v1.SchedulePaused
+	(*ScheduleResumed)(nil),      // 24: tenure.record.v1.ScheduleResumed
+	(*ScheduleDeleted)(nil),      // 25: tenure.record.v1.ScheduleDeleted
+	(*ScheduleFired)(nil),        // 26: tenure.record.v1.ScheduleFired
+	(*ScheduleSkipped)(nil),      // 27: tenure.record.v1.ScheduleSkipped
+	(*ScheduleHeld)(nil),         // 28: tenure.record.v1.ScheduleHeld
 }
 var file_tenure_record_v1_record_proto_depIdxs = []int32{
-	2, // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
-	1, // 1: tenure.record.v1.TaskCancelled.action:type_name -> tenure.record.v1.LeaseAction
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	2,  // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
+	1,  // 1: tenure.record.v1.TaskCancelled.action:type_name -> tenure.record.v1.LeaseAction
+	2,  // 2: tenure.record.v1.ScheduleDef.retry_policy:type_name -> tenure.record.v1.RetryPolicy
+	20, // 3: tenure.record.v1.ScheduleCreated.def:type_name -> tenure.record.v1.ScheduleDef
+	20, // 4: tenure.record.v1.ScheduleUpdated.def:type_name -> tenure.record.v1.ScheduleDef
+	5,  // [5:5] is the sub-list for method output_type
+	5,  // [5:5] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_tenure_record_v1_record_proto_init() }
@@ -1759,7 +2697,7 @@ func file_tenure_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_record_v1_record_proto_rawDesc), len(file_tenure_record_v1_record_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   18,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -595,7 +595,10 @@ type TaskChunk struct {
 	// What the state keeps of a queue beyond its tasks (its pause and recent
 	// event counts). The writer puts them all in the first chunk, before any
 	// task; a reader accepts them in any chunk.
-	Queues        []*QueueSnapshot `protobuf:"bytes,2,rep,name=queues,proto3" json:"queues,omitempty"`
+	Queues []*QueueSnapshot `protobuf:"bytes,2,rep,name=queues,proto3" json:"queues,omitempty"`
+	// Every schedule (format version 3 on). The writer puts them in the
+	// first chunk with the queues; a reader accepts them in any chunk.
+	Schedules     []*ScheduleSnapshot `protobuf:"bytes,3,rep,name=schedules,proto3" json:"schedules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -640,6 +643,13 @@ func (x *TaskChunk) GetTasks() []*TaskSnapshot {
 func (x *TaskChunk) GetQueues() []*QueueSnapshot {
 	if x != nil {
 		return x.Queues
+	}
+	return nil
+}
+
+func (x *TaskChunk) GetSchedules() []*ScheduleSnapshot {
+	if x != nil {
+		return x.Schedules
 	}
 	return nil
 }
@@ -863,6 +873,282 @@ func (x *EventBucket) GetLeaseExpired() uint32 {
 	return 0
 }
 
+// ScheduleSnapshot is one schedule: its definition (as ScheduleDef of
+// tenure.record.v1), its cursor and its recent decisions.
+type ScheduleSnapshot struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	Namespace            string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue                string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Name                 string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Cron                 string                 `protobuf:"bytes,4,opt,name=cron,proto3" json:"cron,omitempty"`
+	TimeZone             string                 `protobuf:"bytes,5,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	Overlap              uint32                 `protobuf:"varint,6,opt,name=overlap,proto3" json:"overlap,omitempty"`
+	CatchUpNanos         int64                  `protobuf:"varint,7,opt,name=catch_up_nanos,json=catchUpNanos,proto3" json:"catch_up_nanos,omitempty"`
+	Payload              []byte                 `protobuf:"bytes,8,opt,name=payload,proto3" json:"payload,omitempty"`
+	ExecutionWindowNanos int64                  `protobuf:"varint,9,opt,name=execution_window_nanos,json=executionWindowNanos,proto3" json:"execution_window_nanos,omitempty"`
+	RetryPolicy          *RetryPolicy           `protobuf:"bytes,10,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
+	Priority             int32                  `protobuf:"varint,11,opt,name=priority,proto3" json:"priority,omitempty"`
+	// Set while the schedule is paused.
+	Paused             *QueuePause     `protobuf:"bytes,12,opt,name=paused,proto3" json:"paused,omitempty"`
+	NextUnixNanos      int64           `protobuf:"fixed64,13,opt,name=next_unix_nanos,json=nextUnixNanos,proto3" json:"next_unix_nanos,omitempty"`
+	HeldTickUnixNanos  int64           `protobuf:"fixed64,14,opt,name=held_tick_unix_nanos,json=heldTickUnixNanos,proto3" json:"held_tick_unix_nanos,omitempty"`
+	LastTaskId         string          `protobuf:"bytes,15,opt,name=last_task_id,json=lastTaskId,proto3" json:"last_task_id,omitempty"`
+	Recent             []*ScheduleFire `protobuf:"bytes,16,rep,name=recent,proto3" json:"recent,omitempty"`
+	CreatedAtUnixNanos int64           `protobuf:"fixed64,17,opt,name=created_at_unix_nanos,json=createdAtUnixNanos,proto3" json:"created_at_unix_nanos,omitempty"`
+	CreatedBy          string          `protobuf:"bytes,18,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	UpdatedAtUnixNanos int64           `protobuf:"fixed64,19,opt,name=updated_at_unix_nanos,json=updatedAtUnixNanos,proto3" json:"updated_at_unix_nanos,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ScheduleSnapshot) Reset() {
+	*x = ScheduleSnapshot{}
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleSnapshot) ProtoMessage() {}
+
+func (x *ScheduleSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleSnapshot.ProtoReflect.Descriptor instead.
+func (*ScheduleSnapshot) Descriptor() ([]byte, []int) {
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ScheduleSnapshot) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ScheduleSnapshot) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ScheduleSnapshot) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScheduleSnapshot) GetCron() string {
+	if x != nil {
+		return x.Cron
+	}
+	return ""
+}
+
+func (x *ScheduleSnapshot) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *ScheduleSnapshot) GetOverlap() uint32 {
+	if x != nil {
+		return x.Overlap
+	}
+	return 0
+}
+
+func (x *ScheduleSnapshot) GetCatchUpNanos() int64 {
+	if x != nil {
+		return x.CatchUpNanos
+	}
+	return 0
+}
+
+func (x *ScheduleSnapshot) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *ScheduleSnapshot) GetExecutionWindowNanos() int64 {
+	if x != nil {
+		return x.ExecutionWindowNanos
+	}
+	return 0
+}
+
+func (x *ScheduleSnapshot) GetRetryPolicy() *RetryPolicy {
+	if x != nil {
+		return x.RetryPolicy
+	}
+	return nil
+}
+
+func (x *ScheduleSnapshot) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *ScheduleSnapshot) GetPaused() *QueuePause {
+	if x != nil {
+		return x.Paused
+	}
+	return nil
+}
+
+func (x *ScheduleSnapshot) GetNextUnixNanos() int64 {
+	if x != nil {
+		return x.NextUnixNanos
+	}
+	return 0
+}
+
+func (x *ScheduleSnapshot) GetHeldTickUnixNanos() int64 {
+	if x != nil {
+		return x.HeldTickUnixNanos
+	}
+	return 0
+}
+
+func (x *ScheduleSnapshot) GetLastTaskId() string {
+	if x != nil {
+		return x.LastTaskId
+	}
+	return ""
+}
+
+func (x *ScheduleSnapshot) GetRecent() []*ScheduleFire {
+	if x != nil {
+		return x.Recent
+	}
+	return nil
+}
+
+func (x *ScheduleSnapshot) GetCreatedAtUnixNanos() int64 {
+	if x != nil {
+		return x.CreatedAtUnixNanos
+	}
+	return 0
+}
+
+func (x *ScheduleSnapshot) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *ScheduleSnapshot) GetUpdatedAtUnixNanos() int64 {
+	if x != nil {
+		return x.UpdatedAtUnixNanos
+	}
+	return 0
+}
+
+// ScheduleFire is one decision of a schedule's recent history.
+type ScheduleFire struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	TickUnixNanos  int64                  `protobuf:"fixed64,1,opt,name=tick_unix_nanos,json=tickUnixNanos,proto3" json:"tick_unix_nanos,omitempty"`
+	UntilUnixNanos int64                  `protobuf:"fixed64,2,opt,name=until_unix_nanos,json=untilUnixNanos,proto3" json:"until_unix_nanos,omitempty"`
+	TaskId         string                 `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Outcome        uint32                 `protobuf:"varint,4,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	Reason         string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixNanos    int64                  `protobuf:"fixed64,6,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ScheduleFire) Reset() {
+	*x = ScheduleFire{}
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleFire) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleFire) ProtoMessage() {}
+
+func (x *ScheduleFire) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleFire.ProtoReflect.Descriptor instead.
+func (*ScheduleFire) Descriptor() ([]byte, []int) {
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ScheduleFire) GetTickUnixNanos() int64 {
+	if x != nil {
+		return x.TickUnixNanos
+	}
+	return 0
+}
+
+func (x *ScheduleFire) GetUntilUnixNanos() int64 {
+	if x != nil {
+		return x.UntilUnixNanos
+	}
+	return 0
+}
+
+func (x *ScheduleFire) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ScheduleFire) GetOutcome() uint32 {
+	if x != nil {
+		return x.Outcome
+	}
+	return 0
+}
+
+func (x *ScheduleFire) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ScheduleFire) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
 var File_tenure_snapshot_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
@@ -916,10 +1202,11 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x04lsns\x18\x13 \x03(\x04R\x04lsns\x12#\n" +
 	"\rlease_current\x18\x14 \x01(\bR\fleaseCurrent\x12!\n" +
 	"\fattempt_base\x18\x15 \x01(\rR\vattemptBase\x12.\n" +
-	"\x13deadline_unix_nanos\x18\x16 \x01(\x10R\x11deadlineUnixNanos\"~\n" +
+	"\x13deadline_unix_nanos\x18\x16 \x01(\x10R\x11deadlineUnixNanos\"\xc2\x01\n" +
 	"\tTaskChunk\x126\n" +
 	"\x05tasks\x18\x01 \x03(\v2 .tenure.snapshot.v1.TaskSnapshotR\x05tasks\x129\n" +
-	"\x06queues\x18\x02 \x03(\v2!.tenure.snapshot.v1.QueueSnapshotR\x06queues\"\xe9\x01\n" +
+	"\x06queues\x18\x02 \x03(\v2!.tenure.snapshot.v1.QueueSnapshotR\x06queues\x12B\n" +
+	"\tschedules\x18\x03 \x03(\v2$.tenure.snapshot.v1.ScheduleSnapshotR\tschedules\"\xe9\x01\n" +
 	"\rQueueSnapshot\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x126\n" +
@@ -936,7 +1223,37 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\tsubmitted\x18\x02 \x01(\rR\tsubmitted\x12\x1c\n" +
 	"\tcompleted\x18\x03 \x01(\rR\tcompleted\x12\x16\n" +
 	"\x06failed\x18\x04 \x01(\rR\x06failed\x12#\n" +
-	"\rlease_expired\x18\x05 \x01(\rR\fleaseExpired*\xb6\x01\n" +
+	"\rlease_expired\x18\x05 \x01(\rR\fleaseExpired\"\xed\x05\n" +
+	"\x10ScheduleSnapshot\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
+	"\x04cron\x18\x04 \x01(\tR\x04cron\x12\x1b\n" +
+	"\ttime_zone\x18\x05 \x01(\tR\btimeZone\x12\x18\n" +
+	"\aoverlap\x18\x06 \x01(\rR\aoverlap\x12$\n" +
+	"\x0ecatch_up_nanos\x18\a \x01(\x03R\fcatchUpNanos\x12\x18\n" +
+	"\apayload\x18\b \x01(\fR\apayload\x124\n" +
+	"\x16execution_window_nanos\x18\t \x01(\x03R\x14executionWindowNanos\x12B\n" +
+	"\fretry_policy\x18\n" +
+	" \x01(\v2\x1f.tenure.snapshot.v1.RetryPolicyR\vretryPolicy\x12\x1a\n" +
+	"\bpriority\x18\v \x01(\x05R\bpriority\x126\n" +
+	"\x06paused\x18\f \x01(\v2\x1e.tenure.snapshot.v1.QueuePauseR\x06paused\x12&\n" +
+	"\x0fnext_unix_nanos\x18\r \x01(\x10R\rnextUnixNanos\x12/\n" +
+	"\x14held_tick_unix_nanos\x18\x0e \x01(\x10R\x11heldTickUnixNanos\x12 \n" +
+	"\flast_task_id\x18\x0f \x01(\tR\n" +
+	"lastTaskId\x128\n" +
+	"\x06recent\x18\x10 \x03(\v2 .tenure.snapshot.v1.ScheduleFireR\x06recent\x121\n" +
+	"\x15created_at_unix_nanos\x18\x11 \x01(\x10R\x12createdAtUnixNanos\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\x12 \x01(\tR\tcreatedBy\x121\n" +
+	"\x15updated_at_unix_nanos\x18\x13 \x01(\x10R\x12updatedAtUnixNanos\"\xcf\x01\n" +
+	"\fScheduleFire\x12&\n" +
+	"\x0ftick_unix_nanos\x18\x01 \x01(\x10R\rtickUnixNanos\x12(\n" +
+	"\x10until_unix_nanos\x18\x02 \x01(\x10R\x0euntilUnixNanos\x12\x17\n" +
+	"\atask_id\x18\x03 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aoutcome\x18\x04 \x01(\rR\aoutcome\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\"\n" +
+	"\rat_unix_nanos\x18\x06 \x01(\x10R\vatUnixNanos*\xb6\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_STATE_WAITING\x10\x01\x12\x15\n" +
@@ -966,7 +1283,7 @@ func file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_snapshot_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_tenure_snapshot_v1_snapshot_proto_goTypes = []any{
 	(TaskState)(0),            // 0: tenure.snapshot.v1.TaskState
 	(ExecutionStatus)(0),      // 1: tenure.snapshot.v1.ExecutionStatus
@@ -977,22 +1294,28 @@ var file_tenure_snapshot_v1_snapshot_proto_goTypes = []any{
 	(*QueueSnapshot)(nil),     // 6: tenure.snapshot.v1.QueueSnapshot
 	(*QueuePause)(nil),        // 7: tenure.snapshot.v1.QueuePause
 	(*EventBucket)(nil),       // 8: tenure.snapshot.v1.EventBucket
+	(*ScheduleSnapshot)(nil),  // 9: tenure.snapshot.v1.ScheduleSnapshot
+	(*ScheduleFire)(nil),      // 10: tenure.snapshot.v1.ScheduleFire
 }
 var file_tenure_snapshot_v1_snapshot_proto_depIdxs = []int32{
-	1, // 0: tenure.snapshot.v1.ExecutionSnapshot.status:type_name -> tenure.snapshot.v1.ExecutionStatus
-	2, // 1: tenure.snapshot.v1.TaskSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
-	0, // 2: tenure.snapshot.v1.TaskSnapshot.state:type_name -> tenure.snapshot.v1.TaskState
-	3, // 3: tenure.snapshot.v1.TaskSnapshot.executions:type_name -> tenure.snapshot.v1.ExecutionSnapshot
-	4, // 4: tenure.snapshot.v1.TaskChunk.tasks:type_name -> tenure.snapshot.v1.TaskSnapshot
-	6, // 5: tenure.snapshot.v1.TaskChunk.queues:type_name -> tenure.snapshot.v1.QueueSnapshot
-	7, // 6: tenure.snapshot.v1.QueueSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
-	8, // 7: tenure.snapshot.v1.QueueSnapshot.fine:type_name -> tenure.snapshot.v1.EventBucket
-	8, // 8: tenure.snapshot.v1.QueueSnapshot.coarse:type_name -> tenure.snapshot.v1.EventBucket
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	1,  // 0: tenure.snapshot.v1.ExecutionSnapshot.status:type_name -> tenure.snapshot.v1.ExecutionStatus
+	2,  // 1: tenure.snapshot.v1.TaskSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
+	0,  // 2: tenure.snapshot.v1.TaskSnapshot.state:type_name -> tenure.snapshot.v1.TaskState
+	3,  // 3: tenure.snapshot.v1.TaskSnapshot.executions:type_name -> tenure.snapshot.v1.ExecutionSnapshot
+	4,  // 4: tenure.snapshot.v1.TaskChunk.tasks:type_name -> tenure.snapshot.v1.TaskSnapshot
+	6,  // 5: tenure.snapshot.v1.TaskChunk.queues:type_name -> tenure.snapshot.v1.QueueSnapshot
+	9,  // 6: tenure.snapshot.v1.TaskChunk.schedules:type_name -> tenure.snapshot.v1.ScheduleSnapshot
+	7,  // 7: tenure.snapshot.v1.QueueSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
+	8,  // 8: tenure.snapshot.v1.QueueSnapshot.fine:type_name -> tenure.snapshot.v1.EventBucket
+	8,  // 9: tenure.snapshot.v1.QueueSnapshot.coarse:type_name -> tenure.snapshot.v1.EventBucket
+	2,  // 10: tenure.snapshot.v1.ScheduleSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
+	7,  // 11: tenure.snapshot.v1.ScheduleSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
+	10, // 12: tenure.snapshot.v1.ScheduleSnapshot.recent:type_name -> tenure.snapshot.v1.ScheduleFire
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_tenure_snapshot_v1_snapshot_proto_init() }
@@ -1006,7 +1329,7 @@ func file_tenure_snapshot_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_snapshot_v1_snapshot_proto_rawDesc), len(file_tenure_snapshot_v1_snapshot_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

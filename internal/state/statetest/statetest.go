@@ -83,7 +83,7 @@ func (g *Gen) Next(s *state.State) state.Record {
 		if len(all) < 3 {
 			return g.created(s)
 		}
-		switch g.rng.IntN(20) {
+		switch g.rng.IntN(22) {
 		case 0, 1, 2:
 			return g.created(s)
 		case 3, 4, 5:
@@ -181,6 +181,10 @@ func (g *Gen) Next(s *state.State) state.Record {
 				g.now = max(g.now, d)
 				return &state.TaskDeadlineExceeded{TaskID: t.ID, At: g.now}
 			}
+		case 20, 21:
+			if r := g.schedule(s); r != nil {
+				return r
+			}
 		}
 	}
 }
@@ -192,6 +196,90 @@ func capped(s *state.State, t *state.Task, expiry state.Time) state.Time {
 		return min(expiry, d)
 	}
 	return expiry
+}
+
+// tick is the interval between the ticks of generated schedules: the
+// generator stands in for the coordinator, which computes them from a cron
+// expression.
+const tick = 10 * time.Second
+
+// schedule returns a record about one of a small pool of schedules: a
+// creation, a change, or the decision of its next or held tick.
+func (g *Gen) schedule(s *state.State) state.Record {
+	k := state.ScheduleKey{Namespace: namespaces[g.rng.IntN(len(namespaces))], Queue: queues[g.rng.IntN(len(queues))],
+		Name: fmt.Sprintf("s%d", g.rng.IntN(2))}
+	sc := s.Schedule(k)
+	if sc == nil {
+		return &state.ScheduleCreated{Namespace: k.Namespace, Queue: k.Queue, Name: k.Name, Def: g.scheduleDef(),
+			Next: g.now.Add(tick), By: "ops", At: g.now}
+	}
+	next := func(t state.Time) state.Time { return t.Add(tick) }
+	switch g.rng.IntN(10) {
+	case 0:
+		if sc.Paused == nil {
+			return &state.SchedulePaused{Namespace: k.Namespace, Queue: k.Queue, Name: k.Name, By: "ops", Reason: "hold", At: g.now}
+		}
+		n := sc.Next
+		for n != 0 && n <= g.now {
+			n = next(n)
+		}
+		if sc.HeldTick != 0 && n != 0 && n <= sc.HeldTick {
+			n = next(sc.HeldTick)
+		}
+		return &state.ScheduleResumed{Namespace: k.Namespace, Queue: k.Queue, Name: k.Name, Next: n, By: "ops", At: g.now}
+	case 1:
+		def := g.scheduleDef()
+		if sc.HeldTick != 0 {
+			def.Overlap = state.OverlapBufferOne
+		}
+		return &state.ScheduleUpdated{Namespace: k.Namespace, Queue: k.Queue, Name: k.Name, Def: def,
+			Next: max(g.now, sc.HeldTick).Add(tick), By: "ops", At: g.now}
+	case 2:
+		if g.rng.IntN(3) == 0 {
+			return &state.ScheduleDeleted{Namespace: k.Namespace, Queue: k.Queue, Name: k.Name, By: "ops", At: g.now}
+		}
+	case 3:
+		if t := sc.Next - state.Time(tick); sc.Next != 0 && t > 0 && t != sc.HeldTick &&
+			s.ByRequest(k.Namespace, state.FireRequestID(k, t)) == nil {
+			return &state.ScheduleFired{Namespace: k.Namespace, Queue: k.Queue, Name: k.Name, Tick: t,
+				TaskID: g.id("st"), Next: sc.Next, Outcome: state.Backfilled, By: "ops", At: g.now}
+		}
+	}
+	if sc.HeldTick != 0 && g.rng.IntN(2) == 0 && s.ByRequest(k.Namespace, state.FireRequestID(k, sc.HeldTick)) == nil {
+		return &state.ScheduleFired{Namespace: k.Namespace, Queue: k.Queue, Name: k.Name, Tick: sc.HeldTick,
+			TaskID: g.id("st"), Next: sc.Next, Outcome: state.Fired, At: g.now}
+	}
+	if sc.Paused != nil || sc.Next == 0 || sc.Next > g.now {
+		return nil
+	}
+	switch g.rng.IntN(3) {
+	case 0:
+		return &state.ScheduleSkipped{Namespace: k.Namespace, Queue: k.Queue, Name: k.Name, From: sc.Next,
+			Next: next(next(sc.Next)), Reason: state.SkipOverlap, At: g.now}
+	case 1:
+		if sc.Def.Overlap == state.OverlapBufferOne && sc.HeldTick == 0 {
+			return &state.ScheduleHeld{Namespace: k.Namespace, Queue: k.Queue, Name: k.Name, Tick: sc.Next,
+				Next: next(sc.Next), At: g.now}
+		}
+	}
+	if s.ByRequest(k.Namespace, state.FireRequestID(k, sc.Next)) != nil {
+		return nil
+	}
+	return &state.ScheduleFired{Namespace: k.Namespace, Queue: k.Queue, Name: k.Name, Tick: sc.Next,
+		TaskID: g.id("st"), Next: next(sc.Next), Outcome: state.Fired, At: g.now}
+}
+
+func (g *Gen) scheduleDef() state.ScheduleDef {
+	return state.ScheduleDef{
+		Cron:     "@every 10s",
+		TimeZone: []string{"", "Europe/Berlin"}[g.rng.IntN(2)],
+		Overlap:  state.Overlap(1 + g.rng.IntN(3)),
+		CatchUp:  time.Duration(g.rng.IntN(60)) * time.Second,
+		Payload:  g.bytes(),
+		Window:   window,
+		Retry:    state.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Second, MaxBackoff: time.Minute, Multiplier: 2},
+		Priority: int32(g.rng.IntN(3)),
+	}
 }
 
 // refusal returns the TaskCancelled of a refused action by a former lease of
