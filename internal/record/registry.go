@@ -39,14 +39,14 @@ const (
 	TypeTasksDeleted     Type = 16
 	// 17 is QueueLimited's (issue 13).
 	TypeTaskDeadlineExceeded Type = 18
-	TypeScheduleCreated Type = 19
-	TypeScheduleUpdated Type = 20
-	TypeSchedulePaused  Type = 21
-	TypeScheduleResumed Type = 22
-	TypeScheduleDeleted Type = 23
-	TypeScheduleFired   Type = 24
-	TypeScheduleSkipped Type = 25
-	TypeScheduleHeld    Type = 26
+	TypeScheduleCreated      Type = 19
+	TypeScheduleUpdated      Type = 20
+	TypeSchedulePaused       Type = 21
+	TypeScheduleResumed      Type = 22
+	TypeScheduleDeleted      Type = 23
+	TypeScheduleFired        Type = 24
+	TypeScheduleSkipped      Type = 25
+	TypeScheduleHeld         Type = 26
 )
 
 // registry has one row per record type: its number, its name (printed by
