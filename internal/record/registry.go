@@ -37,6 +37,7 @@ const (
 	TypeQueueResumed     Type = 14
 	TypeTaskRetried      Type = 15
 	TypeTasksDeleted     Type = 16
+	TypeQueueLimited     Type = 17
 )
 
 // registry has one row per record type: its number, its name (printed by
@@ -372,6 +373,40 @@ var registry = []row{
 				By:      m.By,
 				Reason:  m.Reason,
 				At:      state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeQueueLimited, "QueueLimited",
+		func(r *state.QueueLimited) *recordpb.QueueLimited {
+			return &recordpb.QueueLimited{
+				Namespace:           r.Namespace,
+				Queue:               r.Queue,
+				MaxConcurrency:      r.MaxConcurrency,
+				RateMilli:           r.RateMilli,
+				Burst:               r.Burst,
+				QueueMaxConcurrency: r.QueueMaxConcurrency,
+				QueueRateMilli:      r.QueueRateMilli,
+				QueueBurst:          r.QueueBurst,
+				Partitions:          r.Partitions,
+				By:                  r.By,
+				Reason:              r.Reason,
+				AtUnixNanos:         int64(r.At),
+			}
+		},
+		func(m *recordpb.QueueLimited) *state.QueueLimited {
+			return &state.QueueLimited{
+				Namespace:           m.Namespace,
+				Queue:               m.Queue,
+				MaxConcurrency:      m.MaxConcurrency,
+				RateMilli:           m.RateMilli,
+				Burst:               m.Burst,
+				QueueMaxConcurrency: m.QueueMaxConcurrency,
+				QueueRateMilli:      m.QueueRateMilli,
+				QueueBurst:          m.QueueBurst,
+				Partitions:          m.Partitions,
+				By:                  m.By,
+				Reason:              m.Reason,
+				At:                  state.Time(m.AtUnixNanos),
 			}
 		}),
 }

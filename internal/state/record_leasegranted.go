@@ -6,7 +6,9 @@ import (
 )
 
 // LeaseGranted gives attempt Attempt of a task to a worker until LeaseExpiry.
-// It is the only way a task becomes owned.
+// It is the only way a task becomes owned. On a queue with flow control it
+// takes a slot and a token (docs/state-machine.md, "Flow control"), and
+// does not apply without them.
 type LeaseGranted struct {
 	TaskID      string
 	LeaseID     string
@@ -40,7 +42,14 @@ func (r *LeaseGranted) apply(s *State, lsn uint64) string {
 	case r.LeaseExpiry <= r.GrantedAt:
 		return "lease expiry is not after the grant"
 	}
-	s.queue(t).remove(t)
+	qi := s.queue(t)
+	if l := qi.limits; l != nil {
+		if why := l.admit(qi.leases, r.GrantedAt); why != "" {
+			return why
+		}
+		l.take(r.GrantedAt)
+	}
+	qi.remove(t)
 	t.Executions = append(t.Executions, Execution{
 		Attempt:     r.Attempt,
 		LeaseID:     r.LeaseID,
@@ -57,7 +66,7 @@ func (r *LeaseGranted) apply(s *State, lsn uint64) string {
 	}
 	s.leases.add(hashString(r.LeaseID), t)
 	heap.Push(&s.expiry, t)
-	s.queue(t).leases++
+	qi.leases++
 	touch(t, lsn, r.GrantedAt)
 	return ""
 }

@@ -1510,6 +1510,144 @@ func (x *TasksDeleted) GetAtUnixNanos() int64 {
 	return 0
 }
 
+// QueueLimited (record type 17) replaces the flow control of a queue in this
+// partition. max_concurrency, rate_milli (milli-leases per second) and burst
+// are this partition's share, which leases are held to; the queue_… fields
+// are the queue-wide limits as set, split over partitions partitions (1 in
+// embedded mode). Zero is no limit; a record with none removes the limits.
+// by and reason are who asked and why, as given.
+type QueueLimited struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Namespace           string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue               string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	MaxConcurrency      uint32                 `protobuf:"varint,3,opt,name=max_concurrency,json=maxConcurrency,proto3" json:"max_concurrency,omitempty"`
+	RateMilli           uint64                 `protobuf:"varint,4,opt,name=rate_milli,json=rateMilli,proto3" json:"rate_milli,omitempty"`
+	Burst               uint32                 `protobuf:"varint,5,opt,name=burst,proto3" json:"burst,omitempty"`
+	QueueMaxConcurrency uint32                 `protobuf:"varint,6,opt,name=queue_max_concurrency,json=queueMaxConcurrency,proto3" json:"queue_max_concurrency,omitempty"`
+	QueueRateMilli      uint64                 `protobuf:"varint,7,opt,name=queue_rate_milli,json=queueRateMilli,proto3" json:"queue_rate_milli,omitempty"`
+	QueueBurst          uint32                 `protobuf:"varint,8,opt,name=queue_burst,json=queueBurst,proto3" json:"queue_burst,omitempty"`
+	Partitions          uint32                 `protobuf:"varint,9,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	By                  string                 `protobuf:"bytes,10,opt,name=by,proto3" json:"by,omitempty"`
+	Reason              string                 `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixNanos         int64                  `protobuf:"fixed64,12,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *QueueLimited) Reset() {
+	*x = QueueLimited{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueLimited) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueLimited) ProtoMessage() {}
+
+func (x *QueueLimited) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueLimited.ProtoReflect.Descriptor instead.
+func (*QueueLimited) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *QueueLimited) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *QueueLimited) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueLimited) GetMaxConcurrency() uint32 {
+	if x != nil {
+		return x.MaxConcurrency
+	}
+	return 0
+}
+
+func (x *QueueLimited) GetRateMilli() uint64 {
+	if x != nil {
+		return x.RateMilli
+	}
+	return 0
+}
+
+func (x *QueueLimited) GetBurst() uint32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+func (x *QueueLimited) GetQueueMaxConcurrency() uint32 {
+	if x != nil {
+		return x.QueueMaxConcurrency
+	}
+	return 0
+}
+
+func (x *QueueLimited) GetQueueRateMilli() uint64 {
+	if x != nil {
+		return x.QueueRateMilli
+	}
+	return 0
+}
+
+func (x *QueueLimited) GetQueueBurst() uint32 {
+	if x != nil {
+		return x.QueueBurst
+	}
+	return 0
+}
+
+func (x *QueueLimited) GetPartitions() uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *QueueLimited) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *QueueLimited) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *QueueLimited) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
 var File_tenure_record_v1_record_proto protoreflect.FileDescriptor
 
 const file_tenure_record_v1_record_proto_rawDesc = "" +
@@ -1621,7 +1759,25 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\btask_ids\x18\x01 \x03(\tR\ataskIds\x12\x0e\n" +
 	"\x02by\x18\x02 \x01(\tR\x02by\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\"\n" +
-	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos*E\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\x8b\x03\n" +
+	"\fQueueLimited\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12'\n" +
+	"\x0fmax_concurrency\x18\x03 \x01(\rR\x0emaxConcurrency\x12\x1d\n" +
+	"\n" +
+	"rate_milli\x18\x04 \x01(\x04R\trateMilli\x12\x14\n" +
+	"\x05burst\x18\x05 \x01(\rR\x05burst\x122\n" +
+	"\x15queue_max_concurrency\x18\x06 \x01(\rR\x13queueMaxConcurrency\x12(\n" +
+	"\x10queue_rate_milli\x18\a \x01(\x04R\x0equeueRateMilli\x12\x1f\n" +
+	"\vqueue_burst\x18\b \x01(\rR\n" +
+	"queueBurst\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\t \x01(\rR\n" +
+	"partitions\x12\x0e\n" +
+	"\x02by\x18\n" +
+	" \x01(\tR\x02by\x12\x16\n" +
+	"\x06reason\x18\v \x01(\tR\x06reason\x12\"\n" +
+	"\rat_unix_nanos\x18\f \x01(\x10R\vatUnixNanos*E\n" +
 	"\rFormatVersion\x12\x1e\n" +
 	"\x1aFORMAT_VERSION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FORMAT_VERSION_1\x10\x01*\xaa\x01\n" +
@@ -1646,7 +1802,7 @@ func file_tenure_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_tenure_record_v1_record_proto_goTypes = []any{
 	(FormatVersion)(0),       // 0: tenure.record.v1.FormatVersion
 	(LeaseAction)(0),         // 1: tenure.record.v1.LeaseAction
@@ -1667,6 +1823,7 @@ var file_tenure_record_v1_record_proto_goTypes = []any{
 	(*QueueResumed)(nil),     // 16: tenure.record.v1.QueueResumed
 	(*TaskRetried)(nil),      // 17: tenure.record.v1.TaskRetried
 	(*TasksDeleted)(nil),     // 18: tenure.record.v1.TasksDeleted
+	(*QueueLimited)(nil),     // 19: tenure.record.v1.QueueLimited
 }
 var file_tenure_record_v1_record_proto_depIdxs = []int32{
 	2, // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
@@ -1689,7 +1846,7 @@ func file_tenure_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_record_v1_record_proto_rawDesc), len(file_tenure_record_v1_record_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
