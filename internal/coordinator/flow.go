@@ -164,13 +164,7 @@ type LimitsRequest struct {
 // QueueLimited record) and wakes its long-polls. It reports whether they
 // changed (false: they were already these, and nothing was written).
 func (c *Coordinator) SetLimits(ctx context.Context, req LimitsRequest) (changed bool, err error) {
-	if req.Namespace == "" {
-		req.Namespace = DefaultNamespace
-	}
-	if err := c.cfg.Limits.checkNames("", req.Namespace, req.Queue, ""); err != nil {
-		return false, err
-	}
-	if err := c.cfg.Limits.checkActor(req.Actor); err != nil {
+	if err := c.checkQueueAction(&req.Namespace, req.Queue, req.Actor); err != nil {
 		return false, err
 	}
 	if err := CheckFlowLimits(req.Limits, req.Partitions); err != nil {
