@@ -10,8 +10,9 @@ import (
 // The calls of QueueService: queue statistics, pause and resume, flow
 // control.
 
-// ListQueues lists the queues that exist (with a task, paused, or with an
-// event in the last hour), ordered by namespace and queue.
+// ListQueues lists the queues that exist (with a task, paused, with
+// limits, or with an event in the last hour), ordered by namespace and
+// queue.
 func (c *Client) ListQueues(ctx context.Context, req ListQueuesRequest) ([]Queue, error) {
 	resp, err := call(ctx, c, "ListQueues", c.queues.ListQueues, &tenurev1.ListQueuesRequest{Namespace: req.Namespace})
 	if err != nil {
@@ -28,7 +29,8 @@ func (c *Client) ListQueues(ctx context.Context, req ListQueuesRequest) ([]Queue
 }
 
 // GetQueue returns one queue of namespace ("" for "default"). A queue that
-// does not exist (no task, not paused, no event in the last hour) is
+// does not exist (no task, not paused, no limits, no event in the last
+// hour) is
 // refused with ErrNotFound.
 func (c *Client) GetQueue(ctx context.Context, namespace, queue string) (*Queue, error) {
 	resp, err := call(ctx, c, "GetQueue", c.queues.GetQueue, &tenurev1.GetQueueRequest{Namespace: namespace, Queue: queue})

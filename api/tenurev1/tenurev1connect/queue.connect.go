@@ -51,8 +51,9 @@ const (
 
 // QueueServiceClient is a client for the tenure.v1.QueueService service.
 type QueueServiceClient interface {
-	// ListQueues lists the queues that exist (with a task, paused, or with an
-	// event in the last hour), ordered by namespace and queue.
+	// ListQueues lists the queues that exist (with a task, paused, with
+	// limits, or with an event in the last hour), ordered by namespace and
+	// queue.
 	ListQueues(context.Context, *connect.Request[tenurev1.ListQueuesRequest]) (*connect.Response[tenurev1.ListQueuesResponse], error)
 	// GetQueue returns one queue. NOT_FOUND if it does not exist.
 	GetQueue(context.Context, *connect.Request[tenurev1.GetQueueRequest]) (*connect.Response[tenurev1.GetQueueResponse], error)
@@ -161,8 +162,9 @@ func (c *queueServiceClient) SetQueueLimits(ctx context.Context, req *connect.Re
 
 // QueueServiceHandler is an implementation of the tenure.v1.QueueService service.
 type QueueServiceHandler interface {
-	// ListQueues lists the queues that exist (with a task, paused, or with an
-	// event in the last hour), ordered by namespace and queue.
+	// ListQueues lists the queues that exist (with a task, paused, with
+	// limits, or with an event in the last hour), ordered by namespace and
+	// queue.
 	ListQueues(context.Context, *connect.Request[tenurev1.ListQueuesRequest]) (*connect.Response[tenurev1.ListQueuesResponse], error)
 	// GetQueue returns one queue. NOT_FOUND if it does not exist.
 	GetQueue(context.Context, *connect.Request[tenurev1.GetQueueRequest]) (*connect.Response[tenurev1.GetQueueResponse], error)
