@@ -30,8 +30,7 @@ func (c *Client) ListQueues(ctx context.Context, req ListQueuesRequest) ([]Queue
 
 // GetQueue returns one queue of namespace ("" for "default"). A queue that
 // does not exist (no task, not paused, no limits, no event in the last
-// hour) is
-// refused with ErrNotFound.
+// hour) is refused with ErrNotFound.
 func (c *Client) GetQueue(ctx context.Context, namespace, queue string) (*Queue, error) {
 	resp, err := call(ctx, c, "GetQueue", c.queues.GetQueue, &tenurev1.GetQueueRequest{Namespace: namespace, Queue: queue})
 	if err != nil {
