@@ -64,9 +64,9 @@ type Options struct {
 	Clock clock.Clock
 	// RequestedBy says who asks, for the calls that change something on an
 	// operator's behalf (KillTask, RetryTask, RetryTasks, KillTasks,
-	// PurgeTasks, PauseQueue, ResumeQueue) whose request does not say it
-	// itself: it is kept in the records they write (the task's history,
-	// the queue's pause). The tenure CLI sends user@host. It is what the
+	// PurgeTasks, PauseQueue, ResumeQueue, SetQueueLimits) whose request
+	// does not say it itself: it is kept in the records they write (the
+	// task's history, the queue's pause and limits). The tenure CLI sends user@host. It is what the
 	// caller declares: a server with authentication on records the token's
 	// name instead. At most 256 bytes.
 	RequestedBy string

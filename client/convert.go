@@ -160,17 +160,22 @@ func queueOf(p *tenurev1.Queue) Queue {
 		Queue:     p.GetQueue(),
 		Tasks: TaskCounts{Waiting: c.GetWaiting(), Leased: c.GetLeased(), Committed: c.GetCommitted(),
 			Completed: c.GetCompleted(), Failed: c.GetFailed(), Dead: c.GetDead()},
-		OldestWaitingAge: p.GetOldestWaitingAge().AsDuration(),
-		ActiveLeases:     p.GetActiveLeases(),
-		Paused:           p.GetPaused(),
-		LastMinute:       queueEventsOf(p.GetLastMinute()),
-		Last5Minutes:     queueEventsOf(p.GetLast_5Minutes()),
-		LastHour:         queueEventsOf(p.GetLastHour()),
-		Partitions:       p.GetPartitions(),
-		PausedPartitions: p.GetPausedPartitions(),
+		OldestWaitingAge:  p.GetOldestWaitingAge().AsDuration(),
+		ActiveLeases:      p.GetActiveLeases(),
+		Paused:            p.GetPaused(),
+		LastMinute:        queueEventsOf(p.GetLastMinute()),
+		Last5Minutes:      queueEventsOf(p.GetLast_5Minutes()),
+		LastHour:          queueEventsOf(p.GetLastHour()),
+		Partitions:        p.GetPartitions(),
+		PausedPartitions:  p.GetPausedPartitions(),
+		LimitedPartitions: p.GetLimitedPartitions(),
 	}
 	if pp := p.GetPause(); pp != nil {
 		q.Pause = &QueuePause{RequestedBy: pp.GetRequestedBy(), Reason: pp.GetReason(), PausedAt: timeOf(pp.GetPausedAt())}
+	}
+	if l := p.GetLimits(); l != nil {
+		q.Limits = &QueueLimits{MaxConcurrency: l.GetMaxConcurrency(), Rate: l.GetRate(), Burst: l.GetBurst(),
+			RequestedBy: l.GetRequestedBy(), Reason: l.GetReason(), SetAt: timeOf(l.GetSetAt())}
 	}
 	if pm := p.GetPerMinute(); len(pm) > 0 {
 		q.PerMinute = make([]QueueEvents, len(pm))

@@ -14,10 +14,10 @@
 //	TaskService    Submit, SubmitBatch, GetTask, ListTasks, KillTask, RetryTask,
 //	               RetryTasks, KillTasks, PurgeTasks, GetTaskHistory
 //	WorkerService  Lease, Start, Heartbeat, Commit, Complete, CompleteBatch, Fail
-//	QueueService   ListQueues, GetQueue, PauseQueue, ResumeQueue
+//	QueueService   ListQueues, GetQueue, PauseQueue, ResumeQueue, SetQueueLimits
 //
 // The calls an operator makes (KillTask, RetryTask, the bulk actions,
-// PauseQueue, ResumeQueue) record who asked: the request's RequestedBy, or
+// PauseQueue, ResumeQueue, SetQueueLimits) record who asked: the request's RequestedBy, or
 // Options.RequestedBy. It is what the caller declares: a server with
 // authentication on records the token's name instead.
 //
@@ -50,8 +50,8 @@
 //     refused (the lease is no longer current; the task is already DEAD, or
 //     no longer FAILED or DEAD). The task is then in the state the caller
 //     asked for.
-//   - PauseQueue and ResumeQueue repeated change nothing more (Changed is
-//     false). RetryTasks, KillTasks and PurgeTasks repeated act on what
+//   - PauseQueue, ResumeQueue and SetQueueLimits repeated change nothing
+//     more (Changed is false). RetryTasks, KillTasks and PurgeTasks repeated act on what
 //     the first try left (a retry continues a call that failed part way),
 //     and count only what the last try did.
 //   - A Lease whose grant took effect but whose answer was lost leaves a

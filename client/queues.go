@@ -7,10 +7,12 @@ import (
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 )
 
-// The calls of QueueService: queue statistics, pause and resume.
+// The calls of QueueService: queue statistics, pause and resume, flow
+// control.
 
-// ListQueues lists the queues that exist (with a task, paused, or with an
-// event in the last hour), ordered by namespace and queue.
+// ListQueues lists the queues that exist (with a task, paused, with
+// limits, or with an event in the last hour), ordered by namespace and
+// queue.
 func (c *Client) ListQueues(ctx context.Context, req ListQueuesRequest) ([]Queue, error) {
 	resp, err := call(ctx, c, "ListQueues", c.queues.ListQueues, &tenurev1.ListQueuesRequest{Namespace: req.Namespace})
 	if err != nil {
@@ -27,8 +29,8 @@ func (c *Client) ListQueues(ctx context.Context, req ListQueuesRequest) ([]Queue
 }
 
 // GetQueue returns one queue of namespace ("" for "default"). A queue that
-// does not exist (no task, not paused, no event in the last hour) is
-// refused with ErrNotFound.
+// does not exist (no task, not paused, no limits, no event in the last
+// hour) is refused with ErrNotFound.
 func (c *Client) GetQueue(ctx context.Context, namespace, queue string) (*Queue, error) {
 	resp, err := call(ctx, c, "GetQueue", c.queues.GetQueue, &tenurev1.GetQueueRequest{Namespace: namespace, Queue: queue})
 	if err != nil {
@@ -67,7 +69,29 @@ func (c *Client) ResumeQueue(ctx context.Context, req ResumeQueueRequest) (Queue
 	return queueControlResult("ResumeQueue", resp)
 }
 
-// queueControlResult is the result of op's answer (a pause or a resume).
+// SetQueueLimits sets or clears a queue's flow control: at most
+// MaxConcurrency leases live at once, and leases granted at most at Rate
+// per second with bursts of Burst (a token bucket). A limit the request
+// neither sets nor clears is kept as it is. Each change is a log record; in
+// cluster mode the limits are split over the queue's partitions and their
+// sum is never exceeded. A queue that does not exist yet is created. A bad
+// limit is refused with ErrInvalidArgument naming the field, and nothing
+// is written; setting the limits the queue has changes nothing (Changed is
+// false).
+func (c *Client) SetQueueLimits(ctx context.Context, req SetQueueLimitsRequest) (QueueControlResult, error) {
+	resp, err := call(ctx, c, "SetQueueLimits", c.queues.SetQueueLimits, &tenurev1.SetQueueLimitsRequest{
+		Namespace: req.Namespace, Queue: req.Queue,
+		MaxConcurrency: req.MaxConcurrency, Rate: req.Rate, Burst: req.Burst,
+		ClearMaxConcurrency: req.ClearMaxConcurrency, ClearRate: req.ClearRate,
+		Reason: req.Reason, RequestedBy: c.by(req.RequestedBy)})
+	if err != nil {
+		return QueueControlResult{}, err
+	}
+	return queueControlResult("SetQueueLimits", resp)
+}
+
+// queueControlResult is the result of op's answer (a pause, a resume or
+// a change of limits).
 func queueControlResult(op string, resp interface {
 	GetChanged() bool
 	GetQueue() *tenurev1.Queue

@@ -224,3 +224,35 @@ func TestQueueAndControlErrors(t *testing.T) {
 		t.Fatalf("the task after the refused calls: %+v, %v; want it COMPLETED still", task, err)
 	}
 }
+
+// TestSetQueueLimits: SetQueueLimits sets, keeps and clears limits, shows
+// them in the queue with who set them, why and when, and refuses a bad
+// one with ErrInvalidArgument naming the field; once per protocol.
+func TestSetQueueLimits(t *testing.T) {
+	for _, proto := range protocols {
+		t.Run(proto, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+			c := newClient(t, apitest.StartClock(t, clock.NewFake(t0)), client.Options{Protocol: proto, RequestedBy: "ops@box"})
+			conc, rate := uint32(3), 2.5
+			res, err := c.SetQueueLimits(ctx, client.SetQueueLimitsRequest{Queue: "q", MaxConcurrency: &conc, Rate: &rate, Reason: "slow api"})
+			want := client.QueueLimits{MaxConcurrency: 3, Rate: 2.5, Burst: 3, RequestedBy: "ops@box", Reason: "slow api", SetAt: t0}
+			if err != nil || !res.Changed || res.Queue.Limits == nil || *res.Queue.Limits != want || res.Queue.LimitedPartitions != 1 {
+				t.Fatalf("SetQueueLimits: %+v (limits %+v), %v; want %+v", res, res.Queue.Limits, err, want)
+			}
+			res, err = c.SetQueueLimits(ctx, client.SetQueueLimitsRequest{Queue: "q", ClearMaxConcurrency: true})
+			if err != nil || !res.Changed || res.Queue.Limits == nil || res.Queue.Limits.MaxConcurrency != 0 || res.Queue.Limits.Rate != 2.5 {
+				t.Fatalf("clearing the max concurrency: %+v, %v; want the rate kept", res.Queue.Limits, err)
+			}
+			q, err := c.GetQueue(ctx, "", "q")
+			if err != nil || !reflect.DeepEqual(q.Limits, res.Queue.Limits) {
+				t.Fatalf("GetQueue: %+v, %v; want limits %+v", q, err, res.Queue.Limits)
+			}
+			zero := 0.0
+			_, err = c.SetQueueLimits(ctx, client.SetQueueLimitsRequest{Queue: "q", Rate: &zero})
+			checkError(t, "SetQueueLimits with rate 0", err, errorCase{client.ErrInvalidArgument, client.Error{
+				Op: "SetQueueLimits", Code: connect.CodeInvalidArgument, Reason: client.ReasonInvalidArgument, Field: "rate"}})
+		})
+	}
+}

@@ -395,6 +395,28 @@ type Queue struct {
 	// failed part way (repeat it).
 	Partitions       uint32
 	PausedPartitions uint32
+	// Limits is the queue's flow control, queue-wide as set (nil: none);
+	// LimitedPartitions how many partitions have limits: fewer than
+	// Partitions while a change is under way, or after one failed part
+	// way (repeat it).
+	Limits            *QueueLimits
+	LimitedPartitions uint32
+}
+
+// QueueLimits is a queue's flow control, queue-wide as set (in cluster
+// mode each partition holds its tasks to its share, and the shares add up
+// to these). A zero limit is none.
+type QueueLimits struct {
+	// MaxConcurrency is the most leases of the queue live at once.
+	MaxConcurrency uint32
+	// Rate is the most leases granted per second on average, Burst the
+	// most at once after a quiet spell (a token bucket).
+	Rate  float64
+	Burst uint32
+	// RequestedBy, Reason and SetAt say who set them, why and when.
+	RequestedBy string
+	Reason      string
+	SetAt       time.Time
 }
 
 // TaskCounts counts tasks by state.
@@ -448,10 +470,39 @@ type ResumeQueueRequest struct {
 	RequestedBy string
 }
 
-// QueueControlResult says what PauseQueue or ResumeQueue did.
+// SetQueueLimitsRequest names a queue and the limits SetQueueLimits sets
+// or clears. Each limit is set (non-nil), cleared, or, with neither, kept
+// as it is; a request sets or clears at least one.
+type SetQueueLimitsRequest struct {
+	Namespace string // default "default"
+	Queue     string // required
+	// MaxConcurrency: at most this many leases live at once, across all
+	// workers (1 to 1000000; in cluster mode at least the queue's
+	// partitions). 0 is refused: clear the limit, or pause the queue.
+	MaxConcurrency *uint32
+	// Rate: at most this many leases per second on average (more than 0,
+	// at most 1000000, to the thousandth).
+	Rate *float64
+	// Burst: the leases a full bucket grants at once (1 to 1000000, only
+	// with a rate). Nil with a new rate: the queue's burst if it has a
+	// rate, otherwise the rate rounded up, at least 1 per partition.
+	Burst *uint32
+	// ClearMaxConcurrency removes the max concurrency; ClearRate the rate
+	// and its burst.
+	ClearMaxConcurrency bool
+	ClearRate           bool
+	// Reason says why; it is kept in the record and shown in Queue.Limits.
+	Reason string
+	// RequestedBy says who asks, as RetryTaskRequest.RequestedBy.
+	RequestedBy string
+}
+
+// QueueControlResult says what PauseQueue, ResumeQueue or SetQueueLimits
+// did.
 type QueueControlResult struct {
-	// Changed is false when the queue was already paused (PauseQueue) or
-	// running (ResumeQueue): nothing was written.
+	// Changed is false when the queue was already paused (PauseQueue),
+	// running (ResumeQueue) or had these limits (SetQueueLimits): nothing
+	// was written.
 	Changed bool
 	// Queue is the queue as it is afterwards.
 	Queue Queue

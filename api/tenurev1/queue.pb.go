@@ -476,6 +476,279 @@ func (x *ResumeQueueResponse) GetQueue() *Queue {
 	return nil
 }
 
+// SetQueueLimitsRequest names a queue and the limits to set or clear. A
+// limit neither set nor cleared is kept as it is; a request must set or
+// clear at least one.
+type SetQueueLimitsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Default "default".
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Required.
+	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// At most this many leases of the queue live at once, across all workers
+	// (LEASED tasks and COMMITTED ones being finalised): 1 to 1000000, and
+	// in cluster mode at least the queue's partitions. 0 is refused: clear
+	// the limit with clear_max_concurrency, or pause the queue.
+	MaxConcurrency *uint32 `protobuf:"varint,3,opt,name=max_concurrency,json=maxConcurrency,proto3,oneof" json:"max_concurrency,omitempty"`
+	// At most this many leases per second on average: more than 0, at most
+	// 1000000, to the thousandth (in cluster mode at least 0.001 per
+	// partition).
+	Rate *float64 `protobuf:"fixed64,4,opt,name=rate,proto3,oneof" json:"rate,omitempty"`
+	// The leases a full token bucket grants at once: 1 to 1000000, and in
+	// cluster mode at least the queue's partitions; only with a rate. Unset
+	// when a rate is set: the queue's burst if it has a rate already,
+	// otherwise the rate rounded up (the leases of one second), at least 1
+	// per partition.
+	Burst *uint32 `protobuf:"varint,5,opt,name=burst,proto3,oneof" json:"burst,omitempty"`
+	// Removes the max concurrency.
+	ClearMaxConcurrency bool `protobuf:"varint,6,opt,name=clear_max_concurrency,json=clearMaxConcurrency,proto3" json:"clear_max_concurrency,omitempty"`
+	// Removes the rate and its burst.
+	ClearRate bool `protobuf:"varint,7,opt,name=clear_rate,json=clearRate,proto3" json:"clear_rate,omitempty"`
+	// Why, kept in the record. At most 4 KiB.
+	Reason string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asks, as PauseQueueRequest.requested_by.
+	RequestedBy   string `protobuf:"bytes,9,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQueueLimitsRequest) Reset() {
+	*x = SetQueueLimitsRequest{}
+	mi := &file_tenure_v1_queue_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueueLimitsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueueLimitsRequest) ProtoMessage() {}
+
+func (x *SetQueueLimitsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_queue_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueueLimitsRequest.ProtoReflect.Descriptor instead.
+func (*SetQueueLimitsRequest) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SetQueueLimitsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *SetQueueLimitsRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetQueueLimitsRequest) GetMaxConcurrency() uint32 {
+	if x != nil && x.MaxConcurrency != nil {
+		return *x.MaxConcurrency
+	}
+	return 0
+}
+
+func (x *SetQueueLimitsRequest) GetRate() float64 {
+	if x != nil && x.Rate != nil {
+		return *x.Rate
+	}
+	return 0
+}
+
+func (x *SetQueueLimitsRequest) GetBurst() uint32 {
+	if x != nil && x.Burst != nil {
+		return *x.Burst
+	}
+	return 0
+}
+
+func (x *SetQueueLimitsRequest) GetClearMaxConcurrency() bool {
+	if x != nil {
+		return x.ClearMaxConcurrency
+	}
+	return false
+}
+
+func (x *SetQueueLimitsRequest) GetClearRate() bool {
+	if x != nil {
+		return x.ClearRate
+	}
+	return false
+}
+
+func (x *SetQueueLimitsRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SetQueueLimitsRequest) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+// SetQueueLimitsResponse says what the change did.
+type SetQueueLimitsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False if the queue had these limits already.
+	Changed bool `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	// The queue, with its limits.
+	Queue         *Queue `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQueueLimitsResponse) Reset() {
+	*x = SetQueueLimitsResponse{}
+	mi := &file_tenure_v1_queue_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueueLimitsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueueLimitsResponse) ProtoMessage() {}
+
+func (x *SetQueueLimitsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_queue_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueueLimitsResponse.ProtoReflect.Descriptor instead.
+func (*SetQueueLimitsResponse) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SetQueueLimitsResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *SetQueueLimitsResponse) GetQueue() *Queue {
+	if x != nil {
+		return x.Queue
+	}
+	return nil
+}
+
+// QueueLimits is a queue's flow control, queue-wide, as set. A zero limit
+// is none.
+type QueueLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many leases live at once.
+	MaxConcurrency uint32 `protobuf:"varint,1,opt,name=max_concurrency,json=maxConcurrency,proto3" json:"max_concurrency,omitempty"`
+	// At most this many leases per second, with bursts of burst.
+	Rate  float64 `protobuf:"fixed64,2,opt,name=rate,proto3" json:"rate,omitempty"`
+	Burst uint32  `protobuf:"varint,3,opt,name=burst,proto3" json:"burst,omitempty"`
+	// Who set them, why, and when (the latest change, in cluster mode).
+	RequestedBy   string                 `protobuf:"bytes,4,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	SetAt         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=set_at,json=setAt,proto3" json:"set_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueLimits) Reset() {
+	*x = QueueLimits{}
+	mi := &file_tenure_v1_queue_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueLimits) ProtoMessage() {}
+
+func (x *QueueLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_queue_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueLimits.ProtoReflect.Descriptor instead.
+func (*QueueLimits) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *QueueLimits) GetMaxConcurrency() uint32 {
+	if x != nil {
+		return x.MaxConcurrency
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetRate() float64 {
+	if x != nil {
+		return x.Rate
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetBurst() uint32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+func (x *QueueLimits) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *QueueLimits) GetSetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SetAt
+	}
+	return nil
+}
+
 // Queue describes one queue at the time of the answer.
 type Queue struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -509,13 +782,21 @@ type Queue struct {
 	// way, or after one failed part way (repeat it).
 	Partitions       uint32 `protobuf:"varint,12,opt,name=partitions,proto3" json:"partitions,omitempty"`
 	PausedPartitions uint32 `protobuf:"varint,13,opt,name=paused_partitions,json=pausedPartitions,proto3" json:"paused_partitions,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The queue's flow control, queue-wide as set; unset: none. In cluster
+	// mode each partition enforces its share (max concurrency and burst
+	// divided by the partitions, the first ones one more; the rate divided),
+	// so the leases of all partitions together never exceed the limits.
+	Limits *QueueLimits `protobuf:"bytes,14,opt,name=limits,proto3" json:"limits,omitempty"`
+	// Partitions that have limits: fewer than partitions while a change is
+	// under way, or after one failed part way (repeat it).
+	LimitedPartitions uint32 `protobuf:"varint,15,opt,name=limited_partitions,json=limitedPartitions,proto3" json:"limited_partitions,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_tenure_v1_queue_proto_msgTypes[8]
+	mi := &file_tenure_v1_queue_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +808,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_queue_proto_msgTypes[8]
+	mi := &file_tenure_v1_queue_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +821,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{8}
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Queue) GetNamespace() string {
@@ -634,6 +915,20 @@ func (x *Queue) GetPausedPartitions() uint32 {
 	return 0
 }
 
+func (x *Queue) GetLimits() *QueueLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *Queue) GetLimitedPartitions() uint32 {
+	if x != nil {
+		return x.LimitedPartitions
+	}
+	return 0
+}
+
 // TaskCounts counts tasks by state.
 type TaskCounts struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -649,7 +944,7 @@ type TaskCounts struct {
 
 func (x *TaskCounts) Reset() {
 	*x = TaskCounts{}
-	mi := &file_tenure_v1_queue_proto_msgTypes[9]
+	mi := &file_tenure_v1_queue_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +956,7 @@ func (x *TaskCounts) String() string {
 func (*TaskCounts) ProtoMessage() {}
 
 func (x *TaskCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_queue_proto_msgTypes[9]
+	mi := &file_tenure_v1_queue_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +969,7 @@ func (x *TaskCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCounts.ProtoReflect.Descriptor instead.
 func (*TaskCounts) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{9}
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TaskCounts) GetWaiting() uint64 {
@@ -737,7 +1032,7 @@ type QueueEvents struct {
 
 func (x *QueueEvents) Reset() {
 	*x = QueueEvents{}
-	mi := &file_tenure_v1_queue_proto_msgTypes[10]
+	mi := &file_tenure_v1_queue_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +1044,7 @@ func (x *QueueEvents) String() string {
 func (*QueueEvents) ProtoMessage() {}
 
 func (x *QueueEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_queue_proto_msgTypes[10]
+	mi := &file_tenure_v1_queue_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +1057,7 @@ func (x *QueueEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueEvents.ProtoReflect.Descriptor instead.
 func (*QueueEvents) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{10}
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *QueueEvents) GetSubmitted() uint64 {
@@ -805,7 +1100,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_tenure_v1_queue_proto_msgTypes[11]
+	mi := &file_tenure_v1_queue_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +1112,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_queue_proto_msgTypes[11]
+	mi := &file_tenure_v1_queue_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +1125,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{11}
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *QueuePause) GetRequestedBy() string {
@@ -883,7 +1178,31 @@ const file_tenure_v1_queue_proto_rawDesc = "" +
 	"\frequested_by\x18\x04 \x01(\tR\vrequestedBy\"W\n" +
 	"\x13ResumeQueueResponse\x12\x18\n" +
 	"\achanged\x18\x01 \x01(\bR\achanged\x12&\n" +
-	"\x05queue\x18\x02 \x01(\v2\x10.tenure.v1.QueueR\x05queue\"\xcb\x04\n" +
+	"\x05queue\x18\x02 \x01(\v2\x10.tenure.v1.QueueR\x05queue\"\xe2\x02\n" +
+	"\x15SetQueueLimitsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12,\n" +
+	"\x0fmax_concurrency\x18\x03 \x01(\rH\x00R\x0emaxConcurrency\x88\x01\x01\x12\x17\n" +
+	"\x04rate\x18\x04 \x01(\x01H\x01R\x04rate\x88\x01\x01\x12\x19\n" +
+	"\x05burst\x18\x05 \x01(\rH\x02R\x05burst\x88\x01\x01\x122\n" +
+	"\x15clear_max_concurrency\x18\x06 \x01(\bR\x13clearMaxConcurrency\x12\x1d\n" +
+	"\n" +
+	"clear_rate\x18\a \x01(\bR\tclearRate\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\x12!\n" +
+	"\frequested_by\x18\t \x01(\tR\vrequestedByB\x12\n" +
+	"\x10_max_concurrencyB\a\n" +
+	"\x05_rateB\b\n" +
+	"\x06_burst\"Z\n" +
+	"\x16SetQueueLimitsResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\x12&\n" +
+	"\x05queue\x18\x02 \x01(\v2\x10.tenure.v1.QueueR\x05queue\"\xce\x01\n" +
+	"\vQueueLimits\x12'\n" +
+	"\x0fmax_concurrency\x18\x01 \x01(\rR\x0emaxConcurrency\x12\x12\n" +
+	"\x04rate\x18\x02 \x01(\x01R\x04rate\x12\x14\n" +
+	"\x05burst\x18\x03 \x01(\rR\x05burst\x12!\n" +
+	"\frequested_by\x18\x04 \x01(\tR\vrequestedBy\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x121\n" +
+	"\x06set_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05setAt\"\xaa\x05\n" +
 	"\x05Queue\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12+\n" +
@@ -902,7 +1221,9 @@ const file_tenure_v1_queue_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\f \x01(\rR\n" +
 	"partitions\x12+\n" +
-	"\x11paused_partitions\x18\r \x01(\rR\x10pausedPartitions\"\xa6\x01\n" +
+	"\x11paused_partitions\x18\r \x01(\rR\x10pausedPartitions\x12.\n" +
+	"\x06limits\x18\x0e \x01(\v2\x16.tenure.v1.QueueLimitsR\x06limits\x12-\n" +
+	"\x12limited_partitions\x18\x0f \x01(\rR\x11limitedPartitions\"\xa6\x01\n" +
 	"\n" +
 	"TaskCounts\x12\x18\n" +
 	"\awaiting\x18\x01 \x01(\x04R\awaiting\x12\x16\n" +
@@ -920,14 +1241,15 @@ const file_tenure_v1_queue_proto_rawDesc = "" +
 	"QueuePause\x12!\n" +
 	"\frequested_by\x18\x01 \x01(\tR\vrequestedBy\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x127\n" +
-	"\tpaused_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bpausedAt2\xc1\x02\n" +
+	"\tpaused_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bpausedAt2\x98\x03\n" +
 	"\fQueueService\x12N\n" +
 	"\n" +
 	"ListQueues\x12\x1c.tenure.v1.ListQueuesRequest\x1a\x1d.tenure.v1.ListQueuesResponse\"\x03\x90\x02\x01\x12H\n" +
 	"\bGetQueue\x12\x1a.tenure.v1.GetQueueRequest\x1a\x1b.tenure.v1.GetQueueResponse\"\x03\x90\x02\x01\x12I\n" +
 	"\n" +
 	"PauseQueue\x12\x1c.tenure.v1.PauseQueueRequest\x1a\x1d.tenure.v1.PauseQueueResponse\x12L\n" +
-	"\vResumeQueue\x12\x1d.tenure.v1.ResumeQueueRequest\x1a\x1e.tenure.v1.ResumeQueueResponseB2Z0github.com/tenurehq/tenure/api/tenurev1;tenurev1b\x06proto3"
+	"\vResumeQueue\x12\x1d.tenure.v1.ResumeQueueRequest\x1a\x1e.tenure.v1.ResumeQueueResponse\x12U\n" +
+	"\x0eSetQueueLimits\x12 .tenure.v1.SetQueueLimitsRequest\x1a!.tenure.v1.SetQueueLimitsResponseB2Z0github.com/tenurehq/tenure/api/tenurev1;tenurev1b\x06proto3"
 
 var (
 	file_tenure_v1_queue_proto_rawDescOnce sync.Once
@@ -941,49 +1263,57 @@ func file_tenure_v1_queue_proto_rawDescGZIP() []byte {
 	return file_tenure_v1_queue_proto_rawDescData
 }
 
-var file_tenure_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_tenure_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_tenure_v1_queue_proto_goTypes = []any{
-	(*ListQueuesRequest)(nil),     // 0: tenure.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),    // 1: tenure.v1.ListQueuesResponse
-	(*GetQueueRequest)(nil),       // 2: tenure.v1.GetQueueRequest
-	(*GetQueueResponse)(nil),      // 3: tenure.v1.GetQueueResponse
-	(*PauseQueueRequest)(nil),     // 4: tenure.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),    // 5: tenure.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),    // 6: tenure.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),   // 7: tenure.v1.ResumeQueueResponse
-	(*Queue)(nil),                 // 8: tenure.v1.Queue
-	(*TaskCounts)(nil),            // 9: tenure.v1.TaskCounts
-	(*QueueEvents)(nil),           // 10: tenure.v1.QueueEvents
-	(*QueuePause)(nil),            // 11: tenure.v1.QueuePause
-	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*ListQueuesRequest)(nil),      // 0: tenure.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),     // 1: tenure.v1.ListQueuesResponse
+	(*GetQueueRequest)(nil),        // 2: tenure.v1.GetQueueRequest
+	(*GetQueueResponse)(nil),       // 3: tenure.v1.GetQueueResponse
+	(*PauseQueueRequest)(nil),      // 4: tenure.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),     // 5: tenure.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),     // 6: tenure.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),    // 7: tenure.v1.ResumeQueueResponse
+	(*SetQueueLimitsRequest)(nil),  // 8: tenure.v1.SetQueueLimitsRequest
+	(*SetQueueLimitsResponse)(nil), // 9: tenure.v1.SetQueueLimitsResponse
+	(*QueueLimits)(nil),            // 10: tenure.v1.QueueLimits
+	(*Queue)(nil),                  // 11: tenure.v1.Queue
+	(*TaskCounts)(nil),             // 12: tenure.v1.TaskCounts
+	(*QueueEvents)(nil),            // 13: tenure.v1.QueueEvents
+	(*QueuePause)(nil),             // 14: tenure.v1.QueuePause
+	(*timestamppb.Timestamp)(nil),  // 15: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 16: google.protobuf.Duration
 }
 var file_tenure_v1_queue_proto_depIdxs = []int32{
-	8,  // 0: tenure.v1.ListQueuesResponse.queues:type_name -> tenure.v1.Queue
-	8,  // 1: tenure.v1.GetQueueResponse.queue:type_name -> tenure.v1.Queue
-	8,  // 2: tenure.v1.PauseQueueResponse.queue:type_name -> tenure.v1.Queue
-	8,  // 3: tenure.v1.ResumeQueueResponse.queue:type_name -> tenure.v1.Queue
-	9,  // 4: tenure.v1.Queue.tasks:type_name -> tenure.v1.TaskCounts
-	12, // 5: tenure.v1.Queue.oldest_waiting_age:type_name -> google.protobuf.Duration
-	11, // 6: tenure.v1.Queue.pause:type_name -> tenure.v1.QueuePause
-	10, // 7: tenure.v1.Queue.last_minute:type_name -> tenure.v1.QueueEvents
-	10, // 8: tenure.v1.Queue.last_5_minutes:type_name -> tenure.v1.QueueEvents
-	10, // 9: tenure.v1.Queue.last_hour:type_name -> tenure.v1.QueueEvents
-	10, // 10: tenure.v1.Queue.per_minute:type_name -> tenure.v1.QueueEvents
-	13, // 11: tenure.v1.QueuePause.paused_at:type_name -> google.protobuf.Timestamp
-	0,  // 12: tenure.v1.QueueService.ListQueues:input_type -> tenure.v1.ListQueuesRequest
-	2,  // 13: tenure.v1.QueueService.GetQueue:input_type -> tenure.v1.GetQueueRequest
-	4,  // 14: tenure.v1.QueueService.PauseQueue:input_type -> tenure.v1.PauseQueueRequest
-	6,  // 15: tenure.v1.QueueService.ResumeQueue:input_type -> tenure.v1.ResumeQueueRequest
-	1,  // 16: tenure.v1.QueueService.ListQueues:output_type -> tenure.v1.ListQueuesResponse
-	3,  // 17: tenure.v1.QueueService.GetQueue:output_type -> tenure.v1.GetQueueResponse
-	5,  // 18: tenure.v1.QueueService.PauseQueue:output_type -> tenure.v1.PauseQueueResponse
-	7,  // 19: tenure.v1.QueueService.ResumeQueue:output_type -> tenure.v1.ResumeQueueResponse
-	16, // [16:20] is the sub-list for method output_type
-	12, // [12:16] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	11, // 0: tenure.v1.ListQueuesResponse.queues:type_name -> tenure.v1.Queue
+	11, // 1: tenure.v1.GetQueueResponse.queue:type_name -> tenure.v1.Queue
+	11, // 2: tenure.v1.PauseQueueResponse.queue:type_name -> tenure.v1.Queue
+	11, // 3: tenure.v1.ResumeQueueResponse.queue:type_name -> tenure.v1.Queue
+	11, // 4: tenure.v1.SetQueueLimitsResponse.queue:type_name -> tenure.v1.Queue
+	15, // 5: tenure.v1.QueueLimits.set_at:type_name -> google.protobuf.Timestamp
+	12, // 6: tenure.v1.Queue.tasks:type_name -> tenure.v1.TaskCounts
+	16, // 7: tenure.v1.Queue.oldest_waiting_age:type_name -> google.protobuf.Duration
+	14, // 8: tenure.v1.Queue.pause:type_name -> tenure.v1.QueuePause
+	13, // 9: tenure.v1.Queue.last_minute:type_name -> tenure.v1.QueueEvents
+	13, // 10: tenure.v1.Queue.last_5_minutes:type_name -> tenure.v1.QueueEvents
+	13, // 11: tenure.v1.Queue.last_hour:type_name -> tenure.v1.QueueEvents
+	13, // 12: tenure.v1.Queue.per_minute:type_name -> tenure.v1.QueueEvents
+	10, // 13: tenure.v1.Queue.limits:type_name -> tenure.v1.QueueLimits
+	15, // 14: tenure.v1.QueuePause.paused_at:type_name -> google.protobuf.Timestamp
+	0,  // 15: tenure.v1.QueueService.ListQueues:input_type -> tenure.v1.ListQueuesRequest
+	2,  // 16: tenure.v1.QueueService.GetQueue:input_type -> tenure.v1.GetQueueRequest
+	4,  // 17: tenure.v1.QueueService.PauseQueue:input_type -> tenure.v1.PauseQueueRequest
+	6,  // 18: tenure.v1.QueueService.ResumeQueue:input_type -> tenure.v1.ResumeQueueRequest
+	8,  // 19: tenure.v1.QueueService.SetQueueLimits:input_type -> tenure.v1.SetQueueLimitsRequest
+	1,  // 20: tenure.v1.QueueService.ListQueues:output_type -> tenure.v1.ListQueuesResponse
+	3,  // 21: tenure.v1.QueueService.GetQueue:output_type -> tenure.v1.GetQueueResponse
+	5,  // 22: tenure.v1.QueueService.PauseQueue:output_type -> tenure.v1.PauseQueueResponse
+	7,  // 23: tenure.v1.QueueService.ResumeQueue:output_type -> tenure.v1.ResumeQueueResponse
+	9,  // 24: tenure.v1.QueueService.SetQueueLimits:output_type -> tenure.v1.SetQueueLimitsResponse
+	20, // [20:25] is the sub-list for method output_type
+	15, // [15:20] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_queue_proto_init() }
@@ -991,13 +1321,14 @@ func file_tenure_v1_queue_proto_init() {
 	if File_tenure_v1_queue_proto != nil {
 		return
 	}
+	file_tenure_v1_queue_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_queue_proto_rawDesc), len(file_tenure_v1_queue_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

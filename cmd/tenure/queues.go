@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,7 +16,7 @@ import (
 	"github.com/tenurehq/tenure/client"
 )
 
-// The queue commands: `tenure queues`, `tenure queue get|pause|resume`.
+// The queue commands: `tenure queues`, `tenure queue get|pause|resume|limit`.
 
 // queuesCmd is `tenure queues`.
 type queuesCmd struct {
@@ -25,14 +27,15 @@ type queuesCmd struct {
 func (*queuesCmd) spec() *cobra.Command {
 	return &cobra.Command{
 		Use:   "queues [flags]",
-		Short: "list the queues: tasks by state, oldest waiting, pauses, the last hour",
-		Long: `List the queues that exist (with a task, paused, or with an event in the
-last hour), ordered by namespace and queue, one line each:
+		Short: "list the queues: tasks by state, oldest waiting, pauses, limits, the last hour",
+		Long: `List the queues that exist (with a task, paused, with limits, or with an
+event in the last hour), ordered by namespace and queue, one line each:
 
   WAITING … DEAD   tasks in each state
   OLDEST-WAITING   how long the oldest due waiting task has waited ("-": none due)
   LEASES           leases held now (LEASED tasks, COMMITTED ones being finalised)
   PAUSED           yes, no, or "k/n" partitions while a pause or resume is partial
+  LIMITS           flow control, such as conc=10,rate=5/s,burst=20 ("-": none)
   DONE/1H FAILED/1H EXPIRED/1H
                    tasks completed, tasks failed and leases expired in the last hour
 
@@ -73,12 +76,12 @@ func (c *queuesCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []st
 		return nil
 	}
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAMESPACE\tQUEUE\tWAITING\tLEASED\tCOMMITTED\tCOMPLETED\tFAILED\tDEAD\tOLDEST-WAITING\tLEASES\tPAUSED\tDONE/1H\tFAILED/1H\tEXPIRED/1H")
+	fmt.Fprintln(w, "NAMESPACE\tQUEUE\tWAITING\tLEASED\tCOMMITTED\tCOMPLETED\tFAILED\tDEAD\tOLDEST-WAITING\tLEASES\tPAUSED\tLIMITS\tDONE/1H\tFAILED/1H\tEXPIRED/1H")
 	for _, q := range qs {
 		n := q.Tasks
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%d\t%d\t%d\n", q.Namespace, q.Queue,
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%d\t%d\t%d\n", q.Namespace, q.Queue,
 			n.Waiting, n.Leased, n.Committed, n.Completed, n.Failed, n.Dead, fmtAge(q.OldestWaitingAge), q.ActiveLeases,
-			pausedColumn(&q), q.LastHour.Completed, q.LastHour.Failed, q.LastHour.LeaseExpired)
+			pausedColumn(&q), limitsColumn(q.Limits), q.LastHour.Completed, q.LastHour.Failed, q.LastHour.LeaseExpired)
 	}
 	return w.Flush()
 }
@@ -126,12 +129,12 @@ type queueGetCmd struct {
 func (*queueGetCmd) spec() *cobra.Command {
 	return &cobra.Command{
 		Use:   "get [flags] QUEUE",
-		Short: "show a queue: tasks by state, oldest waiting, pause, recent events",
+		Short: "show a queue: tasks by state, oldest waiting, pause, limits, recent events",
 		Long: `Show one queue: its tasks by state, how long its oldest due waiting task
 has waited, the leases held, whether it is paused (since when, by whom,
-why), and what happened over the last minute, 5 minutes and hour. A queue
-that does not exist (no task, not paused, no event in the last hour) is an
-error. With --json it prints the API's GetQueueResponse.`,
+why), its flow control (` + "`tenure queue limit`" + `), and what happened over the last
+minute, 5 minutes and hour. A queue that does not exist (no task, not
+paused, no limits, no event in the last hour) is an error. With --json it prints the API's GetQueueResponse.`,
 		Example: `  tenure queue get emails
   tenure queue get invoices --namespace billing --json`,
 	}
@@ -181,6 +184,10 @@ func printQueue(out io.Writer, q *client.Queue) {
 		n.Waiting, n.Leased, n.Committed, n.Completed, n.Failed, n.Dead))
 	row("oldest waiting", strings.Replace(fmtAge(q.OldestWaitingAge), "-", "none due", 1))
 	row("active leases", fmt.Sprint(q.ActiveLeases))
+	row("limits", limitsText(q.Limits))
+	if q.Limits != nil && q.LimitedPartitions != q.Partitions {
+		row("", fmt.Sprintf("only %d of %d partitions have them (a change is under way, or failed part way: repeat it)", q.LimitedPartitions, q.Partitions))
+	}
 	if q.Partitions > 1 {
 		row("partitions", fmt.Sprint(q.Partitions))
 	}
@@ -200,12 +207,18 @@ func pauseText(p *client.QueuePause) string {
 	if p == nil {
 		return ""
 	}
-	s := "since " + fmtTime(p.PausedAt)
-	if p.RequestedBy != "" {
-		s += " by " + p.RequestedBy
+	return sinceText(p.PausedAt, p.RequestedBy, p.Reason)
+}
+
+// sinceText says when, by whom and why an operator changed something:
+// "(since T by X: reason)".
+func sinceText(at time.Time, by, reason string) string {
+	s := "since " + fmtTime(at)
+	if by != "" {
+		s += " by " + by
 	}
-	if p.Reason != "" {
-		s += ": " + p.Reason
+	if reason != "" {
+		s += ": " + reason
 	}
 	return "(" + s + ")"
 }
@@ -266,11 +279,10 @@ func (c *queueControlCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, arg
 	if err != nil {
 		return err
 	}
-	if c.control.client.json {
-		return writeJSON(a.stdout, queueControlJSON{Changed: res.Changed, Queue: queueToJSON(&res.Queue)})
+	q, path, done, err := controlAnswer(a, c.control.client.json, &res)
+	if done {
+		return err
 	}
-	q := &res.Queue
-	path := q.Namespace + "/" + q.Queue
 	switch {
 	case c.pause && res.Changed:
 		fmt.Fprintf(a.stdout, "paused queue %s\n", path)
@@ -291,3 +303,170 @@ func (c *queueControlCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, arg
 	}
 	return nil
 }
+
+// controlAnswer prints the answer of a pause, resume or change of limits
+// as the API's JSON if asked (done), or returns the queue and its path for
+// the command to say what it did.
+func controlAnswer(a *app, asJSON bool, res *client.QueueControlResult) (q *client.Queue, path string, done bool, err error) {
+	if asJSON {
+		return nil, "", true, writeJSON(a.stdout, queueControlJSON{Changed: res.Changed, Queue: queueToJSON(&res.Queue)})
+	}
+	return &res.Queue, res.Queue.Namespace + "/" + res.Queue.Queue, false, nil
+}
+
+// queueLimitCmd is `tenure queue limit`.
+type queueLimitCmd struct {
+	control                   controlFlags
+	queue                     queueArgs
+	maxConcurrency, rate, bst string
+}
+
+func (*queueLimitCmd) spec() *cobra.Command {
+	return &cobra.Command{
+		Use:   "limit [flags] QUEUE",
+		Short: "set or clear a queue's flow control: max concurrency, rate and burst",
+		Long: `Set or clear a queue's flow control:
+
+  --max-concurrency N   at most N leases of the queue live at once, across all
+                        workers (LEASED tasks and COMMITTED ones being finalised)
+  --rate R              at most R leases per second on average (a token bucket;
+                        R may be a fraction, to the thousandth: 0.5 is one every
+                        2 seconds)
+  --burst B             the leases a full bucket grants at once (default with a
+                        new rate: the queue's burst if it has a rate, otherwise
+                        R rounded up)
+
+A limit not given is kept as it is; "none" clears one (--rate none clears
+the burst too). Workers long-polling a queue at its limits get a task as
+soon as a lease ends or a token arrives. Lowering a limit revokes no lease.
+Each change is a WAL record, with who asked (--requested-by) and why
+(--reason). In cluster mode the limits are split over the queue's
+partitions and the leases of all of them together never exceed them (see
+the README, "Flow control"). A queue that does not exist yet is created.
+It prints the resulting limits; with --json the API's
+SetQueueLimitsResponse.`,
+		Example: `  tenure queue limit emails --max-concurrency 10
+  tenure queue limit payments --rate 5 --burst 20 --reason 'provider allows 5/s'
+  tenure queue limit payments --rate none`,
+	}
+}
+
+func (c *queueLimitCmd) define(fs *pflag.FlagSet) {
+	c.control.add(fs, "")
+	c.queue.add(fs)
+	fs.StringVar(&c.maxConcurrency, "max-concurrency", "", "at most this many leases live at once, or none")
+	fs.StringVar(&c.rate, "rate", "", "at most this many leases per second, or none")
+	fs.StringVar(&c.bst, "burst", "", "the leases a full token bucket grants at once")
+}
+
+func (c *queueLimitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error {
+	name, err := oneArg(args, "queue")
+	if err != nil {
+		return err
+	}
+	req := client.SetQueueLimitsRequest{Namespace: c.queue.namespace, Queue: name, Reason: c.control.reason}
+	if fs.Changed("max-concurrency") {
+		if req.ClearMaxConcurrency, req.MaxConcurrency, err = limitFlag("max-concurrency", c.maxConcurrency, parseCount); err != nil {
+			return err
+		}
+	}
+	if fs.Changed("rate") {
+		if req.ClearRate, req.Rate, err = limitFlag("rate", c.rate, parseRate); err != nil {
+			return err
+		}
+	}
+	if fs.Changed("burst") {
+		if c.bst == "none" {
+			return usageError{"--burst none: the burst is cleared with the rate (--rate none)"}
+		}
+		if _, req.Burst, err = limitFlag("burst", c.bst, parseCount); err != nil {
+			return err
+		}
+	}
+	if req.MaxConcurrency == nil && req.Rate == nil && req.Burst == nil && !req.ClearMaxConcurrency && !req.ClearRate {
+		return usageError{"no limit given: set or clear --max-concurrency, --rate or --burst"}
+	}
+	cl, err := c.control.connect()
+	if err != nil {
+		return err
+	}
+	res, err := cl.SetQueueLimits(ctx, req)
+	if err != nil {
+		return err
+	}
+	q, path, done, err := controlAnswer(a, c.control.client.json, &res)
+	if done {
+		return err
+	}
+	if res.Changed {
+		fmt.Fprintf(a.stdout, "queue %s limits: %s\n", path, limitsText(q.Limits))
+	} else {
+		fmt.Fprintf(a.stdout, "queue %s had these limits already: %s\n", path, limitsText(q.Limits))
+	}
+	if want := q.Partitions; q.Limits != nil && q.LimitedPartitions != want || q.Limits == nil && q.LimitedPartitions != 0 {
+		return fmt.Errorf("only %d of the queue's %d partitions have these limits: run the same `tenure queue limit` again", q.LimitedPartitions, q.Partitions)
+	}
+	return nil
+}
+
+// limitFlag parses a limit flag's value: "none" clears the limit,
+// otherwise parse gives the value.
+func limitFlag[T any](flag, v string, parse func(string) (T, error)) (clear bool, val *T, err error) {
+	if v == "none" {
+		return true, nil, nil
+	}
+	x, err := parse(v)
+	if err != nil {
+		return false, nil, usageError{fmt.Sprintf("--%s %q: %v, or none to clear the limit", flag, v, err)}
+	}
+	return false, &x, nil
+}
+
+func parseCount(v string) (uint32, error) {
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return 0, errors.New("want a whole number")
+	}
+	return uint32(n), nil
+}
+
+func parseRate(v string) (float64, error) {
+	r, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return 0, errors.New("want a number of leases per second")
+	}
+	return r, nil
+}
+
+// limitsText says a queue's limits in words: "max concurrency 10, rate
+// 5/s (burst 20) (since T by X: reason)", or "none".
+func limitsText(l *client.QueueLimits) string {
+	if l == nil {
+		return "none"
+	}
+	return strings.Join(limitParts(l, "max concurrency %d", "rate %s/s (burst %d)"), ", ") + " " + sinceText(l.SetAt, l.RequestedBy, l.Reason)
+}
+
+// limitsColumn is the LIMITS column of `tenure queues`: one word, such as
+// conc=10,rate=5/s,burst=20; "-" for none.
+func limitsColumn(l *client.QueueLimits) string {
+	if l == nil {
+		return "-"
+	}
+	return strings.Join(limitParts(l, "conc=%d", "rate=%s/s,burst=%d"), ",")
+}
+
+// limitParts says each limit l sets with its format: conc of the max
+// concurrency, rate of the rate and burst.
+func limitParts(l *client.QueueLimits, conc, rate string) []string {
+	var parts []string
+	if l.MaxConcurrency > 0 {
+		parts = append(parts, fmt.Sprintf(conc, l.MaxConcurrency))
+	}
+	if l.Rate > 0 {
+		parts = append(parts, fmt.Sprintf(rate, fmtRate(l.Rate), l.Burst))
+	}
+	return parts
+}
+
+func fmtRate(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) }

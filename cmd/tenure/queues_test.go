@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -400,6 +401,8 @@ func TestCLIQueuesJSONIsTheAPIsJSON(t *testing.T) {
 	submitTask(t, c, client.SubmitRequest{Namespace: "billing", Queue: "invoices", NotBefore: clk.Now().Add(time.Hour)})
 	pause := mustCLI(t, "queue", "pause", "invoices", "--namespace", "billing", "--reason", "audit", "--requested-by", "ops@box", "--json", "--addr", addr)
 	sameJSON(t, "queue pause", pause, &tenurev1.PauseQueueResponse{Changed: true, Queue: getQueue("billing", "invoices")})
+	limit := mustCLI(t, "queue", "limit", "emails", "--max-concurrency", "3", "--rate", "2.5", "--reason", "slow api", "--requested-by", "ops@box", "--json", "--addr", addr)
+	sameJSON(t, "queue limit", limit, &tenurev1.SetQueueLimitsResponse{Changed: true, Queue: getQueue("", "emails")})
 
 	all, err := queues.ListQueues(ctx, connect.NewRequest(&tenurev1.ListQueuesRequest{}))
 	if err != nil {
@@ -410,7 +413,9 @@ func TestCLIQueuesJSONIsTheAPIsJSON(t *testing.T) {
 		"queues[].tasks.leased", "queues[].tasks.completed", "queues[].tasks.failed", "queues[].oldestWaitingAge", "queues[].activeLeases",
 		"queues[].paused", "queues[].pause", "queues[].pause.requestedBy", "queues[].pause.reason", "queues[].pause.pausedAt",
 		"queues[].lastMinute", "queues[].last5Minutes", "queues[].lastHour", "queues[].lastHour.submitted", "queues[].lastHour.completed",
-		"queues[].lastHour.failed", "queues[].perMinute", "queues[].partitions", "queues[].pausedPartitions")
+		"queues[].lastHour.failed", "queues[].perMinute", "queues[].partitions", "queues[].pausedPartitions",
+		"queues[].limits", "queues[].limits.maxConcurrency", "queues[].limits.rate", "queues[].limits.burst", "queues[].limits.requestedBy",
+		"queues[].limits.reason", "queues[].limits.setAt", "queues[].limitedPartitions")
 	emails := list.(map[string]any)["queues"].([]any)[1].(map[string]any)
 	if emails["oldestWaitingAge"] != "90s" || emails["tasks"].(map[string]any)["waiting"] != "1" {
 		t.Errorf("queues --json: default/emails has oldestWaitingAge %v and waiting %v; want \"90s\" and \"1\" (64-bit counts as strings)",
@@ -463,5 +468,69 @@ func TestCLIControlHelp(t *testing.T) {
 				t.Errorf("tenure %s --help lacks %q:\n%s", path, w, out)
 			}
 		}
+	}
+}
+
+// TestCLIQueueLimit: `tenure queue limit` sets limits and prints them,
+// keeps what it is not given, clears with none; `queue get` and `queues`
+// show them; a lease asks for more than the limit and gets the limit; bad
+// values are usage errors (exit 2) or the server's refusal naming the
+// field (exit 1), and change nothing.
+func TestCLIQueueLimit(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	addr := startInProcess(t)
+	c := sdk(t, addr)
+	for range 5 {
+		submitTask(t, c, client.SubmitRequest{Queue: "api"})
+	}
+	out := mustCLI(t, "queue", "limit", "api", "--max-concurrency", "2", "--rate", "0.5", "--reason", "provider quota", "--requested-by", "ops@box", "--addr", addr)
+	if !strings.HasPrefix(out, "queue default/api limits: max concurrency 2, rate 0.5/s (burst 1) (since ") || !strings.HasSuffix(out, " by ops@box: provider quota)\n") {
+		t.Fatalf("queue limit printed %q", out)
+	}
+	if out := mustCLI(t, "queue", "limit", "api", "--max-concurrency", "2", "--addr", addr); !strings.HasPrefix(out, "queue default/api had these limits already: max concurrency 2, rate 0.5/s (burst 1)") {
+		t.Fatalf("the same limit again printed %q", out)
+	}
+	if get := mustCLI(t, "queue", "get", "api", "--addr", addr); !regexp.MustCompile(`limits +max concurrency 2, rate 0.5/s \(burst 1\) \(since `).MatchString(get) {
+		t.Fatalf("queue get does not show the limits:\n%s", get)
+	}
+	if row := queueRow(t, mustCLI(t, "queues", "--addr", addr), "default", "api"); row["LIMITS"] != "conc=2,rate=0.5/s,burst=1" {
+		t.Fatalf("tenure queues: LIMITS is %q", row["LIMITS"])
+	}
+	if lts, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "api", MaxTasks: 5}); err != nil || len(lts) != 1 {
+		t.Fatalf("Lease of 5: %d tasks, %v; want the burst of 1", len(lts), err)
+	}
+
+	for _, bad := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--rate", "0"}, 1, "rate"},
+		{[]string{"--rate", "-3"}, 1, "rate"},
+		{[]string{"--max-concurrency", "0"}, 1, "max_concurrency"},
+		{[]string{"--burst", "0"}, 1, "burst"},
+		{[]string{"--max-concurrency", "ten"}, 2, "--max-concurrency"},
+		{[]string{"--rate", "fast"}, 2, "--rate"},
+		{[]string{"--burst", "none"}, 2, "--rate none"},
+		{nil, 2, "no limit given"},
+	} {
+		args := append([]string{"queue", "limit", "api", "--addr", addr}, bad.args...)
+		if code, _, errs := cli(t, args...); code != bad.code || !strings.Contains(errs, bad.want) {
+			t.Errorf("tenure %s: exit %d, %q; want exit %d naming %s", strings.Join(args, " "), code, errs, bad.code, bad.want)
+		}
+	}
+	if q, err := c.GetQueue(ctx, "", "api"); err != nil || q.Limits == nil || q.Limits.MaxConcurrency != 2 || q.Limits.Rate != 0.5 || q.Limits.Burst != 1 {
+		t.Fatalf("limits after the refused changes: %+v, %v", q.Limits, err)
+	}
+
+	if out := mustCLI(t, "queue", "limit", "api", "--rate", "none", "--addr", addr); !strings.HasPrefix(out, "queue default/api limits: max concurrency 2 (since ") {
+		t.Fatalf("clearing the rate printed %q", out)
+	}
+	if out := mustCLI(t, "queue", "limit", "api", "--max-concurrency", "none", "--addr", addr); out != "queue default/api limits: none\n" {
+		t.Fatalf("clearing the last limit printed %q", out)
+	}
+	if row := queueRow(t, mustCLI(t, "queues", "--addr", addr), "default", "api"); row["LIMITS"] != "-" {
+		t.Fatalf("tenure queues: LIMITS after clearing is %q", row["LIMITS"])
 	}
 }

@@ -15,8 +15,8 @@ import (
 // of the messages it prints (SubmitResponse, Task, ListTasksResponse,
 // GetTaskHistoryResponse, RetryTaskResponse, the bulk actions' responses,
 // ListQueuesResponse, GetQueueResponse, PauseQueueResponse,
-// ResumeQueueResponse, as the Connect protocol and curl show them), so
-// that one script reads both. These types spell that form out: the API's
+// ResumeQueueResponse, SetQueueLimitsResponse, as the Connect protocol and
+// curl show them), so that one script reads both. These types spell that form out: the API's
 // field names, fields at their zero value left out, enums by their API
 // names, bytes in base64, 64-bit integers as strings, durations as
 // seconds ("1.500s") and times in RFC 3339, UTC. Scripts depend on it:
@@ -100,27 +100,38 @@ type queueResponseJSON struct {
 	Queue queueJSON `json:"queue"`
 }
 
-// queueControlJSON is the API's PauseQueueResponse and
-// ResumeQueueResponse.
+// queueControlJSON is the API's PauseQueueResponse, ResumeQueueResponse
+// and SetQueueLimitsResponse.
 type queueControlJSON struct {
 	Changed bool      `json:"changed,omitempty"`
 	Queue   queueJSON `json:"queue"`
 }
 
 type queueJSON struct {
-	Namespace        string            `json:"namespace,omitempty"`
-	Queue            string            `json:"queue,omitempty"`
-	Tasks            taskCountsJSON    `json:"tasks"`
-	OldestWaitingAge durationJSON      `json:"oldestWaitingAge,omitzero"`
-	ActiveLeases     uint64            `json:"activeLeases,omitempty,string"`
-	Paused           bool              `json:"paused,omitempty"`
-	Pause            *queuePauseJSON   `json:"pause,omitempty"`
-	LastMinute       queueEventsJSON   `json:"lastMinute"`
-	Last5Minutes     queueEventsJSON   `json:"last5Minutes"`
-	LastHour         queueEventsJSON   `json:"lastHour"`
-	PerMinute        []queueEventsJSON `json:"perMinute,omitempty"`
-	Partitions       uint32            `json:"partitions,omitempty"`
-	PausedPartitions uint32            `json:"pausedPartitions,omitempty"`
+	Namespace         string            `json:"namespace,omitempty"`
+	Queue             string            `json:"queue,omitempty"`
+	Tasks             taskCountsJSON    `json:"tasks"`
+	OldestWaitingAge  durationJSON      `json:"oldestWaitingAge,omitzero"`
+	ActiveLeases      uint64            `json:"activeLeases,omitempty,string"`
+	Paused            bool              `json:"paused,omitempty"`
+	Pause             *queuePauseJSON   `json:"pause,omitempty"`
+	LastMinute        queueEventsJSON   `json:"lastMinute"`
+	Last5Minutes      queueEventsJSON   `json:"last5Minutes"`
+	LastHour          queueEventsJSON   `json:"lastHour"`
+	PerMinute         []queueEventsJSON `json:"perMinute,omitempty"`
+	Partitions        uint32            `json:"partitions,omitempty"`
+	PausedPartitions  uint32            `json:"pausedPartitions,omitempty"`
+	Limits            *queueLimitsJSON  `json:"limits,omitempty"`
+	LimitedPartitions uint32            `json:"limitedPartitions,omitempty"`
+}
+
+type queueLimitsJSON struct {
+	MaxConcurrency uint32   `json:"maxConcurrency,omitempty"`
+	Rate           float64  `json:"rate,omitempty"`
+	Burst          uint32   `json:"burst,omitempty"`
+	RequestedBy    string   `json:"requestedBy,omitempty"`
+	Reason         string   `json:"reason,omitempty"`
+	SetAt          timeJSON `json:"setAt,omitzero"`
 }
 
 type taskCountsJSON struct {
@@ -219,20 +230,25 @@ func historyToJSON(entries []client.HistoryEntry) historyJSON {
 
 func queueToJSON(q *client.Queue) queueJSON {
 	out := queueJSON{
-		Namespace:        q.Namespace,
-		Queue:            q.Queue,
-		Tasks:            taskCountsJSON(q.Tasks),
-		OldestWaitingAge: durationJSON(q.OldestWaitingAge),
-		ActiveLeases:     q.ActiveLeases,
-		Paused:           q.Paused,
-		LastMinute:       queueEventsJSON(q.LastMinute),
-		Last5Minutes:     queueEventsJSON(q.Last5Minutes),
-		LastHour:         queueEventsJSON(q.LastHour),
-		Partitions:       q.Partitions,
-		PausedPartitions: q.PausedPartitions,
+		Namespace:         q.Namespace,
+		Queue:             q.Queue,
+		Tasks:             taskCountsJSON(q.Tasks),
+		OldestWaitingAge:  durationJSON(q.OldestWaitingAge),
+		ActiveLeases:      q.ActiveLeases,
+		Paused:            q.Paused,
+		LastMinute:        queueEventsJSON(q.LastMinute),
+		Last5Minutes:      queueEventsJSON(q.Last5Minutes),
+		LastHour:          queueEventsJSON(q.LastHour),
+		Partitions:        q.Partitions,
+		PausedPartitions:  q.PausedPartitions,
+		LimitedPartitions: q.LimitedPartitions,
 	}
 	if p := q.Pause; p != nil {
 		out.Pause = &queuePauseJSON{RequestedBy: p.RequestedBy, Reason: p.Reason, PausedAt: timeJSON(p.PausedAt)}
+	}
+	if l := q.Limits; l != nil {
+		out.Limits = &queueLimitsJSON{MaxConcurrency: l.MaxConcurrency, Rate: l.Rate, Burst: l.Burst,
+			RequestedBy: l.RequestedBy, Reason: l.Reason, SetAt: timeJSON(l.SetAt)}
 	}
 	for _, e := range q.PerMinute {
 		out.PerMinute = append(out.PerMinute, queueEventsJSON(e))

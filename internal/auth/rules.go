@@ -87,6 +87,7 @@ var Rules = []Rule{
 	{tenurev1connect.QueueServiceGetQueueProcedure, []Role{Admin, Reader}, ScopeRequest, whereNamespaceQueue},
 	{tenurev1connect.QueueServicePauseQueueProcedure, []Role{Admin}, ScopeRequest, whereNamespaceQueue},
 	{tenurev1connect.QueueServiceResumeQueueProcedure, []Role{Admin}, ScopeRequest, whereNamespaceQueue},
+	{tenurev1connect.QueueServiceSetQueueLimitsProcedure, []Role{Admin}, ScopeRequest, whereNamespaceQueue},
 	{tenurev1connect.AdminServiceSnapshotProcedure, []Role{Admin}, ScopeServer, ""},
 	{MetricsCall, []Role{Admin, Reader}, ScopeServer, ""},
 	{PprofCall, []Role{Admin}, ScopeServer, ""},
@@ -195,6 +196,8 @@ func requestTargets(msg any) ([]Target, bool) {
 	case *tenurev1.PauseQueueRequest:
 		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
 	case *tenurev1.ResumeQueueRequest:
+		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
+	case *tenurev1.SetQueueLimitsRequest:
 		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
 	}
 	return nil, false

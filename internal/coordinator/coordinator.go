@@ -233,7 +233,11 @@ func (c *Coordinator) write(recs ...state.Record) (uint64, error) {
 // afterApply tells the observer, updates soft state and wakes long-polls
 // after a record.
 func (c *Coordinator) afterApply(r state.Record) {
-	if r, ok := r.(*state.QueueResumed); ok {
+	switch r := r.(type) {
+	case *state.QueueResumed:
+		c.signal(state.QueueKey{Namespace: r.Namespace, Queue: r.Queue})
+		return
+	case *state.QueueLimited:
 		c.signal(state.QueueKey{Namespace: r.Namespace, Queue: r.Queue})
 		return
 	}
@@ -256,6 +260,12 @@ func (c *Coordinator) afterApply(r state.Record) {
 	case *state.TaskCompleted, *state.TaskFailed, *state.LeaseExpired, *state.TaskDead, *state.TaskDeadlineExceeded:
 		if n := len(t.Executions); n > 0 && t.CurrentLease() == nil {
 			c.workers.released(t.Executions[n-1].WorkerID)
+			// The end of a lease frees a slot of a queue with a max
+			// concurrency: its long-polls may lease now.
+			if l, ok := c.st.Limits(state.QueueKey{Namespace: t.Namespace, Queue: t.Queue}); ok && l.MaxConcurrency > 0 {
+				c.signal(state.QueueKey{Namespace: t.Namespace, Queue: t.Queue})
+				return
+			}
 		}
 	}
 	if t.Schedulable() {
@@ -458,6 +468,8 @@ func attribute(ctx context.Context, recs []state.Record) {
 		case *state.QueuePaused:
 			r.By = by
 		case *state.QueueResumed:
+			r.By = by
+		case *state.QueueLimited:
 			r.By = by
 		case *state.TasksDeleted:
 			r.By = by

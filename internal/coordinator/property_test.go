@@ -21,7 +21,8 @@ var (
 )
 
 // TestPropertyRandomOperations drives the coordinator with seeded random
-// sequences of every operation (submits with and without deadlines) and of
+// sequences of every operation (submits with and without deadlines,
+// flow-control changes) and of
 // clock moves (forward and, rarely, backward) and restarts. After every applied record the state invariants
 // hold; at the end, replaying the WAL files from disk gives a state equal to
 // the live one, twice over; and from the clients' side no task ever has two
@@ -145,10 +146,15 @@ func runSequence(t *testing.T, seed uint64, ops int) (ok bool, deadlineLeases in
 				}
 			case op < 35:
 				w := fmt.Sprintf("w%d", rng.IntN(4))
-				ls, err := e.c.Lease(ctx, LeaseRequest{WorkerID: w, Queue: queues[rng.IntN(len(queues))], MaxTasks: 1 + rng.IntN(3)})
+				q := queues[rng.IntN(len(queues))]
+				ls, err := e.c.Lease(ctx, LeaseRequest{WorkerID: w, Queue: q, MaxTasks: 1 + rng.IntN(3)})
 				expected("lease", err)
 				for _, l := range ls {
 					held = append(held, heldLease{l, w})
+				}
+				if qs, _ := e.c.Queues(ctx, DefaultNamespace, q); len(ls) > 0 && len(qs) == 1 && qs[0].Limits != nil &&
+					qs[0].Limits.MaxConcurrency > 0 && qs[0].Leases > int(qs[0].Limits.MaxConcurrency) {
+					t.Fatalf("a lease left queue %s with %d live leases, above its max concurrency %d", q, qs[0].Leases, qs[0].Limits.MaxConcurrency)
 				}
 			case op < 42 && len(held) > 0:
 				h, _ := pick()
@@ -228,6 +234,19 @@ func runSequence(t *testing.T, seed uint64, ops int) (ok bool, deadlineLeases in
 				if len(h) != len(got.LSNs) {
 					t.Fatalf("history of %s has %d records, the task lists %d", id, len(h), len(got.LSNs))
 				}
+			case op == 98:
+				// Flow control: random limits, or none. A grant beyond them
+				// would not apply (the coordinator would stop), and the
+				// replay below must rebuild the token buckets exactly.
+				var l state.Limits
+				if rng.IntN(3) > 0 {
+					l.MaxConcurrency = uint32(1 + rng.IntN(3))
+				}
+				if rng.IntN(3) > 0 {
+					l.RateMilli, l.Burst = uint64(100+rng.IntN(3000)), uint32(1+rng.IntN(3))
+				}
+				_, err := e.c.SetLimits(ctx, LimitsRequest{Queue: queues[rng.IntN(len(queues))], Limits: l, Partitions: 1})
+				expected("set limits", err)
 			case op < 98:
 				// Live state equals the replay of the files on disk.
 				if live, disk := e.c.Export(), e.replayFromDisk(); !reflect.DeepEqual(live, disk) {

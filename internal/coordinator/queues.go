@@ -83,14 +83,20 @@ func (c *Coordinator) Resume(ctx context.Context, req PauseRequest) (changed boo
 	return c.setPaused(ctx, req, false)
 }
 
+// checkQueueAction fills in the default namespace of an operator's action
+// on a queue and checks its names and actor.
+func (c *Coordinator) checkQueueAction(namespace *string, queue string, a Actor) error {
+	if *namespace == "" {
+		*namespace = DefaultNamespace
+	}
+	if err := c.cfg.Limits.checkNames("", *namespace, queue, ""); err != nil {
+		return err
+	}
+	return c.cfg.Limits.checkActor(a)
+}
+
 func (c *Coordinator) setPaused(ctx context.Context, req PauseRequest, pause bool) (bool, error) {
-	if req.Namespace == "" {
-		req.Namespace = DefaultNamespace
-	}
-	if err := c.cfg.Limits.checkNames("", req.Namespace, req.Queue, ""); err != nil {
-		return false, err
-	}
-	if err := c.cfg.Limits.checkActor(req.Actor); err != nil {
+	if err := c.checkQueueAction(&req.Namespace, req.Queue, req.Actor); err != nil {
 		return false, err
 	}
 	if err := c.lock(); err != nil {

@@ -231,14 +231,17 @@ func TestEventsByRecordType(t *testing.T) {
 }
 
 // TestQueueCollector: samples of one queue (its partitions) are summed,
-// every state is reported, queues past the limit fold into _other, where
-// the oldest age is the largest and paused counts the paused queues.
+// every state is reported, the shares of a queue's limits add up, queues
+// past the limit fold into _other, where the oldest age is the largest and
+// paused counts the paused queues.
 func TestQueueCollector(t *testing.T) {
 	t.Parallel()
 	samples := []metrics.QueueSample{
-		{Namespace: "default", Queue: "emails", Tasks: map[string]int{"WAITING": 2, "LEASED": 1}, OldestWaitingAge: 5 * time.Second, Leases: 1, Paused: true},
+		{Namespace: "default", Queue: "emails", Tasks: map[string]int{"WAITING": 2, "LEASED": 1}, OldestWaitingAge: 5 * time.Second, Leases: 1, Paused: true,
+			MaxConcurrency: 3, Rate: 2.5},
 		{Namespace: "default", Queue: "sms", Tasks: map[string]int{"COMPLETED": 4}},
-		{Namespace: "default", Queue: "emails", Tasks: map[string]int{"WAITING": 3}, OldestWaitingAge: 9 * time.Second, Leases: 2, Paused: true},
+		{Namespace: "default", Queue: "emails", Tasks: map[string]int{"WAITING": 3}, OldestWaitingAge: 9 * time.Second, Leases: 2, Paused: true,
+			MaxConcurrency: 2, Rate: 2.5},
 		{Namespace: "a", Queue: "x", Tasks: map[string]int{"WAITING": 1}, OldestWaitingAge: 4 * time.Second, Paused: true},
 		{Namespace: "b", Queue: "y", Tasks: map[string]int{"DEAD": 2, "ARCHIVED": 1}, OldestWaitingAge: 7 * time.Second, Leases: 5},
 		{Namespace: "a", Queue: "x", Tasks: map[string]int{"WAITING": 1}, Paused: true},
@@ -277,7 +280,11 @@ func TestQueueCollector(t *testing.T) {
 		{"tenure_queue_active_leases", other, 5},
 		{"tenure_queue_paused", q{"default", "emails"}, 1}, // paused in both partitions: one queue
 		{"tenure_queue_paused", q{"default", "sms"}, 0},
-		{"tenure_queue_paused", other, 1}, // a/x
+		{"tenure_queue_paused", other, 1},                           // a/x
+		{"tenure_queue_max_concurrency", q{"default", "emails"}, 5}, // the shares of two partitions
+		{"tenure_queue_max_concurrency", q{"default", "sms"}, 0},
+		{"tenure_queue_rate_limit", q{"default", "emails"}, 5},
+		{"tenure_queue_rate_limit", q{"default", "sms"}, 0},
 	} {
 		if got := f.value(t, c.name, "namespace", c.k[0], "queue", c.k[1]); got != c.want {
 			t.Errorf("%s %v = %v, want %v", c.name, c.k, got, c.want)
@@ -297,7 +304,8 @@ func TestQueueCollector(t *testing.T) {
 func TestNoQueueSource(t *testing.T) {
 	t.Parallel()
 	f := scrape(t, newMetrics(t, metrics.Config{}))
-	for _, name := range []string{"tenure_tasks", "tenure_queue_oldest_waiting_age_seconds", "tenure_queue_active_leases", "tenure_queue_paused"} {
+	for _, name := range []string{"tenure_tasks", "tenure_queue_oldest_waiting_age_seconds", "tenure_queue_active_leases", "tenure_queue_paused",
+		"tenure_queue_max_concurrency", "tenure_queue_rate_limit"} {
 		if f[name] != nil {
 			t.Errorf("%s is served without a source", name)
 		}

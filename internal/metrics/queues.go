@@ -80,6 +80,10 @@ type QueueSample struct {
 	Leases int
 	// Paused reports whether the queue is paused.
 	Paused bool
+	// MaxConcurrency and Rate (leases per second) are the queue's flow
+	// control here: its share of each limit in this partition (0: none).
+	MaxConcurrency int
+	Rate           float64
 }
 
 // taskStates are the state label values always reported.
@@ -92,8 +96,8 @@ var taskStates = func() []string {
 }()
 
 // queueCollector reports the per-queue gauges from a source read at each
-// scrape, folding queues past the limit into _other: there tasks and
-// leases are summed, the oldest waiting age is the largest and paused
+// scrape, folding queues past the limit into _other: there tasks, leases
+// and limits are summed, the oldest waiting age is the largest and paused
 // counts the paused queues.
 type queueCollector struct {
 	queues *queueLabels
@@ -113,6 +117,12 @@ var (
 	pausedDesc = prometheus.NewDesc("tenure_queue_paused",
 		"1 if the queue is paused, else 0 (for _other: how many of its queues are paused).",
 		[]string{"namespace", "queue"}, nil)
+	maxConcurrencyDesc = prometheus.NewDesc("tenure_queue_max_concurrency",
+		"The queue's max concurrency in the partitions this node serves: their shares, which sum over the nodes to the limit (0: none).",
+		[]string{"namespace", "queue"}, nil)
+	rateDesc = prometheus.NewDesc("tenure_queue_rate_limit",
+		"The queue's rate limit in leases per second in the partitions this node serves: their shares, which sum over the nodes to the limit (0: none).",
+		[]string{"namespace", "queue"}, nil)
 )
 
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -120,26 +130,32 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- oldestDesc
 	ch <- leasesDesc
 	ch <- pausedDesc
+	ch <- maxConcurrencyDesc
+	ch <- rateDesc
 }
 
 // queueTotals sums samples: the partitions of one queue, then the queues
 // of one label pair.
 type queueTotals struct {
-	tasks  map[string]int
-	oldest time.Duration
-	leases int
-	paused int
+	tasks   map[string]int
+	oldest  time.Duration
+	leases  int
+	paused  int
+	maxConc int
+	rate    float64
 }
 
-// add adds the figures of a sample or a queue: tasks, leases and paused
-// queues sum, the oldest age is the largest.
-func (t *queueTotals) add(tasks map[string]int, oldest time.Duration, leases, paused int) {
+// add adds the figures of a sample or a queue: tasks, leases, paused
+// queues and limits sum, the oldest age is the largest.
+func (t *queueTotals) add(tasks map[string]int, oldest time.Duration, leases, paused, maxConc int, rate float64) {
 	for name, n := range tasks {
 		t.tasks[name] += n
 	}
 	t.oldest = max(t.oldest, oldest)
 	t.leases += leases
 	t.paused += paused
+	t.maxConc += maxConc
+	t.rate += rate
 }
 
 // totals returns the totals of k in m, adding them (and k to order) if new.
@@ -158,7 +174,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	byQueue := make(map[state.QueueKey]*queueTotals)
 	for _, smp := range c.source() {
 		t := totals(byQueue, &queues, state.QueueKey{Namespace: smp.Namespace, Queue: smp.Queue})
-		t.add(smp.Tasks, smp.OldestWaitingAge, smp.Leases, 0)
+		t.add(smp.Tasks, smp.OldestWaitingAge, smp.Leases, 0, smp.MaxConcurrency, smp.Rate)
 		if smp.Paused {
 			t.paused = 1
 		}
@@ -170,7 +186,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, k := range queues {
 		s := c.queues.series(k.Namespace, k.Queue)
 		q := byQueue[k]
-		totals(byLabels, &pairs, state.QueueKey{Namespace: s.namespace, Queue: s.queue}).add(q.tasks, q.oldest, q.leases, q.paused)
+		totals(byLabels, &pairs, state.QueueKey{Namespace: s.namespace, Queue: s.queue}).add(q.tasks, q.oldest, q.leases, q.paused, q.maxConc, q.rate)
 	}
 	for _, k := range pairs {
 		t := byLabels[k]
@@ -191,6 +207,8 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, t.oldest.Seconds(), ns, q)
 		ch <- prometheus.MustNewConstMetric(leasesDesc, prometheus.GaugeValue, float64(t.leases), ns, q)
 		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, float64(t.paused), ns, q)
+		ch <- prometheus.MustNewConstMetric(maxConcurrencyDesc, prometheus.GaugeValue, float64(t.maxConc), ns, q)
+		ch <- prometheus.MustNewConstMetric(rateDesc, prometheus.GaugeValue, t.rate, ns, q)
 	}
 }
 
@@ -232,6 +250,9 @@ func sampleOf(q *state.QueueStats) QueueSample {
 	}
 	if q.OldestDue != 0 {
 		s.OldestWaitingAge = q.Now.Std().Sub(q.OldestDue.Std())
+	}
+	if l := q.Limits; l != nil {
+		s.MaxConcurrency, s.Rate = int(l.MaxConcurrency), float64(l.RateMilli)/1000
 	}
 	return s
 }

@@ -21,23 +21,23 @@ type Type uint16
 // The record types. The registry below gives each its name, its
 // internal/state struct and its message of record.proto.
 const (
-	TypeTaskCreated      Type = 1
-	TypeLeaseGranted     Type = 2
-	TypeLeaseExtended    Type = 3
-	TypeLeaseExpired     Type = 4
-	TypeExecutionStarted Type = 5
-	TypeTaskCommitted    Type = 6
-	TypeTaskCompleted    Type = 7
-	TypeTaskFailed       Type = 8
-	TypeTaskCancelled    Type = 9
-	TypeTaskDead         Type = 10
-	TypeFence            Type = 11
-	TypeTasksPurged      Type = 12
-	TypeQueuePaused      Type = 13
-	TypeQueueResumed     Type = 14
-	TypeTaskRetried      Type = 15
-	TypeTasksDeleted     Type = 16
-	// 17 is QueueLimited's (issue 13).
+	TypeTaskCreated          Type = 1
+	TypeLeaseGranted         Type = 2
+	TypeLeaseExtended        Type = 3
+	TypeLeaseExpired         Type = 4
+	TypeExecutionStarted     Type = 5
+	TypeTaskCommitted        Type = 6
+	TypeTaskCompleted        Type = 7
+	TypeTaskFailed           Type = 8
+	TypeTaskCancelled        Type = 9
+	TypeTaskDead             Type = 10
+	TypeFence                Type = 11
+	TypeTasksPurged          Type = 12
+	TypeQueuePaused          Type = 13
+	TypeQueueResumed         Type = 14
+	TypeTaskRetried          Type = 15
+	TypeTasksDeleted         Type = 16
+	TypeQueueLimited         Type = 17
 	TypeTaskDeadlineExceeded Type = 18
 	TypeScheduleCreated      Type = 19
 	TypeScheduleUpdated      Type = 20
@@ -387,6 +387,39 @@ var registry = []row{
 			}
 		}),
 
+	entry(TypeQueueLimited, "QueueLimited",
+		func(r *state.QueueLimited) *recordpb.QueueLimited {
+			return &recordpb.QueueLimited{
+				Namespace:           r.Namespace,
+				Queue:               r.Queue,
+				MaxConcurrency:      r.MaxConcurrency,
+				RateMilli:           r.RateMilli,
+				Burst:               r.Burst,
+				QueueMaxConcurrency: r.QueueMaxConcurrency,
+				QueueRateMilli:      r.QueueRateMilli,
+				QueueBurst:          r.QueueBurst,
+				Partitions:          r.Partitions,
+				By:                  r.By,
+				Reason:              r.Reason,
+				AtUnixNanos:         int64(r.At),
+			}
+		},
+		func(m *recordpb.QueueLimited) *state.QueueLimited {
+			return &state.QueueLimited{
+				Namespace:           m.Namespace,
+				Queue:               m.Queue,
+				MaxConcurrency:      m.MaxConcurrency,
+				RateMilli:           m.RateMilli,
+				Burst:               m.Burst,
+				QueueMaxConcurrency: m.QueueMaxConcurrency,
+				QueueRateMilli:      m.QueueRateMilli,
+				QueueBurst:          m.QueueBurst,
+				Partitions:          m.Partitions,
+				By:                  m.By,
+				Reason:              m.Reason,
+				At:                  state.Time(m.AtUnixNanos),
+			}
+		}),
 	entry(TypeTaskDeadlineExceeded, "TaskDeadlineExceeded",
 		func(r *state.TaskDeadlineExceeded) *recordpb.TaskDeadlineExceeded {
 			return &recordpb.TaskDeadlineExceeded{

@@ -63,6 +63,11 @@ type Peer interface {
 // a request covers every partition it names.
 const PartitionHeader = "Tenure-Partition"
 
+// SplitHeader, on a forwarded SetQueueLimits, says which share of the
+// queue's limits the partition PartitionHeader names records: "i/n", its
+// index among the queue's n partitions in the order of Router.Scope.
+const SplitHeader = "Tenure-Split"
+
 // ForwardedHeader marks a request that one tenure node forwarded to
 // another; its value is the forwarding node's id.
 const ForwardedHeader = "Tenure-Forwarded"

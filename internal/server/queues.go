@@ -44,16 +44,24 @@ func (s *Server) scope(ctx context.Context, h interface{ Get(string) string }, n
 
 // eachPartition runs a call on every partition of scope, concurrently: local
 // on this node's coordinator, or forward to the node that serves it with a
-// request for that partition alone (made by forwardReq, then given
-// route.PartitionHeader).
+// request for that partition alone (msg, given route.PartitionHeader).
 func eachPartition[Req any](ctx context.Context, scope []route.Partition, read bool, msg *Req,
 	local func(*coordinator.Coordinator) error, forward func(route.Peer, *connect.Request[Req]) error) error {
+	return eachPartitionAt(ctx, scope, read, msg,
+		func(_ int, c *coordinator.Coordinator) error { return local(c) },
+		func(_ int, peer route.Peer, req *connect.Request[Req]) error { return forward(peer, req) })
+}
+
+// eachPartitionAt is eachPartition with the index in scope of the
+// partition each call is for.
+func eachPartitionAt[Req any](ctx context.Context, scope []route.Partition, read bool, msg *Req,
+	local func(int, *coordinator.Coordinator) error, forward func(int, route.Peer, *connect.Request[Req]) error) error {
 	return each(len(scope), func(i int) error {
 		p := scope[i]
-		return p.Do(ctx, read, local, func(peer route.Peer) error {
+		return p.Do(ctx, read, func(c *coordinator.Coordinator) error { return local(i, c) }, func(peer route.Peer) error {
 			req := connect.NewRequest(msg)
 			req.Header().Set(route.PartitionHeader, strconv.FormatUint(p.ID(), 10))
-			return forward(peer, req)
+			return forward(i, peer, req)
 		})
 	})
 }
@@ -177,42 +185,26 @@ func (s *Server) setPaused(ctx context.Context, h interface{ Get(string) string 
 			return false, nil, err
 		}
 	}
-	var (
-		mu      sync.Mutex
-		changed bool
-	)
+	var changed changes
 	req := coordinator.PauseRequest{Namespace: namespace, Queue: queue, Actor: a}
-	note := func(ch bool) {
-		mu.Lock()
-		changed = changed || ch
-		mu.Unlock()
-	}
 	local := func(c *coordinator.Coordinator) error {
 		op := c.Resume
 		if pause {
 			op = c.Pause
 		}
 		ch, err := op(ctx, req)
-		note(ch)
+		changed.note(ch)
 		return err
 	}
 	if pause {
 		msg := &tenurev1.PauseQueueRequest{Namespace: namespace, Queue: queue, Reason: a.Reason, RequestedBy: a.By}
 		err = eachPartition(ctx, scope, false, msg, local, func(peer route.Peer, r *connect.Request[tenurev1.PauseQueueRequest]) error {
-			resp, err := peer.PauseQueue(ctx, r)
-			if err == nil {
-				note(resp.Msg.GetChanged())
-			}
-			return err
+			return noteForwarded(ctx, &changed, peer.PauseQueue, r)
 		})
 	} else {
 		msg := &tenurev1.ResumeQueueRequest{Namespace: namespace, Queue: queue, Reason: a.Reason, RequestedBy: a.By}
 		err = eachPartition(ctx, scope, false, msg, local, func(peer route.Peer, r *connect.Request[tenurev1.ResumeQueueRequest]) error {
-			resp, err := peer.ResumeQueue(ctx, r)
-			if err == nil {
-				note(resp.Msg.GetChanged())
-			}
-			return err
+			return noteForwarded(ctx, &changed, peer.ResumeQueue, r)
 		})
 	}
 	if err != nil {
@@ -222,13 +214,38 @@ func (s *Server) setPaused(ctx context.Context, h interface{ Get(string) string 
 		// The node that forwarded it adds up the queue afterwards; this
 		// partition may not know the queue any more (a resume leaves a
 		// partition without a task of it with nothing to report).
-		return changed, nil, nil
+		return changed.any, nil, nil
 	}
 	q, err := s.oneQueue(ctx, scope, namespace, queue)
 	if err != nil {
 		return false, nil, err
 	}
-	return changed, q, nil
+	return changed.any, q, nil
+}
+
+// changes says whether a change made on several partitions at once
+// changed any of them.
+type changes struct {
+	mu  sync.Mutex
+	any bool
+}
+
+func (c *changes) note(changed bool) {
+	c.mu.Lock()
+	c.any = c.any || changed
+	c.mu.Unlock()
+}
+
+// noteForwarded makes a forwarded call whose answer says whether it
+// changed its partition (GetChanged), and notes that in c.
+func noteForwarded[Req, Resp any](ctx context.Context, c *changes, call func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), r *connect.Request[Req]) error {
+	resp, err := call(ctx, r)
+	if err == nil {
+		if a, ok := any(resp.Msg).(interface{ GetChanged() bool }); ok {
+			c.note(a.GetChanged())
+		}
+	}
+	return err
 }
 
 // queueMessage converts one partition's statistics of a queue.
@@ -256,6 +273,9 @@ func queueMessage(q *state.QueueStats) *tenurev1.Queue {
 	if p := q.Paused; p != nil {
 		m.Paused, m.PausedPartitions = true, 1
 		m.Pause = &tenurev1.QueuePause{RequestedBy: p.By, Reason: p.Reason, PausedAt: ts(p.At)}
+	}
+	if l := q.Limits; l != nil {
+		m.Limits, m.LimitedPartitions = queueLimitsMessage(l), 1
 	}
 	for _, c := range q.PerMinute {
 		m.PerMinute = append(m.PerMinute, queueEvents(c))
@@ -294,8 +314,12 @@ func mergeQueues(in []*tenurev1.Queue) []*tenurev1.Queue {
 		if p := q.GetPause(); p != nil && (m.Pause == nil || p.GetPausedAt().AsTime().Before(m.Pause.GetPausedAt().AsTime())) {
 			m.Pause = p
 		}
+		if l := q.GetLimits(); l != nil && (m.Limits == nil || l.GetSetAt().AsTime().After(m.Limits.GetSetAt().AsTime())) {
+			m.Limits = l
+		}
 		m.Partitions += q.GetPartitions()
 		m.PausedPartitions += q.GetPausedPartitions()
+		m.LimitedPartitions += q.GetLimitedPartitions()
 		m.Paused = m.PausedPartitions == m.Partitions
 		addEvents(m.LastMinute, q.GetLastMinute())
 		addEvents(m.Last_5Minutes, q.GetLast_5Minutes())

@@ -166,6 +166,22 @@ func queueMessage(q state.QueueImage) *snapshotpb.QueueSnapshot {
 	if p := q.Paused; p != nil {
 		m.Paused = &snapshotpb.QueuePause{By: p.By, Reason: p.Reason, AtUnixNanos: int64(p.At)}
 	}
+	if l := q.Limits; l != nil {
+		m.Limits = &snapshotpb.QueueLimits{
+			MaxConcurrency:      l.MaxConcurrency,
+			RateMilli:           l.RateMilli,
+			Burst:               l.Burst,
+			QueueMaxConcurrency: l.Queue.MaxConcurrency,
+			QueueRateMilli:      l.Queue.RateMilli,
+			QueueBurst:          l.Queue.Burst,
+			Partitions:          l.Partitions,
+			By:                  l.By,
+			Reason:              l.Reason,
+			AtUnixNanos:         int64(l.At),
+			BucketLevel:         q.Bucket.Level,
+			RefilledUnixNanos:   int64(q.Bucket.Refilled),
+		}
+	}
 	return m
 }
 
@@ -176,6 +192,17 @@ func queueFromMessage(m *snapshotpb.QueueSnapshot) state.QueueImage {
 		Fine: bucketsFromMessages(m.Fine), Coarse: bucketsFromMessages(m.Coarse)}
 	if p := m.Paused; p != nil {
 		q.Paused = &state.Pause{By: p.By, Reason: p.Reason, At: state.Time(p.AtUnixNanos)}
+	}
+	if l := m.Limits; l != nil {
+		q.Limits = &state.QueueLimits{
+			Limits:     state.Limits{MaxConcurrency: l.MaxConcurrency, RateMilli: l.RateMilli, Burst: l.Burst},
+			Queue:      state.Limits{MaxConcurrency: l.QueueMaxConcurrency, RateMilli: l.QueueRateMilli, Burst: l.QueueBurst},
+			Partitions: l.Partitions,
+			By:         l.By,
+			Reason:     l.Reason,
+			At:         state.Time(l.AtUnixNanos),
+		}
+		q.Bucket = state.TokenBucket{Level: l.BucketLevel, Refilled: state.Time(l.RefilledUnixNanos)}
 	}
 	return q
 }

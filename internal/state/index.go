@@ -17,9 +17,9 @@ type QueueKey struct {
 // holds a task depends on the times the coordinator has asked about, so the
 // split is derived state and never part of state equality.
 //
-// It also holds the queue's statistics and its pause (queue.go). A queue's
-// index lives while the queue has a task, is paused, or has counted an event
-// within the last hour.
+// It also holds the queue's statistics and its pause (queue.go), and its
+// flow control (limits.go). A queue's index lives while the queue has a
+// task, is paused, has limits, or has counted an event within the last hour.
 type queueIndex struct {
 	key     QueueKey
 	ready   taskHeap
@@ -28,6 +28,7 @@ type queueIndex struct {
 	counts [Dead + 1]int
 	leases int
 	paused *Pause
+	limits *limiter // nil: no limits
 	ages   ageIndex
 	events events
 }

@@ -166,6 +166,9 @@ func (s *State) queueErrors() []error {
 			}
 		}
 	}
+	for _, qi := range s.queues {
+		errs = append(errs, qi.limiterErrors()...)
+	}
 	for k, qi := range s.queues {
 		if want[k] == nil && (qi.total() != 0 || qi.leases != 0 || len(qi.ages.heap) != 0) {
 			errs = append(errs, fmt.Errorf("queue %v has no task but counts %v", k, qi.counts))

@@ -220,6 +220,8 @@ type QueueStats struct {
 	OldestDue Time
 	// Paused is set while the queue is paused.
 	Paused *Pause
+	// Limits is set while the queue has flow control.
+	Limits *QueueLimits
 	// LastMinute, Last5Minutes and LastHour count the events of the
 	// buckets that end after the asked time minus the window: the current
 	// bucket, partly elapsed, and those before it (so the last minute
@@ -257,6 +259,10 @@ func (qi *queueIndex) stats(now Time) QueueStats {
 		p := *qi.paused
 		st.Paused = &p
 	}
+	if l := qi.limits; l != nil {
+		q := l.QueueLimits
+		st.Limits = &q
+	}
 	if ms, ok := qi.ages.oldest(); ok {
 		if due := Time(ms) * Time(time.Millisecond); due <= now {
 			st.OldestDue = due
@@ -275,7 +281,7 @@ func (qi *queueIndex) stats(now Time) QueueStats {
 }
 
 // Queues returns the statistics of every queue the state knows (one with
-// tasks, paused, or with events in the last hour), as of now, ordered by
+// tasks, paused, with limits, or with events in the last hour), as of now, ordered by
 // namespace and queue. It is O(queues), whatever the number of tasks.
 func (s *State) Queues(now Time) []QueueStats {
 	out := make([]QueueStats, 0, len(s.queues))
@@ -313,10 +319,14 @@ func (s *State) event(t *Task, e Event, at Time) {
 }
 
 // QueueImage is what a snapshot keeps of a queue beyond its tasks: its
-// pause and its recent event counts (only the buckets that count).
+// pause, its limits and token bucket, and its recent event counts (only
+// the buckets that count).
 type QueueImage struct {
 	Key    QueueKey
 	Paused *Pause
+	Limits *QueueLimits
+	// Bucket is the token bucket of a rate limit (zero without one).
+	Bucket TokenBucket
 	Fine   []Bucket
 	Coarse []Bucket
 }
@@ -340,7 +350,11 @@ func (qi *queueIndex) image() (QueueImage, bool) {
 		p := *qi.paused
 		img.Paused = &p
 	}
-	return img, img.Paused != nil || len(img.Fine) > 0 || len(img.Coarse) > 0
+	if l := qi.limits; l != nil {
+		q := l.QueueLimits
+		img.Limits, img.Bucket = &q, l.bucket
+	}
+	return img, img.Paused != nil || img.Limits != nil || len(img.Fine) > 0 || len(img.Coarse) > 0
 }
 
 // queueImages returns the images of the queues that need one, ordered by
@@ -364,6 +378,9 @@ func (qi *queueIndex) restore(img QueueImage) string {
 		p := *img.Paused
 		qi.paused = &p
 	}
+	if why := qi.restoreLimits(img.Limits, img.Bucket); why != "" {
+		return why
+	}
 	for _, set := range []struct {
 		r  ring
 		bs []Bucket
@@ -383,9 +400,9 @@ func (qi *queueIndex) restore(img QueueImage) string {
 }
 
 // maybeForget removes a queue's index once nothing is left to say about it:
-// no task, not paused, and no event within the hour before at.
+// no task, not paused, no limits, and no event within the hour before at.
 func (s *State) maybeForget(qi *queueIndex, at Time) {
-	if qi.total() == 0 && qi.paused == nil && qi.events.quietSince(at-coarseWidth*coarseBucket) {
+	if qi.total() == 0 && qi.paused == nil && qi.limits == nil && qi.events.quietSince(at-coarseWidth*coarseBucket) {
 		delete(s.queues, qi.key)
 	}
 }

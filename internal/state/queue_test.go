@@ -15,6 +15,7 @@ type tally struct {
 	queueOf map[string]state.QueueKey
 	events  map[state.QueueKey][]event
 	paused  map[state.QueueKey]*state.Pause
+	limits  map[state.QueueKey]*state.QueueLimits
 }
 
 type event struct {
@@ -23,7 +24,8 @@ type event struct {
 }
 
 func newTally() *tally {
-	return &tally{queueOf: map[string]state.QueueKey{}, events: map[state.QueueKey][]event{}, paused: map[state.QueueKey]*state.Pause{}}
+	return &tally{queueOf: map[string]state.QueueKey{}, events: map[state.QueueKey][]event{}, paused: map[state.QueueKey]*state.Pause{},
+		limits: map[state.QueueKey]*state.QueueLimits{}}
 }
 
 // applied notes record r, which s has just applied.
@@ -57,6 +59,13 @@ func (ty *tally) applied(s *state.State, r state.Record) {
 		ty.paused[state.QueueKey{Namespace: r.Namespace, Queue: r.Queue}] = &state.Pause{By: r.By, Reason: r.Reason, At: r.At}
 	case *state.QueueResumed:
 		delete(ty.paused, state.QueueKey{Namespace: r.Namespace, Queue: r.Queue})
+	case *state.QueueLimited:
+		k := state.QueueKey{Namespace: r.Namespace, Queue: r.Queue}
+		if l := r.Limits(); l.Limits.None() {
+			delete(ty.limits, k)
+		} else {
+			ty.limits[k] = &l
+		}
 	}
 }
 
@@ -111,8 +120,13 @@ func (ty *tally) want(s *state.State, now state.Time) map[state.QueueKey]state.Q
 		q.Paused = p
 		out[k] = q
 	}
+	for k, l := range ty.limits {
+		q := get(k)
+		q.Limits = l
+		out[k] = q
+	}
 	for k, q := range out {
-		if q.Total() == 0 && q.Paused == nil && q.LastHour == (state.EventCounts{}) {
+		if q.Total() == 0 && q.Paused == nil && q.Limits == nil && q.LastHour == (state.EventCounts{}) {
 			delete(out, k)
 		}
 	}

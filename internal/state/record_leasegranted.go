@@ -7,7 +7,9 @@ import (
 
 // LeaseGranted gives attempt Attempt of a task to a worker until LeaseExpiry.
 // It is the only way a task becomes owned. A task with a deadline is leased
-// only before it, and never beyond it.
+// only before it, and never beyond it. On a queue with flow control it
+// takes a slot and a token (docs/state-machine.md, "Flow control"), and
+// does not apply without them.
 type LeaseGranted struct {
 	TaskID      string
 	LeaseID     string
@@ -49,7 +51,15 @@ func (r *LeaseGranted) apply(s *State, lsn uint64) string {
 			return fmt.Sprintf("lease expiry %s is after the task's deadline %s", r.LeaseExpiry, d)
 		}
 	}
-	s.queue(t).remove(t)
+	// Last of the checks: taking a token changes the bucket.
+	qi := s.queue(t)
+	if l := qi.limits; l != nil {
+		if why := l.admit(qi.leases, r.GrantedAt); why != "" {
+			return why
+		}
+		l.take(r.GrantedAt)
+	}
+	qi.remove(t)
 	t.Executions = append(t.Executions, Execution{
 		Attempt:     r.Attempt,
 		LeaseID:     r.LeaseID,
@@ -66,7 +76,7 @@ func (r *LeaseGranted) apply(s *State, lsn uint64) string {
 	}
 	s.leases.add(hashString(r.LeaseID), t)
 	heap.Push(&s.expiry, t)
-	s.queue(t).leases++
+	qi.leases++
 	touch(t, lsn, r.GrantedAt)
 	return ""
 }

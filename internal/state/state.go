@@ -138,12 +138,18 @@ func (s *State) byLease(leaseID string) *Task {
 }
 
 // Schedulable returns up to n tasks of the queue that may be leased at now,
-// in lease order (priority, then age). It reorganises derived indexes but
-// changes no task.
+// in lease order (priority, then age), and no more than the queue's flow
+// control admits at now: its free slots and whole tokens. It reorganises
+// derived indexes but changes no task and no token bucket.
 func (s *State) Schedulable(q QueueKey, now Time, n int) []*Task {
 	qi := s.queues[q]
 	if qi == nil || n <= 0 {
 		return nil
+	}
+	if qi.limits != nil {
+		if n = qi.limits.room(qi.leases, now, n); n <= 0 {
+			return nil
+		}
 	}
 	if qi.paused != nil {
 		return qi.finalizable(n)
@@ -166,14 +172,27 @@ func (s *State) Schedulable(q QueueKey, now Time, n int) []*Task {
 	return out
 }
 
-// NextReady is the earliest NotBefore among the queue's delayed tasks, if
-// any: when a long-poll on an empty queue should look again.
+// NextReady is when a long-poll on the queue that Schedulable left empty
+// should look again, if anything but a signal can change its answer: the
+// earliest NotBefore among the queue's delayed tasks, or, if the queue has
+// tasks to lease and a free slot but its token bucket is empty, when the
+// next token arrives.
 func (s *State) NextReady(q QueueKey) (Time, bool) {
 	qi := s.queues[q]
-	if qi == nil || qi.paused != nil || qi.delayed.Len() == 0 {
+	if qi == nil {
 		return 0, false
 	}
-	return qi.delayed.tasks[0].NotBefore, true
+	next, ok := Time(0), false
+	if qi.paused == nil && qi.delayed.Len() > 0 {
+		next, ok = qi.delayed.tasks[0].NotBefore, true
+	}
+	if l := qi.limits; l != nil && (l.MaxConcurrency == 0 || qi.leases < int(l.MaxConcurrency)) {
+		leasable := qi.ready.Len() > 0 && (qi.paused == nil || qi.counts[Committed] > 0)
+		if tok, empty := l.nextToken(); empty && leasable && (!ok || tok < next) {
+			next, ok = tok, true
+		}
+	}
+	return next, ok
 }
 
 // Expired returns up to max tasks whose current lease expires at or before

@@ -44,12 +44,16 @@ const (
 	// QueueServiceResumeQueueProcedure is the fully-qualified name of the QueueService's ResumeQueue
 	// RPC.
 	QueueServiceResumeQueueProcedure = "/tenure.v1.QueueService/ResumeQueue"
+	// QueueServiceSetQueueLimitsProcedure is the fully-qualified name of the QueueService's
+	// SetQueueLimits RPC.
+	QueueServiceSetQueueLimitsProcedure = "/tenure.v1.QueueService/SetQueueLimits"
 )
 
 // QueueServiceClient is a client for the tenure.v1.QueueService service.
 type QueueServiceClient interface {
-	// ListQueues lists the queues that exist (with a task, paused, or with an
-	// event in the last hour), ordered by namespace and queue.
+	// ListQueues lists the queues that exist (with a task, paused, with
+	// limits, or with an event in the last hour), ordered by namespace and
+	// queue.
 	ListQueues(context.Context, *connect.Request[tenurev1.ListQueuesRequest]) (*connect.Response[tenurev1.ListQueuesResponse], error)
 	// GetQueue returns one queue. NOT_FOUND if it does not exist.
 	GetQueue(context.Context, *connect.Request[tenurev1.GetQueueRequest]) (*connect.Response[tenurev1.GetQueueResponse], error)
@@ -63,6 +67,17 @@ type QueueServiceClient interface {
 	// ResumeQueue resumes a paused queue. NOT_FOUND for a queue that does not
 	// exist; resuming a running queue changes nothing (changed is false).
 	ResumeQueue(context.Context, *connect.Request[tenurev1.ResumeQueueRequest]) (*connect.Response[tenurev1.ResumeQueueResponse], error)
+	// SetQueueLimits sets or clears a queue's flow control: at most
+	// max_concurrency leases live at once, and leases granted at most at
+	// rate per second with bursts of burst (a token bucket). A limit the
+	// request does not name is kept as it is. Each change is a write-ahead
+	// log record; in cluster mode the limits are split over the queue's
+	// partitions, and the sum of the shares never exceeds them. A queue
+	// that does not exist yet is created (its limits wait for its tasks).
+	// INVALID_ARGUMENT, naming the field, for a bad limit; nothing is
+	// written. Setting the limits a queue has changes nothing (changed is
+	// false).
+	SetQueueLimits(context.Context, *connect.Request[tenurev1.SetQueueLimitsRequest]) (*connect.Response[tenurev1.SetQueueLimitsResponse], error)
 }
 
 // NewQueueServiceClient constructs a client for the tenure.v1.QueueService service. By default, it
@@ -102,15 +117,22 @@ func NewQueueServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(queueServiceMethods.ByName("ResumeQueue")),
 			connect.WithClientOptions(opts...),
 		),
+		setQueueLimits: connect.NewClient[tenurev1.SetQueueLimitsRequest, tenurev1.SetQueueLimitsResponse](
+			httpClient,
+			baseURL+QueueServiceSetQueueLimitsProcedure,
+			connect.WithSchema(queueServiceMethods.ByName("SetQueueLimits")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // queueServiceClient implements QueueServiceClient.
 type queueServiceClient struct {
-	listQueues  *connect.Client[tenurev1.ListQueuesRequest, tenurev1.ListQueuesResponse]
-	getQueue    *connect.Client[tenurev1.GetQueueRequest, tenurev1.GetQueueResponse]
-	pauseQueue  *connect.Client[tenurev1.PauseQueueRequest, tenurev1.PauseQueueResponse]
-	resumeQueue *connect.Client[tenurev1.ResumeQueueRequest, tenurev1.ResumeQueueResponse]
+	listQueues     *connect.Client[tenurev1.ListQueuesRequest, tenurev1.ListQueuesResponse]
+	getQueue       *connect.Client[tenurev1.GetQueueRequest, tenurev1.GetQueueResponse]
+	pauseQueue     *connect.Client[tenurev1.PauseQueueRequest, tenurev1.PauseQueueResponse]
+	resumeQueue    *connect.Client[tenurev1.ResumeQueueRequest, tenurev1.ResumeQueueResponse]
+	setQueueLimits *connect.Client[tenurev1.SetQueueLimitsRequest, tenurev1.SetQueueLimitsResponse]
 }
 
 // ListQueues calls tenure.v1.QueueService.ListQueues.
@@ -133,10 +155,16 @@ func (c *queueServiceClient) ResumeQueue(ctx context.Context, req *connect.Reque
 	return c.resumeQueue.CallUnary(ctx, req)
 }
 
+// SetQueueLimits calls tenure.v1.QueueService.SetQueueLimits.
+func (c *queueServiceClient) SetQueueLimits(ctx context.Context, req *connect.Request[tenurev1.SetQueueLimitsRequest]) (*connect.Response[tenurev1.SetQueueLimitsResponse], error) {
+	return c.setQueueLimits.CallUnary(ctx, req)
+}
+
 // QueueServiceHandler is an implementation of the tenure.v1.QueueService service.
 type QueueServiceHandler interface {
-	// ListQueues lists the queues that exist (with a task, paused, or with an
-	// event in the last hour), ordered by namespace and queue.
+	// ListQueues lists the queues that exist (with a task, paused, with
+	// limits, or with an event in the last hour), ordered by namespace and
+	// queue.
 	ListQueues(context.Context, *connect.Request[tenurev1.ListQueuesRequest]) (*connect.Response[tenurev1.ListQueuesResponse], error)
 	// GetQueue returns one queue. NOT_FOUND if it does not exist.
 	GetQueue(context.Context, *connect.Request[tenurev1.GetQueueRequest]) (*connect.Response[tenurev1.GetQueueResponse], error)
@@ -150,6 +178,17 @@ type QueueServiceHandler interface {
 	// ResumeQueue resumes a paused queue. NOT_FOUND for a queue that does not
 	// exist; resuming a running queue changes nothing (changed is false).
 	ResumeQueue(context.Context, *connect.Request[tenurev1.ResumeQueueRequest]) (*connect.Response[tenurev1.ResumeQueueResponse], error)
+	// SetQueueLimits sets or clears a queue's flow control: at most
+	// max_concurrency leases live at once, and leases granted at most at
+	// rate per second with bursts of burst (a token bucket). A limit the
+	// request does not name is kept as it is. Each change is a write-ahead
+	// log record; in cluster mode the limits are split over the queue's
+	// partitions, and the sum of the shares never exceeds them. A queue
+	// that does not exist yet is created (its limits wait for its tasks).
+	// INVALID_ARGUMENT, naming the field, for a bad limit; nothing is
+	// written. Setting the limits a queue has changes nothing (changed is
+	// false).
+	SetQueueLimits(context.Context, *connect.Request[tenurev1.SetQueueLimitsRequest]) (*connect.Response[tenurev1.SetQueueLimitsResponse], error)
 }
 
 // NewQueueServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -185,6 +224,12 @@ func NewQueueServiceHandler(svc QueueServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(queueServiceMethods.ByName("ResumeQueue")),
 		connect.WithHandlerOptions(opts...),
 	)
+	queueServiceSetQueueLimitsHandler := connect.NewUnaryHandler(
+		QueueServiceSetQueueLimitsProcedure,
+		svc.SetQueueLimits,
+		connect.WithSchema(queueServiceMethods.ByName("SetQueueLimits")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/tenure.v1.QueueService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case QueueServiceListQueuesProcedure:
@@ -195,6 +240,8 @@ func NewQueueServiceHandler(svc QueueServiceHandler, opts ...connect.HandlerOpti
 			queueServicePauseQueueHandler.ServeHTTP(w, r)
 		case QueueServiceResumeQueueProcedure:
 			queueServiceResumeQueueHandler.ServeHTTP(w, r)
+		case QueueServiceSetQueueLimitsProcedure:
+			queueServiceSetQueueLimitsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -218,4 +265,8 @@ func (UnimplementedQueueServiceHandler) PauseQueue(context.Context, *connect.Req
 
 func (UnimplementedQueueServiceHandler) ResumeQueue(context.Context, *connect.Request[tenurev1.ResumeQueueRequest]) (*connect.Response[tenurev1.ResumeQueueResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.QueueService.ResumeQueue is not implemented"))
+}
+
+func (UnimplementedQueueServiceHandler) SetQueueLimits(context.Context, *connect.Request[tenurev1.SetQueueLimitsRequest]) (*connect.Response[tenurev1.SetQueueLimitsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.QueueService.SetQueueLimits is not implemented"))
 }

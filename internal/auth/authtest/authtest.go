@@ -283,6 +283,12 @@ var calls = map[string]call{
 		_, err := e.queues.ResumeQueue(ctx, req(tok, &tenurev1.ResumeQueueRequest{Namespace: ns, Queue: q, Reason: "authz"}))
 		return answerOf(err)
 	}},
+	"QueueService/SetQueueLimits": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		conc := uint32(100)
+		_, err := e.queues.SetQueueLimits(ctx, req(tok, &tenurev1.SetQueueLimitsRequest{Namespace: ns, Queue: q, MaxConcurrency: &conc, Reason: "authz"}))
+		return answerOf(err)
+	}},
 	"AdminService/Snapshot": {[]target{tgEvery}, func(ctx context.Context, e *env, tok string, _ target) answer {
 		_, err := e.admin.Snapshot(ctx, req(tok, &tenurev1.SnapshotRequest{}))
 		return answerOf(err)

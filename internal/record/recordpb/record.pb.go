@@ -1521,6 +1521,144 @@ func (x *TasksDeleted) GetAtUnixNanos() int64 {
 	return 0
 }
 
+// QueueLimited (record type 17) replaces the flow control of a queue in this
+// partition. max_concurrency, rate_milli (milli-leases per second) and burst
+// are this partition's share, which leases are held to; the queue_… fields
+// are the queue-wide limits as set, split over partitions partitions (1 in
+// embedded mode). Zero is no limit; a record with none removes the limits.
+// by and reason are who asked and why, as given.
+type QueueLimited struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Namespace           string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue               string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	MaxConcurrency      uint32                 `protobuf:"varint,3,opt,name=max_concurrency,json=maxConcurrency,proto3" json:"max_concurrency,omitempty"`
+	RateMilli           uint64                 `protobuf:"varint,4,opt,name=rate_milli,json=rateMilli,proto3" json:"rate_milli,omitempty"`
+	Burst               uint32                 `protobuf:"varint,5,opt,name=burst,proto3" json:"burst,omitempty"`
+	QueueMaxConcurrency uint32                 `protobuf:"varint,6,opt,name=queue_max_concurrency,json=queueMaxConcurrency,proto3" json:"queue_max_concurrency,omitempty"`
+	QueueRateMilli      uint64                 `protobuf:"varint,7,opt,name=queue_rate_milli,json=queueRateMilli,proto3" json:"queue_rate_milli,omitempty"`
+	QueueBurst          uint32                 `protobuf:"varint,8,opt,name=queue_burst,json=queueBurst,proto3" json:"queue_burst,omitempty"`
+	Partitions          uint32                 `protobuf:"varint,9,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	By                  string                 `protobuf:"bytes,10,opt,name=by,proto3" json:"by,omitempty"`
+	Reason              string                 `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixNanos         int64                  `protobuf:"fixed64,12,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *QueueLimited) Reset() {
+	*x = QueueLimited{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueLimited) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueLimited) ProtoMessage() {}
+
+func (x *QueueLimited) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueLimited.ProtoReflect.Descriptor instead.
+func (*QueueLimited) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *QueueLimited) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *QueueLimited) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueLimited) GetMaxConcurrency() uint32 {
+	if x != nil {
+		return x.MaxConcurrency
+	}
+	return 0
+}
+
+func (x *QueueLimited) GetRateMilli() uint64 {
+	if x != nil {
+		return x.RateMilli
+	}
+	return 0
+}
+
+func (x *QueueLimited) GetBurst() uint32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+func (x *QueueLimited) GetQueueMaxConcurrency() uint32 {
+	if x != nil {
+		return x.QueueMaxConcurrency
+	}
+	return 0
+}
+
+func (x *QueueLimited) GetQueueRateMilli() uint64 {
+	if x != nil {
+		return x.QueueRateMilli
+	}
+	return 0
+}
+
+func (x *QueueLimited) GetQueueBurst() uint32 {
+	if x != nil {
+		return x.QueueBurst
+	}
+	return 0
+}
+
+func (x *QueueLimited) GetPartitions() uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *QueueLimited) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *QueueLimited) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *QueueLimited) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
 // TaskDeadlineExceeded (record type 18) fails a WAITING or LEASED task whose
 // deadline passed, whatever its attempts left; a current lease is aborted.
 type TaskDeadlineExceeded struct {
@@ -1533,7 +1671,7 @@ type TaskDeadlineExceeded struct {
 
 func (x *TaskDeadlineExceeded) Reset() {
 	*x = TaskDeadlineExceeded{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[17]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1683,7 @@ func (x *TaskDeadlineExceeded) String() string {
 func (*TaskDeadlineExceeded) ProtoMessage() {}
 
 func (x *TaskDeadlineExceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[17]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1696,7 @@ func (x *TaskDeadlineExceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDeadlineExceeded.ProtoReflect.Descriptor instead.
 func (*TaskDeadlineExceeded) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{17}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TaskDeadlineExceeded) GetTaskId() string {
@@ -1594,7 +1732,7 @@ type ScheduleDef struct {
 
 func (x *ScheduleDef) Reset() {
 	*x = ScheduleDef{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[18]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1606,7 +1744,7 @@ func (x *ScheduleDef) String() string {
 func (*ScheduleDef) ProtoMessage() {}
 
 func (x *ScheduleDef) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[18]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1619,7 +1757,7 @@ func (x *ScheduleDef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleDef.ProtoReflect.Descriptor instead.
 func (*ScheduleDef) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{18}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ScheduleDef) GetCron() string {
@@ -1695,7 +1833,7 @@ type ScheduleCreated struct {
 
 func (x *ScheduleCreated) Reset() {
 	*x = ScheduleCreated{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[19]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1845,7 @@ func (x *ScheduleCreated) String() string {
 func (*ScheduleCreated) ProtoMessage() {}
 
 func (x *ScheduleCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[19]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1858,7 @@ func (x *ScheduleCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleCreated.ProtoReflect.Descriptor instead.
 func (*ScheduleCreated) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{19}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ScheduleCreated) GetNamespace() string {
@@ -1790,7 +1928,7 @@ type ScheduleUpdated struct {
 
 func (x *ScheduleUpdated) Reset() {
 	*x = ScheduleUpdated{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[20]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1802,7 +1940,7 @@ func (x *ScheduleUpdated) String() string {
 func (*ScheduleUpdated) ProtoMessage() {}
 
 func (x *ScheduleUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[20]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1815,7 +1953,7 @@ func (x *ScheduleUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleUpdated.ProtoReflect.Descriptor instead.
 func (*ScheduleUpdated) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{20}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ScheduleUpdated) GetNamespace() string {
@@ -1889,7 +2027,7 @@ type SchedulePaused struct {
 
 func (x *SchedulePaused) Reset() {
 	*x = SchedulePaused{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[21]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +2039,7 @@ func (x *SchedulePaused) String() string {
 func (*SchedulePaused) ProtoMessage() {}
 
 func (x *SchedulePaused) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[21]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +2052,7 @@ func (x *SchedulePaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulePaused.ProtoReflect.Descriptor instead.
 func (*SchedulePaused) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{21}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SchedulePaused) GetNamespace() string {
@@ -1976,7 +2114,7 @@ type ScheduleResumed struct {
 
 func (x *ScheduleResumed) Reset() {
 	*x = ScheduleResumed{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[22]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1988,7 +2126,7 @@ func (x *ScheduleResumed) String() string {
 func (*ScheduleResumed) ProtoMessage() {}
 
 func (x *ScheduleResumed) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[22]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2001,7 +2139,7 @@ func (x *ScheduleResumed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResumed.ProtoReflect.Descriptor instead.
 func (*ScheduleResumed) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{22}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ScheduleResumed) GetNamespace() string {
@@ -2068,7 +2206,7 @@ type ScheduleDeleted struct {
 
 func (x *ScheduleDeleted) Reset() {
 	*x = ScheduleDeleted{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[23]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2080,7 +2218,7 @@ func (x *ScheduleDeleted) String() string {
 func (*ScheduleDeleted) ProtoMessage() {}
 
 func (x *ScheduleDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[23]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2093,7 +2231,7 @@ func (x *ScheduleDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleDeleted.ProtoReflect.Descriptor instead.
 func (*ScheduleDeleted) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{23}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ScheduleDeleted) GetNamespace() string {
@@ -2158,7 +2296,7 @@ type ScheduleFired struct {
 
 func (x *ScheduleFired) Reset() {
 	*x = ScheduleFired{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[24]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2170,7 +2308,7 @@ func (x *ScheduleFired) String() string {
 func (*ScheduleFired) ProtoMessage() {}
 
 func (x *ScheduleFired) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[24]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2183,7 +2321,7 @@ func (x *ScheduleFired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleFired.ProtoReflect.Descriptor instead.
 func (*ScheduleFired) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{24}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ScheduleFired) GetNamespace() string {
@@ -2265,7 +2403,7 @@ type ScheduleSkipped struct {
 
 func (x *ScheduleSkipped) Reset() {
 	*x = ScheduleSkipped{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[25]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2277,7 +2415,7 @@ func (x *ScheduleSkipped) String() string {
 func (*ScheduleSkipped) ProtoMessage() {}
 
 func (x *ScheduleSkipped) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[25]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2290,7 +2428,7 @@ func (x *ScheduleSkipped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleSkipped.ProtoReflect.Descriptor instead.
 func (*ScheduleSkipped) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{25}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ScheduleSkipped) GetNamespace() string {
@@ -2358,7 +2496,7 @@ type ScheduleHeld struct {
 
 func (x *ScheduleHeld) Reset() {
 	*x = ScheduleHeld{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[26]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2508,7 @@ func (x *ScheduleHeld) String() string {
 func (*ScheduleHeld) ProtoMessage() {}
 
 func (x *ScheduleHeld) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[26]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2521,7 @@ func (x *ScheduleHeld) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleHeld.ProtoReflect.Descriptor instead.
 func (*ScheduleHeld) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{26}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ScheduleHeld) GetNamespace() string {
@@ -2540,7 +2678,25 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\btask_ids\x18\x01 \x03(\tR\ataskIds\x12\x0e\n" +
 	"\x02by\x18\x02 \x01(\tR\x02by\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\"\n" +
-	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"S\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\x8b\x03\n" +
+	"\fQueueLimited\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12'\n" +
+	"\x0fmax_concurrency\x18\x03 \x01(\rR\x0emaxConcurrency\x12\x1d\n" +
+	"\n" +
+	"rate_milli\x18\x04 \x01(\x04R\trateMilli\x12\x14\n" +
+	"\x05burst\x18\x05 \x01(\rR\x05burst\x122\n" +
+	"\x15queue_max_concurrency\x18\x06 \x01(\rR\x13queueMaxConcurrency\x12(\n" +
+	"\x10queue_rate_milli\x18\a \x01(\x04R\x0equeueRateMilli\x12\x1f\n" +
+	"\vqueue_burst\x18\b \x01(\rR\n" +
+	"queueBurst\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\t \x01(\rR\n" +
+	"partitions\x12\x0e\n" +
+	"\x02by\x18\n" +
+	" \x01(\tR\x02by\x12\x16\n" +
+	"\x06reason\x18\v \x01(\tR\x06reason\x12\"\n" +
+	"\rat_unix_nanos\x18\f \x01(\x10R\vatUnixNanos\"S\n" +
 	"\x14TaskDeadlineExceeded\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\"\n" +
 	"\rat_unix_nanos\x18\x02 \x01(\x10R\vatUnixNanos\"\xac\x02\n" +
@@ -2641,7 +2797,7 @@ func file_tenure_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_tenure_record_v1_record_proto_goTypes = []any{
 	(FormatVersion)(0),           // 0: tenure.record.v1.FormatVersion
 	(LeaseAction)(0),             // 1: tenure.record.v1.LeaseAction
@@ -2662,23 +2818,24 @@ var file_tenure_record_v1_record_proto_goTypes = []any{
 	(*QueueResumed)(nil),         // 16: tenure.record.v1.QueueResumed
 	(*TaskRetried)(nil),          // 17: tenure.record.v1.TaskRetried
 	(*TasksDeleted)(nil),         // 18: tenure.record.v1.TasksDeleted
-	(*TaskDeadlineExceeded)(nil), // 19: tenure.record.v1.TaskDeadlineExceeded
-	(*ScheduleDef)(nil),          // 20: tenure.record.v1.ScheduleDef
-	(*ScheduleCreated)(nil),      // 21: tenure.record.v1.ScheduleCreated
-	(*ScheduleUpdated)(nil),      // 22: tenure.record.v1.ScheduleUpdated
-	(*SchedulePaused)(nil),       // 23: tenure.record.v1.SchedulePaused
-	(*ScheduleResumed)(nil),      // 24: tenure.record.v1.ScheduleResumed
-	(*ScheduleDeleted)(nil),      // 25: tenure.record.v1.ScheduleDeleted
-	(*ScheduleFired)(nil),        // 26: tenure.record.v1.ScheduleFired
-	(*ScheduleSkipped)(nil),      // 27: tenure.record.v1.ScheduleSkipped
-	(*ScheduleHeld)(nil),         // 28: tenure.record.v1.ScheduleHeld
+	(*QueueLimited)(nil),         // 19: tenure.record.v1.QueueLimited
+	(*TaskDeadlineExceeded)(nil), // 20: tenure.record.v1.TaskDeadlineExceeded
+	(*ScheduleDef)(nil),          // 21: tenure.record.v1.ScheduleDef
+	(*ScheduleCreated)(nil),      // 22: tenure.record.v1.ScheduleCreated
+	(*ScheduleUpdated)(nil),      // 23: tenure.record.v1.ScheduleUpdated
+	(*SchedulePaused)(nil),       // 24: tenure.record.v1.SchedulePaused
+	(*ScheduleResumed)(nil),      // 25: tenure.record.v1.ScheduleResumed
+	(*ScheduleDeleted)(nil),      // 26: tenure.record.v1.ScheduleDeleted
+	(*ScheduleFired)(nil),        // 27: tenure.record.v1.ScheduleFired
+	(*ScheduleSkipped)(nil),      // 28: tenure.record.v1.ScheduleSkipped
+	(*ScheduleHeld)(nil),         // 29: tenure.record.v1.ScheduleHeld
 }
 var file_tenure_record_v1_record_proto_depIdxs = []int32{
 	2,  // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
 	1,  // 1: tenure.record.v1.TaskCancelled.action:type_name -> tenure.record.v1.LeaseAction
 	2,  // 2: tenure.record.v1.ScheduleDef.retry_policy:type_name -> tenure.record.v1.RetryPolicy
-	20, // 3: tenure.record.v1.ScheduleCreated.def:type_name -> tenure.record.v1.ScheduleDef
-	20, // 4: tenure.record.v1.ScheduleUpdated.def:type_name -> tenure.record.v1.ScheduleDef
+	21, // 3: tenure.record.v1.ScheduleCreated.def:type_name -> tenure.record.v1.ScheduleDef
+	21, // 4: tenure.record.v1.ScheduleUpdated.def:type_name -> tenure.record.v1.ScheduleDef
 	5,  // [5:5] is the sub-list for method output_type
 	5,  // [5:5] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
@@ -2697,7 +2854,7 @@ func file_tenure_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_record_v1_record_proto_rawDesc), len(file_tenure_record_v1_record_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

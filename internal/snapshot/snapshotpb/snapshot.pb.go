@@ -654,7 +654,8 @@ func (x *TaskChunk) GetSchedules() []*ScheduleSnapshot {
 	return nil
 }
 
-// QueueSnapshot is one queue's pause and recent event counts.
+// QueueSnapshot is one queue's pause, flow control and recent event
+// counts.
 type QueueSnapshot struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -663,8 +664,10 @@ type QueueSnapshot struct {
 	Paused *QueuePause `protobuf:"bytes,3,opt,name=paused,proto3" json:"paused,omitempty"`
 	// The non-empty buckets of the 10-second ring (the last minute) and of
 	// the 1-minute ring (the last hour).
-	Fine          []*EventBucket `protobuf:"bytes,4,rep,name=fine,proto3" json:"fine,omitempty"`
-	Coarse        []*EventBucket `protobuf:"bytes,5,rep,name=coarse,proto3" json:"coarse,omitempty"`
+	Fine   []*EventBucket `protobuf:"bytes,4,rep,name=fine,proto3" json:"fine,omitempty"`
+	Coarse []*EventBucket `protobuf:"bytes,5,rep,name=coarse,proto3" json:"coarse,omitempty"`
+	// Set while the queue has flow control (a QueueLimited record).
+	Limits        *QueueLimits `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -734,6 +737,151 @@ func (x *QueueSnapshot) GetCoarse() []*EventBucket {
 	return nil
 }
 
+func (x *QueueSnapshot) GetLimits() *QueueLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// QueueLimits is a queue's flow control in this partition, as the last
+// QueueLimited record set it, and the state of its token bucket.
+type QueueLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// This partition's share (0: no limit).
+	MaxConcurrency uint32 `protobuf:"varint,1,opt,name=max_concurrency,json=maxConcurrency,proto3" json:"max_concurrency,omitempty"`
+	RateMilli      uint64 `protobuf:"varint,2,opt,name=rate_milli,json=rateMilli,proto3" json:"rate_milli,omitempty"`
+	Burst          uint32 `protobuf:"varint,3,opt,name=burst,proto3" json:"burst,omitempty"`
+	// The queue-wide limits as set, and over how many partitions.
+	QueueMaxConcurrency uint32 `protobuf:"varint,4,opt,name=queue_max_concurrency,json=queueMaxConcurrency,proto3" json:"queue_max_concurrency,omitempty"`
+	QueueRateMilli      uint64 `protobuf:"varint,5,opt,name=queue_rate_milli,json=queueRateMilli,proto3" json:"queue_rate_milli,omitempty"`
+	QueueBurst          uint32 `protobuf:"varint,6,opt,name=queue_burst,json=queueBurst,proto3" json:"queue_burst,omitempty"`
+	Partitions          uint32 `protobuf:"varint,7,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	By                  string `protobuf:"bytes,8,opt,name=by,proto3" json:"by,omitempty"`
+	Reason              string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixNanos         int64  `protobuf:"fixed64,10,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	// The token bucket: its level in units of 1e-12 token, as of
+	// refilled_unix_nanos (both 0 without a rate).
+	BucketLevel       int64 `protobuf:"varint,11,opt,name=bucket_level,json=bucketLevel,proto3" json:"bucket_level,omitempty"`
+	RefilledUnixNanos int64 `protobuf:"fixed64,12,opt,name=refilled_unix_nanos,json=refilledUnixNanos,proto3" json:"refilled_unix_nanos,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *QueueLimits) Reset() {
+	*x = QueueLimits{}
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueLimits) ProtoMessage() {}
+
+func (x *QueueLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueLimits.ProtoReflect.Descriptor instead.
+func (*QueueLimits) Descriptor() ([]byte, []int) {
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *QueueLimits) GetMaxConcurrency() uint32 {
+	if x != nil {
+		return x.MaxConcurrency
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetRateMilli() uint64 {
+	if x != nil {
+		return x.RateMilli
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetBurst() uint32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetQueueMaxConcurrency() uint32 {
+	if x != nil {
+		return x.QueueMaxConcurrency
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetQueueRateMilli() uint64 {
+	if x != nil {
+		return x.QueueRateMilli
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetQueueBurst() uint32 {
+	if x != nil {
+		return x.QueueBurst
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetPartitions() uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *QueueLimits) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *QueueLimits) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetBucketLevel() int64 {
+	if x != nil {
+		return x.BucketLevel
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetRefilledUnixNanos() int64 {
+	if x != nil {
+		return x.RefilledUnixNanos
+	}
+	return 0
+}
+
 // QueuePause says who paused a queue, when and why.
 type QueuePause struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -746,7 +894,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[5]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +906,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[5]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +919,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *QueuePause) GetBy() string {
@@ -810,7 +958,7 @@ type EventBucket struct {
 
 func (x *EventBucket) Reset() {
 	*x = EventBucket{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -822,7 +970,7 @@ func (x *EventBucket) String() string {
 func (*EventBucket) ProtoMessage() {}
 
 func (x *EventBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -835,7 +983,7 @@ func (x *EventBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBucket.ProtoReflect.Descriptor instead.
 func (*EventBucket) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EventBucket) GetN() int64 {
@@ -903,7 +1051,7 @@ type ScheduleSnapshot struct {
 
 func (x *ScheduleSnapshot) Reset() {
 	*x = ScheduleSnapshot{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -915,7 +1063,7 @@ func (x *ScheduleSnapshot) String() string {
 func (*ScheduleSnapshot) ProtoMessage() {}
 
 func (x *ScheduleSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -928,7 +1076,7 @@ func (x *ScheduleSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleSnapshot.ProtoReflect.Descriptor instead.
 func (*ScheduleSnapshot) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ScheduleSnapshot) GetNamespace() string {
@@ -1079,7 +1227,7 @@ type ScheduleFire struct {
 
 func (x *ScheduleFire) Reset() {
 	*x = ScheduleFire{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1239,7 @@ func (x *ScheduleFire) String() string {
 func (*ScheduleFire) ProtoMessage() {}
 
 func (x *ScheduleFire) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1252,7 @@ func (x *ScheduleFire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleFire.ProtoReflect.Descriptor instead.
 func (*ScheduleFire) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ScheduleFire) GetTickUnixNanos() int64 {
@@ -1206,13 +1354,32 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\tTaskChunk\x126\n" +
 	"\x05tasks\x18\x01 \x03(\v2 .tenure.snapshot.v1.TaskSnapshotR\x05tasks\x129\n" +
 	"\x06queues\x18\x02 \x03(\v2!.tenure.snapshot.v1.QueueSnapshotR\x06queues\x12B\n" +
-	"\tschedules\x18\x03 \x03(\v2$.tenure.snapshot.v1.ScheduleSnapshotR\tschedules\"\xe9\x01\n" +
+	"\tschedules\x18\x03 \x03(\v2$.tenure.snapshot.v1.ScheduleSnapshotR\tschedules\"\xa2\x02\n" +
 	"\rQueueSnapshot\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x126\n" +
 	"\x06paused\x18\x03 \x01(\v2\x1e.tenure.snapshot.v1.QueuePauseR\x06paused\x123\n" +
 	"\x04fine\x18\x04 \x03(\v2\x1f.tenure.snapshot.v1.EventBucketR\x04fine\x127\n" +
-	"\x06coarse\x18\x05 \x03(\v2\x1f.tenure.snapshot.v1.EventBucketR\x06coarse\"X\n" +
+	"\x06coarse\x18\x05 \x03(\v2\x1f.tenure.snapshot.v1.EventBucketR\x06coarse\x127\n" +
+	"\x06limits\x18\x06 \x01(\v2\x1f.tenure.snapshot.v1.QueueLimitsR\x06limits\"\xa9\x03\n" +
+	"\vQueueLimits\x12'\n" +
+	"\x0fmax_concurrency\x18\x01 \x01(\rR\x0emaxConcurrency\x12\x1d\n" +
+	"\n" +
+	"rate_milli\x18\x02 \x01(\x04R\trateMilli\x12\x14\n" +
+	"\x05burst\x18\x03 \x01(\rR\x05burst\x122\n" +
+	"\x15queue_max_concurrency\x18\x04 \x01(\rR\x13queueMaxConcurrency\x12(\n" +
+	"\x10queue_rate_milli\x18\x05 \x01(\x04R\x0equeueRateMilli\x12\x1f\n" +
+	"\vqueue_burst\x18\x06 \x01(\rR\n" +
+	"queueBurst\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\a \x01(\rR\n" +
+	"partitions\x12\x0e\n" +
+	"\x02by\x18\b \x01(\tR\x02by\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\x12\"\n" +
+	"\rat_unix_nanos\x18\n" +
+	" \x01(\x10R\vatUnixNanos\x12!\n" +
+	"\fbucket_level\x18\v \x01(\x03R\vbucketLevel\x12.\n" +
+	"\x13refilled_unix_nanos\x18\f \x01(\x10R\x11refilledUnixNanos\"X\n" +
 	"\n" +
 	"QueuePause\x12\x0e\n" +
 	"\x02by\x18\x01 \x01(\tR\x02by\x12\x16\n" +
@@ -1283,7 +1450,7 @@ func file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_snapshot_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_tenure_snapshot_v1_snapshot_proto_goTypes = []any{
 	(TaskState)(0),            // 0: tenure.snapshot.v1.TaskState
 	(ExecutionStatus)(0),      // 1: tenure.snapshot.v1.ExecutionStatus
@@ -1292,10 +1459,11 @@ var file_tenure_snapshot_v1_snapshot_proto_goTypes = []any{
 	(*TaskSnapshot)(nil),      // 4: tenure.snapshot.v1.TaskSnapshot
 	(*TaskChunk)(nil),         // 5: tenure.snapshot.v1.TaskChunk
 	(*QueueSnapshot)(nil),     // 6: tenure.snapshot.v1.QueueSnapshot
-	(*QueuePause)(nil),        // 7: tenure.snapshot.v1.QueuePause
-	(*EventBucket)(nil),       // 8: tenure.snapshot.v1.EventBucket
-	(*ScheduleSnapshot)(nil),  // 9: tenure.snapshot.v1.ScheduleSnapshot
-	(*ScheduleFire)(nil),      // 10: tenure.snapshot.v1.ScheduleFire
+	(*QueueLimits)(nil),       // 7: tenure.snapshot.v1.QueueLimits
+	(*QueuePause)(nil),        // 8: tenure.snapshot.v1.QueuePause
+	(*EventBucket)(nil),       // 9: tenure.snapshot.v1.EventBucket
+	(*ScheduleSnapshot)(nil),  // 10: tenure.snapshot.v1.ScheduleSnapshot
+	(*ScheduleFire)(nil),      // 11: tenure.snapshot.v1.ScheduleFire
 }
 var file_tenure_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	1,  // 0: tenure.snapshot.v1.ExecutionSnapshot.status:type_name -> tenure.snapshot.v1.ExecutionStatus
@@ -1304,18 +1472,19 @@ var file_tenure_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	3,  // 3: tenure.snapshot.v1.TaskSnapshot.executions:type_name -> tenure.snapshot.v1.ExecutionSnapshot
 	4,  // 4: tenure.snapshot.v1.TaskChunk.tasks:type_name -> tenure.snapshot.v1.TaskSnapshot
 	6,  // 5: tenure.snapshot.v1.TaskChunk.queues:type_name -> tenure.snapshot.v1.QueueSnapshot
-	9,  // 6: tenure.snapshot.v1.TaskChunk.schedules:type_name -> tenure.snapshot.v1.ScheduleSnapshot
-	7,  // 7: tenure.snapshot.v1.QueueSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
-	8,  // 8: tenure.snapshot.v1.QueueSnapshot.fine:type_name -> tenure.snapshot.v1.EventBucket
-	8,  // 9: tenure.snapshot.v1.QueueSnapshot.coarse:type_name -> tenure.snapshot.v1.EventBucket
-	2,  // 10: tenure.snapshot.v1.ScheduleSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
-	7,  // 11: tenure.snapshot.v1.ScheduleSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
-	10, // 12: tenure.snapshot.v1.ScheduleSnapshot.recent:type_name -> tenure.snapshot.v1.ScheduleFire
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	10, // 6: tenure.snapshot.v1.TaskChunk.schedules:type_name -> tenure.snapshot.v1.ScheduleSnapshot
+	8,  // 7: tenure.snapshot.v1.QueueSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
+	9,  // 8: tenure.snapshot.v1.QueueSnapshot.fine:type_name -> tenure.snapshot.v1.EventBucket
+	9,  // 9: tenure.snapshot.v1.QueueSnapshot.coarse:type_name -> tenure.snapshot.v1.EventBucket
+	7,  // 10: tenure.snapshot.v1.QueueSnapshot.limits:type_name -> tenure.snapshot.v1.QueueLimits
+	2,  // 11: tenure.snapshot.v1.ScheduleSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
+	8,  // 12: tenure.snapshot.v1.ScheduleSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
+	11, // 13: tenure.snapshot.v1.ScheduleSnapshot.recent:type_name -> tenure.snapshot.v1.ScheduleFire
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_tenure_snapshot_v1_snapshot_proto_init() }
@@ -1329,7 +1498,7 @@ func file_tenure_snapshot_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_snapshot_v1_snapshot_proto_rawDesc), len(file_tenure_snapshot_v1_snapshot_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

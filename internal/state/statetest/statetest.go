@@ -83,14 +83,15 @@ func (g *Gen) Next(s *state.State) state.Record {
 		if len(all) < 3 {
 			return g.created(s)
 		}
-		switch g.rng.IntN(22) {
+		switch g.rng.IntN(23) {
 		case 0, 1, 2:
 			return g.created(s)
 		case 3, 4, 5:
 			if t := pick(func(t *state.Task) bool {
 				d, ok := s.Deadline(t.ID)
+				k := state.QueueKey{Namespace: t.Namespace, Queue: t.Queue}
 				return t.Schedulable() && (!ok || g.now < d) && (t.State != state.Waiting ||
-					t.NotBefore <= g.now && s.Paused(state.QueueKey{Namespace: t.Namespace, Queue: t.Queue}) == nil)
+					t.NotBefore <= g.now && s.Paused(k) == nil) && s.Admits(k, g.now)
 			}); t != nil {
 				return &state.LeaseGranted{TaskID: t.ID, LeaseID: g.id("l"), WorkerID: fmt.Sprintf("w%d", g.rng.IntN(3)),
 					Attempt: t.Attempt + 1, GrantedAt: g.now, LeaseExpiry: capped(s, t, g.now.Add(window))}
@@ -160,6 +161,8 @@ func (g *Gen) Next(s *state.State) state.Record {
 			}); t != nil {
 				return &state.TaskRetried{TaskID: t.ID, By: "ops", Reason: "fixed", At: g.now}
 			}
+		case 22:
+			return g.limited()
 		case 18:
 			if g.Purge {
 				r := &state.TasksDeleted{By: "ops", Reason: "clean up", At: g.now}
@@ -280,6 +283,28 @@ func (g *Gen) scheduleDef() state.ScheduleDef {
 		Retry:    state.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Second, MaxBackoff: time.Minute, Multiplier: 2},
 		Priority: int32(g.rng.IntN(3)),
 	}
+}
+
+// limited returns a QueueLimited for a random queue: no limits, a max
+// concurrency, a token bucket, or both, as one partition's share of limits
+// split over one to three partitions.
+func (g *Gen) limited() *state.QueueLimited {
+	r := &state.QueueLimited{Namespace: namespaces[g.rng.IntN(len(namespaces))], Queue: queues[g.rng.IntN(len(queues))],
+		By: "ops", Reason: "flow control", At: g.now}
+	kind := g.rng.IntN(4)
+	if kind == 0 {
+		return r
+	}
+	r.Partitions = uint32(1 + g.rng.IntN(3))
+	if kind&1 != 0 {
+		r.MaxConcurrency = uint32(1 + g.rng.IntN(3))
+		r.QueueMaxConcurrency = r.MaxConcurrency * r.Partitions
+	}
+	if kind&2 != 0 {
+		r.RateMilli, r.Burst = uint64(100+g.rng.IntN(3000)), uint32(1+g.rng.IntN(3))
+		r.QueueRateMilli, r.QueueBurst = r.RateMilli*uint64(r.Partitions), r.Burst*r.Partitions
+	}
+	return r
 }
 
 // refusal returns the TaskCancelled of a refused action by a former lease of

@@ -1,0 +1,190 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/route"
+	"github.com/tenurehq/tenure/internal/state"
+)
+
+// Flow control of a queue (docs/state-machine.md, "Flow control"). The
+// node that takes the call resolves the change against the queue's
+// limits, then has every partition of the queue record its share: partition
+// i of n records coordinator.SplitLimits(limits, n, i), so the shares add
+// up to the limits and their sum is never exceeded. A forwarded call
+// carries the resolved limits in full, for the one partition that
+// route.PartitionHeader names, with its place in the split in
+// route.SplitHeader.
+
+func (h queueService) SetQueueLimits(ctx context.Context, req *connect.Request[tenurev1.SetQueueLimitsRequest]) (*connect.Response[tenurev1.SetQueueLimitsResponse], error) {
+	changed, q, err := h.s.setLimits(ctx, req)
+	if err != nil {
+		return nil, h.s.apiError(err)
+	}
+	return connect.NewResponse(&tenurev1.SetQueueLimitsResponse{Changed: changed, Queue: q}), nil
+}
+
+// limitChange is the change a request asks for.
+func limitChange(m *tenurev1.SetQueueLimitsRequest) coordinator.LimitChange {
+	return coordinator.LimitChange{
+		MaxConcurrency:      m.MaxConcurrency,
+		Rate:                m.Rate,
+		Burst:               m.Burst,
+		ClearMaxConcurrency: m.GetClearMaxConcurrency(),
+		ClearRate:           m.GetClearRate(),
+	}
+}
+
+// setLimits sets a queue's limits in every partition it has, creating the
+// queue if it does not exist yet, and answers the queue as it is
+// afterwards. A bad limit is refused before anything is written.
+func (s *Server) setLimits(ctx context.Context, req *connect.Request[tenurev1.SetQueueLimitsRequest]) (bool, *tenurev1.Queue, error) {
+	m := req.Msg
+	namespace, queue := cmp.Or(m.GetNamespace(), coordinator.DefaultNamespace), m.GetQueue()
+	if err := s.opts.Limits.CheckNames(namespace, queue, ""); err != nil {
+		return false, nil, err
+	}
+	a := coordinator.Actor{By: m.GetRequestedBy(), Reason: m.GetReason()}
+	if _, fw := route.Forwarded(ctx); fw {
+		return s.setForwardedLimits(ctx, req, namespace, queue, a)
+	}
+	scope, err := s.r.Scope(ctx, namespace, queue)
+	if err != nil {
+		return false, nil, err
+	}
+	if len(scope) == 0 {
+		// The limits of a queue without tasks wait for them: create it
+		// (its partitions) as its first submit would, once the request is
+		// known to be good for a queue without limits.
+		if _, err := limitChange(m).Resolve(state.Limits{}, 1); err != nil {
+			return false, nil, err
+		}
+		if _, err := s.r.Place(ctx, namespace, queue, ""); err != nil {
+			return false, nil, err
+		}
+		if scope, err = s.r.Scope(ctx, namespace, queue); err != nil {
+			return false, nil, err
+		}
+	}
+	if len(scope) == 0 {
+		return false, nil, fmt.Errorf("%w: queue %s/%s was created but is not in the partition map yet; retry", coordinator.ErrUnavailable, namespace, queue)
+	}
+	var current state.Limits
+	switch q, err := s.oneQueue(ctx, scope, namespace, queue); {
+	case err == nil:
+		current = limitsOf(q.GetLimits())
+	case !errors.Is(err, coordinator.ErrNotFound):
+		return false, nil, err
+	}
+	limits, err := limitChange(m).Resolve(current, len(scope))
+	if err != nil {
+		return false, nil, err
+	}
+	var changed changes
+	n := len(scope)
+	err = eachPartitionAt(ctx, scope, false, limitsRequest(namespace, queue, limits, a), func(i int, c *coordinator.Coordinator) error {
+		ch, err := c.SetLimits(ctx, coordinator.LimitsRequest{Namespace: namespace, Queue: queue, Limits: limits, Partitions: n, Index: i, Actor: a})
+		changed.note(ch)
+		return err
+	}, func(i int, peer route.Peer, r *connect.Request[tenurev1.SetQueueLimitsRequest]) error {
+		r.Header().Set(route.SplitHeader, fmt.Sprintf("%d/%d", i, n))
+		return noteForwarded(ctx, &changed, peer.SetQueueLimits, r)
+	})
+	if err != nil {
+		return false, nil, err
+	}
+	q, err := s.oneQueue(ctx, scope, namespace, queue)
+	if err != nil {
+		return false, nil, err
+	}
+	return changed.any, q, nil
+}
+
+// setForwardedLimits records the share of the limits that another node
+// resolved in the one partition the request names.
+func (s *Server) setForwardedLimits(ctx context.Context, req *connect.Request[tenurev1.SetQueueLimitsRequest], namespace, queue string, a coordinator.Actor) (bool, *tenurev1.Queue, error) {
+	i, n, err := parseSplit(req.Header().Get(route.SplitHeader))
+	if err != nil {
+		return false, nil, err
+	}
+	scope, err := s.scope(ctx, req.Header(), namespace, queue)
+	if err != nil {
+		return false, nil, err
+	}
+	if len(scope) != 1 {
+		return false, nil, &coordinator.FieldError{Field: route.PartitionHeader, Problem: "a forwarded change of limits names one partition"}
+	}
+	limits, err := limitChange(req.Msg).Resolve(state.Limits{}, n)
+	if err != nil {
+		return false, nil, err
+	}
+	var changed bool
+	err = scope[0].Do(ctx, false, func(c *coordinator.Coordinator) error {
+		changed, err = c.SetLimits(ctx, coordinator.LimitsRequest{Namespace: namespace, Queue: queue, Limits: limits, Partitions: n, Index: i, Actor: a})
+		return err
+	}, func(route.Peer) error {
+		return fmt.Errorf("%w: partition %d is not served here; retry", coordinator.ErrUnavailable, scope[0].ID())
+	})
+	return changed, nil, err
+}
+
+// parseSplit parses route.SplitHeader.
+func parseSplit(v string) (i, n int, err error) {
+	is, ns, ok := strings.Cut(v, "/")
+	if ok {
+		i, err = strconv.Atoi(is)
+		if err == nil {
+			n, err = strconv.Atoi(ns)
+		}
+	}
+	if !ok || err != nil || n < 1 || i < 0 || i >= n {
+		return 0, 0, &coordinator.FieldError{Field: route.SplitHeader, Problem: fmt.Sprintf("%q is not i/n with 0 <= i < n", v)}
+	}
+	return i, n, nil
+}
+
+// limitsRequest is the request that sets exactly limits (every limit set
+// or cleared): what a partition on another node is sent.
+func limitsRequest(namespace, queue string, l state.Limits, a coordinator.Actor) *tenurev1.SetQueueLimitsRequest {
+	m := &tenurev1.SetQueueLimitsRequest{Namespace: namespace, Queue: queue, Reason: a.Reason, RequestedBy: a.By}
+	if l.MaxConcurrency > 0 {
+		m.MaxConcurrency = &l.MaxConcurrency
+	} else {
+		m.ClearMaxConcurrency = true
+	}
+	if l.RateMilli > 0 {
+		r := coordinator.RatePerSecond(l.RateMilli)
+		m.Rate, m.Burst = &r, &l.Burst
+	} else {
+		m.ClearRate = true
+	}
+	return m
+}
+
+// limitsOf converts the limits of an API message back (zero for none).
+func limitsOf(m *tenurev1.QueueLimits) state.Limits {
+	return state.Limits{MaxConcurrency: m.GetMaxConcurrency(), RateMilli: uint64(math.Round(m.GetRate() * 1000)), Burst: m.GetBurst()}
+}
+
+// queueLimitsMessage is the API's view of a partition's limits: the
+// queue-wide ones, as set.
+func queueLimitsMessage(l *state.QueueLimits) *tenurev1.QueueLimits {
+	return &tenurev1.QueueLimits{
+		MaxConcurrency: l.Queue.MaxConcurrency,
+		Rate:           coordinator.RatePerSecond(l.Queue.RateMilli),
+		Burst:          l.Queue.Burst,
+		RequestedBy:    l.By,
+		Reason:         l.Reason,
+		SetAt:          ts(l.At),
+	}
+}
