@@ -237,16 +237,19 @@ func TestLimitFlags(t *testing.T) {
 	if n := stall(timeouts, 20, e2eCallTimeout); n != 20 {
 		t.Errorf("with 200ms timeouts, the server closed %d of 20 stalled connections, want all", n)
 	}
-	if h := limitHits(t, timeouts); h["header_read_timeout"] != 10 || h["body_read_timeout"] != 10 {
-		t.Errorf("limit hits %v, want 10 header and 10 body read timeouts", h)
+	if h, failed := limitHits(t, timeouts); h["header_read_timeout"] < 10 || h["header_read_timeout"] > 10+failed || h["body_read_timeout"] != 10 {
+		t.Errorf("limit hits %v, want 10 header (and %d failed scrapes at most) and 10 body read timeouts", h, failed)
 	}
 	// The header timeout is 10s here: only the connections past the cap
-	// are closed within 3s.
-	if n := stall(capped, 30, 3*time.Second); n != 10 {
-		t.Errorf("with --max-connections 20, the server closed %d of 30 connections at once, want 10", n)
+	// are closed within 3s. The readiness probe's connection, closed by the
+	// client, may not be closed by the server yet when the stall begins:
+	// then it holds one of the 20.
+	n := stall(capped, 30, 3*time.Second)
+	if n != 10 && n != 11 {
+		t.Errorf("with --max-connections 20, the server closed %d of 30 connections at once, want 10 (11 if the readiness probe's was still open)", n)
 	}
-	if h := limitHits(t, capped); h["connections"] != 10 {
-		t.Errorf("limit hits %v, want 10 connections", h)
+	if h, failed := limitHits(t, capped); h["connections"] != n+failed {
+		t.Errorf("limit hits %v, want %d connections (those closed at once, and %d scrapes refused)", h, n+failed, failed)
 	}
 }
 
@@ -268,14 +271,16 @@ func normalCall(t *testing.T, ctx context.Context, c *apiClients) time.Duration 
 }
 
 // limitHits returns tenure_limit_hits_total by limit, from srv's GET
-// /metrics. A scrape is retried: with a 200ms --read-header-timeout, a
-// busy test process may be too slow to send its own request's headers.
-func limitHits(t *testing.T, srv *serverProc) map[string]int {
+// /metrics, and how many scrapes failed first. A scrape is retried: with a
+// 200ms --read-header-timeout, a busy test process may be too slow to send
+// its own request's headers, and right after connections at the cap close,
+// the server may not have seen them go; each failed scrape is itself a hit.
+func limitHits(t *testing.T, srv *serverProc) (hits map[string]int, failed int) {
 	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{}}
 	defer hc.CloseIdleConnections()
 	var text []byte
-	for deadline := time.Now().Add(e2eCallTimeout); ; {
+	for deadline := time.Now().Add(e2eCallTimeout); ; failed++ {
 		resp, err := hc.Get(srv.url() + "/metrics")
 		if err == nil {
 			text, err = io.ReadAll(resp.Body)
@@ -288,7 +293,7 @@ func limitHits(t *testing.T, srv *serverProc) map[string]int {
 			t.Fatalf("GET /metrics: %v", err)
 		}
 	}
-	hits := map[string]int{}
+	hits = map[string]int{}
 	for line := range strings.Lines(string(text)) {
 		if rest, ok := strings.CutPrefix(line, `tenure_limit_hits_total{limit="`); ok {
 			name, v, _ := strings.Cut(rest, `"} `)
@@ -299,7 +304,7 @@ func limitHits(t *testing.T, srv *serverProc) map[string]int {
 			hits[name] = n
 		}
 	}
-	return hits
+	return hits, failed
 }
 
 // TestLimitFlagsRefused: a limit flag out of range is a usage error
