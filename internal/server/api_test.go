@@ -21,6 +21,8 @@ import (
 	"connectrpc.com/connect"
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/server"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -38,7 +40,14 @@ type apiEnv struct {
 
 func newAPIEnv(t *testing.T) *apiEnv {
 	t.Helper()
-	n, err := node.Open(context.Background(), node.Config{DataDir: t.TempDir()})
+	return newAPIEnvClock(t, nil)
+}
+
+// newAPIEnvClock is newAPIEnv with the node and the API on clk (nil: the
+// real clock).
+func newAPIEnvClock(t *testing.T, clk clock.Clock) *apiEnv {
+	t.Helper()
+	n, err := node.Open(context.Background(), node.Config{DataDir: t.TempDir(), Coordinator: coordinator.Config{Clock: clk}})
 	if err != nil {
 		t.Fatalf("node.Open: %v", err)
 	}
@@ -47,7 +56,7 @@ func newAPIEnv(t *testing.T) *apiEnv {
 			t.Errorf("node.Close: %v", err)
 		}
 	})
-	api := server.New(n.Router(), server.Options{})
+	api := server.New(n.Router(), server.Options{Clock: clk})
 	ts := httptest.NewServer(api.Handler())
 	t.Cleanup(ts.Close)
 	t.Cleanup(api.Drain) // runs first: long-polls must not hold ts.Close
