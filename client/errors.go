@@ -2,7 +2,6 @@ package client
 
 import (
 	"errors"
-	"strconv"
 
 	"connectrpc.com/connect"
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
@@ -85,12 +84,7 @@ var reasonNames = [...]string{"UNSPECIFIED", "NOT_FOUND", "LEASE_LOST", "ALREADY
 
 // String returns the reason's name as the API spells it without its
 // prefix: "LEASE_LOST", ...
-func (r Reason) String() string {
-	if int(r) < len(reasonNames) {
-		return reasonNames[r]
-	}
-	return "Reason(" + strconv.Itoa(int(r)) + ")"
-}
+func (r Reason) String() string { return enumName(reasonNames[:], uint8(r), "Reason") }
 
 // sentinels maps each reason to the error errors.Is matches.
 var sentinels = [...]error{

@@ -5,6 +5,15 @@ import (
 	"time"
 )
 
+// enumName is the name of value v of an enum whose names are names, or
+// "Type(v)" for a value this SDK does not know.
+func enumName(names []string, v uint8, typ string) string {
+	if int(v) < len(names) {
+		return names[v]
+	}
+	return typ + "(" + strconv.Itoa(int(v)) + ")"
+}
+
 // TaskState is the coarse state of a task:
 //
 //	WAITING -> LEASED -> (COMMITTED) -> COMPLETED, or FAILED / DEAD
@@ -38,12 +47,7 @@ var taskStateNames = [...]string{"UNSPECIFIED", "WAITING", "LEASED", "COMMITTED"
 
 // String returns the state's name as the API spells it without its
 // prefix: "WAITING", "LEASED", ...
-func (s TaskState) String() string {
-	if int(s) < len(taskStateNames) {
-		return taskStateNames[s]
-	}
-	return "TaskState(" + strconv.Itoa(int(s)) + ")"
-}
+func (s TaskState) String() string { return enumName(taskStateNames[:], uint8(s), "TaskState") }
 
 // ExecutionStatus is the status of one attempt:
 //
@@ -76,10 +80,7 @@ var executionStatusNames = [...]string{"UNSPECIFIED", "LEASED", "IN_PROGRESS", "
 // String returns the status's name as the API spells it without its
 // prefix: "LEASED", "IN_PROGRESS", ...
 func (s ExecutionStatus) String() string {
-	if int(s) < len(executionStatusNames) {
-		return executionStatusNames[s]
-	}
-	return "ExecutionStatus(" + strconv.Itoa(int(s)) + ")"
+	return enumName(executionStatusNames[:], uint8(s), "ExecutionStatus")
 }
 
 // Task is a task as the server knows it (GetTask, ListTasks, Submit).
@@ -462,12 +463,7 @@ var overlapNames = [...]string{"UNSPECIFIED", "SKIP", "ALLOW", "BUFFER_ONE"}
 
 // String returns the policy's name as the API spells it without its
 // prefix: "SKIP", "ALLOW", "BUFFER_ONE".
-func (o OverlapPolicy) String() string {
-	if int(o) < len(overlapNames) {
-		return overlapNames[o]
-	}
-	return "OverlapPolicy(" + strconv.Itoa(int(o)) + ")"
-}
+func (o OverlapPolicy) String() string { return enumName(overlapNames[:], uint8(o), "OverlapPolicy") }
 
 // FireOutcome is what became of a schedule's tick. The values are the
 // API's enum numbers (tenure.v1.FireOutcome).
@@ -493,12 +489,7 @@ var fireOutcomeNames = [...]string{"UNSPECIFIED", "FIRED", "SKIPPED", "HELD", "B
 
 // String returns the outcome's name as the API spells it without its
 // prefix: "FIRED", "SKIPPED", ...
-func (o FireOutcome) String() string {
-	if int(o) < len(fireOutcomeNames) {
-		return fireOutcomeNames[o]
-	}
-	return "FireOutcome(" + strconv.Itoa(int(o)) + ")"
-}
+func (o FireOutcome) String() string { return enumName(fireOutcomeNames[:], uint8(o), "FireOutcome") }
 
 // Schedule is a schedule as the server knows it: it submits a task to its
 // queue at each tick of its cron expression (GetSchedule, ListSchedules).

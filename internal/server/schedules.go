@@ -206,24 +206,43 @@ func (h scheduleService) GetSchedule(ctx context.Context, req *connect.Request[t
 }
 
 func (h scheduleService) PauseSchedule(ctx context.Context, req *connect.Request[tenurev1.PauseScheduleRequest]) (*connect.Response[tenurev1.PauseScheduleResponse], error) {
-	a := coordinator.Actor{By: req.Msg.GetRequestedBy(), Reason: req.Msg.GetReason()}
-	return bySchedule(h.s, ctx, req, false, route.Peer.PauseSchedule, func(c *coordinator.Coordinator, k state.ScheduleKey) (*tenurev1.PauseScheduleResponse, error) {
-		v, changed, err := c.PauseSchedule(ctx, k, a)
-		if err != nil {
-			return nil, err
-		}
-		return &tenurev1.PauseScheduleResponse{Changed: changed, Schedule: scheduleMessage(v)}, nil
-	})
+	return scheduleControl(h.s, ctx, req, route.Peer.PauseSchedule, (*coordinator.Coordinator).PauseSchedule,
+		func(changed bool, sc *tenurev1.Schedule) *tenurev1.PauseScheduleResponse {
+			return &tenurev1.PauseScheduleResponse{Changed: changed, Schedule: sc}
+		})
 }
 
 func (h scheduleService) ResumeSchedule(ctx context.Context, req *connect.Request[tenurev1.ResumeScheduleRequest]) (*connect.Response[tenurev1.ResumeScheduleResponse], error) {
-	a := coordinator.Actor{By: req.Msg.GetRequestedBy(), Reason: req.Msg.GetReason()}
-	return bySchedule(h.s, ctx, req, false, route.Peer.ResumeSchedule, func(c *coordinator.Coordinator, k state.ScheduleKey) (*tenurev1.ResumeScheduleResponse, error) {
-		v, changed, err := c.ResumeSchedule(ctx, k, a)
+	return scheduleControl(h.s, ctx, req, route.Peer.ResumeSchedule, (*coordinator.Coordinator).ResumeSchedule,
+		func(changed bool, sc *tenurev1.Schedule) *tenurev1.ResumeScheduleResponse {
+			return &tenurev1.ResumeScheduleResponse{Changed: changed, Schedule: sc}
+		})
+}
+
+// controlRequest is a pause or resume: a schedule, who asks and why.
+type controlRequest interface {
+	scheduleNames
+	GetReason() string
+	GetRequestedBy() string
+}
+
+// scheduleControl runs op (a pause or a resume) on the schedule req names
+// and answers what it changed and the schedule afterwards.
+func scheduleControl[Req interface {
+	controlRequest
+	*M
+}, M, Resp any](s *Server, ctx context.Context, req *connect.Request[M],
+	forward func(route.Peer, context.Context, *connect.Request[M]) (*connect.Response[Resp], error),
+	op func(*coordinator.Coordinator, context.Context, state.ScheduleKey, coordinator.Actor) (coordinator.ScheduleView, bool, error),
+	answer func(changed bool, sc *tenurev1.Schedule) *Resp) (*connect.Response[Resp], error) {
+	m := Req(req.Msg)
+	a := coordinator.Actor{By: m.GetRequestedBy(), Reason: m.GetReason()}
+	return bySchedule[Req](s, ctx, req, false, forward, func(c *coordinator.Coordinator, k state.ScheduleKey) (*Resp, error) {
+		v, changed, err := op(c, ctx, k, a)
 		if err != nil {
 			return nil, err
 		}
-		return &tenurev1.ResumeScheduleResponse{Changed: changed, Schedule: scheduleMessage(v)}, nil
+		return answer(changed, scheduleMessage(v)), nil
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/internal/clock"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -119,9 +120,9 @@ func TestSchedulesAPI(t *testing.T) {
 	if err != nil || again.Msg.GetCreated() {
 		t.Fatalf("CreateSchedule again with the same definition: %v, %v; want the schedule, created false", again, err)
 	}
-	other := *create
+	other := proto.CloneOf(create)
 	other.Cron = "@hourly"
-	_, err = sc.CreateSchedule(ctx, connect.NewRequest(&other))
+	_, err = sc.CreateSchedule(ctx, connect.NewRequest(other))
 	if _, reason := errDetail(t, err); connect.CodeOf(err) != connect.CodeAlreadyExists || reason != tenurev1.ErrorReason_ERROR_REASON_ALREADY_EXISTS {
 		t.Fatalf("CreateSchedule with another definition: %v; want already_exists, ALREADY_EXISTS", err)
 	}
