@@ -64,9 +64,10 @@ type Options struct {
 	Clock clock.Clock
 	// RequestedBy says who asks, for the calls that change something on an
 	// operator's behalf (KillTask, RetryTask, RetryTasks, KillTasks,
-	// PurgeTasks, PauseQueue, ResumeQueue, SetQueueLimits) whose request
-	// does not say it itself: it is kept in the records they write (the
-	// task's history, the queue's pause and limits). The tenure CLI sends user@host. It is what the
+	// PurgeTasks, PauseQueue, ResumeQueue, SetQueueLimits and the schedule
+	// calls that change one) whose request does not say it itself: it is
+	// kept in the records they write (the task's history, the queue's pause
+	// and limits, the schedule's creator and pause). The tenure CLI sends user@host. It is what the
 	// caller declares: a server with authentication on records the token's
 	// name instead. At most 256 bytes.
 	RequestedBy string
@@ -83,6 +84,7 @@ type Client struct {
 	tasks       tenurev1connect.TaskServiceClient
 	workers     tenurev1connect.WorkerServiceClient
 	queues      tenurev1connect.QueueServiceClient
+	schedules   tenurev1connect.ScheduleServiceClient
 	maxRetries  int
 	backoff     backoff.Policy
 	clock       clock.Clock
@@ -157,6 +159,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 		tasks:       tenurev1connect.NewTaskServiceClient(hc, base, copts...),
 		workers:     tenurev1connect.NewWorkerServiceClient(hc, base, copts...),
 		queues:      tenurev1connect.NewQueueServiceClient(hc, base, copts...),
+		schedules:   tenurev1connect.NewScheduleServiceClient(hc, base, copts...),
 		maxRetries:  opts.MaxRetries,
 		backoff:     backoff.Policy{Initial: opts.RetryBackoff, Max: maxRetryBackoff},
 		clock:       opts.Clock,

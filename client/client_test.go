@@ -258,7 +258,7 @@ func checkError(t *testing.T, what string, err error, c errorCase) {
 		t.Errorf("%s: error %+v\nwant %+v (and a message)", what, *e, w)
 	}
 	for _, s := range []error{client.ErrLeaseLost, client.ErrAlreadyCommitted, client.ErrWrongState, client.ErrNotFound,
-		client.ErrInvalidArgument, client.ErrTooLarge, client.ErrUnavailable} {
+		client.ErrInvalidArgument, client.ErrTooLarge, client.ErrUnavailable, client.ErrAlreadyExists} {
 		if got := errors.Is(err, s); got != (s == c.sentinel) {
 			t.Errorf("%s: errors.Is(%v, %v) = %v", what, err, s, got)
 		}

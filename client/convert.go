@@ -33,21 +33,16 @@ func taskOf(p *tenurev1.Task) Task {
 		Priority:        p.GetPriority(),
 		RequestID:       p.GetRequestId(),
 		ExecutionWindow: p.GetExecutionWindow().AsDuration(),
-		RetryPolicy: RetryPolicy{
-			MaxAttempts:    p.GetRetryPolicy().GetMaxAttempts(),
-			InitialBackoff: p.GetRetryPolicy().GetInitialBackoff().AsDuration(),
-			MaxBackoff:     p.GetRetryPolicy().GetMaxBackoff().AsDuration(),
-			Multiplier:     p.GetRetryPolicy().GetBackoffMultiplier(),
-		},
-		NotBefore:     timeOf(p.GetNotBefore()),
-		CreatedAt:     timeOf(p.GetCreatedAt()),
-		UpdatedAt:     timeOf(p.GetUpdatedAt()),
-		Result:        p.GetResult(),
-		FailureReason: p.GetFailureReason(),
-		LeaseID:       p.GetLeaseId(),
-		WorkerID:      p.GetWorkerId(),
-		LeaseExpiry:   timeOf(p.GetLeaseExpiry()),
-		Deadline:      timeOf(p.GetDeadline()),
+		RetryPolicy:     retryPolicyOf(p.GetRetryPolicy()),
+		NotBefore:       timeOf(p.GetNotBefore()),
+		CreatedAt:       timeOf(p.GetCreatedAt()),
+		UpdatedAt:       timeOf(p.GetUpdatedAt()),
+		Result:          p.GetResult(),
+		FailureReason:   p.GetFailureReason(),
+		LeaseID:         p.GetLeaseId(),
+		WorkerID:        p.GetWorkerId(),
+		LeaseExpiry:     timeOf(p.GetLeaseExpiry()),
+		Deadline:        timeOf(p.GetDeadline()),
 	}
 	if ex := p.GetExecutions(); len(ex) > 0 {
 		t.Executions = make([]Execution, len(ex))
@@ -129,28 +124,51 @@ func (r SubmitRequest) proto() *tenurev1.SubmitRequest {
 	if out.RequestId == "" {
 		out.RequestId = newRequestID()
 	}
-	if r.ExecutionWindow != 0 {
-		out.ExecutionWindow = durationpb.New(r.ExecutionWindow)
-	}
-	if p := r.Retry; p != nil {
-		out.RetryPolicy = &tenurev1.RetryPolicy{MaxAttempts: p.MaxAttempts, BackoffMultiplier: p.Multiplier}
-		if p.InitialBackoff != 0 {
-			out.RetryPolicy.InitialBackoff = durationpb.New(p.InitialBackoff)
-		}
-		if p.MaxBackoff != 0 {
-			out.RetryPolicy.MaxBackoff = durationpb.New(p.MaxBackoff)
-		}
-	}
-	if !r.NotBefore.IsZero() {
-		out.NotBefore = timestamppb.New(r.NotBefore)
-	}
-	if !r.Deadline.IsZero() {
-		out.Deadline = timestamppb.New(r.Deadline)
-	}
+	out.ExecutionWindow = optDuration(r.ExecutionWindow)
+	out.RetryPolicy = r.Retry.proto()
+	out.NotBefore = optTime(r.NotBefore)
+	out.Deadline = optTime(r.Deadline)
 	if r.Timeout != 0 {
 		out.Timeout = durationpb.New(r.Timeout)
 	}
 	return out
+}
+
+func retryPolicyOf(p *tenurev1.RetryPolicy) RetryPolicy {
+	return RetryPolicy{
+		MaxAttempts:    p.GetMaxAttempts(),
+		InitialBackoff: p.GetInitialBackoff().AsDuration(),
+		MaxBackoff:     p.GetMaxBackoff().AsDuration(),
+		Multiplier:     p.GetBackoffMultiplier(),
+	}
+}
+
+// proto returns the API's retry policy for p (nil: the server's default),
+// zero durations left unset.
+func (p *RetryPolicy) proto() *tenurev1.RetryPolicy {
+	if p == nil {
+		return nil
+	}
+	out := &tenurev1.RetryPolicy{MaxAttempts: p.MaxAttempts, BackoffMultiplier: p.Multiplier}
+	out.InitialBackoff = optDuration(p.InitialBackoff)
+	out.MaxBackoff = optDuration(p.MaxBackoff)
+	return out
+}
+
+// optDuration is d as the API's optional duration: nil for 0.
+func optDuration(d time.Duration) *durationpb.Duration {
+	if d == 0 {
+		return nil
+	}
+	return durationpb.New(d)
+}
+
+// optTime is t as the API's optional timestamp: nil for the zero time.
+func optTime(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
 }
 
 func queueOf(p *tenurev1.Queue) Queue {
@@ -170,9 +188,7 @@ func queueOf(p *tenurev1.Queue) Queue {
 		PausedPartitions:  p.GetPausedPartitions(),
 		LimitedPartitions: p.GetLimitedPartitions(),
 	}
-	if pp := p.GetPause(); pp != nil {
-		q.Pause = &QueuePause{RequestedBy: pp.GetRequestedBy(), Reason: pp.GetReason(), PausedAt: timeOf(pp.GetPausedAt())}
-	}
+	q.Pause = pauseOf(p.GetPause())
 	if l := p.GetLimits(); l != nil {
 		q.Limits = &QueueLimits{MaxConcurrency: l.GetMaxConcurrency(), Rate: l.GetRate(), Burst: l.GetBurst(),
 			RequestedBy: l.GetRequestedBy(), Reason: l.GetReason(), SetAt: timeOf(l.GetSetAt())}
@@ -186,15 +202,20 @@ func queueOf(p *tenurev1.Queue) Queue {
 	return q
 }
 
+// pauseOf converts a pause; nil for none.
+func pauseOf(p *tenurev1.QueuePause) *QueuePause {
+	if p == nil {
+		return nil
+	}
+	return &QueuePause{RequestedBy: p.GetRequestedBy(), Reason: p.GetReason(), PausedAt: timeOf(p.GetPausedAt())}
+}
+
 func queueEventsOf(p *tenurev1.QueueEvents) QueueEvents {
 	return QueueEvents{Submitted: p.GetSubmitted(), Completed: p.GetCompleted(), Failed: p.GetFailed(), LeaseExpired: p.GetLeaseExpired()}
 }
 
 // proto returns the API's filter for f.
 func (f TaskFilter) proto() *tenurev1.TaskFilter {
-	out := &tenurev1.TaskFilter{Namespace: f.Namespace, Queue: f.Queue, State: tenurev1.TaskState(f.State), All: f.All}
-	if !f.CreatedBefore.IsZero() {
-		out.CreatedBefore = timestamppb.New(f.CreatedBefore)
-	}
-	return out
+	return &tenurev1.TaskFilter{Namespace: f.Namespace, Queue: f.Queue, State: tenurev1.TaskState(f.State), All: f.All,
+		CreatedBefore: optTime(f.CreatedBefore)}
 }

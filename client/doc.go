@@ -1,8 +1,8 @@
 // Package client is the Go SDK of tenure: a typed client over the tenure.v1
-// API (TaskService, WorkerService and QueueService) for submitting,
-// inspecting, killing and retrying tasks, for the worker protocol (lease,
-// heartbeat, commit, complete, fail), and for queue statistics, pause and
-// resume. Most workers should use package worker, which runs that protocol
+// API (TaskService, WorkerService, QueueService and ScheduleService) for
+// submitting, inspecting, killing and retrying tasks, for the worker
+// protocol (lease, heartbeat, commit, complete, fail), for queue
+// statistics, pause and resume, and for schedules. Most workers should use package worker, which runs that protocol
 // for them.
 //
 // The SDK speaks in its own types: Task, Execution, LeasedTask,
@@ -11,13 +11,16 @@
 // unset) and durations time.Duration. The methods are named after the
 // API's calls:
 //
-//	TaskService    Submit, SubmitBatch, GetTask, ListTasks, KillTask, RetryTask,
-//	               RetryTasks, KillTasks, PurgeTasks, GetTaskHistory
-//	WorkerService  Lease, Start, Heartbeat, Commit, Complete, CompleteBatch, Fail
-//	QueueService   ListQueues, GetQueue, PauseQueue, ResumeQueue, SetQueueLimits
+//	TaskService      Submit, SubmitBatch, GetTask, ListTasks, KillTask, RetryTask,
+//	                 RetryTasks, KillTasks, PurgeTasks, GetTaskHistory
+//	WorkerService    Lease, Start, Heartbeat, Commit, Complete, CompleteBatch, Fail
+//	QueueService     ListQueues, GetQueue, PauseQueue, ResumeQueue, SetQueueLimits
+//	ScheduleService  CreateSchedule, GetSchedule, ListSchedules, UpdateSchedule,
+//	                 PauseSchedule, ResumeSchedule, DeleteSchedule, BackfillSchedule
 //
 // The calls an operator makes (KillTask, RetryTask, the bulk actions,
-// PauseQueue, ResumeQueue, SetQueueLimits) record who asked: the request's RequestedBy, or
+// PauseQueue, ResumeQueue, SetQueueLimits, the schedule calls that change one) record who
+// asked: the request's RequestedBy, or
 // Options.RequestedBy. It is what the caller declares: a server with
 // authentication on records the token's name instead.
 //
@@ -50,8 +53,12 @@
 //     refused (the lease is no longer current; the task is already DEAD, or
 //     no longer FAILED or DEAD). The task is then in the state the caller
 //     asked for.
-//   - PauseQueue, ResumeQueue and SetQueueLimits repeated change nothing
-//     more (Changed is false). RetryTasks, KillTasks and PurgeTasks repeated act on what
+//   - PauseQueue, ResumeQueue, SetQueueLimits, PauseSchedule and ResumeSchedule repeated
+//     change nothing more (Changed is false). CreateSchedule repeated with
+//     the same definition returns the schedule (created false);
+//     BackfillSchedule repeated fires no tick twice (each tick has its own
+//     request id); DeleteSchedule repeated after it took effect is
+//     ErrNotFound. RetryTasks, KillTasks and PurgeTasks repeated act on what
 //     the first try left (a retry continues a call that failed part way),
 //     and count only what the last try did.
 //   - A Lease whose grant took effect but whose answer was lost leaves a
@@ -62,7 +69,7 @@
 //     the call, the status code, the server's reason and message, and the
 //     task, lease, state, field or limit concerned. Branch with errors.Is on
 //     ErrLeaseLost, ErrAlreadyCommitted, ErrWrongState, ErrNotFound,
-//     ErrInvalidArgument, ErrTooLarge and ErrUnavailable; they are decided
+//     ErrInvalidArgument, ErrTooLarge, ErrUnavailable and ErrAlreadyExists; they are decided
 //     from the reason the server sends, never from the message.
 //     ErrUnauthenticated and ErrPermissionDenied, from a server that
 //     authenticates callers, are decided by the status code alone.

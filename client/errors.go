@@ -2,7 +2,6 @@ package client
 
 import (
 	"errors"
-	"strconv"
 
 	"connectrpc.com/connect"
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
@@ -28,11 +27,15 @@ var (
 	ErrWrongState = errors.New("client: wrong state")
 	// ErrNotFound: no task has the id (or it left after the server's
 	// retention period), or the queue named does not exist (no task, not
-	// paused, no event in the last hour).
+	// paused, no event in the last hour), or the schedule named does not.
 	ErrNotFound = errors.New("client: not found")
 	// ErrInvalidArgument: a field of the request is invalid (Error.Field
 	// names it). Fix the request; retrying it as it is fails again.
 	ErrInvalidArgument = errors.New("client: invalid argument")
+	// ErrAlreadyExists: what a create names exists already with another
+	// definition (CreateSchedule: a schedule of that name in that
+	// namespace and queue). Update it, or delete it first.
+	ErrAlreadyExists = errors.New("client: already exists")
 	// ErrTooLarge: a value is over a size limit (Error.Field, Error.Size
 	// and Error.Limit say which). Send less.
 	ErrTooLarge = errors.New("client: too large")
@@ -73,18 +76,15 @@ const (
 	ReasonInvalidArgument
 	ReasonTooLarge
 	ReasonUnavailable
+	ReasonAlreadyExists
 )
 
-var reasonNames = [...]string{"UNSPECIFIED", "NOT_FOUND", "LEASE_LOST", "ALREADY_COMMITTED", "WRONG_STATE", "INVALID_ARGUMENT", "TOO_LARGE", "UNAVAILABLE"}
+var reasonNames = [...]string{"UNSPECIFIED", "NOT_FOUND", "LEASE_LOST", "ALREADY_COMMITTED", "WRONG_STATE", "INVALID_ARGUMENT", "TOO_LARGE", "UNAVAILABLE",
+	"ALREADY_EXISTS"}
 
 // String returns the reason's name as the API spells it without its
 // prefix: "LEASE_LOST", ...
-func (r Reason) String() string {
-	if int(r) < len(reasonNames) {
-		return reasonNames[r]
-	}
-	return "Reason(" + strconv.Itoa(int(r)) + ")"
-}
+func (r Reason) String() string { return enumName(reasonNames[:], uint8(r), "Reason") }
 
 // sentinels maps each reason to the error errors.Is matches.
 var sentinels = [...]error{
@@ -95,11 +95,14 @@ var sentinels = [...]error{
 	ReasonInvalidArgument:  ErrInvalidArgument,
 	ReasonTooLarge:         ErrTooLarge,
 	ReasonUnavailable:      ErrUnavailable,
+	ReasonAlreadyExists:    ErrAlreadyExists,
 }
 
 // reasonOfCode classifies an answer that carries no reason by its status
 // code, as the API documents each code: failed_precondition is "lease
-// lost" (it cannot be told apart from wrong state without the reason).
+// lost" (it cannot be told apart from wrong state without the reason), and
+// already_exists "already committed" (a schedule that exists answers it
+// with its reason).
 func reasonOfCode(c connect.Code) Reason {
 	switch c {
 	case connect.CodeNotFound:

@@ -5,6 +5,15 @@ import (
 	"time"
 )
 
+// enumName is the name of value v of an enum whose names are names, or
+// "Type(v)" for a value this SDK does not know.
+func enumName(names []string, v uint8, typ string) string {
+	if int(v) < len(names) {
+		return names[v]
+	}
+	return typ + "(" + strconv.Itoa(int(v)) + ")"
+}
+
 // TaskState is the coarse state of a task:
 //
 //	WAITING -> LEASED -> (COMMITTED) -> COMPLETED, or FAILED / DEAD
@@ -38,12 +47,7 @@ var taskStateNames = [...]string{"UNSPECIFIED", "WAITING", "LEASED", "COMMITTED"
 
 // String returns the state's name as the API spells it without its
 // prefix: "WAITING", "LEASED", ...
-func (s TaskState) String() string {
-	if int(s) < len(taskStateNames) {
-		return taskStateNames[s]
-	}
-	return "TaskState(" + strconv.Itoa(int(s)) + ")"
-}
+func (s TaskState) String() string { return enumName(taskStateNames[:], uint8(s), "TaskState") }
 
 // ExecutionStatus is the status of one attempt:
 //
@@ -76,10 +80,7 @@ var executionStatusNames = [...]string{"UNSPECIFIED", "LEASED", "IN_PROGRESS", "
 // String returns the status's name as the API spells it without its
 // prefix: "LEASED", "IN_PROGRESS", ...
 func (s ExecutionStatus) String() string {
-	if int(s) < len(executionStatusNames) {
-		return executionStatusNames[s]
-	}
-	return "ExecutionStatus(" + strconv.Itoa(int(s)) + ")"
+	return enumName(executionStatusNames[:], uint8(s), "ExecutionStatus")
 }
 
 // Task is a task as the server knows it (GetTask, ListTasks, Submit).
@@ -506,4 +507,191 @@ type QueueControlResult struct {
 	Changed bool
 	// Queue is the queue as it is afterwards.
 	Queue Queue
+}
+
+// OverlapPolicy says what a schedule's tick does while the task of its
+// previous fire is not finished (not COMPLETED, FAILED or DEAD). The values
+// are the API's enum numbers (tenure.v1.OverlapPolicy).
+type OverlapPolicy uint8
+
+const (
+	// OverlapUnspecified: in a ScheduleRequest, the default (OverlapSkip).
+	OverlapUnspecified OverlapPolicy = iota
+	// OverlapSkip skips the tick (FireOutcomeSkipped, reason "overlap").
+	OverlapSkip
+	// OverlapAllow fires it anyway.
+	OverlapAllow
+	// OverlapBufferOne holds the first such tick (FireOutcomeHeld) and
+	// fires it once the previous task finishes; ticks that come due while
+	// one is held are skipped.
+	OverlapBufferOne
+)
+
+var overlapNames = [...]string{"UNSPECIFIED", "SKIP", "ALLOW", "BUFFER_ONE"}
+
+// String returns the policy's name as the API spells it without its
+// prefix: "SKIP", "ALLOW", "BUFFER_ONE".
+func (o OverlapPolicy) String() string { return enumName(overlapNames[:], uint8(o), "OverlapPolicy") }
+
+// FireOutcome is what became of a schedule's tick. The values are the
+// API's enum numbers (tenure.v1.FireOutcome).
+type FireOutcome uint8
+
+const (
+	// FireOutcomeUnspecified is not an outcome.
+	FireOutcomeUnspecified FireOutcome = iota
+	// FireOutcomeFired: a task was submitted for the tick.
+	FireOutcomeFired
+	// FireOutcomeSkipped: the ticks from Tick up to (not including) Until
+	// were not fired; Reason says why.
+	FireOutcomeSkipped
+	// FireOutcomeHeld: the tick waits for the previous task to finish
+	// (OverlapBufferOne).
+	FireOutcomeHeld
+	// FireOutcomeBackfilled: a task was submitted for a past tick by
+	// BackfillSchedule.
+	FireOutcomeBackfilled
+)
+
+var fireOutcomeNames = [...]string{"UNSPECIFIED", "FIRED", "SKIPPED", "HELD", "BACKFILLED"}
+
+// String returns the outcome's name as the API spells it without its
+// prefix: "FIRED", "SKIPPED", ...
+func (o FireOutcome) String() string { return enumName(fireOutcomeNames[:], uint8(o), "FireOutcome") }
+
+// Schedule is a schedule as the server knows it: it submits a task to its
+// queue at each tick of its cron expression (GetSchedule, ListSchedules).
+type Schedule struct {
+	// Namespace, Queue and Name name it: the name is unique within the
+	// namespace and the queue its tasks go to.
+	Namespace string
+	Queue     string
+	Name      string
+	// Cron is the expression as given; TimeZone the IANA zone it is read
+	// in ("" for UTC).
+	Cron     string
+	TimeZone string
+	Overlap  OverlapPolicy
+	// CatchUpWindow is how late a tick may still fire: one found due
+	// longer ago (the server was down) is skipped.
+	CatchUpWindow time.Duration
+	// The task each fire submits, the server's defaults filled in.
+	Payload         []byte
+	ExecutionWindow time.Duration
+	RetryPolicy     RetryPolicy
+	Priority        int32
+	// Paused is set while the schedule is paused; Pause says who paused
+	// it, when and why.
+	Paused bool
+	Pause  *QueuePause
+	// NextFires holds the next fire times (up to 5); none while paused.
+	NextFires []time.Time
+	// Recent holds the latest decisions about its ticks (up to 20), oldest
+	// first.
+	Recent []ScheduleFire
+	// HeldTick is the tick held back by OverlapBufferOne (zero: none).
+	HeldTick  time.Time
+	CreatedAt time.Time
+	CreatedBy string
+	UpdatedAt time.Time
+}
+
+// ScheduleFire is one decision about a schedule's ticks.
+type ScheduleFire struct {
+	// Tick is the tick's nominal time; for FireOutcomeSkipped the first
+	// tick of the range, which ends before Until.
+	Tick    time.Time
+	Until   time.Time
+	Outcome FireOutcome
+	// Reason says why ticks were skipped: "catch_up_window", "overlap",
+	// "paused" or "updated".
+	Reason string
+	// TaskID is the task submitted (FireOutcomeFired, FireOutcomeBackfilled);
+	// TaskState its state now (TaskStateUnspecified once the server no
+	// longer holds it).
+	TaskID    string
+	TaskState TaskState
+	// At is when the decision was made.
+	At time.Time
+}
+
+// ScheduleRequest defines a schedule, for CreateSchedule and
+// UpdateSchedule (which replaces the whole definition). Zero fields take
+// the server's defaults: namespace "default", UTC, OverlapSkip, a catch-up
+// window of 1h, and a task's defaults as in SubmitRequest.
+type ScheduleRequest struct {
+	Namespace string
+	Queue     string // required: the queue its tasks go to
+	Name      string // required: unique within namespace and queue
+	// Cron is required: 5 fields (minute hour day-of-month month
+	// day-of-week), 6 with seconds first, or a descriptor such as @daily
+	// or @every 90s.
+	Cron string
+	// TimeZone is an IANA name such as Europe/Berlin ("": UTC).
+	TimeZone      string
+	Overlap       OverlapPolicy
+	CatchUpWindow time.Duration
+	// The task each fire submits.
+	Payload         []byte
+	ExecutionWindow time.Duration
+	Retry           *RetryPolicy
+	Priority        int32
+	// Reason says why (UpdateSchedule only); it is kept in the record.
+	Reason string
+	// RequestedBy says who asks, as RetryTaskRequest.RequestedBy (kept as
+	// the schedule's CreatedBy by CreateSchedule).
+	RequestedBy string
+}
+
+// ListSchedulesRequest selects the schedules ListSchedules lists.
+type ListSchedulesRequest struct {
+	// Namespace and Queue select the schedules of one namespace and one
+	// queue ("": every one).
+	Namespace string
+	Queue     string
+}
+
+// ScheduleControlRequest names the schedule PauseSchedule,
+// ResumeSchedule or DeleteSchedule acts on.
+type ScheduleControlRequest struct {
+	Namespace string // default "default"
+	Queue     string // required
+	Name      string // required
+	// Reason says why; it is kept in the record.
+	Reason string
+	// RequestedBy says who asks, as RetryTaskRequest.RequestedBy.
+	RequestedBy string
+}
+
+// ScheduleControlResult says what PauseSchedule or ResumeSchedule did.
+type ScheduleControlResult struct {
+	// Changed is false when the schedule was already paused
+	// (PauseSchedule) or running (ResumeSchedule): nothing was written.
+	Changed bool
+	// Schedule is the schedule as it is afterwards.
+	Schedule Schedule
+}
+
+// BackfillRequest names a schedule and the past range of its ticks that
+// BackfillSchedule fires.
+type BackfillRequest struct {
+	Namespace string // default "default"
+	Queue     string // required
+	Name      string // required
+	// Start and End bound the range, both included; End must not be in
+	// the future, and must be before the schedule's next undecided tick.
+	Start time.Time
+	End   time.Time
+	// RequestedBy says who asks, as RetryTaskRequest.RequestedBy.
+	RequestedBy string
+}
+
+// BackfillResult says what a backfill did.
+type BackfillResult struct {
+	// Fired lists the ticks fired, one task each (FireOutcomeBackfilled),
+	// in tick order.
+	Fired []ScheduleFire
+	// AlreadyFired counts the ticks of the range that had fired before
+	// (or are held): nothing was submitted for them.
+	AlreadyFired int
 }

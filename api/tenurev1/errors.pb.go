@@ -38,8 +38,8 @@ const (
 	// Not set: an error without a tenure reason (an internal error, or a
 	// transport failure that never reached a server). Branch on the code.
 	ErrorReason_ERROR_REASON_UNSPECIFIED ErrorReason = 0
-	// No task has the id (or it left after the retention period). Code
-	// not_found.
+	// No task has the id (or it left after the retention period), or the
+	// queue or schedule named does not exist. Code not_found.
 	ErrorReason_ERROR_REASON_NOT_FOUND ErrorReason = 1
 	// The lease named is not the task's current lease any more: it expired,
 	// or the task was leased again, killed or finished. Stop working on the
@@ -63,6 +63,10 @@ const (
 	// node is shutting down or lost contact with its cluster. Nothing was
 	// changed that was not also made durable; retry. Code unavailable.
 	ErrorReason_ERROR_REASON_UNAVAILABLE ErrorReason = 7
+	// What a create names exists already with another definition (a
+	// schedule of the same name in the same namespace and queue): update it,
+	// or delete it first. Code already_exists.
+	ErrorReason_ERROR_REASON_ALREADY_EXISTS ErrorReason = 8
 )
 
 // Enum value maps for ErrorReason.
@@ -76,6 +80,7 @@ var (
 		5: "ERROR_REASON_INVALID_ARGUMENT",
 		6: "ERROR_REASON_TOO_LARGE",
 		7: "ERROR_REASON_UNAVAILABLE",
+		8: "ERROR_REASON_ALREADY_EXISTS",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":       0,
@@ -86,6 +91,7 @@ var (
 		"ERROR_REASON_INVALID_ARGUMENT":  5,
 		"ERROR_REASON_TOO_LARGE":         6,
 		"ERROR_REASON_UNAVAILABLE":       7,
+		"ERROR_REASON_ALREADY_EXISTS":    8,
 	}
 )
 
@@ -237,7 +243,7 @@ const file_tenure_v1_errors_proto_rawDesc = "" +
 	"\x05state\x18\x05 \x01(\x0e2\x14.tenure.v1.TaskStateR\x05state\x12\x14\n" +
 	"\x05field\x18\x06 \x01(\tR\x05field\x12\x12\n" +
 	"\x04size\x18\a \x01(\x03R\x04size\x12\x14\n" +
-	"\x05limit\x18\b \x01(\x03R\x05limit*\x83\x02\n" +
+	"\x05limit\x18\b \x01(\x03R\x05limit*\xa4\x02\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ERROR_REASON_NOT_FOUND\x10\x01\x12\x1b\n" +
@@ -246,7 +252,8 @@ const file_tenure_v1_errors_proto_rawDesc = "" +
 	"\x18ERROR_REASON_WRONG_STATE\x10\x04\x12!\n" +
 	"\x1dERROR_REASON_INVALID_ARGUMENT\x10\x05\x12\x1a\n" +
 	"\x16ERROR_REASON_TOO_LARGE\x10\x06\x12\x1c\n" +
-	"\x18ERROR_REASON_UNAVAILABLE\x10\aB2Z0github.com/tenurehq/tenure/api/tenurev1;tenurev1b\x06proto3"
+	"\x18ERROR_REASON_UNAVAILABLE\x10\a\x12\x1f\n" +
+	"\x1bERROR_REASON_ALREADY_EXISTS\x10\bB2Z0github.com/tenurehq/tenure/api/tenurev1;tenurev1b\x06proto3"
 
 var (
 	file_tenure_v1_errors_proto_rawDescOnce sync.Once

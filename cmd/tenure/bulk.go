@@ -143,20 +143,8 @@ func (c *tasksBulkCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args [
 	if err != nil {
 		return err
 	}
-	what := fmt.Sprintf("%s every %s", act.verb, describeFilter(act, f))
-	if !c.yes {
-		if !a.interactive {
-			return usageError{fmt.Sprintf("stdin is not a terminal, so no one can confirm: pass --yes to %s", what)}
-		}
-		fmt.Fprintf(a.stderr, "%s? [y/N] ", what)
-		answer, err := bufio.NewReader(a.stdin).ReadString('\n')
-		if answer = strings.ToLower(strings.TrimSpace(answer)); answer != "y" && answer != "yes" {
-			if err != nil && answer == "" {
-				fmt.Fprintln(a.stderr)
-				return errors.New("aborted: nothing changed (no answer on stdin; pass --yes to skip the question)")
-			}
-			return errors.New("aborted: nothing changed")
-		}
+	if err := confirm(a, c.yes, fmt.Sprintf("%s every %s", act.verb, describeFilter(act, f))); err != nil {
+		return err
 	}
 	cl, err := c.control.connect()
 	if err != nil {
@@ -178,6 +166,28 @@ func (c *tasksBulkCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args [
 		fmt.Fprintf(a.stdout, " (%s %s %s)", plural(res.Skipped, "selected task"), were, act.skipped)
 	}
 	fmt.Fprintln(a.stdout)
+	return nil
+}
+
+// confirm asks whether to do what (a sentence without its question mark)
+// unless yes, and reads y or yes from stdin; anything else aborts with an
+// error. Without a terminal no one can answer: --yes is required.
+func confirm(a *app, yes bool, what string) error {
+	if yes {
+		return nil
+	}
+	if !a.interactive {
+		return usageError{fmt.Sprintf("stdin is not a terminal, so no one can confirm: pass --yes to %s", what)}
+	}
+	fmt.Fprintf(a.stderr, "%s? [y/N] ", what)
+	answer, err := bufio.NewReader(a.stdin).ReadString('\n')
+	if answer = strings.ToLower(strings.TrimSpace(answer)); answer != "y" && answer != "yes" {
+		if err != nil && answer == "" {
+			fmt.Fprintln(a.stderr)
+			return errors.New("aborted: nothing changed (no answer on stdin; pass --yes to skip the question)")
+		}
+		return errors.New("aborted: nothing changed")
+	}
 	return nil
 }
 

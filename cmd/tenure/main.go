@@ -11,6 +11,11 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	// Every IANA time zone is compiled into the binary (about 450 KB), so
+	// that a schedule's time zone is known on a machine without
+	// /usr/share/zoneinfo (a scratch container): the server parses each
+	// schedule's zone (docs/state-machine.md, "Schedules").
+	_ "time/tzdata"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -52,6 +57,10 @@ TENURE_DATA_DIR when set; each flag's help names its variable.`,
 		a.leaf(&queuesCmd{}),
 		group("queue", "show, pause, resume or limit a queue",
 			a.leaf(&queueGetCmd{}), a.leaf(&queueControlCmd{pause: true}), a.leaf(&queueControlCmd{}), a.leaf(&queueLimitCmd{})),
+		group("schedule", "create, list, show, change, pause, resume, delete or backfill a schedule",
+			a.leaf(&scheduleCreateCmd{}), a.leaf(&scheduleListCmd{}), a.leaf(&scheduleGetCmd{}), a.leaf(&scheduleUpdateCmd{}),
+			a.leaf(&scheduleControlCmd{action: "pause"}), a.leaf(&scheduleControlCmd{action: "resume"}),
+			a.leaf(&scheduleControlCmd{action: "delete"}), a.leaf(&scheduleBackfillCmd{})),
 		a.leaf(&workerCmd{}),
 		group("admin", "ask a running server for maintenance",
 			a.leaf(&adminSnapshotCmd{})),

@@ -42,7 +42,7 @@ func TestServerProbes(t *testing.T) {
 		t.Fatalf("reflection: ListServices: %v", err)
 	}
 	stream.Close()
-	for _, want := range []string{"tenure.v1.TaskService", "tenure.v1.WorkerService", "tenure.v1.AdminService", "tenure.v1.QueueService", "grpc.health.v1.Health"} {
+	for _, want := range []string{"tenure.v1.TaskService", "tenure.v1.WorkerService", "tenure.v1.AdminService", "tenure.v1.QueueService", "tenure.v1.ScheduleService", "grpc.health.v1.Health"} {
 		if !slices.ContainsFunc(names, func(n protoreflect.FullName) bool { return string(n) == want }) {
 			t.Errorf("reflection lists %v, without %s", names, want)
 		}

@@ -15,12 +15,14 @@ import (
 // of the messages it prints (SubmitResponse, Task, ListTasksResponse,
 // GetTaskHistoryResponse, RetryTaskResponse, the bulk actions' responses,
 // ListQueuesResponse, GetQueueResponse, PauseQueueResponse,
-// ResumeQueueResponse, SetQueueLimitsResponse, as the Connect protocol and
-// curl show them), so that one script reads both. These types spell that form out: the API's
+// ResumeQueueResponse, SetQueueLimitsResponse, and the responses of
+// ScheduleService, as the Connect protocol and curl show them), so
+// that one script reads both. These types spell that form out: the API's
 // field names, fields at their zero value left out, enums by their API
 // names, bytes in base64, 64-bit integers as strings, durations as
 // seconds ("1.500s") and times in RFC 3339, UTC. Scripts depend on it:
-// TestCLIJSONIsTheAPIsJSON and TestCLIQueuesJSONIsTheAPIsJSON pin it.
+// TestCLIJSONIsTheAPIsJSON, TestCLIQueuesJSONIsTheAPIsJSON and
+// TestCLISchedulesJSONIsTheAPIsJSON pin it.
 //
 // One difference: a queue's oldestWaitingAge of exactly 0 (its oldest due
 // task became due this millisecond) is left out, as the SDK cannot tell it
@@ -173,6 +175,67 @@ type historyEntryJSON struct {
 	Reason      string `json:"reason,omitempty"`
 }
 
+type scheduleJSON struct {
+	Namespace       string             `json:"namespace,omitempty"`
+	Queue           string             `json:"queue,omitempty"`
+	Name            string             `json:"name,omitempty"`
+	Cron            string             `json:"cron,omitempty"`
+	TimeZone        string             `json:"timeZone,omitempty"`
+	Overlap         string             `json:"overlap,omitempty"`
+	CatchUpWindow   durationJSON       `json:"catchUpWindow"`
+	Payload         []byte             `json:"payload,omitempty"`
+	ExecutionWindow durationJSON       `json:"executionWindow"`
+	RetryPolicy     retryPolicyJSON    `json:"retryPolicy"`
+	Priority        int32              `json:"priority,omitempty"`
+	Paused          bool               `json:"paused,omitempty"`
+	Pause           *queuePauseJSON    `json:"pause,omitempty"`
+	NextFires       []timeJSON         `json:"nextFires,omitempty"`
+	Recent          []scheduleFireJSON `json:"recent,omitempty"`
+	CreatedAt       timeJSON           `json:"createdAt,omitzero"`
+	CreatedBy       string             `json:"createdBy,omitempty"`
+	UpdatedAt       timeJSON           `json:"updatedAt,omitzero"`
+	HeldTick        timeJSON           `json:"heldTick,omitzero"`
+}
+
+type scheduleFireJSON struct {
+	Tick      timeJSON `json:"tick,omitzero"`
+	Until     timeJSON `json:"until,omitzero"`
+	Outcome   string   `json:"outcome,omitempty"`
+	Reason    string   `json:"reason,omitempty"`
+	TaskID    string   `json:"taskId,omitempty"`
+	TaskState string   `json:"taskState,omitempty"`
+	At        timeJSON `json:"at,omitzero"`
+}
+
+// scheduleCreateJSON is the API's CreateScheduleResponse.
+type scheduleCreateJSON struct {
+	Schedule scheduleJSON `json:"schedule"`
+	Created  bool         `json:"created,omitempty"`
+}
+
+// scheduleResponseJSON is the API's GetScheduleResponse and
+// UpdateScheduleResponse.
+type scheduleResponseJSON struct {
+	Schedule scheduleJSON `json:"schedule"`
+}
+
+type scheduleListJSON struct {
+	Schedules []scheduleJSON `json:"schedules,omitempty"`
+}
+
+// scheduleControlJSON is the API's PauseScheduleResponse and
+// ResumeScheduleResponse.
+type scheduleControlJSON struct {
+	Changed  bool         `json:"changed,omitempty"`
+	Schedule scheduleJSON `json:"schedule"`
+}
+
+// backfillJSON is the API's BackfillScheduleResponse.
+type backfillJSON struct {
+	Fired        []scheduleFireJSON `json:"fired,omitempty"`
+	AlreadyFired uint32             `json:"alreadyFired,omitempty"`
+}
+
 func taskToJSON(t *client.Task) taskJSON {
 	out := taskJSON{
 		TaskID:          t.ID,
@@ -184,21 +247,16 @@ func taskToJSON(t *client.Task) taskJSON {
 		Priority:        t.Priority,
 		RequestID:       t.RequestID,
 		ExecutionWindow: durationJSON(t.ExecutionWindow),
-		RetryPolicy: retryPolicyJSON{
-			MaxAttempts:       t.RetryPolicy.MaxAttempts,
-			InitialBackoff:    durationJSON(t.RetryPolicy.InitialBackoff),
-			MaxBackoff:        durationJSON(t.RetryPolicy.MaxBackoff),
-			BackoffMultiplier: t.RetryPolicy.Multiplier,
-		},
-		NotBefore:     timeJSON(t.NotBefore),
-		CreatedAt:     timeJSON(t.CreatedAt),
-		UpdatedAt:     timeJSON(t.UpdatedAt),
-		Result:        t.Result,
-		FailureReason: t.FailureReason,
-		LeaseID:       t.LeaseID,
-		WorkerID:      t.WorkerID,
-		LeaseExpiry:   timeJSON(t.LeaseExpiry),
-		Deadline:      timeJSON(t.Deadline),
+		RetryPolicy:     retryPolicyToJSON(t.RetryPolicy),
+		NotBefore:       timeJSON(t.NotBefore),
+		CreatedAt:       timeJSON(t.CreatedAt),
+		UpdatedAt:       timeJSON(t.UpdatedAt),
+		Result:          t.Result,
+		FailureReason:   t.FailureReason,
+		LeaseID:         t.LeaseID,
+		WorkerID:        t.WorkerID,
+		LeaseExpiry:     timeJSON(t.LeaseExpiry),
+		Deadline:        timeJSON(t.Deadline),
 	}
 	for _, e := range t.Executions {
 		out.Executions = append(out.Executions, executionJSON{
@@ -215,6 +273,57 @@ func taskToJSON(t *client.Task) taskJSON {
 		})
 	}
 	return out
+}
+
+func retryPolicyToJSON(p client.RetryPolicy) retryPolicyJSON {
+	return retryPolicyJSON{
+		MaxAttempts:       p.MaxAttempts,
+		InitialBackoff:    durationJSON(p.InitialBackoff),
+		MaxBackoff:        durationJSON(p.MaxBackoff),
+		BackoffMultiplier: p.Multiplier,
+	}
+}
+
+func scheduleToJSON(sc *client.Schedule) scheduleJSON {
+	out := scheduleJSON{
+		Namespace:       sc.Namespace,
+		Queue:           sc.Queue,
+		Name:            sc.Name,
+		Cron:            sc.Cron,
+		TimeZone:        sc.TimeZone,
+		Overlap:         enumJSON("OVERLAP_POLICY_", sc.Overlap),
+		CatchUpWindow:   durationJSON(sc.CatchUpWindow),
+		Payload:         sc.Payload,
+		ExecutionWindow: durationJSON(sc.ExecutionWindow),
+		RetryPolicy:     retryPolicyToJSON(sc.RetryPolicy),
+		Priority:        sc.Priority,
+		Paused:          sc.Paused,
+		Pause:           pauseToJSON(sc.Pause),
+		CreatedAt:       timeJSON(sc.CreatedAt),
+		CreatedBy:       sc.CreatedBy,
+		UpdatedAt:       timeJSON(sc.UpdatedAt),
+		HeldTick:        timeJSON(sc.HeldTick),
+	}
+	for _, t := range sc.NextFires {
+		out.NextFires = append(out.NextFires, timeJSON(t))
+	}
+	for _, f := range sc.Recent {
+		out.Recent = append(out.Recent, fireToJSON(f))
+	}
+	return out
+}
+
+func fireToJSON(f client.ScheduleFire) scheduleFireJSON {
+	return scheduleFireJSON{Tick: timeJSON(f.Tick), Until: timeJSON(f.Until), Outcome: enumJSON("FIRE_OUTCOME_", f.Outcome), Reason: f.Reason,
+		TaskID: f.TaskID, TaskState: enumJSON("TASK_STATE_", f.TaskState), At: timeJSON(f.At)}
+}
+
+// pauseToJSON converts a pause; nil for none.
+func pauseToJSON(p *client.QueuePause) *queuePauseJSON {
+	if p == nil {
+		return nil
+	}
+	return &queuePauseJSON{RequestedBy: p.RequestedBy, Reason: p.Reason, PausedAt: timeJSON(p.PausedAt)}
 }
 
 func historyToJSON(entries []client.HistoryEntry) historyJSON {
@@ -243,9 +352,7 @@ func queueToJSON(q *client.Queue) queueJSON {
 		PausedPartitions:  q.PausedPartitions,
 		LimitedPartitions: q.LimitedPartitions,
 	}
-	if p := q.Pause; p != nil {
-		out.Pause = &queuePauseJSON{RequestedBy: p.RequestedBy, Reason: p.Reason, PausedAt: timeJSON(p.PausedAt)}
-	}
+	out.Pause = pauseToJSON(q.Pause)
 	if l := q.Limits; l != nil {
 		out.Limits = &queueLimitsJSON{MaxConcurrency: l.MaxConcurrency, Rate: l.Rate, Burst: l.Burst,
 			RequestedBy: l.RequestedBy, Reason: l.Reason, SetAt: timeJSON(l.SetAt)}

@@ -72,8 +72,14 @@ type controlFlags struct {
 }
 
 func (f *controlFlags) add(fs *pflag.FlagSet, defaultReason string) {
-	f.client.add(fs)
+	f.addWho(fs)
 	fs.StringVar(&f.reason, "reason", defaultReason, "why, kept in the record")
+}
+
+// addWho adds the client's flags and --requested-by, without --reason:
+// for a command whose record keeps no reason.
+func (f *controlFlags) addWho(fs *pflag.FlagSet) {
+	f.client.add(fs)
 	fs.StringVar(&f.requestedBy, "requested-by", "", "who asks, kept in the record (default: $USER@hostname); self-declared: a server without --auth-file takes it as given; one with it records the token's name instead")
 }
 

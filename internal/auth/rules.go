@@ -60,6 +60,7 @@ const (
 	whereListing        = "request: `namespace`, `queue` (unset: every one)"
 	whereFilter         = "request: `filter.namespace`, `filter.queue` (unset, or `filter.all`: every one)"
 	whereTask           = "task named by `task_id`, once found"
+	whereSchedule       = "request: `namespace` (unset: `default`), `queue` (the schedule's tasks' queue)"
 )
 
 // Rules is the authorisation table: every call that needs a token and who
@@ -88,6 +89,14 @@ var Rules = []Rule{
 	{tenurev1connect.QueueServicePauseQueueProcedure, []Role{Admin}, ScopeRequest, whereNamespaceQueue},
 	{tenurev1connect.QueueServiceResumeQueueProcedure, []Role{Admin}, ScopeRequest, whereNamespaceQueue},
 	{tenurev1connect.QueueServiceSetQueueLimitsProcedure, []Role{Admin}, ScopeRequest, whereNamespaceQueue},
+	{tenurev1connect.ScheduleServiceCreateScheduleProcedure, []Role{Admin}, ScopeRequest, whereSchedule},
+	{tenurev1connect.ScheduleServiceGetScheduleProcedure, []Role{Admin, Reader}, ScopeRequest, whereSchedule},
+	{tenurev1connect.ScheduleServiceListSchedulesProcedure, []Role{Admin, Reader}, ScopeRequest, whereListing},
+	{tenurev1connect.ScheduleServiceUpdateScheduleProcedure, []Role{Admin}, ScopeRequest, whereSchedule},
+	{tenurev1connect.ScheduleServicePauseScheduleProcedure, []Role{Admin}, ScopeRequest, whereSchedule},
+	{tenurev1connect.ScheduleServiceResumeScheduleProcedure, []Role{Admin}, ScopeRequest, whereSchedule},
+	{tenurev1connect.ScheduleServiceDeleteScheduleProcedure, []Role{Admin}, ScopeRequest, whereSchedule},
+	{tenurev1connect.ScheduleServiceBackfillScheduleProcedure, []Role{Admin}, ScopeRequest, whereSchedule},
 	{tenurev1connect.AdminServiceSnapshotProcedure, []Role{Admin}, ScopeServer, ""},
 	{MetricsCall, []Role{Admin, Reader}, ScopeServer, ""},
 	{PprofCall, []Role{Admin}, ScopeServer, ""},
@@ -198,6 +207,22 @@ func requestTargets(msg any) ([]Target, bool) {
 	case *tenurev1.ResumeQueueRequest:
 		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
 	case *tenurev1.SetQueueLimitsRequest:
+		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
+	case *tenurev1.ListSchedulesRequest:
+		return []Target{{m.GetNamespace(), m.GetQueue()}}, true
+	case *tenurev1.CreateScheduleRequest:
+		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
+	case *tenurev1.GetScheduleRequest:
+		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
+	case *tenurev1.UpdateScheduleRequest:
+		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
+	case *tenurev1.PauseScheduleRequest:
+		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
+	case *tenurev1.ResumeScheduleRequest:
+		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
+	case *tenurev1.DeleteScheduleRequest:
+		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
+	case *tenurev1.BackfillScheduleRequest:
 		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
 	}
 	return nil, false

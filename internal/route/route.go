@@ -53,12 +53,13 @@ type Peer interface {
 	tenurev1connect.TaskServiceClient
 	tenurev1connect.WorkerServiceClient
 	tenurev1connect.QueueServiceClient
+	tenurev1connect.ScheduleServiceClient
 	// Addr is the node's base URL.
 	Addr() string
 }
 
 // PartitionHeader, on a forwarded request that spans partitions (queue
-// statistics, bulk actions), names the one partition the receiving node is
+// statistics, bulk actions, schedule listings), names the one partition the receiving node is
 // to answer for; its value is the partition id in decimal. Without it, such
 // a request covers every partition it names.
 const PartitionHeader = "Tenure-Partition"

@@ -21,6 +21,8 @@ import (
 	"connectrpc.com/connect"
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/server"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -41,8 +43,14 @@ func newAPIEnv(t *testing.T) *apiEnv {
 	return newAPIEnvWith(t, node.Config{})
 }
 
+// newAPIEnvClock is newAPIEnv with the node and the API on clk (nil: the
+// real clock).
+func newAPIEnvClock(t *testing.T, clk clock.Clock) *apiEnv {
+	return newAPIEnvWith(t, node.Config{Coordinator: coordinator.Config{Clock: clk}})
+}
+
 // newAPIEnvWith is newAPIEnv on a node configured by cfg (its DataDir is
-// set here).
+// set here), the API on the node's clock.
 func newAPIEnvWith(t *testing.T, cfg node.Config) *apiEnv {
 	t.Helper()
 	cfg.DataDir = t.TempDir()
@@ -55,7 +63,7 @@ func newAPIEnvWith(t *testing.T, cfg node.Config) *apiEnv {
 			t.Errorf("node.Close: %v", err)
 		}
 	})
-	api := server.New(n.Router(), server.Options{})
+	api := server.New(n.Router(), server.Options{Clock: cfg.Coordinator.Clock})
 	ts := httptest.NewServer(api.Handler())
 	t.Cleanup(ts.Close)
 	t.Cleanup(api.Drain) // runs first: long-polls must not hold ts.Close

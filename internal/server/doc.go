@@ -1,5 +1,5 @@
-// Package server serves the tenure.v1 API (TaskService, WorkerService and
-// AdminService) over Connect, so the same handlers answer Connect, gRPC and
+// Package server serves the tenure.v1 API (TaskService, WorkerService,
+// QueueService, ScheduleService and AdminService) over Connect, so the same handlers answer Connect, gRPC and
 // gRPC-Web, with protobuf or JSON bodies, and what probes and tools point
 // at a server (probes.go): GET /healthz (liveness: the process answers),
 // GET /readyz and the gRPC health service (readiness: it can serve now),
@@ -9,7 +9,8 @@
 // the moment it listens.
 //
 // It holds no task logic. A call addressed to one partition (everything
-// named by a task id, and a submit, placed by its request id) goes through
+// named by a task id, a submit, placed by its request id, and a call
+// about one schedule, placed by its name: schedules.go) goes through
 // the route.Router to that partition: served here, the handler converts the
 // request, calls the partition's coordinator and converts its answer;
 // served by another node, the original request is forwarded and the far
@@ -19,8 +20,8 @@
 // back and forth.
 //
 // Errors: a coordinator error maps to one status code — lease lost and
-// wrong state → failed_precondition, already committed → already_exists,
-// unknown task → not_found, bad input → invalid_argument, over a size
+// wrong state → failed_precondition, already committed and a schedule
+// defined otherwise → already_exists, unknown task or schedule → not_found, bad input → invalid_argument, over a size
 // limit → resource_exhausted, storage failure or partition moving →
 // unavailable — and carries a tenurev1.ErrorDetail with its reason and the
 // fields a caller acts on (task, lease, committing lease, state, field,

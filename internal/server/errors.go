@@ -90,6 +90,7 @@ var errorKinds = []struct {
 	{coordinator.ErrTooLarge, connect.CodeResourceExhausted, tenurev1.ErrorReason_ERROR_REASON_TOO_LARGE},
 	{coordinator.ErrNotFound, connect.CodeNotFound, tenurev1.ErrorReason_ERROR_REASON_NOT_FOUND},
 	{coordinator.ErrAlreadyCommitted, connect.CodeAlreadyExists, tenurev1.ErrorReason_ERROR_REASON_ALREADY_COMMITTED},
+	{coordinator.ErrAlreadyExists, connect.CodeAlreadyExists, tenurev1.ErrorReason_ERROR_REASON_ALREADY_EXISTS},
 	{coordinator.ErrLeaseLost, connect.CodeFailedPrecondition, tenurev1.ErrorReason_ERROR_REASON_LEASE_LOST},
 	{coordinator.ErrWrongState, connect.CodeFailedPrecondition, tenurev1.ErrorReason_ERROR_REASON_WRONG_STATE},
 	{coordinator.ErrUnavailable, connect.CodeUnavailable, tenurev1.ErrorReason_ERROR_REASON_UNAVAILABLE},

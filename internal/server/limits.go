@@ -151,11 +151,13 @@ func bodyCaps(l coordinator.Limits, maxRequest int) (map[string]bodyCap, bodyCap
 	batch := bodyCap{max(int64(maxRequest), sub.limit, res.limit),
 		"the limit of a batch (--max-request-bytes): split it into smaller batches"}
 	return map[string]bodyCap{
-		tenurev1connect.TaskServiceSubmitProcedure:          sub,
-		tenurev1connect.WorkerServiceCommitProcedure:        res,
-		tenurev1connect.WorkerServiceCompleteProcedure:      res,
-		tenurev1connect.TaskServiceSubmitBatchProcedure:     batch,
-		tenurev1connect.WorkerServiceCompleteBatchProcedure: batch,
+		tenurev1connect.TaskServiceSubmitProcedure:             sub,
+		tenurev1connect.ScheduleServiceCreateScheduleProcedure: sub,
+		tenurev1connect.ScheduleServiceUpdateScheduleProcedure: sub,
+		tenurev1connect.WorkerServiceCommitProcedure:           res,
+		tenurev1connect.WorkerServiceCompleteProcedure:         res,
+		tenurev1connect.TaskServiceSubmitBatchProcedure:        batch,
+		tenurev1connect.WorkerServiceCompleteBatchProcedure:    batch,
 	}, bodyCap{otherSlack, "ample for every field of the call"}
 }
 

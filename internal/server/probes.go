@@ -27,6 +27,7 @@ var healthServices = []string{
 	tenurev1connect.WorkerServiceName,
 	tenurev1connect.AdminServiceName,
 	tenurev1connect.QueueServiceName,
+	tenurev1connect.ScheduleServiceName,
 }
 
 // reflectedServices are the services gRPC server reflection lists, so that
@@ -36,6 +37,7 @@ var reflectedServices = []string{
 	tenurev1connect.WorkerServiceName,
 	tenurev1connect.AdminServiceName,
 	tenurev1connect.QueueServiceName,
+	tenurev1connect.ScheduleServiceName,
 	grpchealth.HealthV1ServiceName,
 	grpcreflect.ReflectV1ServiceName,
 	grpcreflect.ReflectV1AlphaServiceName,

@@ -72,6 +72,7 @@ func TestReflectionListsServices(t *testing.T) {
 		"grpc.reflection.v1alpha.ServerReflection",
 		"tenure.v1.AdminService",
 		"tenure.v1.QueueService",
+		"tenure.v1.ScheduleService",
 		"tenure.v1.TaskService",
 		"tenure.v1.WorkerService",
 	}
@@ -126,7 +127,8 @@ func TestReflectionListsServices(t *testing.T) {
 // for and fails unless each is want.
 func checkHealth(t *testing.T, hc *grpchealth.Client, want grpchealth.Status, when string) {
 	t.Helper()
-	for _, svc := range []string{"", tenurev1connect.TaskServiceName, tenurev1connect.WorkerServiceName, tenurev1connect.AdminServiceName, tenurev1connect.QueueServiceName} {
+	for _, svc := range []string{"", tenurev1connect.TaskServiceName, tenurev1connect.WorkerServiceName, tenurev1connect.AdminServiceName, tenurev1connect.QueueServiceName,
+		tenurev1connect.ScheduleServiceName} {
 		res, err := hc.Check(apiCtx(t), &grpchealth.CheckRequest{Service: svc})
 		if err != nil {
 			t.Fatalf("%s: Health/Check(%q): %v", when, svc, err)

@@ -150,6 +150,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(tenurev1connect.NewWorkerServiceHandler(workerService{s}, opts...))
 	mux.Handle(tenurev1connect.NewAdminServiceHandler(adminService{s}, opts...))
 	mux.Handle(tenurev1connect.NewQueueServiceHandler(queueService{s}, opts...))
+	mux.Handle(tenurev1connect.NewScheduleServiceHandler(scheduleService{s}, opts...))
 	s.mountProbes(mux)
 	return s.limitBodies(s.forwarded(mux))
 }

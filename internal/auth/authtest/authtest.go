@@ -143,6 +143,7 @@ type env struct {
 	tasks    tenurev1connect.TaskServiceClient
 	workers  tenurev1connect.WorkerServiceClient
 	queues   tenurev1connect.QueueServiceClient
+	sched    tenurev1connect.ScheduleServiceClient
 	admin    tenurev1connect.AdminServiceClient
 	task     map[target]string // a task of each target that names one
 }
@@ -165,6 +166,9 @@ type call struct {
 // before is a created_before that selects no task: the bulk actions of
 // the run change nothing.
 var before = timestamppb.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
+
+// noTick is a time one second after which a yearly schedule has no tick.
+var noTick = time.Date(2001, 6, 1, 0, 0, 0, 0, time.UTC)
 
 func filter(tg target) *tenurev1.TaskFilter {
 	ns, q := tg.names()
@@ -287,6 +291,52 @@ var calls = map[string]call{
 		ns, q := tg.names()
 		conc := uint32(100)
 		_, err := e.queues.SetQueueLimits(ctx, req(tok, &tenurev1.SetQueueLimitsRequest{Namespace: ns, Queue: q, MaxConcurrency: &conc, Reason: "authz"}))
+		return answerOf(err)
+	}},
+	// The schedule calls name schedule "authz", which CreateSchedule
+	// makes (yearly: it fires nothing during a run); a call about it
+	// before that, or after DeleteSchedule, is answered not_found, which
+	// is no refusal.
+	"ScheduleService/CreateSchedule": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		_, err := e.sched.CreateSchedule(ctx, req(tok, &tenurev1.CreateScheduleRequest{Namespace: ns, Queue: q, Name: "authz", Cron: "@yearly"}))
+		return answerOf(err)
+	}},
+	"ScheduleService/GetSchedule": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		_, err := e.sched.GetSchedule(ctx, req(tok, &tenurev1.GetScheduleRequest{Namespace: ns, Queue: q, Name: "authz"}))
+		return answerOf(err)
+	}},
+	"ScheduleService/ListSchedules": {listings, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		_, err := e.sched.ListSchedules(ctx, req(tok, &tenurev1.ListSchedulesRequest{Namespace: ns, Queue: q}))
+		return answerOf(err)
+	}},
+	"ScheduleService/UpdateSchedule": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		_, err := e.sched.UpdateSchedule(ctx, req(tok, &tenurev1.UpdateScheduleRequest{Namespace: ns, Queue: q, Name: "authz", Cron: "@yearly", Reason: "authz"}))
+		return answerOf(err)
+	}},
+	"ScheduleService/PauseSchedule": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		_, err := e.sched.PauseSchedule(ctx, req(tok, &tenurev1.PauseScheduleRequest{Namespace: ns, Queue: q, Name: "authz", Reason: "authz"}))
+		return answerOf(err)
+	}},
+	"ScheduleService/ResumeSchedule": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		_, err := e.sched.ResumeSchedule(ctx, req(tok, &tenurev1.ResumeScheduleRequest{Namespace: ns, Queue: q, Name: "authz", Reason: "authz"}))
+		return answerOf(err)
+	}},
+	"ScheduleService/DeleteSchedule": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		_, err := e.sched.DeleteSchedule(ctx, req(tok, &tenurev1.DeleteScheduleRequest{Namespace: ns, Queue: q, Name: "authz", Reason: "authz"}))
+		return answerOf(err)
+	}},
+	"ScheduleService/BackfillSchedule": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		// A range of one second without a tick of @yearly: nothing fires.
+		_, err := e.sched.BackfillSchedule(ctx, req(tok, &tenurev1.BackfillScheduleRequest{Namespace: ns, Queue: q, Name: "authz",
+			Start: timestamppb.New(noTick), End: timestamppb.New(noTick.Add(time.Second))}))
 		return answerOf(err)
 	}},
 	"AdminService/Snapshot": {[]target{tgEvery}, func(ctx context.Context, e *env, tok string, _ target) answer {
@@ -464,6 +514,7 @@ func newEnv(t *testing.T, base, protocol, setup string) *env {
 	e.tasks = tenurev1connect.NewTaskServiceClient(e.hc, base, e.opts...)
 	e.workers = tenurev1connect.NewWorkerServiceClient(e.hc, base, e.opts...)
 	e.queues = tenurev1connect.NewQueueServiceClient(e.hc, base, e.opts...)
+	e.sched = tenurev1connect.NewScheduleServiceClient(e.hc, base, e.opts...)
 	e.admin = tenurev1connect.NewAdminServiceClient(e.hc, base, e.opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -19,6 +19,7 @@ type Peer struct {
 	tenurev1connect.TaskServiceClient
 	tenurev1connect.WorkerServiceClient
 	tenurev1connect.QueueServiceClient
+	tenurev1connect.ScheduleServiceClient
 	addr string
 }
 
@@ -35,10 +36,11 @@ func New(baseURL string, hc connect.HTTPClient, from Signer, interceptors ...con
 	}
 	opts := []connect.ClientOption{connect.WithInterceptors(interceptors...), connect.WithInterceptors(forwardedBy(from), unanswered(baseURL))}
 	return &Peer{
-		TaskServiceClient:   tenurev1connect.NewTaskServiceClient(hc, baseURL, opts...),
-		WorkerServiceClient: tenurev1connect.NewWorkerServiceClient(hc, baseURL, opts...),
-		QueueServiceClient:  tenurev1connect.NewQueueServiceClient(hc, baseURL, opts...),
-		addr:                baseURL,
+		TaskServiceClient:     tenurev1connect.NewTaskServiceClient(hc, baseURL, opts...),
+		WorkerServiceClient:   tenurev1connect.NewWorkerServiceClient(hc, baseURL, opts...),
+		QueueServiceClient:    tenurev1connect.NewQueueServiceClient(hc, baseURL, opts...),
+		ScheduleServiceClient: tenurev1connect.NewScheduleServiceClient(hc, baseURL, opts...),
+		addr:                  baseURL,
 	}
 }
 

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/apitest"
+	"github.com/tenurehq/tenure/internal/clock"
+)
+
+// waitSchedule polls a schedule until cond holds of it, or fails the test.
+func waitSchedule(t *testing.T, c *client.Client, queue, name, what string, cond func(*client.Schedule) bool) *client.Schedule {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		sc, err := c.GetSchedule(t.Context(), "", queue, name)
+		if err == nil && cond(sc) {
+			return sc
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("schedule %s/%s: timed out waiting for %s (last: %+v, %v)", queue, name, what, sc, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCLISchedules drives every schedule command against a server on a
+// fake clock: bad input is refused naming the field and creates nothing;
+// a schedule fires one task per tick, which get shows with its state;
+// update keeps what no flag changes; pause, resume, backfill and delete
+// say what they did.
+func TestCLISchedules(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 5, 6, 7, 8, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	addr := apitest.StartClock(t, clk)
+	c := sdk(t, addr)
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		want []string
+	}{
+		{[]string{"--cron", "every day"}, 1, []string{"tenure schedule create:", "invalid_argument", "cron", `"every day"`}},
+		{[]string{"--cron", "@daily", "--time-zone", "Europe/Atlantis"}, 1, []string{"time_zone", "Europe/Atlantis", "IANA"}},
+		{[]string{"--cron", "@daily", "--catch-up", "1ms"}, 1, []string{"catch_up_window"}},
+		{[]string{"--cron", "@daily", "--overlap", "sometimes"}, 2, []string{`--overlap "sometimes"`, "skip, allow or buffer-one"}},
+		{[]string{"--cron", "@daily", "--max-attempts", "0"}, 2, []string{"--max-attempts 0"}},
+		{[]string{"--cron", "@daily", "--payload", "a", "--payload-file", "f"}, 2, []string{"not both"}},
+		{nil, 2, []string{"--cron is required"}},
+	} {
+		args := append([]string{"schedule", "create", "s", "--queue", "q", "--addr", addr}, tc.args...)
+		code, _, errs := cli(t, args...)
+		if code != tc.code {
+			t.Errorf("%v: exit %d, want %d: %s", tc.args, code, tc.code, errs)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errs, w) {
+				t.Errorf("%v: stderr lacks %q: %s", tc.args, w, errs)
+			}
+		}
+	}
+	if code, out, errs := cli(t, "schedule", "list", "--addr", addr); code != 0 || out != "" || !strings.Contains(errs, "no schedules") {
+		t.Fatalf("schedule list after refused creates: exit %d, %q, %q; want no schedules", code, out, errs)
+	}
+	if code, _, errs := cli(t, "schedule", "create", "s", "--cron", "@daily", "--addr", addr); code != 2 || !strings.Contains(errs, "--queue is required") {
+		t.Fatalf("create without --queue: exit %d: %s", code, errs)
+	}
+
+	out := mustCLI(t, "schedule", "create", "tick", "--queue", "q", "--cron", "* * * * * *", "--overlap", "allow", "--payload", "ping",
+		"--priority", "4", "--max-attempts", "2", "--requested-by", "ops@box", "--addr", addr)
+	if !strings.HasPrefix(out, "created schedule default/q/tick\nnext fires:\n") || strings.Count(out, "\n  ") != 5 ||
+		!strings.Contains(out, fmtTime(start.Add(time.Second))) {
+		t.Fatalf("schedule create printed:\n%s", out)
+	}
+	again := mustCLI(t, "schedule", "create", "tick", "--queue", "q", "--cron", "* * * * * *", "--overlap", "allow", "--payload", "ping",
+		"--priority", "4", "--max-attempts", "2", "--addr", addr)
+	if !strings.Contains(again, "exists already with this definition") {
+		t.Fatalf("schedule create again printed:\n%s", again)
+	}
+	if code, _, errs := cli(t, "schedule", "create", "tick", "--queue", "q", "--cron", "@daily", "--addr", addr); code != 1 || !strings.Contains(errs, "already_exists") {
+		t.Fatalf("create with another definition: exit %d: %s", code, errs)
+	}
+
+	clk.Advance(2 * time.Second)
+	sc := waitSchedule(t, c, "q", "tick", "two fires", func(sc *client.Schedule) bool { return len(sc.Recent) == 2 })
+	get := mustCLI(t, "schedule", "get", "tick", "--queue", "q", "--addr", addr)
+	for _, want := range []string{"default/q/tick", "* * * * * * (UTC)", "ALLOW", "1h0m0s", `payload "ping", window 30s, up to 2 attempts, priority 4`,
+		"running", "by ops@box", "next fires:", "recent decisions:", "TICK", sc.Recent[0].TaskID, sc.Recent[1].TaskID, "FIRED", "WAITING"} {
+		if !strings.Contains(get, want) {
+			t.Errorf("schedule get lacks %q:\n%s", want, get)
+		}
+	}
+	row := queueRowOf(t, mustCLI(t, "schedule", "list", "--addr", addr), "tick")
+	if row[1] != "default/q" || !strings.HasPrefix(row[2], "*") || !strings.Contains(strings.Join(row, " "), "FIRED") || row[len(row)-1] != "no" {
+		t.Errorf("schedule list row: %q", row)
+	}
+
+	// Update: only --cron changes; payload, priority and attempts stay.
+	up := mustCLI(t, "schedule", "update", "tick", "--queue", "q", "--cron", "@hourly", "--reason", "calmer", "--addr", addr)
+	if !strings.HasPrefix(up, "updated schedule default/q/tick\n") {
+		t.Fatalf("schedule update printed:\n%s", up)
+	}
+	sc, err := c.GetSchedule(t.Context(), "", "q", "tick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Cron != "@hourly" || string(sc.Payload) != "ping" || sc.Priority != 4 || sc.RetryPolicy.MaxAttempts != 2 || sc.Overlap != client.OverlapAllow {
+		t.Fatalf("after update --cron: %+v", sc)
+	}
+
+	if out := mustCLI(t, "schedule", "pause", "tick", "--queue", "q", "--reason", "audit", "--requested-by", "ops@box", "--addr", addr); out != "paused schedule default/q/tick\n" {
+		t.Fatalf("schedule pause printed %q", out)
+	}
+	if out := mustCLI(t, "schedule", "pause", "tick", "--queue", "q", "--addr", addr); !strings.Contains(out, "was already paused (since ") || !strings.Contains(out, "by ops@box: audit") {
+		t.Fatalf("second schedule pause printed %q", out)
+	}
+	if get := mustCLI(t, "schedule", "get", "tick", "--queue", "q", "--addr", addr); !strings.Contains(get, "paused (since") || !strings.Contains(get, "next fires: none") {
+		t.Fatalf("schedule get of the paused schedule:\n%s", get)
+	}
+	if out := mustCLI(t, "schedule", "resume", "tick", "--queue", "q", "--addr", addr); !strings.HasPrefix(out, "resumed schedule default/q/tick\nnext fires:") {
+		t.Fatalf("schedule resume printed %q", out)
+	}
+	if out := mustCLI(t, "schedule", "resume", "tick", "--queue", "q", "--addr", addr); out != "schedule default/q/tick was not paused\n" {
+		t.Fatalf("second schedule resume printed %q", out)
+	}
+
+	// Backfill: the hourly ticks of the two hours before start, once.
+	from, to := start.Truncate(time.Hour).Add(-2*time.Hour).Format(time.RFC3339), start.Truncate(time.Hour).Add(-time.Hour).Format(time.RFC3339)
+	bf := mustCLI(t, "schedule", "backfill", "tick", "--queue", "q", "--from", from, "--to", to, "--addr", addr)
+	if !strings.HasPrefix(bf, "fired 2 ticks; 0 ticks had fired already\n") {
+		t.Fatalf("schedule backfill printed:\n%s", bf)
+	}
+	if bf := mustCLI(t, "schedule", "backfill", "tick", "--queue", "q", "--from", from, "--to", to, "--addr", addr); bf != "fired 0 ticks; 2 ticks had fired already\n" {
+		t.Fatalf("second schedule backfill printed %q", bf)
+	}
+	if code, _, errs := cli(t, "schedule", "backfill", "tick", "--queue", "q", "--from", "yesterday", "--to", to, "--addr", addr); code != 2 || !strings.Contains(errs, "RFC 3339") {
+		t.Fatalf("backfill --from yesterday: exit %d: %s", code, errs)
+	}
+
+	// Delete: asks; --yes; the tasks stay.
+	if code, _, errs := cliIn(t, "", false, "schedule", "delete", "tick", "--queue", "q", "--addr", addr); code != 2 || !strings.Contains(errs, "pass --yes") {
+		t.Fatalf("delete without a terminal nor --yes: exit %d: %s", code, errs)
+	}
+	if code, _, errs := cliIn(t, "n\n", true, "schedule", "delete", "tick", "--queue", "q", "--addr", addr); code != 1 || !strings.Contains(errs, "aborted") {
+		t.Fatalf("delete answered n: exit %d: %s", code, errs)
+	}
+	if code, out, errs := cliIn(t, "y\n", true, "schedule", "delete", "tick", "--queue", "q", "--addr", addr); code != 0 || out != "deleted schedule default/q/tick\n" {
+		t.Fatalf("delete answered y: exit %d: %q %s", code, out, errs)
+	}
+	if code, _, errs := cli(t, "schedule", "get", "tick", "--queue", "q", "--addr", addr); code != 1 || !strings.Contains(errs, "not_found") {
+		t.Fatalf("get of the deleted schedule: exit %d: %s", code, errs)
+	}
+	if n := len(tasksIn(t, c, "q")); n != 4 {
+		t.Fatalf("%d tasks after the delete, want the 4 the schedule submitted", n)
+	}
+}
+
+// queueRowOf returns the fields of the line of `tenure schedule list`
+// whose first column is name.
+func queueRowOf(t *testing.T, table, name string) []string {
+	t.Helper()
+	for _, l := range strings.Split(table, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == name {
+			return f
+		}
+	}
+	t.Fatalf("no row of %s in:\n%s", name, table)
+	return nil
+}
+
+// TestCLISchedulesJSONIsTheAPIsJSON pins the --json output of the schedule
+// commands: the API's JSON of the same answer.
+func TestCLISchedulesJSONIsTheAPIsJSON(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	start := time.Date(2026, 5, 6, 7, 8, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	addr := apitest.StartClock(t, clk)
+	c := sdk(t, addr)
+	api := tenurev1connect.NewScheduleServiceClient(http.DefaultClient, addr, connect.WithProtoJSON())
+	get := func(name string) *tenurev1.Schedule {
+		t.Helper()
+		resp, err := api.GetSchedule(ctx, connect.NewRequest(&tenurev1.GetScheduleRequest{Queue: "q", Name: name}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Msg.GetSchedule()
+	}
+
+	created := mustCLI(t, "schedule", "create", "tick", "--queue", "q", "--cron", "* * * * * *", "--overlap", "buffer-one", "--payload", "ping",
+		"--time-zone", "Europe/Berlin", "--requested-by", "ops@box", "--json", "--addr", addr)
+	sameJSON(t, "schedule create", created, &tenurev1.CreateScheduleResponse{Schedule: get("tick"), Created: true})
+	// Two ticks: the first fires, the second is held (its task waits).
+	clk.Advance(2 * time.Second)
+	waitSchedule(t, c, "q", "tick", "a held tick", func(sc *client.Schedule) bool { return !sc.HeldTick.IsZero() })
+	one := sameJSON(t, "schedule get", mustCLI(t, "schedule", "get", "tick", "--queue", "q", "--json", "--addr", addr), &tenurev1.GetScheduleResponse{Schedule: get("tick")})
+	pinJSON(t, "schedule get", one, "schedule.namespace", "schedule.queue", "schedule.name", "schedule.cron", "schedule.timeZone", "schedule.overlap",
+		"schedule.catchUpWindow", "schedule.payload", "schedule.executionWindow", "schedule.retryPolicy.maxAttempts", "schedule.nextFires",
+		"schedule.recent", "schedule.recent[].tick", "schedule.recent[].outcome", "schedule.recent[].taskId", "schedule.recent[].taskState",
+		"schedule.recent[].at", "schedule.createdAt", "schedule.createdBy", "schedule.updatedAt", "schedule.heldTick")
+
+	pause := mustCLI(t, "schedule", "pause", "tick", "--queue", "q", "--reason", "audit", "--json", "--addr", addr)
+	p := sameJSON(t, "schedule pause", pause, &tenurev1.PauseScheduleResponse{Changed: true, Schedule: get("tick")})
+	pinJSON(t, "schedule pause", p, "changed", "schedule.paused", "schedule.pause.reason", "schedule.pause.pausedAt")
+	sameJSON(t, "schedule resume", mustCLI(t, "schedule", "resume", "tick", "--queue", "q", "--json", "--addr", addr),
+		&tenurev1.ResumeScheduleResponse{Changed: true, Schedule: get("tick")})
+	if _, _, err := c.CreateSchedule(ctx, client.ScheduleRequest{Namespace: "billing", Queue: "inv", Name: "monthly", Cron: "@monthly"}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := api.ListSchedules(ctx, connect.NewRequest(&tenurev1.ListSchedulesRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "schedule list", mustCLI(t, "schedule", "list", "--json", "--addr", addr), all.Msg)
+	sameJSON(t, "schedule list (none)", mustCLI(t, "schedule", "list", "--namespace", "none", "--json", "--addr", addr), &tenurev1.ListSchedulesResponse{})
+	updated := mustCLI(t, "schedule", "update", "tick", "--queue", "q", "--priority", "9", "--json", "--addr", addr)
+	sameJSON(t, "schedule update", updated, &tenurev1.UpdateScheduleResponse{Schedule: get("tick")})
+
+	// A backfill of two past ticks (the zone's minutes are the same).
+	from, to := start.Add(-10*time.Second).Format(time.RFC3339), start.Add(-9*time.Second).Format(time.RFC3339)
+	bfOut := mustCLI(t, "schedule", "backfill", "tick", "--queue", "q", "--from", from, "--to", to, "--json", "--addr", addr)
+	bfWant := &tenurev1.BackfillScheduleResponse{}
+	for _, f := range get("tick").GetRecent() {
+		if f.GetOutcome() == tenurev1.FireOutcome_FIRE_OUTCOME_BACKFILLED {
+			f.TaskState = tenurev1.TaskState_TASK_STATE_WAITING // as created
+			bfWant.Fired = append(bfWant.Fired, f)
+		}
+	}
+	bf := sameJSON(t, "schedule backfill", bfOut, bfWant)
+	pinJSON(t, "schedule backfill", bf, "fired", "fired[].tick", "fired[].outcome", "fired[].taskId", "fired[].taskState", "fired[].at")
+	sameJSON(t, "schedule backfill (again)", mustCLI(t, "schedule", "backfill", "tick", "--queue", "q", "--from", from, "--to", to, "--json", "--addr", addr),
+		&tenurev1.BackfillScheduleResponse{AlreadyFired: 2})
+	sameJSON(t, "schedule delete", mustCLI(t, "schedule", "delete", "tick", "--queue", "q", "--yes", "--json", "--addr", addr), &tenurev1.DeleteScheduleResponse{})
+}
+
+// TestCLIScheduleHelp: each schedule command's help says what it does,
+// names its flags and gives an example.
+func TestCLIScheduleHelp(t *testing.T) {
+	t.Parallel()
+	def := []string{"--cron", "--time-zone", "--overlap", "--catch-up", "--payload", "--payload-file", "--window", "--max-attempts", "--priority", "--queue", "--namespace"}
+	for path, want := range map[string][]string{
+		"schedule create":   append([]string{"Create a schedule", "once and only once", "--requested-by", "CreateScheduleResponse"}, def...),
+		"schedule update":   append([]string{"keeps its value", "--reason", "UpdateScheduleResponse"}, def...),
+		"schedule list":     {"NEXT", "LAST", "PAUSED", "--queue", "--namespace", "--json", "ListSchedulesResponse"},
+		"schedule get":      {"next", "recent decisions", "--queue", "GetScheduleResponse"},
+		"schedule pause":    {"Pause a schedule", "--reason", "--requested-by", "PauseScheduleResponse"},
+		"schedule resume":   {"skipped", "--reason", "ResumeScheduleResponse"},
+		"schedule delete":   {"tasks it submitted stay", "--yes", "--reason"},
+		"schedule backfill": {"--from", "--to", "RFC 3339", "had fired", "BackfillScheduleResponse"},
+	} {
+		out := mustCLI(t, append(strings.Fields(path), "--help")...)
+		for _, w := range append(want, "Examples:\n  tenure "+path) {
+			if !strings.Contains(out, w) {
+				t.Errorf("tenure %s --help lacks %q:\n%s", path, w, out)
+			}
+		}
+	}
+}
