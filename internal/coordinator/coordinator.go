@@ -248,7 +248,7 @@ func (c *Coordinator) afterApply(r state.Record) {
 	if t == nil {
 		return
 	}
-	if t.State.Terminal() && c.st.HeldTicks() > 0 {
+	if t.State.Terminal() && c.st.Watched(t.ID) {
 		select {
 		case c.wake <- struct{}{}:
 		default:

@@ -53,8 +53,8 @@ type ScheduleRequest struct {
 // it.
 type ScheduleView struct {
 	*state.Schedule
-	// NextFires lists the next fire times (none while paused), from the
-	// cursor on.
+	// NextFires lists the next fire times (none while paused): from the
+	// cursor on, or from now while due ticks wait for the last task.
 	NextFires []time.Time
 	// TaskStates gives the state of each task of Recent that the partition
 	// still holds.
@@ -335,7 +335,13 @@ func (c *Coordinator) viewLocked(sc *state.Schedule) ScheduleView {
 		}
 	}
 	if cr, ok := c.cronOf(sc); ok && sc.Paused == nil && sc.Next != 0 {
-		v.NextFires = append([]time.Time{sc.Next.Std()}, cr.Ticks(sc.Next, NextFires-1)...)
+		// A schedule waiting for its last task has due ticks undecided:
+		// show the ticks to come.
+		if now := c.now(); sc.Next <= now {
+			v.NextFires = cr.Ticks(now, NextFires)
+		} else {
+			v.NextFires = append([]time.Time{sc.Next.Std()}, cr.Ticks(sc.Next, NextFires-1)...)
+		}
 	}
 	return v
 }
@@ -438,9 +444,13 @@ func (c *Coordinator) FireDue(ctx context.Context) (int, error) {
 
 // decideLocked writes the decisions of sc's ticks due at now, up to budget
 // records, one at a time so that each sees the last: the held tick once
-// the previous task finished, then from the cursor on — skipped as a range
-// if older than the catch-up window, else fired, held or skipped as the
-// overlap policy says. c.mu must be held.
+// the previous task finished, then the ticks that came due while it ran
+// (skipped for overlap, as a range), then from the cursor on — skipped as
+// a range if older than the catch-up window, else fired, held or skipped
+// as the overlap policy says. While the previous task runs and the policy
+// makes ticks wait for it (state.Waiting), nothing is written: the ticks
+// are decided when it finishes, so that a long task costs one record, not
+// one per tick. c.mu must be held.
 func (c *Coordinator) decideLocked(sc *state.Schedule, now state.Time, budget int) (int, error) {
 	cr, ok := c.cronOf(sc)
 	if !ok {
@@ -456,8 +466,21 @@ func (c *Coordinator) decideLocked(sc *state.Schedule, now state.Time, budget in
 		return write(&state.ScheduleFired{Namespace: k.Namespace, Queue: k.Queue, Name: k.Name, Tick: tick,
 			TaskID: c.newTaskID(now.Std(), nil), Next: next, Outcome: state.Fired, At: now})
 	}
-	if sc.HeldTick != 0 && sc.Paused == nil && c.st.Finished(sc.LastTask) {
+	if sc.Paused != nil || c.st.Waiting(sc) {
+		return 0, nil
+	}
+	// The ticks due before the last task finished came due while it ran
+	// (or while a tick was held for it): they are skipped for overlap, as
+	// a range, whether they came due in this pass or waited for the task.
+	overlapped := cr.Next(c.st.FinishedAt(sc.LastTask) - 1)
+	if sc.HeldTick != 0 && c.st.Finished(sc.LastTask) {
 		if err := fire(sc.HeldTick, sc.Next); err != nil {
+			return n, err
+		}
+	}
+	if sc.Def.Overlap != state.OverlapAllow && sc.Next != 0 && sc.Next <= now && overlapped > sc.Next {
+		if err := write(&state.ScheduleSkipped{Namespace: k.Namespace, Queue: k.Queue, Name: k.Name, From: sc.Next,
+			Next: min(overlapped, cr.Next(now)), Reason: state.SkipOverlap, At: now}); err != nil {
 			return n, err
 		}
 	}

@@ -99,24 +99,32 @@ func TestScheduleOverlapPolicies(t *testing.T) {
 	for _, tc := range []struct {
 		overlap state.Overlap
 		// outcomes of the ticks at +1, +2 and +3 min while the first
-		// task runs, and of the pass after it completes at +3.5 min
+		// task runs, and of the pass after it completes at +3:10
 		want []state.Outcome
+		// records written while it ran (+1 to +3), and after
+		during, after int
 	}{
-		{state.OverlapAllow, []state.Outcome{state.Fired, state.Fired, state.Fired}},
-		{state.OverlapSkip, []state.Outcome{state.Fired, state.Skipped, state.Skipped}},
-		{state.OverlapBufferOne, []state.Outcome{state.Fired, state.Held, state.Skipped, state.Fired}},
+		// Every tick fires.
+		{state.OverlapAllow, []state.Outcome{state.Fired, state.Fired, state.Fired}, 3, 0},
+		// +2 and +3 wait for the task, then are skipped in one record.
+		{state.OverlapSkip, []state.Outcome{state.Fired, state.Skipped}, 1, 1},
+		// +2 is held; +3 waits; at the end +2 fires, late, and +3 is
+		// skipped: it came due while a tick was held.
+		{state.OverlapBufferOne, []state.Outcome{state.Fired, state.Held, state.Fired, state.Skipped}, 2, 2},
 	} {
 		t.Run(tc.overlap.String(), func(t *testing.T) {
 			e := newEnv(t, 2)
 			e.createSchedule(ScheduleRequest{Queue: "reports", Name: "minutely", Cron: "* * * * *", Overlap: tc.overlap,
 				ExecutionWindow: time.Hour})
+			during := 0
 			for i := range 3 {
 				e.clock.Advance(time.Minute)
-				e.fireDue()
+				during += e.fireDue()
 				if i == 0 {
 					e.lease("w", "reports") // the first task runs and stays unfinished
 				}
 			}
+			e.clock.Advance(10 * time.Second)
 			for _, task := range tasksOf(e, "reports") {
 				if task.State == state.Leased {
 					if err := e.c.Complete(ctx, task.ID, task.CurrentLease().LeaseID, nil); err != nil {
@@ -124,8 +132,11 @@ func TestScheduleOverlapPolicies(t *testing.T) {
 					}
 				}
 			}
-			e.clock.Advance(30 * time.Second)
-			e.fireDue()
+			e.clock.Advance(20 * time.Second)
+			after := e.fireDue()
+			if during != tc.during || after != tc.after {
+				t.Errorf("%d records while the task ran and %d after, want %d and %d", during, after, tc.during, tc.after)
+			}
 			var got []state.Outcome
 			for _, f := range e.schedule(minutely).Recent {
 				got = append(got, f.Outcome)
@@ -314,5 +325,48 @@ func TestRunFiresTicks(t *testing.T) {
 	<-done
 	if n := len(tasksOf(e, "reports")); n != 1 {
 		t.Fatalf("%d tasks after the first tick, want 1", n)
+	}
+}
+
+// TestRunWaitsForTheLastTask: with the policy SKIP, ticks that come due
+// while the last task runs write nothing; when it finishes, the loop wakes
+// and skips them in one record.
+func TestRunWaitsForTheLastTask(t *testing.T) {
+	e := newEnv(t, 8)
+	e.createSchedule(ScheduleRequest{Queue: "reports", Name: "minutely", Cron: "* * * * *", ExecutionWindow: time.Hour})
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.c.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	e.clock.WaitForTimers(1)
+	e.clock.Advance(time.Minute)
+	e.clock.WaitForTimers(1)
+	l := e.lease("w", "reports")
+	lsn := e.c.Stats().LastLSN
+	for range 5 { // five ticks come due while the task runs
+		e.clock.Advance(time.Minute)
+		e.clock.WaitForTimers(1)
+	}
+	if got := e.c.Stats().LastLSN; got != lsn {
+		t.Fatalf("%d records written while the last task ran", got-lsn)
+	}
+	if err := e.c.Complete(ctx, l.TaskID, l.LeaseID, nil); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		// The task finished at 0:06, as the 0:06 tick came due: 0:02 to
+		// 0:05 are skipped, 0:06 fires.
+		if r := e.schedule(minutely).Recent; len(r) == 3 {
+			if r[1].Outcome != state.Skipped || r[1].Reason != state.SkipOverlap ||
+				!r[1].Tick.Std().Equal(epoch.Add(2*time.Minute)) || !r[1].Until.Std().Equal(epoch.Add(6*time.Minute)) ||
+				r[2].Outcome != state.Fired || !r[2].Tick.Std().Equal(epoch.Add(6*time.Minute)) {
+				t.Fatalf("after the task finished: %+v", r[1:])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop did not decide the waiting ticks when the task finished: %+v", e.schedule(minutely).Recent)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

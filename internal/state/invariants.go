@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"unsafe"
 )
 
@@ -94,10 +95,10 @@ func (s *State) Invariants() error {
 // scheduleErrors checks every schedule on its own and its key.
 func (s *State) scheduleErrors() []error {
 	var errs []error
-	held := 0
+	watched := map[string]int{}
 	for k, sc := range s.schedules {
-		if sc.HeldTick != 0 {
-			held++
+		if sc.LastTask != "" {
+			watched[sc.LastTask]++
 		}
 		if sc.Key != k {
 			errs = append(errs, fmt.Errorf("schedule %s is indexed under %s", sc.Key, k))
@@ -106,8 +107,8 @@ func (s *State) scheduleErrors() []error {
 			errs = append(errs, fmt.Errorf("schedule %s: %s", k, why))
 		}
 	}
-	if held != s.held {
-		errs = append(errs, fmt.Errorf("%d schedules hold a tick, counted %d", held, s.held))
+	if !maps.Equal(watched, s.watched) {
+		errs = append(errs, fmt.Errorf("schedules watch tasks %v, counted %v", watched, s.watched))
 	}
 	return errs
 }

@@ -19,9 +19,7 @@ func (r *ScheduleDeleted) apply(s *State, _ uint64) string {
 	if sc == nil {
 		return "schedule does not exist"
 	}
-	if sc.HeldTick != 0 {
-		s.held--
-	}
+	s.watch(sc.LastTask, -1)
 	delete(s.schedules, k)
 	return ""
 }

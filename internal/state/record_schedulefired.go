@@ -47,10 +47,11 @@ func (r *ScheduleFired) apply(s *State, lsn uint64) string {
 	qi.add(t)
 	qi.events.add(r.At, EventSubmitted)
 	if r.Outcome == Fired {
+		s.watch(sc.LastTask, -1)
 		sc.LastTask = t.ID
+		s.watch(t.ID, 1)
 		if r.Tick == sc.HeldTick {
 			sc.HeldTick = 0
-			s.held--
 		} else {
 			sc.Next = r.Next
 		}

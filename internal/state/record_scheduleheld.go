@@ -29,7 +29,6 @@ func (r *ScheduleHeld) apply(s *State, _ uint64) string {
 		return why
 	}
 	sc.HeldTick = r.Tick
-	s.held++
 	sc.Next = r.Next
 	sc.remember(Fire{Tick: r.Tick, Outcome: Held, At: r.At})
 	return ""

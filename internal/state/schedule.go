@@ -228,22 +228,58 @@ func (s *State) ScheduleKeys() []ScheduleKey {
 	return out
 }
 
-// NextTick is the earliest tick any schedule that is not paused has to
-// decide, if any.
+// NextTick is the earliest tick any schedule that is not paused, nor
+// waiting for its last task (Waiting), has to decide, if any.
 func (s *State) NextTick() (Time, bool) {
 	var next Time
 	found := false
 	for _, sc := range s.schedules {
-		if sc.Paused == nil && sc.Next != 0 && (!found || sc.Next < next) {
+		if sc.Paused == nil && sc.Next != 0 && (!found || sc.Next < next) && !s.Waiting(sc) {
 			next, found = sc.Next, true
 		}
 	}
 	return next, found
 }
 
-// HeldTicks is the number of schedules holding a tick (BUFFER_ONE): while
-// it is 0, no finished task can make a tick fire.
-func (s *State) HeldTicks() int { return s.held }
+// Watched reports whether the task is the last fire of a schedule: when it
+// finishes, that schedule's overlap policy may let a tick fire.
+func (s *State) Watched(taskID string) bool { return s.watched[taskID] > 0 }
+
+// watch adds d to the schedules watching taskID ("" is no task).
+func (s *State) watch(taskID string, d int) {
+	if taskID == "" {
+		return
+	}
+	if n := s.watched[taskID] + d; n > 0 {
+		s.watched[taskID] = n
+	} else {
+		delete(s.watched, taskID)
+	}
+}
+
+// Waiting reports whether sc's due ticks wait for the task of its last
+// fire to finish before they are decided: with the overlap policy SKIP,
+// or BUFFER_ONE holding a tick already, while that task is unfinished.
+// They are decided when it finishes, those that came due before as
+// skipped for overlap (FinishedAt).
+func (s *State) Waiting(sc *Schedule) bool {
+	switch {
+	case sc.Def.Overlap == OverlapSkip:
+	case sc.Def.Overlap == OverlapBufferOne && sc.HeldTick != 0:
+	default:
+		return false
+	}
+	return !s.Finished(sc.LastTask)
+}
+
+// FinishedAt is when the task of a schedule's last fire finished (its last
+// update, once terminal), or 0 if it is no longer held or there is none.
+func (s *State) FinishedAt(taskID string) Time {
+	if t := s.Task(taskID); t != nil && t.State.Terminal() {
+		return t.UpdatedAt
+	}
+	return 0
+}
 
 // Finished reports whether the task of a schedule's latest fire is done
 // (COMPLETED, FAILED or DEAD, or no longer held): the overlap policy waits
@@ -275,9 +311,7 @@ func (l *Loader) AddSchedule(sc *Schedule) error {
 		return l.err
 	}
 	l.s.schedules[sc.Key] = sc.Clone()
-	if sc.HeldTick != 0 {
-		l.s.held++
-	}
+	l.s.watch(sc.LastTask, 1)
 	return nil
 }
 

@@ -58,10 +58,11 @@ type State struct {
 	order  []*Task
 	holes  int
 	counts [Dead + 1]int
-	// schedules holds every schedule by key; held counts those holding a
-	// tick.
+	// schedules holds every schedule by key; watched counts, by task id,
+	// the schedules whose last fire submitted that task (their overlap
+	// policy waits for it).
 	schedules map[ScheduleKey]*Schedule
-	held      int
+	watched   map[string]int
 }
 
 // New returns an empty state that expects LSN 1 next.
@@ -74,6 +75,7 @@ func New() *State {
 		expiry:   newExpiryHeap(),
 
 		schedules: make(map[ScheduleKey]*Schedule),
+		watched:   make(map[string]int),
 	}
 }
 
