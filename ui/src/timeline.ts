@@ -66,17 +66,19 @@ const ends: Record<string, string> = {
 };
 
 /**
- * build lays the history out: every record with an attempt goes to that
- * attempt's lane (a refused stale action too, in the lane of the stale
- * lease it names), the others to the task's row. A lane runs from its
- * grant to the record that ended it (a lease that expired after a commit
- * ends there, and the finalising attempt follows), or to now while it
- * runs. The axis spans the first record to the last, or now if an attempt
- * is still running.
+ * build lays the history out. A lease's grant names its attempt and
+ * worker; every later record of that lease goes to the attempt's lane (a
+ * refused stale action too, in the lane of the stale lease it names). A
+ * kill without a lease ends the attempt that was running. The other
+ * records go to the task's row. A lane runs from its grant to the record
+ * that ended it (a lease that expired after a commit ends there, and the
+ * finalising attempt follows), or to now while it runs. The axis spans
+ * the first record to the last, or now if an attempt is still running.
  */
 export function build(entries: HistoryEntry[], now: number): Timeline {
   const task: Mark[] = [];
   const byAttempt = new Map<number, Lane>();
+  const byLease = new Map<string, number>();
   let first = Infinity;
   let last = -Infinity;
   for (const e of entries) {
@@ -84,14 +86,24 @@ export function build(entries: HistoryEntry[], now: number): Timeline {
     first = Math.min(first, at);
     last = Math.max(last, at);
     const mark: Mark = { type: e.type, at, label: label(e.type), lsn: e.lsn, detail: e.detail };
-    if (e.attempt === 0) {
+    let attempt = e.attempt || (e.leaseId ? byLease.get(e.leaseId) ?? 0 : 0);
+    if (e.type === "TaskDead" && attempt === 0) {
       task.push(mark);
+      attempt = [...byAttempt.values()].find((l) => l.running)?.attempt ?? 0;
+    }
+    if (attempt === 0) {
+      if (e.type !== "TaskDead") {
+        task.push(mark);
+      }
       continue;
     }
-    let lane = byAttempt.get(e.attempt);
+    if (e.leaseId) {
+      byLease.set(e.leaseId, attempt);
+    }
+    let lane = byAttempt.get(attempt);
     if (!lane) {
-      lane = { attempt: e.attempt, leaseId: e.leaseId, workerId: e.workerId, from: at, to: at, running: true, outcome: "running", marks: [] };
-      byAttempt.set(e.attempt, lane);
+      lane = { attempt, leaseId: e.leaseId, workerId: e.workerId, from: at, to: at, running: true, outcome: "running", marks: [] };
+      byAttempt.set(attempt, lane);
     }
     lane.leaseId ||= e.leaseId;
     lane.workerId ||= e.workerId;
