@@ -588,4 +588,3 @@ func TestDashboardAuth(t *testing.T) {
 		t.Errorf("the retry's record: %v, want TaskRetried by the admin token's name", last)
 	}
 }
-
