@@ -165,10 +165,21 @@ func (b *browser) text() string {
 }
 
 // until waits until the JavaScript expression cond is true, failing the
-// test with what after browserWait.
+// test with what after browserWait. An evaluation that meets a document
+// being replaced (a navigation) is tried again.
 func (b *browser) until(what, cond string) {
 	b.t.Helper()
-	b.run(what, chromedp.Poll(cond, nil, chromedp.WithPollingTimeout(browserWait-time.Second), chromedp.WithPollingInterval(50*time.Millisecond)))
+	var last error
+	for deadline := time.Now().Add(browserWait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var ok bool
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		last = chromedp.Run(ctx, chromedp.Evaluate("Boolean("+cond+")", &ok))
+		cancel()
+		if last == nil && ok {
+			return
+		}
+	}
+	b.t.Fatalf("%s: not shown within %v (last error: %v)\npage text:\n%s", what, browserWait, last, b.text())
 }
 
 // eval returns the value of a JavaScript expression.
