@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,10 +9,7 @@ import (
 
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
-	"github.com/tenurehq/tenure/internal/apitest"
 	"github.com/tenurehq/tenure/internal/auth"
-	"github.com/tenurehq/tenure/internal/auth/authtest"
-	"github.com/tenurehq/tenure/internal/metrics"
 	"github.com/tenurehq/tenure/internal/server"
 )
 
@@ -23,21 +19,10 @@ import (
 // answer as without it.
 func TestDashboardShadowsNothing(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "tokens.jsonl")
-	tok := authtest.TokenFile(t, file)
-	st, err := auth.Open(file, auth.StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mx, err := metrics.New(metrics.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	dash := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("dashboard " + r.URL.Path))
 	})
-	n := apitest.OpenNode(t)
-	url, hc := h2cServer(t, server.New(n.Router(), server.Options{Auth: st, Metrics: mx, Dashboard: dash}).Handler())
+	url, hc, tok := authServerWith(t, server.Options{Dashboard: dash})
 
 	for path, want := range map[string]string{"/": "dashboard /", "/assets/app.js": "dashboard /assets/app.js"} {
 		if code, body := get(t, hc, url+path); code != http.StatusOK || body != want {
