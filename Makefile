@@ -12,7 +12,7 @@ BIN := $(CURDIR)/.bin
 # Reference for breaking-proto.
 BREAKING_AGAINST ?= .git\#branch=main
 
-.PHONY: all tools generate check-plugin-versions lint-proto breaking-proto test vet lint
+.PHONY: all tools generate check-plugin-versions lint-proto breaking-proto test vet lint ui
 
 all: vet lint test
 
@@ -62,3 +62,14 @@ vet:
 
 lint:
 	go run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+# The dashboard (README.md, "Dashboard"): the TypeScript client generated
+# from proto/tenure/v1 into clients/ts/gen, and the pages of ui/ built into
+# internal/ui/dist, which the binary embeds. Both are committed; npm ci
+# installs the versions pinned by each package-lock.json, so running this
+# twice, or on another machine, changes nothing (CI checks it).
+ui: tools
+	cd clients/ts && npm ci --no-audit --no-fund
+	rm -rf clients/ts/gen
+	PATH="$(BIN):$$PATH" buf generate --template clients/ts/buf.gen.yaml --path proto/tenure/v1
+	cd ui && npm ci --no-audit --no-fund && npm run build

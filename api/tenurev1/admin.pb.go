@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -21,6 +22,59 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// ServerMode is how a server keeps its log.
+type ServerMode int32
+
+const (
+	// Not a mode.
+	ServerMode_SERVER_MODE_UNSPECIFIED ServerMode = 0
+	// One process on its own file WAL (--data-dir).
+	ServerMode_SERVER_MODE_EMBEDDED ServerMode = 1
+	// A node of a cluster on a MySQL/MariaDB database (--mysql).
+	ServerMode_SERVER_MODE_CLUSTER ServerMode = 2
+)
+
+// Enum value maps for ServerMode.
+var (
+	ServerMode_name = map[int32]string{
+		0: "SERVER_MODE_UNSPECIFIED",
+		1: "SERVER_MODE_EMBEDDED",
+		2: "SERVER_MODE_CLUSTER",
+	}
+	ServerMode_value = map[string]int32{
+		"SERVER_MODE_UNSPECIFIED": 0,
+		"SERVER_MODE_EMBEDDED":    1,
+		"SERVER_MODE_CLUSTER":     2,
+	}
+)
+
+func (x ServerMode) Enum() *ServerMode {
+	p := new(ServerMode)
+	*p = x
+	return p
+}
+
+func (x ServerMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ServerMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_tenure_v1_admin_proto_enumTypes[0].Descriptor()
+}
+
+func (ServerMode) Type() protoreflect.EnumType {
+	return &file_tenure_v1_admin_proto_enumTypes[0]
+}
+
+func (x ServerMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ServerMode.Descriptor instead.
+func (ServerMode) EnumDescriptor() ([]byte, []int) {
+	return file_tenure_v1_admin_proto_rawDescGZIP(), []int{0}
+}
 
 // SnapshotRequest takes no parameters.
 type SnapshotRequest struct {
@@ -150,11 +204,584 @@ func (x *SnapshotResponse) GetPause() *durationpb.Duration {
 	return nil
 }
 
+// WhoAmIRequest takes no parameters: the caller is its bearer token.
+type WhoAmIRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIRequest) Reset() {
+	*x = WhoAmIRequest{}
+	mi := &file_tenure_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIRequest) ProtoMessage() {}
+
+func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
+func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+// WhoAmIResponse describes the caller's token (README.md, "Security").
+type WhoAmIResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server authenticates callers (--auth-file). False: every call is
+	// allowed to everyone and the other fields are empty.
+	AuthEnabled bool `protobuf:"varint,1,opt,name=auth_enabled,json=authEnabled,proto3" json:"auth_enabled,omitempty"`
+	// The token's name: the principal recorded as who asked.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The token's role: "admin", "submitter", "worker" or "reader".
+	Role string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	// Namespaces the token may act in; ["*"] for every one.
+	Namespaces []string `protobuf:"bytes,4,rep,name=namespaces,proto3" json:"namespaces,omitempty"`
+	// Queues a worker token may act on in each of its namespaces (["*"] for
+	// every one); empty for the other roles, whose scope is whole
+	// namespaces.
+	Queues []string `protobuf:"bytes,5,rep,name=queues,proto3" json:"queues,omitempty"`
+	// Every call of the authorisation table, in its order, and whether the
+	// token's role may make it.
+	Calls         []*CallPermission `protobuf:"bytes,6,rep,name=calls,proto3" json:"calls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIResponse) Reset() {
+	*x = WhoAmIResponse{}
+	mi := &file_tenure_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIResponse) ProtoMessage() {}
+
+func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
+func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *WhoAmIResponse) GetAuthEnabled() bool {
+	if x != nil {
+		return x.AuthEnabled
+	}
+	return false
+}
+
+func (x *WhoAmIResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetNamespaces() []string {
+	if x != nil {
+		return x.Namespaces
+	}
+	return nil
+}
+
+func (x *WhoAmIResponse) GetQueues() []string {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+func (x *WhoAmIResponse) GetCalls() []*CallPermission {
+	if x != nil {
+		return x.Calls
+	}
+	return nil
+}
+
+// CallPermission says whether a token may make one call.
+type CallPermission struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Connect procedure ("/tenure.v1.TaskService/RetryTask") or the
+	// HTTP endpoint ("GET /metrics").
+	Call string `protobuf:"bytes,1,opt,name=call,proto3" json:"call,omitempty"`
+	// The token's role may make the call, within the token's namespaces
+	// (and queues); a call that covers the whole server also needs
+	// namespace *.
+	Allowed bool `protobuf:"varint,2,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	// Why not, for people, when allowed is false: e.g. "token \"ops\" (role
+	// reader) may not call TaskService/RetryTask: it needs role admin". Its
+	// wording may change.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallPermission) Reset() {
+	*x = CallPermission{}
+	mi := &file_tenure_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallPermission) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallPermission) ProtoMessage() {}
+
+func (x *CallPermission) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallPermission.ProtoReflect.Descriptor instead.
+func (*CallPermission) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CallPermission) GetCall() string {
+	if x != nil {
+		return x.Call
+	}
+	return ""
+}
+
+func (x *CallPermission) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *CallPermission) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// GetClusterRequest takes no parameters.
+type GetClusterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetClusterRequest) Reset() {
+	*x = GetClusterRequest{}
+	mi := &file_tenure_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetClusterRequest) ProtoMessage() {}
+
+func (x *GetClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetClusterRequest.ProtoReflect.Descriptor instead.
+func (*GetClusterRequest) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+// GetClusterResponse describes the server and, in cluster mode, the
+// cluster (docs/cluster.md).
+type GetClusterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Mode  ServerMode             `protobuf:"varint,1,opt,name=mode,proto3,enum=tenure.v1.ServerMode" json:"mode,omitempty"`
+	// Cluster mode: the id of the node that answered (--node-id).
+	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Cluster mode: the coordinator lock; unset if no node holds it.
+	Coordinator *CoordinatorLock `protobuf:"bytes,3,opt,name=coordinator,proto3" json:"coordinator,omitempty"`
+	// Cluster mode: every node of the node table, ordered by id.
+	Nodes []*ClusterNode `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Cluster mode: every partition of every queue, ordered by namespace,
+	// queue and partition.
+	Partitions    []*ClusterPartition `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetClusterResponse) Reset() {
+	*x = GetClusterResponse{}
+	mi := &file_tenure_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetClusterResponse) ProtoMessage() {}
+
+func (x *GetClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetClusterResponse.ProtoReflect.Descriptor instead.
+func (*GetClusterResponse) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GetClusterResponse) GetMode() ServerMode {
+	if x != nil {
+		return x.Mode
+	}
+	return ServerMode_SERVER_MODE_UNSPECIFIED
+}
+
+func (x *GetClusterResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *GetClusterResponse) GetCoordinator() *CoordinatorLock {
+	if x != nil {
+		return x.Coordinator
+	}
+	return nil
+}
+
+func (x *GetClusterResponse) GetNodes() []*ClusterNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *GetClusterResponse) GetPartitions() []*ClusterPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// CoordinatorLock is the lock of the node that allocates partitions.
+type CoordinatorLock struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node that holds it.
+	Holder string `protobuf:"bytes,1,opt,name=holder,proto3" json:"holder,omitempty"`
+	// Its epoch: +1 per change of holder.
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// When it lapses unless renewed (the database's clock).
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// It had not lapsed when read.
+	Live          bool `protobuf:"varint,4,opt,name=live,proto3" json:"live,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CoordinatorLock) Reset() {
+	*x = CoordinatorLock{}
+	mi := &file_tenure_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CoordinatorLock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CoordinatorLock) ProtoMessage() {}
+
+func (x *CoordinatorLock) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CoordinatorLock.ProtoReflect.Descriptor instead.
+func (*CoordinatorLock) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CoordinatorLock) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *CoordinatorLock) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *CoordinatorLock) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *CoordinatorLock) GetLive() bool {
+	if x != nil {
+		return x.Live
+	}
+	return false
+}
+
+// ClusterNode is one node of the node table.
+type ClusterNode struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Where other nodes and clients reach it.
+	AdvertiseAddr string `protobuf:"bytes,2,opt,name=advertise_addr,json=advertiseAddr,proto3" json:"advertise_addr,omitempty"`
+	// Active: heard from within the node silence (--node-silence).
+	Active bool `protobuf:"varint,3,opt,name=active,proto3" json:"active,omitempty"`
+	// Its last heartbeat (the database's clock).
+	LastHeartbeat *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_heartbeat,json=lastHeartbeat,proto3" json:"last_heartbeat,omitempty"`
+	// Time since its last heartbeat, by the database's clock, when read.
+	Silent *durationpb.Duration `protobuf:"bytes,5,opt,name=silent,proto3" json:"silent,omitempty"`
+	// Partitions the map assigns to it.
+	Partitions    uint32 `protobuf:"varint,6,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterNode) Reset() {
+	*x = ClusterNode{}
+	mi := &file_tenure_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterNode) ProtoMessage() {}
+
+func (x *ClusterNode) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
+func (*ClusterNode) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ClusterNode) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ClusterNode) GetAdvertiseAddr() string {
+	if x != nil {
+		return x.AdvertiseAddr
+	}
+	return ""
+}
+
+func (x *ClusterNode) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *ClusterNode) GetLastHeartbeat() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastHeartbeat
+	}
+	return nil
+}
+
+func (x *ClusterNode) GetSilent() *durationpb.Duration {
+	if x != nil {
+		return x.Silent
+	}
+	return nil
+}
+
+func (x *ClusterNode) GetPartitions() uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+// ClusterPartition is one partition of the partition map.
+type ClusterPartition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the partition's log; task ids of the partition end in -p<id>.
+	Id        uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue     string `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	// The partition's index within its queue, from 0.
+	Index uint32 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
+	// The node that owns it; empty while unassigned.
+	Owner string `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	// +1 per change of owner; 0 until first assigned.
+	Epoch         uint64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterPartition) Reset() {
+	*x = ClusterPartition{}
+	mi := &file_tenure_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterPartition) ProtoMessage() {}
+
+func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterPartition.ProtoReflect.Descriptor instead.
+func (*ClusterPartition) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ClusterPartition) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ClusterPartition) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ClusterPartition) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ClusterPartition) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ClusterPartition) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *ClusterPartition) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 var File_tenure_v1_admin_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x15tenure/v1/admin.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\"\x11\n" +
+	"\x15tenure/v1/admin.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x11\n" +
 	"\x0fSnapshotRequest\"\xc2\x01\n" +
 	"\x10SnapshotResponse\x12\x10\n" +
 	"\x03lsn\x18\x01 \x01(\x04R\x03lsn\x12\x14\n" +
@@ -162,9 +789,62 @@ const file_tenure_v1_admin_proto_rawDesc = "" +
 	"\x04path\x18\x03 \x01(\tR\x04path\x12\x16\n" +
 	"\x06purged\x18\x04 \x01(\x04R\x06purged\x12)\n" +
 	"\x10deleted_segments\x18\x05 \x01(\rR\x0fdeletedSegments\x12/\n" +
-	"\x05pause\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x05pause2S\n" +
+	"\x05pause\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x05pause\"\x0f\n" +
+	"\rWhoAmIRequest\"\xc4\x01\n" +
+	"\x0eWhoAmIResponse\x12!\n" +
+	"\fauth_enabled\x18\x01 \x01(\bR\vauthEnabled\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x1e\n" +
+	"\n" +
+	"namespaces\x18\x04 \x03(\tR\n" +
+	"namespaces\x12\x16\n" +
+	"\x06queues\x18\x05 \x03(\tR\x06queues\x12/\n" +
+	"\x05calls\x18\x06 \x03(\v2\x19.tenure.v1.CallPermissionR\x05calls\"V\n" +
+	"\x0eCallPermission\x12\x12\n" +
+	"\x04call\x18\x01 \x01(\tR\x04call\x12\x18\n" +
+	"\aallowed\x18\x02 \x01(\bR\aallowed\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x13\n" +
+	"\x11GetClusterRequest\"\x81\x02\n" +
+	"\x12GetClusterResponse\x12)\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x15.tenure.v1.ServerModeR\x04mode\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12<\n" +
+	"\vcoordinator\x18\x03 \x01(\v2\x1a.tenure.v1.CoordinatorLockR\vcoordinator\x12,\n" +
+	"\x05nodes\x18\x04 \x03(\v2\x16.tenure.v1.ClusterNodeR\x05nodes\x12;\n" +
+	"\n" +
+	"partitions\x18\x05 \x03(\v2\x1b.tenure.v1.ClusterPartitionR\n" +
+	"partitions\"\x8e\x01\n" +
+	"\x0fCoordinatorLock\x12\x16\n" +
+	"\x06holder\x18\x01 \x01(\tR\x06holder\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x129\n" +
+	"\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x12\n" +
+	"\x04live\x18\x04 \x01(\bR\x04live\"\xfb\x01\n" +
+	"\vClusterNode\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12%\n" +
+	"\x0eadvertise_addr\x18\x02 \x01(\tR\radvertiseAddr\x12\x16\n" +
+	"\x06active\x18\x03 \x01(\bR\x06active\x12A\n" +
+	"\x0elast_heartbeat\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\x121\n" +
+	"\x06silent\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x06silent\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x06 \x01(\rR\n" +
+	"partitions\"\x98\x01\n" +
+	"\x10ClusterPartition\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\rR\x05index\x12\x14\n" +
+	"\x05owner\x18\x05 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05epoch\x18\x06 \x01(\x04R\x05epoch*\\\n" +
+	"\n" +
+	"ServerMode\x12\x1b\n" +
+	"\x17SERVER_MODE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14SERVER_MODE_EMBEDDED\x10\x01\x12\x17\n" +
+	"\x13SERVER_MODE_CLUSTER\x10\x022\xe7\x01\n" +
 	"\fAdminService\x12C\n" +
-	"\bSnapshot\x12\x1a.tenure.v1.SnapshotRequest\x1a\x1b.tenure.v1.SnapshotResponseB2Z0github.com/tenurehq/tenure/api/tenurev1;tenurev1b\x06proto3"
+	"\bSnapshot\x12\x1a.tenure.v1.SnapshotRequest\x1a\x1b.tenure.v1.SnapshotResponse\x12B\n" +
+	"\x06WhoAmI\x12\x18.tenure.v1.WhoAmIRequest\x1a\x19.tenure.v1.WhoAmIResponse\"\x03\x90\x02\x01\x12N\n" +
+	"\n" +
+	"GetCluster\x12\x1c.tenure.v1.GetClusterRequest\x1a\x1d.tenure.v1.GetClusterResponse\"\x03\x90\x02\x01B2Z0github.com/tenurehq/tenure/api/tenurev1;tenurev1b\x06proto3"
 
 var (
 	file_tenure_v1_admin_proto_rawDescOnce sync.Once
@@ -178,21 +858,44 @@ func file_tenure_v1_admin_proto_rawDescGZIP() []byte {
 	return file_tenure_v1_admin_proto_rawDescData
 }
 
-var file_tenure_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_tenure_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_tenure_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_tenure_v1_admin_proto_goTypes = []any{
-	(*SnapshotRequest)(nil),     // 0: tenure.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),    // 1: tenure.v1.SnapshotResponse
-	(*durationpb.Duration)(nil), // 2: google.protobuf.Duration
+	(ServerMode)(0),               // 0: tenure.v1.ServerMode
+	(*SnapshotRequest)(nil),       // 1: tenure.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),      // 2: tenure.v1.SnapshotResponse
+	(*WhoAmIRequest)(nil),         // 3: tenure.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),        // 4: tenure.v1.WhoAmIResponse
+	(*CallPermission)(nil),        // 5: tenure.v1.CallPermission
+	(*GetClusterRequest)(nil),     // 6: tenure.v1.GetClusterRequest
+	(*GetClusterResponse)(nil),    // 7: tenure.v1.GetClusterResponse
+	(*CoordinatorLock)(nil),       // 8: tenure.v1.CoordinatorLock
+	(*ClusterNode)(nil),           // 9: tenure.v1.ClusterNode
+	(*ClusterPartition)(nil),      // 10: tenure.v1.ClusterPartition
+	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
 }
 var file_tenure_v1_admin_proto_depIdxs = []int32{
-	2, // 0: tenure.v1.SnapshotResponse.pause:type_name -> google.protobuf.Duration
-	0, // 1: tenure.v1.AdminService.Snapshot:input_type -> tenure.v1.SnapshotRequest
-	1, // 2: tenure.v1.AdminService.Snapshot:output_type -> tenure.v1.SnapshotResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	11, // 0: tenure.v1.SnapshotResponse.pause:type_name -> google.protobuf.Duration
+	5,  // 1: tenure.v1.WhoAmIResponse.calls:type_name -> tenure.v1.CallPermission
+	0,  // 2: tenure.v1.GetClusterResponse.mode:type_name -> tenure.v1.ServerMode
+	8,  // 3: tenure.v1.GetClusterResponse.coordinator:type_name -> tenure.v1.CoordinatorLock
+	9,  // 4: tenure.v1.GetClusterResponse.nodes:type_name -> tenure.v1.ClusterNode
+	10, // 5: tenure.v1.GetClusterResponse.partitions:type_name -> tenure.v1.ClusterPartition
+	12, // 6: tenure.v1.CoordinatorLock.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 7: tenure.v1.ClusterNode.last_heartbeat:type_name -> google.protobuf.Timestamp
+	11, // 8: tenure.v1.ClusterNode.silent:type_name -> google.protobuf.Duration
+	1,  // 9: tenure.v1.AdminService.Snapshot:input_type -> tenure.v1.SnapshotRequest
+	3,  // 10: tenure.v1.AdminService.WhoAmI:input_type -> tenure.v1.WhoAmIRequest
+	6,  // 11: tenure.v1.AdminService.GetCluster:input_type -> tenure.v1.GetClusterRequest
+	2,  // 12: tenure.v1.AdminService.Snapshot:output_type -> tenure.v1.SnapshotResponse
+	4,  // 13: tenure.v1.AdminService.WhoAmI:output_type -> tenure.v1.WhoAmIResponse
+	7,  // 14: tenure.v1.AdminService.GetCluster:output_type -> tenure.v1.GetClusterResponse
+	12, // [12:15] is the sub-list for method output_type
+	9,  // [9:12] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_admin_proto_init() }
@@ -205,13 +908,14 @@ func file_tenure_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_admin_proto_rawDesc), len(file_tenure_v1_admin_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   2,
+			NumEnums:      1,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_tenure_v1_admin_proto_goTypes,
 		DependencyIndexes: file_tenure_v1_admin_proto_depIdxs,
+		EnumInfos:         file_tenure_v1_admin_proto_enumTypes,
 		MessageInfos:      file_tenure_v1_admin_proto_msgTypes,
 	}.Build()
 	File_tenure_v1_admin_proto = out.File

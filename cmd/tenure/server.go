@@ -19,6 +19,7 @@ import (
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/server"
+	"github.com/tenurehq/tenure/internal/ui"
 	"github.com/tenurehq/tenure/internal/wal"
 )
 
@@ -230,6 +231,7 @@ func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Conf
 		Logger:          lg,
 		Metrics:         mx,
 		Auth:            authn,
+		Dashboard:       ui.Handler(),
 	})
 	srv := &http.Server{
 		Handler:           api.Handler(),

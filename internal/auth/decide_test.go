@@ -98,3 +98,48 @@ func TestCheckTask(t *testing.T) {
 		}
 	}
 }
+
+// TestPermissions: every call of the table is listed in order; a call is
+// allowed exactly when Decide would allow the role (and, for a call over
+// the whole server, the namespaces), and a refusal carries Decide's reason.
+func TestPermissions(t *testing.T) {
+	t.Parallel()
+	rdr := &Principal{Name: "grafana", Role: Reader, Namespaces: []string{"web"}}
+	perms := Permissions(rdr)
+	if len(perms) != len(Rules) {
+		t.Fatalf("%d permissions for %d rules", len(perms), len(Rules))
+	}
+	byCall := map[string]Permission{}
+	for i, p := range perms {
+		if p.Call != Rules[i].Call {
+			t.Fatalf("permission %d is %s, rule %s", i, p.Call, Rules[i].Call)
+		}
+		if p.Allowed == (p.Reason != "") {
+			t.Errorf("%s: allowed %v with reason %q", p.Call, p.Allowed, p.Reason)
+		}
+		byCall[p.Call] = p
+	}
+	for call, want := range map[string]string{
+		tenurev1connect.TaskServiceGetTaskProcedure:        "",
+		tenurev1connect.QueueServiceListQueuesProcedure:    "",
+		tenurev1connect.AdminServiceWhoAmIProcedure:        "",
+		tenurev1connect.TaskServiceRetryTaskProcedure:      `token "grafana" (role reader) may not call TaskService/RetryTask: it needs role admin`,
+		tenurev1connect.QueueServicePauseQueueProcedure:    "it needs role admin",
+		tenurev1connect.AdminServiceGetClusterProcedure:    "it covers every namespace and needs namespace *; its namespaces: web",
+		tenurev1connect.WorkerServiceLeaseProcedure:        "it needs role admin or worker",
+		tenurev1connect.TaskServiceSubmitProcedure:         "it needs role admin or submitter",
+		tenurev1connect.TaskServicePurgeTasksProcedure:     "it needs role admin",
+		tenurev1connect.TaskServiceGetTaskHistoryProcedure: "",
+	} {
+		p := byCall[call]
+		if want == "" && !p.Allowed || want != "" && (p.Allowed || !strings.Contains(p.Reason, want)) {
+			t.Errorf("%s: allowed %v, reason %q; want %q", call, p.Allowed, p.Reason, want)
+		}
+	}
+	adm := &Principal{Name: "ops", Role: Admin, Namespaces: []string{"*"}}
+	for _, p := range Permissions(adm) {
+		if !p.Allowed {
+			t.Errorf("an admin of namespace * may not call %s: %s", p.Call, p.Reason)
+		}
+	}
+}

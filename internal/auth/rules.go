@@ -98,6 +98,8 @@ var Rules = []Rule{
 	{tenurev1connect.ScheduleServiceDeleteScheduleProcedure, []Role{Admin}, ScopeRequest, whereSchedule},
 	{tenurev1connect.ScheduleServiceBackfillScheduleProcedure, []Role{Admin}, ScopeRequest, whereSchedule},
 	{tenurev1connect.AdminServiceSnapshotProcedure, []Role{Admin}, ScopeServer, ""},
+	{tenurev1connect.AdminServiceWhoAmIProcedure, anyRole, ScopeNone, ""},
+	{tenurev1connect.AdminServiceGetClusterProcedure, []Role{Admin, Reader}, ScopeServer, ""},
 	{MetricsCall, []Role{Admin, Reader}, ScopeServer, ""},
 	{PprofCall, []Role{Admin}, ScopeServer, ""},
 	{"/" + grpcreflect.ReflectV1ServiceName + "/ServerReflectionInfo", anyRole, ScopeNone, ""},
@@ -123,19 +125,14 @@ func Decide(p *Principal, call string, msg any) (checkTask bool, err error) {
 	if !ok {
 		return false, fmt.Errorf("%s may not call %s: no token may (it is not in the authorisation table)", p, short(call))
 	}
-	if !slices.Contains(r.Roles, p.Role) {
-		return false, fmt.Errorf("%s may not call %s: it needs role %s", p, short(call), roleList(r.Roles))
+	if err := r.refusal(p); err != nil {
+		return false, err
 	}
 	switch r.Scope {
-	case ScopeNone:
+	case ScopeNone, ScopeServer:
 		return false, nil
 	case ScopeTask:
 		return !p.unrestricted(), nil
-	case ScopeServer:
-		if !p.allowsNamespace("") {
-			return false, fmt.Errorf("%s may not call %s: it covers every namespace and needs namespace *; %s", p, short(call), p.scopeText())
-		}
-		return false, nil
 	}
 	targets, ok := requestTargets(msg)
 	if !ok {
@@ -147,6 +144,41 @@ func Decide(p *Principal, call string, msg any) (checkTask bool, err error) {
 		}
 	}
 	return false, nil
+}
+
+// refusal is why p may not make r's call whatever it names: its role, or,
+// for a call that covers the whole server, its namespaces. Nil if it may
+// (within its scope).
+func (r *Rule) refusal(p *Principal) error {
+	if !slices.Contains(r.Roles, p.Role) {
+		return fmt.Errorf("%s may not call %s: it needs role %s", p, short(r.Call), roleList(r.Roles))
+	}
+	if r.Scope == ScopeServer && !p.allowsNamespace("") {
+		return fmt.Errorf("%s may not call %s: it covers every namespace and needs namespace *; %s", p, short(r.Call), p.scopeText())
+	}
+	return nil
+}
+
+// Permission says whether a principal may make one call of Rules.
+type Permission struct {
+	Call    string
+	Allowed bool
+	// Reason says why not, when not Allowed.
+	Reason string
+}
+
+// Permissions lists every call of Rules, in order, with whether p may
+// make it within its scope (AdminService.WhoAmI): what a program can
+// offer the token's holder.
+func Permissions(p *Principal) []Permission {
+	out := make([]Permission, len(Rules))
+	for i := range Rules {
+		out[i] = Permission{Call: Rules[i].Call, Allowed: true}
+		if err := Rules[i].refusal(p); err != nil {
+			out[i] = Permission{Call: Rules[i].Call, Reason: err.Error()}
+		}
+	}
+	return out
 }
 
 // CheckTask refuses call on task taskID, of namespace and queue t, unless

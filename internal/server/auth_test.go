@@ -24,6 +24,12 @@ import (
 // and metrics; it returns the URL, an h2c client and the tokens.
 func authServer(t *testing.T) (string, *http.Client, authtest.Tokens) {
 	t.Helper()
+	return authServerWith(t, server.Options{})
+}
+
+// authServerWith is authServer with the other options of opts.
+func authServerWith(t *testing.T, opts server.Options) (string, *http.Client, authtest.Tokens) {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "tokens.jsonl")
 	tok := authtest.TokenFile(t, file)
 	st, err := auth.Open(file, auth.StoreOptions{})
@@ -35,7 +41,8 @@ func authServer(t *testing.T) (string, *http.Client, authtest.Tokens) {
 		t.Fatal(err)
 	}
 	n := apitest.OpenNode(t)
-	url, hc := h2cServer(t, server.New(n.Router(), server.Options{Snapshots: n, Auth: st, Metrics: mx}).Handler())
+	opts.Snapshots, opts.Auth, opts.Metrics = n, st, mx
+	url, hc := h2cServer(t, server.New(n.Router(), opts).Handler())
 	return url, hc, tok
 }
 

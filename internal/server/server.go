@@ -74,6 +74,10 @@ type Options struct {
 	// Auth, if set, authenticates every call by its bearer token and
 	// authorises it (auth.go); nil serves every caller.
 	Auth Authenticator
+	// Dashboard, if set, serves the web dashboard (package ui) at GET /
+	// and GET /assets/, without a token: the pages are static and every
+	// call they make is authorised as any other.
+	Dashboard http.Handler
 }
 
 // Server answers the tenure.v1 API over Connect, gRPC and gRPC-Web, with
@@ -152,6 +156,12 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(tenurev1connect.NewQueueServiceHandler(queueService{s}, opts...))
 	mux.Handle(tenurev1connect.NewScheduleServiceHandler(scheduleService{s}, opts...))
 	s.mountProbes(mux)
+	if s.opts.Dashboard != nil {
+		// "/{$}" is / alone: the API's paths, the probes and /metrics are
+		// never the dashboard's, whatever the order of these lines.
+		mux.Handle("GET /{$}", s.opts.Dashboard)
+		mux.Handle("GET /assets/", s.opts.Dashboard)
+	}
 	return s.limitBodies(s.forwarded(mux))
 }
 

@@ -35,6 +35,10 @@ const (
 const (
 	// AdminServiceSnapshotProcedure is the fully-qualified name of the AdminService's Snapshot RPC.
 	AdminServiceSnapshotProcedure = "/tenure.v1.AdminService/Snapshot"
+	// AdminServiceWhoAmIProcedure is the fully-qualified name of the AdminService's WhoAmI RPC.
+	AdminServiceWhoAmIProcedure = "/tenure.v1.AdminService/WhoAmI"
+	// AdminServiceGetClusterProcedure is the fully-qualified name of the AdminService's GetCluster RPC.
+	AdminServiceGetClusterProcedure = "/tenure.v1.AdminService/GetCluster"
 )
 
 // AdminServiceClient is a client for the tenure.v1.AdminService service.
@@ -52,6 +56,19 @@ type AdminServiceClient interface {
 	// call while one runs waits for it. UNIMPLEMENTED on a server that does
 	// not keep snapshots.
 	Snapshot(context.Context, *connect.Request[tenurev1.SnapshotRequest]) (*connect.Response[tenurev1.SnapshotResponse], error)
+	// WhoAmI says who the caller is to this server: the name, role and scope
+	// of its bearer token, and which calls that role may make (with the
+	// reason for each it may not), so that a program (the dashboard) can
+	// offer only what will be allowed. With authentication off it says so
+	// (auth_enabled false) and lists nothing: every call is allowed. Any
+	// valid token may make it; without one it is UNAUTHENTICATED like every
+	// call.
+	WhoAmI(context.Context, *connect.Request[tenurev1.WhoAmIRequest]) (*connect.Response[tenurev1.WhoAmIResponse], error)
+	// GetCluster describes the server: embedded, or a node of a cluster,
+	// and then the coordinator lock, the nodes of the node table with their
+	// last heartbeat, and the partition map (owners and epochs), as the
+	// cluster database holds them when asked.
+	GetCluster(context.Context, *connect.Request[tenurev1.GetClusterRequest]) (*connect.Response[tenurev1.GetClusterResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the tenure.v1.AdminService service. By default, it
@@ -71,17 +88,43 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("Snapshot")),
 			connect.WithClientOptions(opts...),
 		),
+		whoAmI: connect.NewClient[tenurev1.WhoAmIRequest, tenurev1.WhoAmIResponse](
+			httpClient,
+			baseURL+AdminServiceWhoAmIProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("WhoAmI")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		getCluster: connect.NewClient[tenurev1.GetClusterRequest, tenurev1.GetClusterResponse](
+			httpClient,
+			baseURL+AdminServiceGetClusterProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("GetCluster")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // adminServiceClient implements AdminServiceClient.
 type adminServiceClient struct {
-	snapshot *connect.Client[tenurev1.SnapshotRequest, tenurev1.SnapshotResponse]
+	snapshot   *connect.Client[tenurev1.SnapshotRequest, tenurev1.SnapshotResponse]
+	whoAmI     *connect.Client[tenurev1.WhoAmIRequest, tenurev1.WhoAmIResponse]
+	getCluster *connect.Client[tenurev1.GetClusterRequest, tenurev1.GetClusterResponse]
 }
 
 // Snapshot calls tenure.v1.AdminService.Snapshot.
 func (c *adminServiceClient) Snapshot(ctx context.Context, req *connect.Request[tenurev1.SnapshotRequest]) (*connect.Response[tenurev1.SnapshotResponse], error) {
 	return c.snapshot.CallUnary(ctx, req)
+}
+
+// WhoAmI calls tenure.v1.AdminService.WhoAmI.
+func (c *adminServiceClient) WhoAmI(ctx context.Context, req *connect.Request[tenurev1.WhoAmIRequest]) (*connect.Response[tenurev1.WhoAmIResponse], error) {
+	return c.whoAmI.CallUnary(ctx, req)
+}
+
+// GetCluster calls tenure.v1.AdminService.GetCluster.
+func (c *adminServiceClient) GetCluster(ctx context.Context, req *connect.Request[tenurev1.GetClusterRequest]) (*connect.Response[tenurev1.GetClusterResponse], error) {
+	return c.getCluster.CallUnary(ctx, req)
 }
 
 // AdminServiceHandler is an implementation of the tenure.v1.AdminService service.
@@ -99,6 +142,19 @@ type AdminServiceHandler interface {
 	// call while one runs waits for it. UNIMPLEMENTED on a server that does
 	// not keep snapshots.
 	Snapshot(context.Context, *connect.Request[tenurev1.SnapshotRequest]) (*connect.Response[tenurev1.SnapshotResponse], error)
+	// WhoAmI says who the caller is to this server: the name, role and scope
+	// of its bearer token, and which calls that role may make (with the
+	// reason for each it may not), so that a program (the dashboard) can
+	// offer only what will be allowed. With authentication off it says so
+	// (auth_enabled false) and lists nothing: every call is allowed. Any
+	// valid token may make it; without one it is UNAUTHENTICATED like every
+	// call.
+	WhoAmI(context.Context, *connect.Request[tenurev1.WhoAmIRequest]) (*connect.Response[tenurev1.WhoAmIResponse], error)
+	// GetCluster describes the server: embedded, or a node of a cluster,
+	// and then the coordinator lock, the nodes of the node table with their
+	// last heartbeat, and the partition map (owners and epochs), as the
+	// cluster database holds them when asked.
+	GetCluster(context.Context, *connect.Request[tenurev1.GetClusterRequest]) (*connect.Response[tenurev1.GetClusterResponse], error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -114,10 +170,28 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("Snapshot")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceWhoAmIHandler := connect.NewUnaryHandler(
+		AdminServiceWhoAmIProcedure,
+		svc.WhoAmI,
+		connect.WithSchema(adminServiceMethods.ByName("WhoAmI")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceGetClusterHandler := connect.NewUnaryHandler(
+		AdminServiceGetClusterProcedure,
+		svc.GetCluster,
+		connect.WithSchema(adminServiceMethods.ByName("GetCluster")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/tenure.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceSnapshotProcedure:
 			adminServiceSnapshotHandler.ServeHTTP(w, r)
+		case AdminServiceWhoAmIProcedure:
+			adminServiceWhoAmIHandler.ServeHTTP(w, r)
+		case AdminServiceGetClusterProcedure:
+			adminServiceGetClusterHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -129,4 +203,12 @@ type UnimplementedAdminServiceHandler struct{}
 
 func (UnimplementedAdminServiceHandler) Snapshot(context.Context, *connect.Request[tenurev1.SnapshotRequest]) (*connect.Response[tenurev1.SnapshotResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.AdminService.Snapshot is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) WhoAmI(context.Context, *connect.Request[tenurev1.WhoAmIRequest]) (*connect.Response[tenurev1.WhoAmIResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.AdminService.WhoAmI is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) GetCluster(context.Context, *connect.Request[tenurev1.GetClusterRequest]) (*connect.Response[tenurev1.GetClusterResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.AdminService.GetCluster is not implemented"))
 }

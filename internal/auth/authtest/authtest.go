@@ -343,6 +343,14 @@ var calls = map[string]call{
 		_, err := e.admin.Snapshot(ctx, req(tok, &tenurev1.SnapshotRequest{}))
 		return answerOf(err)
 	}},
+	"AdminService/WhoAmI": {[]target{tgNone}, func(ctx context.Context, e *env, tok string, _ target) answer {
+		_, err := e.admin.WhoAmI(ctx, req(tok, &tenurev1.WhoAmIRequest{}))
+		return answerOf(err)
+	}},
+	"AdminService/GetCluster": {[]target{tgEvery}, func(ctx context.Context, e *env, tok string, _ target) answer {
+		_, err := e.admin.GetCluster(ctx, req(tok, &tenurev1.GetClusterRequest{}))
+		return answerOf(err)
+	}},
 	auth.MetricsCall: {[]target{tgEvery}, func(ctx context.Context, e *env, tok string, _ target) answer {
 		return e.get(ctx, "/metrics", tok)
 	}},

@@ -1,0 +1,601 @@
+package main
+
+// Browser tests of the dashboard (README.md, "Dashboard"): headless
+// Chromium (Debian's chromium, driven over the DevTools protocol with
+// chromedp) against a real `tenure server` process, embedded and a
+// three-node cluster, with authentication on and off. Everything is
+// asserted on the page's content; the waits only bound a hung test. Each
+// page's screenshot is saved to $TENURE_SCREENSHOTS (default: the test's
+// temporary directory).
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/internal/auth"
+	"github.com/tenurehq/tenure/internal/auth/authtest"
+)
+
+// browserWait bounds every wait for the page to show something: it only
+// fails a hung test.
+const browserWait = 30 * time.Second
+
+// chromium is the browser the tests drive ($TENURE_CHROMIUM, default
+// Debian's).
+func chromium() string {
+	if p := os.Getenv("TENURE_CHROMIUM"); p != "" {
+		return p
+	}
+	return "/usr/bin/chromium"
+}
+
+// browser is one headless Chromium tab, with what its console reported.
+type browser struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string
+	mu    sync.Mutex
+	errs  []string
+	// allowNetwork is a part of a failed request's console message that
+	// is expected (the 401 of asking without a token).
+	allowNetwork string
+}
+
+// newBrowser starts headless Chromium for t. Without it the test is
+// skipped, or fails under CI (CI=true), which installs it.
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("browser test: skipped with -short")
+	}
+	if _, err := exec.LookPath(chromium()); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("browser test: %s is not installed (.ci/run installs Debian's chromium)", chromium())
+		}
+		t.Skipf("browser test: %s is not installed: apt-get install -y chromium (or set TENURE_CHROMIUM)", chromium())
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium()),
+		chromedp.NoSandbox, // the tests may run as root
+		chromedp.WindowSize(1280, 900),
+		chromedp.Flag("lang", "en-US"),
+	)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	// chromedp reports events it does not know (a newer browser's) as
+	// errors: they are not the page's, so they are only logged.
+	ctx, cancelCtx := chromedp.NewContext(alloc, chromedp.WithErrorf(func(format string, args ...any) {
+		if msg := fmt.Sprintf(format, args...); !strings.Contains(msg, "unhandled") {
+			t.Logf("chromedp: %s", msg)
+		}
+	}))
+	t.Cleanup(func() {
+		cancelCtx()
+		cancelAlloc()
+	})
+	shots := os.Getenv("TENURE_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	} else if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := &browser{t: t, ctx: ctx, shots: shots}
+	chromedp.ListenTarget(ctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.APITypeError || ev.Type == runtime.APITypeAssert {
+				var parts []string
+				for _, a := range ev.Args {
+					parts = append(parts, string(a.Value)+a.Description)
+				}
+				b.fail("console.error: " + strings.Join(parts, " "))
+			}
+		case *runtime.EventExceptionThrown:
+			b.fail("uncaught: " + ev.ExceptionDetails.Error())
+		case *cdplog.EventEntryAdded:
+			if ev.Entry.Level == cdplog.LevelError {
+				b.mu.Lock()
+				allowed := b.allowNetwork != "" && ev.Entry.Source == cdplog.SourceNetwork && strings.Contains(ev.Entry.Text, b.allowNetwork)
+				b.mu.Unlock()
+				if !allowed {
+					b.fail(fmt.Sprintf("console (%s): %s %s", ev.Entry.Source, ev.Entry.Text, ev.Entry.URL))
+				}
+			}
+		}
+	})
+	if err := chromedp.Run(ctx, cdplog.Enable(), runtime.Enable()); err != nil {
+		t.Fatalf("starting %s: %v", chromium(), err)
+	}
+	return b
+}
+
+func (b *browser) fail(msg string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.errs = append(b.errs, msg)
+}
+
+// run runs actions in the tab, failing the test on an error.
+func (b *browser) run(what string, actions ...chromedp.Action) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, browserWait)
+	defer cancel()
+	if err := chromedp.Run(ctx, actions...); err != nil {
+		b.t.Fatalf("%s: %v\npage text:\n%s", what, err, b.text())
+	}
+}
+
+// open loads url (a new document: the page starts again).
+func (b *browser) open(url string) {
+	b.t.Helper()
+	b.run("open "+url, chromedp.Navigate(url))
+}
+
+// goTo follows a hash address within the page, as a link does.
+func (b *browser) goTo(hash string) {
+	b.t.Helper()
+	b.run("go to "+hash, chromedp.Evaluate(fmt.Sprintf("location.hash = %q", hash), nil))
+}
+
+// text is the page's visible text, for failure messages.
+func (b *browser) text() string {
+	var s string
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	_ = chromedp.Run(ctx, chromedp.Evaluate(`document.body ? document.body.innerText : ""`, &s))
+	return s
+}
+
+// until waits until the JavaScript expression cond is true, failing the
+// test with what after browserWait. An evaluation that meets a document
+// being replaced (a navigation) is tried again.
+func (b *browser) until(what, cond string) {
+	b.t.Helper()
+	var last error
+	for deadline := time.Now().Add(browserWait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var ok bool
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		last = chromedp.Run(ctx, chromedp.Evaluate("Boolean("+cond+")", &ok))
+		cancel()
+		if last == nil && ok {
+			return
+		}
+	}
+	b.t.Fatalf("%s: not shown within %v (last error: %v)\npage text:\n%s", what, browserWait, last, b.text())
+}
+
+// eval returns the value of a JavaScript expression.
+func (b *browser) eval(expr string, out any) {
+	b.t.Helper()
+	b.run("evaluate "+expr, chromedp.Evaluate(expr, out))
+}
+
+// textOf is a JavaScript expression: the trimmed text of the first match
+// of a CSS selector ("" if none).
+func textOf(sel string) string {
+	return fmt.Sprintf(`(document.querySelector(%q)?.innerText ?? "").trim()`, sel)
+}
+
+// button is the XPath of the enabled-or-not button whose text is label.
+func button(label string) string {
+	return fmt.Sprintf(`//button[normalize-space()=%q]`, label)
+}
+
+// click clicks the first match of an XPath.
+func (b *browser) click(xpath string) {
+	b.t.Helper()
+	b.run("click "+xpath, chromedp.Click(xpath, chromedp.BySearch))
+}
+
+// shot saves a screenshot of the whole page as name.png.
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	var png []byte
+	b.run("screenshot "+name, chromedp.FullScreenshot(&png, 100))
+	path := filepath.Join(b.shots, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot %s", path)
+}
+
+// phone and laptop set the viewport's size.
+func (b *browser) viewport(w, h int64, mobile bool) {
+	b.t.Helper()
+	b.run("viewport", emulation.SetDeviceMetricsOverride(w, h, 1, mobile))
+}
+
+// checkBasics checks what a Lighthouse audit would, on the page as it is:
+// every control (button, link, text box, select, checkbox) has an
+// accessible name in the browser's accessibility tree, the page does not
+// scroll sideways, and nothing was reported on the console so far.
+func (b *browser) checkBasics(page string) {
+	b.t.Helper()
+	// The raw answer of Accessibility.getFullAXTree: only what is checked
+	// here, so that a newer browser's additions cannot break the decoding.
+	type value struct {
+		Value any `json:"value"`
+	}
+	var tree struct {
+		Nodes []struct {
+			NodeID  string `json:"nodeId"`
+			Ignored bool   `json:"ignored"`
+			Role    *value `json:"role"`
+			Name    *value `json:"name"`
+		} `json:"nodes"`
+	}
+	b.run("accessibility tree of "+page, chromedp.ActionFunc(func(ctx context.Context) error {
+		return cdp.Execute(ctx, "Accessibility.getFullAXTree", map[string]any{}, &tree)
+	}))
+	controls := map[string]bool{"button": true, "link": true, "textbox": true, "searchbox": true, "combobox": true, "checkbox": true, "listbox": true, "menuitem": true}
+	seen := 0
+	for _, n := range tree.Nodes {
+		if n.Ignored || n.Role == nil {
+			continue
+		}
+		role, _ := n.Role.Value.(string)
+		if !controls[role] {
+			continue
+		}
+		seen++
+		name := ""
+		if n.Name != nil {
+			name, _ = n.Name.Value.(string)
+		}
+		if strings.TrimSpace(name) == "" {
+			b.t.Errorf("%s: a %s has no accessible name (node %s)", page, role, n.NodeID)
+		}
+	}
+	if seen == 0 {
+		b.t.Errorf("%s: the accessibility tree shows no control at all", page)
+	}
+	var overflow bool
+	b.eval(`document.documentElement.scrollWidth > window.innerWidth + 1`, &overflow)
+	if overflow {
+		b.t.Errorf("%s: the page scrolls sideways", page)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.errs {
+		b.t.Errorf("%s: %s", page, e)
+	}
+	b.errs = nil
+}
+
+// api is the Go side of a test: the clients of one server, with a token.
+type api struct {
+	tasks  tenurev1connect.TaskServiceClient
+	worker tenurev1connect.WorkerServiceClient
+	token  string
+}
+
+func newAPI(base, token string) *api {
+	hc := &http.Client{Timeout: 10 * time.Second}
+	return &api{tasks: tenurev1connect.NewTaskServiceClient(hc, base), worker: tenurev1connect.NewWorkerServiceClient(hc, base), token: token}
+}
+
+func withToken[T any](a *api, m *T) *connect.Request[T] {
+	r := connect.NewRequest(m)
+	if a.token != "" {
+		r.Header().Set("Authorization", "Bearer "+a.token)
+	}
+	return r
+}
+
+// submit creates a task of queue q.
+func (a *api) submit(t *testing.T, q string, payload string, maxAttempts uint32, priority int32) string {
+	t.Helper()
+	res, err := a.tasks.Submit(context.Background(), withToken(a, &tenurev1.SubmitRequest{
+		Queue: q, Payload: []byte(payload), Priority: priority,
+		RetryPolicy: &tenurev1.RetryPolicy{MaxAttempts: maxAttempts, InitialBackoff: durationpb.New(0), MaxBackoff: durationpb.New(time.Second)},
+	}))
+	if err != nil {
+		t.Fatalf("submit to %s: %v", q, err)
+	}
+	return res.Msg.GetTask().GetTaskId()
+}
+
+// lease leases at most one task of queue q, waiting up to wait.
+func (a *api) lease(t *testing.T, q string, wait time.Duration) *tenurev1.LeasedTask {
+	t.Helper()
+	res, err := a.worker.Lease(context.Background(), withToken(a, &tenurev1.LeaseRequest{WorkerId: "browser-test-worker", Queue: q, MaxTasks: 1, Wait: durationpb.New(wait)}))
+	if err != nil {
+		t.Fatalf("lease from %s: %v", q, err)
+	}
+	if ts := res.Msg.GetTasks(); len(ts) == 1 {
+		return ts[0]
+	}
+	return nil
+}
+
+// mustLease leases the next task of q (bounded wait).
+func (a *api) mustLease(t *testing.T, q string) *tenurev1.LeasedTask {
+	t.Helper()
+	for deadline := time.Now().Add(browserWait); time.Now().Before(deadline); {
+		if lt := a.lease(t, q, time.Second); lt != nil {
+			return lt
+		}
+	}
+	t.Fatalf("no task of %s to lease", q)
+	return nil
+}
+
+// attempt runs one attempt of the next task of q: start, a heartbeat,
+// then fail or commit and complete.
+func (a *api) attempt(t *testing.T, q string, succeed bool) *tenurev1.LeasedTask {
+	t.Helper()
+	ctx := context.Background()
+	lt := a.mustLease(t, q)
+	id, lease := lt.GetTaskId(), lt.GetLeaseId()
+	if _, err := a.worker.Start(ctx, withToken(a, &tenurev1.StartRequest{TaskId: id, LeaseId: lease})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.worker.Heartbeat(ctx, withToken(a, &tenurev1.HeartbeatRequest{TaskId: id, LeaseId: lease})); err != nil {
+		t.Fatal(err)
+	}
+	if !succeed {
+		if _, err := a.worker.Fail(ctx, withToken(a, &tenurev1.FailRequest{TaskId: id, LeaseId: lease, Reason: fmt.Sprintf("attempt %d: upstream timed out", lt.GetAttempt())})); err != nil {
+			t.Fatal(err)
+		}
+		return lt
+	}
+	if _, err := a.worker.Commit(ctx, withToken(a, &tenurev1.CommitRequest{TaskId: id, LeaseId: lease, Result: []byte(`{"sent":true}`)})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.worker.Complete(ctx, withToken(a, &tenurev1.CompleteRequest{TaskId: id, LeaseId: lease, Result: []byte(`{"sent":true}`)})); err != nil {
+		t.Fatal(err)
+	}
+	return lt
+}
+
+// fixture is what a flow sets up through the API before opening pages.
+type fixture struct {
+	flaky  string // failed twice, then succeeded
+	failed string // failed for good (one attempt)
+}
+
+// setUp submits, through the API: three waiting tasks and one failed for
+// good in queue "emails", and in queue "flaky" one task that failed twice
+// and then succeeded.
+func setUp(t *testing.T, a *api) fixture {
+	t.Helper()
+	var f fixture
+	f.failed = a.submit(t, "emails", "\x00\x01binary\xff", 1, 10)
+	for i := range 3 {
+		a.submit(t, "emails", fmt.Sprintf(`{"to":"user%d@example.com"}`, i), 3, 0)
+	}
+	if lt := a.attempt(t, "emails", false); lt.GetTaskId() != f.failed {
+		t.Fatalf("leased %s from emails, want the failing task %s (priority 10)", lt.GetTaskId(), f.failed)
+	}
+	f.flaky = a.submit(t, "flaky", `{"report":"weekly","pages":3}`, 3, 0)
+	a.attempt(t, "flaky", false)
+	a.attempt(t, "flaky", false)
+	a.attempt(t, "flaky", true)
+	return f
+}
+
+// dashboardFlow is the flow of the issue against the server at base: the
+// overview's counts, a task's three attempts on its timeline, a retry with
+// the button, and a pause with the button that stops a worker. a acts
+// through the API (as a worker and submitter, with admin rights); name
+// prefixes the screenshots.
+func dashboardFlow(t *testing.T, b *browser, base string, a *api, name string) fixture {
+	f := setUp(t, a)
+	b.viewport(1280, 900, false)
+	b.open(base + "/")
+
+	// Overview: the counts of each queue.
+	row := `tr[data-queue="default/emails"] td[data-count="%s"]`
+	b.until("the overview shows emails: 3 waiting, 1 failed",
+		fmt.Sprintf(`%s === "3" && %s === "1"`, textOf(fmt.Sprintf(row, "waiting")), textOf(fmt.Sprintf(row, "failed"))))
+	b.until("the overview shows flaky: 1 completed", textOf(`tr[data-queue="default/flaky"] td[data-count="completed"]`)+` === "1"`)
+	b.shot(name + "-overview")
+	b.checkBasics(name + " overview")
+
+	// The task that failed twice and succeeded: three attempts.
+	b.goTo("#/task/" + f.flaky)
+	b.until("the timeline shows three attempts", `document.querySelectorAll(".lanes .lane").length === 3`)
+	var outcomes []string
+	b.eval(`[...document.querySelectorAll(".lanes .lane")].map(l => l.dataset.outcome)`, &outcomes)
+	if strings.Join(outcomes, ",") != "failed,failed,completed" {
+		t.Errorf("the timeline's attempts ended %v, want failed, failed, completed", outcomes)
+	}
+	var lane3 string
+	b.eval(textOf(`.lanes .lane[data-attempt="3"] .lane-label`), &lane3)
+	if !strings.Contains(lane3, "Attempt 3") || !strings.Contains(lane3, "browser-test-worker") || !strings.Contains(lane3, "lease ") {
+		t.Errorf("attempt 3's label: %q, want its worker and lease", lane3)
+	}
+	var marks int
+	b.eval(`document.querySelectorAll(".lanes .mark.m-LeaseGranted, .lanes .mark.m-LeaseExtended, .lanes .mark.m-ExecutionStarted").length`, &marks)
+	if marks != 9 {
+		t.Errorf("%d grant, heartbeat and start marks on the lanes, want 3 of each", marks)
+	}
+	b.until("the payload is pretty-printed JSON", `document.querySelector("#payload-bytes")?.textContent.includes('"report": "weekly"')`)
+	b.until("the raw history lists the records", `document.querySelectorAll(".history tbody tr").length >= 13`)
+	b.shot(name + "-task")
+	b.checkBasics(name + " task")
+
+	// Retry the failed task with the button: it is waiting.
+	b.goTo("#/task/" + f.failed)
+	b.until("the failed task's page", textOf(".details .badge")+` === "failed"`)
+	b.until("its binary payload in hex", `document.querySelector("#payload-bytes")?.textContent.startsWith("00000000  00 01 62 69")`)
+	b.click(button("Retry"))
+	b.until("the confirmation", `document.querySelector("#confirm").open`)
+	b.run("give a reason", chromedp.SendKeys("#confirm-reason", "fixed upstream", chromedp.ByQuery))
+	b.click(`//button[@id="confirm-ok"]`)
+	b.until("the retried task is waiting", textOf(".details .badge")+` === "waiting"`)
+	b.shot(name + "-task-retried")
+
+	// Pause the queue with the button: a worker receives nothing more.
+	b.goTo("#/queue/default/emails")
+	b.until("the queue shows 4 waiting tasks", textOf(`dd[data-count="waiting"]`)+` === "4"`)
+	b.until("the queue lists them", `document.querySelectorAll("tr[data-task]").length === 4`)
+	b.shot(name + "-queue")
+	b.checkBasics(name + " queue")
+	b.click(button("Pause"))
+	b.until("the queue is paused", textOf("#paused")+` === "paused"`)
+	if lt := a.lease(t, "emails", time.Second); lt != nil {
+		t.Fatalf("a worker leased %s from a paused queue", lt.GetTaskId())
+	}
+	b.until("the queue still shows 4 waiting tasks", textOf(`dd[data-count="waiting"]`)+` === "4"`)
+	b.shot(name + "-queue-paused")
+	b.click(button("Resume"))
+	b.until("the queue runs again", textOf("#paused")+` === "running"`)
+	a.mustLease(t, "emails")
+	b.until("the page sees the lease", textOf(`dd[data-count="leased"]`)+` === "1"`)
+
+	// The state filter and paging: a shareable address.
+	b.goTo("#/queue/default/emails?state=leased")
+	b.until("the filter shows the leased task only", `document.querySelectorAll("tr[data-task]").length === 1 && document.querySelector("#state").value === "leased"`)
+
+	// A phone's width: nothing scrolls sideways, the controls keep names.
+	b.viewport(390, 844, true)
+	b.goTo("#/")
+	b.until("the overview on a phone", `document.querySelector('tr[data-queue="default/emails"]') !== null`)
+	b.shot(name + "-overview-phone")
+	b.checkBasics(name + " overview on a phone")
+	b.goTo("#/task/" + f.flaky)
+	b.until("the timeline on a phone", `document.querySelectorAll(".lanes .lane").length === 3`)
+	b.shot(name + "-task-phone")
+	b.checkBasics(name + " task on a phone")
+	b.viewport(1280, 900, false)
+
+	// Keyboard: the first Tab reaches the skip link, with a visible focus.
+	b.open("about:blank")
+	b.open(base + "/#/")
+	b.until("the overview", `document.querySelector('tr[data-queue="default/emails"]') !== null`)
+	b.run("press Tab", chromedp.KeyEvent(kb.Tab))
+	var focus struct {
+		Text    string `json:"text"`
+		Outline string `json:"outline"`
+	}
+	b.eval(`(() => { const e = document.activeElement; const s = getComputedStyle(e); return {text: e.textContent.trim(), outline: s.outlineStyle + " " + s.outlineWidth}; })()`, &focus)
+	if focus.Text != "Skip to content" || strings.HasPrefix(focus.Outline, "none") || strings.HasSuffix(focus.Outline, " 0px") {
+		t.Errorf("after one Tab the focus is on %q with outline %q, want the skip link, visibly", focus.Text, focus.Outline)
+	}
+	return f
+}
+
+// TestDashboard: the issue's flow against an embedded server.
+func TestDashboard(t *testing.T) {
+	b := newBrowser(t)
+	p := startServerProc(t, filepath.Join(t.TempDir(), "data"))
+	dashboardFlow(t, b, p.url(), newAPI(p.url(), ""), "embedded")
+	b.goTo("#/cluster")
+	b.until("the cluster page says embedded", `document.querySelector("#embedded") !== null`)
+	b.checkBasics("embedded cluster page")
+}
+
+// TestDashboardCluster: the same flow against a node of a three-node
+// cluster (the tasks spread over the partitions of the other nodes too),
+// and the cluster page: the lock holder, three nodes, the partition map.
+func TestDashboardCluster(t *testing.T) {
+	b := newBrowser(t)
+	c, _ := newClTest(t, -1)
+	base := c.nodes[0].url()
+	// The flow's worker leases through another node than the page's.
+	dashboardFlow(t, b, base, newAPI(c.nodes[1].url(), ""), "cluster")
+	b.goTo("#/cluster")
+	b.until("the cluster page lists three active nodes", `[...document.querySelectorAll("table.nodes tbody tr")].filter(r => r.innerText.includes("active") && !r.innerText.includes("inactive")).length === 3`)
+	b.until("it names the lock holder", `/held by n[123] · epoch \d+/.test(`+textOf("#lock")+`)`)
+	var parts int
+	b.eval(`document.querySelectorAll("table.partitions tbody tr").length`, &parts)
+	if parts != 2*clPartitions {
+		t.Errorf("the partition map lists %d partitions, want %d (two queues of %d)", parts, 2*clPartitions, clPartitions)
+	}
+	b.shot("cluster-cluster")
+	b.checkBasics("cluster page")
+}
+
+// TestDashboardAuth: with authentication on, no token shows the token
+// prompt; a reader token sees everything with the actions disabled and
+// the reason shown; an admin token's actions work.
+func TestDashboardAuth(t *testing.T) {
+	b := newBrowser(t)
+	file := filepath.Join(t.TempDir(), "tokens.jsonl")
+	tok := authtest.TokenFile(t, file)
+	p := startServerProc(t, filepath.Join(t.TempDir(), "data"), "--auth-file", file)
+	a := newAPI(p.url(), tok.Setup)
+	failed := a.submit(t, "emails", "report", 1, 0)
+	a.attempt(t, "emails", false)
+
+	// No token: the prompt. Asking without one is answered 401, which the
+	// browser reports on its console; nothing else may be.
+	b.mu.Lock()
+	b.allowNetwork = "401"
+	b.mu.Unlock()
+	b.open(p.url() + "/#/task/" + failed)
+	b.until("the token prompt", `document.querySelector("form.signin input#token") !== null`)
+	b.shot("auth-signin")
+	b.checkBasics("sign-in page")
+
+	signIn := func(token string) {
+		b.run("type the token", chromedp.SendKeys("#token", token, chromedp.ByQuery))
+		b.click(button("Sign in"))
+	}
+	// A wrong token: refused, the prompt again.
+	signIn("tenure_wrong")
+	b.until("the prompt says the token was refused", `document.querySelector("form.signin [role=alert]")?.innerText.includes("refused")`)
+
+	// A reader: the task, with its actions disabled and why.
+	signIn(tok.Star[auth.Reader])
+	b.until("signed in as the reader", textOf("#whoami")+`.includes("reader-star (reader)")`)
+	b.until("the task's page", textOf(".details .badge")+` === "failed"`)
+	var retry struct {
+		Disabled bool   `json:"disabled"`
+		Why      string `json:"why"`
+	}
+	b.eval(`(() => { const el = [...document.querySelectorAll("button")].find(x => x.textContent === "Retry"); const why = document.getElementById(el.getAttribute("aria-describedby")); return {disabled: el.disabled, why: why ? why.innerText : ""}; })()`, &retry)
+	if !retry.Disabled || !strings.Contains(retry.Why, "it needs role admin") {
+		t.Errorf("a reader's Retry button: disabled %v, reason %q", retry.Disabled, retry.Why)
+	}
+	var stored string
+	b.eval(`sessionStorage.getItem("tenure.token") + "|" + (localStorage.length === 0)`, &stored)
+	if stored != tok.Star[auth.Reader]+"|true" {
+		t.Errorf("the token is not kept in sessionStorage alone: %q", stored)
+	}
+	b.shot("auth-reader-task")
+	b.goTo("#/queue/default/emails")
+	b.until("the queue's actions are disabled, with the reason", `(() => { const el = [...document.querySelectorAll("button")].find(x => x.textContent === "Pause"); return el && el.disabled && document.getElementById(el.getAttribute("aria-describedby"))?.innerText.includes("it needs role admin"); })()`)
+	b.shot("auth-reader-queue")
+	b.checkBasics("reader's queue page")
+
+	// An admin: the same button works.
+	b.click(button("Sign out"))
+	b.until("the prompt again", `document.querySelector("form.signin") !== null`)
+	signIn(tok.Setup)
+	b.until("signed in as the admin", textOf("#whoami")+`.includes("setup (admin)")`)
+	b.goTo("#/task/" + failed)
+	b.until("the task's page", textOf(".details .badge")+` === "failed"`)
+	b.click(button("Retry"))
+	b.until("the confirmation", `document.querySelector("#confirm").open`)
+	b.click(`//button[@id="confirm-ok"]`)
+	b.until("the retried task is waiting", textOf(".details .badge")+` === "waiting"`)
+	b.checkBasics("admin's task page")
+	res, err := a.tasks.GetTaskHistory(context.Background(), withToken(a, &tenurev1.GetTaskHistoryRequest{TaskId: failed}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := res.Msg.GetEntries()[len(res.Msg.GetEntries())-1]
+	if last.GetType() != "TaskRetried" || last.GetRequestedBy() != "setup" {
+		t.Errorf("the retry's record: %v, want TaskRetried by the admin token's name", last)
+	}
+}
