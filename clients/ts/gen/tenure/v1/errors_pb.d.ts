@@ -102,8 +102,8 @@ export enum ErrorReason {
   UNSPECIFIED = 0,
 
   /**
-   * No task has the id (or it left after the retention period). Code
-   * not_found.
+   * No task has the id (or it left after the retention period), or the
+   * queue or schedule named does not exist. Code not_found.
    *
    * @generated from enum value: ERROR_REASON_NOT_FOUND = 1;
    */
@@ -160,6 +160,15 @@ export enum ErrorReason {
    * @generated from enum value: ERROR_REASON_UNAVAILABLE = 7;
    */
   UNAVAILABLE = 7,
+
+  /**
+   * What a create names exists already with another definition (a
+   * schedule of the same name in the same namespace and queue): update it,
+   * or delete it first. Code already_exists.
+   *
+   * @generated from enum value: ERROR_REASON_ALREADY_EXISTS = 8;
+   */
+  ALREADY_EXISTS = 8,
 }
 
 /**

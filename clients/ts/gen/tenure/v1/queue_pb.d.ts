@@ -239,6 +239,170 @@ export declare type ResumeQueueResponse = Message<"tenure.v1.ResumeQueueResponse
 export declare const ResumeQueueResponseSchema: GenMessage<ResumeQueueResponse>;
 
 /**
+ * SetQueueLimitsRequest names a queue and the limits to set or clear. A
+ * limit neither set nor cleared is kept as it is; a request must set or
+ * clear at least one.
+ *
+ * @generated from message tenure.v1.SetQueueLimitsRequest
+ */
+export declare type SetQueueLimitsRequest = Message<"tenure.v1.SetQueueLimitsRequest"> & {
+  /**
+   * Default "default".
+   *
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+
+  /**
+   * Required.
+   *
+   * @generated from field: string queue = 2;
+   */
+  queue: string;
+
+  /**
+   * At most this many leases of the queue live at once, across all workers
+   * (LEASED tasks and COMMITTED ones being finalised): 1 to 1000000, and
+   * in cluster mode at least the queue's partitions. 0 is refused: clear
+   * the limit with clear_max_concurrency, or pause the queue.
+   *
+   * @generated from field: optional uint32 max_concurrency = 3;
+   */
+  maxConcurrency?: number | undefined;
+
+  /**
+   * At most this many leases per second on average: more than 0, at most
+   * 1000000, to the thousandth (in cluster mode at least 0.001 per
+   * partition).
+   *
+   * @generated from field: optional double rate = 4;
+   */
+  rate?: number | undefined;
+
+  /**
+   * The leases a full token bucket grants at once: 1 to 1000000, and in
+   * cluster mode at least the queue's partitions; only with a rate. Unset
+   * when a rate is set: the queue's burst if it has a rate already,
+   * otherwise the rate rounded up (the leases of one second), at least 1
+   * per partition.
+   *
+   * @generated from field: optional uint32 burst = 5;
+   */
+  burst?: number | undefined;
+
+  /**
+   * Removes the max concurrency.
+   *
+   * @generated from field: bool clear_max_concurrency = 6;
+   */
+  clearMaxConcurrency: boolean;
+
+  /**
+   * Removes the rate and its burst.
+   *
+   * @generated from field: bool clear_rate = 7;
+   */
+  clearRate: boolean;
+
+  /**
+   * Why, kept in the record. At most 4 KiB.
+   *
+   * @generated from field: string reason = 8;
+   */
+  reason: string;
+
+  /**
+   * Who asks, as PauseQueueRequest.requested_by.
+   *
+   * @generated from field: string requested_by = 9;
+   */
+  requestedBy: string;
+};
+
+/**
+ * Describes the message tenure.v1.SetQueueLimitsRequest.
+ * Use `create(SetQueueLimitsRequestSchema)` to create a new message.
+ */
+export declare const SetQueueLimitsRequestSchema: GenMessage<SetQueueLimitsRequest>;
+
+/**
+ * SetQueueLimitsResponse says what the change did.
+ *
+ * @generated from message tenure.v1.SetQueueLimitsResponse
+ */
+export declare type SetQueueLimitsResponse = Message<"tenure.v1.SetQueueLimitsResponse"> & {
+  /**
+   * False if the queue had these limits already.
+   *
+   * @generated from field: bool changed = 1;
+   */
+  changed: boolean;
+
+  /**
+   * The queue, with its limits.
+   *
+   * @generated from field: tenure.v1.Queue queue = 2;
+   */
+  queue?: Queue | undefined;
+};
+
+/**
+ * Describes the message tenure.v1.SetQueueLimitsResponse.
+ * Use `create(SetQueueLimitsResponseSchema)` to create a new message.
+ */
+export declare const SetQueueLimitsResponseSchema: GenMessage<SetQueueLimitsResponse>;
+
+/**
+ * QueueLimits is a queue's flow control, queue-wide, as set. A zero limit
+ * is none.
+ *
+ * @generated from message tenure.v1.QueueLimits
+ */
+export declare type QueueLimits = Message<"tenure.v1.QueueLimits"> & {
+  /**
+   * At most this many leases live at once.
+   *
+   * @generated from field: uint32 max_concurrency = 1;
+   */
+  maxConcurrency: number;
+
+  /**
+   * At most this many leases per second, with bursts of burst.
+   *
+   * @generated from field: double rate = 2;
+   */
+  rate: number;
+
+  /**
+   * @generated from field: uint32 burst = 3;
+   */
+  burst: number;
+
+  /**
+   * Who set them, why, and when (the latest change, in cluster mode).
+   *
+   * @generated from field: string requested_by = 4;
+   */
+  requestedBy: string;
+
+  /**
+   * @generated from field: string reason = 5;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp set_at = 6;
+   */
+  setAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message tenure.v1.QueueLimits.
+ * Use `create(QueueLimitsSchema)` to create a new message.
+ */
+export declare const QueueLimitsSchema: GenMessage<QueueLimits>;
+
+/**
  * Queue describes one queue at the time of the answer.
  *
  * @generated from message tenure.v1.Queue
@@ -333,6 +497,24 @@ export declare type Queue = Message<"tenure.v1.Queue"> & {
    * @generated from field: uint32 paused_partitions = 13;
    */
   pausedPartitions: number;
+
+  /**
+   * The queue's flow control, queue-wide as set; unset: none. In cluster
+   * mode each partition enforces its share (max concurrency and burst
+   * divided by the partitions, the first ones one more; the rate divided),
+   * so the leases of all partitions together never exceed the limits.
+   *
+   * @generated from field: tenure.v1.QueueLimits limits = 14;
+   */
+  limits?: QueueLimits | undefined;
+
+  /**
+   * Partitions that have limits: fewer than partitions while a change is
+   * under way, or after one failed part way (repeat it).
+   *
+   * @generated from field: uint32 limited_partitions = 15;
+   */
+  limitedPartitions: number;
 };
 
 /**
@@ -464,8 +646,9 @@ export declare const QueuePauseSchema: GenMessage<QueuePause>;
  */
 export declare const QueueService: GenService<{
   /**
-   * ListQueues lists the queues that exist (with a task, paused, or with an
-   * event in the last hour), ordered by namespace and queue.
+   * ListQueues lists the queues that exist (with a task, paused, with
+   * limits, or with an event in the last hour), ordered by namespace and
+   * queue.
    *
    * @generated from rpc tenure.v1.QueueService.ListQueues
    */
@@ -509,6 +692,25 @@ export declare const QueueService: GenService<{
     methodKind: "unary";
     input: typeof ResumeQueueRequestSchema;
     output: typeof ResumeQueueResponseSchema;
+  },
+  /**
+   * SetQueueLimits sets or clears a queue's flow control: at most
+   * max_concurrency leases live at once, and leases granted at most at
+   * rate per second with bursts of burst (a token bucket). A limit the
+   * request does not name is kept as it is. Each change is a write-ahead
+   * log record; in cluster mode the limits are split over the queue's
+   * partitions, and the sum of the shares never exceeds them. A queue
+   * that does not exist yet is created (its limits wait for its tasks).
+   * INVALID_ARGUMENT, naming the field, for a bad limit; nothing is
+   * written. Setting the limits a queue has changes nothing (changed is
+   * false).
+   *
+   * @generated from rpc tenure.v1.QueueService.SetQueueLimits
+   */
+  setQueueLimits: {
+    methodKind: "unary";
+    input: typeof SetQueueLimitsRequestSchema;
+    output: typeof SetQueueLimitsResponseSchema;
   },
 }>;
 

@@ -211,6 +211,15 @@ export declare type Task = Message<"tenure.v1.Task"> & {
    * @generated from field: repeated tenure.v1.Execution executions = 19;
    */
   executions: Execution[];
+
+  /**
+   * When the task fails unless COMMITTED by then (failure_reason
+   * "deadline_exceeded"). Shown while it is in force: unset without one, and
+   * once the task is COMMITTED or finished.
+   *
+   * @generated from field: google.protobuf.Timestamp deadline = 20;
+   */
+  deadline?: Timestamp | undefined;
 };
 
 /**
@@ -371,6 +380,26 @@ export declare type SubmitRequest = Message<"tenure.v1.SubmitRequest"> & {
    * @generated from field: int32 priority = 8;
    */
   priority: number;
+
+  /**
+   * When the task fails (failure_reason "deadline_exceeded") unless an
+   * attempt COMMITTED it by then, whatever its attempts left; no lease
+   * outlives it. Must be in the future, at most 1 year ahead (default
+   * limit), and leave at least the minimum execution window (100ms) after
+   * not_before. Unset: no deadline. Excludes timeout.
+   *
+   * @generated from field: google.protobuf.Timestamp deadline = 9;
+   */
+  deadline?: Timestamp | undefined;
+
+  /**
+   * Sets the deadline to the time of the submit plus timeout: positive, at
+   * most 1 year (default limit), at least the minimum execution window
+   * after not_before. Unset: no deadline. Excludes deadline.
+   *
+   * @generated from field: google.protobuf.Duration timeout = 10;
+   */
+  timeout?: Duration | undefined;
 };
 
 /**

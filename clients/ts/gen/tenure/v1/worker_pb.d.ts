@@ -179,6 +179,15 @@ export declare type LeasedTask = Message<"tenure.v1.LeasedTask"> & {
    * @generated from field: bytes committed_result = 10;
    */
   committedResult: Uint8Array;
+
+  /**
+   * The task's deadline, if it has one: the lease never outlives it, and
+   * the task fails at it unless committed by then. Unset on a finalisation
+   * lease (a committed task has no deadline any more).
+   *
+   * @generated from field: google.protobuf.Timestamp deadline = 11;
+   */
+  deadline?: Timestamp | undefined;
 };
 
 /**
