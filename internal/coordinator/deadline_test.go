@@ -221,3 +221,35 @@ func TestDeadlineShownAndDeduplicated(t *testing.T) {
 		t.Fatalf("list: %+v, %v", page, err)
 	}
 }
+
+// TestRetryAfterDeadline: a submit retried with its request id after its
+// deadline passed is answered with the first task (failed at its
+// deadline), not refused; a new request id with that deadline is refused,
+// naming the field, and creates nothing.
+func TestRetryAfterDeadline(t *testing.T) {
+	e := newEnv(t, 47)
+	deadline := epoch.Add(time.Minute)
+	req := SubmitRequest{Queue: "q", RequestID: "r1", Deadline: deadline}
+	first, err := e.c.Submit(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Minute)
+	if _, err := e.c.ExpireDue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.c.Submit(ctx, req)
+	if err != nil || !again.Duplicate || again.Task.ID != first.Task.ID || again.Task.State != state.Failed {
+		t.Fatalf("a retry after the deadline: %+v, %v; want the first task, FAILED", again, err)
+	}
+	before := e.c.Stats().LastLSN
+	req.RequestID = "r2"
+	_, err = e.c.Submit(ctx, req)
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "deadline" {
+		t.Fatalf("a new submit with a past deadline: %v, want an error naming deadline", err)
+	}
+	if e.c.Stats().LastLSN != before {
+		t.Fatal("the refused submit wrote a record")
+	}
+}

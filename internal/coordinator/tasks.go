@@ -181,13 +181,17 @@ func (l Limits) validateSubmit(req *SubmitRequest, prefix string, now time.Time)
 	if !req.NotBefore.IsZero() && req.NotBefore.Sub(now) > l.MaxDelay {
 		return fieldErr(prefix+"not_before", "%s is more than %v ahead", req.NotBefore.UTC().Format(time.RFC3339), l.MaxDelay)
 	}
-	return l.checkDeadline(req, prefix, now)
+	// A retry of a submit with a request id may come after its deadline:
+	// it is answered with the first task, so that whether its deadline is
+	// still ahead is checked only when it would create one (SubmitBatch).
+	return l.checkDeadline(req, prefix, now, req.RequestID == "")
 }
 
 // checkDeadline checks a submit's deadline or timeout at now: one of them at
-// most, in the future, within MaxDelay, and leaving the task at least the
-// minimum execution window to run after it may start (now, or not_before).
-func (l Limits) checkDeadline(req *SubmitRequest, prefix string, now time.Time) error {
+// most, within MaxDelay, and, if ahead is set, in the future and leaving the
+// task at least the minimum execution window to run after it may start
+// (now, or not_before).
+func (l Limits) checkDeadline(req *SubmitRequest, prefix string, now time.Time, ahead bool) error {
 	field, deadline := prefix+"deadline", req.Deadline
 	switch {
 	case req.Timeout != 0 && !req.Deadline.IsZero():
@@ -199,6 +203,8 @@ func (l Limits) checkDeadline(req *SubmitRequest, prefix string, now time.Time) 
 	case req.Timeout > 0:
 		field, deadline = prefix+"timeout", now.Add(req.Timeout)
 	case deadline.IsZero():
+		return nil
+	case !ahead:
 		return nil
 	case !deadline.After(now):
 		return fieldErr(field, "%s is in the past (the server's time is %s)", deadline.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
@@ -312,6 +318,17 @@ func (c *Coordinator) SubmitBatch(ctx context.Context, reqs []SubmitRequest) ([]
 				continue
 			}
 			firstOf[k] = i
+		}
+		if req.RequestID != "" {
+			// Not a retry: its deadline must be ahead (validateSubmit left
+			// that to here).
+			if err := c.cfg.Limits.checkDeadline(req, fmt.Sprintf("requests[%d].", i), now, true); err != nil {
+				// It says the request id is new: answer once that is durable.
+				if werr := c.writeAndWait(ctx); werr != nil {
+					return nil, werr
+				}
+				return nil, err
+			}
 		}
 		newAt[i] = len(recs)
 		recs = append(recs, created(req, c.newTaskID(now, recs), now))
