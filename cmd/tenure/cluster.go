@@ -97,7 +97,7 @@ func (*migrateCmd) spec() *cobra.Command {
 
 func (c *migrateCmd) define(fs *pflag.FlagSet) {
 	addMySQLFlag(fs, &c.dsn, &c.tlsCA)
-	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long (migrations wait up to 30 s for another node migrating)")
+	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long (migrations wait up to 90 s for another node migrating)")
 	fs.BoolVar(&c.check, "check", false, "only check that the schema is up to date; exit 1 if not")
 }
 
