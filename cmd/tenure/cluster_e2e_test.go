@@ -1155,7 +1155,7 @@ func TestClusterKillLockHolder(t *testing.T) {
 	killedAt := ld.l.acks.Load()
 	c.nodes[h].proc.kill9(t)
 
-	// The dead holder renewed every TTL/2, each renewal a lease of at
+	// The dead holder renewed every TTL/4, each renewal a lease of at
 	// least TTL: its last lease is still running.
 	old, ok, err := c.lock()
 	if err != nil || !ok {
@@ -1163,7 +1163,7 @@ func TestClusterKillLockHolder(t *testing.T) {
 	}
 	if old.owner != held.owner {
 		t.Fatalf("the lock moved from %s to %s (epoch %d) before the dead holder's last lease could have run out (it renews every %v, leases %v)",
-			held.owner, old.owner, old.epoch, clLockTTL/2, clLockTTL)
+			held.owner, old.owner, old.epoch, clLockTTL/4, clLockTTL)
 	}
 	t.Logf("killed -9 the coordinator %s (lock epoch %d, lease until %v by the database's clock, %v left) after %d acknowledgements; it owned %s",
 		old.owner, old.epoch, old.expires.Format(time.TimeOnly), old.expires.Sub(old.now).Round(time.Millisecond), killedAt, describe(lost))

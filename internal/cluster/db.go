@@ -62,6 +62,11 @@ func OpenDBWith(dsn string, opts DBOptions) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openList(dsns, opts)
+}
+
+// openList is OpenDBWith over the DSNs SplitDSN returned.
+func openList(dsns []string, opts DBOptions) (*sql.DB, error) {
 	servers := make([]dbServer, len(dsns))
 	for i, d := range dsns {
 		cfg, err := mysql.ParseDSN(d)
@@ -176,15 +181,25 @@ func mysqlErrNumber(err error) uint16 {
 	return 0
 }
 
-// CreateDatabase creates the database the DSN names if it does not exist
-// (CREATE DATABASE IF NOT EXISTS, utf8mb4 with a binary collation, as the
-// tables use), connecting without a default database to do it.
+// CreateDatabase creates the database the DSN (or each DSN of its list)
+// names if it does not exist (CREATE DATABASE IF NOT EXISTS, utf8mb4 with a
+// binary collation, as the tables use), connecting without a default
+// database to do it.
 func CreateDatabase(ctx context.Context, dsn string) error {
-	cfg, err := mysql.ParseDSN(dsn)
+	dsns, err := SplitDSN(dsn)
 	if err != nil {
-		return fmt.Errorf("cluster: parsing the mysql dsn: %w", err)
+		return err
 	}
-	name := cfg.DBName
+	name := ""
+	for i, d := range dsns {
+		cfg, err := mysql.ParseDSN(d)
+		if err != nil {
+			return fmt.Errorf("cluster: parsing the mysql dsn: %w", err)
+		}
+		name = cfg.DBName
+		cfg.DBName = ""
+		dsns[i] = cfg.FormatDSN()
+	}
 	if name == "" {
 		return fmt.Errorf("cluster: the dsn names no database (…/dbname at its end)")
 	}
@@ -194,8 +209,7 @@ func CreateDatabase(ctx context.Context, dsn string) error {
 	if len(name) > 64 || strings.ContainsAny(name, "`\x00/\\.") {
 		return fmt.Errorf("cluster: database name %q: use at most 64 characters, none of ` / \\ . or NUL", name)
 	}
-	cfg.DBName = ""
-	db, err := OpenDB(cfg.FormatDSN())
+	db, err := openList(dsns, DBOptions{CheckInterval: -1})
 	if err != nil {
 		return err
 	}
