@@ -84,23 +84,36 @@ type clNode struct {
 	proc *serverProc
 	// extra are flags added to the node's command line.
 	extra []string
+	// timing replaces clTiming's flags when set.
+	timing []string
+}
+
+// clTiming are the timing flags of the test cluster: fast, so that a
+// fault plays out within seconds on a single database.
+var clTiming = []string{
+	"--lock-ttl", clLockTTL.String(),
+	"--standby-check", clStandby.String(),
+	"--node-heartbeat", clHeartbeat.String(),
+	"--node-silence", clSilence.String(),
+	"--assign-interval", clAssign.String(),
 }
 
 func (n *clNode) url() string { return "http://" + n.addr }
 
 func (n *clNode) args() []string {
-	return append([]string{"server",
+	timing := n.timing
+	if timing == nil {
+		timing = clTiming
+	}
+	args := []string{"server",
 		"--mysql", n.dsn,
 		"--node-id", n.id,
 		"--listen", n.addr,
-		"--lock-ttl", clLockTTL.String(),
-		"--standby-check", clStandby.String(),
-		"--node-heartbeat", clHeartbeat.String(),
-		"--node-silence", clSilence.String(),
-		"--assign-interval", clAssign.String(),
 		"--partitions", strconv.Itoa(clPartitions),
 		"--log-format", "json",
-	}, n.extra...)
+	}
+	args = append(args, timing...)
+	return append(args, n.extra...)
 }
 
 // clTest is a running three-node cluster and what the test observed of it.
