@@ -130,7 +130,12 @@ type clTest struct {
 	tap     ackTap
 	retries atomic.Int64 // unavailable answers retried
 	moves   atomic.Int64 // clients that moved to another node
+	// extraQueues counts the queues a test submits to besides the load's.
+	extraQueues int
 }
+
+// partitionCount is how many partitions the test's queues have.
+func (c *clTest) partitionCount() int { return clPartitions * (1 + c.extraQueues) }
 
 // newClTest starts three nodes, n1 to n3, on a fresh database. Node
 // proxied (an index; -1 for none) reaches the database through a
@@ -390,7 +395,7 @@ func (c *clTest) waitBalanced(what string, live []string) map[uint64]clPart {
 		if err != nil {
 			return false, err
 		}
-		if len(ps) != clPartitions {
+		if len(ps) != c.partitionCount() {
 			return false, nil
 		}
 		count := make(map[string]int)
@@ -446,8 +451,8 @@ func (c *clTest) checkStatus(live []string) {
 	if co := st.Coordinator; co == nil || !co.Live || !slices.Contains(live, co.NodeID) {
 		t.Errorf("cluster status: coordinator %+v, want a live lock held by one of %v", co, live)
 	}
-	if st.Partitions != clPartitions || st.Unassigned != 0 || st.OwnedByGone != 0 {
-		t.Errorf("cluster status: %d partitions, %d unassigned, %d owned by inactive nodes; want %d, 0, 0", st.Partitions, st.Unassigned, st.OwnedByGone, clPartitions)
+	if st.Partitions != c.partitionCount() || st.Unassigned != 0 || st.OwnedByGone != 0 {
+		t.Errorf("cluster status: %d partitions, %d unassigned, %d owned by inactive nodes; want %d, 0, 0", st.Partitions, st.Unassigned, st.OwnedByGone, c.partitionCount())
 	}
 	active := 0
 	var desc []string

@@ -297,6 +297,7 @@ type prober struct {
 }
 
 func (c *clTest) startProbes(ctx context.Context) ([]*prober, *sync.WaitGroup) {
+	c.extraQueues++ // probe/p
 	var wg sync.WaitGroup
 	var ps []*prober
 	for _, n := range c.nodes {

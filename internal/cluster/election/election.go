@@ -14,7 +14,7 @@ import (
 
 // Defaults and limits of Config.
 const (
-	DefaultLockKey       = "coordinator_lock"
+	DefaultLockKey = "coordinator_lock"
 	// DefaultTTL and the default RenewInterval (TTL/4) ride out a
 	// replicated database holding commits while it evicts a dead server
 	// (Galera: about 6 s): the trust window (12 s) exceeds one renewal
