@@ -20,6 +20,8 @@ import (
 	"log"
 	"log/slog"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -499,4 +501,57 @@ func TestClusterManagedPrimaryFailover(t *testing.T) {
 	ld.report()
 	c.verify(led, 0, c.ids())
 	c.checkStatus(c.ids())
+}
+
+// TestGaleraBench runs `tenure bench --addr` over three nodes on the Galera
+// cluster and over three nodes on the shared single MariaDB, one after the
+// other, and logs both summaries (BENCHMARKS.md, "Cluster mode on
+// Galera"). Only with TENURE_BENCH_GALERA set: it measures, it checks
+// nothing.
+func TestGaleraBench(t *testing.T) {
+	if os.Getenv("TENURE_BENCH_GALERA") == "" {
+		t.Skip("a measurement, not a test: set TENURE_BENCH_GALERA=1 to run it")
+	}
+	tasks := envOr("TENURE_BENCH_TASKS", "20000")
+	g := galera(t)
+	single := clustertest.NewDatabase(t)
+	for _, setup := range []struct {
+		name string
+		dsn  func(i int) string
+	}{
+		{"three nodes on Galera (each on its own Galera node)", func(i int) string { return g.DSN(g.NewDatabase(t), i) }},
+		{"three nodes on one MariaDB", func(int) string { return single }},
+	} {
+		c := &clTest{t: t, hc: &http.Client{Timeout: 2 * time.Second}}
+		var urls []string
+		dsn0 := setup.dsn(0)
+		for i := range clNodes {
+			dsn := dsn0
+			if i > 0 && strings.Contains(dsn0, ",") {
+				dsn = rotateDSN(dsn0, i)
+			}
+			n := &clNode{id: fmt.Sprintf("n%d", i+1), dsn: dsn, timing: galeraTiming, extra: []string{"--partitions", "8"}}
+			c.nodes = append(c.nodes, n)
+			c.start(n, true)
+			urls = append(urls, n.url())
+		}
+		out, err := exec.Command(tenureBin, "bench", "--addr", strings.Join(urls, ","), "--tasks", tasks, "--json", "--quiet").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: tenure bench: %v\n%s", setup.name, err, out)
+		}
+		t.Logf("%s: tenure bench --addr %s --tasks %s --json:\n%s", setup.name, strings.Join(urls, ","), tasks, out)
+		for _, n := range c.nodes {
+			n.proc.cmd.Process.Signal(syscall.SIGTERM)
+			waitProcExit(t, n.proc)
+		}
+	}
+}
+
+// rotateDSN lists the addresses of a DSN's tcp(…) list from the i-th on.
+func rotateDSN(dsn string, i int) string {
+	open := strings.Index(dsn, "tcp(") + len("tcp(")
+	end := open + strings.IndexByte(dsn[open:], ')')
+	addrs := strings.Split(dsn[open:end], ",")
+	addrs = append(addrs[i%len(addrs):], addrs[:i%len(addrs)]...)
+	return dsn[:open] + strings.Join(addrs, ",") + dsn[end:]
 }
