@@ -34,7 +34,7 @@
 // WaitSynced play a database node's death and return. StartMariaDB starts
 // a plain MariaDB that a test kills, restarts, or replaces by a copy of its
 // data at another address (Promote): a managed database's failover. A file
-// lock keeps two test binaries off the fixed ports at once
+// lock per set of ports keeps two test binaries off them at once
 // (servers.go). SkipWithoutGalera and SkipWithoutMariaDB skip a test,
 // naming what to install, where the programs are missing.
 package clustertest

@@ -35,7 +35,7 @@ type Galera struct {
 // defaults (a dead node is evicted after about 6 s), so what the tests see
 // is what a user's cluster does. Close stops it.
 func StartGalera(logf func(string, ...any)) (*Galera, error) {
-	ss, err := newServers(logf)
+	ss, err := newServers("galera", logf)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ type MariaDB struct {
 // StartMariaDB starts a fresh MariaDB server on port and waits until it
 // answers. Close stops it.
 func StartMariaDB(port int, logf func(string, ...any)) (*MariaDB, error) {
-	ss, err := newServers(logf)
+	ss, err := newServers("mariadb", logf)
 	if err != nil {
 		return nil, err
 	}

@@ -27,20 +27,20 @@ import (
 // brings back (StartMariaDB). Each server has its own data directory under
 // a temporary directory and runs as the mysql user (its state transfers
 // run rsync, which must write into the data directory). The ports are
-// fixed, so only one process of the machine uses them at a time: a file
-// lock, taken before starting and released after stopping, makes a second
-// test binary wait; the pids of the servers are written beside the lock,
-// so servers a killed test binary left behind are stopped by the next.
+// fixed, so only one process of the machine uses a set of them at a time:
+// a file lock per set (galera, mariadb), taken before starting and
+// released after stopping, makes a second test binary wait; the pids of
+// the servers are written beside the lock, so servers a killed test binary
+// left behind are stopped by the next.
 
 // Programs the servers need.
 const (
 	mariadbd       = "/usr/sbin/mariadbd"
 	installDB      = "mariadb-install-db"
 	galeraProvider = "/usr/lib/galera/libgalera_smm.so"
-	lockPath       = "/tmp/tenure-test-servers.lock"
-	pidsPath       = "/tmp/tenure-test-servers.pids"
-	serverTag      = "tenure-test-server-" // in every data directory's path
-	readyWait      = 3 * time.Minute       // a hung start fails, nothing else
+	lockPrefix     = "/tmp/tenure-test-servers-" // + the set's name + .lock or .pids
+	serverTag      = "tenure-test-server-"       // in every data directory's path
+	readyWait      = 3 * time.Minute             // a hung start fails, nothing else
 )
 
 // GaleraMissing returns why the Galera tests cannot run on this machine
@@ -147,9 +147,11 @@ func (s *Server) Stop() {
 		return
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
+	t := clock.Real.NewTimer(readyWait)
+	defer t.Stop()
 	select {
 	case <-exited:
-	case <-time.After(readyWait):
+	case <-t.C():
 		cmd.Process.Kill()
 		<-exited
 	}
@@ -239,10 +241,11 @@ type Servers struct {
 	all  []*Server
 }
 
-// newServers takes the port lock (waiting for another test binary that
-// holds it), stops servers a killed test binary left behind, and makes a
-// directory for the data directories.
-func newServers(logf func(string, ...any)) (*Servers, error) {
+// newServers takes the lock on the ports of set (waiting for another test
+// binary that holds it), stops servers of the set a killed test binary
+// left behind, and makes a directory for the data directories.
+func newServers(set string, logf func(string, ...any)) (*Servers, error) {
+	lockPath := lockPrefix + set + ".lock"
 	lock, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
@@ -251,7 +254,7 @@ func newServers(logf func(string, ...any)) (*Servers, error) {
 		lock.Close()
 		return nil, fmt.Errorf("clustertest: locking %s: %w", lockPath, err)
 	}
-	pids := &pidFile{path: pidsPath}
+	pids := &pidFile{path: lockPrefix + set + ".pids"}
 	pids.killLeftovers(logf)
 	dir, err := os.MkdirTemp("", serverTag)
 	if err != nil {
