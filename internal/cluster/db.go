@@ -49,7 +49,7 @@ func OpenDB(dsn string) (*sql.DB, error) { return OpenDBWith(dsn, DBOptions{}) }
 //   - maxAllowedPacket 0: the driver asks the server for its limit.
 //   - wait_timeout 5 s (unless the DSN sets it): a client frozen inside a
 //     transaction loses its connection and its row locks within seconds.
-//   - on a Galera node, wsrep_sync_wait = 1: causal reads (prepareSession).
+//   - on a Galera node, wsrep_sync_wait = 3: causal reads, updates and deletes (prepareSession).
 //
 // Each connection is made to the current server of the list, and only if
 // that server is ready (Ready: not read-only; on Galera, synced in a
