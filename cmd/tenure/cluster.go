@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"sort"
 	"strings"
@@ -28,7 +29,7 @@ import (
 // --mysql-tls-ca, the CA its tls=custom selects, into tlsCA.
 func addMySQLFlag(fs *pflag.FlagSet, dsn, tlsCA *string) {
 	fs.StringVar(dsn, "mysql", envOr("TENURE_MYSQL", ""),
-		"cluster database, as a go-sql-driver DSN: user:password@tcp(host:3306)/dbname[?tls=true|skip-verify|custom]; migrate and server create dbname if missing (env TENURE_MYSQL)")
+		"cluster database, as a go-sql-driver DSN: user:password@tcp(host:3306)/dbname[?tls=true|skip-verify|custom]; several servers of one replicated database (Galera) as tcp(db1:3306,db2:3306,db3:3306), used in that order, the next when one stops answering or is not ready; migrate and server create dbname if missing (env TENURE_MYSQL)")
 	fs.StringVar(tlsCA, "mysql-tls-ca", envOr("TENURE_MYSQL_TLS_CA", ""),
 		"verify the database's certificate against the CAs of this PEM file; the DSN selects it with tls=custom (env TENURE_MYSQL_TLS_CA)")
 }
@@ -65,12 +66,13 @@ func useMySQLTLSCA(dsn, caFile string) error {
 	return mysql.RegisterTLSConfig(mysqlTLSName, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 }
 
-// openClusterDB checks the DSN and opens a pool on it.
-func openClusterDB(ctx context.Context, dsn string) (*sql.DB, error) {
+// openClusterDB checks the DSN and opens a pool on it; lg (nil: none) is
+// told when the pool moves from one database of the DSN's list to another.
+func openClusterDB(ctx context.Context, dsn string, lg *slog.Logger) (*sql.DB, error) {
 	if dsn == "" {
 		return nil, usageError{"--mysql (or TENURE_MYSQL) is required"}
 	}
-	db, err := cluster.OpenDB(dsn)
+	db, err := cluster.OpenDBWith(dsn, cluster.DBOptions{Logger: lg})
 	if err != nil {
 		return nil, usageError{err.Error()}
 	}
@@ -97,7 +99,7 @@ func (*migrateCmd) spec() *cobra.Command {
 
 func (c *migrateCmd) define(fs *pflag.FlagSet) {
 	addMySQLFlag(fs, &c.dsn, &c.tlsCA)
-	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long (migrations wait up to 30 s for another node migrating)")
+	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long (migrations wait up to 90 s for another node migrating)")
 	fs.BoolVar(&c.check, "check", false, "only check that the schema is up to date; exit 1 if not")
 }
 
@@ -119,7 +121,7 @@ func (c *migrateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []s
 			return dbHint(err)
 		}
 	}
-	db, err := openClusterDB(ctx, c.dsn)
+	db, err := openClusterDB(ctx, c.dsn, nil)
 	if err != nil {
 		return err
 	}
@@ -210,7 +212,7 @@ func (c *clusterStatusCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, ar
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	db, err := openClusterDB(ctx, c.dsn)
+	db, err := openClusterDB(ctx, c.dsn, nil)
 	if err != nil {
 		return err
 	}

@@ -84,23 +84,36 @@ type clNode struct {
 	proc *serverProc
 	// extra are flags added to the node's command line.
 	extra []string
+	// timing replaces clTiming's flags when set.
+	timing []string
+}
+
+// clTiming are the timing flags of the test cluster: fast, so that a
+// fault plays out within seconds on a single database.
+var clTiming = []string{
+	"--lock-ttl", clLockTTL.String(),
+	"--standby-check", clStandby.String(),
+	"--node-heartbeat", clHeartbeat.String(),
+	"--node-silence", clSilence.String(),
+	"--assign-interval", clAssign.String(),
 }
 
 func (n *clNode) url() string { return "http://" + n.addr }
 
 func (n *clNode) args() []string {
-	return append([]string{"server",
+	timing := n.timing
+	if timing == nil {
+		timing = clTiming
+	}
+	args := []string{"server",
 		"--mysql", n.dsn,
 		"--node-id", n.id,
 		"--listen", n.addr,
-		"--lock-ttl", clLockTTL.String(),
-		"--standby-check", clStandby.String(),
-		"--node-heartbeat", clHeartbeat.String(),
-		"--node-silence", clSilence.String(),
-		"--assign-interval", clAssign.String(),
 		"--partitions", strconv.Itoa(clPartitions),
 		"--log-format", "json",
-	}, n.extra...)
+	}
+	args = append(args, timing...)
+	return append(args, n.extra...)
 }
 
 // clTest is a running three-node cluster and what the test observed of it.
@@ -117,7 +130,12 @@ type clTest struct {
 	tap     ackTap
 	retries atomic.Int64 // unavailable answers retried
 	moves   atomic.Int64 // clients that moved to another node
+	// extraQueues counts the queues a test submits to besides the load's.
+	extraQueues int
 }
+
+// partitionCount is how many partitions the test's queues have.
+func (c *clTest) partitionCount() int { return clPartitions * (1 + c.extraQueues) }
 
 // newClTest starts three nodes, n1 to n3, on a fresh database. Node
 // proxied (an index; -1 for none) reaches the database through a
@@ -377,7 +395,7 @@ func (c *clTest) waitBalanced(what string, live []string) map[uint64]clPart {
 		if err != nil {
 			return false, err
 		}
-		if len(ps) != clPartitions {
+		if len(ps) != c.partitionCount() {
 			return false, nil
 		}
 		count := make(map[string]int)
@@ -433,8 +451,8 @@ func (c *clTest) checkStatus(live []string) {
 	if co := st.Coordinator; co == nil || !co.Live || !slices.Contains(live, co.NodeID) {
 		t.Errorf("cluster status: coordinator %+v, want a live lock held by one of %v", co, live)
 	}
-	if st.Partitions != clPartitions || st.Unassigned != 0 || st.OwnedByGone != 0 {
-		t.Errorf("cluster status: %d partitions, %d unassigned, %d owned by inactive nodes; want %d, 0, 0", st.Partitions, st.Unassigned, st.OwnedByGone, clPartitions)
+	if st.Partitions != c.partitionCount() || st.Unassigned != 0 || st.OwnedByGone != 0 {
+		t.Errorf("cluster status: %d partitions, %d unassigned, %d owned by inactive nodes; want %d, 0, 0", st.Partitions, st.Unassigned, st.OwnedByGone, c.partitionCount())
 	}
 	active := 0
 	var desc []string
@@ -1155,7 +1173,7 @@ func TestClusterKillLockHolder(t *testing.T) {
 	killedAt := ld.l.acks.Load()
 	c.nodes[h].proc.kill9(t)
 
-	// The dead holder renewed every TTL/2, each renewal a lease of at
+	// The dead holder renewed every TTL/4, each renewal a lease of at
 	// least TTL: its last lease is still running.
 	old, ok, err := c.lock()
 	if err != nil || !ok {
@@ -1163,7 +1181,7 @@ func TestClusterKillLockHolder(t *testing.T) {
 	}
 	if old.owner != held.owner {
 		t.Fatalf("the lock moved from %s to %s (epoch %d) before the dead holder's last lease could have run out (it renews every %v, leases %v)",
-			held.owner, old.owner, old.epoch, clLockTTL/2, clLockTTL)
+			held.owner, old.owner, old.epoch, clLockTTL/4, clLockTTL)
 	}
 	t.Logf("killed -9 the coordinator %s (lock epoch %d, lease until %v by the database's clock, %v left) after %d acknowledgements; it owned %s",
 		old.owner, old.epoch, old.expires.Format(time.TimeOnly), old.expires.Sub(old.now).Round(time.Millisecond), killedAt, describe(lost))

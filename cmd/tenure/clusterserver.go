@@ -43,7 +43,7 @@ func (f *clusterFlags) add(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.migrate, "migrate", true, "cluster mode: apply the schema migrations at start (--migrate=false: only check the schema is current)")
 	fs.IntVar(&f.partitions, "partitions", partition.DefaultPartitions, "cluster mode: partitions of a queue created by this node (a queue keeps the count it was created with)")
 	fs.DurationVar(&f.lockTTL, "lock-ttl", election.DefaultTTL, "cluster mode: lease of the coordinator lock, whole seconds")
-	fs.DurationVar(&f.lockRenew, "lock-renew", 0, "cluster mode: how often the coordinator renews its lock (default: lock-ttl/2)")
+	fs.DurationVar(&f.lockRenew, "lock-renew", 0, "cluster mode: how often the coordinator renews its lock (default: lock-ttl/4)")
 	fs.DurationVar(&f.standbyCheck, "standby-check", election.DefaultCheckInterval, "cluster mode: how often a standby node checks the coordinator lock")
 	fs.DurationVar(&f.heartbeat, "node-heartbeat", registry.DefaultHeartbeatInterval, "cluster mode: how often a node heartbeats in the node table")
 	fs.DurationVar(&f.silence, "node-silence", registry.DefaultSilence, "cluster mode: a node silent this long is marked inactive and its partitions move; a node stops serving after 4/5 of it without a confirmed heartbeat")
@@ -82,7 +82,7 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 			return dbHint(err)
 		}
 	}
-	db, err := openClusterDB(ctx, cf.dsn)
+	db, err := openClusterDB(ctx, cf.dsn, lg)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,10 @@ import (
 // tenureBin is the binary TestMain built.
 var tenureBin string
 
+// afterTests run after every test, before the binary exits (they stop
+// what tests shared, such as the Galera cluster).
+var afterTests []func()
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "tenure-e2e-bin-")
 	if err != nil {
@@ -47,6 +51,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	for _, f := range afterTests {
+		f()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

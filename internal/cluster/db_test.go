@@ -2,7 +2,17 @@ package cluster_test
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/tenurehq/tenure/internal/cluster"
 
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 )
@@ -41,4 +51,154 @@ func TestFrozenTransactionReleasesItsLocks(t *testing.T) {
 	if err := frozen.Commit(); err == nil {
 		t.Fatal("the frozen transaction committed after the server closed its connection")
 	}
+}
+
+// A list of two servers (here two proxies in front of the test's one):
+// connections go to the first while it answers; when it is cut off, every
+// statement goes on through the second, and back when that one is cut.
+func TestOpenDBFailsOverToTheNextServer(t *testing.T) {
+	p1, p2, list := twoProxies(t)
+	db, err := cluster.OpenDBWith(list, cluster.DBOptions{CheckInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	query := func() error {
+		var n int
+		return db.QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations").Scan(&n)
+	}
+	if err := query(); err != nil {
+		t.Fatal(err)
+	}
+	if p1.Conns() == 0 || p2.Conns() != 0 {
+		t.Fatalf("connections through the first server %d, the second %d; want all through the first", p1.Conns(), p2.Conns())
+	}
+	p1.Cut()
+	clustertest.Eventually(t, "statements through the second server", func() bool { return query() == nil && p2.Conns() > 0 })
+	p1.Restore()
+	p2.Cut()
+	clustertest.Eventually(t, "statements through the first server again", func() bool { return query() == nil && p1.Conns() > 0 })
+}
+
+// With no server of the list answering, a statement fails with an error
+// that names every one.
+func TestOpenDBNoServerAnswers(t *testing.T) {
+	p1, p2, list := twoProxies(t)
+	p1.Cut()
+	p2.Cut()
+	db, err := cluster.OpenDBWith(list, cluster.DBOptions{CheckInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.PingContext(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "none of the 2 databases") || !strings.Contains(err.Error(), p1.Addr()) || !strings.Contains(err.Error(), p2.Addr()) {
+		t.Fatalf("Ping with no server answering = %v", err)
+	}
+}
+
+// On a server without Galera (the test's), OpenDB's sessions keep the
+// server's wsrep_sync_wait: it is set only where wsrep is on.
+func TestOpenDBCausalReadsOnlyOnGalera(t *testing.T) {
+	_, db := clustertest.DB(t)
+	var on sql.NullString
+	err := db.QueryRow("SELECT @@GLOBAL.wsrep_on").Scan(&on)
+	if err != nil {
+		t.Skipf("the test's server has no wsrep variables (MySQL): %v", err)
+	}
+	if on.String == "1" || strings.EqualFold(on.String, "ON") {
+		t.Skip("the test's server runs Galera")
+	}
+	var global, session int
+	if err := db.QueryRow("SELECT @@GLOBAL.wsrep_sync_wait, @@SESSION.wsrep_sync_wait").Scan(&global, &session); err != nil {
+		t.Fatal(err)
+	}
+	if session != global {
+		t.Fatalf("wsrep_sync_wait is %d in the session, %d globally: set without Galera", session, global)
+	}
+}
+
+func TestSplitDSN(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{"root@tcp(127.0.0.1:3306)/t", []string{"root@tcp(127.0.0.1:3306)/t"}},
+		{"u:p,w@tcp(a:1, b:2,c:3)/t?tls=true", []string{"u:p,w@tcp(a:1)/t?tls=true", "u:p,w@tcp(b:2)/t?tls=true", "u:p,w@tcp(c:3)/t?tls=true"}},
+		{"u@unix(/run/mysqld.sock)/t", []string{"u@unix(/run/mysqld.sock)/t"}},
+	} {
+		got, err := cluster.SplitDSN(c.in)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("SplitDSN(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+	if _, err := cluster.SplitDSN("u@tcp(a:1,,b:2)/t"); err == nil || !strings.Contains(err.Error(), "empty address (number 2)") {
+		t.Errorf("SplitDSN with an empty address = %v", err)
+	}
+}
+
+// Ready's rules: a read-only server is not used; a Galera node only while
+// it is ready, in a primary component and synced.
+func TestReady(t *testing.T) {
+	synced := map[string]string{"wsrep_ready": "ON", "wsrep_cluster_status": "Primary", "wsrep_local_state_comment": "Synced"}
+	with := func(k, v string) map[string]string {
+		m := maps.Clone(synced)
+		m[k] = v
+		return m
+	}
+	for _, c := range []struct {
+		name      string
+		vars, st  map[string]string
+		galera    bool
+		reasonHas string
+	}{
+		{"plain", map[string]string{"read_only": "OFF"}, nil, false, ""},
+		{"replica", map[string]string{"read_only": "ON"}, nil, false, "read_only"},
+		{"galera synced", map[string]string{"read_only": "OFF", "wsrep_on": "ON"}, synced, true, ""},
+		{"galera donor", map[string]string{"wsrep_on": "ON"}, with("wsrep_local_state_comment", "Donor/Desynced"), true, "Donor/Desynced"},
+		{"galera joining", map[string]string{"wsrep_on": "ON"}, with("wsrep_local_state_comment", "Joining: receiving State Transfer"), true, "Joining"},
+		{"galera no quorum", map[string]string{"wsrep_on": "ON"}, with("wsrep_cluster_status", "non-Primary"), true, "no quorum"},
+		{"galera not ready", map[string]string{"wsrep_on": "ON"}, with("wsrep_ready", "OFF"), true, "wsrep_ready"},
+	} {
+		galera, reason := cluster.Ready(c.vars, c.st)
+		if galera != c.galera || (c.reasonHas == "") != (reason == "") || !strings.Contains(reason, c.reasonHas) {
+			t.Errorf("%s: Ready = %v, %q; want %v and a reason with %q", c.name, galera, reason, c.galera, c.reasonHas)
+		}
+	}
+}
+
+// The errors a replicated database answers are told apart: retry, or the
+// node is not ready.
+func TestErrorClasses(t *testing.T) {
+	for _, c := range []struct {
+		n                    uint16
+		retry, notReady, dup bool
+	}{
+		{1213, true, false, false}, // deadlock; Galera certification failure
+		{1205, true, false, false}, // lock wait timeout
+		{3101, true, false, false}, // Group Replication certification failure
+		{1047, false, true, false}, // WSREP has not yet prepared node
+		{1062, false, false, true},
+		{1180, false, false, false}, // error during COMMIT: outcome unknown
+	} {
+		err := fmt.Errorf("wrapped: %w", &mysql.MySQLError{Number: c.n})
+		if cluster.IsRetryable(err) != c.retry || cluster.IsNotReady(err) != c.notReady || cluster.IsDuplicateKey(err) != c.dup {
+			t.Errorf("error %d: retryable %v, not ready %v, duplicate %v; want %v, %v, %v", c.n,
+				cluster.IsRetryable(err), cluster.IsNotReady(err), cluster.IsDuplicateKey(err), c.retry, c.notReady, c.dup)
+		}
+	}
+}
+
+// twoProxies returns two proxies in front of a migrated database of the
+// test's server, and a DSN that lists both, p1 first.
+func twoProxies(t *testing.T) (p1, p2 *clustertest.Proxy, list string) {
+	dsn, _ := clustertest.DB(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, p2 = clustertest.NewProxy(t, cfg.Addr), clustertest.NewProxy(t, cfg.Addr)
+	list = strings.Replace(clustertest.DSNVia(dsn, p1.Addr()), p1.Addr(), p1.Addr()+","+p2.Addr(), 1)
+	return p1, p2, list
 }

@@ -25,4 +25,16 @@
 // Restore lets new connections through again; Conns counts those open now.
 // The proxy passes half-closes on and is closed, with all its goroutines
 // ended, when the test ends.
+//
+// # Database servers of a test's own (Linux)
+//
+// StartGalera starts a three-node MariaDB Galera cluster (galera-4) on
+// 127.0.0.1:3307-3309, each node with its own data directory, node 0
+// bootstrapping and the others joining by state transfer; Kill, Rejoin and
+// WaitSynced play a database node's death and return. StartMariaDB starts
+// a plain MariaDB that a test kills, restarts, or replaces by a copy of its
+// data at another address (Promote): a managed database's failover. A file
+// lock per set of ports keeps two test binaries off them at once
+// (servers.go). SkipWithoutGalera and SkipWithoutMariaDB skip a test,
+// naming what to install, where the programs are missing.
 package clustertest

@@ -34,7 +34,7 @@
 // After the statement the node reads the row back (owner, epoch, expiry and
 // the server's NOW(6)) and holds the lock only if the statement changed the
 // row, the row names it as owner and it has not expired. A holder renews
-// every RenewInterval (TTL/2) and must see each renewal's epoch be exactly
+// every RenewInterval (TTL/4 by default) and must see each renewal's epoch be exactly
 // one more than the last; anything else means another process holds or
 // renews the lock, and it steps down.
 //

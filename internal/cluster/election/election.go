@@ -14,8 +14,13 @@ import (
 
 // Defaults and limits of Config.
 const (
-	DefaultLockKey       = "coordinator_lock"
-	DefaultTTL           = 10 * time.Second
+	DefaultLockKey = "coordinator_lock"
+	// DefaultTTL and the default RenewInterval (TTL/4) ride out a
+	// replicated database holding commits while it evicts a dead server
+	// (Galera: about 6 s): the trust window (12 s) exceeds one renewal
+	// interval (3.75 s) plus that stall, so a holder whose renewal waits
+	// through it keeps the lock (README, "Cluster mode").
+	DefaultTTL           = 15 * time.Second
 	DefaultCheckInterval = 10 * time.Second
 
 	minTTL           = 3 * time.Second // below it TTL/2 renewals leave no room in the trust window
@@ -56,10 +61,11 @@ type Config struct {
 	// LockKey names the lock row (default "coordinator_lock").
 	LockKey string
 	// TTL is the lease one acquisition or renewal grants, in whole seconds,
-	// 3 s to 1 h (default 10 s).
+	// 3 s to 1 h (default 15 s).
 	TTL time.Duration
-	// RenewInterval is how often the holder renews (default TTL/2); it must
-	// be positive and shorter than TrustWindow.
+	// RenewInterval is how often the holder renews (default TTL/4); it must
+	// be positive and shorter than TrustWindow. A database stall shorter
+	// than TrustWindow − RenewInterval does not cost the lock.
 	RenewInterval time.Duration
 	// CheckInterval is how often a standby reads the lock (default 10 s),
 	// 10 ms to 1 h.
@@ -86,7 +92,7 @@ func (c Config) withDefaults() Config {
 		c.TTL = DefaultTTL
 	}
 	if c.RenewInterval == 0 {
-		c.RenewInterval = c.TTL / 2
+		c.RenewInterval = c.TTL / 4
 	}
 	if c.CheckInterval == 0 {
 		c.CheckInterval = DefaultCheckInterval

@@ -52,7 +52,7 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 	c := Config{OwnerID: "n1"}.withDefaults()
-	if c.TTL != 10*time.Second || c.RenewInterval != 5*time.Second || c.CheckInterval != 10*time.Second || c.TrustWindow() != 8*time.Second {
+	if c.TTL != 15*time.Second || c.RenewInterval != 3750*time.Millisecond || c.CheckInterval != 10*time.Second || c.TrustWindow() != 12*time.Second {
 		t.Errorf("defaults: %+v, trust window %v", c, c.TrustWindow())
 	}
 	if w := (Config{TTL: 3 * time.Second}).TrustWindow(); w != 2*time.Second {

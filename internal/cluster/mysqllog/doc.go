@@ -29,6 +29,13 @@
 // commit whose outcome is unknown (the connection broke during COMMIT) is
 // fatal in the same way; reopening and replaying shows what was committed.
 //
+// On a replicated database (Galera) the old owner's round and the new
+// owner's write can run on different servers at once; the database then
+// rolls one back with a certification failure (error 1213) rather than a
+// duplicate key. A round rolled back and said so is tried again (at most 3
+// times), and the retry's causal read of the epoch and its insert meet the
+// new owner's writes: ErrFenced, as on one server.
+//
 // # Replay
 //
 // Replay reads the durable rows in LSN order, ReplayPageRecords per query,

@@ -460,9 +460,32 @@ func (l *Log) wakeLocked() {
 	}
 }
 
+// maxRoundTries bounds the tries of one round that the database rolled
+// back and said so (cluster.IsRetryable).
+const maxRoundTries = 3
+
 // write commits one round: the epoch check and one multi-row INSERT in one
-// transaction.
+// transaction. A try the database rolled back and said so is tried again:
+// on Galera a conflicting write committed through another node first
+// (certification failure or brute-force abort, error 1213, where a single
+// server would have answered 1062 or made the epoch read wait). The retry
+// reads the epoch causally (cluster.OpenDB), so if that write was a new
+// owner's — its new epoch, or its fence row at one of our LSNs — the retry
+// fails with ErrFenced; if it was not, the retry commits.
 func (l *Log) write(first uint64, batch []wal.Entry) error {
+	var err error
+	for try := 1; try <= maxRoundTries; try++ {
+		if err = l.writeOnce(first, batch); !cluster.IsRetryable(err) {
+			return err
+		}
+		l.opts.Logger.Info("mysqllog: the database rolled the round back; trying it again",
+			slog.Uint64("partition", l.id), slog.Int("try", try), slog.Any("err", err))
+	}
+	return err
+}
+
+// writeOnce is one try of write.
+func (l *Log) writeOnce(first uint64, batch []wal.Entry) error {
 	last := first + uint64(len(batch)) - 1
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StatementTimeout)
 	defer cancel()
@@ -501,6 +524,9 @@ func (l *Log) write(first uint64, batch []wal.Entry) error {
 		return fail("insert", err)
 	}
 	if err := tx.Commit(); err != nil {
+		if cluster.IsRetryable(err) {
+			return fail("commit rolled back by the database", err)
+		}
 		return fail("commit (outcome unknown; reopen to see what was committed)", err)
 	}
 	return nil

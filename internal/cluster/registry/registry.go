@@ -14,8 +14,14 @@ import (
 
 // Defaults and limits of Config.
 const (
-	DefaultHeartbeatInterval = 2 * time.Second
-	DefaultSilence           = 10 * time.Second
+	// DefaultHeartbeatInterval and DefaultSilence ride out a replicated
+	// database holding commits while it evicts a dead server (Galera:
+	// about 6 s): a node trusts a confirmed heartbeat for 4/5 of the
+	// silence (9.6 s), more than one interval plus that stall, so a
+	// heartbeat that waits through it arrives in time (README, "Cluster
+	// mode").
+	DefaultHeartbeatInterval = time.Second
+	DefaultSilence           = 12 * time.Second
 	DefaultMaxNodes          = 1000
 
 	maxInterval     = time.Hour
@@ -30,10 +36,10 @@ const (
 
 // Config configures a Registry. Zero fields take their defaults.
 type Config struct {
-	// HeartbeatInterval is how often Run heartbeats (default 2 s).
+	// HeartbeatInterval is how often Run heartbeats (default 1 s).
 	HeartbeatInterval time.Duration
 	// Silence is how long a node may go without a heartbeat before Sweep
-	// marks it inactive (default 10 s); more than HeartbeatInterval.
+	// marks it inactive (default 12 s); more than HeartbeatInterval.
 	Silence time.Duration
 	// MaxNodes caps the rows List reads (default 1000).
 	MaxNodes int

@@ -3,3 +3,5 @@ package schema
 var LoadForTest = load
 
 func (m Migration) Statements() []string { return m.statements }
+
+const RecordSQL = recordSQL

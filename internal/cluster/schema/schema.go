@@ -16,13 +16,7 @@ import (
 //go:embed migrations/*.sql
 var files embed.FS
 
-// lockName is the server-wide advisory lock Migrate holds; lockWaitSeconds
-// is how long it waits for another migrator.
-const (
-	lockName        = "tenure_migrate"
-	lockWaitSeconds = 30
-	maxStatements   = 200 // per migration file
-)
+const maxStatements = 200 // per migration file
 
 // ErrTooNew is returned when the database has a migration this binary does
 // not know: it was migrated by a newer tenure.
@@ -119,11 +113,17 @@ const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
     PRIMARY KEY (version)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
 
+// recordSQL records a migration as applied. Running it again changes
+// nothing: two migrators that both ran a migration (one whose lease ran out
+// while it worked) both record it without an error.
+const recordSQL = "INSERT INTO schema_migrations (version, name) VALUES (?, ?) ON DUPLICATE KEY UPDATE version = version"
+
 // Migrate brings the database named by db's DSN up to Latest and returns
 // the versions it applied (none when it was up to date). It holds the
-// tenure_migrate lock throughout, so concurrent callers take turns.
+// migration lock (lock.go) throughout, so concurrent callers take turns,
+// whichever server of a replicated database each of them reaches.
 func Migrate(ctx context.Context, db *sql.DB) (applied []int, err error) {
-	conn, err := db.Conn(ctx) // GET_LOCK belongs to a session
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("schema: connecting: %w", err)
 	}
@@ -137,18 +137,13 @@ func Migrate(ctx context.Context, db *sql.DB) (applied []int, err error) {
 		return nil, errors.New("schema: the mysql dsn names no database (want user@tcp(host:port)/dbname)")
 	}
 
-	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", lockName, lockWaitSeconds).Scan(&got); err != nil {
-		return nil, fmt.Errorf("schema: taking the migration lock: %w", err)
-	}
-	if !got.Valid || got.Int64 != 1 {
-		return nil, fmt.Errorf("schema: another process held the %s lock for %d s; is a migration stuck?", lockName, lockWaitSeconds)
+	lock, err := lockMigrations(ctx, conn)
+	if err != nil {
+		return nil, err
 	}
 	defer func() {
-		// A fresh context: release even when ctx is done. Closing the
-		// connection releases it too.
-		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK(?)", lockName); rerr != nil && err == nil {
-			err = fmt.Errorf("schema: releasing the migration lock: %w", rerr)
+		if rerr := lock.release(ctx); rerr != nil && err == nil {
+			err = rerr
 		}
 	}()
 
@@ -173,12 +168,15 @@ func Migrate(ctx context.Context, db *sql.DB) (applied []int, err error) {
 		if done[m.Version] {
 			continue
 		}
+		if err := lock.renew(ctx); err != nil {
+			return applied, err
+		}
 		for i, s := range m.statements {
 			if _, err := conn.ExecContext(ctx, s); err != nil {
 				return applied, fmt.Errorf("schema: migration %s, statement %d: %w", m.Name, i+1, err)
 			}
 		}
-		if _, err := conn.ExecContext(ctx, "INSERT INTO schema_migrations (version, name) VALUES (?, ?)", m.Version, m.Name); err != nil {
+		if _, err := conn.ExecContext(ctx, recordSQL, m.Version, m.Name); err != nil {
 			return applied, fmt.Errorf("schema: recording migration %s: %w", m.Name, err)
 		}
 		applied = append(applied, m.Version)

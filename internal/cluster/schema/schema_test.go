@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 	"github.com/tenurehq/tenure/internal/cluster/schema"
@@ -320,5 +321,56 @@ func TestSnapshotTables(t *testing.T) {
 	}
 	if strings.Contains(strings.ToLower(extra), "on update") {
 		t.Fatalf("partition_snapshots.created_at has %q", extra)
+	}
+}
+
+// The migration lock is a row: Migrate waits while another owner's lease
+// is live, takes the lock once it has run out, and frees it when done.
+func TestMigrationLockRow(t *testing.T) {
+	t.Parallel()
+	dsn := clustertest.NewDatabase(t)
+	db := clustertest.Open(t, dsn)
+	ctx := context.Background()
+	for _, s := range []string{
+		"CREATE TABLE schema_migration_lock (id TINYINT UNSIGNED NOT NULL, owner VARCHAR(64) NOT NULL, expires_at DATETIME(6) NOT NULL, PRIMARY KEY (id))",
+		"INSERT INTO schema_migration_lock VALUES (1, 'another', TIMESTAMPADD(HOUR, 1, NOW(6)))",
+	} {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if _, err := schema.Migrate(short, db); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "migration lock") {
+		t.Fatalf("Migrate while another owner holds the lock = %v, want it to wait until its context ends", err)
+	}
+	if err := schema.Check(ctx, db); !errors.Is(err, schema.ErrNotMigrated) {
+		t.Fatalf("Check after a Migrate that never got the lock = %v, want ErrNotMigrated", err)
+	}
+	if _, err := db.ExecContext(ctx, "UPDATE schema_migration_lock SET expires_at = TIMESTAMPADD(SECOND, -1, NOW(6))"); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := schema.Migrate(ctx, db); err != nil || len(applied) != schema.Latest() {
+		t.Fatalf("Migrate after the other owner's lease ran out = %v, %v", applied, err)
+	}
+	var rows int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migration_lock").Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("the lock row is still there after Migrate (%d rows, %v)", rows, err)
+	}
+}
+
+// Recording a migration twice is no error: two migrators that both ran it
+// both succeed.
+func TestRecordingIdempotent(t *testing.T) {
+	t.Parallel()
+	_, db := clustertest.DB(t)
+	m := schema.Migrations()[0]
+	for range 2 {
+		if _, err := db.Exec(schema.RecordSQL, m.Version, m.Name); err != nil {
+			t.Fatalf("recording %s again: %v", m.Name, err)
+		}
+	}
+	if err := schema.Check(context.Background(), db); err != nil {
+		t.Fatal(err)
 	}
 }
