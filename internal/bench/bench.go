@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -188,6 +189,10 @@ func serve(r route.Router, ln net.Listener, mx *metrics.Metrics, tlsFiles *tlsfi
 	// nothing the server does (a log line) outlives the run.
 	var mu sync.RWMutex
 	stopped := false
+	// Close cuts connections still in their TLS handshake; what the server
+	// logs of them then is the bench's own doing, not a warning.
+	var closing atomic.Bool
+	errLog := slog.NewLogLogger(lg.Handler(), slog.LevelWarn).Writer()
 	h := api.Handler()
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -201,7 +206,12 @@ func serve(r route.Router, ln net.Listener, mx *metrics.Metrics, tlsFiles *tlsfi
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		Protocols:         new(http.Protocols),
-		ErrorLog:          slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
+		ErrorLog: log.New(writerFunc(func(p []byte) (int, error) {
+			if closing.Load() {
+				return len(p), nil
+			}
+			return errLog.Write(p)
+		}), "", 0),
 	}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
@@ -220,6 +230,7 @@ func serve(r route.Router, ln net.Listener, mx *metrics.Metrics, tlsFiles *tlsfi
 	}()
 	return func() {
 		api.Drain()
+		closing.Store(true)
 		srv.Close()
 		<-served
 		mu.Lock()
@@ -648,3 +659,8 @@ func (r *runner) monitor(ctx context.Context) (stop func()) {
 	})
 	return func() { cancel(); wg.Wait() }
 }
+
+// writerFunc is an io.Writer of a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
