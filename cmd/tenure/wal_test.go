@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,6 +48,7 @@ func newWALFixture(t *testing.T) *walFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer waitUnlocked(t, dir)
 	defer n.Close()
 	f := &walFixture{dir: dir, cfg: cfg}
 	work := func(count int) {
@@ -95,6 +97,30 @@ func newWALFixture(t *testing.T) *walFixture {
 	f.final = n.Coordinator().Stats()
 	f.history = []record.Type{record.TypeTaskCreated, record.TypeLeaseGranted, record.TypeTaskCompleted}
 	return f
+}
+
+// waitUnlocked waits until the data directory's lock is free. The node
+// released it on Close, but a child this test process forked meanwhile (a
+// parallel test starting a server or a CLI) holds a copy of the locked file
+// until it execs; the tools would then report the directory in use by this
+// very process.
+func waitUnlocked(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "LOCK"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for deadline := time.Now().Add(e2eCallTimeout); ; time.Sleep(10 * time.Millisecond) {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the data directory %s stays locked after its node closed: %v", dir, err)
+		}
+	}
 }
 
 func (f *walFixture) segments(t *testing.T) []string {
