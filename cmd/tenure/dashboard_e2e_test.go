@@ -559,8 +559,8 @@ func (b *browser) backfill(from, to time.Time) {
 // the Schedules page; its page with fired ticks whose task links open the
 // Task page; Pause with the button; a backfill (and a refused one naming
 // its field); then a queue's limits set with the Queue page's form, shown
-// there and on the overview (and a refused one naming its field). name
-// prefixes the screenshots.
+// there and on the overview (and a refused one naming its field); a
+// task's deadline on its page. name prefixes the screenshots.
 func schedulesFlow(t *testing.T, b *browser, base string, a *api, name string) {
 	sc := a.schedule(t, "reports", "digest")
 	created := sc.GetCreatedAt().AsTime()
@@ -637,6 +637,24 @@ func schedulesFlow(t *testing.T, b *browser, base string, a *api, name string) {
 	b.checkBasics(name + " queue page with limits")
 	b.goTo("#/")
 	b.until("the overview shows the limits", textOf(`tr[data-queue="default/reports"] td[data-limits]`)+`.startsWith("at most 5 leases at once · 2/s")`)
+
+	// A task with a deadline: its page shows it, the exact time on hover.
+	res, err := a.tasks.Submit(context.Background(), withToken(a, &tenurev1.SubmitRequest{Queue: "reports", Payload: []byte("due"), Timeout: durationpb.New(time.Hour)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := res.Msg.GetTask().GetDeadline().AsTime()
+	b.goTo("#/task/" + res.Msg.GetTask().GetTaskId())
+	b.until("the task's deadline", fmt.Sprintf(`document.querySelector("#deadline time")?.getAttribute("datetime") === %q && document.querySelector("#deadline time").title.length > 0`,
+		deadline.UTC().Format("2006-01-02T15:04:05.000Z")))
+
+	// A phone's width: the schedule's page does not scroll sideways.
+	b.viewport(390, 844, true)
+	b.goTo("#/schedule/default/reports/digest")
+	b.until("the schedule on a phone", `document.querySelectorAll(".decisions tr[data-outcome]").length > 0`)
+	b.shot(name + "-schedule-phone")
+	b.checkBasics(name + " schedule page on a phone")
+	b.viewport(1280, 900, false)
 }
 
 // TestDashboard: the issue's flow against an embedded server.
@@ -659,14 +677,16 @@ func TestDashboardCluster(t *testing.T) {
 	c, _ := newClTest(t, -1)
 	base := c.nodes[0].url()
 	// The flow's worker leases through another node than the page's.
-	dashboardFlow(t, b, base, newAPI(c.nodes[1].url(), ""), "cluster")
+	a := newAPI(c.nodes[1].url(), "")
+	dashboardFlow(t, b, base, a, "cluster")
+	schedulesFlow(t, b, base, a, "cluster")
 	b.goTo("#/cluster")
 	b.until("the cluster page lists three active nodes", `[...document.querySelectorAll("table.nodes tbody tr")].filter(r => r.innerText.includes("active") && !r.innerText.includes("inactive")).length === 3`)
 	b.until("it names the lock holder", `/held by n[123] · epoch \d+/.test(`+textOf("#lock")+`)`)
 	var parts int
 	b.eval(`document.querySelectorAll("table.partitions tbody tr").length`, &parts)
-	if parts != 2*clPartitions {
-		t.Errorf("the partition map lists %d partitions, want %d (two queues of %d)", parts, 2*clPartitions, clPartitions)
+	if parts != 3*clPartitions {
+		t.Errorf("the partition map lists %d partitions, want %d (three queues of %d)", parts, 3*clPartitions, clPartitions)
 	}
 	b.shot("cluster-cluster")
 	b.checkBasics("cluster page")
