@@ -4,12 +4,14 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { AdminService } from "./gen/tenure/v1/admin_pb.js";
 import type { ErrorDetail } from "./gen/tenure/v1/errors_pb.js";
 import type { QueueService } from "./gen/tenure/v1/queue_pb.js";
+import type { ScheduleService } from "./gen/tenure/v1/schedule_pb.js";
 import type { TaskService } from "./gen/tenure/v1/task_pb.js";
 import type { WorkerService } from "./gen/tenure/v1/worker_pb.js";
 
 export * from "./gen/tenure/v1/admin_pb.js";
 export * from "./gen/tenure/v1/errors_pb.js";
 export * from "./gen/tenure/v1/queue_pb.js";
+export * from "./gen/tenure/v1/schedule_pb.js";
 export * from "./gen/tenure/v1/task_pb.js";
 export * from "./gen/tenure/v1/worker_pb.js";
 export { Code, ConnectError };
@@ -22,12 +24,13 @@ export interface TenureClientOptions {
   fetch?: typeof globalThis.fetch;
 }
 
-/** The four services of one tenure server. */
+/** The five services of one tenure server. */
 export interface TenureClient {
   tasks: Client<typeof TaskService>;
   workers: Client<typeof WorkerService>;
   queues: Client<typeof QueueService>;
   admin: Client<typeof AdminService>;
+  schedules: Client<typeof ScheduleService>;
 }
 
 /** Clients of the services of the tenure server at baseUrl. */

@@ -282,14 +282,43 @@ func (b *browser) checkBasics(page string) {
 
 // api is the Go side of a test: the clients of one server, with a token.
 type api struct {
-	tasks  tenurev1connect.TaskServiceClient
-	worker tenurev1connect.WorkerServiceClient
-	token  string
+	tasks     tenurev1connect.TaskServiceClient
+	worker    tenurev1connect.WorkerServiceClient
+	queues    tenurev1connect.QueueServiceClient
+	schedules tenurev1connect.ScheduleServiceClient
+	token     string
 }
 
 func newAPI(base, token string) *api {
 	hc := &http.Client{Timeout: 10 * time.Second}
-	return &api{tasks: tenurev1connect.NewTaskServiceClient(hc, base), worker: tenurev1connect.NewWorkerServiceClient(hc, base), token: token}
+	return &api{
+		tasks: tenurev1connect.NewTaskServiceClient(hc, base), worker: tenurev1connect.NewWorkerServiceClient(hc, base),
+		queues: tenurev1connect.NewQueueServiceClient(hc, base), schedules: tenurev1connect.NewScheduleServiceClient(hc, base),
+		token: token,
+	}
+}
+
+// schedule creates the schedule name of queue q, firing every second
+// (whether the last task is finished or not).
+func (a *api) schedule(t *testing.T, q, name string) *tenurev1.Schedule {
+	t.Helper()
+	res, err := a.schedules.CreateSchedule(context.Background(), withToken(a, &tenurev1.CreateScheduleRequest{
+		Queue: q, Name: name, Cron: "@every 1s", Overlap: tenurev1.OverlapPolicy_OVERLAP_POLICY_ALLOW, Payload: []byte(`{"digest":"daily"}`),
+	}))
+	if err != nil {
+		t.Fatalf("create schedule %s/%s: %v", q, name, err)
+	}
+	return res.Msg.GetSchedule()
+}
+
+// getSchedule reads the schedule name of queue q.
+func (a *api) getSchedule(t *testing.T, q, name string) *tenurev1.Schedule {
+	t.Helper()
+	res, err := a.schedules.GetSchedule(context.Background(), withToken(a, &tenurev1.GetScheduleRequest{Queue: q, Name: name}))
+	if err != nil {
+		t.Fatalf("get schedule %s/%s: %v", q, name, err)
+	}
+	return res.Msg.GetSchedule()
 }
 
 func withToken[T any](a *api, m *T) *connect.Request[T] {
@@ -494,11 +523,147 @@ func dashboardFlow(t *testing.T, b *browser, base string, a *api, name string) f
 	return f
 }
 
+// localInput is a JavaScript expression: the value of a datetime-local
+// input (the page's zone, to the second) for the instant t.
+func localInput(t time.Time) string {
+	return fmt.Sprintf(`(() => { const d = new Date(%d); return new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 19); })()`, t.UnixMilli())
+}
+
+// expectRefusal runs step, during which the browser may report on its
+// console the 400 the server answers a refused request with (that is the
+// refusal the step checks); any other console error still fails.
+func (b *browser) expectRefusal(step func()) {
+	b.mu.Lock()
+	before := b.allowNetwork
+	b.allowNetwork = "status of 400"
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.allowNetwork = before
+		b.mu.Unlock()
+	}()
+	step()
+}
+
+// backfill fills the backfill form with from and to, and confirms it.
+func (b *browser) backfill(from, to time.Time) {
+	b.t.Helper()
+	b.eval(fmt.Sprintf(`document.querySelector("#backfill-from").value = %s; document.querySelector("#backfill-to").value = %s`, localInput(from), localInput(to)), nil)
+	b.click(button("Backfill…"))
+	b.until("the backfill's confirmation", `document.querySelector("#confirm").open`)
+	b.click(`//button[@id="confirm-ok"]`)
+}
+
+// schedulesFlow is the Schedules part of the dashboard against the server
+// at base: a schedule firing every second, created through the API, on
+// the Schedules page; its page with fired ticks whose task links open the
+// Task page; Pause with the button; a backfill (and a refused one naming
+// its field); then a queue's limits set with the Queue page's form, shown
+// there and on the overview (and a refused one naming its field); a
+// task's deadline on its page. name prefixes the screenshots.
+func schedulesFlow(t *testing.T, b *browser, base string, a *api, name string) {
+	sc := a.schedule(t, "reports", "digest")
+	created := sc.GetCreatedAt().AsTime()
+	b.viewport(1280, 900, false)
+	b.open(base + "/#/schedules")
+
+	// The list: the schedule, its expression, its next fire, a fired tick.
+	row := `tr[data-schedule="default/reports/digest"]`
+	b.until("the Schedules page lists the schedule", textOf(row+" td.mono")+` === "@every 1s (UTC)"`)
+	b.until("its last decision is a fired tick", fmt.Sprintf(`document.querySelector(%q)?.dataset.last === "fired" && document.querySelector(%q) !== null`, row+" td[data-last]", row+" td[data-next] time"))
+	b.shot(name + "-schedules")
+	b.checkBasics(name + " schedules page")
+
+	// Its page: the fired ticks, with their tasks.
+	b.click(`//tr[@data-schedule="default/reports/digest"]//a`)
+	b.until("the schedule's page", `location.hash === "#/schedule/default/reports/digest" && `+textOf("#cron")+` === "@every 1s"`)
+	b.until("two fired ticks with their waiting tasks", `[...document.querySelectorAll('.decisions tr[data-outcome="fired"]')].filter(r => r.dataset.task && r.innerText.includes("waiting")).length >= 2`)
+	b.until("its next fires", `document.querySelectorAll("#next-fires li time").length === 5`)
+	b.until("the payload of its tasks", `document.querySelector("#payload-bytes")?.textContent.includes('"digest": "daily"')`)
+	b.shot(name + "-schedule")
+	b.checkBasics(name + " schedule page")
+	var task string
+	b.eval(`document.querySelector('.decisions tr[data-outcome="fired"]').dataset.task`, &task)
+	b.click(fmt.Sprintf(`//table[contains(@class, "decisions")]//tr[@data-task=%q]//a`, task))
+	b.until("the fired task's page", fmt.Sprintf(`location.hash === %q && `, "#/task/"+task)+textOf(".details .badge")+` === "waiting"`)
+	b.until("it links back to its schedule", textOf("#from-schedule")+` === "schedule digest"`)
+	b.click(`//a[@id="from-schedule"]`)
+	b.until("the schedule's page again", `location.hash === "#/schedule/default/reports/digest" && document.querySelector(".decisions") !== null`)
+
+	// Pause with the button: paused, no next fire.
+	b.click(button("Pause"))
+	b.until("the schedule is paused", textOf("#schedule-state .badge")+` === "paused" && `+textOf("#next-fires")+` === "None while it is paused."`)
+	if got := a.getSchedule(t, "reports", "digest"); !got.GetPaused() || got.GetPause().GetReason() != "from the dashboard" {
+		t.Errorf("after Pause the server has paused=%v, pause %v", got.GetPaused(), got.GetPause())
+	}
+
+	// A backfill whose end is in the future is refused, naming "end".
+	b.expectRefusal(func() {
+		b.backfill(created.Add(-10*time.Second), time.Now().Add(time.Hour))
+		b.until("the refusal names the end", `document.querySelector("#backfill-outcome")?.dataset.field === "end" && document.querySelector("#backfill-to").getAttribute("aria-invalid") === "true"`)
+	})
+	// The ticks of five seconds before the schedule existed: fired now.
+	b.backfill(created.Add(-10*time.Second), created.Add(-6*time.Second))
+	b.until("the backfill's outcome", textOf("#backfill-outcome")+`.startsWith("Backfilled ")`)
+	var outcome string
+	b.eval(textOf("#backfill-outcome"), &outcome)
+	if outcome != "Backfilled 5 ticks; 0 had fired before." {
+		t.Errorf("the backfill of 5 seconds of @every 1s says %q", outcome)
+	}
+	b.until("the backfilled ticks among the decisions", `document.querySelectorAll('.decisions tr[data-outcome="backfilled"][data-task]').length === 5`)
+	b.shot(name + "-schedule-paused")
+	b.checkBasics(name + " paused schedule page")
+	b.goTo("#/schedules")
+	b.until("the list shows it paused", textOf(row+" [data-state]")+` === "paused"`)
+
+	// The queue's limits, set with its form.
+	b.goTo("#/queue/default/reports")
+	b.until("the queue links to its schedule", textOf("#queue-schedules a")+` === "digest"`)
+	b.until("the queue has no limits", textOf("#limits [data-limits]")+` === "none"`)
+	b.run("type the limits",
+		chromedp.SendKeys("#limit-concurrency", "5", chromedp.ByQuery),
+		chromedp.SendKeys("#limit-rate", "2", chromedp.ByQuery))
+	b.click(button("Set limits"))
+	b.until("the queue shows its limits", textOf("#limits [data-limits]")+`.startsWith("at most 5 leases at once · 2/s, bursts of ")`)
+	b.until("the form says what it did", textOf("#limits-outcome")+`.startsWith("Limits set: at most 5 leases at once")`)
+	b.expectRefusal(func() {
+		b.run("type a concurrency of 0", chromedp.SetValue("#limit-concurrency", "0", chromedp.ByQuery))
+		b.click(button("Set limits"))
+		b.until("the refusal names max_concurrency", `document.querySelector("#limits-outcome")?.dataset.field === "max_concurrency" && `+
+			textOf("#limits-outcome")+`.startsWith("Max concurrency (max_concurrency): InvalidArgument") && document.activeElement.id === "limit-concurrency"`)
+	})
+	b.until("the queue keeps its limits", textOf("#limits [data-limits]")+`.startsWith("at most 5 leases at once")`)
+	b.shot(name + "-queue-limits")
+	b.checkBasics(name + " queue page with limits")
+	b.goTo("#/")
+	b.until("the overview shows the limits", textOf(`tr[data-queue="default/reports"] td[data-limits]`)+`.startsWith("at most 5 leases at once · 2/s")`)
+
+	// A task with a deadline: its page shows it, the exact time on hover.
+	res, err := a.tasks.Submit(context.Background(), withToken(a, &tenurev1.SubmitRequest{Queue: "reports", Payload: []byte("due"), Timeout: durationpb.New(time.Hour)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := res.Msg.GetTask().GetDeadline().AsTime()
+	b.goTo("#/task/" + res.Msg.GetTask().GetTaskId())
+	b.until("the task's deadline", fmt.Sprintf(`document.querySelector("#deadline time")?.getAttribute("datetime") === %q && document.querySelector("#deadline time").title.length > 0`,
+		deadline.UTC().Format("2006-01-02T15:04:05.000Z")))
+
+	// A phone's width: the schedule's page does not scroll sideways.
+	b.viewport(390, 844, true)
+	b.goTo("#/schedule/default/reports/digest")
+	b.until("the schedule on a phone", `document.querySelectorAll(".decisions tr[data-outcome]").length > 0`)
+	b.shot(name + "-schedule-phone")
+	b.checkBasics(name + " schedule page on a phone")
+	b.viewport(1280, 900, false)
+}
+
 // TestDashboard: the issue's flow against an embedded server.
 func TestDashboard(t *testing.T) {
 	b := newBrowser(t)
 	p := startServerProc(t, filepath.Join(t.TempDir(), "data"))
-	dashboardFlow(t, b, p.url(), newAPI(p.url(), ""), "embedded")
+	a := newAPI(p.url(), "")
+	dashboardFlow(t, b, p.url(), a, "embedded")
+	schedulesFlow(t, b, p.url(), a, "embedded")
 	b.goTo("#/cluster")
 	b.until("the cluster page says embedded", `document.querySelector("#embedded") !== null`)
 	b.checkBasics("embedded cluster page")
@@ -512,14 +677,16 @@ func TestDashboardCluster(t *testing.T) {
 	c, _ := newClTest(t, -1)
 	base := c.nodes[0].url()
 	// The flow's worker leases through another node than the page's.
-	dashboardFlow(t, b, base, newAPI(c.nodes[1].url(), ""), "cluster")
+	a := newAPI(c.nodes[1].url(), "")
+	dashboardFlow(t, b, base, a, "cluster")
+	schedulesFlow(t, b, base, a, "cluster")
 	b.goTo("#/cluster")
 	b.until("the cluster page lists three active nodes", `[...document.querySelectorAll("table.nodes tbody tr")].filter(r => r.innerText.includes("active") && !r.innerText.includes("inactive")).length === 3`)
 	b.until("it names the lock holder", `/held by n[123] · epoch \d+/.test(`+textOf("#lock")+`)`)
 	var parts int
 	b.eval(`document.querySelectorAll("table.partitions tbody tr").length`, &parts)
-	if parts != 2*clPartitions {
-		t.Errorf("the partition map lists %d partitions, want %d (two queues of %d)", parts, 2*clPartitions, clPartitions)
+	if parts != 3*clPartitions {
+		t.Errorf("the partition map lists %d partitions, want %d (three queues of %d)", parts, 3*clPartitions, clPartitions)
 	}
 	b.shot("cluster-cluster")
 	b.checkBasics("cluster page")
@@ -536,6 +703,7 @@ func TestDashboardAuth(t *testing.T) {
 	a := newAPI(p.url(), tok.Setup)
 	failed := a.submit(t, "emails", "report", 1, 0)
 	a.attempt(t, "emails", false)
+	a.schedule(t, "emails", "digest")
 
 	// No token: the prompt. Asking without one is answered 401, which the
 	// browser reports on its console; nothing else may be.
@@ -575,8 +743,26 @@ func TestDashboardAuth(t *testing.T) {
 	b.shot("auth-reader-task")
 	b.goTo("#/queue/default/emails")
 	b.until("the queue's actions are disabled, with the reason", `(() => { const el = [...document.querySelectorAll("button")].find(x => x.textContent === "Pause"); return el && el.disabled && document.getElementById(el.getAttribute("aria-describedby"))?.innerText.includes("it needs role admin"); })()`)
+	b.until("the limits form is disabled, with the reason", `(() => { const el = document.querySelector("#limit-rate"); return el.disabled && document.getElementById(el.getAttribute("aria-describedby"))?.innerText.includes("it needs role admin"); })()`)
 	b.shot("auth-reader-queue")
 	b.checkBasics("reader's queue page")
+
+	// The reader sees the schedule, with its buttons and backfill disabled.
+	b.goTo("#/schedule/default/emails/digest")
+	b.until("the schedule's page", textOf("#cron")+` === "@every 1s"`)
+	var disabled []string
+	b.eval(`[...document.querySelectorAll("main button, main input")].filter(el => el.id !== "live").map(el => (el.disabled ? "disabled " : "enabled ") + (el.id || el.textContent) + ": " + (document.getElementById(el.getAttribute("aria-describedby"))?.innerText ?? ""))`, &disabled)
+	want := []string{"disabled Pause", "disabled backfill-from", "disabled backfill-to", "disabled Backfill…"}
+	if len(disabled) != len(want) {
+		t.Errorf("a reader's schedule controls: %q, want %q, each with the reason", disabled, want)
+	}
+	for i, d := range disabled {
+		if i >= len(want) || !strings.HasPrefix(d, want[i]+": ") || !strings.Contains(d, "it needs role admin") {
+			t.Errorf("a reader's schedule control: %q, want %q with the reason", d, want[i])
+		}
+	}
+	b.shot("auth-reader-schedule")
+	b.checkBasics("reader's schedule page")
 
 	// An admin: the same button works.
 	b.click(button("Sign out"))

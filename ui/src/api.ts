@@ -1,7 +1,7 @@
 // The dashboard's way to the server: the public API only, through
 // @tenure/client (Connect with JSON bodies), with the token of this browser
 // session (sessionStorage: gone when the tab closes).
-import { Code, ConnectError, createTenureClient, type WhoAmIResponse } from "@tenure/client";
+import { Code, ConnectError, createTenureClient, errorDetail, type WhoAmIResponse } from "@tenure/client";
 
 const tokenKey = "tenure.token";
 
@@ -43,6 +43,11 @@ export const calls = {
   purgeTasks: "/tenure.v1.TaskService/PurgeTasks",
   pauseQueue: "/tenure.v1.QueueService/PauseQueue",
   resumeQueue: "/tenure.v1.QueueService/ResumeQueue",
+  setQueueLimits: "/tenure.v1.QueueService/SetQueueLimits",
+  listSchedules: "/tenure.v1.ScheduleService/ListSchedules",
+  pauseSchedule: "/tenure.v1.ScheduleService/PauseSchedule",
+  resumeSchedule: "/tenure.v1.ScheduleService/ResumeSchedule",
+  backfillSchedule: "/tenure.v1.ScheduleService/BackfillSchedule",
   getCluster: "/tenure.v1.AdminService/GetCluster",
   listTasks: "/tenure.v1.TaskService/ListTasks",
 };
@@ -74,6 +79,14 @@ export function message(err: unknown): string {
     return `${Code[err.code]}: ${err.rawMessage}`;
   }
   return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * fieldOf is the request field that err names (ErrorDetail.field, as the
+ * request spells it: "rate", "end"), or "" if it names none.
+ */
+export function fieldOf(err: unknown): string {
+  return errorDetail(err)?.field ?? "";
 }
 
 /**

@@ -1,5 +1,5 @@
-// The dashboard: routes (hash addresses, so that a queue or a task can be
-// shared as a link), the token prompt, and who is signed in. Every page
+// The dashboard: routes (hash addresses, so that a queue, a task or a
+// schedule can be shared as a link), the token prompt, and who is signed in. Every page
 // reads the public API only (api.ts). See docs/architecture.md, "The
 // dashboard".
 import "./style.css";
@@ -8,6 +8,7 @@ import { h } from "./dom";
 import * as cluster from "./pages/cluster";
 import * as overview from "./pages/overview";
 import * as queue from "./pages/queue";
+import * as schedules from "./pages/schedules";
 import * as task from "./pages/task";
 import { say } from "./ui";
 
@@ -24,11 +25,13 @@ const routes: Route[] = [
   { path: [], title: () => "Overview", render: overview.render },
   { path: ["queue", ":namespace", ":queue"], title: (p) => `Queue ${p.namespace}/${p.queue}`, render: queue.render },
   { path: ["task", ":id"], title: (p) => `Task ${p.id}`, render: task.render },
+  { path: ["schedules"], title: (p) => (p.queue ? `Schedules of ${p.namespace || "default"}/${p.queue}` : "Schedules"), render: schedules.render },
+  { path: ["schedule", ":namespace", ":queue", ":name"], title: (p) => `Schedule ${p.namespace}/${p.queue}/${p.name}`, render: schedules.renderOne },
   { path: ["cluster"], title: () => "Cluster", render: cluster.render },
 ];
 
 /** The pages in the navigation. */
-const navLinks: [string, string][] = [["#/", "Overview"], ["#/cluster", "Cluster"]];
+const navLinks: [string, string][] = [["#/", "Overview"], ["#/schedules", "Schedules"], ["#/cluster", "Cluster"]];
 
 /** match finds the route of a hash address, with its parameters and query. */
 export function match(hash: string): { route: Route; params: Record<string, string> } | undefined {

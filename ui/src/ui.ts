@@ -1,11 +1,12 @@
 // Pieces every page uses: the status line, the confirmation dialog, times,
-// state badges, and buttons that a token's role may not use (disabled,
-// with the server's reason shown beside them).
+// state badges, payloads, the outcome of a form, and buttons and forms that
+// a token's role may not use (disabled, with the server's reason shown
+// beside them).
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { TaskState } from "@tenure/client";
-import { may } from "./api";
+import { fieldOf, may, message } from "./api";
 import { h } from "./dom";
-import { exact, ms, short } from "./format";
+import { bestView, exact, ms, short, showBytes, type BytesView } from "./format";
 
 /** say shows a message in the status line (read out by screen readers). */
 export function say(text: string, kind: "info" | "error" = "info"): void {
@@ -16,20 +17,23 @@ export function say(text: string, kind: "info" | "error" = "info"): void {
 
 /**
  * confirm asks in a modal dialog; it resolves to the reason typed (maybe
- * empty) if confirmed, or null. The dialog's button reads action.
+ * empty) if confirmed, or null. The dialog's button reads action. Without
+ * withReason (a call that keeps no reason) the dialog asks for none.
  */
-export function confirm(text: string, action: string): Promise<string | null> {
+export function confirm(text: string, action: string, withReason = true): Promise<string | null> {
   const dlg = document.getElementById("confirm") as HTMLDialogElement;
   document.getElementById("confirm-title")!.textContent = action + "?";
   document.getElementById("confirm-text")!.textContent = text;
   const reason = document.getElementById("confirm-reason") as HTMLInputElement;
   reason.value = "";
+  reason.hidden = !withReason;
+  reason.labels?.forEach((l) => (l.hidden = !withReason));
   document.getElementById("confirm-ok")!.textContent = action;
   dlg.returnValue = "";
   return new Promise((resolve) => {
     dlg.addEventListener("close", () => resolve(dlg.returnValue === "ok" ? reason.value : null), { once: true });
     dlg.showModal();
-    reason.focus();
+    (withReason ? reason : dlg.querySelector<HTMLElement>('button[value="cancel"]')!).focus();
   });
 }
 
@@ -66,6 +70,11 @@ export interface Action {
 
 let whyIDs = 0;
 
+/** whyID is the id of the element that shows a reason. */
+function whyID(): string {
+  return `why-${++whyIDs}`;
+}
+
 /**
  * actions is a row of buttons. A button whose call the token's role may
  * not make, or that does not apply, is disabled, and the reason is shown
@@ -80,7 +89,7 @@ export function actions(label: string, list: Action[]): HTMLElement {
     if (why) {
       id = reasons.get(why);
       if (!id) {
-        id = `why-${++whyIDs}`;
+        id = whyID();
         reasons.set(why, id);
       }
     }
@@ -97,4 +106,83 @@ export function actions(label: string, list: Action[]): HTMLElement {
   return h("div", { class: "actions", role: "group", "aria-label": label },
     h("div", { class: "buttons" }, buttons),
     [...reasons].map(([why, id]) => h("p", { class: "why", id }, why)));
+}
+
+/**
+ * guard disables the controls of a form whose call the token's role may
+ * not make, tying the server's reason to each (aria-describedby, title);
+ * it returns the reason to show under the form, or null if allowed.
+ */
+export function guard(call: string, controls: (HTMLInputElement | HTMLButtonElement)[]): HTMLElement | null {
+  const perm = may(call);
+  if (perm.ok) {
+    return null;
+  }
+  const id = whyID();
+  for (const c of controls) {
+    c.disabled = true;
+    c.title = perm.reason;
+    c.setAttribute("aria-describedby", id);
+  }
+  return h("p", { class: "why", id }, perm.reason);
+}
+
+/**
+ * showOutcome writes what a form's call did into out (an element with
+ * role status, made by outcome()): text, or for an
+ * error its message under the label of the field it names
+ * (ErrorDetail.field, looked up in inputs), whose input is then marked
+ * invalid and focused. Every input's earlier mark is cleared first.
+ */
+export function showOutcome(out: HTMLElement, inputs: Record<string, HTMLInputElement>, result: { text: string } | { err: unknown }): void {
+  for (const el of Object.values(inputs)) {
+    el.removeAttribute("aria-invalid");
+  }
+  if ("text" in result) {
+    out.className = "outcome";
+    out.dataset.field = "";
+    out.textContent = result.text;
+    return;
+  }
+  const field = fieldOf(result.err);
+  const input = inputs[field];
+  const label = input ? input.labels?.[0]?.textContent ?? field : field;
+  out.className = "outcome error";
+  out.dataset.field = field;
+  out.textContent = field ? `${label} (${field}): ${message(result.err)}` : message(result.err);
+  if (input) {
+    input.setAttribute("aria-invalid", "true");
+    input.focus();
+  }
+}
+
+/** outcome is the element a form's showOutcome writes into: read out by screen readers. */
+export function outcome(id: string): HTMLElement {
+  return h("p", { id, class: "outcome", role: "status", "aria-live": "polite" });
+}
+
+/** bytesView is a section that shows bytes as text, pretty JSON or hex, as the viewer picks. */
+export function bytesView(title: string, key: string, b: Uint8Array): HTMLElement {
+  const pre = h("pre", { class: "bytes", id: `${key}-bytes`, tabindex: 0, "aria-label": title });
+  const note = h("p", { class: "muted" });
+  const pick = h("select", { id: `${key}-view` },
+    (["text", "json", "hex"] as BytesView[]).map((v) => h("option", { value: v }, v === "json" ? "JSON" : v)));
+  const show = () => {
+    const r = showBytes(b, pick.value as BytesView);
+    pre.textContent = r.text;
+    note.textContent = `${b.length} bytes${r.note ? ` — ${r.note}` : ""}`;
+  };
+  pick.value = bestView(b);
+  pick.addEventListener("change", show);
+  show();
+  return h("section", { class: "payload", "aria-label": title },
+    h("div", { class: "head" }, h("h2", {}, title), h("label", { for: `${key}-view` }, "Show as"), pick), note, pre);
+}
+
+/** table is a table of class cls: a caption for screen readers, the column heads and the rows. */
+export function table(cls: string, caption: string, cols: string[], rows: HTMLElement[]): HTMLElement {
+  return h("table", { class: cls },
+    h("caption", { class: "sr-only" }, caption),
+    h("thead", {}, h("tr", {}, cols.map((c) => h("th", { scope: "col" }, c)))),
+    h("tbody", {}, rows));
 }

@@ -1,7 +1,7 @@
 // Overview: every queue with its counts, oldest waiting age, the last
-// hour as a small chart and whether it is paused; the server or cluster
-// in one line; refreshed live.
-import { ServerMode, type GetClusterResponse, type Queue, type QueueEvents } from "@tenure/client";
+// hour as a small chart, its limits and whether it is paused; the server
+// or cluster in one line; refreshed live.
+import { ServerMode, type GetClusterResponse, type Queue, type QueueEvents, type QueueLimits } from "@tenure/client";
 import { api, calls, may, message, namespaces } from "../api";
 import { h, swap } from "../dom";
 import { count, durationMs, span } from "../format";
@@ -11,6 +11,21 @@ import { say } from "../ui";
 /** queueHref is the address of a queue's page. */
 export function queueHref(namespace: string, queue: string): string {
   return `#/queue/${encodeURIComponent(namespace)}/${encodeURIComponent(queue)}`;
+}
+
+/**
+ * limitsText is a queue's flow control in a few words: "at most 5 leases
+ * at once · 2/s, bursts of 4", or "none".
+ */
+export function limitsText(l: QueueLimits | undefined): string {
+  const parts: string[] = [];
+  if (l?.maxConcurrency) {
+    parts.push(`at most ${count(l.maxConcurrency)} lease${l.maxConcurrency === 1 ? "" : "s"} at once`);
+  }
+  if (l?.rate) {
+    parts.push(`${l.rate.toLocaleString(undefined, { maximumFractionDigits: 3 })}/s, bursts of ${count(l.burst)}`);
+  }
+  return parts.length ? parts.join(" · ") : "none";
 }
 
 /** render draws the overview into main; it returns what stops it. */
@@ -94,6 +109,7 @@ function queueTable(queues: Queue[]): HTMLElement {
       stateCols.map((c) => h("th", { scope: "col", class: "num" }, c)),
       h("th", { scope: "col", class: "num" }, "Oldest waiting"),
       h("th", { scope: "col" }, "Last hour"),
+      h("th", { scope: "col" }, "Limits"),
       h("th", { scope: "col" }, "State"))),
     h("tbody", {}, queues.map((q) => {
       const age = durationMs(q.oldestWaitingAge);
@@ -103,6 +119,7 @@ function queueTable(queues: Queue[]): HTMLElement {
         stateCols.map((c) => h("td", { class: `num${c === "failed" && q.tasks?.failed ? " c-failed" : ""}`, "data-count": c }, count(q.tasks?.[c]))),
         h("td", { class: "num" }, age === undefined ? "—" : span(age)),
         h("td", {}, sparkline(q.perMinute, q.lastHour)),
+        h("td", { "data-limits": "" }, limitsText(q.limits)),
         h("td", {}, q.paused ? h("span", { class: "badge paused" }, "paused") : "running",
           q.paused && q.pausedPartitions < q.partitions ? ` (${q.pausedPartitions} of ${q.partitions} partitions)` : ""));
     })));

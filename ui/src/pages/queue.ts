@@ -1,13 +1,16 @@
-// Queue: its counts and pause, its tasks by state one page at a time
-// (never the whole queue: it may hold 100,000 tasks) with a filter, and
-// the bulk actions with a confirmation.
-import { TaskState, type Queue, type Task } from "@tenure/client";
+// Queue: its counts, pause, limits and schedules, its tasks by state one
+// page at a time (never the whole queue: it may hold 100,000 tasks) with a
+// filter, the bulk actions with a confirmation, and a form to set its
+// limits.
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { TaskState, type Queue, type Schedule, type SetQueueLimitsRequestSchema, type Task } from "@tenure/client";
 import { api, calls, message } from "../api";
 import { h, swap } from "../dom";
 import { count, durationMs, span } from "../format";
 import { live } from "../live";
-import { actions, badge, confirm, say, stateName, time, type Action } from "../ui";
-import { queueHref, sparkline } from "./overview";
+import { actions, badge, confirm, guard, outcome, say, showOutcome, stateName, time, type Action } from "../ui";
+import { limitsText, queueHref, sparkline } from "./overview";
+import { scheduleHref, schedulesHref } from "./schedules";
 
 /** Tasks on one page. */
 export const pageSize = 50;
@@ -39,6 +42,7 @@ export async function render(main: HTMLElement, params: Record<string, string>):
   const head = h("section", { class: "queue-head", "aria-label": "Queue" });
   const list = h("section", { "aria-label": "Tasks" });
   let queue: Queue | undefined;
+  let scheds: Schedule[] | string = [];
 
   const select = h("select", { id: "state", name: "state" },
     h("option", { value: "" }, "any state"),
@@ -111,6 +115,15 @@ export async function render(main: HTMLElement, params: Record<string, string>):
         q.paused && q.pause ? [" by ", q.pause.requestedBy || "—", q.pause.reason ? ` (${q.pause.reason})` : "", " at ", time(q.pause.pausedAt)] : "",
         ` · ${count(q.activeLeases)} active leases · oldest waiting ${age === undefined ? "—" : span(age)} · ${q.partitions} partition${q.partitions === 1 ? "" : "s"} · `,
         sparkline(q.perMinute, q.lastHour)),
+      h("p", { id: "limits" }, "Limits: ", h("span", { "data-limits": "" }, limitsText(q.limits)),
+        q.limits && limitsText(q.limits) !== "none" ? [" · set by ", q.limits.requestedBy || "—", q.limits.reason ? ` (${q.limits.reason})` : "", " at ", time(q.limits.setAt)] : "",
+        q.limitedPartitions > 0 && q.limitedPartitions < q.partitions ? ` · only ${q.limitedPartitions} of ${q.partitions} partitions have them: set them again` : ""),
+      h("p", { id: "queue-schedules" }, "Schedules: ", typeof scheds === "string"
+        ? h("span", { class: "muted" }, `not shown: ${scheds}`)
+        : scheds.length === 0
+          ? h("span", { class: "muted" }, "none")
+          : [scheds.map((s, i) => [i ? ", " : "", h("a", { href: scheduleHref(s.namespace, s.queue, s.name), "data-key": `s-${s.name}` }, s.name), s.paused ? " (paused)" : ""]),
+            " · ", h("a", { href: schedulesHref(ns, name), "data-key": "schedules" }, "their next fires")]),
       actions("Queue actions", [
         pauseAction,
         {
@@ -156,13 +169,21 @@ export async function render(main: HTMLElement, params: Record<string, string>):
       pager);
   };
 
+  const limits = limitsForm(ns, name, async (q) => {
+    queue = q;
+    drawHead();
+  });
   const load = async () => {
     try {
-      const [q, page] = await Promise.all([
+      const [q, page, sc] = await Promise.all([
         api.queues.getQueue({ namespace: ns, queue: name }),
         api.tasks.listTasks({ namespace: ns, queue: name, state, pageSize, pageToken }),
+        // A token that may not list schedules still sees the queue.
+        api.schedules.listSchedules({ namespace: ns, queue: name }).then((r) => r.schedules, (err: unknown) => message(err)),
       ]);
       queue = q.queue;
+      scheds = sc;
+      limits.fill(queue);
       drawHead();
       drawList(page.tasks, page.nextPageToken);
     } catch (err) {
@@ -173,6 +194,81 @@ export async function render(main: HTMLElement, params: Record<string, string>):
   const { control, stop } = live(load);
   main.replaceChildren(
     h("div", { class: "head" }, h("h1", {}, "Queue ", h("span", { class: "ns" }, ns + "/"), name), control),
-    head, h("h2", {}, "Tasks"), form, list);
+    head, limits.el, h("h2", {}, "Tasks"), form, list);
   return stop;
+}
+
+/** A number typed into a form: "" is none; NaN is not a number. */
+function typed(input: HTMLInputElement): number | undefined {
+  return input.value.trim() === "" ? undefined : Number(input.value);
+}
+
+/**
+ * limitsForm sets or clears the queue's limits (SetQueueLimits). It is
+ * filled with the queue's limits once they are known (fill), and again
+ * after each change; an emptied field clears its limit; a burst left empty
+ * is kept, or with a new rate the leases of one second. done gets the
+ * queue the server answered.
+ */
+function limitsForm(ns: string, name: string, done: (q: Queue) => Promise<void>): { el: HTMLElement; fill: (q: Queue | undefined) => void } {
+  const num = (id: string, field: string, step: string) => h("input", { id, name: field, type: "number", step, min: 0, inputmode: step === "1" ? "numeric" : "decimal", autocomplete: "off" });
+  const inputs = {
+    max_concurrency: num("limit-concurrency", "max_concurrency", "1"),
+    rate: num("limit-rate", "rate", "any"),
+    burst: num("limit-burst", "burst", "1"),
+  };
+  const submit = h("button", { type: "submit" }, "Set limits");
+  const out = outcome("limits-outcome");
+  const why = guard(calls.setQueueLimits, [...Object.values(inputs), submit]);
+  let current: Queue | undefined;
+  let filled = false;
+  const fill = (q: Queue | undefined) => {
+    current = q;
+    if (filled || !q) {
+      return;
+    }
+    filled = true;
+    const l = q.limits;
+    inputs.max_concurrency.value = l?.maxConcurrency ? String(l.maxConcurrency) : "";
+    inputs.rate.value = l?.rate ? String(l.rate) : "";
+    inputs.burst.value = l?.burst ? String(l.burst) : "";
+  };
+  const form = h("form", {
+    class: "filters limits", "aria-labelledby": "limits-title",
+    onsubmit: async (ev: Event) => {
+      ev.preventDefault();
+      const had = current?.limits;
+      const mc = typed(inputs.max_concurrency);
+      const rate = typed(inputs.rate);
+      const clearRate = rate === undefined && !!had?.rate;
+      const req: MessageInitShape<typeof SetQueueLimitsRequestSchema> = {
+        namespace: ns, queue: name, reason: "from the dashboard",
+        maxConcurrency: mc, clearMaxConcurrency: mc === undefined && !!had?.maxConcurrency,
+        // The burst goes with the rate: clearing the rate clears it.
+        rate, clearRate, burst: clearRate ? undefined : typed(inputs.burst),
+      };
+      try {
+        const r = await api.queues.setQueueLimits(req);
+        filled = false;
+        fill(r.queue);
+        showOutcome(out, inputs, { text: r.changed ? `Limits set: ${limitsText(r.queue?.limits)}.` : `Unchanged: the queue had these limits (${limitsText(r.queue?.limits)}).` });
+        if (r.queue) {
+          await done(r.queue);
+        }
+      } catch (err) {
+        showOutcome(out, inputs, { err });
+      }
+    },
+  },
+  h("label", { for: "limit-concurrency" }, "Max concurrency"), inputs.max_concurrency,
+  h("label", { for: "limit-rate" }, "Rate (per second)"), inputs.rate,
+  h("label", { for: "limit-burst" }, "Burst"), inputs.burst,
+  submit);
+  return {
+    el: h("section", { "aria-labelledby": "limits-title" },
+      h("h2", { id: "limits-title" }, "Limits"),
+      h("p", { class: "muted" }, "Leases of the whole queue: at most max concurrency at once, and rate per second with bursts of burst. Empty a field to clear its limit (the burst goes with the rate); a burst left empty is kept, or with a first rate is the leases of one second."),
+      form, why, out),
+    fill,
+  };
 }

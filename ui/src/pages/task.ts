@@ -4,11 +4,12 @@
 import { TaskState, type HistoryEntry, type Task } from "@tenure/client";
 import { api, calls, message } from "../api";
 import { h, swap } from "../dom";
-import { bestView, durationMs, exact, short, showBytes, span, type BytesView } from "../format";
+import { durationMs, exact, short, span } from "../format";
 import { live } from "../live";
 import { build, label, position, type Lane, type Mark, type Timeline } from "../timeline";
-import { actions, badge, confirm, say, time } from "../ui";
+import { actions, badge, bytesView, confirm, say, time } from "../ui";
 import { queueHref } from "./overview";
+import { scheduleHref } from "./schedules";
 
 /** render draws the task params.id into main. */
 export async function render(main: HTMLElement, params: Record<string, string>): Promise<() => void> {
@@ -77,36 +78,29 @@ function details(t: Task): HTMLElement {
     row("Queue", h("a", { href: queueHref(t.namespace, t.queue) }, `${t.namespace}/${t.queue}`)),
     row("Attempts", `${t.attempt}${rp ? ` of ${rp.maxAttempts}` : ""}`),
     row("Priority", String(t.priority)),
-    row("Request id", t.requestId || "—"),
+    row("Request id", t.requestId || "—", ...(fromSchedule(t) ?? [])),
     row("Execution window", fmtDur(durationMs(t.executionWindow))),
     row("Backoff", rp ? `${fmtDur(durationMs(rp.initialBackoff))} × ${rp.backoffMultiplier} up to ${fmtDur(durationMs(rp.maxBackoff))}` : "—"),
     row("Created", time(t.createdAt)),
     row("Updated", time(t.updatedAt)),
     row("Not before", time(t.notBefore)),
+    t.deadline ? row("Deadline", h("span", { id: "deadline" }, time(t.deadline)), " (fails unless committed by then)") : null,
     row("Lease", t.leaseId ? h("span", { class: "mono" }, t.leaseId) : "—", t.workerId ? ` held by ${t.workerId} until ` : "", t.leaseId ? time(t.leaseExpiry) : ""),
     t.failureReason ? row("Failure reason", t.failureReason) : null);
 }
 
-function fmtDur(d: number | undefined): string {
-  return d === undefined ? "—" : span(d);
+/**
+ * fromSchedule links to the schedule whose tick submitted t, read from its
+ * request id ("schedule QUEUE/NAME TICK", which no client's may be), or
+ * is null.
+ */
+function fromSchedule(t: Task): (HTMLElement | string)[] | null {
+  const m = /^schedule (.+)\/([^/ ]+) \d+$/.exec(t.requestId);
+  return m ? [" · ", h("a", { href: scheduleHref(t.namespace, m[1], m[2]), id: "from-schedule" }, `schedule ${m[2]}`)] : null;
 }
 
-/** bytesView shows bytes as text, pretty JSON or hex, as the viewer picks. */
-function bytesView(title: string, key: string, b: Uint8Array): HTMLElement {
-  const pre = h("pre", { class: "bytes", id: `${key}-bytes`, tabindex: 0, "aria-label": title });
-  const note = h("p", { class: "muted" });
-  const pick = h("select", { id: `${key}-view` },
-    (["text", "json", "hex"] as BytesView[]).map((v) => h("option", { value: v }, v === "json" ? "JSON" : v)));
-  const show = () => {
-    const r = showBytes(b, pick.value as BytesView);
-    pre.textContent = r.text;
-    note.textContent = `${b.length} bytes${r.note ? ` — ${r.note}` : ""}`;
-  };
-  pick.value = bestView(b);
-  pick.addEventListener("change", show);
-  show();
-  return h("section", { class: "payload", "aria-label": title },
-    h("div", { class: "head" }, h("h2", {}, title), h("label", { for: `${key}-view` }, "Show as"), pick), note, pre);
+function fmtDur(d: number | undefined): string {
+  return d === undefined ? "—" : span(d);
 }
 
 /** drawTimeline draws the lanes of tl on one axis, with every mark listed under its lane. */
