@@ -55,11 +55,7 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 	}
 	t := &Task{
 		ID:         r.TaskID,
-		Namespace:  r.Namespace,
-		Queue:      r.Queue,
 		Payload:    r.Payload,
-		Window:     r.ExecutionWindow,
-		Retry:      r.Retry,
 		RequestID:  r.RequestID,
 		Priority:   r.Priority,
 		NotBefore:  r.NotBefore,
@@ -71,7 +67,7 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 		heapIdx:    -1,
 	}
 	t.LSNs = ownLSN(t)
-	qi := s.addTask(t)
+	qi := s.addTask(t, QueueKey{r.Namespace, r.Queue}, Policy{r.ExecutionWindow, r.Retry})
 	qi.add(t)
 	qi.events.add(r.CreatedAt, EventSubmitted)
 	if r.Deadline != 0 {
