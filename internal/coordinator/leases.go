@@ -211,7 +211,7 @@ func (c *Coordinator) leaseView(t *state.Task, g *state.LeaseGranted) Lease {
 		l.Committed = true
 		l.CommittedResult = t.Result
 	}
-	if d, ok := c.st.Deadline(t.ID); ok {
+	if d, ok := c.st.DeadlineOf(t); ok {
 		l.Deadline = d.Std()
 	}
 	return l
@@ -237,14 +237,14 @@ func (c *Coordinator) revocationsLocked(now state.Time, max int) []state.Record 
 
 // pastDeadline reports whether t has a deadline at or before now.
 func (c *Coordinator) pastDeadline(t *state.Task, now state.Time) bool {
-	d, ok := c.st.Deadline(t.ID)
+	d, ok := c.st.DeadlineOf(t)
 	return ok && d <= now
 }
 
 // capExpiry returns expiry, or t's deadline if that is earlier: no lease
 // outlives its task's deadline.
 func (c *Coordinator) capExpiry(t *state.Task, expiry state.Time) state.Time {
-	if d, ok := c.st.Deadline(t.ID); ok {
+	if d, ok := c.st.DeadlineOf(t); ok {
 		return min(expiry, d)
 	}
 	return expiry

@@ -289,7 +289,7 @@ func (l Limits) checkBulk(req BulkRequest) error {
 		return fieldErr("filter.state", "unknown task state %d", f.State)
 	}
 	if f.State != 0 {
-		probe := &state.Task{State: f.State}
+		probe := &state.Task{State: f.State, Progress: &state.Progress{}}
 		if !bulkApplies(req.Action)(probe) {
 			return fieldErr("filter.state", "%s never applies to a %s task (%s)", req.Action, f.State, bulkScope(req.Action))
 		}

@@ -268,23 +268,58 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (SubmitResu
 // validated first; if any is invalid nothing is submitted and the error
 // names it (requests[i].field). Results are in request order.
 func (c *Coordinator) SubmitBatch(ctx context.Context, reqs []SubmitRequest) ([]SubmitResult, error) {
+	out := make([]SubmitResult, len(reqs))
+	err := c.submitBatch(ctx, reqs, func(i int, t *state.Task, dup bool) {
+		out[i] = SubmitResult{TaskView: c.view(t), Duplicate: dup}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SubmitID is what SubmitBatchIDs answers for one request.
+type SubmitID struct {
+	ID        string
+	Duplicate bool
+}
+
+// SubmitBatchIDs is SubmitBatch answering only each task's id: it copies no
+// task, for an API answer that names only ids.
+func (c *Coordinator) SubmitBatchIDs(ctx context.Context, reqs []SubmitRequest) ([]SubmitID, error) {
+	out := make([]SubmitID, len(reqs))
+	err := c.submitBatch(ctx, reqs, func(i int, t *state.Task, dup bool) {
+		out[i] = SubmitID{ID: t.ID, Duplicate: dup}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// submitBatch is SubmitBatch and SubmitBatchIDs: it calls answer for each
+// request, in order, with its task once applied (c.mu held), before waiting
+// for the log.
+func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, answer func(i int, t *state.Task, dup bool)) error {
 	if len(reqs) == 0 {
-		return nil, fieldErr("requests", "at least one task is required")
+		return fieldErr("requests", "at least one task is required")
 	}
 	if len(reqs) > c.cfg.Limits.MaxBatch {
-		return nil, fieldErr("requests", "%d tasks is over the limit of %d per batch; split the batch", len(reqs), c.cfg.Limits.MaxBatch)
+		return fieldErr("requests", "%d tasks is over the limit of %d per batch; split the batch", len(reqs), c.cfg.Limits.MaxBatch)
 	}
 	now := c.cfg.Clock.Now()
 	for i := range reqs {
 		if err := c.validateSubmit(&reqs[i], fmt.Sprintf("requests[%d].", i), now); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := c.lock(); err != nil {
-		return nil, err
+		return err
 	}
 	now = c.cfg.Clock.Now()
-	out := make([]SubmitResult, len(reqs))
+	// dup[i] says request i names a task submitted before (earlier, or by
+	// an earlier request of the batch).
+	dup := make([]bool, len(reqs))
 	recs := make([]state.Record, 0, len(reqs))
 	// newAt[i] is the index in recs of request i's record; firstOf maps a
 	// request id to the earlier request of this batch that carries it.
@@ -298,11 +333,11 @@ func (c *Coordinator) SubmitBatch(ctx context.Context, reqs []SubmitRequest) ([]
 				if err := sameRequest(i, req, t.ID, t.Queue, t.Payload); err != nil {
 					// It names an earlier task: answer once that is durable.
 					if werr := c.writeAndWait(ctx); werr != nil {
-						return nil, werr
+						return werr
 					}
-					return nil, err
+					return err
 				}
-				out[i] = SubmitResult{TaskView: c.view(t), Duplicate: true}
+				dup[i] = true
 				continue
 			}
 			k := [2]string{req.Namespace, req.RequestID}
@@ -310,11 +345,11 @@ func (c *Coordinator) SubmitBatch(ctx context.Context, reqs []SubmitRequest) ([]
 				if err := sameRequest(i, req, fmt.Sprintf("of requests[%d]", j), reqs[j].Queue, reqs[j].Payload); err != nil {
 					// It names an earlier task: answer once that is durable.
 					if werr := c.writeAndWait(ctx); werr != nil {
-						return nil, werr
+						return werr
 					}
-					return nil, err
+					return err
 				}
-				out[i].Duplicate = true // filled in once the first is applied
+				dup[i] = true
 				continue
 			}
 			firstOf[k] = i
@@ -337,21 +372,17 @@ func (c *Coordinator) SubmitBatch(ctx context.Context, reqs []SubmitRequest) ([]
 	last, err := c.write(recs...)
 	if err != nil {
 		c.mu.Unlock()
-		return nil, err
+		return err
 	}
 	for i := range reqs {
-		switch {
-		case newAt[i] >= 0:
-			out[i].TaskView = c.view(c.st.Task(recs[newAt[i]].Task()))
-		case out[i].Task == nil:
-			out[i].TaskView = c.view(c.st.ByRequest(reqs[i].Namespace, reqs[i].RequestID))
+		if newAt[i] >= 0 {
+			answer(i, c.st.Task(recs[newAt[i]].Task()), false)
+		} else {
+			answer(i, c.st.ByRequest(reqs[i].Namespace, reqs[i].RequestID), dup[i])
 		}
 	}
 	c.mu.Unlock()
-	if err := c.wait(ctx, last); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return c.wait(ctx, last)
 }
 
 // sameRequest refuses request i, whose request id was used before for task
@@ -485,7 +516,7 @@ type TaskView struct {
 
 // view copies t and its deadline; c.mu must be held.
 func (c *Coordinator) view(t *state.Task) TaskView {
-	d, _ := c.st.Deadline(t.ID)
+	d, _ := c.st.DeadlineOf(t)
 	return TaskView{Task: t.Clone(), Deadline: d}
 }
 

@@ -134,7 +134,7 @@ func (f families) series(name string) []string {
 }
 
 func task(namespace, queue string) *state.Task {
-	return &state.Task{ID: "t", Namespace: namespace, Queue: queue}
+	return &state.Task{ID: "t", QueueKey: &state.QueueKey{Namespace: namespace, Queue: queue}}
 }
 
 func newMetrics(t *testing.T, cfg metrics.Config) *metrics.Metrics {

@@ -129,18 +129,18 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 	err = each(len(ps), func(k int) error {
 		pt := ps[k]
 		return pt.p.Do(ctx, false, func(c *coordinator.Coordinator) error {
-			res, err := c.SubmitBatch(ctx, pick(reqs, pt.idx))
-			if err != nil {
+			if idsOnly {
+				res, err := c.SubmitBatchIDs(ctx, pick(reqs, pt.idx))
+				for j, r := range res {
+					out.Responses[pt.idx[j]] = &tenurev1.SubmitResponse{Task: &tenurev1.Task{TaskId: r.ID}, Duplicate: r.Duplicate}
+				}
 				return err
 			}
+			res, err := c.SubmitBatch(ctx, pick(reqs, pt.idx))
 			for j, r := range res {
-				t := &tenurev1.Task{TaskId: r.Task.ID}
-				if !idsOnly {
-					t = task(r.TaskView)
-				}
-				out.Responses[pt.idx[j]] = &tenurev1.SubmitResponse{Task: t, Duplicate: r.Duplicate}
+				out.Responses[pt.idx[j]] = &tenurev1.SubmitResponse{Task: task(r.TaskView), Duplicate: r.Duplicate}
 			}
-			return nil
+			return err
 		}, func(peer route.Peer) error {
 			resp, err := peer.SubmitBatch(ctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: pick(in, pt.idx), IdsOnly: idsOnly}))
 			if err != nil {

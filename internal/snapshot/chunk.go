@@ -34,6 +34,26 @@ type chunkDecoder struct {
 	// The last value of a few strings that many tasks share, so that equal
 	// values share one string instead of one allocation each.
 	namespace, queue, worker, reason, failure string
+	// The last queue key and policy, shared the same way by the tasks of a
+	// chunk (the Loader replaces them by the state's own copies).
+	key    *state.QueueKey
+	policy *state.Policy
+}
+
+// queueKey returns a QueueKey equal to k, the previous task's if it is.
+func (d *chunkDecoder) queueKey(k state.QueueKey) *state.QueueKey {
+	if d.key == nil || *d.key != k {
+		d.key = &k
+	}
+	return d.key
+}
+
+// taskPolicy returns a Policy equal to p, the previous task's if it is.
+func (d *chunkDecoder) taskPolicy(p state.Policy) *state.Policy {
+	if d.policy == nil || *d.policy != p {
+		d.policy = &p
+	}
+	return d.policy
 }
 
 // chunkExtra is what a chunk holds beside tasks: queues and schedules.
@@ -103,6 +123,9 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 	var (
 		seen         uint32
 		leaseCurrent bool
+		key          state.QueueKey
+		policy       state.Policy
+		progress     state.Progress
 	)
 	execs := d.execs[:0]
 	defer func() { clear(execs); d.execs = execs[:0] }()
@@ -126,7 +149,7 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 			b = b[n:]
 			switch num {
 			case 5:
-				t.Window = time.Duration(int64(v))
+				policy.Window = time.Duration(int64(v))
 			case 8:
 				t.Priority = int32(protowire.DecodeZigZag(v & math.MaxUint32))
 			case 12:
@@ -136,7 +159,7 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 			case 14:
 				t.Attempt = uint32(v)
 			case 21:
-				t.AttemptBase = uint32(v)
+				progress.AttemptBase = uint32(v)
 			case 20:
 				leaseCurrent = protowire.DecodeBool(v)
 			default:
@@ -171,29 +194,29 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 			case 1:
 				t.ID, ok = newString(v)
 			case 2:
-				t.Namespace, ok = sharedString(&d.namespace, v)
+				key.Namespace, ok = sharedString(&d.namespace, v)
 			case 3:
-				t.Queue, ok = sharedString(&d.queue, v)
+				key.Queue, ok = sharedString(&d.queue, v)
 			case 4:
 				t.Payload = cloneBytes(v)
 			case 6:
-				t.Retry, ok = retryPolicy(v)
+				policy.Retry, ok = retryPolicy(v)
 			case 7:
 				t.RequestID, ok = newString(v)
 			case 15:
-				t.Result = cloneBytes(v)
+				progress.Result = cloneBytes(v)
 			case 16:
 				// Usually the lease id of the last execution.
 				if k := len(execs); k > 0 && string(v) == execs[k-1].LeaseID {
-					t.CommittedBy = execs[k-1].LeaseID
+					progress.CommittedBy = execs[k-1].LeaseID
 				} else {
-					t.CommittedBy, ok = newString(v)
+					progress.CommittedBy, ok = newString(v)
 				}
 			case 17:
-				t.FailureReason, ok = sharedString(&d.failure, v)
+				progress.FailureReason, ok = sharedString(&d.failure, v)
 			case 18:
 				execs = append(execs, state.Execution{})
-				ok = d.execution(v, &execs[len(execs)-1], t.CommittedBy)
+				ok = d.execution(v, &execs[len(execs)-1], progress.CommittedBy)
 			case 19:
 				t.LSNs, ok = packedUint64s(v)
 			default:
@@ -207,10 +230,12 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 		}
 	}
 	if len(execs) > 0 {
-		t.Executions = make([]state.Execution, len(execs))
-		copy(t.Executions, execs)
+		progress.Executions = make([]state.Execution, len(execs))
+		copy(progress.Executions, execs)
 	}
-	x.lease = leaseIndex(t, leaseCurrent)
+	t.Progress = orNil(&progress)
+	t.QueueKey, t.Policy = d.queueKey(key), d.taskPolicy(policy)
+	x.lease = leaseIndex(len(execs), leaseCurrent)
 	return t, x, true
 }
 

@@ -70,26 +70,26 @@ type taskExtra struct {
 // ones.
 func taskFromMessage(m *snapshotpb.TaskSnapshot) (*state.Task, taskExtra) {
 	t := &state.Task{
-		ID:            m.TaskId,
-		Namespace:     m.Namespace,
-		Queue:         m.Queue,
-		Payload:       noEmpty(m.Payload),
-		Window:        time.Duration(m.ExecutionWindowNanos),
-		RequestID:     m.RequestId,
-		Priority:      m.Priority,
-		NotBefore:     state.Time(m.NotBeforeUnixNanos),
-		CreatedAt:     state.Time(m.CreatedAtUnixNanos),
-		UpdatedAt:     state.Time(m.UpdatedAtUnixNanos),
-		CreatedLSN:    m.CreatedLsn,
-		State:         clampState(m.State),
-		Attempt:       m.Attempt,
-		AttemptBase:   m.AttemptBase,
-		Result:        noEmpty(m.Result),
-		CommittedBy:   m.CommittedBy,
-		FailureReason: m.FailureReason,
-		LSNs:          m.Lsns,
+		ID:         m.TaskId,
+		QueueKey:   &state.QueueKey{Namespace: m.Namespace, Queue: m.Queue},
+		Payload:    noEmpty(m.Payload),
+		Policy:     &state.Policy{Window: time.Duration(m.ExecutionWindowNanos), Retry: retryFromMessage(m.RetryPolicy)},
+		RequestID:  m.RequestId,
+		Priority:   m.Priority,
+		NotBefore:  state.Time(m.NotBeforeUnixNanos),
+		CreatedAt:  state.Time(m.CreatedAtUnixNanos),
+		UpdatedAt:  state.Time(m.UpdatedAtUnixNanos),
+		CreatedLSN: m.CreatedLsn,
+		State:      clampState(m.State),
+		Attempt:    m.Attempt,
+		Progress: &state.Progress{
+			AttemptBase:   m.AttemptBase,
+			Result:        noEmpty(m.Result),
+			CommittedBy:   m.CommittedBy,
+			FailureReason: m.FailureReason,
+		},
+		LSNs: m.Lsns,
 	}
-	t.Retry = retryFromMessage(m.RetryPolicy)
 	if len(m.Executions) > 0 {
 		t.Executions = make([]state.Execution, len(m.Executions))
 		for i, e := range m.Executions {
@@ -109,20 +109,30 @@ func taskFromMessage(m *snapshotpb.TaskSnapshot) (*state.Task, taskExtra) {
 			}
 		}
 	}
-	return t, taskExtra{lease: leaseIndex(t, m.LeaseCurrent), deadline: state.Time(m.DeadlineUnixNanos)}
+	t.Progress = orNil(t.Progress)
+	return t, taskExtra{lease: leaseIndex(len(m.Executions), m.LeaseCurrent), deadline: state.Time(m.DeadlineUnixNanos)}
 }
 
-// leaseIndex is the index of t's current lease, given whether its last
-// execution holds one.
-func leaseIndex(t *state.Task, current bool) int {
+// orNil returns p, or nil if it holds nothing (the Loader shares one empty
+// Progress between the tasks that have none).
+func orNil(p *state.Progress) *state.Progress {
+	if len(p.Executions) == 0 && p.Result == nil && p.CommittedBy == "" && p.FailureReason == "" && p.AttemptBase == 0 {
+		return nil
+	}
+	return p
+}
+
+// leaseIndex is the index of the current lease of a task with execs
+// executions, given whether its last execution holds one.
+func leaseIndex(execs int, current bool) int {
 	if !current {
 		return -1
 	}
-	if len(t.Executions) == 0 {
+	if execs == 0 {
 		// Current lease without executions: let the Loader say so.
 		return 0
 	}
-	return len(t.Executions) - 1
+	return execs - 1
 }
 
 // clampState and clampStatus map out-of-range enum numbers (a proto3 enum

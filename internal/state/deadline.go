@@ -98,6 +98,9 @@ func (s *State) Deadline(id string) (Time, bool) {
 	return s.deadlines.of(t)
 }
 
+// DeadlineOf is Deadline for a task of the state, without looking it up.
+func (s *State) DeadlineOf(t *Task) (Time, bool) { return s.deadlines.of(t) }
+
 // NextDeadline is the earliest deadline in force, if any task has one.
 func (s *State) NextDeadline() (Time, bool) {
 	if len(s.deadlines.heap) == 0 {

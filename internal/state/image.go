@@ -27,21 +27,25 @@ type Image struct {
 	Schedules []*Schedule
 }
 
-// Image copies the state for a snapshot. It is O(tasks) but makes only two
-// allocations, whatever the number of tasks (one array of task copies, one
-// of executions), and copies no byte of payload: its owner calls it while
+// Image copies the state for a snapshot. It is O(tasks) but makes only
+// three allocations, whatever the number of tasks (one array of task
+// copies, one of their Progress, one of executions), and copies no byte of payload: its owner calls it while
 // holding every request back.
 func (s *State) Image() *Image {
-	n, execs := 0, 0
+	n, execs, progs := 0, 0, 0
 	for _, t := range s.order {
 		if t != nil {
 			n++
 			execs += len(t.Executions)
+			if t.Progress != &noProgress {
+				progs++
+			}
 		}
 	}
 	img := &Image{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, n), Queues: s.queueImages(),
 		Schedules: s.scheduleImages()}
 	copies := make([]Task, n)
+	pbuf := make([]Progress, 0, progs)
 	ebuf := make([]Execution, 0, execs)
 	if s.deadlines.Len() > 0 {
 		img.Deadlines = make([]Time, n)
@@ -56,11 +60,17 @@ func (s *State) Image() *Image {
 		}
 		c := &copies[i]
 		*c = *t
-		start := len(ebuf)
-		ebuf = append(ebuf, t.Executions...)
-		c.Executions = ebuf[start:len(ebuf):len(ebuf)]
-		if len(t.Executions) == 0 {
-			c.Executions = nil
+		if t.Progress != &noProgress {
+			pbuf = append(pbuf, *t.Progress)
+			p := &pbuf[len(pbuf)-1]
+			p.first = [1]Execution{}
+			start := len(ebuf)
+			ebuf = append(ebuf, t.Executions...)
+			p.Executions = ebuf[start:len(ebuf):len(ebuf)]
+			if len(t.Executions) == 0 {
+				p.Executions = nil
+			}
+			c.Progress = p
 		}
 		// Appends to t.LSNs never write below its current length, so the
 		// copy may share the array if it cannot grow into it.
@@ -133,7 +143,14 @@ func (l *Loader) add(t *Task, leaseIndex int, deadline Time) error {
 	if t == nil {
 		return fail("nil task")
 	}
+	if t.Progress == nil || t.Progress.empty() {
+		t.Progress = &noProgress
+	}
 	switch {
+	case t.QueueKey == nil:
+		return fail("namespace and queue must be set")
+	case t.Policy == nil:
+		return fail("execution window and retry policy must be set")
 	case t.ID == "":
 		return fail("task id is empty")
 	case s.Task(t.ID) != nil:
@@ -180,7 +197,7 @@ func (l *Loader) add(t *Task, leaseIndex int, deadline Time) error {
 	if len(t.LSNs) == 1 {
 		t.LSNs = ownLSN(t) // t.LSNs[0] == t.CreatedLSN, checked above
 	}
-	qi := s.addTask(t)
+	qi := s.addTask(t, *t.QueueKey, *t.Policy)
 	if cur != nil {
 		s.leases.add(hashString(cur.LeaseID), t)
 		heap.Push(&s.expiry, t)

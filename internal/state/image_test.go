@@ -145,8 +145,9 @@ func TestPurgeReplayDeterminism(t *testing.T) {
 
 func TestLoaderRejects(t *testing.T) {
 	task := func(mod func(*state.Task)) *state.Task {
-		tk := &state.Task{ID: "a", Namespace: "n", Queue: "q", Window: time.Second,
-			Retry: state.RetryPolicy{MaxAttempts: 1, Multiplier: 1}, State: state.Waiting, CreatedLSN: 3, LSNs: []uint64{3}}
+		tk := &state.Task{ID: "a", QueueKey: &state.QueueKey{Namespace: "n", Queue: "q"},
+			Policy:   &state.Policy{Window: time.Second, Retry: state.RetryPolicy{MaxAttempts: 1, Multiplier: 1}},
+			Progress: &state.Progress{}, State: state.Waiting, CreatedLSN: 3, LSNs: []uint64{3}}
 		if mod != nil {
 			mod(tk)
 		}
@@ -164,6 +165,8 @@ func TestLoaderRejects(t *testing.T) {
 		lease []int
 		want  string
 	}{
+		{"no queue", []*state.Task{task(func(tk *state.Task) { tk.QueueKey = nil })}, []int{-1}, "namespace and queue must be set"},
+		{"no policy", []*state.Task{task(func(tk *state.Task) { tk.Policy = nil })}, []int{-1}, "execution window and retry policy must be set"},
 		{"empty id", []*state.Task{task(func(tk *state.Task) { tk.ID = "" })}, []int{-1}, "task id is empty"},
 		{"duplicate id", []*state.Task{task(nil), task(func(tk *state.Task) { tk.CreatedLSN, tk.LSNs = 4, []uint64{4} })}, []int{-1, -1}, "twice"},
 		{"order", []*state.Task{task(nil), task(func(tk *state.Task) { tk.ID = "b" })}, []int{-1, -1}, "not after"},

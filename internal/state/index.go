@@ -21,7 +21,12 @@ type QueueKey struct {
 // flow control (limits.go). A queue's index lives while the queue has a
 // task, is paused, has limits, or has counted an event within the last hour.
 type queueIndex struct {
-	key     QueueKey
+	key QueueKey
+	// shared is the copy of key that the queue's tasks point at
+	// (Task.QueueKey): a separate allocation, so that a task that outlives
+	// its queue index (dropped while the task was leased) keeps 32 bytes
+	// alive rather than the index.
+	shared  *QueueKey
 	ready   taskHeap
 	delayed taskHeap
 
@@ -34,16 +39,17 @@ type queueIndex struct {
 }
 
 func newQueueIndex(k QueueKey) *queueIndex {
-	return &queueIndex{key: k, ready: newReadyHeap(), delayed: newDelayedHeap()}
+	shared := k
+	return &queueIndex{key: k, shared: &shared, ready: newReadyHeap(), delayed: newDelayedHeap()}
 }
 
 func (q *queueIndex) len() int { return q.ready.Len() + q.delayed.Len() }
 
-// add adds a schedulable task. The task shares the queue's copy of its
-// namespace and queue names from then on (its own may be another copy if the
-// queue index was dropped and made anew while the task was leased).
+// add adds a schedulable task. The task shares the queue's key from then on
+// (its own may be another copy if the queue index was dropped and made anew
+// while the task was leased).
 func (q *queueIndex) add(t *Task) {
-	t.Namespace, t.Queue = q.key.Namespace, q.key.Queue
+	t.QueueKey = q.shared
 	if t.State == Waiting && t.NotBefore > 0 {
 		t.delayed = true
 		heap.Push(&q.delayed, t)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"unsafe"
 )
 
 // Invariants checks every invariant of the state and its derived indexes
@@ -57,11 +56,19 @@ func (s *State) Invariants() error {
 		if t.RequestID != "" && s.ByRequest(t.Namespace, t.RequestID) != t {
 			bad(t, "request id %q missing from its index", t.RequestID)
 		}
-		if qi := s.queues[QueueKey{t.Namespace, t.Queue}]; qi != nil && t.Schedulable() &&
-			(unsafe.StringData(t.Namespace) != unsafe.StringData(qi.key.Namespace) || unsafe.StringData(t.Queue) != unsafe.StringData(qi.key.Queue)) {
-			bad(t, "schedulable task does not share its queue's names")
+		if qi := s.queues[*t.QueueKey]; qi != nil && t.Schedulable() && t.QueueKey != qi.shared {
+			bad(t, "schedulable task does not share its queue's key")
+		}
+		if sp := s.policies[*t.Policy]; sp != nil && sp != t.Policy {
+			bad(t, "task does not share the state's copy of its policy")
+		}
+		if t.Progress == nil {
+			bad(t, "no Progress (an empty one is noProgress)")
 		}
 	})
+	if !noProgress.empty() || noProgress.first != ([1]Execution{}) {
+		errs = append(errs, fmt.Errorf("the shared empty Progress was written: %+v", noProgress))
+	}
 	errs = append(errs, s.orderErrors()...)
 	errs = append(errs, s.queueErrors()...)
 	errs = append(errs, s.deadlineErrors()...)

@@ -40,7 +40,7 @@ func (r *LeaseExpired) apply(s *State, lsn uint64) string {
 		s.transition(t, Waiting)
 		s.queue(t).add(t)
 	default:
-		t.FailureReason = fmt.Sprintf("lease expired on the last attempt (%d of %d)", t.Attempt-t.AttemptBase, t.Retry.MaxAttempts)
+		t.progress().FailureReason = fmt.Sprintf("lease expired on the last attempt (%d of %d)", t.Attempt-t.AttemptBase, t.Retry.MaxAttempts)
 		s.transition(t, Failed)
 		s.event(t, EventFailed, r.At)
 	}

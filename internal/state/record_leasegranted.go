@@ -60,7 +60,7 @@ func (r *LeaseGranted) apply(s *State, lsn uint64) string {
 		l.take(r.GrantedAt)
 	}
 	qi.remove(t)
-	t.Executions = append(t.Executions, Execution{
+	t.addExecution(Execution{
 		Attempt:     r.Attempt,
 		LeaseID:     r.LeaseID,
 		WorkerID:    r.WorkerID,

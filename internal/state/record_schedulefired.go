@@ -43,7 +43,7 @@ func (r *ScheduleFired) apply(s *State, lsn uint64) string {
 		return why
 	}
 	t := sc.fireTask(r.TaskID, r.Tick, r.At, lsn)
-	qi := s.addTask(t)
+	qi := s.addTask(t, QueueKey{sc.Key.Namespace, sc.Key.Queue}, Policy{sc.Def.Window, sc.Def.Retry})
 	qi.add(t)
 	qi.events.add(r.At, EventSubmitted)
 	if r.Outcome == Fired {

@@ -27,8 +27,8 @@ func (r *TaskCommitted) apply(s *State, lsn uint64) string {
 	}
 	cur.Status = ExecCommitted
 	cur.CommittedAt = r.At
-	t.CommittedBy = r.LeaseID
-	t.Result = r.Result
+	p := t.progress()
+	p.CommittedBy, p.Result = r.LeaseID, r.Result
 	s.transition(t, Committed)
 	touch(t, lsn, r.At)
 	return ""

@@ -28,8 +28,8 @@ func (r *TaskCompleted) apply(s *State, lsn uint64) string {
 	if t.State == Leased {
 		// Commit and done in one record.
 		cur.CommittedAt = r.At
-		t.CommittedBy = r.LeaseID
-		t.Result = r.Result
+		p := t.progress()
+		p.CommittedBy, p.Result = r.LeaseID, r.Result
 	}
 	cur.Status = ExecDone
 	cur.FinishedAt = r.At

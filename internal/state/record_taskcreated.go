@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"time"
+	"unsafe"
 )
 
 // TaskCreated introduces a task; it enters WAITING with attempt 0.
@@ -53,14 +54,11 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 	if r.RequestID != "" && s.ByRequest(r.Namespace, r.RequestID) != nil {
 		return fmt.Sprintf("request id %q already used in namespace %q", r.RequestID, r.Namespace)
 	}
+	id, requestID, payload := pack(r.TaskID, r.RequestID, r.Payload)
 	t := &Task{
-		ID:         r.TaskID,
-		Namespace:  r.Namespace,
-		Queue:      r.Queue,
-		Payload:    r.Payload,
-		Window:     r.ExecutionWindow,
-		Retry:      r.Retry,
-		RequestID:  r.RequestID,
+		ID:         id,
+		Payload:    payload,
+		RequestID:  requestID,
 		Priority:   r.Priority,
 		NotBefore:  r.NotBefore,
 		CreatedAt:  r.CreatedAt,
@@ -71,11 +69,34 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 		heapIdx:    -1,
 	}
 	t.LSNs = ownLSN(t)
-	qi := s.addTask(t)
+	qi := s.addTask(t, QueueKey{r.Namespace, r.Queue}, Policy{r.ExecutionWindow, r.Retry})
 	qi.add(t)
 	qi.events.add(r.CreatedAt, EventSubmitted)
 	if r.Deadline != 0 {
 		s.deadlines.add(t, r.Deadline)
 	}
 	return ""
+}
+
+// pack copies a new task's id, request id and payload into one allocation
+// of the state's own. The record's copies come from a decoded request or
+// log record, each its own small allocation beside others that die with
+// the request; kept as they are, they would pin partly empty memory spans
+// for as long as the task lives. Nothing writes to the payload (a Task is
+// read-only), so the strings may share its allocation.
+func pack(id, requestID string, payload []byte) (string, string, []byte) {
+	buf := make([]byte, len(id)+len(requestID)+len(payload))
+	n := copy(buf, id)
+	m := n + copy(buf[n:], requestID)
+	copy(buf[m:], payload)
+	if n > 0 {
+		id = unsafe.String(&buf[0], n)
+	}
+	if m > n {
+		requestID = unsafe.String(&buf[n], m-n)
+	}
+	if len(payload) > 0 {
+		payload = buf[m:len(buf):len(buf)]
+	}
+	return id, requestID, payload
 }

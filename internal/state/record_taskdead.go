@@ -32,7 +32,7 @@ func (r *TaskDead) apply(s *State, lsn uint64) string {
 	} else {
 		s.queue(t).remove(t)
 	}
-	t.FailureReason = r.Reason
+	t.progress().FailureReason = r.Reason
 	s.transition(t, Dead)
 	touch(t, lsn, r.At)
 	return ""

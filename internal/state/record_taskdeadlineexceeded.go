@@ -37,7 +37,7 @@ func (r *TaskDeadlineExceeded) apply(s *State, lsn uint64) string {
 	} else {
 		s.queue(t).remove(t)
 	}
-	t.FailureReason = ReasonDeadlineExceeded
+	t.progress().FailureReason = ReasonDeadlineExceeded
 	s.transition(t, Failed)
 	s.event(t, EventFailed, r.At)
 	touch(t, lsn, r.At)

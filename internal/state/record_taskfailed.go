@@ -37,7 +37,7 @@ func (r *TaskFailed) apply(s *State, lsn uint64) string {
 		s.queue(t).add(t)
 		return ""
 	}
-	t.FailureReason = r.Reason
+	t.progress().FailureReason = r.Reason
 	s.transition(t, Failed)
 	s.event(t, EventFailed, r.At)
 	return ""

@@ -31,9 +31,9 @@ func (r *TaskRetried) apply(s *State, lsn uint64) string {
 	case t.CommittedBy != "":
 		return fmt.Sprintf("lease %q committed the task, so its effect may have been applied", t.CommittedBy)
 	}
-	t.AttemptBase = t.Attempt
+	t.progress().AttemptBase = t.Attempt
 	t.NotBefore = r.At
-	t.FailureReason = ""
+	t.progress().FailureReason = ""
 	s.transition(t, Waiting)
 	s.queue(t).add(t)
 	touch(t, lsn, r.At)

@@ -332,16 +332,13 @@ func checkSchedule(sc *Schedule) string {
 	return sc.Def.check()
 }
 
-// fireTask is the task a schedule submits for tick.
+// fireTask is the task a schedule submits for tick, without its queue key
+// and policy (State.addTask sets them).
 func (sc *Schedule) fireTask(id string, tick, at Time, lsn uint64) *Task {
 	d := &sc.Def
 	t := &Task{
 		ID:         id,
-		Namespace:  sc.Key.Namespace,
-		Queue:      sc.Key.Queue,
 		Payload:    d.Payload,
-		Window:     d.Window,
-		Retry:      d.Retry,
 		RequestID:  FireRequestID(sc.Key, tick),
 		Priority:   d.Priority,
 		CreatedAt:  at,

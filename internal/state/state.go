@@ -49,7 +49,9 @@ type State struct {
 	// the one copy of each namespace and queue name that the tasks of the
 	// queue share.
 	queues map[QueueKey]*queueIndex
-	expiry taskHeap
+	// policies holds the policies tasks share (State.policy).
+	policies map[Policy]*Policy
+	expiry   taskHeap
 	// deadlines holds the deadlines of the WAITING and LEASED tasks that
 	// have one (deadline.go).
 	deadlines deadlineIndex
@@ -383,12 +385,17 @@ func (s *State) queueOf(namespace, queue string) *queueIndex {
 	return qi
 }
 
-// addTask indexes a new task by id, request id and creation order, counts
-// it in its state and queue, and replaces its namespace and queue names with the shared copies of its
-// queue index, which it returns.
-func (s *State) addTask(t *Task) *queueIndex {
-	qi := s.queueOf(t.Namespace, t.Queue)
-	t.Namespace, t.Queue = qi.key.Namespace, qi.key.Queue
+// addTask indexes a new task of queue k with policy p by id, request id
+// and creation order, counts it in its state and queue, points it at the
+// shared copies of k (its queue index, which it returns) and p, and at
+// noProgress if it has no Progress of its own.
+func (s *State) addTask(t *Task, k QueueKey, p Policy) *queueIndex {
+	qi := s.queueOf(k.Namespace, k.Queue)
+	t.QueueKey = qi.shared
+	t.Policy = s.policy(p)
+	if t.Progress == nil {
+		t.Progress = &noProgress
+	}
 	s.tasks.add(hashString(t.ID), t)
 	if t.RequestID != "" {
 		s.requests.add(hashRequest(t.Namespace, t.RequestID), t)
@@ -412,4 +419,24 @@ func (s *State) dropLease(t *Task) {
 	heap.Remove(&s.expiry, int(t.heapIdx))
 	t.cur = -1
 	s.queue(t).leases--
+}
+
+// maxPolicies bounds the policies a State shares between its tasks. Past
+// it, a task with a policy not yet shared gets a copy of its own, so that a
+// client giving every task another policy cannot grow the table forever.
+const maxPolicies = 1024
+
+// policy returns the State's shared copy of p.
+func (s *State) policy(p Policy) *Policy {
+	if sp := s.policies[p]; sp != nil {
+		return sp
+	}
+	sp := &p
+	if len(s.policies) < maxPolicies {
+		if s.policies == nil {
+			s.policies = make(map[Policy]*Policy)
+		}
+		s.policies[p] = sp
+	}
+	return sp
 }

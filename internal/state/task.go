@@ -87,29 +87,33 @@ type Execution struct {
 // Task is the authoritative record of one task, derived only from records.
 // Callers outside this package must treat a *Task as read-only.
 //
-// A State holds one Task per task it knows, so its size matters: the small
-// fields are grouped at the end so that it has no padding beyond
-// RetryPolicy's own (288 bytes, a size class).
+// A State holds one Task per task it knows, so its size matters (160
+// bytes, a size class). What most tasks share, or what a task that was
+// never leased does not use, is behind one pointer each, embedded so that
+// its fields read as the task's own (t.Namespace, t.Window, t.Result):
+//   - QueueKey: the namespace and queue, one copy per queue;
+//   - Policy: execution window and retry policy, one copy per distinct
+//     policy (most tasks share one);
+//   - Progress: executions, result, commit, failure reason and attempt
+//     base, allocated at the first lease (or the first record that sets one
+//     of them); until then every task points at one shared empty Progress.
+//
+// Nothing writes through these pointers once the task is in a State. A
+// decoder building a task for a Loader may set them to structs of its own
+// (a nil Progress means none); the Loader replaces them by the shared
+// copies. See docs/state-machine.md ("Memory per task").
 type Task struct {
-	ID        string
-	Namespace string
-	Queue     string
-	Payload   []byte
-	Window    time.Duration
-	Retry     RetryPolicy
+	ID string
+	*QueueKey
+	Payload []byte
+	*Policy
 	RequestID string
 	// NotBefore is the earliest lease time while Waiting (a retry moves it).
 	NotBefore  Time
 	CreatedAt  Time
 	UpdatedAt  Time
 	CreatedLSN uint64
-
-	// Result is the committed (or completed) result.
-	Result []byte
-	// CommittedBy is the lease id whose commit won ("" before any commit).
-	CommittedBy   string
-	FailureReason string
-	Executions    []Execution
+	*Progress
 	// LSNs lists every record that touched the task, in log order.
 	LSNs []uint64
 
@@ -119,15 +123,68 @@ type Task struct {
 	delayed bool
 	// Attempt is the number of leases granted so far.
 	Attempt uint32
-	// AttemptBase is Attempt when the task was last retried by an operator
-	// (TaskRetried), 0 before: the retry policy's budget counts the
-	// attempts after it.
-	AttemptBase uint32
 	// cur indexes Executions for the current lease, -1 when unleased.
 	cur int32
 	// heapIdx is the task's position in whichever heap holds it (queue
 	// ready/delayed heap while schedulable, expiry heap while leased).
 	heapIdx int32
+}
+
+// Policy is what a task's submitter chose for all its attempts. Tasks
+// with equal policies share one copy (State.policy).
+type Policy struct {
+	Window time.Duration
+	Retry  RetryPolicy
+}
+
+// Progress is what leases have made of a task. A task that no record has
+// given any of it points at noProgress, shared and always empty; the
+// first record that sets a field gives the task its own (Task.progress).
+type Progress struct {
+	Executions []Execution
+	// Result is the committed (or completed) result.
+	Result []byte
+	// CommittedBy is the lease id whose commit won ("" before any commit).
+	CommittedBy   string
+	FailureReason string
+	// AttemptBase is Attempt when the task was last retried by an operator
+	// (TaskRetried), 0 before: the retry policy's budget counts the
+	// attempts after it.
+	AttemptBase uint32
+	// first holds the first execution, so that a first lease needs one
+	// allocation (this struct) rather than two: Executions is first[:1:1]
+	// until a second lease moves it to an array of its own.
+	first [1]Execution
+}
+
+// noProgress is the Progress of every task that has none of its own. It
+// is never written (Invariants checks that it stays empty).
+var noProgress Progress
+
+// empty reports whether p holds nothing.
+func (p *Progress) empty() bool {
+	return len(p.Executions) == 0 && p.Result == nil && p.CommittedBy == "" && p.FailureReason == "" && p.AttemptBase == 0
+}
+
+// progress returns t's own Progress, allocating it if t still shares
+// noProgress. Every write to a Progress field goes through it.
+func (t *Task) progress() *Progress {
+	if t.Progress == &noProgress {
+		t.Progress = new(Progress)
+	}
+	return t.Progress
+}
+
+// addExecution appends e to t's executions.
+func (t *Task) addExecution(e Execution) {
+	p := t.progress()
+	if len(p.Executions) == 0 {
+		p.first[0] = e
+		p.Executions = p.first[:1:1]
+		return
+	}
+	p.Executions = append(p.Executions, e)
+	p.first = [1]Execution{} // no longer used: let go of its strings
 }
 
 // ExecutionOf returns the execution under lease leaseID, or nil if the
@@ -162,12 +219,21 @@ func (t *Task) Schedulable() bool {
 	return t.State == Waiting || (t.State == Committed && t.cur < 0)
 }
 
-// Clone returns a deep copy that shares nothing with the state.
+// Clone returns a deep copy that shares nothing with the state, in a
+// canonical form: its own QueueKey, Policy and Progress, whatever the task
+// shares (so two states with the same content export equal clones).
 func (t *Task) Clone() *Task {
 	c := *t
+	k, p := *t.QueueKey, *t.Policy
+	c.QueueKey, c.Policy = &k, &p
+	c.Progress = &Progress{
+		Executions:    append([]Execution(nil), t.Executions...),
+		Result:        cloneBytes(t.Result),
+		CommittedBy:   t.CommittedBy,
+		FailureReason: t.FailureReason,
+		AttemptBase:   t.AttemptBase,
+	}
 	c.Payload = cloneBytes(t.Payload)
-	c.Result = cloneBytes(t.Result)
-	c.Executions = append([]Execution(nil), t.Executions...)
 	c.LSNs = append([]uint64(nil), t.LSNs...)
 	c.heapIdx = -1
 	c.delayed = false
