@@ -360,9 +360,9 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 			if err := c.cfg.Limits.checkDeadline(req, fmt.Sprintf("requests[%d].", i), now, true); err != nil {
 				// It says the request id is new: answer once that is durable.
 				if werr := c.writeAndWait(ctx); werr != nil {
-					return nil, werr
+					return werr
 				}
-				return nil, err
+				return err
 			}
 		}
 		newAt[i] = len(recs)
