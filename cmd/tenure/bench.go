@@ -220,9 +220,7 @@ func writePlot(path string, res *bench.Result) error {
 	if err != nil {
 		return fmt.Errorf("--plot: %w", err)
 	}
-	c := res.Config
-	title := fmt.Sprintf("tenure bench: %g tasks/s for %gs, %s, fsync %s", res.OpenLoop.RatePerSec, res.OpenLoop.DurationSeconds, c.Target, c.Fsync)
-	err = res.OpenLoop.WritePlot(f, title)
+	err = res.OpenLoop.WritePlot(f, res.PlotTitle())
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

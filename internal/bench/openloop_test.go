@@ -211,6 +211,7 @@ func TestOpenLoopResult(t *testing.T) {
 	o.windows[1].completed.Store(6000)
 	o.windows[1].latency.add(2 * time.Second)
 	o.windows[1].behind.Store(7)
+	o.windows[1].submitCall.add(3 * time.Millisecond)
 	u := func(v uint64) *uint64 { return &v }
 	o.samples[0] = sample{at: t0, rss: 10 << 20, heapLive: 5 << 20, wal: u(0), snapshots: u(0), cpu: cpuSample{total: time.Second}}
 	o.samples[1] = sample{at: t0.Add(time.Minute), rss: 20 << 20, heapLive: 6 << 20, wal: u(64 << 20), snapshots: u(1 << 20), cpu: cpuSample{total: 4 * time.Second}}
@@ -222,6 +223,9 @@ func TestOpenLoopResult(t *testing.T) {
 	}
 	if res.Latency.Count != 6001 || res.Latency.Max != 2000 {
 		t.Errorf("whole-run latency %+v; want 6001 tasks, max 2000ms", res.Latency)
+	}
+	if res.SubmitCall.Count != 1 || res.SubmitCall.Max != 3 {
+		t.Errorf("whole-run submit calls %+v; want one of 3ms", res.SubmitCall)
 	}
 	if len(res.Windows) != 2 {
 		t.Fatalf("%d windows, want 2", len(res.Windows))

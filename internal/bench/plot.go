@@ -13,7 +13,7 @@ const (
 	plotWidth   = 720
 	panelHeight = 170
 	panelGap    = 44
-	plotTop     = 46
+	plotTop     = 76
 	marginLeft  = 64
 	marginRight = 150 // the legend
 	plotBottom  = 40
@@ -74,7 +74,32 @@ func (o *OpenLoopResult) WritePlot(w io.Writer, title string) error {
 	if n := len(samples); n > 0 {
 		xMax = samples[n-1].AtSeconds * scale
 	}
-	return writeSVG(w, title, fmt.Sprintf("time (%s)", unit), xMax, panels)
+	var marks []mark
+	if o.StoppedAtSeconds != nil {
+		marks = append(marks, mark{*o.StoppedAtSeconds * scale, "timetable stopped: backlog"})
+	}
+	return writeSVG(w, title, fmt.Sprintf("time (%s)", unit), xMax, panels, marks)
+}
+
+// PlotTitle is the title of an open-loop run's plot: its rate, duration
+// and target; its retention; its tasks and where it stopped if it did.
+func (r *Result) PlotTitle() string {
+	c, o := r.Config, r.OpenLoop
+	title := fmt.Sprintf("tenure bench: %g tasks/s for %gs, %s, fsync %s\n", o.RatePerSec, o.DurationSeconds, c.Target, c.Fsync)
+	if c.RetentionSeconds != nil {
+		title += fmt.Sprintf("retention %gs, a snapshot every %gs or %d records\n", *c.RetentionSeconds, *c.SnapshotEverySeconds, *c.SnapshotEveryRecords)
+	}
+	title += fmt.Sprintf("%d tasks due, %d completed", o.Due, r.Completed)
+	if o.StoppedAtSeconds != nil {
+		title += fmt.Sprintf("; timetable stopped at %gs (backlog over %d tasks)", *o.StoppedAtSeconds, o.MaxBacklog)
+	}
+	return title
+}
+
+// mark is a dashed vertical line across every panel at x, labelled.
+type mark struct {
+	x     float64
+	label string
 }
 
 // sampleSeries is the series of get's values over samples, in MiB, at
@@ -89,18 +114,25 @@ func sampleSeries(name string, samples []Sample, scale float64, get func(Sample)
 	return s
 }
 
-// writeSVG draws panels one above the other on a shared x axis from 0 to
-// xMax. Each panel's y axis starts at 0 and ends at a round value above
-// its largest point. Series without points are left out of the panel and
-// its legend.
-func writeSVG(w io.Writer, title, xLabel string, xMax float64, panels []panel) error {
+// writeSVG draws panels, under the title (its first line bold, at most
+// two more), one above the other on a shared x axis from 0 to
+// xMax, with marks across them. Each panel's y axis starts at 0 and ends
+// at a round value above its largest point. Series without points are
+// left out of the panel and its legend.
+func writeSVG(w io.Writer, title, xLabel string, xMax float64, panels []panel, marks []mark) error {
 	var b strings.Builder
 	height := plotTop + len(panels)*(panelHeight+panelGap) - panelGap + plotBottom
 	innerW := float64(plotWidth - marginLeft - marginRight)
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n",
 		plotWidth, height, plotWidth, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", plotWidth, height)
-	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14" font-weight="bold">%s</text>`+"\n", marginLeft, html.EscapeString(title))
+	for i, line := range strings.Split(title, "\n") {
+		if i == 0 {
+			fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14" font-weight="bold">%s</text>`+"\n", marginLeft, html.EscapeString(line))
+			continue
+		}
+		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", marginLeft, 20+13*i, html.EscapeString(line))
+	}
 	xTop := niceCeil(xMax)
 	xOf := func(x float64) float64 { return marginLeft + x/xTop*innerW }
 	for i, p := range panels {
@@ -127,6 +159,11 @@ func writeSVG(w io.Writer, title, xLabel string, xMax float64, panels []panel) e
 			fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(x), num(bottom+14), label(t))
 		}
 		fmt.Fprintf(&b, `<rect x="%d" y="%s" width="%s" height="%d" fill="none" stroke="#444"/>`+"\n", marginLeft, num(top), num(innerW), panelHeight)
+		for _, m := range marks {
+			x := xOf(m.x)
+			fmt.Fprintf(&b, `<line class="mark" x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e377c2" stroke-dasharray="4 3"/>`+"\n", num(x), num(top), num(x), num(bottom))
+			fmt.Fprintf(&b, `<text x="%s" y="%s" fill="#e377c2">%s</text>`+"\n", num(x+3), num(top+11), html.EscapeString(m.label))
+		}
 		legend := 0
 		for _, s := range p.series {
 			if len(s.pts) == 0 {

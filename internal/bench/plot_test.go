@@ -69,7 +69,7 @@ func TestPlot(t *testing.T) {
 	// start and each window's end. The x axis ends at 5 min (3.007 min
 	// rounded up to a nice value), the latency axis at 50 ms: the p99 of
 	// the second window (40 ms at 2 min) is at 2/5 of the width and 4/5 of
-	// the height (inner width 720-64-150 = 506 from x 64, panel y 46..216).
+	// the height (inner width 720-64-150 = 506 from x 64, panel y 76..246).
 	lat, mem := doc.Panels[0].Series, doc.Panels[1].Series
 	if n := len(strings.Fields(lat[1].Points)); n != 3 {
 		t.Errorf("p99 has %d points, want 3", n)
@@ -77,11 +77,27 @@ func TestPlot(t *testing.T) {
 	if n := len(strings.Fields(mem[0].Points)); n != 4 {
 		t.Errorf("RSS has %d points, want 4", n)
 	}
-	if p := strings.Fields(lat[1].Points)[1]; p != "266.4,80.0" {
-		t.Errorf("p99 of the second window at %s, want 266.4,80.0", p)
+	if p := strings.Fields(lat[1].Points)[1]; p != "266.4,110.0" {
+		t.Errorf("p99 of the second window at %s, want 266.4,110.0", p)
 	}
 	if !strings.Contains(a.String(), "run &lt;1&gt;") || !strings.Contains(a.String(), "time (min)") {
 		t.Errorf("title or axis label missing:\n%s", a.String())
+	}
+	if strings.Contains(a.String(), `class="mark"`) {
+		t.Errorf("a run that kept its timetable is marked as stopped")
+	}
+
+	// A run stopped for its backlog is marked where it stopped, on every
+	// panel: 150s is 2.5 of 5 minutes, the middle of the axis.
+	stopped := syntheticRun()
+	at := 150.0
+	stopped.StoppedAtSeconds = &at
+	var c bytes.Buffer
+	if err := stopped.WritePlot(&c, "stopped"); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(c.String(), `<line class="mark" x1="317.0"`); n != 3 {
+		t.Errorf("%d stop marks at x 317.0, want one per panel", n)
 	}
 }
 

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 )
@@ -26,6 +27,8 @@ type OpenLoopResult struct {
 	// acknowledged completion. Percentiles of the whole run.
 	SubmitLag Latency `json:"submit_lag"`
 	Latency   Latency `json:"latency"`
+	// SubmitCall is the latency of each submit call.
+	SubmitCall Latency `json:"submit_call"`
 	// StoppedAtSeconds is when the timetable was stopped because the
 	// tasks submitted but not completed exceeded MaxBacklog (the server
 	// did not keep up with the rate); null if it ran to its end. The tasks
@@ -85,6 +88,10 @@ type Window struct {
 	// CPUPer100kTasks the same per 100,000 tasks completed in it.
 	CPUSeconds      float64 `json:"cpu_seconds"`
 	CPUPer100kTasks float64 `json:"cpu_per_100k_tasks"`
+	// MachineBusy and OtherProcesses are as in cpu, over the window: on a
+	// shared machine, the share of it that other processes took.
+	MachineBusy    *float64 `json:"machine_busy"`
+	OtherProcesses *float64 `json:"other_processes"`
 	// End is sampled at the window's end.
 	End Sample `json:"end"`
 }
@@ -109,15 +116,16 @@ func (o *openLoop) result(tick time.Duration, scope string) *OpenLoopResult {
 		res.StoppedAtSeconds = &at
 		res.DrainSeconds = seconds(last.Sub(o.stoppedAt))
 	}
-	var lag, latency histogram
+	var lag, latency, call histogram
 	for k := range o.windows {
 		w := &o.windows[k]
 		lag.merge(&w.submitLag)
 		latency.merge(&w.latency)
+		call.merge(&w.submitCall)
 		res.BehindSchedule += int(w.behind.Load())
 		res.Windows = append(res.Windows, o.windowFigures(k))
 	}
-	res.SubmitLag, res.Latency = lag.summary(), latency.summary()
+	res.SubmitLag, res.Latency, res.SubmitCall = lag.summary(), latency.summary(), call.summary()
 	return res
 }
 
@@ -132,8 +140,11 @@ func (o *openLoop) windowFigures(k int) Window {
 		to = o.samples[k+1].at.Sub(o.tt.start)
 	}
 	cpu := o.samples[k+1].cpu.minus(o.samples[k].cpu)
+	machine := cpuFigures(cpu, o.samples[k+1].at.Sub(o.samples[k].at), runtime.GOMAXPROCS(0), runtime.NumCPU())
 	completed := int(w.completed.Load())
 	return Window{
+		MachineBusy:     machine.MachineBusy,
+		OtherProcesses:  machine.OtherProcesses,
 		StartSeconds:    seconds(from),
 		EndSeconds:      seconds(to),
 		Submitted:       int(w.submitted.Load()),
@@ -176,6 +187,7 @@ func (o *OpenLoopResult) writeText(b *strings.Builder) {
 	b.WriteString(latencyHeader)
 	writeLatency(b, "due→completed", &o.Latency)
 	writeLatency(b, "due→submit call", &o.SubmitLag)
+	writeLatency(b, "submit call", &o.SubmitCall)
 	b.WriteString("\n")
 
 	mib := func(v *uint64) string {
@@ -184,18 +196,22 @@ func (o *OpenLoopResult) writeText(b *strings.Builder) {
 		}
 		return fmt.Sprintf("%.1f", float64(*v)/(1<<20))
 	}
-	fmt.Fprintf(b, "per window (latency due→completed in ms; memory of the %s)\n", o.MemoryScope)
-	fmt.Fprintf(b, "  %-13s %9s %8s %8s %8s %8s %8s %7s %8s %8s %8s %8s %8s %8s\n",
-		"window (s)", "completed", "per s", "p50", "p90", "p99", "max", "behind", "CPU/100k", "RSS MiB", "heap MiB", "WAL MiB", "snap MiB", "srv MiB")
+	fmt.Fprintf(b, "per window (latency due→completed in ms; others: the machine's CPU other processes used; memory of the %s)\n", o.MemoryScope)
+	fmt.Fprintf(b, "  %-13s %9s %8s %8s %8s %8s %8s %7s %8s %6s %8s %8s %8s %8s %8s\n",
+		"window (s)", "completed", "per s", "p50", "p90", "p99", "max", "behind", "CPU/100k", "others", "RSS MiB", "heap MiB", "WAL MiB", "snap MiB", "srv MiB")
 	memory := func(s Sample) {
 		fmt.Fprintf(b, " %8s %8s %8s %8s %8s\n", mib(&s.RSSBytes), mib(&s.HeapLiveBytes), mib(s.WALBytes), mib(s.SnapshotBytes), mib(s.ServerRSSBytes))
 	}
-	fmt.Fprintf(b, "  %-13s %9s %8s %8s %8s %8s %8s %7s %8s", "start", "", "", "", "", "", "", "", "")
+	fmt.Fprintf(b, "  %-13s %9s %8s %8s %8s %8s %8s %7s %8s %6s", "start", "", "", "", "", "", "", "", "", "")
 	memory(o.Start)
 	for _, w := range o.Windows {
-		fmt.Fprintf(b, "  %-13s %9d %8.0f %8.3f %8.3f %8.3f %8.3f %7d %8.3f",
+		others := "n/a"
+		if w.OtherProcesses != nil {
+			others = fmt.Sprintf("%.0f%%", 100**w.OtherProcesses)
+		}
+		fmt.Fprintf(b, "  %-13s %9d %8.0f %8.3f %8.3f %8.3f %8.3f %7d %8.3f %6s",
 			fmt.Sprintf("%g-%g", w.StartSeconds, w.EndSeconds), w.Completed, w.CompletedPerSec,
-			w.Latency.P50, w.Latency.P90, w.Latency.P99, w.Latency.Max, w.BehindSchedule, w.CPUPer100kTasks)
+			w.Latency.P50, w.Latency.P90, w.Latency.P99, w.Latency.Max, w.BehindSchedule, w.CPUPer100kTasks, others)
 		memory(w.End)
 	}
 	b.WriteString("\n")
