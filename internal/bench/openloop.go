@@ -326,13 +326,7 @@ func (r *runner) openLoopRun(ctx context.Context, start time.Time, m *measuremen
 			o.samples[k] = r.takeSample(ctx)
 		}
 	})
-	var wg sync.WaitGroup
-	wg.Go(func() { r.work(ctx) })
-	r.submitOpen(ctx)
-	m.submit = since(start)
-	wg.Wait()
-	m.complete = since(start)
-	m.total = m.complete
+	r.concurrent(ctx, start, m) // r.submit keeps the timetable
 	close(ended)
 	samplers.Wait()
 	// Keep the windows the run reached (all, unless it stopped early), and

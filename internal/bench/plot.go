@@ -70,9 +70,11 @@ func (o *OpenLoopResult) WritePlot(w io.Writer, title string) error {
 		{"memory (MiB)", mem},
 		{"disk (MiB)", disk},
 	}
-	xMax := 0.0
-	if n := len(samples); n > 0 {
-		xMax = samples[n-1].AtSeconds * scale
+	// The axis covers the timetable, or the whole run if its drain was
+	// long (more than 2% of it).
+	xMax := o.DurationSeconds * scale
+	if last := samples[len(samples)-1].AtSeconds * scale; last > xMax*1.02 {
+		xMax = last
 	}
 	var marks []mark
 	if o.StoppedAtSeconds != nil {
