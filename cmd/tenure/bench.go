@@ -29,6 +29,7 @@ type benchCmd struct {
 	cpuProfile   string
 	mutexProfile string
 	memProfile   string
+	plot         string
 	tls          tlsClientFlags
 }
 
@@ -54,7 +55,16 @@ func (c *benchCmd) define(fs *pflag.FlagSet) {
 	fs.IntVar(&cfg.LeaseBatch, "lease-batch", bench.DefaultLeaseBatch, "most tasks one Lease call asks for (at most --concurrency)")
 	fs.IntVar(&cfg.CompleteBatch, "complete-batch", bench.DefaultCompleteBatch, "most completions per CompleteBatch call (the worker runtime coalesces up to this many); 1: one Complete call per task")
 	fs.BoolVar(&cfg.Runtime, "runtime", false, "run the workers with the worker package and a no-op handler instead of the raw Lease/Complete loop")
-	fs.StringVar(&c.mode, "mode", string(bench.Sequential), "sequential (submit all, then work all off) or concurrent (submitters and workers at once)")
+	fs.StringVar(&c.mode, "mode", string(bench.Sequential), "sequential (submit all, then work all off) or concurrent (submitters and workers at once); --duration runs open loop instead")
+	fs.DurationVar(&cfg.Duration, "duration", 0, "run open loop for this long (e.g. 10m): submit at --rate whatever the workers do, and report each --window")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: tasks due per second (with --duration)")
+	fs.DurationVar(&cfg.Tick, "tick", bench.DefaultTick, "open loop: how often the timetable is checked; the tasks due since go out together, in calls of at most --batch")
+	fs.DurationVar(&cfg.Window, "window", bench.DefaultWindow, "open loop: the interval of each row of figures (latency, rate, memory, disk)")
+	fs.DurationVar(&cfg.MaxBacklog, "max-backlog", bench.DefaultMaxBacklog, "open loop: stop submitting (and report it) when the tasks submitted but not completed exceed this many seconds of --rate")
+	fs.StringVar(&c.plot, "plot", "", "open loop: write an SVG plot of latency, memory and disk over the run to this file")
+	fs.DurationVar(&cfg.Snapshots.Retention, "retention", 0, "embedded server or --cluster: completed tasks leave the state at the first snapshot after they are this old (default: the server's, 168h)")
+	fs.DurationVar(&cfg.Snapshots.Every, "snapshot-every", 0, "embedded server or --cluster: a snapshot this long after the last one (default: the server's, 10m)")
+	fs.Uint64Var(&cfg.Snapshots.EveryRecords, "snapshot-every-records", 0, "embedded server or --cluster: a snapshot after this many records (default: the server's, 1000000)")
 	fs.StringVar(&c.addr, "addr", "", "load this running server, or these cluster nodes separated by commas (e.g. http://127.0.0.1:7070); empty: start an embedded server on a loopback port")
 	fs.IntVar(&cfg.Cluster, "cluster", 0, "start this many cluster-mode nodes in this process on --mysql (a fresh database is best) and load them all")
 	fs.StringVar(&cfg.MySQL, "mysql", "", "cluster database DSN for --cluster, e.g. root@tcp(127.0.0.1:3306)/tenure_bench")
@@ -92,6 +102,21 @@ func (c *benchCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []st
 	stdout, stderr := a.stdout, a.stderr
 	cfg := c.cfg
 	cfg.Mode = bench.Mode(c.mode)
+	if fs.Changed("duration") {
+		if fs.Changed("mode") {
+			return usageError{"--mode is for closed-loop runs; --duration runs open loop"}
+		}
+		if fs.Changed("tasks") {
+			return usageError{"--tasks is for closed-loop runs; an open-loop run submits --rate × --duration tasks"}
+		}
+		cfg.Mode = bench.OpenLoop
+	} else {
+		for _, f := range []string{"rate", "tick", "window", "max-backlog", "plot"} {
+			if fs.Changed(f) {
+				return usageError{fmt.Sprintf("--%s is for an open-loop run: give --duration", f)}
+			}
+		}
+	}
 	policy, err := wal.ParseSyncPolicy(c.fsync)
 	if err != nil {
 		return usageError{err.Error()}
@@ -163,6 +188,11 @@ func (c *benchCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []st
 	if err != nil {
 		return err
 	}
+	if c.plot != "" {
+		if err := writePlot(c.plot, res); err != nil {
+			return err
+		}
+	}
 	if c.json {
 		return json.NewEncoder(stdout).Encode(res)
 	}
@@ -182,4 +212,20 @@ func writeProfile(stderr io.Writer, name, path string) {
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure bench: writing the %s profile: %v\n", name, err)
 	}
+}
+
+// writePlot writes res's open-loop plot to path.
+func writePlot(path string, res *bench.Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--plot: %w", err)
+	}
+	err = res.OpenLoop.WritePlot(f, res.PlotTitle())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("--plot: %w", err)
+	}
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,10 +151,88 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--addr", "127.0.0.1:1", "--cert-file", caFile}, "--cert-file and --key-file go together"},
 		{[]string{"--queue", strings.Repeat("q", 201)}, "--queue is 201 bytes"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--rate", "100"}, "--rate is for an open-loop run: give --duration"},
+		{[]string{"--plot", "x.svg"}, "--plot is for an open-loop run"},
+		{[]string{"--duration", "10s", "--mode", "concurrent"}, "--mode is for closed-loop runs"},
+		{[]string{"--duration", "10s", "--rate", "100", "--tasks", "5"}, "--tasks is for closed-loop runs"},
+		{[]string{"--duration", "10s"}, "--rate 0 is outside"},
+		{[]string{"--duration", "500ms", "--rate", "10"}, "--duration 500ms is outside 1s..24h0m0s"},
+		{[]string{"--duration", "10s", "--rate", "10", "--runtime"}, "--runtime cannot run open loop"},
+		{[]string{"--duration", "10s", "--rate", "10", "--payload-bytes", "4"}, "--payload-bytes 4 is under 8"},
+		{[]string{"--duration", "10s", "--rate", "10", "--window", "100ms"}, "--window 100ms is under 1s"},
+		{[]string{"--duration", "1h", "--rate", "10", "--window", "1s"}, "makes 3600 windows"},
+		{[]string{"--duration", "10s", "--rate", "10", "--tick", "5s"}, "--tick 5s is outside"},
+		{[]string{"--duration", "10s", "--rate", "10", "--max-backlog", "-1s"}, "--max-backlog -1s is negative"},
+		{[]string{"--duration", "24h", "--rate", "1e6", "--window", "1h"}, "makes 86400000000 tasks"},
+		{[]string{"--addr", "127.0.0.1:1", "--retention", "10s"}, "--retention, --snapshot-every and --snapshot-every-records are for the embedded server"},
+		{[]string{"--retention", "10ms"}, "--retention 10ms is under 1s"},
+		{[]string{"--snapshot-every", "10ms"}, "--snapshot-every 10ms is under 1s"},
 	} {
 		code, _, stderr := cli(t, append([]string{"bench"}, tc.args...)...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("bench %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(tc.args, " "), code, stderr, tc.want)
+		}
+	}
+}
+
+// TestBenchOpenLoop is the smoke test of an open-loop run against the
+// embedded server, with retention and snapshots on: it checks the counts,
+// the windows, the samples and the plot (never a timing).
+func TestBenchOpenLoop(t *testing.T) {
+	plot := filepath.Join(t.TempDir(), "run.svg")
+	args := []string{"bench", "--duration", "3s", "--rate", "200", "--window", "1s", "--json", "--quiet",
+		"--probe-rounds", "2", "--fsync", "none", "--retention", "1s", "--snapshot-every", "1s", "--plot", plot}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), args, &out, &errb); code != 0 {
+		t.Fatalf("tenure %s: exit %d\nstderr: %s", strings.Join(args, " "), code, errb.String())
+	}
+	var res bench.Result
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("output is not a result: %v\n%s", err, out.String())
+	}
+	ol := res.OpenLoop
+	if ol == nil {
+		t.Fatalf("no open_loop figures:\n%s", out.String())
+	}
+	if res.Config.Mode != bench.OpenLoop || res.Config.Tasks != 600 || ol.Due != 600 || res.Submitted != 600 || res.Completed != 600 {
+		t.Errorf("mode %s, %d tasks, %d due, %d submitted, %d completed; want open-loop and 600 of each", res.Config.Mode, res.Config.Tasks, ol.Due, res.Submitted, res.Completed)
+	}
+	if ol.StoppedAtSeconds != nil || ol.Latency.Count != 600 || ol.SubmitLag.Count != 600 {
+		t.Errorf("stopped at %v, %d latencies, %d lags; want a whole run of 600", ol.StoppedAtSeconds, ol.Latency.Count, ol.SubmitLag.Count)
+	}
+	if res.Config.RetentionSeconds == nil || *res.Config.RetentionSeconds != 1 || *res.Config.SnapshotEverySeconds != 1 {
+		t.Errorf("retention %v, snapshot every %v; want 1s and 1s", res.Config.RetentionSeconds, res.Config.SnapshotEverySeconds)
+	}
+	if len(ol.Windows) != 3 {
+		t.Fatalf("%d windows, want 3", len(ol.Windows))
+	}
+	submitted, completed := 0, 0
+	for i, w := range ol.Windows {
+		submitted += w.Submitted
+		completed += w.Completed
+		if w.StartSeconds != float64(i) || w.End.RSSBytes == 0 || w.End.WALBytes == nil || w.End.SnapshotBytes == nil || w.End.ServerRSSBytes != nil {
+			t.Errorf("window %d: %+v", i, w)
+		}
+	}
+	if submitted != 600 || completed != 600 {
+		t.Errorf("windows hold %d submitted, %d completed; want 600", submitted, completed)
+	}
+	if keys := strings.Count(out.String(), `"open_loop"`); keys != 1 {
+		t.Errorf("open_loop appears %d times", keys)
+	}
+	svg, err := os.ReadFile(plot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(svg, []byte("<svg ")) || bytes.Count(svg, []byte(`class="panel"`)) != 3 {
+		t.Errorf("--plot wrote no three-panel SVG:\n%s", svg)
+	}
+
+	// The text summary has the per-window table.
+	text := mustCLI(t, "bench", "--duration", "1s", "--rate", "50", "--window", "1s", "--quiet", "--probe-rounds", "1", "--fsync", "none")
+	for _, want := range []string{"open loop, 50 tasks/s", "timetable: 50 tasks due", "due→completed", "per window", "0-1"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text summary without %q:\n%s", want, text)
 		}
 	}
 }

@@ -22,6 +22,8 @@ import (
 	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/internal/certgen"
 	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/metrics"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/route"
@@ -113,7 +115,7 @@ func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, err
 		cleanup()
 		return nil, err
 	}
-	nodeCfg := node.Config{DataDir: dir, Sync: cfg.Fsync, Logger: lg}
+	nodeCfg := node.Config{DataDir: dir, Sync: cfg.Fsync, Snapshots: cfg.Snapshots, Logger: lg}
 	mx.ConfigureNode(&nodeCfg)
 	n, err := node.Open(ctx, nodeCfg)
 	if err != nil {
@@ -251,9 +253,16 @@ type runner struct {
 	completed atomic.Int64
 	leases    atomic.Int64  // Lease calls that returned tasks
 	leased    atomic.Int64  // tasks they returned
-	done      chan struct{} // closed when completed reaches cfg.Tasks
+	goal      atomic.Int64  // cfg.Tasks, unless lowerGoal lowered it
+	done      chan struct{} // closed when completed reaches goal
+	doneOnce  sync.Once
 
-	submitCall, submitPerTask, leaseCall, leaseToComplete *recorder
+	submitCall, submitPerTask, leaseCall, leaseToComplete durations
+
+	// ol records an open-loop run (nil for a closed-loop one);
+	// scrapeClient reads a remote server's /metrics for it.
+	ol           *openLoop
+	scrapeClient *http.Client
 
 	cancel  context.CancelCauseFunc
 	errOnce sync.Once
@@ -274,9 +283,17 @@ func (r *runner) fail(err error) {
 func (r *runner) completedOne() { r.completedN(1) }
 
 func (r *runner) completedN(n int) {
-	after := r.completed.Add(int64(n))
-	if before := after - int64(n); before < int64(r.cfg.Tasks) && after >= int64(r.cfg.Tasks) {
-		close(r.done)
+	if r.completed.Add(int64(n)) >= r.goal.Load() {
+		r.doneOnce.Do(func() { close(r.done) })
+	}
+}
+
+// lowerGoal ends the run once n tasks are completed, instead of all of
+// them: an open-loop run stopped its timetable after submitting n.
+func (r *runner) lowerGoal(n int64) {
+	r.goal.Store(n)
+	if r.completed.Load() >= n {
+		r.doneOnce.Do(func() { close(r.done) })
 	}
 }
 
@@ -307,16 +324,23 @@ func run(parent context.Context, cfg Config, tg *target, lg *slog.Logger) (*Resu
 }
 
 // newRunner returns the runner of one run, its recorders sized for cfg.
+// An open-loop run, whose length is not bounded by memory, counts its
+// durations in histograms instead.
 func newRunner(cfg Config, tg *target, lg *slog.Logger, cancel context.CancelCauseFunc) *runner {
-	calls := (cfg.Tasks + cfg.Batch - 1) / cfg.Batch
-	return &runner{
-		cfg: cfg, tg: tg, lg: lg, cancel: cancel,
-		done:            make(chan struct{}),
-		submitCall:      newRecorder(calls),
-		submitPerTask:   newRecorder(calls),
-		leaseCall:       newRecorder(cfg.Tasks),
-		leaseToComplete: newRecorder(cfg.Tasks),
+	r := &runner{cfg: cfg, tg: tg, lg: lg, cancel: cancel, done: make(chan struct{})}
+	r.goal.Store(int64(cfg.Tasks))
+	if cfg.Mode == OpenLoop {
+		r.ol = newOpenLoop(cfg)
+		r.submitCall, r.submitPerTask, r.leaseCall, r.leaseToComplete = new(histogram), new(histogram), new(histogram), new(histogram)
+		if cfg.Addr != "" {
+			r.scrapeClient = r.httpClient()
+		}
+		return r
 	}
+	calls := (cfg.Tasks + cfg.Batch - 1) / cfg.Batch
+	r.submitCall, r.submitPerTask = newRecorder(calls), newRecorder(calls)
+	r.leaseCall, r.leaseToComplete = newRecorder(cfg.Tasks), newRecorder(cfg.Tasks)
+	return r
 }
 
 // runConfig is the configuration the summary reports for cfg on tg.
@@ -329,6 +353,12 @@ func runConfig(cfg Config, tg *target) RunConfig {
 	}
 	if tg.node == nil {
 		rc.Target, rc.Fsync = tg.label, cmp.Or(tg.fsync, "unknown")
+	}
+	if cfg.Addr == "" {
+		retention := seconds(cmp.Or(cfg.Snapshots.Retention, coordinator.DefaultRetention))
+		every := seconds(cmp.Or(cfg.Snapshots.Every, host.DefaultSnapshotEvery))
+		records := cmp.Or(cfg.Snapshots.EveryRecords, host.DefaultSnapshotEveryRecords)
+		rc.RetentionSeconds, rc.SnapshotEverySeconds, rc.SnapshotEveryRecords = &retention, &every, &records
 	}
 	if cfg.Runtime {
 		rc.LeaseBatch = 0 // the runtime chooses
@@ -386,8 +416,13 @@ func (r *runner) closeConns() {
 func (r *runner) requestID(i int) string { return r.cfg.Queue + "-" + strconv.Itoa(i) }
 
 // submit submits tasks 0..Tasks-1 from cfg.Submitters goroutines sharing
-// one client; each takes the next Batch task numbers.
+// one client; each takes the next Batch task numbers. An open-loop run
+// submits them on its timetable instead.
 func (r *runner) submit(ctx context.Context) {
+	if r.ol != nil {
+		r.submitOpen(ctx)
+		return
+	}
 	c, err := r.newClient(nil)
 	if err != nil {
 		r.fail(err)
@@ -398,43 +433,66 @@ func (r *runner) submit(ctx context.Context) {
 	var wg sync.WaitGroup
 	for range cfg.Submitters {
 		wg.Go(func() {
-			reqs := make([]client.SubmitRequest, 0, cfg.Batch)
-			arena := make([]byte, cfg.Batch*cfg.PayloadBytes)
+			b := r.newBatcher()
 			for ctx.Err() == nil {
 				lo := int(next.Add(1)-1) * cfg.Batch
 				if lo >= cfg.Tasks {
 					return
 				}
-				hi := min(lo+cfg.Batch, cfg.Tasks)
-				reqs = reqs[:0]
-				for i := lo; i < hi; i++ {
-					off := (i - lo) * cfg.PayloadBytes
-					p := arena[off : off+cfg.PayloadBytes : off+cfg.PayloadBytes]
-					fillPayload(p, cfg.Seed, uint64(i))
-					reqs = append(reqs, client.SubmitRequest{
-						Namespace: cfg.Namespace, Queue: cfg.Queue, Payload: p, RequestID: r.requestID(i),
-					})
-				}
-				// The client has encoded and sent the payloads when the
-				// call returns, so the arena is reused for the next batch.
-				t0 := now()
-				dup, err := submitOnce(ctx, c, reqs)
-				d := since(t0)
-				if err != nil {
-					r.fail(fmt.Errorf("submitting tasks %d..%d: %w", lo, hi-1, err))
+				if _, _, ok := b.submit(ctx, c, lo, min(lo+cfg.Batch, cfg.Tasks)); !ok {
 					return
 				}
-				if dup {
-					r.fail(fmt.Errorf("submitting tasks %d..%d: the server already had tasks with these request ids (queue %q was used before; pass another --queue)", lo, hi-1, cfg.Queue))
-					return
-				}
-				r.submitCall.add(d)
-				r.submitPerTask.add(d / time.Duration(hi-lo))
-				r.submitted.Add(int64(hi - lo))
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// batcher is one submitter's buffers, reused from call to call.
+type batcher struct {
+	r     *runner
+	reqs  []client.SubmitRequest
+	arena []byte
+}
+
+func (r *runner) newBatcher() *batcher {
+	return &batcher{r: r, reqs: make([]client.SubmitRequest, 0, r.cfg.Batch), arena: make([]byte, r.cfg.Batch*r.cfg.PayloadBytes)}
+}
+
+// submit submits tasks lo..hi-1 (at most Batch) in one call and records
+// it: it returns when the call started and how long it took, or false
+// after failing the run.
+func (b *batcher) submit(ctx context.Context, c *client.Client, lo, hi int) (start time.Time, d time.Duration, ok bool) {
+	r, cfg := b.r, b.r.cfg
+	b.reqs = b.reqs[:0]
+	for i := lo; i < hi; i++ {
+		off := (i - lo) * cfg.PayloadBytes
+		p := b.arena[off : off+cfg.PayloadBytes : off+cfg.PayloadBytes]
+		fillPayload(p, cfg.Seed, uint64(i))
+		if r.ol != nil {
+			markTask(p, i)
+		}
+		b.reqs = append(b.reqs, client.SubmitRequest{
+			Namespace: cfg.Namespace, Queue: cfg.Queue, Payload: p, RequestID: r.requestID(i),
+		})
+	}
+	// The client has encoded and sent the payloads when the call returns,
+	// so the arena is reused for the next batch.
+	start = now()
+	dup, err := submitOnce(ctx, c, b.reqs)
+	d = since(start)
+	if err != nil {
+		r.fail(fmt.Errorf("submitting tasks %d..%d: %w", lo, hi-1, err))
+		return start, d, false
+	}
+	if dup {
+		r.fail(fmt.Errorf("submitting tasks %d..%d: the server already had tasks with these request ids (queue %q was used before; pass another --queue)", lo, hi-1, cfg.Queue))
+		return start, d, false
+	}
+	r.submitCall.add(d)
+	r.submitPerTask.add(d / time.Duration(hi-lo))
+	r.submitted.Add(int64(hi - lo))
+	return start, d, true
 }
 
 // submitOnce submits reqs in one call (Submit for one task, SubmitBatch,
@@ -559,6 +617,12 @@ func (r *runner) rawWorker(ctx, wctx context.Context, c *client.Client, id strin
 					r.fail(fmt.Errorf("worker %s: %w", id, err))
 					return
 				}
+				if r.ol != nil {
+					if err := r.ol.completed(chunk, now()); err != nil {
+						r.fail(fmt.Errorf("worker %s: %w", id, err))
+						return
+					}
+				}
 				for range chunk {
 					r.leaseToComplete.add(since(leasedAt))
 					r.completedOne()
@@ -643,7 +707,10 @@ func (r *runner) monitor(ctx context.Context) (stop func()) {
 				return
 			case at := <-tick.C():
 				sub, done := r.submitted.Load(), r.completed.Load()
-				if sub != lastSub || done != lastDone {
+				// An open-loop run with every task done so far is waiting
+				// for its timetable, not stalled.
+				idle := r.ol != nil && sub == done
+				if sub != lastSub || done != lastDone || idle {
 					lastMove = at
 				} else if at.Sub(lastMove) > stallTimeout {
 					r.fail(fmt.Errorf("no task was submitted or completed for %v: a call was lost (see the warnings above)", stallTimeout))

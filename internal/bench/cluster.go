@@ -59,6 +59,7 @@ func startCluster(ctx context.Context, cfg Config, lg *slog.Logger) (*target, er
 			NodeID:     fmt.Sprintf("bench-%d-%d", cfg.Seed, i+1),
 			Advertise:  ln.Addr().String(),
 			Partitions: cfg.Partitions,
+			Snapshots:  cfg.Snapshots,
 			Logger:     lg,
 		}
 		mx.ConfigureMember(&memberCfg)

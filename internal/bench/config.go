@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/wal"
 )
 
@@ -22,6 +23,11 @@ const (
 	// Concurrent runs submitters and workers at the same time, as a
 	// production queue under steady load.
 	Concurrent Mode = "concurrent"
+	// OpenLoop submits at a fixed rate for a fixed duration, whatever the
+	// workers do (Config.Duration and Config.Rate), with workers running
+	// as in Concurrent: the latency of each task counts from when it was
+	// due, so queueing shows.
+	OpenLoop Mode = "open-loop"
 )
 
 // Limits of the configuration. They follow the server's default limits
@@ -37,6 +43,12 @@ const (
 	MaxLeaseBatch    = 1000
 	MaxCompleteBatch = 1000
 	MaxProbeRounds   = 100_000
+	// MaxOpenLoopTasks bounds the tasks due in an open-loop run (the run
+	// keeps no per-task figure, so only the log and the state grow).
+	MaxOpenLoopTasks = 1_000_000_000
+	MaxRate          = 10_000_000
+	MaxDuration      = 24 * time.Hour
+	MaxWindows       = 1000
 	// maxQueueBytes leaves room for the probe queues' suffixes within the
 	// server's 256-byte limit on identifiers.
 	maxQueueBytes = 200
@@ -53,7 +65,15 @@ const (
 	DefaultLeaseBatch    = 64
 	DefaultCompleteBatch = 64
 	DefaultProbeRounds   = 200
+	DefaultTick          = time.Millisecond
+	DefaultWindow        = time.Minute
+	DefaultMaxBacklog    = 30 * time.Second
 )
+
+// minOpenLoopPayload is the smallest payload of an open-loop run: a task's
+// first 8 bytes carry its number, from which a worker knows when it was
+// due.
+const minOpenLoopPayload = 8
 
 // Config describes one benchmark run. Validate it with Validate (Run does).
 type Config struct {
@@ -85,8 +105,36 @@ type Config struct {
 	// Runtime runs the workers with the worker package and a no-op handler
 	// instead of the raw Lease/Complete loop.
 	Runtime bool
-	// Mode is Sequential (default) or Concurrent.
+	// Mode is Sequential (default), Concurrent or OpenLoop (the default
+	// when Duration is set).
 	Mode Mode
+	// Duration and Rate describe an open-loop run: task i is due Duration
+	// i/Rate seconds after the start, for every i that falls within
+	// Duration, and is submitted when due, whatever the workers do. Tasks
+	// is then the number of tasks due (Validate sets it).
+	Duration time.Duration
+	Rate     float64
+	// Tick is how often an open-loop run checks its timetable: the tasks
+	// due since the last check go out together, in calls of at most Batch
+	// (default 1ms; a task may wait up to a tick before its call starts,
+	// and that wait counts in its latency).
+	Tick time.Duration
+	// Window is the length of each interval an open-loop run reports
+	// figures for (default 1 minute); the last one also holds the drain,
+	// the completions after the timetable's end.
+	Window time.Duration
+	// MaxBacklog stops an open-loop run's timetable when the tasks
+	// submitted but not yet completed exceed MaxBacklog × Rate (default
+	// 30s): a server that does not keep up would otherwise pile up tasks,
+	// and memory, without bound. The run then drains and reports what it
+	// measured, saying when and why it stopped.
+	MaxBacklog time.Duration
+	// Snapshots is the snapshot schedule and retention of the embedded node
+	// or of the started cluster's nodes (zero fields: the server's
+	// defaults). A long run needs a short retention to keep its memory and
+	// disk flat: completed tasks leave the state, and the log below the
+	// kept snapshots is deleted, only at a snapshot.
+	Snapshots host.Schedule
 	// Addr is the server to load ("http://host:port"), or several nodes of
 	// one cluster separated by commas (clients are spread over them).
 	// Empty: start an embedded node (or, with Cluster, a cluster) on
@@ -157,12 +205,19 @@ func (c *Config) Validate() error {
 	if c.ProgressEvery == 0 {
 		c.ProgressEvery = time.Second
 	}
+	if err := c.validateOpenLoop(); err != nil {
+		return err
+	}
+	maxTasks := MaxTasks
+	if c.Mode == OpenLoop {
+		maxTasks = MaxOpenLoopTasks
+	}
 	ranges := []struct {
 		flag     string
 		v        int
 		min, max int
 	}{
-		{"tasks", c.Tasks, 1, MaxTasks},
+		{"tasks", c.Tasks, 1, maxTasks},
 		{"payload-bytes", c.PayloadBytes, 0, MaxPayloadBytes},
 		{"submitters", c.Submitters, 1, MaxSubmitters},
 		{"batch", c.Batch, 1, MaxBatch},
@@ -181,9 +236,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--lease-batch %d is above --concurrency %d: a worker never holds more than --concurrency tasks, so it could not use a larger lease", c.LeaseBatch, c.Concurrency)
 	}
 	switch c.Mode {
-	case Sequential, Concurrent:
+	case Sequential, Concurrent, OpenLoop:
 	default:
-		return fmt.Errorf("--mode %q: use %s or %s", c.Mode, Sequential, Concurrent)
+		return fmt.Errorf("--mode %q: use %s or %s (or --duration and --rate for an open-loop run)", c.Mode, Sequential, Concurrent)
 	}
 	switch c.Protocol {
 	case client.ProtocolConnect, client.ProtocolGRPC, client.ProtocolJSON:
@@ -222,8 +277,68 @@ func (c *Config) Validate() error {
 	if c.TLS && (c.Addr != "" || c.Cluster > 0) {
 		return fmt.Errorf("--tls is for the embedded server; to load a server that serves TLS, give --addr https://host:port (and --ca-file)")
 	}
+	if c.Snapshots != (host.Schedule{}) && c.Addr != "" {
+		return fmt.Errorf("--retention, --snapshot-every and --snapshot-every-records are for the embedded server or a --cluster; a running server keeps its own")
+	}
+	if s := c.Snapshots; s.Every < 0 || (s.Every > 0 && s.Every < time.Second) {
+		return fmt.Errorf("--snapshot-every %v is under 1s", s.Every)
+	}
+	if s := c.Snapshots; s.Retention < 0 || (s.Retention > 0 && s.Retention < time.Second) {
+		return fmt.Errorf("--retention %v is under 1s", s.Retention)
+	}
 	if c.ClientTLS != nil && c.Addr == "" {
 		return fmt.Errorf("--ca-file, --cert-file and --key-file are for an https:// --addr")
 	}
+	return nil
+}
+
+// validateOpenLoop checks the open-loop fields, and for an open-loop run
+// fills their defaults and sets Tasks to the number of tasks due.
+func (c *Config) validateOpenLoop() error {
+	if c.Duration != 0 && c.Mode == Sequential {
+		c.Mode = OpenLoop
+	}
+	if c.Mode != OpenLoop {
+		if c.Duration != 0 || c.Rate != 0 {
+			return fmt.Errorf("--duration and --rate go together, for an open-loop run (not --mode %s)", c.Mode)
+		}
+		return nil
+	}
+	switch {
+	case c.Duration < time.Second || c.Duration > MaxDuration:
+		return fmt.Errorf("--duration %v is outside 1s..%v", c.Duration, MaxDuration)
+	case !(c.Rate > 0 && c.Rate <= MaxRate):
+		return fmt.Errorf("--rate %g is outside (0, %d] tasks per second", c.Rate, MaxRate)
+	case c.Runtime:
+		return fmt.Errorf("--runtime cannot run open loop: the worker runtime does not say when each task's completion was acknowledged")
+	case c.PayloadBytes < minOpenLoopPayload:
+		return fmt.Errorf("--payload-bytes %d is under %d: an open-loop task carries its number in its first %d bytes", c.PayloadBytes, minOpenLoopPayload, minOpenLoopPayload)
+	}
+	if c.Tick == 0 {
+		c.Tick = DefaultTick
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.MaxBacklog == 0 {
+		c.MaxBacklog = DefaultMaxBacklog
+	}
+	if c.MaxBacklog < 0 {
+		return fmt.Errorf("--max-backlog %v is negative", c.MaxBacklog)
+	}
+	if c.Tick < 100*time.Microsecond || c.Tick > time.Second {
+		return fmt.Errorf("--tick %v is outside 100µs..1s", c.Tick)
+	}
+	if c.Window < time.Second {
+		return fmt.Errorf("--window %v is under 1s", c.Window)
+	}
+	if n := windowCount(c.Duration, c.Window); n > MaxWindows {
+		return fmt.Errorf("--window %v makes %d windows of --duration %v; the limit is %d", c.Window, n, c.Duration, MaxWindows)
+	}
+	due := timetable{rate: c.Rate}.dueWithin(c.Duration)
+	if due < 1 || due > MaxOpenLoopTasks {
+		return fmt.Errorf("--rate %g for --duration %v makes %d tasks; it must be 1..%d", c.Rate, c.Duration, due, MaxOpenLoopTasks)
+	}
+	c.Tasks = due
 	return nil
 }

@@ -15,4 +15,11 @@
 // disk. Latencies are exact percentiles of every recorded duration (they
 // are sorted, not sketched); at the supported sizes that costs a few
 // megabytes, allocated before the memory baseline is taken.
+//
+// An open-loop run (Config.Duration and Config.Rate) submits on a
+// timetable whatever the workers do, for as long as it is told; its
+// latency counts from when each task was due, so queueing shows. It keeps
+// no per-task figure: its durations go into histograms of bounded
+// relative error (1/64), per window, with the process's memory and the
+// node's disk sampled at each window's end.
 package bench

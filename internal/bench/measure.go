@@ -47,9 +47,11 @@ type gap struct {
 func (r *runner) measure(ctx context.Context) measurement {
 	// Everything the main run allocates up front exists now; the recorders'
 	// pages are touched so that filling them does not count as task memory.
-	for _, rec := range []*recorder{r.submitCall, r.submitPerTask, r.leaseCall, r.leaseToComplete} {
-		for i := range rec.ds {
-			rec.ds[i] = -1
+	for _, d := range []durations{r.submitCall, r.submitPerTask, r.leaseCall, r.leaseToComplete} {
+		if rec, ok := d.(*recorder); ok {
+			for i := range rec.ds {
+				rec.ds[i] = -1
+			}
 		}
 	}
 	var m measurement
@@ -65,6 +67,8 @@ func (r *runner) measure(ctx context.Context) measurement {
 		between = r.sequential(ctx, start, cpuBefore, &m)
 	case Concurrent:
 		r.concurrent(ctx, start, &m)
+	case OpenLoop:
+		r.openLoopRun(ctx, start, &m)
 	}
 	cpuAfter, wall := cpuNow(), since(start)
 	m.walAfter = r.walStats()
@@ -135,14 +139,15 @@ func (r *runner) summarize(res *Result, m measurement) {
 	}
 	embedded := r.tg.node != nil
 	if embedded {
-		res.WAL = walFigures(m.walBefore, m.walAfter, cfg.Tasks)
+		res.WAL = walFigures(m.walBefore, m.walAfter, res.Completed)
 	}
 	res.CPU = cpuFigures(m.cpu, m.wall, res.Config.GOMAXPROCS, res.Config.NumCPU)
+	memScope := memoryScopeProcess
 	switch {
 	case cfg.Addr != "":
-		res.CPU.Scope = cpuScopeClient
+		res.CPU.Scope, memScope = cpuScopeClient, memoryScopeClient
 	case cfg.Cluster > 0:
-		res.CPU.Scope = cpuScopeCluster
+		res.CPU.Scope, memScope = cpuScopeCluster, memoryScopeCluster
 	default:
 		res.CPU.Scope = cpuScopeProcess
 	}
@@ -152,6 +157,11 @@ func (r *runner) summarize(res *Result, m measurement) {
 		res.CPU.Submit, res.CPU.LeaseComplete = &s, &c
 	}
 	res.Memory = memoryFigures(m, cfg, embedded)
+	if r.ol != nil {
+		// The targets are of closed-loop runs (rates at full load).
+		res.OpenLoop = r.ol.result(cfg.Tick, memScope)
+		return
+	}
 	res.evaluateTargets()
 }
 

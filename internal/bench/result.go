@@ -39,6 +39,10 @@ type Result struct {
 	// benchmark does not see one by one.
 	LeaseToComplete *Latency `json:"lease_to_complete"`
 
+	// OpenLoop is the open-loop run's timetable, latency and windows; null
+	// for a closed-loop run.
+	OpenLoop *OpenLoopResult `json:"open_loop"`
+
 	Probe   *Probe      `json:"probe"`
 	WAL     *WALFigures `json:"wal"`
 	Memory  Memory      `json:"memory"`
@@ -69,6 +73,11 @@ type RunConfig struct {
 	CompleteBatch int `json:"complete_batch"`
 	GOMAXPROCS    int `json:"gomaxprocs"`
 	NumCPU        int `json:"num_cpu"`
+	// The snapshot schedule and retention of the embedded node or the
+	// started cluster's nodes, defaults applied; null against --addr.
+	RetentionSeconds     *float64 `json:"retention_seconds"`
+	SnapshotEverySeconds *float64 `json:"snapshot_every_seconds"`
+	SnapshotEveryRecords *uint64  `json:"snapshot_every_records"`
 }
 
 // Probe holds the single-operation latencies measured with no other load,
@@ -239,8 +248,13 @@ func (r *Result) WriteText(w io.Writer) error {
 	if c.TLS {
 		tlsOn = " over TLS"
 	}
-	fmt.Fprintf(&b, "tenure bench: %d tasks of %d B, %s mode, target %s (fsync %s, protocol %s%s)\n",
-		c.Tasks, c.PayloadBytes, c.Mode, c.Target, c.Fsync, c.Protocol, tlsOn)
+	if ol := r.OpenLoop; ol != nil {
+		fmt.Fprintf(&b, "tenure bench: open loop, %g tasks/s for %gs (%d tasks of %d B), target %s (fsync %s, protocol %s%s)\n",
+			ol.RatePerSec, ol.DurationSeconds, c.Tasks, c.PayloadBytes, c.Target, c.Fsync, c.Protocol, tlsOn)
+	} else {
+		fmt.Fprintf(&b, "tenure bench: %d tasks of %d B, %s mode, target %s (fsync %s, protocol %s%s)\n",
+			c.Tasks, c.PayloadBytes, c.Mode, c.Target, c.Fsync, c.Protocol, tlsOn)
+	}
 	lb := fmt.Sprintf("lease batch %d", c.LeaseBatch)
 	if c.Runtime {
 		lb = "lease batch chosen by the runtime"
@@ -251,47 +265,17 @@ func (r *Result) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "  submitters %d × batch %d; workers %d × concurrency %d, %s, %s (%s)\n",
 		c.Submitters, c.Batch, c.Workers, c.Concurrency, lb, cb, rt)
+	if c.RetentionSeconds != nil {
+		fmt.Fprintf(&b, "  retention %gs; a snapshot every %d records or %gs\n", *c.RetentionSeconds, *c.SnapshotEveryRecords, *c.SnapshotEverySeconds)
+	}
 	fmt.Fprintf(&b, "  queue %s/%s, seed %d, GOMAXPROCS %d of %d CPUs\n\n", c.Namespace, c.Queue, c.Seed, c.GOMAXPROCS, c.NumCPU)
 
 	fmt.Fprintf(&b, "CPU per task: %.3f CPU-s per 100k tasks (%s)\n\n", r.CPU.Run.Per100kTasks.Seconds, r.CPU.Scope)
-	fmt.Fprintf(&b, "throughput                                            CPU-s per 100k tasks\n")
-	fmt.Fprintf(&b, "                                                      total = user + sys (GC)\n")
-	perTask := func(u *CPUUse) string {
-		if u == nil {
-			return "   n/a (phases overlap)"
-		}
-		p := u.Per100kTasks
-		return fmt.Sprintf("%7.3f = %.3f + %.3f (%.3f)", p.Seconds, p.UserSeconds, p.SystemSeconds, p.GCSeconds)
+	if r.OpenLoop != nil {
+		r.OpenLoop.writeText(&b)
+	} else {
+		r.writeClosedLoop(&b)
 	}
-	fmt.Fprintf(&b, "  submitted       %9d in %7.3fs  %9.0f tasks/s  %s\n", r.Submitted, r.SubmitSeconds, r.SubmittedPerSec, perTask(r.CPU.Submit))
-	fmt.Fprintf(&b, "  completed       %9d in %7.3fs  %9.0f tasks/s  %s (lease → acknowledged complete)\n", r.Completed, r.CompleteSeconds, r.CompletedPerSec, perTask(r.CPU.LeaseComplete))
-	fmt.Fprintf(&b, "  end to end      %9d in %7.3fs  %9.0f tasks/s  %s\n\n", r.Completed, r.TotalSeconds, r.EndToEndPerSec, perTask(&r.CPU.Run))
-
-	fmt.Fprintf(&b, "latency (ms)            count      p50      p90      p99      max\n")
-	lat := func(name string, l *Latency) {
-		if l == nil {
-			fmt.Fprintf(&b, "  %-18s %8s\n", name, "n/a")
-			return
-		}
-		fmt.Fprintf(&b, "  %-18s %8d %8.3f %8.3f %8.3f %8.3f\n", name, l.Count, l.P50, l.P90, l.P99, l.Max)
-	}
-	lat("submit call", &r.SubmitCall)
-	lat("submit per task", &r.SubmitPerTask)
-	lat("lease call", r.LeaseCall)
-	lat("lease→complete", r.LeaseToComplete)
-	if r.TasksPerLease != nil {
-		fmt.Fprintf(&b, "  tasks per lease call: %.1f\n", *r.TasksPerLease)
-	}
-	if p := r.Probe; p != nil {
-		fmt.Fprintf(&b, "no load, %d rounds each:\n", p.Rounds)
-		if p.DiskFsync != nil {
-			lat("disk fsync", p.DiskFsync)
-		}
-		lat("single submit", &p.Submit)
-		lat("long-poll handoff", &p.Handoff)
-	}
-	b.WriteString("\n")
-
 	if w := r.WAL; w != nil {
 		fmt.Fprintf(&b, "WAL (main run): %d records, %d writes, %d fsyncs, %.1f records/fsync, %.2f records/task, %s\n",
 			w.Records, w.Batches, w.Fsyncs, w.RecordsPerFsync, w.RecordsPerTask, humanBytes(w.Bytes))
@@ -312,7 +296,10 @@ func (r *Result) WriteText(w io.Writer) error {
 	if r.Memory.IncludesClient {
 		b.WriteString(" (one process: server and client together)")
 	}
-	b.WriteString("\n\ntargets\n")
+	b.WriteString("\n")
+	if r.OpenLoop == nil {
+		b.WriteString("\ntargets\n")
+	}
 	for _, t := range r.Targets {
 		v, met := "n/a", "not measured"
 		if t.Value != nil {
@@ -331,6 +318,54 @@ func (r *Result) WriteText(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeClosedLoop prints the rates and latencies of a closed-loop run.
+func (r *Result) writeClosedLoop(b *strings.Builder) {
+	fmt.Fprintf(b, "throughput                                            CPU-s per 100k tasks\n")
+	fmt.Fprintf(b, "                                                      total = user + sys (GC)\n")
+	perTask := func(u *CPUUse) string {
+		if u == nil {
+			return "   n/a (phases overlap)"
+		}
+		p := u.Per100kTasks
+		return fmt.Sprintf("%7.3f = %.3f + %.3f (%.3f)", p.Seconds, p.UserSeconds, p.SystemSeconds, p.GCSeconds)
+	}
+	fmt.Fprintf(b, "  submitted       %9d in %7.3fs  %9.0f tasks/s  %s\n", r.Submitted, r.SubmitSeconds, r.SubmittedPerSec, perTask(r.CPU.Submit))
+	fmt.Fprintf(b, "  completed       %9d in %7.3fs  %9.0f tasks/s  %s (lease → acknowledged complete)\n", r.Completed, r.CompleteSeconds, r.CompletedPerSec, perTask(r.CPU.LeaseComplete))
+	fmt.Fprintf(b, "  end to end      %9d in %7.3fs  %9.0f tasks/s  %s\n\n", r.Completed, r.TotalSeconds, r.EndToEndPerSec, perTask(&r.CPU.Run))
+
+	b.WriteString(latencyHeader)
+	lat := func(name string, l *Latency) { writeLatency(b, name, l) }
+	lat("submit call", &r.SubmitCall)
+	lat("submit per task", &r.SubmitPerTask)
+	lat("lease call", r.LeaseCall)
+	lat("lease→complete", r.LeaseToComplete)
+	if r.TasksPerLease != nil {
+		fmt.Fprintf(b, "  tasks per lease call: %.1f\n", *r.TasksPerLease)
+	}
+	if p := r.Probe; p != nil {
+		fmt.Fprintf(b, "no load, %d rounds each:\n", p.Rounds)
+		if p.DiskFsync != nil {
+			lat("disk fsync", p.DiskFsync)
+		}
+		lat("single submit", &p.Submit)
+		lat("long-poll handoff", &p.Handoff)
+	}
+	b.WriteString("\n")
+
+}
+
+// latencyHeader heads the rows of writeLatency.
+const latencyHeader = "latency (ms)            count      p50      p90      p99      max\n"
+
+// writeLatency prints l as one row under latencyHeader ("n/a" for nil).
+func writeLatency(b *strings.Builder, name string, l *Latency) {
+	if l == nil {
+		fmt.Fprintf(b, "  %-18s %8s\n", name, "n/a")
+		return
+	}
+	fmt.Fprintf(b, "  %-18s %8d %8.3f %8.3f %8.3f %8.3f\n", name, l.Count, l.P50, l.P90, l.P99, l.Max)
 }
 
 func pct(part, whole float64) float64 {

@@ -57,6 +57,13 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 
 func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
 
+// durations records durations and summarises them: a recorder (exact) or
+// a histogram (bounded memory).
+type durations interface {
+	add(time.Duration)
+	summary() Latency
+}
+
 // recorder collects durations from many goroutines into a slice allocated
 // up front, so recording neither locks nor allocates (and does not disturb
 // the memory figures). Values past its capacity are dropped and counted.
