@@ -45,7 +45,9 @@ func OpenDB(dsn string) (*sql.DB, error) { return OpenDBWith(dsn, DBOptions{}) }
 //   - sql_mode with STRICT_ALL_TABLES: an out-of-range or invalid value is
 //     an error, never a silent truncation or a zero date.
 //   - interpolateParams: one round trip per statement (no server-side
-//     prepare), which group commit counts on.
+//     prepare), which group commit counts on; except that a statement whose
+//     text begins with Prepared is prepared once per connection and then
+//     executed with its arguments in the binary protocol (prepared.go).
 //   - maxAllowedPacket 0: the driver asks the server for its limit.
 //   - wait_timeout 5 s (unless the DSN sets it): a client frozen inside a
 //     transaction loses its connection and its row locks within seconds.

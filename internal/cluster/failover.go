@@ -384,6 +384,10 @@ type conn struct {
 	f   *failover
 	gen uint64
 	idx int
+	// stmts are the statements with the Prepared prefix that this
+	// connection prepared (prepared.go). database/sql uses a connection
+	// from one goroutine at a time, so they need no lock.
+	stmts map[string]driver.Stmt
 }
 
 // check drops the server after an answer that says it is not ready, and
@@ -440,6 +444,13 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, e
 }
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if s, err := c.prepared(ctx, query); err != nil || s != nil {
+		if err != nil {
+			return nil, err
+		}
+		r, err := s.(driver.StmtExecContext).ExecContext(ctx, args)
+		return r, c.check(err)
+	}
 	e, ok := c.Conn.(driver.ExecerContext)
 	if !ok {
 		return nil, driver.ErrSkip
@@ -449,6 +460,13 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 }
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if s, err := c.prepared(ctx, query); err != nil || s != nil {
+		if err != nil {
+			return nil, err
+		}
+		r, err := s.(driver.StmtQueryContext).QueryContext(ctx, args)
+		return r, c.check(err)
+	}
 	q, ok := c.Conn.(driver.QueryerContext)
 	if !ok {
 		return nil, driver.ErrSkip

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,7 +180,7 @@ type Log struct {
 
 // Stats are cumulative counters of a Log since Open.
 type Stats struct {
-	Rounds  uint64 // committed transactions (one multi-row INSERT each)
+	Rounds  uint64 // committed transactions (one per round)
 	Records uint64 // records committed
 }
 
@@ -464,7 +465,7 @@ func (l *Log) wakeLocked() {
 // back and said so (cluster.IsRetryable).
 const maxRoundTries = 3
 
-// write commits one round: the epoch check and one multi-row INSERT in one
+// write commits one round: the epoch check and the multi-row INSERTs in one
 // transaction. A try the database rolled back and said so is tried again:
 // on Galera a conflicting write committed through another node first
 // (certification failure or brute-force abort, error 1213, where a single
@@ -484,7 +485,34 @@ func (l *Log) write(first uint64, batch []wal.Entry) error {
 	return err
 }
 
-// writeOnce is one try of write.
+// maxInsertRows is the most rows one INSERT of a round carries.
+const maxInsertRows = 512
+
+// insertQueries[i] inserts 1<<i rows, as a statement each connection
+// prepares once (cluster.Prepared): a round of n rows runs one of them per
+// bit of n (insertRows), so ten statement texts serve every round size and
+// the server never parses a round's text or unescapes its payloads.
+var insertQueries = func() []string {
+	qs := make([]string, bits.Len(maxInsertRows))
+	for i := range qs {
+		qs[i] = cluster.Prepared + "INSERT INTO partition_log (partition_id, lsn, type, payload) VALUES " +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?), ", 1<<i), ", ")
+	}
+	return qs
+}()
+
+// epochForUpdate locks the partition's row and reads its epoch, the first
+// statement of every round (prepared like the inserts).
+const epochForUpdate = cluster.Prepared + "SELECT epoch FROM partitions WHERE id = ? FOR UPDATE"
+
+// insertRows is how many of n rows the next INSERT of a round carries: the
+// largest power of two not above n or maxInsertRows.
+func insertRows(n int) int {
+	return min(1<<(bits.Len(uint(n))-1), maxInsertRows)
+}
+
+// writeOnce is one try of write: the epoch check, the round's rows in
+// INSERTs of insertRows each, and the commit, in one transaction.
 func (l *Log) writeOnce(first uint64, batch []wal.Entry) error {
 	last := first + uint64(len(batch)) - 1
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StatementTimeout)
@@ -498,30 +526,28 @@ func (l *Log) writeOnce(first uint64, batch []wal.Entry) error {
 	}
 	defer tx.Rollback()
 	var epoch uint64
-	if err := tx.QueryRowContext(ctx, "SELECT epoch FROM partitions WHERE id = ? FOR UPDATE", l.id).Scan(&epoch); err != nil {
+	if err := tx.QueryRowContext(ctx, epochForUpdate, l.id).Scan(&epoch); err != nil {
 		return fail("reading the partition epoch", err)
 	}
 	if epoch != l.epoch {
 		return fmt.Errorf("%w: partition %d is at epoch %d, this writer has epoch %d; lsns %d..%d not written",
 			ErrFenced, l.id, epoch, l.epoch, first, last)
 	}
-	var q strings.Builder
-	q.Grow(64 + 14*len(batch))
-	q.WriteString("INSERT INTO partition_log (partition_id, lsn, type, payload) VALUES ")
-	args := make([]any, 0, 4*len(batch))
-	for i, e := range batch {
-		if i > 0 {
-			q.WriteString(", ")
+	args := make([]any, 0, 4*min(len(batch), maxInsertRows))
+	for off := 0; off < len(batch); {
+		k := insertRows(len(batch) - off)
+		args = args[:0]
+		for i, e := range batch[off : off+k] {
+			args = append(args, l.id, first+uint64(off+i), e.Type, e.Payload)
 		}
-		q.WriteString("(?, ?, ?, ?)")
-		args = append(args, l.id, first+uint64(i), e.Type, e.Payload)
-	}
-	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
-		if cluster.IsDuplicateKey(err) {
-			return fmt.Errorf("%w: partition %d: a row in lsns %d..%d was written by another writer; nothing of this round was written",
-				ErrFenced, l.id, first, last)
+		if _, err := tx.ExecContext(ctx, insertQueries[bits.Len(uint(k))-1], args...); err != nil {
+			if cluster.IsDuplicateKey(err) {
+				return fmt.Errorf("%w: partition %d: a row in lsns %d..%d was written by another writer; nothing of this round was written",
+					ErrFenced, l.id, first, last)
+			}
+			return fail("insert", err)
 		}
-		return fail("insert", err)
+		off += k
 	}
 	if err := tx.Commit(); err != nil {
 		if cluster.IsRetryable(err) {

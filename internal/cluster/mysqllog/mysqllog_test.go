@@ -106,6 +106,14 @@ func fence(t *testing.T, epoch uint64, node string) wal.Entry {
 	return wal.Entry{Type: uint16(typ), Payload: payload}
 }
 
+// newLog opens the log of a new partition, at epoch 0, on a new database.
+func newLog(t *testing.T) (db *sql.DB, id uint64, l *mysqllog.Log) {
+	t.Helper()
+	_, db = clustertest.DB(t)
+	id = newPartition(t, db)
+	return db, id, openLog(t, db, id, 0, mysqllog.Options{})
+}
+
 func payloads(n int, tag string) []wal.Entry {
 	es := make([]wal.Entry, n)
 	for i := range es {
@@ -226,13 +234,38 @@ func TestPrimaryKeyFences(t *testing.T) {
 	}
 }
 
-// Group commit: one Append of many entries is one round, one INSERT;
+// A round is written in several INSERTs (one per bit of its size) in one
+// transaction: a taken LSN in its last INSERT fences the whole round, and
+// the rows its earlier INSERTs wrote are rolled back with it.
+func TestFencedRoundOfSeveralInserts(t *testing.T) {
+	t.Parallel()
+	db, id, l := newLog(t)
+	appendWait(t, l, payloads(5, "a"))
+	// Another writer's row at lsn 12: the round 6..12 is 7 rows, INSERTs
+	// of 4, 2 and 1, and only the last collides.
+	if _, err := db.Exec("INSERT INTO partition_log (partition_id, lsn, type, payload) VALUES (?, 12, 1, 'other')", id); err != nil {
+		t.Fatal(err)
+	}
+	lsn, err := l.Append(payloads(7, "late"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Wait(context.Background(), lsn); !errors.Is(err, mysqllog.ErrFenced) {
+		t.Fatalf("Wait = %v, want ErrFenced", err)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM partition_log WHERE partition_id = ? AND lsn BETWEEN 6 AND 11", id); n != 0 {
+		t.Fatalf("the fenced round left %d rows of its earlier INSERTs", n)
+	}
+	if l.DurableLSN() != 5 {
+		t.Fatalf("DurableLSN = %d after the fenced round, want 5", l.DurableLSN())
+	}
+}
+
+// Group commit: one Append of many entries is one round, one transaction;
 // MaxBatchRecords splits it.
 func TestGroupCommitRounds(t *testing.T) {
 	t.Parallel()
-	_, db := clustertest.DB(t)
-	id := newPartition(t, db)
-	l := openLog(t, db, id, 0, mysqllog.Options{})
+	db, _, l := newLog(t)
 	appendWait(t, l, payloads(500, "x"))
 	if s := l.Stats(); s.Rounds != 1 || s.Records != 500 {
 		t.Fatalf("Stats = %+v; want 500 records in 1 round", s)
