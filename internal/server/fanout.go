@@ -291,8 +291,11 @@ func (s *Server) lease(ctx context.Context, msg *tenurev1.LeaseRequest) (*tenure
 			return s.leaseFrom(ctx, local[0], sub, nil)
 		}
 		got, signals, err := s.leaseOnce(ctx, req, local, peers)
-		if len(got.Tasks) > 0 || err != nil {
-			return got, err
+		if err != nil {
+			return nil, err // got is nil: reading it first panicked (a shutdown's unavailable answer)
+		}
+		if len(got.Tasks) > 0 {
+			return got, nil
 		}
 		now := clk.Now()
 		if !now.Before(deadline) {
