@@ -28,6 +28,7 @@ type benchCmd struct {
 	quiet        bool
 	cpuProfile   string
 	mutexProfile string
+	allocProfile string
 	memProfile   string
 	plot         string
 	tls          tlsClientFlags
@@ -84,6 +85,7 @@ func (c *benchCmd) define(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress lines on stderr")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a pprof CPU profile of the whole run to this file")
 	fs.StringVar(&c.mutexProfile, "mutexprofile", "", "write a pprof mutex contention profile of the whole run to this file")
+	fs.StringVar(&c.allocProfile, "allocprofile", "", "write a pprof profile of the whole run's allocations (alloc_space, alloc_objects) to this file")
 	fs.StringVar(&c.memProfile, "memprofile", "", "write a pprof heap profile to this file, taken when every task is submitted and waiting (sequential mode)")
 }
 
@@ -182,6 +184,9 @@ func (c *benchCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []st
 		prev := runtime.SetMutexProfileFraction(5)
 		defer runtime.SetMutexProfileFraction(prev)
 		defer writeProfile(stderr, "mutex", c.mutexProfile)
+	}
+	if c.allocProfile != "" {
+		defer writeProfile(stderr, "allocs", c.allocProfile)
 	}
 
 	res, err := bench.Run(ctx, cfg)
