@@ -56,7 +56,7 @@ func (c *Coordinator) CompleteBatch(ctx context.Context, items []CompleteItem) (
 		return nil, err
 	}
 	now := c.now()
-	var recs []state.Record
+	recs := make([]state.Record, 0, len(items))
 	// pending holds the tasks that recs touches. Records are applied to the
 	// state only when written, and a decision reads only its own task, so
 	// items of distinct tasks can share one write. An item whose task has a
@@ -76,12 +76,11 @@ func (c *Coordinator) CompleteBatch(ctx context.Context, items []CompleteItem) (
 			recs = recs[:0]
 			clear(pending)
 		}
-		var r []state.Record
-		r, errs[i] = c.completeLocked(it, now)
-		if len(r) == 0 {
+		n := len(recs)
+		recs, errs[i] = c.completeLocked(recs, it, now)
+		if len(recs) == n {
 			continue
 		}
-		recs = append(recs, r...)
 		if len(items) > 1 {
 			if pending == nil {
 				pending = make(map[string]struct{}, len(items))
@@ -115,14 +114,15 @@ func (c *Coordinator) validateComplete(it CompleteItem) error {
 
 // completeLocked decides one validated completion at now: nothing to write
 // when the lease already completed the task (a retry gets the same
-// answer), else the lease-holder decision with a TaskCompleted record.
-// c.mu must be held.
-func (c *Coordinator) completeLocked(it CompleteItem, now state.Time) ([]state.Record, error) {
-	if t := c.st.Task(it.TaskID); t != nil && t.State == state.Completed && len(t.Executions) > 0 &&
+// answer), else the lease-holder decision with a TaskCompleted record,
+// appended to recs. c.mu must be held.
+func (c *Coordinator) completeLocked(recs []state.Record, it CompleteItem, now state.Time) ([]state.Record, error) {
+	t := c.st.Task(it.TaskID)
+	if t != nil && t.State == state.Completed && len(t.Executions) > 0 &&
 		t.Executions[len(t.Executions)-1].LeaseID == it.LeaseID {
-		return nil, nil
+		return recs, nil
 	}
-	return c.leaseOpLocked(it.TaskID, it.LeaseID, state.ActionComplete, now, func(t *state.Task, _ *state.Execution, now state.Time) (state.Record, error) {
+	return c.leaseOpLocked(recs, t, it.TaskID, it.LeaseID, state.ActionComplete, now, func(t *state.Task, _ *state.Execution, now state.Time) (state.Record, error) {
 		return &state.TaskCompleted{TaskID: t.ID, LeaseID: it.LeaseID, Result: it.Result, At: now}, nil
 	})
 }

@@ -62,6 +62,8 @@ type Coordinator struct {
 	// that a held tick may fire (a task finished).
 	crons map[state.ScheduleKey]cronEntry
 	wake  chan struct{}
+	// ids is the randomness of new task and lease ids (under mu).
+	ids *idRand
 }
 
 // Open replays log into a fresh state, then expires every lease already
@@ -88,6 +90,7 @@ func OpenFrom(ctx context.Context, log Log, st *state.State, cfg Config) (*Coord
 		workers: newRegistry(),
 		crons:   make(map[state.ScheduleKey]cronEntry),
 		wake:    make(chan struct{}, 1),
+		ids:     newIDRand(cfg.Rand),
 	}
 	c.compactor, _ = log.(Compactor)
 	start := c.cfg.Clock.Now()

@@ -550,7 +550,7 @@ func TestRestartExpiresPastDueLeases(t *testing.T) {
 }
 
 func TestIDsAreUniqueAndSortable(t *testing.T) {
-	r := newSeededRand(1)
+	r := newIDRand(newSeededRand(1))
 	a := newID(epoch, r)
 	b := newID(epoch.Add(time.Millisecond), r)
 	if len(a) != 26 || a == b || a >= b {

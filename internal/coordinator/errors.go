@@ -49,6 +49,26 @@ func fieldErr(field, format string, args ...any) error {
 	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }
 
+// ItemError names item i of a batch in the field of err, if err is (or
+// wraps) a *FieldError or a *LimitError: "requests[i]." is prefixed to a
+// copy. Other errors, and nil, are returned as they are. Batches check
+// their items unnamed and name only the one that fails, so that the path
+// every item takes builds no field names.
+func ItemError(err error, i int) error {
+	if err == nil {
+		return nil
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return &FieldError{Field: fmt.Sprintf("requests[%d].%s", i, fe.Field), Problem: fe.Problem}
+	}
+	var le *LimitError
+	if errors.As(err, &le) {
+		return &LimitError{Field: fmt.Sprintf("requests[%d].%s", i, le.Field), Size: le.Size, Limit: le.Limit}
+	}
+	return err
+}
+
 // LimitError is a value over a size limit, naming the field and the limit.
 type LimitError struct {
 	Field string

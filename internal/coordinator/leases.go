@@ -125,7 +125,7 @@ func (c *Coordinator) Lease(ctx context.Context, req LeaseRequest) ([]Lease, err
 			}
 			g := &state.LeaseGranted{
 				TaskID:      t.ID,
-				LeaseID:     newID(nowT, c.cfg.Rand),
+				LeaseID:     newID(nowT, c.ids),
 				WorkerID:    req.WorkerID,
 				Attempt:     t.Attempt + 1,
 				GrantedAt:   now,
@@ -334,7 +334,7 @@ func (c *Coordinator) leaseOp(ctx context.Context, taskID, leaseID string, actio
 	if err := c.lock(); err != nil {
 		return err
 	}
-	recs, opErr := c.leaseOpLocked(taskID, leaseID, action, c.now(), decide)
+	recs, opErr := c.leaseOpLocked(nil, c.st.Task(taskID), taskID, leaseID, action, c.now(), decide)
 	if err := c.writeAndWait(ctx, recs...); err != nil {
 		return err
 	}
@@ -345,24 +345,25 @@ func (c *Coordinator) leaseOp(ctx context.Context, taskID, leaseID string, actio
 // (nil for an answer without one), or refuses it with an error.
 type decideFunc func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error)
 
-// leaseOpLocked decides one lease-holder operation at now: look the task
-// up, authorize the lease, and let decide choose the record. It returns the
-// records to write and the operation's answer. A rejected lease comes with
-// what authorize records of it (an expiry, a TaskCancelled): the refusal is
+// leaseOpLocked decides one lease-holder operation at now on t, the task
+// taskID names (nil if there is none): authorize the lease, and let decide
+// choose the record. It appends the records to write to recs and returns
+// them with the operation's answer. A rejected lease comes with what
+// authorize records of it (an expiry, a TaskCancelled): the refusal is
 // recorded before it is answered. c.mu must be held.
-func (c *Coordinator) leaseOpLocked(taskID, leaseID string, action state.Action, now state.Time, decide decideFunc) ([]state.Record, error) {
-	t := c.st.Task(taskID)
+func (c *Coordinator) leaseOpLocked(recs []state.Record, t *state.Task, taskID, leaseID string, action state.Action, now state.Time, decide decideFunc) ([]state.Record, error) {
 	if t == nil {
-		return nil, notFound(taskID)
+		return recs, notFound(taskID)
 	}
-	cur, recs, authErr := c.authorize(t, leaseID, action, now)
+	cur, revs, authErr := c.authorize(t, leaseID, action, now)
 	if authErr != nil {
-		return recs, authErr
+		return append(recs, revs...), authErr
 	}
 	r, err := decide(t, cur, now)
 	if err != nil {
-		return nil, err
+		return recs, err
 	}
+	recs = append(recs, revs...)
 	if r != nil {
 		recs = append(recs, r)
 	}

@@ -89,7 +89,7 @@ func (c *Coordinator) checkQueueAction(namespace *string, queue string, a Actor)
 	if *namespace == "" {
 		*namespace = DefaultNamespace
 	}
-	if err := c.cfg.Limits.checkNames("", *namespace, queue, ""); err != nil {
+	if err := c.cfg.Limits.checkNames(*namespace, queue, ""); err != nil {
 		return err
 	}
 	return c.cfg.Limits.checkActor(a)

@@ -84,7 +84,7 @@ func ScheduleNotFound(k state.ScheduleKey) error {
 func (l Limits) checkSchedule(req *ScheduleRequest, now time.Time) (state.ScheduleDef, Cron, error) {
 	sub := SubmitRequest{Namespace: req.Namespace, Queue: req.Queue, Payload: req.Payload,
 		ExecutionWindow: req.ExecutionWindow, Retry: req.Retry, Priority: req.Priority}
-	if err := l.validateSubmit(&sub, "", now); err != nil {
+	if err := l.validateSubmit(&sub, now); err != nil {
 		return state.ScheduleDef{}, Cron{}, err
 	}
 	req.Namespace, req.ExecutionWindow, req.Retry = sub.Namespace, sub.ExecutionWindow, sub.Retry
@@ -291,7 +291,7 @@ func (c *Coordinator) checkScheduleKey(k *state.ScheduleKey) error {
 	if k.Namespace == "" {
 		k.Namespace = DefaultNamespace
 	}
-	if err := c.cfg.Limits.checkNames("", k.Namespace, k.Queue, ""); err != nil {
+	if err := c.cfg.Limits.checkNames(k.Namespace, k.Queue, ""); err != nil {
 		return err
 	}
 	return c.checkID("name", k.Name, true)

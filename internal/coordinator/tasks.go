@@ -61,6 +61,9 @@ func (l Limits) checkID(field, v string, required bool) error {
 	if len(v) > l.MaxIDBytes {
 		return fieldErr(field, "%d bytes is over the limit of %d bytes", len(v), l.MaxIDBytes)
 	}
+	if printableASCII(v) {
+		return nil
+	}
 	if !utf8.ValidString(v) {
 		return fieldErr(field, "must be valid UTF-8")
 	}
@@ -72,10 +75,24 @@ func (l Limits) checkID(field, v string, required bool) error {
 	return nil
 }
 
+// printableASCII reports whether v is all ASCII without spaces or control
+// characters: valid UTF-8 that checkID accepts, known without decoding
+// runes (ids are almost always this).
+func printableASCII(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c <= ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
 // validateSubmit fills defaults in req and checks every field against the
-// limits; field names are prefixed with prefix (e.g. "requests[3].").
-func (c *Coordinator) validateSubmit(req *SubmitRequest, prefix string, now time.Time) error {
-	return c.cfg.Limits.validateSubmit(req, prefix, now)
+// limits. A batch names the item (ItemError) only when one fails: building
+// "requests[i]." for every item cost allocations on the path every
+// submit takes.
+func (c *Coordinator) validateSubmit(req *SubmitRequest, now time.Time) error {
+	return c.cfg.Limits.validateSubmit(req, now)
 }
 
 // CheckBatch checks a SubmitBatch as a coordinator with these limits would
@@ -93,8 +110,8 @@ func (l Limits) CheckBatch(reqs []SubmitRequest, now time.Time) error {
 	}
 	for i := range reqs {
 		req := reqs[i]
-		if err := l.validateSubmit(&req, fmt.Sprintf("requests[%d].", i), now); err != nil {
-			return err
+		if err := l.validateSubmit(&req, now); err != nil {
+			return ItemError(err, i)
 		}
 	}
 	return nil
@@ -104,7 +121,7 @@ func (l Limits) CheckBatch(reqs []SubmitRequest, now time.Time) error {
 // (zero fields take their defaults), without changing req, and returns the
 // error that coordinator's Submit would answer.
 func (l Limits) CheckSubmit(req SubmitRequest, now time.Time) error {
-	return l.withDefaults().validateSubmit(&req, "", now)
+	return l.withDefaults().validateSubmit(&req, now)
 }
 
 // CheckNames checks the identifiers of a submit as Submit would, under
@@ -114,10 +131,10 @@ func (l Limits) CheckNames(namespace, queue, requestID string) error {
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
-	return l.withDefaults().checkNames("", namespace, queue, requestID)
+	return l.withDefaults().checkNames(namespace, queue, requestID)
 }
 
-func (l Limits) checkNames(prefix, namespace, queue, requestID string) error {
+func (l Limits) checkNames(namespace, queue, requestID string) error {
 	err := l.checkID("namespace", namespace, true)
 	if err == nil {
 		err = l.checkID("queue", queue, true)
@@ -125,40 +142,37 @@ func (l Limits) checkNames(prefix, namespace, queue, requestID string) error {
 	if err == nil {
 		err = l.checkID("request_id", requestID, false)
 	}
-	if fe, ok := err.(*FieldError); ok && prefix != "" {
-		fe.Field = prefix + fe.Field
-	}
 	return err
 }
 
-func (l Limits) validateSubmit(req *SubmitRequest, prefix string, now time.Time) error {
+func (l Limits) validateSubmit(req *SubmitRequest, now time.Time) error {
 	if req.Namespace == "" {
 		req.Namespace = DefaultNamespace
 	}
-	if err := l.checkNames(prefix, req.Namespace, req.Queue, req.RequestID); err != nil {
+	if err := l.checkNames(req.Namespace, req.Queue, req.RequestID); err != nil {
 		return err
 	}
 	if len(req.Payload) > l.MaxPayloadBytes {
-		return &LimitError{Field: prefix + "payload", Size: len(req.Payload), Limit: l.MaxPayloadBytes}
+		return &LimitError{Field: "payload", Size: len(req.Payload), Limit: l.MaxPayloadBytes}
 	}
 	if req.ExecutionWindow == 0 {
 		req.ExecutionWindow = l.DefaultWindow
 	}
 	if req.ExecutionWindow < l.MinWindow || req.ExecutionWindow > l.MaxWindow {
-		return fieldErr(prefix+"execution_window", "%v is outside %v..%v", req.ExecutionWindow, l.MinWindow, l.MaxWindow)
+		return fieldErr("execution_window", "%v is outside %v..%v", req.ExecutionWindow, l.MinWindow, l.MaxWindow)
 	}
 	r := &req.Retry
 	if r.MaxAttempts == 0 {
 		r.MaxAttempts = l.DefaultRetry.MaxAttempts
 	}
 	if r.MaxAttempts > l.MaxAttempts {
-		return fieldErr(prefix+"retry_policy.max_attempts", "%d is outside 1..%d", r.MaxAttempts, l.MaxAttempts)
+		return fieldErr("retry_policy.max_attempts", "%d is outside 1..%d", r.MaxAttempts, l.MaxAttempts)
 	}
 	if r.InitialBackoff < 0 || r.InitialBackoff > l.MaxBackoff {
-		return fieldErr(prefix+"retry_policy.initial_backoff", "%v is outside 0..%v", r.InitialBackoff, l.MaxBackoff)
+		return fieldErr("retry_policy.initial_backoff", "%v is outside 0..%v", r.InitialBackoff, l.MaxBackoff)
 	}
 	if r.MaxBackoff < 0 || r.MaxBackoff > l.MaxBackoff {
-		return fieldErr(prefix+"retry_policy.max_backoff", "%v is outside 0..%v", r.MaxBackoff, l.MaxBackoff)
+		return fieldErr("retry_policy.max_backoff", "%v is outside 0..%v", r.MaxBackoff, l.MaxBackoff)
 	}
 	if r.InitialBackoff == 0 {
 		r.InitialBackoff = l.DefaultRetry.InitialBackoff
@@ -170,38 +184,38 @@ func (l Limits) validateSubmit(req *SubmitRequest, prefix string, now time.Time)
 		r.MaxBackoff = max(l.DefaultRetry.MaxBackoff, r.InitialBackoff)
 	}
 	if r.MaxBackoff < r.InitialBackoff {
-		return fieldErr(prefix+"retry_policy.max_backoff", "%v is below initial_backoff %v", r.MaxBackoff, r.InitialBackoff)
+		return fieldErr("retry_policy.max_backoff", "%v is below initial_backoff %v", r.MaxBackoff, r.InitialBackoff)
 	}
 	if r.Multiplier == 0 {
 		r.Multiplier = l.DefaultRetry.Multiplier
 	}
 	if !(r.Multiplier >= 1 && r.Multiplier <= 100) { // also rejects NaN
-		return fieldErr(prefix+"retry_policy.backoff_multiplier", "%v is outside 1..100", r.Multiplier)
+		return fieldErr("retry_policy.backoff_multiplier", "%v is outside 1..100", r.Multiplier)
 	}
 	if !req.NotBefore.IsZero() && req.NotBefore.Sub(now) > l.MaxDelay {
-		return fieldErr(prefix+"not_before", "%s is more than %v ahead", req.NotBefore.UTC().Format(time.RFC3339), l.MaxDelay)
+		return fieldErr("not_before", "%s is more than %v ahead", req.NotBefore.UTC().Format(time.RFC3339), l.MaxDelay)
 	}
 	// A retry of a submit with a request id may come after its deadline:
 	// it is answered with the first task, so that whether its deadline is
 	// still ahead is checked only when it would create one (SubmitBatch).
-	return l.checkDeadline(req, prefix, now, req.RequestID == "")
+	return l.checkDeadline(req, now, req.RequestID == "")
 }
 
 // checkDeadline checks a submit's deadline or timeout at now: one of them at
 // most, within MaxDelay, and, if ahead is set, in the future and leaving the
 // task at least the minimum execution window to run after it may start
 // (now, or not_before).
-func (l Limits) checkDeadline(req *SubmitRequest, prefix string, now time.Time, ahead bool) error {
-	field, deadline := prefix+"deadline", req.Deadline
+func (l Limits) checkDeadline(req *SubmitRequest, now time.Time, ahead bool) error {
+	field, deadline := "deadline", req.Deadline
 	switch {
 	case req.Timeout != 0 && !req.Deadline.IsZero():
-		return fieldErr(prefix+"timeout", "deadline and timeout exclude each other: set one of them")
+		return fieldErr("timeout", "deadline and timeout exclude each other: set one of them")
 	case req.Timeout < 0:
-		return fieldErr(prefix+"timeout", "%v is not positive", req.Timeout)
+		return fieldErr("timeout", "%v is not positive", req.Timeout)
 	case req.Timeout > l.MaxDelay:
-		return fieldErr(prefix+"timeout", "%v is over the limit of %v", req.Timeout, l.MaxDelay)
+		return fieldErr("timeout", "%v is over the limit of %v", req.Timeout, l.MaxDelay)
 	case req.Timeout > 0:
-		field, deadline = prefix+"timeout", now.Add(req.Timeout)
+		field, deadline = "timeout", now.Add(req.Timeout)
 	case deadline.IsZero():
 		return nil
 	case !ahead:
@@ -309,8 +323,8 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 	}
 	now := c.cfg.Clock.Now()
 	for i := range reqs {
-		if err := c.validateSubmit(&reqs[i], fmt.Sprintf("requests[%d].", i), now); err != nil {
-			return err
+		if err := c.validateSubmit(&reqs[i], now); err != nil {
+			return ItemError(err, i)
 		}
 	}
 	if err := c.lock(); err != nil {
@@ -357,7 +371,8 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 		if req.RequestID != "" {
 			// Not a retry: its deadline must be ahead (validateSubmit left
 			// that to here).
-			if err := c.cfg.Limits.checkDeadline(req, fmt.Sprintf("requests[%d].", i), now, true); err != nil {
+			if err := c.cfg.Limits.checkDeadline(req, now, true); err != nil {
+				err = ItemError(err, i)
 				// It says the request id is new: answer once that is durable.
 				if werr := c.writeAndWait(ctx); werr != nil {
 					return werr
@@ -408,7 +423,7 @@ func sameRequest(i int, req *SubmitRequest, task, queue string, payload []byte) 
 // checking is a map lookup, and a duplicate id would stop the partition.
 func (c *Coordinator) newTaskID(now time.Time, pending []state.Record) string {
 	for {
-		id := newID(now, c.cfg.Rand) + c.cfg.TaskIDSuffix
+		id := newID(now, c.ids) + c.cfg.TaskIDSuffix
 		if c.st.Task(id) != nil {
 			continue
 		}

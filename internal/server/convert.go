@@ -60,7 +60,10 @@ func timestamp(field string, t *timestamppb.Timestamp) (time.Time, error) {
 	return t.AsTime(), nil
 }
 
-func submitRequest(prefix string, r *tenurev1.SubmitRequest) (coordinator.SubmitRequest, error) {
+// submitRequest converts an API submit; its errors name fields as a
+// single Submit has them (a batch names the item with
+// coordinator.ItemError).
+func submitRequest(r *tenurev1.SubmitRequest) (coordinator.SubmitRequest, error) {
 	out := coordinator.SubmitRequest{
 		Namespace: r.GetNamespace(),
 		Queue:     r.GetQueue(),
@@ -69,32 +72,32 @@ func submitRequest(prefix string, r *tenurev1.SubmitRequest) (coordinator.Submit
 		Priority:  r.GetPriority(),
 	}
 	var err error
-	if out.ExecutionWindow, err = duration(prefix+"execution_window", r.GetExecutionWindow()); err != nil {
+	if out.ExecutionWindow, err = duration("execution_window", r.GetExecutionWindow()); err != nil {
 		return out, err
 	}
-	if out.NotBefore, err = timestamp(prefix+"not_before", r.GetNotBefore()); err != nil {
+	if out.NotBefore, err = timestamp("not_before", r.GetNotBefore()); err != nil {
 		return out, err
 	}
-	if out.Deadline, err = timestamp(prefix+"deadline", r.GetDeadline()); err != nil {
+	if out.Deadline, err = timestamp("deadline", r.GetDeadline()); err != nil {
 		return out, err
 	}
-	if out.Timeout, err = duration(prefix+"timeout", r.GetTimeout()); err != nil {
+	if out.Timeout, err = duration("timeout", r.GetTimeout()); err != nil {
 		return out, err
 	}
 	if r.GetTimeout() != nil && out.Timeout == 0 {
-		return out, &coordinator.FieldError{Field: prefix + "timeout", Problem: "0s is not positive: a timeout must be positive (leave it unset for no deadline)"}
+		return out, &coordinator.FieldError{Field: "timeout", Problem: "0s is not positive: a timeout must be positive (leave it unset for no deadline)"}
 	}
 	if p := r.GetRetryPolicy(); p != nil {
 		out.Retry.MaxAttempts = p.GetMaxAttempts()
 		out.Retry.Multiplier = p.GetBackoffMultiplier()
-		if out.Retry.InitialBackoff, err = duration(prefix+"retry_policy.initial_backoff", p.GetInitialBackoff()); err != nil {
+		if out.Retry.InitialBackoff, err = duration("retry_policy.initial_backoff", p.GetInitialBackoff()); err != nil {
 			return out, err
 		}
-		if out.Retry.MaxBackoff, err = duration(prefix+"retry_policy.max_backoff", p.GetMaxBackoff()); err != nil {
+		if out.Retry.MaxBackoff, err = duration("retry_policy.max_backoff", p.GetMaxBackoff()); err != nil {
 			return out, err
 		}
 		if out.Retry.Multiplier < 0 {
-			return out, &coordinator.FieldError{Field: prefix + "retry_policy.backoff_multiplier", Problem: "must not be negative"}
+			return out, &coordinator.FieldError{Field: "retry_policy.backoff_multiplier", Problem: "must not be negative"}
 		}
 	}
 	return out, nil
@@ -176,20 +179,35 @@ func task(v coordinator.TaskView) *tenurev1.Task {
 	return out
 }
 
-func leasedTask(l coordinator.Lease) *tenurev1.LeasedTask {
-	return &tenurev1.LeasedTask{
-		TaskId:          l.TaskID,
-		Namespace:       l.Namespace,
-		Queue:           l.Queue,
-		Payload:         l.Payload,
-		LeaseId:         l.LeaseID,
-		Attempt:         l.Attempt,
-		LeaseExpiry:     stdTS(l.LeaseExpiry),
-		ExecutionWindow: durationpb.New(l.Window),
-		Committed:       l.Committed,
-		CommittedResult: l.CommittedResult,
-		Deadline:        stdTS(l.Deadline),
+// leasedTasks converts the leases of one Lease answer. Their messages, and
+// the expiry and window messages every lease has, are allocated together:
+// a few allocations per answer rather than three per task.
+func leasedTasks(ls []coordinator.Lease) []*tenurev1.LeasedTask {
+	out := make([]*tenurev1.LeasedTask, len(ls))
+	msgs := make([]tenurev1.LeasedTask, len(ls))
+	expiries := make([]timestamppb.Timestamp, len(ls))
+	windows := make([]durationpb.Duration, len(ls))
+	for i, l := range ls {
+		m := &msgs[i]
+		m.TaskId, m.Namespace, m.Queue, m.Payload = l.TaskID, l.Namespace, l.Queue, l.Payload
+		m.LeaseId, m.Attempt = l.LeaseID, l.Attempt
+		if !l.LeaseExpiry.IsZero() {
+			expiries[i].Seconds, expiries[i].Nanos = l.LeaseExpiry.Unix(), int32(l.LeaseExpiry.Nanosecond())
+			m.LeaseExpiry = &expiries[i]
+		}
+		windows[i].Seconds, windows[i].Nanos = durationParts(l.Window)
+		m.ExecutionWindow = &windows[i]
+		m.Committed, m.CommittedResult = l.Committed, l.CommittedResult
+		m.Deadline = stdTS(l.Deadline)
+		out[i] = m
 	}
+	return out
+}
+
+// durationParts splits d as durationpb.New does.
+func durationParts(d time.Duration) (seconds int64, nanos int32) {
+	nanos64 := d.Nanoseconds()
+	return nanos64 / 1e9, int32(nanos64 % 1e9)
 }
 
 // historyEntry turns a record into the API's summary of it.

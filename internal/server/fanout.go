@@ -34,7 +34,8 @@ type part struct {
 // partition of item i, or none (nil, nil) to leave the item out.
 func parts(n int, at func(i int) (route.Partition, error)) ([]*part, error) {
 	var out []*part
-	byID := make(map[uint64]*part)
+	var byID map[uint64]*part // made when a second partition appears
+	var last *part            // the part of the item before: most batches have one
 	for i := range n {
 		p, err := at(i)
 		if err != nil {
@@ -43,13 +44,24 @@ func parts(n int, at func(i int) (route.Partition, error)) ([]*part, error) {
 		if p == nil {
 			continue
 		}
-		pt := byID[p.ID()]
+		id := p.ID()
+		pt := last
+		if pt == nil || pt.p.ID() != id {
+			if byID == nil && pt != nil {
+				byID = map[uint64]*part{pt.p.ID(): pt}
+			}
+			pt = byID[id]
+		}
 		if pt == nil {
-			pt = &part{p: p}
-			byID[p.ID()] = pt
+			// The first part may take every item left: room for them all.
+			pt = &part{p: p, idx: make([]int, 0, n-i)}
+			if byID != nil {
+				byID[id] = pt
+			}
 			out = append(out, pt)
 		}
 		pt.idx = append(pt.idx, i)
+		last = pt
 	}
 	return out, nil
 }
@@ -107,14 +119,14 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 	reqs := make([]coordinator.SubmitRequest, len(in))
 	for i, r := range in {
 		var err error
-		if reqs[i], err = submitRequest(fmt.Sprintf("requests[%d].", i), r); err != nil {
-			return nil, err
+		if reqs[i], err = submitRequest(r); err != nil {
+			return nil, coordinator.ItemError(err, i)
 		}
 	}
 	ps, err := parts(len(reqs), func(i int) (route.Partition, error) {
 		r := &reqs[i]
 		p, err := s.r.Place(ctx, cmp.Or(r.Namespace, coordinator.DefaultNamespace), r.Queue, r.RequestID)
-		return p, itemErr(err, i)
+		return p, coordinator.ItemError(err, i)
 	})
 	if err != nil {
 		return nil, err
@@ -131,8 +143,12 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 		return pt.p.Do(ctx, false, func(c *coordinator.Coordinator) error {
 			if idsOnly {
 				res, err := c.SubmitBatchIDs(ctx, pick(reqs, pt.idx))
+				// Two allocations per call, not two per task.
+				rs, ts := make([]tenurev1.SubmitResponse, len(res)), make([]tenurev1.Task, len(res))
 				for j, r := range res {
-					out.Responses[pt.idx[j]] = &tenurev1.SubmitResponse{Task: &tenurev1.Task{TaskId: r.ID}, Duplicate: r.Duplicate}
+					ts[j].TaskId = r.ID
+					rs[j].Task, rs[j].Duplicate = &ts[j], r.Duplicate
+					out.Responses[pt.idx[j]] = &rs[j]
 				}
 				return err
 			}
@@ -159,15 +175,6 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 		return nil, err
 	}
 	return out, nil
-}
-
-// itemErr names item i of a batch in the field of a field error.
-func itemErr(err error, i int) error {
-	var fe *coordinator.FieldError
-	if errors.As(err, &fe) {
-		return &coordinator.FieldError{Field: fmt.Sprintf("requests[%d].%s", i, fe.Field), Problem: fe.Problem}
-	}
-	return err
 }
 
 // completeBatch completes each item in its task's partition, one call per
@@ -368,10 +375,7 @@ func (s *Server) leaseFrom(ctx context.Context, p route.Partition, req coordinat
 		if err != nil {
 			return err
 		}
-		out = &tenurev1.LeaseResponse{Tasks: make([]*tenurev1.LeasedTask, len(ls))}
-		for i, l := range ls {
-			out.Tasks[i] = leasedTask(l)
-		}
+		out = &tenurev1.LeaseResponse{Tasks: leasedTasks(ls)}
 		return nil
 	}, func(peer route.Peer) error {
 		m := &tenurev1.LeaseRequest{WorkerId: req.WorkerID, Namespace: req.Namespace, Queue: req.Queue, MaxTasks: uint32(req.MaxTasks), Wait: optDuration(req.Wait)}

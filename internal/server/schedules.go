@@ -100,7 +100,7 @@ type scheduleFields interface {
 // before anything is routed or created. The request keeps its unset
 // fields: the coordinator fills in its own defaults.
 func (s *Server) scheduleRequest(m scheduleFields, reason string) (coordinator.ScheduleRequest, error) {
-	sub, err := submitRequest("", &tenurev1.SubmitRequest{Namespace: m.GetNamespace(), Queue: m.GetQueue(), Payload: m.GetPayload(),
+	sub, err := submitRequest(&tenurev1.SubmitRequest{Namespace: m.GetNamespace(), Queue: m.GetQueue(), Payload: m.GetPayload(),
 		ExecutionWindow: m.GetExecutionWindow(), RetryPolicy: m.GetRetryPolicy(), Priority: m.GetPriority()})
 	if err != nil {
 		return coordinator.ScheduleRequest{}, err

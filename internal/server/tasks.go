@@ -14,7 +14,7 @@ type taskService struct{ s *Server }
 
 func (h taskService) Submit(ctx context.Context, req *connect.Request[tenurev1.SubmitRequest]) (*connect.Response[tenurev1.SubmitResponse], error) {
 	s := h.s
-	r, err := submitRequest("", req.Msg)
+	r, err := submitRequest(req.Msg)
 	if err != nil {
 		return nil, s.apiError(err)
 	}
