@@ -101,6 +101,79 @@ func (q *queueIndex) promote(now Time) {
 	}
 }
 
+// leasable returns up to n tasks of the ready heap that may be leased at
+// now, in lease order, leaving them in the heap (the grants remove them).
+// It walks the heap from the top, keeping the nodes that may come next in
+// a small heap of its own: O(n log n) comparisons of tasks it looks at
+// anyway, where popping n tasks and pushing them back cost two passes
+// through the depth of the whole heap per task. A task promoted at a later
+// time than now (the clock went back) goes back to the delayed heap.
+func (q *queueIndex) leasable(now Time, n int) []*Task {
+	h := q.ready.tasks
+	out := make([]*Task, 0, min(n, len(h)))
+	if len(h) == 0 {
+		return out
+	}
+	var notDue []*Task
+	// next holds indexes into h, a heap by before: a node enters it when
+	// its parent is taken, so its top is the first task not yet taken.
+	next := make([]int32, 1, 2*min(n, len(h))+1)
+	less := func(i, j int) bool { return before(h[next[i]], h[next[j]]) }
+	for len(out) < n && len(next) > 0 {
+		i := next[0]
+		last := len(next) - 1
+		next[0] = next[last]
+		next = next[:last]
+		siftDown(len(next), less, func(a, b int) { next[a], next[b] = next[b], next[a] })
+		if t := h[i]; t.State == Waiting && t.NotBefore > now {
+			notDue = append(notDue, t)
+		} else {
+			out = append(out, t)
+		}
+		for c := 2*i + 1; c <= 2*i+2 && int(c) < len(h); c++ {
+			next = append(next, c)
+			siftUp(len(next)-1, less, func(a, b int) { next[a], next[b] = next[b], next[a] })
+		}
+	}
+	for _, t := range notDue {
+		heap.Remove(&q.ready, int(t.heapIdx))
+		t.delayed = true
+		heap.Push(&q.delayed, t)
+	}
+	return out
+}
+
+// siftUp and siftDown restore a binary heap of n elements after the
+// element at i was added (siftUp) or the root replaced (siftDown).
+func siftUp(i int, less func(i, j int) bool, swap func(i, j int)) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !less(i, p) {
+			return
+		}
+		swap(i, p)
+		i = p
+	}
+}
+
+func siftDown(n int, less func(i, j int) bool, swap func(i, j int)) {
+	i := 0
+	for {
+		c := 2*i + 1
+		if c >= n {
+			return
+		}
+		if c+1 < n && less(c+1, c) {
+			c++
+		}
+		if !less(c, i) {
+			return
+		}
+		swap(i, c)
+		i = c
+	}
+}
+
 // before orders schedulable tasks: higher priority first, then older
 // (lower creation LSN) first.
 func before(a, b *Task) bool {

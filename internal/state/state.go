@@ -159,21 +159,7 @@ func (s *State) Schedulable(q QueueKey, now Time, n int) []*Task {
 		return qi.finalizable(n)
 	}
 	qi.promote(now)
-	out := make([]*Task, 0, min(n, qi.ready.Len()))
-	for len(out) < n && qi.ready.Len() > 0 {
-		t := heap.Pop(&qi.ready).(*Task)
-		if t.State == Waiting && t.NotBefore > now {
-			// Promoted at a later time than now: the clock went back.
-			t.delayed = true
-			heap.Push(&qi.delayed, t)
-			continue
-		}
-		out = append(out, t)
-	}
-	for _, t := range out {
-		heap.Push(&qi.ready, t)
-	}
-	return out
+	return qi.leasable(now, n)
 }
 
 // NextReady is when a long-poll on the queue that Schedulable left empty

@@ -2,7 +2,10 @@ package state
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -364,5 +367,57 @@ func TestSizes(t *testing.T) {
 	}
 	if n := unsafe.Sizeof(Progress{}); n != 184 {
 		t.Errorf("Progress is %d bytes, want 184", n)
+	}
+}
+
+// TestSchedulableInLeaseOrder checks Schedulable against the lease order
+// itself (priority, then creation) on queues of random priorities and
+// not-before times, with the clock going back to a time before some
+// promoted tasks are due: it returns the first n tasks due at that time,
+// and the heaps keep their invariants.
+func TestSchedulableInLeaseOrder(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	q := QueueKey{"default", "q"}
+	for round := range 200 {
+		var recs []Record
+		n := 1 + r.IntN(300)
+		for i := range n {
+			c := created(fmt.Sprintf("t%d-%d", round, i))
+			c.Priority = int32(r.IntN(4))
+			if r.IntN(4) == 0 {
+				c.NotBefore = Time(1+r.IntN(20)) * sec
+			}
+			recs = append(recs, c)
+		}
+		s := run(t, recs...)
+		// Promote everything, then ask at an earlier time.
+		s.Schedulable(q, 100*sec, 0)
+		s.Schedulable(q, 100*sec, 1)
+		now := Time(r.IntN(25)) * sec
+		var due []*Task
+		for _, rec := range recs {
+			if tk := s.Task(rec.(*TaskCreated).TaskID); tk.NotBefore <= now {
+				due = append(due, tk)
+			}
+		}
+		slices.SortFunc(due, func(a, b *Task) int {
+			if before(a, b) {
+				return -1
+			}
+			return 1
+		})
+		want := 1 + r.IntN(80)
+		got := s.Schedulable(q, now, want)
+		if len(got) != min(want, len(due)) {
+			t.Fatalf("round %d: %d tasks, want %d", round, len(got), min(want, len(due)))
+		}
+		for i := range got {
+			if got[i] != due[i] {
+				t.Fatalf("round %d: task %d is %s, want %s", round, i, got[i].ID, due[i].ID)
+			}
+		}
+		if err := s.Invariants(); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
 	}
 }
