@@ -155,11 +155,12 @@ func New(baseURL string, opts Options) (*Client, error) {
 		}
 	}
 	base := u.String()
+	d := inMemoryBodies{hc}
 	return &Client{
-		tasks:       tenurev1connect.NewTaskServiceClient(hc, base, copts...),
-		workers:     tenurev1connect.NewWorkerServiceClient(hc, base, copts...),
-		queues:      tenurev1connect.NewQueueServiceClient(hc, base, copts...),
-		schedules:   tenurev1connect.NewScheduleServiceClient(hc, base, copts...),
+		tasks:       tenurev1connect.NewTaskServiceClient(d, base, copts...),
+		workers:     tenurev1connect.NewWorkerServiceClient(d, base, copts...),
+		queues:      tenurev1connect.NewQueueServiceClient(d, base, copts...),
+		schedules:   tenurev1connect.NewScheduleServiceClient(d, base, copts...),
 		maxRetries:  opts.MaxRetries,
 		backoff:     backoff.Policy{Initial: opts.RetryBackoff, Max: maxRetryBackoff},
 		clock:       opts.Clock,
@@ -191,7 +192,9 @@ func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.
 
 // DefaultHTTPClient returns the HTTP client New uses when Options.HTTPClient
 // is nil: a transport of its own with enough idle connections for a busy
-// worker, and, for protocol "grpc", h2c over http://. (New sets its
+// worker, a 16 KiB write buffer (a call's headers and a body of up to
+// about that go out in one write), and, for protocol "grpc", h2c over
+// http://. (New sets its
 // transport's TLSClientConfig to Options.TLSConfig.) Start from it to wrap
 // the transport (for metrics or tracing) without losing those settings;
 // set TLS on it as New does: Transport.(*http.Transport).TLSClientConfig.
@@ -199,6 +202,7 @@ func DefaultHTTPClient(protocol string) *http.Client {
 	grpc := protocol == ProtocolGRPC
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 100
+	t.WriteBufferSize = writeBufferSize
 	if grpc {
 		// Without HTTP1 in the set, http:// URLs use unencrypted HTTP/2;
 		// https:// URLs negotiate HTTP/2 over TLS.
@@ -260,8 +264,10 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, e
 // to learn which.
 func (c *Client) SubmitBatch(ctx context.Context, req SubmitBatchRequest) ([]SubmitResult, error) {
 	msg := &tenurev1.SubmitBatchRequest{Requests: make([]*tenurev1.SubmitRequest, len(req.Requests)), IdsOnly: !req.ReturnTasks}
-	for i, r := range req.Requests {
-		msg.Requests[i] = r.proto()
+	reqs := make([]tenurev1.SubmitRequest, len(req.Requests))
+	for i := range req.Requests {
+		req.Requests[i].fill(&reqs[i])
+		msg.Requests[i] = &reqs[i]
 	}
 	resp, err := call(ctx, c, "SubmitBatch", c.tasks.SubmitBatch, msg)
 	if err != nil {

@@ -114,13 +114,15 @@ func newRequestID() string {
 // has none, so that the client's own retries of the call never create a
 // second task.
 func (r SubmitRequest) proto() *tenurev1.SubmitRequest {
-	out := &tenurev1.SubmitRequest{
-		Namespace: r.Namespace,
-		Queue:     r.Queue,
-		Payload:   r.Payload,
-		RequestId: r.RequestID,
-		Priority:  r.Priority,
-	}
+	out := new(tenurev1.SubmitRequest)
+	r.fill(out)
+	return out
+}
+
+// fill sets the fields of out, a new message, from r: a batch fills the
+// messages of one slice rather than allocating one per task.
+func (r *SubmitRequest) fill(out *tenurev1.SubmitRequest) {
+	out.Namespace, out.Queue, out.Payload, out.RequestId, out.Priority = r.Namespace, r.Queue, r.Payload, r.RequestID, r.Priority
 	if out.RequestId == "" {
 		out.RequestId = newRequestID()
 	}
@@ -131,7 +133,6 @@ func (r SubmitRequest) proto() *tenurev1.SubmitRequest {
 	if r.Timeout != 0 {
 		out.Timeout = durationpb.New(r.Timeout)
 	}
-	return out
 }
 
 func retryPolicyOf(p *tenurev1.RetryPolicy) RetryPolicy {
