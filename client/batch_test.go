@@ -1,14 +1,19 @@
 package client_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/client"
 )
 
@@ -135,5 +140,37 @@ func TestCompleteBatchRetry(t *testing.T) {
 	tasks, _, err := c.ListTasks(ctx, client.ListTasksRequest{Queue: "q", State: client.TaskStateCompleted})
 	if err != nil || len(tasks) != 2 {
 		t.Fatalf("%d completed tasks, %v; want 2", len(tasks), err)
+	}
+}
+
+// olderServer answers SubmitBatch as a server older than compact_ids does:
+// ids-only responses, whatever compact_ids says.
+type olderServer struct {
+	tenurev1connect.UnimplementedTaskServiceHandler
+}
+
+func (olderServer) SubmitBatch(_ context.Context, req *connect.Request[tenurev1.SubmitBatchRequest]) (*connect.Response[tenurev1.SubmitBatchResponse], error) {
+	out := &tenurev1.SubmitBatchResponse{}
+	for i := range req.Msg.GetRequests() {
+		out.Responses = append(out.Responses, &tenurev1.SubmitResponse{Task: &tenurev1.Task{TaskId: fmt.Sprintf("t%d", i)}, Duplicate: i == 1})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// TestSubmitBatchFromAnOlderServer: the client reads the responses of a
+// server that ignores compact_ids.
+func TestSubmitBatchFromAnOlderServer(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle(tenurev1connect.NewTaskServiceHandler(olderServer{}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c, err := client.New(srv.URL, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.SubmitBatch(t.Context(), client.SubmitBatchRequest{Requests: []client.SubmitRequest{{Queue: "q"}, {Queue: "q"}}})
+	want := []client.SubmitResult{{TaskID: "t0"}, {TaskID: "t1", Duplicate: true}}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("SubmitBatch: %+v, %v; want %+v", got, err, want)
 	}
 }

@@ -263,7 +263,7 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, e
 // after that check, some tasks may exist: retry with the same request ids
 // to learn which.
 func (c *Client) SubmitBatch(ctx context.Context, req SubmitBatchRequest) ([]SubmitResult, error) {
-	msg := &tenurev1.SubmitBatchRequest{Requests: make([]*tenurev1.SubmitRequest, len(req.Requests)), IdsOnly: !req.ReturnTasks}
+	msg := &tenurev1.SubmitBatchRequest{Requests: make([]*tenurev1.SubmitRequest, len(req.Requests)), IdsOnly: !req.ReturnTasks, CompactIds: !req.ReturnTasks}
 	reqs := make([]tenurev1.SubmitRequest, len(req.Requests))
 	for i := range req.Requests {
 		req.Requests[i].fill(&reqs[i])
@@ -273,10 +273,17 @@ func (c *Client) SubmitBatch(ctx context.Context, req SubmitBatchRequest) ([]Sub
 	if err != nil {
 		return nil, err
 	}
-	if len(resp.GetResponses()) != len(req.Requests) {
-		return nil, fmt.Errorf("client: SubmitBatch: the server answered %d results for %d requests (a server bug; the tasks may exist, retry with the same request ids)", len(resp.GetResponses()), len(req.Requests))
-	}
 	out := make([]SubmitResult, len(req.Requests))
+	if ids, dups := resp.GetTaskIds(), resp.GetDuplicates(); len(resp.GetResponses()) == 0 && len(ids) == len(out) && len(dups) == len(out) {
+		for i := range out {
+			out[i] = SubmitResult{TaskID: ids[i], Duplicate: dups[i]}
+		}
+		return out, nil
+	}
+	// A server older than compact_ids answers responses.
+	if len(resp.GetResponses()) != len(req.Requests) {
+		return nil, fmt.Errorf("client: SubmitBatch: the server answered %d results for %d requests (a server bug; the tasks may exist, retry with the same request ids)", max(len(resp.GetResponses()), len(resp.GetTaskIds())), len(req.Requests))
+	}
 	for i, r := range resp.GetResponses() {
 		out[i] = SubmitResult{TaskID: r.GetTask().GetTaskId(), Duplicate: r.GetDuplicate()}
 		if req.ReturnTasks {

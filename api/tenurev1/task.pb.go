@@ -807,7 +807,13 @@ type SubmitBatchRequest struct {
 	// Answer with ids only: each response's task carries only task_id (every
 	// other field unset), and duplicate as usual. Saves encoding and sending
 	// every payload back; use GetTask for the full task.
-	IdsOnly       bool `protobuf:"varint,2,opt,name=ids_only,json=idsOnly,proto3" json:"ids_only,omitempty"`
+	IdsOnly bool `protobuf:"varint,2,opt,name=ids_only,json=idsOnly,proto3" json:"ids_only,omitempty"`
+	// Answer with ids only, in SubmitBatchResponse.task_ids and duplicates
+	// instead of responses: one string and one flag per task rather than a
+	// message and a Task message, which costs both sides much less to encode
+	// and decode. Implies ids_only. A server older than this field answers
+	// responses as for ids_only: a client reads whichever it got.
+	CompactIds    bool `protobuf:"varint,3,opt,name=compact_ids,json=compactIds,proto3" json:"compact_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -856,11 +862,23 @@ func (x *SubmitBatchRequest) GetIdsOnly() bool {
 	return false
 }
 
+func (x *SubmitBatchRequest) GetCompactIds() bool {
+	if x != nil {
+		return x.CompactIds
+	}
+	return false
+}
+
 // SubmitBatchResponse answers a SubmitBatch.
 type SubmitBatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// One response per request, in the same order.
-	Responses     []*SubmitResponse `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
+	// One response per request, in the same order (empty with compact_ids).
+	Responses []*SubmitResponse `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
+	// With compact_ids: the id of each request's task, in request order.
+	TaskIds []string `protobuf:"bytes,2,rep,name=task_ids,json=taskIds,proto3" json:"task_ids,omitempty"`
+	// With compact_ids: whether each request named a task submitted before,
+	// in request order (as SubmitResponse.duplicate).
+	Duplicates    []bool `protobuf:"varint,3,rep,packed,name=duplicates,proto3" json:"duplicates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -898,6 +916,20 @@ func (*SubmitBatchResponse) Descriptor() ([]byte, []int) {
 func (x *SubmitBatchResponse) GetResponses() []*SubmitResponse {
 	if x != nil {
 		return x.Responses
+	}
+	return nil
+}
+
+func (x *SubmitBatchResponse) GetTaskIds() []string {
+	if x != nil {
+		return x.TaskIds
+	}
+	return nil
+}
+
+func (x *SubmitBatchResponse) GetDuplicates() []bool {
+	if x != nil {
+		return x.Duplicates
 	}
 	return nil
 }
@@ -2084,12 +2116,18 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	" \x01(\v2\x19.google.protobuf.DurationR\atimeout\"S\n" +
 	"\x0eSubmitResponse\x12#\n" +
 	"\x04task\x18\x01 \x01(\v2\x0f.tenure.v1.TaskR\x04task\x12\x1c\n" +
-	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"e\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\x86\x01\n" +
 	"\x12SubmitBatchRequest\x124\n" +
 	"\brequests\x18\x01 \x03(\v2\x18.tenure.v1.SubmitRequestR\brequests\x12\x19\n" +
-	"\bids_only\x18\x02 \x01(\bR\aidsOnly\"N\n" +
+	"\bids_only\x18\x02 \x01(\bR\aidsOnly\x12\x1f\n" +
+	"\vcompact_ids\x18\x03 \x01(\bR\n" +
+	"compactIds\"\x89\x01\n" +
 	"\x13SubmitBatchResponse\x127\n" +
-	"\tresponses\x18\x01 \x03(\v2\x19.tenure.v1.SubmitResponseR\tresponses\")\n" +
+	"\tresponses\x18\x01 \x03(\v2\x19.tenure.v1.SubmitResponseR\tresponses\x12\x19\n" +
+	"\btask_ids\x18\x02 \x03(\tR\ataskIds\x12\x1e\n" +
+	"\n" +
+	"duplicates\x18\x03 \x03(\bR\n" +
+	"duplicates\")\n" +
 	"\x0eGetTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\"6\n" +
 	"\x0fGetTaskResponse\x12#\n" +

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,50 @@ func TestAPICompleteBatch(t *testing.T) {
 			code: connect.CodeInvalidArgument, mention: []string{"items", "1001", "1000"}},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, e) })
+	}
+}
+
+// TestAPISubmitBatchCompactIDs: with compact_ids the answer carries each
+// task's id and whether it was a duplicate in task_ids and duplicates, in
+// request order, and no responses.
+func TestAPISubmitBatchCompactIDs(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t)
+	req := &tenurev1.SubmitBatchRequest{CompactIds: true, Requests: []*tenurev1.SubmitRequest{
+		{Queue: "compact", Payload: []byte("p0"), RequestId: "r0"},
+		{Queue: "compact", Payload: []byte("p1"), RequestId: "r1"},
+		{Queue: "compact", Payload: []byte("p2")},
+	}}
+	resp, err := e.tasks.SubmitBatch(apiCtx(t), connect.NewRequest(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := resp.Msg
+	if len(first.GetResponses()) != 0 || len(first.GetTaskIds()) != 3 || !slices.Equal(first.GetDuplicates(), []bool{false, false, false}) {
+		t.Fatalf("answer %v, want 3 ids, none a duplicate, and no responses", first)
+	}
+	for i, id := range first.GetTaskIds() {
+		got, err := e.tasks.GetTask(apiCtx(t), connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: id}))
+		if err != nil {
+			t.Fatalf("task %d: %v", i, err)
+		}
+		if p := string(got.Msg.GetTask().GetPayload()); p != fmt.Sprintf("p%d", i) {
+			t.Errorf("task_ids[%d] names the task of payload %q", i, p)
+		}
+	}
+	// Again with r1 first, then a new task, then r0: duplicates in place.
+	req.Requests = []*tenurev1.SubmitRequest{req.Requests[1], {Queue: "compact", Payload: []byte("p3")}, req.Requests[0]}
+	resp, err = e.tasks.SubmitBatch(apiCtx(t), connect.NewRequest(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := resp.Msg.GetTaskIds()
+	if len(ids) != 3 || ids[0] != first.GetTaskIds()[1] || ids[2] != first.GetTaskIds()[0] || slices.Contains(first.GetTaskIds(), ids[1]) ||
+		!slices.Equal(resp.Msg.GetDuplicates(), []bool{true, false, true}) {
+		t.Errorf("second answer %v, want r1's id, a new id, r0's id, with duplicates true, false, true", resp.Msg)
+	}
+	if n := e.countQueue(t, "compact"); n != 4 {
+		t.Errorf("%d tasks, want 4", n)
 	}
 }
 

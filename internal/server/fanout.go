@@ -136,11 +136,24 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 			return nil, err
 		}
 	}
-	idsOnly := msg.GetIdsOnly()
-	out := &tenurev1.SubmitBatchResponse{Responses: make([]*tenurev1.SubmitResponse, len(reqs))}
+	compact := msg.GetCompactIds()
+	idsOnly := msg.GetIdsOnly() || compact
+	out := &tenurev1.SubmitBatchResponse{}
+	if compact {
+		out.TaskIds, out.Duplicates = make([]string, len(reqs)), make([]bool, len(reqs))
+	} else {
+		out.Responses = make([]*tenurev1.SubmitResponse, len(reqs))
+	}
 	err = each(len(ps), func(k int) error {
 		pt := ps[k]
 		return pt.p.Do(ctx, false, func(c *coordinator.Coordinator) error {
+			if compact {
+				res, err := c.SubmitBatchIDs(ctx, pick(reqs, pt.idx))
+				for j, r := range res {
+					out.TaskIds[pt.idx[j]], out.Duplicates[pt.idx[j]] = r.ID, r.Duplicate
+				}
+				return err
+			}
 			if idsOnly {
 				res, err := c.SubmitBatchIDs(ctx, pick(reqs, pt.idx))
 				// Two allocations per call, not two per task.
@@ -158,15 +171,28 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 			}
 			return err
 		}, func(peer route.Peer) error {
-			resp, err := peer.SubmitBatch(ctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: pick(in, pt.idx), IdsOnly: idsOnly}))
+			resp, err := peer.SubmitBatch(ctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: pick(in, pt.idx), IdsOnly: idsOnly, CompactIds: compact}))
 			if err != nil {
 				return err
 			}
-			if got := resp.Msg.GetResponses(); len(got) != len(pt.idx) {
-				return badAnswer(peer, "SubmitBatch: %d results for %d tasks", len(got), len(pt.idx))
-			}
-			for j, r := range resp.Msg.GetResponses() {
-				out.Responses[pt.idx[j]] = r
+			got := resp.Msg
+			switch {
+			case compact && len(got.GetTaskIds()) == len(pt.idx) && len(got.GetDuplicates()) == len(pt.idx):
+				for j, i := range pt.idx {
+					out.TaskIds[i], out.Duplicates[i] = got.GetTaskIds()[j], got.GetDuplicates()[j]
+				}
+			case len(got.GetResponses()) != len(pt.idx):
+				return badAnswer(peer, "SubmitBatch: %d results for %d tasks", max(len(got.GetResponses()), len(got.GetTaskIds())), len(pt.idx))
+			case compact:
+				// A node older than compact_ids answers responses.
+				for j, i := range pt.idx {
+					r := got.GetResponses()[j]
+					out.TaskIds[i], out.Duplicates[i] = r.GetTask().GetTaskId(), r.GetDuplicate()
+				}
+			default:
+				for j, i := range pt.idx {
+					out.Responses[i] = got.GetResponses()[j]
+				}
 			}
 			return nil
 		})

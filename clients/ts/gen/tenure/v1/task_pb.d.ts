@@ -457,6 +457,17 @@ export declare type SubmitBatchRequest = Message<"tenure.v1.SubmitBatchRequest">
    * @generated from field: bool ids_only = 2;
    */
   idsOnly: boolean;
+
+  /**
+   * Answer with ids only, in SubmitBatchResponse.task_ids and duplicates
+   * instead of responses: one string and one flag per task rather than a
+   * message and a Task message, which costs both sides much less to encode
+   * and decode. Implies ids_only. A server older than this field answers
+   * responses as for ids_only: a client reads whichever it got.
+   *
+   * @generated from field: bool compact_ids = 3;
+   */
+  compactIds: boolean;
 };
 
 /**
@@ -472,11 +483,26 @@ export declare const SubmitBatchRequestSchema: GenMessage<SubmitBatchRequest>;
  */
 export declare type SubmitBatchResponse = Message<"tenure.v1.SubmitBatchResponse"> & {
   /**
-   * One response per request, in the same order.
+   * One response per request, in the same order (empty with compact_ids).
    *
    * @generated from field: repeated tenure.v1.SubmitResponse responses = 1;
    */
   responses: SubmitResponse[];
+
+  /**
+   * With compact_ids: the id of each request's task, in request order.
+   *
+   * @generated from field: repeated string task_ids = 2;
+   */
+  taskIds: string[];
+
+  /**
+   * With compact_ids: whether each request named a task submitted before,
+   * in request order (as SubmitResponse.duplicate).
+   *
+   * @generated from field: repeated bool duplicates = 3;
+   */
+  duplicates: boolean[];
 };
 
 /**
