@@ -56,6 +56,13 @@ type Coordinator struct {
 	snapMu    sync.Mutex
 	encBuf    []byte
 	entries   []wal.Entry
+	enc       record.Encoder // encodes the records of write (under mu)
+	// submitScratch is submitBatch's working memory (under mu).
+	submitScratch struct {
+		dup     []bool
+		newAt   []int
+		firstOf map[[2]string]int
+	}
 	// onApply, when set (by tests), runs after every applied record.
 	onApply func(*state.State)
 	// crons caches the parsed expression of each schedule; wake tells Run
@@ -199,7 +206,7 @@ func (c *Coordinator) write(recs ...state.Record) (uint64, error) {
 	offsets := make([]int, 0, len(recs)+1)
 	for _, r := range recs {
 		offsets = append(offsets, len(buf))
-		typ, out, err := record.Encode(buf, r)
+		typ, out, err := c.enc.Encode(buf, r)
 		if err != nil {
 			// Inputs are validated before they reach a record: a record
 			// that does not encode is a bug, and nothing was written.

@@ -333,12 +333,18 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 	now = c.cfg.Clock.Now()
 	// dup[i] says request i names a task submitted before (earlier, or by
 	// an earlier request of the batch).
-	dup := make([]bool, len(reqs))
+	sc := &c.submitScratch
+	dup := resize(sc.dup, len(reqs))
 	recs := make([]state.Record, 0, len(reqs))
 	// newAt[i] is the index in recs of request i's record; firstOf maps a
 	// request id to the earlier request of this batch that carries it.
-	newAt := make([]int, len(reqs))
-	firstOf := map[[2]string]int{}
+	newAt := resize(sc.newAt, len(reqs))
+	if sc.firstOf == nil {
+		sc.firstOf = make(map[[2]string]int)
+	}
+	firstOf := sc.firstOf
+	clear(firstOf) // of the batch before
+	sc.dup, sc.newAt = dup, newAt
 	for i := range reqs {
 		req := &reqs[i]
 		newAt[i] = -1
@@ -398,6 +404,17 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 	}
 	c.mu.Unlock()
 	return c.wait(ctx, last)
+}
+
+// resize returns s with length n and every element zero, reusing its array
+// when it is large enough.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }
 
 // sameRequest refuses request i, whose request id was used before for task

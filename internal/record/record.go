@@ -31,7 +31,40 @@ func Encode(buf []byte, r state.Record) (typ Type, out []byte, err error) {
 	if err != nil {
 		return 0, buf, err
 	}
-	out, err = proto.MarshalOptions{}.MarshalAppend(buf, m)
+	return marshal(row, buf, m)
+}
+
+// Encoder encodes records as Encode does, into one message per record type
+// that it reuses from record to record, where Encode allocates a message
+// (and its nested messages) for each. It keeps the last record of each type
+// it encoded reachable. Its zero value is ready; it is not safe for
+// concurrent use.
+type Encoder struct {
+	msgs []proto.Message // by Type
+}
+
+// Encode is Encode (the function) with e's messages.
+func (e *Encoder) Encode(buf []byte, r state.Record) (typ Type, out []byte, err error) {
+	row, err := rowFor(r)
+	if err != nil {
+		return 0, buf, err
+	}
+	if e.msgs == nil {
+		e.msgs = make([]proto.Message, len(byType))
+	}
+	m := e.msgs[row.typ]
+	if m == nil {
+		m = row.newMsg()
+		e.msgs[row.typ] = m
+	}
+	if !row.fill(r, m) {
+		return 0, buf, fmt.Errorf("record: encode nil %T", r)
+	}
+	return marshal(row, buf, m)
+}
+
+func marshal(row *row, buf []byte, m proto.Message) (Type, []byte, error) {
+	out, err := proto.MarshalOptions{}.MarshalAppend(buf, m)
 	if err != nil {
 		return 0, buf, fmt.Errorf("record: encode %s: %w", row.name, err)
 	}
@@ -46,18 +79,28 @@ func Message(r state.Record) (proto.Message, error) {
 }
 
 func message(r state.Record) (*row, proto.Message, error) {
-	if r == nil {
-		return nil, nil, errors.New("record: encode nil record")
-	}
-	row := rowOf(r)
-	if row == nil {
-		return nil, nil, fmt.Errorf("%w: %T has no row in the registry (internal/record/registry.go): add one", ErrUnknownType, r)
+	row, err := rowFor(r)
+	if err != nil {
+		return nil, nil, err
 	}
 	m := row.toPB(r)
 	if m == nil {
 		return nil, nil, fmt.Errorf("record: encode nil %T", r)
 	}
 	return row, m, nil
+}
+
+// rowFor returns the row of r, or the error of encoding a record without
+// one.
+func rowFor(r state.Record) (*row, error) {
+	if r == nil {
+		return nil, errors.New("record: encode nil record")
+	}
+	row := rowOf(r)
+	if row == nil {
+		return nil, fmt.Errorf("%w: %T has no row in the registry (internal/record/registry.go): add one", ErrUnknownType, r)
+	}
+	return row, nil
 }
 
 // Decode decodes a payload of type typ. The record shares no memory with

@@ -52,7 +52,9 @@ const (
 // registry has one row per record type: its number, its name (printed by
 // tools and the API's task history; as permanent as the number), and the
 // two conversions between its internal/state struct and its record.proto
-// message, which name the Go type and the message. Everything else about a
+// message, which name the Go type and the message. The conversion to the
+// message writes every field of a message given to it (*m = ...), so that
+// an Encoder reuses one message per type. Everything else about a
 // record type in this package is derived from this table, and the tests
 // check it against internal/state, record.proto and the statetest
 // generator.
@@ -64,15 +66,15 @@ const (
 // goes through noEmpty, so that an empty one decodes to nil.
 var registry = []row{
 	entry(TypeTaskCreated, "TaskCreated",
-		func(r *state.TaskCreated) *recordpb.TaskCreated {
-			return &recordpb.TaskCreated{
+		func(r *state.TaskCreated, m *recordpb.TaskCreated) {
+			*m = recordpb.TaskCreated{
 				By:                   r.By,
 				TaskId:               r.TaskID,
 				Namespace:            r.Namespace,
 				Queue:                r.Queue,
 				Payload:              r.Payload,
 				ExecutionWindowNanos: int64(r.ExecutionWindow),
-				RetryPolicy:          retryPolicyToPB(r.Retry),
+				RetryPolicy:          retryPolicyInto(m.RetryPolicy, r.Retry),
 				RequestId:            r.RequestID,
 				NotBeforeUnixNanos:   int64(r.NotBefore),
 				Priority:             r.Priority,
@@ -98,8 +100,8 @@ var registry = []row{
 		}),
 
 	entry(TypeLeaseGranted, "LeaseGranted",
-		func(r *state.LeaseGranted) *recordpb.LeaseGranted {
-			return &recordpb.LeaseGranted{
+		func(r *state.LeaseGranted, m *recordpb.LeaseGranted) {
+			*m = recordpb.LeaseGranted{
 				By:                   r.By,
 				TaskId:               r.TaskID,
 				LeaseId:              r.LeaseID,
@@ -122,8 +124,8 @@ var registry = []row{
 		}),
 
 	entry(TypeLeaseExtended, "LeaseExtended",
-		func(r *state.LeaseExtended) *recordpb.LeaseExtended {
-			return &recordpb.LeaseExtended{
+		func(r *state.LeaseExtended, m *recordpb.LeaseExtended) {
+			*m = recordpb.LeaseExtended{
 				By:                      r.By,
 				TaskId:                  r.TaskID,
 				LeaseId:                 r.LeaseID,
@@ -142,8 +144,8 @@ var registry = []row{
 		}),
 
 	entry(TypeLeaseExpired, "LeaseExpired",
-		func(r *state.LeaseExpired) *recordpb.LeaseExpired {
-			return &recordpb.LeaseExpired{
+		func(r *state.LeaseExpired, m *recordpb.LeaseExpired) {
+			*m = recordpb.LeaseExpired{
 				TaskId:           r.TaskID,
 				LeaseId:          r.LeaseID,
 				AtUnixNanos:      int64(r.At),
@@ -160,8 +162,8 @@ var registry = []row{
 		}),
 
 	entry(TypeExecutionStarted, "ExecutionStarted",
-		func(r *state.ExecutionStarted) *recordpb.ExecutionStarted {
-			return &recordpb.ExecutionStarted{
+		func(r *state.ExecutionStarted, m *recordpb.ExecutionStarted) {
+			*m = recordpb.ExecutionStarted{
 				By:          r.By,
 				TaskId:      r.TaskID,
 				LeaseId:     r.LeaseID,
@@ -178,8 +180,8 @@ var registry = []row{
 		}),
 
 	entry(TypeTaskCommitted, "TaskCommitted",
-		func(r *state.TaskCommitted) *recordpb.TaskCommitted {
-			return &recordpb.TaskCommitted{
+		func(r *state.TaskCommitted, m *recordpb.TaskCommitted) {
+			*m = recordpb.TaskCommitted{
 				By:          r.By,
 				TaskId:      r.TaskID,
 				LeaseId:     r.LeaseID,
@@ -198,8 +200,8 @@ var registry = []row{
 		}),
 
 	entry(TypeTaskCompleted, "TaskCompleted",
-		func(r *state.TaskCompleted) *recordpb.TaskCompleted {
-			return &recordpb.TaskCompleted{
+		func(r *state.TaskCompleted, m *recordpb.TaskCompleted) {
+			*m = recordpb.TaskCompleted{
 				By:          r.By,
 				TaskId:      r.TaskID,
 				LeaseId:     r.LeaseID,
@@ -218,8 +220,8 @@ var registry = []row{
 		}),
 
 	entry(TypeTaskFailed, "TaskFailed",
-		func(r *state.TaskFailed) *recordpb.TaskFailed {
-			return &recordpb.TaskFailed{
+		func(r *state.TaskFailed, m *recordpb.TaskFailed) {
+			*m = recordpb.TaskFailed{
 				By:               r.By,
 				TaskId:           r.TaskID,
 				LeaseId:          r.LeaseID,
@@ -242,8 +244,8 @@ var registry = []row{
 		}),
 
 	entry(TypeTaskCancelled, "TaskCancelled",
-		func(r *state.TaskCancelled) *recordpb.TaskCancelled {
-			return &recordpb.TaskCancelled{
+		func(r *state.TaskCancelled, m *recordpb.TaskCancelled) {
+			*m = recordpb.TaskCancelled{
 				By:          r.By,
 				TaskId:      r.TaskID,
 				LeaseId:     r.LeaseID,
@@ -264,8 +266,8 @@ var registry = []row{
 		}),
 
 	entry(TypeTaskDead, "TaskDead",
-		func(r *state.TaskDead) *recordpb.TaskDead {
-			return &recordpb.TaskDead{
+		func(r *state.TaskDead, m *recordpb.TaskDead) {
+			*m = recordpb.TaskDead{
 				TaskId:      r.TaskID,
 				Reason:      r.Reason,
 				AtUnixNanos: int64(r.At),
@@ -282,8 +284,8 @@ var registry = []row{
 		}),
 
 	entry(TypeFence, "Fence",
-		func(r *state.Fence) *recordpb.Fence {
-			return &recordpb.Fence{
+		func(r *state.Fence, m *recordpb.Fence) {
+			*m = recordpb.Fence{
 				Epoch:       r.Epoch,
 				NodeId:      r.NodeID,
 				AtUnixNanos: int64(r.At),
@@ -298,8 +300,8 @@ var registry = []row{
 		}),
 
 	entry(TypeTasksPurged, "TasksPurged",
-		func(r *state.TasksPurged) *recordpb.TasksPurged {
-			return &recordpb.TasksPurged{
+		func(r *state.TasksPurged, m *recordpb.TasksPurged) {
+			*m = recordpb.TasksPurged{
 				BeforeUnixNanos: int64(r.Before),
 				AtUnixNanos:     int64(r.At),
 			}
@@ -312,8 +314,8 @@ var registry = []row{
 		}),
 
 	entry(TypeQueuePaused, "QueuePaused",
-		func(r *state.QueuePaused) *recordpb.QueuePaused {
-			return &recordpb.QueuePaused{
+		func(r *state.QueuePaused, m *recordpb.QueuePaused) {
+			*m = recordpb.QueuePaused{
 				Namespace:   r.Namespace,
 				Queue:       r.Queue,
 				By:          r.By,
@@ -332,8 +334,8 @@ var registry = []row{
 		}),
 
 	entry(TypeQueueResumed, "QueueResumed",
-		func(r *state.QueueResumed) *recordpb.QueueResumed {
-			return &recordpb.QueueResumed{
+		func(r *state.QueueResumed, m *recordpb.QueueResumed) {
+			*m = recordpb.QueueResumed{
 				Namespace:   r.Namespace,
 				Queue:       r.Queue,
 				By:          r.By,
@@ -352,8 +354,8 @@ var registry = []row{
 		}),
 
 	entry(TypeTaskRetried, "TaskRetried",
-		func(r *state.TaskRetried) *recordpb.TaskRetried {
-			return &recordpb.TaskRetried{
+		func(r *state.TaskRetried, m *recordpb.TaskRetried) {
+			*m = recordpb.TaskRetried{
 				TaskId:      r.TaskID,
 				By:          r.By,
 				Reason:      r.Reason,
@@ -370,8 +372,8 @@ var registry = []row{
 		}),
 
 	entry(TypeTasksDeleted, "TasksDeleted",
-		func(r *state.TasksDeleted) *recordpb.TasksDeleted {
-			return &recordpb.TasksDeleted{
+		func(r *state.TasksDeleted, m *recordpb.TasksDeleted) {
+			*m = recordpb.TasksDeleted{
 				TaskIds:     r.TaskIDs,
 				By:          r.By,
 				Reason:      r.Reason,
@@ -388,8 +390,8 @@ var registry = []row{
 		}),
 
 	entry(TypeQueueLimited, "QueueLimited",
-		func(r *state.QueueLimited) *recordpb.QueueLimited {
-			return &recordpb.QueueLimited{
+		func(r *state.QueueLimited, m *recordpb.QueueLimited) {
+			*m = recordpb.QueueLimited{
 				Namespace:           r.Namespace,
 				Queue:               r.Queue,
 				MaxConcurrency:      r.MaxConcurrency,
@@ -421,8 +423,8 @@ var registry = []row{
 			}
 		}),
 	entry(TypeTaskDeadlineExceeded, "TaskDeadlineExceeded",
-		func(r *state.TaskDeadlineExceeded) *recordpb.TaskDeadlineExceeded {
-			return &recordpb.TaskDeadlineExceeded{
+		func(r *state.TaskDeadlineExceeded, m *recordpb.TaskDeadlineExceeded) {
+			*m = recordpb.TaskDeadlineExceeded{
 				TaskId:      r.TaskID,
 				AtUnixNanos: int64(r.At),
 			}
@@ -434,8 +436,8 @@ var registry = []row{
 			}
 		}),
 	entry(TypeScheduleCreated, "ScheduleCreated",
-		func(r *state.ScheduleCreated) *recordpb.ScheduleCreated {
-			return &recordpb.ScheduleCreated{
+		func(r *state.ScheduleCreated, m *recordpb.ScheduleCreated) {
+			*m = recordpb.ScheduleCreated{
 				Namespace:     r.Namespace,
 				Queue:         r.Queue,
 				Name:          r.Name,
@@ -458,8 +460,8 @@ var registry = []row{
 		}),
 
 	entry(TypeScheduleUpdated, "ScheduleUpdated",
-		func(r *state.ScheduleUpdated) *recordpb.ScheduleUpdated {
-			return &recordpb.ScheduleUpdated{
+		func(r *state.ScheduleUpdated, m *recordpb.ScheduleUpdated) {
+			*m = recordpb.ScheduleUpdated{
 				Namespace:     r.Namespace,
 				Queue:         r.Queue,
 				Name:          r.Name,
@@ -484,8 +486,8 @@ var registry = []row{
 		}),
 
 	entry(TypeSchedulePaused, "SchedulePaused",
-		func(r *state.SchedulePaused) *recordpb.SchedulePaused {
-			return &recordpb.SchedulePaused{
+		func(r *state.SchedulePaused, m *recordpb.SchedulePaused) {
+			*m = recordpb.SchedulePaused{
 				Namespace:   r.Namespace,
 				Queue:       r.Queue,
 				Name:        r.Name,
@@ -506,8 +508,8 @@ var registry = []row{
 		}),
 
 	entry(TypeScheduleResumed, "ScheduleResumed",
-		func(r *state.ScheduleResumed) *recordpb.ScheduleResumed {
-			return &recordpb.ScheduleResumed{
+		func(r *state.ScheduleResumed, m *recordpb.ScheduleResumed) {
+			*m = recordpb.ScheduleResumed{
 				Namespace:     r.Namespace,
 				Queue:         r.Queue,
 				Name:          r.Name,
@@ -530,8 +532,8 @@ var registry = []row{
 		}),
 
 	entry(TypeScheduleDeleted, "ScheduleDeleted",
-		func(r *state.ScheduleDeleted) *recordpb.ScheduleDeleted {
-			return &recordpb.ScheduleDeleted{
+		func(r *state.ScheduleDeleted, m *recordpb.ScheduleDeleted) {
+			*m = recordpb.ScheduleDeleted{
 				Namespace:   r.Namespace,
 				Queue:       r.Queue,
 				Name:        r.Name,
@@ -552,8 +554,8 @@ var registry = []row{
 		}),
 
 	entry(TypeScheduleFired, "ScheduleFired",
-		func(r *state.ScheduleFired) *recordpb.ScheduleFired {
-			return &recordpb.ScheduleFired{
+		func(r *state.ScheduleFired, m *recordpb.ScheduleFired) {
+			*m = recordpb.ScheduleFired{
 				Namespace:     r.Namespace,
 				Queue:         r.Queue,
 				Name:          r.Name,
@@ -580,8 +582,8 @@ var registry = []row{
 		}),
 
 	entry(TypeScheduleSkipped, "ScheduleSkipped",
-		func(r *state.ScheduleSkipped) *recordpb.ScheduleSkipped {
-			return &recordpb.ScheduleSkipped{
+		func(r *state.ScheduleSkipped, m *recordpb.ScheduleSkipped) {
+			*m = recordpb.ScheduleSkipped{
 				Namespace:     r.Namespace,
 				Queue:         r.Queue,
 				Name:          r.Name,
@@ -604,8 +606,8 @@ var registry = []row{
 		}),
 
 	entry(TypeScheduleHeld, "ScheduleHeld",
-		func(r *state.ScheduleHeld) *recordpb.ScheduleHeld {
-			return &recordpb.ScheduleHeld{
+		func(r *state.ScheduleHeld, m *recordpb.ScheduleHeld) {
+			*m = recordpb.ScheduleHeld{
 				Namespace:     r.Namespace,
 				Queue:         r.Queue,
 				Name:          r.Name,
@@ -661,15 +663,25 @@ func scheduleDefFromPB(m *recordpb.ScheduleDef) state.ScheduleDef {
 // TaskCreated carries. A zero policy is no message at all, so that a zero
 // record encodes to nothing.
 func retryPolicyToPB(p state.RetryPolicy) *recordpb.RetryPolicy {
+	return retryPolicyInto(nil, p)
+}
+
+// retryPolicyInto is retryPolicyToPB writing into m if it is not nil (the
+// message of the record an Encoder encoded before).
+func retryPolicyInto(m *recordpb.RetryPolicy, p state.RetryPolicy) *recordpb.RetryPolicy {
 	if p == (state.RetryPolicy{}) {
 		return nil
 	}
-	return &recordpb.RetryPolicy{
+	if m == nil {
+		m = new(recordpb.RetryPolicy)
+	}
+	*m = recordpb.RetryPolicy{
 		MaxAttempts:         p.MaxAttempts,
 		InitialBackoffNanos: int64(p.InitialBackoff),
 		MaxBackoffNanos:     int64(p.MaxBackoff),
 		Multiplier:          p.Multiplier,
 	}
+	return m
 }
 
 func retryPolicyFromPB(m *recordpb.RetryPolicy) state.RetryPolicy {
@@ -714,6 +726,11 @@ type row struct {
 	// toPB returns the message of a record of goType (nil for a nil
 	// pointer).
 	toPB func(state.Record) proto.Message
+	// fill sets every field of m, a message of the type's (newMsg), from
+	// a record of goType, and reports whether it did (not for a nil
+	// pointer); nothing of what m held before is kept but nested messages,
+	// which it may reuse.
+	fill func(r state.Record, m proto.Message) bool
 	// decode parses a payload into a new record.
 	decode func(payload []byte) (state.Record, error)
 }
@@ -727,7 +744,7 @@ func entry[R any, PR interface {
 }, M any, PM interface {
 	*M
 	proto.Message
-}](typ Type, name string, toPB func(PR) PM, fromPB func(PM) PR) row {
+}](typ Type, name string, toPB func(PR, PM), fromPB func(PM) PR) row {
 	return row{
 		typ:    typ,
 		name:   name,
@@ -739,7 +756,17 @@ func entry[R any, PR interface {
 			if p == nil {
 				return nil
 			}
-			return toPB(p)
+			m := PM(new(M))
+			toPB(p, m)
+			return m
+		},
+		fill: func(r state.Record, m proto.Message) bool {
+			p := r.(PR)
+			if p == nil {
+				return false
+			}
+			toPB(p, m.(PM))
+			return true
 		},
 		decode: func(payload []byte) (state.Record, error) {
 			// proto.Unmarshal copies bytes and string fields out of
