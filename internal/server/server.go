@@ -162,7 +162,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("GET /{$}", s.opts.Dashboard)
 		mux.Handle("GET /assets/", s.opts.Dashboard)
 	}
-	return s.limitBodies(s.forwarded(mux))
+	return s.limitBodies(s.forwarded(unaryAnswers(mux)))
 }
 
 // logErrors logs internal and unavailable errors: the ones an operator must

@@ -1,0 +1,111 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+)
+
+// maxHeldAnswer is the largest answer unaryAnswers holds back to send with
+// its length; a larger one goes out as the handler writes it.
+const maxHeldAnswer = 64 << 10
+
+// unaryAnswers sends the answer of each Connect unary call (a POST of
+// application/proto or application/json) with its Content-Length, in one
+// write. Connect writes a unary answer's body in one Write but sets no
+// length, so net/http chunks every answer over 2 KiB: over HTTP/1.1 that
+// is a write for the headers and the first bytes, one for the rest and one
+// for the last chunk, each a syscall here and a wake-up and a read at the
+// client. Holding the body back until the handler returns costs one copy
+// of it into a pooled buffer.
+func unaryAnswers(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		switch r.Header.Get("Content-Type") {
+		case "application/proto", "application/json":
+		default:
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := heldAnswers.Get().(*heldAnswer)
+		h.w = w
+		next.ServeHTTP(h, r)
+		h.finish()
+		*h = heldAnswer{buf: h.buf[:0]}
+		heldAnswers.Put(h)
+	})
+}
+
+var heldAnswers = sync.Pool{New: func() any { return new(heldAnswer) }}
+
+// heldAnswer is the http.ResponseWriter of a unary call that holds the
+// status and body back until finish, or until the body outgrows
+// maxHeldAnswer or the handler flushes: then it sends what it holds and
+// lets the rest through.
+type heldAnswer struct {
+	w      http.ResponseWriter
+	buf    []byte
+	code   int  // the status the handler set; 0 for none yet
+	passed bool // the status is sent: writes go through
+}
+
+func (h *heldAnswer) Header() http.Header { return h.w.Header() }
+
+func (h *heldAnswer) WriteHeader(code int) {
+	switch {
+	case h.passed || code < 200: // an informational status goes out at once
+		h.w.WriteHeader(code)
+	case h.code == 0:
+		h.code = code
+	}
+}
+
+func (h *heldAnswer) Write(p []byte) (int, error) {
+	if !h.passed && len(h.buf)+len(p) > maxHeldAnswer {
+		h.pass()
+	}
+	if h.passed {
+		return h.w.Write(p)
+	}
+	h.buf = append(h.buf, p...)
+	return len(p), nil
+}
+
+// Flush sends what is held and flushes.
+func (h *heldAnswer) Flush() {
+	h.pass()
+	http.NewResponseController(h.w).Flush()
+}
+
+// Unwrap is for http.ResponseController.
+func (h *heldAnswer) Unwrap() http.ResponseWriter { return h.w }
+
+// pass sends the status and the body held, and lets later writes through.
+func (h *heldAnswer) pass() {
+	if h.passed {
+		return
+	}
+	h.passed = true
+	if h.code != 0 {
+		h.w.WriteHeader(h.code)
+	}
+	if len(h.buf) > 0 {
+		// An error shows again on the handler's next write, or at the
+		// client.
+		_, _ = h.w.Write(h.buf)
+	}
+}
+
+// finish sends what is still held, with its length.
+func (h *heldAnswer) finish() {
+	if h.passed {
+		return
+	}
+	if code := h.code; (code == 0 || code >= 200 && code != http.StatusNoContent && code != http.StatusNotModified) && h.w.Header().Get("Content-Length") == "" {
+		h.w.Header().Set("Content-Length", strconv.Itoa(len(h.buf)))
+	}
+	h.pass()
+}
