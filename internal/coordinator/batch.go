@@ -62,7 +62,11 @@ func (c *Coordinator) CompleteBatch(ctx context.Context, items []CompleteItem) (
 	// items of distinct tasks can share one write. An item whose task has a
 	// record pending writes the pending records first, so that it is
 	// decided on the state its predecessors left.
-	var pending map[string]struct{}
+	if c.pending == nil {
+		c.pending = make(map[string]struct{})
+	}
+	pending := c.pending // kept from batch to batch, under c.mu
+	clear(pending)
 	for i, it := range items {
 		if errs[i] != nil {
 			continue
@@ -82,9 +86,6 @@ func (c *Coordinator) CompleteBatch(ctx context.Context, items []CompleteItem) (
 			continue
 		}
 		if len(items) > 1 {
-			if pending == nil {
-				pending = make(map[string]struct{}, len(items))
-			}
 			pending[it.TaskID] = struct{}{}
 		}
 	}

@@ -57,6 +57,9 @@ type Coordinator struct {
 	encBuf    []byte
 	entries   []wal.Entry
 	enc       record.Encoder // encodes the records of write (under mu)
+	// pending is CompleteBatch's set of the tasks of its unwritten
+	// records (under mu).
+	pending map[string]struct{}
 	// submitScratch is submitBatch's working memory (under mu).
 	submitScratch struct {
 		dup     []bool

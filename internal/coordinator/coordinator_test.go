@@ -557,3 +557,23 @@ func TestIDsAreUniqueAndSortable(t *testing.T) {
 		t.Fatalf("ids %q %q", a, b)
 	}
 }
+
+// TestLeaseAppendAppends: LeaseAppend appends the leases Lease would return
+// to the slice it is given, and gives it back unchanged when nothing is
+// ready.
+func TestLeaseAppendAppends(t *testing.T) {
+	e := newEnv(t, 21)
+	a, b := e.submit("q"), e.submit("q")
+	kept := Lease{TaskID: "kept"}
+	out, err := e.c.LeaseAppend(ctx, LeaseRequest{WorkerID: "w", Queue: "q", MaxTasks: 5}, []Lease{kept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 3 || out[0].TaskID != "kept" || out[1].TaskID != a.ID || out[2].TaskID != b.ID || out[1].LeaseID == "" {
+		t.Fatalf("LeaseAppend: %+v, want the kept lease then leases of %s and %s", out, a.ID, b.ID)
+	}
+	out, err = e.c.LeaseAppend(ctx, LeaseRequest{WorkerID: "w", Queue: "q"}, out[:1])
+	if err != nil || len(out) != 1 || out[0].TaskID != "kept" {
+		t.Fatalf("LeaseAppend with nothing ready: %+v, %v; want the kept lease alone", out, err)
+	}
+}

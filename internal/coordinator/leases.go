@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tenurehq/tenure/internal/state"
@@ -93,6 +94,12 @@ func (l Limits) checkLease(req *LeaseRequest) error {
 // order. With none ready it long-polls up to Wait for one to become ready,
 // and returns an empty list if none did.
 func (c *Coordinator) Lease(ctx context.Context, req LeaseRequest) ([]Lease, error) {
+	return c.LeaseAppend(ctx, req, nil)
+}
+
+// LeaseAppend is Lease appending the leases to out (Lease allocates them):
+// for a caller that converts them and reuses out.
+func (c *Coordinator) LeaseAppend(ctx context.Context, req LeaseRequest, out []Lease) ([]Lease, error) {
 	if err := c.validateLease(&req); err != nil {
 		return nil, err
 	}
@@ -141,9 +148,9 @@ func (c *Coordinator) Lease(ctx context.Context, req LeaseRequest) ([]Lease, err
 			return nil, err
 		}
 		if len(grants) > 0 {
-			out := make([]Lease, len(grants))
-			for i, g := range grants {
-				out[i] = c.leaseView(c.st.Task(g.TaskID), g)
+			out = slices.Grow(out, len(grants))
+			for _, g := range grants {
+				out = append(out, c.leaseView(c.st.Task(g.TaskID), g))
 			}
 			c.mu.Unlock()
 			if err := c.wait(ctx, last); err != nil {
@@ -170,7 +177,7 @@ func (c *Coordinator) Lease(ctx context.Context, req LeaseRequest) ([]Lease, err
 			continue
 		}
 		if !nowT.Before(pollEnd) {
-			return nil, nil
+			return out, nil
 		}
 		timer := c.cfg.Clock.NewTimer(remaining)
 		select {

@@ -104,6 +104,10 @@ func badAnswer(peer route.Peer, format string, args ...any) error {
 	return fmt.Errorf("%w: tenure node %s answered something this node cannot use: %s", coordinator.ErrUnavailable, peer.Addr(), fmt.Sprintf(format, args...))
 }
 
+// leases keeps the coordinator's leases of a Lease call from call to call
+// (200 bytes per task), once converted to the answer.
+var leases = sync.Pool{New: func() any { return new([]coordinator.Lease) }}
+
 // submitRequests keeps the converted requests of a SubmitBatch from call
 // to call: about 200 bytes per task that each batch allocated anew. The
 // coordinator keeps nothing of them (its records copy what they need).
@@ -251,8 +255,8 @@ func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchR
 		err := ps[k].p.Do(ctx, false, func(c *coordinator.Coordinator) error {
 			// An item outside the caller's scope (or not found) is
 			// refused on its own.
-			var items []coordinator.CompleteItem
-			var at []int // the index in `in` of each of items
+			items := make([]coordinator.CompleteItem, 0, len(idx))
+			at := make([]int, 0, len(idx)) // the index in `in` of each of items
 			for _, i := range idx {
 				err := s.checkTask(ctx, c, in[i].GetTaskId())
 				if errors.Is(err, coordinator.ErrUnavailable) {
@@ -412,12 +416,15 @@ func (s *Server) leaseFrom(ctx context.Context, p route.Partition, req coordinat
 		if signals != nil {
 			*signals = append(*signals, c.Signal(req.Namespace, req.Queue))
 		}
-		ls, err := c.Lease(ctx, req)
-		if err != nil {
-			return err
+		held := leases.Get().(*[]coordinator.Lease)
+		ls, err := c.LeaseAppend(ctx, req, (*held)[:0])
+		if err == nil {
+			out = &tenurev1.LeaseResponse{Tasks: leasedTasks(ls)}
 		}
-		out = &tenurev1.LeaseResponse{Tasks: leasedTasks(ls)}
-		return nil
+		clear(ls) // converted: let go of the tasks' memory
+		*held = ls[:0]
+		leases.Put(held)
+		return err
 	}, func(peer route.Peer) error {
 		m := &tenurev1.LeaseRequest{WorkerId: req.WorkerID, Namespace: req.Namespace, Queue: req.Queue, MaxTasks: uint32(req.MaxTasks), Wait: optDuration(req.Wait)}
 		resp, err := peer.Lease(ctx, connect.NewRequest(m))
