@@ -65,6 +65,7 @@ type Coordinator struct {
 		dup     []bool
 		newAt   []int
 		firstOf map[[2]string]int
+		ids     map[string]struct{} // the new tasks' ids
 	}
 	// onApply, when set (by tests), runs after every applied record.
 	onApply func(*state.State)

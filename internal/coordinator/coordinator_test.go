@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/state"
+	"github.com/tenurehq/tenure/internal/wal"
 )
 
 func TestSubmitLeaseComplete(t *testing.T) {
@@ -575,5 +577,42 @@ func TestLeaseAppendAppends(t *testing.T) {
 	out, err = e.c.LeaseAppend(ctx, LeaseRequest{WorkerID: "w", Queue: "q"}, out[:1])
 	if err != nil || len(out) != 1 || out[0].TaskID != "kept" {
 		t.Fatalf("LeaseAppend with nothing ready: %+v, %v; want the kept lease alone", out, err)
+	}
+}
+
+// repeatingIDs is an id source whose first two ids' random bits are the
+// same: a broken source, for which a batch must still get distinct ids.
+type repeatingIDs struct{ off int }
+
+func (r *repeatingIDs) Read(p []byte) (int, error) {
+	for i := range p {
+		if r.off < 2*idRandBytes {
+			p[i] = 7
+		} else {
+			p[i] = byte(r.off / idRandBytes)
+		}
+		r.off++
+	}
+	return len(p), nil
+}
+
+// TestBatchIDsDistinctFromABrokenSource: a batch never gives two tasks the
+// same id, even when the source repeats itself.
+func TestBatchIDsDistinctFromABrokenSource(t *testing.T) {
+	l, err := wal.Open(wal.Options{Dir: t.TempDir(), Sync: wal.SyncNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(ctx, l, Config{Clock: clock.NewFake(epoch), Rand: &repeatingIDs{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Close(); l.Close() }()
+	res, err := c.SubmitBatchIDs(ctx, []SubmitRequest{{Queue: "q"}, {Queue: "q"}, {Queue: "q"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].ID == res[1].ID || res[1].ID == res[2].ID || res[0].ID == res[2].ID {
+		t.Fatalf("ids %s, %s, %s: want three distinct", res[0].ID, res[1].ID, res[2].ID)
 	}
 }

@@ -397,6 +397,7 @@ func (c *Coordinator) Backfill(ctx context.Context, k state.ScheduleKey, from, t
 	var (
 		res  BackfillResult
 		recs []state.Record
+		ids  = map[string]struct{}{} // of recs
 	)
 	for t := cr.Next(state.TimeOf(from) - 1); t != 0 && t <= end; t = cr.Next(t) {
 		if t == sc.HeldTick || c.st.ByRequest(k.Namespace, state.FireRequestID(k, t)) != nil {
@@ -407,7 +408,7 @@ func (c *Coordinator) Backfill(ctx context.Context, k state.ScheduleKey, from, t
 			return BackfillResult{}, c.refuseLocked(ctx, fieldErr("end", "the range holds more than %d ticks that never fired; backfill it in parts", MaxBackfillTicks))
 		}
 		r := &state.ScheduleFired{Namespace: k.Namespace, Queue: k.Queue, Name: k.Name, Tick: t,
-			TaskID: c.newTaskID(nowT, recs), Next: sc.Next, Outcome: state.Backfilled, By: a.By, At: now}
+			TaskID: c.newTaskID(nowT, ids), Next: sc.Next, Outcome: state.Backfilled, By: a.By, At: now}
 		recs = append(recs, r)
 		res.Fired = append(res.Fired, state.Fire{Tick: t, TaskID: r.TaskID, Outcome: state.Backfilled, At: now})
 	}

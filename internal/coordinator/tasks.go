@@ -344,6 +344,10 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 	}
 	firstOf := sc.firstOf
 	clear(firstOf) // of the batch before
+	if sc.ids == nil {
+		sc.ids = make(map[string]struct{})
+	}
+	clear(sc.ids)
 	sc.dup, sc.newAt = dup, newAt
 	for i := range reqs {
 		req := &reqs[i]
@@ -387,7 +391,7 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 			}
 		}
 		newAt[i] = len(recs)
-		recs = append(recs, created(req, c.newTaskID(now, recs), now))
+		recs = append(recs, created(req, c.newTaskID(now, sc.ids), now))
 	}
 	attribute(ctx, recs)
 	last, err := c.write(recs...)
@@ -435,22 +439,24 @@ func sameRequest(i int, req *SubmitRequest, task, queue string, payload []byte) 
 		req.RequestID, req.Namespace, task, what)
 }
 
-// newTaskID returns an id that no task holds and no record in pending
-// will create. A collision needs a broken random source, but the cost of
-// checking is a map lookup, and a duplicate id would stop the partition.
-func (c *Coordinator) newTaskID(now time.Time, pending []state.Record) string {
+// newTaskID returns an id that no task holds and that is not in pending
+// (the ids of the records not yet written), and adds it to pending (nil:
+// no record is pending). A collision needs a broken random source, but the
+// cost of checking is two map lookups, and a duplicate id would stop the
+// partition.
+func (c *Coordinator) newTaskID(now time.Time, pending map[string]struct{}) string {
 	for {
 		id := newID(now, c.ids) + c.cfg.TaskIDSuffix
 		if c.st.Task(id) != nil {
 			continue
 		}
-		clash := false
-		for _, r := range pending {
-			clash = clash || r.Task() == id
+		if _, clash := pending[id]; clash {
+			continue
 		}
-		if !clash {
-			return id
+		if pending != nil {
+			pending[id] = struct{}{}
 		}
+		return id
 	}
 }
 
