@@ -157,11 +157,32 @@ func (olderServer) SubmitBatch(_ context.Context, req *connect.Request[tenurev1.
 	return connect.NewResponse(out), nil
 }
 
-// TestSubmitBatchFromAnOlderServer: the client reads the responses of a
-// server that ignores compact_ids.
-func TestSubmitBatchFromAnOlderServer(t *testing.T) {
+// olderWorkerServer answers CompleteBatch as a server older than
+// failed_only does: a result per item, whatever failed_only says. Item 1
+// fails.
+type olderWorkerServer struct {
+	tenurev1connect.UnimplementedWorkerServiceHandler
+}
+
+func (olderWorkerServer) CompleteBatch(_ context.Context, req *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error) {
+	out := &tenurev1.CompleteBatchResponse{}
+	for i, it := range req.Msg.GetItems() {
+		r := &tenurev1.CompleteResult{TaskId: it.GetTaskId()}
+		if i == 1 {
+			r.Code, r.Message = "not_found", "no such task"
+		}
+		out.Results = append(out.Results, r)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// TestBatchesFromAnOlderServer: the client reads the responses of a
+// server that ignores compact_ids, and the per-item results of one that
+// ignores failed_only.
+func TestBatchesFromAnOlderServer(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.Handle(tenurev1connect.NewTaskServiceHandler(olderServer{}))
+	mux.Handle(tenurev1connect.NewWorkerServiceHandler(olderWorkerServer{}))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	c, err := client.New(srv.URL, client.Options{})
@@ -172,5 +193,9 @@ func TestSubmitBatchFromAnOlderServer(t *testing.T) {
 	want := []client.SubmitResult{{TaskID: "t0"}, {TaskID: "t1", Duplicate: true}}
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("SubmitBatch: %+v, %v; want %+v", got, err, want)
+	}
+	errs, err := c.CompleteBatch(t.Context(), []client.CompleteItem{{TaskID: "a", LeaseID: "l"}, {TaskID: "b", LeaseID: "l"}, {TaskID: "c", LeaseID: "l"}})
+	if err != nil || len(errs) != 3 || errs[0] != nil || !errors.Is(errs[1], client.ErrNotFound) || errs[2] != nil {
+		t.Fatalf("CompleteBatch: %v, %v; want item 1 not found, the others done", errs, err)
 	}
 }

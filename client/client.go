@@ -516,7 +516,7 @@ func (c *Client) Complete(ctx context.Context, taskID, leaseID string, result []
 // completing a task again gets the same answer, and the client itself
 // retries a call answered with unavailable.
 func (c *Client) CompleteBatch(ctx context.Context, items []CompleteItem) (errs []error, err error) {
-	msg := &tenurev1.CompleteBatchRequest{Items: make([]*tenurev1.CompleteRequest, len(items))}
+	msg := &tenurev1.CompleteBatchRequest{Items: make([]*tenurev1.CompleteRequest, len(items)), FailedOnly: true}
 	reqs := make([]tenurev1.CompleteRequest, len(items))
 	for i, it := range items {
 		reqs[i] = tenurev1.CompleteRequest{TaskId: it.TaskID, LeaseId: it.LeaseID, Result: it.Result}
@@ -526,10 +526,22 @@ func (c *Client) CompleteBatch(ctx context.Context, items []CompleteItem) (errs 
 	if err != nil {
 		return nil, err
 	}
+	errs = make([]error, len(items))
+	if len(resp.GetResults()) == 0 {
+		// failed_only: the items not named succeeded.
+		for _, r := range resp.GetFailed() {
+			i := int(r.GetIndex())
+			if i >= len(items) || r.GetTaskId() != items[i].TaskID || r.GetCode() == "" {
+				return nil, fmt.Errorf("client: CompleteBatch: the server answered a failure of item %d (task %q, code %q) that does not fit the %d items (a server bug; retry the call: completions are idempotent)", i, r.GetTaskId(), r.GetCode(), len(items))
+			}
+			errs[i] = itemError(r)
+		}
+		return errs, nil
+	}
+	// A server older than failed_only answers a result per item.
 	if len(resp.GetResults()) != len(items) {
 		return nil, fmt.Errorf("client: CompleteBatch: the server answered %d results for %d items (a server bug; retry the call: completions are idempotent)", len(resp.GetResults()), len(items))
 	}
-	errs = make([]error, len(items))
 	for i, r := range resp.GetResults() {
 		if r.GetCode() != "" {
 			errs[i] = itemError(r)

@@ -779,7 +779,14 @@ func (*CompleteResponse) Descriptor() ([]byte, []int) {
 type CompleteBatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1..1000 completions (default limit), each as for Complete.
-	Items         []*CompleteRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	Items []*CompleteRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// Answer only the items that failed, in CompleteBatchResponse.failed,
+	// instead of a result per item in results: the items not named there
+	// succeeded. Saves encoding and decoding a message per completed task. A
+	// server older than this field ignores it and answers results: a client
+	// reads whichever it got (results has one entry per item, failed is
+	// empty; or results is empty).
+	FailedOnly    bool `protobuf:"varint,2,opt,name=failed_only,json=failedOnly,proto3" json:"failed_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -821,11 +828,21 @@ func (x *CompleteBatchRequest) GetItems() []*CompleteRequest {
 	return nil
 }
 
+func (x *CompleteBatchRequest) GetFailedOnly() bool {
+	if x != nil {
+		return x.FailedOnly
+	}
+	return false
+}
+
 // CompleteBatchResponse answers a CompleteBatch.
 type CompleteBatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// One result per item, in the same order.
-	Results       []*CompleteResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// One result per item, in the same order (empty with failed_only).
+	Results []*CompleteResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// With failed_only: the result of each item that failed, in item order,
+	// with its index set.
+	Failed        []*CompleteResult `protobuf:"bytes,2,rep,name=failed,proto3" json:"failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -867,6 +884,13 @@ func (x *CompleteBatchResponse) GetResults() []*CompleteResult {
 	return nil
 }
 
+func (x *CompleteBatchResponse) GetFailed() []*CompleteResult {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
 // CompleteResult is the outcome of one item of a CompleteBatch.
 type CompleteResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -882,7 +906,10 @@ type CompleteResult struct {
 	// What a caller branches on when the item failed, as the detail of the
 	// error Complete would have answered (see errors.proto); unset on
 	// success.
-	Detail        *ErrorDetail `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	Detail *ErrorDetail `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	// In CompleteBatchResponse.failed: the item's index in the request's
+	// items (0 in results).
+	Index         uint32 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -943,6 +970,13 @@ func (x *CompleteResult) GetDetail() *ErrorDetail {
 		return x.Detail
 	}
 	return nil
+}
+
+func (x *CompleteResult) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
 }
 
 // FailRequest reports a failed attempt.
@@ -1123,16 +1157,20 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
 	"\x06result\x18\x03 \x01(\fR\x06result\"\x12\n" +
-	"\x10CompleteResponse\"H\n" +
+	"\x10CompleteResponse\"i\n" +
 	"\x14CompleteBatchRequest\x120\n" +
-	"\x05items\x18\x01 \x03(\v2\x1a.tenure.v1.CompleteRequestR\x05items\"L\n" +
+	"\x05items\x18\x01 \x03(\v2\x1a.tenure.v1.CompleteRequestR\x05items\x12\x1f\n" +
+	"\vfailed_only\x18\x02 \x01(\bR\n" +
+	"failedOnly\"\x7f\n" +
 	"\x15CompleteBatchResponse\x123\n" +
-	"\aresults\x18\x01 \x03(\v2\x19.tenure.v1.CompleteResultR\aresults\"\x87\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.tenure.v1.CompleteResultR\aresults\x121\n" +
+	"\x06failed\x18\x02 \x03(\v2\x19.tenure.v1.CompleteResultR\x06failed\"\x9d\x01\n" +
 	"\x0eCompleteResult\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12.\n" +
-	"\x06detail\x18\x04 \x01(\v2\x16.tenure.v1.ErrorDetailR\x06detail\"w\n" +
+	"\x06detail\x18\x04 \x01(\v2\x16.tenure.v1.ErrorDetailR\x06detail\x12\x14\n" +
+	"\x05index\x18\x05 \x01(\rR\x05index\"w\n" +
 	"\vFailRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
@@ -1196,28 +1234,29 @@ var file_tenure_v1_worker_proto_depIdxs = []int32{
 	9,  // 6: tenure.v1.CommitResponse.fencing_token:type_name -> tenure.v1.FencingToken
 	10, // 7: tenure.v1.CompleteBatchRequest.items:type_name -> tenure.v1.CompleteRequest
 	14, // 8: tenure.v1.CompleteBatchResponse.results:type_name -> tenure.v1.CompleteResult
-	19, // 9: tenure.v1.CompleteResult.detail:type_name -> tenure.v1.ErrorDetail
-	20, // 10: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
-	18, // 11: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
-	0,  // 12: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
-	3,  // 13: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
-	5,  // 14: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
-	7,  // 15: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
-	10, // 16: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
-	12, // 17: tenure.v1.WorkerService.CompleteBatch:input_type -> tenure.v1.CompleteBatchRequest
-	15, // 18: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
-	1,  // 19: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
-	4,  // 20: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
-	6,  // 21: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
-	8,  // 22: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
-	11, // 23: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
-	13, // 24: tenure.v1.WorkerService.CompleteBatch:output_type -> tenure.v1.CompleteBatchResponse
-	16, // 25: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
-	19, // [19:26] is the sub-list for method output_type
-	12, // [12:19] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	14, // 9: tenure.v1.CompleteBatchResponse.failed:type_name -> tenure.v1.CompleteResult
+	19, // 10: tenure.v1.CompleteResult.detail:type_name -> tenure.v1.ErrorDetail
+	20, // 11: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
+	18, // 12: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
+	0,  // 13: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
+	3,  // 14: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
+	5,  // 15: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
+	7,  // 16: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
+	10, // 17: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
+	12, // 18: tenure.v1.WorkerService.CompleteBatch:input_type -> tenure.v1.CompleteBatchRequest
+	15, // 19: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
+	1,  // 20: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
+	4,  // 21: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
+	6,  // 22: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
+	8,  // 23: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
+	11, // 24: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
+	13, // 25: tenure.v1.WorkerService.CompleteBatch:output_type -> tenure.v1.CompleteBatchResponse
+	16, // 26: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
+	20, // [20:27] is the sub-list for method output_type
+	13, // [13:20] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_worker_proto_init() }

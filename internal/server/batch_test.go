@@ -22,11 +22,7 @@ import (
 func TestAPICompleteBatch(t *testing.T) {
 	t.Parallel()
 	e := newAPIEnv(t)
-	var held []*tenurev1.LeasedTask
-	for range 2 {
-		e.submit(t, &tenurev1.SubmitRequest{Queue: "cb", ExecutionWindow: durationpb.New(time.Hour)})
-		held = append(held, e.leaseOne(t, "w", "cb"))
-	}
+	held := e.leaseTwo(t, "cb")
 	body := fmt.Sprintf(`{"items":[
 		{"taskId":%q,"leaseId":%q,"result":"b2s="},
 		{"taskId":%q,"leaseId":"made-up-lease"},
@@ -73,6 +69,57 @@ func TestAPICompleteBatch(t *testing.T) {
 			code: connect.CodeInvalidArgument, mention: []string{"items", "1001", "1000"}},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, e) })
+	}
+}
+
+// leaseTwo submits two tasks to queue, with an hour's window, and leases
+// them.
+func (e *apiEnv) leaseTwo(t *testing.T, queue string) []*tenurev1.LeasedTask {
+	t.Helper()
+	var held []*tenurev1.LeasedTask
+	for range 2 {
+		e.submit(t, &tenurev1.SubmitRequest{Queue: queue, ExecutionWindow: durationpb.New(time.Hour)})
+		held = append(held, e.leaseOne(t, "w", queue))
+	}
+	return held
+}
+
+// TestAPICompleteBatchFailedOnly: with failed_only the answer names only
+// the items that failed, each with its index, and the others are done.
+func TestAPICompleteBatchFailedOnly(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t)
+	held := e.leaseTwo(t, "cbf")
+	body := fmt.Sprintf(`{"failedOnly":true,"items":[
+		{"taskId":%q,"leaseId":"made-up-lease"},
+		{"taskId":%q,"leaseId":%q},
+		{"taskId":"no-such-task","leaseId":"x"},
+		{"taskId":%q,"leaseId":%q}]}`,
+		held[1].GetTaskId(), held[0].GetTaskId(), held[0].GetLeaseId(), held[1].GetTaskId(), held[1].GetLeaseId())
+	status, out := e.postJSON(t, tenurev1connect.WorkerServiceCompleteBatchProcedure, body)
+	if status != http.StatusOK {
+		t.Fatalf("CompleteBatch: %d %s", status, out)
+	}
+	var resp struct {
+		Results []json.RawMessage
+		Failed  []struct {
+			TaskID, Code string
+			Index        int
+		}
+	}
+	if err := json.Unmarshal(out, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Results) != 0 || len(resp.Failed) != 2 ||
+		resp.Failed[0].Index != 0 || resp.Failed[0].TaskID != held[1].GetTaskId() || resp.Failed[0].Code != "failed_precondition" ||
+		resp.Failed[1].Index != 2 || resp.Failed[1].TaskID != "no-such-task" || resp.Failed[1].Code != "not_found" {
+		t.Fatalf("answer %s, want failures of items 0 and 2 only", out)
+	}
+	for _, h := range held {
+		got, err := e.tasks.GetTask(apiCtx(t), connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: h.GetTaskId()}))
+		if err != nil || got.Msg.GetTask().GetState() != tenurev1.TaskState_TASK_STATE_COMPLETED {
+			t.Fatalf("task %s: %v %v, want it completed", h.GetTaskId(), got, err)
+		}
 	}
 }
 

@@ -230,12 +230,9 @@ func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchR
 	if err := s.opts.Limits.CheckCompleteBatch(len(in)); err != nil {
 		return nil, err
 	}
+	// results[i] is item i's: a failure has a code.
 	results := make([]tenurev1.CompleteResult, len(in))
-	out := &tenurev1.CompleteBatchResponse{Results: make([]*tenurev1.CompleteResult, len(in))}
-	for i := range in {
-		results[i].TaskId = in[i].GetTaskId()
-		out.Results[i] = &results[i]
-	}
+	failedOnly := msg.GetFailedOnly()
 	fail := func(i int, err error) {
 		ce := s.apiError(err)
 		results[i].Code, results[i].Message, results[i].Detail = ce.Code().String(), ce.Message(), detailOf(ce)
@@ -283,19 +280,28 @@ func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchR
 			}
 			return nil
 		}, func(peer route.Peer) error {
-			resp, err := peer.CompleteBatch(ctx, connect.NewRequest(&tenurev1.CompleteBatchRequest{Items: pick(in, idx)}))
+			resp, err := peer.CompleteBatch(ctx, connect.NewRequest(&tenurev1.CompleteBatchRequest{Items: pick(in, idx), FailedOnly: failedOnly}))
 			if err != nil {
 				return err
 			}
 			got := resp.Msg.GetResults()
-			if len(got) != len(idx) {
+			// A node older than failed_only answers results.
+			compact := len(got) == 0 && failedOnly
+			if compact {
+				got = resp.Msg.GetFailed() // the items not named succeeded
+			} else if len(got) != len(idx) {
 				return badAnswer(peer, "CompleteBatch: %d results for %d items", len(got), len(idx))
 			}
-			for j, r := range got {
-				if r.GetTaskId() != in[idx[j]].GetTaskId() {
-					return badAnswer(peer, "CompleteBatch: result %d is for task %q, not %q", j, r.GetTaskId(), in[idx[j]].GetTaskId())
+			for k, r := range got {
+				j := k
+				if compact {
+					j = int(r.GetIndex())
 				}
-				out.Results[idx[j]] = r
+				if j >= len(idx) || r.GetTaskId() != in[idx[j]].GetTaskId() {
+					return badAnswer(peer, "CompleteBatch: result %d is for task %q, not item %d's", k, r.GetTaskId(), j)
+				}
+				res := &results[idx[j]]
+				res.Code, res.Message, res.Detail = r.GetCode(), r.GetMessage(), r.GetDetail()
 			}
 			return nil
 		})
@@ -306,6 +312,21 @@ func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchR
 		}
 		return nil
 	})
+	out := &tenurev1.CompleteBatchResponse{}
+	if !failedOnly {
+		out.Results = make([]*tenurev1.CompleteResult, len(in))
+	}
+	for i := range results {
+		r := &results[i]
+		switch {
+		case !failedOnly:
+			r.TaskId = in[i].GetTaskId()
+			out.Results[i] = r
+		case r.Code != "":
+			r.TaskId, r.Index = in[i].GetTaskId(), uint32(i)
+			out.Failed = append(out.Failed, r)
+		}
+	}
 	return out, nil
 }
 

@@ -429,6 +429,18 @@ export declare type CompleteBatchRequest = Message<"tenure.v1.CompleteBatchReque
    * @generated from field: repeated tenure.v1.CompleteRequest items = 1;
    */
   items: CompleteRequest[];
+
+  /**
+   * Answer only the items that failed, in CompleteBatchResponse.failed,
+   * instead of a result per item in results: the items not named there
+   * succeeded. Saves encoding and decoding a message per completed task. A
+   * server older than this field ignores it and answers results: a client
+   * reads whichever it got (results has one entry per item, failed is
+   * empty; or results is empty).
+   *
+   * @generated from field: bool failed_only = 2;
+   */
+  failedOnly: boolean;
 };
 
 /**
@@ -444,11 +456,19 @@ export declare const CompleteBatchRequestSchema: GenMessage<CompleteBatchRequest
  */
 export declare type CompleteBatchResponse = Message<"tenure.v1.CompleteBatchResponse"> & {
   /**
-   * One result per item, in the same order.
+   * One result per item, in the same order (empty with failed_only).
    *
    * @generated from field: repeated tenure.v1.CompleteResult results = 1;
    */
   results: CompleteResult[];
+
+  /**
+   * With failed_only: the result of each item that failed, in item order,
+   * with its index set.
+   *
+   * @generated from field: repeated tenure.v1.CompleteResult failed = 2;
+   */
+  failed: CompleteResult[];
 };
 
 /**
@@ -495,6 +515,14 @@ export declare type CompleteResult = Message<"tenure.v1.CompleteResult"> & {
    * @generated from field: tenure.v1.ErrorDetail detail = 4;
    */
   detail?: ErrorDetail | undefined;
+
+  /**
+   * In CompleteBatchResponse.failed: the item's index in the request's
+   * items (0 in results).
+   *
+   * @generated from field: uint32 index = 5;
+   */
+  index: number;
 };
 
 /**
