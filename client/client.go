@@ -265,20 +265,13 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, e
 // to learn which.
 func (c *Client) SubmitBatch(ctx context.Context, req SubmitBatchRequest) ([]SubmitResult, error) {
 	msg := &tenurev1.SubmitBatchRequest{Requests: make([]*tenurev1.SubmitRequest, len(req.Requests)), IdsOnly: !req.ReturnTasks, CompactIds: !req.ReturnTasks}
-	held := submitMessages.Get().(*[]tenurev1.SubmitRequest)
-	reqs := *held
-	if cap(reqs) < len(req.Requests) {
-		reqs = make([]tenurev1.SubmitRequest, len(req.Requests))
-	}
-	reqs = reqs[:len(req.Requests)]
+	held, reqs := pooled[tenurev1.SubmitRequest](&submitMessages, len(req.Requests))
 	for i := range req.Requests {
 		req.Requests[i].fill(&reqs[i])
 		msg.Requests[i] = &reqs[i]
 	}
 	resp, err := call(ctx, c, "SubmitBatch", c.tasks.SubmitBatch, msg)
-	clear(reqs) // sent: let go of the caller's payloads
-	*held = reqs[:0]
-	submitMessages.Put(held)
+	unpool(&submitMessages, held, reqs) // sent
 	if err != nil {
 		return nil, err
 	}
@@ -302,9 +295,31 @@ func (c *Client) SubmitBatch(ctx context.Context, req SubmitBatchRequest) ([]Sub
 	return out, nil
 }
 
-// submitMessages keeps the request messages of a SubmitBatch from call to
-// call (160 bytes per task): the call has encoded them when it returns.
-var submitMessages = sync.Pool{New: func() any { return new([]tenurev1.SubmitRequest) }}
+// submitMessages and completeMessages keep the request messages of a
+// SubmitBatch (160 bytes per task) and of a CompleteBatch (80) from call to
+// call: the call has encoded them when it returns.
+var (
+	submitMessages   = sync.Pool{New: func() any { return new([]tenurev1.SubmitRequest) }}
+	completeMessages = sync.Pool{New: func() any { return new([]tenurev1.CompleteRequest) }}
+)
+
+// pooled returns n zero elements from p, a pool of *[]T, and the pointer to
+// give back to unpool.
+func pooled[T any](p *sync.Pool, n int) (*[]T, []T) {
+	held := p.Get().(*[]T)
+	if cap(*held) < n {
+		return held, make([]T, n)
+	}
+	return held, (*held)[:n]
+}
+
+// unpool clears s (it lets go of what its elements point at) and puts it
+// back in p.
+func unpool[T any](p *sync.Pool, held *[]T, s []T) {
+	clear(s)
+	*held = s[:0]
+	p.Put(held)
+}
 
 // GetTask returns a task with its executions.
 func (c *Client) GetTask(ctx context.Context, taskID string) (*Task, error) {
@@ -517,12 +532,13 @@ func (c *Client) Complete(ctx context.Context, taskID, leaseID string, result []
 // retries a call answered with unavailable.
 func (c *Client) CompleteBatch(ctx context.Context, items []CompleteItem) (errs []error, err error) {
 	msg := &tenurev1.CompleteBatchRequest{Items: make([]*tenurev1.CompleteRequest, len(items)), FailedOnly: true}
-	reqs := make([]tenurev1.CompleteRequest, len(items))
+	held, reqs := pooled[tenurev1.CompleteRequest](&completeMessages, len(items))
 	for i, it := range items {
 		reqs[i] = tenurev1.CompleteRequest{TaskId: it.TaskID, LeaseId: it.LeaseID, Result: it.Result}
 		msg.Items[i] = &reqs[i]
 	}
 	resp, err := call(ctx, c, "CompleteBatch", c.workers.CompleteBatch, msg)
+	unpool(&completeMessages, held, reqs) // sent
 	if err != nil {
 		return nil, err
 	}
