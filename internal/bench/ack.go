@@ -22,7 +22,9 @@ import (
 // onAck(n) for the n successful items of a CompleteBatch. It counts an
 // answer when its body has been read to the end (for gRPC, the status is
 // in the trailers, known only then). A CompleteBatch answer is decoded for
-// its items; an answer that does not decode is reported to onErr.
+// its items (with failed_only, which the client asks for, it names only
+// the items that failed: the request is decoded too, for their number);
+// an answer that does not decode is reported to onErr.
 type ackTransport struct {
 	base  http.RoundTripper
 	onAck func(n int)
@@ -38,9 +40,28 @@ func (t *ackTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case strings.HasSuffix(p, tenurev1connect.WorkerServiceCompleteProcedure):
 		resp.Body = &ackBody{ReadCloser: resp.Body, resp: resp, t: t}
 	case strings.HasSuffix(p, tenurev1connect.WorkerServiceCompleteBatchProcedure):
-		resp.Body = &ackBody{ReadCloser: resp.Body, resp: resp, t: t, batch: true}
+		resp.Body = &ackBody{ReadCloser: resp.Body, resp: resp, t: t, batch: true, items: requestItems(req)}
 	}
 	return resp, nil
+}
+
+// requestItems returns the number of items of a CompleteBatch request, read
+// again through GetBody, or -1 if it cannot be read.
+func requestItems(req *http.Request) int {
+	if req.GetBody == nil {
+		return -1
+	}
+	rc, err := req.GetBody()
+	if err != nil {
+		return -1
+	}
+	defer rc.Close()
+	body, err := io.ReadAll(rc)
+	var msg tenurev1.CompleteBatchRequest
+	if err != nil || decodeMessage(req.Header, body, &msg) != nil {
+		return -1
+	}
+	return len(msg.GetItems())
 }
 
 type ackBody struct {
@@ -48,6 +69,7 @@ type ackBody struct {
 	resp  *http.Response
 	t     *ackTransport
 	batch bool
+	items int    // a CompleteBatch's items, -1 if unknown
 	buf   []byte // a CompleteBatch answer's body, as read
 	once  sync.Once
 }
@@ -66,7 +88,7 @@ func (b *ackBody) Read(p []byte) (int, error) {
 				b.t.onAck(1)
 				return
 			}
-			n, err := batchAcks(b.resp.Header, b.buf)
+			n, err := batchAcks(b.resp.Header, b.buf, b.items)
 			if err != nil {
 				b.t.onErr(fmt.Errorf("decoding a CompleteBatch answer: %w", err))
 				return
@@ -83,43 +105,19 @@ func grpcOK(h http.Header) bool {
 	return s == "" || s == "0"
 }
 
-// batchAcks decodes the body of a successful CompleteBatch answer (Connect
-// with protobuf or JSON, or gRPC; gzip or not) and counts its successful
-// items.
-func batchAcks(h http.Header, body []byte) (int, error) {
-	ct := h.Get("Content-Type")
-	grpc := strings.HasPrefix(ct, "application/grpc")
-	gz := h.Get("Content-Encoding") == "gzip"
-	if grpc {
-		// One length-prefixed message: a flags byte (bit 0: compressed with
-		// the Grpc-Encoding), a big-endian length, the message.
-		if len(body) < 5 || uint64(len(body)-5) < uint64(binary.BigEndian.Uint32(body[1:5])) {
-			return 0, fmt.Errorf("a gRPC message of %d bytes is cut short", len(body))
-		}
-		gz = body[0]&1 != 0
-		if gz && h.Get("Grpc-Encoding") != "gzip" {
-			return 0, fmt.Errorf("gRPC encoding %q is not gzip", h.Get("Grpc-Encoding"))
-		}
-		body = body[5 : 5+binary.BigEndian.Uint32(body[1:5])]
-	}
-	if gz {
-		zr, err := gzip.NewReader(bytes.NewReader(body))
-		if err != nil {
-			return 0, err
-		}
-		if body, err = io.ReadAll(zr); err != nil {
-			return 0, err
-		}
-	}
+// batchAcks decodes the body of a successful CompleteBatch answer to a
+// request of items items (-1: unknown) and counts its successful items.
+func batchAcks(h http.Header, body []byte, items int) (int, error) {
 	var msg tenurev1.CompleteBatchResponse
-	var err error
-	if strings.HasPrefix(ct, "application/json") {
-		err = protojson.Unmarshal(body, &msg)
-	} else {
-		err = proto.Unmarshal(body, &msg)
-	}
-	if err != nil {
+	if err := decodeMessage(h, body, &msg); err != nil {
 		return 0, err
+	}
+	if len(msg.GetResults()) == 0 && items != 0 {
+		// failed_only: the items not named in failed succeeded.
+		if items < 0 || len(msg.GetFailed()) > items {
+			return 0, fmt.Errorf("%d items failed of a request of %d items (the request could not be read)", len(msg.GetFailed()), items)
+		}
+		return items - len(msg.GetFailed()), nil
 	}
 	n := 0
 	for _, r := range msg.GetResults() {
@@ -128,4 +126,37 @@ func batchAcks(h http.Header, body []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// decodeMessage decodes the body of a request or an answer with headers h
+// (Connect with protobuf or JSON, or gRPC; gzip or not) into msg.
+func decodeMessage(h http.Header, body []byte, msg proto.Message) error {
+	ct := h.Get("Content-Type")
+	grpc := strings.HasPrefix(ct, "application/grpc")
+	gz := h.Get("Content-Encoding") == "gzip"
+	if grpc {
+		// One length-prefixed message: a flags byte (bit 0: compressed with
+		// the Grpc-Encoding), a big-endian length, the message.
+		if len(body) < 5 || uint64(len(body)-5) < uint64(binary.BigEndian.Uint32(body[1:5])) {
+			return fmt.Errorf("a gRPC message of %d bytes is cut short", len(body))
+		}
+		gz = body[0]&1 != 0
+		if gz && h.Get("Grpc-Encoding") != "gzip" {
+			return fmt.Errorf("gRPC encoding %q is not gzip", h.Get("Grpc-Encoding"))
+		}
+		body = body[5 : 5+binary.BigEndian.Uint32(body[1:5])]
+	}
+	if gz {
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		if body, err = io.ReadAll(zr); err != nil {
+			return err
+		}
+	}
+	if strings.HasPrefix(ct, "application/json") {
+		return protojson.Unmarshal(body, msg)
+	}
+	return proto.Unmarshal(body, msg)
 }
