@@ -57,6 +57,9 @@ func (c *Coordinator) CompleteBatch(ctx context.Context, items []CompleteItem) (
 	}
 	now := c.now()
 	recs := make([]state.Record, 0, len(items))
+	// The records live in c.completed until the next call: nothing keeps
+	// them once written and applied.
+	c.completed = resize(c.completed, len(items))
 	// pending holds the tasks that recs touches. Records are applied to the
 	// state only when written, and a decision reads only its own task, so
 	// items of distinct tasks can share one write. An item whose task has a
@@ -81,7 +84,7 @@ func (c *Coordinator) CompleteBatch(ctx context.Context, items []CompleteItem) (
 			clear(pending)
 		}
 		n := len(recs)
-		recs, errs[i] = c.completeLocked(recs, it, now)
+		recs, errs[i] = c.completeLocked(recs, it, now, &c.completed[i])
 		if len(recs) == n {
 			continue
 		}
@@ -115,15 +118,16 @@ func (c *Coordinator) validateComplete(it CompleteItem) error {
 
 // completeLocked decides one validated completion at now: nothing to write
 // when the lease already completed the task (a retry gets the same
-// answer), else the lease-holder decision with a TaskCompleted record,
-// appended to recs. c.mu must be held.
-func (c *Coordinator) completeLocked(recs []state.Record, it CompleteItem, now state.Time) ([]state.Record, error) {
+// answer), else the lease-holder decision with a TaskCompleted record (rec,
+// set), appended to recs. c.mu must be held.
+func (c *Coordinator) completeLocked(recs []state.Record, it CompleteItem, now state.Time, rec *state.TaskCompleted) ([]state.Record, error) {
 	t := c.st.Task(it.TaskID)
 	if t != nil && t.State == state.Completed && len(t.Executions) > 0 &&
 		t.Executions[len(t.Executions)-1].LeaseID == it.LeaseID {
 		return recs, nil
 	}
 	return c.leaseOpLocked(recs, t, it.TaskID, it.LeaseID, state.ActionComplete, now, func(t *state.Task, _ *state.Execution, now state.Time) (state.Record, error) {
-		return &state.TaskCompleted{TaskID: t.ID, LeaseID: it.LeaseID, Result: it.Result, At: now}, nil
+		*rec = state.TaskCompleted{TaskID: t.ID, LeaseID: it.LeaseID, Result: it.Result, At: now}
+		return rec, nil
 	})
 }

@@ -57,6 +57,10 @@ type Coordinator struct {
 	encBuf    []byte
 	entries   []wal.Entry
 	enc       record.Encoder // encodes the records of write (under mu)
+	// granted and completed hold the LeaseGranted records of a Lease and
+	// the TaskCompleted records of a CompleteBatch (under mu).
+	granted   []state.LeaseGranted
+	completed []state.TaskCompleted
 	// pending is CompleteBatch's set of the tasks of its unwritten
 	// records (under mu).
 	pending map[string]struct{}
@@ -66,6 +70,7 @@ type Coordinator struct {
 		newAt   []int
 		firstOf map[[2]string]int
 		ids     map[string]struct{} // the new tasks' ids
+		created []state.TaskCreated // the batch's records
 	}
 	// onApply, when set (by tests), runs after every applied record.
 	onApply func(*state.State)

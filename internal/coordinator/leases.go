@@ -118,6 +118,9 @@ func (c *Coordinator) LeaseAppend(ctx context.Context, req LeaseRequest, out []L
 		recs := c.revocationsLocked(now, c.cfg.MaxExpiriesPerScan)
 		ready := c.st.Schedulable(q, now, req.MaxTasks)
 		grants := make([]*state.LeaseGranted, 0, len(ready))
+		// The records live in c.granted until the next call: nothing keeps
+		// them once written, applied and answered (before Unlock).
+		c.granted = resize(c.granted, len(ready))
 		var failing map[string]bool // tasks recs fails at their deadline
 		for _, t := range ready {
 			if c.pastDeadline(t, now) {
@@ -130,7 +133,8 @@ func (c *Coordinator) LeaseAppend(ctx context.Context, req LeaseRequest, out []L
 				}
 				continue
 			}
-			g := &state.LeaseGranted{
+			g := &c.granted[len(grants)]
+			*g = state.LeaseGranted{
 				TaskID:      t.ID,
 				LeaseID:     newID(nowT, c.ids),
 				WorkerID:    req.WorkerID,

@@ -236,8 +236,9 @@ func (l Limits) checkDeadline(req *SubmitRequest, now time.Time, ahead bool) err
 	return nil
 }
 
-func created(req *SubmitRequest, id string, now time.Time) *state.TaskCreated {
-	r := &state.TaskCreated{
+// created sets r to the record of req's new task id, created at now.
+func created(r *state.TaskCreated, req *SubmitRequest, id string, now time.Time) {
+	*r = state.TaskCreated{
 		TaskID:          id,
 		Namespace:       req.Namespace,
 		Queue:           req.Queue,
@@ -257,7 +258,6 @@ func created(req *SubmitRequest, id string, now time.Time) *state.TaskCreated {
 	case !req.Deadline.IsZero():
 		r.Deadline = state.TimeOf(req.Deadline)
 	}
-	return r
 }
 
 // Submit creates a task (one TaskCreated record), or returns the existing
@@ -348,6 +348,7 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 		sc.ids = make(map[string]struct{})
 	}
 	clear(sc.ids)
+	sc.created = resize(sc.created, len(reqs))
 	sc.dup, sc.newAt = dup, newAt
 	for i := range reqs {
 		req := &reqs[i]
@@ -391,7 +392,11 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 			}
 		}
 		newAt[i] = len(recs)
-		recs = append(recs, created(req, c.newTaskID(now, sc.ids), now))
+		// The records live in sc.created until the next batch: nothing
+		// keeps them once written and applied.
+		r := &sc.created[len(recs)]
+		created(r, req, c.newTaskID(now, sc.ids), now)
+		recs = append(recs, r)
 	}
 	attribute(ctx, recs)
 	last, err := c.write(recs...)
