@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"sync"
@@ -32,11 +33,25 @@ func unaryAnswers(next http.Handler) http.Handler {
 		}
 		h := heldAnswers.Get().(*heldAnswer)
 		h.w = w
-		next.ServeHTTP(h, r)
+		next.ServeHTTP(h, r.WithContext(context.WithValue(r.Context(), heldAnswerKey{}, h)))
 		h.finish()
-		*h = heldAnswer{buf: h.buf[:0]}
+		for _, f := range h.after {
+			f()
+		}
+		clear(h.after)
+		*h = heldAnswer{buf: h.buf[:0], after: h.after[:0]}
 		heldAnswers.Put(h)
 	})
+}
+
+type heldAnswerKey struct{}
+
+// heldAnswerOf returns the held answer of ctx's call, or nil if its answer
+// is not held. A handler adds to its after what may be reused once the
+// answer is sent.
+func heldAnswerOf(ctx context.Context) *heldAnswer {
+	h, _ := ctx.Value(heldAnswerKey{}).(*heldAnswer)
+	return h
 }
 
 var heldAnswers = sync.Pool{New: func() any { return new(heldAnswer) }}
@@ -50,6 +65,9 @@ type heldAnswer struct {
 	buf    []byte
 	code   int  // the status the handler set; 0 for none yet
 	passed bool // the status is sent: writes go through
+	// after runs once the answer is sent: the handler's releases of what
+	// the answer was made of.
+	after []func()
 }
 
 func (h *heldAnswer) Header() http.Header { return h.w.Header() }

@@ -64,3 +64,25 @@ func TestUnaryAnswersHaveALength(t *testing.T) {
 		}
 	}
 }
+
+// TestUnaryAnswersReleaseAfterSending: what a handler adds to the held
+// answer's after runs once the answer is sent, not before: a Lease answer's
+// pooled messages are reused only then.
+func TestUnaryAnswersReleaseAfterSending(t *testing.T) {
+	rec := httptest.NewRecorder()
+	sentAtRelease := -1
+	h := unaryAnswers(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		held := heldAnswerOf(r.Context())
+		if held == nil {
+			t.Fatal("a unary call's answer is not held")
+		}
+		held.after = append(held.after, func() { sentAtRelease = rec.Body.Len() })
+		w.Write([]byte("answer"))
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(""))
+	req.Header.Set("Content-Type", "application/proto")
+	h.ServeHTTP(rec, req)
+	if sentAtRelease != len("answer") {
+		t.Fatalf("the release ran with %d bytes of the answer sent, want all %d", sentAtRelease, len("answer"))
+	}
+}

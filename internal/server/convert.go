@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
@@ -181,12 +183,17 @@ func task(v coordinator.TaskView) *tenurev1.Task {
 
 // leasedTasks converts the leases of one Lease answer. Their messages, and
 // the expiry and window messages every lease has, are allocated together:
-// a few allocations per answer rather than three per task.
-func leasedTasks(ls []coordinator.Lease) []*tenurev1.LeasedTask {
-	out := make([]*tenurev1.LeasedTask, len(ls))
-	msgs := make([]tenurev1.LeasedTask, len(ls))
-	expiries := make([]timestamppb.Timestamp, len(ls))
-	windows := make([]durationpb.Duration, len(ls))
+// a few allocations per answer rather than three per task; and when the
+// answer of ctx's call is held until sent (unaryAnswers), they come from a
+// pool and go back to it once it is.
+func leasedTasks(ctx context.Context, ls []coordinator.Lease) []*tenurev1.LeasedTask {
+	b := new(leasedBuf)
+	if h := heldAnswerOf(ctx); h != nil {
+		b = leasedBufs.Get().(*leasedBuf)
+		h.after = append(h.after, b.release)
+	}
+	n := len(ls)
+	out, msgs, expiries, windows := grown(&b.out, n), grown(&b.msgs, n), grown(&b.expiries, n), grown(&b.windows, n)
 	for i, l := range ls {
 		m := &msgs[i]
 		m.TaskId, m.Namespace, m.Queue, m.Payload = l.TaskID, l.Namespace, l.Queue, l.Payload
@@ -202,6 +209,37 @@ func leasedTasks(ls []coordinator.Lease) []*tenurev1.LeasedTask {
 		out[i] = m
 	}
 	return out
+}
+
+// leasedBuf holds the messages of a Lease answer.
+type leasedBuf struct {
+	out      []*tenurev1.LeasedTask
+	msgs     []tenurev1.LeasedTask
+	expiries []timestamppb.Timestamp
+	windows  []durationpb.Duration
+}
+
+var leasedBufs = sync.Pool{New: func() any { return new(leasedBuf) }}
+
+// release clears b (it lets go of the tasks' memory) and puts it back in
+// the pool: the answer made of it is sent.
+func (b *leasedBuf) release() {
+	clear(b.out)
+	clear(b.msgs)
+	clear(b.expiries)
+	clear(b.windows)
+	leasedBufs.Put(b)
+}
+
+// grown sets *s to n zero elements, in its own array if it is large
+// enough, and returns it. The elements of a pooled slice are zero: release
+// cleared them.
+func grown[T any](s *[]T, n int) []T {
+	if cap(*s) < n {
+		*s = make([]T, n)
+	}
+	*s = (*s)[:n]
+	return *s
 }
 
 // durationParts splits d as durationpb.New does.

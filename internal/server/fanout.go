@@ -440,7 +440,7 @@ func (s *Server) leaseFrom(ctx context.Context, p route.Partition, req coordinat
 		held := leases.Get().(*[]coordinator.Lease)
 		ls, err := c.LeaseAppend(ctx, req, (*held)[:0])
 		if err == nil {
-			out = &tenurev1.LeaseResponse{Tasks: leasedTasks(ls)}
+			out = &tenurev1.LeaseResponse{Tasks: leasedTasks(ctx, ls)}
 		}
 		clear(ls) // converted: let go of the tasks' memory
 		*held = ls[:0]
