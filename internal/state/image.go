@@ -70,11 +70,12 @@ func (s *State) Image() *Image {
 			if len(t.Executions) == 0 {
 				p.Executions = nil
 			}
+			// Appends to the history never write below its current
+			// length, so the copy may share the array if it cannot grow
+			// into it.
+			p.History = p.History[:len(p.History):len(p.History)]
 			c.Progress = p
 		}
-		// Appends to t.LSNs never write below its current length, so the
-		// copy may share the array if it cannot grow into it.
-		c.LSNs = t.LSNs[:len(t.LSNs):len(t.LSNs)]
 		c.heapIdx = -1
 		c.delayed = false
 		img.Tasks[i] = c
@@ -143,6 +144,9 @@ func (l *Loader) add(t *Task, leaseIndex int, deadline Time) error {
 	if t == nil {
 		return fail("nil task")
 	}
+	if t.Progress != nil && len(t.History) == 1 && t.History[0] == t.CreatedLSN {
+		t.History = nil // the creation alone, which Task.LSNs gives without it
+	}
 	if t.Progress == nil || t.Progress.empty() {
 		t.Progress = &noProgress
 	}
@@ -194,9 +198,6 @@ func (l *Loader) add(t *Task, leaseIndex int, deadline Time) error {
 		return fail("lease %q expires at %s, after the deadline %s", cur.LeaseID, cur.LeaseExpiry, deadline)
 	}
 
-	if len(t.LSNs) == 1 {
-		t.LSNs = ownLSN(t) // t.LSNs[0] == t.CreatedLSN, checked above
-	}
 	qi := s.addTask(t, *t.QueueKey, *t.Policy)
 	if cur != nil {
 		s.leases.add(hashString(cur.LeaseID), t)

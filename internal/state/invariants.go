@@ -282,17 +282,18 @@ func checkTask(t *Task, lastLSN uint64, bad func(format string, args ...any)) {
 	if (t.State == Waiting || t.State == Leased || t.State == Failed) && commits != 0 {
 		bad("%s after a commit: a committed task never returns to waiting", t.State)
 	}
-	if len(t.LSNs) == 0 || t.LSNs[0] != t.CreatedLSN {
+	lsns := t.LSNs()
+	if len(lsns) == 0 || lsns[0] != t.CreatedLSN {
 		bad("record history does not start at its creation lsn %d", t.CreatedLSN)
 	}
-	for i := 1; i < len(t.LSNs); i++ {
-		if t.LSNs[i] <= t.LSNs[i-1] {
+	for i := 1; i < len(lsns); i++ {
+		if lsns[i] <= lsns[i-1] {
 			bad("record history is not increasing at %d", i)
 			break
 		}
 	}
-	if n := len(t.LSNs); n > 0 && t.LSNs[n-1] > lastLSN {
-		bad("record history names lsn %d, after the last applied lsn %d", t.LSNs[n-1], lastLSN)
+	if n := len(lsns); n > 0 && lsns[n-1] > lastLSN {
+		bad("record history names lsn %d, after the last applied lsn %d", lsns[n-1], lastLSN)
 	}
 }
 

@@ -68,7 +68,6 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 		cur:        -1,
 		heapIdx:    -1,
 	}
-	t.LSNs = ownLSN(t)
 	qi := s.addTask(t, QueueKey{r.Namespace, r.Queue}, Policy{r.ExecutionWindow, r.Retry})
 	qi.add(t)
 	qi.events.add(r.CreatedAt, EventSubmitted)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"unsafe"
 )
 
 // ErrPrecondition is wrapped by every error Apply returns: the record does
@@ -338,16 +337,9 @@ func (s *State) transition(t *Task, to TaskState) {
 	}
 }
 
-// ownLSN returns the record history of a task that only its creation
-// touched, without an allocation of its own: a slice of length and capacity
-// 1 over t.CreatedLSN, which never changes. The first append moves the
-// history to an array of its own, so nothing ever writes through it (and
-// Image may share it, like any prefix of a history).
-func ownLSN(t *Task) []uint64 { return unsafe.Slice(&t.CreatedLSN, 1) }
-
 // touch records that the record at lsn touched t.
 func touch(t *Task, lsn uint64, at Time) {
-	t.LSNs = append(t.LSNs, lsn)
+	t.touched(lsn)
 	if at > t.UpdatedAt {
 		t.UpdatedAt = at
 	}
