@@ -33,8 +33,8 @@ type Image struct {
 // holding every request back.
 func (s *State) Image() *Image {
 	n, execs, progs := 0, 0, 0
-	for _, t := range s.order {
-		if t != nil {
+	for i := range s.order {
+		if t := s.ordered(i); t != nil {
 			n++
 			execs += len(t.Executions)
 			if t.Progress != &noProgress {
@@ -51,7 +51,8 @@ func (s *State) Image() *Image {
 		img.Deadlines = make([]Time, n)
 	}
 	i := 0
-	for _, t := range s.order {
+	for j := range s.order {
+		t := s.ordered(j)
 		if t == nil {
 			continue
 		}
@@ -78,6 +79,7 @@ func (s *State) Image() *Image {
 		}
 		c.heapIdx = -1
 		c.delayed = false
+		c.pos = 0
 		img.Tasks[i] = c
 		i++
 	}
@@ -167,8 +169,8 @@ func (l *Loader) add(t *Task, leaseIndex int, deadline Time) error {
 		return fail("retry policy needs at least one attempt")
 	case t.CreatedLSN == 0 || t.CreatedLSN > s.lastLSN:
 		return fail("creation lsn %d is outside 1..%d", t.CreatedLSN, s.lastLSN)
-	case len(s.order) > 0 && t.CreatedLSN <= s.order[len(s.order)-1].CreatedLSN:
-		return fail("creation lsn %d is not after the previous task's %d", t.CreatedLSN, s.order[len(s.order)-1].CreatedLSN)
+	case len(s.order) > 0 && t.CreatedLSN <= s.ordered(len(s.order)-1).CreatedLSN:
+		return fail("creation lsn %d is not after the previous task's %d", t.CreatedLSN, s.ordered(len(s.order)-1).CreatedLSN)
 	case leaseIndex < -1 || leaseIndex >= len(t.Executions):
 		return fail("current lease index %d is outside its %d executions", leaseIndex, len(t.Executions))
 	}
@@ -198,7 +200,7 @@ func (l *Loader) add(t *Task, leaseIndex int, deadline Time) error {
 		return fail("lease %q expires at %s, after the deadline %s", cur.LeaseID, cur.LeaseExpiry, deadline)
 	}
 
-	qi := s.addTask(t, *t.QueueKey, *t.Policy)
+	t, qi := s.addTask(t, *t.QueueKey, *t.Policy)
 	if cur != nil {
 		s.leases.add(hashString(cur.LeaseID), t)
 		heap.Push(&s.expiry, t)
@@ -258,7 +260,5 @@ func (l *Loader) Grow(n int) {
 	if l.err != nil || n <= 0 || len(l.s.order) > 0 {
 		return
 	}
-	l.s.tasks = hashIndex{m: make(map[uint64]*Task, n)}
-	l.s.requests = hashIndex{m: make(map[uint64]*Task, n)}
-	l.s.order = make([]*Task, 0, n)
+	l.s.order = make([]uint32, 0, n)
 }

@@ -353,8 +353,8 @@ func TestActionNames(t *testing.T) {
 }
 
 // TestSizes keeps the per-task memory as documented: an Execution is 96
-// bytes, a Task 136 (in the 144 size class) and a Progress 208, all size
-// classes of the allocator or just under one.
+// bytes and a Progress 208, size classes of the allocator; a Task is 136
+// bytes, and a full slab chunk of them a whole number of pages.
 func TestSizes(t *testing.T) {
 	if n := unsafe.Sizeof(Execution{}); n != 96 {
 		t.Errorf("Execution is %d bytes, want 96", n)
@@ -364,5 +364,8 @@ func TestSizes(t *testing.T) {
 	}
 	if n := unsafe.Sizeof(Progress{}); n != 208 {
 		t.Errorf("Progress is %d bytes, want 208", n)
+	}
+	if n := unsafe.Sizeof(Task{}) << chunkBits; n%8192 != 0 {
+		t.Errorf("a full slab chunk is %d bytes, not a whole number of 8 KiB pages", n)
 	}
 }

@@ -90,8 +90,8 @@ type Execution struct {
 // Task is the authoritative record of one task, derived only from records.
 // Callers outside this package must treat a *Task as read-only.
 //
-// A State holds one Task per task it knows, so its size matters (136
-// bytes). What most tasks share, or what a task that was
+// A State holds one Task per task it knows, in its slab (slab.go), so its
+// size matters (136 bytes). What most tasks share, or what a task that was
 // never leased does not use, is behind one pointer each, embedded so that
 // its fields read as the task's own (t.Namespace, t.Window, t.Result):
 //   - QueueKey: the namespace and queue, one copy per queue;
@@ -130,6 +130,8 @@ type Task struct {
 	// heapIdx is the task's position in whichever heap holds it (queue
 	// ready/delayed heap while schedulable, expiry heap while leased).
 	heapIdx int32
+	// pos is the task's position in its State's slab (slab.go).
+	pos uint32
 }
 
 // Policy is what a task's submitter chose for all its attempts. Tasks
@@ -261,6 +263,7 @@ func (t *Task) Clone() *Task {
 	c.Payload = cloneBytes(t.Payload)
 	c.heapIdx = -1
 	c.delayed = false
+	c.pos = 0
 	return &c
 }
 
