@@ -12,7 +12,8 @@ package state
 // bits of a hash choose a directory entry, which points at the table that
 // holds the hashes with those top bits (several entries may share one); a
 // table probes linearly from the low bits of the hash. A table that is
-// three quarters full doubles, up to maxTableSlots; past that it splits in
+// seven eighths full (the tags keep the long probes of that load cheap)
+// doubles, up to maxTableSlots; past that it splits in
 // two by one more bit of the hash. So no insert ever moves more than one
 // table's entries, whatever the number of tasks. Tables do not shrink when
 // tasks are dropped: their slots serve the tasks created next.
@@ -82,7 +83,7 @@ func (x *posIndex) find(h uint64, match func(*Task) bool) *Task {
 // add adds t under h. The caller has checked that no task holds t's key.
 func (x *posIndex) add(h uint64, t *Task) {
 	tb := x.table(h)
-	for (tb.used+1)*4 > len(tb.slots)*3 {
+	for (tb.used+1)*8 > len(tb.slots)*7 {
 		x.grow(tb)
 		tb = x.table(h)
 	}
