@@ -254,8 +254,8 @@ func (l *Loader) State() (*State, error) {
 // Grow tells a Loader that has no task yet that about n tasks will be
 // added (a hint, such as the count a snapshot's trailer claims), so that it
 // sizes the creation order once instead of growing it task by task (the
-// slab and the indexes grow a chunk or a table at a time anyway). It changes no content; a wrong hint costs only memory or
-// time.
+// slab and the indexes grow a chunk or a table at a time anyway). It
+// changes no content; a wrong hint costs only memory or time.
 func (l *Loader) Grow(n int) {
 	if l.err != nil || n <= 0 || len(l.s.order) > 0 {
 		return
