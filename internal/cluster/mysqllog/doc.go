@@ -24,10 +24,12 @@
 // # Fencing
 //
 // The log is opened at the partition's epoch (partitions.epoch, bumped at
-// each change of owner). Every round's transaction first reads that epoch
-// with SELECT … FOR UPDATE and writes nothing unless it is still the log's:
-// once the coordinator reassigns the partition, the old owner's next round
-// fails. Independently, the primary key fences by itself: the new owner
+// each change of owner). Every round inserts its row with INSERT … SELECT
+// … FROM partitions … FOR UPDATE, one statement that reads that epoch,
+// locks the partition's row until the transaction ends (an owner change
+// waits for the round) and inserts nothing unless the epoch is still the
+// log's: once the coordinator reassigns the partition, the old owner's
+// next round fails. Independently, the primary key fences by itself: the new owner
 // replays the partition and appends a Fence record at the next LSN, and
 // the old owner's next round begins at that same LSN (every writer's
 // rounds begin where the committed records end), so its row collides with
@@ -42,7 +44,8 @@
 // owner's write can run on different servers at once; the database then
 // rolls one back with a certification failure (error 1213) rather than a
 // duplicate key. A round rolled back and said so is tried again (at most 3
-// times), and the retry's causal read of the epoch and its insert meet the
+// times); the retry's transaction begins with a causal wait (BEGIN is a
+// read for wsrep_sync_wait), so its epoch check and its insert meet the
 // new owner's writes: ErrFenced, as on one server.
 //
 // # Replay

@@ -496,9 +496,10 @@ const maxRoundTries = 3
 // again: on Galera a conflicting write committed through another node
 // first (certification failure or brute-force abort, error 1213, where a
 // single server would have answered 1062 or made the epoch read wait). The
-// retry reads the epoch causally (cluster.OpenDB), so if that write was a
-// new owner's — its new epoch, or its fence at our round's LSN — the retry
-// fails with ErrFenced; if it was not, the retry commits.
+// retry's transaction begins with a causal wait (cluster.OpenDB; BEGIN is
+// a read for wsrep_sync_wait), so if that write was a new owner's — its
+// new epoch, or its fence at our round's LSN — the retry fails with
+// ErrFenced; if it was not, the retry commits.
 func (l *Log) write(first uint64, batch []wal.Entry) error {
 	if need := roundBytes(batch); cap(l.buf) < need || cap(l.buf) > 4*need+64<<10 {
 		l.buf = make([]byte, 0, need) // neither regrown in the round nor kept far larger than rounds are
@@ -515,17 +516,19 @@ func (l *Log) write(first uint64, batch []wal.Entry) error {
 	return err
 }
 
-// insertRound inserts a round's row, as a statement each connection
-// prepares once (cluster.Prepared): the server never parses a round's
-// text, and the row's bytes travel as they are.
-const insertRound = cluster.Prepared + "INSERT INTO partition_log (partition_id, lsn, type, payload) VALUES (?, ?, 0, ?)"
+// insertRound inserts a round's row if the partition is still at the
+// writer's epoch, reading the partition's row with FOR UPDATE: it holds
+// that row until the transaction ends, so an owner change waits for the
+// round, and the round commits before the change or not at all. Each
+// connection prepares it once (cluster.Prepared): the server never parses
+// a round's text, and the row's bytes travel as they are. Arguments: lsn,
+// payload, partition id, epoch.
+const insertRound = cluster.Prepared + "INSERT INTO partition_log (partition_id, lsn, type, payload) SELECT id, ?, 0, ? FROM partitions WHERE id = ? AND epoch = ? FOR UPDATE"
 
-// epochForUpdate locks the partition's row and reads its epoch, the first
-// statement of every round (prepared like the insert).
-const epochForUpdate = cluster.Prepared + "SELECT epoch FROM partitions WHERE id = ? FOR UPDATE"
-
-// writeOnce is one try of write: the epoch check, the row of the round of
-// n records from first, and the commit, in one transaction. The row's
+// writeOnce is one try of write: the row of the round of n records from
+// first, inserted only at the writer's epoch (insertRound: the epoch
+// check and the insert are one statement, one round trip), and the
+// commit, in one transaction. The row's
 // primary key is (partition, first): a row another writer put at first
 // fences the round (every writer's rounds start where the log's committed
 // records end, so two writers that both think they own the partition
@@ -542,20 +545,21 @@ func (l *Log) writeOnce(first uint64, n int, row []byte) error {
 		return fail("begin", err)
 	}
 	defer tx.Rollback()
-	var epoch uint64
-	if err := tx.QueryRowContext(ctx, epochForUpdate, l.id).Scan(&epoch); err != nil {
-		return fail("reading the partition epoch", err)
-	}
-	if epoch != l.epoch {
-		return fmt.Errorf("%w: partition %d is at epoch %d, this writer has epoch %d; lsns %d..%d not written",
-			ErrFenced, l.id, epoch, l.epoch, first, last)
-	}
-	if _, err := tx.ExecContext(ctx, insertRound, l.id, first, row); err != nil {
+	res, err := tx.ExecContext(ctx, insertRound, first, row, l.id, l.epoch)
+	if err != nil {
 		if cluster.IsDuplicateKey(err) {
 			return fmt.Errorf("%w: partition %d: a row at lsn %d was written by another writer; lsns %d..%d not written",
 				ErrFenced, l.id, first, first, last)
 		}
 		return fail("insert", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		// Not at our epoch (or gone): say which, as the check reads it.
+		what := fmt.Sprintf("lsns %d..%d not written", first, last)
+		if err := checkEpoch(ctx, tx, l.id, l.epoch, false, what); err != nil {
+			return err
+		}
+		return fail("insert", fmt.Errorf("%d rows inserted, want 1 (%v)", n, err))
 	}
 	if err := tx.Commit(); err != nil {
 		if cluster.IsRetryable(err) {

@@ -28,7 +28,7 @@ var queueSeq atomic.Int64
 
 // newPartition creates a one-partition queue and returns its id, at
 // epoch 0 (unassigned).
-func newPartition(t *testing.T, db *sql.DB) uint64 {
+func newPartition(t testing.TB, db *sql.DB) uint64 {
 	t.Helper()
 	ctx := context.Background()
 	q := fmt.Sprint("q", queueSeq.Add(1))
@@ -62,7 +62,7 @@ func reassign(t *testing.T, db *sql.DB, id uint64, owner string) uint64 {
 	return epochOf(t, db, id)
 }
 
-func openLog(t *testing.T, db *sql.DB, id, epoch uint64, opts mysqllog.Options) *mysqllog.Log {
+func openLog(t testing.TB, db *sql.DB, id, epoch uint64, opts mysqllog.Options) *mysqllog.Log {
 	t.Helper()
 	if opts.MaxRecordBytes == 0 {
 		opts.MaxRecordBytes = testMaxRecordBytes
@@ -107,7 +107,7 @@ func fence(t *testing.T, epoch uint64, node string) wal.Entry {
 }
 
 // newLog opens the log of a new partition, at epoch 0, on a new database.
-func newLog(t *testing.T) (db *sql.DB, id uint64, l *mysqllog.Log) {
+func newLog(t testing.TB) (db *sql.DB, id uint64, l *mysqllog.Log) {
 	t.Helper()
 	_, db = clustertest.DB(t)
 	id = newPartition(t, db)
@@ -122,7 +122,7 @@ func payloads(n int, tag string) []wal.Entry {
 	return es
 }
 
-func appendWait(t *testing.T, l *mysqllog.Log, es []wal.Entry) uint64 {
+func appendWait(t testing.TB, l *mysqllog.Log, es []wal.Entry) uint64 {
 	t.Helper()
 	last, err := l.Append(es)
 	if err != nil {
