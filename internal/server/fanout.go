@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -33,25 +34,44 @@ type part struct {
 // parts groups the items of a batch by partition. at returns the
 // partition of item i, or none (nil, nil) to leave the item out.
 func parts(n int, at func(i int) (route.Partition, error)) ([]*part, error) {
-	var out []*part
-	byID := make(map[uint64]*part)
+	ps := make([]route.Partition, n)
 	for i := range n {
-		p, err := at(i)
-		if err != nil {
+		var err error
+		if ps[i], err = at(i); err != nil {
 			return nil, err
 		}
-		if p == nil {
-			continue
+	}
+	var out []*part
+	for _, idx := range groups(n, func(i int) (uint64, bool) {
+		if ps[i] == nil {
+			return 0, false
 		}
-		pt := byID[p.ID()]
-		if pt == nil {
-			pt = &part{p: p}
-			byID[p.ID()] = pt
-			out = append(out, pt)
-		}
-		pt.idx = append(pt.idx, i)
+		return ps[i].ID(), true
+	}) {
+		out = append(out, &part{p: ps[idx[0]], idx: idx})
 	}
 	return out, nil
+}
+
+// groups returns 0..n-1 grouped by key, each group in order and the groups
+// in the order of their first members; i is left out where key is not ok.
+func groups[K comparable](n int, key func(i int) (K, bool)) [][]int {
+	var out [][]int
+	at := make(map[K]int) // key → its group in out
+	for i := range n {
+		k, ok := key(i)
+		if !ok {
+			continue
+		}
+		g, seen := at[k]
+		if !seen {
+			g = len(out)
+			at[k] = g
+			out = append(out, nil)
+		}
+		out[g] = append(out[g], i)
+	}
+	return out
 }
 
 // each runs fn for parts 0..n-1, concurrently when there are several, and
@@ -74,10 +94,71 @@ func each(n int, fn func(i int) error) error {
 	return nil
 }
 
-// pick returns the items of all at idx, or all itself when idx covers it
-// in order.
+// fanOut runs the parts of a batch concurrently, the parts that another
+// node serves (route.Partition.Peer) grouped into one call to that node:
+// do runs one part (through its partition's Do, here or forwarded), and
+// forward sends the items idx to peer in one call. The node receiving a
+// group splits it by partition again and serves each part or refuses it
+// as unavailable; it forwards nothing further. A group that fails as
+// unavailable runs part by part with do instead, when resend allows it
+// for the group's items: Do follows a partition that moved, but the node
+// that refused the group may have served some of its parts. Each failure
+// is passed to failed with the items it is for; fanOut returns one of
+// them (the parts alone come first, in order, then the groups).
+func fanOut(ctx context.Context, ps []*part, do func(*part) error, forward func(peer route.Peer, idx []int) error, resend func(idx []int) bool, failed func(idx []int, err error)) error {
+	type unit struct {
+		parts []*part
+		peer  route.Peer // nil: one part, run by do
+		idx   []int      // with peer: the items of every part
+	}
+	var us []*unit
+	peers := make([]route.Peer, len(ps))
+	for k, pt := range ps {
+		if peers[k] = pt.p.Peer(ctx); peers[k] == nil {
+			us = append(us, &unit{parts: []*part{pt}})
+		}
+	}
+	for _, ks := range groups(len(ps), func(k int) (string, bool) {
+		if peers[k] == nil {
+			return "", false
+		}
+		return peers[k].Addr(), true
+	}) {
+		u := &unit{peer: peers[ks[0]]}
+		for _, k := range ks {
+			u.parts = append(u.parts, ps[k])
+			u.idx = append(u.idx, ps[k].idx...)
+		}
+		slices.Sort(u.idx) // the items in the batch's order
+		us = append(us, u)
+	}
+	one := func(pt *part) error {
+		err := do(pt)
+		if err != nil && failed != nil {
+			failed(pt.idx, err)
+		}
+		return err
+	}
+	return each(len(us), func(k int) error {
+		u := us[k]
+		if u.peer == nil || len(u.parts) == 1 {
+			return one(u.parts[0])
+		}
+		err := forward(u.peer, u.idx)
+		if err != nil && connect.CodeOf(err) == connect.CodeUnavailable && resend(u.idx) {
+			return each(len(u.parts), func(j int) error { return one(u.parts[j]) })
+		}
+		if err != nil && failed != nil {
+			failed(u.idx, err)
+		}
+		return err
+	})
+}
+
+// pick returns the items of all at idx, or all itself when idx is
+// 0..len(all)-1 in order.
 func pick[T any](all []T, idx []int) []T {
-	if len(idx) == len(all) {
+	if len(idx) == len(all) && ascending(idx) {
 		return all
 	}
 	out := make([]T, len(idx))
@@ -87,13 +168,25 @@ func pick[T any](all []T, idx []int) []T {
 	return out
 }
 
+// ascending reports whether idx grows strictly: idx of distinct items
+// then is all of a batch in order when its length is the batch's.
+func ascending(idx []int) bool {
+	for j := 1; j < len(idx); j++ {
+		if idx[j] <= idx[j-1] {
+			return false
+		}
+	}
+	return true
+}
+
 // badAnswer is an answer from another node that does not fit the request.
 func badAnswer(peer route.Peer, format string, args ...any) error {
 	return fmt.Errorf("%w: tenure node %s answered something this node cannot use: %s", coordinator.ErrUnavailable, peer.Addr(), fmt.Sprintf(format, args...))
 }
 
 // submitBatch places each task in its partition and submits each
-// partition's tasks in one call. A batch that spans partitions is checked
+// partition's tasks in one call (those of another node's partitions in
+// one call to that node). A batch that spans partitions is checked
 // as a whole first, so that a bad item creates nothing; each part is then
 // atomic on its own. If a part fails the call fails, though other parts
 // may have been created: a retry with the same request ids (the SDK always
@@ -126,8 +219,20 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 	}
 	idsOnly := msg.GetIdsOnly()
 	out := &tenurev1.SubmitBatchResponse{Responses: make([]*tenurev1.SubmitResponse, len(reqs))}
-	err = each(len(ps), func(k int) error {
-		pt := ps[k]
+	forward := func(peer route.Peer, idx []int) error {
+		resp, err := peer.SubmitBatch(ctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: pick(in, idx), IdsOnly: idsOnly}))
+		if err != nil {
+			return err
+		}
+		if got := resp.Msg.GetResponses(); len(got) != len(idx) {
+			return badAnswer(peer, "SubmitBatch: %d results for %d tasks", len(got), len(idx))
+		}
+		for j, r := range resp.Msg.GetResponses() {
+			out.Responses[idx[j]] = r
+		}
+		return nil
+	}
+	do := func(pt *part) error {
 		return pt.p.Do(ctx, false, func(c *coordinator.Coordinator) error {
 			if idsOnly {
 				res, err := c.SubmitBatchIDs(ctx, pick(reqs, pt.idx))
@@ -141,21 +246,20 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 				out.Responses[pt.idx[j]] = &tenurev1.SubmitResponse{Task: task(r.TaskView), Duplicate: r.Duplicate}
 			}
 			return err
-		}, func(peer route.Peer) error {
-			resp, err := peer.SubmitBatch(ctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: pick(in, pt.idx), IdsOnly: idsOnly}))
-			if err != nil {
-				return err
+		}, func(peer route.Peer) error { return forward(peer, pt.idx) })
+	}
+	// A group sent again creates each task once only if every task has
+	// a request id: its partition then answers a task the refused call
+	// created as a duplicate.
+	resend := func(idx []int) bool {
+		for _, i := range idx {
+			if reqs[i].RequestID == "" {
+				return false
 			}
-			if got := resp.Msg.GetResponses(); len(got) != len(pt.idx) {
-				return badAnswer(peer, "SubmitBatch: %d results for %d tasks", len(got), len(pt.idx))
-			}
-			for j, r := range resp.Msg.GetResponses() {
-				out.Responses[pt.idx[j]] = r
-			}
-			return nil
-		})
-	})
-	if err != nil {
+		}
+		return true
+	}
+	if err := fanOut(ctx, ps, do, forward, resend, nil); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -171,7 +275,7 @@ func itemErr(err error, i int) error {
 }
 
 // completeBatch completes each item in its task's partition, one call per
-// partition. Every item is answered on its own; a part whose call fails as
+// partition (one call per node for another node's partitions). Every item is answered on its own; a part whose call fails as
 // a whole answers that error for each of its items.
 func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchRequest) (*tenurev1.CompleteBatchResponse, error) {
 	in := msg.GetItems()
@@ -186,6 +290,7 @@ func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchR
 	}
 	fail := func(i int, err error) {
 		ce := s.apiError(err)
+		out.Results[i] = &results[i] // not a part of a forwarded answer that failed
 		results[i].Code, results[i].Message, results[i].Detail = ce.Code().String(), ce.Message(), detailOf(ce)
 	}
 	// Items whose task id names no partition are answered at once; the
@@ -198,14 +303,30 @@ func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchR
 		}
 		return p, nil
 	})
-	each(len(ps), func(k int) error {
-		idx := ps[k].idx
-		err := ps[k].p.Do(ctx, false, func(c *coordinator.Coordinator) error {
+	forward := func(peer route.Peer, idx []int) error {
+		resp, err := peer.CompleteBatch(ctx, connect.NewRequest(&tenurev1.CompleteBatchRequest{Items: pick(in, idx)}))
+		if err != nil {
+			return err
+		}
+		got := resp.Msg.GetResults()
+		if len(got) != len(idx) {
+			return badAnswer(peer, "CompleteBatch: %d results for %d items", len(got), len(idx))
+		}
+		for j, r := range got {
+			if r.GetTaskId() != in[idx[j]].GetTaskId() {
+				return badAnswer(peer, "CompleteBatch: result %d is for task %q, not %q", j, r.GetTaskId(), in[idx[j]].GetTaskId())
+			}
+			out.Results[idx[j]] = r
+		}
+		return nil
+	}
+	do := func(pt *part) error {
+		return pt.p.Do(ctx, false, func(c *coordinator.Coordinator) error {
 			// An item outside the caller's scope (or not found) is
 			// refused on its own.
 			var items []coordinator.CompleteItem
 			var at []int // the index in `in` of each of items
-			for _, i := range idx {
+			for _, i := range pt.idx {
 				err := s.checkTask(ctx, c, in[i].GetTaskId())
 				if errors.Is(err, coordinator.ErrUnavailable) {
 					return err
@@ -230,29 +351,15 @@ func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchR
 				}
 			}
 			return nil
-		}, func(peer route.Peer) error {
-			resp, err := peer.CompleteBatch(ctx, connect.NewRequest(&tenurev1.CompleteBatchRequest{Items: pick(in, idx)}))
-			if err != nil {
-				return err
-			}
-			got := resp.Msg.GetResults()
-			if len(got) != len(idx) {
-				return badAnswer(peer, "CompleteBatch: %d results for %d items", len(got), len(idx))
-			}
-			for j, r := range got {
-				if r.GetTaskId() != in[idx[j]].GetTaskId() {
-					return badAnswer(peer, "CompleteBatch: result %d is for task %q, not %q", j, r.GetTaskId(), in[idx[j]].GetTaskId())
-				}
-				out.Results[idx[j]] = r
-			}
-			return nil
-		})
-		if err != nil {
-			for _, i := range idx {
-				fail(i, err)
-			}
+		}, func(peer route.Peer) error { return forward(peer, pt.idx) })
+	}
+	// A completion sent again is applied at most once: its lease ends
+	// with the first.
+	resend := func([]int) bool { return true }
+	fanOut(ctx, ps, do, forward, resend, func(idx []int, err error) {
+		for _, i := range idx {
+			fail(i, err)
 		}
-		return nil
 	})
 	return out, nil
 }
