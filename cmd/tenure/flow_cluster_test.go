@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/internal/cluster/mysqllog"
 	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/state"
+	"github.com/tenurehq/tenure/internal/wal"
 )
 
 // TestClusterFlowControl: on three nodes with four partitions per queue,
@@ -164,32 +166,38 @@ func checkClusterFlowLog(t *testing.T, c *clTest, ns, q string, maxConc uint32, 
 		if err := rows.Scan(&id, &lsn, &typ, &payload); err != nil {
 			t.Fatal(err)
 		}
-		r, err := record.Decode(record.Type(typ), payload)
-		if err != nil {
-			t.Fatalf("partition %d lsn %d: %v", id, lsn, err)
-		}
-		p := parts[id]
-		if p == nil {
-			p = &part{live: map[string]bool{}}
-			parts[id] = p
-		}
-		switch r := r.(type) {
-		case *state.QueueLimited:
-			p.share = state.Limits{MaxConcurrency: r.MaxConcurrency, RateMilli: r.RateMilli, Burst: r.Burst}
-		case *state.LeaseGranted:
-			p.live[r.TaskID] = true
-			if len(p.live) > int(p.share.MaxConcurrency) {
-				t.Fatalf("partition %d lsn %d: %d live leases, above its share %d", id, lsn, len(p.live), p.share.MaxConcurrency)
+		err := mysqllog.RowRecords(lsn, typ, payload, mysqllog.DefaultMaxRecordBytes, func(lsn uint64, e wal.Entry) error {
+			r, err := record.Decode(record.Type(e.Type), e.Payload)
+			if err != nil {
+				return fmt.Errorf("partition %d lsn %d: %v", id, lsn, err)
 			}
-			p.grants = append(p.grants, r.GrantedAt)
-			all = append(all, r.GrantedAt)
-		case *state.TaskCompleted:
-			delete(p.live, r.TaskID)
-			completed++
-		case *state.TaskFailed:
-			delete(p.live, r.TaskID)
-		case *state.LeaseExpired:
-			delete(p.live, r.TaskID)
+			p := parts[id]
+			if p == nil {
+				p = &part{live: map[string]bool{}}
+				parts[id] = p
+			}
+			switch r := r.(type) {
+			case *state.QueueLimited:
+				p.share = state.Limits{MaxConcurrency: r.MaxConcurrency, RateMilli: r.RateMilli, Burst: r.Burst}
+			case *state.LeaseGranted:
+				p.live[r.TaskID] = true
+				if len(p.live) > int(p.share.MaxConcurrency) {
+					t.Fatalf("partition %d lsn %d: %d live leases, above its share %d", id, lsn, len(p.live), p.share.MaxConcurrency)
+				}
+				p.grants = append(p.grants, r.GrantedAt)
+				all = append(all, r.GrantedAt)
+			case *state.TaskCompleted:
+				delete(p.live, r.TaskID)
+				completed++
+			case *state.TaskFailed:
+				delete(p.live, r.TaskID)
+			case *state.LeaseExpired:
+				delete(p.live, r.TaskID)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -237,18 +237,24 @@ func TestGaleraFencedAppend(t *testing.T) {
 		}
 		// Every acknowledged record is in the log, and the fence follows
 		// them; nothing of the old owner's is after it.
-		rows, err := onB.QueryContext(ctx, "SELECT lsn, payload FROM partition_log WHERE partition_id = ? ORDER BY lsn", id)
+		rows, err := onB.QueryContext(ctx, "SELECT lsn, type, payload FROM partition_log WHERE partition_id = ? ORDER BY lsn", id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := make(map[uint64]string)
 		for rows.Next() {
 			var lsn uint64
-			var p string
-			if err := rows.Scan(&lsn, &p); err != nil {
+			var typ uint16
+			var p []byte
+			if err := rows.Scan(&lsn, &typ, &p); err != nil {
 				t.Fatal(err)
 			}
-			got[lsn] = p
+			if err := mysqllog.RowRecords(lsn, typ, p, mysqllog.DefaultMaxRecordBytes, func(lsn uint64, e wal.Entry) error {
+				got[lsn] = string(e.Payload)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		rows.Close()
 		for lsn, p := range acked {

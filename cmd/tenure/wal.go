@@ -454,8 +454,8 @@ func printStateTask(w io.Writer, t *state.Task, deadline state.Time) {
 		fmt.Fprintf(w, "  execution %d: lease %s, worker %s, %s, leased %s, expiry %s%s\n",
 			e.Attempt, e.LeaseID, e.WorkerID, e.Status, ts(e.LeasedAt), ts(e.LeaseExpiry), cur)
 	}
-	lsns := make([]string, len(t.LSNs))
-	for i, l := range t.LSNs {
+	lsns := make([]string, len(t.LSNs()))
+	for i, l := range t.LSNs() {
 		lsns[i] = fmt.Sprint(l)
 	}
 	fmt.Fprintf(w, "  records at lsn %s\n", strings.Join(lsns, ", "))

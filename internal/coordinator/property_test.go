@@ -231,8 +231,8 @@ func runSequence(t *testing.T, seed uint64, ops int) (ok bool, deadlineLeases in
 				expected("get", err)
 				h, err := e.c.History(ctx, id)
 				expected("history", err)
-				if len(h) != len(got.LSNs) {
-					t.Fatalf("history of %s has %d records, the task lists %d", id, len(h), len(got.LSNs))
+				if len(h) != len(got.LSNs()) {
+					t.Fatalf("history of %s has %d records, the task lists %d", id, len(h), len(got.LSNs()))
 				}
 			case op == 98:
 				// Flow control: random limits, or none. A grant beyond them

@@ -668,7 +668,7 @@ func (c *Coordinator) History(ctx context.Context, taskID string) ([]HistoryEntr
 		if t == nil {
 			return notFound(taskID)
 		}
-		lsns = append(lsns, t.LSNs...)
+		lsns = append(lsns, t.LSNs()...)
 		return nil
 	})
 	if err != nil {

@@ -43,6 +43,8 @@ func (l *local) Err() error { return l.h.Err() }
 
 func (*local) ID() uint64 { return 0 }
 
+func (*local) Peer(context.Context) Peer { return nil }
+
 func (l *local) Do(_ context.Context, _ bool, fn func(*coordinator.Coordinator) error, _ func(Peer) error) error {
 	return l.h.Do(fn)
 }

@@ -44,6 +44,13 @@ type Partition interface {
 	// a call that changes nothing: in cluster mode a read served here is
 	// confirmed afterwards, since only writes are fenced by the log.
 	Do(ctx context.Context, read bool, local func(*coordinator.Coordinator) error, forward func(Peer) error) error
+	// Peer returns the other node that serves the partition now, as this
+	// node's map has it, without waiting or reading the map: nil when it
+	// is served here, has no serving owner yet, or the request was
+	// forwarded (served here or refused). The parts of a batch with the
+	// same Peer may go to it in one call; Do is what follows a partition
+	// that moved.
+	Peer(ctx context.Context) Peer
 }
 
 // Peer is the API of another node, for requests forwarded to it: every

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -33,37 +34,44 @@ type part struct {
 // parts groups the items of a batch by partition. at returns the
 // partition of item i, or none (nil, nil) to leave the item out.
 func parts(n int, at func(i int) (route.Partition, error)) ([]*part, error) {
-	var out []*part
-	var byID map[uint64]*part // made when a second partition appears
-	var last *part            // the part of the item before: most batches have one
+	ps := make([]route.Partition, n)
 	for i := range n {
-		p, err := at(i)
-		if err != nil {
+		var err error
+		if ps[i], err = at(i); err != nil {
 			return nil, err
 		}
-		if p == nil {
-			continue
+	}
+	var out []*part
+	for _, idx := range groups(n, func(i int) (uint64, bool) {
+		if ps[i] == nil {
+			return 0, false
 		}
-		id := p.ID()
-		pt := last
-		if pt == nil || pt.p.ID() != id {
-			if byID == nil && pt != nil {
-				byID = map[uint64]*part{pt.p.ID(): pt}
-			}
-			pt = byID[id]
-		}
-		if pt == nil {
-			// The first part may take every item left: room for them all.
-			pt = &part{p: p, idx: make([]int, 0, n-i)}
-			if byID != nil {
-				byID[id] = pt
-			}
-			out = append(out, pt)
-		}
-		pt.idx = append(pt.idx, i)
-		last = pt
+		return ps[i].ID(), true
+	}) {
+		out = append(out, &part{p: ps[idx[0]], idx: idx})
 	}
 	return out, nil
+}
+
+// groups returns 0..n-1 grouped by key, each group in order and the groups
+// in the order of their first members; i is left out where key is not ok.
+func groups[K comparable](n int, key func(i int) (K, bool)) [][]int {
+	var out [][]int
+	at := make(map[K]int) // key → its group in out
+	for i := range n {
+		k, ok := key(i)
+		if !ok {
+			continue
+		}
+		g, seen := at[k]
+		if !seen {
+			g = len(out)
+			at[k] = g
+			out = append(out, nil)
+		}
+		out[g] = append(out[g], i)
+	}
+	return out
 }
 
 // each runs fn for parts 0..n-1, concurrently when there are several, and
@@ -86,10 +94,71 @@ func each(n int, fn func(i int) error) error {
 	return nil
 }
 
-// pick returns the items of all at idx, or all itself when idx covers it
-// in order.
+// fanOut runs the parts of a batch concurrently, the parts that another
+// node serves (route.Partition.Peer) grouped into one call to that node:
+// do runs one part (through its partition's Do, here or forwarded), and
+// forward sends the items idx to peer in one call. The node receiving a
+// group splits it by partition again and serves each part or refuses it
+// as unavailable; it forwards nothing further. A group that fails as
+// unavailable runs part by part with do instead, when resend allows it
+// for the group's items: Do follows a partition that moved, but the node
+// that refused the group may have served some of its parts. Each failure
+// is passed to failed with the items it is for; fanOut returns one of
+// them (the parts alone come first, in order, then the groups).
+func fanOut(ctx context.Context, ps []*part, do func(*part) error, forward func(peer route.Peer, idx []int) error, resend func(idx []int) bool, failed func(idx []int, err error)) error {
+	type unit struct {
+		parts []*part
+		peer  route.Peer // nil: one part, run by do
+		idx   []int      // with peer: the items of every part
+	}
+	var us []*unit
+	peers := make([]route.Peer, len(ps))
+	for k, pt := range ps {
+		if peers[k] = pt.p.Peer(ctx); peers[k] == nil {
+			us = append(us, &unit{parts: []*part{pt}})
+		}
+	}
+	for _, ks := range groups(len(ps), func(k int) (string, bool) {
+		if peers[k] == nil {
+			return "", false
+		}
+		return peers[k].Addr(), true
+	}) {
+		u := &unit{peer: peers[ks[0]]}
+		for _, k := range ks {
+			u.parts = append(u.parts, ps[k])
+			u.idx = append(u.idx, ps[k].idx...)
+		}
+		slices.Sort(u.idx) // the items in the batch's order
+		us = append(us, u)
+	}
+	one := func(pt *part) error {
+		err := do(pt)
+		if err != nil && failed != nil {
+			failed(pt.idx, err)
+		}
+		return err
+	}
+	return each(len(us), func(k int) error {
+		u := us[k]
+		if u.peer == nil || len(u.parts) == 1 {
+			return one(u.parts[0])
+		}
+		err := forward(u.peer, u.idx)
+		if err != nil && connect.CodeOf(err) == connect.CodeUnavailable && resend(u.idx) {
+			return each(len(u.parts), func(j int) error { return one(u.parts[j]) })
+		}
+		if err != nil && failed != nil {
+			failed(u.idx, err)
+		}
+		return err
+	})
+}
+
+// pick returns the items of all at idx, or all itself when idx is
+// 0..len(all)-1 in order.
 func pick[T any](all []T, idx []int) []T {
-	if len(idx) == len(all) {
+	if len(idx) == len(all) && ascending(idx) {
 		return all
 	}
 	out := make([]T, len(idx))
@@ -97,6 +166,17 @@ func pick[T any](all []T, idx []int) []T {
 		out[j] = all[i]
 	}
 	return out
+}
+
+// ascending reports whether idx grows strictly: idx of distinct items
+// then is all of a batch in order when its length is the batch's.
+func ascending(idx []int) bool {
+	for j := 1; j < len(idx); j++ {
+		if idx[j] <= idx[j-1] {
+			return false
+		}
+	}
+	return true
 }
 
 // badAnswer is an answer from another node that does not fit the request.
@@ -114,7 +194,8 @@ var leases = sync.Pool{New: func() any { return new([]coordinator.Lease) }}
 var submitRequests = sync.Pool{New: func() any { return new([]coordinator.SubmitRequest) }}
 
 // submitBatch places each task in its partition and submits each
-// partition's tasks in one call. A batch that spans partitions is checked
+// partition's tasks in one call (those of another node's partitions in
+// one call to that node). A batch that spans partitions is checked
 // as a whole first, so that a bad item creates nothing; each part is then
 // atomic on its own. If a part fails the call fails, though other parts
 // may have been created: a retry with the same request ids (the SDK always
@@ -163,8 +244,33 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 	} else {
 		out.Responses = make([]*tenurev1.SubmitResponse, len(reqs))
 	}
-	err = each(len(ps), func(k int) error {
-		pt := ps[k]
+	forward := func(peer route.Peer, idx []int) error {
+		resp, err := peer.SubmitBatch(ctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: pick(in, idx), IdsOnly: idsOnly, CompactIds: compact}))
+		if err != nil {
+			return err
+		}
+		got := resp.Msg
+		switch {
+		case compact && len(got.GetTaskIds()) == len(idx) && len(got.GetDuplicates()) == len(idx):
+			for j, i := range idx {
+				out.TaskIds[i], out.Duplicates[i] = got.GetTaskIds()[j], got.GetDuplicates()[j]
+			}
+		case len(got.GetResponses()) != len(idx):
+			return badAnswer(peer, "SubmitBatch: %d results for %d tasks", max(len(got.GetResponses()), len(got.GetTaskIds())), len(idx))
+		case compact:
+			// A node older than compact_ids answers responses.
+			for j, i := range idx {
+				r := got.GetResponses()[j]
+				out.TaskIds[i], out.Duplicates[i] = r.GetTask().GetTaskId(), r.GetDuplicate()
+			}
+		default:
+			for j, i := range idx {
+				out.Responses[i] = got.GetResponses()[j]
+			}
+		}
+		return nil
+	}
+	do := func(pt *part) error {
 		return pt.p.Do(ctx, false, func(c *coordinator.Coordinator) error {
 			if compact {
 				res, err := c.SubmitBatchIDs(ctx, pick(reqs, pt.idx))
@@ -189,41 +295,27 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 				out.Responses[pt.idx[j]] = &tenurev1.SubmitResponse{Task: task(r.TaskView), Duplicate: r.Duplicate}
 			}
 			return err
-		}, func(peer route.Peer) error {
-			resp, err := peer.SubmitBatch(ctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: pick(in, pt.idx), IdsOnly: idsOnly, CompactIds: compact}))
-			if err != nil {
-				return err
+		}, func(peer route.Peer) error { return forward(peer, pt.idx) })
+	}
+	// A group sent again creates each task once only if every task has
+	// a request id: its partition then answers a task the refused call
+	// created as a duplicate.
+	resend := func(idx []int) bool {
+		for _, i := range idx {
+			if reqs[i].RequestID == "" {
+				return false
 			}
-			got := resp.Msg
-			switch {
-			case compact && len(got.GetTaskIds()) == len(pt.idx) && len(got.GetDuplicates()) == len(pt.idx):
-				for j, i := range pt.idx {
-					out.TaskIds[i], out.Duplicates[i] = got.GetTaskIds()[j], got.GetDuplicates()[j]
-				}
-			case len(got.GetResponses()) != len(pt.idx):
-				return badAnswer(peer, "SubmitBatch: %d results for %d tasks", max(len(got.GetResponses()), len(got.GetTaskIds())), len(pt.idx))
-			case compact:
-				// A node older than compact_ids answers responses.
-				for j, i := range pt.idx {
-					r := got.GetResponses()[j]
-					out.TaskIds[i], out.Duplicates[i] = r.GetTask().GetTaskId(), r.GetDuplicate()
-				}
-			default:
-				for j, i := range pt.idx {
-					out.Responses[i] = got.GetResponses()[j]
-				}
-			}
-			return nil
-		})
-	})
-	if err != nil {
+		}
+		return true
+	}
+	if err := fanOut(ctx, ps, do, forward, resend, nil); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
 // completeBatch completes each item in its task's partition, one call per
-// partition. Every item is answered on its own; a part whose call fails as
+// partition (one call per node for another node's partitions). Every item is answered on its own; a part whose call fails as
 // a whole answers that error for each of its items.
 func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchRequest) (*tenurev1.CompleteBatchResponse, error) {
 	in := msg.GetItems()
@@ -247,14 +339,39 @@ func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchR
 		}
 		return p, nil
 	})
-	each(len(ps), func(k int) error {
-		idx := ps[k].idx
-		err := ps[k].p.Do(ctx, false, func(c *coordinator.Coordinator) error {
+	forward := func(peer route.Peer, idx []int) error {
+		resp, err := peer.CompleteBatch(ctx, connect.NewRequest(&tenurev1.CompleteBatchRequest{Items: pick(in, idx), FailedOnly: failedOnly}))
+		if err != nil {
+			return err
+		}
+		got := resp.Msg.GetResults()
+		// A node older than failed_only answers results.
+		compact := len(got) == 0 && failedOnly
+		if compact {
+			got = resp.Msg.GetFailed() // the items not named succeeded
+		} else if len(got) != len(idx) {
+			return badAnswer(peer, "CompleteBatch: %d results for %d items", len(got), len(idx))
+		}
+		for k, r := range got {
+			j := k
+			if compact {
+				j = int(r.GetIndex())
+			}
+			if j >= len(idx) || r.GetTaskId() != in[idx[j]].GetTaskId() {
+				return badAnswer(peer, "CompleteBatch: result %d is for task %q, not item %d's", k, r.GetTaskId(), j)
+			}
+			res := &results[idx[j]]
+			res.Code, res.Message, res.Detail = r.GetCode(), r.GetMessage(), r.GetDetail()
+		}
+		return nil
+	}
+	do := func(pt *part) error {
+		return pt.p.Do(ctx, false, func(c *coordinator.Coordinator) error {
 			// An item outside the caller's scope (or not found) is
 			// refused on its own.
-			items := make([]coordinator.CompleteItem, 0, len(idx))
-			at := make([]int, 0, len(idx)) // the index in `in` of each of items
-			for _, i := range idx {
+			items := make([]coordinator.CompleteItem, 0, len(pt.idx))
+			at := make([]int, 0, len(pt.idx)) // the index in `in` of each of items
+			for _, i := range pt.idx {
 				err := s.checkTask(ctx, c, in[i].GetTaskId())
 				if errors.Is(err, coordinator.ErrUnavailable) {
 					return err
@@ -279,38 +396,15 @@ func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchR
 				}
 			}
 			return nil
-		}, func(peer route.Peer) error {
-			resp, err := peer.CompleteBatch(ctx, connect.NewRequest(&tenurev1.CompleteBatchRequest{Items: pick(in, idx), FailedOnly: failedOnly}))
-			if err != nil {
-				return err
-			}
-			got := resp.Msg.GetResults()
-			// A node older than failed_only answers results.
-			compact := len(got) == 0 && failedOnly
-			if compact {
-				got = resp.Msg.GetFailed() // the items not named succeeded
-			} else if len(got) != len(idx) {
-				return badAnswer(peer, "CompleteBatch: %d results for %d items", len(got), len(idx))
-			}
-			for k, r := range got {
-				j := k
-				if compact {
-					j = int(r.GetIndex())
-				}
-				if j >= len(idx) || r.GetTaskId() != in[idx[j]].GetTaskId() {
-					return badAnswer(peer, "CompleteBatch: result %d is for task %q, not item %d's", k, r.GetTaskId(), j)
-				}
-				res := &results[idx[j]]
-				res.Code, res.Message, res.Detail = r.GetCode(), r.GetMessage(), r.GetDetail()
-			}
-			return nil
-		})
-		if err != nil {
-			for _, i := range idx {
-				fail(i, err)
-			}
+		}, func(peer route.Peer) error { return forward(peer, pt.idx) })
+	}
+	// A completion sent again is applied at most once: its lease ends
+	// with the first.
+	resend := func([]int) bool { return true }
+	fanOut(ctx, ps, do, forward, resend, func(idx []int, err error) {
+		for _, i := range idx {
+			fail(i, err)
 		}
-		return nil
 	})
 	out := &tenurev1.CompleteBatchResponse{}
 	if !failedOnly {

@@ -21,6 +21,8 @@ type refusingPartition struct{ err error }
 
 func (refusingPartition) ID() uint64 { return 0 }
 
+func (refusingPartition) Peer(context.Context) route.Peer { return nil }
+
 func (p refusingPartition) Do(context.Context, bool, func(*coordinator.Coordinator) error, func(route.Peer) error) error {
 	return p.err
 }

@@ -218,7 +218,7 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 				execs = append(execs, state.Execution{})
 				ok = d.execution(v, &execs[len(execs)-1], progress.CommittedBy)
 			case 19:
-				t.LSNs, ok = packedUint64s(v)
+				progress.History, ok = packedUint64s(v)
 			default:
 				ok = false
 			}

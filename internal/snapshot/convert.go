@@ -28,7 +28,7 @@ func TaskMessage(t *state.Task, deadline state.Time) *snapshotpb.TaskSnapshot {
 		Result:               t.Result,
 		CommittedBy:          t.CommittedBy,
 		FailureReason:        t.FailureReason,
-		Lsns:                 t.LSNs,
+		Lsns:                 t.LSNs(),
 		LeaseCurrent:         t.LeaseIndex() >= 0,
 		DeadlineUnixNanos:    int64(deadline),
 	}
@@ -87,8 +87,8 @@ func taskFromMessage(m *snapshotpb.TaskSnapshot) (*state.Task, taskExtra) {
 			Result:        noEmpty(m.Result),
 			CommittedBy:   m.CommittedBy,
 			FailureReason: m.FailureReason,
+			History:       m.Lsns,
 		},
-		LSNs: m.Lsns,
 	}
 	if len(m.Executions) > 0 {
 		t.Executions = make([]state.Execution, len(m.Executions))
@@ -116,7 +116,7 @@ func taskFromMessage(m *snapshotpb.TaskSnapshot) (*state.Task, taskExtra) {
 // orNil returns p, or nil if it holds nothing (the Loader shares one empty
 // Progress between the tasks that have none).
 func orNil(p *state.Progress) *state.Progress {
-	if len(p.Executions) == 0 && p.Result == nil && p.CommittedBy == "" && p.FailureReason == "" && p.AttemptBase == 0 {
+	if len(p.Executions) == 0 && p.Result == nil && p.CommittedBy == "" && p.FailureReason == "" && p.AttemptBase == 0 && len(p.History) == 0 {
 		return nil
 	}
 	return p

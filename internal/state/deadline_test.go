@@ -33,8 +33,8 @@ func TestDeadlineFailsWaitingTask(t *testing.T) {
 	if a.State != Failed || a.FailureReason != ReasonDeadlineExceeded || !a.AttemptsLeft() {
 		t.Fatalf("task %s (%q), attempts left %v; want FAILED (deadline_exceeded) with attempts left", a.State, a.FailureReason, a.AttemptsLeft())
 	}
-	if a.UpdatedAt != 21*sec || len(a.LSNs) != 2 {
-		t.Fatalf("updated at %v, history %v: the record must touch the task", a.UpdatedAt, a.LSNs)
+	if a.UpdatedAt != 21*sec || len(a.LSNs()) != 2 {
+		t.Fatalf("updated at %v, history %v: the record must touch the task", a.UpdatedAt, a.LSNs())
 	}
 	if _, ok := s.Deadline("a"); ok {
 		t.Fatal("a FAILED task keeps its deadline")

@@ -2,9 +2,10 @@ package state
 
 import "hash/maphash"
 
-// hashIndex maps a 64-bit hash of a key to the task that holds the key. It
-// replaces a map from the key itself: a task's key (its id, request id or
-// lease id) already lives in the task, so storing it again in the map, with
+// hashIndex maps a 64-bit hash of a key to the task that holds the key: the
+// lease index, of the leased tasks only (ids and request ids, of every task,
+// are in the more compact posIndex). It replaces a map from the key itself:
+// a task's key (its lease id) already lives in the task, so storing it again in the map, with
 // its string header, would cost 16 or 32 bytes per entry for nothing.
 //
 // Keys are hashed with a seed chosen per process, so no input can be made

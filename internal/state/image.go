@@ -33,8 +33,8 @@ type Image struct {
 // holding every request back.
 func (s *State) Image() *Image {
 	n, execs, progs := 0, 0, 0
-	for _, t := range s.order {
-		if t != nil {
+	for i := range s.order {
+		if t := s.ordered(i); t != nil {
 			n++
 			execs += len(t.Executions)
 			if t.Progress != &noProgress {
@@ -51,7 +51,8 @@ func (s *State) Image() *Image {
 		img.Deadlines = make([]Time, n)
 	}
 	i := 0
-	for _, t := range s.order {
+	for j := range s.order {
+		t := s.ordered(j)
 		if t == nil {
 			continue
 		}
@@ -70,13 +71,15 @@ func (s *State) Image() *Image {
 			if len(t.Executions) == 0 {
 				p.Executions = nil
 			}
+			// Appends to the history never write below its current
+			// length, so the copy may share the array if it cannot grow
+			// into it.
+			p.History = p.History[:len(p.History):len(p.History)]
 			c.Progress = p
 		}
-		// Appends to t.LSNs never write below its current length, so the
-		// copy may share the array if it cannot grow into it.
-		c.LSNs = t.LSNs[:len(t.LSNs):len(t.LSNs)]
 		c.heapIdx = -1
 		c.delayed = false
+		c.pos = 0
 		img.Tasks[i] = c
 		i++
 	}
@@ -143,6 +146,9 @@ func (l *Loader) add(t *Task, leaseIndex int, deadline Time) error {
 	if t == nil {
 		return fail("nil task")
 	}
+	if t.Progress != nil && len(t.History) == 1 && t.History[0] == t.CreatedLSN {
+		t.History = nil // the creation alone, which Task.LSNs gives without it
+	}
 	if t.Progress == nil || t.Progress.empty() {
 		t.Progress = &noProgress
 	}
@@ -163,8 +169,8 @@ func (l *Loader) add(t *Task, leaseIndex int, deadline Time) error {
 		return fail("retry policy needs at least one attempt")
 	case t.CreatedLSN == 0 || t.CreatedLSN > s.lastLSN:
 		return fail("creation lsn %d is outside 1..%d", t.CreatedLSN, s.lastLSN)
-	case len(s.order) > 0 && t.CreatedLSN <= s.order[len(s.order)-1].CreatedLSN:
-		return fail("creation lsn %d is not after the previous task's %d", t.CreatedLSN, s.order[len(s.order)-1].CreatedLSN)
+	case len(s.order) > 0 && t.CreatedLSN <= s.ordered(len(s.order)-1).CreatedLSN:
+		return fail("creation lsn %d is not after the previous task's %d", t.CreatedLSN, s.ordered(len(s.order)-1).CreatedLSN)
 	case leaseIndex < -1 || leaseIndex >= len(t.Executions):
 		return fail("current lease index %d is outside its %d executions", leaseIndex, len(t.Executions))
 	}
@@ -194,10 +200,7 @@ func (l *Loader) add(t *Task, leaseIndex int, deadline Time) error {
 		return fail("lease %q expires at %s, after the deadline %s", cur.LeaseID, cur.LeaseExpiry, deadline)
 	}
 
-	if len(t.LSNs) == 1 {
-		t.LSNs = ownLSN(t) // t.LSNs[0] == t.CreatedLSN, checked above
-	}
-	qi := s.addTask(t, *t.QueueKey, *t.Policy)
+	t, qi := s.addTask(t, *t.QueueKey, *t.Policy)
 	if cur != nil {
 		s.leases.add(hashString(cur.LeaseID), t)
 		heap.Push(&s.expiry, t)
@@ -250,14 +253,12 @@ func (l *Loader) State() (*State, error) {
 
 // Grow tells a Loader that has no task yet that about n tasks will be
 // added (a hint, such as the count a snapshot's trailer claims), so that it
-// sizes the task index and the creation order once instead of growing them
-// task by task. It changes no content; a wrong hint costs only memory or
-// time.
+// sizes the creation order once instead of growing it task by task (the
+// slab and the indexes grow a chunk or a table at a time anyway). It
+// changes no content; a wrong hint costs only memory or time.
 func (l *Loader) Grow(n int) {
 	if l.err != nil || n <= 0 || len(l.s.order) > 0 {
 		return
 	}
-	l.s.tasks = hashIndex{m: make(map[uint64]*Task, n)}
-	l.s.requests = hashIndex{m: make(map[uint64]*Task, n)}
-	l.s.order = make([]*Task, 0, n)
+	l.s.order = make([]uint32, 0, n)
 }

@@ -147,7 +147,7 @@ func TestLoaderRejects(t *testing.T) {
 	task := func(mod func(*state.Task)) *state.Task {
 		tk := &state.Task{ID: "a", QueueKey: &state.QueueKey{Namespace: "n", Queue: "q"},
 			Policy:   &state.Policy{Window: time.Second, Retry: state.RetryPolicy{MaxAttempts: 1, Multiplier: 1}},
-			Progress: &state.Progress{}, State: state.Waiting, CreatedLSN: 3, LSNs: []uint64{3}}
+			Progress: &state.Progress{}, State: state.Waiting, CreatedLSN: 3}
 		if mod != nil {
 			mod(tk)
 		}
@@ -157,7 +157,7 @@ func TestLoaderRejects(t *testing.T) {
 		tk.State = state.Leased
 		tk.Attempt = 1
 		tk.Executions = []state.Execution{{Attempt: 1, LeaseID: "l", Status: state.ExecLeased}}
-		tk.LSNs = []uint64{3, 4}
+		tk.History = []uint64{3, 4}
 	}
 	for _, tc := range []struct {
 		name  string
@@ -168,19 +168,19 @@ func TestLoaderRejects(t *testing.T) {
 		{"no queue", []*state.Task{task(func(tk *state.Task) { tk.QueueKey = nil })}, []int{-1}, "namespace and queue must be set"},
 		{"no policy", []*state.Task{task(func(tk *state.Task) { tk.Policy = nil })}, []int{-1}, "execution window and retry policy must be set"},
 		{"empty id", []*state.Task{task(func(tk *state.Task) { tk.ID = "" })}, []int{-1}, "task id is empty"},
-		{"duplicate id", []*state.Task{task(nil), task(func(tk *state.Task) { tk.CreatedLSN, tk.LSNs = 4, []uint64{4} })}, []int{-1, -1}, "twice"},
+		{"duplicate id", []*state.Task{task(nil), task(func(tk *state.Task) { tk.CreatedLSN, tk.History = 4, []uint64{4} })}, []int{-1, -1}, "twice"},
 		{"order", []*state.Task{task(nil), task(func(tk *state.Task) { tk.ID = "b" })}, []int{-1, -1}, "not after"},
-		{"lsn after last", []*state.Task{task(func(tk *state.Task) { tk.CreatedLSN, tk.LSNs = 11, []uint64{11} })}, []int{-1}, "outside"},
+		{"lsn after last", []*state.Task{task(func(tk *state.Task) { tk.CreatedLSN, tk.History = 11, []uint64{11} })}, []int{-1}, "outside"},
 		{"bad state", []*state.Task{task(func(tk *state.Task) { tk.State = 42 })}, []int{-1}, "invalid state"},
 		{"leased without lease", []*state.Task{task(leased)}, []int{-1}, "no lease"},
 		{"lease index out of range", []*state.Task{task(leased)}, []int{3}, "outside"},
 		{"waiting with lease", []*state.Task{task(func(tk *state.Task) { leased(tk); tk.State = state.Waiting })}, []int{0}, "holds lease"},
 		{"bad exec status", []*state.Task{task(func(tk *state.Task) { leased(tk); tk.Executions[0].Status = 9 })}, []int{0}, "current execution is INVALID"},
-		{"history", []*state.Task{task(func(tk *state.Task) { tk.LSNs = []uint64{3, 3} })}, []int{-1}, "not increasing"},
+		{"history", []*state.Task{task(func(tk *state.Task) { tk.History = []uint64{3, 3} })}, []int{-1}, "not increasing"},
 		{"request id twice", []*state.Task{task(func(tk *state.Task) { tk.RequestID = "r" }),
-			task(func(tk *state.Task) { tk.ID, tk.RequestID, tk.CreatedLSN, tk.LSNs = "b", "r", 4, []uint64{4} })}, []int{-1, -1}, "request id"},
+			task(func(tk *state.Task) { tk.ID, tk.RequestID, tk.CreatedLSN, tk.History = "b", "r", 4, []uint64{4} })}, []int{-1, -1}, "request id"},
 		{"lease twice", []*state.Task{task(leased),
-			task(func(tk *state.Task) { leased(tk); tk.ID, tk.CreatedLSN, tk.LSNs = "b", 5, []uint64{5, 6} })}, []int{0, 0}, "current for two"},
+			task(func(tk *state.Task) { leased(tk); tk.ID, tk.CreatedLSN, tk.History = "b", 5, []uint64{5, 6} })}, []int{0, 0}, "current for two"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := state.NewLoader(10, 0)

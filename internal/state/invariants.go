@@ -18,9 +18,11 @@ func (s *State) Invariants() error {
 	}
 	var counts [Dead + 1]int
 	leased, schedulable := 0, 0
-	s.tasks.all(func(h uint64, t *Task) {
-		if h != hashString(t.ID) || s.Task(t.ID) != t {
-			bad(t, "indexed under the wrong id hash %#x", h)
+	indexed := 0
+	s.tasks.all(func(tb *posTable, t *Task) {
+		indexed++
+		if tb != s.tasks.table(hashString(t.ID)) || s.Task(t.ID) != t {
+			bad(t, "indexed under the wrong id hash")
 		}
 		checkTask(t, s.lastLSN, func(format string, args ...any) { bad(t, format, args...) })
 		if t.State >= Waiting && t.State <= Dead {
@@ -86,17 +88,34 @@ func (s *State) Invariants() error {
 	if queued != schedulable {
 		errs = append(errs, fmt.Errorf("%d schedulable tasks, %d in queue indexes", schedulable, queued))
 	}
-	s.requests.all(func(h uint64, t *Task) {
-		if s.Task(t.ID) != t || t.RequestID == "" || h != hashRequest(t.Namespace, t.RequestID) {
-			errs = append(errs, fmt.Errorf("request index entry %#x points at the wrong task %q", h, t.ID))
+	s.requests.all(func(tb *posTable, t *Task) {
+		if s.Task(t.ID) != t || t.RequestID == "" || tb != s.requests.table(hashRequest(t.Namespace, t.RequestID)) {
+			errs = append(errs, fmt.Errorf("request index entry points at the wrong task %q", t.ID))
 		}
 	})
+	errs = append(errs, s.slabErrors(indexed)...)
 	s.leases.all(func(h uint64, t *Task) {
 		if s.Task(t.ID) != t || t.CurrentLease() == nil || h != hashString(t.CurrentLease().LeaseID) {
 			errs = append(errs, fmt.Errorf("lease index entry %#x points at the wrong task %q", h, t.ID))
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// slabErrors checks that the slab holds the indexed tasks and nothing
+// else: as many tasks as the id index (which found indexed), and only
+// zeroed tasks at its free positions.
+func (s *State) slabErrors(indexed int) []error {
+	var errs []error
+	if n := s.slab.len(); n != s.tasks.n || n != indexed {
+		errs = append(errs, fmt.Errorf("slab holds %d tasks, the id index counts %d and holds %d", n, s.tasks.n, indexed))
+	}
+	for _, pos := range s.slab.free {
+		if t := s.slab.at(pos); t.ID != "" || t.QueueKey != nil || t.Payload != nil || t.Progress != nil || t.pos != pos {
+			errs = append(errs, fmt.Errorf("free slab position %d holds task %q", pos, t.ID))
+		}
+	}
+	return errs
 }
 
 // scheduleErrors checks every schedule on its own and its key.
@@ -129,7 +148,7 @@ func (s *State) queueErrors() []error {
 		due    map[int64]int32
 	}
 	want := make(map[QueueKey]*recount)
-	s.tasks.all(func(_ uint64, t *Task) {
+	s.tasks.all(func(_ *posTable, t *Task) {
 		k := QueueKey{t.Namespace, t.Queue}
 		r := want[k]
 		if r == nil {
@@ -190,11 +209,12 @@ func (s *State) queueErrors() []error {
 func (s *State) orderErrors() []error {
 	var errs []error
 	holes, prev := 0, uint64(0)
-	for i, t := range s.order {
-		if t == nil {
+	for i, e := range s.order {
+		if e == 0 {
 			holes++
 			continue
 		}
+		t := s.slab.at(e - 1)
 		if s.Task(t.ID) != t {
 			errs = append(errs, fmt.Errorf("creation order entry %d (task %q) is not in the task table", i, t.ID))
 		}
@@ -282,17 +302,18 @@ func checkTask(t *Task, lastLSN uint64, bad func(format string, args ...any)) {
 	if (t.State == Waiting || t.State == Leased || t.State == Failed) && commits != 0 {
 		bad("%s after a commit: a committed task never returns to waiting", t.State)
 	}
-	if len(t.LSNs) == 0 || t.LSNs[0] != t.CreatedLSN {
+	lsns := t.LSNs()
+	if len(lsns) == 0 || lsns[0] != t.CreatedLSN {
 		bad("record history does not start at its creation lsn %d", t.CreatedLSN)
 	}
-	for i := 1; i < len(t.LSNs); i++ {
-		if t.LSNs[i] <= t.LSNs[i-1] {
+	for i := 1; i < len(lsns); i++ {
+		if lsns[i] <= lsns[i-1] {
 			bad("record history is not increasing at %d", i)
 			break
 		}
 	}
-	if n := len(t.LSNs); n > 0 && t.LSNs[n-1] > lastLSN {
-		bad("record history names lsn %d, after the last applied lsn %d", t.LSNs[n-1], lastLSN)
+	if n := len(lsns); n > 0 && lsns[n-1] > lastLSN {
+		bad("record history names lsn %d, after the last applied lsn %d", lsns[n-1], lastLSN)
 	}
 }
 

@@ -2,6 +2,7 @@ package state
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -119,4 +120,33 @@ func runOn(t *testing.T, s *State, recs ...Record) *State {
 		}
 	}
 	return s
+}
+
+// TestPurgedSlotsAreReused checks that the slab of a state that purges its
+// finished tasks stays at the most tasks it held at once: the tasks created
+// after a purge take the slots of the purged ones, and the state stays
+// whole (Invariants, run by runOn).
+func TestPurgedSlotsAreReused(t *testing.T) {
+	s := New()
+	n := 0
+	for round := range 5 {
+		var recs []Record
+		for i := range 300 {
+			id := "t" + strconv.Itoa(n)
+			n++
+			recs = append(recs, withRequest(created(id), "r"+id))
+			if i%3 != 0 { // a third stay waiting, the rest finish
+				recs = append(recs, completedAt(id, "l"+id, Time(round+1)*100*sec)...)
+			}
+		}
+		s = runOn(t, s, recs...)
+		s = runOn(t, s, &TasksPurged{Before: Time(round+1)*100*sec + sec, At: Time(round+1)*100*sec + sec})
+		if want := 100 * (round + 1); s.Len() != want {
+			t.Fatalf("round %d: %d tasks, want %d", round, s.Len(), want)
+		}
+	}
+	// At most 100*4 waiting + 300 new at once: 700 positions.
+	if got := s.slab.len() + len(s.slab.free); got > 700 {
+		t.Fatalf("the slab handed out %d positions for at most 700 tasks at once", got)
+	}
 }

@@ -55,7 +55,7 @@ func (r *TaskCancelled) apply(s *State, lsn uint64) string {
 		return fmt.Sprintf("a refused %s by lease %q is already recorded", r.Action, r.LeaseID)
 	}
 	e.Refused |= r.Action.set()
-	t.LSNs = append(t.LSNs, lsn) // in the history, but not an update
+	t.touched(lsn) // in the history, but not an update
 	return ""
 }
 

@@ -55,7 +55,7 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 		return fmt.Sprintf("request id %q already used in namespace %q", r.RequestID, r.Namespace)
 	}
 	id, requestID, payload := pack(r.TaskID, r.RequestID, r.Payload)
-	t := &Task{
+	t, qi := s.addTask(&Task{
 		ID:         id,
 		Payload:    payload,
 		RequestID:  requestID,
@@ -67,9 +67,7 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 		State:      Waiting,
 		cur:        -1,
 		heapIdx:    -1,
-	}
-	t.LSNs = ownLSN(t)
-	qi := s.addTask(t, QueueKey{r.Namespace, r.Queue}, Policy{r.ExecutionWindow, r.Retry})
+	}, QueueKey{r.Namespace, r.Queue}, Policy{r.ExecutionWindow, r.Retry})
 	qi.add(t)
 	qi.events.add(r.CreatedAt, EventSubmitted)
 	if r.Deadline != 0 {

@@ -44,14 +44,15 @@ func (r *TasksDeleted) apply(s *State, _ uint64) string {
 		ts[i] = t
 	}
 	for _, t := range ts {
-		i := searchOrder(s.order, t.CreatedLSN-1)
-		for s.order[i] != t {
+		i := s.searchOrder(t.CreatedLSN - 1)
+		for s.order[i] != t.pos+1 {
 			i++ // past the holes before it
 		}
-		s.order[i] = nil
+		s.order[i] = 0
 		s.holes++
+		qi := s.queue(t)
 		s.drop(t)
-		s.maybeForget(s.queue(t), r.At)
+		s.maybeForget(qi, r.At)
 	}
 	if s.holes > len(s.order)/2 {
 		s.compactOrder()

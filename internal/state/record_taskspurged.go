@@ -26,12 +26,13 @@ func (r *TasksPurged) apply(s *State, _ uint64) string {
 	if r.Before > r.At {
 		return fmt.Sprintf("purge cut-off %s is after the purge time %s", r.Before, r.At)
 	}
-	for i, t := range s.order {
+	for i := range s.order {
+		t := s.ordered(i)
 		if t == nil || !t.State.Terminal() || t.UpdatedAt >= r.Before {
 			continue
 		}
 		s.drop(t)
-		s.order[i] = nil
+		s.order[i] = 0
 		s.holes++
 	}
 	if s.holes > len(s.order)/2 {
@@ -44,8 +45,9 @@ func (r *TasksPurged) apply(s *State, _ uint64) string {
 }
 
 // drop removes a terminal task from the task table, the request index and
-// its queue's counts. A terminal task is in no heap and holds no lease, so
-// nothing else refers to it. The caller removes it from the creation order.
+// its queue's counts, and frees its slab position: t must not be used
+// afterwards. A terminal task is in no heap and holds no lease, so nothing
+// else refers to it. The caller removes it from the creation order.
 func (s *State) drop(t *Task) {
 	s.tasks.remove(hashString(t.ID), t)
 	if t.RequestID != "" {
@@ -53,15 +55,16 @@ func (s *State) drop(t *Task) {
 	}
 	s.counts[t.State]--
 	s.queue(t).counts[t.State]--
+	s.slab.release(t)
 }
 
 // compactOrder removes the nil entries of the creation order, into a new
 // array so that the memory of a large old one is released.
 func (s *State) compactOrder() {
-	order := make([]*Task, 0, len(s.order)-s.holes)
-	for _, t := range s.order {
-		if t != nil {
-			order = append(order, t)
+	order := make([]uint32, 0, len(s.order)-s.holes)
+	for _, e := range s.order {
+		if e != 0 {
+			order = append(order, e)
 		}
 	}
 	s.order, s.holes = order, 0

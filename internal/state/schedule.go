@@ -348,6 +348,5 @@ func (sc *Schedule) fireTask(id string, tick, at Time, lsn uint64) *Task {
 		cur:        -1,
 		heapIdx:    -1,
 	}
-	t.LSNs = ownLSN(t)
 	return t
 }

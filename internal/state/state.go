@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"unsafe"
 )
 
 // ErrPrecondition is wrapped by every error Apply returns: the record does
@@ -39,11 +38,12 @@ type State struct {
 	lastLSN uint64
 	epoch   uint64
 
-	// tasks indexes every task by id, requests by namespace and request id
-	// (tasks that have one), and leases by current lease id (the leased
-	// tasks).
-	tasks    hashIndex
-	requests hashIndex
+	// slab holds every task (slab.go). tasks indexes them by id, requests
+	// by namespace and request id (tasks that have one), and leases by
+	// current lease id (the leased tasks).
+	slab     taskSlab
+	tasks    posIndex
+	requests posIndex
 	leases   hashIndex
 	// queues holds the schedulable tasks of each queue. Its keys are also
 	// the one copy of each namespace and queue name that the tasks of the
@@ -55,9 +55,10 @@ type State struct {
 	// deadlines holds the deadlines of the WAITING and LEASED tasks that
 	// have one (deadline.go).
 	deadlines deadlineIndex
-	// order lists tasks by creation, for stable paging. Entries of dropped
-	// tasks are nil until the next compaction; holes counts them.
-	order  []*Task
+	// order lists tasks by creation, for stable paging, as their slab
+	// positions plus one. Entries of dropped tasks are 0 until the next
+	// compaction; holes counts them.
+	order  []uint32
 	holes  int
 	counts [Dead + 1]int
 	// schedules holds every schedule by key; watched counts, by task id,
@@ -69,17 +70,23 @@ type State struct {
 
 // New returns an empty state that expects LSN 1 next.
 func New() *State {
-	return &State{
-		tasks:    newHashIndex(),
-		requests: newHashIndex(),
-		leases:   newHashIndex(),
-		queues:   make(map[QueueKey]*queueIndex),
-		expiry:   newExpiryHeap(),
+	s := &State{
+		leases: newHashIndex(),
+		queues: make(map[QueueKey]*queueIndex),
+		expiry: newExpiryHeap(),
 
 		schedules: make(map[ScheduleKey]*Schedule),
 		watched:   make(map[string]int),
 	}
+	s.tasks = newPosIndex(&s.slab, taskHash)
+	s.requests = newPosIndex(&s.slab, requestHash)
+	return s
 }
+
+// taskHash and requestHash are the hashes of the keys of s.tasks and
+// s.requests.
+func taskHash(t *Task) uint64    { return hashString(t.ID) }
+func requestHash(t *Task) uint64 { return hashRequest(t.Namespace, t.RequestID) }
 
 // LastLSN is the LSN of the last applied record.
 func (s *State) LastLSN() uint64 { return s.lastLSN }
@@ -88,7 +95,7 @@ func (s *State) LastLSN() uint64 { return s.lastLSN }
 func (s *State) Epoch() uint64 { return s.epoch }
 
 // Len is the number of tasks held.
-func (s *State) Len() int { return s.tasks.len() }
+func (s *State) Len() int { return s.tasks.n }
 
 // Count is the number of tasks in state ts.
 func (s *State) Count(ts TaskState) int {
@@ -101,30 +108,14 @@ func (s *State) Count(ts TaskState) int {
 // Task returns the task or nil. The result must not be modified and is only
 // valid until the next Apply.
 func (s *State) Task(id string) *Task {
-	h := hashString(id)
-	if t := s.tasks.m[h]; t == nil || t.ID == id {
-		return t
-	}
-	for _, t := range s.tasks.colliding(h) {
-		if t.ID == id {
-			return t
-		}
-	}
-	return nil
+	return s.tasks.find(hashString(id), func(t *Task) bool { return t.ID == id })
 }
 
 // ByRequest returns the task submitted with requestID in namespace, or nil.
 func (s *State) ByRequest(namespace, requestID string) *Task {
-	h := hashRequest(namespace, requestID)
-	if t := s.requests.m[h]; t == nil || t.RequestID == requestID && t.Namespace == namespace {
-		return t
-	}
-	for _, t := range s.requests.colliding(h) {
-		if t.RequestID == requestID && t.Namespace == namespace {
-			return t
-		}
-	}
-	return nil
+	return s.requests.find(hashRequest(namespace, requestID), func(t *Task) bool {
+		return t.RequestID == requestID && t.Namespace == namespace
+	})
 }
 
 // byLease returns the task whose current lease is leaseID, or nil.
@@ -202,9 +193,8 @@ func (s *State) NextExpiry() (Time, bool) {
 // Scan calls fn for tasks created after afterLSN, in creation order, until
 // fn returns false.
 func (s *State) Scan(afterLSN uint64, fn func(*Task) bool) {
-	i := searchOrder(s.order, afterLSN)
-	for ; i < len(s.order); i++ {
-		t := s.order[i]
+	for i := s.searchOrder(afterLSN); i < len(s.order); i++ {
+		t := s.ordered(i)
 		if t == nil {
 			continue
 		}
@@ -214,21 +204,31 @@ func (s *State) Scan(afterLSN uint64, fn func(*Task) bool) {
 	}
 }
 
-// searchOrder finds the first index in order whose task was created after
-// lsn. nil entries keep their position's LSN order, so it skips them.
-func searchOrder(order []*Task, lsn uint64) int {
-	lo, hi := 0, len(order)
+// ordered returns the task at index i of the creation order, nil for a
+// hole.
+func (s *State) ordered(i int) *Task {
+	if e := s.order[i]; e != 0 {
+		return s.slab.at(e - 1)
+	}
+	return nil
+}
+
+// searchOrder finds the first index in the creation order whose task was
+// created after lsn. Holes keep their position's LSN order, so it skips
+// them.
+func (s *State) searchOrder(lsn uint64) int {
+	lo, hi := 0, len(s.order)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		j := m
-		for j < hi && order[j] == nil {
+		for j < hi && s.order[j] == 0 {
 			j++
 		}
 		if j == hi {
 			hi = m
 			continue
 		}
-		if order[j].CreatedLSN <= lsn {
+		if s.ordered(j).CreatedLSN <= lsn {
 			lo = j + 1
 		} else {
 			hi = m
@@ -324,16 +324,9 @@ func (s *State) transition(t *Task, to TaskState) {
 	}
 }
 
-// ownLSN returns the record history of a task that only its creation
-// touched, without an allocation of its own: a slice of length and capacity
-// 1 over t.CreatedLSN, which never changes. The first append moves the
-// history to an array of its own, so nothing ever writes through it (and
-// Image may share it, like any prefix of a history).
-func ownLSN(t *Task) []uint64 { return unsafe.Slice(&t.CreatedLSN, 1) }
-
 // touch records that the record at lsn touched t.
 func touch(t *Task, lsn uint64, at Time) {
-	t.LSNs = append(t.LSNs, lsn)
+	t.touched(lsn)
 	if at > t.UpdatedAt {
 		t.UpdatedAt = at
 	}
@@ -371,11 +364,16 @@ func (s *State) queueOf(namespace, queue string) *queueIndex {
 	return qi
 }
 
-// addTask indexes a new task of queue k with policy p by id, request id
-// and creation order, counts it in its state and queue, points it at the
-// shared copies of k (its queue index, which it returns) and p, and at
-// noProgress if it has no Progress of its own.
-func (s *State) addTask(t *Task, k QueueKey, p Policy) *queueIndex {
+// addTask copies a new task of queue k with policy p into the slab,
+// indexes it by id, request id and creation order, counts it in its state
+// and queue, and points it at the shared copies of k (its queue index) and
+// p, and at noProgress if it has no Progress of its own. It returns the
+// task in the slab and its queue index.
+func (s *State) addTask(proto *Task, k QueueKey, p Policy) (*Task, *queueIndex) {
+	t := s.slab.alloc()
+	pos := t.pos
+	*t = *proto
+	t.pos = pos
 	qi := s.queueOf(k.Namespace, k.Queue)
 	t.QueueKey = qi.shared
 	t.Policy = s.policy(p)
@@ -386,7 +384,7 @@ func (s *State) addTask(t *Task, k QueueKey, p Policy) *queueIndex {
 	if t.RequestID != "" {
 		s.requests.add(hashRequest(t.Namespace, t.RequestID), t)
 	}
-	s.order = append(s.order, t)
+	s.order = append(s.order, t.pos+1)
 	s.counts[t.State]++
 	qi.counts[t.State]++
 	if t.State == Waiting {
@@ -395,7 +393,7 @@ func (s *State) addTask(t *Task, k QueueKey, p Policy) *queueIndex {
 	if t.cur >= 0 {
 		qi.leases++
 	}
-	return qi
+	return t, qi
 }
 
 // dropLease clears t's current lease from the lease indexes.

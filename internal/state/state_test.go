@@ -118,8 +118,8 @@ func TestApplyHappyPaths(t *testing.T) {
 			if task.NotBefore != tt.notBefore {
 				t.Fatalf("not before %v, want %v", task.NotBefore, tt.notBefore)
 			}
-			if len(task.LSNs) != len(tt.recs) {
-				t.Fatalf("history has %d lsns, want %d", len(task.LSNs), len(tt.recs))
+			if len(task.LSNs()) != len(tt.recs) {
+				t.Fatalf("history has %d lsns, want %d", len(task.LSNs()), len(tt.recs))
 			}
 		})
 	}
@@ -322,8 +322,8 @@ func TestRefusalIsNoUpdate(t *testing.T) {
 	if task.UpdatedAt != 15*sec {
 		t.Errorf("UpdatedAt %v after refusals, want the completion's %v", task.UpdatedAt, Time(15*sec))
 	}
-	if want := []uint64{1, 2, 3, 4, 5, 6, 7, 8}; !reflect.DeepEqual(task.LSNs, want) {
-		t.Errorf("history %v, want %v", task.LSNs, want)
+	if want := []uint64{1, 2, 3, 4, 5, 6, 7, 8}; !reflect.DeepEqual(task.LSNs(), want) {
+		t.Errorf("history %v, want %v", task.LSNs(), want)
 	}
 	if got, want := task.Executions[0].Refused, ActionHeartbeat.set()|ActionCommit.set(); got != want {
 		t.Errorf("first lease's refused actions %#x, want %#x", got, want)
@@ -356,17 +356,20 @@ func TestActionNames(t *testing.T) {
 }
 
 // TestSizes keeps the per-task memory as documented: an Execution is 96
-// bytes, a Task 160 and a Progress 184 (in the 192 size class), all
-// size classes of the allocator or just under one.
+// bytes and a Progress 208, size classes of the allocator; a Task is 136
+// bytes, and a full slab chunk of them a whole number of pages.
 func TestSizes(t *testing.T) {
 	if n := unsafe.Sizeof(Execution{}); n != 96 {
 		t.Errorf("Execution is %d bytes, want 96", n)
 	}
-	if n := unsafe.Sizeof(Task{}); n != 160 {
-		t.Errorf("Task is %d bytes, want 160", n)
+	if n := unsafe.Sizeof(Task{}); n != 136 {
+		t.Errorf("Task is %d bytes, want 136", n)
 	}
-	if n := unsafe.Sizeof(Progress{}); n != 184 {
-		t.Errorf("Progress is %d bytes, want 184", n)
+	if n := unsafe.Sizeof(Progress{}); n != 208 {
+		t.Errorf("Progress is %d bytes, want 208", n)
+	}
+	if n := unsafe.Sizeof(Task{}) << chunkBits; n%8192 != 0 {
+		t.Errorf("a full slab chunk is %d bytes, not a whole number of 8 KiB pages", n)
 	}
 }
 

@@ -1,6 +1,9 @@
 package state
 
-import "time"
+import (
+	"time"
+	"unsafe"
+)
 
 // TaskState is the coarse, user-facing state of a task.
 type TaskState uint8
@@ -87,16 +90,17 @@ type Execution struct {
 // Task is the authoritative record of one task, derived only from records.
 // Callers outside this package must treat a *Task as read-only.
 //
-// A State holds one Task per task it knows, so its size matters (160
-// bytes, a size class). What most tasks share, or what a task that was
+// A State holds one Task per task it knows, in its slab (slab.go), so its
+// size matters (136 bytes). What most tasks share, or what a task that was
 // never leased does not use, is behind one pointer each, embedded so that
 // its fields read as the task's own (t.Namespace, t.Window, t.Result):
 //   - QueueKey: the namespace and queue, one copy per queue;
 //   - Policy: execution window and retry policy, one copy per distinct
 //     policy (most tasks share one);
-//   - Progress: executions, result, commit, failure reason and attempt
-//     base, allocated at the first lease (or the first record that sets one
-//     of them); until then every task points at one shared empty Progress.
+//   - Progress: executions, result, commit, failure reason, attempt base
+//     and the record history past the creation, allocated at the first
+//     lease (or the first record that sets one of them); until then every
+//     task points at one shared empty Progress.
 //
 // Nothing writes through these pointers once the task is in a State. A
 // decoder building a task for a Loader may set them to structs of its own
@@ -114,8 +118,6 @@ type Task struct {
 	UpdatedAt  Time
 	CreatedLSN uint64
 	*Progress
-	// LSNs lists every record that touched the task, in log order.
-	LSNs []uint64
 
 	Priority int32
 	State    TaskState
@@ -128,6 +130,8 @@ type Task struct {
 	// heapIdx is the task's position in whichever heap holds it (queue
 	// ready/delayed heap while schedulable, expiry heap while leased).
 	heapIdx int32
+	// pos is the task's position in its State's slab (slab.go).
+	pos uint32
 }
 
 // Policy is what a task's submitter chose for all its attempts. Tasks
@@ -147,6 +151,10 @@ type Progress struct {
 	// CommittedBy is the lease id whose commit won ("" before any commit).
 	CommittedBy   string
 	FailureReason string
+	// History lists every record that touched the task, in log order,
+	// once a record after its creation did; nil before (Task.LSNs is then
+	// the creation alone). Read it through Task.LSNs.
+	History []uint64
 	// AttemptBase is Attempt when the task was last retried by an operator
 	// (TaskRetried), 0 before: the retry policy's budget counts the
 	// attempts after it.
@@ -163,7 +171,25 @@ var noProgress Progress
 
 // empty reports whether p holds nothing.
 func (p *Progress) empty() bool {
-	return len(p.Executions) == 0 && p.Result == nil && p.CommittedBy == "" && p.FailureReason == "" && p.AttemptBase == 0
+	return len(p.Executions) == 0 && p.Result == nil && p.CommittedBy == "" && p.FailureReason == "" && p.AttemptBase == 0 && len(p.History) == 0
+}
+
+// LSNs lists every record that touched the task, in log order, starting
+// with its creation. Like the task, it is only valid until the next Apply.
+func (t *Task) LSNs() []uint64 {
+	if len(t.History) > 0 {
+		return t.History
+	}
+	return unsafe.Slice(&t.CreatedLSN, 1)
+}
+
+// touched appends lsn to t's record history.
+func (t *Task) touched(lsn uint64) {
+	p := t.progress()
+	if len(p.History) == 0 {
+		p.History = append(make([]uint64, 0, 4), t.CreatedLSN)
+	}
+	p.History = append(p.History, lsn)
 }
 
 // progress returns t's own Progress, allocating it if t still shares
@@ -231,12 +257,13 @@ func (t *Task) Clone() *Task {
 		Result:        cloneBytes(t.Result),
 		CommittedBy:   t.CommittedBy,
 		FailureReason: t.FailureReason,
+		History:       append([]uint64(nil), t.LSNs()...),
 		AttemptBase:   t.AttemptBase,
 	}
 	c.Payload = cloneBytes(t.Payload)
-	c.LSNs = append([]uint64(nil), t.LSNs...)
 	c.heapIdx = -1
 	c.delayed = false
+	c.pos = 0
 	return &c
 }
 

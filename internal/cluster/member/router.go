@@ -42,6 +42,21 @@ func (p part) Do(ctx context.Context, read bool, local func(*coordinator.Coordin
 	return err
 }
 
+// Peer implements route.Partition: the partition's owner in this node's
+// map, when that is another active node.
+func (p part) Peer(ctx context.Context) route.Peer {
+	m := p.m
+	if forwarded(ctx) || !m.trusted() || m.local(p.id) != nil {
+		return nil
+	}
+	r := m.routes.Load()
+	a, ok := r.byID[p.id]
+	if !ok {
+		return nil
+	}
+	return m.owner(r, a)
+}
+
 // Partition implements route.Router.
 func (m *Member) Partition(_ context.Context, id uint64) (route.Partition, error) {
 	if !m.trusted() {
@@ -79,12 +94,12 @@ func (m *Member) Queue(ctx context.Context, namespace, queue string) ([]route.Pa
 			local = append(local, part{m, a.ID})
 			continue
 		}
-		if forwarded(ctx) || a.Owner == "" || a.Owner == m.cfg.NodeID || seen[a.Owner] {
+		if forwarded(ctx) || seen[a.Owner] {
 			continue
 		}
-		if addr := r.addrs[a.Owner]; addr != "" {
+		if peer := m.owner(r, a); peer != nil {
 			seen[a.Owner] = true
-			peers = append(peers, m.peer(addr))
+			peers = append(peers, peer)
 		}
 	}
 	return local, peers, nil

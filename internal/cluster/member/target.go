@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/cluster/partition"
 	"github.com/tenurehq/tenure/internal/cluster/remote"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/route"
@@ -38,6 +39,18 @@ func (m *Member) peer(addr string) route.Peer {
 		m.peers[addr] = p
 	}
 	return p
+}
+
+// owner returns the API of the node that serves a in the map r, or nil
+// when that is this node, nobody, or a node that is not active.
+func (m *Member) owner(r *routes, a partition.Assignment) route.Peer {
+	if a.Owner == "" || a.Owner == m.cfg.NodeID {
+		return nil
+	}
+	if addr := r.addrs[a.Owner]; addr != "" {
+		return m.peer(addr)
+	}
+	return nil
 }
 
 // target is where partition id is served now: by o, this node's, or by
@@ -84,10 +97,8 @@ func (m *Member) target(ctx context.Context, id uint64) (target, error) {
 			}
 			return target{}, errNotServed(a, m.cfg.NodeID)
 		}
-		if a.Owner != "" && a.Owner != m.cfg.NodeID {
-			if addr := r.addrs[a.Owner]; addr != "" {
-				return target{peer: m.peer(addr)}, nil
-			}
+		if peer := m.owner(r, a); peer != nil {
+			return target{peer: peer}, nil
 		}
 		// No owner yet, an owner that is not active (it left or went
 		// silent; the coordinator moves its partitions), or this node's

@@ -41,7 +41,8 @@ func checkEpoch(ctx context.Context, q queryer, id, epoch uint64, lock bool, wha
 
 // DeleteBefore deletes the rows of the records with LSNs below lsn, which
 // a snapshot at lsn-1 or later holds, and returns how many rows it
-// deleted. It makes *Log a coordinator.Compactor; where that interface
+// deleted. A row that holds records on both sides of the new start (a
+// round) stays whole; replay skips its records below FirstLSN. It makes *Log a coordinator.Compactor; where that interface
 // counts segments, the unit here is a row.
 //
 // It never deletes a record that no complete snapshot holds: it deletes
@@ -134,8 +135,19 @@ func (l *Log) deleteBatch(target uint64) (deleted int, first uint64, err error) 
 		ON DUPLICATE KEY UPDATE first_lsn = GREATEST(first_lsn, ?)`, l.id, bound, bound); err != nil {
 		return fail("raising partition_log_start", err)
 	}
+	// A round that begins below bound and holds records from bound on
+	// stays whole (the rows below it end below it); any other row below
+	// bound goes.
+	below := bound
+	lsn, end, ok, err := lastRowBelow(ctx, tx, l.id, bound)
+	if err != nil {
+		return fail("reading the last row below the new start", err)
+	}
+	if ok && end >= bound {
+		below = lsn
+	}
 	res, err := tx.ExecContext(ctx, "DELETE FROM partition_log WHERE partition_id = ? AND lsn < ? ORDER BY lsn LIMIT ?",
-		l.id, bound, l.opts.DeleteBatchRows)
+		l.id, below, l.opts.DeleteBatchRows)
 	if err != nil {
 		return fail("delete", err)
 	}

@@ -1,17 +1,19 @@
 // Package mysqllog is one partition's write-ahead log kept in the database
-// (cluster mode, docs/cluster.md): a coordinator.Log whose records are rows of
-// partition_log keyed by (partition_id, lsn), dense LSNs from 1.
+// (cluster mode, docs/cluster.md): a coordinator.Log whose records, dense
+// LSNs from 1, are kept in rows of partition_log keyed by (partition_id,
+// lsn): one row per group-commit round, at the LSN of its first record
+// (type 0; docs/formats.md), or, as tenure wrote them before schema
+// migration 4, one row per record (its type, never 0). Replay reads both.
 //
 // # Durability and group commit
 //
 // Append assigns LSNs and queues the records in memory; it does not write.
 // One writer goroutine takes everything queued since its last round (up to
 // MaxBatchRecords and MaxBatchBytes) and writes it in ONE transaction: the
-// epoch check, then multi-row INSERTs, one per bit of the round's size (a
-// round of 100 rows is INSERTs of 64, 32 and 4), so that ten statements,
-// each prepared once per connection (cluster.Prepared), serve every round
-// size; the server never parses a round's text, and payloads travel
-// unescaped in the binary protocol. When the transaction commits, every LSN
+// epoch check, then the INSERT of the round's one row, a statement
+// prepared once per connection (cluster.Prepared): the server never parses
+// a round's text, and the row travels unescaped in the binary protocol.
+// When the transaction commits, every LSN
 // in it is durable and Wait returns for it; if any INSERT fails, the
 // transaction is rolled back whole. While a round commits, appends collect
 // for the next, so rounds grow with the load without a timer. A record is
@@ -22,12 +24,16 @@
 // # Fencing
 //
 // The log is opened at the partition's epoch (partitions.epoch, bumped at
-// each change of owner). Every round's transaction first reads that epoch
-// with SELECT … FOR UPDATE and writes nothing unless it is still the log's:
-// once the coordinator reassigns the partition, the old owner's next round
-// fails. Independently, the primary key fences by itself: the new owner
-// replays the partition and appends a Fence record at the next LSN, so the
-// old owner's next row collides with it. Either way the error wraps
+// each change of owner). Every round inserts its row with INSERT … SELECT
+// … FROM partitions … FOR UPDATE, one statement that reads that epoch,
+// locks the partition's row until the transaction ends (an owner change
+// waits for the round) and inserts nothing unless the epoch is still the
+// log's: once the coordinator reassigns the partition, the old owner's
+// next round fails. Independently, the primary key fences by itself: the new owner
+// replays the partition and appends a Fence record at the next LSN, and
+// the old owner's next round begins at that same LSN (every writer's
+// rounds begin where the committed records end), so its row collides with
+// the new owner's. Either way the error wraps
 // ErrFenced, and it is fatal and sticky, as every write error is: nothing
 // in or after the failed round is ever acknowledged, every later Append and
 // Wait returns the error, and the owner stops serving the partition. A
@@ -38,14 +44,16 @@
 // owner's write can run on different servers at once; the database then
 // rolls one back with a certification failure (error 1213) rather than a
 // duplicate key. A round rolled back and said so is tried again (at most 3
-// times), and the retry's causal read of the epoch and its insert meet the
+// times); the retry's transaction begins with a causal wait (BEGIN is a
+// read for wsrep_sync_wait), so its epoch check and its insert meet the
 // new owner's writes: ErrFenced, as on one server.
 //
 // # Replay
 //
-// Replay reads the durable rows in LSN order, ReplayPageRecords per query,
-// and checks that LSNs are dense, types non-zero and payloads within
-// MaxRecordBytes; a violation is ErrCorrupt. Replay from below FirstLSN,
+// Replay reads the durable rows in LSN order, ReplayPageRecords rows per
+// query, from the row that holds its first LSN, and checks that the rows'
+// records are dense, that each round decodes whole, types are non-zero and
+// payloads within MaxRecordBytes; a violation is ErrCorrupt. Replay from below FirstLSN,
 // or past rows that compaction deleted meanwhile, wraps wal.ErrCompacted.
 //
 // # Snapshots
@@ -66,7 +74,9 @@
 //
 // DeleteBefore (coordinator.Compactor) deletes the rows below a snapshot,
 // DeleteBatchRows per transaction, each fenced like an append round, and
-// never below the newest complete snapshot's LSN + 1. In the transaction
+// never below the newest complete snapshot's LSN + 1. A round that holds
+// records on both sides of the new start stays whole until a later
+// snapshot covers it; replay skips its records below FirstLSN. In the transaction
 // that deletes, partition_log_start.first_lsn records where the log now
 // starts, which is FirstLSN. Open takes the last LSN as the largest of the
 // last row's, FirstLSN-1 and the newest snapshot's, so a log whose every
@@ -76,8 +86,8 @@
 //
 // # Limits
 //
-// A record's payload is at most MaxRecordBytes (default 4 MiB). A round's
-// INSERT carries at most MaxBatchRecords rows (default 1000) and about
+// A record's payload is at most MaxRecordBytes (default 4 MiB). A round
+// holds at most MaxBatchRecords records (default 1000) and about
 // MaxBatchBytes of payload (default 4 MiB; a larger single record goes
 // alone). Open checks that the server's max_allowed_packet admits twice
 // the larger of the two (and of SnapshotChunkBytes): statements that are

@@ -3,11 +3,11 @@ package mysqllog
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/bits"
-	"strings"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +29,7 @@ const (
 
 	maxMaxRecordBytes     = 64 << 20
 	maxMaxBatchBytes      = 64 << 20
-	maxMaxBatchRecords    = 10_000 // 4 placeholders a row stays far below 65,535
+	maxMaxBatchRecords    = 10_000
 	maxReplayPageRecords  = 100_000
 	maxSnapshotChunkBytes = 64 << 20
 	maxDeleteBatchRows    = 100_000
@@ -61,7 +61,7 @@ var (
 type Options struct {
 	MaxRecordBytes    int           // largest payload, default 4 MiB, at most 64 MiB
 	MaxBatchBytes     int           // payload bytes per round, default 4 MiB, at most 64 MiB
-	MaxBatchRecords   int           // rows per round, default 1000, at most 10,000
+	MaxBatchRecords   int           // records per round, default 1000, at most 10,000
 	ReplayPageRecords int           // rows per Replay query, default 1000, at most 100,000
 	StatementTimeout  time.Duration // per statement or transaction, default 30 s
 	// SnapshotChunkBytes is the size of the rows a SnapshotStore cuts a
@@ -82,8 +82,8 @@ type Options struct {
 // each partition's log calls it after every round: it must be cheap and must
 // not block.
 type Observer interface {
-	// Committed: one round of records rows (the epoch check, the insert
-	// and the commit, in one transaction) took took.
+	// Committed: one round of records (the epoch check, the insert of
+	// its row and the commit, in one transaction) took took.
 	Committed(records int, took time.Duration)
 }
 
@@ -175,6 +175,8 @@ type Log struct {
 	done      chan struct{}
 	closeOnce sync.Once
 
+	buf []byte // the writer's round row, reused
+
 	rounds, records atomic.Uint64
 }
 
@@ -228,16 +230,19 @@ func Open(ctx context.Context, db *sql.DB, partitionID, epoch uint64, opts Optio
 		return nil, fmt.Errorf("mysqllog: the server's max_allowed_packet is %d bytes; Options (MaxBatchBytes %d, MaxRecordBytes %d, SnapshotChunkBytes %d) need %d: raise it or lower them",
 			packet, opts.MaxBatchBytes, opts.MaxRecordBytes, opts.SnapshotChunkBytes, need)
 	}
-	var lastRow, start, lastSnap sql.Null[uint64]
+	var start, lastSnap sql.Null[uint64]
 	if err := db.QueryRowContext(ctx, `SELECT
-		(SELECT MAX(lsn) FROM partition_log WHERE partition_id = ?),
 		(SELECT first_lsn FROM partition_log_start WHERE partition_id = ?),
 		(SELECT MAX(lsn) FROM partition_snapshots WHERE partition_id = ? AND discarded_at IS NULL)`,
-		partitionID, partitionID, partitionID).Scan(&lastRow, &start, &lastSnap); err != nil {
+		partitionID, partitionID).Scan(&start, &lastSnap); err != nil {
 		return nil, fmt.Errorf("mysqllog: open partition %d: reading where the log starts and ends: %w", partitionID, err)
 	}
+	_, lastRow, _, err := lastRowBelow(ctx, db, partitionID, math.MaxUint64)
+	if err != nil {
+		return nil, fmt.Errorf("mysqllog: open partition %d: reading its last row: %w", partitionID, err)
+	}
 	first := max(start.V, 1)
-	last := max(lastRow.V, first-1, lastSnap.V)
+	last := max(lastRow, first-1, lastSnap.V)
 	l := &Log{
 		db:     db,
 		id:     partitionID,
@@ -255,6 +260,27 @@ func Open(ctx context.Context, db *sql.DB, partitionID, epoch uint64, opts Optio
 		slog.Uint64("first_lsn", first), slog.Uint64("last_lsn", last))
 	go l.run()
 	return l, nil
+}
+
+// lastRowBelow returns the last row of the partition with an LSN below
+// below: its LSN and the LSN of its last record (a round's); ok is false
+// without one.
+func lastRowBelow(ctx context.Context, q queryer, partitionID, below uint64) (lsn, end uint64, ok bool, err error) {
+	var typ uint16
+	var head []byte
+	err = q.QueryRowContext(ctx, "SELECT lsn, type, SUBSTRING(payload, 1, ?) FROM partition_log WHERE partition_id = ? AND lsn < ? ORDER BY lsn DESC LIMIT 1",
+		binary.MaxVarintLen64, partitionID, below).Scan(&lsn, &typ, &head)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, nil
+	}
+	if err != nil {
+		return 0, 0, false, err
+	}
+	n, err := rowRecords(lsn, typ, head)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	return lsn, lsn + n - 1, true, nil
 }
 
 // PartitionID is the partition's id.
@@ -465,18 +491,23 @@ func (l *Log) wakeLocked() {
 // back and said so (cluster.IsRetryable).
 const maxRoundTries = 3
 
-// write commits one round: the epoch check and the multi-row INSERTs in one
-// transaction. A try the database rolled back and said so is tried again:
-// on Galera a conflicting write committed through another node first
-// (certification failure or brute-force abort, error 1213, where a single
-// server would have answered 1062 or made the epoch read wait). The retry
-// reads the epoch causally (cluster.OpenDB), so if that write was a new
-// owner's — its new epoch, or its fence row at one of our LSNs — the retry
-// fails with ErrFenced; if it was not, the retry commits.
+// write commits one round: the epoch check and the INSERT of its row in
+// one transaction. A try the database rolled back and said so is tried
+// again: on Galera a conflicting write committed through another node
+// first (certification failure or brute-force abort, error 1213, where a
+// single server would have answered 1062 or made the epoch read wait). The
+// retry's transaction begins with a causal wait (cluster.OpenDB; BEGIN is
+// a read for wsrep_sync_wait), so if that write was a new owner's — its
+// new epoch, or its fence at our round's LSN — the retry fails with
+// ErrFenced; if it was not, the retry commits.
 func (l *Log) write(first uint64, batch []wal.Entry) error {
+	if need := roundBytes(batch); cap(l.buf) < need || cap(l.buf) > 4*need+64<<10 {
+		l.buf = make([]byte, 0, need) // neither regrown in the round nor kept far larger than rounds are
+	}
+	l.buf = appendRound(l.buf[:0], batch)
 	var err error
 	for try := 1; try <= maxRoundTries; try++ {
-		if err = l.writeOnce(first, batch); !cluster.IsRetryable(err) {
+		if err = l.writeOnce(first, len(batch), l.buf); !cluster.IsRetryable(err) {
 			return err
 		}
 		l.opts.Logger.Info("mysqllog: the database rolled the round back; trying it again",
@@ -485,36 +516,25 @@ func (l *Log) write(first uint64, batch []wal.Entry) error {
 	return err
 }
 
-// maxInsertRows is the most rows one INSERT of a round carries.
-const maxInsertRows = 512
+// insertRound inserts a round's row if the partition is still at the
+// writer's epoch, reading the partition's row with FOR UPDATE: it holds
+// that row until the transaction ends, so an owner change waits for the
+// round, and the round commits before the change or not at all. Each
+// connection prepares it once (cluster.Prepared): the server never parses
+// a round's text, and the row's bytes travel as they are. Arguments: lsn,
+// payload, partition id, epoch.
+const insertRound = cluster.Prepared + "INSERT INTO partition_log (partition_id, lsn, type, payload) SELECT id, ?, 0, ? FROM partitions WHERE id = ? AND epoch = ? FOR UPDATE"
 
-// insertQueries[i] inserts 1<<i rows, as a statement each connection
-// prepares once (cluster.Prepared): a round of n rows runs one of them per
-// bit of n (insertRows), so ten statement texts serve every round size and
-// the server never parses a round's text or unescapes its payloads.
-var insertQueries = func() []string {
-	qs := make([]string, bits.Len(maxInsertRows))
-	for i := range qs {
-		qs[i] = cluster.Prepared + "INSERT INTO partition_log (partition_id, lsn, type, payload) VALUES " +
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?), ", 1<<i), ", ")
-	}
-	return qs
-}()
-
-// epochForUpdate locks the partition's row and reads its epoch, the first
-// statement of every round (prepared like the inserts).
-const epochForUpdate = cluster.Prepared + "SELECT epoch FROM partitions WHERE id = ? FOR UPDATE"
-
-// insertRows is how many of n rows the next INSERT of a round carries: the
-// largest power of two not above n or maxInsertRows.
-func insertRows(n int) int {
-	return min(1<<(bits.Len(uint(n))-1), maxInsertRows)
-}
-
-// writeOnce is one try of write: the epoch check, the round's rows in
-// INSERTs of insertRows each, and the commit, in one transaction.
-func (l *Log) writeOnce(first uint64, batch []wal.Entry) error {
-	last := first + uint64(len(batch)) - 1
+// writeOnce is one try of write: the row of the round of n records from
+// first, inserted only at the writer's epoch (insertRound: the epoch
+// check and the insert are one statement, one round trip), and the
+// commit, in one transaction. The row's
+// primary key is (partition, first): a row another writer put at first
+// fences the round (every writer's rounds start where the log's committed
+// records end, so two writers that both think they own the partition
+// collide at the first LSN after them).
+func (l *Log) writeOnce(first uint64, n int, row []byte) error {
+	last := first + uint64(n) - 1
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StatementTimeout)
 	defer cancel()
 	fail := func(what string, err error) error {
@@ -525,29 +545,21 @@ func (l *Log) writeOnce(first uint64, batch []wal.Entry) error {
 		return fail("begin", err)
 	}
 	defer tx.Rollback()
-	var epoch uint64
-	if err := tx.QueryRowContext(ctx, epochForUpdate, l.id).Scan(&epoch); err != nil {
-		return fail("reading the partition epoch", err)
-	}
-	if epoch != l.epoch {
-		return fmt.Errorf("%w: partition %d is at epoch %d, this writer has epoch %d; lsns %d..%d not written",
-			ErrFenced, l.id, epoch, l.epoch, first, last)
-	}
-	args := make([]any, 0, 4*min(len(batch), maxInsertRows))
-	for off := 0; off < len(batch); {
-		k := insertRows(len(batch) - off)
-		args = args[:0]
-		for i, e := range batch[off : off+k] {
-			args = append(args, l.id, first+uint64(off+i), e.Type, e.Payload)
+	res, err := tx.ExecContext(ctx, insertRound, first, row, l.id, l.epoch)
+	if err != nil {
+		if cluster.IsDuplicateKey(err) {
+			return fmt.Errorf("%w: partition %d: a row at lsn %d was written by another writer; lsns %d..%d not written",
+				ErrFenced, l.id, first, first, last)
 		}
-		if _, err := tx.ExecContext(ctx, insertQueries[bits.Len(uint(k))-1], args...); err != nil {
-			if cluster.IsDuplicateKey(err) {
-				return fmt.Errorf("%w: partition %d: a row in lsns %d..%d was written by another writer; nothing of this round was written",
-					ErrFenced, l.id, first, last)
-			}
-			return fail("insert", err)
+		return fail("insert", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		// Not at our epoch (or gone): say which, as the check reads it.
+		what := fmt.Sprintf("lsns %d..%d not written", first, last)
+		if err := checkEpoch(ctx, tx, l.id, l.epoch, false, what); err != nil {
+			return err
 		}
-		off += k
+		return fail("insert", fmt.Errorf("%d rows inserted, want 1 (%v)", n, err))
 	}
 	if err := tx.Commit(); err != nil {
 		if cluster.IsRetryable(err) {
@@ -621,14 +633,16 @@ func (l *Log) gap(want, found uint64) error {
 	return fmt.Errorf("%w: partition %d: lsn %d is missing (%s)", ErrCorrupt, l.id, want, next)
 }
 
-// replayPage replays up to one page from next and returns how many records
-// it visited.
+// replayPage replays the records of up to one page of rows from next (the
+// first row is the one that holds next) and returns how many records it
+// visited.
 func (l *Log) replayPage(next, limit uint64, fn func(uint64, wal.Entry) error) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StatementTimeout)
 	defer cancel()
 	rows, err := l.db.QueryContext(ctx, `SELECT lsn, type, payload FROM partition_log
-		WHERE partition_id = ? AND lsn >= ? AND lsn <= ? ORDER BY lsn LIMIT ?`,
-		l.id, next, limit, l.opts.ReplayPageRecords)
+		WHERE partition_id = ? AND lsn <= ? AND lsn >= (SELECT COALESCE(MAX(lsn), 0) FROM partition_log WHERE partition_id = ? AND lsn <= ?)
+		ORDER BY lsn LIMIT ?`,
+		l.id, limit, l.id, next, l.opts.ReplayPageRecords)
 	if err != nil {
 		return 0, fmt.Errorf("mysqllog: replay partition %d from lsn %d: %w", l.id, next, err)
 	}
@@ -642,19 +656,25 @@ func (l *Log) replayPage(next, limit uint64, fn func(uint64, wal.Entry) error) (
 			return 0, fmt.Errorf("mysqllog: replay partition %d: %w", l.id, err)
 		}
 		want := next + uint64(n)
-		switch {
-		case lsn != want:
+		if lsn > want {
 			return 0, gapError{want: want, found: lsn}
-		case typ == 0:
-			return 0, fmt.Errorf("%w: partition %d: lsn %d has type 0", ErrCorrupt, l.id, lsn)
-		case len(payload) > l.opts.MaxRecordBytes:
-			return 0, fmt.Errorf("%w: partition %d: lsn %d has a %d-byte payload, over MaxRecordBytes = %d",
-				ErrCorrupt, l.id, lsn, len(payload), l.opts.MaxRecordBytes)
 		}
-		if err := fn(lsn, wal.Entry{Type: typ, Payload: payload}); err != nil {
+		if lsn < want && n > 0 {
+			return 0, fmt.Errorf("%w: partition %d: the row at lsn %d overlaps the records before lsn %d", ErrCorrupt, l.id, lsn, want)
+		}
+		err := RowRecords(lsn, typ, payload, l.opts.MaxRecordBytes, func(at uint64, e wal.Entry) error {
+			if at < want || at > limit {
+				return nil // before the replay's start, in the row that holds it; or not durable when it began
+			}
+			n++
+			return fn(at, e)
+		})
+		if errors.Is(err, ErrCorrupt) {
+			return 0, fmt.Errorf("partition %d: %w", l.id, err)
+		}
+		if err != nil {
 			return 0, err
 		}
-		n++
 	}
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("mysqllog: replay partition %d: %w", l.id, err)

@@ -1,0 +1,12 @@
+-- 0004: one row of partition_log per group-commit round (package
+-- mysqllog, docs/formats.md). The same rules as 0001: every statement must
+-- be safe to run again; a statement ends with a semicolon at the end of a
+-- line.
+--
+-- The table does not change. A row of type 0 (a type no record has) holds
+-- a round of records, at the LSN of its first: their count, then each
+-- record's type, length and payload. Rows of the format before, one record
+-- each, stay valid and replay as they did. The migration marks the
+-- format: a tenure that knows only migrations 1..3 refuses this database
+-- (its replay would take a round for a corrupt record).
+ALTER TABLE partition_log COMMENT = 'one row per record (type > 0) or per round of records (type 0), keyed by the first LSN it holds';
