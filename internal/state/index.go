@@ -27,7 +27,7 @@ type queueIndex struct {
 	// its queue index (dropped while the task was leased) keeps 32 bytes
 	// alive rather than the index.
 	shared  *QueueKey
-	ready   taskHeap
+	ready   readyHeap
 	delayed taskHeap
 
 	counts [Dead + 1]int
@@ -38,9 +38,9 @@ type queueIndex struct {
 	events events
 }
 
-func newQueueIndex(k QueueKey) *queueIndex {
+func newQueueIndex(k QueueKey, slab *taskSlab) *queueIndex {
 	shared := k
-	return &queueIndex{key: k, shared: &shared, ready: newReadyHeap(), delayed: newDelayedHeap()}
+	return &queueIndex{key: k, shared: &shared, ready: readyHeap{slab: slab}, delayed: newDelayedHeap()}
 }
 
 func (q *queueIndex) len() int { return q.ready.Len() + q.delayed.Len() }
@@ -56,14 +56,14 @@ func (q *queueIndex) add(t *Task) {
 		return
 	}
 	t.delayed = false
-	heap.Push(&q.ready, t)
+	q.ready.push(t)
 }
 
 func (q *queueIndex) remove(t *Task) {
 	if t.delayed {
 		heap.Remove(&q.delayed, int(t.heapIdx))
 	} else {
-		heap.Remove(&q.ready, int(t.heapIdx))
+		q.ready.remove(int(t.heapIdx))
 	}
 	t.heapIdx = -1
 	t.delayed = false
@@ -77,8 +77,8 @@ func (q *queueIndex) finalizable(n int) []*Task {
 		return nil
 	}
 	var out []*Task
-	for _, t := range q.ready.tasks {
-		if t.State == Committed {
+	for _, e := range q.ready.slots {
+		if t := q.ready.slab.at(e.pos); t.State == Committed {
 			out = append(out, t)
 		}
 	}
@@ -97,7 +97,7 @@ func (q *queueIndex) promote(now Time) {
 	for q.delayed.Len() > 0 && q.delayed.tasks[0].NotBefore <= now {
 		t := heap.Pop(&q.delayed).(*Task)
 		t.delayed = false
-		heap.Push(&q.ready, t)
+		q.ready.push(t)
 	}
 }
 
@@ -109,7 +109,7 @@ func (q *queueIndex) promote(now Time) {
 // through the depth of the whole heap per task. A task promoted at a later
 // time than now (the clock went back) goes back to the delayed heap.
 func (q *queueIndex) leasable(now Time, n int) []*Task {
-	h := q.ready.tasks
+	h := q.ready.slots
 	out := make([]*Task, 0, min(n, len(h)))
 	if len(h) == 0 {
 		return out
@@ -118,14 +118,14 @@ func (q *queueIndex) leasable(now Time, n int) []*Task {
 	// next holds indexes into h, a heap by before: a node enters it when
 	// its parent is taken, so its top is the first task not yet taken.
 	next := make([]int32, 1, 2*min(n, len(h))+1)
-	less := func(i, j int) bool { return before(h[next[i]], h[next[j]]) }
+	less := func(i, j int) bool { return h[next[i]].before(h[next[j]]) }
 	for len(out) < n && len(next) > 0 {
 		i := next[0]
 		last := len(next) - 1
 		next[0] = next[last]
 		next = next[:last]
 		siftDown(len(next), less, func(a, b int) { next[a], next[b] = next[b], next[a] })
-		if t := h[i]; t.State == Waiting && t.NotBefore > now {
+		if t := q.ready.slab.at(h[i].pos); t.State == Waiting && t.NotBefore > now {
 			notDue = append(notDue, t)
 		} else {
 			out = append(out, t)
@@ -136,7 +136,7 @@ func (q *queueIndex) leasable(now Time, n int) []*Task {
 		}
 	}
 	for _, t := range notDue {
-		heap.Remove(&q.ready, int(t.heapIdx))
+		q.ready.remove(int(t.heapIdx))
 		t.delayed = true
 		heap.Push(&q.delayed, t)
 	}
@@ -183,6 +183,97 @@ func before(a, b *Task) bool {
 	return a.CreatedLSN < b.CreatedLSN
 }
 
+// readyHeap is the binary heap of a queue's ready tasks, by before. Each
+// entry holds the task's sort key, so that ordering the heap reads no Task
+// (a task of a large State is mostly a cache miss away), and the task's
+// slab position. Like taskHeap it records each task's position in
+// Task.heapIdx, writing it for the entries it moves only. A task's
+// Priority and CreatedLSN never change, so its entry's key stays its own.
+type readyHeap struct {
+	slots []readySlot
+	slab  *taskSlab
+}
+
+// readySlot is a readyHeap entry: 16 bytes.
+type readySlot struct {
+	lsn      uint64
+	priority int32
+	pos      uint32
+}
+
+func slotOf(t *Task) readySlot {
+	return readySlot{lsn: t.CreatedLSN, priority: t.Priority, pos: t.pos}
+}
+
+// before is before (the function) of the entries' tasks.
+func (a readySlot) before(b readySlot) bool {
+	if a.priority != b.priority {
+		return a.priority > b.priority
+	}
+	return a.lsn < b.lsn
+}
+
+func (h *readyHeap) Len() int { return len(h.slots) }
+
+// set puts e at i and records i in its task.
+func (h *readyHeap) set(i int, e readySlot) {
+	h.slots[i] = e
+	h.slab.at(e.pos).heapIdx = int32(i)
+}
+
+func (h *readyHeap) push(t *Task) {
+	h.slots = append(h.slots, readySlot{})
+	h.up(len(h.slots)-1, slotOf(t))
+}
+
+// remove removes the entry at i and marks its task as in no heap.
+func (h *readyHeap) remove(i int) {
+	t := h.slab.at(h.slots[i].pos)
+	n := len(h.slots) - 1
+	last := h.slots[n]
+	h.slots = h.slots[:n]
+	if i < n && !h.down(i, last) {
+		h.up(i, last)
+	}
+	t.heapIdx = -1
+}
+
+// up places e at the hole i or above it, moving down the entries it
+// passes.
+func (h *readyHeap) up(i int, e readySlot) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !e.before(h.slots[p]) {
+			break
+		}
+		h.set(i, h.slots[p])
+		i = p
+	}
+	h.set(i, e)
+}
+
+// down places e at the hole i or below it, moving up the entries it
+// passes, and reports whether it went below i.
+func (h *readyHeap) down(i int, e readySlot) bool {
+	i0, n := i, len(h.slots)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && h.slots[c+1].before(h.slots[c]) {
+			c++
+		}
+		if !h.slots[c].before(e) {
+			break
+		}
+		h.set(i, h.slots[c])
+		i = c
+	}
+	h.set(i, e)
+	return i > i0
+}
+
 // taskHeap is a binary heap of tasks that records each task's position in
 // Task.heapIdx, so a task can be removed or re-ordered in O(log n). A task is
 // in at most one heap at a time.
@@ -210,8 +301,6 @@ func (h *taskHeap) Pop() any {
 	t.heapIdx = -1
 	return t
 }
-
-func newReadyHeap() taskHeap { return taskHeap{less: before} }
 
 func newDelayedHeap() taskHeap {
 	return taskHeap{less: func(a, b *Task) bool {

@@ -44,15 +44,18 @@ func (s *State) Invariants() error {
 		if t.Schedulable() {
 			schedulable++
 			qi := s.queues[QueueKey{t.Namespace, t.Queue}]
-			h := (*taskHeap)(nil)
-			if qi != nil {
-				h = &qi.ready
-				if t.delayed {
-					h = &qi.delayed
-				}
-			}
-			if h == nil || t.heapIdx < 0 || int(t.heapIdx) >= h.Len() || h.tasks[t.heapIdx] != t {
+			i := int(t.heapIdx)
+			switch {
+			case qi == nil || i < 0:
 				bad(t, "schedulable task missing from its queue index")
+			case t.delayed:
+				if i >= qi.delayed.Len() || qi.delayed.tasks[i] != t {
+					bad(t, "schedulable task missing from its queue index")
+				}
+			case i >= qi.ready.Len() || qi.ready.slots[i].pos != t.pos:
+				bad(t, "schedulable task missing from its queue index")
+			case qi.ready.slots[i] != slotOf(t):
+				bad(t, "ready heap entry holds another sort key than its task's")
 			}
 		}
 		if t.RequestID != "" && s.ByRequest(t.Namespace, t.RequestID) != t {
@@ -189,6 +192,12 @@ func (s *State) queueErrors() []error {
 		for i := 1; i < len(qi.ages.heap); i++ {
 			if qi.ages.heap[(i-1)/2].ms > qi.ages.heap[i].ms {
 				errs = append(errs, fmt.Errorf("queue %v waiting-age heap is out of order at %d", k, i))
+				break
+			}
+		}
+		for i := 1; i < len(qi.ready.slots); i++ {
+			if qi.ready.slots[i].before(qi.ready.slots[(i-1)/2]) {
+				errs = append(errs, fmt.Errorf("queue %v ready heap is out of order at %d", k, i))
 				break
 			}
 		}

@@ -358,7 +358,7 @@ func (s *State) queueOf(namespace, queue string) *queueIndex {
 	k := QueueKey{namespace, queue}
 	qi := s.queues[k]
 	if qi == nil {
-		qi = newQueueIndex(k)
+		qi = newQueueIndex(k, &s.slab)
 		s.queues[k] = qi
 	}
 	return qi
