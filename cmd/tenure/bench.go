@@ -63,7 +63,7 @@ func (c *benchCmd) define(fs *pflag.FlagSet) {
 	fs.DurationVar(&cfg.Window, "window", bench.DefaultWindow, "open loop: the interval of each row of figures (latency, rate, memory, disk)")
 	fs.DurationVar(&cfg.MaxBacklog, "max-backlog", bench.DefaultMaxBacklog, "open loop: stop submitting (and report it) when the tasks submitted but not completed exceed this many seconds of --rate")
 	fs.StringVar(&c.plot, "plot", "", "open loop: write an SVG plot of latency, memory and disk over the run to this file")
-	fs.DurationVar(&cfg.Snapshots.Retention, "retention", 0, "embedded server or --cluster: completed tasks leave the state at the first snapshot after they are this old (default: the server's, 168h)")
+	fs.DurationVar(&cfg.Snapshots.Retention, "retention", 0, "embedded server or --cluster: completed tasks leave the state at the first purge after they are this old (default: the server's, 168h)")
 	fs.DurationVar(&cfg.Snapshots.Every, "snapshot-every", 0, "embedded server or --cluster: a snapshot this long after the last one (default: the server's, 10m)")
 	fs.Uint64Var(&cfg.Snapshots.EveryRecords, "snapshot-every-records", 0, "embedded server or --cluster: a snapshot after this many records (default: the server's, 1000000)")
 	fs.StringVar(&c.addr, "addr", "", "load this running server, or these cluster nodes separated by commas (e.g. http://127.0.0.1:7070); empty: start an embedded server on a loopback port")

@@ -67,7 +67,7 @@ func (c *serverCmd) define(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.scan, "expiry-scan-interval", time.Second, "how often to scan for expired leases (they are also expired lazily on access)")
 	fs.Uint64Var(&c.snapRecords, "snapshot-every-records", host.DefaultSnapshotEveryRecords, "take a snapshot after this many WAL records since the last one")
 	fs.DurationVar(&c.snapEvery, "snapshot-every", host.DefaultSnapshotEvery, "take a snapshot this long after the last one, if any record was written since")
-	fs.DurationVar(&c.retention, "retention", coordinator.DefaultRetention, "COMPLETED, FAILED and DEAD tasks leave the state at the first snapshot after they are this old; their request ids stop deduplicating then")
+	fs.DurationVar(&c.retention, "retention", coordinator.DefaultRetention, "COMPLETED, FAILED and DEAD tasks leave the state at the first purge after they are this old (purges run every tenth of this, at most --snapshot-every apart, and before each snapshot); their request ids stop deduplicating then")
 	fs.StringVar(&c.acceptLost, "accept-lost-records", "", "start although the WAL lost the records FIRST-LAST that a snapshot proves it held (acknowledged work): "+
 		"exactly the range a refused start named; the snapshot is set aside and the WAL served as it is (embedded mode only)")
 	fs.StringVar(&c.logFormat, "log-format", envOr("TENURE_LOG_FORMAT", "text"), "log format: text or json (env TENURE_LOG_FORMAT)")

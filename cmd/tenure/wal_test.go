@@ -293,11 +293,11 @@ func TestWALDump(t *testing.T) {
 	purge := false
 	for _, l := range all {
 		if l.LSN == f.snaps[1] {
-			purge = l.Type == "TasksPurged" && l.Record["beforeUnixNanos"] != nil
+			purge = l.Type == "TasksPurgedRange" && l.Record["beforeUnixNanos"] != nil
 		}
 	}
 	if !purge {
-		t.Fatalf("the record at lsn %d (the newer snapshot) is not a TasksPurged", f.snaps[1])
+		t.Fatalf("the record at lsn %d (the newer snapshot) is not a TasksPurgedRange", f.snaps[1])
 	}
 	if code, _, errs := cli(t, "wal", "dump", "--data-dir", f.dir, "--from", "9", "--to", "3"); code != 2 || !strings.Contains(errs, "after --to") {
 		t.Fatalf("bad range: exit %d, %s", code, errs)

@@ -161,6 +161,10 @@ type Config struct {
 	// MaxExpiriesPerScan bounds the LeaseExpired records one scan writes
 	// (default 10000); the rest wait for the next scan or a lazy check.
 	MaxExpiriesPerScan int
+	// MaxPurgedPerRecord bounds the tasks one TasksPurgedRange of the
+	// retention purge drops (default 2048), and so how long the purge
+	// holds requests at a time; it reads at most eight times as many.
+	MaxPurgedPerRecord int
 	// TaskIDSuffix is appended to every new task id. Cluster mode puts the
 	// partition there ("-p<partition id>") so that any node can route a
 	// request by its task id. It must start with '-', which no generated id
@@ -203,13 +207,15 @@ func (c Config) withDefaults() (Config, error) {
 	if err := c.Limits.validate(); err != nil {
 		return c, err
 	}
-	if c.ExpiryScanInterval < 0 || c.MaxExpiriesPerScan < 0 {
-		return c, fmt.Errorf("coordinator: ExpiryScanInterval and MaxExpiriesPerScan must not be negative")
+	if c.ExpiryScanInterval < 0 || c.MaxExpiriesPerScan < 0 || c.MaxPurgedPerRecord < 0 {
+		return c, fmt.Errorf("coordinator: ExpiryScanInterval (%v), MaxExpiriesPerScan (%d) and MaxPurgedPerRecord (%d) must not be negative",
+			c.ExpiryScanInterval, c.MaxExpiriesPerScan, c.MaxPurgedPerRecord)
 	}
 	if c.TaskIDSuffix != "" && (c.TaskIDSuffix[0] != '-' || len(c.TaskIDSuffix) > 32) {
 		return c, fmt.Errorf("coordinator: TaskIDSuffix %q must start with '-' and be at most 32 bytes", c.TaskIDSuffix)
 	}
 	setDur(&c.ExpiryScanInterval, time.Second)
 	setInt(&c.MaxExpiriesPerScan, 10000)
+	setInt(&c.MaxPurgedPerRecord, DefaultMaxPurgedPerRecord)
 	return c, nil
 }

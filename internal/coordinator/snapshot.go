@@ -41,19 +41,25 @@ type Compactor interface {
 // firstLSNer is the optional capability of a Log to say where it starts.
 type firstLSNer interface{ FirstLSN() uint64 }
 
-// Defaults of SnapshotConfig.
+// Defaults of SnapshotConfig and Config.MaxPurgedPerRecord.
 const (
-	DefaultRetention     = 7 * 24 * time.Hour
-	DefaultSnapshotsKept = 2
+	DefaultRetention          = 7 * 24 * time.Hour
+	DefaultSnapshotsKept      = 2
+	DefaultMaxPurgedPerRecord = 2048
 )
+
+// purgeReadsPerDrop is how many tasks a slice of the purge reads, at most,
+// per task it may drop: the tasks it skips cost a read each, and a slice
+// bounds both.
+const purgeReadsPerDrop = 8
 
 // SnapshotConfig configures Snapshot.
 type SnapshotConfig struct {
 	Store SnapshotStore
 	// Retention is how long COMPLETED, FAILED and DEAD tasks stay after
-	// their last update (default 7 days). Each snapshot first appends a
-	// TasksPurged record that drops older ones; from then on their
-	// request ids no longer deduplicate submissions.
+	// their last update (default 7 days). Each snapshot first purges older
+	// ones (Purge); from then on their request ids no longer deduplicate
+	// submissions.
 	Retention time.Duration
 	// Keep is how many snapshots are kept, newest first (default 2). Log
 	// records below the oldest kept snapshot are deleted.
@@ -72,14 +78,92 @@ func (sc SnapshotConfig) withDefaults() (SnapshotConfig, error) {
 	return sc, nil
 }
 
+// PurgeResult describes a retention purge.
+type PurgeResult struct {
+	// Purged counts the tasks dropped, Records the TasksPurgedRange
+	// records that dropped them.
+	Purged, Records int
+	// LastLSN is the LSN of the last record written, 0 if none was.
+	LastLSN uint64
+	// MaxPause is the longest that requests were held at once: one slice.
+	// Took is the whole purge.
+	MaxPause, Took time.Duration
+}
+
+// Purge applies the retention period: it drops the COMPLETED, FAILED and
+// DEAD tasks last updated more than retention ago (0: DefaultRetention),
+// and with them their request ids. It goes through the tasks in creation
+// order, one slice at a time (State.PurgeSlice, bounded by
+// Config.MaxPurgedPerRecord), writing one TasksPurgedRange for each slice
+// that drops a task and releasing the mutex between slices, so that
+// requests are served during a purge of any size. Tasks created after it
+// started are left to the next. It does not wait for its records to be
+// durable: a purge answers nobody, and the next acknowledged record makes
+// them durable with it.
+func (c *Coordinator) Purge(ctx context.Context, retention time.Duration) (PurgeResult, error) {
+	if retention < 0 {
+		return PurgeResult{}, fmt.Errorf("coordinator: retention %v is negative", retention)
+	}
+	setDur(&retention, DefaultRetention)
+	res, _, err := c.purge(ctx, retention, false)
+	return res, err
+}
+
+// purge runs Purge. With mark, its last slice writes its record even if it
+// drops nothing, so that the state is at a new LSN when purge returns, with
+// c.mu still held since held (a snapshot copies the state then); without,
+// it returns with c.mu released. On error, c.mu is released.
+func (c *Coordinator) purge(ctx context.Context, retention time.Duration, mark bool) (res PurgeResult, held time.Time, err error) {
+	start := c.cfg.Clock.Now()
+	maxDrop := c.cfg.MaxPurgedPerRecord
+	after, end := uint64(0), uint64(0)
+	for first := true; ; first = false {
+		if err := ctx.Err(); err != nil {
+			return res, held, err
+		}
+		if err := c.lock(); err != nil {
+			return res, held, err
+		}
+		held = c.cfg.Clock.Now()
+		if first {
+			end = c.st.LastLSN() // tasks created later are left to the next purge
+		}
+		now := c.now()
+		before := now.Add(-retention)
+		through, drop, done := c.st.PurgeSlice(before, after, purgeReadsPerDrop*maxDrop, maxDrop)
+		done = done || through >= end
+		if drop > 0 || (done && (mark || c.st.Forgettable(now))) {
+			lsn, err := c.write(&state.TasksPurgedRange{Before: before, At: now, AfterLSN: after, ThroughLSN: through})
+			if err != nil {
+				c.mu.Unlock()
+				return res, held, err
+			}
+			res.Purged += drop
+			res.Records++
+			res.LastLSN = lsn
+		}
+		res.MaxPause = max(res.MaxPause, c.cfg.Clock.Now().Sub(held))
+		after = through
+		if done {
+			if !mark {
+				c.mu.Unlock()
+			}
+			res.Took = c.cfg.Clock.Now().Sub(start)
+			return res, held, nil
+		}
+		c.mu.Unlock()
+	}
+}
+
 // SnapshotResult describes a snapshot taken.
 type SnapshotResult struct {
 	LSN    uint64 // the snapshot holds the state after this record
 	Tasks  int    // tasks in the snapshot
 	Purged int    // tasks the retention purge dropped just before
 	Path   string
-	// Pause is how long requests were held: the purge and the in-memory
-	// copy of the state. Took is the whole operation.
+	// Pause is how long requests were held at once: the longest slice of
+	// the purge, or the in-memory copy of the state. Took is the whole
+	// operation.
 	Pause, Took time.Duration
 	// Removed lists the older snapshots removed; DeletedSegments counts the
 	// log segments deleted below the oldest kept snapshot.
@@ -87,11 +171,12 @@ type SnapshotResult struct {
 	DeletedSegments int
 }
 
-// Snapshot applies the retention period (one TasksPurged record), copies
-// the state under the mutex, and then, without holding it, waits until the
-// copy's records are durable, saves the copy, removes snapshots beyond
-// sc.Keep and deletes the log records below the oldest kept one. One
-// snapshot runs at a time; requests wait only for the copy (Pause).
+// Snapshot applies the retention period (Purge, whose last record puts the
+// state at a new LSN), copies the state under the mutex, and then, without
+// holding it, waits until the copy's records are durable, saves the copy,
+// removes snapshots beyond sc.Keep and deletes the log records below the
+// oldest kept one. One snapshot runs at a time; requests wait only for the
+// slices of the purge and the copy (Pause).
 func (c *Coordinator) Snapshot(ctx context.Context, sc SnapshotConfig) (SnapshotResult, error) {
 	sc, err := sc.withDefaults()
 	if err != nil {
@@ -99,20 +184,15 @@ func (c *Coordinator) Snapshot(ctx context.Context, sc SnapshotConfig) (Snapshot
 	}
 	c.snapMu.Lock()
 	defer c.snapMu.Unlock()
-	if err := c.lock(); err != nil {
-		return SnapshotResult{}, err
-	}
 	start := c.cfg.Clock.Now()
-	now := c.now()
-	before := c.st.Len()
-	last, err := c.write(&state.TasksPurged{Before: now.Add(-sc.Retention), At: now})
+	pr, held, err := c.purge(ctx, sc.Retention, true)
 	if err != nil {
-		c.mu.Unlock()
-		return SnapshotResult{}, err
+		return SnapshotResult{Purged: pr.Purged}, err
 	}
-	res := SnapshotResult{LSN: last, Purged: before - c.st.Len(), Tasks: c.st.Len()}
+	last := c.st.LastLSN()
+	res := SnapshotResult{LSN: last, Purged: pr.Purged, Tasks: c.st.Len()}
 	img := c.st.Image()
-	res.Pause = c.cfg.Clock.Now().Sub(start)
+	res.Pause = max(pr.MaxPause, c.cfg.Clock.Now().Sub(held))
 	c.mu.Unlock()
 
 	// A snapshot must never be ahead of the durable log: a restart would

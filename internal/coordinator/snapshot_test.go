@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/snapshot"
 	"github.com/tenurehq/tenure/internal/state"
 	"github.com/tenurehq/tenure/internal/wal"
@@ -36,6 +37,8 @@ type snapEnv struct {
 	noCompact bool
 	// accept is Config.AcceptLostRecords of the next open.
 	accept LSNRange
+	// maxPurged is Config.MaxPurgedPerRecord of the next open.
+	maxPurged int
 }
 
 type syncBuffer struct {
@@ -77,7 +80,8 @@ func (e *snapEnv) open() error {
 	if e.noCompact {
 		lg = plainLog{l}
 	}
-	cfg := Config{Clock: e.clock, Rand: e.rand, Logger: slog.New(slog.NewTextHandler(e.logs, nil)), AcceptLostRecords: e.accept}
+	cfg := Config{Clock: e.clock, Rand: e.rand, Logger: slog.New(slog.NewTextHandler(e.logs, nil)), AcceptLostRecords: e.accept,
+		MaxPurgedPerRecord: e.maxPurged}
 	c, err := Recover(ctx, lg, e.store, cfg)
 	if err != nil {
 		l.Close()
@@ -133,6 +137,20 @@ func (e *snapEnv) work(n int) {
 				e.t.Fatal(err)
 			}
 		}
+	}
+}
+
+// replayEqual checks that the whole log, from LSN 1, gives the live state
+// (for an environment with noCompact).
+func (e *snapEnv) replayEqual() {
+	e.t.Helper()
+	want := e.c.Export()
+	st := state.New()
+	if err := Replay(e.log, st, 1); err != nil {
+		e.t.Fatal(err)
+	}
+	if !reflect.DeepEqual(st.Export(), want) {
+		e.t.Fatal("full replay differs from the live state")
 	}
 }
 
@@ -517,14 +535,99 @@ func TestRetentionPurge(t *testing.T) {
 		t.Fatal("request id of a live task stopped deduplicating")
 	}
 	// Replay determinism: the whole log, from LSN 1, gives the live state.
-	want := e.c.Export()
-	st := state.New()
-	if err := Replay(e.log, st, 1); err != nil {
+	e.replayEqual()
+	e.restartEqual()
+}
+
+// TestPurgeInSlices: a purge drops every finished task past the retention
+// in records of at most MaxPurgedPerRecord tasks each, frees their request
+// ids, writes nothing when nothing is due, and a full replay of the log
+// gives the live state; a snapshot after it still moves to a new LSN.
+func TestPurgeInSlices(t *testing.T) {
+	e := newSnapEnv(t, 9)
+	e.noCompact = true
+	e.maxPurged = 3
+	e.mustOpen()
+	var done []string
+	for i := range 20 {
+		queue := "q"
+		if i%4 == 3 {
+			queue = "idle" // stays waiting
+		}
+		res, err := e.c.Submit(ctx, SubmitRequest{Queue: queue, RequestID: fmt.Sprint("r", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if queue == "idle" {
+			continue
+		}
+		ls, err := e.c.Lease(ctx, LeaseRequest{WorkerID: "w", Queue: "q", MaxTasks: 1})
+		if err != nil || len(ls) != 1 || ls[0].TaskID != res.Task.ID {
+			t.Fatalf("lease: %v %+v", err, ls)
+		}
+		if err := e.c.Complete(ctx, ls[0].TaskID, ls[0].LeaseID, nil); err != nil {
+			t.Fatal(err)
+		}
+		done = append(done, res.Task.ID)
+	}
+	e.clock.Advance(2 * time.Hour)
+	last := e.c.Export().LastLSN
+	res, err := e.c.Purge(ctx, time.Hour)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(st.Export(), want) {
-		t.Fatal("full replay differs from the live state")
+	if res.Purged != len(done) || res.Records != (len(done)+2)/3 || res.LastLSN != last+uint64(res.Records) {
+		t.Fatalf("purge of %d finished tasks, 3 per record: %+v (log was at lsn %d)", len(done), res, last)
 	}
+	if err := e.c.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.log.Wait(ctx, res.LastLSN); err != nil {
+		t.Fatal(err)
+	}
+	ranges := 0
+	if err := e.log.Replay(last+1, func(lsn uint64, en wal.Entry) error {
+		r, err := record.Decode(record.Type(en.Type), en.Payload)
+		if err != nil {
+			return err
+		}
+		if _, ok := r.(*state.TasksPurgedRange); !ok {
+			return fmt.Errorf("record %d is %T, not a TasksPurgedRange", lsn, r)
+		}
+		ranges++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ranges != res.Records {
+		t.Fatalf("%d TasksPurgedRange records in the log, the purge says %d", ranges, res.Records)
+	}
+	for _, id := range done {
+		if _, err := e.c.Get(ctx, id); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("purged task %s: %v", id, err)
+		}
+	}
+	if st := e.c.Stats(); st.Tasks != 20-len(done) {
+		t.Fatalf("%d tasks left, want the %d waiting", st.Tasks, 20-len(done))
+	}
+	if again, err := e.c.Submit(ctx, SubmitRequest{Queue: "q", RequestID: "r0"}); err != nil || again.Duplicate {
+		t.Fatalf("request id of a purged task: %+v, %v", again, err)
+	}
+	if dup, _ := e.c.Submit(ctx, SubmitRequest{Queue: "idle", RequestID: "r3"}); !dup.Duplicate {
+		t.Fatal("request id of a waiting task stopped deduplicating")
+	}
+
+	// Nothing due: nothing written.
+	last = e.c.Export().LastLSN
+	if res, err := e.c.Purge(ctx, time.Hour); err != nil || res.Records != 0 || res.Purged != 0 || e.c.Export().LastLSN != last {
+		t.Fatalf("purge with nothing due: %+v, %v; log at %d, was %d", res, err, e.c.Export().LastLSN, last)
+	}
+	// A snapshot writes a record all the same: every snapshot is at a new
+	// LSN.
+	if snap := e.snapshot(time.Hour); snap.LSN != last+1 || snap.Purged != 0 {
+		t.Fatalf("snapshot with nothing to purge: %+v, want lsn %d", snap, last+1)
+	}
+	e.replayEqual()
 	e.restartEqual()
 }
 

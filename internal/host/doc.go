@@ -1,8 +1,8 @@
 // Package host serves one partition, the same way in embedded and in
 // cluster mode: it opens the partition's storage (a log and a snapshot
 // store), recovers the coordinator from the newest usable snapshot and the
-// log after it, runs the coordinator's expiry loop, takes snapshots on a
-// schedule (and on demand), which apply the retention period and let the
+// log after it, runs the coordinator's expiry loop, applies the retention
+// period and takes snapshots on a schedule (and on demand), which let the
 // log's oldest records go, and handles a failure of the log.
 //
 // What differs between the modes stays with the caller (package node: the
@@ -27,6 +27,10 @@
 //     since the last one, or Schedule.Every after the last one if any
 //     record was appended; all time comes from the configured clock, so a
 //     test drives the schedule with a fake clock.
-//   - One snapshot runs at a time per host; a failed one is logged and
-//     tried again after another period, not at every check.
+//   - The retention period is applied every Schedule.PurgeEvery and before
+//     every snapshot, in slices that hold requests for a bounded time
+//     (coordinator.Purge), so memory holds about Retention + PurgeEvery of
+//     finished tasks whatever the snapshot interval.
+//   - One snapshot or purge runs at a time per host; a failed one is logged
+//     and tried again after another period, not at every check.
 package host

@@ -113,11 +113,13 @@ type Host struct {
 	cause     error // why it reopens or stopped
 	closed    bool
 
-	// snapMu runs one snapshot at a time. lastSnap is the LSN of the newest
-	// snapshot, lastSnapAt when the schedule last took or tried one.
-	snapMu     sync.Mutex
-	lastSnap   uint64
-	lastSnapAt time.Time
+	// snapMu runs one snapshot or purge at a time. lastSnap is the LSN of
+	// the newest snapshot, lastSnapAt when the schedule last took or tried
+	// one, lastPurgeAt when a purge (alone or a snapshot's) last started.
+	snapMu      sync.Mutex
+	lastSnap    uint64
+	lastSnapAt  time.Time
+	lastPurgeAt time.Time
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -164,7 +166,7 @@ func (h *Host) open(ctx context.Context) error {
 		return fmt.Errorf("host: listing the snapshots of %s: %w", h.cfg.Name, err)
 	}
 	h.snapMu.Lock()
-	h.lastSnap, h.lastSnapAt = 0, h.cfg.Clock.Now()
+	h.lastSnap, h.lastSnapAt, h.lastPurgeAt = 0, h.cfg.Clock.Now(), h.cfg.Clock.Now()
 	if len(lsns) > 0 {
 		h.lastSnap = lsns[len(lsns)-1]
 	}
@@ -288,6 +290,7 @@ func (h *Host) Snapshot(ctx context.Context) (coordinator.SnapshotResult, error)
 // snapshotLocked takes a snapshot; h.snapMu is held.
 func (h *Host) snapshotLocked(ctx context.Context) (coordinator.SnapshotResult, error) {
 	h.lastSnapAt = h.cfg.Clock.Now()
+	h.lastPurgeAt = h.lastSnapAt
 	c, st, err := h.current()
 	if err != nil {
 		return coordinator.SnapshotResult{}, err
@@ -310,9 +313,27 @@ func (h *Host) snapshotLocked(ctx context.Context) (coordinator.SnapshotResult, 
 	return res, err
 }
 
-// snapshotLoop takes snapshots on the schedule until the host closes. A
-// failed snapshot is logged and tried again after another period (or
-// another Schedule.EveryRecords records), not at every check.
+// purgeLocked applies the retention period now (coordinator.Purge),
+// without a snapshot; h.snapMu is held.
+func (h *Host) purgeLocked(ctx context.Context) (coordinator.PurgeResult, error) {
+	h.lastPurgeAt = h.cfg.Clock.Now()
+	var res coordinator.PurgeResult
+	err := h.Do(func(c *coordinator.Coordinator) error {
+		var err error
+		res, err = c.Purge(ctx, h.cfg.Schedule.Retention)
+		return err
+	})
+	if res.Records > 0 {
+		h.lg.Debug("retention purge", "partition", h.cfg.Name, "purged", res.Purged, "records", res.Records,
+			"max_pause", res.MaxPause, "took", res.Took)
+	}
+	return res, err
+}
+
+// snapshotLoop takes snapshots, and purges between them, on the schedule
+// until the host closes. A failed snapshot is logged and tried again after
+// another period (or another Schedule.EveryRecords records), not at every
+// check; a failed purge after another PurgeEvery.
 func (h *Host) snapshotLoop() {
 	sched := h.cfg.Schedule
 	for clock.Sleep(h.ctx, h.cfg.Clock, sched.CheckInterval) == nil {
@@ -322,10 +343,16 @@ func (h *Host) snapshotLoop() {
 		}
 		last := st.Log.LastLSN()
 		h.snapMu.Lock()
-		if sched.due(last, h.lastSnap, h.lastSnapAt, h.cfg.Clock.Now()) {
+		now := h.cfg.Clock.Now()
+		switch {
+		case sched.due(last, h.lastSnap, h.lastSnapAt, now):
 			if _, err := h.snapshotLocked(h.ctx); err != nil && h.ctx.Err() == nil {
 				h.lg.Error("background snapshot failed; will try again", "partition", h.cfg.Name, "err", err, "in", sched.Every)
 				h.lastSnap = last
+			}
+		case now.Sub(h.lastPurgeAt) >= sched.PurgeEvery:
+			if _, err := h.purgeLocked(h.ctx); err != nil && h.ctx.Err() == nil {
+				h.lg.Error("retention purge failed; will try again", "partition", h.cfg.Name, "err", err, "in", sched.PurgeEvery)
 			}
 		}
 		h.snapMu.Unlock()

@@ -27,9 +27,14 @@ type Schedule struct {
 	// most Every).
 	CheckInterval time.Duration
 	// Retention: COMPLETED, FAILED and DEAD tasks leave the state at the
-	// first snapshot after they are this old (default 7 days); their
-	// request ids stop deduplicating then.
+	// first purge after they are this old (default 7 days); their request
+	// ids stop deduplicating then.
 	Retention time.Duration
+	// PurgeEvery is how often the retention period is applied between
+	// snapshots (each snapshot applies it too): default a tenth of
+	// Retention, at least CheckInterval and at most Every. A purge that
+	// finds nothing to drop writes nothing.
+	PurgeEvery time.Duration
 	// Keep is how many snapshots are kept (default 2); log records below
 	// the oldest are deleted.
 	Keep int
@@ -38,9 +43,9 @@ type Schedule struct {
 }
 
 func (s *Schedule) withDefaults() error {
-	if s.Every < 0 || s.CheckInterval < 0 || s.Retention < 0 || s.Keep < 0 {
-		return fmt.Errorf("host: snapshot interval (%v), check interval (%v), retention (%v) and snapshots kept (%d) must not be negative",
-			s.Every, s.CheckInterval, s.Retention, s.Keep)
+	if s.Every < 0 || s.CheckInterval < 0 || s.Retention < 0 || s.PurgeEvery < 0 || s.Keep < 0 {
+		return fmt.Errorf("host: snapshot interval (%v), check interval (%v), retention (%v), purge interval (%v) and snapshots kept (%d) must not be negative",
+			s.Every, s.CheckInterval, s.Retention, s.PurgeEvery, s.Keep)
 	}
 	if s.EveryRecords == 0 {
 		s.EveryRecords = DefaultSnapshotEveryRecords
@@ -54,6 +59,9 @@ func (s *Schedule) withDefaults() error {
 	s.CheckInterval = min(s.CheckInterval, s.Every)
 	if s.Retention == 0 {
 		s.Retention = coordinator.DefaultRetention
+	}
+	if s.PurgeEvery == 0 {
+		s.PurgeEvery = min(max(s.Retention/10, s.CheckInterval), s.Every)
 	}
 	if s.Keep == 0 {
 		s.Keep = coordinator.DefaultSnapshotsKept

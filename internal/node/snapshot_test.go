@@ -169,6 +169,52 @@ func TestTimedSnapshot(t *testing.T) {
 	}
 }
 
+// TestPurgeBetweenSnapshots: finished tasks leave the state every
+// PurgeEvery once past the retention, with no snapshot taken, and a purge
+// with nothing to drop writes nothing.
+func TestPurgeBetweenSnapshots(t *testing.T) {
+	dataDir := t.TempDir()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := snapConfig(dataDir, nil, clk)
+	// Purges every 6 s (a tenth of the retention); snapshots only hourly.
+	cfg.Snapshots = host.Schedule{Every: time.Hour, CheckInterval: time.Second, Retention: time.Minute}
+	n, err := node.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	churn(t, n, clk, 30, false)
+	if got := n.Coordinator().Stats().ByState[state.Completed]; got != 30 {
+		t.Fatalf("%d completed tasks after the churn, want 30", got)
+	}
+	settle(clk, time.Second) // the first tasks are 31 s old: within the retention
+	if got := n.Coordinator().Stats().ByState[state.Completed]; got != 30 {
+		t.Fatalf("%d completed tasks within the retention, want 30", got)
+	}
+	settle(clk, 45*time.Second) // now 16 to 75 s old
+	if got := n.Coordinator().Stats().ByState[state.Completed]; got == 0 || got == 30 {
+		t.Fatalf("%d completed tasks when part of them is past the retention, want some purged and some not", got)
+	}
+	settle(clk, 45*time.Second)
+	if got := n.Coordinator().Stats().ByState[state.Completed]; got != 0 {
+		t.Fatalf("%d completed tasks past the retention, want 0", got)
+	}
+	if got := n.Coordinator().Stats().ByState[state.Waiting]; got != 10 {
+		t.Fatalf("%d waiting tasks, want the 10 left waiting", got)
+	}
+	store := snapshot.Dir{Path: filepath.Join(dataDir, node.SnapshotDir)}
+	if lsns, _ := store.List(); len(lsns) != 0 {
+		t.Fatalf("snapshots %v: the purges were to run without one", lsns)
+	}
+	last := n.Coordinator().Export().LastLSN
+	for range 5 {
+		settle(clk, 10*time.Second)
+	}
+	if got := n.Coordinator().Export().LastLSN; got != last {
+		t.Fatalf("the log moved from lsn %d to %d with nothing to purge", last, got)
+	}
+}
+
 func TestAdminSnapshot(t *testing.T) {
 	dataDir := t.TempDir()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))

@@ -47,6 +47,7 @@ const (
 	TypeScheduleFired        Type = 24
 	TypeScheduleSkipped      Type = 25
 	TypeScheduleHeld         Type = 26
+	TypeTasksPurgedRange     Type = 27
 )
 
 // registry has one row per record type: its number, its name (printed by
@@ -624,6 +625,24 @@ var registry = []row{
 				Tick:      state.Time(m.TickUnixNanos),
 				Next:      state.Time(m.NextUnixNanos),
 				At:        state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeTasksPurgedRange, "TasksPurgedRange",
+		func(r *state.TasksPurgedRange, m *recordpb.TasksPurgedRange) {
+			*m = recordpb.TasksPurgedRange{
+				BeforeUnixNanos: int64(r.Before),
+				AtUnixNanos:     int64(r.At),
+				AfterLsn:        r.AfterLSN,
+				ThroughLsn:      r.ThroughLSN,
+			}
+		},
+		func(m *recordpb.TasksPurgedRange) *state.TasksPurgedRange {
+			return &state.TasksPurgedRange{
+				Before:     state.Time(m.BeforeUnixNanos),
+				At:         state.Time(m.AtUnixNanos),
+				AfterLSN:   m.AfterLsn,
+				ThroughLSN: m.ThroughLsn,
 			}
 		}),
 }

@@ -97,6 +97,8 @@ func (s *State) Invariants() error {
 		}
 	})
 	errs = append(errs, s.slabErrors(indexed)...)
+	errs = append(errs, s.tasks.countErrors()...)
+	errs = append(errs, s.requests.countErrors()...)
 	s.leases.all(func(h uint64, t *Task) {
 		if s.Task(t.ID) != t || t.CurrentLease() == nil || h != hashString(t.CurrentLease().LeaseID) {
 			errs = append(errs, fmt.Errorf("lease index entry %#x points at the wrong task %q", h, t.ID))

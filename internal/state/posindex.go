@@ -1,5 +1,7 @@
 package state
 
+import "fmt"
+
 // posIndex finds a task by the 64-bit hash of a key it holds (its id, or
 // its namespace and request id), storing the task's slab position
 // (slab.go) rather than the key or a pointer: 4 bytes per slot, plus a
@@ -17,6 +19,14 @@ package state
 // two by one more bit of the hash. So no insert ever moves more than one
 // table's entries, whatever the number of tasks. Tables do not shrink when
 // tasks are dropped: their slots serve the tasks created next.
+//
+// A removal leaves a tombstone where its probe sequence goes on (an empty
+// slot where it does not), so that it reads no other task: shifting the
+// entries after it back would hash each of them again, a read of a task
+// and of its key apiece, which made a purge of a large state slow. A
+// tombstone counts toward the seven eighths; a table that reaches them
+// with many tombstones is rebuilt at its size rather than doubled, and the
+// next insert on a tombstone's probe sequence reuses it.
 type posIndex struct {
 	dir   []*posTable
 	depth uint8
@@ -28,12 +38,13 @@ type posIndex struct {
 
 // posTable is one open-addressing table of a posIndex.
 type posTable struct {
-	// slots holds position+1 of a task, 0 for an empty slot; its length is
-	// a power of two.
+	// slots holds position+1 of a task, 0 for an empty slot and tomb for
+	// a tombstone; its length is a power of two.
 	slots []uint32
 	// tags[i] is tagOf the hash of the task in slots[i].
 	tags []uint8
-	used int
+	// used counts the tasks, tombs the tombstones.
+	used, tombs int
 	// depth is the number of top bits of the hash shared by its tasks.
 	depth uint8
 }
@@ -45,6 +56,9 @@ const (
 	maxTableSlots = 8192
 	// maxDepth bounds the directory, far beyond any number of tasks.
 	maxDepth = 40
+	// tomb marks a removed entry; no slab position is this large
+	// (taskSlab.alloc).
+	tomb = ^uint32(0)
 )
 
 func newPosIndex(slab *taskSlab, hash func(*Task) uint64) posIndex {
@@ -71,8 +85,8 @@ func (x *posIndex) find(h uint64, match func(*Task) bool) *Task {
 	mask := len(tb.slots) - 1
 	tag := tagOf(h)
 	for i := int(h) & mask; tb.slots[i] != 0; i = (i + 1) & mask {
-		if tb.tags[i] == tag {
-			if t := x.slab.at(tb.slots[i] - 1); match(t) {
+		if e := tb.slots[i]; tb.tags[i] == tag && e != tomb {
+			if t := x.slab.at(e - 1); match(t) {
 				return t
 			}
 		}
@@ -83,7 +97,7 @@ func (x *posIndex) find(h uint64, match func(*Task) bool) *Task {
 // add adds t under h. The caller has checked that no task holds t's key.
 func (x *posIndex) add(h uint64, t *Task) {
 	tb := x.table(h)
-	for (tb.used+1)*8 > len(tb.slots)*7 {
+	for (tb.used+tb.tombs+1)*8 > len(tb.slots)*7 {
 		x.grow(tb)
 		tb = x.table(h)
 	}
@@ -91,23 +105,31 @@ func (x *posIndex) add(h uint64, t *Task) {
 	x.n++
 }
 
-// put stores entry e with hash h in the first empty slot of its probe
-// sequence; the table has one.
+// put stores entry e with hash h in the first empty slot or tombstone of
+// its probe sequence; the table has one.
 func (tb *posTable) put(h uint64, e uint32) {
 	mask := len(tb.slots) - 1
 	i := int(h) & mask
-	for tb.slots[i] != 0 {
+	for tb.slots[i] != 0 && tb.slots[i] != tomb {
 		i = (i + 1) & mask
+	}
+	if tb.slots[i] == tomb {
+		tb.tombs--
 	}
 	tb.slots[i], tb.tags[i] = e, tagOf(h)
 	tb.used++
 }
 
-// grow makes room in tb: it doubles it, or splits it in two if it is as
-// large as a table gets and its tasks differ in the next bit of their
-// hashes (when they do not, which only hashes cut short in tests cause, it
-// doubles anyway).
+// grow makes room in tb: it rebuilds it at its size without its tombstones
+// if they take a quarter of it, else doubles it, or splits it in two if it
+// is as large as a table gets and its tasks differ in the next bit of
+// their hashes (when they do not, which only hashes cut short in tests
+// cause, it doubles anyway).
 func (x *posIndex) grow(tb *posTable) {
+	if tb.tombs*4 >= len(tb.slots) {
+		x.replace(tb, len(tb.slots))
+		return
+	}
 	bit := uint64(1) << (63 - tb.depth)
 	if len(tb.slots) >= maxTableSlots && tb.depth < maxDepth {
 		ones := 0
@@ -121,7 +143,13 @@ func (x *posIndex) grow(tb *posTable) {
 			return
 		}
 	}
-	nt := newPosTable(2*len(tb.slots), tb.depth)
+	x.replace(tb, 2*len(tb.slots))
+}
+
+// replace puts tb's tasks in a new table of the given number of slots, in
+// tb's place.
+func (x *posIndex) replace(tb *posTable, slots int) {
+	nt := newPosTable(slots, tb.depth)
 	tb.each(func(e uint32) { nt.put(x.hash(x.slab.at(e-1)), e) })
 	for i, d := range x.dir {
 		if d == tb {
@@ -169,14 +197,16 @@ func (x *posIndex) split(tb *posTable, bit uint64) {
 // each calls fn with every entry of tb.
 func (tb *posTable) each(fn func(e uint32)) {
 	for _, e := range tb.slots {
-		if e != 0 {
+		if e != 0 && e != tomb {
 			fn(e)
 		}
 	}
 }
 
-// remove removes t, which is indexed under h, and moves back the entries
-// after it in its probe sequence that a lookup would no longer reach.
+// remove removes t, which is indexed under h. Its slot becomes a
+// tombstone if the probe sequence goes on after it; otherwise it becomes
+// empty, and so do the tombstones just before it, which no probe needs
+// any more.
 func (x *posIndex) remove(h uint64, t *Task) {
 	tb := x.table(h)
 	mask := len(tb.slots) - 1
@@ -185,18 +215,19 @@ func (x *posIndex) remove(h uint64, t *Task) {
 	for tb.slots[i] != e {
 		i = (i + 1) & mask
 	}
-	for j := (i + 1) & mask; tb.slots[j] != 0; j = (j + 1) & mask {
-		// The entry at j may move to the hole at i if its home slot k is
-		// not in (i, j], cyclically.
-		k := int(x.hash(x.slab.at(tb.slots[j]-1))) & mask
-		if (j > i && (k <= i || k > j)) || (j < i && k <= i && k > j) {
-			tb.slots[i], tb.tags[i] = tb.slots[j], tb.tags[j]
-			i = j
-		}
-	}
-	tb.slots[i], tb.tags[i] = 0, 0
 	tb.used--
 	x.n--
+	tb.tags[i] = 0
+	if tb.slots[(i+1)&mask] != 0 {
+		tb.slots[i] = tomb
+		tb.tombs++
+		return
+	}
+	tb.slots[i] = 0
+	for j := (i - 1) & mask; tb.slots[j] == tomb; j = (j - 1) & mask {
+		tb.slots[j] = 0
+		tb.tombs--
+	}
 }
 
 // all calls fn with every task indexed and the table that holds it.
@@ -207,4 +238,29 @@ func (x *posIndex) all(fn func(tb *posTable, t *Task)) {
 		}
 		tb.each(func(e uint32) { fn(tb, x.slab.at(e-1)) })
 	}
+}
+
+// countErrors checks each table's counts of tasks and tombstones, and its
+// load, against its slots.
+func (x *posIndex) countErrors() []error {
+	var errs []error
+	for i, tb := range x.dir {
+		if i > 0 && x.dir[i-1] == tb {
+			continue
+		}
+		used, tombs := 0, 0
+		for _, e := range tb.slots {
+			switch e {
+			case 0:
+			case tomb:
+				tombs++
+			default:
+				used++
+			}
+		}
+		if used != tb.used || tombs != tb.tombs || (used+tombs)*8 > len(tb.slots)*7 {
+			errs = append(errs, fmt.Errorf("index table %d of %d slots holds %d tasks and %d tombstones, counts %d and %d", i, len(tb.slots), used, tombs, tb.used, tb.tombs))
+		}
+	}
+	return errs
 }

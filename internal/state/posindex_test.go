@@ -29,7 +29,7 @@ func TestPosIndex(t *testing.T) {
 			x := newPosIndex(&slab, taskHash)
 			live := map[string]*Task{}
 			var ids []string
-			next, most := 0, 0
+			next, most, tombs := 0, 0, 0
 			check := func(step string) {
 				t.Helper()
 				if x.n != len(live) || slab.len() != len(live) {
@@ -44,6 +44,9 @@ func TestPosIndex(t *testing.T) {
 				})
 				if seen != len(live) {
 					t.Fatalf("%s: %d entries, want %d", step, seen, len(live))
+				}
+				if errs := x.countErrors(); len(errs) > 0 {
+					t.Fatalf("%s: %v", step, errs)
 				}
 				for id, task := range live {
 					if got := x.find(hashString(id), func(c *Task) bool { return c.ID == id }); got != task {
@@ -72,15 +75,69 @@ func TestPosIndex(t *testing.T) {
 						t.Fatalf("removed task %q is still found", id)
 					}
 				}
+				x.all(func(tb *posTable, _ *Task) { tombs = max(tombs, tb.tombs) })
 				ids = ids[len(ids)/3:]
 				check("after removing")
 			}
 			if got := slab.len() + len(slab.free); got != most {
 				t.Fatalf("slab handed out %d positions for at most %d tasks at once", got, most)
 			}
+			if tombs == 0 {
+				t.Fatal("no removal left a tombstone")
+			}
 			if tc.mask == ^uint64(0) && x.depth == 0 {
 				t.Fatalf("%d tasks did not split a table", len(live))
 			}
 		})
+	}
+}
+
+// TestPosIndexChurn: tasks added and removed first in, first out, at most
+// 1,000 at once, for 200,000 tasks: the tombstones the removals leave are
+// reused or rebuilt away, so the tables stay at the size that 1,000 tasks
+// need, and every live task is found.
+func TestPosIndexChurn(t *testing.T) {
+	var slab taskSlab
+	x := newPosIndex(&slab, taskHash)
+	var live []*Task
+	slots := func() int {
+		n := 0
+		for i, tb := range x.dir {
+			if i == 0 || x.dir[i-1] != tb {
+				n += len(tb.slots)
+			}
+		}
+		return n
+	}
+	most := 0
+	for i := range 200_000 {
+		task := slab.alloc()
+		task.ID = "task-" + strconv.Itoa(i)
+		x.add(taskHash(task), task)
+		live = append(live, task)
+		if len(live) == 1000 {
+			for _, old := range live[:500] {
+				x.remove(taskHash(old), old)
+				slab.release(old)
+			}
+			live = append(live[:0], live[500:]...)
+		}
+		if i == 10_000 {
+			most = slots()
+		}
+	}
+	if errs := x.countErrors(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, task := range live {
+		if x.find(taskHash(task), func(c *Task) bool { return c == task }) != task {
+			t.Fatalf("live task %q not found", task.ID)
+		}
+	}
+	// 1,000 tasks fit in 2,048 slots; a table that doubled at seven
+	// eighths of tasks and tombstones, instead of clearing the tombstones,
+	// would be larger.
+	if got := slots(); got > most || got > 2048 {
+		t.Fatalf("the tables hold %d slots for at most 1,000 tasks (%d after 10,000 tasks)", got, most)
 	}
 }

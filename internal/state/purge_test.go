@@ -150,3 +150,61 @@ func TestPurgedSlotsAreReused(t *testing.T) {
 		t.Fatalf("the slab handed out %d positions for at most 700 tasks at once", got)
 	}
 }
+
+// TestPurgeRangeBounds: a TasksPurgedRange drops only the purgeable tasks
+// created in its range, and an empty range drops nothing.
+func TestPurgeRangeBounds(t *testing.T) {
+	var recs []Record
+	for _, id := range []string{"a", "b", "c", "d"} { // lsns 1-4
+		recs = append(recs, withRequest(created(id), "r"+id))
+	}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		recs = append(recs, completedAt(id, "l"+id, 5*sec)...)
+	}
+	s := run(t, recs...)
+	s = runOn(t, s, &TasksPurgedRange{Before: 10 * sec, At: 10 * sec, AfterLSN: 2, ThroughLSN: 2})
+	if s.Len() != 4 {
+		t.Fatalf("an empty range dropped %d tasks", 4-s.Len())
+	}
+	s = runOn(t, s, &TasksPurgedRange{Before: 10 * sec, At: 10 * sec, AfterLSN: 1, ThroughLSN: 3})
+	var left []string
+	s.Scan(0, func(t *Task) bool { left = append(left, t.ID); return true })
+	if want := []string{"a", "d"}; !reflect.DeepEqual(left, want) {
+		t.Fatalf("after purging the range (1, 3]: %v, want %v", left, want)
+	}
+	if s.ByRequest("default", "rb") != nil || s.ByRequest("default", "ra") == nil {
+		t.Fatal("the range's request ids are not freed, or another's is")
+	}
+	// The planner agrees: from lsn 1, b and c are gone, and d is the one
+	// task left to drop.
+	if through, drop, done := s.PurgeSlice(10*sec, 1, 10, 10); through != 4 || drop != 1 || !done {
+		t.Fatalf("PurgeSlice after lsn 1 = %d, %d, %v; want 4, 1, true", through, drop, done)
+	}
+	if through, drop, done := s.PurgeSlice(10*sec, 0, 1, 10); through != 1 || drop != 1 || done {
+		t.Fatalf("PurgeSlice reading 1 task = %d, %d, %v; want 1, 1, false", through, drop, done)
+	}
+	if through, drop, done := s.PurgeSlice(5*sec, 0, 10, 10); through != 4 || drop != 0 || !done {
+		t.Fatalf("PurgeSlice with an earlier cut-off = %d, %d, %v; want 4, 0, true", through, drop, done)
+	}
+}
+
+func TestPurgeRangePreconditions(t *testing.T) {
+	s := run(t, created("a"), created("b"))
+	for _, tc := range []struct {
+		r    *TasksPurgedRange
+		want string
+	}{
+		{&TasksPurgedRange{Before: 10 * sec, At: 5 * sec, ThroughLSN: 1}, "after the purge time"},
+		{&TasksPurgedRange{Before: sec, At: sec, AfterLSN: 2, ThroughLSN: 1}, "ends before it"},
+		{&TasksPurgedRange{Before: sec, At: sec, ThroughLSN: 3}, "reaches this record's lsn 3"},
+	} {
+		before := s.Export()
+		err := s.Apply(3, tc.r)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error containing %q", tc.r, err, tc.want)
+		}
+		if !reflect.DeepEqual(before, s.Export()) {
+			t.Errorf("%+v: a refused record changed the state", tc.r)
+		}
+	}
+}

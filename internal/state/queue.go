@@ -399,10 +399,28 @@ func (qi *queueIndex) restore(img QueueImage) string {
 	return ""
 }
 
-// maybeForget removes a queue's index once nothing is left to say about it:
-// no task, not paused, no limits, and no event within the hour before at.
+// maybeForget removes a queue's index once nothing is left to say about it
+// (forgettable).
 func (s *State) maybeForget(qi *queueIndex, at Time) {
-	if qi.total() == 0 && qi.paused == nil && qi.limits == nil && qi.events.quietSince(at-coarseWidth*coarseBucket) {
+	if forgettable(qi, at) {
 		delete(s.queues, qi.key)
 	}
+}
+
+// forgettable reports whether nothing is left to say about a queue at at:
+// no task, not paused, no limits, and no event within the hour before at.
+func forgettable(qi *queueIndex, at Time) bool {
+	return qi.total() == 0 && qi.paused == nil && qi.limits == nil && qi.events.quietSince(at-coarseWidth*coarseBucket)
+}
+
+// Forgettable reports whether a purge at at would forget a queue: whether
+// one has nothing left to say then (no task, not paused, no limits, and no
+// event within the hour before). It changes nothing.
+func (s *State) Forgettable(at Time) bool {
+	for _, qi := range s.queues {
+		if forgettable(qi, at) {
+			return true
+		}
+	}
+	return false
 }

@@ -8,9 +8,12 @@ import "fmt"
 // that are not terminal are never touched. Retention is a record, not a side
 // effect of snapshotting, because it changes behaviour (request-id
 // deduplication): a replay of the full log must drop the same tasks at the
-// same point. The coordinator appends one before each snapshot. It also
-// forgets the queues left with nothing to report: no task, no pause and no
-// event within the hour before At.
+// same point. It also forgets the queues left with nothing to report: no
+// task, no pause and no event within the hour before At.
+//
+// The coordinator wrote one before each snapshot until it applied the
+// retention period in slices instead (TasksPurgedRange); a log may still
+// hold it, and it applies as it always did, in one step over every task.
 type TasksPurged struct {
 	// Before is the cut-off: the coordinator's clock minus the retention
 	// period when it decided the purge.
@@ -21,27 +24,72 @@ type TasksPurged struct {
 func (*TasksPurged) Task() string { return "" }
 
 // apply drops every terminal task last updated before r.Before. It is
-// O(tasks): a purge runs once per snapshot, which is O(tasks) anyway.
-func (r *TasksPurged) apply(s *State, _ uint64) string {
+// O(tasks).
+func (r *TasksPurged) apply(s *State, lsn uint64) string {
 	if r.Before > r.At {
 		return fmt.Sprintf("purge cut-off %s is after the purge time %s", r.Before, r.At)
 	}
-	for i := range s.order {
+	s.purge(r.Before, r.At, 0, lsn)
+	return ""
+}
+
+// purge drops every terminal task last updated before before and created
+// after afterLSN and at or before throughLSN, then forgets the queues with
+// nothing left to report at at. It returns how many tasks it dropped.
+func (s *State) purge(before, at Time, afterLSN, throughLSN uint64) int {
+	dropped := 0
+	for i := s.searchOrder(afterLSN); i < len(s.order); i++ {
 		t := s.ordered(i)
-		if t == nil || !t.State.Terminal() || t.UpdatedAt >= r.Before {
+		if t == nil {
+			continue
+		}
+		if t.CreatedLSN > throughLSN {
+			break
+		}
+		if !purgeable(t, before) {
 			continue
 		}
 		s.drop(t)
 		s.order[i] = 0
 		s.holes++
+		dropped++
 	}
 	if s.holes > len(s.order)/2 {
 		s.compactOrder()
 	}
 	for _, qi := range s.queues {
-		s.maybeForget(qi, r.At)
+		s.maybeForget(qi, at)
 	}
-	return ""
+	return dropped
+}
+
+// purgeable reports whether a purge with cut-off before drops t.
+func purgeable(t *Task, before Time) bool { return t.State.Terminal() && t.UpdatedAt < before }
+
+// PurgeSlice plans the next TasksPurgedRange of a purge with cut-off before
+// that has done the tasks created up to afterLSN: it reads the tasks
+// created after afterLSN in creation order, at most maxRead of them and
+// until maxDrop of them are purgeable, and returns the creation LSN of the
+// last one read (throughLSN), how many of those are purgeable, and whether
+// it read the last task (done). A slice with drop 0 needs no record: the
+// caller goes on after throughLSN. It changes nothing.
+func (s *State) PurgeSlice(before Time, afterLSN uint64, maxRead, maxDrop int) (throughLSN uint64, drop int, done bool) {
+	throughLSN, read := afterLSN, 0
+	for i := s.searchOrder(afterLSN); i < len(s.order); i++ {
+		t := s.ordered(i)
+		if t == nil {
+			continue
+		}
+		if read == maxRead || drop == maxDrop {
+			return throughLSN, drop, false
+		}
+		read++
+		throughLSN = t.CreatedLSN
+		if purgeable(t, before) {
+			drop++
+		}
+	}
+	return throughLSN, drop, true
 }
 
 // drop removes a terminal task from the task table, the request index and

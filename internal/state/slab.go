@@ -56,6 +56,8 @@ func (s *taskSlab) alloc() *Task {
 	i := len(s.chunks[k])
 	s.chunks[k] = s.chunks[k][:i+1]
 	t := &s.chunks[k][i]
+	// Positions stay far below posIndex's tomb: that would take four
+	// billion tasks held at once.
 	t.pos = uint32(k<<chunkBits | i)
 	return t
 }

@@ -81,7 +81,8 @@ type TaskServiceClient interface {
 	// may retry a Submit whose answer it did not get. A request_id is
 	// remembered while its task is retained: a COMPLETED, FAILED or DEAD task
 	// last updated longer ago than the server's retention period (--retention,
-	// default 7 days) leaves at the next snapshot, and from then on its
+	// default 7 days) leaves at the next purge (within a tenth of that period
+	// or the snapshot interval, whichever is shorter), and from then on its
 	// request_id creates a new task.
 	Submit(context.Context, *connect.Request[tenurev1.SubmitRequest]) (*connect.Response[tenurev1.SubmitResponse], error)
 	// SubmitBatch submits up to 1000 tasks (default limit) in one call. Every
@@ -282,7 +283,8 @@ type TaskServiceHandler interface {
 	// may retry a Submit whose answer it did not get. A request_id is
 	// remembered while its task is retained: a COMPLETED, FAILED or DEAD task
 	// last updated longer ago than the server's retention period (--retention,
-	// default 7 days) leaves at the next snapshot, and from then on its
+	// default 7 days) leaves at the next purge (within a tenth of that period
+	// or the snapshot interval, whichever is shorter), and from then on its
 	// request_id creates a new task.
 	Submit(context.Context, *connect.Request[tenurev1.SubmitRequest]) (*connect.Response[tenurev1.SubmitResponse], error)
 	// SubmitBatch submits up to 1000 tasks (default limit) in one call. Every

@@ -1172,7 +1172,7 @@ func (x *Fence) GetAtUnixNanos() int64 {
 // TasksPurged (record type 12) drops every COMPLETED, FAILED and DEAD task
 // last updated before before_unix_nanos (the retention cut-off): its request
 // id stops deduplicating from here on. Tasks that are not terminal are never
-// dropped.
+// dropped. Logs written since TasksPurgedRange hold that instead.
 type TasksPurged struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	BeforeUnixNanos int64                  `protobuf:"fixed64,1,opt,name=before_unix_nanos,json=beforeUnixNanos,proto3" json:"before_unix_nanos,omitempty"`
@@ -2566,6 +2566,78 @@ func (x *ScheduleHeld) GetAtUnixNanos() int64 {
 	return 0
 }
 
+// TasksPurgedRange (record type 27) is TasksPurged over one slice of the
+// creation order: it drops the COMPLETED, FAILED and DEAD tasks last updated
+// before before_unix_nanos that were created after after_lsn and at or
+// before through_lsn. The retention period is applied as a run of these.
+type TasksPurgedRange struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	BeforeUnixNanos int64                  `protobuf:"fixed64,1,opt,name=before_unix_nanos,json=beforeUnixNanos,proto3" json:"before_unix_nanos,omitempty"`
+	AtUnixNanos     int64                  `protobuf:"fixed64,2,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	AfterLsn        uint64                 `protobuf:"varint,3,opt,name=after_lsn,json=afterLsn,proto3" json:"after_lsn,omitempty"`
+	ThroughLsn      uint64                 `protobuf:"varint,4,opt,name=through_lsn,json=throughLsn,proto3" json:"through_lsn,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TasksPurgedRange) Reset() {
+	*x = TasksPurgedRange{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TasksPurgedRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TasksPurgedRange) ProtoMessage() {}
+
+func (x *TasksPurgedRange) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TasksPurgedRange.ProtoReflect.Descriptor instead.
+func (*TasksPurgedRange) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *TasksPurgedRange) GetBeforeUnixNanos() int64 {
+	if x != nil {
+		return x.BeforeUnixNanos
+	}
+	return 0
+}
+
+func (x *TasksPurgedRange) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
+func (x *TasksPurgedRange) GetAfterLsn() uint64 {
+	if x != nil {
+		return x.AfterLsn
+	}
+	return 0
+}
+
+func (x *TasksPurgedRange) GetThroughLsn() uint64 {
+	if x != nil {
+		return x.ThroughLsn
+	}
+	return 0
+}
+
 var File_tenure_record_v1_record_proto protoreflect.FileDescriptor
 
 const file_tenure_record_v1_record_proto_rawDesc = "" +
@@ -2772,7 +2844,13 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12&\n" +
 	"\x0ftick_unix_nanos\x18\x04 \x01(\x10R\rtickUnixNanos\x12&\n" +
 	"\x0fnext_unix_nanos\x18\x05 \x01(\x10R\rnextUnixNanos\x12\"\n" +
-	"\rat_unix_nanos\x18\x06 \x01(\x10R\vatUnixNanos*E\n" +
+	"\rat_unix_nanos\x18\x06 \x01(\x10R\vatUnixNanos\"\xa0\x01\n" +
+	"\x10TasksPurgedRange\x12*\n" +
+	"\x11before_unix_nanos\x18\x01 \x01(\x10R\x0fbeforeUnixNanos\x12\"\n" +
+	"\rat_unix_nanos\x18\x02 \x01(\x10R\vatUnixNanos\x12\x1b\n" +
+	"\tafter_lsn\x18\x03 \x01(\x04R\bafterLsn\x12\x1f\n" +
+	"\vthrough_lsn\x18\x04 \x01(\x04R\n" +
+	"throughLsn*E\n" +
 	"\rFormatVersion\x12\x1e\n" +
 	"\x1aFORMAT_VERSION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FORMAT_VERSION_1\x10\x01*\xaa\x01\n" +
@@ -2797,7 +2875,7 @@ func file_tenure_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_tenure_record_v1_record_proto_goTypes = []any{
 	(FormatVersion)(0),           // 0: tenure.record.v1.FormatVersion
 	(LeaseAction)(0),             // 1: tenure.record.v1.LeaseAction
@@ -2829,6 +2907,7 @@ var file_tenure_record_v1_record_proto_goTypes = []any{
 	(*ScheduleFired)(nil),        // 27: tenure.record.v1.ScheduleFired
 	(*ScheduleSkipped)(nil),      // 28: tenure.record.v1.ScheduleSkipped
 	(*ScheduleHeld)(nil),         // 29: tenure.record.v1.ScheduleHeld
+	(*TasksPurgedRange)(nil),     // 30: tenure.record.v1.TasksPurgedRange
 }
 var file_tenure_record_v1_record_proto_depIdxs = []int32{
 	2,  // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
@@ -2854,7 +2933,7 @@ func file_tenure_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_record_v1_record_proto_rawDesc), len(file_tenure_record_v1_record_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -22,7 +22,8 @@ type Gen struct {
 	now   state.Time
 	tasks int
 	ids   int
-	// Purge controls whether TasksPurged records are generated.
+	// Purge controls whether TasksPurged, TasksPurgedRange and TasksDeleted
+	// records are generated.
 	Purge bool
 }
 
@@ -147,7 +148,16 @@ func (g *Gen) Next(s *state.State) state.Record {
 			}
 		case 15:
 			if g.Purge {
-				return &state.TasksPurged{Before: g.now.Add(-time.Duration(g.rng.IntN(30)) * time.Second), At: g.now}
+				before := g.now.Add(-time.Duration(g.rng.IntN(30)) * time.Second)
+				if g.rng.IntN(3) == 0 {
+					return &state.TasksPurged{Before: before, At: g.now}
+				}
+				// One slice of a purge, as the coordinator plans them,
+				// starting just before a random task.
+				after := all[g.rng.IntN(len(all))].CreatedLSN - 1
+				if through, _, _ := s.PurgeSlice(before, after, 1+g.rng.IntN(8), 1+g.rng.IntN(3)); through > after {
+					return &state.TasksPurgedRange{Before: before, At: g.now, AfterLSN: after, ThroughLSN: through}
+				}
 			}
 		case 16:
 			ns, q := namespaces[g.rng.IntN(len(namespaces))], queues[g.rng.IntN(len(queues))]

@@ -1232,7 +1232,8 @@ export declare const TaskService: GenService<{
    * may retry a Submit whose answer it did not get. A request_id is
    * remembered while its task is retained: a COMPLETED, FAILED or DEAD task
    * last updated longer ago than the server's retention period (--retention,
-   * default 7 days) leaves at the next snapshot, and from then on its
+   * default 7 days) leaves at the next purge (within a tenth of that period
+   * or the snapshot interval, whichever is shorter), and from then on its
    * request_id creates a new task.
    *
    * @generated from rpc tenure.v1.TaskService.Submit
