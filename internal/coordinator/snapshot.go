@@ -48,10 +48,13 @@ const (
 	DefaultMaxPurgedPerRecord = 2048
 )
 
-// purgeReadsPerDrop is how many tasks a slice of the purge reads, at most,
-// per task it may drop: the tasks it skips cost a read each, and a slice
-// bounds both.
-const purgeReadsPerDrop = 8
+// purgeLimits bounds each slice of a purge that drops at most maxDrop
+// tasks: it reads at most 8 finished tasks per drop (those not yet past
+// the retention cost a read each) and passes over at most 64 tasks per
+// drop (the others cost a bit each).
+func purgeLimits(maxDrop int) state.PurgeLimits {
+	return state.PurgeLimits{Pass: 64 * maxDrop, Read: 8 * maxDrop, Drop: maxDrop}
+}
 
 // SnapshotConfig configures Snapshot.
 type SnapshotConfig struct {
@@ -115,7 +118,7 @@ func (c *Coordinator) Purge(ctx context.Context, retention time.Duration) (Purge
 // it returns with c.mu released. On error, c.mu is released.
 func (c *Coordinator) purge(ctx context.Context, retention time.Duration, mark bool) (res PurgeResult, held time.Time, err error) {
 	start := c.cfg.Clock.Now()
-	maxDrop := c.cfg.MaxPurgedPerRecord
+	lim := purgeLimits(c.cfg.MaxPurgedPerRecord)
 	after, end := uint64(0), uint64(0)
 	for first := true; ; first = false {
 		if err := ctx.Err(); err != nil {
@@ -130,7 +133,7 @@ func (c *Coordinator) purge(ctx context.Context, retention time.Duration, mark b
 		}
 		now := c.now()
 		before := now.Add(-retention)
-		through, drop, done := c.st.PurgeSlice(before, after, purgeReadsPerDrop*maxDrop, maxDrop)
+		through, drop, done := c.st.PurgeSlice(before, after, lim)
 		done = done || through >= end
 		if drop > 0 || (done && (mark || c.st.Forgettable(now))) {
 			lsn, err := c.write(&state.TasksPurgedRange{Before: before, At: now, AfterLSN: after, ThroughLSN: through})

@@ -25,8 +25,10 @@
 //     once, not at the next tick.
 //   - Snapshots are taken once Schedule.EveryRecords records were appended
 //     since the last one, or Schedule.Every after the last one if any
-//     record was appended; all time comes from the configured clock, so a
-//     test drives the schedule with a fake clock.
+//     record was appended, but never sooner than ten times the last one's
+//     duration after it started: snapshots take at most a tenth of the
+//     time, however large the state. All time comes from the configured
+//     clock, so a test drives the schedule with a fake clock.
 //   - The retention period is applied every Schedule.PurgeEvery and before
 //     every snapshot, in slices that hold requests for a bounded time
 //     (coordinator.Purge), so memory holds about Retention + PurgeEvery of

@@ -114,12 +114,14 @@ type Host struct {
 	closed    bool
 
 	// snapMu runs one snapshot or purge at a time. lastSnap is the LSN of
-	// the newest snapshot, lastSnapAt when the schedule last took or tried
-	// one, lastPurgeAt when a purge (alone or a snapshot's) last started.
-	snapMu      sync.Mutex
-	lastSnap    uint64
-	lastSnapAt  time.Time
-	lastPurgeAt time.Time
+	// the newest snapshot, lastSnapAt when the schedule last started or
+	// tried one and lastSnapTook how long the last taken one took,
+	// lastPurgeAt when a purge (alone or a snapshot's) last started.
+	snapMu       sync.Mutex
+	lastSnap     uint64
+	lastSnapAt   time.Time
+	lastSnapTook time.Duration
+	lastPurgeAt  time.Time
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -305,7 +307,7 @@ func (h *Host) snapshotLocked(ctx context.Context) (coordinator.SnapshotResult, 
 		return err
 	})
 	if res.Path != "" {
-		h.lastSnap = res.LSN
+		h.lastSnap, h.lastSnapTook = res.LSN, res.Took
 		if h.cfg.Observer != nil {
 			h.cfg.Observer.Snapshotted(h, res.Took, h.cfg.Clock.Now())
 		}
@@ -345,7 +347,7 @@ func (h *Host) snapshotLoop() {
 		h.snapMu.Lock()
 		now := h.cfg.Clock.Now()
 		switch {
-		case sched.due(last, h.lastSnap, h.lastSnapAt, now):
+		case sched.due(last, h.lastSnap, h.lastSnapAt, h.lastSnapTook, now):
 			if _, err := h.snapshotLocked(h.ctx); err != nil && h.ctx.Err() == nil {
 				h.lg.Error("background snapshot failed; will try again", "partition", h.cfg.Name, "err", err, "in", sched.Every)
 				h.lastSnap = last

@@ -22,17 +22,21 @@ func TestScheduleDue(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		last, snapLSN uint64
-		since         time.Duration
+		since, took   time.Duration
 		want          bool
 	}{
-		{"nothing written, long ago", 50, 50, time.Hour, false},
-		{"a few records, recently", 60, 50, time.Second, false},
-		{"enough records", 150, 50, 0, true},
-		{"a few records, long enough ago", 51, 50, time.Minute, true},
-		{"a few records, not quite long enough ago", 51, 50, time.Minute - 1, false},
-		{"log behind the snapshot", 40, 50, time.Hour, false},
+		{"nothing written, long ago", 50, 50, time.Hour, 0, false},
+		{"a few records, recently", 60, 50, time.Second, 0, false},
+		{"enough records", 150, 50, 0, 0, true},
+		{"a few records, long enough ago", 51, 50, time.Minute, 0, true},
+		{"a few records, not quite long enough ago", 51, 50, time.Minute - 1, 0, false},
+		{"log behind the snapshot", 40, 50, time.Hour, 0, false},
+		// The last snapshot took 10 s: none for 100 s after it started.
+		{"enough records, soon after a slow snapshot", 150, 50, 99 * time.Second, 10 * time.Second, false},
+		{"enough records, long enough after a slow snapshot", 150, 50, 100 * time.Second, 10 * time.Second, true},
+		{"long enough ago, but a slower snapshot", 51, 50, time.Minute, 7 * time.Second, false},
 	} {
-		if got := s.due(tc.last, tc.snapLSN, t0, t0.Add(tc.since)); got != tc.want {
+		if got := s.due(tc.last, tc.snapLSN, t0, tc.took, t0.Add(tc.since)); got != tc.want {
 			t.Errorf("%s: due = %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -23,6 +23,8 @@ type Schedule struct {
 	// Every: a snapshot this long after the last one, if any record was
 	// appended since (default 10 min).
 	Every time.Duration
+	// Either way, a snapshot is not due until ten times the last one's
+	// duration has passed since it started (snapshotSpacing).
 	// CheckInterval is how often the schedule is checked (default 1 s, at
 	// most Every).
 	CheckInterval time.Duration
@@ -69,10 +71,21 @@ func (s *Schedule) withDefaults() error {
 	return nil
 }
 
+// snapshotSpacing bounds the share of time spent on snapshots: after a
+// snapshot that took d, the next is not due until snapshotSpacing × d
+// after the last one started. A snapshot writes every task the state
+// holds; with a large state (a backlog of millions of waiting tasks) and
+// a short interval, snapshot after snapshot would take the server's time
+// and make every request wait, and the backlog, and so each snapshot,
+// would grow. Spaced this way, snapshots take at most a tenth of the time
+// whatever the state's size, and the log between them grows instead.
+const snapshotSpacing = 10
+
 // due reports whether a snapshot is due: the log is at lastLSN, the last
-// snapshot (or the opening state) at snapLSN, taken or tried at snapAt.
-func (s Schedule) due(lastLSN, snapLSN uint64, snapAt, now time.Time) bool {
-	if lastLSN <= snapLSN {
+// snapshot (or the opening state) at snapLSN, started (or tried) at snapAt
+// and taking took.
+func (s Schedule) due(lastLSN, snapLSN uint64, snapAt time.Time, took time.Duration, now time.Time) bool {
+	if lastLSN <= snapLSN || now.Sub(snapAt) < snapshotSpacing*took {
 		return false
 	}
 	return lastLSN-snapLSN >= s.EveryRecords || now.Sub(snapAt) >= s.Every

@@ -25,6 +25,9 @@ func (s *State) Invariants() error {
 			bad(t, "indexed under the wrong id hash")
 		}
 		checkTask(t, s.lastLSN, func(format string, args ...any) { bad(t, format, args...) })
+		if s.slab.isFinished(t.pos) != t.State.Terminal() {
+			bad(t, "is %s, but its slab position's finished bit is %v", t.State, s.slab.isFinished(t.pos))
+		}
 		if t.State >= Waiting && t.State <= Dead {
 			counts[t.State]++
 		}
@@ -116,7 +119,7 @@ func (s *State) slabErrors(indexed int) []error {
 		errs = append(errs, fmt.Errorf("slab holds %d tasks, the id index counts %d and holds %d", n, s.tasks.n, indexed))
 	}
 	for _, pos := range s.slab.free {
-		if t := s.slab.at(pos); t.ID != "" || t.QueueKey != nil || t.Payload != nil || t.Progress != nil || t.pos != pos {
+		if t := s.slab.at(pos); t.ID != "" || t.QueueKey != nil || t.Payload != nil || t.Progress != nil || t.pos != pos || s.slab.isFinished(pos) {
 			errs = append(errs, fmt.Errorf("free slab position %d holds task %q", pos, t.ID))
 		}
 	}

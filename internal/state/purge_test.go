@@ -177,14 +177,24 @@ func TestPurgeRangeBounds(t *testing.T) {
 	}
 	// The planner agrees: from lsn 1, b and c are gone, and d is the one
 	// task left to drop.
-	if through, drop, done := s.PurgeSlice(10*sec, 1, 10, 10); through != 4 || drop != 1 || !done {
+	lim := PurgeLimits{Pass: 10, Read: 10, Drop: 10}
+	if through, drop, done := s.PurgeSlice(10*sec, 1, lim); through != 4 || drop != 1 || !done {
 		t.Fatalf("PurgeSlice after lsn 1 = %d, %d, %v; want 4, 1, true", through, drop, done)
 	}
-	if through, drop, done := s.PurgeSlice(10*sec, 0, 1, 10); through != 1 || drop != 1 || done {
+	if through, drop, done := s.PurgeSlice(10*sec, 0, PurgeLimits{Pass: 10, Read: 1, Drop: 10}); through != 1 || drop != 1 || done {
 		t.Fatalf("PurgeSlice reading 1 task = %d, %d, %v; want 1, 1, false", through, drop, done)
 	}
-	if through, drop, done := s.PurgeSlice(5*sec, 0, 10, 10); through != 4 || drop != 0 || !done {
+	if through, drop, done := s.PurgeSlice(5*sec, 0, lim); through != 4 || drop != 0 || !done {
 		t.Fatalf("PurgeSlice with an earlier cut-off = %d, %d, %v; want 4, 0, true", through, drop, done)
+	}
+	// A waiting task costs a pass, not a read: the slice stops at the pass
+	// limit on it.
+	s = runOn(t, s, created("e"), created("f")) // waiting
+	if through, drop, done := s.PurgeSlice(10*sec, 4, PurgeLimits{Pass: 1, Read: 1, Drop: 1}); through != s.Task("e").CreatedLSN || drop != 0 || done {
+		t.Fatalf("PurgeSlice passing 1 waiting task = %d, %d, %v; want %d, 0, false", through, drop, done, s.Task("e").CreatedLSN)
+	}
+	if through, drop, done := s.PurgeSlice(10*sec, 4, PurgeLimits{Pass: 5, Read: 1, Drop: 1}); through != s.Task("f").CreatedLSN || drop != 0 || !done {
+		t.Fatalf("PurgeSlice over 2 waiting tasks with 1 read = %d, %d, %v; want %d, 0, true", through, drop, done, s.Task("f").CreatedLSN)
 	}
 }
 

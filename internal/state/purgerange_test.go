@@ -16,8 +16,7 @@ import (
 func TestPurgeSlicesEqualOnePurge(t *testing.T) {
 	t.Parallel()
 	for seed := range uint64(40) {
-		for _, bounds := range [][2]int{{1, 1}, {3, 2}, {16, 4}, {1000, 1000}} {
-			maxRead, maxDrop := bounds[0], bounds[1]
+		for _, lim := range []state.PurgeLimits{{Pass: 1, Read: 1, Drop: 1}, {Pass: 4, Read: 3, Drop: 2}, {Pass: 100, Read: 1, Drop: 100}, {Pass: 64, Read: 16, Drop: 4}, {Pass: 1000, Read: 1000, Drop: 1000}} {
 			build := func() (*state.State, *statetest.Gen) {
 				g := statetest.New(seed)
 				g.Purge = false // leave finished tasks to purge
@@ -34,20 +33,23 @@ func TestPurgeSlicesEqualOnePurge(t *testing.T) {
 			}
 			records, dropped, length := 0, 0, sliced.Len()
 			for after := uint64(0); ; {
-				through, drop, done := sliced.PurgeSlice(before, after, maxRead, maxDrop)
-				if drop > maxDrop {
-					t.Fatalf("seed %d: a slice plans %d drops, more than %d", seed, drop, maxDrop)
+				through, drop, done := sliced.PurgeSlice(before, after, lim)
+				if drop > lim.Drop {
+					t.Fatalf("seed %d: a slice plans %d drops, more than %d", seed, drop, lim.Drop)
 				}
-				read := 0
+				passed, read := 0, 0
 				sliced.Scan(after, func(t *state.Task) bool {
 					if t.CreatedLSN > through {
 						return false
 					}
-					read++
+					passed++
+					if t.State.Terminal() {
+						read++
+					}
 					return true
 				})
-				if read > maxRead {
-					t.Fatalf("seed %d: a slice reads %d tasks, more than %d", seed, read, maxRead)
+				if passed > lim.Pass || read > lim.Read {
+					t.Fatalf("seed %d: a slice passes %d tasks and reads %d finished ones, limits %+v", seed, passed, read, lim)
 				}
 				if drop > 0 || done {
 					n := sliced.Len()
@@ -74,13 +76,13 @@ func TestPurgeSlicesEqualOnePurge(t *testing.T) {
 			if dropped != length-whole.Len() {
 				t.Fatalf("seed %d: the slices dropped %d tasks, one purge %d", seed, dropped, length-whole.Len())
 			}
-			if maxDrop == 1 && dropped > 1 && records < dropped {
+			if lim.Drop == 1 && dropped > 1 && records < dropped {
 				t.Fatalf("seed %d: %d tasks dropped in %d records, one at most each", seed, dropped, records)
 			}
 			a, b := whole.Export(), sliced.Export()
 			a.LastLSN, b.LastLSN = 0, 0
 			if !reflect.DeepEqual(a, b) {
-				t.Fatalf("seed %d, slices of %d reads and %d drops: the state differs from one purge's", seed, maxRead, maxDrop)
+				t.Fatalf("seed %d, slices within %+v: the state differs from one purge's", seed, lim)
 			}
 		}
 	}

@@ -35,24 +35,21 @@ func (r *TasksPurged) apply(s *State, lsn uint64) string {
 
 // purge drops every terminal task last updated before before and created
 // after afterLSN and at or before throughLSN, then forgets the queues with
-// nothing left to report at at. It returns how many tasks it dropped.
+// nothing left to report at at. It reads only the finished tasks of the
+// range (taskSlab.finished), and returns how many it dropped.
 func (s *State) purge(before, at Time, afterLSN, throughLSN uint64) int {
 	dropped := 0
-	for i := s.searchOrder(afterLSN); i < len(s.order); i++ {
-		t := s.ordered(i)
-		if t == nil {
+	for i, end := s.searchOrder(afterLSN), s.searchOrder(throughLSN); i < end; i++ {
+		e := s.order[i]
+		if e == 0 || !s.slab.isFinished(e-1) {
 			continue
 		}
-		if t.CreatedLSN > throughLSN {
-			break
+		if t := s.slab.at(e - 1); t.UpdatedAt < before {
+			s.drop(t)
+			s.order[i] = 0
+			s.holes++
+			dropped++
 		}
-		if !purgeable(t, before) {
-			continue
-		}
-		s.drop(t)
-		s.order[i] = 0
-		s.holes++
-		dropped++
 	}
 	if s.holes > len(s.order)/2 {
 		s.compactOrder()
@@ -63,33 +60,46 @@ func (s *State) purge(before, at Time, afterLSN, throughLSN uint64) int {
 	return dropped
 }
 
-// purgeable reports whether a purge with cut-off before drops t.
-func purgeable(t *Task, before Time) bool { return t.State.Terminal() && t.UpdatedAt < before }
+// PurgeLimits bound one slice of a purge (State.PurgeSlice): the tasks it
+// passes over (finished or not: each costs a bit), the finished ones it
+// reads (each costs a read of the task), and those it drops.
+type PurgeLimits struct {
+	Pass, Read, Drop int
+}
 
 // PurgeSlice plans the next TasksPurgedRange of a purge with cut-off before
-// that has done the tasks created up to afterLSN: it reads the tasks
-// created after afterLSN in creation order, at most maxRead of them and
-// until maxDrop of them are purgeable, and returns the creation LSN of the
-// last one read (throughLSN), how many of those are purgeable, and whether
-// it read the last task (done). A slice with drop 0 needs no record: the
-// caller goes on after throughLSN. It changes nothing.
-func (s *State) PurgeSlice(before Time, afterLSN uint64, maxRead, maxDrop int) (throughLSN uint64, drop int, done bool) {
-	throughLSN, read := afterLSN, 0
+// that has done the tasks created up to afterLSN: it goes through the
+// tasks created after afterLSN in creation order, within the limits, and
+// returns the creation LSN of the last one it passed (throughLSN), how many
+// of those are purgeable, and whether it passed the last task (done). A
+// slice with drop 0 needs no record: the caller goes on after throughLSN.
+// It changes nothing.
+func (s *State) PurgeSlice(before Time, afterLSN uint64, lim PurgeLimits) (throughLSN uint64, drop int, done bool) {
+	passed, read, last := 0, 0, -1
+	done = true
 	for i := s.searchOrder(afterLSN); i < len(s.order); i++ {
-		t := s.ordered(i)
-		if t == nil {
+		e := s.order[i]
+		if e == 0 {
 			continue
 		}
-		if read == maxRead || drop == maxDrop {
-			return throughLSN, drop, false
+		if passed == lim.Pass || read == lim.Read || drop == lim.Drop {
+			done = false
+			break
+		}
+		passed++
+		last = i
+		if !s.slab.isFinished(e - 1) {
+			continue
 		}
 		read++
-		throughLSN = t.CreatedLSN
-		if purgeable(t, before) {
+		if s.slab.at(e-1).UpdatedAt < before {
 			drop++
 		}
 	}
-	return throughLSN, drop, true
+	if last < 0 {
+		return afterLSN, 0, done
+	}
+	return s.ordered(last).CreatedLSN, drop, done
 }
 
 // drop removes a terminal task from the task table, the request index and

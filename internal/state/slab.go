@@ -24,6 +24,11 @@ type taskSlab struct {
 	chunks [][]Task
 	// free lists the positions of dropped tasks, zeroed, to reuse first.
 	free []uint32
+	// finished has the bit of each position that holds a COMPLETED,
+	// FAILED or DEAD task (State.transition and addTask set and clear
+	// it), so that a purge passes over the other tasks without reading
+	// them: a backlog of waiting tasks costs a purge a bit each.
+	finished []uint64
 }
 
 // chunkBits is log2 of the tasks of a full chunk: 1024 tasks of 136 bytes
@@ -66,7 +71,30 @@ func (s *taskSlab) alloc() *Task {
 func (s *taskSlab) release(t *Task) {
 	pos := t.pos
 	*t = Task{pos: pos}
+	s.setFinished(pos, false)
 	s.free = append(s.free, pos)
+}
+
+// setFinished records whether the task at pos is finished (terminal).
+func (s *taskSlab) setFinished(pos uint32, on bool) {
+	w := int(pos >> 6)
+	if w >= len(s.finished) {
+		if !on {
+			return
+		}
+		s.finished = append(s.finished, make([]uint64, w+1-len(s.finished))...)
+	}
+	if on {
+		s.finished[w] |= 1 << (pos & 63)
+	} else {
+		s.finished[w] &^= 1 << (pos & 63)
+	}
+}
+
+// isFinished reports whether the task at pos is finished (terminal).
+func (s *taskSlab) isFinished(pos uint32) bool {
+	w := int(pos >> 6)
+	return w < len(s.finished) && s.finished[w]&(1<<(pos&63)) != 0
 }
 
 // len is the number of tasks allocated and not released.

@@ -314,6 +314,9 @@ func (s *State) transition(t *Task, to TaskState) {
 		qi.ages.remove(dueMillis(t))
 	}
 	t.State = to
+	if from.Terminal() != to.Terminal() {
+		s.slab.setFinished(t.pos, to.Terminal())
+	}
 	if to == Waiting {
 		qi.ages.add(dueMillis(t))
 	}
@@ -387,6 +390,9 @@ func (s *State) addTask(proto *Task, k QueueKey, p Policy) (*Task, *queueIndex) 
 	s.order = append(s.order, t.pos+1)
 	s.counts[t.State]++
 	qi.counts[t.State]++
+	if t.State.Terminal() {
+		s.slab.setFinished(t.pos, true)
+	}
 	if t.State == Waiting {
 		qi.ages.add(dueMillis(t))
 	}

@@ -155,7 +155,8 @@ func (g *Gen) Next(s *state.State) state.Record {
 				// One slice of a purge, as the coordinator plans them,
 				// starting just before a random task.
 				after := all[g.rng.IntN(len(all))].CreatedLSN - 1
-				if through, _, _ := s.PurgeSlice(before, after, 1+g.rng.IntN(8), 1+g.rng.IntN(3)); through > after {
+				lim := state.PurgeLimits{Pass: 1 + g.rng.IntN(12), Read: 1 + g.rng.IntN(8), Drop: 1 + g.rng.IntN(3)}
+				if through, _, _ := s.PurgeSlice(before, after, lim); through > after {
 					return &state.TasksPurgedRange{Before: before, At: g.now, AfterLSN: after, ThroughLSN: through}
 				}
 			}
