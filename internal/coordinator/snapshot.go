@@ -162,7 +162,8 @@ func (c *Coordinator) purge(ctx context.Context, retention time.Duration, mark b
 type SnapshotResult struct {
 	LSN    uint64 // the snapshot holds the state after this record
 	Tasks  int    // tasks in the snapshot
-	Purged int    // tasks the retention purge dropped just before
+	Purged int    // tasks the retention purge dropped just before (Purge.Purged)
+	Purge  PurgeResult
 	Path   string
 	// Pause is how long requests were held at once: the longest slice of
 	// the purge, or the in-memory copy of the state. Took is the whole
@@ -190,10 +191,10 @@ func (c *Coordinator) Snapshot(ctx context.Context, sc SnapshotConfig) (Snapshot
 	start := c.cfg.Clock.Now()
 	pr, held, err := c.purge(ctx, sc.Retention, true)
 	if err != nil {
-		return SnapshotResult{Purged: pr.Purged}, err
+		return SnapshotResult{Purged: pr.Purged, Purge: pr}, err
 	}
 	last := c.st.LastLSN()
-	res := SnapshotResult{LSN: last, Purged: pr.Purged, Tasks: c.st.Len()}
+	res := SnapshotResult{LSN: last, Purged: pr.Purged, Purge: pr, Tasks: c.st.Len()}
 	img := c.st.Image()
 	res.Pause = max(pr.MaxPause, c.cfg.Clock.Now().Sub(held))
 	c.mu.Unlock()

@@ -65,6 +65,9 @@ type Observer interface {
 	Opened(h *Host, took time.Duration)
 	// Snapshotted: h wrote a snapshot at at, which took took.
 	Snapshotted(h *Host, took time.Duration, at time.Time)
+	// Purged: h applied the retention period, alone or before a
+	// snapshot (also when it failed part way: res says what it did).
+	Purged(h *Host, res coordinator.PurgeResult)
 	// Closed: h stopped serving for good (Close).
 	Closed(h *Host)
 }
@@ -306,6 +309,9 @@ func (h *Host) snapshotLocked(ctx context.Context) (coordinator.SnapshotResult, 
 		res, err = c.Snapshot(ctx, coordinator.SnapshotConfig{Store: st.Snapshots, Retention: h.cfg.Schedule.Retention, Keep: h.cfg.Schedule.Keep})
 		return err
 	})
+	if h.cfg.Observer != nil && res.Purge.Took > 0 {
+		h.cfg.Observer.Purged(h, res.Purge)
+	}
 	if res.Path != "" {
 		h.lastSnap, h.lastSnapTook = res.LSN, res.Took
 		if h.cfg.Observer != nil {
@@ -325,6 +331,9 @@ func (h *Host) purgeLocked(ctx context.Context) (coordinator.PurgeResult, error)
 		res, err = c.Purge(ctx, h.cfg.Schedule.Retention)
 		return err
 	})
+	if h.cfg.Observer != nil && (err == nil || res.Records > 0) {
+		h.cfg.Observer.Purged(h, res)
+	}
 	if res.Records > 0 {
 		h.lg.Debug("retention purge", "partition", h.cfg.Name, "purged", res.Purged, "records", res.Records,
 			"max_pause", res.MaxPause, "took", res.Took)

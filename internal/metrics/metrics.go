@@ -67,6 +67,8 @@ type Metrics struct {
 	walAppend, walFsync, batchRecords prometheus.Histogram
 
 	snapshotDuration prometheus.Histogram
+	purgeDuration    prometheus.Histogram
+	tasksPurged      prometheus.Counter
 	replayDuration   prometheus.Gauge
 	snapMu           sync.Mutex
 	lastSnapshot     map[*host.Host]time.Time // per serving host: its last snapshot, or its opening
@@ -87,6 +89,9 @@ var (
 	batchBuckets = prometheus.ExponentialBuckets(1, 2, 13)
 	// snapshotBuckets: 10 ms to about 160 s, doubling.
 	snapshotBuckets = prometheus.ExponentialBuckets(0.01, 2, 15)
+	// purgeBuckets: 100 µs (a pass over a small state with nothing to
+	// drop) to about 26 s, doubling.
+	purgeBuckets = prometheus.ExponentialBuckets(0.0001, 2, 19)
 )
 
 // New returns the metrics of one process, with the Go runtime and process
@@ -127,6 +132,12 @@ func New(cfg Config) (*Metrics, error) {
 	}, []string{"procedure", "code"})
 	m.snapshotDuration = histogram("tenure_snapshot_duration_seconds",
 		"Time to take one snapshot of a partition: the retention purge, the copy, the write and the compaction.", snapshotBuckets)
+	m.purgeDuration = histogram("tenure_purge_duration_seconds",
+		"Time of one pass of the retention purge of a partition, alone or before a snapshot: all its slices, and the requests served between them.", purgeBuckets)
+	m.tasksPurged = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tenure_tasks_purged_total",
+		Help: "Finished tasks dropped by the retention purge (their request ids deduplicate no more).",
+	})
 	m.replayDuration = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "tenure_replay_duration_seconds",
 		Help: "Time the last opening of a partition took to load its newest snapshot and replay its log after it.",
@@ -139,7 +150,7 @@ func New(cfg Config) (*Metrics, error) {
 		Name: "tenure_limit_hits_total",
 		Help: "Requests refused or cut off, and connections closed, by a limit of the server (README.md, \"Limits\"), by limit.",
 	}, []string{"limit"})
-	m.reg.MustRegister(m.requests, m.limitHits, m.snapshotDuration, m.replayDuration, snapshotAge)
+	m.reg.MustRegister(m.requests, m.limitHits, m.snapshotDuration, m.purgeDuration, m.tasksPurged, m.replayDuration, snapshotAge)
 	m.authFailures = newAuthFailures(m.reg)
 
 	// Registered by ConfigureNode or ConfigureMember.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -338,6 +339,8 @@ func TestSnapshotAgeAndReplay(t *testing.T) {
 		t.Errorf("age = %v, want 15 (h1, opened 15s ago)", got)
 	}
 	m.Snapshotted(h1, 3*time.Second, clk.Now())
+	m.Purged(h1, coordinator.PurgeResult{Purged: 120, Records: 2, Took: 40 * time.Millisecond})
+	m.Purged(h2, coordinator.PurgeResult{Took: time.Millisecond})
 	if got := age(); got != 5 {
 		t.Errorf("age after h1's snapshot = %v, want 5 (h2)", got)
 	}
@@ -356,6 +359,15 @@ func TestSnapshotAgeAndReplay(t *testing.T) {
 	}
 	if got := f.find("tenure_snapshot_duration_seconds").GetHistogram().GetSampleSum(); got != 3 {
 		t.Errorf("snapshot duration sum = %v, want 3", got)
+	}
+	if got := f.value(t, "tenure_purge_duration_seconds"); got != 2 {
+		t.Errorf("purges observed = %v, want 2", got)
+	}
+	if got := f.find("tenure_purge_duration_seconds").GetHistogram().GetSampleSum(); math.Abs(got-0.041) > 1e-9 {
+		t.Errorf("purge duration sum = %v, want 0.041", got)
+	}
+	if got := f.value(t, "tenure_tasks_purged_total"); got != 120 {
+		t.Errorf("tasks purged = %v, want 120", got)
 	}
 	if got := f.value(t, "tenure_replay_duration_seconds"); got != 1 {
 		t.Errorf("replay duration = %v, want 1 (the last opening)", got)

@@ -3,6 +3,7 @@ package metrics
 import (
 	"time"
 
+	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/host"
 )
 
@@ -42,6 +43,12 @@ func (m *Metrics) Snapshotted(h *host.Host, took time.Duration, at time.Time) {
 	m.snapMu.Lock()
 	m.lastSnapshot[h] = at
 	m.snapMu.Unlock()
+}
+
+// Purged implements host.Observer: one pass of the retention purge.
+func (m *Metrics) Purged(_ *host.Host, res coordinator.PurgeResult) {
+	m.purgeDuration.Observe(res.Took.Seconds())
+	m.tasksPurged.Add(float64(res.Purged))
 }
 
 // Closed implements host.Observer: the partition leaves the snapshot age.
