@@ -455,7 +455,7 @@ func (c *Coordinator) CheckInvariants() error {
 // attribute records in recs who asked: the principal ctx carries (the
 // token's name, with authentication on) becomes the By of every record
 // that has one, over what a caller declared (requested_by). System records
-// (LeaseExpired, Fence, TasksPurged) have none. Without a principal,
+// (LeaseExpired, Fence, TasksPurgedRange) have none. Without a principal,
 // records keep what they were given.
 func attribute(ctx context.Context, recs []state.Record) {
 	by := principal.From(ctx)

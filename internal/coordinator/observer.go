@@ -11,7 +11,7 @@ type Observer interface {
 	// Applied is called once for every record written and applied while
 	// serving, after the apply, never for the records replayed at open. t
 	// is the task the record touched as the record left it, nil for a
-	// record about no task (Fence, TasksPurged) or one that dropped it. An
+	// record about no task (Fence, TasksPurgedRange) or one that dropped it. An
 	// observer ignores record types it does not know.
 	Applied(r state.Record, t *state.Task)
 	// Refused is called once for every call of action (start, heartbeat,

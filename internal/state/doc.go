@@ -27,10 +27,11 @@
 // of returning it to WAITING, so a task that crashes its worker every time
 // cannot loop forever.
 //
-// Retention is a record too: TasksPurged drops the terminal tasks last
-// updated before its cut-off, and with them their request ids, so a replay
-// of the whole log drops the same tasks at the same point and accepts the
-// same reused request ids.
+// Retention is a record too: TasksPurgedRange drops the terminal tasks
+// last updated before its cut-off among those created in its range of LSNs
+// (TasksPurged, in older logs, among all), and with them their request ids,
+// so a replay of the whole log drops the same tasks at the same point and
+// accepts the same reused request ids. PurgeSlice plans the ranges.
 //
 // Snapshots: Image copies the logical content cheaply (sharing the bytes the
 // state never modifies in place), and a Loader rebuilds a State from such a

@@ -31,7 +31,7 @@ func (t Time) String() string { return t.Std().Format(time.RFC3339Nano) }
 // (internal/record/registry.go); docs/records.md describes them all.
 type Record interface {
 	// Task is the id of the task the record touches ("" for a record about
-	// the partition as a whole, such as Fence and TasksPurged).
+	// the partition as a whole, such as Fence and TasksPurgedRange).
 	Task() string
 	// apply checks the record's preconditions against s and, if they hold,
 	// applies it as the record at lsn and returns "". Otherwise it returns

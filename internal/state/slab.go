@@ -12,7 +12,7 @@ package state
 // holds tasks only, and costs the exact size of a Task rather than its
 // size class.
 //
-// The position of a dropped task (TasksDeleted, TasksPurged) is reused by
+// The position of a dropped task (TasksDeleted, a purge) is reused by
 // the next task the State creates: a *Task is only valid until the next
 // Apply, as State.Task says. Chunks are never freed, so the tasks of a
 // State take the memory of the most tasks it ever held at once; a State
