@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/tenurehq/tenure/internal/state"
@@ -155,6 +156,7 @@ func (c *Coordinator) purge(ctx context.Context, retention time.Duration, mark b
 			return res, held, nil
 		}
 		c.mu.Unlock()
+		runtime.Gosched() // let the requests that wait take the mutex
 	}
 }
 
@@ -166,7 +168,7 @@ type SnapshotResult struct {
 	Purge  PurgeResult
 	Path   string
 	// Pause is how long requests were held at once: the longest slice of
-	// the purge, or the in-memory copy of the state. Took is the whole
+	// the purge or step of the copy of the state. Took is the whole
 	// operation.
 	Pause, Took time.Duration
 	// Removed lists the older snapshots removed; DeletedSegments counts the
@@ -176,11 +178,12 @@ type SnapshotResult struct {
 }
 
 // Snapshot applies the retention period (Purge, whose last record puts the
-// state at a new LSN), copies the state under the mutex, and then, without
-// holding it, waits until the copy's records are durable, saves the copy,
-// removes snapshots beyond sc.Keep and deletes the log records below the
-// oldest kept one. One snapshot runs at a time; requests wait only for the
-// slices of the purge and the copy (Pause).
+// state at a new LSN), copies the state as it is then in steps, with the
+// mutex released between them (copyState), and then waits until the
+// copy's records are durable, saves the copy, removes snapshots beyond
+// sc.Keep and deletes the log records below the oldest kept one. One
+// snapshot runs at a time; requests wait only for one slice of the purge
+// or one step of the copy at a time (Pause is the longest).
 func (c *Coordinator) Snapshot(ctx context.Context, sc SnapshotConfig) (SnapshotResult, error) {
 	sc, err := sc.withDefaults()
 	if err != nil {
@@ -195,9 +198,11 @@ func (c *Coordinator) Snapshot(ctx context.Context, sc SnapshotConfig) (Snapshot
 	}
 	last := c.st.LastLSN()
 	res := SnapshotResult{LSN: last, Purged: pr.Purged, Purge: pr, Tasks: c.st.Len()}
-	img := c.st.Image()
-	res.Pause = max(pr.MaxPause, c.cfg.Clock.Now().Sub(held))
-	c.mu.Unlock()
+	img, pause, err := c.copyState(held)
+	res.Pause = max(pr.MaxPause, pause)
+	if err != nil {
+		return res, err
+	}
 
 	// A snapshot must never be ahead of the durable log: a restart would
 	// then start beyond the log's end.
@@ -230,6 +235,41 @@ func (c *Coordinator) Snapshot(ctx context.Context, sc SnapshotConfig) (Snapshot
 	c.lg.Info("snapshot taken", "lsn", res.LSN, "tasks", res.Tasks, "purged", res.Purged, "path", res.Path,
 		"pause", res.Pause, "took", res.Took, "removed_snapshots", len(res.Removed), "deleted_segments", res.DeletedSegments)
 	return res, nil
+}
+
+// snapshotCopyStep is how many tasks one step of a snapshot's copy of the
+// state copies, holding the mutex (about 1 ms at 0.25 µs a task).
+const snapshotCopyStep = 4096
+
+// copyState copies the state, c.mu held since held, in steps of
+// snapshotCopyStep tasks with the mutex released between them
+// (state.ImageCopy), and returns the copy and the longest hold. c.mu is
+// released when it returns.
+func (c *Coordinator) copyState(held time.Time) (*state.Image, time.Duration, error) {
+	cp := c.st.BeginImage()
+	var pause time.Duration
+	for {
+		done := cp.Step(snapshotCopyStep)
+		pause = max(pause, c.cfg.Clock.Now().Sub(held))
+		if done {
+			img, err := cp.Finish()
+			c.mu.Unlock()
+			if err != nil {
+				// The state is whole; only this copy of it is not.
+				return nil, pause, fmt.Errorf("coordinator: copying the state for a snapshot: %w", err)
+			}
+			return img, pause, nil
+		}
+		c.mu.Unlock()
+		runtime.Gosched() // let the requests that wait take the mutex
+		if err := c.lock(); err != nil {
+			c.mu.Lock()
+			cp.Abort()
+			c.mu.Unlock()
+			return nil, pause, err
+		}
+		held = c.cfg.Clock.Now()
+	}
 }
 
 // snapshotNamer is the optional capability of a SnapshotStore to name a

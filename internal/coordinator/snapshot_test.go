@@ -668,6 +668,66 @@ func TestSnapshotConcurrentWithRequests(t *testing.T) {
 	e.restartEqual()
 }
 
+// TestSnapshotCopiesInStepsWhileRequestsRun: a snapshot of more tasks than
+// one step of its copy, taken while submits, leases and completions run
+// (under -race), restores with the log after it to the state before the
+// restart. The workers lease from a queue whose tasks were created last,
+// so that they change tasks the copy has not reached yet.
+func TestSnapshotCopiesInStepsWhileRequestsRun(t *testing.T) {
+	e := newSnapEnv(t, 10)
+	e.mustOpen()
+	for b := range 3 * snapshotCopyStep / 500 {
+		queue := "first"
+		if b >= snapshotCopyStep/500 {
+			queue = "q"
+		}
+		reqs := make([]SubmitRequest, 500)
+		for i := range reqs {
+			reqs[i] = SubmitRequest{Queue: queue, Payload: []byte{byte(i)}}
+		}
+		if _, err := e.c.SubmitBatch(ctx, reqs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := e.c.Submit(ctx, SubmitRequest{Queue: "q", Payload: []byte{byte(i)}}); err != nil {
+					t.Error(err)
+					return
+				}
+				ls, err := e.c.Lease(ctx, LeaseRequest{WorkerID: fmt.Sprint("w", w), Queue: "q", MaxTasks: 8})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, l := range ls {
+					if err := e.c.Complete(ctx, l.TaskID, l.LeaseID, nil); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	for range 3 {
+		res := e.snapshot(time.Hour)
+		if res.Tasks <= snapshotCopyStep {
+			t.Fatalf("the snapshot holds %d tasks, one step of the copy", res.Tasks)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	e.restartEqual()
+}
+
 func TestOpenRefusesCompactedLogWithoutSnapshot(t *testing.T) {
 	e := newSnapEnv(t, 8)
 	e.mustOpen()

@@ -34,7 +34,9 @@
 // accepts the same reused request ids. PurgeSlice plans the ranges.
 //
 // Snapshots: Image copies the logical content cheaply (sharing the bytes the
-// state never modifies in place), and a Loader rebuilds a State from such a
+// state never modifies in place); an ImageCopy does it in steps while
+// records apply between them, saving a copy of each task a record is about
+// to change before the copy reaches it; and a Loader rebuilds a State from such a
 // content, task by task, checking each as Invariants would and building
 // every derived index, so that Apply continues from it. Package statetest
 // generates random valid record sequences for tests.

@@ -27,38 +27,36 @@ type Image struct {
 	Schedules []*Schedule
 }
 
-// Image copies the state for a snapshot. It is O(tasks) but makes only
-// three allocations, whatever the number of tasks (one array of task
-// copies, one of their Progress, one of executions), and copies no byte of payload: its owner calls it while
-// holding every request back.
+// Image copies the state for a snapshot in one step (see ImageCopy for
+// one in many). It is O(tasks) and copies no byte of payload.
 func (s *State) Image() *Image {
-	n, execs, progs := 0, 0, 0
-	for i := range s.order {
-		if t := s.ordered(i); t != nil {
-			n++
-			execs += len(t.Executions)
-			if t.Progress != &noProgress {
-				progs++
-			}
+	c := newImageCopy(s)
+	c.Step(len(c.order))
+	img, err := c.finish()
+	if err != nil {
+		panic(err) // nothing applied during the copy: a bug in ImageCopy
+	}
+	return img
+}
+
+// copyTasks makes the copies of ts that an Image holds, in three
+// allocations whatever their number (one array of task copies, one of
+// their Progress, one of executions): the fields the state changes in place
+// are copied, and what it never changes in place (payload, result, the
+// prefix of the record history) is shared.
+func copyTasks(ts []*Task) []*Task {
+	execs, progs := 0, 0
+	for _, t := range ts {
+		execs += len(t.Executions)
+		if t.Progress != &noProgress {
+			progs++
 		}
 	}
-	img := &Image{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, n), Queues: s.queueImages(),
-		Schedules: s.scheduleImages()}
-	copies := make([]Task, n)
+	out := make([]*Task, len(ts))
+	copies := make([]Task, len(ts))
 	pbuf := make([]Progress, 0, progs)
 	ebuf := make([]Execution, 0, execs)
-	if s.deadlines.Len() > 0 {
-		img.Deadlines = make([]Time, n)
-	}
-	i := 0
-	for j := range s.order {
-		t := s.ordered(j)
-		if t == nil {
-			continue
-		}
-		if img.Deadlines != nil {
-			img.Deadlines[i], _ = s.deadlines.of(t)
-		}
+	for i, t := range ts {
 		c := &copies[i]
 		*c = *t
 		if t.Progress != &noProgress {
@@ -80,10 +78,9 @@ func (s *State) Image() *Image {
 		c.heapIdx = -1
 		c.delayed = false
 		c.pos = 0
-		img.Tasks[i] = c
-		i++
+		out[i] = c
 	}
-	return img
+	return out
 }
 
 // Deadline is the deadline of Tasks[i] (0: none).

@@ -2,6 +2,7 @@ package state_test
 
 import (
 	"errors"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -197,5 +198,50 @@ func TestLoaderRejects(t *testing.T) {
 				t.Fatalf("got %v, want ErrRestore saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestImageCopyWhileApplying: an ImageCopy taken in random steps while
+// random records of every type apply between them gives exactly the
+// Image of the state when it began, and restores to the same state.
+func TestImageCopyWhileApplying(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(300) {
+		g := statetest.New(seed)
+		s := state.New()
+		g.Run(s, 50+int(seed%7)*40, t.Fatalf)
+		want := s.Image()
+		rng := rand.New(rand.NewPCG(seed, 7))
+		c := s.BeginImage()
+		applied := 0
+		for done := false; !done; {
+			if rng.IntN(3) == 0 {
+				done = c.Step(1 + rng.IntN(8))
+				continue
+			}
+			for range 1 + rng.IntN(5) {
+				if err := s.Apply(s.LastLSN()+1, g.Next(s)); err != nil {
+					t.Fatalf("seed %d: %v", seed, err)
+				}
+				applied++
+			}
+		}
+		img, err := c.Finish()
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if !reflect.DeepEqual(img, want) {
+			t.Fatalf("seed %d: the image copied in steps around %d records differs from the image at its start", seed, applied)
+		}
+		if !reflect.DeepEqual(restore(t, img).Export(), restore(t, want).Export()) {
+			t.Fatalf("seed %d: the image copied in steps restores to another state", seed)
+		}
+		if err := s.Invariants(); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		// Finished: records apply without saving anything, and a new
+		// copy may begin.
+		g.Run(s, 20, t.Fatalf)
+		s.BeginImage().Abort()
 	}
 }

@@ -66,6 +66,9 @@ type State struct {
 	// policy waits for it).
 	schedules map[ScheduleKey]*Schedule
 	watched   map[string]int
+	// copying is the ImageCopy in progress, if any: Apply saves for it
+	// what a record is about to change.
+	copying *ImageCopy
 }
 
 // New returns an empty state that expects LSN 1 next.
@@ -247,6 +250,9 @@ func (s *State) Apply(lsn uint64, r Record) error {
 	}
 	if r == nil {
 		return s.fail(lsn, r, "nil record")
+	}
+	if s.copying != nil {
+		s.copying.preserve(r)
 	}
 	reason := r.apply(s, lsn)
 	if reason != "" {
