@@ -26,7 +26,7 @@ type ImageCopy struct {
 	// copied or saved already. A position holds at most one task of the
 	// image while the copy lasts: once that task is dropped, its position
 	// goes to tasks created after the image.
-	copied []uint64
+	copied posBits
 	saved  map[uint32]savedTask
 	err    error
 }
@@ -81,12 +81,12 @@ func (c *ImageCopy) Step(n int) (done bool) {
 			continue
 		}
 		t := s.slab.at(pos)
-		if t.ID == "" || t.CreatedLSN > lsn || c.isCopied(pos) {
+		if t.ID == "" || t.CreatedLSN > lsn || c.copied.has(pos) {
 			c.err = fmt.Errorf("state: image at lsn %d: the task at slab position %d changed (now %q, created at lsn %d) without a saved copy",
 				lsn, pos, t.ID, t.CreatedLSN)
 			return true
 		}
-		c.setCopied(pos)
+		c.copied.set(pos, true)
 		d, _ := s.deadlines.of(t)
 		live = append(live, t)
 		at = append(at, len(c.img.Tasks))
@@ -133,19 +133,6 @@ func (c *ImageCopy) finish() (*Image, error) {
 	return c.img, nil
 }
 
-func (c *ImageCopy) isCopied(pos uint32) bool {
-	w := int(pos >> 6)
-	return w < len(c.copied) && c.copied[w]&(1<<(pos&63)) != 0
-}
-
-func (c *ImageCopy) setCopied(pos uint32) {
-	w := int(pos >> 6)
-	if w >= len(c.copied) {
-		c.copied = append(c.copied, make([]uint64, w+1-len(c.copied))...)
-	}
-	c.copied[w] |= 1 << (pos & 63)
-}
-
 // preserve saves every task of the image that r may change and the copy
 // has not reached: Apply calls it before it applies r.
 func (c *ImageCopy) preserve(r Record) {
@@ -169,26 +156,16 @@ func (c *ImageCopy) preserve(r Record) {
 // savePurged saves the tasks a purge with cut-off before over the range
 // (afterLSN, throughLSN] may drop.
 func (c *ImageCopy) savePurged(before Time, afterLSN, throughLSN uint64) {
-	s := c.s
-	if afterLSN >= throughLSN {
-		return
-	}
-	for i, end := s.searchOrder(afterLSN), s.searchOrder(throughLSN); i < end; i++ {
-		if e := s.order[i]; e != 0 && s.slab.isFinished(e-1) {
-			if t := s.slab.at(e - 1); t.UpdatedAt < before {
-				c.save(t)
-			}
-		}
-	}
+	c.s.eachPurgeable(before, afterLSN, throughLSN, func(_ int, t *Task) { c.save(t) })
 }
 
 // save keeps a copy of t if it is a task of the image that is neither
 // copied nor saved yet.
 func (c *ImageCopy) save(t *Task) {
-	if t == nil || t.CreatedLSN > c.img.LastLSN || c.isCopied(t.pos) {
+	if t == nil || t.CreatedLSN > c.img.LastLSN || c.copied.has(t.pos) {
 		return
 	}
-	c.setCopied(t.pos)
+	c.copied.set(t.pos, true)
 	d, _ := c.s.deadlines.of(t)
 	c.saved[t.pos] = savedTask{t: copyTasks([]*Task{t})[0], deadline: d}
 }

@@ -39,18 +39,12 @@ func (r *TasksPurged) apply(s *State, lsn uint64) string {
 // range (taskSlab.finished), and returns how many it dropped.
 func (s *State) purge(before, at Time, afterLSN, throughLSN uint64) int {
 	dropped := 0
-	for i, end := s.searchOrder(afterLSN), s.searchOrder(throughLSN); i < end; i++ {
-		e := s.order[i]
-		if e == 0 || !s.slab.isFinished(e-1) {
-			continue
-		}
-		if t := s.slab.at(e - 1); t.UpdatedAt < before {
-			s.drop(t)
-			s.order[i] = 0
-			s.holes++
-			dropped++
-		}
-	}
+	s.eachPurgeable(before, afterLSN, throughLSN, func(i int, t *Task) {
+		s.drop(t)
+		s.order[i] = 0
+		s.holes++
+		dropped++
+	})
 	if s.holes > len(s.order)/2 {
 		s.compactOrder()
 	}
@@ -58,6 +52,23 @@ func (s *State) purge(before, at Time, afterLSN, throughLSN uint64) int {
 		s.maybeForget(qi, at)
 	}
 	return dropped
+}
+
+// eachPurgeable calls fn with each finished task last updated before
+// before and created after afterLSN and at or before throughLSN, and its
+// index in the creation order, in that order. It reads only finished
+// tasks (taskSlab.finished). fn may drop the task and clear its entry.
+func (s *State) eachPurgeable(before Time, afterLSN, throughLSN uint64, fn func(i int, t *Task)) {
+	if afterLSN >= throughLSN {
+		return
+	}
+	for i, end := s.searchOrder(afterLSN), s.searchOrder(throughLSN); i < end; i++ {
+		if e := s.order[i]; e != 0 && s.slab.isFinished(e-1) {
+			if t := s.slab.at(e - 1); t.UpdatedAt < before {
+				fn(i, t)
+			}
+		}
+	}
 }
 
 // PurgeLimits bound one slice of a purge (State.PurgeSlice): the tasks it

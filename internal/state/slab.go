@@ -28,7 +28,7 @@ type taskSlab struct {
 	// FAILED or DEAD task (State.transition and addTask set and clear
 	// it), so that a purge passes over the other tasks without reading
 	// them: a backlog of waiting tasks costs a purge a bit each.
-	finished []uint64
+	finished posBits
 }
 
 // chunkBits is log2 of the tasks of a full chunk: 1024 tasks of 136 bytes
@@ -76,25 +76,32 @@ func (s *taskSlab) release(t *Task) {
 }
 
 // setFinished records whether the task at pos is finished (terminal).
-func (s *taskSlab) setFinished(pos uint32, on bool) {
+func (s *taskSlab) setFinished(pos uint32, on bool) { s.finished.set(pos, on) }
+
+// isFinished reports whether the task at pos is finished (terminal).
+func (s *taskSlab) isFinished(pos uint32) bool { return s.finished.has(pos) }
+
+// posBits is a set of slab positions, a bit each.
+type posBits []uint64
+
+func (b posBits) has(pos uint32) bool {
 	w := int(pos >> 6)
-	if w >= len(s.finished) {
+	return w < len(b) && b[w]&(1<<(pos&63)) != 0
+}
+
+func (b *posBits) set(pos uint32, on bool) {
+	w := int(pos >> 6)
+	if w >= len(*b) {
 		if !on {
 			return
 		}
-		s.finished = append(s.finished, make([]uint64, w+1-len(s.finished))...)
+		*b = append(*b, make([]uint64, w+1-len(*b))...)
 	}
 	if on {
-		s.finished[w] |= 1 << (pos & 63)
+		(*b)[w] |= 1 << (pos & 63)
 	} else {
-		s.finished[w] &^= 1 << (pos & 63)
+		(*b)[w] &^= 1 << (pos & 63)
 	}
-}
-
-// isFinished reports whether the task at pos is finished (terminal).
-func (s *taskSlab) isFinished(pos uint32) bool {
-	w := int(pos >> 6)
-	return w < len(s.finished) && s.finished[w]&(1<<(pos&63)) != 0
 }
 
 // len is the number of tasks allocated and not released.
