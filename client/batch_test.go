@@ -90,6 +90,77 @@ func TestCompleteBatch(t *testing.T) {
 	}
 }
 
+// TestCompleteAndLease: one call completes the items and leases the next
+// tasks, over every protocol; a lease request the server refuses fails the
+// call with no item applied, and one the client refuses is never sent.
+func TestCompleteAndLease(t *testing.T) {
+	for _, proto := range protocols {
+		t.Run(proto, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			c := newClient(t, startServer(t, nil), client.Options{Protocol: proto})
+			const q = "cl"
+			reqs := make([]client.SubmitRequest, 5)
+			for i := range reqs {
+				reqs[i] = client.SubmitRequest{Queue: q, Payload: []byte{byte(i)}}
+			}
+			if _, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: reqs}); err != nil {
+				t.Fatal(err)
+			}
+			ls, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: q, MaxTasks: 2})
+			if err != nil || len(ls) != 2 {
+				t.Fatalf("Lease: %d tasks, %v", len(ls), err)
+			}
+			items := func(ls []client.LeasedTask) []client.CompleteItem {
+				out := make([]client.CompleteItem, len(ls))
+				for i, l := range ls {
+					out[i] = client.CompleteItem{TaskID: l.ID, LeaseID: l.LeaseID, Result: l.Payload}
+				}
+				return out
+			}
+			// Refused by the server (no queue): nothing is completed.
+			if _, _, err := c.CompleteAndLease(ctx, items(ls), client.LeaseRequest{WorkerID: "w", MaxTasks: 2}); !errors.Is(err, client.ErrInvalidArgument) {
+				t.Fatalf("a lease without a queue: %v, want invalid argument", err)
+			}
+			// Refused by the client: nothing is sent.
+			if _, _, err := c.CompleteAndLease(ctx, items(ls), client.LeaseRequest{WorkerID: "w", Queue: q, MaxTasks: -1}); !errors.Is(err, client.ErrInvalidArgument) {
+				t.Fatalf("MaxTasks -1: %v, want invalid argument", err)
+			}
+			for _, l := range ls {
+				if task, err := c.GetTask(ctx, l.ID); err != nil || task.State != client.TaskStateLeased {
+					t.Fatalf("task %s after refused calls: %v, %v; want still LEASED", l.ID, task.State, err)
+				}
+			}
+			done := map[string]bool{}
+			for len(done) < len(reqs) {
+				errs, next, err := c.CompleteAndLease(ctx, items(ls), client.LeaseRequest{WorkerID: "w", Queue: q, MaxTasks: 2})
+				if err != nil || len(errs) != len(ls) || errors.Join(errs...) != nil {
+					t.Fatalf("CompleteAndLease of %d: %v, %v", len(ls), errs, err)
+				}
+				for _, l := range ls {
+					done[l.ID] = true
+				}
+				want := min(2, len(reqs)-len(done))
+				if len(next) != want {
+					t.Fatalf("CompleteAndLease leased %d tasks with %d left, want %d", len(next), len(reqs)-len(done), want)
+				}
+				for _, l := range next {
+					if done[l.ID] || l.LeaseID == "" || l.Attempt != 1 {
+						t.Fatalf("leased %+v: a completed task, or not a first lease", l)
+					}
+				}
+				ls = next
+			}
+			for id := range done {
+				task, err := c.GetTask(ctx, id)
+				if err != nil || task.State != client.TaskStateCompleted || len(task.Result) != 1 {
+					t.Errorf("task %s: %v %q, %v; want COMPLETED with its payload as result", id, task.State, task.Result, err)
+				}
+			}
+		})
+	}
+}
+
 // loseOnce serves every request; while armed it serves the next one, then
 // answers it unavailable as if the answer was lost, and disarms.
 type loseOnce struct {

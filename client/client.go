@@ -449,11 +449,24 @@ func (c *Client) GetTaskHistory(ctx context.Context, taskID string) ([]HistoryEn
 // out. A Lease retried after an unavailable answer may have granted a lease
 // whose answer was lost: that lease expires unused after the task's window.
 func (c *Client) Lease(ctx context.Context, req LeaseRequest) ([]LeasedTask, error) {
+	msg, err := leaseMessage("Lease", req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := call(ctx, c, "Lease", c.workers.Lease, msg)
+	if err != nil {
+		return nil, err
+	}
+	return leasedTasksOf(resp.GetTasks()), nil
+}
+
+// leaseMessage is req on the wire, checked for call op.
+func leaseMessage(op string, req LeaseRequest) (*tenurev1.LeaseRequest, error) {
 	if req.MaxTasks < 0 || req.MaxTasks > math.MaxInt32 {
-		return nil, invalid("Lease", "MaxTasks", fmt.Sprintf("MaxTasks %d is negative or too large; use 0 (one task) up to the server's limit (1000)", req.MaxTasks))
+		return nil, invalid(op, "MaxTasks", fmt.Sprintf("MaxTasks %d is negative or too large; use 0 (one task) up to the server's limit (1000)", req.MaxTasks))
 	}
 	if req.Wait < 0 {
-		return nil, invalid("Lease", "Wait", fmt.Sprintf("Wait %v is negative; use 0 to answer at once", req.Wait))
+		return nil, invalid(op, "Wait", fmt.Sprintf("Wait %v is negative; use 0 to answer at once", req.Wait))
 	}
 	msg := &tenurev1.LeaseRequest{
 		WorkerId:  req.WorkerID,
@@ -464,18 +477,19 @@ func (c *Client) Lease(ctx context.Context, req LeaseRequest) ([]LeasedTask, err
 	if req.Wait > 0 {
 		msg.Wait = durationpb.New(req.Wait)
 	}
-	resp, err := call(ctx, c, "Lease", c.workers.Lease, msg)
-	if err != nil {
-		return nil, err
+	return msg, nil
+}
+
+// leasedTasksOf converts leased tasks from the wire (nil for none).
+func leasedTasksOf(ts []*tenurev1.LeasedTask) []LeasedTask {
+	if len(ts) == 0 {
+		return nil
 	}
-	if len(resp.GetTasks()) == 0 {
-		return nil, nil
-	}
-	out := make([]LeasedTask, len(resp.GetTasks()))
-	for i, t := range resp.GetTasks() {
+	out := make([]LeasedTask, len(ts))
+	for i, t := range ts {
 		out[i] = leasedTaskOf(t)
 	}
-	return out, nil
+	return out
 }
 
 // Start reports that work on a leased task began (optional; the execution
@@ -531,17 +545,59 @@ func (c *Client) Complete(ctx context.Context, taskID, leaseID string, result []
 // completing a task again gets the same answer, and the client itself
 // retries a call answered with unavailable.
 func (c *Client) CompleteBatch(ctx context.Context, items []CompleteItem) (errs []error, err error) {
-	msg := &tenurev1.CompleteBatchRequest{Items: make([]*tenurev1.CompleteRequest, len(items)), FailedOnly: true}
+	resp, err := c.completeBatch(ctx, "CompleteBatch", items, nil)
+	if err != nil {
+		return nil, err
+	}
+	return itemErrors(resp, items)
+}
+
+// CompleteAndLease is CompleteBatch followed by Lease(next), in one call:
+// once the items are durable, the server leases as Lease would (with
+// next.Wait, it long-polls) and answers both. A worker that completes a
+// batch and then wants the next one saves a round trip; on a server that
+// serves many small calls, most of the cost of a call is the call itself
+// (BENCHMARKS.md, "Completing and leasing in one call").
+//
+// next is checked before any item is applied: an invalid one, or one the
+// caller's token may not lease from, fails the call with nothing done.
+// Otherwise errs and err are as CompleteBatch's, and err also holds a
+// lease that failed after the items were applied; retrying the call is
+// then safe, as for CompleteBatch (and, as for Lease, a lease whose
+// answer was lost expires unused). A server older than this call ignores
+// next and leases nothing: a worker that gets no task calls Lease, as it
+// would after any empty answer.
+func (c *Client) CompleteAndLease(ctx context.Context, items []CompleteItem, next LeaseRequest) (errs []error, leased []LeasedTask, err error) {
+	msg, err := leaseMessage("CompleteAndLease", next)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := c.completeBatch(ctx, "CompleteAndLease", items, msg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if errs, err = itemErrors(resp, items); err != nil {
+		return nil, nil, err
+	}
+	return errs, leasedTasksOf(resp.GetLeased()), nil
+}
+
+// completeBatch sends a CompleteBatch call of items, with lease if set,
+// for call op.
+func (c *Client) completeBatch(ctx context.Context, op string, items []CompleteItem, lease *tenurev1.LeaseRequest) (*tenurev1.CompleteBatchResponse, error) {
+	msg := &tenurev1.CompleteBatchRequest{Items: make([]*tenurev1.CompleteRequest, len(items)), FailedOnly: true, Lease: lease}
 	held, reqs := pooled[tenurev1.CompleteRequest](&completeMessages, len(items))
 	for i, it := range items {
 		reqs[i] = tenurev1.CompleteRequest{TaskId: it.TaskID, LeaseId: it.LeaseID, Result: it.Result}
 		msg.Items[i] = &reqs[i]
 	}
-	resp, err := call(ctx, c, "CompleteBatch", c.workers.CompleteBatch, msg)
+	resp, err := call(ctx, c, op, c.workers.CompleteBatch, msg)
 	unpool(&completeMessages, held, reqs) // sent
-	if err != nil {
-		return nil, err
-	}
+	return resp, err
+}
+
+// itemErrors is each item's answer in a CompleteBatch response.
+func itemErrors(resp *tenurev1.CompleteBatchResponse, items []CompleteItem) (errs []error, err error) {
 	errs = make([]error, len(items))
 	if len(resp.GetResults()) == 0 {
 		// failed_only: the items not named succeeded.

@@ -786,7 +786,10 @@ type CompleteBatchRequest struct {
 	// server older than this field ignores it and answers results: a client
 	// reads whichever it got (results has one entry per item, failed is
 	// empty; or results is empty).
-	FailedOnly    bool `protobuf:"varint,2,opt,name=failed_only,json=failedOnly,proto3" json:"failed_only,omitempty"`
+	FailedOnly bool `protobuf:"varint,2,opt,name=failed_only,json=failedOnly,proto3" json:"failed_only,omitempty"`
+	// Lease tasks once the items are durable, as Lease with this request
+	// would (see CompleteBatch); unset: no lease.
+	Lease         *LeaseRequest `protobuf:"bytes,3,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -835,6 +838,13 @@ func (x *CompleteBatchRequest) GetFailedOnly() bool {
 	return false
 }
 
+func (x *CompleteBatchRequest) GetLease() *LeaseRequest {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
 // CompleteBatchResponse answers a CompleteBatch.
 type CompleteBatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -842,7 +852,10 @@ type CompleteBatchResponse struct {
 	Results []*CompleteResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
 	// With failed_only: the result of each item that failed, in item order,
 	// with its index set.
-	Failed        []*CompleteResult `protobuf:"bytes,2,rep,name=failed,proto3" json:"failed,omitempty"`
+	Failed []*CompleteResult `protobuf:"bytes,2,rep,name=failed,proto3" json:"failed,omitempty"`
+	// With lease: the tasks leased, 0..lease.max_tasks, as
+	// LeaseResponse.tasks.
+	Leased        []*LeasedTask `protobuf:"bytes,3,rep,name=leased,proto3" json:"leased,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -887,6 +900,13 @@ func (x *CompleteBatchResponse) GetResults() []*CompleteResult {
 func (x *CompleteBatchResponse) GetFailed() []*CompleteResult {
 	if x != nil {
 		return x.Failed
+	}
+	return nil
+}
+
+func (x *CompleteBatchResponse) GetLeased() []*LeasedTask {
+	if x != nil {
+		return x.Leased
 	}
 	return nil
 }
@@ -1157,14 +1177,16 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
 	"\x06result\x18\x03 \x01(\fR\x06result\"\x12\n" +
-	"\x10CompleteResponse\"i\n" +
+	"\x10CompleteResponse\"\x98\x01\n" +
 	"\x14CompleteBatchRequest\x120\n" +
 	"\x05items\x18\x01 \x03(\v2\x1a.tenure.v1.CompleteRequestR\x05items\x12\x1f\n" +
 	"\vfailed_only\x18\x02 \x01(\bR\n" +
-	"failedOnly\"\x7f\n" +
+	"failedOnly\x12-\n" +
+	"\x05lease\x18\x03 \x01(\v2\x17.tenure.v1.LeaseRequestR\x05lease\"\xae\x01\n" +
 	"\x15CompleteBatchResponse\x123\n" +
 	"\aresults\x18\x01 \x03(\v2\x19.tenure.v1.CompleteResultR\aresults\x121\n" +
-	"\x06failed\x18\x02 \x03(\v2\x19.tenure.v1.CompleteResultR\x06failed\"\x9d\x01\n" +
+	"\x06failed\x18\x02 \x03(\v2\x19.tenure.v1.CompleteResultR\x06failed\x12-\n" +
+	"\x06leased\x18\x03 \x03(\v2\x15.tenure.v1.LeasedTaskR\x06leased\"\x9d\x01\n" +
 	"\x0eCompleteResult\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +
@@ -1233,30 +1255,32 @@ var file_tenure_v1_worker_proto_depIdxs = []int32{
 	18, // 5: tenure.v1.HeartbeatResponse.lease_expiry:type_name -> google.protobuf.Timestamp
 	9,  // 6: tenure.v1.CommitResponse.fencing_token:type_name -> tenure.v1.FencingToken
 	10, // 7: tenure.v1.CompleteBatchRequest.items:type_name -> tenure.v1.CompleteRequest
-	14, // 8: tenure.v1.CompleteBatchResponse.results:type_name -> tenure.v1.CompleteResult
-	14, // 9: tenure.v1.CompleteBatchResponse.failed:type_name -> tenure.v1.CompleteResult
-	19, // 10: tenure.v1.CompleteResult.detail:type_name -> tenure.v1.ErrorDetail
-	20, // 11: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
-	18, // 12: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
-	0,  // 13: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
-	3,  // 14: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
-	5,  // 15: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
-	7,  // 16: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
-	10, // 17: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
-	12, // 18: tenure.v1.WorkerService.CompleteBatch:input_type -> tenure.v1.CompleteBatchRequest
-	15, // 19: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
-	1,  // 20: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
-	4,  // 21: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
-	6,  // 22: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
-	8,  // 23: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
-	11, // 24: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
-	13, // 25: tenure.v1.WorkerService.CompleteBatch:output_type -> tenure.v1.CompleteBatchResponse
-	16, // 26: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
-	20, // [20:27] is the sub-list for method output_type
-	13, // [13:20] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	0,  // 8: tenure.v1.CompleteBatchRequest.lease:type_name -> tenure.v1.LeaseRequest
+	14, // 9: tenure.v1.CompleteBatchResponse.results:type_name -> tenure.v1.CompleteResult
+	14, // 10: tenure.v1.CompleteBatchResponse.failed:type_name -> tenure.v1.CompleteResult
+	2,  // 11: tenure.v1.CompleteBatchResponse.leased:type_name -> tenure.v1.LeasedTask
+	19, // 12: tenure.v1.CompleteResult.detail:type_name -> tenure.v1.ErrorDetail
+	20, // 13: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
+	18, // 14: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
+	0,  // 15: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
+	3,  // 16: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
+	5,  // 17: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
+	7,  // 18: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
+	10, // 19: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
+	12, // 20: tenure.v1.WorkerService.CompleteBatch:input_type -> tenure.v1.CompleteBatchRequest
+	15, // 21: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
+	1,  // 22: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
+	4,  // 23: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
+	6,  // 24: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
+	8,  // 25: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
+	11, // 26: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
+	13, // 27: tenure.v1.WorkerService.CompleteBatch:output_type -> tenure.v1.CompleteBatchResponse
+	16, // 28: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
+	22, // [22:29] is the sub-list for method output_type
+	15, // [15:22] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_worker_proto_init() }

@@ -29,6 +29,7 @@ func TestBenchJSON(t *testing.T) {
 		{"concurrent-runtime", 500, []string{"--mode", "concurrent", "--runtime", "--batch", "10", "--probe-rounds", "3", "--fsync", "none"}},
 		{"grpc", 500, []string{"--protocol", "grpc", "--probe-rounds", "3", "--lease-batch", "8", "--fsync", "none"}},
 		{"single-complete", 300, []string{"--complete-batch", "1", "--probe-rounds", "3", "--fsync", "none"}},
+		{"separate-lease", 300, []string{"--separate-lease", "--lease-batch", "8", "--probe-rounds", "3", "--fsync", "none"}},
 		// The runtime's completions are counted from the CompleteBatch
 		// answers, decoded per protocol.
 		{"runtime-grpc", 300, []string{"--runtime", "--protocol", "grpc", "--probe-rounds", "3", "--fsync", "none"}},
@@ -86,6 +87,20 @@ func TestBenchJSON(t *testing.T) {
 				}
 			} else if res.LeaseToComplete == nil || res.LeaseToComplete.Count != tasks {
 				t.Errorf("lease→complete recorded for %v tasks, want %d", res.LeaseToComplete, tasks)
+			}
+			// The raw loop leases again in its CompleteBatch calls, unless
+			// told not to or completing one task per call: surely so when
+			// more tasks wait than its workers hold at once.
+			if c := res.Config; !c.Runtime {
+				carries := !c.SeparateLease && c.CompleteBatch > 1
+				switch {
+				case res.LeasesCarried == nil:
+					t.Errorf("leases carried by CompleteBatch calls not reported")
+				case !carries && *res.LeasesCarried != 0:
+					t.Errorf("%d leases carried by CompleteBatch calls, want none", *res.LeasesCarried)
+				case carries && tasks > c.Workers*c.Concurrency && *res.LeasesCarried == 0:
+					t.Errorf("no lease carried by a CompleteBatch call, with %d tasks for %d × %d slots", tasks, c.Workers, c.Concurrency)
+				}
 			}
 			// Every task is at least created, leased and completed.
 			if res.WAL == nil || res.WAL.Records < uint64(3*tasks) || (res.WAL.Fsyncs == 0) != (res.Config.Fsync == "none") {

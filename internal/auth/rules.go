@@ -82,7 +82,7 @@ var Rules = []Rule{
 	{tenurev1connect.WorkerServiceHeartbeatProcedure, []Role{Admin, Worker}, ScopeTask, whereTask},
 	{tenurev1connect.WorkerServiceCommitProcedure, []Role{Admin, Worker}, ScopeTask, whereTask},
 	{tenurev1connect.WorkerServiceCompleteProcedure, []Role{Admin, Worker}, ScopeTask, whereTask},
-	{tenurev1connect.WorkerServiceCompleteBatchProcedure, []Role{Admin, Worker}, ScopeTask, "task of each item, once found (an item out of scope is refused on its own)"},
+	{tenurev1connect.WorkerServiceCompleteBatchProcedure, []Role{Admin, Worker}, ScopeTask, "task of each item, once found (an item out of scope is refused on its own); and, with `lease` set, that request's `namespace` (unset: `default`), `queue`, as for Lease"},
 	{tenurev1connect.WorkerServiceFailProcedure, []Role{Admin, Worker}, ScopeTask, whereTask},
 	{tenurev1connect.QueueServiceListQueuesProcedure, []Role{Admin, Reader}, ScopeRequest, "request: `namespace` (unset: every one)"},
 	{tenurev1connect.QueueServiceGetQueueProcedure, []Role{Admin, Reader}, ScopeRequest, whereNamespaceQueue},
@@ -132,6 +132,9 @@ func Decide(p *Principal, call string, msg any) (checkTask bool, err error) {
 	case ScopeNone, ScopeServer:
 		return false, nil
 	case ScopeTask:
+		if err := carriedLease(p, msg); err != nil {
+			return false, err
+		}
 		return !p.unrestricted(), nil
 	}
 	targets, ok := requestTargets(msg)
@@ -144,6 +147,20 @@ func Decide(p *Principal, call string, msg any) (checkTask bool, err error) {
 		}
 	}
 	return false, nil
+}
+
+// carriedLease decides the Lease that a CompleteBatch request carries in
+// its lease field, as the Lease call it stands for: a caller that may
+// complete tasks but not lease from that queue is refused the whole call.
+func carriedLease(p *Principal, msg any) error {
+	m, ok := msg.(*tenurev1.CompleteBatchRequest)
+	if !ok || m.GetLease() == nil {
+		return nil
+	}
+	if _, err := Decide(p, tenurev1connect.WorkerServiceLeaseProcedure, m.GetLease()); err != nil {
+		return fmt.Errorf("the lease this CompleteBatch carries is refused: %w", err)
+	}
+	return nil
 }
 
 // refusal is why p may not make r's call whatever it names: its role, or,

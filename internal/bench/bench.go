@@ -251,8 +251,9 @@ type runner struct {
 	clients   atomic.Int64 // made so far, to spread them over the nodes
 	submitted atomic.Int64
 	completed atomic.Int64
-	leases    atomic.Int64  // Lease calls that returned tasks
+	leases    atomic.Int64  // leases that returned tasks (Lease calls, and leases carried by CompleteBatch)
 	leased    atomic.Int64  // tasks they returned
+	carried   atomic.Int64  // those of them carried by a CompleteBatch call
 	goal      atomic.Int64  // cfg.Tasks, unless lowerGoal lowered it
 	done      chan struct{} // closed when completed reaches goal
 	doneOnce  sync.Once
@@ -349,7 +350,7 @@ func runConfig(cfg Config, tg *target) RunConfig {
 		Target: "embedded", Mode: cfg.Mode, Runtime: cfg.Runtime, Protocol: cfg.Protocol, Fsync: cfg.Fsync.String(), TLS: strings.HasPrefix(tg.urls[0], "https://"),
 		Seed: cfg.Seed, Namespace: cfg.Namespace, Queue: cfg.Queue, Tasks: cfg.Tasks, PayloadBytes: cfg.PayloadBytes,
 		Submitters: cfg.Submitters, Batch: cfg.Batch, Workers: cfg.Workers, Concurrency: cfg.Concurrency,
-		LeaseBatch: cfg.LeaseBatch, CompleteBatch: cfg.CompleteBatch, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
+		LeaseBatch: cfg.LeaseBatch, CompleteBatch: cfg.CompleteBatch, SeparateLease: cfg.SeparateLease, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
 	}
 	if tg.node == nil {
 		rc.Target, rc.Fsync = tg.label, cmp.Or(tg.fsync, "unknown")
@@ -556,11 +557,14 @@ func (r *runner) work(ctx context.Context) {
 
 // rawWorker is the fastest honest worker: it leases up to LeaseBatch tasks
 // for the slots it has free (of Concurrency), long-polling when none is
-// ready, and completes them as soon as the Lease answer arrives, in
-// CompleteBatch calls of up to CompleteBatch tasks (one Complete per task
-// with CompleteBatch 1), each from a goroutine of its own. A slot is freed
-// when its task's completion is acknowledged. It stops leasing when wctx ends; Completes run under ctx,
-// so none in flight is abandoned when the last task is done.
+// ready, and hands each Lease answer, in chunks of up to CompleteBatch
+// tasks, to lanes: goroutines that complete their chunk (in one
+// CompleteBatch call, or one Complete per task with CompleteBatch 1) and,
+// unless SeparateLease, lease as many tasks again in that same call
+// (client.CompleteAndLease), going on with what they get. A slot is freed
+// when its task's completion is acknowledged and no task took its place.
+// It stops leasing when wctx ends; completions run under ctx, so none in
+// flight is abandoned when the last task is done.
 func (r *runner) rawWorker(ctx, wctx context.Context, c *client.Client, id string) {
 	cfg := r.cfg
 	slots := make(chan struct{}, cfg.Concurrency)
@@ -593,8 +597,7 @@ func (r *runner) rawWorker(ctx, wctx context.Context, c *client.Client, id strin
 			}
 			return
 		}
-		if len(lts) > n {
-			r.fail(fmt.Errorf("worker %s: asked for %d tasks, the server leased %d", id, n, len(lts)))
+		if !r.leasedFor(id, n, lts) {
 			return
 		}
 		for range n - len(lts) {
@@ -602,33 +605,78 @@ func (r *runner) rawWorker(ctx, wctx context.Context, c *client.Client, id strin
 		}
 		if len(lts) > 0 {
 			r.leaseCall.add(leasedAt.Sub(t0))
-			r.leases.Add(1)
-			r.leased.Add(int64(len(lts)))
 		}
+		full := len(lts) == n
 		for lo := 0; lo < len(lts); lo += cfg.CompleteBatch {
 			chunk := lts[lo:min(lo+cfg.CompleteBatch, len(lts))]
-			inflight.Go(func() {
-				defer func() {
-					for range chunk {
-						<-slots
-					}
-				}()
-				if err := r.complete(ctx, c, chunk); err != nil {
-					r.fail(fmt.Errorf("worker %s: %w", id, err))
-					return
-				}
-				if r.ol != nil {
-					if err := r.ol.completed(chunk, now()); err != nil {
-						r.fail(fmt.Errorf("worker %s: %w", id, err))
-						return
-					}
-				}
-				for range chunk {
-					r.leaseToComplete.add(since(leasedAt))
-					r.completedOne()
-				}
-			})
+			inflight.Go(func() { r.lane(ctx, wctx, c, id, chunk, leasedAt, full, slots) })
 		}
+	}
+}
+
+// leasedFor counts a lease of n tasks for worker id that answered lts,
+// and fails the run if it answered more than n.
+func (r *runner) leasedFor(id string, n int, lts []client.LeasedTask) bool {
+	if len(lts) > n {
+		r.fail(fmt.Errorf("worker %s: asked for %d tasks, the server leased %d", id, n, len(lts)))
+		return false
+	}
+	if len(lts) > 0 {
+		r.leases.Add(1)
+		r.leased.Add(int64(len(lts)))
+	}
+	return true
+}
+
+// lane completes chunk, leased at leasedAt, and, unless SeparateLease (or
+// once wctx ended), leases as many tasks again in the same call, without
+// waiting for one; it goes on with the tasks it gets, and frees the slots
+// of those it did not get. It leases so only while leases come back full
+// (full: the lease of chunk did): a short one means that the queue was
+// drained, and that leasing again at once would get a few tasks at a
+// time, in more calls; the worker's long-poll takes over.
+func (r *runner) lane(ctx, wctx context.Context, c *client.Client, id string, chunk []client.LeasedTask, leasedAt time.Time, full bool, slots chan struct{}) {
+	held := len(chunk)
+	defer func() {
+		for range held {
+			<-slots
+		}
+	}()
+	for len(chunk) > 0 {
+		var next []client.LeasedTask
+		var err error
+		if !full || r.cfg.SeparateLease || r.cfg.CompleteBatch == 1 || wctx.Err() != nil {
+			err = r.complete(ctx, c, chunk)
+		} else {
+			next, err = r.completeAndLease(ctx, c, id, chunk)
+		}
+		ack := now()
+		if err != nil {
+			r.fail(fmt.Errorf("worker %s: %w", id, err))
+			return
+		}
+		if r.ol != nil {
+			if err := r.ol.completed(chunk, ack); err != nil {
+				r.fail(fmt.Errorf("worker %s: %w", id, err))
+				return
+			}
+		}
+		for range chunk {
+			r.leaseToComplete.add(ack.Sub(leasedAt))
+			r.completedOne()
+		}
+		if !r.leasedFor(id, len(chunk), next) {
+			return
+		}
+		if len(next) > 0 {
+			r.carried.Add(1)
+		}
+		for range held - len(next) {
+			<-slots
+		}
+		full = len(next) == held
+		held = len(next)
+		chunk, leasedAt = next, ack
 	}
 }
 
@@ -642,20 +690,43 @@ func (r *runner) complete(ctx context.Context, c *client.Client, lts []client.Le
 		}
 		return nil
 	}
+	errs, err := c.CompleteBatch(ctx, completeItems(lts))
+	if err != nil {
+		return fmt.Errorf("completing %d tasks: %w", len(lts), err)
+	}
+	return firstItemError(lts, errs)
+}
+
+// completeItems are the completions of lts, with no result.
+func completeItems(lts []client.LeasedTask) []client.CompleteItem {
 	items := make([]client.CompleteItem, len(lts))
 	for i := range lts {
 		items[i] = client.CompleteItem{TaskID: lts[i].ID, LeaseID: lts[i].LeaseID}
 	}
-	errs, err := c.CompleteBatch(ctx, items)
-	if err != nil {
-		return fmt.Errorf("completing %d tasks: %w", len(lts), err)
-	}
+	return items
+}
+
+// firstItemError is the first failed completion of errs, one per task of
+// lts, or nil: in a run no completion may fail.
+func firstItemError(lts []client.LeasedTask, errs []error) error {
 	for i, err := range errs {
 		if err != nil {
 			return fmt.Errorf("completing task %s: %w", lts[i].ID, err)
 		}
 	}
 	return nil
+}
+
+// completeAndLease completes lts and leases up to as many tasks in the
+// same call (client.CompleteAndLease), without waiting for one.
+func (r *runner) completeAndLease(ctx context.Context, c *client.Client, id string, lts []client.LeasedTask) ([]client.LeasedTask, error) {
+	errs, next, err := c.CompleteAndLease(ctx, completeItems(lts), client.LeaseRequest{
+		WorkerID: id, Namespace: r.cfg.Namespace, Queue: r.cfg.Queue, MaxTasks: len(lts),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("completing %d tasks and leasing more: %w", len(lts), err)
+	}
+	return next, firstItemError(lts, errs)
 }
 
 // startRuntimeWorker starts a worker of the worker package with a no-op

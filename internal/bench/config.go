@@ -102,6 +102,12 @@ type Config struct {
 	// tasks, the worker runtime coalesces up to this many. 1 uses one
 	// Complete call per task instead.
 	CompleteBatch int
+	// SeparateLease makes the raw loop lease only with Lease calls. By
+	// default a lane that completes a chunk leases as many tasks again in
+	// the same CompleteBatch call (client.CompleteAndLease), and long-polls
+	// with Lease only when that got none. Not with CompleteBatch 1 (single
+	// Complete calls) or Runtime.
+	SeparateLease bool
 	// Runtime runs the workers with the worker package and a no-op handler
 	// instead of the raw Lease/Complete loop.
 	Runtime bool

@@ -136,6 +136,8 @@ func (r *runner) summarize(res *Result, m measurement) {
 			v := round3(float64(r.leased.Load()) / float64(n))
 			res.TasksPerLease = &v
 		}
+		carried := r.carried.Load()
+		res.LeasesCarried = &carried
 	}
 	embedded := r.tg.node != nil
 	if embedded {

@@ -31,9 +31,13 @@ type Result struct {
 	SubmitCall    Latency `json:"submit_call"`
 	SubmitPerTask Latency `json:"submit_per_task"`
 	// LeaseCall is the latency of each Lease call that returned tasks (an
-	// empty long-poll is not a figure); TasksPerLease their mean size.
+	// empty long-poll is not a figure). TasksPerLease is the mean size of
+	// the leases that returned tasks, those of Lease calls and those that
+	// CompleteBatch calls carried; LeasesCarried is the number of the
+	// latter (0 with SeparateLease).
 	LeaseCall     *Latency `json:"lease_call"`
 	TasksPerLease *float64 `json:"tasks_per_lease"`
+	LeasesCarried *int64   `json:"leases_carried"`
 	// LeaseToComplete is, per task, the time from its Lease answer to its
 	// acknowledged Complete. Null with the worker runtime, whose calls the
 	// benchmark does not see one by one.
@@ -71,8 +75,11 @@ type RunConfig struct {
 	// CompleteBatch is the most completions per CompleteBatch call (1:
 	// one Complete call per task).
 	CompleteBatch int `json:"complete_batch"`
-	GOMAXPROCS    int `json:"gomaxprocs"`
-	NumCPU        int `json:"num_cpu"`
+	// SeparateLease: the raw loop leased with Lease calls only, not also
+	// in its CompleteBatch calls.
+	SeparateLease bool `json:"separate_lease"`
+	GOMAXPROCS    int  `json:"gomaxprocs"`
+	NumCPU        int  `json:"num_cpu"`
 	// The snapshot schedule and retention of the embedded node or the
 	// started cluster's nodes, defaults applied; null against --addr.
 	RetentionSeconds     *float64 `json:"retention_seconds"`
@@ -260,8 +267,11 @@ func (r *Result) WriteText(w io.Writer) error {
 		lb = "lease batch chosen by the runtime"
 	}
 	cb := fmt.Sprintf("complete batch %d", c.CompleteBatch)
-	if c.CompleteBatch == 1 {
+	switch {
+	case c.CompleteBatch == 1:
 		cb = "one Complete per task"
+	case !c.Runtime && !c.SeparateLease:
+		cb += ", leasing again in the same call"
 	}
 	fmt.Fprintf(&b, "  submitters %d × batch %d; workers %d × concurrency %d, %s, %s (%s)\n",
 		c.Submitters, c.Batch, c.Workers, c.Concurrency, lb, cb, rt)
@@ -342,7 +352,11 @@ func (r *Result) writeClosedLoop(b *strings.Builder) {
 	lat("lease call", r.LeaseCall)
 	lat("lease→complete", r.LeaseToComplete)
 	if r.TasksPerLease != nil {
-		fmt.Fprintf(b, "  tasks per lease call: %.1f\n", *r.TasksPerLease)
+		fmt.Fprintf(b, "  tasks per lease: %.1f", *r.TasksPerLease)
+		if r.LeasesCarried != nil && *r.LeasesCarried > 0 {
+			fmt.Fprintf(b, " (%d leases carried by CompleteBatch calls)", *r.LeasesCarried)
+		}
+		b.WriteString("\n")
 	}
 	if p := r.Probe; p != nil {
 		fmt.Fprintf(b, "no load, %d rounds each:\n", p.Rounds)

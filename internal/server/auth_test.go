@@ -102,16 +102,23 @@ func TestAuthLeavesProbesOpen(t *testing.T) {
 	}
 }
 
+// authClients starts authServer and returns its task and worker clients.
+func authClients(t *testing.T) (tenurev1connect.TaskServiceClient, tenurev1connect.WorkerServiceClient, authtest.Tokens) {
+	t.Helper()
+	url, hc, tok := authServer(t)
+	return tenurev1connect.NewTaskServiceClient(hc, url), tenurev1connect.NewWorkerServiceClient(hc, url), tok
+}
+
+// with sets the bearer token of request r.
+func with(token string, r interface{ Header() http.Header }) {
+	r.Header().Set("Authorization", "Bearer "+token)
+}
+
 // TestAuthCompleteBatchPerItem: an item of a CompleteBatch outside the
 // worker's queues is refused on its own; the others are completed.
 func TestAuthCompleteBatchPerItem(t *testing.T) {
 	t.Parallel()
-	url, hc, tok := authServer(t)
-	tasks := tenurev1connect.NewTaskServiceClient(hc, url)
-	workers := tenurev1connect.NewWorkerServiceClient(hc, url)
-	with := func(token string, r interface{ Header() http.Header }) {
-		r.Header().Set("Authorization", "Bearer "+token)
-	}
+	tasks, workers, tok := authClients(t)
 	var items []*tenurev1.CompleteRequest
 	for _, q := range []string{authtest.InQueue, authtest.OtherQueue} {
 		sr := connect.NewRequest(&tenurev1.SubmitRequest{Namespace: authtest.InNamespace, Queue: q})
@@ -141,5 +148,60 @@ func TestAuthCompleteBatchPerItem(t *testing.T) {
 	with(tok.Setup, gr)
 	if got, err := tasks.GetTask(apiCtx(t), gr); err != nil || got.Msg.GetTask().GetState() != tenurev1.TaskState_TASK_STATE_COMPLETED {
 		t.Errorf("the task of its queue: %v, %v; want COMPLETED", got, err)
+	}
+}
+
+// TestAuthCompleteBatchLease: the lease a CompleteBatch carries is decided
+// as a Lease call: out of the worker's queues it refuses the whole call,
+// before any item is applied; in them, the call completes and leases.
+func TestAuthCompleteBatchLease(t *testing.T) {
+	t.Parallel()
+	tasks, workers, tok := authClients(t)
+	br := connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: []*tenurev1.SubmitRequest{
+		{Namespace: authtest.InNamespace, Queue: authtest.InQueue}, {Namespace: authtest.InNamespace, Queue: authtest.InQueue},
+	}})
+	with(tok.Setup, br)
+	if _, err := tasks.SubmitBatch(apiCtx(t), br); err != nil {
+		t.Fatal(err)
+	}
+	lr := connect.NewRequest(&tenurev1.LeaseRequest{WorkerId: "w", Namespace: authtest.InNamespace, Queue: authtest.InQueue, MaxTasks: 1})
+	with(tok.Scoped[auth.Worker], lr)
+	l, err := workers.Lease(apiCtx(t), lr)
+	if err != nil || len(l.Msg.GetTasks()) != 1 {
+		t.Fatalf("lease: %v %v", l, err)
+	}
+	first := l.Msg.GetTasks()[0]
+	items := []*tenurev1.CompleteRequest{{TaskId: first.GetTaskId(), LeaseId: first.GetLeaseId()}}
+	state := func() tenurev1.TaskState {
+		gr := connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: first.GetTaskId()})
+		with(tok.Setup, gr)
+		got, err := tasks.GetTask(apiCtx(t), gr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Msg.GetTask().GetState()
+	}
+
+	cr := connect.NewRequest(&tenurev1.CompleteBatchRequest{Items: items,
+		Lease: &tenurev1.LeaseRequest{WorkerId: "w", Namespace: authtest.InNamespace, Queue: authtest.OtherQueue, MaxTasks: 1}})
+	with(tok.Scoped[auth.Worker], cr)
+	_, err = workers.CompleteBatch(apiCtx(t), cr)
+	if connect.CodeOf(err) != connect.CodePermissionDenied || !strings.Contains(err.Error(), `lease this CompleteBatch carries is refused: token "worker-scoped" (role worker) may not call WorkerService/Lease on queue "q-other"`) {
+		t.Fatalf("CompleteBatch leasing from another queue: %v, want permission denied naming the queue", err)
+	}
+	if s := state(); s != tenurev1.TaskState_TASK_STATE_LEASED {
+		t.Fatalf("the item after the refused call: %v, want LEASED (nothing applied)", s)
+	}
+
+	cr = connect.NewRequest(&tenurev1.CompleteBatchRequest{Items: items,
+		Lease: &tenurev1.LeaseRequest{WorkerId: "w", Namespace: authtest.InNamespace, Queue: authtest.InQueue, MaxTasks: 1}})
+	with(tok.Scoped[auth.Worker], cr)
+	resp, err := workers.CompleteBatch(apiCtx(t), cr)
+	if err != nil || len(resp.Msg.GetResults()) != 1 || resp.Msg.GetResults()[0].GetCode() != "" || len(resp.Msg.GetLeased()) != 1 ||
+		resp.Msg.GetLeased()[0].GetTaskId() == first.GetTaskId() {
+		t.Fatalf("CompleteBatch leasing from its queue: %v, %v; want the item completed and the other task leased", resp, err)
+	}
+	if s := state(); s != tenurev1.TaskState_TASK_STATE_COMPLETED {
+		t.Errorf("the item: %v, want COMPLETED", s)
 	}
 }

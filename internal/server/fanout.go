@@ -424,15 +424,12 @@ func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchR
 	return out, nil
 }
 
-// lease leases from the queue's partitions: this node's own without a
-// network hop, the others' through their nodes. With nothing ready it
-// waits for its own partitions' signals and polls the others at a growing
-// interval (at most Options.MaxRemotePoll), up to the request's wait. One
-// partition served here long-polls on its own.
-func (s *Server) lease(ctx context.Context, msg *tenurev1.LeaseRequest) (*tenurev1.LeaseResponse, error) {
+// leaseRequest is msg as the coordinator's request, with its defaults,
+// checked against the server's limits.
+func (s *Server) leaseRequest(msg *tenurev1.LeaseRequest) (coordinator.LeaseRequest, error) {
 	wait, err := duration("wait", msg.GetWait())
 	if err != nil {
-		return nil, err
+		return coordinator.LeaseRequest{}, err
 	}
 	req := coordinator.LeaseRequest{
 		WorkerID:  msg.GetWorkerId(),
@@ -441,7 +438,17 @@ func (s *Server) lease(ctx context.Context, msg *tenurev1.LeaseRequest) (*tenure
 		MaxTasks:  int(msg.GetMaxTasks()),
 		Wait:      wait,
 	}
-	if err := s.opts.Limits.CheckLease(&req); err != nil {
+	return req, s.opts.Limits.CheckLease(&req)
+}
+
+// lease leases from the queue's partitions: this node's own without a
+// network hop, the others' through their nodes. With nothing ready it
+// waits for its own partitions' signals and polls the others at a growing
+// interval (at most Options.MaxRemotePoll), up to the request's wait. One
+// partition served here long-polls on its own.
+func (s *Server) lease(ctx context.Context, msg *tenurev1.LeaseRequest) (*tenurev1.LeaseResponse, error) {
+	req, err := s.leaseRequest(msg)
+	if err != nil {
 		return nil, err
 	}
 	clk := s.opts.Clock

@@ -15,25 +15,39 @@ import (
 type workerService struct{ s *Server }
 
 func (h workerService) Lease(ctx context.Context, req *connect.Request[tenurev1.LeaseRequest]) (*connect.Response[tenurev1.LeaseResponse], error) {
-	if req.Msg.GetWait().AsDuration() > 0 {
-		leave, err := h.s.enterLongPoll(req.Msg.GetWorkerId())
-		if err != nil {
-			return nil, h.s.apiError(err)
-		}
-		defer leave()
+	leave, err := h.enterLongPoll(req.Msg)
+	if err != nil {
+		return nil, h.s.apiError(err)
 	}
-	// A draining server ends long-polls at once with no task.
-	pollCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(h.s.drain, cancel)()
-	out, err := h.s.lease(pollCtx, req.Msg)
-	if err != nil && h.s.drain.Err() != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
-		out, err = &tenurev1.LeaseResponse{}, nil
-	}
+	defer leave()
+	out, err := h.lease(ctx, req.Msg)
 	if err != nil {
 		return nil, h.s.apiError(err)
 	}
 	return connect.NewResponse(out), nil
+}
+
+// enterLongPoll counts a lease that may long-poll toward its worker's
+// limit of them (Server.enterLongPoll) until leave is called.
+func (h workerService) enterLongPoll(msg *tenurev1.LeaseRequest) (leave func(), err error) {
+	if msg.GetWait().AsDuration() <= 0 {
+		return func() {}, nil
+	}
+	return h.s.enterLongPoll(msg.GetWorkerId())
+}
+
+// lease is a Lease call's answer, for Lease and for the lease a
+// CompleteBatch carries: a draining server ends a long poll at once with
+// no task.
+func (h workerService) lease(ctx context.Context, msg *tenurev1.LeaseRequest) (*tenurev1.LeaseResponse, error) {
+	pollCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(h.s.drain, cancel)()
+	out, err := h.s.lease(pollCtx, msg)
+	if err != nil && h.s.drain.Err() != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
+		return &tenurev1.LeaseResponse{}, nil
+	}
+	return out, err
 }
 
 func (h workerService) Start(ctx context.Context, req *connect.Request[tenurev1.StartRequest]) (*connect.Response[tenurev1.StartResponse], error) {
@@ -72,10 +86,32 @@ func (h workerService) Complete(ctx context.Context, req *connect.Request[tenure
 	})
 }
 
+// CompleteBatch completes the items and then, with lease set, leases as
+// Lease would. The lease request is checked first, with the worker's
+// limit of long polls (its scope was decided with the call's:
+// auth.Decide), so that a refused one applies nothing.
 func (h workerService) CompleteBatch(ctx context.Context, req *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error) {
+	next := req.Msg.GetLease()
+	if next != nil {
+		if _, err := h.s.leaseRequest(next); err != nil {
+			return nil, h.s.apiError(err)
+		}
+		leave, err := h.enterLongPoll(next)
+		if err != nil {
+			return nil, h.s.apiError(err)
+		}
+		defer leave()
+	}
 	out, err := h.s.completeBatch(ctx, req.Msg)
 	if err != nil {
 		return nil, h.s.apiError(err)
+	}
+	if next != nil {
+		got, err := h.lease(ctx, next)
+		if err != nil {
+			return nil, h.s.apiError(err)
+		}
+		out.Leased = got.GetTasks()
 	}
 	return connect.NewResponse(out), nil
 }

@@ -104,6 +104,17 @@ type WorkerServiceClient interface {
 	// safe, because the same lease completing again gets the same answer.
 	// Items that name the same task take effect one after the other, in
 	// order.
+	//
+	// With lease set, the same call then leases more tasks, exactly as a
+	// Lease call with that request would (long poll included), once the
+	// completions are durable: a worker that completes a batch and wants the
+	// next one saves the round trip of its Lease. The lease request is
+	// checked (fields, limits, the caller's scope) before any item is
+	// applied, and a bad one fails the whole call with nothing applied. If
+	// the lease fails after the items were applied (e.g. UNAVAILABLE), the
+	// call fails with its error; retrying it is safe, as above. A server
+	// older than the field ignores it and leases nothing: a worker that got
+	// no leased task calls Lease, as it would after an empty answer.
 	CompleteBatch(context.Context, *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error)
 	// Fail ends an attempt that failed before commit. With attempts left and
 	// permanent unset the task waits for a retry (WAITING until retry_at);
@@ -251,6 +262,17 @@ type WorkerServiceHandler interface {
 	// safe, because the same lease completing again gets the same answer.
 	// Items that name the same task take effect one after the other, in
 	// order.
+	//
+	// With lease set, the same call then leases more tasks, exactly as a
+	// Lease call with that request would (long poll included), once the
+	// completions are durable: a worker that completes a batch and wants the
+	// next one saves the round trip of its Lease. The lease request is
+	// checked (fields, limits, the caller's scope) before any item is
+	// applied, and a bad one fails the whole call with nothing applied. If
+	// the lease fails after the items were applied (e.g. UNAVAILABLE), the
+	// call fails with its error; retrying it is safe, as above. A server
+	// older than the field ignores it and leases nothing: a worker that got
+	// no leased task calls Lease, as it would after an empty answer.
 	CompleteBatch(context.Context, *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error)
 	// Fail ends an attempt that failed before commit. With attempts left and
 	// permanent unset the task waits for a retry (WAITING until retry_at);

@@ -441,6 +441,14 @@ export declare type CompleteBatchRequest = Message<"tenure.v1.CompleteBatchReque
    * @generated from field: bool failed_only = 2;
    */
   failedOnly: boolean;
+
+  /**
+   * Lease tasks once the items are durable, as Lease with this request
+   * would (see CompleteBatch); unset: no lease.
+   *
+   * @generated from field: tenure.v1.LeaseRequest lease = 3;
+   */
+  lease?: LeaseRequest | undefined;
 };
 
 /**
@@ -469,6 +477,14 @@ export declare type CompleteBatchResponse = Message<"tenure.v1.CompleteBatchResp
    * @generated from field: repeated tenure.v1.CompleteResult failed = 2;
    */
   failed: CompleteResult[];
+
+  /**
+   * With lease: the tasks leased, 0..lease.max_tasks, as
+   * LeaseResponse.tasks.
+   *
+   * @generated from field: repeated tenure.v1.LeasedTask leased = 3;
+   */
+  leased: LeasedTask[];
 };
 
 /**
@@ -687,6 +703,17 @@ export declare const WorkerService: GenService<{
    * safe, because the same lease completing again gets the same answer.
    * Items that name the same task take effect one after the other, in
    * order.
+   *
+   * With lease set, the same call then leases more tasks, exactly as a
+   * Lease call with that request would (long poll included), once the
+   * completions are durable: a worker that completes a batch and wants the
+   * next one saves the round trip of its Lease. The lease request is
+   * checked (fields, limits, the caller's scope) before any item is
+   * applied, and a bad one fails the whole call with nothing applied. If
+   * the lease fails after the items were applied (e.g. UNAVAILABLE), the
+   * call fails with its error; retrying it is safe, as above. A server
+   * older than the field ignores it and leases nothing: a worker that got
+   * no leased task calls Lease, as it would after an empty answer.
    *
    * @generated from rpc tenure.v1.WorkerService.CompleteBatch
    */
