@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -555,63 +556,25 @@ func (r *runner) work(ctx context.Context) {
 	wg.Wait()
 }
 
-// rawWorker is the fastest honest worker: it leases up to LeaseBatch tasks
-// for the slots it has free (of Concurrency), long-polling when none is
-// ready, and hands each Lease answer, in chunks of up to CompleteBatch
-// tasks, to lanes: goroutines that complete their chunk (in one
-// CompleteBatch call, or one Complete per task with CompleteBatch 1) and,
-// unless SeparateLease, lease as many tasks again in that same call
-// (client.CompleteAndLease), going on with what they get. A slot is freed
-// when its task's completion is acknowledged and no task took its place.
-// It stops leasing when wctx ends; completions run under ctx, so none in
-// flight is abandoned when the last task is done.
+// rawWorker is the fastest honest worker. It runs lanes of up to
+// LeaseBatch tasks each, as many as Concurrency holds (the last one
+// smaller). A lane leases a batch, long-polling when none is ready, and
+// completes it as soon as the answer arrives, in CompleteBatch calls of up
+// to CompleteBatch tasks (one Complete per task with CompleteBatch 1),
+// all at once. While leases come back full, those calls also lease the
+// next batch (client.CompleteAndLease, unless SeparateLease), so that a
+// busy lane makes one call per batch; a short lease means the queue was
+// drained, and the lane goes back to long-polling with Lease, one call per
+// batch again rather than a few tasks at a time. It stops leasing when
+// wctx ends; completions run under ctx, so none in flight is abandoned
+// when the last task is done.
 func (r *runner) rawWorker(ctx, wctx context.Context, c *client.Client, id string) {
-	cfg := r.cfg
-	slots := make(chan struct{}, cfg.Concurrency)
-	var inflight sync.WaitGroup
-	defer inflight.Wait()
-	for {
-		select {
-		case <-wctx.Done():
-			return
-		case slots <- struct{}{}:
-		}
-		n := 1
-	more:
-		for n < cfg.LeaseBatch {
-			select {
-			case slots <- struct{}{}:
-				n++
-			default:
-				break more
-			}
-		}
-		t0 := now()
-		lts, err := c.Lease(wctx, client.LeaseRequest{
-			WorkerID: id, Namespace: cfg.Namespace, Queue: cfg.Queue, MaxTasks: n, Wait: pollWait,
-		})
-		leasedAt := now()
-		if err != nil {
-			if wctx.Err() == nil {
-				r.fail(fmt.Errorf("worker %s: %w", id, err))
-			}
-			return
-		}
-		if !r.leasedFor(id, n, lts) {
-			return
-		}
-		for range n - len(lts) {
-			<-slots
-		}
-		if len(lts) > 0 {
-			r.leaseCall.add(leasedAt.Sub(t0))
-		}
-		full := len(lts) == n
-		for lo := 0; lo < len(lts); lo += cfg.CompleteBatch {
-			chunk := lts[lo:min(lo+cfg.CompleteBatch, len(lts))]
-			inflight.Go(func() { r.lane(ctx, wctx, c, id, chunk, leasedAt, full, slots) })
-		}
+	var lanes sync.WaitGroup
+	for held := 0; held < r.cfg.Concurrency; held += r.cfg.LeaseBatch {
+		size := min(r.cfg.LeaseBatch, r.cfg.Concurrency-held)
+		lanes.Go(func() { r.lane(ctx, wctx, c, id, size) })
 	}
+	lanes.Wait()
 }
 
 // leasedFor counts a lease of n tasks for worker id that answered lts,
@@ -628,56 +591,93 @@ func (r *runner) leasedFor(id string, n int, lts []client.LeasedTask) bool {
 	return true
 }
 
-// lane completes chunk, leased at leasedAt, and, unless SeparateLease (or
-// once wctx ended), leases as many tasks again in the same call, without
-// waiting for one; it goes on with the tasks it gets, and frees the slots
-// of those it did not get. It leases so only while leases come back full
-// (full: the lease of chunk did): a short one means that the queue was
-// drained, and that leasing again at once would get a few tasks at a
-// time, in more calls; the worker's long-poll takes over.
-func (r *runner) lane(ctx, wctx context.Context, c *client.Client, id string, chunk []client.LeasedTask, leasedAt time.Time, full bool, slots chan struct{}) {
-	held := len(chunk)
-	defer func() {
-		for range held {
-			<-slots
-		}
-	}()
-	for len(chunk) > 0 {
-		var next []client.LeasedTask
-		var err error
-		if !full || r.cfg.SeparateLease || r.cfg.CompleteBatch == 1 || wctx.Err() != nil {
-			err = r.complete(ctx, c, chunk)
-		} else {
-			next, err = r.completeAndLease(ctx, c, id, chunk)
-		}
-		ack := now()
-		if err != nil {
-			r.fail(fmt.Errorf("worker %s: %w", id, err))
-			return
-		}
-		if r.ol != nil {
-			if err := r.ol.completed(chunk, ack); err != nil {
-				r.fail(fmt.Errorf("worker %s: %w", id, err))
+// lane is one lane of rawWorker, of size tasks.
+func (r *runner) lane(ctx, wctx context.Context, c *client.Client, id string, size int) {
+	carry := !r.cfg.SeparateLease && r.cfg.CompleteBatch > 1
+	var lts []client.LeasedTask // the batch in hand, leased at leasedAt
+	var leasedAt time.Time
+	full := false // the batch in hand is a full lease
+	for {
+		if len(lts) == 0 {
+			if wctx.Err() != nil {
 				return
 			}
+			t0 := now()
+			got, err := c.Lease(wctx, client.LeaseRequest{
+				WorkerID: id, Namespace: r.cfg.Namespace, Queue: r.cfg.Queue, MaxTasks: size, Wait: pollWait,
+			})
+			leasedAt = now()
+			if err != nil {
+				if wctx.Err() == nil {
+					r.fail(fmt.Errorf("worker %s: %w", id, err))
+				}
+				return
+			}
+			if !r.leasedFor(id, size, got) {
+				return
+			}
+			if len(got) > 0 {
+				r.leaseCall.add(leasedAt.Sub(t0))
+			}
+			lts, full = got, len(got) == size
+			continue
 		}
-		for range chunk {
-			r.leaseToComplete.add(ack.Sub(leasedAt))
-			r.completedOne()
+		// Complete the batch in chunks, all at once; while leases come
+		// back full, each chunk's call leases as many tasks again.
+		lease := carry && full && wctx.Err() == nil
+		chunks := (len(lts) + r.cfg.CompleteBatch - 1) / r.cfg.CompleteBatch
+		nexts := make([][]client.LeasedTask, chunks)
+		var calls sync.WaitGroup
+		var failed atomic.Bool
+		for k := range chunks {
+			chunk := lts[k*r.cfg.CompleteBatch : min((k+1)*r.cfg.CompleteBatch, len(lts))]
+			calls.Go(func() {
+				var err error
+				if lease {
+					nexts[k], err = r.completeAndLease(ctx, c, id, chunk, len(chunk))
+				} else {
+					err = r.complete(ctx, c, chunk)
+				}
+				if err == nil {
+					err = r.acknowledged(chunk, leasedAt, now())
+				}
+				if err != nil {
+					r.fail(fmt.Errorf("worker %s: %w", id, err))
+					failed.Store(true)
+				}
+			})
 		}
-		if !r.leasedFor(id, len(chunk), next) {
+		calls.Wait()
+		if failed.Load() {
 			return
 		}
-		if len(next) > 0 {
-			r.carried.Add(1)
+		asked := len(lts)
+		lts, leasedAt = slices.Concat(nexts...), now()
+		if lease {
+			if !r.leasedFor(id, asked, lts) {
+				return
+			}
+			if len(lts) > 0 {
+				r.carried.Add(1)
+			}
 		}
-		for range held - len(next) {
-			<-slots
-		}
-		full = len(next) == held
-		held = len(next)
-		chunk, leasedAt = next, ack
+		full = lease && len(lts) == asked
 	}
+}
+
+// acknowledged records the completions of chunk, leased at leasedAt and
+// acknowledged at ack.
+func (r *runner) acknowledged(chunk []client.LeasedTask, leasedAt, ack time.Time) error {
+	if r.ol != nil {
+		if err := r.ol.completed(chunk, ack); err != nil {
+			return err
+		}
+	}
+	for range chunk {
+		r.leaseToComplete.add(ack.Sub(leasedAt))
+		r.completedOne()
+	}
+	return nil
 }
 
 // complete completes lts: with one Complete call when there is one task
@@ -717,11 +717,11 @@ func firstItemError(lts []client.LeasedTask, errs []error) error {
 	return nil
 }
 
-// completeAndLease completes lts and leases up to as many tasks in the
-// same call (client.CompleteAndLease), without waiting for one.
-func (r *runner) completeAndLease(ctx context.Context, c *client.Client, id string, lts []client.LeasedTask) ([]client.LeasedTask, error) {
+// completeAndLease completes lts and leases up to n tasks in the same call
+// (client.CompleteAndLease), without waiting for one.
+func (r *runner) completeAndLease(ctx context.Context, c *client.Client, id string, lts []client.LeasedTask, n int) ([]client.LeasedTask, error) {
 	errs, next, err := c.CompleteAndLease(ctx, completeItems(lts), client.LeaseRequest{
-		WorkerID: id, Namespace: r.cfg.Namespace, Queue: r.cfg.Queue, MaxTasks: len(lts),
+		WorkerID: id, Namespace: r.cfg.Namespace, Queue: r.cfg.Queue, MaxTasks: n,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("completing %d tasks and leasing more: %w", len(lts), err)

@@ -93,9 +93,10 @@ type Config struct {
 	// Concurrency is the number of tasks one worker holds at once (leased,
 	// not yet acknowledged as completed).
 	Concurrency int
-	// LeaseBatch is the most tasks one Lease call asks for (at most
-	// Concurrency; a worker asks only for the slots it has free). Ignored
-	// with Runtime, whose worker chooses for itself.
+	// LeaseBatch is the most tasks one lease asks for (at most
+	// Concurrency): the raw loop runs lanes of LeaseBatch tasks, as many as
+	// Concurrency holds (the last one smaller), each leasing for its size.
+	// Ignored with Runtime, whose worker chooses for itself.
 	LeaseBatch int
 	// CompleteBatch is the most completions one CompleteBatch call carries:
 	// the raw loop completes each Lease answer in calls of up to this many
@@ -103,10 +104,11 @@ type Config struct {
 	// Complete call per task instead.
 	CompleteBatch int
 	// SeparateLease makes the raw loop lease only with Lease calls. By
-	// default a lane that completes a chunk leases as many tasks again in
-	// the same CompleteBatch call (client.CompleteAndLease), and long-polls
-	// with Lease only when that got none. Not with CompleteBatch 1 (single
-	// Complete calls) or Runtime.
+	// default, while leases come back full, the CompleteBatch calls that
+	// complete a lane's batch also lease its next one
+	// (client.CompleteAndLease); a short lease sends the lane back to
+	// long-polling with Lease. Not with CompleteBatch 1 (single Complete
+	// calls) or Runtime.
 	SeparateLease bool
 	// Runtime runs the workers with the worker package and a no-op handler
 	// instead of the raw Lease/Complete loop.
