@@ -445,12 +445,9 @@ func (s *Server) leaseRequest(msg *tenurev1.LeaseRequest) (coordinator.LeaseRequ
 // network hop, the others' through their nodes. With nothing ready it
 // waits for its own partitions' signals and polls the others at a growing
 // interval (at most Options.MaxRemotePoll), up to the request's wait. One
-// partition served here long-polls on its own.
-func (s *Server) lease(ctx context.Context, msg *tenurev1.LeaseRequest) (*tenurev1.LeaseResponse, error) {
-	req, err := s.leaseRequest(msg)
-	if err != nil {
-		return nil, err
-	}
+// partition served here long-polls on its own. req is checked
+// (leaseRequest).
+func (s *Server) lease(ctx context.Context, req coordinator.LeaseRequest) (*tenurev1.LeaseResponse, error) {
 	clk := s.opts.Clock
 	deadline := clk.Now().Add(req.Wait)
 	poll := minRemotePoll

@@ -20,7 +20,11 @@ func (h workerService) Lease(ctx context.Context, req *connect.Request[tenurev1.
 		return nil, h.s.apiError(err)
 	}
 	defer leave()
-	out, err := h.lease(ctx, req.Msg)
+	lr, err := h.s.leaseRequest(req.Msg)
+	if err != nil {
+		return nil, h.s.apiError(err)
+	}
+	out, err := h.lease(ctx, lr)
 	if err != nil {
 		return nil, h.s.apiError(err)
 	}
@@ -39,11 +43,11 @@ func (h workerService) enterLongPoll(msg *tenurev1.LeaseRequest) (leave func(), 
 // lease is a Lease call's answer, for Lease and for the lease a
 // CompleteBatch carries: a draining server ends a long poll at once with
 // no task.
-func (h workerService) lease(ctx context.Context, msg *tenurev1.LeaseRequest) (*tenurev1.LeaseResponse, error) {
+func (h workerService) lease(ctx context.Context, req coordinator.LeaseRequest) (*tenurev1.LeaseResponse, error) {
 	pollCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(h.s.drain, cancel)()
-	out, err := h.s.lease(pollCtx, msg)
+	out, err := h.s.lease(pollCtx, req)
 	if err != nil && h.s.drain.Err() != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
 		return &tenurev1.LeaseResponse{}, nil
 	}
@@ -92,8 +96,10 @@ func (h workerService) Complete(ctx context.Context, req *connect.Request[tenure
 // auth.Decide), so that a refused one applies nothing.
 func (h workerService) CompleteBatch(ctx context.Context, req *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error) {
 	next := req.Msg.GetLease()
+	var lr coordinator.LeaseRequest
 	if next != nil {
-		if _, err := h.s.leaseRequest(next); err != nil {
+		var err error
+		if lr, err = h.s.leaseRequest(next); err != nil {
 			return nil, h.s.apiError(err)
 		}
 		leave, err := h.enterLongPoll(next)
@@ -107,7 +113,7 @@ func (h workerService) CompleteBatch(ctx context.Context, req *connect.Request[t
 		return nil, h.s.apiError(err)
 	}
 	if next != nil {
-		got, err := h.lease(ctx, next)
+		got, err := h.lease(ctx, lr)
 		if err != nil {
 			return nil, h.s.apiError(err)
 		}
