@@ -236,37 +236,10 @@ func BenchmarkPurge(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		q := QueueKey{"default", benchQueue}
-		for done := 0; done < purgeTasks; {
-			ready := s.Schedulable(q, now, 64)
-			if len(ready) == 0 {
-				b.Fatal("ran out of tasks to complete")
-			}
-			for _, t := range ready {
-				g := &LeaseGranted{TaskID: t.ID, LeaseID: benchID('l', done), WorkerID: "w", Attempt: 1, GrantedAt: now, LeaseExpiry: now.Add(t.Window)}
-				if err := s.Apply(s.LastLSN()+1, g); err != nil {
-					b.Fatal(err)
-				}
-				if err := s.Apply(s.LastLSN()+1, &TaskCompleted{TaskID: g.TaskID, LeaseID: g.LeaseID, At: now}); err != nil {
-					b.Fatal(err)
-				}
-				done++
-			}
-		}
+		benchComplete(b, s, now, 0, purgeTasks)
 		runtime.GC()
 		b.StartTimer()
-		for after := uint64(0); ; {
-			through, drop, done := s.PurgeSlice(now+1, after, PurgeLimits{Pass: 64 * 2048, Read: 8 * 2048, Drop: 2048})
-			if drop > 0 {
-				if err := s.Apply(s.LastLSN()+1, &TasksPurgedRange{Before: now + 1, At: now + 1, AfterLSN: after, ThroughLSN: through}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if done {
-				break
-			}
-			after = through
-		}
+		benchPurge(b, s, now+1)
 		if s.Len() != purgeTasks {
 			b.Fatalf("%d tasks left, want the %d waiting", s.Len(), purgeTasks)
 		}
@@ -301,4 +274,96 @@ func BenchmarkPurgeBacklog(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*purgeTasks), "ns/task")
+}
+
+// BenchmarkPurgeRolling is the retention purge of a server under steady
+// load behind a backlog: each round creates rollingTasks tasks, completes
+// the oldest rollingTasks of the queue (so rollingBacklog wait behind
+// them) and purges those completed the round before, in slices as the
+// coordinator plans them. The purged tasks are the oldest, so each purge
+// leaves its holes at the front of the creation order. ns/task is the
+// purge's time per task dropped, planning included, that requests wait
+// for.
+func BenchmarkPurgeRolling(b *testing.B) {
+	const rollingTasks, rollingBacklog = 20_000, 400_000
+	s := New()
+	created, completed := 0, 0
+	create := func(n int) {
+		for range n {
+			if err := s.Apply(s.LastLSN()+1, benchCreated(created, memPayload)); err != nil {
+				b.Fatal(err)
+			}
+			created++
+		}
+	}
+	complete := func(n int, now Time) {
+		benchComplete(b, s, now, completed, n)
+		completed += n
+	}
+	// round i creates and completes a round's tasks and purges those the
+	// round before completed, and returns how long the purge took.
+	round := func(i int) time.Duration {
+		now := Time(i+1) * Time(time.Hour)
+		create(rollingTasks)
+		complete(rollingTasks, now)
+		start := time.Now()
+		if n := benchPurge(b, s, now); n != rollingTasks && i > 0 {
+			b.Fatalf("round %d purged %d tasks, want %d", i, n, rollingTasks)
+		}
+		return time.Since(start)
+	}
+	create(rollingBacklog)
+	for i := range 10 { // the order reaches its steady shape
+		round(i)
+	}
+	runtime.GC()
+	b.ResetTimer()
+	var purgeTime time.Duration
+	for i := range b.N {
+		purgeTime += round(10 + i)
+	}
+	b.ReportMetric(float64(purgeTime.Nanoseconds())/float64(b.N*rollingTasks), "ns/task")
+}
+
+// benchComplete leases and completes, at now, the next n tasks of the bench
+// queue in lease order, 64 at a time as the bench's workers lease them,
+// with lease ids numbered from first.
+func benchComplete(b *testing.B, s *State, now Time, first, n int) {
+	q := QueueKey{"default", benchQueue}
+	for done := 0; done < n; {
+		ready := s.Schedulable(q, now, min(64, n-done))
+		if len(ready) == 0 {
+			b.Fatal("ran out of tasks to complete")
+		}
+		for _, t := range ready {
+			g := &LeaseGranted{TaskID: t.ID, LeaseID: benchID('l', first+done), WorkerID: "w", Attempt: 1, GrantedAt: now, LeaseExpiry: now.Add(t.Window)}
+			if err := s.Apply(s.LastLSN()+1, g); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Apply(s.LastLSN()+1, &TaskCompleted{TaskID: g.TaskID, LeaseID: g.LeaseID, At: now}); err != nil {
+				b.Fatal(err)
+			}
+			done++
+		}
+	}
+}
+
+// benchPurge applies the retention period with cut-off before in
+// TasksPurgedRange slices as the coordinator plans them (at most 2,048
+// drops each) and returns how many tasks it dropped.
+func benchPurge(b *testing.B, s *State, before Time) int {
+	dropped := 0
+	for after := uint64(0); ; {
+		through, drop, done := s.PurgeSlice(before, after, PurgeLimits{Pass: 64 * 2048, Read: 8 * 2048, Drop: 2048})
+		if drop > 0 {
+			if err := s.Apply(s.LastLSN()+1, &TasksPurgedRange{Before: before, At: before, AfterLSN: after, ThroughLSN: through}); err != nil {
+				b.Fatal(err)
+			}
+			dropped += drop
+		}
+		if done {
+			return dropped
+		}
+		after = through
+	}
 }

@@ -44,16 +44,15 @@ func TestPurgeDropsOnlyOldTerminalTasks(t *testing.T) {
 	if s.ByRequest("default", "r1").ID != "again" {
 		t.Fatal("request id not reusable after the purge")
 	}
-	// 3 holes in 8 entries: not compacted yet.
-	if s.holes != 3 || len(s.order) != 8 {
-		t.Fatalf("order has %d entries, %d holes; want 8 and 3", len(s.order), s.holes)
+	// The three purged were the oldest: sliced off the order's front.
+	if s.holes != 0 || len(s.order) != 5 {
+		t.Fatalf("order has %d entries, %d holes; want 5 and 0", len(s.order), s.holes)
 	}
 	if err := s.Apply(s.LastLSN()+1, &TasksPurged{Before: 25 * sec, At: 40 * sec}); err != nil {
 		t.Fatal(err)
 	}
-	// 4 holes in 8: still not more than half.
-	if s.holes != 4 || s.Len() != 4 {
-		t.Fatalf("%d holes, %d tasks; want 4 and 4", s.holes, s.Len())
+	if s.holes != 0 || s.Len() != 4 || len(s.order) != 4 {
+		t.Fatalf("%d holes, %d tasks, %d entries; want 0, 4 and 4", s.holes, s.Len(), len(s.order))
 	}
 	s = runOn(t, s, granted("waiting", "l6", 1, 41*sec), &TaskCompleted{TaskID: "waiting", LeaseID: "l6", At: 42 * sec},
 		&TasksPurged{Before: 50 * sec, At: 50 * sec})
@@ -97,6 +96,50 @@ func TestScanSkipsHoles(t *testing.T) {
 	s.Scan(2, func(t *Task) bool { got = append(got, t.ID); return true })
 	if want := []string{"c", "d"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("scan after lsn 2 over a hole: %v, want %v", got, want)
+	}
+}
+
+// TestPurgeTrimsTheOrdersFront checks that a purge of the oldest tasks
+// leaves no holes at the front of the creation order (searchOrder would
+// walk them at every probe that lands there), that a hole further on stays
+// until holes are half the order, and that once the front sliced off is
+// larger than what is left the order is copied into an array of its size.
+func TestPurgeTrimsTheOrdersFront(t *testing.T) {
+	recs := []Record{created("a"), created("b"), created("c"), created("d"), created("e")}
+	recs = append(recs, completedAt("a", "l1", 5*sec)...)
+	recs = append(recs, completedAt("b", "l2", 5*sec)...)
+	recs = append(recs, completedAt("d", "l3", 5*sec)...)
+	s := run(t, recs...)
+	s = runOn(t, s, &TasksPurgedRange{Before: 10 * sec, At: 10 * sec, AfterLSN: 0, ThroughLSN: 5})
+	if len(s.order) != 3 || s.holes != 1 || s.order[0] == 0 {
+		t.Fatalf("after purging a, b and d: order %v with %d holes, want c's entry first and d's hole kept", s.order, s.holes)
+	}
+	var got []string
+	s.Scan(0, func(t *Task) bool { got = append(got, t.ID); return true })
+	if want := []string{"c", "e"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("scan: %v, want %v", got, want)
+	}
+
+	const n = 10_000
+	s = New()
+	for i := range n {
+		s = runOn(t, s, created("t"+strconv.Itoa(i)))
+	}
+	for i := range n - 100 {
+		id := "t" + strconv.Itoa(i)
+		for _, r := range completedAt(id, "l"+id, 5*sec) {
+			if err := s.Apply(s.LastLSN()+1, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s = runOn(t, s, &TasksPurged{Before: 10 * sec, At: 10 * sec})
+	if len(s.order) != 100 || s.holes != 0 || cap(s.order) != 100 {
+		t.Fatalf("after purging all but the newest 100 of %d: order of %d entries (capacity %d) with %d holes, want 100 in an array of 100",
+			n, len(s.order), cap(s.order), s.holes)
+	}
+	if s.Task("t9900") == nil || s.ordered(0).ID != "t9900" {
+		t.Fatal("the oldest task left is not first in the order")
 	}
 }
 

@@ -54,8 +54,6 @@ func (r *TasksDeleted) apply(s *State, _ uint64) string {
 		s.drop(t)
 		s.maybeForget(qi, r.At)
 	}
-	if s.holes > len(s.order)/2 {
-		s.compactOrder()
-	}
+	s.tidyOrder()
 	return ""
 }

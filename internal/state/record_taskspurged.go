@@ -45,9 +45,7 @@ func (s *State) purge(before, at Time, afterLSN, throughLSN uint64) int {
 		s.holes++
 		dropped++
 	})
-	if s.holes > len(s.order)/2 {
-		s.compactOrder()
-	}
+	s.tidyOrder()
 	for _, qi := range s.queues {
 		s.maybeForget(qi, at)
 	}
@@ -127,6 +125,24 @@ func (s *State) drop(t *Task) {
 	s.slab.release(t)
 }
 
+// tidyOrder takes the holes a purge or deletion left in the creation
+// order out of it: those at its front at once, by slicing them off (the
+// oldest tasks go first, so that is where most are, and searchOrder would
+// otherwise walk them at every probe that lands among them), and the rest
+// once they are half the entries. The front sliced off stays in the
+// array until append grows it or compactOrder copies the entries out,
+// which it does once that front is larger than what is left.
+func (s *State) tidyOrder() {
+	n := 0
+	for n < len(s.order) && s.order[n] == 0 {
+		n++
+	}
+	s.order, s.holes, s.trimmed = s.order[n:], s.holes-n, s.trimmed+n
+	if s.holes > len(s.order)/2 || s.trimmed > len(s.order)+4096 {
+		s.compactOrder()
+	}
+}
+
 // compactOrder removes the nil entries of the creation order, into a new
 // array so that the memory of a large old one is released.
 func (s *State) compactOrder() {
@@ -136,5 +152,5 @@ func (s *State) compactOrder() {
 			order = append(order, e)
 		}
 	}
-	s.order, s.holes = order, 0
+	s.order, s.holes, s.trimmed = order, 0, 0
 }

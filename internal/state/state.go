@@ -56,11 +56,13 @@ type State struct {
 	// have one (deadline.go).
 	deadlines deadlineIndex
 	// order lists tasks by creation, for stable paging, as their slab
-	// positions plus one. Entries of dropped tasks are 0 until the next
-	// compaction; holes counts them.
-	order  []uint32
-	holes  int
-	counts [Dead + 1]int
+	// positions plus one. Entries of dropped tasks are 0 until tidyOrder
+	// takes them out; holes counts them, and trimmed counts the entries
+	// sliced off its front since compactOrder last copied it.
+	order   []uint32
+	holes   int
+	trimmed int
+	counts  [Dead + 1]int
 	// schedules holds every schedule by key; watched counts, by task id,
 	// the schedules whose last fire submitted that task (their overlap
 	// policy waits for it).
