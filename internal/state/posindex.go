@@ -130,18 +130,8 @@ func (x *posIndex) grow(tb *posTable) {
 		x.replace(tb, len(tb.slots))
 		return
 	}
-	bit := uint64(1) << (63 - tb.depth)
-	if len(tb.slots) >= maxTableSlots && tb.depth < maxDepth {
-		ones := 0
-		tb.each(func(e uint32) {
-			if x.hash(x.slab.at(e-1))&bit != 0 {
-				ones++
-			}
-		})
-		if ones > 0 && ones < tb.used {
-			x.split(tb, bit)
-			return
-		}
+	if len(tb.slots) >= maxTableSlots && tb.depth < maxDepth && x.split(tb) {
+		return
 	}
 	x.replace(tb, 2*len(tb.slots))
 }
@@ -159,16 +149,13 @@ func (x *posIndex) replace(tb *posTable, slots int) {
 }
 
 // split replaces tb by two tables of its size, one for the hashes whose
-// bit is 0 and one for those where it is 1, doubling the directory first
-// if tb is already told apart by every bit of it.
-func (x *posIndex) split(tb *posTable, bit uint64) {
-	if tb.depth == x.depth {
-		dir := make([]*posTable, 2*len(x.dir))
-		for i, d := range x.dir {
-			dir[2*i], dir[2*i+1] = d, d
-		}
-		x.dir, x.depth = dir, x.depth+1
-	}
+// next bit (after the depth bits tb's tasks share) is 0 and one for those
+// where it is 1, doubling the directory first if tb is already told apart
+// by every bit of it. It sorts the tasks first, reading each task's key
+// once, and changes nothing and returns false if they all fall on one
+// side.
+func (x *posIndex) split(tb *posTable) bool {
+	bit := uint64(1) << (63 - tb.depth)
 	lo, hi := newPosTable(len(tb.slots), tb.depth+1), newPosTable(len(tb.slots), tb.depth+1)
 	tb.each(func(e uint32) {
 		if h := x.hash(x.slab.at(e - 1)); h&bit == 0 {
@@ -177,6 +164,16 @@ func (x *posIndex) split(tb *posTable, bit uint64) {
 			hi.put(h, e)
 		}
 	})
+	if lo.used == 0 || hi.used == 0 {
+		return false
+	}
+	if tb.depth == x.depth {
+		dir := make([]*posTable, 2*len(x.dir))
+		for i, d := range x.dir {
+			dir[2*i], dir[2*i+1] = d, d
+		}
+		x.dir, x.depth = dir, x.depth+1
+	}
 	// The directory entries of tb are a run of 1<<(x.depth-tb.depth); its
 	// first half has the bit 0.
 	run := 1 << (x.depth - tb.depth)
@@ -192,6 +189,7 @@ func (x *posIndex) split(tb *posTable, bit uint64) {
 			}
 		}
 	}
+	return true
 }
 
 // each calls fn with every entry of tb.
