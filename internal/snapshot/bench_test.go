@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -86,6 +87,23 @@ func BenchmarkImage1M(b *testing.B) {
 	for b.Loop() {
 		if img := s.Image(); len(img.Tasks) != *benchTasks {
 			b.Fatal(len(img.Tasks))
+		}
+	}
+}
+
+// BenchmarkEncode1M times Encode of an Image of -decode-tasks tasks, the
+// CPU a snapshot spends outside the state's lock.
+func BenchmarkEncode1M(b *testing.B) {
+	img := soakState(b, *benchTasks).Image()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		sum, err := Encode(io.Discard, img)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if sum.Tasks != *benchTasks {
+			b.Fatalf("encoded %d tasks, want %d", sum.Tasks, *benchTasks)
 		}
 	}
 }

@@ -22,6 +22,13 @@
 //     (2×GOMAXPROCS+2 at most) concurrently, and adds their tasks to the
 //     state in file order, so that it reports the first problem in the file
 //     as a one-chunk-at-a-time reader would.
+//   - The writer appends each task's bytes straight from the state.Task
+//     (append.go), and the reader decodes them straight into one
+//     (chunk.go): a snapshot re-encodes every task the state holds, so
+//     neither builds a proto message per task. The writer's bytes are the
+//     ones proto.Marshal writes for TaskMessage, and the reader falls back
+//     to proto.Unmarshal on anything its fast path does not take; tests
+//     hold both paths to proto's.
 //
 // # On-disk format
 //

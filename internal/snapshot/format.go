@@ -98,44 +98,38 @@ func Encode(w io.Writer, img *state.Image) (Summary, error) {
 		return Summary{}, err
 	}
 	sum := Summary{LastLSN: img.LastLSN, Epoch: img.Epoch}
-	var (
-		chunk   snapshotpb.TaskChunk
-		size    int
-		buf     []byte
-		prevLSN uint64
-	)
-	flush := func() error {
-		if len(chunk.Tasks) == 0 && len(chunk.Queues) == 0 && len(chunk.Schedules) == 0 {
-			return nil
+	var buf []byte
+	// The queues and schedules go first, in a chunk of their own, so that
+	// every chunk of tasks keeps the plain shape the reader's fast path
+	// takes.
+	if len(img.Queues) > 0 || len(img.Schedules) > 0 {
+		var chunk snapshotpb.TaskChunk
+		for _, q := range img.Queues {
+			chunk.Queues = append(chunk.Queues, queueMessage(q))
+		}
+		for _, sc := range img.Schedules {
+			chunk.Schedules = append(chunk.Schedules, scheduleMessage(sc))
 		}
 		var err error
-		buf, err = proto.MarshalOptions{}.MarshalAppend(append(buf[:0], make([]byte, chunkHeadSize)...), &chunk)
-		if err != nil {
-			return fmt.Errorf("snapshot: encode chunk: %w", err)
+		if buf, err = (proto.MarshalOptions{}).MarshalAppend(make([]byte, chunkHeadSize), &chunk); err != nil {
+			return sum, fmt.Errorf("snapshot: encode chunk: %w", err)
 		}
-		n := len(buf) - chunkHeadSize
-		if n > MaxChunkBytes {
-			return fmt.Errorf("snapshot: a chunk of %d tasks and %d queues encodes to %d bytes, over MaxChunkBytes = %d", len(chunk.Tasks), len(chunk.Queues), n, MaxChunkBytes)
+		if err := writeChunk(cw, buf, &sum); err != nil {
+			return sum, err
 		}
-		binary.LittleEndian.PutUint32(buf[0:4], uint32(n))
-		binary.LittleEndian.PutUint32(buf[4:8], crc32.Checksum(buf[chunkHeadSize:], castagnoli))
-		if _, err := cw.Write(buf); err != nil {
-			return err
+	}
+	// Each chunk of tasks is appended to buf by a taskEncoder.
+	var (
+		enc     taskEncoder
+		tasks   int
+		prevLSN uint64
+	)
+	flushTasks := func() error {
+		if tasks == 0 {
+			return nil
 		}
-		sum.Chunks++
-		chunk.Tasks, chunk.Queues, chunk.Schedules, size = chunk.Tasks[:0], nil, nil, 0
-		return nil
-	}
-	// The queues go first, in a chunk of their own, so that every chunk of
-	// tasks keeps the plain shape the reader's fast path takes.
-	for _, q := range img.Queues {
-		chunk.Queues = append(chunk.Queues, queueMessage(q))
-	}
-	for _, sc := range img.Schedules {
-		chunk.Schedules = append(chunk.Schedules, scheduleMessage(sc))
-	}
-	if err := flush(); err != nil {
-		return sum, err
+		tasks = 0
+		return writeChunk(cw, buf, &sum)
 	}
 	for i, t := range img.Tasks {
 		// The writer's side of the pair of checks the reader makes.
@@ -143,17 +137,22 @@ func Encode(w io.Writer, img *state.Image) (Summary, error) {
 			return sum, fmt.Errorf("snapshot: internal error: task %q has creation lsn %d after %d (last lsn %d)", t.ID, t.CreatedLSN, prevLSN, img.LastLSN)
 		}
 		prevLSN = t.CreatedLSN
-		m := TaskMessage(t, img.Deadline(i))
-		chunk.Tasks = append(chunk.Tasks, m)
-		size += proto.Size(m)
+		if tasks == 0 {
+			buf = append(buf[:0], make([]byte, chunkHeadSize)...)
+		}
+		var err error
+		if buf, err = enc.appendTask(buf, t, img.Deadline(i)); err != nil {
+			return sum, fmt.Errorf("snapshot: encode task %q: %w", t.ID, err)
+		}
+		tasks++
 		sum.Tasks++
-		if len(chunk.Tasks) >= chunkMaxTasks || size >= chunkFillBytes {
-			if err := flush(); err != nil {
+		if tasks >= chunkMaxTasks || len(buf)-chunkHeadSize >= chunkFillBytes {
+			if err := flushTasks(); err != nil {
 				return sum, err
 			}
 		}
 	}
-	if err := flush(); err != nil {
+	if err := flushTasks(); err != nil {
 		return sum, err
 	}
 	var tr [trailerSize]byte
@@ -167,6 +166,22 @@ func Encode(w io.Writer, img *state.Image) (Summary, error) {
 	}
 	sum.Bytes = cw.n
 	return sum, nil
+}
+
+// writeChunk fills in the head of buf, a chunk's head and payload, and
+// writes it.
+func writeChunk(cw *crcWriter, buf []byte, sum *Summary) error {
+	n := len(buf) - chunkHeadSize
+	if n > MaxChunkBytes {
+		return fmt.Errorf("snapshot: a chunk encodes to %d bytes, over MaxChunkBytes = %d", n, MaxChunkBytes)
+	}
+	binary.LittleEndian.PutUint32(buf[0:4], uint32(n))
+	binary.LittleEndian.PutUint32(buf[4:8], crc32.Checksum(buf[chunkHeadSize:], castagnoli))
+	if _, err := cw.Write(buf); err != nil {
+		return err
+	}
+	sum.Chunks++
+	return nil
 }
 
 func encodeHeader(b []byte, lastLSN, epoch uint64) {
