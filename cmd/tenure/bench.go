@@ -80,6 +80,7 @@ func (c *benchCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&cfg.Namespace, "namespace", "default", "namespace of the tasks")
 	fs.StringVar(&cfg.Queue, "queue", "", `queue of the tasks (default "bench-<seed>-<time>", unique per run)`)
 	fs.StringVar(&c.fsync, "fsync", "always", "embedded server's WAL fsync policy: always or none")
+	fs.DurationVar(&cfg.CommitInterval, "commit-interval", wal.DefaultCommitInterval, "embedded server's "+commitIntervalHelp)
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "embedded server's data directory, kept afterwards (default: a temporary directory, removed)")
 	fs.IntVar(&cfg.ProbeRounds, "probe-rounds", bench.DefaultProbeRounds, "rounds of each no-load single-operation probe before the run (0: skip)")
 	fs.BoolVar(&c.json, "json", false, "print the summary as one JSON object")
@@ -136,16 +137,23 @@ func (c *benchCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []st
 			}
 		}
 		cfg.Addr = strings.Join(urls, ",")
-		if fs.Changed("fsync") {
-			return usageError{"--fsync is for the embedded server; a running server keeps its own policy"}
+		for _, name := range []string{"fsync", "commit-interval"} {
+			if fs.Changed(name) {
+				return usageError{fmt.Sprintf("--%s is for the embedded server; a running server keeps its own", name)}
+			}
 		}
 	}
 	cfg.Token = cmp.Or(cfg.Token, os.Getenv("TENURE_TOKEN"))
 	if cfg.ClientTLS, err = c.tls.config(); err != nil {
 		return err
 	}
-	if cfg.Cluster > 0 && fs.Changed("fsync") {
-		return usageError{"--fsync is for the embedded server; cluster nodes log to the database, durable when it commits"}
+	for _, name := range []string{"fsync", "commit-interval"} {
+		if cfg.Cluster > 0 && fs.Changed(name) {
+			return usageError{fmt.Sprintf("--%s is for the embedded server; cluster nodes log to the database, durable when it commits", name)}
+		}
+	}
+	if err := checkCommitInterval(cfg.CommitInterval); err != nil {
+		return err
 	}
 	if cfg.Queue == "" {
 		cfg.Queue = fmt.Sprintf("bench-%d-%s", cfg.Seed, a.clock.Now().UTC().Format("20060102T150405.000000"))

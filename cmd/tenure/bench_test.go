@@ -71,6 +71,9 @@ func TestBenchJSON(t *testing.T) {
 			if err := dec.Decode(&res); err != nil {
 				t.Fatalf("decoding the summary: %v", err)
 			}
+			if ci := res.Config.CommitIntervalMs; ci == nil || *ci != 1 {
+				t.Errorf("config says commit interval %v ms for the embedded server; want the default, 1", ci)
+			}
 			if res.Config.TLS != slices.Contains(tc.extra, "--tls") {
 				t.Errorf("config says TLS %v, with flags %q", res.Config.TLS, tc.extra)
 			}
@@ -160,6 +163,10 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--protocol", "http3"}, `--protocol "http3"`},
 		{[]string{"--fsync", "sometimes"}, "sometimes"},
 		{[]string{"--addr", "127.0.0.1:1", "--fsync", "none"}, "--fsync is for the embedded server"},
+		{[]string{"--addr", "127.0.0.1:1", "--commit-interval", "2ms"}, "--commit-interval is for the embedded server"},
+		{[]string{"--cluster", "3", "--mysql", "root@tcp(127.0.0.1:1)/x", "--commit-interval", "2ms"}, "--commit-interval is for the embedded server; cluster nodes log to the database"},
+		{[]string{"--commit-interval", "101ms"}, "--commit-interval 101ms is outside 0..100ms"},
+		{[]string{"--commit-interval", "-1ms"}, "--commit-interval -1ms is outside 0..100ms"},
 		{[]string{"--addr", "127.0.0.1:1", "--data-dir", "/tmp/x"}, "--data-dir is for the embedded server"},
 		{[]string{"--addr", "127.0.0.1:1", "--tls"}, "--tls is for the embedded server"},
 		{[]string{"--ca-file", caFile}, "--ca-file, --cert-file and --key-file are for an https:// --addr"},

@@ -316,3 +316,24 @@ func TestCLIExecWorkerEnvAndExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestServerCommitIntervalRefused: --commit-interval out of range, or with
+// --mysql (the database's commit is the cluster's), is a usage error
+// naming the flag.
+func TestServerCommitIntervalRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--data-dir", t.TempDir(), "--commit-interval", "-1ms"}, "--commit-interval -1ms is outside 0..100ms"},
+		{[]string{"--data-dir", t.TempDir(), "--commit-interval", "1s"}, "--commit-interval 1s is outside 0..100ms"},
+		{[]string{"--mysql", "root@tcp(127.0.0.1:1)/x", "--commit-interval", "2ms"}, "--commit-interval is for the embedded mode"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(t.Context(), append([]string{"server", "--listen", "127.0.0.1:0"}, tc.args...), &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("server %v: exit %d (want 2), stderr %q (want %q)", tc.args, code, errb.String(), tc.want)
+		}
+	}
+}

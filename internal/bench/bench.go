@@ -116,7 +116,7 @@ func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, err
 		cleanup()
 		return nil, err
 	}
-	nodeCfg := node.Config{DataDir: dir, Sync: cfg.Fsync, Snapshots: cfg.Snapshots, Logger: lg}
+	nodeCfg := node.Config{DataDir: dir, Sync: cfg.Fsync, CommitInterval: cfg.CommitInterval, Snapshots: cfg.Snapshots, Logger: lg}
 	mx.ConfigureNode(&nodeCfg)
 	n, err := node.Open(ctx, nodeCfg)
 	if err != nil {
@@ -355,6 +355,9 @@ func runConfig(cfg Config, tg *target) RunConfig {
 	}
 	if tg.node == nil {
 		rc.Target, rc.Fsync = tg.label, cmp.Or(tg.fsync, "unknown")
+	} else {
+		ms := float64(cfg.CommitInterval) / float64(time.Millisecond)
+		rc.CommitIntervalMs = &ms
 	}
 	if cfg.Addr == "" {
 		retention := seconds(cmp.Or(cfg.Snapshots.Retention, coordinator.DefaultRetention))

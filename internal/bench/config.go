@@ -178,6 +178,9 @@ type Config struct {
 	Queue string
 	// Fsync is the embedded node's WAL policy (default always).
 	Fsync wal.SyncPolicy
+	// CommitInterval is the embedded node's least time between two WAL
+	// fsyncs (wal.Options.CommitInterval; 0: none).
+	CommitInterval time.Duration
 	// DataDir is the embedded node's data directory. Empty: a temporary
 	// directory, removed afterwards. A given directory is kept.
 	DataDir string

@@ -56,22 +56,25 @@ type Result struct {
 
 // RunConfig is the configuration a Result was measured with.
 type RunConfig struct {
-	Target       string `json:"target"` // "embedded" or the server's address
-	Mode         Mode   `json:"mode"`
-	Runtime      bool   `json:"worker_runtime"`
-	Protocol     string `json:"protocol"`
-	Fsync        string `json:"fsync"` // "unknown" for a remote server
-	TLS          bool   `json:"tls"`   // the clients call over TLS
-	Seed         uint64 `json:"seed"`
-	Namespace    string `json:"namespace"`
-	Queue        string `json:"queue"`
-	Tasks        int    `json:"tasks"`
-	PayloadBytes int    `json:"payload_bytes"`
-	Submitters   int    `json:"submitters"`
-	Batch        int    `json:"batch"`
-	Workers      int    `json:"workers"`
-	Concurrency  int    `json:"concurrency"`
-	LeaseBatch   int    `json:"lease_batch"` // 0: chosen by the worker runtime
+	Target   string `json:"target"` // "embedded" or the server's address
+	Mode     Mode   `json:"mode"`
+	Runtime  bool   `json:"worker_runtime"`
+	Protocol string `json:"protocol"`
+	Fsync    string `json:"fsync"` // "unknown" for a remote server
+	// CommitIntervalMs is the embedded node's least time between two WAL
+	// fsyncs, in milliseconds; null against --addr or a cluster.
+	CommitIntervalMs *float64 `json:"commit_interval_ms"`
+	TLS              bool     `json:"tls"` // the clients call over TLS
+	Seed             uint64   `json:"seed"`
+	Namespace        string   `json:"namespace"`
+	Queue            string   `json:"queue"`
+	Tasks            int      `json:"tasks"`
+	PayloadBytes     int      `json:"payload_bytes"`
+	Submitters       int      `json:"submitters"`
+	Batch            int      `json:"batch"`
+	Workers          int      `json:"workers"`
+	Concurrency      int      `json:"concurrency"`
+	LeaseBatch       int      `json:"lease_batch"` // 0: chosen by the worker runtime
 	// CompleteBatch is the most completions per CompleteBatch call (1:
 	// one Complete call per task).
 	CompleteBatch int `json:"complete_batch"`
@@ -255,12 +258,16 @@ func (r *Result) WriteText(w io.Writer) error {
 	if c.TLS {
 		tlsOn = " over TLS"
 	}
+	fsync := c.Fsync
+	if c.CommitIntervalMs != nil && c.Fsync == "always" {
+		fsync += fmt.Sprintf(", commit interval %gms", *c.CommitIntervalMs)
+	}
 	if ol := r.OpenLoop; ol != nil {
 		fmt.Fprintf(&b, "tenure bench: open loop, %g tasks/s for %gs (%d tasks of %d B), target %s (fsync %s, protocol %s%s)\n",
-			ol.RatePerSec, ol.DurationSeconds, c.Tasks, c.PayloadBytes, c.Target, c.Fsync, c.Protocol, tlsOn)
+			ol.RatePerSec, ol.DurationSeconds, c.Tasks, c.PayloadBytes, c.Target, fsync, c.Protocol, tlsOn)
 	} else {
 		fmt.Fprintf(&b, "tenure bench: %d tasks of %d B, %s mode, target %s (fsync %s, protocol %s%s)\n",
-			c.Tasks, c.PayloadBytes, c.Mode, c.Target, c.Fsync, c.Protocol, tlsOn)
+			c.Tasks, c.PayloadBytes, c.Mode, c.Target, fsync, c.Protocol, tlsOn)
 	}
 	lb := fmt.Sprintf("lease batch %d", c.LeaseBatch)
 	if c.Runtime {

@@ -48,7 +48,10 @@ type Config struct {
 	Sync wal.SyncPolicy
 	// SegmentBytes is the WAL segment size (0: the WAL's default).
 	SegmentBytes int64
-	Coordinator  coordinator.Config
+	// CommitInterval is the WAL's least time between two group-commit
+	// rounds (wal.Options.CommitInterval; 0: none).
+	CommitInterval time.Duration
+	Coordinator    coordinator.Config
 	// Snapshots is the snapshot schedule, retention and number of
 	// snapshots kept (zero fields: the defaults of package host).
 	Snapshots host.Schedule
@@ -219,13 +222,14 @@ func (n *Node) openStorage(context.Context) (host.Storage, error) {
 		n.cfg.Logger.Warn("removed leftovers of interrupted snapshot writes", "files", removed)
 	}
 	l, err := wal.Open(wal.Options{
-		Dir:          filepath.Join(n.cfg.DataDir, WALDir),
-		Sync:         n.cfg.Sync,
-		SegmentBytes: n.cfg.SegmentBytes,
-		Logger:       n.cfg.Logger,
-		FS:           n.cfg.FS,
-		Observer:     n.cfg.WALObserver,
-		Clock:        n.cfg.Clock,
+		Dir:            filepath.Join(n.cfg.DataDir, WALDir),
+		Sync:           n.cfg.Sync,
+		SegmentBytes:   n.cfg.SegmentBytes,
+		CommitInterval: n.cfg.CommitInterval,
+		Logger:         n.cfg.Logger,
+		FS:             n.cfg.FS,
+		Observer:       n.cfg.WALObserver,
+		Clock:          n.cfg.Clock,
 	})
 	if err != nil {
 		return host.Storage{}, fmt.Errorf("opening the WAL: %w", err)

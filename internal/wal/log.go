@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/fsys"
 )
 
@@ -60,6 +61,11 @@ type Log struct {
 	segSize int64
 	dirty   bool // written since the last fsync
 
+	// closingCtx is cancelled by Close (stopWaiting): a round waiting out
+	// the CommitInterval starts at once.
+	closingCtx  context.Context
+	stopWaiting context.CancelFunc
+
 	done      chan struct{} // closed when the writer exits
 	closeOnce sync.Once
 	closeErr  error
@@ -93,6 +99,7 @@ func Open(opts Options) (*Log, error) {
 		segSize:      rec.size,
 		done:         make(chan struct{}),
 	}
+	l.closingCtx, l.stopWaiting = context.WithCancel(context.Background())
 	l.workCond.L = &l.mu
 	l.spaceCond.L = &l.mu
 	l.lastLSN.Store(rec.lastLSN)
@@ -283,6 +290,7 @@ func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
 		l.mu.Lock()
 		l.closing = true
+		l.stopWaiting()
 		l.workCond.Signal()
 		l.spaceCond.Broadcast()
 		l.mu.Unlock()
@@ -309,15 +317,24 @@ func (l *Log) Close() error {
 // fatal error). Each round it takes everything appended since the last one,
 // writes it (once per segment and per MaxBatchBytes), fsyncs under
 // SyncAlways, then advances DurableLSN. While it writes, new appends pile up
-// for the next round, so batches grow with the load and no timer is needed.
+// for the next round, so batches grow with the load. With a CommitInterval
+// a round that would start sooner than that after the last one waits out
+// the rest first.
 func (l *Log) run() {
 	defer close(l.done)
 	var spare []byte
+	var lastRound time.Time // when the last round started; zero before the first
 	for {
 		l.mu.Lock()
 		for len(l.pending) == 0 && !l.closing {
 			l.workCond.Wait()
 		}
+		if d := l.roundWait(lastRound); d > 0 && !l.closing {
+			l.mu.Unlock()
+			_ = clock.Sleep(l.closingCtx, l.opts.Clock, d) // Close cuts it short
+			l.mu.Lock()
+		}
+		lastRound = l.opts.Clock.Now()
 		if len(l.pending) == 0 {
 			// Closing and drained: make SyncNone writes durable too.
 			l.mu.Unlock()
@@ -344,6 +361,16 @@ func (l *Log) run() {
 			spare = nil // let a buffer grown by one huge append go
 		}
 	}
+}
+
+// roundWait is how long a round must wait before it starts, if the last one
+// started at last (zero: none yet): what is left of CommitInterval, under
+// SyncAlways only.
+func (l *Log) roundWait(last time.Time) time.Duration {
+	if l.opts.CommitInterval == 0 || l.opts.Sync != SyncAlways || last.IsZero() {
+		return 0
+	}
+	return l.opts.CommitInterval - l.opts.Clock.Now().Sub(last)
 }
 
 // stopLocked records that the writer has exited, with err if it failed, and

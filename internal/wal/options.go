@@ -50,6 +50,11 @@ const (
 	DefaultSegmentBytes   = 64 << 20
 	DefaultMaxRecordBytes = 8 << 20
 	DefaultMaxBatchBytes  = 4 << 20
+	// DefaultCommitInterval is the CommitInterval `tenure server` and
+	// `tenure bench` use unless told otherwise (Options' zero is none).
+	DefaultCommitInterval = time.Millisecond
+	// MaxCommitInterval is the largest CommitInterval.
+	MaxCommitInterval = 100 * time.Millisecond
 
 	minSegmentBytes   = 256
 	maxSegmentBytes   = 1 << 30
@@ -83,6 +88,15 @@ type Options struct {
 	// MaxBatchBytes caps the bytes of one group-commit write, default 4 MiB,
 	// at most 256 MiB. A write exceeds it only to carry a single larger frame.
 	MaxBatchBytes int
+	// CommitInterval is the least time between the starts of two
+	// group-commit rounds under SyncAlways; 0 (the default) is none. A
+	// round that would start sooner after the last one waits out the rest
+	// first, so that what is appended meanwhile shares its write and fsync:
+	// under load there are fewer fsyncs (each costs CPU whatever it
+	// writes: see the package doc), for at most CommitInterval more
+	// latency; a log idle for longer than it waits for nothing. Between 0
+	// and 100 ms.
+	CommitInterval time.Duration
 	// Logger receives recovery reports (torn tails truncated, leftovers
 	// removed); nil discards them.
 	Logger *slog.Logger
@@ -146,6 +160,10 @@ func (o Options) validate() error {
 	if o.MaxBatchBytes < 1 || o.MaxBatchBytes > maxMaxBatchBytes {
 		return fmt.Errorf("wal: Options.MaxBatchBytes is %d: must be between 1 and %d (0 means %d)",
 			o.MaxBatchBytes, maxMaxBatchBytes, DefaultMaxBatchBytes)
+	}
+	if o.CommitInterval < 0 || o.CommitInterval > MaxCommitInterval {
+		return fmt.Errorf("wal: Options.CommitInterval is %v: must be between 0 and %v (0 means none)",
+			o.CommitInterval, MaxCommitInterval)
 	}
 	return nil
 }
