@@ -305,8 +305,8 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 
 // commitIntervalHelp is the help of --commit-interval, of tenure server and
 // of tenure bench's embedded server.
-const commitIntervalHelp = "least time between two WAL fsyncs under --fsync always: requests that arrive meanwhile share the next one " +
-	"(fewer fsyncs, less CPU, under load); adds at most this to a request's latency, nothing to a server idle that long; 0 for none, at most 100ms"
+const commitIntervalHelp = "least time between two WAL fsyncs under --fsync always, when the last one carried more than one request: requests that arrive meanwhile share the next one " +
+	"(fewer fsyncs, less CPU, under load); adds at most this to a request's latency, nothing to a server idle that long or called one request at a time; 0 for none, at most 100ms"
 
 // checkCommitInterval checks --commit-interval.
 func checkCommitInterval(d time.Duration) error {

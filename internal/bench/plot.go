@@ -87,7 +87,7 @@ func (o *OpenLoopResult) WritePlot(w io.Writer, title string) error {
 // and target; its retention; its tasks and where it stopped if it did.
 func (r *Result) PlotTitle() string {
 	c, o := r.Config, r.OpenLoop
-	title := fmt.Sprintf("tenure bench: %g tasks/s for %gs, %s, fsync %s\n", o.RatePerSec, o.DurationSeconds, c.Target, c.Fsync)
+	title := fmt.Sprintf("tenure bench: %g tasks/s for %gs, %s, fsync %s\n", o.RatePerSec, o.DurationSeconds, c.Target, c.fsyncLabel())
 	if c.RetentionSeconds != nil {
 		title += fmt.Sprintf("retention %gs, a snapshot every %gs or %d records\n", *c.RetentionSeconds, *c.SnapshotEverySeconds, *c.SnapshotEveryRecords)
 	}

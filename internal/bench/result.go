@@ -90,6 +90,15 @@ type RunConfig struct {
 	SnapshotEveryRecords *uint64  `json:"snapshot_every_records"`
 }
 
+// fsyncLabel is the fsync policy, with the commit interval under always:
+// "always, commit interval 1ms".
+func (c RunConfig) fsyncLabel() string {
+	if c.CommitIntervalMs != nil && c.Fsync == "always" {
+		return fmt.Sprintf("%s, commit interval %gms", c.Fsync, *c.CommitIntervalMs)
+	}
+	return c.Fsync
+}
+
 // Probe holds the single-operation latencies measured with no other load,
 // before the main run.
 type Probe struct {
@@ -258,10 +267,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	if c.TLS {
 		tlsOn = " over TLS"
 	}
-	fsync := c.Fsync
-	if c.CommitIntervalMs != nil && c.Fsync == "always" {
-		fsync += fmt.Sprintf(", commit interval %gms", *c.CommitIntervalMs)
-	}
+	fsync := c.fsyncLabel()
 	if ol := r.OpenLoop; ol != nil {
 		fmt.Fprintf(&b, "tenure bench: open loop, %g tasks/s for %gs (%d tasks of %d B), target %s (fsync %s, protocol %s%s)\n",
 			ol.RatePerSec, ol.DurationSeconds, c.Tasks, c.PayloadBytes, c.Target, fsync, c.Protocol, tlsOn)

@@ -16,13 +16,16 @@
 // boundary or at MaxBatchBytes) and fsyncs once, then advances DurableLSN and
 // wakes the waiters. While it writes, new appends collect for the next round.
 // With Options.CommitInterval under SyncAlways, a round that would start
-// sooner than that after the last round started waits out the rest first:
-// an fsync costs the machine CPU whatever it writes (about 120-190 µs on
-// the machine of BENCHMARKS.md), and when fsyncs are faster than the work
-// between them, rounds of one or two requests each spend that CPU again and
-// again. Waiting lets more requests share each fsync; it adds at most the
-// interval to a request's latency, and nothing when the log has been idle
-// that long.
+// sooner than that after the last round started waits out the rest first,
+// if the last round carried more than one Append call: an fsync costs the
+// machine CPU whatever it writes (on the machine of BENCHMARKS.md, about
+// 100 µs), and when fsyncs are faster than the work between them, rounds
+// of one or two requests each spend that CPU again and again. Waiting lets
+// more requests share each fsync; it adds at most the interval to a
+// request's latency, and nothing when the log has been idle that long. A
+// round of one call says nobody else is appending: a caller that waits for
+// each record before it appends the next would otherwise wait out the
+// interval every time, with nobody to share the fsync with.
 //
 // A failed write or fsync is fatal and sticky: the log never retries an
 // fsync (the kernel may have dropped the dirty pages and cleared the error),

@@ -4,10 +4,12 @@ import (
 	"context"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/fsys"
 )
 
 // durableWithoutTimer appends one record and waits until it is durable,
@@ -31,42 +33,91 @@ func durableWithoutTimer(t *testing.T, l *Log, clk *clock.Fake) uint64 {
 	return lsn
 }
 
+// heldLog opens a log whose next data fsync, after twoCallRound arms it,
+// is held until two more Append calls are made: they go out in one round,
+// a round of more than one call, the sign of concurrent callers.
+type heldLog struct {
+	*Log
+	armed            atomic.Bool
+	entered, release chan struct{}
+}
+
+func openHeldLog(t *testing.T, opts Options) *heldLog {
+	t.Helper()
+	h := &heldLog{}
+	opts.FS = &faultFS{FS: fsys.OS, beforeSync: func(name string) error {
+		if isSegment(name) && h.armed.CompareAndSwap(true, false) {
+			h.entered <- struct{}{}
+			<-h.release
+		}
+		return nil
+	}}
+	h.Log = openLog(t, opts)
+	return h
+}
+
+// twoCallRound makes a round of two Append calls and waits until it is
+// durable.
+func (h *heldLog) twoCallRound(t *testing.T) {
+	t.Helper()
+	h.entered, h.release = make(chan struct{}), make(chan struct{})
+	h.armed.Store(true)
+	if _, err := h.Append([]Entry{{Type: 1, Payload: []byte("a")}}); err != nil {
+		t.Fatal(err)
+	}
+	<-h.entered
+	var last uint64
+	for range 2 {
+		lsn, err := h.Append([]Entry{{Type: 1, Payload: []byte("b")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = lsn
+	}
+	close(h.release)
+	if err := h.Wait(context.Background(), last); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCommitIntervalSharesAnFsyncAndSkipsTheWaitWhenIdle(t *testing.T) {
 	t.Parallel()
 	const interval = 10 * time.Millisecond
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	l := openLog(t, Options{Dir: t.TempDir(), Clock: clk, CommitInterval: interval})
+	l := openHeldLog(t, Options{Dir: t.TempDir(), Clock: clk, CommitInterval: interval})
 	ctx := context.Background()
-
-	// The first round has none before it: it waits for nothing.
-	durableWithoutTimer(t, l, clk)
-
-	// The next round would start within the interval (the clock has not
-	// moved): it waits out the interval, and what is appended meanwhile
-	// shares its write and fsync.
-	before := l.Stats()
-	var last uint64
-	for i := range 3 {
-		lsn, err := l.Append([]Entry{{Type: 1, Payload: []byte{byte(i)}}})
+	appendOne := func() uint64 {
+		t.Helper()
+		lsn, err := l.Append([]Entry{{Type: 1, Payload: []byte("x")}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The writer waits on a timer of the clock, and the record is not
-		// written before the clock moves.
-		for i == 0 && clk.Timers() == 0 {
-			if l.DurableLSN() >= lsn {
-				t.Fatalf("lsn %d durable within the interval after the last round", lsn)
-			}
-			runtime.Gosched()
+		return lsn
+	}
+
+	// One caller, one record at a time: each round carries one call, and
+	// the next waits for nothing although the clock has not moved.
+	for range 3 {
+		durableWithoutTimer(t, l.Log, clk)
+	}
+
+	l.twoCallRound(t)
+	// The next round would start within the interval after a round of two
+	// calls: it waits out the interval, and what is appended meanwhile
+	// shares its write and fsync.
+	before := l.Stats()
+	first := appendOne()
+	for clk.Timers() == 0 {
+		if l.DurableLSN() >= first {
+			t.Fatalf("lsn %d durable within the interval after a round of two calls", first)
 		}
-		last = lsn
+		runtime.Gosched()
 	}
-	if d := l.DurableLSN(); d >= last-2 {
-		t.Fatalf("DurableLSN %d before the interval passed; want below %d", d, last-2)
-	}
+	appendOne()
+	last := appendOne()
 	clk.Advance(interval - time.Millisecond)
-	if d := l.DurableLSN(); d >= last-2 {
-		t.Fatalf("DurableLSN %d with 1ms of the interval left; want below %d", d, last-2)
+	if d := l.DurableLSN(); d >= first {
+		t.Fatalf("DurableLSN %d with 1ms of the interval left; want below %d", d, first)
 	}
 	clk.Advance(time.Millisecond)
 	if err := l.Wait(ctx, last); err != nil {
@@ -80,9 +131,10 @@ func TestCommitIntervalSharesAnFsyncAndSkipsTheWaitWhenIdle(t *testing.T) {
 		t.Errorf("%d records written; want 3", got)
 	}
 
-	// A log idle for the interval starts its next round at once.
+	// A log idle for the interval starts its next round at once, although
+	// the last round carried three calls.
 	clk.Advance(interval)
-	durableWithoutTimer(t, l, clk)
+	durableWithoutTimer(t, l.Log, clk)
 }
 
 func TestCommitIntervalDoesNotWaitUnderSyncNone(t *testing.T) {
@@ -108,11 +160,8 @@ func TestCloseCutsTheCommitIntervalShort(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	dir := t.TempDir()
-	l, err := Open(Options{Dir: dir, Clock: clk, CommitInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	durableWithoutTimer(t, l, clk)
+	l := openHeldLog(t, Options{Dir: dir, Clock: clk, CommitInterval: 50 * time.Millisecond})
+	l.twoCallRound(t)
 	lsn, err := l.Append([]Entry{{Type: 1, Payload: []byte("y")}})
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,7 @@ type Log struct {
 	spaceCond    sync.Cond
 	pending      []byte // encoded frames the writer has not taken yet
 	pendingFirst uint64 // LSN of the first frame in pending
+	pendingCalls int    // Append calls whose frames are in pending
 	closing      bool   // Close was called; Append refuses
 	stopped      bool   // the writer has exited; nothing more becomes durable
 	err          error  // sticky fatal error
@@ -171,6 +172,7 @@ func (l *Log) Append(entries []Entry) (lastLSN uint64, err error) {
 		l.pending = appendFrame(l.pending, e.Type, lsn, e.Payload)
 	}
 	l.lastLSN.Store(lsn)
+	l.pendingCalls++
 	l.workCond.Signal()
 	l.mu.Unlock()
 	return lsn, nil
@@ -318,23 +320,25 @@ func (l *Log) Close() error {
 // writes it (once per segment and per MaxBatchBytes), fsyncs under
 // SyncAlways, then advances DurableLSN. While it writes, new appends pile up
 // for the next round, so batches grow with the load. With a CommitInterval
-// a round that would start sooner than that after the last one waits out
-// the rest first.
+// a round that would start sooner than that after the last one, which
+// carried more than one Append call (a sign of concurrent callers), waits
+// out the rest first.
 func (l *Log) run() {
 	defer close(l.done)
 	var spare []byte
-	var lastRound time.Time // when the last round started; zero before the first
+	var last round // the last round; zero before the first
 	for {
 		l.mu.Lock()
 		for len(l.pending) == 0 && !l.closing {
 			l.workCond.Wait()
 		}
-		if d := l.roundWait(lastRound); d > 0 && !l.closing {
+		if d := l.roundWait(last); d > 0 && !l.closing {
 			l.mu.Unlock()
 			_ = clock.Sleep(l.closingCtx, l.opts.Clock, d) // Close cuts it short
 			l.mu.Lock()
 		}
-		lastRound = l.opts.Clock.Now()
+		last = round{start: l.opts.Clock.Now(), calls: l.pendingCalls}
+		l.pendingCalls = 0
 		if len(l.pending) == 0 {
 			// Closing and drained: make SyncNone writes durable too.
 			l.mu.Unlock()
@@ -363,14 +367,22 @@ func (l *Log) run() {
 	}
 }
 
-// roundWait is how long a round must wait before it starts, if the last one
-// started at last (zero: none yet): what is left of CommitInterval, under
-// SyncAlways only.
-func (l *Log) roundWait(last time.Time) time.Duration {
-	if l.opts.CommitInterval == 0 || l.opts.Sync != SyncAlways || last.IsZero() {
+// round is what the writer remembers of its last round.
+type round struct {
+	start time.Time // when it started
+	calls int       // the Append calls it carried
+}
+
+// roundWait is how long a round must wait before it starts, after last:
+// what is left of CommitInterval, under SyncAlways, when last carried more
+// than one Append call. A caller that waits for each append before the
+// next (one client, one request at a time) finds the last round its own,
+// and never waits: there is nobody to share an fsync with.
+func (l *Log) roundWait(last round) time.Duration {
+	if l.opts.CommitInterval == 0 || l.opts.Sync != SyncAlways || last.calls < 2 {
 		return 0
 	}
-	return l.opts.CommitInterval - l.opts.Clock.Now().Sub(last)
+	return l.opts.CommitInterval - l.opts.Clock.Now().Sub(last.start)
 }
 
 // stopLocked records that the writer has exited, with err if it failed, and

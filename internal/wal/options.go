@@ -89,13 +89,14 @@ type Options struct {
 	// at most 256 MiB. A write exceeds it only to carry a single larger frame.
 	MaxBatchBytes int
 	// CommitInterval is the least time between the starts of two
-	// group-commit rounds under SyncAlways; 0 (the default) is none. A
-	// round that would start sooner after the last one waits out the rest
-	// first, so that what is appended meanwhile shares its write and fsync:
-	// under load there are fewer fsyncs (each costs CPU whatever it
-	// writes: see the package doc), for at most CommitInterval more
-	// latency; a log idle for longer than it waits for nothing. Between 0
-	// and 100 ms.
+	// group-commit rounds under SyncAlways, when the last round carried
+	// more than one Append call; 0 (the default) is none. A round that
+	// would start sooner after such a round waits out the rest first, so
+	// that what is appended meanwhile shares its write and fsync: under
+	// load there are fewer fsyncs (each costs CPU whatever it writes: see
+	// the package doc), for at most CommitInterval more latency. A log idle
+	// that long, or used by one caller at a time, waits for nothing.
+	// Between 0 and 100 ms.
 	CommitInterval time.Duration
 	// Logger receives recovery reports (torn tails truncated, leftovers
 	// removed); nil discards them.
