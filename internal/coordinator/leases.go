@@ -180,7 +180,9 @@ func (c *Coordinator) LeaseAppend(ctx context.Context, req LeaseRequest, out []L
 		if len(ready) > 0 {
 			continue
 		}
-		if !nowT.Before(pollEnd) {
+		// Without a Wait there is no poll, whatever the clock did since
+		// pollEnd was read (a clock that went back would put it ahead).
+		if req.Wait == 0 || !nowT.Before(pollEnd) {
 			return out, nil
 		}
 		timer := c.cfg.Clock.NewTimer(remaining)
