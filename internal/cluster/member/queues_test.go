@@ -68,6 +68,15 @@ func TestQueueStatsAndPauseAcrossPartitions(t *testing.T) {
 		}
 		return true
 	})
+	// The database says the partitions moved; each node learns it at its
+	// next refresh, and until then may still forward to n1 and answer
+	// unavailable (retry), as a client would.
+	for _, n := range nodes[1:] {
+		eventually(t, "routing through "+n.id+" past n1", func() bool {
+			_, err := qc(n).GetQueue(ctx, connect.NewRequest(&tenurev1.GetQueueRequest{Queue: "q"}))
+			return connect.CodeOf(err) != connect.CodeUnavailable
+		})
+	}
 	paused(nodes[1])
 	paused(nodes[2])
 	if _, err := qc(nodes[1]).ResumeQueue(ctx, connect.NewRequest(&tenurev1.ResumeQueueRequest{Queue: "q"})); err != nil {
