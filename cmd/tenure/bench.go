@@ -91,6 +91,10 @@ func (c *benchCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&c.memProfile, "memprofile", "", "write a pprof heap profile to this file, taken when every task is submitted and waiting (sequential mode)")
 }
 
+// embeddedOnly are the flags of the embedded server's WAL, refused with
+// --addr and --cluster.
+var embeddedOnly = []string{"fsync", "commit-interval"}
+
 func (*benchCmd) choices() map[string][]string {
 	return map[string][]string{
 		"mode":     {string(bench.Sequential), string(bench.Concurrent)},
@@ -137,7 +141,7 @@ func (c *benchCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []st
 			}
 		}
 		cfg.Addr = strings.Join(urls, ",")
-		for _, name := range []string{"fsync", "commit-interval"} {
+		for _, name := range embeddedOnly {
 			if fs.Changed(name) {
 				return usageError{fmt.Sprintf("--%s is for the embedded server; a running server keeps its own", name)}
 			}
@@ -147,7 +151,7 @@ func (c *benchCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []st
 	if cfg.ClientTLS, err = c.tls.config(); err != nil {
 		return err
 	}
-	for _, name := range []string{"fsync", "commit-interval"} {
+	for _, name := range embeddedOnly {
 		if cfg.Cluster > 0 && fs.Changed(name) {
 			return usageError{fmt.Sprintf("--%s is for the embedded server; cluster nodes log to the database, durable when it commits", name)}
 		}

@@ -337,7 +337,9 @@ func (l *Log) run() {
 			_ = clock.Sleep(l.closingCtx, l.opts.Clock, d) // Close cuts it short
 			l.mu.Lock()
 		}
-		last = round{start: l.opts.Clock.Now(), calls: l.pendingCalls}
+		if l.opts.CommitInterval > 0 {
+			last = round{start: l.opts.Clock.Now(), calls: l.pendingCalls}
+		}
 		l.pendingCalls = 0
 		if len(l.pending) == 0 {
 			// Closing and drained: make SyncNone writes durable too.
