@@ -553,11 +553,12 @@ func (c *Client) CompleteBatch(ctx context.Context, items []CompleteItem) (errs 
 }
 
 // CompleteAndLease is CompleteBatch followed by Lease(next), in one call:
-// once the items are durable, the server leases as Lease would (with
-// next.Wait, it long-polls) and answers both. A worker that completes a
-// batch and then wants the next one saves a round trip; on a server that
-// serves many small calls, most of the cost of a call is the call itself
-// (BENCHMARKS.md, "Issue 15: where it stands", 28 November).
+// once the items are applied, the server leases as Lease would (with
+// next.Wait, it long-polls) and answers both when both are durable. A
+// worker that completes a batch and then wants the next one saves a round
+// trip; on a server that serves many small calls, most of the cost of a
+// call is the call itself (BENCHMARKS.md, "Issue 15: where it stands", 28
+// November).
 //
 // next is checked before any item is applied: an invalid one, or one the
 // caller's token may not lease from, fails the call with nothing done.

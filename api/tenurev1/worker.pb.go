@@ -787,8 +787,9 @@ type CompleteBatchRequest struct {
 	// reads whichever it got (results has one entry per item, failed is
 	// empty; or results is empty).
 	FailedOnly bool `protobuf:"varint,2,opt,name=failed_only,json=failedOnly,proto3" json:"failed_only,omitempty"`
-	// Lease tasks once the items are durable, as Lease with this request
-	// would (see CompleteBatch); unset: no lease.
+	// Lease tasks once the items are applied, as Lease with this request
+	// would, and answer when both are durable (see CompleteBatch); unset: no
+	// lease.
 	Lease         *LeaseRequest `protobuf:"bytes,3,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -45,15 +45,32 @@ func (l Limits) checkCompleteBatch(n int) error {
 // retry of the whole call is then safe: a completion by the lease that
 // already completed the task is answered nil again, without a new record.
 func (c *Coordinator) CompleteBatch(ctx context.Context, items []CompleteItem) ([]error, error) {
-	if err := c.cfg.Limits.checkCompleteBatch(len(items)); err != nil {
+	errs, durable, err := c.CompleteBatchUnwaited(ctx, items)
+	if err != nil {
 		return nil, err
+	}
+	if err := durable.Wait(ctx); err != nil {
+		return nil, err
+	}
+	return errs, nil
+}
+
+// CompleteBatchUnwaited is CompleteBatch without its wait for durability:
+// it decides, writes and applies as CompleteBatch does and returns at once,
+// with what the caller must wait on (Durable.Wait) before it tells anyone
+// the answers. A caller that has more to write on behalf of the same
+// request (the lease of a worker's CompleteBatch) writes it first, so that
+// both share one wait and, most often, one fsync.
+func (c *Coordinator) CompleteBatchUnwaited(ctx context.Context, items []CompleteItem) ([]error, Durable, error) {
+	if err := c.cfg.Limits.checkCompleteBatch(len(items)); err != nil {
+		return nil, Durable{}, err
 	}
 	errs := make([]error, len(items))
 	for i, it := range items {
 		errs[i] = c.validateComplete(it)
 	}
 	if err := c.lock(); err != nil {
-		return nil, err
+		return nil, Durable{}, err
 	}
 	now := c.now()
 	recs := make([]state.Record, 0, len(items))
@@ -78,7 +95,7 @@ func (c *Coordinator) CompleteBatch(ctx context.Context, items []CompleteItem) (
 			attribute(ctx, recs)
 			if _, err := c.write(recs...); err != nil {
 				c.mu.Unlock()
-				return nil, err
+				return nil, Durable{}, err
 			}
 			recs = recs[:0]
 			clear(pending)
@@ -99,12 +116,26 @@ func (c *Coordinator) CompleteBatch(ctx context.Context, items []CompleteItem) (
 	last, err := c.write(recs...)
 	c.mu.Unlock()
 	if err != nil {
-		return nil, err
+		return nil, Durable{}, err
 	}
-	if err := c.wait(ctx, last); err != nil {
-		return nil, err
+	return errs, Durable{c: c, lsn: last}, nil
+}
+
+// Durable is a write of the coordinator that its caller has yet to wait
+// for.
+type Durable struct {
+	c   *Coordinator
+	lsn uint64
+}
+
+// Wait blocks until the write is durable, as the coordinator's own calls
+// do before they return; a log failure stops the coordinator. The zero
+// Durable is durable.
+func (d Durable) Wait(ctx context.Context) error {
+	if d.c == nil {
+		return nil
 	}
-	return errs, nil
+	return d.c.wait(ctx, d.lsn)
 }
 
 // validateComplete checks a completion's fields against the limits; it

@@ -315,9 +315,16 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 }
 
 // completeBatch completes each item in its task's partition, one call per
-// partition (one call per node for another node's partitions). Every item is answered on its own; a part whose call fails as
-// a whole answers that error for each of its items.
-func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchRequest) (*tenurev1.CompleteBatchResponse, error) {
+// partition (one call per node for another node's partitions). Every item
+// is answered on its own; a part whose call fails as a whole answers that
+// error for each of its items.
+//
+// With later nil, the answers are durable when it returns. Otherwise the
+// writes of this node's partitions are added to later, and the caller
+// waits for them (durables.wait) before it answers: a worker's
+// CompleteBatch that also leases writes its lease first, so that the two
+// share one wait.
+func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchRequest, later *durables) (*tenurev1.CompleteBatchResponse, error) {
 	in := msg.GetItems()
 	if err := s.opts.Limits.CheckCompleteBatch(len(in)); err != nil {
 		return nil, err
@@ -386,7 +393,15 @@ func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchR
 			if len(items) == 0 {
 				return nil
 			}
-			errs, err := c.CompleteBatch(ctx, items)
+			var errs []error
+			var err error
+			if later == nil {
+				errs, err = c.CompleteBatch(ctx, items)
+			} else {
+				var d coordinator.Durable
+				errs, d, err = c.CompleteBatchUnwaited(ctx, items)
+				later.add(d)
+			}
 			if err != nil {
 				return err
 			}
@@ -686,4 +701,29 @@ func (s *Server) list(ctx context.Context, msg *tenurev1.ListTasksRequest) (*ten
 		}
 	}
 	return out, nil
+}
+
+// durables are the writes of one request that its handler waits for once,
+// after the rest of its work.
+type durables struct {
+	mu sync.Mutex
+	ds []coordinator.Durable
+}
+
+func (d *durables) add(x coordinator.Durable) {
+	d.mu.Lock()
+	d.ds = append(d.ds, x)
+	d.mu.Unlock()
+}
+
+// wait waits until every write added is durable.
+func (d *durables) wait(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, x := range d.ds {
+		if err := x.Wait(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }

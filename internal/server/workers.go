@@ -108,12 +108,21 @@ func (h workerService) CompleteBatch(ctx context.Context, req *connect.Request[t
 		}
 		defer leave()
 	}
-	out, err := h.s.completeBatch(ctx, req.Msg)
+	// The completions' wait for durability is the lease's: one wait, and
+	// most often one fsync, for both.
+	var later *durables
+	if next != nil {
+		later = new(durables)
+	}
+	out, err := h.s.completeBatch(ctx, req.Msg, later)
 	if err != nil {
 		return nil, h.s.apiError(err)
 	}
 	if next != nil {
 		got, err := h.lease(ctx, lr)
+		if werr := later.wait(ctx); werr != nil {
+			return nil, h.s.apiError(werr)
+		}
 		if err != nil {
 			return nil, h.s.apiError(err)
 		}

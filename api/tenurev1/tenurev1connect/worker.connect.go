@@ -107,8 +107,9 @@ type WorkerServiceClient interface {
 	//
 	// With lease set, the same call then leases more tasks, exactly as a
 	// Lease call with that request would (long poll included), once the
-	// completions are durable: a worker that completes a batch and wants the
-	// next one saves the round trip of its Lease. The lease request is
+	// completions are applied, and answers when both are durable (one wait,
+	// most often one fsync, for the two): a worker that completes a batch
+	// and wants the next one saves the round trip of its Lease. The lease request is
 	// checked (fields, limits, the caller's scope) before any item is
 	// applied, and a bad one fails the whole call with nothing applied. If
 	// the lease fails after the items were applied (e.g. UNAVAILABLE), the
@@ -265,8 +266,9 @@ type WorkerServiceHandler interface {
 	//
 	// With lease set, the same call then leases more tasks, exactly as a
 	// Lease call with that request would (long poll included), once the
-	// completions are durable: a worker that completes a batch and wants the
-	// next one saves the round trip of its Lease. The lease request is
+	// completions are applied, and answers when both are durable (one wait,
+	// most often one fsync, for the two): a worker that completes a batch
+	// and wants the next one saves the round trip of its Lease. The lease request is
 	// checked (fields, limits, the caller's scope) before any item is
 	// applied, and a bad one fails the whole call with nothing applied. If
 	// the lease fails after the items were applied (e.g. UNAVAILABLE), the

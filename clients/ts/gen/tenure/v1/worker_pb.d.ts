@@ -443,8 +443,9 @@ export declare type CompleteBatchRequest = Message<"tenure.v1.CompleteBatchReque
   failedOnly: boolean;
 
   /**
-   * Lease tasks once the items are durable, as Lease with this request
-   * would (see CompleteBatch); unset: no lease.
+   * Lease tasks once the items are applied, as Lease with this request
+   * would, and answer when both are durable (see CompleteBatch); unset: no
+   * lease.
    *
    * @generated from field: tenure.v1.LeaseRequest lease = 3;
    */
@@ -706,8 +707,9 @@ export declare const WorkerService: GenService<{
    *
    * With lease set, the same call then leases more tasks, exactly as a
    * Lease call with that request would (long poll included), once the
-   * completions are durable: a worker that completes a batch and wants the
-   * next one saves the round trip of its Lease. The lease request is
+   * completions are applied, and answers when both are durable (one wait,
+   * most often one fsync, for the two): a worker that completes a batch
+   * and wants the next one saves the round trip of its Lease. The lease request is
    * checked (fields, limits, the caller's scope) before any item is
    * applied, and a bad one fails the whole call with nothing applied. If
    * the lease fails after the items were applied (e.g. UNAVAILABLE), the
