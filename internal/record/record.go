@@ -34,9 +34,10 @@ func Encode(buf []byte, r state.Record) (typ Type, out []byte, err error) {
 	return marshal(row, buf, m)
 }
 
-// Encoder encodes records as Encode does, into one message per record type
-// that it reuses from record to record, where Encode allocates a message
-// (and its nested messages) for each. It keeps the last record of each type
+// Encoder encodes records as Encode does: the types a task's life writes
+// most straight from their structs (wire.go), the others into one message
+// per record type that it reuses from record to record, where Encode
+// allocates a message (and its nested messages) for each. It keeps the last record of each type
 // it encoded reachable. Its zero value is ready; it is not safe for
 // concurrent use.
 type Encoder struct {
@@ -48,6 +49,9 @@ func (e *Encoder) Encode(buf []byte, r state.Record) (typ Type, out []byte, err 
 	row, err := rowFor(r)
 	if err != nil {
 		return 0, buf, err
+	}
+	if out, ok := appendWire(buf, r); ok {
+		return row.typ, out, nil
 	}
 	if e.msgs == nil {
 		e.msgs = make([]proto.Message, len(byType))
