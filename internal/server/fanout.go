@@ -393,14 +393,11 @@ func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchR
 			if len(items) == 0 {
 				return nil
 			}
-			var errs []error
-			var err error
-			if later == nil {
-				errs, err = c.CompleteBatch(ctx, items)
-			} else {
-				var d coordinator.Durable
-				errs, d, err = c.CompleteBatchUnwaited(ctx, items)
-				later.add(d)
+			errs, durable, err := c.CompleteBatchUnwaited(ctx, items)
+			if err == nil && later != nil {
+				later.add(durable)
+			} else if err == nil {
+				err = durable.Wait(ctx)
 			}
 			if err != nil {
 				return err
