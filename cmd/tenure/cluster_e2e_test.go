@@ -662,9 +662,12 @@ func (c *clTest) heldBy(n *clNode) []clTrx {
 }
 
 // freezeMidWrite sends n SIGSTOP, preferably at a moment when it is inside
-// a database transaction holding row locks (a partition log's write, under
-// load), so that it stays frozen holding them, as a process paused in the
-// middle of a write does. It tries up to 200 times, sending SIGCONT in
+// a database transaction holding row locks, so that it stays frozen
+// holding them, as a process paused in the middle of a write does. A
+// partition log's round is one statement in autocommit, which holds its
+// locks only while the server runs it, so what it can catch is one of the
+// writes of several statements (a snapshot's save, a compaction, the
+// coordinator's allocation); under the test's load it mostly catches none. It tries up to 200 times, sending SIGCONT in
 // between (pauses of some 40 ms, far inside the trust window), and returns
 // the transactions it froze inside: none if it never caught one, and then
 // n is frozen all the same. With TENURE_E2E_FREEZE_ANYTIME set it freezes
@@ -1284,8 +1287,8 @@ func (c *clTest) checkMovedAfterSilence(id string, moved map[uint64]clPart) {
 
 // TestClusterSIGSTOPOwner freezes a node that owns partitions (not the
 // coordinator) with SIGSTOP under load: its in-flight requests freeze with
-// it, and so, when the test catches one (freezeMidWrite), does a partition
-// log's write inside its database transaction. The coordinator lock must
+// it, and so, when the test catches one (freezeMidWrite), does a database
+// transaction holding row locks. The coordinator lock must
 // stay with live nodes meanwhile (lockStalled). Once the database shows all
 // the frozen node's partitions owned by others at higher epochs it gets
 // SIGCONT. It must stop serving them (its log says so, and it serves none

@@ -15,6 +15,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log"
@@ -146,6 +147,17 @@ func TestGaleraFencedAppend(t *testing.T) {
 	onB := clustertest.Open(t, g.Nodes[1].DSN(name))
 	if _, err := schema.Migrate(ctx, onA); err != nil {
 		t.Fatal(err)
+	}
+	// A round is one INSERT … SELECT in autocommit: the causal wait before
+	// it (wsrep_sync_wait's INSERT bit, 4) is what BEGIN gave a transaction.
+	for i, db := range []*sql.DB{onA, onB} {
+		var wait int
+		if err := db.QueryRowContext(ctx, "SELECT @@SESSION.wsrep_sync_wait").Scan(&wait); err != nil {
+			t.Fatal(err)
+		}
+		if wait != 7 {
+			t.Fatalf("node %d: the session's wsrep_sync_wait is %d, want 7 (causal reads, updates, deletes and inserts)", i, wait)
+		}
 	}
 	var logs bytes.Buffer
 	var logsMu sync.Mutex

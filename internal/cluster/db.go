@@ -51,7 +51,12 @@ func OpenDB(dsn string) (*sql.DB, error) { return OpenDBWith(dsn, DBOptions{}) }
 //   - maxAllowedPacket 0: the driver asks the server for its limit.
 //   - wait_timeout 5 s (unless the DSN sets it): a client frozen inside a
 //     transaction loses its connection and its row locks within seconds.
-//   - on a Galera node, wsrep_sync_wait = 3: causal reads, updates and deletes (prepareSession).
+//   - autocommit on, whatever the server's default: a statement outside a
+//     transaction commits itself, which a partition log's round is
+//     (mysqllog; a DSN or server with autocommit=0 would leave rounds
+//     uncommitted in an open transaction).
+//   - on a Galera node, wsrep_sync_wait = 7: causal reads, updates,
+//     deletes and inserts (prepareSession).
 //
 // Each connection is made to the current server of the list, and only if
 // that server is ready (Ready: not read-only; on Galera, synced in a
@@ -100,6 +105,7 @@ func configure(cfg *mysql.Config) {
 		cfg.Params["wait_timeout"] = strconv.Itoa(int(waitTimeout / time.Second))
 	}
 	cfg.Params["sql_mode"] = "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
+	cfg.Params["autocommit"] = "1"
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
 	cfg.InterpolateParams = true

@@ -303,17 +303,20 @@ func checkReady(ctx context.Context, c driver.Conn, addr string) (galera bool, e
 }
 
 // prepareSession checks a new connection's server and sets what the
-// session needs on it: on Galera, wsrep_sync_wait = 3, so that every read,
-// UPDATE and DELETE first waits until this node has applied every
+// session needs on it: on Galera, wsrep_sync_wait = 7, so that every read,
+// INSERT, UPDATE and DELETE first waits until this node has applied every
 // transaction the cluster committed before it (causal). Nearly every read
 // tenure makes decides something about ownership — the partition's epoch
 // before an append, the log's end when a partition opens, the lock, the
 // node table, the partition map — and must see the latest commits made
 // through any node. An UPDATE or DELETE run on a stale view could match no
 // row and write nothing, which Galera's certification (of the rows a
-// transaction writes) cannot catch; an INSERT needs no wait: a row another
-// node committed meanwhile fails its certification. The variable exists
-// only where wsrep does (MySQL has none), so it is set only there.
+// transaction writes) cannot catch. A plain INSERT would need no wait (a
+// row another node committed meanwhile fails its certification), but a
+// partition log's round is one INSERT … SELECT that reads the epoch in
+// autocommit, with no BEGIN before it to wait: the INSERT bit gives it the
+// causal view a transaction's BEGIN gave. The variable exists only where
+// wsrep does (MySQL has none), so it is set only there.
 func prepareSession(ctx context.Context, c driver.Conn, addr string) error {
 	galera, err := checkReady(ctx, c, addr)
 	if err != nil {
@@ -326,7 +329,7 @@ func prepareSession(ctx context.Context, c driver.Conn, addr string) error {
 	if !ok {
 		return fmt.Errorf("cluster: database %s: the driver cannot run statements", addr)
 	}
-	if _, err := ex.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 3", nil); err != nil {
+	if _, err := ex.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 7", nil); err != nil {
 		return fmt.Errorf("cluster: database %s: setting wsrep_sync_wait: %w", addr, err)
 	}
 	return nil

@@ -9,13 +9,14 @@
 //
 // Append assigns LSNs and queues the records in memory; it does not write.
 // One writer goroutine takes everything queued since its last round (up to
-// MaxBatchRecords and MaxBatchBytes) and writes it in ONE transaction: the
-// epoch check, then the INSERT of the round's one row, a statement
-// prepared once per connection (cluster.Prepared): the server never parses
-// a round's text, and the row travels unescaped in the binary protocol.
-// When the transaction commits, every LSN
-// in it is durable and Wait returns for it; if any INSERT fails, the
-// transaction is rolled back whole. While a round commits, appends collect
+// MaxBatchRecords and MaxBatchBytes) and writes it in ONE statement, its
+// own transaction (the sessions of cluster.OpenDB run in autocommit): the
+// INSERT of the round's one row, which checks the epoch as it inserts, a
+// statement prepared once per connection (cluster.Prepared): the server
+// never parses a round's text, and the row travels unescaped in the
+// binary protocol. A round is one round trip to the database. When the
+// statement commits, every LSN in it is durable and Wait returns for it;
+// if it fails, nothing of it is written. While a round commits, appends collect
 // for the next, so rounds grow with the load without a timer. A record is
 // durable exactly when the database has committed it (with
 // innodb_flush_log_at_trx_commit=1, the server's default, that survives a
@@ -26,7 +27,7 @@
 // The log is opened at the partition's epoch (partitions.epoch, bumped at
 // each change of owner). Every round inserts its row with INSERT … SELECT
 // … FROM partitions … FOR UPDATE, one statement that reads that epoch,
-// locks the partition's row until the transaction ends (an owner change
+// locks the partition's row until the statement commits (an owner change
 // waits for the round) and inserts nothing unless the epoch is still the
 // log's: once the coordinator reassigns the partition, the old owner's
 // next round fails. Independently, the primary key fences by itself: the new owner
@@ -37,15 +38,15 @@
 // ErrFenced, and it is fatal and sticky, as every write error is: nothing
 // in or after the failed round is ever acknowledged, every later Append and
 // Wait returns the error, and the owner stops serving the partition. A
-// commit whose outcome is unknown (the connection broke during COMMIT) is
+// round whose outcome is unknown (the connection broke during it) is
 // fatal in the same way; reopening and replaying shows what was committed.
 //
 // On a replicated database (Galera) the old owner's round and the new
 // owner's write can run on different servers at once; the database then
 // rolls one back with a certification failure (error 1213) rather than a
 // duplicate key. A round rolled back and said so is tried again (at most 3
-// times); the retry's transaction begins with a causal wait (BEGIN is a
-// read for wsrep_sync_wait), so its epoch check and its insert meet the
+// times); the retry's statement begins with a causal wait (an INSERT
+// waits for wsrep_sync_wait), so its epoch check and its insert meet the
 // new owner's writes: ErrFenced, as on one server.
 //
 // # Replay

@@ -82,8 +82,8 @@ type Options struct {
 // each partition's log calls it after every round: it must be cheap and must
 // not block.
 type Observer interface {
-	// Committed: one round of records (the epoch check, the insert of
-	// its row and the commit, in one transaction) took took.
+	// Committed: one round of records (the epoch check and the insert of
+	// its row, one statement that commits itself) took took.
 	Committed(records int, took time.Duration)
 }
 
@@ -412,7 +412,7 @@ func (l *Log) Close() error {
 	return l.Err()
 }
 
-// run is the writer goroutine: one transaction per round.
+// run is the writer goroutine: one statement per round (writeOnce).
 func (l *Log) run() {
 	defer close(l.done)
 	for {
@@ -491,15 +491,15 @@ func (l *Log) wakeLocked() {
 // back and said so (cluster.IsRetryable).
 const maxRoundTries = 3
 
-// write commits one round: the epoch check and the INSERT of its row in
-// one transaction. A try the database rolled back and said so is tried
-// again: on Galera a conflicting write committed through another node
-// first (certification failure or brute-force abort, error 1213, where a
-// single server would have answered 1062 or made the epoch read wait). The
-// retry's transaction begins with a causal wait (cluster.OpenDB; BEGIN is
-// a read for wsrep_sync_wait), so if that write was a new owner's — its
-// new epoch, or its fence at our round's LSN — the retry fails with
-// ErrFenced; if it was not, the retry commits.
+// write commits one round: the epoch check and the INSERT of its row, one
+// statement (writeOnce). A try the database rolled back and said so is
+// tried again: on Galera a conflicting write committed through another
+// node first (certification failure or brute-force abort, error 1213,
+// where a single server would have answered 1062 or made the epoch read
+// wait). The retry's statement begins with a causal wait (cluster.OpenDB:
+// an INSERT waits for wsrep_sync_wait), so if that write was a new
+// owner's — its new epoch, or its fence at our round's LSN — the retry
+// fails with ErrFenced; if it was not, the retry commits.
 func (l *Log) write(first uint64, batch []wal.Entry) error {
 	if need := roundBytes(batch); cap(l.buf) < need || cap(l.buf) > 4*need+64<<10 {
 		l.buf = make([]byte, 0, need) // neither regrown in the round nor kept far larger than rounds are
@@ -518,21 +518,28 @@ func (l *Log) write(first uint64, batch []wal.Entry) error {
 
 // insertRound inserts a round's row if the partition is still at the
 // writer's epoch, reading the partition's row with FOR UPDATE: it holds
-// that row until the transaction ends, so an owner change waits for the
-// round, and the round commits before the change or not at all. Each
+// that row until the statement's transaction ends (the statement commits
+// itself: OpenDB's sessions run with autocommit on), so an owner change
+// waits for the round, and the round commits before the change or not at
+// all. Each
 // connection prepares it once (cluster.Prepared): the server never parses
 // a round's text, and the row's bytes travel as they are. Arguments: lsn,
 // payload, partition id, epoch.
 const insertRound = cluster.Prepared + "INSERT INTO partition_log (partition_id, lsn, type, payload) SELECT id, ?, 0, ? FROM partitions WHERE id = ? AND epoch = ? FOR UPDATE"
 
 // writeOnce is one try of write: the row of the round of n records from
-// first, inserted only at the writer's epoch (insertRound: the epoch
-// check and the insert are one statement, one round trip), and the
-// commit, in one transaction. The row's
-// primary key is (partition, first): a row another writer put at first
-// fences the round (every writer's rounds start where the log's committed
-// records end, so two writers that both think they own the partition
-// collide at the first LSN after them).
+// first, inserted only at the writer's epoch, in one statement that is its
+// own transaction (insertRound, in autocommit): the epoch check, the
+// insert and the commit are one round trip to the database, where BEGIN,
+// the statement and COMMIT were three (docs/cluster.md, "One statement
+// per round"). The row's primary key is (partition, first): a row another
+// writer put at first fences the round (every writer's rounds start where
+// the log's committed records end, so two writers that both think they
+// own the partition collide at the first LSN after them). An error other
+// than a duplicate key or a rollback the database announced leaves the
+// outcome unknown (the connection may have broken after the commit), and
+// like every write error it is fatal: reopening and replaying shows what
+// was committed.
 func (l *Log) writeOnce(first uint64, n int, row []byte) error {
 	last := first + uint64(n) - 1
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StatementTimeout)
@@ -540,32 +547,24 @@ func (l *Log) writeOnce(first uint64, n int, row []byte) error {
 	fail := func(what string, err error) error {
 		return fmt.Errorf("mysqllog: partition %d, lsns %d..%d: %s: %w", l.id, first, last, what, err)
 	}
-	tx, err := l.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fail("begin", err)
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, insertRound, first, row, l.id, l.epoch)
+	res, err := l.db.ExecContext(ctx, insertRound, first, row, l.id, l.epoch)
 	if err != nil {
 		if cluster.IsDuplicateKey(err) {
 			return fmt.Errorf("%w: partition %d: a row at lsn %d was written by another writer; lsns %d..%d not written",
 				ErrFenced, l.id, first, first, last)
 		}
-		return fail("insert", err)
+		if cluster.IsRetryable(err) {
+			return fail("insert rolled back by the database", err)
+		}
+		return fail("insert and commit (outcome unknown; reopen to see what was committed)", err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		// Not at our epoch (or gone): say which, as the check reads it.
 		what := fmt.Sprintf("lsns %d..%d not written", first, last)
-		if err := checkEpoch(ctx, tx, l.id, l.epoch, false, what); err != nil {
+		if err := checkEpoch(ctx, l.db, l.id, l.epoch, false, what); err != nil {
 			return err
 		}
 		return fail("insert", fmt.Errorf("%d rows inserted, want 1 (%v)", n, err))
-	}
-	if err := tx.Commit(); err != nil {
-		if cluster.IsRetryable(err) {
-			return fail("commit rolled back by the database", err)
-		}
-		return fail("commit (outcome unknown; reopen to see what was committed)", err)
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 	"github.com/tenurehq/tenure/internal/cluster/mysqllog"
@@ -259,7 +261,34 @@ func TestFencedRound(t *testing.T) {
 	}
 }
 
-// Group commit: one Append of many entries is one round, one transaction;
+// A round is one statement that commits itself, so it relies on
+// autocommit; OpenDB turns it on whatever the DSN (or the server's
+// default) says. A log on a pool whose DSN asks for autocommit=0 still
+// commits every round it acknowledges: another pool, as another node,
+// reads the rows as soon as Wait returns. Without OpenDB's setting the
+// rounds would sit in a transaction the log never commits.
+func TestRoundsCommitWhateverTheDSNSaysOfAutocommit(t *testing.T) {
+	t.Parallel()
+	dsn, db := clustertest.DB(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["autocommit"] = "0"
+	off := clustertest.Open(t, cfg.FormatDSN())
+	id := newPartition(t, db)
+	l := openLog(t, off, id, 0, mysqllog.Options{})
+	appendWait(t, l, payloads(3, "a"))
+	appendWait(t, l, payloads(2, "b"))
+	if got := logLSNs(t, db, id); len(got) != 5 {
+		t.Fatalf("another pool reads the records %v after Wait; want 1..5", got)
+	}
+}
+
+// Group commit: one Append of many entries is one round, one statement;
 // MaxBatchRecords splits it.
 func TestGroupCommitRounds(t *testing.T) {
 	t.Parallel()
