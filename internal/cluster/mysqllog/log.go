@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -307,6 +308,13 @@ func (l *Log) Append(entries []wal.Entry) (lastLSN uint64, err error) {
 		}
 		need += len(e.Payload)
 	}
+	// The log keeps the payloads until their round is written: one copy of
+	// them all for the call, not an allocation per record, made before
+	// the lock.
+	held := make([]byte, 0, need)
+	for _, e := range entries {
+		held = append(held, e.Payload...)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for {
@@ -328,8 +336,11 @@ func (l *Log) Append(entries []wal.Entry) (lastLSN uint64, err error) {
 	if len(l.pending) == 0 {
 		l.pendingFirst = lsn + 1
 	}
+	l.pending = slices.Grow(l.pending, len(entries))
 	for _, e := range entries {
-		l.pending = append(l.pending, wal.Entry{Type: e.Type, Payload: append([]byte(nil), e.Payload...)})
+		end := len(e.Payload)
+		l.pending = append(l.pending, wal.Entry{Type: e.Type, Payload: held[:end:end]})
+		held = held[end:]
 	}
 	l.pendingBytes += need
 	lsn += uint64(len(entries))
