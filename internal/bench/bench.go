@@ -417,8 +417,13 @@ func (r *runner) closeConns() {
 }
 
 // requestID is task i's idempotency key: unique per queue, so the run's
-// own retries never create a second task.
-func (r *runner) requestID(i int) string { return r.cfg.Queue + "-" + strconv.Itoa(i) }
+// own retries never create a second task. One allocation, the key: the
+// number is formatted on the stack (the load generator's own costs count
+// in the run's CPU per task).
+func (r *runner) requestID(i int) string {
+	var n [20]byte
+	return r.cfg.Queue + "-" + string(strconv.AppendInt(n[:0], int64(i), 10))
+}
 
 // submit submits tasks 0..Tasks-1 from cfg.Submitters goroutines sharing
 // one client; each takes the next Batch task numbers. An open-loop run
