@@ -532,10 +532,9 @@ func (l *Log) write(first uint64, batch []wal.Entry) error {
 // that row until the statement's transaction ends (the statement commits
 // itself: OpenDB's sessions run with autocommit on), so an owner change
 // waits for the round, and the round commits before the change or not at
-// all. Each
-// connection prepares it once (cluster.Prepared): the server never parses
-// a round's text, and the row's bytes travel as they are. Arguments: lsn,
-// payload, partition id, epoch.
+// all. Each connection prepares it once (cluster.Prepared): the server
+// never parses a round's text, and the row's bytes travel as they are.
+// Arguments: lsn, payload, partition id, epoch.
 const insertRound = cluster.Prepared + "INSERT INTO partition_log (partition_id, lsn, type, payload) SELECT id, ?, 0, ? FROM partitions WHERE id = ? AND epoch = ? FOR UPDATE"
 
 // writeOnce is one try of write: the row of the round of n records from
