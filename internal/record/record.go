@@ -37,9 +37,9 @@ func Encode(buf []byte, r state.Record) (typ Type, out []byte, err error) {
 // Encoder encodes records as Encode does: the types a task's life writes
 // most straight from their structs (wire.go), the others into one message
 // per record type that it reuses from record to record, where Encode
-// allocates a message (and its nested messages) for each. It keeps the last record of each type
-// it encoded reachable. Its zero value is ready; it is not safe for
-// concurrent use.
+// allocates a message (and its nested messages) for each. It keeps the
+// last record of each type it encoded reachable. Its zero value is ready;
+// it is not safe for concurrent use.
 type Encoder struct {
 	msgs []proto.Message // by Type
 }
