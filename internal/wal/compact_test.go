@@ -232,6 +232,34 @@ func TestVerify(t *testing.T) {
 	if _, err := Verify(Options{Dir: filepath.Join(src, "missing")}, nil); err == nil {
 		t.Fatal("Verify of a missing directory succeeded")
 	}
+
+	// The leftover of an interrupted segment creation is a note, and stays
+	// (Open removes it, Verify reads only); a file not the log's is passed
+	// over; a .wal file without a segment's name is corruption.
+	dir = copyDir(t, src)
+	tmp := filepath.Join(dir, segmentName(999)+tmpExt)
+	other := filepath.Join(dir, "README")
+	for _, p := range []string{tmp, other} {
+		if err := os.WriteFile(p, []byte("TENU"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err = Verify(Options{Dir: dir}, nil)
+	if err != nil || rep.LastLSN != 120 || len(rep.Notes) != 1 {
+		t.Fatalf("leftover: %+v, %v", rep, err)
+	}
+	wantErrContains(t, errors.New(rep.Notes[0]), tmp, "leftover of an interrupted segment creation")
+	if _, err := os.Stat(tmp); err != nil {
+		t.Fatalf("Verify removed the leftover: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "1.wal"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Verify(Options{Dir: dir}, nil)
+	ce = asCorruption(t, err)
+	if ce.Segment != filepath.Join(dir, "1.wal") {
+		t.Fatalf("corruption %+v, want the badly named file", ce)
+	}
 }
 
 func TestReplayDir(t *testing.T) {

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -31,6 +32,33 @@ type recovered struct {
 	size     int64 // size of the active (last) segment
 }
 
+// listSegments sorts the entries names of the log directory dir: the
+// segments, in LSN order, and the leftovers of segment creations that
+// crashed before their rename (a segment's name with tmpExt after it).
+// Other files are not the log's and are left out; a file that ends in
+// segmentExt without a segment's name is corruption (renamed by hand?).
+func listSegments(dir string, names []string) (segs []segmentInfo, leftovers []string, err error) {
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		if base, ok := strings.CutSuffix(name, tmpExt); ok {
+			if _, ok := parseSegmentName(base); ok {
+				leftovers = append(leftovers, path)
+				continue
+			}
+		}
+		first, ok := parseSegmentName(name)
+		if !ok {
+			if strings.HasSuffix(name, segmentExt) {
+				return nil, nil, &CorruptionError{Segment: path, Reason: "file name is not <16 hex digits of its first lsn>.wal (renamed by hand?)"}
+			}
+			continue // not ours; leave it alone
+		}
+		segs = append(segs, segmentInfo{first: first, path: path})
+	}
+	slices.SortFunc(segs, func(a, b segmentInfo) int { return cmp.Compare(a.first, b.first) })
+	return segs, leftovers, nil
+}
+
 // recoverDir scans the segments in opts.Dir, repairs a torn tail of the last
 // segment (the only modification it ever makes, besides removing leftovers of
 // an interrupted segment creation) and opens the last segment for appending.
@@ -50,38 +78,18 @@ func recoverDir(opts Options) (*recovered, error) {
 		return nil, fmt.Errorf("wal: read directory %s: %w", dir, err)
 	}
 
-	var segs []segmentInfo
-	for _, name := range names {
-		path := filepath.Join(dir, name)
-		if base, ok := strings.CutSuffix(name, tmpExt); ok {
-			if _, ok := parseSegmentName(base); ok {
-				// A segment creation that crashed before its rename; it never
-				// held records.
-				if err := fsy.Remove(path); err != nil {
-					return nil, fmt.Errorf("wal: remove leftover %s: %w", path, err)
-				}
-				logger.Warn("wal: removed leftover of an interrupted segment creation", slog.String("file", path))
-				continue
-			}
-		}
-		first, ok := parseSegmentName(name)
-		if !ok {
-			if strings.HasSuffix(name, segmentExt) {
-				return nil, &CorruptionError{Segment: path, Reason: "file name is not <16 hex digits of its first lsn>.wal (renamed by hand?)"}
-			}
-			continue // not ours; leave it alone
-		}
-		segs = append(segs, segmentInfo{first: first, path: path})
+	segs, leftovers, err := listSegments(dir, names)
+	if err != nil {
+		return nil, err
 	}
-	slices.SortFunc(segs, func(a, b segmentInfo) int {
-		switch {
-		case a.first < b.first:
-			return -1
-		case a.first > b.first:
-			return 1
+	for _, path := range leftovers {
+		// A segment creation that crashed before its rename; it never held
+		// records.
+		if err := fsy.Remove(path); err != nil {
+			return nil, fmt.Errorf("wal: remove leftover %s: %w", path, err)
 		}
-		return 0
-	})
+		logger.Warn("wal: removed leftover of an interrupted segment creation", slog.String("file", path))
+	}
 
 	sc := scanner{fs: fsy, maxRecordBytes: opts.MaxRecordBytes}
 	next := uint64(1) // LSN the next record must have

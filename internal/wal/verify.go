@@ -4,9 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
-	"slices"
-	"strings"
 )
 
 // SegmentReport describes one segment file.
@@ -75,33 +72,13 @@ func verifyDir(opts Options, check func(lsn uint64, e Entry) error) (*VerifyRepo
 	if err != nil {
 		return rep, nil, fmt.Errorf("wal: read directory %s: %w", opts.Dir, err)
 	}
-	var segs []segmentInfo
-	for _, name := range names {
-		path := filepath.Join(opts.Dir, name)
-		if base, ok := strings.CutSuffix(name, tmpExt); ok {
-			if _, ok := parseSegmentName(base); ok {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("%s: leftover of an interrupted segment creation (Open removes it)", path))
-				continue
-			}
-		}
-		first, ok := parseSegmentName(name)
-		if !ok {
-			if strings.HasSuffix(name, segmentExt) {
-				return rep, nil, &CorruptionError{Segment: path, Reason: "file name is not <16 hex digits of its first lsn>.wal (renamed by hand?)"}
-			}
-			continue
-		}
-		segs = append(segs, segmentInfo{first: first, path: path})
+	segs, leftovers, err := listSegments(opts.Dir, names)
+	if err != nil {
+		return rep, nil, err
 	}
-	slices.SortFunc(segs, func(a, b segmentInfo) int {
-		switch {
-		case a.first < b.first:
-			return -1
-		case a.first > b.first:
-			return 1
-		}
-		return 0
-	})
+	for _, path := range leftovers {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s: leftover of an interrupted segment creation (Open removes it)", path))
+	}
 	sc := scanner{fs: opts.FS, maxRecordBytes: opts.MaxRecordBytes, check: check}
 	for i, seg := range segs {
 		last := i == len(segs)-1
