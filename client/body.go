@@ -18,6 +18,12 @@ const maxInMemoryBody = 64 << 10
 // allocated per request).
 const writeBufferSize = 16 << 10
 
+// readBufferSize is the HTTP/1.1 read buffer of DefaultHTTPClient's
+// transport: an answer of up to about this size (a lease of 64 small
+// tasks is about 10 KiB) comes in with one read, where the transport's
+// default, 4 KiB, takes three.
+const readBufferSize = 16 << 10
+
 // inMemoryBodies hands the transport the body of each request of known
 // length (every unary call) as an in-memory reader. Connect gives it a
 // reader of its own type, which net/http cannot tell is in memory: it then

@@ -194,8 +194,9 @@ func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.
 // DefaultHTTPClient returns the HTTP client New uses when Options.HTTPClient
 // is nil: a transport of its own with enough idle connections for a busy
 // worker, a 16 KiB write buffer (a call's headers and a body of up to
-// about that go out in one write), and, for protocol "grpc", h2c over
-// http://. (New sets its
+// about that go out in one write) and a 16 KiB read buffer (an answer of
+// up to about that comes in with one read), and, for protocol "grpc", h2c
+// over http://. (New sets its
 // transport's TLSClientConfig to Options.TLSConfig.) Start from it to wrap
 // the transport (for metrics or tracing) without losing those settings;
 // set TLS on it as New does: Transport.(*http.Transport).TLSClientConfig.
@@ -204,6 +205,7 @@ func DefaultHTTPClient(protocol string) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 100
 	t.WriteBufferSize = writeBufferSize
+	t.ReadBufferSize = readBufferSize
 	if grpc {
 		// Without HTTP1 in the set, http:// URLs use unencrypted HTTP/2;
 		// https:// URLs negotiate HTTP/2 over TLS.
