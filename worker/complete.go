@@ -25,6 +25,25 @@ type completer struct {
 	reqs chan *completion
 	done chan struct{}
 	lg   *logger
+	// carry, when set (before run), makes each call carry the worker's
+	// next lease.
+	carry *carrier
+}
+
+// carrier is what a completer needs to carry the worker's next lease in
+// its calls (client.CompleteAndLease), for the slots that are free and
+// those of the tasks finishing (slots.takeAhead). The lease does not wait
+// for tasks: the lease loop long-polls when a carried lease comes back
+// short.
+type carrier struct {
+	slots *slots
+	next  client.LeaseRequest // MaxTasks is set per call
+	// live is Run's ctx: once it ends, calls carry no lease.
+	live context.Context
+	// refused is set when the server refused a carried lease (the lease
+	// loop meets the same refusal and stops the worker); calls carry none
+	// after it.
+	refused bool
 }
 
 // completion is one task's request and the channel for its answer.
@@ -109,9 +128,7 @@ func (k *completer) send(ctx context.Context, batch []*completion, single bool) 
 		for i, cm := range batch {
 			items[i] = cm.item
 		}
-		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		errs, err := k.c.CompleteBatch(cctx, items)
-		cancel()
+		errs, err := k.completeBatch(ctx, items)
 		if connect.CodeOf(err) != connect.CodeUnimplemented {
 			for i, cm := range batch {
 				if err != nil {
@@ -134,4 +151,51 @@ func (k *completer) send(ctx context.Context, batch []*completion, single bool) 
 	}
 	wg.Wait()
 	return true
+}
+
+// completeBatch completes items in one call, carrying the worker's next
+// lease when it may (carrier). The tasks leased start, or wait for the
+// slots of finishing tasks (slots.settle), before the items are answered.
+// A call that fails with its lease (refused before anything was applied,
+// or failed after the items were) is made again without it: the same
+// lease completing again gets the same answer.
+func (k *completer) completeBatch(ctx context.Context, items []client.CompleteItem) ([]error, error) {
+	cr := k.carry
+	if cr == nil || cr.refused || cr.live.Err() != nil {
+		return k.completeOnly(ctx, items)
+	}
+	n := cr.slots.takeAhead()
+	if n == 0 {
+		cr.slots.settle(nil)
+		return k.completeOnly(ctx, items)
+	}
+	next := cr.next
+	next.MaxTasks = n
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	errs, leased, err := k.c.CompleteAndLease(cctx, items, next)
+	cancel()
+	if len(leased) > n {
+		k.lg.Error("the server leased more tasks than asked for; the extra leases will expire", "asked", n, "got", len(leased))
+		leased = leased[:n]
+	}
+	tasks := make([]*Task, len(leased))
+	for i := range leased {
+		tasks[i] = &leased[i]
+	}
+	cr.slots.settle(tasks)
+	if err == nil || connect.CodeOf(err) == connect.CodeUnimplemented || ctx.Err() != nil {
+		return errs, err
+	}
+	if rejected(err) {
+		cr.refused = true
+		k.lg.Warn("the server refused the lease a completion call carried; completion calls carry no lease from now on", "err", err)
+	}
+	return k.completeOnly(ctx, items)
+}
+
+// completeOnly completes items in one CompleteBatch call.
+func (k *completer) completeOnly(ctx context.Context, items []client.CompleteItem) ([]error, error) {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	return k.c.CompleteBatch(cctx, items)
 }

@@ -21,11 +21,18 @@
 //     arrived while the previous call was out (so under light load each goes
 //     at once, alone). Each item is decided, answered and logged as its own
 //     Complete would be; batching changes the cost, not the outcome.
-//   - Leases are batched without timers: the worker leases at once for its
-//     free slots when none of its tasks is in its final report (an idle
-//     worker long-polls even for one slot); when some are, it waits for
-//     those slots to come back too (at most the reports under way) and
-//     leases for them all in one call.
+//   - Each CompleteBatch call carries the worker's next lease: for its free
+//     slots and for those of its tasks in their final report at that
+//     moment (client.CompleteAndLease), so a busy worker leases without
+//     calls of its own. A task leased ahead starts only once a slot is
+//     free: when a task in its final report has ended (its OnFinish
+//     returned). Such a lease does not wait for tasks.
+//   - Lease calls are batched without timers: the worker leases at once for
+//     its free slots when none of its tasks is in its final report (an
+//     idle worker long-polls even for one slot); when some are, it waits
+//     for those slots to come back too (at most the reports under way) and
+//     leases for them all in one call. So it calls Lease to start, and
+//     when a carried lease came back short.
 //   - Start is reported only with Options.ReportStart: without it an
 //     execution shows LEASED until it is completed, failed or lost.
 //   - With Options.Effects, a successful result is first committed. Only if

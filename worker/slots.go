@@ -2,12 +2,13 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"sync"
 )
 
-// slots counts a Worker's task slots for its lease loop. The loop takes
-// free slots for a Lease call; each leased task gives its slot back when it
-// ends.
+// slots counts a Worker's task slots for its lease loop and for the leases
+// its completion calls carry. The loop takes free slots for a Lease call;
+// each leased task gives its slot back when it ends.
 //
 // Leasing in batches: a lease goes out at once when no running task is
 // finishing (in its final report: Complete or Fail, handler and effects
@@ -19,15 +20,33 @@ import (
 // them all in one call. No timer is involved: an idle worker, or one whose
 // other tasks are all still in their handlers, leases at once, even for a
 // single slot; a busy one waits at most for the reports already under way.
+//
+// Leasing ahead: a completion call (the completer's, one at a time) carries
+// a lease for the free slots and for the slots of the tasks finishing at
+// that moment (takeAhead), whose releases are thereby promised to it. When
+// it answers (settle), as many leased tasks start as it holds slots for
+// (the free ones it took, and those released meanwhile); the others wait,
+// and each release of a slot starts one of them instead of freeing it. So a
+// task never starts before a slot is free, and the tasks finishing together
+// are leased for in the call that completes the first of them.
 type slots struct {
 	size   int
 	target int // free slots that are leased for at once: min(size, maxLeaseTasks)
 
 	mu        sync.Mutex
-	free      int    // slots neither held by a task nor by a Lease call
+	free      int    // slots neither held by a task, nor by a Lease call, nor ahead
 	finishing int    // running tasks in their final report
 	returned  uint64 // slots given back by tasks, ever
 	wake      chan struct{}
+
+	// The lease a completion call carries, while it is out.
+	held  int // slots it holds: free when it was sent, or released since
+	ahead int // releases still promised to it
+	// waiting are leased tasks without a slot yet, in the order they
+	// came: each release starts the first with start instead of freeing
+	// the slot.
+	waiting []*Task
+	start   func(*Task)
 }
 
 func newSlots(size int) *slots {
@@ -87,16 +106,67 @@ func (s *slots) finish() {
 }
 
 // release gives back the slot of a task that ended; finishing says whether
-// the task was marked with finish.
+// the task was marked with finish. The slot starts a waiting leased task,
+// or goes to the completion call's lease that was promised it, or is free.
 func (s *slots) release(finishing bool) {
 	s.mu.Lock()
-	s.free++
 	s.returned++
 	if finishing {
 		s.finishing--
 	}
+	var next *Task
+	switch {
+	case len(s.waiting) > 0:
+		next = s.waiting[0]
+		s.waiting[0] = nil
+		s.waiting = s.waiting[1:]
+	case s.ahead > 0:
+		s.ahead--
+		s.held++
+	default:
+		s.free++
+	}
+	s.mu.Unlock()
+	if next != nil {
+		s.start(next)
+		return
+	}
+	s.signal()
+}
+
+// takeAhead takes the slots for the lease a completion call carries: the
+// free slots and those of the finishing tasks that no lease has been
+// promised yet, at most maxLeaseTasks. It returns how many; the call must
+// then be settled, even with none leased. One such call is out at a time.
+func (s *slots) takeAhead() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := min(s.free+max(s.finishing-len(s.waiting), 0), maxLeaseTasks)
+	s.held = min(s.free, n)
+	s.free -= s.held
+	s.ahead = n - s.held
+	return n
+}
+
+// settle ends the lease a completion call carried (takeAhead): of leased,
+// as many start at once as the call holds slots for, the others wait for
+// the promised releases; the slots and promises left over are free again.
+func (s *slots) settle(leased []*Task) {
+	s.mu.Lock()
+	now := min(len(leased), s.held)
+	if len(leased)-now > s.ahead {
+		s.mu.Unlock()
+		panic(fmt.Sprintf("worker: internal error: %d tasks leased for %d slots held and %d promised", len(leased), s.held, s.ahead))
+	}
+	s.waiting = append(s.waiting, leased[now:]...)
+	s.free += s.held - now
+	s.held, s.ahead = 0, 0
+	start := s.start
 	s.mu.Unlock()
 	s.signal()
+	for _, t := range leased[:now] {
+		start(t)
+	}
 }
 
 // running is the number of slots held by tasks or by a Lease call.

@@ -31,7 +31,21 @@ type leaseRecorder struct {
 
 	mu        sync.Mutex
 	asked     []uint32
+	carried   []uint32 // max_tasks of the leases CompleteBatch calls carried
 	completes int
+}
+
+// readRequest decodes the body of r, a Connect unary call, into msg, and
+// leaves the body to be read again.
+func readRequest(t *testing.T, r *http.Request, msg proto.Message) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		t.Errorf("reading a %s request: %v", r.URL.Path, err)
+	}
+	if err := proto.Unmarshal(body, msg); err != nil {
+		t.Errorf("decoding a %s request: %v", r.URL.Path, err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 }
 
 func (l *leaseRecorder) wrap(t *testing.T) func(http.Handler) http.Handler {
@@ -39,20 +53,18 @@ func (l *leaseRecorder) wrap(t *testing.T) func(http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case tenurev1connect.WorkerServiceLeaseProcedure:
-				body, err := io.ReadAll(r.Body)
-				if err != nil {
-					t.Errorf("reading a Lease request: %v", err)
-				}
 				var req tenurev1.LeaseRequest
-				if err := proto.Unmarshal(body, &req); err != nil {
-					t.Errorf("decoding a Lease request: %v", err)
-				}
+				readRequest(t, r, &req)
 				l.mu.Lock()
 				l.asked = append(l.asked, req.GetMaxTasks())
 				l.mu.Unlock()
-				r.Body = io.NopCloser(bytes.NewReader(body))
 			case tenurev1connect.WorkerServiceCompleteBatchProcedure:
+				var req tenurev1.CompleteBatchRequest
+				readRequest(t, r, &req)
 				l.mu.Lock()
+				if next := req.GetLease(); next != nil {
+					l.carried = append(l.carried, next.GetMaxTasks())
+				}
 				l.completes++
 				nth := l.completes
 				l.mu.Unlock()
@@ -78,6 +90,12 @@ func (l *leaseRecorder) completeCalls() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.completes
+}
+
+func (l *leaseRecorder) carriedLeases() []uint32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.carried)
 }
 
 func (l *leaseRecorder) leases() []uint32 {
@@ -239,5 +257,96 @@ func TestFreeSlotLeasedAtOnce(t *testing.T) {
 	got := rec.leases()
 	if len(got) < 4 || got[0] != 2 || slices.ContainsFunc(got[1:4], func(n uint32) bool { return n != 1 }) {
 		t.Fatalf("Lease calls asked for %v tasks; want 2 (idle), then 1 for each short task", got)
+	}
+}
+
+// TestCompletionCallsCarryLeases: a busy worker's completion calls carry
+// its next leases, so it makes Lease calls only to start and when a
+// carried lease comes back short; a task leased ahead starts only once a
+// slot is free (a task holds its slot until its OnFinish returned), and
+// every task runs once.
+func TestCompletionCallsCarryLeases(t *testing.T) {
+	t.Parallel()
+	const n, m = 8, 200
+	rec := &leaseRecorder{}
+	url := apitest.Start(t, rec.wrap(t))
+	c, err := client.New(url, client.Options{RetryBackoff: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := submitN(t, c, "carry", "t", m)
+	var mu sync.Mutex
+	handled := map[string]int{}
+	var active, most atomic.Int32
+	w, err := New(c, "carry", func(ctx context.Context, task *Task) ([]byte, error) {
+		a := active.Add(1)
+		for cur := most.Load(); a > cur && !most.CompareAndSwap(cur, a); cur = most.Load() {
+		}
+		mu.Lock()
+		handled[task.ID]++
+		mu.Unlock()
+		return nil, nil
+	}, Options{Concurrency: n, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+		OnFinish: func(*Task, Finish) { active.Add(-1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	waitCompleted(t, c, ids...)
+	mu.Lock()
+	for _, id := range ids {
+		if handled[id] != 1 {
+			t.Errorf("task %s handled %d times, want once", id, handled[id])
+		}
+	}
+	mu.Unlock()
+	if got := most.Load(); got > n {
+		t.Errorf("%d tasks between handler and OnFinish at once; Concurrency is %d", got, n)
+	}
+	carried, leases := rec.carriedLeases(), rec.leases()
+	if len(carried) == 0 || len(leases) > m/16 {
+		t.Errorf("%d Lease calls %v and %d completion calls carrying a lease; want the leases carried, and few Lease calls", len(leases), leases, len(carried))
+	}
+}
+
+// TestCarriedLeaseIgnored: a server older than carried leases answers none
+// (it drops the field it does not know); the slots promised to them come
+// back, and the lease loop leases every task all the same.
+func TestCarriedLeaseIgnored(t *testing.T) {
+	t.Parallel()
+	const m = 100
+	url := apitest.Start(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == tenurev1connect.WorkerServiceCompleteBatchProcedure {
+				var req tenurev1.CompleteBatchRequest
+				readRequest(t, r, &req)
+				req.Lease = nil
+				body, err := proto.Marshal(&req)
+				if err != nil {
+					t.Error(err)
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				r.ContentLength = int64(len(body))
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	c, err := client.New(url, client.Options{RetryBackoff: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := submitN(t, c, "older", "t", m)
+	var handled atomic.Int32
+	w, err := New(c, "older", func(ctx context.Context, task *Task) ([]byte, error) {
+		handled.Add(1)
+		return nil, nil
+	}, Options{Concurrency: 8, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	waitCompleted(t, c, ids...)
+	if got := handled.Load(); got != m {
+		t.Errorf("%d handler runs for %d tasks", got, m)
 	}
 }

@@ -77,8 +77,9 @@ type Options struct {
 	// CompleteBatch call (default 64, at most 1000). The worker coalesces
 	// the completions of its tasks: one call is out at a time, and the
 	// completions that arrive meanwhile go together in the next, so a
-	// completion under light load is sent at once, alone. 1: one Complete
-	// call per task.
+	// completion under light load is sent at once, alone. Each call also
+	// carries the worker's next lease (see the package documentation).
+	// 1: one Complete call per task, and no lease carried.
 	MaxCompleteBatch int
 	// ShutdownGrace is how long running tasks may go on after Run's ctx
 	// ended before their contexts are cancelled and their tasks failed
@@ -251,6 +252,26 @@ func (w *Worker) Run(ctx context.Context) error {
 	hard, stopTasks := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopTasks(nil)
 
+	var tasks sync.WaitGroup
+	start := func(lt *Task) {
+		tasks.Go(func() {
+			a := &attempt{}
+			defer func() { w.slots.release(a.finishing) }()
+			w.runTask(hard, lt, a)
+		})
+	}
+	w.slots.start = start
+	if w.opts.MaxCompleteBatch > 1 {
+		// Each completion call carries the next lease; the lease loop
+		// leases when a carried lease came back short, or nothing is
+		// finishing.
+		w.completions.carry = &carrier{slots: w.slots, live: ctx, next: client.LeaseRequest{
+			WorkerID:  w.opts.WorkerID,
+			Namespace: w.opts.Namespace,
+			Queue:     w.queue,
+		}}
+	}
+
 	// The completer and the heartbeats outlive every task: they stop after
 	// they all ended.
 	go w.completions.run(context.WithoutCancel(ctx))
@@ -258,15 +279,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	go w.beats.run()
 	defer w.beats.stopRun()
 
-	var tasks sync.WaitGroup
 	w.lg.Info("worker started", "concurrency", w.opts.Concurrency)
-	runErr := w.leaseLoop(ctx, func(lt *Task) {
-		tasks.Go(func() {
-			a := &attempt{}
-			defer func() { w.slots.release(a.finishing) }()
-			w.runTask(hard, lt, a)
-		})
-	})
+	runErr := w.leaseLoop(ctx, start)
 
 	done := make(chan struct{})
 	go func() {
