@@ -144,7 +144,9 @@ func TestWALVerify(t *testing.T) {
 		t.Fatal("no segment was deleted; the fixture should compact")
 	}
 
-	// A running server holds the directory.
+	// A running server holds the directory. (The verify above released
+	// it, but a child forked meanwhile may hold it until it execs.)
+	waitUnlocked(t, f.dir)
 	n, err := node.Open(context.Background(), f.cfg())
 	if err != nil {
 		t.Fatal(err)
