@@ -166,7 +166,6 @@ func (k *completer) completeBatch(ctx context.Context, items []client.CompleteIt
 	}
 	n := cr.slots.takeAhead()
 	if n == 0 {
-		cr.slots.settle(nil)
 		return k.completeOnly(ctx, items)
 	}
 	next := cr.next
@@ -183,7 +182,7 @@ func (k *completer) completeBatch(ctx context.Context, items []client.CompleteIt
 		tasks[i] = &leased[i]
 	}
 	cr.slots.settle(tasks)
-	if err == nil || connect.CodeOf(err) == connect.CodeUnimplemented || ctx.Err() != nil {
+	if err == nil || connect.CodeOf(err) == connect.CodeUnimplemented {
 		return errs, err
 	}
 	if rejected(err) {

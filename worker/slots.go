@@ -136,8 +136,9 @@ func (s *slots) release(finishing bool) {
 
 // takeAhead takes the slots for the lease a completion call carries: the
 // free slots and those of the finishing tasks that no lease has been
-// promised yet, at most maxLeaseTasks. It returns how many; the call must
-// then be settled, even with none leased. One such call is out at a time.
+// promised yet, at most maxLeaseTasks. It returns how many; unless that is
+// 0, the call must then be settled, even with none leased. One such call
+// is out at a time.
 func (s *slots) takeAhead() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
