@@ -21,10 +21,11 @@ import (
 )
 
 // leaseRecorder wraps the API: it records the max_tasks of each Lease call
-// and, if gate is not nil, holds every CompleteBatch call until gate is
-// closed. With holdSecond, it holds the second CompleteBatch call until a
-// Lease call arrives, or for 250ms: so a worker that leases before that
-// call's slots come back is seen doing so every time.
+// and, if gate is not nil, holds every completion call (Complete or
+// CompleteBatch) until gate is closed. With holdSecond, it holds the second
+// completion call until a Lease call arrives, or for 250ms: so a worker
+// that leases before that call's slot comes back is seen doing so every
+// time.
 type leaseRecorder struct {
 	gate       chan struct{}
 	holdSecond bool
@@ -58,11 +59,15 @@ func (l *leaseRecorder) wrap(t *testing.T) func(http.Handler) http.Handler {
 				l.mu.Lock()
 				l.asked = append(l.asked, req.GetMaxTasks())
 				l.mu.Unlock()
-			case tenurev1connect.WorkerServiceCompleteBatchProcedure:
-				var req tenurev1.CompleteBatchRequest
-				readRequest(t, r, &req)
+			case tenurev1connect.WorkerServiceCompleteBatchProcedure, tenurev1connect.WorkerServiceCompleteProcedure:
+				var next *tenurev1.LeaseRequest
+				if r.URL.Path == tenurev1connect.WorkerServiceCompleteBatchProcedure {
+					var req tenurev1.CompleteBatchRequest
+					readRequest(t, r, &req)
+					next = req.GetLease()
+				}
 				l.mu.Lock()
-				if next := req.GetLease(); next != nil {
+				if next != nil {
 					l.carried = append(l.carried, next.GetMaxTasks())
 				}
 				l.completes++
@@ -157,10 +162,17 @@ func submitN(t *testing.T, c *client.Client, queue, prefix string, n int) []stri
 }
 
 // TestLeaseAfterBurstAsksForAllFreedSlots: when a worker's tasks finish
-// together, the first completion goes out alone and frees one slot while
-// the others' completions are still under way. The worker does not lease
-// for that one slot: it waits for the slots of the tasks that were
+// together, the first completion comes back alone and frees one slot while
+// the others' completions are still under way. The lease loop does not
+// lease for that one slot: it waits for the slots of the tasks that were
 // finishing and leases for all of them in one call.
+//
+// The worker completes one task per call (MaxCompleteBatch 1), so no
+// completion call carries a lease and the lease loop leases every task.
+// (With leases carried, the slots freed by a burst go to the completion
+// calls' leases: TestCompletionCallsCarryLeases. Before, this test ran so
+// and passed only because the idle worker's Lease call after the last
+// task usually came before the test looked.)
 func TestLeaseAfterBurstAsksForAllFreedSlots(t *testing.T) {
 	t.Parallel()
 	const n = 8
@@ -186,16 +198,17 @@ func TestLeaseAfterBurstAsksForAllFreedSlots(t *testing.T) {
 			}
 		}
 		return nil, nil
-	}, Options{Concurrency: n, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	}, Options{Concurrency: n, MaxCompleteBatch: 1, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runWorker(t, w)
 	eventually(t, "the first lease's handlers to run", func() bool { return entered.Load() == n })
 	// All slots are taken: no Lease call is out. One task finishes first:
-	// its completion goes out alone, and the gate holds it. The others'
-	// completions queue behind it. Once all n tasks are in their final
-	// report, let the calls through.
+	// its completion goes out, and the gate holds it; then the others'.
+	// Once all n tasks are in their final report, let the calls through:
+	// the recorder holds the second until a Lease call arrives, so a lease
+	// for fewer than n slots would be seen.
 	close(releaseOne)
 	eventually(t, "the first completion call", func() bool { return rec.completeCalls() == 1 })
 	close(releaseRest)
@@ -205,7 +218,12 @@ func TestLeaseAfterBurstAsksForAllFreedSlots(t *testing.T) {
 		return w.slots.finishing == n
 	})
 	close(rec.gate)
+	// The second n tasks are leased only by the lease loop: its second
+	// call was made before they completed.
 	waitCompleted(t, c, ids...)
+	if carried := rec.carriedLeases(); len(carried) != 0 {
+		t.Fatalf("completion calls carried leases %v; with MaxCompleteBatch 1 they carry none", carried)
+	}
 	got := rec.leases()
 	if len(got) < 2 || got[0] != n || got[1] != n {
 		t.Fatalf("Lease calls asked for %v tasks; want %d, then %d for the slots freed by the burst of completions", got, n, n)
