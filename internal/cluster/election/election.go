@@ -37,6 +37,9 @@ const (
 	// lock-wait timeout (concurrent upserts on one unique key can deadlock
 	// in InnoDB; the server rolled the loser back).
 	maxStatementTries = 3
+	// maxConfirmReads bounds the confirmation reads after a statement
+	// that met the row and left it, while they miss it.
+	maxConfirmReads = 5
 )
 
 // Errors a holder steps down with (onDemoted's argument wraps one of them,
@@ -140,8 +143,10 @@ ON DUPLICATE KEY
            epoch      = IF(owner_id = VALUES(owner_id) OR expires_at < NOW(6), epoch + 1, epoch)`
 
 // readSQL is the confirmation read: the row and the server's time, in one
-// statement.
-const readSQL = `SELECT owner_id, epoch, expires_at, NOW(6) FROM helix_locks WHERE lock_key = ? AND status = 1`
+// statement. It is a locking read, so it reads the newest committed row
+// (waiting for a statement under way on it), not a snapshot (see the
+// package documentation).
+const readSQL = `SELECT owner_id, epoch, expires_at, NOW(6) FROM helix_locks WHERE lock_key = ? AND status = 1 LOCK IN SHARE MODE`
 
 // releaseSQL ends this owner's lease at once (graceful shutdown) so a
 // standby need not wait for the TTL. It leaves epoch alone: the next
@@ -218,6 +223,12 @@ func (e *Elector) try(ctx context.Context) (attempt, error) {
 		break
 	}
 	l, found, err := e.Read(ctx)
+	// No row changed means the statement met the row and left it: a read
+	// that misses it ran before the commit of the row's writer was
+	// visible to it (see the package documentation). Read again.
+	for reads := 1; err == nil && !found && changed == 0 && reads < maxConfirmReads; reads++ {
+		l, found, err = e.Read(ctx)
+	}
 	if err != nil {
 		return attempt{}, err
 	}
