@@ -75,6 +75,13 @@ func serveAPI(m *member.Member, ln net.Listener) *http.Server {
 
 func startNode(t *testing.T, db *sql.DB, id string) *testNode {
 	t.Helper()
+	return startNodeWith(t, db, id, 50*time.Millisecond)
+}
+
+// startNodeWith starts a node that checks its assignments, and reads the
+// partition map, every assign.
+func startNodeWith(t *testing.T, db *sql.DB, id string, assign time.Duration) *testNode {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +91,7 @@ func startNode(t *testing.T, db *sql.DB, id string) *testNode {
 		NodeID:         id,
 		Advertise:      ln.Addr().String(),
 		Partitions:     4,
-		AssignInterval: 50 * time.Millisecond,
+		AssignInterval: assign,
 		Election:       election.Config{TTL: 3 * time.Second, CheckInterval: 50 * time.Millisecond},
 		Registry:       registry.Config{HeartbeatInterval: 100 * time.Millisecond, Silence: time.Second},
 		Coordinator:    coordinator.Config{ExpiryScanInterval: 50 * time.Millisecond},

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/internal/cluster/clustertest"
+	"github.com/tenurehq/tenure/internal/cluster/partition"
 )
 
 // TestQueueStatsAndPauseAcrossPartitions: queue statistics add up every
@@ -106,4 +109,26 @@ func TestQueueStatsAndPauseAcrossPartitions(t *testing.T) {
 		}
 		return got == 20
 	})
+}
+
+// TestNewQueueKnownThroughEveryNode: a queue created through one node (its
+// partitions in the database) is known at once through another, however
+// long before that node would read the partition map again by itself.
+func TestNewQueueKnownThroughEveryNode(t *testing.T) {
+	_, db := clustertest.DB(t)
+	startNode(t, db, "n1")
+	b := startNodeWith(t, db, "n2", 10*time.Second) // reads the map when it starts, then when asked (or in 10s)
+	ctx := t.Context()
+	// What a submit through n1 to a new queue does first; n2 takes no
+	// part in it.
+	if err := partition.New(db).EnsureQueue(ctx, "default", "fresh", 4); err != nil {
+		t.Fatal(err)
+	}
+	scope, err := b.m.Scope(ctx, "default", "fresh")
+	if err != nil || len(scope) != 4 {
+		t.Fatalf("n2's scope of the queue created through n1: %d partitions, %v; want 4", len(scope), err)
+	}
+	if scope, err := b.m.Scope(ctx, "default", "no-such-queue"); err != nil || len(scope) != 0 {
+		t.Fatalf("n2's scope of a queue no node created: %d partitions, %v; want none", len(scope), err)
+	}
 }

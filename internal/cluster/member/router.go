@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/route"
@@ -107,15 +108,33 @@ func (m *Member) Queue(ctx context.Context, namespace, queue string) ([]route.Pa
 
 // Scope implements route.Router: the partitions of the cluster whose
 // namespace and queue match ("" matches every one), in key order.
-func (m *Member) Scope(_ context.Context, namespace, queue string) ([]route.Partition, error) {
+//
+// When this node's map has none, it reads the map again first: a queue
+// created through another node since this node's last reading (at most
+// AssignInterval ago) is found at once, so that a queue a submit was
+// answered for is known through every node. Only an empty answer costs
+// the reading (concurrent ones share it).
+func (m *Member) Scope(ctx context.Context, namespace, queue string) ([]route.Partition, error) {
 	if !m.trusted() {
 		return nil, ErrUntrusted
 	}
+	out := m.scope(namespace, queue)
+	if len(out) == 0 {
+		if err := m.refresh(ctx); err != nil {
+			return nil, fmt.Errorf("%w: reading the partition map: %v", coordinator.ErrUnavailable, err)
+		}
+		out = m.scope(namespace, queue)
+	}
+	return out, nil
+}
+
+// scope is Scope over this node's map as it is.
+func (m *Member) scope(namespace, queue string) []route.Partition {
 	var out []route.Partition
 	for _, a := range m.routes.Load().all {
 		if (namespace == "" || a.Key.Namespace == namespace) && (queue == "" || a.Key.Queue == queue) {
 			out = append(out, part{m, a.ID})
 		}
 	}
-	return out, nil
+	return out
 }
