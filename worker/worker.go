@@ -265,11 +265,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		// Each completion call carries the next lease; the lease loop
 		// leases when a carried lease came back short, or nothing is
 		// finishing.
-		w.completions.carry = &carrier{slots: w.slots, live: ctx, next: client.LeaseRequest{
-			WorkerID:  w.opts.WorkerID,
-			Namespace: w.opts.Namespace,
-			Queue:     w.queue,
-		}}
+		w.completions.carry = &carrier{slots: w.slots, live: ctx, next: w.leaseRequest(0, 0)}
 	}
 
 	// The completer and the heartbeats outlive every task: they stop after
@@ -300,6 +296,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	return runErr
 }
 
+// leaseRequest is the worker's lease for max tasks, waiting up to wait
+// for them.
+func (w *Worker) leaseRequest(max int, wait time.Duration) client.LeaseRequest {
+	return client.LeaseRequest{WorkerID: w.opts.WorkerID, Namespace: w.opts.Namespace, Queue: w.queue, MaxTasks: max, Wait: wait}
+}
+
 // leaseLoop leases while ctx lasts and there are free slots (in batches:
 // see slots), and hands each leased task, with its slot taken, to start. It
 // returns nil when ctx ends.
@@ -318,13 +320,7 @@ func (w *Worker) leaseLoop(ctx context.Context, start func(*Task)) error {
 			return nil
 		}
 		sent := w.clock.Now()
-		lts, err := w.c.Lease(ctx, client.LeaseRequest{
-			WorkerID:  w.opts.WorkerID,
-			Namespace: w.opts.Namespace,
-			Queue:     w.queue,
-			MaxTasks:  n,
-			Wait:      w.opts.PollWait,
-		})
+		lts, err := w.c.Lease(ctx, w.leaseRequest(n, w.opts.PollWait))
 		if len(lts) > n {
 			w.lg.Error("the server leased more tasks than asked for; the extra leases will expire", "asked", n, "got", len(lts))
 			lts = lts[:n]
