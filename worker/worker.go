@@ -93,6 +93,14 @@ type Options struct {
 	// Finish.Took. Nil: the real clock. Tests of this module set a fake one
 	// and move it by hand.
 	Clock clock.Clock
+	// StopWhenEmpty makes Run stop, as if its ctx had ended, once a Lease
+	// finds nothing to lease while no task of this worker runs: no task of
+	// the queue is due (tasks waiting for a retry's backoff or their
+	// not-before time are left for later), or the queue is paused or at
+	// its limits. For scripts and batch jobs that work a queue off and
+	// exit. While tasks run, the worker long-polls as usual, so it stops
+	// within one PollWait of its last task.
+	StopWhenEmpty bool
 	// OnFinish, when set, is called once for each leased task when its
 	// attempt has ended on this worker: completed, failed (retried or for
 	// good), lost, or not reported. It runs on the task's goroutine before
@@ -320,7 +328,14 @@ func (w *Worker) leaseLoop(ctx context.Context, start func(*Task)) error {
 			return nil
 		}
 		sent := w.clock.Now()
-		lts, err := w.c.Lease(ctx, w.leaseRequest(n, w.opts.PollWait))
+		wait := w.opts.PollWait
+		// Alone (no task runs, no carried lease is out), a worker that
+		// stops when empty asks without waiting: an empty answer ends it.
+		alone := w.opts.StopWhenEmpty && w.slots.running() == n
+		if alone {
+			wait = 0
+		}
+		lts, err := w.c.Lease(ctx, w.leaseRequest(n, wait))
 		if len(lts) > n {
 			w.lg.Error("the server leased more tasks than asked for; the extra leases will expire", "asked", n, "got", len(lts))
 			lts = lts[:n]
@@ -344,6 +359,10 @@ func (w *Worker) leaseLoop(ctx context.Context, start func(*Task)) error {
 		failures = 0
 		for i := range lts {
 			start(&lts[i])
+		}
+		if alone && len(lts) == 0 {
+			w.lg.Info("nothing left to lease: stopping (StopWhenEmpty)")
+			return nil
 		}
 		if len(lts) == 0 && w.clock.Now().Sub(sent) < w.opts.PollWait/2 {
 			// An empty answer long before the wait ran out: the server ends

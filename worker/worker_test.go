@@ -477,3 +477,40 @@ func TestPermanentWraps(t *testing.T) {
 		t.Errorf("errors.Is(Permanent(fs.ErrNotExist), fs.ErrNotExist) is false")
 	}
 }
+
+// TestStopWhenEmpty: a worker with StopWhenEmpty works off what is due and
+// then Run returns on its own, with every task completed; on an empty
+// queue it returns at once. A task delayed into the future is left
+// waiting.
+func TestStopWhenEmpty(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, startServer(t, nil))
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, submit(t, c, client.SubmitRequest{Queue: "batch", Payload: []byte{byte('a' + i)}}))
+	}
+	later := submit(t, c, client.SubmitRequest{Queue: "batch", NotBefore: time.Now().Add(time.Hour)})
+	for _, concurrency := range []int{1, 3} {
+		w, err := worker.New(c, "batch", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+			return task.Payload, nil
+		}, worker.Options{StopWhenEmpty: true, Concurrency: concurrency, PollWait: time.Second, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		err = w.Run(ctx)
+		stoppedByItself := ctx.Err() == nil
+		cancel()
+		if err != nil || !stoppedByItself {
+			t.Fatalf("concurrency %d: Run returned %v, by itself: %v; want nil, before its ctx ended", concurrency, err, stoppedByItself)
+		}
+	}
+	for _, id := range ids {
+		if task, err := c.GetTask(t.Context(), id); err != nil || task.State != client.TaskStateCompleted {
+			t.Errorf("task %s after the worker stopped: %v %v, want COMPLETED", id, task.State, err)
+		}
+	}
+	if task, err := c.GetTask(t.Context(), later); err != nil || task.State != client.TaskStateWaiting || task.Attempt != 0 {
+		t.Errorf("the delayed task: %v attempt %d %v, want WAITING, never leased", task.State, task.Attempt, err)
+	}
+}

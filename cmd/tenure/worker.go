@@ -39,6 +39,7 @@ type workerCmd struct {
 	concurrency int
 	workerID    string
 	grace       time.Duration
+	stopEmpty   bool
 }
 
 func (*workerCmd) spec() *cobra.Command {
@@ -63,6 +64,11 @@ Its exit status decides the task:
   other  the attempt fails with the end of its stderr as the reason; the task
          is retried per its retry policy (FAILED after its last attempt)
 
+With --stop-when-empty the worker exits once nothing of the queue is left
+to run now: no task is due and none runs (a task waiting for its retry's
+backoff or its --delay is left), or the queue is paused. Without it, it
+waits for tasks until stopped.
+
 When the lease is lost (it expired, or the task was killed) the command's
 whole process group is killed. On SIGTERM or Ctrl-C the worker leases no
 more, lets running commands finish for --shutdown-grace, then kills them
@@ -72,6 +78,7 @@ The worker logs one line per finished task on stderr: "task finished" with
 its outcome (completed; failed, will retry; failed permanently; lease lost;
 not reported), the task id, the attempt and how long it took.`, permanentFailureExit),
 		Example: fmt.Sprintf(`  tenure worker --queue emails --exec 'tr a-z A-Z'
+  tenure worker --queue emails --exec 'tr a-z A-Z' --stop-when-empty   # work off what is due, then exit
   tenure worker --queue resize --concurrency 4 --exec ./resize.sh   # resize.sh exits %d on an image it can never resize`, permanentFailureExit),
 	}
 }
@@ -84,6 +91,7 @@ func (c *workerCmd) define(fs *pflag.FlagSet) {
 	fs.IntVar(&c.concurrency, "concurrency", 1, "tasks run at once, 1..10000")
 	fs.StringVar(&c.workerID, "worker-id", "", "name of this worker in leases (default host-pid-random)")
 	fs.DurationVar(&c.grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running commands may finish before they are killed and their tasks failed (above 0)")
+	fs.BoolVar(&c.stopEmpty, "stop-when-empty", false, "exit once no task of the queue is due and none runs (tasks waiting for a retry's backoff or a --delay are left)")
 }
 
 func (c *workerCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
@@ -114,6 +122,7 @@ func (c *workerCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []st
 		Logger:        lg,
 		Clock:         a.clock,
 		OnFinish:      logFinish(lg),
+		StopWhenEmpty: c.stopEmpty,
 	})
 	if err != nil {
 		return usageError{err.Error()}
