@@ -106,7 +106,7 @@ func newWALFixture(t *testing.T) *walFixture {
 // very process.
 func waitUnlocked(t *testing.T, dir string) {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, "LOCK"))
+	f, err := os.Open(dir) // the lock is on the directory itself
 	if err != nil {
 		t.Fatal(err)
 	}

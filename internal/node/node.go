@@ -1,5 +1,5 @@
 // Package node runs one embedded tenure node: it owns the data directory
-// (an exclusive lock file) and serves its one partition through a
+// (an exclusive lock on it) and serves its one partition through a
 // host.Host over the file WAL and the snapshot files in it. Everything
 // else — recovery from the newest valid snapshot and the WAL after it, the
 // expiry loop, the snapshot schedule that applies the retention period and
@@ -7,15 +7,16 @@
 // or fsync error (never retrying a failed fsync on the same file handle) —
 // is the host's, the same as for a partition in cluster mode.
 //
-// Layout of the data directory: LOCK (pid of the owner, flock'ed), wal/
-// (segments, package wal), snapshots/ (package snapshot).
+// The data directory itself is flock'ed while a node runs (see dirLock), so
+// deleting a file in it cannot let a second server in. Layout: LOCK (pid
+// of the owner), wal/ (segments, package wal), snapshots/ (package
+// snapshot).
 package node
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -107,7 +108,7 @@ var ErrLocked = errors.New("node: data directory is in use")
 // Node is a running embedded node.
 type Node struct {
 	cfg  Config
-	lock *os.File
+	lock *dirLock
 	h    *host.Host
 }
 
@@ -139,11 +140,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		Observer:       cfg.HostObserver,
 	})
 	if _, ok := errors.AsType[*coordinator.LostRecordsError](err); ok {
-		lock.Close()
+		lock.release()
 		return nil, fmt.Errorf("node: %w; %s", err, n.lossCause())
 	}
 	if err != nil {
-		lock.Close()
+		lock.release()
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	return n, nil
@@ -159,53 +160,131 @@ func (n *Node) lossCause() string {
 		"the disk lost data it had reported written, or an OS crash or power loss while the server ran with fsync none"
 }
 
-// lockDir takes an exclusive, non-blocking lock on DataDir/LOCK and writes
-// our pid into it, so a second server fails at once with a clear message.
-func lockDir(dir string) (*os.File, error) {
-	path := filepath.Join(dir, "LOCK")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("node: opening lock file: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		pid, _ := io.ReadAll(f)
-		f.Close()
-		holder := strings.TrimSpace(string(pid))
-		if holder == "" {
-			holder = "unknown"
-		}
-		return nil, fmt.Errorf("%w: %s is locked by another tenure process (server pid %s, or an offline `tenure wal` command); stop it, or pass a different --data-dir", ErrLocked, dir, holder)
-	}
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	return f, nil
+// lockFile is the data directory's pid file: who holds the directory, for
+// the message a refused process prints. The lock itself is on the
+// directory (dirLock).
+const lockFile = "LOCK"
+
+// dirLock is a data directory held by this process: the directory itself
+// flock'ed, and the LOCK file in it flock'ed the same way.
+//
+// The lock that counts is the directory's. A lock on a file inside it
+// guards only that file: once someone deletes LOCK, the next process
+// creates a new one and locks it, and two servers write one WAL (the
+// deleted file is still locked, by nobody that anyone can see). The
+// directory cannot be deleted or replaced under a running server without
+// taking its WAL and snapshots with it, so its lock holds as long as the
+// data it guards is there. Locks on a directory need flock(2) on a local
+// file system (Linux, the BSDs and macOS have it; a network file system
+// may refuse, and then the server does not start).
+//
+// LOCK is locked too, so that a server or tool of a release that locked
+// only that file is refused as well, and so is refused by it.
+type dirLock struct {
+	dir  *os.File
+	file *os.File // nil for a shared lock of a directory without LOCK
 }
 
-// LockShared takes a shared lock on dataDir/LOCK for an offline reader of
-// the data directory (`tenure wal`): it fails with ErrLocked, naming the
-// server's pid, while a server holds the directory, and keeps a server from
-// starting until release is called. A data directory without a LOCK file
-// was never used by a server; then there is nothing to lock.
+func (l *dirLock) release() {
+	if l == nil {
+		return
+	}
+	if l.file != nil {
+		l.file.Close()
+	}
+	l.dir.Close() // closing the last descriptor releases the flock
+}
+
+// lockDir takes an exclusive, non-blocking lock on the data directory (see
+// dirLock) and writes our pid into its LOCK file, so that a second server
+// fails at once with a clear message.
+func lockDir(dir string) (*dirLock, error) {
+	return takeDirLock(dir, syscall.LOCK_EX, func(holder string) error {
+		return fmt.Errorf("%w: %s is locked by another tenure process (server pid %s, or an offline `tenure wal` command); stop it, or pass a different --data-dir", ErrLocked, dir, holder)
+	})
+}
+
+// LockShared takes a shared lock on the data directory for an offline
+// reader (`tenure wal`): it fails with ErrLocked, naming the server's pid,
+// while a server holds the directory, and keeps a server from starting
+// until release is called.
 func LockShared(dataDir string) (release func(), err error) {
-	path := filepath.Join(dataDir, "LOCK")
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return func() {}, nil
+	l, err := takeDirLock(dataDir, syscall.LOCK_SH, func(holder string) error {
+		return fmt.Errorf("%w: %s is in use by a running tenure server (pid %s)", ErrLocked, dataDir, holder)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l.release, nil
+}
+
+// takeDirLock flocks dir, then its LOCK file, with how (LOCK_EX or
+// LOCK_SH), without waiting; busy builds the error for a lock someone else
+// holds, from the holder's pid as LOCK says it. An exclusive lock creates
+// LOCK and writes our pid into it; a shared one creates nothing.
+func takeDirLock(dir string, how int, busy func(holder string) error) (*dirLock, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("node: opening the data directory to lock it: %w", err)
+	}
+	if err := flock(d, how); err != nil {
+		d.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, busy(lockHolder(dir))
+		}
+		return nil, fmt.Errorf("node: locking the data directory %s: %w (it must be on a local file system that supports flock)", dir, err)
+	}
+	l := &dirLock{dir: d}
+	path := filepath.Join(dir, lockFile)
+	flag := os.O_RDONLY
+	if how == syscall.LOCK_EX {
+		flag = os.O_RDWR | os.O_CREATE
+	}
+	l.file, err = os.OpenFile(path, flag, 0o644)
+	if how == syscall.LOCK_SH && errors.Is(err, os.ErrNotExist) {
+		// No server ever ran here, or LOCK was deleted: the directory's
+		// lock is all there is to take.
+		return l, nil
 	}
 	if err != nil {
+		d.Close()
 		return nil, fmt.Errorf("node: opening lock file: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
-		pid, _ := io.ReadAll(f)
-		f.Close()
-		holder := strings.TrimSpace(string(pid))
-		if holder == "" {
-			holder = "unknown"
+	if err := flock(l.file, how); err != nil {
+		l.release()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, busy(lockHolder(dir))
 		}
-		return nil, fmt.Errorf("%w: %s is in use by a running tenure server (pid %s)", ErrLocked, dataDir, holder)
+		return nil, fmt.Errorf("node: locking %s: %w", path, err)
 	}
-	return func() { f.Close() }, nil
+	if how == syscall.LOCK_EX {
+		if err := l.file.Truncate(0); err == nil {
+			l.file.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		}
+	}
+	return l, nil
+}
+
+func flock(f *os.File, how int) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+// lockHolder is the pid the data directory's LOCK file names, for
+// messages.
+func lockHolder(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, lockFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "unknown: its LOCK file was deleted"
+	}
+	if holder := strings.TrimSpace(string(b)); holder != "" {
+		return holder
+	}
+	return "unknown"
 }
 
 func (n *Node) snapshots() snapshot.Dir {
@@ -282,6 +361,6 @@ func (n *Node) WALDisk() wal.Disk {
 // appended) and releases the lock.
 func (n *Node) Close() error {
 	err := n.h.Close()
-	n.lock.Close()
+	n.lock.release()
 	return err
 }
