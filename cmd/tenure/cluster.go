@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"sort"
 	"strings"
@@ -66,13 +65,14 @@ func useMySQLTLSCA(dsn, caFile string) error {
 	return mysql.RegisterTLSConfig(mysqlTLSName, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 }
 
-// openClusterDB checks the DSN and opens a pool on it; lg (nil: none) is
-// told when the pool moves from one database of the DSN's list to another.
-func openClusterDB(ctx context.Context, dsn string, lg *slog.Logger) (*sql.DB, error) {
+// openClusterDB checks the DSN and opens a pool on it with opts (its
+// Logger, if any, is told when the pool moves from one database of the
+// DSN's list to another).
+func openClusterDB(ctx context.Context, dsn string, opts cluster.DBOptions) (*sql.DB, error) {
 	if dsn == "" {
 		return nil, usageError{"--mysql (or TENURE_MYSQL) is required"}
 	}
-	db, err := cluster.OpenDBWith(dsn, cluster.DBOptions{Logger: lg})
+	db, err := cluster.OpenDBWith(dsn, opts)
 	if err != nil {
 		return nil, usageError{err.Error()}
 	}
@@ -121,7 +121,7 @@ func (c *migrateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []s
 			return dbHint(err)
 		}
 	}
-	db, err := openClusterDB(ctx, c.dsn, nil)
+	db, err := openClusterDB(ctx, c.dsn, cluster.DBOptions{})
 	if err != nil {
 		return err
 	}
@@ -212,7 +212,7 @@ func (c *clusterStatusCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, ar
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	db, err := openClusterDB(ctx, c.dsn, nil)
+	db, err := openClusterDB(ctx, c.dsn, cluster.DBOptions{})
 	if err != nil {
 		return err
 	}

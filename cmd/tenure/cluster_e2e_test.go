@@ -743,6 +743,10 @@ type clLogLine struct {
 	Partition string `json:"partition"`
 	Epoch     uint64 `json:"epoch"`
 	Reason    string `json:"reason"`
+	// A move from one database of the --mysql list to another.
+	From string `json:"from"`
+	To   string `json:"to"`
+	Why  string `json:"why"`
 }
 
 // logLines parses the JSON log lines of out whose msg is msg.

@@ -34,6 +34,7 @@ type clusterFlags struct {
 	standbyCheck           time.Duration
 	heartbeat, silence     time.Duration
 	assignInterval         time.Duration
+	failbackAfter          time.Duration
 }
 
 func (f *clusterFlags) add(fs *pflag.FlagSet) {
@@ -47,6 +48,8 @@ func (f *clusterFlags) add(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.standbyCheck, "standby-check", election.DefaultCheckInterval, "cluster mode: how often a standby node checks the coordinator lock")
 	fs.DurationVar(&f.heartbeat, "node-heartbeat", registry.DefaultHeartbeatInterval, "cluster mode: how often a node heartbeats in the node table")
 	fs.DurationVar(&f.silence, "node-silence", registry.DefaultSilence, "cluster mode: a node silent this long is marked inactive and its partitions move; a node stops serving after 4/5 of it without a confirmed heartbeat")
+	fs.DurationVar(&f.failbackAfter, "mysql-failback-after", cluster.DefaultFailbackAfter,
+		"cluster mode, with several databases in --mysql: a node that left a database for a later one of its list moves back once the earlier one has passed every readiness check (one a second) for this long; 0 or less: never move back")
 	fs.DurationVar(&f.assignInterval, "assign-interval", member.DefaultAssignInterval, "cluster mode: how often the coordinator reallocates partitions and nodes check their assignments")
 }
 
@@ -82,7 +85,11 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 			return dbHint(err)
 		}
 	}
-	db, err := openClusterDB(ctx, cf.dsn, lg)
+	failback := cf.failbackAfter
+	if failback <= 0 {
+		failback = -1 // DBOptions: never
+	}
+	db, err := openClusterDB(ctx, cf.dsn, cluster.DBOptions{Logger: lg, FailbackAfter: failback})
 	if err != nil {
 		return err
 	}

@@ -403,8 +403,11 @@ func TestGaleraKillDBNode(t *testing.T) {
 	if err := g.Rejoin(0); err != nil {
 		t.Fatal(err)
 	}
+	rejoined := time.Now()
 	t.Logf("Galera node 0 rejoined (state transfer by rsync); all three synced")
 	ld.progress("after the Galera node rejoined", clPostAcks)
+	c.waitFailback(g, rejoined)
+	ld.progress("after every node moved back to its first database", clPostAcks)
 	stopProbes()
 	probing.Wait()
 
@@ -420,14 +423,113 @@ func TestGaleraKillDBNode(t *testing.T) {
 		}
 	}
 	for _, n := range c.nodes {
-		moves := logLines(n.proc.out.String(), "cluster database: moved to the next database of the list")
 		downs := logLines(n.proc.out.String(), "no longer the coordinator")
-		t.Logf("%s: moved to another database %d times; stepped down as coordinator %d times", n.id, len(moves), len(downs))
+		t.Logf("%s: stepped down as coordinator %d times", n.id, len(downs))
 	}
 	ld.stop()
 	ld.report()
 	c.verify(led, 1, c.ids())
 	c.checkStatus(c.ids())
+}
+
+// Log messages of a node's moves between the databases of its --mysql
+// list.
+const (
+	msgDBMoved     = "cluster database: moved to another database of the list"
+	msgDBMovedBack = "cluster database: moved back to a database earlier in the list"
+)
+
+// waitFailback waits until every tenure node of c has all its
+// connections on its first Galera node again (node i on Galera node i:
+// the server list of each process, as the database's process lists show
+// them) and checks that each logged every move with where from, where to
+// and why: n1 away from its killed database and back, any node on the
+// state transfer's donor away from it and back. The nodes move back once
+// their first database has passed every readiness check for
+// --mysql-failback-after (30 s by default) and their pools' idle
+// connections to the other server have expired (4 s): the wait is bounded
+// by that plus a margin for a loaded machine (not an assertion of speed;
+// the times are logged).
+func (c *clTest) waitFailback(g *clustertest.Galera, rejoined time.Time) {
+	t := c.t
+	t.Helper()
+	name := c.dsn[strings.LastIndexByte(c.dsn, '/')+1:]
+	dbs := make([]*sql.DB, len(g.Nodes))
+	for j, s := range g.Nodes {
+		dbs[j] = clustertest.Open(t, s.DSN(name))
+	}
+	// misplaced lists the connections of tenure nodes that are not on the
+	// node's first Galera node.
+	misplaced := func() ([]string, error) {
+		var out []string
+		for j, db := range dbs {
+			rows, err := db.Query("SELECT HOST FROM information_schema.PROCESSLIST WHERE DB = ?", name)
+			if err != nil {
+				return nil, err
+			}
+			for rows.Next() {
+				var host string
+				if err := rows.Scan(&host); err != nil {
+					rows.Close()
+					return nil, err
+				}
+				if i := c.node(c.nodeOfHost(host)); i >= 0 && i != j {
+					out = append(out, fmt.Sprintf("%s on Galera node %d", c.nodes[i].id, j))
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	const bound = cluster.DefaultFailbackAfter + 30*time.Second
+	deadline := rejoined.Add(bound)
+	var last []string
+	for {
+		m, err := misplaced()
+		if err == nil && len(m) == 0 {
+			break
+		}
+		if err == nil {
+			last = m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tenure nodes are not back on their first databases %v after the killed one rejoined (failback after %v): %v (last error %v)",
+				bound, cluster.DefaultFailbackAfter, last, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("every tenure node has all its connections on its first Galera node %v after the killed one rejoined (last seen elsewhere: %v)",
+		time.Since(rejoined).Round(100*time.Millisecond), last)
+
+	for i, n := range c.nodes {
+		first := g.Nodes[i].Addr()
+		out := n.proc.out.String()
+		var moves []clLogLine
+		for _, msg := range []string{msgDBMoved, msgDBMovedBack} {
+			moves = append(moves, logLines(out, msg)...)
+		}
+		for _, m := range moves {
+			if m.From == "" || m.To == "" || m.Why == "" || m.From == m.To {
+				t.Errorf("%s logged a move without where from, where to or why: %+v", n.id, m)
+			}
+		}
+		away, back := logLines(out, msgDBMoved), logLines(out, msgDBMovedBack)
+		if i == 0 && (len(away) == 0 || away[0].From != first) {
+			t.Errorf("%s: moves away %+v; want a first one from its killed database %s", n.id, away, first)
+		}
+		if len(away) > 0 && (len(back) == 0 || back[len(back)-1].To != first) {
+			t.Errorf("%s moved away from its first database %s (%+v) and did not log its move back (%+v)", n.id, first, away, back)
+		}
+		for _, m := range back {
+			t.Logf("%s moved back from %s to %s: %s", n.id, m.From, m.To, m.Why)
+		}
+		for _, m := range away {
+			t.Logf("%s moved from %s to %s: %s", n.id, m.From, m.To, m.Why)
+		}
+	}
 }
 
 // TestClusterManagedPrimaryFailover stands for a managed database with
@@ -513,7 +615,7 @@ func TestClusterManagedPrimaryFailover(t *testing.T) {
 		t.Logf("promoted a copy of the primary's data at %s", r.Addr())
 	})
 	for _, n := range c.nodes {
-		t.Logf("%s: moved to the next database of its list %d times", n.id, len(logLines(n.proc.out.String(), "cluster database: moved to the next database of the list")))
+		t.Logf("%s: moved to another database of its list %d times", n.id, len(logLines(n.proc.out.String(), msgDBMoved)))
 	}
 	ld.stop()
 	ld.report()

@@ -1,17 +1,22 @@
 package cluster_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/cluster"
 
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
@@ -79,6 +84,114 @@ func TestOpenDBFailsOverToTheNextServer(t *testing.T) {
 	p1.Restore()
 	p2.Cut()
 	clustertest.Eventually(t, "statements through the first server again", func() bool { return query() == nil && p1.Conns() > 0 })
+}
+
+// A pool that left the first server of its list returns to it once it has
+// passed every readiness check for FailbackAfter (and three in a row), not
+// before, and a failed check starts the count again. Every move is logged
+// with where from, where to and why. The pool's clock is a fake one that
+// the test moves a check interval at a time; new connections show where
+// the pool sends them (it keeps no idle ones here).
+func TestOpenDBFailsBackToTheFirstServer(t *testing.T) {
+	p1, p2, list := twoProxies(t)
+	fc := clock.NewFake(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	var logs syncBuffer
+	const interval, after = time.Second, 10 * time.Second
+	db, err := cluster.OpenDBWith(list, cluster.DBOptions{
+		Clock: fc, CheckInterval: interval, FailbackAfter: after,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxIdleConns(0)
+	ctx := context.Background()
+	// through runs a statement and returns the proxy its new connection
+	// went through.
+	through := func() string {
+		t.Helper()
+		d1, d2 := p1.Dialed(), p2.Dialed()
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case p1.Dialed() > d1 && p2.Dialed() == d2:
+			return "first"
+		case p2.Dialed() > d2 && p1.Dialed() == d1:
+			return "second"
+		}
+		t.Fatalf("a statement made connections through the first proxy %d and the second %d times", p1.Dialed()-d1, p2.Dialed()-d2)
+		return ""
+	}
+	// tick moves the clock one check interval once both checks (the
+	// current server's and the earlier ones') wait for it, and waits
+	// until they have run and wait again.
+	tick := func() {
+		t.Helper()
+		fc.WaitForTimers(2)
+		fc.Advance(interval)
+		fc.WaitForTimers(2)
+	}
+	moves := func() []map[string]string {
+		var out []map[string]string
+		for line := range strings.Lines(logs.String()) {
+			var l map[string]any
+			if json.Unmarshal([]byte(line), &l) != nil || !strings.HasPrefix(fmt.Sprint(l["msg"]), "cluster database: moved") {
+				continue
+			}
+			out = append(out, map[string]string{"msg": fmt.Sprint(l["msg"]), "from": fmt.Sprint(l["from"]), "to": fmt.Sprint(l["to"]), "why": fmt.Sprint(l["why"])})
+		}
+		return out
+	}
+
+	if got := through(); got != "first" {
+		t.Fatalf("at start, statements go through the %s server, want the first", got)
+	}
+	p1.Cut()
+	tick()
+	if got := through(); got != "second" {
+		t.Fatalf("after the first server failed its check, statements go through the %s, want the second", got)
+	}
+	if m := moves(); len(m) != 1 || m[0]["from"] != p1.Addr() || m[0]["to"] != p2.Addr() || !strings.Contains(m[0]["why"], "does not answer") {
+		t.Fatalf("the move away from the first server is logged as %v; want one move from %s to %s saying why", m, p1.Addr(), p2.Addr())
+	}
+
+	// The first server answers again; it passes checks for 5 s, fails
+	// one, then passes again: the run starts over.
+	p1.Restore()
+	for range 5 {
+		tick()
+	}
+	p1.Cut()
+	tick()
+	p1.Restore()
+	// The run begins at the first check after the restore; the pool
+	// moves at the check that finds it has lasted FailbackAfter.
+	for i := range int(after / interval) {
+		tick()
+		if got := through(); got != "second" {
+			t.Fatalf("%v into the first server's second run of passed checks (threshold %v), statements go through the %s server", time.Duration(i)*interval, after, got)
+		}
+	}
+	if m := moves(); len(m) != 1 {
+		t.Fatalf("moves before the first server passed its checks for %v: %v", after, m)
+	}
+	tick()
+	if got := through(); got != "first" {
+		t.Fatalf("after the first server passed every check for %v, statements go through the %s", after, got)
+	}
+	m := moves()
+	if len(m) != 2 || m[1]["msg"] != "cluster database: moved back to a database earlier in the list" || m[1]["from"] != p2.Addr() || m[1]["to"] != p1.Addr() ||
+		!strings.Contains(m[1]["why"], "passed every readiness check for 10s") {
+		t.Fatalf("the move back is logged as %v; want a second move from %s to %s saying it passed every check for 10s", m, p2.Addr(), p1.Addr())
+	}
+	for _, want := range []string{"is ready: the pool moves back to it once it has stayed ready", "failed a readiness check: the pool stays where it is"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log does not say %q:\n%s", want, logs.String())
+		}
+	}
 }
 
 // With no server of the list answering, a statement fails with an error
@@ -201,4 +314,22 @@ func twoProxies(t *testing.T) (p1, p2 *clustertest.Proxy, list string) {
 	p1, p2 = clustertest.NewProxy(t, cfg.Addr), clustertest.NewProxy(t, cfg.Addr)
 	list = strings.Replace(clustertest.DSNVia(dsn, p1.Addr()), p1.Addr(), p1.Addr()+","+p2.Addr(), 1)
 	return p1, p2, list
+}
+
+// syncBuffer is a bytes.Buffer that goroutines may write at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -17,8 +17,9 @@ import (
 
 // A pool from OpenDB reaches its database through a failover connector: a
 // list of database servers (one or more), each new connection made to the
-// current one, and a move to the next when the current one stops answering
-// or is not ready (docs/cluster.md, "A replicated database"). Every fencing
+// current one, a move to the next when the current one stops answering or
+// is not ready, and a move back to an earlier one once it has stayed ready
+// (failback.go; docs/cluster.md, "A replicated database"). Every fencing
 // rule holds whichever server a statement reaches: they are all rows of the
 // one database, and every time that decides ownership is the database's or
 // measured from the sending of a statement the database confirmed.
@@ -27,17 +28,27 @@ import (
 const (
 	DefaultCheckInterval = time.Second
 	DefaultCheckTimeout  = 3 * time.Second
+	DefaultFailbackAfter = 30 * time.Second
 )
 
 // DBOptions configure OpenDBWith. Zero fields take their defaults.
 type DBOptions struct {
-	// Logger is told of every change of server and of a server found not
-	// ready; nil discards.
+	// Logger is told of every change of server (from, to and why) and of
+	// a server found not ready; nil discards.
 	Logger *slog.Logger
-	// CheckInterval is how often the current server's readiness is checked
-	// (default 1 s); a negative value turns the check off (connections are
-	// still checked when they are made).
+	// CheckInterval is how often the current server's readiness is
+	// checked, and that of each server earlier in the list than the
+	// current one (default 1 s); a negative value turns the checks off
+	// (connections are still checked when they are made) and with them
+	// the move back.
 	CheckInterval time.Duration
+	// FailbackAfter is how long a server earlier in the list than the
+	// current one must pass every readiness check (and at least three in
+	// a row) before new connections go back to it (default 30 s): the
+	// first server of the list is the preferred one, and a node that fled
+	// it returns once it is ready again, not at its first good answer. A
+	// negative value: never move back (only a failure moves the pool).
+	FailbackAfter time.Duration
 	// CheckTimeout bounds one readiness check, and the connection it
 	// makes (default 3 s).
 	CheckTimeout time.Duration
@@ -54,6 +65,9 @@ func (o DBOptions) withDefaults() DBOptions {
 	}
 	if o.CheckTimeout == 0 {
 		o.CheckTimeout = DefaultCheckTimeout
+	}
+	if o.FailbackAfter == 0 {
+		o.FailbackAfter = DefaultFailbackAfter
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real
@@ -74,6 +88,11 @@ type failover struct {
 
 	mu  sync.Mutex
 	cur int // the server new connections go to
+	// last is the server the last connection was made to (or the pool
+	// moved back to), why what made the pool leave it since, if it did:
+	// a move is logged when a connection reaches a server other than last.
+	last int
+	why  string
 	// gen counts the moves from one server to another (or away from the
 	// only one): a connection made in an earlier generation is discarded
 	// when it goes back to the pool.
@@ -81,19 +100,20 @@ type failover struct {
 	trouble map[int]string // the last problem logged per server, "" while none
 
 	stop context.CancelFunc
-	done chan struct{}
+	wg   sync.WaitGroup // watch and watchFailback
 }
 
 // newFailover returns the connector over servers (at least one) and starts
-// its readiness check.
+// its readiness checks.
 func newFailover(servers []dbServer, opts DBOptions) *failover {
-	f := &failover{servers: servers, opts: opts.withDefaults(), trouble: make(map[int]string), done: make(chan struct{})}
+	f := &failover{servers: servers, opts: opts.withDefaults(), trouble: make(map[int]string)}
 	ctx, stop := context.WithCancel(context.Background())
 	f.stop = stop
 	if f.opts.CheckInterval > 0 {
-		go f.watch(ctx)
-	} else {
-		close(f.done)
+		f.wg.Go(func() { f.watch(ctx) })
+		if len(servers) > 1 && f.opts.FailbackAfter >= 0 {
+			f.wg.Go(func() { f.watchFailback(ctx) })
+		}
 	}
 	return f
 }
@@ -101,10 +121,10 @@ func newFailover(servers []dbServer, opts DBOptions) *failover {
 // Driver is the driver of the servers' connectors.
 func (f *failover) Driver() driver.Driver { return f.servers[0].conn.Driver() }
 
-// Close stops the readiness check (sql.DB.Close calls it).
+// Close stops the readiness checks (sql.DB.Close calls it).
 func (f *failover) Close() error {
 	f.stop()
-	<-f.done
+	f.wg.Wait()
 	return nil
 }
 
@@ -113,15 +133,14 @@ func (f *failover) Close() error {
 // the current server. It fails when none of them is.
 func (f *failover) Connect(ctx context.Context) (driver.Conn, error) {
 	f.mu.Lock()
-	start := f.cur
+	start, gen := f.cur, f.gen.Load()
 	f.mu.Unlock()
 	var errs []error
 	for i := range f.servers {
 		idx := (start + i) % len(f.servers)
 		c, err := f.open(ctx, idx)
 		if err == nil {
-			gen := f.use(idx)
-			return &conn{Conn: c, f: f, gen: gen, idx: idx}, nil
+			return &conn{Conn: c, f: f, gen: f.use(idx, gen, errs), idx: idx}, nil
 		}
 		f.report(idx, err)
 		errs = append(errs, err)
@@ -149,27 +168,48 @@ func (f *failover) open(ctx context.Context, idx int) (driver.Conn, error) {
 	return c, nil
 }
 
-// use makes server idx the current one if it is not, logs the move, and
-// returns the generation a connection to it belongs to.
-func (f *failover) use(idx int) uint64 {
+// use makes server idx, reached by a connection begun in generation gen,
+// the current one if it is not, logs the move if connections went to
+// another server before (why: what made the pool leave it, and the errors
+// of the servers tried before idx), and returns the generation the
+// connection belongs to. If the pool moved since gen (a failed check, a
+// move back), that move stands: the connection is of gen, used once and
+// discarded.
+func (f *failover) use(idx int, gen uint64, skipped []error) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.trouble[idx] != "" {
 		f.opts.Logger.Info("cluster database ready again", slog.String("database", f.servers[idx].addr))
 		f.trouble[idx] = ""
 	}
+	if f.gen.Load() != gen {
+		return gen
+	}
 	if f.cur != idx {
-		from := f.servers[f.cur].addr
 		f.cur = idx
 		f.gen.Add(1)
-		f.opts.Logger.Warn("cluster database: moved to the next database of the list", slog.String("from", from), slog.String("to", f.servers[idx].addr))
 	}
+	if f.last != idx {
+		why := f.why
+		for _, err := range skipped {
+			why = strings.TrimPrefix(why+"; "+err.Error(), "; ")
+		}
+		if why == "" {
+			why = "a new connection reached no database before it in the list"
+		}
+		f.opts.Logger.Warn("cluster database: moved to another database of the list",
+			slog.String("from", f.servers[f.last].addr), slog.String("to", f.servers[idx].addr), slog.String("why", why))
+		f.last = idx
+	}
+	f.why = ""
 	return f.gen.Load()
 }
 
 // drop records that server idx failed (err): if it is the current one, new
 // connections go to the next, and the connections made so far are
-// discarded as they come back to the pool.
+// discarded as they come back to the pool. The move is logged when a
+// connection reaches another server (use), not here: while no server
+// answers, the pool tries one after another without moving anywhere.
 func (f *failover) drop(idx int, err error) {
 	f.report(idx, err)
 	f.mu.Lock()
@@ -177,7 +217,24 @@ func (f *failover) drop(idx int, err error) {
 	if f.cur == idx {
 		f.cur = (idx + 1) % len(f.servers)
 		f.gen.Add(1)
+		if f.why == "" {
+			f.why = err.Error()
+		}
 	}
+}
+
+// moveBack makes server to, earlier in the list than the current server
+// from, the current one, unless the pool moved meanwhile, and logs why.
+func (f *failover) moveBack(from, to int, why string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cur != from {
+		return
+	}
+	f.cur, f.last, f.why = to, to, ""
+	f.gen.Add(1)
+	f.opts.Logger.Info("cluster database: moved back to a database earlier in the list",
+		slog.String("from", f.servers[from].addr), slog.String("to", f.servers[to].addr), slog.String("why", why))
 }
 
 // report logs a server's problem when it is new: one line per change, not
@@ -202,40 +259,14 @@ func (f *failover) report(idx int, err error) {
 // dropped: a Galera node that became a donor, lost its quorum or stopped
 // answering is left for the next one before statements queue on it.
 func (f *failover) watch(ctx context.Context) {
-	defer close(f.done)
-	var mon driver.Conn
-	monIdx := -1
-	defer func() {
-		if mon != nil {
-			mon.Close()
-		}
-	}()
+	mon := f.newMonitor()
+	defer mon.close()
 	for clock.Sleep(ctx, f.opts.Clock, f.opts.CheckInterval) == nil {
 		f.mu.Lock()
 		idx := f.cur
 		f.mu.Unlock()
-		if mon != nil && monIdx != idx {
-			mon.Close()
-			mon = nil
-		}
-		cctx, cancel := context.WithTimeout(ctx, f.opts.CheckTimeout)
-		var err error
-		if mon == nil {
-			var c driver.Conn
-			if c, err = f.servers[idx].conn.Connect(cctx); err == nil {
-				mon, monIdx = c, idx
-			} else {
-				err = fmt.Errorf("cluster: database %s does not answer: %w", f.servers[idx].addr, err)
-			}
-		}
-		if err == nil {
-			_, err = checkReady(cctx, mon, f.servers[idx].addr)
-			if err != nil && !errors.As(err, new(NotReadyError)) {
-				mon.Close() // a broken connection: make a new one next time
-				mon = nil
-			}
-		}
-		cancel()
+		mon.keepOnly(func(i int) bool { return i == idx })
+		err := mon.check(ctx, idx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -244,6 +275,84 @@ func (f *failover) watch(ctx context.Context) {
 		}
 	}
 }
+
+// watchFailback checks, every CheckInterval until ctx ends, each server
+// earlier in the list than the current one, each on a connection of its
+// own, and moves the pool back to the earliest that has passed its checks
+// for FailbackAfter (failback).
+func (f *failover) watchFailback(ctx context.Context) {
+	mon := f.newMonitor()
+	defer mon.close()
+	fb := newFailback(f.opts.FailbackAfter)
+	for clock.Sleep(ctx, f.opts.Clock, f.opts.CheckInterval) == nil {
+		f.mu.Lock()
+		cur := f.cur
+		f.mu.Unlock()
+		fb.keepBelow(cur)
+		mon.keepOnly(func(i int) bool { return i < cur })
+		for idx := range cur {
+			err := mon.check(ctx, idx)
+			if ctx.Err() != nil {
+				return
+			}
+			began, ended := fb.observe(idx, err == nil, f.opts.Clock.Now())
+			switch {
+			case began:
+				f.opts.Logger.Info("cluster database earlier in the list is ready: the pool moves back to it once it has stayed ready",
+					slog.String("database", f.servers[idx].addr), slog.String("current", f.servers[cur].addr), slog.Duration("after", f.opts.FailbackAfter))
+			case ended:
+				f.opts.Logger.Info("cluster database earlier in the list failed a readiness check: the pool stays where it is, and waits for it to stay ready again",
+					slog.String("database", f.servers[idx].addr), slog.String("current", f.servers[cur].addr), slog.Any("err", err))
+			}
+		}
+		if to, why, ok := fb.due(cur, f.opts.Clock.Now()); ok {
+			f.moveBack(cur, to, why)
+		}
+	}
+}
+
+// monitor holds a connection per server for readiness checks, made when
+// first needed and again after it broke. One goroutine uses it.
+type monitor struct {
+	f     *failover
+	conns map[int]driver.Conn
+}
+
+func (f *failover) newMonitor() *monitor { return &monitor{f: f, conns: make(map[int]driver.Conn)} }
+
+// check checks server idx's readiness: nil, a NotReadyError, or why it
+// could not be asked.
+func (m *monitor) check(ctx context.Context, idx int) error {
+	s := m.f.servers[idx]
+	cctx, cancel := context.WithTimeout(ctx, m.f.opts.CheckTimeout)
+	defer cancel()
+	c := m.conns[idx]
+	if c == nil {
+		var err error
+		if c, err = s.conn.Connect(cctx); err != nil {
+			return fmt.Errorf("cluster: database %s does not answer: %w", s.addr, err)
+		}
+		m.conns[idx] = c
+	}
+	_, err := checkReady(cctx, c, s.addr)
+	if err != nil && !errors.As(err, new(NotReadyError)) {
+		c.Close() // a broken connection: make a new one next time
+		delete(m.conns, idx)
+	}
+	return err
+}
+
+// keepOnly closes the connections to the servers keep is false for.
+func (m *monitor) keepOnly(keep func(idx int) bool) {
+	for i, c := range m.conns {
+		if !keep(i) {
+			c.Close()
+			delete(m.conns, i)
+		}
+	}
+}
+
+func (m *monitor) close() { m.keepOnly(func(int) bool { return false }) }
 
 // NotReadyError is a database server that answers but must not be used:
 // a Galera node that is not synced with its cluster (joining, a donor,

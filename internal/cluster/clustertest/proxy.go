@@ -35,6 +35,7 @@ type Proxy struct {
 	closed  bool
 	cut     bool
 	gen     uint64                  // bumped by every Cut and by Close
+	dialed  int                     // connections forwarded so far
 	pending map[net.Conn]struct{}   // accepted clients whose target dial is under way
 	conns   map[*proxyConn]struct{} // forwarded connections
 }
@@ -120,6 +121,14 @@ func (p *Proxy) Conns() int {
 	return len(p.conns)
 }
 
+// Dialed is the number of connections the proxy has forwarded so far
+// (dialed through to the target), open or closed since.
+func (p *Proxy) Dialed() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dialed
+}
+
 // dropAllLocked aborts every connection, forwarded or still dialing. The
 // goroutines serving them see their reads and writes fail and return.
 func (p *Proxy) dropAllLocked() {
@@ -190,6 +199,7 @@ func (p *Proxy) serve(client net.Conn, gen uint64) {
 	}
 	c := &proxyConn{client: client, server: server}
 	p.conns[c] = struct{}{}
+	p.dialed++
 	p.mu.Unlock()
 
 	var dirs sync.WaitGroup
