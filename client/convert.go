@@ -30,6 +30,7 @@ func taskOf(p *tenurev1.Task) Task {
 		Payload:         p.GetPayload(),
 		State:           TaskState(p.GetState()),
 		Attempt:         p.GetAttempt(),
+		AttemptsUsed:    p.GetAttemptsUsed(),
 		Priority:        p.GetPriority(),
 		RequestID:       p.GetRequestId(),
 		ExecutionWindow: p.GetExecutionWindow().AsDuration(),

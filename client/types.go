@@ -91,8 +91,14 @@ type Task struct {
 	Queue     string
 	Payload   []byte
 	State     TaskState
-	// Attempt is the number of leases granted so far (0 before the first).
+	// Attempt is the number of leases granted so far (0 before the first),
+	// over the task's whole life: an operator's retry does not reset it.
 	Attempt uint32
+	// AttemptsUsed is the attempts used of the budget in force: the leases
+	// since the task was created or since an operator's last retry gave it
+	// a fresh budget. RetryPolicy.MaxAttempts limits it; it equals Attempt
+	// for a task never retried.
+	AttemptsUsed uint32
 	// Priority orders leasing within the queue: higher first.
 	Priority int32
 	// RequestID is the idempotency key given at submit ("" for none).

@@ -266,7 +266,10 @@ type Task struct {
 	Payload []byte `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
 	// Current state.
 	State TaskState `protobuf:"varint,5,opt,name=state,proto3,enum=tenure.v1.TaskState" json:"state,omitempty"`
-	// Number of leases granted so far (0 before the first).
+	// Number of leases granted so far (0 before the first), over the task's
+	// whole life: an operator's RetryTask does not reset it. The attempt
+	// numbers of executions, leases and fencing tokens count the same way.
+	// See attempts_used for the attempts its retry policy limits.
 	Attempt uint32 `protobuf:"varint,6,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// Leasing order within the queue: higher first.
 	Priority int32 `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
@@ -300,7 +303,14 @@ type Task struct {
 	// When the task fails unless COMMITTED by then (failure_reason
 	// "deadline_exceeded"). Shown while it is in force: unset without one, and
 	// once the task is COMMITTED or finished.
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// Attempts used of the budget in force: the leases granted since the
+	// task was created, or since an operator's last RetryTask gave it a
+	// fresh budget (0 right after it). This is what
+	// retry_policy.max_attempts limits: the task fails for good when an
+	// attempt fails with attempts_used = max_attempts. Equal to attempt
+	// for a task never retried by an operator.
+	AttemptsUsed  uint32 `protobuf:"varint,21,opt,name=attempts_used,json=attemptsUsed,proto3" json:"attempts_used,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -473,6 +483,13 @@ func (x *Task) GetDeadline() *timestamppb.Timestamp {
 		return x.Deadline
 	}
 	return nil
+}
+
+func (x *Task) GetAttemptsUsed() uint32 {
+	if x != nil {
+		return x.AttemptsUsed
+	}
+	return 0
 }
 
 // Execution is one attempt of a task under one lease.
@@ -2057,7 +2074,7 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\x0finitial_backoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0einitialBackoff\x12:\n" +
 	"\vmax_backoff\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"maxBackoff\x12-\n" +
-	"\x12backoff_multiplier\x18\x04 \x01(\x01R\x11backoffMultiplier\"\xc4\x06\n" +
+	"\x12backoff_multiplier\x18\x04 \x01(\x01R\x11backoffMultiplier\"\xe9\x06\n" +
 	"\x04Task\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -2085,7 +2102,8 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\n" +
 	"executions\x18\x13 \x03(\v2\x14.tenure.v1.ExecutionR\n" +
 	"executions\x126\n" +
-	"\bdeadline\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xd8\x03\n" +
+	"\bdeadline\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12#\n" +
+	"\rattempts_used\x18\x15 \x01(\rR\fattemptsUsed\"\xd8\x03\n" +
 	"\tExecution\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\rR\aattempt\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +

@@ -459,6 +459,7 @@ func dashboardFlow(t *testing.T, b *browser, base string, a *api, name string) f
 	}
 	b.until("the payload is pretty-printed JSON", `document.querySelector("#payload-bytes")?.textContent.includes('"report": "weekly"')`)
 	b.until("the raw history lists the records", `document.querySelectorAll(".history tbody tr").length >= 13`)
+	b.until("the task used 3 of its 3 attempts", textOf("#attempts")+` === "3 of 3"`)
 	b.shot(name + "-task")
 	b.checkBasics(name + " task")
 
@@ -471,7 +472,14 @@ func dashboardFlow(t *testing.T, b *browser, base string, a *api, name string) f
 	b.run("give a reason", chromedp.SendKeys("#confirm-reason", "fixed upstream", chromedp.ByQuery))
 	b.click(`//button[@id="confirm-ok"]`)
 	b.until("the retried task is waiting", textOf(".details .badge")+` === "waiting"`)
+	b.until("the retried task has a fresh budget of attempts",
+		textOf("#attempts")+` === "0 of 1 since an operator's retry (1 in all)"`)
 	b.shot(name + "-task-retried")
+
+	// A finished task's worker: its last attempt's.
+	b.goTo("#/queue/default/flaky")
+	b.until("the completed task's worker and attempts", fmt.Sprintf(`%s === "browser-test-worker" && %s === "3/3"`,
+		textOf(fmt.Sprintf(`tr[data-task=%q] td[data-worker]`, f.flaky)), textOf(fmt.Sprintf(`tr[data-task=%q] td:nth-child(3)`, f.flaky))))
 
 	// Pause the queue with the button: a worker receives nothing more.
 	b.goTo("#/queue/default/emails")

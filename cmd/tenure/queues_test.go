@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"regexp"
@@ -225,6 +226,68 @@ func TestCLITaskRetry(t *testing.T) {
 	if task, err := c.GetTask(ctx, done); err != nil || task.State != client.TaskStateCompleted {
 		t.Fatalf("the COMPLETED task after the refused retry: %+v, %v", task, err)
 	}
+}
+
+// TestCLIAttemptsAfterRetry: a task of 2 attempts fails twice, an operator
+// retries it, and it fails once more: the API and `task get` count the
+// attempts of its fresh budget (1 of 2), not of its life (3), which they
+// show beside it; `tasks list` shows the budget's count.
+func TestCLIAttemptsAfterRetry(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	addr := startInProcess(t)
+	c := sdk(t, addr)
+	id := submitTask(t, c, client.SubmitRequest{Queue: "q", Retry: &client.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond}})
+	fail := func() {
+		t.Helper()
+		lt := leaseOne(t, c, "q")
+		if lt.ID != id {
+			t.Fatalf("leased %s, want %s", lt.ID, id)
+		}
+		if _, err := c.Fail(ctx, lt.ID, lt.LeaseID, "upstream timed out", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// check asserts the task's state and attempts in the API (the SDK's
+	// task, and the CLI's JSON, which is the API's) and in `task get` and
+	// `tasks list`.
+	check := func(when string, state client.TaskState, used, all uint32, attemptRow, listCell string) {
+		t.Helper()
+		task, err := c.GetTask(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.State != state || task.AttemptsUsed != used || task.Attempt != all || task.RetryPolicy.MaxAttempts != 2 {
+			t.Errorf("%s: the API says %v, attempts used %d, attempt %d of a budget of %d; want %v, %d, %d, 2",
+				when, task.State, task.AttemptsUsed, task.Attempt, task.RetryPolicy.MaxAttempts, state, used, all)
+		}
+		var js struct {
+			Attempt      uint32 `json:"attempt"`
+			AttemptsUsed uint32 `json:"attemptsUsed"`
+		}
+		if err := json.Unmarshal([]byte(mustCLI(t, "task", "get", id, "--addr", addr, "--json")), &js); err != nil {
+			t.Fatal(err)
+		}
+		if js.Attempt != all || js.AttemptsUsed != used {
+			t.Errorf("%s: task get --json says attempt %d, attemptsUsed %d; want %d, %d", when, js.Attempt, js.AttemptsUsed, all, used)
+		}
+		get := mustCLI(t, "task", "get", id, "--addr", addr)
+		if !strings.Contains(get, "\nattempt     "+attemptRow+"\n") {
+			t.Errorf("%s: task get's attempt row is not %q:\n%s", when, attemptRow, get)
+		}
+		list := mustCLI(t, "tasks", "list", "--queue", "q", "--addr", addr)
+		if f := strings.Fields(strings.Split(list, "\n")[1]); len(f) < 5 || f[4] != listCell {
+			t.Errorf("%s: tasks list's ATTEMPTS column is not %q:\n%s", when, listCell, list)
+		}
+	}
+	fail()
+	check("after the first failure", client.TaskStateWaiting, 1, 1, "1 of 2", "1/2")
+	fail()
+	check("after the second failure", client.TaskStateFailed, 2, 2, "2 of 2", "2/2")
+	mustCLI(t, "tasks", "retry", "--queue", "q", "--state", "FAILED", "--yes", "--addr", addr)
+	check("after the operator's retry", client.TaskStateWaiting, 0, 2, "0 of 2 since an operator's retry (2 in all)", "0/2")
+	fail()
+	check("after the third failure", client.TaskStateWaiting, 1, 3, "1 of 2 since an operator's retry (3 in all)", "1/2")
 }
 
 // TestCLIRequestedByDefault: without --requested-by, a control command

@@ -54,6 +54,7 @@ type taskJSON struct {
 	LeaseExpiry     timeJSON        `json:"leaseExpiry,omitzero"`
 	Executions      []executionJSON `json:"executions,omitempty"`
 	Deadline        timeJSON        `json:"deadline,omitzero"`
+	AttemptsUsed    uint32          `json:"attemptsUsed,omitempty"`
 }
 
 type retryPolicyJSON struct {
@@ -257,6 +258,7 @@ func taskToJSON(t *client.Task) taskJSON {
 		WorkerID:        t.WorkerID,
 		LeaseExpiry:     timeJSON(t.LeaseExpiry),
 		Deadline:        timeJSON(t.Deadline),
+		AttemptsUsed:    t.AttemptsUsed,
 	}
 	for _, e := range t.Executions {
 		out.Executions = append(out.Executions, executionJSON{

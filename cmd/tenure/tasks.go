@@ -297,7 +297,7 @@ func (c *taskGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []s
 	row("task", t.ID)
 	row("queue", t.Namespace+"/"+t.Queue)
 	row("state", t.State.String())
-	row("attempt", fmt.Sprintf("%d of %d", t.Attempt, t.RetryPolicy.MaxAttempts))
+	row("attempt", attemptText(t))
 	row("priority", fmt.Sprint(t.Priority))
 	if t.RequestID != "" {
 		row("request id", t.RequestID)
@@ -333,6 +333,18 @@ func (c *taskGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []s
 		w.Flush()
 	}
 	return nil
+}
+
+// attemptText is a task's attempts as its retry policy counts them: those
+// used of its budget, "of" the policy's maximum; for a task an operator
+// retried, also every attempt of its life, which the executions and the
+// history number.
+func attemptText(t *client.Task) string {
+	s := fmt.Sprintf("%d of %d", t.AttemptsUsed, t.RetryPolicy.MaxAttempts)
+	if t.Attempt != t.AttemptsUsed {
+		s += fmt.Sprintf(" since an operator's retry (%d in all)", t.Attempt)
+	}
+	return s
 }
 
 // taskHistoryCmd is `tenure task history`.
@@ -550,10 +562,10 @@ func (c *tasksListCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args 
 		}
 	} else {
 		w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "TASK\tNAMESPACE\tQUEUE\tSTATE\tATTEMPT\tCREATED\tPAYLOAD")
+		fmt.Fprintln(w, "TASK\tNAMESPACE\tQUEUE\tSTATE\tATTEMPTS\tCREATED\tPAYLOAD")
 		for _, t := range tasks {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, t.Namespace, t.Queue, t.State,
-				t.Attempt, fmtTime(t.CreatedAt), preview(t.Payload))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", t.ID, t.Namespace, t.Queue, t.State,
+				t.AttemptsUsed, t.RetryPolicy.MaxAttempts, fmtTime(t.CreatedAt), preview(t.Payload))
 		}
 		if err := w.Flush(); err != nil {
 			return err

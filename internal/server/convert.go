@@ -145,6 +145,7 @@ func task(v coordinator.TaskView) *tenurev1.Task {
 		Payload:         t.Payload,
 		State:           taskStates[t.State],
 		Attempt:         t.Attempt,
+		AttemptsUsed:    t.AttemptsUsed(),
 		Priority:        t.Priority,
 		RequestId:       t.RequestID,
 		ExecutionWindow: durationpb.New(t.Window),

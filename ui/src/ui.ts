@@ -3,7 +3,7 @@
 // a token's role may not use (disabled, with the server's reason shown
 // beside them).
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { TaskState } from "@tenure/client";
+import { TaskState, type Task } from "@tenure/client";
 import { fieldOf, may, message } from "./api";
 import { h } from "./dom";
 import { bestView, exact, ms, short, showBytes, type BytesView } from "./format";
@@ -49,6 +49,17 @@ export function time(ts: Timestamp | undefined): HTMLElement | string {
 /** stateName is a task state as people read it: "waiting". */
 export function stateName(s: TaskState): string {
   return (TaskState[s] ?? "unknown").toLowerCase();
+}
+
+/**
+ * attemptsText is a task's attempts as its retry policy counts them: those
+ * used of its budget "of" the policy's maximum; for a task an operator
+ * retried, also every attempt of its life, as the timeline numbers them.
+ */
+export function attemptsText(t: Task): string {
+  const max = t.retryPolicy ? ` of ${t.retryPolicy.maxAttempts}` : "";
+  const all = t.attempt !== t.attemptsUsed ? ` since an operator's retry (${t.attempt} in all)` : "";
+  return `${t.attemptsUsed}${max}${all}`;
 }
 
 /** badge is a task state as a coloured label. */

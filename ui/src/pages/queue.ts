@@ -8,7 +8,7 @@ import { api, calls, message } from "../api";
 import { h, swap } from "../dom";
 import { count, durationMs, span } from "../format";
 import { live } from "../live";
-import { actions, badge, confirm, guard, outcome, say, showOutcome, stateName, time, type Action } from "../ui";
+import { actions, attemptsText, badge, confirm, guard, outcome, say, showOutcome, stateName, time, type Action } from "../ui";
 import { limitsText, queueHref, sparkline } from "./overview";
 import { scheduleHref, schedulesHref } from "./schedules";
 
@@ -20,6 +20,14 @@ const states = [TaskState.WAITING, TaskState.LEASED, TaskState.COMMITTED, TaskSt
 /** taskHref is the address of a task's page. */
 export function taskHref(id: string): string {
   return `#/task/${encodeURIComponent(id)}`;
+}
+
+/**
+ * workerOf is the worker of a task's current lease, or of its last
+ * attempt once it has none (a finished or retried task).
+ */
+export function workerOf(t: Task): string {
+  return t.workerId || t.executions.at(-1)?.workerId || "";
 }
 
 /**
@@ -156,15 +164,15 @@ export async function render(main: HTMLElement, params: Record<string, string>):
         : h("div", { class: "scroll" }, h("table", { class: "tasks" },
           h("caption", { class: "sr-only" }, "Tasks of the queue"),
           h("thead", {}, h("tr", {},
-            ["Task", "State", "Attempt", "Priority", "Created", "Updated", "Worker", "Failure reason"].map((c) => h("th", { scope: "col" }, c)))),
+            ["Task", "State", "Attempts", "Priority", "Created", "Updated", "Worker", "Failure reason"].map((c) => h("th", { scope: "col" }, c)))),
           h("tbody", {}, shown.map((t) => h("tr", { "data-task": t.taskId },
             h("td", {}, h("a", { href: taskHref(t.taskId), class: "mono", "data-key": `t-${t.taskId}` }, t.taskId)),
             h("td", {}, badge(t.state)),
-            h("td", { class: "num" }, String(t.attempt)),
+            h("td", { class: "num", title: attemptsText(t) }, `${t.attemptsUsed}/${t.retryPolicy?.maxAttempts ?? "—"}`),
             h("td", { class: "num" }, String(t.priority)),
             h("td", {}, time(t.createdAt)),
             h("td", {}, time(t.updatedAt)),
-            h("td", { class: "mono" }, t.workerId || "—"),
+            h("td", { class: "mono", "data-worker": "" }, workerOf(t) || "—"),
             h("td", { class: "reason" }, t.failureReason || "")))))),
       pager);
   };

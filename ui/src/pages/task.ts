@@ -7,7 +7,7 @@ import { h, swap } from "../dom";
 import { durationMs, exact, short, span } from "../format";
 import { live } from "../live";
 import { build, label, position, type Lane, type Mark, type Timeline } from "../timeline";
-import { actions, badge, bytesView, confirm, say, time } from "../ui";
+import { actions, attemptsText, badge, bytesView, confirm, say, time } from "../ui";
 import { queueHref } from "./overview";
 import { scheduleHref } from "./schedules";
 
@@ -76,7 +76,7 @@ function details(t: Task): HTMLElement {
   return h("dl", { class: "details" },
     row("State", badge(t.state)),
     row("Queue", h("a", { href: queueHref(t.namespace, t.queue) }, `${t.namespace}/${t.queue}`)),
-    row("Attempts", `${t.attempt}${rp ? ` of ${rp.maxAttempts}` : ""}`),
+    row("Attempts", h("span", { id: "attempts" }, attemptsText(t))),
     row("Priority", String(t.priority)),
     row("Request id", t.requestId || "—", ...(fromSchedule(t) ?? [])),
     row("Execution window", fmtDur(durationMs(t.executionWindow))),

@@ -112,7 +112,10 @@ export declare type Task = Message<"tenure.v1.Task"> & {
   state: TaskState;
 
   /**
-   * Number of leases granted so far (0 before the first).
+   * Number of leases granted so far (0 before the first), over the task's
+   * whole life: an operator's RetryTask does not reset it. The attempt
+   * numbers of executions, leases and fencing tokens count the same way.
+   * See attempts_used for the attempts its retry policy limits.
    *
    * @generated from field: uint32 attempt = 6;
    */
@@ -220,6 +223,18 @@ export declare type Task = Message<"tenure.v1.Task"> & {
    * @generated from field: google.protobuf.Timestamp deadline = 20;
    */
   deadline?: Timestamp | undefined;
+
+  /**
+   * Attempts used of the budget in force: the leases granted since the
+   * task was created, or since an operator's last RetryTask gave it a
+   * fresh budget (0 right after it). This is what
+   * retry_policy.max_attempts limits: the task fails for good when an
+   * attempt fails with attempts_used = max_attempts. Equal to attempt
+   * for a task never retried by an operator.
+   *
+   * @generated from field: uint32 attempts_used = 21;
+   */
+  attemptsUsed: number;
 };
 
 /**
