@@ -37,6 +37,10 @@ func (f *limitFlags) add(fs *pflag.FlagSet) {
 		"Lease calls waiting for tasks at once; past it a Lease with a wait is answered resource_exhausted")
 	fs.IntVar(&f.load.MaxLongPollsPerWorker, "max-long-polls-per-worker", d.MaxLongPollsPerWorker,
 		"Lease calls of one worker id waiting for tasks at once; past it resource_exhausted")
+	fs.IntVar(&f.load.MaxHeaderBytes, "max-header-bytes", d.MaxHeaderBytes,
+		"largest headers of one request, in bytes; past it 431 (resource_exhausted) and the connection is closed")
+	fs.Int64Var(&f.load.MaxDiscardBytes, "max-discard-bytes", d.MaxDiscardBytes,
+		"bytes of a refused request (the rest of its body or headers) read and thrown away before its connection is closed, so that a client that sends it all before reading gets the answer, not a reset")
 }
 
 // check refuses values out of range, naming the flag.
@@ -51,6 +55,8 @@ func (f *limitFlags) check() error {
 		{"max-inflight-request-bytes", l.MaxInflightBodyBytes},
 		{"max-long-polls", int64(l.MaxLongPolls)},
 		{"max-long-polls-per-worker", int64(l.MaxLongPollsPerWorker)},
+		{"max-header-bytes", int64(l.MaxHeaderBytes)},
+		{"max-discard-bytes", l.MaxDiscardBytes},
 	} {
 		if c.v < 1 {
 			return usageError{fmt.Sprintf("--%s %d must be at least 1", c.name, c.v)}
@@ -75,6 +81,9 @@ func (f *limitFlags) check() error {
 	}
 	if f.maxRequestBytes > 1<<30 || l.MaxInflightBodyBytes > 16<<30 {
 		return usageError{fmt.Sprintf("--max-request-bytes %d or --max-inflight-request-bytes %d is over its ceiling (1 GiB, 16 GiB)", f.maxRequestBytes, l.MaxInflightBodyBytes)}
+	}
+	if l.MaxHeaderBytes < 4<<10 || l.MaxHeaderBytes > 16<<20 {
+		return usageError{fmt.Sprintf("--max-header-bytes %d is outside 4096..%d", l.MaxHeaderBytes, 16<<20)}
 	}
 	return nil
 }

@@ -321,6 +321,8 @@ func TestLimitFlagsRefused(t *testing.T) {
 		{[]string{"--body-read-timeout", "1ms"}, "--body-read-timeout 1ms is under 10ms"},
 		{[]string{"--write-timeout", "45s"}, "pass --write-timeout above 1m0s"},
 		{[]string{"--body-read-timeout", "2m"}, "pass --write-timeout above 2m30s"},
+		{[]string{"--max-header-bytes", "100"}, "--max-header-bytes 100 is outside 4096..16777216"},
+		{[]string{"--max-discard-bytes", "0"}, "--max-discard-bytes 0 must be at least 1"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(t.Context(), append([]string{"server", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, tc.args...), &out, &errb)

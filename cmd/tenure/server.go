@@ -245,6 +245,7 @@ func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Conf
 		ReadHeaderTimeout: lim.load.ReadHeaderTimeout,
 		IdleTimeout:       lim.load.IdleTimeout,
 		WriteTimeout:      lim.load.WriteTimeout,
+		MaxHeaderBytes:    lim.load.MaxHeaderBytes,
 		ConnState:         api.ConnState,
 		Protocols:         new(http.Protocols),
 		ErrorLog:          slog.NewLogLogger(lg.Handler(), slog.LevelWarn),

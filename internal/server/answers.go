@@ -2,9 +2,16 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 )
 
 // maxHeldAnswer is the largest answer unaryAnswers holds back to send with
@@ -107,6 +114,9 @@ func (h *heldAnswer) pass() {
 		return
 	}
 	h.passed = true
+	if h.code == http.StatusTooManyRequests {
+		h.code = exhaustedStatus(h.buf)
+	}
 	if h.code != 0 {
 		h.w.WriteHeader(h.code)
 	}
@@ -126,4 +136,41 @@ func (h *heldAnswer) finish() {
 		h.w.Header().Set("Content-Length", strconv.Itoa(len(h.buf)))
 	}
 	h.pass()
+}
+
+// exhaustedStatus is the HTTP status of a Connect unary error answer of
+// code resource_exhausted, whose JSON body is body. Connect answers every
+// such error 429 Too Many Requests, which generic HTTP clients and retry
+// middleware take for "retry later"; that is right for a limit on what is
+// held at once (long-polls, with field "wait") but not for a request over
+// a size limit, which fails again however often it is sent: that is 413
+// Content Too Large (README.md, "Limits"). A size limit is a tenure
+// ErrorDetail of reason TOO_LARGE, or no tenure detail at all (Connect's
+// own refusal of a compressed body that inflates past its cap).
+func exhaustedStatus(body []byte) int {
+	var wire struct {
+		Code    string `json:"code"`
+		Details []struct {
+			Type  string `json:"type"`
+			Value string `json:"value"`
+		} `json:"details"`
+	}
+	if json.Unmarshal(body, &wire) != nil || wire.Code != "resource_exhausted" {
+		return http.StatusTooManyRequests
+	}
+	for _, d := range wire.Details {
+		if d.Type != "tenure.v1.ErrorDetail" {
+			continue
+		}
+		raw, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(d.Value, "="))
+		var td tenurev1.ErrorDetail
+		if err != nil || proto.Unmarshal(raw, &td) != nil {
+			return http.StatusTooManyRequests
+		}
+		if td.GetReason() == tenurev1.ErrorReason_ERROR_REASON_TOO_LARGE && td.GetField() != "wait" {
+			return http.StatusRequestEntityTooLarge
+		}
+		return http.StatusTooManyRequests
+	}
+	return http.StatusRequestEntityTooLarge
 }

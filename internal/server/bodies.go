@@ -95,7 +95,7 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	b.read += int64(n)
 	switch {
 	case b.read > b.cap.limit:
-		return n, b.fail(LimitRequestBytes, b.tooLarge(fmt.Sprintf("over %d bytes", b.cap.limit)))
+		return n, b.fail(LimitRequestBytes, b.tooLarge("over"))
 	case errors.Is(err, io.EOF):
 		// The body has arrived: lift its deadline (a long-poll waits
 		// longer), and keep of the budget only what it holds.
@@ -116,7 +116,7 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 func (b *limitedBody) start() error {
 	b.started = true
 	if b.length > b.cap.limit {
-		return b.fail(LimitRequestBytes, b.tooLarge(fmt.Sprintf("%d bytes", b.length)))
+		return b.fail(LimitRequestBytes, b.tooLarge(fmt.Sprintf("%d bytes,", b.length)))
 	}
 	n := b.cap.limit
 	if b.length >= 0 && !b.compressed {
@@ -134,18 +134,21 @@ func (b *limitedBody) start() error {
 	return nil
 }
 
-// tooLarge is the refusal of a body of size (as said) over its cap.
+// tooLarge is the refusal of a body of size (as said: "N bytes," or
+// "over") over its cap.
 func (b *limitedBody) tooLarge(size string) error {
 	return &limitError{kind: coordinator.ErrTooLarge, size: max(b.length, b.read), limit: b.cap.limit,
-		msg: fmt.Sprintf("%v: the request body of %s is %s, over its limit of %d bytes (%s); send less: store large data elsewhere and pass a reference",
+		msg: fmt.Sprintf("%v: the request body of %s is %s over its limit of %d bytes (%s); send less: store large data elsewhere and pass a reference",
 			coordinator.ErrTooLarge, b.path, size, b.cap.limit, b.cap.why)}
 }
 
 // fail counts a hit of limit and makes every further Read answer err, as
 // the *connect.Error the API answers (Connect hands it to the client). It
-// closes the body at once: net/http then closes the connection after the
-// answer (having read at most 256 KiB more of a body without a length)
-// instead of reading on what is left.
+// closes the body at once: net/http then answers with "Connection: close"
+// and closes the connection (having read at most 256 KiB more of a body
+// without a length) instead of parsing what is left as a next request;
+// the connection's lingering close reads and discards what the client
+// still sends, so that it gets the answer, not a reset (conns.go).
 func (b *limitedBody) fail(limit string, err error) error {
 	b.s.hit(limit)
 	b.err = b.s.apiError(err)

@@ -39,6 +39,11 @@
 // client can hold of the server is bounded — connections (Listener, with
 // ConnState counting header and write timeouts), each request body's size
 // by its procedure and the time to receive it, the body bytes being read
-// at once, and the Lease calls long-polling at once, per server and per
-// worker id. Each hit is counted through Metrics.LimitHit.
+// at once, each request's headers, and the Lease calls long-polling at
+// once, per server and per worker id. Each hit is counted through
+// Metrics.LimitHit. Every refusal reaches the client as the API's error,
+// also a client that sends its whole request before it reads: a
+// connection closed while its client may still be sending is closed by a
+// bounded lingering close (conns.go), and a refusal for a size is HTTP 413
+// (answers.go), since a 429 is retried by generic HTTP clients.
 package server

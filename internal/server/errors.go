@@ -2,7 +2,11 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 
 	"connectrpc.com/connect"
 
@@ -108,4 +112,28 @@ func detailOf(e *connect.Error) *tenurev1.ErrorDetail {
 		}
 	}
 	return nil
+}
+
+// closingAnswer is a whole HTTP/1.1 answer of status carrying e as a
+// Connect unary error (its code, message and details as JSON), for the
+// refusals written below net/http (conns.go). It closes the connection.
+func closingAnswer(status int, e *connect.Error) []byte {
+	type detail struct {
+		Type  string `json:"type"`
+		Value string `json:"value"`
+	}
+	wire := struct {
+		Code    string   `json:"code"`
+		Message string   `json:"message"`
+		Details []detail `json:"details,omitempty"`
+	}{Code: e.Code().String(), Message: e.Message()}
+	for _, d := range e.Details() {
+		wire.Details = append(wire.Details, detail{d.Type(), base64.RawStdEncoding.EncodeToString(d.Bytes())})
+	}
+	body, err := json.Marshal(wire)
+	if err != nil {
+		panic(err) // strings only: cannot fail
+	}
+	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+		status, http.StatusText(status), len(body), body)
 }

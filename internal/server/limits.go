@@ -17,9 +17,10 @@ import (
 // broken clients cannot exhaust it (README.md, "Limits"): connections
 // (Listener), the time to send headers and bodies and to take answers,
 // the size of each request body and the bytes of bodies being read at once
-// (bodies.go), and the Lease calls long-polling at once, per server and per
-// worker id (below). Each limit hit is counted by Metrics.LimitHit under
-// one of these names.
+// (bodies.go), the size of a request's headers and the bytes read of a
+// request refused unread (conns.go), and the Lease calls long-polling at
+// once, per server and per worker id (below). Each limit hit is counted by
+// Metrics.LimitHit under one of these names.
 const (
 	LimitConnections        = "connections"
 	LimitHeaderReadTimeout  = "header_read_timeout"
@@ -29,6 +30,8 @@ const (
 	LimitInflightBytes      = "inflight_request_bytes"
 	LimitLongPolls          = "long_polls"
 	LimitLongPollsPerWorker = "long_polls_per_worker"
+	LimitHeaderBytes        = "header_bytes"
+	LimitDiscardBytes       = "discard_bytes"
 )
 
 // LoadLimits bound what clients can hold of a server at once. Zero fields
@@ -59,6 +62,16 @@ type LoadLimits struct {
 	// MaxLongPollsPerWorker those of one worker id. A Lease past either is
 	// answered resource_exhausted at once.
 	MaxLongPolls, MaxLongPollsPerWorker int
+	// MaxHeaderBytes caps a request's headers (the http.Server field of
+	// the same name): net/http refuses more with 431, which Listener's
+	// connections answer as the API's resource_exhausted.
+	MaxHeaderBytes int
+	// MaxDiscardBytes caps what the server reads and throws away of a
+	// request it refused before reading it in full (the rest of its body
+	// or headers), so that a client that sends its whole request before
+	// it reads the answer gets the answer rather than a reset (conns.go,
+	// lingerClose).
+	MaxDiscardBytes int64
 }
 
 // DefaultLoadLimits are the limits a zero LoadLimits stands for, and the
@@ -72,6 +85,8 @@ var DefaultLoadLimits = LoadLimits{
 	MaxInflightBodyBytes:  64 << 20,
 	MaxLongPolls:          4096,
 	MaxLongPollsPerWorker: 16,
+	MaxHeaderBytes:        64 << 10,
+	MaxDiscardBytes:       128 << 20,
 }
 
 // WithDefaults returns l with every zero (or negative) field set to its
@@ -100,6 +115,10 @@ func (l LoadLimits) WithDefaults() LoadLimits {
 	}
 	l.MaxLongPolls = pos(l.MaxLongPolls, d.MaxLongPolls)
 	l.MaxLongPollsPerWorker = pos(l.MaxLongPollsPerWorker, d.MaxLongPollsPerWorker)
+	l.MaxHeaderBytes = pos(l.MaxHeaderBytes, d.MaxHeaderBytes)
+	if l.MaxDiscardBytes <= 0 {
+		l.MaxDiscardBytes = d.MaxDiscardBytes
+	}
 	return l
 }
 

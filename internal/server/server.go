@@ -92,6 +92,9 @@ type Server struct {
 	otherCap bodyCap
 	budget   *byteBudget
 	polls    longPolls
+	// headersTooLarge is the answer to a request whose headers are over
+	// LoadLimits.MaxHeaderBytes, in full (conns.go).
+	headersTooLarge []byte
 }
 
 // New returns a Server over the partitions r routes to.
@@ -123,6 +126,10 @@ func New(r route.Router, opts Options) *Server {
 	// Every body a call may have fits the budget alone, beside the small
 	// bodies' share.
 	s.budget = newByteBudget(max(opts.Load.MaxInflightBodyBytes, largest+largest/7+1))
+	s.headersTooLarge = closingAnswer(http.StatusRequestHeaderFieldsTooLarge, s.apiError(&limitError{
+		kind: coordinator.ErrTooLarge, field: "headers", limit: int64(opts.Load.MaxHeaderBytes),
+		msg: fmt.Sprintf("%v: the request's headers are over %d bytes, the limit of one request's headers (--max-header-bytes): send fewer or shorter headers",
+			coordinator.ErrTooLarge, opts.Load.MaxHeaderBytes)}))
 	return s
 }
 
