@@ -63,7 +63,7 @@ vet:
 lint:
 	go run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
-# The dashboard (README.md, "Dashboard"): the TypeScript client generated
+# The dashboard (docs/guides/dashboard.md): the TypeScript client generated
 # from proto/tenure/v1 into clients/ts/gen, and the pages of ui/ built into
 # internal/ui/dist, which the binary embeds. Both are committed; npm ci
 # installs the versions pinned by each package-lock.json, so running this

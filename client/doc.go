@@ -80,7 +80,7 @@
 // task's external effects, keyed by the FencingToken; an attempt told
 // ErrLeaseLost or ErrAlreadyCommitted applies none. That is what keeps a
 // stalled worker, whose lease expired while another attempt ran, from
-// applying the effects a second time (docs/state-machine.md).
+// applying the effects a second time (docs/design/state-machine.md).
 //
 // A Client is safe for concurrent use; create one per server and share it.
 package client

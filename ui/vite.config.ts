@@ -1,6 +1,6 @@
 // The dashboard's build: one index.html, one script and one stylesheet
 // under fixed names (no content hashes, no timestamps), written to
-// internal/ui/dist, which the binary embeds (docs/architecture.md,
+// internal/ui/dist, which the binary embeds (docs/design/architecture.md,
 // "The dashboard"). The same sources and pinned packages give the same
 // bytes: CI rebuilds and compares.
 import { fileURLToPath } from "node:url";

@@ -3,7 +3,7 @@
 // leases alive with heartbeats, and reports the outcome, following the
 // commit boundary: only the attempt whose Commit wins applies effects, so
 // a stalled worker whose lease expired while another attempt ran never
-// applies them a second time (docs/state-machine.md).
+// applies them a second time (docs/design/state-machine.md).
 //
 // What it promises:
 //

@@ -1,7 +1,7 @@
 package worker_test
 
 // The stalled worker, the duplicate execution the commit boundary prevents
-// (docs/state-machine.md), with real worker processes: worker A leases a
+// (docs/design/state-machine.md), with real worker processes: worker A leases a
 // task and stalls (SIGSTOP) past its lease; worker B leases the same task
 // and completes it; A resumes. Without the commit boundary both apply the
 // task's effect (the baseline below shows it); with it exactly one does.

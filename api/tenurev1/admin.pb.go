@@ -241,7 +241,7 @@ func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
 	return file_tenure_v1_admin_proto_rawDescGZIP(), []int{2}
 }
 
-// WhoAmIResponse describes the caller's token (README.md, "Security").
+// WhoAmIResponse describes the caller's token (docs/guides/security.md).
 type WhoAmIResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The server authenticates callers (--auth-file). False: every call is
@@ -443,7 +443,7 @@ func (*GetClusterRequest) Descriptor() ([]byte, []int) {
 }
 
 // GetClusterResponse describes the server and, in cluster mode, the
-// cluster (docs/cluster.md).
+// cluster (docs/design/cluster.md).
 type GetClusterResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Mode  ServerMode             `protobuf:"varint,1,opt,name=mode,proto3,enum=tenure.v1.ServerMode" json:"mode,omitempty"`

@@ -1,7 +1,7 @@
 // @tenure/client: tenure's API (proto/tenure/v1) for Node.js (18 or later)
 // and browsers, over Connect with JSON bodies. The messages and services
 // are generated into gen/ (`make ui`); this file adds one way to make the
-// five clients with a bearer token. See the README, "Dashboard".
+// five clients with a bearer token. See docs/guides/typescript-client.md.
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { AdminService } from "./gen/tenure/v1/admin_pb.js";

@@ -18,7 +18,7 @@ import (
 )
 
 // authFlags are the flags of `tenure server` about who may call it
-// (README.md, "Security").
+// (docs/guides/security.md).
 type authFlags struct {
 	file     string
 	insecure bool

@@ -19,7 +19,7 @@ import (
 )
 
 // TestAuthMatrix: a real `tenure server --auth-file` answers every call
-// of README.md's table of who may call what, under every role, in and out
+// of the table of who may call what (docs/guides/security.md), under every role, in and out
 // of scope, with no token and a wrong one, as the table says; it logs
 // each refusal without the token and counts it in /metrics.
 func TestAuthMatrix(t *testing.T) {

@@ -1,6 +1,6 @@
 package main
 
-// Browser tests of the dashboard (README.md, "Dashboard"): headless
+// Browser tests of the dashboard (docs/guides/dashboard.md): headless
 // Chromium (Debian's chromium, driven over the DevTools protocol with
 // chromedp) against a real `tenure server` process, embedded and a
 // three-node cluster, with authentication on and off. Everything is

@@ -11,7 +11,7 @@ import (
 )
 
 // limitFlags are the flags of `tenure server` that bound what clients can
-// hold of it (README.md, "Limits"; server.LoadLimits), in both modes.
+// hold of it (docs/guides/limits.md; server.LoadLimits), in both modes.
 type limitFlags struct {
 	load            server.LoadLimits
 	maxRequestBytes int

@@ -1,6 +1,6 @@
 package main
 
-// Hostile clients against the real binary (README.md, "Limits"): its
+// Hostile clients against the real binary (docs/guides/limits.md): its
 // memory under oversized bodies sent in parallel, and its flags' limits
 // wired and counted at GET /metrics, or refused out of range. The
 // in-process tests of each limit are in internal/server/limits_test.go.
@@ -31,7 +31,7 @@ import (
 
 // hostileMemoryBound is the most memory (peak resident set) a server with
 // the default limits may use while 160 clients at once send it 15 MiB
-// bodies (README.md, "Limits"): 32 MiB and five times the default
+// bodies (docs/guides/limits.md): 32 MiB and five times the default
 // --max-inflight-request-bytes (64 MiB), since a body's read buffer grows
 // to twice its size and Go's collector lets the heap grow to twice what is
 // live. Without the limits it took 2.2 GB.

@@ -14,7 +14,7 @@ import (
 	// Every IANA time zone is compiled into the binary (about 450 KB), so
 	// that a schedule's time zone is known on a machine without
 	// /usr/share/zoneinfo (a scratch container): the server parses each
-	// schedule's zone (docs/state-machine.md, "Schedules").
+	// schedule's zone (docs/design/state-machine.md, "Schedules").
 	_ "time/tzdata"
 
 	"github.com/spf13/cobra"

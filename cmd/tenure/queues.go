@@ -342,7 +342,7 @@ soon as a lease ends or a token arrives. Lowering a limit revokes no lease.
 Each change is a WAL record, with who asked (--requested-by) and why
 (--reason). In cluster mode the limits are split over the queue's
 partitions and the leases of all of them together never exceed them (see
-the README, "Flow control"). A queue that does not exist yet is created.
+docs/guides/flow-control.md). A queue that does not exist yet is created.
 It prints the resulting limits; with --json the API's
 SetQueueLimitsResponse.`,
 		Example: `  tenure queue limit emails --max-concurrency 10

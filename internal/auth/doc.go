@@ -1,7 +1,7 @@
 // Package auth authenticates callers of the API by bearer token and
 // decides what each may call: the token file, its reloading, the parsing
 // of the Authorization header, and the table of which role may call what
-// (rules.go), which README.md's "Security" section shows.
+// (rules.go), which docs/guides/security.md shows.
 //
 // # Tokens
 //

@@ -23,7 +23,7 @@ const (
 	Reader Role = "reader"
 )
 
-// Roles are the roles, in the order the README's table lists them.
+// Roles are the roles, in the order the table of docs/guides/security.md lists them.
 var Roles = []Role{Admin, Submitter, Worker, Reader}
 
 // ParseRole returns the role named s, or an error listing the roles.

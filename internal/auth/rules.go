@@ -47,7 +47,7 @@ type Rule struct {
 	Roles []Role
 	// Scope says where the namespace and queue it acts on come from.
 	Scope Scope
-	// Where says, for the README, where a ScopeRequest or ScopeTask call
+	// Where says, for docs/guides/security.md, where a ScopeRequest or ScopeTask call
 	// finds its namespace and queue.
 	Where string
 }
@@ -64,8 +64,8 @@ const (
 )
 
 // Rules is the authorisation table: every call that needs a token and who
-// may make it. A call not in it is refused to every token. README.md's
-// "Security" section shows it (a test keeps the two the same).
+// may make it. A call not in it is refused to every token.
+// docs/guides/security.md shows it (a test keeps the two the same).
 var Rules = []Rule{
 	{tenurev1connect.TaskServiceSubmitProcedure, []Role{Admin, Submitter}, ScopeRequest, whereNamespaceQueue},
 	{tenurev1connect.TaskServiceSubmitBatchProcedure, []Role{Admin, Submitter}, ScopeRequest, "request: each of `requests`, as for Submit"},

@@ -13,13 +13,13 @@ import (
 	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 )
 
-// README markers around the table of Rules.
+// The markers around the table of Rules in the security guide.
 const (
 	tableBegin = "<!-- auth-rules: the table of internal/auth/rules.go; go test ./internal/auth checks it -->"
 	tableEnd   = "<!-- /auth-rules -->"
 )
 
-// renderTable is Rules as the README shows them.
+// renderTable is Rules as the security guide shows them.
 func renderTable() string {
 	var b strings.Builder
 	b.WriteString("| call | admin | submitter | worker | reader | namespace and queue from |\n")
@@ -45,21 +45,24 @@ func renderTable() string {
 	return b.String()
 }
 
-// TestREADMEShowsTheRules: README.md's table of who may call what is
-// exactly Rules. On a mismatch the message holds the table to paste.
-func TestREADMEShowsTheRules(t *testing.T) {
+// securityGuide holds the table of who may call what.
+const securityGuide = "docs/guides/security.md"
+
+// TestGuideShowsTheRules: the security guide's table of who may call what
+// is exactly Rules. On a mismatch the message holds the table to paste.
+func TestGuideShowsTheRules(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	guide, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(securityGuide)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), tableBegin+"\n")
+	_, rest, ok := strings.Cut(string(guide), tableBegin+"\n")
 	got, _, ok2 := strings.Cut(rest, tableEnd)
 	if !ok || !ok2 {
-		t.Fatalf("README.md lacks the markers %q and %q around the table of rules", tableBegin, tableEnd)
+		t.Fatalf("%s lacks the markers %q and %q around the table of rules", securityGuide, tableBegin, tableEnd)
 	}
 	if want := renderTable(); got != want {
-		t.Errorf("README.md's table of rules is not internal/auth.Rules; paste this between the markers:\n%s", want)
+		t.Errorf("%s's table of rules is not internal/auth.Rules; paste this between the markers:\n%s", securityGuide, want)
 	}
 }
 

@@ -1,5 +1,5 @@
 // Package cluster is the shared vocabulary of tenure's cluster mode
-// (docs/cluster.md): nodes that share one MySQL-protocol database (MySQL
+// (docs/design/cluster.md): nodes that share one MySQL-protocol database (MySQL
 // or MariaDB), elect one coordinator through a lock row, register and
 // heartbeat in a node table, and split every queue into partitions, each
 // owned by exactly one node and logged in its own rows of a table.
@@ -22,7 +22,7 @@
 //   - remote: the API of another node, through which requests are
 //     forwarded unchanged.
 //   - nodeauth: the cluster secret, with which a node signs the requests
-//     it forwards and checks those forwarded to it (docs/cluster.md,
+//     it forwards and checks those forwarded to it (docs/design/cluster.md,
 //     "Trust between nodes").
 //   - clustertest: a database of its own per test on a real server, and a
 //     TCP proxy that cuts a node off the database.

@@ -12,7 +12,7 @@ import (
 const failbackChecks = 3
 
 // failback decides when a pool that left a database of its list moves back
-// to it (docs/cluster.md, "A replicated database"). Every database earlier
+// to it (docs/design/cluster.md, "A replicated database"). Every database earlier
 // in the list than the current one is checked each interval; a run of
 // passed checks starts at the first one that passes and ends at the first
 // that fails. The pool moves back to the earliest database whose run has

@@ -19,7 +19,7 @@ import (
 // list of database servers (one or more), each new connection made to the
 // current one, a move to the next when the current one stops answering or
 // is not ready, and a move back to an earlier one once it has stayed ready
-// (failback.go; docs/cluster.md, "A replicated database"). Every fencing
+// (failback.go; docs/design/cluster.md, "A replicated database"). Every fencing
 // rule holds whichever server a statement reaches: they are all rows of the
 // one database, and every time that decides ownership is the database's or
 // measured from the sending of a statement the database confirmed.

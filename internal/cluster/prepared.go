@@ -12,7 +12,7 @@ import (
 // protocol: the server parses it once per connection instead of at every
 // call, and blobs travel as they are instead of escaped into the text.
 // It suits the few statements run very often with many arguments (a
-// partition log's INSERT, docs/cluster.md); everything else is sent with
+// partition log's INSERT, docs/design/cluster.md); everything else is sent with
 // its arguments interpolated, one round trip per statement.
 //
 // A connection keeps at most maxPreparedPerConn such statements, so the

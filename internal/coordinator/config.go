@@ -172,7 +172,7 @@ type Config struct {
 	TaskIDSuffix string
 	// Fence, if set, is appended as the first record after replay (before
 	// expiring past-due leases): cluster mode's new owner of a partition
-	// claims its epoch this way (docs/cluster.md, "Fencing").
+	// claims its epoch this way (docs/design/cluster.md, "Fencing").
 	Fence *Fence
 	// AcceptLostRecords is read by Recover only. When a snapshot that
 	// verifies ends after the log's last record, acknowledged records are

@@ -83,7 +83,7 @@ type Coordinator struct {
 }
 
 // Open replays log into a fresh state, then expires every lease already
-// past due (time only revokes: docs/state-machine.md), and returns a coordinator ready to serve. A log
+// past due (time only revokes: docs/design/state-machine.md), and returns a coordinator ready to serve. A log
 // whose first records were deleted (replaced by snapshots) needs Recover.
 func Open(ctx context.Context, log Log, cfg Config) (*Coordinator, error) {
 	return OpenFrom(ctx, log, state.New(), cfg)

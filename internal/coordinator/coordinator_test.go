@@ -360,7 +360,7 @@ func TestCommitBoundaryAndFinalisation(t *testing.T) {
 }
 
 // TestFM001 reproduces the stalled-worker duplicate execution
-// (docs/state-machine.md) at library level: worker A leases and stalls past its lease; worker B leases the same
+// (docs/design/state-machine.md) at library level: worker A leases and stalls past its lease; worker B leases the same
 // task and commits. A's commit and completion are rejected, exactly one
 // commit exists, and the history shows the expiry and the rejected action.
 func TestFM001(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"github.com/tenurehq/tenure/internal/state"
 )
 
-// cronParser accepts what the README's "Schedules" section lists: 5 fields
+// cronParser accepts what docs/guides/schedules.md lists: 5 fields
 // (minute hour day-of-month month day-of-week), 6 with seconds first, and
 // the descriptors @yearly, @monthly, @weekly, @daily, @hourly and
 // @every <duration>.
@@ -17,7 +17,7 @@ var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | 
 
 // Cron is a parsed schedule expression in its time zone. Its ticks are the
 // instants github.com/robfig/cron/v3 computes, which decides what happens
-// across daylight-saving changes (docs/state-machine.md, "Schedules").
+// across daylight-saving changes (docs/design/state-machine.md, "Schedules").
 type Cron struct {
 	s   cron.Schedule
 	loc *time.Location

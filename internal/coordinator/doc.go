@@ -1,5 +1,5 @@
 // Package coordinator is the single authority over one partition's tasks
-// (docs/architecture.md): every request goes request → validate → choose
+// (docs/design/architecture.md): every request goes request → validate → choose
 // records → append → apply → respond, and memory is only a replay of the
 // log.
 //

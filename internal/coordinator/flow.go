@@ -7,7 +7,7 @@ import (
 	"github.com/tenurehq/tenure/internal/state"
 )
 
-// Flow control of a queue (docs/state-machine.md, "Flow control"): what a
+// Flow control of a queue (docs/design/state-machine.md, "Flow control"): what a
 // caller asks (LimitChange) is resolved against the queue's current
 // limits into queue-wide limits, split over the queue's partitions
 // (SplitLimits), and recorded in each partition as its share (SetLimits,

@@ -12,7 +12,7 @@ import (
 // Schedules: each tick of a schedule is decided by one record — fired
 // (the task created in the same record), skipped or held — written by the
 // coordinator that serves the schedule's partition, from its own clock
-// (docs/state-machine.md, "Schedules").
+// (docs/design/state-machine.md, "Schedules").
 
 // Defaults and bounds of a schedule.
 const (

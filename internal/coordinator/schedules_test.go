@@ -279,7 +279,7 @@ func TestScheduleBadInput(t *testing.T) {
 }
 
 // TestCronDaylightSaving pins what github.com/robfig/cron/v3 does across
-// daylight-saving changes (the README's "Schedules" section says it): a
+// daylight-saving changes (docs/guides/schedules.md says it): a
 // daily tick in the skipped hour does not fire that day, and one in the
 // repeated hour fires twice, once at each instant with that wall time.
 func TestCronDaylightSaving(t *testing.T) {

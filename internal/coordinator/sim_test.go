@@ -38,7 +38,7 @@ package coordinator
 // never reached is refused as lost (time only revokes); no task has two
 // winning commits; an effect is applied only by the attempt whose commit
 // won or by a finalisation carrying that commit's result (no duplicate
-// effect: docs/state-machine.md). After
+// effect: docs/design/state-machine.md). After
 // every restart: every acknowledged operation is in the recovered state.
 // At the end: replaying the disk gives the live state, and the whole
 // history of client operations (invoke and return times, answers) is
@@ -934,7 +934,7 @@ func (s *sim) drop(h *simHeld) {
 }
 
 // effect applies a task's external effect, keyed by the task id: a
-// duplicate execution (docs/state-machine.md) is
+// duplicate execution (docs/design/state-machine.md) is
 // two different results applied for one task.
 func (s *sim) effect(h *simHeld, result string) {
 	id := h.l.TaskID

@@ -1,5 +1,5 @@
 // Package lincheck is the one sequential model of a task's state machine
-// (docs/state-machine.md) that porcupine checks histories against, with the
+// (docs/design/state-machine.md) that porcupine checks histories against, with the
 // recorder that collects those histories and the resolution of calls that
 // got no answer.
 //

@@ -1,5 +1,5 @@
-// Package metrics exposes tenure's Prometheus metrics (README.md,
-// "Monitoring", lists them): it owns a registry of its own (with the Go
+// Package metrics exposes tenure's Prometheus metrics
+// (docs/guides/monitoring.md lists them): it owns a registry of its own (with the Go
 // runtime and process collectors, never the global default one), defines
 // every metric, and implements the observer interfaces the packages below
 // it call — coordinator.Observer (a counter per record applied and per

@@ -148,7 +148,7 @@ func New(cfg Config) (*Metrics, error) {
 	}, m.snapshotAge)
 	m.limitHits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tenure_limit_hits_total",
-		Help: "Requests refused or cut off, and connections closed, by a limit of the server (README.md, \"Limits\"), by limit.",
+		Help: "Requests refused or cut off, and connections closed, by a limit of the server (docs/guides/limits.md), by limit.",
 	}, []string{"limit"})
 	m.reg.MustRegister(m.requests, m.limitHits, m.snapshotDuration, m.purgeDuration, m.tasksPurged, m.replayDuration, snapshotAge)
 	m.authFailures = newAuthFailures(m.reg)

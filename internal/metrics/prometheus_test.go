@@ -46,25 +46,25 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestPrometheusScrapesTenure starts a real Prometheus with the README's
-// scrape config (docs/prometheus/prometheus.yml, scrape interval
+// TestPrometheusScrapesTenure starts a real Prometheus with the monitoring
+// guide's scrape config (docs/prometheus/prometheus.yml, scrape interval
 // shortened) against a live tenure server, and waits until its query API
 // shows tenure_tasks for the queue the test submitted to, and the alert
 // rules loaded.
 func TestPrometheusScrapesTenure(t *testing.T) {
 	t.Parallel()
-	bin := lookTool(t, "prometheus")
 	sample, err := os.ReadFile(repoFile(t, "docs/prometheus/prometheus.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(repoFile(t, "README.md"))
+	guide, err := os.ReadFile(repoFile(t, "docs/guides/monitoring.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(readme, sample) {
-		t.Fatalf("README.md does not quote docs/prometheus/prometheus.yml verbatim:\n%s", sample)
+	if !bytes.Contains(guide, sample) {
+		t.Fatalf("docs/guides/monitoring.md does not quote docs/prometheus/prometheus.yml verbatim:\n%s", sample)
 	}
+	bin := lookTool(t, "prometheus")
 
 	e := startEmbedded(t, t.TempDir(), clock.Real)
 	if _, err := e.tasks.Submit(t.Context(), connect.NewRequest(&tenurev1.SubmitRequest{Queue: "emails", Payload: []byte("hi")})); err != nil {

@@ -1,7 +1,7 @@
 // Package principal carries, in a request's context, the name of who asks:
 // the token's name when authentication is on. The coordinator writes it
 // into the records a request appends (their By field), so that the log
-// answers "who did this" (docs/records.md).
+// answers "who did this" (docs/design/records.md).
 //
 // It is only the context key, so that the packages that read it (the
 // coordinator) need not depend on how callers are authenticated.

@@ -12,7 +12,7 @@
 // Type.String are derived from it, and the tests check it against the
 // record types of internal/state, the messages of record.proto and the
 // statetest generator, so that a record type cannot be half added.
-// docs/records.md describes every record type and how to add one.
+// docs/design/records.md describes every record type and how to add one.
 //
 // The encoding is part of the on-disk format. Type numbers and field
 // numbers are never reused or renumbered; removed fields are reserved;

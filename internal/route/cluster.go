@@ -26,7 +26,7 @@ type Cluster struct {
 	Partitions []PartitionInfo
 }
 
-// Lock is the coordinator lock (docs/cluster.md, "Election").
+// Lock is the coordinator lock (docs/design/cluster.md, "The coordinator lock").
 type Lock struct {
 	Holder    string
 	Epoch     uint64

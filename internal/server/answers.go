@@ -144,7 +144,7 @@ func (h *heldAnswer) finish() {
 // middleware take for "retry later"; that is right for a limit on what is
 // held at once (long-polls, with field "wait") but not for a request over
 // a size limit, which fails again however often it is sent: that is 413
-// Content Too Large (README.md, "Limits"). A size limit is a tenure
+// Content Too Large (docs/guides/limits.md). A size limit is a tenure
 // ErrorDetail of reason TOO_LARGE, or no tenure detail at all (Connect's
 // own refusal of a compressed body that inflates past its cap).
 func exhaustedStatus(body []byte) int {

@@ -12,7 +12,7 @@ import (
 	"github.com/tenurehq/tenure/internal/route"
 )
 
-// Authentication and authorisation (README.md, "Security"). With
+// Authentication and authorisation (docs/guides/security.md). With
 // Options.Auth set, every call of the API, gRPC reflection, GET /metrics
 // and /debug/pprof/ needs a bearer token; /healthz, /readyz and the gRPC
 // health service stay open, so that probes need no secret.

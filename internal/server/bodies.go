@@ -14,7 +14,7 @@ import (
 )
 
 // limitBodies bounds every request body before the API reads it
-// (README.md, "Limits"):
+// (docs/guides/limits.md):
 //
 //   - its size, by the cap of its procedure (bodyCaps): a Content-Length
 //     over the cap is refused before a byte is read, and a body without

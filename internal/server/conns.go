@@ -118,8 +118,8 @@ func (c *limitedConn) Write(p []byte) (int, error) {
 	// Only the first write of a request's answer can be net/http's 431:
 	// every other answer's starts with a status line net/http writes, not
 	// with bytes of a payload. Over TLS, the bytes here are encrypted and
-	// never match: the client gets net/http's plain-text 431 (README.md,
-	// "Limits").
+	// never match: the client gets net/http's plain-text 431
+	// (docs/guides/limits.md).
 	if !c.wrote.Swap(true) && bytes.Equal(p, http431) {
 		c.l.s.hit(LimitHeaderBytes)
 		if _, err := c.Conn.Write(c.l.s.headersTooLarge); err != nil {

@@ -35,7 +35,7 @@
 // permission_denied, logged and counted. An allowed call's context carries
 // the token's name (internal/principal).
 //
-// Limits (limits.go, bodies.go, conns.go; README.md, "Limits"): what one
+// Limits (limits.go, bodies.go, conns.go; docs/guides/limits.md): what one
 // client can hold of the server is bounded — connections (Listener, with
 // ConnState counting header and write timeouts), each request body's size
 // by its procedure and the time to receive it, the body bytes being read

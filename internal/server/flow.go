@@ -17,7 +17,7 @@ import (
 	"github.com/tenurehq/tenure/internal/state"
 )
 
-// Flow control of a queue (docs/state-machine.md, "Flow control"). The
+// Flow control of a queue (docs/design/state-machine.md, "Flow control"). The
 // node that takes the call resolves the change against the queue's
 // limits, then has every partition of the queue record its share: partition
 // i of n records coordinator.SplitLimits(limits, n, i), so the shares add

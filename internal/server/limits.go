@@ -14,7 +14,7 @@ import (
 )
 
 // What one client may hold of a server is bounded, so that hostile or
-// broken clients cannot exhaust it (README.md, "Limits"): connections
+// broken clients cannot exhaust it (docs/guides/limits.md): connections
 // (Listener), the time to send headers and bodies and to take answers,
 // the size of each request body and the bytes of bodies being read at once
 // (bodies.go), the size of a request's headers and the bytes read of a

@@ -1,6 +1,6 @@
 package server_test
 
-// Hostile and broken clients (README.md, "Limits"): stalled bodies,
+// Hostile and broken clients (docs/guides/limits.md): stalled bodies,
 // oversized bodies in parallel, a long-poll flood, a connection flood,
 // refused heartbeats by the thousand. Each test sets the limit small,
 // plays the attacker against a real HTTP server on loopback, and checks

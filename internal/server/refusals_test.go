@@ -1,7 +1,7 @@
 package server_test
 
 // Refusals that reach clients which send their whole request before they
-// read the answer (README.md, "Limits"): Python's urllib and http.client,
+// read the answer (docs/guides/limits.md): Python's urllib and http.client,
 // curl without Expect, many others. The server refuses such a request
 // before reading it in full; it must still read (and throw away) what the
 // client sends, within bounds, or the client sees a reset instead of the

@@ -19,7 +19,7 @@ import (
 	"github.com/tenurehq/tenure/internal/state"
 )
 
-// Schedules (docs/state-machine.md, "Schedules"). A schedule lives in one
+// Schedules (docs/design/state-machine.md, "Schedules"). A schedule lives in one
 // partition of its queue, the one Router.Place gives for the schedule's
 // placement key (schedulePlacement): every call about one schedule goes
 // there, here or forwarded to the node that serves it. ListSchedules asks

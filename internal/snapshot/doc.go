@@ -1,7 +1,7 @@
 // Package snapshot writes and reads snapshot files: the state of a
 // partition at one LSN, so that a restart loads the newest snapshot and
 // replays only the log after it, and log segments below the snapshots can be
-// deleted (docs/formats.md).
+// deleted (docs/design/formats.md).
 //
 // Promises:
 //   - A snapshot file is written atomically: under a temporary name, fsynced,

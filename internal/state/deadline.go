@@ -16,7 +16,7 @@ const ReasonLeaseDeadline = "deadline exceeded"
 
 // deadlineIndex holds the deadlines of the tasks that have one and are
 // still WAITING or LEASED, beside the tasks rather than in Task, so that
-// only those tasks pay for it (docs/state-machine.md, "Time"): a map from
+// only those tasks pay for it (docs/design/state-machine.md, "Time"): a map from
 // task to its entry, and a heap of the entries by deadline, so that the
 // next deadline is at hand and the tasks past theirs are found without a
 // scan. A task leaves the index when it is COMMITTED or finished.

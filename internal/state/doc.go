@@ -1,5 +1,5 @@
 // Package state is tenure's pure core: the task state machine
-// (docs/state-machine.md), its records, and the indexes derived from them.
+// (docs/design/state-machine.md), its records, and the indexes derived from them.
 //
 // A State is a pure function of the records applied to it, in LSN order.
 // Apply reads no clock, no random source, no network and no disk: every time
@@ -21,7 +21,7 @@
 // Records: each record type is one file, record_<name>.go, holding its
 // struct, its Task method and its apply method (the precondition checked
 // and the effect). Apply dispatches to that method; package record numbers
-// and encodes the records, and docs/records.md describes them all.
+// and encodes the records, and docs/design/records.md describes them all.
 //
 // A LeaseExpired on the task's last allowed attempt fails the task instead
 // of returning it to WAITING, so a task that crashes its worker every time

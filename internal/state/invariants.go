@@ -7,7 +7,7 @@ import (
 )
 
 // Invariants checks every invariant of the state and its derived indexes
-// (docs/state-machine.md, "Invariants"; among them: a committed task never
+// (docs/design/state-machine.md, "Invariants"; among them: a committed task never
 // returns to waiting, and at most one execution of a task commits). It
 // returns all violations joined, or nil.
 // It is O(n) and meant for tests and for `verify` tools, not the hot path.

@@ -2,7 +2,7 @@ package state
 
 import "fmt"
 
-// Flow control of a queue (docs/state-machine.md, "Flow control"): at most
+// Flow control of a queue (docs/design/state-machine.md, "Flow control"): at most
 // MaxConcurrency leases live at once, and leases granted at most at Rate
 // per second with bursts of Burst (a token bucket). A QueueLimited record
 // sets them; every LeaseGranted of the queue takes a slot and a token, and

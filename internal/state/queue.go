@@ -9,7 +9,7 @@ import (
 
 // The statistics of a queue are kept up to date as records are applied, so
 // that asking for them never scans the queue's tasks and a replay rebuilds
-// them exactly (docs/state-machine.md, "Queues").
+// them exactly (docs/design/state-machine.md, "Queues").
 
 // Pause says who paused a queue, when and why. A paused queue leases
 // nothing but finalisations of COMMITTED tasks; it still takes submits.

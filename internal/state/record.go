@@ -28,7 +28,7 @@ func (t Time) String() string { return t.Std().Format(time.RFC3339Nano) }
 // package that implement it, one file each (record_*.go): the struct, its
 // Task method and its apply method, which holds the record's precondition
 // and effect. Their numbers, names and encodings are in package record
-// (internal/record/registry.go); docs/records.md describes them all.
+// (internal/record/registry.go); docs/design/records.md describes them all.
 type Record interface {
 	// Task is the id of the task the record touches ("" for a record about
 	// the partition as a whole, such as Fence and TasksPurgedRange).

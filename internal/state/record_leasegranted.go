@@ -8,7 +8,7 @@ import (
 // LeaseGranted gives attempt Attempt of a task to a worker until LeaseExpiry.
 // It is the only way a task becomes owned. A task with a deadline is leased
 // only before it, and never beyond it. On a queue with flow control it
-// takes a slot and a token (docs/state-machine.md, "Flow control"), and
+// takes a slot and a token (docs/design/state-machine.md, "Flow control"), and
 // does not apply without them.
 type LeaseGranted struct {
 	TaskID      string

@@ -1,7 +1,7 @@
 package state
 
 // QueueLimited replaces the flow control of a queue in this partition
-// (docs/state-machine.md, "Flow control"): MaxConcurrency, RateMilli and
+// (docs/design/state-machine.md, "Flow control"): MaxConcurrency, RateMilli and
 // Burst are this partition's share, which LeaseGranted enforces; the Queue…
 // fields are the queue-wide limits as set, split over Partitions partitions
 // (1 in embedded mode), kept for display. A zero limit is none; a record

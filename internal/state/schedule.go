@@ -14,7 +14,7 @@ import (
 // created in the same record), ScheduleSkipped or ScheduleHeld — whose
 // apply refuses any tick but the cursor, so a tick is decided once however
 // often the log is replayed or whoever serves the partition
-// (docs/state-machine.md, "Schedules"). The state does not parse cron
+// (docs/design/state-machine.md, "Schedules"). The state does not parse cron
 // expressions: the coordinator computes each next tick and writes it into
 // the record.
 

@@ -3,7 +3,7 @@ package state
 // taskSlab holds a State's tasks in chunks of its own rather than one
 // allocation each, and gives every task a position: a uint32 that the
 // id and request-id indexes store instead of a pointer (index.go). See
-// docs/state-machine.md ("Memory per task").
+// docs/design/state-machine.md ("Memory per task").
 //
 // A task allocated by itself would share its memory span with whatever
 // else of its size class the allocator hands out at the time, mostly the

@@ -105,7 +105,7 @@ type Execution struct {
 // Nothing writes through these pointers once the task is in a State. A
 // decoder building a task for a Loader may set them to structs of its own
 // (a nil Progress means none); the Loader replaces them by the shared
-// copies. See docs/state-machine.md ("Memory per task").
+// copies. See docs/design/state-machine.md ("Memory per task").
 type Task struct {
 	ID string
 	*QueueKey

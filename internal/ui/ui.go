@@ -1,7 +1,7 @@
 // Package ui serves the dashboard: the web pages built from ui/ (`make ui`)
 // into dist/, which is committed and embedded in the binary, so that a
 // server built from a fresh clone serves it without Node.js. The pages
-// speak only the public API, as any client; see docs/architecture.md, "The
+// speak only the public API, as any client; see docs/design/architecture.md, "The
 // dashboard".
 package ui
 

@@ -1,7 +1,7 @@
 // Package wal is tenure's embedded write-ahead log: an append-only sequence
 // of records, numbered by dense LSNs (1, 2, 3, ...), kept in segment files in
 // one directory. The coordinator appends a record before it makes the record's
-// effect observable and replays the log after a restart (docs/formats.md).
+// effect observable and replays the log after a restart (docs/design/formats.md).
 //
 // # Durability contract
 //

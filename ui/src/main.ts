@@ -1,6 +1,6 @@
 // The dashboard: routes (hash addresses, so that a queue, a task or a
 // schedule can be shared as a link), the token prompt, and who is signed in. Every page
-// reads the public API only (api.ts). See docs/architecture.md, "The
+// reads the public API only (api.ts). See docs/design/architecture.md, "The
 // dashboard".
 import "./style.css";
 import { api, calls, message, may, setMe, token, unauthenticated, whoami } from "./api";

@@ -1,7 +1,7 @@
 // The timeline of a task's executions, computed from its history (the
 // write-ahead log records that touched it: TaskService.GetTaskHistory).
 // Pure: no DOM, no clock (the caller passes now). See pages/task.ts for
-// its drawing, and docs/state-machine.md for what each record means.
+// its drawing, and docs/design/state-machine.md for what each record means.
 import type { HistoryEntry } from "@tenure/client";
 import { ms } from "./format";
 

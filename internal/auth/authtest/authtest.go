@@ -1,5 +1,5 @@
 // Package authtest checks a running tenure server's authorisation against
-// the table of who may call what in README.md's "Security" section: every
+// the table of who may call what in docs/guides/security.md: every
 // call of the table, under every role, with a token scoped to one
 // namespace (and, for workers, one queue) and with one whose scope is
 // everything, on what is in and out of that scope, and with no token and
@@ -180,7 +180,7 @@ var (
 	listings = []target{tgIn, tgOtherQueue, tgOtherNamespace, tgEvery}
 )
 
-// calls are the runner's way to make each call of the README's table,
+// calls are the runner's way to make each call of the security guide's table,
 // by its name there.
 var calls = map[string]call{
 	"TaskService/Submit": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
@@ -415,14 +415,15 @@ func (e *env) reflect(ctx context.Context, procedure, tok string) answer {
 	return answer{} // any other answer: the server served the stream
 }
 
-// row is one row of the README's table.
+// row is one row of the security guide's table.
 type row struct {
 	call  string
 	roles map[auth.Role]bool
 }
 
-// readmeRows returns the rows of README.md's table of who may call what.
-func readmeRows(t testing.TB) []row {
+// guideRows returns the rows of docs/guides/security.md's table of who
+// may call what.
+func guideRows(t testing.TB) []row {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
@@ -433,18 +434,18 @@ func readmeRows(t testing.TB) []row {
 			break
 		}
 		if filepath.Dir(dir) == dir {
-			t.Fatal("authtest: no go.mod above the test's directory, so no README.md")
+			t.Fatal("authtest: no go.mod above the test's directory, so no docs/guides/security.md")
 		}
 		dir = filepath.Dir(dir)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	data, err := os.ReadFile(filepath.Join(dir, "docs", "guides", "security.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(data), "<!-- auth-rules")
 	table, _, ok2 := strings.Cut(rest, "<!-- /auth-rules -->")
 	if !ok || !ok2 {
-		t.Fatal("authtest: README.md has no table between <!-- auth-rules … --> and <!-- /auth-rules -->")
+		t.Fatal("authtest: docs/guides/security.md has no table between <!-- auth-rules … --> and <!-- /auth-rules -->")
 	}
 	var rows []row
 	var cols []auth.Role
@@ -460,7 +461,7 @@ func readmeRows(t testing.TB) []row {
 			for _, c := range cells[1:5] {
 				r, err := auth.ParseRole(c)
 				if err != nil {
-					t.Fatalf("authtest: README table header: %v", err)
+					t.Fatalf("authtest: the security guide's table header: %v", err)
 				}
 				cols = append(cols, r)
 			}
@@ -469,34 +470,34 @@ func readmeRows(t testing.TB) []row {
 		r := row{call: strings.Trim(cells[0], "`"), roles: map[auth.Role]bool{}}
 		for i, c := range cells[1:5] {
 			if c != "yes" && c != "no" {
-				t.Fatalf("authtest: README table, %s: cell %q is not yes or no", r.call, c)
+				t.Fatalf("authtest: the security guide's table, %s: cell %q is not yes or no", r.call, c)
 			}
 			r.roles[cols[i]] = c == "yes"
 		}
 		rows = append(rows, r)
 	}
 	if len(cols) != len(auth.Roles) || len(rows) == 0 {
-		t.Fatalf("authtest: README table: roles %v, %d rows", cols, len(rows))
+		t.Fatalf("authtest: the security guide's table: roles %v, %d rows", cols, len(rows))
 	}
 	return rows
 }
 
-// Run checks every call of README.md's table against the server at base
+// Run checks every call of the security guide's table against the server at base
 // (e.g. http://127.0.0.1:7070), which reads the token file of tok. It
 // creates tasks in InNamespace and OutNamespace and calls every call on
 // them; it leaves the server serving.
 func Run(t *testing.T, base string, tok Tokens) {
-	rows := readmeRows(t)
+	rows := guideRows(t)
 	seen := map[string]bool{}
 	for _, r := range rows {
 		if _, ok := calls[r.call]; !ok {
-			t.Errorf("authtest: README's table has %s, which the runner cannot call: add it to calls", r.call)
+			t.Errorf("authtest: the security guide's table has %s, which the runner cannot call: add it to calls", r.call)
 		}
 		seen[r.call] = true
 	}
 	for name := range calls {
 		if !seen[name] {
-			t.Errorf("authtest: the runner calls %s, which README's table does not list", name)
+			t.Errorf("authtest: the runner calls %s, which the security guide's table does not list", name)
 		}
 	}
 	if t.Failed() {
@@ -549,7 +550,7 @@ func run(t *testing.T, e *env, r row, tok Tokens) (checked int) {
 		refused := got.code == connect.CodeUnauthenticated || got.code == connect.CodePermissionDenied
 		switch {
 		case want == 0 && refused:
-			t.Errorf("%s %s, %s, %s: refused, but README's table allows it: %s: %s", e.protocol, r.call, who, tg, got.code, got.msg)
+			t.Errorf("%s %s, %s, %s: refused, but the security guide's table allows it: %s: %s", e.protocol, r.call, who, tg, got.code, got.msg)
 		case want == 0 && got.code == connect.CodeNotFound && strings.Contains(got.msg, "--pprof"):
 			t.Errorf("%s %s: %s", e.protocol, r.call, got.msg)
 		case want != 0 && got.code != want:

@@ -1,5 +1,5 @@
 // Package election elects tenure's cluster coordinator through one row of
-// the helix_locks table (docs/cluster.md). The table and the statement are
+// the helix_locks table (docs/design/cluster.md). The table and the statement are
 // the lock-table design common to Helix-style coordinators, with two
 // corrections to the usual statement.
 //

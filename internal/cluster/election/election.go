@@ -19,7 +19,7 @@ const (
 	// replicated database holding commits while it evicts a dead server
 	// (Galera: about 6 s): the trust window (12 s) exceeds one renewal
 	// interval (3.75 s) plus that stall, so a holder whose renewal waits
-	// through it keeps the lock (README, "Cluster mode").
+	// through it keeps the lock (docs/guides/cluster-mode.md).
 	DefaultTTL           = 15 * time.Second
 	DefaultCheckInterval = 10 * time.Second
 

@@ -1,4 +1,4 @@
-// Package member runs one node of a tenure cluster (docs/cluster.md): it
+// Package member runs one node of a tenure cluster (docs/design/cluster.md): it
 // registers and heartbeats in the node table, stands for the
 // coordinator lock, serves the partitions assigned to it, and answers the
 // API for every partition, forwarding what it does not own.

@@ -1,8 +1,8 @@
 // Package mysqllog is one partition's write-ahead log kept in the database
-// (cluster mode, docs/cluster.md): a coordinator.Log whose records, dense
+// (cluster mode, docs/design/cluster.md): a coordinator.Log whose records, dense
 // LSNs from 1, are kept in rows of partition_log keyed by (partition_id,
 // lsn): one row per group-commit round, at the LSN of its first record
-// (type 0; docs/formats.md), or, as tenure wrote them before schema
+// (type 0; docs/design/formats.md), or, as tenure wrote them before schema
 // migration 4, one row per record (its type, never 0). Replay reads both.
 //
 // # Durability and group commit

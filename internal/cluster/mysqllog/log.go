@@ -541,7 +541,7 @@ const insertRound = cluster.Prepared + "INSERT INTO partition_log (partition_id,
 // first, inserted only at the writer's epoch, in one statement that is its
 // own transaction (insertRound, in autocommit): the epoch check, the
 // insert and the commit are one round trip to the database, where BEGIN,
-// the statement and COMMIT were three (docs/cluster.md, "One statement
+// the statement and COMMIT were three (docs/design/cluster.md, "One statement
 // per round"). The row's primary key is (partition, first): a row another
 // writer put at first fences the round (every writer's rounds start where
 // the log's committed records end, so two writers that both think they

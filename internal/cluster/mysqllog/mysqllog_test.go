@@ -154,7 +154,7 @@ func replayAll(t *testing.T, l *mysqllog.Log) []row {
 	return out
 }
 
-// The handover of a partition (docs/cluster.md, "Fencing"): B gains the partition (higher
+// The handover of a partition (docs/design/cluster.md, "Fencing"): B gains the partition (higher
 // epoch), replays it, appends a Fence at the next LSN. A's next append
 // fails with ErrFenced and A acknowledges nothing after.
 func TestHandoverFencesPreviousOwner(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 )
 
 // A row of partition_log holds one record or one round of them
-// (docs/formats.md, "Cluster database"). A record row has the record's
+// (docs/design/formats.md, "Cluster mode: the database"). A record row has the record's
 // type (never 0) and payload at its LSN. A round row, type roundType, sits
 // at the LSN of the round's first record and holds the round's records in
 // LSN order: their count (uvarint), then for each its type (2 bytes, little

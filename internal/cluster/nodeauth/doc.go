@@ -1,6 +1,6 @@
 // Package nodeauth lets a node of a cluster prove that a request it
 // forwards to another node comes from a node of the same cluster, and
-// carry the principal of the caller it forwards for (docs/cluster.md,
+// carry the principal of the caller it forwards for (docs/design/cluster.md,
 // "Trust between nodes").
 //
 // Every node reads the cluster secret from the database at start

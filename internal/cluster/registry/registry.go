@@ -18,8 +18,8 @@ const (
 	// database holding commits while it evicts a dead server (Galera:
 	// about 6 s): a node trusts a confirmed heartbeat for 4/5 of the
 	// silence (9.6 s), more than one interval plus that stall, so a
-	// heartbeat that waits through it arrives in time (README, "Cluster
-	// mode").
+	// heartbeat that waits through it arrives in time
+	// (docs/guides/cluster-mode.md).
 	DefaultHeartbeatInterval = time.Second
 	DefaultSilence           = 12 * time.Second
 	DefaultMaxNodes          = 1000

@@ -37,7 +37,7 @@ export async function render(main: HTMLElement): Promise<() => void> {
 
 function clusterView(c: GetClusterResponse, needle: string, filter: HTMLInputElement): (HTMLElement | null)[] {
   if (c.mode !== ServerMode.CLUSTER) {
-    return [h("p", { id: "embedded" }, "This server is embedded: one process, one partition, its log in its data directory. Start it with --mysql to run a cluster (README, \"Cluster mode\").")];
+    return [h("p", { id: "embedded" }, "This server is embedded: one process, one partition, its log in its data directory. Start it with --mysql to run a cluster (docs/guides/cluster-mode.md).")];
   }
   const lock = c.coordinator;
   const parts = c.partitions.filter((p) => !needle || [p.namespace, p.queue, p.owner].some((s) => s.toLowerCase().includes(needle)));

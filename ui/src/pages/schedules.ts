@@ -87,7 +87,7 @@ export async function render(main: HTMLElement, params: Record<string, string>):
 
 function scheduleTable(list: Schedule[]): HTMLElement {
   if (list.length === 0) {
-    return h("p", { class: "muted", id: "no-schedules" }, "No schedules: create one with tenure schedule create (README, \"Schedules\").");
+    return h("p", { class: "muted", id: "no-schedules" }, "No schedules: create one with tenure schedule create (docs/guides/schedules.md).");
   }
   return table("schedules", "Schedules with their next fire and last decision",
     ["Schedule", "When", "Overlap", "Next fire", "Last decision", "State"],

@@ -1,4 +1,4 @@
--- 0001: the tables of cluster mode (docs/cluster.md).
+-- 0001: the tables of cluster mode (docs/design/cluster.md).
 --
 -- Every statement must be safe to run again: DDL commits implicitly in
 -- MySQL, so a migration cut short is re-run from its first statement.
@@ -7,7 +7,7 @@
 
 -- The coordinator lock: one row per lock key, with its owner, its expiry
 -- (the database's clock) and an epoch bumped at every acquisition and
--- renewal (docs/cluster.md). InnoDB (row locks and the unique key's atomic
+-- renewal (docs/design/cluster.md). InnoDB (row locks and the unique key's atomic
 -- upsert need it) and a binary collation, so owner ids that differ only in
 -- case are different owners.
 CREATE TABLE IF NOT EXISTS helix_locks (

@@ -1,5 +1,5 @@
 -- 0004: one row of partition_log per group-commit round (package
--- mysqllog, docs/formats.md). The same rules as 0001: every statement must
+-- mysqllog, docs/design/formats.md). The same rules as 0001: every statement must
 -- be safe to run again; a statement ends with a semicolon at the end of a
 -- line.
 --

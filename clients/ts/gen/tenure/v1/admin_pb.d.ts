@@ -95,7 +95,7 @@ export declare type WhoAmIRequest = Message<"tenure.v1.WhoAmIRequest"> & {
 export declare const WhoAmIRequestSchema: GenMessage<WhoAmIRequest>;
 
 /**
- * WhoAmIResponse describes the caller's token (README.md, "Security").
+ * WhoAmIResponse describes the caller's token (docs/guides/security.md).
  *
  * @generated from message tenure.v1.WhoAmIResponse
  */
@@ -208,7 +208,7 @@ export declare const GetClusterRequestSchema: GenMessage<GetClusterRequest>;
 
 /**
  * GetClusterResponse describes the server and, in cluster mode, the
- * cluster (docs/cluster.md).
+ * cluster (docs/design/cluster.md).
  *
  * @generated from message tenure.v1.GetClusterResponse
  */
