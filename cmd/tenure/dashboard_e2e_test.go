@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -461,6 +462,24 @@ func dashboardFlow(t *testing.T, b *browser, base string, a *api, name string) f
 	b.until("the raw history lists the records", `document.querySelectorAll(".history tbody tr").length >= 13`)
 	b.until("the task used 3 of its 3 attempts", textOf("#attempts")+` === "3 of 3"`)
 	b.shot(name + "-task")
+
+	// Live refresh keeps what the viewer opened: attempt 1's records stay
+	// expanded across three refreshes, which redraw the timeline.
+	b.until("live refresh is on", `document.querySelector("#live").checked`)
+	records := `document.querySelector('details[data-key="records-1"]')`
+	b.click(`//details[@data-key="records-1"]/summary`)
+	b.until("attempt 1's records are expanded", records+`.open`)
+	b.eval(`window.expanded = `+records+`; true`, nil)
+	b.waitRefreshes(3)
+	var kept struct {
+		Open     bool `json:"open"`
+		Redrawn  bool `json:"redrawn"`
+		Attempts int  `json:"attempts"`
+	}
+	b.eval(`({open: `+records+`.open, redrawn: `+records+` !== window.expanded, attempts: document.querySelectorAll(".lanes .lane").length})`, &kept)
+	if !kept.Open || !kept.Redrawn || kept.Attempts != 3 {
+		t.Errorf("after three live refreshes attempt 1's records are open: %v (redrawn: %v, %d lanes); want open, in a redrawn timeline of 3 lanes", kept.Open, kept.Redrawn, kept.Attempts)
+	}
 	b.checkBasics(name + " task")
 
 	// Retry the failed task with the button: it is waiting.
@@ -513,6 +532,21 @@ func dashboardFlow(t *testing.T, b *browser, base string, a *api, name string) f
 	b.until("the timeline on a phone", `document.querySelectorAll(".lanes .lane").length === 3`)
 	b.shot(name + "-task-phone")
 	b.checkBasics(name + " task on a phone")
+	// On a phone the tasks table scrolls sideways in its box: refreshes
+	// keep where the viewer scrolled it, and what they typed unsent.
+	b.goTo("#/queue/default/emails")
+	tasksBox := `document.querySelector('[data-key="tasks-scroll"]')`
+	b.until("the tasks table is wider than a phone", tasksBox+`?.scrollWidth > `+tasksBox+`?.clientWidth + 60`)
+	b.eval(tasksBox+`.scrollLeft = 60; document.querySelector("#filter").value = "user1"; true`, nil)
+	b.waitRefreshes(3)
+	var scrolled struct {
+		Left   float64 `json:"left"`
+		Filter string  `json:"filter"`
+	}
+	b.eval(`({left: `+tasksBox+`.scrollLeft, filter: document.querySelector("#filter").value})`, &scrolled)
+	if scrolled.Left < 59 || scrolled.Filter != "user1" {
+		t.Errorf("after three refreshes the tasks table is scrolled to %v and the filter reads %q; want 60 and the text typed, user1", scrolled.Left, scrolled.Filter)
+	}
 	b.viewport(1280, 900, false)
 
 	// Keyboard: the first Tab reaches the skip link, with a visible focus.
@@ -529,6 +563,16 @@ func dashboardFlow(t *testing.T, b *browser, base string, a *api, name string) f
 		t.Errorf("after one Tab the focus is on %q with outline %q, want the skip link, visibly", focus.Text, focus.Outline)
 	}
 	return f
+}
+
+// waitRefreshes waits until the page's live refresh has drawn it n more
+// times (the count its Live control keeps).
+func (b *browser) waitRefreshes(n int) {
+	b.t.Helper()
+	const count = `Number(document.querySelector(".live")?.dataset.refreshes ?? 0)`
+	var now int
+	b.eval(count, &now)
+	b.until(fmt.Sprintf("%d more live refreshes (after %d)", n, now), fmt.Sprintf(`%s >= %d`, count, now+n))
 }
 
 // localInput is a JavaScript expression: the value of a datetime-local
@@ -586,7 +630,8 @@ func schedulesFlow(t *testing.T, b *browser, base string, a *api, name string) {
 	b.click(`//tr[@data-schedule="default/reports/digest"]//a`)
 	b.until("the schedule's page", `location.hash === "#/schedule/default/reports/digest" && `+textOf("#cron")+` === "@every 1s"`)
 	b.until("two fired ticks with their waiting tasks", `[...document.querySelectorAll('.decisions tr[data-outcome="fired"]')].filter(r => r.dataset.task && r.innerText.includes("waiting")).length >= 2`)
-	b.until("its next fires", `document.querySelectorAll("#next-fires li time").length === 5`)
+	b.until("its next fires, in its zone and the viewer's", `document.querySelectorAll('#next-fires li [data-zone="schedule"] time').length === 5 && `+
+		`document.querySelectorAll('#next-fires li [data-zone="viewer"] time').length === 5`)
 	b.until("the payload of its tasks", `document.querySelector("#payload-bytes")?.textContent.includes('"digest": "daily"')`)
 	b.shot(name + "-schedule")
 	b.checkBasics(name + " schedule page")
@@ -597,6 +642,24 @@ func schedulesFlow(t *testing.T, b *browser, base string, a *api, name string) {
 	b.until("it links back to its schedule", textOf("#from-schedule")+` === "schedule digest"`)
 	b.click(`//a[@id="from-schedule"]`)
 	b.until("the schedule's page again", `location.hash === "#/schedule/default/reports/digest" && document.querySelector(".decisions") !== null`)
+
+	// A schedule in another zone: its next fires in its zone, where its
+	// expression's 2 o'clock is, and in the viewer's, each with its zone.
+	if _, err := a.schedules.CreateSchedule(context.Background(), withToken(a, &tenurev1.CreateScheduleRequest{
+		Queue: "reports-berlin", Name: "nightly", Cron: "0 2 * * *", TimeZone: "Europe/Berlin"})); err != nil {
+		t.Fatal(err)
+	}
+	b.goTo("#/schedule/default/reports-berlin/nightly")
+	b.until("the Berlin schedule's next fires at 2:00 in Berlin", `[...document.querySelectorAll('#next-fires [data-zone="schedule"]')].filter(e => /^\d+\/\d+\/\d+, 2:00:00 AM GMT\+[12]$/.test(e.innerText.trim())).length === 5`)
+	var viewerFires []string
+	b.eval(`[...document.querySelectorAll('#next-fires [data-zone="viewer"] time')].map(e => e.innerText)`, &viewerFires)
+	for _, f := range viewerFires {
+		if !regexp.MustCompile(`^\d+/\d+/\d+, \d+:\d\d:\d\d [AP]M \S+$`).MatchString(f) {
+			t.Errorf("a next fire in the viewer's zone reads %q, want its zone after it", f)
+		}
+	}
+	b.goTo("#/schedule/default/reports/digest")
+	b.until("the schedule's page again", `document.querySelector(".decisions") !== null`)
 
 	// Pause with the button: paused, no next fire.
 	b.click(button("Pause"))
@@ -693,8 +756,8 @@ func TestDashboardCluster(t *testing.T) {
 	b.until("it names the lock holder", `/held by n[123] · epoch \d+/.test(`+textOf("#lock")+`)`)
 	var parts int
 	b.eval(`document.querySelectorAll("table.partitions tbody tr").length`, &parts)
-	if parts != 3*clPartitions {
-		t.Errorf("the partition map lists %d partitions, want %d (three queues of %d)", parts, 3*clPartitions, clPartitions)
+	if parts != 4*clPartitions {
+		t.Errorf("the partition map lists %d partitions, want %d (four queues of %d)", parts, 4*clPartitions, clPartitions)
 	}
 	b.shot("cluster-cluster")
 	b.checkBasics("cluster page")

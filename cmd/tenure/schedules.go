@@ -223,16 +223,39 @@ func (c *scheduleCreateCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, 
 // schedulePath is namespace/queue/name.
 func schedulePath(sc *client.Schedule) string { return sc.Namespace + "/" + sc.Queue + "/" + sc.Name }
 
-// printNextFires prints the next fire times, one a line.
+// printNextFires prints the next fire times, one a line: in the
+// schedule's zone, the one its expression speaks, and in UTC beside it.
 func printNextFires(out io.Writer, sc *client.Schedule) {
 	if len(sc.NextFires) == 0 {
 		fmt.Fprintln(out, "next fires: none (paused, or the expression never fires again)")
 		return
 	}
-	fmt.Fprintln(out, "next fires:")
-	for _, t := range sc.NextFires {
-		fmt.Fprintf(out, "  %s\n", fmtTime(t))
+	loc := scheduleLoc(sc)
+	if loc == time.UTC {
+		fmt.Fprintln(out, "next fires (UTC):")
+		for _, t := range sc.NextFires {
+			fmt.Fprintf(out, "  %s\n", fmtTimeIn(t, time.UTC))
+		}
+		return
 	}
+	fmt.Fprintf(out, "next fires (%s, and UTC):\n", loc)
+	for _, t := range sc.NextFires {
+		fmt.Fprintf(out, "  %s   %s\n", fmtTimeIn(t, loc), fmtTimeIn(t, time.UTC))
+	}
+}
+
+// scheduleLoc is the time zone of a schedule: the zone its ticks are
+// written in. UTC when none is set (or, should a zone be unknown to this
+// binary, which embeds every IANA zone, rather than fail).
+func scheduleLoc(sc *client.Schedule) *time.Location {
+	if sc.TimeZone == "" || sc.TimeZone == "UTC" {
+		return time.UTC
+	}
+	loc, err := time.LoadLocation(sc.TimeZone)
+	if err != nil {
+		return time.UTC
+	}
+	return loc
 }
 
 // scheduleUpdateCmd is `tenure schedule update`.
@@ -357,11 +380,13 @@ func (c *scheduleListCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, arg
 	for i := range ss {
 		sc := &ss[i]
 		next, last, paused := "-", "-", "no"
+		// Ticks in the schedule's zone, the one its expression speaks.
+		loc := scheduleLoc(sc)
 		if len(sc.NextFires) > 0 {
-			next = fmtTime(sc.NextFires[0])
+			next = fmtTimeIn(sc.NextFires[0], loc)
 		}
 		if n := len(sc.Recent); n > 0 {
-			last = sc.Recent[n-1].Outcome.String() + " " + fmtTime(sc.Recent[n-1].Tick)
+			last = sc.Recent[n-1].Outcome.String() + " " + fmtTimeIn(sc.Recent[n-1].Tick, loc)
 		}
 		if sc.Paused {
 			paused = "yes"
@@ -440,7 +465,7 @@ func printSchedule(out io.Writer, sc *client.Schedule) {
 	}
 	row("state", state)
 	if !sc.HeldTick.IsZero() {
-		row("held tick", fmtTime(sc.HeldTick)+" (fires when the previous task finishes)")
+		row("held tick", fmtTimeIn(sc.HeldTick, scheduleLoc(sc))+" (fires when the previous task finishes)")
 	}
 	created := fmtTime(sc.CreatedAt)
 	if sc.CreatedBy != "" {
@@ -455,7 +480,7 @@ func printSchedule(out io.Writer, sc *client.Schedule) {
 		fmt.Fprintln(out, "\nrecent decisions: none yet")
 		return
 	}
-	fmt.Fprintln(out, "\nrecent decisions:")
+	fmt.Fprintf(out, "\nrecent decisions (ticks in %s):\n", scheduleLoc(sc))
 	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TICK\tOUTCOME\tREASON\tUNTIL\tTASK\tSTATE\tAT")
 	for _, f := range sc.Recent {
@@ -466,7 +491,8 @@ func printSchedule(out io.Writer, sc *client.Schedule) {
 				st = f.TaskState.String()
 			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", fmtTime(f.Tick), f.Outcome, f.Reason, fmtTime(f.Until), f.TaskID, st, fmtTime(f.At))
+		loc := scheduleLoc(sc)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", fmtTimeIn(f.Tick, loc), f.Outcome, f.Reason, fmtTimeIn(f.Until, loc), f.TaskID, st, fmtTime(f.At))
 	}
 	w.Flush()
 }

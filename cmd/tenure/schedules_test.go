@@ -75,8 +75,8 @@ func TestCLISchedules(t *testing.T) {
 
 	out := mustCLI(t, "schedule", "create", "tick", "--queue", "q", "--cron", "* * * * * *", "--overlap", "allow", "--payload", "ping",
 		"--priority", "4", "--max-attempts", "2", "--requested-by", "ops@box", "--addr", addr)
-	if !strings.HasPrefix(out, "created schedule default/q/tick\nnext fires:\n") || strings.Count(out, "\n  ") != 5 ||
-		!strings.Contains(out, fmtTime(start.Add(time.Second))) {
+	if !strings.HasPrefix(out, "created schedule default/q/tick\nnext fires (UTC):\n") || strings.Count(out, "\n  ") != 5 ||
+		!strings.Contains(out, "  "+fmtTimeIn(start.Add(time.Second), time.UTC)+"\n") {
 		t.Fatalf("schedule create printed:\n%s", out)
 	}
 	again := mustCLI(t, "schedule", "create", "tick", "--queue", "q", "--cron", "* * * * * *", "--overlap", "allow", "--payload", "ping",
@@ -92,7 +92,7 @@ func TestCLISchedules(t *testing.T) {
 	sc := waitSchedule(t, c, "q", "tick", "two fires", func(sc *client.Schedule) bool { return len(sc.Recent) == 2 })
 	get := mustCLI(t, "schedule", "get", "tick", "--queue", "q", "--addr", addr)
 	for _, want := range []string{"default/q/tick", "* * * * * * (UTC)", "ALLOW", "1h0m0s", `payload "ping", window 30s, up to 2 attempts, priority 4`,
-		"running", "by ops@box", "next fires:", "recent decisions:", "TICK", sc.Recent[0].TaskID, sc.Recent[1].TaskID, "FIRED", "WAITING"} {
+		"running", "by ops@box", "next fires (UTC):", "recent decisions (ticks in UTC):", "TICK", sc.Recent[0].TaskID, sc.Recent[1].TaskID, "FIRED", "WAITING"} {
 		if !strings.Contains(get, want) {
 			t.Errorf("schedule get lacks %q:\n%s", want, get)
 		}
@@ -124,7 +124,7 @@ func TestCLISchedules(t *testing.T) {
 	if get := mustCLI(t, "schedule", "get", "tick", "--queue", "q", "--addr", addr); !strings.Contains(get, "paused (since") || !strings.Contains(get, "next fires: none") {
 		t.Fatalf("schedule get of the paused schedule:\n%s", get)
 	}
-	if out := mustCLI(t, "schedule", "resume", "tick", "--queue", "q", "--addr", addr); !strings.HasPrefix(out, "resumed schedule default/q/tick\nnext fires:") {
+	if out := mustCLI(t, "schedule", "resume", "tick", "--queue", "q", "--addr", addr); !strings.HasPrefix(out, "resumed schedule default/q/tick\nnext fires (UTC):") {
 		t.Fatalf("schedule resume printed %q", out)
 	}
 	if out := mustCLI(t, "schedule", "resume", "tick", "--queue", "q", "--addr", addr); out != "schedule default/q/tick was not paused\n" {

@@ -638,11 +638,22 @@ func parseState(name string) (client.TaskState, bool) {
 	return 0, false
 }
 
+// timeLayout is how the CLI writes a time for people: to the millisecond,
+// with its zone's abbreviation (CET, UTC), or its offset where the zone
+// has none (+03).
+const timeLayout = "2006-01-02 15:04:05.000 MST"
+
+// fmtTime writes t in the local zone (TZ), with the zone: "" for no time.
 func fmtTime(t time.Time) string {
+	return fmtTimeIn(t, time.Local)
+}
+
+// fmtTimeIn writes t in loc, with the zone: "" for no time.
+func fmtTimeIn(t time.Time, loc *time.Location) string {
 	if t.IsZero() || t.Unix() == 0 {
 		return ""
 	}
-	return t.Local().Format("2006-01-02 15:04:05.000")
+	return t.In(loc).Format(timeLayout)
 }
 
 // preview shows a payload or result on one line: text as text, binary as a

@@ -258,6 +258,21 @@ func by(who string) string {
 	return " (asked by " + who + ")"
 }
 
+// later writes the time t of a record at at as the time after it ("30s
+// later"): the history's details carry no time of day of their own, so a
+// reader sees each in one zone, the record's time's (its at, which a
+// client shows in the reader's zone).
+func later(at, t state.Time) string {
+	d := t.Std().Sub(at.Std())
+	switch {
+	case d == 0:
+		return "at once"
+	case d < 0:
+		return (-d).Round(time.Millisecond).String() + " earlier"
+	}
+	return d.Round(time.Millisecond).String() + " later"
+}
+
 func historyEntry(h coordinator.HistoryEntry) *tenurev1.HistoryEntry {
 	e := &tenurev1.HistoryEntry{Lsn: h.LSN, Type: record.TypeOf(h.Record).String()}
 	switch r := h.Record.(type) {
@@ -266,24 +281,24 @@ func historyEntry(h coordinator.HistoryEntry) *tenurev1.HistoryEntry {
 		e.At = ts(r.CreatedAt)
 		e.Detail = fmt.Sprintf("queue %s/%s, %d-byte payload, window %v, up to %d attempts", r.Namespace, r.Queue, len(r.Payload), r.ExecutionWindow, r.Retry.MaxAttempts)
 		if r.NotBefore != 0 {
-			e.Detail += ", not before " + r.NotBefore.String()
+			e.Detail += ", not before " + later(r.CreatedAt, r.NotBefore)
 		}
 		if r.Deadline != 0 {
-			e.Detail += ", deadline " + r.Deadline.String()
+			e.Detail += ", deadline " + later(r.CreatedAt, r.Deadline)
 		}
 	case *state.LeaseGranted:
 		e.RequestedBy = r.By
 		e.At, e.LeaseId, e.WorkerId, e.Attempt = ts(r.GrantedAt), r.LeaseID, r.WorkerID, r.Attempt
-		e.Detail = "lease until " + r.LeaseExpiry.String()
+		e.Detail = "lease until " + later(r.GrantedAt, r.LeaseExpiry)
 	case *state.LeaseExtended:
 		e.RequestedBy = r.By
 		e.At, e.LeaseId = ts(r.At), r.LeaseID
-		e.Detail = "lease extended until " + r.NewLeaseExpiry.String()
+		e.Detail = "lease extended until " + later(r.At, r.NewLeaseExpiry)
 	case *state.LeaseExpired:
 		e.At, e.LeaseId = ts(r.At), r.LeaseID
 		e.Detail = "lease expired"
 		if r.RetryAt != 0 {
-			e.Detail += "; retry not before " + r.RetryAt.String()
+			e.Detail += "; retry not before " + later(r.At, r.RetryAt)
 		}
 	case *state.ExecutionStarted:
 		e.RequestedBy = r.By
@@ -305,7 +320,7 @@ func historyEntry(h coordinator.HistoryEntry) *tenurev1.HistoryEntry {
 		case r.Permanent:
 			e.Detail += " (permanent)"
 		case r.RetryAt != 0:
-			e.Detail += "; retry not before " + r.RetryAt.String()
+			e.Detail += "; retry not before " + later(r.At, r.RetryAt)
 		}
 	case *state.TaskCancelled:
 		e.RequestedBy = r.By

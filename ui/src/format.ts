@@ -1,5 +1,6 @@
-// Formatting of the API's values for people: counts, times in the
-// viewer's zone (with the exact time for a title), durations, payloads.
+// Formatting of the API's values for people: counts, times with their
+// zone (the viewer's, or a schedule's; the exact time for a title),
+// durations, payloads.
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 
 /** ms is a Timestamp in milliseconds since the epoch. */
@@ -37,14 +38,18 @@ export function exact(t: number): string {
     `${sign}${p(Math.floor(Math.abs(off) / 60))}:${p(Math.abs(off) % 60)} (${zone})`;
 }
 
-/** short is a time in the viewer's zone and locale, to the second. */
-export function short(t: number): string {
-  return new Date(t).toLocaleString(undefined, { dateStyle: "short", timeStyle: "medium" });
+/**
+ * short is a time in the viewer's locale, to the second, with its zone
+ * ("12/2/26, 2:00:00 AM GMT+1"): in the viewer's zone, or in zone (an
+ * IANA name) if given.
+ */
+export function short(t: number, zone?: string): string {
+  return new Date(t).toLocaleString(undefined, { dateStyle: "short", timeStyle: "long", timeZone: zone });
 }
 
-/** clock is the time of day in the viewer's zone, to the second. */
+/** clock is the time of day in the viewer's zone, to the second, with the zone. */
 export function clock(t: number): string {
-  return new Date(t).toLocaleTimeString(undefined, { timeStyle: "medium" });
+  return new Date(t).toLocaleTimeString(undefined, { timeStyle: "long" });
 }
 
 /** span writes a duration in milliseconds compactly: 850 ms, 12.3 s, 4 m 05 s, 3 h 02 m, 2 d 04 h. */

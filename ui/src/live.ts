@@ -15,13 +15,19 @@ let on = true;
 export function live(load: () => Promise<void>): { control: HTMLElement; stop: () => void } {
   let timer: number | undefined;
   let stopped = false;
+  let refreshes = 0;
+  let busy = false;
   const updated = h("span", { class: "updated" });
   const tick = async () => {
     timer = undefined;
+    busy = true;
     try {
       await load();
       updated.textContent = `updated ${clock(Date.now())}`;
+      // How many times the page was drawn: a test waits for refreshes by it.
+      control.dataset.refreshes = String(++refreshes);
     } finally {
+      busy = false;
       if (!stopped && on) {
         timer = window.setTimeout(tick, every);
       }
@@ -31,7 +37,7 @@ export function live(load: () => Promise<void>): { control: HTMLElement; stop: (
     type: "checkbox", id: "live", checked: on,
     onchange: () => {
       on = box.checked;
-      if (on && timer === undefined) {
+      if (on && timer === undefined && !busy) {
         void tick();
       } else if (!on && timer !== undefined) {
         window.clearTimeout(timer);
@@ -39,8 +45,8 @@ export function live(load: () => Promise<void>): { control: HTMLElement; stop: (
       }
     },
   });
-  void tick();
   const control = h("div", { class: "live" }, box, h("label", { for: "live" }, "Live"), " ", updated);
+  void tick();
   return {
     control,
     stop: () => {

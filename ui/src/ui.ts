@@ -37,13 +37,16 @@ export function confirm(text: string, action: string, withReason = true): Promis
   });
 }
 
-/** time is a <time> in the viewer's zone with the exact time as its title. */
-export function time(ts: Timestamp | undefined): HTMLElement | string {
+/**
+ * time is a <time> with its zone, in the viewer's zone or in zone (an IANA
+ * name), with the exact time in the viewer's zone as its title.
+ */
+export function time(ts: Timestamp | undefined, zone?: string): HTMLElement | string {
   const t = ms(ts);
   if (t === undefined) {
     return "—";
   }
-  return h("time", { datetime: new Date(t).toISOString(), title: exact(t) }, short(t));
+  return h("time", { datetime: new Date(t).toISOString(), title: exact(t) }, short(t, zone));
 }
 
 /** stateName is a task state as people read it: "waiting". */

@@ -161,7 +161,7 @@ export async function render(main: HTMLElement, params: Record<string, string>):
     swap(list,
       shown.length === 0
         ? h("p", { class: "muted", id: "no-tasks" }, tasks.length === 0 ? "No tasks on this page." : "No task on this page matches the filter.")
-        : h("div", { class: "scroll" }, h("table", { class: "tasks" },
+        : h("div", { class: "scroll", "data-key": "tasks-scroll" }, h("table", { class: "tasks" },
           h("caption", { class: "sr-only" }, "Tasks of the queue"),
           h("thead", {}, h("tr", {},
             ["Task", "State", "Attempts", "Priority", "Created", "Updated", "Worker", "Failure reason"].map((c) => h("th", { scope: "col" }, c)))),

@@ -147,8 +147,11 @@ export async function renderOne(main: HTMLElement, params: Record<string, string
         swap(payload, bytesView("Payload of each task", "payload", s.payload));
         drawnPayload = true;
       }
+      // In the schedule's zone, the one its expression speaks, and in the viewer's.
+      const zone = s.timeZone || "UTC";
       swap(next, s.nextFires.length
-        ? h("ol", { class: "fires", id: "next-fires" }, s.nextFires.map((t) => h("li", {}, time(t))))
+        ? h("ol", { class: "fires", id: "next-fires", "aria-label": `Next fires in ${zone}, and in your time zone` },
+          s.nextFires.map((t) => h("li", {}, h("span", { "data-zone": "schedule" }, time(t, zone)), h("span", { class: "muted", "data-zone": "viewer" }, " · ", time(t)))))
         : h("p", { class: "muted", id: "next-fires" }, s.paused ? "None while it is paused." : "None: the expression never fires again."));
       swap(recent, decisions(s.recent));
     } catch (err) {
@@ -173,7 +176,7 @@ function definition(s: Schedule): HTMLElement {
   return h("dl", { class: "details" },
     row("Queue", h("a", { href: queueHref(s.namespace, s.queue) }, `${s.namespace}/${s.queue}`)),
     row("Cron", h("span", { class: "mono", id: "cron" }, s.cron)),
-    row("Time zone", s.timeZone || "UTC"),
+    row("Time zone", s.timeZone || "UTC", h("span", { class: "muted" }, " (its ticks; other times are in yours)")),
     row("Overlap", overlapName(s.overlap)),
     row("Catch-up window", dur(durationMs(s.catchUpWindow))),
     row("Priority", String(s.priority)),
@@ -181,7 +184,7 @@ function definition(s: Schedule): HTMLElement {
     row("Retries", rp ? `${rp.maxAttempts} attempts, backoff ${dur(durationMs(rp.initialBackoff))} × ${rp.backoffMultiplier} up to ${dur(durationMs(rp.maxBackoff))}` : "—"),
     row("Created", time(s.createdAt), s.createdBy ? ` by ${s.createdBy}` : ""),
     row("Updated", time(s.updatedAt)),
-    s.heldTick ? row("Held tick", time(s.heldTick), " (waits for the previous task)") : null);
+    s.heldTick ? row("Held tick", time(s.heldTick, s.timeZone || "UTC"), " (waits for the previous task)") : null);
 }
 
 /** decisions is the table of a schedule's recent decisions, newest first. */

@@ -124,7 +124,7 @@ function drawTimeline(tl: Timeline): HTMLElement {
         h("strong", {}, `Attempt ${lane.attempt}`), ` · ${lane.outcome} · worker `, h("span", { class: "mono" }, lane.workerId || "—"),
         " · lease ", h("span", { class: "mono" }, lane.leaseId || "—"), ` · ${span(lane.to - lane.from)}`),
       h("div", { class: "track", "aria-hidden": "true" }, bar, lane.marks.map(markEl)),
-      h("details", {}, h("summary", {}, `${lane.marks.length} records of attempt ${lane.attempt}`), h("ol", { class: "events" }, lane.marks.map(item))));
+      h("details", { "data-key": `records-${lane.attempt}` }, h("summary", {}, `${lane.marks.length} records of attempt ${lane.attempt}`), h("ol", { class: "events" }, lane.marks.map(item))));
   };
   return h("div", { class: "timeline" },
     h("div", { class: "axis", "aria-hidden": "true" },
