@@ -16,6 +16,7 @@ require (
 	github.com/robfig/cron/v3 v3.0.1
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.1.0
+	github.com/tenurehq/tenure/sdk v0.0.0
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -34,3 +35,9 @@ require (
 	github.com/yuin/goldmark v1.8.7 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
+
+// The Go SDK (client, worker and the API's generated code) is a module of
+// its own in sdk/, so that an application that imports it does not get the
+// server's dependencies; the server builds against the SDK of the same
+// commit.
+replace github.com/tenurehq/tenure/sdk => ./sdk

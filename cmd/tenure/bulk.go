@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 // The bulk actions: `tenure tasks retry|kill|purge`.

@@ -46,9 +46,9 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/go-sql-driver/mysql"
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
-	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
+	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 )
 
 // The cluster every test runs, and the bounds of its phases.

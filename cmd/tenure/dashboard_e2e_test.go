@@ -30,10 +30,10 @@ import (
 	"github.com/chromedp/chromedp/kb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
-	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/internal/auth"
 	"github.com/tenurehq/tenure/internal/auth/authtest"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
+	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 )
 
 // browserWait bounds every wait for the page to show something: it only

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/internal/cluster/mysqllog"
 	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/state"
 	"github.com/tenurehq/tenure/internal/wal"
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 // TestClusterFlowControl: on three nodes with four partitions per queue,

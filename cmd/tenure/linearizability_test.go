@@ -28,8 +28,8 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/anishathalye/porcupine"
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/internal/lincheck"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/snapshot"

@@ -17,7 +17,7 @@ import (
 	"connectrpc.com/grpcreflect"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 // TestServerProbes: a ready `tenure server` answers SERVING to the gRPC

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 // The queue commands: `tenure queues`, `tenure queue get|pause|resume|limit`.

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 // e2eScheduleName is the schedule every test here creates.

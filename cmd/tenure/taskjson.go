@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 // The --json output of the task and queue commands is the API's JSON form

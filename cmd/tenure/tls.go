@@ -14,10 +14,10 @@ import (
 	"connectrpc.com/connect"
 	"github.com/spf13/pflag"
 
-	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/server"
 	"github.com/tenurehq/tenure/internal/tlsfiles"
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 // tlsServerFlags are the TLS flags of `tenure server`.

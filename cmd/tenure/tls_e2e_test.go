@@ -26,13 +26,13 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
-	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
+	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 
-	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/internal/certgen"
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 	"github.com/tenurehq/tenure/internal/tlsfiles"
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 // pki makes CAs and certificates into a directory of the test.

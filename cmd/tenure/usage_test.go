@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenurehq/tenure/client"
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 // TestCLIFlagsAnywhere: flags may follow the positional arguments, and the

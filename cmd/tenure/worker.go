@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/tenurehq/tenure/worker"
+	"github.com/tenurehq/tenure/sdk/worker"
 )
 
 // Limits of what the exec worker sends back: the server's defaults.
@@ -120,7 +120,6 @@ func (c *workerCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []st
 		Concurrency:   c.concurrency,
 		ShutdownGrace: c.grace,
 		Logger:        lg,
-		Clock:         a.clock,
 		OnFinish:      logFinish(lg),
 		StopWhenEmpty: c.stopEmpty,
 	})
@@ -132,7 +131,7 @@ func (c *workerCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []st
 }
 
 // logFinish logs one line per finished task: its outcome, the task, the
-// attempt and how long it took (on the worker's clock).
+// attempt and how long it took.
 func logFinish(lg *slog.Logger) func(*worker.Task, worker.Finish) {
 	outcomes := map[worker.Outcome]string{
 		worker.OutcomeCompleted:  "completed",

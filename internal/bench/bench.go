@@ -20,7 +20,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/internal/certgen"
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/coordinator"
@@ -31,7 +30,8 @@ import (
 	"github.com/tenurehq/tenure/internal/server"
 	"github.com/tenurehq/tenure/internal/tlsfiles"
 	"github.com/tenurehq/tenure/internal/wal"
-	"github.com/tenurehq/tenure/worker"
+	"github.com/tenurehq/tenure/sdk/client"
+	"github.com/tenurehq/tenure/sdk/worker"
 )
 
 const (

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )

@@ -11,8 +11,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
-	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
+	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 
 	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/cluster/member"

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/wal"
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 // Mode says whether submission and work overlap.

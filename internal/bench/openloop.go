@@ -16,9 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/node"
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 // behindAfter is how late a task's submit call may start, after the task

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 var t0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)

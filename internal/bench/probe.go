@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 const (

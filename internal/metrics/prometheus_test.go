@@ -17,8 +17,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/internal/clock"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 )
 
 // TestAlertRules: the alert rules of docs/prometheus pass `promtool check

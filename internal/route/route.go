@@ -4,8 +4,8 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 )
 
 // Router finds the partitions that serve a request.

@@ -11,7 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 )
 
 // maxHeldAnswer is the largest answer unaryAnswers holds back to send with

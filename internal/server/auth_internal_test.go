@@ -11,10 +11,10 @@ import (
 
 	"connectrpc.com/connect"
 
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
-	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/internal/auth"
 	"github.com/tenurehq/tenure/internal/principal"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
+	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 )
 
 // oneToken authenticates the header "Bearer good" as p, and nothing else.

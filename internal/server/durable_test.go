@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
-	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
+	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 
 	"github.com/tenurehq/tenure/internal/apitest"
 	"github.com/tenurehq/tenure/internal/coordinator"

@@ -13,9 +13,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/route"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 )
 
 // The calls below span partitions. Each is split over the partitions that

@@ -7,13 +7,13 @@ import (
 
 	"connectrpc.com/connect"
 
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
-	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/server"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
+	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 )
 
 // refusingPartition is a partition whose calls all fail.

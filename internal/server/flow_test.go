@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/internal/server"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"google.golang.org/protobuf/proto"
 )
 

@@ -8,12 +8,12 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
-	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/principal"
 	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/server"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
+	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 )
 
 // forwardSpy is a Router that refuses every task as not found, after

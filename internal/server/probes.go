@@ -14,8 +14,8 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 
-	"github.com/tenurehq/tenure/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/internal/auth"
+	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 )
 
 // healthServices are the names the gRPC health service answers for: ""

@@ -23,8 +23,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/internal/server"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 )
 
 // sendFirst is a client that sends a whole request — head, then body —

@@ -5,9 +5,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/route"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 )
 
 type taskService struct{ s *Server }

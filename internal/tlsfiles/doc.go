@@ -28,6 +28,6 @@
 // handshake; the probes it names stay open to it.
 //
 // LoadCAPool and LoadKeyPair read the files once, with errors that name the
-// file and say what it should hold; the SDK's client.LoadTLSConfig uses
-// them.
+// file and say what it should hold. (The SDK, a module of its own, reads
+// its client's files with the standard library's loaders.)
 package tlsfiles

@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
-	tenurev1 "github.com/tenurehq/tenure/api/tenurev1"
 	"github.com/tenurehq/tenure/internal/cluster/nodeauth"
 	"github.com/tenurehq/tenure/internal/cluster/remote"
 	"github.com/tenurehq/tenure/internal/route"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 )
 
 // headerSigner marks requests as forwarded the way a process that is not a

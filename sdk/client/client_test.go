@@ -1,0 +1,204 @@
+//go:build go1.25
+
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"connectrpc.com/connect"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
+	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/sdk/client"
+	"github.com/tenurehq/tenure/sdk/internal/inproc"
+)
+
+// The client's tests that need no tenure server: retries (on the clock of
+// a testing/synctest bubble, against a handler served in memory), options,
+// and answers of older servers. Its tests against a real server are in
+// the server's module (internal/sdktests/client), which can run one.
+
+var protocols = []string{client.ProtocolConnect, client.ProtocolJSON, client.ProtocolGRPC}
+
+// inMemory returns a client of h, served in memory (see package inproc),
+// with opts (HTTPClient set). Connect protocol only.
+func inMemory(t *testing.T, h http.Handler, opts client.Options) *client.Client {
+	t.Helper()
+	opts.HTTPClient = inproc.Client(h)
+	c, err := client.New("http://tenure.test", opts)
+	if err != nil {
+		t.Fatalf("client.New: %v", err)
+	}
+	return c
+}
+
+// failing answers every request with code and counts the requests; at
+// records when each arrived, on the clock of the caller's bubble.
+type failing struct {
+	code  connect.Code
+	count atomic.Int32
+	at    []time.Time
+}
+
+func (f *failing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.count.Add(1)
+	f.at = append(f.at, time.Now()) // one call at a time: no lock needed
+	connect.NewErrorWriter().Write(w, r, connect.NewError(f.code, errors.New("injected by the test")))
+}
+
+func TestNewValidates(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		opts client.Options
+		want string
+	}{
+		{"127.0.0.1:7070", client.Options{}, "http://"},
+		{"ftp://host", client.Options{}, "http://"},
+		{"http://", client.Options{}, "no host"},
+		{"http://h:1/?a=b", client.Options{}, "query"},
+		{"http://h\x00", client.Options{}, "not a URL"},
+		{"http://h:1", client.Options{Protocol: "grpc-web"}, "Options.Protocol"},
+		{"http://h:1", client.Options{MaxRetries: 1000}, "Options.MaxRetries"},
+		{"http://h:1", client.Options{RetryBackoff: -1}, "Options.RetryBackoff"},
+		{"http://h:1", client.Options{RetryBackoff: time.Minute}, "Options.RetryBackoff"},
+	} {
+		_, err := client.New(tc.url, tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%q, %+v) = %v; want an error mentioning %q", tc.url, tc.opts, err, tc.want)
+		}
+	}
+	for _, url := range []string{"http://127.0.0.1:7070", "https://tenure.example.com/api/"} {
+		for _, p := range append(protocols, "") {
+			if _, err := client.New(url, client.Options{Protocol: p}); err != nil {
+				t.Errorf("New(%q, %q): %v", url, p, err)
+			}
+		}
+	}
+}
+
+// olderServer answers SubmitBatch as a server older than compact_ids does:
+// ids-only responses, whatever compact_ids says.
+type olderServer struct {
+	tenurev1connect.UnimplementedTaskServiceHandler
+}
+
+func (olderServer) SubmitBatch(_ context.Context, req *connect.Request[tenurev1.SubmitBatchRequest]) (*connect.Response[tenurev1.SubmitBatchResponse], error) {
+	out := &tenurev1.SubmitBatchResponse{}
+	for i := range req.Msg.GetRequests() {
+		out.Responses = append(out.Responses, &tenurev1.SubmitResponse{Task: &tenurev1.Task{TaskId: fmt.Sprintf("t%d", i)}, Duplicate: i == 1})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// olderWorkerServer answers CompleteBatch as a server older than
+// failed_only does: a result per item, whatever failed_only says. Item 1
+// fails.
+type olderWorkerServer struct {
+	tenurev1connect.UnimplementedWorkerServiceHandler
+}
+
+func (olderWorkerServer) CompleteBatch(_ context.Context, req *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error) {
+	out := &tenurev1.CompleteBatchResponse{}
+	for i, it := range req.Msg.GetItems() {
+		r := &tenurev1.CompleteResult{TaskId: it.GetTaskId()}
+		if i == 1 {
+			r.Code, r.Message = "not_found", "no such task"
+		}
+		out.Results = append(out.Results, r)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// TestBatchesFromAnOlderServer: the client reads the responses of a
+// server that ignores compact_ids, and the per-item results of one that
+// ignores failed_only.
+func TestBatchesFromAnOlderServer(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle(tenurev1connect.NewTaskServiceHandler(olderServer{}))
+	mux.Handle(tenurev1connect.NewWorkerServiceHandler(olderWorkerServer{}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c, err := client.New(srv.URL, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.SubmitBatch(t.Context(), client.SubmitBatchRequest{Requests: []client.SubmitRequest{{Queue: "q"}, {Queue: "q"}}})
+	want := []client.SubmitResult{{TaskID: "t0"}, {TaskID: "t1", Duplicate: true}}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("SubmitBatch: %+v, %v; want %+v", got, err, want)
+	}
+	errs, err := c.CompleteBatch(t.Context(), []client.CompleteItem{{TaskID: "a", LeaseID: "l"}, {TaskID: "b", LeaseID: "l"}, {TaskID: "c", LeaseID: "l"}})
+	if err != nil || len(errs) != 3 || errs[0] != nil || !errors.Is(errs[1], client.ErrNotFound) || errs[2] != nil {
+		t.Fatalf("CompleteBatch: %v, %v; want item 1 not found, the others done", errs, err)
+	}
+}
+
+// TestRetryGivesUp: a call answered unavailable is tried 1 + MaxRetries
+// times, then fails saying so.
+func TestRetryGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &failing{code: connect.CodeUnavailable}
+		c := inMemory(t, f, client.Options{MaxRetries: 2})
+		_, err := c.Lease(t.Context(), client.LeaseRequest{WorkerID: "w", Queue: "q"})
+		if !errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), "tried 3 times") {
+			t.Fatalf("Lease: %v; want unavailable, tried 3 times", err)
+		}
+		if got := f.count.Load(); got != 3 {
+			t.Errorf("server saw %d requests, want 3 (1 + 2 retries)", got)
+		}
+	})
+}
+
+// TestRetryWaitsBackOff: each retry waits at least half the doubled
+// backoff, and at most the whole of it: a call is not retried before its
+// wait passed. The bubble's clock moves only while the client waits, so
+// the times between the requests are the waits exactly.
+func TestRetryWaitsBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &failing{code: connect.CodeUnavailable}
+		c := inMemory(t, f, client.Options{MaxRetries: 2, RetryBackoff: time.Second})
+		if err := c.Start(t.Context(), "t", "l"); !errors.Is(err, client.ErrUnavailable) {
+			t.Fatalf("Start: %v; want unavailable", err)
+		}
+		if len(f.at) != 3 {
+			t.Fatalf("server saw %d requests, want 3", len(f.at))
+		}
+		for retry, least := range []time.Duration{500 * time.Millisecond, time.Second} {
+			if wait := f.at[retry+1].Sub(f.at[retry]); wait < least || wait > 2*least {
+				t.Errorf("retry %d came %v after the try before; want %v to %v", retry+1, wait, least, 2*least)
+			}
+		}
+	})
+}
+
+// TestRetryStopsWithContext: the backoff ends when ctx does.
+func TestRetryStopsWithContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &failing{code: connect.CodeUnavailable}
+		c := inMemory(t, f, client.Options{MaxRetries: 100})
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() {
+			_, err := c.GetTask(ctx, "x")
+			errc <- err
+		}()
+		synctest.Wait() // in its first backoff wait, which only ctx can end
+		if got := f.count.Load(); got != 1 {
+			t.Fatalf("server saw %d requests before the wait, want 1", got)
+		}
+		cancel()
+		err := <-errc
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, client.ErrUnavailable) {
+			t.Fatalf("GetTask: %v; want the unavailable error and context.Canceled", err)
+		}
+	})
+}

@@ -1,0 +1,223 @@
+package client
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// The conversions between the API's messages and the SDK's types. Byte
+// slices are shared with the decoded message, not copied: the message is
+// not used after the conversion.
+
+// timeOf returns ts as a time, zero when the server did not set it.
+func timeOf(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	return ts.AsTime()
+}
+
+func taskOf(p *tenurev1.Task) Task {
+	t := Task{
+		ID:              p.GetTaskId(),
+		Namespace:       p.GetNamespace(),
+		Queue:           p.GetQueue(),
+		Payload:         p.GetPayload(),
+		State:           TaskState(p.GetState()),
+		Attempt:         p.GetAttempt(),
+		AttemptsUsed:    p.GetAttemptsUsed(),
+		Priority:        p.GetPriority(),
+		RequestID:       p.GetRequestId(),
+		ExecutionWindow: p.GetExecutionWindow().AsDuration(),
+		RetryPolicy:     retryPolicyOf(p.GetRetryPolicy()),
+		NotBefore:       timeOf(p.GetNotBefore()),
+		CreatedAt:       timeOf(p.GetCreatedAt()),
+		UpdatedAt:       timeOf(p.GetUpdatedAt()),
+		Result:          p.GetResult(),
+		FailureReason:   p.GetFailureReason(),
+		LeaseID:         p.GetLeaseId(),
+		WorkerID:        p.GetWorkerId(),
+		LeaseExpiry:     timeOf(p.GetLeaseExpiry()),
+		Deadline:        timeOf(p.GetDeadline()),
+	}
+	if ex := p.GetExecutions(); len(ex) > 0 {
+		t.Executions = make([]Execution, len(ex))
+		for i, e := range ex {
+			t.Executions[i] = Execution{
+				Attempt:     e.GetAttempt(),
+				LeaseID:     e.GetLeaseId(),
+				WorkerID:    e.GetWorkerId(),
+				Status:      ExecutionStatus(e.GetStatus()),
+				LeasedAt:    timeOf(e.GetLeasedAt()),
+				StartedAt:   timeOf(e.GetStartedAt()),
+				CommittedAt: timeOf(e.GetCommittedAt()),
+				FinishedAt:  timeOf(e.GetFinishedAt()),
+				LeaseExpiry: timeOf(e.GetLeaseExpiry()),
+				Reason:      e.GetReason(),
+			}
+		}
+	}
+	return t
+}
+
+// taskPtr converts p, or returns nil when the answer carried no task.
+func taskPtr(p *tenurev1.Task) *Task {
+	if p == nil {
+		return nil
+	}
+	t := taskOf(p)
+	return &t
+}
+
+func leasedTaskOf(p *tenurev1.LeasedTask) LeasedTask {
+	return LeasedTask{
+		ID:              p.GetTaskId(),
+		Namespace:       p.GetNamespace(),
+		Queue:           p.GetQueue(),
+		LeaseID:         p.GetLeaseId(),
+		Payload:         p.GetPayload(),
+		Attempt:         p.GetAttempt(),
+		LeaseExpiry:     timeOf(p.GetLeaseExpiry()),
+		ExecutionWindow: p.GetExecutionWindow().AsDuration(),
+		Committed:       p.GetCommitted(),
+		CommittedResult: p.GetCommittedResult(),
+		Deadline:        timeOf(p.GetDeadline()),
+	}
+}
+
+func historyEntryOf(p *tenurev1.HistoryEntry) HistoryEntry {
+	return HistoryEntry{
+		LSN:      p.GetLsn(),
+		Type:     p.GetType(),
+		At:       timeOf(p.GetAt()),
+		LeaseID:  p.GetLeaseId(),
+		WorkerID: p.GetWorkerId(),
+		Attempt:  p.GetAttempt(),
+		Detail:   p.GetDetail(),
+
+		RequestedBy: p.GetRequestedBy(),
+		Reason:      p.GetReason(),
+	}
+}
+
+func newRequestID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand panics rather than return an error)
+	return hex.EncodeToString(b[:])
+}
+
+// proto returns the API's message for r, with a random request id when r
+// has none, so that the client's own retries of the call never create a
+// second task.
+func (r SubmitRequest) proto() *tenurev1.SubmitRequest {
+	out := new(tenurev1.SubmitRequest)
+	r.fill(out)
+	return out
+}
+
+// fill sets the fields of out, a new message, from r: a batch fills the
+// messages of one slice rather than allocating one per task.
+func (r *SubmitRequest) fill(out *tenurev1.SubmitRequest) {
+	out.Namespace, out.Queue, out.Payload, out.RequestId, out.Priority = r.Namespace, r.Queue, r.Payload, r.RequestID, r.Priority
+	if out.RequestId == "" {
+		out.RequestId = newRequestID()
+	}
+	out.ExecutionWindow = optDuration(r.ExecutionWindow)
+	out.RetryPolicy = r.Retry.proto()
+	out.NotBefore = optTime(r.NotBefore)
+	out.Deadline = optTime(r.Deadline)
+	if r.Timeout != 0 {
+		out.Timeout = durationpb.New(r.Timeout)
+	}
+}
+
+func retryPolicyOf(p *tenurev1.RetryPolicy) RetryPolicy {
+	return RetryPolicy{
+		MaxAttempts:    p.GetMaxAttempts(),
+		InitialBackoff: p.GetInitialBackoff().AsDuration(),
+		MaxBackoff:     p.GetMaxBackoff().AsDuration(),
+		Multiplier:     p.GetBackoffMultiplier(),
+	}
+}
+
+// proto returns the API's retry policy for p (nil: the server's default),
+// zero durations left unset.
+func (p *RetryPolicy) proto() *tenurev1.RetryPolicy {
+	if p == nil {
+		return nil
+	}
+	out := &tenurev1.RetryPolicy{MaxAttempts: p.MaxAttempts, BackoffMultiplier: p.Multiplier}
+	out.InitialBackoff = optDuration(p.InitialBackoff)
+	out.MaxBackoff = optDuration(p.MaxBackoff)
+	return out
+}
+
+// optDuration is d as the API's optional duration: nil for 0.
+func optDuration(d time.Duration) *durationpb.Duration {
+	if d == 0 {
+		return nil
+	}
+	return durationpb.New(d)
+}
+
+// optTime is t as the API's optional timestamp: nil for the zero time.
+func optTime(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func queueOf(p *tenurev1.Queue) Queue {
+	c := p.GetTasks()
+	q := Queue{
+		Namespace: p.GetNamespace(),
+		Queue:     p.GetQueue(),
+		Tasks: TaskCounts{Waiting: c.GetWaiting(), Leased: c.GetLeased(), Committed: c.GetCommitted(),
+			Completed: c.GetCompleted(), Failed: c.GetFailed(), Dead: c.GetDead()},
+		OldestWaitingAge:  p.GetOldestWaitingAge().AsDuration(),
+		ActiveLeases:      p.GetActiveLeases(),
+		Paused:            p.GetPaused(),
+		LastMinute:        queueEventsOf(p.GetLastMinute()),
+		Last5Minutes:      queueEventsOf(p.GetLast_5Minutes()),
+		LastHour:          queueEventsOf(p.GetLastHour()),
+		Partitions:        p.GetPartitions(),
+		PausedPartitions:  p.GetPausedPartitions(),
+		LimitedPartitions: p.GetLimitedPartitions(),
+	}
+	q.Pause = pauseOf(p.GetPause())
+	if l := p.GetLimits(); l != nil {
+		q.Limits = &QueueLimits{MaxConcurrency: l.GetMaxConcurrency(), Rate: l.GetRate(), Burst: l.GetBurst(),
+			RequestedBy: l.GetRequestedBy(), Reason: l.GetReason(), SetAt: timeOf(l.GetSetAt())}
+	}
+	if pm := p.GetPerMinute(); len(pm) > 0 {
+		q.PerMinute = make([]QueueEvents, len(pm))
+		for i, e := range pm {
+			q.PerMinute[i] = queueEventsOf(e)
+		}
+	}
+	return q
+}
+
+// pauseOf converts a pause; nil for none.
+func pauseOf(p *tenurev1.QueuePause) *QueuePause {
+	if p == nil {
+		return nil
+	}
+	return &QueuePause{RequestedBy: p.GetRequestedBy(), Reason: p.GetReason(), PausedAt: timeOf(p.GetPausedAt())}
+}
+
+func queueEventsOf(p *tenurev1.QueueEvents) QueueEvents {
+	return QueueEvents{Submitted: p.GetSubmitted(), Completed: p.GetCompleted(), Failed: p.GetFailed(), LeaseExpired: p.GetLeaseExpired()}
+}
+
+// proto returns the API's filter for f.
+func (f TaskFilter) proto() *tenurev1.TaskFilter {
+	return &tenurev1.TaskFilter{Namespace: f.Namespace, Queue: f.Queue, State: tenurev1.TaskState(f.State), All: f.All,
+		CreatedBefore: optTime(f.CreatedBefore)}
+}

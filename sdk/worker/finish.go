@@ -1,0 +1,80 @@
+package worker
+
+import (
+	"errors"
+	"time"
+
+	"github.com/tenurehq/tenure/sdk/client"
+)
+
+// Outcome is how one leased attempt ended for this worker, as
+// Options.OnFinish reports it.
+type Outcome uint8
+
+const (
+	// OutcomeCompleted: the task completed (with this attempt's result, or
+	// on a finalisation lease with the committed one).
+	OutcomeCompleted Outcome = iota + 1
+	// OutcomeRetrying: the attempt failed and the server scheduled a retry
+	// (Finish.RetryAt).
+	OutcomeRetrying
+	// OutcomeFailed: the task failed for good: the handler's error was
+	// Permanent, or this was its last attempt.
+	OutcomeFailed
+	// OutcomeLost: the lease was lost (it expired, the task was killed,
+	// another attempt committed) before this worker's report landed;
+	// nothing of this attempt counts.
+	OutcomeLost
+	// OutcomeUnreported: the report to the server failed (or, with
+	// Options.Effects, the effects did); the lease expires and the server
+	// decides what follows.
+	OutcomeUnreported
+)
+
+var outcomeNames = [...]string{"", "completed", "retrying", "failed", "lost", "unreported"}
+
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) && o != 0 {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Finish is the end of one leased attempt, as Options.OnFinish reports it.
+type Finish struct {
+	Outcome Outcome
+	// Err is why the attempt did not complete: the handler's error for
+	// OutcomeRetrying and OutcomeFailed, the refusal or failed call for
+	// OutcomeLost and OutcomeUnreported. Nil for OutcomeCompleted.
+	Err error
+	// RetryAt is when the retry may be leased (OutcomeRetrying only).
+	RetryAt time.Time
+	// Took is the time from the lease's arrival to the end of the attempt's
+	// report.
+	Took time.Duration
+}
+
+// finish reports the end of a's attempt to Options.OnFinish, if set.
+func (w *Worker) finish(a *attempt, f Finish) {
+	if w.opts.OnFinish == nil {
+		return
+	}
+	f.Took = time.Since(a.received)
+	w.opts.OnFinish(&a.task, f)
+}
+
+// failed reports the end of an attempt whose failure the server answered
+// with res (or refused with err): retried, failed for good, or not
+// reported.
+func (w *Worker) failed(a *attempt, cause error, res client.FailResult, err error) {
+	switch {
+	case err != nil && leaseLost(err):
+		w.finish(a, Finish{Outcome: OutcomeLost, Err: err})
+	case err != nil:
+		w.finish(a, Finish{Outcome: OutcomeUnreported, Err: errors.Join(cause, err)})
+	case res.State == client.TaskStateWaiting:
+		w.finish(a, Finish{Outcome: OutcomeRetrying, Err: cause, RetryAt: res.RetryAt})
+	default:
+		w.finish(a, Finish{Outcome: OutcomeFailed, Err: cause})
+	}
+}

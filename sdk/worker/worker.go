@@ -1,0 +1,645 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"connectrpc.com/connect"
+	"github.com/tenurehq/tenure/sdk/client"
+	"github.com/tenurehq/tenure/sdk/internal/backoff"
+)
+
+// Task is one leased attempt of a task, as the handler and Effects see it:
+// the client's LeasedTask, as Lease answered it. It does not change while
+// the attempt runs (LeaseExpiry is the expiry at lease time; heartbeats
+// move the real one). On a finalisation lease (Committed) the handler is
+// not run; Effects is, with CommittedResult.
+type Task = client.LeasedTask
+
+// Handler executes a task and returns its result. It must return soon
+// after ctx ends (lease lost or shutdown); its result is then discarded.
+// Wrap an error with Permanent to fail the task without retries. A task
+// with a deadline (Task.Deadline) loses its lease at the deadline, whatever
+// the heartbeats, so ctx ends, as lost, a safety margin before it.
+type Handler func(ctx context.Context, t *Task) (result []byte, err error)
+
+// Effects applies a committed result's external effects. It must be
+// idempotent keyed by token.TaskID: it may run again, with the same result,
+// on a finalisation lease after a crash or after it failed. It is never run
+// for a result that lost the commit.
+type Effects func(ctx context.Context, t *Task, result []byte, token FencingToken) error
+
+// FencingToken identifies the one commit of a task: the task and the
+// attempt whose commit won (the client's FencingToken). On a finalisation
+// lease Attempt is the committing attempt, read from the server; if that
+// read fails it is the finalisation lease's own attempt, which is why
+// effects should be keyed by TaskID alone.
+type FencingToken = client.FencingToken
+
+// Options configure a Worker. The zero value works.
+type Options struct {
+	// Namespace to lease from (default "default").
+	Namespace string
+	// WorkerID names this process in leases (default host-pid-random).
+	WorkerID string
+	// Concurrency is the number of tasks run at once (default 1, at most
+	// 10000).
+	Concurrency int
+	// Effects, when set, runs after a winning Commit and before Complete
+	// (see the package documentation). Nil: the handler's result is
+	// completed in one call.
+	Effects Effects
+	// HeartbeatEvery is the time between heartbeats as a fraction of the
+	// task's execution window, in (0, 1) (default 1/3).
+	HeartbeatEvery float64
+	// PollWait is the long-poll wait of one Lease call (default 10s, at most
+	// 30s).
+	PollWait time.Duration
+	// ReportStart makes the worker report each task's start (a Start call)
+	// before its handler runs, so that its execution shows IN_PROGRESS. It
+	// costs one call and one log record per task. Off (the default), an
+	// execution shows LEASED until it is completed, failed or lost.
+	ReportStart bool
+	// MaxCompleteBatch is the most completions the worker sends in one
+	// CompleteBatch call (default 64, at most 1000). The worker coalesces
+	// the completions of its tasks: one call is out at a time, and the
+	// completions that arrive meanwhile go together in the next, so a
+	// completion under light load is sent at once, alone. Each call also
+	// carries the worker's next lease (see the package documentation).
+	// 1: one Complete call per task, and no lease carried.
+	MaxCompleteBatch int
+	// ShutdownGrace is how long running tasks may go on after Run's ctx
+	// ended before their contexts are cancelled and their tasks failed
+	// (default 30s).
+	ShutdownGrace time.Duration
+	// Logger receives the worker's logs (default slog.Default()).
+	Logger *slog.Logger
+	// StopWhenEmpty makes Run stop, as if its ctx had ended, once a Lease
+	// finds nothing to lease while no task of this worker runs: no task of
+	// the queue is due (tasks waiting for a retry's backoff or their
+	// not-before time are left for later), or the queue is paused or at
+	// its limits. For scripts and batch jobs that work a queue off and
+	// exit. While tasks run, the worker long-polls as usual, so it stops
+	// within one PollWait of its last task.
+	StopWhenEmpty bool
+	// OnFinish, when set, is called once for each leased task when its
+	// attempt has ended on this worker: completed, failed (retried or for
+	// good), lost, or not reported. It runs on the task's goroutine before
+	// its slot is freed, so it must return promptly.
+	OnFinish func(t *Task, f Finish)
+}
+
+const (
+	defaultNamespace      = "default"
+	maxConcurrency        = 10000
+	defaultHeartbeatEvery = 1.0 / 3
+	defaultPollWait       = 10 * time.Second
+	maxPollWait           = 30 * time.Second
+	defaultShutdownGrace  = 30 * time.Second
+	// maxIDBytes is the API's limit on identifiers.
+	maxIDBytes              = 256
+	defaultMaxCompleteBatch = 64
+	// maxCompleteBatch is the API's limit on the items of one CompleteBatch.
+	maxCompleteBatch = 1000
+	// maxLeaseTasks is the most tasks one Lease call asks for (the server allows 1000).
+	maxLeaseTasks = 100
+	// maxReasonBytes is the API's limit on a failure reason.
+	maxReasonBytes = 4 << 10
+	// effectsTries is how often Effects is tried while this worker holds
+	// the lease, before the task is left to a finalisation lease.
+	effectsTries = 3
+	// callTimeout bounds a report (Commit, Complete, Fail) to the server;
+	// the client retries unavailable answers within it.
+	callTimeout = 30 * time.Second
+)
+
+// retryBackoff spaces the worker's retries: of a failed Lease, of an empty
+// Lease answer that came early (a draining server), of failed Effects.
+var retryBackoff = backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
+
+func (o *Options) validate() error {
+	if o.Namespace == "" {
+		o.Namespace = defaultNamespace
+	}
+	if len(o.Namespace) > maxIDBytes {
+		return fmt.Errorf("worker: Options.Namespace is %d bytes; the limit is %d", len(o.Namespace), maxIDBytes)
+	}
+	if o.WorkerID == "" {
+		o.WorkerID = defaultWorkerID()
+	}
+	if len(o.WorkerID) > maxIDBytes {
+		return fmt.Errorf("worker: Options.WorkerID is %d bytes; the limit is %d", len(o.WorkerID), maxIDBytes)
+	}
+	switch {
+	case o.Concurrency == 0:
+		o.Concurrency = 1
+	case o.Concurrency < 0 || o.Concurrency > maxConcurrency:
+		return fmt.Errorf("worker: Options.Concurrency %d is outside 1..%d", o.Concurrency, maxConcurrency)
+	}
+	switch {
+	case o.HeartbeatEvery == 0:
+		o.HeartbeatEvery = defaultHeartbeatEvery
+	case !(o.HeartbeatEvery > 0 && o.HeartbeatEvery < 1): // also rejects NaN
+		return fmt.Errorf("worker: Options.HeartbeatEvery %v must be a fraction of the execution window strictly between 0 and 1 (e.g. 0.33)", o.HeartbeatEvery)
+	}
+	switch {
+	case o.PollWait == 0:
+		o.PollWait = defaultPollWait
+	case o.PollWait < 0 || o.PollWait > maxPollWait:
+		return fmt.Errorf("worker: Options.PollWait %v is outside 0..%v (0 for the default %v)", o.PollWait, maxPollWait, defaultPollWait)
+	}
+	switch {
+	case o.MaxCompleteBatch == 0:
+		o.MaxCompleteBatch = defaultMaxCompleteBatch
+	case o.MaxCompleteBatch < 0 || o.MaxCompleteBatch > maxCompleteBatch:
+		return fmt.Errorf("worker: Options.MaxCompleteBatch %d is outside 1..%d (0 for the default %d)", o.MaxCompleteBatch, maxCompleteBatch, defaultMaxCompleteBatch)
+	}
+	switch {
+	case o.ShutdownGrace == 0:
+		o.ShutdownGrace = defaultShutdownGrace
+	case o.ShutdownGrace < 0:
+		return fmt.Errorf("worker: Options.ShutdownGrace %v is negative; use a small positive value to cancel running tasks at once", o.ShutdownGrace)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+func defaultWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	var b [4]byte
+	rand.Read(b[:])
+	id := host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+	if len(id) > maxIDBytes {
+		id = id[len(id)-maxIDBytes:]
+	}
+	return id
+}
+
+// Worker runs a Handler for the tasks of one queue. Create it with New and
+// start it with Run.
+type Worker struct {
+	c       *client.Client
+	queue   string
+	h       Handler
+	opts    Options
+	lg      *logger
+	started atomic.Bool
+	// completions coalesces the tasks' Complete calls; Run runs it.
+	completions *completer
+	// beats heartbeats the running tasks' leases; Run runs it.
+	beats *beater
+	// slots counts the task slots for the lease loop.
+	slots *slots
+}
+
+// New returns a Worker for queue. Zero options take their defaults; an
+// invalid one is an error naming it.
+func New(c *client.Client, queue string, h Handler, opts Options) (*Worker, error) {
+	if c == nil {
+		return nil, errors.New("worker: the client is nil; create one with client.New")
+	}
+	if queue == "" {
+		return nil, errors.New("worker: the queue is empty; name the queue to lease from")
+	}
+	if len(queue) > maxIDBytes {
+		return nil, fmt.Errorf("worker: the queue name is %d bytes; the limit is %d", len(queue), maxIDBytes)
+	}
+	if h == nil {
+		return nil, errors.New("worker: the handler is nil")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	lg := &logger{base: opts.Logger.With("worker_id", opts.WorkerID, "namespace", opts.Namespace, "queue", queue)}
+	return &Worker{c: c, queue: queue, h: h, opts: opts, lg: lg,
+		completions: newCompleter(c, opts.MaxCompleteBatch, opts.Concurrency, lg),
+		beats:       newBeater(c),
+		slots:       newSlots(opts.Concurrency)}, nil
+}
+
+// errShutdown is the cause of a task context ended by shutdown.
+var errShutdown = errors.New("worker: shutting down")
+
+// Run leases and runs tasks until ctx ends, then shuts down gracefully (see
+// the package documentation) and returns nil. It returns an error when the
+// server rejects the lease request itself (invalid namespace or queue, an
+// unknown API), after the same graceful shutdown. Run may be called once.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.started.CompareAndSwap(false, true) {
+		return errors.New("worker: Run was already called on this Worker; create a new one")
+	}
+	// Tasks run under hard, which outlives ctx by up to ShutdownGrace.
+	hard, stopTasks := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopTasks(nil)
+
+	var tasks sync.WaitGroup
+	start := func(lt *Task) {
+		tasks.Add(1)
+		go func() {
+			defer tasks.Done()
+			a := &attempt{}
+			defer func() { w.slots.release(a.finishing) }()
+			w.runTask(hard, lt, a)
+		}()
+	}
+	w.slots.start = start
+	if w.opts.MaxCompleteBatch > 1 {
+		// Each completion call carries the next lease; the lease loop
+		// leases when a carried lease came back short, or nothing is
+		// finishing.
+		w.completions.carry = &carrier{slots: w.slots, live: ctx, next: w.leaseRequest(0, 0)}
+	}
+
+	// The completer and the heartbeats outlive every task: they stop after
+	// they all ended.
+	go w.completions.run(context.WithoutCancel(ctx))
+	defer w.completions.stop()
+	go w.beats.run()
+	defer w.beats.stopRun()
+
+	w.lg.Info("worker started", "concurrency", w.opts.Concurrency)
+	runErr := w.leaseLoop(ctx, start)
+
+	done := make(chan struct{})
+	go func() {
+		tasks.Wait()
+		close(done)
+	}()
+	grace := time.NewTimer(w.opts.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		w.lg.Warn("shutdown grace passed: cancelling running tasks and failing them", "grace", w.opts.ShutdownGrace, "running", w.slots.running())
+		stopTasks(errShutdown)
+		<-done
+	}
+	w.lg.Info("worker stopped")
+	return runErr
+}
+
+// leaseRequest is the worker's lease for max tasks, waiting up to wait
+// for them.
+func (w *Worker) leaseRequest(max int, wait time.Duration) client.LeaseRequest {
+	return client.LeaseRequest{WorkerID: w.opts.WorkerID, Namespace: w.opts.Namespace, Queue: w.queue, MaxTasks: max, Wait: wait}
+}
+
+// leaseLoop leases while ctx lasts and there are free slots (in batches:
+// see slots), and hands each leased task, with its slot taken, to start. It
+// returns nil when ctx ends.
+func (w *Worker) leaseLoop(ctx context.Context, start func(*Task)) error {
+	// Failed calls and early empty answers so far in a row: each wait
+	// grows with them.
+	failures, empties := 0, 0
+	for {
+		n := w.slots.take(ctx)
+		if n == 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			// A slot freed as shutdown began: lease nothing more.
+			w.slots.put(n)
+			return nil
+		}
+		sent := time.Now()
+		wait := w.opts.PollWait
+		// Alone (no task runs, no carried lease is out), a worker that
+		// stops when empty asks without waiting: an empty answer ends it.
+		alone := w.opts.StopWhenEmpty && w.slots.running() == n
+		if alone {
+			wait = 0
+		}
+		lts, err := w.c.Lease(ctx, w.leaseRequest(n, wait))
+		if len(lts) > n {
+			w.lg.Error("the server leased more tasks than asked for; the extra leases will expire", "asked", n, "got", len(lts))
+			lts = lts[:n]
+		}
+		w.slots.put(n - len(lts))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if rejected(err) {
+				return fmt.Errorf("worker: the server rejected the lease request, stopping: %w", err)
+			}
+			wait := retryBackoff.Wait(failures, mrand.Int64N)
+			failures++
+			w.lg.Error("lease failed; retrying", "err", err, "in", wait)
+			if !w.sleep(ctx, wait) {
+				return nil
+			}
+			continue
+		}
+		failures = 0
+		for i := range lts {
+			start(&lts[i])
+		}
+		if alone && len(lts) == 0 {
+			w.lg.Info("nothing left to lease: stopping (StopWhenEmpty)")
+			return nil
+		}
+		if len(lts) == 0 && time.Since(sent) < w.opts.PollWait/2 {
+			// An empty answer long before the wait ran out: the server ends
+			// long-polls early (it is draining for shutdown). Do not spin.
+			if !w.sleep(ctx, retryBackoff.Wait(empties, mrand.Int64N)) {
+				return nil
+			}
+			empties++
+		} else {
+			empties = 0
+		}
+	}
+}
+
+// rejected reports whether a failed Lease can never succeed as it is (a bad
+// namespace or queue, an API the server lacks, no permission, a TLS
+// handshake that fails for good): retrying it would only spin.
+func rejected(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnimplemented, connect.CodeUnauthenticated, connect.CodePermissionDenied:
+		return true
+	}
+	return errors.Is(err, client.ErrInvalidArgument) || errors.Is(err, client.ErrTLSRefused)
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func (w *Worker) sleep(ctx context.Context, d time.Duration) bool {
+	return backoff.Sleep(ctx, d)
+}
+
+// reportCtx is the context of a report to the server: it is not ended by
+// the task's context (a task cancelled by shutdown must still be failed),
+// only bounded in time.
+func reportCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+}
+
+// leaseLost reports whether err means this lease has no authority any more:
+// it is not the task's current lease, another attempt committed, the task
+// is gone, or its state allows nothing more from this attempt.
+func leaseLost(err error) bool {
+	return errors.Is(err, client.ErrLeaseLost) || errors.Is(err, client.ErrAlreadyCommitted) ||
+		errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrWrongState)
+}
+
+// attempt holds what runTask needs for one leased attempt, in one
+// allocation.
+type attempt struct {
+	task Task
+	lg   logger
+	k    keeper
+	// received is when the lease arrived.
+	received time.Time
+	// finishing is set when the attempt is in its final report (see slots).
+	finishing bool
+}
+
+// runTask runs one leased attempt to its end.
+func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
+	received := time.Now()
+	a.received = received
+	t := &a.task
+	*t = *lt
+	lg := &a.lg
+	lg.base, lg.t = w.lg.base, t
+	// ctx ends when the lease is lost (cause: errLost) or at shutdown past
+	// the grace (cause: errShutdown).
+	ctx, lose := context.WithCancelCause(hard)
+	defer lose(nil)
+	k := &a.k
+	w.keepLease(k, ctx, lose, t, received, lg)
+	defer k.stop()
+
+	if t.Committed {
+		w.finalise(ctx, a)
+		return
+	}
+	if w.opts.ReportStart {
+		if err := w.c.Start(ctx, t.ID, t.LeaseID); err != nil {
+			if leaseLost(err) {
+				lg.Warn("lease lost before the handler started; skipping the task", "err", err)
+				w.finish(a, Finish{Outcome: OutcomeLost, Err: err})
+				return
+			}
+			lg.Debug("reporting the start failed; running the task anyway", "err", err)
+		}
+	}
+	lg.Debug("running task")
+	result, herr := w.callHandler(ctx, t, lg)
+	if ctx.Err() != nil {
+		k.stop()
+		cause := context.Cause(ctx)
+		if !errors.Is(cause, errShutdown) {
+			lg.Warn("lease lost while the handler ran: result discarded, nothing committed", "cause", cause, "handler_err", herr)
+			w.finish(a, Finish{Outcome: OutcomeLost, Err: cause})
+			return
+		}
+		w.finishing(a)
+		rctx, cancel := reportCtx(hard)
+		defer cancel()
+		res, err := w.c.Fail(rctx, t.ID, t.LeaseID, "worker shutting down", false)
+		w.failed(a, errShutdown, res, err)
+		if err != nil {
+			lg.Error("failing the task at shutdown failed; its lease will expire", "err", err)
+			return
+		}
+		lg.Info("task failed at shutdown; it will be retried", "handler_err", herr)
+		return
+	}
+	if herr != nil {
+		k.stop()
+		permanent := isPermanent(herr)
+		w.finishing(a)
+		rctx, cancel := reportCtx(hard)
+		defer cancel()
+		res, err := w.c.Fail(rctx, t.ID, t.LeaseID, reason(herr), permanent)
+		w.failed(a, herr, res, err)
+		if err != nil {
+			lg.Error("reporting the handler's failure failed; the lease will expire and the task be retried", "handler_err", herr, "err", err)
+			return
+		}
+		lg.Info("task attempt failed", "err", herr, "permanent", permanent, "state", res.State.String())
+		return
+	}
+	if w.opts.Effects == nil {
+		k.stop()
+		w.complete(hard, a, result)
+		return
+	}
+	rctx, cancel := reportCtx(hard)
+	tok, err := w.c.Commit(rctx, t.ID, t.LeaseID, result)
+	cancel()
+	if err != nil {
+		k.stop()
+		if leaseLost(err) {
+			lg.Warn("commit refused: another attempt owns the task; effects not applied", "err", err)
+			w.finish(a, Finish{Outcome: OutcomeLost, Err: err})
+			return
+		}
+		lg.Error("commit failed; effects not applied (if the commit did land, a later lease applies them)", "err", err)
+		w.finish(a, Finish{Outcome: OutcomeUnreported, Err: err})
+		return
+	}
+	w.effectsAndComplete(ctx, a, result, tok)
+}
+
+// finishing marks a as being in its final report: the lease loop may wait
+// for its slot to come back to lease for it together with others.
+func (w *Worker) finishing(a *attempt) {
+	a.finishing = true
+	w.slots.finish()
+}
+
+// finalise finishes a task that an earlier attempt committed: its effects
+// are applied again (idempotently) and it is completed; the handler does
+// not run.
+func (w *Worker) finalise(ctx context.Context, a *attempt) {
+	t, k, lg := &a.task, &a.k, &a.lg
+	lg.Info("finalising a task committed by an earlier attempt")
+	if w.opts.Effects == nil {
+		k.stop()
+		w.complete(ctx, a, nil)
+		return
+	}
+	tok := FencingToken{TaskID: t.ID, Attempt: t.Attempt}
+	if task, err := w.c.GetTask(ctx, t.ID); err != nil {
+		lg.Warn("could not read the committing attempt; the fencing token carries this lease's attempt", "err", err)
+	} else {
+		for _, e := range task.Executions {
+			if !e.CommittedAt.IsZero() {
+				tok.Attempt = e.Attempt
+				break
+			}
+		}
+	}
+	w.effectsAndComplete(ctx, a, t.CommittedResult, tok)
+}
+
+// effectsAndComplete runs Effects (while the keeper heartbeats), then
+// completes the committed task. If Effects keeps failing the task is left
+// COMMITTED: its lease expires and a finalisation lease tries again.
+func (w *Worker) effectsAndComplete(ctx context.Context, a *attempt, result []byte, tok FencingToken) {
+	t, k, lg := &a.task, &a.k, &a.lg
+	for try := 1; ; try++ {
+		err := w.callEffects(ctx, t, result, tok, lg)
+		if err == nil {
+			break
+		}
+		if try >= effectsTries || ctx.Err() != nil {
+			k.stop()
+			lg.Error("effects failed; the task stays committed and a later lease applies them again", "tries", try, "err", err, "cause", context.Cause(ctx))
+			w.finish(a, Finish{Outcome: OutcomeUnreported, Err: err})
+			return
+		}
+		wait := retryBackoff.Wait(try-1, mrand.Int64N)
+		lg.Warn("effects failed; retrying", "try", try, "err", err, "in", wait)
+		if !w.sleep(ctx, wait) {
+			k.stop()
+			lg.Error("lease lost while retrying effects; a later lease applies them again", "cause", context.Cause(ctx))
+			w.finish(a, Finish{Outcome: OutcomeLost, Err: context.Cause(ctx)})
+			return
+		}
+	}
+	k.stop()
+	w.complete(ctx, a, nil)
+}
+
+// complete reports the task done. ctx only carries values: the report is
+// made even when ctx has ended. A coalesced completion waits for the
+// completer's answer without a bound of its own: the completer bounds each
+// of its calls by callTimeout and answers every completion it was given.
+func (w *Worker) complete(ctx context.Context, a *attempt, result []byte) {
+	t, lg := &a.task, &a.lg
+	w.finishing(a)
+	var rctx context.Context
+	if w.opts.MaxCompleteBatch == 1 {
+		var cancel context.CancelFunc
+		rctx, cancel = reportCtx(ctx)
+		defer cancel()
+	} else {
+		rctx = context.WithoutCancel(ctx)
+	}
+	if err := w.completions.complete(rctx, client.CompleteItem{TaskID: t.ID, LeaseID: t.LeaseID, Result: result}); err != nil {
+		if leaseLost(err) {
+			lg.Warn("complete refused: the lease was lost", "err", err)
+			w.finish(a, Finish{Outcome: OutcomeLost, Err: err})
+			return
+		}
+		lg.Error("complete failed; the lease will expire", "err", err)
+		w.finish(a, Finish{Outcome: OutcomeUnreported, Err: err})
+		return
+	}
+	lg.Debug("task completed")
+	w.finish(a, Finish{Outcome: OutcomeCompleted})
+}
+
+func (w *Worker) callHandler(ctx context.Context, t *Task, lg *logger) (result []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			lg.Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("worker: handler panicked: %v", r)
+		}
+	}()
+	return w.h(ctx, t)
+}
+
+func (w *Worker) callEffects(ctx context.Context, t *Task, result []byte, tok FencingToken, lg *logger) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			lg.Error("effects panicked", "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("worker: effects panicked: %v", r)
+		}
+	}()
+	return w.opts.Effects(ctx, t, result, tok)
+}
+
+// reason is err's message cut to the API's limit on a valid UTF-8 boundary.
+func reason(err error) string {
+	s := err.Error()
+	if len(s) <= maxReasonBytes {
+		return s
+	}
+	s = s[:maxReasonBytes]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// permanentError marks an error that fails the task without retries.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent wraps err so that the task fails for good (no retries) when a
+// handler returns it. errors.Is and errors.As see through the wrapper.
+// Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+func isPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
