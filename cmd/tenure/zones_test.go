@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenurehq/tenure/client"
 	"github.com/tenurehq/tenure/internal/apitest"
 	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 // A time as the CLI may write it: a date and a time of day, and then what
