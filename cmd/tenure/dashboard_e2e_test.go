@@ -701,7 +701,7 @@ func schedulesFlow(t *testing.T, b *browser, base string, a *api, name string) {
 		b.run("type a concurrency of 0", chromedp.SetValue("#limit-concurrency", "0", chromedp.ByQuery))
 		b.click(button("Set limits"))
 		b.until("the refusal names max_concurrency", `document.querySelector("#limits-outcome")?.dataset.field === "max_concurrency" && `+
-			textOf("#limits-outcome")+`.startsWith("Max concurrency (max_concurrency): InvalidArgument") && document.activeElement.id === "limit-concurrency"`)
+			textOf("#limits-outcome")+`.startsWith("Max concurrency (max_concurrency): 0 would lease nothing") && document.activeElement.id === "limit-concurrency"`)
 	})
 	b.until("the queue keeps its limits", textOf("#limits [data-limits]")+`.startsWith("at most 5 leases at once")`)
 	b.shot(name + "-queue-limits")

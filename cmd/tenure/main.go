@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -231,11 +232,12 @@ func runApp(ctx context.Context, args []string, a *app) int {
 		}
 		return 2
 	default:
-		if hint := tlsHint(err); hint != "" {
-			fmt.Fprintf(stderr, "%s: %v\n%s\n", cmd.CommandPath(), err, hint)
+		msg := errorText(cmd, err)
+		if hint := cmp.Or(tlsHint(err), addrHint(cmd.Flags(), err)); hint != "" {
+			fmt.Fprintf(stderr, "%s: %s\n%s\n", cmd.CommandPath(), msg, hint)
 			return 1
 		}
-		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+		fmt.Fprintf(stderr, "%s: %s\n", cmd.CommandPath(), msg)
 		return 1
 	}
 }

@@ -47,9 +47,9 @@ func TestCLISchedules(t *testing.T) {
 		code int
 		want []string
 	}{
-		{[]string{"--cron", "every day"}, 1, []string{"tenure schedule create:", "invalid_argument", "cron", `"every day"`}},
-		{[]string{"--cron", "@daily", "--time-zone", "Europe/Atlantis"}, 1, []string{"time_zone", "Europe/Atlantis", "IANA"}},
-		{[]string{"--cron", "@daily", "--catch-up", "1ms"}, 1, []string{"catch_up_window"}},
+		{[]string{"--cron", "every day"}, 1, []string{`tenure schedule create: --cron: "every day" does not parse`}},
+		{[]string{"--cron", "@daily", "--time-zone", "Europe/Atlantis"}, 1, []string{`tenure schedule create: --time-zone: "Europe/Atlantis" is not a zone`, "IANA"}},
+		{[]string{"--cron", "@daily", "--catch-up", "1ms"}, 1, []string{"tenure schedule create: --catch-up: 1ms is outside"}},
 		{[]string{"--cron", "@daily", "--overlap", "sometimes"}, 2, []string{`--overlap "sometimes"`, "skip, allow or buffer-one"}},
 		{[]string{"--cron", "@daily", "--max-attempts", "0"}, 2, []string{"--max-attempts 0"}},
 		{[]string{"--cron", "@daily", "--payload", "a", "--payload-file", "f"}, 2, []string{"not both"}},
@@ -84,7 +84,7 @@ func TestCLISchedules(t *testing.T) {
 	if !strings.Contains(again, "exists already with this definition") {
 		t.Fatalf("schedule create again printed:\n%s", again)
 	}
-	if code, _, errs := cli(t, "schedule", "create", "tick", "--queue", "q", "--cron", "@daily", "--addr", addr); code != 1 || !strings.Contains(errs, "already_exists") {
+	if code, _, errs := cli(t, "schedule", "create", "tick", "--queue", "q", "--cron", "@daily", "--addr", addr); code != 1 || !strings.Contains(errs, `tenure schedule create: schedule "tick" already exists`) {
 		t.Fatalf("create with another definition: exit %d: %s", code, errs)
 	}
 
@@ -154,7 +154,7 @@ func TestCLISchedules(t *testing.T) {
 	if code, out, errs := cliIn(t, "y\n", true, "schedule", "delete", "tick", "--queue", "q", "--addr", addr); code != 0 || out != "deleted schedule default/q/tick\n" {
 		t.Fatalf("delete answered y: exit %d: %q %s", code, out, errs)
 	}
-	if code, _, errs := cli(t, "schedule", "get", "tick", "--queue", "q", "--addr", addr); code != 1 || !strings.Contains(errs, "not_found") {
+	if code, _, errs := cli(t, "schedule", "get", "tick", "--queue", "q", "--addr", addr); code != 1 || !strings.Contains(errs, `tenure schedule get: schedule not found: no schedule "tick"`) {
 		t.Fatalf("get of the deleted schedule: exit %d: %s", code, errs)
 	}
 	if n := len(tasksIn(t, c, "q")); n != 4 {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"connectrpc.com/connect"
@@ -128,7 +129,7 @@ func (a authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		ctx, err := a.s.authorize(ctx, req.Spec().Procedure, req.Header(), req.Peer().Addr, req.Any())
 		if err != nil {
-			return nil, err
+			return nil, forProtocol(err, req.Peer().Protocol)
 		}
 		return next(ctx, req)
 	}
@@ -142,10 +143,22 @@ func (a authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc)
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		ctx, err := a.s.authorize(ctx, conn.Spec().Procedure, conn.RequestHeader(), conn.Peer().Addr, nil)
 		if err != nil {
-			return err
+			return forProtocol(err, conn.Peer().Protocol)
 		}
 		return next(ctx, conn)
 	}
+}
+
+// forProtocol drops the WWW-Authenticate of a refusal answered over gRPC:
+// gRPC sends an error's metadata as HTTP/2 trailers, where that header may
+// not go (net/http drops it and logs "ignoring invalid trailer" for every
+// refused call); the unauthenticated status says it alone. Connect and
+// gRPC-Web answers keep it.
+func forProtocol(err error, protocol string) error {
+	if ce := new(connect.Error); protocol == connect.ProtocolGRPC && errors.As(err, &ce) {
+		ce.Meta().Del("WWW-Authenticate")
+	}
+	return err
 }
 
 // authOptions are the handler options that authorise every call, if the

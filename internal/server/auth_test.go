@@ -1,11 +1,15 @@
 package server_test
 
 import (
+	"errors"
 	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -18,6 +22,7 @@ import (
 	"github.com/tenurehq/tenure/internal/server"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 // authServer serves a node's API with the tokens of authtest.TokenFile
@@ -205,3 +210,59 @@ func TestAuthCompleteBatchLease(t *testing.T) {
 		t.Errorf("the item: %v, want COMPLETED", s)
 	}
 }
+
+// TestAuthRefusalTrailers: a call without a token is refused with
+// WWW-Authenticate over Connect, and over gRPC without it, where it would
+// be an HTTP/2 trailer that net/http drops with a log line per call
+// ("ignoring invalid trailer"): the server's error log stays empty.
+func TestAuthRefusalTrailers(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "tokens.jsonl")
+	authtest.TokenFile(t, file)
+	st, err := auth.Open(file, auth.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := apitest.OpenNode(t)
+	var errLog strings.Builder
+	var mu sync.Mutex
+	ts := httptest.NewUnstartedServer(server.New(n.Router(), server.Options{Snapshots: n, Auth: st}).Handler())
+	ts.Config.Protocols = new(http.Protocols)
+	ts.Config.Protocols.SetHTTP1(true)
+	ts.Config.Protocols.SetUnencryptedHTTP2(true)
+	ts.Config.ErrorLog = log.New(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return errLog.Write(p)
+	}), "", 0)
+	ts.Start()
+	t.Cleanup(ts.Close)
+	hc := client.DefaultHTTPClient(client.ProtocolGRPC)
+	t.Cleanup(hc.CloseIdleConnections)
+
+	for _, tc := range []struct {
+		protocol string
+		opts     []connect.ClientOption
+		header   string
+	}{
+		{"gRPC", []connect.ClientOption{connect.WithGRPC()}, ""},
+		{"Connect", nil, `Bearer realm="tenure"`},
+	} {
+		for range 3 {
+			_, err := tenurev1connect.NewTaskServiceClient(hc, ts.URL, tc.opts...).GetTask(apiCtx(t), connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: "x"}))
+			ce := new(connect.Error)
+			if !errors.As(err, &ce) || ce.Code() != connect.CodeUnauthenticated || ce.Meta().Get("WWW-Authenticate") != tc.header {
+				t.Fatalf("%s call without a token: %v (WWW-Authenticate %q); want unauthenticated with %q", tc.protocol, err, ce.Meta().Get("WWW-Authenticate"), tc.header)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if errLog.Len() > 0 {
+		t.Errorf("the HTTP server logged on refused calls:\n%s", errLog.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

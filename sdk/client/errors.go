@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"strings"
 
 	"connectrpc.com/connect"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
@@ -159,9 +160,15 @@ type Error struct {
 	tlsRefused bool  // the call failed in a TLS handshake that cannot succeed
 }
 
-// Error returns "client: <Op>: <code>: <message>".
+// Error returns "client: <Op>: <code>: <message>", without the code
+// when the message says it already ("client: Submit: invalid argument:
+// …", not "invalid_argument: invalid argument: …").
 func (e *Error) Error() string {
-	return "client: " + e.Op + ": " + e.Code.String() + ": " + e.Message
+	code := e.Code.String()
+	if strings.Contains(e.Message, strings.ReplaceAll(code, "_", " ")) || strings.Contains(e.Message, code) {
+		return "client: " + e.Op + ": " + e.Message
+	}
+	return "client: " + e.Op + ": " + code + ": " + e.Message
 }
 
 // Is reports whether target is the sentinel of e's reason, of its code

@@ -76,7 +76,10 @@ export function unauthenticated(err: unknown): boolean {
 /** message is what to tell a person about err. */
 export function message(err: unknown): string {
   if (err instanceof ConnectError) {
-    return `${Code[err.code]}: ${err.rawMessage}`;
+    // The code before the message, unless the message says it already
+    // ("invalid argument: …", not "InvalidArgument: invalid argument: …").
+    const words = (Code[err.code] ?? "").replace(/(?<=[a-z])(?=[A-Z])/g, " ").toLowerCase();
+    return words && err.rawMessage.toLowerCase().includes(words) ? err.rawMessage : `${Code[err.code]}: ${err.rawMessage}`;
   }
   return err instanceof Error ? err.message : String(err);
 }

@@ -163,7 +163,9 @@ export function showOutcome(out: HTMLElement, inputs: Record<string, HTMLInputEl
   const label = input ? input.labels?.[0]?.textContent ?? field : field;
   out.className = "outcome error";
   out.dataset.field = field;
-  out.textContent = field ? `${label} (${field}): ${message(result.err)}` : message(result.err);
+  // The label names the field: the message need not ("invalid argument: rate: …").
+  const text = message(result.err).replace(`invalid argument: ${field}: `, "");
+  out.textContent = field ? `${label} (${field}): ${text}` : text;
   if (input) {
     input.setAttribute("aria-invalid", "true");
     input.focus();

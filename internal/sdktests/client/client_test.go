@@ -264,8 +264,19 @@ func checkError(t *testing.T, what string, err error, c errorCase) {
 	if got := connect.CodeOf(err); got != w.Code {
 		t.Errorf("%s: connect.CodeOf = %v, want %v", what, got, w.Code)
 	}
-	if want := "client: " + w.Op + ": " + w.Code.String() + ": "; !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("%s: message %q does not start with %q", what, err.Error(), want)
+	// "client: Op: " and the message, which says the code once: in its
+	// own words ("invalid argument: …"), or after it ("failed_precondition:
+	// lease lost: …").
+	code := w.Code.String()
+	words := strings.ReplaceAll(code, "_", " ")
+	rest, ok := strings.CutPrefix(err.Error(), "client: "+w.Op+": ")
+	switch after, coded := strings.CutPrefix(rest, code+": "); {
+	case !ok:
+		t.Errorf("%s: message %q does not start with %q", what, err.Error(), "client: "+w.Op+": ")
+	case coded && strings.Contains(after, words):
+		t.Errorf("%s: message %q says its code twice", what, err.Error())
+	case !coded && !strings.Contains(rest, words):
+		t.Errorf("%s: message %q does not say its code (%s)", what, err.Error(), code)
 	}
 }
 
