@@ -39,6 +39,18 @@ func runBin(t *testing.T, args ...string) (int, string) {
 	return 0, string(out)
 }
 
+// submitNumbered submits task i: request id req-i, payload "task i".
+func submitNumbered(t *testing.T, c *apiClients, i int) *tenurev1.SubmitResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
+	defer cancel()
+	resp, err := c.tasks.Submit(ctx, connect.NewRequest(&tenurev1.SubmitRequest{Queue: "q", RequestId: fmt.Sprint("req-", i), Payload: []byte(fmt.Sprint("task ", i))}))
+	if err != nil {
+		t.Fatalf("submit req-%d: %v", i, err)
+	}
+	return resp.Msg
+}
+
 // TestLostWALTailRefused: acknowledged submits with request ids, a
 // snapshot, a clean stop, and then the WAL loses its second half. The server
 // must not serve the half that is left as if it were complete (a request id
@@ -54,13 +66,7 @@ func TestLostWALTailRefused(t *testing.T) {
 	c := newJSONClients(srv)
 	ids := make([]string, tasks+1)
 	for i := 1; i <= tasks; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
-		resp, err := c.tasks.Submit(ctx, connect.NewRequest(&tenurev1.SubmitRequest{Queue: "q", RequestId: fmt.Sprint("req-", i), Payload: []byte(fmt.Sprint("task ", i))}))
-		cancel()
-		if err != nil {
-			t.Fatalf("submit %d: %v", i, err)
-		}
-		ids[i] = resp.Msg.GetTask().GetTaskId()
+		ids[i] = submitNumbered(t, c, i).GetTask().GetTaskId()
 	}
 	c.close()
 	if code, out := runBin(t, "admin", "snapshot", "--addr", srv.url()); code != 0 || !strings.Contains(out, fmt.Sprintf("snapshot at lsn %d:", tasks+1)) {
@@ -124,20 +130,11 @@ func TestLostWALTailRefused(t *testing.T) {
 	if n := len(listAllTasks(t, c, "default")); n != int(last) {
 		t.Fatalf("serving %d tasks, want the %d the WAL holds", n, last)
 	}
-	submit := func(i int) *tenurev1.SubmitResponse {
-		ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
-		defer cancel()
-		resp, err := c.tasks.Submit(ctx, connect.NewRequest(&tenurev1.SubmitRequest{Queue: "q", RequestId: fmt.Sprint("req-", i), Payload: []byte(fmt.Sprint("task ", i))}))
-		if err != nil {
-			t.Fatalf("submit req-%d: %v", i, err)
-		}
-		return resp.Msg
-	}
-	if r := submit(1); !r.GetDuplicate() || r.GetTask().GetTaskId() != ids[1] {
+	if r := submitNumbered(t, c, 1); !r.GetDuplicate() || r.GetTask().GetTaskId() != ids[1] {
 		t.Fatalf("req-1, kept: %v", r)
 	}
 	// What accepting the loss means: a lost task's request id is free.
-	if r := submit(tasks); r.GetDuplicate() || r.GetTask().GetTaskId() == ids[tasks] {
+	if r := submitNumbered(t, c, tasks); r.GetDuplicate() || r.GetTask().GetTaskId() == ids[tasks] {
 		t.Fatalf("req-%d, lost and accepted as lost: %v", tasks, r)
 	}
 	if _, err := os.Stat(snapPath + ".discarded"); err != nil {
@@ -151,5 +148,92 @@ func TestLostWALTailRefused(t *testing.T) {
 	}
 	if code, out := runBin(t, "wal", "verify", "--data-dir", dir); code != 0 || !strings.Contains(out, "note: "+snapPath+".discarded") {
 		t.Fatalf("wal verify after the accepted loss: exit %d\n%s", code, out)
+	}
+}
+
+// TestDeletedNewestSegmentRefused: acknowledged submits fill several WAL
+// segments, the server stops cleanly, no snapshot is taken, and the newest
+// segment is deleted. Nothing but the WAL's tail file knows the records
+// were there: the server refuses to start, naming the segment and the
+// records lost, and `wal verify` fails. With --accept-lost-records naming
+// exactly that range it serves what is left, and a restart after that
+// needs nothing accepted.
+func TestDeletedNewestSegmentRefused(t *testing.T) {
+	t.Parallel()
+	const tasks = 300
+	dir := t.TempDir()
+	srv := startServerProc(t, dir, "--wal-segment-bytes", "4096")
+	c := newJSONClients(srv)
+	ids := make([]string, tasks+1)
+	for i := 1; i <= tasks; i++ {
+		ids[i] = submitNumbered(t, c, i).GetTask().GetTaskId()
+	}
+	c.close()
+	stop(t, srv)
+
+	walDir := filepath.Join(dir, node.WALDir)
+	rep, err := wal.Verify(wal.Options{Dir: walDir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Segments) < 3 {
+		t.Fatalf("%d segments; the test needs at least 3", len(rep.Segments))
+	}
+	if snaps, _ := filepath.Glob(filepath.Join(dir, node.SnapshotDir, "*")); len(snaps) != 0 {
+		t.Fatalf("snapshots %v; the test needs none", snaps)
+	}
+	newest := rep.Segments[len(rep.Segments)-1]
+	if err := os.Remove(newest.Path); err != nil {
+		t.Fatal(err)
+	}
+	kept := newest.FirstLSN - 1
+	lost := fmt.Sprintf("%d-%d", newest.FirstLSN, rep.LastLSN)
+
+	code, out := runBin(t, "wal", "verify", "--data-dir", dir)
+	if code != 1 || !strings.Contains(out, "FAIL ") || !strings.Contains(out, filepath.Base(newest.Path)+", which it names as the newest, is gone") ||
+		!strings.Contains(out, "records "+lost+" (at least) are gone") || !strings.Contains(out, "--accept-lost-records "+lost) {
+		t.Fatalf("wal verify: exit %d, want 1 naming the segment and records %s:\n%s", code, lost, out)
+	}
+
+	addr := freeLoopbackAddr(t)
+	code, out = runBin(t, "server", "--data-dir", dir, "--listen", addr)
+	for _, want := range []string{fmt.Sprintf("the log ends at lsn %d", kept), filepath.Join(walDir, "TAIL"),
+		fmt.Sprintf("held every record up to lsn %d", rep.LastLSN), filepath.Base(newest.Path), "is gone",
+		"records " + lost, "acknowledged work", "--accept-lost-records " + lost} {
+		if code == 0 || !strings.Contains(out, want) {
+			t.Fatalf("server without its newest segment: exit %d, want non-zero and a message with %q:\n%s", code, want, out)
+		}
+	}
+	wrong := fmt.Sprintf("%d-%d", newest.FirstLSN, rep.LastLSN-1)
+	code, out = runBin(t, "server", "--data-dir", dir, "--listen", addr, "--accept-lost-records", wrong)
+	if code == 0 || !strings.Contains(out, "pass --accept-lost-records "+lost+" instead of "+wrong) {
+		t.Fatalf("server accepting %s of the lost %s: exit %d\n%s", wrong, lost, code, out)
+	}
+
+	srv = startServerProc(t, dir, "--wal-segment-bytes", "4096", "--accept-lost-records", lost)
+	if log := srv.out.String(); !strings.Contains(log, "level=ERROR") || !strings.Contains(log, "accepted="+lost) {
+		t.Fatalf("the accepted loss is not logged as an error naming %s:\n%s", lost, log)
+	}
+	c = newJSONClients(srv)
+	if n := len(listAllTasks(t, c, "default")); n != int(kept) {
+		t.Fatalf("serving %d tasks, want the %d the WAL holds", n, kept)
+	}
+	if r := submitNumbered(t, c, 1); !r.GetDuplicate() || r.GetTask().GetTaskId() != ids[1] {
+		t.Fatalf("req-1, kept: %v", r)
+	}
+	if r := submitNumbered(t, c, tasks); r.GetDuplicate() || r.GetTask().GetTaskId() == ids[tasks] {
+		t.Fatalf("req-%d, lost and accepted as lost: %v", tasks, r)
+	}
+	c.close()
+	stop(t, srv)
+
+	if code, out := runBin(t, "wal", "verify", "--data-dir", dir); code != 0 || !strings.Contains(out, "OK: ") {
+		t.Fatalf("wal verify after the accepted loss: exit %d\n%s", code, out)
+	}
+	srv = startServerProc(t, dir, "--wal-segment-bytes", "4096")
+	c = newJSONClients(srv)
+	defer c.close()
+	if n := len(listAllTasks(t, c, "default")); n != int(kept)+1 {
+		t.Fatalf("after a restart: %d tasks, want %d", n, kept+1)
 	}
 }

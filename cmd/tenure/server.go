@@ -30,6 +30,7 @@ type serverCmd struct {
 	fsync   string
 	// commitInterval is the WAL's least time between two fsyncs.
 	commitInterval time.Duration
+	segmentBytes   int64
 	maxPayload     int
 	scan           time.Duration
 	snapRecords    uint64
@@ -66,13 +67,14 @@ func (c *serverCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&c.listen, "listen", envOr("TENURE_LISTEN", "127.0.0.1:7070"), "address to serve the API, /healthz and /readyz on (env TENURE_LISTEN)")
 	fs.StringVar(&c.fsync, "fsync", envOr("TENURE_FSYNC", "always"), "WAL fsync policy: always (durable before acknowledged) or none (UNSAFE: an OS crash or power loss loses acknowledged work) (env TENURE_FSYNC)")
 	fs.DurationVar(&c.commitInterval, "commit-interval", wal.DefaultCommitInterval, commitIntervalHelp)
+	fs.Int64Var(&c.segmentBytes, "wal-segment-bytes", wal.DefaultSegmentBytes, "size of a WAL segment file, in bytes (4096 to 1 GiB): the WAL below the older kept snapshot is deleted in whole segments")
 	fs.IntVar(&c.maxPayload, "max-payload-bytes", coordinator.DefaultLimits.MaxPayloadBytes, "largest task payload accepted, in bytes")
 	fs.DurationVar(&c.scan, "expiry-scan-interval", time.Second, "how often to scan for expired leases (they are also expired lazily on access)")
 	fs.Uint64Var(&c.snapRecords, "snapshot-every-records", host.DefaultSnapshotEveryRecords, "take a snapshot after this many WAL records since the last one")
 	fs.DurationVar(&c.snapEvery, "snapshot-every", host.DefaultSnapshotEvery, "take a snapshot this long after the last one, if any record was written since")
 	fs.DurationVar(&c.retention, "retention", coordinator.DefaultRetention, "COMPLETED, FAILED and DEAD tasks leave the state at the first purge after they are this old (purges run every tenth of this, at most --snapshot-every apart, and before each snapshot); their request ids stop deduplicating then")
-	fs.StringVar(&c.acceptLost, "accept-lost-records", "", "start although the WAL lost the records FIRST-LAST that a snapshot proves it held (acknowledged work): "+
-		"exactly the range a refused start named; the snapshot is set aside and the WAL served as it is (embedded mode only)")
+	fs.StringVar(&c.acceptLost, "accept-lost-records", "", "start although the WAL lost the records FIRST-LAST that a snapshot or the WAL's tail file proves it held (acknowledged work): "+
+		"exactly the range a refused start named; a snapshot past the WAL's end is set aside and the WAL served as it is (embedded mode only)")
 	fs.StringVar(&c.logFormat, "log-format", envOr("TENURE_LOG_FORMAT", "text"), "log format: text or json (env TENURE_LOG_FORMAT)")
 	fs.StringVar(&c.logLevel, "log-level", envOr("TENURE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env TENURE_LOG_LEVEL)")
 	fs.BoolVar(&c.pprof, "pprof", false, "serve Go's profiler under /debug/pprof/, to loopback clients only (others get 403)")
@@ -105,6 +107,9 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	}
 	if err := checkCommitInterval(c.commitInterval); err != nil {
 		return err
+	}
+	if c.segmentBytes < 4096 || c.segmentBytes > 1<<30 {
+		return usageError{fmt.Sprintf("--wal-segment-bytes %d is outside 4096..%d", c.segmentBytes, 1<<30)}
 	}
 	if c.scan < 10*time.Millisecond || c.scan > time.Hour {
 		return usageError{fmt.Sprintf("--expiry-scan-interval %v is outside 10ms..1h", c.scan)}
@@ -139,7 +144,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 		ExpiryScanInterval: c.scan,
 	}
 	if c.cluster.dsn != "" {
-		for _, name := range []string{"data-dir", "fsync", "commit-interval", "accept-lost-records"} {
+		for _, name := range []string{"data-dir", "fsync", "commit-interval", "wal-segment-bytes", "accept-lost-records"} {
 			if fs.Changed(name) {
 				return usageError{fmt.Sprintf("--%s is for the embedded mode; with --mysql the partitions' logs live in the database", name)}
 			}
@@ -179,6 +184,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 		DataDir:           c.dataDir,
 		Sync:              policy,
 		CommitInterval:    c.commitInterval,
+		SegmentBytes:      c.segmentBytes,
 		Logger:            lg,
 		Snapshots:         snaps,
 		Coordinator:       coordCfg,
@@ -219,8 +225,12 @@ func lostRecordsAdvice(le *coordinator.LostRecordsError) string {
 	if !le.Accepted.IsZero() {
 		return fmt.Sprintf("to give these records up, pass --accept-lost-records %s instead of %s", le.Lost, le.Accepted)
 	}
+	aside := ""
+	if le.Snapshot != "" {
+		aside = "the snapshot is set aside as .discarded, and "
+	}
 	return fmt.Sprintf("restore the data directory from a backup if you have one; or, to serve the WAL as it is and give up records %s for good "+
-		"(the snapshot is set aside as .discarded, and request ids of the lost tasks create new tasks), start the server with --accept-lost-records %s", le.Lost, le.Lost)
+		"(%srequest ids of the lost tasks create new tasks), start the server with --accept-lost-records %s", le.Lost, aside, le.Lost)
 }
 
 // newAPIServer returns the API over the partitions r routes to (with

@@ -317,9 +317,9 @@ func TestCLIExecWorkerEnvAndExitCodes(t *testing.T) {
 	}
 }
 
-// TestServerCommitIntervalRefused: --commit-interval out of range, or with
-// --mysql (the database's commit is the cluster's), is a usage error
-// naming the flag.
+// TestServerCommitIntervalRefused: --commit-interval or --wal-segment-bytes
+// out of range, or with --mysql (the database's commit is the cluster's),
+// is a usage error naming the flag.
 func TestServerCommitIntervalRefused(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -329,6 +329,9 @@ func TestServerCommitIntervalRefused(t *testing.T) {
 		{[]string{"--data-dir", t.TempDir(), "--commit-interval", "-1ms"}, "--commit-interval -1ms is outside 0..100ms"},
 		{[]string{"--data-dir", t.TempDir(), "--commit-interval", "1s"}, "--commit-interval 1s is outside 0..100ms"},
 		{[]string{"--mysql", "root@tcp(127.0.0.1:1)/x", "--commit-interval", "2ms"}, "--commit-interval is for the embedded mode"},
+		{[]string{"--data-dir", t.TempDir(), "--wal-segment-bytes", "4095"}, "--wal-segment-bytes 4095 is outside 4096..1073741824"},
+		{[]string{"--data-dir", t.TempDir(), "--wal-segment-bytes", "1073741825"}, "--wal-segment-bytes 1073741825 is outside 4096..1073741824"},
+		{[]string{"--mysql", "root@tcp(127.0.0.1:1)/x", "--wal-segment-bytes", "65536"}, "--wal-segment-bytes is for the embedded mode"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(t.Context(), append([]string{"server", "--listen", "127.0.0.1:0"}, tc.args...), &out, &errb)

@@ -80,7 +80,8 @@ func (*walVerifyCmd) spec() *cobra.Command {
 		Short: "check every WAL frame and every snapshot of a data directory (offline)",
 		Long: `Check every WAL frame and every snapshot of a data directory, and that the
 records after the newest snapshot apply. Exit 1 with the file and offset of
-the first problem, or the records a snapshot proves lost.`,
+the first problem, or the records lost from the WAL that a snapshot or the
+WAL's tail file proves it held.`,
 	}
 }
 
@@ -147,12 +148,21 @@ func (c *walVerifyCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args [
 		fmt.Fprintf(stdout, "note: %s: set aside by a server start (damaged, or past the log's end); never read again, delete it once no longer needed\n", p)
 	}
 	// A snapshot is saved only once the log holds its records: one that
-	// verifies and ends after the log's end proves records are gone.
-	if ahead > 0 {
+	// verifies and ends after the log's end proves records are gone. So
+	// does the WAL's tail file, naming records the log no longer has.
+	if ahead > 0 || rep.Missing != nil {
 		lost := coordinator.LSNRange{First: rep.LastLSN + 1, Last: ahead}
-		return fail("%s verifies and ends at lsn %d, but the log's last record is lsn %d: records %s (at least) are gone from the log, and acknowledged work with them; "+
+		var known []string
+		if ahead > 0 {
+			known = append(known, fmt.Sprintf("%s verifies and ends at lsn %d", store.File(ahead), ahead))
+		}
+		if m := rep.Missing; m != nil {
+			known = append(known, m.String())
+			lost.Last = max(lost.Last, m.Last)
+		}
+		return fail("%s; but the log's last record is lsn %d: records %s (at least) are gone from the log, and acknowledged work with them; "+
 			"the server refuses to start: restore the data directory from a backup, or give the records up with `tenure server --accept-lost-records %s`",
-			store.File(ahead), ahead, rep.LastLSN, lost, lost)
+			strings.Join(known, "; and "), rep.LastLSN, lost, lost)
 	}
 
 	// The log and the snapshots together must reach every record.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/tenurehq/tenure/internal/wal"
 )
 
 // LSNRange is the inclusive range of LSNs First..Last. The zero value is
@@ -27,12 +29,17 @@ func ParseLSNRange(s string) (LSNRange, error) {
 	return LSNRange{First: first, Last: last}, nil
 }
 
-// LostRecordsError is Recover's refusal to start when a snapshot that
-// verifies ends after the log's last record. Such a snapshot was saved only
-// once the log held every record up to its LSN durably (or, with fsync off,
-// written), so the records between the log's end and the snapshot's LSN
-// were in the log and are gone, and with them acknowledged work. Records
-// after the snapshot may be gone too; nothing tells.
+// LostRecordsError is Recover's refusal to start when the log ends before
+// records it is known to have held durably, and so acknowledged work:
+//
+//   - a snapshot that verifies ends after the log's last record. A
+//     snapshot is saved only once the log holds every record up to its LSN
+//     durably (or, with fsync off, written);
+//   - the log's own record of how far it reached says so (the file WAL's
+//     tail file: written at every new segment and at a clean close), and
+//     a segment or the end of one is gone.
+//
+// Records after the last one known may be gone too; nothing tells.
 //
 // Serving the log as it is would answer as if those records had never
 // been: an acknowledged task missing, its request id free to create a new
@@ -40,12 +47,17 @@ func ParseLSNRange(s string) (LSNRange, error) {
 // Lost.
 type LostRecordsError struct {
 	// Snapshot names the newest snapshot that verifies and ends after the
-	// log (a path in embedded mode); SnapshotLSN is its LSN.
+	// log (a path in embedded mode); SnapshotLSN is its LSN. Both are
+	// zero when no snapshot does.
 	Snapshot    string
 	SnapshotLSN uint64
+	// Missing is what the log itself records it lacks (nil when it does
+	// not know, or lacks nothing).
+	Missing *wal.Missing
 	// LogLastLSN is the log's last record (0 for an empty log).
 	LogLastLSN uint64
-	// Lost is LogLastLSN+1..SnapshotLSN.
+	// Lost is LogLastLSN+1 up to the last record known: SnapshotLSN or
+	// Missing.Last, whichever is later.
 	Lost LSNRange
 	// Accepted is Config.AcceptLostRecords when it was set to another
 	// range; zero otherwise.
@@ -53,9 +65,16 @@ type LostRecordsError struct {
 }
 
 func (e *LostRecordsError) Error() string {
-	msg := fmt.Sprintf("coordinator: cannot start: the log ends at lsn %d, but %s verifies and holds the state up to lsn %d: "+
+	var known []string
+	if e.Snapshot != "" {
+		known = append(known, fmt.Sprintf("%s verifies and holds the state up to lsn %d", e.Snapshot, e.SnapshotLSN))
+	}
+	if e.Missing != nil {
+		known = append(known, e.Missing.String())
+	}
+	msg := fmt.Sprintf("coordinator: cannot start: the log ends at lsn %d, but %s: "+
 		"records %s (at least) are gone from the log, and acknowledged work with them",
-		e.LogLastLSN, e.Snapshot, e.SnapshotLSN, e.Lost)
+		e.LogLastLSN, strings.Join(known, "; and "), e.Lost)
 	if !e.Accepted.IsZero() {
 		msg += fmt.Sprintf("; the loss accepted, %s, is not this one, so nothing was accepted", e.Accepted)
 	}

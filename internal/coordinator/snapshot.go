@@ -272,6 +272,14 @@ func (c *Coordinator) copyState(held time.Time) (*state.Image, time.Duration, er
 	}
 }
 
+// missingReporter is the optional capability of a Log to know records it
+// held durably and lacks now (the file WAL's tail file), and to give them
+// up.
+type missingReporter interface {
+	Missing() *wal.Missing
+	AcceptMissing() error
+}
+
 // snapshotNamer is the optional capability of a SnapshotStore to name a
 // snapshot for people (snapshot.Dir: "snapshot <path>").
 type snapshotNamer interface{ Name(lsn uint64) string }
@@ -284,12 +292,13 @@ type snapshotNamer interface{ Name(lsn uint64) string }
 // it tried: nothing could be served without losing records.
 //
 // A snapshot that verifies but ends after the log's last record proves that
-// acknowledged records are gone from the log: Recover refuses with a
-// *LostRecordsError, unless cfg.AcceptLostRecords is exactly the range
-// lost; then it logs the loss as an error, discards every snapshot past the
-// log's end and serves the log from an older snapshot or from its start.
-// A damaged snapshot past the log's end proves nothing and is handled as
-// any damaged one.
+// acknowledged records are gone from the log, and so does a log that
+// records how far it reached and finds itself short of it: Recover refuses
+// with a *LostRecordsError, unless cfg.AcceptLostRecords is exactly the
+// range lost; then it logs the loss as an error, has the log give up the
+// records it lacks, discards every snapshot past the log's end and serves
+// the log from an older snapshot or from its start. A damaged snapshot past
+// the log's end proves nothing and is handled as any damaged one.
 func Recover(ctx context.Context, log Log, store SnapshotStore, cfg Config) (*Coordinator, error) {
 	lg := cfg.Logger
 	if lg == nil {
@@ -351,6 +360,16 @@ func Recover(ctx context.Context, log Log, store SnapshotStore, cfg Config) (*Co
 		return nil, fmt.Errorf("coordinator: cannot start: the log starts at lsn %d, so its earlier records exist only in snapshots, and no snapshot is usable (%d found): %v; restore the data directory from a backup",
 			first, len(lsns), problems)
 	}
+	mr, _ := log.(missingReporter)
+	if mr != nil {
+		if m := mr.Missing(); m != nil {
+			if lost == nil {
+				lost = &LostRecordsError{LogLastLSN: last, Lost: LSNRange{First: last + 1}}
+			}
+			lost.Missing = m
+			lost.Lost.Last = max(lost.Lost.Last, m.Last)
+		}
+	}
 	accept := cfg.AcceptLostRecords
 	switch {
 	case lost != nil && accept != lost.Lost:
@@ -359,8 +378,19 @@ func Recover(ctx context.Context, log Log, store SnapshotStore, cfg Config) (*Co
 		}
 		return nil, lost
 	case lost != nil:
-		lg.Error("accepted the loss of acknowledged records: serving the log without them",
-			"accepted", accept.String(), "snapshot", lost.Snapshot, "snapshot_lsn", lost.SnapshotLSN, "log_last_lsn", last)
+		if lost.Missing != nil {
+			if err := mr.AcceptMissing(); err != nil {
+				return nil, fmt.Errorf("coordinator: giving up the records %s the log lacks: %w", lost.Lost, err)
+			}
+		}
+		args := []any{"accepted", accept.String(), "log_last_lsn", last}
+		if lost.Snapshot != "" {
+			args = append(args, "snapshot", lost.Snapshot, "snapshot_lsn", lost.SnapshotLSN)
+		}
+		if lost.Missing != nil {
+			args = append(args, "log_knew", lost.Missing.String())
+		}
+		lg.Error("accepted the loss of acknowledged records: serving the log without them", args...)
 	case !accept.IsZero():
 		lg.Warn("a loss of records is accepted (--accept-lost-records), but no records are lost: remove the setting, so that it never accepts a later loss",
 			"accepted", accept.String(), "log_last_lsn", last)

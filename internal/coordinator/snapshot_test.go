@@ -322,6 +322,15 @@ func (e *snapEnv) cutLogBelow(lsn uint64) uint64 {
 	return cut - 1
 }
 
+// forgetTail deletes the WAL's tail file, as in a data directory written
+// before it existed: only snapshots can then tell that records are gone.
+func (e *snapEnv) forgetTail() {
+	e.t.Helper()
+	if err := os.Remove(filepath.Join(e.dir, "wal", "TAIL")); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // TestSnapshotAheadOfLogRefused: a snapshot that verifies and ends after
 // the log's last record proves acknowledged records gone; Recover refuses,
 // naming the snapshot and the range, and changes nothing, unless exactly
@@ -336,6 +345,7 @@ func TestSnapshotAheadOfLogRefused(t *testing.T) {
 	e.work(20)
 	e.close()
 	last := e.cutLogBelow(s.LSN)
+	e.forgetTail()
 	lost := LSNRange{First: last + 1, Last: s.LSN}
 
 	err := e.open()
@@ -410,6 +420,7 @@ func TestSnapshotAheadOfLogDamaged(t *testing.T) {
 	e.work(20)
 	e.close()
 	last := e.cutLogBelow(s.LSN)
+	e.forgetTail()
 	flipByte(t, e.store.File(s.LSN), 100)
 	e.mustOpen()
 	if got := e.c.Stats().LastLSN; got != last {
@@ -442,6 +453,7 @@ func TestLostRangeFromNewestVerifiedSnapshot(t *testing.T) {
 	c := snap()
 	e.close()
 	last := e.cutLogBelow(b.LSN)
+	e.forgetTail()
 	if last < a.LSN {
 		t.Fatalf("the log now ends at %d, before snapshot %d; the test needs it after", last, a.LSN)
 	}
@@ -461,6 +473,69 @@ func TestLostRangeFromNewestVerifiedSnapshot(t *testing.T) {
 	}
 	if d, _ := e.store.Discarded(); len(d) != 2 {
 		t.Fatalf("discarded %v, want snapshots %d and %d", d, b.LSN, c.LSN)
+	}
+}
+
+// TestLogTailProvesLoss: the WAL records how far it reached, so newest
+// segments deleted after a clean close are a loss up to the log's last
+// record, with or without a snapshot past the cut (the later of the two
+// bounds it). Accepted, the log gives the records up and takes appends
+// again after what is left, and a restart finds nothing missing.
+func TestLogTailProvesLoss(t *testing.T) {
+	for _, withSnapshot := range []bool{false, true} {
+		t.Run(fmt.Sprint("snapshot=", withSnapshot), func(t *testing.T) {
+			e := newSnapEnv(t, 11)
+			e.mustOpen()
+			e.work(100)
+			older := e.snapshot(time.Hour) // within what is left of the log
+			e.work(100)
+			cutAt := e.c.Stats().LastLSN - 20
+			var snap SnapshotResult
+			if withSnapshot {
+				snap = e.snapshot(time.Hour)
+				cutAt = snap.LSN
+			}
+			e.work(20)
+			end := e.c.Stats().LastLSN
+			e.close()
+			last := e.cutLogBelow(cutAt)
+			if last <= older.LSN {
+				t.Fatalf("the log now ends at %d, not after the older snapshot %d; the test needs it after", last, older.LSN)
+			}
+			lost := LSNRange{First: last + 1, Last: end}
+
+			err := e.open()
+			le, ok := errors.AsType[*LostRecordsError](err)
+			if !ok || le.Lost != lost || le.Missing == nil || le.Missing.Last != end || le.LogLastLSN != last {
+				t.Fatalf("open after the newest segments were deleted = %v, want the loss of %v known from the WAL's tail file", err, lost)
+			}
+			if withSnapshot && (le.SnapshotLSN != snap.LSN || !strings.Contains(err.Error(), e.store.File(snap.LSN))) {
+				t.Fatalf("the refusal does not name the snapshot at lsn %d too: %v", snap.LSN, err)
+			}
+			for _, want := range []string{"TAIL says the log held every record up to lsn " + fmt.Sprint(end), "is gone", "records " + lost.String()} {
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("refusal lacks %q: %v", want, err)
+				}
+			}
+			e.accept = LSNRange{First: lost.First, Last: lost.Last - 1}
+			if err := e.open(); err == nil || !strings.Contains(err.Error(), "is not this one") {
+				t.Fatalf("open accepting part of the loss = %v, want a refusal", err)
+			}
+			e.accept = lost
+			e.mustOpen()
+			if got := e.c.Stats().LastLSN; got != last {
+				t.Fatalf("serving up to lsn %d, want the log's last %d", got, last)
+			}
+			if !strings.Contains(e.logs.String(), "log_knew=") {
+				t.Fatalf("the accepted loss is not logged with what the log knew:\n%s", e.logs.String())
+			}
+			e.work(5) // appends continue after what is left
+			e.accept = LSNRange{}
+			e.restartEqual()
+			if m := e.log.Missing(); m != nil {
+				t.Fatalf("after the accepted loss and a restart: missing %v", m)
+			}
+		})
 	}
 }
 

@@ -105,21 +105,68 @@
 // So a write of a multi-frame batch that was cut short (frame k partial,
 // frames after it missing, or zeroes or garbage after it) is a torn tail, and
 // a flipped bit in a record followed by valid records is corruption. The
-// price, both ways: damage to the very last record of the log looks like a
-// torn write, and that record is dropped even if it had been acknowledged;
-// and a power loss that wrote back the pages of an unacknowledged batch out
-// of order (a hole, then a valid frame) is reported as corruption, so Open
-// refuses to start although nothing acknowledged was lost. A format of
-// single self-checked records cannot tell these cases apart.
+// price, both ways: damage to the very last records of the log looks like a
+// torn write, and they are dropped even if they had been acknowledged
+// (unless the tail file names them: see below); and a power loss that wrote
+// back the pages of an unacknowledged batch out of order (a hole, then a
+// valid frame) is reported as corruption, so Open refuses to start although
+// nothing acknowledged was lost. A format of single self-checked records
+// cannot tell these cases apart.
 //
 // Corruption makes Open return a *CorruptionError naming the segment file
 // and the offset of the bad header or frame, without modifying anything.
 //
 // A last segment shorter than its header (impossible with the rename above,
-// handled anyway) is removed and logged, as are leftover .tmp files. Open then
+// handled anyway) is removed and logged, as are leftover .tmp files (of a
+// segment or of the tail file). Open then
 // fsyncs the last segment, because a previous process may have written it
 // without fsyncing and its records are about to be reported durable, and
 // appends continue after its last valid record.
+//
+// # The tail file
+//
+// Segments chain by name and header, so a missing segment between two
+// others is a gap Open refuses. But a log whose newest segments are gone,
+// or whose last segment was cut short, looks like a log that never had
+// more. The tail file, TAIL in the log's directory, records how far the
+// log was known to reach:
+//
+//	0       8         12        16                24
+//	+-------+---------+---------+-----------------+----------+
+//	| magic | version | crc     | newest segment  | last lsn |
+//	+-------+---------+---------+-----------------+----------+
+//	  magic          8 bytes "TENUTAIL"
+//	  version        uint32, 1
+//	  crc            uint32, CRC-32C of bytes 0..12 and 16..32
+//	  newest segment uint64, first LSN of the newest segment when written
+//	  last lsn       uint64, every record up to it was durable when written
+//
+// It is replaced atomically (TAIL.tmp written and fsynced, renamed, the
+// directory fsynced), never names a record that is not durable, and is
+// written:
+//
+//   - at every new segment, once the first records written to it are
+//     durable (fsynced under either sync policy) and before they are
+//     reported durable: so a segment that ever held an acknowledged record
+//     is named, and deleting it is found;
+//   - at Close, after the last fsync: the log's last record, so that after
+//     a clean stop every lost record is found;
+//   - at Open, when there is none (a fresh log, or one written before the
+//     tail file existed, which opens as it is: nothing can be checked
+//     against a file that was never written), and when a loss is accepted.
+//
+// Open compares the log with it. When the log ends before the tail file's
+// last LSN, the records from the log's end to it are missing (Missing
+// names them and what the disk shows: a segment gone, the last segment cut
+// short, or bytes there that are not valid records, which are then not a
+// torn write and are left as they are). Open succeeds, but Append refuses
+// with ErrMissing until the owner accepts the loss (AcceptMissing, which
+// cuts such bytes and rewrites the tail file) or gives up; the coordinator
+// refuses to start unless the loss is accepted by name. After a crash (no
+// clean Close) the tail file may name less than the log held: a segment
+// cut short after a crash is found missing only up to what it names. A
+// damaged tail file makes Open refuse (*TailError) without modifying
+// anything; deleting it makes the log open as one without a tail file.
 //
 // # Compaction and offline reading
 //
@@ -131,6 +178,7 @@
 //
 // Verify checks a directory as Open would but modifies nothing: corruption
 // is a *CorruptionError naming the segment and offset; what Open would
-// repair (a torn tail, leftovers) is reported as notes. ReplayDir reads the
+// repair (a torn tail, leftovers) is reported as notes, and records missing
+// by the tail file as VerifyReport.Missing. ReplayDir reads the
 // valid records of a directory the same way, for offline tools.
 package wal

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -45,6 +46,9 @@ type CorruptionError struct {
 	Offset  int64  // byte offset of the bad header or frame in Segment
 	LSN     uint64 // LSN expected at Offset, 0 if unknown
 	Reason  string
+	// Advice says what to do, when the general advice (restore, or cut the
+	// segment at Offset) does not fit.
+	Advice string
 }
 
 func (e *CorruptionError) Error() string {
@@ -52,10 +56,29 @@ func (e *CorruptionError) Error() string {
 	if e.LSN != 0 {
 		lsn = fmt.Sprintf(" (expected lsn %d)", e.LSN)
 	}
-	return fmt.Sprintf("wal: corrupt segment %s at offset %d%s: %s; the log was not modified: "+
-		"run `tenure wal verify`, then restore the data directory from a backup "+
-		"or deliberately truncate the segment at offset %d (losing every record from there on)",
-		e.Segment, e.Offset, lsn, e.Reason, e.Offset)
+	advice := e.Advice
+	if advice == "" {
+		advice = fmt.Sprintf("restore the data directory from a backup "+
+			"or deliberately truncate the segment at offset %d (losing every record from there on)", e.Offset)
+	}
+	return fmt.Sprintf("wal: corrupt segment %s at offset %d%s: %s; the log was not modified: run `tenure wal verify`, then %s",
+		e.Segment, e.Offset, lsn, e.Reason, advice)
+}
+
+// gapError reports that seg does not start where the segment before it
+// ends (at next-1).
+func gapError(seg segmentInfo, next uint64) *CorruptionError {
+	e := &CorruptionError{Segment: seg.path, LSN: next}
+	if seg.first < next {
+		e.Reason = fmt.Sprintf("segment starts at lsn %d but the previous segment ends at lsn %d: records are repeated", seg.first, next-1)
+		return e
+	}
+	e.Reason = fmt.Sprintf("segment starts at lsn %d but the previous segment ends at lsn %d: records %d-%d are missing (a segment file deleted or renamed?)",
+		seg.first, next-1, next, seg.first-1)
+	e.Advice = fmt.Sprintf("put the missing segment %s back (from a backup); or, to give up every record from lsn %d on, "+
+		"move %s and every later segment out of the directory: the next start then names the records lost and how to accept their loss",
+		segmentName(next), next, filepath.Base(seg.path))
+	return e
 }
 
 // Is makes errors.Is(err, ErrCorrupt) true for a *CorruptionError.

@@ -56,11 +56,20 @@ type Log struct {
 	lastLSN atomic.Uint64 // last assigned LSN; stored under mu
 	durable atomic.Uint64 // last durable LSN; stored under mu
 
+	// missing is what the log lacks of what the tail file says it held;
+	// Append refuses while it is set (AcceptMissing clears it).
+	missing *Missing
+
 	// Owned by the writer goroutine while it runs, by Close after it exits.
-	seg     fsys.File
-	segPath string
-	segSize int64
-	dirty   bool // written since the last fsync
+	seg      fsys.File
+	segPath  string
+	segFirst uint64 // first LSN of the active segment
+	segSize  int64
+	dirty    bool // written since the last fsync
+	// tail is what the tail file says; tailDue means a new segment holds
+	// records the tail file does not name yet.
+	tail    tailMark
+	tailDue bool
 
 	// closingCtx is cancelled by Close (stopWaiting): a round waiting out
 	// the CommitInterval starts at once.
@@ -79,8 +88,10 @@ type Log struct {
 // Open recovers the log in opts.Dir (creating it if needed) and starts its
 // writer goroutine, which runs until Close. A torn write at the tail of the
 // last segment is truncated and logged; any other damage returns a
-// *CorruptionError and leaves the files untouched. See the package
-// documentation for the rule.
+// *CorruptionError (a damaged tail file a *TailError) and leaves the files
+// untouched. A log that ends before what its tail file says it held opens
+// with Missing set, appends refused until AcceptMissing. See the package
+// documentation for the rules.
 func Open(opts Options) (*Log, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
@@ -97,7 +108,10 @@ func Open(opts Options) (*Log, error) {
 		segments:     rec.segments,
 		seg:          rec.active,
 		segPath:      rec.segments[len(rec.segments)-1].path,
+		segFirst:     rec.segments[len(rec.segments)-1].first,
 		segSize:      rec.size,
+		tail:         rec.tail,
+		missing:      rec.missing,
 		done:         make(chan struct{}),
 	}
 	l.closingCtx, l.stopWaiting = context.WithCancel(context.Background())
@@ -110,6 +124,10 @@ func Open(opts Options) (*Log, error) {
 		slog.String("dir", opts.Dir), slog.Int("segments", len(rec.segments)),
 		slog.Uint64("first_lsn", rec.segments[0].first), slog.Uint64("last_lsn", rec.lastLSN),
 		slog.String("sync", opts.Sync.String()))
+	if m := rec.missing; m != nil {
+		opts.Logger.Error("wal: the log lacks records it held durably; appends are refused until the loss is accepted",
+			slog.String("missing", fmt.Sprintf("%d-%d", m.First, m.Last)), slog.String("why", m.String()))
+	}
 	go l.run()
 	return l, nil
 }
@@ -147,6 +165,10 @@ func (l *Log) Append(entries []Entry) (lastLSN uint64, err error) {
 		if l.closing {
 			l.mu.Unlock()
 			return 0, ErrClosed
+		}
+		if m := l.missing; m != nil {
+			l.mu.Unlock()
+			return 0, fmt.Errorf("%w: records %d-%d: %s; accept their loss first", ErrMissing, m.First, m.Last, m)
 		}
 		if len(l.pending) == 0 || len(l.pending)+need <= l.pendingLimit {
 			break
@@ -256,6 +278,56 @@ func (l *Log) Err() error {
 	return l.err
 }
 
+// Missing returns the records the log lacks of those its tail file says it
+// held durably (doc.go, "The tail file"), nil if it lacks none. While there
+// are some, Append refuses with ErrMissing: the owner must refuse to serve,
+// or accept the loss with AcceptMissing.
+func (l *Log) Missing() *Missing {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.missing == nil {
+		return nil
+	}
+	m := *l.missing
+	return &m
+}
+
+// AcceptMissing gives up the records Missing names, for good: it cuts the
+// last segment where they should start (if bytes that are not valid
+// records are there), records the log's end as it is now in the tail
+// file, and lets appends continue after LastLSN. It must be called before
+// any Append; without missing records it does nothing.
+func (l *Log) AcceptMissing() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := l.missing
+	if m == nil {
+		return nil
+	}
+	if l.closing || l.err != nil || len(l.pending) > 0 {
+		return fmt.Errorf("wal: AcceptMissing on a log that is closing, failed or has appends")
+	}
+	if m.truncate >= 0 {
+		if err := l.seg.Truncate(m.truncate); err != nil {
+			return ioError("truncate the damaged end of segment", l.segPath, err)
+		}
+		if err := l.seg.Sync(); err != nil {
+			return ioError("fsync segment", l.segPath, err)
+		}
+		l.segSize = m.truncate
+		l.activeBytes.Store(m.truncate)
+	}
+	mark := tailMark{segment: l.segFirst, last: l.lastLSN.Load()}
+	if err := writeTail(l.opts.FS, l.opts.Dir, mark); err != nil {
+		return err
+	}
+	l.tail = mark
+	l.missing = nil
+	l.opts.Logger.Warn("wal: accepted the loss of the records the log lacked; appends continue after its last record",
+		slog.String("lost", fmt.Sprintf("%d-%d", m.First, m.Last)), slog.Uint64("last_lsn", mark.last))
+	return nil
+}
+
 // Stats returns the counters since Open.
 func (l *Log) Stats() Stats {
 	return Stats{
@@ -284,8 +356,9 @@ func (l *Log) Disk() Disk {
 }
 
 // Close stops accepting appends, writes and fsyncs everything appended before
-// it (under either sync policy), stops the writer and closes the segment. It
-// returns the sticky fatal error if the log failed. Calling it again returns
+// it (under either sync policy), stops the writer, records the log's last
+// record in the tail file and closes the segment. It returns the sticky
+// fatal error if the log failed. Calling it again returns
 // the same result. Append after Close returns ErrClosed; so does Wait for an
 // LSN that is not durable.
 func (l *Log) Close() error {
@@ -298,9 +371,9 @@ func (l *Log) Close() error {
 		l.mu.Unlock()
 		<-l.done
 
-		var err error
+		err := l.recordCleanEnd()
 		if l.seg != nil {
-			if cerr := l.seg.Close(); cerr != nil {
+			if cerr := l.seg.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("wal: close segment %s: %w", l.segPath, cerr)
 			}
 			l.seg = nil
@@ -313,6 +386,26 @@ func (l *Log) Close() error {
 		l.closeErr = err
 	})
 	return l.closeErr
+}
+
+// recordCleanEnd writes the log's last record into the tail file, once the
+// writer stopped with everything durable, so that records lost after a
+// clean stop are found missing up to the log's end. If that fails, nothing
+// is lost: the tail file names less, and Close reports the error.
+func (l *Log) recordCleanEnd() error {
+	l.mu.Lock()
+	healthy := l.err == nil && l.missing == nil
+	l.mu.Unlock()
+	durable := l.durable.Load()
+	if !healthy || l.seg == nil || durable <= l.tail.last {
+		return nil
+	}
+	mark := tailMark{segment: l.segFirst, last: durable}
+	if err := writeTail(l.opts.FS, l.opts.Dir, mark); err != nil {
+		return fmt.Errorf("%w (every record is durable; the tail file names lsn %d, not the log's last, %d)", err, l.tail.last, durable)
+	}
+	l.tail = mark
+	return nil
 }
 
 // run is the writer goroutine, started by Open and stopped by Close (or by a
@@ -431,8 +524,16 @@ func (l *Log) writeFrames(buf []byte, first uint64) error {
 			return err
 		}
 		l.records.Add(count)
-		if l.opts.Sync == SyncAlways {
+		if l.opts.Sync == SyncAlways || l.tailDue {
+			// The tail file must name only durable records: under
+			// SyncNone too, the first records of a new segment are
+			// fsynced before it names them.
 			if err := l.sync(); err != nil {
+				return err
+			}
+		}
+		if l.tailDue {
+			if err := l.recordNewSegment(lsn + count - 1); err != nil {
 				return err
 			}
 		}
@@ -443,6 +544,19 @@ func (l *Log) writeFrames(buf []byte, first uint64) error {
 		l.wakeLocked()
 		l.mu.Unlock()
 	}
+	return nil
+}
+
+// recordNewSegment writes the tail file once the first records of a new
+// segment, up to last, are durable, before they are reported durable: a
+// deleted newest segment that held acknowledged records is then always
+// found missing.
+func (l *Log) recordNewSegment(last uint64) error {
+	mark := tailMark{segment: l.segFirst, last: last}
+	if err := writeTail(l.opts.FS, l.opts.Dir, mark); err != nil {
+		return err
+	}
+	l.tail, l.tailDue = mark, false
 	return nil
 }
 
@@ -528,7 +642,8 @@ func (l *Log) rotate(first uint64) error {
 	l.segments = append(l.segments, segmentInfo{first: first, path: path})
 	l.activeBytes.Store(segmentHeaderSize)
 	l.mu.Unlock()
-	l.seg, l.segPath, l.segSize, l.dirty = f, path, segmentHeaderSize, false
+	l.seg, l.segPath, l.segFirst, l.segSize, l.dirty = f, path, first, segmentHeaderSize, false
+	l.tailDue = true
 	return nil
 }
 

@@ -30,18 +30,23 @@ type recovered struct {
 	lastLSN  uint64 // last valid record, or segments[0].first-1 if there is none
 	active   fsys.File
 	size     int64 // size of the active (last) segment
+	// tail is the tail file's mark, written now if there was none.
+	tail tailMark
+	// missing is what the log lacks of what the tail file says it held.
+	missing *Missing
 }
 
 // listSegments sorts the entries names of the log directory dir: the
-// segments, in LSN order, and the leftovers of segment creations that
-// crashed before their rename (a segment's name with tmpExt after it).
+// segments, in LSN order, and the leftovers of segment creations and tail
+// file writes that crashed before their rename (a segment's name, or the
+// tail file's, with tmpExt after it).
 // Other files are not the log's and are left out; a file that ends in
 // segmentExt without a segment's name is corruption (renamed by hand?).
 func listSegments(dir string, names []string) (segs []segmentInfo, leftovers []string, err error) {
 	for _, name := range names {
 		path := filepath.Join(dir, name)
 		if base, ok := strings.CutSuffix(name, tmpExt); ok {
-			if _, ok := parseSegmentName(base); ok {
+			if _, ok := parseSegmentName(base); ok || base == tailFile {
 				leftovers = append(leftovers, path)
 				continue
 			}
@@ -61,8 +66,11 @@ func listSegments(dir string, names []string) (segs []segmentInfo, leftovers []s
 
 // recoverDir scans the segments in opts.Dir, repairs a torn tail of the last
 // segment (the only modification it ever makes, besides removing leftovers of
-// an interrupted segment creation) and opens the last segment for appending.
-// It creates the directory and a first segment if there are none.
+// an interrupted segment creation or tail file write) and opens the last
+// segment for appending. It creates the directory and a first segment if
+// there are none, and the tail file if there is none. Bytes that are not a
+// valid record where the tail file says records were are not a torn write:
+// they are left as they are, and reported as missing records.
 func recoverDir(opts Options) (*recovered, error) {
 	fsy, dir, logger := opts.FS, opts.Dir, opts.Logger
 	names, err := fsy.ReadDirNames(dir)
@@ -82,14 +90,19 @@ func recoverDir(opts Options) (*recovered, error) {
 	if err != nil {
 		return nil, err
 	}
+	mark, err := readTail(fsy, dir)
+	if err != nil {
+		return nil, err
+	}
 	for _, path := range leftovers {
-		// A segment creation that crashed before its rename; it never held
-		// records.
+		// A segment creation or tail file write that crashed before its
+		// rename; it never held records.
 		if err := fsy.Remove(path); err != nil {
 			return nil, fmt.Errorf("wal: remove leftover %s: %w", path, err)
 		}
-		logger.Warn("wal: removed leftover of an interrupted segment creation", slog.String("file", path))
+		logger.Warn("wal: removed leftover of an interrupted segment creation or tail file write", slog.String("file", path))
 	}
+	found := len(segs) > 0
 
 	sc := scanner{fs: fsy, maxRecordBytes: opts.MaxRecordBytes}
 	next := uint64(1) // LSN the next record must have
@@ -97,9 +110,7 @@ func recoverDir(opts Options) (*recovered, error) {
 	for i, seg := range segs {
 		last := i == len(segs)-1
 		if i > 0 && seg.first != next {
-			return nil, &CorruptionError{Segment: seg.path, LSN: next, Reason: fmt.Sprintf(
-				"segment starts at lsn %d but the previous segment ends at lsn %d: records are missing or repeated",
-				seg.first, next-1)}
+			return nil, gapError(seg, next)
 		}
 		res, err := sc.scan(seg, last)
 		if err != nil {
@@ -126,21 +137,57 @@ func recoverDir(opts Options) (*recovered, error) {
 		next = res.lastLSN + 1
 		lastRes = res
 	}
-	if len(segs) > 0 {
-		return openTail(opts, segs, lastRes)
+	var torn *scanResult
+	if len(segs) > 0 && lastRes.tornAt >= 0 {
+		torn = &lastRes
+	}
+	missing := missingFrom(dir, mark, segs, next-1, torn, lastPath(segs))
+	if missing != nil {
+		lastRes.tornAt = -1 // not a torn write: AcceptMissing cuts it
 	}
 
-	// No segment left: start a fresh one where the log would continue.
-	f, path, err := createSegment(fsy, dir, next)
-	if err != nil {
+	var rec *recovered
+	if len(segs) > 0 {
+		if rec, err = openTail(opts, segs, lastRes); err != nil {
+			return nil, err
+		}
+	} else {
+		// No segment left: start a fresh one where the log would continue.
+		f, path, err := createSegment(fsy, dir, next)
+		if err != nil {
+			return nil, err
+		}
+		rec = &recovered{
+			segments: []segmentInfo{{first: next, path: path}},
+			lastLSN:  next - 1,
+			active:   f,
+			size:     segmentHeaderSize,
+		}
+	}
+	rec.missing = missing
+	if mark != nil {
+		rec.tail = *mark
+		return rec, nil
+	}
+	// A fresh log, or one written before the tail file existed: from now on
+	// its end is recorded.
+	rec.tail = tailMark{segment: rec.segments[len(rec.segments)-1].first, last: rec.lastLSN}
+	if err := writeTail(fsy, dir, rec.tail); err != nil {
+		rec.active.Close()
 		return nil, err
 	}
-	return &recovered{
-		segments: []segmentInfo{{first: next, path: path}},
-		lastLSN:  next - 1,
-		active:   f,
-		size:     segmentHeaderSize,
-	}, nil
+	if found {
+		logger.Info("wal: wrote the tail file, which records how far the log reaches (first start of a log written before it existed)",
+			slog.String("file", filepath.Join(dir, tailFile)), slog.Uint64("last_lsn", rec.lastLSN))
+	}
+	return rec, nil
+}
+
+func lastPath(segs []segmentInfo) string {
+	if len(segs) == 0 {
+		return ""
+	}
+	return segs[len(segs)-1].path
 }
 
 // openTail opens the last segment for appending, truncating the torn tail

@@ -3,6 +3,7 @@ package wal
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -10,8 +11,26 @@ import (
 	"testing"
 )
 
-// writeLog creates a log of n test entries in a fresh directory and closes it.
+// writeLog creates a log of n test entries in a fresh directory and leaves
+// it as a crash after the last append would: every record durable, but the
+// tail file as the writer left it, not naming the log's last record as
+// Close does (writeLogClosed).
 func writeLog(t *testing.T, opts Options, n int) string {
+	t.Helper()
+	opts.Dir = t.TempDir()
+	l := openLog(t, opts)
+	appendN(t, l, 1, n)
+	tail := mustRead(t, filepath.Join(opts.Dir, tailFile))
+	mustClose(t, l)
+	if err := os.WriteFile(filepath.Join(opts.Dir, tailFile), tail, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return opts.Dir
+}
+
+// writeLogClosed is writeLog with a clean Close: the tail file names record
+// n.
+func writeLogClosed(t *testing.T, opts Options, n int) string {
 	t.Helper()
 	opts.Dir = t.TempDir()
 	l := openLog(t, opts)
@@ -277,7 +296,10 @@ func TestSegmentNamingAndLeftovers(t *testing.T) {
 		if ce.Segment != filepath.Join(dir, filepath.Base(segs[2])) || ce.Offset != 0 {
 			t.Fatalf("corruption %+v, want the segment after the gap at offset 0", ce)
 		}
-		wantErrContains(t, err, "missing or repeated")
+		first, _ := parseSegmentName(filepath.Base(segs[1]))
+		second, _ := parseSegmentName(filepath.Base(segs[2]))
+		wantErrContains(t, err, fmt.Sprintf("records %d-%d are missing", first, second-1))
+		wantErrContains(t, err, "put the missing segment "+filepath.Base(segs[1])+" back")
 	})
 	t.Run("badly named file", func(t *testing.T) {
 		dir := copyDir(t, src)

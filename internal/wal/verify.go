@@ -23,13 +23,19 @@ type VerifyReport struct {
 	Records           uint64
 	// Notes list what Open would repair without losing acknowledged data
 	// (a torn write at the tail, leftovers of an interrupted segment
-	// creation), each naming the file and offset.
+	// creation), each naming the file and offset, and a log without a
+	// tail file.
 	Notes []string
+	// Missing is what the log lacks of the records its tail file says it
+	// held durably (nil if nothing): Open would refuse appends until the
+	// loss is accepted.
+	Missing *Missing
 }
 
 // Verify checks every segment in opts.Dir, as Open would, without
-// modifying anything: headers, every frame's length, checksum and LSN, and
-// the LSN sequence across segments. check, if not nil, is called with every
+// modifying anything: headers, every frame's length, checksum and LSN, the
+// LSN sequence across segments, and that the log reaches what its tail
+// file says it held (VerifyReport.Missing). check, if not nil, is called with every
 // valid record (to decode its payload, say); an error from it is reported as
 // corruption of that record. Damage is returned as a *CorruptionError naming
 // the segment and offset of the first problem. Only opts.Dir, opts.FS and
@@ -76,16 +82,23 @@ func verifyDir(opts Options, check func(lsn uint64, e Entry) error) (*VerifyRepo
 	if err != nil {
 		return rep, nil, err
 	}
-	for _, path := range leftovers {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("%s: leftover of an interrupted segment creation (Open removes it)", path))
+	mark, err := readTail(opts.FS, opts.Dir)
+	if err != nil {
+		return rep, nil, err
 	}
+	for _, path := range leftovers {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s: leftover of an interrupted segment creation or tail file write (Open removes it)", path))
+	}
+	if mark == nil && len(segs) > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s: no tail file (a log written before it existed, or it was deleted): the end of the log cannot be checked; the next start writes one",
+			opts.Dir))
+	}
+	var torn *scanResult
 	sc := scanner{fs: opts.FS, maxRecordBytes: opts.MaxRecordBytes, check: check}
 	for i, seg := range segs {
 		last := i == len(segs)-1
 		if i > 0 && seg.first != rep.LastLSN+1 {
-			return rep, nil, &CorruptionError{Segment: seg.path, LSN: rep.LastLSN + 1, Reason: fmt.Sprintf(
-				"segment starts at lsn %d but the previous segment ends at lsn %d: records are missing or repeated",
-				seg.first, rep.LastLSN)}
+			return rep, nil, gapError(seg, rep.LastLSN+1)
 		}
 		res, err := sc.scan(seg, last)
 		if err != nil {
@@ -100,8 +113,7 @@ func verifyDir(opts Options, check func(lsn uint64, e Entry) error) (*VerifyRepo
 			break
 		}
 		if res.tornAt >= 0 {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: torn write at offset %d (%s, %d bytes after the last valid record at lsn %d); Open truncates it",
-				seg.path, res.tornAt, res.tornReason, res.size-res.tornAt, res.lastLSN))
+			torn = &res
 		}
 		if i == 0 {
 			rep.FirstLSN = seg.first
@@ -109,6 +121,11 @@ func verifyDir(opts Options, check func(lsn uint64, e Entry) error) (*VerifyRepo
 		rep.LastLSN = res.lastLSN
 		rep.Records += res.lastLSN + 1 - seg.first
 		rep.Segments = append(rep.Segments, SegmentReport{Path: seg.path, FirstLSN: seg.first, LastLSN: res.lastLSN, Bytes: res.size})
+	}
+	rep.Missing = missingFrom(opts.Dir, mark, segs, rep.LastLSN, torn, lastPath(segs))
+	if torn != nil && rep.Missing == nil {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s: torn write at offset %d (%s, %d bytes after the last valid record at lsn %d); Open truncates it",
+			lastPath(segs), torn.tornAt, torn.tornReason, torn.size-torn.tornAt, torn.lastLSN))
 	}
 	return rep, segs, nil
 }
