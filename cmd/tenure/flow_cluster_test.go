@@ -51,7 +51,7 @@ func TestClusterFlowControl(t *testing.T) {
 		if clients[i], err = client.New(u, client.Options{MaxRetries: 20}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := clients[i].GetQueue(ctx, ns, q)
+		got, err := clients[i].GetQueue(ctx, client.GetQueueRequest{Namespace: ns, Queue: q})
 		if err != nil || got.Limits == nil || got.Limits.MaxConcurrency != maxConc || got.Limits.Rate != 40 || got.Limits.Burst != 8 ||
 			got.Partitions != clPartitions || got.LimitedPartitions != clPartitions {
 			t.Fatalf("GetQueue through node %d: %+v, %v; want the limits in all %d partitions", i+1, got, err, clPartitions)
@@ -83,7 +83,7 @@ func TestClusterFlowControl(t *testing.T) {
 				return
 			default:
 			}
-			got, err := clients[i%3].GetQueue(ctx, ns, q)
+			got, err := clients[i%3].GetQueue(ctx, client.GetQueueRequest{Namespace: ns, Queue: q})
 			if err != nil {
 				fail(err)
 				return
@@ -113,7 +113,7 @@ func TestClusterFlowControl(t *testing.T) {
 				time.Sleep(30 * time.Millisecond) // the work
 				for _, lt := range lts {
 					held.Add(-1)
-					if err := cl.Complete(ctx, lt.ID, lt.LeaseID, nil); err != nil {
+					if err := cl.Complete(ctx, client.CompleteRequest{TaskID: lt.ID, LeaseID: lt.LeaseID}); err != nil {
 						fail(err)
 						return
 					}

@@ -60,14 +60,14 @@ func (c *queuesCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []st
 	if err != nil {
 		return err
 	}
-	qs, err := cl.ListQueues(ctx, client.ListQueuesRequest{Namespace: c.namespace})
+	qs, err := client.Collect(cl.ListQueues(ctx, client.ListQueuesRequest{Namespace: c.namespace}))
 	if err != nil {
 		return err
 	}
 	if c.client.json {
 		var out queueListJSON
-		for i := range qs {
-			out.Queues = append(out.Queues, queueToJSON(&qs[i]))
+		for _, q := range qs {
+			out.Queues = append(out.Queues, queueToJSON(q))
 		}
 		return writeJSON(a.stdout, out)
 	}
@@ -81,7 +81,7 @@ func (c *queuesCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []st
 		n := q.Tasks
 		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%d\t%d\t%d\n", q.Namespace, q.Queue,
 			n.Waiting, n.Leased, n.Committed, n.Completed, n.Failed, n.Dead, fmtAge(q.OldestWaitingAge), q.ActiveLeases,
-			pausedColumn(&q), limitsColumn(q.Limits), q.LastHour.Completed, q.LastHour.Failed, q.LastHour.LeaseExpired)
+			pausedColumn(q), limitsColumn(q.Limits), q.LastHour.Completed, q.LastHour.Failed, q.LastHour.LeaseExpired)
 	}
 	return w.Flush()
 }
@@ -154,7 +154,7 @@ func (c *queueGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []
 	if err != nil {
 		return err
 	}
-	q, err := cl.GetQueue(ctx, c.queue.namespace, name)
+	q, err := cl.GetQueue(ctx, client.GetQueueRequest{Namespace: c.queue.namespace, Queue: name})
 	if err != nil {
 		return err
 	}

@@ -66,7 +66,7 @@ func queueRow(t *testing.T, table, namespace, queue string) map[string]string {
 func failTask(t *testing.T, c *client.Client, queue string) string {
 	t.Helper()
 	lt := leaseOne(t, c, queue)
-	if _, err := c.Fail(t.Context(), lt.ID, lt.LeaseID, "boom", true); err != nil {
+	if _, err := c.Fail(t.Context(), client.FailRequest{TaskID: lt.ID, LeaseID: lt.LeaseID, Reason: "boom", Permanent: true}); err != nil {
 		t.Fatal(err)
 	}
 	return lt.ID
@@ -76,7 +76,7 @@ func failTask(t *testing.T, c *client.Client, queue string) string {
 func completeTask(t *testing.T, c *client.Client, queue string) string {
 	t.Helper()
 	lt := leaseOne(t, c, queue)
-	if err := c.Complete(t.Context(), lt.ID, lt.LeaseID, nil); err != nil {
+	if err := c.Complete(t.Context(), client.CompleteRequest{TaskID: lt.ID, LeaseID: lt.LeaseID}); err != nil {
 		t.Fatal(err)
 	}
 	return lt.ID
@@ -168,12 +168,11 @@ func TestCLIQueues(t *testing.T) {
 // tasksIn returns the states of the tasks of queue, by id.
 func tasksIn(t *testing.T, c *client.Client, queue string) map[string]client.TaskState {
 	t.Helper()
-	tasks, _, err := c.ListTasks(t.Context(), client.ListTasksRequest{Queue: queue, PageSize: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]client.TaskState{}
-	for _, task := range tasks {
+	for task, err := range c.ListTasks(t.Context(), client.ListTasksRequest{Queue: queue, PageSize: 1000}) {
+		if err != nil {
+			t.Fatal(err)
+		}
 		out[task.ID] = task.State
 	}
 	return out
@@ -209,10 +208,10 @@ func TestCLITaskRetry(t *testing.T) {
 	if out := mustCLI(t, "task", "retry", failed, "--addr", addr, "--reason", "fixed", "--requested-by", "ops@box"); out != failed+" is WAITING\n" {
 		t.Fatalf("task retry printed %q, want %q", out, failed+" is WAITING\n")
 	}
-	if task, err := c.GetTask(ctx, failed); err != nil || task.State != client.TaskStateWaiting {
+	if task, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: failed}); err != nil || task.State != client.TaskStateWaiting {
 		t.Fatalf("the retried task: %+v, %v; want WAITING", task, err)
 	}
-	h, err := c.GetTaskHistory(ctx, failed)
+	h, err := c.GetTaskHistory(ctx, client.GetTaskHistoryRequest{TaskID: failed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +222,7 @@ func TestCLITaskRetry(t *testing.T) {
 	if code != 1 || out != "" || !strings.Contains(errs, "tenure task retry: ") || !strings.Contains(errs, "COMPLETED") || !strings.Contains(errs, "submit a new task") {
 		t.Fatalf("task retry of a COMPLETED task: exit %d, stdout %q, stderr %q; want exit 1 with the server's reason", code, out, errs)
 	}
-	if task, err := c.GetTask(ctx, done); err != nil || task.State != client.TaskStateCompleted {
+	if task, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: done}); err != nil || task.State != client.TaskStateCompleted {
 		t.Fatalf("the COMPLETED task after the refused retry: %+v, %v", task, err)
 	}
 }
@@ -244,7 +243,7 @@ func TestCLIAttemptsAfterRetry(t *testing.T) {
 		if lt.ID != id {
 			t.Fatalf("leased %s, want %s", lt.ID, id)
 		}
-		if _, err := c.Fail(ctx, lt.ID, lt.LeaseID, "upstream timed out", false); err != nil {
+		if _, err := c.Fail(ctx, client.FailRequest{TaskID: lt.ID, LeaseID: lt.LeaseID, Reason: "upstream timed out"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -253,7 +252,7 @@ func TestCLIAttemptsAfterRetry(t *testing.T) {
 	// `tasks list`.
 	check := func(when string, state client.TaskState, used, all uint32, attemptRow, listCell string) {
 		t.Helper()
-		task, err := c.GetTask(ctx, id)
+		task, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -303,11 +302,11 @@ func TestCLIRequestedByDefault(t *testing.T) {
 	id := submitTask(t, c, client.SubmitRequest{Queue: "q"})
 	mustCLI(t, "task", "kill", id, "--addr", addr)
 	mustCLI(t, "queue", "pause", "q", "--addr", addr)
-	h, err := c.GetTaskHistory(t.Context(), id)
+	h, err := c.GetTaskHistory(t.Context(), client.GetTaskHistoryRequest{TaskID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := c.GetQueue(t.Context(), "", "q")
+	q, err := c.GetQueue(t.Context(), client.GetQueueRequest{Namespace: "", Queue: "q"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +352,7 @@ func TestCLIBulkActions(t *testing.T) {
 	if n := len(states); n != 4 || dead == "" {
 		t.Fatalf("after tasks kill: %v; want 3 DEAD and 1 COMPLETED", states)
 	}
-	if task, err := c.GetTask(t.Context(), dead); err != nil || task.FailureReason != "bad batch" {
+	if task, err := c.GetTask(t.Context(), client.GetTaskRequest{TaskID: dead}); err != nil || task.FailureReason != "bad batch" {
 		t.Fatalf("a killed task: %+v, %v; want failure reason \"bad batch\"", task, err)
 	}
 	unchanged("tasks kill --queue bulk")
@@ -583,7 +582,7 @@ func TestCLIQueueLimit(t *testing.T) {
 			t.Errorf("tenure %s: exit %d, %q; want exit %d naming %s", strings.Join(args, " "), code, errs, bad.code, bad.want)
 		}
 	}
-	if q, err := c.GetQueue(ctx, "", "api"); err != nil || q.Limits == nil || q.Limits.MaxConcurrency != 2 || q.Limits.Rate != 0.5 || q.Limits.Burst != 1 {
+	if q, err := c.GetQueue(ctx, client.GetQueueRequest{Namespace: "", Queue: "api"}); err != nil || q.Limits == nil || q.Limits.MaxConcurrency != 2 || q.Limits.Rate != 0.5 || q.Limits.Burst != 1 {
 		t.Fatalf("limits after the refused changes: %+v, %v", q.Limits, err)
 	}
 

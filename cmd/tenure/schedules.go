@@ -204,10 +204,11 @@ func (c *scheduleCreateCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, 
 	if err != nil {
 		return err
 	}
-	sc, created, err := cl.CreateSchedule(ctx, req)
+	res, err := cl.CreateSchedule(ctx, req)
 	if err != nil {
 		return err
 	}
+	sc, created := &res.Schedule, res.Created
 	if c.control.client.json {
 		return writeJSON(a.stdout, scheduleCreateJSON{Schedule: scheduleToJSON(sc), Created: created})
 	}
@@ -295,7 +296,7 @@ func (c *scheduleUpdateCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, 
 	if err != nil {
 		return err
 	}
-	sc, err := cl.GetSchedule(ctx, c.schedule.namespace, c.schedule.queue, name)
+	sc, err := cl.GetSchedule(ctx, client.GetScheduleRequest{Namespace: c.schedule.namespace, Queue: c.schedule.queue, Name: name})
 	if err != nil {
 		return err
 	}
@@ -360,14 +361,14 @@ func (c *scheduleListCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, arg
 	if err != nil {
 		return err
 	}
-	ss, err := cl.ListSchedules(ctx, client.ListSchedulesRequest{Namespace: c.namespace, Queue: c.queue})
+	ss, err := client.Collect(cl.ListSchedules(ctx, client.ListSchedulesRequest{Namespace: c.namespace, Queue: c.queue}))
 	if err != nil {
 		return err
 	}
 	if c.client.json {
 		var out scheduleListJSON
-		for i := range ss {
-			out.Schedules = append(out.Schedules, scheduleToJSON(&ss[i]))
+		for _, sc := range ss {
+			out.Schedules = append(out.Schedules, scheduleToJSON(sc))
 		}
 		return writeJSON(a.stdout, out)
 	}
@@ -377,8 +378,7 @@ func (c *scheduleListCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, arg
 	}
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NAME\tQUEUE\tCRON\tZONE\tNEXT\tLAST\tPAUSED")
-	for i := range ss {
-		sc := &ss[i]
+	for _, sc := range ss {
 		next, last, paused := "-", "-", "no"
 		// Ticks in the schedule's zone, the one its expression speaks.
 		loc := scheduleLoc(sc)
@@ -438,7 +438,7 @@ func (c *scheduleGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args
 	if err != nil {
 		return err
 	}
-	sc, err := cl.GetSchedule(ctx, c.schedule.namespace, c.schedule.queue, name)
+	sc, err := cl.GetSchedule(ctx, client.GetScheduleRequest{Namespace: c.schedule.namespace, Queue: c.schedule.queue, Name: name})
 	if err != nil {
 		return err
 	}

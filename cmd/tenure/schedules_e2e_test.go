@@ -85,18 +85,13 @@ func checkEveryTickOnce(t *testing.T, tasks []client.Task, queue string, first t
 // listQueue returns every task of namespace and queue, through c.
 func listQueue(ctx context.Context, c *client.Client, namespace, queue string) ([]client.Task, error) {
 	var out []client.Task
-	req := client.ListTasksRequest{Namespace: namespace, Queue: queue, PageSize: 1000}
-	for {
-		page, next, err := c.ListTasks(ctx, req)
+	for t, err := range c.ListTasks(ctx, client.ListTasksRequest{Namespace: namespace, Queue: queue, PageSize: 1000}) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, page...)
-		if next == "" {
-			return out, nil
-		}
-		req.PageToken = next
+		out = append(out, *t)
 	}
+	return out, nil
 }
 
 // checkRecent checks a schedule's recent decisions against its tasks: the
@@ -126,11 +121,12 @@ func TestScheduleEmbeddedE2E(t *testing.T) {
 	ctx := t.Context()
 	srv := startServerProc(t, dir)
 	c := sdk(t, srv.url())
-	sc, created, err := c.CreateSchedule(ctx, client.ScheduleRequest{Queue: "e2e", Name: e2eScheduleName, Cron: "* * * * * *",
+	res, err := c.CreateSchedule(ctx, client.ScheduleRequest{Queue: "e2e", Name: e2eScheduleName, Cron: "* * * * * *",
 		Overlap: client.OverlapAllow, Payload: []byte("tick")})
-	if err != nil || !created {
-		t.Fatalf("CreateSchedule: %v, %v", created, err)
+	if err != nil || !res.Created {
+		t.Fatalf("CreateSchedule: %v, %v", res.Created, err)
 	}
+	sc := &res.Schedule
 	first := sc.NextFires[0]
 	waitTasks := func(c *client.Client, n int) int {
 		t.Helper()
@@ -161,7 +157,7 @@ func TestScheduleEmbeddedE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	ticks, byTick := checkEveryTickOnce(t, tasks, "e2e", first)
-	sc, err = c.GetSchedule(ctx, "", "e2e", e2eScheduleName)
+	sc, err = c.GetSchedule(ctx, client.GetScheduleRequest{Namespace: "", Queue: "e2e", Name: e2eScheduleName})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,9 +208,9 @@ func TestClusterScheduleKills(t *testing.T) {
 	}
 	var sc *client.Schedule
 	onAny("creating the schedule", func(cl *client.Client) error {
-		var err error
-		sc, _, err = cl.CreateSchedule(ctx, client.ScheduleRequest{Namespace: clNamespace, Queue: queue, Name: e2eScheduleName,
+		res, err := cl.CreateSchedule(ctx, client.ScheduleRequest{Namespace: clNamespace, Queue: queue, Name: e2eScheduleName,
 			Cron: "* * * * * *", Overlap: client.OverlapAllow, CatchUpWindow: catchUp})
+		sc = &res.Schedule
 		return err
 	})
 	first := sc.NextFires[0]
@@ -288,7 +284,7 @@ func TestClusterScheduleKills(t *testing.T) {
 	}
 	onAny("reading the schedule", func(cl *client.Client) error {
 		var err error
-		sc, err = cl.GetSchedule(ctx, clNamespace, queue, e2eScheduleName)
+		sc, err = cl.GetSchedule(ctx, client.GetScheduleRequest{Namespace: clNamespace, Queue: queue, Name: e2eScheduleName})
 		return err
 	})
 	checkRecent(t, sc, ticks, byTick)

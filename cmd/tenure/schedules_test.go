@@ -19,7 +19,7 @@ func waitSchedule(t *testing.T, c *client.Client, queue, name, what string, cond
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		sc, err := c.GetSchedule(t.Context(), "", queue, name)
+		sc, err := c.GetSchedule(t.Context(), client.GetScheduleRequest{Namespace: "", Queue: queue, Name: name})
 		if err == nil && cond(sc) {
 			return sc
 		}
@@ -107,7 +107,7 @@ func TestCLISchedules(t *testing.T) {
 	if !strings.HasPrefix(up, "updated schedule default/q/tick\n") {
 		t.Fatalf("schedule update printed:\n%s", up)
 	}
-	sc, err := c.GetSchedule(t.Context(), "", "q", "tick")
+	sc, err := c.GetSchedule(t.Context(), client.GetScheduleRequest{Namespace: "", Queue: "q", Name: "tick"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestCLISchedulesJSONIsTheAPIsJSON(t *testing.T) {
 	pinJSON(t, "schedule pause", p, "changed", "schedule.paused", "schedule.pause.reason", "schedule.pause.pausedAt")
 	sameJSON(t, "schedule resume", mustCLI(t, "schedule", "resume", "tick", "--queue", "q", "--json", "--addr", addr),
 		&tenurev1.ResumeScheduleResponse{Changed: true, Schedule: get("tick")})
-	if _, _, err := c.CreateSchedule(ctx, client.ScheduleRequest{Namespace: "billing", Queue: "inv", Name: "monthly", Cron: "@monthly"}); err != nil {
+	if _, err := c.CreateSchedule(ctx, client.ScheduleRequest{Namespace: "billing", Queue: "inv", Name: "monthly", Cron: "@monthly"}); err != nil {
 		t.Fatal(err)
 	}
 	all, err := api.ListSchedules(ctx, connect.NewRequest(&tenurev1.ListSchedulesRequest{}))

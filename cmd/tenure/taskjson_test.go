@@ -39,13 +39,13 @@ func TestCLIJSONIsTheAPIsJSON(t *testing.T) {
 	done := submitTask(t, c, client.SubmitRequest{Queue: "done", Payload: []byte("hello"), RequestID: "r1", Priority: 3,
 		ExecutionWindow: 2500 * time.Millisecond, Retry: &client.RetryPolicy{MaxAttempts: 4, InitialBackoff: 1500 * time.Millisecond, Multiplier: 1.5}})
 	lt := leaseOne(t, c, "done")
-	if err := c.Start(ctx, lt.ID, lt.LeaseID); err != nil {
+	if err := c.Start(ctx, client.StartRequest{TaskID: lt.ID, LeaseID: lt.LeaseID}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Commit(ctx, lt.ID, lt.LeaseID, []byte("result")); err != nil {
+	if _, err := c.Commit(ctx, client.CommitRequest{TaskID: lt.ID, LeaseID: lt.LeaseID, Result: []byte("result")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Complete(ctx, lt.ID, lt.LeaseID, nil); err != nil {
+	if err := c.Complete(ctx, client.CompleteRequest{TaskID: lt.ID, LeaseID: lt.LeaseID}); err != nil {
 		t.Fatal(err)
 	}
 	delayed := submitTask(t, c, client.SubmitRequest{Queue: "later", Payload: []byte{0, 1, 2}, NotBefore: time.Now().Add(time.Hour)})
@@ -53,10 +53,10 @@ func TestCLIJSONIsTheAPIsJSON(t *testing.T) {
 	leaseOne(t, c, "held")
 	killed := submitTask(t, c, client.SubmitRequest{Queue: "killed", Retry: &client.RetryPolicy{InitialBackoff: time.Hour}})
 	lt = leaseOne(t, c, "killed")
-	if _, err := c.Fail(ctx, lt.ID, lt.LeaseID, "transient", false); err != nil {
+	if _, err := c.Fail(ctx, client.FailRequest{TaskID: lt.ID, LeaseID: lt.LeaseID, Reason: "transient"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.KillTask(ctx, killed, "not needed"); err != nil {
+	if _, err := c.KillTask(ctx, client.KillTaskRequest{TaskID: killed, Reason: "not needed"}); err != nil {
 		t.Fatal(err)
 	}
 

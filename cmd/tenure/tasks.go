@@ -285,7 +285,7 @@ func (c *taskGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []s
 	if err != nil {
 		return err
 	}
-	t, err := cl.GetTask(ctx, id)
+	t, err := cl.GetTask(ctx, client.GetTaskRequest{TaskID: id})
 	if err != nil {
 		return err
 	}
@@ -365,7 +365,7 @@ func (c *taskHistoryCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args
 	if err != nil {
 		return err
 	}
-	entries, err := cl.GetTaskHistory(ctx, id)
+	entries, err := cl.GetTaskHistory(ctx, client.GetTaskHistoryRequest{TaskID: id})
 	if err != nil {
 		return err
 	}
@@ -414,10 +414,11 @@ func (c *taskKillCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []
 	if err != nil {
 		return err
 	}
-	if err := cl.KillTask(ctx, id, c.control.reason); err != nil {
+	t, err := cl.KillTask(ctx, client.KillTaskRequest{TaskID: id, Reason: c.control.reason})
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "%s is DEAD\n", id)
+	fmt.Fprintf(a.stdout, "%s is %s\n", t.ID, t.State)
 	return nil
 }
 
@@ -539,15 +540,15 @@ func (c *tasksListCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args 
 		if !unlimited {
 			req.PageSize = min(maxListPage, c.limit-len(tasks))
 		}
-		page, next, err := cl.ListTasks(ctx, req)
+		page, err := cl.ListTasksPage(ctx, req)
 		if err != nil {
 			return err
 		}
-		tasks = append(tasks, page...)
-		// A page never holds more than asked for, so next continues right
-		// after the last task kept.
-		req.PageToken = next
-		if next == "" || (!unlimited && len(tasks) >= c.limit) {
+		tasks = append(tasks, page.Tasks...)
+		// A page never holds more than asked for, so its next page token
+		// continues right after the last task kept.
+		req.PageToken = page.NextPageToken
+		if req.PageToken == "" || (!unlimited && len(tasks) >= c.limit) {
 			break
 		}
 	}
@@ -586,15 +587,15 @@ func (c *tasksListCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args 
 // the next task tells whether any matches.
 func (c *tasksListCmd) hintNextPage(ctx context.Context, cl *client.Client, fs *pflag.FlagSet, req client.ListTasksRequest, stderr io.Writer) error {
 	req.PageSize = 1
-	peek, after, err := cl.ListTasks(ctx, req)
+	peek, err := cl.ListTasksPage(ctx, req)
 	if err != nil {
 		return err
 	}
-	if len(peek) == 0 && after == "" {
+	if len(peek.Tasks) == 0 && peek.NextPageToken == "" {
 		return nil
 	}
 	more := "more tasks exist"
-	if len(peek) == 0 {
+	if len(peek.Tasks) == 0 {
 		more = "more tasks may exist"
 	}
 	cmdline := []string{"tenure tasks list"}

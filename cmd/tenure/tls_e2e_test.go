@@ -239,7 +239,7 @@ func TestTLSServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(e2eStartTimeout); ; time.Sleep(20 * time.Millisecond) {
-		task, err := c.GetTask(context.Background(), id)
+		task, err := c.GetTask(context.Background(), client.GetTaskRequest{TaskID: id})
 		if err == nil && task.State == client.TaskStateCompleted {
 			if string(task.Result) != "FROM THE CLI" {
 				t.Errorf("result %q, want FROM THE CLI", task.Result)
@@ -557,7 +557,7 @@ func TestClusterTLS(t *testing.T) {
 	// partition forwards the call.
 	for id := range ids {
 		for i, c := range clients {
-			if _, err := c.GetTask(ctx, id); err != nil {
+			if _, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: id}); err != nil {
 				t.Fatalf("GetTask(%s) via node %d: %v", id, i+1, err)
 			}
 		}
@@ -736,7 +736,7 @@ func TestClusterMySQLTLS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Submit to the node on the TLS database: %v", err)
 	}
-	if _, err := c.GetTask(ctx, res.TaskID); err != nil {
+	if _, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: res.TaskID}); err != nil {
 		t.Fatalf("GetTask: %v", err)
 	}
 	if code, out := runBin(t, "cluster", "status", "--mysql", dsn+"?tls=custom", "--mysql-tls-ca", k.path("ca.pem")); code != 0 || !strings.Contains(out, "n1") {

@@ -64,7 +64,7 @@ func TestCLITimesCarryTheirZone(t *testing.T) {
 	// history's, the queues' and the lists'.
 	id := strings.TrimSpace(tenure("submit", "hello", "--queue", "emails"))
 	lt := leaseOne(t, c, "emails")
-	if _, err := c.Fail(t.Context(), lt.ID, lt.LeaseID, "upstream timed out", false); err != nil {
+	if _, err := c.Fail(t.Context(), client.FailRequest{TaskID: lt.ID, LeaseID: lt.LeaseID, Reason: "upstream timed out"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.PauseQueue(t.Context(), client.PauseQueueRequest{Queue: "emails", Reason: "incident"}); err != nil {

@@ -693,23 +693,23 @@ func (r *runner) acknowledged(chunk []client.LeasedTask, leasedAt, ack time.Time
 func (r *runner) complete(ctx context.Context, c *client.Client, lts []client.LeasedTask) error {
 	if r.cfg.CompleteBatch == 1 {
 		lt := &lts[0]
-		if err := c.Complete(ctx, lt.ID, lt.LeaseID, nil); err != nil {
+		if err := c.Complete(ctx, client.CompleteRequest{TaskID: lt.ID, LeaseID: lt.LeaseID}); err != nil {
 			return fmt.Errorf("completing task %s: %w", lt.ID, err)
 		}
 		return nil
 	}
-	errs, err := c.CompleteBatch(ctx, completeItems(lts))
+	res, err := c.CompleteBatch(ctx, client.CompleteBatchRequest{Items: completeItems(lts)})
 	if err != nil {
 		return fmt.Errorf("completing %d tasks: %w", len(lts), err)
 	}
-	return firstItemError(lts, errs)
+	return firstItemError(lts, res.Errors)
 }
 
 // completeItems are the completions of lts, with no result.
-func completeItems(lts []client.LeasedTask) []client.CompleteItem {
-	items := make([]client.CompleteItem, len(lts))
+func completeItems(lts []client.LeasedTask) []client.CompleteRequest {
+	items := make([]client.CompleteRequest, len(lts))
 	for i := range lts {
-		items[i] = client.CompleteItem{TaskID: lts[i].ID, LeaseID: lts[i].LeaseID}
+		items[i] = client.CompleteRequest{TaskID: lts[i].ID, LeaseID: lts[i].LeaseID}
 	}
 	return items
 }
@@ -726,15 +726,15 @@ func firstItemError(lts []client.LeasedTask, errs []error) error {
 }
 
 // completeAndLease completes lts and leases up to n tasks in the same call
-// (client.CompleteAndLease), without waiting for one.
+// (client.CompleteBatch with a Lease), without waiting for one.
 func (r *runner) completeAndLease(ctx context.Context, c *client.Client, id string, lts []client.LeasedTask, n int) ([]client.LeasedTask, error) {
-	errs, next, err := c.CompleteAndLease(ctx, completeItems(lts), client.LeaseRequest{
+	res, err := c.CompleteBatch(ctx, client.CompleteBatchRequest{Items: completeItems(lts), Lease: &client.LeaseRequest{
 		WorkerID: id, Namespace: r.cfg.Namespace, Queue: r.cfg.Queue, MaxTasks: n,
-	})
+	}})
 	if err != nil {
 		return nil, fmt.Errorf("completing %d tasks and leasing more: %w", len(lts), err)
 	}
-	return next, firstItemError(lts, errs)
+	return res.Leased, firstItemError(lts, res.Errors)
 }
 
 // startRuntimeWorker starts a worker of the worker package with a no-op

@@ -106,7 +106,7 @@ func (r *runner) probe(ctx context.Context) (*Probe, error) {
 			return nil, fmt.Errorf("bench: probe: a Lease long-polling for %v did not receive the task submitted during its wait (round %d)", handoffWait, i)
 		}
 		ds[i] = l.at.Sub(t0)
-		if err := wc.Complete(ctx, l.lts[0].ID, l.lts[0].LeaseID, nil); err != nil {
+		if err := wc.Complete(ctx, client.CompleteRequest{TaskID: l.lts[0].ID, LeaseID: l.lts[0].LeaseID}); err != nil {
 			return nil, fmt.Errorf("bench: probe: completing the handoff task: %w", err)
 		}
 	}
@@ -137,7 +137,7 @@ func drain(ctx context.Context, c *client.Client, workerID, ns, queue string, n 
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				errs[i] = c.Complete(ctx, lt.ID, lt.LeaseID, nil)
+				errs[i] = c.Complete(ctx, client.CompleteRequest{TaskID: lt.ID, LeaseID: lt.LeaseID})
 			})
 		}
 		wg.Wait()

@@ -136,7 +136,8 @@ func TestBatchesFromAnOlderServer(t *testing.T) {
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("SubmitBatch: %+v, %v; want %+v", got, err, want)
 	}
-	errs, err := c.CompleteBatch(t.Context(), []client.CompleteItem{{TaskID: "a", LeaseID: "l"}, {TaskID: "b", LeaseID: "l"}, {TaskID: "c", LeaseID: "l"}})
+	res, err := c.CompleteBatch(t.Context(), client.CompleteBatchRequest{Items: []client.CompleteRequest{{TaskID: "a", LeaseID: "l"}, {TaskID: "b", LeaseID: "l"}, {TaskID: "c", LeaseID: "l"}}})
+	errs := res.Errors
 	if err != nil || len(errs) != 3 || errs[0] != nil || !errors.Is(errs[1], client.ErrNotFound) || errs[2] != nil {
 		t.Fatalf("CompleteBatch: %v, %v; want item 1 not found, the others done", errs, err)
 	}
@@ -166,7 +167,7 @@ func TestRetryWaitsBackOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &failing{code: connect.CodeUnavailable}
 		c := inMemory(t, f, client.Options{MaxRetries: 2, RetryBackoff: time.Second})
-		if err := c.Start(t.Context(), "t", "l"); !errors.Is(err, client.ErrUnavailable) {
+		if err := c.Start(t.Context(), client.StartRequest{TaskID: "t", LeaseID: "l"}); !errors.Is(err, client.ErrUnavailable) {
 			t.Fatalf("Start: %v; want unavailable", err)
 		}
 		if len(f.at) != 3 {
@@ -188,7 +189,7 @@ func TestRetryStopsWithContext(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		errc := make(chan error, 1)
 		go func() {
-			_, err := c.GetTask(ctx, "x")
+			_, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: "x"})
 			errc <- err
 		}()
 		synctest.Wait() // in its first backoff wait, which only ctx can end
@@ -199,6 +200,53 @@ func TestRetryStopsWithContext(t *testing.T) {
 		err := <-errc
 		if !errors.Is(err, context.Canceled) || !errors.Is(err, client.ErrUnavailable) {
 			t.Fatalf("GetTask: %v; want the unavailable error and context.Canceled", err)
+		}
+	})
+}
+
+// TestInterceptors: interceptors run once per call, the first outermost,
+// around the call's retries; each try sends the headers they added; they
+// see the call's name and error, and may end a call without making it.
+func TestInterceptors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var tries []string // the X-Trace header of each try
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			tries = append(tries, r.Header.Get("X-Trace"))
+			connect.NewErrorWriter().Write(w, r, connect.NewError(connect.CodeUnavailable, errors.New("injected by the test")))
+		})
+		var order []string
+		outer := func(ctx context.Context, call *client.Call, next func(context.Context) error) error {
+			order = append(order, "outer "+call.Op)
+			call.Header.Set("X-Trace", "t-1")
+			err := next(ctx)
+			order = append(order, fmt.Sprintf("outer saw unavailable: %v", errors.Is(err, client.ErrUnavailable)))
+			return err
+		}
+		inner := func(ctx context.Context, call *client.Call, next func(context.Context) error) error {
+			order = append(order, "inner "+call.Header.Get("X-Trace"))
+			return next(ctx)
+		}
+		c := inMemory(t, h, client.Options{MaxRetries: 2, Interceptors: []client.Interceptor{outer, inner}})
+		if _, err := c.GetTask(t.Context(), client.GetTaskRequest{TaskID: "x"}); !errors.Is(err, client.ErrUnavailable) {
+			t.Fatalf("GetTask: %v; want unavailable", err)
+		}
+		if want := "outer GetTask,inner t-1,outer saw unavailable: true"; strings.Join(order, ",") != want {
+			t.Errorf("interceptors ran %q, want %q", strings.Join(order, ","), want)
+		}
+		if want := "t-1,t-1,t-1"; strings.Join(tries, ",") != want {
+			t.Errorf("the tries carried X-Trace %q, want %q (three tries, each with the header)", strings.Join(tries, ","), want)
+		}
+
+		refused := errors.New("refused by the interceptor")
+		tries = nil
+		c = inMemory(t, h, client.Options{Interceptors: []client.Interceptor{
+			func(context.Context, *client.Call, func(context.Context) error) error { return refused },
+		}})
+		if _, err := c.Submit(t.Context(), client.SubmitRequest{Queue: "q"}); err != refused || len(tries) != 0 {
+			t.Errorf("Submit through an interceptor that refuses it: %v with %d tries; want its error and no try", err, len(tries))
+		}
+		if _, err := client.New("http://h:1", client.Options{Interceptors: []client.Interceptor{nil}}); err == nil || !strings.Contains(err.Error(), "Interceptors[0]") {
+			t.Errorf("New with a nil interceptor: %v; want an error naming it", err)
 		}
 	})
 }

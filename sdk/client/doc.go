@@ -2,21 +2,27 @@
 // API (TaskService, WorkerService, QueueService and ScheduleService) for
 // submitting, inspecting, killing and retrying tasks, for the worker
 // protocol (lease, heartbeat, commit, complete, fail), for queue
-// statistics, pause and resume, and for schedules. Most workers should use package worker, which runs that protocol
-// for them.
+// statistics, pause and resume, and for schedules. Most workers should
+// use package worker, which runs that protocol for them.
 //
 // The SDK speaks in its own types: Task, Execution, LeasedTask,
 // HistoryEntry, FencingToken, FailResult, Queue, BulkResult; states are
 // TaskState and ExecutionStatus constants; times are time.Time (zero when
 // unset) and durations time.Duration. The methods are named after the
-// API's calls:
+// API's calls, and have one shape: each takes ctx and a request struct
+// (XRequest) and returns what the API answers; the listings return an
+// iter.Seq2 that fetches the pages as the loop asks for them:
 //
-//	TaskService      Submit, SubmitBatch, GetTask, ListTasks, KillTask, RetryTask,
-//	                 RetryTasks, KillTasks, PurgeTasks, GetTaskHistory
+//	TaskService      Submit, SubmitBatch, GetTask, ListTasks (ListTasksPage),
+//	                 KillTask, RetryTask, RetryTasks, KillTasks, PurgeTasks,
+//	                 GetTaskHistory
 //	WorkerService    Lease, Start, Heartbeat, Commit, Complete, CompleteBatch, Fail
 //	QueueService     ListQueues, GetQueue, PauseQueue, ResumeQueue, SetQueueLimits
 //	ScheduleService  CreateSchedule, GetSchedule, ListSchedules, UpdateSchedule,
 //	                 PauseSchedule, ResumeSchedule, DeleteSchedule, BackfillSchedule
+//
+// Interceptors (Options.Interceptors) run around every call: for logging,
+// metrics, tracing, or headers of your own.
 //
 // The calls an operator makes (KillTask, RetryTask, the bulk actions,
 // PauseQueue, ResumeQueue, SetQueueLimits, the schedule calls that change one) record who
@@ -47,7 +53,7 @@
 //   - Start, Heartbeat, Commit, Complete and CompleteBatch are fenced by the
 //     lease id, and the server answers a repeated Commit or Complete of the
 //     same lease as it answered the first. CompleteBatch answers each item
-//     on its own (errs[i]), and a retry of the whole call repeats each item.
+//     on its own (CompleteBatchResult.Errors[i]), and a retry of the whole call repeats each item.
 //   - Fail, KillTask and RetryTask are not repeatable in the same way: when
 //     the first try took effect but its answer was lost, the retry is
 //     refused (the lease is no longer current; the task is already DEAD, or

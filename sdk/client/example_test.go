@@ -29,7 +29,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	task, err := c.GetTask(ctx, res.TaskID)
+	task, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: res.TaskID})
 	if errors.Is(err, client.ErrNotFound) {
 		return // finished long ago and purged after the retention period
 	}
@@ -53,7 +53,7 @@ func ExampleClient_Commit() {
 	}
 	lt := leased[0]
 	result := []byte("rendered email")
-	tok, err := c.Commit(ctx, lt.ID, lt.LeaseID, result)
+	tok, err := c.Commit(ctx, client.CommitRequest{TaskID: lt.ID, LeaseID: lt.LeaseID, Result: result})
 	switch {
 	case errors.Is(err, client.ErrLeaseLost), errors.Is(err, client.ErrAlreadyCommitted):
 		return // another attempt owns the task: apply no effect
@@ -62,7 +62,7 @@ func ExampleClient_Commit() {
 	}
 	// Apply the external effect keyed by tok.TaskID, then finish.
 	fmt.Println("sending email for", tok.TaskID)
-	if err := c.Complete(ctx, lt.ID, lt.LeaseID, nil); err != nil {
+	if err := c.Complete(ctx, client.CompleteRequest{TaskID: lt.ID, LeaseID: lt.LeaseID}); err != nil {
 		log.Print(err)
 	}
 }

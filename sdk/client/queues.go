@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"iter"
 
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 )
@@ -10,29 +11,30 @@ import (
 // The calls of QueueService: queue statistics, pause and resume, flow
 // control.
 
-// ListQueues lists the queues that exist (with a task, paused, with
+// ListQueues returns the queues that exist (with a task, paused, with
 // limits, or with an event in the last hour), ordered by namespace and
-// queue.
-func (c *Client) ListQueues(ctx context.Context, req ListQueuesRequest) ([]Queue, error) {
-	resp, err := call(ctx, c, "ListQueues", c.queues.ListQueues, &tenurev1.ListQueuesRequest{Namespace: req.Namespace})
-	if err != nil {
-		return nil, err
-	}
-	var out []Queue
-	if len(resp.GetQueues()) > 0 {
-		out = make([]Queue, len(resp.GetQueues()))
-		for i, q := range resp.GetQueues() {
-			out[i] = queueOf(q)
+// queue. A failed call ends the sequence with its error.
+func (c *Client) ListQueues(ctx context.Context, req ListQueuesRequest) iter.Seq2[*Queue, error] {
+	return func(yield func(*Queue, error) bool) {
+		resp, err := call(ctx, c, "ListQueues", c.queues.ListQueues, &tenurev1.ListQueuesRequest{Namespace: req.Namespace})
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for _, p := range resp.GetQueues() {
+			q := queueOf(p)
+			if !yield(&q, nil) {
+				return
+			}
 		}
 	}
-	return out, nil
 }
 
-// GetQueue returns one queue of namespace ("" for "default"). A queue that
-// does not exist (no task, not paused, no limits, no event in the last
-// hour) is refused with ErrNotFound.
-func (c *Client) GetQueue(ctx context.Context, namespace, queue string) (*Queue, error) {
-	resp, err := call(ctx, c, "GetQueue", c.queues.GetQueue, &tenurev1.GetQueueRequest{Namespace: namespace, Queue: queue})
+// GetQueue returns one queue. A queue that does not exist (no task, not
+// paused, no limits, no event in the last hour) is refused with
+// ErrNotFound.
+func (c *Client) GetQueue(ctx context.Context, req GetQueueRequest) (*Queue, error) {
+	resp, err := call(ctx, c, "GetQueue", c.queues.GetQueue, &tenurev1.GetQueueRequest{Namespace: req.Namespace, Queue: req.Queue})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"iter"
 
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 )
@@ -18,17 +19,20 @@ import (
 // refused with ErrAlreadyExists. An expression that does not parse, an
 // unknown time zone or a task a Submit would refuse is ErrInvalidArgument
 // naming the field ("cron", "time_zone", "execution_window", ...).
-func (c *Client) CreateSchedule(ctx context.Context, req ScheduleRequest) (sc *Schedule, created bool, err error) {
+func (c *Client) CreateSchedule(ctx context.Context, req ScheduleRequest) (CreateScheduleResult, error) {
 	resp, err := call(ctx, c, "CreateSchedule", c.schedules.CreateSchedule, &tenurev1.CreateScheduleRequest{
 		Namespace: req.Namespace, Queue: req.Queue, Name: req.Name, Cron: req.Cron, TimeZone: req.TimeZone,
 		Overlap: tenurev1.OverlapPolicy(req.Overlap), CatchUpWindow: optDuration(req.CatchUpWindow), Payload: req.Payload,
 		ExecutionWindow: optDuration(req.ExecutionWindow), RetryPolicy: req.Retry.proto(), Priority: req.Priority,
 		RequestedBy: c.by(req.RequestedBy)})
 	if err != nil {
-		return nil, false, err
+		return CreateScheduleResult{}, err
 	}
-	sc, err = scheduleIn("CreateSchedule", resp)
-	return sc, resp.GetCreated(), err
+	sc, err := scheduleIn("CreateSchedule", resp)
+	if err != nil {
+		return CreateScheduleResult{}, err
+	}
+	return CreateScheduleResult{Schedule: *sc, Created: resp.GetCreated()}, nil
 }
 
 // UpdateSchedule replaces a schedule's whole definition (zero fields take
@@ -48,28 +52,31 @@ func (c *Client) UpdateSchedule(ctx context.Context, req ScheduleRequest) (*Sche
 	return scheduleIn("UpdateSchedule", resp)
 }
 
-// GetSchedule returns one schedule of namespace ("" for "default") and
-// queue; ErrNotFound if it does not exist.
-func (c *Client) GetSchedule(ctx context.Context, namespace, queue, name string) (*Schedule, error) {
-	resp, err := call(ctx, c, "GetSchedule", c.schedules.GetSchedule, &tenurev1.GetScheduleRequest{Namespace: namespace, Queue: queue, Name: name})
+// GetSchedule returns one schedule; ErrNotFound if it does not exist.
+func (c *Client) GetSchedule(ctx context.Context, req GetScheduleRequest) (*Schedule, error) {
+	resp, err := call(ctx, c, "GetSchedule", c.schedules.GetSchedule, &tenurev1.GetScheduleRequest{Namespace: req.Namespace, Queue: req.Queue, Name: req.Name})
 	if err != nil {
 		return nil, err
 	}
 	return scheduleIn("GetSchedule", resp)
 }
 
-// ListSchedules lists the schedules req selects, ordered by namespace,
-// queue and name.
-func (c *Client) ListSchedules(ctx context.Context, req ListSchedulesRequest) ([]Schedule, error) {
-	resp, err := call(ctx, c, "ListSchedules", c.schedules.ListSchedules, &tenurev1.ListSchedulesRequest{Namespace: req.Namespace, Queue: req.Queue})
-	if err != nil {
-		return nil, err
+// ListSchedules returns the schedules req selects, ordered by namespace,
+// queue and name. A failed call ends the sequence with its error.
+func (c *Client) ListSchedules(ctx context.Context, req ListSchedulesRequest) iter.Seq2[*Schedule, error] {
+	return func(yield func(*Schedule, error) bool) {
+		resp, err := call(ctx, c, "ListSchedules", c.schedules.ListSchedules, &tenurev1.ListSchedulesRequest{Namespace: req.Namespace, Queue: req.Queue})
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for _, p := range resp.GetSchedules() {
+			s := scheduleOf(p)
+			if !yield(&s, nil) {
+				return
+			}
+		}
 	}
-	var out []Schedule
-	for _, s := range resp.GetSchedules() {
-		out = append(out, scheduleOf(s))
-	}
-	return out, nil
 }
 
 // PauseSchedule pauses a schedule: no tick is decided until

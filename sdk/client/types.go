@@ -210,16 +210,47 @@ type SubmitResult struct {
 	Task *Task
 }
 
-// ListTasksRequest selects the tasks of ListTasks. Zero fields: all
-// namespaces, all queues, any state, the server's default page size (100).
+// GetTaskRequest names the task GetTask answers.
+type GetTaskRequest struct {
+	TaskID string // required
+}
+
+// ListTasksRequest selects the tasks of ListTasks and ListTasksPage. Zero
+// fields: all namespaces, all queues, any state, the server's default
+// page size (100).
 type ListTasksRequest struct {
 	Namespace string
 	Queue     string
 	State     TaskState
-	PageSize  int
-	// PageToken is the token ListTasks returned with the previous page,
-	// with the same filters; empty for the first page.
+	// PageSize is the most tasks one call answers (ListTasks makes as many
+	// calls as the loop asks for).
+	PageSize int
+	// PageToken is where the listing starts: the NextPageToken of an
+	// earlier page, with the same filters; empty for the first page.
 	PageToken string
+}
+
+// TaskPage is one page of a listing (ListTasksPage).
+type TaskPage struct {
+	Tasks []Task
+	// NextPageToken continues the listing after Tasks (ListTasksRequest.
+	// PageToken); "" on the last page.
+	NextPageToken string
+}
+
+// GetTaskHistoryRequest names the task GetTaskHistory answers.
+type GetTaskHistoryRequest struct {
+	TaskID string // required
+}
+
+// KillTaskRequest names the task KillTask moves to DEAD.
+type KillTaskRequest struct {
+	TaskID string // required
+	// Reason says why; it becomes the task's FailureReason and is kept in
+	// the record (the task's history).
+	Reason string
+	// RequestedBy says who asks, as RetryTaskRequest.RequestedBy.
+	RequestedBy string
 }
 
 // HistoryEntry is one log record that touched a task (GetTaskHistory).
@@ -296,12 +327,72 @@ type FencingToken struct {
 	Attempt uint32
 }
 
-// CompleteItem is one completion of CompleteBatch: the arguments of
-// Complete.
-type CompleteItem struct {
-	TaskID  string
-	LeaseID string
-	Result  []byte
+// StartRequest names the leased task whose work began (Start).
+type StartRequest struct {
+	TaskID  string // required
+	LeaseID string // required: the attempt's lease
+}
+
+// HeartbeatRequest names the leased task whose lease Heartbeat extends.
+type HeartbeatRequest struct {
+	TaskID  string // required
+	LeaseID string // required: the attempt's lease
+}
+
+// HeartbeatResult is what a Heartbeat answers.
+type HeartbeatResult struct {
+	// LeaseExpiry is when the lease now expires, unless extended again.
+	LeaseExpiry time.Time
+}
+
+// CommitRequest commits an attempt's result (Commit).
+type CommitRequest struct {
+	TaskID  string // required
+	LeaseID string // required: the attempt's lease
+	// Result is the task's one result, once the commit wins. At most 1 MiB
+	// (the server's default limit).
+	Result []byte
+}
+
+// CompleteRequest finishes a leased task (Complete), or one item of a
+// CompleteBatch.
+type CompleteRequest struct {
+	TaskID  string // required
+	LeaseID string // required: the attempt's lease
+	// Result is the task's result when it completes from LEASED; ignored
+	// when it was committed (the committed result stands).
+	Result []byte
+}
+
+// CompleteBatchRequest holds the completions of one CompleteBatch and,
+// optionally, the lease that follows them.
+type CompleteBatchRequest struct {
+	// Items are the completions, each as Complete would make it: 1 to
+	// 1000 (the server's default limit).
+	Items []CompleteRequest
+	// Lease, if set, leases after the items are applied, as Lease would.
+	Lease *LeaseRequest
+}
+
+// CompleteBatchResult is what a CompleteBatch answers.
+type CompleteBatchResult struct {
+	// Errors holds each item's answer, in the order of the items: nil for
+	// one that completed.
+	Errors []error
+	// Leased holds the tasks the request's Lease leased (nil for none).
+	Leased []LeasedTask
+}
+
+// FailRequest ends an attempt that failed before it committed (Fail).
+type FailRequest struct {
+	TaskID  string // required
+	LeaseID string // required: the attempt's lease
+	// Reason says why, for people: it is kept with the execution, and as
+	// the task's FailureReason if it fails for good. At most 4 KiB.
+	Reason string
+	// Permanent fails the task for good, whatever attempts it has left.
+	// Otherwise it is retried per its retry policy.
+	Permanent bool
 }
 
 // FailResult says what a Fail led to.
@@ -449,6 +540,12 @@ type QueuePause struct {
 	RequestedBy string
 	Reason      string
 	PausedAt    time.Time
+}
+
+// GetQueueRequest names the queue GetQueue answers.
+type GetQueueRequest struct {
+	Namespace string // default "default"
+	Queue     string // required
 }
 
 // ListQueuesRequest selects the queues ListQueues lists.
@@ -647,6 +744,23 @@ type ScheduleRequest struct {
 	// RequestedBy says who asks, as RetryTaskRequest.RequestedBy (kept as
 	// the schedule's CreatedBy by CreateSchedule).
 	RequestedBy string
+}
+
+// CreateScheduleResult is what CreateSchedule answers.
+type CreateScheduleResult struct {
+	// Schedule is the schedule as created (or as it was, if Created is
+	// false).
+	Schedule Schedule
+	// Created is false when the schedule existed with the same definition:
+	// nothing was written (a retried create).
+	Created bool
+}
+
+// GetScheduleRequest names the schedule GetSchedule answers.
+type GetScheduleRequest struct {
+	Namespace string // default "default"
+	Queue     string // required
+	Name      string // required
 }
 
 // ListSchedulesRequest selects the schedules ListSchedules lists.

@@ -31,7 +31,7 @@ type completer struct {
 }
 
 // carrier is what a completer needs to carry the worker's next lease in
-// its calls (client.CompleteAndLease), for the slots that are free and
+// its calls (client.CompleteBatch with a Lease), for the slots that are free and
 // those of the tasks finishing (slots.takeAhead). The lease does not wait
 // for tasks: the lease loop long-polls when a carried lease comes back
 // short.
@@ -48,7 +48,7 @@ type carrier struct {
 
 // completion is one task's request and the channel for its answer.
 type completion struct {
-	item client.CompleteItem
+	item client.CompleteRequest
 	err  chan error // buffered: the answer never blocks the completer
 }
 
@@ -62,9 +62,9 @@ func newCompleter(c *client.Client, max, queue int, lg *logger) *completer {
 
 // complete completes item and returns its answer, as client.Complete would.
 // ctx bounds the wait, not the call it is coalesced into.
-func (k *completer) complete(ctx context.Context, item client.CompleteItem) error {
+func (k *completer) complete(ctx context.Context, item client.CompleteRequest) error {
 	if k.max == 1 {
-		return k.c.Complete(ctx, item.TaskID, item.LeaseID, item.Result)
+		return k.c.Complete(ctx, item)
 	}
 	cm := &completion{item: item, err: make(chan error, 1)}
 	select {
@@ -124,7 +124,7 @@ func (k *completer) stop() {
 // whether the server lacks CompleteBatch.
 func (k *completer) send(ctx context.Context, batch []*completion, single bool) bool {
 	if !single {
-		items := make([]client.CompleteItem, len(batch))
+		items := make([]client.CompleteRequest, len(batch))
 		for i, cm := range batch {
 			items[i] = cm.item
 		}
@@ -148,7 +148,7 @@ func (k *completer) send(ctx context.Context, batch []*completion, single bool) 
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, callTimeout)
 			defer cancel()
-			cm.err <- k.c.Complete(cctx, cm.item.TaskID, cm.item.LeaseID, cm.item.Result)
+			cm.err <- k.c.Complete(cctx, cm.item)
 		}()
 	}
 	wg.Wait()
@@ -161,7 +161,7 @@ func (k *completer) send(ctx context.Context, batch []*completion, single bool) 
 // A call that fails with its lease (refused before anything was applied,
 // or failed after the items were) is made again without it: the same
 // lease completing again gets the same answer.
-func (k *completer) completeBatch(ctx context.Context, items []client.CompleteItem) ([]error, error) {
+func (k *completer) completeBatch(ctx context.Context, items []client.CompleteRequest) ([]error, error) {
 	cr := k.carry
 	if cr == nil || cr.refused || cr.live.Err() != nil {
 		return k.completeOnly(ctx, items)
@@ -173,8 +173,9 @@ func (k *completer) completeBatch(ctx context.Context, items []client.CompleteIt
 	next := cr.next
 	next.MaxTasks = n
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	errs, leased, err := k.c.CompleteAndLease(cctx, items, next)
+	res, err := k.c.CompleteBatch(cctx, client.CompleteBatchRequest{Items: items, Lease: &next})
 	cancel()
+	errs, leased := res.Errors, res.Leased
 	if len(leased) > n {
 		k.lg.Error("the server leased more tasks than asked for; the extra leases will expire", "asked", n, "got", len(leased))
 		leased = leased[:n]
@@ -195,8 +196,9 @@ func (k *completer) completeBatch(ctx context.Context, items []client.CompleteIt
 }
 
 // completeOnly completes items in one CompleteBatch call.
-func (k *completer) completeOnly(ctx context.Context, items []client.CompleteItem) ([]error, error) {
+func (k *completer) completeOnly(ctx context.Context, items []client.CompleteRequest) ([]error, error) {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	return k.c.CompleteBatch(cctx, items)
+	res, err := k.c.CompleteBatch(cctx, client.CompleteBatchRequest{Items: items})
+	return res.Errors, err
 }

@@ -140,7 +140,7 @@ func completeAll(k *completer, from, to int, lost func(int) bool) <-chan map[str
 					lease = "lost"
 				}
 				id := fmt.Sprint("t", i)
-				err := k.complete(context.Background(), client.CompleteItem{TaskID: id, LeaseID: lease})
+				err := k.complete(context.Background(), client.CompleteRequest{TaskID: id, LeaseID: lease})
 				mu.Lock()
 				got[id] = err
 				mu.Unlock()

@@ -23,7 +23,7 @@
 //     Complete would be; batching changes the cost, not the outcome.
 //   - Each CompleteBatch call carries the worker's next lease: for its free
 //     slots and for those of its tasks in their final report at that
-//     moment (client.CompleteAndLease), so a busy worker leases without
+//     moment (client.CompleteBatch with a Lease), so a busy worker leases without
 //     calls of its own. A task leased ahead starts only once a slot is
 //     free: when a task in its final report has ended (its OnFinish
 //     returned). Such a lease does not wait for tasks.

@@ -219,7 +219,8 @@ func (b *beater) stopRun() {
 // heartbeat makes one heartbeat call, sent at sent, and schedules what
 // follows from its answer.
 func (k *keeper) heartbeat(ctx context.Context, sent time.Time) {
-	exp, err := k.b.c.Heartbeat(ctx, k.t.ID, k.t.LeaseID)
+	res, err := k.b.c.Heartbeat(ctx, client.HeartbeatRequest{TaskID: k.t.ID, LeaseID: k.t.LeaseID})
+	exp := res.LeaseExpiry
 	b := k.b
 	b.mu.Lock()
 	k.inflight = false

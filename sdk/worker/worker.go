@@ -432,7 +432,7 @@ func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
 		return
 	}
 	if w.opts.ReportStart {
-		if err := w.c.Start(ctx, t.ID, t.LeaseID); err != nil {
+		if err := w.c.Start(ctx, client.StartRequest{TaskID: t.ID, LeaseID: t.LeaseID}); err != nil {
 			if leaseLost(err) {
 				lg.Warn("lease lost before the handler started; skipping the task", "err", err)
 				w.finish(a, Finish{Outcome: OutcomeLost, Err: err})
@@ -454,7 +454,7 @@ func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
 		w.finishing(a)
 		rctx, cancel := reportCtx(hard)
 		defer cancel()
-		res, err := w.c.Fail(rctx, t.ID, t.LeaseID, "worker shutting down", false)
+		res, err := w.c.Fail(rctx, client.FailRequest{TaskID: t.ID, LeaseID: t.LeaseID, Reason: "worker shutting down"})
 		w.failed(a, errShutdown, res, err)
 		if err != nil {
 			lg.Error("failing the task at shutdown failed; its lease will expire", "err", err)
@@ -469,7 +469,7 @@ func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
 		w.finishing(a)
 		rctx, cancel := reportCtx(hard)
 		defer cancel()
-		res, err := w.c.Fail(rctx, t.ID, t.LeaseID, reason(herr), permanent)
+		res, err := w.c.Fail(rctx, client.FailRequest{TaskID: t.ID, LeaseID: t.LeaseID, Reason: reason(herr), Permanent: permanent})
 		w.failed(a, herr, res, err)
 		if err != nil {
 			lg.Error("reporting the handler's failure failed; the lease will expire and the task be retried", "handler_err", herr, "err", err)
@@ -484,7 +484,7 @@ func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
 		return
 	}
 	rctx, cancel := reportCtx(hard)
-	tok, err := w.c.Commit(rctx, t.ID, t.LeaseID, result)
+	tok, err := w.c.Commit(rctx, client.CommitRequest{TaskID: t.ID, LeaseID: t.LeaseID, Result: result})
 	cancel()
 	if err != nil {
 		k.stop()
@@ -519,7 +519,7 @@ func (w *Worker) finalise(ctx context.Context, a *attempt) {
 		return
 	}
 	tok := FencingToken{TaskID: t.ID, Attempt: t.Attempt}
-	if task, err := w.c.GetTask(ctx, t.ID); err != nil {
+	if task, err := w.c.GetTask(ctx, client.GetTaskRequest{TaskID: t.ID}); err != nil {
 		lg.Warn("could not read the committing attempt; the fencing token carries this lease's attempt", "err", err)
 	} else {
 		for _, e := range task.Executions {
@@ -576,7 +576,7 @@ func (w *Worker) complete(ctx context.Context, a *attempt, result []byte) {
 	} else {
 		rctx = context.WithoutCancel(ctx)
 	}
-	if err := w.completions.complete(rctx, client.CompleteItem{TaskID: t.ID, LeaseID: t.LeaseID, Result: result}); err != nil {
+	if err := w.completions.complete(rctx, client.CompleteRequest{TaskID: t.ID, LeaseID: t.LeaseID, Result: result}); err != nil {
 		if leaseLost(err) {
 			lg.Warn("complete refused: the lease was lost", "err", err)
 			w.finish(a, Finish{Outcome: OutcomeLost, Err: err})

@@ -33,19 +33,19 @@ func TestToken(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Submit with a submitter token: %v", err)
 			}
-			if _, err := sub.GetTask(t.Context(), res.TaskID); err != nil {
+			if _, err := sub.GetTask(t.Context(), client.GetTaskRequest{TaskID: res.TaskID}); err != nil {
 				t.Errorf("GetTask of its task: %v", err)
 			}
-			err = sub.KillTask(t.Context(), res.TaskID, "")
+			_, err = sub.KillTask(t.Context(), client.KillTaskRequest{TaskID: res.TaskID, Reason: ""})
 			if !errors.Is(err, client.ErrPermissionDenied) || errors.Is(err, client.ErrUnauthenticated) || !strings.Contains(err.Error(), "needs role admin") {
 				t.Errorf("KillTask with a submitter token: %v, want ErrPermissionDenied", err)
 			}
 			none := newClient(t, url, client.Options{Protocol: proto})
-			if _, err := none.GetTask(t.Context(), res.TaskID); !errors.Is(err, client.ErrUnauthenticated) || errors.Is(err, client.ErrPermissionDenied) {
+			if _, err := none.GetTask(t.Context(), client.GetTaskRequest{TaskID: res.TaskID}); !errors.Is(err, client.ErrUnauthenticated) || errors.Is(err, client.ErrPermissionDenied) {
 				t.Errorf("GetTask without a token: %v, want ErrUnauthenticated", err)
 			}
 			wrong, _ := auth.NewToken()
-			if _, err := newClient(t, url, client.Options{Protocol: proto, Token: wrong}).GetTask(t.Context(), res.TaskID); !errors.Is(err, client.ErrUnauthenticated) {
+			if _, err := newClient(t, url, client.Options{Protocol: proto, Token: wrong}).GetTask(t.Context(), client.GetTaskRequest{TaskID: res.TaskID}); !errors.Is(err, client.ErrUnauthenticated) {
 				t.Errorf("GetTask with an unknown token: %v, want ErrUnauthenticated", err)
 			}
 		})

@@ -41,18 +41,19 @@ func TestCompleteBatch(t *testing.T) {
 				t.Fatalf("Lease: %d tasks, %v", len(ls), err)
 			}
 			// Task 1 committed first: another lease's completion of it is refused.
-			if _, err := c.Commit(ctx, ls[1].ID, ls[1].LeaseID, []byte("won")); err != nil {
+			if _, err := c.Commit(ctx, client.CommitRequest{TaskID: ls[1].ID, LeaseID: ls[1].LeaseID, Result: []byte("won")}); err != nil {
 				t.Fatal(err)
 			}
-			errs, err := c.CompleteBatch(ctx, []client.CompleteItem{
+			res, err := c.CompleteBatch(ctx, client.CompleteBatchRequest{Items: []client.CompleteRequest{
 				{TaskID: ls[0].ID, LeaseID: ls[0].LeaseID, Result: []byte("r0")},
 				{TaskID: ls[2].ID, LeaseID: ls[0].LeaseID},
 				{TaskID: ls[1].ID, LeaseID: "other-lease"},
 				{TaskID: "no-such-task", LeaseID: "x"},
 				{TaskID: ls[1].ID, LeaseID: ls[1].LeaseID},
 				{TaskID: ls[0].ID, LeaseID: ls[0].LeaseID, Result: []byte("r0")},
-			})
-			if err != nil || len(errs) != 6 {
+			}})
+			errs := res.Errors
+			if err != nil || len(errs) != 6 || res.Leased != nil {
 				t.Fatalf("CompleteBatch: %v, %v", errs, err)
 			}
 			if errs[0] != nil || errs[4] != nil || errs[5] != nil {
@@ -66,7 +67,7 @@ func TestCompleteBatch(t *testing.T) {
 			checkError(t, "item 3 (no such task)", errs[3], errorCase{client.ErrNotFound, client.Error{
 				Op: "CompleteBatch", Code: connect.CodeNotFound, Reason: client.ReasonNotFound, TaskID: "no-such-task"}})
 			for i, want := range []string{"r0", "won", ""} {
-				task, err := c.GetTask(ctx, ls[i].ID)
+				task, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: ls[i].ID})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -78,15 +79,15 @@ func TestCompleteBatch(t *testing.T) {
 					t.Errorf("task %d: %s %q, want %s %q", i, task.State, task.Result, wantState, want)
 				}
 			}
-			if _, err := c.CompleteBatch(ctx, nil); !errors.Is(err, client.ErrInvalidArgument) {
+			if _, err := c.CompleteBatch(ctx, client.CompleteBatchRequest{Items: nil}); !errors.Is(err, client.ErrInvalidArgument) {
 				t.Errorf("empty batch: %v, want invalid argument", err)
 			}
 		})
 	}
 }
 
-// TestCompleteAndLease: one call completes the items and leases the next
-// tasks, over every protocol; a lease request the server refuses fails the
+// TestCompleteAndLease: one call (CompleteBatch with a Lease) completes the
+// items and leases the next tasks, over every protocol; a lease request the server refuses fails the
 // call with no item applied, and one the client refuses is never sent.
 func TestCompleteAndLease(t *testing.T) {
 	for _, proto := range protocols {
@@ -106,38 +107,39 @@ func TestCompleteAndLease(t *testing.T) {
 			if err != nil || len(ls) != 2 {
 				t.Fatalf("Lease: %d tasks, %v", len(ls), err)
 			}
-			items := func(ls []client.LeasedTask) []client.CompleteItem {
-				out := make([]client.CompleteItem, len(ls))
+			items := func(ls []client.LeasedTask) []client.CompleteRequest {
+				out := make([]client.CompleteRequest, len(ls))
 				for i, l := range ls {
-					out[i] = client.CompleteItem{TaskID: l.ID, LeaseID: l.LeaseID, Result: l.Payload}
+					out[i] = client.CompleteRequest{TaskID: l.ID, LeaseID: l.LeaseID, Result: l.Payload}
 				}
 				return out
 			}
 			// Refused by the server (no queue): nothing is completed.
-			if _, _, err := c.CompleteAndLease(ctx, items(ls), client.LeaseRequest{WorkerID: "w", MaxTasks: 2}); !errors.Is(err, client.ErrInvalidArgument) {
+			if _, err := c.CompleteBatch(ctx, client.CompleteBatchRequest{Items: items(ls), Lease: &client.LeaseRequest{WorkerID: "w", MaxTasks: 2}}); !errors.Is(err, client.ErrInvalidArgument) {
 				t.Fatalf("a lease without a queue: %v, want invalid argument", err)
 			}
 			// Refused by the client: nothing is sent.
-			if _, _, err := c.CompleteAndLease(ctx, items(ls), client.LeaseRequest{WorkerID: "w", Queue: q, MaxTasks: -1}); !errors.Is(err, client.ErrInvalidArgument) {
+			if _, err := c.CompleteBatch(ctx, client.CompleteBatchRequest{Items: items(ls), Lease: &client.LeaseRequest{WorkerID: "w", Queue: q, MaxTasks: -1}}); !errors.Is(err, client.ErrInvalidArgument) {
 				t.Fatalf("MaxTasks -1: %v, want invalid argument", err)
 			}
 			for _, l := range ls {
-				if task, err := c.GetTask(ctx, l.ID); err != nil || task.State != client.TaskStateLeased {
+				if task, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: l.ID}); err != nil || task.State != client.TaskStateLeased {
 					t.Fatalf("task %s after refused calls: %v, %v; want still LEASED", l.ID, task.State, err)
 				}
 			}
 			done := map[string]bool{}
 			for len(done) < len(reqs) {
-				errs, next, err := c.CompleteAndLease(ctx, items(ls), client.LeaseRequest{WorkerID: "w", Queue: q, MaxTasks: 2})
+				res, err := c.CompleteBatch(ctx, client.CompleteBatchRequest{Items: items(ls), Lease: &client.LeaseRequest{WorkerID: "w", Queue: q, MaxTasks: 2}})
+				errs, next := res.Errors, res.Leased
 				if err != nil || len(errs) != len(ls) || errors.Join(errs...) != nil {
-					t.Fatalf("CompleteAndLease of %d: %v, %v", len(ls), errs, err)
+					t.Fatalf("CompleteBatch with a lease, of %d: %v, %v", len(ls), errs, err)
 				}
 				for _, l := range ls {
 					done[l.ID] = true
 				}
 				want := min(2, len(reqs)-len(done))
 				if len(next) != want {
-					t.Fatalf("CompleteAndLease leased %d tasks with %d left, want %d", len(next), len(reqs)-len(done), want)
+					t.Fatalf("CompleteBatch with a lease leased %d tasks with %d left, want %d", len(next), len(reqs)-len(done), want)
 				}
 				for _, l := range next {
 					if done[l.ID] || l.LeaseID == "" || l.Attempt != 1 {
@@ -147,7 +149,7 @@ func TestCompleteAndLease(t *testing.T) {
 				ls = next
 			}
 			for id := range done {
-				task, err := c.GetTask(ctx, id)
+				task, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: id})
 				if err != nil || task.State != client.TaskStateCompleted || len(task.Result) != 1 {
 					t.Errorf("task %s: %v %q, %v; want COMPLETED with its payload as result", id, task.State, task.Result, err)
 				}
@@ -188,17 +190,18 @@ func TestCompleteBatchRetry(t *testing.T) {
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("Lease: %d, %v", len(ls), err)
 	}
-	items := []client.CompleteItem{{TaskID: ls[0].ID, LeaseID: ls[0].LeaseID}, {TaskID: ls[1].ID, LeaseID: ls[1].LeaseID}}
+	items := []client.CompleteRequest{{TaskID: ls[0].ID, LeaseID: ls[0].LeaseID}, {TaskID: ls[1].ID, LeaseID: ls[1].LeaseID}}
 	before := l.calls.Load()
 	l.armed.Store(true)
-	errs, err := c.CompleteBatch(ctx, items)
+	res, err := c.CompleteBatch(ctx, client.CompleteBatchRequest{Items: items})
+	errs := res.Errors
 	if err != nil || errs[0] != nil || errs[1] != nil {
 		t.Fatalf("CompleteBatch after a lost answer: %v, %v; want success for both", errs, err)
 	}
 	if got := l.calls.Load() - before; got != 2 {
 		t.Errorf("%d calls, want 2 (the lost one and its retry)", got)
 	}
-	tasks, _, err := c.ListTasks(ctx, client.ListTasksRequest{Queue: "q", State: client.TaskStateCompleted})
+	tasks, err := client.Collect(c.ListTasks(ctx, client.ListTasksRequest{Queue: "q", State: client.TaskStateCompleted}))
 	if err != nil || len(tasks) != 2 {
 		t.Fatalf("%d completed tasks, %v; want 2", len(tasks), err)
 	}

@@ -110,33 +110,55 @@ func TestRoundTrip(t *testing.T) {
 			}
 
 			// GetTask and ListTasks (paged).
-			got, err := c.GetTask(ctx, one.ID)
+			got, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: one.ID})
 			if err != nil || got.ID != one.ID || !got.CreatedAt.Equal(one.CreatedAt) {
 				t.Fatalf("GetTask: %+v, %v", got, err)
 			}
+			want := []string{one.ID, anon.TaskID, batch[0].TaskID}
 			var listed []string
 			token := ""
 			for {
-				page, next, err := c.ListTasks(ctx, client.ListTasksRequest{Queue: q, PageSize: 1, PageToken: token})
+				page, err := c.ListTasksPage(ctx, client.ListTasksRequest{Queue: q, PageSize: 1, PageToken: token})
+				if err != nil {
+					t.Fatalf("ListTasksPage: %v", err)
+				}
+				for _, tk := range page.Tasks {
+					listed = append(listed, tk.ID)
+				}
+				if page.NextPageToken == "" {
+					break
+				}
+				token = page.NextPageToken
+			}
+			if strings.Join(listed, ",") != strings.Join(want, ",") {
+				t.Fatalf("ListTasksPage listed %v, want %v", listed, want)
+			}
+			// ListTasks pages for the loop (a call per task here), and stops
+			// when the loop does.
+			listed = nil
+			for tk, err := range c.ListTasks(ctx, client.ListTasksRequest{Queue: q, PageSize: 1}) {
 				if err != nil {
 					t.Fatalf("ListTasks: %v", err)
 				}
-				for _, tk := range page {
-					listed = append(listed, tk.ID)
-				}
-				if next == "" {
-					break
-				}
-				token = next
+				listed = append(listed, tk.ID)
 			}
-			if want := []string{one.ID, anon.TaskID, batch[0].TaskID}; strings.Join(listed, ",") != strings.Join(want, ",") {
+			if strings.Join(listed, ",") != strings.Join(want, ",") {
 				t.Fatalf("ListTasks listed %v, want %v", listed, want)
 			}
-			waiting, _, err := c.ListTasks(ctx, client.ListTasksRequest{Namespace: "default", Queue: q, State: client.TaskStateWaiting})
+			listed = nil
+			for tk := range c.ListTasks(ctx, client.ListTasksRequest{Queue: q, PageSize: 1}) {
+				if listed = append(listed, tk.ID); len(listed) == 2 {
+					break
+				}
+			}
+			if strings.Join(listed, ",") != strings.Join(want[:2], ",") {
+				t.Fatalf("ListTasks stopped after two: listed %v, want %v", listed, want[:2])
+			}
+			waiting, err := client.Collect(c.ListTasks(ctx, client.ListTasksRequest{Namespace: "default", Queue: q, State: client.TaskStateWaiting}))
 			if err != nil || len(waiting) != 3 {
 				t.Fatalf("ListTasks WAITING: %d tasks, %v; want 3", len(waiting), err)
 			}
-			if none, _, err := c.ListTasks(ctx, client.ListTasksRequest{Queue: q, State: client.TaskStateDead}); err != nil || len(none) != 0 {
+			if none, err := client.Collect(c.ListTasks(ctx, client.ListTasksRequest{Queue: q, State: client.TaskStateDead})); err != nil || len(none) != 0 {
 				t.Fatalf("ListTasks DEAD: %d tasks, %v; want none", len(none), err)
 			}
 
@@ -151,21 +173,21 @@ func TestRoundTrip(t *testing.T) {
 				l.Namespace != "default" || l.Queue != q || l.ExecutionWindow != 2*time.Second || l.LeaseExpiry.IsZero() {
 				t.Fatalf("Lease answered %+v; want task %s attempt 1 with its payload, window and expiry", l, one.ID)
 			}
-			if err := c.Start(ctx, l.ID, l.LeaseID); err != nil {
+			if err := c.Start(ctx, client.StartRequest{TaskID: l.ID, LeaseID: l.LeaseID}); err != nil {
 				t.Fatalf("Start: %v", err)
 			}
-			exp, err := c.Heartbeat(ctx, l.ID, l.LeaseID)
-			if err != nil || exp.Before(l.LeaseExpiry) {
+			hb, err := c.Heartbeat(ctx, client.HeartbeatRequest{TaskID: l.ID, LeaseID: l.LeaseID})
+			if exp := hb.LeaseExpiry; err != nil || exp.Before(l.LeaseExpiry) {
 				t.Fatalf("Heartbeat: %v, %v; want an expiry not before %v", exp, err, l.LeaseExpiry)
 			}
-			tok, err := c.Commit(ctx, l.ID, l.LeaseID, []byte("result"))
+			tok, err := c.Commit(ctx, client.CommitRequest{TaskID: l.ID, LeaseID: l.LeaseID, Result: []byte("result")})
 			if err != nil || tok != (client.FencingToken{TaskID: one.ID, Attempt: 1}) {
 				t.Fatalf("Commit: %+v, %v", tok, err)
 			}
-			if err := c.Complete(ctx, l.ID, l.LeaseID, nil); err != nil {
+			if err := c.Complete(ctx, client.CompleteRequest{TaskID: l.ID, LeaseID: l.LeaseID}); err != nil {
 				t.Fatalf("Complete: %v", err)
 			}
-			got, err = c.GetTask(ctx, one.ID)
+			got, err = c.GetTask(ctx, client.GetTaskRequest{TaskID: one.ID})
 			if err != nil || got.State != client.TaskStateCompleted || string(got.Result) != "result" {
 				t.Fatalf("after Complete: %+v, %v", got, err)
 			}
@@ -176,7 +198,7 @@ func TestRoundTrip(t *testing.T) {
 				e.LeasedAt.IsZero() || e.StartedAt.IsZero() || e.CommittedAt.IsZero() || e.FinishedAt.IsZero() || e.Reason != "" {
 				t.Fatalf("after Complete: execution %+v; want attempt 1 of w1, DONE, leased, started, committed and finished", e)
 			}
-			hist, err := c.GetTaskHistory(ctx, one.ID)
+			hist, err := c.GetTaskHistory(ctx, client.GetTaskHistoryRequest{TaskID: one.ID})
 			if err != nil {
 				t.Fatalf("GetTaskHistory: %v", err)
 			}
@@ -192,7 +214,7 @@ func TestRoundTrip(t *testing.T) {
 			}
 			// A heartbeat in the grant's clock tick writes no LeaseExtended,
 			// so only the records that must be there are checked, in order.
-			want := []string{"TaskCreated", "LeaseGranted", "ExecutionStarted", "TaskCommitted", "TaskCompleted"}
+			want = []string{"TaskCreated", "LeaseGranted", "ExecutionStarted", "TaskCommitted", "TaskCompleted"}
 			rest := types
 			for _, w := range want {
 				for len(rest) > 0 && rest[0] != w {
@@ -208,7 +230,7 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil || len(leased) != 1 || leased[0].ID != batch[0].TaskID {
 				t.Fatalf("Lease b0: %+v, %v", leased, err)
 			}
-			fr, err := c.Fail(ctx, leased[0].ID, leased[0].LeaseID, "boom", false)
+			fr, err := c.Fail(ctx, client.FailRequest{TaskID: leased[0].ID, LeaseID: leased[0].LeaseID, Reason: "boom"})
 			if err != nil || fr.State != client.TaskStateWaiting || fr.RetryAt.IsZero() {
 				t.Fatalf("Fail: %+v, %v; want WAITING with a retry time", fr, err)
 			}
@@ -216,16 +238,17 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil || len(leased) != 1 || leased[0].Attempt != 2 {
 				t.Fatalf("Lease b0 again: %+v, %v", leased, err)
 			}
-			fr, err = c.Fail(ctx, leased[0].ID, leased[0].LeaseID, "broken", true)
+			fr, err = c.Fail(ctx, client.FailRequest{TaskID: leased[0].ID, LeaseID: leased[0].LeaseID, Reason: "broken", Permanent: true})
 			if err != nil || fr != (client.FailResult{State: client.TaskStateFailed}) {
 				t.Fatalf("Fail permanent: %+v, %v; want FAILED without a retry time", fr, err)
 			}
 
 			// KillTask.
-			if err := c.KillTask(ctx, anon.TaskID, "not needed"); err != nil {
-				t.Fatalf("KillTask: %v", err)
+			killed, err := c.KillTask(ctx, client.KillTaskRequest{TaskID: anon.TaskID, Reason: "not needed"})
+			if err != nil || killed.ID != anon.TaskID || killed.State != client.TaskStateDead || killed.FailureReason != "not needed" {
+				t.Fatalf("KillTask: %+v, %v; want the task, DEAD, with the reason", killed, err)
 			}
-			got, err = c.GetTask(ctx, anon.TaskID)
+			got, err = c.GetTask(ctx, client.GetTaskRequest{TaskID: anon.TaskID})
 			if err != nil || got.State != client.TaskStateDead || got.FailureReason != "not needed" {
 				t.Fatalf("after KillTask: %+v, %v", got, err)
 			}
@@ -290,7 +313,7 @@ func TestErrors(t *testing.T) {
 			c := newClient(t, startServer(t, nil), client.Options{Protocol: proto})
 			const q = "errs"
 
-			_, err := c.GetTask(ctx, "no-such-task")
+			_, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: "no-such-task"})
 			checkError(t, "GetTask unknown", err, errorCase{client.ErrNotFound, client.Error{
 				Op: "GetTask", Code: connect.CodeNotFound, Reason: client.ReasonNotFound, TaskID: "no-such-task"}})
 			_, err = c.Submit(ctx, client.SubmitRequest{Queue: "a b"})
@@ -312,27 +335,27 @@ func TestErrors(t *testing.T) {
 			if err != nil || len(a) != 1 {
 				t.Fatalf("lease A: %+v, %v", a, err)
 			}
-			if _, err := c.Commit(ctx, id, a[0].LeaseID, []byte("r")); err != nil {
+			if _, err := c.Commit(ctx, client.CommitRequest{TaskID: id, LeaseID: a[0].LeaseID, Result: []byte("r")}); err != nil {
 				t.Fatalf("commit A: %v", err)
 			}
 			b, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "b", Queue: q, Wait: 10 * time.Second})
 			if err != nil || len(b) != 1 || !b[0].Committed || string(b[0].CommittedResult) != "r" {
 				t.Fatalf("lease B: %+v, %v; want a finalisation lease with the committed result", b, err)
 			}
-			_, err = c.Commit(ctx, id, b[0].LeaseID, []byte("other"))
+			_, err = c.Commit(ctx, client.CommitRequest{TaskID: id, LeaseID: b[0].LeaseID, Result: []byte("other")})
 			checkError(t, "Commit on a finalisation lease", err, errorCase{client.ErrAlreadyCommitted, client.Error{
 				Op: "Commit", Code: connect.CodeAlreadyExists, Reason: client.ReasonAlreadyCommitted,
 				TaskID: id, LeaseID: b[0].LeaseID, CommittedBy: a[0].LeaseID}})
-			_, err = c.Heartbeat(ctx, id, a[0].LeaseID)
+			_, err = c.Heartbeat(ctx, client.HeartbeatRequest{TaskID: id, LeaseID: a[0].LeaseID})
 			checkError(t, "Heartbeat of the expired lease A", err, errorCase{client.ErrLeaseLost, client.Error{
 				Op: "Heartbeat", Code: connect.CodeFailedPrecondition, Reason: client.ReasonLeaseLost, TaskID: id, LeaseID: a[0].LeaseID}})
-			_, err = c.Fail(ctx, id, b[0].LeaseID, "no", false)
+			_, err = c.Fail(ctx, client.FailRequest{TaskID: id, LeaseID: b[0].LeaseID, Reason: "no"})
 			checkError(t, "Fail of a committed task", err, errorCase{client.ErrWrongState, client.Error{
 				Op: "Fail", Code: connect.CodeFailedPrecondition, Reason: client.ReasonWrongState, TaskID: id, State: client.TaskStateCommitted}})
-			if err := c.Complete(ctx, id, b[0].LeaseID, nil); err != nil {
+			if err := c.Complete(ctx, client.CompleteRequest{TaskID: id, LeaseID: b[0].LeaseID}); err != nil {
 				t.Fatalf("Complete B: %v", err)
 			}
-			err = c.KillTask(ctx, id, "too late")
+			_, err = c.KillTask(ctx, client.KillTaskRequest{TaskID: id, Reason: "too late"})
 			checkError(t, "KillTask of a completed task", err, errorCase{client.ErrWrongState, client.Error{
 				Op: "KillTask", Code: connect.CodeFailedPrecondition, Reason: client.ReasonWrongState, TaskID: id, State: client.TaskStateCompleted}})
 		})
@@ -359,7 +382,7 @@ func TestErrorsWithoutDetail(t *testing.T) {
 			t.Parallel()
 			url := startServer(t, func(http.Handler) http.Handler { return failing(tc.code, nil) })
 			c := newClient(t, url, client.Options{MaxRetries: -1})
-			err := c.Complete(t.Context(), "t", "l", nil)
+			err := c.Complete(t.Context(), client.CompleteRequest{TaskID: "t", LeaseID: "l"})
 			tc.want.Op, tc.want.Code = "Complete", tc.code
 			checkError(t, "Complete", err, tc.errorCase)
 		})
@@ -439,7 +462,7 @@ func TestRetryKeepsRequestID(t *testing.T) {
 	if err != nil || len(batch) != 2 || batch[0].Duplicate || batch[1].Duplicate {
 		t.Fatalf("SubmitBatch: %+v, %v; want two new tasks", batch, err)
 	}
-	tasks, _, err := c.ListTasks(ctx, client.ListTasksRequest{Queue: "q"})
+	tasks, err := client.Collect(c.ListTasks(ctx, client.ListTasksRequest{Queue: "q"}))
 	if err != nil || len(tasks) != 3 {
 		t.Fatalf("ListTasks: %d tasks, %v; want 3 (one per submitted request)", len(tasks), err)
 	}
@@ -458,7 +481,7 @@ func TestNoRetryOnOtherCodes(t *testing.T) {
 				var count atomic.Int32
 				url := startServer(t, func(http.Handler) http.Handler { return failing(code, &count) })
 				c := newClient(t, url, client.Options{Protocol: proto})
-				err := c.Complete(t.Context(), "t", "l", nil)
+				err := c.Complete(t.Context(), client.CompleteRequest{TaskID: "t", LeaseID: "l"})
 				var e *client.Error
 				if !errors.As(err, &e) || e.Code != code {
 					t.Errorf("Complete answered %v, want an *Error with code %v", err, code)
@@ -481,7 +504,10 @@ func TestLocalValidation(t *testing.T) {
 	_, err = c.Lease(t.Context(), client.LeaseRequest{WorkerID: "w", Queue: "q", Wait: -time.Second})
 	checkError(t, "Lease with a negative Wait", err, errorCase{client.ErrInvalidArgument, client.Error{
 		Op: "Lease", Code: connect.CodeInvalidArgument, Reason: client.ReasonInvalidArgument, Field: "Wait"}})
-	_, _, err = c.ListTasks(t.Context(), client.ListTasksRequest{PageSize: -1})
+	_, err = c.ListTasksPage(t.Context(), client.ListTasksRequest{PageSize: -1})
+	checkError(t, "ListTasksPage with PageSize -1", err, errorCase{client.ErrInvalidArgument, client.Error{
+		Op: "ListTasks", Code: connect.CodeInvalidArgument, Reason: client.ReasonInvalidArgument, Field: "PageSize"}})
+	_, err = client.Collect(c.ListTasks(t.Context(), client.ListTasksRequest{PageSize: -1}))
 	checkError(t, "ListTasks with PageSize -1", err, errorCase{client.ErrInvalidArgument, client.Error{
 		Op: "ListTasks", Code: connect.CodeInvalidArgument, Reason: client.ReasonInvalidArgument, Field: "PageSize"}})
 }

@@ -50,12 +50,12 @@ func TestQueuesAndControls(t *testing.T) {
 			}
 			clk.Advance(10 * time.Minute)
 			l := lease()
-			if _, err := c.Fail(ctx, l.ID, l.LeaseID, "boom", true); err != nil {
+			if _, err := c.Fail(ctx, client.FailRequest{TaskID: l.ID, LeaseID: l.LeaseID, Reason: "boom", Permanent: true}); err != nil {
 				t.Fatal(err)
 			}
 			failed := l.ID
 			l = lease()
-			if err := c.Complete(ctx, l.ID, l.LeaseID, nil); err != nil {
+			if err := c.Complete(ctx, client.CompleteRequest{TaskID: l.ID, LeaseID: l.LeaseID}); err != nil {
 				t.Fatal(err)
 			}
 			completed := l.ID
@@ -64,11 +64,11 @@ func TestQueuesAndControls(t *testing.T) {
 			t2 := clk.Now()
 			other := submit("other", "q2")
 
-			qs, err := c.ListQueues(ctx, client.ListQueuesRequest{})
+			qs, err := client.Collect(c.ListQueues(ctx, client.ListQueuesRequest{}))
 			if err != nil || len(qs) != 2 || qs[0].Namespace != "default" || qs[0].Queue != "q1" || qs[1].Namespace != "other" || qs[1].Queue != "q2" {
 				t.Fatalf("ListQueues: %+v, %v; want default/q1 and other/q2", qs, err)
 			}
-			q1 := qs[0]
+			q1 := *qs[0]
 			if q1.Tasks != (client.TaskCounts{Waiting: 1, Leased: 1, Completed: 1, Failed: 1}) || q1.ActiveLeases != 1 ||
 				q1.OldestWaitingAge != t2.Sub(t0) || q1.Paused || q1.Pause != nil || q1.Partitions != 1 || q1.PausedPartitions != 0 {
 				t.Fatalf("default/q1: %+v; want 1 task in each of WAITING, LEASED, COMPLETED, FAILED, 1 lease, waited %v, running, 1 partition", q1, t2.Sub(t0))
@@ -84,10 +84,10 @@ func TestQueuesAndControls(t *testing.T) {
 			if q2 := qs[1]; q2.Tasks != (client.TaskCounts{Waiting: 1}) || q2.OldestWaitingAge != 0 || q2.LastMinute.Submitted != 1 {
 				t.Fatalf("other/q2: %+v; want 1 waiting task, just due", q2)
 			}
-			if ns, err := c.ListQueues(ctx, client.ListQueuesRequest{Namespace: "other"}); err != nil || len(ns) != 1 || ns[0].Queue != "q2" {
+			if ns, err := client.Collect(c.ListQueues(ctx, client.ListQueuesRequest{Namespace: "other"})); err != nil || len(ns) != 1 || ns[0].Queue != "q2" {
 				t.Fatalf("ListQueues of namespace other: %+v, %v; want other/q2 alone", ns, err)
 			}
-			got, err := c.GetQueue(ctx, "", "q1")
+			got, err := c.GetQueue(ctx, client.GetQueueRequest{Namespace: "", Queue: "q1"})
 			if err != nil || !reflect.DeepEqual(*got, q1) {
 				t.Fatalf("GetQueue(default/q1): %+v, %v\nwant what ListQueues answered: %+v", got, err, q1)
 			}
@@ -121,7 +121,7 @@ func TestQueuesAndControls(t *testing.T) {
 			}
 			checkLastEntry(t, c, failed, "TaskRetried", "ops@box", "fixed")
 			// KillTask also sends Options.RequestedBy.
-			if err := c.KillTask(ctx, held.ID, "stop"); err != nil {
+			if _, err := c.KillTask(ctx, client.KillTaskRequest{TaskID: held.ID, Reason: "stop"}); err != nil {
 				t.Fatal(err)
 			}
 			checkLastEntry(t, c, held.ID, "TaskDead", "ops@box", "stop")
@@ -146,14 +146,14 @@ func TestQueuesAndControls(t *testing.T) {
 			if err != nil || pg != (client.BulkResult{Changed: 1, Skipped: 4}) {
 				t.Fatalf("PurgeTasks of all: %+v, %v; want the COMPLETED one purged, 4 waiting skipped", pg, err)
 			}
-			if _, err := c.GetTask(ctx, completed); !errors.Is(err, client.ErrNotFound) {
+			if _, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: completed}); !errors.Is(err, client.ErrNotFound) {
 				t.Fatalf("GetTask of the purged task: %v; want ErrNotFound", err)
 			}
 			k, err = c.KillTasks(ctx, client.BulkRequest{Filter: client.TaskFilter{Namespace: "other", CreatedBefore: t2.Add(time.Millisecond)}})
 			if err != nil || k != (client.BulkResult{Changed: 1}) {
 				t.Fatalf("KillTasks created before %v: %+v, %v; want other/q2's task killed", t2.Add(time.Millisecond), k, err)
 			}
-			if task, err := c.GetTask(ctx, other); err != nil || task.State != client.TaskStateDead {
+			if task, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: other}); err != nil || task.State != client.TaskStateDead {
 				t.Fatalf("other/q2's task: %+v, %v; want DEAD", task, err)
 			}
 		})
@@ -164,7 +164,7 @@ func TestQueuesAndControls(t *testing.T) {
 // asked and why.
 func checkLastEntry(t *testing.T, c *client.Client, id, typ, by, reason string) {
 	t.Helper()
-	h, err := c.GetTaskHistory(t.Context(), id)
+	h, err := c.GetTaskHistory(t.Context(), client.GetTaskHistoryRequest{TaskID: id})
 	if err != nil || len(h) == 0 {
 		t.Fatalf("GetTaskHistory(%s): %+v, %v", id, h, err)
 	}
@@ -187,14 +187,14 @@ func TestQueueAndControlErrors(t *testing.T) {
 	if err != nil || len(l) != 1 {
 		t.Fatalf("Lease: %+v, %v", l, err)
 	}
-	if err := c.Complete(ctx, l[0].ID, l[0].LeaseID, nil); err != nil {
+	if err := c.Complete(ctx, client.CompleteRequest{TaskID: l[0].ID, LeaseID: l[0].LeaseID}); err != nil {
 		t.Fatal(err)
 	}
 
 	notFound := func(op string) errorCase {
 		return errorCase{client.ErrNotFound, client.Error{Op: op, Code: connect.CodeNotFound, Reason: client.ReasonNotFound}}
 	}
-	_, err = c.GetQueue(ctx, "", "nope")
+	_, err = c.GetQueue(ctx, client.GetQueueRequest{Namespace: "", Queue: "nope"})
 	checkError(t, "GetQueue unknown", err, notFound("GetQueue"))
 	_, err = c.PauseQueue(ctx, client.PauseQueueRequest{Queue: "nope"})
 	checkError(t, "PauseQueue unknown", err, notFound("PauseQueue"))
@@ -203,7 +203,7 @@ func TestQueueAndControlErrors(t *testing.T) {
 	}
 	_, err = c.ResumeQueue(ctx, client.ResumeQueueRequest{Namespace: "elsewhere", Queue: "q"})
 	checkError(t, "ResumeQueue unknown", err, notFound("ResumeQueue"))
-	_, err = c.ListQueues(ctx, client.ListQueuesRequest{Namespace: strings.Repeat("n", 257)})
+	_, err = client.Collect(c.ListQueues(ctx, client.ListQueuesRequest{Namespace: strings.Repeat("n", 257)}))
 	checkError(t, "ListQueues of a namespace over 256 bytes", err, errorCase{client.ErrInvalidArgument, client.Error{
 		Op: "ListQueues", Code: connect.CodeInvalidArgument, Reason: client.ReasonInvalidArgument, Field: "namespace"}})
 
@@ -220,7 +220,7 @@ func TestQueueAndControlErrors(t *testing.T) {
 	checkError(t, "KillTasks without a filter", err, invalid("KillTasks"))
 	_, err = c.PurgeTasks(ctx, client.BulkRequest{Filter: client.TaskFilter{All: true, Queue: "q"}})
 	checkError(t, "PurgeTasks with all and a queue", err, invalid("PurgeTasks"))
-	if task, err := c.GetTask(ctx, res.TaskID); err != nil || task.State != client.TaskStateCompleted {
+	if task, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: res.TaskID}); err != nil || task.State != client.TaskStateCompleted {
 		t.Fatalf("the task after the refused calls: %+v, %v; want it COMPLETED still", task, err)
 	}
 }
@@ -245,7 +245,7 @@ func TestSetQueueLimits(t *testing.T) {
 			if err != nil || !res.Changed || res.Queue.Limits == nil || res.Queue.Limits.MaxConcurrency != 0 || res.Queue.Limits.Rate != 2.5 {
 				t.Fatalf("clearing the max concurrency: %+v, %v; want the rate kept", res.Queue.Limits, err)
 			}
-			q, err := c.GetQueue(ctx, "", "q")
+			q, err := c.GetQueue(ctx, client.GetQueueRequest{Namespace: "", Queue: "q"})
 			if err != nil || !reflect.DeepEqual(q.Limits, res.Queue.Limits) {
 				t.Fatalf("GetQueue: %+v, %v; want limits %+v", q, err, res.Queue.Limits)
 			}

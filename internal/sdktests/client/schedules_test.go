@@ -27,28 +27,29 @@ func TestSchedules(t *testing.T) {
 			req := client.ScheduleRequest{Queue: "q", Name: "tick", Cron: "* * * * * *", Overlap: client.OverlapAllow,
 				Payload: []byte("p"), Retry: &client.RetryPolicy{MaxAttempts: 2}}
 
-			sc, created, err := c.CreateSchedule(ctx, req)
+			res, err := c.CreateSchedule(ctx, req)
+			sc, created := &res.Schedule, res.Created
 			if err != nil || !created || sc.CreatedBy != "ops@box" || sc.Overlap != client.OverlapAllow || sc.RetryPolicy.MaxAttempts != 2 ||
 				sc.CatchUpWindow != time.Hour || len(sc.NextFires) != 5 || !sc.NextFires[0].Equal(t0.Add(time.Second)) {
 				t.Fatalf("CreateSchedule: %+v, %v, %v", sc, created, err)
 			}
-			if _, created, err := c.CreateSchedule(ctx, req); err != nil || created {
-				t.Fatalf("CreateSchedule again: created %v, %v", created, err)
+			if res, err := c.CreateSchedule(ctx, req); err != nil || res.Created || res.Schedule.Name != "tick" {
+				t.Fatalf("CreateSchedule again: created %v, %v; want the schedule, not created", res.Created, err)
 			}
 			other := req
 			other.Cron = "@daily"
-			_, _, err = c.CreateSchedule(ctx, other)
+			_, err = c.CreateSchedule(ctx, other)
 			checkError(t, "CreateSchedule of another definition", err, errorCase{client.ErrAlreadyExists,
 				client.Error{Op: "CreateSchedule", Code: connect.CodeAlreadyExists, Reason: client.ReasonAlreadyExists}})
 			bad := req
 			bad.Name, bad.TimeZone = "bad", "Moon/Tranquility"
-			_, _, err = c.CreateSchedule(ctx, bad)
+			_, err = c.CreateSchedule(ctx, bad)
 			checkError(t, "CreateSchedule in an unknown zone", err, errorCase{client.ErrInvalidArgument,
 				client.Error{Op: "CreateSchedule", Code: connect.CodeInvalidArgument, Reason: client.ReasonInvalidArgument, Field: "time_zone"}})
 
 			clk.Advance(2 * time.Second)
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-				if sc, err = c.GetSchedule(ctx, "", "q", "tick"); err == nil && len(sc.Recent) == 2 {
+				if sc, err = c.GetSchedule(ctx, client.GetScheduleRequest{Namespace: "", Queue: "q", Name: "tick"}); err == nil && len(sc.Recent) == 2 {
 					break
 				}
 				if time.Now().After(deadline) {
@@ -60,12 +61,12 @@ func TestSchedules(t *testing.T) {
 					f.TaskState != client.TaskStateWaiting {
 					t.Fatalf("recent[%d] = %+v", i, f)
 				}
-				task, err := c.GetTask(ctx, f.TaskID)
+				task, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: f.TaskID})
 				if err != nil || string(task.Payload) != "p" || task.RetryPolicy.MaxAttempts != 2 {
 					t.Fatalf("the task of a fire: %+v, %v", task, err)
 				}
 			}
-			if ss, err := c.ListSchedules(ctx, client.ListSchedulesRequest{Queue: "q"}); err != nil || len(ss) != 1 || ss[0].Name != "tick" {
+			if ss, err := client.Collect(c.ListSchedules(ctx, client.ListSchedulesRequest{Queue: "q"})); err != nil || len(ss) != 1 || ss[0].Name != "tick" {
 				t.Fatalf("ListSchedules: %+v, %v", ss, err)
 			}
 
@@ -89,7 +90,7 @@ func TestSchedules(t *testing.T) {
 			if err := c.DeleteSchedule(ctx, client.ScheduleControlRequest{Queue: "q", Name: "tick"}); err != nil {
 				t.Fatal(err)
 			}
-			_, err = c.GetSchedule(ctx, "", "q", "tick")
+			_, err = c.GetSchedule(ctx, client.GetScheduleRequest{Namespace: "", Queue: "q", Name: "tick"})
 			checkError(t, "GetSchedule of a deleted schedule", err, errorCase{client.ErrNotFound,
 				client.Error{Op: "GetSchedule", Code: connect.CodeNotFound, Reason: client.ReasonNotFound}})
 		})

@@ -108,7 +108,7 @@ func TestTLS(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: Submit: %v", proto, err)
 		}
-		task, err := c.GetTask(t.Context(), res.TaskID)
+		task, err := c.GetTask(t.Context(), client.GetTaskRequest{TaskID: res.TaskID})
 		if err != nil || string(task.Payload) != proto {
 			t.Fatalf("%s: GetTask = %+v, %v", proto, task, err)
 		}

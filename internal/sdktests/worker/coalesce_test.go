@@ -39,7 +39,7 @@ func TestCoalescedCompletionsExactlyOnce(t *testing.T) {
 		if want := fmt.Sprint("done ", i); string(task.Result) != want {
 			t.Errorf("task %d: result %q, want %q", i, task.Result, want)
 		}
-		hist, err := c.GetTaskHistory(t.Context(), id.TaskID)
+		hist, err := c.GetTaskHistory(t.Context(), client.GetTaskHistoryRequest{TaskID: id.TaskID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +76,7 @@ func TestReportStart(t *testing.T) {
 				return nil, nil
 			}, worker.Options{ReportStart: report})
 			recv(t, running, "the handler to start")
-			task, err := c.GetTask(t.Context(), id)
+			task, err := c.GetTask(t.Context(), client.GetTaskRequest{TaskID: id})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -93,7 +93,7 @@ func TestHeartbeatsKeepManyLeases(t *testing.T) {
 		recv(t, started, "the handlers to start")
 	}
 	for _, id := range ids[keep:] {
-		if err := c.KillTask(t.Context(), id.TaskID, "test kills it"); err != nil {
+		if _, err := c.KillTask(t.Context(), client.KillTaskRequest{TaskID: id.TaskID, Reason: "test kills it"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -75,7 +75,7 @@ func waitFor(t *testing.T, c *client.Client, taskID, what string, cond func(*cli
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	for {
-		task, err := c.GetTask(ctx, taskID)
+		task, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: taskID})
 		if err == nil && cond(task) {
 			return task
 		}

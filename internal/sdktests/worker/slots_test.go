@@ -139,7 +139,7 @@ func waitCompleted(t *testing.T, c *client.Client, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
 		eventually(t, "task "+id+" to complete", func() bool {
-			task, err := c.GetTask(t.Context(), id)
+			task, err := c.GetTask(t.Context(), client.GetTaskRequest{TaskID: id})
 			return err == nil && task.State == client.TaskStateCompleted
 		})
 	}

@@ -177,11 +177,11 @@ func stallChild(mode string) int {
 			if err := effect(lt.ID, lt.Attempt); err != nil {
 				return fail(err)
 			}
-			err := c.Complete(ctx, lt.ID, lt.LeaseID, result)
+			err := c.Complete(ctx, client.CompleteRequest{TaskID: lt.ID, LeaseID: lt.LeaseID, Result: result})
 			say("complete %s", answer(err))
 			return 0
 		}
-		tok, err := c.Commit(ctx, lt.ID, lt.LeaseID, result)
+		tok, err := c.Commit(ctx, client.CommitRequest{TaskID: lt.ID, LeaseID: lt.LeaseID, Result: result})
 		say("commit %s", answer(err))
 		if err != nil {
 			return 0 // refused (or unknown): apply no effect
@@ -189,7 +189,7 @@ func stallChild(mode string) int {
 		if err := effect(tok.TaskID, tok.Attempt); err != nil {
 			return fail(err)
 		}
-		if err := c.Complete(ctx, lt.ID, lt.LeaseID, nil); err != nil {
+		if err := c.Complete(ctx, client.CompleteRequest{TaskID: lt.ID, LeaseID: lt.LeaseID}); err != nil {
 			return fail(err)
 		}
 		return 0
@@ -537,7 +537,7 @@ func TestStalledWorker(t *testing.T) {
 		a.waitPrefix(fmt.Sprintf("committed %s 1", id))
 		a.signal(syscall.SIGKILL)
 		a.wait()
-		if task, err := f.c.GetTask(t.Context(), id); err != nil || task.State != client.TaskStateCommitted {
+		if task, err := f.c.GetTask(t.Context(), client.GetTaskRequest{TaskID: id}); err != nil || task.State != client.TaskStateCommitted {
 			t.Fatalf("after A's crash: %v, %v; want COMMITTED", task, err)
 		}
 		b := f.start("B", "worker", false)

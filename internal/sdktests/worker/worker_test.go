@@ -107,7 +107,7 @@ func TestCompleteWithoutEffects(t *testing.T) {
 	if string(task.Result) != "done:x" {
 		t.Errorf("result %q, want done:x", task.Result)
 	}
-	hist, err := c.GetTaskHistory(t.Context(), id)
+	hist, err := c.GetTaskHistory(t.Context(), client.GetTaskHistoryRequest{TaskID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 		return nil
 	}})
 	recv(t, started, "the handler to start")
-	if err := c.KillTask(t.Context(), id, "test kills it"); err != nil {
+	if _, err := c.KillTask(t.Context(), client.KillTaskRequest{TaskID: id, Reason: "test kills it"}); err != nil {
 		t.Fatal(err)
 	}
 	recv(t, sawDone, "the handler's ctx to end")
@@ -265,7 +265,7 @@ func TestFinalisation(t *testing.T) {
 	if err != nil || len(leased) != 1 {
 		t.Fatalf("Lease: %v, %v", leased, err)
 	}
-	if _, err := c.Commit(ctx, id, leased[0].LeaseID, []byte("committed result")); err != nil {
+	if _, err := c.Commit(ctx, client.CommitRequest{TaskID: id, LeaseID: leased[0].LeaseID, Result: []byte("committed result")}); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
 	// No Complete: the lease expires with the task COMMITTED.
@@ -350,7 +350,7 @@ func TestShutdownWaitsForRunning(t *testing.T) {
 	if string(task.Result) != "finished" {
 		t.Errorf("first task result %q, want finished", task.Result)
 	}
-	if task, err := c.GetTask(t.Context(), second); err != nil || task.State != client.TaskStateWaiting || task.Attempt != 0 {
+	if task, err := c.GetTask(t.Context(), client.GetTaskRequest{TaskID: second}); err != nil || task.State != client.TaskStateWaiting || task.Attempt != 0 {
 		t.Errorf("second task after shutdown: %+v, %v; want WAITING, never leased", task, err)
 	}
 }
@@ -374,7 +374,7 @@ func TestShutdownFailsAfterGrace(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	recv(t, sawDone, "the handler's ctx to end")
-	task, err := c.GetTask(t.Context(), id)
+	task, err := c.GetTask(t.Context(), client.GetTaskRequest{TaskID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,11 +430,11 @@ func TestStopWhenEmpty(t *testing.T) {
 		}
 	}
 	for _, id := range ids {
-		if task, err := c.GetTask(t.Context(), id); err != nil || task.State != client.TaskStateCompleted {
+		if task, err := c.GetTask(t.Context(), client.GetTaskRequest{TaskID: id}); err != nil || task.State != client.TaskStateCompleted {
 			t.Errorf("task %s after the worker stopped: %v %v, want COMPLETED", id, task.State, err)
 		}
 	}
-	if task, err := c.GetTask(t.Context(), later); err != nil || task.State != client.TaskStateWaiting || task.Attempt != 0 {
+	if task, err := c.GetTask(t.Context(), client.GetTaskRequest{TaskID: later}); err != nil || task.State != client.TaskStateWaiting || task.Attempt != 0 {
 		t.Errorf("the delayed task: %v attempt %d %v, want WAITING, never leased", task.State, task.Attempt, err)
 	}
 }

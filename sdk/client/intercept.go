@@ -1,0 +1,50 @@
+package client
+
+import (
+	"context"
+	"net/http"
+)
+
+// Interceptor runs around a call the client makes: it may look at the
+// call, add headers, change ctx, time it, and see its error; it must call
+// next once to make the call (or return an error without making it). One
+// interceptor run covers the call's retries (a call answered unavailable
+// is tried again inside next), and each try sends call.Header.
+//
+// A logging interceptor:
+//
+//	func logCalls(ctx context.Context, call *client.Call, next func(context.Context) error) error {
+//		start := time.Now()
+//		err := next(ctx)
+//		slog.InfoContext(ctx, "tenure call", "op", call.Op, "took", time.Since(start), "err", err)
+//		return err
+//	}
+//
+// Interceptors are set in Options.Interceptors, the first outermost. They
+// run on the goroutine of the call, for every call: keep them quick.
+type Interceptor func(ctx context.Context, call *Call, next func(ctx context.Context) error) error
+
+// Call is what an interceptor sees of one call.
+type Call struct {
+	// Op is the API's method: "Submit", "Lease", "CompleteBatch", ... (the
+	// Client method's name, or, for ListTasks, "ListTasks" once per page).
+	Op string
+	// Header holds HTTP headers sent with each try of the call (gRPC
+	// metadata alike); an interceptor may add to it before it calls next.
+	// The client's own (content type, Authorization) are set after it.
+	Header http.Header
+}
+
+// chain is the interceptors as one, the first outermost; nil for none.
+func chain(is []Interceptor) Interceptor {
+	switch len(is) {
+	case 0:
+		return nil
+	case 1:
+		return is[0]
+	}
+	outer, inner := is[0], chain(is[1:])
+	return func(ctx context.Context, call *Call, next func(context.Context) error) error {
+		return outer(ctx, call, func(ctx context.Context) error { return inner(ctx, call, next) })
+	}
+}

@@ -1,0 +1,259 @@
+package client
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"math"
+	"sync"
+
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
+)
+
+// The calls of TaskService: submit tasks, read them, and act on them as an
+// operator.
+
+// Submit creates one task, durable when Submit returns, and answers it
+// whole (SubmitResult.Task). If req.RequestID is empty a random one is
+// generated first, so the client's retries of this call never create a
+// second task.
+func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
+	resp, err := call(ctx, c, "Submit", c.tasks.Submit, req.proto())
+	if err != nil {
+		return SubmitResult{}, err
+	}
+	return SubmitResult{TaskID: resp.GetTask().GetTaskId(), Duplicate: resp.GetDuplicate(), Task: taskPtr(resp.GetTask())}, nil
+}
+
+// SubmitBatch creates up to 1000 tasks (the server's default limit) in one
+// call; results come in the order of req.Requests, with each task's id
+// (and the whole task with req.ReturnTasks). Every request is checked
+// before any task is created: an invalid one fails the whole call,
+// ErrInvalidArgument naming it (e.g. "requests[3].queue"). Each request
+// without a RequestID gets a random one, as in Submit. If the call fails
+// after that check, some tasks may exist: retry with the same request ids
+// to learn which.
+func (c *Client) SubmitBatch(ctx context.Context, req SubmitBatchRequest) ([]SubmitResult, error) {
+	msg := &tenurev1.SubmitBatchRequest{Requests: make([]*tenurev1.SubmitRequest, len(req.Requests)), IdsOnly: !req.ReturnTasks, CompactIds: !req.ReturnTasks}
+	held, reqs := pooled[tenurev1.SubmitRequest](&submitMessages, len(req.Requests))
+	for i := range req.Requests {
+		req.Requests[i].fill(&reqs[i])
+		msg.Requests[i] = &reqs[i]
+	}
+	resp, err := call(ctx, c, "SubmitBatch", c.tasks.SubmitBatch, msg)
+	unpool(&submitMessages, held, reqs) // sent
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SubmitResult, len(req.Requests))
+	if ids, dups := resp.GetTaskIds(), resp.GetDuplicates(); len(resp.GetResponses()) == 0 && len(ids) == len(out) && len(dups) == len(out) {
+		for i := range out {
+			out[i] = SubmitResult{TaskID: ids[i], Duplicate: dups[i]}
+		}
+		return out, nil
+	}
+	// A server older than compact_ids answers responses.
+	if len(resp.GetResponses()) != len(req.Requests) {
+		return nil, fmt.Errorf("client: SubmitBatch: the server answered %d results for %d requests (a server bug; the tasks may exist, retry with the same request ids)", max(len(resp.GetResponses()), len(resp.GetTaskIds())), len(req.Requests))
+	}
+	for i, r := range resp.GetResponses() {
+		out[i] = SubmitResult{TaskID: r.GetTask().GetTaskId(), Duplicate: r.GetDuplicate()}
+		if req.ReturnTasks {
+			out[i].Task = taskPtr(r.GetTask())
+		}
+	}
+	return out, nil
+}
+
+// submitMessages and completeMessages keep the request messages of a
+// SubmitBatch (160 bytes per task) and of a CompleteBatch (80) from call to
+// call: the call has encoded them when it returns.
+var (
+	submitMessages   = sync.Pool{New: func() any { return new([]tenurev1.SubmitRequest) }}
+	completeMessages = sync.Pool{New: func() any { return new([]tenurev1.CompleteRequest) }}
+)
+
+// pooled returns n zero elements from p, a pool of *[]T, and the pointer to
+// give back to unpool.
+func pooled[T any](p *sync.Pool, n int) (*[]T, []T) {
+	held := p.Get().(*[]T)
+	if cap(*held) < n {
+		return held, make([]T, n)
+	}
+	return held, (*held)[:n]
+}
+
+// unpool clears s (it lets go of what its elements point at) and puts it
+// back in p.
+func unpool[T any](p *sync.Pool, held *[]T, s []T) {
+	clear(s)
+	*held = s[:0]
+	p.Put(held)
+}
+
+// GetTask returns a task with its executions.
+func (c *Client) GetTask(ctx context.Context, req GetTaskRequest) (*Task, error) {
+	resp, err := call(ctx, c, "GetTask", c.tasks.GetTask, &tenurev1.GetTaskRequest{TaskId: req.TaskID})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetTask() == nil {
+		return nil, errors.New("client: GetTask: the server answered without a task (a server bug)")
+	}
+	return taskPtr(resp.GetTask()), nil
+}
+
+// ListTasks returns the tasks req selects, in creation order, fetching
+// them a page at a time (req.PageSize per call) as the loop asks for
+// more, from req.PageToken on ("": the first). A failed call ends the
+// sequence with its error:
+//
+//	for t, err := range c.ListTasks(ctx, client.ListTasksRequest{Queue: "emails"}) {
+//		if err != nil {
+//			return err
+//		}
+//		fmt.Println(t.ID, t.State)
+//	}
+func (c *Client) ListTasks(ctx context.Context, req ListTasksRequest) iter.Seq2[*Task, error] {
+	return func(yield func(*Task, error) bool) {
+		for {
+			page, err := c.ListTasksPage(ctx, req)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for i := range page.Tasks {
+				if !yield(&page.Tasks[i], nil) {
+					return
+				}
+			}
+			if page.NextPageToken == "" {
+				return
+			}
+			req.PageToken = page.NextPageToken
+		}
+	}
+}
+
+// ListTasksPage returns one page of the tasks req selects, in creation
+// order, with the token of the next page ("" on the last): for a program
+// that pages by token itself (a listing people page through). ListTasks
+// pages for you.
+func (c *Client) ListTasksPage(ctx context.Context, req ListTasksRequest) (*TaskPage, error) {
+	if req.PageSize < 0 || req.PageSize > math.MaxInt32 {
+		return nil, invalid("ListTasks", "PageSize", fmt.Sprintf("PageSize %d is out of range; use 0 (default) up to the server's limit (1000)", req.PageSize))
+	}
+	resp, err := call(ctx, c, "ListTasks", c.tasks.ListTasks, &tenurev1.ListTasksRequest{
+		Namespace: req.Namespace,
+		Queue:     req.Queue,
+		State:     tenurev1.TaskState(req.State),
+		PageSize:  int32(req.PageSize),
+		PageToken: req.PageToken,
+	})
+	if err != nil {
+		return nil, err
+	}
+	page := &TaskPage{NextPageToken: resp.GetNextPageToken()}
+	if len(resp.GetTasks()) > 0 {
+		page.Tasks = make([]Task, len(resp.GetTasks()))
+		for i, t := range resp.GetTasks() {
+			page.Tasks[i] = taskOf(t)
+		}
+	}
+	return page, nil
+}
+
+// KillTask moves a task that is not terminal to DEAD, and answers it; its
+// current lease, if any, loses its authority at once. req.Reason becomes
+// the task's FailureReason. A task already COMPLETED, FAILED or DEAD is
+// refused with ErrWrongState.
+func (c *Client) KillTask(ctx context.Context, req KillTaskRequest) (*Task, error) {
+	resp, err := call(ctx, c, "KillTask", c.tasks.KillTask, &tenurev1.KillTaskRequest{
+		TaskId: req.TaskID, Reason: req.Reason, RequestedBy: c.by(req.RequestedBy)})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetTask() == nil {
+		return nil, errors.New("client: KillTask: the server answered without a task (a server bug); GetTask shows whether it was killed")
+	}
+	return taskPtr(resp.GetTask()), nil
+}
+
+// RetryTask returns a FAILED or DEAD task to WAITING, due at once, with a
+// fresh budget of attempts, and answers it. Its earlier executions stay in
+// its history. A COMPLETED task (submit a new one to run it again), a task
+// not finished, and one an attempt committed before it was killed (its
+// effect may have been applied) are refused with ErrWrongState.
+func (c *Client) RetryTask(ctx context.Context, req RetryTaskRequest) (*Task, error) {
+	resp, err := call(ctx, c, "RetryTask", c.tasks.RetryTask, &tenurev1.RetryTaskRequest{
+		TaskId: req.TaskID, Reason: req.Reason, RequestedBy: c.by(req.RequestedBy)})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetTask() == nil {
+		return nil, errors.New("client: RetryTask: the server answered without a task (a server bug); GetTask shows whether it was retried")
+	}
+	return taskPtr(resp.GetTask()), nil
+}
+
+// RetryTasks retries every FAILED or DEAD task req.Filter selects, as
+// RetryTask would, and counts them; the others it selects are Skipped. A
+// filter with nothing set and without All, or All with another field, is
+// refused with ErrInvalidArgument. The server works in bounded steps and
+// selects no task created after the call began; if the call fails part
+// way, the tasks it changed stay changed: call it again to continue.
+func (c *Client) RetryTasks(ctx context.Context, req BulkRequest) (BulkResult, error) {
+	return bulkResult(call(ctx, c, "RetryTasks", c.tasks.RetryTasks, &tenurev1.RetryTasksRequest{
+		Filter: req.Filter.proto(), Reason: req.Reason, RequestedBy: c.by(req.RequestedBy)}))
+}
+
+// KillTasks kills every unfinished task req.Filter selects, as KillTask
+// would, and counts them; those already finished are Skipped. The filter
+// and a failure part way are as for RetryTasks.
+func (c *Client) KillTasks(ctx context.Context, req BulkRequest) (BulkResult, error) {
+	return bulkResult(call(ctx, c, "KillTasks", c.tasks.KillTasks, &tenurev1.KillTasksRequest{
+		Filter: req.Filter.proto(), Reason: req.Reason, RequestedBy: c.by(req.RequestedBy)}))
+}
+
+// PurgeTasks deletes every finished (COMPLETED, FAILED or DEAD) task
+// req.Filter selects now rather than at the server's retention, and counts
+// them; those not finished are Skipped. GetTask then answers ErrNotFound
+// for them, and their request ids may be used again. The filter and a
+// failure part way are as for RetryTasks.
+func (c *Client) PurgeTasks(ctx context.Context, req BulkRequest) (BulkResult, error) {
+	return bulkResult(call(ctx, c, "PurgeTasks", c.tasks.PurgeTasks, &tenurev1.PurgeTasksRequest{
+		Filter: req.Filter.proto(), Reason: req.Reason, RequestedBy: c.by(req.RequestedBy)}))
+}
+
+// bulkResult is the result of a bulk action's answer.
+func bulkResult(resp interface {
+	GetChanged() uint64
+	GetSkipped() uint64
+}, err error) (BulkResult, error) {
+	if err != nil {
+		return BulkResult{}, err
+	}
+	return BulkResult{Changed: resp.GetChanged(), Skipped: resp.GetSkipped()}, nil
+}
+
+// by is who asks for an operator's action: requestedBy, or the client's
+// Options.RequestedBy.
+func (c *Client) by(requestedBy string) string {
+	return cmp.Or(requestedBy, c.requestedBy)
+}
+
+// GetTaskHistory returns the log records that touched a task, oldest
+// first: what happened to it, and why it ran twice.
+func (c *Client) GetTaskHistory(ctx context.Context, req GetTaskHistoryRequest) ([]HistoryEntry, error) {
+	resp, err := call(ctx, c, "GetTaskHistory", c.tasks.GetTaskHistory, &tenurev1.GetTaskHistoryRequest{TaskId: req.TaskID})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]HistoryEntry, len(resp.GetEntries()))
+	for i, e := range resp.GetEntries() {
+		out[i] = historyEntryOf(e)
+	}
+	return out, nil
+}

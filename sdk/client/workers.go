@@ -1,0 +1,190 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// The calls of WorkerService: the worker protocol (lease, start, heartbeat,
+// commit, complete, fail). Package worker runs it for you.
+
+// Lease grants up to MaxTasks tasks of a queue. With Wait it long-polls
+// and answers as soon as one task is leased, or with none when Wait ran
+// out. A Lease retried after an unavailable answer may have granted a lease
+// whose answer was lost: that lease expires unused after the task's window.
+func (c *Client) Lease(ctx context.Context, req LeaseRequest) ([]LeasedTask, error) {
+	msg, err := leaseMessage("Lease", req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := call(ctx, c, "Lease", c.workers.Lease, msg)
+	if err != nil {
+		return nil, err
+	}
+	return leasedTasksOf(resp.GetTasks()), nil
+}
+
+// leaseMessage is req on the wire, checked for call op.
+func leaseMessage(op string, req LeaseRequest) (*tenurev1.LeaseRequest, error) {
+	if req.MaxTasks < 0 || req.MaxTasks > math.MaxInt32 {
+		return nil, invalid(op, "MaxTasks", fmt.Sprintf("MaxTasks %d is negative or too large; use 0 (one task) up to the server's limit (1000)", req.MaxTasks))
+	}
+	if req.Wait < 0 {
+		return nil, invalid(op, "Wait", fmt.Sprintf("Wait %v is negative; use 0 to answer at once", req.Wait))
+	}
+	msg := &tenurev1.LeaseRequest{
+		WorkerId:  req.WorkerID,
+		Namespace: req.Namespace,
+		Queue:     req.Queue,
+		MaxTasks:  uint32(req.MaxTasks),
+	}
+	if req.Wait > 0 {
+		msg.Wait = durationpb.New(req.Wait)
+	}
+	return msg, nil
+}
+
+// leasedTasksOf converts leased tasks from the wire (nil for none).
+func leasedTasksOf(ts []*tenurev1.LeasedTask) []LeasedTask {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]LeasedTask, len(ts))
+	for i, t := range ts {
+		out[i] = leasedTaskOf(t)
+	}
+	return out
+}
+
+// Start reports that work on a leased task began (optional; the execution
+// shows IN_PROGRESS).
+func (c *Client) Start(ctx context.Context, req StartRequest) error {
+	_, err := call(ctx, c, "Start", c.workers.Start, &tenurev1.StartRequest{TaskId: req.TaskID, LeaseId: req.LeaseID})
+	return err
+}
+
+// Heartbeat extends the lease by the task's execution window from now and
+// answers the new expiry.
+func (c *Client) Heartbeat(ctx context.Context, req HeartbeatRequest) (HeartbeatResult, error) {
+	resp, err := call(ctx, c, "Heartbeat", c.workers.Heartbeat, &tenurev1.HeartbeatRequest{TaskId: req.TaskID, LeaseId: req.LeaseID})
+	if err != nil {
+		return HeartbeatResult{}, err
+	}
+	if resp.GetLeaseExpiry() == nil {
+		return HeartbeatResult{}, errors.New("client: Heartbeat: the server answered without a lease expiry (a server bug); treat the lease as lost")
+	}
+	return HeartbeatResult{LeaseExpiry: resp.GetLeaseExpiry().AsTime()}, nil
+}
+
+// Commit records req.Result as the task's one committed result. Only after
+// it succeeds may the caller apply the external effects, keyed by the
+// fencing token. ErrLeaseLost or ErrAlreadyCommitted mean: apply no
+// effects.
+func (c *Client) Commit(ctx context.Context, req CommitRequest) (FencingToken, error) {
+	resp, err := call(ctx, c, "Commit", c.workers.Commit, &tenurev1.CommitRequest{TaskId: req.TaskID, LeaseId: req.LeaseID, Result: req.Result})
+	if err != nil {
+		return FencingToken{}, err
+	}
+	tok := resp.GetFencingToken()
+	return FencingToken{TaskID: tok.GetTaskId(), Attempt: tok.GetAttempt()}, nil
+}
+
+// Complete finishes the task: from LEASED it commits req.Result and
+// completes in one step; from COMMITTED it finalises the committed result
+// (req.Result is then ignored).
+func (c *Client) Complete(ctx context.Context, req CompleteRequest) error {
+	_, err := call(ctx, c, "Complete", c.workers.Complete, &tenurev1.CompleteRequest{TaskId: req.TaskID, LeaseId: req.LeaseID, Result: req.Result})
+	return err
+}
+
+// CompleteBatch completes up to 1000 tasks (the server's default limit) in
+// one call, each as Complete would. Result.Errors[i] is item i's own
+// answer: nil when it completed (durable when CompleteBatch returns), else
+// an *Error that errors.Is classifies (ErrLeaseLost, ErrAlreadyCommitted,
+// ErrNotFound, ...) as it would Complete's. One item's failure does not
+// affect the others.
+//
+// With req.Lease set, the call then leases as Lease(*req.Lease) would
+// (with its Wait, it long-polls), and answers both when both are durable
+// (Result.Leased): a worker that completes a batch and wants the next one
+// saves a round trip; on a server that serves many small calls, most of
+// the cost of a call is the call itself. The lease request is checked
+// before any item is applied: an invalid one, or one the caller's token
+// may not lease from, fails the call with nothing done. A server older
+// than this field ignores it and leases nothing: a worker that gets no
+// task calls Lease, as it would after any empty answer.
+//
+// The error is for the call as a whole (no items or too many, the server
+// could not answer even after the client's retries, or the lease failed
+// after the items were applied); no item's outcome is then known.
+// Retrying the call is safe: the same lease completing a task again gets
+// the same answer, the client itself retries a call answered with
+// unavailable, and, as for Lease, a lease whose answer was lost expires
+// unused.
+func (c *Client) CompleteBatch(ctx context.Context, req CompleteBatchRequest) (CompleteBatchResult, error) {
+	var lease *tenurev1.LeaseRequest
+	if req.Lease != nil {
+		var err error
+		if lease, err = leaseMessage("CompleteBatch", *req.Lease); err != nil {
+			return CompleteBatchResult{}, err
+		}
+	}
+	msg := &tenurev1.CompleteBatchRequest{Items: make([]*tenurev1.CompleteRequest, len(req.Items)), FailedOnly: true, Lease: lease}
+	held, reqs := pooled[tenurev1.CompleteRequest](&completeMessages, len(req.Items))
+	for i, it := range req.Items {
+		reqs[i] = tenurev1.CompleteRequest{TaskId: it.TaskID, LeaseId: it.LeaseID, Result: it.Result}
+		msg.Items[i] = &reqs[i]
+	}
+	resp, err := call(ctx, c, "CompleteBatch", c.workers.CompleteBatch, msg)
+	unpool(&completeMessages, held, reqs) // sent
+	if err != nil {
+		return CompleteBatchResult{}, err
+	}
+	errs, err := itemErrors(resp, req.Items)
+	if err != nil {
+		return CompleteBatchResult{}, err
+	}
+	return CompleteBatchResult{Errors: errs, Leased: leasedTasksOf(resp.GetLeased())}, nil
+}
+
+// itemErrors is each item's answer in a CompleteBatch response.
+func itemErrors(resp *tenurev1.CompleteBatchResponse, items []CompleteRequest) (errs []error, err error) {
+	errs = make([]error, len(items))
+	if len(resp.GetResults()) == 0 {
+		// failed_only: the items not named succeeded.
+		for _, r := range resp.GetFailed() {
+			i := int(r.GetIndex())
+			if i >= len(items) || r.GetTaskId() != items[i].TaskID || r.GetCode() == "" {
+				return nil, fmt.Errorf("client: CompleteBatch: the server answered a failure of item %d (task %q, code %q) that does not fit the %d items (a server bug; retry the call: completions are idempotent)", i, r.GetTaskId(), r.GetCode(), len(items))
+			}
+			errs[i] = itemError(r)
+		}
+		return errs, nil
+	}
+	// A server older than failed_only answers a result per item.
+	if len(resp.GetResults()) != len(items) {
+		return nil, fmt.Errorf("client: CompleteBatch: the server answered %d results for %d items (a server bug; retry the call: completions are idempotent)", len(resp.GetResults()), len(items))
+	}
+	for i, r := range resp.GetResults() {
+		if r.GetCode() != "" {
+			errs[i] = itemError(r)
+		}
+	}
+	return errs, nil
+}
+
+// Fail ends an attempt that failed before commit: the task is retried per
+// its policy, or FAILED if req.Permanent or out of attempts. A committed
+// task cannot fail (ErrWrongState): finish it with Complete.
+func (c *Client) Fail(ctx context.Context, req FailRequest) (FailResult, error) {
+	resp, err := call(ctx, c, "Fail", c.workers.Fail, &tenurev1.FailRequest{TaskId: req.TaskID, LeaseId: req.LeaseID, Reason: req.Reason, Permanent: req.Permanent})
+	if err != nil {
+		return FailResult{}, err
+	}
+	return FailResult{State: TaskState(resp.GetState()), RetryAt: timeOf(resp.GetRetryAt())}, nil
+}
