@@ -396,6 +396,27 @@ func (a *api) attempt(t *testing.T, q string, succeed bool) *tenurev1.LeasedTask
 	return lt
 }
 
+// snoozedTwice runs a task of q that its worker snoozes twice, then leases
+// again and reports progress on: the task stays leased, at attempt 1.
+func (a *api) snoozedTwice(t *testing.T, q string) string {
+	t.Helper()
+	ctx := context.Background()
+	id := a.submit(t, q, `{"poll":"export-42"}`, 1, 0)
+	for range 2 {
+		lt := a.mustLease(t, q)
+		if _, err := a.worker.Snooze(ctx, withToken(a, &tenurev1.SnoozeRequest{TaskId: id, LeaseId: lt.GetLeaseId(), Reason: "export not ready"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lt := a.mustLease(t, q)
+	pct := uint32(66)
+	if _, err := a.worker.Heartbeat(ctx, withToken(a, &tenurev1.HeartbeatRequest{TaskId: id, LeaseId: lt.GetLeaseId(),
+		Progress: &tenurev1.Progress{Message: "page 2 of 3", Percent: &pct}})); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 // fixture is what a flow sets up through the API before opening pages.
 type fixture struct {
 	flaky  string // failed twice, then succeeded
@@ -481,6 +502,18 @@ func dashboardFlow(t *testing.T, b *browser, base string, a *api, name string) f
 		t.Errorf("after three live refreshes attempt 1's records are open: %v (redrawn: %v, %d lanes); want open, in a redrawn timeline of 3 lanes", kept.Open, kept.Redrawn, kept.Attempts)
 	}
 	b.checkBasics(name + " task")
+
+	// A task snoozed twice and running again: three lanes of attempt 1, and
+	// the progress its worker reports, on its page and in its queue.
+	polled := a.snoozedTwice(t, "polling")
+	b.goTo("#/task/" + polled)
+	b.until("the timeline shows two snoozes and the running lease", `[...document.querySelectorAll(".lanes .lane")].map(l => l.dataset.outcome + l.dataset.attempt).join() === "snoozed1,snoozed1,running1"`)
+	b.until("the task shows its worker's progress", textOf("#progress")+`.startsWith("66% page 2 of 3 (reported ")`)
+	b.until("the task used 1 of its 1 attempt", textOf("#attempts")+` === "1 of 1"`)
+	b.shot(name + "-task-progress")
+	b.checkBasics(name + " task with progress")
+	b.goTo("#/queue/default/polling")
+	b.until("the queue lists the task's progress", textOf(fmt.Sprintf(`tr[data-task=%q] td[data-progress]`, polled))+` === "66% page 2 of 3"`)
 
 	// Retry the failed task with the button: it is waiting.
 	b.goTo("#/task/" + f.failed)

@@ -32,6 +32,8 @@ type serverCmd struct {
 	commitInterval time.Duration
 	segmentBytes   int64
 	maxPayload     int
+	maxSnoozes     int
+	maxSnoozeDelay time.Duration
 	scan           time.Duration
 	snapRecords    uint64
 	snapEvery      time.Duration
@@ -69,6 +71,8 @@ func (c *serverCmd) define(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.commitInterval, "commit-interval", wal.DefaultCommitInterval, commitIntervalHelp)
 	fs.Int64Var(&c.segmentBytes, "wal-segment-bytes", wal.DefaultSegmentBytes, "size of a WAL segment file, in bytes (4096 to 1 GiB): the WAL below the older kept snapshot is deleted in whole segments")
 	fs.IntVar(&c.maxPayload, "max-payload-bytes", coordinator.DefaultLimits.MaxPayloadBytes, "largest task payload accepted, in bytes")
+	fs.IntVar(&c.maxSnoozes, "max-snoozes", coordinator.DefaultLimits.MaxSnoozes, "times one task may be snoozed (each keeps an execution in the task); past it a snooze is refused")
+	fs.DurationVar(&c.maxSnoozeDelay, "max-snooze-delay", coordinator.DefaultLimits.MaxSnoozeDelay, "longest delay of one snooze")
 	fs.DurationVar(&c.scan, "expiry-scan-interval", time.Second, "how often to scan for expired leases (they are also expired lazily on access)")
 	fs.Uint64Var(&c.snapRecords, "snapshot-every-records", host.DefaultSnapshotEveryRecords, "take a snapshot after this many WAL records since the last one")
 	fs.DurationVar(&c.snapEvery, "snapshot-every", host.DefaultSnapshotEvery, "take a snapshot this long after the last one, if any record was written since")
@@ -105,6 +109,12 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	if c.maxPayload <= 0 || c.maxPayload > 64<<20 {
 		return usageError{fmt.Sprintf("--max-payload-bytes %d is outside 1..%d", c.maxPayload, 64<<20)}
 	}
+	if c.maxSnoozes < 1 || c.maxSnoozes > 1_000_000 {
+		return usageError{fmt.Sprintf("--max-snoozes %d is outside 1..1000000", c.maxSnoozes)}
+	}
+	if c.maxSnoozeDelay < time.Second || c.maxSnoozeDelay > 365*24*time.Hour {
+		return usageError{fmt.Sprintf("--max-snooze-delay %v is outside 1s..8760h (a year)", c.maxSnoozeDelay)}
+	}
 	if err := checkCommitInterval(c.commitInterval); err != nil {
 		return err
 	}
@@ -140,7 +150,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	}
 	snaps := host.Schedule{EveryRecords: c.snapRecords, Every: c.snapEvery, Retention: c.retention}
 	coordCfg := coordinator.Config{
-		Limits:             coordinator.Limits{MaxPayloadBytes: c.maxPayload},
+		Limits:             coordinator.Limits{MaxPayloadBytes: c.maxPayload, MaxSnoozes: c.maxSnoozes, MaxSnoozeDelay: c.maxSnoozeDelay},
 		ExpiryScanInterval: c.scan,
 	}
 	if c.cluster.dsn != "" {

@@ -54,7 +54,20 @@ type taskJSON struct {
 	LeaseExpiry     timeJSON        `json:"leaseExpiry,omitzero"`
 	Executions      []executionJSON `json:"executions,omitempty"`
 	Deadline        timeJSON        `json:"deadline,omitzero"`
+	TraceContext    *traceJSON      `json:"traceContext,omitempty"`
+	Progress        *progressJSON   `json:"progress,omitempty"`
 	AttemptsUsed    uint32          `json:"attemptsUsed,omitempty"`
+}
+
+type traceJSON struct {
+	Traceparent string `json:"traceparent,omitempty"`
+	Tracestate  string `json:"tracestate,omitempty"`
+}
+
+type progressJSON struct {
+	Message    string   `json:"message,omitempty"`
+	Percent    *uint32  `json:"percent,omitempty"`
+	ReportedAt timeJSON `json:"reportedAt,omitzero"`
 }
 
 type retryPolicyJSON struct {
@@ -259,6 +272,15 @@ func taskToJSON(t *client.Task) taskJSON {
 		LeaseExpiry:     timeJSON(t.LeaseExpiry),
 		Deadline:        timeJSON(t.Deadline),
 		AttemptsUsed:    t.AttemptsUsed,
+	}
+	if t.TraceContext != (client.TraceContext{}) {
+		out.TraceContext = &traceJSON{Traceparent: t.TraceContext.Traceparent, Tracestate: t.TraceContext.Tracestate}
+	}
+	if p := t.Progress; p != nil {
+		out.Progress = &progressJSON{Message: p.Message, ReportedAt: timeJSON(p.ReportedAt)}
+		if p.HasPercent {
+			out.Progress.Percent = &p.Percent
+		}
 	}
 	for _, e := range t.Executions {
 		out.Executions = append(out.Executions, executionJSON{

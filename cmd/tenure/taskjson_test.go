@@ -59,9 +59,27 @@ func TestCLIJSONIsTheAPIsJSON(t *testing.T) {
 	if _, err := c.KillTask(ctx, client.KillTaskRequest{TaskID: killed, Reason: "not needed"}); err != nil {
 		t.Fatal(err)
 	}
+	// Submitted with a trace context, snoozed once, then leased again and
+	// reporting progress.
+	workers := tenurev1connect.NewWorkerServiceClient(http.DefaultClient, addr)
+	traced, err := api.Submit(ctx, connect.NewRequest(&tenurev1.SubmitRequest{Queue: "traced",
+		TraceContext: &tenurev1.TraceContext{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Tracestate: "rojo=1"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lt = leaseOne(t, c, "traced")
+	if _, err := workers.Snooze(ctx, connect.NewRequest(&tenurev1.SnoozeRequest{TaskId: lt.ID, LeaseId: lt.LeaseID, Reason: "not yet"})); err != nil {
+		t.Fatal(err)
+	}
+	lt = leaseOne(t, c, "traced")
+	pct := uint32(25)
+	if _, err := workers.Heartbeat(ctx, connect.NewRequest(&tenurev1.HeartbeatRequest{TaskId: lt.ID, LeaseId: lt.LeaseID,
+		Progress: &tenurev1.Progress{Message: "a quarter", Percent: &pct}})); err != nil {
+		t.Fatal(err)
+	}
 
 	var gets []any
-	for _, id := range []string{done, delayed, killed} {
+	for _, id := range []string{done, delayed, killed, traced.Msg.GetTask().GetTaskId()} {
 		resp, err := api.GetTask(ctx, connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: id}))
 		if err != nil {
 			t.Fatal(err)
@@ -75,6 +93,11 @@ func TestCLIJSONIsTheAPIsJSON(t *testing.T) {
 		"executions[].startedAt", "executions[].committedAt", "executions[].finishedAt", "executions[].leaseExpiry")
 	pinJSON(t, "task get (delayed)", gets[1], "notBefore")
 	pinJSON(t, "task get (killed)", gets[2], "failureReason", "executions[].reason")
+	pinJSON(t, "task get (traced)", gets[3], "traceContext.traceparent", "traceContext.tracestate", "progress.message", "progress.percent",
+		"progress.reportedAt", "executions[].status")
+	if ex := gets[3].(map[string]any)["executions"].([]any); ex[0].(map[string]any)["status"] != "EXECUTION_STATUS_SNOOZED" {
+		t.Errorf("task get --json of a snoozed task: first execution %v", ex[0])
+	}
 	if task := gets[0].(map[string]any); task["state"] != "TASK_STATE_COMPLETED" || task["executionWindow"] != "2.500s" || task["payload"] != "aGVsbG8=" {
 		t.Errorf("task get --json: state %v, executionWindow %v, payload %v; want TASK_STATE_COMPLETED, 2.500s, aGVsbG8=", task["state"], task["executionWindow"], task["payload"])
 	}

@@ -314,6 +314,15 @@ func (c *taskGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []s
 	if t.LeaseID != "" {
 		row("lease", fmt.Sprintf("%s by %s until %s", t.LeaseID, t.WorkerID, fmtTime(t.LeaseExpiry)))
 	}
+	if p := t.Progress; p != nil {
+		row("progress", fmt.Sprintf("%s (reported %s)", p, fmtTime(p.ReportedAt)))
+	}
+	if tc := t.TraceContext; tc.Traceparent != "" {
+		row("traceparent", tc.Traceparent)
+		if tc.Tracestate != "" {
+			row("tracestate", tc.Tracestate)
+		}
+	}
 	row("payload", preview(t.Payload))
 	if t.Result != nil {
 		row("result", preview(t.Result))

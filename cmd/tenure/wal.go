@@ -370,14 +370,14 @@ func (c *walStateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []
 		return err
 	}
 	var (
-		t        *state.Task
-		deadline state.Time
+		t      *state.Task
+		beside state.Beside
 	)
 	if c.taskID != "" {
 		if t = st.Task(c.taskID); t == nil {
 			return fmt.Errorf("no task %q in the state after lsn %d (never created, created later, or purged by retention)", c.taskID, at)
 		}
-		deadline, _ = st.Deadline(t.ID)
+		beside = st.Beside(t)
 	}
 	byState := map[string]int{}
 	for ts := state.Waiting; ts <= state.Dead; ts++ {
@@ -394,7 +394,7 @@ func (c *walStateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []
 			Task         json.RawMessage `json:"task,omitempty"`
 		}{LSN: st.LastLSN(), Epoch: st.Epoch(), FromSnapshot: snapAt, Replayed: n, Tasks: st.Len(), ByState: byState}
 		if t != nil {
-			if out.Task, err = protojson.Marshal(snapshot.TaskMessage(t, deadline)); err != nil {
+			if out.Task, err = protojson.Marshal(snapshot.TaskMessage(t, beside)); err != nil {
 				return err
 			}
 		}
@@ -419,7 +419,7 @@ func (c *walStateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []
 		fmt.Fprintf(stdout, "  %-10s %d\n", k, byState[k])
 	}
 	if t != nil {
-		printStateTask(stdout, t, deadline)
+		printStateTask(stdout, t, beside)
 	}
 	return nil
 }
@@ -433,8 +433,8 @@ func stateOrder(name string) int {
 	return 99
 }
 
-// printStateTask prints t and its deadline in force (0: none).
-func printStateTask(w io.Writer, t *state.Task, deadline state.Time) {
+// printStateTask prints t and what the state keeps beside it.
+func printStateTask(w io.Writer, t *state.Task, beside state.Beside) {
 	ts := func(v state.Time) string {
 		if v == 0 {
 			return "-"
@@ -446,8 +446,14 @@ func printStateTask(w io.Writer, t *state.Task, deadline state.Time) {
 	if t.RequestID != "" {
 		fmt.Fprintf(w, "  request id %s\n", t.RequestID)
 	}
-	if deadline != 0 {
-		fmt.Fprintf(w, "  deadline %s\n", ts(deadline))
+	if beside.Deadline != 0 {
+		fmt.Fprintf(w, "  deadline %s\n", ts(beside.Deadline))
+	}
+	if tc := beside.Trace; tc.Parent != "" {
+		fmt.Fprintf(w, "  traceparent %s\n", tc.Parent)
+		if tc.State != "" {
+			fmt.Fprintf(w, "  tracestate %s\n", tc.State)
+		}
 	}
 	if t.FailureReason != "" {
 		fmt.Fprintf(w, "  failure %s\n", t.FailureReason)
@@ -463,6 +469,9 @@ func printStateTask(w io.Writer, t *state.Task, deadline state.Time) {
 		}
 		fmt.Fprintf(w, "  execution %d: lease %s, worker %s, %s, leased %s, expiry %s%s\n",
 			e.Attempt, e.LeaseID, e.WorkerID, e.Status, ts(e.LeasedAt), ts(e.LeaseExpiry), cur)
+		if r := beside.Report; i == t.LeaseIndex() && r.At != 0 {
+			fmt.Fprintf(w, "    progress %s at %s\n", r.Report, ts(r.At))
+		}
 	}
 	lsns := make([]string, len(t.LSNs()))
 	for i, l := range t.LSNs() {

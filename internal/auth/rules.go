@@ -84,6 +84,7 @@ var Rules = []Rule{
 	{tenurev1connect.WorkerServiceCompleteProcedure, []Role{Admin, Worker}, ScopeTask, whereTask},
 	{tenurev1connect.WorkerServiceCompleteBatchProcedure, []Role{Admin, Worker}, ScopeTask, "task of each item, once found (an item out of scope is refused on its own); and, with `lease` set, that request's `namespace` (unset: `default`), `queue`, as for Lease"},
 	{tenurev1connect.WorkerServiceFailProcedure, []Role{Admin, Worker}, ScopeTask, whereTask},
+	{tenurev1connect.WorkerServiceSnoozeProcedure, []Role{Admin, Worker}, ScopeTask, whereTask},
 	{tenurev1connect.QueueServiceListQueuesProcedure, []Role{Admin, Reader}, ScopeRequest, "request: `namespace` (unset: every one)"},
 	{tenurev1connect.QueueServiceGetQueueProcedure, []Role{Admin, Reader}, ScopeRequest, whereNamespaceQueue},
 	{tenurev1connect.QueueServicePauseQueueProcedure, []Role{Admin}, ScopeRequest, whereNamespaceQueue},

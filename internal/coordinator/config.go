@@ -43,6 +43,15 @@ type Limits struct {
 	MaxWait time.Duration
 	// MaxListPage caps the tasks of one List page (default 1000).
 	MaxListPage int
+	// MaxSnoozeDelay caps the delay of one Snooze (default 24 h, as a
+	// retry's backoff).
+	MaxSnoozeDelay time.Duration
+	// MaxSnoozes caps the snoozes of one task (default 1000): each keeps
+	// an execution in the task, so a task that snoozes for ever would grow
+	// for ever.
+	MaxSnoozes int
+	// MaxProgressBytes caps a progress message (default 256).
+	MaxProgressBytes int
 }
 
 // DefaultLimits are the limits a zero Limits stands for.
@@ -67,6 +76,10 @@ var DefaultLimits = Limits{
 	MaxLeaseTasks: 1000,
 	MaxWait:       30 * time.Second,
 	MaxListPage:   1000,
+
+	MaxSnoozeDelay:   24 * time.Hour,
+	MaxSnoozes:       1000,
+	MaxProgressBytes: 256,
 }
 
 // withDefaults returns l with every zero field set to its default.
@@ -96,6 +109,9 @@ func (l Limits) withDefaults() Limits {
 	setInt(&l.MaxLeaseTasks, d.MaxLeaseTasks)
 	setDur(&l.MaxWait, d.MaxWait)
 	setInt(&l.MaxListPage, d.MaxListPage)
+	setDur(&l.MaxSnoozeDelay, d.MaxSnoozeDelay)
+	setInt(&l.MaxSnoozes, d.MaxSnoozes)
+	setInt(&l.MaxProgressBytes, d.MaxProgressBytes)
 	return l
 }
 
@@ -121,6 +137,7 @@ func (l Limits) validate() error {
 		{"MinWindow", int64(l.MinWindow)}, {"MaxBatch", int64(l.MaxBatch)},
 		{"MaxLeaseTasks", int64(l.MaxLeaseTasks)}, {"MaxWait", int64(l.MaxWait)},
 		{"MaxListPage", int64(l.MaxListPage)}, {"MaxBackoff", int64(l.MaxBackoff)}, {"MaxDelay", int64(l.MaxDelay)},
+		{"MaxSnoozeDelay", int64(l.MaxSnoozeDelay)}, {"MaxSnoozes", int64(l.MaxSnoozes)}, {"MaxProgressBytes", int64(l.MaxProgressBytes)},
 	}
 	for _, p := range positive {
 		if p.v < 0 {

@@ -276,7 +276,7 @@ func (c *Coordinator) afterApply(r state.Record) {
 	switch r := r.(type) {
 	case *state.LeaseGranted:
 		c.workers.leased(r.WorkerID)
-	case *state.TaskCompleted, *state.TaskFailed, *state.LeaseExpired, *state.TaskDead, *state.TaskDeadlineExceeded:
+	case *state.TaskCompleted, *state.TaskFailed, *state.TaskSnoozed, *state.LeaseExpired, *state.TaskDead, *state.TaskDeadlineExceeded:
 		if n := len(t.Executions); n > 0 && t.CurrentLease() == nil {
 			c.workers.released(t.Executions[n-1].WorkerID)
 			// The end of a lease frees a slot of a queue with a max
@@ -477,6 +477,8 @@ func attribute(ctx context.Context, recs []state.Record) {
 		case *state.TaskCompleted:
 			r.By = by
 		case *state.TaskFailed:
+			r.By = by
+		case *state.TaskSnoozed:
 			r.By = by
 		case *state.TaskCancelled:
 			r.By = by

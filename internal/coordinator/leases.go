@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tenurehq/tenure/internal/state"
 )
@@ -39,6 +40,9 @@ type Lease struct {
 	// completes; it must not execute the task again.
 	Committed       bool
 	CommittedResult []byte // shared and immutable: do not modify
+	// Trace is the trace context the task was submitted with (zero: none):
+	// the worker's span of the attempt continues the submitter's trace.
+	Trace state.TraceContext
 }
 
 // FencingToken identifies the attempt whose commit won. External effects
@@ -227,6 +231,7 @@ func (c *Coordinator) leaseView(t *state.Task, g *state.LeaseGranted) Lease {
 	if d, ok := c.st.DeadlineOf(t); ok {
 		l.Deadline = d.Std()
 	}
+	l.Trace = c.st.TraceOf(t)
 	return l
 }
 
@@ -321,6 +326,8 @@ func (c *Coordinator) authorize(t *state.Task, leaseID string, action state.Acti
 		why = "ended at the task's deadline"
 	case expiredNow && t.CurrentLease() == former || endedBy(former, state.ReasonLeaseExpired):
 		why = "expired"
+	case former.Status == state.ExecSnoozed:
+		why = "was snoozed"
 	}
 	return nil, recs, leaseLost(t.ID, leaseID, why)
 }
@@ -401,21 +408,58 @@ func (c *Coordinator) Start(ctx context.Context, taskID, leaseID string) error {
 // not beyond the task's deadline, and returns the new expiry. An expired
 // lease is never resurrected.
 func (c *Coordinator) Heartbeat(ctx context.Context, taskID, leaseID string) (time.Time, error) {
+	return c.HeartbeatReport(ctx, taskID, leaseID, nil)
+}
+
+// HeartbeatReport is Heartbeat carrying the worker's progress (nil: none),
+// which becomes the lease's last report. The report rides on the
+// heartbeat's record, so that progress costs the log nothing a heartbeat
+// does not; a heartbeat that cannot move the expiry (at the task's
+// deadline) still writes one for a report, and a report equal to the
+// lease's last one is not written again.
+func (c *Coordinator) HeartbeatReport(ctx context.Context, taskID, leaseID string, report *state.Report) (time.Time, error) {
+	if report != nil {
+		if err := c.cfg.Limits.checkReport(report); err != nil {
+			return time.Time{}, err
+		}
+	}
 	var expiry state.Time
 	err := c.leaseOp(ctx, taskID, leaseID, state.ActionHeartbeat, func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
+		r := report
+		if last, ok := c.st.ReportOf(t); r != nil && ok && last.Report == *r {
+			r = nil // the same again
+		}
 		expiry = c.capExpiry(t, now.Add(t.Window))
 		if expiry <= cur.LeaseExpiry {
 			// At the task's deadline already, or the clock went back: keep
 			// the lease as it is.
 			expiry = cur.LeaseExpiry
-			return nil, nil
+			if r == nil {
+				return nil, nil
+			}
 		}
-		return &state.LeaseExtended{TaskID: t.ID, LeaseID: leaseID, NewLeaseExpiry: expiry, At: now}, nil
+		return &state.LeaseExtended{TaskID: t.ID, LeaseID: leaseID, NewLeaseExpiry: expiry, At: now, Report: r}, nil
 	})
 	if err != nil {
 		return time.Time{}, err
 	}
 	return expiry.Std(), nil
+}
+
+// checkReport checks a progress report: a message of at most
+// MaxProgressBytes of UTF-8, a percentage of at most 100.
+func (l Limits) checkReport(r *state.Report) error {
+	switch {
+	case len(r.Message) > l.MaxProgressBytes:
+		return &LimitError{Field: "progress.message", Size: len(r.Message), Limit: l.MaxProgressBytes}
+	case !utf8.ValidString(r.Message):
+		return fieldErr("progress.message", "must be valid UTF-8")
+	case r.HasPercent && r.Percent > 100:
+		return fieldErr("progress.percent", "%d is over 100", r.Percent)
+	case !r.HasPercent && r.Percent != 0:
+		return fieldErr("progress.percent", "%d is set without HasPercent", r.Percent)
+	}
+	return nil
 }
 
 // Commit records result as the task's one committed result. Only the
@@ -470,6 +514,53 @@ func (c *Coordinator) Complete(ctx context.Context, taskID, leaseID string, resu
 		return err
 	}
 	return errs[0]
+}
+
+// Snooze ends an uncommitted attempt at the worker's request: the task
+// waits until now + delay and runs again without using up an attempt (one
+// TaskSnoozed record; the next lease has the same attempt number). It
+// returns when the task may run again. Refused for a committed task
+// (apply the effects and Complete), for a task snoozed MaxSnoozes times,
+// and for one whose deadline the snooze would not leave the minimum
+// execution window before.
+func (c *Coordinator) Snooze(ctx context.Context, taskID, leaseID string, delay time.Duration, reason string) (time.Time, error) {
+	l := c.cfg.Limits
+	switch {
+	case delay < 0 || delay > l.MaxSnoozeDelay:
+		return time.Time{}, fieldErr("delay", "%v is outside 0..%v", delay, l.MaxSnoozeDelay)
+	case len(reason) > l.MaxReasonBytes:
+		return time.Time{}, &LimitError{Field: "reason", Size: len(reason), Limit: l.MaxReasonBytes}
+	}
+	var notBefore state.Time
+	err := c.leaseOp(ctx, taskID, leaseID, state.ActionSnooze, func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
+		if t.State != state.Leased {
+			return nil, wrongState(t, " is %s: its result is committed, so it cannot snooze; apply the committed effects and call Complete", t.State)
+		}
+		if n := snoozes(t); n >= l.MaxSnoozes {
+			return nil, wrongState(t, " was snoozed %d times, the server's limit: complete or fail it", n)
+		}
+		notBefore = now.Add(delay)
+		if d, ok := c.st.DeadlineOf(t); ok && d.Std().Sub(notBefore.Std()) < l.MinWindow {
+			return nil, wrongState(t, " must be committed by its deadline %s: a snooze until %s leaves it less than the minimum execution window (%v); snooze less, or fail it",
+				d, notBefore, l.MinWindow)
+		}
+		return &state.TaskSnoozed{TaskID: t.ID, LeaseID: leaseID, NotBefore: notBefore, Reason: reason, At: now}, nil
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return notBefore.Std(), nil
+}
+
+// snoozes counts the executions of t that a snooze ended.
+func snoozes(t *state.Task) int {
+	n := 0
+	for i := range t.Executions {
+		if t.Executions[i].Status == state.ExecSnoozed {
+			n++
+		}
+	}
+	return n
 }
 
 // Fail ends an uncommitted attempt. With attempts left (and permanent

@@ -56,6 +56,8 @@ func resolvePending(pending []porcupine.Operation, final []*state.Task) []porcup
 				status = lincheck.ExecDone
 			case state.ExecAborted:
 				status = lincheck.ExecAborted
+			case state.ExecSnoozed:
+				status = lincheck.ExecSnoozed
 			}
 			lt.Executions = append(lt.Executions, lincheck.Execution{LeaseID: e.LeaseID, WorkerID: e.WorkerID, Attempt: e.Attempt,
 				Committed: t.CommittedBy != "" && t.CommittedBy == e.LeaseID, Finalize: e.Finalize, Status: status, Reason: e.Reason})

@@ -21,8 +21,9 @@ var (
 )
 
 // TestPropertyRandomOperations drives the coordinator with seeded random
-// sequences of every operation (submits with and without deadlines,
-// flow-control changes) and of
+// sequences of every operation (submits with and without deadlines and
+// trace contexts, heartbeats with progress, snoozes, flow-control changes)
+// and of
 // clock moves (forward and, rarely, backward) and restarts. After every applied record the state invariants
 // hold; at the end, replaying the WAL files from disk gives a state equal to
 // the live one, twice over; and from the clients' side no task ever has two
@@ -39,16 +40,24 @@ func TestPropertyRandomOperations(t *testing.T) {
 	if *propSeed != 0 {
 		first, seeds = *propSeed, 1
 	}
-	var failedLeased int
+	var total seqCounts
 	for seed := first; seed < first+uint64(seeds); seed++ {
 		ok, n := runSequence(t, seed, *propOps)
 		if !ok {
 			t.Fatalf("seed %d failed; rerun with: go test ./internal/coordinator -run TestPropertyRandomOperations -prop.seed=%d -v", seed, seed)
 		}
-		failedLeased += n
+		total.deadlineLeases += n.deadlineLeases
+		total.snoozed += n.snoozed
+		total.reports += n.reports
 	}
-	if seeds >= 100 && failedLeased == 0 {
+	switch {
+	case seeds < 100:
+	case total.deadlineLeases == 0:
 		t.Fatal("no sequence failed a leased task at its deadline; the test needs some")
+	case total.snoozed == 0:
+		t.Fatal("no sequence snoozed a task; the test needs some")
+	case total.reports == 0:
+		t.Fatal("no sequence ended with a progress report kept; the test needs some")
 	}
 }
 
@@ -57,9 +66,13 @@ type heldLease struct {
 	worker string
 }
 
-// runSequence runs one sequence and says whether it passed, and how many
-// leases ended at their task's deadline.
-func runSequence(t *testing.T, seed uint64, ops int) (ok bool, deadlineLeases int) {
+// seqCounts counts what a sequence ended with: leases ended at their
+// task's deadline, snoozed executions, progress reports kept.
+type seqCounts struct{ deadlineLeases, snoozed, reports int }
+
+// runSequence runs one sequence and says whether it passed, and what it
+// ended with.
+func runSequence(t *testing.T, seed uint64, ops int) (ok bool, n seqCounts) {
 	var failed bool
 	t.Run(fmt.Sprint(seed), func(t *testing.T) {
 		defer func() { failed = t.Failed() }()
@@ -120,15 +133,24 @@ func runSequence(t *testing.T, seed uint64, ops int) (ok bool, deadlineLeases in
 			case 1:
 				r.Deadline = e.clock.Now().Add(time.Duration(5000+rng.IntN(15000)) * time.Millisecond)
 			}
+			if rng.IntN(3) == 0 && r.RequestID == "" {
+				r.Trace.Parent = fmt.Sprintf("00-%032x-%016x-01", rng.Uint64()|1, rng.Uint64()|1)
+				if rng.IntN(2) == 0 {
+					r.Trace.State = "vendor=v1"
+				}
+			}
 			return r
 		}
+		traces := map[string]state.TraceContext{} // by task, as submitted
 		for range ops {
 			switch op := rng.IntN(100); {
 			case op < 15:
-				res, err := e.c.Submit(ctx, submitReq())
+				req := submitReq()
+				res, err := e.c.Submit(ctx, req)
 				expected("submit", err)
 				if !res.Duplicate {
 					tasks = append(tasks, res.Task.ID)
+					traces[res.Task.ID] = req.Trace
 				}
 				acked[res.Task.ID] = true
 			case op < 20:
@@ -138,9 +160,10 @@ func runSequence(t *testing.T, seed uint64, ops int) (ok bool, deadlineLeases in
 				}
 				res, err := e.c.SubmitBatch(ctx, reqs)
 				expected("submit batch", err)
-				for _, r := range res {
+				for i, r := range res {
 					if !acked[r.Task.ID] {
 						tasks = append(tasks, r.Task.ID)
+						traces[r.Task.ID] = reqs[i].Trace
 					}
 					acked[r.Task.ID] = true
 				}
@@ -151,6 +174,9 @@ func runSequence(t *testing.T, seed uint64, ops int) (ok bool, deadlineLeases in
 				expected("lease", err)
 				for _, l := range ls {
 					held = append(held, heldLease{l, w})
+					if l.Trace != traces[l.TaskID] {
+						t.Fatalf("lease of %s carries trace context %+v, it was submitted with %+v", l.TaskID, l.Trace, traces[l.TaskID])
+					}
 				}
 				if qs, _ := e.c.Queues(ctx, DefaultNamespace, q); len(ls) > 0 && len(qs) == 1 && qs[0].Limits != nil &&
 					qs[0].Limits.MaxConcurrency > 0 && qs[0].Leases > int(qs[0].Limits.MaxConcurrency) {
@@ -158,8 +184,18 @@ func runSequence(t *testing.T, seed uint64, ops int) (ok bool, deadlineLeases in
 				}
 			case op < 42 && len(held) > 0:
 				h, _ := pick()
-				_, err := e.c.Heartbeat(ctx, h.TaskID, h.LeaseID)
+				var report *state.Report
+				if rng.IntN(2) == 0 {
+					report = &state.Report{Message: fmt.Sprintf("step %d", rng.IntN(3)), Percent: uint32(rng.IntN(101)), HasPercent: rng.IntN(2) == 0}
+					if !report.HasPercent {
+						report.Percent = 0
+					}
+				}
+				_, err := e.c.HeartbeatReport(ctx, h.TaskID, h.LeaseID, report)
 				expected("heartbeat", err, ErrLeaseLost, ErrAlreadyCommitted)
+				if v, gerr := e.c.View(ctx, h.TaskID); err == nil && report != nil && gerr == nil && v.Report.Report != *report {
+					t.Fatalf("after a heartbeat with progress %+v, task %s shows %+v", *report, h.TaskID, v.Report)
+				}
 			case op < 46 && len(held) > 0:
 				h, _ := pick()
 				err := e.c.Start(ctx, h.TaskID, h.LeaseID)
@@ -208,12 +244,26 @@ func runSequence(t *testing.T, seed uint64, ops int) (ok bool, deadlineLeases in
 					}
 				}
 				held = kept
-			case op < 76 && len(held) > 0:
+			case op < 73 && len(held) > 0:
 				h, i := pick()
 				_, err := e.c.Fail(ctx, h.TaskID, h.LeaseID, "failed", rng.IntN(4) == 0)
 				expected("fail", err, ErrLeaseLost, ErrAlreadyCommitted, ErrWrongState)
 				if err == nil {
 					held = append(held[:i], held[i+1:]...)
+				}
+			case op < 76 && len(held) > 0:
+				// A snooze gives the attempt back: the task waits with the
+				// attempt count it had before the lease.
+				h, i := pick()
+				_, err := e.c.Snooze(ctx, h.TaskID, h.LeaseID, time.Duration(rng.IntN(3000))*time.Millisecond, "later")
+				expected("snooze", err, ErrLeaseLost, ErrAlreadyCommitted, ErrWrongState)
+				if err == nil {
+					held = append(held[:i], held[i+1:]...)
+					got, err := e.c.Get(ctx, h.TaskID)
+					expected("get", err)
+					if got.State != state.Waiting || got.Attempt != h.Attempt-1 {
+						t.Fatalf("snoozed attempt %d of %s: task %s at attempt %d, want WAITING at %d", h.Attempt, h.TaskID, got.State, got.Attempt, h.Attempt-1)
+					}
 				}
 			case op < 79 && len(tasks) > 0:
 				err := e.c.Kill(ctx, tasks[rng.IntN(len(tasks))], Actor{Reason: "kill"})
@@ -275,12 +325,16 @@ func runSequence(t *testing.T, seed uint64, ops int) (ok bool, deadlineLeases in
 		for _, task := range live.Tasks {
 			for _, ex := range task.Executions {
 				if ex.Reason == state.ReasonLeaseDeadline {
-					deadlineLeases++
+					n.deadlineLeases++
+				}
+				if ex.Status == state.ExecSnoozed {
+					n.snoozed++
 				}
 			}
 		}
+		n.reports = len(live.Reports)
 	})
-	return !failed, deadlineLeases
+	return !failed, n
 }
 
 func hasTask(x state.Export, id string) bool {

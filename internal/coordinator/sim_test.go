@@ -202,6 +202,7 @@ const (
 	stepFail           = "fail"
 	stepFailPermanent  = "fail-permanent"
 	stepHeartbeat      = "heartbeat"
+	stepSnooze         = "snooze"
 	stepPause          = "pause"  // stall until the lease is past due
 	stepEffect         = "effect" // apply the effect of this attempt's won commit
 	stepEffectFinalise = "effect-committed"
@@ -882,6 +883,8 @@ func (s *sim) behaviour(l Lease) []string {
 		{stepCommit, stepCommitRetry, stepEffect, stepComplete, stepCompleteRetry}, // network retries
 		{stepCommit, stepFail, stepComplete},                                       // fails after committing (refused)
 		{stepVanish},                                                               // crashes before anything
+		{stepHeartbeat, stepSnooze},                                                // snoozes: runs again, same attempt
+		{stepCommit, stepSnooze, stepEffect, stepComplete},                         // snoozes after committing (refused)
 	}
 	i := s.rng.IntN(len(scripts))
 	s.stats[fmt.Sprintf("script-%02d", i)]++
@@ -961,7 +964,9 @@ type simAction struct {
 	tok              FencingToken
 	fr               FailResult
 	expiry           time.Time
-	retryOf          bool // a retry of the previous request: its answer must repeat
+	delay            time.Duration // of a snooze
+	notBefore        time.Time     // a snooze's answer
+	retryOf          bool          // a retry of the previous request: its answer must repeat
 	prevWon, prevFin bool
 	// faulted: run in a concurrent batch while a write or fsync fails, so
 	// whether an answer that needs no record came back depends on the
@@ -988,6 +993,9 @@ func (s *sim) action(h *simHeld) *simAction {
 		a.in = lincheck.In{Op: lincheck.OpFail, Task: l.TaskID, Lease: l.LeaseID, Permanent: step == stepFailPermanent, Reason: fmt.Sprintf("failed-%d", s.next())}
 	case stepHeartbeat:
 		a.in = lincheck.In{Op: lincheck.OpHeartbeat, Task: l.TaskID, Lease: l.LeaseID}
+	case stepSnooze:
+		a.in = lincheck.In{Op: lincheck.OpSnooze, Task: l.TaskID, Lease: l.LeaseID, Reason: fmt.Sprintf("snoozed-%d", s.next())}
+		a.delay = time.Duration(s.rng.IntN(3000)) * time.Millisecond
 	default:
 		panic("sim: no request for step " + step)
 	}
@@ -1007,6 +1015,8 @@ func (a *simAction) run(c *Coordinator) {
 		a.fr, a.err = c.Fail(ctx, in.Task, in.Lease, in.Reason, in.Permanent)
 	case lincheck.OpHeartbeat:
 		a.expiry, a.err = c.Heartbeat(ctx, in.Task, in.Lease)
+	case lincheck.OpSnooze:
+		a.notBefore, a.err = c.Snooze(ctx, in.Task, in.Lease, a.delay, in.Reason)
 	}
 }
 
@@ -1082,6 +1092,13 @@ func (s *sim) settle(a *simAction) {
 			out.Retry = a.fr.State == state.Waiting
 			s.acks = append(s.acks, simAck{op: "fail", task: in.Task, lease: in.Lease})
 		}
+	case lincheck.OpSnooze:
+		if out.Err == "" {
+			if want := a.now.Add(a.delay); !a.notBefore.Equal(want) {
+				s.fail("snooze of lease %s answered not before %v, want %v", in.Lease, a.notBefore.Sub(epoch), want.Sub(epoch))
+			}
+			s.acks = append(s.acks, simAck{op: "snooze", task: in.Task, lease: in.Lease, data: in.Reason})
+		}
 	case lincheck.OpHeartbeat:
 		if out.Err == "" {
 			want := a.now.Add(h.l.Window)
@@ -1095,8 +1112,10 @@ func (s *sim) settle(a *simAction) {
 		}
 	}
 	s.rec.Done(h.worker.id, in, a.call, out)
-	// A refused worker stops and applies nothing; so does one that failed.
-	if out.Err != "" && !(in.Op == lincheck.OpFail && out.Err == lincheck.WrongState) || in.Op == lincheck.OpFail && out.Err == "" {
+	// A refused worker stops and applies nothing; so does one that failed
+	// or snoozed. One told its task is committed carries on.
+	ends := in.Op == lincheck.OpFail || in.Op == lincheck.OpSnooze
+	if out.Err != "" && !(ends && out.Err == lincheck.WrongState) || ends && out.Err == "" {
 		s.drop(h)
 	}
 }
@@ -1133,8 +1152,8 @@ func (s *sim) checkAuthority(a *simAction, got string) {
 		switch {
 		case op == lincheck.OpCommit && h.l.Committed:
 			want = lincheck.AlreadyCommitted // a finalisation lease does not commit
-		case op == lincheck.OpFail && (h.l.Committed || h.won):
-			want = lincheck.WrongState // a committed task cannot fail
+		case (op == lincheck.OpFail || op == lincheck.OpSnooze) && (h.l.Committed || h.won):
+			want = lincheck.WrongState // a committed task cannot fail or snooze
 		}
 		if got != want {
 			s.fail("%s by lease %s of task %s at %v, before its expiry %v (never reached): answered %q, want %q",
@@ -1157,7 +1176,7 @@ func (s *sim) concurrentBatch(faulted bool) {
 	for _, w := range s.workers {
 		for _, h := range w.held {
 			switch h.script[0] {
-			case stepCommit, stepComplete, stepFail, stepFailPermanent, stepHeartbeat:
+			case stepCommit, stepComplete, stepFail, stepFailPermanent, stepHeartbeat, stepSnooze:
 			default:
 				continue
 			}
@@ -1307,6 +1326,10 @@ func (s *sim) checkAcks(when string) {
 		case "fail":
 			if exec == nil || exec.Status != state.ExecAborted {
 				bad = "execution not aborted"
+			}
+		case "snooze":
+			if exec == nil || exec.Status != state.ExecSnoozed || exec.Reason != a.data {
+				bad = "execution not snoozed"
 			}
 		case "kill":
 			if t.State != state.Dead {

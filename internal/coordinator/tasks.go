@@ -36,6 +36,9 @@ type SubmitRequest struct {
 	// Timeout sets the deadline to the time of the submit plus Timeout
 	// instead (0: none). Deadline and Timeout exclude each other.
 	Timeout time.Duration
+	// Trace is the submitter's W3C trace context (zero: none), given to
+	// every worker that leases the task.
+	Trace state.TraceContext
 }
 
 // SubmitResult is the created (or, for a repeated request id, existing)
@@ -195,6 +198,11 @@ func (l Limits) validateSubmit(req *SubmitRequest, now time.Time) error {
 	if !req.NotBefore.IsZero() && req.NotBefore.Sub(now) > l.MaxDelay {
 		return fieldErr("not_before", "%s is more than %v ahead", req.NotBefore.UTC().Format(time.RFC3339), l.MaxDelay)
 	}
+	if req.Trace != (state.TraceContext{}) {
+		if err := l.checkTrace(req.Trace); err != nil {
+			return err
+		}
+	}
 	// A retry of a submit with a request id may come after its deadline:
 	// it is answered with the first task, so that whether its deadline is
 	// still ahead is checked only when it would create one (SubmitBatch).
@@ -248,6 +256,7 @@ func created(r *state.TaskCreated, req *SubmitRequest, id string, now time.Time)
 		RequestID:       req.RequestID,
 		Priority:        req.Priority,
 		CreatedAt:       state.TimeOf(now),
+		Trace:           req.Trace,
 	}
 	if !req.NotBefore.IsZero() {
 		r.NotBefore = state.TimeOf(req.NotBefore)
@@ -549,18 +558,18 @@ func (c *Coordinator) taskAction(ctx context.Context, taskID string, a Actor, re
 	return c.writeAndWait(ctx, rec(c.now()))
 }
 
-// TaskView is a copy of one task as an answer shows it: the task, and its
-// deadline in force, which the state keeps beside it (0: none, or no
-// longer: see state.State.Deadline).
+// TaskView is a copy of one task as an answer shows it: the task, and
+// what the state keeps beside it: its deadline in force (0: none, or no
+// longer: see state.State.Deadline), the trace context it was submitted
+// with, and the last progress report of its current lease.
 type TaskView struct {
 	*state.Task
-	Deadline state.Time
+	state.Beside
 }
 
-// view copies t and its deadline; c.mu must be held.
+// view copies t and what is kept beside it; c.mu must be held.
 func (c *Coordinator) view(t *state.Task) TaskView {
-	d, _ := c.st.DeadlineOf(t)
-	return TaskView{Task: t.Clone(), Deadline: d}
+	return TaskView{Task: t.Clone(), Beside: c.st.Beside(t)}
 }
 
 // Get returns a copy of the task.

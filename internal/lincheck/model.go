@@ -19,6 +19,7 @@ const (
 	OpComplete  = "complete"
 	OpFail      = "fail"
 	OpHeartbeat = "heartbeat"
+	OpSnooze    = "snooze"
 	OpGet       = "get"
 	OpKill      = "kill"
 	OpRetry     = "retry"
@@ -56,13 +57,13 @@ const (
 type In struct {
 	Op          string
 	Task        string
-	Lease       string // commit, complete, fail, heartbeat
+	Lease       string // commit, complete, fail, heartbeat, snooze
 	RequestID   string // submit
 	Payload     string // submit
 	MaxAttempts uint32 // submit
 	Result      string // commit, complete
 	Permanent   bool   // fail
-	Reason      string // fail, kill, retry
+	Reason      string // fail, snooze, kill, retry
 	Worker      string // lease
 }
 
@@ -219,6 +220,8 @@ func Step(st, in0, out0 any) (bool, any) {
 		return stepComplete(s, in, out)
 	case OpFail:
 		return stepFail(s, in, out)
+	case OpSnooze:
+		return stepSnooze(s, in, out)
 	case OpHeartbeat:
 		if out.Err == "" {
 			return s.Lease == in.Lease, s
@@ -316,14 +319,7 @@ func stepComplete(s State, in In, out Out) (bool, any) {
 }
 
 func stepFail(s State, in In, out Out) (bool, any) {
-	// The lease still holds, but its task is committed: finish it with
-	// Complete.
-	committed := s.Lease == in.Lease && s.State == StateCommitted
-	switch out.Err {
-	case "":
-		if s.Lease != in.Lease || s.State != StateLeased {
-			return false, s
-		}
+	return stepEnd(s, in, out, func() (bool, State) {
 		retry := !in.Permanent && s.attemptsLeft()
 		if !out.Unchecked && out.Retry != retry {
 			return false, s
@@ -334,6 +330,32 @@ func stepFail(s State, in In, out Out) (bool, any) {
 			n.State = StateWaiting
 		}
 		return true, n
+	})
+}
+
+// stepSnooze is a worker's snooze: like a retryable failure, but the
+// attempt is given back (the next lease has the same number).
+func stepSnooze(s State, in In, out Out) (bool, any) {
+	return stepEnd(s, in, out, func() (bool, State) {
+		n := s
+		n.Lease, n.State, n.Attempt = "", StateWaiting, s.Attempt-1
+		return true, n
+	})
+}
+
+// stepEnd is a worker ending an attempt before a commit (fail, snooze):
+// a success is ok's, from a LEASED task whose lease it names; the other
+// answers are a refusal, or wrong state for a committed task.
+func stepEnd(s State, in In, out Out, ok func() (bool, State)) (bool, any) {
+	// The lease still holds, but its task is committed: finish it with
+	// Complete.
+	committed := s.Lease == in.Lease && s.State == StateCommitted
+	switch out.Err {
+	case "":
+		if s.Lease != in.Lease || s.State != StateLeased {
+			return false, s
+		}
+		return ok()
 	case WrongState:
 		return committed, s
 	case FailedPrecondition:

@@ -6,6 +6,7 @@ import "github.com/anishathalye/porcupine"
 const (
 	ExecDone    = "done"
 	ExecAborted = "aborted"
+	ExecSnoozed = "snoozed"
 )
 
 // Task is a task of the final state, as Resolve needs it; each test
@@ -26,7 +27,7 @@ type Execution struct {
 	Committed bool   // this execution's commit is the task's
 	Finalize  bool   // leased to finalise an earlier commit
 	Status    string // ExecDone, ExecAborted, or another
-	Reason    string // of an abort
+	Reason    string // of an abort or a snooze
 }
 
 // Resolve turns the operations that got no answer into what the final
@@ -34,7 +35,8 @@ type Execution struct {
 // no trace are dropped (they took no effect, or only an effect the model
 // does not see, such as an expiry). It relies on inputs the tests make
 // unique: one worker id per Lease call, one payload per submitted task (a
-// submit retried with its request id reuses it), one reason per Fail. A
+// submit retried with its request id reuses it), one reason per Fail and
+// per Snooze. A
 // kill, a retry or a resume without an answer stays pending: the final
 // state does not always tell whether it happened, and the model takes it
 // either way.
@@ -100,6 +102,10 @@ func Resolve(pending []porcupine.Operation, final []Task) []porcupine.Operation 
 			}
 		case OpFail:
 			if e := exec(t, in.Lease); e == nil || e.Status != ExecAborted || e.Reason != in.Reason {
+				continue
+			}
+		case OpSnooze:
+			if e := exec(t, in.Lease); e == nil || e.Status != ExecSnoozed || e.Reason != in.Reason {
 				continue
 			}
 		case OpKill, OpRetry, OpResume:

@@ -17,6 +17,7 @@ const (
 	evDeadlineExceeded
 	evScheduleFired
 	evScheduleSkipped
+	evSnoozed
 	numEvents
 )
 
@@ -28,10 +29,11 @@ var eventNames = [numEvents]struct{ name, help string }{
 	evFailed:           {"tenure_tasks_failed_total", "Attempts a worker failed (TaskFailed records), whether the task is retried or FAILED."},
 	evLeaseExpired:     {"tenure_leases_expired_total", "Leases revoked because they ran out (LeaseExpired records)."},
 	evKilled:           {"tenure_tasks_killed_total", "Tasks killed by an operator (TaskDead records)."},
-	evRefusedStale:     {"tenure_refused_stale_attempts_total", "Calls (start, heartbeat, commit, complete, fail) refused because their lease, once the task's, lost its authority: duplicate executions prevented."},
+	evRefusedStale:     {"tenure_refused_stale_attempts_total", "Calls (start, heartbeat, commit, complete, fail, snooze) refused because their lease, once the task's, lost its authority: duplicate executions prevented."},
 	evDeadlineExceeded: {"tenure_tasks_deadline_exceeded_total", "Tasks failed because their deadline passed before a commit (TaskDeadlineExceeded records)."},
 	evScheduleFired:    {"tenure_schedule_fires_total", "Ticks of schedules fired, each submitting a task (ScheduleFired records, backfills included); each also counts in tenure_tasks_submitted_total."},
 	evScheduleSkipped:  {"tenure_schedule_skips_total", "Decisions of schedules to skip ticks (ScheduleSkipped records: each covers a range of ticks, for the catch-up window or the overlap policy)."},
+	evSnoozed:          {"tenure_tasks_snoozed_total", "Attempts a worker snoozed (TaskSnoozed records): the task waits to run again without using up an attempt."},
 }
 
 // newQueueSeries makes the counters of one label pair.
@@ -64,6 +66,8 @@ func eventOf(r state.Record) (int, bool) {
 		return evKilled, true
 	case *state.TaskDeadlineExceeded:
 		return evDeadlineExceeded, true
+	case *state.TaskSnoozed:
+		return evSnoozed, true
 	}
 	return 0, false
 }

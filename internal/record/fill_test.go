@@ -27,6 +27,11 @@ func fill(t testing.TB, v reflect.Value) {
 		if !v.CanSet() {
 			t.Fatalf("fill: %s is unexported: records hold exported fields only", path)
 		}
+		if v.Kind() == reflect.Pointer && v.Type().Elem().Kind() == reflect.Struct {
+			v.Set(reflect.New(v.Type().Elem()))
+			walk(v.Elem(), path, name)
+			return
+		}
 		n++
 		switch v.Kind() {
 		case reflect.String:
@@ -75,6 +80,9 @@ func (d fieldDiff) String() string {
 // diffFields lists the fields in which got and want, two values of one
 // struct type, differ.
 func diffFields(got, want reflect.Value, path string) []fieldDiff {
+	if want.Kind() == reflect.Pointer && want.Type().Elem().Kind() == reflect.Struct && !got.IsNil() && !want.IsNil() {
+		got, want = got.Elem(), want.Elem()
+	}
 	if want.Kind() == reflect.Struct {
 		var out []fieldDiff
 		for i := range want.NumField() {

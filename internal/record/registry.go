@@ -48,6 +48,7 @@ const (
 	TypeScheduleSkipped      Type = 25
 	TypeScheduleHeld         Type = 26
 	TypeTasksPurgedRange     Type = 27
+	TypeTaskSnoozed          Type = 28
 )
 
 // registry has one row per record type: its number, its name (printed by
@@ -81,6 +82,8 @@ var registry = []row{
 				Priority:             r.Priority,
 				CreatedAtUnixNanos:   int64(r.CreatedAt),
 				DeadlineUnixNanos:    int64(r.Deadline),
+				Traceparent:          r.Trace.Parent,
+				Tracestate:           r.Trace.State,
 			}
 		},
 		func(m *recordpb.TaskCreated) *state.TaskCreated {
@@ -97,6 +100,7 @@ var registry = []row{
 				Priority:        m.Priority,
 				CreatedAt:       state.Time(m.CreatedAtUnixNanos),
 				Deadline:        state.Time(m.DeadlineUnixNanos),
+				Trace:           state.TraceContext{Parent: m.Traceparent, State: m.Tracestate},
 			}
 		}),
 
@@ -132,6 +136,7 @@ var registry = []row{
 				LeaseId:                 r.LeaseID,
 				NewLeaseExpiryUnixNanos: int64(r.NewLeaseExpiry),
 				AtUnixNanos:             int64(r.At),
+				Progress:                reportToPB(r.Report),
 			}
 		},
 		func(m *recordpb.LeaseExtended) *state.LeaseExtended {
@@ -141,6 +146,7 @@ var registry = []row{
 				LeaseID:        m.LeaseId,
 				NewLeaseExpiry: state.Time(m.NewLeaseExpiryUnixNanos),
 				At:             state.Time(m.AtUnixNanos),
+				Report:         reportFromPB(m.Progress),
 			}
 		}),
 
@@ -645,6 +651,44 @@ var registry = []row{
 				ThroughLSN: m.ThroughLsn,
 			}
 		}),
+
+	entry(TypeTaskSnoozed, "TaskSnoozed",
+		func(r *state.TaskSnoozed, m *recordpb.TaskSnoozed) {
+			*m = recordpb.TaskSnoozed{
+				TaskId:             r.TaskID,
+				LeaseId:            r.LeaseID,
+				NotBeforeUnixNanos: int64(r.NotBefore),
+				Reason:             r.Reason,
+				AtUnixNanos:        int64(r.At),
+				By:                 r.By,
+			}
+		},
+		func(m *recordpb.TaskSnoozed) *state.TaskSnoozed {
+			return &state.TaskSnoozed{
+				TaskID:    m.TaskId,
+				LeaseID:   m.LeaseId,
+				NotBefore: state.Time(m.NotBeforeUnixNanos),
+				Reason:    m.Reason,
+				At:        state.Time(m.AtUnixNanos),
+				By:        m.By,
+			}
+		}),
+}
+
+// reportToPB and reportFromPB convert the progress report a LeaseExtended
+// carries; nil is none.
+func reportToPB(r *state.Report) *recordpb.ProgressReport {
+	if r == nil {
+		return nil
+	}
+	return &recordpb.ProgressReport{Message: r.Message, Percent: r.Percent, HasPercent: r.HasPercent}
+}
+
+func reportFromPB(m *recordpb.ProgressReport) *state.Report {
+	if m == nil {
+		return nil
+	}
+	return &state.Report{Message: m.Message, Percent: m.Percent, HasPercent: m.HasPercent}
 }
 
 // scheduleDefToPB and scheduleDefFromPB convert the definition that

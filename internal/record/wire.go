@@ -19,7 +19,7 @@ import (
 func appendWire(b []byte, r state.Record) ([]byte, bool) {
 	switch r := r.(type) {
 	case *state.TaskCreated:
-		if r == nil || !pbwire.ValidStrings(r.TaskID, r.Namespace, r.Queue, r.RequestID, r.By) {
+		if r == nil || !pbwire.ValidStrings(r.TaskID, r.Namespace, r.Queue, r.RequestID, r.By, r.Trace.Parent, r.Trace.State) {
 			return b, false
 		}
 		b = pbwire.String(b, 1, r.TaskID)
@@ -33,7 +33,9 @@ func appendWire(b []byte, r state.Record) ([]byte, bool) {
 		b = pbwire.Varint(b, 9, protowire.EncodeZigZag(int64(r.Priority)))
 		b = pbwire.Fixed(b, 10, int64(r.CreatedAt))
 		b = pbwire.String(b, 11, r.By)
-		return pbwire.Fixed(b, 12, int64(r.Deadline)), true
+		b = pbwire.Fixed(b, 12, int64(r.Deadline))
+		b = pbwire.String(b, 13, r.Trace.Parent)
+		return pbwire.String(b, 14, r.Trace.State), true
 	case *state.LeaseGranted:
 		if r == nil || !pbwire.ValidStrings(r.TaskID, r.LeaseID, r.WorkerID, r.By) {
 			return b, false

@@ -86,6 +86,9 @@ func submitRequest(r *tenurev1.SubmitRequest) (coordinator.SubmitRequest, error)
 	if out.Timeout, err = duration("timeout", r.GetTimeout()); err != nil {
 		return out, err
 	}
+	if tc := r.GetTraceContext(); tc != nil {
+		out.Trace = state.TraceContext{Parent: tc.GetTraceparent(), State: tc.GetTracestate()}
+	}
 	if r.GetTimeout() != nil && out.Timeout == 0 {
 		return out, &coordinator.FieldError{Field: "timeout", Problem: "0s is not positive: a timeout must be positive (leave it unset for no deadline)"}
 	}
@@ -134,6 +137,36 @@ var execStatuses = map[state.ExecStatus]tenurev1.ExecutionStatus{
 	state.ExecCommitted:  tenurev1.ExecutionStatus_EXECUTION_STATUS_COMMITTED,
 	state.ExecDone:       tenurev1.ExecutionStatus_EXECUTION_STATUS_DONE,
 	state.ExecAborted:    tenurev1.ExecutionStatus_EXECUTION_STATUS_ABORTED,
+	state.ExecSnoozed:    tenurev1.ExecutionStatus_EXECUTION_STATUS_SNOOZED,
+}
+
+// progressReport converts a heartbeat's progress; nil for none.
+func progressReport(p *tenurev1.Progress) *state.Report {
+	if p == nil {
+		return nil
+	}
+	return &state.Report{Message: p.GetMessage(), Percent: p.GetPercent(), HasPercent: p.Percent != nil}
+}
+
+// progressMessage is the API's form of a lease's last report; nil for
+// none.
+func progressMessage(r state.LastReport) *tenurev1.Progress {
+	if r.At == 0 {
+		return nil
+	}
+	p := &tenurev1.Progress{Message: r.Message, ReportedAt: ts(r.At)}
+	if r.HasPercent {
+		p.Percent = &r.Percent
+	}
+	return p
+}
+
+// traceMessage is the API's form of a trace context; nil for none.
+func traceMessage(tc state.TraceContext) *tenurev1.TraceContext {
+	if tc == (state.TraceContext{}) {
+		return nil
+	}
+	return &tenurev1.TraceContext{Traceparent: tc.Parent, Tracestate: tc.State}
 }
 
 func task(v coordinator.TaskView) *tenurev1.Task {
@@ -161,6 +194,8 @@ func task(v coordinator.TaskView) *tenurev1.Task {
 		Result:        t.Result,
 		FailureReason: t.FailureReason,
 		Deadline:      ts(v.Deadline),
+		TraceContext:  traceMessage(v.Trace),
+		Progress:      progressMessage(v.Report),
 	}
 	if cur := t.CurrentLease(); cur != nil {
 		out.LeaseId, out.WorkerId, out.LeaseExpiry = cur.LeaseID, cur.WorkerID, ts(cur.LeaseExpiry)
@@ -207,6 +242,7 @@ func leasedTasks(ctx context.Context, ls []coordinator.Lease) []*tenurev1.Leased
 		m.ExecutionWindow = &windows[i]
 		m.Committed, m.CommittedResult = l.Committed, l.CommittedResult
 		m.Deadline = stdTS(l.Deadline)
+		m.TraceContext = traceMessage(l.Trace)
 		out[i] = m
 	}
 	return out
@@ -294,6 +330,9 @@ func historyEntry(h coordinator.HistoryEntry) *tenurev1.HistoryEntry {
 		e.RequestedBy = r.By
 		e.At, e.LeaseId = ts(r.At), r.LeaseID
 		e.Detail = "lease extended until " + later(r.At, r.NewLeaseExpiry)
+		if p := r.Report; p != nil {
+			e.Detail += "; progress: " + p.String()
+		}
 	case *state.LeaseExpired:
 		e.At, e.LeaseId = ts(r.At), r.LeaseID
 		e.Detail = "lease expired"
@@ -321,6 +360,13 @@ func historyEntry(h coordinator.HistoryEntry) *tenurev1.HistoryEntry {
 			e.Detail += " (permanent)"
 		case r.RetryAt != 0:
 			e.Detail += "; retry not before " + later(r.At, r.RetryAt)
+		}
+	case *state.TaskSnoozed:
+		e.RequestedBy = r.By
+		e.At, e.LeaseId, e.Reason = ts(r.At), r.LeaseID, r.Reason
+		e.Detail = "snoozed, to run again " + later(r.At, r.NotBefore) + " without using up the attempt"
+		if r.Reason != "" {
+			e.Detail += ": " + r.Reason
 		}
 	case *state.TaskCancelled:
 		e.RequestedBy = r.By

@@ -63,8 +63,9 @@ func (h workerService) Start(ctx context.Context, req *connect.Request[tenurev1.
 
 func (h workerService) Heartbeat(ctx context.Context, req *connect.Request[tenurev1.HeartbeatRequest]) (*connect.Response[tenurev1.HeartbeatResponse], error) {
 	m := req.Msg
+	report := progressReport(m.GetProgress())
 	return byTask(h.s, ctx, m.GetTaskId(), false, req, route.Peer.Heartbeat, func(c *coordinator.Coordinator) (*tenurev1.HeartbeatResponse, error) {
-		exp, err := c.Heartbeat(ctx, m.GetTaskId(), m.GetLeaseId())
+		exp, err := c.HeartbeatReport(ctx, m.GetTaskId(), m.GetLeaseId(), report)
 		if err != nil {
 			return nil, err
 		}
@@ -139,5 +140,20 @@ func (h workerService) Fail(ctx context.Context, req *connect.Request[tenurev1.F
 			return nil, err
 		}
 		return &tenurev1.FailResponse{State: taskStates[res.State], RetryAt: stdTS(res.RetryAt)}, nil
+	})
+}
+
+func (h workerService) Snooze(ctx context.Context, req *connect.Request[tenurev1.SnoozeRequest]) (*connect.Response[tenurev1.SnoozeResponse], error) {
+	m := req.Msg
+	delay, err := duration("delay", m.GetDelay())
+	if err != nil {
+		return nil, h.s.apiError(err)
+	}
+	return byTask(h.s, ctx, m.GetTaskId(), false, req, route.Peer.Snooze, func(c *coordinator.Coordinator) (*tenurev1.SnoozeResponse, error) {
+		until, err := c.Snooze(ctx, m.GetTaskId(), m.GetLeaseId(), delay, m.GetReason())
+		if err != nil {
+			return nil, err
+		}
+		return &tenurev1.SnoozeResponse{NotBefore: stdTS(until)}, nil
 	})
 }

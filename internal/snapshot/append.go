@@ -9,7 +9,7 @@ import (
 )
 
 // taskEncoder appends tasks to a chunk as field 1 of a TaskChunk, writing
-// the bytes proto.Marshal writes for TaskMessage(t, deadline) without
+// the bytes proto.Marshal writes for TaskMessage(t, b) without
 // building the message: a snapshot encodes every task the state holds, and
 // the message, its executions and its retry policy were most of that cost
 // and all of its garbage. Any task it cannot encode that way (a string that
@@ -22,24 +22,25 @@ type taskEncoder struct {
 }
 
 // appendTask appends the task field of t to chunk.
-func (e *taskEncoder) appendTask(chunk []byte, t *state.Task, deadline state.Time) ([]byte, error) {
-	if !validStrings(t) {
-		b, err := proto.MarshalOptions{}.MarshalAppend(e.body[:0], TaskMessage(t, deadline))
+func (e *taskEncoder) appendTask(chunk []byte, t *state.Task, beside state.Beside) ([]byte, error) {
+	if !validStrings(t, beside) {
+		b, err := proto.MarshalOptions{}.MarshalAppend(e.body[:0], TaskMessage(t, beside))
 		if err != nil {
 			return chunk, err
 		}
 		e.body = b
 	} else {
-		e.body = e.task(e.body[:0], t, deadline)
+		e.body = e.task(e.body[:0], t, beside)
 	}
 	chunk = protowire.AppendTag(chunk, 1, protowire.BytesType)
 	return protowire.AppendBytes(chunk, e.body), nil
 }
 
-// validStrings reports whether every string field of t is valid UTF-8, as
-// proto3 requires.
-func validStrings(t *state.Task) bool {
-	if !pbwire.ValidStrings(t.ID, t.Namespace, t.Queue, t.RequestID, t.CommittedBy, t.FailureReason) {
+// validStrings reports whether every string field of t and b is valid
+// UTF-8, as proto3 requires.
+func validStrings(t *state.Task, b state.Beside) bool {
+	if !pbwire.ValidStrings(t.ID, t.Namespace, t.Queue, t.RequestID, t.CommittedBy, t.FailureReason,
+		b.Trace.Parent, b.Trace.State, b.Report.Message) {
 		return false
 	}
 	for i := range t.Executions {
@@ -51,9 +52,9 @@ func validStrings(t *state.Task) bool {
 	return true
 }
 
-// task appends the fields of TaskMessage(t, deadline) to b in field
-// order, leaving out zero values as proto3 does.
-func (e *taskEncoder) task(b []byte, t *state.Task, deadline state.Time) []byte {
+// task appends the fields of TaskMessage(t, beside) to b in field order,
+// leaving out zero values as proto3 does.
+func (e *taskEncoder) task(b []byte, t *state.Task, beside state.Beside) []byte {
 	b = pbwire.String(b, 1, t.ID)
 	b = pbwire.String(b, 2, t.Namespace)
 	b = pbwire.String(b, 3, t.Queue)
@@ -91,7 +92,25 @@ func (e *taskEncoder) task(b []byte, t *state.Task, deadline state.Time) []byte 
 		b = pbwire.Varint(b, 20, 1)
 	}
 	b = pbwire.Varint(b, 21, uint64(t.AttemptBase))
-	return pbwire.Fixed(b, 22, int64(deadline))
+	b = pbwire.Fixed(b, 22, int64(beside.Deadline))
+	b = pbwire.String(b, 23, beside.Trace.Parent)
+	b = pbwire.String(b, 24, beside.Trace.State)
+	if r := beside.Report; r.At != 0 {
+		e.exec = report(e.exec[:0], r)
+		b = protowire.AppendTag(b, 25, protowire.BytesType)
+		b = protowire.AppendBytes(b, e.exec)
+	}
+	return b
+}
+
+// report appends the fields of a ProgressSnapshot of r to b.
+func report(b []byte, r state.LastReport) []byte {
+	b = pbwire.String(b, 1, r.Message)
+	b = pbwire.Varint(b, 2, uint64(r.Percent))
+	if r.HasPercent {
+		b = pbwire.Varint(b, 3, 1)
+	}
+	return pbwire.Fixed(b, 4, int64(r.At))
 }
 
 // execution appends the fields of an ExecutionSnapshot of x to b.

@@ -14,10 +14,10 @@ import (
 )
 
 // protoTask is what appendTask must write: the task field of a TaskChunk
-// holding proto.Marshal(TaskMessage(t, deadline)).
-func protoTask(t *testing.T, task *state.Task, deadline state.Time) []byte {
+// holding proto.Marshal(TaskMessage(t, b)).
+func protoTask(t *testing.T, task *state.Task, b state.Beside) []byte {
 	t.Helper()
-	m, err := proto.Marshal(TaskMessage(task, deadline))
+	m, err := proto.Marshal(TaskMessage(task, b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,11 +30,11 @@ func sameAsProto(t *testing.T, what string, s *state.State) {
 	img := s.Image()
 	var enc taskEncoder
 	for i, task := range img.Tasks {
-		got, err := enc.appendTask([]byte("prefix"), task, img.Deadline(i))
+		got, err := enc.appendTask([]byte("prefix"), task, img.Beside(i))
 		if err != nil {
 			t.Fatalf("%s: task %q: %v", what, task.ID, err)
 		}
-		if want := protoTask(t, task, img.Deadline(i)); !bytes.Equal(got[len("prefix"):], want) || string(got[:len("prefix")]) != "prefix" {
+		if want := protoTask(t, task, img.Beside(i)); !bytes.Equal(got[len("prefix"):], want) || string(got[:len("prefix")]) != "prefix" {
 			t.Fatalf("%s: task %q (%v, %d executions) encodes to\n%x\nproto.Marshal writes\n%x", what, task.ID, task.State, len(task.Executions), got, want)
 		}
 	}
@@ -78,12 +78,12 @@ func TestAppendTaskRefusesWhatProtoRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	img := s.Image()
-	_, protoErr := proto.Marshal(TaskMessage(img.Tasks[0], 0))
+	_, protoErr := proto.Marshal(TaskMessage(img.Tasks[0], state.Beside{}))
 	if protoErr == nil {
 		t.Fatal("proto.Marshal took a request id that is not UTF-8; this test assumes it refuses it")
 	}
 	var enc taskEncoder
-	if _, err := enc.appendTask(nil, img.Tasks[0], 0); err == nil || err.Error() != protoErr.Error() {
+	if _, err := enc.appendTask(nil, img.Tasks[0], state.Beside{}); err == nil || err.Error() != protoErr.Error() {
 		t.Fatalf("appendTask: %v, want proto's %v", err, protoErr)
 	}
 	var buf bytes.Buffer

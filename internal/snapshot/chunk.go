@@ -130,16 +130,11 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 	execs := d.execs[:0]
 	defer func() { clear(execs); d.execs = execs[:0] }()
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || num > 22 {
+		num, typ, rest, ok := nextTag(b, 25, 18, &seen)
+		if !ok {
 			return nil, x, false
 		}
-		b = b[n:]
-		bit := uint32(1) << num
-		if seen&bit != 0 && num != 18 {
-			return nil, x, false // a repeated singular field: proto merges
-		}
-		seen |= bit
+		b = rest
 		switch typ {
 		case protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
@@ -179,7 +174,7 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 			case 11:
 				t.UpdatedAt = state.Time(int64(v))
 			case 22:
-				x.deadline = state.Time(int64(v))
+				x.beside.Deadline = state.Time(int64(v))
 			default:
 				return nil, x, false
 			}
@@ -219,6 +214,12 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 				ok = d.execution(v, &execs[len(execs)-1], progress.CommittedBy)
 			case 19:
 				progress.History, ok = packedUint64s(v)
+			case 23:
+				x.beside.Trace.Parent, ok = newString(v)
+			case 24:
+				x.beside.Trace.State, ok = newString(v)
+			case 25:
+				ok = lastReport(v, &x.beside.Report)
 			default:
 				ok = false
 			}
@@ -245,16 +246,11 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 func (d *chunkDecoder) execution(b []byte, e *state.Execution, committedBy string) bool {
 	var seen uint32
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || num > 12 {
+		num, typ, rest, ok := nextTag(b, 12, 0, &seen)
+		if !ok {
 			return false
 		}
-		b = b[n:]
-		bit := uint32(1) << num
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
+		b = rest
 		switch typ {
 		case protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
@@ -333,16 +329,11 @@ func retryPolicy(b []byte) (state.RetryPolicy, bool) {
 		seen uint32
 	)
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || num > 4 {
+		num, typ, rest, ok := nextTag(b, 4, 0, &seen)
+		if !ok {
 			return r, false
 		}
-		b = b[n:]
-		bit := uint32(1) << num
-		if seen&bit != 0 {
-			return r, false
-		}
-		seen |= bit
+		b = rest
 		switch {
 		case typ == protowire.VarintType && num >= 1 && num <= 3:
 			v, n := protowire.ConsumeVarint(b)
@@ -424,4 +415,69 @@ func cloneBytes(b []byte) []byte {
 		return nil
 	}
 	return append(make([]byte, 0, len(b)), b...)
+}
+
+// lastReport decodes one ProgressSnapshot into r, or gives up.
+func lastReport(b []byte, r *state.LastReport) bool {
+	var seen uint32
+	for len(b) > 0 {
+		num, typ, rest, ok := nextTag(b, 4, 0, &seen)
+		if !ok {
+			return false
+		}
+		b = rest
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return false
+			}
+			b = b[n:]
+			s, ok := newString(v)
+			if !ok {
+				return false
+			}
+			r.Message = s
+		case (num == 2 || num == 3) && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return false
+			}
+			b = b[n:]
+			if num == 2 {
+				r.Percent = uint32(v)
+			} else {
+				r.HasPercent = protowire.DecodeBool(v)
+			}
+		case num == 4 && typ == protowire.Fixed64Type:
+			v, n := protowire.ConsumeFixed64(b)
+			if n < 0 {
+				return false
+			}
+			b = b[n:]
+			r.At = state.Time(int64(v))
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// nextTag consumes the tag at the start of b, the encoding of a message
+// whose fields are numbered up to max, and returns the rest. It gives up
+// (ok false: the caller leaves the message to proto) on a bad tag, a
+// number past max, and a field seen before (seen has a bit per number),
+// unless it is the one repeated field (0: none): proto merges a repeated
+// singular field.
+func nextTag(b []byte, max, repeated protowire.Number, seen *uint32) (num protowire.Number, typ protowire.Type, rest []byte, ok bool) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 || num > max {
+		return 0, 0, nil, false
+	}
+	bit := uint32(1) << num
+	if *seen&bit != 0 && num != repeated {
+		return 0, 0, nil, false
+	}
+	*seen |= bit
+	return num, typ, b[n:], true
 }

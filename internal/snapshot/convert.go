@@ -7,9 +7,10 @@ import (
 	"github.com/tenurehq/tenure/internal/state"
 )
 
-// TaskMessage returns the snapshot message of t, with deadline (0: none):
-// every field of the task. Tools print it (as protojson) to show a task.
-func TaskMessage(t *state.Task, deadline state.Time) *snapshotpb.TaskSnapshot {
+// TaskMessage returns the snapshot message of t, with what the state keeps
+// beside it: every field of the task. Tools print it (as protojson) to
+// show a task.
+func TaskMessage(t *state.Task, beside state.Beside) *snapshotpb.TaskSnapshot {
 	m := &snapshotpb.TaskSnapshot{
 		TaskId:               t.ID,
 		Namespace:            t.Namespace,
@@ -30,7 +31,12 @@ func TaskMessage(t *state.Task, deadline state.Time) *snapshotpb.TaskSnapshot {
 		FailureReason:        t.FailureReason,
 		Lsns:                 t.LSNs(),
 		LeaseCurrent:         t.LeaseIndex() >= 0,
-		DeadlineUnixNanos:    int64(deadline),
+		DeadlineUnixNanos:    int64(beside.Deadline),
+		Traceparent:          beside.Trace.Parent,
+		Tracestate:           beside.Trace.State,
+	}
+	if r := beside.Report; r.At != 0 {
+		m.Progress = &snapshotpb.ProgressSnapshot{Message: r.Message, Percent: r.Percent, HasPercent: r.HasPercent, AtUnixNanos: int64(r.At)}
 	}
 	m.RetryPolicy = retryMessage(t.Retry)
 	if len(t.Executions) > 0 {
@@ -57,14 +63,15 @@ func TaskMessage(t *state.Task, deadline state.Time) *snapshotpb.TaskSnapshot {
 
 // taskExtra is what state.Loader takes with a task besides the task
 // itself: the index of its current lease in its executions (-1 for none)
-// and its deadline (0 for none).
+// and what the state keeps beside it.
 type taskExtra struct {
-	lease    int
-	deadline state.Time
+	lease  int
+	beside state.Beside
 }
 
 // taskFromMessage is the inverse of TaskMessage. It returns the index of the
-// current lease and the deadline separately, for state.Loader. Byte fields
+// current lease and what is kept beside the task separately, for
+// state.Loader. Byte fields
 // are taken over from m (proto.Unmarshal copied them out of the file
 // buffer). Enum values are copied as numbers; the Loader rejects unknown
 // ones.
@@ -110,7 +117,15 @@ func taskFromMessage(m *snapshotpb.TaskSnapshot) (*state.Task, taskExtra) {
 		}
 	}
 	t.Progress = orNil(t.Progress)
-	return t, taskExtra{lease: leaseIndex(len(m.Executions), m.LeaseCurrent), deadline: state.Time(m.DeadlineUnixNanos)}
+	x := taskExtra{lease: leaseIndex(len(m.Executions), m.LeaseCurrent), beside: state.Beside{
+		Deadline: state.Time(m.DeadlineUnixNanos),
+		Trace:    state.TraceContext{Parent: m.Traceparent, State: m.Tracestate},
+	}}
+	if p := m.Progress; p != nil {
+		x.beside.Report = state.LastReport{Report: state.Report{Message: p.Message, Percent: p.Percent, HasPercent: p.HasPercent},
+			At: state.Time(p.AtUnixNanos)}
+	}
+	return t, x
 }
 
 // orNil returns p, or nil if it holds nothing (the Loader shares one empty

@@ -90,7 +90,7 @@ func referenceDecode(r io.Reader, size int64) (*state.State, Summary, error) {
 		}
 		for _, m := range chunk.Tasks {
 			t, x := taskFromMessage(m)
-			if err := loader.Add(t, x.lease, x.deadline); err != nil {
+			if err := loader.Add(t, x.lease, x.beside); err != nil {
 				return corrupt(off, "%v", err)
 			}
 			sum.Tasks++
@@ -289,7 +289,7 @@ func TestDecodeOddButValidChunks(t *testing.T) {
 	img := s.Image()
 	var msgs []*snapshotpb.TaskSnapshot
 	for i, tk := range img.Tasks {
-		msgs = append(msgs, TaskMessage(tk, img.Deadline(i)))
+		msgs = append(msgs, TaskMessage(tk, img.Beside(i)))
 	}
 	reencode := func(edit func(p []byte) []byte) []byte {
 		var out []byte

@@ -23,8 +23,11 @@ const (
 	// formatVersion 2 added the chunk of queues (pauses, event counts),
 	// which a version-1 reader would refuse as a chunk without a task; a
 	// version-2 reader reads both. Version 3 added schedules (to that first
-	// chunk), which a version-2 reader would silently drop.
-	formatVersion  = 3
+	// chunk), which a version-2 reader would silently drop. Version 4
+	// added the trace context and progress report kept beside a task,
+	// which a version-3 reader would silently drop, and SNOOZED
+	// executions.
+	formatVersion  = 4
 	oldestVersion  = 1
 	headerSize     = 32
 	chunkHeadSize  = 8
@@ -141,7 +144,7 @@ func Encode(w io.Writer, img *state.Image) (Summary, error) {
 			buf = append(buf[:0], make([]byte, chunkHeadSize)...)
 		}
 		var err error
-		if buf, err = enc.appendTask(buf, t, img.Deadline(i)); err != nil {
+		if buf, err = enc.appendTask(buf, t, img.Beside(i)); err != nil {
 			return sum, fmt.Errorf("snapshot: encode task %q: %w", t.ID, err)
 		}
 		tasks++
@@ -262,7 +265,7 @@ func Decode(r io.Reader, size int64) (*state.State, Summary, error) {
 			}
 		}
 		for i, t := range j.tasks {
-			if err := loader.Add(t, j.extras[i].lease, j.extras[i].deadline); err != nil {
+			if err := loader.Add(t, j.extras[i].lease, j.extras[i].beside); err != nil {
 				cr.stop()
 				return fail(corruptAt(j.off, "%v", err))
 			}

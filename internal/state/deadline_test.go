@@ -125,7 +125,7 @@ func TestDeadlinesInImage(t *testing.T) {
 		}
 	}
 	for i, task := range img.Tasks {
-		if err := l.Add(task.Clone(), task.LeaseIndex(), img.Deadlines[i]); err != nil {
+		if err := l.Add(task.Clone(), task.LeaseIndex(), img.Beside(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -159,7 +159,7 @@ func TestDeadlinesInImage(t *testing.T) {
 			if i == tc.i {
 				d = tc.deadline
 			}
-			if err = l.Add(task.Clone(), task.LeaseIndex(), d); err != nil {
+			if err = l.Add(task.Clone(), task.LeaseIndex(), Beside{Deadline: d}); err != nil {
 				break
 			}
 		}
@@ -169,7 +169,7 @@ func TestDeadlinesInImage(t *testing.T) {
 	}
 	done := run(t, withDeadline(created("a"), 20*sec), &TaskDead{TaskID: "a", At: 2 * sec}).Image()
 	l = NewLoader(done.LastLSN, done.Epoch)
-	if err := l.Add(done.Tasks[0].Clone(), -1, 20*sec); err == nil || !strings.Contains(err.Error(), "DEAD task has a deadline") {
+	if err := l.Add(done.Tasks[0].Clone(), -1, Beside{Deadline: 20 * sec}); err == nil || !strings.Contains(err.Error(), "DEAD task has a deadline") {
 		t.Errorf("a DEAD task with a deadline: got %v", err)
 	}
 }

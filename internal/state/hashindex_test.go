@@ -59,7 +59,7 @@ func TestHashCollisions(t *testing.T) {
 			}
 		}
 		for i, task := range img.Tasks {
-			if err := l.Add(task.Clone(), task.LeaseIndex(), img.Deadline(i)); err != nil {
+			if err := l.Add(task.Clone(), task.LeaseIndex(), img.Beside(i)); err != nil {
 				restore()
 				t.Fatalf("seed %d: Add: %v", seed, err)
 			}

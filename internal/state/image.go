@@ -20,6 +20,11 @@ type Image struct {
 	// Deadlines[i] is the deadline of Tasks[i] (0: none); nil when no task
 	// has one. The state keeps deadlines beside its tasks, not in them.
 	Deadlines []Time
+	// Traces[i] is the trace context of Tasks[i], and Reports[i] the last
+	// progress report of its current lease (zero: none); each nil when no
+	// task has one. They too are kept beside the tasks.
+	Traces  []TraceContext
+	Reports []LastReport
 	// Queues holds what the state keeps of its queues beyond their tasks
 	// (pauses, recent event counts), ordered by namespace and queue.
 	Queues []QueueImage
@@ -91,6 +96,18 @@ func (img *Image) Deadline(i int) Time {
 	return img.Deadlines[i]
 }
 
+// Beside is what the state kept beside Tasks[i].
+func (img *Image) Beside(i int) Beside {
+	b := Beside{Deadline: img.Deadline(i)}
+	if img.Traces != nil {
+		b.Trace = img.Traces[i]
+	}
+	if img.Reports != nil {
+		b.Report = img.Reports[i]
+	}
+	return b
+}
+
 // LeaseIndex is the index in Executions of the execution that holds the
 // task's current lease, or -1 when no lease is current. (A COMMITTED task's
 // last execution is COMMITTED whether or not its lease is still current, so
@@ -121,21 +138,22 @@ func NewLoader(lastLSN, epoch uint64) *Loader {
 }
 
 // Add adds the next task in creation order, with the index of its current
-// lease in t.Executions (-1 for none) and its deadline (0 for none). The
-// Loader takes ownership of t. After an error the Loader refuses
-// everything.
-func (l *Loader) Add(t *Task, leaseIndex int, deadline Time) error {
+// lease in t.Executions (-1 for none) and what the state keeps beside it
+// (its deadline, trace context and progress report). The Loader takes
+// ownership of t. After an error the Loader refuses everything.
+func (l *Loader) Add(t *Task, leaseIndex int, b Beside) error {
 	if l.err != nil {
 		return l.err
 	}
-	if err := l.add(t, leaseIndex, deadline); err != nil {
+	if err := l.add(t, leaseIndex, b); err != nil {
 		l.err = err
 		return err
 	}
 	return nil
 }
 
-func (l *Loader) add(t *Task, leaseIndex int, deadline Time) error {
+func (l *Loader) add(t *Task, leaseIndex int, b Beside) error {
+	deadline := b.Deadline
 	s := l.s
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("%w: task %d (%q): %s", ErrRestore, s.Len()+1, t.ID, fmt.Sprintf(format, args...))
@@ -195,6 +213,14 @@ func (l *Loader) add(t *Task, leaseIndex int, deadline Time) error {
 		return fail("a %s task has a deadline: only WAITING and LEASED ones keep theirs", t.State)
 	case deadline != 0 && cur != nil && cur.LeaseExpiry > deadline:
 		return fail("lease %q expires at %s, after the deadline %s", cur.LeaseID, cur.LeaseExpiry, deadline)
+	case checkTrace(b.Trace) != "":
+		return fail("%s", checkTrace(b.Trace))
+	case b.Report.At != 0 && cur == nil:
+		return fail("a progress report without a current lease")
+	case b.Report.At != 0 && checkReport(&b.Report.Report) != "":
+		return fail("%s", checkReport(&b.Report.Report))
+	case b.Report.At == 0 && b.Report.Report != (Report{}):
+		return fail("a progress report without a time")
 	}
 
 	t, qi := s.addTask(t, *t.QueueKey, *t.Policy)
@@ -207,6 +233,10 @@ func (l *Loader) add(t *Task, leaseIndex int, deadline Time) error {
 	}
 	if deadline != 0 {
 		s.deadlines.add(t, deadline)
+	}
+	s.setTrace(t, b.Trace)
+	if b.Report.At != 0 {
+		s.setReport(t, b.Report)
 	}
 	return nil
 }

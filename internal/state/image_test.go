@@ -29,7 +29,7 @@ func restore(t *testing.T, img *state.Image) *state.State {
 	}
 	for i, task := range img.Tasks {
 		c := task.Clone()
-		if err := l.Add(c, task.LeaseIndex(), img.Deadline(i)); err != nil {
+		if err := l.Add(c, task.LeaseIndex(), img.Beside(i)); err != nil {
 			t.Fatalf("Add: %v", err)
 		}
 	}
@@ -187,7 +187,7 @@ func TestLoaderRejects(t *testing.T) {
 			l := state.NewLoader(10, 0)
 			var err error
 			for i, tk := range tc.tasks {
-				if err = l.Add(tk, tc.lease[i], 0); err != nil {
+				if err = l.Add(tk, tc.lease[i], state.Beside{}); err != nil {
 					break
 				}
 			}

@@ -32,10 +32,10 @@ type ImageCopy struct {
 }
 
 // savedTask is the copy of a task of the image taken before a record
-// changed it, with its deadline then.
+// changed it, with what the state kept beside it then.
 type savedTask struct {
-	t        *Task
-	deadline Time
+	t      *Task
+	beside Beside
 }
 
 // BeginImage starts a copy of the state as it is now. Until Finish or Abort
@@ -55,6 +55,12 @@ func newImageCopy(s *State) *ImageCopy {
 			Queues: s.queueImages(), Schedules: s.scheduleImages()}}
 	if s.deadlines.Len() > 0 {
 		c.img.Deadlines = make([]Time, 0, s.Len())
+	}
+	if len(s.traces) > 0 {
+		c.img.Traces = make([]TraceContext, 0, s.Len())
+	}
+	if len(s.reports) > 0 {
+		c.img.Reports = make([]LastReport, 0, s.Len())
 	}
 	return c
 }
@@ -77,7 +83,7 @@ func (c *ImageCopy) Step(n int) (done bool) {
 		pos := e - 1
 		if sv, ok := c.saved[pos]; ok {
 			delete(c.saved, pos)
-			c.push(sv.t, sv.deadline)
+			c.push(sv.t, sv.beside)
 			continue
 		}
 		t := s.slab.at(pos)
@@ -87,10 +93,9 @@ func (c *ImageCopy) Step(n int) (done bool) {
 			return true
 		}
 		c.copied.set(pos, true)
-		d, _ := s.deadlines.of(t)
 		live = append(live, t)
 		at = append(at, len(c.img.Tasks))
-		c.push(nil, d)
+		c.push(nil, s.Beside(t))
 	}
 	for i, cp := range copyTasks(live) {
 		c.img.Tasks[at[i]] = cp
@@ -98,12 +103,21 @@ func (c *ImageCopy) Step(n int) (done bool) {
 	return c.next == len(c.order)
 }
 
-// push appends a task (nil: its copy comes later in the step) and its
-// deadline to the image.
-func (c *ImageCopy) push(t *Task, deadline Time) {
-	c.img.Tasks = append(c.img.Tasks, t)
-	if c.img.Deadlines != nil {
-		c.img.Deadlines = append(c.img.Deadlines, deadline)
+// push appends a task (nil: its copy comes later in the step) and what
+// the state keeps beside it to the image. (A task of the image had what it
+// has beside it when the copy began, so each slice it goes in was made
+// then.)
+func (c *ImageCopy) push(t *Task, b Beside) {
+	img := c.img
+	img.Tasks = append(img.Tasks, t)
+	if img.Deadlines != nil {
+		img.Deadlines = append(img.Deadlines, b.Deadline)
+	}
+	if img.Traces != nil {
+		img.Traces = append(img.Traces, b.Trace)
+	}
+	if img.Reports != nil {
+		img.Reports = append(img.Reports, b.Report)
 	}
 }
 
@@ -166,6 +180,5 @@ func (c *ImageCopy) save(t *Task) {
 		return
 	}
 	c.copied.set(t.pos, true)
-	d, _ := c.s.deadlines.of(t)
-	c.saved[t.pos] = savedTask{t: copyTasks([]*Task{t})[0], deadline: d}
+	c.saved[t.pos] = savedTask{t: copyTasks([]*Task{t})[0], beside: c.s.Beside(t)}
 }

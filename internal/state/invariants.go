@@ -80,6 +80,7 @@ func (s *State) Invariants() error {
 	errs = append(errs, s.orderErrors()...)
 	errs = append(errs, s.queueErrors()...)
 	errs = append(errs, s.deadlineErrors()...)
+	errs = append(errs, s.besideErrors()...)
 	errs = append(errs, s.scheduleErrors()...)
 	if counts != s.counts {
 		errs = append(errs, fmt.Errorf("state counts %v, want %v", s.counts, counts))
@@ -276,19 +277,25 @@ func checkTask(t *Task, lastLSN uint64, bad func(format string, args ...any)) {
 			bad("current execution is %s", cur.Status)
 		}
 	}
-	if t.Attempt != uint32(len(t.Executions)) {
-		bad("attempt %d but %d executions", t.Attempt, len(t.Executions))
-	}
 	if t.AttemptBase > t.Attempt {
 		bad("attempt base %d is after attempt %d", t.AttemptBase, t.Attempt)
 	}
 	commits := 0
+	// attempts counts the executions that were not snoozed: a snoozed one
+	// gives its attempt number to the next.
+	attempts := uint32(0)
 	for i, e := range t.Executions {
-		if e.Attempt != uint32(i+1) {
-			bad("execution %d has attempt %d", i, e.Attempt)
+		if e.Attempt != attempts+1 {
+			bad("execution %d has attempt %d, after %d counted attempts", i, e.Attempt, attempts)
 		}
-		if e.Status < ExecLeased || e.Status > ExecAborted {
+		if e.Status != ExecSnoozed {
+			attempts++
+		}
+		if e.Status < ExecLeased || e.Status > ExecSnoozed {
 			bad("execution %d has invalid status %d", i, e.Status)
+		}
+		if e.Status == ExecSnoozed && e.CommittedAt != 0 {
+			bad("execution %d committed and was snoozed", i)
 		}
 		if e.CommittedAt != 0 {
 			commits++
@@ -305,6 +312,9 @@ func checkTask(t *Task, lastLSN uint64, bad func(format string, args ...any)) {
 		if i == int(t.cur) && e.Refused != 0 {
 			bad("execution %d holds the lease but has refused actions %#x recorded", i, e.Refused)
 		}
+	}
+	if t.Attempt != attempts {
+		bad("attempt %d but %d executions that were not snoozed", t.Attempt, attempts)
 	}
 	if commits > 1 {
 		bad("%d executions committed; at most one may", commits)
@@ -340,8 +350,11 @@ type Export struct {
 	Epoch   uint64
 	Tasks   []*Task
 	// Deadlines holds the deadline of each task that has one in force, by
-	// task id (nil when none has).
+	// task id (nil when none has); Traces and Reports likewise the trace
+	// contexts and progress reports kept beside tasks.
 	Deadlines map[string]Time
+	Traces    map[string]TraceContext
+	Reports   map[string]LastReport
 	// Queues holds what the state keeps of its queues beyond their tasks.
 	Queues []QueueImage
 	// Schedules holds every schedule, ordered by key.
@@ -361,6 +374,18 @@ func (s *State) Export() Export {
 			e.Deadlines = make(map[string]Time, len(s.deadlines.m))
 		}
 		e.Deadlines[t.ID] = d.at
+	}
+	for t, tc := range s.traces {
+		if e.Traces == nil {
+			e.Traces = make(map[string]TraceContext, len(s.traces))
+		}
+		e.Traces[t.ID] = tc
+	}
+	for t, r := range s.reports {
+		if e.Reports == nil {
+			e.Reports = make(map[string]LastReport, len(s.reports))
+		}
+		e.Reports[t.ID] = r
 	}
 	return e
 }

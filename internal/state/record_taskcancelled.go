@@ -73,11 +73,12 @@ const (
 	ActionCommit
 	ActionComplete
 	ActionFail
+	ActionSnooze
 
-	lastAction = ActionFail
+	lastAction = ActionSnooze
 )
 
-var actionNames = [...]string{"unknown", "start", "heartbeat", "commit", "complete", "fail"}
+var actionNames = [...]string{"unknown", "start", "heartbeat", "commit", "complete", "fail", "snooze"}
 
 func (a Action) String() string {
 	if int(a) < len(actionNames) {

@@ -30,6 +30,9 @@ type TaskCreated struct {
 	// COMMITTED by then, fails (TaskDeadlineExceeded); no lease outlives
 	// it. 0: none.
 	Deadline Time
+	// Trace is the submitter's W3C trace context (zero: none), kept beside
+	// the task for the workers that lease it.
+	Trace TraceContext
 }
 
 func (r *TaskCreated) Task() string { return r.TaskID }
@@ -50,11 +53,13 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 		return fmt.Sprintf("deadline %d is negative", r.Deadline)
 	case !(r.Retry.Multiplier >= 1) || r.Retry.InitialBackoff < 0 || r.Retry.MaxBackoff < r.Retry.InitialBackoff:
 		return fmt.Sprintf("retry policy %+v is invalid (multiplier >= 1, 0 <= initial <= max backoff)", r.Retry)
+	case checkTrace(r.Trace) != "":
+		return checkTrace(r.Trace)
 	}
 	if r.RequestID != "" && s.ByRequest(r.Namespace, r.RequestID) != nil {
 		return fmt.Sprintf("request id %q already used in namespace %q", r.RequestID, r.Namespace)
 	}
-	id, requestID, payload := pack(r.TaskID, r.RequestID, r.Payload)
+	id, requestID, payload, trace := pack(r.TaskID, r.RequestID, r.Payload, r.Trace)
 	t, qi := s.addTask(&Task{
 		ID:         id,
 		Payload:    payload,
@@ -73,28 +78,33 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 	if r.Deadline != 0 {
 		s.deadlines.add(t, r.Deadline)
 	}
+	s.setTrace(t, trace)
 	return ""
 }
 
-// pack copies a new task's id, request id and payload into one allocation
-// of the state's own. The record's copies come from a decoded request or
-// log record, each its own small allocation beside others that die with
-// the request; kept as they are, they would pin partly empty memory spans
-// for as long as the task lives. Nothing writes to the payload (a Task is
-// read-only), so the strings may share its allocation.
-func pack(id, requestID string, payload []byte) (string, string, []byte) {
-	buf := make([]byte, len(id)+len(requestID)+len(payload))
-	n := copy(buf, id)
-	m := n + copy(buf[n:], requestID)
-	copy(buf[m:], payload)
-	if n > 0 {
-		id = unsafe.String(&buf[0], n)
+// pack copies a new task's id, request id, payload and trace context into
+// one allocation of the state's own. The record's copies come from a
+// decoded request or log record, each its own small allocation beside
+// others that die with the request; kept as they are, they would pin
+// partly empty memory spans for as long as the task lives. Nothing writes
+// to the payload (a Task is read-only), so the strings may share its
+// allocation.
+func pack(id, requestID string, payload []byte, tc TraceContext) (string, string, []byte, TraceContext) {
+	buf := make([]byte, len(id)+len(requestID)+len(tc.Parent)+len(tc.State)+len(payload))
+	off := 0
+	str := func(v string) string {
+		if v == "" {
+			return ""
+		}
+		n := copy(buf[off:], v)
+		off += n
+		return unsafe.String(&buf[off-n], n)
 	}
-	if m > n {
-		requestID = unsafe.String(&buf[n], m-n)
-	}
+	id, requestID = str(id), str(requestID)
+	tc.Parent, tc.State = str(tc.Parent), str(tc.State)
 	if len(payload) > 0 {
-		payload = buf[m:len(buf):len(buf)]
+		copy(buf[off:], payload)
+		payload = buf[off:len(buf):len(buf)]
 	}
-	return id, requestID, payload
+	return id, requestID, payload, tc
 }

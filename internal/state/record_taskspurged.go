@@ -122,6 +122,9 @@ func (s *State) drop(t *Task) {
 	}
 	s.counts[t.State]--
 	s.queue(t).counts[t.State]--
+	if len(s.traces) > 0 {
+		delete(s.traces, t)
+	}
 	s.slab.release(t)
 }
 

@@ -55,6 +55,11 @@ type State struct {
 	// deadlines holds the deadlines of the WAITING and LEASED tasks that
 	// have one (deadline.go).
 	deadlines deadlineIndex
+	// traces holds the trace contexts of the tasks submitted with one, and
+	// reports the last progress report of the current leases whose worker
+	// reported one (beside.go). Both are nil until the first.
+	traces  map[*Task]TraceContext
+	reports map[*Task]LastReport
 	// order lists tasks by creation, for stable paging, as their slab
 	// positions plus one. Entries of dropped tasks are 0 until tidyOrder
 	// takes them out; holes counts them, and trimmed counts the entries
@@ -417,6 +422,9 @@ func (s *State) dropLease(t *Task) {
 	heap.Remove(&s.expiry, int(t.heapIdx))
 	t.cur = -1
 	s.queue(t).leases--
+	if len(s.reports) > 0 {
+		delete(s.reports, t) // a report is the lease's
+	}
 }
 
 // maxPolicies bounds the policies a State shares between its tasks. Past

@@ -97,6 +97,15 @@ func TestApplyHappyPaths(t *testing.T) {
 		{"extend", []Record{created("a"), granted("a", "l1", 1, 2*sec),
 			&LeaseExtended{TaskID: "a", LeaseID: "l1", NewLeaseExpiry: 30 * sec, At: 11 * sec},
 			&TaskCompleted{TaskID: "a", LeaseID: "l1", At: 25 * sec}}, Completed, []ExecStatus{ExecDone}, "", 0},
+		{"snooze waits without an attempt", []Record{created("a"), granted("a", "l1", 1, 2*sec),
+			&TaskSnoozed{TaskID: "a", LeaseID: "l1", NotBefore: 9 * sec, At: 3 * sec}}, Waiting, []ExecStatus{ExecSnoozed}, "", 9 * sec},
+		{"snoozed then completed", []Record{created("a"), granted("a", "l1", 1, 2*sec),
+			&TaskSnoozed{TaskID: "a", LeaseID: "l1", NotBefore: 4 * sec, At: 3 * sec},
+			granted("a", "l2", 1, 4*sec),
+			&TaskSnoozed{TaskID: "a", LeaseID: "l2", NotBefore: 6 * sec, At: 5 * sec},
+			granted("a", "l3", 1, 6*sec),
+			&TaskCompleted{TaskID: "a", LeaseID: "l3", Result: []byte("r"), At: 7 * sec}},
+			Completed, []ExecStatus{ExecSnoozed, ExecSnoozed, ExecDone}, "r", 6 * sec},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,7 +173,21 @@ func TestApplyPreconditions(t *testing.T) {
 		{"fail foreign lease", base, &TaskFailed{TaskID: "a", LeaseID: "lx", At: 4 * sec}, "not the current lease"},
 		{"kill terminal", []Record{created("a"), &TaskDead{TaskID: "a", At: 2 * sec}}, &TaskDead{TaskID: "a", At: 3 * sec}, "already DEAD"},
 		{"fence below", []Record{&Fence{Epoch: 3}}, &Fence{Epoch: 2}, "below"},
-		{"refusal of an unknown action", expired, &TaskCancelled{TaskID: "a", LeaseID: "l1", Action: lastAction + 1, At: 13 * sec}, "action 6 is unknown"},
+		{"refusal of an unknown action", expired, &TaskCancelled{TaskID: "a", LeaseID: "l1", Action: lastAction + 1, At: 13 * sec}, "action 7 is unknown"},
+		{"snooze after commit", committed, &TaskSnoozed{TaskID: "a", LeaseID: "l1", NotBefore: 5 * sec, At: 4 * sec}, "only an uncommitted"},
+		{"snooze foreign lease", base, &TaskSnoozed{TaskID: "a", LeaseID: "lx", NotBefore: 5 * sec, At: 4 * sec}, "not the current lease"},
+		{"snooze after expiry time", base, &TaskSnoozed{TaskID: "a", LeaseID: "l1", NotBefore: 15 * sec, At: 12 * sec}, "expired before the snooze"},
+		{"snooze into the past", base, &TaskSnoozed{TaskID: "a", LeaseID: "l1", NotBefore: 3 * sec, At: 4 * sec}, "before the snooze"},
+		{"snooze an unleased task", []Record{created("a")}, &TaskSnoozed{TaskID: "a", LeaseID: "l1", NotBefore: 5 * sec, At: 4 * sec}, "no current lease"},
+		{"lease after a snooze skips its attempt", append(append([]Record{}, base...), &TaskSnoozed{TaskID: "a", LeaseID: "l1", NotBefore: 4 * sec, At: 3 * sec}),
+			granted("a", "l2", 2, 4*sec), "attempt 2 does not follow attempt 0"},
+		{"report above 100 percent", base, &LeaseExtended{TaskID: "a", LeaseID: "l1", NewLeaseExpiry: 13 * sec, At: 3 * sec,
+			Report: &Report{Percent: 101, HasPercent: true}}, "percent 101 is above 100"},
+		{"report percent without HasPercent", base, &LeaseExtended{TaskID: "a", LeaseID: "l1", NewLeaseExpiry: 13 * sec, At: 3 * sec,
+			Report: &Report{Percent: 5}}, "without HasPercent"},
+		{"report moves the expiry back", base, &LeaseExtended{TaskID: "a", LeaseID: "l1", NewLeaseExpiry: 11 * sec, At: 3 * sec,
+			Report: &Report{Message: "m"}}, "before the current expiry"},
+		{"tracestate without traceparent", nil, func() Record { r := created("a"); r.Trace.State = "v=1"; return r }(), "tracestate without traceparent"},
 		{"refusal for no task", nil, &TaskCancelled{TaskID: "a", LeaseID: "l1", Action: ActionHeartbeat, At: 13 * sec}, "does not exist"},
 		{"refusal of a lease never granted", expired, &TaskCancelled{TaskID: "a", LeaseID: "lx", Action: ActionHeartbeat, At: 13 * sec}, "never the task's"},
 		{"refusal of the current lease", base, &TaskCancelled{TaskID: "a", LeaseID: "l1", Action: ActionCommit, At: 3 * sec}, "is the current lease"},
@@ -422,5 +445,92 @@ func TestSchedulableInLeaseOrder(t *testing.T) {
 		if err := s.Invariants(); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
+	}
+}
+
+// TestSnoozeKeepsTheAttemptBudget: a task of one attempt snoozed three
+// times still has its one attempt: each lease after a snooze has attempt
+// number 1, the retry budget is untouched, and a failure of the last lease
+// fails it (no attempt left), not earlier.
+func TestSnoozeKeepsTheAttemptBudget(t *testing.T) {
+	c := created("a")
+	c.Retry.MaxAttempts = 1
+	recs := []Record{c}
+	at := 2 * sec
+	for i := range 3 {
+		lease := fmt.Sprintf("l%d", i)
+		recs = append(recs, granted("a", lease, 1, at),
+			&TaskSnoozed{TaskID: "a", LeaseID: lease, NotBefore: at + 2*sec, Reason: "later", At: at + sec})
+		at += 2 * sec
+	}
+	s := run(t, recs...)
+	task := s.Task("a")
+	if task.Attempt != 0 || !task.AttemptsLeft() || task.State != Waiting {
+		t.Fatalf("after 3 snoozes: attempt %d, attempts left %v, %s; want attempt 0, an attempt left, WAITING", task.Attempt, task.AttemptsLeft(), task.State)
+	}
+	for i, e := range task.Executions {
+		if e.Attempt != 1 || e.Status != ExecSnoozed || e.Reason != "later" || e.FinishedAt == 0 {
+			t.Fatalf("execution %d: %+v; want attempt 1, SNOOZED, reason and finish time", i, e)
+		}
+	}
+	s = run(t, append(recs, granted("a", "l3", 1, at), &TaskFailed{TaskID: "a", LeaseID: "l3", Reason: "boom", At: at + sec})...)
+	if task := s.Task("a"); task.State != Failed || task.Attempt != 1 || len(task.Executions) != 4 {
+		t.Fatalf("after the failure: %s, attempt %d, %d executions; want FAILED, attempt 1, 4 executions", task.State, task.Attempt, len(task.Executions))
+	}
+}
+
+// TestReportsAndTraces: a heartbeat's progress report is the lease's last
+// one, may leave the expiry where it is, and ends with the lease; a trace
+// context stays beside its task until the task leaves the state, and
+// shares the task's packed allocation.
+func TestReportsAndTraces(t *testing.T) {
+	c := created("a")
+	c.Trace = TraceContext{Parent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", State: "congo=t61rcWkgMzE"}
+	s := run(t, c, created("b"), granted("a", "l1", 1, 2*sec),
+		&LeaseExtended{TaskID: "a", LeaseID: "l1", NewLeaseExpiry: 12 * sec, At: 3 * sec, Report: &Report{Message: "copying", Percent: 10, HasPercent: true}},
+		&LeaseExtended{TaskID: "a", LeaseID: "l1", NewLeaseExpiry: 12 * sec, At: 4 * sec, Report: &Report{Message: "still copying"}},
+		&LeaseExtended{TaskID: "a", LeaseID: "l1", NewLeaseExpiry: 15 * sec, At: 5 * sec})
+	a := s.Task("a")
+	if got, ok := s.ReportOf(a); !ok || got != (LastReport{Report: Report{Message: "still copying"}, At: 4 * sec}) {
+		t.Fatalf("report %+v, %v; want the second one", got, ok)
+	}
+	if a.CurrentLease().LeaseExpiry != 15*sec {
+		t.Fatalf("expiry %v, want 15s", a.CurrentLease().LeaseExpiry)
+	}
+	if got := s.TraceOf(a); got != c.Trace {
+		t.Fatalf("trace %+v, want %+v", got, c.Trace)
+	}
+	if got := s.TraceOf(s.Task("b")); got != (TraceContext{}) {
+		t.Fatalf("task b has trace %+v, want none", got)
+	}
+	// One allocation holds the id and the trace context.
+	base := uintptr(unsafe.Pointer(unsafe.StringData(a.ID)))
+	if p := uintptr(unsafe.Pointer(unsafe.StringData(s.TraceOf(a).Parent))); p != base+uintptr(len(a.ID)) {
+		t.Fatalf("the traceparent is not packed after the task id")
+	}
+	for _, tail := range [][]Record{
+		{&TaskCompleted{TaskID: "a", LeaseID: "l1", At: 6 * sec}},
+		{&TaskSnoozed{TaskID: "a", LeaseID: "l1", NotBefore: 7 * sec, At: 6 * sec}},
+		{&LeaseExpired{TaskID: "a", LeaseID: "l1", At: 16 * sec}},
+		{&TaskDead{TaskID: "a", At: 6 * sec}},
+	} {
+		s := New()
+		for _, r := range append([]Record{c, created("b"), granted("a", "l1", 1, 2*sec),
+			&LeaseExtended{TaskID: "a", LeaseID: "l1", NewLeaseExpiry: 15 * sec, At: 3 * sec, Report: &Report{Message: "m"}}}, tail...) {
+			if err := s.Apply(s.LastLSN()+1, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r, ok := s.ReportOf(s.Task("a")); ok {
+			t.Errorf("after %T: report %+v kept without a lease", tail[0], r)
+		}
+		if err := s.Invariants(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s = run(t, c, granted("a", "l1", 1, 2*sec), &TaskCompleted{TaskID: "a", LeaseID: "l1", At: 3 * sec},
+		&TasksPurged{Before: 10 * sec, At: 10 * sec})
+	if len(s.traces) != 0 {
+		t.Fatalf("a purged task's trace context is kept: %v", s.traces)
 	}
 }

@@ -48,9 +48,12 @@ const (
 	ExecCommitted
 	ExecDone
 	ExecAborted
+	// ExecSnoozed: the worker snoozed the task (TaskSnoozed) before a
+	// commit. The attempt did not count: the next lease has its number.
+	ExecSnoozed
 )
 
-var execStatusNames = [...]string{"UNSPECIFIED", "LEASED", "IN_PROGRESS", "COMMITTED", "DONE", "ABORTED"}
+var execStatusNames = [...]string{"UNSPECIFIED", "LEASED", "IN_PROGRESS", "COMMITTED", "DONE", "ABORTED", "SNOOZED"}
 
 func (s ExecStatus) String() string {
 	if int(s) < len(execStatusNames) {
@@ -83,7 +86,7 @@ type Execution struct {
 	StartedAt   Time
 	CommittedAt Time
 	FinishedAt  Time
-	// Reason says why the execution was aborted, if it was.
+	// Reason says why the execution was aborted or snoozed, if it was.
 	Reason string
 }
 
@@ -123,7 +126,8 @@ type Task struct {
 	State    TaskState
 	// delayed says which heap of its queue holds a schedulable task.
 	delayed bool
-	// Attempt is the number of leases granted so far.
+	// Attempt is the number of attempts so far: the leases granted, less
+	// those a snooze ended (TaskSnoozed gives the attempt back).
 	Attempt uint32
 	// cur indexes Executions for the current lease, -1 when unleased.
 	cur int32

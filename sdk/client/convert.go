@@ -44,6 +44,10 @@ func taskOf(p *tenurev1.Task) Task {
 		WorkerID:        p.GetWorkerId(),
 		LeaseExpiry:     timeOf(p.GetLeaseExpiry()),
 		Deadline:        timeOf(p.GetDeadline()),
+		TraceContext:    TraceContext{Traceparent: p.GetTraceContext().GetTraceparent(), Tracestate: p.GetTraceContext().GetTracestate()},
+	}
+	if pr := p.GetProgress(); pr != nil {
+		t.Progress = &Progress{Message: pr.GetMessage(), Percent: pr.GetPercent(), HasPercent: pr.Percent != nil, ReportedAt: timeOf(pr.GetReportedAt())}
 	}
 	if ex := p.GetExecutions(); len(ex) > 0 {
 		t.Executions = make([]Execution, len(ex))

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -51,7 +52,7 @@ func (s TaskState) String() string { return enumName(taskStateNames[:], uint8(s)
 
 // ExecutionStatus is the status of one attempt:
 //
-//	LEASED -> IN_PROGRESS -> COMMITTED -> DONE, or ABORTED
+//	LEASED -> IN_PROGRESS -> COMMITTED -> DONE, or ABORTED, or SNOOZED
 //
 // The values are the API's enum numbers (tenure.v1.ExecutionStatus).
 type ExecutionStatus uint8
@@ -73,9 +74,13 @@ const (
 	// expired before a commit, it failed, or the task was killed); see
 	// Execution.Reason.
 	ExecutionStatusAborted
+	// ExecutionStatusSnoozed: the worker snoozed the task; it runs again
+	// later, and this attempt did not count (the next execution has the
+	// same attempt number). See Execution.Reason.
+	ExecutionStatusSnoozed
 )
 
-var executionStatusNames = [...]string{"UNSPECIFIED", "LEASED", "IN_PROGRESS", "COMMITTED", "DONE", "ABORTED"}
+var executionStatusNames = [...]string{"UNSPECIFIED", "LEASED", "IN_PROGRESS", "COMMITTED", "DONE", "ABORTED", "SNOOZED"}
 
 // String returns the status's name as the API spells it without its
 // prefix: "LEASED", "IN_PROGRESS", ...
@@ -128,6 +133,41 @@ type Task struct {
 	// unless an attempt committed it by then. Zero without one, and once the
 	// task is COMMITTED or finished (it no longer applies).
 	Deadline time.Time
+	// TraceContext is the W3C trace context the task was submitted with
+	// (zero: none).
+	TraceContext TraceContext
+	// Progress is the last progress the worker holding the current lease
+	// reported; nil without a lease or a report.
+	Progress *Progress
+}
+
+// TraceContext is a W3C trace context: the traceparent and tracestate of
+// the span a task was submitted from.
+type TraceContext struct {
+	Traceparent string
+	Tracestate  string
+}
+
+// Progress is what a worker reported about the attempt it runs.
+type Progress struct {
+	// Message is a short description ("copying part 3 of 8"); "" for none.
+	Message string
+	// Percent is the share of the work done, 0 to 100, if HasPercent.
+	Percent    uint32
+	HasPercent bool
+	// ReportedAt is when the server received it.
+	ReportedAt time.Time
+}
+
+// String is the progress as "40% copying", "40%" or "copying".
+func (p Progress) String() string {
+	switch {
+	case p.HasPercent && p.Message != "":
+		return fmt.Sprintf("%d%% %s", p.Percent, p.Message)
+	case p.HasPercent:
+		return fmt.Sprintf("%d%%", p.Percent)
+	}
+	return p.Message
 }
 
 // Execution is one attempt of a task under one lease.

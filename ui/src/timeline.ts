@@ -15,7 +15,10 @@ export interface Mark {
   detail: string;
 }
 
-/** One attempt: a lease, from its grant to its end. */
+/**
+ * One execution: a lease, from its grant to its end. Its attempt number is
+ * the grant's; executions a snooze ended share theirs with the next.
+ */
 export interface Lane {
   attempt: number;
   leaseId: string;
@@ -24,7 +27,7 @@ export interface Lane {
   /** The end of the attempt, or now while it runs. */
   to: number;
   running: boolean;
-  /** How it ended: completed, failed, expired, killed, committed (being finalised), running. */
+  /** How it ended: completed, failed, expired, killed, snoozed, committed (being finalised), running. */
   outcome: string;
   marks: Mark[];
 }
@@ -48,6 +51,7 @@ const labels: Record<string, string> = {
   TaskCommitted: "committed",
   TaskCompleted: "completed",
   TaskFailed: "failed",
+  TaskSnoozed: "snoozed",
   TaskDead: "killed",
   TaskRetried: "retried",
 };
@@ -61,24 +65,26 @@ export function label(type: string): string {
 const ends: Record<string, string> = {
   LeaseExpired: "expired",
   TaskFailed: "failed",
+  TaskSnoozed: "snoozed",
   TaskCompleted: "completed",
   TaskDead: "killed",
 };
 
 /**
  * build lays the history out. A lease's grant names its attempt and
- * worker; every later record of that lease goes to the attempt's lane (a
- * refused stale action too, in the lane of the stale lease it names). A
- * kill without a lease ends the attempt that was running. The other
- * records go to the task's row. A lane runs from its grant to the record
- * that ended it (a lease that expired after a commit ends there, and the
- * finalising attempt follows), or to now while it runs. The axis spans
- * the first record to the last, or now if an attempt is still running.
+ * worker and opens its lane; every later record of that lease goes to the
+ * lease's lane (a refused stale action too, in the lane of the stale lease
+ * it names). A kill without a lease ends the lease that was running. The
+ * other records go to the task's row. A lane runs from its grant to the
+ * record that ended it (a lease that expired after a commit ends there,
+ * and the finalising attempt follows), or to now while it runs. Lanes are
+ * in the order of their grants. The axis spans the first record to the
+ * last, or now if an attempt is still running.
  */
 export function build(entries: HistoryEntry[], now: number): Timeline {
   const task: Mark[] = [];
-  const byAttempt = new Map<number, Lane>();
-  const byLease = new Map<string, number>();
+  const lanes: Lane[] = [];
+  const byLease = new Map<string, Lane>();
   let first = Infinity;
   let last = -Infinity;
   for (const e of entries) {
@@ -86,26 +92,22 @@ export function build(entries: HistoryEntry[], now: number): Timeline {
     first = Math.min(first, at);
     last = Math.max(last, at);
     const mark: Mark = { type: e.type, at, label: label(e.type), lsn: e.lsn, detail: e.detail };
-    let attempt = e.attempt || (e.leaseId ? byLease.get(e.leaseId) ?? 0 : 0);
-    if (e.type === "TaskDead" && attempt === 0) {
-      task.push(mark);
-      attempt = [...byAttempt.values()].find((l) => l.running)?.attempt ?? 0;
+    let lane = e.leaseId ? byLease.get(e.leaseId) : undefined;
+    if (!lane && e.type === "LeaseGranted") {
+      lane = { attempt: e.attempt, leaseId: e.leaseId, workerId: e.workerId, from: at, to: at, running: true, outcome: "running", marks: [] };
+      lanes.push(lane);
+      byLease.set(e.leaseId, lane);
     }
-    if (attempt === 0) {
+    if (e.type === "TaskDead" && !lane) {
+      task.push(mark);
+      lane = lanes.find((l) => l.running);
+    }
+    if (!lane) {
       if (e.type !== "TaskDead") {
         task.push(mark);
       }
       continue;
     }
-    if (e.leaseId) {
-      byLease.set(e.leaseId, attempt);
-    }
-    let lane = byAttempt.get(attempt);
-    if (!lane) {
-      lane = { attempt, leaseId: e.leaseId, workerId: e.workerId, from: at, to: at, running: true, outcome: "running", marks: [] };
-      byAttempt.set(attempt, lane);
-    }
-    lane.leaseId ||= e.leaseId;
     lane.workerId ||= e.workerId;
     lane.marks.push(mark);
     if (e.type === "LeaseGranted") {
@@ -124,7 +126,6 @@ export function build(entries: HistoryEntry[], now: number): Timeline {
       lane.outcome = "killed";
     }
   }
-  const lanes = [...byAttempt.values()].sort((a, b) => a.attempt - b.attempt);
   for (const lane of lanes) {
     if (lane.running) {
       lane.to = Math.max(now, lane.from);

@@ -3,7 +3,7 @@
 // a token's role may not use (disabled, with the server's reason shown
 // beside them).
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { TaskState, type Task } from "@tenure/client";
+import { TaskState, type Progress, type Task } from "@tenure/client";
 import { fieldOf, may, message } from "./api";
 import { h } from "./dom";
 import { bestView, exact, ms, short, showBytes, type BytesView } from "./format";
@@ -63,6 +63,23 @@ export function attemptsText(t: Task): string {
   const max = t.retryPolicy ? ` of ${t.retryPolicy.maxAttempts}` : "";
   const all = t.attempt !== t.attemptsUsed ? ` since an operator's retry (${t.attempt} in all)` : "";
   return `${t.attemptsUsed}${max}${all}`;
+}
+
+/**
+ * progressText is what a worker last reported about the attempt it runs:
+ * "40% copying part 2 of 5", "40%" or "copying part 2 of 5"; "" for none.
+ */
+export function progressText(p: Progress | undefined): string {
+  if (!p) {
+    return "";
+  }
+  return [p.percent !== undefined ? `${p.percent}%` : "", p.message].filter((x) => x !== "").join(" ");
+}
+
+/** progressView shows a report as a bar (when it has a percentage) and its text. */
+export function progressView(p: Progress): HTMLElement {
+  const bar = p.percent !== undefined ? h("progress", { max: "100", value: String(p.percent), "aria-hidden": "true" }) : null;
+  return h("span", { class: "progress", id: "progress" }, bar, " ", progressText(p), " (reported ", time(p.reportedAt), ")");
 }
 
 /** badge is a task state as a coloured label. */

@@ -267,6 +267,10 @@ var calls = map[string]call{
 		_, err := e.workers.Fail(ctx, req(tok, &tenurev1.FailRequest{TaskId: e.task[tg], LeaseId: "authz-lease", Reason: "authz"}))
 		return answerOf(err)
 	}},
+	"WorkerService/Snooze": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		_, err := e.workers.Snooze(ctx, req(tok, &tenurev1.SnoozeRequest{TaskId: e.task[tg], LeaseId: "authz-lease", Reason: "authz"}))
+		return answerOf(err)
+	}},
 	"QueueService/ListQueues": {[]target{tgIn, tgOtherNamespace, tgEvery}, func(ctx context.Context, e *env, tok string, tg target) answer {
 		ns, _ := tg.names()
 		_, err := e.queues.ListQueues(ctx, req(tok, &tenurev1.ListQueuesRequest{Namespace: ns}))

@@ -332,8 +332,9 @@ func TestRoutingAcrossNodes(t *testing.T) {
 func TestForwardingIsLossless(t *testing.T) {
 	db, nodes := startCluster(t, 2)
 	ctx := t.Context()
+	tc := &tenurev1.TraceContext{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 	res, err := submit(ctx, nodes[0].api, &tenurev1.SubmitRequest{Queue: "q", RequestId: "x", Payload: []byte("p"),
-		RetryPolicy: &tenurev1.RetryPolicy{MaxAttempts: 5, InitialBackoff: durationpb.New(time.Millisecond)}})
+		RetryPolicy: &tenurev1.RetryPolicy{MaxAttempts: 5, InitialBackoff: durationpb.New(time.Millisecond)}, TraceContext: tc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,22 +352,38 @@ func TestForwardingIsLossless(t *testing.T) {
 		_, err := getTask(ctx, other.api, id)
 		return o != "" && err == nil
 	})
-	// A life with everything a history holds: a failed attempt, a refused
-	// stale call, a start, a heartbeat, a commit and a completion.
+	// A life with everything a history holds: a failed attempt, a snoozed
+	// one, a refused stale call, a start, a heartbeat with progress, a
+	// commit and a completion.
 	var ls []*tenurev1.LeasedTask
 	eventually(t, "leased", func() bool { ls, _ = lease(ctx, other.api, "q", 1, 0); return len(ls) == 1 })
 	first := ls[0]
+	if first.GetTraceContext().GetTraceparent() != tc.Traceparent {
+		t.Fatalf("a lease through a forwarding node has trace context %v, want %v", first.GetTraceContext(), tc)
+	}
 	if _, err := other.workers.Fail(ctx, connect.NewRequest(&tenurev1.FailRequest{TaskId: id, LeaseId: first.GetLeaseId(), Reason: "boom"})); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "leased again", func() bool { ls, _ = lease(ctx, other.api, "q", 1, 0); return len(ls) == 1 })
+	if _, err := other.workers.Snooze(ctx, connect.NewRequest(&tenurev1.SnoozeRequest{TaskId: id, LeaseId: ls[0].GetLeaseId(), Reason: "later"})); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "leased after the snooze", func() bool { ls, _ = lease(ctx, other.api, "q", 1, 0); return len(ls) == 1 })
 	second := ls[0]
+	if second.GetAttempt() != 2 {
+		t.Fatalf("the lease after a snooze of attempt 2 has attempt %d", second.GetAttempt())
+	}
 	w := other.workers
 	if _, err := w.Start(ctx, connect.NewRequest(&tenurev1.StartRequest{TaskId: id, LeaseId: second.GetLeaseId()})); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Heartbeat(ctx, connect.NewRequest(&tenurev1.HeartbeatRequest{TaskId: id, LeaseId: second.GetLeaseId()})); err != nil {
+	pct := uint32(50)
+	if _, err := w.Heartbeat(ctx, connect.NewRequest(&tenurev1.HeartbeatRequest{TaskId: id, LeaseId: second.GetLeaseId(),
+		Progress: &tenurev1.Progress{Message: "half", Percent: &pct}})); err != nil {
 		t.Fatal(err)
+	}
+	if got, err := getTask(ctx, other.api, id); err != nil || got.GetProgress().GetMessage() != "half" || got.GetTraceContext().GetTraceparent() != tc.Traceparent {
+		t.Fatalf("task through a forwarding node: %v, %v; want its progress and trace context", got, err)
 	}
 
 	// Refusals answer alike through both nodes, with their details.
@@ -377,6 +394,16 @@ func TestForwardingIsLossless(t *testing.T) {
 		},
 		"commit of a stale lease": func(a api) error {
 			_, err := a.workers.Commit(ctx, connect.NewRequest(&tenurev1.CommitRequest{TaskId: id, LeaseId: first.GetLeaseId()}))
+			return err
+		},
+		"snooze of a stale lease": func(a api) error {
+			_, err := a.workers.Snooze(ctx, connect.NewRequest(&tenurev1.SnoozeRequest{TaskId: id, LeaseId: first.GetLeaseId()}))
+			return err
+		},
+		"progress over 100 percent": func(a api) error {
+			over := uint32(101)
+			_, err := a.workers.Heartbeat(ctx, connect.NewRequest(&tenurev1.HeartbeatRequest{TaskId: id, LeaseId: second.GetLeaseId(),
+				Progress: &tenurev1.Progress{Percent: &over}}))
 			return err
 		},
 		"reason too large": func(a api) error {

@@ -110,6 +110,7 @@ const (
 	LeaseAction_LEASE_ACTION_COMMIT      LeaseAction = 3
 	LeaseAction_LEASE_ACTION_COMPLETE    LeaseAction = 4
 	LeaseAction_LEASE_ACTION_FAIL        LeaseAction = 5
+	LeaseAction_LEASE_ACTION_SNOOZE      LeaseAction = 6
 )
 
 // Enum value maps for LeaseAction.
@@ -121,6 +122,7 @@ var (
 		3: "LEASE_ACTION_COMMIT",
 		4: "LEASE_ACTION_COMPLETE",
 		5: "LEASE_ACTION_FAIL",
+		6: "LEASE_ACTION_SNOOZE",
 	}
 	LeaseAction_value = map[string]int32{
 		"LEASE_ACTION_UNSPECIFIED": 0,
@@ -129,6 +131,7 @@ var (
 		"LEASE_ACTION_COMMIT":      3,
 		"LEASE_ACTION_COMPLETE":    4,
 		"LEASE_ACTION_FAIL":        5,
+		"LEASE_ACTION_SNOOZE":      6,
 	}
 )
 
@@ -257,8 +260,13 @@ type TaskCreated struct {
 	// no lease outlives it. 0: none, as in records written before it was
 	// kept.
 	DeadlineUnixNanos int64 `protobuf:"fixed64,12,opt,name=deadline_unix_nanos,json=deadlineUnixNanos,proto3" json:"deadline_unix_nanos,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The submitter's W3C trace context: traceparent and tracestate, kept
+	// beside the task for the workers that lease it. "": none, as in
+	// records written before it was kept.
+	Traceparent   string `protobuf:"bytes,13,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate    string `protobuf:"bytes,14,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskCreated) Reset() {
@@ -375,6 +383,20 @@ func (x *TaskCreated) GetDeadlineUnixNanos() int64 {
 	return 0
 }
 
+func (x *TaskCreated) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *TaskCreated) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
+}
+
 // LeaseGranted (record type 2) gives an attempt of a task to a worker.
 type LeaseGranted struct {
 	state                protoimpl.MessageState `protogen:"open.v1"`
@@ -470,7 +492,8 @@ func (x *LeaseGranted) GetBy() string {
 	return ""
 }
 
-// LeaseExtended (record type 3) moves the current lease's expiry forward.
+// LeaseExtended (record type 3) moves the current lease's expiry forward:
+// a heartbeat, which may carry the worker's progress.
 type LeaseExtended struct {
 	state                   protoimpl.MessageState `protogen:"open.v1"`
 	TaskId                  string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
@@ -479,7 +502,11 @@ type LeaseExtended struct {
 	AtUnixNanos             int64                  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
 	// Who asked: the principal's name (the token's, with authentication
 	// on); "" without one, and in records written before it was kept.
-	By            string `protobuf:"bytes,5,opt,name=by,proto3" json:"by,omitempty"`
+	By string `protobuf:"bytes,5,opt,name=by,proto3" json:"by,omitempty"`
+	// Progress the worker reported with the heartbeat: the lease's last
+	// report from then on. Unset: none (the last report stands), as in
+	// records written before it was kept.
+	Progress      *ProgressReport `protobuf:"bytes,6,opt,name=progress,proto3" json:"progress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -549,6 +576,76 @@ func (x *LeaseExtended) GetBy() string {
 	return ""
 }
 
+func (x *LeaseExtended) GetProgress() *ProgressReport {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+// ProgressReport mirrors state.Report.
+type ProgressReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A short message ("" for none).
+	Message string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// Share of the work done, 0..100, when has_percent is set.
+	Percent       uint32 `protobuf:"varint,2,opt,name=percent,proto3" json:"percent,omitempty"`
+	HasPercent    bool   `protobuf:"varint,3,opt,name=has_percent,json=hasPercent,proto3" json:"has_percent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProgressReport) Reset() {
+	*x = ProgressReport{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProgressReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProgressReport) ProtoMessage() {}
+
+func (x *ProgressReport) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProgressReport.ProtoReflect.Descriptor instead.
+func (*ProgressReport) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ProgressReport) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ProgressReport) GetPercent() uint32 {
+	if x != nil {
+		return x.Percent
+	}
+	return 0
+}
+
+func (x *ProgressReport) GetHasPercent() bool {
+	if x != nil {
+		return x.HasPercent
+	}
+	return false
+}
+
 // LeaseExpired (record type 4) revokes the current lease because time ran
 // out.
 type LeaseExpired struct {
@@ -564,7 +661,7 @@ type LeaseExpired struct {
 
 func (x *LeaseExpired) Reset() {
 	*x = LeaseExpired{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[4]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +673,7 @@ func (x *LeaseExpired) String() string {
 func (*LeaseExpired) ProtoMessage() {}
 
 func (x *LeaseExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[4]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +686,7 @@ func (x *LeaseExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseExpired.ProtoReflect.Descriptor instead.
 func (*LeaseExpired) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{4}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LeaseExpired) GetTaskId() string {
@@ -635,7 +732,7 @@ type ExecutionStarted struct {
 
 func (x *ExecutionStarted) Reset() {
 	*x = ExecutionStarted{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[5]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -647,7 +744,7 @@ func (x *ExecutionStarted) String() string {
 func (*ExecutionStarted) ProtoMessage() {}
 
 func (x *ExecutionStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[5]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -660,7 +757,7 @@ func (x *ExecutionStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionStarted.ProtoReflect.Descriptor instead.
 func (*ExecutionStarted) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{5}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ExecutionStarted) GetTaskId() string {
@@ -707,7 +804,7 @@ type TaskCommitted struct {
 
 func (x *TaskCommitted) Reset() {
 	*x = TaskCommitted{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[6]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +816,7 @@ func (x *TaskCommitted) String() string {
 func (*TaskCommitted) ProtoMessage() {}
 
 func (x *TaskCommitted) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[6]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +829,7 @@ func (x *TaskCommitted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCommitted.ProtoReflect.Descriptor instead.
 func (*TaskCommitted) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{6}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TaskCommitted) GetTaskId() string {
@@ -786,7 +883,7 @@ type TaskCompleted struct {
 
 func (x *TaskCompleted) Reset() {
 	*x = TaskCompleted{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[7]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +895,7 @@ func (x *TaskCompleted) String() string {
 func (*TaskCompleted) ProtoMessage() {}
 
 func (x *TaskCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[7]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +908,7 @@ func (x *TaskCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCompleted.ProtoReflect.Descriptor instead.
 func (*TaskCompleted) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{7}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TaskCompleted) GetTaskId() string {
@@ -868,7 +965,7 @@ type TaskFailed struct {
 
 func (x *TaskFailed) Reset() {
 	*x = TaskFailed{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[8]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +977,7 @@ func (x *TaskFailed) String() string {
 func (*TaskFailed) ProtoMessage() {}
 
 func (x *TaskFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[8]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +990,7 @@ func (x *TaskFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFailed.ProtoReflect.Descriptor instead.
 func (*TaskFailed) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{8}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TaskFailed) GetTaskId() string {
@@ -967,7 +1064,7 @@ type TaskCancelled struct {
 
 func (x *TaskCancelled) Reset() {
 	*x = TaskCancelled{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[9]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1076,7 @@ func (x *TaskCancelled) String() string {
 func (*TaskCancelled) ProtoMessage() {}
 
 func (x *TaskCancelled) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[9]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1089,7 @@ func (x *TaskCancelled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCancelled.ProtoReflect.Descriptor instead.
 func (*TaskCancelled) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{9}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TaskCancelled) GetTaskId() string {
@@ -1051,7 +1148,7 @@ type TaskDead struct {
 
 func (x *TaskDead) Reset() {
 	*x = TaskDead{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[10]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1160,7 @@ func (x *TaskDead) String() string {
 func (*TaskDead) ProtoMessage() {}
 
 func (x *TaskDead) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[10]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1173,7 @@ func (x *TaskDead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDead.ProtoReflect.Descriptor instead.
 func (*TaskDead) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{10}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TaskDead) GetTaskId() string {
@@ -1120,7 +1217,7 @@ type Fence struct {
 
 func (x *Fence) Reset() {
 	*x = Fence{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[11]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1229,7 @@ func (x *Fence) String() string {
 func (*Fence) ProtoMessage() {}
 
 func (x *Fence) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[11]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1242,7 @@ func (x *Fence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fence.ProtoReflect.Descriptor instead.
 func (*Fence) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{11}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Fence) GetEpoch() uint64 {
@@ -1183,7 +1280,7 @@ type TasksPurged struct {
 
 func (x *TasksPurged) Reset() {
 	*x = TasksPurged{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[12]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1292,7 @@ func (x *TasksPurged) String() string {
 func (*TasksPurged) ProtoMessage() {}
 
 func (x *TasksPurged) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[12]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1305,7 @@ func (x *TasksPurged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TasksPurged.ProtoReflect.Descriptor instead.
 func (*TasksPurged) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{12}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TasksPurged) GetBeforeUnixNanos() int64 {
@@ -1241,7 +1338,7 @@ type QueuePaused struct {
 
 func (x *QueuePaused) Reset() {
 	*x = QueuePaused{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[13]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1350,7 @@ func (x *QueuePaused) String() string {
 func (*QueuePaused) ProtoMessage() {}
 
 func (x *QueuePaused) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[13]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1363,7 @@ func (x *QueuePaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePaused.ProtoReflect.Descriptor instead.
 func (*QueuePaused) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{13}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *QueuePaused) GetNamespace() string {
@@ -1318,7 +1415,7 @@ type QueueResumed struct {
 
 func (x *QueueResumed) Reset() {
 	*x = QueueResumed{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[14]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1427,7 @@ func (x *QueueResumed) String() string {
 func (*QueueResumed) ProtoMessage() {}
 
 func (x *QueueResumed) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[14]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1440,7 @@ func (x *QueueResumed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueResumed.ProtoReflect.Descriptor instead.
 func (*QueueResumed) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{14}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *QueueResumed) GetNamespace() string {
@@ -1395,7 +1492,7 @@ type TaskRetried struct {
 
 func (x *TaskRetried) Reset() {
 	*x = TaskRetried{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[15]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1504,7 @@ func (x *TaskRetried) String() string {
 func (*TaskRetried) ProtoMessage() {}
 
 func (x *TaskRetried) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[15]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1517,7 @@ func (x *TaskRetried) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskRetried.ProtoReflect.Descriptor instead.
 func (*TaskRetried) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{15}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TaskRetried) GetTaskId() string {
@@ -1465,7 +1562,7 @@ type TasksDeleted struct {
 
 func (x *TasksDeleted) Reset() {
 	*x = TasksDeleted{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[16]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1574,7 @@ func (x *TasksDeleted) String() string {
 func (*TasksDeleted) ProtoMessage() {}
 
 func (x *TasksDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[16]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1587,7 @@ func (x *TasksDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TasksDeleted.ProtoReflect.Descriptor instead.
 func (*TasksDeleted) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{16}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TasksDeleted) GetTaskIds() []string {
@@ -1547,7 +1644,7 @@ type QueueLimited struct {
 
 func (x *QueueLimited) Reset() {
 	*x = QueueLimited{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[17]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1656,7 @@ func (x *QueueLimited) String() string {
 func (*QueueLimited) ProtoMessage() {}
 
 func (x *QueueLimited) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[17]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1669,7 @@ func (x *QueueLimited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueLimited.ProtoReflect.Descriptor instead.
 func (*QueueLimited) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{17}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *QueueLimited) GetNamespace() string {
@@ -1671,7 +1768,7 @@ type TaskDeadlineExceeded struct {
 
 func (x *TaskDeadlineExceeded) Reset() {
 	*x = TaskDeadlineExceeded{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[18]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1780,7 @@ func (x *TaskDeadlineExceeded) String() string {
 func (*TaskDeadlineExceeded) ProtoMessage() {}
 
 func (x *TaskDeadlineExceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[18]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1793,7 @@ func (x *TaskDeadlineExceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDeadlineExceeded.ProtoReflect.Descriptor instead.
 func (*TaskDeadlineExceeded) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{18}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TaskDeadlineExceeded) GetTaskId() string {
@@ -1732,7 +1829,7 @@ type ScheduleDef struct {
 
 func (x *ScheduleDef) Reset() {
 	*x = ScheduleDef{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[19]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1841,7 @@ func (x *ScheduleDef) String() string {
 func (*ScheduleDef) ProtoMessage() {}
 
 func (x *ScheduleDef) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[19]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1854,7 @@ func (x *ScheduleDef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleDef.ProtoReflect.Descriptor instead.
 func (*ScheduleDef) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{19}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ScheduleDef) GetCron() string {
@@ -1833,7 +1930,7 @@ type ScheduleCreated struct {
 
 func (x *ScheduleCreated) Reset() {
 	*x = ScheduleCreated{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[20]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +1942,7 @@ func (x *ScheduleCreated) String() string {
 func (*ScheduleCreated) ProtoMessage() {}
 
 func (x *ScheduleCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[20]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +1955,7 @@ func (x *ScheduleCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleCreated.ProtoReflect.Descriptor instead.
 func (*ScheduleCreated) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{20}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ScheduleCreated) GetNamespace() string {
@@ -1928,7 +2025,7 @@ type ScheduleUpdated struct {
 
 func (x *ScheduleUpdated) Reset() {
 	*x = ScheduleUpdated{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[21]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2037,7 @@ func (x *ScheduleUpdated) String() string {
 func (*ScheduleUpdated) ProtoMessage() {}
 
 func (x *ScheduleUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[21]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2050,7 @@ func (x *ScheduleUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleUpdated.ProtoReflect.Descriptor instead.
 func (*ScheduleUpdated) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{21}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ScheduleUpdated) GetNamespace() string {
@@ -2027,7 +2124,7 @@ type SchedulePaused struct {
 
 func (x *SchedulePaused) Reset() {
 	*x = SchedulePaused{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[22]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2136,7 @@ func (x *SchedulePaused) String() string {
 func (*SchedulePaused) ProtoMessage() {}
 
 func (x *SchedulePaused) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[22]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2149,7 @@ func (x *SchedulePaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulePaused.ProtoReflect.Descriptor instead.
 func (*SchedulePaused) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{22}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SchedulePaused) GetNamespace() string {
@@ -2114,7 +2211,7 @@ type ScheduleResumed struct {
 
 func (x *ScheduleResumed) Reset() {
 	*x = ScheduleResumed{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[23]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2223,7 @@ func (x *ScheduleResumed) String() string {
 func (*ScheduleResumed) ProtoMessage() {}
 
 func (x *ScheduleResumed) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[23]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2236,7 @@ func (x *ScheduleResumed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResumed.ProtoReflect.Descriptor instead.
 func (*ScheduleResumed) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{23}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ScheduleResumed) GetNamespace() string {
@@ -2206,7 +2303,7 @@ type ScheduleDeleted struct {
 
 func (x *ScheduleDeleted) Reset() {
 	*x = ScheduleDeleted{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[24]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2315,7 @@ func (x *ScheduleDeleted) String() string {
 func (*ScheduleDeleted) ProtoMessage() {}
 
 func (x *ScheduleDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[24]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,7 +2328,7 @@ func (x *ScheduleDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleDeleted.ProtoReflect.Descriptor instead.
 func (*ScheduleDeleted) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{24}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ScheduleDeleted) GetNamespace() string {
@@ -2296,7 +2393,7 @@ type ScheduleFired struct {
 
 func (x *ScheduleFired) Reset() {
 	*x = ScheduleFired{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[25]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2308,7 +2405,7 @@ func (x *ScheduleFired) String() string {
 func (*ScheduleFired) ProtoMessage() {}
 
 func (x *ScheduleFired) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[25]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2321,7 +2418,7 @@ func (x *ScheduleFired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleFired.ProtoReflect.Descriptor instead.
 func (*ScheduleFired) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{25}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ScheduleFired) GetNamespace() string {
@@ -2403,7 +2500,7 @@ type ScheduleSkipped struct {
 
 func (x *ScheduleSkipped) Reset() {
 	*x = ScheduleSkipped{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[26]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2512,7 @@ func (x *ScheduleSkipped) String() string {
 func (*ScheduleSkipped) ProtoMessage() {}
 
 func (x *ScheduleSkipped) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[26]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2525,7 @@ func (x *ScheduleSkipped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleSkipped.ProtoReflect.Descriptor instead.
 func (*ScheduleSkipped) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{26}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ScheduleSkipped) GetNamespace() string {
@@ -2496,7 +2593,7 @@ type ScheduleHeld struct {
 
 func (x *ScheduleHeld) Reset() {
 	*x = ScheduleHeld{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[27]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2605,7 @@ func (x *ScheduleHeld) String() string {
 func (*ScheduleHeld) ProtoMessage() {}
 
 func (x *ScheduleHeld) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[27]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2618,7 @@ func (x *ScheduleHeld) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleHeld.ProtoReflect.Descriptor instead.
 func (*ScheduleHeld) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{27}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ScheduleHeld) GetNamespace() string {
@@ -2582,7 +2679,7 @@ type TasksPurgedRange struct {
 
 func (x *TasksPurgedRange) Reset() {
 	*x = TasksPurgedRange{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[28]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2691,7 @@ func (x *TasksPurgedRange) String() string {
 func (*TasksPurgedRange) ProtoMessage() {}
 
 func (x *TasksPurgedRange) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[28]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2704,7 @@ func (x *TasksPurgedRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TasksPurgedRange.ProtoReflect.Descriptor instead.
 func (*TasksPurgedRange) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{28}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TasksPurgedRange) GetBeforeUnixNanos() int64 {
@@ -2638,6 +2735,98 @@ func (x *TasksPurgedRange) GetThroughLsn() uint64 {
 	return 0
 }
 
+// TaskSnoozed (record type 28) ends an uncommitted attempt at the worker's
+// request without using it up: the execution is SNOOZED, the task WAITING
+// until not_before with its attempt counter back by one, so that the next
+// lease has the same attempt number.
+type TaskSnoozed struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TaskId  string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	LeaseId string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// When the task may be leased again (at or after at_unix_nanos).
+	NotBeforeUnixNanos int64 `protobuf:"fixed64,3,opt,name=not_before_unix_nanos,json=notBeforeUnixNanos,proto3" json:"not_before_unix_nanos,omitempty"`
+	// Why, as the worker said ("" for none); the execution keeps it.
+	Reason      string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixNanos int64  `protobuf:"fixed64,5,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	// Who asked: the principal's name (the token's, with authentication
+	// on); "" without one.
+	By            string `protobuf:"bytes,6,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskSnoozed) Reset() {
+	*x = TaskSnoozed{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskSnoozed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskSnoozed) ProtoMessage() {}
+
+func (x *TaskSnoozed) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskSnoozed.ProtoReflect.Descriptor instead.
+func (*TaskSnoozed) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *TaskSnoozed) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *TaskSnoozed) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *TaskSnoozed) GetNotBeforeUnixNanos() int64 {
+	if x != nil {
+		return x.NotBeforeUnixNanos
+	}
+	return 0
+}
+
+func (x *TaskSnoozed) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *TaskSnoozed) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
+func (x *TaskSnoozed) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
 var File_tenure_record_v1_record_proto protoreflect.FileDescriptor
 
 const file_tenure_record_v1_record_proto_rawDesc = "" +
@@ -2649,7 +2838,7 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x11max_backoff_nanos\x18\x03 \x01(\x03R\x0fmaxBackoffNanos\x12\x1e\n" +
 	"\n" +
 	"multiplier\x18\x04 \x01(\x01R\n" +
-	"multiplier\"\xcd\x03\n" +
+	"multiplier\"\x8f\x04\n" +
 	"\vTaskCreated\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -2664,7 +2853,11 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x15created_at_unix_nanos\x18\n" +
 	" \x01(\x10R\x12createdAtUnixNanos\x12\x0e\n" +
 	"\x02by\x18\v \x01(\tR\x02by\x12.\n" +
-	"\x13deadline_unix_nanos\x18\f \x01(\x10R\x11deadlineUnixNanos\"\xf3\x01\n" +
+	"\x13deadline_unix_nanos\x18\f \x01(\x10R\x11deadlineUnixNanos\x12 \n" +
+	"\vtraceparent\x18\r \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\x0e \x01(\tR\n" +
+	"tracestate\"\xf3\x01\n" +
 	"\fLeaseGranted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +
@@ -2672,13 +2865,19 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\aattempt\x18\x04 \x01(\rR\aattempt\x125\n" +
 	"\x17lease_expiry_unix_nanos\x18\x05 \x01(\x10R\x14leaseExpiryUnixNanos\x121\n" +
 	"\x15granted_at_unix_nanos\x18\x06 \x01(\x10R\x12grantedAtUnixNanos\x12\x0e\n" +
-	"\x02by\x18\a \x01(\tR\x02by\"\xb5\x01\n" +
+	"\x02by\x18\a \x01(\tR\x02by\"\xf3\x01\n" +
 	"\rLeaseExtended\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12<\n" +
 	"\x1bnew_lease_expiry_unix_nanos\x18\x03 \x01(\x10R\x17newLeaseExpiryUnixNanos\x12\"\n" +
 	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\x12\x0e\n" +
-	"\x02by\x18\x05 \x01(\tR\x02by\"\x95\x01\n" +
+	"\x02by\x18\x05 \x01(\tR\x02by\x12<\n" +
+	"\bprogress\x18\x06 \x01(\v2 .tenure.record.v1.ProgressReportR\bprogress\"e\n" +
+	"\x0eProgressReport\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\x12\x18\n" +
+	"\apercent\x18\x02 \x01(\rR\apercent\x12\x1f\n" +
+	"\vhas_percent\x18\x03 \x01(\bR\n" +
+	"hasPercent\"\x95\x01\n" +
 	"\fLeaseExpired\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\"\n" +
@@ -2850,17 +3049,25 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\rat_unix_nanos\x18\x02 \x01(\x10R\vatUnixNanos\x12\x1b\n" +
 	"\tafter_lsn\x18\x03 \x01(\x04R\bafterLsn\x12\x1f\n" +
 	"\vthrough_lsn\x18\x04 \x01(\x04R\n" +
-	"throughLsn*E\n" +
+	"throughLsn\"\xc0\x01\n" +
+	"\vTaskSnoozed\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\x121\n" +
+	"\x15not_before_unix_nanos\x18\x03 \x01(\x10R\x12notBeforeUnixNanos\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\"\n" +
+	"\rat_unix_nanos\x18\x05 \x01(\x10R\vatUnixNanos\x12\x0e\n" +
+	"\x02by\x18\x06 \x01(\tR\x02by*E\n" +
 	"\rFormatVersion\x12\x1e\n" +
 	"\x1aFORMAT_VERSION_UNSPECIFIED\x10\x00\x12\x14\n" +
-	"\x10FORMAT_VERSION_1\x10\x01*\xaa\x01\n" +
+	"\x10FORMAT_VERSION_1\x10\x01*\xc3\x01\n" +
 	"\vLeaseAction\x12\x1c\n" +
 	"\x18LEASE_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12LEASE_ACTION_START\x10\x01\x12\x1a\n" +
 	"\x16LEASE_ACTION_HEARTBEAT\x10\x02\x12\x17\n" +
 	"\x13LEASE_ACTION_COMMIT\x10\x03\x12\x19\n" +
 	"\x15LEASE_ACTION_COMPLETE\x10\x04\x12\x15\n" +
-	"\x11LEASE_ACTION_FAIL\x10\x05B>Z<github.com/tenurehq/tenure/internal/record/recordpb;recordpbb\x06proto3"
+	"\x11LEASE_ACTION_FAIL\x10\x05\x12\x17\n" +
+	"\x13LEASE_ACTION_SNOOZE\x10\x06B>Z<github.com/tenurehq/tenure/internal/record/recordpb;recordpbb\x06proto3"
 
 var (
 	file_tenure_record_v1_record_proto_rawDescOnce sync.Once
@@ -2875,7 +3082,7 @@ func file_tenure_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_tenure_record_v1_record_proto_goTypes = []any{
 	(FormatVersion)(0),           // 0: tenure.record.v1.FormatVersion
 	(LeaseAction)(0),             // 1: tenure.record.v1.LeaseAction
@@ -2883,43 +3090,46 @@ var file_tenure_record_v1_record_proto_goTypes = []any{
 	(*TaskCreated)(nil),          // 3: tenure.record.v1.TaskCreated
 	(*LeaseGranted)(nil),         // 4: tenure.record.v1.LeaseGranted
 	(*LeaseExtended)(nil),        // 5: tenure.record.v1.LeaseExtended
-	(*LeaseExpired)(nil),         // 6: tenure.record.v1.LeaseExpired
-	(*ExecutionStarted)(nil),     // 7: tenure.record.v1.ExecutionStarted
-	(*TaskCommitted)(nil),        // 8: tenure.record.v1.TaskCommitted
-	(*TaskCompleted)(nil),        // 9: tenure.record.v1.TaskCompleted
-	(*TaskFailed)(nil),           // 10: tenure.record.v1.TaskFailed
-	(*TaskCancelled)(nil),        // 11: tenure.record.v1.TaskCancelled
-	(*TaskDead)(nil),             // 12: tenure.record.v1.TaskDead
-	(*Fence)(nil),                // 13: tenure.record.v1.Fence
-	(*TasksPurged)(nil),          // 14: tenure.record.v1.TasksPurged
-	(*QueuePaused)(nil),          // 15: tenure.record.v1.QueuePaused
-	(*QueueResumed)(nil),         // 16: tenure.record.v1.QueueResumed
-	(*TaskRetried)(nil),          // 17: tenure.record.v1.TaskRetried
-	(*TasksDeleted)(nil),         // 18: tenure.record.v1.TasksDeleted
-	(*QueueLimited)(nil),         // 19: tenure.record.v1.QueueLimited
-	(*TaskDeadlineExceeded)(nil), // 20: tenure.record.v1.TaskDeadlineExceeded
-	(*ScheduleDef)(nil),          // 21: tenure.record.v1.ScheduleDef
-	(*ScheduleCreated)(nil),      // 22: tenure.record.v1.ScheduleCreated
-	(*ScheduleUpdated)(nil),      // 23: tenure.record.v1.ScheduleUpdated
-	(*SchedulePaused)(nil),       // 24: tenure.record.v1.SchedulePaused
-	(*ScheduleResumed)(nil),      // 25: tenure.record.v1.ScheduleResumed
-	(*ScheduleDeleted)(nil),      // 26: tenure.record.v1.ScheduleDeleted
-	(*ScheduleFired)(nil),        // 27: tenure.record.v1.ScheduleFired
-	(*ScheduleSkipped)(nil),      // 28: tenure.record.v1.ScheduleSkipped
-	(*ScheduleHeld)(nil),         // 29: tenure.record.v1.ScheduleHeld
-	(*TasksPurgedRange)(nil),     // 30: tenure.record.v1.TasksPurgedRange
+	(*ProgressReport)(nil),       // 6: tenure.record.v1.ProgressReport
+	(*LeaseExpired)(nil),         // 7: tenure.record.v1.LeaseExpired
+	(*ExecutionStarted)(nil),     // 8: tenure.record.v1.ExecutionStarted
+	(*TaskCommitted)(nil),        // 9: tenure.record.v1.TaskCommitted
+	(*TaskCompleted)(nil),        // 10: tenure.record.v1.TaskCompleted
+	(*TaskFailed)(nil),           // 11: tenure.record.v1.TaskFailed
+	(*TaskCancelled)(nil),        // 12: tenure.record.v1.TaskCancelled
+	(*TaskDead)(nil),             // 13: tenure.record.v1.TaskDead
+	(*Fence)(nil),                // 14: tenure.record.v1.Fence
+	(*TasksPurged)(nil),          // 15: tenure.record.v1.TasksPurged
+	(*QueuePaused)(nil),          // 16: tenure.record.v1.QueuePaused
+	(*QueueResumed)(nil),         // 17: tenure.record.v1.QueueResumed
+	(*TaskRetried)(nil),          // 18: tenure.record.v1.TaskRetried
+	(*TasksDeleted)(nil),         // 19: tenure.record.v1.TasksDeleted
+	(*QueueLimited)(nil),         // 20: tenure.record.v1.QueueLimited
+	(*TaskDeadlineExceeded)(nil), // 21: tenure.record.v1.TaskDeadlineExceeded
+	(*ScheduleDef)(nil),          // 22: tenure.record.v1.ScheduleDef
+	(*ScheduleCreated)(nil),      // 23: tenure.record.v1.ScheduleCreated
+	(*ScheduleUpdated)(nil),      // 24: tenure.record.v1.ScheduleUpdated
+	(*SchedulePaused)(nil),       // 25: tenure.record.v1.SchedulePaused
+	(*ScheduleResumed)(nil),      // 26: tenure.record.v1.ScheduleResumed
+	(*ScheduleDeleted)(nil),      // 27: tenure.record.v1.ScheduleDeleted
+	(*ScheduleFired)(nil),        // 28: tenure.record.v1.ScheduleFired
+	(*ScheduleSkipped)(nil),      // 29: tenure.record.v1.ScheduleSkipped
+	(*ScheduleHeld)(nil),         // 30: tenure.record.v1.ScheduleHeld
+	(*TasksPurgedRange)(nil),     // 31: tenure.record.v1.TasksPurgedRange
+	(*TaskSnoozed)(nil),          // 32: tenure.record.v1.TaskSnoozed
 }
 var file_tenure_record_v1_record_proto_depIdxs = []int32{
 	2,  // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
-	1,  // 1: tenure.record.v1.TaskCancelled.action:type_name -> tenure.record.v1.LeaseAction
-	2,  // 2: tenure.record.v1.ScheduleDef.retry_policy:type_name -> tenure.record.v1.RetryPolicy
-	21, // 3: tenure.record.v1.ScheduleCreated.def:type_name -> tenure.record.v1.ScheduleDef
-	21, // 4: tenure.record.v1.ScheduleUpdated.def:type_name -> tenure.record.v1.ScheduleDef
-	5,  // [5:5] is the sub-list for method output_type
-	5,  // [5:5] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	6,  // 1: tenure.record.v1.LeaseExtended.progress:type_name -> tenure.record.v1.ProgressReport
+	1,  // 2: tenure.record.v1.TaskCancelled.action:type_name -> tenure.record.v1.LeaseAction
+	2,  // 3: tenure.record.v1.ScheduleDef.retry_policy:type_name -> tenure.record.v1.RetryPolicy
+	22, // 4: tenure.record.v1.ScheduleCreated.def:type_name -> tenure.record.v1.ScheduleDef
+	22, // 5: tenure.record.v1.ScheduleUpdated.def:type_name -> tenure.record.v1.ScheduleDef
+	6,  // [6:6] is the sub-list for method output_type
+	6,  // [6:6] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_tenure_record_v1_record_proto_init() }
@@ -2933,7 +3143,7 @@ func file_tenure_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_record_v1_record_proto_rawDesc), len(file_tenure_record_v1_record_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

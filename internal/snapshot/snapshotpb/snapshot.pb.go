@@ -108,6 +108,8 @@ const (
 	ExecutionStatus_EXECUTION_STATUS_COMMITTED   ExecutionStatus = 3
 	ExecutionStatus_EXECUTION_STATUS_DONE        ExecutionStatus = 4
 	ExecutionStatus_EXECUTION_STATUS_ABORTED     ExecutionStatus = 5
+	// Format version 4 on.
+	ExecutionStatus_EXECUTION_STATUS_SNOOZED ExecutionStatus = 6
 )
 
 // Enum value maps for ExecutionStatus.
@@ -119,6 +121,7 @@ var (
 		3: "EXECUTION_STATUS_COMMITTED",
 		4: "EXECUTION_STATUS_DONE",
 		5: "EXECUTION_STATUS_ABORTED",
+		6: "EXECUTION_STATUS_SNOOZED",
 	}
 	ExecutionStatus_value = map[string]int32{
 		"EXECUTION_STATUS_UNSPECIFIED": 0,
@@ -127,6 +130,7 @@ var (
 		"EXECUTION_STATUS_COMMITTED":   3,
 		"EXECUTION_STATUS_DONE":        4,
 		"EXECUTION_STATUS_ABORTED":     5,
+		"EXECUTION_STATUS_SNOOZED":     6,
 	}
 )
 
@@ -240,7 +244,7 @@ type ExecutionSnapshot struct {
 	StartedAtUnixNanos   int64 `protobuf:"fixed64,8,opt,name=started_at_unix_nanos,json=startedAtUnixNanos,proto3" json:"started_at_unix_nanos,omitempty"`
 	CommittedAtUnixNanos int64 `protobuf:"fixed64,9,opt,name=committed_at_unix_nanos,json=committedAtUnixNanos,proto3" json:"committed_at_unix_nanos,omitempty"`
 	FinishedAtUnixNanos  int64 `protobuf:"fixed64,10,opt,name=finished_at_unix_nanos,json=finishedAtUnixNanos,proto3" json:"finished_at_unix_nanos,omitempty"`
-	// Why the execution was aborted, if it was.
+	// Why the execution was aborted or snoozed, if it was.
 	Reason string `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The actions of this lease whose refusal a TaskCancelled recorded: bit n
 	// is tenure.record.v1.LeaseAction n (state.ActionSet). 0 in snapshots
@@ -399,8 +403,15 @@ type TaskSnapshot struct {
 	// keeps it beside the task, not in state.Task); 0: none, as in snapshots
 	// written before it was kept.
 	DeadlineUnixNanos int64 `protobuf:"fixed64,22,opt,name=deadline_unix_nanos,json=deadlineUnixNanos,proto3" json:"deadline_unix_nanos,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The W3C trace context the task was submitted with (format version 4
+	// on; kept beside the task): "" for none.
+	Traceparent string `protobuf:"bytes,23,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate  string `protobuf:"bytes,24,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	// The last progress report of the current lease (format version 4 on;
+	// kept beside the task); unset for none.
+	Progress      *ProgressSnapshot `protobuf:"bytes,25,opt,name=progress,proto3" json:"progress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskSnapshot) Reset() {
@@ -587,6 +598,96 @@ func (x *TaskSnapshot) GetDeadlineUnixNanos() int64 {
 	return 0
 }
 
+func (x *TaskSnapshot) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *TaskSnapshot) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
+}
+
+func (x *TaskSnapshot) GetProgress() *ProgressSnapshot {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+// ProgressSnapshot mirrors state.LastReport.
+type ProgressSnapshot struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       string                 `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	Percent       uint32                 `protobuf:"varint,2,opt,name=percent,proto3" json:"percent,omitempty"`
+	HasPercent    bool                   `protobuf:"varint,3,opt,name=has_percent,json=hasPercent,proto3" json:"has_percent,omitempty"`
+	AtUnixNanos   int64                  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProgressSnapshot) Reset() {
+	*x = ProgressSnapshot{}
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProgressSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProgressSnapshot) ProtoMessage() {}
+
+func (x *ProgressSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProgressSnapshot.ProtoReflect.Descriptor instead.
+func (*ProgressSnapshot) Descriptor() ([]byte, []int) {
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ProgressSnapshot) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ProgressSnapshot) GetPercent() uint32 {
+	if x != nil {
+		return x.Percent
+	}
+	return 0
+}
+
+func (x *ProgressSnapshot) GetHasPercent() bool {
+	if x != nil {
+		return x.HasPercent
+	}
+	return false
+}
+
+func (x *ProgressSnapshot) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
 // TaskChunk is the payload of one chunk of a snapshot file: the next tasks,
 // in creation order.
 type TaskChunk struct {
@@ -605,7 +706,7 @@ type TaskChunk struct {
 
 func (x *TaskChunk) Reset() {
 	*x = TaskChunk{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[3]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +718,7 @@ func (x *TaskChunk) String() string {
 func (*TaskChunk) ProtoMessage() {}
 
 func (x *TaskChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[3]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +731,7 @@ func (x *TaskChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskChunk.ProtoReflect.Descriptor instead.
 func (*TaskChunk) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{3}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TaskChunk) GetTasks() []*TaskSnapshot {
@@ -674,7 +775,7 @@ type QueueSnapshot struct {
 
 func (x *QueueSnapshot) Reset() {
 	*x = QueueSnapshot{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[4]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +787,7 @@ func (x *QueueSnapshot) String() string {
 func (*QueueSnapshot) ProtoMessage() {}
 
 func (x *QueueSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[4]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +800,7 @@ func (x *QueueSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueSnapshot.ProtoReflect.Descriptor instead.
 func (*QueueSnapshot) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{4}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *QueueSnapshot) GetNamespace() string {
@@ -770,7 +871,7 @@ type QueueLimits struct {
 
 func (x *QueueLimits) Reset() {
 	*x = QueueLimits{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[5]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -782,7 +883,7 @@ func (x *QueueLimits) String() string {
 func (*QueueLimits) ProtoMessage() {}
 
 func (x *QueueLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[5]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -795,7 +896,7 @@ func (x *QueueLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueLimits.ProtoReflect.Descriptor instead.
 func (*QueueLimits) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *QueueLimits) GetMaxConcurrency() uint32 {
@@ -894,7 +995,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -906,7 +1007,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -919,7 +1020,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *QueuePause) GetBy() string {
@@ -958,7 +1059,7 @@ type EventBucket struct {
 
 func (x *EventBucket) Reset() {
 	*x = EventBucket{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1071,7 @@ func (x *EventBucket) String() string {
 func (*EventBucket) ProtoMessage() {}
 
 func (x *EventBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1084,7 @@ func (x *EventBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBucket.ProtoReflect.Descriptor instead.
 func (*EventBucket) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EventBucket) GetN() int64 {
@@ -1051,7 +1152,7 @@ type ScheduleSnapshot struct {
 
 func (x *ScheduleSnapshot) Reset() {
 	*x = ScheduleSnapshot{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1164,7 @@ func (x *ScheduleSnapshot) String() string {
 func (*ScheduleSnapshot) ProtoMessage() {}
 
 func (x *ScheduleSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1177,7 @@ func (x *ScheduleSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleSnapshot.ProtoReflect.Descriptor instead.
 func (*ScheduleSnapshot) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ScheduleSnapshot) GetNamespace() string {
@@ -1227,7 +1328,7 @@ type ScheduleFire struct {
 
 func (x *ScheduleFire) Reset() {
 	*x = ScheduleFire{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1340,7 @@ func (x *ScheduleFire) String() string {
 func (*ScheduleFire) ProtoMessage() {}
 
 func (x *ScheduleFire) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1353,7 @@ func (x *ScheduleFire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleFire.ProtoReflect.Descriptor instead.
 func (*ScheduleFire) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{9}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ScheduleFire) GetTickUnixNanos() int64 {
@@ -1322,7 +1423,7 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x16finished_at_unix_nanos\x18\n" +
 	" \x01(\x10R\x13finishedAtUnixNanos\x12\x16\n" +
 	"\x06reason\x18\v \x01(\tR\x06reason\x12'\n" +
-	"\x0frefused_actions\x18\f \x01(\rR\x0erefusedActions\"\xe8\x06\n" +
+	"\x0frefused_actions\x18\f \x01(\rR\x0erefusedActions\"\xec\a\n" +
 	"\fTaskSnapshot\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -1350,7 +1451,18 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x04lsns\x18\x13 \x03(\x04R\x04lsns\x12#\n" +
 	"\rlease_current\x18\x14 \x01(\bR\fleaseCurrent\x12!\n" +
 	"\fattempt_base\x18\x15 \x01(\rR\vattemptBase\x12.\n" +
-	"\x13deadline_unix_nanos\x18\x16 \x01(\x10R\x11deadlineUnixNanos\"\xc2\x01\n" +
+	"\x13deadline_unix_nanos\x18\x16 \x01(\x10R\x11deadlineUnixNanos\x12 \n" +
+	"\vtraceparent\x18\x17 \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\x18 \x01(\tR\n" +
+	"tracestate\x12@\n" +
+	"\bprogress\x18\x19 \x01(\v2$.tenure.snapshot.v1.ProgressSnapshotR\bprogress\"\x8b\x01\n" +
+	"\x10ProgressSnapshot\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\x12\x18\n" +
+	"\apercent\x18\x02 \x01(\rR\apercent\x12\x1f\n" +
+	"\vhas_percent\x18\x03 \x01(\bR\n" +
+	"hasPercent\x12\"\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\xc2\x01\n" +
 	"\tTaskChunk\x126\n" +
 	"\x05tasks\x18\x01 \x03(\v2 .tenure.snapshot.v1.TaskSnapshotR\x05tasks\x129\n" +
 	"\x06queues\x18\x02 \x03(\v2!.tenure.snapshot.v1.QueueSnapshotR\x06queues\x12B\n" +
@@ -1428,14 +1540,15 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x14TASK_STATE_COMMITTED\x10\x03\x12\x18\n" +
 	"\x14TASK_STATE_COMPLETED\x10\x04\x12\x15\n" +
 	"\x11TASK_STATE_FAILED\x10\x05\x12\x13\n" +
-	"\x0fTASK_STATE_DEAD\x10\x06*\xcb\x01\n" +
+	"\x0fTASK_STATE_DEAD\x10\x06*\xe9\x01\n" +
 	"\x0fExecutionStatus\x12 \n" +
 	"\x1cEXECUTION_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17EXECUTION_STATUS_LEASED\x10\x01\x12 \n" +
 	"\x1cEXECUTION_STATUS_IN_PROGRESS\x10\x02\x12\x1e\n" +
 	"\x1aEXECUTION_STATUS_COMMITTED\x10\x03\x12\x19\n" +
 	"\x15EXECUTION_STATUS_DONE\x10\x04\x12\x1c\n" +
-	"\x18EXECUTION_STATUS_ABORTED\x10\x05BDZBgithub.com/tenurehq/tenure/internal/snapshot/snapshotpb;snapshotpbb\x06proto3"
+	"\x18EXECUTION_STATUS_ABORTED\x10\x05\x12\x1c\n" +
+	"\x18EXECUTION_STATUS_SNOOZED\x10\x06BDZBgithub.com/tenurehq/tenure/internal/snapshot/snapshotpb;snapshotpbb\x06proto3"
 
 var (
 	file_tenure_snapshot_v1_snapshot_proto_rawDescOnce sync.Once
@@ -1450,41 +1563,43 @@ func file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_snapshot_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_tenure_snapshot_v1_snapshot_proto_goTypes = []any{
 	(TaskState)(0),            // 0: tenure.snapshot.v1.TaskState
 	(ExecutionStatus)(0),      // 1: tenure.snapshot.v1.ExecutionStatus
 	(*RetryPolicy)(nil),       // 2: tenure.snapshot.v1.RetryPolicy
 	(*ExecutionSnapshot)(nil), // 3: tenure.snapshot.v1.ExecutionSnapshot
 	(*TaskSnapshot)(nil),      // 4: tenure.snapshot.v1.TaskSnapshot
-	(*TaskChunk)(nil),         // 5: tenure.snapshot.v1.TaskChunk
-	(*QueueSnapshot)(nil),     // 6: tenure.snapshot.v1.QueueSnapshot
-	(*QueueLimits)(nil),       // 7: tenure.snapshot.v1.QueueLimits
-	(*QueuePause)(nil),        // 8: tenure.snapshot.v1.QueuePause
-	(*EventBucket)(nil),       // 9: tenure.snapshot.v1.EventBucket
-	(*ScheduleSnapshot)(nil),  // 10: tenure.snapshot.v1.ScheduleSnapshot
-	(*ScheduleFire)(nil),      // 11: tenure.snapshot.v1.ScheduleFire
+	(*ProgressSnapshot)(nil),  // 5: tenure.snapshot.v1.ProgressSnapshot
+	(*TaskChunk)(nil),         // 6: tenure.snapshot.v1.TaskChunk
+	(*QueueSnapshot)(nil),     // 7: tenure.snapshot.v1.QueueSnapshot
+	(*QueueLimits)(nil),       // 8: tenure.snapshot.v1.QueueLimits
+	(*QueuePause)(nil),        // 9: tenure.snapshot.v1.QueuePause
+	(*EventBucket)(nil),       // 10: tenure.snapshot.v1.EventBucket
+	(*ScheduleSnapshot)(nil),  // 11: tenure.snapshot.v1.ScheduleSnapshot
+	(*ScheduleFire)(nil),      // 12: tenure.snapshot.v1.ScheduleFire
 }
 var file_tenure_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	1,  // 0: tenure.snapshot.v1.ExecutionSnapshot.status:type_name -> tenure.snapshot.v1.ExecutionStatus
 	2,  // 1: tenure.snapshot.v1.TaskSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
 	0,  // 2: tenure.snapshot.v1.TaskSnapshot.state:type_name -> tenure.snapshot.v1.TaskState
 	3,  // 3: tenure.snapshot.v1.TaskSnapshot.executions:type_name -> tenure.snapshot.v1.ExecutionSnapshot
-	4,  // 4: tenure.snapshot.v1.TaskChunk.tasks:type_name -> tenure.snapshot.v1.TaskSnapshot
-	6,  // 5: tenure.snapshot.v1.TaskChunk.queues:type_name -> tenure.snapshot.v1.QueueSnapshot
-	10, // 6: tenure.snapshot.v1.TaskChunk.schedules:type_name -> tenure.snapshot.v1.ScheduleSnapshot
-	8,  // 7: tenure.snapshot.v1.QueueSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
-	9,  // 8: tenure.snapshot.v1.QueueSnapshot.fine:type_name -> tenure.snapshot.v1.EventBucket
-	9,  // 9: tenure.snapshot.v1.QueueSnapshot.coarse:type_name -> tenure.snapshot.v1.EventBucket
-	7,  // 10: tenure.snapshot.v1.QueueSnapshot.limits:type_name -> tenure.snapshot.v1.QueueLimits
-	2,  // 11: tenure.snapshot.v1.ScheduleSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
-	8,  // 12: tenure.snapshot.v1.ScheduleSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
-	11, // 13: tenure.snapshot.v1.ScheduleSnapshot.recent:type_name -> tenure.snapshot.v1.ScheduleFire
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	5,  // 4: tenure.snapshot.v1.TaskSnapshot.progress:type_name -> tenure.snapshot.v1.ProgressSnapshot
+	4,  // 5: tenure.snapshot.v1.TaskChunk.tasks:type_name -> tenure.snapshot.v1.TaskSnapshot
+	7,  // 6: tenure.snapshot.v1.TaskChunk.queues:type_name -> tenure.snapshot.v1.QueueSnapshot
+	11, // 7: tenure.snapshot.v1.TaskChunk.schedules:type_name -> tenure.snapshot.v1.ScheduleSnapshot
+	9,  // 8: tenure.snapshot.v1.QueueSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
+	10, // 9: tenure.snapshot.v1.QueueSnapshot.fine:type_name -> tenure.snapshot.v1.EventBucket
+	10, // 10: tenure.snapshot.v1.QueueSnapshot.coarse:type_name -> tenure.snapshot.v1.EventBucket
+	8,  // 11: tenure.snapshot.v1.QueueSnapshot.limits:type_name -> tenure.snapshot.v1.QueueLimits
+	2,  // 12: tenure.snapshot.v1.ScheduleSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
+	9,  // 13: tenure.snapshot.v1.ScheduleSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
+	12, // 14: tenure.snapshot.v1.ScheduleSnapshot.recent:type_name -> tenure.snapshot.v1.ScheduleFire
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_tenure_snapshot_v1_snapshot_proto_init() }
@@ -1498,7 +1613,7 @@ func file_tenure_snapshot_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_snapshot_v1_snapshot_proto_rawDesc), len(file_tenure_snapshot_v1_snapshot_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

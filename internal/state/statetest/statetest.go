@@ -84,7 +84,7 @@ func (g *Gen) Next(s *state.State) state.Record {
 		if len(all) < 3 {
 			return g.created(s)
 		}
-		switch g.rng.IntN(23) {
+		switch g.rng.IntN(25) {
 		case 0, 1, 2:
 			return g.created(s)
 		case 3, 4, 5:
@@ -98,11 +98,24 @@ func (g *Gen) Next(s *state.State) state.Record {
 					Attempt: t.Attempt + 1, GrantedAt: g.now, LeaseExpiry: capped(s, t, g.now.Add(window))}
 			}
 		case 6:
+			// A heartbeat; with a progress report, it may leave the
+			// expiry where it is.
+			report := g.report()
 			if t := pick(func(t *state.Task) bool {
-				return live(t) && capped(s, t, t.CurrentLease().LeaseExpiry.Add(5*time.Second)) > t.CurrentLease().LeaseExpiry
+				return live(t) && (report != nil || capped(s, t, t.CurrentLease().LeaseExpiry.Add(5*time.Second)) > t.CurrentLease().LeaseExpiry)
 			}); t != nil {
 				cur := t.CurrentLease()
-				return &state.LeaseExtended{TaskID: t.ID, LeaseID: cur.LeaseID, NewLeaseExpiry: capped(s, t, cur.LeaseExpiry.Add(5*time.Second)), At: g.now}
+				return &state.LeaseExtended{TaskID: t.ID, LeaseID: cur.LeaseID, NewLeaseExpiry: capped(s, t, cur.LeaseExpiry.Add(5*time.Second)),
+					At: g.now, Report: report}
+			}
+		case 23, 24:
+			if t := pick(func(t *state.Task) bool { return live(t) && t.State == state.Leased }); t != nil {
+				r := &state.TaskSnoozed{TaskID: t.ID, LeaseID: t.CurrentLease().LeaseID, At: g.now,
+					NotBefore: g.now.Add(time.Duration(g.rng.IntN(5)) * time.Second)}
+				if g.rng.IntN(2) == 0 {
+					r.Reason, r.By = "upstream busy", "worker-token"
+				}
+				return r
 			}
 		case 7:
 			if t := pick(leased); t != nil {
@@ -327,7 +340,7 @@ func (g *Gen) refusal(t *state.Task) *state.TaskCancelled {
 		if e == t.CurrentLease() {
 			continue
 		}
-		for a := state.ActionStart; a <= state.ActionFail; a++ {
+		for a := state.ActionStart; a <= state.ActionSnooze; a++ {
 			if !e.Refused.Has(a) {
 				c = append(c, state.TaskCancelled{TaskID: t.ID, LeaseID: e.LeaseID, Action: a})
 			}
@@ -357,6 +370,19 @@ func (g *Gen) bytes() []byte {
 	return b
 }
 
+// report returns a progress report (nil for none, half of the time).
+func (g *Gen) report() *state.Report {
+	switch g.rng.IntN(6) {
+	case 0:
+		return &state.Report{Message: fmt.Sprintf("step %d", g.rng.IntN(10))}
+	case 1:
+		return &state.Report{Percent: uint32(g.rng.IntN(101)), HasPercent: true}
+	case 2:
+		return &state.Report{Message: "copying", Percent: uint32(g.rng.IntN(101)), HasPercent: true}
+	}
+	return nil
+}
+
 func (g *Gen) created(s *state.State) *state.TaskCreated {
 	g.tasks++
 	r := &state.TaskCreated{
@@ -375,6 +401,12 @@ func (g *Gen) created(s *state.State) *state.TaskCreated {
 	}
 	if g.rng.IntN(3) == 0 {
 		r.Deadline = max(g.now, r.NotBefore).Add(time.Duration(1+g.rng.IntN(40)) * time.Second)
+	}
+	switch g.rng.IntN(4) {
+	case 0:
+		r.Trace.Parent = fmt.Sprintf("00-%032x-%016x-01", g.rng.Uint64()|1, g.rng.Uint64()|1)
+	case 1:
+		r.Trace = state.TraceContext{Parent: fmt.Sprintf("00-%032x-%016x-00", g.rng.Uint64()|1, g.rng.Uint64()|1), State: "vendor=opaque"}
 	}
 	// A small pool of request ids, so that purges free ids that later
 	// tasks reuse.

@@ -128,6 +128,10 @@ const (
 	// The attempt ended without success: its lease expired before a commit,
 	// it failed, or the task was killed. See Execution.reason.
 	ExecutionStatus_EXECUTION_STATUS_ABORTED ExecutionStatus = 5
+	// The worker snoozed the task (WorkerService.Snooze): it runs again
+	// after the snooze's delay, and the attempt did not count: the next
+	// execution has the same attempt number. See Execution.reason.
+	ExecutionStatus_EXECUTION_STATUS_SNOOZED ExecutionStatus = 6
 )
 
 // Enum value maps for ExecutionStatus.
@@ -139,6 +143,7 @@ var (
 		3: "EXECUTION_STATUS_COMMITTED",
 		4: "EXECUTION_STATUS_DONE",
 		5: "EXECUTION_STATUS_ABORTED",
+		6: "EXECUTION_STATUS_SNOOZED",
 	}
 	ExecutionStatus_value = map[string]int32{
 		"EXECUTION_STATUS_UNSPECIFIED": 0,
@@ -147,6 +152,7 @@ var (
 		"EXECUTION_STATUS_COMMITTED":   3,
 		"EXECUTION_STATUS_DONE":        4,
 		"EXECUTION_STATUS_ABORTED":     5,
+		"EXECUTION_STATUS_SNOOZED":     6,
 	}
 )
 
@@ -266,9 +272,11 @@ type Task struct {
 	Payload []byte `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
 	// Current state.
 	State TaskState `protobuf:"varint,5,opt,name=state,proto3,enum=tenure.v1.TaskState" json:"state,omitempty"`
-	// Number of leases granted so far (0 before the first), over the task's
-	// whole life: an operator's RetryTask does not reset it. The attempt
-	// numbers of executions, leases and fencing tokens count the same way.
+	// Number of attempts so far (0 before the first): the leases granted,
+	// less those a snooze ended (WorkerService.Snooze gives the attempt
+	// back), over the task's whole life: an operator's RetryTask does not
+	// reset it. The attempt numbers of executions, leases and fencing tokens
+	// count the same way.
 	// See attempts_used for the attempts its retry policy limits.
 	Attempt uint32 `protobuf:"varint,6,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// Leasing order within the queue: higher first.
@@ -304,13 +312,18 @@ type Task struct {
 	// "deadline_exceeded"). Shown while it is in force: unset without one, and
 	// once the task is COMMITTED or finished.
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=deadline,proto3" json:"deadline,omitempty"`
-	// Attempts used of the budget in force: the leases granted since the
-	// task was created, or since an operator's last RetryTask gave it a
+	// Attempts used of the budget in force: the attempts (leases granted,
+	// less those a snooze ended) since the task was created, or since an operator's last RetryTask gave it a
 	// fresh budget (0 right after it). This is what
 	// retry_policy.max_attempts limits: the task fails for good when an
 	// attempt fails with attempts_used = max_attempts. Equal to attempt
 	// for a task never retried by an operator.
-	AttemptsUsed  uint32 `protobuf:"varint,21,opt,name=attempts_used,json=attemptsUsed,proto3" json:"attempts_used,omitempty"`
+	AttemptsUsed uint32 `protobuf:"varint,21,opt,name=attempts_used,json=attemptsUsed,proto3" json:"attempts_used,omitempty"`
+	// The trace context the task was submitted with; unset without one.
+	TraceContext *TraceContext `protobuf:"bytes,22,opt,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty"`
+	// The last progress the worker holding the current lease reported
+	// (HeartbeatRequest.progress); unset without a lease or a report.
+	Progress      *Progress `protobuf:"bytes,23,opt,name=progress,proto3" json:"progress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -492,6 +505,147 @@ func (x *Task) GetAttemptsUsed() uint32 {
 	return 0
 }
 
+func (x *Task) GetTraceContext() *TraceContext {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
+}
+
+func (x *Task) GetProgress() *Progress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+// TraceContext is a W3C Trace Context (https://www.w3.org/TR/trace-context/):
+// the span a task was submitted from, so that the worker's span of each
+// attempt continues the submitter's trace.
+type TraceContext struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The traceparent header: "00-<32 hex trace id>-<16 hex parent id>-<2 hex
+	// flags>", lowercase; a later version may have more after the flags.
+	// Required when trace_context is set.
+	Traceparent string `protobuf:"bytes,1,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	// The tracestate header: vendor entries "key=value,..." of printable
+	// ASCII. Optional; at most 512 bytes (a propagator drops whole entries
+	// from the end to fit).
+	Tracestate    string `protobuf:"bytes,2,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TraceContext) Reset() {
+	*x = TraceContext{}
+	mi := &file_tenure_v1_task_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TraceContext) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TraceContext) ProtoMessage() {}
+
+func (x *TraceContext) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_task_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TraceContext.ProtoReflect.Descriptor instead.
+func (*TraceContext) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *TraceContext) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *TraceContext) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
+}
+
+// Progress is what a worker reports about the attempt it is running.
+type Progress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A short message ("copying part 3 of 8"). At most 256 bytes of UTF-8
+	// (default limit).
+	Message string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// Share of the work done, 0..100; unset for none.
+	Percent *uint32 `protobuf:"varint,2,opt,name=percent,proto3,oneof" json:"percent,omitempty"`
+	// When the server received it. Set in Task.progress; ignored in a
+	// HeartbeatRequest.
+	ReportedAt    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=reported_at,json=reportedAt,proto3" json:"reported_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Progress) Reset() {
+	*x = Progress{}
+	mi := &file_tenure_v1_task_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Progress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Progress) ProtoMessage() {}
+
+func (x *Progress) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_task_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
+func (*Progress) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Progress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Progress) GetPercent() uint32 {
+	if x != nil && x.Percent != nil {
+		return *x.Percent
+	}
+	return 0
+}
+
+func (x *Progress) GetReportedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReportedAt
+	}
+	return nil
+}
+
 // Execution is one attempt of a task under one lease.
 type Execution struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -514,7 +668,7 @@ type Execution struct {
 	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
 	// Last expiry of the lease.
 	LeaseExpiry *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=lease_expiry,json=leaseExpiry,proto3" json:"lease_expiry,omitempty"`
-	// Why the attempt was aborted; empty otherwise.
+	// Why the attempt was aborted or snoozed; empty otherwise.
 	Reason        string `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -522,7 +676,7 @@ type Execution struct {
 
 func (x *Execution) Reset() {
 	*x = Execution{}
-	mi := &file_tenure_v1_task_proto_msgTypes[2]
+	mi := &file_tenure_v1_task_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +688,7 @@ func (x *Execution) String() string {
 func (*Execution) ProtoMessage() {}
 
 func (x *Execution) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[2]
+	mi := &file_tenure_v1_task_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +701,7 @@ func (x *Execution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Execution.ProtoReflect.Descriptor instead.
 func (*Execution) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{2}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Execution) GetAttempt() uint32 {
@@ -655,14 +809,19 @@ type SubmitRequest struct {
 	// Sets the deadline to the time of the submit plus timeout: positive, at
 	// most 1 year (default limit), at least the minimum execution window
 	// after not_before. Unset: no deadline. Excludes deadline.
-	Timeout       *durationpb.Duration `protobuf:"bytes,10,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Timeout *durationpb.Duration `protobuf:"bytes,10,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// The caller's trace context, given to every worker that leases the task
+	// (LeasedTask.trace_context): the SDKs set it from the current span.
+	// Unset: none. A retry of a submit with a request_id keeps the first
+	// one.
+	TraceContext  *TraceContext `protobuf:"bytes,11,opt,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[3]
+	mi := &file_tenure_v1_task_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +833,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[3]
+	mi := &file_tenure_v1_task_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +846,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{3}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SubmitRequest) GetNamespace() string {
@@ -760,6 +919,13 @@ func (x *SubmitRequest) GetTimeout() *durationpb.Duration {
 	return nil
 }
 
+func (x *SubmitRequest) GetTraceContext() *TraceContext {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
+}
+
 // SubmitResponse is the task that Submit created or found.
 type SubmitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -774,7 +940,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[4]
+	mi := &file_tenure_v1_task_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +952,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[4]
+	mi := &file_tenure_v1_task_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +965,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{4}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SubmitResponse) GetTask() *Task {
@@ -837,7 +1003,7 @@ type SubmitBatchRequest struct {
 
 func (x *SubmitBatchRequest) Reset() {
 	*x = SubmitBatchRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[5]
+	mi := &file_tenure_v1_task_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +1015,7 @@ func (x *SubmitBatchRequest) String() string {
 func (*SubmitBatchRequest) ProtoMessage() {}
 
 func (x *SubmitBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[5]
+	mi := &file_tenure_v1_task_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +1028,7 @@ func (x *SubmitBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBatchRequest.ProtoReflect.Descriptor instead.
 func (*SubmitBatchRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{5}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SubmitBatchRequest) GetRequests() []*SubmitRequest {
@@ -902,7 +1068,7 @@ type SubmitBatchResponse struct {
 
 func (x *SubmitBatchResponse) Reset() {
 	*x = SubmitBatchResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[6]
+	mi := &file_tenure_v1_task_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1080,7 @@ func (x *SubmitBatchResponse) String() string {
 func (*SubmitBatchResponse) ProtoMessage() {}
 
 func (x *SubmitBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[6]
+	mi := &file_tenure_v1_task_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1093,7 @@ func (x *SubmitBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBatchResponse.ProtoReflect.Descriptor instead.
 func (*SubmitBatchResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{6}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SubmitBatchResponse) GetResponses() []*SubmitResponse {
@@ -962,7 +1128,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[7]
+	mi := &file_tenure_v1_task_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1140,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[7]
+	mi := &file_tenure_v1_task_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1153,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{7}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetTaskRequest) GetTaskId() string {
@@ -1008,7 +1174,7 @@ type GetTaskResponse struct {
 
 func (x *GetTaskResponse) Reset() {
 	*x = GetTaskResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[8]
+	mi := &file_tenure_v1_task_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1186,7 @@ func (x *GetTaskResponse) String() string {
 func (*GetTaskResponse) ProtoMessage() {}
 
 func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[8]
+	mi := &file_tenure_v1_task_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1199,7 @@ func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{8}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetTaskResponse) GetTask() *Task {
@@ -1063,7 +1229,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[9]
+	mi := &file_tenure_v1_task_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1241,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[9]
+	mi := &file_tenure_v1_task_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1254,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{9}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListTasksRequest) GetNamespace() string {
@@ -1140,7 +1306,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[10]
+	mi := &file_tenure_v1_task_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1318,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[10]
+	mi := &file_tenure_v1_task_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1331,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{10}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListTasksResponse) GetTasks() []*Task {
@@ -1199,7 +1365,7 @@ type KillTaskRequest struct {
 
 func (x *KillTaskRequest) Reset() {
 	*x = KillTaskRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[11]
+	mi := &file_tenure_v1_task_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1377,7 @@ func (x *KillTaskRequest) String() string {
 func (*KillTaskRequest) ProtoMessage() {}
 
 func (x *KillTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[11]
+	mi := &file_tenure_v1_task_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1390,7 @@ func (x *KillTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillTaskRequest.ProtoReflect.Descriptor instead.
 func (*KillTaskRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{11}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *KillTaskRequest) GetTaskId() string {
@@ -1263,7 +1429,7 @@ type RetryTaskRequest struct {
 
 func (x *RetryTaskRequest) Reset() {
 	*x = RetryTaskRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[12]
+	mi := &file_tenure_v1_task_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1441,7 @@ func (x *RetryTaskRequest) String() string {
 func (*RetryTaskRequest) ProtoMessage() {}
 
 func (x *RetryTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[12]
+	mi := &file_tenure_v1_task_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1454,7 @@ func (x *RetryTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryTaskRequest.ProtoReflect.Descriptor instead.
 func (*RetryTaskRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{12}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RetryTaskRequest) GetTaskId() string {
@@ -1323,7 +1489,7 @@ type RetryTaskResponse struct {
 
 func (x *RetryTaskResponse) Reset() {
 	*x = RetryTaskResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[13]
+	mi := &file_tenure_v1_task_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1501,7 @@ func (x *RetryTaskResponse) String() string {
 func (*RetryTaskResponse) ProtoMessage() {}
 
 func (x *RetryTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[13]
+	mi := &file_tenure_v1_task_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1514,7 @@ func (x *RetryTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryTaskResponse.ProtoReflect.Descriptor instead.
 func (*RetryTaskResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{13}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RetryTaskResponse) GetTask() *Task {
@@ -1379,7 +1545,7 @@ type TaskFilter struct {
 
 func (x *TaskFilter) Reset() {
 	*x = TaskFilter{}
-	mi := &file_tenure_v1_task_proto_msgTypes[14]
+	mi := &file_tenure_v1_task_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1391,7 +1557,7 @@ func (x *TaskFilter) String() string {
 func (*TaskFilter) ProtoMessage() {}
 
 func (x *TaskFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[14]
+	mi := &file_tenure_v1_task_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1404,7 +1570,7 @@ func (x *TaskFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFilter.ProtoReflect.Descriptor instead.
 func (*TaskFilter) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{14}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TaskFilter) GetNamespace() string {
@@ -1457,7 +1623,7 @@ type RetryTasksRequest struct {
 
 func (x *RetryTasksRequest) Reset() {
 	*x = RetryTasksRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[15]
+	mi := &file_tenure_v1_task_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1635,7 @@ func (x *RetryTasksRequest) String() string {
 func (*RetryTasksRequest) ProtoMessage() {}
 
 func (x *RetryTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[15]
+	mi := &file_tenure_v1_task_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1648,7 @@ func (x *RetryTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryTasksRequest.ProtoReflect.Descriptor instead.
 func (*RetryTasksRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{15}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RetryTasksRequest) GetFilter() *TaskFilter {
@@ -1520,7 +1686,7 @@ type RetryTasksResponse struct {
 
 func (x *RetryTasksResponse) Reset() {
 	*x = RetryTasksResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[16]
+	mi := &file_tenure_v1_task_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1698,7 @@ func (x *RetryTasksResponse) String() string {
 func (*RetryTasksResponse) ProtoMessage() {}
 
 func (x *RetryTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[16]
+	mi := &file_tenure_v1_task_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1711,7 @@ func (x *RetryTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryTasksResponse.ProtoReflect.Descriptor instead.
 func (*RetryTasksResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{16}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RetryTasksResponse) GetChanged() uint64 {
@@ -1577,7 +1743,7 @@ type KillTasksRequest struct {
 
 func (x *KillTasksRequest) Reset() {
 	*x = KillTasksRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[17]
+	mi := &file_tenure_v1_task_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1755,7 @@ func (x *KillTasksRequest) String() string {
 func (*KillTasksRequest) ProtoMessage() {}
 
 func (x *KillTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[17]
+	mi := &file_tenure_v1_task_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1768,7 @@ func (x *KillTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillTasksRequest.ProtoReflect.Descriptor instead.
 func (*KillTasksRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{17}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *KillTasksRequest) GetFilter() *TaskFilter {
@@ -1639,7 +1805,7 @@ type KillTasksResponse struct {
 
 func (x *KillTasksResponse) Reset() {
 	*x = KillTasksResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[18]
+	mi := &file_tenure_v1_task_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1817,7 @@ func (x *KillTasksResponse) String() string {
 func (*KillTasksResponse) ProtoMessage() {}
 
 func (x *KillTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[18]
+	mi := &file_tenure_v1_task_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1830,7 @@ func (x *KillTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillTasksResponse.ProtoReflect.Descriptor instead.
 func (*KillTasksResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{18}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *KillTasksResponse) GetChanged() uint64 {
@@ -1696,7 +1862,7 @@ type PurgeTasksRequest struct {
 
 func (x *PurgeTasksRequest) Reset() {
 	*x = PurgeTasksRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[19]
+	mi := &file_tenure_v1_task_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1874,7 @@ func (x *PurgeTasksRequest) String() string {
 func (*PurgeTasksRequest) ProtoMessage() {}
 
 func (x *PurgeTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[19]
+	mi := &file_tenure_v1_task_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +1887,7 @@ func (x *PurgeTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeTasksRequest.ProtoReflect.Descriptor instead.
 func (*PurgeTasksRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{19}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PurgeTasksRequest) GetFilter() *TaskFilter {
@@ -1758,7 +1924,7 @@ type PurgeTasksResponse struct {
 
 func (x *PurgeTasksResponse) Reset() {
 	*x = PurgeTasksResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[20]
+	mi := &file_tenure_v1_task_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1770,7 +1936,7 @@ func (x *PurgeTasksResponse) String() string {
 func (*PurgeTasksResponse) ProtoMessage() {}
 
 func (x *PurgeTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[20]
+	mi := &file_tenure_v1_task_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1783,7 +1949,7 @@ func (x *PurgeTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeTasksResponse.ProtoReflect.Descriptor instead.
 func (*PurgeTasksResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{20}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PurgeTasksResponse) GetChanged() uint64 {
@@ -1811,7 +1977,7 @@ type KillTaskResponse struct {
 
 func (x *KillTaskResponse) Reset() {
 	*x = KillTaskResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[21]
+	mi := &file_tenure_v1_task_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +1989,7 @@ func (x *KillTaskResponse) String() string {
 func (*KillTaskResponse) ProtoMessage() {}
 
 func (x *KillTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[21]
+	mi := &file_tenure_v1_task_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +2002,7 @@ func (x *KillTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillTaskResponse.ProtoReflect.Descriptor instead.
 func (*KillTaskResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{21}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *KillTaskResponse) GetTask() *Task {
@@ -1857,7 +2023,7 @@ type GetTaskHistoryRequest struct {
 
 func (x *GetTaskHistoryRequest) Reset() {
 	*x = GetTaskHistoryRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[22]
+	mi := &file_tenure_v1_task_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1869,7 +2035,7 @@ func (x *GetTaskHistoryRequest) String() string {
 func (*GetTaskHistoryRequest) ProtoMessage() {}
 
 func (x *GetTaskHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[22]
+	mi := &file_tenure_v1_task_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1882,7 +2048,7 @@ func (x *GetTaskHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{22}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetTaskHistoryRequest) GetTaskId() string {
@@ -1903,7 +2069,7 @@ type GetTaskHistoryResponse struct {
 
 func (x *GetTaskHistoryResponse) Reset() {
 	*x = GetTaskHistoryResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[23]
+	mi := &file_tenure_v1_task_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1915,7 +2081,7 @@ func (x *GetTaskHistoryResponse) String() string {
 func (*GetTaskHistoryResponse) ProtoMessage() {}
 
 func (x *GetTaskHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[23]
+	mi := &file_tenure_v1_task_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1928,7 +2094,7 @@ func (x *GetTaskHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{23}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetTaskHistoryResponse) GetEntries() []*HistoryEntry {
@@ -1973,7 +2139,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_tenure_v1_task_proto_msgTypes[24]
+	mi := &file_tenure_v1_task_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2151,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[24]
+	mi := &file_tenure_v1_task_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2164,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{24}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HistoryEntry) GetLsn() uint64 {
@@ -2074,7 +2240,7 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\x0finitial_backoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0einitialBackoff\x12:\n" +
 	"\vmax_backoff\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"maxBackoff\x12-\n" +
-	"\x12backoff_multiplier\x18\x04 \x01(\x01R\x11backoffMultiplier\"\xe9\x06\n" +
+	"\x12backoff_multiplier\x18\x04 \x01(\x01R\x11backoffMultiplier\"\xd8\a\n" +
 	"\x04Task\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -2103,7 +2269,21 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"executions\x18\x13 \x03(\v2\x14.tenure.v1.ExecutionR\n" +
 	"executions\x126\n" +
 	"\bdeadline\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12#\n" +
-	"\rattempts_used\x18\x15 \x01(\rR\fattemptsUsed\"\xd8\x03\n" +
+	"\rattempts_used\x18\x15 \x01(\rR\fattemptsUsed\x12<\n" +
+	"\rtrace_context\x18\x16 \x01(\v2\x17.tenure.v1.TraceContextR\ftraceContext\x12/\n" +
+	"\bprogress\x18\x17 \x01(\v2\x13.tenure.v1.ProgressR\bprogress\"P\n" +
+	"\fTraceContext\x12 \n" +
+	"\vtraceparent\x18\x01 \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\x02 \x01(\tR\n" +
+	"tracestate\"\x8c\x01\n" +
+	"\bProgress\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\x12\x1d\n" +
+	"\apercent\x18\x02 \x01(\rH\x00R\apercent\x88\x01\x01\x12;\n" +
+	"\vreported_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"reportedAtB\n" +
+	"\n" +
+	"\b_percent\"\xd8\x03\n" +
 	"\tExecution\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\rR\aattempt\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +
@@ -2117,7 +2297,7 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"finishedAt\x12=\n" +
 	"\flease_expiry\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vleaseExpiry\x12\x16\n" +
 	"\x06reason\x18\n" +
-	" \x01(\tR\x06reason\"\xc1\x03\n" +
+	" \x01(\tR\x06reason\"\xff\x03\n" +
 	"\rSubmitRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x18\n" +
@@ -2131,7 +2311,8 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\bpriority\x18\b \x01(\x05R\bpriority\x126\n" +
 	"\bdeadline\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x123\n" +
 	"\atimeout\x18\n" +
-	" \x01(\v2\x19.google.protobuf.DurationR\atimeout\"S\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12<\n" +
+	"\rtrace_context\x18\v \x01(\v2\x17.tenure.v1.TraceContextR\ftraceContext\"S\n" +
 	"\x0eSubmitResponse\x12#\n" +
 	"\x04task\x18\x01 \x01(\v2\x0f.tenure.v1.TaskR\x04task\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\x86\x01\n" +
@@ -2221,14 +2402,15 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\x14TASK_STATE_COMMITTED\x10\x03\x12\x18\n" +
 	"\x14TASK_STATE_COMPLETED\x10\x04\x12\x15\n" +
 	"\x11TASK_STATE_FAILED\x10\x05\x12\x13\n" +
-	"\x0fTASK_STATE_DEAD\x10\x06*\xcb\x01\n" +
+	"\x0fTASK_STATE_DEAD\x10\x06*\xe9\x01\n" +
 	"\x0fExecutionStatus\x12 \n" +
 	"\x1cEXECUTION_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17EXECUTION_STATUS_LEASED\x10\x01\x12 \n" +
 	"\x1cEXECUTION_STATUS_IN_PROGRESS\x10\x02\x12\x1e\n" +
 	"\x1aEXECUTION_STATUS_COMMITTED\x10\x03\x12\x19\n" +
 	"\x15EXECUTION_STATUS_DONE\x10\x04\x12\x1c\n" +
-	"\x18EXECUTION_STATUS_ABORTED\x10\x052\xf5\x05\n" +
+	"\x18EXECUTION_STATUS_ABORTED\x10\x05\x12\x1c\n" +
+	"\x18EXECUTION_STATUS_SNOOZED\x10\x062\xf5\x05\n" +
 	"\vTaskService\x12=\n" +
 	"\x06Submit\x12\x18.tenure.v1.SubmitRequest\x1a\x19.tenure.v1.SubmitResponse\x12L\n" +
 	"\vSubmitBatch\x12\x1d.tenure.v1.SubmitBatchRequest\x1a\x1e.tenure.v1.SubmitBatchResponse\x12E\n" +
@@ -2256,101 +2438,107 @@ func file_tenure_v1_task_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_v1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_v1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_tenure_v1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_tenure_v1_task_proto_goTypes = []any{
 	(TaskState)(0),                 // 0: tenure.v1.TaskState
 	(ExecutionStatus)(0),           // 1: tenure.v1.ExecutionStatus
 	(*RetryPolicy)(nil),            // 2: tenure.v1.RetryPolicy
 	(*Task)(nil),                   // 3: tenure.v1.Task
-	(*Execution)(nil),              // 4: tenure.v1.Execution
-	(*SubmitRequest)(nil),          // 5: tenure.v1.SubmitRequest
-	(*SubmitResponse)(nil),         // 6: tenure.v1.SubmitResponse
-	(*SubmitBatchRequest)(nil),     // 7: tenure.v1.SubmitBatchRequest
-	(*SubmitBatchResponse)(nil),    // 8: tenure.v1.SubmitBatchResponse
-	(*GetTaskRequest)(nil),         // 9: tenure.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),        // 10: tenure.v1.GetTaskResponse
-	(*ListTasksRequest)(nil),       // 11: tenure.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),      // 12: tenure.v1.ListTasksResponse
-	(*KillTaskRequest)(nil),        // 13: tenure.v1.KillTaskRequest
-	(*RetryTaskRequest)(nil),       // 14: tenure.v1.RetryTaskRequest
-	(*RetryTaskResponse)(nil),      // 15: tenure.v1.RetryTaskResponse
-	(*TaskFilter)(nil),             // 16: tenure.v1.TaskFilter
-	(*RetryTasksRequest)(nil),      // 17: tenure.v1.RetryTasksRequest
-	(*RetryTasksResponse)(nil),     // 18: tenure.v1.RetryTasksResponse
-	(*KillTasksRequest)(nil),       // 19: tenure.v1.KillTasksRequest
-	(*KillTasksResponse)(nil),      // 20: tenure.v1.KillTasksResponse
-	(*PurgeTasksRequest)(nil),      // 21: tenure.v1.PurgeTasksRequest
-	(*PurgeTasksResponse)(nil),     // 22: tenure.v1.PurgeTasksResponse
-	(*KillTaskResponse)(nil),       // 23: tenure.v1.KillTaskResponse
-	(*GetTaskHistoryRequest)(nil),  // 24: tenure.v1.GetTaskHistoryRequest
-	(*GetTaskHistoryResponse)(nil), // 25: tenure.v1.GetTaskHistoryResponse
-	(*HistoryEntry)(nil),           // 26: tenure.v1.HistoryEntry
-	(*durationpb.Duration)(nil),    // 27: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 28: google.protobuf.Timestamp
+	(*TraceContext)(nil),           // 4: tenure.v1.TraceContext
+	(*Progress)(nil),               // 5: tenure.v1.Progress
+	(*Execution)(nil),              // 6: tenure.v1.Execution
+	(*SubmitRequest)(nil),          // 7: tenure.v1.SubmitRequest
+	(*SubmitResponse)(nil),         // 8: tenure.v1.SubmitResponse
+	(*SubmitBatchRequest)(nil),     // 9: tenure.v1.SubmitBatchRequest
+	(*SubmitBatchResponse)(nil),    // 10: tenure.v1.SubmitBatchResponse
+	(*GetTaskRequest)(nil),         // 11: tenure.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),        // 12: tenure.v1.GetTaskResponse
+	(*ListTasksRequest)(nil),       // 13: tenure.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),      // 14: tenure.v1.ListTasksResponse
+	(*KillTaskRequest)(nil),        // 15: tenure.v1.KillTaskRequest
+	(*RetryTaskRequest)(nil),       // 16: tenure.v1.RetryTaskRequest
+	(*RetryTaskResponse)(nil),      // 17: tenure.v1.RetryTaskResponse
+	(*TaskFilter)(nil),             // 18: tenure.v1.TaskFilter
+	(*RetryTasksRequest)(nil),      // 19: tenure.v1.RetryTasksRequest
+	(*RetryTasksResponse)(nil),     // 20: tenure.v1.RetryTasksResponse
+	(*KillTasksRequest)(nil),       // 21: tenure.v1.KillTasksRequest
+	(*KillTasksResponse)(nil),      // 22: tenure.v1.KillTasksResponse
+	(*PurgeTasksRequest)(nil),      // 23: tenure.v1.PurgeTasksRequest
+	(*PurgeTasksResponse)(nil),     // 24: tenure.v1.PurgeTasksResponse
+	(*KillTaskResponse)(nil),       // 25: tenure.v1.KillTaskResponse
+	(*GetTaskHistoryRequest)(nil),  // 26: tenure.v1.GetTaskHistoryRequest
+	(*GetTaskHistoryResponse)(nil), // 27: tenure.v1.GetTaskHistoryResponse
+	(*HistoryEntry)(nil),           // 28: tenure.v1.HistoryEntry
+	(*durationpb.Duration)(nil),    // 29: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 30: google.protobuf.Timestamp
 }
 var file_tenure_v1_task_proto_depIdxs = []int32{
-	27, // 0: tenure.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
-	27, // 1: tenure.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
+	29, // 0: tenure.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
+	29, // 1: tenure.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
 	0,  // 2: tenure.v1.Task.state:type_name -> tenure.v1.TaskState
-	27, // 3: tenure.v1.Task.execution_window:type_name -> google.protobuf.Duration
+	29, // 3: tenure.v1.Task.execution_window:type_name -> google.protobuf.Duration
 	2,  // 4: tenure.v1.Task.retry_policy:type_name -> tenure.v1.RetryPolicy
-	28, // 5: tenure.v1.Task.not_before:type_name -> google.protobuf.Timestamp
-	28, // 6: tenure.v1.Task.created_at:type_name -> google.protobuf.Timestamp
-	28, // 7: tenure.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
-	28, // 8: tenure.v1.Task.lease_expiry:type_name -> google.protobuf.Timestamp
-	4,  // 9: tenure.v1.Task.executions:type_name -> tenure.v1.Execution
-	28, // 10: tenure.v1.Task.deadline:type_name -> google.protobuf.Timestamp
-	1,  // 11: tenure.v1.Execution.status:type_name -> tenure.v1.ExecutionStatus
-	28, // 12: tenure.v1.Execution.leased_at:type_name -> google.protobuf.Timestamp
-	28, // 13: tenure.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
-	28, // 14: tenure.v1.Execution.committed_at:type_name -> google.protobuf.Timestamp
-	28, // 15: tenure.v1.Execution.finished_at:type_name -> google.protobuf.Timestamp
-	28, // 16: tenure.v1.Execution.lease_expiry:type_name -> google.protobuf.Timestamp
-	27, // 17: tenure.v1.SubmitRequest.execution_window:type_name -> google.protobuf.Duration
-	2,  // 18: tenure.v1.SubmitRequest.retry_policy:type_name -> tenure.v1.RetryPolicy
-	28, // 19: tenure.v1.SubmitRequest.not_before:type_name -> google.protobuf.Timestamp
-	28, // 20: tenure.v1.SubmitRequest.deadline:type_name -> google.protobuf.Timestamp
-	27, // 21: tenure.v1.SubmitRequest.timeout:type_name -> google.protobuf.Duration
-	3,  // 22: tenure.v1.SubmitResponse.task:type_name -> tenure.v1.Task
-	5,  // 23: tenure.v1.SubmitBatchRequest.requests:type_name -> tenure.v1.SubmitRequest
-	6,  // 24: tenure.v1.SubmitBatchResponse.responses:type_name -> tenure.v1.SubmitResponse
-	3,  // 25: tenure.v1.GetTaskResponse.task:type_name -> tenure.v1.Task
-	0,  // 26: tenure.v1.ListTasksRequest.state:type_name -> tenure.v1.TaskState
-	3,  // 27: tenure.v1.ListTasksResponse.tasks:type_name -> tenure.v1.Task
-	3,  // 28: tenure.v1.RetryTaskResponse.task:type_name -> tenure.v1.Task
-	0,  // 29: tenure.v1.TaskFilter.state:type_name -> tenure.v1.TaskState
-	28, // 30: tenure.v1.TaskFilter.created_before:type_name -> google.protobuf.Timestamp
-	16, // 31: tenure.v1.RetryTasksRequest.filter:type_name -> tenure.v1.TaskFilter
-	16, // 32: tenure.v1.KillTasksRequest.filter:type_name -> tenure.v1.TaskFilter
-	16, // 33: tenure.v1.PurgeTasksRequest.filter:type_name -> tenure.v1.TaskFilter
-	3,  // 34: tenure.v1.KillTaskResponse.task:type_name -> tenure.v1.Task
-	26, // 35: tenure.v1.GetTaskHistoryResponse.entries:type_name -> tenure.v1.HistoryEntry
-	28, // 36: tenure.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
-	5,  // 37: tenure.v1.TaskService.Submit:input_type -> tenure.v1.SubmitRequest
-	7,  // 38: tenure.v1.TaskService.SubmitBatch:input_type -> tenure.v1.SubmitBatchRequest
-	9,  // 39: tenure.v1.TaskService.GetTask:input_type -> tenure.v1.GetTaskRequest
-	11, // 40: tenure.v1.TaskService.ListTasks:input_type -> tenure.v1.ListTasksRequest
-	13, // 41: tenure.v1.TaskService.KillTask:input_type -> tenure.v1.KillTaskRequest
-	14, // 42: tenure.v1.TaskService.RetryTask:input_type -> tenure.v1.RetryTaskRequest
-	17, // 43: tenure.v1.TaskService.RetryTasks:input_type -> tenure.v1.RetryTasksRequest
-	19, // 44: tenure.v1.TaskService.KillTasks:input_type -> tenure.v1.KillTasksRequest
-	21, // 45: tenure.v1.TaskService.PurgeTasks:input_type -> tenure.v1.PurgeTasksRequest
-	24, // 46: tenure.v1.TaskService.GetTaskHistory:input_type -> tenure.v1.GetTaskHistoryRequest
-	6,  // 47: tenure.v1.TaskService.Submit:output_type -> tenure.v1.SubmitResponse
-	8,  // 48: tenure.v1.TaskService.SubmitBatch:output_type -> tenure.v1.SubmitBatchResponse
-	10, // 49: tenure.v1.TaskService.GetTask:output_type -> tenure.v1.GetTaskResponse
-	12, // 50: tenure.v1.TaskService.ListTasks:output_type -> tenure.v1.ListTasksResponse
-	23, // 51: tenure.v1.TaskService.KillTask:output_type -> tenure.v1.KillTaskResponse
-	15, // 52: tenure.v1.TaskService.RetryTask:output_type -> tenure.v1.RetryTaskResponse
-	18, // 53: tenure.v1.TaskService.RetryTasks:output_type -> tenure.v1.RetryTasksResponse
-	20, // 54: tenure.v1.TaskService.KillTasks:output_type -> tenure.v1.KillTasksResponse
-	22, // 55: tenure.v1.TaskService.PurgeTasks:output_type -> tenure.v1.PurgeTasksResponse
-	25, // 56: tenure.v1.TaskService.GetTaskHistory:output_type -> tenure.v1.GetTaskHistoryResponse
-	47, // [47:57] is the sub-list for method output_type
-	37, // [37:47] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	30, // 5: tenure.v1.Task.not_before:type_name -> google.protobuf.Timestamp
+	30, // 6: tenure.v1.Task.created_at:type_name -> google.protobuf.Timestamp
+	30, // 7: tenure.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
+	30, // 8: tenure.v1.Task.lease_expiry:type_name -> google.protobuf.Timestamp
+	6,  // 9: tenure.v1.Task.executions:type_name -> tenure.v1.Execution
+	30, // 10: tenure.v1.Task.deadline:type_name -> google.protobuf.Timestamp
+	4,  // 11: tenure.v1.Task.trace_context:type_name -> tenure.v1.TraceContext
+	5,  // 12: tenure.v1.Task.progress:type_name -> tenure.v1.Progress
+	30, // 13: tenure.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
+	1,  // 14: tenure.v1.Execution.status:type_name -> tenure.v1.ExecutionStatus
+	30, // 15: tenure.v1.Execution.leased_at:type_name -> google.protobuf.Timestamp
+	30, // 16: tenure.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
+	30, // 17: tenure.v1.Execution.committed_at:type_name -> google.protobuf.Timestamp
+	30, // 18: tenure.v1.Execution.finished_at:type_name -> google.protobuf.Timestamp
+	30, // 19: tenure.v1.Execution.lease_expiry:type_name -> google.protobuf.Timestamp
+	29, // 20: tenure.v1.SubmitRequest.execution_window:type_name -> google.protobuf.Duration
+	2,  // 21: tenure.v1.SubmitRequest.retry_policy:type_name -> tenure.v1.RetryPolicy
+	30, // 22: tenure.v1.SubmitRequest.not_before:type_name -> google.protobuf.Timestamp
+	30, // 23: tenure.v1.SubmitRequest.deadline:type_name -> google.protobuf.Timestamp
+	29, // 24: tenure.v1.SubmitRequest.timeout:type_name -> google.protobuf.Duration
+	4,  // 25: tenure.v1.SubmitRequest.trace_context:type_name -> tenure.v1.TraceContext
+	3,  // 26: tenure.v1.SubmitResponse.task:type_name -> tenure.v1.Task
+	7,  // 27: tenure.v1.SubmitBatchRequest.requests:type_name -> tenure.v1.SubmitRequest
+	8,  // 28: tenure.v1.SubmitBatchResponse.responses:type_name -> tenure.v1.SubmitResponse
+	3,  // 29: tenure.v1.GetTaskResponse.task:type_name -> tenure.v1.Task
+	0,  // 30: tenure.v1.ListTasksRequest.state:type_name -> tenure.v1.TaskState
+	3,  // 31: tenure.v1.ListTasksResponse.tasks:type_name -> tenure.v1.Task
+	3,  // 32: tenure.v1.RetryTaskResponse.task:type_name -> tenure.v1.Task
+	0,  // 33: tenure.v1.TaskFilter.state:type_name -> tenure.v1.TaskState
+	30, // 34: tenure.v1.TaskFilter.created_before:type_name -> google.protobuf.Timestamp
+	18, // 35: tenure.v1.RetryTasksRequest.filter:type_name -> tenure.v1.TaskFilter
+	18, // 36: tenure.v1.KillTasksRequest.filter:type_name -> tenure.v1.TaskFilter
+	18, // 37: tenure.v1.PurgeTasksRequest.filter:type_name -> tenure.v1.TaskFilter
+	3,  // 38: tenure.v1.KillTaskResponse.task:type_name -> tenure.v1.Task
+	28, // 39: tenure.v1.GetTaskHistoryResponse.entries:type_name -> tenure.v1.HistoryEntry
+	30, // 40: tenure.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
+	7,  // 41: tenure.v1.TaskService.Submit:input_type -> tenure.v1.SubmitRequest
+	9,  // 42: tenure.v1.TaskService.SubmitBatch:input_type -> tenure.v1.SubmitBatchRequest
+	11, // 43: tenure.v1.TaskService.GetTask:input_type -> tenure.v1.GetTaskRequest
+	13, // 44: tenure.v1.TaskService.ListTasks:input_type -> tenure.v1.ListTasksRequest
+	15, // 45: tenure.v1.TaskService.KillTask:input_type -> tenure.v1.KillTaskRequest
+	16, // 46: tenure.v1.TaskService.RetryTask:input_type -> tenure.v1.RetryTaskRequest
+	19, // 47: tenure.v1.TaskService.RetryTasks:input_type -> tenure.v1.RetryTasksRequest
+	21, // 48: tenure.v1.TaskService.KillTasks:input_type -> tenure.v1.KillTasksRequest
+	23, // 49: tenure.v1.TaskService.PurgeTasks:input_type -> tenure.v1.PurgeTasksRequest
+	26, // 50: tenure.v1.TaskService.GetTaskHistory:input_type -> tenure.v1.GetTaskHistoryRequest
+	8,  // 51: tenure.v1.TaskService.Submit:output_type -> tenure.v1.SubmitResponse
+	10, // 52: tenure.v1.TaskService.SubmitBatch:output_type -> tenure.v1.SubmitBatchResponse
+	12, // 53: tenure.v1.TaskService.GetTask:output_type -> tenure.v1.GetTaskResponse
+	14, // 54: tenure.v1.TaskService.ListTasks:output_type -> tenure.v1.ListTasksResponse
+	25, // 55: tenure.v1.TaskService.KillTask:output_type -> tenure.v1.KillTaskResponse
+	17, // 56: tenure.v1.TaskService.RetryTask:output_type -> tenure.v1.RetryTaskResponse
+	20, // 57: tenure.v1.TaskService.RetryTasks:output_type -> tenure.v1.RetryTasksResponse
+	22, // 58: tenure.v1.TaskService.KillTasks:output_type -> tenure.v1.KillTasksResponse
+	24, // 59: tenure.v1.TaskService.PurgeTasks:output_type -> tenure.v1.PurgeTasksResponse
+	27, // 60: tenure.v1.TaskService.GetTaskHistory:output_type -> tenure.v1.GetTaskHistoryResponse
+	51, // [51:61] is the sub-list for method output_type
+	41, // [41:51] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_task_proto_init() }
@@ -2358,13 +2546,14 @@ func file_tenure_v1_task_proto_init() {
 	if File_tenure_v1_task_proto != nil {
 		return
 	}
+	file_tenure_v1_task_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_task_proto_rawDesc), len(file_tenure_v1_task_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

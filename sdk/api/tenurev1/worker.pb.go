@@ -5,11 +5,12 @@
 // Worker protocol:
 //  1. Lease tasks of a queue; each lease lasts until lease_expiry.
 //  2. Optionally Start, then Heartbeat before lease_expiry for as long as
-//     the work takes.
+//     the work takes; a heartbeat may carry the work's progress.
 //  3. Either Complete (commit and done in one step, for work without
 //     external effects or with effects that are safe to repeat), or Commit
 //     the result, apply external effects keyed idempotently by the fencing
-//     token, then Complete. Or Fail.
+//     token, then Complete. Or Fail. Or Snooze, to run the task again
+//     later without using up an attempt.
 //  4. Any of these answering FAILED_PRECONDITION ("lease lost") means the
 //     lease lost its authority (expired, superseded or killed), and
 //     ALREADY_EXISTS means another attempt committed first: stop, and apply
@@ -200,7 +201,10 @@ type LeasedTask struct {
 	// The task's deadline, if it has one: the lease never outlives it, and
 	// the task fails at it unless committed by then. Unset on a finalisation
 	// lease (a committed task has no deadline any more).
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// The trace context the task was submitted with (unset: none): start
+	// the attempt's span as its child.
+	TraceContext  *TraceContext `protobuf:"bytes,12,opt,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -312,6 +316,13 @@ func (x *LeasedTask) GetDeadline() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *LeasedTask) GetTraceContext() *TraceContext {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
+}
+
 // StartRequest names a leased task.
 type StartRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -410,7 +421,10 @@ type HeartbeatRequest struct {
 	// The task; required.
 	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Its current lease; required.
-	LeaseId       string `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	LeaseId string `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// The work's progress, which replaces the lease's last report; unset:
+	// the last report stands.
+	Progress      *Progress `protobuf:"bytes,3,opt,name=progress,proto3" json:"progress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -457,6 +471,13 @@ func (x *HeartbeatRequest) GetLeaseId() string {
 		return x.LeaseId
 	}
 	return ""
+}
+
+func (x *HeartbeatRequest) GetProgress() *Progress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
 }
 
 // HeartbeatResponse carries the new expiry.
@@ -1129,6 +1150,126 @@ func (x *FailResponse) GetRetryAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// SnoozeRequest asks to run a leased task again later.
+type SnoozeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task; required.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Its current lease; required.
+	LeaseId string `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// How long the task waits before it may be leased again. 0..24h
+	// (default limit); unset: 0, at once.
+	Delay *durationpb.Duration `protobuf:"bytes,3,opt,name=delay,proto3" json:"delay,omitempty"`
+	// Why, kept in the execution (shown by GetTask). At most 4 KiB.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnoozeRequest) Reset() {
+	*x = SnoozeRequest{}
+	mi := &file_tenure_v1_worker_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnoozeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnoozeRequest) ProtoMessage() {}
+
+func (x *SnoozeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_worker_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnoozeRequest.ProtoReflect.Descriptor instead.
+func (*SnoozeRequest) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SnoozeRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *SnoozeRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *SnoozeRequest) GetDelay() *durationpb.Duration {
+	if x != nil {
+		return x.Delay
+	}
+	return nil
+}
+
+func (x *SnoozeRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// SnoozeResponse says when the task runs again.
+type SnoozeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task may be leased from this time on.
+	NotBefore     *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=not_before,json=notBefore,proto3" json:"not_before,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnoozeResponse) Reset() {
+	*x = SnoozeResponse{}
+	mi := &file_tenure_v1_worker_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnoozeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnoozeResponse) ProtoMessage() {}
+
+func (x *SnoozeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_worker_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnoozeResponse.ProtoReflect.Descriptor instead.
+func (*SnoozeResponse) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SnoozeResponse) GetNotBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotBefore
+	}
+	return nil
+}
+
 var File_tenure_v1_worker_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_worker_proto_rawDesc = "" +
@@ -1141,7 +1282,7 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\tmax_tasks\x18\x04 \x01(\rR\bmaxTasks\x12-\n" +
 	"\x04wait\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"<\n" +
 	"\rLeaseResponse\x12+\n" +
-	"\x05tasks\x18\x01 \x03(\v2\x15.tenure.v1.LeasedTaskR\x05tasks\"\xae\x03\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x15.tenure.v1.LeasedTaskR\x05tasks\"\xec\x03\n" +
 	"\n" +
 	"LeasedTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
@@ -1155,14 +1296,16 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\tcommitted\x18\t \x01(\bR\tcommitted\x12)\n" +
 	"\x10committed_result\x18\n" +
 	" \x01(\fR\x0fcommittedResult\x126\n" +
-	"\bdeadline\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"B\n" +
+	"\bdeadline\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12<\n" +
+	"\rtrace_context\x18\f \x01(\v2\x17.tenure.v1.TraceContextR\ftraceContext\"B\n" +
 	"\fStartRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\"\x0f\n" +
-	"\rStartResponse\"F\n" +
+	"\rStartResponse\"w\n" +
 	"\x10HeartbeatRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
-	"\blease_id\x18\x02 \x01(\tR\aleaseId\"R\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12/\n" +
+	"\bprogress\x18\x03 \x01(\v2\x13.tenure.v1.ProgressR\bprogress\"R\n" +
 	"\x11HeartbeatResponse\x12=\n" +
 	"\flease_expiry\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vleaseExpiry\"[\n" +
 	"\rCommitRequest\x12\x17\n" +
@@ -1201,7 +1344,15 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\tpermanent\x18\x04 \x01(\bR\tpermanent\"q\n" +
 	"\fFailResponse\x12*\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.tenure.v1.TaskStateR\x05state\x125\n" +
-	"\bretry_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aretryAt2\xe0\x03\n" +
+	"\bretry_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aretryAt\"\x8c\x01\n" +
+	"\rSnoozeRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12/\n" +
+	"\x05delay\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05delay\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"K\n" +
+	"\x0eSnoozeResponse\x129\n" +
+	"\n" +
+	"not_before\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tnotBefore2\x9f\x04\n" +
 	"\rWorkerService\x12:\n" +
 	"\x05Lease\x12\x17.tenure.v1.LeaseRequest\x1a\x18.tenure.v1.LeaseResponse\x12:\n" +
 	"\x05Start\x12\x17.tenure.v1.StartRequest\x1a\x18.tenure.v1.StartResponse\x12F\n" +
@@ -1209,7 +1360,8 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\x06Commit\x12\x18.tenure.v1.CommitRequest\x1a\x19.tenure.v1.CommitResponse\x12C\n" +
 	"\bComplete\x12\x1a.tenure.v1.CompleteRequest\x1a\x1b.tenure.v1.CompleteResponse\x12R\n" +
 	"\rCompleteBatch\x12\x1f.tenure.v1.CompleteBatchRequest\x1a .tenure.v1.CompleteBatchResponse\x127\n" +
-	"\x04Fail\x12\x16.tenure.v1.FailRequest\x1a\x17.tenure.v1.FailResponseB6Z4github.com/tenurehq/tenure/sdk/api/tenurev1;tenurev1b\x06proto3"
+	"\x04Fail\x12\x16.tenure.v1.FailRequest\x1a\x17.tenure.v1.FailResponse\x12=\n" +
+	"\x06Snooze\x12\x18.tenure.v1.SnoozeRequest\x1a\x19.tenure.v1.SnoozeResponseB6Z4github.com/tenurehq/tenure/sdk/api/tenurev1;tenurev1b\x06proto3"
 
 var (
 	file_tenure_v1_worker_proto_rawDescOnce sync.Once
@@ -1223,7 +1375,7 @@ func file_tenure_v1_worker_proto_rawDescGZIP() []byte {
 	return file_tenure_v1_worker_proto_rawDescData
 }
 
-var file_tenure_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_tenure_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_tenure_v1_worker_proto_goTypes = []any{
 	(*LeaseRequest)(nil),          // 0: tenure.v1.LeaseRequest
 	(*LeaseResponse)(nil),         // 1: tenure.v1.LeaseResponse
@@ -1242,46 +1394,56 @@ var file_tenure_v1_worker_proto_goTypes = []any{
 	(*CompleteResult)(nil),        // 14: tenure.v1.CompleteResult
 	(*FailRequest)(nil),           // 15: tenure.v1.FailRequest
 	(*FailResponse)(nil),          // 16: tenure.v1.FailResponse
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
-	(*ErrorDetail)(nil),           // 19: tenure.v1.ErrorDetail
-	(TaskState)(0),                // 20: tenure.v1.TaskState
+	(*SnoozeRequest)(nil),         // 17: tenure.v1.SnoozeRequest
+	(*SnoozeResponse)(nil),        // 18: tenure.v1.SnoozeResponse
+	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*TraceContext)(nil),          // 21: tenure.v1.TraceContext
+	(*Progress)(nil),              // 22: tenure.v1.Progress
+	(*ErrorDetail)(nil),           // 23: tenure.v1.ErrorDetail
+	(TaskState)(0),                // 24: tenure.v1.TaskState
 }
 var file_tenure_v1_worker_proto_depIdxs = []int32{
-	17, // 0: tenure.v1.LeaseRequest.wait:type_name -> google.protobuf.Duration
+	19, // 0: tenure.v1.LeaseRequest.wait:type_name -> google.protobuf.Duration
 	2,  // 1: tenure.v1.LeaseResponse.tasks:type_name -> tenure.v1.LeasedTask
-	18, // 2: tenure.v1.LeasedTask.lease_expiry:type_name -> google.protobuf.Timestamp
-	17, // 3: tenure.v1.LeasedTask.execution_window:type_name -> google.protobuf.Duration
-	18, // 4: tenure.v1.LeasedTask.deadline:type_name -> google.protobuf.Timestamp
-	18, // 5: tenure.v1.HeartbeatResponse.lease_expiry:type_name -> google.protobuf.Timestamp
-	9,  // 6: tenure.v1.CommitResponse.fencing_token:type_name -> tenure.v1.FencingToken
-	10, // 7: tenure.v1.CompleteBatchRequest.items:type_name -> tenure.v1.CompleteRequest
-	0,  // 8: tenure.v1.CompleteBatchRequest.lease:type_name -> tenure.v1.LeaseRequest
-	14, // 9: tenure.v1.CompleteBatchResponse.results:type_name -> tenure.v1.CompleteResult
-	14, // 10: tenure.v1.CompleteBatchResponse.failed:type_name -> tenure.v1.CompleteResult
-	2,  // 11: tenure.v1.CompleteBatchResponse.leased:type_name -> tenure.v1.LeasedTask
-	19, // 12: tenure.v1.CompleteResult.detail:type_name -> tenure.v1.ErrorDetail
-	20, // 13: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
-	18, // 14: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
-	0,  // 15: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
-	3,  // 16: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
-	5,  // 17: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
-	7,  // 18: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
-	10, // 19: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
-	12, // 20: tenure.v1.WorkerService.CompleteBatch:input_type -> tenure.v1.CompleteBatchRequest
-	15, // 21: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
-	1,  // 22: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
-	4,  // 23: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
-	6,  // 24: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
-	8,  // 25: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
-	11, // 26: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
-	13, // 27: tenure.v1.WorkerService.CompleteBatch:output_type -> tenure.v1.CompleteBatchResponse
-	16, // 28: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
-	22, // [22:29] is the sub-list for method output_type
-	15, // [15:22] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	20, // 2: tenure.v1.LeasedTask.lease_expiry:type_name -> google.protobuf.Timestamp
+	19, // 3: tenure.v1.LeasedTask.execution_window:type_name -> google.protobuf.Duration
+	20, // 4: tenure.v1.LeasedTask.deadline:type_name -> google.protobuf.Timestamp
+	21, // 5: tenure.v1.LeasedTask.trace_context:type_name -> tenure.v1.TraceContext
+	22, // 6: tenure.v1.HeartbeatRequest.progress:type_name -> tenure.v1.Progress
+	20, // 7: tenure.v1.HeartbeatResponse.lease_expiry:type_name -> google.protobuf.Timestamp
+	9,  // 8: tenure.v1.CommitResponse.fencing_token:type_name -> tenure.v1.FencingToken
+	10, // 9: tenure.v1.CompleteBatchRequest.items:type_name -> tenure.v1.CompleteRequest
+	0,  // 10: tenure.v1.CompleteBatchRequest.lease:type_name -> tenure.v1.LeaseRequest
+	14, // 11: tenure.v1.CompleteBatchResponse.results:type_name -> tenure.v1.CompleteResult
+	14, // 12: tenure.v1.CompleteBatchResponse.failed:type_name -> tenure.v1.CompleteResult
+	2,  // 13: tenure.v1.CompleteBatchResponse.leased:type_name -> tenure.v1.LeasedTask
+	23, // 14: tenure.v1.CompleteResult.detail:type_name -> tenure.v1.ErrorDetail
+	24, // 15: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
+	20, // 16: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
+	19, // 17: tenure.v1.SnoozeRequest.delay:type_name -> google.protobuf.Duration
+	20, // 18: tenure.v1.SnoozeResponse.not_before:type_name -> google.protobuf.Timestamp
+	0,  // 19: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
+	3,  // 20: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
+	5,  // 21: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
+	7,  // 22: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
+	10, // 23: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
+	12, // 24: tenure.v1.WorkerService.CompleteBatch:input_type -> tenure.v1.CompleteBatchRequest
+	15, // 25: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
+	17, // 26: tenure.v1.WorkerService.Snooze:input_type -> tenure.v1.SnoozeRequest
+	1,  // 27: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
+	4,  // 28: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
+	6,  // 29: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
+	8,  // 30: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
+	11, // 31: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
+	13, // 32: tenure.v1.WorkerService.CompleteBatch:output_type -> tenure.v1.CompleteBatchResponse
+	16, // 33: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
+	18, // 34: tenure.v1.WorkerService.Snooze:output_type -> tenure.v1.SnoozeResponse
+	27, // [27:35] is the sub-list for method output_type
+	19, // [19:27] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_worker_proto_init() }
@@ -1297,7 +1459,7 @@ func file_tenure_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_worker_proto_rawDesc), len(file_tenure_v1_worker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

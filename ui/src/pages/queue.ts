@@ -8,7 +8,7 @@ import { api, calls, message } from "../api";
 import { h, swap } from "../dom";
 import { count, durationMs, span } from "../format";
 import { live } from "../live";
-import { actions, attemptsText, badge, confirm, guard, outcome, say, showOutcome, stateName, time, type Action } from "../ui";
+import { actions, attemptsText, badge, confirm, guard, outcome, progressText, say, showOutcome, stateName, time, type Action } from "../ui";
 import { limitsText, queueHref, sparkline } from "./overview";
 import { scheduleHref, schedulesHref } from "./schedules";
 
@@ -164,7 +164,7 @@ export async function render(main: HTMLElement, params: Record<string, string>):
         : h("div", { class: "scroll", "data-key": "tasks-scroll" }, h("table", { class: "tasks" },
           h("caption", { class: "sr-only" }, "Tasks of the queue"),
           h("thead", {}, h("tr", {},
-            ["Task", "State", "Attempts", "Priority", "Created", "Updated", "Worker", "Failure reason"].map((c) => h("th", { scope: "col" }, c)))),
+            ["Task", "State", "Attempts", "Priority", "Created", "Updated", "Worker", "Progress", "Failure reason"].map((c) => h("th", { scope: "col" }, c)))),
           h("tbody", {}, shown.map((t) => h("tr", { "data-task": t.taskId },
             h("td", {}, h("a", { href: taskHref(t.taskId), class: "mono", "data-key": `t-${t.taskId}` }, t.taskId)),
             h("td", {}, badge(t.state)),
@@ -173,6 +173,7 @@ export async function render(main: HTMLElement, params: Record<string, string>):
             h("td", {}, time(t.createdAt)),
             h("td", {}, time(t.updatedAt)),
             h("td", { class: "mono", "data-worker": "" }, workerOf(t) || "—"),
+            h("td", { "data-progress": "" }, progressText(t.progress)),
             h("td", { class: "reason" }, t.failureReason || "")))))),
       pager);
   };

@@ -7,7 +7,7 @@ import { h, swap } from "../dom";
 import { durationMs, exact, short, span } from "../format";
 import { live } from "../live";
 import { build, label, position, type Lane, type Mark, type Timeline } from "../timeline";
-import { actions, attemptsText, badge, bytesView, confirm, say, time } from "../ui";
+import { actions, attemptsText, badge, bytesView, confirm, progressView, say, time } from "../ui";
 import { queueHref } from "./overview";
 import { scheduleHref } from "./schedules";
 
@@ -86,6 +86,8 @@ function details(t: Task): HTMLElement {
     row("Not before", time(t.notBefore)),
     t.deadline ? row("Deadline", h("span", { id: "deadline" }, time(t.deadline)), " (fails unless committed by then)") : null,
     row("Lease", t.leaseId ? h("span", { class: "mono" }, t.leaseId) : "—", t.workerId ? ` held by ${t.workerId} until ` : "", t.leaseId ? time(t.leaseExpiry) : ""),
+    t.progress ? row("Progress", progressView(t.progress)) : null,
+    t.traceContext ? row("Trace", h("span", { class: "mono", id: "traceparent", title: t.traceContext.tracestate }, t.traceContext.traceparent)) : null,
     t.failureReason ? row("Failure reason", t.failureReason) : null);
 }
 
@@ -134,7 +136,7 @@ function drawTimeline(tl: Timeline): HTMLElement {
       h("div", { class: "track", "aria-hidden": "true" }, tl.task.map(markEl))),
     h("ol", { class: "lanes", "aria-label": "Attempts" }, tl.lanes.map(laneEl)),
     h("p", { class: "legend", "aria-hidden": "true" },
-      ["LeaseGranted", "ExecutionStarted", "LeaseExtended", "TaskCancelled", "TaskCommitted", "LeaseExpired", "TaskFailed", "TaskCompleted"].map((t) =>
+      ["LeaseGranted", "ExecutionStarted", "LeaseExtended", "TaskCancelled", "TaskCommitted", "LeaseExpired", "TaskFailed", "TaskSnoozed", "TaskCompleted"].map((t) =>
         h("span", {}, h("span", { class: `mark key m-${t}` }), " ", label(t)))));
 }
 

@@ -5,11 +5,12 @@
 // Worker protocol:
 //  1. Lease tasks of a queue; each lease lasts until lease_expiry.
 //  2. Optionally Start, then Heartbeat before lease_expiry for as long as
-//     the work takes.
+//     the work takes; a heartbeat may carry the work's progress.
 //  3. Either Complete (commit and done in one step, for work without
 //     external effects or with effects that are safe to repeat), or Commit
 //     the result, apply external effects keyed idempotently by the fencing
-//     token, then Complete. Or Fail.
+//     token, then Complete. Or Fail. Or Snooze, to run the task again
+//     later without using up an attempt.
 //  4. Any of these answering FAILED_PRECONDITION ("lease lost") means the
 //     lease lost its authority (expired, superseded or killed), and
 //     ALREADY_EXISTS means another attempt committed first: stop, and apply
@@ -65,6 +66,8 @@ const (
 	WorkerServiceCompleteBatchProcedure = "/tenure.v1.WorkerService/CompleteBatch"
 	// WorkerServiceFailProcedure is the fully-qualified name of the WorkerService's Fail RPC.
 	WorkerServiceFailProcedure = "/tenure.v1.WorkerService/Fail"
+	// WorkerServiceSnoozeProcedure is the fully-qualified name of the WorkerService's Snooze RPC.
+	WorkerServiceSnoozeProcedure = "/tenure.v1.WorkerService/Snooze"
 )
 
 // WorkerServiceClient is a client for the tenure.v1.WorkerService service.
@@ -77,7 +80,12 @@ type WorkerServiceClient interface {
 	// execution becomes IN_PROGRESS). Optional; for observability only.
 	Start(context.Context, *connect.Request[tenurev1.StartRequest]) (*connect.Response[tenurev1.StartResponse], error)
 	// Heartbeat extends the lease by the task's execution_window from now.
-	// Call it well before lease_expiry (e.g. every third of the window).
+	// Call it well before lease_expiry (e.g. every third of the window). With
+	// progress set it also reports the work's progress, which GetTask shows
+	// (Task.progress) while the lease holds: report on the heartbeats, or
+	// heartbeat early when the progress changes, at most about once a
+	// second (each heartbeat is a record in the server's log; the same
+	// progress again is not written twice).
 	Heartbeat(context.Context, *connect.Request[tenurev1.HeartbeatRequest]) (*connect.Response[tenurev1.HeartbeatResponse], error)
 	// Commit records the attempt's result as the task's one committed result:
 	// the idempotency boundary. The first valid commit wins and is durable
@@ -122,6 +130,15 @@ type WorkerServiceClient interface {
 	// otherwise it is FAILED. A committed task cannot fail
 	// (FAILED_PRECONDITION): finish it with Complete.
 	Fail(context.Context, *connect.Request[tenurev1.FailRequest]) (*connect.Response[tenurev1.FailResponse], error)
+	// Snooze ends an attempt that has not committed and runs the task again
+	// after delay, without using up an attempt: the execution is SNOOZED,
+	// the task WAITING until not_before, and its next lease has the same
+	// attempt number, with the same retry budget and backoff. The lease ends
+	// with the snooze. FAILED_PRECONDITION for a committed task (finish it
+	// with Complete), for a task snoozed 1000 times (default limit: complete
+	// or fail it), and for one whose deadline would leave it less than the
+	// minimum execution window after the delay.
+	Snooze(context.Context, *connect.Request[tenurev1.SnoozeRequest]) (*connect.Response[tenurev1.SnoozeResponse], error)
 }
 
 // NewWorkerServiceClient constructs a client for the tenure.v1.WorkerService service. By default,
@@ -177,6 +194,12 @@ func NewWorkerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(workerServiceMethods.ByName("Fail")),
 			connect.WithClientOptions(opts...),
 		),
+		snooze: connect.NewClient[tenurev1.SnoozeRequest, tenurev1.SnoozeResponse](
+			httpClient,
+			baseURL+WorkerServiceSnoozeProcedure,
+			connect.WithSchema(workerServiceMethods.ByName("Snooze")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -189,6 +212,7 @@ type workerServiceClient struct {
 	complete      *connect.Client[tenurev1.CompleteRequest, tenurev1.CompleteResponse]
 	completeBatch *connect.Client[tenurev1.CompleteBatchRequest, tenurev1.CompleteBatchResponse]
 	fail          *connect.Client[tenurev1.FailRequest, tenurev1.FailResponse]
+	snooze        *connect.Client[tenurev1.SnoozeRequest, tenurev1.SnoozeResponse]
 }
 
 // Lease calls tenure.v1.WorkerService.Lease.
@@ -226,6 +250,11 @@ func (c *workerServiceClient) Fail(ctx context.Context, req *connect.Request[ten
 	return c.fail.CallUnary(ctx, req)
 }
 
+// Snooze calls tenure.v1.WorkerService.Snooze.
+func (c *workerServiceClient) Snooze(ctx context.Context, req *connect.Request[tenurev1.SnoozeRequest]) (*connect.Response[tenurev1.SnoozeResponse], error) {
+	return c.snooze.CallUnary(ctx, req)
+}
+
 // WorkerServiceHandler is an implementation of the tenure.v1.WorkerService service.
 type WorkerServiceHandler interface {
 	// Lease grants up to max_tasks tasks of one queue to the worker, higher
@@ -236,7 +265,12 @@ type WorkerServiceHandler interface {
 	// execution becomes IN_PROGRESS). Optional; for observability only.
 	Start(context.Context, *connect.Request[tenurev1.StartRequest]) (*connect.Response[tenurev1.StartResponse], error)
 	// Heartbeat extends the lease by the task's execution_window from now.
-	// Call it well before lease_expiry (e.g. every third of the window).
+	// Call it well before lease_expiry (e.g. every third of the window). With
+	// progress set it also reports the work's progress, which GetTask shows
+	// (Task.progress) while the lease holds: report on the heartbeats, or
+	// heartbeat early when the progress changes, at most about once a
+	// second (each heartbeat is a record in the server's log; the same
+	// progress again is not written twice).
 	Heartbeat(context.Context, *connect.Request[tenurev1.HeartbeatRequest]) (*connect.Response[tenurev1.HeartbeatResponse], error)
 	// Commit records the attempt's result as the task's one committed result:
 	// the idempotency boundary. The first valid commit wins and is durable
@@ -281,6 +315,15 @@ type WorkerServiceHandler interface {
 	// otherwise it is FAILED. A committed task cannot fail
 	// (FAILED_PRECONDITION): finish it with Complete.
 	Fail(context.Context, *connect.Request[tenurev1.FailRequest]) (*connect.Response[tenurev1.FailResponse], error)
+	// Snooze ends an attempt that has not committed and runs the task again
+	// after delay, without using up an attempt: the execution is SNOOZED,
+	// the task WAITING until not_before, and its next lease has the same
+	// attempt number, with the same retry budget and backoff. The lease ends
+	// with the snooze. FAILED_PRECONDITION for a committed task (finish it
+	// with Complete), for a task snoozed 1000 times (default limit: complete
+	// or fail it), and for one whose deadline would leave it less than the
+	// minimum execution window after the delay.
+	Snooze(context.Context, *connect.Request[tenurev1.SnoozeRequest]) (*connect.Response[tenurev1.SnoozeResponse], error)
 }
 
 // NewWorkerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -332,6 +375,12 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(workerServiceMethods.ByName("Fail")),
 		connect.WithHandlerOptions(opts...),
 	)
+	workerServiceSnoozeHandler := connect.NewUnaryHandler(
+		WorkerServiceSnoozeProcedure,
+		svc.Snooze,
+		connect.WithSchema(workerServiceMethods.ByName("Snooze")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/tenure.v1.WorkerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case WorkerServiceLeaseProcedure:
@@ -348,6 +397,8 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 			workerServiceCompleteBatchHandler.ServeHTTP(w, r)
 		case WorkerServiceFailProcedure:
 			workerServiceFailHandler.ServeHTTP(w, r)
+		case WorkerServiceSnoozeProcedure:
+			workerServiceSnoozeHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -383,4 +434,8 @@ func (UnimplementedWorkerServiceHandler) CompleteBatch(context.Context, *connect
 
 func (UnimplementedWorkerServiceHandler) Fail(context.Context, *connect.Request[tenurev1.FailRequest]) (*connect.Response[tenurev1.FailResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.WorkerService.Fail is not implemented"))
+}
+
+func (UnimplementedWorkerServiceHandler) Snooze(context.Context, *connect.Request[tenurev1.SnoozeRequest]) (*connect.Response[tenurev1.SnoozeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.WorkerService.Snooze is not implemented"))
 }

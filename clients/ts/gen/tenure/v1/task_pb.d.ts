@@ -112,9 +112,11 @@ export declare type Task = Message<"tenure.v1.Task"> & {
   state: TaskState;
 
   /**
-   * Number of leases granted so far (0 before the first), over the task's
-   * whole life: an operator's RetryTask does not reset it. The attempt
-   * numbers of executions, leases and fencing tokens count the same way.
+   * Number of attempts so far (0 before the first): the leases granted,
+   * less those a snooze ended (WorkerService.Snooze gives the attempt
+   * back), over the task's whole life: an operator's RetryTask does not
+   * reset it. The attempt numbers of executions, leases and fencing tokens
+   * count the same way.
    * See attempts_used for the attempts its retry policy limits.
    *
    * @generated from field: uint32 attempt = 6;
@@ -225,8 +227,8 @@ export declare type Task = Message<"tenure.v1.Task"> & {
   deadline?: Timestamp | undefined;
 
   /**
-   * Attempts used of the budget in force: the leases granted since the
-   * task was created, or since an operator's last RetryTask gave it a
+   * Attempts used of the budget in force: the attempts (leases granted,
+   * less those a snooze ended) since the task was created, or since an operator's last RetryTask gave it a
    * fresh budget (0 right after it). This is what
    * retry_policy.max_attempts limits: the task fails for good when an
    * attempt fails with attempts_used = max_attempts. Equal to attempt
@@ -235,6 +237,21 @@ export declare type Task = Message<"tenure.v1.Task"> & {
    * @generated from field: uint32 attempts_used = 21;
    */
   attemptsUsed: number;
+
+  /**
+   * The trace context the task was submitted with; unset without one.
+   *
+   * @generated from field: tenure.v1.TraceContext trace_context = 22;
+   */
+  traceContext?: TraceContext | undefined;
+
+  /**
+   * The last progress the worker holding the current lease reported
+   * (HeartbeatRequest.progress); unset without a lease or a report.
+   *
+   * @generated from field: tenure.v1.Progress progress = 23;
+   */
+  progress?: Progress | undefined;
 };
 
 /**
@@ -242,6 +259,75 @@ export declare type Task = Message<"tenure.v1.Task"> & {
  * Use `create(TaskSchema)` to create a new message.
  */
 export declare const TaskSchema: GenMessage<Task>;
+
+/**
+ * TraceContext is a W3C Trace Context (https://www.w3.org/TR/trace-context/):
+ * the span a task was submitted from, so that the worker's span of each
+ * attempt continues the submitter's trace.
+ *
+ * @generated from message tenure.v1.TraceContext
+ */
+export declare type TraceContext = Message<"tenure.v1.TraceContext"> & {
+  /**
+   * The traceparent header: "00-<32 hex trace id>-<16 hex parent id>-<2 hex
+   * flags>", lowercase; a later version may have more after the flags.
+   * Required when trace_context is set.
+   *
+   * @generated from field: string traceparent = 1;
+   */
+  traceparent: string;
+
+  /**
+   * The tracestate header: vendor entries "key=value,..." of printable
+   * ASCII. Optional; at most 512 bytes (a propagator drops whole entries
+   * from the end to fit).
+   *
+   * @generated from field: string tracestate = 2;
+   */
+  tracestate: string;
+};
+
+/**
+ * Describes the message tenure.v1.TraceContext.
+ * Use `create(TraceContextSchema)` to create a new message.
+ */
+export declare const TraceContextSchema: GenMessage<TraceContext>;
+
+/**
+ * Progress is what a worker reports about the attempt it is running.
+ *
+ * @generated from message tenure.v1.Progress
+ */
+export declare type Progress = Message<"tenure.v1.Progress"> & {
+  /**
+   * A short message ("copying part 3 of 8"). At most 256 bytes of UTF-8
+   * (default limit).
+   *
+   * @generated from field: string message = 1;
+   */
+  message: string;
+
+  /**
+   * Share of the work done, 0..100; unset for none.
+   *
+   * @generated from field: optional uint32 percent = 2;
+   */
+  percent?: number | undefined;
+
+  /**
+   * When the server received it. Set in Task.progress; ignored in a
+   * HeartbeatRequest.
+   *
+   * @generated from field: google.protobuf.Timestamp reported_at = 3;
+   */
+  reportedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message tenure.v1.Progress.
+ * Use `create(ProgressSchema)` to create a new message.
+ */
+export declare const ProgressSchema: GenMessage<Progress>;
 
 /**
  * Execution is one attempt of a task under one lease.
@@ -314,7 +400,7 @@ export declare type Execution = Message<"tenure.v1.Execution"> & {
   leaseExpiry?: Timestamp | undefined;
 
   /**
-   * Why the attempt was aborted; empty otherwise.
+   * Why the attempt was aborted or snoozed; empty otherwise.
    *
    * @generated from field: string reason = 10;
    */
@@ -415,6 +501,16 @@ export declare type SubmitRequest = Message<"tenure.v1.SubmitRequest"> & {
    * @generated from field: google.protobuf.Duration timeout = 10;
    */
   timeout?: Duration | undefined;
+
+  /**
+   * The caller's trace context, given to every worker that leases the task
+   * (LeasedTask.trace_context): the SDKs set it from the current span.
+   * Unset: none. A retry of a submit with a request_id keeps the first
+   * one.
+   *
+   * @generated from field: tenure.v1.TraceContext trace_context = 11;
+   */
+  traceContext?: TraceContext | undefined;
 };
 
 /**
@@ -1224,6 +1320,15 @@ export enum ExecutionStatus {
    * @generated from enum value: EXECUTION_STATUS_ABORTED = 5;
    */
   ABORTED = 5,
+
+  /**
+   * The worker snoozed the task (WorkerService.Snooze): it runs again
+   * after the snooze's delay, and the attempt did not count: the next
+   * execution has the same attempt number. See Execution.reason.
+   *
+   * @generated from enum value: EXECUTION_STATUS_SNOOZED = 6;
+   */
+  SNOOZED = 6,
 }
 
 /**

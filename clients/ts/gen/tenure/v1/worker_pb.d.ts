@@ -5,11 +5,12 @@
 // Worker protocol:
 //  1. Lease tasks of a queue; each lease lasts until lease_expiry.
 //  2. Optionally Start, then Heartbeat before lease_expiry for as long as
-//     the work takes.
+//     the work takes; a heartbeat may carry the work's progress.
 //  3. Either Complete (commit and done in one step, for work without
 //     external effects or with effects that are safe to repeat), or Commit
 //     the result, apply external effects keyed idempotently by the fencing
-//     token, then Complete. Or Fail.
+//     token, then Complete. Or Fail. Or Snooze, to run the task again
+//     later without using up an attempt.
 //  4. Any of these answering FAILED_PRECONDITION ("lease lost") means the
 //     lease lost its authority (expired, superseded or killed), and
 //     ALREADY_EXISTS means another attempt committed first: stop, and apply
@@ -22,8 +23,8 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import type { Progress, TaskState, TraceContext } from "./task_pb.js";
 import type { ErrorDetail } from "./errors_pb.js";
-import type { TaskState } from "./task_pb.js";
 
 /**
  * Describes the file tenure/v1/worker.proto.
@@ -188,6 +189,14 @@ export declare type LeasedTask = Message<"tenure.v1.LeasedTask"> & {
    * @generated from field: google.protobuf.Timestamp deadline = 11;
    */
   deadline?: Timestamp | undefined;
+
+  /**
+   * The trace context the task was submitted with (unset: none): start
+   * the attempt's span as its child.
+   *
+   * @generated from field: tenure.v1.TraceContext trace_context = 12;
+   */
+  traceContext?: TraceContext | undefined;
 };
 
 /**
@@ -256,6 +265,14 @@ export declare type HeartbeatRequest = Message<"tenure.v1.HeartbeatRequest"> & {
    * @generated from field: string lease_id = 2;
    */
   leaseId: string;
+
+  /**
+   * The work's progress, which replaces the lease's last report; unset:
+   * the last report stands.
+   *
+   * @generated from field: tenure.v1.Progress progress = 3;
+   */
+  progress?: Progress | undefined;
 };
 
 /**
@@ -618,6 +635,68 @@ export declare type FailResponse = Message<"tenure.v1.FailResponse"> & {
 export declare const FailResponseSchema: GenMessage<FailResponse>;
 
 /**
+ * SnoozeRequest asks to run a leased task again later.
+ *
+ * @generated from message tenure.v1.SnoozeRequest
+ */
+export declare type SnoozeRequest = Message<"tenure.v1.SnoozeRequest"> & {
+  /**
+   * The task; required.
+   *
+   * @generated from field: string task_id = 1;
+   */
+  taskId: string;
+
+  /**
+   * Its current lease; required.
+   *
+   * @generated from field: string lease_id = 2;
+   */
+  leaseId: string;
+
+  /**
+   * How long the task waits before it may be leased again. 0..24h
+   * (default limit); unset: 0, at once.
+   *
+   * @generated from field: google.protobuf.Duration delay = 3;
+   */
+  delay?: Duration | undefined;
+
+  /**
+   * Why, kept in the execution (shown by GetTask). At most 4 KiB.
+   *
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message tenure.v1.SnoozeRequest.
+ * Use `create(SnoozeRequestSchema)` to create a new message.
+ */
+export declare const SnoozeRequestSchema: GenMessage<SnoozeRequest>;
+
+/**
+ * SnoozeResponse says when the task runs again.
+ *
+ * @generated from message tenure.v1.SnoozeResponse
+ */
+export declare type SnoozeResponse = Message<"tenure.v1.SnoozeResponse"> & {
+  /**
+   * The task may be leased from this time on.
+   *
+   * @generated from field: google.protobuf.Timestamp not_before = 1;
+   */
+  notBefore?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message tenure.v1.SnoozeResponse.
+ * Use `create(SnoozeResponseSchema)` to create a new message.
+ */
+export declare const SnoozeResponseSchema: GenMessage<SnoozeResponse>;
+
+/**
  * WorkerService is used by worker processes to lease tasks and report their
  * outcome. Every call after Lease names the task and the lease; a call with
  * a lease that is not the task's current, unexpired lease is refused with
@@ -653,7 +732,12 @@ export declare const WorkerService: GenService<{
   },
   /**
    * Heartbeat extends the lease by the task's execution_window from now.
-   * Call it well before lease_expiry (e.g. every third of the window).
+   * Call it well before lease_expiry (e.g. every third of the window). With
+   * progress set it also reports the work's progress, which GetTask shows
+   * (Task.progress) while the lease holds: report on the heartbeats, or
+   * heartbeat early when the progress changes, at most about once a
+   * second (each heartbeat is a record in the server's log; the same
+   * progress again is not written twice).
    *
    * @generated from rpc tenure.v1.WorkerService.Heartbeat
    */
@@ -736,6 +820,23 @@ export declare const WorkerService: GenService<{
     methodKind: "unary";
     input: typeof FailRequestSchema;
     output: typeof FailResponseSchema;
+  },
+  /**
+   * Snooze ends an attempt that has not committed and runs the task again
+   * after delay, without using up an attempt: the execution is SNOOZED,
+   * the task WAITING until not_before, and its next lease has the same
+   * attempt number, with the same retry budget and backoff. The lease ends
+   * with the snooze. FAILED_PRECONDITION for a committed task (finish it
+   * with Complete), for a task snoozed 1000 times (default limit: complete
+   * or fail it), and for one whose deadline would leave it less than the
+   * minimum execution window after the delay.
+   *
+   * @generated from rpc tenure.v1.WorkerService.Snooze
+   */
+  snooze: {
+    methodKind: "unary";
+    input: typeof SnoozeRequestSchema;
+    output: typeof SnoozeResponseSchema;
   },
 }>;
 
