@@ -18,6 +18,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/cluster/election"
+	"github.com/tenurehq/tenure/internal/cluster/member"
 	"github.com/tenurehq/tenure/internal/cluster/partition"
 	"github.com/tenurehq/tenure/internal/cluster/registry"
 	"github.com/tenurehq/tenure/internal/cluster/schema"
@@ -157,7 +158,10 @@ type clusterStatus struct {
 	Partitions    int                 `json:"partitions"`
 	Unassigned    int                 `json:"unassigned"`
 	OwnedByGone   int                 `json:"owned_by_inactive_or_unknown"`
-	Map           []clusterPartition  `json:"partition_map"`
+	// NoneEligible: no active node is eligible, so partitions go to every
+	// active node.
+	NoneEligible bool               `json:"no_node_eligible"`
+	Map          []clusterPartition `json:"partition_map"`
 }
 
 type clusterPartition struct {
@@ -182,6 +186,10 @@ type clusterNode struct {
 	Active        bool    `json:"active"`
 	SilentMS      float64 `json:"silent_ms"`
 	Partitions    int     `json:"partitions"`
+	// Eligible: the other nodes reach it, so it may be given partitions;
+	// Eligibility says why, or why not.
+	Eligible    bool   `json:"eligible"`
+	Eligibility string `json:"eligibility"`
 }
 
 // clusterStatusCmd is `tenure cluster status`.
@@ -260,10 +268,16 @@ func (c *clusterStatusCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, ar
 		owned[p.Owner]++
 	}
 	st.Queues, st.Partitions = len(queues), len(parts)
+	elig, err := member.ReadEligibility(ctx, reg, member.DefaultReportTTL)
+	if err != nil {
+		return err
+	}
+	st.NoneEligible = elig.Fallback
 	active := make(map[string]bool)
 	for _, n := range nodes {
 		active[n.ID] = n.Active
-		st.Nodes = append(st.Nodes, clusterNode{n.ID, n.AdvertiseAddr, n.Active, float64(n.Silent) / float64(time.Millisecond), owned[n.ID]})
+		e := elig.Nodes[n.ID]
+		st.Nodes = append(st.Nodes, clusterNode{n.ID, n.AdvertiseAddr, n.Active, float64(n.Silent) / float64(time.Millisecond), owned[n.ID], e.Eligible, e.Why})
 	}
 	for owner, n := range owned {
 		if !active[owner] {
@@ -285,6 +299,9 @@ func (c *clusterStatusCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, ar
 	}
 	fmt.Fprintf(stdout, "partitions: %d in %d queues, %d unassigned, %d owned by inactive or unknown nodes\n",
 		st.Partitions, st.Queues, st.Unassigned, st.OwnedByGone)
+	if st.NoneEligible && len(st.Nodes) > 0 {
+		fmt.Fprintln(stdout, "eligibility: no active node is verified by the others, so partitions go to every active node")
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	if len(st.Nodes) == 0 {
 		fmt.Fprintln(stdout, "nodes: none registered")
@@ -314,7 +331,7 @@ func (c *clusterStatusCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, ar
 }
 
 func printNodes(tw *tabwriter.Writer, nodes []clusterNode) error {
-	fmt.Fprintln(tw, "NODE\tSTATUS\tADDRESS\tLAST HEARTBEAT\tPARTITIONS")
+	fmt.Fprintln(tw, "NODE\tSTATUS\tADDRESS\tLAST HEARTBEAT\tPARTITIONS\tELIGIBLE\tWHY")
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].NodeID < nodes[j].NodeID })
 	for _, n := range nodes {
 		status := "active"
@@ -325,7 +342,11 @@ func printNodes(tw *tabwriter.Writer, nodes []clusterNode) error {
 		if strings.TrimSpace(addr) == "" {
 			addr = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fs ago\t%d\n", n.NodeID, status, addr, n.SilentMS/1000, n.Partitions)
+		eligible := "yes"
+		if !n.Eligible {
+			eligible = "no"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fs ago\t%d\t%s\t%s\n", n.NodeID, status, addr, n.SilentMS/1000, n.Partitions, eligible, n.Eligibility)
 	}
 	return tw.Flush()
 }

@@ -23,6 +23,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -62,6 +63,7 @@ const (
 	clHeartbeat  = 200 * time.Millisecond
 	clSilence    = 2 * time.Second
 	clAssign     = 100 * time.Millisecond
+	clProbe      = 200 * time.Millisecond
 
 	// clPoll bounds every wait for the cluster to reach a state. It only
 	// fails a hung test; nothing asserts how fast anything happens.
@@ -86,6 +88,9 @@ type clNode struct {
 	extra []string
 	// timing replaces clTiming's flags when set.
 	timing []string
+	// clientTLS, if set, is how clients reach the node: over HTTPS, with
+	// this configuration (a Clone per transport).
+	clientTLS *tls.Config
 }
 
 // clTiming are the timing flags of the test cluster: fast, so that a
@@ -96,9 +101,15 @@ var clTiming = []string{
 	"--node-heartbeat", clHeartbeat.String(),
 	"--node-silence", clSilence.String(),
 	"--assign-interval", clAssign.String(),
+	"--node-probe-interval", clProbe.String(),
 }
 
-func (n *clNode) url() string { return "http://" + n.addr }
+func (n *clNode) url() string {
+	if n.clientTLS != nil {
+		return "https://" + n.addr
+	}
+	return "http://" + n.addr
+}
 
 func (n *clNode) args() []string {
 	timing := n.timing
@@ -130,6 +141,13 @@ type clTest struct {
 	tap     ackTap
 	retries atomic.Int64 // unavailable answers retried
 	moves   atomic.Int64 // clients that moved to another node
+	// unavailable keeps the first unavailable answers retried in each
+	// phase (the phase the call was sent in): what made a partition
+	// unreachable.
+	unavailable struct {
+		mu   sync.Mutex
+		msgs map[int32][]string
+	}
 	// extraQueues counts the queues a test submits to besides the load's.
 	extraQueues int
 }
@@ -161,7 +179,48 @@ func newClTest(t *testing.T, proxied int) (*clTest, *clustertest.Proxy) {
 		c.nodes = append(c.nodes, n)
 		c.start(n, true)
 	}
+	c.waitEligible(c.ids())
 	return c, proxy
+}
+
+// waitEligible waits until every node of ids is eligible for partitions
+// (the others reach it), so that a queue created next spreads over them
+// from its first submit.
+func (c *clTest) waitEligible(ids []string) {
+	c.t.Helper()
+	c.poll(fmt.Sprintf("nodes %v eligible for partitions", ids), func() (bool, error) {
+		el, err := c.eligible()
+		if err != nil {
+			return false, err
+		}
+		for _, id := range ids {
+			if !el[id] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// eligible reads which nodes the coordinator has made eligible.
+func (c *clTest) eligible() (map[string]bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
+	defer cancel()
+	rows, err := c.db.QueryContext(ctx, "SELECT node_id, eligible FROM node_eligibility")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]bool)
+	for rows.Next() {
+		var id string
+		var e bool
+		if err := rows.Scan(&id, &e); err != nil {
+			return nil, err
+		}
+		out[id] = e
+	}
+	return out, rows.Err()
 }
 
 // start runs node n and waits until it serves. With fresh, n gets a free
@@ -175,6 +234,7 @@ func (c *clTest) start(n *clNode, fresh bool) {
 			n.addr = freeLoopbackAddr(t)
 		}
 		p := spawnProc(t, n.id, n.addr, n.args())
+		p.clientTLS = n.clientTLS
 		err := waitReady(p)
 		if err == nil {
 			want := fmt.Sprintf("tenure node %s serving on %s", n.id, n.url())
@@ -814,14 +874,19 @@ type clFailover struct {
 func (c *clTest) clients(proto string, home int) *apiClients {
 	var hc *http.Client
 	var opt connect.ClientOption
+	tlsCfg := c.nodes[home].clientTLS.Clone() // the cluster's nodes share their CA
 	switch proto {
 	case "json":
-		hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+		hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32, TLSClientConfig: tlsCfg}}
 		opt = connect.WithProtoJSON()
 	case "grpc":
 		var protos http.Protocols
-		protos.SetUnencryptedHTTP2(true)
-		hc = &http.Client{Transport: &http.Transport{Protocols: &protos}}
+		if tlsCfg != nil {
+			protos.SetHTTP2(true)
+		} else {
+			protos.SetUnencryptedHTTP2(true)
+		}
+		hc = &http.Client{Transport: &http.Transport{Protocols: &protos, TLSClientConfig: tlsCfg}}
 		opt = connect.WithGRPC()
 	default:
 		c.t.Fatalf("unknown protocol %q", proto)
@@ -856,6 +921,7 @@ func clCall[Req, Resp any](ctx context.Context, f *clFailover, msg *Req,
 			return nil, err
 		}
 		f.c.retries.Add(1)
+		f.c.noteUnavailable(sent, err)
 		if failures%3 == 0 && f.cur.CompareAndSwap(int32(node), int32((node+1)%len(f.apis))) {
 			f.c.moves.Add(1)
 		}
@@ -868,6 +934,27 @@ func clCall[Req, Resp any](ctx context.Context, f *clFailover, msg *Req,
 		}
 		backoff = min(2*backoff, 200*time.Millisecond)
 	}
+}
+
+// noteUnavailable keeps the message of an unavailable answer to a call
+// sent in phase (the first 100 of each phase).
+func (c *clTest) noteUnavailable(phase int32, err error) {
+	c.unavailable.mu.Lock()
+	defer c.unavailable.mu.Unlock()
+	if c.unavailable.msgs == nil {
+		c.unavailable.msgs = make(map[int32][]string)
+	}
+	if len(c.unavailable.msgs[phase]) < 100 {
+		c.unavailable.msgs[phase] = append(c.unavailable.msgs[phase], err.Error())
+	}
+}
+
+// unavailableIn returns the unavailable answers kept of calls sent in
+// phase.
+func (c *clTest) unavailableIn(phase int32) []string {
+	c.unavailable.mu.Lock()
+	defer c.unavailable.mu.Unlock()
+	return slices.Clone(c.unavailable.msgs[phase])
 }
 
 func clRequestID() string { return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64()) }

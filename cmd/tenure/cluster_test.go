@@ -78,6 +78,30 @@ func TestMigrateAndClusterStatus(t *testing.T) {
 	if len(st.Map) != 8 || st.Map[3] != (clusterPartition{"ns", "q", 3, 4, "node-b", 1}) {
 		t.Fatalf("status --json partition map: %+v", st.Map)
 	}
+	if !st.NoneEligible || !strings.Contains(out, "no active node is verified by the others") {
+		t.Fatalf("status before any node is verified: no_node_eligible %v;\n%s", st.NoneEligible, out)
+	}
+
+	// node-a is verified; node-b's certificate is not from the CA node-a
+	// trusts: the status says who is eligible and why not.
+	if err := reg.RecordProbes(ctx, "node-a", []registry.Verdict{{Target: "node-b", Detail: "x509: certificate signed by unknown authority"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.SetEligibility(ctx, election.DefaultLockKey, "node-a", map[string]registry.Eligibility{"node-a": {Eligible: true, Reason: "the only node"}}); err != nil {
+		t.Fatal(err)
+	}
+	out = runOK("cluster", "status")
+	for _, want := range []string{"PARTITIONS  ELIGIBLE  WHY", "node-a  active  node-a:7070", "yes", "node-b  active  node-b:7070",
+		"no        reached by 0 of the 1 other eligible nodes, needs 1; unreachable from node-a: x509: certificate signed by unknown authority"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("status lacks %q:\n%s", want, out)
+		}
+	}
+	st = clusterStatus{}
+	if err := json.Unmarshal([]byte(runOK("cluster", "status", "--json")), &st); err != nil || st.NoneEligible || len(st.Nodes) != 2 ||
+		!st.Nodes[0].Eligible || st.Nodes[1].Eligible || !strings.Contains(st.Nodes[1].Eligibility, "unknown authority") {
+		t.Fatalf("status --json with node-a verified and node-b not: %+v, %v", st, err)
+	}
 	if code := run(ctx, []string{"migrate", "--mysql", ""}, &bytes.Buffer{}, &bytes.Buffer{}); code != 2 {
 		t.Fatalf("migrate without a DSN: exit %d, want 2", code)
 	}

@@ -35,6 +35,7 @@ type clusterFlags struct {
 	heartbeat, silence     time.Duration
 	assignInterval         time.Duration
 	failbackAfter          time.Duration
+	probeInterval          time.Duration
 }
 
 func (f *clusterFlags) add(fs *pflag.FlagSet) {
@@ -50,6 +51,8 @@ func (f *clusterFlags) add(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.silence, "node-silence", registry.DefaultSilence, "cluster mode: a node silent this long is marked inactive and its partitions move; a node stops serving after 4/5 of it without a confirmed heartbeat")
 	fs.DurationVar(&f.failbackAfter, "mysql-failback-after", cluster.DefaultFailbackAfter,
 		"cluster mode, with several databases in --mysql: a node that left a database for a later one of its list moves back once the earlier one has passed every readiness check (one a second) for this long; 0 or less: never move back")
+	fs.DurationVar(&f.probeInterval, "node-probe-interval", member.DefaultProbeInterval,
+		"cluster mode: how often a node calls every other node at its advertised address as it forwards requests (TLS, certificates, the cluster's signature); only nodes the others reach get partitions; give every node the same")
 	fs.DurationVar(&f.assignInterval, "assign-interval", member.DefaultAssignInterval, "cluster mode: how often the coordinator reallocates partitions and nodes check their assignments")
 }
 
@@ -112,6 +115,7 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		Advertise:      advertise,
 		Partitions:     cf.partitions,
 		AssignInterval: cf.assignInterval,
+		ProbeInterval:  cf.probeInterval,
 		Election: election.Config{
 			TTL:           cf.lockTTL,
 			RenewInterval: cf.lockRenew,

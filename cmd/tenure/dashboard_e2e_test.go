@@ -787,6 +787,7 @@ func TestDashboardCluster(t *testing.T) {
 	b.goTo("#/cluster")
 	b.until("the cluster page lists three active nodes", `[...document.querySelectorAll("table.nodes tbody tr")].filter(r => r.innerText.includes("active") && !r.innerText.includes("inactive")).length === 3`)
 	b.until("it names the lock holder", `/held by n[123] · epoch \d+/.test(`+textOf("#lock")+`)`)
+	b.until("every node is eligible for partitions", `[...document.querySelectorAll("table.nodes td.eligible")].filter(td => td.innerText.trim() === "yes").length === 3`)
 	var parts int
 	b.eval(`document.querySelectorAll("table.partitions tbody tr").length`, &parts)
 	if parts != 4*clPartitions {

@@ -248,7 +248,7 @@ type apiClients struct {
 
 // newJSONClients use the Connect protocol with JSON bodies over HTTP/1.1.
 func newJSONClients(p *serverProc) *apiClients {
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32, TLSClientConfig: p.clientTLS.Clone()}}
 	return &apiClients{
 		proto:  "json",
 		hc:     hc,

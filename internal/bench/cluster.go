@@ -8,18 +8,23 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/cluster/member"
 	"github.com/tenurehq/tenure/internal/cluster/partition"
 	"github.com/tenurehq/tenure/internal/cluster/schema"
 	"github.com/tenurehq/tenure/internal/metrics"
 )
+
+// eligibleWait bounds the wait for the nodes to verify each other.
+const eligibleWait = 30 * time.Second
 
 // startCluster starts cfg.Cluster cluster-mode nodes in this process on
 // cfg.MySQL, each behind the API on its own loopback port, with the
@@ -36,6 +41,7 @@ func startCluster(ctx context.Context, cfg Config, lg *slog.Logger) (*target, er
 	}
 	tg := &target{}
 	var stops []func()
+	var members []*member.Member
 	tg.stop = func() error {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
@@ -73,6 +79,19 @@ func startCluster(ctx context.Context, cfg Config, lg *slog.Logger) (*target, er
 		stopAPI := serve(m, ln, mx, nil, lg)
 		stops = append(stops, func() { stopAPI(); m.Close() })
 		tg.urls = append(tg.urls, "http://"+ln.Addr().String())
+		members = append(members, m)
+	}
+	// Every node verified by the others (eligible for partitions), so that
+	// the queues' partitions spread over all of them from the start.
+	wctx, cancel := context.WithTimeout(ctx, eligibleWait)
+	defer cancel()
+	for i, m := range members {
+		for !m.Eligible() {
+			if err := clock.Sleep(wctx, clock.Real, 20*time.Millisecond); err != nil {
+				tg.stop()
+				return nil, fmt.Errorf("bench: node %d was not verified by the other nodes within %v: %w", i+1, eligibleWait, err)
+			}
+		}
 	}
 	// Create the run's queues and wait until each of their partitions is
 	// served (a listing visits them all), so that no timed call waits for

@@ -11,6 +11,8 @@
 //     standby checks and step-down.
 //   - registry: the node table, heartbeats and the coordinator's sweep.
 //   - alloc: the pure, balanced and sticky partition allocation.
+//   - reach: the pure decision of which nodes may be given partitions,
+//     from the nodes' probes of each other.
 //   - partition: the queue and partition-assignment tables, with a
 //     per-partition epoch.
 //   - mysqllog: a partition's write-ahead log and snapshots in the

@@ -47,6 +47,7 @@ func startClusterNode(t *testing.T, dsn, id string) *clusterNode {
 		Advertise:      ln.Addr().String(),
 		Partitions:     clusterPartitions,
 		AssignInterval: 50 * time.Millisecond,
+		ProbeInterval:  50 * time.Millisecond,
 		Election:       election.Config{TTL: 3 * time.Second, CheckInterval: 50 * time.Millisecond},
 		Registry:       registry.Config{HeartbeatInterval: 100 * time.Millisecond, Silence: time.Second},
 		Coordinator:    coordinator.Config{ExpiryScanInterval: 50 * time.Millisecond},

@@ -49,6 +49,7 @@ func (m *Metrics) ConfigureMember(cfg *member.Config) {
 
 // WatchMember registers the gauges read from the running member mb:
 // whether it holds the coordinator lock, how many partitions it serves,
+// whether it may be given partitions and how many nodes it cannot reach,
 // and (unless Config.Queues replaced them) the per-queue gauges from the
 // queue statistics of those partitions.
 func (m *Metrics) WatchMember(mb *member.Member) {
@@ -67,5 +68,18 @@ func (m *Metrics) WatchMember(mb *member.Member) {
 			Name: "tenure_cluster_partitions",
 			Help: "Partitions this node serves now.",
 		}, func() float64 { return float64(mb.Owned()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tenure_cluster_eligible",
+			Help: "1 while the other nodes reach this node and it may be given partitions, else 0 (docs/design/cluster.md, \"Which nodes get partitions\").",
+		}, func() float64 {
+			if mb.Eligible() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tenure_cluster_peers_unreachable",
+			Help: "Active nodes that this node's probes cannot reach as a forwarded request would (certificate, address or signature refused, or no answer).",
+		}, func() float64 { return float64(mb.UnreachablePeers()) }),
 	)
 }

@@ -24,6 +24,9 @@ type Cluster struct {
 	// Partitions is the partition map, ordered by namespace, queue and
 	// partition index.
 	Partitions []PartitionInfo
+	// EligibilityFallback is true when no active node is eligible for
+	// partitions, so that they go to every active node.
+	EligibilityFallback bool
 }
 
 // Lock is the coordinator lock (docs/design/cluster.md, "The coordinator lock").
@@ -41,6 +44,11 @@ type Node struct {
 	Active        bool
 	LastHeartbeat time.Time     // the database's clock
 	Silent        time.Duration // since LastHeartbeat, when read
+	// Eligible: the other nodes reach it, so it may be given partitions
+	// (docs/design/cluster.md, "Which nodes get partitions"); Eligibility
+	// says why, or why not.
+	Eligible    bool
+	Eligibility string
 }
 
 // PartitionInfo is one partition of the map.

@@ -82,6 +82,19 @@ const ForwardedHeader = "Tenure-Forwarded"
 
 type forwardedKey struct{}
 
+// NodeProbePath is where a cluster node answers another node's probe
+// (docs/design/cluster.md, "Which nodes get partitions"): a GET signed as
+// forwarded by a node of the cluster, over the connection a forwarded
+// request would take, answered with the node's id alone. Any other caller
+// is refused.
+const NodeProbePath = "/tenure.cluster/probe"
+
+// NodeIdentity is a router that serves one node of a cluster: NodeID is
+// its --node-id, the answer to NodeProbePath.
+type NodeIdentity interface {
+	NodeID() string
+}
+
 // NodeVerifier checks that a request carrying ForwardedHeader was
 // forwarded by a node of this cluster, and returns that node and the
 // principal it forwards for ("" without authentication).

@@ -72,7 +72,7 @@ func (h adminService) GetCluster(ctx context.Context, _ *connect.Request[tenurev
 
 // clusterToAPI is the API's message of a cluster's description.
 func clusterToAPI(c route.Cluster) *tenurev1.GetClusterResponse {
-	out := &tenurev1.GetClusterResponse{Mode: tenurev1.ServerMode_SERVER_MODE_CLUSTER, NodeId: c.NodeID}
+	out := &tenurev1.GetClusterResponse{Mode: tenurev1.ServerMode_SERVER_MODE_CLUSTER, NodeId: c.NodeID, EligibilityFallback: c.EligibilityFallback}
 	if c.Lock != nil {
 		out.Coordinator = &tenurev1.CoordinatorLock{Holder: c.Lock.Holder, Epoch: c.Lock.Epoch, ExpiresAt: timestamppb.New(c.Lock.ExpiresAt), Live: c.Lock.Live}
 	}
@@ -87,6 +87,7 @@ func clusterToAPI(c route.Cluster) *tenurev1.GetClusterResponse {
 		out.Nodes = append(out.Nodes, &tenurev1.ClusterNode{
 			NodeId: n.ID, AdvertiseAddr: n.AdvertiseAddr, Active: n.Active,
 			LastHeartbeat: timestamppb.New(n.LastHeartbeat), Silent: durationpb.New(n.Silent), Partitions: owned[n.ID],
+			Eligible: n.Eligible, Eligibility: n.Eligibility,
 		})
 	}
 	return out

@@ -163,6 +163,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(tenurev1connect.NewQueueServiceHandler(queueService{s}, opts...))
 	mux.Handle(tenurev1connect.NewScheduleServiceHandler(scheduleService{s}, opts...))
 	s.mountProbes(mux)
+	s.mountNodeProbe(mux)
 	if s.opts.Dashboard != nil {
 		// "/{$}" is / alone: the API's paths, the probes and /metrics are
 		// never the dashboard's, whatever the order of these lines.

@@ -4,7 +4,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 )
@@ -58,4 +60,24 @@ func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 			certFile, keyFile, strings.TrimPrefix(err.Error(), "tls: "))
 	}
 	return cert, nil
+}
+
+// HandshakeRefused reports whether err is a TLS handshake that failed for
+// good: this side does not trust the far side's certificate (another CA,
+// expired or not yet valid, not for the name dialled), or the far side
+// refused this one (a TLS alert: no certificate, or one it does not
+// trust). Retrying cannot help until a certificate or a CA changes.
+func HandshakeRefused(err error) bool {
+	var (
+		verify  *tls.CertificateVerificationError
+		unknown x509.UnknownAuthorityError
+		host    x509.HostnameError
+		invalid x509.CertificateInvalidError
+		alert   tls.AlertError
+		op      *net.OpError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &invalid) ||
+		errors.As(err, &alert) ||
+		// A TLS alert from the far side: crypto/tls reports it so.
+		(errors.As(err, &op) && op.Op == "remote error")
 }

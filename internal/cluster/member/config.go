@@ -24,6 +24,8 @@ import (
 const (
 	DefaultAssignInterval = time.Second
 	DefaultAssignWait     = 15 * time.Second
+	DefaultProbeInterval  = 2 * time.Second
+	DefaultProbeTimeout   = 5 * time.Second
 )
 
 // Config configures a Member. Zero fields take their defaults.
@@ -47,6 +49,16 @@ type Config struct {
 	// owner, or for this node to open one assigned to it (default 15 s);
 	// then it is answered unavailable.
 	AssignWait time.Duration
+	// ProbeInterval is how often the node probes every other active node
+	// at its advertised address, as it would forward a request to it
+	// (default 2 s): the coordinator gives partitions only to the nodes
+	// that the others reach (docs/design/cluster.md, "Which nodes get
+	// partitions"). Every node of a cluster should use the same: a
+	// verdict counts for three intervals (of the coordinator's) and a
+	// probe.
+	ProbeInterval time.Duration
+	// ProbeTimeout bounds one probe (default 5 s).
+	ProbeTimeout time.Duration
 	// Election configures the coordinator lock; OwnerID is set to NodeID.
 	Election election.Config
 	// Registry configures heartbeats and the silence after which the
@@ -103,6 +115,18 @@ func (c *Config) withDefaults() error {
 	if c.AssignInterval < 10*time.Millisecond || c.AssignInterval > time.Minute {
 		return fmt.Errorf("member: assign interval %v; want 10ms to 1m", c.AssignInterval)
 	}
+	if c.ProbeInterval == 0 {
+		c.ProbeInterval = DefaultProbeInterval
+	}
+	if c.ProbeInterval < 10*time.Millisecond || c.ProbeInterval > time.Minute {
+		return fmt.Errorf("member: probe interval %v; want 10ms to 1m", c.ProbeInterval)
+	}
+	if c.ProbeTimeout == 0 {
+		c.ProbeTimeout = DefaultProbeTimeout
+	}
+	if c.ProbeTimeout < 10*time.Millisecond || c.ProbeTimeout > time.Minute {
+		return fmt.Errorf("member: probe timeout %v; want 10ms to 1m", c.ProbeTimeout)
+	}
 	if c.AssignWait == 0 {
 		c.AssignWait = DefaultAssignWait
 	}
@@ -119,15 +143,7 @@ func (c *Config) withDefaults() error {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.HTTPClient == nil {
-		t := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute, Protocols: new(http.Protocols)}
-		t.Protocols.SetHTTP1(true)
-		if c.PeerDialTLS != nil {
-			t.DialTLSContext = c.PeerDialTLS
-			t.Protocols.SetHTTP2(true)
-		} else {
-			t.Protocols.SetUnencryptedHTTP2(true)
-		}
-		c.HTTPClient = &http.Client{Transport: t}
+		c.HTTPClient = &http.Client{Transport: c.peerTransport()}
 	}
 	c.Election.OwnerID = c.NodeID
 	if c.Election.Logger == nil {
@@ -152,6 +168,30 @@ func (c *Config) withDefaults() error {
 		c.Coordinator.Clock = c.Clock
 	}
 	return nil
+}
+
+// peerTransport is the transport of the calls to other nodes: HTTP/1.1
+// and HTTP/2, over TLS with PeerDialTLS (the far node chooses), else
+// unencrypted.
+func (c *Config) peerTransport() *http.Transport {
+	t := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute, Protocols: new(http.Protocols)}
+	t.Protocols.SetHTTP1(true)
+	if c.PeerDialTLS != nil {
+		t.DialTLSContext = c.PeerDialTLS
+		t.Protocols.SetHTTP2(true)
+	} else {
+		t.Protocols.SetUnencryptedHTTP2(true)
+	}
+	return t
+}
+
+// probeClient is the client of the probes: the peer transport, each probe
+// on a new connection, so that it makes the TLS handshake a new forwarded
+// connection would (a certificate replaced since is checked).
+func (c *Config) probeClient() *http.Client {
+	t := c.peerTransport()
+	t.DisableKeepAlives = true
+	return &http.Client{Transport: t}
 }
 
 // trustWindow is how long after sending a confirmed heartbeat the node

@@ -23,8 +23,15 @@ func (m *Member) Describe(ctx context.Context) (route.Cluster, error) {
 	if err != nil {
 		return route.Cluster{}, fmt.Errorf("member: describing the cluster: %w", err)
 	}
+	el, err := m.eligibility(ctx)
+	if err != nil {
+		return route.Cluster{}, fmt.Errorf("member: describing the cluster: %w", err)
+	}
+	out.EligibilityFallback = el.Fallback
 	for _, n := range nodes {
-		out.Nodes = append(out.Nodes, route.Node{ID: n.ID, AdvertiseAddr: n.AdvertiseAddr, Active: n.Active, LastHeartbeat: n.LastHeartbeat, Silent: n.Silent})
+		e := el.Nodes[n.ID]
+		out.Nodes = append(out.Nodes, route.Node{ID: n.ID, AdvertiseAddr: n.AdvertiseAddr, Active: n.Active, LastHeartbeat: n.LastHeartbeat, Silent: n.Silent,
+			Eligible: e.Eligible, Eligibility: e.Why})
 	}
 	as, err := m.store.List(ctx)
 	if err != nil {

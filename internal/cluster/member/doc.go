@@ -5,7 +5,7 @@
 //
 // # Roles
 //
-// Every node runs three loops:
+// Every node runs four loops:
 //
 //   - Heartbeat: a registry heartbeat every HeartbeatInterval. Each one
 //     that the database confirms extends the node's trust until the moment
@@ -17,7 +17,14 @@
 //     election). While it holds it, it sweeps silent nodes, discovers the
 //     queues, computes the balanced and sticky allocation (package alloc)
 //     and writes the changes (package partition, fenced by the lock), every
-//     AssignInterval.
+//     AssignInterval. It allocates over the eligible nodes only: those
+//     the other nodes reach (package reach; eligibility.go).
+//   - Probes: every ProbeInterval the node calls every other active node
+//     at its advertised address as it forwards a request (the TLS
+//     handshake both ways, the cluster's signature, on a new connection)
+//     and records its verdicts in the database, from which the
+//     coordinator decides who is eligible (probe.go). A node that gets no
+//     partitions because the others cannot reach it says so in its log.
 //   - Assignments: every AssignInterval the node reads the partition map
 //     and the node table. It opens each partition newly assigned to it: it
 //     opens the partition's log in the database at the partition's epoch

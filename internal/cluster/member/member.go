@@ -64,6 +64,17 @@ type Member struct {
 	// keys sign the requests this node forwards and check those forwarded
 	// to it.
 	keys *nodeauth.Keys
+
+	// probeClient makes the probes of the other nodes (probe.go).
+	probeClient *http.Client
+	// eligible is this node's eligibility for partitions, as of the last
+	// probe round; unreachable how many active nodes its probes find
+	// unreachable.
+	eligible    atomic.Bool
+	unreachable atomic.Int64
+	// fallback is what the coordinator last logged: no active node
+	// eligible (only the lead goroutine uses it, one term after another).
+	fallback bool
 }
 
 // SignForwarded marks a request this node forwards to procedure for
@@ -118,6 +129,8 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		owned:   make(map[uint64]*owned),
 		opening: make(map[uint64]bool),
 		peers:   make(map[string]route.Peer),
+
+		probeClient: cfg.probeClient(),
 	}
 	m.routes.Store(&routes{})
 	if err := m.checkIDFree(ctx); err != nil {
@@ -130,10 +143,11 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		return nil, fmt.Errorf("member: reading the partition map: %w", err)
 	}
 	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	m.wg.Add(3)
+	m.wg.Add(4)
 	go m.heartbeatLoop()
 	go m.electionLoop()
 	go m.assignLoop()
+	go m.probeLoop()
 	m.lg.Info("cluster node started", slog.String("advertise", cfg.Advertise), slog.Duration("trust_window", trust))
 	return m, nil
 }
@@ -286,13 +300,14 @@ func (m *Member) lead(ctx context.Context) {
 	}
 }
 
-// allocate is one round of the coordinator: sweep silent nodes, compute
-// the allocation over the active ones and write what changed.
+// allocate is one round of the coordinator: sweep silent nodes, decide
+// which active nodes are eligible for partitions (eligibility.go), compute
+// the allocation over them and write what changed.
 func (m *Member) allocate(ctx context.Context) error {
 	if _, err := m.reg.Sweep(ctx); err != nil {
 		return err
 	}
-	active, err := m.reg.Active(ctx)
+	active, err := m.decideEligibility(ctx)
 	if err != nil {
 		return err
 	}

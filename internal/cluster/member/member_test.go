@@ -92,6 +92,7 @@ func startNodeWith(t *testing.T, db *sql.DB, id string, assign time.Duration) *t
 		Advertise:      ln.Addr().String(),
 		Partitions:     4,
 		AssignInterval: assign,
+		ProbeInterval:  50 * time.Millisecond,
 		Election:       election.Config{TTL: 3 * time.Second, CheckInterval: 50 * time.Millisecond},
 		Registry:       registry.Config{HeartbeatInterval: 100 * time.Millisecond, Silence: time.Second},
 		Coordinator:    coordinator.Config{ExpiryScanInterval: 50 * time.Millisecond},
@@ -114,6 +115,16 @@ func startCluster(t *testing.T, n int) (*sql.DB, []*testNode) {
 	for i := range n {
 		nodes = append(nodes, startNode(t, db, fmt.Sprintf("n%d", i+1)))
 	}
+	// Started: every node verified by the others, so that a queue's
+	// partitions spread over all of them from its first submit.
+	eventually(t, "every node eligible for partitions", func() bool {
+		for _, n := range nodes {
+			if !n.m.Eligible() {
+				return false
+			}
+		}
+		return true
+	})
 	return db, nodes
 }
 
@@ -697,6 +708,7 @@ func TestSnapshotsCompactAndANewOwnerStartsFromThem(t *testing.T) {
 		m, err := member.Start(ctx, member.Config{
 			DB: db, NodeID: id, Advertise: ln.Addr().String(), Partitions: 1,
 			AssignInterval: 20 * time.Millisecond,
+			ProbeInterval:  20 * time.Millisecond,
 			Snapshots:      host.Schedule{EveryRecords: 50, CheckInterval: 20 * time.Millisecond},
 			Election:       election.Config{TTL: 3 * time.Second, CheckInterval: 20 * time.Millisecond},
 			Registry:       registry.Config{HeartbeatInterval: 100 * time.Millisecond, Silence: time.Second},

@@ -24,7 +24,7 @@ const (
 
 // ErrNotCoordinator is returned by Apply when the caller does not hold the
 // coordinator lock (any more).
-var ErrNotCoordinator = errors.New("partition: not the coordinator")
+var ErrNotCoordinator = cluster.ErrNotCoordinator
 
 // ErrNotFound is returned for a partition that does not exist.
 var ErrNotFound = errors.New("partition: no such partition")
@@ -154,26 +154,6 @@ type Coordinator struct {
 	NodeID  string // the caller: its owner_id in helix_locks
 }
 
-// checkCoordinator reads the coordinator lock's row with a shared lock,
-// held until tx ends, and returns ErrNotCoordinator unless it names c's
-// node as owner and is live by the database's clock.
-func checkCoordinator(ctx context.Context, tx *sql.Tx, c Coordinator) error {
-	var owner string
-	var live bool
-	err := tx.QueryRowContext(ctx, "SELECT owner_id, expires_at >= NOW(6) FROM helix_locks WHERE lock_key = ? AND status = 1 LOCK IN SHARE MODE",
-		c.LockKey).Scan(&owner, &live)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%w: lock %q does not exist", ErrNotCoordinator, c.LockKey)
-	}
-	if err != nil {
-		return fmt.Errorf("partition: apply: reading the coordinator lock: %w", err)
-	}
-	if owner != c.NodeID || !live {
-		return fmt.Errorf("%w: lock %q is held by %q (live %v), not %q", ErrNotCoordinator, c.LockKey, owner, live, c.NodeID)
-	}
-	return nil
-}
-
 // Apply writes the owners in next (as CalculateAllocation returns them),
 // in one transaction fenced by the coordinator lock (see the package
 // documentation), and returns the partitions whose owner changed, with
@@ -208,8 +188,8 @@ func (s *Store) Apply(ctx context.Context, c Coordinator, next map[cluster.Parti
 	// only now that the partition rows are ours: waiting for a row lock,
 	// e.g. of an owner frozen in the middle of an append, must not hold the
 	// lock row, or the coordinator's own renewals would queue behind it.
-	if err := checkCoordinator(ctx, tx, c); err != nil {
-		return nil, err
+	if err := cluster.CheckCoordinator(ctx, tx, c.LockKey, c.NodeID); err != nil {
+		return nil, fmt.Errorf("partition: apply: %w", err)
 	}
 
 	var changed []Assignment

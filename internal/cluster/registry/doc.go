@@ -8,6 +8,11 @@
 // it active again (it rejoins; the partitions it lost stay fenced by their
 // epochs). Leave marks a node inactive at once, for a clean shutdown.
 //
+// It also keeps each node's latest probe verdict on each other node
+// (RecordProbes, Probes) and each node's eligibility for partitions,
+// which only the coordinator writes, fenced by its lock (SetEligibility;
+// docs/design/cluster.md, "Which nodes get partitions").
+//
 // Only the coordinator should call Sweep; a sweep by a stale coordinator
 // is harmless in itself (it only marks silent nodes), and what it decides
 // from it is fenced when it writes partition assignments.

@@ -455,9 +455,13 @@ type GetClusterResponse struct {
 	Nodes []*ClusterNode `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// Cluster mode: every partition of every queue, ordered by namespace,
 	// queue and partition.
-	Partitions    []*ClusterPartition `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Partitions []*ClusterPartition `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Cluster mode: no active node is eligible, so partitions go to every
+	// active node (a cluster starting, or nodes that cannot reach each
+	// other with no majority to tell which is wrong).
+	EligibilityFallback bool `protobuf:"varint,6,opt,name=eligibility_fallback,json=eligibilityFallback,proto3" json:"eligibility_fallback,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *GetClusterResponse) Reset() {
@@ -523,6 +527,13 @@ func (x *GetClusterResponse) GetPartitions() []*ClusterPartition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *GetClusterResponse) GetEligibilityFallback() bool {
+	if x != nil {
+		return x.EligibilityFallback
+	}
+	return false
 }
 
 // CoordinatorLock is the lock of the node that allocates partitions.
@@ -611,7 +622,16 @@ type ClusterNode struct {
 	// Time since its last heartbeat, by the database's clock, when read.
 	Silent *durationpb.Duration `protobuf:"bytes,5,opt,name=silent,proto3" json:"silent,omitempty"`
 	// Partitions the map assigns to it.
-	Partitions    uint32 `protobuf:"varint,6,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	Partitions uint32 `protobuf:"varint,6,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	// Eligible: the other nodes reach it as they forward requests, so the
+	// coordinator may give it partitions (docs/design/cluster.md, "Which nodes get
+	// partitions"). False for an inactive node, and for a node whose
+	// certificate or address the others cannot verify.
+	Eligible bool `protobuf:"varint,7,opt,name=eligible,proto3" json:"eligible,omitempty"`
+	// Why it is or is not eligible, for people: which nodes reached it, and
+	// what the others found (a certificate error, no answer). Its wording
+	// may change.
+	Eligibility   string `protobuf:"bytes,8,opt,name=eligibility,proto3" json:"eligibility,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -686,6 +706,20 @@ func (x *ClusterNode) GetPartitions() uint32 {
 		return x.Partitions
 	}
 	return 0
+}
+
+func (x *ClusterNode) GetEligible() bool {
+	if x != nil {
+		return x.Eligible
+	}
+	return false
+}
+
+func (x *ClusterNode) GetEligibility() string {
+	if x != nil {
+		return x.Eligibility
+	}
+	return ""
 }
 
 // ClusterPartition is one partition of the partition map.
@@ -804,7 +838,7 @@ const file_tenure_v1_admin_proto_rawDesc = "" +
 	"\x04call\x18\x01 \x01(\tR\x04call\x12\x18\n" +
 	"\aallowed\x18\x02 \x01(\bR\aallowed\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x13\n" +
-	"\x11GetClusterRequest\"\x81\x02\n" +
+	"\x11GetClusterRequest\"\xb4\x02\n" +
 	"\x12GetClusterResponse\x12)\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x15.tenure.v1.ServerModeR\x04mode\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12<\n" +
@@ -812,13 +846,14 @@ const file_tenure_v1_admin_proto_rawDesc = "" +
 	"\x05nodes\x18\x04 \x03(\v2\x16.tenure.v1.ClusterNodeR\x05nodes\x12;\n" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2\x1b.tenure.v1.ClusterPartitionR\n" +
-	"partitions\"\x8e\x01\n" +
+	"partitions\x121\n" +
+	"\x14eligibility_fallback\x18\x06 \x01(\bR\x13eligibilityFallback\"\x8e\x01\n" +
 	"\x0fCoordinatorLock\x12\x16\n" +
 	"\x06holder\x18\x01 \x01(\tR\x06holder\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x129\n" +
 	"\n" +
 	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x12\n" +
-	"\x04live\x18\x04 \x01(\bR\x04live\"\xfb\x01\n" +
+	"\x04live\x18\x04 \x01(\bR\x04live\"\xb9\x02\n" +
 	"\vClusterNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12%\n" +
 	"\x0eadvertise_addr\x18\x02 \x01(\tR\radvertiseAddr\x12\x16\n" +
@@ -827,7 +862,9 @@ const file_tenure_v1_admin_proto_rawDesc = "" +
 	"\x06silent\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x06silent\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x06 \x01(\rR\n" +
-	"partitions\"\x98\x01\n" +
+	"partitions\x12\x1a\n" +
+	"\beligible\x18\a \x01(\bR\beligible\x12 \n" +
+	"\veligibility\x18\b \x01(\tR\veligibility\"\x98\x01\n" +
 	"\x10ClusterPartition\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +

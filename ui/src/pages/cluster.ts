@@ -50,14 +50,22 @@ function clusterView(c: GetClusterResponse, needle: string, filter: HTMLInputEle
     h("h2", {}, "Nodes"),
     h("div", { class: "scroll", "data-key": "nodes-scroll" }, h("table", { class: "nodes" },
       h("caption", { class: "sr-only" }, "Nodes of the cluster"),
-      h("thead", {}, h("tr", {}, ["Node", "Address", "State", "Last heartbeat", "Silent for", "Partitions"].map((x) => h("th", { scope: "col" }, x)))),
+      h("thead", {}, h("tr", {}, ["Node", "Address", "State", "Last heartbeat", "Silent for", "Partitions", "Eligible"].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, c.nodes.map((n) => h("tr", { "data-node": n.nodeId },
         h("th", { scope: "row" }, n.nodeId, n.nodeId === lock?.holder ? " (coordinator)" : ""),
         h("td", { class: "mono" }, n.advertiseAddr),
         h("td", {}, h("span", { class: `badge ${n.active ? "running" : "paused"}` }, n.active ? "active" : "inactive")),
         h("td", {}, time(n.lastHeartbeat)),
         h("td", { class: "num" }, span(durationMs(n.silent) ?? 0)),
-        h("td", { class: "num" }, String(n.partitions))))))),
+        h("td", { class: "num" }, String(n.partitions)),
+        h("td", { class: "eligible" }, h("span", { class: `badge ${n.eligible ? "running" : "paused"}`, title: n.eligibility }, n.eligible ? "yes" : "no"))))))),
+    // Why an active node gets no partitions: the others cannot reach it
+    // (docs/design/cluster.md, "Which nodes get partitions").
+    c.eligibilityFallback
+      ? h("p", { class: "why", id: "fallback" }, "No active node is verified by the others yet: partitions go to every active node.")
+      : null,
+    ...c.nodes.filter((n) => n.active && !n.eligible).map((n) =>
+      h("p", { class: "why", "data-ineligible": n.nodeId }, h("strong", {}, n.nodeId), ` gets no partitions: ${n.eligibility}`)),
     h("h2", {}, "Partition map"),
     h("div", { class: "filters" }, h("label", { for: "pfilter" }, "Filter partitions"), filter),
     h("p", { class: "muted" }, parts.length > maxRows ? `${maxRows} of ${parts.length} partitions shown: narrow the filter.` : `${parts.length} partitions`),

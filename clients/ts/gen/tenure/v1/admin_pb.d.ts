@@ -246,6 +246,15 @@ export declare type GetClusterResponse = Message<"tenure.v1.GetClusterResponse">
    * @generated from field: repeated tenure.v1.ClusterPartition partitions = 5;
    */
   partitions: ClusterPartition[];
+
+  /**
+   * Cluster mode: no active node is eligible, so partitions go to every
+   * active node (a cluster starting, or nodes that cannot reach each
+   * other with no majority to tell which is wrong).
+   *
+   * @generated from field: bool eligibility_fallback = 6;
+   */
+  eligibilityFallback: boolean;
 };
 
 /**
@@ -340,6 +349,25 @@ export declare type ClusterNode = Message<"tenure.v1.ClusterNode"> & {
    * @generated from field: uint32 partitions = 6;
    */
   partitions: number;
+
+  /**
+   * Eligible: the other nodes reach it as they forward requests, so the
+   * coordinator may give it partitions (docs/design/cluster.md, "Which nodes get
+   * partitions"). False for an inactive node, and for a node whose
+   * certificate or address the others cannot verify.
+   *
+   * @generated from field: bool eligible = 7;
+   */
+  eligible: boolean;
+
+  /**
+   * Why it is or is not eligible, for people: which nodes reached it, and
+   * what the others found (a certificate error, no answer). Its wording
+   * may change.
+   *
+   * @generated from field: string eligibility = 8;
+   */
+  eligibility: string;
 };
 
 /**
