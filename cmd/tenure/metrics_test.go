@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -36,13 +35,7 @@ func getMetrics(t *testing.T, base string) string {
 // promtool it skips (CI installs it, and fails without it).
 func promtoolCheck(t *testing.T, body string) {
 	t.Helper()
-	tool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("promtool is not installed and CI is set (.ci/run installs Debian's prometheus package): %v", err)
-		}
-		t.Skipf("skipping the promtool check: promtool is not installed; install Debian's prometheus package (apt-get install prometheus), as .ci/run does")
-	}
+	tool := lookTool(t, "promtool", "Debian's prometheus package: apt-get install prometheus")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, tool, "check", "metrics")

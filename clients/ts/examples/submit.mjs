@@ -1,10 +1,12 @@
-// Submits a task to the tenure server at $TENURE_URL (default
-// http://127.0.0.1:7070), reads it back and prints its id, state and the
-// queue's waiting count as one JSON line. $TENURE_TOKEN, if set, is the
+// Submits a task to the tenure server at $TENURE_ADDR, as the command line
+// reads it (default http://127.0.0.1:7070; http:// when it names no
+// scheme), reads it back and prints its id, state and the queue's waiting
+// count as one JSON line. $TENURE_TOKEN, if set, is the
 // bearer token. Run: node clients/ts/examples/submit.mjs
 import { createTenureClient, TaskState } from "@tenure/client";
 
-const url = process.env.TENURE_URL ?? "http://127.0.0.1:7070";
+const addr = process.env.TENURE_ADDR || "http://127.0.0.1:7070";
+const url = /^https?:\/\//.test(addr) ? addr : `http://${addr}`;
 const tenure = createTenureClient(url, { token: process.env.TENURE_TOKEN });
 
 const { task } = await tenure.tasks.submit({
