@@ -2,13 +2,18 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
+	"github.com/tenurehq/tenure/sdk/client"
+	"github.com/tenurehq/tenure/sdk/worker"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -104,5 +109,122 @@ func TestSnoozeAndProgressSurviveKill9(t *testing.T) {
 	out = get(regexp.MustCompile(`(?m)^state\s+COMPLETED$`), regexp.MustCompile(`(?m)^attempt\s+1 of 1$`))
 	if strings.Contains(out, "\nprogress ") {
 		t.Fatalf("a completed task still shows progress:\n%s", out)
+	}
+}
+
+// TestWorkerSnoozeAndProgress runs the SDK's worker against the real
+// binary: a task of one attempt whose handler snoozes it three times
+// (worker.Snooze) completes at attempt 1 of 1, its executions listing the
+// three snoozes; while its fourth run goes on, the progress the handler
+// reported (worker.ReportProgress) shows in `tenure task get`. The test
+// waits on events (the handler's runs, the heartbeat that carries the
+// report, the attempt's end), never on a sleep.
+func TestWorkerSnoozeAndProgress(t *testing.T) {
+	t.Parallel()
+	srv := startServerProc(t, t.TempDir())
+	// beats hears of every heartbeat the worker's client made.
+	beats := make(chan struct{}, 100)
+	c, err := client.New(srv.url(), client.Options{Interceptors: []client.Interceptor{
+		func(ctx context.Context, call *client.Call, next func(context.Context) error) error {
+			err := next(ctx)
+			if call.Op == "Heartbeat" && err == nil {
+				beats <- struct{}{}
+			}
+			return err
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	res, err := c.Submit(ctx, client.SubmitRequest{Queue: "sdk-snooze", Payload: []byte("export-42"), Retry: &client.RetryPolicy{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := make(chan uint32, 10)
+	var calls atomic.Int32
+	release := make(chan struct{})
+	ends := make(chan worker.Finish, 10)
+	w, err := worker.New(c, "sdk-snooze", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+		runs <- task.Attempt
+		if calls.Add(1) <= 3 {
+			return nil, &worker.SnoozeError{Delay: 10 * time.Millisecond, Reason: "export not ready"}
+		}
+		if err := worker.ReportProgress(ctx, worker.Progress{Message: "copying part 2 of 5", Done: 2, Total: 5}); err != nil {
+			return nil, err
+		}
+		select {
+		case <-release:
+			return []byte("exported"), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}, worker.Options{PollWait: time.Second, Logger: slog.New(slog.DiscardHandler), OnFinish: func(_ *worker.Task, f worker.Finish) { ends <- f }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case f := <-ends:
+			if f.Outcome != worker.OutcomeSnoozed {
+				t.Fatalf("%s: the attempt ended %v (%v), want snoozed", what, f.Outcome, f.Err)
+			}
+		case <-time.After(e2eExitTimeout):
+			t.Fatalf("%s: no attempt ended", what)
+		}
+	}
+	for i := range 3 {
+		if a := <-runs; a != 1 {
+			t.Fatalf("run %d has attempt %d, want 1", i+1, a)
+		}
+		wait(fmt.Sprintf("snooze %d", i+1))
+	}
+	if a := <-runs; a != 1 {
+		t.Fatalf("the run after three snoozes has attempt %d, want 1", a)
+	}
+	// The report reaches the server with the heartbeat it brings forward:
+	// the first of this lease (the regular ones come every 10s of its 30s
+	// window), the snoozed leases having none.
+	select {
+	case <-beats:
+	case <-time.After(e2eExitTimeout):
+		t.Fatal("no heartbeat carried the handler's progress")
+	}
+	code, out := runBin(t, "task", "get", "--addr", srv.url(), res.TaskID)
+	if code != 0 {
+		t.Fatalf("tenure task get: exit %d\n%s", code, out)
+	}
+	for _, re := range []string{`(?m)^state\s+LEASED$`, `(?m)^attempt\s+1 of 1$`, `(?m)^progress\s+40% copying part 2 of 5 \(reported `} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Fatalf("tenure task get while the handler runs does not match %s:\n%s", re, out)
+		}
+	}
+	if n := len(regexp.MustCompile(`(?m)^1\s+SNOOZED\s.*export not ready$`).FindAllString(out, -1)); n != 3 {
+		t.Fatalf("tenure task get lists %d snoozed executions, want 3:\n%s", n, out)
+	}
+
+	close(release)
+	select {
+	case f := <-ends:
+		if f.Outcome != worker.OutcomeCompleted {
+			t.Fatalf("the last attempt ended %v (%v), want completed", f.Outcome, f.Err)
+		}
+	case <-time.After(e2eExitTimeout):
+		t.Fatal("the last attempt did not end")
+	}
+	code, out = runBin(t, "task", "get", "--addr", srv.url(), res.TaskID)
+	for _, re := range []string{`(?m)^state\s+COMPLETED$`, `(?m)^attempt\s+1 of 1$`, `(?m)^1\s+DONE\s`} {
+		if code != 0 || !regexp.MustCompile(re).MatchString(out) {
+			t.Fatalf("tenure task get after the completion does not match %s (exit %d):\n%s", re, code, out)
+		}
 	}
 }

@@ -91,6 +91,7 @@ func leasedTaskOf(p *tenurev1.LeasedTask) LeasedTask {
 		Committed:       p.GetCommitted(),
 		CommittedResult: p.GetCommittedResult(),
 		Deadline:        timeOf(p.GetDeadline()),
+		TraceContext:    TraceContext{Traceparent: p.GetTraceContext().GetTraceparent(), Tracestate: p.GetTraceContext().GetTracestate()},
 	}
 }
 

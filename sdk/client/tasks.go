@@ -19,8 +19,16 @@ import (
 // whole (SubmitResult.Task). If req.RequestID is empty a random one is
 // generated first, so the client's retries of this call never create a
 // second task.
+//
+// If ctx holds an OpenTelemetry span, the submit carries its W3C trace
+// context (traceparent and tracestate): the task keeps it, and package
+// worker starts the span of each attempt as a child of it, so one trace
+// runs from the submit through every attempt. SubmitBatch does the same
+// for each of its tasks.
 func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
-	resp, err := call(ctx, c, "Submit", c.tasks.Submit, req.proto())
+	msg := req.proto()
+	msg.TraceContext = traceContextOf(ctx)
+	resp, err := call(ctx, c, "Submit", c.tasks.Submit, msg)
 	if err != nil {
 		return SubmitResult{}, err
 	}
@@ -38,8 +46,10 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, e
 func (c *Client) SubmitBatch(ctx context.Context, req SubmitBatchRequest) ([]SubmitResult, error) {
 	msg := &tenurev1.SubmitBatchRequest{Requests: make([]*tenurev1.SubmitRequest, len(req.Requests)), IdsOnly: !req.ReturnTasks, CompactIds: !req.ReturnTasks}
 	held, reqs := pooled[tenurev1.SubmitRequest](&submitMessages, len(req.Requests))
+	tc := traceContextOf(ctx)
 	for i := range req.Requests {
 		req.Requests[i].fill(&reqs[i])
+		reqs[i].TraceContext = tc
 		msg.Requests[i] = &reqs[i]
 	}
 	resp, err := call(ctx, c, "SubmitBatch", c.tasks.SubmitBatch, msg)

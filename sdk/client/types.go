@@ -356,6 +356,9 @@ type LeasedTask struct {
 	// Deadline is the task's deadline (zero: none): no heartbeat extends
 	// the lease beyond it, and the task fails there unless committed.
 	Deadline time.Time
+	// TraceContext is the trace context the task was submitted with (zero:
+	// none): the span of this attempt continues the submitter's trace.
+	TraceContext TraceContext
 }
 
 // FencingToken identifies the one commit of a task: the task and the
@@ -377,6 +380,9 @@ type StartRequest struct {
 type HeartbeatRequest struct {
 	TaskID  string // required
 	LeaseID string // required: the attempt's lease
+	// Progress, when set, is the work's progress (its ReportedAt is the
+	// server's to set): it replaces the lease's last report.
+	Progress *Progress
 }
 
 // HeartbeatResult is what a Heartbeat answers.
@@ -442,6 +448,24 @@ type FailResult struct {
 	// RetryAt is when the retry may be leased; zero unless State is
 	// TaskStateWaiting.
 	RetryAt time.Time
+}
+
+// SnoozeRequest asks to run a leased task again later (Snooze).
+type SnoozeRequest struct {
+	TaskID  string // required
+	LeaseID string // required: the attempt's lease
+	// Delay is how long the task waits before it may be leased again: 0
+	// up to the server's limit (24h by default).
+	Delay time.Duration
+	// Reason says why, for people: the snoozed execution keeps it. At most
+	// 4 KiB.
+	Reason string
+}
+
+// SnoozeResult says when the snoozed task runs again.
+type SnoozeResult struct {
+	// NotBefore is when the task may be leased again.
+	NotBefore time.Time
 }
 
 // RetryTaskRequest names the task RetryTask returns to WAITING.

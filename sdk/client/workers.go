@@ -11,7 +11,7 @@ import (
 )
 
 // The calls of WorkerService: the worker protocol (lease, start, heartbeat,
-// commit, complete, fail). Package worker runs it for you.
+// commit, complete, fail, snooze). Package worker runs it for you.
 
 // Lease grants up to MaxTasks tasks of a queue. With Wait it long-polls
 // and answers as soon as one task is leased, or with none when Wait ran
@@ -69,9 +69,17 @@ func (c *Client) Start(ctx context.Context, req StartRequest) error {
 }
 
 // Heartbeat extends the lease by the task's execution window from now and
-// answers the new expiry.
+// answers the new expiry. With req.Progress it also reports the work's
+// progress, which the task shows (Task.Progress) while the lease holds.
 func (c *Client) Heartbeat(ctx context.Context, req HeartbeatRequest) (HeartbeatResult, error) {
-	resp, err := call(ctx, c, "Heartbeat", c.workers.Heartbeat, &tenurev1.HeartbeatRequest{TaskId: req.TaskID, LeaseId: req.LeaseID})
+	msg := &tenurev1.HeartbeatRequest{TaskId: req.TaskID, LeaseId: req.LeaseID}
+	if p := req.Progress; p != nil {
+		msg.Progress = &tenurev1.Progress{Message: p.Message}
+		if p.HasPercent {
+			msg.Progress.Percent = &p.Percent
+		}
+	}
+	resp, err := call(ctx, c, "Heartbeat", c.workers.Heartbeat, msg)
 	if err != nil {
 		return HeartbeatResult{}, err
 	}
@@ -187,4 +195,23 @@ func (c *Client) Fail(ctx context.Context, req FailRequest) (FailResult, error) 
 		return FailResult{}, err
 	}
 	return FailResult{State: TaskState(resp.GetState()), RetryAt: timeOf(resp.GetRetryAt())}, nil
+}
+
+// Snooze ends an attempt that has not committed and runs the task again
+// after req.Delay without using up an attempt: the next lease has the same
+// attempt number, and the retry budget and backoff are as they were. The
+// lease ends with the snooze. A committed task cannot snooze, nor one
+// snoozed as often as the server allows (1000 times by default), nor one
+// whose deadline the delay would pass (ErrWrongState): complete or fail
+// it.
+func (c *Client) Snooze(ctx context.Context, req SnoozeRequest) (SnoozeResult, error) {
+	if req.Delay < 0 {
+		return SnoozeResult{}, invalid("Snooze", "Delay", fmt.Sprintf("Delay %v is negative; use 0 to run the task again at once", req.Delay))
+	}
+	resp, err := call(ctx, c, "Snooze", c.workers.Snooze, &tenurev1.SnoozeRequest{TaskId: req.TaskID, LeaseId: req.LeaseID,
+		Delay: durationpb.New(req.Delay), Reason: req.Reason})
+	if err != nil {
+		return SnoozeResult{}, err
+	}
+	return SnoozeResult{NotBefore: timeOf(resp.GetNotBefore())}, nil
 }

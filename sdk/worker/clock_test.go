@@ -41,8 +41,9 @@ type oneLease struct {
 
 // beat is a heartbeat as oneLease saw it.
 type beat struct {
-	lease string
-	at    time.Time
+	lease    string
+	at       time.Time
+	progress *tenurev1.Progress
 }
 
 func (s *oneLease) Lease(ctx context.Context, _ *connect.Request[tenurev1.LeaseRequest]) (*connect.Response[tenurev1.LeaseResponse], error) {
@@ -62,7 +63,7 @@ func (s *oneLease) Lease(ctx context.Context, _ *connect.Request[tenurev1.LeaseR
 }
 
 func (s *oneLease) Heartbeat(_ context.Context, req *connect.Request[tenurev1.HeartbeatRequest]) (*connect.Response[tenurev1.HeartbeatResponse], error) {
-	s.beats <- beat{lease: req.Msg.GetLeaseId(), at: time.Now()}
+	s.beats <- beat{lease: req.Msg.GetLeaseId(), at: time.Now(), progress: req.Msg.GetProgress()}
 	s.mu.Lock()
 	s.nbeats++
 	fail := s.nbeats > s.okBeats

@@ -29,9 +29,12 @@ const (
 	// Options.Effects, the effects did); the lease expires and the server
 	// decides what follows.
 	OutcomeUnreported
+	// OutcomeSnoozed: the handler snoozed the task (Snooze): it runs again
+	// at Finish.RetryAt, and this attempt did not count.
+	OutcomeSnoozed
 )
 
-var outcomeNames = [...]string{"", "completed", "retrying", "failed", "lost", "unreported"}
+var outcomeNames = [...]string{"", "completed", "retrying", "failed", "lost", "unreported", "snoozed"}
 
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) && o != 0 {
@@ -47,15 +50,18 @@ type Finish struct {
 	// OutcomeRetrying and OutcomeFailed, the refusal or failed call for
 	// OutcomeLost and OutcomeUnreported. Nil for OutcomeCompleted.
 	Err error
-	// RetryAt is when the retry may be leased (OutcomeRetrying only).
+	// RetryAt is when the retry may be leased (OutcomeRetrying), or when
+	// the snoozed task runs again (OutcomeSnoozed).
 	RetryAt time.Time
 	// Took is the time from the lease's arrival to the end of the attempt's
 	// report.
 	Took time.Duration
 }
 
-// finish reports the end of a's attempt to Options.OnFinish, if set.
+// finish ends a's attempt: its span ends with the outcome, and
+// Options.OnFinish, if set, hears of it.
 func (w *Worker) finish(a *attempt, f Finish) {
+	endSpan(a, f)
 	if w.opts.OnFinish == nil {
 		return
 	}

@@ -60,6 +60,13 @@ type keeper struct {
 	cancelCall context.CancelFunc // ends the call out
 	stopped    bool
 	idle       chan struct{} // made by stop while a call is out; closed when it ends
+	// pending is the handler's last progress report not yet sent (nil:
+	// none); sent is the last one a heartbeat delivered (valid with
+	// hasSent); lastBeat is when the last heartbeat was sent.
+	pending  *client.Progress
+	sent     client.Progress
+	hasSent  bool
+	lastBeat time.Time
 }
 
 // keepLease starts heartbeating t's lease every HeartbeatEvery × window.
@@ -176,8 +183,9 @@ func (b *beater) run() {
 				cctx, cancel := context.WithCancel(k.ctx)
 				k.cancelCall = cancel
 				k.due = k.deadline
+				k.lastBeat = now
 				heap.Fix(&b.h, 0)
-				go k.heartbeat(cctx, now)
+				go k.heartbeat(cctx, now, k.pending)
 			}
 		}
 		var next time.Time // the earliest event; zero: none
@@ -216,10 +224,10 @@ func (b *beater) stopRun() {
 	<-b.done
 }
 
-// heartbeat makes one heartbeat call, sent at sent, and schedules what
-// follows from its answer.
-func (k *keeper) heartbeat(ctx context.Context, sent time.Time) {
-	res, err := k.b.c.Heartbeat(ctx, client.HeartbeatRequest{TaskID: k.t.ID, LeaseID: k.t.LeaseID})
+// heartbeat makes one heartbeat call, sent at sent with the progress report
+// rep (nil: none), and schedules what follows from its answer.
+func (k *keeper) heartbeat(ctx context.Context, sent time.Time, rep *client.Progress) {
+	res, err := k.b.c.Heartbeat(ctx, client.HeartbeatRequest{TaskID: k.t.ID, LeaseID: k.t.LeaseID, Progress: rep})
 	exp := res.LeaseExpiry
 	b := k.b
 	b.mu.Lock()
@@ -242,6 +250,16 @@ func (k *keeper) heartbeat(ctx context.Context, sent time.Time) {
 	case err == nil:
 		k.deadline = sent.Add(min(k.window, exp.Sub(sent)) - k.safety)
 		k.beatAt = time.Now().Add(k.every)
+		if rep != nil {
+			k.sent, k.hasSent = *rep, true
+			if k.pending == rep {
+				k.pending = nil
+			}
+		}
+		if k.pending != nil {
+			// A newer report came while the call was out.
+			k.beatAt = earlier(k.beatAt, sent.Add(progressEvery))
+		}
 	case leaseLost(err):
 		heap.Remove(&b.h, k.idx)
 		k.lose(errLost{why: err.Error()})
@@ -269,6 +287,45 @@ func (k *keeper) heartbeat(ctx context.Context, sent time.Time) {
 		return
 	}
 	k.lg.Debug("heartbeat: lease extended", "lease_expiry", exp, "local_deadline", deadline)
+}
+
+// report makes r the lease's pending progress report and brings the next
+// heartbeat forward to carry it: to now, or to a second after the last one
+// (progressEvery), so that a handler reporting often costs at most a
+// heartbeat a second. A report the same as the one pending, or as the last
+// one sent, changes nothing.
+func (k *keeper) report(r client.Progress) {
+	b := k.b
+	b.mu.Lock()
+	if k.stopped || k.idx < 0 || k.pending != nil && *k.pending == r || k.pending == nil && k.hasSent && k.sent == r {
+		b.mu.Unlock()
+		return
+	}
+	k.pending = &r
+	first := false
+	if !k.inflight {
+		at := time.Now()
+		if !k.lastBeat.IsZero() {
+			at = later(at, k.lastBeat.Add(progressEvery))
+		}
+		if at.Before(k.beatAt) {
+			k.beatAt = at
+			k.due = earlier(k.beatAt, k.deadline)
+			heap.Fix(&b.h, k.idx)
+			first = b.h[0] == k
+		}
+	}
+	b.mu.Unlock()
+	if first {
+		b.signal()
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // keeperHeap orders keepers by their next event (container/heap).

@@ -19,6 +19,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/tenurehq/tenure/sdk/client"
 	"github.com/tenurehq/tenure/sdk/internal/backoff"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Task is one leased attempt of a task, as the handler and Effects see it:
@@ -96,9 +97,18 @@ type Options struct {
 	StopWhenEmpty bool
 	// OnFinish, when set, is called once for each leased task when its
 	// attempt has ended on this worker: completed, failed (retried or for
-	// good), lost, or not reported. It runs on the task's goroutine before
-	// its slot is freed, so it must return promptly.
+	// good), snoozed, lost, or not reported. It runs on the task's
+	// goroutine before its slot is freed, so it must return promptly.
 	OnFinish func(t *Task, f Finish)
+	// TracerProvider makes the OpenTelemetry span of each attempt (nil:
+	// the global provider, otel.GetTracerProvider). The span, "process
+	// <queue>", is a child of the span the task was submitted from (the
+	// client sends its trace context), so one trace runs from the submit
+	// through every attempt; the handler's context carries it. It records
+	// the task, namespace, attempt and lease, and ends with the attempt's
+	// outcome (tenure.outcome, and the error of one that did not complete
+	// or snooze).
+	TracerProvider trace.TracerProvider
 }
 
 const (
@@ -207,6 +217,8 @@ type Worker struct {
 	beats *beater
 	// slots counts the task slots for the lease loop.
 	slots *slots
+	// tracer makes the attempts' spans.
+	tracer trace.Tracer
 }
 
 // New returns a Worker for queue. Zero options take their defaults; an
@@ -231,7 +243,8 @@ func New(c *client.Client, queue string, h Handler, opts Options) (*Worker, erro
 	return &Worker{c: c, queue: queue, h: h, opts: opts, lg: lg,
 		completions: newCompleter(c, opts.MaxCompleteBatch, opts.Concurrency, lg),
 		beats:       newBeater(c),
-		slots:       newSlots(opts.Concurrency)}, nil
+		slots:       newSlots(opts.Concurrency),
+		tracer:      tracerOf(opts.TracerProvider)}, nil
 }
 
 // errShutdown is the cause of a task context ended by shutdown.
@@ -409,6 +422,8 @@ type attempt struct {
 	received time.Time
 	// finishing is set when the attempt is in its final report (see slots).
 	finishing bool
+	// span is the attempt's span until finish ends it.
+	span trace.Span
 }
 
 // runTask runs one leased attempt to its end.
@@ -426,6 +441,11 @@ func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
 	k := &a.k
 	w.keepLease(k, ctx, lose, t, received, lg)
 	defer k.stop()
+	// The handler's context carries the attempt's span and its keeper
+	// (for ReportProgress); the reports after it keep hard, which the
+	// lease's loss does not end.
+	ctx = context.WithValue(w.startSpan(ctx, a), keeperKey{}, k)
+	defer endSpan(a, Finish{Outcome: OutcomeUnreported}) // if no finish ended it
 
 	if t.Committed {
 		w.finalise(ctx, a)
@@ -461,6 +481,12 @@ func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
 			return
 		}
 		lg.Info("task failed at shutdown; it will be retried", "handler_err", herr)
+		return
+	}
+	var snoozed *SnoozeError
+	if errors.As(herr, &snoozed) {
+		k.stop()
+		w.snooze(hard, a, snoozed)
 		return
 	}
 	if herr != nil {
@@ -610,9 +636,11 @@ func (w *Worker) callEffects(ctx context.Context, t *Task, result []byte, tok Fe
 	return w.opts.Effects(ctx, t, result, tok)
 }
 
-// reason is err's message cut to the API's limit on a valid UTF-8 boundary.
-func reason(err error) string {
-	s := err.Error()
+// reason is err's message cut to the API's limit on a reason.
+func reason(err error) string { return cut(err.Error()) }
+
+// cut is s cut to the API's limit on a reason, on a valid UTF-8 boundary.
+func cut(s string) string {
 	if len(s) <= maxReasonBytes {
 		return s
 	}
