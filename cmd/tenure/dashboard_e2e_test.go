@@ -790,8 +790,9 @@ func TestDashboardCluster(t *testing.T) {
 	b.until("every node is eligible for partitions", `[...document.querySelectorAll("table.nodes td.eligible")].filter(td => td.innerText.trim() === "yes").length === 3`)
 	var parts int
 	b.eval(`document.querySelectorAll("table.partitions tbody tr").length`, &parts)
-	if parts != 4*clPartitions {
-		t.Errorf("the partition map lists %d partitions, want %d (four queues of %d)", parts, 4*clPartitions, clPartitions)
+	// The flows' five queues: emails, flaky, polling, reports and reports-berlin.
+	if parts != 5*clPartitions {
+		t.Errorf("the partition map lists %d partitions, want %d (five queues of %d)", parts, 5*clPartitions, clPartitions)
 	}
 	b.shot("cluster-cluster")
 	b.checkBasics("cluster page")

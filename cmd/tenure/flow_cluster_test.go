@@ -37,7 +37,7 @@ func TestClusterFlowControl(t *testing.T) {
 	)
 	n1, n2, n3 := c.nodes[0].url(), c.nodes[1].url(), c.nodes[2].url()
 	if code, _, errs := cli(t, "queue", "limit", q, "--namespace", ns, "--max-concurrency", "3", "--addr", n1); code != 1 ||
-		!strings.Contains(errs, "max_concurrency") || !strings.Contains(errs, "4 partitions") {
+		!strings.Contains(errs, "--max-concurrency") || !strings.Contains(errs, "4 partitions") {
 		t.Fatalf("a max concurrency below the partitions: exit %d, %q; want the field and the 4 partitions named", code, errs)
 	}
 	out := mustCLI(t, "queue", "limit", q, "--namespace", ns, "--max-concurrency", fmt.Sprint(maxConc), "--rate", "40", "--burst", "8", "--addr", n1)
