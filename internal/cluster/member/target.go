@@ -31,11 +31,7 @@ func (m *Member) peer(addr string) route.Peer {
 	defer m.mu.Unlock()
 	p, ok := m.peers[addr]
 	if !ok {
-		scheme := "http://"
-		if m.cfg.PeerDialTLS != nil {
-			scheme = "https://"
-		}
-		p = remote.New(scheme+addr, m.cfg.HTTPClient, m, m.cfg.PeerInterceptors...)
+		p = remote.New(m.scheme()+addr, m.cfg.HTTPClient, m, m.cfg.PeerInterceptors...)
 		m.peers[addr] = p
 	}
 	return p
@@ -186,7 +182,7 @@ func (m *Member) moved(ctx context.Context, t target, id uint64, err error) bool
 	}
 	after := m.routes.Load()
 	a := after.byID[id]
-	return a.Owner != before.Owner && "http://"+after.addrs[a.Owner] != t.peer.Addr()
+	return a.Owner != before.Owner && m.scheme()+after.addrs[a.Owner] != t.peer.Addr()
 }
 
 // afterRemote reads the map again in the background after another node
