@@ -23,8 +23,9 @@ package main
 // address, 127.0.0.1:7070, becomes the test server's address wherever it
 // appears, and TENURE_ADDR is preset to the test server. A command that
 // starts a server ("./tenure server …") runs apart, in the background, on
-// a free port (TENURE_LISTEN), until the next such command or the test's
-// end; the commands after it reach it at its address.
+// a free loopback port (TENURE_LISTEN, or in place of its --listen), until
+// the next such command or the test's end; the commands after it reach it
+// at its address.
 
 import (
 	"bufio"
@@ -240,7 +241,8 @@ func matchPrinted(pattern, out string, known map[string]string) (map[string]stri
 }
 
 // guideShell is one bash into which a test types a guide's commands, in a
-// directory of its own holding ./tenure (the binary under test).
+// directory of its own holding ./tenure (the binary under test), which is
+// also first on its PATH.
 type guideShell struct {
 	t    *testing.T
 	dir  string            // where the commands run
@@ -263,7 +265,8 @@ type guideShell struct {
 	transcript strings.Builder
 }
 
-// newGuideShell starts bash in a new directory holding ./tenure, to reach
+// newGuideShell starts bash in a new directory holding ./tenure (also on
+// its PATH), to reach
 // the server at addr (host:port; "" when a command of the guide starts
 // it).
 func newGuideShell(t *testing.T, addr string) *guideShell {
@@ -271,7 +274,13 @@ func newGuideShell(t *testing.T, addr string) *guideShell {
 	s := &guideShell{t: t, dir: t.TempDir(), logs: t.TempDir(), vars: map[string]string{}, stderr: new(lockedBuffer), status: make(chan string, 1)}
 	s.link("tenure", tenureBin)
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TENURE_") {
+		switch {
+		case strings.HasPrefix(kv, "TENURE_"):
+			// Left out: the test sets what it needs.
+		case strings.HasPrefix(kv, "PATH="):
+			// tenure, as a guide that does not say ./tenure types it.
+			s.env = append(s.env, "PATH="+s.dir+string(os.PathListSeparator)+strings.TrimPrefix(kv, "PATH="))
+		default:
 			s.env = append(s.env, kv)
 		}
 	}
@@ -451,6 +460,9 @@ func orNothing(out []byte) string {
 	return string(out)
 }
 
+// listenFlag is the --listen flag of a server command, with its value.
+var listenFlag = regexp.MustCompile(`(--listen[= ])\S+`)
+
 // servingLine is what `tenure server` prints once it listens.
 var servingLine = regexp.MustCompile(`tenure serving on (\S+)`)
 
@@ -463,6 +475,7 @@ func (s *guideShell) startServer(line string) {
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		waitProcExit(s.t, p)
 	}
+	line = listenFlag.ReplaceAllString(line, "${1}127.0.0.1:0")
 	p := &serverProc{out: new(lockedBuffer), done: make(chan struct{})}
 	p.cmd = exec.Command("bash", "-c", "exec "+line)
 	p.cmd.Dir = s.dir

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -158,4 +159,66 @@ func TestGuideTypeScript(t *testing.T) {
 		sh.link("clients", repoPath("clients"))
 		sh.run(guideCommands(t, "typescript-client.md", "ts-example"))
 	})
+}
+
+// TestGuideFlowControl: the queue limit commands of
+// docs/guides/flow-control.md set, change and clear a queue's limits, and
+// queue get shows them, as their comments say.
+func TestGuideFlowControl(t *testing.T) {
+	t.Parallel()
+	cmds := guideCommands(t, "flow-control.md", "flow-control")
+	srv := startServerProc(t, t.TempDir())
+	sh := newGuideShell(t, srv.addr)
+	sh.run(cmds)
+}
+
+// TestGuideSecurityTokens follows the token example of
+// docs/guides/security.md: two tokens made, a server on that file, and
+// the command line, curl and grpcurl calling it with the admin's token.
+func TestGuideSecurityTokens(t *testing.T) {
+	t.Parallel()
+	lookTool(t, "curl", "apt-get install curl")
+	lookTool(t, "grpcurl", "go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4")
+	sh := newGuideShell(t, "")
+	sh.run(guideCommands(t, "security.md", "security-tokens"))
+	if len(sh.servers) != 1 {
+		t.Fatalf("the guide's commands started %d servers, want 1", len(sh.servers))
+	}
+	// The server the guide started refuses a call without the token.
+	hc := &http.Client{}
+	defer hc.CloseIdleConnections()
+	_, err := tenurev1connect.NewTaskServiceClient(hc, sh.servers[0], connect.WithProtoJSON()).
+		Submit(t.Context(), connect.NewRequest(&tenurev1.SubmitRequest{Queue: "emails", Payload: []byte("no token")}))
+	if connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("a submit without a token to the guide's server: %v, want unauthenticated", err)
+	}
+}
+
+// TestGuideSnapshots: docs/guides/snapshots.md's admin snapshot, against a
+// running server, then its offline tools on the server's data directory
+// once the server stopped, on a task the test submitted first.
+func TestGuideSnapshots(t *testing.T) {
+	t.Parallel()
+	sh := newGuideShell(t, "")
+	srv := startServerProc(t, filepath.Join(sh.dir, "tenure-data"))
+	sh.setAddr(srv.url())
+	sh.runOne(guideCommand{line: "./tenure submit 'hello' --queue emails", prints: "<TASK_ID>"})
+	sh.run(guideCommands(t, "snapshots.md", "snapshots-admin"))
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitProcExit(t, srv); code != 0 {
+		t.Fatalf("the server exited %d on SIGTERM, want 0", code)
+	}
+	sh.run(guideCommands(t, "snapshots.md", "snapshots-offline"))
+}
+
+// TestGuideSchedules: docs/guides/schedules.md's schedule is created and
+// shown as its comment says.
+func TestGuideSchedules(t *testing.T) {
+	t.Parallel()
+	cmds := guideCommands(t, "schedules.md", "schedules")
+	srv := startServerProc(t, t.TempDir())
+	sh := newGuideShell(t, srv.addr)
+	sh.run(cmds)
 }
