@@ -691,6 +691,23 @@ func schedulesFlow(t *testing.T, b *browser, base string, a *api, name string) {
 			t.Errorf("a next fire in the viewer's zone reads %q, want its zone after it", f)
 		}
 	}
+
+	// A schedule whose ticks wait for its last task (overlap skip, no
+	// worker): its page names the task, and the list says it waits.
+	if _, err := a.schedules.CreateSchedule(context.Background(), withToken(a, &tenurev1.CreateScheduleRequest{
+		Queue: "reports-berlin", Name: "every-second", Cron: "* * * * * *"})); err != nil {
+		t.Fatal(err)
+	}
+	b.goTo("#/schedule/default/reports-berlin/every-second")
+	b.until("the schedule's ticks wait for its last task", textOf("#schedule-waiting")+`.startsWith("Its ticks wait since ") && `+
+		textOf("#schedule-waiting")+`.endsWith("of its last fire: the ticks due until it finishes are skipped then.") && `+
+		`document.querySelector("#schedule-waiting a")?.getAttribute("href") === "#/task/" + document.querySelector('.decisions tr[data-outcome="fired"]')?.dataset.task`)
+	b.goTo("#/schedules")
+	b.until("the list says it waits", `document.querySelector('tr[data-schedule="default/reports-berlin/every-second"] [data-waiting]')?.innerText === "waiting for its last task"`)
+	if _, err := a.schedules.DeleteSchedule(context.Background(), withToken(a, &tenurev1.DeleteScheduleRequest{Queue: "reports-berlin", Name: "every-second"})); err != nil {
+		t.Fatal(err)
+	}
+
 	b.goTo("#/schedule/default/reports/digest")
 	b.until("the schedule's page again", `document.querySelector(".decisions") !== null`)
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"regexp"
@@ -287,6 +288,13 @@ func TestCLIAttemptsAfterRetry(t *testing.T) {
 	check("after the operator's retry", client.TaskStateWaiting, 0, 2, "0 of 2 since an operator's retry (2 in all)", "0/2")
 	fail()
 	check("after the third failure", client.TaskStateWaiting, 1, 3, "1 of 2 since an operator's retry (3 in all)", "1/2")
+	// Each failed attempt is "failed", as on the dashboard's timeline.
+	get := mustCLI(t, "task", "get", id, "--addr", addr)
+	for a := 1; a <= 3; a++ {
+		if !regexp.MustCompile(fmt.Sprintf(`\n%d +failed +w-q `, a)).MatchString(get) {
+			t.Errorf("task get does not show attempt %d as failed:\n%s", a, get)
+		}
+	}
 }
 
 // TestCLIRequestedByDefault: without --requested-by, a control command

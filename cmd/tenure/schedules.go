@@ -232,17 +232,39 @@ func printNextFires(out io.Writer, sc *client.Schedule) {
 		return
 	}
 	loc := scheduleLoc(sc)
+	cond := ""
+	if sc.WaitingForTask != "" {
+		cond = ", if task " + sc.WaitingForTask + " has finished by then"
+	}
 	if loc == time.UTC {
-		fmt.Fprintln(out, "next fires (UTC):")
+		fmt.Fprintf(out, "next fires (UTC%s):\n", cond)
 		for _, t := range sc.NextFires {
 			fmt.Fprintf(out, "  %s\n", fmtTimeIn(t, time.UTC))
 		}
 		return
 	}
-	fmt.Fprintf(out, "next fires (%s, and UTC):\n", loc)
+	fmt.Fprintf(out, "next fires (%s, and UTC%s):\n", loc, cond)
 	for _, t := range sc.NextFires {
 		fmt.Fprintf(out, "  %s   %s\n", fmtTimeIn(t, loc), fmtTimeIn(t, time.UTC))
 	}
+}
+
+// waitingText says why a schedule's due ticks are not decided: they wait
+// for the task of its last fire, as its overlap policy says, and what
+// becomes of them when it finishes.
+func waitingText(sc *client.Schedule) string {
+	state := ""
+	for _, f := range sc.Recent {
+		if f.TaskID == sc.WaitingForTask && f.TaskState != client.TaskStateUnspecified {
+			state = " (" + f.TaskState.String() + ")"
+		}
+	}
+	then := "the ticks due until it finishes are skipped then"
+	if !sc.HeldTick.IsZero() {
+		then = "the held tick fires when it finishes, and the ticks due after it until then are skipped"
+	}
+	return fmt.Sprintf("since %s for task %s%s of the last fire (overlap %s): %s",
+		fmtTimeIn(sc.WaitingSince, scheduleLoc(sc)), sc.WaitingForTask, state, sc.Overlap, then)
 }
 
 // scheduleLoc is the time zone of a schedule: the zone its ticks are
@@ -382,7 +404,10 @@ func (c *scheduleListCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, arg
 		next, last, paused := "-", "-", "no"
 		// Ticks in the schedule's zone, the one its expression speaks.
 		loc := scheduleLoc(sc)
-		if len(sc.NextFires) > 0 {
+		switch {
+		case sc.WaitingForTask != "":
+			next = "waiting for task " + sc.WaitingForTask
+		case len(sc.NextFires) > 0:
 			next = fmtTimeIn(sc.NextFires[0], loc)
 		}
 		if n := len(sc.Recent); n > 0 {
@@ -466,6 +491,9 @@ func printSchedule(out io.Writer, sc *client.Schedule) {
 	row("state", state)
 	if !sc.HeldTick.IsZero() {
 		row("held tick", fmtTimeIn(sc.HeldTick, scheduleLoc(sc))+" (fires when the previous task finishes)")
+	}
+	if sc.WaitingForTask != "" {
+		row("waiting", waitingText(sc))
 	}
 	created := fmtTime(sc.CreatedAt)
 	if sc.CreatedBy != "" {

@@ -30,6 +30,15 @@ func waitSchedule(t *testing.T, c *client.Client, queue, name, what string, cond
 	}
 }
 
+// onFakeClock runs a real node whose clock reads start until the test
+// moves it, and returns the clock, the node's URL and an SDK client.
+func onFakeClock(t *testing.T, start time.Time) (*clock.Fake, string, *client.Client) {
+	t.Helper()
+	clk := clock.NewFake(start)
+	addr := apitest.StartClock(t, clk)
+	return clk, addr, sdk(t, addr)
+}
+
 // TestCLISchedules drives every schedule command against a server on a
 // fake clock: bad input is refused naming the field and creates nothing;
 // a schedule fires one task per tick, which get shows with its state;
@@ -38,9 +47,7 @@ func waitSchedule(t *testing.T, c *client.Client, queue, name, what string, cond
 func TestCLISchedules(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 5, 6, 7, 8, 0, 0, time.UTC)
-	clk := clock.NewFake(start)
-	addr := apitest.StartClock(t, clk)
-	c := sdk(t, addr)
+	clk, addr, c := onFakeClock(t, start)
 
 	for _, tc := range []struct {
 		args []string
@@ -181,9 +188,7 @@ func TestCLISchedulesJSONIsTheAPIsJSON(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	start := time.Date(2026, 5, 6, 7, 8, 0, 0, time.UTC)
-	clk := clock.NewFake(start)
-	addr := apitest.StartClock(t, clk)
-	c := sdk(t, addr)
+	clk, addr, c := onFakeClock(t, start)
 	api := tenurev1connect.NewScheduleServiceClient(http.DefaultClient, addr, connect.WithProtoJSON())
 	get := func(name string) *tenurev1.Schedule {
 		t.Helper()
@@ -261,5 +266,65 @@ func TestCLIScheduleHelp(t *testing.T) {
 				t.Errorf("tenure %s --help lacks %q:\n%s", path, w, out)
 			}
 		}
+	}
+}
+
+// TestCLIScheduleWaiting: a schedule whose ticks come due while the task
+// of its last fire is unfinished (overlap SKIP) says so: `schedule get`
+// names the task it waits for and since which tick, its next fires say
+// they depend on it, `schedule list` shows it instead of a next fire, and
+// the JSON is the API's. Once the task finishes the waiting ticks are
+// skipped for overlap and the schedule fires again.
+func TestCLIScheduleWaiting(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 5, 6, 7, 8, 0, 0, time.UTC)
+	clk, addr, c := onFakeClock(t, start)
+	mustCLI(t, "schedule", "create", "tick", "--queue", "q", "--cron", "* * * * * *", "--addr", addr)
+	clk.Advance(time.Second)
+	sc := waitSchedule(t, c, "q", "tick", "the first fire", func(sc *client.Schedule) bool { return len(sc.Recent) == 1 })
+	task := sc.Recent[0].TaskID
+	if sc.WaitingForTask != "" {
+		t.Fatalf("waiting for %s right after the fire, before another tick is due", sc.WaitingForTask)
+	}
+	clk.Advance(3 * time.Second)
+	sc = waitSchedule(t, c, "q", "tick", "ticks waiting", func(sc *client.Schedule) bool { return sc.WaitingForTask != "" })
+	if sc.WaitingForTask != task || !sc.WaitingSince.Equal(start.Add(2*time.Second)) {
+		t.Fatalf("waiting for %q since %v; want the last fire's task %s since the tick after it, %v", sc.WaitingForTask, sc.WaitingSince, task, start.Add(2*time.Second))
+	}
+	get := mustCLI(t, "schedule", "get", "tick", "--queue", "q", "--addr", addr)
+	for _, want := range []string{
+		"\nwaiting   since 2026-05-06 07:08:02.000 UTC for task " + task + " (WAITING) of the last fire (overlap SKIP): the ticks due until it finishes are skipped then\n",
+		"\nnext fires (UTC, if task " + task + " has finished by then):\n",
+	} {
+		if !strings.Contains(get, want) {
+			t.Errorf("schedule get lacks %q:\n%s", want, get)
+		}
+	}
+	if row := queueRowOf(t, mustCLI(t, "schedule", "list", "--addr", addr), "tick"); !strings.Contains(strings.Join(row, " "), "waiting for task "+task) {
+		t.Errorf("schedule list row %q does not say it waits for %s", row, task)
+	}
+	api := tenurev1connect.NewScheduleServiceClient(http.DefaultClient, addr, connect.WithProtoJSON())
+	resp, err := api.GetSchedule(t.Context(), connect.NewRequest(&tenurev1.GetScheduleRequest{Queue: "q", Name: "tick"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := sameJSON(t, "schedule get", mustCLI(t, "schedule", "get", "tick", "--queue", "q", "--json", "--addr", addr), resp.Msg)
+	pinJSON(t, "schedule get", js, "schedule.waitingForTask", "schedule.waitingSince")
+
+	// The task finishes: the ticks that waited are skipped, the one due
+	// at its finish fires.
+	lt := leaseOne(t, c, "q")
+	if err := c.Complete(t.Context(), client.CompleteRequest{TaskID: lt.ID, LeaseID: lt.LeaseID}); err != nil {
+		t.Fatal(err)
+	}
+	// (The clock stands still: the next tick, 07:08:05, is not due.)
+	sc = waitSchedule(t, c, "q", "tick", "a fire after the skip", func(sc *client.Schedule) bool {
+		return len(sc.Recent) >= 3 && sc.Recent[len(sc.Recent)-1].Outcome == client.FireOutcomeFired
+	})
+	if skip := sc.Recent[1]; skip.Outcome != client.FireOutcomeSkipped || skip.Reason != "overlap" || !skip.Tick.Equal(start.Add(2*time.Second)) || sc.WaitingForTask != "" {
+		t.Errorf("after the task finished: decision %+v, waiting for %q; want the waiting ticks skipped for overlap from 07:08:02, and no wait", skip, sc.WaitingForTask)
+	}
+	if get := mustCLI(t, "schedule", "get", "tick", "--queue", "q", "--addr", addr); strings.Contains(get, "waiting ") {
+		t.Errorf("schedule get still says it waits:\n%s", get)
 	}
 }

@@ -209,6 +209,8 @@ type scheduleJSON struct {
 	CreatedBy       string             `json:"createdBy,omitempty"`
 	UpdatedAt       timeJSON           `json:"updatedAt,omitzero"`
 	HeldTick        timeJSON           `json:"heldTick,omitzero"`
+	WaitingForTask  string             `json:"waitingForTask,omitempty"`
+	WaitingSince    timeJSON           `json:"waitingSince,omitzero"`
 }
 
 type scheduleFireJSON struct {
@@ -327,6 +329,8 @@ func scheduleToJSON(sc *client.Schedule) scheduleJSON {
 		CreatedBy:       sc.CreatedBy,
 		UpdatedAt:       timeJSON(sc.UpdatedAt),
 		HeldTick:        timeJSON(sc.HeldTick),
+		WaitingForTask:  sc.WaitingForTask,
+		WaitingSince:    timeJSON(sc.WaitingSince),
 	}
 	for _, t := range sc.NextFires {
 		out.NextFires = append(out.NextFires, timeJSON(t))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/user"
 	"regexp"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -332,16 +333,59 @@ func (c *taskGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []s
 	}
 	w.Flush()
 	if len(t.Executions) > 0 {
+		var hist []client.HistoryEntry
+		if slices.ContainsFunc(t.Executions, func(e client.Execution) bool { return e.Status == client.ExecutionStatusAborted }) {
+			// How an aborted attempt ended is the record that ended it.
+			if hist, err = cl.GetTaskHistory(ctx, client.GetTaskHistoryRequest{TaskID: id}); err != nil {
+				return err
+			}
+		}
 		fmt.Fprintln(a.stdout, "\nexecutions:")
 		w = tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ATTEMPT\tSTATUS\tWORKER\tLEASE\tLEASED\tFINISHED\tREASON")
+		fmt.Fprintln(w, "ATTEMPT\tENDED\tWORKER\tLEASE\tLEASED\tFINISHED\tREASON")
 		for _, e := range t.Executions {
-			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Attempt, e.Status,
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Attempt, attemptEnd(e, hist),
 				e.WorkerID, e.LeaseID, fmtTime(e.LeasedAt), fmtTime(e.FinishedAt), e.Reason)
 		}
 		w.Flush()
 	}
 	return nil
+}
+
+// attemptEnd says how an attempt ended, in the words of the dashboard's
+// timeline: completed; failed (its worker failed it), expired (its lease
+// ran out), killed, deadline (the task's deadline passed), each read
+// from the record of the task's history that ended it; snoozed;
+// committed (to be finalised); running. The API calls the unsuccessful
+// ones ABORTED.
+func attemptEnd(e client.Execution, hist []client.HistoryEntry) string {
+	switch e.Status {
+	case client.ExecutionStatusDone:
+		return "completed"
+	case client.ExecutionStatusCommitted:
+		return "committed"
+	case client.ExecutionStatusSnoozed:
+		return "snoozed"
+	case client.ExecutionStatusLeased, client.ExecutionStatusInProgress:
+		return "running"
+	case client.ExecutionStatusAborted:
+		for _, h := range hist {
+			switch {
+			case h.Type == "LeaseExpired" && h.LeaseID == e.LeaseID:
+				return "expired"
+			case h.Type == "TaskFailed" && h.LeaseID == e.LeaseID:
+				return "failed"
+			// A kill and a deadline name no lease: they end the attempt
+			// that runs at their time.
+			case h.Type == "TaskDead" && h.At.Equal(e.FinishedAt):
+				return "killed"
+			case h.Type == "TaskDeadlineExceeded" && h.At.Equal(e.FinishedAt):
+				return "deadline"
+			}
+		}
+		return "aborted"
+	}
+	return strings.ToLower(e.Status.String())
 }
 
 // attemptText is a task's attempts as its retry policy counts them: those

@@ -303,17 +303,47 @@ func TestCLIExecWorkerEnvAndExitCodes(t *testing.T) {
 
 	flaky := submit("flaky", "--max-attempts", "2")
 
-	for _, want := range []string{
-		`msg="task finished" outcome=completed task=` + id + ` attempt=1 took=`,
-		`msg="task finished" outcome="failed permanently" task=` + perm + ` attempt=1 took=`,
-		`msg="task finished" outcome="failed, will retry" task=` + flaky + ` attempt=1 took=`,
-	} {
+	waitLog := func(want string) {
+		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), want); {
 			if time.Now().After(deadline) {
 				t.Fatalf("the worker's log lacks %q:\n%s", want, logs)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+	for _, want := range []string{
+		`msg="task finished" outcome=completed task_id=` + id + ` attempt=1 took=`,
+		`msg="task finished" outcome="failed permanently" task_id=` + perm + ` attempt=1 took=`,
+		`msg="task finished" outcome="failed, will retry" task_id=` + flaky + ` attempt=1 took=`,
+		`msg="task finished" outcome="failed, attempts used up" task_id=` + flaky + ` attempt=2 took=`,
+	} {
+		waitLog(want)
+	}
+	// One line per failed attempt: the worker's runtime leaves them to
+	// the exec worker's "task finished".
+	for _, task := range []string{perm, flaky} {
+		var lines []string
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, task) && strings.Contains(l, "fail") {
+				lines = append(lines, l)
+			}
+		}
+		if want := map[string]int{perm: 1, flaky: 2}[task]; len(lines) != want {
+			t.Errorf("the worker logged %d lines of the failures of %s, want %d (one per attempt):\n%s", len(lines), task, want, strings.Join(lines, "\n"))
+		}
+	}
+
+	// A paused queue: the worker says so once, and again when resumed.
+	mustCLI(t, "queue", "pause", "envq", "--namespace", "envns", "--reason", "incident 7", "--requested-by", "ops@box", "--addr", addr)
+	waitLog(`msg="the queue is paused: leasing nothing until it is resumed" worker_id=`)
+	waitLog(`paused_by=ops@box reason="incident 7" paused_at=`)
+	mustCLI(t, "queue", "resume", "envq", "--namespace", "envns", "--addr", addr)
+	again := submit("env")
+	waitLog(`msg="the queue was resumed: leasing again"`)
+	waitState(t, addr, again, "COMPLETED")
+	if n := strings.Count(logs.String(), "the queue is paused"); n != 1 {
+		t.Errorf("the worker said %d times that the queue is paused, want once:\n%s", n, logs)
 	}
 }
 

@@ -75,8 +75,11 @@ more, lets running commands finish for --shutdown-grace, then kills them
 and fails their tasks (retried).
 
 The worker logs one line per finished task on stderr: "task finished" with
-its outcome (completed; failed, will retry; failed permanently; lease lost;
-not reported), the task id, the attempt and how long it took.`, permanentFailureExit),
+its outcome (completed; failed, will retry; failed permanently, when the
+command exited %[1]d; failed, attempts used up; lease lost; not reported),
+the task id, the attempt and how long it took. While the queue is paused
+it leases nothing, and says so once (who paused it, why), and again when
+the queue is resumed.`, permanentFailureExit),
 		Example: fmt.Sprintf(`  tenure worker --queue emails --exec 'tr a-z A-Z'
   tenure worker --queue emails --exec 'tr a-z A-Z' --stop-when-empty   # work off what is due, then exit
   tenure worker --queue resize --concurrency 4 --exec ./resize.sh   # resize.sh exits %d on an image it can never resize`, permanentFailureExit),
@@ -131,17 +134,23 @@ func (c *workerCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []st
 }
 
 // logFinish logs one line per finished task: its outcome, the task, the
-// attempt and how long it took.
+// attempt and how long it took. A failed task says why no retry follows:
+// its command asked for none (failed permanently), or its attempts are
+// used up.
 func logFinish(lg *slog.Logger) func(*worker.Task, worker.Finish) {
 	outcomes := map[worker.Outcome]string{
 		worker.OutcomeCompleted:  "completed",
 		worker.OutcomeRetrying:   "failed, will retry",
-		worker.OutcomeFailed:     "failed permanently",
+		worker.OutcomeFailed:     "failed, attempts used up",
 		worker.OutcomeLost:       "lease lost",
 		worker.OutcomeUnreported: "not reported",
 	}
 	return func(t *worker.Task, f worker.Finish) {
-		attrs := []any{"outcome", outcomes[f.Outcome], "task", t.ID, "attempt", t.Attempt, "took", f.Took}
+		outcome := outcomes[f.Outcome]
+		if f.Outcome == worker.OutcomeFailed && errors.As(f.Err, new(forGood)) {
+			outcome = "failed permanently"
+		}
+		attrs := []any{"outcome", outcome, "task_id", t.ID, "attempt", t.Attempt, "took", f.Took}
 		if !f.RetryAt.IsZero() {
 			attrs = append(attrs, "retry_at", f.RetryAt)
 		}
@@ -179,7 +188,7 @@ func execHandler(cmdline string, lg *slog.Logger) worker.Handler {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 		cmd.WaitDelay = 5 * time.Second
-		lg.Info("running task", "task", t.ID, "attempt", t.Attempt)
+		lg.Info("running task", "task_id", t.ID, "attempt", t.Attempt)
 		err := cmd.Run()
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("command killed: %w", ctx.Err())
@@ -197,16 +206,23 @@ func execHandler(cmdline string, lg *slog.Logger) worker.Handler {
 				reason = reason[len(reason)-maxReasonBytes:]
 			}
 			if exited && ee.ExitCode() == permanentFailureExit {
-				return nil, worker.Permanent(errors.New(reason))
+				return nil, worker.Permanent(forGood{errors.New(reason)})
 			}
 			return nil, errors.New(reason)
 		}
 		if out.Len() > maxResultBytes {
-			return nil, worker.Permanent(fmt.Errorf("command wrote more than %d bytes to stdout; the result limit is %d bytes", maxResultBytes, maxResultBytes))
+			return nil, worker.Permanent(forGood{fmt.Errorf("command wrote more than %d bytes to stdout; the result limit is %d bytes", maxResultBytes, maxResultBytes)})
 		}
 		return out.Bytes(), nil
 	}
 }
+
+// forGood is an error with which the exec worker fails a task for good
+// (its command exited 100, or wrote a result over the limit), so that its
+// log tells it from a task whose attempts are used up.
+type forGood struct{ error }
+
+func (e forGood) Unwrap() error { return e.error }
 
 // limitedBuffer keeps up to max+1 bytes (one more, to tell that the output
 // was too long) and discards the rest, so a chatty command cannot exhaust

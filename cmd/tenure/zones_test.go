@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenurehq/tenure/internal/apitest"
-	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/sdk/client"
 )
 
@@ -29,9 +27,7 @@ var (
 func TestCLITimesCarryTheirZone(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 12, 1, 22, 16, 0, 0, time.UTC)
-	clk := clock.NewFake(start)
-	addr := apitest.StartClock(t, clk)
-	c := sdk(t, addr)
+	_, addr, c := onFakeClock(t, start)
 	tenure := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(tenureBin, args...)

@@ -68,6 +68,17 @@ type PauseRequest struct {
 	MustExist bool
 }
 
+// QueuePause returns how a queue is paused, or nil if it is not (a queue
+// it does not know is not paused).
+func (c *Coordinator) QueuePause(ctx context.Context, namespace, queue string) (*state.Pause, error) {
+	var p *state.Pause
+	err := c.read(ctx, func() error {
+		p = c.st.Paused(state.QueueKey{Namespace: namespace, Queue: queue})
+		return nil
+	})
+	return p, err
+}
+
 // Pause pauses a queue (one QueuePaused record): it leases nothing more
 // but finalisations of COMMITTED tasks, until Resume. It reports whether
 // the queue was running (false: it was paused already, and nothing was

@@ -59,6 +59,13 @@ type ScheduleView struct {
 	// TaskStates gives the state of each task of Recent that the partition
 	// still holds.
 	TaskStates map[string]state.TaskState
+	// WaitingFor is set while due ticks wait for the task of the last fire
+	// to finish, as the overlap policy says (state.Waiting): that task;
+	// WaitingSince is the first tick that waits. Nothing is decided
+	// meanwhile, so without them a schedule held back looks like one whose
+	// next fire keeps moving.
+	WaitingFor   string
+	WaitingSince time.Time
 }
 
 // ScheduleError is a refusal about a schedule: errors.Is matches its Kind
@@ -336,9 +343,12 @@ func (c *Coordinator) viewLocked(sc *state.Schedule) ScheduleView {
 	}
 	if cr, ok := c.cronOf(sc); ok && sc.Paused == nil && sc.Next != 0 {
 		// A schedule waiting for its last task has due ticks undecided:
-		// show the ticks to come.
+		// show the ticks to come, and what they wait for.
 		if now := c.now(); sc.Next <= now {
 			v.NextFires = cr.Ticks(now, NextFires)
+			if c.st.Waiting(sc) {
+				v.WaitingFor, v.WaitingSince = sc.LastTask, sc.Next.Std()
+			}
 		} else {
 			v.NextFires = append([]time.Time{sc.Next.Std()}, cr.Ticks(sc.Next, NextFires-1)...)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/route"
+	"github.com/tenurehq/tenure/internal/state"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 )
 
@@ -517,6 +518,7 @@ func (s *Server) leaseOnce(ctx context.Context, req coordinator.LeaseRequest, lo
 		}
 		if got != nil {
 			out.Tasks = append(out.Tasks, got.Tasks...)
+			out.Paused = cmp.Or(out.Paused, got.Paused)
 		}
 	}
 	for _, peer := range peers {
@@ -534,7 +536,11 @@ func (s *Server) leaseOnce(ctx context.Context, req coordinator.LeaseRequest, lo
 		}
 		if err == nil {
 			out.Tasks = append(out.Tasks, resp.Msg.GetTasks()...)
+			out.Paused = cmp.Or(out.Paused, resp.Msg.GetPaused())
 		}
+	}
+	if len(out.Tasks) > 0 {
+		out.Paused = nil
 	}
 	return out, signals, nil
 }
@@ -555,6 +561,13 @@ func (s *Server) leaseFrom(ctx context.Context, p route.Partition, req coordinat
 		clear(ls) // converted: let go of the tasks' memory
 		*held = ls[:0]
 		leases.Put(held)
+		if err == nil && len(out.Tasks) == 0 {
+			// Nothing leased: say whether because the queue is paused.
+			var p *state.Pause
+			if p, err = c.QueuePause(ctx, req.Namespace, req.Queue); p != nil {
+				out.Paused = &tenurev1.QueuePause{RequestedBy: p.By, Reason: p.Reason, PausedAt: ts(p.At)}
+			}
+		}
 		return err
 	}, func(peer route.Peer) error {
 		m := &tenurev1.LeaseRequest{WorkerId: req.WorkerID, Namespace: req.Namespace, Queue: req.Queue, MaxTasks: uint32(req.MaxTasks), Wait: optDuration(req.Wait)}

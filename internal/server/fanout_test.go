@@ -55,3 +55,53 @@ func TestLeaseAcrossRefusingPartitions(t *testing.T) {
 		t.Fatalf("lease over refusing partitions: %v, want their refusal (invalid_argument)", err)
 	}
 }
+
+// doubled routes a queue to its one partition twice, so that a lease
+// takes the path of a queue of several partitions.
+type doubled struct{ route.Router }
+
+func (r doubled) Queue(ctx context.Context, ns, q string) ([]route.Partition, []route.Peer, error) {
+	local, peers, err := r.Router.Queue(ctx, ns, q)
+	return append(local, local...), peers, err
+}
+
+// TestLeaseSaysPaused: a lease that finds nothing because the queue is
+// paused says who paused it and why, over one partition and over several;
+// once resumed it leases, and says nothing of a pause.
+func TestLeaseSaysPaused(t *testing.T) {
+	ctx := context.Background()
+	n, err := node.Open(ctx, node.Config{DataDir: t.TempDir(), Snapshots: host.Schedule{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	for name, r := range map[string]route.Router{"one-partition": n.Router(), "several": doubled{n.Router()}} {
+		ts := httptest.NewServer(server.New(r, server.Options{}).Handler())
+		tasks := tenurev1connect.NewTaskServiceClient(ts.Client(), ts.URL)
+		queues := tenurev1connect.NewQueueServiceClient(ts.Client(), ts.URL)
+		w := tenurev1connect.NewWorkerServiceClient(ts.Client(), ts.URL)
+		q := "q-" + name
+		if _, err := tasks.Submit(ctx, connect.NewRequest(&tenurev1.SubmitRequest{Queue: q})); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := queues.PauseQueue(ctx, connect.NewRequest(&tenurev1.PauseQueueRequest{Queue: q, Reason: "incident", RequestedBy: "ops"})); err != nil {
+			t.Fatal(err)
+		}
+		res, err := w.Lease(ctx, connect.NewRequest(&tenurev1.LeaseRequest{WorkerId: "w", Queue: q}))
+		if p := res.Msg.GetPaused(); err != nil || len(res.Msg.GetTasks()) != 0 || p.GetRequestedBy() != "ops" || p.GetReason() != "incident" || p.GetPausedAt() == nil {
+			t.Errorf("%s: lease of a paused queue: %v, %v; want no task, paused by ops for incident", name, res.Msg, err)
+		}
+		if _, err := queues.ResumeQueue(ctx, connect.NewRequest(&tenurev1.ResumeQueueRequest{Queue: q})); err != nil {
+			t.Fatal(err)
+		}
+		res, err = w.Lease(ctx, connect.NewRequest(&tenurev1.LeaseRequest{WorkerId: "w", Queue: q}))
+		if err != nil || len(res.Msg.GetTasks()) != 1 || res.Msg.GetPaused() != nil {
+			t.Errorf("%s: lease once resumed: %v, %v; want the task, no pause", name, res.Msg, err)
+		}
+		res, err = w.Lease(ctx, connect.NewRequest(&tenurev1.LeaseRequest{WorkerId: "w", Queue: q}))
+		if err != nil || len(res.Msg.GetTasks()) != 0 || res.Msg.GetPaused() != nil {
+			t.Errorf("%s: lease of an empty running queue: %v, %v; want nothing, no pause", name, res.Msg, err)
+		}
+		ts.Close()
+	}
+}

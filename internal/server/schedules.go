@@ -372,6 +372,9 @@ func scheduleMessage(v coordinator.ScheduleView) *tenurev1.Schedule {
 		UpdatedAt: ts(sc.UpdatedAt),
 		HeldTick:  ts(sc.HeldTick),
 	}
+	if v.WaitingFor != "" {
+		m.WaitingForTask, m.WaitingSince = v.WaitingFor, timestamppb.New(v.WaitingSince)
+	}
 	if p := sc.Paused; p != nil {
 		m.Paused = true
 		m.Pause = &tenurev1.QueuePause{RequestedBy: p.By, Reason: p.Reason, PausedAt: ts(p.At)}

@@ -167,6 +167,8 @@ func scheduleOf(p *tenurev1.Schedule) Schedule {
 		Paused:          p.GetPaused(),
 		Pause:           pauseOf(p.GetPause()),
 		HeldTick:        timeOf(p.GetHeldTick()),
+		WaitingForTask:  p.GetWaitingForTask(),
+		WaitingSince:    timeOf(p.GetWaitingSince()),
 		CreatedAt:       timeOf(p.GetCreatedAt()),
 		CreatedBy:       p.GetCreatedBy(),
 		UpdatedAt:       timeOf(p.GetUpdatedAt()),

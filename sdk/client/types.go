@@ -757,10 +757,16 @@ type Schedule struct {
 	// first.
 	Recent []ScheduleFire
 	// HeldTick is the tick held back by OverlapBufferOne (zero: none).
-	HeldTick  time.Time
-	CreatedAt time.Time
-	CreatedBy string
-	UpdatedAt time.Time
+	HeldTick time.Time
+	// WaitingForTask is set while due ticks wait for the task of the last
+	// fire to finish, as the overlap policy says: that task. The ticks due
+	// from WaitingSince until it finishes are skipped then ("overlap"),
+	// and NextFires, the ticks to come, too while it runs on.
+	WaitingForTask string
+	WaitingSince   time.Time
+	CreatedAt      time.Time
+	CreatedBy      string
+	UpdatedAt      time.Time
 }
 
 // ScheduleFire is one decision about a schedule's ticks.

@@ -98,7 +98,9 @@ type Options struct {
 	// OnFinish, when set, is called once for each leased task when its
 	// attempt has ended on this worker: completed, failed (retried or for
 	// good), snoozed, lost, or not reported. It runs on the task's
-	// goroutine before its slot is freed, so it must return promptly.
+	// goroutine before its slot is freed, so it must return promptly. A
+	// worker with OnFinish logs a failed attempt at Debug level only,
+	// leaving the line at Info to OnFinish.
 	OnFinish func(t *Task, f Finish)
 	// TracerProvider makes the OpenTelemetry span of each attempt (nil:
 	// the global provider, otel.GetTracerProvider). The span, "process
@@ -321,6 +323,9 @@ func (w *Worker) leaseLoop(ctx context.Context, start func(*Task)) error {
 	// Failed calls and early empty answers so far in a row: each wait
 	// grows with them.
 	failures, empties := 0, 0
+	// paused is how the queue was paused when the last answer leased
+	// nothing for it (nil: not paused), so that a change is logged once.
+	var paused *client.QueuePause
 	for {
 		n := w.slots.take(ctx)
 		if n == 0 {
@@ -339,7 +344,8 @@ func (w *Worker) leaseLoop(ctx context.Context, start func(*Task)) error {
 		if alone {
 			wait = 0
 		}
-		lts, err := w.c.Lease(ctx, w.leaseRequest(n, wait))
+		ans, err := w.c.LeaseWithPause(ctx, w.leaseRequest(n, wait))
+		lts := ans.Tasks
 		if len(lts) > n {
 			w.lg.Error("the server leased more tasks than asked for; the extra leases will expire", "asked", n, "got", len(lts))
 			lts = lts[:n]
@@ -361,10 +367,15 @@ func (w *Worker) leaseLoop(ctx context.Context, start func(*Task)) error {
 			continue
 		}
 		failures = 0
+		paused = w.notePause(paused, ans)
 		for i := range lts {
 			start(&lts[i])
 		}
 		if alone && len(lts) == 0 {
+			if paused != nil {
+				w.lg.Info("nothing to lease from the paused queue: stopping (StopWhenEmpty)")
+				return nil
+			}
 			w.lg.Info("nothing left to lease: stopping (StopWhenEmpty)")
 			return nil
 		}
@@ -379,6 +390,23 @@ func (w *Worker) leaseLoop(ctx context.Context, start func(*Task)) error {
 			empties = 0
 		}
 	}
+}
+
+// notePause logs that the queue was paused, when a Lease answers so after
+// it was not (was is nil), and that it was resumed, when one leases or
+// answers it is not after it was; it returns the pause now in force.
+func (w *Worker) notePause(was *client.QueuePause, ans client.LeaseAnswer) *client.QueuePause {
+	now := ans.Paused
+	if len(ans.Tasks) > 0 {
+		now = nil
+	}
+	switch {
+	case now != nil && was == nil:
+		w.lg.Info("the queue is paused: leasing nothing until it is resumed", "paused_by", now.RequestedBy, "reason", now.Reason, "paused_at", now.PausedAt)
+	case now == nil && was != nil:
+		w.lg.Info("the queue was resumed: leasing again")
+	}
+	return now
 }
 
 // rejected reports whether a failed Lease can never succeed as it is (a bad
@@ -499,6 +527,12 @@ func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
 		w.failed(a, herr, res, err)
 		if err != nil {
 			lg.Error("reporting the handler's failure failed; the lease will expire and the task be retried", "handler_err", herr, "err", err)
+			return
+		}
+		// With OnFinish the caller hears (and logs) the outcome: one line
+		// per attempt is theirs.
+		if w.opts.OnFinish != nil {
+			lg.Debug("task attempt failed", "err", herr, "permanent", permanent, "state", res.State.String())
 			return
 		}
 		lg.Info("task attempt failed", "err", herr, "permanent", permanent, "state", res.State.String())

@@ -27,7 +27,7 @@ export interface Lane {
   /** The end of the attempt, or now while it runs. */
   to: number;
   running: boolean;
-  /** How it ended: completed, failed, expired, killed, snoozed, committed (being finalised), running. */
+  /** How it ended: completed, failed, expired, killed, deadline, snoozed, committed (being finalised), running (`tenure task get` says the same). */
   outcome: string;
   marks: Mark[];
 }
@@ -53,6 +53,7 @@ const labels: Record<string, string> = {
   TaskFailed: "failed",
   TaskSnoozed: "snoozed",
   TaskDead: "killed",
+  TaskDeadlineExceeded: "deadline passed",
   TaskRetried: "retried",
 };
 
@@ -68,13 +69,15 @@ const ends: Record<string, string> = {
   TaskSnoozed: "snoozed",
   TaskCompleted: "completed",
   TaskDead: "killed",
+  TaskDeadlineExceeded: "deadline",
 };
 
 /**
  * build lays the history out. A lease's grant names its attempt and
  * worker and opens its lane; every later record of that lease goes to the
  * lease's lane (a refused stale action too, in the lane of the stale lease
- * it names). A kill without a lease ends the lease that was running. The
+ * it names). A kill without a lease, and a passed deadline, end the lease
+ * that was running. The
  * other records go to the task's row. A lane runs from its grant to the
  * record that ended it (a lease that expired after a commit ends there,
  * and the finalising attempt follows), or to now while it runs. Lanes are
@@ -98,12 +101,14 @@ export function build(entries: HistoryEntry[], now: number): Timeline {
       lanes.push(lane);
       byLease.set(e.leaseId, lane);
     }
-    if (e.type === "TaskDead" && !lane) {
+    // A kill and a deadline name no lease: they end the lease running.
+    const endsRunning = e.type === "TaskDead" || e.type === "TaskDeadlineExceeded";
+    if (endsRunning && !lane) {
       task.push(mark);
       lane = lanes.find((l) => l.running);
     }
     if (!lane) {
-      if (e.type !== "TaskDead") {
+      if (!endsRunning) {
         task.push(mark);
       }
       continue;

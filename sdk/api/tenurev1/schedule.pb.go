@@ -189,7 +189,18 @@ type Schedule struct {
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// A tick held back by BUFFER_ONE until the previous task finishes;
 	// unset when none is held.
-	HeldTick      *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=held_tick,json=heldTick,proto3" json:"held_tick,omitempty"`
+	HeldTick *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=held_tick,json=heldTick,proto3" json:"held_tick,omitempty"`
+	// Set while due ticks wait for the task of the last fire, which is not
+	// finished, as the overlap policy says (SKIP, or BUFFER_ONE with a tick
+	// held already): that task. Nothing is decided meanwhile; when it
+	// finishes, the ticks that came due from waiting_since on are skipped
+	// (reason "overlap") and a held tick fires. next_fires lists the ticks
+	// to come from now, which are skipped too while it runs on. Empty
+	// otherwise.
+	WaitingForTask string `protobuf:"bytes,20,opt,name=waiting_for_task,json=waitingForTask,proto3" json:"waiting_for_task,omitempty"`
+	// The first tick that waits (the next undecided tick); unset unless
+	// waiting_for_task is set.
+	WaitingSince  *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=waiting_since,json=waitingSince,proto3" json:"waiting_since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -353,6 +364,20 @@ func (x *Schedule) GetUpdatedAt() *timestamppb.Timestamp {
 func (x *Schedule) GetHeldTick() *timestamppb.Timestamp {
 	if x != nil {
 		return x.HeldTick
+	}
+	return nil
+}
+
+func (x *Schedule) GetWaitingForTask() string {
+	if x != nil {
+		return x.WaitingForTask
+	}
+	return ""
+}
+
+func (x *Schedule) GetWaitingSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WaitingSince
 	}
 	return nil
 }
@@ -1625,7 +1650,7 @@ var File_tenure_v1_schedule_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_schedule_proto_rawDesc = "" +
 	"\n" +
-	"\x18tenure/v1/schedule.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15tenure/v1/queue.proto\x1a\x14tenure/v1/task.proto\"\xb0\x06\n" +
+	"\x18tenure/v1/schedule.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15tenure/v1/queue.proto\x1a\x14tenure/v1/task.proto\"\x9b\a\n" +
 	"\bSchedule\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -1650,7 +1675,9 @@ const file_tenure_v1_schedule_proto_rawDesc = "" +
 	"created_by\x18\x11 \x01(\tR\tcreatedBy\x129\n" +
 	"\n" +
 	"updated_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x127\n" +
-	"\theld_tick\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\bheldTick\"\xb4\x02\n" +
+	"\theld_tick\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\bheldTick\x12(\n" +
+	"\x10waiting_for_task\x18\x14 \x01(\tR\x0ewaitingForTask\x12?\n" +
+	"\rwaiting_since\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\fwaitingSince\"\xb4\x02\n" +
 	"\fScheduleFire\x12.\n" +
 	"\x04tick\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04tick\x120\n" +
 	"\x05until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x120\n" +
@@ -1813,49 +1840,50 @@ var file_tenure_v1_schedule_proto_depIdxs = []int32{
 	23, // 7: tenure.v1.Schedule.created_at:type_name -> google.protobuf.Timestamp
 	23, // 8: tenure.v1.Schedule.updated_at:type_name -> google.protobuf.Timestamp
 	23, // 9: tenure.v1.Schedule.held_tick:type_name -> google.protobuf.Timestamp
-	23, // 10: tenure.v1.ScheduleFire.tick:type_name -> google.protobuf.Timestamp
-	23, // 11: tenure.v1.ScheduleFire.until:type_name -> google.protobuf.Timestamp
-	1,  // 12: tenure.v1.ScheduleFire.outcome:type_name -> tenure.v1.FireOutcome
-	24, // 13: tenure.v1.ScheduleFire.task_state:type_name -> tenure.v1.TaskState
-	23, // 14: tenure.v1.ScheduleFire.at:type_name -> google.protobuf.Timestamp
-	0,  // 15: tenure.v1.CreateScheduleRequest.overlap:type_name -> tenure.v1.OverlapPolicy
-	20, // 16: tenure.v1.CreateScheduleRequest.catch_up_window:type_name -> google.protobuf.Duration
-	20, // 17: tenure.v1.CreateScheduleRequest.execution_window:type_name -> google.protobuf.Duration
-	21, // 18: tenure.v1.CreateScheduleRequest.retry_policy:type_name -> tenure.v1.RetryPolicy
-	2,  // 19: tenure.v1.CreateScheduleResponse.schedule:type_name -> tenure.v1.Schedule
-	2,  // 20: tenure.v1.GetScheduleResponse.schedule:type_name -> tenure.v1.Schedule
-	2,  // 21: tenure.v1.ListSchedulesResponse.schedules:type_name -> tenure.v1.Schedule
-	0,  // 22: tenure.v1.UpdateScheduleRequest.overlap:type_name -> tenure.v1.OverlapPolicy
-	20, // 23: tenure.v1.UpdateScheduleRequest.catch_up_window:type_name -> google.protobuf.Duration
-	20, // 24: tenure.v1.UpdateScheduleRequest.execution_window:type_name -> google.protobuf.Duration
-	21, // 25: tenure.v1.UpdateScheduleRequest.retry_policy:type_name -> tenure.v1.RetryPolicy
-	2,  // 26: tenure.v1.UpdateScheduleResponse.schedule:type_name -> tenure.v1.Schedule
-	2,  // 27: tenure.v1.PauseScheduleResponse.schedule:type_name -> tenure.v1.Schedule
-	2,  // 28: tenure.v1.ResumeScheduleResponse.schedule:type_name -> tenure.v1.Schedule
-	23, // 29: tenure.v1.BackfillScheduleRequest.start:type_name -> google.protobuf.Timestamp
-	23, // 30: tenure.v1.BackfillScheduleRequest.end:type_name -> google.protobuf.Timestamp
-	3,  // 31: tenure.v1.BackfillScheduleResponse.fired:type_name -> tenure.v1.ScheduleFire
-	4,  // 32: tenure.v1.ScheduleService.CreateSchedule:input_type -> tenure.v1.CreateScheduleRequest
-	6,  // 33: tenure.v1.ScheduleService.GetSchedule:input_type -> tenure.v1.GetScheduleRequest
-	8,  // 34: tenure.v1.ScheduleService.ListSchedules:input_type -> tenure.v1.ListSchedulesRequest
-	10, // 35: tenure.v1.ScheduleService.UpdateSchedule:input_type -> tenure.v1.UpdateScheduleRequest
-	12, // 36: tenure.v1.ScheduleService.PauseSchedule:input_type -> tenure.v1.PauseScheduleRequest
-	14, // 37: tenure.v1.ScheduleService.ResumeSchedule:input_type -> tenure.v1.ResumeScheduleRequest
-	16, // 38: tenure.v1.ScheduleService.DeleteSchedule:input_type -> tenure.v1.DeleteScheduleRequest
-	18, // 39: tenure.v1.ScheduleService.BackfillSchedule:input_type -> tenure.v1.BackfillScheduleRequest
-	5,  // 40: tenure.v1.ScheduleService.CreateSchedule:output_type -> tenure.v1.CreateScheduleResponse
-	7,  // 41: tenure.v1.ScheduleService.GetSchedule:output_type -> tenure.v1.GetScheduleResponse
-	9,  // 42: tenure.v1.ScheduleService.ListSchedules:output_type -> tenure.v1.ListSchedulesResponse
-	11, // 43: tenure.v1.ScheduleService.UpdateSchedule:output_type -> tenure.v1.UpdateScheduleResponse
-	13, // 44: tenure.v1.ScheduleService.PauseSchedule:output_type -> tenure.v1.PauseScheduleResponse
-	15, // 45: tenure.v1.ScheduleService.ResumeSchedule:output_type -> tenure.v1.ResumeScheduleResponse
-	17, // 46: tenure.v1.ScheduleService.DeleteSchedule:output_type -> tenure.v1.DeleteScheduleResponse
-	19, // 47: tenure.v1.ScheduleService.BackfillSchedule:output_type -> tenure.v1.BackfillScheduleResponse
-	40, // [40:48] is the sub-list for method output_type
-	32, // [32:40] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	23, // 10: tenure.v1.Schedule.waiting_since:type_name -> google.protobuf.Timestamp
+	23, // 11: tenure.v1.ScheduleFire.tick:type_name -> google.protobuf.Timestamp
+	23, // 12: tenure.v1.ScheduleFire.until:type_name -> google.protobuf.Timestamp
+	1,  // 13: tenure.v1.ScheduleFire.outcome:type_name -> tenure.v1.FireOutcome
+	24, // 14: tenure.v1.ScheduleFire.task_state:type_name -> tenure.v1.TaskState
+	23, // 15: tenure.v1.ScheduleFire.at:type_name -> google.protobuf.Timestamp
+	0,  // 16: tenure.v1.CreateScheduleRequest.overlap:type_name -> tenure.v1.OverlapPolicy
+	20, // 17: tenure.v1.CreateScheduleRequest.catch_up_window:type_name -> google.protobuf.Duration
+	20, // 18: tenure.v1.CreateScheduleRequest.execution_window:type_name -> google.protobuf.Duration
+	21, // 19: tenure.v1.CreateScheduleRequest.retry_policy:type_name -> tenure.v1.RetryPolicy
+	2,  // 20: tenure.v1.CreateScheduleResponse.schedule:type_name -> tenure.v1.Schedule
+	2,  // 21: tenure.v1.GetScheduleResponse.schedule:type_name -> tenure.v1.Schedule
+	2,  // 22: tenure.v1.ListSchedulesResponse.schedules:type_name -> tenure.v1.Schedule
+	0,  // 23: tenure.v1.UpdateScheduleRequest.overlap:type_name -> tenure.v1.OverlapPolicy
+	20, // 24: tenure.v1.UpdateScheduleRequest.catch_up_window:type_name -> google.protobuf.Duration
+	20, // 25: tenure.v1.UpdateScheduleRequest.execution_window:type_name -> google.protobuf.Duration
+	21, // 26: tenure.v1.UpdateScheduleRequest.retry_policy:type_name -> tenure.v1.RetryPolicy
+	2,  // 27: tenure.v1.UpdateScheduleResponse.schedule:type_name -> tenure.v1.Schedule
+	2,  // 28: tenure.v1.PauseScheduleResponse.schedule:type_name -> tenure.v1.Schedule
+	2,  // 29: tenure.v1.ResumeScheduleResponse.schedule:type_name -> tenure.v1.Schedule
+	23, // 30: tenure.v1.BackfillScheduleRequest.start:type_name -> google.protobuf.Timestamp
+	23, // 31: tenure.v1.BackfillScheduleRequest.end:type_name -> google.protobuf.Timestamp
+	3,  // 32: tenure.v1.BackfillScheduleResponse.fired:type_name -> tenure.v1.ScheduleFire
+	4,  // 33: tenure.v1.ScheduleService.CreateSchedule:input_type -> tenure.v1.CreateScheduleRequest
+	6,  // 34: tenure.v1.ScheduleService.GetSchedule:input_type -> tenure.v1.GetScheduleRequest
+	8,  // 35: tenure.v1.ScheduleService.ListSchedules:input_type -> tenure.v1.ListSchedulesRequest
+	10, // 36: tenure.v1.ScheduleService.UpdateSchedule:input_type -> tenure.v1.UpdateScheduleRequest
+	12, // 37: tenure.v1.ScheduleService.PauseSchedule:input_type -> tenure.v1.PauseScheduleRequest
+	14, // 38: tenure.v1.ScheduleService.ResumeSchedule:input_type -> tenure.v1.ResumeScheduleRequest
+	16, // 39: tenure.v1.ScheduleService.DeleteSchedule:input_type -> tenure.v1.DeleteScheduleRequest
+	18, // 40: tenure.v1.ScheduleService.BackfillSchedule:input_type -> tenure.v1.BackfillScheduleRequest
+	5,  // 41: tenure.v1.ScheduleService.CreateSchedule:output_type -> tenure.v1.CreateScheduleResponse
+	7,  // 42: tenure.v1.ScheduleService.GetSchedule:output_type -> tenure.v1.GetScheduleResponse
+	9,  // 43: tenure.v1.ScheduleService.ListSchedules:output_type -> tenure.v1.ListSchedulesResponse
+	11, // 44: tenure.v1.ScheduleService.UpdateSchedule:output_type -> tenure.v1.UpdateScheduleResponse
+	13, // 45: tenure.v1.ScheduleService.PauseSchedule:output_type -> tenure.v1.PauseScheduleResponse
+	15, // 46: tenure.v1.ScheduleService.ResumeSchedule:output_type -> tenure.v1.ResumeScheduleResponse
+	17, // 47: tenure.v1.ScheduleService.DeleteSchedule:output_type -> tenure.v1.DeleteScheduleResponse
+	19, // 48: tenure.v1.ScheduleService.BackfillSchedule:output_type -> tenure.v1.BackfillScheduleResponse
+	41, // [41:49] is the sub-list for method output_type
+	33, // [33:41] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_schedule_proto_init() }

@@ -130,7 +130,12 @@ func (x *LeaseRequest) GetWait() *durationpb.Duration {
 type LeaseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 0..max_tasks leased tasks.
-	Tasks         []*LeasedTask `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	Tasks []*LeasedTask `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	// Set when nothing was leased and the queue is paused (in cluster mode:
+	// a partition of it that was asked): who paused it, when and why. A
+	// worker says so in its log rather than wait in silence; it keeps
+	// leasing, and leases again once the queue is resumed.
+	Paused        *QueuePause `protobuf:"bytes,2,opt,name=paused,proto3" json:"paused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -168,6 +173,13 @@ func (*LeaseResponse) Descriptor() ([]byte, []int) {
 func (x *LeaseResponse) GetTasks() []*LeasedTask {
 	if x != nil {
 		return x.Tasks
+	}
+	return nil
+}
+
+func (x *LeaseResponse) GetPaused() *QueuePause {
+	if x != nil {
+		return x.Paused
 	}
 	return nil
 }
@@ -1274,15 +1286,16 @@ var File_tenure_v1_worker_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x16tenure/v1/worker.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16tenure/v1/errors.proto\x1a\x14tenure/v1/task.proto\"\xab\x01\n" +
+	"\x16tenure/v1/worker.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16tenure/v1/errors.proto\x1a\x15tenure/v1/queue.proto\x1a\x14tenure/v1/task.proto\"\xab\x01\n" +
 	"\fLeaseRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x03 \x01(\tR\x05queue\x12\x1b\n" +
 	"\tmax_tasks\x18\x04 \x01(\rR\bmaxTasks\x12-\n" +
-	"\x04wait\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"<\n" +
+	"\x04wait\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"k\n" +
 	"\rLeaseResponse\x12+\n" +
-	"\x05tasks\x18\x01 \x03(\v2\x15.tenure.v1.LeasedTaskR\x05tasks\"\xec\x03\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x15.tenure.v1.LeasedTaskR\x05tasks\x12-\n" +
+	"\x06paused\x18\x02 \x01(\v2\x15.tenure.v1.QueuePauseR\x06paused\"\xec\x03\n" +
 	"\n" +
 	"LeasedTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
@@ -1397,53 +1410,55 @@ var file_tenure_v1_worker_proto_goTypes = []any{
 	(*SnoozeRequest)(nil),         // 17: tenure.v1.SnoozeRequest
 	(*SnoozeResponse)(nil),        // 18: tenure.v1.SnoozeResponse
 	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*TraceContext)(nil),          // 21: tenure.v1.TraceContext
-	(*Progress)(nil),              // 22: tenure.v1.Progress
-	(*ErrorDetail)(nil),           // 23: tenure.v1.ErrorDetail
-	(TaskState)(0),                // 24: tenure.v1.TaskState
+	(*QueuePause)(nil),            // 20: tenure.v1.QueuePause
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*TraceContext)(nil),          // 22: tenure.v1.TraceContext
+	(*Progress)(nil),              // 23: tenure.v1.Progress
+	(*ErrorDetail)(nil),           // 24: tenure.v1.ErrorDetail
+	(TaskState)(0),                // 25: tenure.v1.TaskState
 }
 var file_tenure_v1_worker_proto_depIdxs = []int32{
 	19, // 0: tenure.v1.LeaseRequest.wait:type_name -> google.protobuf.Duration
 	2,  // 1: tenure.v1.LeaseResponse.tasks:type_name -> tenure.v1.LeasedTask
-	20, // 2: tenure.v1.LeasedTask.lease_expiry:type_name -> google.protobuf.Timestamp
-	19, // 3: tenure.v1.LeasedTask.execution_window:type_name -> google.protobuf.Duration
-	20, // 4: tenure.v1.LeasedTask.deadline:type_name -> google.protobuf.Timestamp
-	21, // 5: tenure.v1.LeasedTask.trace_context:type_name -> tenure.v1.TraceContext
-	22, // 6: tenure.v1.HeartbeatRequest.progress:type_name -> tenure.v1.Progress
-	20, // 7: tenure.v1.HeartbeatResponse.lease_expiry:type_name -> google.protobuf.Timestamp
-	9,  // 8: tenure.v1.CommitResponse.fencing_token:type_name -> tenure.v1.FencingToken
-	10, // 9: tenure.v1.CompleteBatchRequest.items:type_name -> tenure.v1.CompleteRequest
-	0,  // 10: tenure.v1.CompleteBatchRequest.lease:type_name -> tenure.v1.LeaseRequest
-	14, // 11: tenure.v1.CompleteBatchResponse.results:type_name -> tenure.v1.CompleteResult
-	14, // 12: tenure.v1.CompleteBatchResponse.failed:type_name -> tenure.v1.CompleteResult
-	2,  // 13: tenure.v1.CompleteBatchResponse.leased:type_name -> tenure.v1.LeasedTask
-	23, // 14: tenure.v1.CompleteResult.detail:type_name -> tenure.v1.ErrorDetail
-	24, // 15: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
-	20, // 16: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
-	19, // 17: tenure.v1.SnoozeRequest.delay:type_name -> google.protobuf.Duration
-	20, // 18: tenure.v1.SnoozeResponse.not_before:type_name -> google.protobuf.Timestamp
-	0,  // 19: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
-	3,  // 20: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
-	5,  // 21: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
-	7,  // 22: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
-	10, // 23: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
-	12, // 24: tenure.v1.WorkerService.CompleteBatch:input_type -> tenure.v1.CompleteBatchRequest
-	15, // 25: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
-	17, // 26: tenure.v1.WorkerService.Snooze:input_type -> tenure.v1.SnoozeRequest
-	1,  // 27: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
-	4,  // 28: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
-	6,  // 29: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
-	8,  // 30: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
-	11, // 31: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
-	13, // 32: tenure.v1.WorkerService.CompleteBatch:output_type -> tenure.v1.CompleteBatchResponse
-	16, // 33: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
-	18, // 34: tenure.v1.WorkerService.Snooze:output_type -> tenure.v1.SnoozeResponse
-	27, // [27:35] is the sub-list for method output_type
-	19, // [19:27] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	20, // 2: tenure.v1.LeaseResponse.paused:type_name -> tenure.v1.QueuePause
+	21, // 3: tenure.v1.LeasedTask.lease_expiry:type_name -> google.protobuf.Timestamp
+	19, // 4: tenure.v1.LeasedTask.execution_window:type_name -> google.protobuf.Duration
+	21, // 5: tenure.v1.LeasedTask.deadline:type_name -> google.protobuf.Timestamp
+	22, // 6: tenure.v1.LeasedTask.trace_context:type_name -> tenure.v1.TraceContext
+	23, // 7: tenure.v1.HeartbeatRequest.progress:type_name -> tenure.v1.Progress
+	21, // 8: tenure.v1.HeartbeatResponse.lease_expiry:type_name -> google.protobuf.Timestamp
+	9,  // 9: tenure.v1.CommitResponse.fencing_token:type_name -> tenure.v1.FencingToken
+	10, // 10: tenure.v1.CompleteBatchRequest.items:type_name -> tenure.v1.CompleteRequest
+	0,  // 11: tenure.v1.CompleteBatchRequest.lease:type_name -> tenure.v1.LeaseRequest
+	14, // 12: tenure.v1.CompleteBatchResponse.results:type_name -> tenure.v1.CompleteResult
+	14, // 13: tenure.v1.CompleteBatchResponse.failed:type_name -> tenure.v1.CompleteResult
+	2,  // 14: tenure.v1.CompleteBatchResponse.leased:type_name -> tenure.v1.LeasedTask
+	24, // 15: tenure.v1.CompleteResult.detail:type_name -> tenure.v1.ErrorDetail
+	25, // 16: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
+	21, // 17: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
+	19, // 18: tenure.v1.SnoozeRequest.delay:type_name -> google.protobuf.Duration
+	21, // 19: tenure.v1.SnoozeResponse.not_before:type_name -> google.protobuf.Timestamp
+	0,  // 20: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
+	3,  // 21: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
+	5,  // 22: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
+	7,  // 23: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
+	10, // 24: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
+	12, // 25: tenure.v1.WorkerService.CompleteBatch:input_type -> tenure.v1.CompleteBatchRequest
+	15, // 26: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
+	17, // 27: tenure.v1.WorkerService.Snooze:input_type -> tenure.v1.SnoozeRequest
+	1,  // 28: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
+	4,  // 29: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
+	6,  // 30: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
+	8,  // 31: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
+	11, // 32: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
+	13, // 33: tenure.v1.WorkerService.CompleteBatch:output_type -> tenure.v1.CompleteBatchResponse
+	16, // 34: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
+	18, // 35: tenure.v1.WorkerService.Snooze:output_type -> tenure.v1.SnoozeResponse
+	28, // [28:36] is the sub-list for method output_type
+	20, // [20:28] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_worker_proto_init() }
@@ -1452,6 +1467,7 @@ func file_tenure_v1_worker_proto_init() {
 		return
 	}
 	file_tenure_v1_errors_proto_init()
+	file_tenure_v1_queue_proto_init()
 	file_tenure_v1_task_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -51,6 +51,24 @@ function tick(f: ScheduleFire): (HTMLElement | string)[] {
   return [time(f.tick)];
 }
 
+/**
+ * waiting says why a schedule's due ticks are not decided (they wait for
+ * the task of its last fire, as its overlap policy says) and what becomes
+ * of them, or is null.
+ */
+function waiting(s: Schedule): HTMLElement | null {
+  if (!s.waitingForTask) {
+    return null;
+  }
+  const state = s.recent.find((f) => f.taskId === s.waitingForTask)?.taskState;
+  return h("p", { id: "schedule-waiting", class: "why" },
+    "Its ticks wait since ", time(s.waitingSince, s.timeZone || "UTC"), ` (overlap ${overlapName(s.overlap)}) for task `,
+    h("a", { href: taskHref(s.waitingForTask), class: "mono", "data-key": "waiting-task" }, s.waitingForTask),
+    state ? [" (", badge(state), ")"] : "",
+    " of its last fire: ",
+    s.heldTick ? "the held tick fires when it finishes, and the ticks due after it until then are skipped." : "the ticks due until it finishes are skipped then.");
+}
+
 /** taskLink links to the task a decision submitted, or is "—". */
 function taskLink(f: ScheduleFire): HTMLElement | string {
   return f.taskId ? h("a", { href: taskHref(f.taskId), class: "mono", "data-key": `t-${f.taskId}` }, f.taskId) : "—";
@@ -99,7 +117,9 @@ function scheduleTable(list: Schedule[]): HTMLElement {
           h("span", { class: "ns" }, `${s.namespace}/${s.queue}/`), s.name)),
         h("td", { class: "mono" }, when(s)),
         h("td", {}, overlapName(s.overlap)),
-        h("td", { "data-next": "" }, s.nextFires.length ? time(s.nextFires[0]) : h("span", { class: "muted" }, s.paused ? "paused" : "none")),
+        h("td", { "data-next": "" }, s.waitingForTask
+          ? h("span", { class: "muted", "data-waiting": s.waitingForTask }, "waiting for its last task")
+          : s.nextFires.length ? time(s.nextFires[0]) : h("span", { class: "muted" }, s.paused ? "paused" : "none")),
         h("td", { "data-last": last ? outcomeName(last.outcome) : "" }, last
           ? [h("span", { class: `badge o-${outcomeName(last.outcome)}` }, outcomeName(last.outcome)), " ", tick(last), last.reason ? ` (${last.reason})` : ""]
           : h("span", { class: "muted" }, "none yet")),
@@ -133,6 +153,7 @@ export async function renderOne(main: HTMLElement, params: Record<string, string
       const s = (await api.schedules.getSchedule(ref)).schedule!;
       swap(top,
         h("p", { id: "schedule-state" }, runState(s), s.paused && s.pause ? [" by ", s.pause.requestedBy || "—", s.pause.reason ? ` (${s.pause.reason})` : "", " at ", time(s.pause.pausedAt)] : ""),
+        waiting(s),
         actions("Schedule actions", [s.paused
           ? {
             label: "Resume", call: calls.resumeSchedule,
@@ -149,7 +170,7 @@ export async function renderOne(main: HTMLElement, params: Record<string, string
       }
       // In the schedule's zone, the one its expression speaks, and in the viewer's.
       const zone = s.timeZone || "UTC";
-      swap(next, s.nextFires.length
+      swap(next, s.waitingForTask ? h("p", { class: "muted" }, `If task ${s.waitingForTask} has finished by then:`) : null, s.nextFires.length
         ? h("ol", { class: "fires", id: "next-fires", "aria-label": `Next fires in ${zone}, and in your time zone` },
           s.nextFires.map((t) => h("li", {}, h("span", { "data-zone": "schedule" }, time(t, zone)), h("span", { class: "muted", "data-zone": "viewer" }, " · ", time(t)))))
         : h("p", { class: "muted", id: "next-fires" }, s.paused ? "None while it is paused." : "None: the expression never fires again."));

@@ -151,6 +151,27 @@ export declare type Schedule = Message<"tenure.v1.Schedule"> & {
    * @generated from field: google.protobuf.Timestamp held_tick = 19;
    */
   heldTick?: Timestamp | undefined;
+
+  /**
+   * Set while due ticks wait for the task of the last fire, which is not
+   * finished, as the overlap policy says (SKIP, or BUFFER_ONE with a tick
+   * held already): that task. Nothing is decided meanwhile; when it
+   * finishes, the ticks that came due from waiting_since on are skipped
+   * (reason "overlap") and a held tick fires. next_fires lists the ticks
+   * to come from now, which are skipped too while it runs on. Empty
+   * otherwise.
+   *
+   * @generated from field: string waiting_for_task = 20;
+   */
+  waitingForTask: string;
+
+  /**
+   * The first tick that waits (the next undecided tick); unset unless
+   * waiting_for_task is set.
+   *
+   * @generated from field: google.protobuf.Timestamp waiting_since = 21;
+   */
+  waitingSince?: Timestamp | undefined;
 };
 
 /**

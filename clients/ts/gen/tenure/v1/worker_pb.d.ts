@@ -23,6 +23,7 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import type { QueuePause } from "./queue_pb.js";
 import type { Progress, TaskState, TraceContext } from "./task_pb.js";
 import type { ErrorDetail } from "./errors_pb.js";
 
@@ -94,6 +95,16 @@ export declare type LeaseResponse = Message<"tenure.v1.LeaseResponse"> & {
    * @generated from field: repeated tenure.v1.LeasedTask tasks = 1;
    */
   tasks: LeasedTask[];
+
+  /**
+   * Set when nothing was leased and the queue is paused (in cluster mode:
+   * a partition of it that was asked): who paused it, when and why. A
+   * worker says so in its log rather than wait in silence; it keeps
+   * leasing, and leases again once the queue is resumed.
+   *
+   * @generated from field: tenure.v1.QueuePause paused = 2;
+   */
+  paused?: QueuePause | undefined;
 };
 
 /**
