@@ -118,3 +118,17 @@ func ReportProgress(ctx context.Context, p Progress) error {
 
 // keeperKey is the context key of a running handler's keeper.
 type keeperKey struct{}
+
+// handlerCtx is a handler's context: the task's, with its keeper as the
+// value of keeperKey.
+type handlerCtx struct {
+	context.Context
+	k *keeper
+}
+
+func (c *handlerCtx) Value(key any) any {
+	if key == (keeperKey{}) {
+		return c.k
+	}
+	return c.Context.Value(key)
+}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -25,7 +26,9 @@ var (
 // was submitted from (its trace context, if it has one), and returns ctx
 // carrying it: the handler's own spans are its children. The span is a
 // consumer span named "process <queue>"; it ends with the attempt (endSpan),
-// once its outcome is known.
+// once its outcome is known. Its attributes are set only if it records: a
+// worker without a tracer provider pays for a span that does nothing and
+// for no more.
 func (w *Worker) startSpan(ctx context.Context, a *attempt) context.Context {
 	t := &a.task
 	if tc := t.TraceContext; tc.Traceparent != "" {
@@ -35,19 +38,22 @@ func (w *Worker) startSpan(ctx context.Context, a *attempt) context.Context {
 		}
 		ctx = propagation.TraceContext{}.Extract(ctx, carrier)
 	}
-	ctx, a.span = w.tracer.Start(ctx, "process "+t.Queue, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithTimestamp(a.received),
-		trace.WithAttributes(attrSystem, attrOperation, attrOpType,
+	ctx, a.span = w.tracer.Start(ctx, w.spanName, spanKind)
+	if a.span.IsRecording() {
+		a.span.SetAttributes(attrSystem, attrOperation, attrOpType,
 			attribute.String("messaging.destination.name", t.Queue),
 			attribute.String("messaging.message.id", t.ID),
-			attribute.String("tenure.worker_id", w.opts.WorkerID),
 			attribute.String("tenure.namespace", t.Namespace),
 			attribute.Int64("tenure.attempt", int64(t.Attempt)),
 			attribute.String("tenure.lease_id", t.LeaseID),
-			attribute.Bool("tenure.finalise", t.Committed),
-		))
+			attribute.String("tenure.worker_id", w.opts.WorkerID),
+			attribute.Bool("tenure.finalise", t.Committed))
+	}
 	return ctx
 }
+
+// spanKind makes an attempt's span a consumer span.
+var spanKind = trace.WithSpanKind(trace.SpanKindConsumer)
 
 // endSpan ends a's span with the attempt's outcome: attribute
 // tenure.outcome, the error recorded and the status Error for an attempt
@@ -58,9 +64,13 @@ func endSpan(a *attempt, f Finish) {
 		return
 	}
 	a.span = nil
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
 	span.SetAttributes(attribute.String("tenure.outcome", f.Outcome.String()))
 	if !f.RetryAt.IsZero() {
-		span.SetAttributes(attribute.String("tenure.next_attempt_at", f.RetryAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")))
+		span.SetAttributes(attribute.String("tenure.next_attempt_at", f.RetryAt.UTC().Format(time.RFC3339Nano)))
 	}
 	switch f.Outcome {
 	case OutcomeCompleted, OutcomeSnoozed:

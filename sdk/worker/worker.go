@@ -219,8 +219,9 @@ type Worker struct {
 	beats *beater
 	// slots counts the task slots for the lease loop.
 	slots *slots
-	// tracer makes the attempts' spans.
-	tracer trace.Tracer
+	// tracer makes the attempts' spans, named spanName.
+	tracer   trace.Tracer
+	spanName string
 }
 
 // New returns a Worker for queue. Zero options take their defaults; an
@@ -246,7 +247,7 @@ func New(c *client.Client, queue string, h Handler, opts Options) (*Worker, erro
 		completions: newCompleter(c, opts.MaxCompleteBatch, opts.Concurrency, lg),
 		beats:       newBeater(c),
 		slots:       newSlots(opts.Concurrency),
-		tracer:      tracerOf(opts.TracerProvider)}, nil
+		tracer:      tracerOf(opts.TracerProvider), spanName: "process " + queue}, nil
 }
 
 // errShutdown is the cause of a task context ended by shutdown.
@@ -452,6 +453,9 @@ type attempt struct {
 	finishing bool
 	// span is the attempt's span until finish ends it.
 	span trace.Span
+	// hctx is the handler's context (in the attempt, to save an
+	// allocation).
+	hctx handlerCtx
 }
 
 // runTask runs one leased attempt to its end.
@@ -472,7 +476,8 @@ func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
 	// The handler's context carries the attempt's span and its keeper
 	// (for ReportProgress); the reports after it keep hard, which the
 	// lease's loss does not end.
-	ctx = context.WithValue(w.startSpan(ctx, a), keeperKey{}, k)
+	a.hctx = handlerCtx{Context: w.startSpan(ctx, a), k: k}
+	ctx = &a.hctx
 	defer endSpan(a, Finish{Outcome: OutcomeUnreported}) // if no finish ended it
 
 	if t.Committed {
