@@ -183,6 +183,12 @@ func (c *Coordinator) Close() error {
 		close(ch)
 		delete(c.signals, k)
 	}
+	// Run returns at once rather than at its next timer, and lets go of
+	// the state.
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 	return nil
 }
 

@@ -120,3 +120,30 @@ func MkdirAllSync(fsy FS, dir string) error {
 	}
 	return nil
 }
+
+// CheckWrite writes n bytes to a scratch file named name in dir, fsyncs
+// it and removes it: whether the file system under dir takes a write of
+// that size now. On a full disk the error wraps syscall.ENOSPC. The file
+// is removed whatever happens (best effort), and written again from its
+// start by the next check if a crash left it.
+func CheckWrite(fsy FS, dir, name string, n int) error {
+	path := filepath.Join(dir, name)
+	f, err := fsy.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	chunk := make([]byte, min(n, 64<<10))
+	for left := n; left > 0 && err == nil; left -= len(chunk) {
+		_, err = f.Write(chunk[:min(left, len(chunk))])
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if rerr := fsy.Remove(path); err == nil {
+		err = rerr
+	}
+	return err
+}

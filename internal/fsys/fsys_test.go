@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 
 	"github.com/tenurehq/tenure/internal/fsys"
+	"github.com/tenurehq/tenure/internal/fsys/faultfs"
 )
 
 func TestOS(t *testing.T) {
@@ -71,5 +73,34 @@ func TestOS(t *testing.T) {
 	f, err = fsys.OS.OpenFile(filepath.Join(dir, "missing"), os.O_RDONLY, 0)
 	if !errors.Is(err, fs.ErrNotExist) || f != nil {
 		t.Fatalf("OpenFile(missing) = %v, %v; want nil File and ErrNotExist", f, err)
+	}
+}
+
+func TestCheckWrite(t *testing.T) {
+	dir := t.TempDir()
+	if err := fsys.CheckWrite(fsys.OS, dir, ".check", 200<<10); err != nil {
+		t.Fatal(err)
+	}
+	if names, err := fsys.OS.ReadDirNames(dir); err != nil || len(names) != 0 {
+		t.Fatalf("after the check: %v, %v; want an empty directory", names, err)
+	}
+	if err := fsys.CheckWrite(fsys.OS, filepath.Join(dir, "nope"), ".check", 1); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("check in a missing directory: %v", err)
+	}
+
+	disk := faultfs.New()
+	if err := disk.MkdirAll("/d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	disk.SetFull(true)
+	if err := fsys.CheckWrite(disk, "/d", ".check", 1<<20); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("check on a full disk: %v, want ENOSPC", err)
+	}
+	if names, err := disk.ReadDirNames("/d"); err != nil || len(names) != 0 {
+		t.Fatalf("after the failed check: %v, %v; want an empty directory", names, err)
+	}
+	disk.SetFull(false)
+	if err := fsys.CheckWrite(disk, "/d", ".check", 1<<20); err != nil {
+		t.Fatalf("check once there is space: %v", err)
 	}
 }

@@ -12,8 +12,13 @@
 // to do after a failure:
 //
 //   - Reopen (embedded mode): the host closes the failed storage and opens
-//     it again from what is durable, retrying with a backoff, and serves
-//     again. A failed fsync is never retried on the same file handle.
+//     it again from what is durable, and serves again. A failed fsync is
+//     never retried on the same file handle. The first reopen after a
+//     failure that followed durable work is at once; every later attempt
+//     (a failed open, or a failure again before anything became durable)
+//     waits, RestartBackoff doubling up to MaxRestartBackoff, so a storage
+//     that keeps failing (a full disk) is not replayed over and over, and
+//     before each the failed state's memory is collected and given back.
 //   - Otherwise (cluster mode): the host stops serving for good and calls
 //     OnFailure; the owner closes it and opens a new host if the
 //     partition is still assigned to it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -43,8 +44,15 @@ type Config struct {
 	// good and calls OnFailure (cluster mode: the partition may have moved
 	// to another node, which only its owner can tell).
 	Reopen bool
-	// RestartBackoff is the wait between attempts to reopen (default 1 s).
-	RestartBackoff time.Duration
+	// RestartBackoff is the first wait before an attempt to reopen
+	// (default 1 s), and MaxRestartBackoff the longest (default 15 s). A
+	// failure after the log made a record durable is reopened at once;
+	// each later attempt that fails to open, or opens and fails again
+	// before a record became durable, waits twice as long as the last, so
+	// a storage that keeps failing (a full disk) is not reopened, and its
+	// log replayed, again and again.
+	RestartBackoff    time.Duration
+	MaxRestartBackoff time.Duration
 	// OnFailure, if set, is called once when a host without Reopen stops
 	// serving because its log failed. It must not block.
 	OnFailure func(err error)
@@ -94,14 +102,31 @@ func (c *Config) withDefaults() error {
 	if c.Coordinator.Clock == nil {
 		c.Coordinator.Clock = c.Clock
 	}
-	if c.RestartBackoff < 0 {
-		return fmt.Errorf("host: RestartBackoff %v is negative", c.RestartBackoff)
+	if c.RestartBackoff < 0 || c.MaxRestartBackoff < 0 {
+		return fmt.Errorf("host: RestartBackoff %v and MaxRestartBackoff %v must not be negative", c.RestartBackoff, c.MaxRestartBackoff)
 	}
 	if c.RestartBackoff == 0 {
-		c.RestartBackoff = time.Second
+		c.RestartBackoff = DefaultRestartBackoff
+	}
+	if c.MaxRestartBackoff == 0 {
+		c.MaxRestartBackoff = max(DefaultMaxRestartBackoff, c.RestartBackoff)
+	}
+	if c.MaxRestartBackoff < c.RestartBackoff {
+		return fmt.Errorf("host: MaxRestartBackoff %v is below RestartBackoff %v", c.MaxRestartBackoff, c.RestartBackoff)
 	}
 	return c.Schedule.withDefaults()
 }
+
+// Defaults of Config.
+const (
+	DefaultRestartBackoff    = time.Second
+	DefaultMaxRestartBackoff = 15 * time.Second
+)
+
+// durableLog is the optional capability of a Log to tell how far it is
+// durable (the file WAL): the host tells a log that failed after doing
+// work from one that failed again at once.
+type durableLog interface{ DurableLSN() uint64 }
 
 // Host serves one partition. It is safe for concurrent use.
 type Host struct {
@@ -115,6 +140,11 @@ type Host struct {
 	stopped   bool  // the log failed and the host does not reopen
 	cause     error // why it reopens or stopped
 	closed    bool
+	// openedAt is the log's durable LSN once the serving coordinator
+	// opened; failures counts the failures and failed reopens since a
+	// record last became durable after an open (see RestartBackoff).
+	openedAt uint64
+	failures int
 
 	// snapMu runs one snapshot or purge at a time. lastSnap is the LSN of
 	// the newest snapshot, lastSnapAt when the schedule last started or
@@ -178,6 +208,9 @@ func (h *Host) open(ctx context.Context) error {
 	h.snapMu.Unlock()
 	h.mu.Lock()
 	h.st, h.c = st, c
+	if d, ok := st.Log.(durableLog); ok {
+		h.openedAt = d.DurableLSN()
+	}
 	h.mu.Unlock()
 	if h.cfg.Observer != nil {
 		h.cfg.Observer.Opened(h, h.cfg.Clock.Now().Sub(start))
@@ -261,27 +294,64 @@ func (h *Host) failed(c *coordinator.Coordinator) {
 	}
 	h.reopening = true
 	st := h.st
-	h.st = Storage{}
+	// Let go of the failed state now: the reopen builds a new one, and the
+	// two need not be in memory at once.
+	h.st, h.c = Storage{}, nil
+	if d, ok := st.Log.(durableLog); !ok || d.DurableLSN() == h.openedAt {
+		h.failures++ // failed again before anything became durable
+	} else {
+		h.failures = 1
+	}
+	failures := h.failures
 	h.mu.Unlock()
-	h.lg.Error("storage failure: reopening the log from what is durable", "partition", h.cfg.Name, "err", h.cause)
+	h.lg.Error("storage failure: reopening the log from what is durable, by itself (no restart needed)", "partition", h.cfg.Name, "err", h.cause)
 	h.wg.Go(func() {
 		c.Close()
 		st.Log.Close() // the log already failed; Close only releases it
-		for h.ctx.Err() == nil {
+		c, st = nil, Storage{}
+		for attempt := failures; h.ctx.Err() == nil; attempt++ {
+			if attempt > 1 {
+				wait := h.restartWait(attempt)
+				h.lg.Warn("reopening the log after a wait: it failed again before anything became durable", "partition", h.cfg.Name, "in", wait)
+				if clock.Sleep(h.ctx, h.cfg.Clock, wait) != nil {
+					return
+				}
+			}
+			// The failed state, as large as the live heap was, is garbage
+			// once the requests that met the failure have returned: collect
+			// it and give its memory back before a replay builds the next,
+			// rather than let the heap grow to hold both. Attempts are
+			// rare and spaced; a collection is cheap next to a replay.
+			debug.FreeOSMemory()
 			err := h.open(h.ctx)
+			h.mu.Lock()
+			h.failures = attempt
 			if err == nil {
-				h.mu.Lock()
 				h.reopening = false
 				h.mu.Unlock()
 				h.lg.Info("serving again after reopening the log", "partition", h.cfg.Name)
 				return
 			}
-			h.lg.Error("reopening the log failed; will retry", "partition", h.cfg.Name, "err", err, "in", h.cfg.RestartBackoff)
-			if clock.Sleep(h.ctx, h.cfg.Clock, h.cfg.RestartBackoff) != nil {
-				return
-			}
+			h.cause = err
+			h.mu.Unlock()
+			h.lg.Error("reopening the log failed; will retry", "partition", h.cfg.Name, "err", err)
 		}
 	})
+}
+
+// restartWait is the wait before the reopen attempt after failures
+// failures (failed storage or failed reopens) with nothing made durable
+// in between: none after the first, then RestartBackoff, doubling up to
+// MaxRestartBackoff.
+func (h *Host) restartWait(failures int) time.Duration {
+	if failures <= 1 {
+		return 0
+	}
+	d := h.cfg.RestartBackoff
+	for i := 2; i < failures && d < h.cfg.MaxRestartBackoff; i++ {
+		d *= 2
+	}
+	return min(d, h.cfg.MaxRestartBackoff)
 }
 
 // Snapshot applies the retention period and takes a snapshot now, then
@@ -385,7 +455,9 @@ func (h *Host) Close() error {
 	h.mu.Lock()
 	c, st := h.c, h.st
 	h.mu.Unlock()
-	c.Close()
+	if c != nil {
+		c.Close()
+	}
 	if h.cfg.Observer != nil {
 		h.cfg.Observer.Closed(h)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -95,5 +96,24 @@ func TestFailureWithoutReopen(t *testing.T) {
 	}
 	if h.Err() == nil || failures.Load() != 1 {
 		t.Fatalf("after the failure: Err() = %v, OnFailure called %d times; want an error and once", h.Err(), failures.Load())
+	}
+}
+
+func TestRestartWait(t *testing.T) {
+	t.Parallel()
+	h := &Host{cfg: Config{RestartBackoff: time.Second, MaxRestartBackoff: 10 * time.Second}}
+	for failures, want := range []time.Duration{0, 0, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second} {
+		if got := h.restartWait(failures); got != want {
+			t.Errorf("restartWait(%d) = %v, want %v", failures, got, want)
+		}
+	}
+	if got := h.restartWait(1000); got != 10*time.Second {
+		t.Errorf("restartWait(1000) = %v, want the maximum", got)
+	}
+	for _, c := range []Config{{RestartBackoff: -1}, {MaxRestartBackoff: -1}, {RestartBackoff: 2 * time.Second, MaxRestartBackoff: time.Second}} {
+		c.Open = func(context.Context) (Storage, error) { return Storage{}, nil }
+		if err := c.withDefaults(); err == nil || !strings.Contains(err.Error(), "RestartBackoff") {
+			t.Errorf("config %+v: %v, want a refusal naming the field", c, err)
+		}
 	}
 }

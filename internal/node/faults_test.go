@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tenurehq/tenure/internal/clock"
@@ -45,11 +47,13 @@ func faultDisk(t *testing.T, dataDir string) *faultfs.FS {
 func openNode(t *testing.T, dataDir string, f *faultfs.FS) *node.Node {
 	t.Helper()
 	n, err := node.Open(context.Background(), node.Config{
-		DataDir:        dataDir,
-		FS:             f,
-		SegmentBytes:   4096,
-		RestartBackoff: 5 * time.Millisecond,
-		Coordinator:    coordinator.Config{Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))},
+		DataDir:           dataDir,
+		FS:                f,
+		SegmentBytes:      4096,
+		RestartBackoff:    5 * time.Millisecond,
+		MaxRestartBackoff: 20 * time.Millisecond,
+		Clock:             clock.Real, // the reopen's waits; the records' time is the fake one
+		Coordinator:       coordinator.Config{Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))},
 	})
 	if err != nil {
 		t.Fatalf("open node: %v", err)
@@ -132,8 +136,8 @@ func TestFaultNodeReopensAfterStorageFailure(t *testing.T) {
 				t.Fatalf("submit after the fault = %v, want ErrUnavailable mentioning %q", err, tc.want)
 			}
 			if tc.name == "enospc" {
-				// While the disk is full, writes keep being refused; the node
-				// keeps reopening (that needs no space) and serves reads.
+				// While the disk is full, writes keep being refused: the node
+				// does not serve until it can write again.
 				for range 3 {
 					_, err := submit(n, "refused")
 					if !errors.Is(err, coordinator.ErrUnavailable) {
@@ -240,4 +244,119 @@ func TestAcceptLostRecordsOnlyInNodeConfig(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "set Config.AcceptLostRecords") {
 		t.Fatalf("open = %v", err)
 	}
+}
+
+// countOpens counts the host's opens (each a replay of the WAL).
+type countOpens struct{ n atomic.Int32 }
+
+func (o *countOpens) Opened(*host.Host, time.Duration)                 { o.n.Add(1) }
+func (o *countOpens) Snapshotted(*host.Host, time.Duration, time.Time) {}
+func (o *countOpens) Purged(*host.Host, coordinator.PurgeResult)       {}
+func (o *countOpens) Closed(*host.Host)                                {}
+
+// writeChecks counts the node's checks that the data directory takes a
+// write: one per attempt to open the WAL.
+func writeChecks(f *faultfs.FS) int {
+	n := 0
+	for _, op := range f.Trace() {
+		if op.Kind == faultfs.OpCreate && filepath.Base(op.Path) == ".tenure-write-check" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFullDiskBacksOffWithoutReplaying: on a full disk the node tries to
+// reopen its WAL at once, then after 1, 2, 4, 8, 8... seconds (its clock,
+// faked by testing/synctest), and replays the WAL at none of these
+// attempts: each stops at the write check. When there is room again, the
+// next attempt replays once and serves. A failure after a record became
+// durable reopens at once again; one right after a reopen waits.
+func TestFullDiskBacksOffWithoutReplaying(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dataDir := t.TempDir()
+		f := faultDisk(t, dataDir)
+		var opens countOpens
+		n, err := node.Open(context.Background(), node.Config{
+			DataDir:           dataDir,
+			FS:                f,
+			SegmentBytes:      4096,
+			RestartBackoff:    time.Second,
+			MaxRestartBackoff: 8 * time.Second,
+			Snapshots:         host.Schedule{Disabled: true},
+			Coordinator:       coordinator.Config{ExpiryScanInterval: time.Hour},
+			Clock:             clock.Real, // the bubble's fake time
+			HostObserver:      &opens,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		var ids []string
+		for i := range 3 {
+			res, err := submit(n, fmt.Sprintf("task %d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, res.Task.ID)
+		}
+		checks := writeChecks(f)
+		state := func(what string, wantChecks int, wantOpens int32) {
+			t.Helper()
+			synctest.Wait()
+			if got := writeChecks(f) - checks; got != wantChecks || opens.n.Load() != wantOpens {
+				t.Fatalf("%s: %d write checks and %d opens, want %d and %d", what, got, opens.n.Load(), wantChecks, wantOpens)
+			}
+		}
+
+		f.SetFull(true)
+		if _, err := submit(n, "refused"); !errors.Is(err, coordinator.ErrUnavailable) {
+			t.Fatalf("submit on a full disk = %v", err)
+		}
+		state("at once after the failure", 1, 1)
+		attempts := 1
+		for _, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second} {
+			time.Sleep(wait - time.Millisecond)
+			state(fmt.Sprintf("%v into a wait of %v", wait-time.Millisecond, wait), attempts, 1)
+			time.Sleep(time.Millisecond)
+			attempts++
+			state(fmt.Sprintf("after a wait of %v", wait), attempts, 1)
+		}
+		_, err = submit(n, "refused")
+		if !errors.Is(err, coordinator.ErrUnavailable) || !strings.Contains(err.Error(), "out of disk space") {
+			t.Fatalf("submit while the disk stays full = %v, want unavailable naming the full disk", err)
+		}
+
+		f.SetFull(false)
+		time.Sleep(8 * time.Second)
+		state("once there is room", attempts+1, 2)
+		ids = append(ids, submitUntil(t, n, "task 3"))
+		checkTasks(t, n, ids, "after the disk had room again")
+
+		// A failure after records became durable: reopened at once.
+		f.FailNext(faultfs.OpSync, nil)
+		if _, err := submit(n, "refused"); !errors.Is(err, coordinator.ErrUnavailable) {
+			t.Fatalf("submit on a failing fsync = %v", err)
+		}
+		synctest.Wait()
+		if opens.n.Load() != 3 || n.Err() != nil {
+			t.Fatalf("after a failure that followed durable records: %d opens, Err %v; want a reopen at once", opens.n.Load(), n.Err())
+		}
+		// Another one before anything became durable: a wait first.
+		f.FailNext(faultfs.OpSync, nil)
+		if _, err := submit(n, "refused"); !errors.Is(err, coordinator.ErrUnavailable) {
+			t.Fatalf("submit on a failing fsync = %v", err)
+		}
+		synctest.Wait()
+		if opens.n.Load() != 3 {
+			t.Fatalf("a failure right after a reopen reopened at once (%d opens)", opens.n.Load())
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if opens.n.Load() != 4 || n.Err() != nil {
+			t.Fatalf("a second after the failure: %d opens, Err %v; want the reopen", opens.n.Load(), n.Err())
+		}
+		ids = append(ids, submitUntil(t, n, "task 4"))
+		checkTasks(t, n, ids, "after the reopens")
+	})
 }

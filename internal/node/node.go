@@ -56,9 +56,11 @@ type Config struct {
 	// Snapshots is the snapshot schedule, retention and number of
 	// snapshots kept (zero fields: the defaults of package host).
 	Snapshots host.Schedule
-	// RestartBackoff is the wait between attempts to reopen a failed log
-	// (default 1 s).
-	RestartBackoff time.Duration
+	// RestartBackoff and MaxRestartBackoff bound the waits between
+	// attempts to reopen a failed log (defaults 1 s and 15 s; see
+	// host.Config).
+	RestartBackoff    time.Duration
+	MaxRestartBackoff time.Duration
 	// FS is the file system under the WAL and the snapshots (default
 	// fsys.OS). Tests inject faults here; the lock file is always on the
 	// host file system.
@@ -129,15 +131,16 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	cc := cfg.Coordinator
 	cc.AcceptLostRecords = cfg.AcceptLostRecords
 	n.h, err = host.Open(ctx, host.Config{
-		Name:           "the node",
-		Open:           n.openStorage,
-		Coordinator:    cc,
-		Schedule:       cfg.Snapshots,
-		Reopen:         true,
-		RestartBackoff: cfg.RestartBackoff,
-		Clock:          cfg.Clock,
-		Logger:         cfg.Logger,
-		Observer:       cfg.HostObserver,
+		Name:              "the node",
+		Open:              n.openStorage,
+		Coordinator:       cc,
+		Schedule:          cfg.Snapshots,
+		Reopen:            true,
+		RestartBackoff:    cfg.RestartBackoff,
+		MaxRestartBackoff: cfg.MaxRestartBackoff,
+		Clock:             cfg.Clock,
+		Logger:            cfg.Logger,
+		Observer:          cfg.HostObserver,
 	})
 	if _, ok := errors.AsType[*coordinator.LostRecordsError](err); ok {
 		lock.release()
@@ -291,9 +294,25 @@ func (n *Node) snapshots() snapshot.Dir {
 	return snapshot.Dir{FS: n.cfg.FS, Path: filepath.Join(n.cfg.DataDir, SnapshotDir)}
 }
 
-// openStorage opens the WAL and the snapshot directory, after removing the
-// leftovers of interrupted snapshot writes.
+// Before it opens the WAL, a node checks that the data directory takes a
+// write of writeCheckBytes (written, fsynced and removed), so that on a full
+// disk it does not replay its WAL only to fail at the next append: the host
+// retries with a growing wait, replaying once there is room again.
+const (
+	writeCheckBytes = 1 << 20
+	writeCheckFile  = ".tenure-write-check"
+)
+
+// openStorage opens the WAL and the snapshot directory, after checking
+// that the data directory takes a write and removing the leftovers of
+// interrupted snapshot writes.
 func (n *Node) openStorage(context.Context) (host.Storage, error) {
+	if err := fsys.CheckWrite(n.cfg.FS, n.cfg.DataDir, writeCheckFile, writeCheckBytes); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return host.Storage{}, fmt.Errorf("node: the data directory %s is out of disk space (a %d-byte write failed: %w): free space on its device", n.cfg.DataDir, writeCheckBytes, err)
+		}
+		return host.Storage{}, fmt.Errorf("node: the data directory %s does not take a write: %w", n.cfg.DataDir, err)
+	}
 	store := n.snapshots()
 	if removed, err := store.Clean(); err != nil {
 		return host.Storage{}, err

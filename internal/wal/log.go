@@ -485,7 +485,7 @@ func (l *Log) roundWait(last round) time.Duration {
 func (l *Log) stopLocked(err error) {
 	if err != nil && l.err == nil {
 		l.err = err
-		l.opts.Logger.Error("wal: log failed; restart to recover from disk", slog.Any("err", err))
+		l.opts.Logger.Error("wal: log failed: it takes nothing more; what is durable is read again by opening the log anew", slog.Any("err", err))
 	}
 	l.stopped = true
 	l.spaceCond.Broadcast()

@@ -254,7 +254,7 @@ func createSegment(fsy fsys.FS, dir string, first uint64) (fsys.File, string, er
 // the cause.
 func ioError(op, path string, err error) error {
 	if isNoSpace(err) {
-		return fmt.Errorf("wal: %s %s: out of disk space (free space on the device, then restart to recover from disk): %w", op, path, err)
+		return fmt.Errorf("wal: %s %s: out of disk space (free space on its device): %w", op, path, err)
 	}
 	return fmt.Errorf("wal: %s %s: %w", op, path, err)
 }
