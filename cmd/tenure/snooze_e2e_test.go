@@ -88,7 +88,7 @@ func TestSnoozeAndProgressSurviveKill9(t *testing.T) {
 		}
 		return out
 	}
-	snoozed := regexp.MustCompile(`(?m)^1\s+SNOOZED\s+w1\s.*upstream busy$`)
+	snoozed := regexp.MustCompile(`(?m)^1\s+snoozed\s+w1\s.*upstream busy$`)
 	out := get(progress, regexp.MustCompile(`(?m)^attempt\s+1 of 1$`), regexp.MustCompile(`(?m)^traceparent\s+00-4bf92f`), snoozed)
 	if n := len(snoozed.FindAllString(out, -1)); n != 3 {
 		t.Fatalf("tenure task get lists %d snoozed executions, want 3:\n%s", n, out)
@@ -208,7 +208,7 @@ func TestWorkerSnoozeAndProgress(t *testing.T) {
 			t.Fatalf("tenure task get while the handler runs does not match %s:\n%s", re, out)
 		}
 	}
-	if n := len(regexp.MustCompile(`(?m)^1\s+SNOOZED\s.*export not ready$`).FindAllString(out, -1)); n != 3 {
+	if n := len(regexp.MustCompile(`(?m)^1\s+snoozed\s.*export not ready$`).FindAllString(out, -1)); n != 3 {
 		t.Fatalf("tenure task get lists %d snoozed executions, want 3:\n%s", n, out)
 	}
 
@@ -222,7 +222,7 @@ func TestWorkerSnoozeAndProgress(t *testing.T) {
 		t.Fatal("the last attempt did not end")
 	}
 	code, out = runBin(t, "task", "get", "--addr", srv.url(), res.TaskID)
-	for _, re := range []string{`(?m)^state\s+COMPLETED$`, `(?m)^attempt\s+1 of 1$`, `(?m)^1\s+DONE\s`} {
+	for _, re := range []string{`(?m)^state\s+COMPLETED$`, `(?m)^attempt\s+1 of 1$`, `(?m)^1\s+completed\s`} {
 		if code != 0 || !regexp.MustCompile(re).MatchString(out) {
 			t.Fatalf("tenure task get after the completion does not match %s (exit %d):\n%s", re, code, out)
 		}
