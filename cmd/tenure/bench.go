@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tenurehq/tenure/internal/bench"
+	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/wal"
 )
 
@@ -130,6 +131,13 @@ func (c *benchCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []st
 		return usageError{err.Error()}
 	}
 	cfg.Fsync = policy
+	// The nodes it starts have the memory budget `tenure server` has by
+	// default (not its soft memory limit, which would change how the
+	// collector runs in a process that holds the clients too).
+	cfg.Memory = func() *coordinator.MemoryBudget {
+		budget, _ := defaultMemoryBudget()
+		return coordinator.NewMemoryBudget(budget, cfg.Snapshots.PurgeInterval())
+	}
 	if c.addr != "" {
 		urls := strings.Split(c.addr, ",")
 		for i, u := range urls {

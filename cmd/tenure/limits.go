@@ -15,6 +15,9 @@ import (
 type limitFlags struct {
 	load            server.LoadLimits
 	maxRequestBytes int
+	// maxMemoryBytes is the node's memory budget (0: the default;
+	// memory.go).
+	maxMemoryBytes int64
 }
 
 func (f *limitFlags) add(fs *pflag.FlagSet) {
@@ -37,6 +40,8 @@ func (f *limitFlags) add(fs *pflag.FlagSet) {
 		"Lease calls waiting for tasks at once; past it a Lease with a wait is answered resource_exhausted")
 	fs.IntVar(&f.load.MaxLongPollsPerWorker, "max-long-polls-per-worker", d.MaxLongPollsPerWorker,
 		"Lease calls of one worker id waiting for tasks at once; past it resource_exhausted")
+	fs.Int64Var(&f.maxMemoryBytes, "max-memory-bytes", 0,
+		"memory budget of what the node holds (payloads, results, schedules, each task's fixed cost; finished tasks until --retention purges them): past it, submits are refused (resource_exhausted, retry later) while workers drain; 0: half of the memory of the machine (or its cgroup) less 256 MiB")
 	fs.IntVar(&f.load.MaxHeaderBytes, "max-header-bytes", d.MaxHeaderBytes,
 		"largest headers of one request, in bytes; past it 431 (resource_exhausted) and the connection is closed")
 	fs.Int64Var(&f.load.MaxDiscardBytes, "max-discard-bytes", d.MaxDiscardBytes,

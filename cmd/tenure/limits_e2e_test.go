@@ -323,6 +323,7 @@ func TestLimitFlagsRefused(t *testing.T) {
 		{[]string{"--body-read-timeout", "2m"}, "pass --write-timeout above 2m30s"},
 		{[]string{"--max-header-bytes", "100"}, "--max-header-bytes 100 is outside 4096..16777216"},
 		{[]string{"--max-discard-bytes", "0"}, "--max-discard-bytes 0 must be at least 1"},
+		{[]string{"--max-memory-bytes", "1000"}, "--max-memory-bytes 1000 is under 67108864 (64 MiB)"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(t.Context(), append([]string{"server", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, tc.args...), &out, &errb)

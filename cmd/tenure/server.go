@@ -149,9 +149,15 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 		return err
 	}
 	snaps := host.Schedule{EveryRecords: c.snapRecords, Every: c.snapEvery, Retention: c.retention}
+	memory, err := memoryBudget(c.limits, snaps, lg)
+	if err != nil {
+		return err
+	}
+	mx.WatchMemory(memory)
 	coordCfg := coordinator.Config{
 		Limits:             coordinator.Limits{MaxPayloadBytes: c.maxPayload, MaxSnoozes: c.maxSnoozes, MaxSnoozeDelay: c.maxSnoozeDelay},
 		ExpiryScanInterval: c.scan,
+		Memory:             memory,
 	}
 	if c.cluster.dsn != "" {
 		for _, name := range []string{"data-dir", "fsync", "commit-interval", "wal-segment-bytes", "accept-lost-records"} {

@@ -45,6 +45,15 @@ func StartClock(t testing.TB, clk clock.Clock) string {
 	return url
 }
 
+// StartBudget is Start with the node under a memory budget of
+// limitBytes, whose refusals say to retry after retryAfter
+// (coordinator.MemoryBudget).
+func StartBudget(t testing.TB, limitBytes int64, retryAfter time.Duration) string {
+	t.Helper()
+	n := OpenNodeConfig(t, coordinator.Config{Memory: coordinator.NewMemoryBudget(limitBytes, retryAfter)})
+	return Serve(t, server.New(n.Router(), server.Options{Snapshots: n}).Handler())
+}
+
 // start runs the node of Start on clk (nil: the real clock).
 func start(t testing.TB, wrap func(http.Handler) http.Handler, clk clock.Clock) (url string, n *node.Node) {
 	t.Helper()
@@ -66,12 +75,20 @@ func OpenNode(t testing.TB) *node.Node {
 // openNode is OpenNode on clk (nil: the real clock).
 func openNode(t testing.TB, clk clock.Clock) *node.Node {
 	t.Helper()
+	return OpenNodeConfig(t, coordinator.Config{Clock: clk})
+}
+
+// OpenNodeConfig is OpenNode with cfg as its coordinators' config (its
+// expiry scan set to 10ms).
+func OpenNodeConfig(t testing.TB, cfg coordinator.Config) *node.Node {
+	t.Helper()
+	// Expire leases promptly, so that a waiting long-poll sees an expired
+	// task within milliseconds rather than at the next 1s scan.
+	cfg.ExpiryScanInterval = 10 * time.Millisecond
 	n, err := node.Open(t.Context(), node.Config{
-		DataDir: t.TempDir(),
-		Sync:    wal.SyncNone,
-		// Expire leases promptly, so that a waiting long-poll sees an
-		// expired task within milliseconds rather than at the next 1s scan.
-		Coordinator: coordinator.Config{ExpiryScanInterval: 10 * time.Millisecond, Clock: clk},
+		DataDir:     t.TempDir(),
+		Sync:        wal.SyncNone,
+		Coordinator: cfg,
 	})
 	if err != nil {
 		t.Fatalf("open node: %v", err)

@@ -117,6 +117,9 @@ func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, err
 		return nil, err
 	}
 	nodeCfg := node.Config{DataDir: dir, Sync: cfg.Fsync, CommitInterval: cfg.CommitInterval, Snapshots: cfg.Snapshots, Logger: lg}
+	if cfg.Memory != nil {
+		nodeCfg.Coordinator.Memory = cfg.Memory()
+	}
 	mx.ConfigureNode(&nodeCfg)
 	n, err := node.Open(ctx, nodeCfg)
 	if err != nil {

@@ -68,6 +68,9 @@ func startCluster(ctx context.Context, cfg Config, lg *slog.Logger) (*target, er
 			Snapshots:  cfg.Snapshots,
 			Logger:     lg,
 		}
+		if cfg.Memory != nil {
+			memberCfg.Coordinator.Memory = cfg.Memory()
+		}
 		mx.ConfigureMember(&memberCfg)
 		m, err := member.Start(ctx, memberCfg)
 		if err != nil {

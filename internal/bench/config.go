@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/wal"
 	"github.com/tenurehq/tenure/sdk/client"
@@ -143,6 +144,10 @@ type Config struct {
 	// disk flat: completed tasks leave the state, and the log below the
 	// kept snapshots is deleted, only at a snapshot.
 	Snapshots host.Schedule
+	// Memory is the memory budget of the embedded node or of each of the
+	// started cluster's nodes, as `tenure server` has one, so that the run
+	// pays for its accounting (nil: none).
+	Memory func() *coordinator.MemoryBudget
 	// Addr is the server to load ("http://host:port"), or several nodes of
 	// one cluster separated by commas (clients are spread over them).
 	// Empty: start an embedded node (or, with Cluster, a cluster) on

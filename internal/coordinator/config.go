@@ -202,6 +202,10 @@ type Config struct {
 	// Observer, if set, is told of every record applied while serving and
 	// of every call refused to a stale lease (metrics).
 	Observer Observer
+	// Memory, if set, is the memory budget of the node, shared by its
+	// coordinators: past it, writes that create tasks or schedules are
+	// refused with a *FullError (memory.go).
+	Memory *MemoryBudget
 }
 
 // Fence is the owner a Fence record names.

@@ -80,6 +80,9 @@ type Coordinator struct {
 	wake  chan struct{}
 	// ids is the randomness of new task and lease ids (under mu).
 	ids *idRand
+	// reported is the state's HeldBytes as last added to Config.Memory
+	// (under mu; memory.go).
+	reported int64
 }
 
 // Open replays log into a fresh state, then expires every lease already
@@ -122,13 +125,16 @@ func OpenFrom(ctx context.Context, log Log, st *state.State, cfg Config) (*Coord
 		return nil, fmt.Errorf("coordinator: replay ended at lsn %d but the log's last lsn is %d", got, want)
 	}
 	c.lg.Info("replayed log", "from_lsn", from, "records", c.st.LastLSN()+1-from, "last_lsn", c.st.LastLSN(),
-		"tasks", c.st.Len(), "took", c.cfg.Clock.Now().Sub(start))
+		"tasks", c.st.Len(), "held_bytes", c.st.HeldBytes(), "took", c.cfg.Clock.Now().Sub(start))
+	c.reportLocked() // nothing else holds c yet
 	if f := cfg.Fence; f != nil {
 		if err := c.fence(ctx, f); err != nil {
+			c.Close() // gives back what it reported to Config.Memory
 			return nil, err
 		}
 	}
 	if _, err := c.ExpireDue(ctx); err != nil {
+		c.Close()
 		return nil, fmt.Errorf("coordinator: expiring leases after replay: %w", err)
 	}
 	return c, nil
@@ -179,6 +185,7 @@ func (c *Coordinator) Close() error {
 	if c.failed == nil {
 		c.failed = fmt.Errorf("%w: coordinator closed", ErrUnavailable)
 	}
+	c.releaseLocked()
 	for k, ch := range c.signals {
 		close(ch)
 		delete(c.signals, k)
@@ -252,6 +259,7 @@ func (c *Coordinator) write(recs ...state.Record) (uint64, error) {
 			c.onApply(c.st)
 		}
 	}
+	c.reportLocked()
 	return last, nil
 }
 
@@ -431,13 +439,16 @@ type Stats struct {
 	Tasks   int
 	ByState map[state.TaskState]int
 	Workers int
+	// HeldBytes is what the state holds in memory, as it accounts it
+	// (state.State.HeldBytes).
+	HeldBytes int64
 }
 
 // Stats returns a consistent view of the counters.
 func (c *Coordinator) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := Stats{LastLSN: c.st.LastLSN(), Tasks: c.st.Len(), ByState: map[state.TaskState]int{}, Workers: c.workers.len()}
+	s := Stats{LastLSN: c.st.LastLSN(), Tasks: c.st.Len(), ByState: map[state.TaskState]int{}, Workers: c.workers.len(), HeldBytes: c.st.HeldBytes()}
 	for ts := state.Waiting; ts <= state.Dead; ts++ {
 		s.ByState[ts] = c.st.Count(ts)
 	}

@@ -31,6 +31,9 @@ var (
 	// ErrUnavailable: the log failed or the coordinator is closed; nothing
 	// more is acknowledged until it is reopened from its log.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrFull is wrapped by *FullError: the node holds as much as its
+	// memory budget allows; retry later.
+	ErrFull = errors.New("full")
 )
 
 // FieldError is an invalid argument, naming the field.

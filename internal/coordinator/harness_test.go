@@ -48,6 +48,8 @@ type env struct {
 	// (default here 1 s) and Config.MaxExpiriesPerScan.
 	scan        time.Duration
 	maxExpiries int
+	// memory is Config.Memory.
+	memory *MemoryBudget
 }
 
 func newEnv(t *testing.T, seed uint64) *env {
@@ -63,7 +65,7 @@ func (e *env) config() Config {
 	if scan == 0 {
 		scan = time.Second
 	}
-	return Config{Clock: e.clock, Rand: e.rand, ExpiryScanInterval: scan, MaxExpiriesPerScan: e.maxExpiries, Observer: e.observer}
+	return Config{Clock: e.clock, Rand: e.rand, ExpiryScanInterval: scan, MaxExpiriesPerScan: e.maxExpiries, Observer: e.observer, Memory: e.memory}
 }
 
 func (e *env) open() {

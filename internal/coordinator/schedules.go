@@ -161,6 +161,10 @@ func (c *Coordinator) CreateSchedule(ctx context.Context, req ScheduleRequest) (
 		}
 		return view, false, nil
 	}
+	if err := c.admitLocked(state.NewScheduleHeldBytes(k, def, req.By)); err != nil {
+		c.mu.Unlock()
+		return ScheduleView{}, false, err
+	}
 	r := &state.ScheduleCreated{Namespace: k.Namespace, Queue: k.Queue, Name: k.Name, Def: def, Next: cr.Next(now), By: req.By, At: now}
 	return c.scheduleWrite(ctx, k, r)
 }
@@ -205,6 +209,12 @@ func (c *Coordinator) UpdateSchedule(ctx context.Context, req ScheduleRequest) (
 	}
 	if sc.HeldTick != 0 && def.Overlap != state.OverlapBufferOne {
 		return ScheduleView{}, c.refuseLocked(ctx, fieldErr("overlap", "a tick (%s) is held until the previous task finishes; keep BUFFER_ONE until it has fired", sc.HeldTick))
+	}
+	if grow := state.NewScheduleHeldBytes(k, def, sc.CreatedBy) - state.NewScheduleHeldBytes(k, sc.Def, sc.CreatedBy); grow > 0 {
+		if err := c.admitLocked(grow); err != nil {
+			c.mu.Unlock()
+			return ScheduleView{}, err
+		}
 	}
 	if _, err := c.decideLocked(sc, now, MaxDecisionsPerPass); err != nil {
 		c.mu.Unlock()
@@ -421,6 +431,17 @@ func (c *Coordinator) Backfill(ctx context.Context, k state.ScheduleKey, from, t
 			TaskID: c.newTaskID(nowT, ids), Next: sc.Next, Outcome: state.Backfilled, By: a.By, At: now}
 		recs = append(recs, r)
 		res.Fired = append(res.Fired, state.Fire{Tick: t, TaskID: r.TaskID, Outcome: state.Backfilled, At: now})
+	}
+	if c.cfg.Memory != nil {
+		var need int64
+		for _, r := range recs {
+			f := r.(*state.ScheduleFired)
+			need += state.NewTaskHeldBytes(len(f.TaskID), len(state.FireRequestID(k, f.Tick)), len(sc.Def.Payload))
+		}
+		if err := c.admitLocked(need); err != nil {
+			c.mu.Unlock()
+			return BackfillResult{}, err
+		}
 	}
 	return res, c.writeAndWait(ctx, recs...)
 }

@@ -407,6 +407,16 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 		created(r, req, c.newTaskID(now, sc.ids), now)
 		recs = append(recs, r)
 	}
+	if c.cfg.Memory != nil {
+		var need int64
+		for _, r := range sc.created[:len(recs)] {
+			need += state.NewTaskHeldBytes(len(r.TaskID), len(r.RequestID), len(r.Payload))
+		}
+		if err := c.admitLocked(need); err != nil {
+			c.mu.Unlock()
+			return err
+		}
+	}
 	attribute(ctx, recs)
 	last, err := c.write(recs...)
 	if err != nil {

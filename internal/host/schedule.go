@@ -71,6 +71,17 @@ func (s *Schedule) withDefaults() error {
 	return nil
 }
 
+// PurgeInterval is how often the retention period is applied with s (its
+// defaults filled in): the longest a finished task past its retention
+// keeps its memory, and so the wait a refusal for a full memory budget
+// advises (coordinator.MemoryBudget). 0 if s is invalid.
+func (s Schedule) PurgeInterval() time.Duration {
+	if s.withDefaults() != nil {
+		return 0
+	}
+	return s.PurgeEvery
+}
+
 // snapshotSpacing bounds the share of time spent on snapshots: after a
 // snapshot that took d, the next is not due until snapshotSpacing × d
 // after the last one started. A snapshot writes every task the state

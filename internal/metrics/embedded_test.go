@@ -40,10 +40,11 @@ type embedded struct {
 func startEmbedded(t *testing.T, dir string, clk clock.Clock) *embedded {
 	t.Helper()
 	m := newMetrics(t, metrics.Config{Clock: clk})
+	mem := coordinator.NewMemoryBudget(1<<30, time.Minute)
 	cfg := node.Config{
 		DataDir:     dir,
 		Sync:        wal.SyncAlways,
-		Coordinator: coordinator.Config{Clock: clk},
+		Coordinator: coordinator.Config{Clock: clk, Memory: mem},
 		// Snapshots only when the test asks (AdminService.Snapshot).
 		Snapshots: host.Schedule{Disabled: true},
 	}
@@ -53,6 +54,7 @@ func startEmbedded(t *testing.T, dir string, clk clock.Clock) *embedded {
 		t.Fatalf("open node: %v", err)
 	}
 	m.WatchNode(n)
+	m.WatchMemory(mem)
 	api := server.New(n.Router(), server.Options{Snapshots: n, Metrics: m, Clock: clk})
 	srv := httptest.NewServer(api.Handler())
 	e := &embedded{
@@ -227,6 +229,15 @@ func TestWorkloadCounters(t *testing.T) {
 	}
 	if got := f.value(t, "tenure_wal_bytes"); got != float64(bytes) {
 		t.Errorf("tenure_wal_bytes = %v, %d on disk", got, bytes)
+	}
+
+	// The memory budget's gauges: what the partition's state holds, and
+	// the budget.
+	if got, want := f.value(t, "tenure_memory_held_bytes"), float64(e.n.Coordinator().Stats().HeldBytes); got != want || want <= 0 {
+		t.Errorf("tenure_memory_held_bytes = %v, the node's state holds %v", got, want)
+	}
+	if got := f.value(t, "tenure_memory_budget_bytes"); got != 1<<30 {
+		t.Errorf("tenure_memory_budget_bytes = %v, want %d", got, 1<<30)
 	}
 
 	// The queue's gauges: 2 never leased and the expired one waiting (the

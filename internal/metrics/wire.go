@@ -83,3 +83,18 @@ func (m *Metrics) WatchMember(mb *member.Member) {
 		}, func() float64 { return float64(mb.UnreachablePeers()) }),
 	)
 }
+
+// WatchMemory registers the gauges of the node's memory budget b: what its
+// partitions hold, as their states account it, and the budget.
+func (m *Metrics) WatchMemory(b *coordinator.MemoryBudget) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tenure_memory_held_bytes",
+			Help: "Bytes the partitions this node serves hold in memory, as their states account them: payloads, results, schedules and each task's fixed cost, finished tasks included until the retention purge drops them.",
+		}, func() float64 { return float64(b.HeldBytes()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tenure_memory_budget_bytes",
+			Help: "The node's memory budget (--max-memory-bytes): past it, submits are refused (resource_exhausted, FULL).",
+		}, func() float64 { return float64(b.LimitBytes()) }),
+	)
+}

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/tenurehq/tenure/internal/coordinator"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
@@ -33,6 +36,12 @@ func (s *Server) apiError(err error) *connect.Error {
 		e = connect.NewError(code, errors.New(s.opts.Reword(err.Error())))
 	} else {
 		e = connect.NewError(code, err)
+	}
+	if d.Reason == tenurev1.ErrorReason_ERROR_REASON_FULL {
+		s.hit(LimitMemory)
+		// For HTTP clients and retry middleware, in whole seconds (RFC
+		// 9110 §10.2.3); in gRPC it is a trailer, which clients ignore.
+		e.Meta().Set("Retry-After", strconv.FormatInt(int64((d.GetRetryAfter().AsDuration()+time.Second-1)/time.Second), 10))
 	}
 	if d.Reason != tenurev1.ErrorReason_ERROR_REASON_UNSPECIFIED {
 		if detail, derr := connect.NewErrorDetail(d); derr == nil {
@@ -74,6 +83,10 @@ func classify(err error) (connect.Code, *tenurev1.ErrorDetail) {
 	if le, ok := isLimit(err); ok {
 		d.Field, d.Size, d.Limit = le.field, le.size, le.limit
 	}
+	var full *coordinator.FullError
+	if errors.As(err, &full) {
+		d.Size, d.Limit, d.RetryAfter = full.HeldBytes, full.LimitBytes, durationpb.New(full.RetryAfter)
+	}
 	for _, k := range errorKinds {
 		if errors.Is(err, k.err) {
 			d.Reason = k.reason
@@ -98,6 +111,7 @@ var errorKinds = []struct {
 	{coordinator.ErrLeaseLost, connect.CodeFailedPrecondition, tenurev1.ErrorReason_ERROR_REASON_LEASE_LOST},
 	{coordinator.ErrWrongState, connect.CodeFailedPrecondition, tenurev1.ErrorReason_ERROR_REASON_WRONG_STATE},
 	{coordinator.ErrUnavailable, connect.CodeUnavailable, tenurev1.ErrorReason_ERROR_REASON_UNAVAILABLE},
+	{coordinator.ErrFull, connect.CodeResourceExhausted, tenurev1.ErrorReason_ERROR_REASON_FULL},
 	{context.Canceled, connect.CodeCanceled, tenurev1.ErrorReason_ERROR_REASON_UNSPECIFIED},
 	{context.DeadlineExceeded, connect.CodeDeadlineExceeded, tenurev1.ErrorReason_ERROR_REASON_UNSPECIFIED},
 }

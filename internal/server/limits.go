@@ -32,6 +32,9 @@ const (
 	LimitLongPollsPerWorker = "long_polls_per_worker"
 	LimitHeaderBytes        = "header_bytes"
 	LimitDiscardBytes       = "discard_bytes"
+	// LimitMemory counts the writes refused by the node's memory budget
+	// (coordinator.MemoryBudget).
+	LimitMemory = "memory"
 )
 
 // LoadLimits bound what clients can hold of a server at once. Zero fields

@@ -59,7 +59,13 @@ type limitEnv struct {
 
 func newLimitEnv(t *testing.T, load server.LoadLimits) *limitEnv {
 	t.Helper()
-	e := &limitEnv{n: apitest.OpenNode(t)}
+	return newLimitEnvOf(t, load, apitest.OpenNode(t))
+}
+
+// newLimitEnvOf is newLimitEnv of node n.
+func newLimitEnvOf(t *testing.T, load server.LoadLimits, n *node.Node) *limitEnv {
+	t.Helper()
+	e := &limitEnv{n: n}
 	m, err := metrics.New(metrics.Config{})
 	if err != nil {
 		t.Fatal(err)

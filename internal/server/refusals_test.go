@@ -21,8 +21,11 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tenurehq/tenure/internal/apitest"
+	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/server"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 )
@@ -247,11 +250,54 @@ func TestExhaustedStatus(t *testing.T) {
 		{"a body over its cap", `{"code":"resource_exhausted","message":"m"` + detail(&tenurev1.ErrorDetail{Reason: tooLarge, Size: 2, Limit: 1}) + `}`, 413},
 		{"Connect's own cap of an inflated body", `{"code":"resource_exhausted","message":"m"}`, 413},
 		{"too many long-polls", `{"code":"resource_exhausted","message":"m"` + detail(&tenurev1.ErrorDetail{Reason: tooLarge, Field: "wait", Size: 2, Limit: 1}) + `}`, 429},
+		{"a full server", `{"code":"resource_exhausted","message":"m"` + detail(&tenurev1.ErrorDetail{Reason: tenurev1.ErrorReason_ERROR_REASON_FULL, Size: 2, Limit: 1}) + `}`, 429},
 		{"another code", `{"code":"unavailable","message":"m"}`, 429},
 		{"not JSON", `<html>`, 429},
 	} {
 		if got := server.ExhaustedStatus([]byte(tc.body)); got != tc.want {
 			t.Errorf("%s: status %d, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestFullAnswer: a server at its memory budget (256 KiB here) answers a
+// Submit over plain HTTP 429 with a Retry-After header (in whole seconds,
+// rounded up) and the Connect error resource_exhausted with an
+// ErrorDetail FULL that carries what it holds, its budget and the retry
+// hint; it counts the refusal, and still serves a Lease.
+func TestFullAnswer(t *testing.T) {
+	t.Parallel()
+	const limit = 256 << 10
+	e := newLimitEnvOf(t, server.LoadLimits{}, apitest.OpenNodeConfig(t, coordinator.Config{Memory: coordinator.NewMemoryBudget(limit, 90500*time.Millisecond)}))
+	body := `{"queue":"q","payload":"` + base64.StdEncoding.EncodeToString(make([]byte, 1<<10)) + `"}`
+	var resp *http.Response
+	var got []byte
+	for i := 0; ; i++ {
+		if i == 1000 {
+			t.Fatalf("1000 submits of 1 KiB were all accepted under a budget of %d bytes", limit)
+		}
+		var err error
+		resp, got, err = sendFirst(e.addr, fmt.Sprintf("POST %s HTTP/1.1\r\nHost: tenure\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", submitProc, len(body)), strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			break
+		}
+	}
+	code, d, err := wireError(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "91" || code != "resource_exhausted" ||
+		d.GetReason() != tenurev1.ErrorReason_ERROR_REASON_FULL || d.GetLimit() != limit || d.GetSize() <= 0 || d.GetRetryAfter().AsDuration() != 90500*time.Millisecond {
+		t.Fatalf("a Submit past the budget was answered %d (Retry-After %q) %s %v, want 429, Retry-After 91, resource_exhausted FULL with size, limit %d and retry_after 90.5s",
+			resp.StatusCode, resp.Header.Get("Retry-After"), code, d, limit)
+	}
+	if got := e.hits(t, server.LimitMemory); got != 1 {
+		t.Errorf("%s hits = %d, want 1", server.LimitMemory, got)
+	}
+	if _, err := e.worker.Lease(t.Context(), connect.NewRequest(&tenurev1.LeaseRequest{WorkerId: "w", Queue: "q"})); err != nil {
+		t.Errorf("a Lease from a full server: %v", err)
 	}
 }

@@ -76,7 +76,7 @@ func BenchmarkMemoryPerTask(b *testing.B) {
 
 // leaseAll leases every task of the bench queue, 64 per call with one
 // worker id per call, and completes them if complete is set.
-func leaseAll(b *testing.B, s *State, complete bool) {
+func leaseAll(b testing.TB, s *State, complete bool) {
 	q := QueueKey{"default", benchQueue}
 	now := Time(time.Second)
 	for call := 0; ; call++ {

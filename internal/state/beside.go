@@ -85,7 +85,32 @@ func (s *State) setTrace(t *Task, tc TraceContext) {
 	if s.traces == nil {
 		s.traces = make(map[*Task]TraceContext)
 	}
+	if old, ok := s.traces[t]; ok {
+		s.held -= heldByTrace(old)
+	}
 	s.traces[t] = tc
+	s.held += heldByTrace(tc)
+}
+
+// dropBeside forgets what the state keeps beside t, which leaves it.
+func (s *State) dropBeside(t *Task) {
+	if len(s.traces) > 0 {
+		if tc, ok := s.traces[t]; ok {
+			s.held -= heldByTrace(tc)
+			delete(s.traces, t)
+		}
+	}
+	s.dropReport(t)
+}
+
+// dropReport forgets the last report of t's current lease, which ends.
+func (s *State) dropReport(t *Task) {
+	if len(s.reports) > 0 {
+		if r, ok := s.reports[t]; ok {
+			s.held -= heldByReport(r.Report)
+			delete(s.reports, t)
+		}
+	}
 }
 
 // setReport keeps r as the last report of t's current lease.
@@ -93,7 +118,11 @@ func (s *State) setReport(t *Task, r LastReport) {
 	if s.reports == nil {
 		s.reports = make(map[*Task]LastReport)
 	}
+	if old, ok := s.reports[t]; ok {
+		s.held -= heldByReport(old.Report)
+	}
 	s.reports[t] = r
+	s.held += heldByReport(r.Report)
 }
 
 // checkReport says why r cannot be a lease's report, or "".

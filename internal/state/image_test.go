@@ -56,6 +56,9 @@ func TestImageRestoreRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(orig.Export(), got.Export()) {
 			t.Fatalf("seed %d: restored state differs from the original", seed)
 		}
+		if orig.HeldBytes() != got.HeldBytes() || got.HeldBytes() <= 0 {
+			t.Fatalf("seed %d: the original holds %d bytes, the restored state %d", seed, orig.HeldBytes(), got.HeldBytes())
+		}
 		for range 200 {
 			r := g.Next(orig)
 			if err := orig.Apply(orig.LastLSN()+1, r); err != nil {
@@ -79,6 +82,9 @@ func TestImageRestoreRoundTrip(t *testing.T) {
 		}
 		if !reflect.DeepEqual(orig.Export(), got.Export()) {
 			t.Fatalf("seed %d: states diverged after the same records", seed)
+		}
+		if orig.HeldBytes() != got.HeldBytes() {
+			t.Fatalf("seed %d: after the same records the original holds %d bytes, the restored state %d", seed, orig.HeldBytes(), got.HeldBytes())
 		}
 	}
 }
@@ -138,6 +144,9 @@ func TestPurgeReplayDeterminism(t *testing.T) {
 	}
 	if !reflect.DeepEqual(a.Export(), b.Export()) {
 		t.Fatal("replay of the same records differs")
+	}
+	if a.HeldBytes() != b.HeldBytes() {
+		t.Fatalf("the state holds %d bytes, its replay %d", a.HeldBytes(), b.HeldBytes())
 	}
 	if err := b.Invariants(); err != nil {
 		t.Fatal(err)

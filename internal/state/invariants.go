@@ -19,8 +19,13 @@ func (s *State) Invariants() error {
 	var counts [Dead + 1]int
 	leased, schedulable := 0, 0
 	indexed := 0
+	var held int64 // a recount of HeldBytes (heldErrors)
 	s.tasks.all(func(tb *posTable, t *Task) {
 		indexed++
+		if n := heldByProgress(t.Progress); int64(t.Progress.held) != n {
+			bad(t, "its progress is accounted %d bytes, its content %d", t.Progress.held, n)
+		}
+		held += heldByTask(t)
 		if tb != s.tasks.table(hashString(t.ID)) || s.Task(t.ID) != t {
 			bad(t, "indexed under the wrong id hash")
 		}
@@ -108,7 +113,33 @@ func (s *State) Invariants() error {
 			errs = append(errs, fmt.Errorf("lease index entry %#x points at the wrong task %q", h, t.ID))
 		}
 	})
+	errs = append(errs, s.heldErrors(held)...)
 	return errors.Join(errs...)
+}
+
+// heldErrors checks HeldBytes against a recount from the content: the
+// tasks' shares (summed by Invariants, which checked each progress's),
+// and the queues with tasks and the schedules.
+func (s *State) heldErrors(held int64) []error {
+	var errs []error
+	for k, qi := range s.queues {
+		if qi.total() > 0 {
+			held += heldByQueue(k)
+		}
+	}
+	for _, sc := range s.schedules {
+		held += heldBySchedule(sc)
+	}
+	for _, tc := range s.traces {
+		held += heldByTrace(tc)
+	}
+	for _, r := range s.reports {
+		held += heldByReport(r.Report)
+	}
+	if held != s.held {
+		errs = append(errs, fmt.Errorf("HeldBytes is %d, a recount of the content %d", s.held, held))
+	}
+	return errs
 }
 
 // slabErrors checks that the slab holds the indexed tasks and nothing

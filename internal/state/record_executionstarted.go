@@ -25,6 +25,6 @@ func (r *ExecutionStarted) apply(s *State, lsn uint64) string {
 	}
 	cur.Status = ExecInProgress
 	cur.StartedAt = r.At
-	touch(t, lsn, r.At)
+	s.touch(t, lsn, r.At)
 	return ""
 }

@@ -30,7 +30,7 @@ func (r *LeaseExpired) apply(s *State, lsn uint64) string {
 		cur.FinishedAt = r.At
 	}
 	s.dropLease(t)
-	touch(t, lsn, r.At)
+	s.touch(t, lsn, r.At)
 	s.event(t, EventLeaseExpired, r.At)
 	switch {
 	case t.State == Committed:

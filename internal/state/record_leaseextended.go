@@ -48,6 +48,6 @@ func (r *LeaseExtended) apply(s *State, lsn uint64) string {
 	if r.Report != nil {
 		s.setReport(t, LastReport{Report: *r.Report, At: r.At})
 	}
-	touch(t, lsn, r.At)
+	s.touch(t, lsn, r.At)
 	return ""
 }

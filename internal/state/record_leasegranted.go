@@ -77,6 +77,6 @@ func (r *LeaseGranted) apply(s *State, lsn uint64) string {
 	s.leases.add(hashString(r.LeaseID), t)
 	heap.Push(&s.expiry, t)
 	qi.leases++
-	touch(t, lsn, r.GrantedAt)
+	s.touch(t, lsn, r.GrantedAt)
 	return ""
 }

@@ -29,5 +29,6 @@ func (r *ScheduleCreated) apply(s *State, _ uint64) string {
 		return "first tick is not after the creation"
 	}
 	s.schedules[k] = sc
+	s.held += heldBySchedule(sc)
 	return ""
 }

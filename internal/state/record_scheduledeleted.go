@@ -21,5 +21,6 @@ func (r *ScheduleDeleted) apply(s *State, _ uint64) string {
 	}
 	s.watch(sc.LastTask, -1)
 	delete(s.schedules, k)
+	s.held -= heldBySchedule(sc)
 	return ""
 }

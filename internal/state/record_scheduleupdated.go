@@ -34,7 +34,9 @@ func (r *ScheduleUpdated) apply(s *State, _ uint64) string {
 	if r.Next != 0 && r.Next <= r.At {
 		return "next tick is not after the update"
 	}
+	s.held -= heldBySchedule(sc)
 	sc.Def, sc.Next = r.Def, r.Next
+	s.held += heldBySchedule(sc)
 	sc.UpdatedAt = max(sc.UpdatedAt, r.At)
 	return ""
 }

@@ -35,7 +35,7 @@ func (r *TaskCancelled) apply(s *State, lsn uint64) string {
 	t := s.Task(r.TaskID)
 	if r.Action == ActionUnknown {
 		if t != nil {
-			touch(t, lsn, r.At)
+			s.touch(t, lsn, r.At)
 		}
 		return ""
 	}
@@ -56,6 +56,7 @@ func (r *TaskCancelled) apply(s *State, lsn uint64) string {
 	}
 	e.Refused |= r.Action.set()
 	t.touched(lsn) // in the history, but not an update
+	s.changed = t
 	return ""
 }
 

@@ -30,6 +30,6 @@ func (r *TaskCommitted) apply(s *State, lsn uint64) string {
 	p := t.progress()
 	p.CommittedBy, p.Result = r.LeaseID, r.Result
 	s.transition(t, Committed)
-	touch(t, lsn, r.At)
+	s.touch(t, lsn, r.At)
 	return ""
 }

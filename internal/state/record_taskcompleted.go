@@ -36,6 +36,6 @@ func (r *TaskCompleted) apply(s *State, lsn uint64) string {
 	s.dropLease(t)
 	s.transition(t, Completed)
 	s.event(t, EventCompleted, r.At)
-	touch(t, lsn, r.At)
+	s.touch(t, lsn, r.At)
 	return ""
 }

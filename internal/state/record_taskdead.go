@@ -34,6 +34,6 @@ func (r *TaskDead) apply(s *State, lsn uint64) string {
 	}
 	t.progress().FailureReason = r.Reason
 	s.transition(t, Dead)
-	touch(t, lsn, r.At)
+	s.touch(t, lsn, r.At)
 	return ""
 }

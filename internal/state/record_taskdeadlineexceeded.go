@@ -40,6 +40,6 @@ func (r *TaskDeadlineExceeded) apply(s *State, lsn uint64) string {
 	t.progress().FailureReason = ReasonDeadlineExceeded
 	s.transition(t, Failed)
 	s.event(t, EventFailed, r.At)
-	touch(t, lsn, r.At)
+	s.touch(t, lsn, r.At)
 	return ""
 }

@@ -30,7 +30,7 @@ func (r *TaskFailed) apply(s *State, lsn uint64) string {
 	cur.Reason = r.Reason
 	cur.FinishedAt = r.At
 	s.dropLease(t)
-	touch(t, lsn, r.At)
+	s.touch(t, lsn, r.At)
 	if !r.Permanent && t.AttemptsLeft() {
 		t.NotBefore = r.RetryAt
 		s.transition(t, Waiting)

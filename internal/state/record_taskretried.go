@@ -36,6 +36,6 @@ func (r *TaskRetried) apply(s *State, lsn uint64) string {
 	t.progress().FailureReason = ""
 	s.transition(t, Waiting)
 	s.queue(t).add(t)
-	touch(t, lsn, r.At)
+	s.touch(t, lsn, r.At)
 	return ""
 }

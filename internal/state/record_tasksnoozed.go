@@ -39,7 +39,7 @@ func (r *TaskSnoozed) apply(s *State, lsn uint64) string {
 	cur.Reason = r.Reason
 	cur.FinishedAt = r.At
 	s.dropLease(t)
-	touch(t, lsn, r.At)
+	s.touch(t, lsn, r.At)
 	t.Attempt-- // the attempt did not count: the next lease has its number
 	t.NotBefore = r.NotBefore
 	s.transition(t, Waiting)

@@ -121,10 +121,13 @@ func (s *State) drop(t *Task) {
 		s.requests.remove(hashRequest(t.Namespace, t.RequestID), t)
 	}
 	s.counts[t.State]--
-	s.queue(t).counts[t.State]--
-	if len(s.traces) > 0 {
-		delete(s.traces, t)
+	qi := s.queue(t)
+	qi.counts[t.State]--
+	s.held -= heldByTask(t)
+	if qi.total() == 0 {
+		s.held -= heldByQueue(qi.key)
 	}
+	s.dropBeside(t)
 	s.slab.release(t)
 }
 

@@ -311,6 +311,7 @@ func (l *Loader) AddSchedule(sc *Schedule) error {
 		return l.err
 	}
 	l.s.schedules[sc.Key] = sc.Clone()
+	l.s.held += heldBySchedule(sc)
 	l.s.watch(sc.LastTask, 1)
 	return nil
 }

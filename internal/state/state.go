@@ -68,6 +68,10 @@ type State struct {
 	holes   int
 	trimmed int
 	counts  [Dead + 1]int
+	// held is HeldBytes (memory.go); changed is the task the record being
+	// applied touched, whose share of it Apply brings up to date.
+	held    int64
+	changed *Task
 	// schedules holds every schedule by key; watched counts, by task id,
 	// the schedules whose last fire submitted that task (their overlap
 	// policy waits for it).
@@ -262,6 +266,12 @@ func (s *State) Apply(lsn uint64, r Record) error {
 		s.copying.preserve(r)
 	}
 	reason := r.apply(s, lsn)
+	if t := s.changed; t != nil {
+		// Once the record's whole effect is in (touch need not be its
+		// last step).
+		s.changed = nil
+		s.account(t)
+	}
 	if reason != "" {
 		return s.fail(lsn, r, reason)
 	}
@@ -340,12 +350,14 @@ func (s *State) transition(t *Task, to TaskState) {
 	}
 }
 
-// touch records that the record at lsn touched t.
-func touch(t *Task, lsn uint64, at Time) {
+// touch records that the record at lsn touched t; Apply accounts for
+// what the record changed of t once it is applied (HeldBytes).
+func (s *State) touch(t *Task, lsn uint64, at Time) {
 	t.touched(lsn)
 	if at > t.UpdatedAt {
 		t.UpdatedAt = at
 	}
+	s.changed = t
 }
 
 // leaseOf returns the task and its current lease if that lease is leaseID;
@@ -403,6 +415,13 @@ func (s *State) addTask(proto *Task, k QueueKey, p Policy) (*Task, *queueIndex) 
 	s.order = append(s.order, t.pos+1)
 	s.counts[t.State]++
 	qi.counts[t.State]++
+	if qi.total() == 1 {
+		s.held += heldByQueue(k)
+	}
+	if t.Progress != &noProgress {
+		t.Progress.held = uint32(heldByProgress(t.Progress))
+	}
+	s.held += heldByTask(t)
 	if t.State.Terminal() {
 		s.slab.setFinished(t.pos, true)
 	}
@@ -422,9 +441,7 @@ func (s *State) dropLease(t *Task) {
 	heap.Remove(&s.expiry, int(t.heapIdx))
 	t.cur = -1
 	s.queue(t).leases--
-	if len(s.reports) > 0 {
-		delete(s.reports, t) // a report is the lease's
-	}
+	s.dropReport(t) // a report is the lease's
 }
 
 // maxPolicies bounds the policies a State shares between its tasks. Past

@@ -163,6 +163,9 @@ type Progress struct {
 	// (TaskRetried), 0 before: the retry policy's budget counts the
 	// attempts after it.
 	AttemptBase uint32
+	// held is this progress's share of its State's HeldBytes, as last
+	// accounted (State.account); it fills what would be padding.
+	held uint32
 	// first holds the first execution, so that a first lease needs one
 	// allocation (this struct) rather than two: Executions is first[:1:1]
 	// until a second lease moves it to an array of its own.

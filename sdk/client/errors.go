@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
@@ -40,6 +41,12 @@ var (
 	// ErrTooLarge: a value is over a size limit (Error.Field, Error.Size
 	// and Error.Limit say which). Send less.
 	ErrTooLarge = errors.New("client: too large")
+	// ErrFull: the server holds as much as its memory budget allows, so it
+	// refused to create a task or schedule (nothing was created; every
+	// other call is served, so workers keep draining). Error.RetryAfter
+	// says when to try again; Error.Size and Error.Limit are what the
+	// server holds and its budget, in bytes.
+	ErrFull = errors.New("client: server full")
 	// ErrUnavailable: the server could not serve the call (down,
 	// restarting, reopening its log, moving the partition), even after the
 	// client's retries. Nothing was changed that was not also made
@@ -78,10 +85,11 @@ const (
 	ReasonTooLarge
 	ReasonUnavailable
 	ReasonAlreadyExists
+	ReasonFull
 )
 
 var reasonNames = [...]string{"UNSPECIFIED", "NOT_FOUND", "LEASE_LOST", "ALREADY_COMMITTED", "WRONG_STATE", "INVALID_ARGUMENT", "TOO_LARGE", "UNAVAILABLE",
-	"ALREADY_EXISTS"}
+	"ALREADY_EXISTS", "FULL"}
 
 // String returns the reason's name as the API spells it without its
 // prefix: "LEASE_LOST", ...
@@ -97,6 +105,7 @@ var sentinels = [...]error{
 	ReasonTooLarge:         ErrTooLarge,
 	ReasonUnavailable:      ErrUnavailable,
 	ReasonAlreadyExists:    ErrAlreadyExists,
+	ReasonFull:             ErrFull,
 }
 
 // reasonOfCode classifies an answer that carries no reason by its status
@@ -153,8 +162,10 @@ type Error struct {
 	// "requests[3].queue" (ErrInvalidArgument, ErrTooLarge).
 	Field string
 	// Size and Limit are the field's size and its limit in bytes
-	// (ErrTooLarge).
+	// (ErrTooLarge); what the server holds and its memory budget (ErrFull).
 	Size, Limit int64
+	// RetryAfter is how long to wait before trying again (ErrFull).
+	RetryAfter time.Duration
 
 	err        error // the *connect.Error answered
 	tlsRefused bool  // the call failed in a TLS handshake that cannot succeed
@@ -231,6 +242,9 @@ func (e *Error) setDetail(d *tenurev1.ErrorDetail) {
 	e.TaskID, e.LeaseID, e.CommittedBy = d.GetTaskId(), d.GetLeaseId(), d.GetCommittedBy()
 	e.State = TaskState(d.GetState())
 	e.Field, e.Size, e.Limit = d.GetField(), d.GetSize(), d.GetLimit()
+	if d.GetRetryAfter() != nil {
+		e.RetryAfter = d.GetRetryAfter().AsDuration()
+	}
 }
 
 // detailOf returns the tenure detail of ce, or nil.

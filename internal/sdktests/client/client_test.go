@@ -279,7 +279,7 @@ func checkError(t *testing.T, what string, err error, c errorCase) {
 		t.Errorf("%s: error %+v\nwant %+v (and a message)", what, *e, w)
 	}
 	for _, s := range []error{client.ErrLeaseLost, client.ErrAlreadyCommitted, client.ErrWrongState, client.ErrNotFound,
-		client.ErrInvalidArgument, client.ErrTooLarge, client.ErrUnavailable, client.ErrAlreadyExists} {
+		client.ErrInvalidArgument, client.ErrTooLarge, client.ErrUnavailable, client.ErrAlreadyExists, client.ErrFull} {
 		if got := errors.Is(err, s); got != (s == c.sentinel) {
 			t.Errorf("%s: errors.Is(%v, %v) = %v", what, err, s, got)
 		}
@@ -358,6 +358,34 @@ func TestErrors(t *testing.T) {
 			_, err = c.KillTask(ctx, client.KillTaskRequest{TaskID: id, Reason: "too late"})
 			checkError(t, "KillTask of a completed task", err, errorCase{client.ErrWrongState, client.Error{
 				Op: "KillTask", Code: connect.CodeFailedPrecondition, Reason: client.ReasonWrongState, TaskID: id, State: client.TaskStateCompleted}})
+		})
+	}
+}
+
+// TestErrFull: a server at its memory budget (256 KiB here) refuses a
+// Submit with ErrFull, on every protocol: what it holds and its budget,
+// and when to retry; and still serves a lease.
+func TestErrFull(t *testing.T) {
+	const limit = 256 << 10
+	url := apitest.StartBudget(t, limit, 2*time.Minute)
+	for _, proto := range protocols {
+		t.Run(proto, func(t *testing.T) {
+			c := newClient(t, url, client.Options{Protocol: proto})
+			var err error
+			for i := 0; err == nil; i++ {
+				if i == 1000 {
+					t.Fatalf("1000 submits of 1 KiB were all accepted under a budget of %d bytes", limit)
+				}
+				_, err = c.Submit(t.Context(), client.SubmitRequest{Queue: "full", Payload: make([]byte, 1<<10)})
+			}
+			var e *client.Error
+			if !errors.As(err, &e) || !errors.Is(err, client.ErrFull) || errors.Is(err, client.ErrTooLarge) ||
+				e.Code != connect.CodeResourceExhausted || e.Reason != client.ReasonFull || e.Limit != limit || e.Size < limit-4<<10 || e.RetryAfter != 2*time.Minute {
+				t.Fatalf("a Submit past the budget: %+v, want ErrFull with what the server holds, its budget of %d and a retry after 2m", err, limit)
+			}
+			if _, err := c.Lease(t.Context(), client.LeaseRequest{WorkerID: "w", Queue: "full"}); err != nil {
+				t.Fatalf("a Lease from a full server: %v", err)
+			}
 		})
 	}
 }

@@ -19,6 +19,7 @@ package tenurev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -67,6 +68,14 @@ const (
 	// schedule of the same name in the same namespace and queue): update it,
 	// or delete it first. Code already_exists.
 	ErrorReason_ERROR_REASON_ALREADY_EXISTS ErrorReason = 8
+	// The node holds as much as its memory budget allows: a submit (or a
+	// schedule's create, update or backfill) is refused, nothing was
+	// created, and every other call is still served, so workers drain the
+	// queues. Memory is freed when finished tasks pass the server's
+	// retention; retry after retry_after. size is what the node holds,
+	// limit its budget, in bytes. Code resource_exhausted (HTTP 429, with a
+	// Retry-After header).
+	ErrorReason_ERROR_REASON_FULL ErrorReason = 9
 )
 
 // Enum value maps for ErrorReason.
@@ -81,6 +90,7 @@ var (
 		6: "ERROR_REASON_TOO_LARGE",
 		7: "ERROR_REASON_UNAVAILABLE",
 		8: "ERROR_REASON_ALREADY_EXISTS",
+		9: "ERROR_REASON_FULL",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":       0,
@@ -92,6 +102,7 @@ var (
 		"ERROR_REASON_TOO_LARGE":         6,
 		"ERROR_REASON_UNAVAILABLE":       7,
 		"ERROR_REASON_ALREADY_EXISTS":    8,
+		"ERROR_REASON_FULL":              9,
 	}
 )
 
@@ -137,9 +148,12 @@ type ErrorDetail struct {
 	State TaskState `protobuf:"varint,5,opt,name=state,proto3,enum=tenure.v1.TaskState" json:"state,omitempty"`
 	// INVALID_ARGUMENT, TOO_LARGE: the field, as the request names it.
 	Field string `protobuf:"bytes,6,opt,name=field,proto3" json:"field,omitempty"`
-	// TOO_LARGE: the size of the field and its limit, in bytes.
-	Size          int64 `protobuf:"varint,7,opt,name=size,proto3" json:"size,omitempty"`
-	Limit         int64 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
+	// TOO_LARGE: the size of the field and its limit, in bytes. FULL: what
+	// the node holds and its memory budget, in bytes.
+	Size  int64 `protobuf:"varint,7,opt,name=size,proto3" json:"size,omitempty"`
+	Limit int64 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
+	// FULL: how long to wait before trying again.
+	RetryAfter    *durationpb.Duration `protobuf:"bytes,9,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -230,11 +244,18 @@ func (x *ErrorDetail) GetLimit() int64 {
 	return 0
 }
 
+func (x *ErrorDetail) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
 var File_tenure_v1_errors_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x16tenure/v1/errors.proto\x12\ttenure.v1\x1a\x14tenure/v1/task.proto\"\x80\x02\n" +
+	"\x16tenure/v1/errors.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x14tenure/v1/task.proto\"\xbc\x02\n" +
 	"\vErrorDetail\x12.\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x16.tenure.v1.ErrorReasonR\x06reason\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x19\n" +
@@ -243,7 +264,9 @@ const file_tenure_v1_errors_proto_rawDesc = "" +
 	"\x05state\x18\x05 \x01(\x0e2\x14.tenure.v1.TaskStateR\x05state\x12\x14\n" +
 	"\x05field\x18\x06 \x01(\tR\x05field\x12\x12\n" +
 	"\x04size\x18\a \x01(\x03R\x04size\x12\x14\n" +
-	"\x05limit\x18\b \x01(\x03R\x05limit*\xa4\x02\n" +
+	"\x05limit\x18\b \x01(\x03R\x05limit\x12:\n" +
+	"\vretry_after\x18\t \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter*\xbb\x02\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ERROR_REASON_NOT_FOUND\x10\x01\x12\x1b\n" +
@@ -253,7 +276,8 @@ const file_tenure_v1_errors_proto_rawDesc = "" +
 	"\x1dERROR_REASON_INVALID_ARGUMENT\x10\x05\x12\x1a\n" +
 	"\x16ERROR_REASON_TOO_LARGE\x10\x06\x12\x1c\n" +
 	"\x18ERROR_REASON_UNAVAILABLE\x10\a\x12\x1f\n" +
-	"\x1bERROR_REASON_ALREADY_EXISTS\x10\bB6Z4github.com/tenurehq/tenure/sdk/api/tenurev1;tenurev1b\x06proto3"
+	"\x1bERROR_REASON_ALREADY_EXISTS\x10\b\x12\x15\n" +
+	"\x11ERROR_REASON_FULL\x10\tB6Z4github.com/tenurehq/tenure/sdk/api/tenurev1;tenurev1b\x06proto3"
 
 var (
 	file_tenure_v1_errors_proto_rawDescOnce sync.Once
@@ -270,18 +294,20 @@ func file_tenure_v1_errors_proto_rawDescGZIP() []byte {
 var file_tenure_v1_errors_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_tenure_v1_errors_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_tenure_v1_errors_proto_goTypes = []any{
-	(ErrorReason)(0),    // 0: tenure.v1.ErrorReason
-	(*ErrorDetail)(nil), // 1: tenure.v1.ErrorDetail
-	(TaskState)(0),      // 2: tenure.v1.TaskState
+	(ErrorReason)(0),            // 0: tenure.v1.ErrorReason
+	(*ErrorDetail)(nil),         // 1: tenure.v1.ErrorDetail
+	(TaskState)(0),              // 2: tenure.v1.TaskState
+	(*durationpb.Duration)(nil), // 3: google.protobuf.Duration
 }
 var file_tenure_v1_errors_proto_depIdxs = []int32{
 	0, // 0: tenure.v1.ErrorDetail.reason:type_name -> tenure.v1.ErrorReason
 	2, // 1: tenure.v1.ErrorDetail.state:type_name -> tenure.v1.TaskState
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	3, // 2: tenure.v1.ErrorDetail.retry_after:type_name -> google.protobuf.Duration
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_errors_proto_init() }

@@ -15,6 +15,7 @@
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { TaskState } from "./task_pb.js";
+import type { Duration } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file tenure/v1/errors.proto.
@@ -69,7 +70,8 @@ export declare type ErrorDetail = Message<"tenure.v1.ErrorDetail"> & {
   field: string;
 
   /**
-   * TOO_LARGE: the size of the field and its limit, in bytes.
+   * TOO_LARGE: the size of the field and its limit, in bytes. FULL: what
+   * the node holds and its memory budget, in bytes.
    *
    * @generated from field: int64 size = 7;
    */
@@ -79,6 +81,13 @@ export declare type ErrorDetail = Message<"tenure.v1.ErrorDetail"> & {
    * @generated from field: int64 limit = 8;
    */
   limit: bigint;
+
+  /**
+   * FULL: how long to wait before trying again.
+   *
+   * @generated from field: google.protobuf.Duration retry_after = 9;
+   */
+  retryAfter?: Duration | undefined;
 };
 
 /**
@@ -169,6 +178,19 @@ export enum ErrorReason {
    * @generated from enum value: ERROR_REASON_ALREADY_EXISTS = 8;
    */
   ALREADY_EXISTS = 8,
+
+  /**
+   * The node holds as much as its memory budget allows: a submit (or a
+   * schedule's create, update or backfill) is refused, nothing was
+   * created, and every other call is still served, so workers drain the
+   * queues. Memory is freed when finished tasks pass the server's
+   * retention; retry after retry_after. size is what the node holds,
+   * limit its budget, in bytes. Code resource_exhausted (HTTP 429, with a
+   * Retry-After header).
+   *
+   * @generated from enum value: ERROR_REASON_FULL = 9;
+   */
+  FULL = 9,
 }
 
 /**
