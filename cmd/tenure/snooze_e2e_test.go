@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -143,6 +144,7 @@ func TestWorkerSnoozeAndProgress(t *testing.T) {
 	runs := make(chan uint32, 10)
 	var calls atomic.Int32
 	release := make(chan struct{})
+	unblock := sync.OnceFunc(func() { close(release) })
 	ends := make(chan worker.Finish, 10)
 	w, err := worker.New(c, "sdk-snooze", func(ctx context.Context, task *worker.Task) ([]byte, error) {
 		runs <- task.Attempt
@@ -166,6 +168,7 @@ func TestWorkerSnoozeAndProgress(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
 	t.Cleanup(func() {
+		unblock() // a failed test does not wait out the shutdown grace
 		stop()
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
@@ -212,7 +215,7 @@ func TestWorkerSnoozeAndProgress(t *testing.T) {
 		t.Fatalf("tenure task get lists %d snoozed executions, want 3:\n%s", n, out)
 	}
 
-	close(release)
+	unblock()
 	select {
 	case f := <-ends:
 		if f.Outcome != worker.OutcomeCompleted {
