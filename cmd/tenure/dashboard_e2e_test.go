@@ -531,7 +531,7 @@ func dashboardFlow(t *testing.T, b *browser, base string, a *api, name string) f
 	// A finished task's worker: its last attempt's.
 	b.goTo("#/queue/default/flaky")
 	b.until("the completed task's worker and attempts", fmt.Sprintf(`%s === "browser-test-worker" && %s === "3/3"`,
-		textOf(fmt.Sprintf(`tr[data-task=%q] td[data-worker]`, f.flaky)), textOf(fmt.Sprintf(`tr[data-task=%q] td:nth-child(3)`, f.flaky))))
+		textOf(fmt.Sprintf(`tr[data-task=%q] td[data-worker]`, f.flaky)), textOf(fmt.Sprintf(`tr[data-task=%q] td[data-attempts]`, f.flaky))))
 
 	// Pause the queue with the button: a worker receives nothing more.
 	b.goTo("#/queue/default/emails")
@@ -759,8 +759,9 @@ func schedulesFlow(t *testing.T, b *browser, base string, a *api, name string) {
 	b.goTo("#/")
 	b.until("the overview shows the limits", textOf(`tr[data-queue="default/reports"] td[data-limits]`)+`.startsWith("at most 5 leases at once · 2/s")`)
 
-	// A task with a deadline: its page shows it, the exact time on hover.
-	res, err := a.tasks.Submit(context.Background(), withToken(a, &tenurev1.SubmitRequest{Queue: "reports", Payload: []byte("due"), Timeout: durationpb.New(time.Hour)}))
+	// A task with a deadline and a kind: its page shows both, the exact
+	// time on hover.
+	res, err := a.tasks.Submit(context.Background(), withToken(a, &tenurev1.SubmitRequest{Queue: "reports", Payload: []byte("due"), Timeout: durationpb.New(time.Hour), Kind: "monthly_report"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -768,6 +769,7 @@ func schedulesFlow(t *testing.T, b *browser, base string, a *api, name string) {
 	b.goTo("#/task/" + res.Msg.GetTask().GetTaskId())
 	b.until("the task's deadline", fmt.Sprintf(`document.querySelector("#deadline time")?.getAttribute("datetime") === %q && document.querySelector("#deadline time").title.length > 0`,
 		deadline.UTC().Format("2006-01-02T15:04:05.000Z")))
+	b.until("the task's kind", textOf("#kind")+` === "monthly_report"`)
 
 	// A phone's width: the schedule's page does not scroll sideways.
 	b.viewport(390, 844, true)

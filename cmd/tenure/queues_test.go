@@ -276,7 +276,7 @@ func TestCLIAttemptsAfterRetry(t *testing.T) {
 			t.Errorf("%s: task get's attempt row is not %q:\n%s", when, attemptRow, get)
 		}
 		list := mustCLI(t, "tasks", "list", "--queue", "q", "--addr", addr)
-		if f := strings.Fields(strings.Split(list, "\n")[1]); len(f) < 5 || f[4] != listCell {
+		if f := strings.Fields(strings.Split(list, "\n")[1]); len(f) < 6 || f[5] != listCell {
 			t.Errorf("%s: tasks list's ATTEMPTS column is not %q:\n%s", when, listCell, list)
 		}
 	}

@@ -59,6 +59,7 @@ type scheduleDefFlags struct {
 	window      time.Duration
 	attempts    uint
 	priority    int
+	kind        string
 }
 
 func (f *scheduleDefFlags) add(fs *pflag.FlagSet, required string) {
@@ -71,6 +72,7 @@ func (f *scheduleDefFlags) add(fs *pflag.FlagSet, required string) {
 	fs.DurationVar(&f.window, "window", 0, "execution window of each task: how long each lease lasts without a heartbeat, 100ms..24h (default 30s)")
 	fs.UintVar(&f.attempts, "max-attempts", 0, "attempts before a task fails for good, 1..1000 (default 3)")
 	fs.IntVar(&f.priority, "priority", 0, "priority of each task: higher runs first within the queue")
+	fs.StringVar(&f.kind, "kind", "", "kind of each task, for a worker to route it by (a typed task's Kind(), e.g. nightly_report)")
 }
 
 func (*scheduleDefFlags) choices() map[string][]string {
@@ -146,6 +148,9 @@ func (f *scheduleDefFlags) apply(a *app, fs *pflag.FlagSet, req *client.Schedule
 	}
 	if fs.Changed("priority") {
 		req.Priority = int32(f.priority)
+	}
+	if fs.Changed("kind") {
+		req.Kind = f.kind
 	}
 	return nil
 }
@@ -325,7 +330,7 @@ func (c *scheduleUpdateCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, 
 	retry := sc.RetryPolicy
 	req := client.ScheduleRequest{Namespace: sc.Namespace, Queue: sc.Queue, Name: sc.Name, Cron: sc.Cron, TimeZone: sc.TimeZone,
 		Overlap: sc.Overlap, CatchUpWindow: sc.CatchUpWindow, Payload: sc.Payload, ExecutionWindow: sc.ExecutionWindow,
-		Retry: &retry, Priority: sc.Priority, Reason: c.control.reason}
+		Retry: &retry, Priority: sc.Priority, Kind: sc.Kind, Reason: c.control.reason}
 	if err := c.def.apply(a, fs, &req); err != nil {
 		return err
 	}
@@ -482,8 +487,12 @@ func printSchedule(out io.Writer, sc *client.Schedule) {
 	row("cron", sc.Cron+" ("+zone(sc.TimeZone)+")")
 	row("overlap", sc.Overlap.String())
 	row("catch-up", sc.CatchUpWindow.String())
-	row("task", fmt.Sprintf("payload %s, window %v, up to %d attempts, priority %d",
-		preview(sc.Payload), sc.ExecutionWindow, sc.RetryPolicy.MaxAttempts, sc.Priority))
+	kind := ""
+	if sc.Kind != "" {
+		kind = "kind " + sc.Kind + ", "
+	}
+	row("task", fmt.Sprintf("%spayload %s, window %v, up to %d attempts, priority %d",
+		kind, preview(sc.Payload), sc.ExecutionWindow, sc.RetryPolicy.MaxAttempts, sc.Priority))
 	state := "running"
 	if sc.Paused {
 		state = "paused " + pauseText(sc.Pause)

@@ -57,6 +57,7 @@ type taskJSON struct {
 	TraceContext    *traceJSON      `json:"traceContext,omitempty"`
 	Progress        *progressJSON   `json:"progress,omitempty"`
 	AttemptsUsed    uint32          `json:"attemptsUsed,omitempty"`
+	Kind            string          `json:"kind,omitempty"`
 }
 
 type traceJSON struct {
@@ -211,6 +212,7 @@ type scheduleJSON struct {
 	HeldTick        timeJSON           `json:"heldTick,omitzero"`
 	WaitingForTask  string             `json:"waitingForTask,omitempty"`
 	WaitingSince    timeJSON           `json:"waitingSince,omitzero"`
+	Kind            string             `json:"kind,omitempty"`
 }
 
 type scheduleFireJSON struct {
@@ -274,6 +276,7 @@ func taskToJSON(t *client.Task) taskJSON {
 		LeaseExpiry:     timeJSON(t.LeaseExpiry),
 		Deadline:        timeJSON(t.Deadline),
 		AttemptsUsed:    t.AttemptsUsed,
+		Kind:            t.Kind,
 	}
 	if t.TraceContext != (client.TraceContext{}) {
 		out.TraceContext = &traceJSON{Traceparent: t.TraceContext.Traceparent, Tracestate: t.TraceContext.Tracestate}
@@ -331,6 +334,7 @@ func scheduleToJSON(sc *client.Schedule) scheduleJSON {
 		HeldTick:        timeJSON(sc.HeldTick),
 		WaitingForTask:  sc.WaitingForTask,
 		WaitingSince:    timeJSON(sc.WaitingSince),
+		Kind:            sc.Kind,
 	}
 	for _, t := range sc.NextFires {
 		out.NextFires = append(out.NextFires, timeJSON(t))

@@ -135,6 +135,7 @@ type submitCmd struct {
 	client    clientFlags
 	namespace string
 	queue     string
+	kind      string
 	file      string
 	requestID string
 	window    time.Duration
@@ -163,6 +164,7 @@ func (c *submitCmd) define(fs *pflag.FlagSet) {
 	c.client.add(fs)
 	fs.StringVar(&c.namespace, "namespace", "default", "namespace of the task")
 	fs.StringVar(&c.queue, "queue", "", "queue of the task (required)")
+	fs.StringVar(&c.kind, "kind", "", "what kind of work the task is, for a worker to route it by (a typed task's Kind(), e.g. send_email)")
 	fs.StringVar(&c.file, "file", "", "read the payload from this file")
 	fs.StringVar(&c.requestID, "request-id", "", "idempotency key: a second submit with the same id returns the first task")
 	fs.DurationVar(&c.window, "window", 0, "execution window: how long each lease lasts without a heartbeat, 100ms..24h (default 30s)")
@@ -213,7 +215,7 @@ func (c *submitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 		return err
 	}
 	req := client.SubmitRequest{
-		Namespace: c.namespace, Queue: c.queue, Payload: payload, RequestID: c.requestID,
+		Namespace: c.namespace, Queue: c.queue, Kind: c.kind, Payload: payload, RequestID: c.requestID,
 		ExecutionWindow: c.window, Priority: int32(c.priority), Deadline: deadline, Timeout: c.timeout,
 	}
 	if c.attempts > 0 {
@@ -297,6 +299,9 @@ func (c *taskGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []s
 	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
 	row("task", t.ID)
 	row("queue", t.Namespace+"/"+t.Queue)
+	if t.Kind != "" {
+		row("kind", t.Kind)
+	}
 	row("state", t.State.String())
 	row("attempt", attemptText(t))
 	row("priority", fmt.Sprint(t.Priority))
@@ -616,9 +621,9 @@ func (c *tasksListCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args 
 		}
 	} else {
 		w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "TASK\tNAMESPACE\tQUEUE\tSTATE\tATTEMPTS\tCREATED\tPAYLOAD")
+		fmt.Fprintln(w, "TASK\tNAMESPACE\tQUEUE\tKIND\tSTATE\tATTEMPTS\tCREATED\tPAYLOAD")
 		for _, t := range tasks {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", t.ID, t.Namespace, t.Queue, t.State,
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", t.ID, t.Namespace, t.Queue, cmp.Or(t.Kind, "-"), t.State,
 				t.AttemptsUsed, t.RetryPolicy.MaxAttempts, fmtTime(t.CreatedAt), preview(t.Payload))
 		}
 		if err := w.Flush(); err != nil {

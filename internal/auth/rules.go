@@ -77,7 +77,7 @@ var Rules = []Rule{
 	{tenurev1connect.TaskServiceRetryTasksProcedure, []Role{Admin}, ScopeRequest, whereFilter},
 	{tenurev1connect.TaskServiceKillTasksProcedure, []Role{Admin}, ScopeRequest, whereFilter},
 	{tenurev1connect.TaskServicePurgeTasksProcedure, []Role{Admin}, ScopeRequest, whereFilter},
-	{tenurev1connect.WorkerServiceLeaseProcedure, []Role{Admin, Worker}, ScopeRequest, whereNamespaceQueue},
+	{tenurev1connect.WorkerServiceLeaseProcedure, []Role{Admin, Worker}, ScopeRequest, whereNamespaceQueue + ", or each of `queues`"},
 	{tenurev1connect.WorkerServiceStartProcedure, []Role{Admin, Worker}, ScopeTask, whereTask},
 	{tenurev1connect.WorkerServiceHeartbeatProcedure, []Role{Admin, Worker}, ScopeTask, whereTask},
 	{tenurev1connect.WorkerServiceCommitProcedure, []Role{Admin, Worker}, ScopeTask, whereTask},
@@ -247,6 +247,13 @@ func requestTargets(msg any) ([]Target, bool) {
 	case *tenurev1.PurgeTasksRequest:
 		return filterTargets(m.GetFilter()), true
 	case *tenurev1.LeaseRequest:
+		if qs := m.GetQueues(); len(qs) > 0 {
+			out := make([]Target, len(qs))
+			for i, q := range qs {
+				out[i] = Target{ns(m.GetNamespace()), q}
+			}
+			return out, true
+		}
 		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
 	case *tenurev1.ListQueuesRequest:
 		return []Target{{m.GetNamespace(), ""}}, true

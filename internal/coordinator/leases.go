@@ -32,6 +32,7 @@ type Lease struct {
 	Attempt     uint32
 	LeaseExpiry time.Time
 	Window      time.Duration
+	Kind        string
 	// Deadline is the task's deadline (zero: none): the lease never
 	// outlives it, and the task fails at it unless committed by then.
 	Deadline time.Time
@@ -223,6 +224,7 @@ func (c *Coordinator) leaseView(t *state.Task, g *state.LeaseGranted) Lease {
 		Attempt:     g.Attempt,
 		LeaseExpiry: g.LeaseExpiry.Std(),
 		Window:      t.Window,
+		Kind:        t.Kind,
 	}
 	if t.State == state.Committed {
 		l.Committed = true

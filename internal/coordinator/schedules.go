@@ -46,6 +46,8 @@ type ScheduleRequest struct {
 	ExecutionWindow time.Duration
 	Retry           state.RetryPolicy
 	Priority        int32
+	// Kind is the kind of the tasks it submits ("" for none).
+	Kind string
 	Actor
 }
 
@@ -90,7 +92,7 @@ func ScheduleNotFound(k state.ScheduleKey) error {
 // definition and its parsed expression.
 func (l Limits) checkSchedule(req *ScheduleRequest, now time.Time) (state.ScheduleDef, Cron, error) {
 	sub := SubmitRequest{Namespace: req.Namespace, Queue: req.Queue, Payload: req.Payload,
-		ExecutionWindow: req.ExecutionWindow, Retry: req.Retry, Priority: req.Priority}
+		ExecutionWindow: req.ExecutionWindow, Retry: req.Retry, Priority: req.Priority, Kind: req.Kind}
 	if err := l.validateSubmit(&sub, now); err != nil {
 		return state.ScheduleDef{}, Cron{}, err
 	}
@@ -121,7 +123,7 @@ func (l Limits) checkSchedule(req *ScheduleRequest, now time.Time) (state.Schedu
 		return state.ScheduleDef{}, Cron{}, fieldErr("cron", "%q never fires in the next five years", req.Cron)
 	}
 	def := state.ScheduleDef{Cron: req.Cron, TimeZone: req.TimeZone, Overlap: req.Overlap, CatchUp: req.CatchUp,
-		Payload: req.Payload, Window: req.ExecutionWindow, Retry: req.Retry, Priority: req.Priority}
+		Payload: req.Payload, Window: req.ExecutionWindow, Retry: req.Retry, Priority: req.Priority, Kind: req.Kind}
 	return def, cr, nil
 }
 

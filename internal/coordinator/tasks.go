@@ -39,6 +39,9 @@ type SubmitRequest struct {
 	// Trace is the submitter's W3C trace context (zero: none), given to
 	// every worker that leases the task.
 	Trace state.TraceContext
+	// Kind says what kind of work the task is, for workers to route it by
+	// ("" for none): 1..MaxKindBytes of letters, digits and . _ - : /.
+	Kind string
 }
 
 // SubmitResult is the created (or, for a repeated request id, existing)
@@ -46,6 +49,26 @@ type SubmitRequest struct {
 type SubmitResult struct {
 	TaskView
 	Duplicate bool
+}
+
+// MaxKindBytes is the longest kind a task may have.
+const MaxKindBytes = 128
+
+// checkKind validates a task's kind: "" (none), or 1..MaxKindBytes of
+// ASCII letters, digits and . _ - : / (a Go type's name, "send_email",
+// "email:deliver", "billing.charge/v2").
+func checkKind(field, kind string) error {
+	if len(kind) > MaxKindBytes {
+		return fieldErr(field, "%d bytes is over the limit of %d", len(kind), MaxKindBytes)
+	}
+	for i := 0; i < len(kind); i++ {
+		switch c := kind[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-', c == ':', c == '/':
+		default:
+			return fieldErr(field, "%q holds %q at byte %d; a kind is letters, digits and . _ - : / only", kind, c, i)
+		}
+	}
+	return nil
 }
 
 // checkID validates an identifier: 1..MaxIDBytes of UTF-8 without spaces or
@@ -158,6 +181,9 @@ func (l Limits) validateSubmit(req *SubmitRequest, now time.Time) error {
 	if len(req.Payload) > l.MaxPayloadBytes {
 		return &LimitError{Field: "payload", Size: len(req.Payload), Limit: l.MaxPayloadBytes}
 	}
+	if err := checkKind("kind", req.Kind); err != nil {
+		return err
+	}
 	if req.ExecutionWindow == 0 {
 		req.ExecutionWindow = l.DefaultWindow
 	}
@@ -257,6 +283,7 @@ func created(r *state.TaskCreated, req *SubmitRequest, id string, now time.Time)
 		Priority:        req.Priority,
 		CreatedAt:       state.TimeOf(now),
 		Trace:           req.Trace,
+		Kind:            req.Kind,
 	}
 	if !req.NotBefore.IsZero() {
 		r.NotBefore = state.TimeOf(req.NotBefore)
@@ -364,7 +391,7 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 		newAt[i] = -1
 		if req.RequestID != "" {
 			if t := c.st.ByRequest(req.Namespace, req.RequestID); t != nil {
-				if err := sameRequest(i, req, t.ID, t.Queue, t.Payload); err != nil {
+				if err := sameRequest(i, req, t.ID, t.Queue, t.Kind, t.Payload); err != nil {
 					// It names an earlier task: answer once that is durable.
 					if werr := c.writeAndWait(ctx); werr != nil {
 						return werr
@@ -376,7 +403,7 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 			}
 			k := [2]string{req.Namespace, req.RequestID}
 			if j, ok := firstOf[k]; ok {
-				if err := sameRequest(i, req, fmt.Sprintf("of requests[%d]", j), reqs[j].Queue, reqs[j].Payload); err != nil {
+				if err := sameRequest(i, req, fmt.Sprintf("of requests[%d]", j), reqs[j].Queue, reqs[j].Kind, reqs[j].Payload); err != nil {
 					// It names an earlier task: answer once that is durable.
 					if werr := c.writeAndWait(ctx); werr != nil {
 						return werr
@@ -446,20 +473,23 @@ func resize[T any](s []T, n int) []T {
 }
 
 // sameRequest refuses request i, whose request id was used before for task
-// (an id, or a description of an earlier request of the batch) with queue
-// and payload, unless it is a true retry: the same queue and payload.
-func sameRequest(i int, req *SubmitRequest, task, queue string, payload []byte) error {
+// (an id, or a description of an earlier request of the batch) with queue,
+// kind and payload, unless it is a true retry: the same queue, kind and
+// payload.
+func sameRequest(i int, req *SubmitRequest, task, queue, kind string, payload []byte) error {
 	what := ""
 	switch {
 	case req.Queue != queue:
 		what = fmt.Sprintf("queue %q, not %q", queue, req.Queue)
+	case req.Kind != kind:
+		what = fmt.Sprintf("kind %q, not %q", kind, req.Kind)
 	case !bytes.Equal(req.Payload, payload):
 		what = "a different payload"
 	default:
 		return nil
 	}
 	return fieldErr(fmt.Sprintf("requests[%d].request_id", i),
-		"%q was already used in namespace %q for task %s with %s; a retry must repeat the same queue and payload, and a new task needs a new request id",
+		"%q was already used in namespace %q for task %s with %s; a retry must repeat the same queue, kind and payload, and a new task needs a new request id",
 		req.RequestID, req.Namespace, task, what)
 }
 

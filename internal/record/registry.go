@@ -84,6 +84,7 @@ var registry = []row{
 				DeadlineUnixNanos:    int64(r.Deadline),
 				Traceparent:          r.Trace.Parent,
 				Tracestate:           r.Trace.State,
+				Kind:                 r.Kind,
 			}
 		},
 		func(m *recordpb.TaskCreated) *state.TaskCreated {
@@ -101,6 +102,7 @@ var registry = []row{
 				CreatedAt:       state.Time(m.CreatedAtUnixNanos),
 				Deadline:        state.Time(m.DeadlineUnixNanos),
 				Trace:           state.TraceContext{Parent: m.Traceparent, State: m.Tracestate},
+				Kind:            m.Kind,
 			}
 		}),
 
@@ -706,6 +708,7 @@ func scheduleDefToPB(d state.ScheduleDef) *recordpb.ScheduleDef {
 		ExecutionWindowNanos: int64(d.Window),
 		RetryPolicy:          retryPolicyToPB(d.Retry),
 		Priority:             d.Priority,
+		Kind:                 d.Kind,
 	}
 }
 
@@ -719,6 +722,7 @@ func scheduleDefFromPB(m *recordpb.ScheduleDef) state.ScheduleDef {
 		Window:   time.Duration(m.GetExecutionWindowNanos()),
 		Retry:    retryPolicyFromPB(m.GetRetryPolicy()),
 		Priority: m.GetPriority(),
+		Kind:     m.GetKind(),
 	}
 }
 

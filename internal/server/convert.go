@@ -72,6 +72,7 @@ func submitRequest(r *tenurev1.SubmitRequest) (coordinator.SubmitRequest, error)
 		Payload:   r.GetPayload(),
 		RequestID: r.GetRequestId(),
 		Priority:  r.GetPriority(),
+		Kind:      r.GetKind(),
 	}
 	var err error
 	if out.ExecutionWindow, err = duration("execution_window", r.GetExecutionWindow()); err != nil {
@@ -196,6 +197,7 @@ func task(v coordinator.TaskView) *tenurev1.Task {
 		Deadline:      ts(v.Deadline),
 		TraceContext:  traceMessage(v.Trace),
 		Progress:      progressMessage(v.Report),
+		Kind:          t.Kind,
 	}
 	if cur := t.CurrentLease(); cur != nil {
 		out.LeaseId, out.WorkerId, out.LeaseExpiry = cur.LeaseID, cur.WorkerID, ts(cur.LeaseExpiry)
@@ -232,7 +234,7 @@ func leasedTasks(ctx context.Context, ls []coordinator.Lease) []*tenurev1.Leased
 	out, msgs, expiries, windows := grown(&b.out, n), grown(&b.msgs, n), grown(&b.expiries, n), grown(&b.windows, n)
 	for i, l := range ls {
 		m := &msgs[i]
-		m.TaskId, m.Namespace, m.Queue, m.Payload = l.TaskID, l.Namespace, l.Queue, l.Payload
+		m.TaskId, m.Namespace, m.Queue, m.Payload, m.Kind = l.TaskID, l.Namespace, l.Queue, l.Payload, l.Kind
 		m.LeaseId, m.Attempt = l.LeaseID, l.Attempt
 		if !l.LeaseExpiry.IsZero() {
 			expiries[i].Seconds, expiries[i].Nanos = l.LeaseExpiry.Unix(), int32(l.LeaseExpiry.Nanosecond())

@@ -437,44 +437,90 @@ func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchR
 	return out, nil
 }
 
+// leaseRequest is a Lease call's request, checked: the coordinator's
+// request, and the queues of a lease from several (nil for one, Queue).
+type leaseRequest struct {
+	coordinator.LeaseRequest
+	queues []string
+}
+
+// maxLeaseQueues is the most queues one Lease may name.
+const maxLeaseQueues = 32
+
 // leaseRequest is msg as the coordinator's request, with its defaults,
 // checked against the server's limits.
-func (s *Server) leaseRequest(msg *tenurev1.LeaseRequest) (coordinator.LeaseRequest, error) {
+func (s *Server) leaseRequest(msg *tenurev1.LeaseRequest) (leaseRequest, error) {
 	wait, err := duration("wait", msg.GetWait())
 	if err != nil {
-		return coordinator.LeaseRequest{}, err
+		return leaseRequest{}, err
 	}
-	req := coordinator.LeaseRequest{
+	req := leaseRequest{LeaseRequest: coordinator.LeaseRequest{
 		WorkerID:  msg.GetWorkerId(),
 		Namespace: msg.GetNamespace(),
 		Queue:     msg.GetQueue(),
 		MaxTasks:  int(msg.GetMaxTasks()),
 		Wait:      wait,
+	}}
+	qs := msg.GetQueues()
+	if len(qs) == 0 {
+		return req, s.opts.Limits.CheckLease(&req.LeaseRequest)
 	}
-	return req, s.opts.Limits.CheckLease(&req)
+	switch {
+	case req.Queue != "":
+		return leaseRequest{}, &coordinator.FieldError{Field: "queue", Problem: "set with queues: name the queues in queues alone"}
+	case len(qs) > maxLeaseQueues:
+		return leaseRequest{}, &coordinator.FieldError{Field: "queues", Problem: fmt.Sprintf("%d queues is over the limit of %d per lease", len(qs), maxLeaseQueues)}
+	}
+	for i, q := range qs {
+		one := req.LeaseRequest
+		one.Queue = q
+		if err := s.opts.Limits.CheckLease(&one); err != nil {
+			var fe *coordinator.FieldError
+			if errors.As(err, &fe) && fe.Field == "queue" {
+				fe.Field = fmt.Sprintf("queues[%d]", i)
+			}
+			return leaseRequest{}, err
+		}
+		if slices.Contains(qs[:i], q) {
+			return leaseRequest{}, &coordinator.FieldError{Field: fmt.Sprintf("queues[%d]", i), Problem: fmt.Sprintf("%q is named twice", q)}
+		}
+		req.LeaseRequest = one // its defaults filled in
+	}
+	req.Queue, req.queues = "", qs
+	return req, nil
 }
 
 // lease leases from the queue's partitions: this node's own without a
 // network hop, the others' through their nodes. With nothing ready it
 // waits for its own partitions' signals and polls the others at a growing
 // interval (at most Options.MaxRemotePoll), up to the request's wait. One
-// partition served here long-polls on its own. req is checked
-// (leaseRequest).
-func (s *Server) lease(ctx context.Context, req coordinator.LeaseRequest) (*tenurev1.LeaseResponse, error) {
+// partition served here long-polls on its own. A lease from several queues
+// does the same over the partitions of all of them, starting from a queue
+// that rotates from call to call. req is checked (leaseRequest).
+func (s *Server) lease(ctx context.Context, req leaseRequest) (*tenurev1.LeaseResponse, error) {
 	clk := s.opts.Clock
 	deadline := clk.Now().Add(req.Wait)
 	poll := minRemotePoll
 	for {
-		local, peers, err := s.r.Queue(ctx, req.Namespace, req.Queue)
-		if err != nil {
-			return nil, err
+		var (
+			got     *tenurev1.LeaseResponse
+			signals []<-chan struct{}
+			err     error
+		)
+		if req.queues == nil {
+			local, peers, err := s.r.Queue(ctx, req.Namespace, req.Queue)
+			if err != nil {
+				return nil, err
+			}
+			if len(local) == 1 && len(peers) == 0 {
+				sub := req.LeaseRequest
+				sub.Wait = max(0, deadline.Sub(clk.Now()))
+				return s.leaseFrom(ctx, local[0], sub, nil)
+			}
+			got, signals, err = s.leaseOnce(ctx, req.LeaseRequest, local, peers)
+		} else {
+			got, signals, err = s.leaseQueues(ctx, req)
 		}
-		if len(local) == 1 && len(peers) == 0 {
-			sub := req
-			sub.Wait = max(0, deadline.Sub(clk.Now()))
-			return s.leaseFrom(ctx, local[0], sub, nil)
-		}
-		got, signals, err := s.leaseOnce(ctx, req, local, peers)
 		if err != nil {
 			return nil, err // got is nil: reading it first panicked (a shutdown's unavailable answer)
 		}
@@ -491,6 +537,40 @@ func (s *Server) lease(ctx context.Context, req coordinator.LeaseRequest) (*tenu
 			return nil, err
 		}
 	}
+}
+
+// leaseQueues leases without waiting from the partitions of each of
+// req.queues in turn, from one that rotates from call to call, until
+// req.MaxTasks; it returns the signals of the partitions served here. A
+// queue's error ends the call unless tasks were leased (they are always
+// returned).
+func (s *Server) leaseQueues(ctx context.Context, req leaseRequest) (*tenurev1.LeaseResponse, []<-chan struct{}, error) {
+	out := &tenurev1.LeaseResponse{}
+	var signals []<-chan struct{}
+	n := len(req.queues)
+	first := int(s.leaseTurn.Add(1) % uint64(n))
+	for i := range n {
+		if len(out.Tasks) >= req.MaxTasks {
+			break
+		}
+		sub := req.LeaseRequest
+		sub.Queue, sub.MaxTasks = req.queues[(first+i)%n], req.MaxTasks-len(out.Tasks)
+		local, peers, err := s.r.Queue(ctx, sub.Namespace, sub.Queue)
+		var got *tenurev1.LeaseResponse
+		var sigs []<-chan struct{}
+		if err == nil {
+			got, sigs, err = s.leaseOnce(ctx, sub, local, peers)
+		}
+		if err != nil {
+			if len(out.Tasks) > 0 {
+				return out, signals, nil
+			}
+			return nil, nil, err
+		}
+		out.Tasks = append(out.Tasks, got.Tasks...)
+		signals = append(signals, sigs...)
+	}
+	return out, signals, nil
 }
 
 // leaseOnce leases without waiting from local (in an order that rotates

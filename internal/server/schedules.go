@@ -92,6 +92,7 @@ type scheduleFields interface {
 	GetExecutionWindow() *durationpb.Duration
 	GetRetryPolicy() *tenurev1.RetryPolicy
 	GetPriority() int32
+	GetKind() string
 	GetRequestedBy() string
 }
 
@@ -101,7 +102,7 @@ type scheduleFields interface {
 // fields: the coordinator fills in its own defaults.
 func (s *Server) scheduleRequest(m scheduleFields, reason string) (coordinator.ScheduleRequest, error) {
 	sub, err := submitRequest(&tenurev1.SubmitRequest{Namespace: m.GetNamespace(), Queue: m.GetQueue(), Payload: m.GetPayload(),
-		ExecutionWindow: m.GetExecutionWindow(), RetryPolicy: m.GetRetryPolicy(), Priority: m.GetPriority()})
+		ExecutionWindow: m.GetExecutionWindow(), RetryPolicy: m.GetRetryPolicy(), Priority: m.GetPriority(), Kind: m.GetKind()})
 	if err != nil {
 		return coordinator.ScheduleRequest{}, err
 	}
@@ -116,7 +117,7 @@ func (s *Server) scheduleRequest(m scheduleFields, reason string) (coordinator.S
 	req := coordinator.ScheduleRequest{
 		Namespace: cmp.Or(m.GetNamespace(), coordinator.DefaultNamespace), Queue: m.GetQueue(), Name: m.GetName(),
 		Cron: m.GetCron(), TimeZone: m.GetTimeZone(), Overlap: overlap, CatchUp: catchUp,
-		Payload: sub.Payload, ExecutionWindow: sub.ExecutionWindow, Retry: sub.Retry, Priority: sub.Priority,
+		Payload: sub.Payload, ExecutionWindow: sub.ExecutionWindow, Retry: sub.Retry, Priority: sub.Priority, Kind: sub.Kind,
 		Actor: coordinator.Actor{By: m.GetRequestedBy(), Reason: reason},
 	}
 	k := state.ScheduleKey{Namespace: req.Namespace, Queue: req.Queue, Name: req.Name}
@@ -367,6 +368,7 @@ func scheduleMessage(v coordinator.ScheduleView) *tenurev1.Schedule {
 			BackoffMultiplier: d.Retry.Multiplier,
 		},
 		Priority:  d.Priority,
+		Kind:      d.Kind,
 		CreatedAt: ts(sc.CreatedAt),
 		CreatedBy: sc.CreatedBy,
 		UpdatedAt: ts(sc.UpdatedAt),

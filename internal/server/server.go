@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -95,6 +96,8 @@ type Server struct {
 	// headersTooLarge is the answer to a request whose headers are over
 	// LoadLimits.MaxHeaderBytes, in full (conns.go).
 	headersTooLarge []byte
+	// leaseTurn rotates the queue a lease from several starts with.
+	leaseTurn atomic.Uint64
 }
 
 // New returns a Server over the partitions r routes to.

@@ -43,7 +43,7 @@ func (h workerService) enterLongPoll(msg *tenurev1.LeaseRequest) (leave func(), 
 // lease is a Lease call's answer, for Lease and for the lease a
 // CompleteBatch carries: a draining server ends a long poll at once with
 // no task.
-func (h workerService) lease(ctx context.Context, req coordinator.LeaseRequest) (*tenurev1.LeaseResponse, error) {
+func (h workerService) lease(ctx context.Context, req leaseRequest) (*tenurev1.LeaseResponse, error) {
 	pollCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(h.s.drain, cancel)()
@@ -97,7 +97,7 @@ func (h workerService) Complete(ctx context.Context, req *connect.Request[tenure
 // auth.Decide), so that a refused one applies nothing.
 func (h workerService) CompleteBatch(ctx context.Context, req *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error) {
 	next := req.Msg.GetLease()
-	var lr coordinator.LeaseRequest
+	var lr leaseRequest
 	if next != nil {
 		var err error
 		if lr, err = h.s.leaseRequest(next); err != nil {

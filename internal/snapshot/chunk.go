@@ -33,7 +33,7 @@ type chunkDecoder struct {
 
 	// The last value of a few strings that many tasks share, so that equal
 	// values share one string instead of one allocation each.
-	namespace, queue, worker, reason, failure string
+	namespace, queue, worker, reason, failure, kind string
 	// The last queue key and policy, shared the same way by the tasks of a
 	// chunk (the Loader replaces them by the state's own copies).
 	key    *state.QueueKey
@@ -130,7 +130,7 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 	execs := d.execs[:0]
 	defer func() { clear(execs); d.execs = execs[:0] }()
 	for len(b) > 0 {
-		num, typ, rest, ok := nextTag(b, 25, 18, &seen)
+		num, typ, rest, ok := nextTag(b, 26, 18, &seen)
 		if !ok {
 			return nil, x, false
 		}
@@ -220,6 +220,8 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 				x.beside.Trace.State, ok = newString(v)
 			case 25:
 				ok = lastReport(v, &x.beside.Report)
+			case 26:
+				policy.Kind, ok = sharedString(&d.kind, v)
 			default:
 				ok = false
 			}

@@ -34,6 +34,7 @@ func TaskMessage(t *state.Task, beside state.Beside) *snapshotpb.TaskSnapshot {
 		DeadlineUnixNanos:    int64(beside.Deadline),
 		Traceparent:          beside.Trace.Parent,
 		Tracestate:           beside.Trace.State,
+		Kind:                 t.Kind,
 	}
 	if r := beside.Report; r.At != 0 {
 		m.Progress = &snapshotpb.ProgressSnapshot{Message: r.Message, Percent: r.Percent, HasPercent: r.HasPercent, AtUnixNanos: int64(r.At)}
@@ -80,7 +81,7 @@ func taskFromMessage(m *snapshotpb.TaskSnapshot) (*state.Task, taskExtra) {
 		ID:         m.TaskId,
 		QueueKey:   &state.QueueKey{Namespace: m.Namespace, Queue: m.Queue},
 		Payload:    noEmpty(m.Payload),
-		Policy:     &state.Policy{Window: time.Duration(m.ExecutionWindowNanos), Retry: retryFromMessage(m.RetryPolicy)},
+		Policy:     &state.Policy{Kind: m.Kind, Window: time.Duration(m.ExecutionWindowNanos), Retry: retryFromMessage(m.RetryPolicy)},
 		RequestID:  m.RequestId,
 		Priority:   m.Priority,
 		NotBefore:  state.Time(m.NotBeforeUnixNanos),
@@ -286,7 +287,7 @@ func scheduleMessage(sc *state.Schedule) *snapshotpb.ScheduleSnapshot {
 	m := &snapshotpb.ScheduleSnapshot{
 		Namespace: sc.Key.Namespace, Queue: sc.Key.Queue, Name: sc.Key.Name,
 		Cron: d.Cron, TimeZone: d.TimeZone, Overlap: uint32(d.Overlap), CatchUpNanos: int64(d.CatchUp),
-		Payload: d.Payload, ExecutionWindowNanos: int64(d.Window), RetryPolicy: retryMessage(d.Retry), Priority: d.Priority,
+		Payload: d.Payload, ExecutionWindowNanos: int64(d.Window), RetryPolicy: retryMessage(d.Retry), Priority: d.Priority, Kind: d.Kind,
 		NextUnixNanos: int64(sc.Next), HeldTickUnixNanos: int64(sc.HeldTick), LastTaskId: sc.LastTask,
 		CreatedAtUnixNanos: int64(sc.CreatedAt), CreatedBy: sc.CreatedBy, UpdatedAtUnixNanos: int64(sc.UpdatedAt),
 	}
@@ -307,7 +308,7 @@ func scheduleFromMessage(m *snapshotpb.ScheduleSnapshot) *state.Schedule {
 		Key: state.ScheduleKey{Namespace: m.Namespace, Queue: m.Queue, Name: m.Name},
 		Def: state.ScheduleDef{Cron: m.Cron, TimeZone: m.TimeZone, Overlap: state.Overlap(min(m.Overlap, 255)),
 			CatchUp: time.Duration(m.CatchUpNanos), Payload: noEmpty(m.Payload), Window: time.Duration(m.ExecutionWindowNanos),
-			Retry: retryFromMessage(m.RetryPolicy), Priority: m.Priority},
+			Retry: retryFromMessage(m.RetryPolicy), Priority: m.Priority, Kind: m.Kind},
 		Next: state.Time(m.NextUnixNanos), HeldTick: state.Time(m.HeldTickUnixNanos), LastTask: m.LastTaskId,
 		CreatedAt: state.Time(m.CreatedAtUnixNanos), CreatedBy: m.CreatedBy, UpdatedAt: state.Time(m.UpdatedAtUnixNanos),
 	}

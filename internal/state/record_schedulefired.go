@@ -42,7 +42,7 @@ func (r *ScheduleFired) apply(s *State, lsn uint64) string {
 	if why := sc.decide(r.Tick, r.Next, r.Outcome); why != "" {
 		return why
 	}
-	t, qi := s.addTask(sc.fireTask(r.TaskID, r.Tick, r.At, lsn), QueueKey{sc.Key.Namespace, sc.Key.Queue}, Policy{sc.Def.Window, sc.Def.Retry})
+	t, qi := s.addTask(sc.fireTask(r.TaskID, r.Tick, r.At, lsn), QueueKey{sc.Key.Namespace, sc.Key.Queue}, Policy{sc.Def.Kind, sc.Def.Window, sc.Def.Retry})
 	qi.add(t)
 	qi.events.add(r.At, EventSubmitted)
 	if r.Outcome == Fired {

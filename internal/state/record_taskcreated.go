@@ -33,6 +33,8 @@ type TaskCreated struct {
 	// Trace is the submitter's W3C trace context (zero: none), kept beside
 	// the task for the workers that lease it.
 	Trace TraceContext
+	// Kind says what kind of work the task is ("" for none).
+	Kind string
 }
 
 func (r *TaskCreated) Task() string { return r.TaskID }
@@ -72,7 +74,7 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 		State:      Waiting,
 		cur:        -1,
 		heapIdx:    -1,
-	}, QueueKey{r.Namespace, r.Queue}, Policy{r.ExecutionWindow, r.Retry})
+	}, QueueKey{r.Namespace, r.Queue}, Policy{r.Kind, r.ExecutionWindow, r.Retry})
 	qi.add(t)
 	qi.events.add(r.CreatedAt, EventSubmitted)
 	if r.Deadline != 0 {

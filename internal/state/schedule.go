@@ -68,11 +68,12 @@ type ScheduleDef struct {
 	// CatchUp is how late a tick may still fire: a tick found due more
 	// than CatchUp ago (the server was down) is skipped.
 	CatchUp time.Duration
-	// The task of each fire.
+	// The task of each fire, and its kind ("" for none).
 	Payload  []byte
 	Window   time.Duration
 	Retry    RetryPolicy
 	Priority int32
+	Kind     string
 }
 
 func (d *ScheduleDef) check() string {

@@ -98,8 +98,8 @@ type Execution struct {
 // never leased does not use, is behind one pointer each, embedded so that
 // its fields read as the task's own (t.Namespace, t.Window, t.Result):
 //   - QueueKey: the namespace and queue, one copy per queue;
-//   - Policy: execution window and retry policy, one copy per distinct
-//     policy (most tasks share one);
+//   - Policy: kind, execution window and retry policy, one copy per
+//     distinct policy (most tasks of a kind share one);
 //   - Progress: executions, result, commit, failure reason, attempt base
 //     and the record history past the creation, allocated at the first
 //     lease (or the first record that sets one of them); until then every
@@ -138,9 +138,13 @@ type Task struct {
 	pos uint32
 }
 
-// Policy is what a task's submitter chose for all its attempts. Tasks
-// with equal policies share one copy (State.policy).
+// Policy is what a task's submitter chose for all its attempts: its kind,
+// execution window and retry policy. Tasks with equal policies share one
+// copy (State.policy).
 type Policy struct {
+	// Kind says what kind of work the task is, for workers to route it by
+	// ("" for none).
+	Kind   string
 	Window time.Duration
 	Retry  RetryPolicy
 }

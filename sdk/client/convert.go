@@ -27,6 +27,7 @@ func taskOf(p *tenurev1.Task) Task {
 		ID:              p.GetTaskId(),
 		Namespace:       p.GetNamespace(),
 		Queue:           p.GetQueue(),
+		Kind:            p.GetKind(),
 		Payload:         p.GetPayload(),
 		State:           TaskState(p.GetState()),
 		Attempt:         p.GetAttempt(),
@@ -83,6 +84,7 @@ func leasedTaskOf(p *tenurev1.LeasedTask) LeasedTask {
 		ID:              p.GetTaskId(),
 		Namespace:       p.GetNamespace(),
 		Queue:           p.GetQueue(),
+		Kind:            p.GetKind(),
 		LeaseID:         p.GetLeaseId(),
 		Payload:         p.GetPayload(),
 		Attempt:         p.GetAttempt(),
@@ -128,7 +130,7 @@ func (r SubmitRequest) proto() *tenurev1.SubmitRequest {
 // fill sets the fields of out, a new message, from r: a batch fills the
 // messages of one slice rather than allocating one per task.
 func (r *SubmitRequest) fill(out *tenurev1.SubmitRequest) {
-	out.Namespace, out.Queue, out.Payload, out.RequestId, out.Priority = r.Namespace, r.Queue, r.Payload, r.RequestID, r.Priority
+	out.Namespace, out.Queue, out.Kind, out.Payload, out.RequestId, out.Priority = r.Namespace, r.Queue, r.Kind, r.Payload, r.RequestID, r.Priority
 	if out.RequestId == "" {
 		out.RequestId = newRequestID()
 	}

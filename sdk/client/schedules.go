@@ -23,7 +23,7 @@ func (c *Client) CreateSchedule(ctx context.Context, req ScheduleRequest) (Creat
 	resp, err := call(ctx, c, "CreateSchedule", c.schedules.CreateSchedule, &tenurev1.CreateScheduleRequest{
 		Namespace: req.Namespace, Queue: req.Queue, Name: req.Name, Cron: req.Cron, TimeZone: req.TimeZone,
 		Overlap: tenurev1.OverlapPolicy(req.Overlap), CatchUpWindow: optDuration(req.CatchUpWindow), Payload: req.Payload,
-		ExecutionWindow: optDuration(req.ExecutionWindow), RetryPolicy: req.Retry.proto(), Priority: req.Priority,
+		ExecutionWindow: optDuration(req.ExecutionWindow), RetryPolicy: req.Retry.proto(), Priority: req.Priority, Kind: req.Kind,
 		RequestedBy: c.by(req.RequestedBy)})
 	if err != nil {
 		return CreateScheduleResult{}, err
@@ -44,7 +44,7 @@ func (c *Client) UpdateSchedule(ctx context.Context, req ScheduleRequest) (*Sche
 	resp, err := call(ctx, c, "UpdateSchedule", c.schedules.UpdateSchedule, &tenurev1.UpdateScheduleRequest{
 		Namespace: req.Namespace, Queue: req.Queue, Name: req.Name, Cron: req.Cron, TimeZone: req.TimeZone,
 		Overlap: tenurev1.OverlapPolicy(req.Overlap), CatchUpWindow: optDuration(req.CatchUpWindow), Payload: req.Payload,
-		ExecutionWindow: optDuration(req.ExecutionWindow), RetryPolicy: req.Retry.proto(), Priority: req.Priority,
+		ExecutionWindow: optDuration(req.ExecutionWindow), RetryPolicy: req.Retry.proto(), Priority: req.Priority, Kind: req.Kind,
 		Reason: req.Reason, RequestedBy: c.by(req.RequestedBy)})
 	if err != nil {
 		return nil, err
@@ -158,6 +158,7 @@ func scheduleOf(p *tenurev1.Schedule) Schedule {
 		Name:            p.GetName(),
 		Cron:            p.GetCron(),
 		TimeZone:        p.GetTimeZone(),
+		Kind:            p.GetKind(),
 		Overlap:         OverlapPolicy(p.GetOverlap()),
 		CatchUpWindow:   p.GetCatchUpWindow().AsDuration(),
 		Payload:         p.GetPayload(),

@@ -94,8 +94,11 @@ type Task struct {
 	ID        string
 	Namespace string
 	Queue     string
-	Payload   []byte
-	State     TaskState
+	// Kind says what kind of work the task is ("" for none): a typed
+	// task's Kind(), which workers route it by.
+	Kind    string
+	Payload []byte
+	State   TaskState
 	// Attempt is the number of leases granted so far (0 before the first),
 	// over the task's whole life: an operator's retry does not reset it.
 	Attempt uint32
@@ -206,7 +209,10 @@ type RetryPolicy struct {
 type SubmitRequest struct {
 	Namespace string
 	Queue     string // required
-	Payload   []byte
+	// Kind says what kind of work the task is, for workers to route it by
+	// ("" for none): 1 to 128 bytes of letters, digits and . _ - : /.
+	Kind    string
+	Payload []byte
 	// RequestID makes the submission idempotent within the namespace. Empty:
 	// the SDK generates a random one, which covers the SDK's own retries
 	// only.
@@ -323,8 +329,13 @@ type HistoryEntry struct {
 type LeaseRequest struct {
 	WorkerID  string // required; stable and unique per worker process
 	Namespace string // default "default"
-	Queue     string // required
-	MaxTasks  int    // default (0) 1; the server's limit is 1000 unless configured otherwise
+	Queue     string // required, unless Queues is set
+	// Queues, in place of Queue, leases from any of these queues of the
+	// namespace (1 to 32): one call, one long poll, for a worker that
+	// serves several queues. The order rotates from call to call, so that
+	// a busy queue does not starve the others.
+	Queues   []string
+	MaxTasks int // default (0) 1; the server's limit is 1000 unless configured otherwise
 	// Wait is how long to long-poll when no task is ready (0: answer at
 	// once; the server caps it at 30s).
 	Wait time.Duration
@@ -337,6 +348,8 @@ type LeasedTask struct {
 	ID        string
 	Namespace string
 	Queue     string
+	// Kind says what kind of work the task is ("" for none).
+	Kind string
 	// LeaseID is this attempt's lease.
 	LeaseID string
 	Payload []byte
@@ -743,6 +756,7 @@ type Schedule struct {
 	// longer ago (the server was down) is skipped.
 	CatchUpWindow time.Duration
 	// The task each fire submits, the server's defaults filled in.
+	Kind            string
 	Payload         []byte
 	ExecutionWindow time.Duration
 	RetryPolicy     RetryPolicy
@@ -804,7 +818,9 @@ type ScheduleRequest struct {
 	TimeZone      string
 	Overlap       OverlapPolicy
 	CatchUpWindow time.Duration
-	// The task each fire submits.
+	// The task each fire submits: its kind ("" for none) and the rest as
+	// in SubmitRequest.
+	Kind            string
 	Payload         []byte
 	ExecutionWindow time.Duration
 	Retry           *RetryPolicy

@@ -41,6 +41,7 @@ func leaseMessage(op string, req LeaseRequest) (*tenurev1.LeaseRequest, error) {
 		WorkerId:  req.WorkerID,
 		Namespace: req.Namespace,
 		Queue:     req.Queue,
+		Queues:    req.Queues,
 		MaxTasks:  uint32(req.MaxTasks),
 	}
 	if req.Wait > 0 {

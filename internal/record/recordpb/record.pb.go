@@ -263,8 +263,11 @@ type TaskCreated struct {
 	// The submitter's W3C trace context: traceparent and tracestate, kept
 	// beside the task for the workers that lease it. "": none, as in
 	// records written before it was kept.
-	Traceparent   string `protobuf:"bytes,13,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
-	Tracestate    string `protobuf:"bytes,14,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	Traceparent string `protobuf:"bytes,13,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate  string `protobuf:"bytes,14,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	// What kind of work the task is ("" for none, as in records written
+	// before it was kept).
+	Kind          string `protobuf:"bytes,15,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -393,6 +396,13 @@ func (x *TaskCreated) GetTraceparent() string {
 func (x *TaskCreated) GetTracestate() string {
 	if x != nil {
 		return x.Tracestate
+	}
+	return ""
+}
+
+func (x *TaskCreated) GetKind() string {
+	if x != nil {
+		return x.Kind
 	}
 	return ""
 }
@@ -1823,8 +1833,11 @@ type ScheduleDef struct {
 	ExecutionWindowNanos int64        `protobuf:"varint,6,opt,name=execution_window_nanos,json=executionWindowNanos,proto3" json:"execution_window_nanos,omitempty"`
 	RetryPolicy          *RetryPolicy `protobuf:"bytes,7,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
 	Priority             int32        `protobuf:"varint,8,opt,name=priority,proto3" json:"priority,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The kind of the tasks it submits ("" for none, as in records written
+	// before it was kept).
+	Kind          string `protobuf:"bytes,9,opt,name=kind,proto3" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScheduleDef) Reset() {
@@ -1911,6 +1924,13 @@ func (x *ScheduleDef) GetPriority() int32 {
 		return x.Priority
 	}
 	return 0
+}
+
+func (x *ScheduleDef) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
 }
 
 // ScheduleCreated (record type 19) creates a schedule whose first tick is
@@ -2838,7 +2858,7 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x11max_backoff_nanos\x18\x03 \x01(\x03R\x0fmaxBackoffNanos\x12\x1e\n" +
 	"\n" +
 	"multiplier\x18\x04 \x01(\x01R\n" +
-	"multiplier\"\x8f\x04\n" +
+	"multiplier\"\xa3\x04\n" +
 	"\vTaskCreated\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -2857,7 +2877,8 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\vtraceparent\x18\r \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\x0e \x01(\tR\n" +
-	"tracestate\"\xf3\x01\n" +
+	"tracestate\x12\x12\n" +
+	"\x04kind\x18\x0f \x01(\tR\x04kind\"\xf3\x01\n" +
 	"\fLeaseGranted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +
@@ -2970,7 +2991,7 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\rat_unix_nanos\x18\f \x01(\x10R\vatUnixNanos\"S\n" +
 	"\x14TaskDeadlineExceeded\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\"\n" +
-	"\rat_unix_nanos\x18\x02 \x01(\x10R\vatUnixNanos\"\xac\x02\n" +
+	"\rat_unix_nanos\x18\x02 \x01(\x10R\vatUnixNanos\"\xc0\x02\n" +
 	"\vScheduleDef\x12\x12\n" +
 	"\x04cron\x18\x01 \x01(\tR\x04cron\x12\x1b\n" +
 	"\ttime_zone\x18\x02 \x01(\tR\btimeZone\x12\x18\n" +
@@ -2979,7 +3000,8 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\apayload\x18\x05 \x01(\fR\apayload\x124\n" +
 	"\x16execution_window_nanos\x18\x06 \x01(\x03R\x14executionWindowNanos\x12@\n" +
 	"\fretry_policy\x18\a \x01(\v2\x1d.tenure.record.v1.RetryPolicyR\vretryPolicy\x12\x1a\n" +
-	"\bpriority\x18\b \x01(\x05R\bpriority\"\xe6\x01\n" +
+	"\bpriority\x18\b \x01(\x05R\bpriority\x12\x12\n" +
+	"\x04kind\x18\t \x01(\tR\x04kind\"\xe6\x01\n" +
 	"\x0fScheduleCreated\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +

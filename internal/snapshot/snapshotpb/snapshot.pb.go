@@ -409,7 +409,9 @@ type TaskSnapshot struct {
 	Tracestate  string `protobuf:"bytes,24,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	// The last progress report of the current lease (format version 4 on;
 	// kept beside the task); unset for none.
-	Progress      *ProgressSnapshot `protobuf:"bytes,25,opt,name=progress,proto3" json:"progress,omitempty"`
+	Progress *ProgressSnapshot `protobuf:"bytes,25,opt,name=progress,proto3" json:"progress,omitempty"`
+	// What kind of work the task is ("" for none).
+	Kind          string `protobuf:"bytes,26,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -617,6 +619,13 @@ func (x *TaskSnapshot) GetProgress() *ProgressSnapshot {
 		return x.Progress
 	}
 	return nil
+}
+
+func (x *TaskSnapshot) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
 }
 
 // ProgressSnapshot mirrors state.LastReport.
@@ -1146,8 +1155,10 @@ type ScheduleSnapshot struct {
 	CreatedAtUnixNanos int64           `protobuf:"fixed64,17,opt,name=created_at_unix_nanos,json=createdAtUnixNanos,proto3" json:"created_at_unix_nanos,omitempty"`
 	CreatedBy          string          `protobuf:"bytes,18,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
 	UpdatedAtUnixNanos int64           `protobuf:"fixed64,19,opt,name=updated_at_unix_nanos,json=updatedAtUnixNanos,proto3" json:"updated_at_unix_nanos,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The kind of the tasks it submits ("" for none).
+	Kind          string `protobuf:"bytes,20,opt,name=kind,proto3" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScheduleSnapshot) Reset() {
@@ -1313,6 +1324,13 @@ func (x *ScheduleSnapshot) GetUpdatedAtUnixNanos() int64 {
 	return 0
 }
 
+func (x *ScheduleSnapshot) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
 // ScheduleFire is one decision of a schedule's recent history.
 type ScheduleFire struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -1423,7 +1441,7 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x16finished_at_unix_nanos\x18\n" +
 	" \x01(\x10R\x13finishedAtUnixNanos\x12\x16\n" +
 	"\x06reason\x18\v \x01(\tR\x06reason\x12'\n" +
-	"\x0frefused_actions\x18\f \x01(\rR\x0erefusedActions\"\xec\a\n" +
+	"\x0frefused_actions\x18\f \x01(\rR\x0erefusedActions\"\x80\b\n" +
 	"\fTaskSnapshot\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -1456,7 +1474,8 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
 	"tracestate\x18\x18 \x01(\tR\n" +
 	"tracestate\x12@\n" +
-	"\bprogress\x18\x19 \x01(\v2$.tenure.snapshot.v1.ProgressSnapshotR\bprogress\"\x8b\x01\n" +
+	"\bprogress\x18\x19 \x01(\v2$.tenure.snapshot.v1.ProgressSnapshotR\bprogress\x12\x12\n" +
+	"\x04kind\x18\x1a \x01(\tR\x04kind\"\x8b\x01\n" +
 	"\x10ProgressSnapshot\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x18\n" +
 	"\apercent\x18\x02 \x01(\rR\apercent\x12\x1f\n" +
@@ -1502,7 +1521,7 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\tsubmitted\x18\x02 \x01(\rR\tsubmitted\x12\x1c\n" +
 	"\tcompleted\x18\x03 \x01(\rR\tcompleted\x12\x16\n" +
 	"\x06failed\x18\x04 \x01(\rR\x06failed\x12#\n" +
-	"\rlease_expired\x18\x05 \x01(\rR\fleaseExpired\"\xed\x05\n" +
+	"\rlease_expired\x18\x05 \x01(\rR\fleaseExpired\"\x81\x06\n" +
 	"\x10ScheduleSnapshot\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -1525,7 +1544,8 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x15created_at_unix_nanos\x18\x11 \x01(\x10R\x12createdAtUnixNanos\x12\x1d\n" +
 	"\n" +
 	"created_by\x18\x12 \x01(\tR\tcreatedBy\x121\n" +
-	"\x15updated_at_unix_nanos\x18\x13 \x01(\x10R\x12updatedAtUnixNanos\"\xcf\x01\n" +
+	"\x15updated_at_unix_nanos\x18\x13 \x01(\x10R\x12updatedAtUnixNanos\x12\x12\n" +
+	"\x04kind\x18\x14 \x01(\tR\x04kind\"\xcf\x01\n" +
 	"\fScheduleFire\x12&\n" +
 	"\x0ftick_unix_nanos\x18\x01 \x01(\x10R\rtickUnixNanos\x12(\n" +
 	"\x10until_unix_nanos\x18\x02 \x01(\x10R\x0euntilUnixNanos\x12\x17\n" +

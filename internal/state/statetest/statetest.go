@@ -59,6 +59,7 @@ const window = 10 * time.Second
 var (
 	namespaces = []string{"default", "billing"}
 	queues     = []string{"q1", "q2", "q3"}
+	kinds      = []string{"send_email", "billing.charge"}
 )
 
 // Next returns a record that applies to s.
@@ -401,6 +402,9 @@ func (g *Gen) created(s *state.State) *state.TaskCreated {
 	}
 	if g.rng.IntN(3) == 0 {
 		r.Deadline = max(g.now, r.NotBefore).Add(time.Duration(1+g.rng.IntN(40)) * time.Second)
+	}
+	if g.rng.IntN(2) == 0 {
+		r.Kind = kinds[g.rng.IntN(len(kinds))]
 	}
 	switch g.rng.IntN(4) {
 	case 0:

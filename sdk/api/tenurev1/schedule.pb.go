@@ -200,7 +200,10 @@ type Schedule struct {
 	WaitingForTask string `protobuf:"bytes,20,opt,name=waiting_for_task,json=waitingForTask,proto3" json:"waiting_for_task,omitempty"`
 	// The first tick that waits (the next undecided tick); unset unless
 	// waiting_for_task is set.
-	WaitingSince  *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=waiting_since,json=waitingSince,proto3" json:"waiting_since,omitempty"`
+	WaitingSince *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=waiting_since,json=waitingSince,proto3" json:"waiting_since,omitempty"`
+	// The kind of the tasks its fires submit (SubmitRequest.kind); "" for
+	// none.
+	Kind          string `protobuf:"bytes,22,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -382,6 +385,13 @@ func (x *Schedule) GetWaitingSince() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Schedule) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
 // ScheduleFire is one decision about a schedule's ticks.
 type ScheduleFire struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -518,7 +528,10 @@ type CreateScheduleRequest struct {
 	// Who asks, kept in the record (Schedule.created_by): what the caller
 	// says (the CLI sends user@host). A server with authentication on
 	// records the token's name instead. At most 256 bytes.
-	RequestedBy   string `protobuf:"bytes,12,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	RequestedBy string `protobuf:"bytes,12,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	// The kind of the tasks its fires submit (SubmitRequest.kind); "" for
+	// none.
+	Kind          string `protobuf:"bytes,13,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -633,6 +646,13 @@ func (x *CreateScheduleRequest) GetPriority() int32 {
 func (x *CreateScheduleRequest) GetRequestedBy() string {
 	if x != nil {
 		return x.RequestedBy
+	}
+	return ""
+}
+
+func (x *CreateScheduleRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
 	}
 	return ""
 }
@@ -932,7 +952,9 @@ type UpdateScheduleRequest struct {
 	// Why, kept in the record. At most 4 KiB.
 	Reason string `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Who asks, as CreateScheduleRequest.requested_by.
-	RequestedBy   string `protobuf:"bytes,13,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	RequestedBy string `protobuf:"bytes,13,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	// As in CreateScheduleRequest.
+	Kind          string `protobuf:"bytes,14,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1054,6 +1076,13 @@ func (x *UpdateScheduleRequest) GetReason() string {
 func (x *UpdateScheduleRequest) GetRequestedBy() string {
 	if x != nil {
 		return x.RequestedBy
+	}
+	return ""
+}
+
+func (x *UpdateScheduleRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
 	}
 	return ""
 }
@@ -1650,7 +1679,7 @@ var File_tenure_v1_schedule_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_schedule_proto_rawDesc = "" +
 	"\n" +
-	"\x18tenure/v1/schedule.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15tenure/v1/queue.proto\x1a\x14tenure/v1/task.proto\"\x9b\a\n" +
+	"\x18tenure/v1/schedule.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15tenure/v1/queue.proto\x1a\x14tenure/v1/task.proto\"\xaf\a\n" +
 	"\bSchedule\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -1677,7 +1706,8 @@ const file_tenure_v1_schedule_proto_rawDesc = "" +
 	"updated_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x127\n" +
 	"\theld_tick\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\bheldTick\x12(\n" +
 	"\x10waiting_for_task\x18\x14 \x01(\tR\x0ewaitingForTask\x12?\n" +
-	"\rwaiting_since\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\fwaitingSince\"\xb4\x02\n" +
+	"\rwaiting_since\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\fwaitingSince\x12\x12\n" +
+	"\x04kind\x18\x16 \x01(\tR\x04kind\"\xb4\x02\n" +
 	"\fScheduleFire\x12.\n" +
 	"\x04tick\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04tick\x120\n" +
 	"\x05until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x120\n" +
@@ -1686,7 +1716,7 @@ const file_tenure_v1_schedule_proto_rawDesc = "" +
 	"\atask_id\x18\x05 \x01(\tR\x06taskId\x123\n" +
 	"\n" +
 	"task_state\x18\x06 \x01(\x0e2\x14.tenure.v1.TaskStateR\ttaskState\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe1\x03\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xf5\x03\n" +
 	"\x15CreateScheduleRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -1700,7 +1730,8 @@ const file_tenure_v1_schedule_proto_rawDesc = "" +
 	"\fretry_policy\x18\n" +
 	" \x01(\v2\x16.tenure.v1.RetryPolicyR\vretryPolicy\x12\x1a\n" +
 	"\bpriority\x18\v \x01(\x05R\bpriority\x12!\n" +
-	"\frequested_by\x18\f \x01(\tR\vrequestedBy\"c\n" +
+	"\frequested_by\x18\f \x01(\tR\vrequestedBy\x12\x12\n" +
+	"\x04kind\x18\r \x01(\tR\x04kind\"c\n" +
 	"\x16CreateScheduleResponse\x12/\n" +
 	"\bschedule\x18\x01 \x01(\v2\x13.tenure.v1.ScheduleR\bschedule\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\"\\\n" +
@@ -1714,7 +1745,7 @@ const file_tenure_v1_schedule_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\"J\n" +
 	"\x15ListSchedulesResponse\x121\n" +
-	"\tschedules\x18\x01 \x03(\v2\x13.tenure.v1.ScheduleR\tschedules\"\xf9\x03\n" +
+	"\tschedules\x18\x01 \x03(\v2\x13.tenure.v1.ScheduleR\tschedules\"\x8d\x04\n" +
 	"\x15UpdateScheduleRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -1729,7 +1760,8 @@ const file_tenure_v1_schedule_proto_rawDesc = "" +
 	" \x01(\v2\x16.tenure.v1.RetryPolicyR\vretryPolicy\x12\x1a\n" +
 	"\bpriority\x18\v \x01(\x05R\bpriority\x12\x16\n" +
 	"\x06reason\x18\f \x01(\tR\x06reason\x12!\n" +
-	"\frequested_by\x18\r \x01(\tR\vrequestedBy\"I\n" +
+	"\frequested_by\x18\r \x01(\tR\vrequestedBy\x12\x12\n" +
+	"\x04kind\x18\x0e \x01(\tR\x04kind\"I\n" +
 	"\x16UpdateScheduleResponse\x12/\n" +
 	"\bschedule\x18\x01 \x01(\v2\x13.tenure.v1.ScheduleR\bschedule\"\x99\x01\n" +
 	"\x14PauseScheduleRequest\x12\x1c\n" +

@@ -323,7 +323,9 @@ type Task struct {
 	TraceContext *TraceContext `protobuf:"bytes,22,opt,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty"`
 	// The last progress the worker holding the current lease reported
 	// (HeartbeatRequest.progress); unset without a lease or a report.
-	Progress      *Progress `protobuf:"bytes,23,opt,name=progress,proto3" json:"progress,omitempty"`
+	Progress *Progress `protobuf:"bytes,23,opt,name=progress,proto3" json:"progress,omitempty"`
+	// What kind of work the task is (SubmitRequest.kind); "" for none.
+	Kind          string `protobuf:"bytes,24,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -517,6 +519,13 @@ func (x *Task) GetProgress() *Progress {
 		return x.Progress
 	}
 	return nil
+}
+
+func (x *Task) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
 }
 
 // TraceContext is a W3C Trace Context (https://www.w3.org/TR/trace-context/):
@@ -814,7 +823,13 @@ type SubmitRequest struct {
 	// (LeasedTask.trace_context): the SDKs set it from the current span.
 	// Unset: none. A retry of a submit with a request_id keeps the first
 	// one.
-	TraceContext  *TraceContext `protobuf:"bytes,11,opt,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty"`
+	TraceContext *TraceContext `protobuf:"bytes,11,opt,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty"`
+	// What kind of work the task is, for the worker to route it by (an SDK's
+	// typed task names its type so: "send_email", "billing.charge"). 1 to 128
+	// bytes of letters, digits and . _ - : /; "" (the default) for none.
+	// A request_id submitted again with another kind is refused, as with
+	// another payload.
+	Kind          string `protobuf:"bytes,12,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -924,6 +939,13 @@ func (x *SubmitRequest) GetTraceContext() *TraceContext {
 		return x.TraceContext
 	}
 	return nil
+}
+
+func (x *SubmitRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
 }
 
 // SubmitResponse is the task that Submit created or found.
@@ -2240,7 +2262,7 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\x0finitial_backoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0einitialBackoff\x12:\n" +
 	"\vmax_backoff\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"maxBackoff\x12-\n" +
-	"\x12backoff_multiplier\x18\x04 \x01(\x01R\x11backoffMultiplier\"\xd8\a\n" +
+	"\x12backoff_multiplier\x18\x04 \x01(\x01R\x11backoffMultiplier\"\xec\a\n" +
 	"\x04Task\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -2271,7 +2293,8 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\bdeadline\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12#\n" +
 	"\rattempts_used\x18\x15 \x01(\rR\fattemptsUsed\x12<\n" +
 	"\rtrace_context\x18\x16 \x01(\v2\x17.tenure.v1.TraceContextR\ftraceContext\x12/\n" +
-	"\bprogress\x18\x17 \x01(\v2\x13.tenure.v1.ProgressR\bprogress\"P\n" +
+	"\bprogress\x18\x17 \x01(\v2\x13.tenure.v1.ProgressR\bprogress\x12\x12\n" +
+	"\x04kind\x18\x18 \x01(\tR\x04kind\"P\n" +
 	"\fTraceContext\x12 \n" +
 	"\vtraceparent\x18\x01 \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
@@ -2297,7 +2320,7 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"finishedAt\x12=\n" +
 	"\flease_expiry\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vleaseExpiry\x12\x16\n" +
 	"\x06reason\x18\n" +
-	" \x01(\tR\x06reason\"\xff\x03\n" +
+	" \x01(\tR\x06reason\"\x93\x04\n" +
 	"\rSubmitRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x18\n" +
@@ -2312,7 +2335,8 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\bdeadline\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x123\n" +
 	"\atimeout\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12<\n" +
-	"\rtrace_context\x18\v \x01(\v2\x17.tenure.v1.TraceContextR\ftraceContext\"S\n" +
+	"\rtrace_context\x18\v \x01(\v2\x17.tenure.v1.TraceContextR\ftraceContext\x12\x12\n" +
+	"\x04kind\x18\f \x01(\tR\x04kind\"S\n" +
 	"\x0eSubmitResponse\x12#\n" +
 	"\x04task\x18\x01 \x01(\v2\x0f.tenure.v1.TaskR\x04task\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\x86\x01\n" +

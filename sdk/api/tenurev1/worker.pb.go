@@ -49,14 +49,22 @@ type LeaseRequest struct {
 	WorkerId string `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// Namespace to lease from. Default "default".
 	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	// Queue to lease from; required.
+	// Queue to lease from; required unless queues is set.
 	Queue string `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Maximum tasks to lease. 0..1000, default (0) 1.
 	MaxTasks uint32 `protobuf:"varint,4,opt,name=max_tasks,json=maxTasks,proto3" json:"max_tasks,omitempty"`
 	// How long to wait for a task when none is ready (long poll). Unset or 0:
 	// answer at once. At most 30s (default limit); more is INVALID_ARGUMENT.
 	// Give the HTTP client a timeout above it.
-	Wait          *durationpb.Duration `protobuf:"bytes,5,opt,name=wait,proto3" json:"wait,omitempty"`
+	Wait *durationpb.Duration `protobuf:"bytes,5,opt,name=wait,proto3" json:"wait,omitempty"`
+	// Queues of the namespace to lease from, in place of queue (which must
+	// then be unset): one worker serving several queues with one pool of
+	// slots. Each call leases from them in an order that rotates from call
+	// to call, so that a busy queue does not starve the others, and a long
+	// poll answers as soon as any of them has a task. 1 to 32 distinct
+	// queues (default limit). A server older than this field refuses the
+	// call (queue is required).
+	Queues        []string `protobuf:"bytes,6,rep,name=queues,proto3" json:"queues,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -122,6 +130,13 @@ func (x *LeaseRequest) GetMaxTasks() uint32 {
 func (x *LeaseRequest) GetWait() *durationpb.Duration {
 	if x != nil {
 		return x.Wait
+	}
+	return nil
+}
+
+func (x *LeaseRequest) GetQueues() []string {
+	if x != nil {
+		return x.Queues
 	}
 	return nil
 }
@@ -216,7 +231,9 @@ type LeasedTask struct {
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// The trace context the task was submitted with (unset: none): start
 	// the attempt's span as its child.
-	TraceContext  *TraceContext `protobuf:"bytes,12,opt,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty"`
+	TraceContext *TraceContext `protobuf:"bytes,12,opt,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty"`
+	// What kind of work the task is (SubmitRequest.kind); "" for none.
+	Kind          string `protobuf:"bytes,13,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -333,6 +350,13 @@ func (x *LeasedTask) GetTraceContext() *TraceContext {
 		return x.TraceContext
 	}
 	return nil
+}
+
+func (x *LeasedTask) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
 }
 
 // StartRequest names a leased task.
@@ -1286,16 +1310,17 @@ var File_tenure_v1_worker_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x16tenure/v1/worker.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16tenure/v1/errors.proto\x1a\x15tenure/v1/queue.proto\x1a\x14tenure/v1/task.proto\"\xab\x01\n" +
+	"\x16tenure/v1/worker.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16tenure/v1/errors.proto\x1a\x15tenure/v1/queue.proto\x1a\x14tenure/v1/task.proto\"\xc3\x01\n" +
 	"\fLeaseRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x03 \x01(\tR\x05queue\x12\x1b\n" +
 	"\tmax_tasks\x18\x04 \x01(\rR\bmaxTasks\x12-\n" +
-	"\x04wait\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"k\n" +
+	"\x04wait\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x16\n" +
+	"\x06queues\x18\x06 \x03(\tR\x06queues\"k\n" +
 	"\rLeaseResponse\x12+\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x15.tenure.v1.LeasedTaskR\x05tasks\x12-\n" +
-	"\x06paused\x18\x02 \x01(\v2\x15.tenure.v1.QueuePauseR\x06paused\"\xec\x03\n" +
+	"\x06paused\x18\x02 \x01(\v2\x15.tenure.v1.QueuePauseR\x06paused\"\x80\x04\n" +
 	"\n" +
 	"LeasedTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
@@ -1310,7 +1335,8 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\x10committed_result\x18\n" +
 	" \x01(\fR\x0fcommittedResult\x126\n" +
 	"\bdeadline\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12<\n" +
-	"\rtrace_context\x18\f \x01(\v2\x17.tenure.v1.TraceContextR\ftraceContext\"B\n" +
+	"\rtrace_context\x18\f \x01(\v2\x17.tenure.v1.TraceContextR\ftraceContext\x12\x12\n" +
+	"\x04kind\x18\r \x01(\tR\x04kind\"B\n" +
 	"\fStartRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\"\x0f\n" +

@@ -55,7 +55,7 @@ export async function render(main: HTMLElement, params: Record<string, string>):
   const select = h("select", { id: "state", name: "state" },
     h("option", { value: "" }, "any state"),
     states.map((s) => h("option", { value: stateName(s), selected: s === state }, stateName(s))));
-  const text = h("input", { id: "filter", name: "q", type: "search", value: filterText, placeholder: "id, request id, worker, reason", autocomplete: "off" });
+  const text = h("input", { id: "filter", name: "q", type: "search", value: filterText, placeholder: "id, kind, request id, worker, reason", autocomplete: "off" });
   const form = h("form", {
     class: "filters", role: "search", "aria-label": "Filter tasks",
     onsubmit: (ev: Event) => {
@@ -152,7 +152,7 @@ export async function render(main: HTMLElement, params: Record<string, string>):
   const drawList = (tasks: Task[], next: string) => {
     const needle = filterText.toLowerCase();
     const shown = needle
-      ? tasks.filter((t) => [t.taskId, t.requestId, t.workerId, t.failureReason].some((s) => s.toLowerCase().includes(needle)))
+      ? tasks.filter((t) => [t.taskId, t.kind, t.requestId, t.workerId, t.failureReason].some((s) => s.toLowerCase().includes(needle)))
       : tasks;
     const pager = h("nav", { class: "pager", "aria-label": "Pages of tasks" },
       pageToken ? h("a", { href: href({ state: params.state ?? "", q: filterText }), "data-key": "first" }, "First page") : null,
@@ -164,11 +164,12 @@ export async function render(main: HTMLElement, params: Record<string, string>):
         : h("div", { class: "scroll", "data-key": "tasks-scroll" }, h("table", { class: "tasks" },
           h("caption", { class: "sr-only" }, "Tasks of the queue"),
           h("thead", {}, h("tr", {},
-            ["Task", "State", "Attempts", "Priority", "Created", "Updated", "Worker", "Progress", "Failure reason"].map((c) => h("th", { scope: "col" }, c)))),
+            ["Task", "Kind", "State", "Attempts", "Priority", "Created", "Updated", "Worker", "Progress", "Failure reason"].map((c) => h("th", { scope: "col" }, c)))),
           h("tbody", {}, shown.map((t) => h("tr", { "data-task": t.taskId },
             h("td", {}, h("a", { href: taskHref(t.taskId), class: "mono", "data-key": `t-${t.taskId}` }, t.taskId)),
+            h("td", { class: "mono" }, t.kind || "—"),
             h("td", {}, badge(t.state)),
-            h("td", { class: "num", title: attemptsText(t) }, `${t.attemptsUsed}/${t.retryPolicy?.maxAttempts ?? "—"}`),
+            h("td", { class: "num", title: attemptsText(t), "data-attempts": "" }, `${t.attemptsUsed}/${t.retryPolicy?.maxAttempts ?? "—"}`),
             h("td", { class: "num" }, String(t.priority)),
             h("td", {}, time(t.createdAt)),
             h("td", {}, time(t.updatedAt)),

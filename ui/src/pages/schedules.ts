@@ -200,6 +200,7 @@ function definition(s: Schedule): HTMLElement {
     row("Time zone", s.timeZone || "UTC", h("span", { class: "muted" }, " (its ticks; other times are in yours)")),
     row("Overlap", overlapName(s.overlap)),
     row("Catch-up window", dur(durationMs(s.catchUpWindow))),
+    row("Kind", s.kind ? h("span", { class: "mono" }, s.kind) : "—"),
     row("Priority", String(s.priority)),
     row("Execution window", dur(durationMs(s.executionWindow))),
     row("Retries", rp ? `${rp.maxAttempts} attempts, backoff ${dur(durationMs(rp.initialBackoff))} × ${rp.backoffMultiplier} up to ${dur(durationMs(rp.maxBackoff))}` : "—"),

@@ -172,6 +172,14 @@ export declare type Schedule = Message<"tenure.v1.Schedule"> & {
    * @generated from field: google.protobuf.Timestamp waiting_since = 21;
    */
   waitingSince?: Timestamp | undefined;
+
+  /**
+   * The kind of the tasks its fires submit (SubmitRequest.kind); "" for
+   * none.
+   *
+   * @generated from field: string kind = 22;
+   */
+  kind: string;
 };
 
 /**
@@ -338,6 +346,14 @@ export declare type CreateScheduleRequest = Message<"tenure.v1.CreateScheduleReq
    * @generated from field: string requested_by = 12;
    */
   requestedBy: string;
+
+  /**
+   * The kind of the tasks its fires submit (SubmitRequest.kind); "" for
+   * none.
+   *
+   * @generated from field: string kind = 13;
+   */
+  kind: string;
 };
 
 /**
@@ -568,6 +584,13 @@ export declare type UpdateScheduleRequest = Message<"tenure.v1.UpdateScheduleReq
    * @generated from field: string requested_by = 13;
    */
   requestedBy: string;
+
+  /**
+   * As in CreateScheduleRequest.
+   *
+   * @generated from field: string kind = 14;
+   */
+  kind: string;
 };
 
 /**

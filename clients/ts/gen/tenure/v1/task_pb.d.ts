@@ -252,6 +252,13 @@ export declare type Task = Message<"tenure.v1.Task"> & {
    * @generated from field: tenure.v1.Progress progress = 23;
    */
   progress?: Progress | undefined;
+
+  /**
+   * What kind of work the task is (SubmitRequest.kind); "" for none.
+   *
+   * @generated from field: string kind = 24;
+   */
+  kind: string;
 };
 
 /**
@@ -511,6 +518,17 @@ export declare type SubmitRequest = Message<"tenure.v1.SubmitRequest"> & {
    * @generated from field: tenure.v1.TraceContext trace_context = 11;
    */
   traceContext?: TraceContext | undefined;
+
+  /**
+   * What kind of work the task is, for the worker to route it by (an SDK's
+   * typed task names its type so: "send_email", "billing.charge"). 1 to 128
+   * bytes of letters, digits and . _ - : /; "" (the default) for none.
+   * A request_id submitted again with another kind is refused, as with
+   * another payload.
+   *
+   * @generated from field: string kind = 12;
+   */
+  kind: string;
 };
 
 /**

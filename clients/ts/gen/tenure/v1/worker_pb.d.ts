@@ -54,7 +54,7 @@ export declare type LeaseRequest = Message<"tenure.v1.LeaseRequest"> & {
   namespace: string;
 
   /**
-   * Queue to lease from; required.
+   * Queue to lease from; required unless queues is set.
    *
    * @generated from field: string queue = 3;
    */
@@ -75,6 +75,19 @@ export declare type LeaseRequest = Message<"tenure.v1.LeaseRequest"> & {
    * @generated from field: google.protobuf.Duration wait = 5;
    */
   wait?: Duration | undefined;
+
+  /**
+   * Queues of the namespace to lease from, in place of queue (which must
+   * then be unset): one worker serving several queues with one pool of
+   * slots. Each call leases from them in an order that rotates from call
+   * to call, so that a busy queue does not starve the others, and a long
+   * poll answers as soon as any of them has a task. 1 to 32 distinct
+   * queues (default limit). A server older than this field refuses the
+   * call (queue is required).
+   *
+   * @generated from field: repeated string queues = 6;
+   */
+  queues: string[];
 };
 
 /**
@@ -208,6 +221,13 @@ export declare type LeasedTask = Message<"tenure.v1.LeasedTask"> & {
    * @generated from field: tenure.v1.TraceContext trace_context = 12;
    */
   traceContext?: TraceContext | undefined;
+
+  /**
+   * What kind of work the task is (SubmitRequest.kind); "" for none.
+   *
+   * @generated from field: string kind = 13;
+   */
+  kind: string;
 };
 
 /**
