@@ -57,6 +57,7 @@ func (c *benchCmd) define(fs *pflag.FlagSet) {
 	fs.IntVar(&cfg.LeaseBatch, "lease-batch", bench.DefaultLeaseBatch, "most tasks one lease asks for (at most --concurrency): each worker runs lanes of this many tasks, as many as --concurrency holds")
 	fs.IntVar(&cfg.CompleteBatch, "complete-batch", bench.DefaultCompleteBatch, "most completions per CompleteBatch call (the worker runtime coalesces up to this many); 1: one Complete call per task")
 	fs.BoolVar(&cfg.SeparateLease, "separate-lease", false, "raw loop: lease only with Lease calls, not also in the CompleteBatch call that completes the tasks before (client.CompleteBatch with a Lease)")
+	fs.BoolVar(&cfg.Typed, "typed", false, "with --runtime: submit typed tasks (a number and a string of --payload-bytes, JSON), which the worker decodes for a typed no-op handler")
 	fs.BoolVar(&cfg.Runtime, "runtime", false, "run the workers with the worker package and a no-op handler instead of the raw Lease/Complete loop")
 	fs.StringVar(&c.mode, "mode", string(bench.Sequential), "sequential (submit all, then work all off) or concurrent (submitters and workers at once); --duration runs open loop instead")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "run open loop for this long (e.g. 10m): submit at --rate whatever the workers do, and report each --window")

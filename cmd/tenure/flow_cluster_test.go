@@ -99,7 +99,7 @@ func TestClusterFlowControl(t *testing.T) {
 		workers.Go(func() {
 			cl := clients[w%3]
 			for done.Load() < tasks {
-				lts, err := cl.Lease(ctx, client.LeaseRequest{WorkerID: fmt.Sprintf("w%d", w), Namespace: ns, Queue: q, MaxTasks: 2, Wait: 500 * time.Millisecond})
+				lts, err := tasksOf(cl.Lease(ctx, client.LeaseRequest{WorkerID: fmt.Sprintf("w%d", w), Namespace: ns, Queue: q, MaxTasks: 2, Wait: 500 * time.Millisecond}))
 				if err != nil {
 					fail(err)
 					return

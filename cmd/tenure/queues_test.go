@@ -130,7 +130,7 @@ func TestCLIQueues(t *testing.T) {
 	if row := queueRow(t, mustCLI(t, "queues", "--addr", addr), "default", "emails"); row["PAUSED"] != "yes" {
 		t.Fatalf("tenure queues: PAUSED of the paused queue is %q", row["PAUSED"])
 	}
-	if lts, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "emails"}); err != nil || len(lts) != 0 {
+	if lts, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "emails"})); err != nil || len(lts) != 0 {
 		t.Fatalf("Lease from the paused queue: %+v, %v; want nothing", lts, err)
 	}
 
@@ -567,7 +567,7 @@ func TestCLIQueueLimit(t *testing.T) {
 	if row := queueRow(t, mustCLI(t, "queues", "--addr", addr), "default", "api"); row["LIMITS"] != "conc=2,rate=0.5/s,burst=1" {
 		t.Fatalf("tenure queues: LIMITS is %q", row["LIMITS"])
 	}
-	if lts, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "api", MaxTasks: 5}); err != nil || len(lts) != 1 {
+	if lts, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "api", MaxTasks: 5})); err != nil || len(lts) != 1 {
 		t.Fatalf("Lease of 5: %d tasks, %v; want the burst of 1", len(lts), err)
 	}
 

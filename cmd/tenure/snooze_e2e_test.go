@@ -146,7 +146,16 @@ func TestWorkerSnoozeAndProgress(t *testing.T) {
 	release := make(chan struct{})
 	unblock := sync.OnceFunc(func() { close(release) })
 	ends := make(chan worker.Finish, 10)
-	w, err := worker.New(c, "sdk-snooze", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	w, err := worker.New(c, worker.Options{Queues: []string{"sdk-snooze"}, PollWait: time.Second, Logger: slog.New(slog.DiscardHandler),
+		Middleware: []worker.Middleware{func(ctx context.Context, _ *client.LeasedTask, next func(context.Context) worker.Finish) worker.Finish {
+			f := next(ctx)
+			ends <- f
+			return f
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker.HandleRaw(w, "", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		runs <- task.Attempt
 		if calls.Add(1) <= 3 {
 			return nil, &worker.SnoozeError{Delay: 10 * time.Millisecond, Reason: "export not ready"}
@@ -160,10 +169,7 @@ func TestWorkerSnoozeAndProgress(t *testing.T) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-	}, worker.Options{PollWait: time.Second, Logger: slog.New(slog.DiscardHandler), OnFinish: func(_ *worker.Task, f worker.Finish) { ends <- f }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, nil)
 	wctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()

@@ -213,7 +213,7 @@ func leaseOne(t *testing.T, c *client.Client, queue string) client.LeasedTask {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	lts, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w-" + queue, Queue: queue, Wait: 10 * time.Second})
+	lts, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w-" + queue, Queue: queue, Wait: 10 * time.Second}))
 	if err != nil || len(lts) != 1 {
 		t.Fatalf("Lease of %s: %+v, %v", queue, lts, err)
 	}

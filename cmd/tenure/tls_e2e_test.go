@@ -565,7 +565,7 @@ func TestClusterTLS(t *testing.T) {
 	// A lease through node 2 draws from every partition, node 1's too.
 	leased := map[string]bool{}
 	for len(leased) < tasks && ctx.Err() == nil {
-		got, err := clients[1].Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "tls", MaxTasks: tasks, Wait: time.Second})
+		got, err := tasksOf(clients[1].Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "tls", MaxTasks: tasks, Wait: time.Second}))
 		if err != nil {
 			t.Fatalf("Lease via node 2: %v", err)
 		}

@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/tenurehq/tenure/sdk/client"
 	"github.com/tenurehq/tenure/sdk/worker"
 )
 
@@ -34,7 +36,7 @@ const permanentFailureExit = 100
 type workerCmd struct {
 	client      clientFlags
 	namespace   string
-	queue       string
+	queues      []string
 	cmdline     string
 	concurrency int
 	workerID    string
@@ -46,8 +48,9 @@ func (*workerCmd) spec() *cobra.Command {
 	return &cobra.Command{
 		Use:   "worker --queue Q --exec CMD [flags]",
 		Short: "run a command for each task of a queue (payload on stdin)",
-		Long: fmt.Sprintf(`Lease the tasks of a queue and run CMD with sh -c for each, up to
---concurrency at once, heartbeating while it runs.
+		Long: fmt.Sprintf(`Lease the tasks of a queue (or of several: --queue again for each, one
+pool of --concurrency for all) and run CMD with sh -c for each, whatever
+its kind, up to --concurrency at once, heartbeating while it runs.
 
 The command's stdin is the task's payload. Its environment is the worker's,
 plus:
@@ -56,6 +59,7 @@ plus:
   TENURE_LEASE_ID    this attempt's lease
   TENURE_NAMESPACE   the task's namespace
   TENURE_QUEUE       the task's queue
+  TENURE_KIND        the task's kind ("" for none)
 
 Its exit status decides the task:
   0      the task completes; its result is the command's stdout (at most 1 MiB)
@@ -89,7 +93,7 @@ the queue is resumed.`, permanentFailureExit),
 func (c *workerCmd) define(fs *pflag.FlagSet) {
 	c.client.add(fs)
 	fs.StringVar(&c.namespace, "namespace", "default", "namespace to lease from")
-	fs.StringVar(&c.queue, "queue", "", "queue to lease from (required)")
+	fs.StringArrayVar(&c.queues, "queue", nil, "queue to lease from (required); again for each further queue, up to 32")
 	fs.StringVar(&c.cmdline, "exec", "", "command run with sh -c for each task (required); the payload is its stdin")
 	fs.IntVar(&c.concurrency, "concurrency", 1, "tasks run at once, 1..10000")
 	fs.StringVar(&c.workerID, "worker-id", "", "name of this worker in leases (default host-pid-random)")
@@ -98,7 +102,7 @@ func (c *workerCmd) define(fs *pflag.FlagSet) {
 }
 
 func (c *workerCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if c.queue == "" || c.cmdline == "" {
+	if len(c.queues) == 0 || c.cmdline == "" {
 		return usageError{"--queue and --exec are required"}
 	}
 	if len(args) > 0 {
@@ -117,27 +121,29 @@ func (c *workerCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []st
 		return err
 	}
 	lg := slog.New(slog.NewTextHandler(a.stderr, nil))
-	w, err := worker.New(cl, c.queue, execHandler(c.cmdline, lg), worker.Options{
+	w, err := worker.New(cl, worker.Options{
+		Queues:        c.queues,
 		Namespace:     c.namespace,
 		WorkerID:      c.workerID,
 		Concurrency:   c.concurrency,
 		ShutdownGrace: c.grace,
 		Logger:        lg,
-		OnFinish:      logFinish(lg),
+		Middleware:    []worker.Middleware{logFinish(lg)},
 		StopWhenEmpty: c.stopEmpty,
 	})
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	fmt.Fprintf(a.stdout, "worker: running %q for tasks of %s/%s (concurrency %d)\n", c.cmdline, c.namespace, c.queue, c.concurrency)
+	worker.HandleOther(w, execHandler(c.cmdline, lg), nil)
+	fmt.Fprintf(a.stdout, "worker: running %q for tasks of %s/%s (concurrency %d)\n", c.cmdline, c.namespace, strings.Join(c.queues, ","), c.concurrency)
 	return w.Run(ctx)
 }
 
-// logFinish logs one line per finished task: its outcome, the task, the
-// attempt and how long it took. A failed task says why no retry follows:
-// its command asked for none (failed permanently), or its attempts are
-// used up.
-func logFinish(lg *slog.Logger) func(*worker.Task, worker.Finish) {
+// logFinish logs one line per finished task: its outcome, the task, its
+// kind, the attempt and how long it took. A failed task says why no retry
+// follows: its command asked for none (failed permanently), or its
+// attempts are used up.
+func logFinish(lg *slog.Logger) worker.Middleware {
 	outcomes := map[worker.Outcome]string{
 		worker.OutcomeCompleted:  "completed",
 		worker.OutcomeRetrying:   "failed, will retry",
@@ -145,12 +151,16 @@ func logFinish(lg *slog.Logger) func(*worker.Task, worker.Finish) {
 		worker.OutcomeLost:       "lease lost",
 		worker.OutcomeUnreported: "not reported",
 	}
-	return func(t *worker.Task, f worker.Finish) {
+	return func(ctx context.Context, t *client.LeasedTask, next func(context.Context) worker.Finish) worker.Finish {
+		f := next(ctx)
 		outcome := outcomes[f.Outcome]
 		if f.Outcome == worker.OutcomeFailed && errors.As(f.Err, new(forGood)) {
 			outcome = "failed permanently"
 		}
 		attrs := []any{"outcome", outcome, "task_id", t.ID, "attempt", t.Attempt, "took", f.Took}
+		if t.Kind != "" {
+			attrs = append(attrs, "kind", t.Kind)
+		}
 		if !f.RetryAt.IsZero() {
 			attrs = append(attrs, "retry_at", f.RetryAt)
 		}
@@ -161,7 +171,8 @@ func logFinish(lg *slog.Logger) func(*worker.Task, worker.Finish) {
 		if f.Outcome != worker.OutcomeCompleted {
 			level = slog.LevelWarn
 		}
-		lg.Log(context.Background(), level, "task finished", attrs...)
+		lg.Log(ctx, level, "task finished", attrs...)
+		return f
 	}
 }
 
@@ -170,7 +181,7 @@ func logFinish(lg *slog.Logger) func(*worker.Task, worker.Finish) {
 // status deciding the task. When the lease is lost the handler's context
 // ends, and the command's whole process group is killed.
 func execHandler(cmdline string, lg *slog.Logger) worker.Handler {
-	return func(ctx context.Context, t *worker.Task) ([]byte, error) {
+	return func(ctx context.Context, t *worker.Task[[]byte]) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, "sh", "-c", cmdline)
 		cmd.Stdin = bytes.NewReader(t.Payload)
 		var out bytes.Buffer
@@ -183,6 +194,7 @@ func execHandler(cmdline string, lg *slog.Logger) worker.Handler {
 			"TENURE_LEASE_ID="+t.LeaseID,
 			"TENURE_NAMESPACE="+t.Namespace,
 			"TENURE_QUEUE="+t.Queue,
+			"TENURE_KIND="+t.Kind,
 		)
 		// Its own process group, so a lost lease kills the children too.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

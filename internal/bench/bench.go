@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"log"
 	"log/slog"
@@ -351,7 +352,7 @@ func newRunner(cfg Config, tg *target, lg *slog.Logger, cancel context.CancelCau
 // runConfig is the configuration the summary reports for cfg on tg.
 func runConfig(cfg Config, tg *target) RunConfig {
 	rc := RunConfig{
-		Target: "embedded", Mode: cfg.Mode, Runtime: cfg.Runtime, Protocol: cfg.Protocol, Fsync: cfg.Fsync.String(), TLS: strings.HasPrefix(tg.urls[0], "https://"),
+		Target: "embedded", Mode: cfg.Mode, Runtime: cfg.Runtime, Typed: cfg.Typed, Protocol: cfg.Protocol, Fsync: cfg.Fsync.String(), TLS: strings.HasPrefix(tg.urls[0], "https://"),
 		Seed: cfg.Seed, Namespace: cfg.Namespace, Queue: cfg.Queue, Tasks: cfg.Tasks, PayloadBytes: cfg.PayloadBytes,
 		Submitters: cfg.Submitters, Batch: cfg.Batch, Workers: cfg.Workers, Concurrency: cfg.Concurrency,
 		LeaseBatch: cfg.LeaseBatch, CompleteBatch: cfg.CompleteBatch, SeparateLease: cfg.SeparateLease, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
@@ -485,9 +486,11 @@ func (b *batcher) submit(ctx context.Context, c *client.Client, lo, hi int) (sta
 		if r.ol != nil {
 			markTask(p, i)
 		}
-		b.reqs = append(b.reqs, client.SubmitRequest{
-			Namespace: cfg.Namespace, Queue: cfg.Queue, Payload: p, RequestID: r.requestID(i),
-		})
+		req := client.SubmitRequest{Namespace: cfg.Namespace, Queue: cfg.Queue, Payload: p, RequestID: r.requestID(i)}
+		if cfg.Typed {
+			req.Payload, req.Args = nil, typedTask{N: i, Body: hex.EncodeToString(p)[:cfg.PayloadBytes]}
+		}
+		b.reqs = append(b.reqs, req)
 	}
 	// The client has encoded and sent the payloads when the call returns,
 	// so the arena is reused for the next batch.
@@ -614,9 +617,10 @@ func (r *runner) lane(ctx, wctx context.Context, c *client.Client, id string, si
 				return
 			}
 			t0 := now()
-			got, err := c.Lease(wctx, client.LeaseRequest{
+			res, err := c.Lease(wctx, client.LeaseRequest{
 				WorkerID: id, Namespace: r.cfg.Namespace, Queue: r.cfg.Queue, MaxTasks: size, Wait: pollWait,
 			})
+			got := res.Tasks
 			leasedAt = now()
 			if err != nil {
 				if wctx.Err() == nil {
@@ -740,6 +744,14 @@ func (r *runner) completeAndLease(ctx context.Context, c *client.Client, id stri
 	return res.Leased, firstItemError(lts, res.Errors)
 }
 
+// typedTask is the task of a --typed run.
+type typedTask struct {
+	N    int    `json:"n"`
+	Body string `json:"body"`
+}
+
+func (typedTask) Kind() string { return "bench" }
+
 // startRuntimeWorker starts a worker of the worker package with a no-op
 // handler. The runtime reports nothing per task, so its completions are
 // counted from the HTTP answers to its Complete and CompleteBatch calls.
@@ -750,7 +762,8 @@ func (r *runner) startRuntimeWorker(wctx context.Context, wg *sync.WaitGroup, id
 	if err != nil {
 		return err
 	}
-	w, err := worker.New(c, r.cfg.Queue, func(context.Context, *worker.Task) ([]byte, error) { return nil, nil }, worker.Options{
+	w, err := worker.New(c, worker.Options{
+		Queues:           []string{r.cfg.Queue},
 		Namespace:        r.cfg.Namespace,
 		WorkerID:         id,
 		Concurrency:      r.cfg.Concurrency,
@@ -761,6 +774,11 @@ func (r *runner) startRuntimeWorker(wctx context.Context, wg *sync.WaitGroup, id
 	})
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
+	}
+	if r.cfg.Typed {
+		worker.Handle(w, func(context.Context, *worker.Task[typedTask]) error { return nil })
+	} else {
+		worker.HandleOther(w, func(context.Context, *worker.Task[[]byte]) ([]byte, error) { return nil, nil }, nil)
 	}
 	wg.Go(func() {
 		if err := w.Run(wctx); err != nil {

@@ -114,6 +114,11 @@ type Config struct {
 	// Runtime runs the workers with the worker package and a no-op handler
 	// instead of the raw Lease/Complete loop.
 	Runtime bool
+	// Typed (with Runtime) submits typed tasks (SubmitRequest.Args: a
+	// number and a string of PayloadBytes, JSON-encoded by the client),
+	// which the worker decodes into their type for a typed no-op handler
+	// (worker.Handle): what a typed task costs beside the raw []byte path.
+	Typed bool
 	// Mode is Sequential (default), Concurrent or OpenLoop (the default
 	// when Duration is set).
 	Mode Mode
@@ -304,6 +309,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ClientTLS != nil && c.Addr == "" {
 		return fmt.Errorf("--ca-file, --cert-file and --key-file are for an https:// --addr")
+	}
+	if c.Typed && (!c.Runtime || c.Mode == OpenLoop) {
+		return fmt.Errorf("--typed is for the worker runtime (--runtime), not open loop: the raw loop has no handler to decode a typed task")
 	}
 	return nil
 }

@@ -85,10 +85,10 @@ func (r *runner) probe(ctx context.Context) (*Probe, error) {
 	for i := range ds {
 		got := make(chan leased, 1)
 		go func() {
-			lts, err := wc.Lease(ctx, client.LeaseRequest{
+			res, err := wc.Lease(ctx, client.LeaseRequest{
 				WorkerID: workerID, Namespace: cfg.Namespace, Queue: handQ, MaxTasks: 1, Wait: handoffWait,
 			})
-			got <- leased{now(), lts, err}
+			got <- leased{now(), res.Tasks, err}
 		}()
 		if err := sleep(ctx, handoffSettle); err != nil {
 			<-got
@@ -122,10 +122,11 @@ func (r *runner) probe(ctx context.Context) (*Probe, error) {
 func drain(ctx context.Context, c *client.Client, workerID, ns, queue string, n int) error {
 	const parallel = 32
 	for n > 0 {
-		lts, err := c.Lease(ctx, client.LeaseRequest{WorkerID: workerID, Namespace: ns, Queue: queue, MaxTasks: min(n, MaxLeaseBatch), Wait: time.Second})
+		res, err := c.Lease(ctx, client.LeaseRequest{WorkerID: workerID, Namespace: ns, Queue: queue, MaxTasks: min(n, MaxLeaseBatch), Wait: time.Second})
 		if err != nil {
 			return err
 		}
+		lts := res.Tasks
 		if len(lts) == 0 {
 			return fmt.Errorf("%d tasks of %s are missing", n, queue)
 		}

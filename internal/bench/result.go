@@ -59,6 +59,7 @@ type RunConfig struct {
 	Target   string `json:"target"` // "embedded" or the server's address
 	Mode     Mode   `json:"mode"`
 	Runtime  bool   `json:"worker_runtime"`
+	Typed    bool   `json:"typed_tasks,omitempty"`
 	Protocol string `json:"protocol"`
 	Fsync    string `json:"fsync"` // "unknown" for a remote server
 	// CommitIntervalMs is the embedded node's least time between two WAL
@@ -262,6 +263,9 @@ func (r *Result) WriteText(w io.Writer) error {
 	rt := "raw Lease/Complete loop"
 	if c.Runtime {
 		rt = "worker runtime, no-op handler"
+	}
+	if c.Typed {
+		rt = "worker runtime, typed JSON tasks, no-op handler"
 	}
 	tlsOn := ""
 	if c.TLS {

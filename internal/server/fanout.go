@@ -508,9 +508,9 @@ func (s *Server) lease(ctx context.Context, req leaseRequest) (*tenurev1.LeaseRe
 			err     error
 		)
 		if req.queues == nil {
-			local, peers, err := s.r.Queue(ctx, req.Namespace, req.Queue)
-			if err != nil {
-				return nil, err
+			local, peers, qerr := s.r.Queue(ctx, req.Namespace, req.Queue)
+			if qerr != nil {
+				return nil, qerr
 			}
 			if len(local) == 1 && len(peers) == 0 {
 				sub := req.LeaseRequest
@@ -549,6 +549,7 @@ func (s *Server) leaseQueues(ctx context.Context, req leaseRequest) (*tenurev1.L
 	var signals []<-chan struct{}
 	n := len(req.queues)
 	first := int(s.leaseTurn.Add(1) % uint64(n))
+	allPaused := true // every queue answered nothing, being paused
 	for i := range n {
 		if len(out.Tasks) >= req.MaxTasks {
 			break
@@ -569,6 +570,14 @@ func (s *Server) leaseQueues(ctx context.Context, req leaseRequest) (*tenurev1.L
 		}
 		out.Tasks = append(out.Tasks, got.Tasks...)
 		signals = append(signals, sigs...)
+		if got.Paused == nil {
+			allPaused = false
+		} else if out.Paused == nil {
+			out.Paused = got.Paused
+		}
+	}
+	if len(out.Tasks) > 0 || !allPaused {
+		out.Paused = nil
 	}
 	return out, signals, nil
 }

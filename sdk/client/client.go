@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -72,6 +73,10 @@ type Options struct {
 	// Interceptors run around every call the client makes, the first
 	// outermost (see Interceptor).
 	Interceptors []Interceptor
+	// Codec encodes typed tasks (SubmitRequest.Args) as their payloads,
+	// and a worker of this client decodes them (and encodes their results)
+	// with it. Nil: JSON. Protobuf is the other one the SDK has.
+	Codec Codec
 }
 
 // Client calls a tenure server. It is safe for concurrent use.
@@ -85,7 +90,11 @@ type Client struct {
 	requestedBy string
 	// intercept runs a call through Options.Interceptors; nil without any.
 	intercept Interceptor
+	codec     Codec
 }
+
+// Codec returns the codec of the client's typed tasks (Options.Codec).
+func (c *Client) Codec() Codec { return c.codec }
 
 // New returns a Client for the server at baseURL, e.g.
 // "http://127.0.0.1:7070". It does not connect: the first call does.
@@ -166,6 +175,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 		backoff:     backoff.Policy{Initial: opts.RetryBackoff, Max: maxRetryBackoff},
 		requestedBy: opts.RequestedBy,
 		intercept:   chain(opts.Interceptors),
+		codec:       cmp.Or(opts.Codec, JSON),
 	}, nil
 }
 

@@ -1,8 +1,10 @@
 package client
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"time"
 
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
@@ -118,18 +120,18 @@ func newRequestID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// proto returns the API's message for r, with a random request id when r
+// fillSubmit sets the fields of out, a new message, from r (a batch fills
+// the messages of one slice rather than allocating one per task): a typed
+// task's kind, encoded arguments and defaults; a random request id when r
 // has none, so that the client's own retries of the call never create a
-// second task.
-func (r SubmitRequest) proto() *tenurev1.SubmitRequest {
-	out := new(tenurev1.SubmitRequest)
-	r.fill(out)
-	return out
-}
-
-// fill sets the fields of out, a new message, from r: a batch fills the
-// messages of one slice rather than allocating one per task.
-func (r *SubmitRequest) fill(out *tenurev1.SubmitRequest) {
+// second task. Its error names the field as op's request has it (field
+// is "" for Submit, "requests[i]." for SubmitBatch).
+func (c *Client) fillSubmit(op, field string, r *SubmitRequest, out *tenurev1.SubmitRequest) error {
+	if r.Args != nil {
+		if err := c.typed(op, field, r); err != nil {
+			return err
+		}
+	}
 	out.Namespace, out.Queue, out.Kind, out.Payload, out.RequestId, out.Priority = r.Namespace, r.Queue, r.Kind, r.Payload, r.RequestID, r.Priority
 	if out.RequestId == "" {
 		out.RequestId = newRequestID()
@@ -141,6 +143,52 @@ func (r *SubmitRequest) fill(out *tenurev1.SubmitRequest) {
 	if r.Timeout != 0 {
 		out.Timeout = durationpb.New(r.Timeout)
 	}
+	return nil
+}
+
+// typed sets r's kind and payload from r.Args, and its unset fields from
+// the type's SubmitOptions. r is the caller's copy: Args stays set.
+func (c *Client) typed(op, field string, r *SubmitRequest) error {
+	d, err := c.template(op, field, r.Args, &r.Kind, &r.Payload)
+	if err != nil {
+		return err
+	}
+	r.Namespace = cmp.Or(r.Namespace, d.Namespace)
+	r.Queue = cmp.Or(r.Queue, d.Queue)
+	r.ExecutionWindow = cmp.Or(r.ExecutionWindow, d.ExecutionWindow)
+	if r.Retry == nil {
+		r.Retry = d.Retry
+	}
+	r.Priority = cmp.Or(r.Priority, d.Priority)
+	if r.Deadline.IsZero() && r.Timeout == 0 {
+		r.Timeout = d.Timeout
+	}
+	if r.Queue == "" {
+		return invalid(op, field+"Queue", fmt.Sprintf("%sQueue is empty: name the queue, or give %T a SubmitOptions method that does", field, r.Args))
+	}
+	return nil
+}
+
+// template sets *kind and *payload from a typed task's args, and returns
+// its type's SubmitOptions (zero without them), for a submit or a
+// schedule of op; field prefixes the request's field names.
+func (c *Client) template(op, field string, args Args, kind *string, payload *[]byte) (SubmitOptions, error) {
+	if *kind != "" || *payload != nil {
+		return SubmitOptions{}, invalid(op, field+"Args", fmt.Sprintf("%sArgs (%T) is set with %sKind or %sPayload: a typed task's kind and payload come from its Args; set one or the other", field, args, field, field))
+	}
+	*kind = args.Kind()
+	if *kind == "" {
+		return SubmitOptions{}, invalid(op, field+"Args", fmt.Sprintf("%T.Kind() is empty: a typed task's Kind names its kind of work, e.g. \"send_email\"", args))
+	}
+	p, err := c.codec.Marshal(args)
+	if err != nil {
+		return SubmitOptions{}, invalid(op, field+"Args", fmt.Sprintf("encoding %sArgs (%T): %v", field, args, err))
+	}
+	*payload = p
+	if o, ok := args.(ArgsWithOptions); ok {
+		return o.SubmitOptions(), nil
+	}
+	return SubmitOptions{}, nil
 }
 
 func retryPolicyOf(p *tenurev1.RetryPolicy) RetryPolicy {

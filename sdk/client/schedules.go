@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"iter"
@@ -20,6 +21,9 @@ import (
 // unknown time zone or a task a Submit would refuse is ErrInvalidArgument
 // naming the field ("cron", "time_zone", "execution_window", ...).
 func (c *Client) CreateSchedule(ctx context.Context, req ScheduleRequest) (CreateScheduleResult, error) {
+	if err := c.typedSchedule("CreateSchedule", &req); err != nil {
+		return CreateScheduleResult{}, err
+	}
 	resp, err := call(ctx, c, "CreateSchedule", c.schedules.CreateSchedule, &tenurev1.CreateScheduleRequest{
 		Namespace: req.Namespace, Queue: req.Queue, Name: req.Name, Cron: req.Cron, TimeZone: req.TimeZone,
 		Overlap: tenurev1.OverlapPolicy(req.Overlap), CatchUpWindow: optDuration(req.CatchUpWindow), Payload: req.Payload,
@@ -41,6 +45,9 @@ func (c *Client) CreateSchedule(ctx context.Context, req ScheduleRequest) (Creat
 // the new one's start after now. A schedule that does not exist is
 // ErrNotFound.
 func (c *Client) UpdateSchedule(ctx context.Context, req ScheduleRequest) (*Schedule, error) {
+	if err := c.typedSchedule("UpdateSchedule", &req); err != nil {
+		return nil, err
+	}
 	resp, err := call(ctx, c, "UpdateSchedule", c.schedules.UpdateSchedule, &tenurev1.UpdateScheduleRequest{
 		Namespace: req.Namespace, Queue: req.Queue, Name: req.Name, Cron: req.Cron, TimeZone: req.TimeZone,
 		Overlap: tenurev1.OverlapPolicy(req.Overlap), CatchUpWindow: optDuration(req.CatchUpWindow), Payload: req.Payload,
@@ -50,6 +57,26 @@ func (c *Client) UpdateSchedule(ctx context.Context, req ScheduleRequest) (*Sche
 		return nil, err
 	}
 	return scheduleIn("UpdateSchedule", resp)
+}
+
+// typedSchedule sets the task template of req, the caller's copy, from
+// req.Args (if set) and its type's SubmitOptions.
+func (c *Client) typedSchedule(op string, req *ScheduleRequest) error {
+	if req.Args == nil {
+		return nil
+	}
+	d, err := c.template(op, "", req.Args, &req.Kind, &req.Payload)
+	if err != nil {
+		return err
+	}
+	req.Namespace = cmp.Or(req.Namespace, d.Namespace)
+	req.Queue = cmp.Or(req.Queue, d.Queue)
+	req.ExecutionWindow = cmp.Or(req.ExecutionWindow, d.ExecutionWindow)
+	if req.Retry == nil {
+		req.Retry = d.Retry
+	}
+	req.Priority = cmp.Or(req.Priority, d.Priority)
+	return nil
 }
 
 // GetSchedule returns one schedule; ErrNotFound if it does not exist.

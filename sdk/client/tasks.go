@@ -26,7 +26,10 @@ import (
 // runs from the submit through every attempt. SubmitBatch does the same
 // for each of its tasks.
 func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
-	msg := req.proto()
+	msg := new(tenurev1.SubmitRequest)
+	if err := c.fillSubmit("Submit", "", &req, msg); err != nil {
+		return SubmitResult{}, err
+	}
 	msg.TraceContext = traceContextOf(ctx)
 	resp, err := call(ctx, c, "Submit", c.tasks.Submit, msg)
 	if err != nil {
@@ -48,7 +51,15 @@ func (c *Client) SubmitBatch(ctx context.Context, req SubmitBatchRequest) ([]Sub
 	held, reqs := pooled[tenurev1.SubmitRequest](&submitMessages, len(req.Requests))
 	tc := traceContextOf(ctx)
 	for i := range req.Requests {
-		req.Requests[i].fill(&reqs[i])
+		r := &req.Requests[i]
+		if r.Args != nil {
+			cp := *r // the caller's request stays as it was
+			r = &cp
+		}
+		if err := c.fillSubmit("SubmitBatch", fmt.Sprintf("Requests[%d].", i), r, &reqs[i]); err != nil {
+			unpool(&submitMessages, held, reqs)
+			return nil, err
+		}
 		reqs[i].TraceContext = tc
 		msg.Requests[i] = &reqs[i]
 	}

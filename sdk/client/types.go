@@ -203,12 +203,18 @@ type RetryPolicy struct {
 	Multiplier     float64
 }
 
-// SubmitRequest describes one task. Zero fields take the server's defaults:
-// namespace "default", a 30s execution window, the default retry policy,
-// leasable at once, priority 0.
+// SubmitRequest describes one task: a typed one (Args), or a kind and a
+// payload of your own. Zero fields take the type's SubmitOptions, if it
+// has them, then the server's defaults: namespace "default", a 30s
+// execution window, the default retry policy, leasable at once, priority
+// 0.
 type SubmitRequest struct {
+	// Args is a typed task (see Args): its Kind() is the task's kind, and
+	// its value, encoded by Options.Codec, the task's payload; Kind and
+	// Payload are then left unset.
+	Args      Args
 	Namespace string
-	Queue     string // required
+	Queue     string // required, unless Args's SubmitOptions gives it
 	// Kind says what kind of work the task is, for workers to route it by
 	// ("" for none): 1 to 128 bytes of letters, digits and . _ - : /.
 	Kind    string
@@ -339,6 +345,17 @@ type LeaseRequest struct {
 	// Wait is how long to long-poll when no task is ready (0: answer at
 	// once; the server caps it at 30s).
 	Wait time.Duration
+}
+
+// LeaseResult is what a Lease answers: the tasks leased and, when none
+// was because the queue is paused, how it was paused.
+type LeaseResult struct {
+	// Tasks are the tasks leased, up to MaxTasks (nil for none).
+	Tasks []LeasedTask
+	// Paused is set when nothing was leased and the queue is paused (with
+	// Queues: all of them; this is the first one's pause): who paused it,
+	// when and why. Leasing again leases nothing until it is resumed.
+	Paused *QueuePause
 }
 
 // LeasedTask is one task leased to the caller, as Lease answered it. Give
@@ -818,8 +835,11 @@ type ScheduleRequest struct {
 	TimeZone      string
 	Overlap       OverlapPolicy
 	CatchUpWindow time.Duration
-	// The task each fire submits: its kind ("" for none) and the rest as
-	// in SubmitRequest.
+	// The task each fire submits: a typed one (Args, as in SubmitRequest:
+	// its kind, its encoded value as the payload, its SubmitOptions for
+	// the unset fields), or a kind ("" for none) and a payload of your
+	// own; the rest as in SubmitRequest.
+	Args            Args
 	Kind            string
 	Payload         []byte
 	ExecutionWindow time.Duration

@@ -13,20 +13,22 @@ import (
 // The calls of WorkerService: the worker protocol (lease, start, heartbeat,
 // commit, complete, fail, snooze). Package worker runs it for you.
 
-// Lease grants up to MaxTasks tasks of a queue. With Wait it long-polls
-// and answers as soon as one task is leased, or with none when Wait ran
-// out. A Lease retried after an unavailable answer may have granted a lease
-// whose answer was lost: that lease expires unused after the task's window.
-func (c *Client) Lease(ctx context.Context, req LeaseRequest) ([]LeasedTask, error) {
+// Lease grants up to MaxTasks tasks of a queue (or of several: Queues).
+// With Wait it long-polls and answers as soon as one task is leased, or
+// with none when Wait ran out; LeaseResult.Paused then tells a paused
+// queue from an empty one. A Lease retried after an unavailable answer may
+// have granted a lease whose answer was lost: that lease expires unused
+// after the task's window.
+func (c *Client) Lease(ctx context.Context, req LeaseRequest) (LeaseResult, error) {
 	msg, err := leaseMessage("Lease", req)
 	if err != nil {
-		return nil, err
+		return LeaseResult{}, err
 	}
 	resp, err := call(ctx, c, "Lease", c.workers.Lease, msg)
 	if err != nil {
-		return nil, err
+		return LeaseResult{}, err
 	}
-	return leasedTasksOf(resp.GetTasks()), nil
+	return LeaseResult{Tasks: leasedTasksOf(resp.GetTasks()), Paused: pauseOf(resp.GetPaused())}, nil
 }
 
 // leaseMessage is req on the wire, checked for call op.

@@ -140,7 +140,7 @@ func TestHeartbeatsOnTheClock(t *testing.T) {
 		// The handler also returns when the test ends, so that a failed
 		// test stops its worker without waiting for the shutdown grace.
 		testEnded := make(chan struct{})
-		startWorker(t, c, "q", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+		startWorker(t, c, "q", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 			started <- ctx
 			select {
 			case <-ctx.Done():
@@ -209,20 +209,25 @@ func TestHeartbeatsOnTheClock(t *testing.T) {
 	})
 }
 
-// TestOnFinishTook: Finish.Took is the time from the lease's arrival to the
+// TestFinishTook: Finish.Took is the time from the lease's arrival to the
 // end of the report: a handler that holds its task for 3s took 3s (exactly,
 // on the bubble's clock).
-func TestOnFinishTook(t *testing.T) {
+func TestFinishTook(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, c := serveOneLease(t, 1)
 		ends := make(chan worker.Finish, 1)
-		startWorker(t, c, "q", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+		startWorker(t, c, "q", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 			time.Sleep(3 * time.Second)
 			return []byte("done"), nil
-		}, worker.Options{Logger: slog.New(slog.DiscardHandler), OnFinish: func(_ *worker.Task, f worker.Finish) { ends <- f }})
-		f := recv(t, ends, "OnFinish")
+		}, worker.Options{Logger: slog.New(slog.DiscardHandler), Middleware: []worker.Middleware{
+			func(ctx context.Context, _ *client.LeasedTask, next func(context.Context) worker.Finish) worker.Finish {
+				f := next(ctx)
+				ends <- f
+				return f
+			}}})
+		f := recv(t, ends, "the attempt's end")
 		if f.Outcome != worker.OutcomeCompleted || f.Took != 3*time.Second {
-			t.Fatalf("OnFinish: %v after %v; want completed after 3s", f.Outcome, f.Took)
+			t.Fatalf("the attempt ended %v after %v; want completed after 3s", f.Outcome, f.Took)
 		}
 	})
 }

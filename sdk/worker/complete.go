@@ -180,7 +180,7 @@ func (k *completer) completeBatch(ctx context.Context, items []client.CompleteRe
 		k.lg.Error("the server leased more tasks than asked for; the extra leases will expire", "asked", n, "got", len(leased))
 		leased = leased[:n]
 	}
-	tasks := make([]*Task, len(leased))
+	tasks := make([]*client.LeasedTask, len(leased))
 	for i := range leased {
 		tasks[i] = &leased[i]
 	}

@@ -226,7 +226,7 @@ type startLog struct {
 	ids []string
 }
 
-func (l *startLog) start(t *Task) {
+func (l *startLog) start(t *client.LeasedTask) {
 	l.mu.Lock()
 	l.ids = append(l.ids, t.ID)
 	l.mu.Unlock()
@@ -327,7 +327,7 @@ func TestCompleterShortLeaseFreesSlots(t *testing.T) {
 func TestCompleterLeaseRefused(t *testing.T) {
 	f := &fakeWorkers{refuseLease: true, gate: make(chan struct{}), arrived: make(chan struct{}, 10)}
 	s := newSlots(8)
-	s.start = func(*Task) { t.Error("a task started from a refused lease") }
+	s.start = func(*client.LeasedTask) { t.Error("a task started from a refused lease") }
 	s.take(t.Context())
 	for range 4 {
 		s.finish()

@@ -7,8 +7,8 @@ import (
 	"github.com/tenurehq/tenure/sdk/client"
 )
 
-// Outcome is how one leased attempt ended for this worker, as
-// Options.OnFinish reports it.
+// Outcome is how one leased attempt ended for this worker, as Finish
+// says.
 type Outcome uint8
 
 const (
@@ -43,7 +43,9 @@ func (o Outcome) String() string {
 	return "unknown"
 }
 
-// Finish is the end of one leased attempt, as Options.OnFinish reports it.
+// Finish is the end of one leased attempt, as a Middleware's next answers
+// it: the server's answer to the attempt's report, not a guess from the
+// handler's error.
 type Finish struct {
 	Outcome Outcome
 	// Err is why the attempt did not complete: the handler's error for
@@ -58,29 +60,23 @@ type Finish struct {
 	Took time.Duration
 }
 
-// finish ends a's attempt: its span ends with the outcome, and
-// Options.OnFinish, if set, hears of it.
-func (w *Worker) finish(a *attempt, f Finish) {
-	endSpan(a, f)
-	if w.opts.OnFinish == nil {
-		return
-	}
+// finished is f, the end of a's attempt, with the time it took.
+func (w *Worker) finished(a *attempt, f Finish) Finish {
 	f.Took = time.Since(a.received)
-	w.opts.OnFinish(&a.task, f)
+	return f
 }
 
-// failed reports the end of an attempt whose failure the server answered
-// with res (or refused with err): retried, failed for good, or not
-// reported.
-func (w *Worker) failed(a *attempt, cause error, res client.FailResult, err error) {
+// failed is the end of an attempt whose failure the server answered with
+// res (or refused with err): retried, failed for good, or not reported.
+func (w *Worker) failed(a *attempt, cause error, res client.FailResult, err error) Finish {
 	switch {
 	case err != nil && leaseLost(err):
-		w.finish(a, Finish{Outcome: OutcomeLost, Err: err})
+		return w.finished(a, Finish{Outcome: OutcomeLost, Err: err})
 	case err != nil:
-		w.finish(a, Finish{Outcome: OutcomeUnreported, Err: errors.Join(cause, err)})
+		return w.finished(a, Finish{Outcome: OutcomeUnreported, Err: errors.Join(cause, err)})
 	case res.State == client.TaskStateWaiting:
-		w.finish(a, Finish{Outcome: OutcomeRetrying, Err: cause, RetryAt: res.RetryAt})
+		return w.finished(a, Finish{Outcome: OutcomeRetrying, Err: cause, RetryAt: res.RetryAt})
 	default:
-		w.finish(a, Finish{Outcome: OutcomeFailed, Err: cause})
+		return w.finished(a, Finish{Outcome: OutcomeFailed, Err: cause})
 	}
 }

@@ -35,16 +35,19 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// startWorker runs a Worker until the test ends.
+// startWorker runs a Worker of queue, h handling every kind, until the
+// test ends.
 func startWorker(t *testing.T, c *client.Client, queue string, h worker.Handler, opts worker.Options) {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = testLogger(t)
 	}
-	w, err := worker.New(c, queue, h, opts)
+	opts.Queues = []string{queue}
+	w, err := worker.New(c, opts)
 	if err != nil {
 		t.Fatalf("worker.New: %v", err)
 	}
+	worker.HandleOther(w, h, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()

@@ -45,7 +45,7 @@ type keeper struct {
 	b      *beater
 	ctx    context.Context // the task's; heartbeat calls run under it
 	lose   context.CancelCauseFunc
-	t      *Task
+	t      *client.LeasedTask
 	lg     *logger
 	window time.Duration
 	every  time.Duration
@@ -79,7 +79,7 @@ type keeper struct {
 // sent at s, min(s + window, the new expiry) less the margin, because the
 // server extends from its own now, which is after s. k is the keeper to
 // use (it lives in the task's attempt, to save an allocation).
-func (w *Worker) keepLease(k *keeper, ctx context.Context, lose context.CancelCauseFunc, t *Task, received time.Time, lg *logger) {
+func (w *Worker) keepLease(k *keeper, ctx context.Context, lose context.CancelCauseFunc, t *client.LeasedTask, received time.Time, lg *logger) {
 	left := t.LeaseExpiry.Sub(received)
 	window := t.ExecutionWindow
 	if window <= 0 {

@@ -44,8 +44,7 @@ func testKeeperStopEndsHeartbeatInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := New(c, "q", func(context.Context, *Task) ([]byte, error) { return nil, nil },
-		Options{HeartbeatEvery: 0.01, Logger: slog.New(slog.DiscardHandler)})
+	w, err := New(c, Options{Queues: []string{"q"}, HeartbeatEvery: 0.01, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +53,7 @@ func testKeeperStopEndsHeartbeatInFlight(t *testing.T) {
 
 	start := func(id string) (*keeper, context.Context) {
 		now := time.Now()
-		task := &Task{ID: id, LeaseID: "l-" + id, ExecutionWindow: 3 * time.Second, LeaseExpiry: now.Add(3 * time.Second)}
+		task := &client.LeasedTask{ID: id, LeaseID: "l-" + id, ExecutionWindow: 3 * time.Second, LeaseExpiry: now.Add(3 * time.Second)}
 		ctx, lose := context.WithCancelCause(context.Background())
 		t.Cleanup(func() { lose(nil) })
 		k := &keeper{}

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 // logger writes the worker's records. The worker's own records carry its attributes (worker_id,
@@ -15,7 +17,7 @@ import (
 // small task's whole run when, as usual, nothing is logged for it.
 type logger struct {
 	base *slog.Logger
-	t    *Task // nil for the worker's own records
+	t    *client.LeasedTask // nil for the worker's own records
 	with atomic.Pointer[slog.Logger]
 }
 

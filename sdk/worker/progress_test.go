@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/sdk/client"
 	"github.com/tenurehq/tenure/sdk/worker"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -43,7 +44,7 @@ func TestProgressRidesOnHeartbeats(t *testing.T) {
 		step := make(chan struct{})
 		errs := make(chan error, 10)
 		report := func(ctx context.Context, p worker.Progress) { errs <- worker.ReportProgress(ctx, p) }
-		startWorker(t, c, "q", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+		startWorker(t, c, "q", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 			report(ctx, worker.Progress{Message: "a", Done: 1, Total: 4})
 			<-step
 			report(ctx, worker.Progress{Message: "b", Done: 1, Total: 2})
@@ -79,7 +80,7 @@ func TestReportProgressRefuses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, c := serveOneLease(t, 10)
 		errs := make(chan error, 3)
-		startWorker(t, c, "q", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+		startWorker(t, c, "q", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 			errs <- worker.ReportProgress(ctx, worker.Progress{Message: strings.Repeat("m", 257)})
 			errs <- worker.ReportProgress(ctx, worker.Progress{Done: 5, Total: 4})
 			errs <- worker.ReportProgress(ctx, worker.Progress{Message: "\xff"})
@@ -117,7 +118,7 @@ func (s *snoozer) Snooze(_ context.Context, req *connect.Request[tenurev1.Snooze
 
 // TestSnoozeEndsTheAttempt: a handler that returns a SnoozeError (wrapped
 // or not) snoozes its task: the worker calls Snooze with its delay and
-// reason, reports nothing else, and OnFinish hears OutcomeSnoozed with
+// reason, reports nothing else, and the middleware hears OutcomeSnoozed with
 // when the task runs again. A snooze the server refuses fails the attempt
 // instead, with the refusal as its reason.
 func TestSnoozeEndsTheAttempt(t *testing.T) {
@@ -129,25 +130,30 @@ func TestSnoozeEndsTheAttempt(t *testing.T) {
 				_, h := tenurev1connect.NewWorkerServiceHandler(srv)
 				c := inMemory(t, h)
 				ends := make(chan worker.Finish, 1)
-				startWorker(t, c, "q", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+				startWorker(t, c, "q", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 					return nil, fmt.Errorf("upstream: %w", &worker.SnoozeError{Delay: time.Minute, Reason: "export not ready"})
-				}, worker.Options{Logger: slog.New(slog.DiscardHandler), OnFinish: func(_ *worker.Task, f worker.Finish) { ends <- f }})
+				}, worker.Options{Logger: slog.New(slog.DiscardHandler), Middleware: []worker.Middleware{
+					func(ctx context.Context, _ *client.LeasedTask, next func(context.Context) worker.Finish) worker.Finish {
+						f := next(ctx)
+						ends <- f
+						return f
+					}}})
 				req := recv(t, srv.got, "the Snooze call")
 				if req.GetTaskId() != "t1" || req.GetLeaseId() != "l1" || req.GetDelay().AsDuration() != time.Minute || req.GetReason() != "export not ready" {
 					t.Fatalf("Snooze(%v); want t1, l1, 1m, the reason", req)
 				}
-				f := recv(t, ends, "OnFinish")
+				f := recv(t, ends, "the attempt's end")
 				srv.mu.Lock()
 				reports := strings.Join(srv.reports, ",")
 				srv.mu.Unlock()
 				if !refuse {
 					if f.Outcome != worker.OutcomeSnoozed || !f.RetryAt.Equal(time.Now().Add(time.Minute)) || f.Err != nil || reports != "" {
-						t.Fatalf("OnFinish %v (%v) retry at %v, reports %q; want snoozed for a minute, nothing else reported", f.Outcome, f.Err, f.RetryAt, reports)
+						t.Fatalf("the attempt ended %v (%v), retry at %v, reports %q; want snoozed for a minute, nothing else reported", f.Outcome, f.Err, f.RetryAt, reports)
 					}
 					return
 				}
 				if reports != "Fail" || f.Err == nil || !strings.Contains(f.Err.Error(), "the server refused the snooze") {
-					t.Fatalf("a refused snooze: reports %q, OnFinish %v (%v); want the attempt failed with the refusal", reports, f.Outcome, f.Err)
+					t.Fatalf("a refused snooze: reports %q, the attempt ended %v (%v); want the attempt failed with the refusal", reports, f.Outcome, f.Err)
 				}
 			})
 		})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 // slots counts a Worker's task slots for its lease loop and for the leases
@@ -45,8 +47,8 @@ type slots struct {
 	// waiting are leased tasks without a slot yet, in the order they
 	// came: each release starts the first with start instead of freeing
 	// the slot.
-	waiting []*Task
-	start   func(*Task)
+	waiting []*client.LeasedTask
+	start   func(*client.LeasedTask)
 }
 
 func newSlots(size int) *slots {
@@ -114,7 +116,7 @@ func (s *slots) release(finishing bool) {
 	if finishing {
 		s.finishing--
 	}
-	var next *Task
+	var next *client.LeasedTask
 	switch {
 	case len(s.waiting) > 0:
 		next = s.waiting[0]
@@ -152,7 +154,7 @@ func (s *slots) takeAhead() int {
 // settle ends the lease a completion call carried (takeAhead): of leased,
 // as many start at once as the call holds slots for, the others wait for
 // the promised releases; the slots and promises left over are free again.
-func (s *slots) settle(leased []*Task) {
+func (s *slots) settle(leased []*client.LeasedTask) {
 	s.mu.Lock()
 	now := min(len(leased), s.held)
 	if len(leased)-now > s.ahead {

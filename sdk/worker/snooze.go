@@ -45,7 +45,7 @@ func Snooze(d time.Duration) error { return &SnoozeError{Delay: d} }
 // snooze reports the attempt snoozed (the keeper stopped): the task waits
 // for its delay. A snooze the server refuses (the task snoozed too often,
 // or a deadline too near) fails the attempt instead.
-func (w *Worker) snooze(ctx context.Context, a *attempt, se *SnoozeError) {
+func (w *Worker) snooze(ctx context.Context, a *attempt, se *SnoozeError) Finish {
 	t, lg := &a.task, &a.lg
 	w.finishing(a)
 	rctx, cancel := reportCtx(ctx)
@@ -54,18 +54,18 @@ func (w *Worker) snooze(ctx context.Context, a *attempt, se *SnoozeError) {
 	switch {
 	case err == nil:
 		lg.Info("task snoozed", "until", res.NotBefore, "reason", se.Reason)
-		w.finish(a, Finish{Outcome: OutcomeSnoozed, RetryAt: res.NotBefore})
+		return w.finished(a, Finish{Outcome: OutcomeSnoozed, RetryAt: res.NotBefore})
 	case errors.Is(err, client.ErrWrongState):
 		cause := fmt.Errorf("the server refused the snooze: %w", err)
 		fres, ferr := w.c.Fail(rctx, client.FailRequest{TaskID: t.ID, LeaseID: t.LeaseID, Reason: reason(cause)})
-		w.failed(a, cause, fres, ferr)
 		lg.Warn("snooze refused; the attempt failed instead", "err", err, "fail_err", ferr)
+		return w.failed(a, cause, fres, ferr)
 	case leaseLost(err):
 		lg.Warn("snooze refused: the lease was lost", "err", err)
-		w.finish(a, Finish{Outcome: OutcomeLost, Err: err})
+		return w.finished(a, Finish{Outcome: OutcomeLost, Err: err})
 	default:
 		lg.Error("reporting the snooze failed; the lease will expire and the task be retried", "err", err)
-		w.finish(a, Finish{Outcome: OutcomeUnreported, Err: err})
+		return w.finished(a, Finish{Outcome: OutcomeUnreported, Err: err})
 	}
 }
 

@@ -24,7 +24,8 @@ var (
 
 // startSpan starts the span of attempt a, as a child of the span the task
 // was submitted from (its trace context, if it has one), and returns ctx
-// carrying it: the handler's own spans are its children. The span is a
+// carrying it: the middleware's and the handler's own spans are its
+// children. The span is a
 // consumer span named "process <queue>"; it ends with the attempt (endSpan),
 // once its outcome is known. Its attributes are set only if it records: a
 // worker without a tracer provider pays for a span that does nothing and
@@ -38,7 +39,7 @@ func (w *Worker) startSpan(ctx context.Context, a *attempt) context.Context {
 		}
 		ctx = propagation.TraceContext{}.Extract(ctx, carrier)
 	}
-	ctx, a.span = w.tracer.Start(ctx, w.spanName, spanKind)
+	ctx, a.span = w.tracer.Start(ctx, w.spanNames[t.Queue], spanKind)
 	if a.span.IsRecording() {
 		a.span.SetAttributes(attrSystem, attrOperation, attrOpType,
 			attribute.String("messaging.destination.name", t.Queue),

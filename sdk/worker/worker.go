@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,7 +11,9 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,26 +25,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Task is one leased attempt of a task, as the handler and Effects see it:
-// the client's LeasedTask, as Lease answered it. It does not change while
-// the attempt runs (LeaseExpiry is the expiry at lease time; heartbeats
-// move the real one). On a finalisation lease (Committed) the handler is
-// not run; Effects is, with CommittedResult.
-type Task = client.LeasedTask
-
-// Handler executes a task and returns its result. It must return soon
-// after ctx ends (lease lost or shutdown); its result is then discarded.
-// Wrap an error with Permanent to fail the task without retries. A task
-// with a deadline (Task.Deadline) loses its lease at the deadline, whatever
-// the heartbeats, so ctx ends, as lost, a safety margin before it.
-type Handler func(ctx context.Context, t *Task) (result []byte, err error)
-
-// Effects applies a committed result's external effects. It must be
-// idempotent keyed by token.TaskID: it may run again, with the same result,
-// on a finalisation lease after a crash or after it failed. It is never run
-// for a result that lost the commit.
-type Effects func(ctx context.Context, t *Task, result []byte, token FencingToken) error
-
 // FencingToken identifies the one commit of a task: the task and the
 // attempt whose commit won (the client's FencingToken). On a finalisation
 // lease Attempt is the committing attempt, read from the server; if that
@@ -49,8 +32,14 @@ type Effects func(ctx context.Context, t *Task, result []byte, token FencingToke
 // effects should be keyed by TaskID alone.
 type FencingToken = client.FencingToken
 
-// Options configure a Worker. The zero value works.
+// Options configure a Worker. Queues is required; zero values of the
+// others take their defaults.
 type Options struct {
+	// Queues are the queues to lease from, one or more (at most 32) of
+	// Namespace: one pool of Concurrency slots serves them all, and one
+	// Lease call asks all of them, starting from a queue that rotates from
+	// call to call.
+	Queues []string
 	// Namespace to lease from (default "default").
 	Namespace string
 	// WorkerID names this process in leases (default host-pid-random).
@@ -58,10 +47,6 @@ type Options struct {
 	// Concurrency is the number of tasks run at once (default 1, at most
 	// 10000).
 	Concurrency int
-	// Effects, when set, runs after a winning Commit and before Complete
-	// (see the package documentation). Nil: the handler's result is
-	// completed in one call.
-	Effects Effects
 	// HeartbeatEvery is the time between heartbeats as a fraction of the
 	// task's execution window, in (0, 1) (default 1/3).
 	HeartbeatEvery float64
@@ -89,27 +74,27 @@ type Options struct {
 	Logger *slog.Logger
 	// StopWhenEmpty makes Run stop, as if its ctx had ended, once a Lease
 	// finds nothing to lease while no task of this worker runs: no task of
-	// the queue is due (tasks waiting for a retry's backoff or their
+	// its queues is due (tasks waiting for a retry's backoff or their
 	// not-before time are left for later), or the queue is paused or at
 	// its limits. For scripts and batch jobs that work a queue off and
 	// exit. While tasks run, the worker long-polls as usual, so it stops
 	// within one PollWait of its last task.
 	StopWhenEmpty bool
-	// OnFinish, when set, is called once for each leased task when its
-	// attempt has ended on this worker: completed, failed (retried or for
-	// good), snoozed, lost, or not reported. It runs on the task's
-	// goroutine before its slot is freed, so it must return promptly. A
-	// worker with OnFinish logs a failed attempt at Debug level only,
-	// leaving the line at Info to OnFinish.
-	OnFinish func(t *Task, f Finish)
+	// Codec decodes typed tasks' payloads and encodes their results (Handle,
+	// HandleResult, HandleEffects). Nil: the client's (client.Options.Codec).
+	Codec client.Codec
+	// Middleware runs around each attempt, the first outermost (see
+	// Middleware). A worker with middleware logs a failed attempt at Debug
+	// level only, leaving the line at Info to the middleware.
+	Middleware []Middleware
 	// TracerProvider makes the OpenTelemetry span of each attempt (nil:
 	// the global provider, otel.GetTracerProvider). The span, "process
 	// <queue>", is a child of the span the task was submitted from (the
 	// client sends its trace context), so one trace runs from the submit
-	// through every attempt; the handler's context carries it. It records
-	// the task, namespace, attempt and lease, and ends with the attempt's
-	// outcome (tenure.outcome, and the error of one that did not complete
-	// or snooze).
+	// through every attempt; the middleware's and the handler's context
+	// carries it. It records the task, namespace, attempt and lease, and
+	// ends with the attempt's outcome (tenure.outcome, and the error of
+	// one that did not complete or snooze).
 	TracerProvider trace.TracerProvider
 }
 
@@ -121,7 +106,9 @@ const (
 	maxPollWait           = 30 * time.Second
 	defaultShutdownGrace  = 30 * time.Second
 	// maxIDBytes is the API's limit on identifiers.
-	maxIDBytes              = 256
+	maxIDBytes = 256
+	// maxQueues is the API's limit on the queues of one Lease.
+	maxQueues               = 32
 	defaultMaxCompleteBatch = 64
 	// maxCompleteBatch is the API's limit on the items of one CompleteBatch.
 	maxCompleteBatch = 1000
@@ -153,6 +140,27 @@ func (o *Options) validate() error {
 	}
 	if len(o.WorkerID) > maxIDBytes {
 		return fmt.Errorf("worker: Options.WorkerID is %d bytes; the limit is %d", len(o.WorkerID), maxIDBytes)
+	}
+	switch {
+	case len(o.Queues) == 0:
+		return errors.New("worker: Options.Queues is empty; name the queue (or queues) to lease from")
+	case len(o.Queues) > maxQueues:
+		return fmt.Errorf("worker: Options.Queues names %d queues; the limit is %d", len(o.Queues), maxQueues)
+	}
+	for i, q := range o.Queues {
+		switch {
+		case q == "":
+			return fmt.Errorf("worker: Options.Queues[%d] is empty", i)
+		case len(q) > maxIDBytes:
+			return fmt.Errorf("worker: Options.Queues[%d] is %d bytes; the limit is %d", i, len(q), maxIDBytes)
+		case slices.Contains(o.Queues[:i], q):
+			return fmt.Errorf("worker: Options.Queues names %q twice", q)
+		}
+	}
+	for i, m := range o.Middleware {
+		if m == nil {
+			return fmt.Errorf("worker: Options.Middleware[%d] is nil", i)
+		}
 	}
 	switch {
 	case o.Concurrency == 0:
@@ -204,50 +212,55 @@ func defaultWorkerID() string {
 	return id
 }
 
-// Worker runs a Handler for the tasks of one queue. Create it with New and
-// start it with Run.
+// Worker runs the tasks of its queues: it routes each by its kind to the
+// handler registered for it. Create it with New, register its handlers
+// (Handle, HandleResult, HandleEffects, HandleRaw, HandleOther), and start
+// it with Run.
 type Worker struct {
 	c       *client.Client
-	queue   string
-	h       Handler
 	opts    Options
+	codec   client.Codec
 	lg      *logger
 	started atomic.Bool
+	// routes holds the handlers by kind; other, if set, the one for every
+	// other kind. Registered before Run, read only after.
+	routes map[string]*route
+	other  *route
+	// middleware is Options.Middleware as one; nil without any.
+	middleware Middleware
+	// tracer makes the attempts' spans, named spanNames[queue].
+	tracer    trace.Tracer
+	spanNames map[string]string
 	// completions coalesces the tasks' Complete calls; Run runs it.
 	completions *completer
 	// beats heartbeats the running tasks' leases; Run runs it.
 	beats *beater
 	// slots counts the task slots for the lease loop.
 	slots *slots
-	// tracer makes the attempts' spans, named spanName.
-	tracer   trace.Tracer
-	spanName string
 }
 
-// New returns a Worker for queue. Zero options take their defaults; an
-// invalid one is an error naming it.
-func New(c *client.Client, queue string, h Handler, opts Options) (*Worker, error) {
+// New returns a Worker of the queues opts names, with no handler yet.
+// Zero options take their defaults; an invalid one is an error naming it.
+func New(c *client.Client, opts Options) (*Worker, error) {
 	if c == nil {
 		return nil, errors.New("worker: the client is nil; create one with client.New")
-	}
-	if queue == "" {
-		return nil, errors.New("worker: the queue is empty; name the queue to lease from")
-	}
-	if len(queue) > maxIDBytes {
-		return nil, fmt.Errorf("worker: the queue name is %d bytes; the limit is %d", len(queue), maxIDBytes)
-	}
-	if h == nil {
-		return nil, errors.New("worker: the handler is nil")
 	}
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	lg := &logger{base: opts.Logger.With("worker_id", opts.WorkerID, "namespace", opts.Namespace, "queue", queue)}
-	return &Worker{c: c, queue: queue, h: h, opts: opts, lg: lg,
+	queues := strings.Join(opts.Queues, ",")
+	lg := &logger{base: opts.Logger.With("worker_id", opts.WorkerID, "namespace", opts.Namespace, "queue", queues)}
+	spanNames := make(map[string]string, len(opts.Queues))
+	for _, q := range opts.Queues {
+		spanNames[q] = "process " + q
+	}
+	return &Worker{c: c, opts: opts, codec: cmp.Or(opts.Codec, c.Codec()), lg: lg, routes: make(map[string]*route),
+		middleware:  chainMiddleware(opts.Middleware),
+		tracer:      tracerOf(opts.TracerProvider),
+		spanNames:   spanNames,
 		completions: newCompleter(c, opts.MaxCompleteBatch, opts.Concurrency, lg),
 		beats:       newBeater(c),
-		slots:       newSlots(opts.Concurrency),
-		tracer:      tracerOf(opts.TracerProvider), spanName: "process " + queue}, nil
+		slots:       newSlots(opts.Concurrency)}, nil
 }
 
 // errShutdown is the cause of a task context ended by shutdown.
@@ -256,17 +269,21 @@ var errShutdown = errors.New("worker: shutting down")
 // Run leases and runs tasks until ctx ends, then shuts down gracefully (see
 // the package documentation) and returns nil. It returns an error when the
 // server rejects the lease request itself (invalid namespace or queue, an
-// unknown API), after the same graceful shutdown. Run may be called once.
+// unknown API), after the same graceful shutdown. Run may be called once,
+// after the handlers are registered.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("worker: Run was already called on this Worker; create a new one")
+	}
+	if len(w.routes) == 0 && w.other == nil {
+		return errors.New("worker: no handler is registered; register one with worker.Handle (or HandleResult, HandleEffects, HandleRaw, HandleOther) before Run")
 	}
 	// Tasks run under hard, which outlives ctx by up to ShutdownGrace.
 	hard, stopTasks := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopTasks(nil)
 
 	var tasks sync.WaitGroup
-	start := func(lt *Task) {
+	start := func(lt *client.LeasedTask) {
 		tasks.Add(1)
 		go func() {
 			defer tasks.Done()
@@ -290,7 +307,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	go w.beats.run()
 	defer w.beats.stopRun()
 
-	w.lg.Info("worker started", "concurrency", w.opts.Concurrency)
+	w.lg.Info("worker started", "concurrency", w.opts.Concurrency, "kinds", w.kinds())
 	runErr := w.leaseLoop(ctx, start)
 
 	done := make(chan struct{})
@@ -314,13 +331,19 @@ func (w *Worker) Run(ctx context.Context) error {
 // leaseRequest is the worker's lease for max tasks, waiting up to wait
 // for them.
 func (w *Worker) leaseRequest(max int, wait time.Duration) client.LeaseRequest {
-	return client.LeaseRequest{WorkerID: w.opts.WorkerID, Namespace: w.opts.Namespace, Queue: w.queue, MaxTasks: max, Wait: wait}
+	r := client.LeaseRequest{WorkerID: w.opts.WorkerID, Namespace: w.opts.Namespace, MaxTasks: max, Wait: wait}
+	if len(w.opts.Queues) == 1 {
+		r.Queue = w.opts.Queues[0]
+	} else {
+		r.Queues = w.opts.Queues
+	}
+	return r
 }
 
 // leaseLoop leases while ctx lasts and there are free slots (in batches:
 // see slots), and hands each leased task, with its slot taken, to start. It
 // returns nil when ctx ends.
-func (w *Worker) leaseLoop(ctx context.Context, start func(*Task)) error {
+func (w *Worker) leaseLoop(ctx context.Context, start func(*client.LeasedTask)) error {
 	// Failed calls and early empty answers so far in a row: each wait
 	// grows with them.
 	failures, empties := 0, 0
@@ -345,7 +368,7 @@ func (w *Worker) leaseLoop(ctx context.Context, start func(*Task)) error {
 		if alone {
 			wait = 0
 		}
-		ans, err := w.c.LeaseWithPause(ctx, w.leaseRequest(n, wait))
+		ans, err := w.c.Lease(ctx, w.leaseRequest(n, wait))
 		lts := ans.Tasks
 		if len(lts) > n {
 			w.lg.Error("the server leased more tasks than asked for; the extra leases will expire", "asked", n, "got", len(lts))
@@ -396,7 +419,7 @@ func (w *Worker) leaseLoop(ctx context.Context, start func(*Task)) error {
 // notePause logs that the queue was paused, when a Lease answers so after
 // it was not (was is nil), and that it was resumed, when one leases or
 // answers it is not after it was; it returns the pause now in force.
-func (w *Worker) notePause(was *client.QueuePause, ans client.LeaseAnswer) *client.QueuePause {
+func (w *Worker) notePause(was *client.QueuePause, ans client.LeaseResult) *client.QueuePause {
 	now := ans.Paused
 	if len(ans.Tasks) > 0 {
 		now = nil
@@ -444,24 +467,23 @@ func leaseLost(err error) bool {
 // attempt holds what runTask needs for one leased attempt, in one
 // allocation.
 type attempt struct {
-	task Task
+	task client.LeasedTask
 	lg   logger
-	k    keeper
+	k    keeper // its ctx is the attempt's: it ends when the lease is lost
 	// received is when the lease arrived.
 	received time.Time
 	// finishing is set when the attempt is in its final report (see slots).
 	finishing bool
-	// span is the attempt's span until finish ends it.
+	// span is the attempt's span until runTask ends it.
 	span trace.Span
-	// hctx is the handler's context (in the attempt, to save an
-	// allocation).
+	// hctx is the context of the middleware and the handler (in the
+	// attempt, to save an allocation).
 	hctx handlerCtx
 }
 
-// runTask runs one leased attempt to its end.
-func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
-	received := time.Now()
-	a.received = received
+// runTask runs one leased attempt to its end, through the middleware.
+func (w *Worker) runTask(hard context.Context, lt *client.LeasedTask, a *attempt) {
+	a.received = time.Now()
 	t := &a.task
 	*t = *lt
 	lg := &a.lg
@@ -471,98 +493,114 @@ func (w *Worker) runTask(hard context.Context, lt *Task, a *attempt) {
 	ctx, lose := context.WithCancelCause(hard)
 	defer lose(nil)
 	k := &a.k
-	w.keepLease(k, ctx, lose, t, received, lg)
+	w.keepLease(k, ctx, lose, t, a.received, lg)
 	defer k.stop()
-	// The handler's context carries the attempt's span and its keeper
-	// (for ReportProgress); the reports after it keep hard, which the
-	// lease's loss does not end.
+	// The middleware's and the handler's context carries the attempt's
+	// span and its keeper (for ReportProgress).
 	a.hctx = handlerCtx{Context: w.startSpan(ctx, a), k: k}
-	ctx = &a.hctx
-	defer endSpan(a, Finish{Outcome: OutcomeUnreported}) // if no finish ended it
+	var f Finish
+	if w.middleware == nil {
+		f = w.attempt(&a.hctx, a)
+	} else {
+		f = w.middleware(&a.hctx, t, func(ctx context.Context) Finish { return w.attempt(ctx, a) })
+	}
+	endSpan(a, f)
+}
 
+// attempt runs a's handler (on a finalisation lease, its effects) under
+// ctx, and reports how it ended. ctx is the attempt's, or one a middleware
+// made from it: its values go with the reports, but only the attempt's own
+// (a.k.ctx) says that the lease was lost.
+func (w *Worker) attempt(ctx context.Context, a *attempt) Finish {
+	t, k, lg := &a.task, &a.k, &a.lg
+	r := w.routeOf(t.Kind)
 	if t.Committed {
-		w.finalise(ctx, a)
-		return
+		return w.finalise(ctx, a, r)
+	}
+	if r == nil {
+		k.stop()
+		return w.fail(ctx, a, Permanent(w.unknownKind(t.Kind)))
 	}
 	if w.opts.ReportStart {
 		if err := w.c.Start(ctx, client.StartRequest{TaskID: t.ID, LeaseID: t.LeaseID}); err != nil {
 			if leaseLost(err) {
 				lg.Warn("lease lost before the handler started; skipping the task", "err", err)
-				w.finish(a, Finish{Outcome: OutcomeLost, Err: err})
-				return
+				return w.finished(a, Finish{Outcome: OutcomeLost, Err: err})
 			}
 			lg.Debug("reporting the start failed; running the task anyway", "err", err)
 		}
 	}
 	lg.Debug("running task")
-	result, herr := w.callHandler(ctx, t, lg)
-	if ctx.Err() != nil {
+	result, herr := w.callHandler(ctx, r, t, lg)
+	if own := k.ctx; own.Err() != nil {
 		k.stop()
-		cause := context.Cause(ctx)
+		cause := context.Cause(own)
 		if !errors.Is(cause, errShutdown) {
 			lg.Warn("lease lost while the handler ran: result discarded, nothing committed", "cause", cause, "handler_err", herr)
-			w.finish(a, Finish{Outcome: OutcomeLost, Err: cause})
-			return
+			return w.finished(a, Finish{Outcome: OutcomeLost, Err: cause})
 		}
-		w.finishing(a)
-		rctx, cancel := reportCtx(hard)
-		defer cancel()
-		res, err := w.c.Fail(rctx, client.FailRequest{TaskID: t.ID, LeaseID: t.LeaseID, Reason: "worker shutting down"})
-		w.failed(a, errShutdown, res, err)
-		if err != nil {
-			lg.Error("failing the task at shutdown failed; its lease will expire", "err", err)
-			return
+		f := w.fail(ctx, a, errShutdown)
+		if f.Outcome != OutcomeUnreported && f.Outcome != OutcomeLost {
+			lg.Info("task failed at shutdown; it will be retried", "handler_err", herr)
 		}
-		lg.Info("task failed at shutdown; it will be retried", "handler_err", herr)
-		return
+		return f
 	}
 	var snoozed *SnoozeError
 	if errors.As(herr, &snoozed) {
 		k.stop()
-		w.snooze(hard, a, snoozed)
-		return
+		return w.snooze(ctx, a, snoozed)
 	}
 	if herr != nil {
 		k.stop()
-		permanent := isPermanent(herr)
-		w.finishing(a)
-		rctx, cancel := reportCtx(hard)
-		defer cancel()
-		res, err := w.c.Fail(rctx, client.FailRequest{TaskID: t.ID, LeaseID: t.LeaseID, Reason: reason(herr), Permanent: permanent})
-		w.failed(a, herr, res, err)
-		if err != nil {
-			lg.Error("reporting the handler's failure failed; the lease will expire and the task be retried", "handler_err", herr, "err", err)
-			return
-		}
-		// With OnFinish the caller hears (and logs) the outcome: one line
-		// per attempt is theirs.
-		if w.opts.OnFinish != nil {
-			lg.Debug("task attempt failed", "err", herr, "permanent", permanent, "state", res.State.String())
-			return
-		}
-		lg.Info("task attempt failed", "err", herr, "permanent", permanent, "state", res.State.String())
-		return
+		return w.fail(ctx, a, herr)
 	}
-	if w.opts.Effects == nil {
+	if r.apply == nil {
 		k.stop()
-		w.complete(hard, a, result)
-		return
+		return w.complete(ctx, a, result)
 	}
-	rctx, cancel := reportCtx(hard)
+	rctx, cancel := reportCtx(ctx)
 	tok, err := w.c.Commit(rctx, client.CommitRequest{TaskID: t.ID, LeaseID: t.LeaseID, Result: result})
 	cancel()
 	if err != nil {
 		k.stop()
 		if leaseLost(err) {
 			lg.Warn("commit refused: another attempt owns the task; effects not applied", "err", err)
-			w.finish(a, Finish{Outcome: OutcomeLost, Err: err})
-			return
+			return w.finished(a, Finish{Outcome: OutcomeLost, Err: err})
 		}
 		lg.Error("commit failed; effects not applied (if the commit did land, a later lease applies them)", "err", err)
-		w.finish(a, Finish{Outcome: OutcomeUnreported, Err: err})
-		return
+		return w.finished(a, Finish{Outcome: OutcomeUnreported, Err: err})
 	}
-	w.effectsAndComplete(ctx, a, result, tok)
+	return w.effectsAndComplete(ctx, a, r, result, tok)
+}
+
+// fail reports the attempt failed because of cause: for good if cause is
+// Permanent, else retried per the task's policy. errShutdown is reported
+// with the reason "worker shutting down".
+func (w *Worker) fail(ctx context.Context, a *attempt, cause error) Finish {
+	t, lg := &a.task, &a.lg
+	permanent := isPermanent(cause)
+	why := reason(cause)
+	if errors.Is(cause, errShutdown) {
+		why = "worker shutting down"
+	}
+	w.finishing(a)
+	rctx, cancel := reportCtx(ctx)
+	defer cancel()
+	res, err := w.c.Fail(rctx, client.FailRequest{TaskID: t.ID, LeaseID: t.LeaseID, Reason: why, Permanent: permanent})
+	switch {
+	case err != nil && errors.Is(cause, errShutdown):
+		lg.Error("failing the task at shutdown failed; its lease will expire", "err", err)
+	case err != nil:
+		lg.Error("reporting the handler's failure failed; the lease will expire and the task be retried", "handler_err", cause, "err", err)
+	case errors.Is(cause, errShutdown):
+	case w.middleware != nil:
+		// The middleware hears (and logs) the outcome: one line per
+		// attempt is theirs.
+		lg.Debug("task attempt failed", "err", cause, "permanent", permanent, "state", res.State.String())
+	default:
+		lg.Info("task attempt failed", "err", cause, "permanent", permanent, "state", res.State.String())
+	}
+	return w.failed(a, cause, res, err)
 }
 
 // finishing marks a as being in its final report: the lease loop may wait
@@ -574,14 +612,21 @@ func (w *Worker) finishing(a *attempt) {
 
 // finalise finishes a task that an earlier attempt committed: its effects
 // are applied again (idempotently) and it is completed; the handler does
-// not run.
-func (w *Worker) finalise(ctx context.Context, a *attempt) {
+// not run. r is the handler of its kind (nil: none).
+func (w *Worker) finalise(ctx context.Context, a *attempt, r *route) Finish {
 	t, k, lg := &a.task, &a.k, &a.lg
-	lg.Info("finalising a task committed by an earlier attempt")
-	if w.opts.Effects == nil {
+	if r == nil {
+		// Completing it would skip effects its kind's handler may have:
+		// leave it to a worker that knows the kind.
 		k.stop()
-		w.complete(ctx, a, nil)
-		return
+		err := w.unknownKind(t.Kind)
+		lg.Error("a committed task of a kind this worker does not handle: left committed (its lease expires) for a worker that handles it", "err", err)
+		return w.finished(a, Finish{Outcome: OutcomeUnreported, Err: err})
+	}
+	lg.Info("finalising a task committed by an earlier attempt")
+	if r.apply == nil {
+		k.stop()
+		return w.complete(ctx, a, nil)
 	}
 	tok := FencingToken{TaskID: t.ID, Attempt: t.Attempt}
 	if task, err := w.c.GetTask(ctx, client.GetTaskRequest{TaskID: t.ID}); err != nil {
@@ -594,43 +639,41 @@ func (w *Worker) finalise(ctx context.Context, a *attempt) {
 			}
 		}
 	}
-	w.effectsAndComplete(ctx, a, t.CommittedResult, tok)
+	return w.effectsAndComplete(ctx, a, r, t.CommittedResult, tok)
 }
 
-// effectsAndComplete runs Effects (while the keeper heartbeats), then
-// completes the committed task. If Effects keeps failing the task is left
+// effectsAndComplete runs the effects of r (while the keeper heartbeats),
+// then completes the committed task. If they keep failing the task is left
 // COMMITTED: its lease expires and a finalisation lease tries again.
-func (w *Worker) effectsAndComplete(ctx context.Context, a *attempt, result []byte, tok FencingToken) {
+func (w *Worker) effectsAndComplete(ctx context.Context, a *attempt, r *route, result []byte, tok FencingToken) Finish {
 	t, k, lg := &a.task, &a.k, &a.lg
 	for try := 1; ; try++ {
-		err := w.callEffects(ctx, t, result, tok, lg)
+		err := w.callEffects(ctx, r, t, result, tok, lg)
 		if err == nil {
 			break
 		}
 		if try >= effectsTries || ctx.Err() != nil {
 			k.stop()
 			lg.Error("effects failed; the task stays committed and a later lease applies them again", "tries", try, "err", err, "cause", context.Cause(ctx))
-			w.finish(a, Finish{Outcome: OutcomeUnreported, Err: err})
-			return
+			return w.finished(a, Finish{Outcome: OutcomeUnreported, Err: err})
 		}
 		wait := retryBackoff.Wait(try-1, mrand.Int64N)
 		lg.Warn("effects failed; retrying", "try", try, "err", err, "in", wait)
 		if !w.sleep(ctx, wait) {
 			k.stop()
 			lg.Error("lease lost while retrying effects; a later lease applies them again", "cause", context.Cause(ctx))
-			w.finish(a, Finish{Outcome: OutcomeLost, Err: context.Cause(ctx)})
-			return
+			return w.finished(a, Finish{Outcome: OutcomeLost, Err: context.Cause(ctx)})
 		}
 	}
 	k.stop()
-	w.complete(ctx, a, nil)
+	return w.complete(ctx, a, nil)
 }
 
 // complete reports the task done. ctx only carries values: the report is
 // made even when ctx has ended. A coalesced completion waits for the
 // completer's answer without a bound of its own: the completer bounds each
 // of its calls by callTimeout and answers every completion it was given.
-func (w *Worker) complete(ctx context.Context, a *attempt, result []byte) {
+func (w *Worker) complete(ctx context.Context, a *attempt, result []byte) Finish {
 	t, lg := &a.task, &a.lg
 	w.finishing(a)
 	var rctx context.Context
@@ -644,36 +687,46 @@ func (w *Worker) complete(ctx context.Context, a *attempt, result []byte) {
 	if err := w.completions.complete(rctx, client.CompleteRequest{TaskID: t.ID, LeaseID: t.LeaseID, Result: result}); err != nil {
 		if leaseLost(err) {
 			lg.Warn("complete refused: the lease was lost", "err", err)
-			w.finish(a, Finish{Outcome: OutcomeLost, Err: err})
-			return
+			return w.finished(a, Finish{Outcome: OutcomeLost, Err: err})
 		}
 		lg.Error("complete failed; the lease will expire", "err", err)
-		w.finish(a, Finish{Outcome: OutcomeUnreported, Err: err})
-		return
+		return w.finished(a, Finish{Outcome: OutcomeUnreported, Err: err})
 	}
 	lg.Debug("task completed")
-	w.finish(a, Finish{Outcome: OutcomeCompleted})
+	return w.finished(a, Finish{Outcome: OutcomeCompleted})
 }
 
-func (w *Worker) callHandler(ctx context.Context, t *Task, lg *logger) (result []byte, err error) {
+func (w *Worker) callHandler(ctx context.Context, r *route, t *client.LeasedTask, lg *logger) (result []byte, err error) {
 	defer func() {
-		if r := recover(); r != nil {
-			lg.Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
-			err = fmt.Errorf("worker: handler panicked: %v", r)
+		if v := recover(); v != nil {
+			p := &PanicError{Value: v, Stack: debug.Stack()}
+			lg.Error("handler panicked", "panic", v, "stack", string(p.Stack))
+			result, err = nil, p
 		}
 	}()
-	return w.h(ctx, t)
+	return r.run(ctx, t)
 }
 
-func (w *Worker) callEffects(ctx context.Context, t *Task, result []byte, tok FencingToken, lg *logger) (err error) {
+func (w *Worker) callEffects(ctx context.Context, r *route, t *client.LeasedTask, result []byte, tok FencingToken, lg *logger) (err error) {
 	defer func() {
-		if r := recover(); r != nil {
-			lg.Error("effects panicked", "panic", r, "stack", string(debug.Stack()))
-			err = fmt.Errorf("worker: effects panicked: %v", r)
+		if v := recover(); v != nil {
+			p := &PanicError{Value: v, Stack: debug.Stack()}
+			lg.Error("effects panicked", "panic", v, "stack", string(p.Stack))
+			err = p
 		}
 	}()
-	return w.opts.Effects(ctx, t, result, tok)
+	return r.apply(ctx, t, result, tok)
 }
+
+// PanicError is the error of a handler (or effects) that panicked: the
+// attempt fails with it, and is retried (not Permanent). Middleware sees
+// it in Finish.Err, with the panic's value and stack.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("worker: handler panicked: %v", e.Value) }
 
 // reason is err's message cut to the API's limit on a reason.
 func reason(err error) string { return cut(err.Error()) }

@@ -36,7 +36,7 @@ func TestCompleteBatch(t *testing.T) {
 					t.Fatalf("SubmitBatch: %+v, then %+v; want ids only, then the same ids as duplicates", ids, again)
 				}
 			}
-			ls, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: q, MaxTasks: 3, Wait: time.Second})
+			ls, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: q, MaxTasks: 3, Wait: time.Second}))
 			if err != nil || len(ls) != 3 {
 				t.Fatalf("Lease: %d tasks, %v", len(ls), err)
 			}
@@ -103,7 +103,7 @@ func TestCompleteAndLease(t *testing.T) {
 			if _, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: reqs}); err != nil {
 				t.Fatal(err)
 			}
-			ls, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: q, MaxTasks: 2})
+			ls, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: q, MaxTasks: 2}))
 			if err != nil || len(ls) != 2 {
 				t.Fatalf("Lease: %d tasks, %v", len(ls), err)
 			}
@@ -186,7 +186,7 @@ func TestCompleteBatchRetry(t *testing.T) {
 	if _, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{{Queue: "q"}, {Queue: "q"}}}); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "q", MaxTasks: 2, Wait: time.Second})
+	ls, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "q", MaxTasks: 2, Wait: time.Second}))
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("Lease: %d, %v", len(ls), err)
 	}

@@ -164,7 +164,7 @@ func TestRoundTrip(t *testing.T) {
 
 			// Worker protocol: lease the highest priority task, start,
 			// heartbeat, commit, complete.
-			leased, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w1", Queue: q, MaxTasks: 1, Wait: time.Second})
+			leased, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w1", Queue: q, MaxTasks: 1, Wait: time.Second}))
 			if err != nil || len(leased) != 1 {
 				t.Fatalf("Lease: %+v, %v; want task %s", leased, err, one.ID)
 			}
@@ -226,7 +226,7 @@ func TestRoundTrip(t *testing.T) {
 			}
 
 			// Fail: retried, then permanent.
-			leased, err = c.Lease(ctx, client.LeaseRequest{WorkerID: "w1", Queue: q, MaxTasks: 5})
+			leased, err = tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w1", Queue: q, MaxTasks: 5}))
 			if err != nil || len(leased) != 1 || leased[0].ID != batch[0].TaskID {
 				t.Fatalf("Lease b0: %+v, %v", leased, err)
 			}
@@ -234,7 +234,7 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil || fr.State != client.TaskStateWaiting || fr.RetryAt.IsZero() {
 				t.Fatalf("Fail: %+v, %v; want WAITING with a retry time", fr, err)
 			}
-			leased, err = c.Lease(ctx, client.LeaseRequest{WorkerID: "w1", Queue: q, Wait: 5 * time.Second})
+			leased, err = tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w1", Queue: q, Wait: 5 * time.Second}))
 			if err != nil || len(leased) != 1 || leased[0].Attempt != 2 {
 				t.Fatalf("Lease b0 again: %+v, %v", leased, err)
 			}
@@ -331,14 +331,14 @@ func TestErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			id := sub.TaskID
-			a, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "a", Queue: q, Wait: time.Second})
+			a, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "a", Queue: q, Wait: time.Second}))
 			if err != nil || len(a) != 1 {
 				t.Fatalf("lease A: %+v, %v", a, err)
 			}
 			if _, err := c.Commit(ctx, client.CommitRequest{TaskID: id, LeaseID: a[0].LeaseID, Result: []byte("r")}); err != nil {
 				t.Fatalf("commit A: %v", err)
 			}
-			b, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "b", Queue: q, Wait: 10 * time.Second})
+			b, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "b", Queue: q, Wait: 10 * time.Second}))
 			if err != nil || len(b) != 1 || !b[0].Committed || string(b[0].CommittedResult) != "r" {
 				t.Fatalf("lease B: %+v, %v; want a finalisation lease with the committed result", b, err)
 			}
@@ -526,10 +526,10 @@ func TestNoRetryOnOtherCodes(t *testing.T) {
 // before they are sent, as the server would refuse them.
 func TestLocalValidation(t *testing.T) {
 	c := newClient(t, "http://127.0.0.1:1", client.Options{})
-	_, err := c.Lease(t.Context(), client.LeaseRequest{WorkerID: "w", Queue: "q", MaxTasks: -1})
+	_, err := tasksOf(c.Lease(t.Context(), client.LeaseRequest{WorkerID: "w", Queue: "q", MaxTasks: -1}))
 	checkError(t, "Lease with MaxTasks -1", err, errorCase{client.ErrInvalidArgument, client.Error{
 		Op: "Lease", Code: connect.CodeInvalidArgument, Reason: client.ReasonInvalidArgument, Field: "MaxTasks"}})
-	_, err = c.Lease(t.Context(), client.LeaseRequest{WorkerID: "w", Queue: "q", Wait: -time.Second})
+	_, err = tasksOf(c.Lease(t.Context(), client.LeaseRequest{WorkerID: "w", Queue: "q", Wait: -time.Second}))
 	checkError(t, "Lease with a negative Wait", err, errorCase{client.ErrInvalidArgument, client.Error{
 		Op: "Lease", Code: connect.CodeInvalidArgument, Reason: client.ReasonInvalidArgument, Field: "Wait"}})
 	_, err = c.ListTasksPage(t.Context(), client.ListTasksRequest{PageSize: -1})
@@ -539,3 +539,6 @@ func TestLocalValidation(t *testing.T) {
 	checkError(t, "ListTasks with PageSize -1", err, errorCase{client.ErrInvalidArgument, client.Error{
 		Op: "ListTasks", Code: connect.CodeInvalidArgument, Reason: client.ReasonInvalidArgument, Field: "PageSize"}})
 }
+
+// tasksOf is the tasks of a Lease's answer, with its error.
+func tasksOf(r client.LeaseResult, err error) ([]client.LeasedTask, error) { return r.Tasks, err }

@@ -47,7 +47,7 @@ func TestKinds(t *testing.T) {
 					t.Errorf("ListTasks: task %s of kind %q, want %q", l.ID, l.Kind, want[l.ID])
 				}
 			}
-			leased, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "k", MaxTasks: 3, Wait: time.Second})
+			leased, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "k", MaxTasks: 3, Wait: time.Second}))
 			if err != nil || len(leased) != 3 {
 				t.Fatalf("Lease: %d, %v", len(leased), err)
 			}
@@ -88,7 +88,7 @@ func TestScheduleKind(t *testing.T) {
 	if _, err := c.CreateSchedule(ctx, client.ScheduleRequest{Queue: "ks", Name: "bad", Cron: "* * * * * *", Kind: "a b"}); !errors.Is(err, client.ErrInvalidArgument) {
 		t.Errorf("CreateSchedule with an invalid kind: %v; want invalid argument", err)
 	}
-	leased, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "ks", Wait: 10 * time.Second})
+	leased, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "ks", Wait: 10 * time.Second}))
 	if err != nil || len(leased) != 1 || leased[0].Kind != "nightly_report" {
 		t.Fatalf("Lease of the schedule's first task: %+v, %v; want one of kind nightly_report", leased, err)
 	}
@@ -117,7 +117,7 @@ func TestLeaseFromSeveralQueues(t *testing.T) {
 			// One task per call: the queue a call starts with alternates.
 			from := map[string]int{}
 			for range 4 {
-				leased, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both})
+				leased, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both}))
 				if err != nil || len(leased) != 1 {
 					t.Fatalf("Lease from qa and qb: %+v, %v", leased, err)
 				}
@@ -127,7 +127,7 @@ func TestLeaseFromSeveralQueues(t *testing.T) {
 				t.Errorf("four single leases took %v; want two from each queue", from)
 			}
 			// A call for more takes from both.
-			leased, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both, MaxTasks: 10})
+			leased, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both, MaxTasks: 10}))
 			if err != nil || len(leased) != 4 {
 				t.Fatalf("Lease of 10 from qa and qb: %d tasks, %v; want the 4 left", len(leased), err)
 			}
@@ -139,7 +139,7 @@ func TestLeaseFromSeveralQueues(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				got, lerr = c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both, Wait: 20 * time.Second})
+				got, lerr = tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both, Wait: 20 * time.Second}))
 			}()
 			time.Sleep(50 * time.Millisecond) // most often the poll waits by then; if not, it finds the task at once
 			sub, err := c.Submit(ctx, client.SubmitRequest{Queue: "qb"})
@@ -151,6 +151,20 @@ func TestLeaseFromSeveralQueues(t *testing.T) {
 				t.Fatalf("long poll of qa and qb: %+v, %v; want the task submitted to qb", got, lerr)
 			}
 
+			// Nothing leased: paused only if every queue is.
+			if _, err := c.PauseQueue(ctx, client.PauseQueueRequest{Queue: "qa", Reason: "maintenance"}); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both}); err != nil || len(res.Tasks) != 0 || res.Paused != nil {
+				t.Errorf("Lease from qa (paused) and qb (empty): %+v, %v; want nothing, not paused", res, err)
+			}
+			if _, err := c.PauseQueue(ctx, client.PauseQueueRequest{Queue: "qb", Reason: "maintenance"}); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both}); err != nil || len(res.Tasks) != 0 || res.Paused == nil || res.Paused.Reason != "maintenance" {
+				t.Errorf("Lease from qa and qb, both paused: %+v, %v; want nothing, and the pause", res, err)
+			}
+
 			for _, tc := range []struct {
 				req   client.LeaseRequest
 				field string
@@ -160,7 +174,7 @@ func TestLeaseFromSeveralQueues(t *testing.T) {
 				{client.LeaseRequest{WorkerID: "w", Queues: []string{"qa", ""}}, "queues[1]"},
 				{client.LeaseRequest{WorkerID: "w", Queues: slices.Repeat([]string{"q"}, 33)}, "queues"},
 			} {
-				_, err := c.Lease(ctx, tc.req)
+				_, err := tasksOf(c.Lease(ctx, tc.req))
 				var e *client.Error
 				if !errors.Is(err, client.ErrInvalidArgument) || !errors.As(err, &e) || e.Field != tc.field || e.Code != connect.CodeInvalidArgument {
 					t.Errorf("Lease %+v: %v; want invalid argument naming %s", tc.req.Queues, err, tc.field)

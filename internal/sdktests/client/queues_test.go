@@ -35,7 +35,7 @@ func TestQueuesAndControls(t *testing.T) {
 			}
 			lease := func() client.LeasedTask {
 				t.Helper()
-				l, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "q1"})
+				l, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "q1"}))
 				if err != nil || len(l) != 1 {
 					t.Fatalf("Lease: %+v, %v", l, err)
 				}
@@ -103,7 +103,7 @@ func TestQueuesAndControls(t *testing.T) {
 			if err != nil || p.Changed || !p.Queue.Paused || p.Queue.Pause.RequestedBy != "ops@box" {
 				t.Fatalf("second PauseQueue: %+v, %v; want no change, the first pause kept", p, err)
 			}
-			if l, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "q1"}); err != nil || len(l) != 0 {
+			if l, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "q1"})); err != nil || len(l) != 0 {
 				t.Fatalf("Lease from the paused queue: %+v, %v; want nothing", l, err)
 			}
 			r, err := c.ResumeQueue(ctx, client.ResumeQueueRequest{Queue: "q1", Reason: "over", RequestedBy: "eve@y"})
@@ -183,7 +183,7 @@ func TestQueueAndControlErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "q", Wait: 10 * time.Second})
+	l, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "q", Wait: 10 * time.Second}))
 	if err != nil || len(l) != 1 {
 		t.Fatalf("Lease: %+v, %v", l, err)
 	}

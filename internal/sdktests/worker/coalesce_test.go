@@ -28,12 +28,12 @@ func TestCoalescedCompletionsExactlyOnce(t *testing.T) {
 	}
 	var mu sync.Mutex
 	handled := map[string]int{}
-	startWorker(t, c, "many", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	startWorker(t, c, "many", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		mu.Lock()
 		handled[task.ID]++
 		mu.Unlock()
 		return append([]byte("done "), task.Payload...), nil
-	}, worker.Options{Concurrency: 64, MaxCompleteBatch: 16})
+	}, opts{Options: worker.Options{Concurrency: 64, MaxCompleteBatch: 16}})
 	for i, id := range ids {
 		task := waitState(t, c, id.TaskID, client.TaskStateCompleted)
 		if want := fmt.Sprint("done ", i); string(task.Result) != want {
@@ -70,11 +70,11 @@ func TestReportStart(t *testing.T) {
 			c := newClient(t, startServer(t, nil))
 			id := submit(t, c, client.SubmitRequest{Queue: "start"})
 			running, release := make(chan struct{}), make(chan struct{})
-			startWorker(t, c, "start", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+			startWorker(t, c, "start", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 				close(running)
 				<-release
 				return nil, nil
-			}, worker.Options{ReportStart: report})
+			}, opts{Options: worker.Options{ReportStart: report}})
 			recv(t, running, "the handler to start")
 			task, err := c.GetTask(t.Context(), client.GetTaskRequest{TaskID: id})
 			if err != nil {

@@ -28,7 +28,7 @@ func TestOnFinishOutcomes(t *testing.T) {
 	perm := submit(t, c, client.SubmitRequest{Queue: "outcomes", Payload: []byte("perm"), Retry: fastRetry})
 	ok := submit(t, c, client.SubmitRequest{Queue: "outcomes", Payload: []byte("ok")})
 	ends := make(chan finished, 10)
-	startWorker(t, c, "outcomes", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	startWorker(t, c, "outcomes", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		switch string(task.Payload) {
 		case "flaky":
 			return nil, errors.New("downstream said no")
@@ -36,7 +36,7 @@ func TestOnFinishOutcomes(t *testing.T) {
 			return nil, worker.Permanent(errors.New("bad input"))
 		}
 		return []byte("done"), nil
-	}, worker.Options{OnFinish: func(task *worker.Task, f worker.Finish) {
+	}, opts{OnFinish: func(task *client.LeasedTask, f worker.Finish) {
 		ends <- finished{task.ID, task.Attempt, f}
 	}})
 	for _, id := range []string{flaky, perm} {

@@ -64,7 +64,7 @@ func TestHeartbeatsKeepManyLeases(t *testing.T) {
 
 	started := make(chan string, keep+kill)
 	ended := make(chan string, keep+kill) // "<id> <cause>" of a handler whose ctx ended
-	startWorker(t, c, "beats", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	startWorker(t, c, "beats", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		started <- task.ID
 		if string(task.Payload) == "kill" {
 			<-ctx.Done()
@@ -88,7 +88,7 @@ func TestHeartbeatsKeepManyLeases(t *testing.T) {
 			return nil, ctx.Err()
 		}
 		return []byte("kept"), nil
-	}, worker.Options{Concurrency: keep + kill})
+	}, opts{Options: worker.Options{Concurrency: keep + kill}})
 	for range keep + kill {
 		recv(t, started, "the handlers to start")
 	}

@@ -43,17 +43,26 @@ func (r *runningWorker) stop() error {
 	return r.wait()
 }
 
-// startWorker runs a Worker until stopped (at the latest when the test
-// ends).
-func startWorker(t *testing.T, c *client.Client, queue string, h worker.Handler, opts worker.Options) *runningWorker {
+// opts is what startWorker runs a Worker with: its options, the effects
+// of its handler (nil: none), and a function that hears how each attempt
+// ended (a middleware calls it).
+type opts struct {
+	worker.Options
+	Effects  worker.Effects
+	OnFinish func(*client.LeasedTask, worker.Finish)
+}
+
+// startWorker runs a Worker of queue, whose handler h (with o.Effects)
+// takes every kind, until stopped (at the latest when the test ends).
+func startWorker(t *testing.T, c *client.Client, queue string, h worker.Handler, o opts) *runningWorker {
 	t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = testLogger(t)
+	if o.Logger == nil {
+		o.Logger = testLogger(t)
 	}
-	if opts.PollWait == 0 {
-		opts.PollWait = time.Second
+	if o.PollWait == 0 {
+		o.PollWait = time.Second
 	}
-	w, err := worker.New(c, queue, h, opts)
+	w, err := newWorker(c, queue, h, o)
 	if err != nil {
 		t.Fatalf("worker.New: %v", err)
 	}
@@ -67,6 +76,30 @@ func startWorker(t *testing.T, c *client.Client, queue string, h worker.Handler,
 		}
 	})
 	return r
+}
+
+// newWorker returns a Worker of queue whose handler h (with o.Effects)
+// takes every kind.
+func newWorker(c *client.Client, queue string, h worker.Handler, o opts) (*worker.Worker, error) {
+	o.Queues = []string{queue}
+	if o.OnFinish != nil {
+		o.Middleware = append(o.Middleware, onFinish(o.OnFinish))
+	}
+	w, err := worker.New(c, o.Options)
+	if err != nil {
+		return nil, err
+	}
+	worker.HandleOther(w, h, o.Effects)
+	return w, nil
+}
+
+// onFinish is a middleware that calls fn with how each attempt ended.
+func onFinish(fn func(*client.LeasedTask, worker.Finish)) worker.Middleware {
+	return func(ctx context.Context, t *client.LeasedTask, next func(context.Context) worker.Finish) worker.Finish {
+		f := next(ctx)
+		fn(t, f)
+		return f
+	}
 }
 
 // waitFor polls GetTask until cond holds, for at most 30s.
@@ -118,20 +151,20 @@ type ledger struct {
 	count   map[string]int
 	results map[string]string
 	tokens  map[string]worker.FencingToken
-	tasks   map[string]worker.Task
+	tasks   map[string]client.LeasedTask
 }
 
 func newLedger() *ledger {
-	return &ledger{count: map[string]int{}, results: map[string]string{}, tokens: map[string]worker.FencingToken{}, tasks: map[string]worker.Task{}}
+	return &ledger{count: map[string]int{}, results: map[string]string{}, tokens: map[string]worker.FencingToken{}, tasks: map[string]client.LeasedTask{}}
 }
 
-func (l *ledger) apply(t *worker.Task, result []byte, tok worker.FencingToken) {
+func (l *ledger) apply(t *worker.Task[[]byte], result []byte, tok worker.FencingToken) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.count[tok.TaskID]++
 	l.results[tok.TaskID] = string(result)
 	l.tokens[tok.TaskID] = tok
-	l.tasks[tok.TaskID] = *t
+	l.tasks[tok.TaskID] = *t.LeasedTask
 }
 
 func (l *ledger) snapshot() map[string]int {
@@ -143,3 +176,6 @@ func (l *ledger) snapshot() map[string]int {
 	}
 	return out
 }
+
+// tasksOf is the tasks of a Lease's answer, with its error.
+func tasksOf(r client.LeaseResult, err error) ([]client.LeasedTask, error) { return r.Tasks, err }

@@ -41,14 +41,14 @@ func TestOneTraceAcrossAttempts(t *testing.T) {
 	}
 
 	ends := make(chan worker.Finish, 2)
-	startWorker(t, c, "traced", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	startWorker(t, c, "traced", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		_, work := tracer.Start(ctx, "charge card")
 		defer work.End()
 		if task.Attempt == 1 {
 			return nil, errors.New("card network timed out")
 		}
 		return []byte("charged"), nil
-	}, worker.Options{TracerProvider: tp, OnFinish: func(_ *worker.Task, f worker.Finish) { ends <- f }})
+	}, opts{Options: worker.Options{TracerProvider: tp}, OnFinish: func(_ *client.LeasedTask, f worker.Finish) { ends <- f }})
 	for _, want := range []worker.Outcome{worker.OutcomeRetrying, worker.OutcomeCompleted} {
 		if f := recvFinish(t, ends); f.Outcome != want {
 			t.Fatalf("attempt ended %v (%v), want %v", f.Outcome, f.Err, want)

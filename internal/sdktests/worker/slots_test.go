@@ -187,7 +187,7 @@ func TestLeaseAfterBurstAsksForAllFreedSlots(t *testing.T) {
 
 	var entered atomic.Int32
 	releaseOne, releaseRest := make(chan struct{}), make(chan struct{})
-	w, err := worker.New(c, "burst", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	w, err := newWorker(c, "burst", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		if i := entered.Add(1); i <= n { // the tasks of the first lease
 			release := releaseRest
 			if i == 1 {
@@ -199,7 +199,7 @@ func TestLeaseAfterBurstAsksForAllFreedSlots(t *testing.T) {
 			}
 		}
 		return nil, nil
-	}, worker.Options{Concurrency: n, MaxCompleteBatch: 1, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	}, opts{Options: worker.Options{Concurrency: n, MaxCompleteBatch: 1, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestFreeSlotLeasedAtOnce(t *testing.T) {
 	}
 	long := submitN(t, c, "single", "long-", 1)[0]
 	longRunning, releaseLong := make(chan struct{}), make(chan struct{})
-	w, err := worker.New(c, "single", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	w, err := newWorker(c, "single", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		if task.ID == long {
 			close(longRunning)
 			select {
@@ -251,7 +251,7 @@ func TestFreeSlotLeasedAtOnce(t *testing.T) {
 			}
 		}
 		return nil, nil
-	}, worker.Options{Concurrency: 2, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	}, opts{Options: worker.Options{Concurrency: 2, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestCompletionCallsCarryLeases(t *testing.T) {
 	var mu sync.Mutex
 	handled := map[string]int{}
 	var active, most atomic.Int32
-	w, err := worker.New(c, "carry", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	w, err := newWorker(c, "carry", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		a := active.Add(1)
 		for cur := most.Load(); a > cur && !most.CompareAndSwap(cur, a); cur = most.Load() {
 		}
@@ -303,8 +303,7 @@ func TestCompletionCallsCarryLeases(t *testing.T) {
 		handled[task.ID]++
 		mu.Unlock()
 		return nil, nil
-	}, worker.Options{Concurrency: n, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
-		OnFinish: func(*worker.Task, worker.Finish) { active.Add(-1) }})
+	}, opts{Options: worker.Options{Concurrency: n, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}, OnFinish: func(*client.LeasedTask, worker.Finish) { active.Add(-1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,10 +353,10 @@ func TestCarriedLeaseIgnored(t *testing.T) {
 	}
 	ids := submitN(t, c, "older", "t", m)
 	var handled atomic.Int32
-	w, err := worker.New(c, "older", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	w, err := newWorker(c, "older", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		handled.Add(1)
 		return nil, nil
-	}, worker.Options{Concurrency: 8, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	}, opts{Options: worker.Options{Concurrency: 8, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,7 +114,7 @@ func stallChild(mode string) int {
 	}
 	leaseOne := func() (*client.LeasedTask, error) {
 		for ctx.Err() == nil {
-			lts, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "stall-" + strconv.Itoa(pid), Queue: queue, Wait: 10 * time.Second})
+			lts, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "stall-" + strconv.Itoa(pid), Queue: queue, Wait: 10 * time.Second}))
 			if err != nil {
 				return nil, err
 			}
@@ -138,23 +138,19 @@ func stallChild(mode string) int {
 
 	switch mode {
 	case "worker", "commit-hang":
-		effects := func(ctx context.Context, t *worker.Task, result []byte, tok worker.FencingToken) error {
+		effects := func(ctx context.Context, t *worker.Task[[]byte], result []byte, tok worker.FencingToken) error {
 			return effect(tok.TaskID, tok.Attempt)
 		}
 		if mode == "commit-hang" {
-			effects = func(ctx context.Context, t *worker.Task, result []byte, tok worker.FencingToken) error {
+			effects = func(ctx context.Context, t *worker.Task[[]byte], result []byte, tok worker.FencingToken) error {
 				say("committed %s %d", tok.TaskID, tok.Attempt)
 				<-ctx.Done() // the test kills the process here
 				return ctx.Err()
 			}
 		}
-		w, err := worker.New(c, queue, func(ctx context.Context, t *worker.Task) ([]byte, error) {
+		w, err := newWorker(c, queue, func(ctx context.Context, t *worker.Task[[]byte]) ([]byte, error) {
 			return work(ctx, t.ID, t.Attempt)
-		}, worker.Options{
-			WorkerID: "stall-" + strconv.Itoa(pid),
-			Effects:  effects,
-			Logger:   slog.New(slog.NewTextHandler(prefixWriter{prefix: "log ", w: os.Stdout}, nil)),
-		})
+		}, opts{Options: worker.Options{WorkerID: "stall-" + strconv.Itoa(pid), Logger: slog.New(slog.NewTextHandler(prefixWriter{prefix: "log ", w: os.Stdout}, nil))}, Effects: effects})
 		if err != nil {
 			return fail(err)
 		}

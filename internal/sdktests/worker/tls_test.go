@@ -44,7 +44,7 @@ func TestRunStopsOnUntrustedServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := worker.New(c, "q", func(context.Context, *worker.Task) ([]byte, error) { return nil, nil }, worker.Options{Logger: testLogger(t)})
+	w, err := newWorker(c, "q", func(context.Context, *worker.Task[[]byte]) ([]byte, error) { return nil, nil }, opts{Options: worker.Options{Logger: testLogger(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}

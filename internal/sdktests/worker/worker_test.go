@@ -45,7 +45,7 @@ func TestHappyPath(t *testing.T) {
 	var running, maxRunning atomic.Int32
 	l := newLedger()
 	effects := make(chan string, m)
-	startWorker(t, c, "happy", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	startWorker(t, c, "happy", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		r := running.Add(1)
 		defer running.Add(-1)
 		for {
@@ -58,14 +58,11 @@ func TestHappyPath(t *testing.T) {
 		handled[task.ID]++
 		mu.Unlock()
 		return bytes.ToUpper(task.Payload), nil
-	}, worker.Options{
-		Concurrency: n,
-		Effects: func(ctx context.Context, task *worker.Task, result []byte, tok worker.FencingToken) error {
-			l.apply(task, result, tok)
-			effects <- tok.TaskID
-			return nil
-		},
-	})
+	}, opts{Options: worker.Options{Concurrency: n}, Effects: func(ctx context.Context, task *worker.Task[[]byte], result []byte, tok worker.FencingToken) error {
+		l.apply(task, result, tok)
+		effects <- tok.TaskID
+		return nil
+	}})
 	for range m {
 		recv(t, effects, "effects")
 	}
@@ -100,9 +97,9 @@ func TestCompleteWithoutEffects(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, startServer(t, nil))
 	id := submit(t, c, client.SubmitRequest{Queue: "plain", Payload: []byte("x")})
-	startWorker(t, c, "plain", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	startWorker(t, c, "plain", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		return []byte("done:" + string(task.Payload)), nil
-	}, worker.Options{})
+	}, opts{})
 	task := waitState(t, c, id, client.TaskStateCompleted)
 	if string(task.Result) != "done:x" {
 		t.Errorf("result %q, want done:x", task.Result)
@@ -125,10 +122,10 @@ func TestHandlerErrorRetriedThenFailed(t *testing.T) {
 	c := newClient(t, startServer(t, nil))
 	id := submit(t, c, client.SubmitRequest{Queue: "flaky", Retry: fastRetry})
 	attempts := make(chan uint32, 10)
-	startWorker(t, c, "flaky", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	startWorker(t, c, "flaky", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		attempts <- task.Attempt
 		return nil, fmt.Errorf("attempt %d: downstream said no", task.Attempt)
-	}, worker.Options{Effects: func(context.Context, *worker.Task, []byte, worker.FencingToken) error {
+	}, opts{Effects: func(context.Context, *worker.Task[[]byte], []byte, worker.FencingToken) error {
 		t.Errorf("effects ran for a failed task")
 		return nil
 	}})
@@ -152,10 +149,10 @@ func TestPermanent(t *testing.T) {
 	c := newClient(t, startServer(t, nil))
 	id := submit(t, c, client.SubmitRequest{Queue: "perm", Retry: &client.RetryPolicy{MaxAttempts: 5, InitialBackoff: time.Millisecond}})
 	var calls atomic.Int32
-	startWorker(t, c, "perm", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	startWorker(t, c, "perm", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		calls.Add(1)
 		return nil, worker.Permanent(errors.New("bad input"))
-	}, worker.Options{})
+	}, opts{})
 	task := waitState(t, c, id, client.TaskStateFailed)
 	if task.Attempt != 1 || calls.Load() != 1 {
 		t.Errorf("FAILED after %d attempts and %d handler runs, want 1 and 1", task.Attempt, calls.Load())
@@ -170,12 +167,12 @@ func TestHandlerPanic(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, startServer(t, nil))
 	id := submit(t, c, client.SubmitRequest{Queue: "panic", Retry: fastRetry})
-	startWorker(t, c, "panic", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	startWorker(t, c, "panic", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		if task.Attempt == 1 {
 			panic("nil map")
 		}
 		return []byte("ok"), nil
-	}, worker.Options{})
+	}, opts{})
 	task := waitState(t, c, id, client.TaskStateCompleted)
 	if task.Attempt != 2 || !strings.Contains(task.Executions[0].Reason, "handler panicked: nil map") {
 		t.Errorf("task %+v; want completed on attempt 2 after a panic on attempt 1", task)
@@ -190,12 +187,12 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 	id := submit(t, c, client.SubmitRequest{Queue: "kill", ExecutionWindow: 300 * time.Millisecond})
 	started, sawDone := make(chan struct{}), make(chan struct{})
 	var effects atomic.Int32
-	startWorker(t, c, "kill", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	startWorker(t, c, "kill", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		close(started)
 		<-ctx.Done()
 		close(sawDone)
 		return []byte("too late"), nil
-	}, worker.Options{Effects: func(context.Context, *worker.Task, []byte, worker.FencingToken) error {
+	}, opts{Effects: func(context.Context, *worker.Task[[]byte], []byte, worker.FencingToken) error {
 		effects.Add(1)
 		return nil
 	}})
@@ -232,14 +229,14 @@ func TestLocalExpiryCancelsHandler(t *testing.T) {
 	id := submit(t, c, client.SubmitRequest{Queue: "silent", ExecutionWindow: 200 * time.Millisecond, Retry: fastRetry})
 	sawDone := make(chan uint32, 1)
 	l := newLedger()
-	startWorker(t, c, "silent", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	startWorker(t, c, "silent", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		if task.Attempt == 1 {
 			<-ctx.Done()
 			blockHeartbeats.Store(false)
 			sawDone <- task.Attempt
 		}
 		return fmt.Appendf(nil, "attempt %d", task.Attempt), nil
-	}, worker.Options{Effects: func(ctx context.Context, task *worker.Task, result []byte, tok worker.FencingToken) error {
+	}, opts{Effects: func(ctx context.Context, task *worker.Task[[]byte], result []byte, tok worker.FencingToken) error {
 		l.apply(task, result, tok)
 		return nil
 	}})
@@ -261,7 +258,7 @@ func TestFinalisation(t *testing.T) {
 	// The window applies to the finalisation lease too: 300ms leaves room
 	// for heartbeats under the race detector and parallel tests.
 	id := submit(t, c, client.SubmitRequest{Queue: "fin", ExecutionWindow: 300 * time.Millisecond, Retry: fastRetry})
-	leased, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "crashed", Queue: "fin", Wait: time.Second})
+	leased, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "crashed", Queue: "fin", Wait: time.Second}))
 	if err != nil || len(leased) != 1 {
 		t.Fatalf("Lease: %v, %v", leased, err)
 	}
@@ -271,10 +268,10 @@ func TestFinalisation(t *testing.T) {
 	// No Complete: the lease expires with the task COMMITTED.
 	l := newLedger()
 	var handlerRuns atomic.Int32
-	startWorker(t, c, "fin", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	startWorker(t, c, "fin", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		handlerRuns.Add(1)
 		return []byte("re-executed"), nil
-	}, worker.Options{Effects: func(ctx context.Context, task *worker.Task, result []byte, tok worker.FencingToken) error {
+	}, opts{Effects: func(ctx context.Context, task *worker.Task[[]byte], result []byte, tok worker.FencingToken) error {
 		l.apply(task, result, tok)
 		return nil
 	}})
@@ -306,10 +303,10 @@ func TestEffectsFailureLeavesCommitted(t *testing.T) {
 	id := submit(t, c, client.SubmitRequest{Queue: "fx", ExecutionWindow: time.Second, Retry: fastRetry})
 	var handlerRuns, tries atomic.Int32
 	l := newLedger()
-	startWorker(t, c, "fx", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	startWorker(t, c, "fx", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		handlerRuns.Add(1)
 		return []byte("r"), nil
-	}, worker.Options{Effects: func(ctx context.Context, task *worker.Task, result []byte, tok worker.FencingToken) error {
+	}, opts{Effects: func(ctx context.Context, task *worker.Task[[]byte], result []byte, tok worker.FencingToken) error {
 		if !task.Committed {
 			tries.Add(1)
 			return errors.New("downstream is down")
@@ -333,11 +330,11 @@ func TestShutdownWaitsForRunning(t *testing.T) {
 	first := submit(t, c, client.SubmitRequest{Queue: "drain", Payload: []byte("1")})
 	second := submit(t, c, client.SubmitRequest{Queue: "drain", Payload: []byte("2")})
 	started, release := make(chan struct{}), make(chan struct{})
-	w := startWorker(t, c, "drain", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	w := startWorker(t, c, "drain", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		close(started) // a second call would panic: only one task may run
 		<-release
 		return []byte("finished"), ctx.Err()
-	}, worker.Options{ShutdownGrace: time.Hour})
+	}, opts{Options: worker.Options{ShutdownGrace: time.Hour}})
 	recv(t, started, "the handler to start")
 	// Shut down while the handler runs, then let it finish: it completes,
 	// and its freed slot leases nothing more.
@@ -363,12 +360,12 @@ func TestShutdownFailsAfterGrace(t *testing.T) {
 	c := newClient(t, startServer(t, nil))
 	id := submit(t, c, client.SubmitRequest{Queue: "grace", Retry: &client.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Hour}})
 	started, sawDone := make(chan struct{}), make(chan struct{})
-	w := startWorker(t, c, "grace", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+	w := startWorker(t, c, "grace", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		close(started)
 		<-ctx.Done()
 		close(sawDone)
 		return nil, ctx.Err()
-	}, worker.Options{ShutdownGrace: 10 * time.Millisecond})
+	}, opts{Options: worker.Options{ShutdownGrace: 10 * time.Millisecond}})
 	recv(t, started, "the handler to start")
 	if err := w.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
@@ -390,8 +387,8 @@ func TestShutdownFailsAfterGrace(t *testing.T) {
 func TestRunStopsOnInvalidLease(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, startServer(t, nil))
-	w, err := worker.New(c, "q", func(context.Context, *worker.Task) ([]byte, error) { return nil, nil },
-		worker.Options{Namespace: "bad\x00name", Logger: testLogger(t)})
+	w, err := newWorker(c, "q", func(context.Context, *worker.Task[[]byte]) ([]byte, error) { return nil, nil },
+		opts{Options: worker.Options{Namespace: "bad\x00name", Logger: testLogger(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,9 +412,9 @@ func TestStopWhenEmpty(t *testing.T) {
 	}
 	later := submit(t, c, client.SubmitRequest{Queue: "batch", NotBefore: time.Now().Add(time.Hour)})
 	for _, concurrency := range []int{1, 3} {
-		w, err := worker.New(c, "batch", func(ctx context.Context, task *worker.Task) ([]byte, error) {
+		w, err := newWorker(c, "batch", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 			return task.Payload, nil
-		}, worker.Options{StopWhenEmpty: true, Concurrency: concurrency, PollWait: time.Second, Logger: testLogger(t)})
+		}, opts{Options: worker.Options{StopWhenEmpty: true, Concurrency: concurrency, PollWait: time.Second, Logger: testLogger(t)}})
 		if err != nil {
 			t.Fatal(err)
 		}

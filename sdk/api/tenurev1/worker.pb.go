@@ -147,7 +147,8 @@ type LeaseResponse struct {
 	// 0..max_tasks leased tasks.
 	Tasks []*LeasedTask `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	// Set when nothing was leased and the queue is paused (in cluster mode:
-	// a partition of it that was asked): who paused it, when and why. A
+	// a partition of it that was asked; with queues, every one of them, and
+	// this is the first one's pause): who paused it, when and why. A
 	// worker says so in its log rather than wait in silence; it keeps
 	// leasing, and leases again once the queue is resumed.
 	Paused        *QueuePause `protobuf:"bytes,2,opt,name=paused,proto3" json:"paused,omitempty"`

@@ -111,7 +111,8 @@ export declare type LeaseResponse = Message<"tenure.v1.LeaseResponse"> & {
 
   /**
    * Set when nothing was leased and the queue is paused (in cluster mode:
-   * a partition of it that was asked): who paused it, when and why. A
+   * a partition of it that was asked; with queues, every one of them, and
+   * this is the first one's pause): who paused it, when and why. A
    * worker says so in its log rather than wait in silence; it keeps
    * leasing, and leases again once the queue is resumed.
    *
