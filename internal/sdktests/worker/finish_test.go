@@ -10,18 +10,18 @@ import (
 	"github.com/tenurehq/tenure/sdk/worker"
 )
 
-// finished is what OnFinish reported for one attempt.
+// finished is what the middleware heard of one attempt.
 type finished struct {
 	task    string
 	attempt uint32
 	f       worker.Finish
 }
 
-// TestOnFinishOutcomes: OnFinish reports each attempt's end as the server
+// TestFinishOutcomes: middleware hears each attempt's end as the server
 // decided it: a failure with attempts left is retried, the last attempt's
 // failure and a Permanent error fail the task for good, a success
 // completes it.
-func TestOnFinishOutcomes(t *testing.T) {
+func TestFinishOutcomes(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, startServer(t, nil))
 	flaky := submit(t, c, client.SubmitRequest{Queue: "outcomes", Payload: []byte("flaky"), Retry: fastRetry})
@@ -46,7 +46,7 @@ func TestOnFinishOutcomes(t *testing.T) {
 
 	got := map[string][]string{}
 	for range 5 { // flaky 3, perm 1, ok 1
-		e := recv(t, ends, "an OnFinish call")
+		e := recv(t, ends, "an attempt's end")
 		got[e.task] = append(got[e.task], e.f.Outcome.String())
 		switch e.f.Outcome {
 		case worker.OutcomeRetrying:

@@ -280,7 +280,7 @@ func TestFreeSlotLeasedAtOnce(t *testing.T) {
 // TestCompletionCallsCarryLeases: a busy worker's completion calls carry
 // its next leases, so it makes Lease calls only to start and when a
 // carried lease comes back short; a task leased ahead starts only once a
-// slot is free (a task holds its slot until its OnFinish returned), and
+// slot is free (a task holds its slot until its middleware returned), and
 // every task runs once.
 func TestCompletionCallsCarryLeases(t *testing.T) {
 	t.Parallel()
