@@ -153,13 +153,7 @@ func (c *Client) typed(op, field string, r *SubmitRequest) error {
 	if err != nil {
 		return err
 	}
-	r.Namespace = cmp.Or(r.Namespace, d.Namespace)
-	r.Queue = cmp.Or(r.Queue, d.Queue)
-	r.ExecutionWindow = cmp.Or(r.ExecutionWindow, d.ExecutionWindow)
-	if r.Retry == nil {
-		r.Retry = d.Retry
-	}
-	r.Priority = cmp.Or(r.Priority, d.Priority)
+	d.fill(&r.Namespace, &r.Queue, &r.ExecutionWindow, &r.Retry, &r.Priority)
 	if r.Deadline.IsZero() && r.Timeout == 0 {
 		r.Timeout = d.Timeout
 	}
@@ -167,6 +161,18 @@ func (c *Client) typed(op, field string, r *SubmitRequest) error {
 		return invalid(op, field+"Queue", fmt.Sprintf("%sQueue is empty: name the queue, or give %T a SubmitOptions method that does", field, r.Args))
 	}
 	return nil
+}
+
+// fill sets each of the fields of a submit or a schedule that is unset
+// to d's value.
+func (d SubmitOptions) fill(namespace, queue *string, window *time.Duration, retry **RetryPolicy, priority *int32) {
+	*namespace = cmp.Or(*namespace, d.Namespace)
+	*queue = cmp.Or(*queue, d.Queue)
+	*window = cmp.Or(*window, d.ExecutionWindow)
+	if *retry == nil {
+		*retry = d.Retry
+	}
+	*priority = cmp.Or(*priority, d.Priority)
 }
 
 // template sets *kind and *payload from a typed task's args, and returns

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"iter"
@@ -69,13 +68,7 @@ func (c *Client) typedSchedule(op string, req *ScheduleRequest) error {
 	if err != nil {
 		return err
 	}
-	req.Namespace = cmp.Or(req.Namespace, d.Namespace)
-	req.Queue = cmp.Or(req.Queue, d.Queue)
-	req.ExecutionWindow = cmp.Or(req.ExecutionWindow, d.ExecutionWindow)
-	if req.Retry == nil {
-		req.Retry = d.Retry
-	}
-	req.Priority = cmp.Or(req.Priority, d.Priority)
+	d.fill(&req.Namespace, &req.Queue, &req.ExecutionWindow, &req.Retry, &req.Priority)
 	return nil
 }
 

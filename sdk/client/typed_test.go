@@ -171,3 +171,38 @@ func TestCodecs(t *testing.T) {
 		t.Errorf("Protobuf into a struct: %v; want it refused, naming the type", err)
 	}
 }
+
+// schedules is a ScheduleService that records the schedules it is sent.
+type schedules struct {
+	tenurev1connect.UnimplementedScheduleServiceHandler
+	got []*tenurev1.CreateScheduleRequest
+}
+
+func (s *schedules) CreateSchedule(_ context.Context, req *connect.Request[tenurev1.CreateScheduleRequest]) (*connect.Response[tenurev1.CreateScheduleResponse], error) {
+	s.got = append(s.got, req.Msg)
+	return connect.NewResponse(&tenurev1.CreateScheduleResponse{Schedule: &tenurev1.Schedule{Name: req.Msg.GetName(), Kind: req.Msg.GetKind()}, Created: true}), nil
+}
+
+// TestTypedSchedule: a schedule of a typed task sends its kind, its
+// encoded arguments as the payload, and its type's defaults where the
+// request leaves them unset; a typed schedule with a payload of its own
+// is refused before it is sent.
+func TestTypedSchedule(t *testing.T) {
+	s := &schedules{}
+	_, h := tenurev1connect.NewScheduleServiceHandler(s)
+	c := inMemory(t, h, client.Options{})
+	res, err := c.CreateSchedule(t.Context(), client.ScheduleRequest{Name: "monthly", Cron: "@monthly", Args: invoice{Number: 7}, Priority: 1})
+	if err != nil || !res.Created || res.Schedule.Kind != "billing.invoice" || len(s.got) != 1 {
+		t.Fatalf("CreateSchedule: %+v, %v", res, err)
+	}
+	m := s.got[0]
+	if m.GetKind() != "billing.invoice" || string(m.GetPayload()) != `{"number":7}` || m.GetNamespace() != "billing" || m.GetQueue() != "invoices" ||
+		m.GetExecutionWindow().AsDuration() != time.Minute || m.GetRetryPolicy().GetMaxAttempts() != 7 || m.GetPriority() != 1 {
+		t.Errorf("the schedule sent: %v; want kind, payload and the type's defaults but the priority given", m)
+	}
+	_, err = c.CreateSchedule(t.Context(), client.ScheduleRequest{Name: "x", Cron: "@daily", Args: invoice{}, Payload: []byte("raw")})
+	var e *client.Error
+	if !errors.As(err, &e) || e.Field != "Args" || len(s.got) != 1 {
+		t.Errorf("a typed schedule with a payload: %v; want it refused naming Args, nothing sent", err)
+	}
+}
