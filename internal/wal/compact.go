@@ -18,11 +18,10 @@ import (
 // removed stay on disk, unknown to this Log until the next Open, which
 // finds them again (they remain a contiguous prefix).
 func (l *Log) DeleteBefore(lsn uint64) (deleted int, err error) {
-	l.mu.Lock()
-	if l.closing {
-		l.mu.Unlock()
-		return 0, ErrClosed
+	if err := l.gc.Closed(); err != nil {
+		return 0, err
 	}
+	l.mu.Lock()
 	n := 0
 	for n+1 < len(l.segments) && l.segments[n+1].first <= lsn {
 		n++

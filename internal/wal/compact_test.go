@@ -267,7 +267,7 @@ func TestReplayDir(t *testing.T) {
 	src := writeLog(t, Options{SegmentBytes: 1024}, 90)
 	var got []rec
 	rep, err := ReplayDir(Options{Dir: src}, 30, func(lsn uint64, e Entry) error {
-		got = append(got, rec{lsn, Entry{e.Type, append([]byte(nil), e.Payload...)}})
+		got = append(got, rec{lsn, Entry{Type: e.Type, Payload: append([]byte(nil), e.Payload...)}})
 		return nil
 	})
 	if err != nil || rep.LastLSN != 90 {
@@ -285,7 +285,7 @@ func TestReplayDir(t *testing.T) {
 	}
 	got = nil
 	if _, err := ReplayDir(Options{Dir: dir}, 1, func(lsn uint64, e Entry) error {
-		got = append(got, rec{lsn, Entry{e.Type, append([]byte(nil), e.Payload...)}})
+		got = append(got, rec{lsn, Entry{Type: e.Type, Payload: append([]byte(nil), e.Payload...)}})
 		return nil
 	}); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,8 @@
 // but NOT a kernel crash or power loss) under SyncNone. Nothing that was not
 // acknowledged that way is promised, though it may survive.
 //
-// One writer goroutine does group commit: it takes every record appended
+// One writer goroutine does group commit (on internal/groupcommit, the core
+// the cluster's log shares): it takes every record appended
 // since its last round, writes them in one write (split only at a segment
 // boundary or at MaxBatchBytes) and fsyncs once, then advances DurableLSN and
 // wakes the waiters. While it writes, new appends collect for the next round.

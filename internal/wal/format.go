@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/tenurehq/tenure/internal/groupcommit"
 )
 
 // The on-disk format is described in doc.go; keep the two in step.
@@ -24,15 +26,17 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Sentinel errors. Callers branch on them with errors.Is.
 var (
-	// ErrClosed is returned by Append and Wait after Close.
-	ErrClosed = errors.New("wal: closed")
-	// ErrCorrupt matches every *CorruptionError.
-	ErrCorrupt = errors.New("wal: corrupt log")
+	// ErrClosed is returned by Append and Wait after Close. It is the
+	// group-commit core's, as are ErrTooLarge and ErrInvalidEntry: the
+	// cluster's log returns the same.
+	ErrClosed = groupcommit.ErrClosed
 	// ErrTooLarge is returned by Append for a payload over MaxRecordBytes.
-	ErrTooLarge = errors.New("wal: record too large")
+	ErrTooLarge = groupcommit.ErrTooLarge
 	// ErrInvalidEntry is returned by Append for an entry with type 0, which
 	// is reserved so that zeroed disk space never decodes as a record.
-	ErrInvalidEntry = errors.New("wal: invalid entry")
+	ErrInvalidEntry = groupcommit.ErrInvalidEntry
+	// ErrCorrupt matches every *CorruptionError.
+	ErrCorrupt = errors.New("wal: corrupt log")
 	// ErrCompacted is returned by Replay when records it was asked for are no
 	// longer on disk.
 	ErrCompacted = errors.New("wal: requested lsn is below the first lsn on disk")

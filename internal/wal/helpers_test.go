@@ -42,7 +42,7 @@ func replayAll(t testing.TB, l *Log, from uint64) []rec {
 	t.Helper()
 	var out []rec
 	err := l.Replay(from, func(lsn uint64, e Entry) error {
-		out = append(out, rec{lsn, Entry{e.Type, bytes.Clone(e.Payload)}})
+		out = append(out, rec{lsn, Entry{Type: e.Type, Payload: bytes.Clone(e.Payload)}})
 		return nil
 	})
 	if err != nil {

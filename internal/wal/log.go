@@ -11,16 +11,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/fsys"
+	"github.com/tenurehq/tenure/internal/groupcommit"
 )
 
 // Entry is one record as the log sees it: an opaque type tag and payload.
-// Type 0 is reserved.
-type Entry struct {
-	Type    uint16
-	Payload []byte
-}
+// Type 0 is reserved. It is the group-commit core's, shared with the
+// cluster's log.
+type Entry = groupcommit.Entry
 
 // Stats are cumulative counters of a Log since Open.
 type Stats struct {
@@ -32,35 +30,26 @@ type Stats struct {
 
 // Log is an open write-ahead log. Its methods are safe for concurrent use.
 type Log struct {
-	opts         Options // with defaults
-	pendingLimit int
+	opts Options // with defaults
+	// gc is the group-commit core: LSNs, the queue of frames for the
+	// writer, the round loop, DurableLSN and its waiters, the sticky error.
+	gc *groupcommit.Core
+	// pending holds the encoded frames the writer has not taken yet (the
+	// core's queue); gc's lock guards it.
+	pending []byte
 
-	mu sync.Mutex
-	// workCond wakes the writer: pending became non-empty or closing was set.
-	workCond sync.Cond
-	// spaceCond wakes appenders blocked on a full pending buffer: the writer
-	// took it, failed or stopped.
-	spaceCond    sync.Cond
-	pending      []byte // encoded frames the writer has not taken yet
-	pendingFirst uint64 // LSN of the first frame in pending
-	pendingCalls int    // Append calls whose frames are in pending
-	closing      bool   // Close was called; Append refuses
-	stopped      bool   // the writer has exited; nothing more becomes durable
-	err          error  // sticky fatal error
-	// notify is closed (and replaced) when durable advances or the writer
-	// stops; notifyUsed avoids replacing it when nobody waited.
-	notify     chan struct{}
-	notifyUsed bool
-	segments   []segmentInfo // append-only; readers copy the slice header
-
-	lastLSN atomic.Uint64 // last assigned LSN; stored under mu
-	durable atomic.Uint64 // last durable LSN; stored under mu
+	// mu guards segments (DeleteBefore replaces the list, rotations append
+	// to it; readers copy it) and orders AcceptMissing.
+	mu       sync.Mutex
+	segments []segmentInfo
 
 	// missing is what the log lacks of what the tail file says it held;
 	// Append refuses while it is set (AcceptMissing clears it).
-	missing *Missing
+	missing atomic.Pointer[Missing]
 
 	// Owned by the writer goroutine while it runs, by Close after it exits.
+	round    []byte // the frames of the round being written (Take, Write)
+	spare    []byte // the last round's buffer, for the next queue
 	seg      fsys.File
 	segPath  string
 	segFirst uint64 // first LSN of the active segment
@@ -71,12 +60,6 @@ type Log struct {
 	tail    tailMark
 	tailDue bool
 
-	// closingCtx is cancelled by Close (stopWaiting): a round waiting out
-	// the CommitInterval starts at once.
-	closingCtx  context.Context
-	stopWaiting context.CancelFunc
-
-	done      chan struct{} // closed when the writer exits
 	closeOnce sync.Once
 	closeErr  error
 
@@ -97,28 +80,37 @@ func Open(opts Options) (*Log, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	l := &Log{opts: opts}
+	interval := opts.CommitInterval
+	if opts.Sync != SyncAlways {
+		interval = 0 // nothing to share: a write costs no fsync
+	}
+	gc, err := groupcommit.New(groupcommit.Options{
+		Name:           "wal",
+		MaxRecordBytes: opts.MaxRecordBytes,
+		MaxBatchBytes:  opts.MaxBatchBytes,
+		CommitInterval: interval,
+		Clock:          opts.Clock,
+		Admit:          l.admit,
+		Failed: func(err error) {
+			opts.Logger.Error("wal: log failed: it takes nothing more; what is durable is read again by opening the log anew", slog.Any("err", err))
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
 	rec, err := recoverDir(opts)
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{
-		opts:         opts,
-		pendingLimit: pendingBatches * opts.MaxBatchBytes,
-		notify:       make(chan struct{}),
-		segments:     rec.segments,
-		seg:          rec.active,
-		segPath:      rec.segments[len(rec.segments)-1].path,
-		segFirst:     rec.segments[len(rec.segments)-1].first,
-		segSize:      rec.size,
-		tail:         rec.tail,
-		missing:      rec.missing,
-		done:         make(chan struct{}),
-	}
-	l.closingCtx, l.stopWaiting = context.WithCancel(context.Background())
-	l.workCond.L = &l.mu
-	l.spaceCond.L = &l.mu
-	l.lastLSN.Store(rec.lastLSN)
-	l.durable.Store(rec.lastLSN)
+	l.gc = gc
+	l.segments = rec.segments
+	l.seg = rec.active
+	l.segPath = rec.segments[len(rec.segments)-1].path
+	l.segFirst = rec.segments[len(rec.segments)-1].first
+	l.segSize = rec.size
+	l.tail = rec.tail
+	l.missing.Store(rec.missing)
 	l.activeBytes.Store(rec.size)
 	opts.Logger.Info("wal: opened",
 		slog.String("dir", opts.Dir), slog.Int("segments", len(rec.segments)),
@@ -128,8 +120,17 @@ func Open(opts Options) (*Log, error) {
 		opts.Logger.Error("wal: the log lacks records it held durably; appends are refused until the loss is accepted",
 			slog.String("missing", fmt.Sprintf("%d-%d", m.First, m.Last)), slog.String("why", m.String()))
 	}
-	go l.run()
+	gc.Start(rec.lastLSN, writer{l})
 	return l, nil
+}
+
+// admit refuses appends while records are missing (the core asks it under
+// its lock before each Append).
+func (l *Log) admit() error {
+	if m := l.missing.Load(); m != nil {
+		return fmt.Errorf("%w: records %d-%d: %s; accept their loss first", ErrMissing, m.First, m.Last, m)
+	}
+	return nil
 }
 
 // Append assigns the next dense LSNs to entries, in order, queues their
@@ -143,61 +144,23 @@ func Open(opts Options) (*Log, error) {
 // ErrClosed after Close, ErrTooLarge for a payload over MaxRecordBytes and
 // ErrInvalidEntry for type 0; then nothing was appended.
 func (l *Log) Append(entries []Entry) (lastLSN uint64, err error) {
-	need := 0
-	for i, e := range entries {
-		if len(e.Payload) > l.opts.MaxRecordBytes {
-			return 0, fmt.Errorf("%w: entry %d has a %d-byte payload, over the limit Options.MaxRecordBytes = %d",
-				ErrTooLarge, i, len(e.Payload), l.opts.MaxRecordBytes)
-		}
-		if e.Type == 0 {
-			return 0, fmt.Errorf("%w: entry %d has type 0, which is reserved", ErrInvalidEntry, i)
-		}
-		need += frameHeaderSize + len(e.Payload)
+	payload, err := l.gc.Check(entries)
+	if err != nil {
+		return 0, err
 	}
-
-	l.mu.Lock()
-	for {
-		if l.err != nil {
-			err := l.err
-			l.mu.Unlock()
-			return 0, err
+	need := payload + len(entries)*frameHeaderSize
+	return l.gc.Append(len(entries), need, func(lsn uint64) {
+		if len(l.pending)+need > cap(l.pending) {
+			l.pending = growBytes(l.pending, need)
 		}
-		if l.closing {
-			l.mu.Unlock()
-			return 0, ErrClosed
+		// Encoding happens under the core's lock because the LSN, and so
+		// the checksum, is only known here; it is a copy and a hardware
+		// CRC, cheap next to the fsync the batch waits for.
+		for _, e := range entries {
+			l.pending = appendFrame(l.pending, e.Type, lsn, e.Payload)
+			lsn++
 		}
-		if m := l.missing; m != nil {
-			l.mu.Unlock()
-			return 0, fmt.Errorf("%w: records %d-%d: %s; accept their loss first", ErrMissing, m.First, m.Last, m)
-		}
-		if len(l.pending) == 0 || len(l.pending)+need <= l.pendingLimit {
-			break
-		}
-		l.spaceCond.Wait()
-	}
-	lsn := l.lastLSN.Load()
-	if len(entries) == 0 {
-		l.mu.Unlock()
-		return lsn, nil
-	}
-	if len(l.pending) == 0 {
-		l.pendingFirst = lsn + 1
-	}
-	if cap(l.pending)-len(l.pending) < need {
-		l.pending = growBytes(l.pending, need)
-	}
-	// Encoding happens under the lock because the LSN, and so the checksum,
-	// is only known here; it is a copy and a hardware CRC, cheap next to the
-	// fsync the batch waits for.
-	for _, e := range entries {
-		lsn++
-		l.pending = appendFrame(l.pending, e.Type, lsn, e.Payload)
-	}
-	l.lastLSN.Store(lsn)
-	l.pendingCalls++
-	l.workCond.Signal()
-	l.mu.Unlock()
-	return lsn, nil
+	})
 }
 
 // Wait blocks until every record with an LSN <= lsn is durable: written and
@@ -207,41 +170,7 @@ func (l *Log) Append(entries []Entry) (lastLSN uint64, err error) {
 // log was closed, an error if lsn was never assigned, or ctx.Err() if ctx is
 // done first (the append is not undone: the record may still become
 // durable).
-func (l *Log) Wait(ctx context.Context, lsn uint64) error {
-	if lsn <= l.durable.Load() {
-		return nil
-	}
-	l.mu.Lock()
-	for {
-		if lsn <= l.durable.Load() {
-			l.mu.Unlock()
-			return nil
-		}
-		if l.err != nil {
-			err := l.err
-			l.mu.Unlock()
-			return err
-		}
-		last := l.lastLSN.Load()
-		if l.stopped || (l.closing && lsn > last) {
-			l.mu.Unlock()
-			return ErrClosed
-		}
-		if lsn > last {
-			l.mu.Unlock()
-			return fmt.Errorf("wal: wait for lsn %d, but the last assigned lsn is %d", lsn, last)
-		}
-		ch := l.notify
-		l.notifyUsed = true
-		l.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		l.mu.Lock()
-	}
-}
+func (l *Log) Wait(ctx context.Context, lsn uint64) error { return l.gc.Wait(ctx, lsn) }
 
 // AppendSync is Append followed by Wait for its last LSN.
 func (l *Log) AppendSync(ctx context.Context, entries []Entry) (lastLSN uint64, err error) {
@@ -254,10 +183,10 @@ func (l *Log) AppendSync(ctx context.Context, entries []Entry) (lastLSN uint64, 
 
 // LastLSN returns the last assigned LSN (0 on a log that never held a
 // record).
-func (l *Log) LastLSN() uint64 { return l.lastLSN.Load() }
+func (l *Log) LastLSN() uint64 { return l.gc.LastLSN() }
 
 // DurableLSN returns the last durable LSN. Every LSN up to it is durable.
-func (l *Log) DurableLSN() uint64 { return l.durable.Load() }
+func (l *Log) DurableLSN() uint64 { return l.gc.DurableLSN() }
 
 // FirstLSN returns the LSN the oldest segment on disk starts at: the first
 // record still on disk, or, while that segment holds no record yet, the LSN
@@ -272,24 +201,19 @@ func (l *Log) FirstLSN() uint64 {
 // Err returns the sticky fatal error, nil while the log is healthy. Once it
 // is set the Log accepts nothing more; the owner must Close it and Open the
 // directory again, which recovers whatever reached the disk.
-func (l *Log) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
+func (l *Log) Err() error { return l.gc.Err() }
 
 // Missing returns the records the log lacks of those its tail file says it
 // held durably (doc.go, "The tail file"), nil if it lacks none. While there
 // are some, Append refuses with ErrMissing: the owner must refuse to serve,
 // or accept the loss with AcceptMissing.
 func (l *Log) Missing() *Missing {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.missing == nil {
+	m := l.missing.Load()
+	if m == nil {
 		return nil
 	}
-	m := *l.missing
-	return &m
+	c := *m
+	return &c
 }
 
 // AcceptMissing gives up the records Missing names, for good: it cuts the
@@ -300,11 +224,11 @@ func (l *Log) Missing() *Missing {
 func (l *Log) AcceptMissing() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	m := l.missing
+	m := l.missing.Load()
 	if m == nil {
 		return nil
 	}
-	if l.closing || l.err != nil || len(l.pending) > 0 {
+	if !l.gc.Idle() {
 		return fmt.Errorf("wal: AcceptMissing on a log that is closing, failed or has appends")
 	}
 	if m.truncate >= 0 {
@@ -317,12 +241,12 @@ func (l *Log) AcceptMissing() error {
 		l.segSize = m.truncate
 		l.activeBytes.Store(m.truncate)
 	}
-	mark := tailMark{segment: l.segFirst, last: l.lastLSN.Load()}
+	mark := tailMark{segment: l.segFirst, last: l.gc.LastLSN()}
 	if err := writeTail(l.opts.FS, l.opts.Dir, mark); err != nil {
 		return err
 	}
 	l.tail = mark
-	l.missing = nil
+	l.missing.Store(nil)
 	l.opts.Logger.Warn("wal: accepted the loss of the records the log lacked; appends continue after its last record",
 		slog.String("lost", fmt.Sprintf("%d-%d", m.First, m.Last)), slog.Uint64("last_lsn", mark.last))
 	return nil
@@ -363,14 +287,7 @@ func (l *Log) Disk() Disk {
 // LSN that is not durable.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
-		l.mu.Lock()
-		l.closing = true
-		l.stopWaiting()
-		l.workCond.Signal()
-		l.spaceCond.Broadcast()
-		l.mu.Unlock()
-		<-l.done
-
+		l.gc.Close()
 		err := l.recordCleanEnd()
 		if l.seg != nil {
 			if cerr := l.seg.Close(); cerr != nil && err == nil {
@@ -378,11 +295,9 @@ func (l *Log) Close() error {
 			}
 			l.seg = nil
 		}
-		l.mu.Lock()
-		if l.err != nil {
-			err = l.err
+		if gerr := l.gc.Err(); gerr != nil {
+			err = gerr
 		}
-		l.mu.Unlock()
 		l.closeErr = err
 	})
 	return l.closeErr
@@ -393,10 +308,8 @@ func (l *Log) Close() error {
 // clean stop are found missing up to the log's end. If that fails, nothing
 // is lost: the tail file names less, and Close reports the error.
 func (l *Log) recordCleanEnd() error {
-	l.mu.Lock()
-	healthy := l.err == nil && l.missing == nil
-	l.mu.Unlock()
-	durable := l.durable.Load()
+	healthy := l.gc.Err() == nil && l.missing.Load() == nil
+	durable := l.gc.DurableLSN()
 	if !healthy || l.seg == nil || durable <= l.tail.last {
 		return nil
 	}
@@ -408,97 +321,32 @@ func (l *Log) recordCleanEnd() error {
 	return nil
 }
 
-// run is the writer goroutine, started by Open and stopped by Close (or by a
-// fatal error). Each round it takes everything appended since the last one,
-// writes it (once per segment and per MaxBatchBytes), fsyncs under
-// SyncAlways, then advances DurableLSN. While it writes, new appends pile up
-// for the next round, so batches grow with the load. With a CommitInterval
-// a round that would start sooner than that after the last one, which
-// carried more than one Append call (a sign of concurrent callers), waits
-// out the rest first.
-func (l *Log) run() {
-	defer close(l.done)
-	var spare []byte
-	var last round // the last round; zero before the first
-	for {
-		l.mu.Lock()
-		for len(l.pending) == 0 && !l.closing {
-			l.workCond.Wait()
-		}
-		if d := l.roundWait(last); d > 0 && !l.closing {
-			l.mu.Unlock()
-			_ = clock.Sleep(l.closingCtx, l.opts.Clock, d) // Close cuts it short
-			l.mu.Lock()
-		}
-		if l.opts.CommitInterval > 0 {
-			last = round{start: l.opts.Clock.Now(), calls: l.pendingCalls}
-		}
-		l.pendingCalls = 0
-		if len(l.pending) == 0 {
-			// Closing and drained: make SyncNone writes durable too.
-			l.mu.Unlock()
-			err := l.syncIfDirty()
-			l.mu.Lock()
-			l.stopLocked(err)
-			l.mu.Unlock()
-			return
-		}
-		buf, first := l.pending, l.pendingFirst
-		l.pending = spare[:0]
-		l.spaceCond.Broadcast()
-		l.mu.Unlock()
+// writer is the log's side of the group-commit core's round loop
+// (groupcommit.Writer). Each round writes the frames appended since the
+// last one (once per segment and per MaxBatchBytes) and fsyncs them under
+// SyncAlways; the core advances DurableLSN.
+type writer struct{ *Log }
 
-		if err := l.writeFrames(buf, first); err != nil {
-			l.mu.Lock()
-			l.pending = nil // never written: nothing after the failure becomes durable
-			l.stopLocked(err)
-			l.mu.Unlock()
-			return
-		}
-		spare = buf
-		if cap(spare) > 2*l.pendingLimit {
-			spare = nil // let a buffer grown by one huge append go
-		}
+// Take takes every frame queued.
+func (w writer) Take(_, n uint64) (uint64, int) {
+	w.round, w.pending = w.pending, w.spare[:0]
+	return n, len(w.round)
+}
+
+// Write writes the round's frames.
+func (w writer) Write(first, _ uint64) error {
+	if err := w.writeFrames(w.round, first); err != nil {
+		return err
 	}
-}
-
-// round is what the writer remembers of its last round.
-type round struct {
-	start time.Time // when it started
-	calls int       // the Append calls it carried
-}
-
-// roundWait is how long a round must wait before it starts, after last:
-// what is left of CommitInterval, under SyncAlways, when last carried more
-// than one Append call. A caller that waits for each append before the
-// next (one client, one request at a time) finds the last round its own,
-// and never waits: there is nobody to share an fsync with.
-func (l *Log) roundWait(last round) time.Duration {
-	if l.opts.CommitInterval == 0 || l.opts.Sync != SyncAlways || last.calls < 2 {
-		return 0
+	w.spare, w.round = w.round, nil
+	if cap(w.spare) > 2*groupcommit.PendingBatches*w.opts.MaxBatchBytes {
+		w.spare = nil // let a buffer grown by one huge append go
 	}
-	return l.opts.CommitInterval - l.opts.Clock.Now().Sub(last.start)
+	return nil
 }
 
-// stopLocked records that the writer has exited, with err if it failed, and
-// wakes everyone blocked on it.
-func (l *Log) stopLocked(err error) {
-	if err != nil && l.err == nil {
-		l.err = err
-		l.opts.Logger.Error("wal: log failed: it takes nothing more; what is durable is read again by opening the log anew", slog.Any("err", err))
-	}
-	l.stopped = true
-	l.spaceCond.Broadcast()
-	l.wakeLocked()
-}
-
-func (l *Log) wakeLocked() {
-	if l.notifyUsed {
-		close(l.notify)
-		l.notify = make(chan struct{})
-		l.notifyUsed = false
-	}
-}
+// Drain makes SyncNone writes durable too, at Close.
+func (w writer) Drain() error { return w.syncIfDirty() }
 
 // writeFrames writes the frames in buf, whose first LSN is first, advancing
 // DurableLSN after each write (and fsync).
@@ -539,10 +387,7 @@ func (l *Log) writeFrames(buf []byte, first uint64) error {
 		}
 		lsn += count
 		off = end
-		l.mu.Lock()
-		l.durable.Store(lsn - 1)
-		l.wakeLocked()
-		l.mu.Unlock()
+		l.gc.Advance(lsn - 1)
 	}
 	return nil
 }

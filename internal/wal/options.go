@@ -7,6 +7,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/fsys"
+	"github.com/tenurehq/tenure/internal/groupcommit"
 )
 
 // SyncPolicy says when appended records count as durable.
@@ -54,16 +55,12 @@ const (
 	// `tenure bench` use unless told otherwise (Options' zero is none).
 	DefaultCommitInterval = time.Millisecond
 	// MaxCommitInterval is the largest CommitInterval.
-	MaxCommitInterval = 100 * time.Millisecond
+	MaxCommitInterval = groupcommit.MaxCommitInterval
 
 	minSegmentBytes   = 256
 	maxSegmentBytes   = 1 << 30
 	maxMaxRecordBytes = 64 << 20
 	maxMaxBatchBytes  = 256 << 20
-
-	// pendingBatches bounds the bytes queued for the writer to this many
-	// times MaxBatchBytes; Append blocks beyond it (see Append).
-	pendingBatches = 4
 )
 
 // Options configure a Log.
@@ -118,19 +115,21 @@ type Observer interface {
 	Synced(took time.Duration)
 }
 
+// settings are o's numeric options with their defaults and limits.
+func (o *Options) settings() []groupcommit.Setting {
+	return []groupcommit.Setting{
+		groupcommit.Number[int64]{Field: "SegmentBytes", Value: &o.SegmentBytes, Default: DefaultSegmentBytes, Min: minSegmentBytes, Max: maxSegmentBytes},
+		groupcommit.Number[int]{Field: "MaxRecordBytes", Value: &o.MaxRecordBytes, Default: DefaultMaxRecordBytes, Min: 1, Max: maxMaxRecordBytes},
+		groupcommit.Number[int]{Field: "MaxBatchBytes", Value: &o.MaxBatchBytes, Default: DefaultMaxBatchBytes, Min: 1, Max: maxMaxBatchBytes},
+		groupcommit.Number[time.Duration]{Field: "CommitInterval", Value: &o.CommitInterval, Max: MaxCommitInterval},
+	}
+}
+
 // withDefaults returns o with zero fields set to their defaults.
 func (o Options) withDefaults() Options {
+	groupcommit.SetDefaults(o.settings()...)
 	if o.FS == nil {
 		o.FS = fsys.OS
-	}
-	if o.SegmentBytes == 0 {
-		o.SegmentBytes = DefaultSegmentBytes
-	}
-	if o.MaxRecordBytes == 0 {
-		o.MaxRecordBytes = DefaultMaxRecordBytes
-	}
-	if o.MaxBatchBytes == 0 {
-		o.MaxBatchBytes = DefaultMaxBatchBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -150,21 +149,5 @@ func (o Options) validate() error {
 	if o.Sync != SyncAlways && o.Sync != SyncNone {
 		return fmt.Errorf("wal: Options.Sync is %v: must be SyncAlways or SyncNone", o.Sync)
 	}
-	if o.SegmentBytes < minSegmentBytes || o.SegmentBytes > maxSegmentBytes {
-		return fmt.Errorf("wal: Options.SegmentBytes is %d: must be between %d and %d (0 means %d)",
-			o.SegmentBytes, minSegmentBytes, maxSegmentBytes, DefaultSegmentBytes)
-	}
-	if o.MaxRecordBytes < 1 || o.MaxRecordBytes > maxMaxRecordBytes {
-		return fmt.Errorf("wal: Options.MaxRecordBytes is %d: must be between 1 and %d (0 means %d)",
-			o.MaxRecordBytes, maxMaxRecordBytes, DefaultMaxRecordBytes)
-	}
-	if o.MaxBatchBytes < 1 || o.MaxBatchBytes > maxMaxBatchBytes {
-		return fmt.Errorf("wal: Options.MaxBatchBytes is %d: must be between 1 and %d (0 means %d)",
-			o.MaxBatchBytes, maxMaxBatchBytes, DefaultMaxBatchBytes)
-	}
-	if o.CommitInterval < 0 || o.CommitInterval > MaxCommitInterval {
-		return fmt.Errorf("wal: Options.CommitInterval is %v: must be between 0 and %v (0 means none)",
-			o.CommitInterval, MaxCommitInterval)
-	}
-	return nil
+	return groupcommit.CheckSettings("wal", o.settings()...)
 }

@@ -29,10 +29,12 @@ import (
 // are skipped without checking their checksums (Open checked them).
 func (l *Log) Replay(from uint64, fn func(lsn uint64, e Entry) error) error {
 	from = max(from, 1)
+	// The limit first: a rotation adds its segment to the list before
+	// anything in it is durable, so the copy holds every record up to it.
 	// A copy: DeleteBefore replaces the list, rotations append to it.
+	limit := l.gc.DurableLSN()
 	l.mu.Lock()
 	segs := slices.Clone(l.segments)
-	limit := l.durable.Load()
 	l.mu.Unlock()
 
 	if from < segs[0].first {

@@ -1,6 +1,7 @@
 package mysqllog
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -58,18 +59,12 @@ func checkEpoch(ctx context.Context, q queryer, id, epoch uint64, lock bool, wha
 // with the error; a later call continues. It deletes nothing and returns
 // the sticky error once the log has failed, ErrClosed after Close.
 func (l *Log) DeleteBefore(lsn uint64) (deleted int, err error) {
-	l.mu.Lock()
-	sticky, closing := l.err, l.closing
-	l.mu.Unlock()
-	if sticky != nil {
-		return 0, sticky
-	}
-	if closing {
-		return 0, ErrClosed
+	if err := cmp.Or(l.gc.Err(), l.gc.Closed()); err != nil {
+		return 0, err
 	}
 	l.compactMu.Lock()
 	defer l.compactMu.Unlock()
-	target := min(lsn, l.durable.Load()+1)
+	target := min(lsn, l.gc.DurableLSN()+1)
 	if target <= 1 {
 		return 0, nil
 	}

@@ -8,7 +8,8 @@
 // # Durability and group commit
 //
 // Append assigns LSNs and queues the records in memory; it does not write.
-// One writer goroutine takes everything queued since its last round (up to
+// One writer goroutine (internal/groupcommit's round loop, which the file
+// WAL shares) takes everything queued since its last round (up to
 // MaxBatchRecords and MaxBatchBytes) and writes it in ONE statement, its
 // own transaction (the sessions of cluster.OpenDB run in autocommit): the
 // INSERT of the round's one row, which checks the epoch as it inserts, a

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/cluster"
+	"github.com/tenurehq/tenure/internal/groupcommit"
 	"github.com/tenurehq/tenure/internal/wal"
 )
 
@@ -34,7 +35,6 @@ const (
 	maxReplayPageRecords  = 100_000
 	maxSnapshotChunkBytes = 64 << 20
 	maxDeleteBatchRows    = 100_000
-	pendingBatches        = 4 // Append blocks beyond this many MaxBatchBytes queued
 	rowOverheadBytes      = 64
 )
 
@@ -43,12 +43,13 @@ var (
 	// ErrFenced: another writer took over the partition (its epoch moved on,
 	// or a row at one of our LSNs exists). Fatal and sticky.
 	ErrFenced = errors.New("mysqllog: fenced: the partition has a newer owner")
-	// ErrClosed is returned after Close.
-	ErrClosed = errors.New("mysqllog: log closed")
+	// ErrClosed is returned after Close; it and the two below are the
+	// group-commit core's, as the file WAL's are.
+	ErrClosed = groupcommit.ErrClosed
 	// ErrTooLarge is returned by Append for a payload over MaxRecordBytes.
-	ErrTooLarge = errors.New("mysqllog: record too large")
+	ErrTooLarge = groupcommit.ErrTooLarge
 	// ErrInvalidEntry is returned by Append for type 0, which is reserved.
-	ErrInvalidEntry = errors.New("mysqllog: invalid entry")
+	ErrInvalidEntry = groupcommit.ErrInvalidEntry
 	// ErrCorrupt is returned by Replay for rows that break the log's rules.
 	ErrCorrupt = errors.New("mysqllog: corrupt log")
 	// ErrNoPartition is returned by Open for an unknown partition id.
@@ -88,28 +89,22 @@ type Observer interface {
 	Committed(records int, took time.Duration)
 }
 
+// settings are o's numeric options with their defaults and limits.
+func (o *Options) settings() []groupcommit.Setting {
+	type n = groupcommit.Number[int]
+	return []groupcommit.Setting{
+		n{Field: "MaxRecordBytes", Value: &o.MaxRecordBytes, Default: DefaultMaxRecordBytes, Min: 1, Max: maxMaxRecordBytes},
+		n{Field: "MaxBatchBytes", Value: &o.MaxBatchBytes, Default: DefaultMaxBatchBytes, Min: 1, Max: maxMaxBatchBytes},
+		n{Field: "MaxBatchRecords", Value: &o.MaxBatchRecords, Default: DefaultMaxBatchRecords, Min: 1, Max: maxMaxBatchRecords},
+		n{Field: "ReplayPageRecords", Value: &o.ReplayPageRecords, Default: DefaultReplayPageRecords, Min: 1, Max: maxReplayPageRecords},
+		n{Field: "SnapshotChunkBytes", Value: &o.SnapshotChunkBytes, Default: DefaultSnapshotChunkBytes, Min: 1, Max: maxSnapshotChunkBytes},
+		n{Field: "DeleteBatchRows", Value: &o.DeleteBatchRows, Default: DefaultDeleteBatchRows, Min: 1, Max: maxDeleteBatchRows},
+		groupcommit.Number[time.Duration]{Field: "StatementTimeout", Value: &o.StatementTimeout, Default: DefaultStatementTimeout, Min: time.Millisecond, Max: time.Hour},
+	}
+}
+
 func (o Options) withDefaults() Options {
-	if o.MaxRecordBytes == 0 {
-		o.MaxRecordBytes = DefaultMaxRecordBytes
-	}
-	if o.MaxBatchBytes == 0 {
-		o.MaxBatchBytes = DefaultMaxBatchBytes
-	}
-	if o.MaxBatchRecords == 0 {
-		o.MaxBatchRecords = DefaultMaxBatchRecords
-	}
-	if o.ReplayPageRecords == 0 {
-		o.ReplayPageRecords = DefaultReplayPageRecords
-	}
-	if o.StatementTimeout == 0 {
-		o.StatementTimeout = DefaultStatementTimeout
-	}
-	if o.SnapshotChunkBytes == 0 {
-		o.SnapshotChunkBytes = DefaultSnapshotChunkBytes
-	}
-	if o.DeleteBatchRows == 0 {
-		o.DeleteBatchRows = DefaultDeleteBatchRows
-	}
+	groupcommit.SetDefaults(o.settings()...)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -119,27 +114,7 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-func (o Options) validate() error {
-	for _, f := range []struct {
-		name   string
-		v, max int
-	}{
-		{"MaxRecordBytes", o.MaxRecordBytes, maxMaxRecordBytes},
-		{"MaxBatchBytes", o.MaxBatchBytes, maxMaxBatchBytes},
-		{"MaxBatchRecords", o.MaxBatchRecords, maxMaxBatchRecords},
-		{"ReplayPageRecords", o.ReplayPageRecords, maxReplayPageRecords},
-		{"SnapshotChunkBytes", o.SnapshotChunkBytes, maxSnapshotChunkBytes},
-		{"DeleteBatchRows", o.DeleteBatchRows, maxDeleteBatchRows},
-	} {
-		if f.v < 1 || f.v > f.max {
-			return fmt.Errorf("mysqllog: Options.%s is %d; want 1 to %d", f.name, f.v, f.max)
-		}
-	}
-	if o.StatementTimeout < time.Millisecond || o.StatementTimeout > time.Hour {
-		return fmt.Errorf("mysqllog: Options.StatementTimeout is %v; want 1ms to 1h", o.StatementTimeout)
-	}
-	return nil
-}
+func (o Options) validate() error { return groupcommit.CheckSettings("mysqllog", o.settings()...) }
 
 // packetBytes is the largest statement a round, or the insert of a
 // snapshot chunk, can send.
@@ -154,29 +129,20 @@ type Log struct {
 	epoch uint64
 	opts  Options
 
-	mu           sync.Mutex
-	workCond     sync.Cond // pending became non-empty, or closing was set
-	spaceCond    sync.Cond // the writer took pending, failed or stopped
-	pending      []wal.Entry
-	pendingBytes int
-	pendingFirst uint64
-	closing      bool
-	stopped      bool
-	err          error // sticky
-	notify       chan struct{}
-	notifyUsed   bool
-
-	lastLSN atomic.Uint64 // stored under mu
-	durable atomic.Uint64 // stored under mu
+	// gc is the group-commit core: LSNs, the queue of records for the
+	// writer, the round loop, DurableLSN and its waiters, the sticky error.
+	gc *groupcommit.Core
+	// pending holds the records the writer has not taken yet (the core's
+	// queue); gc's lock guards it.
+	pending []wal.Entry
 	// first is the first LSN the log still holds (partition_log_start),
 	// raised by DeleteBefore under compactMu.
 	first     atomic.Uint64
 	compactMu sync.Mutex
 
-	done      chan struct{}
-	closeOnce sync.Once
-
-	buf []byte // the writer's round row, reused
+	// Owned by the writer goroutine.
+	batch []wal.Entry // the round being written (Take, Write)
+	buf   []byte      // the round's row, reused
 
 	rounds, records atomic.Uint64
 }
@@ -210,10 +176,29 @@ func Open(ctx context.Context, db *sql.DB, partitionID, epoch uint64, opts Optio
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	l := &Log{db: db, id: partitionID, epoch: epoch, opts: opts}
+	gc, err := groupcommit.New(groupcommit.Options{
+		Name:           "mysqllog",
+		MaxRecordBytes: opts.MaxRecordBytes,
+		MaxBatchBytes:  opts.MaxBatchBytes,
+		Clock:          opts.Clock,
+		Failed: func(err error) {
+			lvl := slog.LevelError
+			if errors.Is(err, ErrFenced) {
+				lvl = slog.LevelWarn
+			}
+			opts.Logger.Log(context.Background(), lvl, "mysqllog: log failed; stop serving the partition",
+				slog.Uint64("partition", partitionID), slog.Uint64("epoch", epoch), slog.Any("err", err))
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.gc = gc
 	ctx, cancel := context.WithTimeout(ctx, opts.StatementTimeout)
 	defer cancel()
 	var have uint64
-	err := db.QueryRowContext(ctx, "SELECT epoch FROM partitions WHERE id = ?", partitionID).Scan(&have)
+	err = db.QueryRowContext(ctx, "SELECT epoch FROM partitions WHERE id = ?", partitionID).Scan(&have)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: id %d", ErrNoPartition, partitionID)
 	}
@@ -244,22 +229,10 @@ func Open(ctx context.Context, db *sql.DB, partitionID, epoch uint64, opts Optio
 	}
 	first := max(start.V, 1)
 	last := max(lastRow, first-1, lastSnap.V)
-	l := &Log{
-		db:     db,
-		id:     partitionID,
-		epoch:  epoch,
-		opts:   opts,
-		notify: make(chan struct{}),
-		done:   make(chan struct{}),
-	}
-	l.workCond.L = &l.mu
-	l.spaceCond.L = &l.mu
-	l.lastLSN.Store(last)
-	l.durable.Store(last)
 	l.first.Store(first)
 	opts.Logger.Info("mysqllog: opened", slog.Uint64("partition", partitionID), slog.Uint64("epoch", epoch),
 		slog.Uint64("first_lsn", first), slog.Uint64("last_lsn", last))
-	go l.run()
+	gc.Start(last, writer{l})
 	return l, nil
 }
 
@@ -297,16 +270,9 @@ func (l *Log) Epoch() uint64 { return l.epoch }
 // log has failed, ErrClosed after Close, ErrTooLarge or ErrInvalidEntry
 // for a bad entry; then nothing was appended.
 func (l *Log) Append(entries []wal.Entry) (lastLSN uint64, err error) {
-	need := 0
-	for i, e := range entries {
-		if len(e.Payload) > l.opts.MaxRecordBytes {
-			return 0, fmt.Errorf("%w: entry %d has a %d-byte payload, over Options.MaxRecordBytes = %d",
-				ErrTooLarge, i, len(e.Payload), l.opts.MaxRecordBytes)
-		}
-		if e.Type == 0 {
-			return 0, fmt.Errorf("%w: entry %d has type 0, which is reserved", ErrInvalidEntry, i)
-		}
-		need += len(e.Payload)
+	need, err := l.gc.Check(entries)
+	if err != nil {
+		return 0, err
 	}
 	// The log keeps the payloads until their round is written: one copy of
 	// them all for the call, not an allocation per record, made before
@@ -315,82 +281,24 @@ func (l *Log) Append(entries []wal.Entry) (lastLSN uint64, err error) {
 	for _, e := range entries {
 		held = append(held, e.Payload...)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for {
-		if l.err != nil {
-			return 0, l.err
+	return l.gc.Append(len(entries), need, func(uint64) {
+		l.pending = slices.Grow(l.pending, len(entries))
+		for _, e := range entries {
+			end := len(e.Payload)
+			l.pending = append(l.pending, wal.Entry{Type: e.Type, Payload: held[:end:end]})
+			held = held[end:]
 		}
-		if l.closing {
-			return 0, ErrClosed
-		}
-		if len(l.pending) == 0 || l.pendingBytes+need <= pendingBatches*l.opts.MaxBatchBytes {
-			break
-		}
-		l.spaceCond.Wait()
-	}
-	lsn := l.lastLSN.Load()
-	if len(entries) == 0 {
-		return lsn, nil
-	}
-	if len(l.pending) == 0 {
-		l.pendingFirst = lsn + 1
-	}
-	l.pending = slices.Grow(l.pending, len(entries))
-	for _, e := range entries {
-		end := len(e.Payload)
-		l.pending = append(l.pending, wal.Entry{Type: e.Type, Payload: held[:end:end]})
-		held = held[end:]
-	}
-	l.pendingBytes += need
-	lsn += uint64(len(entries))
-	l.lastLSN.Store(lsn)
-	l.workCond.Signal()
-	return lsn, nil
+	})
 }
 
 // Wait blocks until every LSN up to lsn is durable (committed). It returns
 // nil at once if that is already so, even after a failure or Close;
 // otherwise the sticky fatal error, ErrClosed, an error for an LSN never
 // assigned, or ctx.Err().
-func (l *Log) Wait(ctx context.Context, lsn uint64) error {
-	if lsn <= l.durable.Load() {
-		return nil
-	}
-	l.mu.Lock()
-	for {
-		if lsn <= l.durable.Load() {
-			l.mu.Unlock()
-			return nil
-		}
-		if l.err != nil {
-			err := l.err
-			l.mu.Unlock()
-			return err
-		}
-		last := l.lastLSN.Load()
-		if l.stopped || (l.closing && lsn > last) {
-			l.mu.Unlock()
-			return ErrClosed
-		}
-		if lsn > last {
-			l.mu.Unlock()
-			return fmt.Errorf("mysqllog: wait for lsn %d, but the last assigned lsn is %d", lsn, last)
-		}
-		ch := l.notify
-		l.notifyUsed = true
-		l.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		l.mu.Lock()
-	}
-}
+func (l *Log) Wait(ctx context.Context, lsn uint64) error { return l.gc.Wait(ctx, lsn) }
 
 // LastLSN is the last LSN handed out (0 for an empty log).
-func (l *Log) LastLSN() uint64 { return l.lastLSN.Load() }
+func (l *Log) LastLSN() uint64 { return l.gc.LastLSN() }
 
 // FirstLSN is the first LSN the log still holds: 1 until DeleteBefore
 // deleted rows, then the LSN after the last row deleted (LastLSN+1 when
@@ -399,104 +307,62 @@ func (l *Log) LastLSN() uint64 { return l.lastLSN.Load() }
 func (l *Log) FirstLSN() uint64 { return l.first.Load() }
 
 // DurableLSN is the last committed LSN.
-func (l *Log) DurableLSN() uint64 { return l.durable.Load() }
+func (l *Log) DurableLSN() uint64 { return l.gc.DurableLSN() }
 
 // Err is the sticky fatal error, nil while the log is healthy.
-func (l *Log) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
+func (l *Log) Err() error { return l.gc.Err() }
 
 // Close stops accepting appends, commits everything appended before it
 // and stops the writer. It returns the sticky fatal error if the log
 // failed; calling it again returns the same.
 func (l *Log) Close() error {
-	l.closeOnce.Do(func() {
-		l.mu.Lock()
-		l.closing = true
-		l.workCond.Signal()
-		l.spaceCond.Broadcast()
-		l.mu.Unlock()
-	})
-	<-l.done
-	return l.Err()
+	l.gc.Close()
+	return l.gc.Err()
 }
 
-// run is the writer goroutine: one statement per round (writeOnce).
-func (l *Log) run() {
-	defer close(l.done)
-	for {
-		l.mu.Lock()
-		for len(l.pending) == 0 && !l.closing {
-			l.workCond.Wait()
-		}
-		if len(l.pending) == 0 {
-			l.stopLocked(nil)
-			l.mu.Unlock()
-			return
-		}
-		n, bytes := 0, 0
-		for n < len(l.pending) && n < l.opts.MaxBatchRecords {
-			b := len(l.pending[n].Payload)
-			if n > 0 && bytes+b > l.opts.MaxBatchBytes {
-				break
-			}
-			n, bytes = n+1, bytes+b
-		}
-		batch, first := l.pending[:n:n], l.pendingFirst
-		l.pending = l.pending[n:]
-		if len(l.pending) == 0 {
-			l.pending = nil // let the backing array go with the batch
-		}
-		l.pendingFirst += uint64(n)
-		l.pendingBytes -= bytes
-		l.spaceCond.Broadcast()
-		l.mu.Unlock()
+// writer is the log's side of the group-commit core's round loop
+// (groupcommit.Writer): one statement per round (writeOnce).
+type writer struct{ *Log }
 
-		start := l.opts.Clock.Now()
-		err := l.write(first, batch)
-		if err == nil && l.opts.Observer != nil {
-			l.opts.Observer.Committed(n, l.opts.Clock.Now().Sub(start))
+// Take takes a round of at most MaxBatchRecords records and MaxBatchBytes
+// of payload (at least one record, whatever its size).
+func (w writer) Take(_, queued uint64) (uint64, int) {
+	n, bytes := 0, 0
+	for n < len(w.pending) && n < w.opts.MaxBatchRecords {
+		b := len(w.pending[n].Payload)
+		if n > 0 && bytes+b > w.opts.MaxBatchBytes {
+			break
 		}
-
-		l.mu.Lock()
-		if err != nil {
-			l.pending = nil // nothing after a failed round is ever written
-			l.stopLocked(err)
-			l.mu.Unlock()
-			return
-		}
-		l.rounds.Add(1)
-		l.records.Add(uint64(n))
-		l.durable.Store(first + uint64(n) - 1)
-		l.wakeLocked()
-		l.mu.Unlock()
+		n, bytes = n+1, bytes+b
 	}
+	if uint64(len(w.pending)) != queued {
+		panic(fmt.Sprintf("mysqllog: internal error: %d records queued, the core counts %d", len(w.pending), queued))
+	}
+	w.batch = w.pending[:n:n]
+	w.pending = w.pending[n:]
+	if len(w.pending) == 0 {
+		w.pending = nil // let the backing array go with the batch
+	}
+	return uint64(n), bytes
 }
 
-func (l *Log) stopLocked(err error) {
-	if err != nil && l.err == nil {
-		l.err = err
-		lvl := slog.LevelError
-		if errors.Is(err, ErrFenced) {
-			lvl = slog.LevelWarn
-		}
-		l.opts.Logger.Log(context.Background(), lvl, "mysqllog: log failed; stop serving the partition",
-			slog.Uint64("partition", l.id), slog.Uint64("epoch", l.epoch), slog.Any("err", err))
+// Write commits the round.
+func (w writer) Write(first, _ uint64) error {
+	start := w.opts.Clock.Now()
+	err := w.write(first, w.batch)
+	if err == nil && w.opts.Observer != nil {
+		w.opts.Observer.Committed(len(w.batch), w.opts.Clock.Now().Sub(start))
 	}
-	l.stopped = true
-	l.spaceCond.Broadcast()
-	l.wakeLocked()
+	if err == nil {
+		w.rounds.Add(1)
+		w.records.Add(uint64(len(w.batch)))
+	}
+	w.batch = nil
+	return err
 }
 
-func (l *Log) wakeLocked() {
-	if l.notifyUsed {
-		close(l.notify)
-		l.notify = make(chan struct{})
-		l.notifyUsed = false
-	}
-}
+// Drain has nothing to do: a committed round is durable.
+func (writer) Drain() error { return nil }
 
 // maxRoundTries bounds the tries of one round that the database rolled
 // back and said so (cluster.IsRetryable).
@@ -587,7 +453,7 @@ func (l *Log) writeOnce(first uint64, n int, row []byte) error {
 // missing row or a bad row.
 func (l *Log) Replay(from uint64, fn func(lsn uint64, e wal.Entry) error) error {
 	from = max(from, 1)
-	limit := l.durable.Load()
+	limit := l.gc.DurableLSN()
 	if first := l.first.Load(); from < first {
 		return fmt.Errorf("mysqllog: partition %d: replay from lsn %d, but the log starts at lsn %d (the records before it were replaced by a snapshot): %w",
 			l.id, from, first, wal.ErrCompacted)
