@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/fanout"
 	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/state"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
@@ -156,30 +157,6 @@ func fanOut(ctx context.Context, ps []*part, do func(*part) error, forward func(
 	})
 }
 
-// pick returns the items of all at idx, or all itself when idx is
-// 0..len(all)-1 in order.
-func pick[T any](all []T, idx []int) []T {
-	if len(idx) == len(all) && ascending(idx) {
-		return all
-	}
-	out := make([]T, len(idx))
-	for j, i := range idx {
-		out[j] = all[i]
-	}
-	return out
-}
-
-// ascending reports whether idx grows strictly: idx of distinct items
-// then is all of a batch in order when its length is the batch's.
-func ascending(idx []int) bool {
-	for j := 1; j < len(idx); j++ {
-		if idx[j] <= idx[j-1] {
-			return false
-		}
-	}
-	return true
-}
-
 // badAnswer is an answer from another node that does not fit the request.
 func badAnswer(peer route.Peer, format string, args ...any) error {
 	return fmt.Errorf("%w: tenure node %s answered something this node cannot use: %s", coordinator.ErrUnavailable, peer.Addr(), fmt.Sprintf(format, args...))
@@ -246,7 +223,7 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 		out.Responses = make([]*tenurev1.SubmitResponse, len(reqs))
 	}
 	forward := func(peer route.Peer, idx []int) error {
-		resp, err := peer.SubmitBatch(ctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: pick(in, idx), IdsOnly: idsOnly, CompactIds: compact}))
+		resp, err := peer.SubmitBatch(ctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: fanout.Pick(in, idx), IdsOnly: idsOnly, CompactIds: compact}))
 		if err != nil {
 			return err
 		}
@@ -274,14 +251,14 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 	do := func(pt *part) error {
 		return pt.p.Do(ctx, false, func(c *coordinator.Coordinator) error {
 			if compact {
-				res, err := c.SubmitBatchIDs(ctx, pick(reqs, pt.idx))
+				res, err := c.SubmitBatchIDs(ctx, fanout.Pick(reqs, pt.idx))
 				for j, r := range res {
 					out.TaskIds[pt.idx[j]], out.Duplicates[pt.idx[j]] = r.ID, r.Duplicate
 				}
 				return err
 			}
 			if idsOnly {
-				res, err := c.SubmitBatchIDs(ctx, pick(reqs, pt.idx))
+				res, err := c.SubmitBatchIDs(ctx, fanout.Pick(reqs, pt.idx))
 				// Two allocations per call, not two per task.
 				rs, ts := make([]tenurev1.SubmitResponse, len(res)), make([]tenurev1.Task, len(res))
 				for j, r := range res {
@@ -291,7 +268,7 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 				}
 				return err
 			}
-			res, err := c.SubmitBatch(ctx, pick(reqs, pt.idx))
+			res, err := c.SubmitBatch(ctx, fanout.Pick(reqs, pt.idx))
 			for j, r := range res {
 				out.Responses[pt.idx[j]] = &tenurev1.SubmitResponse{Task: task(r.TaskView), Duplicate: r.Duplicate}
 			}
@@ -348,7 +325,7 @@ func (s *Server) completeBatch(ctx context.Context, msg *tenurev1.CompleteBatchR
 		return p, nil
 	})
 	forward := func(peer route.Peer, idx []int) error {
-		resp, err := peer.CompleteBatch(ctx, connect.NewRequest(&tenurev1.CompleteBatchRequest{Items: pick(in, idx), FailedOnly: failedOnly}))
+		resp, err := peer.CompleteBatch(ctx, connect.NewRequest(&tenurev1.CompleteBatchRequest{Items: fanout.Pick(in, idx), FailedOnly: failedOnly}))
 		if err != nil {
 			return err
 		}

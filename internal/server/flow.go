@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/fanout"
 	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/state"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
@@ -90,16 +91,16 @@ func (s *Server) setLimits(ctx context.Context, req *connect.Request[tenurev1.Se
 	if err != nil {
 		return false, nil, err
 	}
-	var changed changes
 	n := len(scope)
-	err = eachPartitionAt(ctx, scope, false, limitsRequest(namespace, queue, limits, a), func(i int, c *coordinator.Coordinator) error {
-		ch, err := c.SetLimits(ctx, coordinator.LimitsRequest{Namespace: namespace, Queue: queue, Limits: limits, Partitions: n, Index: i, Actor: a})
-		changed.note(ch)
-		return err
-	}, func(i int, peer route.Peer, r *connect.Request[tenurev1.SetQueueLimitsRequest]) error {
+	msg := limitsRequest(namespace, queue, limits, a)
+	changed, err := anyChanged(fanout.Each(ctx, fanout.Parallel, scope, false, func(i int, c *coordinator.Coordinator) (bool, error) {
+		return c.SetLimits(ctx, coordinator.LimitsRequest{Namespace: namespace, Queue: queue, Limits: limits, Partitions: n, Index: i, Actor: a})
+	}, func(i int, peer route.Peer) (bool, error) {
+		r := fanout.Request(msg, scope[i])
 		r.Header().Set(route.SplitHeader, fmt.Sprintf("%d/%d", i, n))
-		return noteForwarded(ctx, &changed, peer.SetQueueLimits, r)
-	})
+		resp, err := peer.SetQueueLimits(ctx, r)
+		return err == nil && resp.Msg.GetChanged(), err
+	}))
 	if err != nil {
 		return false, nil, err
 	}
@@ -107,7 +108,7 @@ func (s *Server) setLimits(ctx context.Context, req *connect.Request[tenurev1.Se
 	if err != nil {
 		return false, nil, err
 	}
-	return changed.any, q, nil
+	return changed, q, nil
 }
 
 // setForwardedLimits records the share of the limits that another node
@@ -128,12 +129,10 @@ func (s *Server) setForwardedLimits(ctx context.Context, req *connect.Request[te
 	if err != nil {
 		return false, nil, err
 	}
-	var changed bool
-	err = scope[0].Do(ctx, false, func(c *coordinator.Coordinator) error {
-		changed, err = c.SetLimits(ctx, coordinator.LimitsRequest{Namespace: namespace, Queue: queue, Limits: limits, Partitions: n, Index: i, Actor: a})
-		return err
-	}, func(route.Peer) error {
-		return fmt.Errorf("%w: partition %d is not served here; retry", coordinator.ErrUnavailable, scope[0].ID())
+	changed, err := fanout.Call(ctx, scope[0], false, func(c *coordinator.Coordinator) (bool, error) {
+		return c.SetLimits(ctx, coordinator.LimitsRequest{Namespace: namespace, Queue: queue, Limits: limits, Partitions: n, Index: i, Actor: a})
+	}, func(route.Peer) (bool, error) {
+		return false, fmt.Errorf("%w: partition %d is not served here; retry", coordinator.ErrUnavailable, scope[0].ID())
 	})
 	return changed, nil, err
 }

@@ -5,21 +5,21 @@ import (
 	"context"
 	"slices"
 	"strconv"
-	"sync"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/fanout"
 	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/state"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 )
 
-// Queue statistics, pause and resume, and the bulk task actions: calls
-// that cover every partition of a queue (or of every queue). Each
-// partition is asked on its own, here or on the node that serves it (with
-// route.PartitionHeader naming it), and the answers are added up.
+// Queue statistics, pause and resume: calls that cover every partition of
+// a queue (or of every queue). Each partition is asked on its own, here or
+// on the node that serves it (fanout.Each, with route.PartitionHeader
+// naming it), and the answers are added up here.
 
 type queueService struct{ s *Server }
 
@@ -42,67 +42,60 @@ func (s *Server) scope(ctx context.Context, h interface{ Get(string) string }, n
 	return s.r.Scope(ctx, namespace, queue)
 }
 
-// eachPartition runs a call on every partition of scope, concurrently: local
-// on this node's coordinator, or forward to the node that serves it with a
-// request for that partition alone (msg, given route.PartitionHeader).
-func eachPartition[Req any](ctx context.Context, scope []route.Partition, read bool, msg *Req,
-	local func(*coordinator.Coordinator) error, forward func(route.Peer, *connect.Request[Req]) error) error {
-	return eachPartitionAt(ctx, scope, read, msg,
-		func(_ int, c *coordinator.Coordinator) error { return local(c) },
-		func(_ int, peer route.Peer, req *connect.Request[Req]) error { return forward(peer, req) })
-}
-
-// eachPartitionAt is eachPartition with the index in scope of the
-// partition each call is for.
-func eachPartitionAt[Req any](ctx context.Context, scope []route.Partition, read bool, msg *Req,
-	local func(int, *coordinator.Coordinator) error, forward func(int, route.Peer, *connect.Request[Req]) error) error {
-	return each(len(scope), func(i int) error {
-		p := scope[i]
-		return p.Do(ctx, read, func(c *coordinator.Coordinator) error { return local(i, c) }, func(peer route.Peer) error {
-			req := connect.NewRequest(msg)
-			req.Header().Set(route.PartitionHeader, strconv.FormatUint(p.ID(), 10))
-			return forward(i, peer, req)
-		})
-	})
-}
-
 // queues gathers the statistics of the queues of scope, added up over
 // partitions.
 func (s *Server) queues(ctx context.Context, scope []route.Partition, namespace, queue string) ([]*tenurev1.Queue, error) {
-	var (
-		mu  sync.Mutex
-		all []*tenurev1.Queue
-	)
 	msg := &tenurev1.ListQueuesRequest{Namespace: namespace}
-	err := eachPartition(ctx, scope, true, msg, func(c *coordinator.Coordinator) error {
+	all, err := concat(fanout.Each(ctx, fanout.Parallel, scope, true, func(_ int, c *coordinator.Coordinator) ([]*tenurev1.Queue, error) {
 		qs, err := c.Queues(ctx, namespace, queue)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		mu.Lock()
-		defer mu.Unlock()
+		out := make([]*tenurev1.Queue, len(qs))
 		for i := range qs {
-			all = append(all, queueMessage(&qs[i]))
+			out[i] = queueMessage(&qs[i])
 		}
-		return nil
-	}, func(peer route.Peer, req *connect.Request[tenurev1.ListQueuesRequest]) error {
-		resp, err := peer.ListQueues(ctx, req)
+		return out, nil
+	}, func(i int, peer route.Peer) ([]*tenurev1.Queue, error) {
+		resp, err := peer.ListQueues(ctx, fanout.Request(msg, scope[i]))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		mu.Lock()
-		defer mu.Unlock()
+		var out []*tenurev1.Queue
 		for _, q := range resp.Msg.GetQueues() {
 			if queue == "" || q.GetQueue() == queue {
-				all = append(all, q)
+				out = append(out, q)
 			}
 		}
-		return nil
-	})
+		return out, nil
+	}))
 	if err != nil {
 		return nil, err
 	}
 	return mergeQueues(all), nil
+}
+
+// concat joins the answers of every partition, or returns the first
+// error.
+func concat[T any](rs []fanout.Result[[]T]) ([]T, error) {
+	if err := fanout.FirstErr(rs); err != nil {
+		return nil, err
+	}
+	var out []T
+	for _, r := range rs {
+		out = append(out, r.Value...)
+	}
+	return out, nil
+}
+
+// anyChanged reports whether a change made on several partitions at once
+// changed any of them, or returns the first error.
+func anyChanged(rs []fanout.Result[bool]) (bool, error) {
+	changed := false
+	for _, r := range rs {
+		changed = changed || r.Value
+	}
+	return changed, fanout.FirstErr(rs)
 }
 
 func (h queueService) ListQueues(ctx context.Context, req *connect.Request[tenurev1.ListQueuesRequest]) (*connect.Response[tenurev1.ListQueuesResponse], error) {
@@ -185,28 +178,20 @@ func (s *Server) setPaused(ctx context.Context, h interface{ Get(string) string 
 			return false, nil, err
 		}
 	}
-	var changed changes
 	req := coordinator.PauseRequest{Namespace: namespace, Queue: queue, Actor: a}
-	local := func(c *coordinator.Coordinator) error {
-		op := c.Resume
+	changed, err := anyChanged(fanout.Each(ctx, fanout.Parallel, scope, false, func(_ int, c *coordinator.Coordinator) (bool, error) {
 		if pause {
-			op = c.Pause
+			return c.Pause(ctx, req)
 		}
-		ch, err := op(ctx, req)
-		changed.note(ch)
-		return err
-	}
-	if pause {
-		msg := &tenurev1.PauseQueueRequest{Namespace: namespace, Queue: queue, Reason: a.Reason, RequestedBy: a.By}
-		err = eachPartition(ctx, scope, false, msg, local, func(peer route.Peer, r *connect.Request[tenurev1.PauseQueueRequest]) error {
-			return noteForwarded(ctx, &changed, peer.PauseQueue, r)
-		})
-	} else {
-		msg := &tenurev1.ResumeQueueRequest{Namespace: namespace, Queue: queue, Reason: a.Reason, RequestedBy: a.By}
-		err = eachPartition(ctx, scope, false, msg, local, func(peer route.Peer, r *connect.Request[tenurev1.ResumeQueueRequest]) error {
-			return noteForwarded(ctx, &changed, peer.ResumeQueue, r)
-		})
-	}
+		return c.Resume(ctx, req)
+	}, func(i int, peer route.Peer) (bool, error) {
+		if pause {
+			resp, err := peer.PauseQueue(ctx, fanout.Request(&tenurev1.PauseQueueRequest{Namespace: namespace, Queue: queue, Reason: a.Reason, RequestedBy: a.By}, scope[i]))
+			return err == nil && resp.Msg.GetChanged(), err
+		}
+		resp, err := peer.ResumeQueue(ctx, fanout.Request(&tenurev1.ResumeQueueRequest{Namespace: namespace, Queue: queue, Reason: a.Reason, RequestedBy: a.By}, scope[i]))
+		return err == nil && resp.Msg.GetChanged(), err
+	}))
 	if err != nil {
 		return false, nil, err
 	}
@@ -214,38 +199,13 @@ func (s *Server) setPaused(ctx context.Context, h interface{ Get(string) string 
 		// The node that forwarded it adds up the queue afterwards; this
 		// partition may not know the queue any more (a resume leaves a
 		// partition without a task of it with nothing to report).
-		return changed.any, nil, nil
+		return changed, nil, nil
 	}
 	q, err := s.oneQueue(ctx, scope, namespace, queue)
 	if err != nil {
 		return false, nil, err
 	}
-	return changed.any, q, nil
-}
-
-// changes says whether a change made on several partitions at once
-// changed any of them.
-type changes struct {
-	mu  sync.Mutex
-	any bool
-}
-
-func (c *changes) note(changed bool) {
-	c.mu.Lock()
-	c.any = c.any || changed
-	c.mu.Unlock()
-}
-
-// noteForwarded makes a forwarded call whose answer says whether it
-// changed its partition (GetChanged), and notes that in c.
-func noteForwarded[Req, Resp any](ctx context.Context, c *changes, call func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), r *connect.Request[Req]) error {
-	resp, err := call(ctx, r)
-	if err == nil {
-		if a, ok := any(resp.Msg).(interface{ GetChanged() bool }); ok {
-			c.note(a.GetChanged())
-		}
-	}
-	return err
+	return changed, q, nil
 }
 
 // queueMessage converts one partition's statistics of a queue.
@@ -350,72 +310,4 @@ func addEvents(m, q *tenurev1.QueueEvents) {
 	m.Completed += q.GetCompleted()
 	m.Failed += q.GetFailed()
 	m.LeaseExpired += q.GetLeaseExpired()
-}
-
-// bulkCounts is what a bulk action's answer carries.
-type bulkCounts struct{ changed, skipped uint64 }
-
-// bulkAnswer is a bulk action's response message.
-type bulkAnswer interface {
-	GetChanged() uint64
-	GetSkipped() uint64
-}
-
-// bulk runs a bulk action on every partition the filter's namespace and
-// queue cover, and adds up what each changed. On another node a partition
-// is acted on by the original request, for that partition alone.
-func bulk[Req, Resp any](s *Server, ctx context.Context, req *connect.Request[Req], action coordinator.BulkAction,
-	f *tenurev1.TaskFilter, reason, by string,
-	forward func(route.Peer, context.Context, *connect.Request[Req]) (*connect.Response[Resp], error)) (bulkCounts, error) {
-	br := coordinator.BulkRequest{Action: action, Actor: coordinator.Actor{By: by, Reason: reason},
-		Filter: coordinator.BulkFilter{Namespace: f.GetNamespace(), Queue: f.GetQueue(), All: f.GetAll()}}
-	st, ok := TaskState(f.GetState())
-	if !ok {
-		return bulkCounts{}, s.apiError(&coordinator.FieldError{Field: "filter.state", Problem: "unknown task state"})
-	}
-	br.Filter.State = st
-	if f.GetCreatedBefore() != nil {
-		t, err := timestamp("filter.created_before", f.GetCreatedBefore())
-		if err != nil {
-			return bulkCounts{}, s.apiError(err)
-		}
-		br.Filter.CreatedBefore = t
-	}
-	if err := s.opts.Limits.CheckBulk(br); err != nil {
-		return bulkCounts{}, s.apiError(err)
-	}
-	scope, err := s.scope(ctx, req.Header(), br.Filter.Namespace, br.Filter.Queue)
-	if err != nil {
-		return bulkCounts{}, s.apiError(err)
-	}
-	var (
-		mu  sync.Mutex
-		out bulkCounts
-	)
-	err = eachPartition(ctx, scope, false, req.Msg, func(c *coordinator.Coordinator) error {
-		res, err := c.Bulk(ctx, br)
-		mu.Lock()
-		out.changed += uint64(res.Changed)
-		out.skipped += uint64(res.Skipped)
-		mu.Unlock()
-		return err
-	}, func(peer route.Peer, r *connect.Request[Req]) error {
-		resp, err := forward(peer, ctx, r)
-		if err != nil {
-			return err
-		}
-		a, ok := any(resp.Msg).(bulkAnswer)
-		if !ok {
-			return badAnswer(peer, "%T carries no counts", resp.Msg)
-		}
-		mu.Lock()
-		out.changed += a.GetChanged()
-		out.skipped += a.GetSkipped()
-		mu.Unlock()
-		return nil
-	})
-	if err != nil {
-		return out, s.apiError(err)
-	}
-	return out, nil
 }

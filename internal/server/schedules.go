@@ -7,13 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"slices"
-	"sync"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/fanout"
 	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/state"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
@@ -290,31 +290,23 @@ func (h scheduleService) ListSchedules(ctx context.Context, req *connect.Request
 	if err != nil {
 		return nil, s.apiError(err)
 	}
-	var (
-		mu  sync.Mutex
-		all []*tenurev1.Schedule
-	)
-	err = eachPartition(ctx, scope, true, req.Msg, func(c *coordinator.Coordinator) error {
+	all, err := concat(fanout.Each(ctx, fanout.Parallel, scope, true, func(_ int, c *coordinator.Coordinator) ([]*tenurev1.Schedule, error) {
 		vs, err := c.Schedules(ctx, ns, q, "")
 		if err != nil {
-			return err
+			return nil, err
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		for _, v := range vs {
-			all = append(all, scheduleMessage(v))
+		out := make([]*tenurev1.Schedule, len(vs))
+		for i, v := range vs {
+			out[i] = scheduleMessage(v)
 		}
-		return nil
-	}, func(peer route.Peer, r *connect.Request[tenurev1.ListSchedulesRequest]) error {
-		resp, err := peer.ListSchedules(ctx, r)
+		return out, nil
+	}, func(i int, peer route.Peer) ([]*tenurev1.Schedule, error) {
+		resp, err := peer.ListSchedules(ctx, fanout.Request(req.Msg, scope[i]))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		all = append(all, resp.Msg.GetSchedules()...)
-		return nil
-	})
+		return resp.Msg.GetSchedules(), nil
+	}))
 	if err != nil {
 		return nil, s.apiError(err)
 	}
