@@ -986,8 +986,8 @@ func (s clTasks) SubmitBatch(ctx context.Context, req *connect.Request[tenurev1.
 	return clCall(ctx, s.f, req.Msg, func(a clAPI) func(context.Context, *connect.Request[tenurev1.SubmitBatchRequest]) (*connect.Response[tenurev1.SubmitBatchResponse], error) {
 		return a.tasks.SubmitBatch
 	}, func(node int, sent, got int32, resp *tenurev1.SubmitBatchResponse) {
-		for _, r := range resp.GetResponses() {
-			s.f.c.tap.add(ackRec{node: node, sent: sent, got: got, kind: "submit", task: r.GetTask().GetTaskId()})
+		for _, id := range resp.GetTaskIds() {
+			s.f.c.tap.add(ackRec{node: node, sent: sent, got: got, kind: "submit", task: id})
 		}
 	})
 }

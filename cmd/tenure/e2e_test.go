@@ -503,11 +503,11 @@ func (l *loadRound) submitter(ctx context.Context, c *apiClients, rng *rand.Rand
 			switch {
 			case err != nil:
 				l.failed(ctx, c, "SubmitBatch", err)
-			case len(resp.Msg.GetResponses()) != n:
-				l.t.Errorf("%s SubmitBatch of %d answered %d responses", c.proto, n, len(resp.Msg.GetResponses()))
+			case len(resp.Msg.GetTaskIds()) != n:
+				l.t.Errorf("%s SubmitBatch of %d answered %d task ids", c.proto, n, len(resp.Msg.GetTaskIds()))
 			default:
-				for i, r := range resp.Msg.GetResponses() {
-					l.submitted(r.GetTask().GetTaskId(), reqs[i].Payload)
+				for i, id := range resp.Msg.GetTaskIds() {
+					l.submitted(id, reqs[i].Payload)
 				}
 			}
 		}

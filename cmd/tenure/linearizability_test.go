@@ -268,7 +268,7 @@ func (r *linRound) client(ctx context.Context, c *apiClients, id int, rng *rand.
 			for i, req := range reqs {
 				in, out := linSubmitIn(req), lincheck.Out{Err: kind, Pending: pending}
 				if err == nil {
-					in.Task, out.Duplicate = resp.Msg.GetResponses()[i].GetTask().GetTaskId(), resp.Msg.GetResponses()[i].GetDuplicate()
+					in.Task, out.Duplicate = resp.Msg.GetTaskIds()[i], resp.Msg.GetDuplicates()[i]
 					mine = append(mine, in.Task)
 				}
 				op := porcupine.Operation{ClientId: id, Call: call, Return: ret, Input: in, Output: out}

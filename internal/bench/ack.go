@@ -22,9 +22,8 @@ import (
 // onAck(n) for the n successful items of a CompleteBatch. It counts an
 // answer when its body has been read to the end (for gRPC, the status is
 // in the trailers, known only then). A CompleteBatch answer is decoded for
-// its items (with failed_only, which the client asks for, it names only
-// the items that failed: the request is decoded too, for their number);
-// an answer that does not decode is reported to onErr.
+// the items that failed, which it names, and its request for the number
+// of its items; an answer that does not decode is reported to onErr.
 type ackTransport struct {
 	base  http.RoundTripper
 	onAck func(n int)
@@ -112,20 +111,11 @@ func batchAcks(h http.Header, body []byte, items int) (int, error) {
 	if err := decodeMessage(h, body, &msg); err != nil {
 		return 0, err
 	}
-	if len(msg.GetResults()) == 0 && items != 0 {
-		// failed_only: the items not named in failed succeeded.
-		if items < 0 || len(msg.GetFailed()) > items {
-			return 0, fmt.Errorf("%d items failed of a request of %d items (the request could not be read)", len(msg.GetFailed()), items)
-		}
-		return items - len(msg.GetFailed()), nil
+	// The items not named in failed succeeded.
+	if items < 0 || len(msg.GetFailed()) > items {
+		return 0, fmt.Errorf("%d items failed of a request of %d items (the request could not be read)", len(msg.GetFailed()), items)
 	}
-	n := 0
-	for _, r := range msg.GetResults() {
-		if r.GetCode() == "" {
-			n++
-		}
-	}
-	return n, nil
+	return items - len(msg.GetFailed()), nil
 }
 
 // decodeMessage decodes the body of a request or an answer with headers h

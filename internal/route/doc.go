@@ -12,7 +12,7 @@
 // refused as unavailable, never forwarded again, so a request crosses at
 // most one hop even while two nodes disagree about who owns a partition.
 //
-// What spans partitions (a lease across a queue, a listing, a batch)
-// is split and merged by the API layer (package server), the one place
-// that knows how each call combines.
+// What spans partitions (a lease across a queue, a listing, a batch) is
+// split and run by package fanout, and merged by the API layer (package
+// server), the one place that knows how each call combines.
 package route

@@ -145,8 +145,8 @@ func TestAuthCompleteBatchPerItem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := resp.Msg.GetResults()
-	if len(r) != 2 || r[0].GetCode() != "" || r[1].GetCode() != "permission_denied" || !strings.Contains(r[1].GetMessage(), `queue "q-other" is not one of its queues`) {
+	r := resp.Msg.GetFailed()
+	if len(r) != 1 || r[0].GetIndex() != 1 || r[0].GetCode() != "permission_denied" || !strings.Contains(r[0].GetMessage(), `queue "q-other" is not one of its queues`) {
 		t.Fatalf("CompleteBatch of a task of its queue and one of another: %v", r)
 	}
 	gr := connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: items[0].TaskId})
@@ -202,7 +202,7 @@ func TestAuthCompleteBatchLease(t *testing.T) {
 		Lease: &tenurev1.LeaseRequest{WorkerId: "w", Namespace: authtest.InNamespace, Queue: authtest.InQueue, MaxTasks: 1}})
 	with(tok.Scoped[auth.Worker], cr)
 	resp, err := workers.CompleteBatch(apiCtx(t), cr)
-	if err != nil || len(resp.Msg.GetResults()) != 1 || resp.Msg.GetResults()[0].GetCode() != "" || len(resp.Msg.GetLeased()) != 1 ||
+	if err != nil || len(resp.Msg.GetFailed()) != 0 || len(resp.Msg.GetLeased()) != 1 ||
 		resp.Msg.GetLeased()[0].GetTaskId() == first.GetTaskId() {
 		t.Fatalf("CompleteBatch leasing from its queue: %v, %v; want the item completed and the other task leased", resp, err)
 	}

@@ -15,9 +15,11 @@
 // request, calls the partition's coordinator and converts its answer;
 // served by another node, the original request is forwarded and the far
 // node's answer handed back unchanged. What spans partitions — a lease
-// across a queue, a listing, a batch — is split and merged in fanout.go,
-// as API messages, so a part answered by another node is never converted
-// back and forth.
+// across a queue, a listing, a batch, queue statistics and controls, bulk
+// actions — is split and run by package fanout and merged beside its
+// handler (submitbatch.go, completebatch.go, lease.go, list.go,
+// queues.go, bulk.go, flow.go, schedules.go), as API messages, so a part
+// answered by another node is never converted back and forth.
 //
 // Errors: a coordinator error maps to one status code — lease lost and
 // wrong state → failed_precondition, already committed and a schedule

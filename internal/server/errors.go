@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/route"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 )
 
@@ -150,4 +151,9 @@ func closingAnswer(status int, e *connect.Error) []byte {
 	}
 	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		status, http.StatusText(status), len(body), body)
+}
+
+// badAnswer is an answer from another node that does not fit the request.
+func badAnswer(peer route.Peer, format string, args ...any) error {
+	return fmt.Errorf("%w: tenure node %s answered something this node cannot use: %s", coordinator.ErrUnavailable, peer.Addr(), fmt.Sprintf(format, args...))
 }

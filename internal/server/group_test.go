@@ -21,8 +21,9 @@ import (
 
 // nodePeer is another node as the forwarding node sees it: it records the
 // items of each SubmitBatch and CompleteBatch it gets, and answers each
-// item with an id of its own ("<addr>:<request id>" for a submit), or
-// refuses every call with err. Every other call panics (the nil Peer).
+// submit with an id of its own ("<addr>:<request id>"), each completion
+// with a failure that names it ("by <addr>"), or refuses every call with
+// err. Every other call panics (the nil Peer).
 type nodePeer struct {
 	route.Peer
 	addr string
@@ -40,7 +41,7 @@ func (p *nodePeer) SubmitBatch(_ context.Context, req *connect.Request[tenurev1.
 	out := &tenurev1.SubmitBatchResponse{}
 	for _, r := range req.Msg.GetRequests() {
 		ids = append(ids, r.GetRequestId())
-		out.Responses = append(out.Responses, &tenurev1.SubmitResponse{Task: &tenurev1.Task{TaskId: p.addr + ":" + r.GetRequestId()}})
+		out.TaskIds, out.Duplicates = append(out.TaskIds, p.addr+":"+r.GetRequestId()), append(out.Duplicates, false)
 	}
 	p.mu.Lock()
 	p.submits = append(p.submits, ids)
@@ -54,9 +55,9 @@ func (p *nodePeer) SubmitBatch(_ context.Context, req *connect.Request[tenurev1.
 func (p *nodePeer) CompleteBatch(_ context.Context, req *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error) {
 	var ids []string
 	out := &tenurev1.CompleteBatchResponse{}
-	for _, it := range req.Msg.GetItems() {
+	for i, it := range req.Msg.GetItems() {
 		ids = append(ids, it.GetTaskId())
-		out.Results = append(out.Results, &tenurev1.CompleteResult{TaskId: it.GetTaskId(), Message: "by " + p.addr})
+		out.Failed = append(out.Failed, &tenurev1.CompleteResult{TaskId: it.GetTaskId(), Index: uint32(i), Code: "aborted", Message: "by " + p.addr})
 	}
 	p.mu.Lock()
 	p.completes = append(p.completes, ids)
@@ -161,7 +162,7 @@ func newGroupEnv(t *testing.T, aErr error) *groupEnv {
 
 func (e *groupEnv) submit(t *testing.T, requestIDs ...string) (*tenurev1.SubmitBatchResponse, error) {
 	t.Helper()
-	req := &tenurev1.SubmitBatchRequest{IdsOnly: true}
+	req := &tenurev1.SubmitBatchRequest{}
 	for _, id := range requestIDs {
 		req.Requests = append(req.Requests, &tenurev1.SubmitRequest{Queue: "q", RequestId: id})
 	}
@@ -184,7 +185,7 @@ func TestSubmitBatchOneCallPerNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, id := range ids {
-		tid := got.GetResponses()[i].GetTask().GetTaskId()
+		tid := got.GetTaskIds()[i]
 		want := map[byte]string{'a': "A:", 'b': "A:", 'c': "C:", 'd': "A:"}[id[0]] + id
 		if id[0] == 'h' {
 			if tid == "" || strings.Contains(tid, ":") {
@@ -213,7 +214,7 @@ func TestSubmitBatchOneCallPerNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, id := range ids {
-		if tid := got.GetResponses()[i].GetTask().GetTaskId(); tid != "A:"+id {
+		if tid := got.GetTaskIds()[i]; tid != "A:"+id {
 			t.Errorf("task %d (%s) of a batch all for node A: id %q, want %q", i, id, tid, "A:"+id)
 		}
 	}
@@ -243,7 +244,7 @@ func TestSubmitBatchGroupRefused(t *testing.T) {
 	// Only d's task goes to A: a part alone is no group.
 	e = newGroupEnv(t, refused)
 	got, err := e.submit(t, "d1", "c1")
-	if err != nil || got.GetResponses()[0].GetTask().GetTaskId() != "D:d1" {
+	if err != nil || got.GetTaskIds()[0] != "D:d1" {
 		t.Fatalf("submit of a moved partition's task: %v, %v; want D's answer", got, err)
 	}
 
@@ -269,10 +270,18 @@ func (e *groupEnv) complete(t *testing.T, taskIDs ...string) []*tenurev1.Complet
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := resp.Msg.GetResults(); len(got) != len(taskIDs) {
-		t.Fatalf("%d results for %d items", len(got), len(taskIDs))
+	// Every item fails here: the nodes answer each as a failure that names
+	// them.
+	got := resp.Msg.GetFailed()
+	if len(got) != len(taskIDs) {
+		t.Fatalf("%d failures for %d items", len(got), len(taskIDs))
 	}
-	return resp.Msg.GetResults()
+	for i, r := range got {
+		if int(r.GetIndex()) != i {
+			t.Fatalf("failure %d is of item %d", i, r.GetIndex())
+		}
+	}
+	return got
 }
 
 // TestCompleteBatchOneCallPerNode: the items of a CompleteBatch that

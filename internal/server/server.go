@@ -14,6 +14,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/fanout"
 	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 )
@@ -225,17 +226,12 @@ func (strictJSON) Unmarshal(b []byte, m any) error {
 func one[Req, Resp any](s *Server, ctx context.Context, p route.Partition, read bool, req *connect.Request[Req],
 	forward func(route.Peer, context.Context, *connect.Request[Req]) (*connect.Response[Resp], error),
 	local func(*coordinator.Coordinator) (*Resp, error)) (*connect.Response[Resp], error) {
-	var out *Resp
-	err := p.Do(ctx, read, func(c *coordinator.Coordinator) error {
-		var err error
-		out, err = local(c)
-		return err
-	}, func(peer route.Peer) error {
+	out, err := fanout.Call(ctx, p, read, local, func(peer route.Peer) (*Resp, error) {
 		resp, err := forward(peer, ctx, connect.NewRequest(req.Msg))
-		if err == nil {
-			out = resp.Msg
+		if err != nil {
+			return nil, err
 		}
-		return err
+		return resp.Msg, nil
 	})
 	if err != nil {
 		return nil, s.apiError(err)

@@ -85,61 +85,77 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-// olderServer answers SubmitBatch as a server older than compact_ids does:
-// ids-only responses, whatever compact_ids says.
-type olderServer struct {
+// batchServer answers SubmitBatch with ids t0, t1, ... (t1 a duplicate),
+// GetTask with a task of that id in queue "q", and CompleteBatch with item
+// 1 failed; with wrong set, each answer names one item too few.
+type batchServer struct {
 	tenurev1connect.UnimplementedTaskServiceHandler
+	tenurev1connect.UnimplementedWorkerServiceHandler
+	wrong bool
 }
 
-func (olderServer) SubmitBatch(_ context.Context, req *connect.Request[tenurev1.SubmitBatchRequest]) (*connect.Response[tenurev1.SubmitBatchResponse], error) {
+func (s batchServer) SubmitBatch(_ context.Context, req *connect.Request[tenurev1.SubmitBatchRequest]) (*connect.Response[tenurev1.SubmitBatchResponse], error) {
 	out := &tenurev1.SubmitBatchResponse{}
 	for i := range req.Msg.GetRequests() {
-		out.Responses = append(out.Responses, &tenurev1.SubmitResponse{Task: &tenurev1.Task{TaskId: fmt.Sprintf("t%d", i)}, Duplicate: i == 1})
+		out.TaskIds, out.Duplicates = append(out.TaskIds, fmt.Sprintf("t%d", i)), append(out.Duplicates, i == 1)
+	}
+	if s.wrong {
+		out.TaskIds = out.TaskIds[1:]
 	}
 	return connect.NewResponse(out), nil
 }
 
-// olderWorkerServer answers CompleteBatch as a server older than
-// failed_only does: a result per item, whatever failed_only says. Item 1
-// fails.
-type olderWorkerServer struct {
-	tenurev1connect.UnimplementedWorkerServiceHandler
+func (batchServer) GetTask(_ context.Context, req *connect.Request[tenurev1.GetTaskRequest]) (*connect.Response[tenurev1.GetTaskResponse], error) {
+	return connect.NewResponse(&tenurev1.GetTaskResponse{Task: &tenurev1.Task{TaskId: req.Msg.GetTaskId(), Queue: "q"}}), nil
 }
 
-func (olderWorkerServer) CompleteBatch(_ context.Context, req *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error) {
-	out := &tenurev1.CompleteBatchResponse{}
-	for i, it := range req.Msg.GetItems() {
-		r := &tenurev1.CompleteResult{TaskId: it.GetTaskId()}
-		if i == 1 {
-			r.Code, r.Message = "not_found", "no such task"
+func (s batchServer) CompleteBatch(_ context.Context, req *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error) {
+	i := 1
+	if s.wrong {
+		i = len(req.Msg.GetItems())
+	}
+	return connect.NewResponse(&tenurev1.CompleteBatchResponse{Failed: []*tenurev1.CompleteResult{
+		{TaskId: req.Msg.GetItems()[1].GetTaskId(), Index: uint32(i), Code: "not_found", Message: "no such task"},
+	}}), nil
+}
+
+// TestBatchAnswers: the client turns a SubmitBatch's ids and duplicate
+// flags into a result per request (reading each whole task with
+// ReturnTasks), and a CompleteBatch's failures into an error per item,
+// nil for the items not named; an answer that does not fit the request is
+// an error.
+func TestBatchAnswers(t *testing.T) {
+	for _, wrong := range []bool{false, true} {
+		mux := http.NewServeMux()
+		mux.Handle(tenurev1connect.NewTaskServiceHandler(batchServer{wrong: wrong}))
+		mux.Handle(tenurev1connect.NewWorkerServiceHandler(batchServer{wrong: wrong}))
+		srv := httptest.NewServer(mux)
+		c, err := client.New(srv.URL, client.Options{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		out.Results = append(out.Results, r)
-	}
-	return connect.NewResponse(out), nil
-}
-
-// TestBatchesFromAnOlderServer: the client reads the responses of a
-// server that ignores compact_ids, and the per-item results of one that
-// ignores failed_only.
-func TestBatchesFromAnOlderServer(t *testing.T) {
-	mux := http.NewServeMux()
-	mux.Handle(tenurev1connect.NewTaskServiceHandler(olderServer{}))
-	mux.Handle(tenurev1connect.NewWorkerServiceHandler(olderWorkerServer{}))
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-	c, err := client.New(srv.URL, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.SubmitBatch(t.Context(), client.SubmitBatchRequest{Requests: []client.SubmitRequest{{Queue: "q"}, {Queue: "q"}}})
-	want := []client.SubmitResult{{TaskID: "t0"}, {TaskID: "t1", Duplicate: true}}
-	if err != nil || !slices.Equal(got, want) {
-		t.Fatalf("SubmitBatch: %+v, %v; want %+v", got, err, want)
-	}
-	res, err := c.CompleteBatch(t.Context(), client.CompleteBatchRequest{Items: []client.CompleteRequest{{TaskID: "a", LeaseID: "l"}, {TaskID: "b", LeaseID: "l"}, {TaskID: "c", LeaseID: "l"}}})
-	errs := res.Errors
-	if err != nil || len(errs) != 3 || errs[0] != nil || !errors.Is(errs[1], client.ErrNotFound) || errs[2] != nil {
-		t.Fatalf("CompleteBatch: %v, %v; want item 1 not found, the others done", errs, err)
+		reqs := []client.SubmitRequest{{Queue: "q"}, {Queue: "q"}}
+		got, err := c.SubmitBatch(t.Context(), client.SubmitBatchRequest{Requests: reqs})
+		want := []client.SubmitResult{{TaskID: "t0"}, {TaskID: "t1", Duplicate: true}}
+		if wrong && (err == nil || !strings.Contains(err.Error(), "1 task ids and 2 duplicate flags for 2 requests")) {
+			t.Errorf("SubmitBatch answered one id short: %+v, %v; want an error naming the counts", got, err)
+		} else if !wrong && (err != nil || !slices.Equal(got, want)) {
+			t.Errorf("SubmitBatch: %+v, %v; want %+v", got, err, want)
+		}
+		if !wrong {
+			got, err = c.SubmitBatch(t.Context(), client.SubmitBatchRequest{Requests: reqs, ReturnTasks: true})
+			if err != nil || len(got) != 2 || got[1].Task == nil || got[1].Task.ID != "t1" || got[1].Task.Queue != "q" || !got[1].Duplicate {
+				t.Errorf("SubmitBatch with ReturnTasks: %+v, %v; want each whole task", got, err)
+			}
+		}
+		res, err := c.CompleteBatch(t.Context(), client.CompleteBatchRequest{Items: []client.CompleteRequest{{TaskID: "a", LeaseID: "l"}, {TaskID: "b", LeaseID: "l"}, {TaskID: "c", LeaseID: "l"}}})
+		errs := res.Errors
+		if wrong && (err == nil || !strings.Contains(err.Error(), "does not fit the 3 items")) {
+			t.Errorf("CompleteBatch answered a failure of item 3 of 3: %v, %v; want an error", errs, err)
+		} else if !wrong && (err != nil || len(errs) != 3 || errs[0] != nil || !errors.Is(errs[1], client.ErrNotFound) || errs[2] != nil) {
+			t.Errorf("CompleteBatch: %v, %v; want item 1 not found, the others done", errs, err)
+		}
+		srv.Close()
 	}
 }
 

@@ -40,14 +40,14 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, e
 
 // SubmitBatch creates up to 1000 tasks (the server's default limit) in one
 // call; results come in the order of req.Requests, with each task's id
-// (and the whole task with req.ReturnTasks). Every request is checked
+// (and the whole task with req.ReturnTasks, read by GetTask). Every request is checked
 // before any task is created: an invalid one fails the whole call,
 // ErrInvalidArgument naming it (e.g. "requests[3].queue"). Each request
 // without a RequestID gets a random one, as in Submit. If the call fails
 // after that check, some tasks may exist: retry with the same request ids
 // to learn which.
 func (c *Client) SubmitBatch(ctx context.Context, req SubmitBatchRequest) ([]SubmitResult, error) {
-	msg := &tenurev1.SubmitBatchRequest{Requests: make([]*tenurev1.SubmitRequest, len(req.Requests)), IdsOnly: !req.ReturnTasks, CompactIds: !req.ReturnTasks}
+	msg := &tenurev1.SubmitBatchRequest{Requests: make([]*tenurev1.SubmitRequest, len(req.Requests))}
 	held, reqs := pooled[tenurev1.SubmitRequest](&submitMessages, len(req.Requests))
 	tc := traceContextOf(ctx)
 	for i := range req.Requests {
@@ -68,24 +68,43 @@ func (c *Client) SubmitBatch(ctx context.Context, req SubmitBatchRequest) ([]Sub
 	if err != nil {
 		return nil, err
 	}
+	ids, dups := resp.GetTaskIds(), resp.GetDuplicates()
+	if len(ids) != len(req.Requests) || len(dups) != len(req.Requests) {
+		return nil, fmt.Errorf("client: SubmitBatch: the server answered %d task ids and %d duplicate flags for %d requests (a server bug; the tasks may exist, retry with the same request ids)", len(ids), len(dups), len(req.Requests))
+	}
 	out := make([]SubmitResult, len(req.Requests))
-	if ids, dups := resp.GetTaskIds(), resp.GetDuplicates(); len(resp.GetResponses()) == 0 && len(ids) == len(out) && len(dups) == len(out) {
-		for i := range out {
-			out[i] = SubmitResult{TaskID: ids[i], Duplicate: dups[i]}
-		}
-		return out, nil
+	for i := range out {
+		out[i] = SubmitResult{TaskID: ids[i], Duplicate: dups[i]}
 	}
-	// A server older than compact_ids answers responses.
-	if len(resp.GetResponses()) != len(req.Requests) {
-		return nil, fmt.Errorf("client: SubmitBatch: the server answered %d results for %d requests (a server bug; the tasks may exist, retry with the same request ids)", max(len(resp.GetResponses()), len(resp.GetTaskIds())), len(req.Requests))
-	}
-	for i, r := range resp.GetResponses() {
-		out[i] = SubmitResult{TaskID: r.GetTask().GetTaskId(), Duplicate: r.GetDuplicate()}
-		if req.ReturnTasks {
-			out[i].Task = taskPtr(r.GetTask())
+	if req.ReturnTasks {
+		if err := c.readTasks(ctx, out); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// readTasks reads the task of each result (GetTask), a few at once.
+func (c *Client) readTasks(ctx context.Context, rs []SubmitResult) error {
+	const parallel = 8
+	var (
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, parallel)
+		errs  = make([]error, len(rs))
+	)
+	for i := range rs {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			rs[i].Task, errs[i] = c.GetTask(ctx, GetTaskRequest{TaskID: rs[i].TaskID})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("client: SubmitBatch: the tasks were submitted, but reading them back failed (ReturnTasks): %w", err)
+	}
+	return nil
 }
 
 // submitMessages and completeMessages keep the request messages of a

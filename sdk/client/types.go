@@ -244,10 +244,11 @@ type SubmitRequest struct {
 type SubmitBatchRequest struct {
 	// Requests are the tasks, up to 1000 (the server's default limit).
 	Requests []SubmitRequest
-	// ReturnTasks asks for every whole task back, in SubmitResult.Task. By
-	// default the server answers each task's id only: it does not encode
-	// and send every payload back, which saves a large share of the CPU of
-	// a batch on both sides. GetTask reads a whole task later.
+	// ReturnTasks reads every whole task back, in SubmitResult.Task, with
+	// a GetTask call per task once the batch is submitted (eight at a
+	// time). The server answers a SubmitBatch with each task's id only: it
+	// does not encode and send every payload back, which saves a large
+	// share of the CPU of a batch on both sides.
 	ReturnTasks bool
 }
 

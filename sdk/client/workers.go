@@ -126,9 +126,7 @@ func (c *Client) Complete(ctx context.Context, req CompleteRequest) error {
 // saves a round trip; on a server that serves many small calls, most of
 // the cost of a call is the call itself. The lease request is checked
 // before any item is applied: an invalid one, or one the caller's token
-// may not lease from, fails the call with nothing done. A server older
-// than this field ignores it and leases nothing: a worker that gets no
-// task calls Lease, as it would after any empty answer.
+// may not lease from, fails the call with nothing done.
 //
 // The error is for the call as a whole (no items or too many, the server
 // could not answer even after the client's retries, or the lease failed
@@ -145,7 +143,7 @@ func (c *Client) CompleteBatch(ctx context.Context, req CompleteBatchRequest) (C
 			return CompleteBatchResult{}, err
 		}
 	}
-	msg := &tenurev1.CompleteBatchRequest{Items: make([]*tenurev1.CompleteRequest, len(req.Items)), FailedOnly: true, Lease: lease}
+	msg := &tenurev1.CompleteBatchRequest{Items: make([]*tenurev1.CompleteRequest, len(req.Items)), Lease: lease}
 	held, reqs := pooled[tenurev1.CompleteRequest](&completeMessages, len(req.Items))
 	for i, it := range req.Items {
 		reqs[i] = tenurev1.CompleteRequest{TaskId: it.TaskID, LeaseId: it.LeaseID, Result: it.Result}
@@ -166,25 +164,13 @@ func (c *Client) CompleteBatch(ctx context.Context, req CompleteBatchRequest) (C
 // itemErrors is each item's answer in a CompleteBatch response.
 func itemErrors(resp *tenurev1.CompleteBatchResponse, items []CompleteRequest) (errs []error, err error) {
 	errs = make([]error, len(items))
-	if len(resp.GetResults()) == 0 {
-		// failed_only: the items not named succeeded.
-		for _, r := range resp.GetFailed() {
-			i := int(r.GetIndex())
-			if i >= len(items) || r.GetTaskId() != items[i].TaskID || r.GetCode() == "" {
-				return nil, fmt.Errorf("client: CompleteBatch: the server answered a failure of item %d (task %q, code %q) that does not fit the %d items (a server bug; retry the call: completions are idempotent)", i, r.GetTaskId(), r.GetCode(), len(items))
-			}
-			errs[i] = itemError(r)
+	// The items not named in failed succeeded.
+	for _, r := range resp.GetFailed() {
+		i := int(r.GetIndex())
+		if i >= len(items) || r.GetTaskId() != items[i].TaskID || r.GetCode() == "" {
+			return nil, fmt.Errorf("client: CompleteBatch: the server answered a failure of item %d (task %q, code %q) that does not fit the %d items (a server bug; retry the call: completions are idempotent)", i, r.GetTaskId(), r.GetCode(), len(items))
 		}
-		return errs, nil
-	}
-	// A server older than failed_only answers a result per item.
-	if len(resp.GetResults()) != len(items) {
-		return nil, fmt.Errorf("client: CompleteBatch: the server answered %d results for %d items (a server bug; retry the call: completions are idempotent)", len(resp.GetResults()), len(items))
-	}
-	for i, r := range resp.GetResults() {
-		if r.GetCode() != "" {
-			errs[i] = itemError(r)
-		}
+		errs[i] = itemError(r)
 	}
 	return errs, nil
 }

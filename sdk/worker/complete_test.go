@@ -70,12 +70,11 @@ func (f *fakeWorkers) CompleteBatch(_ context.Context, req *connect.Request[tenu
 		}
 		f.mu.Unlock()
 	}
-	for _, it := range req.Msg.GetItems() {
-		r := &tenurev1.CompleteResult{TaskId: it.GetTaskId()}
+	for i, it := range req.Msg.GetItems() {
 		if it.GetLeaseId() == "lost" {
-			r.Code, r.Message = connect.CodeFailedPrecondition.String(), "lease lost: "+it.GetTaskId()
+			out.Failed = append(out.Failed, &tenurev1.CompleteResult{TaskId: it.GetTaskId(), Index: uint32(i),
+				Code: connect.CodeFailedPrecondition.String(), Message: "lease lost: " + it.GetTaskId()})
 		}
-		out.Results = append(out.Results, r)
 	}
 	return connect.NewResponse(out), nil
 }

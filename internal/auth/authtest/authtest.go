@@ -252,10 +252,14 @@ var calls = map[string]call{
 		if err != nil {
 			return answerOf(err)
 		}
-		// The item's answer: a refusal is per item.
-		r := resp.Msg.GetResults()
-		if len(r) != 1 {
-			return answer{connect.CodeInternal, fmt.Sprintf("%d results for 1 item", len(r))}
+		// The item's answer: a refusal is per item, and an item not named
+		// among the failed succeeded.
+		r := resp.Msg.GetFailed()
+		if len(r) == 0 {
+			return answer{}
+		}
+		if len(r) != 1 || r[0].GetIndex() != 0 {
+			return answer{connect.CodeInternal, fmt.Sprintf("%d failures of 1 item: %v", len(r), r)}
 		}
 		var code connect.Code
 		if r[0].GetCode() != "" && code.UnmarshalText([]byte(r[0].GetCode())) != nil {

@@ -1008,17 +1008,7 @@ func (x *SubmitResponse) GetDuplicate() bool {
 type SubmitBatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1..1000 requests (default limit), each as for Submit.
-	Requests []*SubmitRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
-	// Answer with ids only: each response's task carries only task_id (every
-	// other field unset), and duplicate as usual. Saves encoding and sending
-	// every payload back; use GetTask for the full task.
-	IdsOnly bool `protobuf:"varint,2,opt,name=ids_only,json=idsOnly,proto3" json:"ids_only,omitempty"`
-	// Answer with ids only, in SubmitBatchResponse.task_ids and duplicates
-	// instead of responses: one string and one flag per task rather than a
-	// message and a Task message, which costs both sides much less to encode
-	// and decode. Implies ids_only. A server older than this field answers
-	// responses as for ids_only: a client reads whichever it got.
-	CompactIds    bool `protobuf:"varint,3,opt,name=compact_ids,json=compactIds,proto3" json:"compact_ids,omitempty"`
+	Requests      []*SubmitRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1060,29 +1050,17 @@ func (x *SubmitBatchRequest) GetRequests() []*SubmitRequest {
 	return nil
 }
 
-func (x *SubmitBatchRequest) GetIdsOnly() bool {
-	if x != nil {
-		return x.IdsOnly
-	}
-	return false
-}
-
-func (x *SubmitBatchRequest) GetCompactIds() bool {
-	if x != nil {
-		return x.CompactIds
-	}
-	return false
-}
-
-// SubmitBatchResponse answers a SubmitBatch.
+// SubmitBatchResponse answers a SubmitBatch with each task's id and
+// whether it existed before: one string and one flag per task rather than
+// a whole Task, which costs both sides far less to encode and decode and
+// does not send every payload back. GetTask reads a whole task.
 type SubmitBatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// One response per request, in the same order (empty with compact_ids).
-	Responses []*SubmitResponse `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
-	// With compact_ids: the id of each request's task, in request order.
+	// The id of each request's task, in request order.
 	TaskIds []string `protobuf:"bytes,2,rep,name=task_ids,json=taskIds,proto3" json:"task_ids,omitempty"`
-	// With compact_ids: whether each request named a task submitted before,
-	// in request order (as SubmitResponse.duplicate).
+	// Whether each request named a task submitted before, in request order
+	// (as SubmitResponse.duplicate): nothing was created for it, and its
+	// task_ids entry is the existing task.
 	Duplicates    []bool `protobuf:"varint,3,rep,packed,name=duplicates,proto3" json:"duplicates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1116,13 +1094,6 @@ func (x *SubmitBatchResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use SubmitBatchResponse.ProtoReflect.Descriptor instead.
 func (*SubmitBatchResponse) Descriptor() ([]byte, []int) {
 	return file_tenure_v1_task_proto_rawDescGZIP(), []int{8}
-}
-
-func (x *SubmitBatchResponse) GetResponses() []*SubmitResponse {
-	if x != nil {
-		return x.Responses
-	}
-	return nil
 }
 
 func (x *SubmitBatchResponse) GetTaskIds() []string {
@@ -2339,18 +2310,14 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\x04kind\x18\f \x01(\tR\x04kind\"S\n" +
 	"\x0eSubmitResponse\x12#\n" +
 	"\x04task\x18\x01 \x01(\v2\x0f.tenure.v1.TaskR\x04task\x12\x1c\n" +
-	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\x86\x01\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"m\n" +
 	"\x12SubmitBatchRequest\x124\n" +
-	"\brequests\x18\x01 \x03(\v2\x18.tenure.v1.SubmitRequestR\brequests\x12\x19\n" +
-	"\bids_only\x18\x02 \x01(\bR\aidsOnly\x12\x1f\n" +
-	"\vcompact_ids\x18\x03 \x01(\bR\n" +
-	"compactIds\"\x89\x01\n" +
-	"\x13SubmitBatchResponse\x127\n" +
-	"\tresponses\x18\x01 \x03(\v2\x19.tenure.v1.SubmitResponseR\tresponses\x12\x19\n" +
+	"\brequests\x18\x01 \x03(\v2\x18.tenure.v1.SubmitRequestR\brequestsJ\x04\b\x02\x10\x03J\x04\b\x03\x10\x04R\bids_onlyR\vcompact_ids\"a\n" +
+	"\x13SubmitBatchResponse\x12\x19\n" +
 	"\btask_ids\x18\x02 \x03(\tR\ataskIds\x12\x1e\n" +
 	"\n" +
 	"duplicates\x18\x03 \x03(\bR\n" +
-	"duplicates\")\n" +
+	"duplicatesJ\x04\b\x01\x10\x02R\tresponses\")\n" +
 	"\x0eGetTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\"6\n" +
 	"\x0fGetTaskResponse\x12#\n" +
@@ -2525,44 +2492,43 @@ var file_tenure_v1_task_proto_depIdxs = []int32{
 	4,  // 25: tenure.v1.SubmitRequest.trace_context:type_name -> tenure.v1.TraceContext
 	3,  // 26: tenure.v1.SubmitResponse.task:type_name -> tenure.v1.Task
 	7,  // 27: tenure.v1.SubmitBatchRequest.requests:type_name -> tenure.v1.SubmitRequest
-	8,  // 28: tenure.v1.SubmitBatchResponse.responses:type_name -> tenure.v1.SubmitResponse
-	3,  // 29: tenure.v1.GetTaskResponse.task:type_name -> tenure.v1.Task
-	0,  // 30: tenure.v1.ListTasksRequest.state:type_name -> tenure.v1.TaskState
-	3,  // 31: tenure.v1.ListTasksResponse.tasks:type_name -> tenure.v1.Task
-	3,  // 32: tenure.v1.RetryTaskResponse.task:type_name -> tenure.v1.Task
-	0,  // 33: tenure.v1.TaskFilter.state:type_name -> tenure.v1.TaskState
-	30, // 34: tenure.v1.TaskFilter.created_before:type_name -> google.protobuf.Timestamp
-	18, // 35: tenure.v1.RetryTasksRequest.filter:type_name -> tenure.v1.TaskFilter
-	18, // 36: tenure.v1.KillTasksRequest.filter:type_name -> tenure.v1.TaskFilter
-	18, // 37: tenure.v1.PurgeTasksRequest.filter:type_name -> tenure.v1.TaskFilter
-	3,  // 38: tenure.v1.KillTaskResponse.task:type_name -> tenure.v1.Task
-	28, // 39: tenure.v1.GetTaskHistoryResponse.entries:type_name -> tenure.v1.HistoryEntry
-	30, // 40: tenure.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
-	7,  // 41: tenure.v1.TaskService.Submit:input_type -> tenure.v1.SubmitRequest
-	9,  // 42: tenure.v1.TaskService.SubmitBatch:input_type -> tenure.v1.SubmitBatchRequest
-	11, // 43: tenure.v1.TaskService.GetTask:input_type -> tenure.v1.GetTaskRequest
-	13, // 44: tenure.v1.TaskService.ListTasks:input_type -> tenure.v1.ListTasksRequest
-	15, // 45: tenure.v1.TaskService.KillTask:input_type -> tenure.v1.KillTaskRequest
-	16, // 46: tenure.v1.TaskService.RetryTask:input_type -> tenure.v1.RetryTaskRequest
-	19, // 47: tenure.v1.TaskService.RetryTasks:input_type -> tenure.v1.RetryTasksRequest
-	21, // 48: tenure.v1.TaskService.KillTasks:input_type -> tenure.v1.KillTasksRequest
-	23, // 49: tenure.v1.TaskService.PurgeTasks:input_type -> tenure.v1.PurgeTasksRequest
-	26, // 50: tenure.v1.TaskService.GetTaskHistory:input_type -> tenure.v1.GetTaskHistoryRequest
-	8,  // 51: tenure.v1.TaskService.Submit:output_type -> tenure.v1.SubmitResponse
-	10, // 52: tenure.v1.TaskService.SubmitBatch:output_type -> tenure.v1.SubmitBatchResponse
-	12, // 53: tenure.v1.TaskService.GetTask:output_type -> tenure.v1.GetTaskResponse
-	14, // 54: tenure.v1.TaskService.ListTasks:output_type -> tenure.v1.ListTasksResponse
-	25, // 55: tenure.v1.TaskService.KillTask:output_type -> tenure.v1.KillTaskResponse
-	17, // 56: tenure.v1.TaskService.RetryTask:output_type -> tenure.v1.RetryTaskResponse
-	20, // 57: tenure.v1.TaskService.RetryTasks:output_type -> tenure.v1.RetryTasksResponse
-	22, // 58: tenure.v1.TaskService.KillTasks:output_type -> tenure.v1.KillTasksResponse
-	24, // 59: tenure.v1.TaskService.PurgeTasks:output_type -> tenure.v1.PurgeTasksResponse
-	27, // 60: tenure.v1.TaskService.GetTaskHistory:output_type -> tenure.v1.GetTaskHistoryResponse
-	51, // [51:61] is the sub-list for method output_type
-	41, // [41:51] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	3,  // 28: tenure.v1.GetTaskResponse.task:type_name -> tenure.v1.Task
+	0,  // 29: tenure.v1.ListTasksRequest.state:type_name -> tenure.v1.TaskState
+	3,  // 30: tenure.v1.ListTasksResponse.tasks:type_name -> tenure.v1.Task
+	3,  // 31: tenure.v1.RetryTaskResponse.task:type_name -> tenure.v1.Task
+	0,  // 32: tenure.v1.TaskFilter.state:type_name -> tenure.v1.TaskState
+	30, // 33: tenure.v1.TaskFilter.created_before:type_name -> google.protobuf.Timestamp
+	18, // 34: tenure.v1.RetryTasksRequest.filter:type_name -> tenure.v1.TaskFilter
+	18, // 35: tenure.v1.KillTasksRequest.filter:type_name -> tenure.v1.TaskFilter
+	18, // 36: tenure.v1.PurgeTasksRequest.filter:type_name -> tenure.v1.TaskFilter
+	3,  // 37: tenure.v1.KillTaskResponse.task:type_name -> tenure.v1.Task
+	28, // 38: tenure.v1.GetTaskHistoryResponse.entries:type_name -> tenure.v1.HistoryEntry
+	30, // 39: tenure.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
+	7,  // 40: tenure.v1.TaskService.Submit:input_type -> tenure.v1.SubmitRequest
+	9,  // 41: tenure.v1.TaskService.SubmitBatch:input_type -> tenure.v1.SubmitBatchRequest
+	11, // 42: tenure.v1.TaskService.GetTask:input_type -> tenure.v1.GetTaskRequest
+	13, // 43: tenure.v1.TaskService.ListTasks:input_type -> tenure.v1.ListTasksRequest
+	15, // 44: tenure.v1.TaskService.KillTask:input_type -> tenure.v1.KillTaskRequest
+	16, // 45: tenure.v1.TaskService.RetryTask:input_type -> tenure.v1.RetryTaskRequest
+	19, // 46: tenure.v1.TaskService.RetryTasks:input_type -> tenure.v1.RetryTasksRequest
+	21, // 47: tenure.v1.TaskService.KillTasks:input_type -> tenure.v1.KillTasksRequest
+	23, // 48: tenure.v1.TaskService.PurgeTasks:input_type -> tenure.v1.PurgeTasksRequest
+	26, // 49: tenure.v1.TaskService.GetTaskHistory:input_type -> tenure.v1.GetTaskHistoryRequest
+	8,  // 50: tenure.v1.TaskService.Submit:output_type -> tenure.v1.SubmitResponse
+	10, // 51: tenure.v1.TaskService.SubmitBatch:output_type -> tenure.v1.SubmitBatchResponse
+	12, // 52: tenure.v1.TaskService.GetTask:output_type -> tenure.v1.GetTaskResponse
+	14, // 53: tenure.v1.TaskService.ListTasks:output_type -> tenure.v1.ListTasksResponse
+	25, // 54: tenure.v1.TaskService.KillTask:output_type -> tenure.v1.KillTaskResponse
+	17, // 55: tenure.v1.TaskService.RetryTask:output_type -> tenure.v1.RetryTaskResponse
+	20, // 56: tenure.v1.TaskService.RetryTasks:output_type -> tenure.v1.RetryTasksResponse
+	22, // 57: tenure.v1.TaskService.KillTasks:output_type -> tenure.v1.KillTasksResponse
+	24, // 58: tenure.v1.TaskService.PurgeTasks:output_type -> tenure.v1.PurgeTasksResponse
+	27, // 59: tenure.v1.TaskService.GetTaskHistory:output_type -> tenure.v1.GetTaskHistoryResponse
+	50, // [50:60] is the sub-list for method output_type
+	40, // [40:50] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_task_proto_init() }

@@ -838,13 +838,6 @@ type CompleteBatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1..1000 completions (default limit), each as for Complete.
 	Items []*CompleteRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
-	// Answer only the items that failed, in CompleteBatchResponse.failed,
-	// instead of a result per item in results: the items not named there
-	// succeeded. Saves encoding and decoding a message per completed task. A
-	// server older than this field ignores it and answers results: a client
-	// reads whichever it got (results has one entry per item, failed is
-	// empty; or results is empty).
-	FailedOnly bool `protobuf:"varint,2,opt,name=failed_only,json=failedOnly,proto3" json:"failed_only,omitempty"`
 	// Lease tasks once the items are applied, as Lease with this request
 	// would, and answer when both are durable (see CompleteBatch); unset: no
 	// lease.
@@ -890,13 +883,6 @@ func (x *CompleteBatchRequest) GetItems() []*CompleteRequest {
 	return nil
 }
 
-func (x *CompleteBatchRequest) GetFailedOnly() bool {
-	if x != nil {
-		return x.FailedOnly
-	}
-	return false
-}
-
 func (x *CompleteBatchRequest) GetLease() *LeaseRequest {
 	if x != nil {
 		return x.Lease
@@ -907,10 +893,10 @@ func (x *CompleteBatchRequest) GetLease() *LeaseRequest {
 // CompleteBatchResponse answers a CompleteBatch.
 type CompleteBatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// One result per item, in the same order (empty with failed_only).
-	Results []*CompleteResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
-	// With failed_only: the result of each item that failed, in item order,
-	// with its index set.
+	// The result of each item that failed, in item order, with its index
+	// set; every item not named here succeeded (its completion is durable).
+	// Naming only the failures saves encoding and decoding a message per
+	// completed task.
 	Failed []*CompleteResult `protobuf:"bytes,2,rep,name=failed,proto3" json:"failed,omitempty"`
 	// With lease: the tasks leased, 0..lease.max_tasks, as
 	// LeaseResponse.tasks.
@@ -949,13 +935,6 @@ func (*CompleteBatchResponse) Descriptor() ([]byte, []int) {
 	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
-func (x *CompleteBatchResponse) GetResults() []*CompleteResult {
-	if x != nil {
-		return x.Results
-	}
-	return nil
-}
-
 func (x *CompleteBatchResponse) GetFailed() []*CompleteResult {
 	if x != nil {
 		return x.Failed
@@ -970,24 +949,22 @@ func (x *CompleteBatchResponse) GetLeased() []*LeasedTask {
 	return nil
 }
 
-// CompleteResult is the outcome of one item of a CompleteBatch.
+// CompleteResult is an item of a CompleteBatch that failed.
 type CompleteResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The item's task_id, as given.
 	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	// Empty on success (the completion is durable). Otherwise the code that
-	// Complete would have failed with, as its Connect name in snake case:
-	// "failed_precondition" (lease lost), "already_exists" (another attempt
-	// committed), "not_found", "invalid_argument", "resource_exhausted", ...
+	// The code that Complete would have failed with, as its Connect name in
+	// snake case: "failed_precondition" (lease lost), "already_exists"
+	// (another attempt committed), "not_found", "invalid_argument",
+	// "resource_exhausted", ...
 	Code string `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
-	// Why the item failed; empty on success.
+	// Why the item failed.
 	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
-	// What a caller branches on when the item failed, as the detail of the
-	// error Complete would have answered (see errors.proto); unset on
-	// success.
+	// What a caller branches on, as the detail of the error Complete would
+	// have answered (see errors.proto).
 	Detail *ErrorDetail `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
-	// In CompleteBatchResponse.failed: the item's index in the request's
-	// items (0 in results).
+	// The item's index in the request's items.
 	Index         uint32 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1361,16 +1338,13 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
 	"\x06result\x18\x03 \x01(\fR\x06result\"\x12\n" +
-	"\x10CompleteResponse\"\x98\x01\n" +
+	"\x10CompleteResponse\"\x8a\x01\n" +
 	"\x14CompleteBatchRequest\x120\n" +
-	"\x05items\x18\x01 \x03(\v2\x1a.tenure.v1.CompleteRequestR\x05items\x12\x1f\n" +
-	"\vfailed_only\x18\x02 \x01(\bR\n" +
-	"failedOnly\x12-\n" +
-	"\x05lease\x18\x03 \x01(\v2\x17.tenure.v1.LeaseRequestR\x05lease\"\xae\x01\n" +
-	"\x15CompleteBatchResponse\x123\n" +
-	"\aresults\x18\x01 \x03(\v2\x19.tenure.v1.CompleteResultR\aresults\x121\n" +
+	"\x05items\x18\x01 \x03(\v2\x1a.tenure.v1.CompleteRequestR\x05items\x12-\n" +
+	"\x05lease\x18\x03 \x01(\v2\x17.tenure.v1.LeaseRequestR\x05leaseJ\x04\b\x02\x10\x03R\vfailed_only\"\x88\x01\n" +
+	"\x15CompleteBatchResponse\x121\n" +
 	"\x06failed\x18\x02 \x03(\v2\x19.tenure.v1.CompleteResultR\x06failed\x12-\n" +
-	"\x06leased\x18\x03 \x03(\v2\x15.tenure.v1.LeasedTaskR\x06leased\"\x9d\x01\n" +
+	"\x06leased\x18\x03 \x03(\v2\x15.tenure.v1.LeasedTaskR\x06leasedJ\x04\b\x01\x10\x02R\aresults\"\x9d\x01\n" +
 	"\x0eCompleteResult\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +
@@ -1457,35 +1431,34 @@ var file_tenure_v1_worker_proto_depIdxs = []int32{
 	9,  // 9: tenure.v1.CommitResponse.fencing_token:type_name -> tenure.v1.FencingToken
 	10, // 10: tenure.v1.CompleteBatchRequest.items:type_name -> tenure.v1.CompleteRequest
 	0,  // 11: tenure.v1.CompleteBatchRequest.lease:type_name -> tenure.v1.LeaseRequest
-	14, // 12: tenure.v1.CompleteBatchResponse.results:type_name -> tenure.v1.CompleteResult
-	14, // 13: tenure.v1.CompleteBatchResponse.failed:type_name -> tenure.v1.CompleteResult
-	2,  // 14: tenure.v1.CompleteBatchResponse.leased:type_name -> tenure.v1.LeasedTask
-	24, // 15: tenure.v1.CompleteResult.detail:type_name -> tenure.v1.ErrorDetail
-	25, // 16: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
-	21, // 17: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
-	19, // 18: tenure.v1.SnoozeRequest.delay:type_name -> google.protobuf.Duration
-	21, // 19: tenure.v1.SnoozeResponse.not_before:type_name -> google.protobuf.Timestamp
-	0,  // 20: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
-	3,  // 21: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
-	5,  // 22: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
-	7,  // 23: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
-	10, // 24: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
-	12, // 25: tenure.v1.WorkerService.CompleteBatch:input_type -> tenure.v1.CompleteBatchRequest
-	15, // 26: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
-	17, // 27: tenure.v1.WorkerService.Snooze:input_type -> tenure.v1.SnoozeRequest
-	1,  // 28: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
-	4,  // 29: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
-	6,  // 30: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
-	8,  // 31: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
-	11, // 32: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
-	13, // 33: tenure.v1.WorkerService.CompleteBatch:output_type -> tenure.v1.CompleteBatchResponse
-	16, // 34: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
-	18, // 35: tenure.v1.WorkerService.Snooze:output_type -> tenure.v1.SnoozeResponse
-	28, // [28:36] is the sub-list for method output_type
-	20, // [20:28] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	14, // 12: tenure.v1.CompleteBatchResponse.failed:type_name -> tenure.v1.CompleteResult
+	2,  // 13: tenure.v1.CompleteBatchResponse.leased:type_name -> tenure.v1.LeasedTask
+	24, // 14: tenure.v1.CompleteResult.detail:type_name -> tenure.v1.ErrorDetail
+	25, // 15: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
+	21, // 16: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
+	19, // 17: tenure.v1.SnoozeRequest.delay:type_name -> google.protobuf.Duration
+	21, // 18: tenure.v1.SnoozeResponse.not_before:type_name -> google.protobuf.Timestamp
+	0,  // 19: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
+	3,  // 20: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
+	5,  // 21: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
+	7,  // 22: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
+	10, // 23: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
+	12, // 24: tenure.v1.WorkerService.CompleteBatch:input_type -> tenure.v1.CompleteBatchRequest
+	15, // 25: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
+	17, // 26: tenure.v1.WorkerService.Snooze:input_type -> tenure.v1.SnoozeRequest
+	1,  // 27: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
+	4,  // 28: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
+	6,  // 29: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
+	8,  // 30: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
+	11, // 31: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
+	13, // 32: tenure.v1.WorkerService.CompleteBatch:output_type -> tenure.v1.CompleteBatchResponse
+	16, // 33: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
+	18, // 34: tenure.v1.WorkerService.Snooze:output_type -> tenure.v1.SnoozeResponse
+	27, // [27:35] is the sub-list for method output_type
+	19, // [19:27] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_worker_proto_init() }

@@ -87,9 +87,10 @@ type TaskServiceClient interface {
 	Submit(context.Context, *connect.Request[tenurev1.SubmitRequest]) (*connect.Response[tenurev1.SubmitResponse], error)
 	// SubmitBatch submits up to 1000 tasks (default limit) in one call. Every
 	// request is validated before any task is created: an invalid one fails
-	// the whole call with INVALID_ARGUMENT naming its index. Responses come in
-	// the order of the requests. If the call fails after validation, some
-	// tasks may exist: retry with the same request_ids to learn which.
+	// the whole call with INVALID_ARGUMENT naming its index. The answer names
+	// each request's task by its id, in the order of the requests. If the
+	// call fails after validation, some tasks may exist: retry with the same
+	// request_ids to learn which.
 	SubmitBatch(context.Context, *connect.Request[tenurev1.SubmitBatchRequest]) (*connect.Response[tenurev1.SubmitBatchResponse], error)
 	// GetTask returns one task with its executions. NOT_FOUND if there is no
 	// such task (or it finished longer ago than the server's retention).
@@ -289,9 +290,10 @@ type TaskServiceHandler interface {
 	Submit(context.Context, *connect.Request[tenurev1.SubmitRequest]) (*connect.Response[tenurev1.SubmitResponse], error)
 	// SubmitBatch submits up to 1000 tasks (default limit) in one call. Every
 	// request is validated before any task is created: an invalid one fails
-	// the whole call with INVALID_ARGUMENT naming its index. Responses come in
-	// the order of the requests. If the call fails after validation, some
-	// tasks may exist: retry with the same request_ids to learn which.
+	// the whole call with INVALID_ARGUMENT naming its index. The answer names
+	// each request's task by its id, in the order of the requests. If the
+	// call fails after validation, some tasks may exist: retry with the same
+	// request_ids to learn which.
 	SubmitBatch(context.Context, *connect.Request[tenurev1.SubmitBatchRequest]) (*connect.Response[tenurev1.SubmitBatchResponse], error)
 	// GetTask returns one task with its executions. NOT_FOUND if there is no
 	// such task (or it finished longer ago than the server's retention).

@@ -102,10 +102,10 @@ type WorkerServiceClient interface {
 	Complete(context.Context, *connect.Request[tenurev1.CompleteRequest]) (*connect.Response[tenurev1.CompleteResponse], error)
 	// CompleteBatch completes up to 1000 tasks (default limit) in one call,
 	// each exactly as Complete would. Each item succeeds or fails on its own:
-	// results come in the order of the items, and an item's failure (lease
-	// lost, already committed, not found, an invalid field) is reported in
-	// its result and does not affect the other items. An item that succeeded
-	// is durable when the call returns. The call as a whole fails only for a
+	// the answer names each item that failed (lease lost, already committed,
+	// not found, an invalid field), in item order, with its index and error;
+	// a failure does not affect the other items. Every item not named
+	// succeeded, and is durable when the call returns. The call as a whole fails only for a
 	// request-level problem (no items, or more than the limit:
 	// INVALID_ARGUMENT) or when the server cannot answer at all (e.g.
 	// UNAVAILABLE); then no result is known, and retrying the whole call is
@@ -121,9 +121,7 @@ type WorkerServiceClient interface {
 	// checked (fields, limits, the caller's scope) before any item is
 	// applied, and a bad one fails the whole call with nothing applied. If
 	// the lease fails after the items were applied (e.g. UNAVAILABLE), the
-	// call fails with its error; retrying it is safe, as above. A server
-	// older than the field ignores it and leases nothing: a worker that got
-	// no leased task calls Lease, as it would after an empty answer.
+	// call fails with its error; retrying it is safe, as above.
 	CompleteBatch(context.Context, *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error)
 	// Fail ends an attempt that failed before commit. With attempts left and
 	// permanent unset the task waits for a retry (WAITING until retry_at);
@@ -287,10 +285,10 @@ type WorkerServiceHandler interface {
 	Complete(context.Context, *connect.Request[tenurev1.CompleteRequest]) (*connect.Response[tenurev1.CompleteResponse], error)
 	// CompleteBatch completes up to 1000 tasks (default limit) in one call,
 	// each exactly as Complete would. Each item succeeds or fails on its own:
-	// results come in the order of the items, and an item's failure (lease
-	// lost, already committed, not found, an invalid field) is reported in
-	// its result and does not affect the other items. An item that succeeded
-	// is durable when the call returns. The call as a whole fails only for a
+	// the answer names each item that failed (lease lost, already committed,
+	// not found, an invalid field), in item order, with its index and error;
+	// a failure does not affect the other items. Every item not named
+	// succeeded, and is durable when the call returns. The call as a whole fails only for a
 	// request-level problem (no items, or more than the limit:
 	// INVALID_ARGUMENT) or when the server cannot answer at all (e.g.
 	// UNAVAILABLE); then no result is known, and retrying the whole call is
@@ -306,9 +304,7 @@ type WorkerServiceHandler interface {
 	// checked (fields, limits, the caller's scope) before any item is
 	// applied, and a bad one fails the whole call with nothing applied. If
 	// the lease fails after the items were applied (e.g. UNAVAILABLE), the
-	// call fails with its error; retrying it is safe, as above. A server
-	// older than the field ignores it and leases nothing: a worker that got
-	// no leased task calls Lease, as it would after an empty answer.
+	// call fails with its error; retrying it is safe, as above.
 	CompleteBatch(context.Context, *connect.Request[tenurev1.CompleteBatchRequest]) (*connect.Response[tenurev1.CompleteBatchResponse], error)
 	// Fail ends an attempt that failed before commit. With attempts left and
 	// permanent unset the task waits for a retry (WAITING until retry_at);

@@ -577,26 +577,6 @@ export declare type SubmitBatchRequest = Message<"tenure.v1.SubmitBatchRequest">
    * @generated from field: repeated tenure.v1.SubmitRequest requests = 1;
    */
   requests: SubmitRequest[];
-
-  /**
-   * Answer with ids only: each response's task carries only task_id (every
-   * other field unset), and duplicate as usual. Saves encoding and sending
-   * every payload back; use GetTask for the full task.
-   *
-   * @generated from field: bool ids_only = 2;
-   */
-  idsOnly: boolean;
-
-  /**
-   * Answer with ids only, in SubmitBatchResponse.task_ids and duplicates
-   * instead of responses: one string and one flag per task rather than a
-   * message and a Task message, which costs both sides much less to encode
-   * and decode. Implies ids_only. A server older than this field answers
-   * responses as for ids_only: a client reads whichever it got.
-   *
-   * @generated from field: bool compact_ids = 3;
-   */
-  compactIds: boolean;
 };
 
 /**
@@ -606,28 +586,25 @@ export declare type SubmitBatchRequest = Message<"tenure.v1.SubmitBatchRequest">
 export declare const SubmitBatchRequestSchema: GenMessage<SubmitBatchRequest>;
 
 /**
- * SubmitBatchResponse answers a SubmitBatch.
+ * SubmitBatchResponse answers a SubmitBatch with each task's id and
+ * whether it existed before: one string and one flag per task rather than
+ * a whole Task, which costs both sides far less to encode and decode and
+ * does not send every payload back. GetTask reads a whole task.
  *
  * @generated from message tenure.v1.SubmitBatchResponse
  */
 export declare type SubmitBatchResponse = Message<"tenure.v1.SubmitBatchResponse"> & {
   /**
-   * One response per request, in the same order (empty with compact_ids).
-   *
-   * @generated from field: repeated tenure.v1.SubmitResponse responses = 1;
-   */
-  responses: SubmitResponse[];
-
-  /**
-   * With compact_ids: the id of each request's task, in request order.
+   * The id of each request's task, in request order.
    *
    * @generated from field: repeated string task_ids = 2;
    */
   taskIds: string[];
 
   /**
-   * With compact_ids: whether each request named a task submitted before,
-   * in request order (as SubmitResponse.duplicate).
+   * Whether each request named a task submitted before, in request order
+   * (as SubmitResponse.duplicate): nothing was created for it, and its
+   * task_ids entry is the existing task.
    *
    * @generated from field: repeated bool duplicates = 3;
    */
@@ -1384,9 +1361,10 @@ export declare const TaskService: GenService<{
   /**
    * SubmitBatch submits up to 1000 tasks (default limit) in one call. Every
    * request is validated before any task is created: an invalid one fails
-   * the whole call with INVALID_ARGUMENT naming its index. Responses come in
-   * the order of the requests. If the call fails after validation, some
-   * tasks may exist: retry with the same request_ids to learn which.
+   * the whole call with INVALID_ARGUMENT naming its index. The answer names
+   * each request's task by its id, in the order of the requests. If the
+   * call fails after validation, some tasks may exist: retry with the same
+   * request_ids to learn which.
    *
    * @generated from rpc tenure.v1.TaskService.SubmitBatch
    */

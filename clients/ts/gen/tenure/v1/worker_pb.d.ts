@@ -480,18 +480,6 @@ export declare type CompleteBatchRequest = Message<"tenure.v1.CompleteBatchReque
   items: CompleteRequest[];
 
   /**
-   * Answer only the items that failed, in CompleteBatchResponse.failed,
-   * instead of a result per item in results: the items not named there
-   * succeeded. Saves encoding and decoding a message per completed task. A
-   * server older than this field ignores it and answers results: a client
-   * reads whichever it got (results has one entry per item, failed is
-   * empty; or results is empty).
-   *
-   * @generated from field: bool failed_only = 2;
-   */
-  failedOnly: boolean;
-
-  /**
    * Lease tasks once the items are applied, as Lease with this request
    * would, and answer when both are durable (see CompleteBatch); unset: no
    * lease.
@@ -514,15 +502,10 @@ export declare const CompleteBatchRequestSchema: GenMessage<CompleteBatchRequest
  */
 export declare type CompleteBatchResponse = Message<"tenure.v1.CompleteBatchResponse"> & {
   /**
-   * One result per item, in the same order (empty with failed_only).
-   *
-   * @generated from field: repeated tenure.v1.CompleteResult results = 1;
-   */
-  results: CompleteResult[];
-
-  /**
-   * With failed_only: the result of each item that failed, in item order,
-   * with its index set.
+   * The result of each item that failed, in item order, with its index
+   * set; every item not named here succeeded (its completion is durable).
+   * Naming only the failures saves encoding and decoding a message per
+   * completed task.
    *
    * @generated from field: repeated tenure.v1.CompleteResult failed = 2;
    */
@@ -544,7 +527,7 @@ export declare type CompleteBatchResponse = Message<"tenure.v1.CompleteBatchResp
 export declare const CompleteBatchResponseSchema: GenMessage<CompleteBatchResponse>;
 
 /**
- * CompleteResult is the outcome of one item of a CompleteBatch.
+ * CompleteResult is an item of a CompleteBatch that failed.
  *
  * @generated from message tenure.v1.CompleteResult
  */
@@ -557,34 +540,32 @@ export declare type CompleteResult = Message<"tenure.v1.CompleteResult"> & {
   taskId: string;
 
   /**
-   * Empty on success (the completion is durable). Otherwise the code that
-   * Complete would have failed with, as its Connect name in snake case:
-   * "failed_precondition" (lease lost), "already_exists" (another attempt
-   * committed), "not_found", "invalid_argument", "resource_exhausted", ...
+   * The code that Complete would have failed with, as its Connect name in
+   * snake case: "failed_precondition" (lease lost), "already_exists"
+   * (another attempt committed), "not_found", "invalid_argument",
+   * "resource_exhausted", ...
    *
    * @generated from field: string code = 2;
    */
   code: string;
 
   /**
-   * Why the item failed; empty on success.
+   * Why the item failed.
    *
    * @generated from field: string message = 3;
    */
   message: string;
 
   /**
-   * What a caller branches on when the item failed, as the detail of the
-   * error Complete would have answered (see errors.proto); unset on
-   * success.
+   * What a caller branches on, as the detail of the error Complete would
+   * have answered (see errors.proto).
    *
    * @generated from field: tenure.v1.ErrorDetail detail = 4;
    */
   detail?: ErrorDetail | undefined;
 
   /**
-   * In CompleteBatchResponse.failed: the item's index in the request's
-   * items (0 in results).
+   * The item's index in the request's items.
    *
    * @generated from field: uint32 index = 5;
    */
@@ -810,10 +791,10 @@ export declare const WorkerService: GenService<{
   /**
    * CompleteBatch completes up to 1000 tasks (default limit) in one call,
    * each exactly as Complete would. Each item succeeds or fails on its own:
-   * results come in the order of the items, and an item's failure (lease
-   * lost, already committed, not found, an invalid field) is reported in
-   * its result and does not affect the other items. An item that succeeded
-   * is durable when the call returns. The call as a whole fails only for a
+   * the answer names each item that failed (lease lost, already committed,
+   * not found, an invalid field), in item order, with its index and error;
+   * a failure does not affect the other items. Every item not named
+   * succeeded, and is durable when the call returns. The call as a whole fails only for a
    * request-level problem (no items, or more than the limit:
    * INVALID_ARGUMENT) or when the server cannot answer at all (e.g.
    * UNAVAILABLE); then no result is known, and retrying the whole call is
@@ -829,9 +810,7 @@ export declare const WorkerService: GenService<{
    * checked (fields, limits, the caller's scope) before any item is
    * applied, and a bad one fails the whole call with nothing applied. If
    * the lease fails after the items were applied (e.g. UNAVAILABLE), the
-   * call fails with its error; retrying it is safe, as above. A server
-   * older than the field ignores it and leases nothing: a worker that got
-   * no leased task calls Lease, as it would after an empty answer.
+   * call fails with its error; retrying it is safe, as above.
    *
    * @generated from rpc tenure.v1.WorkerService.CompleteBatch
    */
