@@ -250,7 +250,7 @@ func TestCompleterCarriesLease(t *testing.T) {
 	if n := s.take(t.Context()); n != 8 {
 		t.Fatalf("took %d slots, want 8", n)
 	}
-	s.release(false)
+	release(s, false)
 	for range 3 {
 		s.finish()
 	}
@@ -269,12 +269,12 @@ func TestCompleterCarriesLease(t *testing.T) {
 		t.Fatalf("started %v before any slot came back, want [l0]", got)
 	}
 	for i := range 3 {
-		s.release(true)
+		release(s, true)
 		if got := len(log.started()); got != 2+i {
 			t.Fatalf("%d tasks started after %d releases, want %d", got, i+1, 2+i)
 		}
 	}
-	s.release(false) // a running task ends: its slot is free
+	release(s, false) // a running task ends: its slot is free
 	s.mu.Lock()
 	free, finishing, held, ahead, waiting := s.free, s.finishing, s.held, s.ahead, len(s.waiting)
 	s.mu.Unlock()
@@ -295,8 +295,8 @@ func TestCompleterShortLeaseFreesSlots(t *testing.T) {
 	var log startLog
 	s.start = log.start
 	s.take(t.Context())
-	s.release(false)
-	s.release(false)
+	release(s, false)
+	release(s, false)
 	s.finish()
 	s.finish()
 	k := startCarrier(t, f, 64, s)
@@ -310,8 +310,8 @@ func TestCompleterShortLeaseFreesSlots(t *testing.T) {
 	if got := log.started(); !reflect.DeepEqual(got, []string{"l0"}) || free != 1 {
 		t.Fatalf("started %v with %d slots free; want l0 started and the other free slot back", got, free)
 	}
-	s.release(true)
-	s.release(true)
+	release(s, true)
+	release(s, true)
 	s.mu.Lock()
 	free = s.free
 	s.mu.Unlock()
@@ -356,5 +356,13 @@ func TestCompleterLeaseRefused(t *testing.T) {
 	s.mu.Unlock()
 	if free != 0 || held != 0 || ahead != 0 {
 		t.Errorf("free %d, held %d, ahead %d after the refusal; want the slots back with their tasks", free, held, ahead)
+	}
+}
+
+// release is slots.release, running the task it hands back (as a task's
+// goroutine does) with s.start.
+func release(s *slots, finishing bool) {
+	if next := s.release(finishing); next != nil {
+		s.start(next)
 	}
 }

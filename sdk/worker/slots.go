@@ -28,8 +28,9 @@ import (
 // that moment (takeAhead), whose releases are thereby promised to it. When
 // it answers (settle), as many leased tasks start as it holds slots for
 // (the free ones it took, and those released meanwhile); the others wait,
-// and each release of a slot starts one of them instead of freeing it. So a
-// task never starts before a slot is free, and the tasks finishing together
+// and each release of a slot runs one of them instead of freeing it, on the
+// goroutine of the task that released it. So a task never starts before a
+// slot is free, and the tasks finishing together
 // are leased for in the call that completes the first of them.
 type slots struct {
 	size   int
@@ -108,15 +109,16 @@ func (s *slots) finish() {
 }
 
 // release gives back the slot of a task that ended; finishing says whether
-// the task was marked with finish. The slot starts a waiting leased task,
-// or goes to the completion call's lease that was promised it, or is free.
-func (s *slots) release(finishing bool) {
+// the task was marked with finish. The slot goes to a waiting leased task,
+// which release returns for the caller to run at once in its stead, or to
+// the completion call's lease that was promised it, or is free (next is
+// then nil).
+func (s *slots) release(finishing bool) (next *client.LeasedTask) {
 	s.mu.Lock()
 	s.returned++
 	if finishing {
 		s.finishing--
 	}
-	var next *client.LeasedTask
 	switch {
 	case len(s.waiting) > 0:
 		next = s.waiting[0]
@@ -129,11 +131,10 @@ func (s *slots) release(finishing bool) {
 		s.free++
 	}
 	s.mu.Unlock()
-	if next != nil {
-		s.start(next)
-		return
+	if next == nil {
+		s.signal()
 	}
-	s.signal()
+	return next
 }
 
 // takeAhead takes the slots for the lease a completion call carries: the

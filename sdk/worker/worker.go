@@ -283,14 +283,21 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopTasks(nil)
 
 	var tasks sync.WaitGroup
+	// run runs lt, then each task that waited for its slot: on one
+	// goroutine, whose stack the tasks before it grew (a new goroutine's
+	// would grow again, which costs a handler that decodes JSON more than
+	// the decoding).
+	run := func(lt *client.LeasedTask) {
+		defer tasks.Done()
+		for lt != nil {
+			a := &attempt{}
+			w.runTask(hard, lt, a)
+			lt = w.slots.release(a.finishing)
+		}
+	}
 	start := func(lt *client.LeasedTask) {
 		tasks.Add(1)
-		go func() {
-			defer tasks.Done()
-			a := &attempt{}
-			defer func() { w.slots.release(a.finishing) }()
-			w.runTask(hard, lt, a)
-		}()
+		go run(lt)
 	}
 	w.slots.start = start
 	if w.opts.MaxCompleteBatch > 1 {
