@@ -325,8 +325,9 @@ func TestErrors(t *testing.T) {
 				Field: "requests[1].payload", Size: 1<<20 + 1, Limit: 1 << 20}})
 
 			// One task, committed by lease A, whose lease then expires: the
-			// next lease is a finalisation lease.
-			sub, err := c.Submit(ctx, client.SubmitRequest{Queue: q, ExecutionWindow: 100 * time.Millisecond})
+			// next lease is a finalisation lease. (The window leaves the
+			// commit time on a loaded machine; lease B waits it out.)
+			sub, err := c.Submit(ctx, client.SubmitRequest{Queue: q, ExecutionWindow: 2 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
