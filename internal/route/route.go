@@ -76,6 +76,20 @@ const PartitionHeader = "Tenure-Partition"
 // index among the queue's n partitions in the order of Router.Scope.
 const SplitHeader = "Tenure-Split"
 
+// Protocol is the version of what the nodes of a cluster send each other:
+// the calls they forward, these headers, and the shapes of the answers
+// they expect. It grows when those change in a way a node of the version
+// before cannot follow (2: a SubmitBatch answers task ids only, a
+// CompleteBatch the failed items only). A node states the versions it
+// speaks, MinProtocol to Protocol, in the cluster registry when it joins,
+// and refuses to join a cluster whose active nodes speak none of them
+// (package registry, docs/design/cluster.md, "Protocol versions"): no
+// node carries code for a version it does not speak.
+const (
+	Protocol    = 2
+	MinProtocol = 2
+)
+
 // ForwardedHeader marks a request that one tenure node forwarded to
 // another; its value is the forwarding node's id.
 const ForwardedHeader = "Tenure-Forwarded"

@@ -18,6 +18,7 @@ import (
 	"github.com/tenurehq/tenure/internal/cluster/registry"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/host"
+	"github.com/tenurehq/tenure/internal/route"
 )
 
 // Defaults of Config.
@@ -64,6 +65,10 @@ type Config struct {
 	// Registry configures heartbeats and the silence after which the
 	// coordinator marks a node inactive.
 	Registry registry.Config
+	// Protocol are the protocol versions the node states when it joins
+	// (zero: route.MinProtocol to route.Protocol, what this binary
+	// speaks); tests set others to play a node of another release.
+	Protocol registry.Versions
 	// Coordinator is the configuration of every partition's coordinator;
 	// TaskIDSuffix and Fence are set per partition.
 	Coordinator coordinator.Config
@@ -144,6 +149,9 @@ func (c *Config) withDefaults() error {
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{Transport: c.peerTransport()}
+	}
+	if c.Protocol == (registry.Versions{}) {
+		c.Protocol = registry.Versions{Min: route.MinProtocol, Max: route.Protocol}
 	}
 	c.Election.OwnerID = c.NodeID
 	if c.Election.Logger == nil {

@@ -136,6 +136,9 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	if err := m.checkIDFree(ctx); err != nil {
 		return nil, err
 	}
+	if err := m.reg.Join(ctx, cfg.NodeID, cfg.Advertise, cfg.Protocol); err != nil {
+		return nil, fmt.Errorf("member: node %q joining the cluster: %w", cfg.NodeID, err)
+	}
 	if err := m.heartbeat(ctx); err != nil {
 		return nil, fmt.Errorf("member: registering node %q: %w", cfg.NodeID, err)
 	}

@@ -8,6 +8,10 @@
 // it active again (it rejoins; the partitions it lost stay fenced by their
 // epochs). Leave marks a node inactive at once, for a clean shutdown.
 //
+// A node joins (Join) only when the protocol versions it speaks meet those
+// of every active node; it states them in node_protocols
+// (docs/design/cluster.md, "Protocol versions").
+//
 // It also keeps each node's latest probe verdict on each other node
 // (RecordProbes, Probes) and each node's eligibility for partitions,
 // which only the coordinator writes, fenced by its lock (SetEligibility;

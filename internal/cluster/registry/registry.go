@@ -117,16 +117,19 @@ func checkNode(id, addr string) error {
 	return nil
 }
 
+// heartbeatSQL registers node ? at ?, status ?, or records that it is
+// alive.
+const heartbeatSQL = `INSERT INTO nodes (node_id, advertise_addr, status, registered_at, last_heartbeat)
+		VALUES (?, ?, ?, NOW(6), NOW(6))
+		ON DUPLICATE KEY UPDATE advertise_addr = VALUES(advertise_addr), status = VALUES(status), last_heartbeat = NOW(6)`
+
 // Heartbeat registers the node, or records that it is alive: it is active
 // with last_heartbeat = the database's NOW(6).
 func (r *Registry) Heartbeat(ctx context.Context, id, advertiseAddr string) error {
 	if err := checkNode(id, advertiseAddr); err != nil {
 		return err
 	}
-	_, err := r.db.ExecContext(ctx, `INSERT INTO nodes (node_id, advertise_addr, status, registered_at, last_heartbeat)
-		VALUES (?, ?, ?, NOW(6), NOW(6))
-		ON DUPLICATE KEY UPDATE advertise_addr = VALUES(advertise_addr), status = VALUES(status), last_heartbeat = NOW(6)`,
-		id, advertiseAddr, statusActive)
+	_, err := r.db.ExecContext(ctx, heartbeatSQL, id, advertiseAddr, statusActive)
 	if err != nil {
 		return fmt.Errorf("registry: heartbeat of node %q: %w", id, err)
 	}
