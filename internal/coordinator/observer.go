@@ -15,7 +15,7 @@ type Observer interface {
 	// observer ignores record types it does not know.
 	Applied(r state.Record, t *state.Task)
 	// Refused is called once for every call of action (start, heartbeat,
-	// commit, complete, fail) by a lease that was t's and lost its
+	// commit, complete, fail, snooze) by a lease that was t's and lost its
 	// authority: a duplicate execution prevented. It is called whether or
 	// not a TaskCancelled is written for the refusal (one is written once
 	// per lease and action; repeats are answered from memory). A lease id
