@@ -106,6 +106,7 @@ func TestTypedWorkerE2E(t *testing.T) {
 		if err != nil || got.Tasks != q.counts {
 			t.Errorf("queue %s: %+v, %v; want %+v", q.name, got.Tasks, err, q.counts)
 		}
+		t.Logf("queue %s: %d completed, %d failed", q.name, got.Tasks.Completed, got.Tasks.Failed)
 	}
 	task, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: unknown.TaskID})
 	if err != nil || task.State != client.TaskStateFailed || task.Attempt != 1 ||
@@ -113,6 +114,7 @@ func TestTypedWorkerE2E(t *testing.T) {
 		t.Errorf("the task of an unknown kind: %v attempt %d, reason %q, %v; want FAILED on its first attempt, naming its kind and those the worker handles",
 			task.State, task.Attempt, task.FailureReason, err)
 	}
+	t.Logf("the task of kind %q: %v on attempt %d: %s", task.Kind, task.State, task.Attempt, task.FailureReason)
 	for tk, err := range c.ListTasks(ctx, client.ListTasksRequest{Queue: "images", State: client.TaskStateCompleted, PageSize: 3}) {
 		if err != nil {
 			t.Fatal(err)

@@ -220,6 +220,7 @@ func TestWorkerSnoozeAndProgress(t *testing.T) {
 	if n := len(regexp.MustCompile(`(?m)^1\s+snoozed\s.*export not ready$`).FindAllString(out, -1)); n != 3 {
 		t.Fatalf("tenure task get lists %d snoozed executions, want 3:\n%s", n, out)
 	}
+	t.Logf("tenure task get while the handler runs:\n%s", out)
 
 	unblock()
 	select {
@@ -236,4 +237,5 @@ func TestWorkerSnoozeAndProgress(t *testing.T) {
 			t.Fatalf("tenure task get after the completion does not match %s (exit %d):\n%s", re, code, out)
 		}
 	}
+	t.Logf("tenure task get after the completion:\n%s", out)
 }

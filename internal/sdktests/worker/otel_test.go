@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,15 @@ func TestOneTraceAcrossAttempts(t *testing.T) {
 		if work[i].Parent.SpanID() != s.SpanContext.SpanID() {
 			t.Errorf("the handler's span of attempt %d is not a child of the attempt's span", i+1)
 		}
+	}
+	for _, s := range spans.GetSpans() {
+		var attrs []string
+		for _, kv := range s.Attributes {
+			if strings.HasPrefix(string(kv.Key), "tenure.") {
+				attrs = append(attrs, string(kv.Key)+"="+kv.Value.Emit())
+			}
+		}
+		t.Logf("trace %s: span %s %q, parent %s, %s %s", s.SpanContext.TraceID(), s.SpanContext.SpanID(), s.Name, s.Parent.SpanID(), s.Status.Code, strings.Join(attrs, " "))
 	}
 	first, second := process[0], process[1]
 	if attributes(first)["tenure.outcome"].AsString() != "retrying" || first.Status.Code != codes.Error || len(first.Events) == 0 ||
