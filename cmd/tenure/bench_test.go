@@ -10,8 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tenurehq/tenure/internal/bench"
+	"github.com/tenurehq/tenure/internal/certgen"
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 )
 
@@ -143,9 +145,14 @@ func TestBenchText(t *testing.T) {
 
 func TestBenchFlagErrors(t *testing.T) {
 	t.Parallel()
-	k := newPKI(t)
-	k.ca("ca")
-	caFile := k.path("ca.pem")
+	ca, err := certgen.NewCA("ca", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := certgen.WriteFile(caFile, ca.PEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string

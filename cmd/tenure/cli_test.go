@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/internal/apitest"
+	"github.com/tenurehq/tenure/internal/eventually"
 )
 
 // startInProcess runs a real node behind the API and returns its URL.
@@ -98,7 +101,7 @@ func TestCLITaskCommands(t *testing.T) {
 		{[]string{"schedule", "backfill", "s", "--queue", "q", "--from", "2026-03-01T00:00:00Z", "--to", "2999-01-01T00:00:00Z", "--addr", addr}, 1,
 			"tenure schedule backfill: --to: 2999-01-01T00:00:00Z is in the future"},
 		// No server at the address: say which flag or variable to set.
-		{[]string{"task", "get", "--addr", "http://" + freeLoopbackAddr(t), "x"}, 1, "start one (tenure server), or point --addr (or TENURE_ADDR) at yours\n"},
+		{[]string{"task", "get", "--addr", "http://127.0.0.1:1", "x"}, 1, "start one (tenure server), or point --addr (or TENURE_ADDR) at yours\n"},
 		{[]string{"tasks", "list", "--addr", addr, "--state", "sleeping"}, 2, "--state"},
 		{[]string{"task", "get", "--addr", addr}, 2, "task id"},
 		{[]string{"frobnicate"}, 2, "unknown command"},
@@ -110,28 +113,21 @@ func TestCLITaskCommands(t *testing.T) {
 	}
 }
 
-// waitState polls the task until it reaches one of the states (bounded).
+// waitState polls the task until it reaches one of the states, and
+// returns it as `tenure task get --json` prints it.
 func waitState(t *testing.T, addr, id string, states ...string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var task struct {
-			Task map[string]any `json:"task"`
+	var task map[string]any
+	eventually.NoError(t, fmt.Sprintf("task %s to be one of %v", id, states), func() error {
+		if err := json.Unmarshal([]byte(mustCLI(t, "task", "get", "--addr", addr, "--json", id)), &task); err != nil {
+			return eventually.Stop(err)
 		}
-		out := mustCLI(t, "task", "get", "--addr", addr, "--json", id)
-		if err := json.Unmarshal([]byte(out), &task.Task); err != nil {
-			t.Fatal(err)
+		if slices.ContainsFunc(states, func(s string) bool { return task["state"] == "TASK_STATE_"+s }) {
+			return nil
 		}
-		for _, s := range states {
-			if task.Task["state"] == "TASK_STATE_"+s {
-				return task.Task
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task %s is %v, want one of %v", id, task.Task["state"], states)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("it is %v", task["state"])
+	})
+	return task
 }
 
 func TestCLIExecWorker(t *testing.T) {
@@ -172,21 +168,21 @@ func TestCLIExecWorker(t *testing.T) {
 	slow := strings.TrimSpace(mustCLI(t, "submit", "--addr", addr, "--queue", "jobs", "--window", "1s", "sleep"))
 	waitState(t, addr, slow, "LEASED")
 	var pid int
-	for deadline := time.Now().Add(30 * time.Second); pid == 0; {
-		b, _ := os.ReadFile(filepath.Join(dir, "pid"))
+	eventually.NoError(t, "the command to start", func() error {
+		b, err := os.ReadFile(filepath.Join(dir, "pid"))
 		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		if time.Now().After(deadline) {
-			t.Fatal("the command never started")
+		if pid == 0 {
+			return fmt.Errorf("no pid in its file: %v", err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	mustCLI(t, "task", "kill", "--addr", addr, slow)
-	for deadline := time.Now().Add(30 * time.Second); syscall.Kill(pid, 0) == nil; {
-		if time.Now().After(deadline) {
-			t.Fatalf("command %d still runs after its lease was lost", pid)
+	eventually.NoError(t, "the command to end once its lease was lost", func() error {
+		if syscall.Kill(pid, 0) == nil {
+			return fmt.Errorf("command %d still runs", pid)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestCLIExplicitZeroRefused: zero means "unset" in the API and in

@@ -40,6 +40,9 @@ func sdk(t *testing.T, addr string) *client.Client {
 	return c
 }
 
+// tasksOf is the tasks of a Lease's answer.
+func tasksOf(r client.LeaseResult, err error) ([]client.LeasedTask, error) { return r.Tasks, err }
+
 // queueRow returns the row of namespace/queue in a `tenure queues` table,
 // column name → value.
 func queueRow(t *testing.T, table, namespace, queue string) map[string]string {

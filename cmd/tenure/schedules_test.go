@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/tenurehq/tenure/internal/apitest"
 	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/eventually"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/sdk/client"
@@ -17,17 +19,18 @@ import (
 // waitSchedule polls a schedule until cond holds of it, or fails the test.
 func waitSchedule(t *testing.T, c *client.Client, queue, name, what string, cond func(*client.Schedule) bool) *client.Schedule {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		sc, err := c.GetSchedule(t.Context(), client.GetScheduleRequest{Namespace: "", Queue: queue, Name: name})
-		if err == nil && cond(sc) {
-			return sc
+	var sc *client.Schedule
+	eventually.NoError(t, fmt.Sprintf("schedule %s/%s: %s", queue, name, what), func() error {
+		var err error
+		if sc, err = c.GetSchedule(t.Context(), client.GetScheduleRequest{Namespace: "", Queue: queue, Name: name}); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("schedule %s/%s: timed out waiting for %s (last: %+v, %v)", queue, name, what, sc, err)
+		if !cond(sc) {
+			return fmt.Errorf("not yet: %+v", sc)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return sc
 }
 
 // onFakeClock runs a real node whose clock reads start until the test

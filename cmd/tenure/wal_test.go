@@ -16,6 +16,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/eventually"
 	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/record"
@@ -111,16 +112,12 @@ func waitUnlocked(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	for deadline := time.Now().Add(e2eCallTimeout); ; time.Sleep(10 * time.Millisecond) {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-			return
+	eventually.NoError(t, "the data directory "+dir+" unlocked after its node closed", func() error {
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the data directory %s stays locked after its node closed: %v", dir, err)
-		}
-	}
+		return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	})
 }
 
 func (f *walFixture) segments(t *testing.T) []string {

@@ -3,7 +3,7 @@ package coordinator
 // The coordinator's side of the linearizability model: the model itself
 // (one task's state machine for porcupine, the recorder, the resolution
 // of calls that got no answer) is internal/lincheck, shared with
-// cmd/tenure/linearizability_test.go. Here the coordinator's answers and
+// e2e/linearizability_test.go. Here the coordinator's answers and
 // final state are converted to its types.
 
 import (

@@ -1,13 +1,14 @@
-package main
+package e2e
 
 import (
-	"os"
-	"os/exec"
+	"context"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/apitest"
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/sdk/client"
 )
 
@@ -27,16 +28,15 @@ var (
 func TestCLITimesCarryTheirZone(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 12, 1, 22, 16, 0, 0, time.UTC)
-	_, addr, c := onFakeClock(t, start)
+	addr := apitest.StartClock(t, clock.NewFake(start))
+	c := sdk(t, addr)
 	tenure := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(tenureBin, args...)
-		cmd.Env = append(os.Environ(), "TZ=America/New_York", "TENURE_ADDR="+addr)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("tenure %s: %v\n%s", strings.Join(args, " "), err, out)
+		var out lockedBuffer
+		if code := execTenure(t, []string{"TZ=America/New_York", "TENURE_ADDR=" + addr}, &out, &out, args...); code != 0 {
+			t.Fatalf("tenure %s: exit %d\n%s", strings.Join(args, " "), code, out.String())
 		}
-		return string(out)
+		return out.String()
 	}
 
 	created := tenure("schedule", "create", "nightly", "--queue", "reports", "--cron", "0 2 * * *", "--time-zone", "Europe/Berlin", "--requested-by", "ops@box")
@@ -59,7 +59,13 @@ func TestCLITimesCarryTheirZone(t *testing.T) {
 	// A task with a failed attempt and a retry due: its times, its
 	// history's, the queues' and the lists'.
 	id := strings.TrimSpace(tenure("submit", "hello", "--queue", "emails"))
-	lt := leaseOne(t, c, "emails")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	res, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w-emails", Queue: "emails", Wait: 10 * time.Second})
+	if err != nil || len(res.Tasks) != 1 {
+		t.Fatalf("Lease of emails: %+v, %v", res, err)
+	}
+	lt := res.Tasks[0]
 	if _, err := c.Fail(t.Context(), client.FailRequest{TaskID: lt.ID, LeaseID: lt.LeaseID, Reason: "upstream timed out"}); err != nil {
 		t.Fatal(err)
 	}

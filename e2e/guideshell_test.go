@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // What README.md and the guides in docs/guides show to type, read from
 // their Markdown each run and typed into one bash against the real binary,
@@ -42,6 +42,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tenurehq/tenure/internal/eventually"
 )
 
 // defaultAddr is the address the guides show; a test's shell types its own
@@ -52,9 +54,9 @@ const defaultAddr = "127.0.0.1:7070"
 // command; nothing asserts how fast one is.
 const guideCommandTimeout = 2 * time.Minute
 
-// repoPath returns the path of a file of the repository, from cmd/tenure.
+// repoPath returns the path of a file of the repository, from e2e.
 func repoPath(elem ...string) string {
-	return filepath.Join(append([]string{"..", ".."}, elem...)...)
+	return filepath.Join(append([]string{".."}, elem...)...)
 }
 
 // lookTool returns the path of a program a test runs. Without it the test
@@ -364,7 +366,7 @@ func (s *guideShell) setAddr(serverURL string) {
 		s.t.Fatal(err)
 	}
 	s.addr = u.Host
-	s.typeLine("export TENURE_ADDR=" + shellQuote(serverURL))
+	s.typeLine("export TENURE_ADDR=" + singleQuoted(serverURL))
 }
 
 // rewrite is line as the test types it: the test server's address for the
@@ -415,7 +417,7 @@ func (s *guideShell) runOne(c guideCommand) string {
 	outFile := filepath.Join(s.logs, fmt.Sprintf("%d.out", s.n))
 	errFile := filepath.Join(s.logs, fmt.Sprintf("%d.err", s.n))
 	// The newline before } ends a comment of the line.
-	s.typeLine(fmt.Sprintf("{ %s\n} >%s 2>%s </dev/null 3>&-; echo $? >&3", line, shellQuote(outFile), shellQuote(errFile)))
+	s.typeLine(fmt.Sprintf("{ %s\n} >%s 2>%s </dev/null 3>&-; echo $? >&3", line, singleQuoted(outFile), singleQuoted(errFile)))
 	var status string
 	select {
 	case st, ok := <-s.status:
@@ -450,6 +452,11 @@ func (s *guideShell) runOne(c guideCommand) string {
 		}
 	}
 	return string(stdout)
+}
+
+// singleQuoted is s quoted for bash, as one word.
+func singleQuoted(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // orNothing is out, or says that it is empty.
@@ -499,13 +506,16 @@ func (s *guideShell) startServer(line string) {
 	})
 	s.server = p
 	var serverURL string
-	for deadline := time.Now().Add(e2eStartTimeout); serverURL == ""; time.Sleep(10 * time.Millisecond) {
+	eventually.NoError(s.t, fmt.Sprintf("the command %q to serve", line), func() error {
 		if m := servingLine.FindStringSubmatch(p.out.String()); m != nil {
 			serverURL = m[1]
-		} else if p.exited() || time.Now().After(deadline) {
-			s.t.Fatalf("the command %q did not serve (%v); its output:\n%s", line, p.waitErr, p.out.String())
+			return nil
 		}
-	}
+		if p.exited() {
+			return eventually.Stop(fmt.Errorf("it exited (%v); its output:\n%s", p.waitErr, p.out.String()))
+		}
+		return fmt.Errorf("it did not say so; its output:\n%s", p.out.String())
+	})
 	u, err := url.Parse(serverURL)
 	if err != nil {
 		s.t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // End-to-end tests of schedules with the real binary: a schedule that
 // fires every second, its server killed with kill -9 and restarted
@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/eventually"
 	"github.com/tenurehq/tenure/sdk/client"
 )
 
@@ -131,17 +132,16 @@ func TestScheduleEmbeddedE2E(t *testing.T) {
 	waitTasks := func(c *client.Client, n int) int {
 		t.Helper()
 		var got int
-		deadline := time.Now().Add(e2eStartTimeout)
-		for got < n {
+		eventually.NoError(t, fmt.Sprintf("at least %d tasks of the schedule", n), func() error {
 			tasks, err := listQueue(ctx, c, "", "e2e")
-			if err == nil {
-				got = len(tasks)
+			if err != nil {
+				return err
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d tasks of the schedule, want at least %d (last error %v)", got, n, err)
+			if got = len(tasks); got < n {
+				return fmt.Errorf("%d tasks", got)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 		return got
 	}
 	before := waitTasks(c, 3)

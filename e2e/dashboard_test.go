@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Browser tests of the dashboard (docs/guides/dashboard.md): headless
 // Chromium (Debian's chromium, driven over the DevTools protocol with
@@ -32,12 +32,13 @@ import (
 
 	"github.com/tenurehq/tenure/internal/auth"
 	"github.com/tenurehq/tenure/internal/auth/authtest"
+	"github.com/tenurehq/tenure/internal/eventually"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 )
 
-// browserWait bounds every wait for the page to show something: it only
-// fails a hung test.
+// browserWait bounds one run of browser actions: it only fails a hung
+// test. (A wait for the page to show something is until's.)
 const browserWait = 30 * time.Second
 
 // chromium is the browser the tests drive ($TENURE_CHROMIUM, default
@@ -165,22 +166,25 @@ func (b *browser) text() string {
 	return s
 }
 
-// until waits until the JavaScript expression cond is true, failing the
-// test with what after browserWait. An evaluation that meets a document
-// being replaced (a navigation) is tried again.
+// until waits until the JavaScript expression cond is true
+// (eventually), failing the test with what and the page's text if it does
+// not become so. An evaluation that meets a document being replaced (a
+// navigation) is tried again.
 func (b *browser) until(what, cond string) {
 	b.t.Helper()
-	var last error
-	for deadline := time.Now().Add(browserWait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	err := eventually.Wait(func() error {
 		var ok bool
 		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-		last = chromedp.Run(ctx, chromedp.Evaluate("Boolean("+cond+")", &ok))
+		err := chromedp.Run(ctx, chromedp.Evaluate("Boolean("+cond+")", &ok))
 		cancel()
-		if last == nil && ok {
-			return
+		if err == nil && !ok {
+			err = eventually.ErrNotYet
 		}
+		return err
+	})
+	if err != nil {
+		b.t.Fatalf("%s: not shown: %v\npage text:\n%s", what, err, b.text())
 	}
-	b.t.Fatalf("%s: not shown within %v (last error: %v)\npage text:\n%s", what, browserWait, last, b.text())
 }
 
 // eval returns the value of a JavaScript expression.
@@ -359,13 +363,12 @@ func (a *api) lease(t *testing.T, q string, wait time.Duration) *tenurev1.Leased
 // mustLease leases the next task of q (bounded wait).
 func (a *api) mustLease(t *testing.T, q string) *tenurev1.LeasedTask {
 	t.Helper()
-	for deadline := time.Now().Add(browserWait); time.Now().Before(deadline); {
-		if lt := a.lease(t, q, time.Second); lt != nil {
-			return lt
-		}
-	}
-	t.Fatalf("no task of %s to lease", q)
-	return nil
+	var lt *tenurev1.LeasedTask
+	eventually.True(t, "a task of "+q+" to lease", func() bool {
+		lt = a.lease(t, q, time.Second)
+		return lt != nil
+	})
+	return lt
 }
 
 // attempt runs one attempt of the next task of q: start, a heartbeat,

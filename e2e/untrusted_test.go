@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // A node the other nodes cannot reach gets no partitions (docs/design/
 // cluster.md, "Which nodes get partitions"): three nodes serve TLS with
@@ -10,10 +10,8 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -252,20 +250,4 @@ func describeCluster(t *testing.T, n *clNode) *tenurev1.GetClusterResponse {
 		t.Fatalf("GetCluster through %s: %v", n.id, err)
 	}
 	return resp.Msg
-}
-
-// clusterStatusJSON runs `tenure cluster status --json` on the database.
-func clusterStatusJSON(t *testing.T, dsn string) clusterStatus {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), e2eExitTimeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, tenureBin, "cluster", "status", "--mysql", dsn, "--json").Output()
-	if err != nil {
-		t.Fatalf("tenure cluster status --json: %v", err)
-	}
-	var st clusterStatus
-	if err := json.Unmarshal(out, &st); err != nil {
-		t.Fatalf("tenure cluster status --json printed %q: %v", out, err)
-	}
-	return st
 }

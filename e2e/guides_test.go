@@ -1,8 +1,8 @@
-package main
+package e2e
 
 // The commands the guides in docs/guides show, typed against the real
 // binary: each test reads its blocks from the guide (between the guide's
-// markers; see guidecmd_test.go), so what a guide shows is what runs.
+// markers; see guideshell_test.go), so what a guide shows is what runs.
 
 import (
 	"crypto/tls"

@@ -1,11 +1,9 @@
-package main
+package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -18,26 +16,6 @@ import (
 	"github.com/tenurehq/tenure/internal/snapshot"
 	"github.com/tenurehq/tenure/internal/wal"
 )
-
-// runBin runs the binary to its end (bounded) and returns its exit code and
-// combined output.
-func runBin(t *testing.T, args ...string) (int, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), e2eExitTimeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, tenureBin, args...).CombinedOutput()
-	if ctx.Err() != nil {
-		t.Fatalf("tenure %s did not exit within %v; output:\n%s", strings.Join(args, " "), e2eExitTimeout, out)
-	}
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("tenure %s: %v", strings.Join(args, " "), err)
-	}
-	if ee != nil {
-		return ee.ExitCode(), string(out)
-	}
-	return 0, string(out)
-}
 
 // submitNumbered submits task i: request id req-i, payload "task i".
 func submitNumbered(t *testing.T, c *apiClients, i int) *tenurev1.SubmitResponse {

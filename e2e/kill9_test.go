@@ -1,416 +1,28 @@
-package main
+package e2e
 
-// End-to-end tests of the real binary: build it once, run it as a process,
-// talk to it over HTTP/JSON and gRPC, kill -9 it under load, restart it on
-// the same data directory and check that nothing acknowledged was lost.
+// The real binary killed with -9 under load: submitters and workers over
+// HTTP/JSON and gRPC drive a server, which is killed mid-load, restarted
+// on the same data directory, and checked: nothing acknowledged was lost
+// (verifyAcks), and every task's state agrees with its executions
+// (checkTaskConsistent). The ledger and the load are shared with the
+// cluster tests.
 
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
-	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
-
-// tenureBin is the binary TestMain built.
-var tenureBin string
-
-// afterTests run after every test, before the binary exits (they stop
-// what tests shared, such as the Galera cluster).
-var afterTests []func()
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tenure-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: temp dir:", err)
-		os.Exit(1)
-	}
-	tenureBin = filepath.Join(dir, "tenure")
-	build := exec.Command("go", "build", "-o", tenureBin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: go build failed: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	for _, f := range afterTests {
-		f()
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// Bounds of the polls below. They only stop a hung test; nothing asserts
-// how fast anything happens.
-const (
-	e2eStartTimeout = 30 * time.Second
-	e2eExitTimeout  = 30 * time.Second
-	e2eCallTimeout  = 10 * time.Second
-)
-
-// lockedBuffer collects a process's output; exec's copying goroutines write
-// while the test reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// serverProc is one running `tenure server`.
-type serverProc struct {
-	addr    string
-	dataDir string
-	cmd     *exec.Cmd
-	out     *lockedBuffer // stdout and stderr
-	done    chan struct{} // closed once the process exited and was reaped
-	waitErr error         // valid after done
-	// clientTLS, if set, is how a client reaches the server over TLS
-	// (https://). A transport changes the configuration it is given:
-	// give each a Clone.
-	clientTLS *tls.Config
-}
-
-func (p *serverProc) url() string {
-	if p.clientTLS != nil {
-		return "https://" + p.addr
-	}
-	return "http://" + p.addr
-}
-
-func (p *serverProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// freeLoopbackAddr returns a loopback address with a port that was free a moment
-// ago.
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("picking a free port: %v", err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
-// spawnServerTLS starts `tenure server` on dataDir and a free port, with extra
-// flags, without waiting for it to serve. Cleanup kills it if it still runs.
-// Clients reach it with clientTLS (nil: plain HTTP).
-func spawnServerTLS(t *testing.T, dataDir string, clientTLS *tls.Config, extra ...string) *serverProc {
-	t.Helper()
-	return spawnServerOn(t, "127.0.0.1", dataDir, clientTLS, extra...)
-}
-
-// spawnServerOn is spawnServerTLS listening on host (the port is free on
-// loopback, where the test reaches it).
-func spawnServerOn(t *testing.T, host, dataDir string, clientTLS *tls.Config, extra ...string) *serverProc {
-	t.Helper()
-	p := &serverProc{addr: freeLoopbackAddr(t), dataDir: dataDir, out: new(lockedBuffer), done: make(chan struct{}), clientTLS: clientTLS}
-	_, port, _ := net.SplitHostPort(p.addr)
-	p.cmd = exec.Command(tenureBin, append([]string{"server", "--data-dir", dataDir, "--listen", net.JoinHostPort(host, port), "--fsync", "always"}, extra...)...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", tenureBin, err)
-	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if !p.exited() {
-			p.cmd.Process.Kill()
-		}
-		<-p.done
-		if t.Failed() {
-			t.Logf("output of the server on %s:\n%s", p.addr, p.out.String())
-		}
-	})
-	return p
-}
-
-// startServerProc starts a server on dataDir, with extra flags, and waits
-// until /readyz answers 200 (it has replayed its WAL). A port taken between picking and binding is
-// retried on another.
-func startServerProc(t *testing.T, dataDir string, extra ...string) *serverProc {
-	t.Helper()
-	return startServerProcTLS(t, dataDir, nil, extra...)
-}
-
-// startServerProcTLS is startServerProc for a server that clients reach
-// with clientTLS (nil: plain HTTP).
-func startServerProcTLS(t *testing.T, dataDir string, clientTLS *tls.Config, extra ...string) *serverProc {
-	t.Helper()
-	for try := 0; ; try++ {
-		p := spawnServerTLS(t, dataDir, clientTLS, extra...)
-		err := waitReady(p)
-		if err == nil {
-			// os/exec copies the child's stdout in a goroutine that may
-			// lag behind /readyz: wait (bounded) for the line to arrive.
-			want := "tenure serving on " + p.url()
-			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.out.String(), want) && time.Now().Before(deadline); {
-				time.Sleep(5 * time.Millisecond)
-			}
-			if !strings.Contains(p.out.String(), want) {
-				t.Fatalf("server is ready but did not print %q; output:\n%s", "tenure serving on "+p.url(), p.out.String())
-			}
-			return p
-		}
-		if try < 3 && p.exited() && strings.Contains(p.out.String(), "address already in use") {
-			continue
-		}
-		t.Fatalf("server on %s did not become ready: %v\noutput:\n%s", p.addr, err, p.out.String())
-	}
-}
-
-func waitReady(p *serverProc) error {
-	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: p.clientTLS.Clone()}}
-	defer hc.CloseIdleConnections()
-	deadline := time.Now().Add(e2eStartTimeout)
-	for time.Now().Before(deadline) {
-		if p.exited() {
-			return fmt.Errorf("process exited: %v", p.waitErr)
-		}
-		resp, err := hc.Get(p.url() + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("no 200 from /readyz within %v", e2eStartTimeout)
-}
-
-// waitProcExit waits (bounded) for the process to end and returns its exit
-// code.
-func waitProcExit(t *testing.T, p *serverProc) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(e2eExitTimeout):
-		t.Fatalf("server on %s did not exit within %v", p.addr, e2eExitTimeout)
-	}
-	return p.cmd.ProcessState.ExitCode()
-}
-
-func (p *serverProc) kill9(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatalf("kill -9: %v", err)
-	}
-	waitProcExit(t, p)
-}
-
-// apiClients talks to one server over one protocol.
-type apiClients struct {
-	proto  string
-	hc     *http.Client
-	tasks  tenurev1connect.TaskServiceClient
-	worker tenurev1connect.WorkerServiceClient
-	queues tenurev1connect.QueueServiceClient
-}
-
-// newJSONClients use the Connect protocol with JSON bodies over HTTP/1.1.
-func newJSONClients(p *serverProc) *apiClients {
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32, TLSClientConfig: p.clientTLS.Clone()}}
-	return &apiClients{
-		proto:  "json",
-		hc:     hc,
-		tasks:  tenurev1connect.NewTaskServiceClient(hc, p.url(), connect.WithProtoJSON()),
-		worker: tenurev1connect.NewWorkerServiceClient(hc, p.url(), connect.WithProtoJSON()),
-		queues: tenurev1connect.NewQueueServiceClient(hc, p.url(), connect.WithProtoJSON()),
-	}
-}
-
-// newGRPCClients use gRPC (binary protobuf) over unencrypted HTTP/2.
-func newGRPCClients(p *serverProc) *apiClients {
-	var protos http.Protocols
-	protos.SetUnencryptedHTTP2(true)
-	hc := &http.Client{Transport: &http.Transport{Protocols: &protos}}
-	return &apiClients{
-		proto:  "grpc",
-		hc:     hc,
-		tasks:  tenurev1connect.NewTaskServiceClient(hc, p.url(), connect.WithGRPC()),
-		worker: tenurev1connect.NewWorkerServiceClient(hc, p.url(), connect.WithGRPC()),
-		queues: tenurev1connect.NewQueueServiceClient(hc, p.url(), connect.WithGRPC()),
-	}
-}
-
-func (c *apiClients) close() { c.hc.CloseIdleConnections() }
-
-// listAllTasks pages through every task of a namespace.
-func listAllTasks(t *testing.T, c *apiClients, namespace string) []*tenurev1.Task {
-	t.Helper()
-	var out []*tenurev1.Task
-	seen := map[string]bool{}
-	token := ""
-	for page := 0; ; page++ {
-		if page > 10_000 {
-			t.Fatalf("ListTasks did not end after %d pages", page)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
-		resp, err := c.tasks.ListTasks(ctx, connect.NewRequest(&tenurev1.ListTasksRequest{Namespace: namespace, PageSize: 1000, PageToken: token}))
-		cancel()
-		if err != nil {
-			t.Fatalf("ListTasks(page %d): %v", page, err)
-		}
-		for _, task := range resp.Msg.GetTasks() {
-			if seen[task.GetTaskId()] {
-				t.Errorf("ListTasks returned task %s twice", task.GetTaskId())
-			}
-			seen[task.GetTaskId()] = true
-			out = append(out, task)
-		}
-		token = resp.Msg.GetNextPageToken()
-		if token == "" {
-			return out
-		}
-	}
-}
-
-func TestGracefulShutdown(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	srv := startServerProc(t, dir)
-	c := newJSONClients(srv)
-	defer c.close()
-
-	// A long-poll on an empty queue is (most likely) in flight when the
-	// signal arrives; it must not keep the server from stopping cleanly.
-	polled := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_, err := c.worker.Lease(ctx, connect.NewRequest(&tenurev1.LeaseRequest{
-			WorkerId: "poller", Namespace: "graceful", Queue: "empty", Wait: durationpb.New(25 * time.Second),
-		}))
-		polled <- err
-	}()
-
-	want := map[string][]byte{}
-	for i := range 5 {
-		payload := []byte(fmt.Sprintf("graceful-%d", i))
-		ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
-		resp, err := c.tasks.Submit(ctx, connect.NewRequest(&tenurev1.SubmitRequest{Namespace: "graceful", Queue: "q", Payload: payload}))
-		cancel()
-		if err != nil {
-			t.Fatalf("Submit %d: %v", i, err)
-		}
-		want[resp.Msg.GetTask().GetTaskId()] = payload
-	}
-
-	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM: %v", err)
-	}
-	if code := waitProcExit(t, srv); code != 0 {
-		t.Fatalf("exit code after SIGTERM = %d, want 0; output:\n%s", code, srv.out.String())
-	}
-	out := srv.out.String()
-	if !strings.Contains(out, "stopped cleanly") {
-		t.Errorf("log does not say the server stopped cleanly:\n%s", out)
-	}
-	if strings.Contains(out, "did not finish in time") {
-		t.Errorf("the shutdown waited out in-flight requests (a long-poll was not drained):\n%s", out)
-	}
-	select {
-	case <-polled: // an empty answer, or an error if it never reached the server
-	case <-time.After(e2eExitTimeout):
-		t.Fatal("the long-poll did not return after the server exited")
-	}
-
-	srv2 := startServerProc(t, dir)
-	c2 := newJSONClients(srv2)
-	defer c2.close()
-	for id, payload := range want {
-		ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
-		resp, err := c2.tasks.GetTask(ctx, connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: id}))
-		cancel()
-		if err != nil {
-			t.Errorf("after restart, GetTask(%s): %v", id, err)
-			continue
-		}
-		got := resp.Msg.GetTask()
-		if !bytes.Equal(got.GetPayload(), payload) || got.GetState() != tenurev1.TaskState_TASK_STATE_WAITING {
-			t.Errorf("after restart, task %s = payload %q state %v, want payload %q WAITING", id, got.GetPayload(), got.GetState(), payload)
-		}
-	}
-	if n := len(listAllTasks(t, c2, "graceful")); n != len(want) {
-		t.Errorf("after restart, namespace holds %d tasks, want %d", n, len(want))
-	}
-}
-
-func TestSecondServerRefused(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	first := startServerProc(t, dir)
-
-	ctx, cancel := context.WithTimeout(context.Background(), e2eExitTimeout)
-	defer cancel()
-	second := exec.CommandContext(ctx, tenureBin, "server", "--data-dir", dir, "--listen", freeLoopbackAddr(t), "--fsync", "always")
-	out, err := second.CombinedOutput()
-	if ctx.Err() != nil {
-		t.Fatalf("a second server on the same data dir did not exit within %v; output:\n%s", e2eExitTimeout, out)
-	}
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() == 0 {
-		t.Fatalf("second server: err = %v, want a non-zero exit; output:\n%s", err, out)
-	}
-	msg := strings.ToLower(string(out))
-	if !strings.Contains(msg, "in use") && !strings.Contains(msg, "lock") {
-		t.Errorf("second server's message does not mention the lock or \"in use\":\n%s", out)
-	}
-	if !strings.Contains(string(out), strconv.Itoa(first.cmd.Process.Pid)) {
-		t.Logf("second server's message does not name the holder's pid %d:\n%s", first.cmd.Process.Pid, out)
-	}
-	if first.exited() {
-		t.Fatalf("the first server exited: %v", first.waitErr)
-	}
-	hc := &http.Client{Timeout: e2eCallTimeout}
-	resp, err := hc.Get(first.url() + "/readyz")
-	if err != nil {
-		t.Fatalf("first server /readyz: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("first server /readyz = %d, want 200", resp.StatusCode)
-	}
-}
 
 // ackLedger is what the server acknowledged, across every round.
 type ackLedger struct {
@@ -872,5 +484,35 @@ func checkTaskConsistent(t *testing.T, task *tenurev1.Task) {
 		}
 	default:
 		bad("not a task state")
+	}
+}
+
+// listAllTasks pages through every task of a namespace.
+func listAllTasks(t *testing.T, c *apiClients, namespace string) []*tenurev1.Task {
+	t.Helper()
+	var out []*tenurev1.Task
+	seen := map[string]bool{}
+	token := ""
+	for page := 0; ; page++ {
+		if page > 10_000 {
+			t.Fatalf("ListTasks did not end after %d pages", page)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
+		resp, err := c.tasks.ListTasks(ctx, connect.NewRequest(&tenurev1.ListTasksRequest{Namespace: namespace, PageSize: 1000, PageToken: token}))
+		cancel()
+		if err != nil {
+			t.Fatalf("ListTasks(page %d): %v", page, err)
+		}
+		for _, task := range resp.Msg.GetTasks() {
+			if seen[task.GetTaskId()] {
+				t.Errorf("ListTasks returned task %s twice", task.GetTaskId())
+			}
+			seen[task.GetTaskId()] = true
+			out = append(out, task)
+		}
+		token = resp.Msg.GetNextPageToken()
+		if token == "" {
+			return out
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Linearizability of the real server across kill -9:
 // concurrent clients and workers over HTTP/JSON and gRPC call `tenure

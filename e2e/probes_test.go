@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // The probes and tools pointed at the real binary: the gRPC health service
 // and server reflection over unencrypted HTTP/2 (as grpcurl and Kubernetes

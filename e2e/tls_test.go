@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // TLS with the real binary: certificates made in the test (crypto/x509,
 // package certgen), the server on --tls-cert/--tls-key, gRPC and JSON
@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -31,6 +32,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/certgen"
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
+	"github.com/tenurehq/tenure/internal/eventually"
 	"github.com/tenurehq/tenure/internal/tlsfiles"
 	"github.com/tenurehq/tenure/sdk/client"
 )
@@ -224,31 +226,24 @@ func TestTLSServer(t *testing.T) {
 	}
 
 	// The exec worker over TLS completes the task.
-	w := exec.Command(tenureBin, "worker", "--addr", srv.url(), "--ca-file", k.path("ca.pem"), "--queue", "cli", "--exec", "tr a-z A-Z")
-	wout := new(lockedBuffer)
-	w.Stdout, w.Stderr = wout, wout
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		w.Process.Signal(syscall.SIGTERM)
-		w.Wait()
-	}()
+	w := spawn(t, "worker", "", []string{"worker", "--addr", srv.url(), "--ca-file", k.path("ca.pem"), "--queue", "cli", "--exec", "tr a-z A-Z"})
+	defer stop(t, w)
 	c, err := client.New(srv.url(), client.Options{TLSConfig: trust([]*certgen.CA{ca})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(e2eStartTimeout); ; time.Sleep(20 * time.Millisecond) {
+	eventually.NoError(t, "the worker to complete the task", func() error {
 		task, err := c.GetTask(context.Background(), client.GetTaskRequest{TaskID: id})
-		if err == nil && task.State == client.TaskStateCompleted {
-			if string(task.Result) != "FROM THE CLI" {
-				t.Errorf("result %q, want FROM THE CLI", task.Result)
-			}
-			break
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the worker did not complete the task within %v (last: %+v, %v); worker output:\n%s", e2eStartTimeout, task, err, wout.String())
+		if task.State != client.TaskStateCompleted {
+			return fmt.Errorf("the task is %v; worker output:\n%s", task.State, w.out.String())
 		}
+		return nil
+	})
+	if task, err := c.GetTask(context.Background(), client.GetTaskRequest{TaskID: id}); err != nil || string(task.Result) != "FROM THE CLI" {
+		t.Errorf("result %q (%v), want FROM THE CLI", task.Result, err)
 	}
 }
 
@@ -342,23 +337,6 @@ func servedSerial(p *serverProc) (string, error) {
 	return tlsfiles.Serial(resp.TLS.PeerCertificates[0]), nil
 }
 
-// waitFor polls cond until it holds, failing the test after e2eStartTimeout
-// (a hung server; nothing asserts how fast).
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(e2eStartTimeout)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v (last: %s)", what, e2eStartTimeout, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestTLSRotation: the server's certificate replaced while it runs. After
 // SIGHUP new connections get the new one; a bad file keeps the one in use;
 // files that change are read without a signal.
@@ -402,9 +380,7 @@ func TestTLSRotation(t *testing.T) {
 		if err := srv.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the server logs "+logged, func() (bool, string) {
-			return strings.Count(srv.out.String(), logged) > before, "not logged"
-		})
+		waitOutput(t, srv, logged, before+1)
 	}
 
 	// SIGHUP, with a certificate of another CA: the next connection has it.
@@ -432,13 +408,16 @@ func TestTLSRotation(t *testing.T) {
 
 	// No signal: new files are read at a handshake after they change.
 	third := k.server(ca1, "cert.pem", "key.pem")
-	waitFor(t, "the changed files served", serialIs(third))
+	eventually.NoError(t, "the changed files served", func() error {
+		if ok, msg := serialIs(third)(); !ok {
+			return errors.New(msg)
+		}
+		return nil
+	})
 	// The log line reaches the test through a pipe, so it may arrive after
 	// the handshake that served the new certificate: wait for it too.
 	reloaded := `why="files changed" serial=` + tlsfiles.Serial(third.Cert)
-	waitFor(t, "the server logs "+reloaded, func() (bool, string) {
-		return strings.Contains(srv.out.String(), reloaded), "not logged"
-	})
+	waitOutput(t, srv, reloaded, 1)
 }
 
 // TestTLSStartErrors: bad TLS files or flags stop the server at start
@@ -516,21 +495,9 @@ func TestClusterTLS(t *testing.T) {
 		n := &clNode{id: fmt.Sprintf("n%d", i+1), dsn: dsn}
 		cert, key := n.id+".pem", n.id+"-key.pem"
 		k.server(ca, cert, key)
-		var p *serverProc
-		for try := 0; ; try++ {
-			n.addr = freeLoopbackAddr(t)
-			p = spawnProc(t, n.id, n.addr, append(n.args(),
-				"--tls-cert", k.path(cert), "--tls-key", k.path(key), "--tls-client-ca", k.path("ca.pem")))
-			p.clientTLS = cfg
-			err := waitReady(p)
-			if err == nil {
-				break
-			}
-			if try < 3 && p.exited() && strings.Contains(p.out.String(), "address already in use") {
-				continue
-			}
-			t.Fatalf("node %s did not become ready: %v\n%s", n.id, err, p.out.String())
-		}
+		n.extra = []string{"--tls-cert", k.path(cert), "--tls-key", k.path(key), "--tls-client-ca", k.path("ca.pem")}
+		n.clientTLS = cfg
+		p := start(t, n.launch(""))
 		nodes = append(nodes, p)
 	}
 
@@ -542,7 +509,7 @@ func TestClusterTLS(t *testing.T) {
 		}
 		clients[i] = c
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), clPoll)
+	ctx, cancel := context.WithTimeout(context.Background(), eventually.Deadline)
 	defer cancel()
 	const tasks = 24
 	ids := map[string]bool{}
@@ -638,7 +605,7 @@ func tlsMariaDB(t *testing.T, k *pki, ca *certgen.CA) string {
 	if os.Geteuid() == 0 {
 		user = []string{"--user=root"}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), e2eStartTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), e2eExitTimeout)
 	defer cancel()
 	install := exec.CommandContext(ctx, installDB, append([]string{"--no-defaults", "--datadir=" + data, "--auth-root-authentication-method=normal", "--skip-test-db"}, user...)...)
 	if out, err := install.CombinedOutput(); err != nil {
@@ -673,18 +640,22 @@ func tlsMariaDB(t *testing.T, k *pki, ca *certgen.CA) string {
 // up waits until mariadbd says it is ready (true) or exits (false).
 func up(t *testing.T, out *lockedBuffer, exited <-chan struct{}) bool {
 	t.Helper()
-	deadline := time.Now().Add(e2eStartTimeout)
-	for !strings.Contains(out.String(), "ready for connections") {
+	gone := errors.New("mariadbd exited")
+	err := eventually.Wait(func() error {
+		if strings.Contains(out.String(), "ready for connections") {
+			return nil
+		}
 		select {
 		case <-exited:
-			return false
-		case <-time.After(20 * time.Millisecond):
+			return eventually.Stop(gone)
+		default:
+			return errors.New("not ready for connections")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mariadbd did not start within %v:\n%s", e2eStartTimeout, out.String())
-		}
+	})
+	if err != nil && err != gone {
+		t.Fatalf("mariadbd did not start: %v\n%s", err, out.String())
 	}
-	return true
+	return err == nil
 }
 
 // TestClusterMySQLTLS: a cluster node on a database that accepts only TLS,
@@ -713,24 +684,13 @@ func TestClusterMySQLTLS(t *testing.T) {
 	}
 
 	n := &clNode{id: "n1", dsn: dsn + "?tls=custom"}
-	var p *serverProc
-	for try := 0; ; try++ {
-		n.addr = freeLoopbackAddr(t)
-		p = spawnProc(t, n.id, n.addr, append(n.args(), "--mysql-tls-ca", k.path("ca.pem")))
-		err := waitReady(p)
-		if err == nil {
-			break
-		}
-		if try < 3 && p.exited() && strings.Contains(p.out.String(), "address already in use") {
-			continue
-		}
-		t.Fatalf("node on the TLS database did not become ready: %v\n%s", err, p.out.String())
-	}
+	n.extra = []string{"--mysql-tls-ca", k.path("ca.pem")}
+	p := start(t, n.launch(""))
 	c, err := client.New(p.url(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), clPoll)
+	ctx, cancel := context.WithTimeout(context.Background(), eventually.Deadline)
 	defer cancel()
 	res, err := c.Submit(ctx, client.SubmitRequest{Queue: "tls-db", Payload: []byte("x")})
 	if err != nil {

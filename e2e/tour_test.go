@@ -1,8 +1,8 @@
-package main
+package e2e
 
 // The README's five-minute tour, typed in order against the real binary:
 // the commands are read from README.md (between its tour markers; see
-// guidecmd_test.go), so the tour and this test cannot drift apart.
+// guideshell_test.go), so the tour and this test cannot drift apart.
 
 import (
 	"strings"

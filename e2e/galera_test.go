@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package e2e
 
 // Cluster mode on a replicated database: three tenure nodes, each on its
 // own node of a three-node MariaDB Galera cluster (clustertest.StartGalera,
@@ -35,6 +35,7 @@ import (
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 	"github.com/tenurehq/tenure/internal/cluster/mysqllog"
 	"github.com/tenurehq/tenure/internal/cluster/schema"
+	"github.com/tenurehq/tenure/internal/eventually"
 	"github.com/tenurehq/tenure/internal/wal"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
@@ -93,7 +94,7 @@ func TestGaleraFirstStart(t *testing.T) {
 		procs := make([]*serverProc, len(c.nodes))
 		for i, n := range c.nodes {
 			n.addr = freeLoopbackAddr(t)
-			procs[i] = spawnProc(t, fmt.Sprintf("run%d-%s", run, n.id), n.addr, n.args())
+			procs[i] = spawn(t, fmt.Sprintf("run%d-%s", run, n.id), n.addr, n.args())
 		}
 		for i, p := range procs {
 			if err := waitReady(p); err != nil {
@@ -203,9 +204,7 @@ func TestGaleraFencedAppend(t *testing.T) {
 		if run == 0 {
 			<-done
 		} else {
-			for appended.Load() < 5 {
-				time.Sleep(time.Millisecond)
-			}
+			eventually.True(t, "the old owner's first 5 appends", func() bool { return appended.Load() >= 5 })
 		}
 		// The coordinator moves the partition (through node B), and the new
 		// owner opens it there and appends its fence; if the old owner's
@@ -484,23 +483,18 @@ func (c *clTest) waitFailback(g *clustertest.Galera, rejoined time.Time) {
 		}
 		return out, nil
 	}
-	const bound = cluster.DefaultFailbackAfter + 30*time.Second
-	deadline := rejoined.Add(bound)
 	var last []string
-	for {
+	eventually.NoError(t, fmt.Sprintf("the tenure nodes back on their first databases once the killed one rejoined (failback after %v)", cluster.DefaultFailbackAfter), func() error {
 		m, err := misplaced()
-		if err == nil && len(m) == 0 {
-			break
+		if err != nil {
+			return err
 		}
-		if err == nil {
+		if len(m) > 0 {
 			last = m
+			return fmt.Errorf("still elsewhere: %v", m)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the tenure nodes are not back on their first databases %v after the killed one rejoined (failback after %v): %v (last error %v)",
-				bound, cluster.DefaultFailbackAfter, last, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	t.Logf("every tenure node has all its connections on its first Galera node %v after the killed one rejoined (last seen elsewhere: %v)",
 		time.Since(rejoined).Round(100*time.Millisecond), last)
 
@@ -632,7 +626,10 @@ func TestGaleraBench(t *testing.T) {
 	if os.Getenv("TENURE_BENCH_GALERA") == "" {
 		t.Skip("a measurement, not a test: set TENURE_BENCH_GALERA=1 to run it")
 	}
-	tasks := envOr("TENURE_BENCH_TASKS", "20000")
+	tasks := os.Getenv("TENURE_BENCH_TASKS")
+	if tasks == "" {
+		tasks = "20000"
+	}
 	g := galera(t)
 	single := clustertest.NewDatabase(t)
 	for _, setup := range []struct {

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // The hostile run of the memory budget (docs/guides/limits.md, "The memory budget"): clients
 // submitting 1 MiB payloads as fast as the server takes them, thousands of
@@ -11,7 +11,7 @@ package main
 // Each run lasts its duration from the first submit refused for a full
 // budget. At CI size that is a few seconds; the full run is
 //
-//	go test ./cmd/tenure -run TestHostileMemory -v -args -hostile
+//	go test ./e2e -run TestHostileMemory -v -args -hostile
 //
 // (30 s, 50 clients of 1 MiB payloads, 2000 idle connections, 300 slow
 // bodies, a budget of 256 MiB; a retention of 10 s, so that the purge
@@ -28,6 +28,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,10 +61,21 @@ type hostileRun struct {
 // hostileMargin is how far above its memory budget a server's resident
 // memory may go: Go's soft memory limit that `tenure server` sets past the
 // budget (a quarter of it more, four times --max-inflight-request-bytes,
-// and 64 MiB; softMemoryLimit), and 64 MiB for what the runtime does not
-// count against it (the binary, memory not yet returned to the system).
-func hostileMargin(budget int64) int64 {
-	return softMemoryLimit(budget, limitFlags{}) - budget + 64<<20
+// and 64 MiB), which it logs as go_memory_limit, and 64 MiB for what the
+// runtime does not count against it (the binary, memory not yet returned
+// to the system).
+func hostileMargin(t *testing.T, srv *serverProc, budget int64) int64 {
+	t.Helper()
+	m := regexp.MustCompile(`msg="memory budget" bytes=(\d+) .*go_memory_limit=(\d+)`).FindStringSubmatch(srv.out.String())
+	if m == nil {
+		t.Fatalf("the server did not log the soft memory limit it set (go_memory_limit; is GOMEMLIMIT set? the test needs the server's own):\n%s", srv.out.String())
+	}
+	logged, _ := strconv.ParseInt(m[1], 10, 64)
+	soft, _ := strconv.ParseInt(m[2], 10, 64)
+	if logged != budget {
+		t.Fatalf("the server logged a memory budget of %d bytes, want %d", logged, budget)
+	}
+	return soft - budget + 64<<20
 }
 
 // TestHostileMemory: see the top of the file.
@@ -246,6 +258,7 @@ func TestHostileMemory(t *testing.T) {
 	wg.Wait()
 
 	peak := peakRSS(t, pid)
+	margin := hostileMargin(t, srv, run.budget)
 	maxSample := int64(0)
 	for _, s := range samples {
 		maxSample = max(maxSample, s)
@@ -254,12 +267,12 @@ func TestHostileMemory(t *testing.T) {
 	t.Logf("%v from the first refusal for a full budget of %d MiB: %d clients of %d KiB payloads: %d accepted, %d refused full, %d busy; %d idle connections; %d slow bodies cut off %d times; %d workers completed %d tasks, %d of them once it was full (%d errors); "+
 		"a normal client's submits: %d served, %d refused full, slowest %v; server RSS %d MiB before, at most %d MiB sampled, peak %d MiB (bound %d MiB: the budget and a margin of %d MiB); limit hits %v",
 		run.duration, run.budget>>20, run.clients, run.payloadBytes>>10, accepted.Load(), full.Load(), busy.Load(), len(idle), run.slow, slowCut.Load(), run.workers, completed.Load(), completedFull.Load(), workerErrs.Load(),
-		normalOK, normalFull, normalWorst, base>>20, maxSample>>20, peak>>20, (run.budget+hostileMargin(run.budget))>>20, hostileMargin(run.budget)>>20, hits)
+		normalOK, normalFull, normalWorst, base>>20, maxSample>>20, peak>>20, (run.budget+margin)>>20, margin>>20, hits)
 	for msg, n := range other {
 		t.Errorf("%d submits of 1 MiB failed with %s, want success, FULL or unavailable", n, msg)
 	}
-	if bound := run.budget + hostileMargin(run.budget); peak > bound {
-		t.Errorf("the server's peak resident memory was %d MiB, over its budget of %d MiB plus the margin of %d MiB", peak>>20, run.budget>>20, hostileMargin(run.budget)>>20)
+	if bound := run.budget + margin; peak > bound {
+		t.Errorf("the server's peak resident memory was %d MiB, over its budget of %d MiB plus the margin of %d MiB", peak>>20, run.budget>>20, margin>>20)
 	}
 	if fullSince.Load() == 0 {
 		t.Fatalf("%d submits of 1 MiB accepted and none refused for a full budget of %d MiB within a minute", accepted.Load(), run.budget>>20)
