@@ -40,12 +40,14 @@ from .errors import (
 )
 from .messages import *  # noqa: F401,F403  (the API's messages and enums)
 from .messages import __all__ as _messages_all
-# tenure.Task is what a worker's handler gets; the API's Task message,
-# which get_task answers, is tenure.messages.Task.
+# tenure.Task is what a handler gets (below); the API's Task message, which
+# get_task answers, is tenure.messages.Task.
+from .aworker import AsyncWorker
+from .worker import Finish, Outcome, Permanent, Progress, Snooze, Task, Worker
 
 __all__ = [
-    "AlreadyCommitted", "AlreadyExists", "AsyncClient", "CallInfo", "Client", "Full",
-    "Interrupted", "InvalidArgument", "LeaseLost", "NotFound", "PermissionDenied",
-    "TLSRefused", "TenureError", "TooLarge", "Unauthenticated", "Unavailable",
+    "AlreadyCommitted", "AlreadyExists", "AsyncClient", "AsyncWorker", "CallInfo", "Client", "Finish", "Full",
+    "Interrupted", "InvalidArgument", "LeaseLost", "NotFound", "Outcome", "Permanent", "PermissionDenied", "Progress",
+    "Snooze", "TLSRefused", "Task", "TenureError", "TooLarge", "Unauthenticated", "Unavailable", "Worker",
     "WrongState", "__version__", "kind", "messages", "tls_context",
 ] + [n for n in _messages_all if n != "Task"]
