@@ -222,3 +222,18 @@ func TestGuideSchedules(t *testing.T) {
 	sh := newGuideShell(t, srv.addr)
 	sh.run(cmds)
 }
+
+// TestGuideOutboxSQL: the SQL docs/guides/outbox.md shows for teams that
+// run their own migrations is what tenure outbox migrate --print prints
+// for the default table (and so what tenure outbox migrate runs).
+func TestGuideOutboxSQL(t *testing.T) {
+	for _, db := range []string{"postgres", "mysql"} {
+		blocks, err := readFenced(repoPath("docs", "guides", "outbox.md"), "outbox-sql-"+db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := mustCLI(t, "outbox", "migrate", "--print", db); len(blocks) != 1 || blocks[0].body+"\n" != want {
+			t.Errorf("docs/guides/outbox.md shows the %s SQL\n%v\nwhile tenure outbox migrate --print %s prints\n%s", db, blocks, db, want)
+		}
+	}
+}

@@ -63,6 +63,8 @@ TENURE_DATA_DIR when set; each flag's help names its variable.`,
 			a.leaf(&scheduleControlCmd{action: "pause"}), a.leaf(&scheduleControlCmd{action: "resume"}),
 			a.leaf(&scheduleControlCmd{action: "delete"}), a.leaf(&scheduleBackfillCmd{})),
 		a.leaf(&workerCmd{}),
+		group("outbox", "create an application database's outbox tables",
+			a.leaf(&outboxMigrateCmd{})),
 		group("admin", "ask a running server for maintenance",
 			a.leaf(&adminSnapshotCmd{})),
 	)

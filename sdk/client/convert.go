@@ -122,13 +122,13 @@ func newRequestID() string {
 
 // fillSubmit sets the fields of out, a new message, from r (a batch fills
 // the messages of one slice rather than allocating one per task): a typed
-// task's kind, encoded arguments and defaults; a random request id when r
+// task's kind, arguments (encoded by codec) and defaults; a random request id when r
 // has none, so that the client's own retries of the call never create a
 // second task. Its error names the field as op's request has it (field
 // is "" for Submit, "requests[i]." for SubmitBatch).
-func (c *Client) fillSubmit(op, field string, r *SubmitRequest, out *tenurev1.SubmitRequest) error {
+func fillSubmit(codec Codec, op, field string, r *SubmitRequest, out *tenurev1.SubmitRequest) error {
 	if r.Args != nil {
-		if err := c.typed(op, field, r); err != nil {
+		if err := typed(codec, op, field, r); err != nil {
 			return err
 		}
 	}
@@ -148,8 +148,8 @@ func (c *Client) fillSubmit(op, field string, r *SubmitRequest, out *tenurev1.Su
 
 // typed sets r's kind and payload from r.Args, and its unset fields from
 // the type's SubmitOptions. r is the caller's copy: Args stays set.
-func (c *Client) typed(op, field string, r *SubmitRequest) error {
-	d, err := c.template(op, field, r.Args, &r.Kind, &r.Payload)
+func typed(codec Codec, op, field string, r *SubmitRequest) error {
+	d, err := template(codec, op, field, r.Args, &r.Kind, &r.Payload)
 	if err != nil {
 		return err
 	}
@@ -175,10 +175,10 @@ func (d SubmitOptions) fill(namespace, queue *string, window *time.Duration, ret
 	*priority = cmp.Or(*priority, d.Priority)
 }
 
-// template sets *kind and *payload from a typed task's args, and returns
-// its type's SubmitOptions (zero without them), for a submit or a
-// schedule of op; field prefixes the request's field names.
-func (c *Client) template(op, field string, args Args, kind *string, payload *[]byte) (SubmitOptions, error) {
+// template sets *kind and *payload from a typed task's args, encoded by
+// codec, and returns its type's SubmitOptions (zero without them), for a
+// submit or a schedule of op; field prefixes the request's field names.
+func template(codec Codec, op, field string, args Args, kind *string, payload *[]byte) (SubmitOptions, error) {
 	if *kind != "" || *payload != nil {
 		return SubmitOptions{}, invalid(op, field+"Args", fmt.Sprintf("%sArgs (%T) is set with %sKind or %sPayload: a typed task's kind and payload come from its Args; set one or the other", field, args, field, field))
 	}
@@ -186,7 +186,7 @@ func (c *Client) template(op, field string, args Args, kind *string, payload *[]
 	if *kind == "" {
 		return SubmitOptions{}, invalid(op, field+"Args", fmt.Sprintf("%T.Kind() is empty: a typed task's Kind names its kind of work, e.g. \"send_email\"", args))
 	}
-	p, err := c.codec.Marshal(args)
+	p, err := codec.Marshal(args)
 	if err != nil {
 		return SubmitOptions{}, invalid(op, field+"Args", fmt.Sprintf("encoding %sArgs (%T): %v", field, args, err))
 	}

@@ -64,7 +64,7 @@ func (c *Client) typedSchedule(op string, req *ScheduleRequest) error {
 	if req.Args == nil {
 		return nil
 	}
-	d, err := c.template(op, "", req.Args, &req.Kind, &req.Payload)
+	d, err := template(c.codec, op, "", req.Args, &req.Kind, &req.Payload)
 	if err != nil {
 		return err
 	}

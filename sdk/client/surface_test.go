@@ -16,7 +16,7 @@ import (
 // import).
 func TestPublicSurface(t *testing.T) {
 	checked := 0
-	for _, dir := range []string{".", "../worker"} {
+	for _, dir := range []string{".", "../worker", "../outbox"} {
 		fset := token.NewFileSet()
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {

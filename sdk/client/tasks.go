@@ -27,7 +27,7 @@ import (
 // for each of its tasks.
 func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
 	msg := new(tenurev1.SubmitRequest)
-	if err := c.fillSubmit("Submit", "", &req, msg); err != nil {
+	if err := fillSubmit(c.codec, "Submit", "", &req, msg); err != nil {
 		return SubmitResult{}, err
 	}
 	msg.TraceContext = traceContextOf(ctx)
@@ -56,7 +56,7 @@ func (c *Client) SubmitBatch(ctx context.Context, req SubmitBatchRequest) ([]Sub
 			cp := *r // the caller's request stays as it was
 			r = &cp
 		}
-		if err := c.fillSubmit("SubmitBatch", fmt.Sprintf("Requests[%d].", i), r, &reqs[i]); err != nil {
+		if err := fillSubmit(c.codec, "SubmitBatch", fmt.Sprintf("Requests[%d].", i), r, &reqs[i]); err != nil {
 			unpool(&submitMessages, held, reqs)
 			return nil, err
 		}

@@ -24,7 +24,7 @@ import (
 
 // serverDeps are modules of the server that an application of the SDK must
 // not get.
-var serverDeps = []string{"github.com/go-sql-driver/mysql", "github.com/prometheus/", "github.com/spf13/cobra", "github.com/chromedp/"}
+var serverDeps = []string{"github.com/go-sql-driver/mysql", "github.com/prometheus/", "github.com/spf13/cobra", "github.com/chromedp/", "github.com/jackc/pgx"}
 
 // TestAddTheSDK: a new module adds the SDK from a checkout (require and
 // replace, go mod tidy) and as a published module (go get, here from a

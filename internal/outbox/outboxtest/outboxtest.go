@@ -1,0 +1,108 @@
+// Package outboxtest gives tests of the transactional outbox a database
+// of their own on the test servers: PostgreSQL at TENURE_TEST_POSTGRES_DSN
+// (default postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable)
+// and MySQL at TENURE_TEST_MYSQL_DSN (package clustertest's). Without a
+// server a test is skipped, unless CI is set: then it fails.
+package outboxtest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/cluster/clustertest"
+	"github.com/tenurehq/tenure/internal/outbox"
+	sdkoutbox "github.com/tenurehq/tenure/sdk/outbox"
+)
+
+// DefaultPostgresDSN is the PostgreSQL server tests use when
+// TENURE_TEST_POSTGRES_DSN is unset.
+const DefaultPostgresDSN = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// Databases are the databases an outbox may be in, for tests to run on
+// each.
+var Databases = []sdkoutbox.Database{sdkoutbox.PostgreSQL, sdkoutbox.MySQL}
+
+// NewDatabase creates an empty database of its own for t on the test
+// server of db and returns its DSN; it is dropped when t ends.
+func NewDatabase(t testing.TB, db sdkoutbox.Database) string {
+	t.Helper()
+	if db == sdkoutbox.MySQL {
+		return clustertest.NewDatabase(t)
+	}
+	server := os.Getenv("TENURE_TEST_POSTGRES_DSN")
+	if server == "" {
+		server = DefaultPostgresDSN
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := outbox.Open(ctx, sdkoutbox.PostgreSQL, server)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("outboxtest: no PostgreSQL answers at TENURE_TEST_POSTGRES_DSN, and CI is set: %v", err)
+		}
+		t.Skipf("outboxtest: skipping: no PostgreSQL answers (set TENURE_TEST_POSTGRES_DSN): %v", err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "tenure_test_" + hex.EncodeToString(b[:])
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		admin.Close()
+		t.Fatalf("outboxtest: creating database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("outboxtest: dropping database %s: %v", name, err)
+		}
+		admin.Close()
+	})
+	dsn, err := withDatabase(server, name)
+	if err != nil {
+		t.Fatalf("outboxtest: TENURE_TEST_POSTGRES_DSN: %v", err)
+	}
+	return dsn
+}
+
+// withDatabase is the PostgreSQL DSN dsn (a URL, or key=value pairs)
+// naming database name instead of its own.
+func withDatabase(dsn, name string) (string, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", err
+		}
+		u.Path = "/" + name
+		return u.String(), nil
+	}
+	return dsn + " dbname=" + name, nil // the last of a key's pairs wins
+}
+
+// Migrated is NewDatabase with the default outbox table created in it,
+// and a pool on it, closed when t ends.
+func Migrated(t testing.TB, db sdkoutbox.Database) (dsn string, pool *sql.DB, table outbox.Table) {
+	t.Helper()
+	dsn = NewDatabase(t, db)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := outbox.Open(ctx, db, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Close() })
+	table, err = outbox.NewTable(db, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.Migrate(ctx, pool, table); err != nil {
+		t.Fatal(err)
+	}
+	return dsn, pool, table
+}
