@@ -38,14 +38,16 @@ from .worker import (
     _Complete,
     _Finishing,
     _Keeping,
-    _rejected,
-    _retry_wait,
+    _Lease,
+    _Pause,
     _RunEffects,
     _RunHandler,
     _Settle,
     _Sleep,
+    _Stopped,
     _StopKeeper,
     _TakeAhead,
+    _TakeSlots,
     _WorkerBase,
 )
 
@@ -197,59 +199,36 @@ class AsyncWorker(_WorkerBase):
             await asyncio.wait(tasks)
 
     async def _lease_loop(self) -> None:
-        failures = empties = 0
         changed = self._changed
         assert changed is not None
-        while True:
-            while True:
-                if self._stopping.is_set():
-                    return
-                n = self._slots.take()
-                if n:
-                    break
-                changed.clear()
-                await changed.wait()
-            alone = self.stop_when_empty and self._slots.assigned == n
-            wait = 0.0 if alone else self.poll_wait
-            sent = time.monotonic()
-            self._lease_call = asyncio.ensure_future(self.client.lease(self._lease_request(n, wait)))
-            try:
-                ans = await self._lease_call
-            except asyncio.CancelledError:
-                self._slots.put(n)
-                if self._stopping.is_set():
-                    return
-                raise
-            except TenureError as e:
-                self._slots.put(n)
-                if self._stopping.is_set():
-                    return
-                if _rejected(e):
-                    self.log.error("the server rejected the lease request, stopping: %s", e)
+
+        async def perform(op: Op) -> Any:
+            if isinstance(op, _TakeSlots):
+                while not self._stopping.is_set():
+                    n = self._slots.take()
+                    if n:
+                        return n
+                    changed.clear()
+                    await changed.wait()
+                return 0
+            if isinstance(op, _Lease):
+                self._lease_call = asyncio.ensure_future(self.client.lease(op.request))
+                try:
+                    return await self._lease_call
+                except asyncio.CancelledError:
+                    if self._stopping.is_set():
+                        raise _Stopped() from None
                     raise
-                wait_s = _retry_wait(failures)
-                failures += 1
-                self.log.error("lease failed; retrying in %.2fs: %s", wait_s, e)
-                if await self._stopping.wait_for(wait_s):
-                    return
-                continue
-            finally:
-                self._lease_call = None
-            failures = 0
-            tasks = ans.tasks[:n]
-            if len(ans.tasks) > n:
-                self.log.error("the server leased more tasks than asked for (%d of %d); the extra leases will expire", len(ans.tasks), n)
-            self._note_pause(ans)
-            self._settle(n, tasks)
-            if alone and not tasks:
-                self.log.info("nothing %sleft to lease: stopping (stop_when_empty)", "" if self._paused is None else "(the queue is paused) ")
-                return
-            if not tasks and time.monotonic() - sent < self.poll_wait / 2 and not alone:
-                if await self._stopping.wait_for(_retry_wait(empties)):
-                    return
-                empties += 1
-            else:
-                empties = 0
+                finally:
+                    self._lease_call = None
+            if isinstance(op, _Settle):
+                self._settle(op.n, op.tasks)
+                return None
+            if isinstance(op, _Pause):
+                return await self._stopping.wait_for(op.seconds)
+            raise AssertionError(f"unknown op {op!r}")
+
+        await _adrive(self._lease_flow(), perform)
 
     def _settle(self, n: int, tasks: Sequence[LeasedTask]) -> None:
         self._slots.put(n - len(tasks))

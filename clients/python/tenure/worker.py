@@ -597,9 +597,41 @@ class _Settle:
         self.n, self.tasks = n, tasks
 
 
+class _TakeSlots:
+    """Waits until it is time to lease (see _Slots.take) and answers the
+    slots taken, or 0 once the worker is stopping."""
+
+    __slots__ = ()
+
+
+class _Lease:
+    """A Lease call that stopping the worker interrupts (raising _Stopped)."""
+
+    __slots__ = ("request",)
+
+    def __init__(self, request: LeaseRequest):
+        self.request = request
+
+
+class _Pause:
+    """Waits seconds, or until the worker is stopping: answers whether it is."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+
+class _Stopped(Exception):
+    """A lease call interrupted because the worker is stopping."""
+
+
+TAKE_SLOTS = _TakeSlots()
+
+
 STOP_KEEPER, FINISHING = _StopKeeper(), _Finishing()
 
-Op = Union[_Call, _RunHandler, _RunEffects, _StopKeeper, _Sleep, _Complete, _Finishing, _TakeAhead, _Settle]
+Op = Union[_Call, _RunHandler, _RunEffects, _StopKeeper, _Sleep, _Complete, _Finishing, _TakeAhead, _Settle, _TakeSlots, _Lease, _Pause]
 Flow = Generator[Op, Any, Finish]
 
 
@@ -969,6 +1001,58 @@ class _WorkerBase:
             return self._finished(a, Outcome.UNREPORTED, e)
         self.log.info("task %s snoozed until %s%s", t.id, res.not_before, f" ({s.reason})" if s.reason else "")
         return self._finished(a, Outcome.SNOOZED, retry_at=res.not_before)
+
+    def _lease_flow(self) -> Generator[Op, Any, None]:
+        """The lease loop's logic: lease for the free slots while the worker
+        runs (in batches: see _Slots), hand each leased task over to run,
+        back off after a failed call or an early empty answer (a server
+        draining for shutdown), and stop when the worker stops or, with
+        stop_when_empty, when nothing is left. A refusal no retry can fix is
+        raised."""
+        failures = empties = 0
+        while True:
+            n = yield TAKE_SLOTS
+            if not n:
+                return
+            # Alone (no task runs, no carried lease is out), a worker that
+            # stops when empty asks without waiting: an empty answer ends it.
+            alone = self.stop_when_empty and self._slots.assigned == n
+            sent = time.monotonic()
+            try:
+                ans = yield _Lease(self._lease_request(n, 0.0 if alone else self.poll_wait))
+            except _Stopped:
+                yield _Settle(n, [])
+                return
+            except TenureError as e:
+                yield _Settle(n, [])
+                if self._stopping.is_set():
+                    return
+                if _rejected(e):
+                    self.log.error("the server rejected the lease request, stopping: %s", e)
+                    raise
+                wait = _retry_wait(failures)
+                failures += 1
+                self.log.error("lease failed; retrying in %.2fs: %s", wait, e)
+                if (yield _Pause(wait)):
+                    return
+                continue
+            failures = 0
+            tasks = ans.tasks[:n]
+            if len(ans.tasks) > n:
+                self.log.error("the server leased more tasks than asked for (%d of %d); the extra leases will expire", len(ans.tasks), n)
+            self._note_pause(ans)
+            yield _Settle(n, tasks)
+            if alone and not tasks:
+                self.log.info("nothing %sleft to lease: stopping (stop_when_empty)", "" if self._paused is None else "(the queue is paused) ")
+                return
+            if not tasks and not alone and time.monotonic() - sent < self.poll_wait / 2:
+                # An empty answer long before the wait ran out: the server
+                # ends long-polls early (it is draining). Do not spin.
+                if (yield _Pause(_retry_wait(empties))):
+                    return
+                empties += 1
+            else:
+                empties = 0
 
     def _completion_flow(self, items: List[CompleteRequest]) -> Generator[Op, Any, List[Optional[BaseException]]]:
         """One completion call's logic: the items in one CompleteBatch call,
@@ -1378,61 +1462,31 @@ class Worker(_WorkerBase):
             self._stopping.set()
 
     def _lease_loop(self) -> None:
-        failures = empties = 0
-        with self.client.interruptible() as scope:
-            self._scope = scope
-            if self._stopping.is_set():
-                return
-            while True:
+        def perform(op: Op) -> Any:
+            if isinstance(op, _TakeSlots):
                 with self._cond:
-                    while True:
-                        if self._stopping.is_set():
-                            return
+                    while not self._stopping.is_set():
                         n = self._slots.take()
                         if n:
-                            break
+                            return n
                         self._cond.wait(0.5)
-                    alone = self.stop_when_empty and self._slots.assigned == n
-                wait = 0.0 if alone else self.poll_wait
-                sent = time.monotonic()
+                return 0
+            if isinstance(op, _Lease):
                 try:
-                    ans = self.client.lease(self._lease_request(n, wait))
+                    return self.client.lease(op.request)
                 except Interrupted:
-                    with self._cond:
-                        self._slots.put(n)
-                    return
-                except TenureError as e:
-                    with self._cond:
-                        self._slots.put(n)
-                        self._cond.notify_all()
-                    if self._stopping.is_set():
-                        return
-                    if _rejected(e):
-                        self.log.error("the server rejected the lease request, stopping: %s", e)
-                        raise
-                    wait_s = _retry_wait(failures)
-                    failures += 1
-                    self.log.error("lease failed; retrying in %.2fs: %s", wait_s, e)
-                    if self._stopping.wait(wait_s):
-                        return
-                    continue
-                failures = 0
-                tasks = ans.tasks[:n]
-                if len(ans.tasks) > n:
-                    self.log.error("the server leased more tasks than asked for (%d of %d); the extra leases will expire", len(ans.tasks), n)
-                self._note_pause(ans)
-                self._settle(n, tasks)
-                if alone and not tasks:
-                    self.log.info("nothing %sleft to lease: stopping (stop_when_empty)", "" if self._paused is None else "(the queue is paused) ")
-                    return
-                if not tasks and time.monotonic() - sent < self.poll_wait / 2 and not alone:
-                    # An empty answer long before the wait ran out: the server
-                    # ends long-polls early (it is draining). Do not spin.
-                    if self._stopping.wait(_retry_wait(empties)):
-                        return
-                    empties += 1
-                else:
-                    empties = 0
+                    raise _Stopped() from None
+            if isinstance(op, _Settle):
+                self._settle(op.n, op.tasks)
+                return None
+            if isinstance(op, _Pause):
+                return self._stopping.wait(op.seconds)
+            raise AssertionError(f"unknown op {op!r}")
+
+        with self.client.interruptible() as scope:
+            self._scope = scope
+            if not self._stopping.is_set():
+                _drive(self._lease_flow(), perform)  # type: ignore[arg-type]
 
     def _settle(self, n: int, tasks: Sequence[LeasedTask]) -> None:
         """Starts the tasks a lease call for n slots leased; the slots left
