@@ -470,61 +470,8 @@ func (c *Coordinator) CheckInvariants() error {
 }
 
 // attribute records in recs who asked: the principal ctx carries (the
-// token's name, with authentication on) becomes the By of every record
-// that has one, over what a caller declared (requested_by). System records
-// (LeaseExpired, Fence, TasksPurgedRange) have none. Without a principal,
-// records keep what they were given.
+// token's name, with authentication on), through state.Attribute. Without
+// a principal, records keep what they were given (requested_by).
 func attribute(ctx context.Context, recs []state.Record) {
-	by := principal.From(ctx)
-	if by == "" {
-		return
-	}
-	for _, r := range recs {
-		switch r := r.(type) {
-		case *state.TaskCreated:
-			r.By = by
-		case *state.LeaseGranted:
-			r.By = by
-		case *state.LeaseExtended:
-			r.By = by
-		case *state.ExecutionStarted:
-			r.By = by
-		case *state.TaskCommitted:
-			r.By = by
-		case *state.TaskCompleted:
-			r.By = by
-		case *state.TaskFailed:
-			r.By = by
-		case *state.TaskSnoozed:
-			r.By = by
-		case *state.TaskCancelled:
-			r.By = by
-		case *state.TaskDead:
-			r.By = by
-		case *state.TaskRetried:
-			r.By = by
-		case *state.QueuePaused:
-			r.By = by
-		case *state.QueueResumed:
-			r.By = by
-		case *state.QueueLimited:
-			r.By = by
-		case *state.TasksDeleted:
-			r.By = by
-		case *state.ScheduleCreated:
-			r.By = by
-		case *state.ScheduleUpdated:
-			r.By = by
-		case *state.SchedulePaused:
-			r.By = by
-		case *state.ScheduleResumed:
-			r.By = by
-		case *state.ScheduleDeleted:
-			r.By = by
-		case *state.ScheduleFired:
-			if r.Outcome == state.Backfilled {
-				r.By = by
-			}
-		}
-	}
+	state.Attribute(recs, principal.From(ctx))
 }

@@ -141,19 +141,76 @@ func TestEveryProtoMessageIsRegistered(t *testing.T) {
 func TestStatetestGeneratesEveryType(t *testing.T) {
 	t.Parallel()
 	seen := map[reflect.Type]bool{}
-	for seed := range uint64(300) {
-		g := statetest.New(seed)
-		s := state.New()
-		for _, r := range g.Run(s, 100, t.Fatalf) {
-			seen[reflect.TypeOf(r)] = true
-		}
-		if len(seen) >= len(registry) {
-			break
-		}
-	}
+	generate(t, func(r state.Record) bool {
+		seen[reflect.TypeOf(r)] = true
+		return len(seen) < len(registry)
+	})
 	for _, row := range registry {
 		if !seen[row.goType] {
 			t.Errorf("statetest never generates %s: teach Gen.Next (internal/state/statetest) to produce it", row.name)
+		}
+	}
+}
+
+// TestEveryRecordWithByIsAttributed: every record type the generator makes
+// that has a By field (who asked) is attributed by state.Attribute, the one
+// path by which the coordinator writes the caller's principal into the
+// records of a call; and attributing changes nothing else. A type some of
+// whose records keep their By (a ScheduleFired of the schedule's own tick)
+// passes if any record of it takes the principal.
+func TestEveryRecordWithByIsAttributed(t *testing.T) {
+	t.Parallel()
+	const who = "attribution-test-principal"
+	withBy := map[reflect.Type]bool{} // false: not attributed yet
+	for _, row := range registry {
+		if f, ok := row.goType.Elem().FieldByName("By"); ok && f.Type.Kind() == reflect.String {
+			withBy[row.goType] = false
+		}
+	}
+	if len(withBy) == 0 {
+		t.Fatal("no record type has a By field: has it been renamed? update this test")
+	}
+	left := len(withBy)
+	generate(t, func(r state.Record) bool {
+		typ := reflect.TypeOf(r)
+		done, ok := withBy[typ]
+		if !ok || done {
+			return left > 0
+		}
+		c := reflect.New(typ.Elem())
+		c.Elem().Set(reflect.ValueOf(r).Elem())
+		state.Attribute([]state.Record{c.Interface().(state.Record)}, who)
+		by := c.Elem().FieldByName("By")
+		if by.String() == who {
+			withBy[typ] = true
+			left--
+		}
+		by.SetString(reflect.ValueOf(r).Elem().FieldByName("By").String())
+		if !reflect.DeepEqual(c.Interface(), r) {
+			t.Errorf("state.Attribute changed more than the By of %s: %+v became %+v", typ.Elem().Name(), r, c.Interface())
+		}
+		return left > 0
+	})
+	for typ, done := range withBy {
+		if !done {
+			name := typ.Elem().Name()
+			t.Errorf("state.%s has a By field (who asked), but state.Attribute never sets it, so the coordinator does not record the caller's principal in it: "+
+				"add `func (r *%s) attribute(by string) { r.By = by }` to internal/state/record_%s.go (if the generator makes no %s, teach Gen.Next in internal/state/statetest to)",
+				name, name, strings.ToLower(name), name)
+		}
+	}
+}
+
+// generate calls each with the records of random valid logs of the
+// statetest generator, over a number of seeds, until it returns false.
+func generate(t *testing.T, each func(state.Record) bool) {
+	t.Helper()
+	for seed := range uint64(300) {
+		g := statetest.New(seed)
+		for _, r := range g.Run(state.New(), 100, t.Fatalf) {
+			if !each(r) {
+				return
+			}
 		}
 	}
 }
