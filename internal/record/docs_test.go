@@ -7,8 +7,12 @@ import (
 	"testing"
 )
 
-// recordsDoc is docs/design/records.md, relative to this package.
-const recordsDoc = "../../docs/design/records.md"
+// recordsDoc is docs/design/records.md, relative to this package, and
+// how the messages name it.
+const (
+	recordsDoc     = "../../docs/design/records.md"
+	recordsDocName = "docs/design/records.md"
+)
 
 // TestEveryRecordIsDocumented: the table of records.md has a row
 // "| NUMBER | `NAME` | …" for every row of the registry, under its number,
@@ -25,19 +29,19 @@ func TestEveryRecordIsDocumented(t *testing.T) {
 		documented[string(m[2])] = n
 	}
 	if len(documented) == 0 {
-		t.Fatalf("found no row \"| NUMBER | `NAME` |\" in %s: has its table of record types changed? update this test", recordsDoc)
+		t.Fatalf("found no row \"| NUMBER | `NAME` |\" in %s: has its table of record types changed? update this test", recordsDocName)
 	}
 	for _, row := range registry {
 		n, ok := documented[row.name]
 		switch {
 		case !ok:
-			t.Errorf("%s has no row for record type %d %s: add one to its table (fields, precondition, effect)", recordsDoc, row.typ, row.name)
+			t.Errorf("%s has no row for record type %d %s: add \"| %d | `%s` | fields | precondition | effect |\" to its table of record types", recordsDocName, row.typ, row.name, row.typ, row.name)
 		case n != int(row.typ):
-			t.Errorf("%s gives %s number %d, the registry %d", recordsDoc, row.name, n, row.typ)
+			t.Errorf("%s gives %s number %d, the registry %d", recordsDocName, row.name, n, row.typ)
 		}
 		delete(documented, row.name)
 	}
 	for name, n := range documented {
-		t.Errorf("%s has a row for record type %d %s, which the registry does not have", recordsDoc, n, name)
+		t.Errorf("%s has a row for record type %d %s, which the registry does not have", recordsDocName, n, name)
 	}
 }

@@ -41,7 +41,8 @@ func TestEveryStateRecordIsRegistered(t *testing.T) {
 	}
 	for _, name := range records {
 		if !registered[name] {
-			t.Errorf("state.%s is a record (it has the Task and apply methods) but has no row in the registry: add one to internal/record/registry.go", name)
+			t.Errorf("state.%s is a record (it has the Task and apply methods) but has no row in the registry: in internal/record/registry.go add a constant Type%s = %d (the next free number) and a row entry(Type%s, %q, toPB, fromPB) converting field by field to and from message %s of %s (docs/design/records.md, \"Adding a record type\")",
+				name, name, nextType(), name, name, name, recordpb.File_tenure_record_v1_record_proto.Path())
 		}
 	}
 	for _, row := range registry {
@@ -103,6 +104,16 @@ func stateRecordTypes(t *testing.T) []string {
 	return out
 }
 
+// nextType is the number a new record type takes: one above the highest
+// in the registry.
+func nextType() Type {
+	var n Type
+	for _, row := range registry {
+		n = max(n, row.typ)
+	}
+	return n + 1
+}
+
 // TestEveryProtoMessageIsRegistered fails for each message of record.proto
 // that is a record (no other message of the file uses it as a field, as
 // TaskCreated uses RetryPolicy) but has no row in the registry.
@@ -130,7 +141,8 @@ func TestEveryProtoMessageIsRegistered(t *testing.T) {
 	for i := range msgs.Len() {
 		m := msgs.Get(i)
 		if !helpers[m.FullName()] && !registered[m.FullName()] {
-			t.Errorf("%s defines message %s, which has no row in the registry: add one to internal/record/registry.go", file.Path(), m.FullName())
+			t.Errorf("%s defines message %s, which has no row in the registry: in internal/record/registry.go add a constant Type%s = %d (the next free number) and a row entry(Type%s, %q, toPB, fromPB) converting field by field to and from its internal/state struct (docs/design/records.md, \"Adding a record type\")",
+				file.Path(), m.FullName(), m.Name(), nextType(), m.Name(), m.Name())
 		}
 	}
 }
@@ -147,7 +159,7 @@ func TestStatetestGeneratesEveryType(t *testing.T) {
 	})
 	for _, row := range registry {
 		if !seen[row.goType] {
-			t.Errorf("statetest never generates %s: teach Gen.Next (internal/state/statetest) to produce it", row.name)
+			t.Errorf("statetest never generates %s: teach Gen.Next (internal/state/statetest/statetest.go) to produce it, only when its precondition holds, so that the state, snapshot and replay tests run on it", row.name)
 		}
 	}
 }
@@ -161,10 +173,11 @@ func TestStatetestGeneratesEveryType(t *testing.T) {
 func TestEveryRecordWithByIsAttributed(t *testing.T) {
 	t.Parallel()
 	const who = "attribution-test-principal"
-	withBy := map[reflect.Type]bool{} // false: not attributed yet
+	type seen struct{ generated, attributed bool }
+	withBy := map[reflect.Type]*seen{}
 	for _, row := range registry {
 		if f, ok := row.goType.Elem().FieldByName("By"); ok && f.Type.Kind() == reflect.String {
-			withBy[row.goType] = false
+			withBy[row.goType] = &seen{}
 		}
 	}
 	if len(withBy) == 0 {
@@ -173,16 +186,17 @@ func TestEveryRecordWithByIsAttributed(t *testing.T) {
 	left := len(withBy)
 	generate(t, func(r state.Record) bool {
 		typ := reflect.TypeOf(r)
-		done, ok := withBy[typ]
-		if !ok || done {
+		st, ok := withBy[typ]
+		if !ok || st.attributed {
 			return left > 0
 		}
+		st.generated = true
 		c := reflect.New(typ.Elem())
 		c.Elem().Set(reflect.ValueOf(r).Elem())
 		state.Attribute([]state.Record{c.Interface().(state.Record)}, who)
 		by := c.Elem().FieldByName("By")
 		if by.String() == who {
-			withBy[typ] = true
+			st.attributed = true
 			left--
 		}
 		by.SetString(reflect.ValueOf(r).Elem().FieldByName("By").String())
@@ -191,12 +205,14 @@ func TestEveryRecordWithByIsAttributed(t *testing.T) {
 		}
 		return left > 0
 	})
-	for typ, done := range withBy {
-		if !done {
-			name := typ.Elem().Name()
+	for typ, st := range withBy {
+		name := typ.Elem().Name()
+		switch {
+		case !st.generated:
+			t.Errorf("state.%s has a By field (who asked), but the statetest generator makes no %s, so this test cannot check that state.Attribute sets it: teach Gen.Next (internal/state/statetest/statetest.go) to produce it", name, name)
+		case !st.attributed:
 			t.Errorf("state.%s has a By field (who asked), but state.Attribute never sets it, so the coordinator does not record the caller's principal in it: "+
-				"add `func (r *%s) attribute(by string) { r.By = by }` to internal/state/record_%s.go (if the generator makes no %s, teach Gen.Next in internal/state/statetest to)",
-				name, name, strings.ToLower(name), name)
+				"add `func (r *%s) attribute(by string) { r.By = by }` to internal/state/record_%s.go", name, name, strings.ToLower(name))
 		}
 	}
 }
