@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/sdk/internal/backoff"
+	"google.golang.org/protobuf/proto"
 )
 
 // Protocols a Client can speak.
@@ -237,6 +238,9 @@ func call[Req, Resp any](ctx context.Context, c *Client, op string,
 	err := c.intercept(ctx, cl, func(ctx context.Context) error {
 		var err error
 		resp, err = tries(ctx, c, op, fn, msg, cl.Header)
+		if err == nil {
+			cl.Reply, _ = any(resp).(proto.Message)
+		}
 		return err
 	})
 	return resp, err

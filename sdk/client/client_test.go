@@ -20,6 +20,7 @@ import (
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/sdk/client"
 	"github.com/tenurehq/tenure/sdk/internal/inproc"
+	"google.golang.org/protobuf/proto"
 )
 
 // The client's tests that need no tenure server: retries (on the clock of
@@ -222,7 +223,8 @@ func TestRetryStopsWithContext(t *testing.T) {
 
 // TestInterceptors: interceptors run once per call, the first outermost,
 // around the call's retries; each try sends the headers they added; they
-// see the call's name and error, and may end a call without making it.
+// see the call's name, its error or its answer (Reply), and may end a call
+// without making it.
 func TestInterceptors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var tries []string // the X-Trace header of each try
@@ -251,6 +253,29 @@ func TestInterceptors(t *testing.T) {
 		}
 		if want := "t-1,t-1,t-1"; strings.Join(tries, ",") != want {
 			t.Errorf("the tries carried X-Trace %q, want %q (three tries, each with the header)", strings.Join(tries, ","), want)
+		}
+
+		// The call's answer, as the server sent it, once next returned;
+		// none before, and none after an error.
+		var replies []proto.Message
+		reply := func(ctx context.Context, call *client.Call, next func(context.Context) error) error {
+			if call.Reply != nil {
+				t.Errorf("%s: Reply %v before the call", call.Op, call.Reply)
+			}
+			err := next(ctx)
+			replies = append(replies, call.Reply)
+			return err
+		}
+		_, got := tenurev1connect.NewTaskServiceHandler(batchServer{})
+		if _, err := inMemory(t, got, client.Options{Interceptors: []client.Interceptor{reply}}).GetTask(t.Context(), client.GetTaskRequest{TaskID: "t9"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := inMemory(t, h, client.Options{MaxRetries: -1, Interceptors: []client.Interceptor{reply}}).GetTask(t.Context(), client.GetTaskRequest{TaskID: "x"}); err == nil {
+			t.Fatal("GetTask of a failing server succeeded")
+		}
+		want := &tenurev1.GetTaskResponse{Task: &tenurev1.Task{TaskId: "t9", Queue: "q"}}
+		if len(replies) != 2 || !proto.Equal(replies[0], want) || replies[1] != nil {
+			t.Errorf("Call.Reply after a call that succeeded and one that failed: %v; want %v and nil", replies, want)
 		}
 
 		refused := errors.New("refused by the interceptor")

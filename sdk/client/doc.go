@@ -22,7 +22,8 @@
 //	                 PauseSchedule, ResumeSchedule, DeleteSchedule, BackfillSchedule
 //
 // Interceptors (Options.Interceptors) run around every call: for logging,
-// metrics, tracing, or headers of your own.
+// metrics, tracing, or headers of your own; once the call returns they see
+// the API's answer as the server sent it (Call.Reply).
 //
 // The calls an operator makes (KillTask, RetryTask, the bulk actions,
 // PauseQueue, ResumeQueue, SetQueueLimits, the schedule calls that change one) record who

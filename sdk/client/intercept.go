@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"net/http"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // Interceptor runs around a call the client makes: it may look at the
@@ -33,6 +35,11 @@ type Call struct {
 	// metadata alike); an interceptor may add to it before it calls next.
 	// The client's own (content type, Authorization) are set after it.
 	Header http.Header
+	// Reply is the API's answer to the call, as the server sent it (a
+	// *tenurev1.GetTaskResponse for GetTask), before the client turns it
+	// into its own types: set once next returned nil, nil until then and
+	// after an error. The tenure CLI prints it (protojson) for --json.
+	Reply proto.Message
 }
 
 // chain is the interceptors as one, the first outermost; nil for none.
