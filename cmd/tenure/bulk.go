@@ -150,12 +150,12 @@ func (c *tasksBulkCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args [
 	if err != nil {
 		return err
 	}
-	res, err := act.call(cl, ctx, client.BulkRequest{Filter: f, Reason: c.control.reason})
+	res, err := act.call(cl, c.control.client.capture(ctx), client.BulkRequest{Filter: f, Reason: c.control.reason})
 	if err != nil {
 		return err
 	}
 	if c.control.client.json {
-		return writeJSON(a.stdout, bulkJSON{Changed: res.Changed, Skipped: res.Skipped})
+		return c.control.client.answers.print(a.stdout)
 	}
 	fmt.Fprintf(a.stdout, "%s %s", act.done, plural(res.Changed, "task"))
 	if res.Skipped > 0 {

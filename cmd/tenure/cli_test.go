@@ -114,14 +114,18 @@ func TestCLITaskCommands(t *testing.T) {
 }
 
 // waitState polls the task until it reaches one of the states, and
-// returns it as `tenure task get --json` prints it.
+// returns it as `tenure task get --json` prints it (its "task").
 func waitState(t *testing.T, addr, id string, states ...string) map[string]any {
 	t.Helper()
 	var task map[string]any
 	eventually.NoError(t, fmt.Sprintf("task %s to be one of %v", id, states), func() error {
-		if err := json.Unmarshal([]byte(mustCLI(t, "task", "get", "--addr", addr, "--json", id)), &task); err != nil {
+		var got struct {
+			Task map[string]any `json:"task"`
+		}
+		if err := json.Unmarshal([]byte(mustCLI(t, "task", "get", "--addr", addr, "--json", id)), &got); err != nil {
 			return eventually.Stop(err)
 		}
+		task = got.Task
 		if slices.ContainsFunc(states, func(s string) bool { return task["state"] == "TASK_STATE_"+s }) {
 			return nil
 		}
@@ -263,10 +267,12 @@ func TestCLIDeadline(t *testing.T) {
 		t.Fatalf("task get shows no deadline:\n%s", get)
 	}
 	var got struct {
-		Deadline  time.Time `json:"deadline"`
-		CreatedAt time.Time `json:"createdAt"`
+		Task struct {
+			Deadline  time.Time `json:"deadline"`
+			CreatedAt time.Time `json:"createdAt"`
+		} `json:"task"`
 	}
-	if err := json.Unmarshal([]byte(mustCLI(t, "task", "get", "--addr", addr, "--json", id)), &got); err != nil || !got.Deadline.Equal(got.CreatedAt.Add(time.Hour)) {
-		t.Fatalf("task get --json: deadline %v, created %v (%v); want the deadline an hour after the creation", got.Deadline, got.CreatedAt, err)
+	if err := json.Unmarshal([]byte(mustCLI(t, "task", "get", "--addr", addr, "--json", id)), &got); err != nil || !got.Task.Deadline.Equal(got.Task.CreatedAt.Add(time.Hour)) {
+		t.Fatalf("task get --json: deadline %v, created %v (%v); want the deadline an hour after the creation", got.Task.Deadline, got.Task.CreatedAt, err)
 	}
 }

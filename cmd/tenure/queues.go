@@ -60,16 +60,12 @@ func (c *queuesCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []st
 	if err != nil {
 		return err
 	}
-	qs, err := client.Collect(cl.ListQueues(ctx, client.ListQueuesRequest{Namespace: c.namespace}))
+	qs, err := client.Collect(cl.ListQueues(c.client.capture(ctx), client.ListQueuesRequest{Namespace: c.namespace}))
 	if err != nil {
 		return err
 	}
 	if c.client.json {
-		var out queueListJSON
-		for _, q := range qs {
-			out.Queues = append(out.Queues, queueToJSON(q))
-		}
-		return writeJSON(a.stdout, out)
+		return c.client.answers.print(a.stdout)
 	}
 	if len(qs) == 0 {
 		fmt.Fprintln(a.stderr, "no queues")
@@ -154,12 +150,12 @@ func (c *queueGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []
 	if err != nil {
 		return err
 	}
-	q, err := cl.GetQueue(ctx, client.GetQueueRequest{Namespace: c.queue.namespace, Queue: name})
+	q, err := cl.GetQueue(c.client.capture(ctx), client.GetQueueRequest{Namespace: c.queue.namespace, Queue: name})
 	if err != nil {
 		return err
 	}
 	if c.client.json {
-		return writeJSON(a.stdout, queueResponseJSON{Queue: queueToJSON(q)})
+		return c.client.answers.print(a.stdout)
 	}
 	printQueue(a.stdout, q)
 	return nil
@@ -272,14 +268,14 @@ func (c *queueControlCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, arg
 	}
 	var res client.QueueControlResult
 	if c.pause {
-		res, err = cl.PauseQueue(ctx, client.PauseQueueRequest{Namespace: c.queue.namespace, Queue: name, Reason: c.control.reason})
+		res, err = cl.PauseQueue(c.control.client.capture(ctx), client.PauseQueueRequest{Namespace: c.queue.namespace, Queue: name, Reason: c.control.reason})
 	} else {
-		res, err = cl.ResumeQueue(ctx, client.ResumeQueueRequest{Namespace: c.queue.namespace, Queue: name, Reason: c.control.reason})
+		res, err = cl.ResumeQueue(c.control.client.capture(ctx), client.ResumeQueueRequest{Namespace: c.queue.namespace, Queue: name, Reason: c.control.reason})
 	}
 	if err != nil {
 		return err
 	}
-	q, path, done, err := controlAnswer(a, c.control.client.json, &res)
+	q, path, done, err := controlAnswer(a, &c.control.client, &res)
 	if done {
 		return err
 	}
@@ -307,9 +303,9 @@ func (c *queueControlCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, arg
 // controlAnswer prints the answer of a pause, resume or change of limits
 // as the API's JSON if asked (done), or returns the queue and its path for
 // the command to say what it did.
-func controlAnswer(a *app, asJSON bool, res *client.QueueControlResult) (q *client.Queue, path string, done bool, err error) {
-	if asJSON {
-		return nil, "", true, writeJSON(a.stdout, queueControlJSON{Changed: res.Changed, Queue: queueToJSON(&res.Queue)})
+func controlAnswer(a *app, f *clientFlags, res *client.QueueControlResult) (q *client.Queue, path string, done bool, err error) {
+	if f.json {
+		return nil, "", true, f.answers.print(a.stdout)
 	}
 	return &res.Queue, res.Queue.Namespace + "/" + res.Queue.Queue, false, nil
 }
@@ -390,11 +386,11 @@ func (c *queueLimitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args
 	if err != nil {
 		return err
 	}
-	res, err := cl.SetQueueLimits(ctx, req)
+	res, err := cl.SetQueueLimits(c.control.client.capture(ctx), req)
 	if err != nil {
 		return err
 	}
-	q, path, done, err := controlAnswer(a, c.control.client.json, &res)
+	q, path, done, err := controlAnswer(a, &c.control.client, &res)
 	if done {
 		return err
 	}

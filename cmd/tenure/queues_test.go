@@ -265,14 +265,16 @@ func TestCLIAttemptsAfterRetry(t *testing.T) {
 				when, task.State, task.AttemptsUsed, task.Attempt, task.RetryPolicy.MaxAttempts, state, used, all)
 		}
 		var js struct {
-			Attempt      uint32 `json:"attempt"`
-			AttemptsUsed uint32 `json:"attemptsUsed"`
+			Task struct {
+				Attempt      uint32 `json:"attempt"`
+				AttemptsUsed uint32 `json:"attemptsUsed"`
+			} `json:"task"`
 		}
 		if err := json.Unmarshal([]byte(mustCLI(t, "task", "get", id, "--addr", addr, "--json")), &js); err != nil {
 			t.Fatal(err)
 		}
-		if js.Attempt != all || js.AttemptsUsed != used {
-			t.Errorf("%s: task get --json says attempt %d, attemptsUsed %d; want %d, %d", when, js.Attempt, js.AttemptsUsed, all, used)
+		if js.Task.Attempt != all || js.Task.AttemptsUsed != used {
+			t.Errorf("%s: task get --json says attempt %d, attemptsUsed %d; want %d, %d", when, js.Task.Attempt, js.Task.AttemptsUsed, all, used)
 		}
 		get := mustCLI(t, "task", "get", id, "--addr", addr)
 		if !strings.Contains(get, "\nattempt     "+attemptRow+"\n") {

@@ -209,13 +209,13 @@ func (c *scheduleCreateCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, 
 	if err != nil {
 		return err
 	}
-	res, err := cl.CreateSchedule(ctx, req)
+	res, err := cl.CreateSchedule(c.control.client.capture(ctx), req)
 	if err != nil {
 		return err
 	}
 	sc, created := &res.Schedule, res.Created
 	if c.control.client.json {
-		return writeJSON(a.stdout, scheduleCreateJSON{Schedule: scheduleToJSON(sc), Created: created})
+		return c.control.client.answers.print(a.stdout)
 	}
 	if created {
 		fmt.Fprintf(a.stdout, "created schedule %s\n", schedulePath(sc))
@@ -334,12 +334,12 @@ func (c *scheduleUpdateCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, 
 	if err := c.def.apply(a, fs, &req); err != nil {
 		return err
 	}
-	sc, err = cl.UpdateSchedule(ctx, req)
+	sc, err = cl.UpdateSchedule(c.control.client.capture(ctx), req)
 	if err != nil {
 		return err
 	}
 	if c.control.client.json {
-		return writeJSON(a.stdout, scheduleResponseJSON{Schedule: scheduleToJSON(sc)})
+		return c.control.client.answers.print(a.stdout)
 	}
 	fmt.Fprintf(a.stdout, "updated schedule %s\n", schedulePath(sc))
 	printNextFires(a.stdout, sc)
@@ -388,16 +388,12 @@ func (c *scheduleListCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, arg
 	if err != nil {
 		return err
 	}
-	ss, err := client.Collect(cl.ListSchedules(ctx, client.ListSchedulesRequest{Namespace: c.namespace, Queue: c.queue}))
+	ss, err := client.Collect(cl.ListSchedules(c.client.capture(ctx), client.ListSchedulesRequest{Namespace: c.namespace, Queue: c.queue}))
 	if err != nil {
 		return err
 	}
 	if c.client.json {
-		var out scheduleListJSON
-		for _, sc := range ss {
-			out.Schedules = append(out.Schedules, scheduleToJSON(sc))
-		}
-		return writeJSON(a.stdout, out)
+		return c.client.answers.print(a.stdout)
 	}
 	if len(ss) == 0 {
 		fmt.Fprintln(a.stderr, "no schedules")
@@ -468,12 +464,12 @@ func (c *scheduleGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args
 	if err != nil {
 		return err
 	}
-	sc, err := cl.GetSchedule(ctx, client.GetScheduleRequest{Namespace: c.schedule.namespace, Queue: c.schedule.queue, Name: name})
+	sc, err := cl.GetSchedule(c.client.capture(ctx), client.GetScheduleRequest{Namespace: c.schedule.namespace, Queue: c.schedule.queue, Name: name})
 	if err != nil {
 		return err
 	}
 	if c.client.json {
-		return writeJSON(a.stdout, scheduleResponseJSON{Schedule: scheduleToJSON(sc)})
+		return c.client.answers.print(a.stdout)
 	}
 	printSchedule(a.stdout, sc)
 	return nil
@@ -603,24 +599,24 @@ func (c *scheduleControlCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, 
 	var res client.ScheduleControlResult
 	switch c.action {
 	case "delete":
-		if err := cl.DeleteSchedule(ctx, req); err != nil {
+		if err := cl.DeleteSchedule(c.control.client.capture(ctx), req); err != nil {
 			return err
 		}
 		if c.control.client.json {
-			return writeJSON(a.stdout, struct{}{})
+			return c.control.client.answers.print(a.stdout)
 		}
 		fmt.Fprintf(a.stdout, "deleted schedule %s\n", path)
 		return nil
 	case "pause":
-		res, err = cl.PauseSchedule(ctx, req)
+		res, err = cl.PauseSchedule(c.control.client.capture(ctx), req)
 	default:
-		res, err = cl.ResumeSchedule(ctx, req)
+		res, err = cl.ResumeSchedule(c.control.client.capture(ctx), req)
 	}
 	if err != nil {
 		return err
 	}
 	if c.control.client.json {
-		return writeJSON(a.stdout, scheduleControlJSON{Changed: res.Changed, Schedule: scheduleToJSON(&res.Schedule)})
+		return c.control.client.answers.print(a.stdout)
 	}
 	sc := &res.Schedule
 	switch {
@@ -685,17 +681,13 @@ func (c *scheduleBackfillCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet,
 	if err != nil {
 		return err
 	}
-	res, err := cl.BackfillSchedule(ctx, client.BackfillRequest{Namespace: c.schedule.namespace, Queue: c.schedule.queue, Name: name,
+	res, err := cl.BackfillSchedule(c.control.client.capture(ctx), client.BackfillRequest{Namespace: c.schedule.namespace, Queue: c.schedule.queue, Name: name,
 		Start: bounds[0], End: bounds[1]})
 	if err != nil {
 		return err
 	}
 	if c.control.client.json {
-		out := backfillJSON{AlreadyFired: uint32(res.AlreadyFired)}
-		for _, f := range res.Fired {
-			out.Fired = append(out.Fired, fireToJSON(f))
-		}
-		return writeJSON(a.stdout, out)
+		return c.control.client.answers.print(a.stdout)
 	}
 	fmt.Fprintf(a.stdout, "fired %s; %s had fired already\n", plural(uint64(len(res.Fired)), "tick"), plural(uint64(res.AlreadyFired), "tick"))
 	for _, f := range res.Fired {

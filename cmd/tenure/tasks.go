@@ -15,27 +15,40 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/client"
 )
 
-// clientFlags are the flags every client command shares.
+// clientFlags are the flags every client command shares, and the API's
+// answers that --json prints (answers.go).
 type clientFlags struct {
-	addr  string
-	json  bool
-	token string
-	tls   tlsClientFlags
+	addr    string
+	json    bool
+	token   string
+	tls     tlsClientFlags
+	answers answers
 }
 
+// add adds the flags of a command that prints the API's answer: the
+// connection's and --json.
 func (f *clientFlags) add(fs *pflag.FlagSet) {
+	f.addConnection(fs)
+	fs.BoolVar(&f.json, "json", false, "print the API's answer as JSON (for scripts; as curl shows it) instead of text")
+}
+
+// addConnection adds the flags of the connection to the server: its
+// address, the token and TLS.
+func (f *clientFlags) addConnection(fs *pflag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", envOr("TENURE_ADDR", "http://127.0.0.1:7070"), "server address: http://host:port, or https://host:port for a server with TLS (env TENURE_ADDR)")
-	fs.BoolVar(&f.json, "json", false, "print JSON (for scripts) instead of text")
 	// Not envOr: help would print the token as the flag's default.
 	fs.StringVar(&f.token, "token", "", "bearer token, for a server started with --auth-file (default: env TENURE_TOKEN, which keeps it out of the process list)")
 	f.tls.add(fs)
 }
+
+// capture returns ctx for the calls whose answers --json prints.
+func (f *clientFlags) capture(ctx context.Context) context.Context { return f.answers.capture(ctx) }
 
 // url is the server's address with a scheme: https if a TLS flag is given.
 func (f *clientFlags) url() string {
@@ -49,9 +62,14 @@ func (f *clientFlags) url() string {
 }
 
 // options are the client's options of the flags: TLS and the token.
+// With --json they keep the API's answers (keepAnswers).
 func (f *clientFlags) options() (client.Options, error) {
 	cfg, err := f.tls.config()
-	return client.Options{TLSConfig: cfg, Token: cmp.Or(f.token, os.Getenv("TENURE_TOKEN"))}, err
+	opts := client.Options{TLSConfig: cfg, Token: cmp.Or(f.token, os.Getenv("TENURE_TOKEN"))}
+	if f.json {
+		opts.Interceptors = []client.Interceptor{keepAnswers}
+	}
+	return opts, err
 }
 
 func (f *clientFlags) connect() (*client.Client, error) {
@@ -110,16 +128,6 @@ func (f *controlFlags) by() string {
 		host = "unknown-host"
 	}
 	return cmp.Or(name, "unknown-user") + "@" + host
-}
-
-// printJSON prints a message as indented protojson.
-func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(w, string(b))
-	return err
 }
 
 // oneArg returns the single positional argument.
@@ -224,12 +232,12 @@ func (c *submitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	if c.delay > 0 {
 		req.NotBefore = a.clock.Now().Add(c.delay)
 	}
-	res, err := cl.Submit(ctx, req)
+	res, err := cl.Submit(c.client.capture(ctx), req)
 	if err != nil {
 		return err
 	}
 	if c.client.json {
-		return writeJSON(a.stdout, submitJSON{Task: taskToJSON(res.Task), Duplicate: res.Duplicate})
+		return c.client.answers.print(a.stdout)
 	}
 	if res.Duplicate {
 		fmt.Fprintf(a.stdout, "%s (duplicate: request id %q was submitted before; nothing new was created)\n", res.TaskID, c.requestID)
@@ -288,12 +296,12 @@ func (c *taskGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []s
 	if err != nil {
 		return err
 	}
-	t, err := cl.GetTask(ctx, client.GetTaskRequest{TaskID: id})
+	t, err := cl.GetTask(c.client.capture(ctx), client.GetTaskRequest{TaskID: id})
 	if err != nil {
 		return err
 	}
 	if c.client.json {
-		return writeJSON(a.stdout, taskToJSON(t))
+		return c.client.answers.print(a.stdout)
 	}
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
@@ -423,12 +431,12 @@ func (c *taskHistoryCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args
 	if err != nil {
 		return err
 	}
-	entries, err := cl.GetTaskHistory(ctx, client.GetTaskHistoryRequest{TaskID: id})
+	entries, err := cl.GetTaskHistory(c.client.capture(ctx), client.GetTaskHistoryRequest{TaskID: id})
 	if err != nil {
 		return err
 	}
 	if c.client.json {
-		return writeJSON(a.stdout, historyToJSON(entries))
+		return c.client.answers.print(a.stdout)
 	}
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "LSN\tTIME\tRECORD\tATTEMPT\tLEASE\tBY\tDETAIL")
@@ -472,9 +480,12 @@ func (c *taskKillCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []
 	if err != nil {
 		return err
 	}
-	t, err := cl.KillTask(ctx, client.KillTaskRequest{TaskID: id, Reason: c.control.reason})
+	t, err := cl.KillTask(c.control.client.capture(ctx), client.KillTaskRequest{TaskID: id, Reason: c.control.reason})
 	if err != nil {
 		return err
+	}
+	if c.control.client.json {
+		return c.control.client.answers.print(a.stdout)
 	}
 	fmt.Fprintf(a.stdout, "%s is %s\n", t.ID, t.State)
 	return nil
@@ -515,12 +526,12 @@ func (c *taskRetryCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args [
 	if err != nil {
 		return err
 	}
-	t, err := cl.RetryTask(ctx, client.RetryTaskRequest{TaskID: id, Reason: c.control.reason})
+	t, err := cl.RetryTask(c.control.client.capture(ctx), client.RetryTaskRequest{TaskID: id, Reason: c.control.reason})
 	if err != nil {
 		return err
 	}
 	if c.control.client.json {
-		return writeJSON(a.stdout, taskResponseJSON{Task: taskToJSON(t)})
+		return c.control.client.answers.print(a.stdout)
 	}
 	fmt.Fprintf(a.stdout, "%s is %s\n", t.ID, t.State)
 	return nil
@@ -549,10 +560,11 @@ func (*tasksListCmd) spec() *cobra.Command {
 more match, it says so on stderr with the command that lists the next page
 (--page-token), or list them all with --all.
 
-With --json it prints the API's ListTasksResponse: "tasks", and
-"nextPageToken" when more may follow (pass it to --page-token), exactly as
-ListTasks with page_size --limit answers. With --all --json it prints one
-response holding every task, without a token.`,
+With --json it prints the API's ListTasksResponse: the answers of the
+ListTasks calls that made the listing (page_size --limit, or less where
+an answer stopped early), as one: their "tasks", and the last one's
+"nextPageToken" when more may follow (pass it to --page-token). With --all
+--json it holds every task, without a token.`,
 		Example: `  tenure tasks list --queue emails --state failed
   tenure tasks list --all --json | jq -r '.tasks[].taskId'`,
 	}
@@ -598,7 +610,7 @@ func (c *tasksListCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args 
 		if !unlimited {
 			req.PageSize = min(maxListPage, c.limit-len(tasks))
 		}
-		page, err := cl.ListTasksPage(ctx, req)
+		page, err := cl.ListTasksPage(c.client.capture(ctx), req)
 		if err != nil {
 			return err
 		}
@@ -612,11 +624,7 @@ func (c *tasksListCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args 
 	}
 	next := req.PageToken
 	if c.client.json {
-		out := taskListJSON{NextPageToken: next}
-		for i := range tasks {
-			out.Tasks = append(out.Tasks, taskToJSON(&tasks[i]))
-		}
-		if err := writeJSON(a.stdout, out); err != nil {
+		if err := printJSON(a.stdout, pagesOf(c.client.answers.all())); err != nil {
 			return err
 		}
 	} else {
@@ -637,6 +645,18 @@ func (c *tasksListCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args 
 		return c.hintNextPage(ctx, cl, fs, req, a.stderr)
 	}
 	return nil
+}
+
+// pagesOf is the answers of ListTasks calls, one page after the other, as
+// one answer: their tasks in order, and the last one's next page token.
+func pagesOf(pages []proto.Message) *tenurev1.ListTasksResponse {
+	out := &tenurev1.ListTasksResponse{}
+	for _, m := range pages {
+		p := m.(*tenurev1.ListTasksResponse)
+		out.Tasks = append(out.Tasks, p.GetTasks()...)
+		out.NextPageToken = p.GetNextPageToken()
+	}
+	return out
 }
 
 // hintNextPage says on stderr that more tasks follow the page req.PageToken

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime/debug"
 	"text/tabwriter"
@@ -37,7 +38,12 @@ func (c *versionCmd) run(_ context.Context, a *app, _ *pflag.FlagSet, args []str
 	}
 	v := versionOf(bi)
 	if c.json {
-		return writeJSON(a.stdout, v)
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(a.stdout, string(b))
+		return err
 	}
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "tenure %s\n", v.Version)

@@ -91,7 +91,7 @@ the queue is resumed.`, permanentFailureExit),
 }
 
 func (c *workerCmd) define(fs *pflag.FlagSet) {
-	c.client.add(fs)
+	c.client.addConnection(fs)
 	fs.StringVar(&c.namespace, "namespace", "default", "namespace to lease from")
 	fs.StringArrayVar(&c.queues, "queue", nil, "queue to lease from (required); again for each further queue, up to 32")
 	fs.StringVar(&c.cmdline, "exec", "", "command run with sh -c for each task (required); the payload is its stdin")
