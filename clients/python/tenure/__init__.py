@@ -43,11 +43,11 @@ from .messages import __all__ as _messages_all
 # tenure.Task is what a handler gets (below); the API's Task message, which
 # get_task answers, is tenure.messages.Task.
 from .aworker import AsyncWorker
-from .worker import Finish, Outcome, Permanent, Progress, Snooze, Task, Worker
+from .worker import Finish, Outcome, Permanent, Snooze, Task, Worker
 
 __all__ = [
     "AlreadyCommitted", "AlreadyExists", "AsyncClient", "AsyncWorker", "CallInfo", "Client", "Finish", "Full",
-    "Interrupted", "InvalidArgument", "LeaseLost", "NotFound", "Outcome", "Permanent", "PermissionDenied", "Progress",
+    "Interrupted", "InvalidArgument", "LeaseLost", "NotFound", "Outcome", "Permanent", "PermissionDenied",
     "Snooze", "TLSRefused", "Task", "TenureError", "TooLarge", "Unauthenticated", "Unavailable", "Worker",
     "WrongState", "__version__", "kind", "messages", "tls_context",
 ] + [n for n in _messages_all if n != "Task"]

@@ -191,16 +191,6 @@ class Finish:
     """Seconds from the lease's arrival to the end of the attempt's report."""
 
 
-@dataclasses.dataclass
-class Progress:
-    """What a handler reports about its attempt (task.report_progress): a
-    short message, a share of the work done (done of total), or both."""
-
-    message: str = ""
-    done: int = 0
-    total: int = 0
-
-
 # The task a handler gets ---------------------------------------------------
 
 

@@ -387,6 +387,27 @@ def test_report_start_and_several_queues(flavor: Flavor, queue: str) -> None:
         assert t.state == tenure.TaskState.COMPLETED and t.executions[0].started_at is not None
 
 
+def test_other_takes_every_other_kind(flavor: Flavor, queue: str) -> None:
+    c = flavor.client
+    known = c.submit(queue=queue, kind="known", payload=b"{}").task.task_id
+    odd = c.submit(queue=queue, kind="odd.kind", payload=b"raw bytes").task.task_id
+    bare = c.submit(queue=queue, payload=b"no kind").task.task_id
+    w = flavor.make([queue], stop_when_empty=True)
+    slept: List[bool] = []
+    w.task("known")(flavor.handler(lambda t: "known"))
+
+    def other(t: tenure.Task) -> bytes:
+        slept.append(t.sleep(0.01))
+        return t.kind.encode() + b":" + t.payload
+
+    w.other(flavor.handler(other))
+    assert w.kinds() == ["known", "(any other)"]
+    flavor.run_until_empty()
+    assert task_of(c, known).result == b'"known"'
+    assert task_of(c, odd).result == b"odd.kind:raw bytes" and task_of(c, bare).result == b":no kind"
+    assert slept == [True, True]
+
+
 def test_bad_options_and_registrations(server: Server) -> None:
     c = tenure.Client(server.url)
     for bad in ({"concurrency": 0}, {"heartbeat_every": 1}, {"poll_wait": 31}, {"max_complete_batch": 0},
