@@ -212,7 +212,7 @@ func TestEveryRecordWithByIsAttributed(t *testing.T) {
 			t.Errorf("state.%s has a By field (who asked), but the statetest generator makes no %s, so this test cannot check that state.Attribute sets it: teach Gen.Next (internal/state/statetest/statetest.go) to produce it", name, name)
 		case !st.attributed:
 			t.Errorf("state.%s has a By field (who asked), but state.Attribute never sets it, so the coordinator does not record the caller's principal in it: "+
-				"add `func (r *%s) attribute(by string) { r.By = by }` to internal/state/record_%s.go", name, name, strings.ToLower(name))
+				"add `func (r *%s) attribute(by string) { r.By = by }` to internal/state/attribute.go", name, name)
 		}
 	}
 }

@@ -41,30 +41,6 @@ type Record interface {
 	apply(s *State, lsn uint64) string
 }
 
-// Attribute records in recs who asked: by (the caller's principal) becomes
-// the By of every record that has one, over anything the caller declared.
-// It is the one path by which a record is attributed: a record type with a
-// By field has a method attribute, in its record_*.go file, that sets it
-// (TestEveryRecordWithByIsAttributed in internal/record checks every type
-// the statetest generator makes). Records the server writes on its own
-// (LeaseExpired, Fence, TasksPurgedRange, …) have no By. An empty by
-// changes nothing: records keep what they were given.
-func Attribute(recs []Record, by string) {
-	if by == "" {
-		return
-	}
-	for _, r := range recs {
-		if a, ok := r.(attributed); ok {
-			a.attribute(by)
-		}
-	}
-}
-
-// attributed is a record that says who asked: attribute sets its By.
-type attributed interface {
-	attribute(by string)
-}
-
 // RetryPolicy decides what a failed attempt leads to.
 type RetryPolicy struct {
 	// MaxAttempts is the number of leases a task may be granted before a

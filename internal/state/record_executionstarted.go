@@ -13,8 +13,6 @@ type ExecutionStarted struct {
 
 func (r *ExecutionStarted) Task() string { return r.TaskID }
 
-func (r *ExecutionStarted) attribute(by string) { r.By = by }
-
 func (r *ExecutionStarted) apply(s *State, lsn uint64) string {
 	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
 	switch {

@@ -24,8 +24,6 @@ type LeaseExtended struct {
 
 func (r *LeaseExtended) Task() string { return r.TaskID }
 
-func (r *LeaseExtended) attribute(by string) { r.By = by }
-
 func (r *LeaseExtended) apply(s *State, lsn uint64) string {
 	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
 	switch {

@@ -23,8 +23,6 @@ type LeaseGranted struct {
 
 func (r *LeaseGranted) Task() string { return r.TaskID }
 
-func (r *LeaseGranted) attribute(by string) { r.By = by }
-
 func (r *LeaseGranted) apply(s *State, lsn uint64) string {
 	t := s.Task(r.TaskID)
 	switch {

@@ -31,8 +31,6 @@ type QueueLimited struct {
 
 func (*QueueLimited) Task() string { return "" }
 
-func (r *QueueLimited) attribute(by string) { r.By = by }
-
 // Limits returns what the record sets.
 func (r *QueueLimited) Limits() QueueLimits {
 	return QueueLimits{

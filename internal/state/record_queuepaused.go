@@ -16,8 +16,6 @@ type QueuePaused struct {
 
 func (*QueuePaused) Task() string { return "" }
 
-func (r *QueuePaused) attribute(by string) { r.By = by }
-
 func (r *QueuePaused) apply(s *State, _ uint64) string {
 	if r.Namespace == "" || r.Queue == "" {
 		return "namespace and queue must be set"

@@ -12,8 +12,6 @@ type QueueResumed struct {
 
 func (*QueueResumed) Task() string { return "" }
 
-func (r *QueueResumed) attribute(by string) { r.By = by }
-
 func (r *QueueResumed) apply(s *State, _ uint64) string {
 	qi := s.queues[QueueKey{r.Namespace, r.Queue}]
 	if qi == nil || qi.paused == nil {

@@ -16,8 +16,6 @@ type ScheduleCreated struct {
 
 func (*ScheduleCreated) Task() string { return "" }
 
-func (r *ScheduleCreated) attribute(by string) { r.By = by }
-
 func (r *ScheduleCreated) apply(s *State, _ uint64) string {
 	k := ScheduleKey{r.Namespace, r.Queue, r.Name}
 	sc := &Schedule{Key: k, Def: r.Def, Next: r.Next, CreatedAt: r.At, CreatedBy: r.By, UpdatedAt: r.At}

@@ -13,8 +13,6 @@ type ScheduleDeleted struct {
 
 func (*ScheduleDeleted) Task() string { return "" }
 
-func (r *ScheduleDeleted) attribute(by string) { r.By = by }
-
 func (r *ScheduleDeleted) apply(s *State, _ uint64) string {
 	k := ScheduleKey{r.Namespace, r.Queue, r.Name}
 	sc := s.schedules[k]

@@ -26,14 +26,6 @@ type ScheduleFired struct {
 
 func (r *ScheduleFired) Task() string { return r.TaskID }
 
-// attribute names who asked of a backfill only: a FIRED tick is the
-// schedule's own, even when a call (an update) decides it on the way.
-func (r *ScheduleFired) attribute(by string) {
-	if r.Outcome == Backfilled {
-		r.By = by
-	}
-}
-
 func (r *ScheduleFired) apply(s *State, lsn uint64) string {
 	k := ScheduleKey{r.Namespace, r.Queue, r.Name}
 	sc := s.schedules[k]

@@ -14,8 +14,6 @@ type SchedulePaused struct {
 
 func (*SchedulePaused) Task() string { return "" }
 
-func (r *SchedulePaused) attribute(by string) { r.By = by }
-
 func (r *SchedulePaused) apply(s *State, _ uint64) string {
 	sc := s.schedules[ScheduleKey{r.Namespace, r.Queue, r.Name}]
 	switch {

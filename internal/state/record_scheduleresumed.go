@@ -16,8 +16,6 @@ type ScheduleResumed struct {
 
 func (*ScheduleResumed) Task() string { return "" }
 
-func (r *ScheduleResumed) attribute(by string) { r.By = by }
-
 func (r *ScheduleResumed) apply(s *State, _ uint64) string {
 	sc := s.schedules[ScheduleKey{r.Namespace, r.Queue, r.Name}]
 	switch {

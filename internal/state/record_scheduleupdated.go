@@ -18,8 +18,6 @@ type ScheduleUpdated struct {
 
 func (*ScheduleUpdated) Task() string { return "" }
 
-func (r *ScheduleUpdated) attribute(by string) { r.By = by }
-
 func (r *ScheduleUpdated) apply(s *State, _ uint64) string {
 	sc := s.schedules[ScheduleKey{r.Namespace, r.Queue, r.Name}]
 	if sc == nil {

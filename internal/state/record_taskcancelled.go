@@ -31,8 +31,6 @@ type TaskCancelled struct {
 
 func (r *TaskCancelled) Task() string { return r.TaskID }
 
-func (r *TaskCancelled) attribute(by string) { r.By = by }
-
 func (r *TaskCancelled) apply(s *State, lsn uint64) string {
 	t := s.Task(r.TaskID)
 	if r.Action == ActionUnknown {

@@ -15,8 +15,6 @@ type TaskCommitted struct {
 
 func (r *TaskCommitted) Task() string { return r.TaskID }
 
-func (r *TaskCommitted) attribute(by string) { r.By = by }
-
 func (r *TaskCommitted) apply(s *State, lsn uint64) string {
 	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
 	switch {

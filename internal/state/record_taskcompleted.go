@@ -15,8 +15,6 @@ type TaskCompleted struct {
 
 func (r *TaskCompleted) Task() string { return r.TaskID }
 
-func (r *TaskCompleted) attribute(by string) { r.By = by }
-
 func (r *TaskCompleted) apply(s *State, lsn uint64) string {
 	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
 	switch {

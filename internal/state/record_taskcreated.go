@@ -39,8 +39,6 @@ type TaskCreated struct {
 
 func (r *TaskCreated) Task() string { return r.TaskID }
 
-func (r *TaskCreated) attribute(by string) { r.By = by }
-
 func (r *TaskCreated) apply(s *State, lsn uint64) string {
 	switch {
 	case r.TaskID == "":

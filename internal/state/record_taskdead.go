@@ -14,8 +14,6 @@ type TaskDead struct {
 
 func (r *TaskDead) Task() string { return r.TaskID }
 
-func (r *TaskDead) attribute(by string) { r.By = by }
-
 func (r *TaskDead) apply(s *State, lsn uint64) string {
 	t := s.Task(r.TaskID)
 	switch {

@@ -18,8 +18,6 @@ type TaskFailed struct {
 
 func (r *TaskFailed) Task() string { return r.TaskID }
 
-func (r *TaskFailed) attribute(by string) { r.By = by }
-
 func (r *TaskFailed) apply(s *State, lsn uint64) string {
 	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
 	switch {

@@ -21,8 +21,6 @@ type TaskRetried struct {
 
 func (r *TaskRetried) Task() string { return r.TaskID }
 
-func (r *TaskRetried) attribute(by string) { r.By = by }
-
 func (r *TaskRetried) apply(s *State, lsn uint64) string {
 	t := s.Task(r.TaskID)
 	switch {

@@ -21,8 +21,6 @@ type TasksDeleted struct {
 
 func (*TasksDeleted) Task() string { return "" }
 
-func (r *TasksDeleted) attribute(by string) { r.By = by }
-
 func (r *TasksDeleted) apply(s *State, _ uint64) string {
 	switch {
 	case len(r.TaskIDs) == 0:

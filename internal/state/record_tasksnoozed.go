@@ -23,8 +23,6 @@ type TaskSnoozed struct {
 
 func (r *TaskSnoozed) Task() string { return r.TaskID }
 
-func (r *TaskSnoozed) attribute(by string) { r.By = by }
-
 func (r *TaskSnoozed) apply(s *State, lsn uint64) string {
 	t, cur, why := s.leaseOf(r.TaskID, r.LeaseID)
 	switch {
