@@ -294,8 +294,9 @@ func (c *Coordinator) afterApply(r state.Record) {
 		if n := len(t.Executions); n > 0 && t.CurrentLease() == nil {
 			c.workers.released(t.Executions[n-1].WorkerID)
 			// The end of a lease frees a slot of a queue with a max
-			// concurrency: its long-polls may lease now.
-			if l, ok := c.st.Limits(state.QueueKey{Namespace: t.Namespace, Queue: t.Queue}); ok && l.MaxConcurrency > 0 {
+			// concurrency, or of a key (an ordered key's next task):
+			// its long-polls may lease now.
+			if l, ok := c.st.Limits(state.QueueKey{Namespace: t.Namespace, Queue: t.Queue}); ok && (l.MaxConcurrency > 0 || l.Keys.MaxConcurrency > 0 || l.Keys.Ordered) {
 				c.signal(state.QueueKey{Namespace: t.Namespace, Queue: t.Queue})
 				return
 			}

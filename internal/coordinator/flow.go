@@ -25,6 +25,23 @@ type LimitChange struct {
 	// and its burst.
 	ClearMaxConcurrency bool
 	ClearRate           bool
+
+	// The limits of the queue's keys (docs/design/keys.md), whole in
+	// every partition: KeyMaxConcurrency, KeyRate and KeyBurst as the
+	// queue's, per key; KeyOrdered and Fair set or unset (nil: kept).
+	KeyMaxConcurrency      *uint32
+	KeyRate                *float64
+	KeyBurst               *uint32
+	ClearKeyMaxConcurrency bool
+	ClearKeyRate           bool
+	KeyOrdered             *bool
+	Fair                   *bool
+}
+
+// keysGiven reports whether the change names a limit of the keys.
+func (ch LimitChange) keysGiven() bool {
+	return ch.KeyMaxConcurrency != nil || ch.KeyRate != nil || ch.KeyBurst != nil || ch.ClearKeyMaxConcurrency ||
+		ch.ClearKeyRate || ch.KeyOrdered != nil || ch.Fair != nil
 }
 
 // DefaultBurst is the burst of a rate set on a queue without one and
@@ -44,8 +61,8 @@ func RatePerSecond(rateMilli uint64) float64 { return float64(rateMilli) / 1000 
 // and is DefaultBurst otherwise.
 func (ch LimitChange) Resolve(current state.Limits, partitions int) (state.Limits, error) {
 	switch {
-	case ch.MaxConcurrency == nil && ch.Rate == nil && ch.Burst == nil && !ch.ClearMaxConcurrency && !ch.ClearRate:
-		return current, fieldErr("max_concurrency", "no limit given: set or clear max_concurrency, rate or burst")
+	case ch.MaxConcurrency == nil && ch.Rate == nil && ch.Burst == nil && !ch.ClearMaxConcurrency && !ch.ClearRate && !ch.keysGiven():
+		return current, fieldErr("max_concurrency", "no limit given: set or clear max_concurrency, rate or burst, or a limit of the keys (key_max_concurrency, key_rate, key_burst, key_ordered, fair)")
 	case ch.MaxConcurrency != nil && ch.ClearMaxConcurrency:
 		return current, fieldErr("clear_max_concurrency", "max_concurrency is both set and cleared: give one of them")
 	case ch.Rate != nil && ch.ClearRate:
@@ -67,17 +84,9 @@ func (ch LimitChange) Resolve(current state.Limits, partitions int) (state.Limit
 	case ch.ClearRate:
 		l.RateMilli, l.Burst = 0, 0
 	case ch.Rate != nil:
-		r := *ch.Rate
-		switch {
-		case math.IsNaN(r) || math.IsInf(r, 0) || r <= 0:
-			return current, fieldErr("rate", "%v is not a positive number of leases per second: to remove the limit clear it (clear_rate; CLI: --rate none), to stop leasing pause the queue", r)
-		case r > state.MaxRateMilli/1000:
-			return current, fieldErr("rate", "%g leases per second is above the limit, %d", r, state.MaxRateMilli/1000)
-		}
-		milli := uint64(math.Round(r * 1000))
-		if milli < uint64(partitions) {
-			return current, fieldErr("rate", "%g leases per second is below the smallest rate, 0.001 per second per partition: the queue has %d partitions, so at least %g",
-				r, partitions, RatePerSecond(uint64(partitions)))
+		milli, err := rateMilli("rate", "clear_rate; CLI: --rate none", *ch.Rate, partitions)
+		if err != nil {
+			return current, err
 		}
 		if l.RateMilli == 0 && ch.Burst == nil {
 			l.Burst = DefaultBurst(milli, partitions)
@@ -94,6 +103,87 @@ func (ch LimitChange) Resolve(current state.Limits, partitions int) (state.Limit
 		l.Burst = *ch.Burst
 	}
 	return l, CheckFlowLimits(l, partitions)
+}
+
+// rateMilli converts a rate of leases per second given as field into
+// milli-leases per second, refusing one that is not positive, above the
+// limit, or below 0.001 per second per partition.
+func rateMilli(field, clear string, r float64, partitions int) (uint64, error) {
+	switch {
+	case math.IsNaN(r) || math.IsInf(r, 0) || r <= 0:
+		return 0, fieldErr(field, "%v is not a positive number of leases per second: to remove the limit clear it (%s), to stop leasing pause the queue", r, clear)
+	case r > state.MaxRateMilli/1000:
+		return 0, fieldErr(field, "%g leases per second is above the limit, %d", r, state.MaxRateMilli/1000)
+	}
+	milli := uint64(math.Round(r * 1000))
+	if milli < uint64(partitions) {
+		return 0, fieldErr(field, "%g leases per second is below the smallest rate, 0.001 per second per partition: the queue has %d partitions, so at least %g",
+			r, partitions, RatePerSecond(uint64(partitions)))
+	}
+	return milli, nil
+}
+
+// ResolveKeys returns the limits of the queue's keys that the change
+// makes of current, or a *FieldError naming the field at fault. A key
+// burst not given keeps the queue's key burst if it has a key rate, and is
+// the key rate rounded up otherwise. The key limits are never split over
+// partitions: every task of a key is in one.
+func (ch LimitChange) ResolveKeys(current state.KeyLimits) (state.KeyLimits, error) {
+	switch {
+	case ch.KeyMaxConcurrency != nil && ch.ClearKeyMaxConcurrency:
+		return current, fieldErr("clear_key_max_concurrency", "key_max_concurrency is both set and cleared: give one of them")
+	case ch.KeyRate != nil && ch.ClearKeyRate:
+		return current, fieldErr("clear_key_rate", "key_rate is both set and cleared: give one of them")
+	case ch.KeyBurst != nil && ch.ClearKeyRate:
+		return current, fieldErr("key_burst", "a key burst is given with clear_key_rate, which removes the key rate and its burst: give one of them")
+	}
+	k := current
+	switch {
+	case ch.ClearKeyMaxConcurrency:
+		k.MaxConcurrency = 0
+	case ch.KeyMaxConcurrency != nil:
+		switch v := *ch.KeyMaxConcurrency; {
+		case v == 0:
+			return current, fieldErr("key_max_concurrency", "0 would lease nothing of a key: to remove the limit clear it (clear_key_max_concurrency; CLI: --key-max-concurrency none)")
+		case v > state.MaxConcurrencyLimit:
+			return current, fieldErr("key_max_concurrency", "%d is above the limit, %d", v, state.MaxConcurrencyLimit)
+		}
+		k.MaxConcurrency = *ch.KeyMaxConcurrency
+	}
+	switch {
+	case ch.ClearKeyRate:
+		k.RateMilli, k.Burst = 0, 0
+	case ch.KeyRate != nil:
+		milli, err := rateMilli("key_rate", "clear_key_rate; CLI: --key-rate none", *ch.KeyRate, 1)
+		if err != nil {
+			return current, err
+		}
+		if k.RateMilli == 0 && ch.KeyBurst == nil {
+			k.Burst = DefaultBurst(milli, 1)
+		}
+		k.RateMilli = milli
+	}
+	if ch.KeyBurst != nil {
+		switch v := *ch.KeyBurst; {
+		case v == 0:
+			return current, fieldErr("key_burst", "must be at least 1: the leases of one key a full bucket grants at once")
+		case v > state.MaxBurst:
+			return current, fieldErr("key_burst", "%d is above the limit, %d", v, state.MaxBurst)
+		case k.RateMilli == 0:
+			return current, fieldErr("key_burst", "a key burst needs a key rate: give key_rate too")
+		}
+		k.Burst = *ch.KeyBurst
+	}
+	if ch.KeyOrdered != nil {
+		k.Ordered = *ch.KeyOrdered
+	}
+	if ch.Fair != nil {
+		k.Fair = *ch.Fair
+	}
+	if k.Ordered && k.MaxConcurrency > 1 {
+		return current, fieldErr("key_ordered", "an ordered key runs one task at a time, which a key_max_concurrency of %d contradicts: give one of them (or key_max_concurrency 1)", k.MaxConcurrency)
+	}
+	return k, nil
 }
 
 // CheckFlowLimits checks queue-wide limits to be split over partitions
@@ -157,6 +247,9 @@ type LimitsRequest struct {
 	// This partition is number Index of the queue's Partitions (0 and 1 in
 	// embedded mode): it records its share (SplitLimits).
 	Partitions, Index int
+	// Keys is the limits of the queue's keys, as resolved
+	// (LimitChange.ResolveKeys): recorded whole.
+	Keys state.KeyLimits
 	Actor
 }
 
@@ -170,6 +263,12 @@ func (c *Coordinator) SetLimits(ctx context.Context, req LimitsRequest) (changed
 	if err := CheckFlowLimits(req.Limits, req.Partitions); err != nil {
 		return false, err
 	}
+	if _, err := (LimitChange{}).ResolveKeys(req.Keys); err != nil {
+		return false, err
+	}
+	if why := req.Keys.Check(); why != "" {
+		return false, fieldErr("key_limits", "%s", why)
+	}
 	if req.Index < 0 || req.Index >= req.Partitions {
 		return false, fieldErr("partition", "index %d is outside the queue's %d partitions", req.Index, req.Partitions)
 	}
@@ -179,6 +278,8 @@ func (c *Coordinator) SetLimits(ctx context.Context, req LimitsRequest) (changed
 		MaxConcurrency: share.MaxConcurrency, RateMilli: share.RateMilli, Burst: share.Burst,
 		QueueMaxConcurrency: req.Limits.MaxConcurrency, QueueRateMilli: req.Limits.RateMilli, QueueBurst: req.Limits.Burst,
 		Partitions: uint32(req.Partitions), By: req.By, Reason: req.Reason,
+		KeyMaxConcurrency: req.Keys.MaxConcurrency, KeyRateMilli: req.Keys.RateMilli, KeyBurst: req.Keys.Burst,
+		KeyOrdered: req.Keys.Ordered, Fair: req.Keys.Fair,
 	}
 	if share.None() {
 		r.QueueMaxConcurrency, r.QueueRateMilli, r.QueueBurst, r.Partitions = 0, 0, 0, 0
@@ -187,7 +288,7 @@ func (c *Coordinator) SetLimits(ctx context.Context, req LimitsRequest) (changed
 		return false, err
 	}
 	cur, _ := c.st.Limits(state.QueueKey{Namespace: req.Namespace, Queue: req.Queue})
-	if want := r.Limits(); cur.Limits == want.Limits && cur.Queue == want.Queue && cur.Partitions == want.Partitions {
+	if want := r.Limits(); cur.Limits == want.Limits && cur.Queue == want.Queue && cur.Partitions == want.Partitions && cur.Keys == want.Keys {
 		return false, c.writeAndWait(ctx) // as it is: answer once that is durable
 	}
 	r.At = c.now()

@@ -44,6 +44,8 @@ type Lease struct {
 	// Trace is the trace context the task was submitted with (zero: none):
 	// the worker's span of the attempt continues the submitter's trace.
 	Trace state.TraceContext
+	// Key is the task's key ("" for none).
+	Key string
 }
 
 // FencingToken identifies the attempt whose commit won. External effects
@@ -234,6 +236,7 @@ func (c *Coordinator) leaseView(t *state.Task, g *state.LeaseGranted) Lease {
 		l.Deadline = d.Std()
 	}
 	l.Trace = c.st.TraceOf(t)
+	l.Key = c.st.KeyOf(t)
 	return l
 }
 

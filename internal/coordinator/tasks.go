@@ -42,6 +42,10 @@ type SubmitRequest struct {
 	// Kind says what kind of work the task is, for workers to route it by
 	// ("" for none): 1..MaxKindBytes of letters, digits and . _ - : /.
 	Kind string
+	// Key is the caller's key of the task, for the flow control of its
+	// queue's keys ("" for none): 1..state.MaxKeyBytes of UTF-8 without
+	// spaces or control characters (docs/design/keys.md).
+	Key string
 }
 
 // SubmitResult is the created (or, for a repeated request id, existing)
@@ -69,6 +73,15 @@ func checkKind(field, kind string) error {
 		}
 	}
 	return nil
+}
+
+// checkKey validates a task's key: "" (none), or 1..state.MaxKeyBytes of
+// UTF-8 without spaces or control characters, as an id.
+func checkKey(field, key string) error {
+	if len(key) > state.MaxKeyBytes {
+		return fieldErr(field, "%d bytes is over the limit of %d bytes: a key names one of your entities (a customer id, an account), not data", len(key), state.MaxKeyBytes)
+	}
+	return Limits{MaxIDBytes: state.MaxKeyBytes}.checkID(field, key, false)
 }
 
 // checkID validates an identifier: 1..MaxIDBytes of UTF-8 without spaces or
@@ -184,6 +197,9 @@ func (l Limits) validateSubmit(req *SubmitRequest, now time.Time) error {
 	if err := checkKind("kind", req.Kind); err != nil {
 		return err
 	}
+	if err := checkKey("key", req.Key); err != nil {
+		return err
+	}
 	if req.ExecutionWindow == 0 {
 		req.ExecutionWindow = l.DefaultWindow
 	}
@@ -284,6 +300,7 @@ func created(r *state.TaskCreated, req *SubmitRequest, id string, now time.Time)
 		CreatedAt:       state.TimeOf(now),
 		Trace:           req.Trace,
 		Kind:            req.Kind,
+		Key:             req.Key,
 	}
 	if !req.NotBefore.IsZero() {
 		r.NotBefore = state.TimeOf(req.NotBefore)
@@ -391,7 +408,7 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 		newAt[i] = -1
 		if req.RequestID != "" {
 			if t := c.st.ByRequest(req.Namespace, req.RequestID); t != nil {
-				if err := sameRequest(i, req, t.ID, t.Queue, t.Kind, t.Payload); err != nil {
+				if err := sameRequest(i, req, t.ID, t.Queue, t.Kind, c.st.KeyOf(t), t.Payload); err != nil {
 					// It names an earlier task: answer once that is durable.
 					if werr := c.writeAndWait(ctx); werr != nil {
 						return werr
@@ -403,7 +420,7 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 			}
 			k := [2]string{req.Namespace, req.RequestID}
 			if j, ok := firstOf[k]; ok {
-				if err := sameRequest(i, req, fmt.Sprintf("of requests[%d]", j), reqs[j].Queue, reqs[j].Kind, reqs[j].Payload); err != nil {
+				if err := sameRequest(i, req, fmt.Sprintf("of requests[%d]", j), reqs[j].Queue, reqs[j].Kind, reqs[j].Key, reqs[j].Payload); err != nil {
 					// It names an earlier task: answer once that is durable.
 					if werr := c.writeAndWait(ctx); werr != nil {
 						return werr
@@ -437,7 +454,7 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 	if c.cfg.Memory != nil {
 		var need int64
 		for _, r := range sc.created[:len(recs)] {
-			need += state.NewTaskHeldBytes(len(r.TaskID), len(r.RequestID), len(r.Payload))
+			need += state.NewTaskHeldBytes(len(r.TaskID), len(r.RequestID), len(r.Payload)) + state.NewKeyHeldBytes(r.Key)
 		}
 		if err := c.admitLocked(need); err != nil {
 			c.mu.Unlock()
@@ -474,22 +491,24 @@ func resize[T any](s []T, n int) []T {
 
 // sameRequest refuses request i, whose request id was used before for task
 // (an id, or a description of an earlier request of the batch) with queue,
-// kind and payload, unless it is a true retry: the same queue, kind and
-// payload.
-func sameRequest(i int, req *SubmitRequest, task, queue, kind string, payload []byte) error {
+// kind, key and payload, unless it is a true retry: the same queue, kind,
+// key and payload.
+func sameRequest(i int, req *SubmitRequest, task, queue, kind, key string, payload []byte) error {
 	what := ""
 	switch {
 	case req.Queue != queue:
 		what = fmt.Sprintf("queue %q, not %q", queue, req.Queue)
 	case req.Kind != kind:
 		what = fmt.Sprintf("kind %q, not %q", kind, req.Kind)
+	case req.Key != key:
+		what = fmt.Sprintf("key %q, not %q", key, req.Key)
 	case !bytes.Equal(req.Payload, payload):
 		what = "a different payload"
 	default:
 		return nil
 	}
 	return fieldErr(fmt.Sprintf("requests[%d].request_id", i),
-		"%q was already used in namespace %q for task %s with %s; a retry must repeat the same queue, kind and payload, and a new task needs a new request id",
+		"%q was already used in namespace %q for task %s with %s; a retry must repeat the same queue, kind, key and payload, and a new task needs a new request id",
 		req.RequestID, req.Namespace, task, what)
 }
 

@@ -85,6 +85,7 @@ var registry = []row{
 				Traceparent:          r.Trace.Parent,
 				Tracestate:           r.Trace.State,
 				Kind:                 r.Kind,
+				Key:                  r.Key,
 			}
 		},
 		func(m *recordpb.TaskCreated) *state.TaskCreated {
@@ -103,6 +104,7 @@ var registry = []row{
 				Deadline:        state.Time(m.DeadlineUnixNanos),
 				Trace:           state.TraceContext{Parent: m.Traceparent, State: m.Tracestate},
 				Kind:            m.Kind,
+				Key:             m.Key,
 			}
 		}),
 
@@ -413,6 +415,11 @@ var registry = []row{
 				By:                  r.By,
 				Reason:              r.Reason,
 				AtUnixNanos:         int64(r.At),
+				KeyMaxConcurrency:   r.KeyMaxConcurrency,
+				KeyRateMilli:        r.KeyRateMilli,
+				KeyBurst:            r.KeyBurst,
+				KeyOrdered:          r.KeyOrdered,
+				Fair:                r.Fair,
 			}
 		},
 		func(m *recordpb.QueueLimited) *state.QueueLimited {
@@ -429,6 +436,11 @@ var registry = []row{
 				By:                  m.By,
 				Reason:              m.Reason,
 				At:                  state.Time(m.AtUnixNanos),
+				KeyMaxConcurrency:   m.KeyMaxConcurrency,
+				KeyRateMilli:        m.KeyRateMilli,
+				KeyBurst:            m.KeyBurst,
+				KeyOrdered:          m.KeyOrdered,
+				Fair:                m.Fair,
 			}
 		}),
 	entry(TypeTaskDeadlineExceeded, "TaskDeadlineExceeded",

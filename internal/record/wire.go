@@ -19,7 +19,7 @@ import (
 func appendWire(b []byte, r state.Record) ([]byte, bool) {
 	switch r := r.(type) {
 	case *state.TaskCreated:
-		if r == nil || !pbwire.ValidStrings(r.TaskID, r.Namespace, r.Queue, r.RequestID, r.By, r.Trace.Parent, r.Trace.State, r.Kind) {
+		if r == nil || !pbwire.ValidStrings(r.TaskID, r.Namespace, r.Queue, r.RequestID, r.By, r.Trace.Parent, r.Trace.State, r.Kind, r.Key) {
 			return b, false
 		}
 		b = pbwire.String(b, 1, r.TaskID)
@@ -36,7 +36,8 @@ func appendWire(b []byte, r state.Record) ([]byte, bool) {
 		b = pbwire.Fixed(b, 12, int64(r.Deadline))
 		b = pbwire.String(b, 13, r.Trace.Parent)
 		b = pbwire.String(b, 14, r.Trace.State)
-		return pbwire.String(b, 15, r.Kind), true
+		b = pbwire.String(b, 15, r.Kind)
+		return pbwire.String(b, 16, r.Key), true
 	case *state.LeaseGranted:
 		if r == nil || !pbwire.ValidStrings(r.TaskID, r.LeaseID, r.WorkerID, r.By) {
 			return b, false

@@ -73,6 +73,7 @@ func submitRequest(r *tenurev1.SubmitRequest) (coordinator.SubmitRequest, error)
 		RequestID: r.GetRequestId(),
 		Priority:  r.GetPriority(),
 		Kind:      r.GetKind(),
+		Key:       r.GetKey(),
 	}
 	var err error
 	if out.ExecutionWindow, err = duration("execution_window", r.GetExecutionWindow()); err != nil {
@@ -198,6 +199,7 @@ func task(v coordinator.TaskView) *tenurev1.Task {
 		TraceContext:  traceMessage(v.Trace),
 		Progress:      progressMessage(v.Report),
 		Kind:          t.Kind,
+		Key:           v.Key,
 	}
 	if cur := t.CurrentLease(); cur != nil {
 		out.LeaseId, out.WorkerId, out.LeaseExpiry = cur.LeaseID, cur.WorkerID, ts(cur.LeaseExpiry)
@@ -234,7 +236,7 @@ func leasedTasks(ctx context.Context, ls []coordinator.Lease) []*tenurev1.Leased
 	out, msgs, expiries, windows := grown(&b.out, n), grown(&b.msgs, n), grown(&b.expiries, n), grown(&b.windows, n)
 	for i, l := range ls {
 		m := &msgs[i]
-		m.TaskId, m.Namespace, m.Queue, m.Payload, m.Kind = l.TaskID, l.Namespace, l.Queue, l.Payload, l.Kind
+		m.TaskId, m.Namespace, m.Queue, m.Payload, m.Kind, m.Key = l.TaskID, l.Namespace, l.Queue, l.Payload, l.Kind, l.Key
 		m.LeaseId, m.Attempt = l.LeaseID, l.Attempt
 		if !l.LeaseExpiry.IsZero() {
 			expiries[i].Seconds, expiries[i].Nanos = l.LeaseExpiry.Unix(), int32(l.LeaseExpiry.Nanosecond())

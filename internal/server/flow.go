@@ -43,7 +43,27 @@ func limitChange(m *tenurev1.SetQueueLimitsRequest) coordinator.LimitChange {
 		Burst:               m.Burst,
 		ClearMaxConcurrency: m.GetClearMaxConcurrency(),
 		ClearRate:           m.GetClearRate(),
+
+		KeyMaxConcurrency:      m.KeyMaxConcurrency,
+		KeyRate:                m.KeyRate,
+		KeyBurst:               m.KeyBurst,
+		ClearKeyMaxConcurrency: m.GetClearKeyMaxConcurrency(),
+		ClearKeyRate:           m.GetClearKeyRate(),
+		KeyOrdered:             m.KeyOrdered,
+		Fair:                   m.Fair,
 	}
+}
+
+// resolve returns the queue-wide limits and the key limits that the
+// change of m makes of current's, over partitions partitions.
+func resolve(m *tenurev1.SetQueueLimitsRequest, current *tenurev1.QueueLimits, partitions int) (state.Limits, state.KeyLimits, error) {
+	ch := limitChange(m)
+	limits, err := ch.Resolve(limitsOf(current), partitions)
+	if err != nil {
+		return limits, state.KeyLimits{}, err
+	}
+	keys, err := ch.ResolveKeys(keyLimitsOf(current))
+	return limits, keys, err
 }
 
 // setLimits sets a queue's limits in every partition it has, creating the
@@ -67,7 +87,7 @@ func (s *Server) setLimits(ctx context.Context, req *connect.Request[tenurev1.Se
 		// The limits of a queue without tasks wait for them: create it
 		// (its partitions) as its first submit would, once the request is
 		// known to be good for a queue without limits.
-		if _, err := limitChange(m).Resolve(state.Limits{}, 1); err != nil {
+		if _, _, err := resolve(m, nil, 1); err != nil {
 			return false, nil, err
 		}
 		if _, err := s.r.Place(ctx, namespace, queue, ""); err != nil {
@@ -80,21 +100,21 @@ func (s *Server) setLimits(ctx context.Context, req *connect.Request[tenurev1.Se
 	if len(scope) == 0 {
 		return false, nil, fmt.Errorf("%w: queue %s/%s was created but is not in the partition map yet; retry", coordinator.ErrUnavailable, namespace, queue)
 	}
-	var current state.Limits
+	var current *tenurev1.QueueLimits
 	switch q, err := s.oneQueue(ctx, scope, namespace, queue); {
 	case err == nil:
-		current = limitsOf(q.GetLimits())
+		current = q.GetLimits()
 	case !errors.Is(err, coordinator.ErrNotFound):
 		return false, nil, err
 	}
-	limits, err := limitChange(m).Resolve(current, len(scope))
+	limits, keys, err := resolve(m, current, len(scope))
 	if err != nil {
 		return false, nil, err
 	}
 	n := len(scope)
-	msg := limitsRequest(namespace, queue, limits, a)
+	msg := limitsRequest(namespace, queue, limits, keys, a)
 	changed, err := anyChanged(fanout.Each(ctx, fanout.Parallel, scope, false, func(i int, c *coordinator.Coordinator) (bool, error) {
-		return c.SetLimits(ctx, coordinator.LimitsRequest{Namespace: namespace, Queue: queue, Limits: limits, Partitions: n, Index: i, Actor: a})
+		return c.SetLimits(ctx, coordinator.LimitsRequest{Namespace: namespace, Queue: queue, Limits: limits, Keys: keys, Partitions: n, Index: i, Actor: a})
 	}, func(i int, peer route.Peer) (bool, error) {
 		r := fanout.Request(msg, scope[i])
 		r.Header().Set(route.SplitHeader, fmt.Sprintf("%d/%d", i, n))
@@ -125,12 +145,12 @@ func (s *Server) setForwardedLimits(ctx context.Context, req *connect.Request[te
 	if len(scope) != 1 {
 		return false, nil, &coordinator.FieldError{Field: route.PartitionHeader, Problem: "a forwarded change of limits names one partition"}
 	}
-	limits, err := limitChange(req.Msg).Resolve(state.Limits{}, n)
+	limits, keys, err := resolve(req.Msg, nil, n)
 	if err != nil {
 		return false, nil, err
 	}
 	changed, err := fanout.Call(ctx, scope[0], false, func(c *coordinator.Coordinator) (bool, error) {
-		return c.SetLimits(ctx, coordinator.LimitsRequest{Namespace: namespace, Queue: queue, Limits: limits, Partitions: n, Index: i, Actor: a})
+		return c.SetLimits(ctx, coordinator.LimitsRequest{Namespace: namespace, Queue: queue, Limits: limits, Keys: keys, Partitions: n, Index: i, Actor: a})
 	}, func(route.Peer) (bool, error) {
 		return false, fmt.Errorf("%w: partition %d is not served here; retry", coordinator.ErrUnavailable, scope[0].ID())
 	})
@@ -152,9 +172,9 @@ func parseSplit(v string) (i, n int, err error) {
 	return i, n, nil
 }
 
-// limitsRequest is the request that sets exactly limits (every limit set
-// or cleared): what a partition on another node is sent.
-func limitsRequest(namespace, queue string, l state.Limits, a coordinator.Actor) *tenurev1.SetQueueLimitsRequest {
+// limitsRequest is the request that sets exactly limits and keys (every
+// limit set or cleared): what a partition on another node is sent.
+func limitsRequest(namespace, queue string, l state.Limits, k state.KeyLimits, a coordinator.Actor) *tenurev1.SetQueueLimitsRequest {
 	m := &tenurev1.SetQueueLimitsRequest{Namespace: namespace, Queue: queue, Reason: a.Reason, RequestedBy: a.By}
 	if l.MaxConcurrency > 0 {
 		m.MaxConcurrency = &l.MaxConcurrency
@@ -167,12 +187,31 @@ func limitsRequest(namespace, queue string, l state.Limits, a coordinator.Actor)
 	} else {
 		m.ClearRate = true
 	}
+	if k.MaxConcurrency > 0 {
+		m.KeyMaxConcurrency = &k.MaxConcurrency
+	} else {
+		m.ClearKeyMaxConcurrency = true
+	}
+	if k.RateMilli > 0 {
+		r := coordinator.RatePerSecond(k.RateMilli)
+		m.KeyRate, m.KeyBurst = &r, &k.Burst
+	} else {
+		m.ClearKeyRate = true
+	}
+	m.KeyOrdered, m.Fair = &k.Ordered, &k.Fair
 	return m
 }
 
 // limitsOf converts the limits of an API message back (zero for none).
 func limitsOf(m *tenurev1.QueueLimits) state.Limits {
 	return state.Limits{MaxConcurrency: m.GetMaxConcurrency(), RateMilli: uint64(math.Round(m.GetRate() * 1000)), Burst: m.GetBurst()}
+}
+
+// keyLimitsOf converts the key limits of an API message back (zero for
+// none).
+func keyLimitsOf(m *tenurev1.QueueLimits) state.KeyLimits {
+	return state.KeyLimits{MaxConcurrency: m.GetKeyMaxConcurrency(), RateMilli: uint64(math.Round(m.GetKeyRate() * 1000)),
+		Burst: m.GetKeyBurst(), Ordered: m.GetKeyOrdered(), Fair: m.GetFair()}
 }
 
 // queueLimitsMessage is the API's view of a partition's limits: the
@@ -185,5 +224,11 @@ func queueLimitsMessage(l *state.QueueLimits) *tenurev1.QueueLimits {
 		RequestedBy:    l.By,
 		Reason:         l.Reason,
 		SetAt:          ts(l.At),
+
+		KeyMaxConcurrency: l.Keys.MaxConcurrency,
+		KeyRate:           coordinator.RatePerSecond(l.Keys.RateMilli),
+		KeyBurst:          l.Keys.Burst,
+		KeyOrdered:        l.Keys.Ordered,
+		Fair:              l.Keys.Fair,
 	}
 }

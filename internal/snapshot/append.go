@@ -40,7 +40,7 @@ func (e *taskEncoder) appendTask(chunk []byte, t *state.Task, beside state.Besid
 // UTF-8, as proto3 requires.
 func validStrings(t *state.Task, b state.Beside) bool {
 	if !pbwire.ValidStrings(t.ID, t.Namespace, t.Queue, t.RequestID, t.CommittedBy, t.FailureReason,
-		b.Trace.Parent, b.Trace.State, b.Report.Message, t.Kind) {
+		b.Trace.Parent, b.Trace.State, b.Report.Message, t.Kind, b.Key) {
 		return false
 	}
 	for i := range t.Executions {
@@ -100,7 +100,8 @@ func (e *taskEncoder) task(b []byte, t *state.Task, beside state.Beside) []byte 
 		b = protowire.AppendTag(b, 25, protowire.BytesType)
 		b = protowire.AppendBytes(b, e.exec)
 	}
-	return pbwire.String(b, 26, t.Kind)
+	b = pbwire.String(b, 26, t.Kind)
+	return pbwire.String(b, 27, beside.Key)
 }
 
 // report appends the fields of a ProgressSnapshot of r to b.

@@ -130,7 +130,7 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 	execs := d.execs[:0]
 	defer func() { clear(execs); d.execs = execs[:0] }()
 	for len(b) > 0 {
-		num, typ, rest, ok := nextTag(b, 26, 18, &seen)
+		num, typ, rest, ok := nextTag(b, 27, 18, &seen)
 		if !ok {
 			return nil, x, false
 		}
@@ -222,6 +222,8 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 				ok = lastReport(v, &x.beside.Report)
 			case 26:
 				policy.Kind, ok = sharedString(&d.kind, v)
+			case 27:
+				x.beside.Key, ok = newString(v)
 			default:
 				ok = false
 			}

@@ -35,6 +35,7 @@ func TaskMessage(t *state.Task, beside state.Beside) *snapshotpb.TaskSnapshot {
 		Traceparent:          beside.Trace.Parent,
 		Tracestate:           beside.Trace.State,
 		Kind:                 t.Kind,
+		Key:                  beside.Key,
 	}
 	if r := beside.Report; r.At != 0 {
 		m.Progress = &snapshotpb.ProgressSnapshot{Message: r.Message, Percent: r.Percent, HasPercent: r.HasPercent, AtUnixNanos: int64(r.At)}
@@ -121,6 +122,7 @@ func taskFromMessage(m *snapshotpb.TaskSnapshot) (*state.Task, taskExtra) {
 	x := taskExtra{lease: leaseIndex(len(m.Executions), m.LeaseCurrent), beside: state.Beside{
 		Deadline: state.Time(m.DeadlineUnixNanos),
 		Trace:    state.TraceContext{Parent: m.Traceparent, State: m.Tracestate},
+		Key:      m.Key,
 	}}
 	if p := m.Progress; p != nil {
 		x.beside.Report = state.LastReport{Report: state.Report{Message: p.Message, Percent: p.Percent, HasPercent: p.HasPercent},
@@ -206,6 +208,18 @@ func queueMessage(q state.QueueImage) *snapshotpb.QueueSnapshot {
 			AtUnixNanos:         int64(l.At),
 			BucketLevel:         q.Bucket.Level,
 			RefilledUnixNanos:   int64(q.Bucket.Refilled),
+			KeyMaxConcurrency:   l.Keys.MaxConcurrency,
+			KeyRateMilli:        l.Keys.RateMilli,
+			KeyBurst:            l.Keys.Burst,
+			KeyOrdered:          l.Keys.Ordered,
+			Fair:                l.Keys.Fair,
+		}
+	}
+	if k := q.Keys; k != nil {
+		m.Keys = &snapshotpb.QueueKeys{Vt: k.VT, UnkeyedPass: k.Unkeyed, States: make([]*snapshotpb.KeySnapshot, len(k.States))}
+		for i, ks := range k.States {
+			m.Keys.States[i] = &snapshotpb.KeySnapshot{Name: ks.Name, BucketLevel: ks.Bucket.Level,
+				RefilledUnixNanos: int64(ks.Bucket.Refilled), Pass: ks.Pass, Seq: ks.Seq}
 		}
 	}
 	return m
@@ -227,8 +241,17 @@ func queueFromMessage(m *snapshotpb.QueueSnapshot) state.QueueImage {
 			By:         l.By,
 			Reason:     l.Reason,
 			At:         state.Time(l.AtUnixNanos),
+			Keys: state.KeyLimits{MaxConcurrency: l.KeyMaxConcurrency, RateMilli: l.KeyRateMilli, Burst: l.KeyBurst,
+				Ordered: l.KeyOrdered, Fair: l.Fair},
 		}
 		q.Bucket = state.TokenBucket{Level: l.BucketLevel, Refilled: state.Time(l.RefilledUnixNanos)}
+	}
+	if k := m.Keys; k != nil {
+		q.Keys = &state.KeysImage{VT: k.Vt, Unkeyed: k.UnkeyedPass, States: make([]state.KeyImage, len(k.States))}
+		for i, ks := range k.States {
+			q.Keys.States[i] = state.KeyImage{Name: ks.Name, Bucket: state.TokenBucket{Level: ks.BucketLevel, Refilled: state.Time(ks.RefilledUnixNanos)},
+				Pass: ks.Pass, Seq: ks.Seq}
+		}
 	}
 	return q
 }

@@ -26,8 +26,10 @@ const (
 	// chunk), which a version-2 reader would silently drop. Version 4
 	// added the trace context and progress report kept beside a task,
 	// which a version-3 reader would silently drop, and SNOOZED
-	// executions.
-	formatVersion  = 4
+	// executions. Version 5 added the key kept beside a task and the key
+	// states of a queue (docs/design/keys.md), which a version-4 reader
+	// would silently drop.
+	formatVersion  = 5
 	oldestVersion  = 1
 	headerSize     = 32
 	chunkHeadSize  = 8

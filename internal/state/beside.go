@@ -58,12 +58,14 @@ type Beside struct {
 	// Report is the last progress report of the current lease (zero At:
 	// none). It ends with the lease.
 	Report LastReport
+	// Key is the task's key ("" for none; docs/design/keys.md).
+	Key string
 }
 
 // Beside returns what the state keeps beside t, a task of the state.
 func (s *State) Beside(t *Task) Beside {
 	d, _ := s.deadlines.of(t)
-	return Beside{Deadline: d, Trace: s.traces[t], Report: s.reports[t]}
+	return Beside{Deadline: d, Trace: s.traces[t], Report: s.reports[t], Key: s.KeyOf(t)}
 }
 
 // TraceOf returns the trace context t, a task of the state, was submitted

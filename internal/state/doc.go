@@ -23,6 +23,10 @@
 // and the effect). Apply dispatches to that method; package record numbers
 // and encodes the records, and docs/design/records.md describes them all.
 //
+// Flow control: a queue's limits (limits.go) and the limits of its keys
+// (keys*.go, docs/design/keys.md) are checked when a LeaseGranted applies,
+// so no replay can exceed them; Schedulable offers only what they admit.
+//
 // A LeaseExpired on the task's last allowed attempt fails the task instead
 // of returning it to WAITING, so a task that crashes its worker every time
 // cannot loop forever.

@@ -25,6 +25,9 @@ type Image struct {
 	// task has one. They too are kept beside the tasks.
 	Traces  []TraceContext
 	Reports []LastReport
+	// Keys[i] is the key of Tasks[i] ("" for none); nil when no task has
+	// one.
+	Keys []string
 	// Queues holds what the state keeps of its queues beyond their tasks
 	// (pauses, recent event counts), ordered by namespace and queue.
 	Queues []QueueImage
@@ -82,6 +85,7 @@ func copyTasks(ts []*Task) []*Task {
 		}
 		c.heapIdx = -1
 		c.delayed = false
+		c.keyed = false
 		c.pos = 0
 		out[i] = c
 	}
@@ -104,6 +108,9 @@ func (img *Image) Beside(i int) Beside {
 	}
 	if img.Reports != nil {
 		b.Report = img.Reports[i]
+	}
+	if img.Keys != nil {
+		b.Key = img.Keys[i]
 	}
 	return b
 }
@@ -221,9 +228,14 @@ func (l *Loader) add(t *Task, leaseIndex int, b Beside) error {
 		return fail("%s", checkReport(&b.Report.Report))
 	case b.Report.At == 0 && b.Report.Report != (Report{}):
 		return fail("a progress report without a time")
+	case len(b.Key) > MaxKeyBytes:
+		return fail("a key of %d bytes, over %d", len(b.Key), MaxKeyBytes)
 	}
 
 	t, qi := s.addTask(t, *t.QueueKey, *t.Policy)
+	if b.Key != "" {
+		s.loadKeyed(qi, t, b.Key)
+	}
 	if cur != nil {
 		s.leases.add(hashString(cur.LeaseID), t)
 		heap.Push(&s.expiry, t)
@@ -261,7 +273,7 @@ func (l *Loader) AddQueue(q QueueImage) error {
 		l.queues = make(map[QueueKey]bool)
 	}
 	l.queues[q.Key] = true
-	if why := l.s.queueOf(q.Key.Namespace, q.Key.Queue).restore(q); why != "" {
+	if why := l.s.queueOf(q.Key.Namespace, q.Key.Queue).restore(l.s, q); why != "" {
 		return fail("%s", why)
 	}
 	return nil
@@ -275,6 +287,9 @@ func (l *Loader) State() (*State, error) {
 	}
 	s := l.s
 	l.s, l.err = nil, errors.New("state: Loader already finished")
+	if err := s.finishKeys(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -62,6 +62,9 @@ func newImageCopy(s *State) *ImageCopy {
 	if len(s.reports) > 0 {
 		c.img.Reports = make([]LastReport, 0, s.Len())
 	}
+	if s.hasKeyedTasks() {
+		c.img.Keys = make([]string, 0, s.Len())
+	}
 	return c
 }
 
@@ -118,6 +121,9 @@ func (c *ImageCopy) push(t *Task, b Beside) {
 	}
 	if img.Reports != nil {
 		img.Reports = append(img.Reports, b.Report)
+	}
+	if img.Keys != nil {
+		img.Keys = append(img.Keys, b.Key)
 	}
 }
 

@@ -34,6 +34,9 @@ type queueIndex struct {
 	leases int
 	paused *Pause
 	limits *limiter // nil: no limits
+	// keys is the index of the queue's keys (keys.go), nil while the
+	// queue has no task with a key and no key setting.
+	keys   *keyIndex
 	ages   ageIndex
 	events events
 }
@@ -43,7 +46,15 @@ func newQueueIndex(k QueueKey, slab *taskSlab) *queueIndex {
 	return &queueIndex{key: k, shared: &shared, ready: readyHeap{slab: slab}, delayed: newDelayedHeap()}
 }
 
-func (q *queueIndex) len() int { return q.ready.Len() + q.delayed.Len() }
+func (q *queueIndex) len() int {
+	n := q.ready.Len() + q.delayed.Len()
+	if q.keys != nil {
+		for _, ks := range q.keys.byName {
+			n += ks.ready.Len()
+		}
+	}
+	return n
+}
 
 // add adds a schedulable task. The task shares the queue's key from then on
 // (its own may be another copy if the queue index was dropped and made anew
@@ -56,29 +67,49 @@ func (q *queueIndex) add(t *Task) {
 		return
 	}
 	t.delayed = false
-	q.ready.push(t)
+	q.readyHeapOf(t).push(t)
+}
+
+// readyHeapOf returns the heap that holds t when it is ready: its key's,
+// or the queue's for a task without a key.
+func (q *queueIndex) readyHeapOf(t *Task) *readyHeap {
+	if !t.keyed {
+		return &q.ready
+	}
+	ks := q.keys.stateOf(t)
+	q.keys.touch(ks)
+	return &ks.ready
 }
 
 func (q *queueIndex) remove(t *Task) {
 	if t.delayed {
 		heap.Remove(&q.delayed, int(t.heapIdx))
 	} else {
-		q.ready.remove(int(t.heapIdx))
+		q.readyHeapOf(t).remove(int(t.heapIdx))
 	}
 	t.heapIdx = -1
 	t.delayed = false
 }
 
 // finalizable returns up to n COMMITTED tasks of the queue that wait to be
-// finalised, in lease order: what a paused queue may still lease. It walks
-// the ready heap, but only when the queue has a COMMITTED task.
-func (q *queueIndex) finalizable(n int) []*Task {
+// finalised and may be leased at now, in lease order: what a paused queue
+// may still lease. It walks the ready heaps, but only when the queue has a
+// COMMITTED task.
+func (q *queueIndex) finalizable(now Time, n int) []*Task {
 	if q.counts[Committed] == 0 {
 		return nil
 	}
+	if q.keys != nil {
+		return q.keyedFinalizable(now, n)
+	}
+	return q.finalizableIn(&q.ready, n)
+}
+
+// finalizableIn returns up to n COMMITTED tasks of h, in lease order.
+func (q *queueIndex) finalizableIn(h *readyHeap, n int) []*Task {
 	var out []*Task
-	for _, e := range q.ready.slots {
-		if t := q.ready.slab.at(e.pos); t.State == Committed {
+	for _, e := range h.slots {
+		if t := h.slab.at(e.pos); t.State == Committed {
 			out = append(out, t)
 		}
 	}
@@ -92,55 +123,96 @@ func (q *queueIndex) finalizable(n int) []*Task {
 }
 
 // promote moves every delayed task whose NotBefore is at or before now to
-// the ready heap.
+// the ready heap: its key's for a task with a key, which is placed again.
 func (q *queueIndex) promote(now Time) {
 	for q.delayed.Len() > 0 && q.delayed.tasks[0].NotBefore <= now {
 		t := heap.Pop(&q.delayed).(*Task)
 		t.delayed = false
-		q.ready.push(t)
+		if !t.keyed {
+			q.ready.push(t)
+			continue
+		}
+		ks := q.keys.stateOf(t)
+		ks.ready.push(t)
+		q.keys.place(ks, now, true)
 	}
 }
 
 // leasable returns up to n tasks of the ready heap that may be leased at
 // now, in lease order, leaving them in the heap (the grants remove them).
-// It walks the heap from the top, keeping the nodes that may come next in
-// a small heap of its own: O(n log n) comparisons of tasks it looks at
-// anyway, where popping n tasks and pushing them back cost two passes
-// through the depth of the whole heap per task. A task promoted at a later
-// time than now (the clock went back) goes back to the delayed heap.
+// It walks the heap from the top (heapWalk): O(n log n) comparisons of
+// tasks it looks at anyway, where popping n tasks and pushing them back
+// cost two passes through the depth of the whole heap per task. A task
+// promoted at a later time than now (the clock went back) goes back to
+// the delayed heap.
 func (q *queueIndex) leasable(now Time, n int) []*Task {
-	h := q.ready.slots
-	out := make([]*Task, 0, min(n, len(h)))
-	if len(h) == 0 {
-		return out
-	}
+	out := make([]*Task, 0, min(n, q.ready.Len()))
 	var notDue []*Task
-	// next holds indexes into h, a heap by before: a node enters it when
-	// its parent is taken, so its top is the first task not yet taken.
-	next := make([]int32, 1, 2*min(n, len(h))+1)
-	less := func(i, j int) bool { return h[next[i]].before(h[next[j]]) }
-	for len(out) < n && len(next) > 0 {
-		i := next[0]
-		last := len(next) - 1
-		next[0] = next[last]
-		next = next[:last]
-		siftDown(len(next), less, func(a, b int) { next[a], next[b] = next[b], next[a] })
-		if t := q.ready.slab.at(h[i].pos); t.State == Waiting && t.NotBefore > now {
+	for w := q.ready.walk(n); len(out) < n && !w.empty(); {
+		if t := q.ready.slab.at(q.ready.slots[w.pop()].pos); t.State == Waiting && t.NotBefore > now {
 			notDue = append(notDue, t)
 		} else {
 			out = append(out, t)
 		}
-		for c := 2*i + 1; c <= 2*i+2 && int(c) < len(h); c++ {
-			next = append(next, c)
-			siftUp(len(next)-1, less, func(a, b int) { next[a], next[b] = next[b], next[a] })
-		}
 	}
 	for _, t := range notDue {
-		q.ready.remove(int(t.heapIdx))
-		t.delayed = true
-		heap.Push(&q.delayed, t)
+		q.undue(&q.ready, t)
 	}
 	return out
+}
+
+// undue moves t, a task of h not due yet (the clock went back since it
+// was promoted), back to the delayed heap.
+func (q *queueIndex) undue(h *readyHeap, t *Task) {
+	h.remove(int(t.heapIdx))
+	t.delayed = true
+	heap.Push(&q.delayed, t)
+}
+
+// heapWalk yields the indexes of a binary heap's entries in the heap's
+// order without changing it: it keeps the indexes that may come next in a
+// small heap of its own (a node enters it when its parent is taken), so
+// its top is the first entry not yet taken.
+type heapWalk struct {
+	next []int32
+	n    int32
+	less func(i, j int32) bool
+}
+
+// newWalk starts a walk of a heap of n entries ordered by less; hint is
+// how many entries the caller expects to take.
+func newWalk(n int, less func(i, j int32) bool, hint int) heapWalk {
+	w := heapWalk{n: int32(n), less: less}
+	if n > 0 {
+		w.next = make([]int32, 1, 2*min(hint, n)+1)
+	}
+	return w
+}
+
+func (w *heapWalk) empty() bool { return len(w.next) == 0 }
+
+// peek returns the index of the next entry.
+func (w *heapWalk) peek() int32 { return w.next[0] }
+
+// pop returns the index of the next entry and moves past it.
+func (w *heapWalk) pop() int32 {
+	less := func(a, b int) bool { return w.less(w.next[a], w.next[b]) }
+	swap := func(a, b int) { w.next[a], w.next[b] = w.next[b], w.next[a] }
+	i := w.next[0]
+	last := len(w.next) - 1
+	w.next[0] = w.next[last]
+	w.next = w.next[:last]
+	siftDown(len(w.next), less, swap)
+	for c := 2*i + 1; c <= 2*i+2 && c < w.n; c++ {
+		w.next = append(w.next, c)
+		siftUp(len(w.next)-1, less, swap)
+	}
+	return i
+}
+
+// walk starts a walk of h in lease order.
+func (h *readyHeap) walk(hint int) heapWalk {
+	return newWalk(len(h.slots), func(i, j int32) bool { return h.slots[i].before(h.slots[j]) }, hint)
 }
 
 // siftUp and siftDown restore a binary heap of n elements after the

@@ -60,6 +60,8 @@ func (s *State) Invariants() error {
 				if i >= qi.delayed.Len() || qi.delayed.tasks[i] != t {
 					bad(t, "schedulable task missing from its queue index")
 				}
+			case t.keyed:
+				// keyErrors checks its key's heap.
 			case i >= qi.ready.Len() || qi.ready.slots[i].pos != t.pos:
 				bad(t, "schedulable task missing from its queue index")
 			case qi.ready.slots[i] != slotOf(t):
@@ -87,6 +89,7 @@ func (s *State) Invariants() error {
 	errs = append(errs, s.deadlineErrors()...)
 	errs = append(errs, s.besideErrors()...)
 	errs = append(errs, s.scheduleErrors()...)
+	errs = append(errs, s.keyErrors()...)
 	if counts != s.counts {
 		errs = append(errs, fmt.Errorf("state counts %v, want %v", s.counts, counts))
 	}
@@ -136,6 +139,7 @@ func (s *State) heldErrors(held int64) []error {
 	for _, r := range s.reports {
 		held += heldByReport(r.Report)
 	}
+	held += s.heldByKeys()
 	if held != s.held {
 		errs = append(errs, fmt.Errorf("HeldBytes is %d, a recount of the content %d", s.held, held))
 	}
@@ -386,6 +390,8 @@ type Export struct {
 	Deadlines map[string]Time
 	Traces    map[string]TraceContext
 	Reports   map[string]LastReport
+	// Keys holds the key of each task that has one, by task id.
+	Keys map[string]string
 	// Queues holds what the state keeps of its queues beyond their tasks.
 	Queues []QueueImage
 	// Schedules holds every schedule, ordered by key.
@@ -396,6 +402,17 @@ type Export struct {
 func (s *State) Export() Export {
 	e := Export{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, 0, s.Len()), Queues: s.queueImages(),
 		Schedules: s.scheduleImages()}
+	for _, qi := range s.queues {
+		if qi.keys == nil {
+			continue
+		}
+		for t, key := range qi.keys.taskKey {
+			if e.Keys == nil {
+				e.Keys = make(map[string]string)
+			}
+			e.Keys[t.ID] = key
+		}
+	}
 	s.Scan(0, func(t *Task) bool {
 		e.Tasks = append(e.Tasks, t.Clone())
 		return true

@@ -81,6 +81,10 @@ type QueueLimits struct {
 	// partitions (1 in embedded mode).
 	Queue      Limits
 	Partitions uint32
+	// Keys is the flow control of the queue's keys (docs/design/keys.md):
+	// whole in every partition, never split (a key's tasks are all in
+	// one).
+	Keys KeyLimits
 	// By is who set them, Reason why, as given; At when.
 	By     string
 	Reason string
@@ -101,8 +105,11 @@ func (q *QueueLimits) check() string {
 	if !q.Limits.None() && q.Partitions == 0 {
 		return "limits split over 0 partitions"
 	}
-	return ""
+	return q.Keys.Check()
 }
+
+// none reports whether q limits nothing, neither the queue nor its keys.
+func (q *QueueLimits) none() bool { return q.Limits.None() && q.Keys.None() }
 
 // TokenBucket is the state of a queue's rate limit: Level, in units of
 // 1/TokenUnit token, as of Refilled (the latest time a record refilled it).
@@ -186,9 +193,10 @@ func (l *limiter) nextToken() (Time, bool) {
 
 // setLimits replaces the queue's limits with q (none: removes them). A
 // bucket starts full; a new rate keeps the level the old one had reached
-// at q.At, capped at the new burst.
+// at q.At, capped at the new burst. The key limits go to the key index
+// (State.setKeyLimits).
 func (qi *queueIndex) setLimits(q QueueLimits) {
-	if q.Limits.None() {
+	if q.none() {
 		qi.limits = nil
 		return
 	}
@@ -214,7 +222,7 @@ func (qi *queueIndex) restoreLimits(q *QueueLimits, b TokenBucket) string {
 	if why := q.check(); why != "" {
 		return why
 	}
-	if q.Limits.None() {
+	if q.none() {
 		return "limits that limit nothing"
 	}
 	l := &limiter{QueueLimits: *q, bucket: b}
@@ -250,7 +258,7 @@ func (qi *queueIndex) limiterErrors() []error {
 		return nil
 	}
 	var errs []error
-	if why := l.check(); why != "" || l.Limits.None() {
+	if why := l.check(); why != "" || l.none() {
 		errs = append(errs, fmt.Errorf("queue %v has invalid limits %+v: %s", qi.key, l.QueueLimits, why))
 	}
 	if b := l.bucket; b.Level < 0 || b.Level > l.capacity() {
@@ -264,4 +272,12 @@ func (qi *queueIndex) limiterErrors() []error {
 func (s *State) Admits(k QueueKey, at Time) bool {
 	qi := s.queues[k]
 	return qi == nil || qi.limits == nil || qi.limits.admit(qi.leases, at) == ""
+}
+
+// AdmitsKey reports whether the limits of t's key admit a lease of t, a
+// schedulable task of the state, at at (a task without a key, or of a
+// queue without key limits, always is; docs/design/keys.md).
+func (s *State) AdmitsKey(t *Task, at Time) bool {
+	qi := s.queues[*t.QueueKey]
+	return qi == nil || qi.limits == nil || s.admitKey(qi, t, at) == ""
 }

@@ -36,7 +36,32 @@ const (
 	// tasks (beside.go): the task's pointer and the map's share of a
 	// bucket, beside the value.
 	besideHeld = 16
+	// keyIndexHeld is a queue's key index (keys.go) with its maps.
+	keyIndexHeld = int64(unsafe.Sizeof(keyIndex{})) + 2*96
+	// keyStateHeld is the state of a key (keys.go) beyond its name: the
+	// struct, its entry in the key map and in a heap of keys.
+	keyStateHeld = int64(unsafe.Sizeof(keyState{})) + 40 + 8
+	// keyedTaskHeld is what a task with a key holds beyond the key's
+	// bytes (in its own allocation): its entry in the key map of its
+	// queue and in its key's heap of open tasks.
+	keyedTaskHeld = besideHeld + int64(unsafe.Sizeof("")) + int64(unsafe.Sizeof(openSlot{}))
 )
+
+// NewKeyHeldBytes is what HeldBytes grows by at most for the key of a new
+// task: its share of the task, and the key's state if the key has none
+// yet (0 for no key).
+func NewKeyHeldBytes(key string) int64 {
+	if key == "" {
+		return 0
+	}
+	return heldByKeyedTask(key) + heldByKeyState(key)
+}
+
+// heldByKeyState is what the state of a key named name holds.
+func heldByKeyState(name string) int64 { return keyStateHeld + int64(len(name)) }
+
+// heldByKeyedTask is what a task's key costs it.
+func heldByKeyedTask(key string) int64 { return keyedTaskHeld + int64(len(key)) }
 
 // HeldBytes is what the state holds in memory, as it accounts it: a pure
 // function of its content (see the constants above), kept up to date as

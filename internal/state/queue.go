@@ -329,6 +329,9 @@ type QueueImage struct {
 	Bucket TokenBucket
 	Fine   []Bucket
 	Coarse []Bucket
+	// Keys is what the state keeps of the queue's keys beyond its tasks
+	// (nil: the queue has no key index).
+	Keys *KeysImage
 }
 
 func nonEmpty(r ring) []Bucket {
@@ -354,7 +357,10 @@ func (qi *queueIndex) image() (QueueImage, bool) {
 		q := l.QueueLimits
 		img.Limits, img.Bucket = &q, l.bucket
 	}
-	return img, img.Paused != nil || img.Limits != nil || len(img.Fine) > 0 || len(img.Coarse) > 0
+	if qi.keys != nil {
+		img.Keys = qi.keys.image()
+	}
+	return img, img.Paused != nil || img.Limits != nil || img.Keys != nil || len(img.Fine) > 0 || len(img.Coarse) > 0
 }
 
 // queueImages returns the images of the queues that need one, ordered by
@@ -372,14 +378,19 @@ func (s *State) queueImages() []QueueImage {
 	return out
 }
 
-// restore puts a snapshot's image of the queue back.
-func (qi *queueIndex) restore(img QueueImage) string {
+// restore puts a snapshot's image of the queue back, into s.
+func (qi *queueIndex) restore(s *State, img QueueImage) string {
 	if img.Paused != nil {
 		p := *img.Paused
 		qi.paused = &p
 	}
 	if why := qi.restoreLimits(img.Limits, img.Bucket); why != "" {
 		return why
+	}
+	if img.Keys != nil {
+		if why := s.restoreKeys(qi, img.Keys); why != "" {
+			return why
+		}
 	}
 	for _, set := range []struct {
 		r  ring
@@ -410,7 +421,7 @@ func (s *State) maybeForget(qi *queueIndex, at Time) {
 // forgettable reports whether nothing is left to say about a queue at at:
 // no task, not paused, no limits, and no event within the hour before at.
 func forgettable(qi *queueIndex, at Time) bool {
-	return qi.total() == 0 && qi.paused == nil && qi.limits == nil && qi.events.quietSince(at-coarseWidth*coarseBucket)
+	return qi.total() == 0 && qi.paused == nil && qi.limits == nil && qi.keys == nil && qi.events.quietSince(at-coarseWidth*coarseBucket)
 }
 
 // Forgettable reports whether a purge at at would forget a queue: whether

@@ -9,7 +9,9 @@ import (
 // It is the only way a task becomes owned. A task with a deadline is leased
 // only before it, and never beyond it. On a queue with flow control it
 // takes a slot and a token (docs/design/state-machine.md, "Flow control"), and
-// does not apply without them.
+// does not apply without them; on a queue with key limits, so does the
+// task's key, and an ordered key's task only leases in its turn
+// (docs/design/keys.md).
 type LeaseGranted struct {
 	TaskID      string
 	LeaseID     string
@@ -57,8 +59,12 @@ func (r *LeaseGranted) apply(s *State, lsn uint64) string {
 		if why := l.admit(qi.leases, r.GrantedAt); why != "" {
 			return why
 		}
+		if why := s.admitKey(qi, t, r.GrantedAt); why != "" {
+			return why
+		}
 		l.take(r.GrantedAt)
 	}
+	s.grantKey(qi, t, r.GrantedAt)
 	qi.remove(t)
 	t.addExecution(Execution{
 		Attempt:     r.Attempt,

@@ -27,6 +27,17 @@ type QueueLimited struct {
 	By     string
 	Reason string
 	At     Time
+
+	// The flow control of the queue's keys (docs/design/keys.md), whole
+	// in every partition: at most KeyMaxConcurrency live leases of a
+	// key, a bucket of KeyBurst refilled at KeyRateMilli per key, a key's
+	// tasks one at a time in creation order (KeyOrdered), turns across
+	// the keys (Fair).
+	KeyMaxConcurrency uint32
+	KeyRateMilli      uint64
+	KeyBurst          uint32
+	KeyOrdered        bool
+	Fair              bool
 }
 
 func (*QueueLimited) Task() string { return "" }
@@ -37,9 +48,11 @@ func (r *QueueLimited) Limits() QueueLimits {
 		Limits:     Limits{MaxConcurrency: r.MaxConcurrency, RateMilli: r.RateMilli, Burst: r.Burst},
 		Queue:      Limits{MaxConcurrency: r.QueueMaxConcurrency, RateMilli: r.QueueRateMilli, Burst: r.QueueBurst},
 		Partitions: r.Partitions,
-		By:         r.By,
-		Reason:     r.Reason,
-		At:         r.At,
+		Keys: KeyLimits{MaxConcurrency: r.KeyMaxConcurrency, RateMilli: r.KeyRateMilli, Burst: r.KeyBurst,
+			Ordered: r.KeyOrdered, Fair: r.Fair},
+		By:     r.By,
+		Reason: r.Reason,
+		At:     r.At,
 	}
 }
 
@@ -53,6 +66,7 @@ func (r *QueueLimited) apply(s *State, _ uint64) string {
 	}
 	qi := s.queueOf(r.Namespace, r.Queue)
 	qi.setLimits(q)
+	s.setKeyLimits(qi, q.Keys, r.At)
 	s.maybeForget(qi, r.At)
 	return ""
 }

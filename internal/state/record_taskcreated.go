@@ -35,6 +35,9 @@ type TaskCreated struct {
 	Trace TraceContext
 	// Kind says what kind of work the task is ("" for none).
 	Kind string
+	// Key is the submitter's key of the task, for the flow control of its
+	// queue's keys ("" for none; docs/design/keys.md), kept beside it.
+	Key string
 }
 
 func (r *TaskCreated) Task() string { return r.TaskID }
@@ -57,11 +60,13 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 		return fmt.Sprintf("retry policy %+v is invalid (multiplier >= 1, 0 <= initial <= max backoff)", r.Retry)
 	case checkTrace(r.Trace) != "":
 		return checkTrace(r.Trace)
+	case len(r.Key) > MaxKeyBytes:
+		return fmt.Sprintf("key of %d bytes is over the limit of %d", len(r.Key), MaxKeyBytes)
 	}
 	if r.RequestID != "" && s.ByRequest(r.Namespace, r.RequestID) != nil {
 		return fmt.Sprintf("request id %q already used in namespace %q", r.RequestID, r.Namespace)
 	}
-	id, requestID, payload, trace := pack(r.TaskID, r.RequestID, r.Payload, r.Trace)
+	id, requestID, key, payload, trace := pack(r.TaskID, r.RequestID, r.Key, r.Payload, r.Trace)
 	t, qi := s.addTask(&Task{
 		ID:         id,
 		Payload:    payload,
@@ -75,6 +80,10 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 		cur:        -1,
 		heapIdx:    -1,
 	}, QueueKey{r.Namespace, r.Queue}, Policy{r.Kind, r.ExecutionWindow, r.Retry})
+	if key != "" {
+		s.keyed(t, qi, key)
+		s.opened(qi, t, lsn)
+	}
 	qi.add(t)
 	qi.events.add(r.CreatedAt, EventSubmitted)
 	if r.Deadline != 0 {
@@ -84,15 +93,15 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 	return ""
 }
 
-// pack copies a new task's id, request id, payload and trace context into
+// pack copies a new task's id, request id, key, payload and trace context into
 // one allocation of the state's own. The record's copies come from a
 // decoded request or log record, each its own small allocation beside
 // others that die with the request; kept as they are, they would pin
 // partly empty memory spans for as long as the task lives. Nothing writes
 // to the payload (a Task is read-only), so the strings may share its
 // allocation.
-func pack(id, requestID string, payload []byte, tc TraceContext) (string, string, []byte, TraceContext) {
-	buf := make([]byte, len(id)+len(requestID)+len(tc.Parent)+len(tc.State)+len(payload))
+func pack(id, requestID, key string, payload []byte, tc TraceContext) (string, string, string, []byte, TraceContext) {
+	buf := make([]byte, len(id)+len(requestID)+len(key)+len(tc.Parent)+len(tc.State)+len(payload))
 	off := 0
 	str := func(v string) string {
 		if v == "" {
@@ -102,11 +111,11 @@ func pack(id, requestID string, payload []byte, tc TraceContext) (string, string
 		off += n
 		return unsafe.String(&buf[off-n], n)
 	}
-	id, requestID = str(id), str(requestID)
+	id, requestID, key = str(id), str(requestID), str(key)
 	tc.Parent, tc.State = str(tc.Parent), str(tc.State)
 	if len(payload) > 0 {
 		copy(buf[off:], payload)
 		payload = buf[off:len(buf):len(buf)]
 	}
-	return id, requestID, payload, tc
+	return id, requestID, key, payload, tc
 }

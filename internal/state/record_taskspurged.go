@@ -47,6 +47,7 @@ func (s *State) purge(before, at Time, afterLSN, throughLSN uint64) int {
 	})
 	s.tidyOrder()
 	for _, qi := range s.queues {
+		s.forgetIdle(qi, at)
 		s.maybeForget(qi, at)
 	}
 	return dropped
@@ -126,6 +127,9 @@ func (s *State) drop(t *Task) {
 	s.held -= heldByTask(t)
 	if qi.total() == 0 {
 		s.held -= heldByQueue(qi.key)
+	}
+	if t.keyed {
+		s.dropKeyed(qi, t)
 	}
 	s.dropBeside(t)
 	s.slab.release(t)

@@ -80,6 +80,9 @@ type State struct {
 	// copying is the ImageCopy in progress, if any: Apply saves for it
 	// what a record is about to change.
 	copying *ImageCopy
+	// keysPending lists the queues whose key index the record being
+	// applied changed (keys.go): Apply places their keys again.
+	keysPending []*queueIndex
 }
 
 // New returns an empty state that expects LSN 1 next.
@@ -161,9 +164,13 @@ func (s *State) Schedulable(q QueueKey, now Time, n int) []*Task {
 		}
 	}
 	if qi.paused != nil {
-		return qi.finalizable(n)
+		return qi.finalizable(now, n)
 	}
 	qi.promote(now)
+	if qi.keys != nil {
+		qi.keys.wake(now)
+		return qi.keyedLeasable(now, n)
+	}
 	return qi.leasable(now, n)
 }
 
@@ -171,7 +178,8 @@ func (s *State) Schedulable(q QueueKey, now Time, n int) []*Task {
 // should look again, if anything but a signal can change its answer: the
 // earliest NotBefore among the queue's delayed tasks, or, if the queue has
 // tasks to lease and a free slot but its token bucket is empty, when the
-// next token arrives.
+// next token arrives, or when the first key that a time holds (its next
+// token, its ordered next task's delay) may lease.
 func (s *State) NextReady(q QueueKey) (Time, bool) {
 	qi := s.queues[q]
 	if qi == nil {
@@ -186,6 +194,9 @@ func (s *State) NextReady(q QueueKey) (Time, bool) {
 		if tok, empty := l.nextToken(); empty && leasable && (!ok || tok < next) {
 			next, ok = tok, true
 		}
+	}
+	if w, held := qi.keys.nextWake(); held && qi.paused == nil && (!ok || w < next) {
+		next, ok = w, true
 	}
 	return next, ok
 }
@@ -266,6 +277,9 @@ func (s *State) Apply(lsn uint64, r Record) error {
 		s.copying.preserve(r)
 	}
 	reason := r.apply(s, lsn)
+	if len(s.keysPending) > 0 {
+		s.settleKeys()
+	}
 	if t := s.changed; t != nil {
 		// Once the record's whole effect is in (touch need not be its
 		// last step).
@@ -339,6 +353,13 @@ func (s *State) transition(t *Task, to TaskState) {
 	t.State = to
 	if from.Terminal() != to.Terminal() {
 		s.slab.setFinished(t.pos, to.Terminal())
+		if t.keyed {
+			if to.Terminal() {
+				s.finished(qi, t)
+			} else {
+				s.opened(qi, t, s.lastLSN+1)
+			}
+		}
 	}
 	if to == Waiting {
 		qi.ages.add(dueMillis(t))
@@ -440,7 +461,11 @@ func (s *State) dropLease(t *Task) {
 	s.leases.remove(hashString(cur.LeaseID), t)
 	heap.Remove(&s.expiry, int(t.heapIdx))
 	t.cur = -1
-	s.queue(t).leases--
+	qi := s.queue(t)
+	qi.leases--
+	if t.keyed {
+		qi.keys.released(t)
+	}
 	s.dropReport(t) // a report is the lease's
 }
 

@@ -126,6 +126,8 @@ type Task struct {
 	State    TaskState
 	// delayed says which heap of its queue holds a schedulable task.
 	delayed bool
+	// keyed says the task has a key (State.KeyOf; docs/design/keys.md).
+	keyed bool
 	// Attempt is the number of attempts so far: the leases granted, less
 	// those a snooze ended (TaskSnoozed gives the attempt back).
 	Attempt uint32
@@ -274,6 +276,7 @@ func (t *Task) Clone() *Task {
 	c.Payload = cloneBytes(t.Payload)
 	c.heapIdx = -1
 	c.delayed = false
+	c.keyed = false
 	c.pos = 0
 	return &c
 }

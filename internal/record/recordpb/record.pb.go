@@ -267,7 +267,10 @@ type TaskCreated struct {
 	Tracestate  string `protobuf:"bytes,14,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	// What kind of work the task is ("" for none, as in records written
 	// before it was kept).
-	Kind          string `protobuf:"bytes,15,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,15,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The submitter's key of the task, for the flow control of its queue's
+	// keys ("" for none, as in records written before it was kept).
+	Key           string `protobuf:"bytes,16,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -403,6 +406,13 @@ func (x *TaskCreated) GetTracestate() string {
 func (x *TaskCreated) GetKind() string {
 	if x != nil {
 		return x.Kind
+	}
+	return ""
+}
+
+func (x *TaskCreated) GetKey() string {
+	if x != nil {
+		return x.Key
 	}
 	return ""
 }
@@ -1648,8 +1658,15 @@ type QueueLimited struct {
 	By                  string                 `protobuf:"bytes,10,opt,name=by,proto3" json:"by,omitempty"`
 	Reason              string                 `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"`
 	AtUnixNanos         int64                  `protobuf:"fixed64,12,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The flow control of the queue's keys, whole in every partition (0 and
+	// false: none, as in records written before it was kept).
+	KeyMaxConcurrency uint32 `protobuf:"varint,13,opt,name=key_max_concurrency,json=keyMaxConcurrency,proto3" json:"key_max_concurrency,omitempty"`
+	KeyRateMilli      uint64 `protobuf:"varint,14,opt,name=key_rate_milli,json=keyRateMilli,proto3" json:"key_rate_milli,omitempty"`
+	KeyBurst          uint32 `protobuf:"varint,15,opt,name=key_burst,json=keyBurst,proto3" json:"key_burst,omitempty"`
+	KeyOrdered        bool   `protobuf:"varint,16,opt,name=key_ordered,json=keyOrdered,proto3" json:"key_ordered,omitempty"`
+	Fair              bool   `protobuf:"varint,17,opt,name=fair,proto3" json:"fair,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *QueueLimited) Reset() {
@@ -1764,6 +1781,41 @@ func (x *QueueLimited) GetAtUnixNanos() int64 {
 		return x.AtUnixNanos
 	}
 	return 0
+}
+
+func (x *QueueLimited) GetKeyMaxConcurrency() uint32 {
+	if x != nil {
+		return x.KeyMaxConcurrency
+	}
+	return 0
+}
+
+func (x *QueueLimited) GetKeyRateMilli() uint64 {
+	if x != nil {
+		return x.KeyRateMilli
+	}
+	return 0
+}
+
+func (x *QueueLimited) GetKeyBurst() uint32 {
+	if x != nil {
+		return x.KeyBurst
+	}
+	return 0
+}
+
+func (x *QueueLimited) GetKeyOrdered() bool {
+	if x != nil {
+		return x.KeyOrdered
+	}
+	return false
+}
+
+func (x *QueueLimited) GetFair() bool {
+	if x != nil {
+		return x.Fair
+	}
+	return false
 }
 
 // TaskDeadlineExceeded (record type 18) fails a WAITING or LEASED task whose
@@ -2858,7 +2910,7 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x11max_backoff_nanos\x18\x03 \x01(\x03R\x0fmaxBackoffNanos\x12\x1e\n" +
 	"\n" +
 	"multiplier\x18\x04 \x01(\x01R\n" +
-	"multiplier\"\xa3\x04\n" +
+	"multiplier\"\xb5\x04\n" +
 	"\vTaskCreated\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -2878,7 +2930,8 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\n" +
 	"tracestate\x18\x0e \x01(\tR\n" +
 	"tracestate\x12\x12\n" +
-	"\x04kind\x18\x0f \x01(\tR\x04kind\"\xf3\x01\n" +
+	"\x04kind\x18\x0f \x01(\tR\x04kind\x12\x10\n" +
+	"\x03key\x18\x10 \x01(\tR\x03key\"\xf3\x01\n" +
 	"\fLeaseGranted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +
@@ -2970,7 +3023,7 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\btask_ids\x18\x01 \x03(\tR\ataskIds\x12\x0e\n" +
 	"\x02by\x18\x02 \x01(\tR\x02by\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\"\n" +
-	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\x8b\x03\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\xb3\x04\n" +
 	"\fQueueLimited\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12'\n" +
@@ -2988,7 +3041,13 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x02by\x18\n" +
 	" \x01(\tR\x02by\x12\x16\n" +
 	"\x06reason\x18\v \x01(\tR\x06reason\x12\"\n" +
-	"\rat_unix_nanos\x18\f \x01(\x10R\vatUnixNanos\"S\n" +
+	"\rat_unix_nanos\x18\f \x01(\x10R\vatUnixNanos\x12.\n" +
+	"\x13key_max_concurrency\x18\r \x01(\rR\x11keyMaxConcurrency\x12$\n" +
+	"\x0ekey_rate_milli\x18\x0e \x01(\x04R\fkeyRateMilli\x12\x1b\n" +
+	"\tkey_burst\x18\x0f \x01(\rR\bkeyBurst\x12\x1f\n" +
+	"\vkey_ordered\x18\x10 \x01(\bR\n" +
+	"keyOrdered\x12\x12\n" +
+	"\x04fair\x18\x11 \x01(\bR\x04fair\"S\n" +
 	"\x14TaskDeadlineExceeded\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\"\n" +
 	"\rat_unix_nanos\x18\x02 \x01(\x10R\vatUnixNanos\"\xc0\x02\n" +

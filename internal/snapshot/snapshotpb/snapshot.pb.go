@@ -411,7 +411,10 @@ type TaskSnapshot struct {
 	// kept beside the task); unset for none.
 	Progress *ProgressSnapshot `protobuf:"bytes,25,opt,name=progress,proto3" json:"progress,omitempty"`
 	// What kind of work the task is ("" for none).
-	Kind          string `protobuf:"bytes,26,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,26,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The task's key, for the flow control of its queue's keys (kept beside
+	// the task): "" for none, as in snapshots written before it was kept.
+	Key           string `protobuf:"bytes,27,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -628,6 +631,13 @@ func (x *TaskSnapshot) GetKind() string {
 	return ""
 }
 
+func (x *TaskSnapshot) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
 // ProgressSnapshot mirrors state.LastReport.
 type ProgressSnapshot struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -777,7 +787,10 @@ type QueueSnapshot struct {
 	Fine   []*EventBucket `protobuf:"bytes,4,rep,name=fine,proto3" json:"fine,omitempty"`
 	Coarse []*EventBucket `protobuf:"bytes,5,rep,name=coarse,proto3" json:"coarse,omitempty"`
 	// Set while the queue has flow control (a QueueLimited record).
-	Limits        *QueueLimits `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
+	Limits *QueueLimits `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
+	// Set while the queue has a key index: what the state keeps of its keys
+	// beyond its tasks (docs/design/keys.md).
+	Keys          *QueueKeys `protobuf:"bytes,7,opt,name=keys,proto3" json:"keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -854,6 +867,154 @@ func (x *QueueSnapshot) GetLimits() *QueueLimits {
 	return nil
 }
 
+func (x *QueueSnapshot) GetKeys() *QueueKeys {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+// QueueKeys is what the state keeps of a queue's keys beyond its tasks:
+// the fair virtual time, the fair turn of the tasks without a key, and
+// each key state.
+type QueueKeys struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vt            uint64                 `protobuf:"varint,1,opt,name=vt,proto3" json:"vt,omitempty"`
+	UnkeyedPass   uint64                 `protobuf:"varint,2,opt,name=unkeyed_pass,json=unkeyedPass,proto3" json:"unkeyed_pass,omitempty"`
+	States        []*KeySnapshot         `protobuf:"bytes,3,rep,name=states,proto3" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueKeys) Reset() {
+	*x = QueueKeys{}
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueKeys) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueKeys) ProtoMessage() {}
+
+func (x *QueueKeys) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueKeys.ProtoReflect.Descriptor instead.
+func (*QueueKeys) Descriptor() ([]byte, []int) {
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *QueueKeys) GetVt() uint64 {
+	if x != nil {
+		return x.Vt
+	}
+	return 0
+}
+
+func (x *QueueKeys) GetUnkeyedPass() uint64 {
+	if x != nil {
+		return x.UnkeyedPass
+	}
+	return 0
+}
+
+func (x *QueueKeys) GetStates() []*KeySnapshot {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+// KeySnapshot is one key's state: its token bucket (0 without a key rate)
+// and its fair turn (0 for a key with no open task, kept for its bucket).
+type KeySnapshot struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Name              string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	BucketLevel       int64                  `protobuf:"varint,2,opt,name=bucket_level,json=bucketLevel,proto3" json:"bucket_level,omitempty"`
+	RefilledUnixNanos int64                  `protobuf:"fixed64,3,opt,name=refilled_unix_nanos,json=refilledUnixNanos,proto3" json:"refilled_unix_nanos,omitempty"`
+	Pass              uint64                 `protobuf:"varint,4,opt,name=pass,proto3" json:"pass,omitempty"`
+	Seq               uint64                 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *KeySnapshot) Reset() {
+	*x = KeySnapshot{}
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeySnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeySnapshot) ProtoMessage() {}
+
+func (x *KeySnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeySnapshot.ProtoReflect.Descriptor instead.
+func (*KeySnapshot) Descriptor() ([]byte, []int) {
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *KeySnapshot) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *KeySnapshot) GetBucketLevel() int64 {
+	if x != nil {
+		return x.BucketLevel
+	}
+	return 0
+}
+
+func (x *KeySnapshot) GetRefilledUnixNanos() int64 {
+	if x != nil {
+		return x.RefilledUnixNanos
+	}
+	return 0
+}
+
+func (x *KeySnapshot) GetPass() uint64 {
+	if x != nil {
+		return x.Pass
+	}
+	return 0
+}
+
+func (x *KeySnapshot) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 // QueueLimits is a queue's flow control in this partition, as the last
 // QueueLimited record set it, and the state of its token bucket.
 type QueueLimits struct {
@@ -874,13 +1035,20 @@ type QueueLimits struct {
 	// refilled_unix_nanos (both 0 without a rate).
 	BucketLevel       int64 `protobuf:"varint,11,opt,name=bucket_level,json=bucketLevel,proto3" json:"bucket_level,omitempty"`
 	RefilledUnixNanos int64 `protobuf:"fixed64,12,opt,name=refilled_unix_nanos,json=refilledUnixNanos,proto3" json:"refilled_unix_nanos,omitempty"`
+	// The flow control of the queue's keys (0 and false: none, as in
+	// snapshots written before it was kept).
+	KeyMaxConcurrency uint32 `protobuf:"varint,13,opt,name=key_max_concurrency,json=keyMaxConcurrency,proto3" json:"key_max_concurrency,omitempty"`
+	KeyRateMilli      uint64 `protobuf:"varint,14,opt,name=key_rate_milli,json=keyRateMilli,proto3" json:"key_rate_milli,omitempty"`
+	KeyBurst          uint32 `protobuf:"varint,15,opt,name=key_burst,json=keyBurst,proto3" json:"key_burst,omitempty"`
+	KeyOrdered        bool   `protobuf:"varint,16,opt,name=key_ordered,json=keyOrdered,proto3" json:"key_ordered,omitempty"`
+	Fair              bool   `protobuf:"varint,17,opt,name=fair,proto3" json:"fair,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
 
 func (x *QueueLimits) Reset() {
 	*x = QueueLimits{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +1060,7 @@ func (x *QueueLimits) String() string {
 func (*QueueLimits) ProtoMessage() {}
 
 func (x *QueueLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +1073,7 @@ func (x *QueueLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueLimits.ProtoReflect.Descriptor instead.
 func (*QueueLimits) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *QueueLimits) GetMaxConcurrency() uint32 {
@@ -992,6 +1160,41 @@ func (x *QueueLimits) GetRefilledUnixNanos() int64 {
 	return 0
 }
 
+func (x *QueueLimits) GetKeyMaxConcurrency() uint32 {
+	if x != nil {
+		return x.KeyMaxConcurrency
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetKeyRateMilli() uint64 {
+	if x != nil {
+		return x.KeyRateMilli
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetKeyBurst() uint32 {
+	if x != nil {
+		return x.KeyBurst
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetKeyOrdered() bool {
+	if x != nil {
+		return x.KeyOrdered
+	}
+	return false
+}
+
+func (x *QueueLimits) GetFair() bool {
+	if x != nil {
+		return x.Fair
+	}
+	return false
+}
+
 // QueuePause says who paused a queue, when and why.
 type QueuePause struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1004,7 +1207,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1219,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1232,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *QueuePause) GetBy() string {
@@ -1068,7 +1271,7 @@ type EventBucket struct {
 
 func (x *EventBucket) Reset() {
 	*x = EventBucket{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1283,7 @@ func (x *EventBucket) String() string {
 func (*EventBucket) ProtoMessage() {}
 
 func (x *EventBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1296,7 @@ func (x *EventBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBucket.ProtoReflect.Descriptor instead.
 func (*EventBucket) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *EventBucket) GetN() int64 {
@@ -1163,7 +1366,7 @@ type ScheduleSnapshot struct {
 
 func (x *ScheduleSnapshot) Reset() {
 	*x = ScheduleSnapshot{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1378,7 @@ func (x *ScheduleSnapshot) String() string {
 func (*ScheduleSnapshot) ProtoMessage() {}
 
 func (x *ScheduleSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1391,7 @@ func (x *ScheduleSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleSnapshot.ProtoReflect.Descriptor instead.
 func (*ScheduleSnapshot) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{9}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ScheduleSnapshot) GetNamespace() string {
@@ -1346,7 +1549,7 @@ type ScheduleFire struct {
 
 func (x *ScheduleFire) Reset() {
 	*x = ScheduleFire{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1561,7 @@ func (x *ScheduleFire) String() string {
 func (*ScheduleFire) ProtoMessage() {}
 
 func (x *ScheduleFire) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1574,7 @@ func (x *ScheduleFire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleFire.ProtoReflect.Descriptor instead.
 func (*ScheduleFire) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{10}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ScheduleFire) GetTickUnixNanos() int64 {
@@ -1441,7 +1644,7 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x16finished_at_unix_nanos\x18\n" +
 	" \x01(\x10R\x13finishedAtUnixNanos\x12\x16\n" +
 	"\x06reason\x18\v \x01(\tR\x06reason\x12'\n" +
-	"\x0frefused_actions\x18\f \x01(\rR\x0erefusedActions\"\x80\b\n" +
+	"\x0frefused_actions\x18\f \x01(\rR\x0erefusedActions\"\x92\b\n" +
 	"\fTaskSnapshot\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -1475,7 +1678,8 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"tracestate\x18\x18 \x01(\tR\n" +
 	"tracestate\x12@\n" +
 	"\bprogress\x18\x19 \x01(\v2$.tenure.snapshot.v1.ProgressSnapshotR\bprogress\x12\x12\n" +
-	"\x04kind\x18\x1a \x01(\tR\x04kind\"\x8b\x01\n" +
+	"\x04kind\x18\x1a \x01(\tR\x04kind\x12\x10\n" +
+	"\x03key\x18\x1b \x01(\tR\x03key\"\x8b\x01\n" +
 	"\x10ProgressSnapshot\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x18\n" +
 	"\apercent\x18\x02 \x01(\rR\apercent\x12\x1f\n" +
@@ -1485,14 +1689,25 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\tTaskChunk\x126\n" +
 	"\x05tasks\x18\x01 \x03(\v2 .tenure.snapshot.v1.TaskSnapshotR\x05tasks\x129\n" +
 	"\x06queues\x18\x02 \x03(\v2!.tenure.snapshot.v1.QueueSnapshotR\x06queues\x12B\n" +
-	"\tschedules\x18\x03 \x03(\v2$.tenure.snapshot.v1.ScheduleSnapshotR\tschedules\"\xa2\x02\n" +
+	"\tschedules\x18\x03 \x03(\v2$.tenure.snapshot.v1.ScheduleSnapshotR\tschedules\"\xd5\x02\n" +
 	"\rQueueSnapshot\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x126\n" +
 	"\x06paused\x18\x03 \x01(\v2\x1e.tenure.snapshot.v1.QueuePauseR\x06paused\x123\n" +
 	"\x04fine\x18\x04 \x03(\v2\x1f.tenure.snapshot.v1.EventBucketR\x04fine\x127\n" +
 	"\x06coarse\x18\x05 \x03(\v2\x1f.tenure.snapshot.v1.EventBucketR\x06coarse\x127\n" +
-	"\x06limits\x18\x06 \x01(\v2\x1f.tenure.snapshot.v1.QueueLimitsR\x06limits\"\xa9\x03\n" +
+	"\x06limits\x18\x06 \x01(\v2\x1f.tenure.snapshot.v1.QueueLimitsR\x06limits\x121\n" +
+	"\x04keys\x18\a \x01(\v2\x1d.tenure.snapshot.v1.QueueKeysR\x04keys\"w\n" +
+	"\tQueueKeys\x12\x0e\n" +
+	"\x02vt\x18\x01 \x01(\x04R\x02vt\x12!\n" +
+	"\funkeyed_pass\x18\x02 \x01(\x04R\vunkeyedPass\x127\n" +
+	"\x06states\x18\x03 \x03(\v2\x1f.tenure.snapshot.v1.KeySnapshotR\x06states\"\x9a\x01\n" +
+	"\vKeySnapshot\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
+	"\fbucket_level\x18\x02 \x01(\x03R\vbucketLevel\x12.\n" +
+	"\x13refilled_unix_nanos\x18\x03 \x01(\x10R\x11refilledUnixNanos\x12\x12\n" +
+	"\x04pass\x18\x04 \x01(\x04R\x04pass\x12\x10\n" +
+	"\x03seq\x18\x05 \x01(\x04R\x03seq\"\xd1\x04\n" +
 	"\vQueueLimits\x12'\n" +
 	"\x0fmax_concurrency\x18\x01 \x01(\rR\x0emaxConcurrency\x12\x1d\n" +
 	"\n" +
@@ -1510,7 +1725,13 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\rat_unix_nanos\x18\n" +
 	" \x01(\x10R\vatUnixNanos\x12!\n" +
 	"\fbucket_level\x18\v \x01(\x03R\vbucketLevel\x12.\n" +
-	"\x13refilled_unix_nanos\x18\f \x01(\x10R\x11refilledUnixNanos\"X\n" +
+	"\x13refilled_unix_nanos\x18\f \x01(\x10R\x11refilledUnixNanos\x12.\n" +
+	"\x13key_max_concurrency\x18\r \x01(\rR\x11keyMaxConcurrency\x12$\n" +
+	"\x0ekey_rate_milli\x18\x0e \x01(\x04R\fkeyRateMilli\x12\x1b\n" +
+	"\tkey_burst\x18\x0f \x01(\rR\bkeyBurst\x12\x1f\n" +
+	"\vkey_ordered\x18\x10 \x01(\bR\n" +
+	"keyOrdered\x12\x12\n" +
+	"\x04fair\x18\x11 \x01(\bR\x04fair\"X\n" +
 	"\n" +
 	"QueuePause\x12\x0e\n" +
 	"\x02by\x18\x01 \x01(\tR\x02by\x12\x16\n" +
@@ -1583,7 +1804,7 @@ func file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_snapshot_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_tenure_snapshot_v1_snapshot_proto_goTypes = []any{
 	(TaskState)(0),            // 0: tenure.snapshot.v1.TaskState
 	(ExecutionStatus)(0),      // 1: tenure.snapshot.v1.ExecutionStatus
@@ -1593,11 +1814,13 @@ var file_tenure_snapshot_v1_snapshot_proto_goTypes = []any{
 	(*ProgressSnapshot)(nil),  // 5: tenure.snapshot.v1.ProgressSnapshot
 	(*TaskChunk)(nil),         // 6: tenure.snapshot.v1.TaskChunk
 	(*QueueSnapshot)(nil),     // 7: tenure.snapshot.v1.QueueSnapshot
-	(*QueueLimits)(nil),       // 8: tenure.snapshot.v1.QueueLimits
-	(*QueuePause)(nil),        // 9: tenure.snapshot.v1.QueuePause
-	(*EventBucket)(nil),       // 10: tenure.snapshot.v1.EventBucket
-	(*ScheduleSnapshot)(nil),  // 11: tenure.snapshot.v1.ScheduleSnapshot
-	(*ScheduleFire)(nil),      // 12: tenure.snapshot.v1.ScheduleFire
+	(*QueueKeys)(nil),         // 8: tenure.snapshot.v1.QueueKeys
+	(*KeySnapshot)(nil),       // 9: tenure.snapshot.v1.KeySnapshot
+	(*QueueLimits)(nil),       // 10: tenure.snapshot.v1.QueueLimits
+	(*QueuePause)(nil),        // 11: tenure.snapshot.v1.QueuePause
+	(*EventBucket)(nil),       // 12: tenure.snapshot.v1.EventBucket
+	(*ScheduleSnapshot)(nil),  // 13: tenure.snapshot.v1.ScheduleSnapshot
+	(*ScheduleFire)(nil),      // 14: tenure.snapshot.v1.ScheduleFire
 }
 var file_tenure_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	1,  // 0: tenure.snapshot.v1.ExecutionSnapshot.status:type_name -> tenure.snapshot.v1.ExecutionStatus
@@ -1607,19 +1830,21 @@ var file_tenure_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	5,  // 4: tenure.snapshot.v1.TaskSnapshot.progress:type_name -> tenure.snapshot.v1.ProgressSnapshot
 	4,  // 5: tenure.snapshot.v1.TaskChunk.tasks:type_name -> tenure.snapshot.v1.TaskSnapshot
 	7,  // 6: tenure.snapshot.v1.TaskChunk.queues:type_name -> tenure.snapshot.v1.QueueSnapshot
-	11, // 7: tenure.snapshot.v1.TaskChunk.schedules:type_name -> tenure.snapshot.v1.ScheduleSnapshot
-	9,  // 8: tenure.snapshot.v1.QueueSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
-	10, // 9: tenure.snapshot.v1.QueueSnapshot.fine:type_name -> tenure.snapshot.v1.EventBucket
-	10, // 10: tenure.snapshot.v1.QueueSnapshot.coarse:type_name -> tenure.snapshot.v1.EventBucket
-	8,  // 11: tenure.snapshot.v1.QueueSnapshot.limits:type_name -> tenure.snapshot.v1.QueueLimits
-	2,  // 12: tenure.snapshot.v1.ScheduleSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
-	9,  // 13: tenure.snapshot.v1.ScheduleSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
-	12, // 14: tenure.snapshot.v1.ScheduleSnapshot.recent:type_name -> tenure.snapshot.v1.ScheduleFire
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	13, // 7: tenure.snapshot.v1.TaskChunk.schedules:type_name -> tenure.snapshot.v1.ScheduleSnapshot
+	11, // 8: tenure.snapshot.v1.QueueSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
+	12, // 9: tenure.snapshot.v1.QueueSnapshot.fine:type_name -> tenure.snapshot.v1.EventBucket
+	12, // 10: tenure.snapshot.v1.QueueSnapshot.coarse:type_name -> tenure.snapshot.v1.EventBucket
+	10, // 11: tenure.snapshot.v1.QueueSnapshot.limits:type_name -> tenure.snapshot.v1.QueueLimits
+	8,  // 12: tenure.snapshot.v1.QueueSnapshot.keys:type_name -> tenure.snapshot.v1.QueueKeys
+	9,  // 13: tenure.snapshot.v1.QueueKeys.states:type_name -> tenure.snapshot.v1.KeySnapshot
+	2,  // 14: tenure.snapshot.v1.ScheduleSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
+	11, // 15: tenure.snapshot.v1.ScheduleSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
+	14, // 16: tenure.snapshot.v1.ScheduleSnapshot.recent:type_name -> tenure.snapshot.v1.ScheduleFire
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_tenure_snapshot_v1_snapshot_proto_init() }
@@ -1633,7 +1858,7 @@ func file_tenure_snapshot_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_snapshot_v1_snapshot_proto_rawDesc), len(file_tenure_snapshot_v1_snapshot_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -60,6 +60,7 @@ var (
 	namespaces = []string{"default", "billing"}
 	queues     = []string{"q1", "q2", "q3"}
 	kinds      = []string{"send_email", "billing.charge"}
+	keys       = []string{"acme", "beta", "gamma"}
 )
 
 // Next returns a record that applies to s.
@@ -93,7 +94,7 @@ func (g *Gen) Next(s *state.State) state.Record {
 				d, ok := s.Deadline(t.ID)
 				k := state.QueueKey{Namespace: t.Namespace, Queue: t.Queue}
 				return t.Schedulable() && (!ok || g.now < d) && (t.State != state.Waiting ||
-					t.NotBefore <= g.now && s.Paused(k) == nil) && s.Admits(k, g.now)
+					t.NotBefore <= g.now && s.Paused(k) == nil) && s.Admits(k, g.now) && s.AdmitsKey(t, g.now)
 			}); t != nil {
 				return &state.LeaseGranted{TaskID: t.ID, LeaseID: g.id("l"), WorkerID: fmt.Sprintf("w%d", g.rng.IntN(3)),
 					Attempt: t.Attempt + 1, GrantedAt: g.now, LeaseExpiry: capped(s, t, g.now.Add(window))}
@@ -329,6 +330,16 @@ func (g *Gen) limited() *state.QueueLimited {
 		r.RateMilli, r.Burst = uint64(100+g.rng.IntN(3000)), uint32(1+g.rng.IntN(3))
 		r.QueueRateMilli, r.QueueBurst = r.RateMilli*uint64(r.Partitions), r.Burst*r.Partitions
 	}
+	// The limits of the queue's keys, whole in every partition.
+	switch g.rng.IntN(4) {
+	case 1:
+		r.KeyMaxConcurrency = uint32(1 + g.rng.IntN(2))
+	case 2:
+		r.KeyOrdered = true
+	case 3:
+		r.KeyRateMilli, r.KeyBurst = uint64(100+g.rng.IntN(3000)), uint32(1+g.rng.IntN(3))
+	}
+	r.Fair = g.rng.IntN(2) == 0
 	return r
 }
 
@@ -405,6 +416,9 @@ func (g *Gen) created(s *state.State) *state.TaskCreated {
 	}
 	if g.rng.IntN(2) == 0 {
 		r.Kind = kinds[g.rng.IntN(len(kinds))]
+	}
+	if g.rng.IntN(3) == 0 {
+		r.Key = keys[g.rng.IntN(len(keys))]
 	}
 	switch g.rng.IntN(4) {
 	case 0:

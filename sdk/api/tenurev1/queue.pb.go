@@ -507,7 +507,30 @@ type SetQueueLimitsRequest struct {
 	// Why, kept in the record. At most 4 KiB.
 	Reason string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Who asks, as PauseQueueRequest.requested_by.
-	RequestedBy   string `protobuf:"bytes,9,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	RequestedBy string `protobuf:"bytes,9,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	// The flow control of the queue's keys (SubmitRequest.key), whole in
+	// every partition (in cluster mode a key's tasks are all in one): at
+	// most this many leases of one key live at once, 1 to 1000000. 0 is
+	// refused: clear it with clear_key_max_concurrency.
+	KeyMaxConcurrency *uint32 `protobuf:"varint,10,opt,name=key_max_concurrency,json=keyMaxConcurrency,proto3,oneof" json:"key_max_concurrency,omitempty"`
+	// Each key's token bucket: at most this many leases of one key per
+	// second on average, more than 0, at most 1000000, to the thousandth.
+	KeyRate *float64 `protobuf:"fixed64,11,opt,name=key_rate,json=keyRate,proto3,oneof" json:"key_rate,omitempty"`
+	// The leases a full bucket of one key grants at once: 1 to 1000000;
+	// only with a key rate. Unset when a key rate is set: the queue's key
+	// burst if it has one, otherwise the key rate rounded up.
+	KeyBurst *uint32 `protobuf:"varint,12,opt,name=key_burst,json=keyBurst,proto3,oneof" json:"key_burst,omitempty"`
+	// Removes the key max concurrency; the key rate and its burst.
+	ClearKeyMaxConcurrency bool `protobuf:"varint,13,opt,name=clear_key_max_concurrency,json=clearKeyMaxConcurrency,proto3" json:"clear_key_max_concurrency,omitempty"`
+	ClearKeyRate           bool `protobuf:"varint,14,opt,name=clear_key_rate,json=clearKeyRate,proto3" json:"clear_key_rate,omitempty"`
+	// A key's tasks run one at a time, in creation order (a failed task
+	// with attempts left holds its key's place). Refused with a
+	// key_max_concurrency above 1. Unset: kept as it is.
+	KeyOrdered *bool `protobuf:"varint,15,opt,name=key_ordered,json=keyOrdered,proto3,oneof" json:"key_ordered,omitempty"`
+	// Leasing takes turns across the keys that have tasks to lease (the
+	// tasks without a key take theirs as one more key), instead of taking
+	// the queue's tasks by priority then age. Unset: kept as it is.
+	Fair          *bool `protobuf:"varint,16,opt,name=fair,proto3,oneof" json:"fair,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -605,6 +628,55 @@ func (x *SetQueueLimitsRequest) GetRequestedBy() string {
 	return ""
 }
 
+func (x *SetQueueLimitsRequest) GetKeyMaxConcurrency() uint32 {
+	if x != nil && x.KeyMaxConcurrency != nil {
+		return *x.KeyMaxConcurrency
+	}
+	return 0
+}
+
+func (x *SetQueueLimitsRequest) GetKeyRate() float64 {
+	if x != nil && x.KeyRate != nil {
+		return *x.KeyRate
+	}
+	return 0
+}
+
+func (x *SetQueueLimitsRequest) GetKeyBurst() uint32 {
+	if x != nil && x.KeyBurst != nil {
+		return *x.KeyBurst
+	}
+	return 0
+}
+
+func (x *SetQueueLimitsRequest) GetClearKeyMaxConcurrency() bool {
+	if x != nil {
+		return x.ClearKeyMaxConcurrency
+	}
+	return false
+}
+
+func (x *SetQueueLimitsRequest) GetClearKeyRate() bool {
+	if x != nil {
+		return x.ClearKeyRate
+	}
+	return false
+}
+
+func (x *SetQueueLimitsRequest) GetKeyOrdered() bool {
+	if x != nil && x.KeyOrdered != nil {
+		return *x.KeyOrdered
+	}
+	return false
+}
+
+func (x *SetQueueLimitsRequest) GetFair() bool {
+	if x != nil && x.Fair != nil {
+		return *x.Fair
+	}
+	return false
+}
+
 // SetQueueLimitsResponse says what the change did.
 type SetQueueLimitsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -670,11 +742,18 @@ type QueueLimits struct {
 	Rate  float64 `protobuf:"fixed64,2,opt,name=rate,proto3" json:"rate,omitempty"`
 	Burst uint32  `protobuf:"varint,3,opt,name=burst,proto3" json:"burst,omitempty"`
 	// Who set them, why, and when (the latest change, in cluster mode).
-	RequestedBy   string                 `protobuf:"bytes,4,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
-	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
-	SetAt         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=set_at,json=setAt,proto3" json:"set_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RequestedBy string                 `protobuf:"bytes,4,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	Reason      string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	SetAt       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=set_at,json=setAt,proto3" json:"set_at,omitempty"`
+	// The flow control of the queue's keys (SetQueueLimitsRequest), whole
+	// in every partition.
+	KeyMaxConcurrency uint32  `protobuf:"varint,7,opt,name=key_max_concurrency,json=keyMaxConcurrency,proto3" json:"key_max_concurrency,omitempty"`
+	KeyRate           float64 `protobuf:"fixed64,8,opt,name=key_rate,json=keyRate,proto3" json:"key_rate,omitempty"`
+	KeyBurst          uint32  `protobuf:"varint,9,opt,name=key_burst,json=keyBurst,proto3" json:"key_burst,omitempty"`
+	KeyOrdered        bool    `protobuf:"varint,10,opt,name=key_ordered,json=keyOrdered,proto3" json:"key_ordered,omitempty"`
+	Fair              bool    `protobuf:"varint,11,opt,name=fair,proto3" json:"fair,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *QueueLimits) Reset() {
@@ -747,6 +826,41 @@ func (x *QueueLimits) GetSetAt() *timestamppb.Timestamp {
 		return x.SetAt
 	}
 	return nil
+}
+
+func (x *QueueLimits) GetKeyMaxConcurrency() uint32 {
+	if x != nil {
+		return x.KeyMaxConcurrency
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetKeyRate() float64 {
+	if x != nil {
+		return x.KeyRate
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetKeyBurst() uint32 {
+	if x != nil {
+		return x.KeyBurst
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetKeyOrdered() bool {
+	if x != nil {
+		return x.KeyOrdered
+	}
+	return false
+}
+
+func (x *QueueLimits) GetFair() bool {
+	if x != nil {
+		return x.Fair
+	}
+	return false
 }
 
 // Queue describes one queue at the time of the answer.
@@ -1178,7 +1292,7 @@ const file_tenure_v1_queue_proto_rawDesc = "" +
 	"\frequested_by\x18\x04 \x01(\tR\vrequestedBy\"W\n" +
 	"\x13ResumeQueueResponse\x12\x18\n" +
 	"\achanged\x18\x01 \x01(\bR\achanged\x12&\n" +
-	"\x05queue\x18\x02 \x01(\v2\x10.tenure.v1.QueueR\x05queue\"\xe2\x02\n" +
+	"\x05queue\x18\x02 \x01(\v2\x10.tenure.v1.QueueR\x05queue\"\xc5\x05\n" +
 	"\x15SetQueueLimitsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12,\n" +
@@ -1189,20 +1303,42 @@ const file_tenure_v1_queue_proto_rawDesc = "" +
 	"\n" +
 	"clear_rate\x18\a \x01(\bR\tclearRate\x12\x16\n" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12!\n" +
-	"\frequested_by\x18\t \x01(\tR\vrequestedByB\x12\n" +
+	"\frequested_by\x18\t \x01(\tR\vrequestedBy\x123\n" +
+	"\x13key_max_concurrency\x18\n" +
+	" \x01(\rH\x03R\x11keyMaxConcurrency\x88\x01\x01\x12\x1e\n" +
+	"\bkey_rate\x18\v \x01(\x01H\x04R\akeyRate\x88\x01\x01\x12 \n" +
+	"\tkey_burst\x18\f \x01(\rH\x05R\bkeyBurst\x88\x01\x01\x129\n" +
+	"\x19clear_key_max_concurrency\x18\r \x01(\bR\x16clearKeyMaxConcurrency\x12$\n" +
+	"\x0eclear_key_rate\x18\x0e \x01(\bR\fclearKeyRate\x12$\n" +
+	"\vkey_ordered\x18\x0f \x01(\bH\x06R\n" +
+	"keyOrdered\x88\x01\x01\x12\x17\n" +
+	"\x04fair\x18\x10 \x01(\bH\aR\x04fair\x88\x01\x01B\x12\n" +
 	"\x10_max_concurrencyB\a\n" +
 	"\x05_rateB\b\n" +
-	"\x06_burst\"Z\n" +
+	"\x06_burstB\x16\n" +
+	"\x14_key_max_concurrencyB\v\n" +
+	"\t_key_rateB\f\n" +
+	"\n" +
+	"_key_burstB\x0e\n" +
+	"\f_key_orderedB\a\n" +
+	"\x05_fair\"Z\n" +
 	"\x16SetQueueLimitsResponse\x12\x18\n" +
 	"\achanged\x18\x01 \x01(\bR\achanged\x12&\n" +
-	"\x05queue\x18\x02 \x01(\v2\x10.tenure.v1.QueueR\x05queue\"\xce\x01\n" +
+	"\x05queue\x18\x02 \x01(\v2\x10.tenure.v1.QueueR\x05queue\"\xeb\x02\n" +
 	"\vQueueLimits\x12'\n" +
 	"\x0fmax_concurrency\x18\x01 \x01(\rR\x0emaxConcurrency\x12\x12\n" +
 	"\x04rate\x18\x02 \x01(\x01R\x04rate\x12\x14\n" +
 	"\x05burst\x18\x03 \x01(\rR\x05burst\x12!\n" +
 	"\frequested_by\x18\x04 \x01(\tR\vrequestedBy\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x121\n" +
-	"\x06set_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05setAt\"\xaa\x05\n" +
+	"\x06set_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05setAt\x12.\n" +
+	"\x13key_max_concurrency\x18\a \x01(\rR\x11keyMaxConcurrency\x12\x19\n" +
+	"\bkey_rate\x18\b \x01(\x01R\akeyRate\x12\x1b\n" +
+	"\tkey_burst\x18\t \x01(\rR\bkeyBurst\x12\x1f\n" +
+	"\vkey_ordered\x18\n" +
+	" \x01(\bR\n" +
+	"keyOrdered\x12\x12\n" +
+	"\x04fair\x18\v \x01(\bR\x04fair\"\xaa\x05\n" +
 	"\x05Queue\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12+\n" +

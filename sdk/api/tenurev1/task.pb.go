@@ -325,7 +325,9 @@ type Task struct {
 	// (HeartbeatRequest.progress); unset without a lease or a report.
 	Progress *Progress `protobuf:"bytes,23,opt,name=progress,proto3" json:"progress,omitempty"`
 	// What kind of work the task is (SubmitRequest.kind); "" for none.
-	Kind          string `protobuf:"bytes,24,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,24,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The task's key (SubmitRequest.key); "" for none.
+	Key           string `protobuf:"bytes,25,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -524,6 +526,13 @@ func (x *Task) GetProgress() *Progress {
 func (x *Task) GetKind() string {
 	if x != nil {
 		return x.Kind
+	}
+	return ""
+}
+
+func (x *Task) GetKey() string {
+	if x != nil {
+		return x.Key
 	}
 	return ""
 }
@@ -829,7 +838,15 @@ type SubmitRequest struct {
 	// bytes of letters, digits and . _ - : /; "" (the default) for none.
 	// A request_id submitted again with another kind is refused, as with
 	// another payload.
-	Kind          string `protobuf:"bytes,12,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,12,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The task's key, usually the id of one of the caller's entities (a
+	// customer, an account): the queue's key limits (SetQueueLimitsRequest
+	// key_max_concurrency, key_rate, key_ordered, fair) hold each key's
+	// tasks. 1 to 128 bytes of UTF-8 without spaces or control characters;
+	// "" (the default) for none. In cluster mode every task of a key goes to
+	// one partition of its queue. A request_id submitted again with another
+	// key is refused, as with another payload.
+	Key           string `protobuf:"bytes,13,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -944,6 +961,13 @@ func (x *SubmitRequest) GetTraceContext() *TraceContext {
 func (x *SubmitRequest) GetKind() string {
 	if x != nil {
 		return x.Kind
+	}
+	return ""
+}
+
+func (x *SubmitRequest) GetKey() string {
+	if x != nil {
+		return x.Key
 	}
 	return ""
 }
@@ -2233,7 +2257,7 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\x0finitial_backoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0einitialBackoff\x12:\n" +
 	"\vmax_backoff\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"maxBackoff\x12-\n" +
-	"\x12backoff_multiplier\x18\x04 \x01(\x01R\x11backoffMultiplier\"\xec\a\n" +
+	"\x12backoff_multiplier\x18\x04 \x01(\x01R\x11backoffMultiplier\"\xfe\a\n" +
 	"\x04Task\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -2265,7 +2289,8 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\rattempts_used\x18\x15 \x01(\rR\fattemptsUsed\x12<\n" +
 	"\rtrace_context\x18\x16 \x01(\v2\x17.tenure.v1.TraceContextR\ftraceContext\x12/\n" +
 	"\bprogress\x18\x17 \x01(\v2\x13.tenure.v1.ProgressR\bprogress\x12\x12\n" +
-	"\x04kind\x18\x18 \x01(\tR\x04kind\"P\n" +
+	"\x04kind\x18\x18 \x01(\tR\x04kind\x12\x10\n" +
+	"\x03key\x18\x19 \x01(\tR\x03key\"P\n" +
 	"\fTraceContext\x12 \n" +
 	"\vtraceparent\x18\x01 \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
@@ -2291,7 +2316,7 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"finishedAt\x12=\n" +
 	"\flease_expiry\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vleaseExpiry\x12\x16\n" +
 	"\x06reason\x18\n" +
-	" \x01(\tR\x06reason\"\x93\x04\n" +
+	" \x01(\tR\x06reason\"\xa5\x04\n" +
 	"\rSubmitRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x18\n" +
@@ -2307,7 +2332,8 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\atimeout\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12<\n" +
 	"\rtrace_context\x18\v \x01(\v2\x17.tenure.v1.TraceContextR\ftraceContext\x12\x12\n" +
-	"\x04kind\x18\f \x01(\tR\x04kind\"S\n" +
+	"\x04kind\x18\f \x01(\tR\x04kind\x12\x10\n" +
+	"\x03key\x18\r \x01(\tR\x03key\"S\n" +
 	"\x0eSubmitResponse\x12#\n" +
 	"\x04task\x18\x01 \x01(\v2\x0f.tenure.v1.TaskR\x04task\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"m\n" +

@@ -234,7 +234,9 @@ type LeasedTask struct {
 	// the attempt's span as its child.
 	TraceContext *TraceContext `protobuf:"bytes,12,opt,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty"`
 	// What kind of work the task is (SubmitRequest.kind); "" for none.
-	Kind          string `protobuf:"bytes,13,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,13,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The task's key (SubmitRequest.key); "" for none.
+	Key           string `protobuf:"bytes,14,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -356,6 +358,13 @@ func (x *LeasedTask) GetTraceContext() *TraceContext {
 func (x *LeasedTask) GetKind() string {
 	if x != nil {
 		return x.Kind
+	}
+	return ""
+}
+
+func (x *LeasedTask) GetKey() string {
+	if x != nil {
+		return x.Key
 	}
 	return ""
 }
@@ -1298,7 +1307,7 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\x06queues\x18\x06 \x03(\tR\x06queues\"k\n" +
 	"\rLeaseResponse\x12+\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x15.tenure.v1.LeasedTaskR\x05tasks\x12-\n" +
-	"\x06paused\x18\x02 \x01(\v2\x15.tenure.v1.QueuePauseR\x06paused\"\x80\x04\n" +
+	"\x06paused\x18\x02 \x01(\v2\x15.tenure.v1.QueuePauseR\x06paused\"\x92\x04\n" +
 	"\n" +
 	"LeasedTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
@@ -1314,7 +1323,8 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	" \x01(\fR\x0fcommittedResult\x126\n" +
 	"\bdeadline\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12<\n" +
 	"\rtrace_context\x18\f \x01(\v2\x17.tenure.v1.TraceContextR\ftraceContext\x12\x12\n" +
-	"\x04kind\x18\r \x01(\tR\x04kind\"B\n" +
+	"\x04kind\x18\r \x01(\tR\x04kind\x12\x10\n" +
+	"\x03key\x18\x0e \x01(\tR\x03key\"B\n" +
 	"\fStartRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\"\x0f\n" +

@@ -317,6 +317,63 @@ export declare type SetQueueLimitsRequest = Message<"tenure.v1.SetQueueLimitsReq
    * @generated from field: string requested_by = 9;
    */
   requestedBy: string;
+
+  /**
+   * The flow control of the queue's keys (SubmitRequest.key), whole in
+   * every partition (in cluster mode a key's tasks are all in one): at
+   * most this many leases of one key live at once, 1 to 1000000. 0 is
+   * refused: clear it with clear_key_max_concurrency.
+   *
+   * @generated from field: optional uint32 key_max_concurrency = 10;
+   */
+  keyMaxConcurrency?: number | undefined;
+
+  /**
+   * Each key's token bucket: at most this many leases of one key per
+   * second on average, more than 0, at most 1000000, to the thousandth.
+   *
+   * @generated from field: optional double key_rate = 11;
+   */
+  keyRate?: number | undefined;
+
+  /**
+   * The leases a full bucket of one key grants at once: 1 to 1000000;
+   * only with a key rate. Unset when a key rate is set: the queue's key
+   * burst if it has one, otherwise the key rate rounded up.
+   *
+   * @generated from field: optional uint32 key_burst = 12;
+   */
+  keyBurst?: number | undefined;
+
+  /**
+   * Removes the key max concurrency; the key rate and its burst.
+   *
+   * @generated from field: bool clear_key_max_concurrency = 13;
+   */
+  clearKeyMaxConcurrency: boolean;
+
+  /**
+   * @generated from field: bool clear_key_rate = 14;
+   */
+  clearKeyRate: boolean;
+
+  /**
+   * A key's tasks run one at a time, in creation order (a failed task
+   * with attempts left holds its key's place). Refused with a
+   * key_max_concurrency above 1. Unset: kept as it is.
+   *
+   * @generated from field: optional bool key_ordered = 15;
+   */
+  keyOrdered?: boolean | undefined;
+
+  /**
+   * Leasing takes turns across the keys that have tasks to lease (the
+   * tasks without a key take theirs as one more key), instead of taking
+   * the queue's tasks by priority then age. Unset: kept as it is.
+   *
+   * @generated from field: optional bool fair = 16;
+   */
+  fair?: boolean | undefined;
 };
 
 /**
@@ -394,6 +451,34 @@ export declare type QueueLimits = Message<"tenure.v1.QueueLimits"> & {
    * @generated from field: google.protobuf.Timestamp set_at = 6;
    */
   setAt?: Timestamp | undefined;
+
+  /**
+   * The flow control of the queue's keys (SetQueueLimitsRequest), whole
+   * in every partition.
+   *
+   * @generated from field: uint32 key_max_concurrency = 7;
+   */
+  keyMaxConcurrency: number;
+
+  /**
+   * @generated from field: double key_rate = 8;
+   */
+  keyRate: number;
+
+  /**
+   * @generated from field: uint32 key_burst = 9;
+   */
+  keyBurst: number;
+
+  /**
+   * @generated from field: bool key_ordered = 10;
+   */
+  keyOrdered: boolean;
+
+  /**
+   * @generated from field: bool fair = 11;
+   */
+  fair: boolean;
 };
 
 /**

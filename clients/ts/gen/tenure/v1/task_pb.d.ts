@@ -259,6 +259,13 @@ export declare type Task = Message<"tenure.v1.Task"> & {
    * @generated from field: string kind = 24;
    */
   kind: string;
+
+  /**
+   * The task's key (SubmitRequest.key); "" for none.
+   *
+   * @generated from field: string key = 25;
+   */
+  key: string;
 };
 
 /**
@@ -529,6 +536,19 @@ export declare type SubmitRequest = Message<"tenure.v1.SubmitRequest"> & {
    * @generated from field: string kind = 12;
    */
   kind: string;
+
+  /**
+   * The task's key, usually the id of one of the caller's entities (a
+   * customer, an account): the queue's key limits (SetQueueLimitsRequest
+   * key_max_concurrency, key_rate, key_ordered, fair) hold each key's
+   * tasks. 1 to 128 bytes of UTF-8 without spaces or control characters;
+   * "" (the default) for none. In cluster mode every task of a key goes to
+   * one partition of its queue. A request_id submitted again with another
+   * key is refused, as with another payload.
+   *
+   * @generated from field: string key = 13;
+   */
+  key: string;
 };
 
 /**

@@ -229,6 +229,13 @@ export declare type LeasedTask = Message<"tenure.v1.LeasedTask"> & {
    * @generated from field: string kind = 13;
    */
   kind: string;
+
+  /**
+   * The task's key (SubmitRequest.key); "" for none.
+   *
+   * @generated from field: string key = 14;
+   */
+  key: string;
 };
 
 /**
