@@ -380,7 +380,7 @@ func (c *walStateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []
 		beside = st.Beside(t)
 	}
 	byState := map[string]int{}
-	for ts := state.Waiting; ts <= state.Dead; ts++ {
+	for ts := state.Waiting; ts < state.NumStates; ts++ {
 		byState[ts.String()] = st.Count(ts)
 	}
 	if c.json {
@@ -425,7 +425,7 @@ func (c *walStateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []
 }
 
 func stateOrder(name string) int {
-	for ts := state.Waiting; ts <= state.Dead; ts++ {
+	for ts := state.Waiting; ts < state.NumStates; ts++ {
 		if ts.String() == name {
 			return int(ts)
 		}

@@ -52,6 +52,20 @@ type Limits struct {
 	MaxSnoozes int
 	// MaxProgressBytes caps a progress message (default 256).
 	MaxProgressBytes int
+	// MaxDependencies caps the dependencies of one task (default 10,000).
+	MaxDependencies int
+	// MaxWorkflowTasks caps the tasks of one workflow in a partition
+	// (default 100,000).
+	MaxWorkflowTasks int
+	// MaxWorkflowDepth caps the longest chain of dependencies ending at a
+	// new task (default 1,000).
+	MaxWorkflowDepth int
+	// MaxSpawn caps the tasks one commit spawns (default 10,000).
+	MaxSpawn int
+	// MaxAtomicBytes caps the payloads, together, of the tasks one record
+	// creates: a workflow batch, or what a commit spawns (default 4 MiB,
+	// under the log's record limit).
+	MaxAtomicBytes int
 }
 
 // DefaultLimits are the limits a zero Limits stands for.
@@ -80,6 +94,12 @@ var DefaultLimits = Limits{
 	MaxSnoozeDelay:   24 * time.Hour,
 	MaxSnoozes:       1000,
 	MaxProgressBytes: 256,
+
+	MaxDependencies:  10_000,
+	MaxWorkflowTasks: 100_000,
+	MaxWorkflowDepth: 1000,
+	MaxSpawn:         10_000,
+	MaxAtomicBytes:   4 << 20,
 }
 
 // withDefaults returns l with every zero field set to its default.
@@ -112,6 +132,11 @@ func (l Limits) withDefaults() Limits {
 	setDur(&l.MaxSnoozeDelay, d.MaxSnoozeDelay)
 	setInt(&l.MaxSnoozes, d.MaxSnoozes)
 	setInt(&l.MaxProgressBytes, d.MaxProgressBytes)
+	setInt(&l.MaxDependencies, d.MaxDependencies)
+	setInt(&l.MaxWorkflowTasks, d.MaxWorkflowTasks)
+	setInt(&l.MaxWorkflowDepth, d.MaxWorkflowDepth)
+	setInt(&l.MaxSpawn, d.MaxSpawn)
+	setInt(&l.MaxAtomicBytes, d.MaxAtomicBytes)
 	return l
 }
 
@@ -138,6 +163,8 @@ func (l Limits) validate() error {
 		{"MaxLeaseTasks", int64(l.MaxLeaseTasks)}, {"MaxWait", int64(l.MaxWait)},
 		{"MaxListPage", int64(l.MaxListPage)}, {"MaxBackoff", int64(l.MaxBackoff)}, {"MaxDelay", int64(l.MaxDelay)},
 		{"MaxSnoozeDelay", int64(l.MaxSnoozeDelay)}, {"MaxSnoozes", int64(l.MaxSnoozes)}, {"MaxProgressBytes", int64(l.MaxProgressBytes)},
+		{"MaxDependencies", int64(l.MaxDependencies)}, {"MaxWorkflowTasks", int64(l.MaxWorkflowTasks)},
+		{"MaxWorkflowDepth", int64(l.MaxWorkflowDepth)}, {"MaxSpawn", int64(l.MaxSpawn)}, {"MaxAtomicBytes", int64(l.MaxAtomicBytes)},
 	}
 	for _, p := range positive {
 		if p.v < 0 {
@@ -146,6 +173,9 @@ func (l Limits) validate() error {
 	}
 	if l.MaxPayloadBytes > 64<<20 {
 		return fmt.Errorf("coordinator: Limits.MaxPayloadBytes %d is over the 64 MiB ceiling", l.MaxPayloadBytes)
+	}
+	if l.MaxSpawn > 65536 || l.MaxBatch > 65536 {
+		return fmt.Errorf("coordinator: Limits.MaxSpawn (%d) and MaxBatch (%d) are over the 65,536 tasks one record may create", l.MaxSpawn, l.MaxBatch)
 	}
 	if l.MinWindow > l.MaxWindow {
 		return fmt.Errorf("coordinator: Limits.MinWindow %v is above MaxWindow %v", l.MinWindow, l.MaxWindow)

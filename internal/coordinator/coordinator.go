@@ -266,7 +266,17 @@ func (c *Coordinator) write(recs ...state.Record) (uint64, error) {
 // afterApply tells the observer, updates soft state and wakes long-polls
 // after a record.
 func (c *Coordinator) afterApply(r state.Record) {
+	for _, t := range c.st.Released() {
+		c.signal(state.QueueKey{Namespace: t.Namespace, Queue: t.Queue})
+	}
 	switch r := r.(type) {
+	case *state.TasksSubmitted:
+		c.created(r.Tasks)
+		return
+	case *state.TaskCommitted:
+		c.created(r.Spawn)
+	case *state.TaskCompleted:
+		c.created(r.Spawn)
 	case *state.QueueResumed:
 		c.signal(state.QueueKey{Namespace: r.Namespace, Queue: r.Queue})
 		return
@@ -304,6 +314,24 @@ func (c *Coordinator) afterApply(r state.Record) {
 	}
 	if t.Schedulable() {
 		c.signal(state.QueueKey{Namespace: t.Namespace, Queue: t.Queue})
+	}
+}
+
+// created tells the observer of the tasks a record created beside its
+// own (a workflow batch, a spawn), and wakes the long-polls of their
+// queues.
+func (c *Coordinator) created(rs []state.TaskCreated) {
+	for i := range rs {
+		t := c.st.Task(rs[i].TaskID)
+		if t == nil {
+			continue
+		}
+		if c.cfg.Observer != nil {
+			c.cfg.Observer.Applied(&rs[i], t)
+		}
+		if t.State == state.Waiting {
+			c.signal(state.QueueKey{Namespace: t.Namespace, Queue: t.Queue})
+		}
 	}
 }
 
@@ -450,7 +478,7 @@ func (c *Coordinator) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := Stats{LastLSN: c.st.LastLSN(), Tasks: c.st.Len(), ByState: map[state.TaskState]int{}, Workers: c.workers.len(), HeldBytes: c.st.HeldBytes()}
-	for ts := state.Waiting; ts <= state.Dead; ts++ {
+	for ts := state.Waiting; ts < state.NumStates; ts++ {
 		s.ByState[ts] = c.st.Count(ts)
 	}
 	return s

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/fsys/faultfs"
 	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/state"
 	"github.com/tenurehq/tenure/internal/wal"
@@ -173,4 +175,121 @@ func (e *env) historyTypes(id string) []record.Type {
 		out = append(out, record.TypeOf(he.Record))
 	}
 	return out
+}
+
+// simDisk is a coordinator over a file WAL on the fault-injecting disk of
+// package faultfs, with a fake clock, seeded ids and a seeded random
+// source: what the simulations of schedules and workflows share. Each
+// restart reopens it from what the disk holds after the crash it names.
+type simDisk struct {
+	rng   *rand.Rand
+	clk   *clock.Fake
+	ids   *seededRand
+	disk  *faultfs.FS
+	log   *wal.Log
+	c     *Coordinator
+	stats map[string]int
+	// config is the coordinator's configuration (clock and ids are set);
+	// opened, if set, runs after each open.
+	config Config
+	opened func(*Coordinator) error
+}
+
+// newSimDisk makes the disk of a simulation of seed (salt tells one
+// simulation's random stream from another's) and opens the coordinator.
+func newSimDisk(seed, salt uint64, config Config, opened func(*Coordinator) error) (*simDisk, error) {
+	s := &simDisk{
+		rng:    rand.New(rand.NewPCG(seed, salt)),
+		clk:    clock.NewFake(epoch),
+		ids:    newSeededRand(seed),
+		disk:   faultfs.New(),
+		stats:  map[string]int{},
+		config: config,
+		opened: opened,
+	}
+	if err := s.disk.MkdirAll("/data", 0o755); err != nil {
+		return nil, err
+	}
+	if err := s.disk.SyncDir("/"); err != nil {
+		return nil, err
+	}
+	return s, s.open()
+}
+
+func (s *simDisk) open() error {
+	l, err := wal.Open(wal.Options{Dir: simWALDir, FS: s.disk, Sync: wal.SyncAlways, SegmentBytes: 1 << 20})
+	if err != nil {
+		return fmt.Errorf("open wal: %w", err)
+	}
+	cfg := s.config
+	cfg.Clock, cfg.Rand = s.clk, s.ids
+	c, err := Open(ctx, l, cfg)
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("open coordinator: %w", err)
+	}
+	if err := c.CheckInvariants(); err != nil {
+		c.Close()
+		l.Close()
+		return fmt.Errorf("invariants after opening: %w", err)
+	}
+	s.log, s.c = l, c
+	if s.opened != nil {
+		return s.opened(c)
+	}
+	return nil
+}
+
+func (s *simDisk) shutdown() {
+	if s.c != nil {
+		s.c.Close()
+		s.log.Close()
+		s.c, s.log = nil, nil
+	}
+}
+
+// restart reopens after a crash: "crash" (kill -9: the page cache
+// survives), "power" (only what was fsynced survives) or "power-keep"
+// (that and a prefix of the rest).
+func (s *simDisk) restart(how string) error {
+	s.stats["restart-"+how]++
+	s.shutdown()
+	switch how {
+	case "power":
+		s.disk = s.disk.PowerLoss()
+	case "power-keep":
+		s.disk = s.disk.PowerLossKeep(s.rng)
+	}
+	s.disk.ClearFaults()
+	return s.open()
+}
+
+// replayDisk replays the durable log record by record into a new state,
+// calling each with every record before it applies (nil: none) and after.
+func (s *simDisk) replayDisk(before, after func(lsn uint64, r state.Record, st *state.State) error) (*state.State, error) {
+	l, err := wal.Open(wal.Options{Dir: simWALDir, FS: s.disk, Sync: wal.SyncNone, SegmentBytes: 1 << 20})
+	if err != nil {
+		return nil, fmt.Errorf("reopen wal: %w", err)
+	}
+	defer l.Close()
+	st := state.New()
+	err = l.Replay(1, func(lsn uint64, e wal.Entry) error {
+		r, err := record.Decode(record.Type(e.Type), e.Payload)
+		if err != nil {
+			return err
+		}
+		if before != nil {
+			if err := before(lsn, r, st); err != nil {
+				return err
+			}
+		}
+		if err := st.Apply(lsn, r); err != nil {
+			return err
+		}
+		return after(lsn, r, st)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	return st, nil
 }

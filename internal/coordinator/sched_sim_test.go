@@ -28,16 +28,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
 
-	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/fsys/faultfs"
-	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/state"
-	"github.com/tenurehq/tenure/internal/wal"
 )
 
 var (
@@ -80,34 +76,16 @@ func TestScheduleSimulation(t *testing.T) {
 }
 
 type schedSim struct {
-	rng  *rand.Rand
-	clk  *clock.Fake
-	ids  *seededRand
-	disk *faultfs.FS
-	log  *wal.Log
-	c    *Coordinator
-	// down: the coordinator is not open.
-	stats map[string]int
+	*simDisk
 }
 
 func runSchedSim(seed uint64, days int) (map[string]int, error) {
-	s := &schedSim{
-		rng:   rand.New(rand.NewPCG(seed, 0x5c4ed)),
-		clk:   clock.NewFake(epoch),
-		ids:   newSeededRand(seed),
-		disk:  faultfs.New(),
-		stats: map[string]int{},
-	}
-	if err := s.disk.MkdirAll("/data", 0o755); err != nil {
+	d, err := newSimDisk(seed, 0x5c4ed, Config{}, nil)
+	if err != nil {
 		return nil, err
 	}
-	if err := s.disk.SyncDir("/"); err != nil {
-		return nil, err
-	}
+	s := &schedSim{d}
 	defer s.shutdown()
-	if err := s.open(); err != nil {
-		return nil, err
-	}
 	created := map[string]state.Time{}
 	for _, req := range simSchedules {
 		v, _, err := s.c.CreateSchedule(ctx, req)
@@ -136,47 +114,6 @@ func runSchedSim(seed uint64, days int) (map[string]int, error) {
 	live := s.c.Export()
 	s.shutdown()
 	return s.stats, s.check(created, state.TimeOf(s.clk.Now()), live)
-}
-
-func (s *schedSim) open() error {
-	l, err := wal.Open(wal.Options{Dir: simWALDir, FS: s.disk, Sync: wal.SyncAlways, SegmentBytes: 1 << 20})
-	if err != nil {
-		return fmt.Errorf("open wal: %w", err)
-	}
-	c, err := Open(ctx, l, Config{Clock: s.clk, Rand: s.ids})
-	if err != nil {
-		l.Close()
-		return fmt.Errorf("open coordinator: %w", err)
-	}
-	if err := c.CheckInvariants(); err != nil {
-		c.Close()
-		l.Close()
-		return fmt.Errorf("invariants after opening: %w", err)
-	}
-	s.log, s.c = l, c
-	return nil
-}
-
-func (s *schedSim) shutdown() {
-	if s.c != nil {
-		s.c.Close()
-		s.log.Close()
-		s.c, s.log = nil, nil
-	}
-}
-
-func (s *schedSim) restart(how string) error {
-	s.stats["restart-"+how]++
-	s.shutdown()
-	switch how {
-	case "crash":
-	case "power":
-		s.disk = s.disk.PowerLoss()
-	case "power-keep":
-		s.disk = s.disk.PowerLossKeep(s.rng)
-	}
-	s.disk.ClearFaults()
-	return s.open()
 }
 
 // pass decides every due tick, as the Run loop does after a wake-up.
@@ -268,21 +205,8 @@ func (s *schedSim) tidy() {
 // check reads the whole durable log and checks every schedule's decisions
 // against its expression.
 func (s *schedSim) check(created map[string]state.Time, end state.Time, live state.Export) error {
-	l, err := wal.Open(wal.Options{Dir: simWALDir, FS: s.disk, Sync: wal.SyncNone, SegmentBytes: 1 << 20})
-	if err != nil {
-		return fmt.Errorf("reopen wal: %w", err)
-	}
-	defer l.Close()
 	byName := map[string][]state.Record{}
-	st := state.New()
-	err = l.Replay(1, func(lsn uint64, e wal.Entry) error {
-		r, err := record.Decode(record.Type(e.Type), e.Payload)
-		if err != nil {
-			return err
-		}
-		if err := st.Apply(lsn, r); err != nil {
-			return err
-		}
+	st, err := s.replayDisk(nil, func(lsn uint64, r state.Record, st *state.State) error {
 		switch r := r.(type) {
 		case *state.ScheduleFired:
 			byName[r.Name] = append(byName[r.Name], r)
@@ -297,7 +221,7 @@ func (s *schedSim) check(created map[string]state.Time, end state.Time, live sta
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("replay: %w", err)
+		return err
 	}
 	if got := st.Export(); !reflect.DeepEqual(got, live) {
 		return errors.New("replaying the log does not give the live state")

@@ -46,6 +46,13 @@ type SubmitRequest struct {
 	// queue's keys ("" for none): 1..state.MaxKeyBytes of UTF-8 without
 	// spaces or control characters (docs/design/keys.md).
 	Key string
+	// DependsOn names the tasks it depends on: task ids, or in a batch the
+	// request ids of tasks of the same batch (docs/design/workflows.md).
+	// The task is BLOCKED until every one of them is COMPLETED.
+	DependsOn []string
+	// OnDependencyFailure says what a dependency that ends FAILED or DEAD
+	// does to it (default: DEAD, reason dependency_failed).
+	OnDependencyFailure state.DepPolicy
 }
 
 // SubmitResult is the created (or, for a repeated request id, existing)
@@ -368,6 +375,9 @@ func (c *Coordinator) SubmitBatchIDs(ctx context.Context, reqs []SubmitRequest) 
 // request, in order, with its task once applied (c.mu held), before waiting
 // for the log.
 func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, answer func(i int, t *state.Task, dup bool)) error {
+	if graphed("", reqs) {
+		return c.submitGraph(ctx, "", reqs, answer)
+	}
 	if len(reqs) == 0 {
 		return fieldErr("requests", "at least one task is required")
 	}
@@ -451,29 +461,45 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 		created(r, req, c.newTaskID(now, sc.ids), now)
 		recs = append(recs, r)
 	}
-	if c.cfg.Memory != nil {
-		var need int64
-		for _, r := range sc.created[:len(recs)] {
-			need += state.NewTaskHeldBytes(len(r.TaskID), len(r.RequestID), len(r.Payload)) + state.NewKeyHeldBytes(r.Key)
-		}
-		if err := c.admitLocked(need); err != nil {
-			c.mu.Unlock()
-			return err
-		}
+	if err := c.admitTasksLocked(sc.created[:len(recs)]); err != nil {
+		c.mu.Unlock()
+		return err
 	}
+	return c.writeAnswered(ctx, recs, func() {
+		for i := range reqs {
+			if newAt[i] >= 0 {
+				answer(i, c.st.Task(recs[newAt[i]].Task()), false)
+			} else {
+				answer(i, c.st.ByRequest(reqs[i].Namespace, reqs[i].RequestID), dup[i])
+			}
+		}
+	})
+}
+
+// admitTasksLocked refuses to create the tasks of recs if they would pass
+// the memory budget (c.mu held).
+func (c *Coordinator) admitTasksLocked(recs []state.TaskCreated) error {
+	if c.cfg.Memory == nil {
+		return nil
+	}
+	var need int64
+	for i := range recs {
+		r := &recs[i]
+		need += state.NewTaskHeldBytes(len(r.TaskID), len(r.RequestID), len(r.Payload)) + state.NewKeyHeldBytes(r.Key)
+	}
+	return c.admitLocked(need)
+}
+
+// writeAnswered writes and applies recs (c.mu held), calls answer with
+// the state they left, releases c.mu and waits until they are durable.
+func (c *Coordinator) writeAnswered(ctx context.Context, recs []state.Record, answer func()) error {
 	attribute(ctx, recs)
 	last, err := c.write(recs...)
 	if err != nil {
 		c.mu.Unlock()
 		return err
 	}
-	for i := range reqs {
-		if newAt[i] >= 0 {
-			answer(i, c.st.Task(recs[newAt[i]].Task()), false)
-		} else {
-			answer(i, c.st.ByRequest(reqs[i].Namespace, reqs[i].RequestID), dup[i])
-		}
-	}
+	answer()
 	c.mu.Unlock()
 	return c.wait(ctx, last)
 }

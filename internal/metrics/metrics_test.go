@@ -257,7 +257,7 @@ func TestQueueCollector(t *testing.T) {
 		other:                 {"WAITING": 2, "DEAD": 2, "ARCHIVED": 1},
 	}
 	for k, states := range wantTasks {
-		for _, st := range []string{"WAITING", "LEASED", "COMMITTED", "COMPLETED", "FAILED", "DEAD"} {
+		for _, st := range []string{"WAITING", "LEASED", "COMMITTED", "COMPLETED", "FAILED", "DEAD", "BLOCKED"} {
 			if got := f.value(t, "tenure_tasks", "namespace", k[0], "queue", k[1], "state", st); got != states[st] {
 				t.Errorf("tenure_tasks %v %s = %v, want %v", k, st, got, states[st])
 			}
@@ -266,8 +266,8 @@ func TestQueueCollector(t *testing.T) {
 	if got := f.value(t, "tenure_tasks", "namespace", other[0], "queue", other[1], "state", "ARCHIVED"); got != 1 {
 		t.Errorf("a state this package does not know: %v, want 1", got)
 	}
-	if n := len(f.series("tenure_tasks")); n != 3*6+1 {
-		t.Errorf("tenure_tasks has %d series, want %d: %v", n, 3*6+1, f.series("tenure_tasks"))
+	if n := len(f.series("tenure_tasks")); n != 3*7+1 {
+		t.Errorf("tenure_tasks has %d series, want %d: %v", n, 3*7+1, f.series("tenure_tasks"))
 	}
 	for _, c := range []struct {
 		name string

@@ -89,7 +89,7 @@ type QueueSample struct {
 // taskStates are the state label values always reported.
 var taskStates = func() []string {
 	var out []string
-	for s := state.Waiting; s <= state.Dead; s++ {
+	for s := state.Waiting; s < state.NumStates; s++ {
 		out = append(out, s.String())
 	}
 	return out
@@ -245,7 +245,7 @@ func (m *Metrics) watchQueues(cs func() []*coordinator.Coordinator) {
 func sampleOf(q *state.QueueStats) QueueSample {
 	s := QueueSample{Namespace: q.Key.Namespace, Queue: q.Key.Queue, Tasks: make(map[string]int, len(q.Tasks)),
 		Leases: q.Leases, Paused: q.Paused != nil}
-	for st := state.Waiting; st <= state.Dead; st++ {
+	for st := state.Waiting; st < state.NumStates; st++ {
 		s.Tasks[st.String()] = q.Tasks[st]
 	}
 	if q.OldestDue != 0 {

@@ -51,6 +51,12 @@ func fill(t testing.TB, v reflect.Value) {
 				v.SetBytes([]byte{byte(n), 0, 0xff})
 			case reflect.String:
 				v.Set(reflect.ValueOf([]string{fmt.Sprintf("%s-%d-a", name, n), fmt.Sprintf("%s-%d-b", name, n)}))
+			case reflect.Struct:
+				// One element, filled as a struct of its own (the tasks a
+				// record creates).
+				s := reflect.MakeSlice(v.Type(), 1, 1)
+				walk(s.Index(0), path+"[0]", name)
+				v.Set(s)
 			default:
 				t.Fatalf("fill: %s is a %s: teach fill to set it", path, v.Type())
 			}

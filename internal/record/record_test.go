@@ -108,6 +108,10 @@ func unsetProtoFields(m protoreflect.Message) []string {
 		switch {
 		case !m.Has(fd):
 			unset = append(unset, string(fd.FullName()))
+		case fd.Kind() == protoreflect.MessageKind && fd.IsList():
+			for j := range m.Get(fd).List().Len() {
+				unset = append(unset, unsetProtoFields(m.Get(fd).List().Get(j).Message())...)
+			}
 		case fd.Kind() == protoreflect.MessageKind:
 			unset = append(unset, unsetProtoFields(m.Get(fd).Message())...)
 		}

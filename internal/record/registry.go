@@ -49,6 +49,7 @@ const (
 	TypeScheduleHeld         Type = 26
 	TypeTasksPurgedRange     Type = 27
 	TypeTaskSnoozed          Type = 28
+	TypeTasksSubmitted       Type = 29
 )
 
 // registry has one row per record type: its number, its name (printed by
@@ -67,46 +68,7 @@ const (
 // message's, which proto.Unmarshal copied out of the payload. A byte field
 // goes through noEmpty, so that an empty one decodes to nil.
 var registry = []row{
-	entry(TypeTaskCreated, "TaskCreated",
-		func(r *state.TaskCreated, m *recordpb.TaskCreated) {
-			*m = recordpb.TaskCreated{
-				By:                   r.By,
-				TaskId:               r.TaskID,
-				Namespace:            r.Namespace,
-				Queue:                r.Queue,
-				Payload:              r.Payload,
-				ExecutionWindowNanos: int64(r.ExecutionWindow),
-				RetryPolicy:          retryPolicyInto(m.RetryPolicy, r.Retry),
-				RequestId:            r.RequestID,
-				NotBeforeUnixNanos:   int64(r.NotBefore),
-				Priority:             r.Priority,
-				CreatedAtUnixNanos:   int64(r.CreatedAt),
-				DeadlineUnixNanos:    int64(r.Deadline),
-				Traceparent:          r.Trace.Parent,
-				Tracestate:           r.Trace.State,
-				Kind:                 r.Kind,
-				Key:                  r.Key,
-			}
-		},
-		func(m *recordpb.TaskCreated) *state.TaskCreated {
-			return &state.TaskCreated{
-				By:              m.By,
-				TaskID:          m.TaskId,
-				Namespace:       m.Namespace,
-				Queue:           m.Queue,
-				Payload:         noEmpty(m.Payload),
-				ExecutionWindow: time.Duration(m.ExecutionWindowNanos),
-				Retry:           retryPolicyFromPB(m.RetryPolicy),
-				RequestID:       m.RequestId,
-				NotBefore:       state.Time(m.NotBeforeUnixNanos),
-				Priority:        m.Priority,
-				CreatedAt:       state.Time(m.CreatedAtUnixNanos),
-				Deadline:        state.Time(m.DeadlineUnixNanos),
-				Trace:           state.TraceContext{Parent: m.Traceparent, State: m.Tracestate},
-				Kind:            m.Kind,
-				Key:             m.Key,
-			}
-		}),
+	entry(TypeTaskCreated, "TaskCreated", taskCreatedInto, taskCreatedFromPB),
 
 	entry(TypeLeaseGranted, "LeaseGranted",
 		func(r *state.LeaseGranted, m *recordpb.LeaseGranted) {
@@ -198,6 +160,7 @@ var registry = []row{
 				LeaseId:     r.LeaseID,
 				Result:      r.Result,
 				AtUnixNanos: int64(r.At),
+				Spawn:       taskCreatedsToPB(m.Spawn, r.Spawn),
 			}
 		},
 		func(m *recordpb.TaskCommitted) *state.TaskCommitted {
@@ -207,6 +170,7 @@ var registry = []row{
 				LeaseID: m.LeaseId,
 				Result:  noEmpty(m.Result),
 				At:      state.Time(m.AtUnixNanos),
+				Spawn:   taskCreatedsFromPB(m.Spawn),
 			}
 		}),
 
@@ -218,6 +182,7 @@ var registry = []row{
 				LeaseId:     r.LeaseID,
 				Result:      r.Result,
 				AtUnixNanos: int64(r.At),
+				Spawn:       taskCreatedsToPB(m.Spawn, r.Spawn),
 			}
 		},
 		func(m *recordpb.TaskCompleted) *state.TaskCompleted {
@@ -227,6 +192,7 @@ var registry = []row{
 				LeaseID: m.LeaseId,
 				Result:  noEmpty(m.Result),
 				At:      state.Time(m.AtUnixNanos),
+				Spawn:   taskCreatedsFromPB(m.Spawn),
 			}
 		}),
 
@@ -687,6 +653,24 @@ var registry = []row{
 				By:        m.By,
 			}
 		}),
+
+	entry(TypeTasksSubmitted, "TasksSubmitted",
+		func(r *state.TasksSubmitted, m *recordpb.TasksSubmitted) {
+			*m = recordpb.TasksSubmitted{
+				WorkflowId:  r.Workflow,
+				Tasks:       taskCreatedsToPB(m.Tasks, r.Tasks),
+				By:          r.By,
+				AtUnixNanos: int64(r.At),
+			}
+		},
+		func(m *recordpb.TasksSubmitted) *state.TasksSubmitted {
+			return &state.TasksSubmitted{
+				Workflow: m.WorkflowId,
+				Tasks:    taskCreatedsFromPB(m.Tasks),
+				By:       m.By,
+				At:       state.Time(m.AtUnixNanos),
+			}
+		}),
 }
 
 // reportToPB and reportFromPB convert the progress report a LeaseExtended
@@ -736,6 +720,101 @@ func scheduleDefFromPB(m *recordpb.ScheduleDef) state.ScheduleDef {
 		Priority: m.GetPriority(),
 		Kind:     m.GetKind(),
 	}
+}
+
+// taskCreatedInto and taskCreatedFromPB are TaskCreated's conversions,
+// which the records that create several tasks use for each.
+func taskCreatedInto(r *state.TaskCreated, m *recordpb.TaskCreated) {
+	*m = recordpb.TaskCreated{
+		By:                   r.By,
+		TaskId:               r.TaskID,
+		Namespace:            r.Namespace,
+		Queue:                r.Queue,
+		Payload:              r.Payload,
+		ExecutionWindowNanos: int64(r.ExecutionWindow),
+		RetryPolicy:          retryPolicyInto(m.RetryPolicy, r.Retry),
+		RequestId:            r.RequestID,
+		NotBeforeUnixNanos:   int64(r.NotBefore),
+		Priority:             r.Priority,
+		CreatedAtUnixNanos:   int64(r.CreatedAt),
+		DeadlineUnixNanos:    int64(r.Deadline),
+		Traceparent:          r.Trace.Parent,
+		Tracestate:           r.Trace.State,
+		Kind:                 r.Kind,
+		Key:                  r.Key,
+		DependsOn:            r.DependsOn,
+		OnDependencyFailure:  recordpb.DependencyFailure(r.OnDependencyFailure),
+	}
+}
+
+func taskCreatedFromPB(m *recordpb.TaskCreated) *state.TaskCreated {
+	return &state.TaskCreated{
+		By:                  m.By,
+		TaskID:              m.TaskId,
+		Namespace:           m.Namespace,
+		Queue:               m.Queue,
+		Payload:             noEmpty(m.Payload),
+		ExecutionWindow:     time.Duration(m.ExecutionWindowNanos),
+		Retry:               retryPolicyFromPB(m.RetryPolicy),
+		RequestID:           m.RequestId,
+		NotBefore:           state.Time(m.NotBeforeUnixNanos),
+		Priority:            m.Priority,
+		CreatedAt:           state.Time(m.CreatedAtUnixNanos),
+		Deadline:            state.Time(m.DeadlineUnixNanos),
+		Trace:               state.TraceContext{Parent: m.Traceparent, State: m.Tracestate},
+		Kind:                m.Kind,
+		Key:                 m.Key,
+		DependsOn:           noEmptyStrings(m.DependsOn),
+		OnDependencyFailure: clampPolicy(m.OnDependencyFailure),
+	}
+}
+
+// taskCreatedsToPB converts a list of TaskCreated, reusing the messages
+// of into (what an Encoder encoded before) where it can; none is nil.
+func taskCreatedsToPB(into []*recordpb.TaskCreated, rs []state.TaskCreated) []*recordpb.TaskCreated {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := into[:0]
+	for i := range rs {
+		var m *recordpb.TaskCreated
+		if i < len(into) && into[i] != nil {
+			m = into[i]
+		} else {
+			m = new(recordpb.TaskCreated)
+		}
+		taskCreatedInto(&rs[i], m)
+		out = append(out, m)
+	}
+	return out
+}
+
+func taskCreatedsFromPB(ms []*recordpb.TaskCreated) []state.TaskCreated {
+	if len(ms) == 0 {
+		return nil
+	}
+	out := make([]state.TaskCreated, len(ms))
+	for i, m := range ms {
+		out[i] = *taskCreatedFromPB(m)
+	}
+	return out
+}
+
+// noEmptyStrings returns vs, or nil if it is empty.
+func noEmptyStrings(vs []string) []string {
+	if len(vs) == 0 {
+		return nil
+	}
+	return vs
+}
+
+// clampPolicy converts a dependency failure policy. A proto3 enum holds
+// any int32, so a number beyond uint8 becomes 255, which apply refuses.
+func clampPolicy(p recordpb.DependencyFailure) state.DepPolicy {
+	if p < 0 || p > 255 {
+		return 255
+	}
+	return state.DepPolicy(p)
 }
 
 // retryPolicyToPB and retryPolicyFromPB convert the retry policy that

@@ -19,7 +19,7 @@ import (
 func appendWire(b []byte, r state.Record) ([]byte, bool) {
 	switch r := r.(type) {
 	case *state.TaskCreated:
-		if r == nil || !pbwire.ValidStrings(r.TaskID, r.Namespace, r.Queue, r.RequestID, r.By, r.Trace.Parent, r.Trace.State, r.Kind, r.Key) {
+		if r == nil || len(r.DependsOn) > 0 || r.OnDependencyFailure != 0 || !pbwire.ValidStrings(r.TaskID, r.Namespace, r.Queue, r.RequestID, r.By, r.Trace.Parent, r.Trace.State, r.Kind, r.Key) {
 			return b, false
 		}
 		b = pbwire.String(b, 1, r.TaskID)
@@ -50,7 +50,7 @@ func appendWire(b []byte, r state.Record) ([]byte, bool) {
 		b = pbwire.Fixed(b, 6, int64(r.GrantedAt))
 		return pbwire.String(b, 7, r.By), true
 	case *state.TaskCompleted:
-		if r == nil || !pbwire.ValidStrings(r.TaskID, r.LeaseID, r.By) {
+		if r == nil || len(r.Spawn) > 0 || !pbwire.ValidStrings(r.TaskID, r.LeaseID, r.By) {
 			return b, false
 		}
 		b = pbwire.String(b, 1, r.TaskID)

@@ -40,8 +40,13 @@ func (e *taskEncoder) appendTask(chunk []byte, t *state.Task, beside state.Besid
 // UTF-8, as proto3 requires.
 func validStrings(t *state.Task, b state.Beside) bool {
 	if !pbwire.ValidStrings(t.ID, t.Namespace, t.Queue, t.RequestID, t.CommittedBy, t.FailureReason,
-		b.Trace.Parent, b.Trace.State, b.Report.Message, t.Kind, b.Key) {
+		b.Trace.Parent, b.Trace.State, b.Report.Message, t.Kind, b.Key, b.Graph.Workflow, b.Graph.Parent) {
 		return false
+	}
+	for _, e := range b.Graph.Edges {
+		if !pbwire.ValidStrings(e.ID) {
+			return false
+		}
 	}
 	for i := range t.Executions {
 		x := &t.Executions[i]
@@ -101,7 +106,18 @@ func (e *taskEncoder) task(b []byte, t *state.Task, beside state.Beside) []byte 
 		b = protowire.AppendBytes(b, e.exec)
 	}
 	b = pbwire.String(b, 26, t.Kind)
-	return pbwire.String(b, 27, beside.Key)
+	b = pbwire.String(b, 27, beside.Key)
+	g := &beside.Graph
+	b = pbwire.String(b, 28, g.Workflow)
+	for _, x := range g.Edges {
+		e.exec = pbwire.String(e.exec[:0], 1, x.ID)
+		e.exec = pbwire.Varint(e.exec, 2, uint64(x.State))
+		b = protowire.AppendTag(b, 29, protowire.BytesType)
+		b = protowire.AppendBytes(b, e.exec)
+	}
+	b = pbwire.Varint(b, 30, uint64(g.Policy))
+	b = pbwire.String(b, 31, g.Parent)
+	return pbwire.Varint(b, 32, uint64(g.Seq))
 }
 
 // report appends the fields of a ProgressSnapshot of r to b.

@@ -60,9 +60,12 @@ func (d *chunkDecoder) taskPolicy(p state.Policy) *state.Policy {
 type chunkExtra struct {
 	queues    []state.QueueImage
 	schedules []*state.Schedule
+	workflows []state.WorkflowImage
 }
 
-func (e chunkExtra) empty() bool { return len(e.queues) == 0 && len(e.schedules) == 0 }
+func (e chunkExtra) empty() bool {
+	return len(e.queues) == 0 && len(e.schedules) == 0 && len(e.workflows) == 0
+}
 
 // decode appends the tasks of payload p, and what else the Loader takes
 // with each, to tasks and extras, and returns its queues and schedules. The
@@ -87,6 +90,9 @@ func (d *chunkDecoder) decode(p []byte, tasks []*state.Task, extras []taskExtra)
 		}
 		for _, m := range d.msg.Schedules {
 			extra.schedules = append(extra.schedules, scheduleFromMessage(m))
+		}
+		for _, m := range d.msg.Workflows {
+			extra.workflows = append(extra.workflows, workflowFromMessage(m))
 		}
 	}
 	d.msg.Reset()
@@ -121,7 +127,7 @@ func (d *chunkDecoder) fast(p []byte, tasks []*state.Task, extras []taskExtra) (
 func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 	t = new(state.Task)
 	var (
-		seen         uint32
+		seen         uint64
 		leaseCurrent bool
 		key          state.QueueKey
 		policy       state.Policy
@@ -130,7 +136,7 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 	execs := d.execs[:0]
 	defer func() { clear(execs); d.execs = execs[:0] }()
 	for len(b) > 0 {
-		num, typ, rest, ok := nextTag(b, 27, 18, &seen)
+		num, typ, rest, ok := nextTag(b, 32, 1<<18|1<<29, &seen)
 		if !ok {
 			return nil, x, false
 		}
@@ -157,6 +163,10 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 				progress.AttemptBase = uint32(v)
 			case 20:
 				leaseCurrent = protowire.DecodeBool(v)
+			case 30:
+				x.beside.Graph.Policy = state.DepPolicy(min(v, 255))
+			case 32:
+				x.beside.Graph.Seq = uint16(min(v, 0xffff))
 			default:
 				return nil, x, false
 			}
@@ -224,6 +234,13 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 				policy.Kind, ok = sharedString(&d.kind, v)
 			case 27:
 				x.beside.Key, ok = newString(v)
+			case 28:
+				x.beside.Graph.Workflow, ok = newString(v)
+			case 29:
+				x.beside.Graph.Edges = append(x.beside.Graph.Edges, state.Edge{})
+				ok = edge(v, &x.beside.Graph.Edges[len(x.beside.Graph.Edges)-1])
+			case 31:
+				x.beside.Graph.Parent, ok = newString(v)
 			default:
 				ok = false
 			}
@@ -248,7 +265,7 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 // committedBy is the task's CommittedBy so far, shared with an equal lease
 // id.
 func (d *chunkDecoder) execution(b []byte, e *state.Execution, committedBy string) bool {
-	var seen uint32
+	var seen uint64
 	for len(b) > 0 {
 		num, typ, rest, ok := nextTag(b, 12, 0, &seen)
 		if !ok {
@@ -330,7 +347,7 @@ func (d *chunkDecoder) execution(b []byte, e *state.Execution, committedBy strin
 func retryPolicy(b []byte) (state.RetryPolicy, bool) {
 	var (
 		r    state.RetryPolicy
-		seen uint32
+		seen uint64
 	)
 	for len(b) > 0 {
 		num, typ, rest, ok := nextTag(b, 4, 0, &seen)
@@ -421,48 +438,67 @@ func cloneBytes(b []byte) []byte {
 	return append(make([]byte, 0, len(b)), b...)
 }
 
-// lastReport decodes one ProgressSnapshot into r, or gives up.
-func lastReport(b []byte, r *state.LastReport) bool {
-	var seen uint32
-	for len(b) > 0 {
-		num, typ, rest, ok := nextTag(b, 4, 0, &seen)
-		if !ok {
-			return false
-		}
-		b = rest
+// edge decodes one DependencySnapshot into e, or gives up.
+func edge(b []byte, e *state.Edge) bool {
+	return fields(b, 2, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) (ok bool) {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return false
-			}
-			b = b[n:]
-			s, ok := newString(v)
-			if !ok {
-				return false
-			}
-			r.Message = s
-		case (num == 2 || num == 3) && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return false
-			}
-			b = b[n:]
-			if num == 2 {
-				r.Percent = uint32(v)
-			} else {
-				r.HasPercent = protowire.DecodeBool(v)
-			}
+			e.ID, ok = newString(v)
+			return ok
+		case num == 2 && typ == protowire.VarintType:
+			e.State = state.EdgeState(min(x, 255))
+			return true
+		}
+		return false
+	})
+}
+
+// lastReport decodes one ProgressSnapshot into r, or gives up.
+func lastReport(b []byte, r *state.LastReport) bool {
+	return fields(b, 4, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) (ok bool) {
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			r.Message, ok = newString(v)
+			return ok
+		case num == 2 && typ == protowire.VarintType:
+			r.Percent = uint32(x)
+		case num == 3 && typ == protowire.VarintType:
+			r.HasPercent = protowire.DecodeBool(x)
 		case num == 4 && typ == protowire.Fixed64Type:
-			v, n := protowire.ConsumeFixed64(b)
-			if n < 0 {
-				return false
-			}
-			b = b[n:]
-			r.At = state.Time(int64(v))
+			r.At = state.Time(int64(x))
 		default:
 			return false
 		}
+		return true
+	})
+}
+
+// fields walks the fields of a small message whose fields are numbered up
+// to max, none repeated, calling fn with each: its number, wire type, and
+// value (v for a bytes field, x for a varint or fixed64 one). It gives up,
+// as fn may, on anything else.
+func fields(b []byte, max protowire.Number, fn func(num protowire.Number, typ protowire.Type, v []byte, x uint64) bool) bool {
+	var seen uint64
+	for len(b) > 0 {
+		num, typ, rest, ok := nextTag(b, max, 0, &seen)
+		if !ok {
+			return false
+		}
+		var v []byte
+		var x uint64
+		n := -1
+		switch typ {
+		case protowire.BytesType:
+			v, n = protowire.ConsumeBytes(rest)
+		case protowire.VarintType:
+			x, n = protowire.ConsumeVarint(rest)
+		case protowire.Fixed64Type:
+			x, n = protowire.ConsumeFixed64(rest)
+		}
+		if n < 0 || !fn(num, typ, v, x) {
+			return false
+		}
+		b = rest[n:]
 	}
 	return true
 }
@@ -471,15 +507,15 @@ func lastReport(b []byte, r *state.LastReport) bool {
 // whose fields are numbered up to max, and returns the rest. It gives up
 // (ok false: the caller leaves the message to proto) on a bad tag, a
 // number past max, and a field seen before (seen has a bit per number),
-// unless it is the one repeated field (0: none): proto merges a repeated
-// singular field.
-func nextTag(b []byte, max, repeated protowire.Number, seen *uint32) (num protowire.Number, typ protowire.Type, rest []byte, ok bool) {
+// unless its bit is in repeated (the repeated fields; 0: none): proto
+// merges a repeated singular field.
+func nextTag(b []byte, max protowire.Number, repeated uint64, seen *uint64) (num protowire.Number, typ protowire.Type, rest []byte, ok bool) {
 	num, typ, n := protowire.ConsumeTag(b)
-	if n < 0 || num > max {
+	if n < 0 || num > max || num > 63 {
 		return 0, 0, nil, false
 	}
-	bit := uint32(1) << num
-	if *seen&bit != 0 && num != repeated {
+	bit := uint64(1) << num
+	if *seen&bit != 0 && repeated&bit == 0 {
 		return 0, 0, nil, false
 	}
 	*seen |= bit

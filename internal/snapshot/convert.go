@@ -40,6 +40,12 @@ func TaskMessage(t *state.Task, beside state.Beside) *snapshotpb.TaskSnapshot {
 	if r := beside.Report; r.At != 0 {
 		m.Progress = &snapshotpb.ProgressSnapshot{Message: r.Message, Percent: r.Percent, HasPercent: r.HasPercent, AtUnixNanos: int64(r.At)}
 	}
+	if g := beside.Graph; !g.IsZero() {
+		m.WorkflowId, m.OnDependencyFailure, m.SpawnedBy, m.Seq = g.Workflow, uint32(g.Policy), g.Parent, uint32(g.Seq)
+		for _, e := range g.Edges {
+			m.Dependencies = append(m.Dependencies, &snapshotpb.DependencySnapshot{TaskId: e.ID, State: uint32(e.State)})
+		}
+	}
 	m.RetryPolicy = retryMessage(t.Retry)
 	if len(t.Executions) > 0 {
 		m.Executions = make([]*snapshotpb.ExecutionSnapshot, len(t.Executions))
@@ -128,7 +134,30 @@ func taskFromMessage(m *snapshotpb.TaskSnapshot) (*state.Task, taskExtra) {
 		x.beside.Report = state.LastReport{Report: state.Report{Message: p.Message, Percent: p.Percent, HasPercent: p.HasPercent},
 			At: state.Time(p.AtUnixNanos)}
 	}
+	x.beside.Graph = state.GraphInfo{Workflow: m.WorkflowId, Policy: state.DepPolicy(min(m.OnDependencyFailure, 255)),
+		Parent: m.SpawnedBy, Seq: uint16(min(m.Seq, 0xffff))}
+	for _, e := range m.Dependencies {
+		x.beside.Graph.Edges = append(x.beside.Graph.Edges, state.Edge{ID: e.TaskId, State: state.EdgeState(min(e.State, 255))})
+	}
 	return t, x
+}
+
+// workflowMessage and workflowFromMessage convert what a snapshot keeps
+// of a workflow.
+func workflowMessage(w state.WorkflowImage) *snapshotpb.WorkflowSnapshot {
+	m := &snapshotpb.WorkflowSnapshot{Namespace: w.Key.Namespace, WorkflowId: w.Key.ID, CreatedAtUnixNanos: int64(w.CreatedAt)}
+	if c := w.Cancelled; c != nil {
+		m.Cancelled = &snapshotpb.QueuePause{By: c.By, Reason: c.Reason, AtUnixNanos: int64(c.At)}
+	}
+	return m
+}
+
+func workflowFromMessage(m *snapshotpb.WorkflowSnapshot) state.WorkflowImage {
+	w := state.WorkflowImage{Key: state.WorkflowKey{Namespace: m.Namespace, ID: m.WorkflowId}, CreatedAt: state.Time(m.CreatedAtUnixNanos)}
+	if c := m.Cancelled; c != nil {
+		w.Cancelled = &state.Pause{By: c.By, Reason: c.Reason, At: state.Time(c.AtUnixNanos)}
+	}
+	return w
 }
 
 // orNil returns p, or nil if it holds nothing (the Loader shares one empty

@@ -80,11 +80,16 @@ func referenceDecode(r io.Reader, size int64) (*state.State, Summary, error) {
 		if err := proto.Unmarshal(p, &chunk); err != nil {
 			return corrupt(off, "chunk does not decode: %v", err)
 		}
-		if len(chunk.Tasks) == 0 && len(chunk.Queues) == 0 {
+		if len(chunk.Tasks) == 0 && len(chunk.Queues) == 0 && len(chunk.Workflows) == 0 {
 			return corrupt(off, "chunk holds no task and no queue")
 		}
 		for _, m := range chunk.Queues {
 			if err := loader.AddQueue(queueFromMessage(m)); err != nil {
+				return corrupt(off, "%v", err)
+			}
+		}
+		for _, m := range chunk.Workflows {
+			if err := loader.AddWorkflow(workflowFromMessage(m)); err != nil {
 				return corrupt(off, "%v", err)
 			}
 		}
@@ -300,6 +305,16 @@ func TestDecodeOddButValidChunks(t *testing.T) {
 			}
 			p = edit(p)
 			out = binary.AppendUvarint(append(out, 0x0a), uint64(len(p)))
+			out = append(out, p...)
+		}
+		// The workflows the tasks name, after them (a reader takes them
+		// anywhere).
+		for _, w := range img.Workflows {
+			p, err := proto.Marshal(workflowMessage(w))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = binary.AppendUvarint(append(out, 0x22), uint64(len(p)))
 			out = append(out, p...)
 		}
 		return out

@@ -28,8 +28,11 @@ const (
 	// which a version-3 reader would silently drop, and SNOOZED
 	// executions. Version 5 added the key kept beside a task and the key
 	// states of a queue (docs/design/keys.md), which a version-4 reader
-	// would silently drop.
-	formatVersion  = 5
+	// would silently drop. Version 6 added the graph (each task's
+	// dependencies, workflow, parent and place in its record; the
+	// workflows; BLOCKED tasks), which a version-5 reader would silently
+	// drop.
+	formatVersion  = 6
 	oldestVersion  = 1
 	headerSize     = 32
 	chunkHeadSize  = 8
@@ -107,13 +110,16 @@ func Encode(w io.Writer, img *state.Image) (Summary, error) {
 	// The queues and schedules go first, in a chunk of their own, so that
 	// every chunk of tasks keeps the plain shape the reader's fast path
 	// takes.
-	if len(img.Queues) > 0 || len(img.Schedules) > 0 {
+	if len(img.Queues) > 0 || len(img.Schedules) > 0 || len(img.Workflows) > 0 {
 		var chunk snapshotpb.TaskChunk
 		for _, q := range img.Queues {
 			chunk.Queues = append(chunk.Queues, queueMessage(q))
 		}
 		for _, sc := range img.Schedules {
 			chunk.Schedules = append(chunk.Schedules, scheduleMessage(sc))
+		}
+		for _, w := range img.Workflows {
+			chunk.Workflows = append(chunk.Workflows, workflowMessage(w))
 		}
 		var err error
 		if buf, err = (proto.MarshalOptions{}).MarshalAppend(make([]byte, chunkHeadSize), &chunk); err != nil {
@@ -138,7 +144,7 @@ func Encode(w io.Writer, img *state.Image) (Summary, error) {
 	}
 	for i, t := range img.Tasks {
 		// The writer's side of the pair of checks the reader makes.
-		if t.CreatedLSN <= prevLSN || t.CreatedLSN > img.LastLSN {
+		if t.CreatedLSN < prevLSN || t.CreatedLSN > img.LastLSN {
 			return sum, fmt.Errorf("snapshot: internal error: task %q has creation lsn %d after %d (last lsn %d)", t.ID, t.CreatedLSN, prevLSN, img.LastLSN)
 		}
 		prevLSN = t.CreatedLSN
@@ -262,6 +268,12 @@ func Decode(r io.Reader, size int64) (*state.State, Summary, error) {
 		}
 		for _, sc := range j.extra.schedules {
 			if err := loader.AddSchedule(sc); err != nil {
+				cr.stop()
+				return fail(corruptAt(j.off, "%v", err))
+			}
+		}
+		for _, w := range j.extra.workflows {
+			if err := loader.AddWorkflow(w); err != nil {
 				cr.stop()
 				return fail(corruptAt(j.off, "%v", err))
 			}

@@ -60,12 +60,15 @@ type Beside struct {
 	Report LastReport
 	// Key is the task's key ("" for none; docs/design/keys.md).
 	Key string
+	// Graph is what the task has of the graph: its dependencies, policy,
+	// parent, workflow and place in its record (zero: none).
+	Graph GraphInfo
 }
 
 // Beside returns what the state keeps beside t, a task of the state.
 func (s *State) Beside(t *Task) Beside {
 	d, _ := s.deadlines.of(t)
-	return Beside{Deadline: d, Trace: s.traces[t], Report: s.reports[t], Key: s.KeyOf(t)}
+	return Beside{Deadline: d, Trace: s.traces[t], Report: s.reports[t], Key: s.KeyOf(t), Graph: s.graphInfo(t)}
 }
 
 // TraceOf returns the trace context t, a task of the state, was submitted

@@ -143,7 +143,7 @@ func (s *State) deadlineErrors() []error {
 			errs = append(errs, fmt.Errorf("deadline heap entry %d (task %q) is not indexed at its position", i, t.ID))
 		case s.Task(t.ID) != t:
 			errs = append(errs, fmt.Errorf("deadline heap entry %d (task %q) is not in the task table", i, t.ID))
-		case t.State != Waiting && t.State != Leased:
+		case t.State != Waiting && t.State != Leased && t.State != Blocked:
 			errs = append(errs, fmt.Errorf("task %q: %s but has a deadline in the index", t.ID, t.State))
 		}
 		if cur := t.CurrentLease(); cur != nil && cur.LeaseExpiry > e.at {

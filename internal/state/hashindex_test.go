@@ -58,6 +58,12 @@ func TestHashCollisions(t *testing.T) {
 				t.Fatalf("seed %d: AddQueue: %v", seed, err)
 			}
 		}
+		for _, w := range img.Workflows {
+			if err := l.AddWorkflow(w); err != nil {
+				restore()
+				t.Fatalf("seed %d: AddWorkflow: %v", seed, err)
+			}
+		}
 		for i, task := range img.Tasks {
 			if err := l.Add(task.Clone(), task.LeaseIndex(), img.Beside(i)); err != nil {
 				restore()

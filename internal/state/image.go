@@ -33,6 +33,11 @@ type Image struct {
 	Queues []QueueImage
 	// Schedules holds deep copies of every schedule, ordered by key.
 	Schedules []*Schedule
+	// Graphs[i] is what Tasks[i] has of the graph (docs/design/workflows.md);
+	// nil when no task has any. Workflows holds every workflow, ordered by
+	// key.
+	Graphs    []GraphInfo
+	Workflows []WorkflowImage
 }
 
 // Image copies the state for a snapshot in one step (see ImageCopy for
@@ -86,6 +91,7 @@ func copyTasks(ts []*Task) []*Task {
 		c.heapIdx = -1
 		c.delayed = false
 		c.keyed = false
+		c.graph = false // the image holds its GraphInfo beside it
 		c.pos = 0
 		out[i] = c
 	}
@@ -112,6 +118,9 @@ func (img *Image) Beside(i int) Beside {
 	if img.Keys != nil {
 		b.Key = img.Keys[i]
 	}
+	if img.Graphs != nil {
+		b.Graph = img.Graphs[i]
+	}
 	return b
 }
 
@@ -131,9 +140,12 @@ var ErrRestore = errors.New("state: invalid snapshot content")
 // index (request ids, leases, expiry and queue heaps, creation order). Apply
 // can continue from the result at LastLSN+1.
 type Loader struct {
-	s      *State
-	err    error
-	queues map[QueueKey]bool
+	s         *State
+	err       error
+	queues    map[QueueKey]bool
+	workflows map[WorkflowKey]bool
+	// last is the creation order key of the last task added.
+	last OrderKey
 }
 
 // NewLoader starts a State whose last applied record is lastLSN, in epoch
@@ -191,14 +203,15 @@ func (l *Loader) add(t *Task, leaseIndex int, b Beside) error {
 		return fail("retry policy needs at least one attempt")
 	case t.CreatedLSN == 0 || t.CreatedLSN > s.lastLSN:
 		return fail("creation lsn %d is outside 1..%d", t.CreatedLSN, s.lastLSN)
-	case len(s.order) > 0 && t.CreatedLSN <= s.ordered(len(s.order)-1).CreatedLSN:
-		return fail("creation lsn %d is not after the previous task's %d", t.CreatedLSN, s.ordered(len(s.order)-1).CreatedLSN)
+	case len(s.order) > 0 && !l.last.Less(OrderKey{t.CreatedLSN, b.Graph.Seq}):
+		return fail("creation lsn %d and place %d in its record are not after the previous task's (%d, %d)", t.CreatedLSN, b.Graph.Seq, l.last.LSN, l.last.Seq)
 	case leaseIndex < -1 || leaseIndex >= len(t.Executions):
 		return fail("current lease index %d is outside its %d executions", leaseIndex, len(t.Executions))
 	}
 	t.cur = int32(leaseIndex)
 	t.heapIdx = -1
 	t.delayed = false
+	t.graph = false
 	var problems []string
 	checkTask(t, s.lastLSN, func(format string, args ...any) {
 		problems = append(problems, fmt.Sprintf(format, args...))
@@ -216,7 +229,7 @@ func (l *Loader) add(t *Task, leaseIndex int, b Beside) error {
 	switch {
 	case deadline < 0:
 		return fail("deadline %d is negative", deadline)
-	case deadline != 0 && t.State != Waiting && t.State != Leased:
+	case deadline != 0 && t.State != Waiting && t.State != Leased && t.State != Blocked:
 		return fail("a %s task has a deadline: only WAITING and LEASED ones keep theirs", t.State)
 	case deadline != 0 && cur != nil && cur.LeaseExpiry > deadline:
 		return fail("lease %q expires at %s, after the deadline %s", cur.LeaseID, cur.LeaseExpiry, deadline)
@@ -233,6 +246,11 @@ func (l *Loader) add(t *Task, leaseIndex int, b Beside) error {
 	}
 
 	t, qi := s.addTask(t, *t.QueueKey, *t.Policy)
+	l.last = OrderKey{t.CreatedLSN, b.Graph.Seq}
+	// Its node first: its place in the creation order is its key's order.
+	if why := s.restoreNode(t, b.Graph); why != "" {
+		return fail("%s", why)
+	}
 	if b.Key != "" {
 		s.loadKeyed(qi, t, b.Key)
 	}
@@ -286,6 +304,10 @@ func (l *Loader) State() (*State, error) {
 		return nil, l.err
 	}
 	s := l.s
+	if err := s.graphRestoreErrors(); err != nil {
+		l.err = err
+		return nil, err
+	}
 	l.s, l.err = nil, errors.New("state: Loader already finished")
 	if err := s.finishKeys(); err != nil {
 		return nil, err

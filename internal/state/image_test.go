@@ -27,6 +27,11 @@ func restore(t *testing.T, img *state.Image) *state.State {
 			t.Fatalf("AddQueue: %v", err)
 		}
 	}
+	for _, w := range img.Workflows {
+		if err := l.AddWorkflow(w); err != nil {
+			t.Fatalf("AddWorkflow: %v", err)
+		}
+	}
 	for i, task := range img.Tasks {
 		c := task.Clone()
 		if err := l.Add(c, task.LeaseIndex(), img.Beside(i)); err != nil {

@@ -52,7 +52,10 @@ func (s *State) BeginImage() *ImageCopy {
 func newImageCopy(s *State) *ImageCopy {
 	c := &ImageCopy{s: s, order: append([]uint32(nil), s.order...), saved: make(map[uint32]savedTask),
 		img: &Image{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, 0, s.Len()),
-			Queues: s.queueImages(), Schedules: s.scheduleImages()}}
+			Queues: s.queueImages(), Schedules: s.scheduleImages(), Workflows: s.workflowImages()}}
+	if len(s.graph) > 0 {
+		c.img.Graphs = make([]GraphInfo, 0, s.Len())
+	}
 	if s.deadlines.Len() > 0 {
 		c.img.Deadlines = make([]Time, 0, s.Len())
 	}
@@ -125,6 +128,9 @@ func (c *ImageCopy) push(t *Task, b Beside) {
 	if img.Keys != nil {
 		img.Keys = append(img.Keys, b.Key)
 	}
+	if img.Graphs != nil {
+		img.Graphs = append(img.Graphs, b.Graph)
+	}
 }
 
 // Finish ends a complete copy and returns the Image; an error means the
@@ -168,7 +174,39 @@ func (c *ImageCopy) preserve(r Record) {
 		c.savePurged(r.Before, r.AfterLSN, min(r.ThroughLSN, c.img.LastLSN))
 	default:
 		if id := r.Task(); id != "" {
-			c.save(s.Task(id))
+			t := s.Task(id)
+			c.save(t)
+			if t != nil && t.graph {
+				// What settle may reach when the record ends t.
+				c.saveDependents(t)
+			}
+		}
+	}
+}
+
+// saveDependents saves every task that the dependents of t name, and
+// theirs in turn.
+func (c *ImageCopy) saveDependents(t *Task) {
+	s := c.s
+	seen := map[*Task]bool{t: true}
+	next := []*Task{t}
+	for len(next) > 0 {
+		x := next[len(next)-1]
+		next = next[:len(next)-1]
+		n := s.graph[x]
+		if n == nil {
+			continue
+		}
+		for _, ref := range n.dependents {
+			d := s.slab.at(ref.pos)
+			if d.ID == "" || d.CreatedLSN != ref.lsn || seen[d] {
+				continue
+			}
+			seen[d] = true
+			c.save(d)
+			if d.graph {
+				next = append(next, d)
+			}
 		}
 	}
 }

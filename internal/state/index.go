@@ -30,7 +30,7 @@ type queueIndex struct {
 	ready   readyHeap
 	delayed taskHeap
 
-	counts [Dead + 1]int
+	counts [NumStates]int
 	leases int
 	paused *Pause
 	limits *limiter // nil: no limits
@@ -41,9 +41,9 @@ type queueIndex struct {
 	events events
 }
 
-func newQueueIndex(k QueueKey, slab *taskSlab) *queueIndex {
+func newQueueIndex(k QueueKey, s *State) *queueIndex {
 	shared := k
-	return &queueIndex{key: k, shared: &shared, ready: readyHeap{slab: slab}, delayed: newDelayedHeap()}
+	return &queueIndex{key: k, shared: &shared, ready: readyHeap{slab: &s.slab, st: s}, delayed: newDelayedHeap(s)}
 }
 
 func (q *queueIndex) len() int {
@@ -114,7 +114,7 @@ func (q *queueIndex) finalizableIn(h *readyHeap, n int) []*Task {
 		}
 	}
 	slices.SortFunc(out, func(a, b *Task) int {
-		if before(a, b) {
+		if q.ready.st.before(a, b) {
 			return -1
 		}
 		return 1
@@ -247,12 +247,19 @@ func siftDown(n int, less func(i, j int) bool, swap func(i, j int)) {
 }
 
 // before orders schedulable tasks: higher priority first, then older
-// (lower creation LSN) first.
-func before(a, b *Task) bool {
+// (earlier in the creation order) first.
+func (s *State) before(a, b *Task) bool {
 	if a.Priority != b.Priority {
 		return a.Priority > b.Priority
 	}
-	return a.CreatedLSN < b.CreatedLSN
+	return s.packedKey(a) < s.packedKey(b)
+}
+
+// packedKey is t's OrderKey in one number: its creation LSN above its
+// place in its record (LSNs stay below 2^48).
+func (s *State) packedKey(t *Task) uint64 {
+	k := s.OrderKey(t)
+	return k.LSN<<16 | uint64(k.Seq)
 }
 
 // readyHeap is the binary heap of a queue's ready tasks, by before. Each
@@ -264,17 +271,19 @@ func before(a, b *Task) bool {
 type readyHeap struct {
 	slots []readySlot
 	slab  *taskSlab
+	st    *State
 }
 
-// readySlot is a readyHeap entry: 16 bytes.
+// readySlot is a readyHeap entry: 16 bytes. key is the task's
+// State.packedKey.
 type readySlot struct {
-	lsn      uint64
+	key      uint64
 	priority int32
 	pos      uint32
 }
 
-func slotOf(t *Task) readySlot {
-	return readySlot{lsn: t.CreatedLSN, priority: t.Priority, pos: t.pos}
+func (h *readyHeap) slotOf(t *Task) readySlot {
+	return readySlot{key: h.st.packedKey(t), priority: t.Priority, pos: t.pos}
 }
 
 // before is before (the function) of the entries' tasks.
@@ -282,7 +291,7 @@ func (a readySlot) before(b readySlot) bool {
 	if a.priority != b.priority {
 		return a.priority > b.priority
 	}
-	return a.lsn < b.lsn
+	return a.key < b.key
 }
 
 func (h *readyHeap) Len() int { return len(h.slots) }
@@ -295,7 +304,7 @@ func (h *readyHeap) set(i int, e readySlot) {
 
 func (h *readyHeap) push(t *Task) {
 	h.slots = append(h.slots, readySlot{})
-	h.up(len(h.slots)-1, slotOf(t))
+	h.up(len(h.slots)-1, h.slotOf(t))
 }
 
 // remove removes the entry at i and marks its task as in no heap.
@@ -374,12 +383,12 @@ func (h *taskHeap) Pop() any {
 	return t
 }
 
-func newDelayedHeap() taskHeap {
+func newDelayedHeap(s *State) taskHeap {
 	return taskHeap{less: func(a, b *Task) bool {
 		if a.NotBefore != b.NotBefore {
 			return a.NotBefore < b.NotBefore
 		}
-		return before(a, b)
+		return s.before(a, b)
 	}}
 }
 

@@ -16,7 +16,7 @@ func (s *State) Invariants() error {
 	bad := func(t *Task, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("task %q: %s", t.ID, fmt.Sprintf(format, args...)))
 	}
-	var counts [Dead + 1]int
+	var counts [NumStates]int
 	leased, schedulable := 0, 0
 	indexed := 0
 	var held int64 // a recount of HeldBytes (heldErrors)
@@ -33,7 +33,7 @@ func (s *State) Invariants() error {
 		if s.slab.isFinished(t.pos) != t.State.Terminal() {
 			bad(t, "is %s, but its slab position's finished bit is %v", t.State, s.slab.isFinished(t.pos))
 		}
-		if t.State >= Waiting && t.State <= Dead {
+		if t.State >= Waiting && t.State < NumStates {
 			counts[t.State]++
 		}
 		var cur *Execution
@@ -64,7 +64,7 @@ func (s *State) Invariants() error {
 				// keyErrors checks its key's heap.
 			case i >= qi.ready.Len() || qi.ready.slots[i].pos != t.pos:
 				bad(t, "schedulable task missing from its queue index")
-			case qi.ready.slots[i] != slotOf(t):
+			case qi.ready.slots[i] != qi.ready.slotOf(t):
 				bad(t, "ready heap entry holds another sort key than its task's")
 			}
 		}
@@ -90,6 +90,7 @@ func (s *State) Invariants() error {
 	errs = append(errs, s.besideErrors()...)
 	errs = append(errs, s.scheduleErrors()...)
 	errs = append(errs, s.keyErrors()...)
+	errs = append(errs, s.graphErrors()...)
 	if counts != s.counts {
 		errs = append(errs, fmt.Errorf("state counts %v, want %v", s.counts, counts))
 	}
@@ -140,6 +141,7 @@ func (s *State) heldErrors(held int64) []error {
 		held += heldByReport(r.Report)
 	}
 	held += s.heldByKeys()
+	held += s.graphHeld()
 	if held != s.held {
 		errs = append(errs, fmt.Errorf("HeldBytes is %d, a recount of the content %d", s.held, held))
 	}
@@ -187,7 +189,7 @@ func (s *State) scheduleErrors() []error {
 // tasks: counts by state, leases, and the waiting-age index.
 func (s *State) queueErrors() []error {
 	type recount struct {
-		counts [Dead + 1]int
+		counts [NumStates]int
 		leases int
 		due    map[int64]int32
 	}
@@ -199,7 +201,7 @@ func (s *State) queueErrors() []error {
 			r = &recount{due: make(map[int64]int32)}
 			want[k] = r
 		}
-		if t.State <= Dead {
+		if t.State < NumStates {
 			r.counts[t.State]++
 		}
 		if t.cur >= 0 {
@@ -268,7 +270,7 @@ func (s *State) orderErrors() []error {
 		if s.Task(t.ID) != t {
 			errs = append(errs, fmt.Errorf("creation order entry %d (task %q) is not in the task table", i, t.ID))
 		}
-		if t.CreatedLSN <= prev {
+		if t.CreatedLSN < prev {
 			errs = append(errs, fmt.Errorf("creation order entry %d (task %q) has lsn %d after lsn %d", i, t.ID, t.CreatedLSN, prev))
 		}
 		prev = t.CreatedLSN
@@ -290,7 +292,7 @@ func checkTask(t *Task, lastLSN uint64, bad func(format string, args ...any)) {
 	}
 	cur := t.CurrentLease()
 	switch t.State {
-	case Waiting, Completed, Failed, Dead:
+	case Waiting, Completed, Failed, Dead, Blocked:
 		if cur != nil {
 			bad("%s task holds lease %q", t.State, cur.LeaseID)
 		}
@@ -358,7 +360,7 @@ func checkTask(t *Task, lastLSN uint64, bad func(format string, args ...any)) {
 	if mustCommit && commits != 1 {
 		bad("%s with %d commits", t.State, commits)
 	}
-	if (t.State == Waiting || t.State == Leased || t.State == Failed) && commits != 0 {
+	if (t.State == Waiting || t.State == Leased || t.State == Failed || t.State == Blocked) && commits != 0 {
 		bad("%s after a commit: a committed task never returns to waiting", t.State)
 	}
 	lsns := t.LSNs()
@@ -396,12 +398,16 @@ type Export struct {
 	Queues []QueueImage
 	// Schedules holds every schedule, ordered by key.
 	Schedules []*Schedule
+	// Graphs holds what each task that has any has of the graph, by task
+	// id (nil when none has); Workflows every workflow, ordered by key.
+	Graphs    map[string]GraphInfo
+	Workflows []WorkflowImage
 }
 
 // Export returns the canonical copy of s.
 func (s *State) Export() Export {
 	e := Export{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, 0, s.Len()), Queues: s.queueImages(),
-		Schedules: s.scheduleImages()}
+		Schedules: s.scheduleImages(), Workflows: s.workflowImages()}
 	for _, qi := range s.queues {
 		if qi.keys == nil {
 			continue
@@ -411,6 +417,14 @@ func (s *State) Export() Export {
 				e.Keys = make(map[string]string)
 			}
 			e.Keys[t.ID] = key
+		}
+	}
+	for t := range s.graph {
+		if g := s.graphInfo(t); !g.IsZero() {
+			if e.Graphs == nil {
+				e.Graphs = make(map[string]GraphInfo)
+			}
+			e.Graphs[t.ID] = g
 		}
 	}
 	s.Scan(0, func(t *Task) bool {

@@ -66,7 +66,7 @@ func (s *State) restoreKeys(qi *queueIndex, img *KeysImage) string {
 func (s *State) keyState(ki *keyIndex, name string) *keyState {
 	ks := ki.byName[name]
 	if ks == nil {
-		ks = &keyState{name: strings.Clone(name), ready: readyHeap{slab: &s.slab}, idx: -1}
+		ks = &keyState{name: strings.Clone(name), ready: readyHeap{slab: &s.slab, st: s}, idx: -1}
 		ki.byName[ks.name] = ks
 		s.held += heldByKeyState(name)
 	}
@@ -82,7 +82,7 @@ func (s *State) loadKeyed(qi *queueIndex, t *Task, key string) {
 	}
 	ks := s.keyState(qi.keys, key)
 	ks.nopen++
-	ks.open = append(ks.open, openSlot{lsn: t.CreatedLSN, pos: t.pos})
+	ks.open = append(ks.open, openSlot{lsn: s.packedKey(t), pos: t.pos})
 	openUp(ks.open, len(ks.open)-1)
 	if t.cur >= 0 {
 		ks.leases++
@@ -212,7 +212,7 @@ func (s *State) keyErrors() []error {
 		if t.Schedulable() && !t.delayed {
 			r.ready++
 			ks := qi.keys.byName[key]
-			if ks == nil || t.heapIdx < 0 || int(t.heapIdx) >= ks.ready.Len() || ks.ready.slots[t.heapIdx] != slotOf(t) {
+			if ks == nil || t.heapIdx < 0 || int(t.heapIdx) >= ks.ready.Len() || ks.ready.slots[t.heapIdx] != ks.ready.slotOf(t) {
 				errs = append(errs, fmt.Errorf("task %q is ready but not in its key %q's heap", t.ID, key))
 			}
 		}

@@ -97,8 +97,8 @@ type keyState struct {
 	name string
 	// ready holds the key's ready tasks, by priority then age.
 	ready readyHeap
-	// open holds (lazily) the creation LSN and position of each of the
-	// key's open tasks; its top, once stale entries are gone, is the
+	// open holds (lazily) the place in the creation order and position
+	// of each of the key's open tasks; its top, once stale entries are gone, is the
 	// oldest (openTop).
 	open []openSlot
 	// nopen counts the open tasks, leases the live leases.
@@ -121,7 +121,9 @@ type keyState struct {
 	wake     Time
 }
 
-// openSlot is an entry of keyState.open.
+// openSlot is an entry of keyState.open: lsn is the task's place in the
+// creation order (State.packedKey: its creation LSN, then its place in its
+// record), pos its slab position.
 type openSlot struct {
 	lsn uint64
 	pos uint32
@@ -211,7 +213,7 @@ func (s *State) opened(qi *queueIndex, t *Task, lsn uint64) {
 		ks.pass, ks.seq = ki.vt, lsn
 	}
 	ks.nopen++
-	ks.open = append(ks.open, openSlot{lsn: t.CreatedLSN, pos: t.pos})
+	ks.open = append(ks.open, openSlot{lsn: s.packedKey(t), pos: t.pos})
 	openUp(ks.open, len(ks.open)-1)
 	ki.touch(ks)
 }
@@ -324,7 +326,7 @@ func (ki *keyIndex) openTop(ks *keyState) *Task {
 	slab := ks.ready.slab
 	live := func(e openSlot) bool {
 		t := slab.at(e.pos)
-		return t.CreatedLSN == e.lsn && t.ID != "" && !t.State.Terminal()
+		return t.ID != "" && ks.ready.st.packedKey(t) == e.lsn && !t.State.Terminal()
 	}
 	if len(ks.open) > 2*int(ks.nopen)+16 {
 		kept := ks.open[:0]
@@ -519,7 +521,7 @@ func (ki *keyIndex) status(ks *keyState, now Time, timed bool) (where uint8, wak
 		if t == nil || ks.leases > 0 || !t.Schedulable() {
 			return inNone, 0
 		}
-		ks.cand = slotOf(t)
+		ks.cand = ks.ready.slotOf(t)
 		if t.State == Waiting && (timed && t.NotBefore > now || !timed && t.delayed) {
 			wake = t.NotBefore
 		}

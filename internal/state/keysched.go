@@ -32,7 +32,7 @@ func (c *cursor) advance() bool {
 		if c.next == nil {
 			return false
 		}
-		c.top = slotOf(c.next)
+		c.top = c.h.slotOf(c.next)
 		return true
 	}
 	if c.walk.empty() {
@@ -178,7 +178,7 @@ func (q *queueIndex) keyedFinalizable(now Time, n int) []*Task {
 		out = append(out, ts...)
 	}
 	slices.SortFunc(out, func(a, b *Task) int {
-		if before(a, b) {
+		if q.ready.st.before(a, b) {
 			return -1
 		}
 		return 1

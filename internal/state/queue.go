@@ -210,7 +210,7 @@ type QueueStats struct {
 	// Now is the time the statistics are for.
 	Now Time
 	// Tasks counts the queue's tasks by state (index: TaskState).
-	Tasks [Dead + 1]int
+	Tasks [NumStates]int
 	// Leases is the number of leases held now (LEASED tasks, and COMMITTED
 	// ones being finalised).
 	Leases int

@@ -39,15 +39,25 @@ func (ty *tally) applied(s *state.State, r state.Record) {
 			add(id, state.EventFailed, at)
 		}
 	}
+	created := func(rs []state.TaskCreated) {
+		for _, r := range rs {
+			ty.queueOf[r.TaskID] = state.QueueKey{Namespace: r.Namespace, Queue: r.Queue}
+			add(r.TaskID, state.EventSubmitted, r.CreatedAt)
+		}
+	}
 	switch r := r.(type) {
 	case *state.TaskCreated:
-		ty.queueOf[r.TaskID] = state.QueueKey{Namespace: r.Namespace, Queue: r.Queue}
-		add(r.TaskID, state.EventSubmitted, r.CreatedAt)
+		created([]state.TaskCreated{*r})
+	case *state.TasksSubmitted:
+		created(r.Tasks)
+	case *state.TaskCommitted:
+		created(r.Spawn)
 	case *state.ScheduleFired:
 		ty.queueOf[r.TaskID] = state.QueueKey{Namespace: r.Namespace, Queue: r.Queue}
 		add(r.TaskID, state.EventSubmitted, r.At)
 	case *state.TaskCompleted:
 		add(r.TaskID, state.EventCompleted, r.At)
+		created(r.Spawn)
 	case *state.TaskFailed:
 		failed(r.TaskID, r.At)
 	case *state.TaskDeadlineExceeded:

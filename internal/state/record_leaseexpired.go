@@ -43,6 +43,7 @@ func (r *LeaseExpired) apply(s *State, lsn uint64) string {
 		t.progress().FailureReason = fmt.Sprintf("lease expired on the last attempt (%d of %d)", t.Attempt-t.AttemptBase, t.Retry.MaxAttempts)
 		s.transition(t, Failed)
 		s.event(t, EventFailed, r.At)
+		s.resolveDependents(lsn, r.At)
 	}
 	return ""
 }

@@ -11,6 +11,9 @@ type TaskCommitted struct {
 	At      Time
 	// By is who asked: the principal's name ("" without one).
 	By string
+	// Spawn holds the tasks the commit spawns, created by this record
+	// after the commit (State.spawn).
+	Spawn []TaskCreated
 }
 
 func (r *TaskCommitted) Task() string { return r.TaskID }
@@ -25,11 +28,15 @@ func (r *TaskCommitted) apply(s *State, lsn uint64) string {
 	case r.At >= cur.LeaseExpiry:
 		return "lease expired before the commit"
 	}
+	if why := s.checkSpawn(t, r.Spawn); why != "" {
+		return why
+	}
 	cur.Status = ExecCommitted
 	cur.CommittedAt = r.At
 	p := t.progress()
 	p.CommittedBy, p.Result = r.LeaseID, r.Result
 	s.transition(t, Committed)
 	s.touch(t, lsn, r.At)
+	s.spawn(t, r.Spawn, lsn)
 	return ""
 }

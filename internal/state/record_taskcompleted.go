@@ -11,6 +11,10 @@ type TaskCompleted struct {
 	At      Time
 	// By is who asked: the principal's name ("" without one).
 	By string
+	// Spawn holds the tasks the commit spawns, created by this record
+	// after the completion (State.spawn). Only a completion that commits
+	// (from LEASED) may spawn: a finalisation's commit spawned already.
+	Spawn []TaskCreated
 }
 
 func (r *TaskCompleted) Task() string { return r.TaskID }
@@ -24,6 +28,11 @@ func (r *TaskCompleted) apply(s *State, lsn uint64) string {
 		return fmt.Sprintf("task is %s", t.State)
 	case r.At >= cur.LeaseExpiry:
 		return "lease expired before the completion"
+	case len(r.Spawn) > 0 && t.State != Leased:
+		return "a finalisation spawns nothing: the commit spawned what it spawned"
+	}
+	if why := s.checkSpawn(t, r.Spawn); why != "" {
+		return why
 	}
 	if t.State == Leased {
 		// Commit and done in one record.
@@ -37,5 +46,7 @@ func (r *TaskCompleted) apply(s *State, lsn uint64) string {
 	s.transition(t, Completed)
 	s.event(t, EventCompleted, r.At)
 	s.touch(t, lsn, r.At)
+	s.resolveDependents(lsn, r.At)
+	s.spawn(t, r.Spawn, lsn)
 	return ""
 }

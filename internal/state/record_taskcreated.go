@@ -38,11 +38,28 @@ type TaskCreated struct {
 	// Key is the submitter's key of the task, for the flow control of its
 	// queue's keys ("" for none; docs/design/keys.md), kept beside it.
 	Key string
+	// DependsOn names the tasks it depends on, each once: it is BLOCKED
+	// until all of them are COMPLETED (docs/design/workflows.md).
+	DependsOn []string
+	// OnDependencyFailure says what a dependency that ends FAILED or DEAD
+	// does to it.
+	OnDependencyFailure DepPolicy
 }
 
 func (r *TaskCreated) Task() string { return r.TaskID }
 
 func (r *TaskCreated) apply(s *State, lsn uint64) string {
+	if why := r.check(s, nil); why != "" {
+		return why
+	}
+	r.create(s, lsn, 0, "", nil)
+	return ""
+}
+
+// check says why the task cannot be created in s, or "". created holds
+// the ids and request ids (namespace and id) of the tasks the same record
+// creates before it (nil for none).
+func (r *TaskCreated) check(s *State, created *batchIDs) string {
 	switch {
 	case r.TaskID == "":
 		return "task id is empty"
@@ -63,9 +80,27 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 	case len(r.Key) > MaxKeyBytes:
 		return fmt.Sprintf("key of %d bytes is over the limit of %d", len(r.Key), MaxKeyBytes)
 	}
-	if r.RequestID != "" && s.ByRequest(r.Namespace, r.RequestID) != nil {
+	if r.RequestID != "" && (s.ByRequest(r.Namespace, r.RequestID) != nil || created.hasRequest(r.Namespace, r.RequestID)) {
 		return fmt.Sprintf("request id %q already used in namespace %q", r.RequestID, r.Namespace)
 	}
+	if created.hasTask(r.TaskID) {
+		return "task id already exists"
+	}
+	if r.OnDependencyFailure > DepRun {
+		return fmt.Sprintf("dependency failure policy %d is not one of DEAD and RUN", r.OnDependencyFailure)
+	}
+	var ids map[string]string
+	if created != nil {
+		ids = created.tasks
+	}
+	return s.checkDeps(r.Namespace, r.DependsOn, ids)
+}
+
+// create applies a checked TaskCreated at lsn as the seq-th task its
+// record creates, spawned by parent ("" for none), in workflow w (nil for
+// none). The caller settles at the end of its record.
+func (r *TaskCreated) create(s *State, lsn uint64, seq uint16, parent string, w *Workflow) *Task {
+	start, why := s.startOf(r.DependsOn, r.OnDependencyFailure)
 	id, requestID, key, payload, trace := pack(r.TaskID, r.RequestID, r.Key, r.Payload, r.Trace)
 	t, qi := s.addTask(&Task{
 		ID:         id,
@@ -76,21 +111,62 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 		CreatedAt:  r.CreatedAt,
 		UpdatedAt:  r.CreatedAt,
 		CreatedLSN: lsn,
-		State:      Waiting,
+		State:      start,
 		cur:        -1,
 		heapIdx:    -1,
 	}, QueueKey{r.Namespace, r.Queue}, Policy{r.Kind, r.ExecutionWindow, r.Retry})
+	if why != "" {
+		t.progress().FailureReason = why
+		s.account(t)
+	}
+	// Its node first: its place in the creation order is its key's order.
+	s.link(t, r.DependsOn, r.OnDependencyFailure, parent, seq, w)
 	if key != "" {
 		s.keyed(t, qi, key)
-		s.opened(qi, t, lsn)
+		if !start.Terminal() {
+			s.opened(qi, t, lsn)
+		}
 	}
-	qi.add(t)
+	if start == Waiting {
+		qi.add(t)
+	}
 	qi.events.add(r.CreatedAt, EventSubmitted)
-	if r.Deadline != 0 {
+	if r.Deadline != 0 && !start.Terminal() {
 		s.deadlines.add(t, r.Deadline)
 	}
 	s.setTrace(t, trace)
-	return ""
+	return t
+}
+
+// batchIDs holds the task ids and request ids of the tasks a record
+// creates, as far as it got: what the next task of it may not reuse and
+// may depend on. A nil one holds nothing.
+type batchIDs struct {
+	tasks    map[string]string // namespace by id
+	requests map[[2]string]bool
+}
+
+func newBatchIDs(n int) *batchIDs {
+	return &batchIDs{tasks: make(map[string]string, n), requests: make(map[[2]string]bool)}
+}
+
+func (b *batchIDs) add(r *TaskCreated) {
+	b.tasks[r.TaskID] = r.Namespace
+	if r.RequestID != "" {
+		b.requests[[2]string{r.Namespace, r.RequestID}] = true
+	}
+}
+
+func (b *batchIDs) hasTask(id string) bool {
+	if b == nil {
+		return false
+	}
+	_, ok := b.tasks[id]
+	return ok
+}
+
+func (b *batchIDs) hasRequest(namespace, id string) bool {
+	return b != nil && b.requests[[2]string{namespace, id}]
 }
 
 // pack copies a new task's id, request id, key, payload and trace context into

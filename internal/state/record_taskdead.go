@@ -29,11 +29,12 @@ func (r *TaskDead) apply(s *State, lsn uint64) string {
 			cur.FinishedAt = r.At
 		}
 		s.dropLease(t)
-	} else {
+	} else if t.Schedulable() {
 		s.queue(t).remove(t)
 	}
 	t.progress().FailureReason = r.Reason
 	s.transition(t, Dead)
 	s.touch(t, lsn, r.At)
+	s.resolveDependents(lsn, r.At)
 	return ""
 }

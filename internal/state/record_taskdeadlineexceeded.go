@@ -19,8 +19,8 @@ func (r *TaskDeadlineExceeded) apply(s *State, lsn uint64) string {
 	if t == nil {
 		return "task does not exist"
 	}
-	if t.State != Waiting && t.State != Leased {
-		return fmt.Sprintf("task is %s; only a WAITING or LEASED task fails at its deadline", t.State)
+	if t.State != Waiting && t.State != Leased && t.State != Blocked {
+		return fmt.Sprintf("task is %s; only a WAITING, BLOCKED or LEASED task fails at its deadline", t.State)
 	}
 	d, ok := s.deadlines.of(t)
 	switch {
@@ -34,12 +34,13 @@ func (r *TaskDeadlineExceeded) apply(s *State, lsn uint64) string {
 		cur.Reason = ReasonLeaseDeadline
 		cur.FinishedAt = r.At
 		s.dropLease(t)
-	} else {
+	} else if t.State == Waiting {
 		s.queue(t).remove(t)
 	}
 	t.progress().FailureReason = ReasonDeadlineExceeded
 	s.transition(t, Failed)
 	s.event(t, EventFailed, r.At)
 	s.touch(t, lsn, r.At)
+	s.resolveDependents(lsn, r.At)
 	return ""
 }

@@ -40,5 +40,6 @@ func (r *TaskFailed) apply(s *State, lsn uint64) string {
 	t.progress().FailureReason = r.Reason
 	s.transition(t, Failed)
 	s.event(t, EventFailed, r.At)
+	s.resolveDependents(lsn, r.At)
 	return ""
 }

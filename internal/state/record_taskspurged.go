@@ -83,7 +83,8 @@ type PurgeLimits struct {
 // returns the creation LSN of the last one it passed (throughLSN), how many
 // of those are purgeable, and whether it passed the last task (done). A
 // slice with drop 0 needs no record: the caller goes on after throughLSN.
-// It changes nothing.
+// A slice ends between records, so it may pass the limits by the tasks
+// of one record (docs/design/workflows.md). It changes nothing.
 func (s *State) PurgeSlice(before Time, afterLSN uint64, lim PurgeLimits) (throughLSN uint64, drop int, done bool) {
 	passed, read, last := 0, 0, -1
 	done = true
@@ -92,7 +93,10 @@ func (s *State) PurgeSlice(before Time, afterLSN uint64, lim PurgeLimits) (throu
 		if e == 0 {
 			continue
 		}
-		if passed == lim.Pass || read == lim.Read || drop == lim.Drop {
+		if (passed >= lim.Pass || read >= lim.Read || drop >= lim.Drop) &&
+			(last < 0 || s.ordered(i).CreatedLSN != s.ordered(last).CreatedLSN) {
+			// A slice ends between records: it names a range of LSNs,
+			// and the tasks one record created share its LSN.
 			done = false
 			break
 		}
@@ -132,6 +136,9 @@ func (s *State) drop(t *Task) {
 		s.dropKeyed(qi, t)
 	}
 	s.dropBeside(t)
+	if t.graph {
+		s.dropNode(t)
+	}
 	s.slab.release(t)
 }
 

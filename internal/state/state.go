@@ -67,7 +67,7 @@ type State struct {
 	order   []uint32
 	holes   int
 	trimmed int
-	counts  [Dead + 1]int
+	counts  [NumStates]int
 	// held is HeldBytes (memory.go); changed is the task the record being
 	// applied touched, whose share of it Apply brings up to date.
 	held    int64
@@ -83,6 +83,15 @@ type State struct {
 	// keysPending lists the queues whose key index the record being
 	// applied changed (keys.go): Apply places their keys again.
 	keysPending []*queueIndex
+	// graph holds the node of each task that has edges, dependents, a
+	// workflow or a parent, and workflows every workflow by key
+	// (graph.go); both nil until the first. finishing holds the tasks
+	// with dependents that the record being applied ended, for resolveDependents.
+	graph     map[*Task]*node
+	workflows map[WorkflowKey]*Workflow
+	finishing []*Task
+	// released holds the tasks the last record released (Released).
+	released []*Task
 }
 
 // New returns an empty state that expects LSN 1 next.
@@ -229,6 +238,29 @@ func (s *State) Scan(afterLSN uint64, fn func(*Task) bool) {
 	}
 }
 
+// ScanFrom calls fn for tasks after the key after in the creation order
+// (OrderKey), in that order, until fn returns false: a listing continues
+// from the key of the last task it listed, even inside the tasks of one
+// record.
+func (s *State) ScanFrom(after OrderKey, fn func(*Task) bool) {
+	i := 0
+	if after.LSN > 0 {
+		i = s.searchOrder(after.LSN - 1)
+	}
+	for ; i < len(s.order); i++ {
+		t := s.ordered(i)
+		if t == nil {
+			continue
+		}
+		if t.CreatedLSN == after.LSN && s.OrderKey(t).Seq <= after.Seq {
+			continue
+		}
+		if !fn(t) {
+			return
+		}
+	}
+}
+
 // ordered returns the task at index i of the creation order, nil for a
 // hole.
 func (s *State) ordered(i int) *Task {
@@ -276,6 +308,10 @@ func (s *State) Apply(lsn uint64, r Record) error {
 	if s.copying != nil {
 		s.copying.preserve(r)
 	}
+	if len(s.released) > 0 {
+		clear(s.released)
+		s.released = s.released[:0]
+	}
 	reason := r.apply(s, lsn)
 	if len(s.keysPending) > 0 {
 		s.settleKeys()
@@ -288,6 +324,9 @@ func (s *State) Apply(lsn uint64, r Record) error {
 	}
 	if reason != "" {
 		return s.fail(lsn, r, reason)
+	}
+	if len(s.finishing) > 0 {
+		panic(fmt.Sprintf("state: %T ended tasks with dependents without settling them", r))
 	}
 	s.lastLSN = lsn
 	return nil
@@ -328,6 +367,11 @@ var allowed = map[[2]TaskState]bool{
 	{Committed, Dead}:      true,
 	{Failed, Waiting}:      true, // TaskRetried
 	{Dead, Waiting}:        true, // TaskRetried
+	{Blocked, Waiting}:     true, // released: its last dependency completed
+	{Blocked, Dead}:        true, // a dependency failed, or killed
+	{Blocked, Failed}:      true, // TaskDeadlineExceeded
+	{Failed, Blocked}:      true, // TaskRetried with a dependency pending
+	{Dead, Blocked}:        true, // TaskRetried with a dependency pending
 }
 
 // transition moves t to state to after checking that the move is legal; it
@@ -369,6 +413,18 @@ func (s *State) transition(t *Task, to TaskState) {
 		// time, and a finished one has nothing left to fail.
 		s.deadlines.remove(t)
 	}
+	if t.graph {
+		n := s.graph[t]
+		if w := n.wf; w != nil {
+			w.counts[from]--
+			w.counts[to]++
+		}
+		if to.Terminal() && len(n.dependents) > 0 {
+			// Its dependents are settled once the record's own effect is
+			// in (State.resolveDependents).
+			s.finishing = append(s.finishing, t)
+		}
+	}
 }
 
 // touch records that the record at lsn touched t; Apply accounts for
@@ -407,7 +463,7 @@ func (s *State) queueOf(namespace, queue string) *queueIndex {
 	k := QueueKey{namespace, queue}
 	qi := s.queues[k]
 	if qi == nil {
-		qi = newQueueIndex(k, &s.slab)
+		qi = newQueueIndex(k, s)
 		s.queues[k] = qi
 	}
 	return qi

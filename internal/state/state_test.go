@@ -427,7 +427,7 @@ func TestSchedulableInLeaseOrder(t *testing.T) {
 			}
 		}
 		slices.SortFunc(due, func(a, b *Task) int {
-			if before(a, b) {
+			if s.before(a, b) {
 				return -1
 			}
 			return 1

@@ -22,11 +22,19 @@ const (
 	// Failed is terminal: attempts ran out or the worker said the failure
 	// is permanent.
 	Failed
-	// Dead is terminal: killed by an administrator.
+	// Dead is terminal: killed by an administrator, or ended by a
+	// dependency that failed (docs/design/workflows.md).
 	Dead
+	// Blocked: waiting for its dependencies to complete; no lease, in no
+	// queue heap. Released to Waiting when the last one completes.
+	Blocked
+
+	// NumStates sizes the arrays indexed by TaskState: the states are
+	// Waiting to Blocked.
+	NumStates = Blocked + 1
 )
 
-var taskStateNames = [...]string{"UNSPECIFIED", "WAITING", "LEASED", "COMMITTED", "COMPLETED", "FAILED", "DEAD"}
+var taskStateNames = [...]string{"UNSPECIFIED", "WAITING", "LEASED", "COMMITTED", "COMPLETED", "FAILED", "DEAD", "BLOCKED"}
 
 func (s TaskState) String() string {
 	if int(s) < len(taskStateNames) {
@@ -128,6 +136,10 @@ type Task struct {
 	delayed bool
 	// keyed says the task has a key (State.KeyOf; docs/design/keys.md).
 	keyed bool
+	// graph says the task has a node in its State's graph (graph.go):
+	// edges, dependents, a workflow or a parent. It fills what would be
+	// padding.
+	graph bool
 	// Attempt is the number of attempts so far: the leases granted, less
 	// those a snooze ended (TaskSnoozed gives the attempt back).
 	Attempt uint32
@@ -277,6 +289,7 @@ func (t *Task) Clone() *Task {
 	c.heapIdx = -1
 	c.delayed = false
 	c.keyed = false
+	c.graph = false
 	c.pos = 0
 	return &c
 }

@@ -98,6 +98,56 @@ func (FormatVersion) EnumDescriptor() ([]byte, []int) {
 	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{0}
 }
 
+// DependencyFailure mirrors state.DepPolicy: what a dependency that ends
+// FAILED or DEAD does to its dependent.
+type DependencyFailure int32
+
+const (
+	// The dependent ends DEAD, reason "dependency_failed" (the default).
+	DependencyFailure_DEPENDENCY_FAILURE_DEAD DependencyFailure = 0
+	// The dependent runs once every dependency has ended, however.
+	DependencyFailure_DEPENDENCY_FAILURE_RUN DependencyFailure = 1
+)
+
+// Enum value maps for DependencyFailure.
+var (
+	DependencyFailure_name = map[int32]string{
+		0: "DEPENDENCY_FAILURE_DEAD",
+		1: "DEPENDENCY_FAILURE_RUN",
+	}
+	DependencyFailure_value = map[string]int32{
+		"DEPENDENCY_FAILURE_DEAD": 0,
+		"DEPENDENCY_FAILURE_RUN":  1,
+	}
+)
+
+func (x DependencyFailure) Enum() *DependencyFailure {
+	p := new(DependencyFailure)
+	*p = x
+	return p
+}
+
+func (x DependencyFailure) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DependencyFailure) Descriptor() protoreflect.EnumDescriptor {
+	return file_tenure_record_v1_record_proto_enumTypes[1].Descriptor()
+}
+
+func (DependencyFailure) Type() protoreflect.EnumType {
+	return &file_tenure_record_v1_record_proto_enumTypes[1]
+}
+
+func (x DependencyFailure) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DependencyFailure.Descriptor instead.
+func (DependencyFailure) EnumDescriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{1}
+}
+
 // LeaseAction is a lease holder's action, as TaskCancelled names the one
 // it refused. Go: state.Action; the numbers are the same.
 type LeaseAction int32
@@ -146,11 +196,11 @@ func (x LeaseAction) String() string {
 }
 
 func (LeaseAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_tenure_record_v1_record_proto_enumTypes[1].Descriptor()
+	return file_tenure_record_v1_record_proto_enumTypes[2].Descriptor()
 }
 
 func (LeaseAction) Type() protoreflect.EnumType {
-	return &file_tenure_record_v1_record_proto_enumTypes[1]
+	return &file_tenure_record_v1_record_proto_enumTypes[2]
 }
 
 func (x LeaseAction) Number() protoreflect.EnumNumber {
@@ -159,7 +209,7 @@ func (x LeaseAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LeaseAction.Descriptor instead.
 func (LeaseAction) EnumDescriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{1}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{2}
 }
 
 // RetryPolicy mirrors state.RetryPolicy.
@@ -270,9 +320,15 @@ type TaskCreated struct {
 	Kind string `protobuf:"bytes,15,opt,name=kind,proto3" json:"kind,omitempty"`
 	// The submitter's key of the task, for the flow control of its queue's
 	// keys ("" for none, as in records written before it was kept).
-	Key           string `protobuf:"bytes,16,opt,name=key,proto3" json:"key,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Key string `protobuf:"bytes,16,opt,name=key,proto3" json:"key,omitempty"`
+	// The tasks it depends on, by id, each once: it is BLOCKED until every
+	// one of them is COMPLETED (docs/design/workflows.md). Empty: none, as
+	// in records written before it was kept.
+	DependsOn []string `protobuf:"bytes,17,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
+	// What a dependency that ends FAILED or DEAD does to it.
+	OnDependencyFailure DependencyFailure `protobuf:"varint,18,opt,name=on_dependency_failure,json=onDependencyFailure,proto3,enum=tenure.record.v1.DependencyFailure" json:"on_dependency_failure,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *TaskCreated) Reset() {
@@ -415,6 +471,20 @@ func (x *TaskCreated) GetKey() string {
 		return x.Key
 	}
 	return ""
+}
+
+func (x *TaskCreated) GetDependsOn() []string {
+	if x != nil {
+		return x.DependsOn
+	}
+	return nil
+}
+
+func (x *TaskCreated) GetOnDependencyFailure() DependencyFailure {
+	if x != nil {
+		return x.OnDependencyFailure
+	}
+	return DependencyFailure_DEPENDENCY_FAILURE_DEAD
 }
 
 // LeaseGranted (record type 2) gives an attempt of a task to a worker.
@@ -817,7 +887,12 @@ type TaskCommitted struct {
 	AtUnixNanos int64                  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
 	// Who asked: the principal's name (the token's, with authentication
 	// on); "" without one, and in records written before it was kept.
-	By            string `protobuf:"bytes,5,opt,name=by,proto3" json:"by,omitempty"`
+	By string `protobuf:"bytes,5,opt,name=by,proto3" json:"by,omitempty"`
+	// The tasks this commit spawns (children, and continuations that depend
+	// on them), created by this record after the commit, in the task's
+	// workflow: only the attempt whose commit wins spawns. Empty: none, as
+	// in records written before it was kept.
+	Spawn         []*TaskCreated `protobuf:"bytes,6,rep,name=spawn,proto3" json:"spawn,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -887,6 +962,13 @@ func (x *TaskCommitted) GetBy() string {
 	return ""
 }
 
+func (x *TaskCommitted) GetSpawn() []*TaskCreated {
+	if x != nil {
+		return x.Spawn
+	}
+	return nil
+}
+
 // TaskCompleted (record type 7) finishes a task.
 type TaskCompleted struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -896,7 +978,12 @@ type TaskCompleted struct {
 	AtUnixNanos int64                  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
 	// Who asked: the principal's name (the token's, with authentication
 	// on); "" without one, and in records written before it was kept.
-	By            string `protobuf:"bytes,5,opt,name=by,proto3" json:"by,omitempty"`
+	By string `protobuf:"bytes,5,opt,name=by,proto3" json:"by,omitempty"`
+	// The tasks this commit spawns (children, and continuations that depend
+	// on them), created by this record after the commit, in the task's
+	// workflow: only the attempt whose commit wins spawns. Empty: none, as
+	// in records written before it was kept.
+	Spawn         []*TaskCreated `protobuf:"bytes,6,rep,name=spawn,proto3" json:"spawn,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -964,6 +1051,13 @@ func (x *TaskCompleted) GetBy() string {
 		return x.By
 	}
 	return ""
+}
+
+func (x *TaskCompleted) GetSpawn() []*TaskCreated {
+	if x != nil {
+		return x.Spawn
+	}
+	return nil
 }
 
 // TaskFailed (record type 8) ends an attempt that failed before commit.
@@ -2899,6 +2993,81 @@ func (x *TaskSnoozed) GetBy() string {
 	return ""
 }
 
+// TasksSubmitted (record type 29) creates several tasks in one record, all
+// or none: a workflow batch, or a batch whose tasks depend on each other.
+// Each task comes after the tasks of the record it depends on.
+type TasksSubmitted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workflow the tasks make ("" for none); all its tasks are in one
+	// namespace.
+	WorkflowId string         `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	Tasks      []*TaskCreated `protobuf:"bytes,2,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	// Who asked: the principal's name (the token's, with authentication
+	// on); "" without one.
+	By            string `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
+	AtUnixNanos   int64  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TasksSubmitted) Reset() {
+	*x = TasksSubmitted{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TasksSubmitted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TasksSubmitted) ProtoMessage() {}
+
+func (x *TasksSubmitted) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TasksSubmitted.ProtoReflect.Descriptor instead.
+func (*TasksSubmitted) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *TasksSubmitted) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *TasksSubmitted) GetTasks() []*TaskCreated {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+func (x *TasksSubmitted) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *TasksSubmitted) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
 var File_tenure_record_v1_record_proto protoreflect.FileDescriptor
 
 const file_tenure_record_v1_record_proto_rawDesc = "" +
@@ -2910,7 +3079,7 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x11max_backoff_nanos\x18\x03 \x01(\x03R\x0fmaxBackoffNanos\x12\x1e\n" +
 	"\n" +
 	"multiplier\x18\x04 \x01(\x01R\n" +
-	"multiplier\"\xb5\x04\n" +
+	"multiplier\"\xad\x05\n" +
 	"\vTaskCreated\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -2931,7 +3100,10 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"tracestate\x18\x0e \x01(\tR\n" +
 	"tracestate\x12\x12\n" +
 	"\x04kind\x18\x0f \x01(\tR\x04kind\x12\x10\n" +
-	"\x03key\x18\x10 \x01(\tR\x03key\"\xf3\x01\n" +
+	"\x03key\x18\x10 \x01(\tR\x03key\x12\x1d\n" +
+	"\n" +
+	"depends_on\x18\x11 \x03(\tR\tdependsOn\x12W\n" +
+	"\x15on_dependency_failure\x18\x12 \x01(\x0e2#.tenure.record.v1.DependencyFailureR\x13onDependencyFailure\"\xf3\x01\n" +
 	"\fLeaseGranted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +
@@ -2961,19 +3133,21 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\"\n" +
 	"\rat_unix_nanos\x18\x03 \x01(\x10R\vatUnixNanos\x12\x0e\n" +
-	"\x02by\x18\x04 \x01(\tR\x02by\"\x8f\x01\n" +
+	"\x02by\x18\x04 \x01(\tR\x02by\"\xc4\x01\n" +
 	"\rTaskCommitted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
 	"\x06result\x18\x03 \x01(\fR\x06result\x12\"\n" +
 	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\x12\x0e\n" +
-	"\x02by\x18\x05 \x01(\tR\x02by\"\x8f\x01\n" +
+	"\x02by\x18\x05 \x01(\tR\x02by\x123\n" +
+	"\x05spawn\x18\x06 \x03(\v2\x1d.tenure.record.v1.TaskCreatedR\x05spawn\"\xc4\x01\n" +
 	"\rTaskCompleted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
 	"\x06result\x18\x03 \x01(\fR\x06result\x12\"\n" +
 	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\x12\x0e\n" +
-	"\x02by\x18\x05 \x01(\tR\x02by\"\xd9\x01\n" +
+	"\x02by\x18\x05 \x01(\tR\x02by\x123\n" +
+	"\x05spawn\x18\x06 \x03(\v2\x1d.tenure.record.v1.TaskCreatedR\x05spawn\"\xd9\x01\n" +
 	"\n" +
 	"TaskFailed\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
@@ -3137,10 +3311,19 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x15not_before_unix_nanos\x18\x03 \x01(\x10R\x12notBeforeUnixNanos\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\"\n" +
 	"\rat_unix_nanos\x18\x05 \x01(\x10R\vatUnixNanos\x12\x0e\n" +
-	"\x02by\x18\x06 \x01(\tR\x02by*E\n" +
+	"\x02by\x18\x06 \x01(\tR\x02by\"\x9a\x01\n" +
+	"\x0eTasksSubmitted\x12\x1f\n" +
+	"\vworkflow_id\x18\x01 \x01(\tR\n" +
+	"workflowId\x123\n" +
+	"\x05tasks\x18\x02 \x03(\v2\x1d.tenure.record.v1.TaskCreatedR\x05tasks\x12\x0e\n" +
+	"\x02by\x18\x03 \x01(\tR\x02by\x12\"\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos*E\n" +
 	"\rFormatVersion\x12\x1e\n" +
 	"\x1aFORMAT_VERSION_UNSPECIFIED\x10\x00\x12\x14\n" +
-	"\x10FORMAT_VERSION_1\x10\x01*\xc3\x01\n" +
+	"\x10FORMAT_VERSION_1\x10\x01*L\n" +
+	"\x11DependencyFailure\x12\x1b\n" +
+	"\x17DEPENDENCY_FAILURE_DEAD\x10\x00\x12\x1a\n" +
+	"\x16DEPENDENCY_FAILURE_RUN\x10\x01*\xc3\x01\n" +
 	"\vLeaseAction\x12\x1c\n" +
 	"\x18LEASE_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12LEASE_ACTION_START\x10\x01\x12\x1a\n" +
@@ -3162,55 +3345,61 @@ func file_tenure_record_v1_record_proto_rawDescGZIP() []byte {
 	return file_tenure_record_v1_record_proto_rawDescData
 }
 
-var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_tenure_record_v1_record_proto_goTypes = []any{
 	(FormatVersion)(0),           // 0: tenure.record.v1.FormatVersion
-	(LeaseAction)(0),             // 1: tenure.record.v1.LeaseAction
-	(*RetryPolicy)(nil),          // 2: tenure.record.v1.RetryPolicy
-	(*TaskCreated)(nil),          // 3: tenure.record.v1.TaskCreated
-	(*LeaseGranted)(nil),         // 4: tenure.record.v1.LeaseGranted
-	(*LeaseExtended)(nil),        // 5: tenure.record.v1.LeaseExtended
-	(*ProgressReport)(nil),       // 6: tenure.record.v1.ProgressReport
-	(*LeaseExpired)(nil),         // 7: tenure.record.v1.LeaseExpired
-	(*ExecutionStarted)(nil),     // 8: tenure.record.v1.ExecutionStarted
-	(*TaskCommitted)(nil),        // 9: tenure.record.v1.TaskCommitted
-	(*TaskCompleted)(nil),        // 10: tenure.record.v1.TaskCompleted
-	(*TaskFailed)(nil),           // 11: tenure.record.v1.TaskFailed
-	(*TaskCancelled)(nil),        // 12: tenure.record.v1.TaskCancelled
-	(*TaskDead)(nil),             // 13: tenure.record.v1.TaskDead
-	(*Fence)(nil),                // 14: tenure.record.v1.Fence
-	(*TasksPurged)(nil),          // 15: tenure.record.v1.TasksPurged
-	(*QueuePaused)(nil),          // 16: tenure.record.v1.QueuePaused
-	(*QueueResumed)(nil),         // 17: tenure.record.v1.QueueResumed
-	(*TaskRetried)(nil),          // 18: tenure.record.v1.TaskRetried
-	(*TasksDeleted)(nil),         // 19: tenure.record.v1.TasksDeleted
-	(*QueueLimited)(nil),         // 20: tenure.record.v1.QueueLimited
-	(*TaskDeadlineExceeded)(nil), // 21: tenure.record.v1.TaskDeadlineExceeded
-	(*ScheduleDef)(nil),          // 22: tenure.record.v1.ScheduleDef
-	(*ScheduleCreated)(nil),      // 23: tenure.record.v1.ScheduleCreated
-	(*ScheduleUpdated)(nil),      // 24: tenure.record.v1.ScheduleUpdated
-	(*SchedulePaused)(nil),       // 25: tenure.record.v1.SchedulePaused
-	(*ScheduleResumed)(nil),      // 26: tenure.record.v1.ScheduleResumed
-	(*ScheduleDeleted)(nil),      // 27: tenure.record.v1.ScheduleDeleted
-	(*ScheduleFired)(nil),        // 28: tenure.record.v1.ScheduleFired
-	(*ScheduleSkipped)(nil),      // 29: tenure.record.v1.ScheduleSkipped
-	(*ScheduleHeld)(nil),         // 30: tenure.record.v1.ScheduleHeld
-	(*TasksPurgedRange)(nil),     // 31: tenure.record.v1.TasksPurgedRange
-	(*TaskSnoozed)(nil),          // 32: tenure.record.v1.TaskSnoozed
+	(DependencyFailure)(0),       // 1: tenure.record.v1.DependencyFailure
+	(LeaseAction)(0),             // 2: tenure.record.v1.LeaseAction
+	(*RetryPolicy)(nil),          // 3: tenure.record.v1.RetryPolicy
+	(*TaskCreated)(nil),          // 4: tenure.record.v1.TaskCreated
+	(*LeaseGranted)(nil),         // 5: tenure.record.v1.LeaseGranted
+	(*LeaseExtended)(nil),        // 6: tenure.record.v1.LeaseExtended
+	(*ProgressReport)(nil),       // 7: tenure.record.v1.ProgressReport
+	(*LeaseExpired)(nil),         // 8: tenure.record.v1.LeaseExpired
+	(*ExecutionStarted)(nil),     // 9: tenure.record.v1.ExecutionStarted
+	(*TaskCommitted)(nil),        // 10: tenure.record.v1.TaskCommitted
+	(*TaskCompleted)(nil),        // 11: tenure.record.v1.TaskCompleted
+	(*TaskFailed)(nil),           // 12: tenure.record.v1.TaskFailed
+	(*TaskCancelled)(nil),        // 13: tenure.record.v1.TaskCancelled
+	(*TaskDead)(nil),             // 14: tenure.record.v1.TaskDead
+	(*Fence)(nil),                // 15: tenure.record.v1.Fence
+	(*TasksPurged)(nil),          // 16: tenure.record.v1.TasksPurged
+	(*QueuePaused)(nil),          // 17: tenure.record.v1.QueuePaused
+	(*QueueResumed)(nil),         // 18: tenure.record.v1.QueueResumed
+	(*TaskRetried)(nil),          // 19: tenure.record.v1.TaskRetried
+	(*TasksDeleted)(nil),         // 20: tenure.record.v1.TasksDeleted
+	(*QueueLimited)(nil),         // 21: tenure.record.v1.QueueLimited
+	(*TaskDeadlineExceeded)(nil), // 22: tenure.record.v1.TaskDeadlineExceeded
+	(*ScheduleDef)(nil),          // 23: tenure.record.v1.ScheduleDef
+	(*ScheduleCreated)(nil),      // 24: tenure.record.v1.ScheduleCreated
+	(*ScheduleUpdated)(nil),      // 25: tenure.record.v1.ScheduleUpdated
+	(*SchedulePaused)(nil),       // 26: tenure.record.v1.SchedulePaused
+	(*ScheduleResumed)(nil),      // 27: tenure.record.v1.ScheduleResumed
+	(*ScheduleDeleted)(nil),      // 28: tenure.record.v1.ScheduleDeleted
+	(*ScheduleFired)(nil),        // 29: tenure.record.v1.ScheduleFired
+	(*ScheduleSkipped)(nil),      // 30: tenure.record.v1.ScheduleSkipped
+	(*ScheduleHeld)(nil),         // 31: tenure.record.v1.ScheduleHeld
+	(*TasksPurgedRange)(nil),     // 32: tenure.record.v1.TasksPurgedRange
+	(*TaskSnoozed)(nil),          // 33: tenure.record.v1.TaskSnoozed
+	(*TasksSubmitted)(nil),       // 34: tenure.record.v1.TasksSubmitted
 }
 var file_tenure_record_v1_record_proto_depIdxs = []int32{
-	2,  // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
-	6,  // 1: tenure.record.v1.LeaseExtended.progress:type_name -> tenure.record.v1.ProgressReport
-	1,  // 2: tenure.record.v1.TaskCancelled.action:type_name -> tenure.record.v1.LeaseAction
-	2,  // 3: tenure.record.v1.ScheduleDef.retry_policy:type_name -> tenure.record.v1.RetryPolicy
-	22, // 4: tenure.record.v1.ScheduleCreated.def:type_name -> tenure.record.v1.ScheduleDef
-	22, // 5: tenure.record.v1.ScheduleUpdated.def:type_name -> tenure.record.v1.ScheduleDef
-	6,  // [6:6] is the sub-list for method output_type
-	6,  // [6:6] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	3,  // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
+	1,  // 1: tenure.record.v1.TaskCreated.on_dependency_failure:type_name -> tenure.record.v1.DependencyFailure
+	7,  // 2: tenure.record.v1.LeaseExtended.progress:type_name -> tenure.record.v1.ProgressReport
+	4,  // 3: tenure.record.v1.TaskCommitted.spawn:type_name -> tenure.record.v1.TaskCreated
+	4,  // 4: tenure.record.v1.TaskCompleted.spawn:type_name -> tenure.record.v1.TaskCreated
+	2,  // 5: tenure.record.v1.TaskCancelled.action:type_name -> tenure.record.v1.LeaseAction
+	3,  // 6: tenure.record.v1.ScheduleDef.retry_policy:type_name -> tenure.record.v1.RetryPolicy
+	23, // 7: tenure.record.v1.ScheduleCreated.def:type_name -> tenure.record.v1.ScheduleDef
+	23, // 8: tenure.record.v1.ScheduleUpdated.def:type_name -> tenure.record.v1.ScheduleDef
+	4,  // 9: tenure.record.v1.TasksSubmitted.tasks:type_name -> tenure.record.v1.TaskCreated
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_tenure_record_v1_record_proto_init() }
@@ -3223,8 +3412,8 @@ func file_tenure_record_v1_record_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_record_v1_record_proto_rawDesc), len(file_tenure_record_v1_record_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   31,
+			NumEnums:      3,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -47,6 +47,8 @@ const (
 	TaskState_TASK_STATE_COMPLETED   TaskState = 4
 	TaskState_TASK_STATE_FAILED      TaskState = 5
 	TaskState_TASK_STATE_DEAD        TaskState = 6
+	// Format version 6 on.
+	TaskState_TASK_STATE_BLOCKED TaskState = 7
 )
 
 // Enum value maps for TaskState.
@@ -59,6 +61,7 @@ var (
 		4: "TASK_STATE_COMPLETED",
 		5: "TASK_STATE_FAILED",
 		6: "TASK_STATE_DEAD",
+		7: "TASK_STATE_BLOCKED",
 	}
 	TaskState_value = map[string]int32{
 		"TASK_STATE_UNSPECIFIED": 0,
@@ -68,6 +71,7 @@ var (
 		"TASK_STATE_COMPLETED":   4,
 		"TASK_STATE_FAILED":      5,
 		"TASK_STATE_DEAD":        6,
+		"TASK_STATE_BLOCKED":     7,
 	}
 )
 
@@ -414,9 +418,19 @@ type TaskSnapshot struct {
 	Kind string `protobuf:"bytes,26,opt,name=kind,proto3" json:"kind,omitempty"`
 	// The task's key, for the flow control of its queue's keys (kept beside
 	// the task): "" for none, as in snapshots written before it was kept.
-	Key           string `protobuf:"bytes,27,opt,name=key,proto3" json:"key,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Key string `protobuf:"bytes,27,opt,name=key,proto3" json:"key,omitempty"`
+	// What the task has of the graph (format version 6 on; kept beside the
+	// task, docs/design/workflows.md): its workflow ("" for none), its
+	// dependencies with their states, what a failed one does to it, the
+	// task whose commit spawned it, and its place among the tasks of the
+	// record that created it.
+	WorkflowId          string                `protobuf:"bytes,28,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	Dependencies        []*DependencySnapshot `protobuf:"bytes,29,rep,name=dependencies,proto3" json:"dependencies,omitempty"`
+	OnDependencyFailure uint32                `protobuf:"varint,30,opt,name=on_dependency_failure,json=onDependencyFailure,proto3" json:"on_dependency_failure,omitempty"`
+	SpawnedBy           string                `protobuf:"bytes,31,opt,name=spawned_by,json=spawnedBy,proto3" json:"spawned_by,omitempty"`
+	Seq                 uint32                `protobuf:"varint,32,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *TaskSnapshot) Reset() {
@@ -638,6 +652,166 @@ func (x *TaskSnapshot) GetKey() string {
 	return ""
 }
 
+func (x *TaskSnapshot) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *TaskSnapshot) GetDependencies() []*DependencySnapshot {
+	if x != nil {
+		return x.Dependencies
+	}
+	return nil
+}
+
+func (x *TaskSnapshot) GetOnDependencyFailure() uint32 {
+	if x != nil {
+		return x.OnDependencyFailure
+	}
+	return 0
+}
+
+func (x *TaskSnapshot) GetSpawnedBy() string {
+	if x != nil {
+		return x.SpawnedBy
+	}
+	return ""
+}
+
+func (x *TaskSnapshot) GetSeq() uint32 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// DependencySnapshot is one dependency of a task: state.Edge.
+type DependencySnapshot struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// state.EdgeState: 0 pending, 1 completed, 2 failed.
+	State         uint32 `protobuf:"varint,2,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DependencySnapshot) Reset() {
+	*x = DependencySnapshot{}
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DependencySnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DependencySnapshot) ProtoMessage() {}
+
+func (x *DependencySnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DependencySnapshot.ProtoReflect.Descriptor instead.
+func (*DependencySnapshot) Descriptor() ([]byte, []int) {
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DependencySnapshot) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *DependencySnapshot) GetState() uint32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+// WorkflowSnapshot is what the state keeps of a workflow beyond its tasks
+// (format version 6 on).
+type WorkflowSnapshot struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	WorkflowId         string                 `protobuf:"bytes,2,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	CreatedAtUnixNanos int64                  `protobuf:"fixed64,3,opt,name=created_at_unix_nanos,json=createdAtUnixNanos,proto3" json:"created_at_unix_nanos,omitempty"`
+	// Set while the workflow is cancelled.
+	Cancelled     *QueuePause `protobuf:"bytes,4,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkflowSnapshot) Reset() {
+	*x = WorkflowSnapshot{}
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkflowSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkflowSnapshot) ProtoMessage() {}
+
+func (x *WorkflowSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkflowSnapshot.ProtoReflect.Descriptor instead.
+func (*WorkflowSnapshot) Descriptor() ([]byte, []int) {
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *WorkflowSnapshot) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WorkflowSnapshot) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *WorkflowSnapshot) GetCreatedAtUnixNanos() int64 {
+	if x != nil {
+		return x.CreatedAtUnixNanos
+	}
+	return 0
+}
+
+func (x *WorkflowSnapshot) GetCancelled() *QueuePause {
+	if x != nil {
+		return x.Cancelled
+	}
+	return nil
+}
+
 // ProgressSnapshot mirrors state.LastReport.
 type ProgressSnapshot struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -651,7 +825,7 @@ type ProgressSnapshot struct {
 
 func (x *ProgressSnapshot) Reset() {
 	*x = ProgressSnapshot{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[3]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +837,7 @@ func (x *ProgressSnapshot) String() string {
 func (*ProgressSnapshot) ProtoMessage() {}
 
 func (x *ProgressSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[3]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +850,7 @@ func (x *ProgressSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressSnapshot.ProtoReflect.Descriptor instead.
 func (*ProgressSnapshot) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{3}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ProgressSnapshot) GetMessage() string {
@@ -718,14 +892,17 @@ type TaskChunk struct {
 	Queues []*QueueSnapshot `protobuf:"bytes,2,rep,name=queues,proto3" json:"queues,omitempty"`
 	// Every schedule (format version 3 on). The writer puts them in the
 	// first chunk with the queues; a reader accepts them in any chunk.
-	Schedules     []*ScheduleSnapshot `protobuf:"bytes,3,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	Schedules []*ScheduleSnapshot `protobuf:"bytes,3,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	// Every workflow (format version 6 on), in the first chunk with the
+	// queues; a reader accepts them in any chunk.
+	Workflows     []*WorkflowSnapshot `protobuf:"bytes,4,rep,name=workflows,proto3" json:"workflows,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskChunk) Reset() {
 	*x = TaskChunk{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[4]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +914,7 @@ func (x *TaskChunk) String() string {
 func (*TaskChunk) ProtoMessage() {}
 
 func (x *TaskChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[4]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +927,7 @@ func (x *TaskChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskChunk.ProtoReflect.Descriptor instead.
 func (*TaskChunk) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{4}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TaskChunk) GetTasks() []*TaskSnapshot {
@@ -770,6 +947,13 @@ func (x *TaskChunk) GetQueues() []*QueueSnapshot {
 func (x *TaskChunk) GetSchedules() []*ScheduleSnapshot {
 	if x != nil {
 		return x.Schedules
+	}
+	return nil
+}
+
+func (x *TaskChunk) GetWorkflows() []*WorkflowSnapshot {
+	if x != nil {
+		return x.Workflows
 	}
 	return nil
 }
@@ -797,7 +981,7 @@ type QueueSnapshot struct {
 
 func (x *QueueSnapshot) Reset() {
 	*x = QueueSnapshot{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[5]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +993,7 @@ func (x *QueueSnapshot) String() string {
 func (*QueueSnapshot) ProtoMessage() {}
 
 func (x *QueueSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[5]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +1006,7 @@ func (x *QueueSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueSnapshot.ProtoReflect.Descriptor instead.
 func (*QueueSnapshot) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *QueueSnapshot) GetNamespace() string {
@@ -888,7 +1072,7 @@ type QueueKeys struct {
 
 func (x *QueueKeys) Reset() {
 	*x = QueueKeys{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +1084,7 @@ func (x *QueueKeys) String() string {
 func (*QueueKeys) ProtoMessage() {}
 
 func (x *QueueKeys) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[6]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1097,7 @@ func (x *QueueKeys) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueKeys.ProtoReflect.Descriptor instead.
 func (*QueueKeys) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *QueueKeys) GetVt() uint64 {
@@ -952,7 +1136,7 @@ type KeySnapshot struct {
 
 func (x *KeySnapshot) Reset() {
 	*x = KeySnapshot{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1148,7 @@ func (x *KeySnapshot) String() string {
 func (*KeySnapshot) ProtoMessage() {}
 
 func (x *KeySnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1161,7 @@ func (x *KeySnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySnapshot.ProtoReflect.Descriptor instead.
 func (*KeySnapshot) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *KeySnapshot) GetName() string {
@@ -1048,7 +1232,7 @@ type QueueLimits struct {
 
 func (x *QueueLimits) Reset() {
 	*x = QueueLimits{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1060,7 +1244,7 @@ func (x *QueueLimits) String() string {
 func (*QueueLimits) ProtoMessage() {}
 
 func (x *QueueLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1073,7 +1257,7 @@ func (x *QueueLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueLimits.ProtoReflect.Descriptor instead.
 func (*QueueLimits) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *QueueLimits) GetMaxConcurrency() uint32 {
@@ -1207,7 +1391,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1403,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1416,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{9}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *QueuePause) GetBy() string {
@@ -1271,7 +1455,7 @@ type EventBucket struct {
 
 func (x *EventBucket) Reset() {
 	*x = EventBucket{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1467,7 @@ func (x *EventBucket) String() string {
 func (*EventBucket) ProtoMessage() {}
 
 func (x *EventBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1480,7 @@ func (x *EventBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBucket.ProtoReflect.Descriptor instead.
 func (*EventBucket) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{10}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EventBucket) GetN() int64 {
@@ -1366,7 +1550,7 @@ type ScheduleSnapshot struct {
 
 func (x *ScheduleSnapshot) Reset() {
 	*x = ScheduleSnapshot{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1562,7 @@ func (x *ScheduleSnapshot) String() string {
 func (*ScheduleSnapshot) ProtoMessage() {}
 
 func (x *ScheduleSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1575,7 @@ func (x *ScheduleSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleSnapshot.ProtoReflect.Descriptor instead.
 func (*ScheduleSnapshot) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{11}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ScheduleSnapshot) GetNamespace() string {
@@ -1549,7 +1733,7 @@ type ScheduleFire struct {
 
 func (x *ScheduleFire) Reset() {
 	*x = ScheduleFire{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1561,7 +1745,7 @@ func (x *ScheduleFire) String() string {
 func (*ScheduleFire) ProtoMessage() {}
 
 func (x *ScheduleFire) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1574,7 +1758,7 @@ func (x *ScheduleFire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleFire.ProtoReflect.Descriptor instead.
 func (*ScheduleFire) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{12}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ScheduleFire) GetTickUnixNanos() int64 {
@@ -1644,7 +1828,7 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x16finished_at_unix_nanos\x18\n" +
 	" \x01(\x10R\x13finishedAtUnixNanos\x12\x16\n" +
 	"\x06reason\x18\v \x01(\tR\x06reason\x12'\n" +
-	"\x0frefused_actions\x18\f \x01(\rR\x0erefusedActions\"\x92\b\n" +
+	"\x0frefused_actions\x18\f \x01(\rR\x0erefusedActions\"\xe4\t\n" +
 	"\fTaskSnapshot\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -1679,17 +1863,34 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"tracestate\x12@\n" +
 	"\bprogress\x18\x19 \x01(\v2$.tenure.snapshot.v1.ProgressSnapshotR\bprogress\x12\x12\n" +
 	"\x04kind\x18\x1a \x01(\tR\x04kind\x12\x10\n" +
-	"\x03key\x18\x1b \x01(\tR\x03key\"\x8b\x01\n" +
+	"\x03key\x18\x1b \x01(\tR\x03key\x12\x1f\n" +
+	"\vworkflow_id\x18\x1c \x01(\tR\n" +
+	"workflowId\x12J\n" +
+	"\fdependencies\x18\x1d \x03(\v2&.tenure.snapshot.v1.DependencySnapshotR\fdependencies\x122\n" +
+	"\x15on_dependency_failure\x18\x1e \x01(\rR\x13onDependencyFailure\x12\x1d\n" +
+	"\n" +
+	"spawned_by\x18\x1f \x01(\tR\tspawnedBy\x12\x10\n" +
+	"\x03seq\x18  \x01(\rR\x03seq\"C\n" +
+	"\x12DependencySnapshot\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\rR\x05state\"\xc2\x01\n" +
+	"\x10WorkflowSnapshot\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1f\n" +
+	"\vworkflow_id\x18\x02 \x01(\tR\n" +
+	"workflowId\x121\n" +
+	"\x15created_at_unix_nanos\x18\x03 \x01(\x10R\x12createdAtUnixNanos\x12<\n" +
+	"\tcancelled\x18\x04 \x01(\v2\x1e.tenure.snapshot.v1.QueuePauseR\tcancelled\"\x8b\x01\n" +
 	"\x10ProgressSnapshot\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x18\n" +
 	"\apercent\x18\x02 \x01(\rR\apercent\x12\x1f\n" +
 	"\vhas_percent\x18\x03 \x01(\bR\n" +
 	"hasPercent\x12\"\n" +
-	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\xc2\x01\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\x86\x02\n" +
 	"\tTaskChunk\x126\n" +
 	"\x05tasks\x18\x01 \x03(\v2 .tenure.snapshot.v1.TaskSnapshotR\x05tasks\x129\n" +
 	"\x06queues\x18\x02 \x03(\v2!.tenure.snapshot.v1.QueueSnapshotR\x06queues\x12B\n" +
-	"\tschedules\x18\x03 \x03(\v2$.tenure.snapshot.v1.ScheduleSnapshotR\tschedules\"\xd5\x02\n" +
+	"\tschedules\x18\x03 \x03(\v2$.tenure.snapshot.v1.ScheduleSnapshotR\tschedules\x12B\n" +
+	"\tworkflows\x18\x04 \x03(\v2$.tenure.snapshot.v1.WorkflowSnapshotR\tworkflows\"\xd5\x02\n" +
 	"\rQueueSnapshot\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x126\n" +
@@ -1773,7 +1974,7 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\atask_id\x18\x03 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aoutcome\x18\x04 \x01(\rR\aoutcome\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\"\n" +
-	"\rat_unix_nanos\x18\x06 \x01(\x10R\vatUnixNanos*\xb6\x01\n" +
+	"\rat_unix_nanos\x18\x06 \x01(\x10R\vatUnixNanos*\xce\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_STATE_WAITING\x10\x01\x12\x15\n" +
@@ -1781,7 +1982,8 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x14TASK_STATE_COMMITTED\x10\x03\x12\x18\n" +
 	"\x14TASK_STATE_COMPLETED\x10\x04\x12\x15\n" +
 	"\x11TASK_STATE_FAILED\x10\x05\x12\x13\n" +
-	"\x0fTASK_STATE_DEAD\x10\x06*\xe9\x01\n" +
+	"\x0fTASK_STATE_DEAD\x10\x06\x12\x16\n" +
+	"\x12TASK_STATE_BLOCKED\x10\a*\xe9\x01\n" +
 	"\x0fExecutionStatus\x12 \n" +
 	"\x1cEXECUTION_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17EXECUTION_STATUS_LEASED\x10\x01\x12 \n" +
@@ -1804,47 +2006,52 @@ func file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_snapshot_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_tenure_snapshot_v1_snapshot_proto_goTypes = []any{
-	(TaskState)(0),            // 0: tenure.snapshot.v1.TaskState
-	(ExecutionStatus)(0),      // 1: tenure.snapshot.v1.ExecutionStatus
-	(*RetryPolicy)(nil),       // 2: tenure.snapshot.v1.RetryPolicy
-	(*ExecutionSnapshot)(nil), // 3: tenure.snapshot.v1.ExecutionSnapshot
-	(*TaskSnapshot)(nil),      // 4: tenure.snapshot.v1.TaskSnapshot
-	(*ProgressSnapshot)(nil),  // 5: tenure.snapshot.v1.ProgressSnapshot
-	(*TaskChunk)(nil),         // 6: tenure.snapshot.v1.TaskChunk
-	(*QueueSnapshot)(nil),     // 7: tenure.snapshot.v1.QueueSnapshot
-	(*QueueKeys)(nil),         // 8: tenure.snapshot.v1.QueueKeys
-	(*KeySnapshot)(nil),       // 9: tenure.snapshot.v1.KeySnapshot
-	(*QueueLimits)(nil),       // 10: tenure.snapshot.v1.QueueLimits
-	(*QueuePause)(nil),        // 11: tenure.snapshot.v1.QueuePause
-	(*EventBucket)(nil),       // 12: tenure.snapshot.v1.EventBucket
-	(*ScheduleSnapshot)(nil),  // 13: tenure.snapshot.v1.ScheduleSnapshot
-	(*ScheduleFire)(nil),      // 14: tenure.snapshot.v1.ScheduleFire
+	(TaskState)(0),             // 0: tenure.snapshot.v1.TaskState
+	(ExecutionStatus)(0),       // 1: tenure.snapshot.v1.ExecutionStatus
+	(*RetryPolicy)(nil),        // 2: tenure.snapshot.v1.RetryPolicy
+	(*ExecutionSnapshot)(nil),  // 3: tenure.snapshot.v1.ExecutionSnapshot
+	(*TaskSnapshot)(nil),       // 4: tenure.snapshot.v1.TaskSnapshot
+	(*DependencySnapshot)(nil), // 5: tenure.snapshot.v1.DependencySnapshot
+	(*WorkflowSnapshot)(nil),   // 6: tenure.snapshot.v1.WorkflowSnapshot
+	(*ProgressSnapshot)(nil),   // 7: tenure.snapshot.v1.ProgressSnapshot
+	(*TaskChunk)(nil),          // 8: tenure.snapshot.v1.TaskChunk
+	(*QueueSnapshot)(nil),      // 9: tenure.snapshot.v1.QueueSnapshot
+	(*QueueKeys)(nil),          // 10: tenure.snapshot.v1.QueueKeys
+	(*KeySnapshot)(nil),        // 11: tenure.snapshot.v1.KeySnapshot
+	(*QueueLimits)(nil),        // 12: tenure.snapshot.v1.QueueLimits
+	(*QueuePause)(nil),         // 13: tenure.snapshot.v1.QueuePause
+	(*EventBucket)(nil),        // 14: tenure.snapshot.v1.EventBucket
+	(*ScheduleSnapshot)(nil),   // 15: tenure.snapshot.v1.ScheduleSnapshot
+	(*ScheduleFire)(nil),       // 16: tenure.snapshot.v1.ScheduleFire
 }
 var file_tenure_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	1,  // 0: tenure.snapshot.v1.ExecutionSnapshot.status:type_name -> tenure.snapshot.v1.ExecutionStatus
 	2,  // 1: tenure.snapshot.v1.TaskSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
 	0,  // 2: tenure.snapshot.v1.TaskSnapshot.state:type_name -> tenure.snapshot.v1.TaskState
 	3,  // 3: tenure.snapshot.v1.TaskSnapshot.executions:type_name -> tenure.snapshot.v1.ExecutionSnapshot
-	5,  // 4: tenure.snapshot.v1.TaskSnapshot.progress:type_name -> tenure.snapshot.v1.ProgressSnapshot
-	4,  // 5: tenure.snapshot.v1.TaskChunk.tasks:type_name -> tenure.snapshot.v1.TaskSnapshot
-	7,  // 6: tenure.snapshot.v1.TaskChunk.queues:type_name -> tenure.snapshot.v1.QueueSnapshot
-	13, // 7: tenure.snapshot.v1.TaskChunk.schedules:type_name -> tenure.snapshot.v1.ScheduleSnapshot
-	11, // 8: tenure.snapshot.v1.QueueSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
-	12, // 9: tenure.snapshot.v1.QueueSnapshot.fine:type_name -> tenure.snapshot.v1.EventBucket
-	12, // 10: tenure.snapshot.v1.QueueSnapshot.coarse:type_name -> tenure.snapshot.v1.EventBucket
-	10, // 11: tenure.snapshot.v1.QueueSnapshot.limits:type_name -> tenure.snapshot.v1.QueueLimits
-	8,  // 12: tenure.snapshot.v1.QueueSnapshot.keys:type_name -> tenure.snapshot.v1.QueueKeys
-	9,  // 13: tenure.snapshot.v1.QueueKeys.states:type_name -> tenure.snapshot.v1.KeySnapshot
-	2,  // 14: tenure.snapshot.v1.ScheduleSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
-	11, // 15: tenure.snapshot.v1.ScheduleSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
-	14, // 16: tenure.snapshot.v1.ScheduleSnapshot.recent:type_name -> tenure.snapshot.v1.ScheduleFire
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	7,  // 4: tenure.snapshot.v1.TaskSnapshot.progress:type_name -> tenure.snapshot.v1.ProgressSnapshot
+	5,  // 5: tenure.snapshot.v1.TaskSnapshot.dependencies:type_name -> tenure.snapshot.v1.DependencySnapshot
+	13, // 6: tenure.snapshot.v1.WorkflowSnapshot.cancelled:type_name -> tenure.snapshot.v1.QueuePause
+	4,  // 7: tenure.snapshot.v1.TaskChunk.tasks:type_name -> tenure.snapshot.v1.TaskSnapshot
+	9,  // 8: tenure.snapshot.v1.TaskChunk.queues:type_name -> tenure.snapshot.v1.QueueSnapshot
+	15, // 9: tenure.snapshot.v1.TaskChunk.schedules:type_name -> tenure.snapshot.v1.ScheduleSnapshot
+	6,  // 10: tenure.snapshot.v1.TaskChunk.workflows:type_name -> tenure.snapshot.v1.WorkflowSnapshot
+	13, // 11: tenure.snapshot.v1.QueueSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
+	14, // 12: tenure.snapshot.v1.QueueSnapshot.fine:type_name -> tenure.snapshot.v1.EventBucket
+	14, // 13: tenure.snapshot.v1.QueueSnapshot.coarse:type_name -> tenure.snapshot.v1.EventBucket
+	12, // 14: tenure.snapshot.v1.QueueSnapshot.limits:type_name -> tenure.snapshot.v1.QueueLimits
+	10, // 15: tenure.snapshot.v1.QueueSnapshot.keys:type_name -> tenure.snapshot.v1.QueueKeys
+	11, // 16: tenure.snapshot.v1.QueueKeys.states:type_name -> tenure.snapshot.v1.KeySnapshot
+	2,  // 17: tenure.snapshot.v1.ScheduleSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
+	13, // 18: tenure.snapshot.v1.ScheduleSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
+	16, // 19: tenure.snapshot.v1.ScheduleSnapshot.recent:type_name -> tenure.snapshot.v1.ScheduleFire
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_tenure_snapshot_v1_snapshot_proto_init() }
@@ -1858,7 +2065,7 @@ func file_tenure_snapshot_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_snapshot_v1_snapshot_proto_rawDesc), len(file_tenure_snapshot_v1_snapshot_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -86,9 +86,11 @@ func (g *Gen) Next(s *state.State) state.Record {
 		if len(all) < 3 {
 			return g.created(s)
 		}
-		switch g.rng.IntN(25) {
+		switch g.rng.IntN(28) {
 		case 0, 1, 2:
 			return g.created(s)
+		case 25, 26:
+			return g.submitted(s, all)
 		case 3, 4, 5:
 			if t := pick(func(t *state.Task) bool {
 				d, ok := s.Deadline(t.ID)
@@ -131,11 +133,16 @@ func (g *Gen) Next(s *state.State) state.Record {
 			}
 		case 9:
 			if t := pick(func(t *state.Task) bool { return live(t) && t.State == state.Leased }); t != nil {
-				return &state.TaskCommitted{TaskID: t.ID, LeaseID: t.CurrentLease().LeaseID, Result: g.bytes(), At: g.now}
+				return &state.TaskCommitted{TaskID: t.ID, LeaseID: t.CurrentLease().LeaseID, Result: g.bytes(), At: g.now,
+					Spawn: g.spawn(s, t, all)}
 			}
 		case 10, 11:
 			if t := pick(live); t != nil {
-				return &state.TaskCompleted{TaskID: t.ID, LeaseID: t.CurrentLease().LeaseID, Result: g.bytes(), At: g.now}
+				r := &state.TaskCompleted{TaskID: t.ID, LeaseID: t.CurrentLease().LeaseID, Result: g.bytes(), At: g.now}
+				if t.State == state.Leased {
+					r.Spawn = g.spawn(s, t, all)
+				}
+				return r
 			}
 		case 12:
 			if t := pick(func(t *state.Task) bool { return leased(t) && t.State == state.Leased }); t != nil {
@@ -183,7 +190,7 @@ func (g *Gen) Next(s *state.State) state.Record {
 			return &state.QueuePaused{Namespace: ns, Queue: q, By: "ops", Reason: "incident", At: g.now}
 		case 17:
 			if t := pick(func(t *state.Task) bool {
-				return (t.State == state.Failed || t.State == state.Dead) && t.CommittedBy == ""
+				return (t.State == state.Failed || t.State == state.Dead) && t.CommittedBy == "" && s.RetryRefusal(t) == ""
 			}); t != nil {
 				return &state.TaskRetried{TaskID: t.ID, By: "ops", Reason: "fixed", At: g.now}
 			}
@@ -431,5 +438,86 @@ func (g *Gen) created(s *state.State) *state.TaskCreated {
 	if rid := fmt.Sprintf("r%d", g.rng.IntN(20)); g.rng.IntN(2) == 0 && s.ByRequest(r.Namespace, rid) == nil {
 		r.RequestID = rid
 	}
+	var all []*state.Task
+	s.Scan(0, func(t *state.Task) bool { all = append(all, t); return true })
+	g.withDeps(r, all, nil)
 	return r
+}
+
+// depsOn returns up to n distinct ids of tasks of all in namespace ns, or
+// of the ids given in more (tasks of the same record, before it), at
+// random: what a generated task depends on.
+func (g *Gen) depsOn(ns string, all []*state.Task, more []string, n int) []string {
+	var c []string
+	for _, t := range all {
+		if t.Namespace == ns {
+			c = append(c, t.ID)
+		}
+	}
+	c = append(c, more...)
+	var out []string
+	seen := map[string]bool{}
+	for range n {
+		if len(c) == 0 {
+			break
+		}
+		if id := c[g.rng.IntN(len(c))]; !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// withDeps gives r, a task of all's state or of a record that creates
+// the tasks ids before it (in r's namespace), dependencies half of the
+// time, and a policy.
+func (g *Gen) withDeps(r *state.TaskCreated, all []*state.Task, more []string) {
+	if g.rng.IntN(2) == 0 {
+		return
+	}
+	r.DependsOn = g.depsOn(r.Namespace, all, more, 1+g.rng.IntN(3))
+	if len(r.DependsOn) > 0 && g.rng.IntN(3) == 0 {
+		r.OnDependencyFailure = state.DepRun
+	}
+}
+
+// submitted returns a TasksSubmitted of two to four tasks in one
+// namespace, half of the time a workflow, depending on each other and on
+// tasks of the state.
+func (g *Gen) submitted(s *state.State, all []*state.Task) *state.TasksSubmitted {
+	r := &state.TasksSubmitted{At: g.now, By: "client"}
+	if g.rng.IntN(2) == 0 {
+		r.Workflow = g.id("wf")
+	}
+	r.Tasks = g.children(s, all, 2+g.rng.IntN(3), namespaces[g.rng.IntN(len(namespaces))])
+	return r
+}
+
+// children returns n new tasks of namespace ns for one record, each
+// perhaps depending on tasks of the state and on those before it.
+func (g *Gen) children(s *state.State, all []*state.Task, n int, ns string) []state.TaskCreated {
+	out := make([]state.TaskCreated, 0, n)
+	var ids []string
+	for range n {
+		c := *g.created(s)
+		c.Namespace = ns
+		if c.RequestID != "" {
+			c.RequestID = "" // the pool's ids may clash inside one record
+		}
+		c.DependsOn, c.OnDependencyFailure = nil, 0
+		g.withDeps(&c, all, ids)
+		out = append(out, c)
+		ids = append(ids, c.TaskID)
+	}
+	return out
+}
+
+// spawn returns what a commit of t spawns: nothing most of the time, or
+// one to three tasks in t's namespace, which may depend on t itself.
+func (g *Gen) spawn(s *state.State, t *state.Task, all []*state.Task) []state.TaskCreated {
+	if g.rng.IntN(4) != 0 {
+		return nil
+	}
+	return g.children(s, all, 1+g.rng.IntN(3), t.Namespace)
 }

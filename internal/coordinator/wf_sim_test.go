@@ -1,0 +1,582 @@
+package coordinator
+
+// Deterministic simulation of workflows (docs/design/workflows.md): one
+// coordinator on the fault-injecting disk of package faultfs, a fake clock
+// and seeded ids. Clients submit random workflows — chains, diamonds,
+// random graphs, and now and then a fan-out of up to 1,000 tasks with one
+// join — each as one batch whose tasks name each other by request id, with
+// either failure policy; some tasks fail for good, some fail once, so that
+// failures cascade. A client that got no answer submits the same batch
+// again after the restart. Workers lease from every queue and complete,
+// fail, complete twice (a network retry), or stall past their lease and
+// try again later (the clock moves past its expiry), several of them on
+// the same queue. Faults at random: kill -9 (the page cache survives),
+// power loss (only fsynced data survives, or that plus a prefix of the
+// rest), a power cut in the middle of a request, a torn write, a failed
+// fsync or write (the partition stops and is reopened).
+//
+// Checks: the state invariants after every record; after every restart,
+// every acknowledged workflow is there, and every workflow ever submitted
+// has all of its tasks or none (a batch is one record). At the end, once
+// the workers drained everything: nothing is left BLOCKED or unfinished;
+// and the durable log, replayed record by record, shows that no task was
+// leased before all its dependencies completed (ended, under RUN), that
+// every task created BLOCKED was released at most once and, if it ever
+// ran, exactly once, that a task whose dependency failed under DEAD ended
+// DEAD with dependency_failed, and that the replay equals the live state.
+//
+//	go test ./internal/coordinator -run 'TestWorkflowSimulation$' -wfsim.seeds 200 -v
+//	go test ./internal/coordinator -run 'TestWorkflowSimulation$' -wfsim.seed 17 -v
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/fsys/faultfs"
+	"github.com/tenurehq/tenure/internal/state"
+)
+
+var (
+	defaultWfSimSeeds = 20
+	wfSimSeeds        = flag.Int("wfsim.seeds", 0, "seeds TestWorkflowSimulation runs (default 20, 8 under -race or -short)")
+	wfSimSeed         = flag.Uint64("wfsim.seed", 0, "run only this seed")
+	wfSimSteps        = flag.Int("wfsim.steps", 250, "steps per seed")
+)
+
+func TestWorkflowSimulation(t *testing.T) {
+	seeds := *wfSimSeeds
+	if seeds == 0 {
+		seeds = defaultWfSimSeeds
+		if testing.Short() {
+			seeds = 8
+		}
+	}
+	from := uint64(1)
+	if *wfSimSeed != 0 {
+		from, seeds = *wfSimSeed, 1
+	}
+	total := map[string]int{}
+	for seed := from; seed < from+uint64(seeds); seed++ {
+		stats, err := runWfSim(seed, *wfSimSteps)
+		if err != nil {
+			t.Fatalf("seed %d: %v\n(replay: go test ./internal/coordinator -run 'TestWorkflowSimulation$' -wfsim.seed %d -v)", seed, err, seed)
+		}
+		for k, v := range stats {
+			total[k] += v
+		}
+	}
+	t.Logf("%d seeds: %v", seeds, total)
+}
+
+// wfBatch is one workflow a client submits, as it submits it again.
+type wfBatch struct {
+	id    string
+	reqs  []SubmitRequest
+	acked bool
+}
+
+// wfStalled is a lease a stalled worker holds and will use late.
+type wfStalled struct {
+	task, lease string
+}
+
+type wfSim struct {
+	*simDisk
+	// batches are every workflow submitted, acknowledged or not.
+	batches []*wfBatch
+	stalled []wfStalled
+	// applyErr is the first invariant violation seen after a record.
+	applyErr error
+}
+
+var wfQueues = []string{"wa", "wb", "wc"}
+
+const wfWindow = 2 * time.Second
+
+func runWfSim(seed uint64, steps int) (map[string]int, error) {
+	s := &wfSim{}
+	// A batch holds a fan-out of 1,000 with its root and its join.
+	d, err := newSimDisk(seed, 0xf10f, Config{Limits: Limits{MaxBatch: 1002}}, s.opened)
+	if err != nil {
+		return nil, err
+	}
+	s.simDisk = d
+	defer s.shutdown()
+	for range steps {
+		if err := s.step(); err != nil {
+			return s.stats, err
+		}
+		if s.applyErr != nil {
+			return s.stats, s.applyErr
+		}
+	}
+	if err := s.drain(); err != nil {
+		return s.stats, err
+	}
+	live := s.c.Export()
+	s.shutdown()
+	return s.stats, s.check(live)
+}
+
+// opened checks the invariants after every record applied from then on,
+// and the batches as the disk left them. The workers' stalled leases went
+// with the process.
+func (s *wfSim) opened(c *Coordinator) error {
+	n := 0
+	c.onApply = func(st *state.State) {
+		// Every record in a small state, every 50th once it is large.
+		if n++; s.applyErr == nil && (st.Len() < 300 || n%50 == 0) {
+			if err := st.Invariants(); err != nil {
+				s.applyErr = fmt.Errorf("invariants after lsn %d: %w", st.LastLSN(), err)
+			}
+		}
+	}
+	s.stalled = nil
+	return s.checkBatches(c)
+}
+
+// checkBatches checks, after an open, that every workflow submitted has all
+// its tasks or none, and every acknowledged one all of them.
+func (s *wfSim) checkBatches(c *Coordinator) error {
+	for _, b := range s.batches {
+		n := 0
+		for i, r := range b.reqs {
+			rid := r.RequestID
+			if rid == "" {
+				rid = WorkflowRequestID(b.id, i)
+			}
+			v, err := c.viewByRequest(r.Namespace, rid)
+			if err != nil {
+				return err
+			}
+			if v != nil {
+				n++
+			}
+		}
+		switch {
+		case n != 0 && n != len(b.reqs):
+			return fmt.Errorf("workflow %s has %d of its %d tasks after a restart: a batch is all or nothing", b.id, n, len(b.reqs))
+		case b.acked && n == 0:
+			return fmt.Errorf("acknowledged workflow %s is lost", b.id)
+		}
+	}
+	return nil
+}
+
+// step moves the clock, perhaps injects a fault, and runs one client or
+// worker action.
+func (s *wfSim) step() error {
+	s.clk.Advance(time.Duration(s.rng.IntN(800)) * time.Millisecond)
+	cut := false
+	switch r := s.rng.IntN(300); {
+	case r < 3:
+		s.stats["fault-kill"]++
+		return s.restart("crash")
+	case r < 6:
+		s.stats["fault-power"]++
+		if s.rng.IntN(2) == 0 {
+			return s.restart("power")
+		}
+		return s.restart("power-keep")
+	case r < 9:
+		s.stats["fault-fsync"]++
+		s.disk.FailNext(faultfs.OpSync, nil)
+	case r < 11:
+		s.stats["fault-write"]++
+		s.disk.FailNext(faultfs.OpWrite, nil)
+	case r < 14:
+		s.stats["fault-tear"]++
+		s.disk.TearAt(s.disk.Ops()+s.rng.IntN(3), s.rng.IntN(200))
+	case r < 17:
+		s.stats["fault-power-cut"]++
+		s.disk.CutPowerAfter(s.disk.Ops() + 1 + s.rng.IntN(3))
+		cut = true
+	case r < 23:
+		// The power goes right after a new workflow's write, before its
+		// fsync: some prefix of what it wrote may survive.
+		s.stats["fault-power-cut-submit"]++
+		if _, err := s.c.ExpireDue(ctx); err != nil {
+			return err
+		}
+		s.disk.CutPowerAfter(s.disk.Ops() + 1)
+		if err := s.submit(); err == nil || !errors.Is(err, ErrUnavailable) {
+			return fmt.Errorf("a submit with the power cut after its write answered %v", err)
+		}
+		return s.restart("power-keep")
+	}
+	err := s.act()
+	switch {
+	case cut:
+		// What was written and not fsynced is lost, or a prefix of it
+		// survives: a torn write at the end of the log.
+		if s.rng.IntN(2) == 0 {
+			return s.restart("power-keep")
+		}
+		return s.restart("power")
+	case err != nil:
+		if !errors.Is(err, ErrUnavailable) {
+			return err
+		}
+		// The partition stopped: reopen it from what is durable (after a
+		// failed fsync the page cache cannot be trusted: a power loss).
+		s.stats["reopen"]++
+		return s.restart("power")
+	}
+	s.disk.ClearFaults()
+	return nil
+}
+
+// act runs one client or worker action. An error that is not the
+// partition stopping is a bug.
+func (s *wfSim) act() error {
+	if _, err := s.c.ExpireDue(ctx); err != nil {
+		return err
+	}
+	switch r := s.rng.IntN(100); {
+	case r < 15:
+		return s.submit()
+	case r < 20:
+		return s.resubmit()
+	case r < 27:
+		return s.late()
+	default:
+		return s.work(s.rng.IntN(4) == 0)
+	}
+}
+
+// submit makes and submits a new random workflow.
+func (s *wfSim) submit() error {
+	k := len(s.batches)
+	b := &wfBatch{id: fmt.Sprintf("wf%d", k)}
+	task := func() int {
+		i := len(b.reqs)
+		r := SubmitRequest{Queue: wfQueues[s.rng.IntN(len(wfQueues))], ExecutionWindow: wfWindow,
+			Retry: state.RetryPolicy{MaxAttempts: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}}
+		if s.rng.IntN(3) != 0 {
+			r.RequestID = fmt.Sprintf("r%d-%d", k, i)
+		}
+		switch x := s.rng.IntN(40); {
+		case x == 0:
+			r.Payload = []byte("fail")
+		case x < 3:
+			r.Payload = []byte("flaky")
+		default:
+			r.Payload = []byte("ok")
+		}
+		if s.rng.IntN(5) == 0 {
+			r.OnDependencyFailure = state.DepRun
+		}
+		b.reqs = append(b.reqs, r)
+		return i
+	}
+	// Dependencies are kept as indexes until the requests have their ids.
+	var edges [][]int
+	add := func(deps ...int) int {
+		edges = append(edges, deps)
+		return task()
+	}
+	shape := s.rng.IntN(20)
+	switch {
+	case shape < 6: // a chain
+		prev := add()
+		for range 1 + s.rng.IntN(7) {
+			prev = add(prev)
+		}
+	case shape < 11: // a diamond
+		a := add()
+		b1, b2 := add(a), add(a)
+		add(b1, b2)
+	case shape == 11: // a large fan-out with one join
+		n := 50 + s.rng.IntN(950)
+		if s.rng.IntN(4) != 0 {
+			n = 1000
+		}
+		root := add()
+		kids := make([]int, n)
+		for j := range kids {
+			kids[j] = add(root)
+		}
+		add(kids...)
+		s.stats["fan-out"]++
+	default: // a random graph
+		n := 2 + s.rng.IntN(10)
+		for j := range n {
+			var deps []int
+			for d := range j {
+				if s.rng.IntN(4) == 0 {
+					deps = append(deps, d)
+				}
+			}
+			add(deps...)
+		}
+	}
+	// Name the dependencies by request id: a dependency without one gets
+	// one.
+	for _, deps := range edges {
+		for _, d := range deps {
+			if b.reqs[d].RequestID == "" {
+				b.reqs[d].RequestID = fmt.Sprintf("r%d-%d", k, d)
+			}
+		}
+	}
+	for i, deps := range edges {
+		b.reqs[i].DependsOn = nil
+		for _, d := range deps {
+			b.reqs[i].DependsOn = append(b.reqs[i].DependsOn, b.reqs[d].RequestID)
+		}
+	}
+	// Shuffle the batch: its order is not the graph's.
+	perm := s.rng.Perm(len(b.reqs))
+	shuffled := make([]SubmitRequest, len(b.reqs))
+	for i, j := range perm {
+		shuffled[j] = b.reqs[i]
+	}
+	b.reqs = shuffled
+	s.batches = append(s.batches, b)
+	s.stats["workflows"]++
+	s.stats["tasks"] += len(b.reqs)
+	return s.send(b)
+}
+
+// send submits b (a copy of its requests: the coordinator fills them in).
+func (s *wfSim) send(b *wfBatch) error {
+	reqs := slices.Clone(b.reqs)
+	for i := range reqs {
+		reqs[i].DependsOn = slices.Clone(reqs[i].DependsOn)
+	}
+	res, err := s.c.SubmitWorkflow(ctx, b.id, reqs)
+	if err != nil {
+		return err
+	}
+	if len(res) != len(b.reqs) {
+		return fmt.Errorf("workflow %s: %d answers for %d tasks", b.id, len(res), len(b.reqs))
+	}
+	b.acked = true
+	return nil
+}
+
+// resubmit sends a workflow again, as a client whose answer was lost (or
+// one that retries anyway): it must be answered with the same tasks.
+func (s *wfSim) resubmit() error {
+	if len(s.batches) == 0 {
+		return nil
+	}
+	b := s.batches[s.rng.IntN(len(s.batches))]
+	if b.acked && s.rng.IntN(4) != 0 {
+		return nil
+	}
+	s.stats["resubmits"]++
+	return s.send(b)
+}
+
+// work leases tasks of a random queue and finishes them as their payload
+// says, or leaves some to stall; twice, a worker completes twice.
+func (s *wfSim) work(many bool) error {
+	n := 1 + s.rng.IntN(3)
+	if many {
+		n = 200
+	}
+	q := wfQueues[s.rng.IntN(len(wfQueues))]
+	leases, err := s.c.Lease(ctx, LeaseRequest{WorkerID: fmt.Sprintf("w%d", s.rng.IntN(3)), Queue: q, MaxTasks: n})
+	if err != nil {
+		return err
+	}
+	var done []CompleteItem
+	for _, l := range leases {
+		s.stats["leases"]++
+		switch p := string(l.Payload); {
+		case s.rng.IntN(15) == 0:
+			s.stats["stalls"]++
+			s.stalled = append(s.stalled, wfStalled{l.TaskID, l.LeaseID})
+		case p == "fail", p == "flaky" && l.Attempt == 1:
+			if _, err := s.c.Fail(ctx, l.TaskID, l.LeaseID, "boom", p == "fail"); err != nil {
+				return err
+			}
+		default:
+			done = append(done, CompleteItem{TaskID: l.TaskID, LeaseID: l.LeaseID, Result: []byte("r-" + l.TaskID)})
+			if s.rng.IntN(10) == 0 {
+				done = append(done, done[len(done)-1]) // a network retry in the same batch
+			}
+		}
+	}
+	if len(done) == 0 {
+		return nil
+	}
+	errs, err := s.c.CompleteBatch(ctx, done)
+	if err != nil {
+		return err
+	}
+	for i, e := range errs {
+		if e != nil {
+			return fmt.Errorf("completing %s with its current lease: %w", done[i].TaskID, e)
+		}
+	}
+	return nil
+}
+
+// late moves the clock past the stalled leases and has their workers try
+// to complete: refused, their tasks leased again or expired meanwhile.
+func (s *wfSim) late() error {
+	if len(s.stalled) == 0 {
+		return nil
+	}
+	s.clk.Advance(wfWindow + time.Duration(s.rng.IntN(1000))*time.Millisecond)
+	for _, st := range s.stalled {
+		err := s.c.Complete(ctx, st.task, st.lease, []byte("late"))
+		switch {
+		case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrAlreadyCommitted):
+			s.stats["late-refused"]++
+		case err != nil:
+			return err
+		default:
+			return fmt.Errorf("a stalled lease %s of %s completed after its expiry", st.lease, st.task)
+		}
+	}
+	s.stalled = nil
+	return nil
+}
+
+// drain runs the workers without faults until every task has ended.
+func (s *wfSim) drain() error {
+	s.disk.ClearFaults()
+	s.disk.SetFull(false)
+	if s.c == nil || s.c.Err() != nil {
+		if err := s.restart("crash"); err != nil {
+			return err
+		}
+	}
+	for _, b := range s.batches {
+		if !b.acked {
+			if err := s.send(b); err != nil {
+				return fmt.Errorf("drain: %w", err)
+			}
+		}
+	}
+	for range 2000 {
+		st := s.c.Stats()
+		if st.ByState[state.Waiting]+st.ByState[state.Leased]+st.ByState[state.Blocked]+st.ByState[state.Committed] == 0 {
+			return nil
+		}
+		s.clk.Advance(time.Second)
+		if _, err := s.c.ExpireDue(ctx); err != nil {
+			return err
+		}
+		for range wfQueues {
+			if err := s.work(true); err != nil {
+				return fmt.Errorf("drain: %w", err)
+			}
+		}
+	}
+	return fmt.Errorf("tasks are still unfinished after the drain: %v", s.c.Stats().ByState)
+}
+
+// check replays the durable log record by record and checks what the
+// graph promises, then the replay against the live state.
+func (s *wfSim) check(live state.Export) error {
+	released := map[string]int{}
+	blocked := map[string]bool{} // created BLOCKED
+	leaseCheck := func(lsn uint64, r state.Record, st *state.State) error {
+		if g, ok := r.(*state.LeaseGranted); ok {
+			if err := leasable(st, g.TaskID); err != nil {
+				return fmt.Errorf("lsn %d: %w", lsn, err)
+			}
+		}
+		return nil
+	}
+	st, err := s.replayDisk(leaseCheck, func(lsn uint64, r state.Record, st *state.State) error {
+		for _, t := range st.Released() {
+			released[t.ID]++
+		}
+		var made []state.TaskCreated
+		switch r := r.(type) {
+		case *state.TaskCreated:
+			made = []state.TaskCreated{*r}
+		case *state.TasksSubmitted:
+			made = r.Tasks
+		}
+		for _, c := range made {
+			if st.Task(c.TaskID).State == state.Blocked {
+				blocked[c.TaskID] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	st.Scan(0, func(t *state.Task) bool {
+		n := released[t.ID]
+		switch {
+		case n > 1:
+			errs = append(errs, fmt.Errorf("task %s was released %d times", t.ID, n))
+		case blocked[t.ID] && len(t.Executions) > 0 && n != 1:
+			errs = append(errs, fmt.Errorf("task %s was created BLOCKED, ran, and was released %d times", t.ID, n))
+		case !t.State.Terminal():
+			errs = append(errs, fmt.Errorf("task %s is %s after the drain", t.ID, t.State))
+		}
+		g := st.Graph(t)
+		for _, e := range g.Edges {
+			d := st.Task(e.ID)
+			if d.State != state.Completed && g.Policy == state.DepDead &&
+				(t.State != state.Dead || !strings.HasPrefix(t.FailureReason, state.ReasonDependencyFailed)) {
+				errs = append(errs, fmt.Errorf("task %s is %s (%q) though its dependency %s is %s", t.ID, t.State, t.FailureReason, d.ID, d.State))
+			}
+		}
+		if len(errs) == 0 && len(g.Edges) > 0 {
+			s.stats["checked-dependents"]++
+		}
+		return len(errs) < 10
+	})
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if got := st.Export(); !reflect.DeepEqual(got, live) {
+		return errors.New("replaying the log does not give the live state")
+	}
+	return nil
+}
+
+// leasable says why a lease of task id must not be granted in st: a
+// dependency that has not completed (under RUN: not ended).
+func leasable(st *state.State, id string) error {
+	t := st.Task(id)
+	if t == nil {
+		return fmt.Errorf("a lease of task %s, which does not exist", id)
+	}
+	g := st.Graph(t)
+	for _, e := range g.Edges {
+		d := st.Task(e.ID)
+		switch {
+		case d == nil:
+			return fmt.Errorf("task %s leased, its dependency %s does not exist", id, e.ID)
+		case g.Policy == state.DepDead && d.State != state.Completed:
+			return fmt.Errorf("task %s leased while its dependency %s is %s", id, d.ID, d.State)
+		case !d.State.Terminal():
+			return fmt.Errorf("task %s (RUN) leased while its dependency %s is %s", id, d.ID, d.State)
+		}
+	}
+	return nil
+}
+
+// viewByRequest returns the task of a request id, once what it saw is
+// durable (nil: none).
+func (c *Coordinator) viewByRequest(namespace, requestID string) (*state.Task, error) {
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	var out *state.Task
+	err := c.read(ctx, func() error {
+		if t := c.st.ByRequest(namespace, requestID); t != nil {
+			out = t.Clone()
+		}
+		return nil
+	})
+	return out, err
+}
