@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -311,6 +312,51 @@ func later(at, t state.Time) string {
 		return (-d).Round(time.Millisecond).String() + " earlier"
 	}
 	return d.Round(time.Millisecond).String() + " later"
+}
+
+// historyEntryOf is the line of task id's history for h: historyEntry for
+// a record about the task, or what a record about others did to it (the
+// record that created it with others, or the end of a task it depended
+// on: docs/design/workflows.md).
+func historyEntryOf(id string, h coordinator.HistoryEntry) *tenurev1.HistoryEntry {
+	if h.Record.Task() == id {
+		return historyEntry(h)
+	}
+	var how string
+	var tasks []state.TaskCreated
+	switch r := h.Record.(type) {
+	case *state.TasksSubmitted:
+		how, tasks = fmt.Sprintf("submitted in a batch of %d", len(r.Tasks)), r.Tasks
+		if r.Workflow != "" {
+			how = fmt.Sprintf("submitted in workflow %s (a batch of %d)", r.Workflow, len(r.Tasks))
+		}
+	case *state.TaskCommitted:
+		how, tasks = "spawned by the commit of task "+r.TaskID, r.Spawn
+	case *state.TaskCompleted:
+		how, tasks = "spawned by the completion of task "+r.TaskID, r.Spawn
+	}
+	for i := range tasks {
+		if t := &tasks[i]; t.TaskID == id {
+			line := historyEntry(coordinator.HistoryEntry{LSN: h.LSN, Record: t})
+			line.Type, line.Detail = record.TypeOf(h.Record).String(), how+"; "+line.Detail+dependsOn(t.DependsOn)
+			return line
+		}
+	}
+	line := historyEntry(h)
+	return &tenurev1.HistoryEntry{Lsn: h.LSN, Type: line.Type, At: line.At, RequestedBy: line.RequestedBy,
+		Detail: fmt.Sprintf("task %s, which it depended on (itself or through its dependencies), ended: %s; that released it, or ended it if it failed (dependency_failed)",
+			h.Record.Task(), line.Detail)}
+}
+
+// dependsOn says what a new task depends on ("" for nothing).
+func dependsOn(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	if len(ids) > 5 {
+		return fmt.Sprintf(", depends on %s and %d more", strings.Join(ids[:5], ", "), len(ids)-5)
+	}
+	return ", depends on " + strings.Join(ids, ", ")
 }
 
 func historyEntry(h coordinator.HistoryEntry) *tenurev1.HistoryEntry {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/tenurehq/tenure/internal/coordinator"
@@ -40,5 +41,35 @@ func TestEveryTaskRecordHasAHistoryLine(t *testing.T) {
 	}
 	if len(seen) == 0 {
 		t.Fatal("the generator made no record that names a task")
+	}
+}
+
+// TestHistoryOfRecordsAboutOthers: a task's history lines for records that
+// name other tasks say what they did to it: created it in a batch or a
+// spawn, or released (or ended) it as a dependency ended.
+func TestHistoryOfRecordsAboutOthers(t *testing.T) {
+	t.Parallel()
+	b := state.TaskCreated{TaskID: "b", Namespace: "n", Queue: "q", DependsOn: []string{"a"}, By: "alice", CreatedAt: 5}
+	for _, c := range []struct {
+		r    state.Record
+		typ  string
+		says []string
+	}{
+		{&state.TasksSubmitted{Workflow: "w", Tasks: []state.TaskCreated{{TaskID: "a"}, b}, By: "alice", At: 5}, "TasksSubmitted",
+			[]string{"submitted in workflow w (a batch of 2)", "queue n/q", "depends on a"}},
+		{&state.TaskCompleted{TaskID: "p", Spawn: []state.TaskCreated{b}, By: "alice", At: 5}, "TaskCompleted",
+			[]string{"spawned by the completion of task p", "depends on a"}},
+		{&state.TaskCompleted{TaskID: "a", By: "alice", At: 5}, "TaskCompleted",
+			[]string{"task a, which it depended on", "completed", "released it"}},
+	} {
+		e := historyEntryOf("b", coordinator.HistoryEntry{LSN: 9, Record: c.r})
+		if e.Type != c.typ || e.Lsn != 9 || e.At == nil || e.RequestedBy != "alice" || e.LeaseId != "" {
+			t.Errorf("%s: %+v", c.typ, e)
+		}
+		for _, s := range c.says {
+			if !strings.Contains(e.Detail, s) {
+				t.Errorf("%s: detail %q does not say %q", c.typ, e.Detail, s)
+			}
+		}
 	}
 }

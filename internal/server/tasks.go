@@ -124,7 +124,7 @@ func (h taskService) GetTaskHistory(ctx context.Context, req *connect.Request[te
 		}
 		out := &tenurev1.GetTaskHistoryResponse{Entries: make([]*tenurev1.HistoryEntry, len(hist))}
 		for i, e := range hist {
-			out.Entries[i] = historyEntry(e)
+			out.Entries[i] = historyEntryOf(id, e)
 		}
 		return out, nil
 	})

@@ -36,8 +36,9 @@ func (r *SchedulePaused) attribute(by string)   { r.By = by }
 func (r *ScheduleResumed) attribute(by string)  { r.By = by }
 func (r *ScheduleUpdated) attribute(by string)  { r.By = by }
 func (r *TaskCancelled) attribute(by string)    { r.By = by }
-func (r *TaskCommitted) attribute(by string)    { r.By = by }
-func (r *TaskCompleted) attribute(by string)    { r.By = by }
+func (r *TaskCommitted) attribute(by string)    { r.By = by; attributeAll(r.Spawn, by) }
+func (r *TaskCompleted) attribute(by string)    { r.By = by; attributeAll(r.Spawn, by) }
+func (r *TasksSubmitted) attribute(by string)   { r.By = by; attributeAll(r.Tasks, by) }
 func (r *TaskCreated) attribute(by string)      { r.By = by }
 func (r *TaskDead) attribute(by string)         { r.By = by }
 func (r *TaskFailed) attribute(by string)       { r.By = by }
@@ -50,5 +51,12 @@ func (r *TaskSnoozed) attribute(by string)      { r.By = by }
 func (r *ScheduleFired) attribute(by string) {
 	if r.Outcome == Backfilled {
 		r.By = by
+	}
+}
+
+// attributeAll attributes the tasks a record creates beside its own.
+func attributeAll(tasks []TaskCreated, by string) {
+	for i := range tasks {
+		tasks[i].By = by
 	}
 }
