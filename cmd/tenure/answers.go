@@ -67,6 +67,25 @@ func (r *answers) print(w io.Writer) error {
 	return printJSON(w, got[0])
 }
 
+// ask makes a command's one call of the API, with the client connect
+// returns and a context of capture, and prints its answer: with --json the
+// API's answer, else what show prints of the SDK's result.
+func ask[T any](ctx context.Context, a *app, f *clientFlags, connect func() (*client.Client, error),
+	call func(context.Context, *client.Client) (T, error), show func(T) error) error {
+	cl, err := connect()
+	if err != nil {
+		return err
+	}
+	res, err := call(f.capture(ctx), cl)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return f.answers.print(a.stdout)
+	}
+	return show(res)
+}
+
 // printJSON prints a message of the API as the server's Connect JSON codec
 // writes it (protojson, default options), indented by encoding/json: the
 // same spacing for every build (protojson's own varies on purpose).

@@ -146,27 +146,20 @@ func (c *tasksBulkCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args [
 	if err := confirm(a, c.yes, fmt.Sprintf("%s every %s", act.verb, describeFilter(act, f))); err != nil {
 		return err
 	}
-	cl, err := c.control.connect()
-	if err != nil {
-		return err
-	}
-	res, err := act.call(cl, c.control.client.capture(ctx), client.BulkRequest{Filter: f, Reason: c.control.reason})
-	if err != nil {
-		return err
-	}
-	if c.control.client.json {
-		return c.control.client.answers.print(a.stdout)
-	}
-	fmt.Fprintf(a.stdout, "%s %s", act.done, plural(res.Changed, "task"))
-	if res.Skipped > 0 {
-		were := "were"
-		if res.Skipped == 1 {
-			were = "was"
+	return ask(ctx, a, &c.control.client, c.control.connect, func(ctx context.Context, cl *client.Client) (client.BulkResult, error) {
+		return act.call(cl, ctx, client.BulkRequest{Filter: f, Reason: c.control.reason})
+	}, func(res client.BulkResult) error {
+		fmt.Fprintf(a.stdout, "%s %s", act.done, plural(res.Changed, "task"))
+		if res.Skipped > 0 {
+			were := "were"
+			if res.Skipped == 1 {
+				were = "was"
+			}
+			fmt.Fprintf(a.stdout, " (%s %s %s)", plural(res.Skipped, "selected task"), were, act.skipped)
 		}
-		fmt.Fprintf(a.stdout, " (%s %s %s)", plural(res.Skipped, "selected task"), were, act.skipped)
-	}
-	fmt.Fprintln(a.stdout)
-	return nil
+		fmt.Fprintln(a.stdout)
+		return nil
+	})
 }
 
 // confirm asks whether to do what (a sentence without its question mark)

@@ -56,30 +56,23 @@ func (c *queuesCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []st
 	if err := noArgs(args); err != nil {
 		return err
 	}
-	cl, err := c.client.connect()
-	if err != nil {
-		return err
-	}
-	qs, err := client.Collect(cl.ListQueues(c.client.capture(ctx), client.ListQueuesRequest{Namespace: c.namespace}))
-	if err != nil {
-		return err
-	}
-	if c.client.json {
-		return c.client.answers.print(a.stdout)
-	}
-	if len(qs) == 0 {
-		fmt.Fprintln(a.stderr, "no queues")
-		return nil
-	}
-	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAMESPACE\tQUEUE\tWAITING\tLEASED\tCOMMITTED\tCOMPLETED\tFAILED\tDEAD\tOLDEST-WAITING\tLEASES\tPAUSED\tLIMITS\tDONE/1H\tFAILED/1H\tEXPIRED/1H")
-	for _, q := range qs {
-		n := q.Tasks
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%d\t%d\t%d\n", q.Namespace, q.Queue,
-			n.Waiting, n.Leased, n.Committed, n.Completed, n.Failed, n.Dead, fmtAge(q.OldestWaitingAge), q.ActiveLeases,
-			pausedColumn(q), limitsColumn(q.Limits), q.LastHour.Completed, q.LastHour.Failed, q.LastHour.LeaseExpired)
-	}
-	return w.Flush()
+	return ask(ctx, a, &c.client, c.client.connect, func(ctx context.Context, cl *client.Client) ([]*client.Queue, error) {
+		return client.Collect(cl.ListQueues(ctx, client.ListQueuesRequest{Namespace: c.namespace}))
+	}, func(qs []*client.Queue) error {
+		if len(qs) == 0 {
+			fmt.Fprintln(a.stderr, "no queues")
+			return nil
+		}
+		w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "NAMESPACE\tQUEUE\tWAITING\tLEASED\tCOMMITTED\tCOMPLETED\tFAILED\tDEAD\tOLDEST-WAITING\tLEASES\tPAUSED\tLIMITS\tDONE/1H\tFAILED/1H\tEXPIRED/1H")
+		for _, q := range qs {
+			n := q.Tasks
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%d\t%d\t%d\n", q.Namespace, q.Queue,
+				n.Waiting, n.Leased, n.Committed, n.Completed, n.Failed, n.Dead, fmtAge(q.OldestWaitingAge), q.ActiveLeases,
+				pausedColumn(q), limitsColumn(q.Limits), q.LastHour.Completed, q.LastHour.Failed, q.LastHour.LeaseExpired)
+		}
+		return w.Flush()
+	})
 }
 
 // pausedColumn is the PAUSED column: yes, no, or paused/all partitions
@@ -146,19 +139,12 @@ func (c *queueGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []
 	if err != nil {
 		return err
 	}
-	cl, err := c.client.connect()
-	if err != nil {
-		return err
-	}
-	q, err := cl.GetQueue(c.client.capture(ctx), client.GetQueueRequest{Namespace: c.queue.namespace, Queue: name})
-	if err != nil {
-		return err
-	}
-	if c.client.json {
-		return c.client.answers.print(a.stdout)
-	}
-	printQueue(a.stdout, q)
-	return nil
+	return ask(ctx, a, &c.client, c.client.connect, func(ctx context.Context, cl *client.Client) (*client.Queue, error) {
+		return cl.GetQueue(ctx, client.GetQueueRequest{Namespace: c.queue.namespace, Queue: name})
+	}, func(q *client.Queue) error {
+		printQueue(a.stdout, q)
+		return nil
+	})
 }
 
 // printQueue prints a queue as `tenure queue get` shows it.
@@ -262,52 +248,33 @@ func (c *queueControlCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, arg
 	if err != nil {
 		return err
 	}
-	cl, err := c.control.connect()
-	if err != nil {
-		return err
-	}
-	var res client.QueueControlResult
-	if c.pause {
-		res, err = cl.PauseQueue(c.control.client.capture(ctx), client.PauseQueueRequest{Namespace: c.queue.namespace, Queue: name, Reason: c.control.reason})
-	} else {
-		res, err = cl.ResumeQueue(c.control.client.capture(ctx), client.ResumeQueueRequest{Namespace: c.queue.namespace, Queue: name, Reason: c.control.reason})
-	}
-	if err != nil {
-		return err
-	}
-	q, path, done, err := controlAnswer(a, &c.control.client, &res)
-	if done {
-		return err
-	}
-	switch {
-	case c.pause && res.Changed:
-		fmt.Fprintf(a.stdout, "paused queue %s\n", path)
-	case c.pause:
-		fmt.Fprintf(a.stdout, "queue %s was already paused %s\n", path, pauseText(q.Pause))
-	case res.Changed:
-		fmt.Fprintf(a.stdout, "resumed queue %s\n", path)
-	default:
-		fmt.Fprintf(a.stdout, "queue %s was not paused\n", path)
-	}
-	if q.Paused != c.pause {
-		verb := "pause"
-		if !c.pause {
-			verb = "resume"
+	return ask(ctx, a, &c.control.client, c.control.connect, func(ctx context.Context, cl *client.Client) (client.QueueControlResult, error) {
+		if c.pause {
+			return cl.PauseQueue(ctx, client.PauseQueueRequest{Namespace: c.queue.namespace, Queue: name, Reason: c.control.reason})
 		}
-		return fmt.Errorf("only %d of the queue's %d partitions are paused: run `tenure queue %s --namespace %s %s` again",
-			q.PausedPartitions, q.Partitions, verb, shellQuote(q.Namespace), shellQuote(q.Queue))
-	}
-	return nil
-}
-
-// controlAnswer prints the answer of a pause, resume or change of limits
-// as the API's JSON if asked (done), or returns the queue and its path for
-// the command to say what it did.
-func controlAnswer(a *app, f *clientFlags, res *client.QueueControlResult) (q *client.Queue, path string, done bool, err error) {
-	if f.json {
-		return nil, "", true, f.answers.print(a.stdout)
-	}
-	return &res.Queue, res.Queue.Namespace + "/" + res.Queue.Queue, false, nil
+		return cl.ResumeQueue(ctx, client.ResumeQueueRequest{Namespace: c.queue.namespace, Queue: name, Reason: c.control.reason})
+	}, func(res client.QueueControlResult) error {
+		q, path := &res.Queue, res.Queue.Namespace+"/"+res.Queue.Queue
+		switch {
+		case c.pause && res.Changed:
+			fmt.Fprintf(a.stdout, "paused queue %s\n", path)
+		case c.pause:
+			fmt.Fprintf(a.stdout, "queue %s was already paused %s\n", path, pauseText(q.Pause))
+		case res.Changed:
+			fmt.Fprintf(a.stdout, "resumed queue %s\n", path)
+		default:
+			fmt.Fprintf(a.stdout, "queue %s was not paused\n", path)
+		}
+		if q.Paused != c.pause {
+			verb := "pause"
+			if !c.pause {
+				verb = "resume"
+			}
+			return fmt.Errorf("only %d of the queue's %d partitions are paused: run `tenure queue %s --namespace %s %s` again",
+				q.PausedPartitions, q.Partitions, verb, shellQuote(q.Namespace), shellQuote(q.Queue))
+		}
+		return nil
+	})
 }
 
 // queueLimitCmd is `tenure queue limit`.
@@ -382,27 +349,20 @@ func (c *queueLimitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args
 	if req.MaxConcurrency == nil && req.Rate == nil && req.Burst == nil && !req.ClearMaxConcurrency && !req.ClearRate {
 		return usageError{"no limit given: set or clear --max-concurrency, --rate or --burst"}
 	}
-	cl, err := c.control.connect()
-	if err != nil {
-		return err
-	}
-	res, err := cl.SetQueueLimits(c.control.client.capture(ctx), req)
-	if err != nil {
-		return err
-	}
-	q, path, done, err := controlAnswer(a, &c.control.client, &res)
-	if done {
-		return err
-	}
-	if res.Changed {
-		fmt.Fprintf(a.stdout, "queue %s limits: %s\n", path, limitsText(q.Limits))
-	} else {
-		fmt.Fprintf(a.stdout, "queue %s had these limits already: %s\n", path, limitsText(q.Limits))
-	}
-	if want := q.Partitions; q.Limits != nil && q.LimitedPartitions != want || q.Limits == nil && q.LimitedPartitions != 0 {
-		return fmt.Errorf("only %d of the queue's %d partitions have these limits: run the same `tenure queue limit` again", q.LimitedPartitions, q.Partitions)
-	}
-	return nil
+	return ask(ctx, a, &c.control.client, c.control.connect, func(ctx context.Context, cl *client.Client) (client.QueueControlResult, error) {
+		return cl.SetQueueLimits(ctx, req)
+	}, func(res client.QueueControlResult) error {
+		q, path := &res.Queue, res.Queue.Namespace+"/"+res.Queue.Queue
+		if res.Changed {
+			fmt.Fprintf(a.stdout, "queue %s limits: %s\n", path, limitsText(q.Limits))
+		} else {
+			fmt.Fprintf(a.stdout, "queue %s had these limits already: %s\n", path, limitsText(q.Limits))
+		}
+		if want := q.Partitions; q.Limits != nil && q.LimitedPartitions != want || q.Limits == nil && q.LimitedPartitions != 0 {
+			return fmt.Errorf("only %d of the queue's %d partitions have these limits: run the same `tenure queue limit` again", q.LimitedPartitions, q.Partitions)
+		}
+		return nil
+	})
 }
 
 // limitFlag parses a limit flag's value: "none" clears the limit,

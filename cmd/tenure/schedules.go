@@ -205,25 +205,18 @@ func (c *scheduleCreateCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, 
 	if err := c.def.apply(a, fs, &req); err != nil {
 		return err
 	}
-	cl, err := c.control.connect()
-	if err != nil {
-		return err
-	}
-	res, err := cl.CreateSchedule(c.control.client.capture(ctx), req)
-	if err != nil {
-		return err
-	}
-	sc, created := &res.Schedule, res.Created
-	if c.control.client.json {
-		return c.control.client.answers.print(a.stdout)
-	}
-	if created {
-		fmt.Fprintf(a.stdout, "created schedule %s\n", schedulePath(sc))
-	} else {
-		fmt.Fprintf(a.stdout, "schedule %s exists already with this definition; nothing changed\n", schedulePath(sc))
-	}
-	printNextFires(a.stdout, sc)
-	return nil
+	return ask(ctx, a, &c.control.client, c.control.connect, func(ctx context.Context, cl *client.Client) (client.CreateScheduleResult, error) {
+		return cl.CreateSchedule(ctx, req)
+	}, func(res client.CreateScheduleResult) error {
+		sc := &res.Schedule
+		if res.Created {
+			fmt.Fprintf(a.stdout, "created schedule %s\n", schedulePath(sc))
+		} else {
+			fmt.Fprintf(a.stdout, "schedule %s exists already with this definition; nothing changed\n", schedulePath(sc))
+		}
+		printNextFires(a.stdout, sc)
+		return nil
+	})
 }
 
 // schedulePath is namespace/queue/name.
@@ -384,42 +377,35 @@ func (c *scheduleListCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, arg
 	if err := noArgs(args); err != nil {
 		return err
 	}
-	cl, err := c.client.connect()
-	if err != nil {
-		return err
-	}
-	ss, err := client.Collect(cl.ListSchedules(c.client.capture(ctx), client.ListSchedulesRequest{Namespace: c.namespace, Queue: c.queue}))
-	if err != nil {
-		return err
-	}
-	if c.client.json {
-		return c.client.answers.print(a.stdout)
-	}
-	if len(ss) == 0 {
-		fmt.Fprintln(a.stderr, "no schedules")
-		return nil
-	}
-	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tQUEUE\tCRON\tZONE\tNEXT\tLAST\tPAUSED")
-	for _, sc := range ss {
-		next, last, paused := "-", "-", "no"
-		// Ticks in the schedule's zone, the one its expression speaks.
-		loc := scheduleLoc(sc)
-		switch {
-		case sc.WaitingForTask != "":
-			next = "waiting for task " + sc.WaitingForTask
-		case len(sc.NextFires) > 0:
-			next = fmtTimeIn(sc.NextFires[0], loc)
+	return ask(ctx, a, &c.client, c.client.connect, func(ctx context.Context, cl *client.Client) ([]*client.Schedule, error) {
+		return client.Collect(cl.ListSchedules(ctx, client.ListSchedulesRequest{Namespace: c.namespace, Queue: c.queue}))
+	}, func(ss []*client.Schedule) error {
+		if len(ss) == 0 {
+			fmt.Fprintln(a.stderr, "no schedules")
+			return nil
 		}
-		if n := len(sc.Recent); n > 0 {
-			last = sc.Recent[n-1].Outcome.String() + " " + fmtTimeIn(sc.Recent[n-1].Tick, loc)
+		w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "NAME\tQUEUE\tCRON\tZONE\tNEXT\tLAST\tPAUSED")
+		for _, sc := range ss {
+			next, last, paused := "-", "-", "no"
+			// Ticks in the schedule's zone, the one its expression speaks.
+			loc := scheduleLoc(sc)
+			switch {
+			case sc.WaitingForTask != "":
+				next = "waiting for task " + sc.WaitingForTask
+			case len(sc.NextFires) > 0:
+				next = fmtTimeIn(sc.NextFires[0], loc)
+			}
+			if n := len(sc.Recent); n > 0 {
+				last = sc.Recent[n-1].Outcome.String() + " " + fmtTimeIn(sc.Recent[n-1].Tick, loc)
+			}
+			if sc.Paused {
+				paused = "yes"
+			}
+			fmt.Fprintf(w, "%s\t%s/%s\t%s\t%s\t%s\t%s\t%s\n", sc.Name, sc.Namespace, sc.Queue, sc.Cron, zone(sc.TimeZone), next, last, paused)
 		}
-		if sc.Paused {
-			paused = "yes"
-		}
-		fmt.Fprintf(w, "%s\t%s/%s\t%s\t%s\t%s\t%s\t%s\n", sc.Name, sc.Namespace, sc.Queue, sc.Cron, zone(sc.TimeZone), next, last, paused)
-	}
-	return w.Flush()
+		return w.Flush()
+	})
 }
 
 // zone is a schedule's time zone as shown: UTC when none is set.
@@ -460,19 +446,12 @@ func (c *scheduleGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args
 	if err != nil {
 		return err
 	}
-	cl, err := c.client.connect()
-	if err != nil {
-		return err
-	}
-	sc, err := cl.GetSchedule(c.client.capture(ctx), client.GetScheduleRequest{Namespace: c.schedule.namespace, Queue: c.schedule.queue, Name: name})
-	if err != nil {
-		return err
-	}
-	if c.client.json {
-		return c.client.answers.print(a.stdout)
-	}
-	printSchedule(a.stdout, sc)
-	return nil
+	return ask(ctx, a, &c.client, c.client.connect, func(ctx context.Context, cl *client.Client) (*client.Schedule, error) {
+		return cl.GetSchedule(ctx, client.GetScheduleRequest{Namespace: c.schedule.namespace, Queue: c.schedule.queue, Name: name})
+	}, func(sc *client.Schedule) error {
+		printSchedule(a.stdout, sc)
+		return nil
+	})
 }
 
 // printSchedule prints a schedule as `tenure schedule get` shows it.
@@ -592,45 +571,31 @@ func (c *scheduleControlCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, 
 			return err
 		}
 	}
-	cl, err := c.control.connect()
-	if err != nil {
-		return err
-	}
-	var res client.ScheduleControlResult
-	switch c.action {
-	case "delete":
-		if err := cl.DeleteSchedule(c.control.client.capture(ctx), req); err != nil {
-			return err
+	return ask(ctx, a, &c.control.client, c.control.connect, func(ctx context.Context, cl *client.Client) (client.ScheduleControlResult, error) {
+		switch c.action {
+		case "delete":
+			return client.ScheduleControlResult{}, cl.DeleteSchedule(ctx, req)
+		case "pause":
+			return cl.PauseSchedule(ctx, req)
 		}
-		if c.control.client.json {
-			return c.control.client.answers.print(a.stdout)
+		return cl.ResumeSchedule(ctx, req)
+	}, func(res client.ScheduleControlResult) error {
+		sc := &res.Schedule
+		switch {
+		case c.action == "delete":
+			fmt.Fprintf(a.stdout, "deleted schedule %s\n", path)
+		case c.action == "pause" && res.Changed:
+			fmt.Fprintf(a.stdout, "paused schedule %s\n", schedulePath(sc))
+		case c.action == "pause":
+			fmt.Fprintf(a.stdout, "schedule %s was already paused %s\n", schedulePath(sc), pauseText(sc.Pause))
+		case res.Changed:
+			fmt.Fprintf(a.stdout, "resumed schedule %s\n", schedulePath(sc))
+			printNextFires(a.stdout, sc)
+		default:
+			fmt.Fprintf(a.stdout, "schedule %s was not paused\n", schedulePath(sc))
 		}
-		fmt.Fprintf(a.stdout, "deleted schedule %s\n", path)
 		return nil
-	case "pause":
-		res, err = cl.PauseSchedule(c.control.client.capture(ctx), req)
-	default:
-		res, err = cl.ResumeSchedule(c.control.client.capture(ctx), req)
-	}
-	if err != nil {
-		return err
-	}
-	if c.control.client.json {
-		return c.control.client.answers.print(a.stdout)
-	}
-	sc := &res.Schedule
-	switch {
-	case c.action == "pause" && res.Changed:
-		fmt.Fprintf(a.stdout, "paused schedule %s\n", schedulePath(sc))
-	case c.action == "pause":
-		fmt.Fprintf(a.stdout, "schedule %s was already paused %s\n", schedulePath(sc), pauseText(sc.Pause))
-	case res.Changed:
-		fmt.Fprintf(a.stdout, "resumed schedule %s\n", schedulePath(sc))
-		printNextFires(a.stdout, sc)
-	default:
-		fmt.Fprintf(a.stdout, "schedule %s was not paused\n", schedulePath(sc))
-	}
-	return nil
+	})
 }
 
 // scheduleBackfillCmd is `tenure schedule backfill`.
@@ -677,21 +642,14 @@ func (c *scheduleBackfillCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet,
 			return usageError{fmt.Sprintf("--%s %q is not an RFC 3339 time (2026-03-01T00:00:00Z)", f.flag, f.v)}
 		}
 	}
-	cl, err := c.control.connect()
-	if err != nil {
-		return err
-	}
-	res, err := cl.BackfillSchedule(c.control.client.capture(ctx), client.BackfillRequest{Namespace: c.schedule.namespace, Queue: c.schedule.queue, Name: name,
-		Start: bounds[0], End: bounds[1]})
-	if err != nil {
-		return err
-	}
-	if c.control.client.json {
-		return c.control.client.answers.print(a.stdout)
-	}
-	fmt.Fprintf(a.stdout, "fired %s; %s had fired already\n", plural(uint64(len(res.Fired)), "tick"), plural(uint64(res.AlreadyFired), "tick"))
-	for _, f := range res.Fired {
-		fmt.Fprintf(a.stdout, "  %s  %s\n", fmtTime(f.Tick), f.TaskID)
-	}
-	return nil
+	return ask(ctx, a, &c.control.client, c.control.connect, func(ctx context.Context, cl *client.Client) (client.BackfillResult, error) {
+		return cl.BackfillSchedule(ctx, client.BackfillRequest{Namespace: c.schedule.namespace, Queue: c.schedule.queue, Name: name,
+			Start: bounds[0], End: bounds[1]})
+	}, func(res client.BackfillResult) error {
+		fmt.Fprintf(a.stdout, "fired %s; %s had fired already\n", plural(uint64(len(res.Fired)), "tick"), plural(uint64(res.AlreadyFired), "tick"))
+		for _, f := range res.Fired {
+			fmt.Fprintf(a.stdout, "  %s  %s\n", fmtTime(f.Tick), f.TaskID)
+		}
+		return nil
+	})
 }

@@ -218,10 +218,6 @@ func (c *submitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	if err != nil {
 		return err
 	}
-	cl, err := c.client.connect()
-	if err != nil {
-		return err
-	}
 	req := client.SubmitRequest{
 		Namespace: c.namespace, Queue: c.queue, Kind: c.kind, Payload: payload, RequestID: c.requestID,
 		ExecutionWindow: c.window, Priority: int32(c.priority), Deadline: deadline, Timeout: c.timeout,
@@ -232,19 +228,16 @@ func (c *submitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	if c.delay > 0 {
 		req.NotBefore = a.clock.Now().Add(c.delay)
 	}
-	res, err := cl.Submit(c.client.capture(ctx), req)
-	if err != nil {
-		return err
-	}
-	if c.client.json {
-		return c.client.answers.print(a.stdout)
-	}
-	if res.Duplicate {
-		fmt.Fprintf(a.stdout, "%s (duplicate: request id %q was submitted before; nothing new was created)\n", res.TaskID, c.requestID)
+	return ask(ctx, a, &c.client, c.client.connect, func(ctx context.Context, cl *client.Client) (client.SubmitResult, error) {
+		return cl.Submit(ctx, req)
+	}, func(res client.SubmitResult) error {
+		if res.Duplicate {
+			fmt.Fprintf(a.stdout, "%s (duplicate: request id %q was submitted before; nothing new was created)\n", res.TaskID, c.requestID)
+		} else {
+			fmt.Fprintln(a.stdout, res.TaskID)
+		}
 		return nil
-	}
-	fmt.Fprintln(a.stdout, res.TaskID)
-	return nil
+	})
 }
 
 // readPayload takes the payload from the one argument ("-" for stdin), a
@@ -427,27 +420,20 @@ func (c *taskHistoryCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args
 	if err != nil {
 		return err
 	}
-	cl, err := c.client.connect()
-	if err != nil {
-		return err
-	}
-	entries, err := cl.GetTaskHistory(c.client.capture(ctx), client.GetTaskHistoryRequest{TaskID: id})
-	if err != nil {
-		return err
-	}
-	if c.client.json {
-		return c.client.answers.print(a.stdout)
-	}
-	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "LSN\tTIME\tRECORD\tATTEMPT\tLEASE\tBY\tDETAIL")
-	for _, e := range entries {
-		attempt := ""
-		if e.Attempt > 0 {
-			attempt = fmt.Sprint(e.Attempt)
+	return ask(ctx, a, &c.client, c.client.connect, func(ctx context.Context, cl *client.Client) ([]client.HistoryEntry, error) {
+		return cl.GetTaskHistory(ctx, client.GetTaskHistoryRequest{TaskID: id})
+	}, func(entries []client.HistoryEntry) error {
+		w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "LSN\tTIME\tRECORD\tATTEMPT\tLEASE\tBY\tDETAIL")
+		for _, e := range entries {
+			attempt := ""
+			if e.Attempt > 0 {
+				attempt = fmt.Sprint(e.Attempt)
+			}
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.LSN, fmtTime(e.At), e.Type, attempt, e.LeaseID, e.RequestedBy, e.Detail)
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.LSN, fmtTime(e.At), e.Type, attempt, e.LeaseID, e.RequestedBy, e.Detail)
-	}
-	return w.Flush()
+		return w.Flush()
+	})
 }
 
 // taskKillCmd is `tenure task kill`.
@@ -472,23 +458,24 @@ func (c *taskKillCmd) define(fs *pflag.FlagSet) {
 }
 
 func (c *taskKillCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	return taskAction(ctx, a, &c.control, args, func(ctx context.Context, cl *client.Client, id, reason string) (*client.Task, error) {
+		return cl.KillTask(ctx, client.KillTaskRequest{TaskID: id, Reason: reason})
+	})
+}
+
+// taskAction is an operator's action on the one task args name: call
+// asks for it, and the command prints the task's new state.
+func taskAction(ctx context.Context, a *app, f *controlFlags, args []string, call func(ctx context.Context, cl *client.Client, id, reason string) (*client.Task, error)) error {
 	id, err := oneArg(args, "task id")
 	if err != nil {
 		return err
 	}
-	cl, err := c.control.connect()
-	if err != nil {
-		return err
-	}
-	t, err := cl.KillTask(c.control.client.capture(ctx), client.KillTaskRequest{TaskID: id, Reason: c.control.reason})
-	if err != nil {
-		return err
-	}
-	if c.control.client.json {
-		return c.control.client.answers.print(a.stdout)
-	}
-	fmt.Fprintf(a.stdout, "%s is %s\n", t.ID, t.State)
-	return nil
+	return ask(ctx, a, &f.client, f.connect, func(ctx context.Context, cl *client.Client) (*client.Task, error) {
+		return call(ctx, cl, id, f.reason)
+	}, func(t *client.Task) error {
+		fmt.Fprintf(a.stdout, "%s is %s\n", t.ID, t.State)
+		return nil
+	})
 }
 
 // taskRetryCmd is `tenure task retry`.
@@ -518,23 +505,9 @@ func (c *taskRetryCmd) define(fs *pflag.FlagSet) {
 }
 
 func (c *taskRetryCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	id, err := oneArg(args, "task id")
-	if err != nil {
-		return err
-	}
-	cl, err := c.control.connect()
-	if err != nil {
-		return err
-	}
-	t, err := cl.RetryTask(c.control.client.capture(ctx), client.RetryTaskRequest{TaskID: id, Reason: c.control.reason})
-	if err != nil {
-		return err
-	}
-	if c.control.client.json {
-		return c.control.client.answers.print(a.stdout)
-	}
-	fmt.Fprintf(a.stdout, "%s is %s\n", t.ID, t.State)
-	return nil
+	return taskAction(ctx, a, &c.control, args, func(ctx context.Context, cl *client.Client, id, reason string) (*client.Task, error) {
+		return cl.RetryTask(ctx, client.RetryTaskRequest{TaskID: id, Reason: reason})
+	})
 }
 
 // tasksListCmd is `tenure tasks list`.
