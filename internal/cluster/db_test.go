@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/cluster"
+	"github.com/tenurehq/tenure/internal/logbuf"
 
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 )
@@ -95,7 +94,7 @@ func TestOpenDBFailsOverToTheNextServer(t *testing.T) {
 func TestOpenDBFailsBackToTheFirstServer(t *testing.T) {
 	p1, p2, list := twoProxies(t)
 	fc := clock.NewFake(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	const interval, after = time.Second, 10 * time.Second
 	db, err := cluster.OpenDBWith(list, cluster.DBOptions{
 		Clock: fc, CheckInterval: interval, FailbackAfter: after,
@@ -314,22 +313,4 @@ func twoProxies(t *testing.T) (p1, p2 *clustertest.Proxy, list string) {
 	p1, p2 = clustertest.NewProxy(t, cfg.Addr), clustertest.NewProxy(t, cfg.Addr)
 	list = strings.Replace(clustertest.DSNVia(dsn, p1.Addr()), p1.Addr(), p1.Addr()+","+p2.Addr(), 1)
 	return p1, p2, list
-}
-
-// syncBuffer is a bytes.Buffer that goroutines may write at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

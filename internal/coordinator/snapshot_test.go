@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/logbuf"
 	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/snapshot"
 	"github.com/tenurehq/tenure/internal/state"
@@ -29,7 +29,7 @@ type snapEnv struct {
 	dir   string
 	clock *clock.Fake
 	rand  *seededRand
-	logs  *syncBuffer
+	logs  *logbuf.Buffer
 	log   *wal.Log
 	c     *Coordinator
 	store snapshot.Dir
@@ -41,30 +41,13 @@ type snapEnv struct {
 	maxPurged int
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // plainLog is a Log without the optional capabilities.
 type plainLog struct{ Log }
 
 func newSnapEnv(t *testing.T, seed uint64) *snapEnv {
 	t.Helper()
 	dir := t.TempDir()
-	e := &snapEnv{t: t, dir: dir, clock: clock.NewFake(epoch), rand: newSeededRand(seed), logs: &syncBuffer{},
+	e := &snapEnv{t: t, dir: dir, clock: clock.NewFake(epoch), rand: newSeededRand(seed), logs: &logbuf.Buffer{},
 		store: snapshot.Dir{Path: filepath.Join(dir, "snapshots")}}
 	t.Cleanup(e.close)
 	return e

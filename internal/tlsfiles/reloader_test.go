@@ -1,7 +1,6 @@
 package tlsfiles_test
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -13,38 +12,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tenurehq/tenure/internal/certgen"
 	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/logbuf"
 	"github.com/tenurehq/tenure/internal/tlsfiles"
 )
-
-// logBuf collects log lines; handshakes log from their own goroutines.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // fixture is a directory of TLS files and the CAs that made them.
 type fixture struct {
@@ -54,13 +29,13 @@ type fixture struct {
 	cert, key, clientCA string
 	ca1, ca2            *certgen.CA
 	clk                 *clock.Fake
-	log                 *logBuf
+	log                 *logbuf.Buffer
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	now := time.Now()
-	f := &fixture{t: t, now: now, dir: t.TempDir(), clk: clock.NewFake(now), log: new(logBuf)}
+	f := &fixture{t: t, now: now, dir: t.TempDir(), clk: clock.NewFake(now), log: new(logbuf.Buffer)}
 	f.cert, f.key, f.clientCA = filepath.Join(f.dir, "cert.pem"), filepath.Join(f.dir, "key.pem"), filepath.Join(f.dir, "ca.pem")
 	f.ca1, f.ca2 = f.newCA("ca1"), f.newCA("ca2")
 	return f
@@ -212,14 +187,14 @@ func TestChangedFilesAreReadAtAHandshakeAfterCheckEvery(t *testing.T) {
 	if !same(r.Certificate(), second.Cert) {
 		t.Errorf("Certificate() = %s, want the second %s", tlsfiles.Serial(r.Certificate()), tlsfiles.Serial(second.Cert))
 	}
-	if n := f.log.count("TLS files reloaded"); n != 1 {
+	if n := f.log.Count("TLS files reloaded"); n != 1 {
 		t.Errorf("%d reloads logged, want 1:\n%s", n, f.log)
 	}
 
 	// Unchanged files are not read again.
 	f.clk.Advance(time.Hour)
 	served(t, r)
-	if n := f.log.count("TLS files reloaded"); n != 1 {
+	if n := f.log.Count("TLS files reloaded"); n != 1 {
 		t.Errorf("unchanged files were read again (%d reloads logged):\n%s", n, f.log)
 	}
 }
@@ -239,13 +214,13 @@ func TestBadFilesKeepTheCertificateInUse(t *testing.T) {
 	if got := served(t, r); !same(got, first.Cert) {
 		t.Fatalf("with a mismatched key, serves %s, want the first certificate %s", tlsfiles.Serial(got), tlsfiles.Serial(first.Cert))
 	}
-	if n := f.log.count("TLS files not reloaded"); n != 1 || !strings.Contains(f.log.String(), "does not match") {
+	if n := f.log.Count("TLS files not reloaded"); n != 1 || !strings.Contains(f.log.String(), "does not match") {
 		t.Fatalf("want one error about the mismatched key, log:\n%s", f.log)
 	}
 	// Not retried (nor logged again) while the files stay as they are.
 	f.clk.Advance(tlsfiles.DefaultCheckEvery)
 	served(t, r)
-	if n := f.log.count("TLS files not reloaded"); n != 1 {
+	if n := f.log.Count("TLS files not reloaded"); n != 1 {
 		t.Fatalf("unchanged bad files were read again (%d errors logged)", n)
 	}
 	// A forced reload reads them, and fails the same way.

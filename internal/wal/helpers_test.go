@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tenurehq/tenure/internal/fsys"
@@ -164,24 +163,6 @@ func readDirBytes(t testing.TB, dir string) map[string][]byte {
 		out[e.Name()] = b
 	}
 	return out
-}
-
-// logBuffer is a goroutine-safe log sink for asserting on recovery reports.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func newLogger(w io.Writer) *slog.Logger {

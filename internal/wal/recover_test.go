@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tenurehq/tenure/internal/logbuf"
 )
 
 // writeLog creates a log of n test entries in a fresh directory and leaves
@@ -77,7 +79,7 @@ func TestTornTailAtEveryOffsetOfLastRecord(t *testing.T) {
 			if err := os.Truncate(seg, cut); err != nil {
 				t.Fatal(err)
 			}
-			var logs logBuffer
+			var logs logbuf.Buffer
 			opts := opts
 			opts.Dir, opts.Logger = dir, newLogger(&logs)
 			reopenExpect(t, opts, n-1)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tenurehq/tenure/internal/fsys"
+	"github.com/tenurehq/tenure/internal/logbuf"
 )
 
 // openMissing opens dir, which must lack records first..last, and checks
@@ -250,7 +251,7 @@ func TestLogWithoutTailFile(t *testing.T) {
 	if err != nil || rep.Missing != nil || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "no tail file") {
 		t.Fatalf("Verify without a tail file: %v, missing %v, notes %q", err, rep.Missing, rep.Notes)
 	}
-	var logs logBuffer
+	var logs logbuf.Buffer
 	l, err := Open(Options{Dir: dir, Logger: newLogger(&logs)})
 	if err != nil {
 		t.Fatal(err)
