@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/internal/eventually"
+	"github.com/tenurehq/tenure/internal/logbuf"
 )
 
 // defaultAddr is the address the guides show; a test's shell types its own
@@ -257,7 +258,7 @@ type guideShell struct {
 	bash   *exec.Cmd
 	stdin  io.WriteCloser
 	status chan string // one line per command: its exit status
-	stderr *lockedBuffer
+	stderr *logbuf.Buffer
 	n      int
 	// server is the one a command started, if any; servers, the URL each
 	// such command served on, in order.
@@ -273,7 +274,7 @@ type guideShell struct {
 // it).
 func newGuideShell(t *testing.T, addr string) *guideShell {
 	t.Helper()
-	s := &guideShell{t: t, dir: t.TempDir(), logs: t.TempDir(), vars: map[string]string{}, stderr: new(lockedBuffer), status: make(chan string, 1)}
+	s := &guideShell{t: t, dir: t.TempDir(), logs: t.TempDir(), vars: map[string]string{}, stderr: new(logbuf.Buffer), status: make(chan string, 1)}
 	s.link("tenure", tenureBin)
 	for _, kv := range os.Environ() {
 		switch {
@@ -483,7 +484,7 @@ func (s *guideShell) startServer(line string) {
 		waitProcExit(s.t, p)
 	}
 	line = listenFlag.ReplaceAllString(line, "${1}127.0.0.1:0")
-	p := &serverProc{out: new(lockedBuffer), done: make(chan struct{})}
+	p := &serverProc{out: new(logbuf.Buffer), done: make(chan struct{})}
 	p.cmd = exec.Command("bash", "-c", "exec "+line)
 	p.cmd.Dir = s.dir
 	p.cmd.Env = append(s.env[:len(s.env):len(s.env)], "TENURE_LISTEN=127.0.0.1:0")

@@ -17,13 +17,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+
 	"github.com/tenurehq/tenure/internal/eventually"
+	"github.com/tenurehq/tenure/internal/logbuf"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/sdk/client"
 )
@@ -35,33 +36,14 @@ const (
 	e2eCallTimeout = 10 * time.Second
 )
 
-// lockedBuffer collects a process's output; exec's copying goroutines write
-// while the test reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // serverProc is one running process of the binary that serves: `tenure
 // server`, alone or as a cluster node.
 type serverProc struct {
 	addr    string
 	cmd     *exec.Cmd
-	out     *lockedBuffer // stdout and stderr
-	done    chan struct{} // closed once the process exited and was reaped
-	waitErr error         // valid after done
+	out     *logbuf.Buffer // stdout and stderr
+	done    chan struct{}  // closed once the process exited and was reaped
+	waitErr error          // valid after done
 	// clientTLS, if set, is how a client reaches the server over TLS
 	// (https://). A transport changes the configuration it is given:
 	// give each a Clone.
@@ -104,7 +86,7 @@ func freeLoopbackAddr(t *testing.T) string {
 // saved to a file kept in the temp dir.
 func spawn(t *testing.T, name, addr string, args []string) *serverProc {
 	t.Helper()
-	p := &serverProc{addr: addr, out: new(lockedBuffer), done: make(chan struct{})}
+	p := &serverProc{addr: addr, out: new(logbuf.Buffer), done: make(chan struct{})}
 	p.cmd = exec.Command(tenureBin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
@@ -295,7 +277,7 @@ func execTenure(t *testing.T, env []string, stdout, stderr io.Writer, args ...st
 // combined output.
 func runBin(t *testing.T, args ...string) (int, string) {
 	t.Helper()
-	var out lockedBuffer
+	var out logbuf.Buffer
 	code := execTenure(t, nil, &out, &out, args...)
 	return code, out.String()
 }

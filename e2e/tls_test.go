@@ -27,12 +27,14 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 
 	"github.com/tenurehq/tenure/internal/certgen"
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 	"github.com/tenurehq/tenure/internal/eventually"
+	"github.com/tenurehq/tenure/internal/logbuf"
 	"github.com/tenurehq/tenure/internal/tlsfiles"
 	"github.com/tenurehq/tenure/sdk/client"
 )
@@ -614,7 +616,7 @@ func tlsMariaDB(t *testing.T, k *pki, ca *certgen.CA) string {
 	for try := 0; ; try++ {
 		addr := freeLoopbackAddr(t)
 		_, port, _ := strings.Cut(addr, ":")
-		out := new(lockedBuffer)
+		out := new(logbuf.Buffer)
 		cmd := exec.Command(mariadbd, append([]string{"--no-defaults", "--datadir=" + data, "--bind-address=127.0.0.1", "--port=" + port,
 			"--socket=" + filepath.Join(dir, "sock"), "--skip-name-resolve",
 			"--ssl-ca=" + k.path("ca.pem"), "--ssl-cert=" + k.path("db.pem"), "--ssl-key=" + k.path("db-key.pem"), "--require-secure-transport=ON"}, user...)...)
@@ -638,7 +640,7 @@ func tlsMariaDB(t *testing.T, k *pki, ca *certgen.CA) string {
 }
 
 // up waits until mariadbd says it is ready (true) or exits (false).
-func up(t *testing.T, out *lockedBuffer, exited <-chan struct{}) bool {
+func up(t *testing.T, out *logbuf.Buffer, exited <-chan struct{}) bool {
 	t.Helper()
 	gone := errors.New("mariadbd exited")
 	err := eventually.Wait(func() error {

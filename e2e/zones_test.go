@@ -9,6 +9,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/apitest"
 	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/logbuf"
 	"github.com/tenurehq/tenure/sdk/client"
 )
 
@@ -32,7 +33,7 @@ func TestCLITimesCarryTheirZone(t *testing.T) {
 	c := sdk(t, addr)
 	tenure := func(args ...string) string {
 		t.Helper()
-		var out lockedBuffer
+		var out logbuf.Buffer
 		if code := execTenure(t, []string{"TZ=America/New_York", "TENURE_ADDR=" + addr}, &out, &out, args...); code != 0 {
 			t.Fatalf("tenure %s: exit %d\n%s", strings.Join(args, " "), code, out.String())
 		}
