@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"database/sql/driver"
 	"errors"
@@ -57,21 +58,11 @@ type DBOptions struct {
 }
 
 func (o DBOptions) withDefaults() DBOptions {
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.CheckInterval == 0 {
-		o.CheckInterval = DefaultCheckInterval
-	}
-	if o.CheckTimeout == 0 {
-		o.CheckTimeout = DefaultCheckTimeout
-	}
-	if o.FailbackAfter == 0 {
-		o.FailbackAfter = DefaultFailbackAfter
-	}
-	if o.Clock == nil {
-		o.Clock = clock.Real
-	}
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
+	o.CheckInterval = cmp.Or(o.CheckInterval, DefaultCheckInterval)
+	o.CheckTimeout = cmp.Or(o.CheckTimeout, DefaultCheckTimeout)
+	o.FailbackAfter = cmp.Or(o.FailbackAfter, DefaultFailbackAfter)
+	o.Clock = cmp.Or(o.Clock, clock.Real)
 	return o
 }
 

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,33 +85,16 @@ func (c *Config) withDefaults() error {
 	if c.Open == nil {
 		return errors.New("host: Config.Open is nil")
 	}
-	if c.Name == "" {
-		c.Name = "the partition"
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Coordinator.Logger == nil {
-		c.Coordinator.Logger = c.Logger
-	}
-	if c.Clock == nil {
-		c.Clock = c.Coordinator.Clock
-	}
-	if c.Clock == nil {
-		c.Clock = clock.Real
-	}
-	if c.Coordinator.Clock == nil {
-		c.Coordinator.Clock = c.Clock
-	}
+	c.Name = cmp.Or(c.Name, "the partition")
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	c.Coordinator.Logger = cmp.Or(c.Coordinator.Logger, c.Logger)
+	c.Clock = cmp.Or(c.Clock, c.Coordinator.Clock, clock.Real)
+	c.Coordinator.Clock = cmp.Or(c.Coordinator.Clock, c.Clock)
 	if c.RestartBackoff < 0 || c.MaxRestartBackoff < 0 {
 		return fmt.Errorf("host: RestartBackoff %v and MaxRestartBackoff %v must not be negative", c.RestartBackoff, c.MaxRestartBackoff)
 	}
-	if c.RestartBackoff == 0 {
-		c.RestartBackoff = DefaultRestartBackoff
-	}
-	if c.MaxRestartBackoff == 0 {
-		c.MaxRestartBackoff = max(DefaultMaxRestartBackoff, c.RestartBackoff)
-	}
+	c.RestartBackoff = cmp.Or(c.RestartBackoff, DefaultRestartBackoff)
+	c.MaxRestartBackoff = cmp.Or(c.MaxRestartBackoff, max(DefaultMaxRestartBackoff, c.RestartBackoff))
 	if c.MaxRestartBackoff < c.RestartBackoff {
 		return fmt.Errorf("host: MaxRestartBackoff %v is below RestartBackoff %v", c.MaxRestartBackoff, c.RestartBackoff)
 	}

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -49,25 +50,13 @@ func (s *Schedule) withDefaults() error {
 		return fmt.Errorf("host: snapshot interval (%v), check interval (%v), retention (%v), purge interval (%v) and snapshots kept (%d) must not be negative",
 			s.Every, s.CheckInterval, s.Retention, s.PurgeEvery, s.Keep)
 	}
-	if s.EveryRecords == 0 {
-		s.EveryRecords = DefaultSnapshotEveryRecords
-	}
-	if s.Every == 0 {
-		s.Every = DefaultSnapshotEvery
-	}
-	if s.CheckInterval == 0 {
-		s.CheckInterval = DefaultSnapshotCheckInterval
-	}
+	s.EveryRecords = cmp.Or(s.EveryRecords, DefaultSnapshotEveryRecords)
+	s.Every = cmp.Or(s.Every, DefaultSnapshotEvery)
+	s.CheckInterval = cmp.Or(s.CheckInterval, DefaultSnapshotCheckInterval)
 	s.CheckInterval = min(s.CheckInterval, s.Every)
-	if s.Retention == 0 {
-		s.Retention = coordinator.DefaultRetention
-	}
-	if s.PurgeEvery == 0 {
-		s.PurgeEvery = min(max(s.Retention/10, s.CheckInterval), s.Every)
-	}
-	if s.Keep == 0 {
-		s.Keep = coordinator.DefaultSnapshotsKept
-	}
+	s.Retention = cmp.Or(s.Retention, coordinator.DefaultRetention)
+	s.PurgeEvery = cmp.Or(s.PurgeEvery, min(max(s.Retention/10, s.CheckInterval), s.Every))
+	s.Keep = cmp.Or(s.Keep, coordinator.DefaultSnapshotsKept)
 	return nil
 }
 

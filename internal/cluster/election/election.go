@@ -1,6 +1,7 @@
 package election
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -88,24 +89,12 @@ func (c Config) TrustWindow() time.Duration {
 }
 
 func (c Config) withDefaults() Config {
-	if c.LockKey == "" {
-		c.LockKey = DefaultLockKey
-	}
-	if c.TTL == 0 {
-		c.TTL = DefaultTTL
-	}
-	if c.RenewInterval == 0 {
-		c.RenewInterval = c.TTL / 4
-	}
-	if c.CheckInterval == 0 {
-		c.CheckInterval = DefaultCheckInterval
-	}
-	if c.Clock == nil {
-		c.Clock = clock.Real
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.LockKey = cmp.Or(c.LockKey, DefaultLockKey)
+	c.TTL = cmp.Or(c.TTL, DefaultTTL)
+	c.RenewInterval = cmp.Or(c.RenewInterval, c.TTL/4)
+	c.CheckInterval = cmp.Or(c.CheckInterval, DefaultCheckInterval)
+	c.Clock = cmp.Or(c.Clock, clock.Real)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 

@@ -1,6 +1,7 @@
 package member
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/cluster/election"
@@ -108,45 +110,31 @@ func (c *Config) withDefaults() error {
 	if err := cluster.CheckName("member: advertise address (--advertise)", c.Advertise); err != nil {
 		return err
 	}
-	if c.Partitions == 0 {
-		c.Partitions = partition.DefaultPartitions
-	}
+	c.Partitions = cmp.Or(c.Partitions, partition.DefaultPartitions)
 	if c.Partitions < 1 || c.Partitions > cluster.MaxPartitionsPerQueue {
 		return fmt.Errorf("member: %d partitions per queue; want 1 to %d", c.Partitions, cluster.MaxPartitionsPerQueue)
 	}
-	if c.AssignInterval == 0 {
-		c.AssignInterval = DefaultAssignInterval
-	}
+	c.AssignInterval = cmp.Or(c.AssignInterval, DefaultAssignInterval)
 	if c.AssignInterval < 10*time.Millisecond || c.AssignInterval > time.Minute {
 		return fmt.Errorf("member: assign interval %v; want 10ms to 1m", c.AssignInterval)
 	}
-	if c.ProbeInterval == 0 {
-		c.ProbeInterval = DefaultProbeInterval
-	}
+	c.ProbeInterval = cmp.Or(c.ProbeInterval, DefaultProbeInterval)
 	if c.ProbeInterval < 10*time.Millisecond || c.ProbeInterval > time.Minute {
 		return fmt.Errorf("member: probe interval %v; want 10ms to 1m", c.ProbeInterval)
 	}
-	if c.ProbeTimeout == 0 {
-		c.ProbeTimeout = DefaultProbeTimeout
-	}
+	c.ProbeTimeout = cmp.Or(c.ProbeTimeout, DefaultProbeTimeout)
 	if c.ProbeTimeout < 10*time.Millisecond || c.ProbeTimeout > time.Minute {
 		return fmt.Errorf("member: probe timeout %v; want 10ms to 1m", c.ProbeTimeout)
 	}
-	if c.AssignWait == 0 {
-		c.AssignWait = DefaultAssignWait
-	}
+	c.AssignWait = cmp.Or(c.AssignWait, DefaultAssignWait)
 	if c.AssignWait < c.AssignInterval {
 		return fmt.Errorf("member: assign wait %v is shorter than the assign interval %v", c.AssignWait, c.AssignInterval)
 	}
 	if s := c.Snapshots; s.Every < 0 || (s.Every > 0 && s.Every < time.Second) || s.Retention < 0 || (s.Retention > 0 && s.Retention < time.Second) || s.Keep < 0 {
 		return fmt.Errorf("member: snapshot interval %v (want at least 1s), retention %v (want at least 1s) or snapshots kept %d (want at least 1)", s.Every, s.Retention, s.Keep)
 	}
-	if c.Clock == nil {
-		c.Clock = clock.Real
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Clock = cmp.Or(c.Clock, clock.Real)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{Transport: c.peerTransport()}
 	}
@@ -154,27 +142,13 @@ func (c *Config) withDefaults() error {
 		c.Protocol = registry.Versions{Min: route.MinProtocol, Max: route.Protocol}
 	}
 	c.Election.OwnerID = c.NodeID
-	if c.Election.Logger == nil {
-		c.Election.Logger = c.Logger
-	}
-	if c.Election.Clock == nil {
-		c.Election.Clock = c.Clock
-	}
-	if c.Registry.Logger == nil {
-		c.Registry.Logger = c.Logger
-	}
-	if c.Registry.Clock == nil {
-		c.Registry.Clock = c.Clock
-	}
-	if c.Log.Logger == nil {
-		c.Log.Logger = c.Logger
-	}
-	if c.Coordinator.Logger == nil {
-		c.Coordinator.Logger = c.Logger
-	}
-	if c.Coordinator.Clock == nil {
-		c.Coordinator.Clock = c.Clock
-	}
+	c.Election.Logger = cmp.Or(c.Election.Logger, c.Logger)
+	c.Election.Clock = cmp.Or(c.Election.Clock, c.Clock)
+	c.Registry.Logger = cmp.Or(c.Registry.Logger, c.Logger)
+	c.Registry.Clock = cmp.Or(c.Registry.Clock, c.Clock)
+	c.Log.Logger = cmp.Or(c.Log.Logger, c.Logger)
+	c.Coordinator.Logger = cmp.Or(c.Coordinator.Logger, c.Logger)
+	c.Coordinator.Clock = cmp.Or(c.Coordinator.Clock, c.Clock)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -49,21 +50,11 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = DefaultHeartbeatInterval
-	}
-	if c.Silence == 0 {
-		c.Silence = DefaultSilence
-	}
-	if c.MaxNodes == 0 {
-		c.MaxNodes = DefaultMaxNodes
-	}
-	if c.Clock == nil {
-		c.Clock = clock.Real
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
+	c.Silence = cmp.Or(c.Silence, DefaultSilence)
+	c.MaxNodes = cmp.Or(c.MaxNodes, DefaultMaxNodes)
+	c.Clock = cmp.Or(c.Clock, clock.Real)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 
