@@ -27,14 +27,16 @@ type peer struct {
 func (p *peer) Addr() string { return p.addr }
 
 // part is a partition whose Do refuses with refuse, or waits for slow (or
-// the end of its context) and then runs local, or forward with owner when
-// another node serves it. Peer answers inMap, the owner in this node's map.
+// the end of its context), or for late whatever its context says, and
+// then runs local, or forward with owner when another node serves it.
+// Peer answers inMap, the owner in this node's map.
 type part struct {
 	id     uint64
 	inMap  route.Peer
 	owner  route.Peer
 	refuse error
 	slow   chan struct{}
+	late   time.Duration
 }
 
 func (p *part) ID() uint64 { return p.id }
@@ -52,6 +54,7 @@ func (p *part) Do(ctx context.Context, _ bool, local func(*coordinator.Coordinat
 			return ctx.Err()
 		}
 	}
+	time.Sleep(p.late)
 	if p.owner != nil {
 		return forward(p.owner)
 	}
@@ -226,6 +229,46 @@ func TestEach(t *testing.T) {
 	if err := fanout.FirstErr(rs); !errors.Is(err, refused) {
 		t.Errorf("FirstErr = %v, want the refusal", err)
 	}
+}
+
+// TestEachRefusedSlowLate: of the partitions of a scope, one refuses, one
+// is slow but answers before the caller's deadline, one answers only
+// after it, and one through another node at once. Each returns at the
+// deadline with the refusal, the slow answer, the deadline for the late
+// one (its later answer dropped) and the prompt answer, each at its
+// partition's index.
+func TestEachRefusedSlowLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		refused := errors.New("partition 1 refused")
+		slow := make(chan struct{})
+		scope := []route.Partition{
+			&part{id: 1, refuse: refused},
+			&part{id: 2, slow: slow},
+			&part{id: 3, late: 5 * time.Second},
+			&part{id: 4, owner: &peer{addr: "B"}},
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		time.AfterFunc(500*time.Millisecond, func() { close(slow) })
+		start := time.Now()
+		rs := fanout.Each(ctx, 4, scope, true,
+			func(i int, _ *coordinator.Coordinator) (string, error) { return fmt.Sprint("here ", i), nil },
+			func(i int, p route.Peer) (string, error) { return fmt.Sprint(p.Addr(), " ", i), nil })
+		if took := time.Since(start); took != time.Second {
+			t.Errorf("Each returned after %v, want at the deadline (1s)", took)
+		}
+		check := func(when string) {
+			t.Helper()
+			if !errors.Is(rs[0].Err, refused) || rs[1].Value != "here 1" || rs[1].Err != nil ||
+				!errors.Is(rs[2].Err, context.DeadlineExceeded) || rs[2].Value != "" || rs[3].Value != "B 3" || rs[3].Err != nil {
+				t.Errorf("%s: answers %+v, want the refusal, here 1, the deadline, B 3", when, rs)
+			}
+		}
+		check("at the deadline")
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		check("after the late answer")
+	})
 }
 
 // TestPick: the items at idx; the batch itself when idx is all of it.
