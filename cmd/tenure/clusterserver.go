@@ -135,12 +135,12 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		return err
 	}
 	mx.WatchMember(m)
-	api, srv := newAPIServer(m, m, coordCfg, pprof, lim, mx, authn, lg)
-	serveTLS(srv, tlsFiles)
+	h := newAPIServer(m, m, coordCfg, pprof, lim, mx, authn, lg).Serve(ln, server.HTTPConfig{TLS: tlsFiles})
+	defer h.Close() // after a graceful stop, a no-op
 	lg.Info("tenure cluster node serving", "node_id", cf.nodeID, "listen", ln.Addr().String(), "advertise", advertise)
-	fmt.Fprintf(stdout, "tenure node %s serving on %s://%s (cluster database, advertised as %s)\n", cf.nodeID, scheme(tlsFiles), ln.Addr(), advertise)
+	fmt.Fprintf(stdout, "tenure node %s serving on %s (cluster database, advertised as %s)\n", cf.nodeID, h.URL(), advertise)
 
-	if err := serveUntilDone(ctx, api, srv, serve(srv, api.Listener(ln)), lg); err != nil {
+	if err := serveUntilDone(ctx, h, lg); err != nil {
 		m.Close()
 		return err
 	}

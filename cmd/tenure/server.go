@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -190,10 +189,8 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	}
 	defer ln.Close()
 	opening := server.NewOpening("the server is replaying its WAL")
-	api, srv := newAPIServer(opening.Router(), opening, coordCfg, c.pprof, c.limits, mx, authn, lg)
-	serveTLS(srv, tlsFiles)
-	defer srv.Close() // a failed start; after a graceful stop, a no-op
-	serving := serve(srv, api.Listener(ln))
+	h := newAPIServer(opening.Router(), opening, coordCfg, c.pprof, c.limits, mx, authn, lg).Serve(ln, server.HTTPConfig{TLS: tlsFiles})
+	defer h.Close() // a failed start; after a graceful stop, a no-op
 
 	start := a.clock.Now()
 	nodeCfg := node.Config{
@@ -220,9 +217,9 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	stats := n.Coordinator().Stats()
 	lg.Info("tenure serving", "listen", ln.Addr().String(), "data_dir", c.dataDir, "fsync", policy.String(),
 		"records", stats.LastLSN, "tasks", stats.Tasks, "replay_took", a.clock.Now().Sub(start).Round(time.Millisecond))
-	fmt.Fprintf(stdout, "tenure serving on %s://%s (data in %s)\n", scheme(tlsFiles), ln.Addr(), c.dataDir)
+	fmt.Fprintf(stdout, "tenure serving on %s (data in %s)\n", h.URL(), c.dataDir)
 
-	if err := serveUntilDone(ctx, api, srv, serving, lg); err != nil {
+	if err := serveUntilDone(ctx, h, lg); err != nil {
 		n.Close()
 		return err
 	}
@@ -251,11 +248,10 @@ func lostRecordsAdvice(le *coordinator.LostRecordsError) string {
 
 // newAPIServer returns the API over the partitions r routes to (with
 // snapshots taken by snaps, mx served at GET /metrics, and callers
-// authenticated by authn if not nil) and an HTTP server for it, within
-// lim, that speaks HTTP/1.1 (curl, Connect) and unencrypted HTTP/2 (gRPC).
-// Serve it on api.Listener, which caps its connections.
-func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Config, pprof bool, lim limitFlags, mx *metrics.Metrics, authn server.Authenticator, lg *slog.Logger) (*server.Server, *http.Server) {
-	api := server.New(r, server.Options{
+// authenticated by authn if not nil), within lim. Serve it with its
+// Serve, which assembles the HTTP server as every node runs it.
+func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Config, pprof bool, lim limitFlags, mx *metrics.Metrics, authn server.Authenticator, lg *slog.Logger) *server.Server {
+	return server.New(r, server.Options{
 		MaxRequestBytes: lim.maxRequestBytes,
 		Load:            lim.load,
 		Limits:          cfg.Limits,
@@ -266,50 +262,21 @@ func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Conf
 		Auth:            authn,
 		Dashboard:       ui.Handler(),
 	})
-	srv := &http.Server{
-		Handler:           api.Handler(),
-		ReadHeaderTimeout: lim.load.ReadHeaderTimeout,
-		IdleTimeout:       lim.load.IdleTimeout,
-		WriteTimeout:      lim.load.WriteTimeout,
-		MaxHeaderBytes:    lim.load.MaxHeaderBytes,
-		ConnState:         api.ConnState,
-		Protocols:         new(http.Protocols),
-		ErrorLog:          slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
-	}
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
-	return api, srv
 }
 
-// serve starts serving srv on ln (over TLS if srv has a TLSConfig: see
-// serveTLS); the channel gets why it stopped.
-func serve(srv *http.Server, ln net.Listener) <-chan error {
-	serveErr := make(chan error, 1)
-	tlsOn := srv.TLSConfig != nil // Serve sets one for HTTP/2
-	go func() {
-		if tlsOn {
-			serveErr <- srv.ServeTLS(ln, "", "")
-			return
-		}
-		serveErr <- srv.Serve(ln)
-	}()
-	return serveErr
-}
-
-// serveUntilDone waits until ctx ends, then stops srv gracefully: refuse
+// serveUntilDone waits until ctx ends, then stops h gracefully: refuse
 // new connections, end long-polls, let in-flight requests finish (up to
-// 30 s). It returns an error only if serving failed (serveErr, from serve).
-func serveUntilDone(ctx context.Context, api *server.Server, srv *http.Server, serveErr <-chan error, lg *slog.Logger) error {
+// 30 s). It returns an error only if serving failed.
+func serveUntilDone(ctx context.Context, h *server.HTTP, lg *slog.Logger) error {
 	select {
-	case err := <-serveErr:
-		return fmt.Errorf("serving: %w", err)
+	case <-h.Done():
+		return fmt.Errorf("serving: %w", h.Err())
 	case <-ctx.Done():
 	}
 	lg.Info("shutting down")
-	api.Drain()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
+	if err := h.Shutdown(ctx); err != nil {
 		lg.Warn("in-flight requests did not finish in time", "err", err)
 	}
 	return nil

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tenurehq/tenure/internal/clock"
-	"github.com/tenurehq/tenure/internal/server"
 	"github.com/tenurehq/tenure/internal/tlsfiles"
 	"github.com/tenurehq/tenure/sdk/client"
 )
@@ -83,22 +81,6 @@ func (f *tlsServerFlags) flagsIn(msg string) string {
 // extended key usage, or clientAuth (or any) among them.
 func clientAuthOK(c *x509.Certificate) bool {
 	return len(c.ExtKeyUsage) == 0 || slices.Contains(c.ExtKeyUsage, x509.ExtKeyUsageClientAuth) || slices.Contains(c.ExtKeyUsage, x509.ExtKeyUsageAny)
-}
-
-// serveTLS makes srv serve HTTPS with r's files (the probes open to
-// clients without a certificate); nil r leaves it as it is.
-func serveTLS(srv *http.Server, r *tlsfiles.Reloader) {
-	if r != nil {
-		r.ConfigureServer(srv, server.HealthPath, server.ReadyPath)
-	}
-}
-
-// scheme is the scheme served with r's files (nil: none).
-func scheme(r *tlsfiles.Reloader) string {
-	if r != nil {
-		return "https"
-	}
-	return "http"
 }
 
 // tlsClientFlags are the TLS flags of the commands that call a server.

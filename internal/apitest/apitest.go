@@ -1,12 +1,12 @@
 // Package apitest runs a real tenure node behind the API for tests of the
 // packages above it (client, worker, cmd/tenure), so each of them tests
-// against the same server the binary runs, set up in one place.
+// against the same server the binary runs, set up in one place: the API
+// served by server.Server.Serve, the HTTP server `tenure server` runs.
 package apitest
 
 import (
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -19,9 +19,9 @@ import (
 )
 
 // Start runs a node (file WAL in a temporary directory, fsync off) behind
-// the API handler, wrapped by wrap if it is not nil (to inject faults), on a
-// loopback HTTP server that speaks HTTP/1.1 and unencrypted HTTP/2 (for
-// gRPC). It returns the base URL; everything stops when the test ends.
+// the API handler, wrapped by wrap if it is not nil (to inject faults),
+// served on a loopback port as `tenure server` serves it (Serve). It
+// returns the base URL; everything stops when the test ends.
 func Start(t testing.TB, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
 	url, _ := StartNode(t, wrap)
@@ -51,18 +51,14 @@ func StartClock(t testing.TB, clk clock.Clock) string {
 func StartBudget(t testing.TB, limitBytes int64, retryAfter time.Duration) string {
 	t.Helper()
 	n := OpenNodeConfig(t, coordinator.Config{Memory: coordinator.NewMemoryBudget(limitBytes, retryAfter)})
-	return Serve(t, server.New(n.Router(), server.Options{Snapshots: n}).Handler())
+	return Serve(t, server.New(n.Router(), server.Options{Snapshots: n}))
 }
 
 // start runs the node of Start on clk (nil: the real clock).
 func start(t testing.TB, wrap func(http.Handler) http.Handler, clk clock.Clock) (url string, n *node.Node) {
 	t.Helper()
 	n = openNode(t, clk)
-	var h http.Handler = server.New(n.Router(), server.Options{Snapshots: n}).Handler()
-	if wrap != nil {
-		h = wrap(h)
-	}
-	return Serve(t, h), n
+	return serve(t, server.New(n.Router(), server.Options{Snapshots: n}), server.HTTPConfig{Wrap: wrap}), n
 }
 
 // OpenNode opens a node (file WAL in a temporary directory, fsync off)
@@ -101,18 +97,24 @@ func OpenNodeConfig(t testing.TB, cfg coordinator.Config) *node.Node {
 	return n
 }
 
-// Serve serves h on a loopback HTTP server that speaks HTTP/1.1 and
-// unencrypted HTTP/2 (for gRPC), as `tenure server` does, until the test
-// ends, and returns its base URL.
-func Serve(t testing.TB, h http.Handler) string {
+// Serve serves api on a loopback port as `tenure server` serves it
+// (server.Server.Serve: its limits, HTTP/1.1 and unencrypted HTTP/2 for
+// gRPC) until the test ends, and returns its base URL.
+func Serve(t testing.TB, api *server.Server) string {
 	t.Helper()
-	ts := httptest.NewUnstartedServer(h)
-	ts.Config.Protocols = new(http.Protocols)
-	ts.Config.Protocols.SetHTTP1(true)
-	ts.Config.Protocols.SetUnencryptedHTTP2(true)
-	ts.Start()
-	t.Cleanup(ts.Close)
-	return ts.URL
+	return serve(t, api, server.HTTPConfig{})
+}
+
+// serve is Serve with cfg.
+func serve(t testing.TB, api *server.Server, cfg server.HTTPConfig) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := api.Serve(ln, cfg)
+	t.Cleanup(h.Close)
+	return h.URL()
 }
 
 // StartTLS is Start served over TLS as `tenure server --tls-cert` serves:
@@ -122,13 +124,5 @@ func Serve(t testing.TB, h http.Handler) string {
 func StartTLS(t testing.TB, r *tlsfiles.Reloader) string {
 	t.Helper()
 	n := openNode(t, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: server.New(n.Router(), server.Options{Snapshots: n}).Handler()}
-	r.ConfigureServer(srv, server.HealthPath, server.ReadyPath)
-	go srv.ServeTLS(ln, "", "")
-	t.Cleanup(func() { srv.Close() })
-	return "https://" + ln.Addr().String()
+	return serve(t, server.New(n.Router(), server.Options{Snapshots: n}), server.HTTPConfig{TLS: r})
 }

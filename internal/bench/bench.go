@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -88,8 +87,8 @@ type target struct {
 }
 
 // startTarget returns the remote server of cfg.Addr, or starts an embedded
-// node served over HTTP on a loopback port, configured as `tenure server`
-// serves it (HTTP/1.1 and unencrypted HTTP/2).
+// node (or cfg.Cluster cluster nodes) on loopback ports, each served by
+// the HTTP server `tenure server` runs (serve).
 func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, error) {
 	if cfg.Addr != "" {
 		urls := strings.Split(cfg.Addr, ",")
@@ -151,7 +150,7 @@ func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, err
 		}
 		tg.urls[0] = "https://" + ln.Addr().String()
 	}
-	stopAPI := serve(n.Router(), ln, mx, tlsFiles, lg)
+	stopAPI := serve(n.Router(), n, ln, mx, tlsFiles, lg)
 	tg.stop = func() error {
 		stopAPI()
 		err := n.Close()
@@ -184,66 +183,13 @@ func runCertificate(dir string) (*tlsfiles.Reloader, *tls.Config, error) {
 	return r, &tls.Config{RootCAs: ca.Pool()}, nil
 }
 
-// serve answers the API of r's partitions on ln as `tenure server` does (HTTP/1.1 and
-// unencrypted HTTP/2, or with tlsFiles HTTP/2 and HTTP/1.1 over TLS)
-// until the returned stop is called. The run is over
-// then, so the server closes at once rather than gracefully: a graceful
-// Shutdown waits 5s for every connection a client dialled but never used.
-func serve(r route.Router, ln net.Listener, mx *metrics.Metrics, tlsFiles *tlsfiles.Reloader, lg *slog.Logger) (stop func()) {
-	api := server.New(r, server.Options{Logger: lg, Metrics: mx})
-	// Close does not wait for running handlers: stop waits for them (the
-	// write lock waits for every read lock) and turns later ones away, so
-	// nothing the server does (a log line) outlives the run.
-	var mu sync.RWMutex
-	stopped := false
-	// Close cuts connections still in their TLS handshake; what the server
-	// logs of them then is the bench's own doing, not a warning.
-	var closing atomic.Bool
-	errLog := slog.NewLogLogger(lg.Handler(), slog.LevelWarn).Writer()
-	h := api.Handler()
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			mu.RLock()
-			defer mu.RUnlock()
-			if stopped {
-				http.Error(w, "bench server stopped", http.StatusServiceUnavailable)
-				return
-			}
-			h.ServeHTTP(w, r)
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-		Protocols:         new(http.Protocols),
-		ErrorLog: log.New(writerFunc(func(p []byte) (int, error) {
-			if closing.Load() {
-				return len(p), nil
-			}
-			return errLog.Write(p)
-		}), "", 0),
-	}
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
-	if tlsFiles != nil {
-		tlsFiles.ConfigureServer(srv)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		// Both return ErrServerClosed after Close.
-		if tlsFiles != nil {
-			srv.ServeTLS(ln, "", "")
-			return
-		}
-		srv.Serve(ln)
-	}()
-	return func() {
-		api.Drain()
-		closing.Store(true)
-		srv.Close()
-		<-served
-		mu.Lock()
-		stopped = true
-		mu.Unlock()
-	}
+// serve answers the API of r's partitions on ln (over TLS with
+// tlsFiles) with the HTTP server `tenure server` runs, at its default
+// limits, until the returned stop is called. The run is over then, so the
+// server closes at once rather than gracefully: a graceful shutdown waits
+// for every connection a client dialled but never used.
+func serve(r route.Router, snaps server.Snapshotter, ln net.Listener, mx *metrics.Metrics, tlsFiles *tlsfiles.Reloader, lg *slog.Logger) (stop func()) {
+	return server.New(r, server.Options{Snapshots: snaps, Logger: lg, Metrics: mx}).Serve(ln, server.HTTPConfig{TLS: tlsFiles}).Close
 }
 
 // runner holds one run's counters and recorders. Its goroutines report the
@@ -826,8 +772,3 @@ func (r *runner) monitor(ctx context.Context) (stop func()) {
 	})
 	return func() { cancel(); wg.Wait() }
 }
-
-// writerFunc is an io.Writer of a function.
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -59,15 +59,12 @@ func startClusterNode(t *testing.T, dsn, id string) *clusterNode {
 		t.Fatalf("start %s: %v", id, err)
 	}
 	mx.WatchMember(m)
-	srv := &http.Server{Handler: server.New(m, server.Options{Snapshots: m, Metrics: mx}).Handler(), Protocols: new(http.Protocols)}
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
-	go srv.Serve(ln)
+	h := server.New(m, server.Options{Snapshots: m, Metrics: mx}).Serve(ln, server.HTTPConfig{})
 	t.Cleanup(func() {
-		srv.Close()
+		h.Close()
 		m.Close()
 	})
-	return &clusterNode{id: id, m: m, mx: mx, url: "http://" + ln.Addr().String()}
+	return &clusterNode{id: id, m: m, mx: mx, url: h.URL()}
 }
 
 func (n *clusterNode) scrape(t *testing.T) ([]byte, families) {

@@ -2,7 +2,8 @@ package metrics_test
 
 import (
 	"errors"
-	"net/http/httptest"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -28,7 +29,7 @@ type embedded struct {
 	n       *node.Node
 	m       *metrics.Metrics
 	url     string
-	srv     *httptest.Server
+	srv     *server.HTTP
 	tasks   tenurev1connect.TaskServiceClient
 	workers tenurev1connect.WorkerServiceClient
 	admin   tenurev1connect.AdminServiceClient
@@ -55,13 +56,17 @@ func startEmbedded(t *testing.T, dir string, clk clock.Clock) *embedded {
 	}
 	m.WatchNode(n)
 	m.WatchMemory(mem)
-	api := server.New(n.Router(), server.Options{Snapshots: n, Metrics: m, Clock: clk})
-	srv := httptest.NewServer(api.Handler())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(n.Router(), server.Options{Snapshots: n, Metrics: m, Clock: clk}).Serve(ln, server.HTTPConfig{})
+	url := srv.URL()
 	e := &embedded{
-		n: n, m: m, url: srv.URL, srv: srv,
-		tasks:   tenurev1connect.NewTaskServiceClient(srv.Client(), srv.URL),
-		workers: tenurev1connect.NewWorkerServiceClient(srv.Client(), srv.URL),
-		admin:   tenurev1connect.NewAdminServiceClient(srv.Client(), srv.URL),
+		n: n, m: m, url: url, srv: srv,
+		tasks:   tenurev1connect.NewTaskServiceClient(http.DefaultClient, url),
+		workers: tenurev1connect.NewWorkerServiceClient(http.DefaultClient, url),
+		admin:   tenurev1connect.NewAdminServiceClient(http.DefaultClient, url),
 	}
 	t.Cleanup(e.close)
 	return e

@@ -66,7 +66,7 @@ func TestAdminSnapshot(t *testing.T) {
 func TestWhoAmI(t *testing.T) {
 	t.Parallel()
 	n := apitest.OpenNode(t)
-	url, hc := h2cServer(t, server.New(n.Router(), server.Options{}).Handler())
+	url, hc := h2cServer(t, server.New(n.Router(), server.Options{}))
 	res, err := tenurev1connect.NewAdminServiceClient(hc, url).WhoAmI(apiCtx(t), connect.NewRequest(&tenurev1.WhoAmIRequest{}))
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +122,7 @@ func TestGetCluster(t *testing.T) {
 	t.Parallel()
 	n := apitest.OpenNode(t)
 	call := func(r route.Router) (*tenurev1.GetClusterResponse, error) {
-		url, hc := h2cServer(t, server.New(r, server.Options{}).Handler())
+		url, hc := h2cServer(t, server.New(r, server.Options{}))
 		res, err := tenurev1connect.NewAdminServiceClient(hc, url).GetCluster(apiCtx(t), connect.NewRequest(&tenurev1.GetClusterRequest{}))
 		if err != nil {
 			return nil, err

@@ -47,7 +47,7 @@ func authServerWith(t *testing.T, opts server.Options) (string, *http.Client, au
 	}
 	n := apitest.OpenNode(t)
 	opts.Snapshots, opts.Auth, opts.Metrics = n, st, mx
-	url, hc := h2cServer(t, server.New(n.Router(), opts).Handler())
+	url, hc := h2cServer(t, server.New(n.Router(), opts))
 	return url, hc, tok
 }
 

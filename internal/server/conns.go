@@ -14,20 +14,20 @@ import (
 	"github.com/tenurehq/tenure/internal/clock"
 )
 
-// Listener returns ln capped at LoadLimits.MaxConnections open
+// listener returns ln capped at LoadLimits.MaxConnections open
 // connections: a connection accepted past the cap is closed at once (and
 // counted), so that the connections served stay within the cap while the
-// excess learns so at once instead of waiting in a queue. Serve the API's
-// http.Server on it, with ConnState as its ConnState hook and
+// excess learns so at once instead of waiting in a queue. Serve serves
+// the API's http.Server on it, with connState as its ConnState hook and
 // LoadLimits.MaxHeaderBytes as its MaxHeaderBytes, so that its header and
 // write timeouts are counted too and its refusal of oversized headers is
-// answered as the API's error. Under TLS, wrap its result
-// (tls.NewListener(s.Listener(ln))): net/http must see the *tls.Conn.
+// answered as the API's error. Under TLS, its result is wrapped
+// (tls.NewListener(s.listener(ln))): net/http must see the *tls.Conn.
 //
 // A connection the server closes while its client may still be sending
 // (a request refused before its body or its headers were read in full)
 // is closed gracefully, by a lingering close (lingerClose).
-func (s *Server) Listener(ln net.Listener) net.Listener {
+func (s *Server) listener(ln net.Listener) net.Listener {
 	return &limitListener{Listener: ln, s: s, lingering: make(map[*limitedConn]struct{})}
 }
 
@@ -73,7 +73,7 @@ func (l *limitListener) Close() error {
 
 // limitedConn is one connection of a limitListener. It tells a read that
 // timed out waiting for a request's headers from one that timed out on an
-// idle connection by the state the http.Server last reported (ConnState):
+// idle connection by the state the http.Server last reported (connState):
 // new, or idle with bytes of a next request already in, is a header
 // timeout. Either timeout ends the connection, and so does a write
 // timeout: each is counted once per connection, however many reads or
@@ -258,9 +258,9 @@ func (c *limitedConn) lingerClose(until time.Time) {
 	c.l.s.hit(LimitDiscardBytes)
 }
 
-// ConnState is the http.Server's ConnState hook for connections from
-// Listener (also under TLS, which wraps them).
-func (s *Server) ConnState(nc net.Conn, st http.ConnState) {
+// connState is the http.Server's ConnState hook for connections from
+// listener (also under TLS, which wraps them).
+func (s *Server) connState(nc net.Conn, st http.ConnState) {
 	for {
 		if c, ok := nc.(*limitedConn); ok {
 			c.state.Store(int32(st))

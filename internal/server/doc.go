@@ -37,9 +37,13 @@
 // permission_denied, logged and counted. An allowed call's context carries
 // the token's name (internal/principal).
 //
+// Serving (http.go): Server.Serve is the one place the API's HTTP server
+// is assembled, with the limits below, TLS or h2c; `tenure server`, a
+// cluster node, `tenure bench` and the tests standing for them all use it.
+//
 // Limits (limits.go, bodies.go, conns.go; docs/guides/limits.md): what one
-// client can hold of the server is bounded — connections (Listener, with
-// ConnState counting header and write timeouts), each request body's size
+// client can hold of the server is bounded — connections (the listener of
+// Serve, counting header and write timeouts), each request body's size
 // by its procedure and the time to receive it, the body bytes being read
 // at once, each request's headers, and the Lease calls long-polling at
 // once, per server and per worker id. Each hit is counted through

@@ -85,7 +85,7 @@ func TestCompleteBatchWithLeaseAnswersOnlyDurableCompletions(t *testing.T) {
 		c.Close()
 		l.Close()
 	})
-	url := apitest.Serve(t, server.New(route.Local(oneCoordinator{c}), server.Options{}).Handler())
+	url := apitest.Serve(t, server.New(route.Local(oneCoordinator{c}), server.Options{}))
 	tasks := tenurev1connect.NewTaskServiceClient(http.DefaultClient, url)
 	workers := tenurev1connect.NewWorkerServiceClient(http.DefaultClient, url)
 	ctx := t.Context()

@@ -15,7 +15,7 @@ import (
 
 // What one client may hold of a server is bounded, so that hostile or
 // broken clients cannot exhaust it (docs/guides/limits.md): connections
-// (Listener), the time to send headers and bodies and to take answers,
+// (Serve's listener), the time to send headers and bodies and to take answers,
 // the size of each request body and the bytes of bodies being read at once
 // (bodies.go), the size of a request's headers and the bytes read of a
 // request refused unread (conns.go), and the Lease calls long-polling at
@@ -40,12 +40,12 @@ const (
 // LoadLimits bound what clients can hold of a server at once. Zero fields
 // take their defaults (DefaultLoadLimits).
 type LoadLimits struct {
-	// MaxConnections caps the connections open at once; Listener closes
+	// MaxConnections caps the connections open at once; Serve closes
 	// every connection accepted past it at once.
 	MaxConnections int
 	// ReadHeaderTimeout, IdleTimeout and WriteTimeout are for the
-	// http.Server in front of Handler (http.Server fields of the same
-	// names); Listener and ConnState count header and write timeouts.
+	// http.Server of Serve (http.Server fields of the same names), which
+	// counts header and write timeouts.
 	// WriteTimeout runs from the end of a request's headers to the end of
 	// its answer, so it must exceed BodyReadTimeout plus the longest
 	// long-poll (coordinator.Limits.MaxWait).
@@ -66,7 +66,7 @@ type LoadLimits struct {
 	// answered resource_exhausted at once.
 	MaxLongPolls, MaxLongPollsPerWorker int
 	// MaxHeaderBytes caps a request's headers (the http.Server field of
-	// the same name): net/http refuses more with 431, which Listener's
+	// the same name): net/http refuses more with 431, which Serve's
 	// connections answer as the API's resource_exhausted.
 	MaxHeaderBytes int
 	// MaxDiscardBytes caps what the server reads and throws away of a

@@ -29,13 +29,13 @@ import (
 	"github.com/tenurehq/tenure/sdk/client"
 )
 
-// h2cServer serves h as `tenure server` does and returns its URL and a
+// h2cServer serves api as `tenure server` does and returns its URL and a
 // client that speaks only unencrypted HTTP/2 to it, as gRPC tools do.
-func h2cServer(t *testing.T, h http.Handler) (string, *http.Client) {
+func h2cServer(t *testing.T, api *server.Server) (string, *http.Client) {
 	t.Helper()
 	hc := client.DefaultHTTPClient(client.ProtocolGRPC)
 	t.Cleanup(hc.CloseIdleConnections)
-	return apitest.Serve(t, h), hc
+	return apitest.Serve(t, api), hc
 }
 
 // get answers GET url's status and body.
@@ -55,7 +55,7 @@ func get(t *testing.T, hc *http.Client, url string) (int, string) {
 func TestReflectionListsServices(t *testing.T) {
 	t.Parallel()
 	n := apitest.OpenNode(t)
-	url, hc := h2cServer(t, server.New(n.Router(), server.Options{}).Handler())
+	url, hc := h2cServer(t, server.New(n.Router(), server.Options{}))
 	stream := grpcreflect.NewClient(hc, url, connect.WithGRPC()).NewStream(apiCtx(t))
 	names, err := stream.ListServices()
 	if err != nil {
@@ -161,7 +161,7 @@ func TestReadiness(t *testing.T) {
 	t.Parallel()
 	opening := server.NewOpening("the server is replaying its WAL")
 	api := server.New(opening.Router(), server.Options{Snapshots: opening})
-	url, hc := h2cServer(t, api.Handler())
+	url, hc := h2cServer(t, api)
 	health := grpchealth.NewClient(hc, url, connect.WithGRPC())
 	tasks := tenurev1connect.NewTaskServiceClient(hc, url, connect.WithGRPC())
 	admin := tenurev1connect.NewAdminServiceClient(hc, url, connect.WithGRPC())

@@ -40,6 +40,11 @@ func sendFirst(addr, head string, body io.Reader) (*http.Response, []byte, error
 		return nil, nil, err
 	}
 	defer c.Close()
+	return sendFirstOn(c, head, body)
+}
+
+// sendFirstOn is sendFirst over c.
+func sendFirstOn(c net.Conn, head string, body io.Reader) (*http.Response, []byte, error) {
 	c.SetDeadline(time.Now().Add(hostileTimeout))
 	if _, err := io.WriteString(c, head); err != nil {
 		return nil, nil, fmt.Errorf("sending the headers: %w", err)
@@ -86,6 +91,10 @@ func wireError(body []byte) (string, *tenurev1.ErrorDetail, error) {
 	return wire.Code, nil, nil
 }
 
+// capSubmit is the cap of a Submit's body: the payload limit as base64,
+// and 64 KiB.
+const capSubmit = (1<<20+2)/3*4 + 64<<10
+
 // checkRefusal checks that a send-first client got the documented refusal
 // of a request over a size limit: status, code resource_exhausted, an
 // ErrorDetail TOO_LARGE naming field (if not empty) and limit, and the
@@ -117,7 +126,6 @@ func checkRefusal(resp *http.Response, body []byte, err error, status int, field
 func TestRefusalsReachSendFirstClients(t *testing.T) {
 	t.Parallel()
 	e := newLimitEnv(t, server.LoadLimits{})
-	const capSubmit = (1<<20+2)/3*4 + 64<<10 // the Submit cap: the payload limit as base64, and 64 KiB
 	type client struct {
 		name    string
 		head    string

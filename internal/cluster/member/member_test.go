@@ -53,7 +53,7 @@ type testNode struct {
 	id  string
 	m   *member.Member
 	url string
-	srv *http.Server
+	srv *server.HTTP
 	api
 }
 
@@ -64,13 +64,8 @@ func (n *testNode) close() {
 
 // serveAPI serves the API over m's partitions on ln, as `tenure server`
 // does, with every error message reworded.
-func serveAPI(m *member.Member, ln net.Listener) *http.Server {
-	api := server.New(m, server.Options{Snapshots: m, Reword: reworded})
-	srv := &http.Server{Handler: api.Handler(), Protocols: new(http.Protocols)}
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
-	go srv.Serve(ln)
-	return srv
+func serveAPI(m *member.Member, ln net.Listener) *server.HTTP {
+	return server.New(m, server.Options{Snapshots: m, Reword: reworded}).Serve(ln, server.HTTPConfig{})
 }
 
 func startNode(t *testing.T, db *sql.DB, id string) *testNode {

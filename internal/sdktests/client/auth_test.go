@@ -25,7 +25,7 @@ func TestToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := apitest.OpenNode(t)
-	url := apitest.Serve(t, server.New(n.Router(), server.Options{Auth: st}).Handler())
+	url := apitest.Serve(t, server.New(n.Router(), server.Options{Auth: st}))
 	for _, proto := range protocols {
 		t.Run(proto, func(t *testing.T) {
 			sub := newClient(t, url, client.Options{Protocol: proto, Token: tok.Scoped[auth.Submitter]})
