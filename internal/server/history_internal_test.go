@@ -32,10 +32,10 @@ func TestEveryTaskRecordHasAHistoryLine(t *testing.T) {
 			}
 			if e.Detail == "" || e.At == nil {
 				t.Errorf("a %s names a task, so it is in the task's history, but its line there has no detail or no time: "+
-					"add a case for *state.%s to historyEntry in internal/server/convert.go that sets At and says what it did in Detail", name, typ.Elem().Name())
+					"add a case for *state.%s to lifeLine or endLine (historyEntry, internal/server/history.go) that sets At and says what it did in Detail", name, typ.Elem().Name())
 			}
 			if by := reflect.ValueOf(r).Elem().FieldByName("By"); by.IsValid() && e.RequestedBy != by.String() {
-				t.Errorf("the history line of a %s by %q says requested_by %q: set RequestedBy from its By in historyEntry (internal/server/convert.go)", name, by.String(), e.RequestedBy)
+				t.Errorf("the history line of a %s by %q says requested_by %q: set RequestedBy from its By in its case of lifeLine or endLine (internal/server/history.go)", name, by.String(), e.RequestedBy)
 			}
 		}
 	}
