@@ -44,20 +44,6 @@ func newSeededIDs(seed uint64) *seededIDs {
 
 func (s *seededIDs) Read(p []byte) (int, error) { return s.r.Read(p) }
 
-// faultDisk returns an empty disk whose /data directory is durable, as the
-// operator's data directory would be.
-func faultDisk(t testing.TB) *faultfs.FS {
-	t.Helper()
-	f := faultfs.New()
-	if err := f.MkdirAll("/data", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.SyncDir("/"); err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 func walOptions(f fsys.FS) wal.Options {
 	return wal.Options{Dir: faultWALDir, FS: f, Sync: wal.SyncAlways, SegmentBytes: 1024}
 }
@@ -344,7 +330,7 @@ func TestFaultStopsServing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			f := faultDisk(t)
+			f := faultfs.NewWithDir("/data")
 			clk := clock.NewFake(faultEpoch)
 			l, c, err := openCoord(f, clk, 1)
 			if err != nil {
@@ -424,7 +410,7 @@ func TestFaultNoSpace(t *testing.T) {
 	for _, tear := range []bool{false, true} {
 		t.Run(fmt.Sprintf("tear=%v", tear), func(t *testing.T) {
 			ctx := context.Background()
-			f := faultDisk(t)
+			f := faultfs.NewWithDir("/data")
 			f.TearWrites(tear)
 			clk := clock.NewFake(faultEpoch)
 			l, c, err := openCoord(f, clk, 1)
@@ -499,7 +485,7 @@ func TestFaultNoSpace(t *testing.T) {
 // the coordinator serves again. Each cut is tried with only the fsynced data
 // surviving, and with a random prefix of the unsynced data too.
 func TestFaultPowerLossAtEveryOp(t *testing.T) {
-	f := faultDisk(t)
+	f := faultfs.NewWithDir("/data")
 	base := f.Ops()
 	clk := clock.NewFake(faultEpoch)
 	l, c, err := openCoord(f, clk, 1)
@@ -522,7 +508,7 @@ func TestFaultPowerLossAtEveryOp(t *testing.T) {
 	seed := rand.Uint64()
 	rng := rand.New(rand.NewPCG(seed, 0))
 	for i := 1; i <= n; i++ {
-		f := faultDisk(t)
+		f := faultfs.NewWithDir("/data")
 		f.CutPowerAfter(base + i)
 		clk := clock.NewFake(faultEpoch)
 		var acks []ack

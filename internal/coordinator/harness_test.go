@@ -202,16 +202,10 @@ func newSimDisk(seed, salt uint64, config Config, opened func(*Coordinator) erro
 		rng:    rand.New(rand.NewPCG(seed, salt)),
 		clk:    clock.NewFake(epoch),
 		ids:    newSeededRand(seed),
-		disk:   faultfs.New(),
+		disk:   faultfs.NewWithDir("/data"),
 		stats:  map[string]int{},
 		config: config,
 		opened: opened,
-	}
-	if err := s.disk.MkdirAll("/data", 0o755); err != nil {
-		return nil, err
-	}
-	if err := s.disk.SyncDir("/"); err != nil {
-		return nil, err
 	}
 	return s, s.open()
 }

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/fsys/faultfs"
 	"github.com/tenurehq/tenure/internal/lincheck"
@@ -136,13 +137,7 @@ func runLinWorkload(t *testing.T, seed uint64, broken bool) linWorkload {
 	rng := rand.New(rand.NewPCG(seed, 0x11))
 	clk := clock.NewFake(epoch)
 	ids := newSeededRand(seed)
-	disk := faultfs.New()
-	if err := disk.MkdirAll("/data", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := disk.SyncDir("/"); err != nil {
-		t.Fatal(err)
-	}
+	disk := faultfs.NewWithDir("/data")
 	var idsMu sync.Mutex // the coordinator draws ids under its mutex; Open after a crash too
 	lockedIDs := readerFunc(func(p []byte) (int, error) {
 		idsMu.Lock()

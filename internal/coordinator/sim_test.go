@@ -80,6 +80,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/fsys/faultfs"
 	"github.com/tenurehq/tenure/internal/lincheck"
@@ -302,13 +303,7 @@ func runSim(seed uint64, opts simOptions) (res simResult) {
 	for i := range 2 + s.rng.IntN(4) {
 		s.workers = append(s.workers, &simWorker{id: simClients + i, name: fmt.Sprintf("w%d", i)})
 	}
-	s.disk = faultfs.New()
-	if err := s.disk.MkdirAll("/data", 0o755); err != nil {
-		panic(err)
-	}
-	if err := s.disk.SyncDir("/"); err != nil {
-		panic(err)
-	}
+	s.disk = faultfs.NewWithDir("/data")
 	defer func() {
 		if r := recover(); r != nil {
 			f, ok := r.(simFailure)

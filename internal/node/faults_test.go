@@ -26,24 +26,6 @@ import (
 	"github.com/tenurehq/tenure/internal/wal"
 )
 
-// faultDisk returns a disk on which dataDir and its parents are durable.
-func faultDisk(t *testing.T, dataDir string) *faultfs.FS {
-	t.Helper()
-	f := faultfs.New()
-	if err := f.MkdirAll(dataDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for d := dataDir; ; d = filepath.Dir(d) {
-		if err := f.SyncDir(filepath.Dir(d)); err != nil {
-			t.Fatal(err)
-		}
-		if d == filepath.Dir(d) || filepath.Dir(d) == "/" {
-			break
-		}
-	}
-	return f
-}
-
 func openNode(t *testing.T, dataDir string, f *faultfs.FS) *node.Node {
 	t.Helper()
 	n, err := node.Open(context.Background(), node.Config{
@@ -122,7 +104,7 @@ func TestFaultNodeReopensAfterStorageFailure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dataDir := t.TempDir()
-			f := faultDisk(t, dataDir)
+			f := faultfs.NewWithDir(dataDir)
 			n := openNode(t, dataDir, f)
 			defer n.Close()
 			var ids []string
@@ -170,7 +152,7 @@ func TestFaultNodeReopensAfterStorageFailure(t *testing.T) {
 func TestFaultPowerLossWithFsyncOffLosesRecords(t *testing.T) {
 	ctx := context.Background()
 	dataDir := t.TempDir()
-	f := faultDisk(t, dataDir)
+	f := faultfs.NewWithDir(dataDir)
 	cfg := func(f *faultfs.FS) node.Config {
 		return node.Config{
 			DataDir:     dataDir,
@@ -275,7 +257,7 @@ func writeChecks(f *faultfs.FS) int {
 func TestFullDiskBacksOffWithoutReplaying(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dataDir := t.TempDir()
-		f := faultDisk(t, dataDir)
+		f := faultfs.NewWithDir(dataDir)
 		var opens countOpens
 		n, err := node.Open(context.Background(), node.Config{
 			DataDir:           dataDir,

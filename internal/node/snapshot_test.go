@@ -270,7 +270,7 @@ func TestSnapshotPowerLossAtEveryOp(t *testing.T) {
 	// more work, leaving the node just before a third.
 	setup := func(t *testing.T) (string, *faultfs.FS, *node.Node, *clock.Fake) {
 		dataDir := t.TempDir()
-		f := faultDisk(t, dataDir)
+		f := faultfs.NewWithDir(dataDir)
 		clk := clock.NewFake(start)
 		cfg := snapConfig(dataDir, f, clk)
 		cfg.Coordinator.ExpiryScanInterval = time.Hour

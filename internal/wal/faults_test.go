@@ -26,20 +26,6 @@ const faultDir = "/data/wal"
 
 var errInjected = errors.New("injected fault")
 
-// faultDisk returns an empty disk whose /data directory is durable, as the
-// operator's data directory would be.
-func faultDisk(t testing.TB) *faultfs.FS {
-	t.Helper()
-	f := faultfs.New()
-	if err := f.MkdirAll("/data", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.SyncDir("/"); err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 // faultOptions uses segments small enough that the scripts rotate often.
 func faultOptions(f fsys.FS) wal.Options {
 	return wal.Options{Dir: faultDir, FS: f, SegmentBytes: 512}
@@ -201,7 +187,7 @@ func checkRecovered(t testing.TB, f fsys.FS, run scriptRun, what string) uint64 
 // operations before it and its trace.
 func countScript(t *testing.T) (base int, ops []faultfs.Op) {
 	t.Helper()
-	f := faultDisk(t)
+	f := faultfs.NewWithDir("/data")
 	base = f.Ops()
 	run := runScript(t, f)
 	if run.err != nil || run.acked != run.appended || run.acked < 30 {
@@ -221,7 +207,7 @@ func TestFaultFatalErrors(t *testing.T) {
 		{"write", faultfs.OpWrite},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := faultDisk(t)
+			f := faultfs.NewWithDir("/data")
 			l, err := wal.Open(faultOptions(f))
 			if err != nil {
 				t.Fatal(err)
@@ -322,7 +308,7 @@ func TestFaultAtEveryOp(t *testing.T) {
 		op := ops[i-1]
 		what := fmt.Sprintf("op %d (%s %s)", i, op.Kind, op.Path)
 
-		f := faultDisk(t)
+		f := faultfs.NewWithDir("/data")
 		f.FailAt(base+i, errInjected)
 		run := runScript(t, f)
 		if tr := f.Trace(); len(tr) < base+i {
@@ -344,7 +330,7 @@ func TestFaultAtEveryOp(t *testing.T) {
 		tears++
 		n := 1 + rng.IntN(op.Bytes-1)
 		what = fmt.Sprintf("%s torn after %d of %d bytes (seed %#x)", what, n, op.Bytes, seed)
-		f = faultDisk(t)
+		f = faultfs.NewWithDir("/data")
 		f.TearAt(base+i, n)
 		run = runScript(t, f)
 		if !errors.Is(run.err, syscall.EIO) {
@@ -370,7 +356,7 @@ func TestFaultPowerLossAtEveryOp(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	beyond := 0 // runs that recovered unacknowledged records
 	for i := 1; i <= len(ops); i++ {
-		f := faultDisk(t)
+		f := faultfs.NewWithDir("/data")
 		f.CutPowerAfter(base + i)
 		run := runScript(t, f)
 		what := fmt.Sprintf("power cut after op %d of %d (%s %s)", i, len(ops), ops[i-1].Kind, ops[i-1].Path)
@@ -396,7 +382,7 @@ func TestFaultPowerLossAtEveryOp(t *testing.T) {
 func TestFaultNoSpace(t *testing.T) {
 	for _, tear := range []bool{false, true} {
 		t.Run(fmt.Sprintf("tear=%v", tear), func(t *testing.T) {
-			f := faultDisk(t)
+			f := faultfs.NewWithDir("/data")
 			f.TearWrites(tear)
 			l, err := wal.Open(faultOptions(f))
 			if err != nil {
@@ -457,7 +443,7 @@ func TestFaultNoSpace(t *testing.T) {
 // of a write leaves once the kernel has written the page back.
 func tornDisk(t testing.TB) *faultfs.FS {
 	t.Helper()
-	f := faultDisk(t)
+	f := faultfs.NewWithDir("/data")
 	l, err := wal.Open(faultOptions(f))
 	if err != nil {
 		t.Fatal(err)
@@ -552,7 +538,7 @@ func TestFaultPowerLossOutOfOrderPages(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	reboots, refused := 0, 0
 	for i := 1; i <= len(ops); i++ {
-		f := faultDisk(t)
+		f := faultfs.NewWithDir("/data")
 		f.CutPowerAfter(base + i)
 		run := runScript(t, f)
 		for r := range 3 {
@@ -584,7 +570,7 @@ func TestFaultPowerLossUnderSyncNoneAfterRolls(t *testing.T) {
 	seed := rand.Uint64()
 	rng := rand.New(rand.NewPCG(seed, 0))
 	for cut := 1; cut <= 120; cut += 7 {
-		f := faultDisk(t)
+		f := faultfs.NewWithDir("/data")
 		opts := faultOptions(f)
 		opts.Sync = wal.SyncNone
 		l, err := wal.Open(opts)

@@ -3,6 +3,7 @@ package faultfs
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"maps"
@@ -84,6 +85,26 @@ var _ fsys.FS = (*FS)(nil)
 // New returns an empty disk holding only the root directory.
 func New() *FS {
 	return &FS{root: newDir(), failAt: map[int]error{}, tearAt: map[int]int{}, failNext: map[Kind]error{}}
+}
+
+// NewWithDir returns a disk holding dir, made with its parents and durable
+// (each made durable in its parent by SyncDir, the root last), as an
+// operator's data directory is before anything runs on it. dir must be
+// absolute; NewWithDir panics otherwise.
+func NewWithDir(dir string) *FS {
+	if !filepath.IsAbs(dir) {
+		panic(fmt.Sprintf("faultfs: NewWithDir(%q): the directory must be an absolute path", dir))
+	}
+	f := New()
+	if err := f.MkdirAll(dir, 0o755); err != nil {
+		panic(fmt.Sprintf("faultfs: NewWithDir(%q): %v", dir, err))
+	}
+	for d := filepath.Clean(dir); d != "/"; d = filepath.Dir(d) {
+		if err := f.SyncDir(filepath.Dir(d)); err != nil {
+			panic(fmt.Sprintf("faultfs: NewWithDir(%q): %v", dir, err))
+		}
+	}
+	return f
 }
 
 // Ops returns the number of operations so far.

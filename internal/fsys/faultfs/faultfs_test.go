@@ -2,6 +2,7 @@ package faultfs_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -18,10 +19,31 @@ import (
 // disk returns an FS with a durable directory /d.
 func disk(t *testing.T) *faultfs.FS {
 	t.Helper()
-	f := faultfs.New()
-	must(t, f.MkdirAll("/d", 0o755))
-	must(t, f.SyncDir("/"))
-	return f
+	return faultfs.NewWithDir("/d")
+}
+
+// TestNewWithDir: the directory and its parents survive a power loss, made
+// by one MkdirAll and a SyncDir of each parent, the root last; a relative
+// path is refused.
+func TestNewWithDir(t *testing.T) {
+	f := faultfs.NewWithDir("/srv/tenure/data")
+	var ops []string
+	for _, op := range f.Trace() {
+		ops = append(ops, string(op.Kind)+" "+op.Path)
+	}
+	if want := []string{"mkdir /srv/tenure/data", "syncdir /srv/tenure", "syncdir /srv", "syncdir /"}; !slices.Equal(ops, want) {
+		t.Errorf("operations %q, want %q", ops, want)
+	}
+	lost := f.PowerLoss()
+	if names, err := lost.ReadDirNames("/srv/tenure/data"); err != nil || len(names) != 0 {
+		t.Fatalf("after a power loss: %v, %v; want the empty directory", names, err)
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "absolute") {
+			t.Errorf("NewWithDir(\"data\") panicked with %v, want a word on absolute paths", r)
+		}
+	}()
+	faultfs.NewWithDir("data")
 }
 
 func must(t *testing.T, err error) {
