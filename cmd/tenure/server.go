@@ -45,6 +45,7 @@ type serverCmd struct {
 	cluster        clusterFlags
 	auth           authFlags
 	limits         limitFlags
+	workflows      workflowLimits
 	tls            tlsServerFlags
 }
 
@@ -86,6 +87,7 @@ func (c *serverCmd) define(fs *pflag.FlagSet) {
 	c.tls.add(fs)
 	fs.IntVar(&c.maxQueues, "metrics-max-queues", metrics.DefaultMaxQueues, metricsMaxQueuesHelp)
 	c.limits.add(fs)
+	c.workflows.add(fs)
 }
 
 func (*serverCmd) choices() map[string][]string {
@@ -157,6 +159,9 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 		Limits:             coordinator.Limits{MaxPayloadBytes: c.maxPayload, MaxSnoozes: c.maxSnoozes, MaxSnoozeDelay: c.maxSnoozeDelay},
 		ExpiryScanInterval: c.scan,
 		Memory:             memory,
+	}
+	if err := c.workflows.apply(&coordCfg.Limits); err != nil {
+		return err
 	}
 	if c.cluster.dsn != "" {
 		for _, name := range []string{"data-dir", "fsync", "commit-interval", "wal-segment-bytes", "accept-lost-records"} {

@@ -205,6 +205,13 @@ func CheckTask(p *Principal, call, taskID string, t Target) error {
 	return p.check(short(call), t, fmt.Sprintf(" on task %s (queue %q of namespace %q)", taskID, t.Queue, t.Namespace))
 }
 
+// CheckSpawn refuses a commit or completion (call) by p that spawns a task
+// in t unless p's scope holds t: a spawn submits a task, within the scope
+// of the worker that commits (docs/guides/security.md).
+func CheckSpawn(p *Principal, call string, t Target) error {
+	return p.check(short(call), t, fmt.Sprintf(" spawning a task in queue %q of namespace %q", t.Queue, t.Namespace))
+}
+
 // check refuses call unless p's scope holds t. on, if set, names the task
 // the call is about.
 func (p *Principal) check(call string, t Target, on string) error {

@@ -12,6 +12,8 @@ type CompleteItem struct {
 	TaskID  string
 	LeaseID string
 	Result  []byte // the coordinator keeps it: do not modify after the call
+	// Spawn describes the tasks the completion spawns (CompleteSpawn).
+	Spawn []SubmitRequest
 }
 
 // CheckCompleteBatch returns the error CompleteBatch answers for a batch of
@@ -62,15 +64,23 @@ func (c *Coordinator) CompleteBatch(ctx context.Context, items []CompleteItem) (
 // request (the lease of a worker's CompleteBatch) writes it first, so that
 // both share one wait and, most often, one fsync.
 func (c *Coordinator) CompleteBatchUnwaited(ctx context.Context, items []CompleteItem) ([]error, Durable, error) {
+	errs, _, durable, err := c.completeBatch(ctx, items)
+	return errs, durable, err
+}
+
+// completeBatch is CompleteBatchUnwaited answering also the ids of the
+// tasks each item spawned (nil for none).
+func (c *Coordinator) completeBatch(ctx context.Context, items []CompleteItem) ([]error, [][]string, Durable, error) {
 	if err := c.cfg.Limits.checkCompleteBatch(len(items)); err != nil {
-		return nil, Durable{}, err
+		return nil, nil, Durable{}, err
 	}
+	var spawned [][]string
 	errs := make([]error, len(items))
 	for i, it := range items {
 		errs[i] = c.validateComplete(it)
 	}
 	if err := c.lock(); err != nil {
-		return nil, Durable{}, err
+		return nil, nil, Durable{}, err
 	}
 	now := c.now()
 	recs := make([]state.Record, 0, len(items))
@@ -91,17 +101,27 @@ func (c *Coordinator) CompleteBatchUnwaited(ctx context.Context, items []Complet
 		if errs[i] != nil {
 			continue
 		}
-		if _, ok := pending[it.TaskID]; ok {
+		// A spawn creates tasks with new ids that others of the batch may
+		// depend on: it is decided on a state where every record before
+		// it is applied.
+		if _, ok := pending[it.TaskID]; ok || len(it.Spawn) > 0 && len(recs) > 0 {
 			attribute(ctx, recs)
 			if _, err := c.write(recs...); err != nil {
 				c.mu.Unlock()
-				return nil, Durable{}, err
+				return nil, nil, Durable{}, err
 			}
 			recs = recs[:0]
 			clear(pending)
 		}
 		n := len(recs)
-		recs, errs[i] = c.completeLocked(recs, it, now, &c.completed[i])
+		var ids []string
+		recs, ids, errs[i] = c.completeLocked(recs, it, now, &c.completed[i])
+		if ids != nil {
+			if spawned == nil {
+				spawned = make([][]string, len(items))
+			}
+			spawned[i] = ids
+		}
 		if len(recs) == n {
 			continue
 		}
@@ -116,9 +136,12 @@ func (c *Coordinator) CompleteBatchUnwaited(ctx context.Context, items []Complet
 	last, err := c.write(recs...)
 	c.mu.Unlock()
 	if err != nil {
-		return nil, Durable{}, err
+		return nil, nil, Durable{}, err
 	}
-	return errs, Durable{c: c, lsn: last}, nil
+	if spawned == nil {
+		spawned = make([][]string, len(items))
+	}
+	return errs, spawned, Durable{c: c, lsn: last}, nil
 }
 
 // Durable is a write of the coordinator that its caller has yet to wait
@@ -151,14 +174,26 @@ func (c *Coordinator) validateComplete(it CompleteItem) error {
 // when the lease already completed the task (a retry gets the same
 // answer), else the lease-holder decision with a TaskCompleted record (rec,
 // set), appended to recs. c.mu must be held.
-func (c *Coordinator) completeLocked(recs []state.Record, it CompleteItem, now state.Time, rec *state.TaskCompleted) ([]state.Record, error) {
+func (c *Coordinator) completeLocked(recs []state.Record, it CompleteItem, now state.Time, rec *state.TaskCompleted) ([]state.Record, []string, error) {
 	t := c.st.Task(it.TaskID)
 	if t != nil && t.State == state.Completed && len(t.Executions) > 0 &&
 		t.Executions[len(t.Executions)-1].LeaseID == it.LeaseID {
-		return recs, nil
+		return recs, nil, nil
 	}
-	return c.leaseOpLocked(recs, t, it.TaskID, it.LeaseID, state.ActionComplete, now, func(t *state.Task, _ *state.Execution, now state.Time) (state.Record, error) {
+	var ids []string
+	recs, err := c.leaseOpLocked(recs, t, it.TaskID, it.LeaseID, state.ActionComplete, now, func(t *state.Task, _ *state.Execution, now state.Time) (state.Record, error) {
 		*rec = state.TaskCompleted{TaskID: t.ID, LeaseID: it.LeaseID, Result: it.Result, At: now}
+		if len(it.Spawn) > 0 {
+			if t.State != state.Leased {
+				return nil, wrongState(t, " was committed by an earlier attempt, whose commit spawned what it spawned: a finalisation spawns nothing")
+			}
+			tasks, spawned, err := c.checkSpawn(t, it.Spawn, now.Std())
+			if err != nil {
+				return nil, err
+			}
+			rec.Spawn, ids = tasks, spawned
+		}
 		return rec, nil
 	})
+	return recs, ids, err
 }

@@ -62,9 +62,10 @@ type Limits struct {
 	MaxWorkflowDepth int
 	// MaxSpawn caps the tasks one commit spawns (default 10,000).
 	MaxSpawn int
-	// MaxAtomicBytes caps the payloads, together, of the tasks one record
-	// creates: a workflow batch, or what a commit spawns (default 4 MiB,
-	// under the log's record limit).
+	// MaxAtomicBytes caps the size of the one record that creates the
+	// tasks of a workflow batch or of a spawn: their payloads, names and
+	// dependencies together (default 4 MiB, at most 6 MiB: under the
+	// logs' record limit of 8 MiB).
 	MaxAtomicBytes int
 }
 
@@ -173,6 +174,9 @@ func (l Limits) validate() error {
 	}
 	if l.MaxPayloadBytes > 64<<20 {
 		return fmt.Errorf("coordinator: Limits.MaxPayloadBytes %d is over the 64 MiB ceiling", l.MaxPayloadBytes)
+	}
+	if l.MaxAtomicBytes > 6<<20 {
+		return fmt.Errorf("coordinator: Limits.MaxAtomicBytes %d is over 6 MiB, which keeps one record under the logs' limit of 8 MiB", l.MaxAtomicBytes)
 	}
 	if l.MaxSpawn > 65536 || l.MaxBatch > 65536 {
 		return fmt.Errorf("coordinator: Limits.MaxSpawn (%d) and MaxBatch (%d) are over the 65,536 tasks one record may create", l.MaxSpawn, l.MaxBatch)

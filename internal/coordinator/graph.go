@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -109,18 +110,16 @@ func (c *Coordinator) submitGraph(ctx context.Context, workflow string, reqs []S
 		return fieldErr("requests", "%d tasks is over the limit of %d per batch; split the batch", len(reqs), l.MaxBatch)
 	}
 	now := c.cfg.Clock.Now()
-	payloads := 0
 	for i := range reqs {
 		if err := c.validateSubmit(&reqs[i], now); err != nil {
 			return ItemError(err, i)
 		}
-		payloads += len(reqs[i].Payload)
 	}
 	if err := l.checkGraphFields(workflow, reqs); err != nil {
 		return err
 	}
-	if payloads > l.MaxAtomicBytes && len(reqs) > 1 {
-		return &LimitError{Field: "requests", Size: payloads, Limit: l.MaxAtomicBytes}
+	if n := recordBytes(reqs); n > l.MaxAtomicBytes && len(reqs) > 1 {
+		return &LimitError{Field: "requests", Size: n, Limit: l.MaxAtomicBytes}
 	}
 	// The request ids a batch names its tasks by: as given, before a
 	// workflow's tasks without one get theirs.
@@ -383,4 +382,146 @@ func findCycle(start int, refs [][]int, placed []bool) []int {
 			}
 		}
 	}
+}
+
+// dependencyResults returns t's workflow and what its lease says of its
+// dependencies: each one's state and, for those that completed, their
+// results, up to the payload limit together (the rest marked omitted).
+// c.mu must be held.
+func (c *Coordinator) dependencyResults(t *state.Task) (string, []DependencyResult) {
+	wf := ""
+	if w := c.st.WorkflowOf(t); w != nil {
+		wf = w.Key.ID
+	}
+	edges := c.st.Edges(t)
+	if len(edges) == 0 {
+		return wf, nil
+	}
+	out := make([]DependencyResult, len(edges))
+	room := c.cfg.Limits.MaxPayloadBytes
+	for i, e := range edges {
+		out[i].TaskID = e.ID
+		d := c.st.Task(e.ID)
+		if d == nil {
+			continue
+		}
+		out[i].State = d.State
+		if d.State != state.Completed {
+			continue
+		}
+		if len(d.Result) > room {
+			out[i].Omitted = true
+			continue
+		}
+		room -= len(d.Result)
+		out[i].Result = d.Result
+	}
+	return wf, out
+}
+
+// checkSpawn checks what a commit of t spawns (c.mu held) and plans it:
+// it returns the TaskCreated records of the new tasks (nil for none) and
+// the id of each spawned request's task, or the refusal. The tasks are in
+// t's namespace (a spawn given none is in it) and, with t's workflow,
+// within its limits; their dependencies name each other by request id,
+// tasks of the partition (t among them) by id.
+func (c *Coordinator) checkSpawn(t *state.Task, spawn []SubmitRequest, now time.Time) ([]state.TaskCreated, []string, error) {
+	if len(spawn) == 0 {
+		return nil, nil, nil
+	}
+	l := c.cfg.Limits
+	if len(spawn) > l.MaxSpawn {
+		return nil, nil, fieldErr("spawn", "%d tasks is over the limit of %d per commit (--max-spawn)", len(spawn), l.MaxSpawn)
+	}
+	for i := range spawn {
+		r := &spawn[i]
+		if r.Namespace == "" {
+			r.Namespace = t.Namespace
+		}
+		if r.Namespace != t.Namespace {
+			return nil, nil, spawnErr(fieldErr("namespace", "%q is not the namespace of the task that spawns it, %q", r.Namespace, t.Namespace), i)
+		}
+		if err := l.validateSubmit(r, now); err != nil {
+			return nil, nil, spawnErr(err, i)
+		}
+	}
+	if err := l.checkGraphFields("", spawn); err != nil {
+		return nil, nil, spawnErr(err, -1)
+	}
+	if n := recordBytes(spawn); n > l.MaxAtomicBytes {
+		return nil, nil, &LimitError{Field: "spawn", Size: n, Limit: l.MaxAtomicBytes}
+	}
+	given := make(map[[2]string]int, len(spawn))
+	for i := range spawn {
+		if id := spawn[i].RequestID; id != "" {
+			if _, ok := given[[2]string{spawn[i].Namespace, id}]; !ok {
+				given[[2]string{spawn[i].Namespace, id}] = i
+			}
+		}
+	}
+	p, err := c.planGraph("", spawn, given, now)
+	if err != nil {
+		return nil, nil, spawnErr(err, -1)
+	}
+	if w := c.st.WorkflowOf(t); w != nil && w.Len()+len(p.newIdx) > l.MaxWorkflowTasks {
+		return nil, nil, fieldErr("spawn", "workflow %s would have %d tasks, over the limit of %d (--max-workflow-tasks)", w.Key.ID, w.Len()+len(p.newIdx), l.MaxWorkflowTasks)
+	}
+	tasks := make([]state.TaskCreated, len(p.newIdx))
+	for k, i := range p.newIdx {
+		created(&tasks[k], &spawn[i], p.ids[i], now)
+		tasks[k].DependsOn, tasks[k].OnDependencyFailure = p.deps[i], spawn[i].OnDependencyFailure
+	}
+	if err := c.admitTasksLocked(tasks); err != nil {
+		return nil, nil, err
+	}
+	ids := make([]string, len(spawn))
+	for i := range spawn {
+		if d := p.dup[i]; d != nil {
+			ids[i] = d.ID
+		} else {
+			ids[i] = p.ids[i]
+		}
+	}
+	return tasks, ids, nil
+}
+
+// spawnErr names the spawn in the field of err: "requests[i]." (from
+// planGraph) or item i becomes "spawn[i].".
+func spawnErr(err error, i int) error {
+	rename := func(f string) string {
+		if i >= 0 {
+			return fmt.Sprintf("spawn[%d].%s", i, f)
+		}
+		if rest, ok := strings.CutPrefix(f, "requests"); ok {
+			return "spawn" + rest
+		}
+		return f
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return &FieldError{Field: rename(fe.Field), Problem: fe.Problem}
+	}
+	var le *LimitError
+	if errors.As(err, &le) {
+		return &LimitError{Field: rename(le.Field), Size: le.Size, Limit: le.Limit}
+	}
+	return err
+}
+
+// recordBytes bounds what the tasks of reqs take in the one record that
+// creates them: their payloads, names and dependencies, and a fixed part
+// each (ids, times, policy) that an encoded TaskCreated stays under.
+// MaxAtomicBytes bounds it, below the log's record limit, so that a record
+// the coordinator appends always fits the log.
+func recordBytes(reqs []SubmitRequest) int {
+	n := 0
+	for i := range reqs {
+		r := &reqs[i]
+		n += 160 + len(r.Payload) + len(r.Namespace) + len(r.Queue) + len(r.RequestID) + len(r.Kind) + len(r.Key) +
+			len(r.Trace.Parent) + len(r.Trace.State)
+		for _, d := range r.DependsOn {
+			n += 3 + max(len(d), 64) // a request id becomes a task id
+		}
+	}
+	return n
 }

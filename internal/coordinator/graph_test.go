@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -96,5 +97,57 @@ func TestSubmitWorkflowAgain(t *testing.T) {
 	}
 	if _, err := e.c.Submit(ctx, SubmitRequest{Queue: "q", DependsOn: []string{"b"}}); !errors.As(err, &fe) || fe.Field != "depends_on[0]" {
 		t.Fatalf("a single submit naming a request id: %v", err)
+	}
+}
+
+// TestSpawnAndResults: a commit spawns once, within the limits and the
+// task's namespace; a dependent's lease carries its dependencies' results
+// up to the payload limit, the rest marked omitted.
+func TestSpawnAndResults(t *testing.T) {
+	e := newEnv(t, 3)
+	lim := e.c.cfg.Limits
+	lim.MaxSpawn, lim.MaxPayloadBytes = 3, 10
+	e.c.cfg.Limits = lim
+	p := e.submit("q")
+	l := e.lease("w", "q")
+	var fe *FieldError
+	if _, _, err := e.c.CommitSpawn(ctx, p.ID, l.LeaseID, nil, []SubmitRequest{{Queue: "q"}, {Queue: "q"}, {Queue: "q"}, {Queue: "q"}}); !errors.As(err, &fe) || fe.Field != "spawn" {
+		t.Fatalf("a spawn over the limit: %v", err)
+	}
+	if _, _, err := e.c.CommitSpawn(ctx, p.ID, l.LeaseID, nil, []SubmitRequest{{Queue: "q", Namespace: "other"}}); !errors.As(err, &fe) || fe.Field != "spawn[0].namespace" {
+		t.Fatalf("a spawn into another namespace: %v", err)
+	}
+	if _, _, err := e.c.CommitSpawn(ctx, p.ID, l.LeaseID, nil, []SubmitRequest{{Queue: "q", DependsOn: []string{"nope"}}}); !errors.As(err, &fe) || fe.Field != "spawn[0].depends_on[0]" {
+		t.Fatalf("a spawn naming an unknown task: %v", err)
+	}
+	if e.get(p.ID).State != state.Leased {
+		t.Fatalf("a refused spawn committed the task: %s", e.get(p.ID).State)
+	}
+	spawn := []SubmitRequest{{Queue: "r", RequestID: "k1", Payload: []byte("1")}, {Queue: "r", RequestID: "k2", Payload: []byte("2")},
+		{Queue: "join", DependsOn: []string{"k1", "k2", p.ID}}}
+	_, ids, err := e.c.CommitSpawn(ctx, p.ID, l.LeaseID, []byte("p"), spawn)
+	if err != nil || len(ids) != 3 {
+		t.Fatalf("spawn: %v %v", ids, err)
+	}
+	if _, again, err := e.c.CommitSpawn(ctx, p.ID, l.LeaseID, []byte("p"), spawn); err != nil || again != nil {
+		t.Fatalf("a repeated commit: %v %v", again, err)
+	}
+	if _, err := e.c.CompleteSpawn(ctx, p.ID, l.LeaseID, nil, spawn); err == nil || !errors.Is(err, ErrWrongState) {
+		t.Fatalf("a completion of a committed task that spawns: %v", err)
+	}
+	if err := e.c.Complete(ctx, p.ID, l.LeaseID, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, res := range []string{"12345678", "abcdefgh"} {
+		k := e.lease("w", "r")
+		if err := e.c.Complete(ctx, k.TaskID, k.LeaseID, []byte(res)); err != nil || k.TaskID != ids[i] {
+			t.Fatalf("child %d: %s, %v", i, k.TaskID, err)
+		}
+	}
+	j := e.lease("w", "join")
+	want := []DependencyResult{{TaskID: ids[0], State: state.Completed, Result: []byte("12345678")},
+		{TaskID: ids[1], State: state.Completed, Omitted: true}, {TaskID: p.ID, State: state.Completed, Result: []byte("p")}}
+	if j.TaskID != ids[2] || !reflect.DeepEqual(j.Dependencies, want) {
+		t.Fatalf("the join's lease: %s %+v", j.TaskID, j.Dependencies)
 	}
 }

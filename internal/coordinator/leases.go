@@ -46,6 +46,22 @@ type Lease struct {
 	Trace state.TraceContext
 	// Key is the task's key ("" for none).
 	Key string
+	// Workflow is the task's workflow ("" for none), and Dependencies the
+	// tasks it depends on, as they ended, with their results
+	// (docs/design/workflows.md, "Results passed on").
+	Workflow     string
+	Dependencies []DependencyResult
+}
+
+// DependencyResult is one task a leased task depends on, as it ended.
+type DependencyResult struct {
+	TaskID string
+	// State is how it ended (0: it is no longer kept).
+	State state.TaskState
+	// Result is its result if it completed, shared and immutable; Omitted
+	// says it was left out to keep the lease within the payload limit.
+	Result  []byte
+	Omitted bool
 }
 
 // FencingToken identifies the attempt whose commit won. External effects
@@ -237,6 +253,10 @@ func (c *Coordinator) leaseView(t *state.Task, g *state.LeaseGranted) Lease {
 	}
 	l.Trace = c.st.TraceOf(t)
 	l.Key = c.st.KeyOf(t)
+	if t.State != state.Committed {
+		// A finalisation has its committed result: nothing runs again.
+		l.Workflow, l.Dependencies = c.dependencyResults(t)
+	}
 	return l
 }
 
@@ -471,23 +491,38 @@ func (l Limits) checkReport(r *state.Report) error {
 // attempt whose commit succeeds may apply external effects. The same lease
 // committing again (a network retry) gets the same answer.
 func (c *Coordinator) Commit(ctx context.Context, taskID, leaseID string, result []byte) (FencingToken, error) {
+	tok, _, err := c.CommitSpawn(ctx, taskID, leaseID, result, nil)
+	return tok, err
+}
+
+// CommitSpawn is Commit that spawns the tasks spawn describes, in the
+// commit's record (docs/design/workflows.md): only the winning commit
+// spawns, and a bad task of spawn refuses the commit. It returns the id of
+// each spawned request's task; a repeated commit by the same lease answers
+// as the first, without ids, and spawns nothing more.
+func (c *Coordinator) CommitSpawn(ctx context.Context, taskID, leaseID string, result []byte, spawn []SubmitRequest) (FencingToken, []string, error) {
 	if len(result) > c.cfg.Limits.MaxResultBytes {
-		return FencingToken{}, &LimitError{Field: "result", Size: len(result), Limit: c.cfg.Limits.MaxResultBytes}
+		return FencingToken{}, nil, &LimitError{Field: "result", Size: len(result), Limit: c.cfg.Limits.MaxResultBytes}
 	}
 	if tok, ok, err := c.committedBy(ctx, taskID, leaseID); ok || err != nil {
-		return tok, err
+		return tok, nil, err
 	}
 	var tok FencingToken
+	var ids []string
 	err := c.leaseOp(ctx, taskID, leaseID, state.ActionCommit, func(t *state.Task, cur *state.Execution, now state.Time) (state.Record, error) {
 		if t.CommittedBy != "" {
 			// A finalisation lease: the work is committed already.
 			return nil, &TaskError{Kind: ErrAlreadyCommitted, TaskID: t.ID, LeaseID: leaseID, CommittedBy: t.CommittedBy,
 				msg: fmt.Sprintf("%v: task %s was committed by an earlier attempt; a finalisation lease applies the committed result's effects and calls Complete", ErrAlreadyCommitted, t.ID)}
 		}
-		tok = FencingToken{TaskID: t.ID, Attempt: cur.Attempt}
-		return &state.TaskCommitted{TaskID: t.ID, LeaseID: leaseID, Result: result, At: now}, nil
+		tasks, spawned, err := c.checkSpawn(t, spawn, now.Std())
+		if err != nil {
+			return nil, err
+		}
+		tok, ids = FencingToken{TaskID: t.ID, Attempt: cur.Attempt}, spawned
+		return &state.TaskCommitted{TaskID: t.ID, LeaseID: leaseID, Result: result, At: now, Spawn: tasks}, nil
 	})
-	return tok, err
+	return tok, ids, err
 }
 
 // committedBy answers a commit that leaseID already made (a retry) without
@@ -514,11 +549,25 @@ func (c *Coordinator) committedBy(ctx context.Context, taskID, leaseID string) (
 // one record; from COMMITTED it finalises the committed result (result is
 // then ignored). The same lease completing again gets the same answer.
 func (c *Coordinator) Complete(ctx context.Context, taskID, leaseID string, result []byte) error {
-	errs, err := c.CompleteBatch(ctx, []CompleteItem{{TaskID: taskID, LeaseID: leaseID, Result: result}})
-	if err != nil {
-		return err
+	_, err := c.CompleteSpawn(ctx, taskID, leaseID, result, nil)
+	return err
+}
+
+// CompleteSpawn is Complete that, from LEASED, spawns the tasks spawn
+// describes in the completion's record, as CommitSpawn does; a task
+// committed before spawned at its commit, so a spawn then is refused. It
+// returns the id of each spawned request's task (none for a repeated
+// completion by the same lease).
+func (c *Coordinator) CompleteSpawn(ctx context.Context, taskID, leaseID string, result []byte, spawn []SubmitRequest) ([]string, error) {
+	item := []CompleteItem{{TaskID: taskID, LeaseID: leaseID, Result: result, Spawn: spawn}}
+	errs, spawned, durable, err := c.completeBatch(ctx, item)
+	if err == nil {
+		err = durable.Wait(ctx)
 	}
-	return errs[0]
+	if err != nil {
+		return nil, err
+	}
+	return spawned[0], errs[0]
 }
 
 // Snooze ends an uncommitted attempt at the worker's request: the task

@@ -6,7 +6,7 @@ package coordinator
 // default run is smaller, and CI runs the full count without it.
 func init() {
 	defaultSimSeeds = 150
-	defaultWfSimSeeds = 8
+	defaultWfSimSeeds = 4
 }
 
 func init() { defaultSchedSimSeeds = 2 }

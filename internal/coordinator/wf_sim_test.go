@@ -10,7 +10,10 @@ package coordinator
 // again after the restart. Workers lease from every queue and complete,
 // fail, complete twice (a network retry), or stall past their lease and
 // try again later (the clock moves past its expiry), several of them on
-// the same queue. Faults at random: kill -9 (the page cache survives),
+// the same queue. Some tasks spawn, at their commit or completion,
+// children and a continuation that depends on them and on the parent;
+// their workers commit twice now and then, and a stalled one tries to
+// spawn once its lease has expired and another attempt may have won. Faults at random: kill -9 (the page cache survives),
 // power loss (only fsynced data survives, or that plus a prefix of the
 // rest), a power cut in the middle of a request, a torn write, a failed
 // fsync or write (the partition stops and is reopened).
@@ -23,7 +26,9 @@ package coordinator
 // leased before all its dependencies completed (ended, under RUN), that
 // every task created BLOCKED was released at most once and, if it ever
 // ran, exactly once, that a task whose dependency failed under DEAD ended
-// DEAD with dependency_failed, and that the replay equals the live state.
+// DEAD with dependency_failed, that a task spawned in one record at most,
+// the one of its winning commit, and that the replay equals the live
+// state.
 //
 //	go test ./internal/coordinator -run 'TestWorkflowSimulation$' -wfsim.seeds 200 -v
 //	go test ./internal/coordinator -run 'TestWorkflowSimulation$' -wfsim.seed 17 -v
@@ -32,6 +37,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -43,8 +49,8 @@ import (
 )
 
 var (
-	defaultWfSimSeeds = 20
-	wfSimSeeds        = flag.Int("wfsim.seeds", 0, "seeds TestWorkflowSimulation runs (default 20, 8 under -race or -short)")
+	defaultWfSimSeeds = 10
+	wfSimSeeds        = flag.Int("wfsim.seeds", 0, "seeds TestWorkflowSimulation runs (default 10, 4 under -race or -short)")
 	wfSimSeed         = flag.Uint64("wfsim.seed", 0, "run only this seed")
 	wfSimSteps        = flag.Int("wfsim.steps", 250, "steps per seed")
 )
@@ -54,7 +60,7 @@ func TestWorkflowSimulation(t *testing.T) {
 	if seeds == 0 {
 		seeds = defaultWfSimSeeds
 		if testing.Short() {
-			seeds = 8
+			seeds = 4
 		}
 	}
 	from := uint64(1)
@@ -266,6 +272,8 @@ func (s *wfSim) submit() error {
 			r.Payload = []byte("fail")
 		case x < 3:
 			r.Payload = []byte("flaky")
+		case x < 6:
+			r.Payload = []byte("spawn")
 		default:
 			r.Payload = []byte("ok")
 		}
@@ -398,6 +406,10 @@ func (s *wfSim) work(many bool) error {
 			if _, err := s.c.Fail(ctx, l.TaskID, l.LeaseID, "boom", p == "fail"); err != nil {
 				return err
 			}
+		case p == "spawn" && !l.Committed:
+			if err := s.spawn(l); err != nil {
+				return err
+			}
 		default:
 			done = append(done, CompleteItem{TaskID: l.TaskID, LeaseID: l.LeaseID, Result: []byte("r-" + l.TaskID)})
 			if s.rng.IntN(10) == 0 {
@@ -428,7 +440,8 @@ func (s *wfSim) late() error {
 	}
 	s.clk.Advance(wfWindow + time.Duration(s.rng.IntN(1000))*time.Millisecond)
 	for _, st := range s.stalled {
-		err := s.c.Complete(ctx, st.task, st.lease, []byte("late"))
+		// A stalled parent tries to spawn: it must not.
+		_, err := s.c.CompleteSpawn(ctx, st.task, st.lease, []byte("late"), spawnOf(st.task, s.rng))
 		switch {
 		case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrAlreadyCommitted):
 			s.stats["late-refused"]++
@@ -480,7 +493,8 @@ func (s *wfSim) drain() error {
 // graph promises, then the replay against the live state.
 func (s *wfSim) check(live state.Export) error {
 	released := map[string]int{}
-	blocked := map[string]bool{} // created BLOCKED
+	blocked := map[string]bool{}    // created BLOCKED
+	spawns := map[string][]string{} // the leases whose record spawned, by parent
 	leaseCheck := func(lsn uint64, r state.Record, st *state.State) error {
 		if g, ok := r.(*state.LeaseGranted); ok {
 			if err := leasable(st, g.TaskID); err != nil {
@@ -499,6 +513,20 @@ func (s *wfSim) check(live state.Export) error {
 			made = []state.TaskCreated{*r}
 		case *state.TasksSubmitted:
 			made = r.Tasks
+		case *state.TaskCommitted:
+			made = r.Spawn
+		case *state.TaskCompleted:
+			made = r.Spawn
+		}
+		if len(made) > 0 && r.Task() != "" {
+			lease := ""
+			switch r := r.(type) {
+			case *state.TaskCommitted:
+				lease = r.LeaseID
+			case *state.TaskCompleted:
+				lease = r.LeaseID
+			}
+			spawns[r.Task()] = append(spawns[r.Task()], lease)
 		}
 		for _, c := range made {
 			if st.Task(c.TaskID).State == state.Blocked {
@@ -520,6 +548,11 @@ func (s *wfSim) check(live state.Export) error {
 			errs = append(errs, fmt.Errorf("task %s was created BLOCKED, ran, and was released %d times", t.ID, n))
 		case !t.State.Terminal():
 			errs = append(errs, fmt.Errorf("task %s is %s after the drain", t.ID, t.State))
+		}
+		if ls := spawns[t.ID]; len(ls) > 1 || len(ls) == 1 && ls[0] != t.CommittedBy {
+			errs = append(errs, fmt.Errorf("task %s spawned by leases %v, its commit is %q: a task spawns once, at its winning commit", t.ID, ls, t.CommittedBy))
+		} else if len(ls) == 1 {
+			s.stats["checked-spawns"]++
 		}
 		g := st.Graph(t)
 		for _, e := range g.Edges {
@@ -579,4 +612,57 @@ func (c *Coordinator) viewByRequest(namespace, requestID string) (*state.Task, e
 		return nil
 	})
 	return out, err
+}
+
+// spawnOf is what a commit of task id spawns: one to five children in
+// random queues, and a continuation that depends on all of them (and on
+// the parent), named by request ids of the spawn.
+func spawnOf(id string, rng *rand.Rand) []SubmitRequest {
+	n := 1 + rng.IntN(5)
+	out := make([]SubmitRequest, 0, n+1)
+	join := SubmitRequest{Queue: wfQueues[rng.IntN(len(wfQueues))], Payload: []byte("ok"), ExecutionWindow: wfWindow, DependsOn: []string{id}}
+	for i := range n {
+		rid := fmt.Sprintf("%s-child-%d", id, i)
+		payload := []byte("ok")
+		if rng.IntN(8) == 0 {
+			payload = []byte("flaky")
+		}
+		out = append(out, SubmitRequest{Queue: wfQueues[rng.IntN(len(wfQueues))], RequestID: rid, Payload: payload, ExecutionWindow: wfWindow,
+			Retry: state.RetryPolicy{MaxAttempts: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}})
+		join.DependsOn = append(join.DependsOn, rid)
+	}
+	return append(out, join)
+}
+
+// spawn has the worker of lease l commit its task with what it spawns:
+// with a commit then a completion, or a completion alone, now and then
+// sent twice (a network retry: the second spawns nothing).
+func (s *wfSim) spawn(l Lease) error {
+	spawn := spawnOf(l.TaskID, s.rng)
+	s.stats["spawns"]++
+	var ids []string
+	var err error
+	if s.rng.IntN(2) == 0 {
+		if _, ids, err = s.c.CommitSpawn(ctx, l.TaskID, l.LeaseID, []byte("r-"+l.TaskID), spawn); err == nil && s.rng.IntN(4) == 0 {
+			var again []string
+			if _, again, err = s.c.CommitSpawn(ctx, l.TaskID, l.LeaseID, []byte("r-"+l.TaskID), spawn); err == nil && len(again) != 0 {
+				return fmt.Errorf("a repeated commit of %s spawned %v", l.TaskID, again)
+			}
+		}
+		if err == nil {
+			err = s.c.Complete(ctx, l.TaskID, l.LeaseID, nil)
+		}
+	} else {
+		ids, err = s.c.CompleteSpawn(ctx, l.TaskID, l.LeaseID, []byte("r-"+l.TaskID), spawn)
+		if err == nil && s.rng.IntN(4) == 0 {
+			var again []string
+			if again, err = s.c.CompleteSpawn(ctx, l.TaskID, l.LeaseID, []byte("r-"+l.TaskID), spawn); err == nil && len(again) != 0 {
+				return fmt.Errorf("a repeated completion of %s spawned %v", l.TaskID, again)
+			}
+		}
+	}
+	if err == nil && len(ids) != len(spawn) {
+		return fmt.Errorf("a commit of %s spawning %d tasks answered %d ids", l.TaskID, len(spawn), len(ids))
+	}
+	return err
 }

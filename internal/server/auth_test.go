@@ -126,18 +126,8 @@ func TestAuthCompleteBatchPerItem(t *testing.T) {
 	tasks, workers, tok := authClients(t)
 	var items []*tenurev1.CompleteRequest
 	for _, q := range []string{authtest.InQueue, authtest.OtherQueue} {
-		sr := connect.NewRequest(&tenurev1.SubmitRequest{Namespace: authtest.InNamespace, Queue: q})
-		with(tok.Setup, sr)
-		if _, err := tasks.Submit(apiCtx(t), sr); err != nil {
-			t.Fatal(err)
-		}
-		lr := connect.NewRequest(&tenurev1.LeaseRequest{WorkerId: "w", Namespace: authtest.InNamespace, Queue: q, MaxTasks: 1})
-		with(tok.Setup, lr)
-		l, err := workers.Lease(apiCtx(t), lr)
-		if err != nil || len(l.Msg.GetTasks()) != 1 {
-			t.Fatalf("lease of %s: %v %v", q, l, err)
-		}
-		items = append(items, &tenurev1.CompleteRequest{TaskId: l.Msg.GetTasks()[0].GetTaskId(), LeaseId: l.Msg.GetTasks()[0].GetLeaseId()})
+		l := submitAndLease(t, tasks, workers, tok.Setup, q)
+		items = append(items, &tenurev1.CompleteRequest{TaskId: l.GetTaskId(), LeaseId: l.GetLeaseId()})
 	}
 	cr := connect.NewRequest(&tenurev1.CompleteBatchRequest{Items: items})
 	with(tok.Scoped[auth.Worker], cr)
@@ -266,3 +256,41 @@ func TestAuthRefusalTrailers(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestAuthSpawn: a worker spawns within its scope only: a commit that
+// spawns a task in another queue is refused, and commits nothing.
+func TestAuthSpawn(t *testing.T) {
+	t.Parallel()
+	tasks, workers, tok := authClients(t)
+	lt := submitAndLease(t, tasks, workers, tok.Setup, authtest.InQueue)
+	commit := func(q string) error {
+		cr := connect.NewRequest(&tenurev1.CommitRequest{TaskId: lt.GetTaskId(), LeaseId: lt.GetLeaseId(), Spawn: []*tenurev1.SubmitRequest{{Queue: q}}})
+		with(tok.Scoped[auth.Worker], cr)
+		_, err := workers.Commit(apiCtx(t), cr)
+		return err
+	}
+	if err := commit(authtest.OtherQueue); connect.CodeOf(err) != connect.CodePermissionDenied || !strings.Contains(err.Error(), "spawning a task") {
+		t.Fatalf("a spawn into another queue: %v", err)
+	}
+	if err := commit(authtest.InQueue); err != nil {
+		t.Fatalf("a spawn into its queue: %v", err)
+	}
+}
+
+// submitAndLease submits a task to queue q of authtest.InNamespace and
+// leases it, both with token.
+func submitAndLease(t *testing.T, tasks tenurev1connect.TaskServiceClient, workers tenurev1connect.WorkerServiceClient, token, q string) *tenurev1.LeasedTask {
+	t.Helper()
+	sr := connect.NewRequest(&tenurev1.SubmitRequest{Namespace: authtest.InNamespace, Queue: q})
+	with(token, sr)
+	if _, err := tasks.Submit(apiCtx(t), sr); err != nil {
+		t.Fatal(err)
+	}
+	lr := connect.NewRequest(&tenurev1.LeaseRequest{WorkerId: "w", Namespace: authtest.InNamespace, Queue: q, MaxTasks: 1})
+	with(token, lr)
+	l, err := workers.Lease(apiCtx(t), lr)
+	if err != nil || len(l.Msg.GetTasks()) != 1 {
+		t.Fatalf("lease of %s: %v %v", q, l, err)
+	}
+	return l.Msg.GetTasks()[0]
+}

@@ -98,7 +98,12 @@ func (s *Server) completeHere(ctx context.Context, c *coordinator.Coordinator, i
 			out.failed = append(out.failed, s.itemFailed(in, i, err))
 			continue
 		}
-		batch = append(batch, coordinator.CompleteItem{TaskID: in[i].GetTaskId(), LeaseID: in[i].GetLeaseId(), Result: in[i].GetResult()})
+		item := coordinator.CompleteItem{TaskID: in[i].GetTaskId(), LeaseID: in[i].GetLeaseId(), Result: in[i].GetResult()}
+		if item.Spawn, err = s.spawnRequests(ctx, c, item.TaskID, in[i].GetSpawn()); err != nil {
+			out.failed = append(out.failed, s.itemFailed(in, i, err))
+			continue
+		}
+		batch = append(batch, item)
 		at = append(at, i)
 	}
 	if len(batch) == 0 {

@@ -73,6 +73,14 @@ func submitRequest(r *tenurev1.SubmitRequest) (coordinator.SubmitRequest, error)
 		Priority:  r.GetPriority(),
 		Kind:      r.GetKind(),
 		Key:       r.GetKey(),
+		DependsOn: r.GetDependsOn(),
+	}
+	switch r.GetOnDependencyFailure() {
+	case tenurev1.DependencyFailure_DEPENDENCY_FAILURE_UNSPECIFIED, tenurev1.DependencyFailure_DEPENDENCY_FAILURE_DEAD:
+	case tenurev1.DependencyFailure_DEPENDENCY_FAILURE_RUN:
+		out.OnDependencyFailure = state.DepRun
+	default:
+		return out, &coordinator.FieldError{Field: "on_dependency_failure", Problem: fmt.Sprintf("%d is not a policy: DEAD (the default) or RUN", r.GetOnDependencyFailure())}
 	}
 	var err error
 	if out.ExecutionWindow, err = duration("execution_window", r.GetExecutionWindow()); err != nil {
@@ -116,6 +124,41 @@ var taskStates = map[state.TaskState]tenurev1.TaskState{
 	state.Completed: tenurev1.TaskState_TASK_STATE_COMPLETED,
 	state.Failed:    tenurev1.TaskState_TASK_STATE_FAILED,
 	state.Dead:      tenurev1.TaskState_TASK_STATE_DEAD,
+	state.Blocked:   tenurev1.TaskState_TASK_STATE_BLOCKED,
+}
+
+var edgeStates = [...]tenurev1.DependencyState{
+	state.EdgePending:   tenurev1.DependencyState_DEPENDENCY_STATE_PENDING,
+	state.EdgeCompleted: tenurev1.DependencyState_DEPENDENCY_STATE_COMPLETED,
+	state.EdgeFailed:    tenurev1.DependencyState_DEPENDENCY_STATE_FAILED,
+}
+
+// graphFields sets what out, a task, has of the graph.
+func graphFields(out *tenurev1.Task, g state.GraphInfo) {
+	out.WorkflowId, out.SpawnedBy = g.Workflow, g.Parent
+	if len(g.Edges) == 0 {
+		return
+	}
+	out.OnDependencyFailure = tenurev1.DependencyFailure_DEPENDENCY_FAILURE_DEAD
+	if g.Policy == state.DepRun {
+		out.OnDependencyFailure = tenurev1.DependencyFailure_DEPENDENCY_FAILURE_RUN
+	}
+	out.Dependencies = make([]*tenurev1.Dependency, len(g.Edges))
+	for i, e := range g.Edges {
+		out.Dependencies[i] = &tenurev1.Dependency{TaskId: e.ID, State: edgeStates[min(int(e.State), len(edgeStates)-1)]}
+	}
+}
+
+// dependencyResults converts what a lease says of its task's dependencies.
+func dependencyResults(ds []coordinator.DependencyResult) []*tenurev1.DependencyResult {
+	if len(ds) == 0 {
+		return nil
+	}
+	out := make([]*tenurev1.DependencyResult, len(ds))
+	for i, d := range ds {
+		out[i] = &tenurev1.DependencyResult{TaskId: d.TaskID, State: taskStates[d.State], Result: d.Result, ResultOmitted: d.Omitted}
+	}
+	return out
 }
 
 // TaskState converts an API task state to the state package's; 0 for
@@ -200,6 +243,7 @@ func task(v coordinator.TaskView) *tenurev1.Task {
 		Kind:          t.Kind,
 		Key:           v.Key,
 	}
+	graphFields(out, v.Graph)
 	if cur := t.CurrentLease(); cur != nil {
 		out.LeaseId, out.WorkerId, out.LeaseExpiry = cur.LeaseID, cur.WorkerID, ts(cur.LeaseExpiry)
 	}
@@ -246,6 +290,7 @@ func leasedTasks(ctx context.Context, ls []coordinator.Lease) []*tenurev1.Leased
 		m.Committed, m.CommittedResult = l.Committed, l.CommittedResult
 		m.Deadline = stdTS(l.Deadline)
 		m.TraceContext = traceMessage(l.Trace)
+		m.WorkflowId, m.Dependencies = l.Workflow, dependencyResults(l.Dependencies)
 		out[i] = m
 	}
 	return out

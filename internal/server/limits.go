@@ -172,12 +172,14 @@ func bodyCaps(l coordinator.Limits, maxRequest int) (map[string]bodyCap, bodyCap
 		fmt.Sprintf("room for a result of %d bytes (the result limit) as base64, and %d KiB for the other fields", result, otherSlack>>10)}
 	batch := bodyCap{max(int64(maxRequest), sub.limit, res.limit),
 		"the limit of a batch (--max-request-bytes): split it into smaller batches"}
+	// A commit may carry the tasks it spawns: as much as a batch.
+	spawn := bodyCap{batch.limit, "the limit of a batch (--max-request-bytes), for a result and the tasks it spawns: spawn fewer, or smaller, tasks"}
 	return map[string]bodyCap{
 		tenurev1connect.TaskServiceSubmitProcedure:             sub,
 		tenurev1connect.ScheduleServiceCreateScheduleProcedure: sub,
 		tenurev1connect.ScheduleServiceUpdateScheduleProcedure: sub,
-		tenurev1connect.WorkerServiceCommitProcedure:           res,
-		tenurev1connect.WorkerServiceCompleteProcedure:         res,
+		tenurev1connect.WorkerServiceCommitProcedure:           spawn,
+		tenurev1connect.WorkerServiceCompleteProcedure:         spawn,
 		tenurev1connect.TaskServiceSubmitBatchProcedure:        batch,
 		tenurev1connect.WorkerServiceCompleteBatchProcedure:    batch,
 	}, bodyCap{otherSlack, "ample for every field of the call"}

@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -67,6 +68,18 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 	if err != nil {
 		return nil, err
 	}
+	workflow := msg.GetWorkflowId()
+	graph := workflow != ""
+	for i := range reqs {
+		graph = graph || len(reqs[i].DependsOn) > 0
+	}
+	if graph && len(ps) > 1 {
+		// A batch whose tasks name each other is one record of one
+		// partition (docs/design/workflows.md, "Cluster mode").
+		return nil, &coordinator.FieldError{Field: "requests", Problem: fmt.Sprintf(
+			"a workflow, or a batch whose tasks depend on each other, is created in one record, and these tasks go to %d partitions of the cluster, "+
+				"which this release does not serve yet: keep them in one queue of one partition, or submit them without workflow_id and depends_on", len(ps))}
+	}
 	if len(ps) > 1 {
 		if err := l.CheckBatch(reqs, s.opts.Clock.Now()); err != nil {
 			return nil, err
@@ -74,10 +87,10 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 	}
 	return mergeSubmitted(len(reqs), fanout.Batch[submitted]{
 		Local: func(c *coordinator.Coordinator, items []int) (submitted, error) {
-			return submitHere(ctx, c, fanout.Pick(reqs, items))
+			return submitHere(ctx, c, workflow, fanout.Pick(reqs, items))
 		},
 		Forward: func(peer route.Peer, items []int) (submitted, error) {
-			return submitThere(ctx, peer, fanout.Pick(in, items))
+			return submitThere(ctx, peer, workflow, fanout.Pick(in, items))
 		},
 		// A group sent again creates each task once only if every task has
 		// a request id: its partition then answers a task the refused call
@@ -93,9 +106,16 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 	}.Run(ctx, ps))
 }
 
-// submitHere submits reqs to a partition served here.
-func submitHere(ctx context.Context, c *coordinator.Coordinator, reqs []coordinator.SubmitRequest) (submitted, error) {
-	res, err := c.SubmitBatchIDs(ctx, reqs)
+// submitHere submits reqs to a partition served here, as workflow
+// workflow ("" for none).
+func submitHere(ctx context.Context, c *coordinator.Coordinator, workflow string, reqs []coordinator.SubmitRequest) (submitted, error) {
+	var res []coordinator.SubmitID
+	var err error
+	if workflow != "" {
+		res, err = c.SubmitWorkflow(ctx, workflow, reqs)
+	} else {
+		res, err = c.SubmitBatchIDs(ctx, reqs)
+	}
 	if err != nil {
 		return submitted{}, err
 	}
@@ -107,8 +127,8 @@ func submitHere(ctx context.Context, c *coordinator.Coordinator, reqs []coordina
 }
 
 // submitThere submits reqs through the node that serves their partitions.
-func submitThere(ctx context.Context, peer route.Peer, reqs []*tenurev1.SubmitRequest) (submitted, error) {
-	resp, err := peer.SubmitBatch(ctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: reqs}))
+func submitThere(ctx context.Context, peer route.Peer, workflow string, reqs []*tenurev1.SubmitRequest) (submitted, error) {
+	resp, err := peer.SubmitBatch(ctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: reqs, WorkflowId: workflow}))
 	if err != nil {
 		return submitted{}, err
 	}

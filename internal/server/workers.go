@@ -1,12 +1,15 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/tenurehq/tenure/internal/auth"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/route"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
@@ -76,19 +79,70 @@ func (h workerService) Heartbeat(ctx context.Context, req *connect.Request[tenur
 func (h workerService) Commit(ctx context.Context, req *connect.Request[tenurev1.CommitRequest]) (*connect.Response[tenurev1.CommitResponse], error) {
 	m := req.Msg
 	return byTask(h.s, ctx, m.GetTaskId(), false, req, route.Peer.Commit, func(c *coordinator.Coordinator) (*tenurev1.CommitResponse, error) {
-		tok, err := c.Commit(ctx, m.GetTaskId(), m.GetLeaseId(), m.GetResult())
+		spawn, err := h.s.spawnRequests(ctx, c, m.GetTaskId(), m.GetSpawn())
 		if err != nil {
 			return nil, err
 		}
-		return &tenurev1.CommitResponse{FencingToken: &tenurev1.FencingToken{TaskId: tok.TaskID, Attempt: tok.Attempt}}, nil
+		tok, ids, err := c.CommitSpawn(ctx, m.GetTaskId(), m.GetLeaseId(), m.GetResult(), spawn)
+		if err != nil {
+			return nil, err
+		}
+		return &tenurev1.CommitResponse{FencingToken: &tenurev1.FencingToken{TaskId: tok.TaskID, Attempt: tok.Attempt}, SpawnedTaskIds: ids}, nil
 	})
 }
 
 func (h workerService) Complete(ctx context.Context, req *connect.Request[tenurev1.CompleteRequest]) (*connect.Response[tenurev1.CompleteResponse], error) {
 	m := req.Msg
 	return byTask(h.s, ctx, m.GetTaskId(), false, req, route.Peer.Complete, func(c *coordinator.Coordinator) (*tenurev1.CompleteResponse, error) {
-		return &tenurev1.CompleteResponse{}, c.Complete(ctx, m.GetTaskId(), m.GetLeaseId(), m.GetResult())
+		spawn, err := h.s.spawnRequests(ctx, c, m.GetTaskId(), m.GetSpawn())
+		if err != nil {
+			return nil, err
+		}
+		ids, err := c.CompleteSpawn(ctx, m.GetTaskId(), m.GetLeaseId(), m.GetResult(), spawn)
+		if err != nil {
+			return nil, err
+		}
+		return &tenurev1.CompleteResponse{SpawnedTaskIds: ids}, nil
 	})
+}
+
+// spawnRequests converts what a commit or completion of task id spawns,
+// and refuses one outside the caller's scope (a spawn submits a task); a
+// spawned task without a namespace is in the task's. c serves the task.
+func (s *Server) spawnRequests(ctx context.Context, c *coordinator.Coordinator, id string, in []*tenurev1.SubmitRequest) ([]coordinator.SubmitRequest, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make([]coordinator.SubmitRequest, len(in))
+	for i, r := range in {
+		var err error
+		if out[i], err = submitRequest(r); err != nil {
+			return nil, spawnItemError(err, i)
+		}
+	}
+	cl, _ := ctx.Value(callerKey{}).(*caller)
+	if cl == nil || !cl.checkTask {
+		return out, nil
+	}
+	t, err := c.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range out {
+		if err := auth.CheckSpawn(cl.p, cl.call, auth.Target{Namespace: cmp.Or(r.Namespace, t.Namespace), Queue: r.Queue}); err != nil {
+			return nil, s.refuse(ctx, connect.CodePermissionDenied, cl.call, cl.peer, cl.p, err)
+		}
+	}
+	return out, nil
+}
+
+// spawnItemError names item i of a spawn in err's field.
+func spawnItemError(err error, i int) error {
+	var fe *coordinator.FieldError
+	if errors.As(err, &fe) {
+		return &coordinator.FieldError{Field: fmt.Sprintf("spawn[%d].%s", i, fe.Field), Problem: fe.Problem}
+	}
+	return err
 }
 
 // CompleteBatch completes the items and then, with lease set, leases as

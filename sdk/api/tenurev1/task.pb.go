@@ -57,8 +57,12 @@ const (
 	TaskState_TASK_STATE_COMPLETED TaskState = 4
 	// Terminal: attempts ran out, or a worker said the failure is permanent.
 	TaskState_TASK_STATE_FAILED TaskState = 5
-	// Terminal: killed with KillTask.
+	// Terminal: killed with KillTask, or ended because a task it depends on
+	// failed (failure_reason "dependency_failed: ...").
 	TaskState_TASK_STATE_DEAD TaskState = 6
+	// Waiting for the tasks it depends on (Task.dependencies) to complete:
+	// not leased before the last of them is COMPLETED, then WAITING.
+	TaskState_TASK_STATE_BLOCKED TaskState = 7
 )
 
 // Enum value maps for TaskState.
@@ -71,6 +75,7 @@ var (
 		4: "TASK_STATE_COMPLETED",
 		5: "TASK_STATE_FAILED",
 		6: "TASK_STATE_DEAD",
+		7: "TASK_STATE_BLOCKED",
 	}
 	TaskState_value = map[string]int32{
 		"TASK_STATE_UNSPECIFIED": 0,
@@ -80,6 +85,7 @@ var (
 		"TASK_STATE_COMPLETED":   4,
 		"TASK_STATE_FAILED":      5,
 		"TASK_STATE_DEAD":        6,
+		"TASK_STATE_BLOCKED":     7,
 	}
 )
 
@@ -108,6 +114,119 @@ func (x TaskState) Number() protoreflect.EnumNumber {
 // Deprecated: Use TaskState.Descriptor instead.
 func (TaskState) EnumDescriptor() ([]byte, []int) {
 	return file_tenure_v1_task_proto_rawDescGZIP(), []int{0}
+}
+
+// DependencyFailure says what a task does when a task it depends on ends
+// FAILED or DEAD.
+type DependencyFailure int32
+
+const (
+	// The default: DEAD.
+	DependencyFailure_DEPENDENCY_FAILURE_UNSPECIFIED DependencyFailure = 0
+	// The task ends DEAD at once, failure reason "dependency_failed: task X
+	// is FAILED", and so do the tasks that depend on it.
+	DependencyFailure_DEPENDENCY_FAILURE_DEAD DependencyFailure = 1
+	// The task runs anyway once every task it depends on has ended; its
+	// lease says how each ended.
+	DependencyFailure_DEPENDENCY_FAILURE_RUN DependencyFailure = 2
+)
+
+// Enum value maps for DependencyFailure.
+var (
+	DependencyFailure_name = map[int32]string{
+		0: "DEPENDENCY_FAILURE_UNSPECIFIED",
+		1: "DEPENDENCY_FAILURE_DEAD",
+		2: "DEPENDENCY_FAILURE_RUN",
+	}
+	DependencyFailure_value = map[string]int32{
+		"DEPENDENCY_FAILURE_UNSPECIFIED": 0,
+		"DEPENDENCY_FAILURE_DEAD":        1,
+		"DEPENDENCY_FAILURE_RUN":         2,
+	}
+)
+
+func (x DependencyFailure) Enum() *DependencyFailure {
+	p := new(DependencyFailure)
+	*p = x
+	return p
+}
+
+func (x DependencyFailure) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DependencyFailure) Descriptor() protoreflect.EnumDescriptor {
+	return file_tenure_v1_task_proto_enumTypes[1].Descriptor()
+}
+
+func (DependencyFailure) Type() protoreflect.EnumType {
+	return &file_tenure_v1_task_proto_enumTypes[1]
+}
+
+func (x DependencyFailure) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DependencyFailure.Descriptor instead.
+func (DependencyFailure) EnumDescriptor() ([]byte, []int) {
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{1}
+}
+
+// DependencyState is what a task knows of one of its dependencies.
+type DependencyState int32
+
+const (
+	// Not a state.
+	DependencyState_DEPENDENCY_STATE_UNSPECIFIED DependencyState = 0
+	// The dependency has not ended.
+	DependencyState_DEPENDENCY_STATE_PENDING DependencyState = 1
+	// The dependency ended COMPLETED.
+	DependencyState_DEPENDENCY_STATE_COMPLETED DependencyState = 2
+	// The dependency ended FAILED or DEAD.
+	DependencyState_DEPENDENCY_STATE_FAILED DependencyState = 3
+)
+
+// Enum value maps for DependencyState.
+var (
+	DependencyState_name = map[int32]string{
+		0: "DEPENDENCY_STATE_UNSPECIFIED",
+		1: "DEPENDENCY_STATE_PENDING",
+		2: "DEPENDENCY_STATE_COMPLETED",
+		3: "DEPENDENCY_STATE_FAILED",
+	}
+	DependencyState_value = map[string]int32{
+		"DEPENDENCY_STATE_UNSPECIFIED": 0,
+		"DEPENDENCY_STATE_PENDING":     1,
+		"DEPENDENCY_STATE_COMPLETED":   2,
+		"DEPENDENCY_STATE_FAILED":      3,
+	}
+)
+
+func (x DependencyState) Enum() *DependencyState {
+	p := new(DependencyState)
+	*p = x
+	return p
+}
+
+func (x DependencyState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DependencyState) Descriptor() protoreflect.EnumDescriptor {
+	return file_tenure_v1_task_proto_enumTypes[2].Descriptor()
+}
+
+func (DependencyState) Type() protoreflect.EnumType {
+	return &file_tenure_v1_task_proto_enumTypes[2]
+}
+
+func (x DependencyState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DependencyState.Descriptor instead.
+func (DependencyState) EnumDescriptor() ([]byte, []int) {
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{2}
 }
 
 // ExecutionStatus is the status of one attempt:
@@ -167,11 +286,11 @@ func (x ExecutionStatus) String() string {
 }
 
 func (ExecutionStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_tenure_v1_task_proto_enumTypes[1].Descriptor()
+	return file_tenure_v1_task_proto_enumTypes[3].Descriptor()
 }
 
 func (ExecutionStatus) Type() protoreflect.EnumType {
-	return &file_tenure_v1_task_proto_enumTypes[1]
+	return &file_tenure_v1_task_proto_enumTypes[3]
 }
 
 func (x ExecutionStatus) Number() protoreflect.EnumNumber {
@@ -180,7 +299,62 @@ func (x ExecutionStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ExecutionStatus.Descriptor instead.
 func (ExecutionStatus) EnumDescriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{1}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{3}
+}
+
+// Dependency is one task another depends on.
+type Dependency struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task depended on.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// What the dependent knows of it.
+	State         DependencyState `protobuf:"varint,2,opt,name=state,proto3,enum=tenure.v1.DependencyState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Dependency) Reset() {
+	*x = Dependency{}
+	mi := &file_tenure_v1_task_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Dependency) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Dependency) ProtoMessage() {}
+
+func (x *Dependency) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_task_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Dependency.ProtoReflect.Descriptor instead.
+func (*Dependency) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Dependency) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *Dependency) GetState() DependencyState {
+	if x != nil {
+		return x.State
+	}
+	return DependencyState_DEPENDENCY_STATE_UNSPECIFIED
 }
 
 // RetryPolicy decides what a failed or expired attempt leads to. The wait
@@ -203,7 +377,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_tenure_v1_task_proto_msgTypes[0]
+	mi := &file_tenure_v1_task_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -215,7 +389,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[0]
+	mi := &file_tenure_v1_task_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -228,7 +402,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{0}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *RetryPolicy) GetMaxAttempts() uint32 {
@@ -327,14 +501,24 @@ type Task struct {
 	// What kind of work the task is (SubmitRequest.kind); "" for none.
 	Kind string `protobuf:"bytes,24,opt,name=kind,proto3" json:"kind,omitempty"`
 	// The task's key (SubmitRequest.key); "" for none.
-	Key           string `protobuf:"bytes,25,opt,name=key,proto3" json:"key,omitempty"`
+	Key string `protobuf:"bytes,25,opt,name=key,proto3" json:"key,omitempty"`
+	// The workflow the task belongs to (SubmitBatchRequest.workflow_id, or
+	// its parent's); "" for none.
+	WorkflowId string `protobuf:"bytes,26,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	// The tasks it depends on, in the order given, with what it knows of
+	// each: a BLOCKED task waits for those PENDING.
+	Dependencies []*Dependency `protobuf:"bytes,27,rep,name=dependencies,proto3" json:"dependencies,omitempty"`
+	// What a dependency that fails does to it (UNSPECIFIED: DEAD).
+	OnDependencyFailure DependencyFailure `protobuf:"varint,28,opt,name=on_dependency_failure,json=onDependencyFailure,proto3,enum=tenure.v1.DependencyFailure" json:"on_dependency_failure,omitempty"`
+	// The task whose commit spawned it (CommitRequest.spawn); "" for none.
+	SpawnedBy     string `protobuf:"bytes,29,opt,name=spawned_by,json=spawnedBy,proto3" json:"spawned_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_tenure_v1_task_proto_msgTypes[1]
+	mi := &file_tenure_v1_task_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +530,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[1]
+	mi := &file_tenure_v1_task_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +543,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{1}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Task) GetTaskId() string {
@@ -537,6 +721,34 @@ func (x *Task) GetKey() string {
 	return ""
 }
 
+func (x *Task) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *Task) GetDependencies() []*Dependency {
+	if x != nil {
+		return x.Dependencies
+	}
+	return nil
+}
+
+func (x *Task) GetOnDependencyFailure() DependencyFailure {
+	if x != nil {
+		return x.OnDependencyFailure
+	}
+	return DependencyFailure_DEPENDENCY_FAILURE_UNSPECIFIED
+}
+
+func (x *Task) GetSpawnedBy() string {
+	if x != nil {
+		return x.SpawnedBy
+	}
+	return ""
+}
+
 // TraceContext is a W3C Trace Context (https://www.w3.org/TR/trace-context/):
 // the span a task was submitted from, so that the worker's span of each
 // attempt continues the submitter's trace.
@@ -556,7 +768,7 @@ type TraceContext struct {
 
 func (x *TraceContext) Reset() {
 	*x = TraceContext{}
-	mi := &file_tenure_v1_task_proto_msgTypes[2]
+	mi := &file_tenure_v1_task_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +780,7 @@ func (x *TraceContext) String() string {
 func (*TraceContext) ProtoMessage() {}
 
 func (x *TraceContext) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[2]
+	mi := &file_tenure_v1_task_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +793,7 @@ func (x *TraceContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceContext.ProtoReflect.Descriptor instead.
 func (*TraceContext) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{2}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TraceContext) GetTraceparent() string {
@@ -615,7 +827,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_tenure_v1_task_proto_msgTypes[3]
+	mi := &file_tenure_v1_task_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +839,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[3]
+	mi := &file_tenure_v1_task_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +852,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{3}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Progress) GetMessage() string {
@@ -694,7 +906,7 @@ type Execution struct {
 
 func (x *Execution) Reset() {
 	*x = Execution{}
-	mi := &file_tenure_v1_task_proto_msgTypes[4]
+	mi := &file_tenure_v1_task_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +918,7 @@ func (x *Execution) String() string {
 func (*Execution) ProtoMessage() {}
 
 func (x *Execution) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[4]
+	mi := &file_tenure_v1_task_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +931,7 @@ func (x *Execution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Execution.ProtoReflect.Descriptor instead.
 func (*Execution) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{4}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Execution) GetAttempt() uint32 {
@@ -846,14 +1058,26 @@ type SubmitRequest struct {
 	// "" (the default) for none. In cluster mode every task of a key goes to
 	// one partition of its queue. A request_id submitted again with another
 	// key is refused, as with another payload.
-	Key           string `protobuf:"bytes,13,opt,name=key,proto3" json:"key,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Key string `protobuf:"bytes,13,opt,name=key,proto3" json:"key,omitempty"`
+	// The tasks it depends on: it is BLOCKED, and not leased, until every
+	// one of them is COMPLETED. Each entry is a task id or, in a SubmitBatch,
+	// the request_id of a task of the same batch (in either order: the
+	// batch's tasks are created dependencies first). Each names a task of
+	// the same namespace, once; at most 10,000 (default limit,
+	// --max-dependencies), and a chain of dependencies at most 1,000 deep
+	// (--max-workflow-depth). A cycle or an unknown id is refused with the
+	// entry named, and nothing of the batch is created.
+	DependsOn []string `protobuf:"bytes,14,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
+	// What a dependency that ends FAILED or DEAD does to this task
+	// (default: DEAD, reason dependency_failed).
+	OnDependencyFailure DependencyFailure `protobuf:"varint,15,opt,name=on_dependency_failure,json=onDependencyFailure,proto3,enum=tenure.v1.DependencyFailure" json:"on_dependency_failure,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[5]
+	mi := &file_tenure_v1_task_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +1089,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[5]
+	mi := &file_tenure_v1_task_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +1102,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{5}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SubmitRequest) GetNamespace() string {
@@ -972,6 +1196,20 @@ func (x *SubmitRequest) GetKey() string {
 	return ""
 }
 
+func (x *SubmitRequest) GetDependsOn() []string {
+	if x != nil {
+		return x.DependsOn
+	}
+	return nil
+}
+
+func (x *SubmitRequest) GetOnDependencyFailure() DependencyFailure {
+	if x != nil {
+		return x.OnDependencyFailure
+	}
+	return DependencyFailure_DEPENDENCY_FAILURE_UNSPECIFIED
+}
+
 // SubmitResponse is the task that Submit created or found.
 type SubmitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -986,7 +1224,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[6]
+	mi := &file_tenure_v1_task_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1236,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[6]
+	mi := &file_tenure_v1_task_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1249,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{6}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SubmitResponse) GetTask() *Task {
@@ -1032,14 +1270,24 @@ func (x *SubmitResponse) GetDuplicate() bool {
 type SubmitBatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1..1000 requests (default limit), each as for Submit.
-	Requests      []*SubmitRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	Requests []*SubmitRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	// Makes the batch a workflow: its tasks are created all or none, in one
+	// record, and the workflow id names them from then on (WorkflowService).
+	// Its tasks are in one namespace; a task without a request_id gets one
+	// made of the workflow id and its index, so that the batch sent again
+	// is answered with the first one's tasks (duplicates), and a workflow
+	// id sent with other tasks is refused. Up to 100,000 tasks per workflow
+	// (--max-workflow-tasks), their payloads at most 4 MiB together
+	// (--max-atomic-bytes). "" (the default): a plain batch. At most 256
+	// bytes, no spaces.
+	WorkflowId    string `protobuf:"bytes,4,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitBatchRequest) Reset() {
 	*x = SubmitBatchRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[7]
+	mi := &file_tenure_v1_task_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1299,7 @@ func (x *SubmitBatchRequest) String() string {
 func (*SubmitBatchRequest) ProtoMessage() {}
 
 func (x *SubmitBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[7]
+	mi := &file_tenure_v1_task_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1312,7 @@ func (x *SubmitBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBatchRequest.ProtoReflect.Descriptor instead.
 func (*SubmitBatchRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{7}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SubmitBatchRequest) GetRequests() []*SubmitRequest {
@@ -1072,6 +1320,13 @@ func (x *SubmitBatchRequest) GetRequests() []*SubmitRequest {
 		return x.Requests
 	}
 	return nil
+}
+
+func (x *SubmitBatchRequest) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
 }
 
 // SubmitBatchResponse answers a SubmitBatch with each task's id and
@@ -1092,7 +1347,7 @@ type SubmitBatchResponse struct {
 
 func (x *SubmitBatchResponse) Reset() {
 	*x = SubmitBatchResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[8]
+	mi := &file_tenure_v1_task_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1359,7 @@ func (x *SubmitBatchResponse) String() string {
 func (*SubmitBatchResponse) ProtoMessage() {}
 
 func (x *SubmitBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[8]
+	mi := &file_tenure_v1_task_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1372,7 @@ func (x *SubmitBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBatchResponse.ProtoReflect.Descriptor instead.
 func (*SubmitBatchResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{8}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SubmitBatchResponse) GetTaskIds() []string {
@@ -1145,7 +1400,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[9]
+	mi := &file_tenure_v1_task_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1412,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[9]
+	mi := &file_tenure_v1_task_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1425,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{9}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetTaskRequest) GetTaskId() string {
@@ -1191,7 +1446,7 @@ type GetTaskResponse struct {
 
 func (x *GetTaskResponse) Reset() {
 	*x = GetTaskResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[10]
+	mi := &file_tenure_v1_task_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1458,7 @@ func (x *GetTaskResponse) String() string {
 func (*GetTaskResponse) ProtoMessage() {}
 
 func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[10]
+	mi := &file_tenure_v1_task_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1471,7 @@ func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{10}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetTaskResponse) GetTask() *Task {
@@ -1246,7 +1501,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[11]
+	mi := &file_tenure_v1_task_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1513,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[11]
+	mi := &file_tenure_v1_task_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1526,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{11}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListTasksRequest) GetNamespace() string {
@@ -1323,7 +1578,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[12]
+	mi := &file_tenure_v1_task_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1590,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[12]
+	mi := &file_tenure_v1_task_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1603,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{12}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListTasksResponse) GetTasks() []*Task {
@@ -1382,7 +1637,7 @@ type KillTaskRequest struct {
 
 func (x *KillTaskRequest) Reset() {
 	*x = KillTaskRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[13]
+	mi := &file_tenure_v1_task_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1394,7 +1649,7 @@ func (x *KillTaskRequest) String() string {
 func (*KillTaskRequest) ProtoMessage() {}
 
 func (x *KillTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[13]
+	mi := &file_tenure_v1_task_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1407,7 +1662,7 @@ func (x *KillTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillTaskRequest.ProtoReflect.Descriptor instead.
 func (*KillTaskRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{13}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KillTaskRequest) GetTaskId() string {
@@ -1446,7 +1701,7 @@ type RetryTaskRequest struct {
 
 func (x *RetryTaskRequest) Reset() {
 	*x = RetryTaskRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[14]
+	mi := &file_tenure_v1_task_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1713,7 @@ func (x *RetryTaskRequest) String() string {
 func (*RetryTaskRequest) ProtoMessage() {}
 
 func (x *RetryTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[14]
+	mi := &file_tenure_v1_task_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1726,7 @@ func (x *RetryTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryTaskRequest.ProtoReflect.Descriptor instead.
 func (*RetryTaskRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{14}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RetryTaskRequest) GetTaskId() string {
@@ -1506,7 +1761,7 @@ type RetryTaskResponse struct {
 
 func (x *RetryTaskResponse) Reset() {
 	*x = RetryTaskResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[15]
+	mi := &file_tenure_v1_task_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1773,7 @@ func (x *RetryTaskResponse) String() string {
 func (*RetryTaskResponse) ProtoMessage() {}
 
 func (x *RetryTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[15]
+	mi := &file_tenure_v1_task_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +1786,7 @@ func (x *RetryTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryTaskResponse.ProtoReflect.Descriptor instead.
 func (*RetryTaskResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{15}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RetryTaskResponse) GetTask() *Task {
@@ -1562,7 +1817,7 @@ type TaskFilter struct {
 
 func (x *TaskFilter) Reset() {
 	*x = TaskFilter{}
-	mi := &file_tenure_v1_task_proto_msgTypes[16]
+	mi := &file_tenure_v1_task_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1829,7 @@ func (x *TaskFilter) String() string {
 func (*TaskFilter) ProtoMessage() {}
 
 func (x *TaskFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[16]
+	mi := &file_tenure_v1_task_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1842,7 @@ func (x *TaskFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFilter.ProtoReflect.Descriptor instead.
 func (*TaskFilter) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{16}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TaskFilter) GetNamespace() string {
@@ -1640,7 +1895,7 @@ type RetryTasksRequest struct {
 
 func (x *RetryTasksRequest) Reset() {
 	*x = RetryTasksRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[17]
+	mi := &file_tenure_v1_task_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +1907,7 @@ func (x *RetryTasksRequest) String() string {
 func (*RetryTasksRequest) ProtoMessage() {}
 
 func (x *RetryTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[17]
+	mi := &file_tenure_v1_task_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +1920,7 @@ func (x *RetryTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryTasksRequest.ProtoReflect.Descriptor instead.
 func (*RetryTasksRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{17}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RetryTasksRequest) GetFilter() *TaskFilter {
@@ -1703,7 +1958,7 @@ type RetryTasksResponse struct {
 
 func (x *RetryTasksResponse) Reset() {
 	*x = RetryTasksResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[18]
+	mi := &file_tenure_v1_task_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1970,7 @@ func (x *RetryTasksResponse) String() string {
 func (*RetryTasksResponse) ProtoMessage() {}
 
 func (x *RetryTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[18]
+	mi := &file_tenure_v1_task_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1983,7 @@ func (x *RetryTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryTasksResponse.ProtoReflect.Descriptor instead.
 func (*RetryTasksResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{18}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RetryTasksResponse) GetChanged() uint64 {
@@ -1760,7 +2015,7 @@ type KillTasksRequest struct {
 
 func (x *KillTasksRequest) Reset() {
 	*x = KillTasksRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[19]
+	mi := &file_tenure_v1_task_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +2027,7 @@ func (x *KillTasksRequest) String() string {
 func (*KillTasksRequest) ProtoMessage() {}
 
 func (x *KillTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[19]
+	mi := &file_tenure_v1_task_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +2040,7 @@ func (x *KillTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillTasksRequest.ProtoReflect.Descriptor instead.
 func (*KillTasksRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{19}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *KillTasksRequest) GetFilter() *TaskFilter {
@@ -1822,7 +2077,7 @@ type KillTasksResponse struct {
 
 func (x *KillTasksResponse) Reset() {
 	*x = KillTasksResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[20]
+	mi := &file_tenure_v1_task_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +2089,7 @@ func (x *KillTasksResponse) String() string {
 func (*KillTasksResponse) ProtoMessage() {}
 
 func (x *KillTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[20]
+	mi := &file_tenure_v1_task_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +2102,7 @@ func (x *KillTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillTasksResponse.ProtoReflect.Descriptor instead.
 func (*KillTasksResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{20}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *KillTasksResponse) GetChanged() uint64 {
@@ -1879,7 +2134,7 @@ type PurgeTasksRequest struct {
 
 func (x *PurgeTasksRequest) Reset() {
 	*x = PurgeTasksRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[21]
+	mi := &file_tenure_v1_task_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1891,7 +2146,7 @@ func (x *PurgeTasksRequest) String() string {
 func (*PurgeTasksRequest) ProtoMessage() {}
 
 func (x *PurgeTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[21]
+	mi := &file_tenure_v1_task_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1904,7 +2159,7 @@ func (x *PurgeTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeTasksRequest.ProtoReflect.Descriptor instead.
 func (*PurgeTasksRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{21}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PurgeTasksRequest) GetFilter() *TaskFilter {
@@ -1941,7 +2196,7 @@ type PurgeTasksResponse struct {
 
 func (x *PurgeTasksResponse) Reset() {
 	*x = PurgeTasksResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[22]
+	mi := &file_tenure_v1_task_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2208,7 @@ func (x *PurgeTasksResponse) String() string {
 func (*PurgeTasksResponse) ProtoMessage() {}
 
 func (x *PurgeTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[22]
+	mi := &file_tenure_v1_task_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2221,7 @@ func (x *PurgeTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeTasksResponse.ProtoReflect.Descriptor instead.
 func (*PurgeTasksResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{22}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PurgeTasksResponse) GetChanged() uint64 {
@@ -1994,7 +2249,7 @@ type KillTaskResponse struct {
 
 func (x *KillTaskResponse) Reset() {
 	*x = KillTaskResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[23]
+	mi := &file_tenure_v1_task_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2261,7 @@ func (x *KillTaskResponse) String() string {
 func (*KillTaskResponse) ProtoMessage() {}
 
 func (x *KillTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[23]
+	mi := &file_tenure_v1_task_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2274,7 @@ func (x *KillTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillTaskResponse.ProtoReflect.Descriptor instead.
 func (*KillTaskResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{23}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *KillTaskResponse) GetTask() *Task {
@@ -2040,7 +2295,7 @@ type GetTaskHistoryRequest struct {
 
 func (x *GetTaskHistoryRequest) Reset() {
 	*x = GetTaskHistoryRequest{}
-	mi := &file_tenure_v1_task_proto_msgTypes[24]
+	mi := &file_tenure_v1_task_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2052,7 +2307,7 @@ func (x *GetTaskHistoryRequest) String() string {
 func (*GetTaskHistoryRequest) ProtoMessage() {}
 
 func (x *GetTaskHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[24]
+	mi := &file_tenure_v1_task_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2065,7 +2320,7 @@ func (x *GetTaskHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{24}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetTaskHistoryRequest) GetTaskId() string {
@@ -2086,7 +2341,7 @@ type GetTaskHistoryResponse struct {
 
 func (x *GetTaskHistoryResponse) Reset() {
 	*x = GetTaskHistoryResponse{}
-	mi := &file_tenure_v1_task_proto_msgTypes[25]
+	mi := &file_tenure_v1_task_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2353,7 @@ func (x *GetTaskHistoryResponse) String() string {
 func (*GetTaskHistoryResponse) ProtoMessage() {}
 
 func (x *GetTaskHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[25]
+	mi := &file_tenure_v1_task_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2366,7 @@ func (x *GetTaskHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{25}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetTaskHistoryResponse) GetEntries() []*HistoryEntry {
@@ -2156,7 +2411,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_tenure_v1_task_proto_msgTypes[26]
+	mi := &file_tenure_v1_task_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2168,7 +2423,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_task_proto_msgTypes[26]
+	mi := &file_tenure_v1_task_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2181,7 +2436,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_task_proto_rawDescGZIP(), []int{26}
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HistoryEntry) GetLsn() uint64 {
@@ -2251,13 +2506,17 @@ var File_tenure_v1_task_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_task_proto_rawDesc = "" +
 	"\n" +
-	"\x14tenure/v1/task.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdf\x01\n" +
+	"\x14tenure/v1/task.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"W\n" +
+	"\n" +
+	"Dependency\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x120\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1a.tenure.v1.DependencyStateR\x05state\"\xdf\x01\n" +
 	"\vRetryPolicy\x12!\n" +
 	"\fmax_attempts\x18\x01 \x01(\rR\vmaxAttempts\x12B\n" +
 	"\x0finitial_backoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0einitialBackoff\x12:\n" +
 	"\vmax_backoff\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"maxBackoff\x12-\n" +
-	"\x12backoff_multiplier\x18\x04 \x01(\x01R\x11backoffMultiplier\"\xfe\a\n" +
+	"\x12backoff_multiplier\x18\x04 \x01(\x01R\x11backoffMultiplier\"\xcb\t\n" +
 	"\x04Task\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -2290,7 +2549,13 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\rtrace_context\x18\x16 \x01(\v2\x17.tenure.v1.TraceContextR\ftraceContext\x12/\n" +
 	"\bprogress\x18\x17 \x01(\v2\x13.tenure.v1.ProgressR\bprogress\x12\x12\n" +
 	"\x04kind\x18\x18 \x01(\tR\x04kind\x12\x10\n" +
-	"\x03key\x18\x19 \x01(\tR\x03key\"P\n" +
+	"\x03key\x18\x19 \x01(\tR\x03key\x12\x1f\n" +
+	"\vworkflow_id\x18\x1a \x01(\tR\n" +
+	"workflowId\x129\n" +
+	"\fdependencies\x18\x1b \x03(\v2\x15.tenure.v1.DependencyR\fdependencies\x12P\n" +
+	"\x15on_dependency_failure\x18\x1c \x01(\x0e2\x1c.tenure.v1.DependencyFailureR\x13onDependencyFailure\x12\x1d\n" +
+	"\n" +
+	"spawned_by\x18\x1d \x01(\tR\tspawnedBy\"P\n" +
 	"\fTraceContext\x12 \n" +
 	"\vtraceparent\x18\x01 \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
@@ -2316,7 +2581,7 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"finishedAt\x12=\n" +
 	"\flease_expiry\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vleaseExpiry\x12\x16\n" +
 	"\x06reason\x18\n" +
-	" \x01(\tR\x06reason\"\xa5\x04\n" +
+	" \x01(\tR\x06reason\"\x96\x05\n" +
 	"\rSubmitRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x18\n" +
@@ -2333,12 +2598,17 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	" \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12<\n" +
 	"\rtrace_context\x18\v \x01(\v2\x17.tenure.v1.TraceContextR\ftraceContext\x12\x12\n" +
 	"\x04kind\x18\f \x01(\tR\x04kind\x12\x10\n" +
-	"\x03key\x18\r \x01(\tR\x03key\"S\n" +
+	"\x03key\x18\r \x01(\tR\x03key\x12\x1d\n" +
+	"\n" +
+	"depends_on\x18\x0e \x03(\tR\tdependsOn\x12P\n" +
+	"\x15on_dependency_failure\x18\x0f \x01(\x0e2\x1c.tenure.v1.DependencyFailureR\x13onDependencyFailure\"S\n" +
 	"\x0eSubmitResponse\x12#\n" +
 	"\x04task\x18\x01 \x01(\v2\x0f.tenure.v1.TaskR\x04task\x12\x1c\n" +
-	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"m\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\x8e\x01\n" +
 	"\x12SubmitBatchRequest\x124\n" +
-	"\brequests\x18\x01 \x03(\v2\x18.tenure.v1.SubmitRequestR\brequestsJ\x04\b\x02\x10\x03J\x04\b\x03\x10\x04R\bids_onlyR\vcompact_ids\"a\n" +
+	"\brequests\x18\x01 \x03(\v2\x18.tenure.v1.SubmitRequestR\brequests\x12\x1f\n" +
+	"\vworkflow_id\x18\x04 \x01(\tR\n" +
+	"workflowIdJ\x04\b\x02\x10\x03J\x04\b\x03\x10\x04R\bids_onlyR\vcompact_ids\"a\n" +
 	"\x13SubmitBatchResponse\x12\x19\n" +
 	"\btask_ids\x18\x02 \x03(\tR\ataskIds\x12\x1e\n" +
 	"\n" +
@@ -2411,7 +2681,7 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\aattempt\x18\x06 \x01(\rR\aattempt\x12\x16\n" +
 	"\x06detail\x18\a \x01(\tR\x06detail\x12!\n" +
 	"\frequested_by\x18\b \x01(\tR\vrequestedBy\x12\x16\n" +
-	"\x06reason\x18\t \x01(\tR\x06reason*\xb6\x01\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason*\xce\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_STATE_WAITING\x10\x01\x12\x15\n" +
@@ -2419,7 +2689,17 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\x14TASK_STATE_COMMITTED\x10\x03\x12\x18\n" +
 	"\x14TASK_STATE_COMPLETED\x10\x04\x12\x15\n" +
 	"\x11TASK_STATE_FAILED\x10\x05\x12\x13\n" +
-	"\x0fTASK_STATE_DEAD\x10\x06*\xe9\x01\n" +
+	"\x0fTASK_STATE_DEAD\x10\x06\x12\x16\n" +
+	"\x12TASK_STATE_BLOCKED\x10\a*p\n" +
+	"\x11DependencyFailure\x12\"\n" +
+	"\x1eDEPENDENCY_FAILURE_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17DEPENDENCY_FAILURE_DEAD\x10\x01\x12\x1a\n" +
+	"\x16DEPENDENCY_FAILURE_RUN\x10\x02*\x8e\x01\n" +
+	"\x0fDependencyState\x12 \n" +
+	"\x1cDEPENDENCY_STATE_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18DEPENDENCY_STATE_PENDING\x10\x01\x12\x1e\n" +
+	"\x1aDEPENDENCY_STATE_COMPLETED\x10\x02\x12\x1b\n" +
+	"\x17DEPENDENCY_STATE_FAILED\x10\x03*\xe9\x01\n" +
 	"\x0fExecutionStatus\x12 \n" +
 	"\x1cEXECUTION_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17EXECUTION_STATUS_LEASED\x10\x01\x12 \n" +
@@ -2454,107 +2734,114 @@ func file_tenure_v1_task_proto_rawDescGZIP() []byte {
 	return file_tenure_v1_task_proto_rawDescData
 }
 
-var file_tenure_v1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_v1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_tenure_v1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_tenure_v1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_tenure_v1_task_proto_goTypes = []any{
 	(TaskState)(0),                 // 0: tenure.v1.TaskState
-	(ExecutionStatus)(0),           // 1: tenure.v1.ExecutionStatus
-	(*RetryPolicy)(nil),            // 2: tenure.v1.RetryPolicy
-	(*Task)(nil),                   // 3: tenure.v1.Task
-	(*TraceContext)(nil),           // 4: tenure.v1.TraceContext
-	(*Progress)(nil),               // 5: tenure.v1.Progress
-	(*Execution)(nil),              // 6: tenure.v1.Execution
-	(*SubmitRequest)(nil),          // 7: tenure.v1.SubmitRequest
-	(*SubmitResponse)(nil),         // 8: tenure.v1.SubmitResponse
-	(*SubmitBatchRequest)(nil),     // 9: tenure.v1.SubmitBatchRequest
-	(*SubmitBatchResponse)(nil),    // 10: tenure.v1.SubmitBatchResponse
-	(*GetTaskRequest)(nil),         // 11: tenure.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),        // 12: tenure.v1.GetTaskResponse
-	(*ListTasksRequest)(nil),       // 13: tenure.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),      // 14: tenure.v1.ListTasksResponse
-	(*KillTaskRequest)(nil),        // 15: tenure.v1.KillTaskRequest
-	(*RetryTaskRequest)(nil),       // 16: tenure.v1.RetryTaskRequest
-	(*RetryTaskResponse)(nil),      // 17: tenure.v1.RetryTaskResponse
-	(*TaskFilter)(nil),             // 18: tenure.v1.TaskFilter
-	(*RetryTasksRequest)(nil),      // 19: tenure.v1.RetryTasksRequest
-	(*RetryTasksResponse)(nil),     // 20: tenure.v1.RetryTasksResponse
-	(*KillTasksRequest)(nil),       // 21: tenure.v1.KillTasksRequest
-	(*KillTasksResponse)(nil),      // 22: tenure.v1.KillTasksResponse
-	(*PurgeTasksRequest)(nil),      // 23: tenure.v1.PurgeTasksRequest
-	(*PurgeTasksResponse)(nil),     // 24: tenure.v1.PurgeTasksResponse
-	(*KillTaskResponse)(nil),       // 25: tenure.v1.KillTaskResponse
-	(*GetTaskHistoryRequest)(nil),  // 26: tenure.v1.GetTaskHistoryRequest
-	(*GetTaskHistoryResponse)(nil), // 27: tenure.v1.GetTaskHistoryResponse
-	(*HistoryEntry)(nil),           // 28: tenure.v1.HistoryEntry
-	(*durationpb.Duration)(nil),    // 29: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 30: google.protobuf.Timestamp
+	(DependencyFailure)(0),         // 1: tenure.v1.DependencyFailure
+	(DependencyState)(0),           // 2: tenure.v1.DependencyState
+	(ExecutionStatus)(0),           // 3: tenure.v1.ExecutionStatus
+	(*Dependency)(nil),             // 4: tenure.v1.Dependency
+	(*RetryPolicy)(nil),            // 5: tenure.v1.RetryPolicy
+	(*Task)(nil),                   // 6: tenure.v1.Task
+	(*TraceContext)(nil),           // 7: tenure.v1.TraceContext
+	(*Progress)(nil),               // 8: tenure.v1.Progress
+	(*Execution)(nil),              // 9: tenure.v1.Execution
+	(*SubmitRequest)(nil),          // 10: tenure.v1.SubmitRequest
+	(*SubmitResponse)(nil),         // 11: tenure.v1.SubmitResponse
+	(*SubmitBatchRequest)(nil),     // 12: tenure.v1.SubmitBatchRequest
+	(*SubmitBatchResponse)(nil),    // 13: tenure.v1.SubmitBatchResponse
+	(*GetTaskRequest)(nil),         // 14: tenure.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),        // 15: tenure.v1.GetTaskResponse
+	(*ListTasksRequest)(nil),       // 16: tenure.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),      // 17: tenure.v1.ListTasksResponse
+	(*KillTaskRequest)(nil),        // 18: tenure.v1.KillTaskRequest
+	(*RetryTaskRequest)(nil),       // 19: tenure.v1.RetryTaskRequest
+	(*RetryTaskResponse)(nil),      // 20: tenure.v1.RetryTaskResponse
+	(*TaskFilter)(nil),             // 21: tenure.v1.TaskFilter
+	(*RetryTasksRequest)(nil),      // 22: tenure.v1.RetryTasksRequest
+	(*RetryTasksResponse)(nil),     // 23: tenure.v1.RetryTasksResponse
+	(*KillTasksRequest)(nil),       // 24: tenure.v1.KillTasksRequest
+	(*KillTasksResponse)(nil),      // 25: tenure.v1.KillTasksResponse
+	(*PurgeTasksRequest)(nil),      // 26: tenure.v1.PurgeTasksRequest
+	(*PurgeTasksResponse)(nil),     // 27: tenure.v1.PurgeTasksResponse
+	(*KillTaskResponse)(nil),       // 28: tenure.v1.KillTaskResponse
+	(*GetTaskHistoryRequest)(nil),  // 29: tenure.v1.GetTaskHistoryRequest
+	(*GetTaskHistoryResponse)(nil), // 30: tenure.v1.GetTaskHistoryResponse
+	(*HistoryEntry)(nil),           // 31: tenure.v1.HistoryEntry
+	(*durationpb.Duration)(nil),    // 32: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 33: google.protobuf.Timestamp
 }
 var file_tenure_v1_task_proto_depIdxs = []int32{
-	29, // 0: tenure.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
-	29, // 1: tenure.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
-	0,  // 2: tenure.v1.Task.state:type_name -> tenure.v1.TaskState
-	29, // 3: tenure.v1.Task.execution_window:type_name -> google.protobuf.Duration
-	2,  // 4: tenure.v1.Task.retry_policy:type_name -> tenure.v1.RetryPolicy
-	30, // 5: tenure.v1.Task.not_before:type_name -> google.protobuf.Timestamp
-	30, // 6: tenure.v1.Task.created_at:type_name -> google.protobuf.Timestamp
-	30, // 7: tenure.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
-	30, // 8: tenure.v1.Task.lease_expiry:type_name -> google.protobuf.Timestamp
-	6,  // 9: tenure.v1.Task.executions:type_name -> tenure.v1.Execution
-	30, // 10: tenure.v1.Task.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 11: tenure.v1.Task.trace_context:type_name -> tenure.v1.TraceContext
-	5,  // 12: tenure.v1.Task.progress:type_name -> tenure.v1.Progress
-	30, // 13: tenure.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
-	1,  // 14: tenure.v1.Execution.status:type_name -> tenure.v1.ExecutionStatus
-	30, // 15: tenure.v1.Execution.leased_at:type_name -> google.protobuf.Timestamp
-	30, // 16: tenure.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
-	30, // 17: tenure.v1.Execution.committed_at:type_name -> google.protobuf.Timestamp
-	30, // 18: tenure.v1.Execution.finished_at:type_name -> google.protobuf.Timestamp
-	30, // 19: tenure.v1.Execution.lease_expiry:type_name -> google.protobuf.Timestamp
-	29, // 20: tenure.v1.SubmitRequest.execution_window:type_name -> google.protobuf.Duration
-	2,  // 21: tenure.v1.SubmitRequest.retry_policy:type_name -> tenure.v1.RetryPolicy
-	30, // 22: tenure.v1.SubmitRequest.not_before:type_name -> google.protobuf.Timestamp
-	30, // 23: tenure.v1.SubmitRequest.deadline:type_name -> google.protobuf.Timestamp
-	29, // 24: tenure.v1.SubmitRequest.timeout:type_name -> google.protobuf.Duration
-	4,  // 25: tenure.v1.SubmitRequest.trace_context:type_name -> tenure.v1.TraceContext
-	3,  // 26: tenure.v1.SubmitResponse.task:type_name -> tenure.v1.Task
-	7,  // 27: tenure.v1.SubmitBatchRequest.requests:type_name -> tenure.v1.SubmitRequest
-	3,  // 28: tenure.v1.GetTaskResponse.task:type_name -> tenure.v1.Task
-	0,  // 29: tenure.v1.ListTasksRequest.state:type_name -> tenure.v1.TaskState
-	3,  // 30: tenure.v1.ListTasksResponse.tasks:type_name -> tenure.v1.Task
-	3,  // 31: tenure.v1.RetryTaskResponse.task:type_name -> tenure.v1.Task
-	0,  // 32: tenure.v1.TaskFilter.state:type_name -> tenure.v1.TaskState
-	30, // 33: tenure.v1.TaskFilter.created_before:type_name -> google.protobuf.Timestamp
-	18, // 34: tenure.v1.RetryTasksRequest.filter:type_name -> tenure.v1.TaskFilter
-	18, // 35: tenure.v1.KillTasksRequest.filter:type_name -> tenure.v1.TaskFilter
-	18, // 36: tenure.v1.PurgeTasksRequest.filter:type_name -> tenure.v1.TaskFilter
-	3,  // 37: tenure.v1.KillTaskResponse.task:type_name -> tenure.v1.Task
-	28, // 38: tenure.v1.GetTaskHistoryResponse.entries:type_name -> tenure.v1.HistoryEntry
-	30, // 39: tenure.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
-	7,  // 40: tenure.v1.TaskService.Submit:input_type -> tenure.v1.SubmitRequest
-	9,  // 41: tenure.v1.TaskService.SubmitBatch:input_type -> tenure.v1.SubmitBatchRequest
-	11, // 42: tenure.v1.TaskService.GetTask:input_type -> tenure.v1.GetTaskRequest
-	13, // 43: tenure.v1.TaskService.ListTasks:input_type -> tenure.v1.ListTasksRequest
-	15, // 44: tenure.v1.TaskService.KillTask:input_type -> tenure.v1.KillTaskRequest
-	16, // 45: tenure.v1.TaskService.RetryTask:input_type -> tenure.v1.RetryTaskRequest
-	19, // 46: tenure.v1.TaskService.RetryTasks:input_type -> tenure.v1.RetryTasksRequest
-	21, // 47: tenure.v1.TaskService.KillTasks:input_type -> tenure.v1.KillTasksRequest
-	23, // 48: tenure.v1.TaskService.PurgeTasks:input_type -> tenure.v1.PurgeTasksRequest
-	26, // 49: tenure.v1.TaskService.GetTaskHistory:input_type -> tenure.v1.GetTaskHistoryRequest
-	8,  // 50: tenure.v1.TaskService.Submit:output_type -> tenure.v1.SubmitResponse
-	10, // 51: tenure.v1.TaskService.SubmitBatch:output_type -> tenure.v1.SubmitBatchResponse
-	12, // 52: tenure.v1.TaskService.GetTask:output_type -> tenure.v1.GetTaskResponse
-	14, // 53: tenure.v1.TaskService.ListTasks:output_type -> tenure.v1.ListTasksResponse
-	25, // 54: tenure.v1.TaskService.KillTask:output_type -> tenure.v1.KillTaskResponse
-	17, // 55: tenure.v1.TaskService.RetryTask:output_type -> tenure.v1.RetryTaskResponse
-	20, // 56: tenure.v1.TaskService.RetryTasks:output_type -> tenure.v1.RetryTasksResponse
-	22, // 57: tenure.v1.TaskService.KillTasks:output_type -> tenure.v1.KillTasksResponse
-	24, // 58: tenure.v1.TaskService.PurgeTasks:output_type -> tenure.v1.PurgeTasksResponse
-	27, // 59: tenure.v1.TaskService.GetTaskHistory:output_type -> tenure.v1.GetTaskHistoryResponse
-	50, // [50:60] is the sub-list for method output_type
-	40, // [40:50] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	2,  // 0: tenure.v1.Dependency.state:type_name -> tenure.v1.DependencyState
+	32, // 1: tenure.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
+	32, // 2: tenure.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
+	0,  // 3: tenure.v1.Task.state:type_name -> tenure.v1.TaskState
+	32, // 4: tenure.v1.Task.execution_window:type_name -> google.protobuf.Duration
+	5,  // 5: tenure.v1.Task.retry_policy:type_name -> tenure.v1.RetryPolicy
+	33, // 6: tenure.v1.Task.not_before:type_name -> google.protobuf.Timestamp
+	33, // 7: tenure.v1.Task.created_at:type_name -> google.protobuf.Timestamp
+	33, // 8: tenure.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
+	33, // 9: tenure.v1.Task.lease_expiry:type_name -> google.protobuf.Timestamp
+	9,  // 10: tenure.v1.Task.executions:type_name -> tenure.v1.Execution
+	33, // 11: tenure.v1.Task.deadline:type_name -> google.protobuf.Timestamp
+	7,  // 12: tenure.v1.Task.trace_context:type_name -> tenure.v1.TraceContext
+	8,  // 13: tenure.v1.Task.progress:type_name -> tenure.v1.Progress
+	4,  // 14: tenure.v1.Task.dependencies:type_name -> tenure.v1.Dependency
+	1,  // 15: tenure.v1.Task.on_dependency_failure:type_name -> tenure.v1.DependencyFailure
+	33, // 16: tenure.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
+	3,  // 17: tenure.v1.Execution.status:type_name -> tenure.v1.ExecutionStatus
+	33, // 18: tenure.v1.Execution.leased_at:type_name -> google.protobuf.Timestamp
+	33, // 19: tenure.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
+	33, // 20: tenure.v1.Execution.committed_at:type_name -> google.protobuf.Timestamp
+	33, // 21: tenure.v1.Execution.finished_at:type_name -> google.protobuf.Timestamp
+	33, // 22: tenure.v1.Execution.lease_expiry:type_name -> google.protobuf.Timestamp
+	32, // 23: tenure.v1.SubmitRequest.execution_window:type_name -> google.protobuf.Duration
+	5,  // 24: tenure.v1.SubmitRequest.retry_policy:type_name -> tenure.v1.RetryPolicy
+	33, // 25: tenure.v1.SubmitRequest.not_before:type_name -> google.protobuf.Timestamp
+	33, // 26: tenure.v1.SubmitRequest.deadline:type_name -> google.protobuf.Timestamp
+	32, // 27: tenure.v1.SubmitRequest.timeout:type_name -> google.protobuf.Duration
+	7,  // 28: tenure.v1.SubmitRequest.trace_context:type_name -> tenure.v1.TraceContext
+	1,  // 29: tenure.v1.SubmitRequest.on_dependency_failure:type_name -> tenure.v1.DependencyFailure
+	6,  // 30: tenure.v1.SubmitResponse.task:type_name -> tenure.v1.Task
+	10, // 31: tenure.v1.SubmitBatchRequest.requests:type_name -> tenure.v1.SubmitRequest
+	6,  // 32: tenure.v1.GetTaskResponse.task:type_name -> tenure.v1.Task
+	0,  // 33: tenure.v1.ListTasksRequest.state:type_name -> tenure.v1.TaskState
+	6,  // 34: tenure.v1.ListTasksResponse.tasks:type_name -> tenure.v1.Task
+	6,  // 35: tenure.v1.RetryTaskResponse.task:type_name -> tenure.v1.Task
+	0,  // 36: tenure.v1.TaskFilter.state:type_name -> tenure.v1.TaskState
+	33, // 37: tenure.v1.TaskFilter.created_before:type_name -> google.protobuf.Timestamp
+	21, // 38: tenure.v1.RetryTasksRequest.filter:type_name -> tenure.v1.TaskFilter
+	21, // 39: tenure.v1.KillTasksRequest.filter:type_name -> tenure.v1.TaskFilter
+	21, // 40: tenure.v1.PurgeTasksRequest.filter:type_name -> tenure.v1.TaskFilter
+	6,  // 41: tenure.v1.KillTaskResponse.task:type_name -> tenure.v1.Task
+	31, // 42: tenure.v1.GetTaskHistoryResponse.entries:type_name -> tenure.v1.HistoryEntry
+	33, // 43: tenure.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
+	10, // 44: tenure.v1.TaskService.Submit:input_type -> tenure.v1.SubmitRequest
+	12, // 45: tenure.v1.TaskService.SubmitBatch:input_type -> tenure.v1.SubmitBatchRequest
+	14, // 46: tenure.v1.TaskService.GetTask:input_type -> tenure.v1.GetTaskRequest
+	16, // 47: tenure.v1.TaskService.ListTasks:input_type -> tenure.v1.ListTasksRequest
+	18, // 48: tenure.v1.TaskService.KillTask:input_type -> tenure.v1.KillTaskRequest
+	19, // 49: tenure.v1.TaskService.RetryTask:input_type -> tenure.v1.RetryTaskRequest
+	22, // 50: tenure.v1.TaskService.RetryTasks:input_type -> tenure.v1.RetryTasksRequest
+	24, // 51: tenure.v1.TaskService.KillTasks:input_type -> tenure.v1.KillTasksRequest
+	26, // 52: tenure.v1.TaskService.PurgeTasks:input_type -> tenure.v1.PurgeTasksRequest
+	29, // 53: tenure.v1.TaskService.GetTaskHistory:input_type -> tenure.v1.GetTaskHistoryRequest
+	11, // 54: tenure.v1.TaskService.Submit:output_type -> tenure.v1.SubmitResponse
+	13, // 55: tenure.v1.TaskService.SubmitBatch:output_type -> tenure.v1.SubmitBatchResponse
+	15, // 56: tenure.v1.TaskService.GetTask:output_type -> tenure.v1.GetTaskResponse
+	17, // 57: tenure.v1.TaskService.ListTasks:output_type -> tenure.v1.ListTasksResponse
+	28, // 58: tenure.v1.TaskService.KillTask:output_type -> tenure.v1.KillTaskResponse
+	20, // 59: tenure.v1.TaskService.RetryTask:output_type -> tenure.v1.RetryTaskResponse
+	23, // 60: tenure.v1.TaskService.RetryTasks:output_type -> tenure.v1.RetryTasksResponse
+	25, // 61: tenure.v1.TaskService.KillTasks:output_type -> tenure.v1.KillTasksResponse
+	27, // 62: tenure.v1.TaskService.PurgeTasks:output_type -> tenure.v1.PurgeTasksResponse
+	30, // 63: tenure.v1.TaskService.GetTaskHistory:output_type -> tenure.v1.GetTaskHistoryResponse
+	54, // [54:64] is the sub-list for method output_type
+	44, // [44:54] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_task_proto_init() }
@@ -2562,14 +2849,14 @@ func file_tenure_v1_task_proto_init() {
 	if File_tenure_v1_task_proto != nil {
 		return
 	}
-	file_tenure_v1_task_proto_msgTypes[3].OneofWrappers = []any{}
+	file_tenure_v1_task_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_task_proto_rawDesc), len(file_tenure_v1_task_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   27,
+			NumEnums:      4,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

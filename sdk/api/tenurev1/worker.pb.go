@@ -236,7 +236,14 @@ type LeasedTask struct {
 	// What kind of work the task is (SubmitRequest.kind); "" for none.
 	Kind string `protobuf:"bytes,13,opt,name=kind,proto3" json:"kind,omitempty"`
 	// The task's key (SubmitRequest.key); "" for none.
-	Key           string `protobuf:"bytes,14,opt,name=key,proto3" json:"key,omitempty"`
+	Key string `protobuf:"bytes,14,opt,name=key,proto3" json:"key,omitempty"`
+	// The workflow the task belongs to; "" for none.
+	WorkflowId string `protobuf:"bytes,15,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	// The tasks it depends on, in the order it named them, with how each
+	// ended and, for those that completed, their results: the task's inputs.
+	// The results together are at most the payload limit (1 MiB, default);
+	// those past it are left out (result_omitted): read them with GetTask.
+	Dependencies  []*DependencyResult `protobuf:"bytes,16,rep,name=dependencies,proto3" json:"dependencies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -369,6 +376,95 @@ func (x *LeasedTask) GetKey() string {
 	return ""
 }
 
+func (x *LeasedTask) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *LeasedTask) GetDependencies() []*DependencyResult {
+	if x != nil {
+		return x.Dependencies
+	}
+	return nil
+}
+
+// DependencyResult is one task a leased task depended on, as it ended.
+type DependencyResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task depended on.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// How it ended: COMPLETED, or (for a task that runs anyway,
+	// DEPENDENCY_FAILURE_RUN) FAILED or DEAD; UNSPECIFIED if it is no longer
+	// kept (finished longer ago than the retention).
+	State TaskState `protobuf:"varint,2,opt,name=state,proto3,enum=tenure.v1.TaskState" json:"state,omitempty"`
+	// Its result, when it completed (and result_omitted is not set).
+	Result []byte `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	// Its result was left out to keep the lease within the payload limit.
+	ResultOmitted bool `protobuf:"varint,4,opt,name=result_omitted,json=resultOmitted,proto3" json:"result_omitted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DependencyResult) Reset() {
+	*x = DependencyResult{}
+	mi := &file_tenure_v1_worker_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DependencyResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DependencyResult) ProtoMessage() {}
+
+func (x *DependencyResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_worker_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DependencyResult.ProtoReflect.Descriptor instead.
+func (*DependencyResult) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DependencyResult) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *DependencyResult) GetState() TaskState {
+	if x != nil {
+		return x.State
+	}
+	return TaskState_TASK_STATE_UNSPECIFIED
+}
+
+func (x *DependencyResult) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *DependencyResult) GetResultOmitted() bool {
+	if x != nil {
+		return x.ResultOmitted
+	}
+	return false
+}
+
 // StartRequest names a leased task.
 type StartRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -382,7 +478,7 @@ type StartRequest struct {
 
 func (x *StartRequest) Reset() {
 	*x = StartRequest{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[3]
+	mi := &file_tenure_v1_worker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +490,7 @@ func (x *StartRequest) String() string {
 func (*StartRequest) ProtoMessage() {}
 
 func (x *StartRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[3]
+	mi := &file_tenure_v1_worker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +503,7 @@ func (x *StartRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
 func (*StartRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{3}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StartRequest) GetTaskId() string {
@@ -433,7 +529,7 @@ type StartResponse struct {
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[4]
+	mi := &file_tenure_v1_worker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -445,7 +541,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[4]
+	mi := &file_tenure_v1_worker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -458,7 +554,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{4}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{5}
 }
 
 // HeartbeatRequest names a leased task.
@@ -477,7 +573,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[5]
+	mi := &file_tenure_v1_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +585,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[5]
+	mi := &file_tenure_v1_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +598,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{5}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HeartbeatRequest) GetTaskId() string {
@@ -537,7 +633,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[6]
+	mi := &file_tenure_v1_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +645,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[6]
+	mi := &file_tenure_v1_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +658,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{6}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HeartbeatResponse) GetLeaseExpiry() *timestamppb.Timestamp {
@@ -580,14 +676,23 @@ type CommitRequest struct {
 	// Its current lease; required.
 	LeaseId string `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
 	// The result, kept as the task's result. At most 1 MiB (default limit).
-	Result        []byte `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	Result []byte `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	// Tasks this commit spawns: children, and continuations that depend on
+	// them (depends_on naming the request_ids of this list, task ids, or
+	// this task). They are created in the same record as the commit, in this
+	// task's workflow, only by the attempt whose commit wins: a retried or
+	// stale attempt never spawns, and a repeated Commit by the same lease
+	// spawns nothing more. Each as for Submit; all in this task's namespace;
+	// at most 10,000 (default limit, --max-spawn), their payloads at most 4
+	// MiB together (--max-atomic-bytes). A bad one refuses the commit.
+	Spawn         []*SubmitRequest `protobuf:"bytes,4,rep,name=spawn,proto3" json:"spawn,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[7]
+	mi := &file_tenure_v1_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -599,7 +704,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[7]
+	mi := &file_tenure_v1_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -612,7 +717,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{7}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CommitRequest) GetTaskId() string {
@@ -636,18 +741,28 @@ func (x *CommitRequest) GetResult() []byte {
 	return nil
 }
 
+func (x *CommitRequest) GetSpawn() []*SubmitRequest {
+	if x != nil {
+		return x.Spawn
+	}
+	return nil
+}
+
 // CommitResponse answers a winning Commit.
 type CommitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Key for the external effects of this commit.
-	FencingToken  *FencingToken `protobuf:"bytes,1,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FencingToken *FencingToken `protobuf:"bytes,1,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	// The ids of the tasks spawn created, in its order (empty for a
+	// repeated Commit: the first one's answer said them).
+	SpawnedTaskIds []string `protobuf:"bytes,2,rep,name=spawned_task_ids,json=spawnedTaskIds,proto3" json:"spawned_task_ids,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CommitResponse) Reset() {
 	*x = CommitResponse{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[8]
+	mi := &file_tenure_v1_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -659,7 +774,7 @@ func (x *CommitResponse) String() string {
 func (*CommitResponse) ProtoMessage() {}
 
 func (x *CommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[8]
+	mi := &file_tenure_v1_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -672,12 +787,19 @@ func (x *CommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResponse.ProtoReflect.Descriptor instead.
 func (*CommitResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{8}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CommitResponse) GetFencingToken() *FencingToken {
 	if x != nil {
 		return x.FencingToken
+	}
+	return nil
+}
+
+func (x *CommitResponse) GetSpawnedTaskIds() []string {
+	if x != nil {
+		return x.SpawnedTaskIds
 	}
 	return nil
 }
@@ -697,7 +819,7 @@ type FencingToken struct {
 
 func (x *FencingToken) Reset() {
 	*x = FencingToken{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[9]
+	mi := &file_tenure_v1_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +831,7 @@ func (x *FencingToken) String() string {
 func (*FencingToken) ProtoMessage() {}
 
 func (x *FencingToken) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[9]
+	mi := &file_tenure_v1_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +844,7 @@ func (x *FencingToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FencingToken.ProtoReflect.Descriptor instead.
 func (*FencingToken) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{9}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FencingToken) GetTaskId() string {
@@ -749,14 +871,18 @@ type CompleteRequest struct {
 	// The result, when completing without an earlier Commit. Ignored when the
 	// task is already committed: the committed result stands. At most 1 MiB
 	// (default limit).
-	Result        []byte `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	Result []byte `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	// Tasks this completion spawns, as CommitRequest.spawn: only when it
+	// commits (from LEASED); a task committed before spawned at its commit,
+	// and a spawn given then is refused.
+	Spawn         []*SubmitRequest `protobuf:"bytes,4,rep,name=spawn,proto3" json:"spawn,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[10]
+	mi := &file_tenure_v1_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +894,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[10]
+	mi := &file_tenure_v1_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +907,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{10}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CompleteRequest) GetTaskId() string {
@@ -805,16 +931,25 @@ func (x *CompleteRequest) GetResult() []byte {
 	return nil
 }
 
-// CompleteResponse is empty.
+func (x *CompleteRequest) GetSpawn() []*SubmitRequest {
+	if x != nil {
+		return x.Spawn
+	}
+	return nil
+}
+
+// CompleteResponse names the tasks a completion spawned.
 type CompleteResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ids of the tasks spawn created, in its order.
+	SpawnedTaskIds []string `protobuf:"bytes,1,rep,name=spawned_task_ids,json=spawnedTaskIds,proto3" json:"spawned_task_ids,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[11]
+	mi := &file_tenure_v1_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +961,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[11]
+	mi := &file_tenure_v1_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +974,14 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{11}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CompleteResponse) GetSpawnedTaskIds() []string {
+	if x != nil {
+		return x.SpawnedTaskIds
+	}
+	return nil
 }
 
 // CompleteBatchRequest holds the completions of one CompleteBatch.
@@ -857,7 +999,7 @@ type CompleteBatchRequest struct {
 
 func (x *CompleteBatchRequest) Reset() {
 	*x = CompleteBatchRequest{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[12]
+	mi := &file_tenure_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +1011,7 @@ func (x *CompleteBatchRequest) String() string {
 func (*CompleteBatchRequest) ProtoMessage() {}
 
 func (x *CompleteBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[12]
+	mi := &file_tenure_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +1024,7 @@ func (x *CompleteBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteBatchRequest.ProtoReflect.Descriptor instead.
 func (*CompleteBatchRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CompleteBatchRequest) GetItems() []*CompleteRequest {
@@ -916,7 +1058,7 @@ type CompleteBatchResponse struct {
 
 func (x *CompleteBatchResponse) Reset() {
 	*x = CompleteBatchResponse{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[13]
+	mi := &file_tenure_v1_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1070,7 @@ func (x *CompleteBatchResponse) String() string {
 func (*CompleteBatchResponse) ProtoMessage() {}
 
 func (x *CompleteBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[13]
+	mi := &file_tenure_v1_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1083,7 @@ func (x *CompleteBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteBatchResponse.ProtoReflect.Descriptor instead.
 func (*CompleteBatchResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{13}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CompleteBatchResponse) GetFailed() []*CompleteResult {
@@ -981,7 +1123,7 @@ type CompleteResult struct {
 
 func (x *CompleteResult) Reset() {
 	*x = CompleteResult{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[14]
+	mi := &file_tenure_v1_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1135,7 @@ func (x *CompleteResult) String() string {
 func (*CompleteResult) ProtoMessage() {}
 
 func (x *CompleteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[14]
+	mi := &file_tenure_v1_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1148,7 @@ func (x *CompleteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResult.ProtoReflect.Descriptor instead.
 func (*CompleteResult) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CompleteResult) GetTaskId() string {
@@ -1062,7 +1204,7 @@ type FailRequest struct {
 
 func (x *FailRequest) Reset() {
 	*x = FailRequest{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[15]
+	mi := &file_tenure_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1216,7 @@ func (x *FailRequest) String() string {
 func (*FailRequest) ProtoMessage() {}
 
 func (x *FailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[15]
+	mi := &file_tenure_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1229,7 @@ func (x *FailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailRequest.ProtoReflect.Descriptor instead.
 func (*FailRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FailRequest) GetTaskId() string {
@@ -1131,7 +1273,7 @@ type FailResponse struct {
 
 func (x *FailResponse) Reset() {
 	*x = FailResponse{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[16]
+	mi := &file_tenure_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1285,7 @@ func (x *FailResponse) String() string {
 func (*FailResponse) ProtoMessage() {}
 
 func (x *FailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[16]
+	mi := &file_tenure_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1298,7 @@ func (x *FailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailResponse.ProtoReflect.Descriptor instead.
 func (*FailResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{16}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FailResponse) GetState() TaskState {
@@ -1191,7 +1333,7 @@ type SnoozeRequest struct {
 
 func (x *SnoozeRequest) Reset() {
 	*x = SnoozeRequest{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[17]
+	mi := &file_tenure_v1_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1345,7 @@ func (x *SnoozeRequest) String() string {
 func (*SnoozeRequest) ProtoMessage() {}
 
 func (x *SnoozeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[17]
+	mi := &file_tenure_v1_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1358,7 @@ func (x *SnoozeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnoozeRequest.ProtoReflect.Descriptor instead.
 func (*SnoozeRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{17}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SnoozeRequest) GetTaskId() string {
@@ -1258,7 +1400,7 @@ type SnoozeResponse struct {
 
 func (x *SnoozeResponse) Reset() {
 	*x = SnoozeResponse{}
-	mi := &file_tenure_v1_worker_proto_msgTypes[18]
+	mi := &file_tenure_v1_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1412,7 @@ func (x *SnoozeResponse) String() string {
 func (*SnoozeResponse) ProtoMessage() {}
 
 func (x *SnoozeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_worker_proto_msgTypes[18]
+	mi := &file_tenure_v1_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1425,7 @@ func (x *SnoozeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnoozeResponse.ProtoReflect.Descriptor instead.
 func (*SnoozeResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{18}
+	return file_tenure_v1_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SnoozeResponse) GetNotBefore() *timestamppb.Timestamp {
@@ -1307,7 +1449,7 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\x06queues\x18\x06 \x03(\tR\x06queues\"k\n" +
 	"\rLeaseResponse\x12+\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x15.tenure.v1.LeasedTaskR\x05tasks\x12-\n" +
-	"\x06paused\x18\x02 \x01(\v2\x15.tenure.v1.QueuePauseR\x06paused\"\x92\x04\n" +
+	"\x06paused\x18\x02 \x01(\v2\x15.tenure.v1.QueuePauseR\x06paused\"\xf4\x04\n" +
 	"\n" +
 	"LeasedTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
@@ -1324,7 +1466,15 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\bdeadline\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12<\n" +
 	"\rtrace_context\x18\f \x01(\v2\x17.tenure.v1.TraceContextR\ftraceContext\x12\x12\n" +
 	"\x04kind\x18\r \x01(\tR\x04kind\x12\x10\n" +
-	"\x03key\x18\x0e \x01(\tR\x03key\"B\n" +
+	"\x03key\x18\x0e \x01(\tR\x03key\x12\x1f\n" +
+	"\vworkflow_id\x18\x0f \x01(\tR\n" +
+	"workflowId\x12?\n" +
+	"\fdependencies\x18\x10 \x03(\v2\x1b.tenure.v1.DependencyResultR\fdependencies\"\x96\x01\n" +
+	"\x10DependencyResult\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12*\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x14.tenure.v1.TaskStateR\x05state\x12\x16\n" +
+	"\x06result\x18\x03 \x01(\fR\x06result\x12%\n" +
+	"\x0eresult_omitted\x18\x04 \x01(\bR\rresultOmitted\"B\n" +
 	"\fStartRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\"\x0f\n" +
@@ -1334,21 +1484,25 @@ const file_tenure_v1_worker_proto_rawDesc = "" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12/\n" +
 	"\bprogress\x18\x03 \x01(\v2\x13.tenure.v1.ProgressR\bprogress\"R\n" +
 	"\x11HeartbeatResponse\x12=\n" +
-	"\flease_expiry\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vleaseExpiry\"[\n" +
+	"\flease_expiry\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vleaseExpiry\"\x8b\x01\n" +
 	"\rCommitRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
-	"\x06result\x18\x03 \x01(\fR\x06result\"N\n" +
+	"\x06result\x18\x03 \x01(\fR\x06result\x12.\n" +
+	"\x05spawn\x18\x04 \x03(\v2\x18.tenure.v1.SubmitRequestR\x05spawn\"x\n" +
 	"\x0eCommitResponse\x12<\n" +
-	"\rfencing_token\x18\x01 \x01(\v2\x17.tenure.v1.FencingTokenR\ffencingToken\"A\n" +
+	"\rfencing_token\x18\x01 \x01(\v2\x17.tenure.v1.FencingTokenR\ffencingToken\x12(\n" +
+	"\x10spawned_task_ids\x18\x02 \x03(\tR\x0espawnedTaskIds\"A\n" +
 	"\fFencingToken\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
-	"\aattempt\x18\x02 \x01(\rR\aattempt\"]\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\"\x8d\x01\n" +
 	"\x0fCompleteRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
-	"\x06result\x18\x03 \x01(\fR\x06result\"\x12\n" +
-	"\x10CompleteResponse\"\x8a\x01\n" +
+	"\x06result\x18\x03 \x01(\fR\x06result\x12.\n" +
+	"\x05spawn\x18\x04 \x03(\v2\x18.tenure.v1.SubmitRequestR\x05spawn\"<\n" +
+	"\x10CompleteResponse\x12(\n" +
+	"\x10spawned_task_ids\x18\x01 \x03(\tR\x0espawnedTaskIds\"\x8a\x01\n" +
 	"\x14CompleteBatchRequest\x120\n" +
 	"\x05items\x18\x01 \x03(\v2\x1a.tenure.v1.CompleteRequestR\x05items\x12-\n" +
 	"\x05lease\x18\x03 \x01(\v2\x17.tenure.v1.LeaseRequestR\x05leaseJ\x04\b\x02\x10\x03R\vfailed_only\"\x88\x01\n" +
@@ -1399,76 +1553,82 @@ func file_tenure_v1_worker_proto_rawDescGZIP() []byte {
 	return file_tenure_v1_worker_proto_rawDescData
 }
 
-var file_tenure_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_tenure_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_tenure_v1_worker_proto_goTypes = []any{
 	(*LeaseRequest)(nil),          // 0: tenure.v1.LeaseRequest
 	(*LeaseResponse)(nil),         // 1: tenure.v1.LeaseResponse
 	(*LeasedTask)(nil),            // 2: tenure.v1.LeasedTask
-	(*StartRequest)(nil),          // 3: tenure.v1.StartRequest
-	(*StartResponse)(nil),         // 4: tenure.v1.StartResponse
-	(*HeartbeatRequest)(nil),      // 5: tenure.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),     // 6: tenure.v1.HeartbeatResponse
-	(*CommitRequest)(nil),         // 7: tenure.v1.CommitRequest
-	(*CommitResponse)(nil),        // 8: tenure.v1.CommitResponse
-	(*FencingToken)(nil),          // 9: tenure.v1.FencingToken
-	(*CompleteRequest)(nil),       // 10: tenure.v1.CompleteRequest
-	(*CompleteResponse)(nil),      // 11: tenure.v1.CompleteResponse
-	(*CompleteBatchRequest)(nil),  // 12: tenure.v1.CompleteBatchRequest
-	(*CompleteBatchResponse)(nil), // 13: tenure.v1.CompleteBatchResponse
-	(*CompleteResult)(nil),        // 14: tenure.v1.CompleteResult
-	(*FailRequest)(nil),           // 15: tenure.v1.FailRequest
-	(*FailResponse)(nil),          // 16: tenure.v1.FailResponse
-	(*SnoozeRequest)(nil),         // 17: tenure.v1.SnoozeRequest
-	(*SnoozeResponse)(nil),        // 18: tenure.v1.SnoozeResponse
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
-	(*QueuePause)(nil),            // 20: tenure.v1.QueuePause
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
-	(*TraceContext)(nil),          // 22: tenure.v1.TraceContext
-	(*Progress)(nil),              // 23: tenure.v1.Progress
-	(*ErrorDetail)(nil),           // 24: tenure.v1.ErrorDetail
-	(TaskState)(0),                // 25: tenure.v1.TaskState
+	(*DependencyResult)(nil),      // 3: tenure.v1.DependencyResult
+	(*StartRequest)(nil),          // 4: tenure.v1.StartRequest
+	(*StartResponse)(nil),         // 5: tenure.v1.StartResponse
+	(*HeartbeatRequest)(nil),      // 6: tenure.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),     // 7: tenure.v1.HeartbeatResponse
+	(*CommitRequest)(nil),         // 8: tenure.v1.CommitRequest
+	(*CommitResponse)(nil),        // 9: tenure.v1.CommitResponse
+	(*FencingToken)(nil),          // 10: tenure.v1.FencingToken
+	(*CompleteRequest)(nil),       // 11: tenure.v1.CompleteRequest
+	(*CompleteResponse)(nil),      // 12: tenure.v1.CompleteResponse
+	(*CompleteBatchRequest)(nil),  // 13: tenure.v1.CompleteBatchRequest
+	(*CompleteBatchResponse)(nil), // 14: tenure.v1.CompleteBatchResponse
+	(*CompleteResult)(nil),        // 15: tenure.v1.CompleteResult
+	(*FailRequest)(nil),           // 16: tenure.v1.FailRequest
+	(*FailResponse)(nil),          // 17: tenure.v1.FailResponse
+	(*SnoozeRequest)(nil),         // 18: tenure.v1.SnoozeRequest
+	(*SnoozeResponse)(nil),        // 19: tenure.v1.SnoozeResponse
+	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
+	(*QueuePause)(nil),            // 21: tenure.v1.QueuePause
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*TraceContext)(nil),          // 23: tenure.v1.TraceContext
+	(TaskState)(0),                // 24: tenure.v1.TaskState
+	(*Progress)(nil),              // 25: tenure.v1.Progress
+	(*SubmitRequest)(nil),         // 26: tenure.v1.SubmitRequest
+	(*ErrorDetail)(nil),           // 27: tenure.v1.ErrorDetail
 }
 var file_tenure_v1_worker_proto_depIdxs = []int32{
-	19, // 0: tenure.v1.LeaseRequest.wait:type_name -> google.protobuf.Duration
+	20, // 0: tenure.v1.LeaseRequest.wait:type_name -> google.protobuf.Duration
 	2,  // 1: tenure.v1.LeaseResponse.tasks:type_name -> tenure.v1.LeasedTask
-	20, // 2: tenure.v1.LeaseResponse.paused:type_name -> tenure.v1.QueuePause
-	21, // 3: tenure.v1.LeasedTask.lease_expiry:type_name -> google.protobuf.Timestamp
-	19, // 4: tenure.v1.LeasedTask.execution_window:type_name -> google.protobuf.Duration
-	21, // 5: tenure.v1.LeasedTask.deadline:type_name -> google.protobuf.Timestamp
-	22, // 6: tenure.v1.LeasedTask.trace_context:type_name -> tenure.v1.TraceContext
-	23, // 7: tenure.v1.HeartbeatRequest.progress:type_name -> tenure.v1.Progress
-	21, // 8: tenure.v1.HeartbeatResponse.lease_expiry:type_name -> google.protobuf.Timestamp
-	9,  // 9: tenure.v1.CommitResponse.fencing_token:type_name -> tenure.v1.FencingToken
-	10, // 10: tenure.v1.CompleteBatchRequest.items:type_name -> tenure.v1.CompleteRequest
-	0,  // 11: tenure.v1.CompleteBatchRequest.lease:type_name -> tenure.v1.LeaseRequest
-	14, // 12: tenure.v1.CompleteBatchResponse.failed:type_name -> tenure.v1.CompleteResult
-	2,  // 13: tenure.v1.CompleteBatchResponse.leased:type_name -> tenure.v1.LeasedTask
-	24, // 14: tenure.v1.CompleteResult.detail:type_name -> tenure.v1.ErrorDetail
-	25, // 15: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
-	21, // 16: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
-	19, // 17: tenure.v1.SnoozeRequest.delay:type_name -> google.protobuf.Duration
-	21, // 18: tenure.v1.SnoozeResponse.not_before:type_name -> google.protobuf.Timestamp
-	0,  // 19: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
-	3,  // 20: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
-	5,  // 21: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
-	7,  // 22: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
-	10, // 23: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
-	12, // 24: tenure.v1.WorkerService.CompleteBatch:input_type -> tenure.v1.CompleteBatchRequest
-	15, // 25: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
-	17, // 26: tenure.v1.WorkerService.Snooze:input_type -> tenure.v1.SnoozeRequest
-	1,  // 27: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
-	4,  // 28: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
-	6,  // 29: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
-	8,  // 30: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
-	11, // 31: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
-	13, // 32: tenure.v1.WorkerService.CompleteBatch:output_type -> tenure.v1.CompleteBatchResponse
-	16, // 33: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
-	18, // 34: tenure.v1.WorkerService.Snooze:output_type -> tenure.v1.SnoozeResponse
-	27, // [27:35] is the sub-list for method output_type
-	19, // [19:27] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	21, // 2: tenure.v1.LeaseResponse.paused:type_name -> tenure.v1.QueuePause
+	22, // 3: tenure.v1.LeasedTask.lease_expiry:type_name -> google.protobuf.Timestamp
+	20, // 4: tenure.v1.LeasedTask.execution_window:type_name -> google.protobuf.Duration
+	22, // 5: tenure.v1.LeasedTask.deadline:type_name -> google.protobuf.Timestamp
+	23, // 6: tenure.v1.LeasedTask.trace_context:type_name -> tenure.v1.TraceContext
+	3,  // 7: tenure.v1.LeasedTask.dependencies:type_name -> tenure.v1.DependencyResult
+	24, // 8: tenure.v1.DependencyResult.state:type_name -> tenure.v1.TaskState
+	25, // 9: tenure.v1.HeartbeatRequest.progress:type_name -> tenure.v1.Progress
+	22, // 10: tenure.v1.HeartbeatResponse.lease_expiry:type_name -> google.protobuf.Timestamp
+	26, // 11: tenure.v1.CommitRequest.spawn:type_name -> tenure.v1.SubmitRequest
+	10, // 12: tenure.v1.CommitResponse.fencing_token:type_name -> tenure.v1.FencingToken
+	26, // 13: tenure.v1.CompleteRequest.spawn:type_name -> tenure.v1.SubmitRequest
+	11, // 14: tenure.v1.CompleteBatchRequest.items:type_name -> tenure.v1.CompleteRequest
+	0,  // 15: tenure.v1.CompleteBatchRequest.lease:type_name -> tenure.v1.LeaseRequest
+	15, // 16: tenure.v1.CompleteBatchResponse.failed:type_name -> tenure.v1.CompleteResult
+	2,  // 17: tenure.v1.CompleteBatchResponse.leased:type_name -> tenure.v1.LeasedTask
+	27, // 18: tenure.v1.CompleteResult.detail:type_name -> tenure.v1.ErrorDetail
+	24, // 19: tenure.v1.FailResponse.state:type_name -> tenure.v1.TaskState
+	22, // 20: tenure.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
+	20, // 21: tenure.v1.SnoozeRequest.delay:type_name -> google.protobuf.Duration
+	22, // 22: tenure.v1.SnoozeResponse.not_before:type_name -> google.protobuf.Timestamp
+	0,  // 23: tenure.v1.WorkerService.Lease:input_type -> tenure.v1.LeaseRequest
+	4,  // 24: tenure.v1.WorkerService.Start:input_type -> tenure.v1.StartRequest
+	6,  // 25: tenure.v1.WorkerService.Heartbeat:input_type -> tenure.v1.HeartbeatRequest
+	8,  // 26: tenure.v1.WorkerService.Commit:input_type -> tenure.v1.CommitRequest
+	11, // 27: tenure.v1.WorkerService.Complete:input_type -> tenure.v1.CompleteRequest
+	13, // 28: tenure.v1.WorkerService.CompleteBatch:input_type -> tenure.v1.CompleteBatchRequest
+	16, // 29: tenure.v1.WorkerService.Fail:input_type -> tenure.v1.FailRequest
+	18, // 30: tenure.v1.WorkerService.Snooze:input_type -> tenure.v1.SnoozeRequest
+	1,  // 31: tenure.v1.WorkerService.Lease:output_type -> tenure.v1.LeaseResponse
+	5,  // 32: tenure.v1.WorkerService.Start:output_type -> tenure.v1.StartResponse
+	7,  // 33: tenure.v1.WorkerService.Heartbeat:output_type -> tenure.v1.HeartbeatResponse
+	9,  // 34: tenure.v1.WorkerService.Commit:output_type -> tenure.v1.CommitResponse
+	12, // 35: tenure.v1.WorkerService.Complete:output_type -> tenure.v1.CompleteResponse
+	14, // 36: tenure.v1.WorkerService.CompleteBatch:output_type -> tenure.v1.CompleteBatchResponse
+	17, // 37: tenure.v1.WorkerService.Fail:output_type -> tenure.v1.FailResponse
+	19, // 38: tenure.v1.WorkerService.Snooze:output_type -> tenure.v1.SnoozeResponse
+	31, // [31:39] is the sub-list for method output_type
+	23, // [23:31] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_worker_proto_init() }
@@ -1485,7 +1645,7 @@ func file_tenure_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_worker_proto_rawDesc), len(file_tenure_v1_worker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,33 @@ import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 export declare const file_tenure_v1_task: GenFile;
 
 /**
+ * Dependency is one task another depends on.
+ *
+ * @generated from message tenure.v1.Dependency
+ */
+export declare type Dependency = Message<"tenure.v1.Dependency"> & {
+  /**
+   * The task depended on.
+   *
+   * @generated from field: string task_id = 1;
+   */
+  taskId: string;
+
+  /**
+   * What the dependent knows of it.
+   *
+   * @generated from field: tenure.v1.DependencyState state = 2;
+   */
+  state: DependencyState;
+};
+
+/**
+ * Describes the message tenure.v1.Dependency.
+ * Use `create(DependencySchema)` to create a new message.
+ */
+export declare const DependencySchema: GenMessage<Dependency>;
+
+/**
  * RetryPolicy decides what a failed or expired attempt leads to. The wait
  * before attempt n+1 is initial_backoff * backoff_multiplier^(n-1), capped
  * at max_backoff. An unset field takes its default.
@@ -266,6 +293,36 @@ export declare type Task = Message<"tenure.v1.Task"> & {
    * @generated from field: string key = 25;
    */
   key: string;
+
+  /**
+   * The workflow the task belongs to (SubmitBatchRequest.workflow_id, or
+   * its parent's); "" for none.
+   *
+   * @generated from field: string workflow_id = 26;
+   */
+  workflowId: string;
+
+  /**
+   * The tasks it depends on, in the order given, with what it knows of
+   * each: a BLOCKED task waits for those PENDING.
+   *
+   * @generated from field: repeated tenure.v1.Dependency dependencies = 27;
+   */
+  dependencies: Dependency[];
+
+  /**
+   * What a dependency that fails does to it (UNSPECIFIED: DEAD).
+   *
+   * @generated from field: tenure.v1.DependencyFailure on_dependency_failure = 28;
+   */
+  onDependencyFailure: DependencyFailure;
+
+  /**
+   * The task whose commit spawned it (CommitRequest.spawn); "" for none.
+   *
+   * @generated from field: string spawned_by = 29;
+   */
+  spawnedBy: string;
 };
 
 /**
@@ -549,6 +606,28 @@ export declare type SubmitRequest = Message<"tenure.v1.SubmitRequest"> & {
    * @generated from field: string key = 13;
    */
   key: string;
+
+  /**
+   * The tasks it depends on: it is BLOCKED, and not leased, until every
+   * one of them is COMPLETED. Each entry is a task id or, in a SubmitBatch,
+   * the request_id of a task of the same batch (in either order: the
+   * batch's tasks are created dependencies first). Each names a task of
+   * the same namespace, once; at most 10,000 (default limit,
+   * --max-dependencies), and a chain of dependencies at most 1,000 deep
+   * (--max-workflow-depth). A cycle or an unknown id is refused with the
+   * entry named, and nothing of the batch is created.
+   *
+   * @generated from field: repeated string depends_on = 14;
+   */
+  dependsOn: string[];
+
+  /**
+   * What a dependency that ends FAILED or DEAD does to this task
+   * (default: DEAD, reason dependency_failed).
+   *
+   * @generated from field: tenure.v1.DependencyFailure on_dependency_failure = 15;
+   */
+  onDependencyFailure: DependencyFailure;
 };
 
 /**
@@ -597,6 +676,21 @@ export declare type SubmitBatchRequest = Message<"tenure.v1.SubmitBatchRequest">
    * @generated from field: repeated tenure.v1.SubmitRequest requests = 1;
    */
   requests: SubmitRequest[];
+
+  /**
+   * Makes the batch a workflow: its tasks are created all or none, in one
+   * record, and the workflow id names them from then on (WorkflowService).
+   * Its tasks are in one namespace; a task without a request_id gets one
+   * made of the workflow id and its index, so that the batch sent again
+   * is answered with the first one's tasks (duplicates), and a workflow
+   * id sent with other tasks is refused. Up to 100,000 tasks per workflow
+   * (--max-workflow-tasks), their payloads at most 4 MiB together
+   * (--max-atomic-bytes). "" (the default): a plain batch. At most 256
+   * bytes, no spaces.
+   *
+   * @generated from field: string workflow_id = 4;
+   */
+  workflowId: string;
 };
 
 /**
@@ -1274,17 +1368,102 @@ export enum TaskState {
   FAILED = 5,
 
   /**
-   * Terminal: killed with KillTask.
+   * Terminal: killed with KillTask, or ended because a task it depends on
+   * failed (failure_reason "dependency_failed: ...").
    *
    * @generated from enum value: TASK_STATE_DEAD = 6;
    */
   DEAD = 6,
+
+  /**
+   * Waiting for the tasks it depends on (Task.dependencies) to complete:
+   * not leased before the last of them is COMPLETED, then WAITING.
+   *
+   * @generated from enum value: TASK_STATE_BLOCKED = 7;
+   */
+  BLOCKED = 7,
 }
 
 /**
  * Describes the enum tenure.v1.TaskState.
  */
 export declare const TaskStateSchema: GenEnum<TaskState>;
+
+/**
+ * DependencyFailure says what a task does when a task it depends on ends
+ * FAILED or DEAD.
+ *
+ * @generated from enum tenure.v1.DependencyFailure
+ */
+export enum DependencyFailure {
+  /**
+   * The default: DEAD.
+   *
+   * @generated from enum value: DEPENDENCY_FAILURE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The task ends DEAD at once, failure reason "dependency_failed: task X
+   * is FAILED", and so do the tasks that depend on it.
+   *
+   * @generated from enum value: DEPENDENCY_FAILURE_DEAD = 1;
+   */
+  DEAD = 1,
+
+  /**
+   * The task runs anyway once every task it depends on has ended; its
+   * lease says how each ended.
+   *
+   * @generated from enum value: DEPENDENCY_FAILURE_RUN = 2;
+   */
+  RUN = 2,
+}
+
+/**
+ * Describes the enum tenure.v1.DependencyFailure.
+ */
+export declare const DependencyFailureSchema: GenEnum<DependencyFailure>;
+
+/**
+ * DependencyState is what a task knows of one of its dependencies.
+ *
+ * @generated from enum tenure.v1.DependencyState
+ */
+export enum DependencyState {
+  /**
+   * Not a state.
+   *
+   * @generated from enum value: DEPENDENCY_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The dependency has not ended.
+   *
+   * @generated from enum value: DEPENDENCY_STATE_PENDING = 1;
+   */
+  PENDING = 1,
+
+  /**
+   * The dependency ended COMPLETED.
+   *
+   * @generated from enum value: DEPENDENCY_STATE_COMPLETED = 2;
+   */
+  COMPLETED = 2,
+
+  /**
+   * The dependency ended FAILED or DEAD.
+   *
+   * @generated from enum value: DEPENDENCY_STATE_FAILED = 3;
+   */
+  FAILED = 3,
+}
+
+/**
+ * Describes the enum tenure.v1.DependencyState.
+ */
+export declare const DependencyStateSchema: GenEnum<DependencyState>;
 
 /**
  * ExecutionStatus is the status of one attempt:

@@ -24,196 +24,203 @@ import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@
  * Describes the file tenure/v1/task.proto.
  */
 export const file_tenure_v1_task = /*@__PURE__*/
-  fileDesc("ChR0ZW51cmUvdjEvdGFzay5wcm90bxIJdGVudXJlLnYxIqMBCgtSZXRyeVBvbGljeRIUCgxtYXhfYXR0ZW1wdHMYASABKA0SMgoPaW5pdGlhbF9iYWNrb2ZmGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC21heF9iYWNrb2ZmGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhoKEmJhY2tvZmZfbXVsdGlwbGllchgEIAEoASL5BQoEVGFzaxIPCgd0YXNrX2lkGAEgASgJEhEKCW5hbWVzcGFjZRgCIAEoCRINCgVxdWV1ZRgDIAEoCRIPCgdwYXlsb2FkGAQgASgMEiMKBXN0YXRlGAUgASgOMhQudGVudXJlLnYxLlRhc2tTdGF0ZRIPCgdhdHRlbXB0GAYgASgNEhAKCHByaW9yaXR5GAcgASgFEhIKCnJlcXVlc3RfaWQYCCABKAkSMwoQZXhlY3V0aW9uX3dpbmRvdxgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIsCgxyZXRyeV9wb2xpY3kYCiABKAsyFi50ZW51cmUudjEuUmV0cnlQb2xpY3kSLgoKbm90X2JlZm9yZRgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVzdWx0GA4gASgMEhYKDmZhaWx1cmVfcmVhc29uGA8gASgJEhAKCGxlYXNlX2lkGBAgASgJEhEKCXdvcmtlcl9pZBgRIAEoCRIwCgxsZWFzZV9leHBpcnkYEiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKCmV4ZWN1dGlvbnMYEyADKAsyFC50ZW51cmUudjEuRXhlY3V0aW9uEiwKCGRlYWRsaW5lGBQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1hdHRlbXB0c191c2VkGBUgASgNEi4KDXRyYWNlX2NvbnRleHQYFiABKAsyFy50ZW51cmUudjEuVHJhY2VDb250ZXh0EiUKCHByb2dyZXNzGBcgASgLMhMudGVudXJlLnYxLlByb2dyZXNzEgwKBGtpbmQYGCABKAkSCwoDa2V5GBkgASgJIjcKDFRyYWNlQ29udGV4dBITCgt0cmFjZXBhcmVudBgBIAEoCRISCgp0cmFjZXN0YXRlGAIgASgJIm4KCFByb2dyZXNzEg8KB21lc3NhZ2UYASABKAkSFAoHcGVyY2VudBgCIAEoDUgAiAEBEi8KC3JlcG9ydGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIKCghfcGVyY2VudCLxAgoJRXhlY3V0aW9uEg8KB2F0dGVtcHQYASABKA0SEAoIbGVhc2VfaWQYAiABKAkSEQoJd29ya2VyX2lkGAMgASgJEioKBnN0YXR1cxgEIAEoDjIaLnRlbnVyZS52MS5FeGVjdXRpb25TdGF0dXMSLQoJbGVhc2VkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpzdGFydGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjb21taXR0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxsZWFzZV9leHBpcnkYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJlYXNvbhgKIAEoCSKgAwoNU3VibWl0UmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDQoFcXVldWUYAiABKAkSDwoHcGF5bG9hZBgDIAEoDBISCgpyZXF1ZXN0X2lkGAQgASgJEjMKEGV4ZWN1dGlvbl93aW5kb3cYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLAoMcmV0cnlfcG9saWN5GAYgASgLMhYudGVudXJlLnYxLlJldHJ5UG9saWN5Ei4KCm5vdF9iZWZvcmUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHByaW9yaXR5GAggASgFEiwKCGRlYWRsaW5lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIqCgd0aW1lb3V0GAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KDXRyYWNlX2NvbnRleHQYCyABKAsyFy50ZW51cmUudjEuVHJhY2VDb250ZXh0EgwKBGtpbmQYDCABKAkSCwoDa2V5GA0gASgJIkIKDlN1Ym1pdFJlc3BvbnNlEh0KBHRhc2sYASABKAsyDy50ZW51cmUudjEuVGFzaxIRCglkdXBsaWNhdGUYAiABKAgiYwoSU3VibWl0QmF0Y2hSZXF1ZXN0EioKCHJlcXVlc3RzGAEgAygLMhgudGVudXJlLnYxLlN1Ym1pdFJlcXVlc3RKBAgCEANKBAgDEARSCGlkc19vbmx5Ugtjb21wYWN0X2lkcyJMChNTdWJtaXRCYXRjaFJlc3BvbnNlEhAKCHRhc2tfaWRzGAIgAygJEhIKCmR1cGxpY2F0ZXMYAyADKAhKBAgBEAJSCXJlc3BvbnNlcyIhCg5HZXRUYXNrUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJIjAKD0dldFRhc2tSZXNwb25zZRIdCgR0YXNrGAEgASgLMg8udGVudXJlLnYxLlRhc2sigAEKEExpc3RUYXNrc1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEg0KBXF1ZXVlGAIgASgJEiMKBXN0YXRlGAMgASgOMhQudGVudXJlLnYxLlRhc2tTdGF0ZRIRCglwYWdlX3NpemUYBCABKAUSEgoKcGFnZV90b2tlbhgFIAEoCSJMChFMaXN0VGFza3NSZXNwb25zZRIeCgV0YXNrcxgBIAMoCzIPLnRlbnVyZS52MS5UYXNrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJICg9LaWxsVGFza1JlcXVlc3QSDwoHdGFza19pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkSFAoMcmVxdWVzdGVkX2J5GAMgASgJIkkKEFJldHJ5VGFza1JlcXVlc3QSDwoHdGFza19pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkSFAoMcmVxdWVzdGVkX2J5GAMgASgJIjIKEVJldHJ5VGFza1Jlc3BvbnNlEh0KBHRhc2sYASABKAsyDy50ZW51cmUudjEuVGFzayKUAQoKVGFza0ZpbHRlchIRCgluYW1lc3BhY2UYASABKAkSDQoFcXVldWUYAiABKAkSIwoFc3RhdGUYAyABKA4yFC50ZW51cmUudjEuVGFza1N0YXRlEjIKDmNyZWF0ZWRfYmVmb3JlGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBILCgNhbGwYBSABKAgiYAoRUmV0cnlUYXNrc1JlcXVlc3QSJQoGZmlsdGVyGAEgASgLMhUudGVudXJlLnYxLlRhc2tGaWx0ZXISDgoGcmVhc29uGAIgASgJEhQKDHJlcXVlc3RlZF9ieRgDIAEoCSI2ChJSZXRyeVRhc2tzUmVzcG9uc2USDwoHY2hhbmdlZBgBIAEoBBIPCgdza2lwcGVkGAIgASgEIl8KEEtpbGxUYXNrc1JlcXVlc3QSJQoGZmlsdGVyGAEgASgLMhUudGVudXJlLnYxLlRhc2tGaWx0ZXISDgoGcmVhc29uGAIgASgJEhQKDHJlcXVlc3RlZF9ieRgDIAEoCSI1ChFLaWxsVGFza3NSZXNwb25zZRIPCgdjaGFuZ2VkGAEgASgEEg8KB3NraXBwZWQYAiABKAQiYAoRUHVyZ2VUYXNrc1JlcXVlc3QSJQoGZmlsdGVyGAEgASgLMhUudGVudXJlLnYxLlRhc2tGaWx0ZXISDgoGcmVhc29uGAIgASgJEhQKDHJlcXVlc3RlZF9ieRgDIAEoCSI2ChJQdXJnZVRhc2tzUmVzcG9uc2USDwoHY2hhbmdlZBgBIAEoBBIPCgdza2lwcGVkGAIgASgEIjEKEEtpbGxUYXNrUmVzcG9uc2USHQoEdGFzaxgBIAEoCzIPLnRlbnVyZS52MS5UYXNrIigKFUdldFRhc2tIaXN0b3J5UmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJIkIKFkdldFRhc2tIaXN0b3J5UmVzcG9uc2USKAoHZW50cmllcxgBIAMoCzIXLnRlbnVyZS52MS5IaXN0b3J5RW50cnkivQEKDEhpc3RvcnlFbnRyeRILCgNsc24YASABKAQSDAoEdHlwZRgCIAEoCRImCgJhdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIbGVhc2VfaWQYBCABKAkSEQoJd29ya2VyX2lkGAUgASgJEg8KB2F0dGVtcHQYBiABKA0SDgoGZGV0YWlsGAcgASgJEhQKDHJlcXVlc3RlZF9ieRgIIAEoCRIOCgZyZWFzb24YCSABKAkqtgEKCVRhc2tTdGF0ZRIaChZUQVNLX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSVEFTS19TVEFURV9XQUlUSU5HEAESFQoRVEFTS19TVEFURV9MRUFTRUQQAhIYChRUQVNLX1NUQVRFX0NPTU1JVFRFRBADEhgKFFRBU0tfU1RBVEVfQ09NUExFVEVEEAQSFQoRVEFTS19TVEFURV9GQUlMRUQQBRITCg9UQVNLX1NUQVRFX0RFQUQQBirpAQoPRXhlY3V0aW9uU3RhdHVzEiAKHEVYRUNVVElPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdFWEVDVVRJT05fU1RBVFVTX0xFQVNFRBABEiAKHEVYRUNVVElPTl9TVEFUVVNfSU5fUFJPR1JFU1MQAhIeChpFWEVDVVRJT05fU1RBVFVTX0NPTU1JVFRFRBADEhkKFUVYRUNVVElPTl9TVEFUVVNfRE9ORRAEEhwKGEVYRUNVVElPTl9TVEFUVVNfQUJPUlRFRBAFEhwKGEVYRUNVVElPTl9TVEFUVVNfU05PT1pFRBAGMvUFCgtUYXNrU2VydmljZRI9CgZTdWJtaXQSGC50ZW51cmUudjEuU3VibWl0UmVxdWVzdBoZLnRlbnVyZS52MS5TdWJtaXRSZXNwb25zZRJMCgtTdWJtaXRCYXRjaBIdLnRlbnVyZS52MS5TdWJtaXRCYXRjaFJlcXVlc3QaHi50ZW51cmUudjEuU3VibWl0QmF0Y2hSZXNwb25zZRJFCgdHZXRUYXNrEhkudGVudXJlLnYxLkdldFRhc2tSZXF1ZXN0GhoudGVudXJlLnYxLkdldFRhc2tSZXNwb25zZSIDkAIBEksKCUxpc3RUYXNrcxIbLnRlbnVyZS52MS5MaXN0VGFza3NSZXF1ZXN0GhwudGVudXJlLnYxLkxpc3RUYXNrc1Jlc3BvbnNlIgOQAgESQwoIS2lsbFRhc2sSGi50ZW51cmUudjEuS2lsbFRhc2tSZXF1ZXN0GhsudGVudXJlLnYxLktpbGxUYXNrUmVzcG9uc2USRgoJUmV0cnlUYXNrEhsudGVudXJlLnYxLlJldHJ5VGFza1JlcXVlc3QaHC50ZW51cmUudjEuUmV0cnlUYXNrUmVzcG9uc2USSQoKUmV0cnlUYXNrcxIcLnRlbnVyZS52MS5SZXRyeVRhc2tzUmVxdWVzdBodLnRlbnVyZS52MS5SZXRyeVRhc2tzUmVzcG9uc2USRgoJS2lsbFRhc2tzEhsudGVudXJlLnYxLktpbGxUYXNrc1JlcXVlc3QaHC50ZW51cmUudjEuS2lsbFRhc2tzUmVzcG9uc2USSQoKUHVyZ2VUYXNrcxIcLnRlbnVyZS52MS5QdXJnZVRhc2tzUmVxdWVzdBodLnRlbnVyZS52MS5QdXJnZVRhc2tzUmVzcG9uc2USWgoOR2V0VGFza0hpc3RvcnkSIC50ZW51cmUudjEuR2V0VGFza0hpc3RvcnlSZXF1ZXN0GiEudGVudXJlLnYxLkdldFRhc2tIaXN0b3J5UmVzcG9uc2UiA5ACAUI2WjRnaXRodWIuY29tL3RlbnVyZWhxL3RlbnVyZS9zZGsvYXBpL3RlbnVyZXYxO3RlbnVyZXYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("ChR0ZW51cmUvdjEvdGFzay5wcm90bxIJdGVudXJlLnYxIkgKCkRlcGVuZGVuY3kSDwoHdGFza19pZBgBIAEoCRIpCgVzdGF0ZRgCIAEoDjIaLnRlbnVyZS52MS5EZXBlbmRlbmN5U3RhdGUiowEKC1JldHJ5UG9saWN5EhQKDG1heF9hdHRlbXB0cxgBIAEoDRIyCg9pbml0aWFsX2JhY2tvZmYYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoLbWF4X2JhY2tvZmYYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGgoSYmFja29mZl9tdWx0aXBsaWVyGAQgASgBIowHCgRUYXNrEg8KB3Rhc2tfaWQYASABKAkSEQoJbmFtZXNwYWNlGAIgASgJEg0KBXF1ZXVlGAMgASgJEg8KB3BheWxvYWQYBCABKAwSIwoFc3RhdGUYBSABKA4yFC50ZW51cmUudjEuVGFza1N0YXRlEg8KB2F0dGVtcHQYBiABKA0SEAoIcHJpb3JpdHkYByABKAUSEgoKcmVxdWVzdF9pZBgIIAEoCRIzChBleGVjdXRpb25fd2luZG93GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiwKDHJldHJ5X3BvbGljeRgKIAEoCzIWLnRlbnVyZS52MS5SZXRyeVBvbGljeRIuCgpub3RfYmVmb3JlGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZyZXN1bHQYDiABKAwSFgoOZmFpbHVyZV9yZWFzb24YDyABKAkSEAoIbGVhc2VfaWQYECABKAkSEQoJd29ya2VyX2lkGBEgASgJEjAKDGxlYXNlX2V4cGlyeRgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKAoKZXhlY3V0aW9ucxgTIAMoCzIULnRlbnVyZS52MS5FeGVjdXRpb24SLAoIZGVhZGxpbmUYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWF0dGVtcHRzX3VzZWQYFSABKA0SLgoNdHJhY2VfY29udGV4dBgWIAEoCzIXLnRlbnVyZS52MS5UcmFjZUNvbnRleHQSJQoIcHJvZ3Jlc3MYFyABKAsyEy50ZW51cmUudjEuUHJvZ3Jlc3MSDAoEa2luZBgYIAEoCRILCgNrZXkYGSABKAkSEwoLd29ya2Zsb3dfaWQYGiABKAkSKwoMZGVwZW5kZW5jaWVzGBsgAygLMhUudGVudXJlLnYxLkRlcGVuZGVuY3kSOwoVb25fZGVwZW5kZW5jeV9mYWlsdXJlGBwgASgOMhwudGVudXJlLnYxLkRlcGVuZGVuY3lGYWlsdXJlEhIKCnNwYXduZWRfYnkYHSABKAkiNwoMVHJhY2VDb250ZXh0EhMKC3RyYWNlcGFyZW50GAEgASgJEhIKCnRyYWNlc3RhdGUYAiABKAkibgoIUHJvZ3Jlc3MSDwoHbWVzc2FnZRgBIAEoCRIUCgdwZXJjZW50GAIgASgNSACIAQESLwoLcmVwb3J0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgoKCF9wZXJjZW50IvECCglFeGVjdXRpb24SDwoHYXR0ZW1wdBgBIAEoDRIQCghsZWFzZV9pZBgCIAEoCRIRCgl3b3JrZXJfaWQYAyABKAkSKgoGc3RhdHVzGAQgASgOMhoudGVudXJlLnYxLkV4ZWN1dGlvblN0YXR1cxItCglsZWFzZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGNvbW1pdHRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGxlYXNlX2V4cGlyeRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAogASgJIvEDCg1TdWJtaXRSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRINCgVxdWV1ZRgCIAEoCRIPCgdwYXlsb2FkGAMgASgMEhIKCnJlcXVlc3RfaWQYBCABKAkSMwoQZXhlY3V0aW9uX3dpbmRvdxgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIsCgxyZXRyeV9wb2xpY3kYBiABKAsyFi50ZW51cmUudjEuUmV0cnlQb2xpY3kSLgoKbm90X2JlZm9yZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcHJpb3JpdHkYCCABKAUSLAoIZGVhZGxpbmUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEioKB3RpbWVvdXQYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoNdHJhY2VfY29udGV4dBgLIAEoCzIXLnRlbnVyZS52MS5UcmFjZUNvbnRleHQSDAoEa2luZBgMIAEoCRILCgNrZXkYDSABKAkSEgoKZGVwZW5kc19vbhgOIAMoCRI7ChVvbl9kZXBlbmRlbmN5X2ZhaWx1cmUYDyABKA4yHC50ZW51cmUudjEuRGVwZW5kZW5jeUZhaWx1cmUiQgoOU3VibWl0UmVzcG9uc2USHQoEdGFzaxgBIAEoCzIPLnRlbnVyZS52MS5UYXNrEhEKCWR1cGxpY2F0ZRgCIAEoCCJ4ChJTdWJtaXRCYXRjaFJlcXVlc3QSKgoIcmVxdWVzdHMYASADKAsyGC50ZW51cmUudjEuU3VibWl0UmVxdWVzdBITCgt3b3JrZmxvd19pZBgEIAEoCUoECAIQA0oECAMQBFIIaWRzX29ubHlSC2NvbXBhY3RfaWRzIkwKE1N1Ym1pdEJhdGNoUmVzcG9uc2USEAoIdGFza19pZHMYAiADKAkSEgoKZHVwbGljYXRlcxgDIAMoCEoECAEQAlIJcmVzcG9uc2VzIiEKDkdldFRhc2tSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkiMAoPR2V0VGFza1Jlc3BvbnNlEh0KBHRhc2sYASABKAsyDy50ZW51cmUudjEuVGFzayKAAQoQTGlzdFRhc2tzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDQoFcXVldWUYAiABKAkSIwoFc3RhdGUYAyABKA4yFC50ZW51cmUudjEuVGFza1N0YXRlEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJIkwKEUxpc3RUYXNrc1Jlc3BvbnNlEh4KBXRhc2tzGAEgAygLMg8udGVudXJlLnYxLlRhc2sSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIkgKD0tpbGxUYXNrUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCRIUCgxyZXF1ZXN0ZWRfYnkYAyABKAkiSQoQUmV0cnlUYXNrUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCRIUCgxyZXF1ZXN0ZWRfYnkYAyABKAkiMgoRUmV0cnlUYXNrUmVzcG9uc2USHQoEdGFzaxgBIAEoCzIPLnRlbnVyZS52MS5UYXNrIpQBCgpUYXNrRmlsdGVyEhEKCW5hbWVzcGFjZRgBIAEoCRINCgVxdWV1ZRgCIAEoCRIjCgVzdGF0ZRgDIAEoDjIULnRlbnVyZS52MS5UYXNrU3RhdGUSMgoOY3JlYXRlZF9iZWZvcmUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgsKA2FsbBgFIAEoCCJgChFSZXRyeVRhc2tzUmVxdWVzdBIlCgZmaWx0ZXIYASABKAsyFS50ZW51cmUudjEuVGFza0ZpbHRlchIOCgZyZWFzb24YAiABKAkSFAoMcmVxdWVzdGVkX2J5GAMgASgJIjYKElJldHJ5VGFza3NSZXNwb25zZRIPCgdjaGFuZ2VkGAEgASgEEg8KB3NraXBwZWQYAiABKAQiXwoQS2lsbFRhc2tzUmVxdWVzdBIlCgZmaWx0ZXIYASABKAsyFS50ZW51cmUudjEuVGFza0ZpbHRlchIOCgZyZWFzb24YAiABKAkSFAoMcmVxdWVzdGVkX2J5GAMgASgJIjUKEUtpbGxUYXNrc1Jlc3BvbnNlEg8KB2NoYW5nZWQYASABKAQSDwoHc2tpcHBlZBgCIAEoBCJgChFQdXJnZVRhc2tzUmVxdWVzdBIlCgZmaWx0ZXIYASABKAsyFS50ZW51cmUudjEuVGFza0ZpbHRlchIOCgZyZWFzb24YAiABKAkSFAoMcmVxdWVzdGVkX2J5GAMgASgJIjYKElB1cmdlVGFza3NSZXNwb25zZRIPCgdjaGFuZ2VkGAEgASgEEg8KB3NraXBwZWQYAiABKAQiMQoQS2lsbFRhc2tSZXNwb25zZRIdCgR0YXNrGAEgASgLMg8udGVudXJlLnYxLlRhc2siKAoVR2V0VGFza0hpc3RvcnlSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkiQgoWR2V0VGFza0hpc3RvcnlSZXNwb25zZRIoCgdlbnRyaWVzGAEgAygLMhcudGVudXJlLnYxLkhpc3RvcnlFbnRyeSK9AQoMSGlzdG9yeUVudHJ5EgsKA2xzbhgBIAEoBBIMCgR0eXBlGAIgASgJEiYKAmF0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghsZWFzZV9pZBgEIAEoCRIRCgl3b3JrZXJfaWQYBSABKAkSDwoHYXR0ZW1wdBgGIAEoDRIOCgZkZXRhaWwYByABKAkSFAoMcmVxdWVzdGVkX2J5GAggASgJEg4KBnJlYXNvbhgJIAEoCSrOAQoJVGFza1N0YXRlEhoKFlRBU0tfU1RBVEVfVU5TUEVDSUZJRUQQABIWChJUQVNLX1NUQVRFX1dBSVRJTkcQARIVChFUQVNLX1NUQVRFX0xFQVNFRBACEhgKFFRBU0tfU1RBVEVfQ09NTUlUVEVEEAMSGAoUVEFTS19TVEFURV9DT01QTEVURUQQBBIVChFUQVNLX1NUQVRFX0ZBSUxFRBAFEhMKD1RBU0tfU1RBVEVfREVBRBAGEhYKElRBU0tfU1RBVEVfQkxPQ0tFRBAHKnAKEURlcGVuZGVuY3lGYWlsdXJlEiIKHkRFUEVOREVOQ1lfRkFJTFVSRV9VTlNQRUNJRklFRBAAEhsKF0RFUEVOREVOQ1lfRkFJTFVSRV9ERUFEEAESGgoWREVQRU5ERU5DWV9GQUlMVVJFX1JVThACKo4BCg9EZXBlbmRlbmN5U3RhdGUSIAocREVQRU5ERU5DWV9TVEFURV9VTlNQRUNJRklFRBAAEhwKGERFUEVOREVOQ1lfU1RBVEVfUEVORElORxABEh4KGkRFUEVOREVOQ1lfU1RBVEVfQ09NUExFVEVEEAISGwoXREVQRU5ERU5DWV9TVEFURV9GQUlMRUQQAyrpAQoPRXhlY3V0aW9uU3RhdHVzEiAKHEVYRUNVVElPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdFWEVDVVRJT05fU1RBVFVTX0xFQVNFRBABEiAKHEVYRUNVVElPTl9TVEFUVVNfSU5fUFJPR1JFU1MQAhIeChpFWEVDVVRJT05fU1RBVFVTX0NPTU1JVFRFRBADEhkKFUVYRUNVVElPTl9TVEFUVVNfRE9ORRAEEhwKGEVYRUNVVElPTl9TVEFUVVNfQUJPUlRFRBAFEhwKGEVYRUNVVElPTl9TVEFUVVNfU05PT1pFRBAGMvUFCgtUYXNrU2VydmljZRI9CgZTdWJtaXQSGC50ZW51cmUudjEuU3VibWl0UmVxdWVzdBoZLnRlbnVyZS52MS5TdWJtaXRSZXNwb25zZRJMCgtTdWJtaXRCYXRjaBIdLnRlbnVyZS52MS5TdWJtaXRCYXRjaFJlcXVlc3QaHi50ZW51cmUudjEuU3VibWl0QmF0Y2hSZXNwb25zZRJFCgdHZXRUYXNrEhkudGVudXJlLnYxLkdldFRhc2tSZXF1ZXN0GhoudGVudXJlLnYxLkdldFRhc2tSZXNwb25zZSIDkAIBEksKCUxpc3RUYXNrcxIbLnRlbnVyZS52MS5MaXN0VGFza3NSZXF1ZXN0GhwudGVudXJlLnYxLkxpc3RUYXNrc1Jlc3BvbnNlIgOQAgESQwoIS2lsbFRhc2sSGi50ZW51cmUudjEuS2lsbFRhc2tSZXF1ZXN0GhsudGVudXJlLnYxLktpbGxUYXNrUmVzcG9uc2USRgoJUmV0cnlUYXNrEhsudGVudXJlLnYxLlJldHJ5VGFza1JlcXVlc3QaHC50ZW51cmUudjEuUmV0cnlUYXNrUmVzcG9uc2USSQoKUmV0cnlUYXNrcxIcLnRlbnVyZS52MS5SZXRyeVRhc2tzUmVxdWVzdBodLnRlbnVyZS52MS5SZXRyeVRhc2tzUmVzcG9uc2USRgoJS2lsbFRhc2tzEhsudGVudXJlLnYxLktpbGxUYXNrc1JlcXVlc3QaHC50ZW51cmUudjEuS2lsbFRhc2tzUmVzcG9uc2USSQoKUHVyZ2VUYXNrcxIcLnRlbnVyZS52MS5QdXJnZVRhc2tzUmVxdWVzdBodLnRlbnVyZS52MS5QdXJnZVRhc2tzUmVzcG9uc2USWgoOR2V0VGFza0hpc3RvcnkSIC50ZW51cmUudjEuR2V0VGFza0hpc3RvcnlSZXF1ZXN0GiEudGVudXJlLnYxLkdldFRhc2tIaXN0b3J5UmVzcG9uc2UiA5ACAUI2WjRnaXRodWIuY29tL3RlbnVyZWhxL3RlbnVyZS9zZGsvYXBpL3RlbnVyZXYxO3RlbnVyZXYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+
+/**
+ * Describes the message tenure.v1.Dependency.
+ * Use `create(DependencySchema)` to create a new message.
+ */
+export const DependencySchema = /*@__PURE__*/
+  messageDesc(file_tenure_v1_task, 0);
 
 /**
  * Describes the message tenure.v1.RetryPolicy.
  * Use `create(RetryPolicySchema)` to create a new message.
  */
 export const RetryPolicySchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 0);
+  messageDesc(file_tenure_v1_task, 1);
 
 /**
  * Describes the message tenure.v1.Task.
  * Use `create(TaskSchema)` to create a new message.
  */
 export const TaskSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 1);
+  messageDesc(file_tenure_v1_task, 2);
 
 /**
  * Describes the message tenure.v1.TraceContext.
  * Use `create(TraceContextSchema)` to create a new message.
  */
 export const TraceContextSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 2);
+  messageDesc(file_tenure_v1_task, 3);
 
 /**
  * Describes the message tenure.v1.Progress.
  * Use `create(ProgressSchema)` to create a new message.
  */
 export const ProgressSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 3);
+  messageDesc(file_tenure_v1_task, 4);
 
 /**
  * Describes the message tenure.v1.Execution.
  * Use `create(ExecutionSchema)` to create a new message.
  */
 export const ExecutionSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 4);
+  messageDesc(file_tenure_v1_task, 5);
 
 /**
  * Describes the message tenure.v1.SubmitRequest.
  * Use `create(SubmitRequestSchema)` to create a new message.
  */
 export const SubmitRequestSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 5);
+  messageDesc(file_tenure_v1_task, 6);
 
 /**
  * Describes the message tenure.v1.SubmitResponse.
  * Use `create(SubmitResponseSchema)` to create a new message.
  */
 export const SubmitResponseSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 6);
+  messageDesc(file_tenure_v1_task, 7);
 
 /**
  * Describes the message tenure.v1.SubmitBatchRequest.
  * Use `create(SubmitBatchRequestSchema)` to create a new message.
  */
 export const SubmitBatchRequestSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 7);
+  messageDesc(file_tenure_v1_task, 8);
 
 /**
  * Describes the message tenure.v1.SubmitBatchResponse.
  * Use `create(SubmitBatchResponseSchema)` to create a new message.
  */
 export const SubmitBatchResponseSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 8);
+  messageDesc(file_tenure_v1_task, 9);
 
 /**
  * Describes the message tenure.v1.GetTaskRequest.
  * Use `create(GetTaskRequestSchema)` to create a new message.
  */
 export const GetTaskRequestSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 9);
+  messageDesc(file_tenure_v1_task, 10);
 
 /**
  * Describes the message tenure.v1.GetTaskResponse.
  * Use `create(GetTaskResponseSchema)` to create a new message.
  */
 export const GetTaskResponseSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 10);
+  messageDesc(file_tenure_v1_task, 11);
 
 /**
  * Describes the message tenure.v1.ListTasksRequest.
  * Use `create(ListTasksRequestSchema)` to create a new message.
  */
 export const ListTasksRequestSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 11);
+  messageDesc(file_tenure_v1_task, 12);
 
 /**
  * Describes the message tenure.v1.ListTasksResponse.
  * Use `create(ListTasksResponseSchema)` to create a new message.
  */
 export const ListTasksResponseSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 12);
+  messageDesc(file_tenure_v1_task, 13);
 
 /**
  * Describes the message tenure.v1.KillTaskRequest.
  * Use `create(KillTaskRequestSchema)` to create a new message.
  */
 export const KillTaskRequestSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 13);
+  messageDesc(file_tenure_v1_task, 14);
 
 /**
  * Describes the message tenure.v1.RetryTaskRequest.
  * Use `create(RetryTaskRequestSchema)` to create a new message.
  */
 export const RetryTaskRequestSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 14);
+  messageDesc(file_tenure_v1_task, 15);
 
 /**
  * Describes the message tenure.v1.RetryTaskResponse.
  * Use `create(RetryTaskResponseSchema)` to create a new message.
  */
 export const RetryTaskResponseSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 15);
+  messageDesc(file_tenure_v1_task, 16);
 
 /**
  * Describes the message tenure.v1.TaskFilter.
  * Use `create(TaskFilterSchema)` to create a new message.
  */
 export const TaskFilterSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 16);
+  messageDesc(file_tenure_v1_task, 17);
 
 /**
  * Describes the message tenure.v1.RetryTasksRequest.
  * Use `create(RetryTasksRequestSchema)` to create a new message.
  */
 export const RetryTasksRequestSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 17);
+  messageDesc(file_tenure_v1_task, 18);
 
 /**
  * Describes the message tenure.v1.RetryTasksResponse.
  * Use `create(RetryTasksResponseSchema)` to create a new message.
  */
 export const RetryTasksResponseSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 18);
+  messageDesc(file_tenure_v1_task, 19);
 
 /**
  * Describes the message tenure.v1.KillTasksRequest.
  * Use `create(KillTasksRequestSchema)` to create a new message.
  */
 export const KillTasksRequestSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 19);
+  messageDesc(file_tenure_v1_task, 20);
 
 /**
  * Describes the message tenure.v1.KillTasksResponse.
  * Use `create(KillTasksResponseSchema)` to create a new message.
  */
 export const KillTasksResponseSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 20);
+  messageDesc(file_tenure_v1_task, 21);
 
 /**
  * Describes the message tenure.v1.PurgeTasksRequest.
  * Use `create(PurgeTasksRequestSchema)` to create a new message.
  */
 export const PurgeTasksRequestSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 21);
+  messageDesc(file_tenure_v1_task, 22);
 
 /**
  * Describes the message tenure.v1.PurgeTasksResponse.
  * Use `create(PurgeTasksResponseSchema)` to create a new message.
  */
 export const PurgeTasksResponseSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 22);
+  messageDesc(file_tenure_v1_task, 23);
 
 /**
  * Describes the message tenure.v1.KillTaskResponse.
  * Use `create(KillTaskResponseSchema)` to create a new message.
  */
 export const KillTaskResponseSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 23);
+  messageDesc(file_tenure_v1_task, 24);
 
 /**
  * Describes the message tenure.v1.GetTaskHistoryRequest.
  * Use `create(GetTaskHistoryRequestSchema)` to create a new message.
  */
 export const GetTaskHistoryRequestSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 24);
+  messageDesc(file_tenure_v1_task, 25);
 
 /**
  * Describes the message tenure.v1.GetTaskHistoryResponse.
  * Use `create(GetTaskHistoryResponseSchema)` to create a new message.
  */
 export const GetTaskHistoryResponseSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 25);
+  messageDesc(file_tenure_v1_task, 26);
 
 /**
  * Describes the message tenure.v1.HistoryEntry.
  * Use `create(HistoryEntrySchema)` to create a new message.
  */
 export const HistoryEntrySchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_task, 26);
+  messageDesc(file_tenure_v1_task, 27);
 
 /**
  * Describes the enum tenure.v1.TaskState.
@@ -231,10 +238,39 @@ export const TaskState = /*@__PURE__*/
   tsEnum(TaskStateSchema);
 
 /**
+ * Describes the enum tenure.v1.DependencyFailure.
+ */
+export const DependencyFailureSchema = /*@__PURE__*/
+  enumDesc(file_tenure_v1_task, 1);
+
+/**
+ * DependencyFailure says what a task does when a task it depends on ends
+ * FAILED or DEAD.
+ *
+ * @generated from enum tenure.v1.DependencyFailure
+ */
+export const DependencyFailure = /*@__PURE__*/
+  tsEnum(DependencyFailureSchema);
+
+/**
+ * Describes the enum tenure.v1.DependencyState.
+ */
+export const DependencyStateSchema = /*@__PURE__*/
+  enumDesc(file_tenure_v1_task, 2);
+
+/**
+ * DependencyState is what a task knows of one of its dependencies.
+ *
+ * @generated from enum tenure.v1.DependencyState
+ */
+export const DependencyState = /*@__PURE__*/
+  tsEnum(DependencyStateSchema);
+
+/**
  * Describes the enum tenure.v1.ExecutionStatus.
  */
 export const ExecutionStatusSchema = /*@__PURE__*/
-  enumDesc(file_tenure_v1_task, 1);
+  enumDesc(file_tenure_v1_task, 3);
 
 /**
  * ExecutionStatus is the status of one attempt:

@@ -24,7 +24,7 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import type { Message } from "@bufbuild/protobuf";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import type { QueuePause } from "./queue_pb.js";
-import type { Progress, TaskState, TraceContext } from "./task_pb.js";
+import type { Progress, SubmitRequest, TaskState, TraceContext } from "./task_pb.js";
 import type { ErrorDetail } from "./errors_pb.js";
 
 /**
@@ -236,6 +236,23 @@ export declare type LeasedTask = Message<"tenure.v1.LeasedTask"> & {
    * @generated from field: string key = 14;
    */
   key: string;
+
+  /**
+   * The workflow the task belongs to; "" for none.
+   *
+   * @generated from field: string workflow_id = 15;
+   */
+  workflowId: string;
+
+  /**
+   * The tasks it depends on, in the order it named them, with how each
+   * ended and, for those that completed, their results: the task's inputs.
+   * The results together are at most the payload limit (1 MiB, default);
+   * those past it are left out (result_omitted): read them with GetTask.
+   *
+   * @generated from field: repeated tenure.v1.DependencyResult dependencies = 16;
+   */
+  dependencies: DependencyResult[];
 };
 
 /**
@@ -243,6 +260,49 @@ export declare type LeasedTask = Message<"tenure.v1.LeasedTask"> & {
  * Use `create(LeasedTaskSchema)` to create a new message.
  */
 export declare const LeasedTaskSchema: GenMessage<LeasedTask>;
+
+/**
+ * DependencyResult is one task a leased task depended on, as it ended.
+ *
+ * @generated from message tenure.v1.DependencyResult
+ */
+export declare type DependencyResult = Message<"tenure.v1.DependencyResult"> & {
+  /**
+   * The task depended on.
+   *
+   * @generated from field: string task_id = 1;
+   */
+  taskId: string;
+
+  /**
+   * How it ended: COMPLETED, or (for a task that runs anyway,
+   * DEPENDENCY_FAILURE_RUN) FAILED or DEAD; UNSPECIFIED if it is no longer
+   * kept (finished longer ago than the retention).
+   *
+   * @generated from field: tenure.v1.TaskState state = 2;
+   */
+  state: TaskState;
+
+  /**
+   * Its result, when it completed (and result_omitted is not set).
+   *
+   * @generated from field: bytes result = 3;
+   */
+  result: Uint8Array;
+
+  /**
+   * Its result was left out to keep the lease within the payload limit.
+   *
+   * @generated from field: bool result_omitted = 4;
+   */
+  resultOmitted: boolean;
+};
+
+/**
+ * Describes the message tenure.v1.DependencyResult.
+ * Use `create(DependencyResultSchema)` to create a new message.
+ */
+export declare const DependencyResultSchema: GenMessage<DependencyResult>;
 
 /**
  * StartRequest names a leased task.
@@ -366,6 +426,20 @@ export declare type CommitRequest = Message<"tenure.v1.CommitRequest"> & {
    * @generated from field: bytes result = 3;
    */
   result: Uint8Array;
+
+  /**
+   * Tasks this commit spawns: children, and continuations that depend on
+   * them (depends_on naming the request_ids of this list, task ids, or
+   * this task). They are created in the same record as the commit, in this
+   * task's workflow, only by the attempt whose commit wins: a retried or
+   * stale attempt never spawns, and a repeated Commit by the same lease
+   * spawns nothing more. Each as for Submit; all in this task's namespace;
+   * at most 10,000 (default limit, --max-spawn), their payloads at most 4
+   * MiB together (--max-atomic-bytes). A bad one refuses the commit.
+   *
+   * @generated from field: repeated tenure.v1.SubmitRequest spawn = 4;
+   */
+  spawn: SubmitRequest[];
 };
 
 /**
@@ -386,6 +460,14 @@ export declare type CommitResponse = Message<"tenure.v1.CommitResponse"> & {
    * @generated from field: tenure.v1.FencingToken fencing_token = 1;
    */
   fencingToken?: FencingToken | undefined;
+
+  /**
+   * The ids of the tasks spawn created, in its order (empty for a
+   * repeated Commit: the first one's answer said them).
+   *
+   * @generated from field: repeated string spawned_task_ids = 2;
+   */
+  spawnedTaskIds: string[];
 };
 
 /**
@@ -451,6 +533,15 @@ export declare type CompleteRequest = Message<"tenure.v1.CompleteRequest"> & {
    * @generated from field: bytes result = 3;
    */
   result: Uint8Array;
+
+  /**
+   * Tasks this completion spawns, as CommitRequest.spawn: only when it
+   * commits (from LEASED); a task committed before spawned at its commit,
+   * and a spawn given then is refused.
+   *
+   * @generated from field: repeated tenure.v1.SubmitRequest spawn = 4;
+   */
+  spawn: SubmitRequest[];
 };
 
 /**
@@ -460,11 +551,17 @@ export declare type CompleteRequest = Message<"tenure.v1.CompleteRequest"> & {
 export declare const CompleteRequestSchema: GenMessage<CompleteRequest>;
 
 /**
- * CompleteResponse is empty.
+ * CompleteResponse names the tasks a completion spawned.
  *
  * @generated from message tenure.v1.CompleteResponse
  */
 export declare type CompleteResponse = Message<"tenure.v1.CompleteResponse"> & {
+  /**
+   * The ids of the tasks spawn created, in its order.
+   *
+   * @generated from field: repeated string spawned_task_ids = 1;
+   */
+  spawnedTaskIds: string[];
 };
 
 /**

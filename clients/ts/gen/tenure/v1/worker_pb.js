@@ -30,7 +30,7 @@ import { file_tenure_v1_task } from "./task_pb.js";
  * Describes the file tenure/v1/worker.proto.
  */
 export const file_tenure_v1_worker = /*@__PURE__*/
-  fileDesc("ChZ0ZW51cmUvdjEvd29ya2VyLnByb3RvEgl0ZW51cmUudjEijwEKDExlYXNlUmVxdWVzdBIRCgl3b3JrZXJfaWQYASABKAkSEQoJbmFtZXNwYWNlGAIgASgJEg0KBXF1ZXVlGAMgASgJEhEKCW1heF90YXNrcxgEIAEoDRInCgR3YWl0GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBnF1ZXVlcxgGIAMoCSJcCg1MZWFzZVJlc3BvbnNlEiQKBXRhc2tzGAEgAygLMhUudGVudXJlLnYxLkxlYXNlZFRhc2sSJQoGcGF1c2VkGAIgASgLMhUudGVudXJlLnYxLlF1ZXVlUGF1c2UigAMKCkxlYXNlZFRhc2sSDwoHdGFza19pZBgBIAEoCRIRCgluYW1lc3BhY2UYAiABKAkSDQoFcXVldWUYAyABKAkSDwoHcGF5bG9hZBgEIAEoDBIQCghsZWFzZV9pZBgFIAEoCRIPCgdhdHRlbXB0GAYgASgNEjAKDGxlYXNlX2V4cGlyeRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoQZXhlY3V0aW9uX3dpbmRvdxgIIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIRCgljb21taXR0ZWQYCSABKAgSGAoQY29tbWl0dGVkX3Jlc3VsdBgKIAEoDBIsCghkZWFkbGluZRgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoNdHJhY2VfY29udGV4dBgMIAEoCzIXLnRlbnVyZS52MS5UcmFjZUNvbnRleHQSDAoEa2luZBgNIAEoCRILCgNrZXkYDiABKAkiMQoMU3RhcnRSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkiDwoNU3RhcnRSZXNwb25zZSJcChBIZWFydGJlYXRSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSJQoIcHJvZ3Jlc3MYAyABKAsyEy50ZW51cmUudjEuUHJvZ3Jlc3MiRQoRSGVhcnRiZWF0UmVzcG9uc2USMAoMbGVhc2VfZXhwaXJ5GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJCCg1Db21taXRSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSDgoGcmVzdWx0GAMgASgMIkAKDkNvbW1pdFJlc3BvbnNlEi4KDWZlbmNpbmdfdG9rZW4YASABKAsyFy50ZW51cmUudjEuRmVuY2luZ1Rva2VuIjAKDEZlbmNpbmdUb2tlbhIPCgd0YXNrX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKA0iRAoPQ29tcGxldGVSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSDgoGcmVzdWx0GAMgASgMIhIKEENvbXBsZXRlUmVzcG9uc2UifAoUQ29tcGxldGVCYXRjaFJlcXVlc3QSKQoFaXRlbXMYASADKAsyGi50ZW51cmUudjEuQ29tcGxldGVSZXF1ZXN0EiYKBWxlYXNlGAMgASgLMhcudGVudXJlLnYxLkxlYXNlUmVxdWVzdEoECAIQA1ILZmFpbGVkX29ubHkieAoVQ29tcGxldGVCYXRjaFJlc3BvbnNlEikKBmZhaWxlZBgCIAMoCzIZLnRlbnVyZS52MS5Db21wbGV0ZVJlc3VsdBIlCgZsZWFzZWQYAyADKAsyFS50ZW51cmUudjEuTGVhc2VkVGFza0oECAEQAlIHcmVzdWx0cyJ3Cg5Db21wbGV0ZVJlc3VsdBIPCgd0YXNrX2lkGAEgASgJEgwKBGNvZGUYAiABKAkSDwoHbWVzc2FnZRgDIAEoCRImCgZkZXRhaWwYBCABKAsyFi50ZW51cmUudjEuRXJyb3JEZXRhaWwSDQoFaW5kZXgYBSABKA0iUwoLRmFpbFJlcXVlc3QSDwoHdGFza19pZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIOCgZyZWFzb24YAyABKAkSEQoJcGVybWFuZW50GAQgASgIImEKDEZhaWxSZXNwb25zZRIjCgVzdGF0ZRgBIAEoDjIULnRlbnVyZS52MS5UYXNrU3RhdGUSLAoIcmV0cnlfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImwKDVNub296ZVJlcXVlc3QSDwoHdGFza19pZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIoCgVkZWxheRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZyZWFzb24YBCABKAkiQAoOU25vb3plUmVzcG9uc2USLgoKbm90X2JlZm9yZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAynwQKDVdvcmtlclNlcnZpY2USOgoFTGVhc2USFy50ZW51cmUudjEuTGVhc2VSZXF1ZXN0GhgudGVudXJlLnYxLkxlYXNlUmVzcG9uc2USOgoFU3RhcnQSFy50ZW51cmUudjEuU3RhcnRSZXF1ZXN0GhgudGVudXJlLnYxLlN0YXJ0UmVzcG9uc2USRgoJSGVhcnRiZWF0EhsudGVudXJlLnYxLkhlYXJ0YmVhdFJlcXVlc3QaHC50ZW51cmUudjEuSGVhcnRiZWF0UmVzcG9uc2USPQoGQ29tbWl0EhgudGVudXJlLnYxLkNvbW1pdFJlcXVlc3QaGS50ZW51cmUudjEuQ29tbWl0UmVzcG9uc2USQwoIQ29tcGxldGUSGi50ZW51cmUudjEuQ29tcGxldGVSZXF1ZXN0GhsudGVudXJlLnYxLkNvbXBsZXRlUmVzcG9uc2USUgoNQ29tcGxldGVCYXRjaBIfLnRlbnVyZS52MS5Db21wbGV0ZUJhdGNoUmVxdWVzdBogLnRlbnVyZS52MS5Db21wbGV0ZUJhdGNoUmVzcG9uc2USNwoERmFpbBIWLnRlbnVyZS52MS5GYWlsUmVxdWVzdBoXLnRlbnVyZS52MS5GYWlsUmVzcG9uc2USPQoGU25vb3plEhgudGVudXJlLnYxLlNub296ZVJlcXVlc3QaGS50ZW51cmUudjEuU25vb3plUmVzcG9uc2VCNlo0Z2l0aHViLmNvbS90ZW51cmVocS90ZW51cmUvc2RrL2FwaS90ZW51cmV2MTt0ZW51cmV2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_tenure_v1_errors, file_tenure_v1_queue, file_tenure_v1_task]);
+  fileDesc("ChZ0ZW51cmUvdjEvd29ya2VyLnByb3RvEgl0ZW51cmUudjEijwEKDExlYXNlUmVxdWVzdBIRCgl3b3JrZXJfaWQYASABKAkSEQoJbmFtZXNwYWNlGAIgASgJEg0KBXF1ZXVlGAMgASgJEhEKCW1heF90YXNrcxgEIAEoDRInCgR3YWl0GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBnF1ZXVlcxgGIAMoCSJcCg1MZWFzZVJlc3BvbnNlEiQKBXRhc2tzGAEgAygLMhUudGVudXJlLnYxLkxlYXNlZFRhc2sSJQoGcGF1c2VkGAIgASgLMhUudGVudXJlLnYxLlF1ZXVlUGF1c2UiyAMKCkxlYXNlZFRhc2sSDwoHdGFza19pZBgBIAEoCRIRCgluYW1lc3BhY2UYAiABKAkSDQoFcXVldWUYAyABKAkSDwoHcGF5bG9hZBgEIAEoDBIQCghsZWFzZV9pZBgFIAEoCRIPCgdhdHRlbXB0GAYgASgNEjAKDGxlYXNlX2V4cGlyeRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoQZXhlY3V0aW9uX3dpbmRvdxgIIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIRCgljb21taXR0ZWQYCSABKAgSGAoQY29tbWl0dGVkX3Jlc3VsdBgKIAEoDBIsCghkZWFkbGluZRgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoNdHJhY2VfY29udGV4dBgMIAEoCzIXLnRlbnVyZS52MS5UcmFjZUNvbnRleHQSDAoEa2luZBgNIAEoCRILCgNrZXkYDiABKAkSEwoLd29ya2Zsb3dfaWQYDyABKAkSMQoMZGVwZW5kZW5jaWVzGBAgAygLMhsudGVudXJlLnYxLkRlcGVuZGVuY3lSZXN1bHQicAoQRGVwZW5kZW5jeVJlc3VsdBIPCgd0YXNrX2lkGAEgASgJEiMKBXN0YXRlGAIgASgOMhQudGVudXJlLnYxLlRhc2tTdGF0ZRIOCgZyZXN1bHQYAyABKAwSFgoOcmVzdWx0X29taXR0ZWQYBCABKAgiMQoMU3RhcnRSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkiDwoNU3RhcnRSZXNwb25zZSJcChBIZWFydGJlYXRSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSJQoIcHJvZ3Jlc3MYAyABKAsyEy50ZW51cmUudjEuUHJvZ3Jlc3MiRQoRSGVhcnRiZWF0UmVzcG9uc2USMAoMbGVhc2VfZXhwaXJ5GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJrCg1Db21taXRSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSDgoGcmVzdWx0GAMgASgMEicKBXNwYXduGAQgAygLMhgudGVudXJlLnYxLlN1Ym1pdFJlcXVlc3QiWgoOQ29tbWl0UmVzcG9uc2USLgoNZmVuY2luZ190b2tlbhgBIAEoCzIXLnRlbnVyZS52MS5GZW5jaW5nVG9rZW4SGAoQc3Bhd25lZF90YXNrX2lkcxgCIAMoCSIwCgxGZW5jaW5nVG9rZW4SDwoHdGFza19pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgNIm0KD0NvbXBsZXRlUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEg4KBnJlc3VsdBgDIAEoDBInCgVzcGF3bhgEIAMoCzIYLnRlbnVyZS52MS5TdWJtaXRSZXF1ZXN0IiwKEENvbXBsZXRlUmVzcG9uc2USGAoQc3Bhd25lZF90YXNrX2lkcxgBIAMoCSJ8ChRDb21wbGV0ZUJhdGNoUmVxdWVzdBIpCgVpdGVtcxgBIAMoCzIaLnRlbnVyZS52MS5Db21wbGV0ZVJlcXVlc3QSJgoFbGVhc2UYAyABKAsyFy50ZW51cmUudjEuTGVhc2VSZXF1ZXN0SgQIAhADUgtmYWlsZWRfb25seSJ4ChVDb21wbGV0ZUJhdGNoUmVzcG9uc2USKQoGZmFpbGVkGAIgAygLMhkudGVudXJlLnYxLkNvbXBsZXRlUmVzdWx0EiUKBmxlYXNlZBgDIAMoCzIVLnRlbnVyZS52MS5MZWFzZWRUYXNrSgQIARACUgdyZXN1bHRzIncKDkNvbXBsZXRlUmVzdWx0Eg8KB3Rhc2tfaWQYASABKAkSDAoEY29kZRgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEiYKBmRldGFpbBgEIAEoCzIWLnRlbnVyZS52MS5FcnJvckRldGFpbBINCgVpbmRleBgFIAEoDSJTCgtGYWlsUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIRCglwZXJtYW5lbnQYBCABKAgiYQoMRmFpbFJlc3BvbnNlEiMKBXN0YXRlGAEgASgOMhQudGVudXJlLnYxLlRhc2tTdGF0ZRIsCghyZXRyeV9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAibAoNU25vb3plUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEigKBWRlbGF5GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBnJlYXNvbhgEIAEoCSJACg5Tbm9vemVSZXNwb25zZRIuCgpub3RfYmVmb3JlGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDKfBAoNV29ya2VyU2VydmljZRI6CgVMZWFzZRIXLnRlbnVyZS52MS5MZWFzZVJlcXVlc3QaGC50ZW51cmUudjEuTGVhc2VSZXNwb25zZRI6CgVTdGFydBIXLnRlbnVyZS52MS5TdGFydFJlcXVlc3QaGC50ZW51cmUudjEuU3RhcnRSZXNwb25zZRJGCglIZWFydGJlYXQSGy50ZW51cmUudjEuSGVhcnRiZWF0UmVxdWVzdBocLnRlbnVyZS52MS5IZWFydGJlYXRSZXNwb25zZRI9CgZDb21taXQSGC50ZW51cmUudjEuQ29tbWl0UmVxdWVzdBoZLnRlbnVyZS52MS5Db21taXRSZXNwb25zZRJDCghDb21wbGV0ZRIaLnRlbnVyZS52MS5Db21wbGV0ZVJlcXVlc3QaGy50ZW51cmUudjEuQ29tcGxldGVSZXNwb25zZRJSCg1Db21wbGV0ZUJhdGNoEh8udGVudXJlLnYxLkNvbXBsZXRlQmF0Y2hSZXF1ZXN0GiAudGVudXJlLnYxLkNvbXBsZXRlQmF0Y2hSZXNwb25zZRI3CgRGYWlsEhYudGVudXJlLnYxLkZhaWxSZXF1ZXN0GhcudGVudXJlLnYxLkZhaWxSZXNwb25zZRI9CgZTbm9vemUSGC50ZW51cmUudjEuU25vb3plUmVxdWVzdBoZLnRlbnVyZS52MS5Tbm9vemVSZXNwb25zZUI2WjRnaXRodWIuY29tL3RlbnVyZWhxL3RlbnVyZS9zZGsvYXBpL3RlbnVyZXYxO3RlbnVyZXYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_tenure_v1_errors, file_tenure_v1_queue, file_tenure_v1_task]);
 
 /**
  * Describes the message tenure.v1.LeaseRequest.
@@ -54,116 +54,123 @@ export const LeasedTaskSchema = /*@__PURE__*/
   messageDesc(file_tenure_v1_worker, 2);
 
 /**
+ * Describes the message tenure.v1.DependencyResult.
+ * Use `create(DependencyResultSchema)` to create a new message.
+ */
+export const DependencyResultSchema = /*@__PURE__*/
+  messageDesc(file_tenure_v1_worker, 3);
+
+/**
  * Describes the message tenure.v1.StartRequest.
  * Use `create(StartRequestSchema)` to create a new message.
  */
 export const StartRequestSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_worker, 3);
+  messageDesc(file_tenure_v1_worker, 4);
 
 /**
  * Describes the message tenure.v1.StartResponse.
  * Use `create(StartResponseSchema)` to create a new message.
  */
 export const StartResponseSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_worker, 4);
+  messageDesc(file_tenure_v1_worker, 5);
 
 /**
  * Describes the message tenure.v1.HeartbeatRequest.
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_worker, 5);
+  messageDesc(file_tenure_v1_worker, 6);
 
 /**
  * Describes the message tenure.v1.HeartbeatResponse.
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_worker, 6);
+  messageDesc(file_tenure_v1_worker, 7);
 
 /**
  * Describes the message tenure.v1.CommitRequest.
  * Use `create(CommitRequestSchema)` to create a new message.
  */
 export const CommitRequestSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_worker, 7);
+  messageDesc(file_tenure_v1_worker, 8);
 
 /**
  * Describes the message tenure.v1.CommitResponse.
  * Use `create(CommitResponseSchema)` to create a new message.
  */
 export const CommitResponseSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_worker, 8);
+  messageDesc(file_tenure_v1_worker, 9);
 
 /**
  * Describes the message tenure.v1.FencingToken.
  * Use `create(FencingTokenSchema)` to create a new message.
  */
 export const FencingTokenSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_worker, 9);
+  messageDesc(file_tenure_v1_worker, 10);
 
 /**
  * Describes the message tenure.v1.CompleteRequest.
  * Use `create(CompleteRequestSchema)` to create a new message.
  */
 export const CompleteRequestSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_worker, 10);
+  messageDesc(file_tenure_v1_worker, 11);
 
 /**
  * Describes the message tenure.v1.CompleteResponse.
  * Use `create(CompleteResponseSchema)` to create a new message.
  */
 export const CompleteResponseSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_worker, 11);
+  messageDesc(file_tenure_v1_worker, 12);
 
 /**
  * Describes the message tenure.v1.CompleteBatchRequest.
  * Use `create(CompleteBatchRequestSchema)` to create a new message.
  */
 export const CompleteBatchRequestSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_worker, 12);
+  messageDesc(file_tenure_v1_worker, 13);
 
 /**
  * Describes the message tenure.v1.CompleteBatchResponse.
  * Use `create(CompleteBatchResponseSchema)` to create a new message.
  */
 export const CompleteBatchResponseSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_worker, 13);
+  messageDesc(file_tenure_v1_worker, 14);
 
 /**
  * Describes the message tenure.v1.CompleteResult.
  * Use `create(CompleteResultSchema)` to create a new message.
  */
 export const CompleteResultSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_worker, 14);
+  messageDesc(file_tenure_v1_worker, 15);
 
 /**
  * Describes the message tenure.v1.FailRequest.
  * Use `create(FailRequestSchema)` to create a new message.
  */
 export const FailRequestSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_worker, 15);
+  messageDesc(file_tenure_v1_worker, 16);
 
 /**
  * Describes the message tenure.v1.FailResponse.
  * Use `create(FailResponseSchema)` to create a new message.
  */
 export const FailResponseSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_worker, 16);
+  messageDesc(file_tenure_v1_worker, 17);
 
 /**
  * Describes the message tenure.v1.SnoozeRequest.
  * Use `create(SnoozeRequestSchema)` to create a new message.
  */
 export const SnoozeRequestSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_worker, 17);
+  messageDesc(file_tenure_v1_worker, 18);
 
 /**
  * Describes the message tenure.v1.SnoozeResponse.
  * Use `create(SnoozeResponseSchema)` to create a new message.
  */
 export const SnoozeResponseSchema = /*@__PURE__*/
-  messageDesc(file_tenure_v1_worker, 18);
+  messageDesc(file_tenure_v1_worker, 19);
 
 /**
  * WorkerService is used by worker processes to lease tasks and report their
