@@ -45,41 +45,7 @@ func TestLongPollFlood(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stop()
-	poll := func(ctx context.Context, worker string, wait time.Duration) error {
-		_, err := e.worker.Lease(ctx, connect.NewRequest(&tenurev1.LeaseRequest{WorkerId: worker, Queue: "flood", Wait: durationpb.New(wait)}))
-		return err
-	}
-	// refusedEventually polls as worker until the server refuses it with
-	// resource_exhausted naming flag (the flood's long-polls may still be
-	// on their way in), and returns the refusal's detail.
-	refusedEventually := func(worker, flag string) *tenurev1.ErrorDetail {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(t.Context(), hostileTimeout)
-		defer cancel()
-		for {
-			err := poll(ctx, worker, 50*time.Millisecond)
-			var ce *connect.Error
-			if errors.As(err, &ce) && ce.Code() == connect.CodeResourceExhausted {
-				if !strings.Contains(ce.Message(), flag) {
-					t.Errorf("refusal %q does not name %s", ce.Message(), flag)
-				}
-				for _, d := range ce.Details() {
-					if v, err := d.Value(); err == nil {
-						if ed, ok := v.(*tenurev1.ErrorDetail); ok {
-							return ed
-						}
-					}
-				}
-				t.Fatalf("refusal %v carries no ErrorDetail", ce)
-			}
-			if err != nil && ctx.Err() == nil {
-				t.Fatalf("Lease of %s: %v, want it admitted or refused resource_exhausted", worker, err)
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("the server never refused a long-poll of %s with %s", worker, flag)
-			}
-		}
-	}
+	poll := e.pollFlood
 	// A flood long-poll retries until admitted: a probe may hold a slot
 	// for a moment.
 	spawn := func(worker string) {
@@ -100,7 +66,7 @@ func TestLongPollFlood(t *testing.T) {
 	for range 3 {
 		spawn("greedy")
 	}
-	d := refusedEventually("greedy", "--max-long-polls-per-worker")
+	d := e.refusedEventually(t, "greedy", "--max-long-polls-per-worker")
 	if d.GetReason() != tenurev1.ErrorReason_ERROR_REASON_TOO_LARGE || d.GetField() != "wait" || d.GetLimit() != 3 {
 		t.Errorf("per-worker refusal detail %v, want TOO_LARGE, field wait, limit 3", d)
 	}
@@ -108,7 +74,7 @@ func TestLongPollFlood(t *testing.T) {
 	for i := range 17 {
 		spawn(fmt.Sprintf("w%d", i))
 	}
-	d = refusedEventually("newcomer", "--max-long-polls")
+	d = e.refusedEventually(t, "newcomer", "--max-long-polls")
 	if d.GetField() != "wait" || d.GetLimit() != 20 {
 		t.Errorf("server-wide refusal detail %v, want field wait, limit 20", d)
 	}
@@ -130,6 +96,44 @@ func TestLongPollFlood(t *testing.T) {
 		}
 		if connect.CodeOf(err) != connect.CodeResourceExhausted || ctx.Err() != nil {
 			t.Fatalf("a long-poll after the flood ended: %v, want it admitted", err)
+		}
+	}
+}
+
+// pollFlood long-polls queue flood as worker for wait.
+func (e *limitEnv) pollFlood(ctx context.Context, worker string, wait time.Duration) error {
+	_, err := e.worker.Lease(ctx, connect.NewRequest(&tenurev1.LeaseRequest{WorkerId: worker, Queue: "flood", Wait: durationpb.New(wait)}))
+	return err
+}
+
+// refusedEventually polls as worker until the server refuses it with
+// resource_exhausted naming flag (the flood's long-polls may still be on
+// their way in), and returns the refusal's detail.
+func (e *limitEnv) refusedEventually(t *testing.T, worker, flag string) *tenurev1.ErrorDetail {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), hostileTimeout)
+	defer cancel()
+	for {
+		err := e.pollFlood(ctx, worker, 50*time.Millisecond)
+		var ce *connect.Error
+		if errors.As(err, &ce) && ce.Code() == connect.CodeResourceExhausted {
+			if !strings.Contains(ce.Message(), flag) {
+				t.Errorf("refusal %q does not name %s", ce.Message(), flag)
+			}
+			for _, d := range ce.Details() {
+				if v, err := d.Value(); err == nil {
+					if ed, ok := v.(*tenurev1.ErrorDetail); ok {
+						return ed
+					}
+				}
+			}
+			t.Fatalf("refusal %v carries no ErrorDetail", ce)
+		}
+		if err != nil && ctx.Err() == nil {
+			t.Fatalf("Lease of %s: %v, want it admitted or refused resource_exhausted", worker, err)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the server never refused a long-poll of %s with %s", worker, flag)
 		}
 	}
 }

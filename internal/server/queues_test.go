@@ -44,16 +44,26 @@ func (e *apiEnv) failOne(t *testing.T, queue string) string {
 // actions change what their filter selects and say how many.
 func TestQueueStatisticsAndControls(t *testing.T) {
 	e := newAPIEnv(t)
+	failed, held := queueStatistics(t, e)
+	pauseAndResume(t, e, held)
+	retryFailed(t, e, failed)
+	bulkActions(t, e)
+}
+
+// queueStatistics submits five tasks to queue emails, fails one,
+// completes one and holds a lease on one, and checks the queue's
+// statistics and listing; it returns the failed task and the held lease.
+func queueStatistics(t *testing.T, e *apiEnv) (failed string, held *tenurev1.LeasedTask) {
 	ctx := apiCtx(t)
 	for range 5 {
 		e.submit(t, &tenurev1.SubmitRequest{Queue: "emails", Payload: []byte("x")})
 	}
-	failed := e.failOne(t, "emails")
+	failed = e.failOne(t, "emails")
 	done := e.leaseOne(t, "w", "emails")
 	if _, err := e.worker.Complete(ctx, connect.NewRequest(&tenurev1.CompleteRequest{TaskId: done.GetTaskId(), LeaseId: done.GetLeaseId()})); err != nil {
 		t.Fatal(err)
 	}
-	held := e.leaseOne(t, "w", "emails")
+	held = e.leaseOne(t, "w", "emails")
 
 	q := e.getQueue(t, "emails")
 	c := q.GetTasks()
@@ -70,7 +80,14 @@ func TestQueueStatisticsAndControls(t *testing.T) {
 	if err != nil || len(list.Msg.GetQueues()) != 1 || list.Msg.GetQueues()[0].GetQueue() != "emails" {
 		t.Fatalf("ListQueues: %v, %v", list, err)
 	}
+	return failed, held
+}
 
+// pauseAndResume: a paused queue leases nothing but takes submits; the
+// pause says who and why; a lease held before it still completes; a
+// long-poll waiting on the paused queue gets a task once it resumes.
+func pauseAndResume(t *testing.T, e *apiEnv, held *tenurev1.LeasedTask) {
+	ctx := apiCtx(t)
 	// Pause: no lease, submits still accepted; the pause says who and why.
 	p, err := e.queues().PauseQueue(ctx, connect.NewRequest(&tenurev1.PauseQueueRequest{Queue: "emails", Reason: "incident 42", RequestedBy: "ops@host"}))
 	if err != nil || !p.Msg.GetChanged() || !p.Msg.GetQueue().GetPaused() || p.Msg.GetQueue().GetPause().GetRequestedBy() != "ops@host" {
@@ -106,7 +123,11 @@ func TestQueueStatisticsAndControls(t *testing.T) {
 	if r := <-got; r == nil || len(r.GetTasks()) != 1 {
 		t.Fatalf("long-poll across the resume: %v", r)
 	}
+}
 
+// retryFailed: the FAILED task waits again, its history says who asked.
+func retryFailed(t *testing.T, e *apiEnv, failed string) {
+	ctx := apiCtx(t)
 	// Retry: the FAILED task waits again, its history says who asked.
 	rt, err := e.tasks.RetryTask(ctx, connect.NewRequest(&tenurev1.RetryTaskRequest{TaskId: failed, Reason: "fixed", RequestedBy: "ops@host"}))
 	if err != nil || rt.Msg.GetTask().GetState() != tenurev1.TaskState_TASK_STATE_WAITING || len(rt.Msg.GetTask().GetExecutions()) != 1 {
@@ -120,7 +141,12 @@ func TestQueueStatisticsAndControls(t *testing.T) {
 	if last.GetType() != "TaskRetried" || last.GetRequestedBy() != "ops@host" || last.GetReason() != "fixed" {
 		t.Fatalf("last history entry %v", last)
 	}
+}
 
+// bulkActions: kill what waits, then retry what is dead, then purge what
+// is finished; each says how many it changed and skipped.
+func bulkActions(t *testing.T, e *apiEnv) {
+	ctx := apiCtx(t)
 	// Bulk: kill what waits, then retry what is dead, then purge what is
 	// finished.
 	k, err := e.tasks.KillTasks(ctx, connect.NewRequest(&tenurev1.KillTasksRequest{Filter: &tenurev1.TaskFilter{Queue: "emails", State: tenurev1.TaskState_TASK_STATE_WAITING}}))
@@ -159,12 +185,40 @@ func TestQueueControlsBadInput(t *testing.T) {
 		}
 	}
 	ctx := apiCtx(t)
-	for _, c := range []struct {
-		name    string
-		call    func() error
-		code    connect.Code
-		mention []string
-	}{
+	for _, c := range queueBadCalls(ctx, e, done.GetTaskId(), waiting.GetTaskId()) {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.call()
+			if connect.CodeOf(err) != c.code {
+				t.Fatalf("got %v, want code %v", err, c.code)
+			}
+			for _, m := range c.mention {
+				if !strings.Contains(err.Error(), m) {
+					t.Errorf("message %q does not mention %q", err, m)
+				}
+			}
+			unchanged(t)
+		})
+	}
+	// All is explicit consent: it kills the one waiting task.
+	k, err := e.tasks.KillTasks(ctx, connect.NewRequest(&tenurev1.KillTasksRequest{Filter: &tenurev1.TaskFilter{All: true}}))
+	if err != nil || k.Msg.GetChanged() != 1 || k.Msg.GetSkipped() != 1 {
+		t.Fatalf("KillTasks all: %v, %v", k, err)
+	}
+}
+
+// badCall is a call that must fail with code, its message mentioning
+// each of mention.
+type badCall struct {
+	name    string
+	call    func() error
+	code    connect.Code
+	mention []string
+}
+
+// queueBadCalls are the bad calls of TestQueueControlsBadInput, about
+// queue q of e, which holds task done (COMPLETED) and task waiting.
+func queueBadCalls(ctx context.Context, e *apiEnv, done, waiting string) []badCall {
+	return []badCall{
 		{"pause of an unknown queue", func() error {
 			_, err := e.queues().PauseQueue(ctx, connect.NewRequest(&tenurev1.PauseQueueRequest{Queue: "nope"}))
 			return err
@@ -178,11 +232,11 @@ func TestQueueControlsBadInput(t *testing.T) {
 			return err
 		}, connect.CodeNotFound, []string{`"nope"`}},
 		{"retry of a COMPLETED task", func() error {
-			_, err := e.tasks.RetryTask(ctx, connect.NewRequest(&tenurev1.RetryTaskRequest{TaskId: done.GetTaskId()}))
+			_, err := e.tasks.RetryTask(ctx, connect.NewRequest(&tenurev1.RetryTaskRequest{TaskId: done}))
 			return err
 		}, connect.CodeFailedPrecondition, []string{"COMPLETED", "submit a new task"}},
 		{"retry of a waiting task", func() error {
-			_, err := e.tasks.RetryTask(ctx, connect.NewRequest(&tenurev1.RetryTaskRequest{TaskId: waiting.GetTaskId()}))
+			_, err := e.tasks.RetryTask(ctx, connect.NewRequest(&tenurev1.RetryTaskRequest{TaskId: waiting}))
 			return err
 		}, connect.CodeFailedPrecondition, []string{"WAITING", "FAILED or DEAD"}},
 		{"retry of an unknown task", func() error {
@@ -205,24 +259,6 @@ func TestQueueControlsBadInput(t *testing.T) {
 			_, err := e.tasks.KillTasks(ctx, connect.NewRequest(&tenurev1.KillTasksRequest{Filter: &tenurev1.TaskFilter{Queue: "q", All: true}}))
 			return err
 		}, connect.CodeInvalidArgument, []string{"all"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			err := c.call()
-			if connect.CodeOf(err) != c.code {
-				t.Fatalf("got %v, want code %v", err, c.code)
-			}
-			for _, m := range c.mention {
-				if !strings.Contains(err.Error(), m) {
-					t.Errorf("message %q does not mention %q", err, m)
-				}
-			}
-			unchanged(t)
-		})
-	}
-	// All is explicit consent: it kills the one waiting task.
-	k, err := e.tasks.KillTasks(ctx, connect.NewRequest(&tenurev1.KillTasksRequest{Filter: &tenurev1.TaskFilter{All: true}}))
-	if err != nil || k.Msg.GetChanged() != 1 || k.Msg.GetSkipped() != 1 {
-		t.Fatalf("KillTasks all: %v, %v", k, err)
 	}
 }
 
