@@ -69,16 +69,8 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 		return nil, err
 	}
 	workflow := msg.GetWorkflowId()
-	graph := workflow != ""
-	for i := range reqs {
-		graph = graph || len(reqs[i].DependsOn) > 0
-	}
-	if graph && len(ps) > 1 {
-		// A batch whose tasks name each other is one record of one
-		// partition (docs/design/workflows.md, "Cluster mode").
-		return nil, &coordinator.FieldError{Field: "requests", Problem: fmt.Sprintf(
-			"a workflow, or a batch whose tasks depend on each other, is created in one record, and these tasks go to %d partitions of the cluster, "+
-				"which this release does not serve yet: keep them in one queue of one partition, or submit them without workflow_id and depends_on", len(ps))}
+	if err := oneRecord(workflow, reqs, len(ps)); err != nil {
+		return nil, err
 	}
 	if len(ps) > 1 {
 		if err := l.CheckBatch(reqs, s.opts.Clock.Now()); err != nil {
@@ -104,6 +96,22 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 			return true
 		},
 	}.Run(ctx, ps))
+}
+
+// oneRecord refuses a workflow, or a batch whose tasks depend on each
+// other, that goes to more than one partition: it is created in one
+// record of one partition (docs/design/workflows.md, "Cluster mode").
+func oneRecord(workflow string, reqs []coordinator.SubmitRequest, parts int) error {
+	graph := workflow != ""
+	for i := range reqs {
+		graph = graph || len(reqs[i].DependsOn) > 0
+	}
+	if !graph || parts <= 1 {
+		return nil
+	}
+	return &coordinator.FieldError{Field: "requests", Problem: fmt.Sprintf(
+		"a workflow, or a batch whose tasks depend on each other, is created in one record, and these tasks go to %d partitions of the cluster, "+
+			"which this release does not serve yet: keep them in one queue of one partition, or submit them without workflow_id and depends_on", parts)}
 }
 
 // submitHere submits reqs to a partition served here, as workflow

@@ -15,6 +15,9 @@ import (
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 )
 
+// TestWorkflowOverTheAPI: a workflow's join waits BLOCKED for its two
+// dependencies, a commit spawns a task that waits for its parent, and the
+// join's lease carries its dependencies' results.
 func TestWorkflowOverTheAPI(t *testing.T) {
 	e := newAPIEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), apiCallTimeout)
@@ -28,15 +31,7 @@ func TestWorkflowOverTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := res.Msg.GetTaskIds()
-	get := func(id string) *tenurev1.Task {
-		t.Helper()
-		g, err := e.tasks.GetTask(ctx, connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: id}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g.Msg.GetTask()
-	}
-	join := get(ids[0])
+	join := e.get(t, ids[0])
 	if join.GetState() != tenurev1.TaskState_TASK_STATE_BLOCKED || join.GetWorkflowId() != "order-7" ||
 		len(join.GetDependencies()) != 2 || join.GetDependencies()[0].GetTaskId() != ids[1] ||
 		join.GetDependencies()[0].GetState() != tenurev1.DependencyState_DEPENDENCY_STATE_PENDING {
@@ -44,18 +39,10 @@ func TestWorkflowOverTheAPI(t *testing.T) {
 	}
 	// The resizes run; the first spawns a thumbnail task at its commit,
 	// which a stale worker's commit of the same task could not.
-	lease := func(q string, n int) []*tenurev1.LeasedTask {
-		t.Helper()
-		l, err := e.worker.Lease(ctx, connect.NewRequest(&tenurev1.LeaseRequest{WorkerId: "w", Queue: q, MaxTasks: uint32(n)}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l.Msg.GetTasks()
-	}
-	if got := lease("notify", 1); len(got) != 0 {
+	if got := e.leaseN(t, "notify", 1); len(got) != 0 {
 		t.Fatalf("a BLOCKED task was leased: %v", got)
 	}
-	rs := lease("resize", 2)
+	rs := e.leaseN(t, "resize", 2)
 	if len(rs) != 2 {
 		t.Fatalf("leased %d resizes", len(rs))
 	}
@@ -68,7 +55,7 @@ func TestWorkflowOverTheAPI(t *testing.T) {
 	if len(spawned) != 1 {
 		t.Fatalf("spawned %v", spawned)
 	}
-	if th := get(spawned[0]); th.GetState() != tenurev1.TaskState_TASK_STATE_BLOCKED || th.GetSpawnedBy() != rs[0].GetTaskId() || th.GetWorkflowId() != "order-7" {
+	if th := e.get(t, spawned[0]); th.GetState() != tenurev1.TaskState_TASK_STATE_BLOCKED || th.GetSpawnedBy() != rs[0].GetTaskId() || th.GetWorkflowId() != "order-7" {
 		t.Fatalf("the spawned task: %v", th)
 	}
 	for i, r := range rs {
@@ -76,7 +63,7 @@ func TestWorkflowOverTheAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n := lease("notify", 1)
+	n := e.leaseN(t, "notify", 1)
 	if len(n) != 1 || n[0].GetWorkflowId() != "order-7" || len(n[0].GetDependencies()) != 2 {
 		t.Fatalf("the join's lease: %v", n)
 	}
@@ -85,9 +72,19 @@ func TestWorkflowOverTheAPI(t *testing.T) {
 			t.Fatalf("dependency %d in the lease: %v", i, d)
 		}
 	}
-	if th := get(spawned[0]); th.GetState() != tenurev1.TaskState_TASK_STATE_WAITING {
+	if th := e.get(t, spawned[0]); th.GetState() != tenurev1.TaskState_TASK_STATE_WAITING {
 		t.Fatalf("the spawned task after its parent completed: %v", th.GetState())
 	}
+}
+
+// leaseN leases up to n tasks of queue as worker w, without waiting.
+func (e *apiEnv) leaseN(t *testing.T, queue string, n int) []*tenurev1.LeasedTask {
+	t.Helper()
+	l, err := e.worker.Lease(apiCtx(t), connect.NewRequest(&tenurev1.LeaseRequest{WorkerId: "w", Queue: queue, MaxTasks: uint32(n)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Msg.GetTasks()
 }
 
 func TestWorkflowRefusalsOverTheAPI(t *testing.T) {
