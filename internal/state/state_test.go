@@ -31,16 +31,7 @@ func granted(id, lease string, attempt uint32, at Time) *LeaseGranted {
 // checking the invariants after every record.
 func run(t *testing.T, recs ...Record) *State {
 	t.Helper()
-	s := New()
-	for i, r := range recs {
-		if err := s.Apply(s.LastLSN()+1, r); err != nil {
-			t.Fatalf("record %d (%T): %v", i, r, err)
-		}
-		if err := s.Invariants(); err != nil {
-			t.Fatalf("after record %d (%T): %v", i, r, err)
-		}
-	}
-	return s
+	return runOn(t, New(), recs...)
 }
 
 func TestApplyHappyPaths(t *testing.T) {
