@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
 	"github.com/tenurehq/tenure/internal/apitest"
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/sdk/client"
 )
 
@@ -30,6 +32,17 @@ func newClient(t *testing.T, url string, opts client.Options) *client.Client {
 }
 
 var protocols = []string{client.ProtocolConnect, client.ProtocolJSON, client.ProtocolGRPC}
+
+// t0 is when the clock of an opsClient's server starts.
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// opsClient is an operator's client over proto (who asks: ops@box) of a
+// real server whose clock, clk, stands at t0 until the test moves it.
+func opsClient(t *testing.T, proto string) (clk *clock.Fake, c *client.Client) {
+	t.Helper()
+	clk = clock.NewFake(t0)
+	return clk, newClient(t, apitest.StartClock(t, clk), client.Options{Protocol: proto, RequestedBy: "ops@box"})
+}
 
 // TestRoundTrip calls every method against a real server, once per
 // protocol, and checks what comes back.

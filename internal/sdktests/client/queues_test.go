@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/tenurehq/tenure/internal/apitest"
-	"github.com/tenurehq/tenure/internal/clock"
+
 	"github.com/tenurehq/tenure/sdk/client"
 )
 
@@ -22,9 +21,7 @@ func TestQueuesAndControls(t *testing.T) {
 		t.Run(proto, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-			clk := clock.NewFake(t0)
-			c := newClient(t, apitest.StartClock(t, clk), client.Options{Protocol: proto, RequestedBy: "ops@box"})
+			clk, c := opsClient(t, proto)
 			submit := func(ns, q string) string {
 				t.Helper()
 				res, err := c.Submit(ctx, client.SubmitRequest{Namespace: ns, Queue: q, ExecutionWindow: time.Hour})
@@ -233,8 +230,7 @@ func TestSetQueueLimits(t *testing.T) {
 		t.Run(proto, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-			c := newClient(t, apitest.StartClock(t, clock.NewFake(t0)), client.Options{Protocol: proto, RequestedBy: "ops@box"})
+			_, c := opsClient(t, proto)
 			conc, rate := uint32(3), 2.5
 			res, err := c.SetQueueLimits(ctx, client.SetQueueLimitsRequest{Queue: "q", MaxConcurrency: &conc, Rate: &rate, Reason: "slow api"})
 			want := client.QueueLimits{MaxConcurrency: 3, Rate: 2.5, Burst: 3, RequestedBy: "ops@box", Reason: "slow api", SetAt: t0}

@@ -5,8 +5,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/tenurehq/tenure/internal/apitest"
-	"github.com/tenurehq/tenure/internal/clock"
+
 	"github.com/tenurehq/tenure/sdk/client"
 )
 
@@ -21,9 +20,7 @@ func TestSchedules(t *testing.T) {
 		t.Run(proto, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-			clk := clock.NewFake(t0)
-			c := newClient(t, apitest.StartClock(t, clk), client.Options{Protocol: proto, RequestedBy: "ops@box"})
+			clk, c := opsClient(t, proto)
 			req := client.ScheduleRequest{Queue: "q", Name: "tick", Cron: "* * * * * *", Overlap: client.OverlapAllow,
 				Payload: []byte("p"), Retry: &client.RetryPolicy{MaxAttempts: 2}}
 
