@@ -526,7 +526,7 @@ func TestCLIControlHelp(t *testing.T) {
 	t.Parallel()
 	control := []string{"--reason", "--requested-by", "$USER@hostname", "self-declared"}
 	bulk := append([]string{"--namespace", "--queue", "--state", "--created-before", "--all", "--yes", "--json", "RFC 3339", "not a terminal"}, control...)
-	for path, want := range map[string][]string{
+	helpSays(t, map[string][]string{
 		"queues":       {"List the queues", "--namespace", "--json", "ListQueuesResponse", "OLDEST-WAITING"},
 		"queue get":    {"Show one queue", "--namespace", "--json", "GetQueueResponse"},
 		"queue pause":  append([]string{"Pause a queue", "--namespace", "still accepts submits"}, control...),
@@ -536,9 +536,16 @@ func TestCLIControlHelp(t *testing.T) {
 		"tasks retry":  append([]string{"Retry every FAILED or DEAD task"}, bulk...),
 		"tasks kill":   append([]string{"Kill every unfinished task"}, bulk...),
 		"tasks purge":  append([]string{"Delete every finished"}, bulk...),
-	} {
+	})
+}
+
+// helpSays checks that the --help of each command (by its path: "queue
+// get") says what want lists and gives an example of the command.
+func helpSays(t *testing.T, want map[string][]string) {
+	t.Helper()
+	for path, says := range want {
 		out := mustCLI(t, append(strings.Fields(path), "--help")...)
-		for _, w := range append(want, "Examples:\n  tenure "+path) {
+		for _, w := range append(says, "Examples:\n  tenure "+path) {
 			if !strings.Contains(out, w) {
 				t.Errorf("tenure %s --help lacks %q:\n%s", path, w, out)
 			}

@@ -253,7 +253,7 @@ func TestCLISchedulesJSONIsTheAPIsJSON(t *testing.T) {
 func TestCLIScheduleHelp(t *testing.T) {
 	t.Parallel()
 	def := []string{"--cron", "--time-zone", "--overlap", "--catch-up", "--payload", "--payload-file", "--window", "--max-attempts", "--priority", "--queue", "--namespace"}
-	for path, want := range map[string][]string{
+	helpSays(t, map[string][]string{
 		"schedule create":   append([]string{"Create a schedule", "once and only once", "--requested-by", "CreateScheduleResponse"}, def...),
 		"schedule update":   append([]string{"keeps its value", "--reason", "UpdateScheduleResponse"}, def...),
 		"schedule list":     {"NEXT", "LAST", "PAUSED", "--queue", "--namespace", "--json", "ListSchedulesResponse"},
@@ -262,14 +262,7 @@ func TestCLIScheduleHelp(t *testing.T) {
 		"schedule resume":   {"skipped", "--reason", "ResumeScheduleResponse"},
 		"schedule delete":   {"tasks it submitted stay", "--yes", "--reason"},
 		"schedule backfill": {"--from", "--to", "RFC 3339", "had fired", "BackfillScheduleResponse"},
-	} {
-		out := mustCLI(t, append(strings.Fields(path), "--help")...)
-		for _, w := range append(want, "Examples:\n  tenure "+path) {
-			if !strings.Contains(out, w) {
-				t.Errorf("tenure %s --help lacks %q:\n%s", path, w, out)
-			}
-		}
-	}
+	})
 }
 
 // TestCLIScheduleWaiting: a schedule whose ticks come due while the task
