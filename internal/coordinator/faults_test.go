@@ -84,12 +84,7 @@ func checkAcks(ex state.Export, acks []ack) error {
 		if t == nil {
 			return fmt.Errorf("ack %d (%s of task %s): the task is missing", i, a.op, a.task)
 		}
-		var exec *state.Execution
-		for j := range t.Executions {
-			if t.Executions[j].LeaseID == a.lease {
-				exec = &t.Executions[j]
-			}
-		}
+		exec := t.ExecutionOf(a.lease)
 		bad := ""
 		switch a.op {
 		case "submit":

@@ -1294,12 +1294,7 @@ func (s *sim) checkAcks(when string) {
 			s.fail("%s: acknowledged %s of task %s (ack %d) is lost: no such task", when, a.op, a.task, i)
 			continue
 		}
-		var exec *state.Execution
-		for j := range t.Executions {
-			if t.Executions[j].LeaseID == a.lease {
-				exec = &t.Executions[j]
-			}
-		}
+		exec := t.ExecutionOf(a.lease)
 		bad := ""
 		switch a.op {
 		case "submit":
