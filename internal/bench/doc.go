@@ -4,9 +4,11 @@
 // and fsync counts and the process's memory.
 //
 // The server is either a running one (Config.Addr) or an embedded node over
-// a temporary data directory, served on a loopback port over real HTTP, so
-// that every call pays for encoding, the network stack and the fsync of its
-// record exactly as a remote client would. Client, server and workers then
+// a temporary data directory (or Config.Cluster cluster nodes), served on a
+// loopback port by the HTTP server `tenure server` runs
+// (server.Server.Serve, with its default limits and timeouts), so that
+// every call pays for encoding, the network stack, the server's wiring and
+// the fsync of its record exactly as a remote client's would. Client, server and workers then
 // share one process and its cores: the figures are for the whole system on
 // that machine, and the memory figures include the client side.
 //

@@ -2,16 +2,27 @@
 // tenure.v1, generated from proto/tenure/v1/*.proto by `make generate` (do
 // not edit the *.pb.go files; edit the .proto files and regenerate).
 //
-// The API has three services, served with Connect (gRPC, gRPC-Web and the
+// The API has five services, served with Connect (gRPC, gRPC-Web and the
 // Connect protocol with JSON or binary bodies over HTTP):
-//   - TaskService: Submit, SubmitBatch, GetTask, ListTasks, KillTask and
-//     GetTaskHistory, for clients and operators.
-//   - WorkerService: Lease, Start, Heartbeat, Commit, Complete and Fail, for
-//     worker processes.
-//   - AdminService: Snapshot, for operators (`tenure admin snapshot`).
+//   - TaskService: Submit, SubmitBatch, GetTask, ListTasks, KillTask,
+//     RetryTask, GetTaskHistory, and the bulk KillTasks, RetryTasks and
+//     PurgeTasks, for clients and operators.
+//   - WorkerService: Lease, Start, Heartbeat, Commit, Complete,
+//     CompleteBatch, Fail and Snooze, for worker processes.
+//   - QueueService: ListQueues, GetQueue, PauseQueue, ResumeQueue and
+//     SetQueueLimits, for operators and dashboards (`tenure queues`).
+//   - ScheduleService: CreateSchedule, GetSchedule, ListSchedules,
+//     UpdateSchedule, PauseSchedule, ResumeSchedule, DeleteSchedule and
+//     BackfillSchedule: tasks submitted on a cron schedule
+//     (`tenure schedules`).
+//   - AdminService: Snapshot (`tenure admin snapshot`), WhoAmI (who the
+//     caller's token says it is, and which calls it may make) and
+//     GetCluster (the server's mode, and a cluster's lock, nodes and
+//     partitions), for operators.
 //
 // Handlers and clients are in the tenurev1connect subpackage. The .proto
 // files document every field, default and limit; they are the reference for
 // users of the API, and field numbers there are a compatibility promise
-// (checked with `make breaking-proto`).
+// (checked with `make breaking-proto`). TestDocNamesEveryCall keeps this
+// list whole.
 package tenurev1
