@@ -27,6 +27,10 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/tenurehq/tenure/internal/apitest"
+	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/eventually"
 	"github.com/tenurehq/tenure/internal/server"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 )
@@ -232,13 +236,15 @@ func TestHeaderTimeout(t *testing.T) {
 	}
 }
 
-// TestRefusedHeartbeatFlood: a worker whose lease expired, and callers
-// with made-up lease ids, heartbeat a task a thousand times. The stale
+// TestRefusedHeartbeatFlood: a worker whose lease expired (on the node's
+// fake clock), and callers with made-up lease ids, heartbeat a task a
+// thousand times. The stale
 // lease's refusals write at most its expiry and one TaskCancelled; the
 // made-up leases write nothing.
 func TestRefusedHeartbeatFlood(t *testing.T) {
 	t.Parallel()
-	e := newLimitEnv(t, server.LoadLimits{})
+	clk := clock.NewFake(time.Now())
+	e := newLimitEnvOf(t, server.LoadLimits{}, apitest.OpenNodeConfig(t, coordinator.Config{Clock: clk}))
 	ctx, cancel := context.WithTimeout(t.Context(), hostileTimeout)
 	defer cancel()
 	sub, err := e.tasks.Submit(ctx, connect.NewRequest(&tenurev1.SubmitRequest{Queue: "hb", ExecutionWindow: durationpb.New(100 * time.Millisecond)}))
@@ -251,16 +257,20 @@ func TestRefusedHeartbeatFlood(t *testing.T) {
 		t.Fatalf("Lease: %v %v", got, err)
 	}
 	stale := got.Msg.GetTasks()[0].GetLeaseId()
-	// Wait until the lease has expired (its window is 100ms; the node
-	// scans every 10ms).
-	for {
+	// The lease's window (100ms) passes on the node's clock; wait until
+	// its expiry is written (the node scans every 10ms of that clock).
+	clk.Advance(time.Second)
+	if err := eventually.Until(ctx, func() error {
 		got, err := e.tasks.GetTask(ctx, connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: id}))
-		if err != nil {
-			t.Fatalf("GetTask: %v", err)
+		switch {
+		case err != nil:
+			return eventually.Stop(err)
+		case got.Msg.GetTask().GetState() == tenurev1.TaskState_TASK_STATE_LEASED:
+			return fmt.Errorf("the task is still LEASED: %w", eventually.ErrNotYet)
 		}
-		if got.Msg.GetTask().GetState() != tenurev1.TaskState_TASK_STATE_LEASED {
-			break
-		}
+		return nil
+	}); err != nil {
+		t.Fatalf("the lease did not expire: %v", err)
 	}
 	flood := func(lease func(i int) string) uint64 {
 		before := e.n.Coordinator().Stats().LastLSN
