@@ -172,6 +172,17 @@ func TestGuideFlowControl(t *testing.T) {
 	sh.run(cmds)
 }
 
+// TestGuideWorkflowsCLI: the command-line walk of docs/guides/workflows.md
+// (tasks that depend on others, BLOCKED until the exec workers ran those,
+// their results in the dependent's environment, a --wait that times out).
+func TestGuideWorkflowsCLI(t *testing.T) {
+	t.Parallel()
+	cmds := guideCommands(t, "workflows.md", "workflows-cli")
+	srv := startServerProc(t, t.TempDir())
+	sh := newGuideShell(t, srv.addr)
+	sh.run(cmds)
+}
+
 // TestGuideSecurityTokens follows the token example of
 // docs/guides/security.md: two tokens made, a server on that file, and
 // the command line, curl and grpcurl calling it with the admin's token.

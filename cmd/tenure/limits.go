@@ -40,6 +40,8 @@ func (f *limitFlags) add(fs *pflag.FlagSet) {
 		"Lease calls waiting for tasks at once; past it a Lease with a wait is answered resource_exhausted")
 	fs.IntVar(&f.load.MaxLongPollsPerWorker, "max-long-polls-per-worker", d.MaxLongPollsPerWorker,
 		"Lease calls of one worker id waiting for tasks at once; past it resource_exhausted")
+	fs.IntVar(&f.load.MaxWaiters, "max-waiters", d.MaxWaiters,
+		"WaitTask and WaitWorkflow calls waiting at once; past it resource_exhausted")
 	fs.Int64Var(&f.maxMemoryBytes, "max-memory-bytes", 0,
 		"memory budget of what the node holds (payloads, results, schedules, each task's fixed cost; finished tasks until --retention purges them): past it, submits are refused (resource_exhausted, retry later) while workers drain; 0: half of the memory of the machine (or its cgroup) less 256 MiB")
 	fs.IntVar(&f.load.MaxHeaderBytes, "max-header-bytes", d.MaxHeaderBytes,
@@ -60,6 +62,7 @@ func (f *limitFlags) check() error {
 		{"max-inflight-request-bytes", l.MaxInflightBodyBytes},
 		{"max-long-polls", int64(l.MaxLongPolls)},
 		{"max-long-polls-per-worker", int64(l.MaxLongPollsPerWorker)},
+		{"max-waiters", int64(l.MaxWaiters)},
 		{"max-header-bytes", int64(l.MaxHeaderBytes)},
 		{"max-discard-bytes", l.MaxDiscardBytes},
 	} {

@@ -152,6 +152,10 @@ type submitCmd struct {
 	priority  int
 	deadline  string
 	timeout   time.Duration
+	dependsOn []string
+	onFailure string
+	wait      bool
+	waitFor   time.Duration
 }
 
 func (*submitCmd) spec() *cobra.Command {
@@ -160,11 +164,17 @@ func (*submitCmd) spec() *cobra.Command {
 		Short: "submit a task (payload from an argument, --file or stdin)",
 		Long: `Submit a task and print its id. The payload is the one argument, the file
 given with --file, or stdin ("-", or when stdin is not a terminal); with
-none it is empty.`,
+none it is empty.
+
+With --depends-on the task is BLOCKED until every task named has
+completed (docs/guides/workflows.md). With --wait it waits until the task
+has ended and prints its result instead (its id goes to stderr): exit 0
+when it completed, 1 when it failed or is dead.`,
 		Example: `  tenure submit --queue emails 'hello alice'
   echo '{"to":"bob"}' | tenure submit --queue emails --request-id order-42 -
   tenure submit --queue reports --deadline 2026-07-01T09:00:00Z 'q2 report'
-  tenure submit --queue thumbnails --timeout 5m photo-42.jpg`,
+  tenure submit --queue thumbnails --timeout 5m photo-42.jpg
+  tenure submit --queue notify --depends-on "$resize_id" --wait 'all done?'`,
 	}
 }
 
@@ -181,11 +191,28 @@ func (c *submitCmd) define(fs *pflag.FlagSet) {
 	fs.IntVar(&c.priority, "priority", 0, "higher runs first within the queue")
 	fs.StringVar(&c.deadline, "deadline", "", "fail the task (deadline_exceeded) unless committed by this time, RFC 3339 (2026-07-01T09:00:00Z); no lease outlives it")
 	fs.DurationVar(&c.timeout, "timeout", 0, "as --deadline, this much time after the submit")
+	fs.StringArrayVar(&c.dependsOn, "depends-on", nil, "a task this one depends on (repeat the flag for several): it is BLOCKED until all of them completed")
+	fs.StringVar(&c.onFailure, "on-dependency-failure", "dead", "what a dependency that fails does to the task: dead (it ends DEAD, dependency_failed) or run (it runs anyway)")
+	fs.BoolVar(&c.wait, "wait", false, "wait until the task has ended and print its result (exit 1 if it failed or is dead)")
+	fs.DurationVar(&c.waitFor, "wait-timeout", 0, "with --wait, give up after this long (exit 1; default: wait as long as it takes)")
+}
+
+func (*submitCmd) choices() map[string][]string {
+	return map[string][]string{"on-dependency-failure": {"dead", "run"}}
 }
 
 func (c *submitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error {
 	if c.queue == "" {
 		return usageError{"--queue is required"}
+	}
+	onFailure, ok := map[string]client.DependencyFailure{"dead": client.DependencyFailureDead, "run": client.DependencyFailureRun}[c.onFailure]
+	switch {
+	case !ok:
+		return usageError{fmt.Sprintf("--on-dependency-failure %q is not dead or run", c.onFailure)}
+	case fs.Changed("wait-timeout") && (!c.wait || c.waitFor <= 0):
+		return usageError{"--wait-timeout needs --wait and a positive duration"}
+	case c.wait && c.client.json:
+		return usageError{"--wait prints the task's result, not the API's answers: leave out --json (tenure task get --json shows the task)"}
 	}
 	if c.delay < 0 {
 		return usageError{"--delay must not be negative"}
@@ -221,12 +248,16 @@ func (c *submitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	req := client.SubmitRequest{
 		Namespace: c.namespace, Queue: c.queue, Kind: c.kind, Payload: payload, RequestID: c.requestID,
 		ExecutionWindow: c.window, Priority: int32(c.priority), Deadline: deadline, Timeout: c.timeout,
+		DependsOn: c.dependsOn, OnDependencyFailure: onFailure,
 	}
 	if c.attempts > 0 {
 		req.Retry = &client.RetryPolicy{MaxAttempts: uint32(c.attempts)}
 	}
 	if c.delay > 0 {
 		req.NotBefore = a.clock.Now().Add(c.delay)
+	}
+	if c.wait {
+		return c.submitAndWait(ctx, a, req)
 	}
 	return ask(ctx, a, &c.client, c.client.connect, func(ctx context.Context, cl *client.Client) (client.SubmitResult, error) {
 		return cl.Submit(ctx, req)
@@ -238,6 +269,36 @@ func (c *submitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 		}
 		return nil
 	})
+}
+
+// submitAndWait submits req, waits until its task has ended and prints its
+// result (its id to stderr): an error, exit 1, when it did not complete.
+func (c *submitCmd) submitAndWait(ctx context.Context, a *app, req client.SubmitRequest) error {
+	cl, err := c.client.connect()
+	if err != nil {
+		return err
+	}
+	res, err := cl.Submit(ctx, req)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "submitted %s; waiting until it has ended\n", res.TaskID)
+	if c.waitFor > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.waitFor)
+		defer cancel()
+	}
+	t, err := cl.Wait(ctx, res.TaskID)
+	switch {
+	case err != nil && t != nil:
+		return fmt.Errorf("task %s is still %s after --wait-timeout %v: %w", res.TaskID, t.State, c.waitFor, err)
+	case err != nil:
+		return err
+	case t.State != client.TaskStateCompleted:
+		return fmt.Errorf("task %s ended %s: %s", t.ID, t.State, t.FailureReason)
+	}
+	_, err = a.stdout.Write(t.Result)
+	return err
 }
 
 // readPayload takes the payload from the one argument ("-" for stdin), a
@@ -304,6 +365,23 @@ func (c *taskGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []s
 		row("kind", t.Kind)
 	}
 	row("state", t.State.String())
+	if t.WorkflowID != "" {
+		row("workflow", t.WorkflowID)
+	}
+	if t.SpawnedBy != "" {
+		row("spawned by", t.SpawnedBy)
+	}
+	if len(t.Dependencies) > 0 {
+		deps := make([]string, len(t.Dependencies))
+		for i, d := range t.Dependencies {
+			deps[i] = d.TaskID + " " + d.State.String()
+		}
+		policy := "dead"
+		if t.OnDependencyFailure == client.DependencyFailureRun {
+			policy = "run"
+		}
+		row("depends on", strings.Join(deps, ", ")+" (if one fails: "+policy+")")
+	}
 	row("attempt", attemptText(t))
 	row("priority", fmt.Sprint(t.Priority))
 	if t.RequestID != "" {

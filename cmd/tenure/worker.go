@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -60,6 +61,10 @@ plus:
   TENURE_NAMESPACE   the task's namespace
   TENURE_QUEUE       the task's queue
   TENURE_KIND        the task's kind ("" for none)
+  TENURE_DEPENDENCY_RESULT_<i>
+                     the result of the i-th task it depends on, from 0 (set
+                     when that task completed with a result of UTF-8 text
+                     without NUL; TENURE_DEPENDS_ON lists them all by id)
 
 Its exit status decides the task:
   0      the task completes; its result is the command's stdout (at most 1 MiB)
@@ -196,6 +201,7 @@ func execHandler(cmdline string, lg *slog.Logger) worker.Handler {
 			"TENURE_QUEUE="+t.Queue,
 			"TENURE_KIND="+t.Kind,
 		)
+		cmd.Env = append(cmd.Env, dependencyEnv(t.Dependencies)...)
 		// Its own process group, so a lost lease kills the children too.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -267,3 +273,21 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 }
 
 func (t *tailBuffer) Bytes() []byte { return t.b }
+
+// dependencyEnv is what the exec worker's command learns of the tasks its
+// task depends on: their ids, and the result of each that completed with
+// text an environment variable can hold.
+func dependencyEnv(ds []client.DependencyResult) []string {
+	if len(ds) == 0 {
+		return nil
+	}
+	ids := make([]string, len(ds))
+	var out []string
+	for i, d := range ds {
+		ids[i] = d.TaskID
+		if d.State == client.TaskStateCompleted && !d.ResultOmitted && utf8.Valid(d.Result) && !bytes.ContainsRune(d.Result, 0) {
+			out = append(out, fmt.Sprintf("TENURE_DEPENDENCY_RESULT_%d=%s", i, d.Result))
+		}
+	}
+	return append(out, "TENURE_DEPENDS_ON="+strings.Join(ids, " "))
+}

@@ -72,6 +72,7 @@ var Rules = []Rule{
 	{tenurev1connect.TaskServiceGetTaskProcedure, anyRole, ScopeTask, whereTask},
 	{tenurev1connect.TaskServiceListTasksProcedure, []Role{Admin, Submitter, Reader}, ScopeRequest, whereListing},
 	{tenurev1connect.TaskServiceGetTaskHistoryProcedure, anyRole, ScopeTask, whereTask},
+	{tenurev1connect.TaskServiceWaitTaskProcedure, anyRole, ScopeTask, whereTask},
 	{tenurev1connect.TaskServiceKillTaskProcedure, []Role{Admin}, ScopeTask, whereTask},
 	{tenurev1connect.TaskServiceRetryTaskProcedure, []Role{Admin}, ScopeTask, whereTask},
 	{tenurev1connect.TaskServiceRetryTasksProcedure, []Role{Admin}, ScopeRequest, whereFilter},

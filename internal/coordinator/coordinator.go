@@ -83,6 +83,9 @@ type Coordinator struct {
 	// reported is the state's HeldBytes as last added to Config.Memory
 	// (under mu; memory.go).
 	reported int64
+	// waits holds the channel each waited task's end closes (wait.go;
+	// under mu).
+	waits map[string]chan struct{}
 }
 
 // Open replays log into a fresh state, then expires every lease already
@@ -190,6 +193,7 @@ func (c *Coordinator) Close() error {
 		close(ch)
 		delete(c.signals, k)
 	}
+	c.stopWaiters()
 	// Run returns at once rather than at its next timer, and lets go of
 	// the state.
 	select {
@@ -266,6 +270,7 @@ func (c *Coordinator) write(recs ...state.Record) (uint64, error) {
 // afterApply tells the observer, updates soft state and wakes long-polls
 // after a record.
 func (c *Coordinator) afterApply(r state.Record) {
+	c.wakeWaiters()
 	for _, t := range c.st.Released() {
 		c.signal(state.QueueKey{Namespace: t.Namespace, Queue: t.Queue})
 	}
@@ -376,6 +381,7 @@ func (c *Coordinator) failLocked(err error) error {
 			close(ch)
 			delete(c.signals, k)
 		}
+		c.stopWaiters()
 	}
 	return c.failed
 }

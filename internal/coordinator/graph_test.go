@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tenurehq/tenure/internal/state"
 )
@@ -149,5 +150,55 @@ func TestSpawnAndResults(t *testing.T) {
 		{TaskID: ids[1], State: state.Completed, Omitted: true}, {TaskID: p.ID, State: state.Completed, Result: []byte("p")}}
 	if j.TaskID != ids[2] || !reflect.DeepEqual(j.Dependencies, want) {
 		t.Fatalf("the join's lease: %s %+v", j.TaskID, j.Dependencies)
+	}
+}
+
+// TestWaitTask: a wait answers when the task ends, whichever record ends
+// it (its own completion, or a dependency's failure), and when its time
+// runs out with the task as it is.
+func TestWaitTask(t *testing.T) {
+	e := newEnv(t, 4)
+	a := e.submit("q")
+	d, err := e.c.Submit(ctx, SubmitRequest{Queue: "q", DependsOn: []string{a.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		v    TaskView
+		done bool
+		err  error
+	}
+	wait := func(id string) <-chan answer {
+		out := make(chan answer, 1)
+		go func() {
+			v, done, err := e.c.WaitTask(ctx, id, 20*time.Second)
+			out <- answer{v, done, err}
+		}()
+		return out
+	}
+	// Nothing ends: the wait answers at its end, not done.
+	w := wait(a.ID)
+	e.clock.WaitForTimers(1)
+	e.clock.Advance(20 * time.Second)
+	if got := <-w; got.err != nil || got.done || got.v.State != state.Waiting {
+		t.Fatalf("a wait that ran out: %+v", got)
+	}
+	// a fails: the waiter of d, which it ends, answers too.
+	wa, wd := wait(a.ID), wait(d.ID)
+	e.clock.WaitForTimers(2)
+	l := e.lease("w", "q")
+	if _, err := e.c.Fail(ctx, l.TaskID, l.LeaseID, "boom", true); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []<-chan answer{wa, wd} {
+		if got := <-w; got.err != nil || !got.done || !got.v.State.Terminal() {
+			t.Fatalf("a wait for a task that ended: %+v", got)
+		}
+	}
+	if v, done, err := e.c.WaitTask(ctx, d.ID, 0); err != nil || !done || v.State != state.Dead {
+		t.Fatalf("a wait of 0 for an ended task: %v %v %v", v.State, done, err)
+	}
+	if _, _, err := e.c.WaitTask(ctx, "nope", 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a wait for no task: %v", err)
 	}
 }

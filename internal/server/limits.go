@@ -30,6 +30,7 @@ const (
 	LimitInflightBytes      = "inflight_request_bytes"
 	LimitLongPolls          = "long_polls"
 	LimitLongPollsPerWorker = "long_polls_per_worker"
+	LimitWaiters            = "waiters"
 	LimitHeaderBytes        = "header_bytes"
 	LimitDiscardBytes       = "discard_bytes"
 	// LimitMemory counts the writes refused by the node's memory budget
@@ -65,6 +66,9 @@ type LoadLimits struct {
 	// MaxLongPollsPerWorker those of one worker id. A Lease past either is
 	// answered resource_exhausted at once.
 	MaxLongPolls, MaxLongPollsPerWorker int
+	// MaxWaiters caps the WaitTask and WaitWorkflow calls waiting at once;
+	// one past it is answered resource_exhausted at once.
+	MaxWaiters int
 	// MaxHeaderBytes caps a request's headers (the http.Server field of
 	// the same name): net/http refuses more with 431, which Serve's
 	// connections answer as the API's resource_exhausted.
@@ -88,6 +92,7 @@ var DefaultLoadLimits = LoadLimits{
 	MaxInflightBodyBytes:  64 << 20,
 	MaxLongPolls:          4096,
 	MaxLongPollsPerWorker: 16,
+	MaxWaiters:            10_000,
 	MaxHeaderBytes:        64 << 10,
 	MaxDiscardBytes:       128 << 20,
 }
@@ -118,6 +123,7 @@ func (l LoadLimits) WithDefaults() LoadLimits {
 	}
 	l.MaxLongPolls = pos(l.MaxLongPolls, d.MaxLongPolls)
 	l.MaxLongPollsPerWorker = pos(l.MaxLongPollsPerWorker, d.MaxLongPollsPerWorker)
+	l.MaxWaiters = pos(l.MaxWaiters, d.MaxWaiters)
 	l.MaxHeaderBytes = pos(l.MaxHeaderBytes, d.MaxHeaderBytes)
 	if l.MaxDiscardBytes <= 0 {
 		l.MaxDiscardBytes = d.MaxDiscardBytes
@@ -270,6 +276,8 @@ type longPolls struct {
 	mu       sync.Mutex
 	total    int
 	byWorker map[string]int
+	// waiters counts the WaitTask and WaitWorkflow calls that wait.
+	waiters int
 }
 
 // enterLongPoll admits one waiting Lease of worker, or refuses it past
@@ -279,16 +287,14 @@ func (s *Server) enterLongPoll(worker string) (leave func(), err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.total >= l.MaxLongPolls {
-		s.hit(LimitLongPolls)
-		return nil, &limitError{kind: coordinator.ErrTooLarge, field: "wait", size: int64(p.total) + 1, limit: int64(l.MaxLongPolls),
-			msg: fmt.Sprintf("too many long-polls: %d Lease calls are waiting for tasks on this server, the limit (--max-long-polls); retry with backoff, or lease with wait 0",
-				l.MaxLongPolls)}
+		return nil, s.tooManyWaiting(LimitLongPolls, p.total, l.MaxLongPolls,
+			fmt.Sprintf("too many long-polls: %d Lease calls are waiting for tasks on this server, the limit (--max-long-polls); retry with backoff, or lease with wait 0",
+				l.MaxLongPolls))
 	}
 	if n := p.byWorker[worker]; n >= l.MaxLongPollsPerWorker {
-		s.hit(LimitLongPollsPerWorker)
-		return nil, &limitError{kind: coordinator.ErrTooLarge, field: "wait", size: int64(n) + 1, limit: int64(l.MaxLongPollsPerWorker),
-			msg: fmt.Sprintf("too many long-polls: worker %q has %d Lease calls waiting for tasks, the limit per worker id (--max-long-polls-per-worker); "+
-				"wait for one to answer, or lease several tasks per call (max_tasks)", worker, n)}
+		return nil, s.tooManyWaiting(LimitLongPollsPerWorker, n, l.MaxLongPollsPerWorker,
+			fmt.Sprintf("too many long-polls: worker %q has %d Lease calls waiting for tasks, the limit per worker id (--max-long-polls-per-worker); "+
+				"wait for one to answer, or lease several tasks per call (max_tasks)", worker, n))
 	}
 	if p.byWorker == nil {
 		p.byWorker = make(map[string]int)
@@ -302,6 +308,33 @@ func (s *Server) enterLongPoll(worker string) (leave func(), err error) {
 		if p.byWorker[worker]--; p.byWorker[worker] == 0 {
 			delete(p.byWorker, worker)
 		}
+	}, nil
+}
+
+// tooManyWaiting counts a hit of the limit of calls waiting (kind), n of
+// limit of them waiting already, and refuses the call: resource_exhausted,
+// field wait, with msg.
+func (s *Server) tooManyWaiting(kind string, n, limit int, msg string) error {
+	s.hit(kind)
+	return &limitError{kind: coordinator.ErrTooLarge, field: "wait", size: int64(n) + 1, limit: int64(limit), msg: msg}
+}
+
+// enterWait admits one WaitTask or WaitWorkflow call that waits, or
+// refuses it past LoadLimits.MaxWaiters. leave ends it.
+func (s *Server) enterWait() (leave func(), err error) {
+	p, l := &s.polls, s.opts.Load
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiters >= l.MaxWaiters {
+		return nil, s.tooManyWaiting(LimitWaiters, p.waiters, l.MaxWaiters,
+			fmt.Sprintf("too many waiters: %d calls are waiting for tasks or workflows to end on this server, the limit (--max-waiters); retry with backoff, or ask with wait 0",
+				l.MaxWaiters))
+	}
+	p.waiters++
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.waiters--
 	}, nil
 }
 

@@ -296,3 +296,58 @@ func TestRefusedHeartbeatFlood(t *testing.T) {
 		t.Errorf("1000 heartbeats by made-up leases wrote %d records, want none", n)
 	}
 }
+
+// TestWaitersLimit: past --max-waiters a WaitTask that would wait is
+// answered resource_exhausted at once, naming the limit; one with wait 0
+// is served, and a waiter that ended frees its place.
+func TestWaitersLimit(t *testing.T) {
+	t.Parallel()
+	e := newLimitEnv(t, server.LoadLimits{MaxWaiters: 1})
+	ctx := t.Context()
+	sub, err := e.tasks.Submit(ctx, connect.NewRequest(&tenurev1.SubmitRequest{Queue: "w"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sub.Msg.GetTask().GetTaskId()
+	wait := func(ctx context.Context, d time.Duration) error {
+		_, err := e.tasks.WaitTask(ctx, connect.NewRequest(&tenurev1.WaitTaskRequest{TaskId: id, Wait: durationpb.New(d)}))
+		return err
+	}
+	first, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		// Retried until admitted: a probe below may hold the place.
+		for {
+			err := wait(first, 30*time.Second)
+			if connect.CodeOf(err) != connect.CodeResourceExhausted {
+				done <- err
+				return
+			}
+		}
+	}()
+	// The second waiter is refused once the first one is in.
+	deadline := time.Now().Add(hostileTimeout)
+	for {
+		err := wait(ctx, 10*time.Millisecond)
+		if connect.CodeOf(err) == connect.CodeResourceExhausted {
+			if !strings.Contains(err.Error(), "--max-waiters") {
+				t.Fatalf("the refusal does not name the limit: %v", err)
+			}
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("a second waiter: %v", err)
+		}
+	}
+	if err := wait(ctx, 0); err != nil {
+		t.Fatalf("a wait of 0 past the limit: %v", err)
+	}
+	cancel()
+	<-done
+	for time.Now().Before(deadline) {
+		if err := wait(ctx, 10*time.Millisecond); err == nil {
+			return
+		}
+	}
+	t.Fatal("the place of the waiter that ended was not freed")
+}

@@ -115,6 +115,28 @@ func (h taskService) PurgeTasks(ctx context.Context, req *connect.Request[tenure
 	return connect.NewResponse(&tenurev1.PurgeTasksResponse{Changed: res.changed, Skipped: res.skipped}), nil
 }
 
+func (h taskService) WaitTask(ctx context.Context, req *connect.Request[tenurev1.WaitTaskRequest]) (*connect.Response[tenurev1.WaitTaskResponse], error) {
+	id := req.Msg.GetTaskId()
+	wait, err := duration("wait", req.Msg.GetWait())
+	if err != nil {
+		return nil, h.s.apiError(err)
+	}
+	if wait > 0 {
+		leave, err := h.s.enterWait()
+		if err != nil {
+			return nil, h.s.apiError(err)
+		}
+		defer leave()
+	}
+	return byTask(h.s, ctx, id, true, req, route.Peer.WaitTask, func(c *coordinator.Coordinator) (*tenurev1.WaitTaskResponse, error) {
+		v, done, err := c.WaitTask(ctx, id, wait)
+		if err != nil {
+			return nil, err
+		}
+		return &tenurev1.WaitTaskResponse{Task: task(v), Done: done}, nil
+	})
+}
+
 func (h taskService) GetTaskHistory(ctx context.Context, req *connect.Request[tenurev1.GetTaskHistoryRequest]) (*connect.Response[tenurev1.GetTaskHistoryResponse], error) {
 	id := req.Msg.GetTaskId()
 	return byTask(h.s, ctx, id, true, req, route.Peer.GetTaskHistory, func(c *coordinator.Coordinator) (*tenurev1.GetTaskHistoryResponse, error) {

@@ -468,6 +468,11 @@ func (s *State) resolveDependents(lsn uint64, at Time) {
 // valid until the next Apply.
 func (s *State) Released() []*Task { return s.released }
 
+// Ended lists the tasks the last record applied ended (COMPLETED, FAILED
+// or DEAD), the record's own and those it ended with it, in order: their
+// waiters may answer now. Like a Task, valid until the next Apply.
+func (s *State) Ended() []*Task { return s.ended }
+
 // touchOther records that the record at lsn, which names another task,
 // changed t: its history and last update, and its share of HeldBytes.
 func (s *State) touchOther(t *Task, lsn uint64, at Time) {

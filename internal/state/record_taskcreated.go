@@ -118,6 +118,7 @@ func (r *TaskCreated) create(s *State, lsn uint64, seq uint16, parent string, w 
 	if why != "" {
 		t.progress().FailureReason = why
 		s.account(t)
+		s.ended = append(s.ended, t)
 	}
 	// Its node first: its place in the creation order is its key's order.
 	s.link(t, r.DependsOn, r.OnDependencyFailure, parent, seq, w)

@@ -90,8 +90,10 @@ type State struct {
 	graph     map[*Task]*node
 	workflows map[WorkflowKey]*Workflow
 	finishing []*Task
-	// released holds the tasks the last record released (Released).
+	// released holds the tasks the last record released (Released), and
+	// ended those it ended (Ended).
 	released []*Task
+	ended    []*Task
 }
 
 // New returns an empty state that expects LSN 1 next.
@@ -312,6 +314,10 @@ func (s *State) Apply(lsn uint64, r Record) error {
 		clear(s.released)
 		s.released = s.released[:0]
 	}
+	if len(s.ended) > 0 {
+		clear(s.ended)
+		s.ended = s.ended[:0]
+	}
 	reason := r.apply(s, lsn)
 	if len(s.keysPending) > 0 {
 		s.settleKeys()
@@ -395,6 +401,9 @@ func (s *State) transition(t *Task, to TaskState) {
 		qi.ages.remove(dueMillis(t))
 	}
 	t.State = to
+	if to.Terminal() && !from.Terminal() {
+		s.ended = append(s.ended, t)
+	}
 	if from.Terminal() != to.Terminal() {
 		s.slab.setFinished(t.pos, to.Terminal())
 		if t.keyed {

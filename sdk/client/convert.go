@@ -52,6 +52,10 @@ func taskOf(p *tenurev1.Task) Task {
 	if pr := p.GetProgress(); pr != nil {
 		t.Progress = &Progress{Message: pr.GetMessage(), Percent: pr.GetPercent(), HasPercent: pr.Percent != nil, ReportedAt: timeOf(pr.GetReportedAt())}
 	}
+	t.WorkflowID, t.SpawnedBy, t.OnDependencyFailure = p.GetWorkflowId(), p.GetSpawnedBy(), DependencyFailure(p.GetOnDependencyFailure())
+	for _, d := range p.GetDependencies() {
+		t.Dependencies = append(t.Dependencies, Dependency{TaskID: d.GetTaskId(), State: DependencyState(d.GetState())})
+	}
 	if ex := p.GetExecutions(); len(ex) > 0 {
 		t.Executions = make([]Execution, len(ex))
 		for i, e := range ex {
@@ -82,7 +86,13 @@ func taskPtr(p *tenurev1.Task) *Task {
 }
 
 func leasedTaskOf(p *tenurev1.LeasedTask) LeasedTask {
+	var deps []DependencyResult
+	for _, d := range p.GetDependencies() {
+		deps = append(deps, DependencyResult{TaskID: d.GetTaskId(), State: TaskState(d.GetState()), Result: d.GetResult(), ResultOmitted: d.GetResultOmitted()})
+	}
 	return LeasedTask{
+		WorkflowID:      p.GetWorkflowId(),
+		Dependencies:    deps,
 		ID:              p.GetTaskId(),
 		Namespace:       p.GetNamespace(),
 		Queue:           p.GetQueue(),
@@ -133,6 +143,7 @@ func fillSubmit(codec Codec, op, field string, r *SubmitRequest, out *tenurev1.S
 		}
 	}
 	out.Namespace, out.Queue, out.Kind, out.Payload, out.RequestId, out.Priority = r.Namespace, r.Queue, r.Kind, r.Payload, r.RequestID, r.Priority
+	out.DependsOn, out.OnDependencyFailure = r.DependsOn, tenurev1.DependencyFailure(r.OnDependencyFailure)
 	if out.RequestId == "" {
 		out.RequestId = newRequestID()
 	}
@@ -281,4 +292,21 @@ func queueEventsOf(p *tenurev1.QueueEvents) QueueEvents {
 func (f TaskFilter) proto() *tenurev1.TaskFilter {
 	return &tenurev1.TaskFilter{Namespace: f.Namespace, Queue: f.Queue, State: tenurev1.TaskState(f.State), All: f.All,
 		CreatedBefore: optTime(f.CreatedBefore)}
+}
+
+// spawnMessages converts the tasks a commit or completion spawns, as a
+// SubmitBatch converts its requests (field names them: "Spawn[i].").
+func spawnMessages(codec Codec, op string, rs []SubmitRequest) ([]*tenurev1.SubmitRequest, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	out := make([]*tenurev1.SubmitRequest, len(rs))
+	for i := range rs {
+		r := rs[i] // the caller's request stays as it was
+		out[i] = new(tenurev1.SubmitRequest)
+		if err := fillSubmit(codec, op, fmt.Sprintf("Spawn[%d].", i), &r, out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"iter"
 	"math"
 	"sync"
+	"time"
 
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 )
@@ -47,7 +48,7 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, e
 // after that check, some tasks may exist: retry with the same request ids
 // to learn which.
 func (c *Client) SubmitBatch(ctx context.Context, req SubmitBatchRequest) ([]SubmitResult, error) {
-	msg := &tenurev1.SubmitBatchRequest{Requests: make([]*tenurev1.SubmitRequest, len(req.Requests))}
+	msg := &tenurev1.SubmitBatchRequest{Requests: make([]*tenurev1.SubmitRequest, len(req.Requests)), WorkflowId: req.WorkflowID}
 	held, reqs := pooled[tenurev1.SubmitRequest](&submitMessages, len(req.Requests))
 	tc := traceContextOf(ctx)
 	for i := range req.Requests {
@@ -296,4 +297,58 @@ func (c *Client) GetTaskHistory(ctx context.Context, req GetTaskHistoryRequest) 
 		out[i] = historyEntryOf(e)
 	}
 	return out, nil
+}
+
+// WaitTask waits up to req.Wait for the task to end, and returns it as it
+// is then: Task.State.Ended() says whether it has (COMPLETED, with its
+// Result, FAILED or DEAD). Wait waits for as long as it takes.
+func (c *Client) WaitTask(ctx context.Context, req WaitTaskRequest) (*Task, error) {
+	resp, err := call(ctx, c, "WaitTask", c.tasks.WaitTask, &tenurev1.WaitTaskRequest{TaskId: req.TaskID, Wait: optDuration(req.Wait)})
+	if err != nil {
+		return nil, err
+	}
+	return taskPtr(resp.GetTask()), nil
+}
+
+// maxWait is the longest wait of one WaitTask call Wait makes: the
+// server's default limit of a long-poll.
+const maxWait = 30 * time.Second
+
+// Wait waits until task taskID has ended (COMPLETED, FAILED or DEAD) and
+// returns it, calling WaitTask again and again; ctx bounds the whole wait.
+// A task that FAILED or is DEAD is returned without an error: look at its
+// State and FailureReason.
+func (c *Client) Wait(ctx context.Context, taskID string) (*Task, error) {
+	for {
+		wait := maxWait
+		if d, ok := ctx.Deadline(); ok {
+			// Answered before ctx ends, so the last answer is the task's.
+			wait = min(wait, max(time.Until(d)-time.Second, 0))
+		}
+		t, err := c.WaitTask(ctx, WaitTaskRequest{TaskID: taskID, Wait: wait})
+		if err != nil {
+			return nil, err
+		}
+		if t.State.Ended() {
+			return t, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return t, err
+		}
+		if wait == 0 {
+			// Less than a second is left: look once more at its end.
+			<-ctx.Done()
+		}
+	}
+}
+
+// SubmitAndWait submits req and waits until its task has ended (Submit,
+// then Wait): the task with its result, or how it failed. ctx bounds the
+// whole call; a retry with the same req.RequestID waits for the same task.
+func (c *Client) SubmitAndWait(ctx context.Context, req SubmitRequest) (*Task, error) {
+	res, err := c.Submit(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return c.Wait(ctx, res.TaskID)
 }

@@ -40,15 +40,83 @@ const (
 	// TaskStateFailed is terminal: attempts ran out, or a worker said the
 	// failure is permanent.
 	TaskStateFailed
-	// TaskStateDead is terminal: killed with KillTask.
+	// TaskStateDead is terminal: killed with KillTask, or ended by a task
+	// it depends on that failed (FailureReason "dependency_failed: ...").
 	TaskStateDead
+	// TaskStateBlocked: waiting for the tasks it depends on
+	// (Task.Dependencies) to complete; then WAITING.
+	TaskStateBlocked
 )
 
-var taskStateNames = [...]string{"UNSPECIFIED", "WAITING", "LEASED", "COMMITTED", "COMPLETED", "FAILED", "DEAD"}
+var taskStateNames = [...]string{"UNSPECIFIED", "WAITING", "LEASED", "COMMITTED", "COMPLETED", "FAILED", "DEAD", "BLOCKED"}
 
 // String returns the state's name as the API spells it without its
 // prefix: "WAITING", "LEASED", ...
 func (s TaskState) String() string { return enumName(taskStateNames[:], uint8(s), "TaskState") }
+
+// Ended reports whether the task has ended: COMPLETED, FAILED or DEAD.
+func (s TaskState) Ended() bool {
+	return s == TaskStateCompleted || s == TaskStateFailed || s == TaskStateDead
+}
+
+// DependencyFailure says what a task does when a task it depends on ends
+// FAILED or DEAD (SubmitRequest.OnDependencyFailure). The values are the
+// API's enum numbers (tenure.v1.DependencyFailure).
+type DependencyFailure uint8
+
+const (
+	// DependencyFailureDefault is DependencyFailureDead.
+	DependencyFailureDefault DependencyFailure = iota
+	// DependencyFailureDead ends the task DEAD at once, and its own
+	// dependents with it.
+	DependencyFailureDead
+	// DependencyFailureRun runs the task once every task it depends on has
+	// ended, however; its lease says how each ended.
+	DependencyFailureRun
+)
+
+// DependencyState is what a task knows of a task it depends on. The
+// values are the API's enum numbers (tenure.v1.DependencyState).
+type DependencyState uint8
+
+const (
+	DependencyStateUnspecified DependencyState = iota
+	// DependencyStatePending: it has not ended.
+	DependencyStatePending
+	// DependencyStateCompleted: it ended COMPLETED.
+	DependencyStateCompleted
+	// DependencyStateFailed: it ended FAILED or DEAD.
+	DependencyStateFailed
+)
+
+var dependencyStateNames = [...]string{"UNSPECIFIED", "PENDING", "COMPLETED", "FAILED"}
+
+// String returns the state's name as the API spells it without its
+// prefix: "PENDING", "COMPLETED", "FAILED".
+func (s DependencyState) String() string {
+	return enumName(dependencyStateNames[:], uint8(s), "DependencyState")
+}
+
+// Dependency is a task another depends on (Task.Dependencies).
+type Dependency struct {
+	TaskID string
+	State  DependencyState
+}
+
+// DependencyResult is a task a leased task depended on, as it ended
+// (LeasedTask.Dependencies): its inputs.
+type DependencyResult struct {
+	TaskID string
+	// State is how it ended: COMPLETED, or for a task that runs anyway
+	// (DependencyFailureRun) FAILED or DEAD; unspecified if it is no
+	// longer kept.
+	State TaskState
+	// Result is its result when it completed, unless ResultOmitted: it was
+	// left out to keep the lease within the payload limit (read it with
+	// GetTask).
+	Result        []byte
+	ResultOmitted bool
+}
 
 // ExecutionStatus is the status of one attempt:
 //
@@ -142,6 +210,14 @@ type Task struct {
 	// Progress is the last progress the worker holding the current lease
 	// reported; nil without a lease or a report.
 	Progress *Progress
+	// WorkflowID is the workflow the task belongs to ("" for none),
+	// SpawnedBy the task whose commit spawned it ("" for none).
+	WorkflowID string
+	SpawnedBy  string
+	// Dependencies are the tasks it depends on, with what it knows of
+	// each: a BLOCKED task waits for those pending.
+	Dependencies        []Dependency
+	OnDependencyFailure DependencyFailure
 }
 
 // TraceContext is a W3C trace context: the traceparent and tracestate of
@@ -238,12 +314,23 @@ type SubmitRequest struct {
 	// plus Timeout, instead of Deadline (set one of them at most). Zero:
 	// none.
 	Timeout time.Duration
+	// DependsOn names the tasks this one depends on: it is BLOCKED, and
+	// not leased, until every one of them is COMPLETED. Task ids or, in a
+	// SubmitBatch (or a spawn), the RequestID of another task of the same
+	// batch.
+	DependsOn []string
+	// OnDependencyFailure says what a dependency that fails does to it.
+	OnDependencyFailure DependencyFailure
 }
 
 // SubmitBatchRequest holds the tasks of one SubmitBatch call.
 type SubmitBatchRequest struct {
 	// Requests are the tasks, up to 1000 (the server's default limit).
 	Requests []SubmitRequest
+	// WorkflowID, if set, makes the batch a workflow: its tasks are
+	// created all or none, in one record, and the id names them from then
+	// on (docs/guides/workflows.md).
+	WorkflowID string
 	// ReturnTasks reads every whole task back, in SubmitResult.Task, with
 	// a GetTask call per task once the batch is submitted (eight at a
 	// time). The server answers a SubmitBatch with each task's id only: it
@@ -390,6 +477,11 @@ type LeasedTask struct {
 	// TraceContext is the trace context the task was submitted with (zero:
 	// none): the span of this attempt continues the submitter's trace.
 	TraceContext TraceContext
+	// WorkflowID is the workflow the task belongs to ("" for none).
+	WorkflowID string
+	// Dependencies are the tasks it depended on, as they ended, with their
+	// results: its inputs.
+	Dependencies []DependencyResult
 }
 
 // FencingToken identifies the one commit of a task: the task and the
@@ -429,6 +521,11 @@ type CommitRequest struct {
 	// Result is the task's one result, once the commit wins. At most 1 MiB
 	// (the server's default limit).
 	Result []byte
+	// Spawn holds the tasks the commit spawns — children, and
+	// continuations that depend on them (DependsOn naming their RequestIDs,
+	// task ids, or this task) — created with the commit, only if it wins
+	// (docs/guides/workflows.md).
+	Spawn []SubmitRequest
 }
 
 // CompleteRequest finishes a leased task (Complete), or one item of a
@@ -439,6 +536,17 @@ type CompleteRequest struct {
 	// Result is the task's result when it completes from LEASED; ignored
 	// when it was committed (the committed result stands).
 	Result []byte
+	// Spawn holds the tasks the completion spawns, as CommitRequest.Spawn;
+	// only a completion that commits (from LEASED) may spawn.
+	Spawn []SubmitRequest
+}
+
+// WaitTaskRequest names the task to wait for (WaitTask).
+type WaitTaskRequest struct {
+	TaskID string // required
+	// Wait is how long to wait for it to end: 0 answers at once; at most
+	// 30s (the server's default limit).
+	Wait time.Duration
 }
 
 // CompleteBatchRequest holds the completions of one CompleteBatch and,

@@ -97,7 +97,11 @@ func (c *Client) Heartbeat(ctx context.Context, req HeartbeatRequest) (Heartbeat
 // fencing token. ErrLeaseLost or ErrAlreadyCommitted mean: apply no
 // effects.
 func (c *Client) Commit(ctx context.Context, req CommitRequest) (FencingToken, error) {
-	resp, err := call(ctx, c, "Commit", c.workers.Commit, &tenurev1.CommitRequest{TaskId: req.TaskID, LeaseId: req.LeaseID, Result: req.Result})
+	spawn, err := spawnMessages(c.codec, "Commit", req.Spawn)
+	if err != nil {
+		return FencingToken{}, err
+	}
+	resp, err := call(ctx, c, "Commit", c.workers.Commit, &tenurev1.CommitRequest{TaskId: req.TaskID, LeaseId: req.LeaseID, Result: req.Result, Spawn: spawn})
 	if err != nil {
 		return FencingToken{}, err
 	}
@@ -109,7 +113,11 @@ func (c *Client) Commit(ctx context.Context, req CommitRequest) (FencingToken, e
 // completes in one step; from COMMITTED it finalises the committed result
 // (req.Result is then ignored).
 func (c *Client) Complete(ctx context.Context, req CompleteRequest) error {
-	_, err := call(ctx, c, "Complete", c.workers.Complete, &tenurev1.CompleteRequest{TaskId: req.TaskID, LeaseId: req.LeaseID, Result: req.Result})
+	spawn, err := spawnMessages(c.codec, "Complete", req.Spawn)
+	if err != nil {
+		return err
+	}
+	_, err = call(ctx, c, "Complete", c.workers.Complete, &tenurev1.CompleteRequest{TaskId: req.TaskID, LeaseId: req.LeaseID, Result: req.Result, Spawn: spawn})
 	return err
 }
 
@@ -147,6 +155,13 @@ func (c *Client) CompleteBatch(ctx context.Context, req CompleteBatchRequest) (C
 	held, reqs := pooled[tenurev1.CompleteRequest](&completeMessages, len(req.Items))
 	for i, it := range req.Items {
 		reqs[i] = tenurev1.CompleteRequest{TaskId: it.TaskID, LeaseId: it.LeaseID, Result: it.Result}
+		if len(it.Spawn) > 0 {
+			var err error
+			if reqs[i].Spawn, err = spawnMessages(c.codec, "CompleteBatch", it.Spawn); err != nil {
+				unpool(&completeMessages, held, reqs)
+				return CompleteBatchResult{}, err
+			}
+		}
 		msg.Items[i] = &reqs[i]
 	}
 	resp, err := call(ctx, c, "CompleteBatch", c.workers.CompleteBatch, msg)

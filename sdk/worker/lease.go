@@ -67,6 +67,9 @@ type keeper struct {
 	sent     client.Progress
 	hasSent  bool
 	lastBeat time.Time
+	// spawn holds the tasks the handler asked to spawn with its commit
+	// (Spawn), until the commit or completion takes them.
+	spawn []client.SubmitRequest
 }
 
 // keepLease starts heartbeating t's lease every HeartbeatEvery × window.

@@ -116,6 +116,37 @@ func ReportProgress(ctx context.Context, p Progress) error {
 	return nil
 }
 
+// Spawn adds tasks to what the attempt that ctx, a handler's context,
+// belongs to spawns when it commits: children, and continuations that
+// depend on them (DependsOn naming their RequestIDs, task ids, or this
+// task). They go with the attempt's Commit (or its Complete, for a
+// handler without effects) and are created only if that commit wins, in
+// the same record (docs/guides/workflows.md): a handler that fails,
+// snoozes or loses its lease spawns nothing. A spawned task without a
+// Namespace is in the task's. The error says that ctx is not a handler's.
+func Spawn(ctx context.Context, tasks ...client.SubmitRequest) error {
+	k, _ := ctx.Value(keeperKey{}).(*keeper)
+	if k == nil {
+		return errors.New("worker: Spawn: ctx is not the context of a running handler; pass the handler's ctx")
+	}
+	k.b.mu.Lock()
+	k.spawn = append(k.spawn, tasks...)
+	k.b.mu.Unlock()
+	return nil
+}
+
+// takeSpawn returns what the handler asked to spawn, and forgets it.
+func (k *keeper) takeSpawn() []client.SubmitRequest {
+	if k.b == nil {
+		return nil
+	}
+	k.b.mu.Lock()
+	defer k.b.mu.Unlock()
+	s := k.spawn
+	k.spawn = nil
+	return s
+}
+
 // keeperKey is the context key of a running handler's keeper.
 type keeperKey struct{}
 

@@ -566,7 +566,7 @@ func (w *Worker) attempt(ctx context.Context, a *attempt) Finish {
 		return w.complete(ctx, a, result)
 	}
 	rctx, cancel := reportCtx(ctx)
-	tok, err := w.c.Commit(rctx, client.CommitRequest{TaskID: t.ID, LeaseID: t.LeaseID, Result: result})
+	tok, err := w.c.Commit(rctx, client.CommitRequest{TaskID: t.ID, LeaseID: t.LeaseID, Result: result, Spawn: k.takeSpawn()})
 	cancel()
 	if err != nil {
 		k.stop()
@@ -691,7 +691,7 @@ func (w *Worker) complete(ctx context.Context, a *attempt, result []byte) Finish
 	} else {
 		rctx = context.WithoutCancel(ctx)
 	}
-	if err := w.completions.complete(rctx, client.CompleteRequest{TaskID: t.ID, LeaseID: t.LeaseID, Result: result}); err != nil {
+	if err := w.completions.complete(rctx, client.CompleteRequest{TaskID: t.ID, LeaseID: t.LeaseID, Result: result, Spawn: a.k.takeSpawn()}); err != nil {
 		if leaseLost(err) {
 			lg.Warn("complete refused: the lease was lost", "err", err)
 			return w.finished(a, Finish{Outcome: OutcomeLost, Err: err})

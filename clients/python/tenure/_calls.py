@@ -22,7 +22,7 @@ class Calls(_Base):
     fields as keyword arguments, and returns its response message.
     Errors are tenure.TenureError subclasses (tenure.LeaseLost, ...)."""
 
-    def submit(self, request: Optional[m.SubmitRequest] = None, /, *, namespace: str = "", queue: str = "", payload: bytes = b"", request_id: str = "", execution_window: Duration = None, retry_policy: Optional[m.RetryPolicy] = None, not_before: Optional[datetime] = None, priority: int = 0, deadline: Optional[datetime] = None, timeout: Duration = None, trace_context: Optional[m.TraceContext] = None, kind: str = "", args: Any = None) -> m.SubmitResponse:
+    def submit(self, request: Optional[m.SubmitRequest] = None, /, *, namespace: str = "", queue: str = "", payload: bytes = b"", request_id: str = "", execution_window: Duration = None, retry_policy: Optional[m.RetryPolicy] = None, not_before: Optional[datetime] = None, priority: int = 0, deadline: Optional[datetime] = None, timeout: Duration = None, trace_context: Optional[m.TraceContext] = None, kind: str = "", key: str = "", depends_on: Optional[Sequence[str]] = None, on_dependency_failure: m.DependencyFailure = m.DependencyFailure.UNSPECIFIED, args: Any = None) -> m.SubmitResponse:
         """Submit creates one task in WAITING. The task is durable (in the
         write-ahead log) when the call returns.
 
@@ -39,9 +39,9 @@ class Calls(_Base):
         args, if given, is the task's arguments: JSON-encoded as its
         payload, and, for a type made with tenure.kind, its kind and defaults.
         """
-        return self._call(RPCS['Submit'], request, args=args, namespace=namespace, queue=queue, payload=payload, request_id=request_id, execution_window=execution_window, retry_policy=retry_policy, not_before=not_before, priority=priority, deadline=deadline, timeout=timeout, trace_context=trace_context, kind=kind)  # type: ignore[no-any-return]
+        return self._call(RPCS['Submit'], request, args=args, namespace=namespace, queue=queue, payload=payload, request_id=request_id, execution_window=execution_window, retry_policy=retry_policy, not_before=not_before, priority=priority, deadline=deadline, timeout=timeout, trace_context=trace_context, kind=kind, key=key, depends_on=depends_on, on_dependency_failure=on_dependency_failure)  # type: ignore[no-any-return]
 
-    def submit_batch(self, request: Optional[m.SubmitBatchRequest] = None, /, *, requests: Optional[Sequence[m.SubmitRequest]] = None) -> m.SubmitBatchResponse:
+    def submit_batch(self, request: Optional[m.SubmitBatchRequest] = None, /, *, requests: Optional[Sequence[m.SubmitRequest]] = None, workflow_id: str = "") -> m.SubmitBatchResponse:
         """SubmitBatch submits up to 1000 tasks (default limit) in one call. Every
         request is validated before any task is created: an invalid one fails
         the whole call with INVALID_ARGUMENT naming its index. The answer names
@@ -51,7 +51,7 @@ class Calls(_Base):
 
         Request: SubmitBatchRequest; answer: SubmitBatchResponse.
         """
-        return self._call(RPCS['SubmitBatch'], request, requests=requests)  # type: ignore[no-any-return]
+        return self._call(RPCS['SubmitBatch'], request, requests=requests, workflow_id=workflow_id)  # type: ignore[no-any-return]
 
     def get_task(self, request: Optional[m.GetTaskRequest] = None, /, *, task_id: str = "") -> m.GetTaskResponse:
         """GetTask returns one task with its executions. NOT_FOUND if there is no
@@ -132,6 +132,17 @@ class Calls(_Base):
         """
         return self._call(RPCS['GetTaskHistory'], request, task_id=task_id)  # type: ignore[no-any-return]
 
+    def wait_task(self, request: Optional[m.WaitTaskRequest] = None, /, *, task_id: str = "", wait: Duration = None) -> m.WaitTaskResponse:
+        """WaitTask answers as soon as the task has ended (COMPLETED, FAILED or
+        DEAD), or when wait runs out, with the task as it is then (done says
+        which): a long-poll for a task's result. Call it again until done.
+        The waits of a server are bounded (--max-waiters, 10,000 default):
+        past it, RESOURCE_EXHAUSTED at once; retry with backoff.
+
+        Request: WaitTaskRequest; answer: WaitTaskResponse.
+        """
+        return self._call(RPCS['WaitTask'], request, task_id=task_id, wait=wait)  # type: ignore[no-any-return]
+
     def list_queues(self, request: Optional[m.ListQueuesRequest] = None, /, *, namespace: str = "") -> m.ListQueuesResponse:
         """ListQueues lists the queues that exist (with a task, paused, with
         limits, or with an event in the last hour), ordered by namespace and
@@ -168,7 +179,7 @@ class Calls(_Base):
         """
         return self._call(RPCS['ResumeQueue'], request, namespace=namespace, queue=queue, reason=reason, requested_by=requested_by)  # type: ignore[no-any-return]
 
-    def set_queue_limits(self, request: Optional[m.SetQueueLimitsRequest] = None, /, *, namespace: str = "", queue: str = "", max_concurrency: Optional[int] = None, rate: Optional[float] = None, burst: Optional[int] = None, clear_max_concurrency: bool = False, clear_rate: bool = False, reason: str = "", requested_by: str = "") -> m.SetQueueLimitsResponse:
+    def set_queue_limits(self, request: Optional[m.SetQueueLimitsRequest] = None, /, *, namespace: str = "", queue: str = "", max_concurrency: Optional[int] = None, rate: Optional[float] = None, burst: Optional[int] = None, clear_max_concurrency: bool = False, clear_rate: bool = False, reason: str = "", requested_by: str = "", key_max_concurrency: Optional[int] = None, key_rate: Optional[float] = None, key_burst: Optional[int] = None, clear_key_max_concurrency: bool = False, clear_key_rate: bool = False, key_ordered: Optional[bool] = None, fair: Optional[bool] = None) -> m.SetQueueLimitsResponse:
         """SetQueueLimits sets or clears a queue's flow control: at most
         max_concurrency leases live at once, and leases granted at most at
         rate per second with bursts of burst (a token bucket). A limit the
@@ -182,7 +193,7 @@ class Calls(_Base):
 
         Request: SetQueueLimitsRequest; answer: SetQueueLimitsResponse.
         """
-        return self._call(RPCS['SetQueueLimits'], request, namespace=namespace, queue=queue, max_concurrency=max_concurrency, rate=rate, burst=burst, clear_max_concurrency=clear_max_concurrency, clear_rate=clear_rate, reason=reason, requested_by=requested_by)  # type: ignore[no-any-return]
+        return self._call(RPCS['SetQueueLimits'], request, namespace=namespace, queue=queue, max_concurrency=max_concurrency, rate=rate, burst=burst, clear_max_concurrency=clear_max_concurrency, clear_rate=clear_rate, reason=reason, requested_by=requested_by, key_max_concurrency=key_max_concurrency, key_rate=key_rate, key_burst=key_burst, clear_key_max_concurrency=clear_key_max_concurrency, clear_key_rate=clear_key_rate, key_ordered=key_ordered, fair=fair)  # type: ignore[no-any-return]
 
     def lease(self, request: Optional[m.LeaseRequest] = None, /, *, worker_id: str = "", namespace: str = "", queue: str = "", max_tasks: int = 0, wait: Duration = None, queues: Optional[Sequence[str]] = None) -> m.LeaseResponse:
         """Lease grants up to max_tasks tasks of one queue to the worker, higher
@@ -214,7 +225,7 @@ class Calls(_Base):
         """
         return self._call(RPCS['Heartbeat'], request, task_id=task_id, lease_id=lease_id, progress=progress)  # type: ignore[no-any-return]
 
-    def commit(self, request: Optional[m.CommitRequest] = None, /, *, task_id: str = "", lease_id: str = "", result: bytes = b"") -> m.CommitResponse:
+    def commit(self, request: Optional[m.CommitRequest] = None, /, *, task_id: str = "", lease_id: str = "", result: bytes = b"", spawn: Optional[Sequence[m.SubmitRequest]] = None) -> m.CommitResponse:
         """Commit records the attempt's result as the task's one committed result:
         the idempotency boundary. The first valid commit wins and is durable
         before it is answered; only after a successful Commit may the worker
@@ -226,16 +237,16 @@ class Calls(_Base):
 
         Request: CommitRequest; answer: CommitResponse.
         """
-        return self._call(RPCS['Commit'], request, task_id=task_id, lease_id=lease_id, result=result)  # type: ignore[no-any-return]
+        return self._call(RPCS['Commit'], request, task_id=task_id, lease_id=lease_id, result=result, spawn=spawn)  # type: ignore[no-any-return]
 
-    def complete(self, request: Optional[m.CompleteRequest] = None, /, *, task_id: str = "", lease_id: str = "", result: bytes = b"") -> m.CompleteResponse:
+    def complete(self, request: Optional[m.CompleteRequest] = None, /, *, task_id: str = "", lease_id: str = "", result: bytes = b"", spawn: Optional[Sequence[m.SubmitRequest]] = None) -> m.CompleteResponse:
         """Complete finishes the task (COMPLETED, terminal) and releases the lease.
         From LEASED it commits and completes in one step; from COMMITTED it
         finalises the committed result.
 
         Request: CompleteRequest; answer: CompleteResponse.
         """
-        return self._call(RPCS['Complete'], request, task_id=task_id, lease_id=lease_id, result=result)  # type: ignore[no-any-return]
+        return self._call(RPCS['Complete'], request, task_id=task_id, lease_id=lease_id, result=result, spawn=spawn)  # type: ignore[no-any-return]
 
     def complete_batch(self, request: Optional[m.CompleteBatchRequest] = None, /, *, items: Optional[Sequence[m.CompleteRequest]] = None, lease: Optional[m.LeaseRequest] = None) -> m.CompleteBatchResponse:
         """CompleteBatch completes up to 1000 tasks (default limit) in one call,
@@ -415,7 +426,7 @@ class AsyncCalls(_Base):
     fields as keyword arguments, and returns its response message.
     Errors are tenure.TenureError subclasses (tenure.LeaseLost, ...)."""
 
-    async def submit(self, request: Optional[m.SubmitRequest] = None, /, *, namespace: str = "", queue: str = "", payload: bytes = b"", request_id: str = "", execution_window: Duration = None, retry_policy: Optional[m.RetryPolicy] = None, not_before: Optional[datetime] = None, priority: int = 0, deadline: Optional[datetime] = None, timeout: Duration = None, trace_context: Optional[m.TraceContext] = None, kind: str = "", args: Any = None) -> m.SubmitResponse:
+    async def submit(self, request: Optional[m.SubmitRequest] = None, /, *, namespace: str = "", queue: str = "", payload: bytes = b"", request_id: str = "", execution_window: Duration = None, retry_policy: Optional[m.RetryPolicy] = None, not_before: Optional[datetime] = None, priority: int = 0, deadline: Optional[datetime] = None, timeout: Duration = None, trace_context: Optional[m.TraceContext] = None, kind: str = "", key: str = "", depends_on: Optional[Sequence[str]] = None, on_dependency_failure: m.DependencyFailure = m.DependencyFailure.UNSPECIFIED, args: Any = None) -> m.SubmitResponse:
         """Submit creates one task in WAITING. The task is durable (in the
         write-ahead log) when the call returns.
 
@@ -432,9 +443,9 @@ class AsyncCalls(_Base):
         args, if given, is the task's arguments: JSON-encoded as its
         payload, and, for a type made with tenure.kind, its kind and defaults.
         """
-        return await self._call(RPCS['Submit'], request, args=args, namespace=namespace, queue=queue, payload=payload, request_id=request_id, execution_window=execution_window, retry_policy=retry_policy, not_before=not_before, priority=priority, deadline=deadline, timeout=timeout, trace_context=trace_context, kind=kind)  # type: ignore[no-any-return]
+        return await self._call(RPCS['Submit'], request, args=args, namespace=namespace, queue=queue, payload=payload, request_id=request_id, execution_window=execution_window, retry_policy=retry_policy, not_before=not_before, priority=priority, deadline=deadline, timeout=timeout, trace_context=trace_context, kind=kind, key=key, depends_on=depends_on, on_dependency_failure=on_dependency_failure)  # type: ignore[no-any-return]
 
-    async def submit_batch(self, request: Optional[m.SubmitBatchRequest] = None, /, *, requests: Optional[Sequence[m.SubmitRequest]] = None) -> m.SubmitBatchResponse:
+    async def submit_batch(self, request: Optional[m.SubmitBatchRequest] = None, /, *, requests: Optional[Sequence[m.SubmitRequest]] = None, workflow_id: str = "") -> m.SubmitBatchResponse:
         """SubmitBatch submits up to 1000 tasks (default limit) in one call. Every
         request is validated before any task is created: an invalid one fails
         the whole call with INVALID_ARGUMENT naming its index. The answer names
@@ -444,7 +455,7 @@ class AsyncCalls(_Base):
 
         Request: SubmitBatchRequest; answer: SubmitBatchResponse.
         """
-        return await self._call(RPCS['SubmitBatch'], request, requests=requests)  # type: ignore[no-any-return]
+        return await self._call(RPCS['SubmitBatch'], request, requests=requests, workflow_id=workflow_id)  # type: ignore[no-any-return]
 
     async def get_task(self, request: Optional[m.GetTaskRequest] = None, /, *, task_id: str = "") -> m.GetTaskResponse:
         """GetTask returns one task with its executions. NOT_FOUND if there is no
@@ -525,6 +536,17 @@ class AsyncCalls(_Base):
         """
         return await self._call(RPCS['GetTaskHistory'], request, task_id=task_id)  # type: ignore[no-any-return]
 
+    async def wait_task(self, request: Optional[m.WaitTaskRequest] = None, /, *, task_id: str = "", wait: Duration = None) -> m.WaitTaskResponse:
+        """WaitTask answers as soon as the task has ended (COMPLETED, FAILED or
+        DEAD), or when wait runs out, with the task as it is then (done says
+        which): a long-poll for a task's result. Call it again until done.
+        The waits of a server are bounded (--max-waiters, 10,000 default):
+        past it, RESOURCE_EXHAUSTED at once; retry with backoff.
+
+        Request: WaitTaskRequest; answer: WaitTaskResponse.
+        """
+        return await self._call(RPCS['WaitTask'], request, task_id=task_id, wait=wait)  # type: ignore[no-any-return]
+
     async def list_queues(self, request: Optional[m.ListQueuesRequest] = None, /, *, namespace: str = "") -> m.ListQueuesResponse:
         """ListQueues lists the queues that exist (with a task, paused, with
         limits, or with an event in the last hour), ordered by namespace and
@@ -561,7 +583,7 @@ class AsyncCalls(_Base):
         """
         return await self._call(RPCS['ResumeQueue'], request, namespace=namespace, queue=queue, reason=reason, requested_by=requested_by)  # type: ignore[no-any-return]
 
-    async def set_queue_limits(self, request: Optional[m.SetQueueLimitsRequest] = None, /, *, namespace: str = "", queue: str = "", max_concurrency: Optional[int] = None, rate: Optional[float] = None, burst: Optional[int] = None, clear_max_concurrency: bool = False, clear_rate: bool = False, reason: str = "", requested_by: str = "") -> m.SetQueueLimitsResponse:
+    async def set_queue_limits(self, request: Optional[m.SetQueueLimitsRequest] = None, /, *, namespace: str = "", queue: str = "", max_concurrency: Optional[int] = None, rate: Optional[float] = None, burst: Optional[int] = None, clear_max_concurrency: bool = False, clear_rate: bool = False, reason: str = "", requested_by: str = "", key_max_concurrency: Optional[int] = None, key_rate: Optional[float] = None, key_burst: Optional[int] = None, clear_key_max_concurrency: bool = False, clear_key_rate: bool = False, key_ordered: Optional[bool] = None, fair: Optional[bool] = None) -> m.SetQueueLimitsResponse:
         """SetQueueLimits sets or clears a queue's flow control: at most
         max_concurrency leases live at once, and leases granted at most at
         rate per second with bursts of burst (a token bucket). A limit the
@@ -575,7 +597,7 @@ class AsyncCalls(_Base):
 
         Request: SetQueueLimitsRequest; answer: SetQueueLimitsResponse.
         """
-        return await self._call(RPCS['SetQueueLimits'], request, namespace=namespace, queue=queue, max_concurrency=max_concurrency, rate=rate, burst=burst, clear_max_concurrency=clear_max_concurrency, clear_rate=clear_rate, reason=reason, requested_by=requested_by)  # type: ignore[no-any-return]
+        return await self._call(RPCS['SetQueueLimits'], request, namespace=namespace, queue=queue, max_concurrency=max_concurrency, rate=rate, burst=burst, clear_max_concurrency=clear_max_concurrency, clear_rate=clear_rate, reason=reason, requested_by=requested_by, key_max_concurrency=key_max_concurrency, key_rate=key_rate, key_burst=key_burst, clear_key_max_concurrency=clear_key_max_concurrency, clear_key_rate=clear_key_rate, key_ordered=key_ordered, fair=fair)  # type: ignore[no-any-return]
 
     async def lease(self, request: Optional[m.LeaseRequest] = None, /, *, worker_id: str = "", namespace: str = "", queue: str = "", max_tasks: int = 0, wait: Duration = None, queues: Optional[Sequence[str]] = None) -> m.LeaseResponse:
         """Lease grants up to max_tasks tasks of one queue to the worker, higher
@@ -607,7 +629,7 @@ class AsyncCalls(_Base):
         """
         return await self._call(RPCS['Heartbeat'], request, task_id=task_id, lease_id=lease_id, progress=progress)  # type: ignore[no-any-return]
 
-    async def commit(self, request: Optional[m.CommitRequest] = None, /, *, task_id: str = "", lease_id: str = "", result: bytes = b"") -> m.CommitResponse:
+    async def commit(self, request: Optional[m.CommitRequest] = None, /, *, task_id: str = "", lease_id: str = "", result: bytes = b"", spawn: Optional[Sequence[m.SubmitRequest]] = None) -> m.CommitResponse:
         """Commit records the attempt's result as the task's one committed result:
         the idempotency boundary. The first valid commit wins and is durable
         before it is answered; only after a successful Commit may the worker
@@ -619,16 +641,16 @@ class AsyncCalls(_Base):
 
         Request: CommitRequest; answer: CommitResponse.
         """
-        return await self._call(RPCS['Commit'], request, task_id=task_id, lease_id=lease_id, result=result)  # type: ignore[no-any-return]
+        return await self._call(RPCS['Commit'], request, task_id=task_id, lease_id=lease_id, result=result, spawn=spawn)  # type: ignore[no-any-return]
 
-    async def complete(self, request: Optional[m.CompleteRequest] = None, /, *, task_id: str = "", lease_id: str = "", result: bytes = b"") -> m.CompleteResponse:
+    async def complete(self, request: Optional[m.CompleteRequest] = None, /, *, task_id: str = "", lease_id: str = "", result: bytes = b"", spawn: Optional[Sequence[m.SubmitRequest]] = None) -> m.CompleteResponse:
         """Complete finishes the task (COMPLETED, terminal) and releases the lease.
         From LEASED it commits and completes in one step; from COMMITTED it
         finalises the committed result.
 
         Request: CompleteRequest; answer: CompleteResponse.
         """
-        return await self._call(RPCS['Complete'], request, task_id=task_id, lease_id=lease_id, result=result)  # type: ignore[no-any-return]
+        return await self._call(RPCS['Complete'], request, task_id=task_id, lease_id=lease_id, result=result, spawn=spawn)  # type: ignore[no-any-return]
 
     async def complete_batch(self, request: Optional[m.CompleteBatchRequest] = None, /, *, items: Optional[Sequence[m.CompleteRequest]] = None, lease: Optional[m.LeaseRequest] = None) -> m.CompleteBatchResponse:
         """CompleteBatch completes up to 1000 tasks (default limit) in one call,

@@ -95,10 +95,50 @@ class TaskState(enum.IntEnum):
     FAILED = 5
     """Terminal: attempts ran out, or a worker said the failure is permanent."""
     DEAD = 6
-    """Terminal: killed with KillTask."""
+    """Terminal: killed with KillTask, or ended because a task it depends on
+    failed (failure_reason "dependency_failed: ...").
+    """
+    BLOCKED = 7
+    """Waiting for the tasks it depends on (Task.dependencies) to complete:
+    not leased before the last of them is COMPLETED, then WAITING.
+    """
 
 
 TaskState._proto_prefix = 'TASK_STATE_'  # type: ignore[attr-defined]
+
+
+class DependencyFailure(enum.IntEnum):
+    """DependencyFailure says what a task does when a task it depends on ends
+    FAILED or DEAD.
+    """
+    UNSPECIFIED = 0
+    """The default: DEAD."""
+    DEAD = 1
+    """The task ends DEAD at once, failure reason "dependency_failed: task X
+    is FAILED", and so do the tasks that depend on it.
+    """
+    RUN = 2
+    """The task runs anyway once every task it depends on has ended; its
+    lease says how each ended.
+    """
+
+
+DependencyFailure._proto_prefix = 'DEPENDENCY_FAILURE_'  # type: ignore[attr-defined]
+
+
+class DependencyState(enum.IntEnum):
+    """DependencyState is what a task knows of one of its dependencies."""
+    UNSPECIFIED = 0
+    """Not a state."""
+    PENDING = 1
+    """The dependency has not ended."""
+    COMPLETED = 2
+    """The dependency ended COMPLETED."""
+    FAILED = 3
+    """The dependency ended FAILED or DEAD."""
+
+
+DependencyState._proto_prefix = 'DEPENDENCY_STATE_'  # type: ignore[attr-defined]
 
 
 class ExecutionStatus(enum.IntEnum):
@@ -208,6 +248,17 @@ class ErrorDetail:
 
 
 @dataclass
+class Dependency:
+    """Dependency is one task another depends on."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    task_id: str = ""
+    """The task depended on."""
+    state: DependencyState = DependencyState.UNSPECIFIED
+    """What the dependent knows of it."""
+
+
+@dataclass
 class RetryPolicy:
     """RetryPolicy decides what a failed or expired attempt leads to. The wait
     before attempt n+1 is initial_backoff * backoff_multiplier^(n-1), capped
@@ -303,6 +354,20 @@ class Task:
     """
     kind: str = ""
     """What kind of work the task is (SubmitRequest.kind); "" for none."""
+    key: str = ""
+    """The task's key (SubmitRequest.key); "" for none."""
+    workflow_id: str = ""
+    """The workflow the task belongs to (SubmitBatchRequest.workflow_id, or
+    its parent's); "" for none.
+    """
+    dependencies: List[Dependency] = dataclasses.field(default_factory=list)
+    """The tasks it depends on, in the order given, with what it knows of
+    each: a BLOCKED task waits for those PENDING.
+    """
+    on_dependency_failure: DependencyFailure = DependencyFailure.UNSPECIFIED
+    """What a dependency that fails does to it (UNSPECIFIED: DEAD)."""
+    spawned_by: str = ""
+    """The task whose commit spawned it (CommitRequest.spawn); "" for none."""
 
 
 @dataclass
@@ -428,6 +493,29 @@ class SubmitRequest:
     A request_id submitted again with another kind is refused, as with
     another payload.
     """
+    key: str = ""
+    """The task's key, usually the id of one of the caller's entities (a
+    customer, an account): the queue's key limits (SetQueueLimitsRequest
+    key_max_concurrency, key_rate, key_ordered, fair) hold each key's
+    tasks. 1 to 128 bytes of UTF-8 without spaces or control characters;
+    "" (the default) for none. In cluster mode every task of a key goes to
+    one partition of its queue. A request_id submitted again with another
+    key is refused, as with another payload.
+    """
+    depends_on: List[str] = dataclasses.field(default_factory=list)
+    """The tasks it depends on: it is BLOCKED, and not leased, until every
+    one of them is COMPLETED. Each entry is a task id or, in a SubmitBatch,
+    the request_id of a task of the same batch (in either order: the
+    batch's tasks are created dependencies first). Each names a task of
+    the same namespace, once; at most 10,000 (default limit,
+    --max-dependencies), and a chain of dependencies at most 1,000 deep
+    (--max-workflow-depth). A cycle or an unknown id is refused with the
+    entry named, and nothing of the batch is created.
+    """
+    on_dependency_failure: DependencyFailure = DependencyFailure.UNSPECIFIED
+    """What a dependency that ends FAILED or DEAD does to this task
+    (default: DEAD, reason dependency_failed).
+    """
 
 
 @dataclass
@@ -450,6 +538,17 @@ class SubmitBatchRequest:
     _FIELDS: ClassVar[Tuple[F, ...]] = ()
     requests: List[SubmitRequest] = dataclasses.field(default_factory=list)
     """1..1000 requests (default limit), each as for Submit."""
+    workflow_id: str = ""
+    """Makes the batch a workflow: its tasks are created all or none, in one
+    record, and the workflow id names them from then on (WorkflowService).
+    Its tasks are in one namespace; a task without a request_id gets one
+    made of the workflow id and its index, so that the batch sent again
+    is answered with the first one's tasks (duplicates), and a workflow
+    id sent with other tasks is refused. Up to 100,000 tasks per workflow
+    (--max-workflow-tasks), their payloads at most 4 MiB together
+    (--max-atomic-bytes). "" (the default): a plain batch. At most 256
+    bytes, no spaces.
+    """
 
 
 @dataclass
@@ -717,6 +816,30 @@ class HistoryEntry:
 
 
 @dataclass
+class WaitTaskRequest:
+    """WaitTaskRequest names the task to wait for."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    task_id: str = ""
+    """The task; required."""
+    wait: Optional[timedelta] = None
+    """How long to wait for it to end. Unset or 0: answer at once. At most
+    30s (default limit); give the HTTP client a timeout above it.
+    """
+
+
+@dataclass
+class WaitTaskResponse:
+    """WaitTaskResponse is the task at the end of the wait."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    task: Optional[Task] = None
+    """The task as it is when the wait ended."""
+    done: bool = False
+    """The task has ended: COMPLETED (with its result), FAILED or DEAD."""
+
+
+@dataclass
 class ListQueuesRequest:
     """ListQueuesRequest filters the queues listed."""
 
@@ -847,6 +970,34 @@ class SetQueueLimitsRequest:
     """Why, kept in the record. At most 4 KiB."""
     requested_by: str = ""
     """Who asks, as PauseQueueRequest.requested_by."""
+    key_max_concurrency: Optional[int] = None
+    """The flow control of the queue's keys (SubmitRequest.key), whole in
+    every partition (in cluster mode a key's tasks are all in one): at
+    most this many leases of one key live at once, 1 to 1000000. 0 is
+    refused: clear it with clear_key_max_concurrency.
+    """
+    key_rate: Optional[float] = None
+    """Each key's token bucket: at most this many leases of one key per
+    second on average, more than 0, at most 1000000, to the thousandth.
+    """
+    key_burst: Optional[int] = None
+    """The leases a full bucket of one key grants at once: 1 to 1000000;
+    only with a key rate. Unset when a key rate is set: the queue's key
+    burst if it has one, otherwise the key rate rounded up.
+    """
+    clear_key_max_concurrency: bool = False
+    """Removes the key max concurrency; the key rate and its burst."""
+    clear_key_rate: bool = False
+    key_ordered: Optional[bool] = None
+    """A key's tasks run one at a time, in creation order (a failed task
+    with attempts left holds its key's place). Refused with a
+    key_max_concurrency above 1. Unset: kept as it is.
+    """
+    fair: Optional[bool] = None
+    """Leasing takes turns across the keys that have tasks to lease (the
+    tasks without a key take theirs as one more key), instead of taking
+    the queue's tasks by priority then age. Unset: kept as it is.
+    """
 
 
 @dataclass
@@ -876,6 +1027,14 @@ class QueueLimits:
     """Who set them, why, and when (the latest change, in cluster mode)."""
     reason: str = ""
     set_at: Optional[datetime] = None
+    key_max_concurrency: int = 0
+    """The flow control of the queue's keys (SetQueueLimitsRequest), whole
+    in every partition.
+    """
+    key_rate: float = 0.0
+    key_burst: int = 0
+    key_ordered: bool = False
+    fair: bool = False
 
 
 @dataclass
@@ -1056,6 +1215,34 @@ class LeasedTask:
     """
     kind: str = ""
     """What kind of work the task is (SubmitRequest.kind); "" for none."""
+    key: str = ""
+    """The task's key (SubmitRequest.key); "" for none."""
+    workflow_id: str = ""
+    """The workflow the task belongs to; "" for none."""
+    dependencies: List[DependencyResult] = dataclasses.field(default_factory=list)
+    """The tasks it depends on, in the order it named them, with how each
+    ended and, for those that completed, their results: the task's inputs.
+    The results together are at most the payload limit (1 MiB, default);
+    those past it are left out (result_omitted): read them with GetTask.
+    """
+
+
+@dataclass
+class DependencyResult:
+    """DependencyResult is one task a leased task depended on, as it ended."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    task_id: str = ""
+    """The task depended on."""
+    state: TaskState = TaskState.UNSPECIFIED
+    """How it ended: COMPLETED, or (for a task that runs anyway,
+    DEPENDENCY_FAILURE_RUN) FAILED or DEAD; UNSPECIFIED if it is no longer
+    kept (finished longer ago than the retention).
+    """
+    result: bytes = b""
+    """Its result, when it completed (and result_omitted is not set)."""
+    result_omitted: bool = False
+    """Its result was left out to keep the lease within the payload limit."""
 
 
 @dataclass
@@ -1111,6 +1298,16 @@ class CommitRequest:
     """Its current lease; required."""
     result: bytes = b""
     """The result, kept as the task's result. At most 1 MiB (default limit)."""
+    spawn: List[SubmitRequest] = dataclasses.field(default_factory=list)
+    """Tasks this commit spawns: children, and continuations that depend on
+    them (depends_on naming the request_ids of this list, task ids, or
+    this task). They are created in the same record as the commit, in this
+    task's workflow, only by the attempt whose commit wins: a retried or
+    stale attempt never spawns, and a repeated Commit by the same lease
+    spawns nothing more. Each as for Submit; all in this task's namespace;
+    at most 10,000 (default limit, --max-spawn), their payloads at most 4
+    MiB together (--max-atomic-bytes). A bad one refuses the commit.
+    """
 
 
 @dataclass
@@ -1120,6 +1317,10 @@ class CommitResponse:
     _FIELDS: ClassVar[Tuple[F, ...]] = ()
     fencing_token: Optional[FencingToken] = None
     """Key for the external effects of this commit."""
+    spawned_task_ids: List[str] = dataclasses.field(default_factory=list)
+    """The ids of the tasks spawn created, in its order (empty for a
+    repeated Commit: the first one's answer said them).
+    """
 
 
 @dataclass
@@ -1150,13 +1351,20 @@ class CompleteRequest:
     task is already committed: the committed result stands. At most 1 MiB
     (default limit).
     """
+    spawn: List[SubmitRequest] = dataclasses.field(default_factory=list)
+    """Tasks this completion spawns, as CommitRequest.spawn: only when it
+    commits (from LEASED); a task committed before spawned at its commit,
+    and a spawn given then is refused.
+    """
 
 
 @dataclass
 class CompleteResponse:
-    """CompleteResponse is empty."""
+    """CompleteResponse names the tasks a completion spawned."""
 
     _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    spawned_task_ids: List[str] = dataclasses.field(default_factory=list)
+    """The ids of the tasks spawn created, in its order."""
 
 
 @dataclass
@@ -1818,6 +2026,10 @@ ErrorDetail._FIELDS = (
     F('limit', 'limit', 8, 'i64', None, False, False),
     F('retry_after', 'retryAfter', 9, 'dur', None, False, False),
 )
+Dependency._FIELDS = (
+    F('task_id', 'taskId', 1, 'str', None, False, False),
+    F('state', 'state', 2, 'enum', DependencyState, False, False),
+)
 RetryPolicy._FIELDS = (
     F('max_attempts', 'maxAttempts', 1, 'u32', None, False, False),
     F('initial_backoff', 'initialBackoff', 2, 'dur', None, False, False),
@@ -1849,6 +2061,11 @@ Task._FIELDS = (
     F('trace_context', 'traceContext', 22, 'msg', TraceContext, False, False),
     F('progress', 'progress', 23, 'msg', Progress, False, False),
     F('kind', 'kind', 24, 'str', None, False, False),
+    F('key', 'key', 25, 'str', None, False, False),
+    F('workflow_id', 'workflowId', 26, 'str', None, False, False),
+    F('dependencies', 'dependencies', 27, 'msg', Dependency, True, False),
+    F('on_dependency_failure', 'onDependencyFailure', 28, 'enum', DependencyFailure, False, False),
+    F('spawned_by', 'spawnedBy', 29, 'str', None, False, False),
 )
 TraceContext._FIELDS = (
     F('traceparent', 'traceparent', 1, 'str', None, False, False),
@@ -1884,6 +2101,9 @@ SubmitRequest._FIELDS = (
     F('timeout', 'timeout', 10, 'dur', None, False, False),
     F('trace_context', 'traceContext', 11, 'msg', TraceContext, False, False),
     F('kind', 'kind', 12, 'str', None, False, False),
+    F('key', 'key', 13, 'str', None, False, False),
+    F('depends_on', 'dependsOn', 14, 'str', None, True, False),
+    F('on_dependency_failure', 'onDependencyFailure', 15, 'enum', DependencyFailure, False, False),
 )
 SubmitResponse._FIELDS = (
     F('task', 'task', 1, 'msg', Task, False, False),
@@ -1891,6 +2111,7 @@ SubmitResponse._FIELDS = (
 )
 SubmitBatchRequest._FIELDS = (
     F('requests', 'requests', 1, 'msg', SubmitRequest, True, False),
+    F('workflow_id', 'workflowId', 4, 'str', None, False, False),
 )
 SubmitBatchResponse._FIELDS = (
     F('task_ids', 'taskIds', 2, 'str', None, True, False),
@@ -1980,6 +2201,14 @@ HistoryEntry._FIELDS = (
     F('requested_by', 'requestedBy', 8, 'str', None, False, False),
     F('reason', 'reason', 9, 'str', None, False, False),
 )
+WaitTaskRequest._FIELDS = (
+    F('task_id', 'taskId', 1, 'str', None, False, False),
+    F('wait', 'wait', 2, 'dur', None, False, False),
+)
+WaitTaskResponse._FIELDS = (
+    F('task', 'task', 1, 'msg', Task, False, False),
+    F('done', 'done', 2, 'bool', None, False, False),
+)
 ListQueuesRequest._FIELDS = (
     F('namespace', 'namespace', 1, 'str', None, False, False),
 )
@@ -2023,6 +2252,13 @@ SetQueueLimitsRequest._FIELDS = (
     F('clear_rate', 'clearRate', 7, 'bool', None, False, False),
     F('reason', 'reason', 8, 'str', None, False, False),
     F('requested_by', 'requestedBy', 9, 'str', None, False, False),
+    F('key_max_concurrency', 'keyMaxConcurrency', 10, 'u32', None, False, True),
+    F('key_rate', 'keyRate', 11, 'f64', None, False, True),
+    F('key_burst', 'keyBurst', 12, 'u32', None, False, True),
+    F('clear_key_max_concurrency', 'clearKeyMaxConcurrency', 13, 'bool', None, False, False),
+    F('clear_key_rate', 'clearKeyRate', 14, 'bool', None, False, False),
+    F('key_ordered', 'keyOrdered', 15, 'bool', None, False, True),
+    F('fair', 'fair', 16, 'bool', None, False, True),
 )
 SetQueueLimitsResponse._FIELDS = (
     F('changed', 'changed', 1, 'bool', None, False, False),
@@ -2035,6 +2271,11 @@ QueueLimits._FIELDS = (
     F('requested_by', 'requestedBy', 4, 'str', None, False, False),
     F('reason', 'reason', 5, 'str', None, False, False),
     F('set_at', 'setAt', 6, 'ts', None, False, False),
+    F('key_max_concurrency', 'keyMaxConcurrency', 7, 'u32', None, False, False),
+    F('key_rate', 'keyRate', 8, 'f64', None, False, False),
+    F('key_burst', 'keyBurst', 9, 'u32', None, False, False),
+    F('key_ordered', 'keyOrdered', 10, 'bool', None, False, False),
+    F('fair', 'fair', 11, 'bool', None, False, False),
 )
 Queue._FIELDS = (
     F('namespace', 'namespace', 1, 'str', None, False, False),
@@ -2098,6 +2339,15 @@ LeasedTask._FIELDS = (
     F('deadline', 'deadline', 11, 'ts', None, False, False),
     F('trace_context', 'traceContext', 12, 'msg', TraceContext, False, False),
     F('kind', 'kind', 13, 'str', None, False, False),
+    F('key', 'key', 14, 'str', None, False, False),
+    F('workflow_id', 'workflowId', 15, 'str', None, False, False),
+    F('dependencies', 'dependencies', 16, 'msg', DependencyResult, True, False),
+)
+DependencyResult._FIELDS = (
+    F('task_id', 'taskId', 1, 'str', None, False, False),
+    F('state', 'state', 2, 'enum', TaskState, False, False),
+    F('result', 'result', 3, 'bytes', None, False, False),
+    F('result_omitted', 'resultOmitted', 4, 'bool', None, False, False),
 )
 StartRequest._FIELDS = (
     F('task_id', 'taskId', 1, 'str', None, False, False),
@@ -2116,9 +2366,11 @@ CommitRequest._FIELDS = (
     F('task_id', 'taskId', 1, 'str', None, False, False),
     F('lease_id', 'leaseId', 2, 'str', None, False, False),
     F('result', 'result', 3, 'bytes', None, False, False),
+    F('spawn', 'spawn', 4, 'msg', SubmitRequest, True, False),
 )
 CommitResponse._FIELDS = (
     F('fencing_token', 'fencingToken', 1, 'msg', FencingToken, False, False),
+    F('spawned_task_ids', 'spawnedTaskIds', 2, 'str', None, True, False),
 )
 FencingToken._FIELDS = (
     F('task_id', 'taskId', 1, 'str', None, False, False),
@@ -2128,8 +2380,11 @@ CompleteRequest._FIELDS = (
     F('task_id', 'taskId', 1, 'str', None, False, False),
     F('lease_id', 'leaseId', 2, 'str', None, False, False),
     F('result', 'result', 3, 'bytes', None, False, False),
+    F('spawn', 'spawn', 4, 'msg', SubmitRequest, True, False),
 )
-CompleteResponse._FIELDS = ()
+CompleteResponse._FIELDS = (
+    F('spawned_task_ids', 'spawnedTaskIds', 1, 'str', None, True, False),
+)
 CompleteBatchRequest._FIELDS = (
     F('items', 'items', 1, 'msg', CompleteRequest, True, False),
     F('lease', 'lease', 3, 'msg', LeaseRequest, False, False),
@@ -2377,6 +2632,7 @@ RPCS: Dict[str, Rpc] = {
     'KillTasks': Rpc('tenure.v1.TaskService', 'KillTasks', KillTasksRequest, KillTasksResponse, False),
     'PurgeTasks': Rpc('tenure.v1.TaskService', 'PurgeTasks', PurgeTasksRequest, PurgeTasksResponse, False),
     'GetTaskHistory': Rpc('tenure.v1.TaskService', 'GetTaskHistory', GetTaskHistoryRequest, GetTaskHistoryResponse, True),
+    'WaitTask': Rpc('tenure.v1.TaskService', 'WaitTask', WaitTaskRequest, WaitTaskResponse, True),
     'ListQueues': Rpc('tenure.v1.QueueService', 'ListQueues', ListQueuesRequest, ListQueuesResponse, True),
     'GetQueue': Rpc('tenure.v1.QueueService', 'GetQueue', GetQueueRequest, GetQueueResponse, True),
     'PauseQueue': Rpc('tenure.v1.QueueService', 'PauseQueue', PauseQueueRequest, PauseQueueResponse, False),
@@ -2422,6 +2678,10 @@ __all__ = [
     'CreateScheduleResponse',
     'DeleteScheduleRequest',
     'DeleteScheduleResponse',
+    'Dependency',
+    'DependencyFailure',
+    'DependencyResult',
+    'DependencyState',
     'ErrorDetail',
     'ErrorReason',
     'Execution',
@@ -2499,6 +2759,8 @@ __all__ = [
     'TraceContext',
     'UpdateScheduleRequest',
     'UpdateScheduleResponse',
+    'WaitTaskRequest',
+    'WaitTaskResponse',
     'WhoAmIRequest',
     'WhoAmIResponse',
     'RPCS',

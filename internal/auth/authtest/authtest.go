@@ -206,6 +206,10 @@ var calls = map[string]call{
 		_, err := e.tasks.GetTaskHistory(ctx, req(tok, &tenurev1.GetTaskHistoryRequest{TaskId: e.task[tg]}))
 		return answerOf(err)
 	}},
+	"TaskService/WaitTask": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		_, err := e.tasks.WaitTask(ctx, req(tok, &tenurev1.WaitTaskRequest{TaskId: e.task[tg]}))
+		return answerOf(err)
+	}},
 	"TaskService/KillTask": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
 		_, err := e.tasks.KillTask(ctx, req(tok, &tenurev1.KillTaskRequest{TaskId: e.task[tg], Reason: "authz"}))
 		return answerOf(err)

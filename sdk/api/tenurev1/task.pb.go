@@ -2502,6 +2502,117 @@ func (x *HistoryEntry) GetReason() string {
 	return ""
 }
 
+// WaitTaskRequest names the task to wait for.
+type WaitTaskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task; required.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// How long to wait for it to end. Unset or 0: answer at once. At most
+	// 30s (default limit); give the HTTP client a timeout above it.
+	Wait          *durationpb.Duration `protobuf:"bytes,2,opt,name=wait,proto3" json:"wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitTaskRequest) Reset() {
+	*x = WaitTaskRequest{}
+	mi := &file_tenure_v1_task_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitTaskRequest) ProtoMessage() {}
+
+func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_task_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitTaskRequest.ProtoReflect.Descriptor instead.
+func (*WaitTaskRequest) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *WaitTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *WaitTaskRequest) GetWait() *durationpb.Duration {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
+// WaitTaskResponse is the task at the end of the wait.
+type WaitTaskResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task as it is when the wait ended.
+	Task *Task `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// The task has ended: COMPLETED (with its result), FAILED or DEAD.
+	Done          bool `protobuf:"varint,2,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitTaskResponse) Reset() {
+	*x = WaitTaskResponse{}
+	mi := &file_tenure_v1_task_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitTaskResponse) ProtoMessage() {}
+
+func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_task_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitTaskResponse.ProtoReflect.Descriptor instead.
+func (*WaitTaskResponse) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_task_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *WaitTaskResponse) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+func (x *WaitTaskResponse) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
 var File_tenure_v1_task_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_task_proto_rawDesc = "" +
@@ -2681,7 +2792,13 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\aattempt\x18\x06 \x01(\rR\aattempt\x12\x16\n" +
 	"\x06detail\x18\a \x01(\tR\x06detail\x12!\n" +
 	"\frequested_by\x18\b \x01(\tR\vrequestedBy\x12\x16\n" +
-	"\x06reason\x18\t \x01(\tR\x06reason*\xce\x01\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\"Y\n" +
+	"\x0fWaitTaskRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12-\n" +
+	"\x04wait\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"K\n" +
+	"\x10WaitTaskResponse\x12#\n" +
+	"\x04task\x18\x01 \x01(\v2\x0f.tenure.v1.TaskR\x04task\x12\x12\n" +
+	"\x04done\x18\x02 \x01(\bR\x04done*\xce\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_STATE_WAITING\x10\x01\x12\x15\n" +
@@ -2707,7 +2824,7 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\x1aEXECUTION_STATUS_COMMITTED\x10\x03\x12\x19\n" +
 	"\x15EXECUTION_STATUS_DONE\x10\x04\x12\x1c\n" +
 	"\x18EXECUTION_STATUS_ABORTED\x10\x05\x12\x1c\n" +
-	"\x18EXECUTION_STATUS_SNOOZED\x10\x062\xf5\x05\n" +
+	"\x18EXECUTION_STATUS_SNOOZED\x10\x062\xbf\x06\n" +
 	"\vTaskService\x12=\n" +
 	"\x06Submit\x12\x18.tenure.v1.SubmitRequest\x1a\x19.tenure.v1.SubmitResponse\x12L\n" +
 	"\vSubmitBatch\x12\x1d.tenure.v1.SubmitBatchRequest\x1a\x1e.tenure.v1.SubmitBatchResponse\x12E\n" +
@@ -2720,7 +2837,8 @@ const file_tenure_v1_task_proto_rawDesc = "" +
 	"\tKillTasks\x12\x1b.tenure.v1.KillTasksRequest\x1a\x1c.tenure.v1.KillTasksResponse\x12I\n" +
 	"\n" +
 	"PurgeTasks\x12\x1c.tenure.v1.PurgeTasksRequest\x1a\x1d.tenure.v1.PurgeTasksResponse\x12Z\n" +
-	"\x0eGetTaskHistory\x12 .tenure.v1.GetTaskHistoryRequest\x1a!.tenure.v1.GetTaskHistoryResponse\"\x03\x90\x02\x01B6Z4github.com/tenurehq/tenure/sdk/api/tenurev1;tenurev1b\x06proto3"
+	"\x0eGetTaskHistory\x12 .tenure.v1.GetTaskHistoryRequest\x1a!.tenure.v1.GetTaskHistoryResponse\"\x03\x90\x02\x01\x12H\n" +
+	"\bWaitTask\x12\x1a.tenure.v1.WaitTaskRequest\x1a\x1b.tenure.v1.WaitTaskResponse\"\x03\x90\x02\x01B6Z4github.com/tenurehq/tenure/sdk/api/tenurev1;tenurev1b\x06proto3"
 
 var (
 	file_tenure_v1_task_proto_rawDescOnce sync.Once
@@ -2735,7 +2853,7 @@ func file_tenure_v1_task_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_v1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tenure_v1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_tenure_v1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_tenure_v1_task_proto_goTypes = []any{
 	(TaskState)(0),                 // 0: tenure.v1.TaskState
 	(DependencyFailure)(0),         // 1: tenure.v1.DependencyFailure
@@ -2769,38 +2887,40 @@ var file_tenure_v1_task_proto_goTypes = []any{
 	(*GetTaskHistoryRequest)(nil),  // 29: tenure.v1.GetTaskHistoryRequest
 	(*GetTaskHistoryResponse)(nil), // 30: tenure.v1.GetTaskHistoryResponse
 	(*HistoryEntry)(nil),           // 31: tenure.v1.HistoryEntry
-	(*durationpb.Duration)(nil),    // 32: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 33: google.protobuf.Timestamp
+	(*WaitTaskRequest)(nil),        // 32: tenure.v1.WaitTaskRequest
+	(*WaitTaskResponse)(nil),       // 33: tenure.v1.WaitTaskResponse
+	(*durationpb.Duration)(nil),    // 34: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 35: google.protobuf.Timestamp
 }
 var file_tenure_v1_task_proto_depIdxs = []int32{
 	2,  // 0: tenure.v1.Dependency.state:type_name -> tenure.v1.DependencyState
-	32, // 1: tenure.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
-	32, // 2: tenure.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
+	34, // 1: tenure.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
+	34, // 2: tenure.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
 	0,  // 3: tenure.v1.Task.state:type_name -> tenure.v1.TaskState
-	32, // 4: tenure.v1.Task.execution_window:type_name -> google.protobuf.Duration
+	34, // 4: tenure.v1.Task.execution_window:type_name -> google.protobuf.Duration
 	5,  // 5: tenure.v1.Task.retry_policy:type_name -> tenure.v1.RetryPolicy
-	33, // 6: tenure.v1.Task.not_before:type_name -> google.protobuf.Timestamp
-	33, // 7: tenure.v1.Task.created_at:type_name -> google.protobuf.Timestamp
-	33, // 8: tenure.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
-	33, // 9: tenure.v1.Task.lease_expiry:type_name -> google.protobuf.Timestamp
+	35, // 6: tenure.v1.Task.not_before:type_name -> google.protobuf.Timestamp
+	35, // 7: tenure.v1.Task.created_at:type_name -> google.protobuf.Timestamp
+	35, // 8: tenure.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
+	35, // 9: tenure.v1.Task.lease_expiry:type_name -> google.protobuf.Timestamp
 	9,  // 10: tenure.v1.Task.executions:type_name -> tenure.v1.Execution
-	33, // 11: tenure.v1.Task.deadline:type_name -> google.protobuf.Timestamp
+	35, // 11: tenure.v1.Task.deadline:type_name -> google.protobuf.Timestamp
 	7,  // 12: tenure.v1.Task.trace_context:type_name -> tenure.v1.TraceContext
 	8,  // 13: tenure.v1.Task.progress:type_name -> tenure.v1.Progress
 	4,  // 14: tenure.v1.Task.dependencies:type_name -> tenure.v1.Dependency
 	1,  // 15: tenure.v1.Task.on_dependency_failure:type_name -> tenure.v1.DependencyFailure
-	33, // 16: tenure.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
+	35, // 16: tenure.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
 	3,  // 17: tenure.v1.Execution.status:type_name -> tenure.v1.ExecutionStatus
-	33, // 18: tenure.v1.Execution.leased_at:type_name -> google.protobuf.Timestamp
-	33, // 19: tenure.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
-	33, // 20: tenure.v1.Execution.committed_at:type_name -> google.protobuf.Timestamp
-	33, // 21: tenure.v1.Execution.finished_at:type_name -> google.protobuf.Timestamp
-	33, // 22: tenure.v1.Execution.lease_expiry:type_name -> google.protobuf.Timestamp
-	32, // 23: tenure.v1.SubmitRequest.execution_window:type_name -> google.protobuf.Duration
+	35, // 18: tenure.v1.Execution.leased_at:type_name -> google.protobuf.Timestamp
+	35, // 19: tenure.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
+	35, // 20: tenure.v1.Execution.committed_at:type_name -> google.protobuf.Timestamp
+	35, // 21: tenure.v1.Execution.finished_at:type_name -> google.protobuf.Timestamp
+	35, // 22: tenure.v1.Execution.lease_expiry:type_name -> google.protobuf.Timestamp
+	34, // 23: tenure.v1.SubmitRequest.execution_window:type_name -> google.protobuf.Duration
 	5,  // 24: tenure.v1.SubmitRequest.retry_policy:type_name -> tenure.v1.RetryPolicy
-	33, // 25: tenure.v1.SubmitRequest.not_before:type_name -> google.protobuf.Timestamp
-	33, // 26: tenure.v1.SubmitRequest.deadline:type_name -> google.protobuf.Timestamp
-	32, // 27: tenure.v1.SubmitRequest.timeout:type_name -> google.protobuf.Duration
+	35, // 25: tenure.v1.SubmitRequest.not_before:type_name -> google.protobuf.Timestamp
+	35, // 26: tenure.v1.SubmitRequest.deadline:type_name -> google.protobuf.Timestamp
+	34, // 27: tenure.v1.SubmitRequest.timeout:type_name -> google.protobuf.Duration
 	7,  // 28: tenure.v1.SubmitRequest.trace_context:type_name -> tenure.v1.TraceContext
 	1,  // 29: tenure.v1.SubmitRequest.on_dependency_failure:type_name -> tenure.v1.DependencyFailure
 	6,  // 30: tenure.v1.SubmitResponse.task:type_name -> tenure.v1.Task
@@ -2810,38 +2930,42 @@ var file_tenure_v1_task_proto_depIdxs = []int32{
 	6,  // 34: tenure.v1.ListTasksResponse.tasks:type_name -> tenure.v1.Task
 	6,  // 35: tenure.v1.RetryTaskResponse.task:type_name -> tenure.v1.Task
 	0,  // 36: tenure.v1.TaskFilter.state:type_name -> tenure.v1.TaskState
-	33, // 37: tenure.v1.TaskFilter.created_before:type_name -> google.protobuf.Timestamp
+	35, // 37: tenure.v1.TaskFilter.created_before:type_name -> google.protobuf.Timestamp
 	21, // 38: tenure.v1.RetryTasksRequest.filter:type_name -> tenure.v1.TaskFilter
 	21, // 39: tenure.v1.KillTasksRequest.filter:type_name -> tenure.v1.TaskFilter
 	21, // 40: tenure.v1.PurgeTasksRequest.filter:type_name -> tenure.v1.TaskFilter
 	6,  // 41: tenure.v1.KillTaskResponse.task:type_name -> tenure.v1.Task
 	31, // 42: tenure.v1.GetTaskHistoryResponse.entries:type_name -> tenure.v1.HistoryEntry
-	33, // 43: tenure.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
-	10, // 44: tenure.v1.TaskService.Submit:input_type -> tenure.v1.SubmitRequest
-	12, // 45: tenure.v1.TaskService.SubmitBatch:input_type -> tenure.v1.SubmitBatchRequest
-	14, // 46: tenure.v1.TaskService.GetTask:input_type -> tenure.v1.GetTaskRequest
-	16, // 47: tenure.v1.TaskService.ListTasks:input_type -> tenure.v1.ListTasksRequest
-	18, // 48: tenure.v1.TaskService.KillTask:input_type -> tenure.v1.KillTaskRequest
-	19, // 49: tenure.v1.TaskService.RetryTask:input_type -> tenure.v1.RetryTaskRequest
-	22, // 50: tenure.v1.TaskService.RetryTasks:input_type -> tenure.v1.RetryTasksRequest
-	24, // 51: tenure.v1.TaskService.KillTasks:input_type -> tenure.v1.KillTasksRequest
-	26, // 52: tenure.v1.TaskService.PurgeTasks:input_type -> tenure.v1.PurgeTasksRequest
-	29, // 53: tenure.v1.TaskService.GetTaskHistory:input_type -> tenure.v1.GetTaskHistoryRequest
-	11, // 54: tenure.v1.TaskService.Submit:output_type -> tenure.v1.SubmitResponse
-	13, // 55: tenure.v1.TaskService.SubmitBatch:output_type -> tenure.v1.SubmitBatchResponse
-	15, // 56: tenure.v1.TaskService.GetTask:output_type -> tenure.v1.GetTaskResponse
-	17, // 57: tenure.v1.TaskService.ListTasks:output_type -> tenure.v1.ListTasksResponse
-	28, // 58: tenure.v1.TaskService.KillTask:output_type -> tenure.v1.KillTaskResponse
-	20, // 59: tenure.v1.TaskService.RetryTask:output_type -> tenure.v1.RetryTaskResponse
-	23, // 60: tenure.v1.TaskService.RetryTasks:output_type -> tenure.v1.RetryTasksResponse
-	25, // 61: tenure.v1.TaskService.KillTasks:output_type -> tenure.v1.KillTasksResponse
-	27, // 62: tenure.v1.TaskService.PurgeTasks:output_type -> tenure.v1.PurgeTasksResponse
-	30, // 63: tenure.v1.TaskService.GetTaskHistory:output_type -> tenure.v1.GetTaskHistoryResponse
-	54, // [54:64] is the sub-list for method output_type
-	44, // [44:54] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	35, // 43: tenure.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
+	34, // 44: tenure.v1.WaitTaskRequest.wait:type_name -> google.protobuf.Duration
+	6,  // 45: tenure.v1.WaitTaskResponse.task:type_name -> tenure.v1.Task
+	10, // 46: tenure.v1.TaskService.Submit:input_type -> tenure.v1.SubmitRequest
+	12, // 47: tenure.v1.TaskService.SubmitBatch:input_type -> tenure.v1.SubmitBatchRequest
+	14, // 48: tenure.v1.TaskService.GetTask:input_type -> tenure.v1.GetTaskRequest
+	16, // 49: tenure.v1.TaskService.ListTasks:input_type -> tenure.v1.ListTasksRequest
+	18, // 50: tenure.v1.TaskService.KillTask:input_type -> tenure.v1.KillTaskRequest
+	19, // 51: tenure.v1.TaskService.RetryTask:input_type -> tenure.v1.RetryTaskRequest
+	22, // 52: tenure.v1.TaskService.RetryTasks:input_type -> tenure.v1.RetryTasksRequest
+	24, // 53: tenure.v1.TaskService.KillTasks:input_type -> tenure.v1.KillTasksRequest
+	26, // 54: tenure.v1.TaskService.PurgeTasks:input_type -> tenure.v1.PurgeTasksRequest
+	29, // 55: tenure.v1.TaskService.GetTaskHistory:input_type -> tenure.v1.GetTaskHistoryRequest
+	32, // 56: tenure.v1.TaskService.WaitTask:input_type -> tenure.v1.WaitTaskRequest
+	11, // 57: tenure.v1.TaskService.Submit:output_type -> tenure.v1.SubmitResponse
+	13, // 58: tenure.v1.TaskService.SubmitBatch:output_type -> tenure.v1.SubmitBatchResponse
+	15, // 59: tenure.v1.TaskService.GetTask:output_type -> tenure.v1.GetTaskResponse
+	17, // 60: tenure.v1.TaskService.ListTasks:output_type -> tenure.v1.ListTasksResponse
+	28, // 61: tenure.v1.TaskService.KillTask:output_type -> tenure.v1.KillTaskResponse
+	20, // 62: tenure.v1.TaskService.RetryTask:output_type -> tenure.v1.RetryTaskResponse
+	23, // 63: tenure.v1.TaskService.RetryTasks:output_type -> tenure.v1.RetryTasksResponse
+	25, // 64: tenure.v1.TaskService.KillTasks:output_type -> tenure.v1.KillTasksResponse
+	27, // 65: tenure.v1.TaskService.PurgeTasks:output_type -> tenure.v1.PurgeTasksResponse
+	30, // 66: tenure.v1.TaskService.GetTaskHistory:output_type -> tenure.v1.GetTaskHistoryResponse
+	33, // 67: tenure.v1.TaskService.WaitTask:output_type -> tenure.v1.WaitTaskResponse
+	57, // [57:68] is the sub-list for method output_type
+	46, // [46:57] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_task_proto_init() }
@@ -2856,7 +2980,7 @@ func file_tenure_v1_task_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_task_proto_rawDesc), len(file_tenure_v1_task_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -69,6 +69,8 @@ const (
 	// TaskServiceGetTaskHistoryProcedure is the fully-qualified name of the TaskService's
 	// GetTaskHistory RPC.
 	TaskServiceGetTaskHistoryProcedure = "/tenure.v1.TaskService/GetTaskHistory"
+	// TaskServiceWaitTaskProcedure is the fully-qualified name of the TaskService's WaitTask RPC.
+	TaskServiceWaitTaskProcedure = "/tenure.v1.TaskService/WaitTask"
 )
 
 // TaskServiceClient is a client for the tenure.v1.TaskService service.
@@ -131,6 +133,12 @@ type TaskServiceClient interface {
 	// oldest first: the answer to "what happened to this task, and why did it
 	// run twice?".
 	GetTaskHistory(context.Context, *connect.Request[tenurev1.GetTaskHistoryRequest]) (*connect.Response[tenurev1.GetTaskHistoryResponse], error)
+	// WaitTask answers as soon as the task has ended (COMPLETED, FAILED or
+	// DEAD), or when wait runs out, with the task as it is then (done says
+	// which): a long-poll for a task's result. Call it again until done.
+	// The waits of a server are bounded (--max-waiters, 10,000 default):
+	// past it, RESOURCE_EXHAUSTED at once; retry with backoff.
+	WaitTask(context.Context, *connect.Request[tenurev1.WaitTaskRequest]) (*connect.Response[tenurev1.WaitTaskResponse], error)
 }
 
 // NewTaskServiceClient constructs a client for the tenure.v1.TaskService service. By default, it
@@ -207,6 +215,13 @@ func NewTaskServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		waitTask: connect.NewClient[tenurev1.WaitTaskRequest, tenurev1.WaitTaskResponse](
+			httpClient,
+			baseURL+TaskServiceWaitTaskProcedure,
+			connect.WithSchema(taskServiceMethods.ByName("WaitTask")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -222,6 +237,7 @@ type taskServiceClient struct {
 	killTasks      *connect.Client[tenurev1.KillTasksRequest, tenurev1.KillTasksResponse]
 	purgeTasks     *connect.Client[tenurev1.PurgeTasksRequest, tenurev1.PurgeTasksResponse]
 	getTaskHistory *connect.Client[tenurev1.GetTaskHistoryRequest, tenurev1.GetTaskHistoryResponse]
+	waitTask       *connect.Client[tenurev1.WaitTaskRequest, tenurev1.WaitTaskResponse]
 }
 
 // Submit calls tenure.v1.TaskService.Submit.
@@ -272,6 +288,11 @@ func (c *taskServiceClient) PurgeTasks(ctx context.Context, req *connect.Request
 // GetTaskHistory calls tenure.v1.TaskService.GetTaskHistory.
 func (c *taskServiceClient) GetTaskHistory(ctx context.Context, req *connect.Request[tenurev1.GetTaskHistoryRequest]) (*connect.Response[tenurev1.GetTaskHistoryResponse], error) {
 	return c.getTaskHistory.CallUnary(ctx, req)
+}
+
+// WaitTask calls tenure.v1.TaskService.WaitTask.
+func (c *taskServiceClient) WaitTask(ctx context.Context, req *connect.Request[tenurev1.WaitTaskRequest]) (*connect.Response[tenurev1.WaitTaskResponse], error) {
+	return c.waitTask.CallUnary(ctx, req)
 }
 
 // TaskServiceHandler is an implementation of the tenure.v1.TaskService service.
@@ -334,6 +355,12 @@ type TaskServiceHandler interface {
 	// oldest first: the answer to "what happened to this task, and why did it
 	// run twice?".
 	GetTaskHistory(context.Context, *connect.Request[tenurev1.GetTaskHistoryRequest]) (*connect.Response[tenurev1.GetTaskHistoryResponse], error)
+	// WaitTask answers as soon as the task has ended (COMPLETED, FAILED or
+	// DEAD), or when wait runs out, with the task as it is then (done says
+	// which): a long-poll for a task's result. Call it again until done.
+	// The waits of a server are bounded (--max-waiters, 10,000 default):
+	// past it, RESOURCE_EXHAUSTED at once; retry with backoff.
+	WaitTask(context.Context, *connect.Request[tenurev1.WaitTaskRequest]) (*connect.Response[tenurev1.WaitTaskResponse], error)
 }
 
 // NewTaskServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -406,6 +433,13 @@ func NewTaskServiceHandler(svc TaskServiceHandler, opts ...connect.HandlerOption
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	taskServiceWaitTaskHandler := connect.NewUnaryHandler(
+		TaskServiceWaitTaskProcedure,
+		svc.WaitTask,
+		connect.WithSchema(taskServiceMethods.ByName("WaitTask")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/tenure.v1.TaskService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case TaskServiceSubmitProcedure:
@@ -428,6 +462,8 @@ func NewTaskServiceHandler(svc TaskServiceHandler, opts ...connect.HandlerOption
 			taskServicePurgeTasksHandler.ServeHTTP(w, r)
 		case TaskServiceGetTaskHistoryProcedure:
 			taskServiceGetTaskHistoryHandler.ServeHTTP(w, r)
+		case TaskServiceWaitTaskProcedure:
+			taskServiceWaitTaskHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -475,4 +511,8 @@ func (UnimplementedTaskServiceHandler) PurgeTasks(context.Context, *connect.Requ
 
 func (UnimplementedTaskServiceHandler) GetTaskHistory(context.Context, *connect.Request[tenurev1.GetTaskHistoryRequest]) (*connect.Response[tenurev1.GetTaskHistoryResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.TaskService.GetTaskHistory is not implemented"))
+}
+
+func (UnimplementedTaskServiceHandler) WaitTask(context.Context, *connect.Request[tenurev1.WaitTaskRequest]) (*connect.Response[tenurev1.WaitTaskResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.TaskService.WaitTask is not implemented"))
 }

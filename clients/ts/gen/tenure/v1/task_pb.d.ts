@@ -1317,6 +1317,61 @@ export declare type HistoryEntry = Message<"tenure.v1.HistoryEntry"> & {
 export declare const HistoryEntrySchema: GenMessage<HistoryEntry>;
 
 /**
+ * WaitTaskRequest names the task to wait for.
+ *
+ * @generated from message tenure.v1.WaitTaskRequest
+ */
+export declare type WaitTaskRequest = Message<"tenure.v1.WaitTaskRequest"> & {
+  /**
+   * The task; required.
+   *
+   * @generated from field: string task_id = 1;
+   */
+  taskId: string;
+
+  /**
+   * How long to wait for it to end. Unset or 0: answer at once. At most
+   * 30s (default limit); give the HTTP client a timeout above it.
+   *
+   * @generated from field: google.protobuf.Duration wait = 2;
+   */
+  wait?: Duration | undefined;
+};
+
+/**
+ * Describes the message tenure.v1.WaitTaskRequest.
+ * Use `create(WaitTaskRequestSchema)` to create a new message.
+ */
+export declare const WaitTaskRequestSchema: GenMessage<WaitTaskRequest>;
+
+/**
+ * WaitTaskResponse is the task at the end of the wait.
+ *
+ * @generated from message tenure.v1.WaitTaskResponse
+ */
+export declare type WaitTaskResponse = Message<"tenure.v1.WaitTaskResponse"> & {
+  /**
+   * The task as it is when the wait ended.
+   *
+   * @generated from field: tenure.v1.Task task = 1;
+   */
+  task?: Task | undefined;
+
+  /**
+   * The task has ended: COMPLETED (with its result), FAILED or DEAD.
+   *
+   * @generated from field: bool done = 2;
+   */
+  done: boolean;
+};
+
+/**
+ * Describes the message tenure.v1.WaitTaskResponse.
+ * Use `create(WaitTaskResponseSchema)` to create a new message.
+ */
+export declare const WaitTaskResponseSchema: GenMessage<WaitTaskResponse>;
+
+/**
  * TaskState is the coarse state of a task:
  * WAITING -> LEASED -> (COMMITTED) -> COMPLETED, or FAILED / DEAD.
  *
@@ -1674,6 +1729,20 @@ export declare const TaskService: GenService<{
     methodKind: "unary";
     input: typeof GetTaskHistoryRequestSchema;
     output: typeof GetTaskHistoryResponseSchema;
+  },
+  /**
+   * WaitTask answers as soon as the task has ended (COMPLETED, FAILED or
+   * DEAD), or when wait runs out, with the task as it is then (done says
+   * which): a long-poll for a task's result. Call it again until done.
+   * The waits of a server are bounded (--max-waiters, 10,000 default):
+   * past it, RESOURCE_EXHAUSTED at once; retry with backoff.
+   *
+   * @generated from rpc tenure.v1.TaskService.WaitTask
+   */
+  waitTask: {
+    methodKind: "unary";
+    input: typeof WaitTaskRequestSchema;
+    output: typeof WaitTaskResponseSchema;
   },
 }>;
 
