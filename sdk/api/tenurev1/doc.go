@@ -4,9 +4,10 @@
 //
 // The API has five services, served with Connect (gRPC, gRPC-Web and the
 // Connect protocol with JSON or binary bodies over HTTP):
-//   - TaskService: Submit, SubmitBatch, GetTask, ListTasks, KillTask,
-//     RetryTask, GetTaskHistory, and the bulk KillTasks, RetryTasks and
-//     PurgeTasks, for clients and operators.
+//   - TaskService: Submit, SubmitBatch, GetTask, WaitTask (until the task
+//     has ended), ListTasks, KillTask, RetryTask, GetTaskHistory, and the
+//     bulk KillTasks, RetryTasks and PurgeTasks, for clients and
+//     operators.
 //   - WorkerService: Lease, Start, Heartbeat, Commit, Complete,
 //     CompleteBatch, Fail and Snooze, for worker processes.
 //   - QueueService: ListQueues, GetQueue, PauseQueue, ResumeQueue and
