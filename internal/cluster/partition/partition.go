@@ -59,13 +59,7 @@ func (s *Store) EnsureQueue(ctx context.Context, namespace, queue string, count 
 	}
 	// Nodes creating one queue at once can deadlock in InnoDB (the server
 	// rolls the loser back); the transaction is idempotent, so run it again.
-	var err error
-	for range maxEnsureTries {
-		if err = s.ensureQueue(ctx, namespace, queue, count); !cluster.IsRetryable(err) {
-			return err
-		}
-	}
-	return err
+	return cluster.RetryRolledBack(ctx, maxEnsureTries, func() error { return s.ensureQueue(ctx, namespace, queue, count) })
 }
 
 const maxEnsureTries = 5

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/tenurehq/tenure/internal/cluster"
 )
 
 // ErrProtocol is returned by Join when the node speaks no protocol version
@@ -36,7 +38,9 @@ var unstated = Versions{1, 1}
 // meet those of every other active node heard from within the silence,
 // and records them. Otherwise it refuses with ErrProtocol, naming the
 // versions each side speaks, and registers nothing. Two nodes that join
-// at once take turns: each reads the active nodes with a locking read.
+// at once take turns: each reads the active nodes with a locking read,
+// and one that InnoDB rolls back (a deadlock or lock-wait timeout between
+// them) joins again, up to maxTxTries times.
 func (r *Registry) Join(ctx context.Context, id, advertiseAddr string, v Versions) error {
 	if err := checkNode(id, advertiseAddr); err != nil {
 		return err
@@ -44,6 +48,11 @@ func (r *Registry) Join(ctx context.Context, id, advertiseAddr string, v Version
 	if v.Min < 1 || v.empty() {
 		return fmt.Errorf("registry: protocol versions %d to %d: want 1 <= Min <= Max", v.Min, v.Max)
 	}
+	return cluster.RetryRolledBack(ctx, maxTxTries, func() error { return r.join(ctx, id, advertiseAddr, v) })
+}
+
+// join is one try of Join, one transaction.
+func (r *Registry) join(ctx context.Context, id, advertiseAddr string, v Versions) error {
 	tx, err := r.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("registry: node %q joining: %w", id, err)

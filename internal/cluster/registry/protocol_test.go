@@ -3,12 +3,12 @@ package registry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
-
-	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 )
 
 // TestJoinProtocol: a node joins only a cluster whose active nodes speak
@@ -18,12 +18,8 @@ import (
 // inactive does not count.
 func TestJoinProtocol(t *testing.T) {
 	t.Parallel()
-	_, db := clustertest.DB(t)
 	ctx := context.Background()
-	r, err := New(db, Config{Silence: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRegistry(t, Config{Silence: 10 * time.Second})
 	join := func(id string, v Versions) error { return r.Join(ctx, id, id+":7070", v) }
 	if err := join("a", Versions{2, 3}); err != nil {
 		t.Fatalf("first node: %v", err)
@@ -82,5 +78,48 @@ func TestJoinProtocol(t *testing.T) {
 	}
 	if err := r.Join(ctx, "e", "e:7070", Versions{2, 1}); err == nil || errors.Is(err, ErrProtocol) {
 		t.Errorf("Join with Min over Max: %v, want a usage error", err)
+	}
+}
+
+// TestConcurrentJoins: nodes that join at once — each locking the others'
+// rows and inserting its own, which InnoDB may answer with a deadlock or
+// a lock-wait timeout for one of them — all join, while a sweep runs
+// beside them.
+func TestConcurrentJoins(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRegistry(t, Config{Silence: 10 * time.Second})
+	const rounds, nodes = 5, 12
+	for round := range rounds {
+		var wg sync.WaitGroup
+		errs := make(chan error, nodes+1)
+		start := make(chan struct{})
+		for i := range nodes {
+			id := fmt.Sprintf("n%d-%d", round, i)
+			wg.Go(func() {
+				<-start
+				errs <- r.Join(ctx, id, id+":7070", Versions{1, 2})
+			})
+		}
+		wg.Go(func() {
+			<-start
+			_, err := r.Sweep(ctx)
+			errs <- err
+		})
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("round %d: %v", round, err)
+			}
+		}
+		ids, err := r.Active(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (round + 1) * nodes; len(ids) != want {
+			t.Fatalf("round %d: %d active nodes, want %d: %v", round, len(ids), want, ids)
+		}
 	}
 }

@@ -33,6 +33,10 @@ const (
 	statusActive    = 1
 	statusInactive  = 0
 	sweepBatchLimit = 1000
+	// maxTxTries bounds the tries of a registry write that the database
+	// rolled back (cluster.RetryRolledBack): nodes joining at once
+	// deadlock one another in InnoDB, and the loser joins again.
+	maxTxTries = 10
 )
 
 // Config configures a Registry. Zero fields take their defaults.
@@ -120,7 +124,10 @@ func (r *Registry) Heartbeat(ctx context.Context, id, advertiseAddr string) erro
 	if err := checkNode(id, advertiseAddr); err != nil {
 		return err
 	}
-	_, err := r.db.ExecContext(ctx, heartbeatSQL, id, advertiseAddr, statusActive)
+	err := cluster.RetryRolledBack(ctx, maxTxTries, func() error {
+		_, err := r.db.ExecContext(ctx, heartbeatSQL, id, advertiseAddr, statusActive)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("registry: heartbeat of node %q: %w", id, err)
 	}
@@ -183,8 +190,24 @@ func (r *Registry) Active(ctx context.Context) ([]string, error) {
 
 // Sweep marks inactive every active node whose last heartbeat is more than
 // Silence ago by the database's clock, and returns their ids (at most 1000
-// per call; the rest go at the next).
+// per call; the rest go at the next). A sweep the database rolled back (it
+// met joining nodes' locks) runs again.
 func (r *Registry) Sweep(ctx context.Context) ([]string, error) {
+	var ids []string
+	err := cluster.RetryRolledBack(ctx, maxTxTries, func() error {
+		var err error
+		ids, err = r.sweep(ctx)
+		return err
+	})
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	r.cfg.Logger.Warn("registry: marked silent nodes inactive", slog.Any("nodes", ids), slog.Duration("silence", r.cfg.Silence))
+	return ids, nil
+}
+
+// sweep is one try of Sweep, one transaction.
+func (r *Registry) sweep(ctx context.Context) ([]string, error) {
 	tx, err := r.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("registry: sweep: %w", err)
@@ -224,7 +247,6 @@ func (r *Registry) Sweep(ctx context.Context) ([]string, error) {
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("registry: sweep: %w", err)
 	}
-	r.cfg.Logger.Warn("registry: marked silent nodes inactive", slog.Any("nodes", ids), slog.Duration("silence", r.cfg.Silence))
 	return ids, nil
 }
 

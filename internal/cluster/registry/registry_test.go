@@ -29,6 +29,17 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// newRegistry is a Registry on a new, migrated database.
+func newRegistry(t *testing.T, cfg Config) *Registry {
+	t.Helper()
+	_, db := clustertest.DB(t)
+	r, err := New(db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // ageHeartbeat moves a node's last heartbeat into the past, as silence
 // would, without waiting.
 func ageHeartbeat(t *testing.T, r *Registry, id string, by time.Duration) {
@@ -41,12 +52,8 @@ func ageHeartbeat(t *testing.T, r *Registry, id string, by time.Duration) {
 
 func TestHeartbeatSweepRejoin(t *testing.T) {
 	t.Parallel()
-	_, db := clustertest.DB(t)
 	ctx := context.Background()
-	r, err := New(db, Config{Silence: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRegistry(t, Config{Silence: 10 * time.Second})
 	for _, id := range []string{"n3", "n1", "n2"} {
 		if err := r.Heartbeat(ctx, id, id+":7070"); err != nil {
 			t.Fatal(err)
@@ -92,12 +99,8 @@ func TestHeartbeatSweepRejoin(t *testing.T) {
 
 func TestListLimit(t *testing.T) {
 	t.Parallel()
-	_, db := clustertest.DB(t)
 	ctx := context.Background()
-	r, err := New(db, Config{MaxNodes: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRegistry(t, Config{MaxNodes: 2})
 	for _, id := range []string{"a", "b", "c"} {
 		if err := r.Heartbeat(ctx, id, ""); err != nil {
 			t.Fatal(err)
@@ -110,12 +113,8 @@ func TestListLimit(t *testing.T) {
 
 func TestRunHeartbeatsThenLeaves(t *testing.T) {
 	t.Parallel()
-	_, db := clustertest.DB(t)
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	r, err := New(db, Config{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRegistry(t, Config{Clock: clk})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx, "n1", "127.0.0.1:7070") }()
