@@ -135,7 +135,7 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		return err
 	}
 	mx.WatchMember(m)
-	h := newAPIServer(m, m, coordCfg, pprof, lim, mx, authn, lg).Serve(ln, server.HTTPConfig{TLS: tlsFiles})
+	h := newAPIServer(m, m, m, coordCfg, pprof, lim, mx, authn, lg).Serve(ln, server.HTTPConfig{TLS: tlsFiles})
 	defer h.Close() // after a graceful stop, a no-op
 	lg.Info("tenure cluster node serving", "node_id", cf.nodeID, "listen", ln.Addr().String(), "advertise", advertise)
 	fmt.Fprintf(stdout, "tenure node %s serving on %s (cluster database, advertised as %s)\n", cf.nodeID, h.URL(), advertise)

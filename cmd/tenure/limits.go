@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/events"
 	"github.com/tenurehq/tenure/internal/server"
 )
 
@@ -18,6 +19,9 @@ type limitFlags struct {
 	// maxMemoryBytes is the node's memory budget (0: the default;
 	// memory.go).
 	maxMemoryBytes int64
+	// eventTailBytes bounds the records an event feed keeps in memory
+	// (node.Config.EventTailBytes).
+	eventTailBytes int
 }
 
 func (f *limitFlags) add(fs *pflag.FlagSet) {
@@ -48,6 +52,10 @@ func (f *limitFlags) add(fs *pflag.FlagSet) {
 		"largest headers of one request, in bytes; past it 431 (resource_exhausted) and the connection is closed")
 	fs.Int64Var(&f.load.MaxDiscardBytes, "max-discard-bytes", d.MaxDiscardBytes,
 		"bytes of a refused request (the rest of its body or headers) read and thrown away before its connection is closed, so that a client that sends it all before reading gets the answer, not a reset")
+	fs.IntVar(&f.load.MaxEventStreams, "max-event-streams", d.MaxEventStreams,
+		"WatchEvents streams open at once; past it a stream is answered resource_exhausted")
+	fs.IntVar(&f.eventTailBytes, "event-tail-bytes", events.DefaultTailBytes,
+		"bytes of the newest records kept in memory for event streams while one watches (embedded mode); a stream behind them reads the WAL")
 }
 
 // check refuses values out of range, naming the flag.
@@ -65,6 +73,8 @@ func (f *limitFlags) check() error {
 		{"max-waiters", int64(l.MaxWaiters)},
 		{"max-header-bytes", int64(l.MaxHeaderBytes)},
 		{"max-discard-bytes", l.MaxDiscardBytes},
+		{"max-event-streams", int64(l.MaxEventStreams)},
+		{"event-tail-bytes", int64(f.eventTailBytes)},
 	} {
 		if c.v < 1 {
 			return usageError{fmt.Sprintf("--%s %d must be at least 1", c.name, c.v)}

@@ -194,7 +194,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	}
 	defer ln.Close()
 	opening := server.NewOpening("the server is replaying its WAL")
-	h := newAPIServer(opening.Router(), opening, coordCfg, c.pprof, c.limits, mx, authn, lg).Serve(ln, server.HTTPConfig{TLS: tlsFiles})
+	h := newAPIServer(opening.Router(), opening, opening, coordCfg, c.pprof, c.limits, mx, authn, lg).Serve(ln, server.HTTPConfig{TLS: tlsFiles})
 	defer h.Close() // a failed start; after a graceful stop, a no-op
 
 	start := a.clock.Now()
@@ -207,6 +207,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 		Snapshots:         snaps,
 		Coordinator:       coordCfg,
 		AcceptLostRecords: accept,
+		EventTailBytes:    c.limits.eventTailBytes,
 	}
 	mx.ConfigureNode(&nodeCfg)
 	n, err := node.Open(ctx, nodeCfg)
@@ -217,7 +218,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 		return err
 	}
 	mx.WatchNode(n)
-	opening.Open(n, n)
+	opening.Open(n, n, n)
 
 	stats := n.Coordinator().Stats()
 	lg.Info("tenure serving", "listen", ln.Addr().String(), "data_dir", c.dataDir, "fsync", policy.String(),
@@ -252,15 +253,16 @@ func lostRecordsAdvice(le *coordinator.LostRecordsError) string {
 }
 
 // newAPIServer returns the API over the partitions r routes to (with
-// snapshots taken by snaps, mx served at GET /metrics, and callers
+// snapshots taken by snaps, event streams fed by ev, mx served at GET /metrics, and callers
 // authenticated by authn if not nil), within lim. Serve it with its
 // Serve, which assembles the HTTP server as every node runs it.
-func newAPIServer(r route.Router, snaps server.Snapshotter, cfg coordinator.Config, pprof bool, lim limitFlags, mx *metrics.Metrics, authn server.Authenticator, lg *slog.Logger) *server.Server {
+func newAPIServer(r route.Router, snaps server.Snapshotter, ev server.EventSource, cfg coordinator.Config, pprof bool, lim limitFlags, mx *metrics.Metrics, authn server.Authenticator, lg *slog.Logger) *server.Server {
 	return server.New(r, server.Options{
 		MaxRequestBytes: lim.maxRequestBytes,
 		Load:            lim.load,
 		Limits:          cfg.Limits,
 		Snapshots:       snaps,
+		Events:          ev,
 		Pprof:           pprof,
 		Logger:          lg,
 		Metrics:         mx,

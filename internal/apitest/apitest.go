@@ -51,14 +51,14 @@ func StartClock(t testing.TB, clk clock.Clock) string {
 func StartBudget(t testing.TB, limitBytes int64, retryAfter time.Duration) string {
 	t.Helper()
 	n := OpenNodeConfig(t, coordinator.Config{Memory: coordinator.NewMemoryBudget(limitBytes, retryAfter)})
-	return Serve(t, server.New(n.Router(), server.Options{Snapshots: n}))
+	return Serve(t, server.New(n.Router(), server.Options{Snapshots: n, Events: n}))
 }
 
 // start runs the node of Start on clk (nil: the real clock).
 func start(t testing.TB, wrap func(http.Handler) http.Handler, clk clock.Clock) (url string, n *node.Node) {
 	t.Helper()
 	n = openNode(t, clk)
-	return serve(t, server.New(n.Router(), server.Options{Snapshots: n}), server.HTTPConfig{Wrap: wrap}), n
+	return serve(t, server.New(n.Router(), server.Options{Snapshots: n, Events: n}), server.HTTPConfig{Wrap: wrap}), n
 }
 
 // OpenNode opens a node (file WAL in a temporary directory, fsync off)
@@ -124,5 +124,5 @@ func serve(t testing.TB, api *server.Server, cfg server.HTTPConfig) string {
 func StartTLS(t testing.TB, r *tlsfiles.Reloader) string {
 	t.Helper()
 	n := openNode(t, nil)
-	return serve(t, server.New(n.Router(), server.Options{Snapshots: n}), server.HTTPConfig{TLS: r})
+	return serve(t, server.New(n.Router(), server.Options{Snapshots: n, Events: n}), server.HTTPConfig{TLS: r})
 }

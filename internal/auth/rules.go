@@ -99,6 +99,7 @@ var Rules = []Rule{
 	{tenurev1connect.ScheduleServiceResumeScheduleProcedure, []Role{Admin}, ScopeRequest, whereSchedule},
 	{tenurev1connect.ScheduleServiceDeleteScheduleProcedure, []Role{Admin}, ScopeRequest, whereSchedule},
 	{tenurev1connect.ScheduleServiceBackfillScheduleProcedure, []Role{Admin}, ScopeRequest, whereSchedule},
+	{tenurev1connect.EventServiceWatchEventsProcedure, []Role{Admin, Submitter, Reader}, ScopeRequest, "request: `filter.namespace`, `filter.queue` (unset: every one)"},
 	{tenurev1connect.AdminServiceSnapshotProcedure, []Role{Admin}, ScopeServer, ""},
 	{tenurev1connect.AdminServiceWhoAmIProcedure, anyRole, ScopeNone, ""},
 	{tenurev1connect.AdminServiceGetClusterProcedure, []Role{Admin, Reader}, ScopeServer, ""},
@@ -116,6 +117,14 @@ var ruleOf = func() map[string]*Rule {
 	}
 	return m
 }()
+
+// DecidesOnRequest reports whether call is decided on its request message
+// (its rule is ScopeRequest): a stream of it (WatchEvents) can be decided
+// only once its message arrives.
+func DecidesOnRequest(call string) bool {
+	r, ok := ruleOf[call]
+	return ok && r.Scope == ScopeRequest
+}
 
 // Decide says whether p may make call with the request message msg (nil
 // for the calls beside the API). A nil error with checkTask set allows
@@ -289,6 +298,8 @@ func requestTargets(msg any) ([]Target, bool) {
 		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
 	case *tenurev1.BackfillScheduleRequest:
 		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
+	case *tenurev1.WatchEventsRequest:
+		return []Target{{m.GetFilter().GetNamespace(), m.GetFilter().GetQueue()}}, true
 	}
 	return nil, false
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/events"
 	"github.com/tenurehq/tenure/internal/fsys"
 	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/route"
@@ -83,6 +84,11 @@ type Config struct {
 	// record are Coordinator.Observer's.
 	HostObserver host.Observer
 	WALObserver  wal.Observer
+
+	// EventTailBytes bounds the records the partition's event feed keeps
+	// in memory while a stream watches it (0: events.DefaultTailBytes;
+	// docs/design/events.md).
+	EventTailBytes int
 }
 
 func (c *Config) withDefaults() error {
@@ -112,6 +118,9 @@ type Node struct {
 	cfg  Config
 	lock *dirLock
 	h    *host.Host
+	// feed is the partition's event feed: the WAL's writer publishes to
+	// it, and every WAL the host opens is attached to it.
+	feed *events.Feed
 }
 
 // Open locks the data directory, recovers its state (newest valid snapshot
@@ -128,6 +137,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, lock: lock}
+	n.feed = events.NewFeed(events.FeedConfig{TailBytes: cfg.EventTailBytes, Lookup: n.where})
 	cc := cfg.Coordinator
 	cc.AcceptLostRecords = cfg.AcceptLostRecords
 	n.h, err = host.Open(ctx, host.Config{
@@ -328,11 +338,30 @@ func (n *Node) openStorage(context.Context) (host.Storage, error) {
 		FS:             n.cfg.FS,
 		Observer:       n.cfg.WALObserver,
 		Clock:          n.cfg.Clock,
+		Tail:           n.feed,
+		Retain:         n.feed.Retain,
 	})
 	if err != nil {
 		return host.Storage{}, fmt.Errorf("opening the WAL: %w", err)
 	}
+	n.feed.Attach(events.WAL(l))
 	return host.Storage{Log: l, Snapshots: store}, nil
+}
+
+// Feeds gives the node's one event feed, whatever the namespace and queue:
+// its one partition holds them all (server.EventSource).
+func (n *Node) Feeds(context.Context, string, string) ([]*events.Feed, error) {
+	return []*events.Feed{n.feed}, nil
+}
+
+// where finds the namespace and queue of tasks for the event feed, on the
+// serving coordinator.
+func (n *Node) where(ids []string, out []events.Target) {
+	c, err := n.h.Coordinator()
+	if err != nil {
+		return
+	}
+	_ = c.Where(ids, func(i int, namespace, queue string) { out[i] = events.Target{Namespace: namespace, Queue: queue} })
 }
 
 // Router routes every request of the API to the node's one partition.
@@ -365,6 +394,15 @@ func (n *Node) WALStats() wal.Stats {
 		return l.Stats()
 	}
 	return wal.Stats{}
+}
+
+// WALFirstLSN returns the first record the current WAL still holds (0
+// while the node reopens it).
+func (n *Node) WALFirstLSN() uint64 {
+	if l, ok := n.h.Storage().Log.(*wal.Log); ok {
+		return l.FirstLSN()
+	}
+	return 0
 }
 
 // WALDisk returns the current WAL's segments and bytes on disk (zero while

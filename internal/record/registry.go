@@ -1036,3 +1036,24 @@ func (t Type) String() string {
 	return fmt.Sprintf("Type(%d)", uint16(t))
 
 }
+
+// Types returns every record type of the registry, in order of number.
+func Types() []Type {
+	out := make([]Type, 0, len(registry))
+	for t, r := range byType {
+		if r != nil {
+			out = append(out, Type(t))
+		}
+	}
+	return out
+}
+
+// ParseType returns the record type named name (as Type.String names it).
+func ParseType(name string) (Type, bool) {
+	for t, r := range byType {
+		if r != nil && r.name == name {
+			return Type(t), true
+		}
+	}
+	return 0, false
+}

@@ -60,6 +60,16 @@ type caller struct {
 // principal's name (package principal), or a refusal as a Connect error
 // that is logged and counted.
 func (s *Server) authorize(ctx context.Context, call string, h http.Header, peer string, msg any) (context.Context, *connect.Error) {
+	p, ce := s.authenticate(ctx, call, h, peer)
+	if ce != nil {
+		return ctx, ce
+	}
+	return s.decide(ctx, p, call, peer, msg)
+}
+
+// authenticate finds who makes a call (its headers h, from peer), or
+// refuses it as unauthenticated.
+func (s *Server) authenticate(ctx context.Context, call string, h http.Header, peer string) (*auth.Principal, *connect.Error) {
 	var (
 		p   *auth.Principal
 		err error
@@ -73,8 +83,14 @@ func (s *Server) authorize(ctx context.Context, call string, h http.Header, peer
 		p, err = s.opts.Auth.Authenticate(h)
 	}
 	if err != nil {
-		return ctx, s.refuse(ctx, connect.CodeUnauthenticated, call, peer, nil, err)
+		return nil, s.refuse(ctx, connect.CodeUnauthenticated, call, peer, nil, err)
 	}
+	return p, nil
+}
+
+// decide decides whether p may make call with msg (auth.Decide) and
+// returns the context of the allowed call, or the refusal.
+func (s *Server) decide(ctx context.Context, p *auth.Principal, call, peer string, msg any) (context.Context, *connect.Error) {
 	checkTask, err := auth.Decide(p, call, msg)
 	if err != nil {
 		return ctx, s.refuse(ctx, connect.CodePermissionDenied, call, peer, p, err)
@@ -141,12 +157,46 @@ func (a authInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) c
 
 func (a authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		ctx, err := a.s.authorize(ctx, conn.Spec().Procedure, conn.RequestHeader(), conn.Peer().Addr, nil)
-		if err != nil {
-			return forProtocol(err, conn.Peer().Protocol)
+		call, peer := conn.Spec().Procedure, conn.Peer()
+		if !auth.DecidesOnRequest(call) {
+			ctx, err := a.s.authorize(ctx, call, conn.RequestHeader(), peer.Addr, nil)
+			if err != nil {
+				return forProtocol(err, peer.Protocol)
+			}
+			return next(ctx, conn)
 		}
-		return next(ctx, conn)
+		// A server stream of the API (WatchEvents) is decided on its
+		// request message, once it arrives: before the handler sees it.
+		p, err := a.s.authenticate(ctx, call, conn.RequestHeader(), peer.Addr)
+		if err != nil {
+			return forProtocol(err, peer.Protocol)
+		}
+		ctx = principal.With(ctx, p.Name)
+		return next(ctx, &decidingConn{StreamingHandlerConn: conn, s: a.s, ctx: ctx, p: p})
 	}
+}
+
+// decidingConn decides a stream on the first request message it
+// receives.
+type decidingConn struct {
+	connect.StreamingHandlerConn
+	s       *Server
+	ctx     context.Context
+	p       *auth.Principal
+	decided bool
+}
+
+func (c *decidingConn) Receive(msg any) error {
+	if err := c.StreamingHandlerConn.Receive(msg); err != nil {
+		return err
+	}
+	if !c.decided {
+		if _, err := c.s.decide(c.ctx, c.p, c.Spec().Procedure, c.Peer().Addr, msg); err != nil {
+			return forProtocol(err, c.Peer().Protocol)
+		}
+		c.decided = true
+	}
+	return nil
 }
 
 // forProtocol drops the WWW-Authenticate of a refusal answered over gRPC:

@@ -46,7 +46,7 @@ func authServerWith(t *testing.T, opts server.Options) (string, *http.Client, au
 		t.Fatal(err)
 	}
 	n := apitest.OpenNode(t)
-	opts.Snapshots, opts.Auth, opts.Metrics = n, st, mx
+	opts.Snapshots, opts.Events, opts.Auth, opts.Metrics = n, n, st, mx
 	url, hc := h2cServer(t, server.New(n.Router(), opts))
 	return url, hc, tok
 }

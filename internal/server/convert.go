@@ -133,16 +133,21 @@ var edgeStates = [...]tenurev1.DependencyState{
 	state.EdgeFailed:    tenurev1.DependencyState_DEPENDENCY_STATE_FAILED,
 }
 
+// depFailureMessage is the API's form of what a failed dependency does.
+func depFailureMessage(p state.DepPolicy) tenurev1.DependencyFailure {
+	if p == state.DepRun {
+		return tenurev1.DependencyFailure_DEPENDENCY_FAILURE_RUN
+	}
+	return tenurev1.DependencyFailure_DEPENDENCY_FAILURE_DEAD
+}
+
 // graphFields sets what out, a task, has of the graph.
 func graphFields(out *tenurev1.Task, g state.GraphInfo) {
 	out.WorkflowId, out.SpawnedBy = g.Workflow, g.Parent
 	if len(g.Edges) == 0 {
 		return
 	}
-	out.OnDependencyFailure = tenurev1.DependencyFailure_DEPENDENCY_FAILURE_DEAD
-	if g.Policy == state.DepRun {
-		out.OnDependencyFailure = tenurev1.DependencyFailure_DEPENDENCY_FAILURE_RUN
-	}
+	out.OnDependencyFailure = depFailureMessage(g.Policy)
 	out.Dependencies = make([]*tenurev1.Dependency, len(g.Edges))
 	for i, e := range g.Edges {
 		out.Dependencies[i] = &tenurev1.Dependency{TaskId: e.ID, State: edgeStates[min(int(e.State), len(edgeStates)-1)]}
@@ -226,22 +231,17 @@ func task(v coordinator.TaskView) *tenurev1.Task {
 		Priority:        t.Priority,
 		RequestId:       t.RequestID,
 		ExecutionWindow: durationpb.New(t.Window),
-		RetryPolicy: &tenurev1.RetryPolicy{
-			MaxAttempts:       t.Retry.MaxAttempts,
-			InitialBackoff:    durationpb.New(t.Retry.InitialBackoff),
-			MaxBackoff:        durationpb.New(t.Retry.MaxBackoff),
-			BackoffMultiplier: t.Retry.Multiplier,
-		},
-		NotBefore:     ts(t.NotBefore),
-		CreatedAt:     ts(t.CreatedAt),
-		UpdatedAt:     ts(t.UpdatedAt),
-		Result:        t.Result,
-		FailureReason: t.FailureReason,
-		Deadline:      ts(v.Deadline),
-		TraceContext:  traceMessage(v.Trace),
-		Progress:      progressMessage(v.Report),
-		Kind:          t.Kind,
-		Key:           v.Key,
+		RetryPolicy:     retryPolicyMessage(t.Retry),
+		NotBefore:       ts(t.NotBefore),
+		CreatedAt:       ts(t.CreatedAt),
+		UpdatedAt:       ts(t.UpdatedAt),
+		Result:          t.Result,
+		FailureReason:   t.FailureReason,
+		Deadline:        ts(v.Deadline),
+		TraceContext:    traceMessage(v.Trace),
+		Progress:        progressMessage(v.Report),
+		Kind:            t.Kind,
+		Key:             v.Key,
 	}
 	graphFields(out, v.Graph)
 	if cur := t.CurrentLease(); cur != nil {

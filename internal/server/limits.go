@@ -33,6 +33,7 @@ const (
 	LimitWaiters            = "waiters"
 	LimitHeaderBytes        = "header_bytes"
 	LimitDiscardBytes       = "discard_bytes"
+	LimitEventStreams       = "event_streams"
 	// LimitMemory counts the writes refused by the node's memory budget
 	// (coordinator.MemoryBudget).
 	LimitMemory = "memory"
@@ -79,6 +80,9 @@ type LoadLimits struct {
 	// it reads the answer gets the answer rather than a reset (conns.go,
 	// lingerClose).
 	MaxDiscardBytes int64
+	// MaxEventStreams caps the WatchEvents streams open at once; a call
+	// past it is answered resource_exhausted at once.
+	MaxEventStreams int
 }
 
 // DefaultLoadLimits are the limits a zero LoadLimits stands for, and the
@@ -95,6 +99,7 @@ var DefaultLoadLimits = LoadLimits{
 	MaxWaiters:            10_000,
 	MaxHeaderBytes:        64 << 10,
 	MaxDiscardBytes:       128 << 20,
+	MaxEventStreams:       256,
 }
 
 // WithDefaults returns l with every zero (or negative) field set to its
@@ -128,6 +133,7 @@ func (l LoadLimits) WithDefaults() LoadLimits {
 	if l.MaxDiscardBytes <= 0 {
 		l.MaxDiscardBytes = d.MaxDiscardBytes
 	}
+	l.MaxEventStreams = pos(l.MaxEventStreams, d.MaxEventStreams)
 	return l
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/events"
 	"github.com/tenurehq/tenure/internal/route"
 )
 
@@ -21,8 +22,9 @@ type Opening struct {
 }
 
 type opened struct {
-	h     route.Host
-	snaps Snapshotter
+	h      route.Host
+	snaps  Snapshotter
+	events EventSource
 }
 
 // NewOpening returns an Opening that answers, until Open, unavailable
@@ -31,10 +33,18 @@ func NewOpening(why string) *Opening {
 	return &Opening{why: fmt.Errorf("%w: %s; retry shortly", coordinator.ErrUnavailable, why)}
 }
 
-// Open hands over to the node's partition h and its snapshots (a
-// *node.Node is both; neither may be nil).
-func (o *Opening) Open(h route.Host, snaps Snapshotter) {
-	o.node.Store(&opened{h: h, snaps: snaps})
+// Open hands over to the node's partition h, its snapshots and its event
+// feeds (a *node.Node is all three; none may be nil).
+func (o *Opening) Open(h route.Host, snaps Snapshotter, events EventSource) {
+	o.node.Store(&opened{h: h, snaps: snaps, events: events})
+}
+
+// Feeds gives the node's event feeds once open (EventSource).
+func (o *Opening) Feeds(ctx context.Context, namespace, queue string) ([]*events.Feed, error) {
+	if n := o.node.Load(); n != nil {
+		return n.events.Feeds(ctx, namespace, queue)
+	}
+	return nil, o.why
 }
 
 // Router routes to the one partition, as route.Local does for an open

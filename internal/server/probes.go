@@ -28,6 +28,7 @@ var healthServices = []string{
 	tenurev1connect.AdminServiceName,
 	tenurev1connect.QueueServiceName,
 	tenurev1connect.ScheduleServiceName,
+	tenurev1connect.EventServiceName,
 }
 
 // reflectedServices are the services gRPC server reflection lists, so that
@@ -38,6 +39,7 @@ var reflectedServices = []string{
 	tenurev1connect.AdminServiceName,
 	tenurev1connect.QueueServiceName,
 	tenurev1connect.ScheduleServiceName,
+	tenurev1connect.EventServiceName,
 	grpchealth.HealthV1ServiceName,
 	grpcreflect.ReflectV1ServiceName,
 	grpcreflect.ReflectV1AlphaServiceName,

@@ -71,6 +71,7 @@ func TestReflectionListsServices(t *testing.T) {
 		"grpc.reflection.v1.ServerReflection",
 		"grpc.reflection.v1alpha.ServerReflection",
 		"tenure.v1.AdminService",
+		"tenure.v1.EventService",
 		"tenure.v1.QueueService",
 		"tenure.v1.ScheduleService",
 		"tenure.v1.TaskService",
@@ -180,7 +181,7 @@ func TestReadiness(t *testing.T) {
 	}
 
 	n := apitest.OpenNode(t)
-	opening.Open(n, n)
+	opening.Open(n, n, n)
 	checkHealth(t, health, grpchealth.StatusServing, "open")
 	checkProbes(t, hc, url, http.StatusOK, "ready", "open")
 	if _, err := tasks.Submit(apiCtx(t), connect.NewRequest(&tenurev1.SubmitRequest{Queue: "q"})); err != nil {
@@ -194,7 +195,7 @@ func TestReadiness(t *testing.T) {
 	// (reopening its log after a storage failure, or, in cluster mode, a
 	// node outside its trust window: both are the router's Err).
 	h := &switchHost{Node: n}
-	opening.Open(h, n)
+	opening.Open(h, n, n)
 	checkProbes(t, hc, url, http.StatusOK, "ready", "host serving")
 	h.err.Store(&errHostDown)
 	checkHealth(t, health, grpchealth.StatusNotServing, "host down")

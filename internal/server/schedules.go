@@ -353,18 +353,13 @@ func scheduleMessage(v coordinator.ScheduleView) *tenurev1.Schedule {
 		CatchUpWindow:   durationpb.New(d.CatchUp),
 		Payload:         d.Payload,
 		ExecutionWindow: durationpb.New(d.Window),
-		RetryPolicy: &tenurev1.RetryPolicy{
-			MaxAttempts:       d.Retry.MaxAttempts,
-			InitialBackoff:    durationpb.New(d.Retry.InitialBackoff),
-			MaxBackoff:        durationpb.New(d.Retry.MaxBackoff),
-			BackoffMultiplier: d.Retry.Multiplier,
-		},
-		Priority:  d.Priority,
-		Kind:      d.Kind,
-		CreatedAt: ts(sc.CreatedAt),
-		CreatedBy: sc.CreatedBy,
-		UpdatedAt: ts(sc.UpdatedAt),
-		HeldTick:  ts(sc.HeldTick),
+		RetryPolicy:     retryPolicyMessage(d.Retry),
+		Priority:        d.Priority,
+		Kind:            d.Kind,
+		CreatedAt:       ts(sc.CreatedAt),
+		CreatedBy:       sc.CreatedBy,
+		UpdatedAt:       ts(sc.UpdatedAt),
+		HeldTick:        ts(sc.HeldTick),
 	}
 	if v.WaitingFor != "" {
 		m.WaitingForTask, m.WaitingSince = v.WaitingFor, timestamppb.New(v.WaitingSince)

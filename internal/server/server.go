@@ -76,6 +76,9 @@ type Options struct {
 	// Auth, if set, authenticates every call by its bearer token and
 	// authorises it (auth.go); nil serves every caller.
 	Auth Authenticator
+	// Events, if set, serves EventService.WatchEvents from the partitions'
+	// feeds (events.go); nil: unimplemented.
+	Events EventSource
 	// Dashboard, if set, serves the web dashboard (package ui) at GET /
 	// and GET /assets/, without a token: the pages are static and every
 	// call they make is authorised as any other.
@@ -99,6 +102,8 @@ type Server struct {
 	headersTooLarge []byte
 	// leaseTurn rotates the queue a lease from several starts with.
 	leaseTurn atomic.Uint64
+	// streams counts the event streams open (enterStream).
+	streams atomic.Int64
 }
 
 // New returns a Server over the partitions r routes to.
@@ -166,6 +171,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(tenurev1connect.NewAdminServiceHandler(adminService{s}, opts...))
 	mux.Handle(tenurev1connect.NewQueueServiceHandler(queueService{s}, opts...))
 	mux.Handle(tenurev1connect.NewScheduleServiceHandler(scheduleService{s}, opts...))
+	eventsPath, eventsHandler := tenurev1connect.NewEventServiceHandler(eventService{s}, opts...)
+	mux.Handle(eventsPath, streamDeadlines(eventsHandler))
 	s.mountProbes(mux)
 	s.mountNodeProbe(mux)
 	if s.opts.Dashboard != nil {

@@ -8,7 +8,8 @@ import (
 
 // DeleteBefore removes every segment whose records all have LSNs below lsn
 // (the records a snapshot at lsn-1 replaces), oldest first, never the
-// active segment, and returns how many it removed. Each removal is made
+// active segment nor one a reader still needs (Options.Retain), and returns
+// how many it removed. Each removal is made
 // durable (directory fsync) before the next, so a crash leaves the log a
 // contiguous run of segments. FirstLSN moves up at once: a Replay from
 // below it returns ErrCompacted, and one already running when its next
@@ -20,6 +21,11 @@ import (
 func (l *Log) DeleteBefore(lsn uint64) (deleted int, err error) {
 	if err := l.gc.Closed(); err != nil {
 		return 0, err
+	}
+	if l.opts.Retain != nil {
+		if hold := l.opts.Retain(); hold != 0 {
+			lsn = min(lsn, hold)
+		}
 	}
 	l.mu.Lock()
 	n := 0

@@ -172,10 +172,23 @@
 // # Compaction and offline reading
 //
 // DeleteBefore(lsn) removes whole segments whose records are all below lsn,
-// oldest first, never the active segment, fsyncing the directory after
-// each removal so that a crash leaves a contiguous run of segments. The
-// owner calls it once a snapshot covers those records (package snapshot);
-// FirstLSN then moves up and Replay from below it returns ErrCompacted.
+// oldest first, never the active segment nor one that holds the record
+// Options.Retain names (a reader still needs it), fsyncing the directory
+// after each removal so that a crash leaves a contiguous run of segments.
+// The owner calls it once a snapshot covers those records (package
+// snapshot); FirstLSN then moves up and Replay from below it returns
+// ErrCompacted.
+//
+// # Following the log
+//
+// A Reader (NewReader) reads the durable records from an LSN on and keeps
+// its place: its segment file stays open between reads, so following the
+// log costs no scan (the event streams of docs/design/events.md read a log
+// they fell behind on this way). Options.Tail is handed the records of
+// every write right after they are durable, by the writer goroutine, while
+// it says it is watched: the event streams' tail in memory. It must not
+// block; the writer asks it once per write whether it is watched, and
+// does nothing more when it is not.
 //
 // Verify checks a directory as Open would but modifies nothing: corruption
 // is a *CorruptionError naming the segment and offset; what Open would

@@ -55,6 +55,9 @@ type Log struct {
 	segFirst uint64 // first LSN of the active segment
 	segSize  int64
 	dirty    bool // written since the last fsync
+	// published is the writer's scratch for the entries it hands
+	// Options.Tail.
+	published []Entry
 	// tail is what the tail file says; tailDue means a new segment holds
 	// records the tail file does not name yet.
 	tail    tailMark
@@ -385,11 +388,28 @@ func (l *Log) writeFrames(buf []byte, first uint64) error {
 				return err
 			}
 		}
+		l.gc.Advance(lsn + count - 1)
+		if t := l.opts.Tail; t != nil && t.Watched() {
+			l.publish(t, buf[off:end], lsn)
+		}
 		lsn += count
 		off = end
-		l.gc.Advance(lsn - 1)
 	}
 	return nil
+}
+
+// publish tells t of the records in frames, durable now, whose first LSN is
+// first; the writer goroutine calls it after DurableLSN moved past them.
+func (l *Log) publish(t Tail, frames []byte, first uint64) {
+	l.published = l.published[:0]
+	for off := 0; off < len(frames); {
+		h := decodeFrameHeader(frames[off:])
+		body := off + frameHeaderSize
+		l.published = append(l.published, Entry{Type: h.typ, Payload: frames[body : body+int(h.length)]})
+		off = body + int(h.length)
+	}
+	t.Publish(first, l.published)
+	clear(l.published) // keep no payload alive
 }
 
 // recordNewSegment writes the tail file once the first records of a new

@@ -104,6 +104,26 @@ type Options struct {
 	// Clock times the writes and fsyncs the Observer is told of (default
 	// clock.Real).
 	Clock clock.Clock
+	// Tail, if set, is handed the records of every write once they are
+	// durable, while it is watched (the event streams' tail in memory,
+	// docs/design/events.md).
+	Tail Tail
+	// Retain, if set, returns the LSN of the oldest record a reader of the
+	// log still needs (0: none): DeleteBefore deletes no segment that holds
+	// it or a later record.
+	Retain func() uint64
+}
+
+// Tail is told of the log's records once they are durable, in LSN order,
+// by the writer goroutine. It must be quick and must not block: the next
+// group-commit round waits for it.
+type Tail interface {
+	// Watched reports whether anyone reads the tail now. The writer asks
+	// after every write, and calls Publish only if it is.
+	Watched() bool
+	// Publish hands the records first, first+1, ..., durable now. The
+	// entries and their payloads are valid only during the call.
+	Publish(first uint64, entries []Entry)
 }
 
 // Observer is told of the log's writes, for metrics. The writer goroutine

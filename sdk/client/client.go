@@ -86,6 +86,7 @@ type Client struct {
 	workers     tenurev1connect.WorkerServiceClient
 	queues      tenurev1connect.QueueServiceClient
 	schedules   tenurev1connect.ScheduleServiceClient
+	events      tenurev1connect.EventServiceClient
 	maxRetries  int
 	backoff     backoff.Policy
 	requestedBy string
@@ -172,6 +173,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 		workers:     tenurev1connect.NewWorkerServiceClient(d, base, copts...),
 		queues:      tenurev1connect.NewQueueServiceClient(d, base, copts...),
 		schedules:   tenurev1connect.NewScheduleServiceClient(d, base, copts...),
+		events:      tenurev1connect.NewEventServiceClient(d, base, copts...),
 		maxRetries:  opts.MaxRetries,
 		backoff:     backoff.Policy{Initial: opts.RetryBackoff, Max: maxRetryBackoff},
 		requestedBy: opts.RequestedBy,

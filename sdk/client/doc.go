@@ -1,8 +1,9 @@
 // Package client is the Go SDK of tenure: a typed client over the tenure.v1
-// API (TaskService, WorkerService, QueueService and ScheduleService) for
-// submitting, inspecting, killing and retrying tasks, for the worker
-// protocol (lease, heartbeat, commit, complete, fail), for queue
-// statistics, pause and resume, and for schedules. Most workers should
+// API (TaskService, WorkerService, QueueService, ScheduleService and
+// EventService) for submitting, inspecting, killing and retrying tasks,
+// for the worker protocol (lease, heartbeat, commit, complete, fail), for
+// queue statistics, pause and resume, for schedules, and for following
+// every event of the log (Watch). Most workers should
 // use package worker, which runs that protocol for them.
 //
 // The SDK speaks in its own types: Task, Execution, LeasedTask,
@@ -20,6 +21,8 @@
 //	QueueService     ListQueues, GetQueue, PauseQueue, ResumeQueue, SetQueueLimits
 //	ScheduleService  CreateSchedule, GetSchedule, ListSchedules, UpdateSchedule,
 //	                 PauseSchedule, ResumeSchedule, DeleteSchedule, BackfillSchedule
+//	EventService     Watch (WatchEvents: an iter.Seq2 of the log's events, each
+//	                 with the cursor after it, that resumes by itself)
 //
 // Interceptors (Options.Interceptors) run around every call: for logging,
 // metrics, tracing, or headers of your own; once the call returns they see

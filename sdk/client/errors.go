@@ -67,6 +67,11 @@ var (
 	// fix the TLS configuration. (Its Code is unavailable, as Connect
 	// reports it, but it does not match ErrUnavailable.)
 	ErrTLSRefused = errors.New("client: TLS handshake refused")
+	// ErrCursorExpired: a Watch cursor names a position the server's log
+	// no longer holds (older records were replaced by a snapshot).
+	// Error.OldestCursor is the oldest position still available: Watch
+	// from it only if skipping what came before is acceptable.
+	ErrCursorExpired = errors.New("client: cursor expired")
 )
 
 // Reason is the case of a failed call, as the server reports it. The
@@ -86,10 +91,11 @@ const (
 	ReasonUnavailable
 	ReasonAlreadyExists
 	ReasonFull
+	ReasonCursorExpired
 )
 
 var reasonNames = [...]string{"UNSPECIFIED", "NOT_FOUND", "LEASE_LOST", "ALREADY_COMMITTED", "WRONG_STATE", "INVALID_ARGUMENT", "TOO_LARGE", "UNAVAILABLE",
-	"ALREADY_EXISTS", "FULL"}
+	"ALREADY_EXISTS", "FULL", "CURSOR_EXPIRED"}
 
 // String returns the reason's name as the API spells it without its
 // prefix: "LEASE_LOST", ...
@@ -106,6 +112,7 @@ var sentinels = [...]error{
 	ReasonUnavailable:      ErrUnavailable,
 	ReasonAlreadyExists:    ErrAlreadyExists,
 	ReasonFull:             ErrFull,
+	ReasonCursorExpired:    ErrCursorExpired,
 }
 
 // reasonOfCode classifies an answer that carries no reason by its status
@@ -127,6 +134,8 @@ func reasonOfCode(c connect.Code) Reason {
 		return ReasonTooLarge
 	case connect.CodeUnavailable:
 		return ReasonUnavailable
+	case connect.CodeOutOfRange:
+		return ReasonCursorExpired
 	}
 	return ReasonUnspecified
 }
@@ -166,6 +175,9 @@ type Error struct {
 	Size, Limit int64
 	// RetryAfter is how long to wait before trying again (ErrFull).
 	RetryAfter time.Duration
+	// OldestCursor is the oldest position the server's log still holds
+	// (ErrCursorExpired): a cursor to Watch from.
+	OldestCursor string
 
 	err        error // the *connect.Error answered
 	tlsRefused bool  // the call failed in a TLS handshake that cannot succeed
@@ -245,6 +257,7 @@ func (e *Error) setDetail(d *tenurev1.ErrorDetail) {
 	if d.GetRetryAfter() != nil {
 		e.RetryAfter = d.GetRetryAfter().AsDuration()
 	}
+	e.OldestCursor = d.GetOldestCursor()
 }
 
 // detailOf returns the tenure detail of ce, or nil.

@@ -145,6 +145,7 @@ type env struct {
 	queues   tenurev1connect.QueueServiceClient
 	sched    tenurev1connect.ScheduleServiceClient
 	admin    tenurev1connect.AdminServiceClient
+	events   tenurev1connect.EventServiceClient
 	task     map[target]string // a task of each target that names one
 }
 
@@ -351,6 +352,21 @@ var calls = map[string]call{
 			Start: timestamppb.New(noTick), End: timestamppb.New(noTick.Add(time.Second))}))
 		return answerOf(err)
 	}},
+	"EventService/WatchEvents": {listings, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		s, err := e.events.WatchEvents(ctx, req(tok, &tenurev1.WatchEventsRequest{Filter: &tenurev1.EventFilter{Namespace: ns, Queue: q}}))
+		if err != nil {
+			return answerOf(err)
+		}
+		defer s.Close()
+		// The first answer (the cursor it starts from) says it is allowed.
+		if !s.Receive() {
+			return answerOf(s.Err())
+		}
+		return answer{}
+	}},
 	"AdminService/Snapshot": {[]target{tgEvery}, func(ctx context.Context, e *env, tok string, _ target) answer {
 		_, err := e.admin.Snapshot(ctx, req(tok, &tenurev1.SnapshotRequest{}))
 		return answerOf(err)
@@ -537,6 +553,7 @@ func newEnv(t *testing.T, base, protocol, setup string) *env {
 	e.queues = tenurev1connect.NewQueueServiceClient(e.hc, base, e.opts...)
 	e.sched = tenurev1connect.NewScheduleServiceClient(e.hc, base, e.opts...)
 	e.admin = tenurev1connect.NewAdminServiceClient(e.hc, base, e.opts...)
+	e.events = tenurev1connect.NewEventServiceClient(e.hc, base, e.opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, tg := range named {

@@ -19,6 +19,7 @@ import (
 	"github.com/tenurehq/tenure/internal/cluster/partition"
 	"github.com/tenurehq/tenure/internal/cluster/registry"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/events"
 	"github.com/tenurehq/tenure/internal/route"
 )
 
@@ -54,6 +55,8 @@ type Member struct {
 	opening map[uint64]bool
 	peers   map[string]route.Peer
 	closed  bool
+	// feeds are the event feeds of the partitions streams read (events.go).
+	feeds map[uint64]*events.Feed
 
 	rr     atomic.Uint64 // round robin of submits without a request id
 	kicked atomic.Bool   // an out-of-turn assignment check is running

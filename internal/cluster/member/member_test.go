@@ -65,7 +65,7 @@ func (n *testNode) close() {
 // serveAPI serves the API over m's partitions on ln, as `tenure server`
 // does, with every error message reworded.
 func serveAPI(m *member.Member, ln net.Listener) *server.HTTP {
-	return server.New(m, server.Options{Snapshots: m, Reword: reworded}).Serve(ln, server.HTTPConfig{})
+	return server.New(m, server.Options{Snapshots: m, Events: m, Reword: reworded}).Serve(ln, server.HTTPConfig{})
 }
 
 func startNode(t *testing.T, db *sql.DB, id string) *testNode {
@@ -578,14 +578,7 @@ func TestGracefulLeaveMovesPartitions(t *testing.T) {
 	})
 	before := owners(t, db)
 	nodes[0].close()
-	eventually(t, "n1's partitions moved", func() bool {
-		for _, a := range owners(t, db) {
-			if a.Owner == "n1" || a.Owner == "" {
-				return false
-			}
-		}
-		return true
-	})
+	waitMoved(t, db, "n1")
 	after := owners(t, db)
 	for id, a := range after {
 		if before[id].Owner == "n1" && a.Epoch <= before[id].Epoch {
@@ -601,6 +594,19 @@ func TestGracefulLeaveMovesPartitions(t *testing.T) {
 			t.Fatalf("task %s after its owner left: %v, %v", id, got, err)
 		}
 	}
+}
+
+// waitMoved waits until no partition is node id's, nor unowned.
+func waitMoved(t *testing.T, db *sql.DB, id string) {
+	t.Helper()
+	eventually(t, id+"'s partitions moved", func() bool {
+		for _, a := range owners(t, db) {
+			if a.Owner == id || a.Owner == "" {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 type testWriter struct{ t *testing.T }

@@ -76,21 +76,27 @@ const (
 	// limit its budget, in bytes. Code resource_exhausted (HTTP 429, with a
 	// Retry-After header).
 	ErrorReason_ERROR_REASON_FULL ErrorReason = 9
+	// A WatchEvents cursor names a position a partition's log no longer
+	// holds (older records were replaced by a snapshot): oldest_cursor is
+	// the oldest position still available. Resume from it only if skipping
+	// what came before is acceptable. Code out_of_range.
+	ErrorReason_ERROR_REASON_CURSOR_EXPIRED ErrorReason = 10
 )
 
 // Enum value maps for ErrorReason.
 var (
 	ErrorReason_name = map[int32]string{
-		0: "ERROR_REASON_UNSPECIFIED",
-		1: "ERROR_REASON_NOT_FOUND",
-		2: "ERROR_REASON_LEASE_LOST",
-		3: "ERROR_REASON_ALREADY_COMMITTED",
-		4: "ERROR_REASON_WRONG_STATE",
-		5: "ERROR_REASON_INVALID_ARGUMENT",
-		6: "ERROR_REASON_TOO_LARGE",
-		7: "ERROR_REASON_UNAVAILABLE",
-		8: "ERROR_REASON_ALREADY_EXISTS",
-		9: "ERROR_REASON_FULL",
+		0:  "ERROR_REASON_UNSPECIFIED",
+		1:  "ERROR_REASON_NOT_FOUND",
+		2:  "ERROR_REASON_LEASE_LOST",
+		3:  "ERROR_REASON_ALREADY_COMMITTED",
+		4:  "ERROR_REASON_WRONG_STATE",
+		5:  "ERROR_REASON_INVALID_ARGUMENT",
+		6:  "ERROR_REASON_TOO_LARGE",
+		7:  "ERROR_REASON_UNAVAILABLE",
+		8:  "ERROR_REASON_ALREADY_EXISTS",
+		9:  "ERROR_REASON_FULL",
+		10: "ERROR_REASON_CURSOR_EXPIRED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":       0,
@@ -103,6 +109,7 @@ var (
 		"ERROR_REASON_UNAVAILABLE":       7,
 		"ERROR_REASON_ALREADY_EXISTS":    8,
 		"ERROR_REASON_FULL":              9,
+		"ERROR_REASON_CURSOR_EXPIRED":    10,
 	}
 )
 
@@ -153,7 +160,9 @@ type ErrorDetail struct {
 	Size  int64 `protobuf:"varint,7,opt,name=size,proto3" json:"size,omitempty"`
 	Limit int64 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
 	// FULL: how long to wait before trying again.
-	RetryAfter    *durationpb.Duration `protobuf:"bytes,9,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	RetryAfter *durationpb.Duration `protobuf:"bytes,9,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// CURSOR_EXPIRED: the cursor of the oldest position still available.
+	OldestCursor  string `protobuf:"bytes,10,opt,name=oldest_cursor,json=oldestCursor,proto3" json:"oldest_cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -251,11 +260,18 @@ func (x *ErrorDetail) GetRetryAfter() *durationpb.Duration {
 	return nil
 }
 
+func (x *ErrorDetail) GetOldestCursor() string {
+	if x != nil {
+		return x.OldestCursor
+	}
+	return ""
+}
+
 var File_tenure_v1_errors_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x16tenure/v1/errors.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x14tenure/v1/task.proto\"\xbc\x02\n" +
+	"\x16tenure/v1/errors.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x14tenure/v1/task.proto\"\xe1\x02\n" +
 	"\vErrorDetail\x12.\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x16.tenure.v1.ErrorReasonR\x06reason\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x19\n" +
@@ -266,7 +282,9 @@ const file_tenure_v1_errors_proto_rawDesc = "" +
 	"\x04size\x18\a \x01(\x03R\x04size\x12\x14\n" +
 	"\x05limit\x18\b \x01(\x03R\x05limit\x12:\n" +
 	"\vretry_after\x18\t \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter*\xbb\x02\n" +
+	"retryAfter\x12#\n" +
+	"\roldest_cursor\x18\n" +
+	" \x01(\tR\foldestCursor*\xdc\x02\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ERROR_REASON_NOT_FOUND\x10\x01\x12\x1b\n" +
@@ -277,7 +295,9 @@ const file_tenure_v1_errors_proto_rawDesc = "" +
 	"\x16ERROR_REASON_TOO_LARGE\x10\x06\x12\x1c\n" +
 	"\x18ERROR_REASON_UNAVAILABLE\x10\a\x12\x1f\n" +
 	"\x1bERROR_REASON_ALREADY_EXISTS\x10\b\x12\x15\n" +
-	"\x11ERROR_REASON_FULL\x10\tB6Z4github.com/tenurehq/tenure/sdk/api/tenurev1;tenurev1b\x06proto3"
+	"\x11ERROR_REASON_FULL\x10\t\x12\x1f\n" +
+	"\x1bERROR_REASON_CURSOR_EXPIRED\x10\n" +
+	"B6Z4github.com/tenurehq/tenure/sdk/api/tenurev1;tenurev1b\x06proto3"
 
 var (
 	file_tenure_v1_errors_proto_rawDescOnce sync.Once

@@ -1,0 +1,299 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/events"
+	"github.com/tenurehq/tenure/internal/record"
+	"github.com/tenurehq/tenure/internal/state"
+	"github.com/tenurehq/tenure/internal/wal"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
+)
+
+// eventWriter runs one stream: it reads batches of records, turns those the
+// filter selects into events and sends them.
+type eventWriter struct {
+	s     *Server
+	f     eventFilter
+	st    *events.Stream
+	out   *connect.ServerStream[tenurev1.WatchEventsResponse]
+	rc    *http.ResponseController
+	feeds map[uint64]*events.Feed
+
+	pos   events.Cursor // the position after the last record passed
+	items []eventItem
+	bytes int
+}
+
+// eventItem is one record of the batch whose type the filter selects,
+// before what it concerns is known.
+type eventItem struct {
+	ev *tenurev1.Event
+	// deleted: the tasks a TasksDeleted names. created: the tasks a
+	// record creates beside its own (TasksSubmitted's, a commit's
+	// spawns), as the event holds them.
+	deleted []string
+	created *[]*tenurev1.TaskCreatedEvent
+}
+
+// errBatchFull stops a batch before the record that would pass its bytes.
+var errBatchFull = errors.New("batch full")
+
+func (w *eventWriter) run(ctx context.Context) error {
+	clk := w.s.opts.Clock
+	keepalive := min(eventKeepalive, w.s.opts.Load.WriteTimeout/4)
+	w.pos = w.st.Cursor()
+	if err := w.send(&tenurev1.WatchEventsResponse{Cursor: w.pos.String()}); err != nil {
+		return err
+	}
+	lastSend, lastScan := clk.Now(), clk.Now()
+	poll, passed := eventPollMin, false
+	for {
+		n, caughtUp, err := w.batch(ctx)
+		if err != nil {
+			return w.s.eventError(err)
+		}
+		passed = passed || n > 0
+		evs := w.events()
+		if len(evs) > 0 || (caughtUp && passed) || clk.Now().Sub(lastSend) >= keepalive {
+			if err := w.send(&tenurev1.WatchEventsResponse{Events: evs, Cursor: w.pos.String(), CaughtUp: caughtUp}); err != nil {
+				return err
+			}
+			lastSend, passed = clk.Now(), false
+		}
+		if clk.Now().Sub(lastScan) >= eventRescan {
+			lastScan = clk.Now()
+			if err := w.rescan(ctx); err != nil {
+				return w.s.eventError(err)
+			}
+		}
+		if !caughtUp {
+			poll = eventPollMin
+			continue
+		}
+		wait := keepalive - clk.Now().Sub(lastSend)
+		if w.st.Polled() {
+			wait, poll = min(wait, poll), min(2*poll, eventPollMax)
+		}
+		if err := w.st.Wait(ctx, clk, max(wait, time.Millisecond)); err != nil {
+			return nil // the caller went away, or the server drains
+		}
+	}
+}
+
+// batch reads records until the batch is full or nothing more is durable
+// (caughtUp), and returns how many it passed.
+func (w *eventWriter) batch(ctx context.Context) (n int, caughtUp bool, err error) {
+	w.items, w.bytes = w.items[:0], 0
+	for n < eventBatchRecords {
+		k, err := w.st.Read(ctx, eventBatchRecords-n, w.take)
+		n += k
+		if errors.Is(err, errBatchFull) {
+			return n, false, nil
+		}
+		if err != nil {
+			return n, false, err
+		}
+		if k == 0 {
+			return n, true, nil
+		}
+	}
+	return n, false, nil
+}
+
+// take passes one record: a record of a type the filter does not select
+// only moves the position; one it selects is decoded and kept for events,
+// which decides on the rest of the filter once the batch's tasks are
+// placed.
+func (w *eventWriter) take(partition, lsn uint64, e wal.Entry) error {
+	if w.bytes+len(e.Payload) > eventBatchBytes && len(w.items) > 0 {
+		return errBatchFull
+	}
+	typ := record.Type(e.Type)
+	if !w.f.selects(typ) {
+		w.pos.Set(partition, lsn)
+		return nil
+	}
+	r, err := record.Decode(typ, e.Payload)
+	if err != nil {
+		return fmt.Errorf("partition %d, lsn %d: %w", partition, lsn, err)
+	}
+	it := eventItem{ev: eventOf(partition, lsn, r)}
+	feed := w.feeds[partition]
+	if key, ok := feed.Key(); ok {
+		// A partition of one queue (cluster mode): every record of its
+		// log is that queue's, its Fence and purges too.
+		it.ev.Namespace, it.ev.Queue = key.Namespace, key.Queue
+	}
+	switch m := it.ev.GetRecord().(type) {
+	case *tenurev1.Event_TasksDeleted:
+		it.deleted = r.(*state.TasksDeleted).TaskIDs
+	case *tenurev1.Event_TasksSubmitted:
+		it.created = &m.TasksSubmitted.Tasks
+	case *tenurev1.Event_TaskCommitted:
+		it.created = &m.TaskCommitted.Spawn
+	case *tenurev1.Event_TaskCompleted:
+		it.created = &m.TaskCompleted.Spawn
+	}
+	if ev := it.ev; ev.TaskId != "" && ev.Namespace != "" {
+		feed.Learn(ev.TaskId, events.Target{Namespace: ev.Namespace, Queue: ev.Queue})
+	}
+	if it.created != nil {
+		for _, c := range *it.created {
+			feed.Learn(c.GetTaskId(), events.Target{Namespace: c.GetNamespace(), Queue: c.GetQueue()})
+		}
+	}
+	w.pos.Set(partition, lsn)
+	it.ev.Cursor = w.pos.String()
+	w.items = append(w.items, it)
+	w.bytes += len(e.Payload)
+	return nil
+}
+
+// events places the batch's tasks (their namespace and queue, where their
+// records do not carry them) and returns the events the filter selects.
+func (w *eventWriter) events() []*tenurev1.Event {
+	if len(w.items) == 0 {
+		return nil
+	}
+	w.place()
+	out := make([]*tenurev1.Event, 0, len(w.items))
+	for _, it := range w.items {
+		var pass bool
+		switch {
+		case it.deleted != nil:
+			pass = w.passDeleted(it.ev, it.deleted)
+		case it.created != nil && len(*it.created) > 0:
+			pass = w.passCreated(it.ev, it.created)
+		default:
+			pass = w.f.takes(it.ev.TaskId, it.ev.Namespace, it.ev.Queue)
+		}
+		if pass {
+			out = append(out, it.ev)
+		}
+	}
+	return out
+}
+
+// place sets the namespace and queue of the batch's events about a task
+// whose record does not carry them, asking each partition's feed once.
+func (w *eventWriter) place() {
+	type ask struct {
+		ids  []string
+		refs []*tenurev1.Event
+	}
+	asks := map[uint64]*ask{}
+	for _, it := range w.items {
+		if ev := it.ev; ev.TaskId != "" && ev.Namespace == "" {
+			a := asks[ev.Partition]
+			if a == nil {
+				a = &ask{}
+				asks[ev.Partition] = a
+			}
+			a.ids, a.refs = append(a.ids, ev.TaskId), append(a.refs, ev)
+		}
+	}
+	for p, a := range asks {
+		found := make([]events.Target, len(a.ids))
+		w.feeds[p].Resolve(a.ids, found)
+		for i, ev := range a.refs {
+			ev.Namespace, ev.Queue = found[i].Namespace, found[i].Queue
+		}
+	}
+}
+
+// passDeleted keeps in a TasksDeleted event the tasks the filter selects,
+// and reports whether any is left.
+func (w *eventWriter) passDeleted(ev *tenurev1.Event, ids []string) bool {
+	if w.f.namespace == "" && w.f.task == "" {
+		return true
+	}
+	found := make([]events.Target, len(ids))
+	w.feeds[ev.Partition].Resolve(ids, found)
+	var keep []string
+	for i, id := range ids {
+		if found[i] != (events.Target{}) && w.f.takes(id, found[i].Namespace, found[i].Queue) {
+			keep = append(keep, id)
+		}
+	}
+	ev.GetTasksDeleted().TaskIds = keep
+	return len(keep) > 0
+}
+
+// passCreated decides on an event of a record that creates tasks beside
+// its own: it keeps the tasks the filter selects; an event whose own task
+// the filter does not select passes with them only, without its task,
+// lease and result (the task that spawned them may be out of the caller's
+// scope).
+func (w *eventWriter) passCreated(ev *tenurev1.Event, created *[]*tenurev1.TaskCreatedEvent) bool {
+	var keep []*tenurev1.TaskCreatedEvent
+	for _, c := range *created {
+		if w.f.takes(c.GetTaskId(), c.GetNamespace(), c.GetQueue()) {
+			keep = append(keep, c)
+		}
+	}
+	*created = keep
+	if ev.TaskId != "" && w.f.takes(ev.TaskId, ev.Namespace, ev.Queue) {
+		return true
+	}
+	if len(keep) == 0 {
+		return false
+	}
+	if ev.TaskId != "" {
+		ev.TaskId, ev.RequestedBy = "", ""
+	}
+	switch m := ev.GetRecord().(type) {
+	case *tenurev1.Event_TaskCommitted:
+		m.TaskCommitted.LeaseId, m.TaskCommitted.Result = "", nil
+	case *tenurev1.Event_TaskCompleted:
+		m.TaskCompleted.LeaseId, m.TaskCompleted.Result = "", nil
+	}
+	// What they concern: their namespace and queue, where they share one.
+	ev.Namespace, ev.Queue = keep[0].GetNamespace(), keep[0].GetQueue()
+	for _, c := range keep[1:] {
+		if c.GetNamespace() != ev.Namespace {
+			ev.Namespace = ""
+		}
+		if c.GetQueue() != ev.Queue {
+			ev.Queue = ""
+		}
+	}
+	return true
+}
+
+// rescan adds the partitions of the filter's scope created since the
+// stream opened.
+func (w *eventWriter) rescan(ctx context.Context) error {
+	feeds, err := w.s.opts.Events.Feeds(ctx, w.f.namespace, w.f.queue)
+	if err != nil {
+		return nil // the next rescan tries again; the stream reads on
+	}
+	for _, f := range feeds {
+		if w.st.Reads(f.Partition()) {
+			continue
+		}
+		if err := w.st.Add(ctx, f); err != nil {
+			return err
+		}
+		w.feeds[f.Partition()] = f
+	}
+	return nil
+}
+
+// send sends one answer; the caller has the server's write timeout to
+// take it.
+func (w *eventWriter) send(m *tenurev1.WatchEventsResponse) error {
+	if w.rc != nil {
+		// Socket deadlines are real time, whatever clock the server runs
+		// on.
+		_ = w.rc.SetWriteDeadline(clock.Real.Now().Add(w.s.opts.Load.WriteTimeout))
+	}
+	return w.out.Send(m)
+}
