@@ -202,8 +202,11 @@ func TestSlowStreamIsServedFromDisk(t *testing.T) {
 	}
 	defer s.Close()
 	tl.append(3000)
-	if tl.feed.ringBytes > 1024+2*chunkOverhead+200 {
-		t.Fatalf("the ring holds %d bytes, over its bound", tl.feed.ringBytes)
+	tl.feed.mu.Lock()
+	held := tl.feed.ringBytes
+	tl.feed.mu.Unlock()
+	if held > 1024+2*chunkOverhead+200 {
+		t.Fatalf("the ring holds %d bytes, over its bound", held)
 	}
 	collect(t, s, 1, 3000, 100)
 }
@@ -291,8 +294,11 @@ func TestManyStreamsWhileWriting(t *testing.T) {
 	}
 	tl.append(1000)
 	wg.Wait()
-	if tl.feed.Watched() || tl.feed.Retain() != 0 || len(tl.feed.ring) != 0 {
-		t.Fatalf("after every stream closed the feed is watched %v, retains %d, rings %d chunks", tl.feed.Watched(), tl.feed.Retain(), len(tl.feed.ring))
+	tl.feed.mu.Lock()
+	rung := len(tl.feed.ring)
+	tl.feed.mu.Unlock()
+	if tl.feed.Watched() || tl.feed.Retain() != 0 || rung != 0 {
+		t.Fatalf("after every stream closed the feed is watched %v, retains %d, rings %d chunks", tl.feed.Watched(), tl.feed.Retain(), rung)
 	}
 }
 

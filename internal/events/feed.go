@@ -186,6 +186,11 @@ func (f *Feed) Publish(first uint64, entries []wal.Entry) {
 		c.entries[i] = wal.Entry{Type: e.Type, Payload: buf[start:len(buf):len(buf)]}
 	}
 	f.mu.Lock()
+	if f.readers.Load() == 0 {
+		// The last stream left since the writer asked: keep nothing.
+		f.mu.Unlock()
+		return
+	}
 	if n := len(f.ring); n > 0 && f.ring[n-1].last()+1 != first {
 		// A write published after a time nobody watched: the ring
 		// starts again, so that it holds consecutive records.
@@ -241,8 +246,8 @@ func (f *Feed) register(p *partReader, wake chan struct{}) {
 	f.mu.Lock()
 	f.reading[p] = struct{}{}
 	f.wakes[wake]++
-	f.mu.Unlock()
 	f.readers.Add(1)
+	f.mu.Unlock()
 }
 
 func (f *Feed) unregister(p *partReader, wake chan struct{}) {
@@ -256,8 +261,8 @@ func (f *Feed) unregister(p *partReader, wake chan struct{}) {
 		clear(f.ring)
 		f.ring, f.ringBytes = f.ring[:0], 0
 	}
-	f.mu.Unlock()
 	f.readers.Add(-1)
+	f.mu.Unlock()
 }
 
 // Learn records that task taskID is at t (from its TaskCreated or
