@@ -3,6 +3,7 @@ import type { Client } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { AdminService } from "./gen/tenure/v1/admin_pb.js";
 import type { ErrorDetail } from "./gen/tenure/v1/errors_pb.js";
+import type { EventService } from "./gen/tenure/v1/events_pb.js";
 import type { QueueService } from "./gen/tenure/v1/queue_pb.js";
 import type { ScheduleService } from "./gen/tenure/v1/schedule_pb.js";
 import type { TaskService } from "./gen/tenure/v1/task_pb.js";
@@ -10,6 +11,7 @@ import type { WorkerService } from "./gen/tenure/v1/worker_pb.js";
 
 export * from "./gen/tenure/v1/admin_pb.js";
 export * from "./gen/tenure/v1/errors_pb.js";
+export * from "./gen/tenure/v1/events_pb.js";
 export * from "./gen/tenure/v1/queue_pb.js";
 export * from "./gen/tenure/v1/schedule_pb.js";
 export * from "./gen/tenure/v1/task_pb.js";
@@ -24,13 +26,14 @@ export interface TenureClientOptions {
   fetch?: typeof globalThis.fetch;
 }
 
-/** The five services of one tenure server. */
+/** The six services of one tenure server. */
 export interface TenureClient {
   tasks: Client<typeof TaskService>;
   workers: Client<typeof WorkerService>;
   queues: Client<typeof QueueService>;
   admin: Client<typeof AdminService>;
   schedules: Client<typeof ScheduleService>;
+  events: Client<typeof EventService>;
 }
 
 /** Clients of the services of the tenure server at baseUrl. */

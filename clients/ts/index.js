@@ -1,11 +1,12 @@
 // @tenure/client: tenure's API (proto/tenure/v1) for Node.js (18 or later)
 // and browsers, over Connect with JSON bodies. The messages and services
 // are generated into gen/ (`make ui`); this file adds one way to make the
-// five clients with a bearer token. See docs/guides/typescript-client.md.
+// six clients with a bearer token. See docs/guides/typescript-client.md.
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { AdminService } from "./gen/tenure/v1/admin_pb.js";
 import { ErrorDetailSchema } from "./gen/tenure/v1/errors_pb.js";
+import { EventService } from "./gen/tenure/v1/events_pb.js";
 import { QueueService } from "./gen/tenure/v1/queue_pb.js";
 import { ScheduleService } from "./gen/tenure/v1/schedule_pb.js";
 import { TaskService } from "./gen/tenure/v1/task_pb.js";
@@ -13,6 +14,7 @@ import { WorkerService } from "./gen/tenure/v1/worker_pb.js";
 
 export * from "./gen/tenure/v1/admin_pb.js";
 export * from "./gen/tenure/v1/errors_pb.js";
+export * from "./gen/tenure/v1/events_pb.js";
 export * from "./gen/tenure/v1/queue_pb.js";
 export * from "./gen/tenure/v1/schedule_pb.js";
 export * from "./gen/tenure/v1/task_pb.js";
@@ -20,7 +22,7 @@ export * from "./gen/tenure/v1/worker_pb.js";
 export { Code, ConnectError };
 
 /**
- * Clients of the five services of a tenure server at baseUrl (e.g.
+ * Clients of the six services of a tenure server at baseUrl (e.g.
  * "http://127.0.0.1:7070"; "" in a page the server itself serves).
  * options.token is the bearer token, or a function that returns it at
  * each call ("" or undefined: none); options.fetch replaces the global
@@ -47,6 +49,7 @@ export function createTenureClient(baseUrl, options = {}) {
     queues: createClient(QueueService, transport),
     admin: createClient(AdminService, transport),
     schedules: createClient(ScheduleService, transport),
+    events: createClient(EventService, transport),
   };
 }
 

@@ -2,7 +2,7 @@
 // tenure.v1, generated from proto/tenure/v1/*.proto by `make generate` (do
 // not edit the *.pb.go files; edit the .proto files and regenerate).
 //
-// The API has five services, served with Connect (gRPC, gRPC-Web and the
+// The API has six services, served with Connect (gRPC, gRPC-Web and the
 // Connect protocol with JSON or binary bodies over HTTP):
 //   - TaskService: Submit, SubmitBatch, GetTask, WaitTask (until the task
 //     has ended), ListTasks, KillTask, RetryTask, GetTaskHistory, and the
@@ -20,6 +20,10 @@
 //     caller's token says it is, and which calls it may make) and
 //     GetCluster (the server's mode, and a cluster's lock, nodes and
 //     partitions), for operators.
+//   - EventService: WatchEvents, a server stream of every record of the
+//     log from a cursor, filtered by namespace, queue, task and record
+//     type, resumable exactly after the last event seen
+//     (`tenure events`).
 //
 // Handlers and clients are in the tenurev1connect subpackage. The .proto
 // files document every field, default and limit; they are the reference for

@@ -88,6 +88,13 @@ export declare type ErrorDetail = Message<"tenure.v1.ErrorDetail"> & {
    * @generated from field: google.protobuf.Duration retry_after = 9;
    */
   retryAfter?: Duration | undefined;
+
+  /**
+   * CURSOR_EXPIRED: the cursor of the oldest position still available.
+   *
+   * @generated from field: string oldest_cursor = 10;
+   */
+  oldestCursor: string;
 };
 
 /**
@@ -191,6 +198,16 @@ export enum ErrorReason {
    * @generated from enum value: ERROR_REASON_FULL = 9;
    */
   FULL = 9,
+
+  /**
+   * A WatchEvents cursor names a position a partition's log no longer
+   * holds (older records were replaced by a snapshot): oldest_cursor is
+   * the oldest position still available. Resume from it only if skipping
+   * what came before is acceptable. Code out_of_range.
+   *
+   * @generated from enum value: ERROR_REASON_CURSOR_EXPIRED = 10;
+   */
+  CURSOR_EXPIRED = 10,
 }
 
 /**
