@@ -86,6 +86,21 @@ func ownedBy(ps map[uint64]clPart, id string) map[uint64]clPart {
 	return out
 }
 
+// movedTo is the partitions of was as ps shows them once every one has
+// moved to an owner that to accepts, at a higher epoch than in was; nil
+// while one has not.
+func movedTo(ps, was map[uint64]clPart, to func(owner string) bool) map[uint64]clPart {
+	moved := make(map[uint64]clPart)
+	for id, w := range was {
+		p := ps[id]
+		if !to(p.owner) || p.epoch <= w.epoch {
+			return nil
+		}
+		moved[id] = p
+	}
+	return moved
+}
+
 // clNodeRow is a row of the nodes table.
 type clNodeRow struct {
 	active        bool

@@ -20,11 +20,7 @@ import (
 func TestClusterDBCut(t *testing.T) {
 	const cut = 2 // n3
 	c, proxy := newClTest(t, cut)
-	seed := e2eSeed(t)
-	t.Logf("seed %d (rerun with TENURE_E2E_SEED=%d)", seed, seed)
-	led := newAckLedger()
-	ld := c.startLoad(led, seed)
-	c.waitBalanced("the queue's partitions spread over the three nodes", c.ids())
+	led, ld := c.startBalancedLoad()
 	ld.waitAcks(clPreAcks, clLoadWait)
 
 	xn := c.nodes[cut]
@@ -83,18 +79,8 @@ func TestClusterDBCut(t *testing.T) {
 	var moved map[uint64]clPart
 	c.poll("the cut node's partitions all move to the others", func() (bool, error) {
 		ps, err := c.parts()
-		if err != nil {
-			return false, err
-		}
-		moved = make(map[uint64]clPart)
-		for id, was := range mine {
-			p := ps[id]
-			if !slices.Contains(live, p.owner) || p.epoch <= was.epoch {
-				return false, nil
-			}
-			moved[id] = p
-		}
-		return true, nil
+		moved = movedTo(ps, mine, func(o string) bool { return slices.Contains(live, o) })
+		return moved != nil, err
 	})
 	c.checkMovedAfterSilence(xn.id, moved)
 	t.Logf("%s's partitions moved: %s", xn.id, describe(moved))

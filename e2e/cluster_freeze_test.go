@@ -28,11 +28,7 @@ import (
 // rejoin: healthy, active, owning partitions again.
 func TestClusterSIGSTOPOwner(t *testing.T) {
 	c, _ := newClTest(t, -1)
-	seed := e2eSeed(t)
-	t.Logf("seed %d (rerun with TENURE_E2E_SEED=%d)", seed, seed)
-	led := newAckLedger()
-	ld := c.startLoad(led, seed)
-	c.waitBalanced("the queue's partitions spread over the three nodes", c.ids())
+	led, ld := c.startBalancedLoad()
 	ld.waitAcks(clPreAcks, clLoadWait)
 
 	lk, ok, err := c.lock()
@@ -74,18 +70,8 @@ func TestClusterSIGSTOPOwner(t *testing.T) {
 			return true, nil
 		}
 		ps, err := c.parts()
-		if err != nil {
-			return false, err
-		}
-		moved = make(map[uint64]clPart)
-		for id, was := range frozen {
-			p := ps[id]
-			if !slices.Contains(live, p.owner) || p.epoch <= was.epoch {
-				return false, nil
-			}
-			moved[id] = p
-		}
-		return true, nil
+		moved = movedTo(ps, frozen, func(o string) bool { return slices.Contains(live, o) })
+		return moved != nil, err
 	})
 	if stalled {
 		// The bug is reported. Resume the node, which ends its transaction

@@ -15,11 +15,7 @@ import (
 // after its silence; and every acknowledgement must survive.
 func TestClusterKillLockHolder(t *testing.T) {
 	c, _ := newClTest(t, -1)
-	seed := e2eSeed(t)
-	t.Logf("seed %d (rerun with TENURE_E2E_SEED=%d)", seed, seed)
-	led := newAckLedger()
-	ld := c.startLoad(led, seed)
-	c.waitBalanced("the queue's partitions spread over the three nodes", c.ids())
+	led, ld := c.startBalancedLoad()
 	ld.waitAcks(clPreAcks, clLoadWait)
 
 	// A holder that has renewed its lock a few times: the steady state.
@@ -102,15 +98,8 @@ func TestClusterKillLockHolder(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		moved = make(map[uint64]clPart)
-		for id, was := range lost {
-			p := ps[id]
-			if !slices.Contains(live, p.owner) || !nodes[p.owner].active || p.epoch <= was.epoch {
-				return false, nil
-			}
-			moved[id] = p
-		}
-		return true, nil
+		moved = movedTo(ps, lost, func(o string) bool { return slices.Contains(live, o) && nodes[o].active })
+		return moved != nil, nil
 	})
 	c.checkMovedAfterSilence(old.owner, moved)
 	t.Logf("the dead node's %d partitions moved: %s", len(moved), describe(moved))

@@ -258,6 +258,16 @@ type clLoad struct {
 	once    sync.Once
 }
 
+// startBalancedLoad starts the load, of a seed from e2eSeed, and waits
+// until the queue's partitions are spread over the test's nodes.
+func (c *clTest) startBalancedLoad() (*ackLedger, *clLoad) {
+	c.t.Helper()
+	led := newAckLedger()
+	ld := c.startLoad(led, e2eSeed(c.t))
+	c.waitBalanced("the queue's partitions spread over the nodes", c.ids())
+	return led, ld
+}
+
 func (c *clTest) startLoad(led *ackLedger, seed uint64) *clLoad {
 	ld := &clLoad{c: c, l: &loadRound{
 		t: c.t, led: led, namespace: clNamespace, queue: clQueue,

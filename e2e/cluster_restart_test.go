@@ -15,11 +15,7 @@ import (
 // are balanced over the three again. Every acknowledgement must survive.
 func TestClusterRollingRestart(t *testing.T) {
 	c, _ := newClTest(t, -1)
-	seed := e2eSeed(t)
-	t.Logf("seed %d (rerun with TENURE_E2E_SEED=%d)", seed, seed)
-	led := newAckLedger()
-	ld := c.startLoad(led, seed)
-	c.waitBalanced("the queue's partitions spread over the three nodes", c.ids())
+	led, ld := c.startBalancedLoad()
 
 	for i, n := range c.nodes {
 		got := ld.waitAcks(clPreAcks/2, clLoadWait)
@@ -54,18 +50,8 @@ func TestClusterRollingRestart(t *testing.T) {
 			var moved map[uint64]clPart
 			c.poll(fmt.Sprintf("%s's partitions move to the others while it is down", n.id), func() (bool, error) {
 				ps, err := c.parts()
-				if err != nil {
-					return false, err
-				}
-				moved = make(map[uint64]clPart)
-				for id, was := range had {
-					p := ps[id]
-					if p.owner == n.id || p.owner == "" || p.epoch <= was.epoch {
-						return false, nil
-					}
-					moved[id] = p
-				}
-				return true, nil
+				moved = movedTo(ps, had, func(o string) bool { return o != n.id && o != "" })
+				return moved != nil, err
 			})
 			away = "while down, its partitions moved: " + describe(moved)
 		}

@@ -370,11 +370,7 @@ func TestGaleraKillDBNode(t *testing.T) {
 	for _, n := range c.nodes {
 		c.start(n, true)
 	}
-	seed := e2eSeed(t)
-	t.Logf("seed %d (rerun with TENURE_E2E_SEED=%d)", seed, seed)
-	led := newAckLedger()
-	ld := c.startLoad(led, seed)
-	c.waitBalanced("the queue's partitions spread over the three nodes", c.ids())
+	led, ld := c.startBalancedLoad()
 	ld.waitAcks(clPreAcks, clLoadWait)
 
 	pctx, stopProbes := context.WithCancel(context.Background())
@@ -554,11 +550,7 @@ func TestClusterManagedPrimaryFailover(t *testing.T) {
 		c.nodes = append(c.nodes, n)
 		c.start(n, true)
 	}
-	seed := e2eSeed(t)
-	t.Logf("seed %d (rerun with TENURE_E2E_SEED=%d)", seed, seed)
-	led := newAckLedger()
-	ld := c.startLoad(led, seed)
-	c.waitBalanced("the queue's partitions spread over the three nodes", c.ids())
+	led, ld := c.startBalancedLoad()
 	ld.waitAcks(clPreAcks, clLoadWait)
 
 	outage := func(what string, bringBack func()) {

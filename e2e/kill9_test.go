@@ -242,16 +242,20 @@ func (l *loadRound) complete(ctx context.Context, c *apiClients, id, lease strin
 	return true
 }
 
-// e2eSeed is TENURE_E2E_SEED if set, else fresh.
+// e2eSeed is TENURE_E2E_SEED if set, else fresh; it logs the seed, to
+// rerun the test with.
 func e2eSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("TENURE_E2E_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			t.Fatalf("TENURE_E2E_SEED=%q: %v", s, err)
 		}
-		return v
+		seed = v
 	}
-	return uint64(time.Now().UnixNano())
+	t.Logf("seed %d (rerun with TENURE_E2E_SEED=%d)", seed, seed)
+	return seed
 }
 
 func TestKill9UnderLoad(t *testing.T) {
@@ -265,7 +269,6 @@ func TestKill9UnderLoad(t *testing.T) {
 		maxRound = 8 * time.Second
 	)
 	seed := e2eSeed(t)
-	t.Logf("seed %d (rerun with TENURE_E2E_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	dir := t.TempDir()
 	led := newAckLedger()

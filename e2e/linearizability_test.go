@@ -44,7 +44,6 @@ func TestLinearizabilityKill9(t *testing.T) {
 		maxRound = 4 * time.Second
 	)
 	seed := e2eSeed(t)
-	t.Logf("seed %d (rerun with TENURE_E2E_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 0x1e))
 	dir := t.TempDir()
 	rec := &lincheck.Recorder{}

@@ -123,11 +123,7 @@ func TestClusterUntrustedNode(t *testing.T) {
 		c.start(n, true)
 	}
 	c.waitEligible(c.ids())
-	seed := e2eSeed(t)
-	t.Logf("seed %d (rerun with TENURE_E2E_SEED=%d)", seed, seed)
-	led := newAckLedger()
-	ld := c.startLoad(led, seed)
-	c.waitBalanced("the queue's partitions spread over the three nodes", c.ids())
+	led, ld := c.startBalancedLoad()
 	ld.waitAcks(clPreAcks, clLoadWait)
 
 	// Phase 1: node u joins with a certificate of another CA, and trusts

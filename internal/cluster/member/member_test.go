@@ -123,6 +123,16 @@ func startCluster(t *testing.T, n int) (*sql.DB, []*testNode) {
 	return db, nodes
 }
 
+// ownerCounts is how many partitions each node owns ("" for the unowned).
+func ownerCounts(t *testing.T, db *sql.DB) map[string]int {
+	t.Helper()
+	per := map[string]int{}
+	for _, a := range owners(t, db) {
+		per[a.Owner]++
+	}
+	return per
+}
+
 // owners returns partition id → owner of every partition.
 func owners(t *testing.T, db *sql.DB) map[uint64]partition.Assignment {
 	t.Helper()
@@ -215,11 +225,7 @@ func TestRoutingAcrossNodes(t *testing.T) {
 		t.Fatalf("40 submits landed in %d of 4 partitions", len(parts))
 	}
 	eventually(t, "partitions spread over the three nodes", func() bool {
-		per := map[string]int{}
-		for _, as := range owners(t, db) {
-			per[as.Owner]++
-		}
-		return len(per) == 3
+		return len(ownerCounts(t, db)) == 3
 	})
 	for i, id := range ids {
 		res, err := submit(ctx, b, &tenurev1.SubmitRequest{Queue: "q", Payload: []byte(fmt.Sprint(i)), RequestId: fmt.Sprintf("r%d", i)})
@@ -527,10 +533,7 @@ func TestLongPollSeesTasksOfOtherNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "two partitions each", func() bool {
-		per := map[string]int{}
-		for _, a := range owners(t, db) {
-			per[a.Owner]++
-		}
+		per := ownerCounts(t, db)
 		return per["n1"] == 2 && per["n2"] == 2
 	})
 	if ls, err := lease(ctx, nodes[1].api, "q", 1, 5*time.Second); err != nil || len(ls) != 1 {

@@ -29,11 +29,7 @@ func TestQueueStatsAndPauseAcrossPartitions(t *testing.T) {
 		}
 	}
 	eventually(t, "every node owns a partition", func() bool {
-		per := map[string]int{}
-		for _, a := range owners(t, db) {
-			per[a.Owner]++
-		}
-		return len(per) == 3
+		return len(ownerCounts(t, db)) == 3
 	})
 	for _, n := range nodes {
 		resp, err := qc(n).GetQueue(ctx, connect.NewRequest(&tenurev1.GetQueueRequest{Queue: "q"}))

@@ -35,11 +35,7 @@ func TestSchedulesAcrossNodes(t *testing.T) {
 		}
 	}
 	eventually(t, "every node owns a partition", func() bool {
-		per := map[string]int{}
-		for _, a := range owners(t, db) {
-			per[a.Owner]++
-		}
-		return len(per) == 3
+		return len(ownerCounts(t, db)) == 3
 	})
 	for _, n := range nodes {
 		eventually(t, "every schedule listed through "+n.id, func() bool {
