@@ -310,19 +310,26 @@ func isFull(err error) bool {
 // residentBytes is the resident set of process pid now (VmRSS).
 func residentBytes(t *testing.T, pid int) int64 {
 	t.Helper()
+	return procStatusBytes(t, pid, "VmRSS")
+}
+
+// procStatusBytes reads a field in kB of /proc/pid/status, in bytes; the
+// test is skipped where there is no /proc.
+func procStatusBytes(t *testing.T, pid int, field string) int64 {
+	t.Helper()
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		t.Skipf("no /proc to read the server's memory from: %v", err)
 	}
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
-				t.Fatalf("VmRSS %q: %v", v, err)
+				t.Fatalf("%s %q: %v", field, v, err)
 			}
 			return kb << 10
 		}
 	}
-	t.Fatalf("no VmRSS in /proc/%d/status", pid)
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }

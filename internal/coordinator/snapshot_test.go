@@ -314,6 +314,22 @@ func (e *snapEnv) forgetTail() {
 	}
 }
 
+// snapshotAheadOfLog leaves e closed with a snapshot s that ends after the
+// log's last record, last: it snapshots after 150 records, writes 20 more,
+// and deletes the log from s's segment on, and the TAIL file with it.
+func (e *snapEnv) snapshotAheadOfLog() (s SnapshotResult, last uint64) {
+	e.t.Helper()
+	e.noCompact = true
+	e.mustOpen()
+	e.work(150)
+	s = e.snapshot(time.Hour)
+	e.work(20)
+	e.close()
+	last = e.cutLogBelow(s.LSN)
+	e.forgetTail()
+	return s, last
+}
+
 // TestSnapshotAheadOfLogRefused: a snapshot that verifies and ends after
 // the log's last record proves acknowledged records gone; Recover refuses,
 // naming the snapshot and the range, and changes nothing, unless exactly
@@ -321,14 +337,7 @@ func (e *snapEnv) forgetTail() {
 // and sets the snapshot aside. A range that does not match accepts nothing.
 func TestSnapshotAheadOfLogRefused(t *testing.T) {
 	e := newSnapEnv(t, 5)
-	e.noCompact = true
-	e.mustOpen()
-	e.work(150)
-	s := e.snapshot(time.Hour)
-	e.work(20)
-	e.close()
-	last := e.cutLogBelow(s.LSN)
-	e.forgetTail()
+	s, last := e.snapshotAheadOfLog()
 	lost := LSNRange{First: last + 1, Last: s.LSN}
 
 	err := e.open()
@@ -396,14 +405,7 @@ func TestSnapshotAheadOfLogRefused(t *testing.T) {
 // proves nothing; it is discarded as any damaged one, and the log served.
 func TestSnapshotAheadOfLogDamaged(t *testing.T) {
 	e := newSnapEnv(t, 9)
-	e.noCompact = true
-	e.mustOpen()
-	e.work(150)
-	s := e.snapshot(time.Hour)
-	e.work(20)
-	e.close()
-	last := e.cutLogBelow(s.LSN)
-	e.forgetTail()
+	s, last := e.snapshotAheadOfLog()
 	flipByte(t, e.store.File(s.LSN), 100)
 	e.mustOpen()
 	if got := e.c.Stats().LastLSN; got != last {

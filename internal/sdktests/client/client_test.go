@@ -33,6 +33,17 @@ func newClient(t *testing.T, url string, opts client.Options) *client.Client {
 
 var protocols = []string{client.ProtocolConnect, client.ProtocolJSON, client.ProtocolGRPC}
 
+// eachProtocol runs test once per protocol, in parallel, each with a
+// client of a server of its own.
+func eachProtocol(t *testing.T, test func(t *testing.T, c *client.Client)) {
+	for _, proto := range protocols {
+		t.Run(proto, func(t *testing.T) {
+			t.Parallel()
+			test(t, newClient(t, startServer(t, nil), client.Options{Protocol: proto}))
+		})
+	}
+}
+
 // t0 is when the clock of an opsClient's server starts.
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
@@ -47,226 +58,222 @@ func opsClient(t *testing.T, proto string) (clk *clock.Fake, c *client.Client) {
 // TestRoundTrip calls every method against a real server, once per
 // protocol, and checks what comes back.
 func TestRoundTrip(t *testing.T) {
-	for _, proto := range protocols {
-		t.Run(proto, func(t *testing.T) {
-			t.Parallel()
-			ctx := t.Context()
-			c := newClient(t, startServer(t, nil), client.Options{Protocol: proto})
-			const q = "rt"
+	eachProtocol(t, func(t *testing.T, c *client.Client) {
+		ctx := t.Context()
+		const q = "rt"
 
-			// Submit, with and without a request id.
-			res, err := c.Submit(ctx, client.SubmitRequest{
-				Queue: q, Payload: []byte("one"), RequestID: "req-1",
-				ExecutionWindow: 2 * time.Second, Priority: 5,
-				Retry: &client.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Second, Multiplier: 3},
-			})
+		// Submit, with and without a request id.
+		res, err := c.Submit(ctx, client.SubmitRequest{
+			Queue: q, Payload: []byte("one"), RequestID: "req-1",
+			ExecutionWindow: 2 * time.Second, Priority: 5,
+			Retry: &client.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Second, Multiplier: 3},
+		})
+		if err != nil {
+			t.Fatalf("Submit: %v", err)
+		}
+		one := res.Task
+		if one == nil || res.Duplicate || res.TaskID == "" || one.ID != res.TaskID || one.State != client.TaskStateWaiting ||
+			!bytes.Equal(one.Payload, []byte("one")) || one.Priority != 5 || one.RequestID != "req-1" ||
+			one.ExecutionWindow != 2*time.Second || one.Namespace != "default" || one.Queue != q ||
+			one.RetryPolicy != (client.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Second, Multiplier: 3}) ||
+			one.CreatedAt.IsZero() || !one.NotBefore.IsZero() || !one.LeaseExpiry.IsZero() || one.Executions != nil {
+			t.Fatalf("Submit answered %+v (duplicate %v)", one, res.Duplicate)
+		}
+		dup, err := c.Submit(ctx, client.SubmitRequest{Queue: q, Payload: []byte("one"), RequestID: "req-1"})
+		if err != nil || !dup.Duplicate || dup.TaskID != one.ID || string(dup.Task.Payload) != "one" {
+			t.Fatalf("resubmit with the same request id: %+v, %v; want the first task as a duplicate", dup, err)
+		}
+		if _, err := c.Submit(ctx, client.SubmitRequest{Queue: q, Payload: []byte("other"), RequestID: "req-1"}); !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), one.ID) {
+			t.Fatalf("the same request id for another payload: %v; want ErrInvalidArgument naming %s", err, one.ID)
+		}
+		notBefore := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+		anon, err := c.Submit(ctx, client.SubmitRequest{Queue: q, NotBefore: notBefore})
+		if err != nil {
+			t.Fatalf("Submit without request id: %v", err)
+		}
+		if anon.Task.RequestID == "" || !anon.Task.NotBefore.Equal(notBefore) {
+			t.Fatalf("Submit without request id: got request id %q, not before %v; want a generated id and %v", anon.Task.RequestID, anon.Task.NotBefore, notBefore)
+		}
+
+		// Deadlines: absolute, or a timeout from the submit; a past
+		// one is refused naming its field.
+		deadline := notBefore.Add(time.Hour)
+		dl, err := c.Submit(ctx, client.SubmitRequest{Queue: "rt-deadline", NotBefore: notBefore, Deadline: deadline})
+		if err != nil || !dl.Task.Deadline.Equal(deadline) {
+			t.Fatalf("Submit with a deadline: %+v, %v; want deadline %v", dl.Task, err, deadline)
+		}
+		to, err := c.Submit(ctx, client.SubmitRequest{Queue: "rt-deadline", NotBefore: notBefore, Timeout: 2 * time.Hour})
+		if err != nil || !to.Task.Deadline.Equal(to.Task.CreatedAt.Add(2*time.Hour)) {
+			t.Fatalf("Submit with a timeout: %+v, %v; want the deadline 2h after its creation", to.Task, err)
+		}
+		var ce *client.Error
+		if _, err := c.Submit(ctx, client.SubmitRequest{Queue: "rt-deadline", Deadline: time.Unix(1, 0)}); !errors.As(err, &ce) ||
+			!errors.Is(err, client.ErrInvalidArgument) || ce.Field != "deadline" {
+			t.Fatalf("Submit with a past deadline: %v; want ErrInvalidArgument naming deadline", err)
+		}
+
+		// SubmitBatch, answered with ids only unless whole tasks are
+		// asked for.
+		batch, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{
+			{Queue: q, Payload: []byte("b0"), Retry: &client.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond}},
+			{Queue: q, Payload: []byte("one"), RequestID: "req-1"},
+		}, ReturnTasks: true})
+		if err != nil {
+			t.Fatalf("SubmitBatch: %v", err)
+		}
+		if len(batch) != 2 || batch[0].Duplicate || !batch[1].Duplicate || batch[1].TaskID != one.ID || batch[1].Task.ID != one.ID ||
+			batch[0].Task.ID != batch[0].TaskID || string(batch[0].Task.Payload) != "b0" || batch[0].Task.RequestID == "" {
+			t.Fatalf("SubmitBatch with ReturnTasks answered %+v", batch)
+		}
+		ids, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{{Queue: q, Payload: []byte("one"), RequestID: "req-1"}}})
+		if err != nil || len(ids) != 1 || ids[0] != (client.SubmitResult{TaskID: one.ID, Duplicate: true}) {
+			t.Fatalf("SubmitBatch of ids: %+v, %v; want only the id of the first task, as a duplicate", ids, err)
+		}
+
+		// GetTask and ListTasks (paged).
+		got, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: one.ID})
+		if err != nil || got.ID != one.ID || !got.CreatedAt.Equal(one.CreatedAt) {
+			t.Fatalf("GetTask: %+v, %v", got, err)
+		}
+		want := []string{one.ID, anon.TaskID, batch[0].TaskID}
+		var listed []string
+		token := ""
+		for {
+			page, err := c.ListTasksPage(ctx, client.ListTasksRequest{Queue: q, PageSize: 1, PageToken: token})
 			if err != nil {
-				t.Fatalf("Submit: %v", err)
+				t.Fatalf("ListTasksPage: %v", err)
 			}
-			one := res.Task
-			if one == nil || res.Duplicate || res.TaskID == "" || one.ID != res.TaskID || one.State != client.TaskStateWaiting ||
-				!bytes.Equal(one.Payload, []byte("one")) || one.Priority != 5 || one.RequestID != "req-1" ||
-				one.ExecutionWindow != 2*time.Second || one.Namespace != "default" || one.Queue != q ||
-				one.RetryPolicy != (client.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Second, Multiplier: 3}) ||
-				one.CreatedAt.IsZero() || !one.NotBefore.IsZero() || !one.LeaseExpiry.IsZero() || one.Executions != nil {
-				t.Fatalf("Submit answered %+v (duplicate %v)", one, res.Duplicate)
-			}
-			dup, err := c.Submit(ctx, client.SubmitRequest{Queue: q, Payload: []byte("one"), RequestID: "req-1"})
-			if err != nil || !dup.Duplicate || dup.TaskID != one.ID || string(dup.Task.Payload) != "one" {
-				t.Fatalf("resubmit with the same request id: %+v, %v; want the first task as a duplicate", dup, err)
-			}
-			if _, err := c.Submit(ctx, client.SubmitRequest{Queue: q, Payload: []byte("other"), RequestID: "req-1"}); !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), one.ID) {
-				t.Fatalf("the same request id for another payload: %v; want ErrInvalidArgument naming %s", err, one.ID)
-			}
-			notBefore := time.Now().Add(time.Hour).Truncate(time.Millisecond)
-			anon, err := c.Submit(ctx, client.SubmitRequest{Queue: q, NotBefore: notBefore})
-			if err != nil {
-				t.Fatalf("Submit without request id: %v", err)
-			}
-			if anon.Task.RequestID == "" || !anon.Task.NotBefore.Equal(notBefore) {
-				t.Fatalf("Submit without request id: got request id %q, not before %v; want a generated id and %v", anon.Task.RequestID, anon.Task.NotBefore, notBefore)
-			}
-
-			// Deadlines: absolute, or a timeout from the submit; a past
-			// one is refused naming its field.
-			deadline := notBefore.Add(time.Hour)
-			dl, err := c.Submit(ctx, client.SubmitRequest{Queue: "rt-deadline", NotBefore: notBefore, Deadline: deadline})
-			if err != nil || !dl.Task.Deadline.Equal(deadline) {
-				t.Fatalf("Submit with a deadline: %+v, %v; want deadline %v", dl.Task, err, deadline)
-			}
-			to, err := c.Submit(ctx, client.SubmitRequest{Queue: "rt-deadline", NotBefore: notBefore, Timeout: 2 * time.Hour})
-			if err != nil || !to.Task.Deadline.Equal(to.Task.CreatedAt.Add(2*time.Hour)) {
-				t.Fatalf("Submit with a timeout: %+v, %v; want the deadline 2h after its creation", to.Task, err)
-			}
-			var ce *client.Error
-			if _, err := c.Submit(ctx, client.SubmitRequest{Queue: "rt-deadline", Deadline: time.Unix(1, 0)}); !errors.As(err, &ce) ||
-				!errors.Is(err, client.ErrInvalidArgument) || ce.Field != "deadline" {
-				t.Fatalf("Submit with a past deadline: %v; want ErrInvalidArgument naming deadline", err)
-			}
-
-			// SubmitBatch, answered with ids only unless whole tasks are
-			// asked for.
-			batch, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{
-				{Queue: q, Payload: []byte("b0"), Retry: &client.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond}},
-				{Queue: q, Payload: []byte("one"), RequestID: "req-1"},
-			}, ReturnTasks: true})
-			if err != nil {
-				t.Fatalf("SubmitBatch: %v", err)
-			}
-			if len(batch) != 2 || batch[0].Duplicate || !batch[1].Duplicate || batch[1].TaskID != one.ID || batch[1].Task.ID != one.ID ||
-				batch[0].Task.ID != batch[0].TaskID || string(batch[0].Task.Payload) != "b0" || batch[0].Task.RequestID == "" {
-				t.Fatalf("SubmitBatch with ReturnTasks answered %+v", batch)
-			}
-			ids, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{{Queue: q, Payload: []byte("one"), RequestID: "req-1"}}})
-			if err != nil || len(ids) != 1 || ids[0] != (client.SubmitResult{TaskID: one.ID, Duplicate: true}) {
-				t.Fatalf("SubmitBatch of ids: %+v, %v; want only the id of the first task, as a duplicate", ids, err)
-			}
-
-			// GetTask and ListTasks (paged).
-			got, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: one.ID})
-			if err != nil || got.ID != one.ID || !got.CreatedAt.Equal(one.CreatedAt) {
-				t.Fatalf("GetTask: %+v, %v", got, err)
-			}
-			want := []string{one.ID, anon.TaskID, batch[0].TaskID}
-			var listed []string
-			token := ""
-			for {
-				page, err := c.ListTasksPage(ctx, client.ListTasksRequest{Queue: q, PageSize: 1, PageToken: token})
-				if err != nil {
-					t.Fatalf("ListTasksPage: %v", err)
-				}
-				for _, tk := range page.Tasks {
-					listed = append(listed, tk.ID)
-				}
-				if page.NextPageToken == "" {
-					break
-				}
-				token = page.NextPageToken
-			}
-			if strings.Join(listed, ",") != strings.Join(want, ",") {
-				t.Fatalf("ListTasksPage listed %v, want %v", listed, want)
-			}
-			// ListTasks pages for the loop (a call per task here), and stops
-			// when the loop does.
-			listed = nil
-			for tk, err := range c.ListTasks(ctx, client.ListTasksRequest{Queue: q, PageSize: 1}) {
-				if err != nil {
-					t.Fatalf("ListTasks: %v", err)
-				}
+			for _, tk := range page.Tasks {
 				listed = append(listed, tk.ID)
 			}
-			if strings.Join(listed, ",") != strings.Join(want, ",") {
-				t.Fatalf("ListTasks listed %v, want %v", listed, want)
+			if page.NextPageToken == "" {
+				break
 			}
-			listed = nil
-			for tk := range c.ListTasks(ctx, client.ListTasksRequest{Queue: q, PageSize: 1}) {
-				if listed = append(listed, tk.ID); len(listed) == 2 {
-					break
-				}
-			}
-			if strings.Join(listed, ",") != strings.Join(want[:2], ",") {
-				t.Fatalf("ListTasks stopped after two: listed %v, want %v", listed, want[:2])
-			}
-			waiting, err := client.Collect(c.ListTasks(ctx, client.ListTasksRequest{Namespace: "default", Queue: q, State: client.TaskStateWaiting}))
-			if err != nil || len(waiting) != 3 {
-				t.Fatalf("ListTasks WAITING: %d tasks, %v; want 3", len(waiting), err)
-			}
-			if none, err := client.Collect(c.ListTasks(ctx, client.ListTasksRequest{Queue: q, State: client.TaskStateDead})); err != nil || len(none) != 0 {
-				t.Fatalf("ListTasks DEAD: %d tasks, %v; want none", len(none), err)
-			}
-
-			// Worker protocol: lease the highest priority task, start,
-			// heartbeat, commit, complete.
-			leased, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w1", Queue: q, MaxTasks: 1, Wait: time.Second}))
-			if err != nil || len(leased) != 1 {
-				t.Fatalf("Lease: %+v, %v; want task %s", leased, err, one.ID)
-			}
-			l := leased[0]
-			if l.ID != one.ID || l.Attempt != 1 || l.Committed || l.LeaseID == "" || string(l.Payload) != "one" ||
-				l.Namespace != "default" || l.Queue != q || l.ExecutionWindow != 2*time.Second || l.LeaseExpiry.IsZero() {
-				t.Fatalf("Lease answered %+v; want task %s attempt 1 with its payload, window and expiry", l, one.ID)
-			}
-			if err := c.Start(ctx, client.StartRequest{TaskID: l.ID, LeaseID: l.LeaseID}); err != nil {
-				t.Fatalf("Start: %v", err)
-			}
-			hb, err := c.Heartbeat(ctx, client.HeartbeatRequest{TaskID: l.ID, LeaseID: l.LeaseID})
-			if exp := hb.LeaseExpiry; err != nil || exp.Before(l.LeaseExpiry) {
-				t.Fatalf("Heartbeat: %v, %v; want an expiry not before %v", exp, err, l.LeaseExpiry)
-			}
-			tok, err := c.Commit(ctx, client.CommitRequest{TaskID: l.ID, LeaseID: l.LeaseID, Result: []byte("result")})
-			if err != nil || tok != (client.FencingToken{TaskID: one.ID, Attempt: 1}) {
-				t.Fatalf("Commit: %+v, %v", tok, err)
-			}
-			if err := c.Complete(ctx, client.CompleteRequest{TaskID: l.ID, LeaseID: l.LeaseID}); err != nil {
-				t.Fatalf("Complete: %v", err)
-			}
-			got, err = c.GetTask(ctx, client.GetTaskRequest{TaskID: one.ID})
-			if err != nil || got.State != client.TaskStateCompleted || string(got.Result) != "result" {
-				t.Fatalf("after Complete: %+v, %v", got, err)
-			}
-			if len(got.Executions) != 1 {
-				t.Fatalf("after Complete: executions %+v, want one", got.Executions)
-			}
-			if e := got.Executions[0]; e.Attempt != 1 || e.LeaseID != l.LeaseID || e.WorkerID != "w1" || e.Status != client.ExecutionStatusDone ||
-				e.LeasedAt.IsZero() || e.StartedAt.IsZero() || e.CommittedAt.IsZero() || e.FinishedAt.IsZero() || e.Reason != "" {
-				t.Fatalf("after Complete: execution %+v; want attempt 1 of w1, DONE, leased, started, committed and finished", e)
-			}
-			hist, err := c.GetTaskHistory(ctx, client.GetTaskHistoryRequest{TaskID: one.ID})
+			token = page.NextPageToken
+		}
+		if strings.Join(listed, ",") != strings.Join(want, ",") {
+			t.Fatalf("ListTasksPage listed %v, want %v", listed, want)
+		}
+		// ListTasks pages for the loop (a call per task here), and stops
+		// when the loop does.
+		listed = nil
+		for tk, err := range c.ListTasks(ctx, client.ListTasksRequest{Queue: q, PageSize: 1}) {
 			if err != nil {
-				t.Fatalf("GetTaskHistory: %v", err)
+				t.Fatalf("ListTasks: %v", err)
 			}
-			var types []string
-			for _, e := range hist {
-				types = append(types, e.Type)
-				if e.LSN == 0 || e.At.IsZero() {
-					t.Errorf("history entry %+v has no LSN or time", e)
-				}
-				if e.Type == "LeaseGranted" && (e.LeaseID != l.LeaseID || e.WorkerID != "w1" || e.Attempt != 1 || e.Detail == "") {
-					t.Errorf("LeaseGranted entry %+v; want lease %s of w1, attempt 1, with a detail", e, l.LeaseID)
-				}
+			listed = append(listed, tk.ID)
+		}
+		if strings.Join(listed, ",") != strings.Join(want, ",") {
+			t.Fatalf("ListTasks listed %v, want %v", listed, want)
+		}
+		listed = nil
+		for tk := range c.ListTasks(ctx, client.ListTasksRequest{Queue: q, PageSize: 1}) {
+			if listed = append(listed, tk.ID); len(listed) == 2 {
+				break
 			}
-			// A heartbeat in the grant's clock tick writes no LeaseExtended,
-			// so only the records that must be there are checked, in order.
-			want = []string{"TaskCreated", "LeaseGranted", "ExecutionStarted", "TaskCommitted", "TaskCompleted"}
-			rest := types
-			for _, w := range want {
-				for len(rest) > 0 && rest[0] != w {
-					rest = rest[1:]
-				}
-				if len(rest) == 0 {
-					t.Fatalf("GetTaskHistory types %v; want %v in this order", types, want)
-				}
-			}
+		}
+		if strings.Join(listed, ",") != strings.Join(want[:2], ",") {
+			t.Fatalf("ListTasks stopped after two: listed %v, want %v", listed, want[:2])
+		}
+		waiting, err := client.Collect(c.ListTasks(ctx, client.ListTasksRequest{Namespace: "default", Queue: q, State: client.TaskStateWaiting}))
+		if err != nil || len(waiting) != 3 {
+			t.Fatalf("ListTasks WAITING: %d tasks, %v; want 3", len(waiting), err)
+		}
+		if none, err := client.Collect(c.ListTasks(ctx, client.ListTasksRequest{Queue: q, State: client.TaskStateDead})); err != nil || len(none) != 0 {
+			t.Fatalf("ListTasks DEAD: %d tasks, %v; want none", len(none), err)
+		}
 
-			// Fail: retried, then permanent.
-			leased, err = tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w1", Queue: q, MaxTasks: 5}))
-			if err != nil || len(leased) != 1 || leased[0].ID != batch[0].TaskID {
-				t.Fatalf("Lease b0: %+v, %v", leased, err)
+		// Worker protocol: lease the highest priority task, start,
+		// heartbeat, commit, complete.
+		leased, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w1", Queue: q, MaxTasks: 1, Wait: time.Second}))
+		if err != nil || len(leased) != 1 {
+			t.Fatalf("Lease: %+v, %v; want task %s", leased, err, one.ID)
+		}
+		l := leased[0]
+		if l.ID != one.ID || l.Attempt != 1 || l.Committed || l.LeaseID == "" || string(l.Payload) != "one" ||
+			l.Namespace != "default" || l.Queue != q || l.ExecutionWindow != 2*time.Second || l.LeaseExpiry.IsZero() {
+			t.Fatalf("Lease answered %+v; want task %s attempt 1 with its payload, window and expiry", l, one.ID)
+		}
+		if err := c.Start(ctx, client.StartRequest{TaskID: l.ID, LeaseID: l.LeaseID}); err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		hb, err := c.Heartbeat(ctx, client.HeartbeatRequest{TaskID: l.ID, LeaseID: l.LeaseID})
+		if exp := hb.LeaseExpiry; err != nil || exp.Before(l.LeaseExpiry) {
+			t.Fatalf("Heartbeat: %v, %v; want an expiry not before %v", exp, err, l.LeaseExpiry)
+		}
+		tok, err := c.Commit(ctx, client.CommitRequest{TaskID: l.ID, LeaseID: l.LeaseID, Result: []byte("result")})
+		if err != nil || tok != (client.FencingToken{TaskID: one.ID, Attempt: 1}) {
+			t.Fatalf("Commit: %+v, %v", tok, err)
+		}
+		if err := c.Complete(ctx, client.CompleteRequest{TaskID: l.ID, LeaseID: l.LeaseID}); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		got, err = c.GetTask(ctx, client.GetTaskRequest{TaskID: one.ID})
+		if err != nil || got.State != client.TaskStateCompleted || string(got.Result) != "result" {
+			t.Fatalf("after Complete: %+v, %v", got, err)
+		}
+		if len(got.Executions) != 1 {
+			t.Fatalf("after Complete: executions %+v, want one", got.Executions)
+		}
+		if e := got.Executions[0]; e.Attempt != 1 || e.LeaseID != l.LeaseID || e.WorkerID != "w1" || e.Status != client.ExecutionStatusDone ||
+			e.LeasedAt.IsZero() || e.StartedAt.IsZero() || e.CommittedAt.IsZero() || e.FinishedAt.IsZero() || e.Reason != "" {
+			t.Fatalf("after Complete: execution %+v; want attempt 1 of w1, DONE, leased, started, committed and finished", e)
+		}
+		hist, err := c.GetTaskHistory(ctx, client.GetTaskHistoryRequest{TaskID: one.ID})
+		if err != nil {
+			t.Fatalf("GetTaskHistory: %v", err)
+		}
+		var types []string
+		for _, e := range hist {
+			types = append(types, e.Type)
+			if e.LSN == 0 || e.At.IsZero() {
+				t.Errorf("history entry %+v has no LSN or time", e)
 			}
-			fr, err := c.Fail(ctx, client.FailRequest{TaskID: leased[0].ID, LeaseID: leased[0].LeaseID, Reason: "boom"})
-			if err != nil || fr.State != client.TaskStateWaiting || fr.RetryAt.IsZero() {
-				t.Fatalf("Fail: %+v, %v; want WAITING with a retry time", fr, err)
+			if e.Type == "LeaseGranted" && (e.LeaseID != l.LeaseID || e.WorkerID != "w1" || e.Attempt != 1 || e.Detail == "") {
+				t.Errorf("LeaseGranted entry %+v; want lease %s of w1, attempt 1, with a detail", e, l.LeaseID)
 			}
-			leased, err = tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w1", Queue: q, Wait: 5 * time.Second}))
-			if err != nil || len(leased) != 1 || leased[0].Attempt != 2 {
-				t.Fatalf("Lease b0 again: %+v, %v", leased, err)
+		}
+		// A heartbeat in the grant's clock tick writes no LeaseExtended,
+		// so only the records that must be there are checked, in order.
+		want = []string{"TaskCreated", "LeaseGranted", "ExecutionStarted", "TaskCommitted", "TaskCompleted"}
+		rest := types
+		for _, w := range want {
+			for len(rest) > 0 && rest[0] != w {
+				rest = rest[1:]
 			}
-			fr, err = c.Fail(ctx, client.FailRequest{TaskID: leased[0].ID, LeaseID: leased[0].LeaseID, Reason: "broken", Permanent: true})
-			if err != nil || fr != (client.FailResult{State: client.TaskStateFailed}) {
-				t.Fatalf("Fail permanent: %+v, %v; want FAILED without a retry time", fr, err)
+			if len(rest) == 0 {
+				t.Fatalf("GetTaskHistory types %v; want %v in this order", types, want)
 			}
+		}
 
-			// KillTask.
-			killed, err := c.KillTask(ctx, client.KillTaskRequest{TaskID: anon.TaskID, Reason: "not needed"})
-			if err != nil || killed.ID != anon.TaskID || killed.State != client.TaskStateDead || killed.FailureReason != "not needed" {
-				t.Fatalf("KillTask: %+v, %v; want the task, DEAD, with the reason", killed, err)
-			}
-			got, err = c.GetTask(ctx, client.GetTaskRequest{TaskID: anon.TaskID})
-			if err != nil || got.State != client.TaskStateDead || got.FailureReason != "not needed" {
-				t.Fatalf("after KillTask: %+v, %v", got, err)
-			}
-		})
-	}
+		// Fail: retried, then permanent.
+		leased, err = tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w1", Queue: q, MaxTasks: 5}))
+		if err != nil || len(leased) != 1 || leased[0].ID != batch[0].TaskID {
+			t.Fatalf("Lease b0: %+v, %v", leased, err)
+		}
+		fr, err := c.Fail(ctx, client.FailRequest{TaskID: leased[0].ID, LeaseID: leased[0].LeaseID, Reason: "boom"})
+		if err != nil || fr.State != client.TaskStateWaiting || fr.RetryAt.IsZero() {
+			t.Fatalf("Fail: %+v, %v; want WAITING with a retry time", fr, err)
+		}
+		leased, err = tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w1", Queue: q, Wait: 5 * time.Second}))
+		if err != nil || len(leased) != 1 || leased[0].Attempt != 2 {
+			t.Fatalf("Lease b0 again: %+v, %v", leased, err)
+		}
+		fr, err = c.Fail(ctx, client.FailRequest{TaskID: leased[0].ID, LeaseID: leased[0].LeaseID, Reason: "broken", Permanent: true})
+		if err != nil || fr != (client.FailResult{State: client.TaskStateFailed}) {
+			t.Fatalf("Fail permanent: %+v, %v; want FAILED without a retry time", fr, err)
+		}
+
+		// KillTask.
+		killed, err := c.KillTask(ctx, client.KillTaskRequest{TaskID: anon.TaskID, Reason: "not needed"})
+		if err != nil || killed.ID != anon.TaskID || killed.State != client.TaskStateDead || killed.FailureReason != "not needed" {
+			t.Fatalf("KillTask: %+v, %v; want the task, DEAD, with the reason", killed, err)
+		}
+		got, err = c.GetTask(ctx, client.GetTaskRequest{TaskID: anon.TaskID})
+		if err != nil || got.State != client.TaskStateDead || got.FailureReason != "not needed" {
+			t.Fatalf("after KillTask: %+v, %v", got, err)
+		}
+	})
 }
 
 // errorCase is what a test expects of a refused call's error.
@@ -319,61 +326,57 @@ func checkError(t *testing.T, what string, err error, c errorCase) {
 // TestErrors provokes each refusal on every protocol and checks its
 // sentinel and the detail's fields, as the server reported them.
 func TestErrors(t *testing.T) {
-	for _, proto := range protocols {
-		t.Run(proto, func(t *testing.T) {
-			t.Parallel()
-			ctx := t.Context()
-			c := newClient(t, startServer(t, nil), client.Options{Protocol: proto})
-			const q = "errs"
+	eachProtocol(t, func(t *testing.T, c *client.Client) {
+		ctx := t.Context()
+		const q = "errs"
 
-			_, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: "no-such-task"})
-			checkError(t, "GetTask unknown", err, errorCase{client.ErrNotFound, client.Error{
-				Op: "GetTask", Code: connect.CodeNotFound, Reason: client.ReasonNotFound, TaskID: "no-such-task"}})
-			_, err = c.Submit(ctx, client.SubmitRequest{Queue: "a b"})
-			checkError(t, "Submit to an invalid queue", err, errorCase{client.ErrInvalidArgument, client.Error{
-				Op: "Submit", Code: connect.CodeInvalidArgument, Reason: client.ReasonInvalidArgument, Field: "queue"}})
-			_, err = c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{{Queue: q}, {Queue: q, Payload: make([]byte, 1<<20+1)}}})
-			checkError(t, "SubmitBatch with a payload over 1 MiB", err, errorCase{client.ErrTooLarge, client.Error{
-				Op: "SubmitBatch", Code: connect.CodeResourceExhausted, Reason: client.ReasonTooLarge,
-				Field: "requests[1].payload", Size: 1<<20 + 1, Limit: 1 << 20}})
+		_, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: "no-such-task"})
+		checkError(t, "GetTask unknown", err, errorCase{client.ErrNotFound, client.Error{
+			Op: "GetTask", Code: connect.CodeNotFound, Reason: client.ReasonNotFound, TaskID: "no-such-task"}})
+		_, err = c.Submit(ctx, client.SubmitRequest{Queue: "a b"})
+		checkError(t, "Submit to an invalid queue", err, errorCase{client.ErrInvalidArgument, client.Error{
+			Op: "Submit", Code: connect.CodeInvalidArgument, Reason: client.ReasonInvalidArgument, Field: "queue"}})
+		_, err = c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{{Queue: q}, {Queue: q, Payload: make([]byte, 1<<20+1)}}})
+		checkError(t, "SubmitBatch with a payload over 1 MiB", err, errorCase{client.ErrTooLarge, client.Error{
+			Op: "SubmitBatch", Code: connect.CodeResourceExhausted, Reason: client.ReasonTooLarge,
+			Field: "requests[1].payload", Size: 1<<20 + 1, Limit: 1 << 20}})
 
-			// One task, committed by lease A, whose lease then expires: the
-			// next lease is a finalisation lease. (The window leaves the
-			// commit time on a loaded machine; lease B waits it out.)
-			sub, err := c.Submit(ctx, client.SubmitRequest{Queue: q, ExecutionWindow: 2 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			id := sub.TaskID
-			a, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "a", Queue: q, Wait: time.Second}))
-			if err != nil || len(a) != 1 {
-				t.Fatalf("lease A: %+v, %v", a, err)
-			}
-			if _, err := c.Commit(ctx, client.CommitRequest{TaskID: id, LeaseID: a[0].LeaseID, Result: []byte("r")}); err != nil {
-				t.Fatalf("commit A: %v", err)
-			}
-			b, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "b", Queue: q, Wait: 10 * time.Second}))
-			if err != nil || len(b) != 1 || !b[0].Committed || string(b[0].CommittedResult) != "r" {
-				t.Fatalf("lease B: %+v, %v; want a finalisation lease with the committed result", b, err)
-			}
-			_, err = c.Commit(ctx, client.CommitRequest{TaskID: id, LeaseID: b[0].LeaseID, Result: []byte("other")})
-			checkError(t, "Commit on a finalisation lease", err, errorCase{client.ErrAlreadyCommitted, client.Error{
-				Op: "Commit", Code: connect.CodeAlreadyExists, Reason: client.ReasonAlreadyCommitted,
-				TaskID: id, LeaseID: b[0].LeaseID, CommittedBy: a[0].LeaseID}})
-			_, err = c.Heartbeat(ctx, client.HeartbeatRequest{TaskID: id, LeaseID: a[0].LeaseID})
-			checkError(t, "Heartbeat of the expired lease A", err, errorCase{client.ErrLeaseLost, client.Error{
-				Op: "Heartbeat", Code: connect.CodeFailedPrecondition, Reason: client.ReasonLeaseLost, TaskID: id, LeaseID: a[0].LeaseID}})
-			_, err = c.Fail(ctx, client.FailRequest{TaskID: id, LeaseID: b[0].LeaseID, Reason: "no"})
-			checkError(t, "Fail of a committed task", err, errorCase{client.ErrWrongState, client.Error{
-				Op: "Fail", Code: connect.CodeFailedPrecondition, Reason: client.ReasonWrongState, TaskID: id, State: client.TaskStateCommitted}})
-			if err := c.Complete(ctx, client.CompleteRequest{TaskID: id, LeaseID: b[0].LeaseID}); err != nil {
-				t.Fatalf("Complete B: %v", err)
-			}
-			_, err = c.KillTask(ctx, client.KillTaskRequest{TaskID: id, Reason: "too late"})
-			checkError(t, "KillTask of a completed task", err, errorCase{client.ErrWrongState, client.Error{
-				Op: "KillTask", Code: connect.CodeFailedPrecondition, Reason: client.ReasonWrongState, TaskID: id, State: client.TaskStateCompleted}})
-		})
-	}
+		// One task, committed by lease A, whose lease then expires: the
+		// next lease is a finalisation lease. (The window leaves the
+		// commit time on a loaded machine; lease B waits it out.)
+		sub, err := c.Submit(ctx, client.SubmitRequest{Queue: q, ExecutionWindow: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := sub.TaskID
+		a, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "a", Queue: q, Wait: time.Second}))
+		if err != nil || len(a) != 1 {
+			t.Fatalf("lease A: %+v, %v", a, err)
+		}
+		if _, err := c.Commit(ctx, client.CommitRequest{TaskID: id, LeaseID: a[0].LeaseID, Result: []byte("r")}); err != nil {
+			t.Fatalf("commit A: %v", err)
+		}
+		b, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "b", Queue: q, Wait: 10 * time.Second}))
+		if err != nil || len(b) != 1 || !b[0].Committed || string(b[0].CommittedResult) != "r" {
+			t.Fatalf("lease B: %+v, %v; want a finalisation lease with the committed result", b, err)
+		}
+		_, err = c.Commit(ctx, client.CommitRequest{TaskID: id, LeaseID: b[0].LeaseID, Result: []byte("other")})
+		checkError(t, "Commit on a finalisation lease", err, errorCase{client.ErrAlreadyCommitted, client.Error{
+			Op: "Commit", Code: connect.CodeAlreadyExists, Reason: client.ReasonAlreadyCommitted,
+			TaskID: id, LeaseID: b[0].LeaseID, CommittedBy: a[0].LeaseID}})
+		_, err = c.Heartbeat(ctx, client.HeartbeatRequest{TaskID: id, LeaseID: a[0].LeaseID})
+		checkError(t, "Heartbeat of the expired lease A", err, errorCase{client.ErrLeaseLost, client.Error{
+			Op: "Heartbeat", Code: connect.CodeFailedPrecondition, Reason: client.ReasonLeaseLost, TaskID: id, LeaseID: a[0].LeaseID}})
+		_, err = c.Fail(ctx, client.FailRequest{TaskID: id, LeaseID: b[0].LeaseID, Reason: "no"})
+		checkError(t, "Fail of a committed task", err, errorCase{client.ErrWrongState, client.Error{
+			Op: "Fail", Code: connect.CodeFailedPrecondition, Reason: client.ReasonWrongState, TaskID: id, State: client.TaskStateCommitted}})
+		if err := c.Complete(ctx, client.CompleteRequest{TaskID: id, LeaseID: b[0].LeaseID}); err != nil {
+			t.Fatalf("Complete B: %v", err)
+		}
+		_, err = c.KillTask(ctx, client.KillTaskRequest{TaskID: id, Reason: "too late"})
+		checkError(t, "KillTask of a completed task", err, errorCase{client.ErrWrongState, client.Error{
+			Op: "KillTask", Code: connect.CodeFailedPrecondition, Reason: client.ReasonWrongState, TaskID: id, State: client.TaskStateCompleted}})
+	})
 }
 
 // TestErrFull: a server at its memory budget (256 KiB here) refuses a

@@ -99,87 +99,83 @@ func TestScheduleKind(t *testing.T) {
 // queue is starved; a long poll answers as soon as any of them gets a
 // task; a bad list is refused naming the field.
 func TestLeaseFromSeveralQueues(t *testing.T) {
-	for _, proto := range protocols {
-		t.Run(proto, func(t *testing.T) {
-			t.Parallel()
-			ctx := t.Context()
-			c := newClient(t, startServer(t, nil), client.Options{Protocol: proto})
-			for _, q := range []string{"qa", "qb"} {
-				reqs := make([]client.SubmitRequest, 4)
-				for i := range reqs {
-					reqs[i] = client.SubmitRequest{Queue: q}
-				}
-				if _, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: reqs}); err != nil {
-					t.Fatal(err)
-				}
+	eachProtocol(t, func(t *testing.T, c *client.Client) {
+		ctx := t.Context()
+		for _, q := range []string{"qa", "qb"} {
+			reqs := make([]client.SubmitRequest, 4)
+			for i := range reqs {
+				reqs[i] = client.SubmitRequest{Queue: q}
 			}
-			both := []string{"qa", "qb"}
-			// One task per call: the queue a call starts with alternates.
-			from := map[string]int{}
-			for range 4 {
-				leased, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both}))
-				if err != nil || len(leased) != 1 {
-					t.Fatalf("Lease from qa and qb: %+v, %v", leased, err)
-				}
-				from[leased[0].Queue]++
-			}
-			if from["qa"] != 2 || from["qb"] != 2 {
-				t.Errorf("four single leases took %v; want two from each queue", from)
-			}
-			// A call for more takes from both.
-			leased, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both, MaxTasks: 10}))
-			if err != nil || len(leased) != 4 {
-				t.Fatalf("Lease of 10 from qa and qb: %d tasks, %v; want the 4 left", len(leased), err)
-			}
-
-			// Both empty: a long poll gets the task submitted to qb meanwhile.
-			var wg sync.WaitGroup
-			var got []client.LeasedTask
-			var lerr error
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				got, lerr = tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both, Wait: 20 * time.Second}))
-			}()
-			time.Sleep(50 * time.Millisecond) // most often the poll waits by then; if not, it finds the task at once
-			sub, err := c.Submit(ctx, client.SubmitRequest{Queue: "qb"})
-			if err != nil {
+			if _, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: reqs}); err != nil {
 				t.Fatal(err)
 			}
-			wg.Wait()
-			if lerr != nil || len(got) != 1 || got[0].ID != sub.TaskID {
-				t.Fatalf("long poll of qa and qb: %+v, %v; want the task submitted to qb", got, lerr)
+		}
+		both := []string{"qa", "qb"}
+		// One task per call: the queue a call starts with alternates.
+		from := map[string]int{}
+		for range 4 {
+			leased, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both}))
+			if err != nil || len(leased) != 1 {
+				t.Fatalf("Lease from qa and qb: %+v, %v", leased, err)
 			}
+			from[leased[0].Queue]++
+		}
+		if from["qa"] != 2 || from["qb"] != 2 {
+			t.Errorf("four single leases took %v; want two from each queue", from)
+		}
+		// A call for more takes from both.
+		leased, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both, MaxTasks: 10}))
+		if err != nil || len(leased) != 4 {
+			t.Fatalf("Lease of 10 from qa and qb: %d tasks, %v; want the 4 left", len(leased), err)
+		}
 
-			// Nothing leased: paused only if every queue is.
-			if _, err := c.PauseQueue(ctx, client.PauseQueueRequest{Queue: "qa", Reason: "maintenance"}); err != nil {
-				t.Fatal(err)
-			}
-			if res, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both}); err != nil || len(res.Tasks) != 0 || res.Paused != nil {
-				t.Errorf("Lease from qa (paused) and qb (empty): %+v, %v; want nothing, not paused", res, err)
-			}
-			if _, err := c.PauseQueue(ctx, client.PauseQueueRequest{Queue: "qb", Reason: "maintenance"}); err != nil {
-				t.Fatal(err)
-			}
-			if res, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both}); err != nil || len(res.Tasks) != 0 || res.Paused == nil || res.Paused.Reason != "maintenance" {
-				t.Errorf("Lease from qa and qb, both paused: %+v, %v; want nothing, and the pause", res, err)
-			}
+		// Both empty: a long poll gets the task submitted to qb meanwhile.
+		var wg sync.WaitGroup
+		var got []client.LeasedTask
+		var lerr error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, lerr = tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both, Wait: 20 * time.Second}))
+		}()
+		time.Sleep(50 * time.Millisecond) // most often the poll waits by then; if not, it finds the task at once
+		sub, err := c.Submit(ctx, client.SubmitRequest{Queue: "qb"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if lerr != nil || len(got) != 1 || got[0].ID != sub.TaskID {
+			t.Fatalf("long poll of qa and qb: %+v, %v; want the task submitted to qb", got, lerr)
+		}
 
-			for _, tc := range []struct {
-				req   client.LeaseRequest
-				field string
-			}{
-				{client.LeaseRequest{WorkerID: "w", Queue: "qa", Queues: both}, "queue"},
-				{client.LeaseRequest{WorkerID: "w", Queues: []string{"qa", "qa"}}, "queues[1]"},
-				{client.LeaseRequest{WorkerID: "w", Queues: []string{"qa", ""}}, "queues[1]"},
-				{client.LeaseRequest{WorkerID: "w", Queues: slices.Repeat([]string{"q"}, 33)}, "queues"},
-			} {
-				_, err := tasksOf(c.Lease(ctx, tc.req))
-				var e *client.Error
-				if !errors.Is(err, client.ErrInvalidArgument) || !errors.As(err, &e) || e.Field != tc.field || e.Code != connect.CodeInvalidArgument {
-					t.Errorf("Lease %+v: %v; want invalid argument naming %s", tc.req.Queues, err, tc.field)
-				}
+		// Nothing leased: paused only if every queue is.
+		if _, err := c.PauseQueue(ctx, client.PauseQueueRequest{Queue: "qa", Reason: "maintenance"}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both}); err != nil || len(res.Tasks) != 0 || res.Paused != nil {
+			t.Errorf("Lease from qa (paused) and qb (empty): %+v, %v; want nothing, not paused", res, err)
+		}
+		if _, err := c.PauseQueue(ctx, client.PauseQueueRequest{Queue: "qb", Reason: "maintenance"}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queues: both}); err != nil || len(res.Tasks) != 0 || res.Paused == nil || res.Paused.Reason != "maintenance" {
+			t.Errorf("Lease from qa and qb, both paused: %+v, %v; want nothing, and the pause", res, err)
+		}
+
+		for _, tc := range []struct {
+			req   client.LeaseRequest
+			field string
+		}{
+			{client.LeaseRequest{WorkerID: "w", Queue: "qa", Queues: both}, "queue"},
+			{client.LeaseRequest{WorkerID: "w", Queues: []string{"qa", "qa"}}, "queues[1]"},
+			{client.LeaseRequest{WorkerID: "w", Queues: []string{"qa", ""}}, "queues[1]"},
+			{client.LeaseRequest{WorkerID: "w", Queues: slices.Repeat([]string{"q"}, 33)}, "queues"},
+		} {
+			_, err := tasksOf(c.Lease(ctx, tc.req))
+			var e *client.Error
+			if !errors.Is(err, client.ErrInvalidArgument) || !errors.As(err, &e) || e.Field != tc.field || e.Code != connect.CodeInvalidArgument {
+				t.Errorf("Lease %+v: %v; want invalid argument naming %s", tc.req.Queues, err, tc.field)
 			}
-		})
-	}
+		}
+	})
 }
