@@ -28,6 +28,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/tenurehq/tenure/internal/auth"
@@ -762,6 +763,25 @@ func schedulesFlow(t *testing.T, b *browser, base string, a *api, name string) {
 	b.goTo("#/")
 	b.until("the overview shows the limits", textOf(`tr[data-queue="default/reports"] td[data-limits]`)+`.startsWith("at most 5 leases at once · 2/s")`)
 
+	// Keys: the queue page counts them, shows the keys with the most
+	// waiting tasks and what holds each back; the overview the key limits.
+	for _, key := range []string{"acme", "acme", "acme", "beta"} {
+		if _, err := a.tasks.Submit(context.Background(), withToken(a, &tenurev1.SubmitRequest{Queue: "reports", Payload: []byte("keyed"), Key: key})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one := uint32(1)
+	if _, err := a.queues.SetQueueLimits(context.Background(), withToken(a, &tenurev1.SetQueueLimitsRequest{Queue: "reports", KeyMaxConcurrency: &one, Fair: proto.Bool(true)})); err != nil {
+		t.Fatal(err)
+	}
+	b.goTo("#/queue/default/reports")
+	b.until("the queue shows its keys", textOf("#keys [data-keys]")+` === "2 with unfinished tasks"`)
+	b.until("acme has the most waiting tasks", `document.querySelector('#keys tr[data-key-name]')?.dataset.keyName === "acme" && `+
+		textOf(`#keys tr[data-key-name="acme"] td.num`)+` === "3"`)
+	b.until("the key limits", textOf("#limits [data-limits]")+`.endsWith("per key: at most 1 lease at once · fair")`)
+	b.shot(name + "-queue-keys")
+	b.checkBasics(name + " queue page with keys")
+
 	// A task with a deadline and a kind: its page shows both, the exact
 	// time on hover.
 	res, err := a.tasks.Submit(context.Background(), withToken(a, &tenurev1.SubmitRequest{Queue: "reports", Payload: []byte("due"), Timeout: durationpb.New(time.Hour), Kind: "monthly_report"}))
@@ -773,6 +793,12 @@ func schedulesFlow(t *testing.T, b *browser, base string, a *api, name string) {
 	b.until("the task's deadline", fmt.Sprintf(`document.querySelector("#deadline time")?.getAttribute("datetime") === %q && document.querySelector("#deadline time").title.length > 0`,
 		deadline.UTC().Format("2006-01-02T15:04:05.000Z")))
 	b.until("the task's kind", textOf("#kind")+` === "monthly_report"`)
+	keyed, err := a.tasks.Submit(context.Background(), withToken(a, &tenurev1.SubmitRequest{Queue: "reports", Payload: []byte("keyed"), Key: "customer-42"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.goTo("#/task/" + keyed.Msg.GetTask().GetTaskId())
+	b.until("the task's key", textOf("#key")+` === "customer-42"`)
 
 	// A phone's width: the schedule's page does not scroll sideways.
 	b.viewport(390, 844, true)

@@ -143,14 +143,6 @@ func TestClusterFlowControl(t *testing.T) {
 // window.
 func checkClusterFlowLog(t *testing.T, c *clTest, ns, q string, maxConc uint32, rateMilli uint64, burst uint32, tasks int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	rows, err := c.db.QueryContext(ctx, `SELECT l.partition_id, l.lsn, l.type, l.payload FROM partition_log l
-		JOIN partitions p ON p.id = l.partition_id WHERE p.namespace = ? AND p.queue = ? ORDER BY l.partition_id, l.lsn`, ns, q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	type part struct {
 		share  state.Limits
 		live   map[string]bool
@@ -159,50 +151,32 @@ func checkClusterFlowLog(t *testing.T, c *clTest, ns, q string, maxConc uint32, 
 	parts := map[uint64]*part{}
 	var all []state.Time
 	completed := 0
-	for rows.Next() {
-		var id, lsn uint64
-		var typ uint16
-		var payload []byte
-		if err := rows.Scan(&id, &lsn, &typ, &payload); err != nil {
-			t.Fatal(err)
+	c.eachLogRecord(ns, q, func(id, lsn uint64, r state.Record) error {
+		p := parts[id]
+		if p == nil {
+			p = &part{live: map[string]bool{}}
+			parts[id] = p
 		}
-		err := mysqllog.RowRecords(lsn, typ, payload, mysqllog.DefaultMaxRecordBytes, func(lsn uint64, e wal.Entry) error {
-			r, err := record.Decode(record.Type(e.Type), e.Payload)
-			if err != nil {
-				return fmt.Errorf("partition %d lsn %d: %v", id, lsn, err)
+		switch r := r.(type) {
+		case *state.QueueLimited:
+			p.share = state.Limits{MaxConcurrency: r.MaxConcurrency, RateMilli: r.RateMilli, Burst: r.Burst}
+		case *state.LeaseGranted:
+			p.live[r.TaskID] = true
+			if len(p.live) > int(p.share.MaxConcurrency) {
+				return fmt.Errorf("partition %d lsn %d: %d live leases, above its share %d", id, lsn, len(p.live), p.share.MaxConcurrency)
 			}
-			p := parts[id]
-			if p == nil {
-				p = &part{live: map[string]bool{}}
-				parts[id] = p
-			}
-			switch r := r.(type) {
-			case *state.QueueLimited:
-				p.share = state.Limits{MaxConcurrency: r.MaxConcurrency, RateMilli: r.RateMilli, Burst: r.Burst}
-			case *state.LeaseGranted:
-				p.live[r.TaskID] = true
-				if len(p.live) > int(p.share.MaxConcurrency) {
-					t.Fatalf("partition %d lsn %d: %d live leases, above its share %d", id, lsn, len(p.live), p.share.MaxConcurrency)
-				}
-				p.grants = append(p.grants, r.GrantedAt)
-				all = append(all, r.GrantedAt)
-			case *state.TaskCompleted:
-				delete(p.live, r.TaskID)
-				completed++
-			case *state.TaskFailed:
-				delete(p.live, r.TaskID)
-			case *state.LeaseExpired:
-				delete(p.live, r.TaskID)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
+			p.grants = append(p.grants, r.GrantedAt)
+			all = append(all, r.GrantedAt)
+		case *state.TaskCompleted:
+			delete(p.live, r.TaskID)
+			completed++
+		case *state.TaskFailed:
+			delete(p.live, r.TaskID)
+		case *state.LeaseExpired:
+			delete(p.live, r.TaskID)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+		return nil
+	})
 	if len(parts) != clPartitions || completed != tasks {
 		t.Fatalf("%d partitions logged %d completions; want %d and %d", len(parts), completed, clPartitions, tasks)
 	}
@@ -221,6 +195,43 @@ func checkClusterFlowLog(t *testing.T, c *clTest, ns, q string, maxConc uint32, 
 	}
 	slices.Sort(all)
 	withinBucket(t, "all partitions", all, rateMilli, burst)
+}
+
+// eachLogRecord calls fn with every record of the partitions of ns/q, read
+// from the database in partition and LSN order, and fails the test on the
+// first error fn or the reading returns.
+func (c *clTest) eachLogRecord(ns, q string, fn func(partition, lsn uint64, r state.Record) error) {
+	t := c.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rows, err := c.db.QueryContext(ctx, `SELECT l.partition_id, l.lsn, l.type, l.payload FROM partition_log l
+		JOIN partitions p ON p.id = l.partition_id WHERE p.namespace = ? AND p.queue = ? ORDER BY l.partition_id, l.lsn`, ns, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, lsn uint64
+		var typ uint16
+		var payload []byte
+		if err := rows.Scan(&id, &lsn, &typ, &payload); err != nil {
+			t.Fatal(err)
+		}
+		err := mysqllog.RowRecords(lsn, typ, payload, mysqllog.DefaultMaxRecordBytes, func(lsn uint64, e wal.Entry) error {
+			r, err := record.Decode(record.Type(e.Type), e.Payload)
+			if err != nil {
+				return fmt.Errorf("partition %d lsn %d: %v", id, lsn, err)
+			}
+			return fn(id, lsn, r)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // withinBucket fails unless the grants at times (in order) number at most

@@ -183,6 +183,18 @@ func TestGuideWorkflowsCLI(t *testing.T) {
 	sh.run(cmds)
 }
 
+// TestGuideFlowKeys: the commands of docs/guides/flow-control.md's
+// section on keys submit tasks with keys, set the limits of the queue's
+// keys, show its keys with queue get, and refuse an ordered key with a
+// key max concurrency of 2, as their comments say.
+func TestGuideFlowKeys(t *testing.T) {
+	t.Parallel()
+	cmds := guideCommands(t, "flow-control.md", "flow-keys")
+	srv := startServerProc(t, t.TempDir())
+	sh := newGuideShell(t, srv.addr)
+	sh.run(cmds)
+}
+
 // TestGuideSecurityTokens follows the token example of
 // docs/guides/security.md: two tokens made, a server on that file, and
 // the command line, curl and grpcurl calling it with the admin's token.

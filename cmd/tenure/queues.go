@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -170,6 +171,9 @@ func printQueue(out io.Writer, q *client.Queue) {
 	if q.Limits != nil && q.LimitedPartitions != q.Partitions {
 		row("", fmt.Sprintf("only %d of %d partitions have them (a change is under way, or failed part way: repeat it)", q.LimitedPartitions, q.Partitions))
 	}
+	if k := q.Keys; k != nil {
+		row("keys", keysText(k))
+	}
 	if q.Partitions > 1 {
 		row("partitions", fmt.Sprint(q.Partitions))
 	}
@@ -180,7 +184,32 @@ func printQueue(out io.Writer, q *client.Queue) {
 	}{{"  last minute", q.LastMinute}, {"  last 5 minutes", q.Last5Minutes}, {"  last hour", q.LastHour}} {
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\n", e.name, e.ev.Submitted, e.ev.Completed, e.ev.Failed, e.ev.LeaseExpired)
 	}
+	if k := q.Keys; k != nil && len(k.Top) > 0 {
+		fmt.Fprintln(w, "top keys\tWAITING\tLEASED\tHELD-BY")
+		for _, t := range k.Top {
+			fmt.Fprintf(w, "  %s\t%d\t%d\t%s\n", t.Key, t.Waiting, t.Leased, cmp.Or(t.Held, "-"))
+		}
+	}
 	w.Flush()
+}
+
+// keysText says how many keys a queue has and how many a limit holds
+// back: "3 with unfinished tasks; held back: 1 by concurrency, 2 by rate".
+func keysText(k *client.QueueKeys) string {
+	s := fmt.Sprintf("%d with unfinished tasks", k.Keys)
+	var held []string
+	for _, h := range []struct {
+		n   uint64
+		why string
+	}{{k.HeldByConcurrency, "concurrency"}, {k.HeldByRate, "rate"}, {k.HeldByOrder, "order"}} {
+		if h.n > 0 {
+			held = append(held, fmt.Sprintf("%d by %s", h.n, h.why))
+		}
+	}
+	if len(held) > 0 {
+		s += "; held back: " + strings.Join(held, ", ")
+	}
+	return s
 }
 
 // pauseText says when, by whom and why a queue was paused: "(since T by
@@ -282,12 +311,15 @@ type queueLimitCmd struct {
 	control                   controlFlags
 	queue                     queueArgs
 	maxConcurrency, rate, bst string
+	// The limits of the queue's keys.
+	keyMaxConcurrency, keyRate, keyBurst string
+	keyOrdered, fair                     bool
 }
 
 func (*queueLimitCmd) spec() *cobra.Command {
 	return &cobra.Command{
 		Use:   "limit [flags] QUEUE",
-		Short: "set or clear a queue's flow control: max concurrency, rate and burst",
+		Short: "set or clear a queue's flow control: max concurrency, rate and burst, for the queue and per key",
 		Long: `Set or clear a queue's flow control:
 
   --max-concurrency N   at most N leases of the queue live at once, across all
@@ -299,18 +331,33 @@ func (*queueLimitCmd) spec() *cobra.Command {
                         new rate: the queue's burst if it has a rate, otherwise
                         R rounded up)
 
+and per key (a task's --key; docs/design/keys.md):
+
+  --key-max-concurrency N   at most N leases of one key live at once
+  --key-rate R              at most R leases of one key per second (a token
+                            bucket per key), with --key-burst B
+  --key-ordered             a key's tasks run one at a time, in creation
+                            order (a failed task waiting for its retry holds
+                            its key's place); --key-ordered=false ends it
+  --fair                    leasing takes turns across the keys with tasks
+                            to lease, instead of the queue's order of
+                            priority then age; --fair=false ends it
+
 A limit not given is kept as it is; "none" clears one (--rate none clears
-the burst too). Workers long-polling a queue at its limits get a task as
+the burst too, --key-rate none the key burst). Workers long-polling a queue at its limits get a task as
 soon as a lease ends or a token arrives. Lowering a limit revokes no lease.
 Each change is a WAL record, with who asked (--requested-by) and why
 (--reason). In cluster mode the limits are split over the queue's
 partitions and the leases of all of them together never exceed them (see
-docs/guides/flow-control.md). A queue that does not exist yet is created.
+docs/guides/flow-control.md); the key limits are not split: every task of
+a key is in one partition. A queue that does not exist yet is created.
 It prints the resulting limits; with --json the API's
 SetQueueLimitsResponse.`,
 		Example: `  tenure queue limit emails --max-concurrency 10
   tenure queue limit payments --rate 5 --burst 20 --reason 'provider allows 5/s'
-  tenure queue limit payments --rate none`,
+  tenure queue limit payments --rate none
+  tenure queue limit payments --key-max-concurrency 2 --key-rate 5 --fair
+  tenure queue limit ledger --key-ordered`,
 	}
 }
 
@@ -320,6 +367,11 @@ func (c *queueLimitCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&c.maxConcurrency, "max-concurrency", "", "at most this many leases live at once, or none")
 	fs.StringVar(&c.rate, "rate", "", "at most this many leases per second, or none")
 	fs.StringVar(&c.bst, "burst", "", "the leases a full token bucket grants at once")
+	fs.StringVar(&c.keyMaxConcurrency, "key-max-concurrency", "", "at most this many leases of one key live at once, or none")
+	fs.StringVar(&c.keyRate, "key-rate", "", "at most this many leases of one key per second, or none")
+	fs.StringVar(&c.keyBurst, "key-burst", "", "the leases of one key a full bucket grants at once")
+	fs.BoolVar(&c.keyOrdered, "key-ordered", false, "run a key's tasks one at a time, in creation order (--key-ordered=false: no longer)")
+	fs.BoolVar(&c.fair, "fair", false, "take turns across the keys (--fair=false: no longer)")
 }
 
 func (c *queueLimitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error {
@@ -346,8 +398,34 @@ func (c *queueLimitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args
 			return err
 		}
 	}
-	if req.MaxConcurrency == nil && req.Rate == nil && req.Burst == nil && !req.ClearMaxConcurrency && !req.ClearRate {
-		return usageError{"no limit given: set or clear --max-concurrency, --rate or --burst"}
+	if fs.Changed("key-max-concurrency") {
+		if req.ClearKeyMaxConcurrency, req.KeyMaxConcurrency, err = limitFlag("key-max-concurrency", c.keyMaxConcurrency, parseCount); err != nil {
+			return err
+		}
+	}
+	if fs.Changed("key-rate") {
+		if req.ClearKeyRate, req.KeyRate, err = limitFlag("key-rate", c.keyRate, parseRate); err != nil {
+			return err
+		}
+	}
+	if fs.Changed("key-burst") {
+		if c.keyBurst == "none" {
+			return usageError{"--key-burst none: the key burst is cleared with the key rate (--key-rate none)"}
+		}
+		if _, req.KeyBurst, err = limitFlag("key-burst", c.keyBurst, parseCount); err != nil {
+			return err
+		}
+	}
+	if fs.Changed("key-ordered") {
+		req.KeyOrdered = &c.keyOrdered
+	}
+	if fs.Changed("fair") {
+		req.Fair = &c.fair
+	}
+	if req.MaxConcurrency == nil && req.Rate == nil && req.Burst == nil && !req.ClearMaxConcurrency && !req.ClearRate &&
+		req.KeyMaxConcurrency == nil && req.KeyRate == nil && req.KeyBurst == nil && !req.ClearKeyMaxConcurrency && !req.ClearKeyRate &&
+		req.KeyOrdered == nil && req.Fair == nil {
+		return usageError{"no limit given: set or clear --max-concurrency, --rate or --burst, or a limit of the keys (--key-max-concurrency, --key-rate, --key-burst, --key-ordered, --fair)"}
 	}
 	return ask(ctx, a, &c.control.client, c.control.connect, func(ctx context.Context, cl *client.Client) (client.QueueControlResult, error) {
 		return cl.SetQueueLimits(ctx, req)
@@ -395,32 +473,53 @@ func parseRate(v string) (float64, error) {
 }
 
 // limitsText says a queue's limits in words: "max concurrency 10, rate
-// 5/s (burst 20) (since T by X: reason)", or "none".
+// 5/s (burst 20), key max concurrency 2, fair (since T by X: reason)", or
+// "none".
 func limitsText(l *client.QueueLimits) string {
 	if l == nil {
 		return "none"
 	}
-	return strings.Join(limitParts(l, "max concurrency %d", "rate %s/s (burst %d)"), ", ") + " " + sinceText(l.SetAt, l.RequestedBy, l.Reason)
+	return strings.Join(limitParts(l, limitWords), ", ") + " " + sinceText(l.SetAt, l.RequestedBy, l.Reason)
 }
 
 // limitsColumn is the LIMITS column of `tenure queues`: one word, such as
-// conc=10,rate=5/s,burst=20; "-" for none.
+// conc=10,rate=5/s,burst=20,keyconc=2,fair; "-" for none.
 func limitsColumn(l *client.QueueLimits) string {
 	if l == nil {
 		return "-"
 	}
-	return strings.Join(limitParts(l, "conc=%d", "rate=%s/s,burst=%d"), ",")
+	return strings.Join(limitParts(l, limitColumn), ",")
 }
 
-// limitParts says each limit l sets with its format: conc of the max
-// concurrency, rate of the rate and burst.
-func limitParts(l *client.QueueLimits, conc, rate string) []string {
+// limitFormats are the formats of each limit: the max concurrency, the
+// rate and burst, and the same of the keys, ordered keys and fair turns.
+type limitFormats struct{ conc, rate, keyConc, keyRate, ordered, fair string }
+
+var (
+	limitWords  = limitFormats{"max concurrency %d", "rate %s/s (burst %d)", "key max concurrency %d", "key rate %s/s (burst %d)", "keys ordered", "fair"}
+	limitColumn = limitFormats{"conc=%d", "rate=%s/s,burst=%d", "keyconc=%d", "keyrate=%s/s,keyburst=%d", "ordered", "fair"}
+)
+
+// limitParts says each limit l sets in the formats f.
+func limitParts(l *client.QueueLimits, f limitFormats) []string {
 	var parts []string
 	if l.MaxConcurrency > 0 {
-		parts = append(parts, fmt.Sprintf(conc, l.MaxConcurrency))
+		parts = append(parts, fmt.Sprintf(f.conc, l.MaxConcurrency))
 	}
 	if l.Rate > 0 {
-		parts = append(parts, fmt.Sprintf(rate, fmtRate(l.Rate), l.Burst))
+		parts = append(parts, fmt.Sprintf(f.rate, fmtRate(l.Rate), l.Burst))
+	}
+	if l.KeyMaxConcurrency > 0 {
+		parts = append(parts, fmt.Sprintf(f.keyConc, l.KeyMaxConcurrency))
+	}
+	if l.KeyRate > 0 {
+		parts = append(parts, fmt.Sprintf(f.keyRate, fmtRate(l.KeyRate), l.KeyBurst))
+	}
+	if l.KeyOrdered {
+		parts = append(parts, f.ordered)
+	}
+	if l.Fair {
+		parts = append(parts, f.fair)
 	}
 	return parts
 }

@@ -144,6 +144,7 @@ type submitCmd struct {
 	namespace string
 	queue     string
 	kind      string
+	key       string
 	file      string
 	requestID string
 	window    time.Duration
@@ -174,7 +175,8 @@ when it completed, 1 when it failed or is dead.`,
   echo '{"to":"bob"}' | tenure submit --queue emails --request-id order-42 -
   tenure submit --queue reports --deadline 2026-07-01T09:00:00Z 'q2 report'
   tenure submit --queue thumbnails --timeout 5m photo-42.jpg
-  tenure submit --queue notify --depends-on "$resize_id" --wait 'all done?'`,
+  tenure submit --queue notify --depends-on "$resize_id" --wait 'all done?'
+  tenure submit --queue payments --key customer-42 '{"charge":1200}'`,
 	}
 }
 
@@ -183,6 +185,7 @@ func (c *submitCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&c.namespace, "namespace", "default", "namespace of the task")
 	fs.StringVar(&c.queue, "queue", "", "queue of the task (required)")
 	fs.StringVar(&c.kind, "kind", "", "what kind of work the task is, for a worker to route it by (a typed task's Kind(), e.g. send_email)")
+	fs.StringVar(&c.key, "key", "", "the task's key, such as a customer id: the queue's key limits hold each key's tasks (tenure queue limit --key-max-concurrency, --key-rate, --key-ordered, --fair)")
 	fs.StringVar(&c.file, "file", "", "read the payload from this file")
 	fs.StringVar(&c.requestID, "request-id", "", "idempotency key: a second submit with the same id returns the first task")
 	fs.DurationVar(&c.window, "window", 0, "execution window: how long each lease lasts without a heartbeat, 100ms..24h (default 30s)")
@@ -248,7 +251,7 @@ func (c *submitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	req := client.SubmitRequest{
 		Namespace: c.namespace, Queue: c.queue, Kind: c.kind, Payload: payload, RequestID: c.requestID,
 		ExecutionWindow: c.window, Priority: int32(c.priority), Deadline: deadline, Timeout: c.timeout,
-		DependsOn: c.dependsOn, OnDependencyFailure: onFailure,
+		DependsOn: c.dependsOn, OnDependencyFailure: onFailure, Key: c.key,
 	}
 	if c.attempts > 0 {
 		req.Retry = &client.RetryPolicy{MaxAttempts: uint32(c.attempts)}
@@ -363,6 +366,9 @@ func (c *taskGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []s
 	row("queue", t.Namespace+"/"+t.Queue)
 	if t.Kind != "" {
 		row("kind", t.Kind)
+	}
+	if t.Key != "" {
+		row("key", t.Key)
 	}
 	row("state", t.State.String())
 	if t.WorkflowID != "" {

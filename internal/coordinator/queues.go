@@ -57,6 +57,30 @@ func (c *Coordinator) Queues(ctx context.Context, namespace, queue string) ([]st
 	return out, err
 }
 
+// MaxTopKeys bounds the keys TopKeys lists.
+const MaxTopKeys = 100
+
+// TopKeys returns up to n keys of a queue with the most waiting tasks,
+// then the most leased, with what holds each back (docs/design/keys.md,
+// "Seeing it"). It is O(keys of the queue).
+func (c *Coordinator) TopKeys(ctx context.Context, namespace, queue string, n int) ([]state.KeyStats, error) {
+	if err := c.checkID("namespace", namespace, true); err != nil {
+		return nil, err
+	}
+	if err := c.checkID("queue", queue, true); err != nil {
+		return nil, err
+	}
+	if n < 0 || n > MaxTopKeys {
+		return nil, fieldErr("top_keys", "%d is outside 0..%d", n, MaxTopKeys)
+	}
+	var out []state.KeyStats
+	err := c.read(ctx, func() error {
+		out = c.st.TopKeys(state.QueueKey{Namespace: namespace, Queue: queue}, c.now(), n)
+		return nil
+	})
+	return out, err
+}
+
 // PauseRequest pauses or resumes a queue.
 type PauseRequest struct {
 	Namespace string // default "default"

@@ -300,6 +300,42 @@ func TestQueueCollector(t *testing.T) {
 	}
 }
 
+// TestKeyMetrics: a queue with keys reports its keys, those held back by
+// each limit and the holds so far, summed over partitions, with a label
+// per limit and none per key; a queue without keys reports none of them.
+func TestKeyMetrics(t *testing.T) {
+	t.Parallel()
+	samples := []metrics.QueueSample{
+		{Namespace: "default", Queue: "payments", Tasks: map[string]int{"WAITING": 9}, Keyed: true, Keys: 4,
+			KeysHeld: map[string]int{"concurrency": 2, "rate": 0, "order": 1}, KeyHolds: map[string]uint64{"concurrency": 7, "rate": 3, "order": 1}},
+		{Namespace: "default", Queue: "payments", Tasks: map[string]int{"WAITING": 1}, Keyed: true, Keys: 1,
+			KeysHeld: map[string]int{"rate": 1}, KeyHolds: map[string]uint64{"rate": 2}},
+		{Namespace: "default", Queue: "sms", Tasks: map[string]int{"WAITING": 1}},
+	}
+	f := scrape(t, newMetrics(t, metrics.Config{Queues: func() []metrics.QueueSample { return samples }}))
+	if got := f.value(t, "tenure_queue_keys", "namespace", "default", "queue", "payments"); got != 5 {
+		t.Errorf("tenure_queue_keys = %v, want 5", got)
+	}
+	for _, c := range []struct {
+		name, reason string
+		want         float64
+	}{
+		{"tenure_queue_keys_held", "concurrency", 2}, {"tenure_queue_keys_held", "rate", 1}, {"tenure_queue_keys_held", "order", 1},
+		{"tenure_queue_key_holds_total", "concurrency", 7}, {"tenure_queue_key_holds_total", "rate", 5}, {"tenure_queue_key_holds_total", "order", 1},
+	} {
+		if got := f.value(t, c.name, "namespace", "default", "queue", "payments", "reason", c.reason); got != c.want {
+			t.Errorf("%s %s = %v, want %v", c.name, c.reason, got, c.want)
+		}
+	}
+	for _, name := range []string{"tenure_queue_keys", "tenure_queue_keys_held", "tenure_queue_key_holds_total"} {
+		for _, sr := range f.series(name) {
+			if strings.Contains(sr, "sms") || strings.Contains(sr, "key=") {
+				t.Errorf("%s has series %s", name, sr)
+			}
+		}
+	}
+}
+
 // TestNoQueueSource: without Config.Queues the per-queue gauges are
 // absent, not zero.
 func TestNoQueueSource(t *testing.T) {

@@ -84,7 +84,25 @@ type QueueSample struct {
 	// control here: its share of each limit in this partition (0: none).
 	MaxConcurrency int
 	Rate           float64
+	// Keyed says the queue has keys or key limits (docs/design/keys.md):
+	// Keys counts its keys with an unfinished task, KeysHeld those a key
+	// limit holds back now and KeyHolds each time one was held back, by
+	// limit (state.KeyHold's String: concurrency, rate, order). There is
+	// no label per key.
+	Keyed    bool
+	Keys     int
+	KeysHeld map[string]int
+	KeyHolds map[string]uint64
 }
+
+// keyHolds are the reason label values of the key gauges and counters.
+var keyHolds = func() []string {
+	var out []string
+	for h := state.HoldNone + 1; h < state.NumKeyHolds; h++ {
+		out = append(out, h.String())
+	}
+	return out
+}()
 
 // taskStates are the state label values always reported.
 var taskStates = func() []string {
@@ -123,6 +141,15 @@ var (
 	rateDesc = prometheus.NewDesc("tenure_queue_rate_limit",
 		"The queue's rate limit in leases per second in the partitions this node serves: their shares, which sum over the nodes to the limit (0: none).",
 		[]string{"namespace", "queue"}, nil)
+	keysDesc = prometheus.NewDesc("tenure_queue_keys",
+		"Keys of the queue with an unfinished task (in cluster mode, in the partitions this node serves: sum over the nodes). Only for a queue with keys or key limits.",
+		[]string{"namespace", "queue"}, nil)
+	keysHeldDesc = prometheus.NewDesc("tenure_queue_keys_held",
+		"Keys of the queue with waiting tasks that a key limit holds back now, by limit: concurrency, rate or order.",
+		[]string{"namespace", "queue", "reason"}, nil)
+	keyHoldsDesc = prometheus.NewDesc("tenure_queue_key_holds_total",
+		"Times a key of the queue with waiting tasks was held back by a key limit, by limit: concurrency, rate or order (counted since the node began to serve the partition).",
+		[]string{"namespace", "queue", "reason"}, nil)
 )
 
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -132,6 +159,9 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- pausedDesc
 	ch <- maxConcurrencyDesc
 	ch <- rateDesc
+	ch <- keysDesc
+	ch <- keysHeldDesc
+	ch <- keyHoldsDesc
 }
 
 // queueTotals sums samples: the partitions of one queue, then the queues
@@ -143,6 +173,28 @@ type queueTotals struct {
 	paused  int
 	maxConc int
 	rate    float64
+	// keyed: some queue summed has keys; keys, held and holds sum.
+	keyed bool
+	keys  int
+	held  map[string]int
+	holds map[string]uint64
+}
+
+// addKeys adds the key figures of a sample or a queue.
+func (t *queueTotals) addKeys(keyed bool, keys int, held map[string]int, holds map[string]uint64) {
+	if !keyed {
+		return
+	}
+	if !t.keyed {
+		t.keyed, t.held, t.holds = true, map[string]int{}, map[string]uint64{}
+	}
+	t.keys += keys
+	for r, n := range held {
+		t.held[r] += n
+	}
+	for r, n := range holds {
+		t.holds[r] += n
+	}
 }
 
 // add adds the figures of a sample or a queue: tasks, leases, paused
@@ -175,6 +227,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, smp := range c.source() {
 		t := totals(byQueue, &queues, state.QueueKey{Namespace: smp.Namespace, Queue: smp.Queue})
 		t.add(smp.Tasks, smp.OldestWaitingAge, smp.Leases, 0, smp.MaxConcurrency, smp.Rate)
+		t.addKeys(smp.Keyed, smp.Keys, smp.KeysHeld, smp.KeyHolds)
 		if smp.Paused {
 			t.paused = 1
 		}
@@ -186,7 +239,9 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, k := range queues {
 		s := c.queues.series(k.Namespace, k.Queue)
 		q := byQueue[k]
-		totals(byLabels, &pairs, state.QueueKey{Namespace: s.namespace, Queue: s.queue}).add(q.tasks, q.oldest, q.leases, q.paused, q.maxConc, q.rate)
+		lt := totals(byLabels, &pairs, state.QueueKey{Namespace: s.namespace, Queue: s.queue})
+		lt.add(q.tasks, q.oldest, q.leases, q.paused, q.maxConc, q.rate)
+		lt.addKeys(q.keyed, q.keys, q.held, q.holds)
 	}
 	for _, k := range pairs {
 		t := byLabels[k]
@@ -209,6 +264,13 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, float64(t.paused), ns, q)
 		ch <- prometheus.MustNewConstMetric(maxConcurrencyDesc, prometheus.GaugeValue, float64(t.maxConc), ns, q)
 		ch <- prometheus.MustNewConstMetric(rateDesc, prometheus.GaugeValue, t.rate, ns, q)
+		if t.keyed {
+			ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(t.keys), ns, q)
+			for _, r := range keyHolds {
+				ch <- prometheus.MustNewConstMetric(keysHeldDesc, prometheus.GaugeValue, float64(t.held[r]), ns, q, r)
+				ch <- prometheus.MustNewConstMetric(keyHoldsDesc, prometheus.CounterValue, float64(t.holds[r]), ns, q, r)
+			}
+		}
 	}
 }
 
@@ -253,6 +315,13 @@ func sampleOf(q *state.QueueStats) QueueSample {
 	}
 	if l := q.Limits; l != nil {
 		s.MaxConcurrency, s.Rate = int(l.MaxConcurrency), float64(l.RateMilli)/1000
+	}
+	if k := q.Keys; k != nil {
+		s.Keyed, s.Keys = true, k.Keys
+		s.KeysHeld, s.KeyHolds = make(map[string]int, len(keyHolds)), make(map[string]uint64, len(keyHolds))
+		for h := state.HoldNone + 1; h < state.NumKeyHolds; h++ {
+			s.KeysHeld[h.String()], s.KeyHolds[h.String()] = k.Held[h], k.Holds[h]
+		}
 	}
 	return s
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -43,9 +44,10 @@ func (s *Server) scope(ctx context.Context, h interface{ Get(string) string }, n
 }
 
 // queues gathers the statistics of the queues of scope, added up over
-// partitions.
-func (s *Server) queues(ctx context.Context, scope []route.Partition, namespace, queue string) ([]*tenurev1.Queue, error) {
-	msg := &tenurev1.ListQueuesRequest{Namespace: namespace}
+// partitions, each with up to topKeys of its keys with the most waiting
+// tasks.
+func (s *Server) queues(ctx context.Context, scope []route.Partition, namespace, queue string, topKeys int) ([]*tenurev1.Queue, error) {
+	msg := &tenurev1.ListQueuesRequest{Namespace: namespace, Queue: queue, TopKeys: uint32(topKeys)}
 	all, err := concat(fanout.Each(ctx, fanout.Parallel, scope, true, func(_ int, c *coordinator.Coordinator) ([]*tenurev1.Queue, error) {
 		qs, err := c.Queues(ctx, namespace, queue)
 		if err != nil {
@@ -54,6 +56,14 @@ func (s *Server) queues(ctx context.Context, scope []route.Partition, namespace,
 		out := make([]*tenurev1.Queue, len(qs))
 		for i := range qs {
 			out[i] = queueMessage(&qs[i])
+			if topKeys > 0 && qs[i].Keys != nil {
+				k := qs[i].Key
+				top, err := c.TopKeys(ctx, k.Namespace, k.Queue, topKeys)
+				if err != nil {
+					return nil, err
+				}
+				out[i].Keys.Top = keySummaries(top)
+			}
 		}
 		return out, nil
 	}, func(i int, peer route.Peer) ([]*tenurev1.Queue, error) {
@@ -72,7 +82,7 @@ func (s *Server) queues(ctx context.Context, scope []route.Partition, namespace,
 	if err != nil {
 		return nil, err
 	}
-	return mergeQueues(all), nil
+	return mergeQueues(all, topKeys), nil
 }
 
 // concat joins the answers of every partition, or returns the first
@@ -100,21 +110,30 @@ func anyChanged(rs []fanout.Result[bool]) (bool, error) {
 
 func (h queueService) ListQueues(ctx context.Context, req *connect.Request[tenurev1.ListQueuesRequest]) (*connect.Response[tenurev1.ListQueuesResponse], error) {
 	s := h.s
-	ns := req.Msg.GetNamespace()
-	scope, err := s.scope(ctx, req.Header(), ns, "")
+	ns, q, top := req.Msg.GetNamespace(), req.Msg.GetQueue(), int(req.Msg.GetTopKeys())
+	if q != "" && ns == "" {
+		return nil, s.apiError(&coordinator.FieldError{Field: "namespace", Problem: "required with queue: a queue is named within its namespace"})
+	}
+	if top > coordinator.MaxTopKeys {
+		return nil, s.apiError(&coordinator.FieldError{Field: "top_keys", Problem: fmt.Sprintf("%d is over the limit of %d", top, coordinator.MaxTopKeys)})
+	}
+	scope, err := s.scope(ctx, req.Header(), ns, q)
 	if err != nil {
 		return nil, s.apiError(err)
 	}
-	qs, err := s.queues(ctx, scope, ns, "")
+	qs, err := s.queues(ctx, scope, ns, q, top)
 	if err != nil {
 		return nil, s.apiError(err)
 	}
 	return connect.NewResponse(&tenurev1.ListQueuesResponse{Queues: qs}), nil
 }
 
+// getQueueTopKeys is how many keys GetQueue lists.
+const getQueueTopKeys = 10
+
 // oneQueue returns the statistics of one queue, or QueueNotFound.
 func (s *Server) oneQueue(ctx context.Context, scope []route.Partition, namespace, queue string) (*tenurev1.Queue, error) {
-	qs, err := s.queues(ctx, scope, namespace, queue)
+	qs, err := s.queues(ctx, scope, namespace, queue, getQueueTopKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -237,6 +256,10 @@ func queueMessage(q *state.QueueStats) *tenurev1.Queue {
 	if l := q.Limits; l != nil {
 		m.Limits, m.LimitedPartitions = queueLimitsMessage(l), 1
 	}
+	if k := q.Keys; k != nil {
+		m.Keys = &tenurev1.QueueKeys{Keys: uint64(k.Keys), HeldByConcurrency: uint64(k.Held[state.HoldConcurrency]),
+			HeldByRate: uint64(k.Held[state.HoldRate]), HeldByOrder: uint64(k.Held[state.HoldOrder])}
+	}
 	for _, c := range q.PerMinute {
 		m.PerMinute = append(m.PerMinute, queueEvents(c))
 	}
@@ -252,9 +275,43 @@ func queueEvents(c state.EventCounts) *tenurev1.QueueEvents {
 	}
 }
 
+// keySummaries converts a partition's top keys.
+func keySummaries(ks []state.KeyStats) []*tenurev1.KeySummary {
+	out := make([]*tenurev1.KeySummary, len(ks))
+	for i, k := range ks {
+		out[i] = &tenurev1.KeySummary{Key: k.Key, Waiting: uint64(k.Waiting), Leased: uint64(k.Leased)}
+		if k.Held != state.HoldNone {
+			out[i].Held = k.Held.String()
+		}
+	}
+	return out
+}
+
+// mergeKeys adds the keys of q's partition to m's: the counts add up (a
+// key's tasks are all in one partition, so keys do not repeat), and the
+// top keys are the first topKeys of both lists by waiting, leased, name.
+func mergeKeys(m, q *tenurev1.Queue, topKeys int) {
+	k := q.GetKeys()
+	if k == nil {
+		return
+	}
+	if m.Keys == nil {
+		m.Keys = &tenurev1.QueueKeys{}
+	}
+	m.Keys.Keys += k.GetKeys()
+	m.Keys.HeldByConcurrency += k.GetHeldByConcurrency()
+	m.Keys.HeldByRate += k.GetHeldByRate()
+	m.Keys.HeldByOrder += k.GetHeldByOrder()
+	top := append(m.Keys.Top, k.GetTop()...)
+	slices.SortFunc(top, func(a, b *tenurev1.KeySummary) int {
+		return cmp.Or(cmp.Compare(b.GetWaiting(), a.GetWaiting()), cmp.Compare(b.GetLeased(), a.GetLeased()), cmp.Compare(a.GetKey(), b.GetKey()))
+	})
+	m.Keys.Top = top[:min(len(top), topKeys)]
+}
+
 // mergeQueues adds up the statistics of the same queue from several
 // partitions, and orders the queues by namespace and queue.
-func mergeQueues(in []*tenurev1.Queue) []*tenurev1.Queue {
+func mergeQueues(in []*tenurev1.Queue, topKeys int) []*tenurev1.Queue {
 	type key struct{ ns, q string }
 	byKey := map[key]*tenurev1.Queue{}
 	var out []*tenurev1.Queue
@@ -277,6 +334,7 @@ func mergeQueues(in []*tenurev1.Queue) []*tenurev1.Queue {
 		if l := q.GetLimits(); l != nil && (m.Limits == nil || l.GetSetAt().AsTime().After(m.Limits.GetSetAt().AsTime())) {
 			m.Limits = l
 		}
+		mergeKeys(m, q, topKeys)
 		m.Partitions += q.GetPartitions()
 		m.PausedPartitions += q.GetPausedPartitions()
 		m.LimitedPartitions += q.GetLimitedPartitions()

@@ -62,7 +62,7 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 	}
 	ps, err := fanout.Group(len(reqs), func(i int) (route.Partition, error) {
 		r := &reqs[i]
-		p, err := s.r.Place(ctx, cmp.Or(r.Namespace, coordinator.DefaultNamespace), r.Queue, r.RequestID)
+		p, err := s.r.Place(ctx, cmp.Or(r.Namespace, coordinator.DefaultNamespace), r.Queue, taskPlacement(r))
 		return p, coordinator.ItemError(err, i)
 	})
 	if err != nil {

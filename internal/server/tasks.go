@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 
 	"connectrpc.com/connect"
 
@@ -12,13 +14,31 @@ import (
 
 type taskService struct{ s *Server }
 
+// taskPlacement is what Router.Place hashes to find a new task's
+// partition: its key's placement, so that every task of a key is in one
+// partition and the key's limits hold there whole (docs/design/keys.md);
+// otherwise its request id, so that a retry meets its first try.
+func taskPlacement(r *coordinator.SubmitRequest) string {
+	if r.Key == "" {
+		return r.RequestID
+	}
+	return keyPlacement(r.Key)
+}
+
+// keyPlacement is the placement of a key: derived from the key alone, and
+// always a valid request id.
+func keyPlacement(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "key." + hex.EncodeToString(sum[:16])
+}
+
 func (h taskService) Submit(ctx context.Context, req *connect.Request[tenurev1.SubmitRequest]) (*connect.Response[tenurev1.SubmitResponse], error) {
 	s := h.s
 	r, err := submitRequest(req.Msg)
 	if err != nil {
 		return nil, s.apiError(err)
 	}
-	p, err := s.r.Place(ctx, r.Namespace, r.Queue, r.RequestID)
+	p, err := s.r.Place(ctx, r.Namespace, r.Queue, taskPlacement(&r))
 	if err != nil {
 		return nil, s.apiError(err)
 	}

@@ -76,6 +76,10 @@ type keyIndex struct {
 	// without a key (seq 0).
 	vt      uint64
 	unkeyed uint64
+	// holding counts the keys by hold as last placed; holds counts each
+	// time a key was held back by a limit since the index was made.
+	holding [NumKeyHolds]int
+	holds   [NumKeyHolds]uint64
 	// dirty lists the keys a record changed, placed again at the end of
 	// Apply (State.settleKeys); pending is the state's list of the key
 	// indexes that have some, and qi this one's queue.
@@ -113,7 +117,9 @@ type keyState struct {
 	cand readySlot
 	// heap is where the key is (inNone, ...), idx its index there, wake
 	// the time that orders held and idle keys.
-	heap  uint8
+	heap uint8
+	// hold is what limit holds the key back as last placed (KeyHold).
+	hold  KeyHold
 	dirty bool
 	// restored marks a key state a Loader has the image of.
 	restored bool
@@ -270,6 +276,7 @@ func (s *State) settle(qi *queueIndex) {
 func (s *State) rest(ki *keyIndex, ks *keyState) {
 	ks.pass, ks.seq, ks.open = 0, 0, nil
 	ki.unplace(ks)
+	ki.setHold(ks, HoldNone)
 	if ki.set.RateMilli > 0 {
 		b := ki.set.bucket(ks.bucket)
 		if full, ok := b.fullAt(); ok {
@@ -497,7 +504,8 @@ func (ki *keyIndex) unplace(ks *keyState) {
 // the last record on (a delayed next task or a missing token holds it
 // until it is due or arrives).
 func (ki *keyIndex) place(ks *keyState, now Time, timed bool) {
-	where, wake := ki.status(ks, now, timed)
+	where, wake, hold := ki.status(ks, now, timed)
+	ki.setHold(ks, hold)
 	if where == ks.heap && where != inNone {
 		ks.wake = wake
 		ki.heapOf(where).fix(int(ks.idx))
@@ -510,24 +518,35 @@ func (ki *keyIndex) place(ks *keyState, now Time, timed bool) {
 	}
 }
 
-// status says where ks belongs (place), setting its next task's sort key.
-func (ki *keyIndex) status(ks *keyState, now Time, timed bool) (where uint8, wake Time) {
+// status says where ks belongs (place) and what holds it back, setting
+// its next task's sort key.
+func (ki *keyIndex) status(ks *keyState, now Time, timed bool) (where uint8, wake Time, hold KeyHold) {
 	set := ki.set
+	waiting := ks.nopen > ks.leases
 	if set.MaxConcurrency > 0 && ks.leases >= int32(set.MaxConcurrency) {
-		return inNone, 0
+		if waiting {
+			hold = HoldConcurrency
+		}
+		return inNone, 0, hold
 	}
 	if set.Ordered {
 		t := ki.openTop(ks)
 		if t == nil || ks.leases > 0 || !t.Schedulable() {
-			return inNone, 0
+			if waiting {
+				hold = HoldOrder
+			}
+			return inNone, 0, hold
 		}
 		ks.cand = ks.ready.slotOf(t)
 		if t.State == Waiting && (timed && t.NotBefore > now || !timed && t.delayed) {
 			wake = t.NotBefore
+			if ks.nopen > 1 {
+				hold = HoldOrder // its later tasks wait for it
+			}
 		}
 	} else {
 		if ks.ready.Len() == 0 {
-			return inNone, 0
+			return inNone, 0, HoldNone
 		}
 		ks.cand = ks.ready.slots[0]
 	}
@@ -536,12 +555,28 @@ func (ki *keyIndex) status(ks *keyState, now Time, timed bool) (where uint8, wak
 		if timed && b.levelAt(now) < TokenUnit || !timed && b.bucket.Level < TokenUnit {
 			next, _ := b.nextToken()
 			wake = max(wake, next)
+			hold = HoldRate
 		}
 	}
 	if wake != 0 {
-		return inHeld, wake
+		return inHeld, wake, hold
 	}
-	return inEligible, 0
+	return inEligible, 0, HoldNone
+}
+
+// setHold records what holds ks back now, counting a new hold.
+func (ki *keyIndex) setHold(ks *keyState, hold KeyHold) {
+	if hold == ks.hold {
+		return
+	}
+	if ks.hold != HoldNone {
+		ki.holding[ks.hold]--
+	}
+	if hold != HoldNone {
+		ki.holding[hold]++
+		ki.holds[hold]++
+	}
+	ks.hold = hold
 }
 
 // room is how many leases ks may take at now: its free slots and whole

@@ -749,3 +749,38 @@ func TestFairBound(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyHoldsAndTopKeys: a queue's statistics count its keys and those a
+// limit holds back, by limit, and TopKeys lists the keys with the most
+// waiting tasks with what holds each.
+func TestKeyHoldsAndTopKeys(t *testing.T) {
+	s := state.New()
+	_, must := appliers(t, s)
+	sec := state.Time(time.Second)
+	for i := range 5 {
+		must(keyedTask(fmt.Sprint("big", i), "big", sec))
+	}
+	for i := range 3 {
+		must(keyedTask(fmt.Sprint("mid", i), "mid", sec))
+	}
+	must(keyedTask("one", "one", sec))
+	must(keyLimit(state.KeyLimits{MaxConcurrency: 1, RateMilli: 1000, Burst: 1}, sec))
+	must(grant("big0", "l0", 1, sec))
+	must(grant("mid0", "l1", 1, sec))
+	q, _ := s.Queue(limitedKey, sec)
+	if q.Keys == nil || q.Keys.Keys != 3 || q.Keys.Held[state.HoldConcurrency] != 2 || q.Keys.Holds[state.HoldConcurrency] != 2 {
+		t.Fatalf("key counts %+v; want 3 keys, 2 held by their concurrency", q.Keys)
+	}
+	want := []state.KeyStats{{Key: "big", Waiting: 4, Leased: 1, Held: state.HoldConcurrency}, {Key: "mid", Waiting: 2, Leased: 1, Held: state.HoldConcurrency}}
+	if got := s.TopKeys(limitedKey, sec, 2); !reflect.DeepEqual(got, want) {
+		t.Fatalf("TopKeys = %+v, want %+v", got, want)
+	}
+	must(&state.TaskCompleted{TaskID: "big0", LeaseID: "l0", At: sec.Add(100 * time.Millisecond)})
+	q, _ = s.Queue(limitedKey, 2*sec)
+	if q.Keys.Held[state.HoldConcurrency] != 1 || q.Keys.Held[state.HoldRate] != 1 || q.Keys.Holds[state.HoldRate] != 1 {
+		t.Fatalf("key counts %+v after big's lease ended with its bucket empty; want 1 held by concurrency, 1 by rate", q.Keys)
+	}
+	if got := s.TopKeys(limitedKey, 3*sec, 1); len(got) != 1 || got[0].Key != "big" || got[0].Held != state.HoldNone {
+		t.Fatalf("TopKeys once big's token arrived = %+v", got)
+	}
+}

@@ -222,6 +222,8 @@ type QueueStats struct {
 	Paused *Pause
 	// Limits is set while the queue has flow control.
 	Limits *QueueLimits
+	// Keys counts the queue's keys (nil: none, and no key setting).
+	Keys *KeyCounts
 	// LastMinute, Last5Minutes and LastHour count the events of the
 	// buckets that end after the asked time minus the window: the current
 	// bucket, partly elapsed, and those before it (so the last minute
@@ -262,6 +264,9 @@ func (qi *queueIndex) stats(now Time) QueueStats {
 	if l := qi.limits; l != nil {
 		q := l.QueueLimits
 		st.Limits = &q
+	}
+	if qi.keys != nil {
+		st.Keys = qi.keys.counts()
 	}
 	if ms, ok := qi.ages.oldest(); ok {
 		if due := Time(ms) * Time(time.Millisecond); due <= now {

@@ -30,6 +30,7 @@ func taskOf(p *tenurev1.Task) Task {
 		Namespace:       p.GetNamespace(),
 		Queue:           p.GetQueue(),
 		Kind:            p.GetKind(),
+		Key:             p.GetKey(),
 		Payload:         p.GetPayload(),
 		State:           TaskState(p.GetState()),
 		Attempt:         p.GetAttempt(),
@@ -97,6 +98,7 @@ func leasedTaskOf(p *tenurev1.LeasedTask) LeasedTask {
 		Namespace:       p.GetNamespace(),
 		Queue:           p.GetQueue(),
 		Kind:            p.GetKind(),
+		Key:             p.GetKey(),
 		LeaseID:         p.GetLeaseId(),
 		Payload:         p.GetPayload(),
 		Attempt:         p.GetAttempt(),
@@ -144,6 +146,7 @@ func fillSubmit(codec Codec, op, field string, r *SubmitRequest, out *tenurev1.S
 	}
 	out.Namespace, out.Queue, out.Kind, out.Payload, out.RequestId, out.Priority = r.Namespace, r.Queue, r.Kind, r.Payload, r.RequestID, r.Priority
 	out.DependsOn, out.OnDependencyFailure = r.DependsOn, tenurev1.DependencyFailure(r.OnDependencyFailure)
+	out.Key = r.Key
 	if out.RequestId == "" {
 		out.RequestId = newRequestID()
 	}
@@ -265,7 +268,16 @@ func queueOf(p *tenurev1.Queue) Queue {
 	q.Pause = pauseOf(p.GetPause())
 	if l := p.GetLimits(); l != nil {
 		q.Limits = &QueueLimits{MaxConcurrency: l.GetMaxConcurrency(), Rate: l.GetRate(), Burst: l.GetBurst(),
-			RequestedBy: l.GetRequestedBy(), Reason: l.GetReason(), SetAt: timeOf(l.GetSetAt())}
+			RequestedBy: l.GetRequestedBy(), Reason: l.GetReason(), SetAt: timeOf(l.GetSetAt()),
+			KeyMaxConcurrency: l.GetKeyMaxConcurrency(), KeyRate: l.GetKeyRate(), KeyBurst: l.GetKeyBurst(),
+			KeyOrdered: l.GetKeyOrdered(), Fair: l.GetFair()}
+	}
+	if k := p.GetKeys(); k != nil {
+		q.Keys = &QueueKeys{Keys: k.GetKeys(), HeldByConcurrency: k.GetHeldByConcurrency(), HeldByRate: k.GetHeldByRate(),
+			HeldByOrder: k.GetHeldByOrder()}
+		for _, t := range k.GetTop() {
+			q.Keys.Top = append(q.Keys.Top, KeySummary{Key: t.GetKey(), Waiting: t.GetWaiting(), Leased: t.GetLeased(), Held: t.GetHeld()})
+		}
 	}
 	if pm := p.GetPerMinute(); len(pm) > 0 {
 		q.PerMinute = make([]QueueEvents, len(pm))

@@ -16,7 +16,7 @@ import (
 // queue. A failed call ends the sequence with its error.
 func (c *Client) ListQueues(ctx context.Context, req ListQueuesRequest) iter.Seq2[*Queue, error] {
 	return func(yield func(*Queue, error) bool) {
-		resp, err := call(ctx, c, "ListQueues", c.queues.ListQueues, &tenurev1.ListQueuesRequest{Namespace: req.Namespace})
+		resp, err := call(ctx, c, "ListQueues", c.queues.ListQueues, &tenurev1.ListQueuesRequest{Namespace: req.Namespace, Queue: req.Queue, TopKeys: req.TopKeys})
 		if err != nil {
 			yield(nil, err)
 			return
@@ -73,7 +73,8 @@ func (c *Client) ResumeQueue(ctx context.Context, req ResumeQueueRequest) (Queue
 
 // SetQueueLimits sets or clears a queue's flow control: at most
 // MaxConcurrency leases live at once, and leases granted at most at Rate
-// per second with bursts of Burst (a token bucket). A limit the request
+// per second with bursts of Burst (a token bucket); and the same per key,
+// with ordered keys and fair turns across the keys. A limit the request
 // neither sets nor clears is kept as it is. Each change is a log record; in
 // cluster mode the limits are split over the queue's partitions and their
 // sum is never exceeded. A queue that does not exist yet is created. A bad
@@ -85,6 +86,8 @@ func (c *Client) SetQueueLimits(ctx context.Context, req SetQueueLimitsRequest) 
 		Namespace: req.Namespace, Queue: req.Queue,
 		MaxConcurrency: req.MaxConcurrency, Rate: req.Rate, Burst: req.Burst,
 		ClearMaxConcurrency: req.ClearMaxConcurrency, ClearRate: req.ClearRate,
+		KeyMaxConcurrency: req.KeyMaxConcurrency, KeyRate: req.KeyRate, KeyBurst: req.KeyBurst,
+		ClearKeyMaxConcurrency: req.ClearKeyMaxConcurrency, ClearKeyRate: req.ClearKeyRate, KeyOrdered: req.KeyOrdered, Fair: req.Fair,
 		Reason: req.Reason, RequestedBy: c.by(req.RequestedBy)})
 	if err != nil {
 		return QueueControlResult{}, err

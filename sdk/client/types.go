@@ -164,7 +164,10 @@ type Task struct {
 	Queue     string
 	// Kind says what kind of work the task is ("" for none): a typed
 	// task's Kind(), which workers route it by.
-	Kind    string
+	Kind string
+	// Key is the task's key, for the flow control of its queue's keys
+	// ("" for none; SubmitRequest.Key).
+	Key     string
 	Payload []byte
 	State   TaskState
 	// Attempt is the number of leases granted so far (0 before the first),
@@ -321,6 +324,12 @@ type SubmitRequest struct {
 	DependsOn []string
 	// OnDependencyFailure says what a dependency that fails does to it.
 	OnDependencyFailure DependencyFailure
+	// Key is the task's key, usually the id of one of your entities (a
+	// customer, an account): the queue's key limits
+	// (SetQueueLimitsRequest.KeyMaxConcurrency, KeyRate, KeyOrdered, Fair)
+	// hold each key's tasks. 1 to 128 bytes of UTF-8 without spaces or
+	// control characters; "" for none.
+	Key string
 }
 
 // SubmitBatchRequest holds the tasks of one SubmitBatch call.
@@ -455,6 +464,8 @@ type LeasedTask struct {
 	Queue     string
 	// Kind says what kind of work the task is ("" for none).
 	Kind string
+	// Key is the task's key ("" for none).
+	Key string
 	// LeaseID is this attempt's lease.
 	LeaseID string
 	Payload []byte
@@ -702,6 +713,34 @@ type Queue struct {
 	// way (repeat it).
 	Limits            *QueueLimits
 	LimitedPartitions uint32
+	// Keys describes the queue's keys (nil: no task with a key, and no
+	// key limits).
+	Keys *QueueKeys
+}
+
+// QueueKeys describes the keys of a queue (SubmitRequest.Key).
+type QueueKeys struct {
+	// Keys counts the keys with an unfinished task.
+	Keys uint64
+	// HeldByConcurrency, HeldByRate and HeldByOrder count the keys with
+	// waiting tasks that a key limit holds back: their key max
+	// concurrency, an empty token bucket, or (KeyOrdered) their oldest
+	// unfinished task not done yet.
+	HeldByConcurrency, HeldByRate, HeldByOrder uint64
+	// Top lists the keys with the most waiting tasks, then the most
+	// leased (GetQueue: 10; ListQueuesRequest.TopKeys).
+	Top []KeySummary
+}
+
+// KeySummary is one key of a queue.
+type KeySummary struct {
+	Key string
+	// Waiting counts its unfinished tasks that hold no lease; Leased its
+	// live leases.
+	Waiting, Leased uint64
+	// Held says what holds it back now: "" (nothing), "concurrency",
+	// "rate" or "order".
+	Held string
 }
 
 // QueueLimits is a queue's flow control, queue-wide as set (in cluster
@@ -718,6 +757,15 @@ type QueueLimits struct {
 	RequestedBy string
 	Reason      string
 	SetAt       time.Time
+	// The limits of the queue's keys, whole in every partition:
+	// KeyMaxConcurrency leases of one key at once, KeyRate per second
+	// with bursts of KeyBurst per key, KeyOrdered (a key's tasks one at a
+	// time, in creation order) and Fair (turns across the keys).
+	KeyMaxConcurrency uint32
+	KeyRate           float64
+	KeyBurst          uint32
+	KeyOrdered        bool
+	Fair              bool
 }
 
 // TaskCounts counts tasks by state.
@@ -755,6 +803,11 @@ type GetQueueRequest struct {
 type ListQueuesRequest struct {
 	// Namespace lists the queues of one namespace ("": every namespace).
 	Namespace string
+	// Queue lists the one queue of that name (with Namespace).
+	Queue string
+	// TopKeys also lists, for each queue with keys, up to this many of
+	// its keys with the most waiting tasks (Queue.Keys.Top; at most 100).
+	TopKeys uint32
 }
 
 // PauseQueueRequest names the queue PauseQueue pauses.
@@ -798,6 +851,20 @@ type SetQueueLimitsRequest struct {
 	// and its burst.
 	ClearMaxConcurrency bool
 	ClearRate           bool
+	// The limits of the queue's keys (SubmitRequest.Key), never split
+	// over partitions: KeyMaxConcurrency leases of one key at once (1 to
+	// 1000000), KeyRate leases of one key per second with bursts of
+	// KeyBurst (as Rate and Burst), cleared by ClearKeyMaxConcurrency and
+	// ClearKeyRate; KeyOrdered runs a key's tasks one at a time in
+	// creation order (refused with a KeyMaxConcurrency above 1); Fair
+	// takes turns across the keys. Nil: kept as it is.
+	KeyMaxConcurrency      *uint32
+	KeyRate                *float64
+	KeyBurst               *uint32
+	ClearKeyMaxConcurrency bool
+	ClearKeyRate           bool
+	KeyOrdered             *bool
+	Fair                   *bool
 	// Reason says why; it is kept in the record and shown in Queue.Limits.
 	Reason string
 	// RequestedBy says who asks, as RetryTaskRequest.RequestedBy.

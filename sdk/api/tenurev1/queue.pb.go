@@ -29,7 +29,13 @@ const (
 type ListQueuesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only the queues of this namespace; unset: every namespace.
-	Namespace     string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Only the queue of this name (with namespace); unset: every queue.
+	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// For each queue with keys, also list up to this many of its keys with
+	// the most waiting tasks (Queue.keys.top): at most 100. It costs a pass
+	// over the queue's keys; 0 (the default) lists none. GetQueue lists 10.
+	TopKeys       uint32 `protobuf:"varint,3,opt,name=top_keys,json=topKeys,proto3" json:"top_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -69,6 +75,20 @@ func (x *ListQueuesRequest) GetNamespace() string {
 		return x.Namespace
 	}
 	return ""
+}
+
+func (x *ListQueuesRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ListQueuesRequest) GetTopKeys() uint32 {
+	if x != nil {
+		return x.TopKeys
+	}
+	return 0
 }
 
 // ListQueuesResponse lists queues.
@@ -904,8 +924,11 @@ type Queue struct {
 	// Partitions that have limits: fewer than partitions while a change is
 	// under way, or after one failed part way (repeat it).
 	LimitedPartitions uint32 `protobuf:"varint,15,opt,name=limited_partitions,json=limitedPartitions,proto3" json:"limited_partitions,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The queue's keys (SubmitRequest.key); unset for a queue without a key
+	// and without key limits.
+	Keys          *QueueKeys `protobuf:"bytes,16,opt,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Queue) Reset() {
@@ -1043,6 +1066,171 @@ func (x *Queue) GetLimitedPartitions() uint32 {
 	return 0
 }
 
+func (x *Queue) GetKeys() *QueueKeys {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+// QueueKeys describes the keys of a queue.
+type QueueKeys struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Keys with an unfinished task.
+	Keys uint64 `protobuf:"varint,1,opt,name=keys,proto3" json:"keys,omitempty"`
+	// Keys with waiting tasks that a key limit holds back: their key max
+	// concurrency of leases live, an empty token bucket, or (key_ordered)
+	// their oldest unfinished task not done yet. A key whose token arrived
+	// since counts until the next lease of the queue looks at it.
+	HeldByConcurrency uint64 `protobuf:"varint,2,opt,name=held_by_concurrency,json=heldByConcurrency,proto3" json:"held_by_concurrency,omitempty"`
+	HeldByRate        uint64 `protobuf:"varint,3,opt,name=held_by_rate,json=heldByRate,proto3" json:"held_by_rate,omitempty"`
+	HeldByOrder       uint64 `protobuf:"varint,4,opt,name=held_by_order,json=heldByOrder,proto3" json:"held_by_order,omitempty"`
+	// The keys with the most waiting tasks, then the most leased, most
+	// first (GetQueue: 10; ListQueuesRequest.top_keys).
+	Top           []*KeySummary `protobuf:"bytes,5,rep,name=top,proto3" json:"top,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueKeys) Reset() {
+	*x = QueueKeys{}
+	mi := &file_tenure_v1_queue_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueKeys) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueKeys) ProtoMessage() {}
+
+func (x *QueueKeys) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_queue_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueKeys.ProtoReflect.Descriptor instead.
+func (*QueueKeys) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *QueueKeys) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *QueueKeys) GetHeldByConcurrency() uint64 {
+	if x != nil {
+		return x.HeldByConcurrency
+	}
+	return 0
+}
+
+func (x *QueueKeys) GetHeldByRate() uint64 {
+	if x != nil {
+		return x.HeldByRate
+	}
+	return 0
+}
+
+func (x *QueueKeys) GetHeldByOrder() uint64 {
+	if x != nil {
+		return x.HeldByOrder
+	}
+	return 0
+}
+
+func (x *QueueKeys) GetTop() []*KeySummary {
+	if x != nil {
+		return x.Top
+	}
+	return nil
+}
+
+// KeySummary is one key of a queue.
+type KeySummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Unfinished tasks of the key that hold no lease (ready, delayed, or
+	// committed and waiting to be finalised).
+	Waiting uint64 `protobuf:"varint,2,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	// Live leases of the key.
+	Leased uint64 `protobuf:"varint,3,opt,name=leased,proto3" json:"leased,omitempty"`
+	// What holds it back now: "" (nothing: it may lease, or has nothing
+	// ready), "concurrency", "rate" or "order".
+	Held          string `protobuf:"bytes,4,opt,name=held,proto3" json:"held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeySummary) Reset() {
+	*x = KeySummary{}
+	mi := &file_tenure_v1_queue_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeySummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeySummary) ProtoMessage() {}
+
+func (x *KeySummary) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_queue_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeySummary.ProtoReflect.Descriptor instead.
+func (*KeySummary) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *KeySummary) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *KeySummary) GetWaiting() uint64 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
+}
+
+func (x *KeySummary) GetLeased() uint64 {
+	if x != nil {
+		return x.Leased
+	}
+	return 0
+}
+
+func (x *KeySummary) GetHeld() string {
+	if x != nil {
+		return x.Held
+	}
+	return ""
+}
+
 // TaskCounts counts tasks by state.
 type TaskCounts struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1058,7 +1246,7 @@ type TaskCounts struct {
 
 func (x *TaskCounts) Reset() {
 	*x = TaskCounts{}
-	mi := &file_tenure_v1_queue_proto_msgTypes[12]
+	mi := &file_tenure_v1_queue_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1258,7 @@ func (x *TaskCounts) String() string {
 func (*TaskCounts) ProtoMessage() {}
 
 func (x *TaskCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_queue_proto_msgTypes[12]
+	mi := &file_tenure_v1_queue_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1271,7 @@ func (x *TaskCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCounts.ProtoReflect.Descriptor instead.
 func (*TaskCounts) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{12}
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TaskCounts) GetWaiting() uint64 {
@@ -1146,7 +1334,7 @@ type QueueEvents struct {
 
 func (x *QueueEvents) Reset() {
 	*x = QueueEvents{}
-	mi := &file_tenure_v1_queue_proto_msgTypes[13]
+	mi := &file_tenure_v1_queue_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1346,7 @@ func (x *QueueEvents) String() string {
 func (*QueueEvents) ProtoMessage() {}
 
 func (x *QueueEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_queue_proto_msgTypes[13]
+	mi := &file_tenure_v1_queue_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1359,7 @@ func (x *QueueEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueEvents.ProtoReflect.Descriptor instead.
 func (*QueueEvents) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{13}
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *QueueEvents) GetSubmitted() uint64 {
@@ -1214,7 +1402,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_tenure_v1_queue_proto_msgTypes[14]
+	mi := &file_tenure_v1_queue_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1414,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_queue_proto_msgTypes[14]
+	mi := &file_tenure_v1_queue_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1427,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{14}
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *QueuePause) GetRequestedBy() string {
@@ -1267,9 +1455,11 @@ var File_tenure_v1_queue_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_queue_proto_rawDesc = "" +
 	"\n" +
-	"\x15tenure/v1/queue.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"1\n" +
+	"\x15tenure/v1/queue.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"b\n" +
 	"\x11ListQueuesRequest\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\">\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x19\n" +
+	"\btop_keys\x18\x03 \x01(\rR\atopKeys\">\n" +
 	"\x12ListQueuesResponse\x12(\n" +
 	"\x06queues\x18\x01 \x03(\v2\x10.tenure.v1.QueueR\x06queues\"E\n" +
 	"\x0fGetQueueRequest\x12\x1c\n" +
@@ -1338,7 +1528,7 @@ const file_tenure_v1_queue_proto_rawDesc = "" +
 	"\vkey_ordered\x18\n" +
 	" \x01(\bR\n" +
 	"keyOrdered\x12\x12\n" +
-	"\x04fair\x18\v \x01(\bR\x04fair\"\xaa\x05\n" +
+	"\x04fair\x18\v \x01(\bR\x04fair\"\xd4\x05\n" +
 	"\x05Queue\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12+\n" +
@@ -1359,7 +1549,21 @@ const file_tenure_v1_queue_proto_rawDesc = "" +
 	"partitions\x12+\n" +
 	"\x11paused_partitions\x18\r \x01(\rR\x10pausedPartitions\x12.\n" +
 	"\x06limits\x18\x0e \x01(\v2\x16.tenure.v1.QueueLimitsR\x06limits\x12-\n" +
-	"\x12limited_partitions\x18\x0f \x01(\rR\x11limitedPartitions\"\xa6\x01\n" +
+	"\x12limited_partitions\x18\x0f \x01(\rR\x11limitedPartitions\x12(\n" +
+	"\x04keys\x18\x10 \x01(\v2\x14.tenure.v1.QueueKeysR\x04keys\"\xbe\x01\n" +
+	"\tQueueKeys\x12\x12\n" +
+	"\x04keys\x18\x01 \x01(\x04R\x04keys\x12.\n" +
+	"\x13held_by_concurrency\x18\x02 \x01(\x04R\x11heldByConcurrency\x12 \n" +
+	"\fheld_by_rate\x18\x03 \x01(\x04R\n" +
+	"heldByRate\x12\"\n" +
+	"\rheld_by_order\x18\x04 \x01(\x04R\vheldByOrder\x12'\n" +
+	"\x03top\x18\x05 \x03(\v2\x15.tenure.v1.KeySummaryR\x03top\"d\n" +
+	"\n" +
+	"KeySummary\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
+	"\awaiting\x18\x02 \x01(\x04R\awaiting\x12\x16\n" +
+	"\x06leased\x18\x03 \x01(\x04R\x06leased\x12\x12\n" +
+	"\x04held\x18\x04 \x01(\tR\x04held\"\xa6\x01\n" +
 	"\n" +
 	"TaskCounts\x12\x18\n" +
 	"\awaiting\x18\x01 \x01(\x04R\awaiting\x12\x16\n" +
@@ -1399,7 +1603,7 @@ func file_tenure_v1_queue_proto_rawDescGZIP() []byte {
 	return file_tenure_v1_queue_proto_rawDescData
 }
 
-var file_tenure_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_tenure_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_tenure_v1_queue_proto_goTypes = []any{
 	(*ListQueuesRequest)(nil),      // 0: tenure.v1.ListQueuesRequest
 	(*ListQueuesResponse)(nil),     // 1: tenure.v1.ListQueuesResponse
@@ -1413,11 +1617,13 @@ var file_tenure_v1_queue_proto_goTypes = []any{
 	(*SetQueueLimitsResponse)(nil), // 9: tenure.v1.SetQueueLimitsResponse
 	(*QueueLimits)(nil),            // 10: tenure.v1.QueueLimits
 	(*Queue)(nil),                  // 11: tenure.v1.Queue
-	(*TaskCounts)(nil),             // 12: tenure.v1.TaskCounts
-	(*QueueEvents)(nil),            // 13: tenure.v1.QueueEvents
-	(*QueuePause)(nil),             // 14: tenure.v1.QueuePause
-	(*timestamppb.Timestamp)(nil),  // 15: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 16: google.protobuf.Duration
+	(*QueueKeys)(nil),              // 12: tenure.v1.QueueKeys
+	(*KeySummary)(nil),             // 13: tenure.v1.KeySummary
+	(*TaskCounts)(nil),             // 14: tenure.v1.TaskCounts
+	(*QueueEvents)(nil),            // 15: tenure.v1.QueueEvents
+	(*QueuePause)(nil),             // 16: tenure.v1.QueuePause
+	(*timestamppb.Timestamp)(nil),  // 17: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 18: google.protobuf.Duration
 }
 var file_tenure_v1_queue_proto_depIdxs = []int32{
 	11, // 0: tenure.v1.ListQueuesResponse.queues:type_name -> tenure.v1.Queue
@@ -1425,31 +1631,33 @@ var file_tenure_v1_queue_proto_depIdxs = []int32{
 	11, // 2: tenure.v1.PauseQueueResponse.queue:type_name -> tenure.v1.Queue
 	11, // 3: tenure.v1.ResumeQueueResponse.queue:type_name -> tenure.v1.Queue
 	11, // 4: tenure.v1.SetQueueLimitsResponse.queue:type_name -> tenure.v1.Queue
-	15, // 5: tenure.v1.QueueLimits.set_at:type_name -> google.protobuf.Timestamp
-	12, // 6: tenure.v1.Queue.tasks:type_name -> tenure.v1.TaskCounts
-	16, // 7: tenure.v1.Queue.oldest_waiting_age:type_name -> google.protobuf.Duration
-	14, // 8: tenure.v1.Queue.pause:type_name -> tenure.v1.QueuePause
-	13, // 9: tenure.v1.Queue.last_minute:type_name -> tenure.v1.QueueEvents
-	13, // 10: tenure.v1.Queue.last_5_minutes:type_name -> tenure.v1.QueueEvents
-	13, // 11: tenure.v1.Queue.last_hour:type_name -> tenure.v1.QueueEvents
-	13, // 12: tenure.v1.Queue.per_minute:type_name -> tenure.v1.QueueEvents
+	17, // 5: tenure.v1.QueueLimits.set_at:type_name -> google.protobuf.Timestamp
+	14, // 6: tenure.v1.Queue.tasks:type_name -> tenure.v1.TaskCounts
+	18, // 7: tenure.v1.Queue.oldest_waiting_age:type_name -> google.protobuf.Duration
+	16, // 8: tenure.v1.Queue.pause:type_name -> tenure.v1.QueuePause
+	15, // 9: tenure.v1.Queue.last_minute:type_name -> tenure.v1.QueueEvents
+	15, // 10: tenure.v1.Queue.last_5_minutes:type_name -> tenure.v1.QueueEvents
+	15, // 11: tenure.v1.Queue.last_hour:type_name -> tenure.v1.QueueEvents
+	15, // 12: tenure.v1.Queue.per_minute:type_name -> tenure.v1.QueueEvents
 	10, // 13: tenure.v1.Queue.limits:type_name -> tenure.v1.QueueLimits
-	15, // 14: tenure.v1.QueuePause.paused_at:type_name -> google.protobuf.Timestamp
-	0,  // 15: tenure.v1.QueueService.ListQueues:input_type -> tenure.v1.ListQueuesRequest
-	2,  // 16: tenure.v1.QueueService.GetQueue:input_type -> tenure.v1.GetQueueRequest
-	4,  // 17: tenure.v1.QueueService.PauseQueue:input_type -> tenure.v1.PauseQueueRequest
-	6,  // 18: tenure.v1.QueueService.ResumeQueue:input_type -> tenure.v1.ResumeQueueRequest
-	8,  // 19: tenure.v1.QueueService.SetQueueLimits:input_type -> tenure.v1.SetQueueLimitsRequest
-	1,  // 20: tenure.v1.QueueService.ListQueues:output_type -> tenure.v1.ListQueuesResponse
-	3,  // 21: tenure.v1.QueueService.GetQueue:output_type -> tenure.v1.GetQueueResponse
-	5,  // 22: tenure.v1.QueueService.PauseQueue:output_type -> tenure.v1.PauseQueueResponse
-	7,  // 23: tenure.v1.QueueService.ResumeQueue:output_type -> tenure.v1.ResumeQueueResponse
-	9,  // 24: tenure.v1.QueueService.SetQueueLimits:output_type -> tenure.v1.SetQueueLimitsResponse
-	20, // [20:25] is the sub-list for method output_type
-	15, // [15:20] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	12, // 14: tenure.v1.Queue.keys:type_name -> tenure.v1.QueueKeys
+	13, // 15: tenure.v1.QueueKeys.top:type_name -> tenure.v1.KeySummary
+	17, // 16: tenure.v1.QueuePause.paused_at:type_name -> google.protobuf.Timestamp
+	0,  // 17: tenure.v1.QueueService.ListQueues:input_type -> tenure.v1.ListQueuesRequest
+	2,  // 18: tenure.v1.QueueService.GetQueue:input_type -> tenure.v1.GetQueueRequest
+	4,  // 19: tenure.v1.QueueService.PauseQueue:input_type -> tenure.v1.PauseQueueRequest
+	6,  // 20: tenure.v1.QueueService.ResumeQueue:input_type -> tenure.v1.ResumeQueueRequest
+	8,  // 21: tenure.v1.QueueService.SetQueueLimits:input_type -> tenure.v1.SetQueueLimitsRequest
+	1,  // 22: tenure.v1.QueueService.ListQueues:output_type -> tenure.v1.ListQueuesResponse
+	3,  // 23: tenure.v1.QueueService.GetQueue:output_type -> tenure.v1.GetQueueResponse
+	5,  // 24: tenure.v1.QueueService.PauseQueue:output_type -> tenure.v1.PauseQueueResponse
+	7,  // 25: tenure.v1.QueueService.ResumeQueue:output_type -> tenure.v1.ResumeQueueResponse
+	9,  // 26: tenure.v1.QueueService.SetQueueLimits:output_type -> tenure.v1.SetQueueLimitsResponse
+	22, // [22:27] is the sub-list for method output_type
+	17, // [17:22] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_queue_proto_init() }
@@ -1464,7 +1672,7 @@ func file_tenure_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_queue_proto_rawDesc), len(file_tenure_v1_queue_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

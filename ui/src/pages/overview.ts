@@ -15,7 +15,8 @@ export function queueHref(namespace: string, queue: string): string {
 
 /**
  * limitsText is a queue's flow control in a few words: "at most 5 leases
- * at once · 2/s, bursts of 4", or "none".
+ * at once · 2/s, bursts of 4 · per key: at most 1 lease at once, in
+ * order · fair", or "none".
  */
 export function limitsText(l: QueueLimits | undefined): string {
   const parts: string[] = [];
@@ -24,6 +25,22 @@ export function limitsText(l: QueueLimits | undefined): string {
   }
   if (l?.rate) {
     parts.push(`${l.rate.toLocaleString(undefined, { maximumFractionDigits: 3 })}/s, bursts of ${count(l.burst)}`);
+  }
+  const perKey: string[] = [];
+  if (l?.keyMaxConcurrency) {
+    perKey.push(`at most ${count(l.keyMaxConcurrency)} lease${l.keyMaxConcurrency === 1 ? "" : "s"} at once`);
+  }
+  if (l?.keyRate) {
+    perKey.push(`${l.keyRate.toLocaleString(undefined, { maximumFractionDigits: 3 })}/s, bursts of ${count(l.keyBurst)}`);
+  }
+  if (l?.keyOrdered) {
+    perKey.push("in order");
+  }
+  if (perKey.length) {
+    parts.push(`per key: ${perKey.join(", ")}`);
+  }
+  if (l?.fair) {
+    parts.push("fair");
   }
   return parts.length ? parts.join(" · ") : "none";
 }

@@ -126,6 +126,7 @@ export async function render(main: HTMLElement, params: Record<string, string>):
       h("p", { id: "limits" }, "Limits: ", h("span", { "data-limits": "" }, limitsText(q.limits)),
         q.limits && limitsText(q.limits) !== "none" ? [" · set by ", q.limits.requestedBy || "—", q.limits.reason ? ` (${q.limits.reason})` : "", " at ", time(q.limits.setAt)] : "",
         q.limitedPartitions > 0 && q.limitedPartitions < q.partitions ? ` · only ${q.limitedPartitions} of ${q.partitions} partitions have them: set them again` : ""),
+      keysPart(q),
       h("p", { id: "queue-schedules" }, "Schedules: ", typeof scheds === "string"
         ? h("span", { class: "muted" }, `not shown: ${scheds}`)
         : scheds.length === 0
@@ -211,6 +212,31 @@ export async function render(main: HTMLElement, params: Record<string, string>):
 /** A number typed into a form: "" is none; NaN is not a number. */
 function typed(input: HTMLInputElement): number | undefined {
   return input.value.trim() === "" ? undefined : Number(input.value);
+}
+
+/**
+ * keysPart shows the queue's keys: how many have unfinished tasks, how many
+ * a key limit holds back, and the keys with the most waiting tasks; nothing
+ * for a queue without keys.
+ */
+function keysPart(q: Queue): HTMLElement | string {
+  const k = q.keys;
+  if (!k) {
+    return "";
+  }
+  const held = ([["concurrency", k.heldByConcurrency], ["rate", k.heldByRate], ["order", k.heldByOrder]] as const)
+    .filter(([, n]) => n > 0n).map(([why, n]) => `${count(n)} by ${why}`);
+  return h("section", { id: "keys", "aria-label": "Keys" },
+    h("p", {}, "Keys: ", h("span", { "data-keys": "" }, `${count(k.keys)} with unfinished tasks`),
+      held.length ? ` · held back: ${held.join(", ")}` : ""),
+    k.top.length === 0 ? "" : h("div", { class: "scroll" }, h("table", { class: "keys" },
+      h("caption", { class: "sr-only" }, "The keys with the most waiting tasks"),
+      h("thead", {}, h("tr", {}, ["Key", "Waiting", "Leased", "Held by"].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, k.top.map((t) => h("tr", { "data-key-name": t.key },
+        h("td", { class: "mono" }, t.key),
+        h("td", { class: "num" }, count(t.waiting)),
+        h("td", { class: "num" }, count(t.leased)),
+        h("td", { "data-held": t.held }, t.held || "—")))))));
 }
 
 /**

@@ -77,6 +77,7 @@ function details(t: Task): HTMLElement {
     row("State", badge(t.state)),
     row("Queue", h("a", { href: queueHref(t.namespace, t.queue) }, `${t.namespace}/${t.queue}`)),
     row("Kind", t.kind ? h("span", { class: "mono", id: "kind" }, t.kind) : "—"),
+    row("Key", t.key ? h("span", { class: "mono", id: "key" }, t.key) : "—"),
     row("Attempts", h("span", { id: "attempts" }, attemptsText(t))),
     row("Priority", String(t.priority)),
     row("Request id", t.requestId || "—", ...(fromSchedule(t) ?? [])),

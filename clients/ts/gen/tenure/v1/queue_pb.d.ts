@@ -25,6 +25,22 @@ export declare type ListQueuesRequest = Message<"tenure.v1.ListQueuesRequest"> &
    * @generated from field: string namespace = 1;
    */
   namespace: string;
+
+  /**
+   * Only the queue of this name (with namespace); unset: every queue.
+   *
+   * @generated from field: string queue = 2;
+   */
+  queue: string;
+
+  /**
+   * For each queue with keys, also list up to this many of its keys with
+   * the most waiting tasks (Queue.keys.top): at most 100. It costs a pass
+   * over the queue's keys; 0 (the default) lists none. GetQueue lists 10.
+   *
+   * @generated from field: uint32 top_keys = 3;
+   */
+  topKeys: number;
 };
 
 /**
@@ -600,6 +616,14 @@ export declare type Queue = Message<"tenure.v1.Queue"> & {
    * @generated from field: uint32 limited_partitions = 15;
    */
   limitedPartitions: number;
+
+  /**
+   * The queue's keys (SubmitRequest.key); unset for a queue without a key
+   * and without key limits.
+   *
+   * @generated from field: tenure.v1.QueueKeys keys = 16;
+   */
+  keys?: QueueKeys | undefined;
 };
 
 /**
@@ -607,6 +631,95 @@ export declare type Queue = Message<"tenure.v1.Queue"> & {
  * Use `create(QueueSchema)` to create a new message.
  */
 export declare const QueueSchema: GenMessage<Queue>;
+
+/**
+ * QueueKeys describes the keys of a queue.
+ *
+ * @generated from message tenure.v1.QueueKeys
+ */
+export declare type QueueKeys = Message<"tenure.v1.QueueKeys"> & {
+  /**
+   * Keys with an unfinished task.
+   *
+   * @generated from field: uint64 keys = 1;
+   */
+  keys: bigint;
+
+  /**
+   * Keys with waiting tasks that a key limit holds back: their key max
+   * concurrency of leases live, an empty token bucket, or (key_ordered)
+   * their oldest unfinished task not done yet. A key whose token arrived
+   * since counts until the next lease of the queue looks at it.
+   *
+   * @generated from field: uint64 held_by_concurrency = 2;
+   */
+  heldByConcurrency: bigint;
+
+  /**
+   * @generated from field: uint64 held_by_rate = 3;
+   */
+  heldByRate: bigint;
+
+  /**
+   * @generated from field: uint64 held_by_order = 4;
+   */
+  heldByOrder: bigint;
+
+  /**
+   * The keys with the most waiting tasks, then the most leased, most
+   * first (GetQueue: 10; ListQueuesRequest.top_keys).
+   *
+   * @generated from field: repeated tenure.v1.KeySummary top = 5;
+   */
+  top: KeySummary[];
+};
+
+/**
+ * Describes the message tenure.v1.QueueKeys.
+ * Use `create(QueueKeysSchema)` to create a new message.
+ */
+export declare const QueueKeysSchema: GenMessage<QueueKeys>;
+
+/**
+ * KeySummary is one key of a queue.
+ *
+ * @generated from message tenure.v1.KeySummary
+ */
+export declare type KeySummary = Message<"tenure.v1.KeySummary"> & {
+  /**
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * Unfinished tasks of the key that hold no lease (ready, delayed, or
+   * committed and waiting to be finalised).
+   *
+   * @generated from field: uint64 waiting = 2;
+   */
+  waiting: bigint;
+
+  /**
+   * Live leases of the key.
+   *
+   * @generated from field: uint64 leased = 3;
+   */
+  leased: bigint;
+
+  /**
+   * What holds it back now: "" (nothing: it may lease, or has nothing
+   * ready), "concurrency", "rate" or "order".
+   *
+   * @generated from field: string held = 4;
+   */
+  held: string;
+};
+
+/**
+ * Describes the message tenure.v1.KeySummary.
+ * Use `create(KeySummarySchema)` to create a new message.
+ */
+export declare const KeySummarySchema: GenMessage<KeySummary>;
 
 /**
  * TaskCounts counts tasks by state.
