@@ -211,6 +211,15 @@ type runner struct {
 
 	submitCall, submitPerTask, leaseCall, leaseToComplete durations
 
+	// keys holds the key of each key number (cfg.Keys), keyed the wait of
+	// the tasks of the big key and of the small ones, and submittedAt the
+	// time each task's submit was acknowledged (Unix ns), with
+	// cfg.BigKeyTasks.
+	keys        []string
+	bigWait     durations
+	smallWait   durations
+	submittedAt []atomic.Int64
+
 	// ol records an open-loop run (nil for a closed-loop one);
 	// scrapeClient reads a remote server's /metrics for it.
 	ol           *openLoop
@@ -257,6 +266,11 @@ func run(parent context.Context, cfg Config, tg *target, lg *slog.Logger) (*Resu
 	r := newRunner(cfg, tg, lg, cancel)
 	defer r.closeConns()
 	res := &Result{Config: runConfig(cfg, tg)}
+	if cfg.Fair {
+		if err := r.setFair(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.ProbeRounds > 0 {
 		p, err := r.probe(ctx)
 		if err != nil {
@@ -273,6 +287,19 @@ func run(parent context.Context, cfg Config, tg *target, lg *slog.Logger) (*Resu
 	}
 	r.summarize(res, m)
 	return res, nil
+}
+
+// setFair sets fair leasing on the run's queue.
+func (r *runner) setFair(ctx context.Context) error {
+	c, err := r.newClient(nil)
+	if err != nil {
+		return err
+	}
+	fair := true
+	if _, err := c.SetQueueLimits(ctx, client.SetQueueLimitsRequest{Namespace: r.cfg.Namespace, Queue: r.cfg.Queue, Fair: &fair, Reason: "tenure bench --fair"}); err != nil {
+		return fmt.Errorf("bench: setting fair leasing on the queue: %w", err)
+	}
+	return nil
 }
 
 // newRunner returns the runner of one run, its recorders sized for cfg.
@@ -292,7 +319,50 @@ func newRunner(cfg Config, tg *target, lg *slog.Logger, cancel context.CancelCau
 	calls := (cfg.Tasks + cfg.Batch - 1) / cfg.Batch
 	r.submitCall, r.submitPerTask = newRecorder(calls), newRecorder(calls)
 	r.leaseCall, r.leaseToComplete = newRecorder(cfg.Tasks), newRecorder(cfg.Tasks)
+	if cfg.Keys > 0 {
+		r.keys = make([]string, cfg.Keys)
+		for i := range r.keys {
+			r.keys[i] = "key-" + strconv.Itoa(i)
+		}
+	}
+	if cfg.BigKeyTasks > 0 {
+		// A task leased twice (an expired lease) counts twice: room for it.
+		r.bigWait, r.smallWait = newRecorder(2*cfg.BigKeyTasks), newRecorder(2*(cfg.Tasks-cfg.BigKeyTasks))
+		r.submittedAt = make([]atomic.Int64, cfg.Tasks)
+	}
 	return r
+}
+
+// keyOf is the key of task i ("" without keys).
+func (r *runner) keyOf(i int) string {
+	switch {
+	case r.keys == nil:
+		return ""
+	case i < r.cfg.BigKeyTasks:
+		return "big"
+	}
+	return r.keys[(i-r.cfg.BigKeyTasks)%len(r.keys)]
+}
+
+// waited records the wait of leased tasks, leased at at: from the
+// acknowledgement of its submit to its lease, for the big key or the
+// small ones (with cfg.BigKeyTasks).
+func (r *runner) waited(lts []client.LeasedTask, at time.Time) {
+	if r.submittedAt == nil {
+		return
+	}
+	for _, lt := range lts {
+		n, ok := taskNumber(lt.Payload)
+		if !ok || n >= uint64(len(r.submittedAt)) {
+			continue
+		}
+		d := at.Sub(time.Unix(0, r.submittedAt[n].Load()))
+		if int(n) < r.cfg.BigKeyTasks {
+			r.bigWait.add(d)
+		} else {
+			r.smallWait.add(d)
+		}
+	}
 }
 
 // runConfig is the configuration the summary reports for cfg on tg.
@@ -300,6 +370,7 @@ func runConfig(cfg Config, tg *target) RunConfig {
 	rc := RunConfig{
 		Target: "embedded", Mode: cfg.Mode, Runtime: cfg.Runtime, Typed: cfg.Typed, Protocol: cfg.Protocol, Fsync: cfg.Fsync.String(), TLS: strings.HasPrefix(tg.urls[0], "https://"),
 		Seed: cfg.Seed, Namespace: cfg.Namespace, Queue: cfg.Queue, Tasks: cfg.Tasks, PayloadBytes: cfg.PayloadBytes,
+		Keys: cfg.Keys, BigKeyTasks: cfg.BigKeyTasks, Fair: cfg.Fair,
 		Submitters: cfg.Submitters, Batch: cfg.Batch, Workers: cfg.Workers, Concurrency: cfg.Concurrency,
 		LeaseBatch: cfg.LeaseBatch, CompleteBatch: cfg.CompleteBatch, SeparateLease: cfg.SeparateLease, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
 	}
@@ -429,10 +500,10 @@ func (b *batcher) submit(ctx context.Context, c *client.Client, lo, hi int) (sta
 		off := (i - lo) * cfg.PayloadBytes
 		p := b.arena[off : off+cfg.PayloadBytes : off+cfg.PayloadBytes]
 		fillPayload(p, cfg.Seed, uint64(i))
-		if r.ol != nil {
+		if r.ol != nil || r.submittedAt != nil {
 			markTask(p, i)
 		}
-		req := client.SubmitRequest{Namespace: cfg.Namespace, Queue: cfg.Queue, Payload: p, RequestID: r.requestID(i)}
+		req := client.SubmitRequest{Namespace: cfg.Namespace, Queue: cfg.Queue, Payload: p, RequestID: r.requestID(i), Key: r.keyOf(i)}
 		if cfg.Typed {
 			req.Payload, req.Args = nil, typedTask{N: i, Body: hex.EncodeToString(p)[:cfg.PayloadBytes]}
 		}
@@ -450,6 +521,12 @@ func (b *batcher) submit(ctx context.Context, c *client.Client, lo, hi int) (sta
 	if dup {
 		r.fail(fmt.Errorf("submitting tasks %d..%d: the server already had tasks with these request ids (queue %q was used before; pass another --queue)", lo, hi-1, cfg.Queue))
 		return start, d, false
+	}
+	if r.submittedAt != nil {
+		acked := start.Add(d).UnixNano()
+		for i := lo; i < hi; i++ {
+			r.submittedAt[i].Store(acked)
+		}
 	}
 	r.submitCall.add(d)
 	r.submitPerTask.add(d / time.Duration(hi-lo))
@@ -580,6 +657,7 @@ func (r *runner) lane(ctx, wctx context.Context, c *client.Client, id string, si
 			if len(got) > 0 {
 				r.leaseCall.add(leasedAt.Sub(t0))
 			}
+			r.waited(got, leasedAt)
 			lts, full = got, len(got) == size
 			continue
 		}
@@ -614,6 +692,7 @@ func (r *runner) lane(ctx, wctx context.Context, c *client.Client, id string, si
 		}
 		asked := len(lts)
 		lts, leasedAt = slices.Concat(nexts...), now()
+		r.waited(lts, leasedAt)
 		if lease {
 			if !r.leasedFor(id, asked, lts) {
 				return

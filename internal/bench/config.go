@@ -119,6 +119,18 @@ type Config struct {
 	// which the worker decodes into their type for a typed no-op handler
 	// (worker.Handle): what a typed task costs beside the raw []byte path.
 	Typed bool
+	// Keys, if positive, gives the tasks keys (docs/design/keys.md): task
+	// i (past the BigKeyTasks first) the key "key-<i mod Keys>".
+	Keys int
+	// BigKeyTasks (with Keys) gives the first BigKeyTasks tasks one key of
+	// their own, "big", submitted before the others: one key's backlog
+	// beside Keys small ones. The run then reports each task's wait, from
+	// its acknowledged submit to its lease, for the big key and the small
+	// ones apart (KeyWaits).
+	BigKeyTasks int
+	// Fair sets fair leasing across the keys on the queue before the run
+	// (SetQueueLimits).
+	Fair bool
 	// Mode is Sequential (default), Concurrent or OpenLoop (the default
 	// when Duration is set).
 	Mode Mode
@@ -312,6 +324,23 @@ func (c *Config) Validate() error {
 	}
 	if c.Typed && (!c.Runtime || c.Mode == OpenLoop) {
 		return fmt.Errorf("--typed is for the worker runtime (--runtime), not open loop: the raw loop has no handler to decode a typed task")
+	}
+	return c.validateKeys()
+}
+
+// validateKeys checks the fields of a run with keys.
+func (c *Config) validateKeys() error {
+	switch {
+	case c.Keys < 0 || c.Keys > c.Tasks:
+		return fmt.Errorf("--keys %d is outside 0..%d (--tasks)", c.Keys, c.Tasks)
+	case c.BigKeyTasks < 0 || c.BigKeyTasks >= c.Tasks:
+		return fmt.Errorf("--big-key-tasks %d is outside 0..%d (less than --tasks: the other tasks have --keys keys)", c.BigKeyTasks, c.Tasks-1)
+	case c.BigKeyTasks > 0 && c.Keys == 0:
+		return fmt.Errorf("--big-key-tasks needs --keys: the big key's backlog is beside the small keys'")
+	case c.Keys > 0 && c.Mode == OpenLoop:
+		return fmt.Errorf("--keys is for a closed-loop run, not --duration")
+	case c.BigKeyTasks > 0 && (c.Runtime || c.PayloadBytes < minOpenLoopPayload):
+		return fmt.Errorf("--big-key-tasks measures each task's wait in the raw loop: not with --runtime, and --payload-bytes at least %d (a task's number)", minOpenLoopPayload)
 	}
 	return nil
 }

@@ -47,7 +47,7 @@ type gap struct {
 func (r *runner) measure(ctx context.Context) measurement {
 	// Everything the main run allocates up front exists now; the recorders'
 	// pages are touched so that filling them does not count as task memory.
-	for _, d := range []durations{r.submitCall, r.submitPerTask, r.leaseCall, r.leaseToComplete} {
+	for _, d := range []durations{r.submitCall, r.submitPerTask, r.leaseCall, r.leaseToComplete, r.bigWait, r.smallWait} {
 		if rec, ok := d.(*recorder); ok {
 			for i := range rec.ds {
 				rec.ds[i] = -1
@@ -159,6 +159,9 @@ func (r *runner) summarize(res *Result, m measurement) {
 		res.CPU.Submit, res.CPU.LeaseComplete = &s, &c
 	}
 	res.Memory = memoryFigures(m, cfg, embedded)
+	if r.bigWait != nil {
+		res.KeyWaits = &KeyWaits{Big: r.bigWait.summary(), Small: r.smallWait.summary()}
+	}
 	if r.ol != nil {
 		// The targets are of closed-loop runs (rates at full load).
 		res.OpenLoop = r.ol.result(cfg.Tick, memScope)

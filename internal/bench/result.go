@@ -43,6 +43,11 @@ type Result struct {
 	// benchmark does not see one by one.
 	LeaseToComplete *Latency `json:"lease_to_complete"`
 
+	// KeyWaits is, with a big key (Config.BigKeyTasks), each task's wait
+	// from its acknowledged submit to its lease, for the big key's tasks and
+	// the small keys' apart; null otherwise.
+	KeyWaits *KeyWaits `json:"key_waits"`
+
 	// OpenLoop is the open-loop run's timetable, latency and windows; null
 	// for a closed-loop run.
 	OpenLoop *OpenLoopResult `json:"open_loop"`
@@ -52,6 +57,12 @@ type Result struct {
 	Memory  Memory      `json:"memory"`
 	CPU     CPU         `json:"cpu"`
 	Targets []Target    `json:"targets"`
+}
+
+// KeyWaits are the waits of a run with a big key beside small ones.
+type KeyWaits struct {
+	Big   Latency `json:"big_key"`
+	Small Latency `json:"small_keys"`
 }
 
 // RunConfig is the configuration a Result was measured with.
@@ -70,12 +81,17 @@ type RunConfig struct {
 	Namespace        string   `json:"namespace"`
 	Queue            string   `json:"queue"`
 	Tasks            int      `json:"tasks"`
-	PayloadBytes     int      `json:"payload_bytes"`
-	Submitters       int      `json:"submitters"`
-	Batch            int      `json:"batch"`
-	Workers          int      `json:"workers"`
-	Concurrency      int      `json:"concurrency"`
-	LeaseBatch       int      `json:"lease_batch"` // 0: chosen by the worker runtime
+	// Keys and BigKeyTasks give the tasks keys (0: none); Fair is fair
+	// leasing across them.
+	Keys         int  `json:"keys,omitempty"`
+	BigKeyTasks  int  `json:"big_key_tasks,omitempty"`
+	Fair         bool `json:"fair,omitempty"`
+	PayloadBytes int  `json:"payload_bytes"`
+	Submitters   int  `json:"submitters"`
+	Batch        int  `json:"batch"`
+	Workers      int  `json:"workers"`
+	Concurrency  int  `json:"concurrency"`
+	LeaseBatch   int  `json:"lease_batch"` // 0: chosen by the worker runtime
 	// CompleteBatch is the most completions per CompleteBatch call (1:
 	// one Complete call per task).
 	CompleteBatch int `json:"complete_batch"`
@@ -295,6 +311,17 @@ func (r *Result) WriteText(w io.Writer) error {
 	if c.RetentionSeconds != nil {
 		fmt.Fprintf(&b, "  retention %gs; a snapshot every %d records or %gs\n", *c.RetentionSeconds, *c.SnapshotEveryRecords, *c.SnapshotEverySeconds)
 	}
+	if c.Keys > 0 {
+		fair := "fair leasing off"
+		if c.Fair {
+			fair = "fair leasing on"
+		}
+		if c.BigKeyTasks > 0 {
+			fmt.Fprintf(&b, "  keys: %d tasks of one big key, submitted first, then %d over %d keys; %s\n", c.BigKeyTasks, c.Tasks-c.BigKeyTasks, c.Keys, fair)
+		} else {
+			fmt.Fprintf(&b, "  keys: %d tasks over %d keys; %s\n", c.Tasks, c.Keys, fair)
+		}
+	}
 	fmt.Fprintf(&b, "  queue %s/%s, seed %d, GOMAXPROCS %d of %d CPUs\n\n", c.Namespace, c.Queue, c.Seed, c.GOMAXPROCS, c.NumCPU)
 
 	fmt.Fprintf(&b, "CPU per task: %.3f CPU-s per 100k tasks (%s)\n\n", r.CPU.Run.Per100kTasks.Seconds, r.CPU.Scope)
@@ -368,6 +395,10 @@ func (r *Result) writeClosedLoop(b *strings.Builder) {
 	lat("submit per task", &r.SubmitPerTask)
 	lat("lease call", r.LeaseCall)
 	lat("lease→complete", r.LeaseToComplete)
+	if k := r.KeyWaits; k != nil {
+		lat("wait, big key", &k.Big)
+		lat("wait, small keys", &k.Small)
+	}
 	if r.TasksPerLease != nil {
 		fmt.Fprintf(b, "  tasks per lease: %.1f", *r.TasksPerLease)
 		if r.LeasesCarried != nil && *r.LeasesCarried > 0 {
