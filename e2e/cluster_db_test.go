@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -129,6 +130,35 @@ func (c *clTest) nodeRows() (map[string]clNodeRow, error) {
 	return out, rows.Err()
 }
 
+// partsAndNodes reads the partitions and the nodes table.
+func (c *clTest) partsAndNodes() (map[uint64]clPart, map[string]clNodeRow, error) {
+	ps, err := c.parts()
+	if err != nil {
+		return nil, nil, err
+	}
+	nodes, err := c.nodeRows()
+	return ps, nodes, err
+}
+
+// waitRejoined waits until node n is healthy, active and owns partitions
+// again, and returns them.
+func (c *clTest) waitRejoined(what string, n *clNode) map[uint64]clPart {
+	c.t.Helper()
+	var back map[uint64]clPart
+	c.poll(what, func() (bool, error) {
+		if code, err := c.health(n); err != nil || code != http.StatusOK {
+			return false, err
+		}
+		ps, nodes, err := c.partsAndNodes()
+		if err != nil || !nodes[n.id].active {
+			return false, err
+		}
+		back = ownedBy(ps, n.id)
+		return len(back) > 0, nil
+	})
+	return back
+}
+
 // waitBalanced waits until the queue's partitions exist and are all owned
 // by active nodes of live, each of which owns one at least (balance: the
 // counts differ by at most one), and returns them.
@@ -136,11 +166,7 @@ func (c *clTest) waitBalanced(what string, live []string) map[uint64]clPart {
 	c.t.Helper()
 	var got map[uint64]clPart
 	c.poll(what, func() (bool, error) {
-		ps, err := c.parts()
-		if err != nil {
-			return false, err
-		}
-		nodes, err := c.nodeRows()
+		ps, nodes, err := c.partsAndNodes()
 		if err != nil {
 			return false, err
 		}

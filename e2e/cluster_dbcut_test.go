@@ -91,19 +91,7 @@ func TestClusterDBCut(t *testing.T) {
 
 	mark := len(xn.proc.out.String())
 	proxy.Restore()
-	var back map[uint64]clPart
-	c.poll("the restored node healthy, active and owning partitions again", func() (bool, error) {
-		if code, err := c.health(xn); err != nil || code != http.StatusOK {
-			return false, err
-		}
-		nodes, err := c.nodeRows()
-		if err != nil || !nodes[xn.id].active {
-			return false, err
-		}
-		ps, err := c.parts()
-		back = ownedBy(ps, xn.id)
-		return len(back) > 0, err
-	})
+	back := c.waitRejoined("the restored node healthy, active and owning partitions again", xn)
 	stopped := logLines(xn.proc.out.String(), "stopped serving partition")
 	t.Logf("after Restore %s is healthy and owns %s; it logged %d \"stopped serving partition\" lines in all, %d \"heartbeat confirmed again\" since Restore",
 		xn.id, describe(back), len(stopped), len(logLines(xn.proc.out.String()[mark:], "heartbeat confirmed again")))

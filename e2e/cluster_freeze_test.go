@@ -143,19 +143,7 @@ func TestClusterSIGSTOPOwner(t *testing.T) {
 	}
 
 	// It rejoins: healthy, active, and given partitions back (balance).
-	var back map[uint64]clPart
-	c.poll("the resumed node healthy, active and owning partitions again", func() (bool, error) {
-		if code, err := c.health(xn); err != nil || code != http.StatusOK {
-			return false, err
-		}
-		nodes, err := c.nodeRows()
-		if err != nil || !nodes[xn.id].active {
-			return false, err
-		}
-		ps, err := c.parts()
-		back = ownedBy(ps, xn.id)
-		return len(back) > 0, err
-	})
+	back := c.waitRejoined("the resumed node healthy, active and owning partitions again", xn)
 	t.Logf("%s rejoined and owns %s", xn.id, describe(back))
 	for _, l := range logLines(xn.proc.out.String()[mark:], "serving partition") {
 		for _, p := range frozen {

@@ -90,11 +90,7 @@ func TestClusterKillLockHolder(t *testing.T) {
 
 	var moved map[uint64]clPart
 	c.poll("the dead node's partitions move to live nodes", func() (bool, error) {
-		ps, err := c.parts()
-		if err != nil {
-			return false, err
-		}
-		nodes, err := c.nodeRows()
+		ps, nodes, err := c.partsAndNodes()
 		if err != nil {
 			return false, err
 		}

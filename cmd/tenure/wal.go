@@ -55,6 +55,19 @@ func (f dataFlags) open(stderr io.Writer) (release func(), err error) {
 	return release, nil
 }
 
+// openVerified opens the data directory (open) and verifies its log end
+// to end; release undoes the open.
+func (f dataFlags) openVerified(stderr io.Writer) (release func(), rep *wal.VerifyReport, err error) {
+	if release, err = f.open(stderr); err != nil {
+		return nil, nil, err
+	}
+	if rep, err = wal.Verify(f.walOptions(), nil); err != nil {
+		release()
+		return nil, nil, err
+	}
+	return release, rep, nil
+}
+
 func (f dataFlags) walOptions() wal.Options {
 	return wal.Options{Dir: filepath.Join(f.dataDir, node.WALDir), MaxRecordBytes: 64 << 20}
 }
@@ -259,15 +272,11 @@ func (c *walDumpCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []s
 	if c.to != 0 && c.from > c.to {
 		return usageError{fmt.Sprintf("--from %d is after --to %d", c.from, c.to)}
 	}
-	release, err := df.open(stderr)
+	release, rep, err := df.openVerified(stderr)
 	if err != nil {
 		return err
 	}
 	defer release()
-	rep, err := wal.Verify(df.walOptions(), nil)
-	if err != nil {
-		return err
-	}
 	start := max(c.from, rep.FirstLSN)
 	if c.from != 0 && c.from < rep.FirstLSN {
 		fmt.Fprintf(stderr, "note: records below lsn %d were deleted (a snapshot holds their effect); starting at %d\n", rep.FirstLSN, rep.FirstLSN)
@@ -330,15 +339,11 @@ func (c *walStateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []
 	}
 	stdout, stderr, df := a.stdout, a.stderr, c.data
 	at := c.at
-	release, err := df.open(stderr)
+	release, rep, err := df.openVerified(stderr)
 	if err != nil {
 		return err
 	}
 	defer release()
-	rep, err := wal.Verify(df.walOptions(), nil)
-	if err != nil {
-		return err
-	}
 	if at == 0 {
 		at = rep.LastLSN
 	}

@@ -46,6 +46,15 @@ func faultEntry(lsn uint64) wal.Entry {
 	return wal.Entry{Type: uint16(1 + lsn%7), Payload: p}
 }
 
+// faultEntries are the n entries after lsn last.
+func faultEntries(last uint64, n int) []wal.Entry {
+	es := make([]wal.Entry, n)
+	for j := range es {
+		es[j] = faultEntry(last + 1 + uint64(j))
+	}
+	return es
+}
+
 // scriptRun is what a scripted run got to before its first error.
 type scriptRun struct {
 	appended uint64 // last LSN a successful Append returned
@@ -82,10 +91,7 @@ func runScript(t testing.TB, f fsys.FS) (run scriptRun) {
 			}
 		}
 		last := l.LastLSN()
-		es := make([]wal.Entry, 1+b%4)
-		for j := range es {
-			es[j] = faultEntry(last + 1 + uint64(j))
-		}
+		es := faultEntries(last, 1+b%4)
 		lsn, err := l.Append(es)
 		if err != nil {
 			run.err = err
@@ -479,10 +485,7 @@ func TestFaultPowerLossDuringRecovery(t *testing.T) {
 		defer l.Close()
 		for b := 1; b <= 5; b++ {
 			last := l.LastLSN()
-			es := make([]wal.Entry, b%3+1)
-			for j := range es {
-				es[j] = faultEntry(last + 1 + uint64(j))
-			}
+			es := faultEntries(last, b%3+1)
 			lsn, err := l.Append(es)
 			if err != nil {
 				run.err = err
