@@ -7,8 +7,8 @@
 It reads the .proto files itself (standard library only: no protoc, no
 package index), for the subset of proto3 the API uses: enums, messages
 with scalar, enum, message, repeated and optional fields, reserved
-numbers and names, google.protobuf.Duration and Timestamp, and services
-of unary calls. Anything else in a file is an error naming its line, so a
+numbers and names, oneofs (of fields without a label), google.protobuf.Duration
+and Timestamp, and services of unary and server-streaming calls. Anything else in a file is an error naming its line, so a
 construct the generator does not know never yields wrong code in silence.
 
 What it writes:
@@ -17,10 +17,14 @@ What it writes:
   prefix: TaskState.WAITING), a dataclass per message (the proto's field
   names, Python types, the proto's comments as docstrings), each with the
   table the JSON codec reads (tenure/_codec.py), and RPCS, every call of
-  every service.
+  every service. A oneof's fields are fields of the message (None unless
+  set), and a property named after the oneof returns the one that is set.
 - tenure/_calls.py: the methods of Client and AsyncClient, one per call
   (snake_case: get_task_history), each taking the request as a message or
-  as keyword arguments, one per field of the request.
+  as keyword arguments, one per field of the request. A unary call's
+  method returns its response message; a server-streaming call's returns
+  an iterator of them (Client: a generator, closable; AsyncClient: an
+  async iterator), over the Connect streaming protocol (tenure/_base.py).
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ import keyword
 import os
 import re
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -67,6 +72,20 @@ class Field:
     repeated: bool
     optional: bool
     doc: List[str]
+    oneof: str = ""
+
+    @property
+    def attr(self) -> str:
+        """The field's Python name: its proto name, with _ after a Python
+        keyword (from_), as PEP 8 has it; its JSON name stays the proto's."""
+        return self.name + "_" if keyword.iskeyword(self.name) else self.name
+
+
+@dataclass
+class Oneof:
+    name: str
+    doc: List[str]
+    fields: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -74,6 +93,7 @@ class Message:
     name: str
     doc: List[str]
     fields: List[Field] = field(default_factory=list)
+    oneofs: List[Oneof] = field(default_factory=list)
 
 
 @dataclass
@@ -98,6 +118,7 @@ class Rpc:
     response: str
     idempotent: bool
     doc: List[str]
+    server_streaming: bool = False
 
 
 @dataclass
@@ -117,7 +138,7 @@ class Schema:
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 RE_FIELD = re.compile(rf"^(repeated |optional )?([A-Za-z_][A-Za-z0-9_.]*) ({IDENT}) = (\d+);$")
 RE_ENUM_VALUE = re.compile(rf"^({IDENT}) = (\d+);$")
-RE_RPC = re.compile(rf"^rpc ({IDENT})\(({IDENT})\) returns \(({IDENT})\)( \{{|;)$")
+RE_RPC = re.compile(rf"^rpc ({IDENT})\(({IDENT})\) returns \((stream )?({IDENT})\)( \{{|;)$")
 RE_RESERVED = re.compile(r'^reserved ((\d+(, )?)+|("[A-Za-z_0-9]+"(, )?)+);$')
 
 
@@ -134,6 +155,7 @@ def parse_file(path: str, s: Schema) -> None:
     doc: List[str] = []
     block = None  # the Message, Enum or Service being read
     in_rpc: Optional[Rpc] = None
+    in_oneof: Optional[Oneof] = None
     with open(path, encoding="utf-8") as f:
         lines = f.read().split("\n")
     for no, raw in enumerate(lines, 1):
@@ -178,19 +200,37 @@ def parse_file(path: str, s: Schema) -> None:
             doc = []
             continue
         if line == "}":
-            block = None
+            if in_oneof is not None:
+                if not in_oneof.fields:
+                    raise ProtoError(f"{where}: oneof {in_oneof.name} has no field")
+                in_oneof = None
+            else:
+                block = None
             doc = []
             continue
         if isinstance(block, Message):
-            if RE_RESERVED.match(line):
+            if RE_RESERVED.match(line) and in_oneof is None:
                 pass
+            elif (m := re.match(rf"^oneof ({IDENT}) \{{$", line)) and in_oneof is None:
+                name = m.group(1)
+                if keyword.iskeyword(name) or name in {f.name for f in block.fields}:
+                    raise ProtoError(f"{where}: oneof {name!r} is a Python keyword or the name of a field")
+                in_oneof = Oneof(name, doc)
+                block.oneofs.append(in_oneof)
             elif m := RE_FIELD.match(line):
                 label, typ, name, number = m.groups()
-                if keyword.iskeyword(name):
-                    raise ProtoError(f"{where}: field {name!r} is a Python keyword")
-                block.fields.append(Field(name, typ, int(number), label == "repeated ", label == "optional ", doc))
+                if keyword.iskeyword(name) and name + "_" in {f.name for f in block.fields}:
+                    raise ProtoError(f"{where}: field {name!r} is a Python keyword, and {name}_ is taken")
+                if in_oneof is not None and label:
+                    raise ProtoError(f"{where}: a field of oneof {in_oneof.name} with a label ({label.strip()})")
+                if name in {o.name for o in block.oneofs}:
+                    raise ProtoError(f"{where}: field {name!r} has the name of a oneof")
+                block.fields.append(Field(name, typ, int(number), label == "repeated ", label == "optional ", doc,
+                                          in_oneof.name if in_oneof else ""))
+                if in_oneof is not None:
+                    in_oneof.fields.append(block.fields[-1].attr)
             else:
-                raise ProtoError(f"{where}: not a field this generator knows (oneof, map, nested types are not supported): {line!r}")
+                raise ProtoError(f"{where}: not a field this generator knows (maps, nested types and nested oneofs are not supported): {line!r}")
         elif isinstance(block, Enum):
             m = RE_ENUM_VALUE.match(line)
             if not m:
@@ -199,13 +239,13 @@ def parse_file(path: str, s: Schema) -> None:
         elif isinstance(block, Service):
             m = RE_RPC.match(line)
             if not m:
-                raise ProtoError(f"{where}: not a unary rpc (streaming calls are not supported): {line!r}")
-            rpc = Rpc(block.name, m.group(1), m.group(2), m.group(3), False, doc)
+                raise ProtoError(f"{where}: not a unary or server-streaming rpc (client and bidirectional streaming are not supported): {line!r}")
+            rpc = Rpc(block.name, m.group(1), m.group(2), m.group(4), False, doc, m.group(3) is not None)
             block.rpcs.append(rpc)
-            if m.group(4) == " {":
+            if m.group(5) == " {":
                 in_rpc = rpc
         doc = []
-    if block is not None or in_rpc is not None:
+    if block is not None or in_rpc is not None or in_oneof is not None:
         raise ProtoError(f"{rel}: ends inside a block")
 
 
@@ -293,7 +333,7 @@ def gen_messages(s: Schema) -> str:
                       "import enum\n"
                       "import dataclasses\nfrom dataclasses import dataclass\n"
                       "from datetime import datetime, timedelta\n"
-                      "from typing import ClassVar, Dict, List, NamedTuple, Optional, Tuple\n\n"
+                      "from typing import ClassVar, Dict, List, NamedTuple, Optional, Tuple, Union\n\n"
                       "from ._codec import F\n\n"]
     names: List[str] = []
     for e in s.enums:
@@ -315,14 +355,22 @@ def gen_messages(s: Schema) -> str:
         for f in m.fields:
             py, default, _, ref = ty.resolve(f, m.name)
             if f.repeated:
-                out.append(f"    {f.name}: List[{py}] = dataclasses.field(default_factory=list)\n")
+                out.append(f"    {f.attr}: List[{py}] = dataclasses.field(default_factory=list)\n")
             elif f.optional or default == "None":
-                out.append(f"    {f.name}: Optional[{py}] = None\n")
+                out.append(f"    {f.attr}: Optional[{py}] = None\n")
             else:
-                out.append(f"    {f.name}: {py} = {default}\n")
+                out.append(f"    {f.attr}: {py} = {default}\n")
             d = docstring(f.doc, "    ")
             if d:
                 out.append(d)
+        for o in m.oneofs:
+            members = ", ".join(o.fields)
+            types = sorted({ty.resolve(f, m.name)[0] for f in m.fields if f.oneof == o.name})
+            rt = types[0] if len(types) == 1 else "Union[" + ", ".join(types) + "]"
+            d = list(o.doc) + ([""] if o.doc else []) + textwrap.wrap(f"The field of oneof {o.name} that is set, or None: one of {members}.", 72)
+            out.append(f"\n    @property\n    def {o.name}(self) -> Optional[{rt}]:\n")
+            out.append(docstring(d, "        "))
+            out.append(f"        return next((v for v in ({', '.join('self.' + n for n in o.fields)}) if v is not None), None)\n")
         out.append("\n")
     out.append("\n# The tables the JSON codec (tenure/_codec.py) reads: per field its name, JSON\n"
                "# name, number, kind, type (enum or message), repeated and optional.\n")
@@ -330,12 +378,14 @@ def gen_messages(s: Schema) -> str:
         rows = []
         for f in m.fields:
             _, _, kind, ref = ty.resolve(f, m.name)
-            rows.append(f"    F({f.name!r}, {json_name(f.name)!r}, {f.number}, {kind!r}, {ref or 'None'}, {f.repeated}, {f.optional}),\n")
+            rows.append(f"    F({f.attr!r}, {json_name(f.name)!r}, {f.number}, {kind!r}, {ref or 'None'}, {f.repeated}, {f.optional}),\n")
         out.append(f"{m.name}._FIELDS = (\n{''.join(rows)})\n" if rows else f"{m.name}._FIELDS = ()\n")
     out.append("\n\nclass Rpc(NamedTuple):\n"
-               '    """One call of the API: its service, its name, its message types, and\n'
-               '    whether it has no side effects (the proto\'s idempotency_level)."""\n\n'
-               "    service: str\n    name: str\n    request: type\n    response: type\n    no_side_effects: bool\n\n"
+               '    """One call of the API: its service, its name, its message types,\n'
+               '    whether it has no side effects (the proto\'s idempotency_level), and\n'
+               '    whether the server answers with a stream of responses."""\n\n'
+               "    service: str\n    name: str\n    request: type\n    response: type\n    no_side_effects: bool\n"
+               "    server_streaming: bool = False\n\n"
                "    @property\n    def path(self) -> str:\n"
                '        """The call\'s HTTP path: /tenure.v1.TaskService/Submit."""\n'
                '        return "/" + self.service + "/" + self.name\n\n\n'
@@ -345,7 +395,8 @@ def gen_messages(s: Schema) -> str:
             for t in (r.request, r.response):
                 if t not in ty.messages:
                     raise ProtoError(f"rpc {svc.name}.{r.name}: unknown message {t}")
-            out.append(f"    {r.name!r}: Rpc({PACKAGE + '.' + svc.name!r}, {r.name!r}, {r.request}, {r.response}, {r.idempotent}),\n")
+            out.append(f"    {r.name!r}: Rpc({PACKAGE + '.' + svc.name!r}, {r.name!r}, {r.request}, {r.response}, {r.idempotent}"
+                       f"{', True' if r.server_streaming else ''}),\n")
     out.append("}\n\"\"\"Every call of the API, by name.\"\"\"\n")
     names.sort()
     out.append("\n__all__ = [\n" + "".join(f"    {n!r},\n" for n in names + ["RPCS", "Rpc"]) + "]\n")
@@ -358,7 +409,7 @@ def gen_calls(s: Schema) -> str:
     out: List[str] = [HEADER, '"""The calls of Client and AsyncClient, one method per call of the API."""\n'
                       "from __future__ import annotations\n\n"
                       "from datetime import datetime, timedelta\n"
-                      "from typing import TYPE_CHECKING, Any, Optional, Sequence, Union\n\n"
+                      "from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator, Optional, Sequence, Union\n\n"
                       "from . import messages as m\n"
                       "from .messages import RPCS\n\n"
                       "Duration = Union[timedelta, float, int, None]\n"
@@ -372,7 +423,8 @@ def gen_calls(s: Schema) -> str:
         cls = "AsyncCalls" if asynchronous else "Calls"
         out.append(f"\nclass {cls}(_Base):\n")
         out.append(f'    """The API\'s calls{" as coroutines" if asynchronous else ""}: each takes its request message, or its\n'
-                   '    fields as keyword arguments, and returns its response message.\n'
+                   '    fields as keyword arguments, and returns its response message (a\n'
+                   f'    server-streaming call: {"an async iterator" if asynchronous else "a generator"} of them, read as they come).\n'
                    '    Errors are tenure.TenureError subclasses (tenure.LeaseLost, ...)."""\n')
         for svc in s.services:
             for r in svc.rpcs:
@@ -395,9 +447,9 @@ def gen_calls(s: Schema) -> str:
                         py, default = f"Optional[Sequence[{py}]]", "None"
                     elif f.optional or default == "None":
                         py, default = f"Optional[{py}]", "None"
-                    params.append(f"{f.name}: {py} = {default}")
-                    kwargs.append(f"{f.name}={f.name}")
-                names = {f.name for f in req.fields}
+                    params.append(f"{f.attr}: {py} = {default}")
+                    kwargs.append(f"{f.attr}={f.attr}")
+                names = {f.attr for f in req.fields}
                 extra = ""
                 if {"kind", "payload"} <= names:
                     params.append("args: Any = None")
@@ -406,6 +458,17 @@ def gen_calls(s: Schema) -> str:
                 kw = ", ".join(kwargs)
                 aw = "await " if asynchronous else ""
                 d = list(r.doc)
+                if r.server_streaming:
+                    it = "an async iterator" if asynchronous else "a generator (close it to end the stream early)"
+                    d += ["", f"Request: {r.request}; answer: a stream of {r.response}, as {it}.",
+                          "The stream opens when it is first read; an error the server ends it",
+                          "with is raised there, as a unary call's."]
+                    ret = f"{'AsyncIterator' if asynchronous else 'Iterator'}[m.{r.response}]"
+                    call = f"self._stream(RPCS[{r.name!r}], request{extra}{', ' + kw if kw else ''})"
+                    out.append(f"\n    def {name}({sig}) -> {ret}:\n")
+                    out.append(docstring(d, "        "))
+                    out.append(f"        return {call}  # type: ignore[no-any-return]\n")
+                    continue
                 d += ["", f"Request: {r.request}; answer: {r.response}."]
                 if extra:
                     d += ["args, if given, is the task's arguments: JSON-encoded as its",
@@ -423,8 +486,8 @@ def main() -> int:
     a = ap.parse_args()
     paths = sorted(os.path.join(PROTO_DIR, n) for n in os.listdir(PROTO_DIR) if n.endswith(".proto"))
     # errors.proto first so that the order is stable and readable: then
-    # task, queue, worker, schedule, admin as the API reads.
-    order = ["errors.proto", "task.proto", "queue.proto", "worker.proto", "schedule.proto", "admin.proto"]
+    # task, queue, worker, schedule, admin, events as the API reads.
+    order = ["errors.proto", "task.proto", "queue.proto", "worker.proto", "schedule.proto", "admin.proto", "events.proto"]
     paths.sort(key=lambda p: (order.index(os.path.basename(p)) if os.path.basename(p) in order else len(order), p))
     try:
         schema = parse(paths)

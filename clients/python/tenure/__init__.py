@@ -26,6 +26,7 @@ from .client import Client, Interrupted
 from .errors import (
     AlreadyCommitted,
     AlreadyExists,
+    CursorExpired,
     Full,
     InvalidArgument,
     LeaseLost,
@@ -46,7 +47,7 @@ from .aworker import AsyncWorker
 from .worker import Finish, Outcome, Permanent, Snooze, Task, Worker
 
 __all__ = [
-    "AlreadyCommitted", "AlreadyExists", "AsyncClient", "AsyncWorker", "CallInfo", "Client", "Finish", "Full",
+    "AlreadyCommitted", "AlreadyExists", "AsyncClient", "AsyncWorker", "CallInfo", "Client", "CursorExpired", "Finish", "Full",
     "Interrupted", "InvalidArgument", "LeaseLost", "NotFound", "Outcome", "Permanent", "PermissionDenied",
     "Snooze", "TLSRefused", "Task", "TenureError", "TooLarge", "Unauthenticated", "Unavailable", "Worker",
     "WrongState", "__version__", "kind", "messages", "tls_context",

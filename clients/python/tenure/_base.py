@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gzip
 import json
 import random
 import secrets
 import socket
 import ssl
+import struct
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import _codec, _trace
 from ._codec import CodecError
-from .errors import TenureError, _invalid, error_of
-from .messages import ErrorDetail, Rpc, SubmitRequest
+from .errors import TLSRefused, TenureError, Unavailable, _invalid, error_of
+from .messages import ErrorDetail, EventFilter, Rpc, SubmitRequest, WatchEventsRequest
 
 __version__ = "0.1.0"
 
@@ -246,12 +248,18 @@ def error_of_answer(op: str, status: int, headers: Mapping[str, str], body: byte
     if not isinstance(wire, dict) or not isinstance(wire.get("code"), str):
         text = body[:200].decode("utf-8", "replace").strip()
         return error_of(op, _CODE_OF_STATUS.get(status, "unknown"), f"HTTP {status} without a Connect error (a proxy?): {text}")
+    return error_of_wire(op, wire)
+
+
+def error_of_wire(op: str, wire: Dict[str, Any]) -> TenureError:
+    """The exception of a Connect error as JSON ({code, message, details}),
+    as a unary answer's body or a stream's end carries it."""
     detail = None
     for d in wire.get("details") or ():
         if isinstance(d, dict) and d.get("type") == "tenure.v1.ErrorDetail":
             detail = _detail(d)
             break
-    return error_of(op, wire["code"], str(wire.get("message", "")), detail)
+    return error_of(op, str(wire.get("code") or "unknown"), str(wire.get("message", "")), detail)
 
 
 def _detail(d: Dict[str, Any]) -> Optional[ErrorDetail]:
@@ -278,10 +286,10 @@ def transport_error(op: str, o: _Options, e: BaseException) -> TenureError:
     return Unavailable(op, "unavailable", f"no answer from {o.base_url}: {type(e).__name__}: {e}")
 
 
-def backoff(o: _Options, attempt: int) -> float:
-    """The wait before retry attempt+1: doubling from retry_backoff up to 5s,
-    with jitter (between half of it and all of it)."""
-    d = min(o.retry_backoff * (2 ** min(attempt, 30)), MAX_RETRY_BACKOFF)
+def backoff(o: _Options, attempt: int, cap: float = MAX_RETRY_BACKOFF) -> float:
+    """The wait before retry attempt+1: doubling from retry_backoff up to cap
+    (5s), with jitter (between half of it and all of it)."""
+    d = min(o.retry_backoff * (2 ** min(attempt, 30)), cap)
     return d / 2 + random.random() * d / 2
 
 
@@ -291,6 +299,161 @@ def exhausted(e: TenureError, tries: int) -> TenureError:
         e.message += f" (tried {tries} times: the server is down, restarting or overloaded; try again later)"
         e.args = (str(e),)
     return e
+
+
+# Waiting for a task -------------------------------------------------------
+
+# The longest wait of one WaitTask (the server's bound).
+MAX_TASK_WAIT = 30.0
+
+
+def next_wait(deadline: Optional[float], now: float) -> float:
+    """The wait of the next WaitTask of a wait that ends at deadline (None:
+    never): the server's longest, or what is left."""
+    if deadline is None:
+        return MAX_TASK_WAIT
+    return max(0.0, min(MAX_TASK_WAIT, deadline - now))
+
+
+def check_wait(task_id: str, r: Any, deadline: Optional[float], now: float, timeout: Optional[float]) -> None:
+    """Raises TimeoutError when a wait for a task that has not ended is past
+    its deadline."""
+    if deadline is not None and now >= deadline:
+        state = r.task.state.name if r.task is not None else "unknown"
+        raise TimeoutError(f"task {task_id} had not ended after {timeout:g}s (it is {state}); wait again, or longer")
+
+
+# Streams ------------------------------------------------------------------
+#
+# A server-streaming call is the Connect streaming protocol with JSON
+# (connectrpc.com/docs/protocol): a POST of Content-Type
+# application/connect+json whose body is the request as one enveloped
+# message, answered by a sequence of enveloped messages. An envelope is a
+# flag byte, the length of the data as 4 bytes big-endian, and the data;
+# flag 0x02 marks the last, the end of the stream: a JSON object with an
+# optional "error" ({code, message, details}, as a unary error) and
+# "metadata" (trailers).
+
+FLAG_COMPRESSED = 0x01
+FLAG_END_STREAM = 0x02
+# The largest message of a stream this client takes (a server's answer of
+# up to 1,000 events, each with its payload).
+MAX_STREAM_MESSAGE = 256 << 20
+
+
+def stream_headers(headers: Mapping[str, str]) -> Dict[str, str]:
+    """The headers of a server-streaming call, from the client's: the
+    streaming content type, and no HTTP compression (a stream's messages
+    would be compressed one by one, which this client does not ask for)."""
+    h = {k: v for k, v in headers.items() if k not in ("Content-Type", "Accept-Encoding")}
+    h["Content-Type"] = "application/connect+json"
+    return h
+
+
+def envelope(data: bytes, flags: int = 0) -> bytes:
+    """data as one enveloped message of a stream."""
+    return struct.pack(">BI", flags, len(data)) + data
+
+
+def envelope_prefix(op: str, prefix: bytes) -> Tuple[int, int]:
+    """The flags and the length of the message whose 5-byte prefix this is."""
+    flags, n = struct.unpack(">BI", prefix)
+    if n > MAX_STREAM_MESSAGE:
+        raise TenureError(op, "resource_exhausted", f"the server sent a stream message of {n} bytes, over this client's "
+                          f"limit of {MAX_STREAM_MESSAGE}")
+    return flags, n
+
+
+def stream_message(rpc: Rpc, flags: int, data: bytes, encoding: str) -> Any:
+    """The response message an envelope holds, or None for the end of the
+    stream; raises the error the end of the stream carries. encoding is the
+    stream's Connect-Content-Encoding."""
+    if flags & FLAG_COMPRESSED:
+        if encoding != "gzip":
+            raise TenureError(rpc.name, "internal", f"the server sent a message compressed with {encoding or 'nothing named'!r}, "
+                              "which this client did not ask for")
+        data = gzip.decompress(data)
+    if flags & FLAG_END_STREAM:
+        try:
+            end = json.loads(data) if data else {}
+        except ValueError as e:
+            raise TenureError(rpc.name, "internal", f"the end of the stream is not JSON: {e}") from None
+        err = end.get("error") if isinstance(end, dict) else None
+        if isinstance(err, dict):
+            raise error_of_wire(rpc.name, err)
+        return None
+    try:
+        return _codec.from_json(rpc.response, json.loads(data) if data else {})
+    except (ValueError, CodecError) as e:
+        raise TenureError(rpc.name, "internal", f"a message of the stream does not decode as {rpc.response.__name__}: {e}") from None
+
+
+def stream_broken(op: str, o: _Options, e: Optional[BaseException] = None) -> TenureError:
+    """The exception of a stream that ended without its end message: the
+    connection dropped (the server stopped, a proxy cut it), or no answer
+    came within the client's timeout."""
+    if e is not None:
+        return transport_error(op, o, e)
+    return Unavailable(op, "unavailable", f"the stream from {o.base_url} broke before its end (the connection closed)")
+
+
+# Watching the events ------------------------------------------------------
+
+# The longest wait between two tries to open a watch's stream again.
+MAX_WATCH_BACKOFF = 10.0
+
+
+def watch_request(namespace: str, queue: str, task_id: str, types: Optional[Sequence[str]], cursor: str) -> WatchEventsRequest:
+    """The WatchEvents request of a watch."""
+    if isinstance(types, str):
+        raise TypeError("watch: types is a list of record type names (\"TaskCompleted\", ...), not one string")
+    return WatchEventsRequest(cursor=cursor, filter=EventFilter(namespace=namespace, queue=queue, task_id=task_id,
+                                                                types=list(types or ())))
+
+
+class Watching:
+    """Where a watch stands: the request of its next stream (its cursor
+    moved along as events are yielded), and the tries that failed since the
+    last one that received anything."""
+
+    def __init__(self, o: _Options, req: WatchEventsRequest):
+        self.o = o
+        self.req = req
+        self.failures = 0
+        self.progressed = False
+
+    def request(self) -> WatchEventsRequest:
+        """The request of the next stream, from the last cursor."""
+        self.progressed = False
+        return dataclasses.replace(self.req)
+
+    def moved(self, cursor: str) -> None:
+        """The stream got as far as cursor (an event's, or an answer's)."""
+        self.progressed = True
+        if cursor:
+            self.req.cursor = cursor
+
+    def wait_after(self, err: Optional[TenureError]) -> float:
+        """The wait before the next stream, after one that ended with err
+        (None: the server ended it); raises err when retrying cannot help."""
+        if err is None:
+            err = Unavailable("WatchEvents", "unavailable", "the server ended the stream")
+        if not watch_retries(err):
+            raise err
+        if self.progressed:
+            self.failures = 0
+        self.failures += 1
+        return backoff(self.o, self.failures - 1, MAX_WATCH_BACKOFF)
+
+
+def watch_retries(e: TenureError) -> bool:
+    """Whether a watch opens its stream again after e: unless the server
+    refused it for good (an expired or invalid cursor, a bad filter, no
+    permission)."""
+    if isinstance(e, TLSRefused):
+        return False
+    return e.code not in ("invalid_argument", "unauthenticated", "permission_denied", "out_of_range", "unimplemented",
+                          "failed_precondition", "not_found")
 
 
 def _snake(name: str) -> str:

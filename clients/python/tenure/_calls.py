@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator, Optional, Sequence, Union
 
 from . import messages as m
 from .messages import RPCS
@@ -19,7 +19,8 @@ else:
 
 class Calls(_Base):
     """The API's calls: each takes its request message, or its
-    fields as keyword arguments, and returns its response message.
+    fields as keyword arguments, and returns its response message (a
+    server-streaming call: a generator of them, read as they come).
     Errors are tenure.TenureError subclasses (tenure.LeaseLost, ...)."""
 
     def submit(self, request: Optional[m.SubmitRequest] = None, /, *, namespace: str = "", queue: str = "", payload: bytes = b"", request_id: str = "", execution_window: Duration = None, retry_policy: Optional[m.RetryPolicy] = None, not_before: Optional[datetime] = None, priority: int = 0, deadline: Optional[datetime] = None, timeout: Duration = None, trace_context: Optional[m.TraceContext] = None, kind: str = "", key: str = "", depends_on: Optional[Sequence[str]] = None, on_dependency_failure: m.DependencyFailure = m.DependencyFailure.UNSPECIFIED, args: Any = None) -> m.SubmitResponse:
@@ -143,14 +144,14 @@ class Calls(_Base):
         """
         return self._call(RPCS['WaitTask'], request, task_id=task_id, wait=wait)  # type: ignore[no-any-return]
 
-    def list_queues(self, request: Optional[m.ListQueuesRequest] = None, /, *, namespace: str = "") -> m.ListQueuesResponse:
+    def list_queues(self, request: Optional[m.ListQueuesRequest] = None, /, *, namespace: str = "", queue: str = "", top_keys: int = 0) -> m.ListQueuesResponse:
         """ListQueues lists the queues that exist (with a task, paused, with
         limits, or with an event in the last hour), ordered by namespace and
         queue.
 
         Request: ListQueuesRequest; answer: ListQueuesResponse.
         """
-        return self._call(RPCS['ListQueues'], request, namespace=namespace)  # type: ignore[no-any-return]
+        return self._call(RPCS['ListQueues'], request, namespace=namespace, queue=queue, top_keys=top_keys)  # type: ignore[no-any-return]
 
     def get_queue(self, request: Optional[m.GetQueueRequest] = None, /, *, namespace: str = "", queue: str = "") -> m.GetQueueResponse:
         """GetQueue returns one queue. NOT_FOUND if it does not exist.
@@ -421,9 +422,31 @@ class Calls(_Base):
         """
         return self._call(RPCS['GetCluster'], request)  # type: ignore[no-any-return]
 
+    def watch_events(self, request: Optional[m.WatchEventsRequest] = None, /, *, cursor: str = "", filter: Optional[m.EventFilter] = None) -> Iterator[m.WatchEventsResponse]:
+        """WatchEvents streams the events the filter selects, from a cursor, for
+        as long as the caller reads: what is in the log already, then each
+        record as soon as it is durable. Within a partition events come in
+        log order (so every task's events are in order); the events of
+        different partitions (cluster mode) interleave. Every event carries
+        the cursor after it: a call with that cursor resumes exactly after
+        the event, across disconnects, restarts and partitions moving.
+
+        A cursor older than a partition's first retained record is refused
+        with OUT_OF_RANGE, reason CURSOR_EXPIRED and ErrorDetail.oldest_cursor,
+        never skipped silently. The stream ends only when the caller cancels
+        it, the server stops, or the caller takes no answer for the server's
+        write timeout: then resume from the last cursor.
+
+        Request: WatchEventsRequest; answer: a stream of WatchEventsResponse, as a generator (close it to end the stream early).
+        The stream opens when it is first read; an error the server ends it
+        with is raised there, as a unary call's.
+        """
+        return self._stream(RPCS['WatchEvents'], request, cursor=cursor, filter=filter)  # type: ignore[no-any-return]
+
 class AsyncCalls(_Base):
     """The API's calls as coroutines: each takes its request message, or its
-    fields as keyword arguments, and returns its response message.
+    fields as keyword arguments, and returns its response message (a
+    server-streaming call: an async iterator of them, read as they come).
     Errors are tenure.TenureError subclasses (tenure.LeaseLost, ...)."""
 
     async def submit(self, request: Optional[m.SubmitRequest] = None, /, *, namespace: str = "", queue: str = "", payload: bytes = b"", request_id: str = "", execution_window: Duration = None, retry_policy: Optional[m.RetryPolicy] = None, not_before: Optional[datetime] = None, priority: int = 0, deadline: Optional[datetime] = None, timeout: Duration = None, trace_context: Optional[m.TraceContext] = None, kind: str = "", key: str = "", depends_on: Optional[Sequence[str]] = None, on_dependency_failure: m.DependencyFailure = m.DependencyFailure.UNSPECIFIED, args: Any = None) -> m.SubmitResponse:
@@ -547,14 +570,14 @@ class AsyncCalls(_Base):
         """
         return await self._call(RPCS['WaitTask'], request, task_id=task_id, wait=wait)  # type: ignore[no-any-return]
 
-    async def list_queues(self, request: Optional[m.ListQueuesRequest] = None, /, *, namespace: str = "") -> m.ListQueuesResponse:
+    async def list_queues(self, request: Optional[m.ListQueuesRequest] = None, /, *, namespace: str = "", queue: str = "", top_keys: int = 0) -> m.ListQueuesResponse:
         """ListQueues lists the queues that exist (with a task, paused, with
         limits, or with an event in the last hour), ordered by namespace and
         queue.
 
         Request: ListQueuesRequest; answer: ListQueuesResponse.
         """
-        return await self._call(RPCS['ListQueues'], request, namespace=namespace)  # type: ignore[no-any-return]
+        return await self._call(RPCS['ListQueues'], request, namespace=namespace, queue=queue, top_keys=top_keys)  # type: ignore[no-any-return]
 
     async def get_queue(self, request: Optional[m.GetQueueRequest] = None, /, *, namespace: str = "", queue: str = "") -> m.GetQueueResponse:
         """GetQueue returns one queue. NOT_FOUND if it does not exist.
@@ -824,3 +847,24 @@ class AsyncCalls(_Base):
         Request: GetClusterRequest; answer: GetClusterResponse.
         """
         return await self._call(RPCS['GetCluster'], request)  # type: ignore[no-any-return]
+
+    def watch_events(self, request: Optional[m.WatchEventsRequest] = None, /, *, cursor: str = "", filter: Optional[m.EventFilter] = None) -> AsyncIterator[m.WatchEventsResponse]:
+        """WatchEvents streams the events the filter selects, from a cursor, for
+        as long as the caller reads: what is in the log already, then each
+        record as soon as it is durable. Within a partition events come in
+        log order (so every task's events are in order); the events of
+        different partitions (cluster mode) interleave. Every event carries
+        the cursor after it: a call with that cursor resumes exactly after
+        the event, across disconnects, restarts and partitions moving.
+
+        A cursor older than a partition's first retained record is refused
+        with OUT_OF_RANGE, reason CURSOR_EXPIRED and ErrorDetail.oldest_cursor,
+        never skipped silently. The stream ends only when the caller cancels
+        it, the server stops, or the caller takes no answer for the server's
+        write timeout: then resume from the last cursor.
+
+        Request: WatchEventsRequest; answer: a stream of WatchEventsResponse, as an async iterator.
+        The stream opens when it is first read; an error the server ends it
+        with is raised there, as a unary call's.
+        """
+        return self._stream(RPCS['WatchEvents'], request, cursor=cursor, filter=filter)  # type: ignore[no-any-return]

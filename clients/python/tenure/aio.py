@@ -11,7 +11,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Optional
 from . import _base
 from ._calls import AsyncCalls
 from .errors import TenureError, Unavailable
-from .messages import Rpc, Task, TaskState
+from .messages import Event, Rpc, Task, TaskState
 
 _MAX_HEADERS = 100
 
@@ -46,12 +46,16 @@ class _Pool:
             if not c.reader.at_eof() and not c.writer.is_closing():
                 return c, True
             c.close()
+        return await self.new(), False
+
+    async def new(self) -> _Conn:
+        """A new connection to the server."""
         o = self.o
         ctx = None
         if o.scheme == "https":
             ctx = o.ssl_context if o.ssl_context is not None else ssl.create_default_context()
         r, w = await asyncio.open_connection(o.host, o.port, ssl=ctx, server_hostname=o.host if ctx else None)
-        return _Conn(r, w), False
+        return _Conn(r, w)
 
     def put(self, c: _Conn) -> None:
         if len(self.idle) < self.max_idle:
@@ -86,6 +90,14 @@ class _Pool:
             return status, hdrs, data
 
     async def _exchange(self, c: _Conn, path: str, body: bytes, headers: Dict[str, str]) -> Tuple[int, Dict[str, str], bytes, bool]:
+        status, hdrs, keep = await self.request(c, path, body, headers)
+        b = _Body(c.reader, hdrs)
+        data = await b.read_all()
+        return status, hdrs, data, keep and b.length_known
+
+    async def request(self, c: _Conn, path: str, body: bytes, headers: Dict[str, str]) -> Tuple[int, Dict[str, str], bool]:
+        """Sends a POST and reads the answer's head: its status, headers (in
+        lower case) and whether the connection may be kept."""
         head = [f"POST {path} HTTP/1.1", f"Host: {self.host_header}"]
         head += [f"{k}: {v}" for k, v in headers.items()]
         head.append(f"Content-Length: {len(body)}")
@@ -113,23 +125,76 @@ class _Pool:
         else:
             raise ConnectionError("the answer has too many headers")
         keep = parts[0] == "HTTP/1.1" and hdrs.get("connection", "").lower() != "close"
-        if "chunked" in hdrs.get("transfer-encoding", "").lower():
-            chunks = []
-            while True:
-                size = int((await c.reader.readline()).split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while (await c.reader.readline()) not in (b"\r\n", b"\n", b""):
-                        pass
+        return status, hdrs, keep
+
+
+class _Body:
+    """The body of an answer, read as it comes: chunked, of a known length,
+    or up to the end of the connection."""
+
+    def __init__(self, reader: asyncio.StreamReader, hdrs: Dict[str, str]):
+        self.reader = reader
+        self.chunked = "chunked" in hdrs.get("transfer-encoding", "").lower()
+        self.left: Optional[int] = None if self.chunked or "content-length" not in hdrs else int(hdrs["content-length"])
+        self.length_known = self.chunked or self.left is not None
+        self.chunk_left = 0
+        self.done = False
+        self.ended = not self.chunked  # the last chunk was read
+        self.encoding = ""
+
+    async def read_all(self) -> bytes:
+        """The whole body; a body cut short is an error."""
+        if self.left is not None:
+            data = await self.reader.readexactly(self.left)
+            self.left, self.done = 0, True
+            return data
+        parts = []
+        while not self.done:
+            parts.append(await self.read(1 << 16))
+        if not self.ended:
+            raise ConnectionError("the answer was cut short: the connection closed before its last chunk")
+        return b"".join(parts)
+
+    async def read(self, n: int) -> bytes:
+        """The next n bytes of the body: fewer only at its end (or where the
+        connection closed)."""
+        out = bytearray()
+        r = self.reader
+        while len(out) < n and not self.done:
+            if self.chunked:
+                if self.chunk_left == 0:
+                    line = await r.readline()
+                    if not line:
+                        self.done = True
+                        break
+                    size = int(line.split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        while (await r.readline()) not in (b"\r\n", b"\n", b""):
+                            pass
+                        self.done = self.ended = True
+                        break
+                    self.chunk_left = size
+                b = await r.read(min(n - len(out), self.chunk_left))
+                if not b:
+                    self.done = True
                     break
-                chunks.append(await c.reader.readexactly(size))
-                await c.reader.readline()
-            data = b"".join(chunks)
-        elif "content-length" in hdrs:
-            data = await c.reader.readexactly(int(hdrs["content-length"]))
-        else:
-            data = await c.reader.read()
-            keep = False
-        return status, hdrs, data, keep
+                out += b
+                self.chunk_left -= len(b)
+                if self.chunk_left == 0:
+                    await r.readline()
+            else:
+                want = n - len(out) if self.left is None else min(n - len(out), self.left)
+                if want == 0:
+                    self.done = True
+                    break
+                b = await r.read(want)
+                if not b:
+                    self.done = True
+                    break
+                out += b
+                if self.left is not None:
+                    self.left -= len(b)
+        return bytes(out)
 
 
 class AsyncClient(AsyncCalls):
@@ -140,7 +205,9 @@ class AsyncClient(AsyncCalls):
             r = await client.submit(queue="emails", kind="send_email", args={"to": "ada@example.com"})
 
     An AsyncClient belongs to the event loop it is first used on.
-    Interceptors are coroutine functions: await interceptor(info, call_next).
+    Interceptors are coroutine functions: await interceptor(info, call_next)
+    (for a server-streaming call, call_next opens the stream and returns
+    None).
     """
 
     def __init__(self, base_url: str = "http://127.0.0.1:7070", *, token: Optional[str] = None, requested_by: str = "",
@@ -182,15 +249,24 @@ class AsyncClient(AsyncCalls):
         return await at(0)
 
     async def _tries(self, rpc: Rpc, msg: Any, headers: Dict[str, str]) -> Any:
-        o = self._o
         body = _base.encode(rpc, msg)
-        timeout = _base.call_timeout(o, msg)
-        path = o.path + rpc.path
+        timeout = _base.call_timeout(self._o, msg)
+        path = self._o.path + rpc.path
+
+        async def once() -> Any:
+            status, hdrs, data = await self._pool.roundtrip(path, body, headers, timeout)
+            return _base.decode(rpc, status, hdrs, data)
+
+        return await self._retrying(rpc, once)
+
+    async def _retrying(self, rpc: Rpc, once: Callable[[], Awaitable[Any]]) -> Any:
+        """What once returns; once is called again after each unavailable,
+        up to the client's max_retries, with a growing wait."""
+        o = self._o
         attempt = 0
         while True:
             try:
-                status, hdrs, data = await self._pool.roundtrip(path, body, headers, timeout)
-                return _base.decode(rpc, status, hdrs, data)
+                return await once()
             except TenureError as e:
                 err = e
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as e:
@@ -199,6 +275,109 @@ class AsyncClient(AsyncCalls):
                 raise _base.exhausted(err, attempt + 1) if isinstance(err, Unavailable) else err
             await asyncio.sleep(_base.backoff(o, attempt))
             attempt += 1
+
+    # Server-streaming calls -----------------------------------------------
+
+    def _stream(self, rpc: Rpc, request: Any, args: Any = None, **kwargs: Any) -> AsyncIterator[Any]:
+        msg = _base.prepare(self._o, rpc, request, args, kwargs)
+        return self._stream_messages(rpc, msg)
+
+    async def _stream_messages(self, rpc: Rpc, msg: Any) -> AsyncIterator[Any]:
+        """The response messages of a server-streaming call, read as the
+        loop asks for them, on a connection of the stream's own (closed
+        when the stream ends or the iterator is closed)."""
+        o = self._o
+        headers = _base.stream_headers(o.headers)
+        if not o.interceptors:
+            c, body = await self._open_stream(rpc, msg, headers)
+        else:
+            info = _base.CallInfo(rpc.name, msg, headers)
+            opened: List[Tuple[_Conn, _Body]] = []
+
+            async def at(i: int) -> Any:
+                if i == len(o.interceptors):
+                    opened.append(await self._open_stream(rpc, info.request, info.headers))
+                    return None
+                return await o.interceptors[i](info, lambda: at(i + 1))
+
+            await at(0)
+            if not opened:
+                raise RuntimeError(f"{rpc.name}: an interceptor returned without calling call_next")
+            c, body = opened[-1]
+        try:
+            while True:
+                try:
+                    prefix = await asyncio.wait_for(body.read(5), o.timeout)
+                    if len(prefix) < 5:
+                        raise _base.stream_broken(rpc.name, o)
+                    flags, n = _base.envelope_prefix(rpc.name, prefix)
+                    data = await asyncio.wait_for(body.read(n), o.timeout) if n else b""
+                    if len(data) < n:
+                        raise _base.stream_broken(rpc.name, o)
+                except (OSError, asyncio.TimeoutError, ValueError) as e:
+                    raise _base.stream_broken(rpc.name, o, e) from None
+                out = _base.stream_message(rpc, flags, data, body.encoding)
+                if out is None:
+                    return
+                yield out
+        finally:
+            c.close()
+
+    async def _open_stream(self, rpc: Rpc, msg: Any, headers: Dict[str, str]) -> Tuple[_Conn, "_Body"]:
+        """Sends a server-streaming call's request and reads the answer's
+        head, tried again after each unavailable as a unary call."""
+        o = self._o
+        data = _base.envelope(_base.encode(rpc, msg))
+        path = o.path + rpc.path
+
+        async def once() -> Tuple[_Conn, _Body]:
+            c = await asyncio.wait_for(self._pool.new(), o.timeout)
+            try:
+                status, hdrs, _ = await asyncio.wait_for(self._pool.request(c, path, data, headers), o.timeout)
+                body = _Body(c.reader, hdrs)
+                if status != 200:
+                    raise _base.error_of_answer(rpc.name, status, hdrs, await asyncio.wait_for(body.read_all(), o.timeout))
+                body.encoding = hdrs.get("connect-content-encoding", "").lower()
+            except BaseException:
+                c.close()
+                raise
+            return c, body
+
+        return await self._retrying(rpc, once)  # type: ignore[no-any-return]
+
+    # Conveniences over the calls ------------------------------------------
+
+    async def wait(self, task_id: str, *, timeout: Optional[float] = None) -> Task:
+        """The task once it has ended: Client.wait for asyncio."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            r = await self.wait_task(task_id=task_id, wait=_base.next_wait(deadline, loop.time()))
+            if r.done:
+                return r.task  # type: ignore[return-value]
+            _base.check_wait(task_id, r, deadline, loop.time(), timeout)
+
+    async def watch(self, *, namespace: str = "", queue: str = "", task_id: str = "",
+                    types: Optional[Sequence[str]] = None, cursor: str = "") -> AsyncIterator[Tuple[Event, str]]:
+        """The events the filter selects, from cursor, as (event, cursor)
+        pairs, opened again from the last cursor when the stream breaks:
+        Client.watch for asyncio (async for ev, cursor in client.watch(...)).
+        """
+        w = _base.Watching(self._o, _base.watch_request(namespace, queue, task_id, types, cursor))
+        while True:
+            stream = self.watch_events(w.request())
+            err: Optional[TenureError] = None
+            try:
+                async for answer in stream:
+                    for ev in answer.events:
+                        yield ev, ev.cursor
+                        w.moved(ev.cursor)
+                    w.moved(answer.cursor)
+            except TenureError as e:
+                err = e
+            finally:
+                await stream.aclose()  # type: ignore[attr-defined]
+            await asyncio.sleep(w.wait_after(err))
 
     async def iter_tasks(self, *, namespace: str = "", queue: str = "", state: TaskState = TaskState.UNSPECIFIED,
                          page_size: int = 0, page_token: str = "") -> AsyncIterator[Task]:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 from . import _base
 from ._calls import Calls
 from .errors import TenureError, Unavailable
-from .messages import Rpc, Task, TaskState
+from .messages import Event, Rpc, Task, TaskState
 
 # Errors of a connection that the server closed while it was idle in the
 # pool: the request never reached it, so it is sent again at once on a
@@ -70,11 +70,15 @@ class _Pool:
         with self.lock:
             if self.idle:
                 return self.idle.pop(), True
+        return self.new(), False
+
+    def new(self) -> http.client.HTTPConnection:
+        """A new connection (not yet open) to the server."""
         o = self.o
         if o.scheme == "https":
             ctx = o.ssl_context if o.ssl_context is not None else ssl.create_default_context()
-            return http.client.HTTPSConnection(o.host, o.port, timeout=o.timeout, context=ctx), False
-        return http.client.HTTPConnection(o.host, o.port, timeout=o.timeout), False
+            return http.client.HTTPSConnection(o.host, o.port, timeout=o.timeout, context=ctx)
+        return http.client.HTTPConnection(o.host, o.port, timeout=o.timeout)
 
     def put(self, c: http.client.HTTPConnection) -> None:
         with self.lock:
@@ -147,6 +151,9 @@ class Client(Calls):
     arguments, and returning its response message (tenure.messages).
     A refused call raises a TenureError subclass: LeaseLost,
     AlreadyCommitted, NotFound, InvalidArgument, TooLarge, ...
+    watch_events, a server-streaming call, returns a generator of its
+    answers; watch yields the events themselves and resumes by itself,
+    and wait waits for a task to end.
 
     base_url: http://host:port or https://host:port.
     token: the bearer token of a server that authenticates callers
@@ -164,7 +171,8 @@ class Client(Calls):
       files); default: the system's CAs.
     interceptors: functions run around every call, the first outermost:
       interceptor(info: CallInfo, call_next) -> answer; info.headers may
-      be added to.
+      be added to. For a server-streaming call (watch_events) they run
+      around opening the stream: call_next opens it and returns None.
     max_idle_connections: connections kept open for reuse (default 32).
     """
 
@@ -212,16 +220,25 @@ class Client(Calls):
         return at(0)
 
     def _tries(self, rpc: Rpc, msg: Any, headers: Dict[str, str]) -> Any:
-        o = self._o
         body = _base.encode(rpc, msg)
-        timeout = _base.call_timeout(o, msg)
-        path = o.path + rpc.path
+        timeout = _base.call_timeout(self._o, msg)
+        path = self._o.path + rpc.path
+
+        def once() -> Any:
+            status, hdrs, data = self._pool.roundtrip(path, body, headers, timeout)
+            return _base.decode(rpc, status, hdrs, data)
+
+        return self._retrying(rpc, once)
+
+    def _retrying(self, rpc: Rpc, once: Callable[[], Any]) -> Any:
+        """What once returns; once is called again after each unavailable,
+        up to the client's max_retries, with a growing wait."""
+        o = self._o
         scope: Optional[Scope] = getattr(_local, "scope", None)
         attempt = 0
         while True:
             try:
-                status, hdrs, data = self._pool.roundtrip(path, body, headers, timeout)
-                return _base.decode(rpc, status, hdrs, data)
+                return once()
             except Interrupted:
                 raise
             except TenureError as e:
@@ -237,7 +254,122 @@ class Client(Calls):
                 raise Interrupted()
             attempt += 1
 
+    # Server-streaming calls -----------------------------------------------
+
+    def _stream(self, rpc: Rpc, request: Any, args: Any = None, **kwargs: Any) -> Iterator[Any]:
+        msg = _base.prepare(self._o, rpc, request, args, kwargs)
+        return self._stream_messages(rpc, msg)
+
+    def _stream_messages(self, rpc: Rpc, msg: Any) -> Iterator[Any]:
+        """The response messages of a server-streaming call, read as the
+        loop asks for them, on a connection of the stream's own (closed
+        when the stream ends or the generator is closed)."""
+        o = self._o
+        headers = _base.stream_headers(o.headers)
+        if not o.interceptors:
+            c, resp = self._open_stream(rpc, msg, headers)
+        else:
+            info = _base.CallInfo(rpc.name, msg, headers)
+            opened: List[Tuple[http.client.HTTPConnection, http.client.HTTPResponse]] = []
+
+            def at(i: int) -> Any:
+                if i == len(o.interceptors):
+                    opened.append(self._open_stream(rpc, info.request, info.headers))
+                    return None
+                return o.interceptors[i](info, lambda: at(i + 1))
+
+            at(0)
+            if not opened:
+                raise RuntimeError(f"{rpc.name}: an interceptor returned without calling call_next")
+            c, resp = opened[-1]
+        try:
+            encoding = (resp.getheader("connect-content-encoding") or "").lower()
+            while True:
+                try:
+                    prefix = resp.read(5)
+                    if len(prefix) < 5:
+                        raise _base.stream_broken(rpc.name, o)
+                    flags, n = _base.envelope_prefix(rpc.name, prefix)
+                    data = resp.read(n) if n else b""
+                    if len(data) < n:
+                        raise _base.stream_broken(rpc.name, o)
+                except (OSError, http.client.HTTPException) as e:
+                    raise _base.stream_broken(rpc.name, o, e) from None
+                out = _base.stream_message(rpc, flags, data, encoding)
+                if out is None:
+                    return
+                yield out
+        finally:
+            c.close()
+
+    def _open_stream(self, rpc: Rpc, msg: Any, headers: Dict[str, str]) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Sends a server-streaming call's request and reads the answer's
+        head, tried again after each unavailable as a unary call."""
+        body = _base.envelope(_base.encode(rpc, msg))
+        path = self._o.path + rpc.path
+
+        def once() -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+            c = self._pool.new()
+            try:
+                c.request("POST", path, body, headers)
+                resp = c.getresponse()
+                if resp.status != 200:
+                    data = resp.read()
+                    raise _base.error_of_answer(rpc.name, resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
+            except BaseException:
+                c.close()
+                raise
+            return c, resp
+
+        return self._retrying(rpc, once)  # type: ignore[no-any-return]
+
     # Conveniences over the calls ------------------------------------------
+
+    def wait(self, task_id: str, *, timeout: Optional[float] = None) -> Task:
+        """The task once it has ended (COMPLETED, with its result; FAILED;
+        DEAD): wait_task asked again until then. timeout: seconds to wait at
+        most (None: as long as it takes), then TimeoutError."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            r = self.wait_task(task_id=task_id, wait=_base.next_wait(deadline, time.monotonic()))
+            if r.done:
+                return r.task  # type: ignore[return-value]
+            _base.check_wait(task_id, r, deadline, time.monotonic(), timeout)
+
+    def watch(self, *, namespace: str = "", queue: str = "", task_id: str = "", types: Optional[Sequence[str]] = None,
+              cursor: str = "") -> Iterator[Tuple[Event, str]]:
+        """The events the filter selects, from cursor, for as long as the
+        loop runs: (event, cursor) pairs, cursor the one after the event
+        (save the last one handled to resume exactly after it).
+
+        cursor: one saved from an earlier event; "now" or "": what happens
+        from now on; "oldest": everything the server's log still holds.
+        namespace, queue, task_id and types (record type names:
+        "TaskCompleted", ...) select; unset, everything.
+
+        A stream that breaks (the server restarts, the connection drops) is
+        opened again from the cursor after the last event yielded, with a
+        growing wait between tries (up to 10s): the loop sees every event
+        once, in order within each partition. An error retrying cannot fix
+        is raised: CursorExpired (its oldest_cursor is where the log now
+        starts), InvalidArgument, Unauthenticated, PermissionDenied. Close
+        the generator (or break out of the loop) to stop.
+        """
+        w = _base.Watching(self._o, _base.watch_request(namespace, queue, task_id, types, cursor))
+        while True:
+            stream = self.watch_events(w.request())
+            err: Optional[TenureError] = None
+            try:
+                for answer in stream:
+                    for ev in answer.events:
+                        yield ev, ev.cursor
+                        w.moved(ev.cursor)
+                    w.moved(answer.cursor)
+            except TenureError as e:
+                err = e
+            finally:
+                stream.close()  # type: ignore[attr-defined]
+            time.sleep(w.wait_after(err))
 
     def iter_tasks(self, *, namespace: str = "", queue: str = "", state: TaskState = TaskState.UNSPECIFIED,
                    page_size: int = 0, page_token: str = "") -> Iterator[Task]:

@@ -16,6 +16,7 @@ case it is; the class of the exception raised follows that reason:
     Unauthenticated   no token, or one the server does not know
     PermissionDenied  the token's role or scope does not allow the call
     TLSRefused        the TLS handshake failed for good (not retried)
+    CursorExpired     a watch's cursor is older than the log (oldest_cursor)
 
 An answer without a reason (a proxy's, an older server's) is classified
 by its code as the API documents each code. Everything else is a
@@ -96,6 +97,11 @@ class TenureError(Exception):
         """Full: how long to wait before trying again."""
         return self.detail.retry_after
 
+    @property
+    def oldest_cursor(self) -> str:
+        """CursorExpired: the cursor of the oldest position still available."""
+        return self.detail.oldest_cursor
+
 
 class NotFound(TenureError):
     """No task has the id (or it left after the retention period), or the
@@ -161,6 +167,13 @@ class TLSRefused(TenureError):
     was not sent, nor retried: fix the TLS configuration."""
 
 
+class CursorExpired(TenureError):
+    """A watch's cursor names a position the server's log no longer holds
+    (a snapshot replaced the records): oldest_cursor is the oldest one still
+    available. Watch from it only if skipping what came before is
+    acceptable."""
+
+
 _BY_REASON: Dict[int, Type[TenureError]] = {
     ErrorReason.NOT_FOUND: NotFound,
     ErrorReason.LEASE_LOST: LeaseLost,
@@ -171,6 +184,7 @@ _BY_REASON: Dict[int, Type[TenureError]] = {
     ErrorReason.UNAVAILABLE: Unavailable,
     ErrorReason.ALREADY_EXISTS: AlreadyExists,
     ErrorReason.FULL: Full,
+    ErrorReason.CURSOR_EXPIRED: CursorExpired,
 }
 
 # The reason an answer without one has, by its code, as the API documents
@@ -183,6 +197,7 @@ _REASON_OF_CODE: Dict[str, ErrorReason] = {
     "invalid_argument": ErrorReason.INVALID_ARGUMENT,
     "resource_exhausted": ErrorReason.TOO_LARGE,
     "unavailable": ErrorReason.UNAVAILABLE,
+    "out_of_range": ErrorReason.CURSOR_EXPIRED,
 }
 
 
@@ -224,7 +239,7 @@ def _invalid(op: str, field: str, message: str) -> InvalidArgument:
 
 
 __all__ = [
-    "AlreadyCommitted", "AlreadyExists", "Full", "InvalidArgument", "LeaseLost", "NotFound", "PermissionDenied",
+    "AlreadyCommitted", "AlreadyExists", "CursorExpired", "Full", "InvalidArgument", "LeaseLost", "NotFound", "PermissionDenied",
     "TLSRefused", "TenureError", "TooLarge", "Unauthenticated", "Unavailable", "WrongState", "error_of",
     "from_complete_result", "lease_gone",
 ]

@@ -13,7 +13,7 @@ import enum
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import ClassVar, Dict, List, NamedTuple, Optional, Tuple
+from typing import ClassVar, Dict, List, NamedTuple, Optional, Tuple, Union
 
 from ._codec import F
 
@@ -69,6 +69,12 @@ class ErrorReason(enum.IntEnum):
     retention; retry after retry_after. size is what the node holds,
     limit its budget, in bytes. Code resource_exhausted (HTTP 429, with a
     Retry-After header).
+    """
+    CURSOR_EXPIRED = 10
+    """A WatchEvents cursor names a position a partition's log no longer
+    holds (older records were replaced by a snapshot): oldest_cursor is
+    the oldest position still available. Resume from it only if skipping
+    what came before is acceptable. Code out_of_range.
     """
 
 
@@ -245,6 +251,8 @@ class ErrorDetail:
     limit: int = 0
     retry_after: Optional[timedelta] = None
     """FULL: how long to wait before trying again."""
+    oldest_cursor: str = ""
+    """CURSOR_EXPIRED: the cursor of the oldest position still available."""
 
 
 @dataclass
@@ -846,6 +854,13 @@ class ListQueuesRequest:
     _FIELDS: ClassVar[Tuple[F, ...]] = ()
     namespace: str = ""
     """Only the queues of this namespace; unset: every namespace."""
+    queue: str = ""
+    """Only the queue of this name (with namespace); unset: every queue."""
+    top_keys: int = 0
+    """For each queue with keys, also list up to this many of its keys with
+    the most waiting tasks (Queue.keys.top): at most 100. It costs a pass
+    over the queue's keys; 0 (the default) lists none. GetQueue lists 10.
+    """
 
 
 @dataclass
@@ -1085,6 +1100,49 @@ class Queue:
     limited_partitions: int = 0
     """Partitions that have limits: fewer than partitions while a change is
     under way, or after one failed part way (repeat it).
+    """
+    keys: Optional[QueueKeys] = None
+    """The queue's keys (SubmitRequest.key); unset for a queue without a key
+    and without key limits.
+    """
+
+
+@dataclass
+class QueueKeys:
+    """QueueKeys describes the keys of a queue."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    keys: int = 0
+    """Keys with an unfinished task."""
+    held_by_concurrency: int = 0
+    """Keys with waiting tasks that a key limit holds back: their key max
+    concurrency of leases live, an empty token bucket, or (key_ordered)
+    their oldest unfinished task not done yet. A key whose token arrived
+    since counts until the next lease of the queue looks at it.
+    """
+    held_by_rate: int = 0
+    held_by_order: int = 0
+    top: List[KeySummary] = dataclasses.field(default_factory=list)
+    """The keys with the most waiting tasks, then the most leased, most
+    first (GetQueue: 10; ListQueuesRequest.top_keys).
+    """
+
+
+@dataclass
+class KeySummary:
+    """KeySummary is one key of a queue."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    key: str = ""
+    waiting: int = 0
+    """Unfinished tasks of the key that hold no lease (ready, delayed, or
+    committed and waiting to be finalised).
+    """
+    leased: int = 0
+    """Live leases of the key."""
+    held: str = ""
+    """What holds it back now: "" (nothing: it may lease, or has nothing
+    ready), "concurrency", "rate" or "order".
     """
 
 
@@ -2013,6 +2071,477 @@ class ClusterPartition:
     """+1 per change of owner; 0 until first assigned."""
 
 
+@dataclass
+class WatchEventsRequest:
+    """WatchEventsRequest says where to start and what to select."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    cursor: str = ""
+    """Where to start: a cursor from an earlier event or answer (resume after
+    it); "now" or empty: after everything durable when the call arrives;
+    "oldest": from the first record each partition still holds.
+    """
+    filter: Optional[EventFilter] = None
+    """What to select; unset: everything the caller may read."""
+
+
+@dataclass
+class EventFilter:
+    """EventFilter selects events. Unset fields select everything."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    namespace: str = ""
+    """Only events of this namespace. Unset: every namespace (needs a token of
+    namespace * when the server authenticates); events that concern no
+    namespace (Fence, TasksPurgedRange) pass only then.
+    """
+    queue: str = ""
+    """Only events of this queue (of the namespace)."""
+    task_id: str = ""
+    """Only events of this task."""
+    types: List[str] = dataclasses.field(default_factory=list)
+    """Only events of these record types, by name ("TaskCreated",
+    "TaskCompleted", ...: Event.type). Unset: every type.
+    """
+
+
+@dataclass
+class WatchEventsResponse:
+    """WatchEventsResponse is the next part of the stream."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    events: List[Event] = dataclasses.field(default_factory=list)
+    """The events, in log order within each partition. May be empty."""
+    cursor: str = ""
+    """The cursor after everything this answer covers: at or past the last
+    event's (records the filter skipped after it count). The first answer
+    of every stream carries no event and the cursor the stream starts
+    from.
+    """
+    caught_up: bool = False
+    """Set when the stream has read every record that was durable when this
+    answer was made: what follows is new.
+    """
+
+
+@dataclass
+class Event:
+    """Event is one record of a partition's log."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    partition: int = 0
+    """The partition whose log holds the record (0 in embedded mode)."""
+    lsn: int = 0
+    """Its log sequence number within the partition."""
+    at: Optional[datetime] = None
+    """The time the record carries: when the server decided it."""
+    type: str = ""
+    """The record type's name, as in the task history and `tenure wal dump`:
+    "TaskCreated", "LeaseGranted", ...
+    """
+    namespace: str = ""
+    """The namespace and queue the record concerns; empty for a record that
+    concerns none (Fence, TasksPurgedRange, TasksDeleted), or for a task
+    whose queue the server no longer knows (purged before the stream read
+    it).
+    """
+    queue: str = ""
+    task_id: str = ""
+    """The task the record concerns; empty for none."""
+    requested_by: str = ""
+    """Who asked for the record's action (as HistoryEntry.requested_by)."""
+    cursor: str = ""
+    """The cursor after this event: resume from it to continue after it."""
+    task_created: Optional[TaskCreatedEvent] = None
+    lease_granted: Optional[LeaseGrantedEvent] = None
+    lease_extended: Optional[LeaseExtendedEvent] = None
+    lease_expired: Optional[LeaseExpiredEvent] = None
+    execution_started: Optional[ExecutionStartedEvent] = None
+    task_committed: Optional[TaskCommittedEvent] = None
+    task_completed: Optional[TaskCompletedEvent] = None
+    task_failed: Optional[TaskFailedEvent] = None
+    task_cancelled: Optional[TaskCancelledEvent] = None
+    task_dead: Optional[TaskDeadEvent] = None
+    fence: Optional[FenceEvent] = None
+    tasks_purged: Optional[TasksPurgedEvent] = None
+    queue_paused: Optional[QueuePausedEvent] = None
+    queue_resumed: Optional[QueueResumedEvent] = None
+    task_retried: Optional[TaskRetriedEvent] = None
+    tasks_deleted: Optional[TasksDeletedEvent] = None
+    queue_limited: Optional[QueueLimitedEvent] = None
+    task_deadline_exceeded: Optional[TaskDeadlineExceededEvent] = None
+    schedule_created: Optional[ScheduleCreatedEvent] = None
+    schedule_updated: Optional[ScheduleUpdatedEvent] = None
+    schedule_paused: Optional[SchedulePausedEvent] = None
+    schedule_resumed: Optional[ScheduleResumedEvent] = None
+    schedule_deleted: Optional[ScheduleDeletedEvent] = None
+    schedule_fired: Optional[ScheduleFiredEvent] = None
+    schedule_skipped: Optional[ScheduleSkippedEvent] = None
+    schedule_held: Optional[ScheduleHeldEvent] = None
+    tasks_purged_range: Optional[TasksPurgedRangeEvent] = None
+    task_snoozed: Optional[TaskSnoozedEvent] = None
+    tasks_submitted: Optional[TasksSubmittedEvent] = None
+
+    @property
+    def record(self) -> Optional[Union[ExecutionStartedEvent, FenceEvent, LeaseExpiredEvent, LeaseExtendedEvent, LeaseGrantedEvent, QueueLimitedEvent, QueuePausedEvent, QueueResumedEvent, ScheduleCreatedEvent, ScheduleDeletedEvent, ScheduleFiredEvent, ScheduleHeldEvent, SchedulePausedEvent, ScheduleResumedEvent, ScheduleSkippedEvent, ScheduleUpdatedEvent, TaskCancelledEvent, TaskCommittedEvent, TaskCompletedEvent, TaskCreatedEvent, TaskDeadEvent, TaskDeadlineExceededEvent, TaskFailedEvent, TaskRetriedEvent, TaskSnoozedEvent, TasksDeletedEvent, TasksPurgedEvent, TasksPurgedRangeEvent, TasksSubmittedEvent]]:
+        """The record's own fields.
+
+        The field of oneof record that is set, or None: one of task_created,
+        lease_granted, lease_extended, lease_expired, execution_started,
+        task_committed, task_completed, task_failed, task_cancelled, task_dead,
+        fence, tasks_purged, queue_paused, queue_resumed, task_retried,
+        tasks_deleted, queue_limited, task_deadline_exceeded, schedule_created,
+        schedule_updated, schedule_paused, schedule_resumed, schedule_deleted,
+        schedule_fired, schedule_skipped, schedule_held, tasks_purged_range,
+        task_snoozed, tasks_submitted.
+        """
+        return next((v for v in (self.task_created, self.lease_granted, self.lease_extended, self.lease_expired, self.execution_started, self.task_committed, self.task_completed, self.task_failed, self.task_cancelled, self.task_dead, self.fence, self.tasks_purged, self.queue_paused, self.queue_resumed, self.task_retried, self.tasks_deleted, self.queue_limited, self.task_deadline_exceeded, self.schedule_created, self.schedule_updated, self.schedule_paused, self.schedule_resumed, self.schedule_deleted, self.schedule_fired, self.schedule_skipped, self.schedule_held, self.tasks_purged_range, self.task_snoozed, self.tasks_submitted) if v is not None), None)
+
+
+@dataclass
+class TaskCreatedEvent:
+    """TaskCreatedEvent: a task was submitted (WAITING, or BLOCKED until what it
+    depends on completes); also each task of a TasksSubmittedEvent and each
+    task a commit spawns.
+    """
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    payload: bytes = b""
+    execution_window: Optional[timedelta] = None
+    retry_policy: Optional[RetryPolicy] = None
+    request_id: str = ""
+    not_before: Optional[datetime] = None
+    """Unset: leasable at once."""
+    priority: int = 0
+    deadline: Optional[datetime] = None
+    """Unset: none."""
+    trace_context: Optional[TraceContext] = None
+    kind: str = ""
+    task_id: str = ""
+    """The task created, and where."""
+    namespace: str = ""
+    queue: str = ""
+    key: str = ""
+    """Its key (SubmitRequest.key); "" for none."""
+    depends_on: List[str] = dataclasses.field(default_factory=list)
+    """What it depends on, and what a dependency that fails does to it."""
+    on_dependency_failure: DependencyFailure = DependencyFailure.UNSPECIFIED
+
+
+@dataclass
+class TasksSubmittedEvent:
+    """TasksSubmittedEvent: tasks submitted together, in one record (a batch
+    whose tasks name each other, or a workflow).
+    """
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    workflow_id: str = ""
+    """The workflow they join; "" for none."""
+    tasks: List[TaskCreatedEvent] = dataclasses.field(default_factory=list)
+    """The tasks the filter selects, of those the record created."""
+
+
+@dataclass
+class LeaseGrantedEvent:
+    """LeaseGrantedEvent: an attempt was leased."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    lease_id: str = ""
+    worker_id: str = ""
+    attempt: int = 0
+    lease_expiry: Optional[datetime] = None
+
+
+@dataclass
+class LeaseExtendedEvent:
+    """LeaseExtendedEvent: a heartbeat extended the lease."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    lease_id: str = ""
+    lease_expiry: Optional[datetime] = None
+    progress: Optional[Progress] = None
+    """The progress the worker reported with it; unset: none."""
+
+
+@dataclass
+class LeaseExpiredEvent:
+    """LeaseExpiredEvent: the lease ran out before the attempt finished."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    lease_id: str = ""
+    retry_at: Optional[datetime] = None
+    """When a retry may start; unset if none."""
+
+
+@dataclass
+class ExecutionStartedEvent:
+    """ExecutionStartedEvent: the worker said it started."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    lease_id: str = ""
+
+
+@dataclass
+class TaskCommittedEvent:
+    """TaskCommittedEvent: the attempt's commit won (COMMITTED). A commit may
+    spawn tasks, created by the same record. A stream whose filter selects
+    some of the spawned tasks but not the task that committed gets the event
+    with those tasks only: no task, lease or result.
+    """
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    lease_id: str = ""
+    result: bytes = b""
+    spawn: List[TaskCreatedEvent] = dataclasses.field(default_factory=list)
+    """The tasks the commit spawned that the filter selects."""
+
+
+@dataclass
+class TaskCompletedEvent:
+    """TaskCompletedEvent: the task completed (COMPLETED); as TaskCommittedEvent
+    for its spawned tasks.
+    """
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    lease_id: str = ""
+    result: bytes = b""
+    spawn: List[TaskCreatedEvent] = dataclasses.field(default_factory=list)
+
+
+@dataclass
+class TaskFailedEvent:
+    """TaskFailedEvent: the attempt failed."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    lease_id: str = ""
+    reason: str = ""
+    retry_at: Optional[datetime] = None
+    """When a retry may start; unset if the task failed for good."""
+    permanent: bool = False
+
+
+@dataclass
+class TaskCancelledEvent:
+    """TaskCancelledEvent: a lease without authority was refused an action."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    lease_id: str = ""
+    reason: str = ""
+    action: str = ""
+    """The action refused: "start", "heartbeat", "commit", "complete",
+    "fail" or "snooze"; empty if unknown (an old record).
+    """
+
+
+@dataclass
+class TaskDeadEvent:
+    """TaskDeadEvent: the task was killed (DEAD)."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    reason: str = ""
+
+
+@dataclass
+class FenceEvent:
+    """FenceEvent: a node took the partition at an epoch."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    epoch: int = 0
+    node_id: str = ""
+
+
+@dataclass
+class TasksPurgedEvent:
+    """TasksPurgedEvent: the retention period dropped the finished tasks last
+    updated before `before` (written by older releases).
+    """
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    before: Optional[datetime] = None
+
+
+@dataclass
+class QueuePausedEvent:
+    """QueuePausedEvent: the queue was paused."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    reason: str = ""
+
+
+@dataclass
+class QueueResumedEvent:
+    """QueueResumedEvent: the queue was resumed."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    reason: str = ""
+
+
+@dataclass
+class TaskRetriedEvent:
+    """TaskRetriedEvent: an operator retried the task (WAITING again)."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    reason: str = ""
+
+
+@dataclass
+class TasksDeletedEvent:
+    """TasksDeletedEvent: an operator purged finished tasks."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    task_ids: List[str] = dataclasses.field(default_factory=list)
+    """The tasks the filter selects, of those the record deleted."""
+    reason: str = ""
+
+
+@dataclass
+class QueueLimitedEvent:
+    """QueueLimitedEvent: the queue's limits were set (this partition's share,
+    and the queue-wide limits as set). 0 is no limit.
+    """
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    max_concurrency: int = 0
+    rate: float = 0.0
+    burst: int = 0
+    queue_max_concurrency: int = 0
+    queue_rate: float = 0.0
+    queue_burst: int = 0
+    partitions: int = 0
+    reason: str = ""
+
+
+@dataclass
+class TaskDeadlineExceededEvent:
+    """TaskDeadlineExceededEvent: the task failed because its deadline passed."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+
+
+@dataclass
+class ScheduleDefinition:
+    """ScheduleDefinition is what a schedule fires, as defined."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    cron: str = ""
+    time_zone: str = ""
+    overlap: OverlapPolicy = OverlapPolicy.UNSPECIFIED
+    catch_up_window: Optional[timedelta] = None
+    payload: bytes = b""
+    execution_window: Optional[timedelta] = None
+    retry_policy: Optional[RetryPolicy] = None
+    priority: int = 0
+    kind: str = ""
+
+
+@dataclass
+class ScheduleCreatedEvent:
+    """ScheduleCreatedEvent: a schedule was created."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    name: str = ""
+    definition: Optional[ScheduleDefinition] = None
+    next: Optional[datetime] = None
+    """Its first tick; unset if it never fires."""
+
+
+@dataclass
+class ScheduleUpdatedEvent:
+    """ScheduleUpdatedEvent: a schedule's definition was replaced."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    name: str = ""
+    definition: Optional[ScheduleDefinition] = None
+    next: Optional[datetime] = None
+    reason: str = ""
+
+
+@dataclass
+class SchedulePausedEvent:
+    """SchedulePausedEvent: a schedule was paused."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    name: str = ""
+    reason: str = ""
+
+
+@dataclass
+class ScheduleResumedEvent:
+    """ScheduleResumedEvent: a schedule was resumed; the ticks up to next are
+    skipped.
+    """
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    name: str = ""
+    next: Optional[datetime] = None
+    reason: str = ""
+
+
+@dataclass
+class ScheduleDeletedEvent:
+    """ScheduleDeletedEvent: a schedule was deleted."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    name: str = ""
+    reason: str = ""
+
+
+@dataclass
+class ScheduleFiredEvent:
+    """ScheduleFiredEvent: a tick submitted a task (Event.task_id)."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    name: str = ""
+    tick: Optional[datetime] = None
+    next: Optional[datetime] = None
+    outcome: FireOutcome = FireOutcome.UNSPECIFIED
+    """FIRED or BACKFILLED."""
+
+
+@dataclass
+class ScheduleSkippedEvent:
+    """ScheduleSkippedEvent: the ticks from `from` up to `next` were not fired."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    name: str = ""
+    from_: Optional[datetime] = None
+    next: Optional[datetime] = None
+    reason: str = ""
+
+
+@dataclass
+class ScheduleHeldEvent:
+    """ScheduleHeldEvent: a tick waits for the previous task to finish."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    name: str = ""
+    tick: Optional[datetime] = None
+    next: Optional[datetime] = None
+
+
+@dataclass
+class TasksPurgedRangeEvent:
+    """TasksPurgedRangeEvent: the retention period dropped the finished tasks
+    last updated before `before`, of those created after after_lsn and at
+    or before through_lsn.
+    """
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    before: Optional[datetime] = None
+    after_lsn: int = 0
+    through_lsn: int = 0
+
+
+@dataclass
+class TaskSnoozedEvent:
+    """TaskSnoozedEvent: the worker snoozed the task; the attempt did not count."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    lease_id: str = ""
+    not_before: Optional[datetime] = None
+    reason: str = ""
+
+
 # The tables the JSON codec (tenure/_codec.py) reads: per field its name, JSON
 # name, number, kind, type (enum or message), repeated and optional.
 ErrorDetail._FIELDS = (
@@ -2025,6 +2554,7 @@ ErrorDetail._FIELDS = (
     F('size', 'size', 7, 'i64', None, False, False),
     F('limit', 'limit', 8, 'i64', None, False, False),
     F('retry_after', 'retryAfter', 9, 'dur', None, False, False),
+    F('oldest_cursor', 'oldestCursor', 10, 'str', None, False, False),
 )
 Dependency._FIELDS = (
     F('task_id', 'taskId', 1, 'str', None, False, False),
@@ -2211,6 +2741,8 @@ WaitTaskResponse._FIELDS = (
 )
 ListQueuesRequest._FIELDS = (
     F('namespace', 'namespace', 1, 'str', None, False, False),
+    F('queue', 'queue', 2, 'str', None, False, False),
+    F('top_keys', 'topKeys', 3, 'u32', None, False, False),
 )
 ListQueuesResponse._FIELDS = (
     F('queues', 'queues', 1, 'msg', Queue, True, False),
@@ -2293,6 +2825,20 @@ Queue._FIELDS = (
     F('paused_partitions', 'pausedPartitions', 13, 'u32', None, False, False),
     F('limits', 'limits', 14, 'msg', QueueLimits, False, False),
     F('limited_partitions', 'limitedPartitions', 15, 'u32', None, False, False),
+    F('keys', 'keys', 16, 'msg', QueueKeys, False, False),
+)
+QueueKeys._FIELDS = (
+    F('keys', 'keys', 1, 'u64', None, False, False),
+    F('held_by_concurrency', 'heldByConcurrency', 2, 'u64', None, False, False),
+    F('held_by_rate', 'heldByRate', 3, 'u64', None, False, False),
+    F('held_by_order', 'heldByOrder', 4, 'u64', None, False, False),
+    F('top', 'top', 5, 'msg', KeySummary, True, False),
+)
+KeySummary._FIELDS = (
+    F('key', 'key', 1, 'str', None, False, False),
+    F('waiting', 'waiting', 2, 'u64', None, False, False),
+    F('leased', 'leased', 3, 'u64', None, False, False),
+    F('held', 'held', 4, 'str', None, False, False),
 )
 TaskCounts._FIELDS = (
     F('waiting', 'waiting', 1, 'u64', None, False, False),
@@ -2603,17 +3149,230 @@ ClusterPartition._FIELDS = (
     F('owner', 'owner', 5, 'str', None, False, False),
     F('epoch', 'epoch', 6, 'u64', None, False, False),
 )
+WatchEventsRequest._FIELDS = (
+    F('cursor', 'cursor', 1, 'str', None, False, False),
+    F('filter', 'filter', 2, 'msg', EventFilter, False, False),
+)
+EventFilter._FIELDS = (
+    F('namespace', 'namespace', 1, 'str', None, False, False),
+    F('queue', 'queue', 2, 'str', None, False, False),
+    F('task_id', 'taskId', 3, 'str', None, False, False),
+    F('types', 'types', 5, 'str', None, True, False),
+)
+WatchEventsResponse._FIELDS = (
+    F('events', 'events', 1, 'msg', Event, True, False),
+    F('cursor', 'cursor', 2, 'str', None, False, False),
+    F('caught_up', 'caughtUp', 3, 'bool', None, False, False),
+)
+Event._FIELDS = (
+    F('partition', 'partition', 1, 'u64', None, False, False),
+    F('lsn', 'lsn', 2, 'u64', None, False, False),
+    F('at', 'at', 3, 'ts', None, False, False),
+    F('type', 'type', 4, 'str', None, False, False),
+    F('namespace', 'namespace', 5, 'str', None, False, False),
+    F('queue', 'queue', 6, 'str', None, False, False),
+    F('task_id', 'taskId', 7, 'str', None, False, False),
+    F('requested_by', 'requestedBy', 8, 'str', None, False, False),
+    F('cursor', 'cursor', 9, 'str', None, False, False),
+    F('task_created', 'taskCreated', 20, 'msg', TaskCreatedEvent, False, False),
+    F('lease_granted', 'leaseGranted', 21, 'msg', LeaseGrantedEvent, False, False),
+    F('lease_extended', 'leaseExtended', 22, 'msg', LeaseExtendedEvent, False, False),
+    F('lease_expired', 'leaseExpired', 23, 'msg', LeaseExpiredEvent, False, False),
+    F('execution_started', 'executionStarted', 24, 'msg', ExecutionStartedEvent, False, False),
+    F('task_committed', 'taskCommitted', 25, 'msg', TaskCommittedEvent, False, False),
+    F('task_completed', 'taskCompleted', 26, 'msg', TaskCompletedEvent, False, False),
+    F('task_failed', 'taskFailed', 27, 'msg', TaskFailedEvent, False, False),
+    F('task_cancelled', 'taskCancelled', 28, 'msg', TaskCancelledEvent, False, False),
+    F('task_dead', 'taskDead', 29, 'msg', TaskDeadEvent, False, False),
+    F('fence', 'fence', 30, 'msg', FenceEvent, False, False),
+    F('tasks_purged', 'tasksPurged', 31, 'msg', TasksPurgedEvent, False, False),
+    F('queue_paused', 'queuePaused', 32, 'msg', QueuePausedEvent, False, False),
+    F('queue_resumed', 'queueResumed', 33, 'msg', QueueResumedEvent, False, False),
+    F('task_retried', 'taskRetried', 34, 'msg', TaskRetriedEvent, False, False),
+    F('tasks_deleted', 'tasksDeleted', 35, 'msg', TasksDeletedEvent, False, False),
+    F('queue_limited', 'queueLimited', 36, 'msg', QueueLimitedEvent, False, False),
+    F('task_deadline_exceeded', 'taskDeadlineExceeded', 37, 'msg', TaskDeadlineExceededEvent, False, False),
+    F('schedule_created', 'scheduleCreated', 38, 'msg', ScheduleCreatedEvent, False, False),
+    F('schedule_updated', 'scheduleUpdated', 39, 'msg', ScheduleUpdatedEvent, False, False),
+    F('schedule_paused', 'schedulePaused', 40, 'msg', SchedulePausedEvent, False, False),
+    F('schedule_resumed', 'scheduleResumed', 41, 'msg', ScheduleResumedEvent, False, False),
+    F('schedule_deleted', 'scheduleDeleted', 42, 'msg', ScheduleDeletedEvent, False, False),
+    F('schedule_fired', 'scheduleFired', 43, 'msg', ScheduleFiredEvent, False, False),
+    F('schedule_skipped', 'scheduleSkipped', 44, 'msg', ScheduleSkippedEvent, False, False),
+    F('schedule_held', 'scheduleHeld', 45, 'msg', ScheduleHeldEvent, False, False),
+    F('tasks_purged_range', 'tasksPurgedRange', 46, 'msg', TasksPurgedRangeEvent, False, False),
+    F('task_snoozed', 'taskSnoozed', 47, 'msg', TaskSnoozedEvent, False, False),
+    F('tasks_submitted', 'tasksSubmitted', 48, 'msg', TasksSubmittedEvent, False, False),
+)
+TaskCreatedEvent._FIELDS = (
+    F('payload', 'payload', 1, 'bytes', None, False, False),
+    F('execution_window', 'executionWindow', 2, 'dur', None, False, False),
+    F('retry_policy', 'retryPolicy', 3, 'msg', RetryPolicy, False, False),
+    F('request_id', 'requestId', 4, 'str', None, False, False),
+    F('not_before', 'notBefore', 5, 'ts', None, False, False),
+    F('priority', 'priority', 6, 'i32', None, False, False),
+    F('deadline', 'deadline', 7, 'ts', None, False, False),
+    F('trace_context', 'traceContext', 8, 'msg', TraceContext, False, False),
+    F('kind', 'kind', 9, 'str', None, False, False),
+    F('task_id', 'taskId', 10, 'str', None, False, False),
+    F('namespace', 'namespace', 11, 'str', None, False, False),
+    F('queue', 'queue', 12, 'str', None, False, False),
+    F('key', 'key', 13, 'str', None, False, False),
+    F('depends_on', 'dependsOn', 14, 'str', None, True, False),
+    F('on_dependency_failure', 'onDependencyFailure', 15, 'enum', DependencyFailure, False, False),
+)
+TasksSubmittedEvent._FIELDS = (
+    F('workflow_id', 'workflowId', 1, 'str', None, False, False),
+    F('tasks', 'tasks', 2, 'msg', TaskCreatedEvent, True, False),
+)
+LeaseGrantedEvent._FIELDS = (
+    F('lease_id', 'leaseId', 1, 'str', None, False, False),
+    F('worker_id', 'workerId', 2, 'str', None, False, False),
+    F('attempt', 'attempt', 3, 'u32', None, False, False),
+    F('lease_expiry', 'leaseExpiry', 4, 'ts', None, False, False),
+)
+LeaseExtendedEvent._FIELDS = (
+    F('lease_id', 'leaseId', 1, 'str', None, False, False),
+    F('lease_expiry', 'leaseExpiry', 2, 'ts', None, False, False),
+    F('progress', 'progress', 3, 'msg', Progress, False, False),
+)
+LeaseExpiredEvent._FIELDS = (
+    F('lease_id', 'leaseId', 1, 'str', None, False, False),
+    F('retry_at', 'retryAt', 2, 'ts', None, False, False),
+)
+ExecutionStartedEvent._FIELDS = (
+    F('lease_id', 'leaseId', 1, 'str', None, False, False),
+)
+TaskCommittedEvent._FIELDS = (
+    F('lease_id', 'leaseId', 1, 'str', None, False, False),
+    F('result', 'result', 2, 'bytes', None, False, False),
+    F('spawn', 'spawn', 3, 'msg', TaskCreatedEvent, True, False),
+)
+TaskCompletedEvent._FIELDS = (
+    F('lease_id', 'leaseId', 1, 'str', None, False, False),
+    F('result', 'result', 2, 'bytes', None, False, False),
+    F('spawn', 'spawn', 3, 'msg', TaskCreatedEvent, True, False),
+)
+TaskFailedEvent._FIELDS = (
+    F('lease_id', 'leaseId', 1, 'str', None, False, False),
+    F('reason', 'reason', 2, 'str', None, False, False),
+    F('retry_at', 'retryAt', 3, 'ts', None, False, False),
+    F('permanent', 'permanent', 4, 'bool', None, False, False),
+)
+TaskCancelledEvent._FIELDS = (
+    F('lease_id', 'leaseId', 1, 'str', None, False, False),
+    F('reason', 'reason', 2, 'str', None, False, False),
+    F('action', 'action', 3, 'str', None, False, False),
+)
+TaskDeadEvent._FIELDS = (
+    F('reason', 'reason', 1, 'str', None, False, False),
+)
+FenceEvent._FIELDS = (
+    F('epoch', 'epoch', 1, 'u64', None, False, False),
+    F('node_id', 'nodeId', 2, 'str', None, False, False),
+)
+TasksPurgedEvent._FIELDS = (
+    F('before', 'before', 1, 'ts', None, False, False),
+)
+QueuePausedEvent._FIELDS = (
+    F('reason', 'reason', 1, 'str', None, False, False),
+)
+QueueResumedEvent._FIELDS = (
+    F('reason', 'reason', 1, 'str', None, False, False),
+)
+TaskRetriedEvent._FIELDS = (
+    F('reason', 'reason', 1, 'str', None, False, False),
+)
+TasksDeletedEvent._FIELDS = (
+    F('task_ids', 'taskIds', 1, 'str', None, True, False),
+    F('reason', 'reason', 2, 'str', None, False, False),
+)
+QueueLimitedEvent._FIELDS = (
+    F('max_concurrency', 'maxConcurrency', 1, 'u32', None, False, False),
+    F('rate', 'rate', 2, 'f64', None, False, False),
+    F('burst', 'burst', 3, 'u32', None, False, False),
+    F('queue_max_concurrency', 'queueMaxConcurrency', 4, 'u32', None, False, False),
+    F('queue_rate', 'queueRate', 5, 'f64', None, False, False),
+    F('queue_burst', 'queueBurst', 6, 'u32', None, False, False),
+    F('partitions', 'partitions', 7, 'u32', None, False, False),
+    F('reason', 'reason', 8, 'str', None, False, False),
+)
+TaskDeadlineExceededEvent._FIELDS = ()
+ScheduleDefinition._FIELDS = (
+    F('cron', 'cron', 1, 'str', None, False, False),
+    F('time_zone', 'timeZone', 2, 'str', None, False, False),
+    F('overlap', 'overlap', 3, 'enum', OverlapPolicy, False, False),
+    F('catch_up_window', 'catchUpWindow', 4, 'dur', None, False, False),
+    F('payload', 'payload', 5, 'bytes', None, False, False),
+    F('execution_window', 'executionWindow', 6, 'dur', None, False, False),
+    F('retry_policy', 'retryPolicy', 7, 'msg', RetryPolicy, False, False),
+    F('priority', 'priority', 8, 'i32', None, False, False),
+    F('kind', 'kind', 9, 'str', None, False, False),
+)
+ScheduleCreatedEvent._FIELDS = (
+    F('name', 'name', 1, 'str', None, False, False),
+    F('definition', 'definition', 2, 'msg', ScheduleDefinition, False, False),
+    F('next', 'next', 3, 'ts', None, False, False),
+)
+ScheduleUpdatedEvent._FIELDS = (
+    F('name', 'name', 1, 'str', None, False, False),
+    F('definition', 'definition', 2, 'msg', ScheduleDefinition, False, False),
+    F('next', 'next', 3, 'ts', None, False, False),
+    F('reason', 'reason', 4, 'str', None, False, False),
+)
+SchedulePausedEvent._FIELDS = (
+    F('name', 'name', 1, 'str', None, False, False),
+    F('reason', 'reason', 2, 'str', None, False, False),
+)
+ScheduleResumedEvent._FIELDS = (
+    F('name', 'name', 1, 'str', None, False, False),
+    F('next', 'next', 2, 'ts', None, False, False),
+    F('reason', 'reason', 3, 'str', None, False, False),
+)
+ScheduleDeletedEvent._FIELDS = (
+    F('name', 'name', 1, 'str', None, False, False),
+    F('reason', 'reason', 2, 'str', None, False, False),
+)
+ScheduleFiredEvent._FIELDS = (
+    F('name', 'name', 1, 'str', None, False, False),
+    F('tick', 'tick', 2, 'ts', None, False, False),
+    F('next', 'next', 3, 'ts', None, False, False),
+    F('outcome', 'outcome', 4, 'enum', FireOutcome, False, False),
+)
+ScheduleSkippedEvent._FIELDS = (
+    F('name', 'name', 1, 'str', None, False, False),
+    F('from_', 'from', 2, 'ts', None, False, False),
+    F('next', 'next', 3, 'ts', None, False, False),
+    F('reason', 'reason', 4, 'str', None, False, False),
+)
+ScheduleHeldEvent._FIELDS = (
+    F('name', 'name', 1, 'str', None, False, False),
+    F('tick', 'tick', 2, 'ts', None, False, False),
+    F('next', 'next', 3, 'ts', None, False, False),
+)
+TasksPurgedRangeEvent._FIELDS = (
+    F('before', 'before', 1, 'ts', None, False, False),
+    F('after_lsn', 'afterLsn', 2, 'u64', None, False, False),
+    F('through_lsn', 'throughLsn', 3, 'u64', None, False, False),
+)
+TaskSnoozedEvent._FIELDS = (
+    F('lease_id', 'leaseId', 1, 'str', None, False, False),
+    F('not_before', 'notBefore', 2, 'ts', None, False, False),
+    F('reason', 'reason', 3, 'str', None, False, False),
+)
 
 
 class Rpc(NamedTuple):
-    """One call of the API: its service, its name, its message types, and
-    whether it has no side effects (the proto's idempotency_level)."""
+    """One call of the API: its service, its name, its message types,
+    whether it has no side effects (the proto's idempotency_level), and
+    whether the server answers with a stream of responses."""
 
     service: str
     name: str
     request: type
     response: type
     no_side_effects: bool
+    server_streaming: bool = False
 
     @property
     def path(self) -> str:
@@ -2657,6 +3416,7 @@ RPCS: Dict[str, Rpc] = {
     'Snapshot': Rpc('tenure.v1.AdminService', 'Snapshot', SnapshotRequest, SnapshotResponse, False),
     'WhoAmI': Rpc('tenure.v1.AdminService', 'WhoAmI', WhoAmIRequest, WhoAmIResponse, True),
     'GetCluster': Rpc('tenure.v1.AdminService', 'GetCluster', GetClusterRequest, GetClusterResponse, True),
+    'WatchEvents': Rpc('tenure.v1.EventService', 'WatchEvents', WatchEventsRequest, WatchEventsResponse, True, True),
 }
 """Every call of the API, by name."""
 
@@ -2684,10 +3444,14 @@ __all__ = [
     'DependencyState',
     'ErrorDetail',
     'ErrorReason',
+    'Event',
+    'EventFilter',
     'Execution',
+    'ExecutionStartedEvent',
     'ExecutionStatus',
     'FailRequest',
     'FailResponse',
+    'FenceEvent',
     'FencingToken',
     'FireOutcome',
     'GetClusterRequest',
@@ -2703,10 +3467,14 @@ __all__ = [
     'HeartbeatRequest',
     'HeartbeatResponse',
     'HistoryEntry',
+    'KeySummary',
     'KillTaskRequest',
     'KillTaskResponse',
     'KillTasksRequest',
     'KillTasksResponse',
+    'LeaseExpiredEvent',
+    'LeaseExtendedEvent',
+    'LeaseGrantedEvent',
     'LeaseRequest',
     'LeaseResponse',
     'LeasedTask',
@@ -2726,8 +3494,12 @@ __all__ = [
     'PurgeTasksResponse',
     'Queue',
     'QueueEvents',
+    'QueueKeys',
+    'QueueLimitedEvent',
     'QueueLimits',
     'QueuePause',
+    'QueuePausedEvent',
+    'QueueResumedEvent',
     'ResumeQueueRequest',
     'ResumeQueueResponse',
     'ResumeScheduleRequest',
@@ -2738,7 +3510,16 @@ __all__ = [
     'RetryTasksRequest',
     'RetryTasksResponse',
     'Schedule',
+    'ScheduleCreatedEvent',
+    'ScheduleDefinition',
+    'ScheduleDeletedEvent',
     'ScheduleFire',
+    'ScheduleFiredEvent',
+    'ScheduleHeldEvent',
+    'SchedulePausedEvent',
+    'ScheduleResumedEvent',
+    'ScheduleSkippedEvent',
+    'ScheduleUpdatedEvent',
     'ServerMode',
     'SetQueueLimitsRequest',
     'SetQueueLimitsResponse',
@@ -2753,14 +3534,29 @@ __all__ = [
     'SubmitRequest',
     'SubmitResponse',
     'Task',
+    'TaskCancelledEvent',
+    'TaskCommittedEvent',
+    'TaskCompletedEvent',
     'TaskCounts',
+    'TaskCreatedEvent',
+    'TaskDeadEvent',
+    'TaskDeadlineExceededEvent',
+    'TaskFailedEvent',
     'TaskFilter',
+    'TaskRetriedEvent',
+    'TaskSnoozedEvent',
     'TaskState',
+    'TasksDeletedEvent',
+    'TasksPurgedEvent',
+    'TasksPurgedRangeEvent',
+    'TasksSubmittedEvent',
     'TraceContext',
     'UpdateScheduleRequest',
     'UpdateScheduleResponse',
     'WaitTaskRequest',
     'WaitTaskResponse',
+    'WatchEventsRequest',
+    'WatchEventsResponse',
     'WhoAmIRequest',
     'WhoAmIResponse',
     'RPCS',

@@ -3,8 +3,10 @@ covers every call and every field; the JSON codec and the binary decoding
 of error details."""
 from __future__ import annotations
 
+import base64
 import dataclasses
 import inspect
+import keyword
 import os
 import re
 import subprocess
@@ -31,16 +33,25 @@ def test_generated_code_is_up_to_date() -> None:
 
 
 def test_every_rpc_has_a_method_with_every_field() -> None:
-    rpcs = re.findall(r"^\s*rpc (\w+)\((\w+)\) returns \((\w+)\)", proto_text(), re.M)
-    assert len(rpcs) == len(m.RPCS) >= 34
-    for name, req, resp in rpcs:
+    rpcs = re.findall(r"^\s*rpc (\w+)\((\w+)\) returns \((stream )?(\w+)\)", proto_text(), re.M)
+    assert len(rpcs) == len(m.RPCS) >= 36
+    assert {"WaitTask", "WatchEvents"} <= set(m.RPCS)
+    for name, req, stream, resp in rpcs:
         rpc = m.RPCS[name]
         assert rpc.request.__name__ == req and rpc.response.__name__ == resp
+        assert rpc.server_streaming == bool(stream), name
         method = re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
         fields = {f.name for f in dataclasses.fields(rpc.request)}
         for cls in (tenure.Client, tenure.AsyncClient):
             fn = getattr(cls, method)
-            assert inspect.iscoroutinefunction(fn) == (cls is tenure.AsyncClient), (cls, method)
+            if stream:
+                # A stream: an iterator (a generator; an async iterator),
+                # not a coroutine.
+                ret = inspect.signature(fn).return_annotation
+                assert not inspect.iscoroutinefunction(fn), (cls, method)
+                assert ret.startswith("AsyncIterator[" if cls is tenure.AsyncClient else "Iterator["), (cls, method, ret)
+            else:
+                assert inspect.iscoroutinefunction(fn) == (cls is tenure.AsyncClient), (cls, method)
             params = set(inspect.signature(fn).parameters) - {"self", "request", "args"}
             assert params == fields, (cls.__name__, method, params ^ fields)
     assert set(dir(Calls)) - set(dir(object)) == set(dir(AsyncCalls)) - set(dir(object))
@@ -50,7 +61,9 @@ def test_every_message_and_field_is_generated() -> None:
     text = proto_text()
     for msg, body in re.findall(r"^message (\w+) \{(?:\}$|(.*?)^\})", text, re.M | re.S):
         cls = getattr(m, msg)
-        want = set(re.findall(r"^\s+(?:repeated |optional )?[\w.]+ (\w+) = \d+;", body, re.M))
+        # Oneof members are fields; a name that is a Python keyword gets _.
+        want = {n + "_" if keyword.iskeyword(n) else n
+                for n in re.findall(r"^\s+(?:repeated |optional )?[\w.]+ (\w+) = \d+;", body, re.M)}
         assert {f.name for f in dataclasses.fields(cls)} == want, msg
         assert {f.name for f in cls._FIELDS} == want, msg
     for enum_name, body in re.findall(r"^enum (\w+) \{(.*?)^\}", text, re.M | re.S):
@@ -75,6 +88,42 @@ def test_json_round_trip() -> None:
     assert _codec.to_json(m.QueueEvents(submitted=2**40))["submitted"] == str(2**40)
     assert _codec.from_json(m.QueueEvents, {"submitted": "1099511627776", "unknownField": 1}).submitted == 2**40
     assert _codec.from_json(m.Queue, {"last5Minutes": {"failed": "2"}}).last_5_minutes.failed == 2
+
+
+def test_oneofs_and_keyword_fields() -> None:
+    ev = _codec.from_json(m.Event, {"type": "TaskCompleted", "lsn": "7", "taskCompleted": {"result": "b2s="}})
+    assert ev.lsn == 7 and ev.record == m.TaskCompletedEvent(result=b"ok") and ev.task_created is None
+    assert m.Event().record is None
+    assert _codec.from_json(m.Event, {"taskDeadlineExceeded": {}}).record == m.TaskDeadlineExceededEvent()
+    s = _codec.from_json(m.ScheduleSkippedEvent, {"from": "2026-01-01T00:00:00Z"})
+    assert s.from_ == datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert _codec.to_json(s) == {"from": "2026-01-01T00:00:00Z"}
+
+
+def test_stream_envelopes() -> None:
+    from tenure import _base
+    rpc = m.RPCS["WatchEvents"]
+    assert _base.envelope(b'{"a":1}') == b"\x00\x00\x00\x00\x07{\"a\":1}"
+    assert _base.envelope_prefix("X", b"\x02\x00\x00\x01\x00") == (2, 256)
+    with pytest.raises(tenure.TenureError, match="over this client's limit"):
+        _base.envelope_prefix("X", b"\x00\xff\xff\xff\xff")
+    msg = _base.stream_message(rpc, 0, b'{"cursor":"c1","caughtUp":true}', "")
+    assert msg == m.WatchEventsResponse(cursor="c1", caught_up=True)
+    assert _base.stream_message(rpc, 2, b'{"metadata":{"a":["b"]}}', "") is None
+    assert _base.stream_message(rpc, 2, b"", "") is None
+    # The error at the end of a stream is raised as a unary call's.
+    detail = bytes([0x08, 10, 0x52, 0x02]) + b"c0"  # reason CURSOR_EXPIRED, oldest_cursor "c0"
+    end = ('{"error":{"code":"out_of_range","message":"expired","details":[{"type":"tenure.v1.ErrorDetail","value":"'
+           + base64.b64encode(detail).decode().rstrip("=") + '"}]}}').encode()
+    with pytest.raises(tenure.CursorExpired) as e:
+        _base.stream_message(rpc, 2, end, "")
+    assert e.value.oldest_cursor == "c0" and e.value.op == "WatchEvents"
+    with pytest.raises(tenure.CursorExpired):  # no detail: the code says it
+        _base.stream_message(rpc, 2, b'{"error":{"code":"out_of_range","message":"m"}}', "")
+    with pytest.raises(tenure.TenureError, match="compressed"):
+        _base.stream_message(rpc, 1, b"x", "")
+    import gzip
+    assert _base.stream_message(rpc, 1, gzip.compress(b'{"cursor":"z"}'), "gzip").cursor == "z"
 
 
 def test_times_and_durations() -> None:

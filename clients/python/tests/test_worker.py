@@ -454,3 +454,32 @@ def test_a_refused_lease_stops_the_worker(kind: str, start_server: Any, tenure_b
     f.run_until_empty(30)
     assert f.error and isinstance(f.error[0], tenure.Unauthenticated)
     f.close()
+
+
+def test_wait_task_answers_when_a_worker_completes_it(flavor: Flavor, queue: str) -> None:
+    c = flavor.client
+    tid = c.submit(queue=queue, kind="add", args={"a": 20, "b": 22}).task.task_id
+    # Nobody works on it yet: the wait runs out, with the task not done.
+    early = tenure.Client(flavor.url).wait_task(task_id=tid, wait=0.2)
+    assert not early.done and early.task.state == tenure.TaskState.WAITING
+    w = flavor.make([queue], concurrency=1)
+    w.task("add")(flavor.handler(lambda t: t.args["a"] + t.args["b"]))
+    waiter = tenure.Client(flavor.url)
+    flavor.start()
+    r = waiter.wait_task(task_id=tid, wait=30)
+    while not r.done:  # a wait is 30s at most: ask again
+        r = waiter.wait_task(task_id=tid, wait=30)
+    assert r.task.state == tenure.TaskState.COMPLETED and r.task.result == b"42"
+    # wait asks until the task has ended, and gives the task.
+    assert waiter.wait(tid).result == b"42"
+
+    async def await_it() -> m.Task:
+        async with tenure.AsyncClient(flavor.url) as ac:
+            return await ac.wait(tid, timeout=5)
+
+    assert asyncio.run(await_it()).state == tenure.TaskState.COMPLETED
+    other = c.submit(queue=queue + "-nobody", payload=b"x").task.task_id
+    with pytest.raises(TimeoutError, match="had not ended"):
+        waiter.wait(other, timeout=0.3)
+    with pytest.raises(tenure.NotFound):
+        waiter.wait_task(task_id="no-such-task", wait=1)
