@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/cluster/election"
 	"github.com/tenurehq/tenure/internal/cluster/member"
@@ -62,8 +63,9 @@ func (f *clusterFlags) add(fs *pflag.FlagSet) {
 // mx is served at GET /metrics; authn, if not nil, authenticates callers;
 // lim bounds what clients can hold of the server. With tlsFiles (nil:
 // plain HTTP) it serves HTTPS, and calls the other nodes over HTTPS too.
+// ob names the outboxes it relays.
 func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coordCfg coordinator.Config, snaps host.Schedule, pprof bool, lim limitFlags, mx *metrics.Metrics,
-	authn server.Authenticator, tlsFiles *tlsfiles.Reloader, lg *slog.Logger, stdout io.Writer) error {
+	authn server.Authenticator, tlsFiles *tlsfiles.Reloader, lg *slog.Logger, stdout io.Writer, ob outboxFlags, clk clock.Clock) error {
 	if cf.nodeID == "" {
 		return usageError{"--node-id (or TENURE_NODE_ID) is required with --mysql: a name for this node, unique in the cluster"}
 	}
@@ -135,7 +137,15 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		return err
 	}
 	mx.WatchMember(m)
-	h := newAPIServer(m, m, m, coordCfg, pprof, lim, mx, authn, lg).Serve(ln, server.HTTPConfig{TLS: tlsFiles})
+	api := newAPIServer(m, m, m, coordCfg, pprof, lim, mx, authn, lg)
+	rl, err := ob.open(ctx, api.Outbox(), clk, lg)
+	if err != nil {
+		m.Close()
+		return err
+	}
+	defer rl.close()
+	rl.start(ctx, lg)
+	h := api.Serve(ln, server.HTTPConfig{TLS: tlsFiles})
 	defer h.Close() // after a graceful stop, a no-op
 	lg.Info("tenure cluster node serving", "node_id", cf.nodeID, "listen", ln.Addr().String(), "advertise", advertise)
 	fmt.Fprintf(stdout, "tenure node %s serving on %s (cluster database, advertised as %s)\n", cf.nodeID, h.URL(), advertise)

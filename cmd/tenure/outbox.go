@@ -2,13 +2,21 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/outbox"
+	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/sdk/client"
 	sdkoutbox "github.com/tenurehq/tenure/sdk/outbox"
 )
 
@@ -108,4 +116,197 @@ func (c *outboxMigrateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, ar
 	}
 	fmt.Fprintf(a.stdout, "the outbox tables %s and %s are in place (%v)\n", t.Name, t.Failed(), kind)
 	return nil
+}
+
+// relayTuning is what tunes a relay: the flags of tenure outbox relay and
+// tenure server's --outbox-*.
+type relayTuning struct {
+	batch int
+	poll  time.Duration
+}
+
+func (t *relayTuning) add(fs *pflag.FlagSet, prefix string) {
+	fs.IntVar(&t.batch, prefix+"batch", outbox.DefaultBatch, fmt.Sprintf("rows a relay takes in one round, 1 to %d", outbox.MaxBatch))
+	fs.DurationVar(&t.poll, prefix+"poll", 0, fmt.Sprintf("how often a relay looks for rows when nothing woke it (0: %v on MySQL; %v on PostgreSQL, which wakes it with NOTIFY)", outbox.DefaultPoll, outbox.DefaultNotifiedPoll))
+}
+
+func (t *relayTuning) check(prefix string) error {
+	if t.batch < 1 || t.batch > outbox.MaxBatch {
+		return usageError{fmt.Sprintf("--%sbatch %d is outside 1..%d", prefix, t.batch, outbox.MaxBatch)}
+	}
+	if t.poll < 0 || t.poll > time.Hour {
+		return usageError{fmt.Sprintf("--%spoll %v is outside 0..1h", prefix, t.poll)}
+	}
+	return nil
+}
+
+// openRelay opens the database of an outbox and checks its tables, and
+// returns its relay into target, with the pool to close when it is done.
+func openRelay(ctx context.Context, kind sdkoutbox.Database, dsn string, t outbox.Table, name string, tune relayTuning,
+	target tenurev1connect.OutboxServiceClient, clk clock.Clock, lg *slog.Logger) (*outbox.Relay, *sql.DB, error) {
+	db, err := outbox.Open(ctx, kind, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := outbox.NewRelay(ctx, outbox.Config{DB: db, DSN: dsn, Table: t, Name: name, Target: target,
+		Batch: tune.batch, Poll: tune.poll, Logger: lg, Clock: clk})
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return r, db, nil
+}
+
+// outboxRelayCmd is `tenure outbox relay`.
+type outboxRelayCmd struct {
+	db     outboxDB
+	name   string
+	tune   relayTuning
+	client clientFlags
+	logFmt string
+	logLvl string
+}
+
+func (*outboxRelayCmd) spec() *cobra.Command {
+	return &cobra.Command{Use: "relay --postgres DSN | --mysql DSN [flags]",
+		Short: "submit the rows of an application's outbox to a server, exactly once, until stopped",
+		Long: `Relay the transactional outbox of an application's database to the server at
+--addr: submit every committed row of TABLE exactly once and delete it; a
+row the server refuses moves to TABLE_failed with the reason. Several
+relays may share one outbox. It runs until SIGINT or SIGTERM; killed at any
+point, a relay started again goes on where it stopped, submitting no row
+twice (docs/design/outbox.md).
+
+A server can run the relay itself: tenure server --outbox-postgres DSN or
+--outbox-mysql DSN.`}
+}
+
+func (c *outboxRelayCmd) define(fs *pflag.FlagSet) {
+	c.db.define(fs)
+	fs.StringVar(&c.name, "name", "", "the outbox's name in the server's log (default: the database's, e.g. postgres:shop.public.tenure_outbox); every relay of one outbox must use the same")
+	c.tune.add(fs, "")
+	c.client.addConnection(fs)
+	fs.StringVar(&c.logFmt, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.logLvl, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+func (c *outboxRelayCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	kind, dsn, t, err := c.db.resolve()
+	if err != nil {
+		return err
+	}
+	if err := c.tune.check(""); err != nil {
+		return err
+	}
+	lg, err := newLogger(a.stderr, c.logFmt, c.logLvl)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	target, err := c.client.outboxService()
+	if err != nil {
+		return err
+	}
+	r, db, err := openRelay(ctx, kind, dsn, t, c.name, c.tune, target, a.clock, lg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	fmt.Fprintf(a.stdout, "relaying outbox %s (%v table %s) to %s\n", r.Name(), kind, t.Name, c.client.url())
+	r.Run(ctx)
+	st := r.Stats()
+	fmt.Fprintf(a.stdout, "stopped: %d rows relayed, %d moved to %s\n", st.Relayed, st.Failed, t.Failed())
+	return nil
+}
+
+// outboxService is the OutboxService of the server the flags name.
+func (f *clientFlags) outboxService() (tenurev1connect.OutboxServiceClient, error) {
+	opts, err := f.options()
+	if err != nil {
+		return nil, err
+	}
+	hc := client.DefaultHTTPClient(client.ProtocolConnect)
+	hc.Transport.(*http.Transport).TLSClientConfig = opts.TLSConfig
+	var copts []connect.ClientOption
+	if opts.Token != "" {
+		auth := "Bearer " + opts.Token
+		copts = append(copts, connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+			return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+				req.Header().Set("Authorization", auth)
+				return next(ctx, req)
+			}
+		})))
+	}
+	return tenurev1connect.NewOutboxServiceClient(hc, f.url(), copts...), nil
+}
+
+// outboxFlags are tenure server's flags that run relays in the server.
+type outboxFlags struct {
+	postgres, mysql []string
+	tune            relayTuning
+}
+
+func (f *outboxFlags) add(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&f.postgres, "outbox-postgres", nil, "relay the transactional outbox (table tenure_outbox) of this PostgreSQL database into this server: a URL postgres://user:password@host:5432/dbname or key=value DSN; may be given several times")
+	fs.StringArrayVar(&f.mysql, "outbox-mysql", nil, "relay the transactional outbox (table tenure_outbox) of this MySQL or MariaDB database into this server: user:password@tcp(host:3306)/dbname; may be given several times")
+	f.tune.add(fs, "outbox-")
+}
+
+// relays is the relays a server runs.
+type relays struct {
+	rs     []*outbox.Relay
+	dbs    []*sql.DB
+	wg     sync.WaitGroup
+	closed sync.Once
+}
+
+// open opens every outbox the flags name and checks its tables, before
+// the server serves: a wrong DSN or a missing table stops the start.
+func (f *outboxFlags) open(ctx context.Context, target tenurev1connect.OutboxServiceClient, clk clock.Clock, lg *slog.Logger) (*relays, error) {
+	out := &relays{}
+	if err := f.tune.check("outbox-"); err != nil {
+		return nil, err
+	}
+	for _, db := range []struct {
+		kind sdkoutbox.Database
+		dsns []string
+	}{{sdkoutbox.PostgreSQL, f.postgres}, {sdkoutbox.MySQL, f.mysql}} {
+		for _, dsn := range db.dsns {
+			t, _ := outbox.NewTable(db.kind, "")
+			octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			r, pool, err := openRelay(octx, db.kind, dsn, t, "", f.tune, target, clk, lg)
+			cancel()
+			if err != nil {
+				out.close()
+				return nil, fmt.Errorf("--outbox-%s: %w", map[sdkoutbox.Database]string{sdkoutbox.PostgreSQL: "postgres", sdkoutbox.MySQL: "mysql"}[db.kind], err)
+			}
+			out.rs, out.dbs = append(out.rs, r), append(out.dbs, pool)
+		}
+	}
+	return out, nil
+}
+
+// start runs every relay until ctx ends.
+func (rs *relays) start(ctx context.Context, lg *slog.Logger) {
+	for _, r := range rs.rs {
+		lg.Info("relaying an outbox", "outbox", r.Name())
+		rs.wg.Add(1)
+		go func() {
+			defer rs.wg.Done()
+			r.Run(ctx)
+		}()
+	}
+}
+
+// close waits for the relays to stop (their ctx ended) and closes their
+// databases.
+func (rs *relays) close() {
+	rs.closed.Do(func() {
+		rs.wg.Wait()
+		for _, db := range rs.dbs {
+			db.Close()
+		}
+	})
 }

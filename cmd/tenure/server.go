@@ -47,6 +47,7 @@ type serverCmd struct {
 	limits         limitFlags
 	workflows      workflowLimits
 	tls            tlsServerFlags
+	outbox         outboxFlags
 }
 
 func (*serverCmd) spec() *cobra.Command {
@@ -88,6 +89,7 @@ func (c *serverCmd) define(fs *pflag.FlagSet) {
 	fs.IntVar(&c.maxQueues, "metrics-max-queues", metrics.DefaultMaxQueues, metricsMaxQueuesHelp)
 	c.limits.add(fs)
 	c.workflows.add(fs)
+	c.outbox.add(fs)
 }
 
 func (*serverCmd) choices() map[string][]string {
@@ -169,7 +171,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 				return usageError{fmt.Sprintf("--%s is for the embedded mode; with --mysql the partitions' logs live in the database", name)}
 			}
 		}
-		return runClusterServer(ctx, c.cluster, c.listen, coordCfg, snaps, c.pprof, c.limits, mx, authn, tlsFiles, lg, stdout)
+		return runClusterServer(ctx, c.cluster, c.listen, coordCfg, snaps, c.pprof, c.limits, mx, authn, tlsFiles, lg, stdout, c.outbox, a.clock)
 	}
 	policy, err := wal.ParseSyncPolicy(c.fsync)
 	if err != nil {
@@ -194,7 +196,13 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	}
 	defer ln.Close()
 	opening := server.NewOpening("the server is replaying its WAL")
-	h := newAPIServer(opening.Router(), opening, opening, coordCfg, c.pprof, c.limits, mx, authn, lg).Serve(ln, server.HTTPConfig{TLS: tlsFiles})
+	api := newAPIServer(opening.Router(), opening, opening, coordCfg, c.pprof, c.limits, mx, authn, lg)
+	rl, err := c.outbox.open(ctx, api.Outbox(), a.clock, lg)
+	if err != nil {
+		return err
+	}
+	defer rl.close()
+	h := api.Serve(ln, server.HTTPConfig{TLS: tlsFiles})
 	defer h.Close() // a failed start; after a graceful stop, a no-op
 
 	start := a.clock.Now()
@@ -219,6 +227,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	}
 	mx.WatchNode(n)
 	opening.Open(n, n, n)
+	rl.start(ctx, lg) // they stop with ctx, before the node closes
 
 	stats := n.Coordinator().Stats()
 	lg.Info("tenure serving", "listen", ln.Addr().String(), "data_dir", c.dataDir, "fsync", policy.String(),
@@ -229,6 +238,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 		n.Close()
 		return err
 	}
+	rl.close()
 	// In-flight requests have finished (their appends are fsynced before
 	// they answer); closing the WAL flushes and fsyncs whatever remains.
 	if err := n.Close(); err != nil {

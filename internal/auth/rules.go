@@ -100,6 +100,9 @@ var Rules = []Rule{
 	{tenurev1connect.ScheduleServiceDeleteScheduleProcedure, []Role{Admin}, ScopeRequest, whereSchedule},
 	{tenurev1connect.ScheduleServiceBackfillScheduleProcedure, []Role{Admin}, ScopeRequest, whereSchedule},
 	{tenurev1connect.EventServiceWatchEventsProcedure, []Role{Admin, Submitter, Reader}, ScopeRequest, "request: `filter.namespace`, `filter.queue` (unset: every one)"},
+	{tenurev1connect.OutboxServiceRelayProcedure, []Role{Admin, Submitter}, ScopeRequest, "request: each of `rows`' `request`, as for Submit"},
+	{tenurev1connect.OutboxServiceReleaseProcedure, []Role{Admin, Submitter}, ScopeRequest, "request: each of `rows` (`namespace`, unset: `default`; `queue`)"},
+	{tenurev1connect.OutboxServiceListOutboxHoldsProcedure, []Role{Admin, Submitter, Reader}, ScopeServer, ""},
 	{tenurev1connect.AdminServiceSnapshotProcedure, []Role{Admin}, ScopeServer, ""},
 	{tenurev1connect.AdminServiceWhoAmIProcedure, anyRole, ScopeNone, ""},
 	{tenurev1connect.AdminServiceGetClusterProcedure, []Role{Admin, Reader}, ScopeServer, ""},
@@ -257,6 +260,18 @@ func requestTargets(msg any) ([]Target, bool) {
 		return out, true
 	case *tenurev1.ListTasksRequest:
 		return []Target{{m.GetNamespace(), m.GetQueue()}}, true
+	case *tenurev1.RelayRequest:
+		out := make([]Target, len(m.GetRows()))
+		for i, r := range m.GetRows() {
+			out[i] = Target{ns(r.GetRequest().GetNamespace()), r.GetRequest().GetQueue()}
+		}
+		return out, true
+	case *tenurev1.ReleaseRequest:
+		out := make([]Target, len(m.GetRows()))
+		for i, r := range m.GetRows() {
+			out[i] = Target{ns(r.GetNamespace()), r.GetQueue()}
+		}
+		return out, true
 	case *tenurev1.RetryTasksRequest:
 		return filterTargets(m.GetFilter()), true
 	case *tenurev1.KillTasksRequest:

@@ -229,6 +229,12 @@ func (c *Coordinator) Bulk(ctx context.Context, req BulkRequest) (BulkResult, er
 		return res, err
 	}
 	applies := bulkApplies(req.Action)
+	if req.Action == BulkPurge {
+		// A task whose request id a row of an outbox holds stays until the
+		// relay releases it, as at retention (docs/design/outbox.md).
+		finished := applies
+		applies = func(t *state.Task) bool { return finished(t) && !c.st.Held(t.Namespace, t.RequestID) }
+	}
 	var before state.Time // 0: any
 	if !f.CreatedBefore.IsZero() {
 		before = state.TimeOf(f.CreatedBefore)

@@ -343,7 +343,7 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (SubmitResu
 // names it (requests[i].field). Results are in request order.
 func (c *Coordinator) SubmitBatch(ctx context.Context, reqs []SubmitRequest) ([]SubmitResult, error) {
 	out := make([]SubmitResult, len(reqs))
-	err := c.submitBatch(ctx, reqs, func(i int, t *state.Task, dup bool) {
+	err := c.submitBatch(ctx, reqs, nil, func(i int, t *state.Task, dup bool) {
 		out[i] = SubmitResult{TaskView: c.view(t), Duplicate: dup}
 	})
 	if err != nil {
@@ -362,7 +362,7 @@ type SubmitID struct {
 // task, for an API answer that names only ids.
 func (c *Coordinator) SubmitBatchIDs(ctx context.Context, reqs []SubmitRequest) ([]SubmitID, error) {
 	out := make([]SubmitID, len(reqs))
-	err := c.submitBatch(ctx, reqs, func(i int, t *state.Task, dup bool) {
+	err := c.submitBatch(ctx, reqs, nil, func(i int, t *state.Task, dup bool) {
 		out[i] = SubmitID{ID: t.ID, Duplicate: dup}
 	})
 	if err != nil {
@@ -371,11 +371,31 @@ func (c *Coordinator) SubmitBatchIDs(ctx context.Context, reqs []SubmitRequest) 
 	return out, nil
 }
 
-// submitBatch is SubmitBatch and SubmitBatchIDs: it calls answer for each
-// request, in order, with its task once applied (c.mu held), before waiting
-// for the log.
-func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, answer func(i int, t *state.Task, dup bool)) error {
-	if graphed("", reqs) {
+// relaying is what submitBatch does for an outbox's relay (Relay): each
+// request is a row of the outbox, held by an OutboxHeld appended before
+// the tasks; a request that is refused is refused alone, its error in
+// errs, and holds nothing.
+type relaying struct {
+	outbox string
+	rows   []int64
+	errs   []error
+}
+
+// refuse records why request i of a relay is refused, and reports
+// whether it was (false: not relaying, the caller fails the batch).
+func (r *relaying) refuse(i int, err error) bool {
+	if r == nil {
+		return false
+	}
+	r.errs[i] = err
+	return true
+}
+
+// submitBatch is SubmitBatch, SubmitBatchIDs and Relay (relay set): it
+// calls answer for each request it submits, in order, with its task once
+// applied (c.mu held), before waiting for the log.
+func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, relay *relaying, answer func(i int, t *state.Task, dup bool)) error {
+	if relay == nil && graphed("", reqs) {
 		return c.submitGraph(ctx, "", reqs, answer)
 	}
 	if len(reqs) == 0 {
@@ -386,7 +406,7 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 	}
 	now := c.cfg.Clock.Now()
 	for i := range reqs {
-		if err := c.validateSubmit(&reqs[i], now); err != nil {
+		if err := c.validateSubmit(&reqs[i], now); err != nil && !relay.refuse(i, err) {
 			return ItemError(err, i)
 		}
 	}
@@ -398,7 +418,14 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 	// an earlier request of the batch).
 	sc := &c.submitScratch
 	dup := resize(sc.dup, len(reqs))
-	recs := make([]state.Record, 0, len(reqs))
+	recs := make([]state.Record, 0, len(reqs)+1)
+	var held *state.OutboxHeld
+	if relay != nil {
+		// The rows' hold goes before their tasks: a task durable is a hold
+		// durable.
+		held = &state.OutboxHeld{Outbox: relay.outbox, At: state.TimeOf(now)}
+		recs = append(recs, held)
+	}
 	// newAt[i] is the index in recs of request i's record; firstOf maps a
 	// request id to the earlier request of this batch that carries it.
 	newAt := resize(sc.newAt, len(reqs))
@@ -413,67 +440,95 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, ans
 	clear(sc.ids)
 	sc.created = resize(sc.created, len(reqs))
 	sc.dup, sc.newAt = dup, newAt
+	nNew := 0
+	// refuse fails request i: the whole batch, answered once what it saw
+	// is durable, or the request alone when relaying.
+	refuse := func(i int, err error) error {
+		if relay.refuse(i, err) {
+			return nil
+		}
+		if werr := c.writeAndWait(ctx); werr != nil {
+			return werr
+		}
+		return err
+	}
 	for i := range reqs {
 		req := &reqs[i]
 		newAt[i] = -1
+		if relay != nil && relay.errs[i] != nil {
+			continue
+		}
 		if req.RequestID != "" {
 			if t := c.st.ByRequest(req.Namespace, req.RequestID); t != nil {
 				if err := sameRequest(i, req, t.ID, t.Queue, t.Kind, c.st.KeyOf(t), t.Payload); err != nil {
 					// It names an earlier task: answer once that is durable.
-					if werr := c.writeAndWait(ctx); werr != nil {
-						return werr
+					if err := refuse(i, err); err != nil {
+						return err
 					}
-					return err
+					continue
 				}
 				dup[i] = true
+				holdRow(held, relay, i, req)
 				continue
 			}
 			k := [2]string{req.Namespace, req.RequestID}
 			if j, ok := firstOf[k]; ok {
 				if err := sameRequest(i, req, fmt.Sprintf("of requests[%d]", j), reqs[j].Queue, reqs[j].Kind, reqs[j].Key, reqs[j].Payload); err != nil {
 					// It names an earlier task: answer once that is durable.
-					if werr := c.writeAndWait(ctx); werr != nil {
-						return werr
+					if err := refuse(i, err); err != nil {
+						return err
 					}
-					return err
+					continue
 				}
 				dup[i] = true
+				holdRow(held, relay, i, req)
+				continue
+			}
+			// Not a retry: its deadline must be ahead (validateSubmit left
+			// that to here).
+			if err := c.cfg.Limits.checkDeadline(req, now, true); err != nil {
+				// It says the request id is new: answer once that is durable.
+				if err := refuse(i, ItemError(err, i)); err != nil {
+					return err
+				}
 				continue
 			}
 			firstOf[k] = i
 		}
-		if req.RequestID != "" {
-			// Not a retry: its deadline must be ahead (validateSubmit left
-			// that to here).
-			if err := c.cfg.Limits.checkDeadline(req, now, true); err != nil {
-				err = ItemError(err, i)
-				// It says the request id is new: answer once that is durable.
-				if werr := c.writeAndWait(ctx); werr != nil {
-					return werr
-				}
-				return err
-			}
-		}
+		holdRow(held, relay, i, req)
 		newAt[i] = len(recs)
 		// The records live in sc.created until the next batch: nothing
 		// keeps them once written and applied.
-		r := &sc.created[len(recs)]
+		r := &sc.created[nNew]
+		nNew++
 		created(r, req, c.newTaskID(now, sc.ids), now)
 		recs = append(recs, r)
 	}
-	if err := c.admitTasksLocked(sc.created[:len(recs)]); err != nil {
+	if held != nil && len(held.Rows) == 0 {
+		recs = recs[1:] // every row refused: nothing held, nothing created
+	}
+	if err := c.admitTasksLocked(sc.created[:nNew]); err != nil {
 		c.mu.Unlock()
 		return err
 	}
 	return c.writeAnswered(ctx, recs, func() {
 		for i := range reqs {
-			if newAt[i] >= 0 {
+			switch {
+			case newAt[i] >= 0:
 				answer(i, c.st.Task(recs[newAt[i]].Task()), false)
-			} else {
-				answer(i, c.st.ByRequest(reqs[i].Namespace, reqs[i].RequestID), dup[i])
+			case dup[i]:
+				answer(i, c.st.ByRequest(reqs[i].Namespace, reqs[i].RequestID), true)
 			}
 		}
 	})
+}
+
+// holdRow adds the row of request i to held when relaying.
+func holdRow(held *state.OutboxHeld, relay *relaying, i int, req *SubmitRequest) {
+	if held == nil {
+		return
+	}
+	held.Rows = append(held.Rows, state.OutboxHeldRow{Row: relay.rows[i], Namespace: req.Namespace, Queue: req.Queue, RequestID: req.RequestID})
 }
 
 // admitTasksLocked refuses to create the tasks of recs if they would pass

@@ -32,6 +32,12 @@ func Open(ctx context.Context, db sdkoutbox.Database, dsn string) (*sql.DB, erro
 		}
 		cfg.ParseTime = true
 		cfg.Loc = time.UTC
+		// TIMESTAMP columns are read in the session's time zone: UTC, as
+		// Loc says.
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params["time_zone"] = "'+00:00'"
 		conn, err := mysql.NewConnector(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("outbox: the MySQL DSN: %w", err)

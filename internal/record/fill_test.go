@@ -51,6 +51,8 @@ func fill(t testing.TB, v reflect.Value) {
 				v.SetBytes([]byte{byte(n), 0, 0xff})
 			case reflect.String:
 				v.Set(reflect.ValueOf([]string{fmt.Sprintf("%s-%d-a", name, n), fmt.Sprintf("%s-%d-b", name, n)}))
+			case reflect.Int64:
+				v.Set(reflect.ValueOf([]int64{1_700_000_000_000_000_000 + int64(n)*1_000_003, int64(n)}))
 			case reflect.Struct:
 				// One element, filled as a struct of its own (the tasks a
 				// record creates).

@@ -50,6 +50,8 @@ const (
 	TypeTasksPurgedRange     Type = 27
 	TypeTaskSnoozed          Type = 28
 	TypeTasksSubmitted       Type = 29
+	TypeOutboxHeld           Type = 30
+	TypeOutboxReleased       Type = 31
 )
 
 // registry has one row per record type: its number, its name (printed by
@@ -669,6 +671,54 @@ var registry = []row{
 				Tasks:    taskCreatedsFromPB(m.Tasks),
 				By:       m.By,
 				At:       state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeOutboxHeld, "OutboxHeld",
+		func(r *state.OutboxHeld, m *recordpb.OutboxHeld) {
+			rows := m.Rows[:0]
+			for i, row := range r.Rows {
+				pb := new(recordpb.OutboxHeldRow)
+				if i < len(m.Rows) && m.Rows[i] != nil {
+					pb = m.Rows[i]
+				}
+				*pb = recordpb.OutboxHeldRow{Row: row.Row, Namespace: row.Namespace, Queue: row.Queue, RequestId: row.RequestID}
+				rows = append(rows, pb)
+			}
+			*m = recordpb.OutboxHeld{
+				Outbox:      r.Outbox,
+				Rows:        rows,
+				By:          r.By,
+				AtUnixNanos: int64(r.At),
+			}
+		},
+		func(m *recordpb.OutboxHeld) *state.OutboxHeld {
+			r := &state.OutboxHeld{
+				Outbox: m.Outbox,
+				By:     m.By,
+				At:     state.Time(m.AtUnixNanos),
+			}
+			for _, row := range m.Rows {
+				r.Rows = append(r.Rows, state.OutboxHeldRow{Row: row.GetRow(), Namespace: row.GetNamespace(), Queue: row.GetQueue(), RequestID: row.GetRequestId()})
+			}
+			return r
+		}),
+
+	entry(TypeOutboxReleased, "OutboxReleased",
+		func(r *state.OutboxReleased, m *recordpb.OutboxReleased) {
+			*m = recordpb.OutboxReleased{
+				Outbox:      r.Outbox,
+				Rows:        r.Rows,
+				By:          r.By,
+				AtUnixNanos: int64(r.At),
+			}
+		},
+		func(m *recordpb.OutboxReleased) *state.OutboxReleased {
+			return &state.OutboxReleased{
+				Outbox: m.Outbox,
+				Rows:   m.Rows,
+				By:     m.By,
+				At:     state.Time(m.AtUnixNanos),
 			}
 		}),
 }

@@ -61,6 +61,7 @@ type Peer interface {
 	tenurev1connect.WorkerServiceClient
 	tenurev1connect.QueueServiceClient
 	tenurev1connect.ScheduleServiceClient
+	tenurev1connect.OutboxServiceClient
 	// Addr is the node's base URL.
 	Addr() string
 }

@@ -169,6 +169,16 @@ func logEvent(e *tenurev1.Event, r state.Record) bool {
 	case *state.TasksSubmitted:
 		e.At, e.RequestedBy = ts(r.At), r.By
 		e.Record = &tenurev1.Event_TasksSubmitted{TasksSubmitted: &tenurev1.TasksSubmittedEvent{WorkflowId: r.Workflow, Tasks: createdEvents(r.Tasks)}}
+	case *state.OutboxHeld:
+		e.At, e.RequestedBy = ts(r.At), r.By
+		rows := make([]*tenurev1.OutboxHold, len(r.Rows))
+		for i, row := range r.Rows {
+			rows[i] = &tenurev1.OutboxHold{Outbox: r.Outbox, Row: row.Row, Namespace: row.Namespace, Queue: row.Queue, RequestId: row.RequestID}
+		}
+		e.Record = &tenurev1.Event_OutboxHeld{OutboxHeld: &tenurev1.OutboxHeldEvent{Outbox: r.Outbox, Rows: rows}}
+	case *state.OutboxReleased:
+		e.At, e.RequestedBy = ts(r.At), r.By
+		e.Record = &tenurev1.Event_OutboxReleased{OutboxReleased: &tenurev1.OutboxReleasedEvent{Outbox: r.Outbox, Rows: r.Rows}}
 	default:
 		return false
 	}

@@ -194,6 +194,8 @@ func bodyCaps(l coordinator.Limits, maxRequest int) (map[string]bodyCap, bodyCap
 		tenurev1connect.WorkerServiceCompleteProcedure:         spawn,
 		tenurev1connect.TaskServiceSubmitBatchProcedure:        batch,
 		tenurev1connect.WorkerServiceCompleteBatchProcedure:    batch,
+		tenurev1connect.OutboxServiceRelayProcedure:            batch,
+		tenurev1connect.OutboxServiceReleaseProcedure:          batch,
 	}, bodyCap{otherSlack, "ample for every field of the call"}
 }
 

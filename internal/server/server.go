@@ -173,6 +173,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(tenurev1connect.NewScheduleServiceHandler(scheduleService{s}, opts...))
 	eventsPath, eventsHandler := tenurev1connect.NewEventServiceHandler(eventService{s}, opts...)
 	mux.Handle(eventsPath, streamDeadlines(eventsHandler))
+	mux.Handle(tenurev1connect.NewOutboxServiceHandler(outboxService{s}, opts...))
 	s.mountProbes(mux)
 	s.mountNodeProbe(mux)
 	if s.opts.Dashboard != nil {

@@ -56,15 +56,17 @@ func (d *chunkDecoder) taskPolicy(p state.Policy) *state.Policy {
 	return d.policy
 }
 
-// chunkExtra is what a chunk holds beside tasks: queues and schedules.
+// chunkExtra is what a chunk holds beside tasks: queues, schedules and
+// outbox holds.
 type chunkExtra struct {
 	queues    []state.QueueImage
 	schedules []*state.Schedule
 	workflows []state.WorkflowImage
+	holds     []state.OutboxHold
 }
 
 func (e chunkExtra) empty() bool {
-	return len(e.queues) == 0 && len(e.schedules) == 0 && len(e.workflows) == 0
+	return len(e.queues) == 0 && len(e.schedules) == 0 && len(e.workflows) == 0 && len(e.holds) == 0
 }
 
 // decode appends the tasks of payload p, and what else the Loader takes
@@ -93,6 +95,10 @@ func (d *chunkDecoder) decode(p []byte, tasks []*state.Task, extras []taskExtra)
 		}
 		for _, m := range d.msg.Workflows {
 			extra.workflows = append(extra.workflows, workflowFromMessage(m))
+		}
+		for _, m := range d.msg.OutboxHolds {
+			extra.holds = append(extra.holds, state.OutboxHold{OutboxRow: state.OutboxRow{Outbox: m.Outbox, Row: m.Row},
+				Namespace: m.Namespace, Queue: m.Queue, RequestID: m.RequestId})
 		}
 	}
 	d.msg.Reset()

@@ -42,9 +42,9 @@
 //	| magic  | version | hdr crc | last lsn | epoch  |
 //	+--------+---------+---------+----------+--------+
 //	  magic    "TENUSNAP"
-//	  version  uint32, 6 (5 before the graph of workflows, 4 before keys, 3 before trace
-//	           contexts, progress and snoozes, 2 before schedules, 1 before the chunk of
-//	           queues; all still read)
+//	  version  uint32, 7 (6 before outbox holds, 5 before the graph of workflows, 4 before keys,
+//	           3 before trace contexts, progress and snoozes, 2 before schedules, 1 before
+//	           the chunk of queues; all still read)
 //	  hdr crc  uint32, CRC-32C (Castagnoli) of bytes 0..12 and 16..32
 //	  last lsn uint64, the LSN of the last record the state includes
 //	  epoch    uint64, the partition epoch (state.State.Epoch)

@@ -31,8 +31,9 @@ const (
 	// would silently drop. Version 6 added the graph (each task's
 	// dependencies, workflow, parent and place in its record; the
 	// workflows; BLOCKED tasks), which a version-5 reader would silently
-	// drop.
-	formatVersion  = 6
+	// drop. Version 7 added the outboxes' holds (docs/design/outbox.md),
+	// which a version-6 reader would silently drop.
+	formatVersion  = 7
 	oldestVersion  = 1
 	headerSize     = 32
 	chunkHeadSize  = 8
@@ -107,10 +108,10 @@ func Encode(w io.Writer, img *state.Image) (Summary, error) {
 	}
 	sum := Summary{LastLSN: img.LastLSN, Epoch: img.Epoch}
 	var buf []byte
-	// The queues and schedules go first, in a chunk of their own, so that
-	// every chunk of tasks keeps the plain shape the reader's fast path
-	// takes.
-	if len(img.Queues) > 0 || len(img.Schedules) > 0 || len(img.Workflows) > 0 {
+	// The queues, schedules, workflows and outbox holds go first, in a
+	// chunk of their own, so that every chunk of tasks keeps the plain
+	// shape the reader's fast path takes.
+	if len(img.Queues) > 0 || len(img.Schedules) > 0 || len(img.Workflows) > 0 || len(img.Holds) > 0 {
 		var chunk snapshotpb.TaskChunk
 		for _, q := range img.Queues {
 			chunk.Queues = append(chunk.Queues, queueMessage(q))
@@ -120,6 +121,10 @@ func Encode(w io.Writer, img *state.Image) (Summary, error) {
 		}
 		for _, w := range img.Workflows {
 			chunk.Workflows = append(chunk.Workflows, workflowMessage(w))
+		}
+		for _, h := range img.Holds {
+			chunk.OutboxHolds = append(chunk.OutboxHolds, &snapshotpb.OutboxHoldSnapshot{
+				Outbox: h.Outbox, Row: h.Row, Namespace: h.Namespace, Queue: h.Queue, RequestId: h.RequestID})
 		}
 		var err error
 		if buf, err = (proto.MarshalOptions{}).MarshalAppend(make([]byte, chunkHeadSize), &chunk); err != nil {
@@ -274,6 +279,12 @@ func Decode(r io.Reader, size int64) (*state.State, Summary, error) {
 		}
 		for _, w := range j.extra.workflows {
 			if err := loader.AddWorkflow(w); err != nil {
+				cr.stop()
+				return fail(corruptAt(j.off, "%v", err))
+			}
+		}
+		for _, h := range j.extra.holds {
+			if err := loader.AddHold(h); err != nil {
 				cr.stop()
 				return fail(corruptAt(j.off, "%v", err))
 			}
@@ -525,7 +536,7 @@ func (cr *chunkReader) decode() {
 			case err != nil:
 				j.err = corruptAt(j.off, "chunk does not decode: %v", err)
 			case len(j.tasks) == 0 && j.extra.empty():
-				j.err = corruptAt(j.off, "chunk holds no task, no queue and no schedule")
+				j.err = corruptAt(j.off, "chunk holds no task, no queue, no schedule and no outbox hold")
 			}
 		}
 		close(j.done)

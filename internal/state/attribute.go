@@ -27,6 +27,8 @@ type attributed interface {
 func (r *ExecutionStarted) attribute(by string) { r.By = by }
 func (r *LeaseExtended) attribute(by string)    { r.By = by }
 func (r *LeaseGranted) attribute(by string)     { r.By = by }
+func (r *OutboxHeld) attribute(by string)       { r.By = by }
+func (r *OutboxReleased) attribute(by string)   { r.By = by }
 func (r *QueueLimited) attribute(by string)     { r.By = by }
 func (r *QueuePaused) attribute(by string)      { r.By = by }
 func (r *QueueResumed) attribute(by string)     { r.By = by }

@@ -52,6 +52,12 @@ func TestHashCollisions(t *testing.T) {
 				t.Fatalf("seed %d: AddSchedule: %v", seed, err)
 			}
 		}
+		for _, h := range img.Holds {
+			if err := l.AddHold(h); err != nil {
+				restore()
+				t.Fatalf("seed %d: AddHold: %v", seed, err)
+			}
+		}
 		for _, q := range img.Queues {
 			if err := l.AddQueue(q); err != nil {
 				restore()

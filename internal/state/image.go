@@ -38,6 +38,9 @@ type Image struct {
 	// key.
 	Graphs    []GraphInfo
 	Workflows []WorkflowImage
+	// Holds holds the outboxes' holds (outbox.go), ordered by outbox and
+	// row.
+	Holds []OutboxHold
 }
 
 // Image copies the state for a snapshot in one step (see ImageCopy for

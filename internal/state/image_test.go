@@ -32,6 +32,11 @@ func restore(t *testing.T, img *state.Image) *state.State {
 			t.Fatalf("AddWorkflow: %v", err)
 		}
 	}
+	for _, h := range img.Holds {
+		if err := l.AddHold(h); err != nil {
+			t.Fatalf("AddHold: %v", err)
+		}
+	}
 	for i, task := range img.Tasks {
 		c := task.Clone()
 		if err := l.Add(c, task.LeaseIndex(), img.Beside(i)); err != nil {

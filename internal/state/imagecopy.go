@@ -52,7 +52,7 @@ func (s *State) BeginImage() *ImageCopy {
 func newImageCopy(s *State) *ImageCopy {
 	c := &ImageCopy{s: s, order: append([]uint32(nil), s.order...), saved: make(map[uint32]savedTask),
 		img: &Image{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, 0, s.Len()),
-			Queues: s.queueImages(), Schedules: s.scheduleImages(), Workflows: s.workflowImages()}}
+			Queues: s.queueImages(), Schedules: s.scheduleImages(), Workflows: s.workflowImages(), Holds: s.Holds("")}}
 	if len(s.graph) > 0 {
 		c.img.Graphs = make([]GraphInfo, 0, s.Len())
 	}

@@ -91,6 +91,7 @@ func (s *State) Invariants() error {
 	errs = append(errs, s.scheduleErrors()...)
 	errs = append(errs, s.keyErrors()...)
 	errs = append(errs, s.graphErrors()...)
+	errs = append(errs, s.holdErrors()...)
 	if counts != s.counts {
 		errs = append(errs, fmt.Errorf("state counts %v, want %v", s.counts, counts))
 	}

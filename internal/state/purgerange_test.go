@@ -52,7 +52,7 @@ func TestPurgeSlicesEqualOnePurge(t *testing.T) {
 						if last {
 							lastRead++
 						}
-						if t.UpdatedAt < before {
+						if t.UpdatedAt < before && !sliced.Held(t.Namespace, t.RequestID) { // a row of an outbox keeps it
 							drops++
 							if last {
 								lastDrops++

@@ -3,7 +3,8 @@ package state
 import "fmt"
 
 // TasksPurged removes every terminal (COMPLETED, FAILED or DEAD) task whose
-// UpdatedAt is before Before: from the task table, from the request-id index
+// UpdatedAt is before Before, unless a row of an outbox holds its request
+// id (outbox.go): from the task table, from the request-id index
 // (so its request id may be used again) and from the creation order. Tasks
 // that are not terminal are never touched. Retention is a record, not a side
 // effect of snapshotting, because it changes behaviour (request-id
@@ -54,7 +55,8 @@ func (s *State) purge(before, at Time, afterLSN, throughLSN uint64) int {
 }
 
 // eachPurgeable calls fn with each finished task last updated before
-// before and created after afterLSN and at or before throughLSN, and its
+// before, not kept by an outbox's hold (State.kept), and created after
+// afterLSN and at or before throughLSN, and its
 // index in the creation order, in that order. It reads only finished
 // tasks (taskSlab.finished). fn may drop the task and clear its entry.
 func (s *State) eachPurgeable(before Time, afterLSN, throughLSN uint64, fn func(i int, t *Task)) {
@@ -63,7 +65,7 @@ func (s *State) eachPurgeable(before Time, afterLSN, throughLSN uint64, fn func(
 	}
 	for i, end := s.searchOrder(afterLSN), s.searchOrder(throughLSN); i < end; i++ {
 		if e := s.order[i]; e != 0 && s.slab.isFinished(e-1) {
-			if t := s.slab.at(e - 1); t.UpdatedAt < before {
+			if t := s.slab.at(e - 1); t.UpdatedAt < before && !s.kept(t) {
 				fn(i, t)
 			}
 		}
@@ -106,7 +108,7 @@ func (s *State) PurgeSlice(before Time, afterLSN uint64, lim PurgeLimits) (throu
 			continue
 		}
 		read++
-		if s.slab.at(e-1).UpdatedAt < before {
+		if t := s.slab.at(e - 1); t.UpdatedAt < before && !s.kept(t) {
 			drop++
 		}
 	}

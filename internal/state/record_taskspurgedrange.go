@@ -3,7 +3,8 @@ package state
 import "fmt"
 
 // TasksPurgedRange is TasksPurged over one slice of the creation order: it
-// drops the terminal tasks last updated before Before that were created
+// drops the terminal tasks last updated before Before (unless an outbox's
+// row holds their request id) that were created
 // after AfterLSN and at or before ThroughLSN, and forgets the queues with
 // nothing left to report at At, as TasksPurged does. The coordinator
 // applies the retention period as a run of these, each over a slice that

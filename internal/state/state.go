@@ -77,6 +77,8 @@ type State struct {
 	// policy waits for it).
 	schedules map[ScheduleKey]*Schedule
 	watched   map[string]int
+	// holds are the outboxes' rows being relayed (outbox.go).
+	holds outboxHolds
 	// copying is the ImageCopy in progress, if any: Apply saves for it
 	// what a record is about to change.
 	copying *ImageCopy

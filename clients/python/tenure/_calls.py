@@ -443,6 +443,37 @@ class Calls(_Base):
         """
         return self._stream(RPCS['WatchEvents'], request, cursor=cursor, filter=filter)  # type: ignore[no-any-return]
 
+    def relay(self, request: Optional[m.RelayRequest] = None, /, *, outbox: str = "", rows: Optional[Sequence[m.OutboxRow]] = None) -> m.RelayResponse:
+        """Relay submits rows of an outbox, each with its request id (required),
+        as SubmitBatch would, and holds each row's request id until Release:
+        while a row holds it, the task that has it is kept past the retention
+        period, so that the row submitted again, however much later, is a
+        duplicate. The hold is durable with the task. Each row is answered
+        alone: its task (created, or the task its request id names), or why
+        it was refused (a row refused holds nothing). At most as many rows as
+        a SubmitBatch takes (1000, default limit).
+
+        Request: RelayRequest; answer: RelayResponse.
+        """
+        return self._call(RPCS['Relay'], request, outbox=outbox, rows=rows)  # type: ignore[no-any-return]
+
+    def release(self, request: Optional[m.ReleaseRequest] = None, /, *, outbox: str = "", rows: Optional[Sequence[m.OutboxHold]] = None) -> m.ReleaseResponse:
+        """Release ends the holds of rows deleted from the outbox table. Rows
+        that hold nothing are passed over.
+
+        Request: ReleaseRequest; answer: ReleaseResponse.
+        """
+        return self._call(RPCS['Release'], request, outbox=outbox, rows=rows)  # type: ignore[no-any-return]
+
+    def list_outbox_holds(self, request: Optional[m.ListOutboxHoldsRequest] = None, /, *, outbox: str = "") -> m.ListOutboxHoldsResponse:
+        """ListOutboxHolds lists the rows of an outbox (of every outbox, with
+        outbox unset) that hold a request id: the rows being relayed, and
+        those of a relay stopped between its delete and its Release.
+
+        Request: ListOutboxHoldsRequest; answer: ListOutboxHoldsResponse.
+        """
+        return self._call(RPCS['ListOutboxHolds'], request, outbox=outbox)  # type: ignore[no-any-return]
+
 class AsyncCalls(_Base):
     """The API's calls as coroutines: each takes its request message, or its
     fields as keyword arguments, and returns its response message (a
@@ -868,3 +899,34 @@ class AsyncCalls(_Base):
         with is raised there, as a unary call's.
         """
         return self._stream(RPCS['WatchEvents'], request, cursor=cursor, filter=filter)  # type: ignore[no-any-return]
+
+    async def relay(self, request: Optional[m.RelayRequest] = None, /, *, outbox: str = "", rows: Optional[Sequence[m.OutboxRow]] = None) -> m.RelayResponse:
+        """Relay submits rows of an outbox, each with its request id (required),
+        as SubmitBatch would, and holds each row's request id until Release:
+        while a row holds it, the task that has it is kept past the retention
+        period, so that the row submitted again, however much later, is a
+        duplicate. The hold is durable with the task. Each row is answered
+        alone: its task (created, or the task its request id names), or why
+        it was refused (a row refused holds nothing). At most as many rows as
+        a SubmitBatch takes (1000, default limit).
+
+        Request: RelayRequest; answer: RelayResponse.
+        """
+        return await self._call(RPCS['Relay'], request, outbox=outbox, rows=rows)  # type: ignore[no-any-return]
+
+    async def release(self, request: Optional[m.ReleaseRequest] = None, /, *, outbox: str = "", rows: Optional[Sequence[m.OutboxHold]] = None) -> m.ReleaseResponse:
+        """Release ends the holds of rows deleted from the outbox table. Rows
+        that hold nothing are passed over.
+
+        Request: ReleaseRequest; answer: ReleaseResponse.
+        """
+        return await self._call(RPCS['Release'], request, outbox=outbox, rows=rows)  # type: ignore[no-any-return]
+
+    async def list_outbox_holds(self, request: Optional[m.ListOutboxHoldsRequest] = None, /, *, outbox: str = "") -> m.ListOutboxHoldsResponse:
+        """ListOutboxHolds lists the rows of an outbox (of every outbox, with
+        outbox unset) that hold a request id: the rows being relayed, and
+        those of a relay stopped between its delete and its Release.
+
+        Request: ListOutboxHoldsRequest; answer: ListOutboxHoldsResponse.
+        """
+        return await self._call(RPCS['ListOutboxHolds'], request, outbox=outbox)  # type: ignore[no-any-return]

@@ -2181,9 +2181,11 @@ class Event:
     tasks_purged_range: Optional[TasksPurgedRangeEvent] = None
     task_snoozed: Optional[TaskSnoozedEvent] = None
     tasks_submitted: Optional[TasksSubmittedEvent] = None
+    outbox_held: Optional[OutboxHeldEvent] = None
+    outbox_released: Optional[OutboxReleasedEvent] = None
 
     @property
-    def record(self) -> Optional[Union[ExecutionStartedEvent, FenceEvent, LeaseExpiredEvent, LeaseExtendedEvent, LeaseGrantedEvent, QueueLimitedEvent, QueuePausedEvent, QueueResumedEvent, ScheduleCreatedEvent, ScheduleDeletedEvent, ScheduleFiredEvent, ScheduleHeldEvent, SchedulePausedEvent, ScheduleResumedEvent, ScheduleSkippedEvent, ScheduleUpdatedEvent, TaskCancelledEvent, TaskCommittedEvent, TaskCompletedEvent, TaskCreatedEvent, TaskDeadEvent, TaskDeadlineExceededEvent, TaskFailedEvent, TaskRetriedEvent, TaskSnoozedEvent, TasksDeletedEvent, TasksPurgedEvent, TasksPurgedRangeEvent, TasksSubmittedEvent]]:
+    def record(self) -> Optional[Union[ExecutionStartedEvent, FenceEvent, LeaseExpiredEvent, LeaseExtendedEvent, LeaseGrantedEvent, OutboxHeldEvent, OutboxReleasedEvent, QueueLimitedEvent, QueuePausedEvent, QueueResumedEvent, ScheduleCreatedEvent, ScheduleDeletedEvent, ScheduleFiredEvent, ScheduleHeldEvent, SchedulePausedEvent, ScheduleResumedEvent, ScheduleSkippedEvent, ScheduleUpdatedEvent, TaskCancelledEvent, TaskCommittedEvent, TaskCompletedEvent, TaskCreatedEvent, TaskDeadEvent, TaskDeadlineExceededEvent, TaskFailedEvent, TaskRetriedEvent, TaskSnoozedEvent, TasksDeletedEvent, TasksPurgedEvent, TasksPurgedRangeEvent, TasksSubmittedEvent]]:
         """The record's own fields.
 
         The field of oneof record that is set, or None: one of task_created,
@@ -2193,9 +2195,9 @@ class Event:
         tasks_deleted, queue_limited, task_deadline_exceeded, schedule_created,
         schedule_updated, schedule_paused, schedule_resumed, schedule_deleted,
         schedule_fired, schedule_skipped, schedule_held, tasks_purged_range,
-        task_snoozed, tasks_submitted.
+        task_snoozed, tasks_submitted, outbox_held, outbox_released.
         """
-        return next((v for v in (self.task_created, self.lease_granted, self.lease_extended, self.lease_expired, self.execution_started, self.task_committed, self.task_completed, self.task_failed, self.task_cancelled, self.task_dead, self.fence, self.tasks_purged, self.queue_paused, self.queue_resumed, self.task_retried, self.tasks_deleted, self.queue_limited, self.task_deadline_exceeded, self.schedule_created, self.schedule_updated, self.schedule_paused, self.schedule_resumed, self.schedule_deleted, self.schedule_fired, self.schedule_skipped, self.schedule_held, self.tasks_purged_range, self.task_snoozed, self.tasks_submitted) if v is not None), None)
+        return next((v for v in (self.task_created, self.lease_granted, self.lease_extended, self.lease_expired, self.execution_started, self.task_committed, self.task_completed, self.task_failed, self.task_cancelled, self.task_dead, self.fence, self.tasks_purged, self.queue_paused, self.queue_resumed, self.task_retried, self.tasks_deleted, self.queue_limited, self.task_deadline_exceeded, self.schedule_created, self.schedule_updated, self.schedule_paused, self.schedule_resumed, self.schedule_deleted, self.schedule_fired, self.schedule_skipped, self.schedule_held, self.tasks_purged_range, self.task_snoozed, self.tasks_submitted, self.outbox_held, self.outbox_released) if v is not None), None)
 
 
 @dataclass
@@ -2229,10 +2231,33 @@ class TaskCreatedEvent:
 
 
 @dataclass
-class TasksSubmittedEvent:
+class OutboxHeldEvent:
     """TasksSubmittedEvent: tasks submitted together, in one record (a batch
     whose tasks name each other, or a workflow).
+    OutboxHeldEvent: a relay submitted rows of an outbox, each holding its
+    request id until it is released (docs/design/outbox.md). It concerns no
+    one namespace: it passes only a filter of every namespace.
     """
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    outbox: str = ""
+    rows: List[OutboxHold] = dataclasses.field(default_factory=list)
+
+
+@dataclass
+class OutboxReleasedEvent:
+    """OutboxReleasedEvent: rows of an outbox were deleted from its table;
+    their holds ended.
+    """
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    outbox: str = ""
+    rows: List[int] = dataclasses.field(default_factory=list)
+
+
+@dataclass
+class TasksSubmittedEvent:
+    """TasksSubmittedEvent."""
 
     _FIELDS: ClassVar[Tuple[F, ...]] = ()
     workflow_id: str = ""
@@ -2540,6 +2565,106 @@ class TaskSnoozedEvent:
     lease_id: str = ""
     not_before: Optional[datetime] = None
     reason: str = ""
+
+
+@dataclass
+class RelayRequest:
+    """RelayRequest."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    outbox: str = ""
+    """The outbox's name, as its relay gives it (e.g.
+    "postgres:shop.public.tenure_outbox"); required.
+    """
+    rows: List[OutboxRow] = dataclasses.field(default_factory=list)
+
+
+@dataclass
+class OutboxRow:
+    """OutboxRow is one row of an outbox table."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    row: int = 0
+    """The row's number in its table (its id): unique in the outbox."""
+    request: Optional[SubmitRequest] = None
+    """The row's submit; its request_id is required."""
+
+
+@dataclass
+class RelayResponse:
+    """RelayResponse."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    results: List[RelayResult] = dataclasses.field(default_factory=list)
+    """One per row, in the order of the request."""
+
+
+@dataclass
+class RelayResult:
+    """RelayResult answers one row."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    task_id: str = ""
+    """The row's task: created, or (duplicate) the one its request id names.
+    Empty when the row was refused.
+    """
+    duplicate: bool = False
+    error: Optional[ErrorDetail] = None
+    """Why the row was refused: the error a Submit of it would get (reason
+    INVALID_ARGUMENT or TOO_LARGE), its field relative to the row's
+    request. Unset when the row was submitted.
+    """
+    message: str = ""
+    """The error's message, for people."""
+
+
+@dataclass
+class ReleaseRequest:
+    """ReleaseRequest."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    outbox: str = ""
+    rows: List[OutboxHold] = dataclasses.field(default_factory=list)
+    """The rows deleted, each with the namespace, queue and request id it
+    was relayed with (by which cluster mode finds its partition).
+    """
+
+
+@dataclass
+class ReleaseResponse:
+    """ReleaseResponse."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+
+
+@dataclass
+class ListOutboxHoldsRequest:
+    """ListOutboxHoldsRequest."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    outbox: str = ""
+    """The outbox; unset for every outbox."""
+
+
+@dataclass
+class ListOutboxHoldsResponse:
+    """ListOutboxHoldsResponse."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    holds: List[OutboxHold] = dataclasses.field(default_factory=list)
+    """Ordered by outbox and row."""
+
+
+@dataclass
+class OutboxHold:
+    """OutboxHold is a row of an outbox and the request id it holds."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    outbox: str = ""
+    row: int = 0
+    namespace: str = ""
+    queue: str = ""
+    request_id: str = ""
 
 
 # The tables the JSON codec (tenure/_codec.py) reads: per field its name, JSON
@@ -3203,6 +3328,8 @@ Event._FIELDS = (
     F('tasks_purged_range', 'tasksPurgedRange', 46, 'msg', TasksPurgedRangeEvent, False, False),
     F('task_snoozed', 'taskSnoozed', 47, 'msg', TaskSnoozedEvent, False, False),
     F('tasks_submitted', 'tasksSubmitted', 48, 'msg', TasksSubmittedEvent, False, False),
+    F('outbox_held', 'outboxHeld', 49, 'msg', OutboxHeldEvent, False, False),
+    F('outbox_released', 'outboxReleased', 50, 'msg', OutboxReleasedEvent, False, False),
 )
 TaskCreatedEvent._FIELDS = (
     F('payload', 'payload', 1, 'bytes', None, False, False),
@@ -3220,6 +3347,14 @@ TaskCreatedEvent._FIELDS = (
     F('key', 'key', 13, 'str', None, False, False),
     F('depends_on', 'dependsOn', 14, 'str', None, True, False),
     F('on_dependency_failure', 'onDependencyFailure', 15, 'enum', DependencyFailure, False, False),
+)
+OutboxHeldEvent._FIELDS = (
+    F('outbox', 'outbox', 1, 'str', None, False, False),
+    F('rows', 'rows', 2, 'msg', OutboxHold, True, False),
+)
+OutboxReleasedEvent._FIELDS = (
+    F('outbox', 'outbox', 1, 'str', None, False, False),
+    F('rows', 'rows', 2, 'i64', None, True, False),
 )
 TasksSubmittedEvent._FIELDS = (
     F('workflow_id', 'workflowId', 1, 'str', None, False, False),
@@ -3360,6 +3495,41 @@ TaskSnoozedEvent._FIELDS = (
     F('not_before', 'notBefore', 2, 'ts', None, False, False),
     F('reason', 'reason', 3, 'str', None, False, False),
 )
+RelayRequest._FIELDS = (
+    F('outbox', 'outbox', 1, 'str', None, False, False),
+    F('rows', 'rows', 2, 'msg', OutboxRow, True, False),
+)
+OutboxRow._FIELDS = (
+    F('row', 'row', 1, 'i64', None, False, False),
+    F('request', 'request', 2, 'msg', SubmitRequest, False, False),
+)
+RelayResponse._FIELDS = (
+    F('results', 'results', 1, 'msg', RelayResult, True, False),
+)
+RelayResult._FIELDS = (
+    F('task_id', 'taskId', 1, 'str', None, False, False),
+    F('duplicate', 'duplicate', 2, 'bool', None, False, False),
+    F('error', 'error', 3, 'msg', ErrorDetail, False, False),
+    F('message', 'message', 4, 'str', None, False, False),
+)
+ReleaseRequest._FIELDS = (
+    F('outbox', 'outbox', 1, 'str', None, False, False),
+    F('rows', 'rows', 2, 'msg', OutboxHold, True, False),
+)
+ReleaseResponse._FIELDS = ()
+ListOutboxHoldsRequest._FIELDS = (
+    F('outbox', 'outbox', 1, 'str', None, False, False),
+)
+ListOutboxHoldsResponse._FIELDS = (
+    F('holds', 'holds', 1, 'msg', OutboxHold, True, False),
+)
+OutboxHold._FIELDS = (
+    F('outbox', 'outbox', 1, 'str', None, False, False),
+    F('row', 'row', 2, 'i64', None, False, False),
+    F('namespace', 'namespace', 3, 'str', None, False, False),
+    F('queue', 'queue', 4, 'str', None, False, False),
+    F('request_id', 'requestId', 5, 'str', None, False, False),
+)
 
 
 class Rpc(NamedTuple):
@@ -3417,6 +3587,9 @@ RPCS: Dict[str, Rpc] = {
     'WhoAmI': Rpc('tenure.v1.AdminService', 'WhoAmI', WhoAmIRequest, WhoAmIResponse, True),
     'GetCluster': Rpc('tenure.v1.AdminService', 'GetCluster', GetClusterRequest, GetClusterResponse, True),
     'WatchEvents': Rpc('tenure.v1.EventService', 'WatchEvents', WatchEventsRequest, WatchEventsResponse, True, True),
+    'Relay': Rpc('tenure.v1.OutboxService', 'Relay', RelayRequest, RelayResponse, False),
+    'Release': Rpc('tenure.v1.OutboxService', 'Release', ReleaseRequest, ReleaseResponse, False),
+    'ListOutboxHolds': Rpc('tenure.v1.OutboxService', 'ListOutboxHolds', ListOutboxHoldsRequest, ListOutboxHoldsResponse, True),
 }
 """Every call of the API, by name."""
 
@@ -3478,12 +3651,18 @@ __all__ = [
     'LeaseRequest',
     'LeaseResponse',
     'LeasedTask',
+    'ListOutboxHoldsRequest',
+    'ListOutboxHoldsResponse',
     'ListQueuesRequest',
     'ListQueuesResponse',
     'ListSchedulesRequest',
     'ListSchedulesResponse',
     'ListTasksRequest',
     'ListTasksResponse',
+    'OutboxHeldEvent',
+    'OutboxHold',
+    'OutboxReleasedEvent',
+    'OutboxRow',
     'OverlapPolicy',
     'PauseQueueRequest',
     'PauseQueueResponse',
@@ -3500,6 +3679,11 @@ __all__ = [
     'QueuePause',
     'QueuePausedEvent',
     'QueueResumedEvent',
+    'RelayRequest',
+    'RelayResponse',
+    'RelayResult',
+    'ReleaseRequest',
+    'ReleaseResponse',
     'ResumeQueueRequest',
     'ResumeQueueResponse',
     'ResumeScheduleRequest',

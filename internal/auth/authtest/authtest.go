@@ -144,6 +144,7 @@ type env struct {
 	workers  tenurev1connect.WorkerServiceClient
 	queues   tenurev1connect.QueueServiceClient
 	sched    tenurev1connect.ScheduleServiceClient
+	outbox   tenurev1connect.OutboxServiceClient
 	admin    tenurev1connect.AdminServiceClient
 	events   tenurev1connect.EventServiceClient
 	task     map[target]string // a task of each target that names one
@@ -367,6 +368,22 @@ var calls = map[string]call{
 		}
 		return answer{}
 	}},
+	"OutboxService/Relay": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		_, err := e.outbox.Relay(ctx, req(tok, &tenurev1.RelayRequest{Outbox: "authz", Rows: []*tenurev1.OutboxRow{
+			{Row: 1, Request: &tenurev1.SubmitRequest{Namespace: ns, Queue: q, RequestId: "authz-" + ns + "-" + q}}}}))
+		return answerOf(err)
+	}},
+	"OutboxService/Release": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		_, err := e.outbox.Release(ctx, req(tok, &tenurev1.ReleaseRequest{Outbox: "authz", Rows: []*tenurev1.OutboxHold{
+			{Row: 1, Namespace: ns, Queue: q, RequestId: "authz-" + ns + "-" + q}}}))
+		return answerOf(err)
+	}},
+	"OutboxService/ListOutboxHolds": {[]target{tgEvery}, func(ctx context.Context, e *env, tok string, _ target) answer {
+		_, err := e.outbox.ListOutboxHolds(ctx, req(tok, &tenurev1.ListOutboxHoldsRequest{}))
+		return answerOf(err)
+	}},
 	"AdminService/Snapshot": {[]target{tgEvery}, func(ctx context.Context, e *env, tok string, _ target) answer {
 		_, err := e.admin.Snapshot(ctx, req(tok, &tenurev1.SnapshotRequest{}))
 		return answerOf(err)
@@ -554,6 +571,7 @@ func newEnv(t *testing.T, base, protocol, setup string) *env {
 	e.sched = tenurev1connect.NewScheduleServiceClient(e.hc, base, e.opts...)
 	e.admin = tenurev1connect.NewAdminServiceClient(e.hc, base, e.opts...)
 	e.events = tenurev1connect.NewEventServiceClient(e.hc, base, e.opts...)
+	e.outbox = tenurev1connect.NewOutboxServiceClient(e.hc, base, e.opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, tg := range named {

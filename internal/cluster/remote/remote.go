@@ -20,6 +20,7 @@ type Peer struct {
 	tenurev1connect.WorkerServiceClient
 	tenurev1connect.QueueServiceClient
 	tenurev1connect.ScheduleServiceClient
+	tenurev1connect.OutboxServiceClient
 	addr string
 }
 
@@ -40,6 +41,7 @@ func New(baseURL string, hc connect.HTTPClient, from Signer, interceptors ...con
 		WorkerServiceClient:   tenurev1connect.NewWorkerServiceClient(hc, baseURL, opts...),
 		QueueServiceClient:    tenurev1connect.NewQueueServiceClient(hc, baseURL, opts...),
 		ScheduleServiceClient: tenurev1connect.NewScheduleServiceClient(hc, baseURL, opts...),
+		OutboxServiceClient:   tenurev1connect.NewOutboxServiceClient(hc, baseURL, opts...),
 		addr:                  baseURL,
 	}
 }

@@ -106,3 +106,13 @@ func Migrated(t testing.TB, db sdkoutbox.Database) (dsn string, pool *sql.DB, ta
 	}
 	return dsn, pool, table
 }
+
+// Count is the number of rows of table.
+func Count(t testing.TB, db *sql.DB, table string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM "+table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

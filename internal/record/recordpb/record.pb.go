@@ -3068,6 +3068,220 @@ func (x *TasksSubmitted) GetAtUnixNanos() int64 {
 	return 0
 }
 
+// OutboxHeld (record type 30): rows of an outbox being submitted; each
+// holds its request id until an OutboxReleased of it
+// (docs/design/outbox.md). Written before the rows' TaskCreated records,
+// in the same append.
+type OutboxHeld struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The outbox's name, as its relay gives it.
+	Outbox string           `protobuf:"bytes,1,opt,name=outbox,proto3" json:"outbox,omitempty"`
+	Rows   []*OutboxHeldRow `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
+	// Who asked: the principal's name; "" without one.
+	By            string `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
+	AtUnixNanos   int64  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutboxHeld) Reset() {
+	*x = OutboxHeld{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutboxHeld) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutboxHeld) ProtoMessage() {}
+
+func (x *OutboxHeld) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutboxHeld.ProtoReflect.Descriptor instead.
+func (*OutboxHeld) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *OutboxHeld) GetOutbox() string {
+	if x != nil {
+		return x.Outbox
+	}
+	return ""
+}
+
+func (x *OutboxHeld) GetRows() []*OutboxHeldRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *OutboxHeld) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *OutboxHeld) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
+type OutboxHeldRow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The row's number in the outbox table.
+	Row           int64  `protobuf:"varint,1,opt,name=row,proto3" json:"row,omitempty"`
+	Namespace     string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutboxHeldRow) Reset() {
+	*x = OutboxHeldRow{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutboxHeldRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutboxHeldRow) ProtoMessage() {}
+
+func (x *OutboxHeldRow) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutboxHeldRow.ProtoReflect.Descriptor instead.
+func (*OutboxHeldRow) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *OutboxHeldRow) GetRow() int64 {
+	if x != nil {
+		return x.Row
+	}
+	return 0
+}
+
+func (x *OutboxHeldRow) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *OutboxHeldRow) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *OutboxHeldRow) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// OutboxReleased (record type 31): rows of an outbox deleted from its
+// table; their holds end.
+type OutboxReleased struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Outbox string                 `protobuf:"bytes,1,opt,name=outbox,proto3" json:"outbox,omitempty"`
+	Rows   []int64                `protobuf:"varint,2,rep,packed,name=rows,proto3" json:"rows,omitempty"`
+	// Who asked: the principal's name; "" without one.
+	By            string `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
+	AtUnixNanos   int64  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutboxReleased) Reset() {
+	*x = OutboxReleased{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutboxReleased) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutboxReleased) ProtoMessage() {}
+
+func (x *OutboxReleased) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutboxReleased.ProtoReflect.Descriptor instead.
+func (*OutboxReleased) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *OutboxReleased) GetOutbox() string {
+	if x != nil {
+		return x.Outbox
+	}
+	return ""
+}
+
+func (x *OutboxReleased) GetRows() []int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *OutboxReleased) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *OutboxReleased) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
 var File_tenure_record_v1_record_proto protoreflect.FileDescriptor
 
 const file_tenure_record_v1_record_proto_rawDesc = "" +
@@ -3317,6 +3531,23 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"workflowId\x123\n" +
 	"\x05tasks\x18\x02 \x03(\v2\x1d.tenure.record.v1.TaskCreatedR\x05tasks\x12\x0e\n" +
 	"\x02by\x18\x03 \x01(\tR\x02by\x12\"\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\x8d\x01\n" +
+	"\n" +
+	"OutboxHeld\x12\x16\n" +
+	"\x06outbox\x18\x01 \x01(\tR\x06outbox\x123\n" +
+	"\x04rows\x18\x02 \x03(\v2\x1f.tenure.record.v1.OutboxHeldRowR\x04rows\x12\x0e\n" +
+	"\x02by\x18\x03 \x01(\tR\x02by\x12\"\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"t\n" +
+	"\rOutboxHeldRow\x12\x10\n" +
+	"\x03row\x18\x01 \x01(\x03R\x03row\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"p\n" +
+	"\x0eOutboxReleased\x12\x16\n" +
+	"\x06outbox\x18\x01 \x01(\tR\x06outbox\x12\x12\n" +
+	"\x04rows\x18\x02 \x03(\x03R\x04rows\x12\x0e\n" +
+	"\x02by\x18\x03 \x01(\tR\x02by\x12\"\n" +
 	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos*E\n" +
 	"\rFormatVersion\x12\x1e\n" +
 	"\x1aFORMAT_VERSION_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -3346,7 +3577,7 @@ func file_tenure_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_tenure_record_v1_record_proto_goTypes = []any{
 	(FormatVersion)(0),           // 0: tenure.record.v1.FormatVersion
 	(DependencyFailure)(0),       // 1: tenure.record.v1.DependencyFailure
@@ -3383,6 +3614,9 @@ var file_tenure_record_v1_record_proto_goTypes = []any{
 	(*TasksPurgedRange)(nil),     // 32: tenure.record.v1.TasksPurgedRange
 	(*TaskSnoozed)(nil),          // 33: tenure.record.v1.TaskSnoozed
 	(*TasksSubmitted)(nil),       // 34: tenure.record.v1.TasksSubmitted
+	(*OutboxHeld)(nil),           // 35: tenure.record.v1.OutboxHeld
+	(*OutboxHeldRow)(nil),        // 36: tenure.record.v1.OutboxHeldRow
+	(*OutboxReleased)(nil),       // 37: tenure.record.v1.OutboxReleased
 }
 var file_tenure_record_v1_record_proto_depIdxs = []int32{
 	3,  // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
@@ -3395,11 +3629,12 @@ var file_tenure_record_v1_record_proto_depIdxs = []int32{
 	23, // 7: tenure.record.v1.ScheduleCreated.def:type_name -> tenure.record.v1.ScheduleDef
 	23, // 8: tenure.record.v1.ScheduleUpdated.def:type_name -> tenure.record.v1.ScheduleDef
 	4,  // 9: tenure.record.v1.TasksSubmitted.tasks:type_name -> tenure.record.v1.TaskCreated
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	36, // 10: tenure.record.v1.OutboxHeld.rows:type_name -> tenure.record.v1.OutboxHeldRow
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_tenure_record_v1_record_proto_init() }
@@ -3413,7 +3648,7 @@ func file_tenure_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_record_v1_record_proto_rawDesc), len(file_tenure_record_v1_record_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   32,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -895,7 +895,11 @@ type TaskChunk struct {
 	Schedules []*ScheduleSnapshot `protobuf:"bytes,3,rep,name=schedules,proto3" json:"schedules,omitempty"`
 	// Every workflow (format version 6 on), in the first chunk with the
 	// queues; a reader accepts them in any chunk.
-	Workflows     []*WorkflowSnapshot `protobuf:"bytes,4,rep,name=workflows,proto3" json:"workflows,omitempty"`
+	Workflows []*WorkflowSnapshot `protobuf:"bytes,4,rep,name=workflows,proto3" json:"workflows,omitempty"`
+	// Every row of an outbox that holds a request id (format version 7 on;
+	// docs/design/outbox.md), in the first chunk with the queues; a reader
+	// accepts them in any chunk.
+	OutboxHolds   []*OutboxHoldSnapshot `protobuf:"bytes,5,rep,name=outbox_holds,json=outboxHolds,proto3" json:"outbox_holds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -958,6 +962,90 @@ func (x *TaskChunk) GetWorkflows() []*WorkflowSnapshot {
 	return nil
 }
 
+func (x *TaskChunk) GetOutboxHolds() []*OutboxHoldSnapshot {
+	if x != nil {
+		return x.OutboxHolds
+	}
+	return nil
+}
+
+// OutboxHoldSnapshot is the hold of one row of an outbox.
+type OutboxHoldSnapshot struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outbox        string                 `protobuf:"bytes,1,opt,name=outbox,proto3" json:"outbox,omitempty"`
+	Row           int64                  `protobuf:"varint,2,opt,name=row,proto3" json:"row,omitempty"`
+	Namespace     string                 `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string                 `protobuf:"bytes,4,opt,name=queue,proto3" json:"queue,omitempty"`
+	RequestId     string                 `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutboxHoldSnapshot) Reset() {
+	*x = OutboxHoldSnapshot{}
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutboxHoldSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutboxHoldSnapshot) ProtoMessage() {}
+
+func (x *OutboxHoldSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutboxHoldSnapshot.ProtoReflect.Descriptor instead.
+func (*OutboxHoldSnapshot) Descriptor() ([]byte, []int) {
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *OutboxHoldSnapshot) GetOutbox() string {
+	if x != nil {
+		return x.Outbox
+	}
+	return ""
+}
+
+func (x *OutboxHoldSnapshot) GetRow() int64 {
+	if x != nil {
+		return x.Row
+	}
+	return 0
+}
+
+func (x *OutboxHoldSnapshot) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *OutboxHoldSnapshot) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *OutboxHoldSnapshot) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // QueueSnapshot is one queue's pause, flow control and recent event
 // counts.
 type QueueSnapshot struct {
@@ -981,7 +1069,7 @@ type QueueSnapshot struct {
 
 func (x *QueueSnapshot) Reset() {
 	*x = QueueSnapshot{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1081,7 @@ func (x *QueueSnapshot) String() string {
 func (*QueueSnapshot) ProtoMessage() {}
 
 func (x *QueueSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1094,7 @@ func (x *QueueSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueSnapshot.ProtoReflect.Descriptor instead.
 func (*QueueSnapshot) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *QueueSnapshot) GetNamespace() string {
@@ -1072,7 +1160,7 @@ type QueueKeys struct {
 
 func (x *QueueKeys) Reset() {
 	*x = QueueKeys{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1172,7 @@ func (x *QueueKeys) String() string {
 func (*QueueKeys) ProtoMessage() {}
 
 func (x *QueueKeys) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1185,7 @@ func (x *QueueKeys) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueKeys.ProtoReflect.Descriptor instead.
 func (*QueueKeys) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *QueueKeys) GetVt() uint64 {
@@ -1136,7 +1224,7 @@ type KeySnapshot struct {
 
 func (x *KeySnapshot) Reset() {
 	*x = KeySnapshot{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1236,7 @@ func (x *KeySnapshot) String() string {
 func (*KeySnapshot) ProtoMessage() {}
 
 func (x *KeySnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1249,7 @@ func (x *KeySnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySnapshot.ProtoReflect.Descriptor instead.
 func (*KeySnapshot) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{9}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *KeySnapshot) GetName() string {
@@ -1232,7 +1320,7 @@ type QueueLimits struct {
 
 func (x *QueueLimits) Reset() {
 	*x = QueueLimits{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1332,7 @@ func (x *QueueLimits) String() string {
 func (*QueueLimits) ProtoMessage() {}
 
 func (x *QueueLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1345,7 @@ func (x *QueueLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueLimits.ProtoReflect.Descriptor instead.
 func (*QueueLimits) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{10}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *QueueLimits) GetMaxConcurrency() uint32 {
@@ -1391,7 +1479,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1491,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1504,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{11}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *QueuePause) GetBy() string {
@@ -1455,7 +1543,7 @@ type EventBucket struct {
 
 func (x *EventBucket) Reset() {
 	*x = EventBucket{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1555,7 @@ func (x *EventBucket) String() string {
 func (*EventBucket) ProtoMessage() {}
 
 func (x *EventBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1568,7 @@ func (x *EventBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBucket.ProtoReflect.Descriptor instead.
 func (*EventBucket) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{12}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EventBucket) GetN() int64 {
@@ -1550,7 +1638,7 @@ type ScheduleSnapshot struct {
 
 func (x *ScheduleSnapshot) Reset() {
 	*x = ScheduleSnapshot{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[13]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1650,7 @@ func (x *ScheduleSnapshot) String() string {
 func (*ScheduleSnapshot) ProtoMessage() {}
 
 func (x *ScheduleSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[13]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +1663,7 @@ func (x *ScheduleSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleSnapshot.ProtoReflect.Descriptor instead.
 func (*ScheduleSnapshot) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{13}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ScheduleSnapshot) GetNamespace() string {
@@ -1733,7 +1821,7 @@ type ScheduleFire struct {
 
 func (x *ScheduleFire) Reset() {
 	*x = ScheduleFire{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[14]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1833,7 @@ func (x *ScheduleFire) String() string {
 func (*ScheduleFire) ProtoMessage() {}
 
 func (x *ScheduleFire) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[14]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1846,7 @@ func (x *ScheduleFire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleFire.ProtoReflect.Descriptor instead.
 func (*ScheduleFire) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{14}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ScheduleFire) GetTickUnixNanos() int64 {
@@ -1885,12 +1973,20 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\apercent\x18\x02 \x01(\rR\apercent\x12\x1f\n" +
 	"\vhas_percent\x18\x03 \x01(\bR\n" +
 	"hasPercent\x12\"\n" +
-	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\x86\x02\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\xd1\x02\n" +
 	"\tTaskChunk\x126\n" +
 	"\x05tasks\x18\x01 \x03(\v2 .tenure.snapshot.v1.TaskSnapshotR\x05tasks\x129\n" +
 	"\x06queues\x18\x02 \x03(\v2!.tenure.snapshot.v1.QueueSnapshotR\x06queues\x12B\n" +
 	"\tschedules\x18\x03 \x03(\v2$.tenure.snapshot.v1.ScheduleSnapshotR\tschedules\x12B\n" +
-	"\tworkflows\x18\x04 \x03(\v2$.tenure.snapshot.v1.WorkflowSnapshotR\tworkflows\"\xd5\x02\n" +
+	"\tworkflows\x18\x04 \x03(\v2$.tenure.snapshot.v1.WorkflowSnapshotR\tworkflows\x12I\n" +
+	"\foutbox_holds\x18\x05 \x03(\v2&.tenure.snapshot.v1.OutboxHoldSnapshotR\voutboxHolds\"\x91\x01\n" +
+	"\x12OutboxHoldSnapshot\x12\x16\n" +
+	"\x06outbox\x18\x01 \x01(\tR\x06outbox\x12\x10\n" +
+	"\x03row\x18\x02 \x01(\x03R\x03row\x12\x1c\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x04 \x01(\tR\x05queue\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"\xd5\x02\n" +
 	"\rQueueSnapshot\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x126\n" +
@@ -2006,7 +2102,7 @@ func file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_snapshot_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_tenure_snapshot_v1_snapshot_proto_goTypes = []any{
 	(TaskState)(0),             // 0: tenure.snapshot.v1.TaskState
 	(ExecutionStatus)(0),       // 1: tenure.snapshot.v1.ExecutionStatus
@@ -2017,14 +2113,15 @@ var file_tenure_snapshot_v1_snapshot_proto_goTypes = []any{
 	(*WorkflowSnapshot)(nil),   // 6: tenure.snapshot.v1.WorkflowSnapshot
 	(*ProgressSnapshot)(nil),   // 7: tenure.snapshot.v1.ProgressSnapshot
 	(*TaskChunk)(nil),          // 8: tenure.snapshot.v1.TaskChunk
-	(*QueueSnapshot)(nil),      // 9: tenure.snapshot.v1.QueueSnapshot
-	(*QueueKeys)(nil),          // 10: tenure.snapshot.v1.QueueKeys
-	(*KeySnapshot)(nil),        // 11: tenure.snapshot.v1.KeySnapshot
-	(*QueueLimits)(nil),        // 12: tenure.snapshot.v1.QueueLimits
-	(*QueuePause)(nil),         // 13: tenure.snapshot.v1.QueuePause
-	(*EventBucket)(nil),        // 14: tenure.snapshot.v1.EventBucket
-	(*ScheduleSnapshot)(nil),   // 15: tenure.snapshot.v1.ScheduleSnapshot
-	(*ScheduleFire)(nil),       // 16: tenure.snapshot.v1.ScheduleFire
+	(*OutboxHoldSnapshot)(nil), // 9: tenure.snapshot.v1.OutboxHoldSnapshot
+	(*QueueSnapshot)(nil),      // 10: tenure.snapshot.v1.QueueSnapshot
+	(*QueueKeys)(nil),          // 11: tenure.snapshot.v1.QueueKeys
+	(*KeySnapshot)(nil),        // 12: tenure.snapshot.v1.KeySnapshot
+	(*QueueLimits)(nil),        // 13: tenure.snapshot.v1.QueueLimits
+	(*QueuePause)(nil),         // 14: tenure.snapshot.v1.QueuePause
+	(*EventBucket)(nil),        // 15: tenure.snapshot.v1.EventBucket
+	(*ScheduleSnapshot)(nil),   // 16: tenure.snapshot.v1.ScheduleSnapshot
+	(*ScheduleFire)(nil),       // 17: tenure.snapshot.v1.ScheduleFire
 }
 var file_tenure_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	1,  // 0: tenure.snapshot.v1.ExecutionSnapshot.status:type_name -> tenure.snapshot.v1.ExecutionStatus
@@ -2033,25 +2130,26 @@ var file_tenure_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	3,  // 3: tenure.snapshot.v1.TaskSnapshot.executions:type_name -> tenure.snapshot.v1.ExecutionSnapshot
 	7,  // 4: tenure.snapshot.v1.TaskSnapshot.progress:type_name -> tenure.snapshot.v1.ProgressSnapshot
 	5,  // 5: tenure.snapshot.v1.TaskSnapshot.dependencies:type_name -> tenure.snapshot.v1.DependencySnapshot
-	13, // 6: tenure.snapshot.v1.WorkflowSnapshot.cancelled:type_name -> tenure.snapshot.v1.QueuePause
+	14, // 6: tenure.snapshot.v1.WorkflowSnapshot.cancelled:type_name -> tenure.snapshot.v1.QueuePause
 	4,  // 7: tenure.snapshot.v1.TaskChunk.tasks:type_name -> tenure.snapshot.v1.TaskSnapshot
-	9,  // 8: tenure.snapshot.v1.TaskChunk.queues:type_name -> tenure.snapshot.v1.QueueSnapshot
-	15, // 9: tenure.snapshot.v1.TaskChunk.schedules:type_name -> tenure.snapshot.v1.ScheduleSnapshot
+	10, // 8: tenure.snapshot.v1.TaskChunk.queues:type_name -> tenure.snapshot.v1.QueueSnapshot
+	16, // 9: tenure.snapshot.v1.TaskChunk.schedules:type_name -> tenure.snapshot.v1.ScheduleSnapshot
 	6,  // 10: tenure.snapshot.v1.TaskChunk.workflows:type_name -> tenure.snapshot.v1.WorkflowSnapshot
-	13, // 11: tenure.snapshot.v1.QueueSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
-	14, // 12: tenure.snapshot.v1.QueueSnapshot.fine:type_name -> tenure.snapshot.v1.EventBucket
-	14, // 13: tenure.snapshot.v1.QueueSnapshot.coarse:type_name -> tenure.snapshot.v1.EventBucket
-	12, // 14: tenure.snapshot.v1.QueueSnapshot.limits:type_name -> tenure.snapshot.v1.QueueLimits
-	10, // 15: tenure.snapshot.v1.QueueSnapshot.keys:type_name -> tenure.snapshot.v1.QueueKeys
-	11, // 16: tenure.snapshot.v1.QueueKeys.states:type_name -> tenure.snapshot.v1.KeySnapshot
-	2,  // 17: tenure.snapshot.v1.ScheduleSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
-	13, // 18: tenure.snapshot.v1.ScheduleSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
-	16, // 19: tenure.snapshot.v1.ScheduleSnapshot.recent:type_name -> tenure.snapshot.v1.ScheduleFire
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	9,  // 11: tenure.snapshot.v1.TaskChunk.outbox_holds:type_name -> tenure.snapshot.v1.OutboxHoldSnapshot
+	14, // 12: tenure.snapshot.v1.QueueSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
+	15, // 13: tenure.snapshot.v1.QueueSnapshot.fine:type_name -> tenure.snapshot.v1.EventBucket
+	15, // 14: tenure.snapshot.v1.QueueSnapshot.coarse:type_name -> tenure.snapshot.v1.EventBucket
+	13, // 15: tenure.snapshot.v1.QueueSnapshot.limits:type_name -> tenure.snapshot.v1.QueueLimits
+	11, // 16: tenure.snapshot.v1.QueueSnapshot.keys:type_name -> tenure.snapshot.v1.QueueKeys
+	12, // 17: tenure.snapshot.v1.QueueKeys.states:type_name -> tenure.snapshot.v1.KeySnapshot
+	2,  // 18: tenure.snapshot.v1.ScheduleSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
+	14, // 19: tenure.snapshot.v1.ScheduleSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
+	17, // 20: tenure.snapshot.v1.ScheduleSnapshot.recent:type_name -> tenure.snapshot.v1.ScheduleFire
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_tenure_snapshot_v1_snapshot_proto_init() }
@@ -2065,7 +2163,7 @@ func file_tenure_snapshot_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_snapshot_v1_snapshot_proto_rawDesc), len(file_tenure_snapshot_v1_snapshot_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -86,7 +86,7 @@ func (g *Gen) Next(s *state.State) state.Record {
 		if len(all) < 3 {
 			return g.created(s)
 		}
-		switch g.rng.IntN(28) {
+		switch g.rng.IntN(29) {
 		case 0, 1, 2:
 			return g.created(s)
 		case 25, 26:
@@ -221,8 +221,38 @@ func (g *Gen) Next(s *state.State) state.Record {
 			if r := g.schedule(s); r != nil {
 				return r
 			}
+		case 28:
+			return g.outbox(s, all)
 		}
 	}
+}
+
+// outboxes are the outboxes of generated holds.
+var outboxes = []string{"postgres:shop.public.tenure_outbox", "mysql:shop.tenure_outbox"}
+
+// outbox returns an OutboxHeld of a few rows, most holding the request id
+// of a task (so that the purges keep it), or an OutboxReleased of a few of
+// the rows held (and of one that is not).
+func (g *Gen) outbox(s *state.State, all []*state.Task) state.Record {
+	outbox := outboxes[g.rng.IntN(len(outboxes))]
+	if held := s.Holds(outbox); len(held) > 0 && g.rng.IntN(2) == 0 {
+		r := &state.OutboxReleased{Outbox: outbox, Rows: []int64{int64(100 + g.rng.IntN(50))}, By: "relay", At: g.now}
+		for _, h := range held {
+			if g.rng.IntN(2) == 0 {
+				r.Rows = append(r.Rows, h.Row)
+			}
+		}
+		return r
+	}
+	r := &state.OutboxHeld{Outbox: outbox, By: "relay", At: g.now}
+	for i := range 1 + g.rng.IntN(3) {
+		row := state.OutboxHeldRow{Row: int64(1 + g.rng.IntN(20) + 20*i), Namespace: namespaces[0], Queue: queues[0], RequestID: g.id("r")}
+		if t := all[g.rng.IntN(len(all))]; t.RequestID != "" && g.rng.IntN(4) != 0 {
+			row.Namespace, row.Queue, row.RequestID = t.Namespace, t.Queue, t.RequestID
+		}
+		r.Rows = append(r.Rows, row)
+	}
+	return r
 }
 
 // capped returns expiry, or t's deadline if it has an earlier one: no lease

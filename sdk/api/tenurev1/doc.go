@@ -2,7 +2,7 @@
 // tenure.v1, generated from proto/tenure/v1/*.proto by `make generate` (do
 // not edit the *.pb.go files; edit the .proto files and regenerate).
 //
-// The API has six services, served with Connect (gRPC, gRPC-Web and the
+// The API has seven services, served with Connect (gRPC, gRPC-Web and the
 // Connect protocol with JSON or binary bodies over HTTP):
 //   - TaskService: Submit, SubmitBatch, GetTask, WaitTask (until the task
 //     has ended), ListTasks, KillTask, RetryTask, GetTaskHistory, and the
@@ -24,6 +24,10 @@
 //     log from a cursor, filtered by namespace, queue, task and record
 //     type, resumable exactly after the last event seen
 //     (`tenure events`).
+//   - OutboxService: Relay, Release and ListOutboxHolds: what a relay of a
+//     transactional outbox calls to submit the rows of an application's
+//     outbox table exactly once (`tenure outbox relay`; the Go SDK's
+//     package outbox writes the rows).
 //
 // Handlers and clients are in the tenurev1connect subpackage. The .proto
 // files document every field, default and limit; they are the reference for

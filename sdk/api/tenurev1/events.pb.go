@@ -281,6 +281,8 @@ type Event struct {
 	//	*Event_TasksPurgedRange
 	//	*Event_TaskSnoozed
 	//	*Event_TasksSubmitted
+	//	*Event_OutboxHeld
+	//	*Event_OutboxReleased
 	Record        isEvent_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -647,6 +649,24 @@ func (x *Event) GetTasksSubmitted() *TasksSubmittedEvent {
 	return nil
 }
 
+func (x *Event) GetOutboxHeld() *OutboxHeldEvent {
+	if x != nil {
+		if x, ok := x.Record.(*Event_OutboxHeld); ok {
+			return x.OutboxHeld
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetOutboxReleased() *OutboxReleasedEvent {
+	if x != nil {
+		if x, ok := x.Record.(*Event_OutboxReleased); ok {
+			return x.OutboxReleased
+		}
+	}
+	return nil
+}
+
 type isEvent_Record interface {
 	isEvent_Record()
 }
@@ -767,6 +787,14 @@ type Event_TasksSubmitted struct {
 	TasksSubmitted *TasksSubmittedEvent `protobuf:"bytes,48,opt,name=tasks_submitted,json=tasksSubmitted,proto3,oneof"`
 }
 
+type Event_OutboxHeld struct {
+	OutboxHeld *OutboxHeldEvent `protobuf:"bytes,49,opt,name=outbox_held,json=outboxHeld,proto3,oneof"`
+}
+
+type Event_OutboxReleased struct {
+	OutboxReleased *OutboxReleasedEvent `protobuf:"bytes,50,opt,name=outbox_released,json=outboxReleased,proto3,oneof"`
+}
+
 func (*Event_TaskCreated) isEvent_Record() {}
 
 func (*Event_LeaseGranted) isEvent_Record() {}
@@ -824,6 +852,10 @@ func (*Event_TasksPurgedRange) isEvent_Record() {}
 func (*Event_TaskSnoozed) isEvent_Record() {}
 
 func (*Event_TasksSubmitted) isEvent_Record() {}
+
+func (*Event_OutboxHeld) isEvent_Record() {}
+
+func (*Event_OutboxReleased) isEvent_Record() {}
 
 // TaskCreatedEvent: a task was submitted (WAITING, or BLOCKED until what it
 // depends on completes); also each task of a TasksSubmittedEvent and each
@@ -991,6 +1023,115 @@ func (x *TaskCreatedEvent) GetOnDependencyFailure() DependencyFailure {
 
 // TasksSubmittedEvent: tasks submitted together, in one record (a batch
 // whose tasks name each other, or a workflow).
+// OutboxHeldEvent: a relay submitted rows of an outbox, each holding its
+// request id until it is released (docs/design/outbox.md). It concerns no
+// one namespace: it passes only a filter of every namespace.
+type OutboxHeldEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outbox        string                 `protobuf:"bytes,1,opt,name=outbox,proto3" json:"outbox,omitempty"`
+	Rows          []*OutboxHold          `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutboxHeldEvent) Reset() {
+	*x = OutboxHeldEvent{}
+	mi := &file_tenure_v1_events_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutboxHeldEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutboxHeldEvent) ProtoMessage() {}
+
+func (x *OutboxHeldEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_events_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutboxHeldEvent.ProtoReflect.Descriptor instead.
+func (*OutboxHeldEvent) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *OutboxHeldEvent) GetOutbox() string {
+	if x != nil {
+		return x.Outbox
+	}
+	return ""
+}
+
+func (x *OutboxHeldEvent) GetRows() []*OutboxHold {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+// OutboxReleasedEvent: rows of an outbox were deleted from its table;
+// their holds ended.
+type OutboxReleasedEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outbox        string                 `protobuf:"bytes,1,opt,name=outbox,proto3" json:"outbox,omitempty"`
+	Rows          []int64                `protobuf:"varint,2,rep,packed,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutboxReleasedEvent) Reset() {
+	*x = OutboxReleasedEvent{}
+	mi := &file_tenure_v1_events_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutboxReleasedEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutboxReleasedEvent) ProtoMessage() {}
+
+func (x *OutboxReleasedEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_events_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutboxReleasedEvent.ProtoReflect.Descriptor instead.
+func (*OutboxReleasedEvent) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *OutboxReleasedEvent) GetOutbox() string {
+	if x != nil {
+		return x.Outbox
+	}
+	return ""
+}
+
+func (x *OutboxReleasedEvent) GetRows() []int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
 type TasksSubmittedEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The workflow they join; "" for none.
@@ -1003,7 +1144,7 @@ type TasksSubmittedEvent struct {
 
 func (x *TasksSubmittedEvent) Reset() {
 	*x = TasksSubmittedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[5]
+	mi := &file_tenure_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1156,7 @@ func (x *TasksSubmittedEvent) String() string {
 func (*TasksSubmittedEvent) ProtoMessage() {}
 
 func (x *TasksSubmittedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[5]
+	mi := &file_tenure_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1169,7 @@ func (x *TasksSubmittedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TasksSubmittedEvent.ProtoReflect.Descriptor instead.
 func (*TasksSubmittedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TasksSubmittedEvent) GetWorkflowId() string {
@@ -1058,7 +1199,7 @@ type LeaseGrantedEvent struct {
 
 func (x *LeaseGrantedEvent) Reset() {
 	*x = LeaseGrantedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[6]
+	mi := &file_tenure_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1211,7 @@ func (x *LeaseGrantedEvent) String() string {
 func (*LeaseGrantedEvent) ProtoMessage() {}
 
 func (x *LeaseGrantedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[6]
+	mi := &file_tenure_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1224,7 @@ func (x *LeaseGrantedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseGrantedEvent.ProtoReflect.Descriptor instead.
 func (*LeaseGrantedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LeaseGrantedEvent) GetLeaseId() string {
@@ -1127,7 +1268,7 @@ type LeaseExtendedEvent struct {
 
 func (x *LeaseExtendedEvent) Reset() {
 	*x = LeaseExtendedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[7]
+	mi := &file_tenure_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1139,7 +1280,7 @@ func (x *LeaseExtendedEvent) String() string {
 func (*LeaseExtendedEvent) ProtoMessage() {}
 
 func (x *LeaseExtendedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[7]
+	mi := &file_tenure_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1152,7 +1293,7 @@ func (x *LeaseExtendedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseExtendedEvent.ProtoReflect.Descriptor instead.
 func (*LeaseExtendedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LeaseExtendedEvent) GetLeaseId() string {
@@ -1188,7 +1329,7 @@ type LeaseExpiredEvent struct {
 
 func (x *LeaseExpiredEvent) Reset() {
 	*x = LeaseExpiredEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[8]
+	mi := &file_tenure_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1341,7 @@ func (x *LeaseExpiredEvent) String() string {
 func (*LeaseExpiredEvent) ProtoMessage() {}
 
 func (x *LeaseExpiredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[8]
+	mi := &file_tenure_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1354,7 @@ func (x *LeaseExpiredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseExpiredEvent.ProtoReflect.Descriptor instead.
 func (*LeaseExpiredEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LeaseExpiredEvent) GetLeaseId() string {
@@ -1240,7 +1381,7 @@ type ExecutionStartedEvent struct {
 
 func (x *ExecutionStartedEvent) Reset() {
 	*x = ExecutionStartedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[9]
+	mi := &file_tenure_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1393,7 @@ func (x *ExecutionStartedEvent) String() string {
 func (*ExecutionStartedEvent) ProtoMessage() {}
 
 func (x *ExecutionStartedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[9]
+	mi := &file_tenure_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1406,7 @@ func (x *ExecutionStartedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionStartedEvent.ProtoReflect.Descriptor instead.
 func (*ExecutionStartedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExecutionStartedEvent) GetLeaseId() string {
@@ -1291,7 +1432,7 @@ type TaskCommittedEvent struct {
 
 func (x *TaskCommittedEvent) Reset() {
 	*x = TaskCommittedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[10]
+	mi := &file_tenure_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1444,7 @@ func (x *TaskCommittedEvent) String() string {
 func (*TaskCommittedEvent) ProtoMessage() {}
 
 func (x *TaskCommittedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[10]
+	mi := &file_tenure_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,7 +1457,7 @@ func (x *TaskCommittedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCommittedEvent.ProtoReflect.Descriptor instead.
 func (*TaskCommittedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TaskCommittedEvent) GetLeaseId() string {
@@ -1353,7 +1494,7 @@ type TaskCompletedEvent struct {
 
 func (x *TaskCompletedEvent) Reset() {
 	*x = TaskCompletedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[11]
+	mi := &file_tenure_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1506,7 @@ func (x *TaskCompletedEvent) String() string {
 func (*TaskCompletedEvent) ProtoMessage() {}
 
 func (x *TaskCompletedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[11]
+	mi := &file_tenure_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1519,7 @@ func (x *TaskCompletedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCompletedEvent.ProtoReflect.Descriptor instead.
 func (*TaskCompletedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TaskCompletedEvent) GetLeaseId() string {
@@ -1416,7 +1557,7 @@ type TaskFailedEvent struct {
 
 func (x *TaskFailedEvent) Reset() {
 	*x = TaskFailedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[12]
+	mi := &file_tenure_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1569,7 @@ func (x *TaskFailedEvent) String() string {
 func (*TaskFailedEvent) ProtoMessage() {}
 
 func (x *TaskFailedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[12]
+	mi := &file_tenure_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1582,7 @@ func (x *TaskFailedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFailedEvent.ProtoReflect.Descriptor instead.
 func (*TaskFailedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TaskFailedEvent) GetLeaseId() string {
@@ -1486,7 +1627,7 @@ type TaskCancelledEvent struct {
 
 func (x *TaskCancelledEvent) Reset() {
 	*x = TaskCancelledEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[13]
+	mi := &file_tenure_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1639,7 @@ func (x *TaskCancelledEvent) String() string {
 func (*TaskCancelledEvent) ProtoMessage() {}
 
 func (x *TaskCancelledEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[13]
+	mi := &file_tenure_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1652,7 @@ func (x *TaskCancelledEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCancelledEvent.ProtoReflect.Descriptor instead.
 func (*TaskCancelledEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TaskCancelledEvent) GetLeaseId() string {
@@ -1545,7 +1686,7 @@ type TaskDeadEvent struct {
 
 func (x *TaskDeadEvent) Reset() {
 	*x = TaskDeadEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[14]
+	mi := &file_tenure_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1698,7 @@ func (x *TaskDeadEvent) String() string {
 func (*TaskDeadEvent) ProtoMessage() {}
 
 func (x *TaskDeadEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[14]
+	mi := &file_tenure_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1711,7 @@ func (x *TaskDeadEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDeadEvent.ProtoReflect.Descriptor instead.
 func (*TaskDeadEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TaskDeadEvent) GetReason() string {
@@ -1591,7 +1732,7 @@ type FenceEvent struct {
 
 func (x *FenceEvent) Reset() {
 	*x = FenceEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[15]
+	mi := &file_tenure_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1744,7 @@ func (x *FenceEvent) String() string {
 func (*FenceEvent) ProtoMessage() {}
 
 func (x *FenceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[15]
+	mi := &file_tenure_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1757,7 @@ func (x *FenceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceEvent.ProtoReflect.Descriptor instead.
 func (*FenceEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FenceEvent) GetEpoch() uint64 {
@@ -1644,7 +1785,7 @@ type TasksPurgedEvent struct {
 
 func (x *TasksPurgedEvent) Reset() {
 	*x = TasksPurgedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[16]
+	mi := &file_tenure_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1797,7 @@ func (x *TasksPurgedEvent) String() string {
 func (*TasksPurgedEvent) ProtoMessage() {}
 
 func (x *TasksPurgedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[16]
+	mi := &file_tenure_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1810,7 @@ func (x *TasksPurgedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TasksPurgedEvent.ProtoReflect.Descriptor instead.
 func (*TasksPurgedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TasksPurgedEvent) GetBefore() *timestamppb.Timestamp {
@@ -1689,7 +1830,7 @@ type QueuePausedEvent struct {
 
 func (x *QueuePausedEvent) Reset() {
 	*x = QueuePausedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[17]
+	mi := &file_tenure_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1842,7 @@ func (x *QueuePausedEvent) String() string {
 func (*QueuePausedEvent) ProtoMessage() {}
 
 func (x *QueuePausedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[17]
+	mi := &file_tenure_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1855,7 @@ func (x *QueuePausedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePausedEvent.ProtoReflect.Descriptor instead.
 func (*QueuePausedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *QueuePausedEvent) GetReason() string {
@@ -1734,7 +1875,7 @@ type QueueResumedEvent struct {
 
 func (x *QueueResumedEvent) Reset() {
 	*x = QueueResumedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[18]
+	mi := &file_tenure_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +1887,7 @@ func (x *QueueResumedEvent) String() string {
 func (*QueueResumedEvent) ProtoMessage() {}
 
 func (x *QueueResumedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[18]
+	mi := &file_tenure_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +1900,7 @@ func (x *QueueResumedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueResumedEvent.ProtoReflect.Descriptor instead.
 func (*QueueResumedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *QueueResumedEvent) GetReason() string {
@@ -1779,7 +1920,7 @@ type TaskRetriedEvent struct {
 
 func (x *TaskRetriedEvent) Reset() {
 	*x = TaskRetriedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[19]
+	mi := &file_tenure_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1791,7 +1932,7 @@ func (x *TaskRetriedEvent) String() string {
 func (*TaskRetriedEvent) ProtoMessage() {}
 
 func (x *TaskRetriedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[19]
+	mi := &file_tenure_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1804,7 +1945,7 @@ func (x *TaskRetriedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskRetriedEvent.ProtoReflect.Descriptor instead.
 func (*TaskRetriedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TaskRetriedEvent) GetReason() string {
@@ -1826,7 +1967,7 @@ type TasksDeletedEvent struct {
 
 func (x *TasksDeletedEvent) Reset() {
 	*x = TasksDeletedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[20]
+	mi := &file_tenure_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +1979,7 @@ func (x *TasksDeletedEvent) String() string {
 func (*TasksDeletedEvent) ProtoMessage() {}
 
 func (x *TasksDeletedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[20]
+	mi := &file_tenure_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +1992,7 @@ func (x *TasksDeletedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TasksDeletedEvent.ProtoReflect.Descriptor instead.
 func (*TasksDeletedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TasksDeletedEvent) GetTaskIds() []string {
@@ -1886,7 +2027,7 @@ type QueueLimitedEvent struct {
 
 func (x *QueueLimitedEvent) Reset() {
 	*x = QueueLimitedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[21]
+	mi := &file_tenure_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2039,7 @@ func (x *QueueLimitedEvent) String() string {
 func (*QueueLimitedEvent) ProtoMessage() {}
 
 func (x *QueueLimitedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[21]
+	mi := &file_tenure_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2052,7 @@ func (x *QueueLimitedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueLimitedEvent.ProtoReflect.Descriptor instead.
 func (*QueueLimitedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *QueueLimitedEvent) GetMaxConcurrency() uint32 {
@@ -1979,7 +2120,7 @@ type TaskDeadlineExceededEvent struct {
 
 func (x *TaskDeadlineExceededEvent) Reset() {
 	*x = TaskDeadlineExceededEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[22]
+	mi := &file_tenure_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2132,7 @@ func (x *TaskDeadlineExceededEvent) String() string {
 func (*TaskDeadlineExceededEvent) ProtoMessage() {}
 
 func (x *TaskDeadlineExceededEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[22]
+	mi := &file_tenure_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2145,7 @@ func (x *TaskDeadlineExceededEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDeadlineExceededEvent.ProtoReflect.Descriptor instead.
 func (*TaskDeadlineExceededEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 // ScheduleDefinition is what a schedule fires, as defined.
@@ -2025,7 +2166,7 @@ type ScheduleDefinition struct {
 
 func (x *ScheduleDefinition) Reset() {
 	*x = ScheduleDefinition{}
-	mi := &file_tenure_v1_events_proto_msgTypes[23]
+	mi := &file_tenure_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2178,7 @@ func (x *ScheduleDefinition) String() string {
 func (*ScheduleDefinition) ProtoMessage() {}
 
 func (x *ScheduleDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[23]
+	mi := &file_tenure_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2191,7 @@ func (x *ScheduleDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleDefinition.ProtoReflect.Descriptor instead.
 func (*ScheduleDefinition) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ScheduleDefinition) GetCron() string {
@@ -2129,7 +2270,7 @@ type ScheduleCreatedEvent struct {
 
 func (x *ScheduleCreatedEvent) Reset() {
 	*x = ScheduleCreatedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[24]
+	mi := &file_tenure_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2282,7 @@ func (x *ScheduleCreatedEvent) String() string {
 func (*ScheduleCreatedEvent) ProtoMessage() {}
 
 func (x *ScheduleCreatedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[24]
+	mi := &file_tenure_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2295,7 @@ func (x *ScheduleCreatedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleCreatedEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleCreatedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ScheduleCreatedEvent) GetName() string {
@@ -2191,7 +2332,7 @@ type ScheduleUpdatedEvent struct {
 
 func (x *ScheduleUpdatedEvent) Reset() {
 	*x = ScheduleUpdatedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[25]
+	mi := &file_tenure_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2203,7 +2344,7 @@ func (x *ScheduleUpdatedEvent) String() string {
 func (*ScheduleUpdatedEvent) ProtoMessage() {}
 
 func (x *ScheduleUpdatedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[25]
+	mi := &file_tenure_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2216,7 +2357,7 @@ func (x *ScheduleUpdatedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleUpdatedEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleUpdatedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ScheduleUpdatedEvent) GetName() string {
@@ -2258,7 +2399,7 @@ type SchedulePausedEvent struct {
 
 func (x *SchedulePausedEvent) Reset() {
 	*x = SchedulePausedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[26]
+	mi := &file_tenure_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2411,7 @@ func (x *SchedulePausedEvent) String() string {
 func (*SchedulePausedEvent) ProtoMessage() {}
 
 func (x *SchedulePausedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[26]
+	mi := &file_tenure_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2424,7 @@ func (x *SchedulePausedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulePausedEvent.ProtoReflect.Descriptor instead.
 func (*SchedulePausedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SchedulePausedEvent) GetName() string {
@@ -2313,7 +2454,7 @@ type ScheduleResumedEvent struct {
 
 func (x *ScheduleResumedEvent) Reset() {
 	*x = ScheduleResumedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[27]
+	mi := &file_tenure_v1_events_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2466,7 @@ func (x *ScheduleResumedEvent) String() string {
 func (*ScheduleResumedEvent) ProtoMessage() {}
 
 func (x *ScheduleResumedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[27]
+	mi := &file_tenure_v1_events_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2479,7 @@ func (x *ScheduleResumedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResumedEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleResumedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ScheduleResumedEvent) GetName() string {
@@ -2373,7 +2514,7 @@ type ScheduleDeletedEvent struct {
 
 func (x *ScheduleDeletedEvent) Reset() {
 	*x = ScheduleDeletedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[28]
+	mi := &file_tenure_v1_events_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2526,7 @@ func (x *ScheduleDeletedEvent) String() string {
 func (*ScheduleDeletedEvent) ProtoMessage() {}
 
 func (x *ScheduleDeletedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[28]
+	mi := &file_tenure_v1_events_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2539,7 @@ func (x *ScheduleDeletedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleDeletedEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleDeletedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{28}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ScheduleDeletedEvent) GetName() string {
@@ -2429,7 +2570,7 @@ type ScheduleFiredEvent struct {
 
 func (x *ScheduleFiredEvent) Reset() {
 	*x = ScheduleFiredEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[29]
+	mi := &file_tenure_v1_events_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +2582,7 @@ func (x *ScheduleFiredEvent) String() string {
 func (*ScheduleFiredEvent) ProtoMessage() {}
 
 func (x *ScheduleFiredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[29]
+	mi := &file_tenure_v1_events_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +2595,7 @@ func (x *ScheduleFiredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleFiredEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleFiredEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{29}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ScheduleFiredEvent) GetName() string {
@@ -2498,7 +2639,7 @@ type ScheduleSkippedEvent struct {
 
 func (x *ScheduleSkippedEvent) Reset() {
 	*x = ScheduleSkippedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[30]
+	mi := &file_tenure_v1_events_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2651,7 @@ func (x *ScheduleSkippedEvent) String() string {
 func (*ScheduleSkippedEvent) ProtoMessage() {}
 
 func (x *ScheduleSkippedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[30]
+	mi := &file_tenure_v1_events_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2664,7 @@ func (x *ScheduleSkippedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleSkippedEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleSkippedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{30}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ScheduleSkippedEvent) GetName() string {
@@ -2566,7 +2707,7 @@ type ScheduleHeldEvent struct {
 
 func (x *ScheduleHeldEvent) Reset() {
 	*x = ScheduleHeldEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[31]
+	mi := &file_tenure_v1_events_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2719,7 @@ func (x *ScheduleHeldEvent) String() string {
 func (*ScheduleHeldEvent) ProtoMessage() {}
 
 func (x *ScheduleHeldEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[31]
+	mi := &file_tenure_v1_events_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2732,7 @@ func (x *ScheduleHeldEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleHeldEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleHeldEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{31}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ScheduleHeldEvent) GetName() string {
@@ -2629,7 +2770,7 @@ type TasksPurgedRangeEvent struct {
 
 func (x *TasksPurgedRangeEvent) Reset() {
 	*x = TasksPurgedRangeEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[32]
+	mi := &file_tenure_v1_events_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2641,7 +2782,7 @@ func (x *TasksPurgedRangeEvent) String() string {
 func (*TasksPurgedRangeEvent) ProtoMessage() {}
 
 func (x *TasksPurgedRangeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[32]
+	mi := &file_tenure_v1_events_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2654,7 +2795,7 @@ func (x *TasksPurgedRangeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TasksPurgedRangeEvent.ProtoReflect.Descriptor instead.
 func (*TasksPurgedRangeEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{32}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TasksPurgedRangeEvent) GetBefore() *timestamppb.Timestamp {
@@ -2690,7 +2831,7 @@ type TaskSnoozedEvent struct {
 
 func (x *TaskSnoozedEvent) Reset() {
 	*x = TaskSnoozedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[33]
+	mi := &file_tenure_v1_events_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2702,7 +2843,7 @@ func (x *TaskSnoozedEvent) String() string {
 func (*TaskSnoozedEvent) ProtoMessage() {}
 
 func (x *TaskSnoozedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[33]
+	mi := &file_tenure_v1_events_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2715,7 +2856,7 @@ func (x *TaskSnoozedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskSnoozedEvent.ProtoReflect.Descriptor instead.
 func (*TaskSnoozedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{33}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TaskSnoozedEvent) GetLeaseId() string {
@@ -2743,7 +2884,7 @@ var File_tenure_v1_events_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x16tenure/v1/events.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18tenure/v1/schedule.proto\x1a\x14tenure/v1/task.proto\"\\\n" +
+	"\x16tenure/v1/events.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18tenure/v1/schedule.proto\x1a\x16tenure/v1/outbox.proto\x1a\x14tenure/v1/task.proto\"\\\n" +
 	"\x12WatchEventsRequest\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12.\n" +
 	"\x06filter\x18\x02 \x01(\v2\x16.tenure.v1.EventFilterR\x06filter\"v\n" +
@@ -2755,7 +2896,7 @@ const file_tenure_v1_events_proto_rawDesc = "" +
 	"\x13WatchEventsResponse\x12(\n" +
 	"\x06events\x18\x01 \x03(\v2\x10.tenure.v1.EventR\x06events\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x1b\n" +
-	"\tcaught_up\x18\x03 \x01(\bR\bcaughtUp\"\x9d\x12\n" +
+	"\tcaught_up\x18\x03 \x01(\bR\bcaughtUp\"\xa7\x13\n" +
 	"\x05Event\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12\x10\n" +
 	"\x03lsn\x18\x02 \x01(\x04R\x03lsn\x12*\n" +
@@ -2795,7 +2936,10 @@ const file_tenure_v1_events_proto_rawDesc = "" +
 	"\rschedule_held\x18- \x01(\v2\x1c.tenure.v1.ScheduleHeldEventH\x00R\fscheduleHeld\x12P\n" +
 	"\x12tasks_purged_range\x18. \x01(\v2 .tenure.v1.TasksPurgedRangeEventH\x00R\x10tasksPurgedRange\x12@\n" +
 	"\ftask_snoozed\x18/ \x01(\v2\x1b.tenure.v1.TaskSnoozedEventH\x00R\vtaskSnoozed\x12I\n" +
-	"\x0ftasks_submitted\x180 \x01(\v2\x1e.tenure.v1.TasksSubmittedEventH\x00R\x0etasksSubmittedB\b\n" +
+	"\x0ftasks_submitted\x180 \x01(\v2\x1e.tenure.v1.TasksSubmittedEventH\x00R\x0etasksSubmitted\x12=\n" +
+	"\voutbox_held\x181 \x01(\v2\x1a.tenure.v1.OutboxHeldEventH\x00R\n" +
+	"outboxHeld\x12I\n" +
+	"\x0foutbox_released\x182 \x01(\v2\x1e.tenure.v1.OutboxReleasedEventH\x00R\x0eoutboxReleasedB\b\n" +
 	"\x06record\"\xfd\x04\n" +
 	"\x10TaskCreatedEvent\x12\x18\n" +
 	"\apayload\x18\x01 \x01(\fR\apayload\x12D\n" +
@@ -2816,7 +2960,13 @@ const file_tenure_v1_events_proto_rawDesc = "" +
 	"\x03key\x18\r \x01(\tR\x03key\x12\x1d\n" +
 	"\n" +
 	"depends_on\x18\x0e \x03(\tR\tdependsOn\x12P\n" +
-	"\x15on_dependency_failure\x18\x0f \x01(\x0e2\x1c.tenure.v1.DependencyFailureR\x13onDependencyFailure\"i\n" +
+	"\x15on_dependency_failure\x18\x0f \x01(\x0e2\x1c.tenure.v1.DependencyFailureR\x13onDependencyFailure\"T\n" +
+	"\x0fOutboxHeldEvent\x12\x16\n" +
+	"\x06outbox\x18\x01 \x01(\tR\x06outbox\x12)\n" +
+	"\x04rows\x18\x02 \x03(\v2\x15.tenure.v1.OutboxHoldR\x04rows\"A\n" +
+	"\x13OutboxReleasedEvent\x12\x16\n" +
+	"\x06outbox\x18\x01 \x01(\tR\x06outbox\x12\x12\n" +
+	"\x04rows\x18\x02 \x03(\x03R\x04rows\"i\n" +
 	"\x13TasksSubmittedEvent\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x121\n" +
@@ -2955,124 +3105,130 @@ func file_tenure_v1_events_proto_rawDescGZIP() []byte {
 	return file_tenure_v1_events_proto_rawDescData
 }
 
-var file_tenure_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_tenure_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_tenure_v1_events_proto_goTypes = []any{
 	(*WatchEventsRequest)(nil),        // 0: tenure.v1.WatchEventsRequest
 	(*EventFilter)(nil),               // 1: tenure.v1.EventFilter
 	(*WatchEventsResponse)(nil),       // 2: tenure.v1.WatchEventsResponse
 	(*Event)(nil),                     // 3: tenure.v1.Event
 	(*TaskCreatedEvent)(nil),          // 4: tenure.v1.TaskCreatedEvent
-	(*TasksSubmittedEvent)(nil),       // 5: tenure.v1.TasksSubmittedEvent
-	(*LeaseGrantedEvent)(nil),         // 6: tenure.v1.LeaseGrantedEvent
-	(*LeaseExtendedEvent)(nil),        // 7: tenure.v1.LeaseExtendedEvent
-	(*LeaseExpiredEvent)(nil),         // 8: tenure.v1.LeaseExpiredEvent
-	(*ExecutionStartedEvent)(nil),     // 9: tenure.v1.ExecutionStartedEvent
-	(*TaskCommittedEvent)(nil),        // 10: tenure.v1.TaskCommittedEvent
-	(*TaskCompletedEvent)(nil),        // 11: tenure.v1.TaskCompletedEvent
-	(*TaskFailedEvent)(nil),           // 12: tenure.v1.TaskFailedEvent
-	(*TaskCancelledEvent)(nil),        // 13: tenure.v1.TaskCancelledEvent
-	(*TaskDeadEvent)(nil),             // 14: tenure.v1.TaskDeadEvent
-	(*FenceEvent)(nil),                // 15: tenure.v1.FenceEvent
-	(*TasksPurgedEvent)(nil),          // 16: tenure.v1.TasksPurgedEvent
-	(*QueuePausedEvent)(nil),          // 17: tenure.v1.QueuePausedEvent
-	(*QueueResumedEvent)(nil),         // 18: tenure.v1.QueueResumedEvent
-	(*TaskRetriedEvent)(nil),          // 19: tenure.v1.TaskRetriedEvent
-	(*TasksDeletedEvent)(nil),         // 20: tenure.v1.TasksDeletedEvent
-	(*QueueLimitedEvent)(nil),         // 21: tenure.v1.QueueLimitedEvent
-	(*TaskDeadlineExceededEvent)(nil), // 22: tenure.v1.TaskDeadlineExceededEvent
-	(*ScheduleDefinition)(nil),        // 23: tenure.v1.ScheduleDefinition
-	(*ScheduleCreatedEvent)(nil),      // 24: tenure.v1.ScheduleCreatedEvent
-	(*ScheduleUpdatedEvent)(nil),      // 25: tenure.v1.ScheduleUpdatedEvent
-	(*SchedulePausedEvent)(nil),       // 26: tenure.v1.SchedulePausedEvent
-	(*ScheduleResumedEvent)(nil),      // 27: tenure.v1.ScheduleResumedEvent
-	(*ScheduleDeletedEvent)(nil),      // 28: tenure.v1.ScheduleDeletedEvent
-	(*ScheduleFiredEvent)(nil),        // 29: tenure.v1.ScheduleFiredEvent
-	(*ScheduleSkippedEvent)(nil),      // 30: tenure.v1.ScheduleSkippedEvent
-	(*ScheduleHeldEvent)(nil),         // 31: tenure.v1.ScheduleHeldEvent
-	(*TasksPurgedRangeEvent)(nil),     // 32: tenure.v1.TasksPurgedRangeEvent
-	(*TaskSnoozedEvent)(nil),          // 33: tenure.v1.TaskSnoozedEvent
-	(*timestamppb.Timestamp)(nil),     // 34: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 35: google.protobuf.Duration
-	(*RetryPolicy)(nil),               // 36: tenure.v1.RetryPolicy
-	(*TraceContext)(nil),              // 37: tenure.v1.TraceContext
-	(DependencyFailure)(0),            // 38: tenure.v1.DependencyFailure
-	(*Progress)(nil),                  // 39: tenure.v1.Progress
-	(OverlapPolicy)(0),                // 40: tenure.v1.OverlapPolicy
-	(FireOutcome)(0),                  // 41: tenure.v1.FireOutcome
+	(*OutboxHeldEvent)(nil),           // 5: tenure.v1.OutboxHeldEvent
+	(*OutboxReleasedEvent)(nil),       // 6: tenure.v1.OutboxReleasedEvent
+	(*TasksSubmittedEvent)(nil),       // 7: tenure.v1.TasksSubmittedEvent
+	(*LeaseGrantedEvent)(nil),         // 8: tenure.v1.LeaseGrantedEvent
+	(*LeaseExtendedEvent)(nil),        // 9: tenure.v1.LeaseExtendedEvent
+	(*LeaseExpiredEvent)(nil),         // 10: tenure.v1.LeaseExpiredEvent
+	(*ExecutionStartedEvent)(nil),     // 11: tenure.v1.ExecutionStartedEvent
+	(*TaskCommittedEvent)(nil),        // 12: tenure.v1.TaskCommittedEvent
+	(*TaskCompletedEvent)(nil),        // 13: tenure.v1.TaskCompletedEvent
+	(*TaskFailedEvent)(nil),           // 14: tenure.v1.TaskFailedEvent
+	(*TaskCancelledEvent)(nil),        // 15: tenure.v1.TaskCancelledEvent
+	(*TaskDeadEvent)(nil),             // 16: tenure.v1.TaskDeadEvent
+	(*FenceEvent)(nil),                // 17: tenure.v1.FenceEvent
+	(*TasksPurgedEvent)(nil),          // 18: tenure.v1.TasksPurgedEvent
+	(*QueuePausedEvent)(nil),          // 19: tenure.v1.QueuePausedEvent
+	(*QueueResumedEvent)(nil),         // 20: tenure.v1.QueueResumedEvent
+	(*TaskRetriedEvent)(nil),          // 21: tenure.v1.TaskRetriedEvent
+	(*TasksDeletedEvent)(nil),         // 22: tenure.v1.TasksDeletedEvent
+	(*QueueLimitedEvent)(nil),         // 23: tenure.v1.QueueLimitedEvent
+	(*TaskDeadlineExceededEvent)(nil), // 24: tenure.v1.TaskDeadlineExceededEvent
+	(*ScheduleDefinition)(nil),        // 25: tenure.v1.ScheduleDefinition
+	(*ScheduleCreatedEvent)(nil),      // 26: tenure.v1.ScheduleCreatedEvent
+	(*ScheduleUpdatedEvent)(nil),      // 27: tenure.v1.ScheduleUpdatedEvent
+	(*SchedulePausedEvent)(nil),       // 28: tenure.v1.SchedulePausedEvent
+	(*ScheduleResumedEvent)(nil),      // 29: tenure.v1.ScheduleResumedEvent
+	(*ScheduleDeletedEvent)(nil),      // 30: tenure.v1.ScheduleDeletedEvent
+	(*ScheduleFiredEvent)(nil),        // 31: tenure.v1.ScheduleFiredEvent
+	(*ScheduleSkippedEvent)(nil),      // 32: tenure.v1.ScheduleSkippedEvent
+	(*ScheduleHeldEvent)(nil),         // 33: tenure.v1.ScheduleHeldEvent
+	(*TasksPurgedRangeEvent)(nil),     // 34: tenure.v1.TasksPurgedRangeEvent
+	(*TaskSnoozedEvent)(nil),          // 35: tenure.v1.TaskSnoozedEvent
+	(*timestamppb.Timestamp)(nil),     // 36: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),       // 37: google.protobuf.Duration
+	(*RetryPolicy)(nil),               // 38: tenure.v1.RetryPolicy
+	(*TraceContext)(nil),              // 39: tenure.v1.TraceContext
+	(DependencyFailure)(0),            // 40: tenure.v1.DependencyFailure
+	(*OutboxHold)(nil),                // 41: tenure.v1.OutboxHold
+	(*Progress)(nil),                  // 42: tenure.v1.Progress
+	(OverlapPolicy)(0),                // 43: tenure.v1.OverlapPolicy
+	(FireOutcome)(0),                  // 44: tenure.v1.FireOutcome
 }
 var file_tenure_v1_events_proto_depIdxs = []int32{
 	1,  // 0: tenure.v1.WatchEventsRequest.filter:type_name -> tenure.v1.EventFilter
 	3,  // 1: tenure.v1.WatchEventsResponse.events:type_name -> tenure.v1.Event
-	34, // 2: tenure.v1.Event.at:type_name -> google.protobuf.Timestamp
+	36, // 2: tenure.v1.Event.at:type_name -> google.protobuf.Timestamp
 	4,  // 3: tenure.v1.Event.task_created:type_name -> tenure.v1.TaskCreatedEvent
-	6,  // 4: tenure.v1.Event.lease_granted:type_name -> tenure.v1.LeaseGrantedEvent
-	7,  // 5: tenure.v1.Event.lease_extended:type_name -> tenure.v1.LeaseExtendedEvent
-	8,  // 6: tenure.v1.Event.lease_expired:type_name -> tenure.v1.LeaseExpiredEvent
-	9,  // 7: tenure.v1.Event.execution_started:type_name -> tenure.v1.ExecutionStartedEvent
-	10, // 8: tenure.v1.Event.task_committed:type_name -> tenure.v1.TaskCommittedEvent
-	11, // 9: tenure.v1.Event.task_completed:type_name -> tenure.v1.TaskCompletedEvent
-	12, // 10: tenure.v1.Event.task_failed:type_name -> tenure.v1.TaskFailedEvent
-	13, // 11: tenure.v1.Event.task_cancelled:type_name -> tenure.v1.TaskCancelledEvent
-	14, // 12: tenure.v1.Event.task_dead:type_name -> tenure.v1.TaskDeadEvent
-	15, // 13: tenure.v1.Event.fence:type_name -> tenure.v1.FenceEvent
-	16, // 14: tenure.v1.Event.tasks_purged:type_name -> tenure.v1.TasksPurgedEvent
-	17, // 15: tenure.v1.Event.queue_paused:type_name -> tenure.v1.QueuePausedEvent
-	18, // 16: tenure.v1.Event.queue_resumed:type_name -> tenure.v1.QueueResumedEvent
-	19, // 17: tenure.v1.Event.task_retried:type_name -> tenure.v1.TaskRetriedEvent
-	20, // 18: tenure.v1.Event.tasks_deleted:type_name -> tenure.v1.TasksDeletedEvent
-	21, // 19: tenure.v1.Event.queue_limited:type_name -> tenure.v1.QueueLimitedEvent
-	22, // 20: tenure.v1.Event.task_deadline_exceeded:type_name -> tenure.v1.TaskDeadlineExceededEvent
-	24, // 21: tenure.v1.Event.schedule_created:type_name -> tenure.v1.ScheduleCreatedEvent
-	25, // 22: tenure.v1.Event.schedule_updated:type_name -> tenure.v1.ScheduleUpdatedEvent
-	26, // 23: tenure.v1.Event.schedule_paused:type_name -> tenure.v1.SchedulePausedEvent
-	27, // 24: tenure.v1.Event.schedule_resumed:type_name -> tenure.v1.ScheduleResumedEvent
-	28, // 25: tenure.v1.Event.schedule_deleted:type_name -> tenure.v1.ScheduleDeletedEvent
-	29, // 26: tenure.v1.Event.schedule_fired:type_name -> tenure.v1.ScheduleFiredEvent
-	30, // 27: tenure.v1.Event.schedule_skipped:type_name -> tenure.v1.ScheduleSkippedEvent
-	31, // 28: tenure.v1.Event.schedule_held:type_name -> tenure.v1.ScheduleHeldEvent
-	32, // 29: tenure.v1.Event.tasks_purged_range:type_name -> tenure.v1.TasksPurgedRangeEvent
-	33, // 30: tenure.v1.Event.task_snoozed:type_name -> tenure.v1.TaskSnoozedEvent
-	5,  // 31: tenure.v1.Event.tasks_submitted:type_name -> tenure.v1.TasksSubmittedEvent
-	35, // 32: tenure.v1.TaskCreatedEvent.execution_window:type_name -> google.protobuf.Duration
-	36, // 33: tenure.v1.TaskCreatedEvent.retry_policy:type_name -> tenure.v1.RetryPolicy
-	34, // 34: tenure.v1.TaskCreatedEvent.not_before:type_name -> google.protobuf.Timestamp
-	34, // 35: tenure.v1.TaskCreatedEvent.deadline:type_name -> google.protobuf.Timestamp
-	37, // 36: tenure.v1.TaskCreatedEvent.trace_context:type_name -> tenure.v1.TraceContext
-	38, // 37: tenure.v1.TaskCreatedEvent.on_dependency_failure:type_name -> tenure.v1.DependencyFailure
-	4,  // 38: tenure.v1.TasksSubmittedEvent.tasks:type_name -> tenure.v1.TaskCreatedEvent
-	34, // 39: tenure.v1.LeaseGrantedEvent.lease_expiry:type_name -> google.protobuf.Timestamp
-	34, // 40: tenure.v1.LeaseExtendedEvent.lease_expiry:type_name -> google.protobuf.Timestamp
-	39, // 41: tenure.v1.LeaseExtendedEvent.progress:type_name -> tenure.v1.Progress
-	34, // 42: tenure.v1.LeaseExpiredEvent.retry_at:type_name -> google.protobuf.Timestamp
-	4,  // 43: tenure.v1.TaskCommittedEvent.spawn:type_name -> tenure.v1.TaskCreatedEvent
-	4,  // 44: tenure.v1.TaskCompletedEvent.spawn:type_name -> tenure.v1.TaskCreatedEvent
-	34, // 45: tenure.v1.TaskFailedEvent.retry_at:type_name -> google.protobuf.Timestamp
-	34, // 46: tenure.v1.TasksPurgedEvent.before:type_name -> google.protobuf.Timestamp
-	40, // 47: tenure.v1.ScheduleDefinition.overlap:type_name -> tenure.v1.OverlapPolicy
-	35, // 48: tenure.v1.ScheduleDefinition.catch_up_window:type_name -> google.protobuf.Duration
-	35, // 49: tenure.v1.ScheduleDefinition.execution_window:type_name -> google.protobuf.Duration
-	36, // 50: tenure.v1.ScheduleDefinition.retry_policy:type_name -> tenure.v1.RetryPolicy
-	23, // 51: tenure.v1.ScheduleCreatedEvent.definition:type_name -> tenure.v1.ScheduleDefinition
-	34, // 52: tenure.v1.ScheduleCreatedEvent.next:type_name -> google.protobuf.Timestamp
-	23, // 53: tenure.v1.ScheduleUpdatedEvent.definition:type_name -> tenure.v1.ScheduleDefinition
-	34, // 54: tenure.v1.ScheduleUpdatedEvent.next:type_name -> google.protobuf.Timestamp
-	34, // 55: tenure.v1.ScheduleResumedEvent.next:type_name -> google.protobuf.Timestamp
-	34, // 56: tenure.v1.ScheduleFiredEvent.tick:type_name -> google.protobuf.Timestamp
-	34, // 57: tenure.v1.ScheduleFiredEvent.next:type_name -> google.protobuf.Timestamp
-	41, // 58: tenure.v1.ScheduleFiredEvent.outcome:type_name -> tenure.v1.FireOutcome
-	34, // 59: tenure.v1.ScheduleSkippedEvent.from:type_name -> google.protobuf.Timestamp
-	34, // 60: tenure.v1.ScheduleSkippedEvent.next:type_name -> google.protobuf.Timestamp
-	34, // 61: tenure.v1.ScheduleHeldEvent.tick:type_name -> google.protobuf.Timestamp
-	34, // 62: tenure.v1.ScheduleHeldEvent.next:type_name -> google.protobuf.Timestamp
-	34, // 63: tenure.v1.TasksPurgedRangeEvent.before:type_name -> google.protobuf.Timestamp
-	34, // 64: tenure.v1.TaskSnoozedEvent.not_before:type_name -> google.protobuf.Timestamp
-	0,  // 65: tenure.v1.EventService.WatchEvents:input_type -> tenure.v1.WatchEventsRequest
-	2,  // 66: tenure.v1.EventService.WatchEvents:output_type -> tenure.v1.WatchEventsResponse
-	66, // [66:67] is the sub-list for method output_type
-	65, // [65:66] is the sub-list for method input_type
-	65, // [65:65] is the sub-list for extension type_name
-	65, // [65:65] is the sub-list for extension extendee
-	0,  // [0:65] is the sub-list for field type_name
+	8,  // 4: tenure.v1.Event.lease_granted:type_name -> tenure.v1.LeaseGrantedEvent
+	9,  // 5: tenure.v1.Event.lease_extended:type_name -> tenure.v1.LeaseExtendedEvent
+	10, // 6: tenure.v1.Event.lease_expired:type_name -> tenure.v1.LeaseExpiredEvent
+	11, // 7: tenure.v1.Event.execution_started:type_name -> tenure.v1.ExecutionStartedEvent
+	12, // 8: tenure.v1.Event.task_committed:type_name -> tenure.v1.TaskCommittedEvent
+	13, // 9: tenure.v1.Event.task_completed:type_name -> tenure.v1.TaskCompletedEvent
+	14, // 10: tenure.v1.Event.task_failed:type_name -> tenure.v1.TaskFailedEvent
+	15, // 11: tenure.v1.Event.task_cancelled:type_name -> tenure.v1.TaskCancelledEvent
+	16, // 12: tenure.v1.Event.task_dead:type_name -> tenure.v1.TaskDeadEvent
+	17, // 13: tenure.v1.Event.fence:type_name -> tenure.v1.FenceEvent
+	18, // 14: tenure.v1.Event.tasks_purged:type_name -> tenure.v1.TasksPurgedEvent
+	19, // 15: tenure.v1.Event.queue_paused:type_name -> tenure.v1.QueuePausedEvent
+	20, // 16: tenure.v1.Event.queue_resumed:type_name -> tenure.v1.QueueResumedEvent
+	21, // 17: tenure.v1.Event.task_retried:type_name -> tenure.v1.TaskRetriedEvent
+	22, // 18: tenure.v1.Event.tasks_deleted:type_name -> tenure.v1.TasksDeletedEvent
+	23, // 19: tenure.v1.Event.queue_limited:type_name -> tenure.v1.QueueLimitedEvent
+	24, // 20: tenure.v1.Event.task_deadline_exceeded:type_name -> tenure.v1.TaskDeadlineExceededEvent
+	26, // 21: tenure.v1.Event.schedule_created:type_name -> tenure.v1.ScheduleCreatedEvent
+	27, // 22: tenure.v1.Event.schedule_updated:type_name -> tenure.v1.ScheduleUpdatedEvent
+	28, // 23: tenure.v1.Event.schedule_paused:type_name -> tenure.v1.SchedulePausedEvent
+	29, // 24: tenure.v1.Event.schedule_resumed:type_name -> tenure.v1.ScheduleResumedEvent
+	30, // 25: tenure.v1.Event.schedule_deleted:type_name -> tenure.v1.ScheduleDeletedEvent
+	31, // 26: tenure.v1.Event.schedule_fired:type_name -> tenure.v1.ScheduleFiredEvent
+	32, // 27: tenure.v1.Event.schedule_skipped:type_name -> tenure.v1.ScheduleSkippedEvent
+	33, // 28: tenure.v1.Event.schedule_held:type_name -> tenure.v1.ScheduleHeldEvent
+	34, // 29: tenure.v1.Event.tasks_purged_range:type_name -> tenure.v1.TasksPurgedRangeEvent
+	35, // 30: tenure.v1.Event.task_snoozed:type_name -> tenure.v1.TaskSnoozedEvent
+	7,  // 31: tenure.v1.Event.tasks_submitted:type_name -> tenure.v1.TasksSubmittedEvent
+	5,  // 32: tenure.v1.Event.outbox_held:type_name -> tenure.v1.OutboxHeldEvent
+	6,  // 33: tenure.v1.Event.outbox_released:type_name -> tenure.v1.OutboxReleasedEvent
+	37, // 34: tenure.v1.TaskCreatedEvent.execution_window:type_name -> google.protobuf.Duration
+	38, // 35: tenure.v1.TaskCreatedEvent.retry_policy:type_name -> tenure.v1.RetryPolicy
+	36, // 36: tenure.v1.TaskCreatedEvent.not_before:type_name -> google.protobuf.Timestamp
+	36, // 37: tenure.v1.TaskCreatedEvent.deadline:type_name -> google.protobuf.Timestamp
+	39, // 38: tenure.v1.TaskCreatedEvent.trace_context:type_name -> tenure.v1.TraceContext
+	40, // 39: tenure.v1.TaskCreatedEvent.on_dependency_failure:type_name -> tenure.v1.DependencyFailure
+	41, // 40: tenure.v1.OutboxHeldEvent.rows:type_name -> tenure.v1.OutboxHold
+	4,  // 41: tenure.v1.TasksSubmittedEvent.tasks:type_name -> tenure.v1.TaskCreatedEvent
+	36, // 42: tenure.v1.LeaseGrantedEvent.lease_expiry:type_name -> google.protobuf.Timestamp
+	36, // 43: tenure.v1.LeaseExtendedEvent.lease_expiry:type_name -> google.protobuf.Timestamp
+	42, // 44: tenure.v1.LeaseExtendedEvent.progress:type_name -> tenure.v1.Progress
+	36, // 45: tenure.v1.LeaseExpiredEvent.retry_at:type_name -> google.protobuf.Timestamp
+	4,  // 46: tenure.v1.TaskCommittedEvent.spawn:type_name -> tenure.v1.TaskCreatedEvent
+	4,  // 47: tenure.v1.TaskCompletedEvent.spawn:type_name -> tenure.v1.TaskCreatedEvent
+	36, // 48: tenure.v1.TaskFailedEvent.retry_at:type_name -> google.protobuf.Timestamp
+	36, // 49: tenure.v1.TasksPurgedEvent.before:type_name -> google.protobuf.Timestamp
+	43, // 50: tenure.v1.ScheduleDefinition.overlap:type_name -> tenure.v1.OverlapPolicy
+	37, // 51: tenure.v1.ScheduleDefinition.catch_up_window:type_name -> google.protobuf.Duration
+	37, // 52: tenure.v1.ScheduleDefinition.execution_window:type_name -> google.protobuf.Duration
+	38, // 53: tenure.v1.ScheduleDefinition.retry_policy:type_name -> tenure.v1.RetryPolicy
+	25, // 54: tenure.v1.ScheduleCreatedEvent.definition:type_name -> tenure.v1.ScheduleDefinition
+	36, // 55: tenure.v1.ScheduleCreatedEvent.next:type_name -> google.protobuf.Timestamp
+	25, // 56: tenure.v1.ScheduleUpdatedEvent.definition:type_name -> tenure.v1.ScheduleDefinition
+	36, // 57: tenure.v1.ScheduleUpdatedEvent.next:type_name -> google.protobuf.Timestamp
+	36, // 58: tenure.v1.ScheduleResumedEvent.next:type_name -> google.protobuf.Timestamp
+	36, // 59: tenure.v1.ScheduleFiredEvent.tick:type_name -> google.protobuf.Timestamp
+	36, // 60: tenure.v1.ScheduleFiredEvent.next:type_name -> google.protobuf.Timestamp
+	44, // 61: tenure.v1.ScheduleFiredEvent.outcome:type_name -> tenure.v1.FireOutcome
+	36, // 62: tenure.v1.ScheduleSkippedEvent.from:type_name -> google.protobuf.Timestamp
+	36, // 63: tenure.v1.ScheduleSkippedEvent.next:type_name -> google.protobuf.Timestamp
+	36, // 64: tenure.v1.ScheduleHeldEvent.tick:type_name -> google.protobuf.Timestamp
+	36, // 65: tenure.v1.ScheduleHeldEvent.next:type_name -> google.protobuf.Timestamp
+	36, // 66: tenure.v1.TasksPurgedRangeEvent.before:type_name -> google.protobuf.Timestamp
+	36, // 67: tenure.v1.TaskSnoozedEvent.not_before:type_name -> google.protobuf.Timestamp
+	0,  // 68: tenure.v1.EventService.WatchEvents:input_type -> tenure.v1.WatchEventsRequest
+	2,  // 69: tenure.v1.EventService.WatchEvents:output_type -> tenure.v1.WatchEventsResponse
+	69, // [69:70] is the sub-list for method output_type
+	68, // [68:69] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_events_proto_init() }
@@ -3081,6 +3237,7 @@ func file_tenure_v1_events_proto_init() {
 		return
 	}
 	file_tenure_v1_schedule_proto_init()
+	file_tenure_v1_outbox_proto_init()
 	file_tenure_v1_task_proto_init()
 	file_tenure_v1_events_proto_msgTypes[3].OneofWrappers = []any{
 		(*Event_TaskCreated)(nil),
@@ -3112,6 +3269,8 @@ func file_tenure_v1_events_proto_init() {
 		(*Event_TasksPurgedRange)(nil),
 		(*Event_TaskSnoozed)(nil),
 		(*Event_TasksSubmitted)(nil),
+		(*Event_OutboxHeld)(nil),
+		(*Event_OutboxReleased)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3119,7 +3278,7 @@ func file_tenure_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_events_proto_rawDesc), len(file_tenure_v1_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
