@@ -1,4 +1,4 @@
-package coordinator_test
+package coordinator
 
 // Fault-injection acceptance tests: the coordinator over a WAL on
 // the in-memory disk of package faultfs, with a fake clock and seeded ids.
@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/internal/clock"
-	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/fsys"
 	"github.com/tenurehq/tenure/internal/fsys/faultfs"
 	"github.com/tenurehq/tenure/internal/state"
@@ -29,32 +28,17 @@ import (
 
 const faultWALDir = "/data/wal"
 
-var faultEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// seededIDs is a deterministic id source: the same seed gives the same ids.
-type seededIDs struct{ r *rand.ChaCha8 }
-
-func newSeededIDs(seed uint64) *seededIDs {
-	var s [32]byte
-	for i := range 8 {
-		s[i] = byte(seed >> (8 * i))
-	}
-	return &seededIDs{rand.NewChaCha8(s)}
-}
-
-func (s *seededIDs) Read(p []byte) (int, error) { return s.r.Read(p) }
-
 func walOptions(f fsys.FS) wal.Options {
 	return wal.Options{Dir: faultWALDir, FS: f, Sync: wal.SyncAlways, SegmentBytes: 1024}
 }
 
 // openCoord opens a WAL on f and a coordinator over it.
-func openCoord(f fsys.FS, clk clock.Clock, seed uint64) (*wal.Log, *coordinator.Coordinator, error) {
+func openCoord(f fsys.FS, clk clock.Clock, seed uint64) (*wal.Log, *Coordinator, error) {
 	l, err := wal.Open(walOptions(f))
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := coordinator.Open(context.Background(), l, coordinator.Config{Clock: clk, Rand: newSeededIDs(seed)})
+	c, err := Open(context.Background(), l, Config{Clock: clk, Rand: newSeededRand(seed)})
 	if err != nil {
 		l.Close()
 		return nil, nil, err
@@ -133,21 +117,21 @@ func checkAcks(ex state.Export, acks []ack) error {
 // leases, start, heartbeat, commits, completions, failures, a kill, reads)
 // and returns the acknowledged ones, stopping at the first error. On the
 // same clock and ids it always makes the same requests.
-func runWorkload(c *coordinator.Coordinator, clk *clock.Fake) ([]ack, error) {
+func runWorkload(c *Coordinator, clk *clock.Fake) ([]ack, error) {
 	ctx := context.Background()
 	var acks []ack
 	ids := map[string]string{}
 	submit := func(name string) error {
 		p := []byte("payload-" + name)
-		res, err := c.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: p, RequestID: "req-" + name})
+		res, err := c.Submit(ctx, SubmitRequest{Queue: "q", Payload: p, RequestID: "req-" + name})
 		if err == nil {
 			ids[name] = res.Task.ID
 			acks = append(acks, ack{op: "submit", task: res.Task.ID, data: p})
 		}
 		return err
 	}
-	lease := func(worker string, n int) ([]coordinator.Lease, error) {
-		ls, err := c.Lease(ctx, coordinator.LeaseRequest{WorkerID: worker, Queue: "q", MaxTasks: n})
+	lease := func(worker string, n int) ([]Lease, error) {
+		ls, err := c.Lease(ctx, LeaseRequest{WorkerID: worker, Queue: "q", MaxTasks: n})
 		if err == nil && len(ls) != n {
 			return nil, fmt.Errorf("leased %d tasks, want %d", len(ls), n)
 		}
@@ -156,21 +140,21 @@ func runWorkload(c *coordinator.Coordinator, clk *clock.Fake) ([]ack, error) {
 		}
 		return ls, err
 	}
-	commit := func(l coordinator.Lease, result string) error {
+	commit := func(l Lease, result string) error {
 		_, err := c.Commit(ctx, l.TaskID, l.LeaseID, []byte(result))
 		if err == nil {
 			acks = append(acks, ack{op: "commit", task: l.TaskID, lease: l.LeaseID, data: []byte(result)})
 		}
 		return err
 	}
-	complete := func(l coordinator.Lease, result, want string) error {
+	complete := func(l Lease, result, want string) error {
 		err := c.Complete(ctx, l.TaskID, l.LeaseID, []byte(result))
 		if err == nil {
 			acks = append(acks, ack{op: "complete", task: l.TaskID, lease: l.LeaseID, data: []byte(want)})
 		}
 		return err
 	}
-	fail := func(l coordinator.Lease, permanent bool) error {
+	fail := func(l Lease, permanent bool) error {
 		_, err := c.Fail(ctx, l.TaskID, l.LeaseID, "it broke", permanent)
 		if err == nil {
 			acks = append(acks, ack{op: "fail", task: l.TaskID, lease: l.LeaseID})
@@ -213,7 +197,7 @@ func runWorkload(c *coordinator.Coordinator, clk *clock.Fake) ([]ack, error) {
 		return acks, err
 	}
 	// A batch.
-	reqs := []coordinator.SubmitRequest{
+	reqs := []SubmitRequest{
 		{Queue: "q", Payload: []byte("payload-g"), RequestID: "req-g"},
 		{Queue: "q", Payload: []byte("payload-h"), RequestID: "req-h"},
 		{Queue: "q", Payload: []byte("payload-i"), RequestID: "req-i"},
@@ -245,7 +229,7 @@ func runWorkload(c *coordinator.Coordinator, clk *clock.Fake) ([]ack, error) {
 	if err := fail(b, true); err != nil {
 		return acks, err
 	}
-	if err := c.Kill(ctx, ids["i"], coordinator.Actor{Reason: "not needed"}); err != nil {
+	if err := c.Kill(ctx, ids["i"], Actor{Reason: "not needed"}); err != nil {
 		return acks, err
 	}
 	acks = append(acks, ack{op: "kill", task: ids["i"]})
@@ -256,7 +240,7 @@ func runWorkload(c *coordinator.Coordinator, clk *clock.Fake) ([]ack, error) {
 	if _, err := c.Get(ctx, ids["a"]); err != nil {
 		return acks, err
 	}
-	if r, err := c.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte("payload-b"), RequestID: "req-b"}); err != nil {
+	if r, err := c.Submit(ctx, SubmitRequest{Queue: "q", Payload: []byte("payload-b"), RequestID: "req-b"}); err != nil {
 		return acks, err
 	} else if !r.Duplicate || r.Task.ID != ids["b"] {
 		return acks, fmt.Errorf("duplicate submit returned %+v", r)
@@ -277,7 +261,7 @@ func replayExport(t testing.TB, f fsys.FS, what string) state.Export {
 	}
 	defer l.Close()
 	st := state.New()
-	if err := coordinator.Replay(l, st, 1); err != nil {
+	if err := Replay(l, st, 1); err != nil {
 		t.Fatalf("%s: replay: %v", what, err)
 	}
 	if err := st.Invariants(); err != nil {
@@ -306,7 +290,7 @@ func checkRestart(t testing.TB, f fsys.FS, clk *clock.Fake, acks []ack, what str
 	if got := c.Export(); !reflect.DeepEqual(got, ex) {
 		t.Fatalf("%s: the reopened coordinator's state differs from the replay", what)
 	}
-	if _, err := c.Submit(context.Background(), coordinator.SubmitRequest{Queue: "q", Payload: []byte("after restart")}); err != nil {
+	if _, err := c.Submit(context.Background(), SubmitRequest{Queue: "q", Payload: []byte("after restart")}); err != nil {
 		t.Fatalf("%s: submit after the restart: %v", what, err)
 	}
 	if err := c.CheckInvariants(); err != nil {
@@ -326,7 +310,7 @@ func TestFaultStopsServing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			f := faultfs.NewWithDir("/data")
-			clk := clock.NewFake(faultEpoch)
+			clk := clock.NewFake(epoch)
 			l, c, err := openCoord(f, clk, 1)
 			if err != nil {
 				t.Fatal(err)
@@ -347,29 +331,29 @@ func TestFaultStopsServing(t *testing.T) {
 			errs := make([]error, 4)
 			for i := range 4 {
 				wg.Go(func() {
-					_, errs[i] = c.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: fmt.Appendf(nil, "in flight %d", i)})
+					_, errs[i] = c.Submit(ctx, SubmitRequest{Queue: "q", Payload: fmt.Appendf(nil, "in flight %d", i)})
 				})
 			}
 			wg.Wait()
 			for i, err := range errs {
-				if !errors.Is(err, coordinator.ErrUnavailable) {
+				if !errors.Is(err, ErrUnavailable) {
 					t.Fatalf("in-flight submit %d = %v, want ErrUnavailable", i, err)
 				}
 			}
-			if err := c.Err(); !errors.Is(err, coordinator.ErrUnavailable) || !strings.Contains(err.Error(), injected.Error()) {
+			if err := c.Err(); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), injected.Error()) {
 				t.Fatalf("Err = %v, want ErrUnavailable naming the cause", err)
 			}
 			// It stopped serving: every later request is refused, reads too.
-			if _, err := c.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte("later")}); !errors.Is(err, coordinator.ErrUnavailable) {
+			if _, err := c.Submit(ctx, SubmitRequest{Queue: "q", Payload: []byte("later")}); !errors.Is(err, ErrUnavailable) {
 				t.Fatalf("later Submit = %v", err)
 			}
-			if _, err := c.Get(ctx, old); !errors.Is(err, coordinator.ErrUnavailable) {
+			if _, err := c.Get(ctx, old); !errors.Is(err, ErrUnavailable) {
 				t.Fatalf("later Get = %v", err)
 			}
-			if _, err := c.Lease(ctx, coordinator.LeaseRequest{WorkerID: "w9", Queue: "q"}); !errors.Is(err, coordinator.ErrUnavailable) {
+			if _, err := c.Lease(ctx, LeaseRequest{WorkerID: "w9", Queue: "q"}); !errors.Is(err, ErrUnavailable) {
 				t.Fatalf("later Lease = %v", err)
 			}
-			if err := c.Kill(ctx, old, coordinator.Actor{Reason: "x"}); !errors.Is(err, coordinator.ErrUnavailable) {
+			if err := c.Kill(ctx, old, Actor{Reason: "x"}); !errors.Is(err, ErrUnavailable) {
 				t.Fatalf("later Kill = %v", err)
 			}
 			// Exactly one operation failed, and nothing was written or
@@ -407,7 +391,7 @@ func TestFaultNoSpace(t *testing.T) {
 			ctx := context.Background()
 			f := faultfs.NewWithDir("/data")
 			f.TearWrites(tear)
-			clk := clock.NewFake(faultEpoch)
+			clk := clock.NewFake(epoch)
 			l, c, err := openCoord(f, clk, 1)
 			if err != nil {
 				t.Fatal(err)
@@ -419,12 +403,12 @@ func TestFaultNoSpace(t *testing.T) {
 			old := acks[0].task
 
 			f.SetFull(true)
-			_, err = c.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte("no room")})
-			if !errors.Is(err, coordinator.ErrUnavailable) || !strings.Contains(err.Error(), "space") {
+			_, err = c.Submit(ctx, SubmitRequest{Queue: "q", Payload: []byte("no room")})
+			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "space") {
 				t.Fatalf("Submit on a full disk = %v, want ErrUnavailable mentioning disk space", err)
 			}
 			t.Logf("refused with: %v", err)
-			if _, err := c.Get(ctx, old); !errors.Is(err, coordinator.ErrUnavailable) {
+			if _, err := c.Get(ctx, old); !errors.Is(err, ErrUnavailable) {
 				t.Fatalf("Get after the failure = %v", err)
 			}
 			c.Close()
@@ -442,7 +426,7 @@ func TestFaultNoSpace(t *testing.T) {
 			if _, err := c.Get(ctx, old); err != nil {
 				t.Fatalf("Get on a full disk after reopening: %v", err)
 			}
-			if _, err := c.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte("no room")}); !errors.Is(err, coordinator.ErrUnavailable) || !strings.Contains(err.Error(), "space") {
+			if _, err := c.Submit(ctx, SubmitRequest{Queue: "q", Payload: []byte("no room")}); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "space") {
 				t.Fatalf("Submit on a full disk after reopening = %v", err)
 			}
 			c.Close()
@@ -459,7 +443,7 @@ func TestFaultNoSpace(t *testing.T) {
 			}
 			defer l.Close()
 			defer c.Close()
-			res, err := c.Submit(ctx, coordinator.SubmitRequest{Queue: "q", Payload: []byte("room again")})
+			res, err := c.Submit(ctx, SubmitRequest{Queue: "q", Payload: []byte("room again")})
 			if err != nil {
 				t.Fatalf("Submit once there is space: %v", err)
 			}
@@ -482,7 +466,7 @@ func TestFaultNoSpace(t *testing.T) {
 func TestFaultPowerLossAtEveryOp(t *testing.T) {
 	f := faultfs.NewWithDir("/data")
 	base := f.Ops()
-	clk := clock.NewFake(faultEpoch)
+	clk := clock.NewFake(epoch)
 	l, c, err := openCoord(f, clk, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -505,7 +489,7 @@ func TestFaultPowerLossAtEveryOp(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		f := faultfs.NewWithDir("/data")
 		f.CutPowerAfter(base + i)
-		clk := clock.NewFake(faultEpoch)
+		clk := clock.NewFake(epoch)
 		var acks []ack
 		l, c, err := openCoord(f, clk, 1)
 		if err == nil {
@@ -517,7 +501,7 @@ func TestFaultPowerLossAtEveryOp(t *testing.T) {
 		if i < work && err == nil {
 			t.Fatalf("%s: the workload completed", what)
 		}
-		if err != nil && len(acks) > 0 && !errors.Is(err, coordinator.ErrUnavailable) {
+		if err != nil && len(acks) > 0 && !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("%s: workload error %v, want ErrUnavailable", what, err)
 		}
 		checkRestart(t, f.PowerLoss(), clk, acks, what)
