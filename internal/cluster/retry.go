@@ -4,6 +4,8 @@ import (
 	"context"
 	"math/rand/v2"
 	"time"
+
+	"github.com/tenurehq/tenure/internal/clock"
 )
 
 // Backoff between the tries of RetryRolledBack: a random wait up to a
@@ -18,23 +20,19 @@ const (
 // RetryRolledBack runs try, and runs it again while it fails with an error
 // by which the database said it rolled the work back (IsRetryable: a
 // deadlock, a lock-wait timeout, a certification failure), at most tries
-// times in all, waiting a short random backoff between tries. try must be
+// times in all, waiting a short random backoff on c between tries. try must be
 // the whole transaction, begun again each time: the rolled-back one left
 // nothing. It returns try's last error, or ctx's if ctx ends during a
 // backoff.
-func RetryRolledBack(ctx context.Context, tries int, try func() error) error {
+func RetryRolledBack(ctx context.Context, c clock.Clock, tries int, try func() error) error {
 	bound := minRetryBackoff
 	for n := 1; ; n++ {
 		err := try()
 		if n >= tries || !IsRetryable(err) || ctx.Err() != nil {
 			return err
 		}
-		t := time.NewTimer(rand.N(bound) + 1)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if clock.Sleep(ctx, c, rand.N(bound)+1) != nil {
 			return err
-		case <-t.C:
 		}
 		bound = min(2*bound, maxRetryBackoff)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/cluster"
 )
 
@@ -32,7 +33,7 @@ func TestRetryRolledBack(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := 0
-			err := cluster.RetryRolledBack(context.Background(), tc.tries, func() error {
+			err := cluster.RetryRolledBack(context.Background(), clock.Real, tc.tries, func() error {
 				calls++
 				if calls <= len(tc.errs) {
 					return tc.errs[calls-1]
@@ -47,7 +48,7 @@ func TestRetryRolledBack(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	calls := 0
-	err := cluster.RetryRolledBack(ctx, 10, func() error {
+	err := cluster.RetryRolledBack(ctx, clock.Real, 10, func() error {
 		calls++
 		cancel()
 		return deadlock

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/cluster"
 )
 
@@ -59,7 +60,7 @@ func (s *Store) EnsureQueue(ctx context.Context, namespace, queue string, count 
 	}
 	// Nodes creating one queue at once can deadlock in InnoDB (the server
 	// rolls the loser back); the transaction is idempotent, so run it again.
-	return cluster.RetryRolledBack(ctx, maxEnsureTries, func() error { return s.ensureQueue(ctx, namespace, queue, count) })
+	return cluster.RetryRolledBack(ctx, clock.Real, maxEnsureTries, func() error { return s.ensureQueue(ctx, namespace, queue, count) })
 }
 
 const maxEnsureTries = 5

@@ -48,7 +48,7 @@ func (r *Registry) Join(ctx context.Context, id, advertiseAddr string, v Version
 	if v.Min < 1 || v.empty() {
 		return fmt.Errorf("registry: protocol versions %d to %d: want 1 <= Min <= Max", v.Min, v.Max)
 	}
-	return cluster.RetryRolledBack(ctx, maxTxTries, func() error { return r.join(ctx, id, advertiseAddr, v) })
+	return cluster.RetryRolledBack(ctx, r.cfg.Clock, maxTxTries, func() error { return r.join(ctx, id, advertiseAddr, v) })
 }
 
 // join is one try of Join, one transaction.

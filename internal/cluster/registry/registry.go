@@ -124,7 +124,7 @@ func (r *Registry) Heartbeat(ctx context.Context, id, advertiseAddr string) erro
 	if err := checkNode(id, advertiseAddr); err != nil {
 		return err
 	}
-	err := cluster.RetryRolledBack(ctx, maxTxTries, func() error {
+	err := cluster.RetryRolledBack(ctx, r.cfg.Clock, maxTxTries, func() error {
 		_, err := r.db.ExecContext(ctx, heartbeatSQL, id, advertiseAddr, statusActive)
 		return err
 	})
@@ -194,7 +194,7 @@ func (r *Registry) Active(ctx context.Context) ([]string, error) {
 // met joining nodes' locks) runs again.
 func (r *Registry) Sweep(ctx context.Context) ([]string, error) {
 	var ids []string
-	err := cluster.RetryRolledBack(ctx, maxTxTries, func() error {
+	err := cluster.RetryRolledBack(ctx, r.cfg.Clock, maxTxTries, func() error {
 		var err error
 		ids, err = r.sweep(ctx)
 		return err
