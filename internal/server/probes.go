@@ -18,32 +18,30 @@ import (
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 )
 
+// tenureServices are the services of the API, every service of the
+// tenure.v1 proto package (TestProbedServices).
+var tenureServices = []string{
+	tenurev1connect.TaskServiceName,
+	tenurev1connect.WorkerServiceName,
+	tenurev1connect.AdminServiceName,
+	tenurev1connect.QueueServiceName,
+	tenurev1connect.ScheduleServiceName,
+	tenurev1connect.EventServiceName,
+	tenurev1connect.OutboxServiceName,
+}
+
 // healthServices are the names the gRPC health service answers for: ""
 // (the whole server) and each tenure service. All report the same
 // readiness: one partition or all, they are served by the same node.
-var healthServices = []string{
-	"",
-	tenurev1connect.TaskServiceName,
-	tenurev1connect.WorkerServiceName,
-	tenurev1connect.AdminServiceName,
-	tenurev1connect.QueueServiceName,
-	tenurev1connect.ScheduleServiceName,
-	tenurev1connect.EventServiceName,
-}
+var healthServices = append([]string{""}, tenureServices...)
 
 // reflectedServices are the services gRPC server reflection lists, so that
 // grpcurl, Postman or evans can call tenure without its proto files.
-var reflectedServices = []string{
-	tenurev1connect.TaskServiceName,
-	tenurev1connect.WorkerServiceName,
-	tenurev1connect.AdminServiceName,
-	tenurev1connect.QueueServiceName,
-	tenurev1connect.ScheduleServiceName,
-	tenurev1connect.EventServiceName,
+var reflectedServices = append(slices.Clip(tenureServices),
 	grpchealth.HealthV1ServiceName,
 	grpcreflect.ReflectV1ServiceName,
 	grpcreflect.ReflectV1AlphaServiceName,
-}
+)
 
 // The paths of the HTTP probes. Orchestrators call them without
 // credentials: a kubelet presents no client certificate.

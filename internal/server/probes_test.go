@@ -72,6 +72,7 @@ func TestReflectionListsServices(t *testing.T) {
 		"grpc.reflection.v1alpha.ServerReflection",
 		"tenure.v1.AdminService",
 		"tenure.v1.EventService",
+		"tenure.v1.OutboxService",
 		"tenure.v1.QueueService",
 		"tenure.v1.ScheduleService",
 		"tenure.v1.TaskService",
