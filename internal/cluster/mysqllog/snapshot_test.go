@@ -629,22 +629,42 @@ func TestSnapshotCorrupt(t *testing.T) {
 	}
 }
 
+// snapFixture is a partition's log, a coordinator on it (closed with the
+// test) that ran a workload and took snapshot s1, and s1 loaded as st.
+type snapFixture struct {
+	db    *sql.DB
+	id    uint64
+	l     *mysqllog.Log
+	c     *coordinator.Coordinator
+	store *mysqllog.SnapshotStore
+	s1    coordinator.SnapshotResult
+	st    *state.State
+}
+
+// newSnapFixture is a snapFixture whose workload submitted tasks tasks.
+func newSnapFixture(t *testing.T, tasks int) snapFixture {
+	t.Helper()
+	_, db := clustertest.DB(t)
+	f := snapFixture{db: db, id: newPartition(t, db)}
+	f.l = openLog(t, db, f.id, reassign(t, db, f.id, "node-a"), snapOpts())
+	f.c = openCoord(t, f.l, newClock())
+	t.Cleanup(func() { f.c.Close() })
+	workload(t, f.c, "a", tasks)
+	f.s1 = takeSnapshot(t, f.c, f.l.Snapshots(), 2)
+	f.store = f.l.Snapshots()
+	var err error
+	if f.st, err = f.store.Load(f.s1.LSN); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // Chunks without an index row are no snapshot; a Save that fails part way
 // leaves none of its rows.
 func TestSnapshotIncomplete(t *testing.T) {
 	t.Parallel()
-	_, db := clustertest.DB(t)
-	id := newPartition(t, db)
-	l := openLog(t, db, id, reassign(t, db, id, "node-a"), snapOpts())
-	c := openCoord(t, l, newClock())
-	defer c.Close()
-	workload(t, c, "a", 30)
-	s1 := takeSnapshot(t, c, l.Snapshots(), 2)
-	store := l.Snapshots()
-	st, err := store.Load(s1.LSN)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newSnapFixture(t, 30)
+	db, id, l, store, s1, st := f.db, f.id, f.l, f.store, f.s1, f.st
 
 	// The chunks of a snapshot at a later lsn, without its index row.
 	orphan := s1.LSN + 50
@@ -700,18 +720,8 @@ func TestSnapshotIncomplete(t *testing.T) {
 // lsn of its own.
 func TestSnapshotDiscard(t *testing.T) {
 	t.Parallel()
-	_, db := clustertest.DB(t)
-	id := newPartition(t, db)
-	l := openLog(t, db, id, reassign(t, db, id, "node-a"), snapOpts())
-	c := openCoord(t, l, newClock())
-	defer c.Close()
-	workload(t, c, "a", 10)
-	s1 := takeSnapshot(t, c, l.Snapshots(), 2)
-	store := l.Snapshots()
-	st, err := store.Load(s1.LSN)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newSnapFixture(t, 10)
+	db, id, store, s1, st := f.db, f.id, f.store, f.s1, f.st
 	if _, err := store.Save(st.Image()); err == nil || errors.Is(err, mysqllog.ErrFenced) {
 		t.Fatalf("a second Save at lsn %d = %v; want an error that it exists", s1.LSN, err)
 	}
