@@ -88,6 +88,32 @@ const maxWatchBackoff = 10 * time.Second
 // ErrUnauthenticated, ErrPermissionDenied.
 func (c *Client) Watch(ctx context.Context, filter EventFilter, cursor string) iter.Seq2[*Event, error] {
 	return func(yield func(*Event, error) bool) {
+		for ans, err := range c.WatchAnswers(ctx, filter, cursor) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, ev := range ans.GetEvents() {
+				if !yield(eventOf(ev), nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// WatchAnswers is Watch an answer of the stream at a time, each as the
+// server sent it (tenure.v1.WatchEventsResponse): its events, the cursor
+// after everything it covered (past its last event when the filter
+// skipped records after it), and whether it caught up with what was
+// durable. The first answer of each stream has no event and the cursor it
+// starts from; an idle stream sends one at least every 30 seconds. For a
+// program that keeps its place between rare events (store the answers'
+// cursors), stops once it caught up, or shows the API's answers (`tenure
+// events --json`). It opens the stream again as Watch does, from the last
+// answer's cursor.
+func (c *Client) WatchAnswers(ctx context.Context, filter EventFilter, cursor string) iter.Seq2[*tenurev1.WatchEventsResponse, error] {
+	return func(yield func(*tenurev1.WatchEventsResponse, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		req := &tenurev1.WatchEventsRequest{Cursor: cursor, Filter: &tenurev1.EventFilter{
@@ -118,7 +144,7 @@ var errStopped = errors.New("client: the loop stopped")
 
 // watchOnce runs one stream of a Watch, moving req.Cursor along: it
 // returns why the stream ended, and whether it received anything.
-func (c *Client) watchOnce(ctx context.Context, req *tenurev1.WatchEventsRequest, yield func(*Event, error) bool) (progressed bool, err error) {
+func (c *Client) watchOnce(ctx context.Context, req *tenurev1.WatchEventsRequest, yield func(*tenurev1.WatchEventsResponse, error) bool) (progressed bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := connect.NewRequest(req)
@@ -147,11 +173,8 @@ func (c *Client) watchOnce(ctx context.Context, req *tenurev1.WatchEventsRequest
 	for s.Receive() {
 		m := s.Msg()
 		progressed = true
-		for _, ev := range m.GetEvents() {
-			if !yield(eventOf(ev), nil) {
-				return true, errStopped
-			}
-			req.Cursor = ev.GetCursor()
+		if !yield(m, nil) {
+			return true, errStopped
 		}
 		if m.GetCursor() != "" {
 			req.Cursor = m.GetCursor()
