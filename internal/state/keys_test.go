@@ -2,6 +2,7 @@ package state_test
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -11,6 +12,24 @@ import (
 
 	"github.com/tenurehq/tenure/internal/state"
 )
+
+// keySeeds is how many random runs each property test of keys makes:
+// -keys.seeds, or defaultKeySeeds (60; fewer under -race, and with -short:
+// .ci/run runs the full count without the race detector).
+var (
+	keySeeds        = flag.Int("keys.seeds", 0, "random runs of each property test of keys (default 60, 8 under -race or -short)")
+	defaultKeySeeds = 60
+)
+
+func keySeedCount() uint64 {
+	switch {
+	case *keySeeds > 0:
+		return uint64(*keySeeds)
+	case testing.Short():
+		return 8
+	}
+	return uint64(defaultKeySeeds)
+}
 
 // keyedTask is the TaskCreated of a task of limitedKey with a key.
 func keyedTask(id, key string, at state.Time) *state.TaskCreated {
@@ -528,11 +547,7 @@ func runKeys(t *testing.T, seed uint64, n int, rate bool) keyRun {
 // (restarted from images along the way) export equal and offer the same
 // tasks.
 func TestKeyProperty(t *testing.T) {
-	seeds := uint64(60)
-	if testing.Short() {
-		seeds = 15
-	}
-	for seed := range seeds {
+	for seed := range keySeedCount() {
 		checkReplays(t, seed, runKeys(t, seed, 700, false))
 	}
 }
@@ -541,11 +556,7 @@ func TestKeyProperty(t *testing.T) {
 // the limits: besides the rest, no key is granted more than its bucket
 // allows in any window (bucketCheck).
 func TestKeyRateProperty(t *testing.T) {
-	seeds := uint64(60)
-	if testing.Short() {
-		seeds = 15
-	}
-	for seed := range seeds {
+	for seed := range keySeedCount() {
 		checkReplays(t, seed, runKeys(t, 1000+seed, 700, true))
 	}
 }
@@ -638,7 +649,7 @@ func TestKeyBucketOutlivesItsTasks(t *testing.T) {
 // twice between two of its leases; and a key that gets its first open
 // task is leased before any other key is leased twice.
 func TestFairBound(t *testing.T) {
-	for seed := range uint64(30) {
+	for seed := range keySeedCount() / 2 {
 		rng := rand.New(rand.NewPCG(seed, 43))
 		s := state.New()
 		_, must := appliers(t, s)
