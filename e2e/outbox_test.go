@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -543,4 +545,77 @@ func TestOutboxTwoRelays(t *testing.T) {
 			t.Logf("%d rounds in the log; %q", records, took)
 		})
 	}
+}
+
+// TestOutboxStatusAndMetrics: a server relaying an outbox reports it in
+// /metrics (rows waiting, the oldest's age, failed rows, rows relayed and
+// moved aside), so does a relay on its own at --metrics-listen, and
+// tenure outbox status shows the outbox, its failed rows with the reason
+// and the server's holds.
+func TestOutboxStatusAndMetrics(t *testing.T) {
+	t.Parallel()
+	dsn, pool, _ := outboxtest.Migrated(t, sdkoutbox.PostgreSQL)
+	srv := startServerProc(t, t.TempDir(), "--outbox-postgres", dsn)
+	db := &appDB{kind: sdkoutbox.PostgreSQL, flag: "postgres", dsn: dsn, pool: pool}
+	ins := func(rid, req string) {
+		if _, err := pool.ExecContext(t.Context(), "INSERT INTO tenure_outbox (request_id, request) VALUES ($1, $2)", rid, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ins("good", `{"queue": "q"}`)
+	ins("bad", `{"queue": "q", "priority": "high"}`)
+	eventually.True(t, "the rows relayed and moved aside", func() bool { return db.count(t, "tenure_outbox") == 0 })
+	name := outboxName(t, pool)
+	want := []string{
+		`tenure_outbox_relayed_total{outbox="` + name + `"} 1`,
+		`tenure_outbox_moved_aside_total{outbox="` + name + `"} 1`,
+		`tenure_outbox_rows{outbox="` + name + `"} 0`,
+	}
+	eventually.NoError(t, "the server's /metrics reports the outbox", func() error { return metricsHave(srv.url()+"/metrics", want...) })
+
+	out := mustCLI(t, "outbox", "status", "--postgres", dsn, "--addr", srv.url())
+	for _, w := range []string{"outbox   " + name, "rows     0 waiting", "failed   1 rows in tenure_outbox_failed", "holds    0 rows held",
+		" bad ", `invalid value for int32 field priority: "high"`} {
+		if !strings.Contains(out, w) {
+			t.Errorf("tenure outbox status does not say %q:\n%s", w, out)
+		}
+	}
+
+	// A relay on its own serves the same metrics.
+	ins("good-2", `{"queue": "q"}`)
+	maddr := freeLoopbackAddr(t)
+	relay := startRelayProc(t, db, srv.url(), "--metrics-listen", maddr)
+	defer stop(t, relay)
+	eventually.NoError(t, "the relay's /metrics reports the outbox", func() error {
+		return metricsHave("http://"+maddr+"/metrics", `tenure_outbox_failed_rows{outbox="`+name+`"} 1`, `tenure_outbox_rows{outbox="`+name+`"} 0`)
+	})
+}
+
+// outboxName is the name the relay gives the outbox of pool (PostgreSQL).
+func outboxName(t *testing.T, pool *sql.DB) string {
+	t.Helper()
+	var db, schema string
+	if err := pool.QueryRowContext(t.Context(), "SELECT current_database(), current_schema()").Scan(&db, &schema); err != nil {
+		t.Fatal(err)
+	}
+	return "postgres:" + db + "." + schema + ".tenure_outbox"
+}
+
+// metricsHave reports whether the metrics at url hold each of lines.
+func metricsHave(url string, lines ...string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	for _, l := range lines {
+		if !strings.Contains(string(b), "\n"+l+"\n") {
+			return fmt.Errorf("no line %q", l)
+		}
+	}
+	return nil
 }

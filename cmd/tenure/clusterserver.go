@@ -144,6 +144,7 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 		return err
 	}
 	defer rl.close()
+	mx.WatchOutboxes(rl.reports)
 	rl.start(ctx, lg)
 	h := api.Serve(ln, server.HTTPConfig{TLS: tlsFiles})
 	defer h.Close() // after a graceful stop, a no-op

@@ -3,18 +3,26 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/metrics"
 	"github.com/tenurehq/tenure/internal/outbox"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/sdk/client"
 	sdkoutbox "github.com/tenurehq/tenure/sdk/outbox"
@@ -159,12 +167,13 @@ func openRelay(ctx context.Context, kind sdkoutbox.Database, dsn string, t outbo
 
 // outboxRelayCmd is `tenure outbox relay`.
 type outboxRelayCmd struct {
-	db     outboxDB
-	name   string
-	tune   relayTuning
-	client clientFlags
-	logFmt string
-	logLvl string
+	db      outboxDB
+	name    string
+	tune    relayTuning
+	client  clientFlags
+	logFmt  string
+	logLvl  string
+	metrics string
 }
 
 func (*outboxRelayCmd) spec() *cobra.Command {
@@ -188,6 +197,7 @@ func (c *outboxRelayCmd) define(fs *pflag.FlagSet) {
 	c.client.addConnection(fs)
 	fs.StringVar(&c.logFmt, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLvl, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.metrics, "metrics-listen", "", "serve the relay's Prometheus metrics (tenure_outbox_*, docs/guides/monitoring.md) at GET /metrics on this address, e.g. 127.0.0.1:9464")
 }
 
 func (c *outboxRelayCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
@@ -214,6 +224,13 @@ func (c *outboxRelayCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args
 		return err
 	}
 	defer db.Close()
+	if c.metrics != "" {
+		stop, err := serveRelayMetrics(c.metrics, r, lg)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	fmt.Fprintf(a.stdout, "relaying outbox %s (%v table %s) to %s\n", r.Name(), kind, t.Name, c.client.url())
 	r.Run(ctx)
 	st := r.Stats()
@@ -288,6 +305,22 @@ func (f *outboxFlags) open(ctx context.Context, target tenurev1connect.OutboxSer
 	return out, nil
 }
 
+// reports is what the relays report, for /metrics.
+func (rs *relays) reports() []metrics.OutboxReport {
+	out := make([]metrics.OutboxReport, len(rs.rs))
+	for i, r := range rs.rs {
+		out[i] = reportOf(r)
+	}
+	return out
+}
+
+// reportOf is what relay r reports for /metrics.
+func reportOf(r *outbox.Relay) metrics.OutboxReport {
+	st := r.Stats()
+	return metrics.OutboxReport{Name: r.Name(), Rows: st.Depth, FailedRows: st.FailedRows, OldestAge: st.OldestAge,
+		Relayed: st.Relayed, MovedAside: st.Failed}
+}
+
 // start runs every relay until ctx ends.
 func (rs *relays) start(ctx context.Context, lg *slog.Logger) {
 	for _, r := range rs.rs {
@@ -309,4 +342,103 @@ func (rs *relays) close() {
 			db.Close()
 		}
 	})
+}
+
+// serveRelayMetrics serves the metrics of relay r at GET /metrics on
+// addr until stop.
+func serveRelayMetrics(addr string, r *outbox.Relay, lg *slog.Logger) (stop func(), err error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		metrics.NewOutboxCollector(func() []metrics.OutboxReport { return []metrics.OutboxReport{reportOf(r)} }))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			lg.Error("serving the relay's metrics failed", "err", err)
+		}
+	}()
+	lg.Info("serving the relay's metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
+	return func() { srv.Close() }, nil
+}
+
+// outboxStatusCmd is `tenure outbox status`.
+type outboxStatusCmd struct {
+	db     outboxDB
+	name   string
+	client clientFlags
+}
+
+func (*outboxStatusCmd) spec() *cobra.Command {
+	return &cobra.Command{Use: "status --postgres DSN | --mysql DSN [flags]",
+		Short: "show an outbox: its rows waiting, the oldest's age, failed rows, and the rows the server holds for it",
+		Long: `Show a transactional outbox as its database and the server at --addr see it:
+the rows waiting in TABLE and the age of the oldest, the rows moved to
+TABLE_failed (the last five, with the server's reason), and the rows whose
+request ids the server holds for the outbox (being relayed, or deleted by a
+relay stopped before it released them). The drain rate is
+tenure_outbox_relayed_total's rate in /metrics (docs/guides/monitoring.md).`}
+}
+
+func (c *outboxStatusCmd) define(fs *pflag.FlagSet) {
+	c.db.define(fs)
+	fs.StringVar(&c.name, "name", "", "the outbox's name in the server's log (default: the database's, as the relay names it)")
+	c.client.addConnection(fs)
+}
+
+func (c *outboxStatusCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	kind, dsn, t, err := c.db.resolve()
+	if err != nil {
+		return err
+	}
+	target, err := c.client.outboxService()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	r, db, err := openRelay(ctx, kind, dsn, t, c.name, relayTuning{batch: outbox.DefaultBatch}, target, a.clock, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := r.Measure(ctx); err != nil {
+		return fmt.Errorf("measuring the outbox: %w", err)
+	}
+	st := r.Stats()
+	w := a.stdout
+	fmt.Fprintf(w, "outbox   %s (%v table %s)\n", r.Name(), kind, t.Name)
+	oldest := ""
+	if st.Depth > 0 {
+		oldest = fmt.Sprintf(", the oldest %v old", st.OldestAge.Round(time.Millisecond))
+	}
+	fmt.Fprintf(w, "rows     %d waiting%s\n", st.Depth, oldest)
+	fmt.Fprintf(w, "failed   %d rows in %s\n", st.FailedRows, t.Failed())
+	resp, err := target.ListOutboxHolds(ctx, connect.NewRequest(&tenurev1.ListOutboxHoldsRequest{Outbox: r.Name()}))
+	if err != nil {
+		fmt.Fprintf(w, "holds    unknown: the server at %s: %v\n", c.client.url(), err)
+	} else {
+		fmt.Fprintf(w, "holds    %d rows held by the server at %s\n", len(resp.Msg.GetHolds()), c.client.url())
+	}
+	if st.FailedRows > 0 {
+		fs, err := outbox.Failures(ctx, db, t, 5)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", t.Failed(), err)
+		}
+		fmt.Fprintf(w, "\nlast failed rows:\n")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tREQUEST ID\tFAILED AT\tERROR")
+		for _, f := range fs {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", f.ID, f.RequestID, f.FailedAt.UTC().Format("2006-01-02 15:04:05.000 UTC"), f.Error)
+		}
+		tw.Flush()
+	}
+	return nil
 }

@@ -202,6 +202,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 		return err
 	}
 	defer rl.close()
+	mx.WatchOutboxes(rl.reports)
 	h := api.Serve(ln, server.HTTPConfig{TLS: tlsFiles})
 	defer h.Close() // a failed start; after a graceful stop, a no-op
 

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"database/sql"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -86,4 +87,31 @@ func (r *Relay) Measure(ctx context.Context) error {
 		r.stats.OldestAge = max(0, now.Sub(oldest.Time))
 	}
 	return nil
+}
+
+// Failure is a row the relay moved to the failed table.
+type Failure struct {
+	ID        int64
+	RequestID string
+	FailedAt  time.Time
+	Error     string
+}
+
+// Failures returns the last n rows of the outbox's failed table, newest
+// first.
+func Failures(ctx context.Context, db *sql.DB, t Table, n int) ([]Failure, error) {
+	rs, err := db.QueryContext(ctx, "SELECT id, request_id, failed_at, error FROM "+t.Failed()+" ORDER BY failed_at DESC, id DESC LIMIT "+strconv.Itoa(n))
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []Failure
+	for rs.Next() {
+		var f Failure
+		if err := rs.Scan(&f.ID, &f.RequestID, &f.FailedAt, &f.Error); err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, rs.Err()
 }
