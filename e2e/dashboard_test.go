@@ -34,8 +34,10 @@ import (
 	"github.com/tenurehq/tenure/internal/auth"
 	"github.com/tenurehq/tenure/internal/auth/authtest"
 	"github.com/tenurehq/tenure/internal/eventually"
+	"github.com/tenurehq/tenure/internal/outbox/outboxtest"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
+	sdkoutbox "github.com/tenurehq/tenure/sdk/outbox"
 )
 
 // browserWait bounds one run of browser actions: it only fails a hung
@@ -938,4 +940,25 @@ func TestDashboardAuth(t *testing.T) {
 	if last.GetType() != "TaskRetried" || last.GetRequestedBy() != "setup" {
 		t.Errorf("the retry's record: %v, want TaskRetried by the admin token's name", last)
 	}
+}
+
+// TestDashboardOutbox: the overview lists the outboxes the server relays:
+// rows waiting, rows relayed and failed rows, as ListOutboxes answers.
+func TestDashboardOutbox(t *testing.T) {
+	b := newBrowser(t)
+	dsn, pool, _ := outboxtest.Migrated(t, sdkoutbox.PostgreSQL)
+	p := startServerProc(t, filepath.Join(t.TempDir(), "data"), "--outbox-postgres", dsn)
+	for _, row := range [][2]string{{"a", `{"queue": "emails"}`}, {"b", `{"queue": "emails", "priority": "high"}`}} {
+		if _, err := pool.ExecContext(t.Context(), "INSERT INTO tenure_outbox (request_id, request) VALUES ($1, $2)", row[0], row[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := outboxName(t, pool)
+	b.open(p.url() + "/")
+	row := fmt.Sprintf(`document.querySelector('table.outboxes tr[data-outbox=%q]')`, name)
+	b.until("the outbox's row: one relayed, one failed, none waiting",
+		row+` !== null && `+row+`.querySelector('[data-count="relayed"]').innerText === "1" && `+
+			row+`.querySelector('[data-count="failed"]').innerText === "1" && `+row+`.querySelector('[data-count="rows"]').innerText === "0"`)
+	b.shot("embedded-outboxes")
+	b.checkBasics("overview with an outbox")
 }

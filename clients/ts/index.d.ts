@@ -4,6 +4,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { AdminService } from "./gen/tenure/v1/admin_pb.js";
 import type { ErrorDetail } from "./gen/tenure/v1/errors_pb.js";
 import type { EventService } from "./gen/tenure/v1/events_pb.js";
+import type { OutboxService } from "./gen/tenure/v1/outbox_pb.js";
 import type { QueueService } from "./gen/tenure/v1/queue_pb.js";
 import type { ScheduleService } from "./gen/tenure/v1/schedule_pb.js";
 import type { TaskService } from "./gen/tenure/v1/task_pb.js";
@@ -12,6 +13,7 @@ import type { WorkerService } from "./gen/tenure/v1/worker_pb.js";
 export * from "./gen/tenure/v1/admin_pb.js";
 export * from "./gen/tenure/v1/errors_pb.js";
 export * from "./gen/tenure/v1/events_pb.js";
+export * from "./gen/tenure/v1/outbox_pb.js";
 export * from "./gen/tenure/v1/queue_pb.js";
 export * from "./gen/tenure/v1/schedule_pb.js";
 export * from "./gen/tenure/v1/task_pb.js";
@@ -26,7 +28,7 @@ export interface TenureClientOptions {
   fetch?: typeof globalThis.fetch;
 }
 
-/** The six services of one tenure server. */
+/** The seven services of one tenure server. */
 export interface TenureClient {
   tasks: Client<typeof TaskService>;
   workers: Client<typeof WorkerService>;
@@ -34,6 +36,7 @@ export interface TenureClient {
   admin: Client<typeof AdminService>;
   schedules: Client<typeof ScheduleService>;
   events: Client<typeof EventService>;
+  outbox: Client<typeof OutboxService>;
 }
 
 /** Clients of the services of the tenure server at baseUrl. */

@@ -1,12 +1,13 @@
 // @tenure/client: tenure's API (proto/tenure/v1) for Node.js (18 or later)
 // and browsers, over Connect with JSON bodies. The messages and services
 // are generated into gen/ (`make ui`); this file adds one way to make the
-// six clients with a bearer token. See docs/guides/typescript-client.md.
+// seven clients with a bearer token. See docs/guides/typescript-client.md.
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { AdminService } from "./gen/tenure/v1/admin_pb.js";
 import { ErrorDetailSchema } from "./gen/tenure/v1/errors_pb.js";
 import { EventService } from "./gen/tenure/v1/events_pb.js";
+import { OutboxService } from "./gen/tenure/v1/outbox_pb.js";
 import { QueueService } from "./gen/tenure/v1/queue_pb.js";
 import { ScheduleService } from "./gen/tenure/v1/schedule_pb.js";
 import { TaskService } from "./gen/tenure/v1/task_pb.js";
@@ -15,6 +16,7 @@ import { WorkerService } from "./gen/tenure/v1/worker_pb.js";
 export * from "./gen/tenure/v1/admin_pb.js";
 export * from "./gen/tenure/v1/errors_pb.js";
 export * from "./gen/tenure/v1/events_pb.js";
+export * from "./gen/tenure/v1/outbox_pb.js";
 export * from "./gen/tenure/v1/queue_pb.js";
 export * from "./gen/tenure/v1/schedule_pb.js";
 export * from "./gen/tenure/v1/task_pb.js";
@@ -22,7 +24,7 @@ export * from "./gen/tenure/v1/worker_pb.js";
 export { Code, ConnectError };
 
 /**
- * Clients of the six services of a tenure server at baseUrl (e.g.
+ * Clients of the seven services of a tenure server at baseUrl (e.g.
  * "http://127.0.0.1:7070"; "" in a page the server itself serves).
  * options.token is the bearer token, or a function that returns it at
  * each call ("" or undefined: none); options.fetch replaces the global
@@ -50,6 +52,7 @@ export function createTenureClient(baseUrl, options = {}) {
     admin: createClient(AdminService, transport),
     schedules: createClient(ScheduleService, transport),
     events: createClient(EventService, transport),
+    outbox: createClient(OutboxService, transport),
   };
 }
 

@@ -145,6 +145,7 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 	}
 	defer rl.close()
 	mx.WatchOutboxes(rl.reports)
+	api.ReportOutboxes(rl.outboxes)
 	rl.start(ctx, lg)
 	h := api.Serve(ln, server.HTTPConfig{TLS: tlsFiles})
 	defer h.Close() // after a graceful stop, a no-op

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/metrics"
@@ -319,6 +321,25 @@ func reportOf(r *outbox.Relay) metrics.OutboxReport {
 	st := r.Stats()
 	return metrics.OutboxReport{Name: r.Name(), Rows: st.Depth, FailedRows: st.FailedRows, OldestAge: st.OldestAge,
 		Relayed: st.Relayed, MovedAside: st.Failed}
+}
+
+// outboxes is what the relays report, for OutboxService.ListOutboxes.
+func (rs *relays) outboxes() []*tenurev1.Outbox {
+	out := make([]*tenurev1.Outbox, len(rs.rs))
+	for i, r := range rs.rs {
+		st := r.Stats()
+		o := &tenurev1.Outbox{Name: r.Name(), Database: r.Table().DB.String(), Table: r.Table().Name,
+			Rows: st.Depth, OldestRowAge: durationpb.New(st.OldestAge), FailedRows: st.FailedRows,
+			Relayed: st.Relayed, MovedAside: st.Failed, LastError: st.LastError}
+		if !st.Measured.IsZero() {
+			o.MeasuredAt = timestamppb.New(st.Measured)
+		}
+		if st.LastError != "" {
+			o.LastErrorAt = timestamppb.New(st.LastErrorAt)
+		}
+		out[i] = o
+	}
+	return out
 }
 
 // start runs every relay until ctx ends.

@@ -203,6 +203,7 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []s
 	}
 	defer rl.close()
 	mx.WatchOutboxes(rl.reports)
+	api.ReportOutboxes(rl.outboxes)
 	h := api.Serve(ln, server.HTTPConfig{TLS: tlsFiles})
 	defer h.Close() // a failed start; after a graceful stop, a no-op
 

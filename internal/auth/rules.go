@@ -103,6 +103,7 @@ var Rules = []Rule{
 	{tenurev1connect.OutboxServiceRelayProcedure, []Role{Admin, Submitter}, ScopeRequest, "request: each of `rows`' `request`, as for Submit"},
 	{tenurev1connect.OutboxServiceReleaseProcedure, []Role{Admin, Submitter}, ScopeRequest, "request: each of `rows` (`namespace`, unset: `default`; `queue`)"},
 	{tenurev1connect.OutboxServiceListOutboxHoldsProcedure, []Role{Admin, Submitter, Reader}, ScopeServer, ""},
+	{tenurev1connect.OutboxServiceListOutboxesProcedure, []Role{Admin, Submitter, Reader}, ScopeServer, ""},
 	{tenurev1connect.AdminServiceSnapshotProcedure, []Role{Admin}, ScopeServer, ""},
 	{tenurev1connect.AdminServiceWhoAmIProcedure, anyRole, ScopeNone, ""},
 	{tenurev1connect.AdminServiceGetClusterProcedure, []Role{Admin, Reader}, ScopeServer, ""},

@@ -155,6 +155,9 @@ func DatabaseName(ctx context.Context, db *sql.DB, t Table) (string, error) {
 // Name is the outbox's name in the server's log.
 func (r *Relay) Name() string { return r.name }
 
+// Table is the outbox's table.
+func (r *Relay) Table() Table { return r.cfg.Table }
+
 // Stats returns what the relay has done.
 func (r *Relay) Stats() Stats {
 	r.mu.Lock()

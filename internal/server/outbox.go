@@ -191,3 +191,17 @@ func (o outboxService) ListOutboxHolds(ctx context.Context, req *connect.Request
 	})
 	return connect.NewResponse(&tenurev1.ListOutboxHoldsResponse{Holds: all}), nil
 }
+
+// ReportOutboxes makes ListOutboxes answer what report gives: the
+// outboxes the process relays (tenure server --outbox-postgres).
+func (s *Server) ReportOutboxes(report func() []*tenurev1.Outbox) { s.outboxes.Store(&report) }
+
+// ListOutboxes lists the outboxes this server relays, ordered by name.
+func (o outboxService) ListOutboxes(context.Context, *connect.Request[tenurev1.ListOutboxesRequest]) (*connect.Response[tenurev1.ListOutboxesResponse], error) {
+	out := &tenurev1.ListOutboxesResponse{}
+	if report := o.s.outboxes.Load(); report != nil {
+		out.Outboxes = (*report)()
+		slices.SortFunc(out.Outboxes, func(a, b *tenurev1.Outbox) int { return cmp.Compare(a.GetName(), b.GetName()) })
+	}
+	return connect.NewResponse(out), nil
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/fanout"
 	"github.com/tenurehq/tenure/internal/route"
+	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 )
 
@@ -104,6 +105,9 @@ type Server struct {
 	leaseTurn atomic.Uint64
 	// streams counts the event streams open (enterStream).
 	streams atomic.Int64
+	// outboxes reports the outboxes the process relays (ReportOutboxes);
+	// nil: none.
+	outboxes atomic.Pointer[func() []*tenurev1.Outbox]
 }
 
 // New returns a Server over the partitions r routes to.

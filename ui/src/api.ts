@@ -50,6 +50,7 @@ export const calls = {
   backfillSchedule: "/tenure.v1.ScheduleService/BackfillSchedule",
   getCluster: "/tenure.v1.AdminService/GetCluster",
   listTasks: "/tenure.v1.TaskService/ListTasks",
+  listOutboxes: "/tenure.v1.OutboxService/ListOutboxes",
 };
 
 /**

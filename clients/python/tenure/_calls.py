@@ -474,6 +474,17 @@ class Calls(_Base):
         """
         return self._call(RPCS['ListOutboxHolds'], request, outbox=outbox)  # type: ignore[no-any-return]
 
+    def list_outboxes(self, request: Optional[m.ListOutboxesRequest] = None, /) -> m.ListOutboxesResponse:
+        """ListOutboxes lists the outboxes this server relays itself (tenure
+        server --outbox-postgres, --outbox-mysql), as each relay last
+        measured its outbox (every 5 s). A node of a cluster answers for the
+        relays it runs. A relay that runs on its own is not listed: it
+        reports in its own metrics (tenure outbox relay --metrics-listen).
+
+        Request: ListOutboxesRequest; answer: ListOutboxesResponse.
+        """
+        return self._call(RPCS['ListOutboxes'], request)  # type: ignore[no-any-return]
+
 class AsyncCalls(_Base):
     """The API's calls as coroutines: each takes its request message, or its
     fields as keyword arguments, and returns its response message (a
@@ -930,3 +941,14 @@ class AsyncCalls(_Base):
         Request: ListOutboxHoldsRequest; answer: ListOutboxHoldsResponse.
         """
         return await self._call(RPCS['ListOutboxHolds'], request, outbox=outbox)  # type: ignore[no-any-return]
+
+    async def list_outboxes(self, request: Optional[m.ListOutboxesRequest] = None, /) -> m.ListOutboxesResponse:
+        """ListOutboxes lists the outboxes this server relays itself (tenure
+        server --outbox-postgres, --outbox-mysql), as each relay last
+        measured its outbox (every 5 s). A node of a cluster answers for the
+        relays it runs. A relay that runs on its own is not listed: it
+        reports in its own metrics (tenure outbox relay --metrics-listen).
+
+        Request: ListOutboxesRequest; answer: ListOutboxesResponse.
+        """
+        return await self._call(RPCS['ListOutboxes'], request)  # type: ignore[no-any-return]

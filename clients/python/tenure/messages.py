@@ -2667,6 +2667,52 @@ class OutboxHold:
     request_id: str = ""
 
 
+@dataclass
+class ListOutboxesRequest:
+    """ListOutboxesRequest."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+
+
+@dataclass
+class ListOutboxesResponse:
+    """ListOutboxesResponse."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    outboxes: List[Outbox] = dataclasses.field(default_factory=list)
+    """Ordered by name."""
+
+
+@dataclass
+class Outbox:
+    """Outbox is one outbox a server relays, as its relay sees it."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    name: str = ""
+    """Its name in the log (as OutboxHold.outbox)."""
+    database: str = ""
+    """Its database, "PostgreSQL" or "MySQL", and table."""
+    table: str = ""
+    rows: int = 0
+    """The rows waiting in the table and the age of the oldest, and the rows
+    of the failed table, when last measured (measured_at; unset: not
+    yet).
+    """
+    oldest_row_age: Optional[timedelta] = None
+    failed_rows: int = 0
+    measured_at: Optional[datetime] = None
+    relayed: int = 0
+    """The rows the relay submitted and deleted, and those it moved to the
+    failed table, since the server started.
+    """
+    moved_aside: int = 0
+    last_error: str = ""
+    """The error of the relay's last round that failed, and when; unset
+    once a round succeeds.
+    """
+    last_error_at: Optional[datetime] = None
+
+
 # The tables the JSON codec (tenure/_codec.py) reads: per field its name, JSON
 # name, number, kind, type (enum or message), repeated and optional.
 ErrorDetail._FIELDS = (
@@ -3530,6 +3576,23 @@ OutboxHold._FIELDS = (
     F('queue', 'queue', 4, 'str', None, False, False),
     F('request_id', 'requestId', 5, 'str', None, False, False),
 )
+ListOutboxesRequest._FIELDS = ()
+ListOutboxesResponse._FIELDS = (
+    F('outboxes', 'outboxes', 1, 'msg', Outbox, True, False),
+)
+Outbox._FIELDS = (
+    F('name', 'name', 1, 'str', None, False, False),
+    F('database', 'database', 2, 'str', None, False, False),
+    F('table', 'table', 3, 'str', None, False, False),
+    F('rows', 'rows', 4, 'i64', None, False, False),
+    F('oldest_row_age', 'oldestRowAge', 5, 'dur', None, False, False),
+    F('failed_rows', 'failedRows', 6, 'i64', None, False, False),
+    F('measured_at', 'measuredAt', 7, 'ts', None, False, False),
+    F('relayed', 'relayed', 8, 'u64', None, False, False),
+    F('moved_aside', 'movedAside', 9, 'u64', None, False, False),
+    F('last_error', 'lastError', 10, 'str', None, False, False),
+    F('last_error_at', 'lastErrorAt', 11, 'ts', None, False, False),
+)
 
 
 class Rpc(NamedTuple):
@@ -3590,6 +3653,7 @@ RPCS: Dict[str, Rpc] = {
     'Relay': Rpc('tenure.v1.OutboxService', 'Relay', RelayRequest, RelayResponse, False),
     'Release': Rpc('tenure.v1.OutboxService', 'Release', ReleaseRequest, ReleaseResponse, False),
     'ListOutboxHolds': Rpc('tenure.v1.OutboxService', 'ListOutboxHolds', ListOutboxHoldsRequest, ListOutboxHoldsResponse, True),
+    'ListOutboxes': Rpc('tenure.v1.OutboxService', 'ListOutboxes', ListOutboxesRequest, ListOutboxesResponse, True),
 }
 """Every call of the API, by name."""
 
@@ -3653,12 +3717,15 @@ __all__ = [
     'LeasedTask',
     'ListOutboxHoldsRequest',
     'ListOutboxHoldsResponse',
+    'ListOutboxesRequest',
+    'ListOutboxesResponse',
     'ListQueuesRequest',
     'ListQueuesResponse',
     'ListSchedulesRequest',
     'ListSchedulesResponse',
     'ListTasksRequest',
     'ListTasksResponse',
+    'Outbox',
     'OutboxHeldEvent',
     'OutboxHold',
     'OutboxReleasedEvent',

@@ -384,6 +384,10 @@ var calls = map[string]call{
 		_, err := e.outbox.ListOutboxHolds(ctx, req(tok, &tenurev1.ListOutboxHoldsRequest{}))
 		return answerOf(err)
 	}},
+	"OutboxService/ListOutboxes": {[]target{tgEvery}, func(ctx context.Context, e *env, tok string, _ target) answer {
+		_, err := e.outbox.ListOutboxes(ctx, req(tok, &tenurev1.ListOutboxesRequest{}))
+		return answerOf(err)
+	}},
 	"AdminService/Snapshot": {[]target{tgEvery}, func(ctx context.Context, e *env, tok string, _ target) answer {
 		_, err := e.admin.Snapshot(ctx, req(tok, &tenurev1.SnapshotRequest{}))
 		return answerOf(err)

@@ -27,7 +27,8 @@
 //   - OutboxService: Relay, Release and ListOutboxHolds: what a relay of a
 //     transactional outbox calls to submit the rows of an application's
 //     outbox table exactly once (`tenure outbox relay`; the Go SDK's
-//     package outbox writes the rows).
+//     package outbox writes the rows); ListOutboxes, the outboxes a
+//     server relays itself (the dashboard).
 //
 // Handlers and clients are in the tenurev1connect subpackage. The .proto
 // files document every field, default and limit; they are the reference for

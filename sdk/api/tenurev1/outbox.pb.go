@@ -15,6 +15,8 @@ package tenurev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -513,11 +515,226 @@ func (x *OutboxHold) GetRequestId() string {
 	return ""
 }
 
+type ListOutboxesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOutboxesRequest) Reset() {
+	*x = ListOutboxesRequest{}
+	mi := &file_tenure_v1_outbox_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOutboxesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOutboxesRequest) ProtoMessage() {}
+
+func (x *ListOutboxesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_outbox_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOutboxesRequest.ProtoReflect.Descriptor instead.
+func (*ListOutboxesRequest) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_outbox_proto_rawDescGZIP(), []int{9}
+}
+
+type ListOutboxesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ordered by name.
+	Outboxes      []*Outbox `protobuf:"bytes,1,rep,name=outboxes,proto3" json:"outboxes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOutboxesResponse) Reset() {
+	*x = ListOutboxesResponse{}
+	mi := &file_tenure_v1_outbox_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOutboxesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOutboxesResponse) ProtoMessage() {}
+
+func (x *ListOutboxesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_outbox_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOutboxesResponse.ProtoReflect.Descriptor instead.
+func (*ListOutboxesResponse) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_outbox_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ListOutboxesResponse) GetOutboxes() []*Outbox {
+	if x != nil {
+		return x.Outboxes
+	}
+	return nil
+}
+
+// Outbox is one outbox a server relays, as its relay sees it.
+type Outbox struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its name in the log (as OutboxHold.outbox).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Its database, "PostgreSQL" or "MySQL", and table.
+	Database string `protobuf:"bytes,2,opt,name=database,proto3" json:"database,omitempty"`
+	Table    string `protobuf:"bytes,3,opt,name=table,proto3" json:"table,omitempty"`
+	// The rows waiting in the table and the age of the oldest, and the rows
+	// of the failed table, when last measured (measured_at; unset: not
+	// yet).
+	Rows         int64                  `protobuf:"varint,4,opt,name=rows,proto3" json:"rows,omitempty"`
+	OldestRowAge *durationpb.Duration   `protobuf:"bytes,5,opt,name=oldest_row_age,json=oldestRowAge,proto3" json:"oldest_row_age,omitempty"`
+	FailedRows   int64                  `protobuf:"varint,6,opt,name=failed_rows,json=failedRows,proto3" json:"failed_rows,omitempty"`
+	MeasuredAt   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=measured_at,json=measuredAt,proto3" json:"measured_at,omitempty"`
+	// The rows the relay submitted and deleted, and those it moved to the
+	// failed table, since the server started.
+	Relayed    uint64 `protobuf:"varint,8,opt,name=relayed,proto3" json:"relayed,omitempty"`
+	MovedAside uint64 `protobuf:"varint,9,opt,name=moved_aside,json=movedAside,proto3" json:"moved_aside,omitempty"`
+	// The error of the relay's last round that failed, and when; unset
+	// once a round succeeds.
+	LastError     string                 `protobuf:"bytes,10,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastErrorAt   *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_error_at,json=lastErrorAt,proto3" json:"last_error_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Outbox) Reset() {
+	*x = Outbox{}
+	mi := &file_tenure_v1_outbox_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Outbox) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Outbox) ProtoMessage() {}
+
+func (x *Outbox) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_outbox_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Outbox.ProtoReflect.Descriptor instead.
+func (*Outbox) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_outbox_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Outbox) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Outbox) GetDatabase() string {
+	if x != nil {
+		return x.Database
+	}
+	return ""
+}
+
+func (x *Outbox) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *Outbox) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *Outbox) GetOldestRowAge() *durationpb.Duration {
+	if x != nil {
+		return x.OldestRowAge
+	}
+	return nil
+}
+
+func (x *Outbox) GetFailedRows() int64 {
+	if x != nil {
+		return x.FailedRows
+	}
+	return 0
+}
+
+func (x *Outbox) GetMeasuredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.MeasuredAt
+	}
+	return nil
+}
+
+func (x *Outbox) GetRelayed() uint64 {
+	if x != nil {
+		return x.Relayed
+	}
+	return 0
+}
+
+func (x *Outbox) GetMovedAside() uint64 {
+	if x != nil {
+		return x.MovedAside
+	}
+	return 0
+}
+
+func (x *Outbox) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *Outbox) GetLastErrorAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastErrorAt
+	}
+	return nil
+}
+
 var File_tenure_v1_outbox_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_outbox_proto_rawDesc = "" +
 	"\n" +
-	"\x16tenure/v1/outbox.proto\x12\ttenure.v1\x1a\x16tenure/v1/errors.proto\x1a\x14tenure/v1/task.proto\"P\n" +
+	"\x16tenure/v1/outbox.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16tenure/v1/errors.proto\x1a\x14tenure/v1/task.proto\"P\n" +
 	"\fRelayRequest\x12\x16\n" +
 	"\x06outbox\x18\x01 \x01(\tR\x06outbox\x12(\n" +
 	"\x04rows\x18\x02 \x03(\v2\x14.tenure.v1.OutboxRowR\x04rows\"Q\n" +
@@ -546,11 +763,32 @@ const file_tenure_v1_outbox_proto_rawDesc = "" +
 	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x04 \x01(\tR\x05queue\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x05 \x01(\tR\trequestId2\xec\x01\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"\x15\n" +
+	"\x13ListOutboxesRequest\"E\n" +
+	"\x14ListOutboxesResponse\x12-\n" +
+	"\boutboxes\x18\x01 \x03(\v2\x11.tenure.v1.OutboxR\boutboxes\"\x9b\x03\n" +
+	"\x06Outbox\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bdatabase\x18\x02 \x01(\tR\bdatabase\x12\x14\n" +
+	"\x05table\x18\x03 \x01(\tR\x05table\x12\x12\n" +
+	"\x04rows\x18\x04 \x01(\x03R\x04rows\x12?\n" +
+	"\x0eoldest_row_age\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\foldestRowAge\x12\x1f\n" +
+	"\vfailed_rows\x18\x06 \x01(\x03R\n" +
+	"failedRows\x12;\n" +
+	"\vmeasured_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"measuredAt\x12\x18\n" +
+	"\arelayed\x18\b \x01(\x04R\arelayed\x12\x1f\n" +
+	"\vmoved_aside\x18\t \x01(\x04R\n" +
+	"movedAside\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\n" +
+	" \x01(\tR\tlastError\x12>\n" +
+	"\rlast_error_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vlastErrorAt2\xc2\x02\n" +
 	"\rOutboxService\x12:\n" +
 	"\x05Relay\x12\x17.tenure.v1.RelayRequest\x1a\x18.tenure.v1.RelayResponse\x12@\n" +
 	"\aRelease\x12\x19.tenure.v1.ReleaseRequest\x1a\x1a.tenure.v1.ReleaseResponse\x12]\n" +
-	"\x0fListOutboxHolds\x12!.tenure.v1.ListOutboxHoldsRequest\x1a\".tenure.v1.ListOutboxHoldsResponse\"\x03\x90\x02\x01B6Z4github.com/tenurehq/tenure/sdk/api/tenurev1;tenurev1b\x06proto3"
+	"\x0fListOutboxHolds\x12!.tenure.v1.ListOutboxHoldsRequest\x1a\".tenure.v1.ListOutboxHoldsResponse\"\x03\x90\x02\x01\x12T\n" +
+	"\fListOutboxes\x12\x1e.tenure.v1.ListOutboxesRequest\x1a\x1f.tenure.v1.ListOutboxesResponse\"\x03\x90\x02\x01B6Z4github.com/tenurehq/tenure/sdk/api/tenurev1;tenurev1b\x06proto3"
 
 var (
 	file_tenure_v1_outbox_proto_rawDescOnce sync.Once
@@ -564,7 +802,7 @@ func file_tenure_v1_outbox_proto_rawDescGZIP() []byte {
 	return file_tenure_v1_outbox_proto_rawDescData
 }
 
-var file_tenure_v1_outbox_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_tenure_v1_outbox_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_tenure_v1_outbox_proto_goTypes = []any{
 	(*RelayRequest)(nil),            // 0: tenure.v1.RelayRequest
 	(*OutboxRow)(nil),               // 1: tenure.v1.OutboxRow
@@ -575,27 +813,38 @@ var file_tenure_v1_outbox_proto_goTypes = []any{
 	(*ListOutboxHoldsRequest)(nil),  // 6: tenure.v1.ListOutboxHoldsRequest
 	(*ListOutboxHoldsResponse)(nil), // 7: tenure.v1.ListOutboxHoldsResponse
 	(*OutboxHold)(nil),              // 8: tenure.v1.OutboxHold
-	(*SubmitRequest)(nil),           // 9: tenure.v1.SubmitRequest
-	(*ErrorDetail)(nil),             // 10: tenure.v1.ErrorDetail
+	(*ListOutboxesRequest)(nil),     // 9: tenure.v1.ListOutboxesRequest
+	(*ListOutboxesResponse)(nil),    // 10: tenure.v1.ListOutboxesResponse
+	(*Outbox)(nil),                  // 11: tenure.v1.Outbox
+	(*SubmitRequest)(nil),           // 12: tenure.v1.SubmitRequest
+	(*ErrorDetail)(nil),             // 13: tenure.v1.ErrorDetail
+	(*durationpb.Duration)(nil),     // 14: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 15: google.protobuf.Timestamp
 }
 var file_tenure_v1_outbox_proto_depIdxs = []int32{
 	1,  // 0: tenure.v1.RelayRequest.rows:type_name -> tenure.v1.OutboxRow
-	9,  // 1: tenure.v1.OutboxRow.request:type_name -> tenure.v1.SubmitRequest
+	12, // 1: tenure.v1.OutboxRow.request:type_name -> tenure.v1.SubmitRequest
 	3,  // 2: tenure.v1.RelayResponse.results:type_name -> tenure.v1.RelayResult
-	10, // 3: tenure.v1.RelayResult.error:type_name -> tenure.v1.ErrorDetail
+	13, // 3: tenure.v1.RelayResult.error:type_name -> tenure.v1.ErrorDetail
 	8,  // 4: tenure.v1.ReleaseRequest.rows:type_name -> tenure.v1.OutboxHold
 	8,  // 5: tenure.v1.ListOutboxHoldsResponse.holds:type_name -> tenure.v1.OutboxHold
-	0,  // 6: tenure.v1.OutboxService.Relay:input_type -> tenure.v1.RelayRequest
-	4,  // 7: tenure.v1.OutboxService.Release:input_type -> tenure.v1.ReleaseRequest
-	6,  // 8: tenure.v1.OutboxService.ListOutboxHolds:input_type -> tenure.v1.ListOutboxHoldsRequest
-	2,  // 9: tenure.v1.OutboxService.Relay:output_type -> tenure.v1.RelayResponse
-	5,  // 10: tenure.v1.OutboxService.Release:output_type -> tenure.v1.ReleaseResponse
-	7,  // 11: tenure.v1.OutboxService.ListOutboxHolds:output_type -> tenure.v1.ListOutboxHoldsResponse
-	9,  // [9:12] is the sub-list for method output_type
-	6,  // [6:9] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	11, // 6: tenure.v1.ListOutboxesResponse.outboxes:type_name -> tenure.v1.Outbox
+	14, // 7: tenure.v1.Outbox.oldest_row_age:type_name -> google.protobuf.Duration
+	15, // 8: tenure.v1.Outbox.measured_at:type_name -> google.protobuf.Timestamp
+	15, // 9: tenure.v1.Outbox.last_error_at:type_name -> google.protobuf.Timestamp
+	0,  // 10: tenure.v1.OutboxService.Relay:input_type -> tenure.v1.RelayRequest
+	4,  // 11: tenure.v1.OutboxService.Release:input_type -> tenure.v1.ReleaseRequest
+	6,  // 12: tenure.v1.OutboxService.ListOutboxHolds:input_type -> tenure.v1.ListOutboxHoldsRequest
+	9,  // 13: tenure.v1.OutboxService.ListOutboxes:input_type -> tenure.v1.ListOutboxesRequest
+	2,  // 14: tenure.v1.OutboxService.Relay:output_type -> tenure.v1.RelayResponse
+	5,  // 15: tenure.v1.OutboxService.Release:output_type -> tenure.v1.ReleaseResponse
+	7,  // 16: tenure.v1.OutboxService.ListOutboxHolds:output_type -> tenure.v1.ListOutboxHoldsResponse
+	10, // 17: tenure.v1.OutboxService.ListOutboxes:output_type -> tenure.v1.ListOutboxesResponse
+	14, // [14:18] is the sub-list for method output_type
+	10, // [10:14] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_outbox_proto_init() }
@@ -611,7 +860,7 @@ func file_tenure_v1_outbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_outbox_proto_rawDesc), len(file_tenure_v1_outbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,7 +1,7 @@
 // Overview: every queue with its counts, oldest waiting age, the last
 // hour as a small chart, its limits and whether it is paused; the server
 // or cluster in one line; refreshed live.
-import { ServerMode, type GetClusterResponse, type Queue, type QueueEvents, type QueueLimits } from "@tenure/client";
+import { ServerMode, type GetClusterResponse, type Outbox, type Queue, type QueueEvents, type QueueLimits } from "@tenure/client";
 import { api, calls, may, message, namespaces } from "../api";
 import { h, swap } from "../dom";
 import { count, durationMs, span } from "../format";
@@ -49,17 +49,70 @@ export function limitsText(l: QueueLimits | undefined): string {
 export async function render(main: HTMLElement): Promise<() => void> {
   const summary = h("section", { class: "cards", "aria-label": "Summary" });
   const table = h("div", { class: "scroll" });
+  const outboxes = h("section", { "aria-label": "Outboxes" });
+  const rates = new DrainRates();
   const { control, stop } = live(async () => {
     try {
-      const [queues, cluster] = await Promise.all([listQueues(), describe()]);
+      const [queues, cluster, relayed] = await Promise.all([listQueues(), describe(), listOutboxes()]);
       swap(summary, summaryCards(queues, cluster));
       swap(table, queueTable(queues));
+      swap(outboxes, relayed.length ? [h("h2", {}, "Outboxes"), h("div", { class: "scroll" }, outboxTable(relayed, rates))] : []);
     } catch (err) {
       say(message(err), "error");
     }
   });
-  main.replaceChildren(h("div", { class: "head" }, h("h1", {}, "Overview"), control), summary, h("h2", {}, "Queues"), table);
+  main.replaceChildren(h("div", { class: "head" }, h("h1", {}, "Overview"), control), summary, h("h2", {}, "Queues"), table, outboxes);
   return stop;
+}
+
+/** listOutboxes lists the outboxes the server relays, if the token may. */
+async function listOutboxes(): Promise<Outbox[]> {
+  if (!may(calls.listOutboxes).ok) {
+    return [];
+  }
+  return (await api.outbox.listOutboxes({})).outboxes;
+}
+
+/**
+ * DrainRates turns each outbox's count of rows relayed into rows per
+ * second, from one refresh to the next.
+ */
+class DrainRates {
+  private last = new Map<string, { relayed: bigint; at: number }>();
+
+  rate(o: Outbox): number | undefined {
+    const now = performance.now();
+    const prev = this.last.get(o.name);
+    this.last.set(o.name, { relayed: o.relayed, at: now });
+    if (!prev || now <= prev.at) {
+      return undefined;
+    }
+    return (Number(o.relayed - prev.relayed) * 1000) / (now - prev.at);
+  }
+}
+
+/**
+ * outboxTable is the outboxes the server relays (docs/guides/outbox.md):
+ * rows waiting and the oldest's age, the drain rate, failed rows, and
+ * the relay's last error.
+ */
+function outboxTable(outboxes: Outbox[], rates: DrainRates): HTMLElement {
+  return h("table", { class: "outboxes" },
+    h("caption", { class: "sr-only" }, "Outboxes this server relays"),
+    h("thead", {}, h("tr", {}, ["Outbox", "Rows waiting", "Oldest", "Drain rate", "Relayed", "Failed rows", "Relay"].map((x) =>
+      h("th", { scope: "col", class: x === "Outbox" || x === "Relay" ? "" : "num" }, x)))),
+    h("tbody", {}, outboxes.map((o) => {
+      const age = durationMs(o.oldestRowAge);
+      const rate = rates.rate(o);
+      return h("tr", { "data-outbox": o.name },
+        h("th", { scope: "row" }, o.name, h("span", { class: "muted" }, ` (${o.database} ${o.table})`)),
+        h("td", { class: "num", "data-count": "rows" }, count(o.rows)),
+        h("td", { class: "num" }, o.rows && age !== undefined ? span(age) : "—"),
+        h("td", { class: "num" }, rate === undefined ? "—" : `${rate.toLocaleString(undefined, { maximumFractionDigits: 1 })}/s`),
+        h("td", { class: "num", "data-count": "relayed" }, count(o.relayed)),
+        h("td", { class: `num${o.failedRows ? " c-failed" : ""}`, "data-count": "failed" }, count(o.failedRows)),
+        h("td", {}, o.lastError ? h("span", { class: "badge paused", title: o.lastError }, "retrying") : "relaying"));
+    })));
 }
 
 /** listQueues lists the queues the token may see. */

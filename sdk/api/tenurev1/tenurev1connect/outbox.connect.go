@@ -46,6 +46,9 @@ const (
 	// OutboxServiceListOutboxHoldsProcedure is the fully-qualified name of the OutboxService's
 	// ListOutboxHolds RPC.
 	OutboxServiceListOutboxHoldsProcedure = "/tenure.v1.OutboxService/ListOutboxHolds"
+	// OutboxServiceListOutboxesProcedure is the fully-qualified name of the OutboxService's
+	// ListOutboxes RPC.
+	OutboxServiceListOutboxesProcedure = "/tenure.v1.OutboxService/ListOutboxes"
 )
 
 // OutboxServiceClient is a client for the tenure.v1.OutboxService service.
@@ -66,6 +69,12 @@ type OutboxServiceClient interface {
 	// outbox unset) that hold a request id: the rows being relayed, and
 	// those of a relay stopped between its delete and its Release.
 	ListOutboxHolds(context.Context, *connect.Request[tenurev1.ListOutboxHoldsRequest]) (*connect.Response[tenurev1.ListOutboxHoldsResponse], error)
+	// ListOutboxes lists the outboxes this server relays itself (tenure
+	// server --outbox-postgres, --outbox-mysql), as each relay last
+	// measured its outbox (every 5 s). A node of a cluster answers for the
+	// relays it runs. A relay that runs on its own is not listed: it
+	// reports in its own metrics (tenure outbox relay --metrics-listen).
+	ListOutboxes(context.Context, *connect.Request[tenurev1.ListOutboxesRequest]) (*connect.Response[tenurev1.ListOutboxesResponse], error)
 }
 
 // NewOutboxServiceClient constructs a client for the tenure.v1.OutboxService service. By default,
@@ -98,6 +107,13 @@ func NewOutboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		listOutboxes: connect.NewClient[tenurev1.ListOutboxesRequest, tenurev1.ListOutboxesResponse](
+			httpClient,
+			baseURL+OutboxServiceListOutboxesProcedure,
+			connect.WithSchema(outboxServiceMethods.ByName("ListOutboxes")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -106,6 +122,7 @@ type outboxServiceClient struct {
 	relay           *connect.Client[tenurev1.RelayRequest, tenurev1.RelayResponse]
 	release         *connect.Client[tenurev1.ReleaseRequest, tenurev1.ReleaseResponse]
 	listOutboxHolds *connect.Client[tenurev1.ListOutboxHoldsRequest, tenurev1.ListOutboxHoldsResponse]
+	listOutboxes    *connect.Client[tenurev1.ListOutboxesRequest, tenurev1.ListOutboxesResponse]
 }
 
 // Relay calls tenure.v1.OutboxService.Relay.
@@ -121,6 +138,11 @@ func (c *outboxServiceClient) Release(ctx context.Context, req *connect.Request[
 // ListOutboxHolds calls tenure.v1.OutboxService.ListOutboxHolds.
 func (c *outboxServiceClient) ListOutboxHolds(ctx context.Context, req *connect.Request[tenurev1.ListOutboxHoldsRequest]) (*connect.Response[tenurev1.ListOutboxHoldsResponse], error) {
 	return c.listOutboxHolds.CallUnary(ctx, req)
+}
+
+// ListOutboxes calls tenure.v1.OutboxService.ListOutboxes.
+func (c *outboxServiceClient) ListOutboxes(ctx context.Context, req *connect.Request[tenurev1.ListOutboxesRequest]) (*connect.Response[tenurev1.ListOutboxesResponse], error) {
+	return c.listOutboxes.CallUnary(ctx, req)
 }
 
 // OutboxServiceHandler is an implementation of the tenure.v1.OutboxService service.
@@ -141,6 +163,12 @@ type OutboxServiceHandler interface {
 	// outbox unset) that hold a request id: the rows being relayed, and
 	// those of a relay stopped between its delete and its Release.
 	ListOutboxHolds(context.Context, *connect.Request[tenurev1.ListOutboxHoldsRequest]) (*connect.Response[tenurev1.ListOutboxHoldsResponse], error)
+	// ListOutboxes lists the outboxes this server relays itself (tenure
+	// server --outbox-postgres, --outbox-mysql), as each relay last
+	// measured its outbox (every 5 s). A node of a cluster answers for the
+	// relays it runs. A relay that runs on its own is not listed: it
+	// reports in its own metrics (tenure outbox relay --metrics-listen).
+	ListOutboxes(context.Context, *connect.Request[tenurev1.ListOutboxesRequest]) (*connect.Response[tenurev1.ListOutboxesResponse], error)
 }
 
 // NewOutboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -169,6 +197,13 @@ func NewOutboxServiceHandler(svc OutboxServiceHandler, opts ...connect.HandlerOp
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	outboxServiceListOutboxesHandler := connect.NewUnaryHandler(
+		OutboxServiceListOutboxesProcedure,
+		svc.ListOutboxes,
+		connect.WithSchema(outboxServiceMethods.ByName("ListOutboxes")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/tenure.v1.OutboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case OutboxServiceRelayProcedure:
@@ -177,6 +212,8 @@ func NewOutboxServiceHandler(svc OutboxServiceHandler, opts ...connect.HandlerOp
 			outboxServiceReleaseHandler.ServeHTTP(w, r)
 		case OutboxServiceListOutboxHoldsProcedure:
 			outboxServiceListOutboxHoldsHandler.ServeHTTP(w, r)
+		case OutboxServiceListOutboxesProcedure:
+			outboxServiceListOutboxesHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -196,4 +233,8 @@ func (UnimplementedOutboxServiceHandler) Release(context.Context, *connect.Reque
 
 func (UnimplementedOutboxServiceHandler) ListOutboxHolds(context.Context, *connect.Request[tenurev1.ListOutboxHoldsRequest]) (*connect.Response[tenurev1.ListOutboxHoldsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.OutboxService.ListOutboxHolds is not implemented"))
+}
+
+func (UnimplementedOutboxServiceHandler) ListOutboxes(context.Context, *connect.Request[tenurev1.ListOutboxesRequest]) (*connect.Response[tenurev1.ListOutboxesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.OutboxService.ListOutboxes is not implemented"))
 }

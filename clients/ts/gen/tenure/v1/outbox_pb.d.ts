@@ -12,6 +12,7 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import type { Message } from "@bufbuild/protobuf";
 import type { SubmitRequest } from "./task_pb.js";
 import type { ErrorDetail } from "./errors_pb.js";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file tenure/v1/outbox.proto.
@@ -240,6 +241,118 @@ export declare type OutboxHold = Message<"tenure.v1.OutboxHold"> & {
 export declare const OutboxHoldSchema: GenMessage<OutboxHold>;
 
 /**
+ * @generated from message tenure.v1.ListOutboxesRequest
+ */
+export declare type ListOutboxesRequest = Message<"tenure.v1.ListOutboxesRequest"> & {
+};
+
+/**
+ * Describes the message tenure.v1.ListOutboxesRequest.
+ * Use `create(ListOutboxesRequestSchema)` to create a new message.
+ */
+export declare const ListOutboxesRequestSchema: GenMessage<ListOutboxesRequest>;
+
+/**
+ * @generated from message tenure.v1.ListOutboxesResponse
+ */
+export declare type ListOutboxesResponse = Message<"tenure.v1.ListOutboxesResponse"> & {
+  /**
+   * Ordered by name.
+   *
+   * @generated from field: repeated tenure.v1.Outbox outboxes = 1;
+   */
+  outboxes: Outbox[];
+};
+
+/**
+ * Describes the message tenure.v1.ListOutboxesResponse.
+ * Use `create(ListOutboxesResponseSchema)` to create a new message.
+ */
+export declare const ListOutboxesResponseSchema: GenMessage<ListOutboxesResponse>;
+
+/**
+ * Outbox is one outbox a server relays, as its relay sees it.
+ *
+ * @generated from message tenure.v1.Outbox
+ */
+export declare type Outbox = Message<"tenure.v1.Outbox"> & {
+  /**
+   * Its name in the log (as OutboxHold.outbox).
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Its database, "PostgreSQL" or "MySQL", and table.
+   *
+   * @generated from field: string database = 2;
+   */
+  database: string;
+
+  /**
+   * @generated from field: string table = 3;
+   */
+  table: string;
+
+  /**
+   * The rows waiting in the table and the age of the oldest, and the rows
+   * of the failed table, when last measured (measured_at; unset: not
+   * yet).
+   *
+   * @generated from field: int64 rows = 4;
+   */
+  rows: bigint;
+
+  /**
+   * @generated from field: google.protobuf.Duration oldest_row_age = 5;
+   */
+  oldestRowAge?: Duration | undefined;
+
+  /**
+   * @generated from field: int64 failed_rows = 6;
+   */
+  failedRows: bigint;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp measured_at = 7;
+   */
+  measuredAt?: Timestamp | undefined;
+
+  /**
+   * The rows the relay submitted and deleted, and those it moved to the
+   * failed table, since the server started.
+   *
+   * @generated from field: uint64 relayed = 8;
+   */
+  relayed: bigint;
+
+  /**
+   * @generated from field: uint64 moved_aside = 9;
+   */
+  movedAside: bigint;
+
+  /**
+   * The error of the relay's last round that failed, and when; unset
+   * once a round succeeds.
+   *
+   * @generated from field: string last_error = 10;
+   */
+  lastError: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_error_at = 11;
+   */
+  lastErrorAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message tenure.v1.Outbox.
+ * Use `create(OutboxSchema)` to create a new message.
+ */
+export declare const OutboxSchema: GenMessage<Outbox>;
+
+/**
  * OutboxService is the relay's side of the transactional outbox.
  *
  * @generated from service tenure.v1.OutboxService
@@ -284,6 +397,20 @@ export declare const OutboxService: GenService<{
     methodKind: "unary";
     input: typeof ListOutboxHoldsRequestSchema;
     output: typeof ListOutboxHoldsResponseSchema;
+  },
+  /**
+   * ListOutboxes lists the outboxes this server relays itself (tenure
+   * server --outbox-postgres, --outbox-mysql), as each relay last
+   * measured its outbox (every 5 s). A node of a cluster answers for the
+   * relays it runs. A relay that runs on its own is not listed: it
+   * reports in its own metrics (tenure outbox relay --metrics-listen).
+   *
+   * @generated from rpc tenure.v1.OutboxService.ListOutboxes
+   */
+  listOutboxes: {
+    methodKind: "unary";
+    input: typeof ListOutboxesRequestSchema;
+    output: typeof ListOutboxesResponseSchema;
   },
 }>;
 
