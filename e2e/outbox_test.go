@@ -619,3 +619,62 @@ func metricsHave(url string, lines ...string) error {
 	}
 	return nil
 }
+
+// TestOutboxCluster: a relay drains an outbox through one node of a
+// three-node cluster: each row's hold and task go to the partition its
+// request id places it in, on whichever node owns it (the first node
+// forwards the others' parts), while one of the other nodes is killed -9
+// and started again. Every row has one task, and every hold, on every
+// node, is released.
+func TestOutboxCluster(t *testing.T) {
+	c, _ := newClTest(t, -1)
+	dsn, pool, _ := outboxtest.Migrated(t, sdkoutbox.PostgreSQL)
+	ob, err := sdkoutbox.New(sdkoutbox.Options{Database: sdkoutbox.PostgreSQL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rows = 3000
+	tx, err := pool.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range rows {
+		if _, err := ob.SubmitTx(t.Context(), tx, client.SubmitRequest{Queue: "orders", Payload: []byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	db := &appDB{kind: sdkoutbox.PostgreSQL, flag: "postgres", dsn: dsn, pool: pool}
+	via := c.nodes[0].proc.url()
+	relay := startRelayProc(t, db, via, "--batch", "50")
+	eventually.True(t, "a third of the rows relayed", func() bool { return db.count(t, "tenure_outbox") < 2*rows/3 })
+	victim := c.nodes[2]
+	victim.proc.kill9(t)
+	c.start(victim, false)
+	eventually.True(t, "the outbox drained", func() bool { return db.count(t, "tenure_outbox") == 0 })
+	eventually.True(t, "every hold released", func() bool { return len(holds(t, via)) == 0 })
+	stop(t, relay)
+	tasks := orderTasks(t, via)
+	for i := range int64(rows) {
+		if tasks[i] != 1 {
+			t.Errorf("row %d has %d tasks; want 1", i, tasks[i])
+		}
+	}
+	if len(tasks) != rows {
+		t.Errorf("%d rows have tasks; want %d", len(tasks), rows)
+	}
+	// The tasks went to every partition of the queue (a task id ends in
+	// its partition's).
+	parts := map[string]bool{}
+	for task, err := range sdk(t, via).ListTasks(t.Context(), client.ListTasksRequest{Queue: "orders", PageSize: 1000}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts[task.ID[strings.LastIndex(task.ID, "-p"):]] = true
+	}
+	if len(parts) != clPartitions {
+		t.Errorf("the tasks are in %d partitions; want the queue's %d", len(parts), clPartitions)
+	}
+}
