@@ -70,7 +70,7 @@ func (c *queuesCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []st
 			n := q.Tasks
 			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%d\t%d\t%d\n", q.Namespace, q.Queue,
 				n.Waiting, n.Leased, n.Committed, n.Completed, n.Failed, n.Dead, fmtAge(q.OldestWaitingAge), q.ActiveLeases,
-				pausedColumn(q), limitsColumn(q.Limits), q.LastHour.Completed, q.LastHour.Failed, q.LastHour.LeaseExpired)
+				pausedColumn(q), limitsColumn(q), q.LastHour.Completed, q.LastHour.Failed, q.LastHour.LeaseExpired)
 		}
 		return w.Flush()
 	})
@@ -167,7 +167,7 @@ func printQueue(out io.Writer, q *client.Queue) {
 		n.Waiting, n.Leased, n.Committed, n.Completed, n.Failed, n.Dead))
 	row("oldest waiting", strings.Replace(fmtAge(q.OldestWaitingAge), "-", "none due", 1))
 	row("active leases", fmt.Sprint(q.ActiveLeases))
-	row("limits", limitsText(q.Limits))
+	row("limits", limitsText(q))
 	if q.Limits != nil && q.LimitedPartitions != q.Partitions {
 		row("", fmt.Sprintf("only %d of %d partitions have them (a change is under way, or failed part way: repeat it)", q.LimitedPartitions, q.Partitions))
 	}
@@ -314,6 +314,7 @@ type queueLimitCmd struct {
 	// The limits of the queue's keys.
 	keyMaxConcurrency, keyRate, keyBurst string
 	keyOrdered, fair                     bool
+	keyWeights                           []string
 }
 
 func (*queueLimitCmd) spec() *cobra.Command {
@@ -342,6 +343,9 @@ and per key (a task's --key; docs/design/keys.md):
   --fair                    leasing takes turns across the keys with tasks
                             to lease, instead of the queue's order of
                             priority then age; --fair=false ends it
+  --key-weight KEY=W        with --fair, KEY takes W turns (1 to 1000) for
+                            one of a key of weight 1; repeat it for several
+                            keys; KEY=1 removes KEY's weight, none all
 
 A limit not given is kept as it is; "none" clears one (--rate none clears
 the burst too, --key-rate none the key burst). Workers long-polling a queue at its limits get a task as
@@ -372,6 +376,7 @@ func (c *queueLimitCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&c.keyBurst, "key-burst", "", "the leases of one key a full bucket grants at once")
 	fs.BoolVar(&c.keyOrdered, "key-ordered", false, "run a key's tasks one at a time, in creation order (--key-ordered=false: no longer)")
 	fs.BoolVar(&c.fair, "fair", false, "take turns across the keys (--fair=false: no longer)")
+	fs.StringArrayVar(&c.keyWeights, "key-weight", nil, "KEY=W: the fair weight of a key, 1 to 1000 (repeat for several keys; KEY=1 removes one, none removes all)")
 }
 
 func (c *queueLimitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error {
@@ -422,19 +427,31 @@ func (c *queueLimitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args
 	if fs.Changed("fair") {
 		req.Fair = &c.fair
 	}
+	for _, kw := range c.keyWeights {
+		if kw == "none" {
+			req.ClearKeyWeights = true
+			continue
+		}
+		key, w, ok := strings.Cut(kw, "=")
+		n, err := strconv.ParseUint(w, 10, 32)
+		if !ok || key == "" || err != nil {
+			return usageError{fmt.Sprintf("--key-weight %q: want KEY=W, such as acme=5 (or none to remove every weight)", kw)}
+		}
+		req.KeyWeights = append(req.KeyWeights, client.KeyWeight{Key: key, Weight: uint32(n)})
+	}
 	if req.MaxConcurrency == nil && req.Rate == nil && req.Burst == nil && !req.ClearMaxConcurrency && !req.ClearRate &&
 		req.KeyMaxConcurrency == nil && req.KeyRate == nil && req.KeyBurst == nil && !req.ClearKeyMaxConcurrency && !req.ClearKeyRate &&
-		req.KeyOrdered == nil && req.Fair == nil {
-		return usageError{"no limit given: set or clear --max-concurrency, --rate or --burst, or a limit of the keys (--key-max-concurrency, --key-rate, --key-burst, --key-ordered, --fair)"}
+		req.KeyOrdered == nil && req.Fair == nil && len(req.KeyWeights) == 0 && !req.ClearKeyWeights {
+		return usageError{"no limit given: set or clear --max-concurrency, --rate or --burst, or a limit of the keys (--key-max-concurrency, --key-rate, --key-burst, --key-ordered, --fair, --key-weight)"}
 	}
 	return ask(ctx, a, &c.control.client, c.control.connect, func(ctx context.Context, cl *client.Client) (client.QueueControlResult, error) {
 		return cl.SetQueueLimits(ctx, req)
 	}, func(res client.QueueControlResult) error {
 		q, path := &res.Queue, res.Queue.Namespace+"/"+res.Queue.Queue
 		if res.Changed {
-			fmt.Fprintf(a.stdout, "queue %s limits: %s\n", path, limitsText(q.Limits))
+			fmt.Fprintf(a.stdout, "queue %s limits: %s\n", path, limitsText(q))
 		} else {
-			fmt.Fprintf(a.stdout, "queue %s had these limits already: %s\n", path, limitsText(q.Limits))
+			fmt.Fprintf(a.stdout, "queue %s had these limits already: %s\n", path, limitsText(q))
 		}
 		if want := q.Partitions; q.Limits != nil && q.LimitedPartitions != want || q.Limits == nil && q.LimitedPartitions != 0 {
 			return fmt.Errorf("only %d of the queue's %d partitions have these limits: run the same `tenure queue limit` again", q.LimitedPartitions, q.Partitions)
@@ -475,33 +492,40 @@ func parseRate(v string) (float64, error) {
 // limitsText says a queue's limits in words: "max concurrency 10, rate
 // 5/s (burst 20), key max concurrency 2, fair (since T by X: reason)", or
 // "none".
-func limitsText(l *client.QueueLimits) string {
+func limitsText(q *client.Queue) string {
+	l := q.Limits
 	if l == nil {
 		return "none"
 	}
-	return strings.Join(limitParts(l, limitWords), ", ") + " " + sinceText(l.SetAt, l.RequestedBy, l.Reason)
+	text := strings.Join(limitParts(q, limitWords), ", ")
+	if l.SetAt.IsZero() { // key weights alone: their record keeps no limits
+		return text
+	}
+	return text + " " + sinceText(l.SetAt, l.RequestedBy, l.Reason)
 }
 
 // limitsColumn is the LIMITS column of `tenure queues`: one word, such as
 // conc=10,rate=5/s,burst=20,keyconc=2,fair; "-" for none.
-func limitsColumn(l *client.QueueLimits) string {
-	if l == nil {
+func limitsColumn(q *client.Queue) string {
+	if q.Limits == nil {
 		return "-"
 	}
-	return strings.Join(limitParts(l, limitColumn), ",")
+	return strings.Join(limitParts(q, limitColumn), ",")
 }
 
 // limitFormats are the formats of each limit: the max concurrency, the
 // rate and burst, and the same of the keys, ordered keys and fair turns.
-type limitFormats struct{ conc, rate, keyConc, keyRate, ordered, fair string }
+type limitFormats struct{ conc, rate, keyConc, keyRate, ordered, fair, weights, sep string }
 
 var (
-	limitWords  = limitFormats{"max concurrency %d", "rate %s/s (burst %d)", "key max concurrency %d", "key rate %s/s (burst %d)", "keys ordered", "fair"}
-	limitColumn = limitFormats{"conc=%d", "rate=%s/s,burst=%d", "keyconc=%d", "keyrate=%s/s,keyburst=%d", "ordered", "fair"}
+	limitWords = limitFormats{"max concurrency %d", "rate %s/s (burst %d)", "key max concurrency %d", "key rate %s/s (burst %d)", "keys ordered", "fair",
+		"key weights %s", " "}
+	limitColumn = limitFormats{"conc=%d", "rate=%s/s,burst=%d", "keyconc=%d", "keyrate=%s/s,keyburst=%d", "ordered", "fair", "weights=%s", "+"}
 )
 
-// limitParts says each limit l sets in the formats f.
-func limitParts(l *client.QueueLimits, f limitFormats) []string {
+// limitParts says each limit of q in the formats f.
+func limitParts(q *client.Queue, f limitFormats) []string {
+	l := q.Limits
 	var parts []string
 	if l.MaxConcurrency > 0 {
 		parts = append(parts, fmt.Sprintf(f.conc, l.MaxConcurrency))
@@ -520,6 +544,13 @@ func limitParts(l *client.QueueLimits, f limitFormats) []string {
 	}
 	if l.Fair {
 		parts = append(parts, f.fair)
+	}
+	if len(q.KeyWeights) > 0 {
+		var ws []string
+		for _, w := range q.KeyWeights {
+			ws = append(ws, fmt.Sprintf("%s=%d", w.Key, w.Weight))
+		}
+		parts = append(parts, fmt.Sprintf(f.weights, strings.Join(ws, f.sep)))
 	}
 	return parts
 }

@@ -2,7 +2,10 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/tenurehq/tenure/internal/state"
 )
@@ -36,12 +39,61 @@ type LimitChange struct {
 	ClearKeyRate           bool
 	KeyOrdered             *bool
 	Fair                   *bool
+	// KeyWeights sets the fair weight of each key it names (1 removes
+	// a key's weight); ClearKeyWeights removes every weight first.
+	KeyWeights      []state.KeyWeight
+	ClearKeyWeights bool
 }
 
 // keysGiven reports whether the change names a limit of the keys.
 func (ch LimitChange) keysGiven() bool {
 	return ch.KeyMaxConcurrency != nil || ch.KeyRate != nil || ch.KeyBurst != nil || ch.ClearKeyMaxConcurrency ||
-		ch.ClearKeyRate || ch.KeyOrdered != nil || ch.Fair != nil
+		ch.ClearKeyRate || ch.KeyOrdered != nil || ch.Fair != nil || len(ch.KeyWeights) > 0 || ch.ClearKeyWeights
+}
+
+// ResolveWeights returns the fair weights of the queue's keys that the
+// change makes of current (ordered by key, none of weight 1), or a
+// *FieldError naming key_weights.
+func (ch LimitChange) ResolveWeights(current []state.KeyWeight) ([]state.KeyWeight, error) {
+	ws := map[string]uint32{}
+	if !ch.ClearKeyWeights {
+		for _, w := range current {
+			ws[w.Key] = w.Weight
+		}
+	}
+	seen := map[string]bool{}
+	for i, w := range ch.KeyWeights {
+		field := fmt.Sprintf("key_weights[%d]", i)
+		if err := checkKey(field+".key", w.Key); err != nil {
+			return current, err
+		}
+		switch {
+		case w.Key == "":
+			return current, fieldErr(field+".key", "required: the key the weight is for")
+		case seen[w.Key]:
+			return current, fieldErr(field+".key", "%q is given twice", w.Key)
+		case w.Weight < 1 || w.Weight > state.MaxKeyWeight:
+			return current, fieldErr(field+".weight", "%d is outside 1..%d (1, the default, removes the key's weight)", w.Weight, state.MaxKeyWeight)
+		}
+		seen[w.Key] = true
+		if w.Weight == 1 {
+			delete(ws, w.Key)
+		} else {
+			ws[w.Key] = w.Weight
+		}
+	}
+	if len(ws) > state.MaxKeyWeights {
+		return current, fieldErr("key_weights", "%d keys would have a weight, over the limit of %d per queue", len(ws), state.MaxKeyWeights)
+	}
+	out := make([]state.KeyWeight, 0, len(ws))
+	for k, w := range ws {
+		out = append(out, state.KeyWeight{Key: k, Weight: w})
+	}
+	slices.SortFunc(out, func(a, b state.KeyWeight) int { return strings.Compare(a.Key, b.Key) })
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
 }
 
 // DefaultBurst is the burst of a rate set on a queue without one and
@@ -248,8 +300,10 @@ type LimitsRequest struct {
 	// embedded mode): it records its share (SplitLimits).
 	Partitions, Index int
 	// Keys is the limits of the queue's keys, as resolved
-	// (LimitChange.ResolveKeys): recorded whole.
-	Keys state.KeyLimits
+	// (LimitChange.ResolveKeys), and KeyWeights their fair weights
+	// (LimitChange.ResolveWeights): recorded whole.
+	Keys       state.KeyLimits
+	KeyWeights []state.KeyWeight
 	Actor
 }
 
@@ -269,6 +323,10 @@ func (c *Coordinator) SetLimits(ctx context.Context, req LimitsRequest) (changed
 	if why := req.Keys.Check(); why != "" {
 		return false, fieldErr("key_limits", "%s", why)
 	}
+	weights, err := (LimitChange{KeyWeights: req.KeyWeights, ClearKeyWeights: true}).ResolveWeights(nil)
+	if err != nil {
+		return false, err
+	}
 	if req.Index < 0 || req.Index >= req.Partitions {
 		return false, fieldErr("partition", "index %d is outside the queue's %d partitions", req.Index, req.Partitions)
 	}
@@ -279,7 +337,7 @@ func (c *Coordinator) SetLimits(ctx context.Context, req LimitsRequest) (changed
 		QueueMaxConcurrency: req.Limits.MaxConcurrency, QueueRateMilli: req.Limits.RateMilli, QueueBurst: req.Limits.Burst,
 		Partitions: uint32(req.Partitions), By: req.By, Reason: req.Reason,
 		KeyMaxConcurrency: req.Keys.MaxConcurrency, KeyRateMilli: req.Keys.RateMilli, KeyBurst: req.Keys.Burst,
-		KeyOrdered: req.Keys.Ordered, Fair: req.Keys.Fair,
+		KeyOrdered: req.Keys.Ordered, Fair: req.Keys.Fair, KeyWeights: weights,
 	}
 	if share.None() {
 		r.QueueMaxConcurrency, r.QueueRateMilli, r.QueueBurst, r.Partitions = 0, 0, 0, 0
@@ -287,8 +345,10 @@ func (c *Coordinator) SetLimits(ctx context.Context, req LimitsRequest) (changed
 	if err := c.lock(); err != nil {
 		return false, err
 	}
-	cur, _ := c.st.Limits(state.QueueKey{Namespace: req.Namespace, Queue: req.Queue})
-	if want := r.Limits(); cur.Limits == want.Limits && cur.Queue == want.Queue && cur.Partitions == want.Partitions && cur.Keys == want.Keys {
+	k := state.QueueKey{Namespace: req.Namespace, Queue: req.Queue}
+	cur, _ := c.st.Limits(k)
+	if want := r.Limits(); cur.Limits == want.Limits && cur.Queue == want.Queue && cur.Partitions == want.Partitions && cur.Keys == want.Keys &&
+		slices.Equal(c.st.KeyWeights(k), r.KeyWeights) {
 		return false, c.writeAndWait(ctx) // as it is: answer once that is durable
 	}
 	r.At = c.now()

@@ -2,7 +2,9 @@ package coordinator
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -151,4 +153,39 @@ func TestLeaseKeyLimits(t *testing.T) {
 		t.Fatalf("SetLimits of an ordered key with a max concurrency of 2: %v", err)
 	}
 	e.restart()
+}
+
+// TestResolveWeights: key weights are set, kept, removed with weight 1 or
+// all at once, returned ordered by key; a bad one is refused naming it.
+func TestResolveWeights(t *testing.T) {
+	cur := []state.KeyWeight{{Key: "acme", Weight: 3}, {Key: "beta", Weight: 2}}
+	got, err := LimitChange{KeyWeights: []state.KeyWeight{{Key: "zeta", Weight: 7}, {Key: "beta", Weight: 1}}}.ResolveWeights(cur)
+	if want := []state.KeyWeight{{Key: "acme", Weight: 3}, {Key: "zeta", Weight: 7}}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("ResolveWeights = %v, %v; want %v", got, err, want)
+	}
+	if got, err := (LimitChange{ClearKeyWeights: true}).ResolveWeights(cur); err != nil || got != nil {
+		t.Fatalf("clearing the weights: %v, %v", got, err)
+	}
+	many := make([]state.KeyWeight, state.MaxKeyWeights+1)
+	for i := range many {
+		many[i] = state.KeyWeight{Key: fmt.Sprint("k", i), Weight: 2}
+	}
+	for _, tt := range []struct {
+		name  string
+		ws    []state.KeyWeight
+		field string
+	}{
+		{"weight 0", []state.KeyWeight{{Key: "a", Weight: 0}}, "key_weights[0].weight"},
+		{"weight above 1000", []state.KeyWeight{{Key: "a", Weight: 1001}}, "key_weights[0].weight"},
+		{"no key", []state.KeyWeight{{Key: "", Weight: 2}}, "key_weights[0].key"},
+		{"a key with a space", []state.KeyWeight{{Key: "a b", Weight: 2}}, "key_weights[0].key"},
+		{"a key twice", []state.KeyWeight{{Key: "a", Weight: 2}, {Key: "a", Weight: 3}}, "key_weights[1].key"},
+		{"too many", many, "key_weights"},
+	} {
+		_, err := LimitChange{KeyWeights: tt.ws}.ResolveWeights(nil)
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != tt.field {
+			t.Errorf("%s: %v; want a FieldError naming %s", tt.name, err, tt.field)
+		}
+	}
 }

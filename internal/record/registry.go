@@ -388,6 +388,7 @@ var registry = []row{
 				KeyBurst:            r.KeyBurst,
 				KeyOrdered:          r.KeyOrdered,
 				Fair:                r.Fair,
+				KeyWeights:          keyWeightsToPB(r.KeyWeights),
 			}
 		},
 		func(m *recordpb.QueueLimited) *state.QueueLimited {
@@ -409,6 +410,7 @@ var registry = []row{
 				KeyBurst:            m.KeyBurst,
 				KeyOrdered:          m.KeyOrdered,
 				Fair:                m.Fair,
+				KeyWeights:          keyWeightsFromPB(m.KeyWeights),
 			}
 		}),
 	entry(TypeTaskDeadlineExceeded, "TaskDeadlineExceeded",
@@ -846,6 +848,30 @@ func taskCreatedsFromPB(ms []*recordpb.TaskCreated) []state.TaskCreated {
 	out := make([]state.TaskCreated, len(ms))
 	for i, m := range ms {
 		out[i] = *taskCreatedFromPB(m)
+	}
+	return out
+}
+
+// keyWeightsToPB and keyWeightsFromPB convert the key weights a
+// QueueLimited carries (none: nil).
+func keyWeightsToPB(ws []state.KeyWeight) []*recordpb.KeyWeight {
+	if len(ws) == 0 {
+		return nil
+	}
+	out := make([]*recordpb.KeyWeight, len(ws))
+	for i, w := range ws {
+		out[i] = &recordpb.KeyWeight{Key: w.Key, Weight: w.Weight}
+	}
+	return out
+}
+
+func keyWeightsFromPB(ms []*recordpb.KeyWeight) []state.KeyWeight {
+	if len(ms) == 0 {
+		return nil
+	}
+	out := make([]state.KeyWeight, len(ms))
+	for i, m := range ms {
+		out[i] = state.KeyWeight{Key: m.GetKey(), Weight: m.GetWeight()}
 	}
 	return out
 }

@@ -51,19 +51,51 @@ func limitChange(m *tenurev1.SetQueueLimitsRequest) coordinator.LimitChange {
 		ClearKeyRate:           m.GetClearKeyRate(),
 		KeyOrdered:             m.KeyOrdered,
 		Fair:                   m.Fair,
+		KeyWeights:             keyWeightsOf(m.GetKeyWeights()),
+		ClearKeyWeights:        m.GetClearKeyWeights(),
 	}
 }
 
-// resolve returns the queue-wide limits and the key limits that the
-// change of m makes of current's, over partitions partitions.
-func resolve(m *tenurev1.SetQueueLimitsRequest, current *tenurev1.QueueLimits, partitions int) (state.Limits, state.KeyLimits, error) {
-	ch := limitChange(m)
-	limits, err := ch.Resolve(limitsOf(current), partitions)
-	if err != nil {
-		return limits, state.KeyLimits{}, err
+// keyWeightsOf converts key weights of the API.
+func keyWeightsOf(ms []*tenurev1.KeyWeight) []state.KeyWeight {
+	var out []state.KeyWeight
+	for _, m := range ms {
+		out = append(out, state.KeyWeight{Key: m.GetKey(), Weight: m.GetWeight()})
 	}
-	keys, err := ch.ResolveKeys(keyLimitsOf(current))
-	return limits, keys, err
+	return out
+}
+
+// keyWeightMessages converts key weights to the API's.
+func keyWeightMessages(ws []state.KeyWeight) []*tenurev1.KeyWeight {
+	var out []*tenurev1.KeyWeight
+	for _, w := range ws {
+		out = append(out, &tenurev1.KeyWeight{Key: w.Key, Weight: w.Weight})
+	}
+	return out
+}
+
+// resolved is what a change of limits makes of a queue's: its
+// queue-wide limits, the limits of its keys and their weights.
+type resolved struct {
+	limits  state.Limits
+	keys    state.KeyLimits
+	weights []state.KeyWeight
+}
+
+// resolve returns what the change of m makes of current's limits, over
+// partitions partitions.
+func resolve(m *tenurev1.SetQueueLimitsRequest, current *tenurev1.QueueLimits, partitions int) (resolved, error) {
+	ch := limitChange(m)
+	var r resolved
+	var err error
+	if r.limits, err = ch.Resolve(limitsOf(current), partitions); err != nil {
+		return r, err
+	}
+	if r.keys, err = ch.ResolveKeys(keyLimitsOf(current)); err != nil {
+		return r, err
+	}
+	r.weights, err = ch.ResolveWeights(keyWeightsOf(current.GetKeyWeights()))
+	return r, err
 }
 
 // setLimits sets a queue's limits in every partition it has, creating the
@@ -87,7 +119,7 @@ func (s *Server) setLimits(ctx context.Context, req *connect.Request[tenurev1.Se
 		// The limits of a queue without tasks wait for them: create it
 		// (its partitions) as its first submit would, once the request is
 		// known to be good for a queue without limits.
-		if _, _, err := resolve(m, nil, 1); err != nil {
+		if _, err := resolve(m, nil, 1); err != nil {
 			return false, nil, err
 		}
 		if _, err := s.r.Place(ctx, namespace, queue, ""); err != nil {
@@ -107,14 +139,15 @@ func (s *Server) setLimits(ctx context.Context, req *connect.Request[tenurev1.Se
 	case !errors.Is(err, coordinator.ErrNotFound):
 		return false, nil, err
 	}
-	limits, keys, err := resolve(m, current, len(scope))
+	res, err := resolve(m, current, len(scope))
 	if err != nil {
 		return false, nil, err
 	}
 	n := len(scope)
-	msg := limitsRequest(namespace, queue, limits, keys, a)
+	msg := limitsRequest(namespace, queue, res, a)
 	changed, err := anyChanged(fanout.Each(ctx, fanout.Parallel, scope, false, func(i int, c *coordinator.Coordinator) (bool, error) {
-		return c.SetLimits(ctx, coordinator.LimitsRequest{Namespace: namespace, Queue: queue, Limits: limits, Keys: keys, Partitions: n, Index: i, Actor: a})
+		return c.SetLimits(ctx, coordinator.LimitsRequest{Namespace: namespace, Queue: queue, Limits: res.limits, Keys: res.keys, KeyWeights: res.weights,
+			Partitions: n, Index: i, Actor: a})
 	}, func(i int, peer route.Peer) (bool, error) {
 		r := fanout.Request(msg, scope[i])
 		r.Header().Set(route.SplitHeader, fmt.Sprintf("%d/%d", i, n))
@@ -145,12 +178,13 @@ func (s *Server) setForwardedLimits(ctx context.Context, req *connect.Request[te
 	if len(scope) != 1 {
 		return false, nil, &coordinator.FieldError{Field: route.PartitionHeader, Problem: "a forwarded change of limits names one partition"}
 	}
-	limits, keys, err := resolve(req.Msg, nil, n)
+	res, err := resolve(req.Msg, nil, n)
 	if err != nil {
 		return false, nil, err
 	}
 	changed, err := fanout.Call(ctx, scope[0], false, func(c *coordinator.Coordinator) (bool, error) {
-		return c.SetLimits(ctx, coordinator.LimitsRequest{Namespace: namespace, Queue: queue, Limits: limits, Keys: keys, Partitions: n, Index: i, Actor: a})
+		return c.SetLimits(ctx, coordinator.LimitsRequest{Namespace: namespace, Queue: queue, Limits: res.limits, Keys: res.keys, KeyWeights: res.weights,
+			Partitions: n, Index: i, Actor: a})
 	}, func(route.Peer) (bool, error) {
 		return false, fmt.Errorf("%w: partition %d is not served here; retry", coordinator.ErrUnavailable, scope[0].ID())
 	})
@@ -172,9 +206,11 @@ func parseSplit(v string) (i, n int, err error) {
 	return i, n, nil
 }
 
-// limitsRequest is the request that sets exactly limits and keys (every
-// limit set or cleared): what a partition on another node is sent.
-func limitsRequest(namespace, queue string, l state.Limits, k state.KeyLimits, a coordinator.Actor) *tenurev1.SetQueueLimitsRequest {
+// limitsRequest is the request that sets exactly r (every limit set or
+// cleared, the weights replaced): what a partition on another node is
+// sent.
+func limitsRequest(namespace, queue string, r resolved, a coordinator.Actor) *tenurev1.SetQueueLimitsRequest {
+	l, k := r.limits, r.keys
 	m := &tenurev1.SetQueueLimitsRequest{Namespace: namespace, Queue: queue, Reason: a.Reason, RequestedBy: a.By}
 	if l.MaxConcurrency > 0 {
 		m.MaxConcurrency = &l.MaxConcurrency
@@ -199,6 +235,7 @@ func limitsRequest(namespace, queue string, l state.Limits, k state.KeyLimits, a
 		m.ClearKeyRate = true
 	}
 	m.KeyOrdered, m.Fair = &k.Ordered, &k.Fair
+	m.ClearKeyWeights, m.KeyWeights = true, keyWeightMessages(r.weights)
 	return m
 }
 
@@ -214,10 +251,15 @@ func keyLimitsOf(m *tenurev1.QueueLimits) state.KeyLimits {
 		Burst: m.GetKeyBurst(), Ordered: m.GetKeyOrdered(), Fair: m.GetFair()}
 }
 
-// queueLimitsMessage is the API's view of a partition's limits: the
-// queue-wide ones, as set.
-func queueLimitsMessage(l *state.QueueLimits) *tenurev1.QueueLimits {
+// queueLimitsMessage is the API's view of a partition's limits (nil:
+// none but key weights): the queue-wide ones, as set, and the weights of
+// its keys.
+func queueLimitsMessage(l *state.QueueLimits, weights []state.KeyWeight) *tenurev1.QueueLimits {
+	if l == nil {
+		return &tenurev1.QueueLimits{KeyWeights: keyWeightMessages(weights)}
+	}
 	return &tenurev1.QueueLimits{
+		KeyWeights:     keyWeightMessages(weights),
 		MaxConcurrency: l.Queue.MaxConcurrency,
 		Rate:           coordinator.RatePerSecond(l.Queue.RateMilli),
 		Burst:          l.Queue.Burst,

@@ -60,6 +60,22 @@ func TestQueueKeys(t *testing.T) {
 	if qs := one.Msg.GetQueues(); len(qs) != 1 || len(qs[0].GetKeys().GetTop()) != 1 || qs[0].GetKeys().GetTop()[0].GetKey() != "acme" {
 		t.Fatalf("ListQueues of pay with one top key: %v", qs)
 	}
+	// Weights: set, kept by a change that names others, removed by 1.
+	res = e.setLimits(t, &tenurev1.SetQueueLimitsRequest{Queue: "pay", KeyWeights: []*tenurev1.KeyWeight{{Key: "beta", Weight: 4}}})
+	if ws := res.GetQueue().GetLimits().GetKeyWeights(); len(ws) != 1 || ws[0].GetKey() != "beta" || ws[0].GetWeight() != 4 || !res.GetChanged() {
+		t.Fatalf("weights after setting beta's: %v (changed %v)", ws, res.GetChanged())
+	}
+	res = e.setLimits(t, &tenurev1.SetQueueLimitsRequest{Queue: "pay", KeyWeights: []*tenurev1.KeyWeight{{Key: "acme", Weight: 2}}})
+	if ws := res.GetQueue().GetLimits().GetKeyWeights(); len(ws) != 2 || ws[0].GetKey() != "acme" || ws[1].GetKey() != "beta" {
+		t.Fatalf("weights after setting acme's too: %v", ws)
+	}
+	if again := e.setLimits(t, &tenurev1.SetQueueLimitsRequest{Queue: "pay", KeyWeights: []*tenurev1.KeyWeight{{Key: "acme", Weight: 2}}}); again.GetChanged() {
+		t.Fatal("setting a weight the key has changed something")
+	}
+	res = e.setLimits(t, &tenurev1.SetQueueLimitsRequest{Queue: "pay", KeyWeights: []*tenurev1.KeyWeight{{Key: "acme", Weight: 1}, {Key: "beta", Weight: 1}}})
+	if ws := res.GetQueue().GetLimits().GetKeyWeights(); len(ws) != 0 || res.GetQueue().GetLimits().GetKeyMaxConcurrency() != 1 {
+		t.Fatalf("after weights of 1: %v, limits %v", ws, res.GetQueue().GetLimits())
+	}
 	for _, bad := range []struct {
 		name  string
 		call  func() error
@@ -85,6 +101,10 @@ func TestQueueKeys(t *testing.T) {
 			_, err := e.queues().SetQueueLimits(ctx, connect.NewRequest(&tenurev1.SetQueueLimitsRequest{Queue: "pay", KeyOrdered: proto.Bool(true), KeyMaxConcurrency: proto.Uint32(2)}))
 			return err
 		}, "key_ordered"},
+		{"a weight of 0", func() error {
+			_, err := e.queues().SetQueueLimits(ctx, connect.NewRequest(&tenurev1.SetQueueLimitsRequest{Queue: "pay", KeyWeights: []*tenurev1.KeyWeight{{Key: "acme"}}}))
+			return err
+		}, "key_weights[0].weight"},
 		{"too many top keys", func() error {
 			_, err := e.queues().ListQueues(ctx, connect.NewRequest(&tenurev1.ListQueuesRequest{TopKeys: 101}))
 			return err

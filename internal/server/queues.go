@@ -253,8 +253,8 @@ func queueMessage(q *state.QueueStats) *tenurev1.Queue {
 		m.Paused, m.PausedPartitions = true, 1
 		m.Pause = &tenurev1.QueuePause{RequestedBy: p.By, Reason: p.Reason, PausedAt: ts(p.At)}
 	}
-	if l := q.Limits; l != nil {
-		m.Limits, m.LimitedPartitions = queueLimitsMessage(l), 1
+	if l := q.Limits; l != nil || len(q.KeyWeights) > 0 {
+		m.Limits, m.LimitedPartitions = queueLimitsMessage(l, q.KeyWeights), 1
 	}
 	if k := q.Keys; k != nil {
 		m.Keys = &tenurev1.QueueKeys{Keys: uint64(k.Keys), HeldByConcurrency: uint64(k.Held[state.HoldConcurrency]),

@@ -246,6 +246,9 @@ func queueMessage(q state.QueueImage) *snapshotpb.QueueSnapshot {
 	}
 	if k := q.Keys; k != nil {
 		m.Keys = &snapshotpb.QueueKeys{Vt: k.VT, UnkeyedPass: k.Unkeyed, States: make([]*snapshotpb.KeySnapshot, len(k.States))}
+		for _, w := range k.Weights {
+			m.Keys.Weights = append(m.Keys.Weights, &snapshotpb.KeyWeight{Key: w.Key, Weight: w.Weight})
+		}
 		for i, ks := range k.States {
 			m.Keys.States[i] = &snapshotpb.KeySnapshot{Name: ks.Name, BucketLevel: ks.Bucket.Level,
 				RefilledUnixNanos: int64(ks.Bucket.Refilled), Pass: ks.Pass, Seq: ks.Seq}
@@ -277,6 +280,9 @@ func queueFromMessage(m *snapshotpb.QueueSnapshot) state.QueueImage {
 	}
 	if k := m.Keys; k != nil {
 		q.Keys = &state.KeysImage{VT: k.Vt, Unkeyed: k.UnkeyedPass, States: make([]state.KeyImage, len(k.States))}
+		for _, w := range k.Weights {
+			q.Keys.Weights = append(q.Keys.Weights, state.KeyWeight{Key: w.GetKey(), Weight: w.GetWeight()})
+		}
 		for i, ks := range k.States {
 			q.Keys.States[i] = state.KeyImage{Name: ks.Name, Bucket: state.TokenBucket{Level: ks.BucketLevel, Refilled: state.Time(ks.RefilledUnixNanos)},
 				Pass: ks.Pass, Seq: ks.Seq}

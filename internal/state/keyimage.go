@@ -18,6 +18,8 @@ type KeysImage struct {
 	VT      uint64
 	Unkeyed uint64
 	States  []KeyImage
+	// Weights are the keys' fair weights other than 1, by key.
+	Weights []KeyWeight
 }
 
 // KeyImage is one key state: its bucket (zero without a key rate) and its
@@ -31,7 +33,7 @@ type KeyImage struct {
 // image returns the key index's image, its states by name (so that equal
 // states have equal images and snapshots). It is O(keys log keys).
 func (ki *keyIndex) image() *KeysImage {
-	img := &KeysImage{VT: ki.vt, Unkeyed: ki.unkeyed, States: make([]KeyImage, 0, len(ki.byName))}
+	img := &KeysImage{VT: ki.vt, Unkeyed: ki.unkeyed, States: make([]KeyImage, 0, len(ki.byName)), Weights: ki.keyWeights()}
 	for _, ks := range ki.byName {
 		img.States = append(img.States, KeyImage{Name: ks.name, Bucket: ks.bucket, Pass: ks.pass, Seq: ks.seq})
 	}
@@ -43,8 +45,12 @@ func (ki *keyIndex) image() *KeysImage {
 // get their bucket and turn, whether the tasks that open them came before
 // or come after (Loader.State checks the result).
 func (s *State) restoreKeys(qi *queueIndex, img *KeysImage) string {
+	if why := checkKeyWeights(img.Weights); why != "" {
+		return why
+	}
 	ki := s.keysOf(qi)
 	ki.vt, ki.unkeyed = img.VT, img.Unkeyed
+	s.setKeyWeights(qi, img.Weights)
 	for _, k := range img.States {
 		switch {
 		case k.Name == "" || len(k.Name) > MaxKeyBytes:
@@ -235,8 +241,11 @@ func (s *State) keyErrors() []error {
 		if ki.set != set {
 			bad("key index settings %+v, the queue's %+v", ki.set, set)
 		}
-		if ki.set.None() && len(ki.byName) == 0 && len(ki.taskKey) == 0 {
+		if ki.set.None() && len(ki.byName) == 0 && len(ki.taskKey) == 0 && len(ki.weights) == 0 {
 			bad("an empty key index is kept")
+		}
+		if why := checkKeyWeights(ki.keyWeights()); why != "" {
+			bad("%s", why)
 		}
 		if len(ki.dirty) > 0 {
 			bad("%d keys left to place after the record", len(ki.dirty))
@@ -294,6 +303,9 @@ func (s *State) heldByKeys() (n int64) {
 			}
 			for _, key := range ki.taskKey {
 				n += heldByKeyedTask(key)
+			}
+			for key := range ki.weights {
+				n += heldByKeyWeight(key)
 			}
 		}
 	}

@@ -73,9 +73,11 @@ type keyIndex struct {
 	// full at wake (keyState.heap says which).
 	eligible, held, idle keyHeap
 	// vt is the fair virtual time, unkeyed the pass of the queue's tasks
-	// without a key (seq 0).
+	// without a key (seq 0); weights the keys' fair weights other than 1
+	// (keyweights.go).
 	vt      uint64
 	unkeyed uint64
+	weights map[string]uint32
 	// holding counts the keys by hold as last placed; holds counts each
 	// time a key was held back by a limit since the index was made.
 	holding [NumKeyHolds]int
@@ -293,7 +295,7 @@ func (s *State) rest(ki *keyIndex, ks *keyState) {
 // maybeDropKeys removes the key index of a queue that has no key setting,
 // no key state and no task with a key.
 func (s *State) maybeDropKeys(qi *queueIndex) {
-	if ki := qi.keys; ki != nil && ki.set.None() && len(ki.byName) == 0 && len(ki.taskKey) == 0 {
+	if ki := qi.keys; ki != nil && ki.set.None() && len(ki.byName) == 0 && len(ki.taskKey) == 0 && len(ki.weights) == 0 {
 		qi.keys = nil
 		s.held -= keyIndexHeld
 	}
@@ -634,7 +636,7 @@ func (s *State) grantKey(qi *queueIndex, t *Task, at Time) {
 		return
 	}
 	if !t.keyed {
-		ki.unkeyed = ki.turn(ki.unkeyed)
+		ki.unkeyed = ki.turn(ki.unkeyed, 1)
 		return
 	}
 	ks := ki.stateOf(t)
@@ -644,16 +646,16 @@ func (s *State) grantKey(qi *queueIndex, t *Task, at Time) {
 		ks.bucket = b.bucket
 	}
 	ks.leases++
-	ks.pass = ki.turn(ks.pass)
+	ks.pass = ki.turn(ks.pass, ki.weight(ks.name))
 	ki.touch(ks)
 }
 
-// turn moves a fair turn by one lease (docs/design/keys.md, "Fair
-// leasing") and returns the key's new pass.
-func (ki *keyIndex) turn(pass uint64) uint64 {
+// turn moves the fair turn of a key of weight w by one lease
+// (docs/design/keys.md, "Fair leasing") and returns the key's new pass.
+func (ki *keyIndex) turn(pass uint64, w uint32) uint64 {
 	start := max(pass, ki.vt)
 	ki.vt = start
-	return start + Stride
+	return start + Stride/uint64(w)
 }
 
 // released counts the end of a lease of t, a task with a key.

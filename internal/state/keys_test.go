@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -644,17 +645,35 @@ func TestKeyBucketOutlivesItsTasks(t *testing.T) {
 // TestFairBound checks the bound of fair leasing (docs/design/keys.md,
 // "Fair leasing") on random runs: one key with a large backlog, small keys
 // that come and go, tasks without a key, leases taken as the coordinator
-// takes them (batches of what Schedulable offers) and completions. While a
-// key has a task waiting throughout, every other key is leased at most
-// twice between two of its leases; and a key that gets its first open
-// task is leased before any other key is leased twice.
+// takes them (batches of what Schedulable offers) and completions; every
+// other seed with random weights. While a key k has a task waiting
+// throughout, another key b is leased at most ⌊s_k/s_b⌋ + 1 times between
+// two leases of k (s = Stride/weight: twice with equal weights); and a
+// key that gets its first open task is leased before any other key is
+// leased twice.
 func TestFairBound(t *testing.T) {
 	for seed := range keySeedCount() / 2 {
 		rng := rand.New(rand.NewPCG(seed, 43))
 		s := state.New()
 		_, must := appliers(t, s)
 		now := state.Time(time.Hour)
-		must(keyLimit(state.KeyLimits{Fair: true}, now))
+		limits := keyLimit(state.KeyLimits{Fair: true}, now)
+		weight := map[string]uint32{}
+		if seed%2 == 1 {
+			for _, key := range []string{"big", "small0", "small3", "small7", "small11"} {
+				w := uint32(2 + rng.IntN(9))
+				weight[key] = w
+				limits.KeyWeights = append(limits.KeyWeights, state.KeyWeight{Key: key, Weight: w})
+			}
+			slices.SortFunc(limits.KeyWeights, func(a, b state.KeyWeight) int { return strings.Compare(a.Key, b.Key) })
+		}
+		step := func(key string) uint64 {
+			if w, ok := weight[key]; ok {
+				return state.Stride / uint64(w)
+			}
+			return state.Stride
+		}
+		must(limits)
 		ids, leases := 0, 0
 		submit := func(key string) {
 			ids++
@@ -717,7 +736,7 @@ func TestFairBound(t *testing.T) {
 							continue
 						}
 						m[b]++
-						limit := 2
+						limit := int(step(k)/step(b)) + 1
 						if arrived[k] {
 							limit = 1
 						}
@@ -793,5 +812,58 @@ func TestKeyHoldsAndTopKeys(t *testing.T) {
 	}
 	if got := s.TopKeys(limitedKey, 3*sec, 1); len(got) != 1 || got[0].Key != "big" || got[0].Held != state.HoldNone {
 		t.Fatalf("TopKeys once big's token arrived = %+v", got)
+	}
+}
+
+// TestFairWeights: with fair leasing and weights 3 and 1, two keys that
+// always have tasks waiting are leased three times as often as the other
+// (to within one turn), the tasks without a key as a key of weight 1; a
+// weight set again applies from the next lease, and a restored state
+// keeps the weights.
+func TestFairWeights(t *testing.T) {
+	s := state.New()
+	_, must := appliers(t, s)
+	sec := state.Time(time.Second)
+	limits := keyLimit(state.KeyLimits{Fair: true}, sec)
+	limits.KeyWeights = []state.KeyWeight{{Key: "gold", Weight: 3}}
+	must(limits)
+	for i := range 500 {
+		must(keyedTask(fmt.Sprint("g", i), "gold", sec))
+		must(keyedTask(fmt.Sprint("b", i), "basic", sec))
+		must(limitedTask(fmt.Sprint("u", i), sec))
+	}
+	leases := 0
+	count := func(n int) map[string]int {
+		got := map[string]int{}
+		for range n {
+			ts := s.Schedulable(limitedKey, 2*sec, 1)
+			if len(ts) != 1 {
+				t.Fatalf("Schedulable offers %d tasks", len(ts))
+			}
+			leases++
+			must(grant(ts[0].ID, fmt.Sprint("l", leases), 1, 2*sec))
+			got[s.KeyOf(ts[0])]++
+		}
+		return got
+	}
+	got := count(500)
+	if g, b, u := got["gold"], got["basic"], got[""]; g < 297 || g > 303 || b < 98 || b > 102 || u < 98 || u > 102 {
+		t.Fatalf("500 leases went %v; want gold 300, basic 100, the tasks without a key 100 (weights 3, 1, 1)", got)
+	}
+	if w := s.KeyWeights(limitedKey); !reflect.DeepEqual(w, []state.KeyWeight{{Key: "gold", Weight: 3}}) {
+		t.Fatalf("KeyWeights = %v", w)
+	}
+	restored := restore(t, s.Image())
+	if w := restored.KeyWeights(limitedKey); !reflect.DeepEqual(w, []state.KeyWeight{{Key: "gold", Weight: 3}}) {
+		t.Fatalf("the restored state's KeyWeights = %v", w)
+	}
+	// Weights cleared: equal turns from the next lease on.
+	must(keyLimit(state.KeyLimits{Fair: true}, 2*sec))
+	got = count(300)
+	if g, b, u := got["gold"], got["basic"], got[""]; g < 98 || g > 102 || b < 98 || b > 102 || u < 98 || u > 102 {
+		t.Fatalf("300 leases without weights went %v; want 100 each", got)
+	}
+	if err := s.Invariants(); err != nil {
+		t.Fatal(err)
 	}
 }

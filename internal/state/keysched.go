@@ -19,8 +19,9 @@ type cursor struct {
 	next    *Task
 	top     readySlot
 	room    int
-	// pass and seq are the turn the merge computes (fair).
-	pass, seq uint64
+	// pass and seq are the turn the merge computes (fair), step the
+	// key's step (Stride over its weight).
+	pass, seq, step uint64
 }
 
 // advance moves c to its next task; false: it has none left.
@@ -73,7 +74,7 @@ func (q *queueIndex) keyedLeasable(now Time, n int) []*Task {
 		}
 	}
 	if q.ready.Len() > 0 {
-		push(&cursor{h: &q.ready, walk: q.ready.walk(n), room: n, pass: ki.unkeyed})
+		push(&cursor{h: &q.ready, walk: q.ready.walk(n), room: n, pass: ki.unkeyed, step: Stride})
 	}
 	// The eligible keys, in their heap's order, join the merge as the
 	// merge reaches them.
@@ -92,7 +93,7 @@ func (q *queueIndex) keyedLeasable(now Time, n int) []*Task {
 	for len(out) < n {
 		for !ew.empty() && (len(cur) == 0 || keyFirst(eh[ew.peek()], cur[0])) {
 			ks := eh[ew.pop()]
-			c := &cursor{ks: ks, h: &ks.ready, room: ki.room(ks, now, n), pass: ks.pass, seq: ks.seq}
+			c := &cursor{ks: ks, h: &ks.ready, room: ki.room(ks, now, n), pass: ks.pass, seq: ks.seq, step: Stride / uint64(ki.weight(ks.name))}
 			if ki.set.Ordered {
 				c.ordered = true
 				c.next = ki.openTop(ks)
@@ -120,7 +121,7 @@ func (q *queueIndex) keyedLeasable(now Time, n int) []*Task {
 			out = append(out, t)
 			c.room--
 			start := max(c.pass, vt)
-			vt, c.pass = start, start+Stride
+			vt, c.pass = start, start+c.step
 		}
 		if c.advance() {
 			siftDown(len(cur), less, swap)

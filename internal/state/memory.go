@@ -60,6 +60,9 @@ func NewKeyHeldBytes(key string) int64 {
 // heldByKeyState is what the state of a key named name holds.
 func heldByKeyState(name string) int64 { return keyStateHeld + int64(len(name)) }
 
+// heldByKeyWeight is what the weight of key holds.
+func heldByKeyWeight(key string) int64 { return besideHeld + 8 + int64(len(key)) }
+
 // heldByKeyedTask is what a task's key costs it.
 func heldByKeyedTask(key string) int64 { return keyedTaskHeld + int64(len(key)) }
 

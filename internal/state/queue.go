@@ -222,8 +222,10 @@ type QueueStats struct {
 	Paused *Pause
 	// Limits is set while the queue has flow control.
 	Limits *QueueLimits
-	// Keys counts the queue's keys (nil: none, and no key setting).
-	Keys *KeyCounts
+	// Keys counts the queue's keys (nil: none, and no key setting), and
+	// KeyWeights are their fair weights other than 1, ordered by key.
+	Keys       *KeyCounts
+	KeyWeights []KeyWeight
 	// LastMinute, Last5Minutes and LastHour count the events of the
 	// buckets that end after the asked time minus the window: the current
 	// bucket, partly elapsed, and those before it (so the last minute
@@ -267,6 +269,7 @@ func (qi *queueIndex) stats(now Time) QueueStats {
 	}
 	if qi.keys != nil {
 		st.Keys = qi.keys.counts()
+		st.KeyWeights = qi.keys.keyWeights()
 	}
 	if ms, ok := qi.ages.oldest(); ok {
 		if due := Time(ms) * Time(time.Millisecond); due <= now {

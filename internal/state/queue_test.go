@@ -16,6 +16,7 @@ type tally struct {
 	events  map[state.QueueKey][]event
 	paused  map[state.QueueKey]*state.Pause
 	limits  map[state.QueueKey]*state.QueueLimits
+	weights map[state.QueueKey][]state.KeyWeight
 }
 
 type event struct {
@@ -25,7 +26,7 @@ type event struct {
 
 func newTally() *tally {
 	return &tally{queueOf: map[string]state.QueueKey{}, events: map[state.QueueKey][]event{}, paused: map[state.QueueKey]*state.Pause{},
-		limits: map[state.QueueKey]*state.QueueLimits{}}
+		limits: map[state.QueueKey]*state.QueueLimits{}, weights: map[state.QueueKey][]state.KeyWeight{}}
 }
 
 // applied notes record r, which s has just applied.
@@ -76,6 +77,7 @@ func (ty *tally) applied(s *state.State, r state.Record) {
 		} else {
 			ty.limits[k] = &l
 		}
+		ty.weights[k] = r.KeyWeights
 	}
 }
 
@@ -135,8 +137,15 @@ func (ty *tally) want(s *state.State, now state.Time) map[state.QueueKey]state.Q
 		q.Limits = l
 		out[k] = q
 	}
+	for k, ws := range ty.weights {
+		if len(ws) > 0 {
+			q := get(k)
+			q.KeyWeights = ws
+			out[k] = q
+		}
+	}
 	for k, q := range out {
-		if q.Total() == 0 && q.Paused == nil && q.Limits == nil && q.LastHour == (state.EventCounts{}) {
+		if q.Total() == 0 && q.Paused == nil && q.Limits == nil && len(q.KeyWeights) == 0 && q.LastHour == (state.EventCounts{}) {
 			delete(out, k)
 		}
 	}
@@ -188,7 +197,7 @@ func recountKeys(s *state.State, k state.QueueKey) *state.KeyCounts {
 		return true
 	})
 	l, _ := s.Limits(k)
-	if !keyed && l.Keys.None() {
+	if !keyed && l.Keys.None() && len(s.KeyWeights(k)) == 0 {
 		return nil
 	}
 	return &state.KeyCounts{Keys: len(open)}

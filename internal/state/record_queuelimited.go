@@ -38,6 +38,9 @@ type QueueLimited struct {
 	KeyBurst          uint32
 	KeyOrdered        bool
 	Fair              bool
+	// KeyWeights is the keys' fair weights other than 1, ordered by key:
+	// the whole set, replacing the queue's (docs/design/keys.md).
+	KeyWeights []KeyWeight
 }
 
 func (*QueueLimited) Task() string { return "" }
@@ -64,9 +67,14 @@ func (r *QueueLimited) apply(s *State, _ uint64) string {
 	if why := q.check(); why != "" {
 		return why
 	}
+	if why := checkKeyWeights(r.KeyWeights); why != "" {
+		return why
+	}
 	qi := s.queueOf(r.Namespace, r.Queue)
 	qi.setLimits(q)
 	s.setKeyLimits(qi, q.Keys, r.At)
+	s.setKeyWeights(qi, r.KeyWeights)
+	s.maybeDropKeys(qi)
 	s.maybeForget(qi, r.At)
 	return ""
 }

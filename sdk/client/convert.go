@@ -271,6 +271,9 @@ func queueOf(p *tenurev1.Queue) Queue {
 			RequestedBy: l.GetRequestedBy(), Reason: l.GetReason(), SetAt: timeOf(l.GetSetAt()),
 			KeyMaxConcurrency: l.GetKeyMaxConcurrency(), KeyRate: l.GetKeyRate(), KeyBurst: l.GetKeyBurst(),
 			KeyOrdered: l.GetKeyOrdered(), Fair: l.GetFair()}
+		for _, w := range l.GetKeyWeights() {
+			q.KeyWeights = append(q.KeyWeights, KeyWeight{Key: w.GetKey(), Weight: w.GetWeight()})
+		}
 	}
 	if k := p.GetKeys(); k != nil {
 		q.Keys = &QueueKeys{Keys: k.GetKeys(), HeldByConcurrency: k.GetHeldByConcurrency(), HeldByRate: k.GetHeldByRate(),

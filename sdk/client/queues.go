@@ -88,11 +88,21 @@ func (c *Client) SetQueueLimits(ctx context.Context, req SetQueueLimitsRequest) 
 		ClearMaxConcurrency: req.ClearMaxConcurrency, ClearRate: req.ClearRate,
 		KeyMaxConcurrency: req.KeyMaxConcurrency, KeyRate: req.KeyRate, KeyBurst: req.KeyBurst,
 		ClearKeyMaxConcurrency: req.ClearKeyMaxConcurrency, ClearKeyRate: req.ClearKeyRate, KeyOrdered: req.KeyOrdered, Fair: req.Fair,
+		KeyWeights: keyWeightMessages(req.KeyWeights), ClearKeyWeights: req.ClearKeyWeights,
 		Reason: req.Reason, RequestedBy: c.by(req.RequestedBy)})
 	if err != nil {
 		return QueueControlResult{}, err
 	}
 	return queueControlResult("SetQueueLimits", resp)
+}
+
+// keyWeightMessages converts key weights to the API's.
+func keyWeightMessages(ws []KeyWeight) []*tenurev1.KeyWeight {
+	var out []*tenurev1.KeyWeight
+	for _, w := range ws {
+		out = append(out, &tenurev1.KeyWeight{Key: w.Key, Weight: w.Weight})
+	}
+	return out
 }
 
 // queueControlResult is the result of op's answer (a pause, a resume or

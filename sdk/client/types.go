@@ -714,8 +714,10 @@ type Queue struct {
 	Limits            *QueueLimits
 	LimitedPartitions uint32
 	// Keys describes the queue's keys (nil: no task with a key, and no
-	// key limits).
-	Keys *QueueKeys
+	// key limits), and KeyWeights the fair weights of those with a weight
+	// other than 1 (QueueLimits.Fair), ordered by key.
+	Keys       *QueueKeys
+	KeyWeights []KeyWeight
 }
 
 // QueueKeys describes the keys of a queue (SubmitRequest.Key).
@@ -766,6 +768,13 @@ type QueueLimits struct {
 	KeyBurst          uint32
 	KeyOrdered        bool
 	Fair              bool
+}
+
+// KeyWeight is the fair weight of one key of a queue: with Fair, a key
+// of weight w takes w turns for one of a key of weight 1.
+type KeyWeight struct {
+	Key    string
+	Weight uint32
 }
 
 // TaskCounts counts tasks by state.
@@ -865,6 +874,11 @@ type SetQueueLimitsRequest struct {
 	ClearKeyRate           bool
 	KeyOrdered             *bool
 	Fair                   *bool
+	// KeyWeights sets the fair weight of each key it names (1 to 1000; 1
+	// removes the key's weight); ClearKeyWeights removes every weight
+	// first. The other keys keep theirs.
+	KeyWeights      []KeyWeight
+	ClearKeyWeights bool
 	// Reason says why; it is kept in the record and shown in Queue.Limits.
 	Reason string
 	// RequestedBy says who asks, as RetryTaskRequest.RequestedBy.

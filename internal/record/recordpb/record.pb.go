@@ -1759,8 +1759,12 @@ type QueueLimited struct {
 	KeyBurst          uint32 `protobuf:"varint,15,opt,name=key_burst,json=keyBurst,proto3" json:"key_burst,omitempty"`
 	KeyOrdered        bool   `protobuf:"varint,16,opt,name=key_ordered,json=keyOrdered,proto3" json:"key_ordered,omitempty"`
 	Fair              bool   `protobuf:"varint,17,opt,name=fair,proto3" json:"fair,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The keys' fair weights other than 1, ordered by key: the whole set,
+	// replacing the queue's (none in records written before they were
+	// kept).
+	KeyWeights    []*KeyWeight `protobuf:"bytes,18,rep,name=key_weights,json=keyWeights,proto3" json:"key_weights,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueLimited) Reset() {
@@ -1912,6 +1916,66 @@ func (x *QueueLimited) GetFair() bool {
 	return false
 }
 
+func (x *QueueLimited) GetKeyWeights() []*KeyWeight {
+	if x != nil {
+		return x.KeyWeights
+	}
+	return nil
+}
+
+// KeyWeight is the fair weight of one key (state.KeyWeight).
+type KeyWeight struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Weight        uint32                 `protobuf:"varint,2,opt,name=weight,proto3" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyWeight) Reset() {
+	*x = KeyWeight{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyWeight) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyWeight) ProtoMessage() {}
+
+func (x *KeyWeight) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyWeight.ProtoReflect.Descriptor instead.
+func (*KeyWeight) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *KeyWeight) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *KeyWeight) GetWeight() uint32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
 // TaskDeadlineExceeded (record type 18) fails a WAITING or LEASED task whose
 // deadline passed, whatever its attempts left; a current lease is aborted.
 type TaskDeadlineExceeded struct {
@@ -1924,7 +1988,7 @@ type TaskDeadlineExceeded struct {
 
 func (x *TaskDeadlineExceeded) Reset() {
 	*x = TaskDeadlineExceeded{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[19]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2000,7 @@ func (x *TaskDeadlineExceeded) String() string {
 func (*TaskDeadlineExceeded) ProtoMessage() {}
 
 func (x *TaskDeadlineExceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[19]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2013,7 @@ func (x *TaskDeadlineExceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDeadlineExceeded.ProtoReflect.Descriptor instead.
 func (*TaskDeadlineExceeded) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{19}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TaskDeadlineExceeded) GetTaskId() string {
@@ -1988,7 +2052,7 @@ type ScheduleDef struct {
 
 func (x *ScheduleDef) Reset() {
 	*x = ScheduleDef{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[20]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2000,7 +2064,7 @@ func (x *ScheduleDef) String() string {
 func (*ScheduleDef) ProtoMessage() {}
 
 func (x *ScheduleDef) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[20]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2013,7 +2077,7 @@ func (x *ScheduleDef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleDef.ProtoReflect.Descriptor instead.
 func (*ScheduleDef) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{20}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ScheduleDef) GetCron() string {
@@ -2096,7 +2160,7 @@ type ScheduleCreated struct {
 
 func (x *ScheduleCreated) Reset() {
 	*x = ScheduleCreated{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[21]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2172,7 @@ func (x *ScheduleCreated) String() string {
 func (*ScheduleCreated) ProtoMessage() {}
 
 func (x *ScheduleCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[21]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2185,7 @@ func (x *ScheduleCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleCreated.ProtoReflect.Descriptor instead.
 func (*ScheduleCreated) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{21}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ScheduleCreated) GetNamespace() string {
@@ -2191,7 +2255,7 @@ type ScheduleUpdated struct {
 
 func (x *ScheduleUpdated) Reset() {
 	*x = ScheduleUpdated{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[22]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2203,7 +2267,7 @@ func (x *ScheduleUpdated) String() string {
 func (*ScheduleUpdated) ProtoMessage() {}
 
 func (x *ScheduleUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[22]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2216,7 +2280,7 @@ func (x *ScheduleUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleUpdated.ProtoReflect.Descriptor instead.
 func (*ScheduleUpdated) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{22}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ScheduleUpdated) GetNamespace() string {
@@ -2290,7 +2354,7 @@ type SchedulePaused struct {
 
 func (x *SchedulePaused) Reset() {
 	*x = SchedulePaused{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[23]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2366,7 @@ func (x *SchedulePaused) String() string {
 func (*SchedulePaused) ProtoMessage() {}
 
 func (x *SchedulePaused) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[23]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2379,7 @@ func (x *SchedulePaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulePaused.ProtoReflect.Descriptor instead.
 func (*SchedulePaused) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{23}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SchedulePaused) GetNamespace() string {
@@ -2377,7 +2441,7 @@ type ScheduleResumed struct {
 
 func (x *ScheduleResumed) Reset() {
 	*x = ScheduleResumed{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[24]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2389,7 +2453,7 @@ func (x *ScheduleResumed) String() string {
 func (*ScheduleResumed) ProtoMessage() {}
 
 func (x *ScheduleResumed) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[24]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2402,7 +2466,7 @@ func (x *ScheduleResumed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResumed.ProtoReflect.Descriptor instead.
 func (*ScheduleResumed) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{24}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ScheduleResumed) GetNamespace() string {
@@ -2469,7 +2533,7 @@ type ScheduleDeleted struct {
 
 func (x *ScheduleDeleted) Reset() {
 	*x = ScheduleDeleted{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[25]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2545,7 @@ func (x *ScheduleDeleted) String() string {
 func (*ScheduleDeleted) ProtoMessage() {}
 
 func (x *ScheduleDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[25]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2558,7 @@ func (x *ScheduleDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleDeleted.ProtoReflect.Descriptor instead.
 func (*ScheduleDeleted) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{25}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ScheduleDeleted) GetNamespace() string {
@@ -2559,7 +2623,7 @@ type ScheduleFired struct {
 
 func (x *ScheduleFired) Reset() {
 	*x = ScheduleFired{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[26]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2635,7 @@ func (x *ScheduleFired) String() string {
 func (*ScheduleFired) ProtoMessage() {}
 
 func (x *ScheduleFired) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[26]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2648,7 @@ func (x *ScheduleFired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleFired.ProtoReflect.Descriptor instead.
 func (*ScheduleFired) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{26}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ScheduleFired) GetNamespace() string {
@@ -2666,7 +2730,7 @@ type ScheduleSkipped struct {
 
 func (x *ScheduleSkipped) Reset() {
 	*x = ScheduleSkipped{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[27]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2678,7 +2742,7 @@ func (x *ScheduleSkipped) String() string {
 func (*ScheduleSkipped) ProtoMessage() {}
 
 func (x *ScheduleSkipped) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[27]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2691,7 +2755,7 @@ func (x *ScheduleSkipped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleSkipped.ProtoReflect.Descriptor instead.
 func (*ScheduleSkipped) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{27}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ScheduleSkipped) GetNamespace() string {
@@ -2759,7 +2823,7 @@ type ScheduleHeld struct {
 
 func (x *ScheduleHeld) Reset() {
 	*x = ScheduleHeld{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[28]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2771,7 +2835,7 @@ func (x *ScheduleHeld) String() string {
 func (*ScheduleHeld) ProtoMessage() {}
 
 func (x *ScheduleHeld) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[28]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2784,7 +2848,7 @@ func (x *ScheduleHeld) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleHeld.ProtoReflect.Descriptor instead.
 func (*ScheduleHeld) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{28}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ScheduleHeld) GetNamespace() string {
@@ -2845,7 +2909,7 @@ type TasksPurgedRange struct {
 
 func (x *TasksPurgedRange) Reset() {
 	*x = TasksPurgedRange{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[29]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2857,7 +2921,7 @@ func (x *TasksPurgedRange) String() string {
 func (*TasksPurgedRange) ProtoMessage() {}
 
 func (x *TasksPurgedRange) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[29]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2870,7 +2934,7 @@ func (x *TasksPurgedRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TasksPurgedRange.ProtoReflect.Descriptor instead.
 func (*TasksPurgedRange) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{29}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TasksPurgedRange) GetBeforeUnixNanos() int64 {
@@ -2923,7 +2987,7 @@ type TaskSnoozed struct {
 
 func (x *TaskSnoozed) Reset() {
 	*x = TaskSnoozed{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[30]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2935,7 +2999,7 @@ func (x *TaskSnoozed) String() string {
 func (*TaskSnoozed) ProtoMessage() {}
 
 func (x *TaskSnoozed) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[30]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2948,7 +3012,7 @@ func (x *TaskSnoozed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskSnoozed.ProtoReflect.Descriptor instead.
 func (*TaskSnoozed) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{30}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TaskSnoozed) GetTaskId() string {
@@ -3012,7 +3076,7 @@ type TasksSubmitted struct {
 
 func (x *TasksSubmitted) Reset() {
 	*x = TasksSubmitted{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[31]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3024,7 +3088,7 @@ func (x *TasksSubmitted) String() string {
 func (*TasksSubmitted) ProtoMessage() {}
 
 func (x *TasksSubmitted) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[31]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3037,7 +3101,7 @@ func (x *TasksSubmitted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TasksSubmitted.ProtoReflect.Descriptor instead.
 func (*TasksSubmitted) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{31}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TasksSubmitted) GetWorkflowId() string {
@@ -3086,7 +3150,7 @@ type OutboxHeld struct {
 
 func (x *OutboxHeld) Reset() {
 	*x = OutboxHeld{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[32]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3098,7 +3162,7 @@ func (x *OutboxHeld) String() string {
 func (*OutboxHeld) ProtoMessage() {}
 
 func (x *OutboxHeld) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[32]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3111,7 +3175,7 @@ func (x *OutboxHeld) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutboxHeld.ProtoReflect.Descriptor instead.
 func (*OutboxHeld) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{32}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *OutboxHeld) GetOutbox() string {
@@ -3155,7 +3219,7 @@ type OutboxHeldRow struct {
 
 func (x *OutboxHeldRow) Reset() {
 	*x = OutboxHeldRow{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[33]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3167,7 +3231,7 @@ func (x *OutboxHeldRow) String() string {
 func (*OutboxHeldRow) ProtoMessage() {}
 
 func (x *OutboxHeldRow) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[33]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3180,7 +3244,7 @@ func (x *OutboxHeldRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutboxHeldRow.ProtoReflect.Descriptor instead.
 func (*OutboxHeldRow) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{33}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *OutboxHeldRow) GetRow() int64 {
@@ -3226,7 +3290,7 @@ type OutboxReleased struct {
 
 func (x *OutboxReleased) Reset() {
 	*x = OutboxReleased{}
-	mi := &file_tenure_record_v1_record_proto_msgTypes[34]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3238,7 +3302,7 @@ func (x *OutboxReleased) String() string {
 func (*OutboxReleased) ProtoMessage() {}
 
 func (x *OutboxReleased) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_record_v1_record_proto_msgTypes[34]
+	mi := &file_tenure_record_v1_record_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3251,7 +3315,7 @@ func (x *OutboxReleased) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutboxReleased.ProtoReflect.Descriptor instead.
 func (*OutboxReleased) Descriptor() ([]byte, []int) {
-	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{34}
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *OutboxReleased) GetOutbox() string {
@@ -3411,7 +3475,7 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\btask_ids\x18\x01 \x03(\tR\ataskIds\x12\x0e\n" +
 	"\x02by\x18\x02 \x01(\tR\x02by\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\"\n" +
-	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\xb3\x04\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\xf1\x04\n" +
 	"\fQueueLimited\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12'\n" +
@@ -3435,7 +3499,12 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\tkey_burst\x18\x0f \x01(\rR\bkeyBurst\x12\x1f\n" +
 	"\vkey_ordered\x18\x10 \x01(\bR\n" +
 	"keyOrdered\x12\x12\n" +
-	"\x04fair\x18\x11 \x01(\bR\x04fair\"S\n" +
+	"\x04fair\x18\x11 \x01(\bR\x04fair\x12<\n" +
+	"\vkey_weights\x18\x12 \x03(\v2\x1b.tenure.record.v1.KeyWeightR\n" +
+	"keyWeights\"5\n" +
+	"\tKeyWeight\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
+	"\x06weight\x18\x02 \x01(\rR\x06weight\"S\n" +
 	"\x14TaskDeadlineExceeded\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\"\n" +
 	"\rat_unix_nanos\x18\x02 \x01(\x10R\vatUnixNanos\"\xc0\x02\n" +
@@ -3577,7 +3646,7 @@ func file_tenure_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_tenure_record_v1_record_proto_goTypes = []any{
 	(FormatVersion)(0),           // 0: tenure.record.v1.FormatVersion
 	(DependencyFailure)(0),       // 1: tenure.record.v1.DependencyFailure
@@ -3601,22 +3670,23 @@ var file_tenure_record_v1_record_proto_goTypes = []any{
 	(*TaskRetried)(nil),          // 19: tenure.record.v1.TaskRetried
 	(*TasksDeleted)(nil),         // 20: tenure.record.v1.TasksDeleted
 	(*QueueLimited)(nil),         // 21: tenure.record.v1.QueueLimited
-	(*TaskDeadlineExceeded)(nil), // 22: tenure.record.v1.TaskDeadlineExceeded
-	(*ScheduleDef)(nil),          // 23: tenure.record.v1.ScheduleDef
-	(*ScheduleCreated)(nil),      // 24: tenure.record.v1.ScheduleCreated
-	(*ScheduleUpdated)(nil),      // 25: tenure.record.v1.ScheduleUpdated
-	(*SchedulePaused)(nil),       // 26: tenure.record.v1.SchedulePaused
-	(*ScheduleResumed)(nil),      // 27: tenure.record.v1.ScheduleResumed
-	(*ScheduleDeleted)(nil),      // 28: tenure.record.v1.ScheduleDeleted
-	(*ScheduleFired)(nil),        // 29: tenure.record.v1.ScheduleFired
-	(*ScheduleSkipped)(nil),      // 30: tenure.record.v1.ScheduleSkipped
-	(*ScheduleHeld)(nil),         // 31: tenure.record.v1.ScheduleHeld
-	(*TasksPurgedRange)(nil),     // 32: tenure.record.v1.TasksPurgedRange
-	(*TaskSnoozed)(nil),          // 33: tenure.record.v1.TaskSnoozed
-	(*TasksSubmitted)(nil),       // 34: tenure.record.v1.TasksSubmitted
-	(*OutboxHeld)(nil),           // 35: tenure.record.v1.OutboxHeld
-	(*OutboxHeldRow)(nil),        // 36: tenure.record.v1.OutboxHeldRow
-	(*OutboxReleased)(nil),       // 37: tenure.record.v1.OutboxReleased
+	(*KeyWeight)(nil),            // 22: tenure.record.v1.KeyWeight
+	(*TaskDeadlineExceeded)(nil), // 23: tenure.record.v1.TaskDeadlineExceeded
+	(*ScheduleDef)(nil),          // 24: tenure.record.v1.ScheduleDef
+	(*ScheduleCreated)(nil),      // 25: tenure.record.v1.ScheduleCreated
+	(*ScheduleUpdated)(nil),      // 26: tenure.record.v1.ScheduleUpdated
+	(*SchedulePaused)(nil),       // 27: tenure.record.v1.SchedulePaused
+	(*ScheduleResumed)(nil),      // 28: tenure.record.v1.ScheduleResumed
+	(*ScheduleDeleted)(nil),      // 29: tenure.record.v1.ScheduleDeleted
+	(*ScheduleFired)(nil),        // 30: tenure.record.v1.ScheduleFired
+	(*ScheduleSkipped)(nil),      // 31: tenure.record.v1.ScheduleSkipped
+	(*ScheduleHeld)(nil),         // 32: tenure.record.v1.ScheduleHeld
+	(*TasksPurgedRange)(nil),     // 33: tenure.record.v1.TasksPurgedRange
+	(*TaskSnoozed)(nil),          // 34: tenure.record.v1.TaskSnoozed
+	(*TasksSubmitted)(nil),       // 35: tenure.record.v1.TasksSubmitted
+	(*OutboxHeld)(nil),           // 36: tenure.record.v1.OutboxHeld
+	(*OutboxHeldRow)(nil),        // 37: tenure.record.v1.OutboxHeldRow
+	(*OutboxReleased)(nil),       // 38: tenure.record.v1.OutboxReleased
 }
 var file_tenure_record_v1_record_proto_depIdxs = []int32{
 	3,  // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
@@ -3625,16 +3695,17 @@ var file_tenure_record_v1_record_proto_depIdxs = []int32{
 	4,  // 3: tenure.record.v1.TaskCommitted.spawn:type_name -> tenure.record.v1.TaskCreated
 	4,  // 4: tenure.record.v1.TaskCompleted.spawn:type_name -> tenure.record.v1.TaskCreated
 	2,  // 5: tenure.record.v1.TaskCancelled.action:type_name -> tenure.record.v1.LeaseAction
-	3,  // 6: tenure.record.v1.ScheduleDef.retry_policy:type_name -> tenure.record.v1.RetryPolicy
-	23, // 7: tenure.record.v1.ScheduleCreated.def:type_name -> tenure.record.v1.ScheduleDef
-	23, // 8: tenure.record.v1.ScheduleUpdated.def:type_name -> tenure.record.v1.ScheduleDef
-	4,  // 9: tenure.record.v1.TasksSubmitted.tasks:type_name -> tenure.record.v1.TaskCreated
-	36, // 10: tenure.record.v1.OutboxHeld.rows:type_name -> tenure.record.v1.OutboxHeldRow
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	22, // 6: tenure.record.v1.QueueLimited.key_weights:type_name -> tenure.record.v1.KeyWeight
+	3,  // 7: tenure.record.v1.ScheduleDef.retry_policy:type_name -> tenure.record.v1.RetryPolicy
+	24, // 8: tenure.record.v1.ScheduleCreated.def:type_name -> tenure.record.v1.ScheduleDef
+	24, // 9: tenure.record.v1.ScheduleUpdated.def:type_name -> tenure.record.v1.ScheduleDef
+	4,  // 10: tenure.record.v1.TasksSubmitted.tasks:type_name -> tenure.record.v1.TaskCreated
+	37, // 11: tenure.record.v1.OutboxHeld.rows:type_name -> tenure.record.v1.OutboxHeldRow
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_tenure_record_v1_record_proto_init() }
@@ -3648,7 +3719,7 @@ func file_tenure_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_record_v1_record_proto_rawDesc), len(file_tenure_record_v1_record_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1150,10 +1150,12 @@ func (x *QueueSnapshot) GetKeys() *QueueKeys {
 // the fair virtual time, the fair turn of the tasks without a key, and
 // each key state.
 type QueueKeys struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Vt            uint64                 `protobuf:"varint,1,opt,name=vt,proto3" json:"vt,omitempty"`
-	UnkeyedPass   uint64                 `protobuf:"varint,2,opt,name=unkeyed_pass,json=unkeyedPass,proto3" json:"unkeyed_pass,omitempty"`
-	States        []*KeySnapshot         `protobuf:"bytes,3,rep,name=states,proto3" json:"states,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Vt          uint64                 `protobuf:"varint,1,opt,name=vt,proto3" json:"vt,omitempty"`
+	UnkeyedPass uint64                 `protobuf:"varint,2,opt,name=unkeyed_pass,json=unkeyedPass,proto3" json:"unkeyed_pass,omitempty"`
+	States      []*KeySnapshot         `protobuf:"bytes,3,rep,name=states,proto3" json:"states,omitempty"`
+	// The keys' fair weights other than 1, ordered by key.
+	Weights       []*KeyWeight `protobuf:"bytes,4,rep,name=weights,proto3" json:"weights,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1209,6 +1211,66 @@ func (x *QueueKeys) GetStates() []*KeySnapshot {
 	return nil
 }
 
+func (x *QueueKeys) GetWeights() []*KeyWeight {
+	if x != nil {
+		return x.Weights
+	}
+	return nil
+}
+
+// KeyWeight is the fair weight of one key (state.KeyWeight).
+type KeyWeight struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Weight        uint32                 `protobuf:"varint,2,opt,name=weight,proto3" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyWeight) Reset() {
+	*x = KeyWeight{}
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyWeight) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyWeight) ProtoMessage() {}
+
+func (x *KeyWeight) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyWeight.ProtoReflect.Descriptor instead.
+func (*KeyWeight) Descriptor() ([]byte, []int) {
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *KeyWeight) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *KeyWeight) GetWeight() uint32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
 // KeySnapshot is one key's state: its token bucket (0 without a key rate)
 // and its fair turn (0 for a key with no open task, kept for its bucket).
 type KeySnapshot struct {
@@ -1224,7 +1286,7 @@ type KeySnapshot struct {
 
 func (x *KeySnapshot) Reset() {
 	*x = KeySnapshot{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1298,7 @@ func (x *KeySnapshot) String() string {
 func (*KeySnapshot) ProtoMessage() {}
 
 func (x *KeySnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1311,7 @@ func (x *KeySnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySnapshot.ProtoReflect.Descriptor instead.
 func (*KeySnapshot) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{10}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *KeySnapshot) GetName() string {
@@ -1320,7 +1382,7 @@ type QueueLimits struct {
 
 func (x *QueueLimits) Reset() {
 	*x = QueueLimits{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1394,7 @@ func (x *QueueLimits) String() string {
 func (*QueueLimits) ProtoMessage() {}
 
 func (x *QueueLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1407,7 @@ func (x *QueueLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueLimits.ProtoReflect.Descriptor instead.
 func (*QueueLimits) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{11}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *QueueLimits) GetMaxConcurrency() uint32 {
@@ -1479,7 +1541,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1553,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1566,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{12}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *QueuePause) GetBy() string {
@@ -1543,7 +1605,7 @@ type EventBucket struct {
 
 func (x *EventBucket) Reset() {
 	*x = EventBucket{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[13]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1617,7 @@ func (x *EventBucket) String() string {
 func (*EventBucket) ProtoMessage() {}
 
 func (x *EventBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[13]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +1630,7 @@ func (x *EventBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBucket.ProtoReflect.Descriptor instead.
 func (*EventBucket) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{13}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EventBucket) GetN() int64 {
@@ -1638,7 +1700,7 @@ type ScheduleSnapshot struct {
 
 func (x *ScheduleSnapshot) Reset() {
 	*x = ScheduleSnapshot{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[14]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1712,7 @@ func (x *ScheduleSnapshot) String() string {
 func (*ScheduleSnapshot) ProtoMessage() {}
 
 func (x *ScheduleSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[14]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1725,7 @@ func (x *ScheduleSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleSnapshot.ProtoReflect.Descriptor instead.
 func (*ScheduleSnapshot) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{14}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ScheduleSnapshot) GetNamespace() string {
@@ -1821,7 +1883,7 @@ type ScheduleFire struct {
 
 func (x *ScheduleFire) Reset() {
 	*x = ScheduleFire{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[15]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +1895,7 @@ func (x *ScheduleFire) String() string {
 func (*ScheduleFire) ProtoMessage() {}
 
 func (x *ScheduleFire) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[15]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +1908,7 @@ func (x *ScheduleFire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleFire.ProtoReflect.Descriptor instead.
 func (*ScheduleFire) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{15}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ScheduleFire) GetTickUnixNanos() int64 {
@@ -1994,11 +2056,15 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x04fine\x18\x04 \x03(\v2\x1f.tenure.snapshot.v1.EventBucketR\x04fine\x127\n" +
 	"\x06coarse\x18\x05 \x03(\v2\x1f.tenure.snapshot.v1.EventBucketR\x06coarse\x127\n" +
 	"\x06limits\x18\x06 \x01(\v2\x1f.tenure.snapshot.v1.QueueLimitsR\x06limits\x121\n" +
-	"\x04keys\x18\a \x01(\v2\x1d.tenure.snapshot.v1.QueueKeysR\x04keys\"w\n" +
+	"\x04keys\x18\a \x01(\v2\x1d.tenure.snapshot.v1.QueueKeysR\x04keys\"\xb0\x01\n" +
 	"\tQueueKeys\x12\x0e\n" +
 	"\x02vt\x18\x01 \x01(\x04R\x02vt\x12!\n" +
 	"\funkeyed_pass\x18\x02 \x01(\x04R\vunkeyedPass\x127\n" +
-	"\x06states\x18\x03 \x03(\v2\x1f.tenure.snapshot.v1.KeySnapshotR\x06states\"\x9a\x01\n" +
+	"\x06states\x18\x03 \x03(\v2\x1f.tenure.snapshot.v1.KeySnapshotR\x06states\x127\n" +
+	"\aweights\x18\x04 \x03(\v2\x1d.tenure.snapshot.v1.KeyWeightR\aweights\"5\n" +
+	"\tKeyWeight\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
+	"\x06weight\x18\x02 \x01(\rR\x06weight\"\x9a\x01\n" +
 	"\vKeySnapshot\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fbucket_level\x18\x02 \x01(\x03R\vbucketLevel\x12.\n" +
@@ -2102,7 +2168,7 @@ func file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_snapshot_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_tenure_snapshot_v1_snapshot_proto_goTypes = []any{
 	(TaskState)(0),             // 0: tenure.snapshot.v1.TaskState
 	(ExecutionStatus)(0),       // 1: tenure.snapshot.v1.ExecutionStatus
@@ -2116,12 +2182,13 @@ var file_tenure_snapshot_v1_snapshot_proto_goTypes = []any{
 	(*OutboxHoldSnapshot)(nil), // 9: tenure.snapshot.v1.OutboxHoldSnapshot
 	(*QueueSnapshot)(nil),      // 10: tenure.snapshot.v1.QueueSnapshot
 	(*QueueKeys)(nil),          // 11: tenure.snapshot.v1.QueueKeys
-	(*KeySnapshot)(nil),        // 12: tenure.snapshot.v1.KeySnapshot
-	(*QueueLimits)(nil),        // 13: tenure.snapshot.v1.QueueLimits
-	(*QueuePause)(nil),         // 14: tenure.snapshot.v1.QueuePause
-	(*EventBucket)(nil),        // 15: tenure.snapshot.v1.EventBucket
-	(*ScheduleSnapshot)(nil),   // 16: tenure.snapshot.v1.ScheduleSnapshot
-	(*ScheduleFire)(nil),       // 17: tenure.snapshot.v1.ScheduleFire
+	(*KeyWeight)(nil),          // 12: tenure.snapshot.v1.KeyWeight
+	(*KeySnapshot)(nil),        // 13: tenure.snapshot.v1.KeySnapshot
+	(*QueueLimits)(nil),        // 14: tenure.snapshot.v1.QueueLimits
+	(*QueuePause)(nil),         // 15: tenure.snapshot.v1.QueuePause
+	(*EventBucket)(nil),        // 16: tenure.snapshot.v1.EventBucket
+	(*ScheduleSnapshot)(nil),   // 17: tenure.snapshot.v1.ScheduleSnapshot
+	(*ScheduleFire)(nil),       // 18: tenure.snapshot.v1.ScheduleFire
 }
 var file_tenure_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	1,  // 0: tenure.snapshot.v1.ExecutionSnapshot.status:type_name -> tenure.snapshot.v1.ExecutionStatus
@@ -2130,26 +2197,27 @@ var file_tenure_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	3,  // 3: tenure.snapshot.v1.TaskSnapshot.executions:type_name -> tenure.snapshot.v1.ExecutionSnapshot
 	7,  // 4: tenure.snapshot.v1.TaskSnapshot.progress:type_name -> tenure.snapshot.v1.ProgressSnapshot
 	5,  // 5: tenure.snapshot.v1.TaskSnapshot.dependencies:type_name -> tenure.snapshot.v1.DependencySnapshot
-	14, // 6: tenure.snapshot.v1.WorkflowSnapshot.cancelled:type_name -> tenure.snapshot.v1.QueuePause
+	15, // 6: tenure.snapshot.v1.WorkflowSnapshot.cancelled:type_name -> tenure.snapshot.v1.QueuePause
 	4,  // 7: tenure.snapshot.v1.TaskChunk.tasks:type_name -> tenure.snapshot.v1.TaskSnapshot
 	10, // 8: tenure.snapshot.v1.TaskChunk.queues:type_name -> tenure.snapshot.v1.QueueSnapshot
-	16, // 9: tenure.snapshot.v1.TaskChunk.schedules:type_name -> tenure.snapshot.v1.ScheduleSnapshot
+	17, // 9: tenure.snapshot.v1.TaskChunk.schedules:type_name -> tenure.snapshot.v1.ScheduleSnapshot
 	6,  // 10: tenure.snapshot.v1.TaskChunk.workflows:type_name -> tenure.snapshot.v1.WorkflowSnapshot
 	9,  // 11: tenure.snapshot.v1.TaskChunk.outbox_holds:type_name -> tenure.snapshot.v1.OutboxHoldSnapshot
-	14, // 12: tenure.snapshot.v1.QueueSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
-	15, // 13: tenure.snapshot.v1.QueueSnapshot.fine:type_name -> tenure.snapshot.v1.EventBucket
-	15, // 14: tenure.snapshot.v1.QueueSnapshot.coarse:type_name -> tenure.snapshot.v1.EventBucket
-	13, // 15: tenure.snapshot.v1.QueueSnapshot.limits:type_name -> tenure.snapshot.v1.QueueLimits
+	15, // 12: tenure.snapshot.v1.QueueSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
+	16, // 13: tenure.snapshot.v1.QueueSnapshot.fine:type_name -> tenure.snapshot.v1.EventBucket
+	16, // 14: tenure.snapshot.v1.QueueSnapshot.coarse:type_name -> tenure.snapshot.v1.EventBucket
+	14, // 15: tenure.snapshot.v1.QueueSnapshot.limits:type_name -> tenure.snapshot.v1.QueueLimits
 	11, // 16: tenure.snapshot.v1.QueueSnapshot.keys:type_name -> tenure.snapshot.v1.QueueKeys
-	12, // 17: tenure.snapshot.v1.QueueKeys.states:type_name -> tenure.snapshot.v1.KeySnapshot
-	2,  // 18: tenure.snapshot.v1.ScheduleSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
-	14, // 19: tenure.snapshot.v1.ScheduleSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
-	17, // 20: tenure.snapshot.v1.ScheduleSnapshot.recent:type_name -> tenure.snapshot.v1.ScheduleFire
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	13, // 17: tenure.snapshot.v1.QueueKeys.states:type_name -> tenure.snapshot.v1.KeySnapshot
+	12, // 18: tenure.snapshot.v1.QueueKeys.weights:type_name -> tenure.snapshot.v1.KeyWeight
+	2,  // 19: tenure.snapshot.v1.ScheduleSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
+	15, // 20: tenure.snapshot.v1.ScheduleSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
+	18, // 21: tenure.snapshot.v1.ScheduleSnapshot.recent:type_name -> tenure.snapshot.v1.ScheduleFire
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_tenure_snapshot_v1_snapshot_proto_init() }
@@ -2163,7 +2231,7 @@ func file_tenure_snapshot_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_snapshot_v1_snapshot_proto_rawDesc), len(file_tenure_snapshot_v1_snapshot_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -377,6 +377,11 @@ func (g *Gen) limited() *state.QueueLimited {
 		r.KeyRateMilli, r.KeyBurst = uint64(100+g.rng.IntN(3000)), uint32(1+g.rng.IntN(3))
 	}
 	r.Fair = g.rng.IntN(2) == 0
+	for _, k := range keys { // ordered by key, as a record has them
+		if g.rng.IntN(3) == 0 {
+			r.KeyWeights = append(r.KeyWeights, state.KeyWeight{Key: k, Weight: uint32(2 + g.rng.IntN(4))})
+		}
+	}
 	return r
 }
 

@@ -550,9 +550,16 @@ type SetQueueLimitsRequest struct {
 	// Leasing takes turns across the keys that have tasks to lease (the
 	// tasks without a key take theirs as one more key), instead of taking
 	// the queue's tasks by priority then age. Unset: kept as it is.
-	Fair          *bool `protobuf:"varint,16,opt,name=fair,proto3,oneof" json:"fair,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Fair *bool `protobuf:"varint,16,opt,name=fair,proto3,oneof" json:"fair,omitempty"`
+	// Sets the fair weight of these keys: a key of weight w takes w turns
+	// for one of a key of weight 1 (the default; weight 1 removes a key's
+	// weight). 1 to 1000; at most 1000 keys of a queue with a weight. The
+	// other keys keep theirs.
+	KeyWeights []*KeyWeight `protobuf:"bytes,17,rep,name=key_weights,json=keyWeights,proto3" json:"key_weights,omitempty"`
+	// Removes every key's weight (before key_weights applies).
+	ClearKeyWeights bool `protobuf:"varint,18,opt,name=clear_key_weights,json=clearKeyWeights,proto3" json:"clear_key_weights,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SetQueueLimitsRequest) Reset() {
@@ -697,6 +704,73 @@ func (x *SetQueueLimitsRequest) GetFair() bool {
 	return false
 }
 
+func (x *SetQueueLimitsRequest) GetKeyWeights() []*KeyWeight {
+	if x != nil {
+		return x.KeyWeights
+	}
+	return nil
+}
+
+func (x *SetQueueLimitsRequest) GetClearKeyWeights() bool {
+	if x != nil {
+		return x.ClearKeyWeights
+	}
+	return false
+}
+
+// KeyWeight is the fair weight of one key of a queue.
+type KeyWeight struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Weight        uint32                 `protobuf:"varint,2,opt,name=weight,proto3" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyWeight) Reset() {
+	*x = KeyWeight{}
+	mi := &file_tenure_v1_queue_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyWeight) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyWeight) ProtoMessage() {}
+
+func (x *KeyWeight) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_queue_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyWeight.ProtoReflect.Descriptor instead.
+func (*KeyWeight) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *KeyWeight) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *KeyWeight) GetWeight() uint32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
 // SetQueueLimitsResponse says what the change did.
 type SetQueueLimitsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -710,7 +784,7 @@ type SetQueueLimitsResponse struct {
 
 func (x *SetQueueLimitsResponse) Reset() {
 	*x = SetQueueLimitsResponse{}
-	mi := &file_tenure_v1_queue_proto_msgTypes[9]
+	mi := &file_tenure_v1_queue_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +796,7 @@ func (x *SetQueueLimitsResponse) String() string {
 func (*SetQueueLimitsResponse) ProtoMessage() {}
 
 func (x *SetQueueLimitsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_queue_proto_msgTypes[9]
+	mi := &file_tenure_v1_queue_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +809,7 @@ func (x *SetQueueLimitsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueueLimitsResponse.ProtoReflect.Descriptor instead.
 func (*SetQueueLimitsResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{9}
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetQueueLimitsResponse) GetChanged() bool {
@@ -772,13 +846,15 @@ type QueueLimits struct {
 	KeyBurst          uint32  `protobuf:"varint,9,opt,name=key_burst,json=keyBurst,proto3" json:"key_burst,omitempty"`
 	KeyOrdered        bool    `protobuf:"varint,10,opt,name=key_ordered,json=keyOrdered,proto3" json:"key_ordered,omitempty"`
 	Fair              bool    `protobuf:"varint,11,opt,name=fair,proto3" json:"fair,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The keys with a fair weight other than 1, ordered by key.
+	KeyWeights    []*KeyWeight `protobuf:"bytes,12,rep,name=key_weights,json=keyWeights,proto3" json:"key_weights,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueLimits) Reset() {
 	*x = QueueLimits{}
-	mi := &file_tenure_v1_queue_proto_msgTypes[10]
+	mi := &file_tenure_v1_queue_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +866,7 @@ func (x *QueueLimits) String() string {
 func (*QueueLimits) ProtoMessage() {}
 
 func (x *QueueLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_queue_proto_msgTypes[10]
+	mi := &file_tenure_v1_queue_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +879,7 @@ func (x *QueueLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueLimits.ProtoReflect.Descriptor instead.
 func (*QueueLimits) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{10}
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *QueueLimits) GetMaxConcurrency() uint32 {
@@ -883,6 +959,13 @@ func (x *QueueLimits) GetFair() bool {
 	return false
 }
 
+func (x *QueueLimits) GetKeyWeights() []*KeyWeight {
+	if x != nil {
+		return x.KeyWeights
+	}
+	return nil
+}
+
 // Queue describes one queue at the time of the answer.
 type Queue struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -933,7 +1016,7 @@ type Queue struct {
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_tenure_v1_queue_proto_msgTypes[11]
+	mi := &file_tenure_v1_queue_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1028,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_queue_proto_msgTypes[11]
+	mi := &file_tenure_v1_queue_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1041,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{11}
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Queue) GetNamespace() string {
@@ -1094,7 +1177,7 @@ type QueueKeys struct {
 
 func (x *QueueKeys) Reset() {
 	*x = QueueKeys{}
-	mi := &file_tenure_v1_queue_proto_msgTypes[12]
+	mi := &file_tenure_v1_queue_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1189,7 @@ func (x *QueueKeys) String() string {
 func (*QueueKeys) ProtoMessage() {}
 
 func (x *QueueKeys) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_queue_proto_msgTypes[12]
+	mi := &file_tenure_v1_queue_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1202,7 @@ func (x *QueueKeys) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueKeys.ProtoReflect.Descriptor instead.
 func (*QueueKeys) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{12}
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *QueueKeys) GetKeys() uint64 {
@@ -1175,7 +1258,7 @@ type KeySummary struct {
 
 func (x *KeySummary) Reset() {
 	*x = KeySummary{}
-	mi := &file_tenure_v1_queue_proto_msgTypes[13]
+	mi := &file_tenure_v1_queue_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1270,7 @@ func (x *KeySummary) String() string {
 func (*KeySummary) ProtoMessage() {}
 
 func (x *KeySummary) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_queue_proto_msgTypes[13]
+	mi := &file_tenure_v1_queue_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1283,7 @@ func (x *KeySummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySummary.ProtoReflect.Descriptor instead.
 func (*KeySummary) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{13}
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KeySummary) GetKey() string {
@@ -1246,7 +1329,7 @@ type TaskCounts struct {
 
 func (x *TaskCounts) Reset() {
 	*x = TaskCounts{}
-	mi := &file_tenure_v1_queue_proto_msgTypes[14]
+	mi := &file_tenure_v1_queue_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1341,7 @@ func (x *TaskCounts) String() string {
 func (*TaskCounts) ProtoMessage() {}
 
 func (x *TaskCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_queue_proto_msgTypes[14]
+	mi := &file_tenure_v1_queue_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1354,7 @@ func (x *TaskCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCounts.ProtoReflect.Descriptor instead.
 func (*TaskCounts) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{14}
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TaskCounts) GetWaiting() uint64 {
@@ -1334,7 +1417,7 @@ type QueueEvents struct {
 
 func (x *QueueEvents) Reset() {
 	*x = QueueEvents{}
-	mi := &file_tenure_v1_queue_proto_msgTypes[15]
+	mi := &file_tenure_v1_queue_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1429,7 @@ func (x *QueueEvents) String() string {
 func (*QueueEvents) ProtoMessage() {}
 
 func (x *QueueEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_queue_proto_msgTypes[15]
+	mi := &file_tenure_v1_queue_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1442,7 @@ func (x *QueueEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueEvents.ProtoReflect.Descriptor instead.
 func (*QueueEvents) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{15}
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *QueueEvents) GetSubmitted() uint64 {
@@ -1402,7 +1485,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_tenure_v1_queue_proto_msgTypes[16]
+	mi := &file_tenure_v1_queue_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1497,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_queue_proto_msgTypes[16]
+	mi := &file_tenure_v1_queue_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1510,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{16}
+	return file_tenure_v1_queue_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *QueuePause) GetRequestedBy() string {
@@ -1482,7 +1565,7 @@ const file_tenure_v1_queue_proto_rawDesc = "" +
 	"\frequested_by\x18\x04 \x01(\tR\vrequestedBy\"W\n" +
 	"\x13ResumeQueueResponse\x12\x18\n" +
 	"\achanged\x18\x01 \x01(\bR\achanged\x12&\n" +
-	"\x05queue\x18\x02 \x01(\v2\x10.tenure.v1.QueueR\x05queue\"\xc5\x05\n" +
+	"\x05queue\x18\x02 \x01(\v2\x10.tenure.v1.QueueR\x05queue\"\xa8\x06\n" +
 	"\x15SetQueueLimitsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12,\n" +
@@ -1502,7 +1585,10 @@ const file_tenure_v1_queue_proto_rawDesc = "" +
 	"\x0eclear_key_rate\x18\x0e \x01(\bR\fclearKeyRate\x12$\n" +
 	"\vkey_ordered\x18\x0f \x01(\bH\x06R\n" +
 	"keyOrdered\x88\x01\x01\x12\x17\n" +
-	"\x04fair\x18\x10 \x01(\bH\aR\x04fair\x88\x01\x01B\x12\n" +
+	"\x04fair\x18\x10 \x01(\bH\aR\x04fair\x88\x01\x01\x125\n" +
+	"\vkey_weights\x18\x11 \x03(\v2\x14.tenure.v1.KeyWeightR\n" +
+	"keyWeights\x12*\n" +
+	"\x11clear_key_weights\x18\x12 \x01(\bR\x0fclearKeyWeightsB\x12\n" +
 	"\x10_max_concurrencyB\a\n" +
 	"\x05_rateB\b\n" +
 	"\x06_burstB\x16\n" +
@@ -1511,10 +1597,13 @@ const file_tenure_v1_queue_proto_rawDesc = "" +
 	"\n" +
 	"_key_burstB\x0e\n" +
 	"\f_key_orderedB\a\n" +
-	"\x05_fair\"Z\n" +
+	"\x05_fair\"5\n" +
+	"\tKeyWeight\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
+	"\x06weight\x18\x02 \x01(\rR\x06weight\"Z\n" +
 	"\x16SetQueueLimitsResponse\x12\x18\n" +
 	"\achanged\x18\x01 \x01(\bR\achanged\x12&\n" +
-	"\x05queue\x18\x02 \x01(\v2\x10.tenure.v1.QueueR\x05queue\"\xeb\x02\n" +
+	"\x05queue\x18\x02 \x01(\v2\x10.tenure.v1.QueueR\x05queue\"\xa2\x03\n" +
 	"\vQueueLimits\x12'\n" +
 	"\x0fmax_concurrency\x18\x01 \x01(\rR\x0emaxConcurrency\x12\x12\n" +
 	"\x04rate\x18\x02 \x01(\x01R\x04rate\x12\x14\n" +
@@ -1528,7 +1617,9 @@ const file_tenure_v1_queue_proto_rawDesc = "" +
 	"\vkey_ordered\x18\n" +
 	" \x01(\bR\n" +
 	"keyOrdered\x12\x12\n" +
-	"\x04fair\x18\v \x01(\bR\x04fair\"\xd4\x05\n" +
+	"\x04fair\x18\v \x01(\bR\x04fair\x125\n" +
+	"\vkey_weights\x18\f \x03(\v2\x14.tenure.v1.KeyWeightR\n" +
+	"keyWeights\"\xd4\x05\n" +
 	"\x05Queue\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12+\n" +
@@ -1603,7 +1694,7 @@ func file_tenure_v1_queue_proto_rawDescGZIP() []byte {
 	return file_tenure_v1_queue_proto_rawDescData
 }
 
-var file_tenure_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_tenure_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_tenure_v1_queue_proto_goTypes = []any{
 	(*ListQueuesRequest)(nil),      // 0: tenure.v1.ListQueuesRequest
 	(*ListQueuesResponse)(nil),     // 1: tenure.v1.ListQueuesResponse
@@ -1614,50 +1705,53 @@ var file_tenure_v1_queue_proto_goTypes = []any{
 	(*ResumeQueueRequest)(nil),     // 6: tenure.v1.ResumeQueueRequest
 	(*ResumeQueueResponse)(nil),    // 7: tenure.v1.ResumeQueueResponse
 	(*SetQueueLimitsRequest)(nil),  // 8: tenure.v1.SetQueueLimitsRequest
-	(*SetQueueLimitsResponse)(nil), // 9: tenure.v1.SetQueueLimitsResponse
-	(*QueueLimits)(nil),            // 10: tenure.v1.QueueLimits
-	(*Queue)(nil),                  // 11: tenure.v1.Queue
-	(*QueueKeys)(nil),              // 12: tenure.v1.QueueKeys
-	(*KeySummary)(nil),             // 13: tenure.v1.KeySummary
-	(*TaskCounts)(nil),             // 14: tenure.v1.TaskCounts
-	(*QueueEvents)(nil),            // 15: tenure.v1.QueueEvents
-	(*QueuePause)(nil),             // 16: tenure.v1.QueuePause
-	(*timestamppb.Timestamp)(nil),  // 17: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 18: google.protobuf.Duration
+	(*KeyWeight)(nil),              // 9: tenure.v1.KeyWeight
+	(*SetQueueLimitsResponse)(nil), // 10: tenure.v1.SetQueueLimitsResponse
+	(*QueueLimits)(nil),            // 11: tenure.v1.QueueLimits
+	(*Queue)(nil),                  // 12: tenure.v1.Queue
+	(*QueueKeys)(nil),              // 13: tenure.v1.QueueKeys
+	(*KeySummary)(nil),             // 14: tenure.v1.KeySummary
+	(*TaskCounts)(nil),             // 15: tenure.v1.TaskCounts
+	(*QueueEvents)(nil),            // 16: tenure.v1.QueueEvents
+	(*QueuePause)(nil),             // 17: tenure.v1.QueuePause
+	(*timestamppb.Timestamp)(nil),  // 18: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 19: google.protobuf.Duration
 }
 var file_tenure_v1_queue_proto_depIdxs = []int32{
-	11, // 0: tenure.v1.ListQueuesResponse.queues:type_name -> tenure.v1.Queue
-	11, // 1: tenure.v1.GetQueueResponse.queue:type_name -> tenure.v1.Queue
-	11, // 2: tenure.v1.PauseQueueResponse.queue:type_name -> tenure.v1.Queue
-	11, // 3: tenure.v1.ResumeQueueResponse.queue:type_name -> tenure.v1.Queue
-	11, // 4: tenure.v1.SetQueueLimitsResponse.queue:type_name -> tenure.v1.Queue
-	17, // 5: tenure.v1.QueueLimits.set_at:type_name -> google.protobuf.Timestamp
-	14, // 6: tenure.v1.Queue.tasks:type_name -> tenure.v1.TaskCounts
-	18, // 7: tenure.v1.Queue.oldest_waiting_age:type_name -> google.protobuf.Duration
-	16, // 8: tenure.v1.Queue.pause:type_name -> tenure.v1.QueuePause
-	15, // 9: tenure.v1.Queue.last_minute:type_name -> tenure.v1.QueueEvents
-	15, // 10: tenure.v1.Queue.last_5_minutes:type_name -> tenure.v1.QueueEvents
-	15, // 11: tenure.v1.Queue.last_hour:type_name -> tenure.v1.QueueEvents
-	15, // 12: tenure.v1.Queue.per_minute:type_name -> tenure.v1.QueueEvents
-	10, // 13: tenure.v1.Queue.limits:type_name -> tenure.v1.QueueLimits
-	12, // 14: tenure.v1.Queue.keys:type_name -> tenure.v1.QueueKeys
-	13, // 15: tenure.v1.QueueKeys.top:type_name -> tenure.v1.KeySummary
-	17, // 16: tenure.v1.QueuePause.paused_at:type_name -> google.protobuf.Timestamp
-	0,  // 17: tenure.v1.QueueService.ListQueues:input_type -> tenure.v1.ListQueuesRequest
-	2,  // 18: tenure.v1.QueueService.GetQueue:input_type -> tenure.v1.GetQueueRequest
-	4,  // 19: tenure.v1.QueueService.PauseQueue:input_type -> tenure.v1.PauseQueueRequest
-	6,  // 20: tenure.v1.QueueService.ResumeQueue:input_type -> tenure.v1.ResumeQueueRequest
-	8,  // 21: tenure.v1.QueueService.SetQueueLimits:input_type -> tenure.v1.SetQueueLimitsRequest
-	1,  // 22: tenure.v1.QueueService.ListQueues:output_type -> tenure.v1.ListQueuesResponse
-	3,  // 23: tenure.v1.QueueService.GetQueue:output_type -> tenure.v1.GetQueueResponse
-	5,  // 24: tenure.v1.QueueService.PauseQueue:output_type -> tenure.v1.PauseQueueResponse
-	7,  // 25: tenure.v1.QueueService.ResumeQueue:output_type -> tenure.v1.ResumeQueueResponse
-	9,  // 26: tenure.v1.QueueService.SetQueueLimits:output_type -> tenure.v1.SetQueueLimitsResponse
-	22, // [22:27] is the sub-list for method output_type
-	17, // [17:22] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	12, // 0: tenure.v1.ListQueuesResponse.queues:type_name -> tenure.v1.Queue
+	12, // 1: tenure.v1.GetQueueResponse.queue:type_name -> tenure.v1.Queue
+	12, // 2: tenure.v1.PauseQueueResponse.queue:type_name -> tenure.v1.Queue
+	12, // 3: tenure.v1.ResumeQueueResponse.queue:type_name -> tenure.v1.Queue
+	9,  // 4: tenure.v1.SetQueueLimitsRequest.key_weights:type_name -> tenure.v1.KeyWeight
+	12, // 5: tenure.v1.SetQueueLimitsResponse.queue:type_name -> tenure.v1.Queue
+	18, // 6: tenure.v1.QueueLimits.set_at:type_name -> google.protobuf.Timestamp
+	9,  // 7: tenure.v1.QueueLimits.key_weights:type_name -> tenure.v1.KeyWeight
+	15, // 8: tenure.v1.Queue.tasks:type_name -> tenure.v1.TaskCounts
+	19, // 9: tenure.v1.Queue.oldest_waiting_age:type_name -> google.protobuf.Duration
+	17, // 10: tenure.v1.Queue.pause:type_name -> tenure.v1.QueuePause
+	16, // 11: tenure.v1.Queue.last_minute:type_name -> tenure.v1.QueueEvents
+	16, // 12: tenure.v1.Queue.last_5_minutes:type_name -> tenure.v1.QueueEvents
+	16, // 13: tenure.v1.Queue.last_hour:type_name -> tenure.v1.QueueEvents
+	16, // 14: tenure.v1.Queue.per_minute:type_name -> tenure.v1.QueueEvents
+	11, // 15: tenure.v1.Queue.limits:type_name -> tenure.v1.QueueLimits
+	13, // 16: tenure.v1.Queue.keys:type_name -> tenure.v1.QueueKeys
+	14, // 17: tenure.v1.QueueKeys.top:type_name -> tenure.v1.KeySummary
+	18, // 18: tenure.v1.QueuePause.paused_at:type_name -> google.protobuf.Timestamp
+	0,  // 19: tenure.v1.QueueService.ListQueues:input_type -> tenure.v1.ListQueuesRequest
+	2,  // 20: tenure.v1.QueueService.GetQueue:input_type -> tenure.v1.GetQueueRequest
+	4,  // 21: tenure.v1.QueueService.PauseQueue:input_type -> tenure.v1.PauseQueueRequest
+	6,  // 22: tenure.v1.QueueService.ResumeQueue:input_type -> tenure.v1.ResumeQueueRequest
+	8,  // 23: tenure.v1.QueueService.SetQueueLimits:input_type -> tenure.v1.SetQueueLimitsRequest
+	1,  // 24: tenure.v1.QueueService.ListQueues:output_type -> tenure.v1.ListQueuesResponse
+	3,  // 25: tenure.v1.QueueService.GetQueue:output_type -> tenure.v1.GetQueueResponse
+	5,  // 26: tenure.v1.QueueService.PauseQueue:output_type -> tenure.v1.PauseQueueResponse
+	7,  // 27: tenure.v1.QueueService.ResumeQueue:output_type -> tenure.v1.ResumeQueueResponse
+	10, // 28: tenure.v1.QueueService.SetQueueLimits:output_type -> tenure.v1.SetQueueLimitsResponse
+	24, // [24:29] is the sub-list for method output_type
+	19, // [19:24] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_queue_proto_init() }
@@ -1672,7 +1766,7 @@ func file_tenure_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_queue_proto_rawDesc), len(file_tenure_v1_queue_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -42,6 +42,9 @@ export function limitsText(l: QueueLimits | undefined): string {
   if (l?.fair) {
     parts.push("fair");
   }
+  if (l?.keyWeights.length) {
+    parts.push(`weights ${l.keyWeights.map((w) => `${w.key} ×${w.weight}`).join(", ")}`);
+  }
   return parts.length ? parts.join(" · ") : "none";
 }
 

@@ -390,6 +390,23 @@ export declare type SetQueueLimitsRequest = Message<"tenure.v1.SetQueueLimitsReq
    * @generated from field: optional bool fair = 16;
    */
   fair?: boolean | undefined;
+
+  /**
+   * Sets the fair weight of these keys: a key of weight w takes w turns
+   * for one of a key of weight 1 (the default; weight 1 removes a key's
+   * weight). 1 to 1000; at most 1000 keys of a queue with a weight. The
+   * other keys keep theirs.
+   *
+   * @generated from field: repeated tenure.v1.KeyWeight key_weights = 17;
+   */
+  keyWeights: KeyWeight[];
+
+  /**
+   * Removes every key's weight (before key_weights applies).
+   *
+   * @generated from field: bool clear_key_weights = 18;
+   */
+  clearKeyWeights: boolean;
 };
 
 /**
@@ -397,6 +414,29 @@ export declare type SetQueueLimitsRequest = Message<"tenure.v1.SetQueueLimitsReq
  * Use `create(SetQueueLimitsRequestSchema)` to create a new message.
  */
 export declare const SetQueueLimitsRequestSchema: GenMessage<SetQueueLimitsRequest>;
+
+/**
+ * KeyWeight is the fair weight of one key of a queue.
+ *
+ * @generated from message tenure.v1.KeyWeight
+ */
+export declare type KeyWeight = Message<"tenure.v1.KeyWeight"> & {
+  /**
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * @generated from field: uint32 weight = 2;
+   */
+  weight: number;
+};
+
+/**
+ * Describes the message tenure.v1.KeyWeight.
+ * Use `create(KeyWeightSchema)` to create a new message.
+ */
+export declare const KeyWeightSchema: GenMessage<KeyWeight>;
 
 /**
  * SetQueueLimitsResponse says what the change did.
@@ -495,6 +535,13 @@ export declare type QueueLimits = Message<"tenure.v1.QueueLimits"> & {
    * @generated from field: bool fair = 11;
    */
   fair: boolean;
+
+  /**
+   * The keys with a fair weight other than 1, ordered by key.
+   *
+   * @generated from field: repeated tenure.v1.KeyWeight key_weights = 12;
+   */
+  keyWeights: KeyWeight[];
 };
 
 /**
