@@ -22,7 +22,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/tenurehq/tenure/internal/events"
+	"github.com/tenurehq/tenure/internal/apitest"
 	"github.com/tenurehq/tenure/internal/eventually"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/client"
@@ -154,7 +154,7 @@ func TestEventsPost(t *testing.T) {
 	defer stop2()
 	second := post(ctx2)
 	work(t, c, tasks)
-	last := lastLSN(t, c)
+	last := apitest.LastLSN(t, c)
 	eventually.True(t, fmt.Sprintf("every event up to lsn %d delivered", last), func() bool { return received() >= int(last) })
 	stop2()
 	if code := <-second; code != 0 {
@@ -192,24 +192,6 @@ func work(t *testing.T, c *client.Client, n int) {
 			done++
 		}
 	}
-}
-
-// lastLSN is the LSN of the log's last record: where a stream from now
-// starts.
-func lastLSN(t *testing.T, c *client.Client) uint64 {
-	t.Helper()
-	for ans, err := range c.WatchAnswers(t.Context(), client.EventFilter{}, client.CursorNow) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		cur, err := events.ParseCursor(ans.GetCursor())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cur.Of(0)
-	}
-	t.Fatal("no answer")
-	return 0
 }
 
 // streamRecorder is a proxy in front of a server that keeps the messages

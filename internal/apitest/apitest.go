@@ -12,10 +12,12 @@ import (
 
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/events"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/server"
 	"github.com/tenurehq/tenure/internal/tlsfiles"
 	"github.com/tenurehq/tenure/internal/wal"
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 // Start runs a node (file WAL in a temporary directory, fsync off) behind
@@ -125,4 +127,22 @@ func StartTLS(t testing.TB, r *tlsfiles.Reloader) string {
 	t.Helper()
 	n := openNode(t, nil)
 	return serve(t, server.New(n.Router(), server.Options{Snapshots: n, Events: n}), server.HTTPConfig{TLS: r})
+}
+
+// LastLSN returns the LSN of the last record of the log of the embedded
+// server c calls: where an event stream from now starts.
+func LastLSN(t testing.TB, c *client.Client) uint64 {
+	t.Helper()
+	for ans, err := range c.WatchAnswers(t.Context(), client.EventFilter{}, client.CursorNow) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur, err := events.ParseCursor(ans.GetCursor())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cur.Of(0)
+	}
+	t.Fatal("apitest: the event stream ended before its first answer")
+	return 0
 }
