@@ -163,4 +163,3 @@ func procCPU(t *testing.T, pid int) time.Duration {
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
 }
-
