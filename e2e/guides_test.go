@@ -195,6 +195,17 @@ func TestGuideFlowKeys(t *testing.T) {
 	sh.run(cmds)
 }
 
+// TestGuideWorkflowsOps: docs/guides/workflows.md's workflow seen,
+// cancelled, retried and run to its end from the command line.
+func TestGuideWorkflowsOps(t *testing.T) {
+	t.Parallel()
+	lookTool(t, "curl", "apt-get install curl")
+	cmds := guideCommands(t, "workflows.md", "workflows-ops")
+	srv := startServerProc(t, t.TempDir())
+	sh := newGuideShell(t, srv.addr)
+	sh.run(cmds)
+}
+
 // TestGuideSecurityTokens follows the token example of
 // docs/guides/security.md: two tokens made, a server on that file, and
 // the command line, curl and grpcurl calling it with the admin's token.

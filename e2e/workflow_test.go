@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/tenurehq/tenure/sdk/client"
 )
 
 // TestSubmitWaitTwoSteps: against the real binary, a workflow of two
@@ -33,5 +36,58 @@ func TestSubmitWaitTwoSteps(t *testing.T) {
 	}
 	if code, _, errs := cli(t, "submit", "--addr", addr, "--queue", "greet", "--depends-on", "no-such-task", "x"); code != 1 || !strings.Contains(errs, "depends_on[0]") {
 		t.Fatalf("submit naming an unknown dependency: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestCancelRunningWorkflow: against the real binary, `tenure workflow
+// cancel` of a workflow whose first step a worker holds leased ends all
+// of it: the held lease cannot complete, nothing of it is leased, before
+// and after a kill -9 and a replay; `tenure workflow get` shows it
+// CANCELLED with its graph, and `tenure workflow retry` runs it again.
+func TestCancelRunningWorkflow(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv := startServerProc(t, dir)
+	c := sdk(t, srv.url())
+	ctx := t.Context()
+	res, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{WorkflowID: "nightly", Requests: []client.SubmitRequest{
+		{Queue: "etl", RequestID: "extract"},
+		{Queue: "etl", RequestID: "load", DependsOn: []string{"extract"}},
+		{Queue: "etl", DependsOn: []string{"load", "extract"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "etl"})
+	if err != nil || len(held.Tasks) != 1 || held.Tasks[0].ID != res[0].TaskID {
+		t.Fatalf("lease of the first step: %+v %v", held, err)
+	}
+	out := mustCLI(t, "workflow", "cancel", "nightly", "--addr", srv.url(), "--reason", "bad input")
+	if !strings.Contains(out, "cancelled: 3 tasks; now CANCELLED, 3 dead") {
+		t.Fatalf("workflow cancel printed %q", out)
+	}
+	nothingLeasable := func(c *client.Client) {
+		t.Helper()
+		if got, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w2", Queue: "etl", MaxTasks: 10}); err != nil || len(got.Tasks) != 0 {
+			t.Fatalf("a cancelled workflow leased %d tasks (%v)", len(got.Tasks), err)
+		}
+	}
+	nothingLeasable(c)
+	l := held.Tasks[0]
+	if err := c.Complete(ctx, client.CompleteRequest{TaskID: l.ID, LeaseID: l.LeaseID}); !errors.Is(err, client.ErrLeaseLost) {
+		t.Fatalf("the held lease of a cancelled step completed: %v", err)
+	}
+	srv.kill9(t)
+	srv = startServerProc(t, dir)
+	c = sdk(t, srv.url())
+	nothingLeasable(c)
+	out = mustCLI(t, "workflow", "get", "nightly", "--addr", srv.url())
+	for _, want := range []string{"CANCELLED (since", "bad input", "3: 3 dead", "#3", "#2 #1"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("workflow get after the restart does not say %q:\n%s", want, out)
+		}
+	}
+	if out := mustCLI(t, "workflow", "retry", "nightly", "--addr", srv.url()); !strings.Contains(out, "retried: 3 tasks; now RUNNING, 2 blocked, 1 waiting") {
+		t.Fatalf("workflow retry printed %q", out)
 	}
 }

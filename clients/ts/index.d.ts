@@ -9,6 +9,7 @@ import type { QueueService } from "./gen/tenure/v1/queue_pb.js";
 import type { ScheduleService } from "./gen/tenure/v1/schedule_pb.js";
 import type { TaskService } from "./gen/tenure/v1/task_pb.js";
 import type { WorkerService } from "./gen/tenure/v1/worker_pb.js";
+import type { WorkflowService } from "./gen/tenure/v1/workflow_pb.js";
 
 export * from "./gen/tenure/v1/admin_pb.js";
 export * from "./gen/tenure/v1/errors_pb.js";
@@ -18,6 +19,7 @@ export * from "./gen/tenure/v1/queue_pb.js";
 export * from "./gen/tenure/v1/schedule_pb.js";
 export * from "./gen/tenure/v1/task_pb.js";
 export * from "./gen/tenure/v1/worker_pb.js";
+export * from "./gen/tenure/v1/workflow_pb.js";
 export { Code, ConnectError };
 
 /** Options of createTenureClient. */
@@ -28,7 +30,7 @@ export interface TenureClientOptions {
   fetch?: typeof globalThis.fetch;
 }
 
-/** The seven services of one tenure server. */
+/** The eight services of one tenure server. */
 export interface TenureClient {
   tasks: Client<typeof TaskService>;
   workers: Client<typeof WorkerService>;
@@ -37,6 +39,7 @@ export interface TenureClient {
   schedules: Client<typeof ScheduleService>;
   events: Client<typeof EventService>;
   outbox: Client<typeof OutboxService>;
+  workflows: Client<typeof WorkflowService>;
 }
 
 /** Clients of the services of the tenure server at baseUrl. */

@@ -1,7 +1,7 @@
 // @tenure/client: tenure's API (proto/tenure/v1) for Node.js (18 or later)
 // and browsers, over Connect with JSON bodies. The messages and services
 // are generated into gen/ (`make ui`); this file adds one way to make the
-// seven clients with a bearer token. See docs/guides/typescript-client.md.
+// eight clients with a bearer token. See docs/guides/typescript-client.md.
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { AdminService } from "./gen/tenure/v1/admin_pb.js";
@@ -12,6 +12,7 @@ import { QueueService } from "./gen/tenure/v1/queue_pb.js";
 import { ScheduleService } from "./gen/tenure/v1/schedule_pb.js";
 import { TaskService } from "./gen/tenure/v1/task_pb.js";
 import { WorkerService } from "./gen/tenure/v1/worker_pb.js";
+import { WorkflowService } from "./gen/tenure/v1/workflow_pb.js";
 
 export * from "./gen/tenure/v1/admin_pb.js";
 export * from "./gen/tenure/v1/errors_pb.js";
@@ -21,10 +22,11 @@ export * from "./gen/tenure/v1/queue_pb.js";
 export * from "./gen/tenure/v1/schedule_pb.js";
 export * from "./gen/tenure/v1/task_pb.js";
 export * from "./gen/tenure/v1/worker_pb.js";
+export * from "./gen/tenure/v1/workflow_pb.js";
 export { Code, ConnectError };
 
 /**
- * Clients of the seven services of a tenure server at baseUrl (e.g.
+ * Clients of the eight services of a tenure server at baseUrl (e.g.
  * "http://127.0.0.1:7070"; "" in a page the server itself serves).
  * options.token is the bearer token, or a function that returns it at
  * each call ("" or undefined: none); options.fetch replaces the global
@@ -53,6 +55,7 @@ export function createTenureClient(baseUrl, options = {}) {
     schedules: createClient(ScheduleService, transport),
     events: createClient(EventService, transport),
     outbox: createClient(OutboxService, transport),
+    workflows: createClient(WorkflowService, transport),
   };
 }
 

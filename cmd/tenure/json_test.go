@@ -255,6 +255,10 @@ func TestCLIJSONIsTheAPIsAnswer(t *testing.T) {
 	if _, err := c.CreateSchedule(ctx, client.ScheduleRequest{Queue: "reports", Name: "nightly", Cron: "0 2 * * *"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{WorkflowID: "flow", Requests: []client.SubmitRequest{
+		{Queue: "steps", RequestID: "s1"}, {Queue: "steps", DependsOn: []string{"s1"}}}}); err != nil {
+		t.Fatal(err)
+	}
 
 	type answer struct {
 		procedure string
@@ -271,6 +275,7 @@ func TestCLIJSONIsTheAPIsAnswer(t *testing.T) {
 		tasks     = "/tenure.v1.TaskService/"
 		queues    = "/tenure.v1.QueueService/"
 		schedules = "/tenure.v1.ScheduleService/"
+		workflows = "/tenure.v1.WorkflowService/"
 	)
 	root := newRoot(&app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, clock: clock.Real})
 	tested := map[string]bool{}
@@ -304,6 +309,10 @@ func TestCLIJSONIsTheAPIsAnswer(t *testing.T) {
 		{[]string{"schedule", "resume", "nightly", "--queue", "reports"}, answer{procedure: schedules + "ResumeSchedule"}},
 		{[]string{"schedule", "backfill", "nightly", "--queue", "reports", "--from", "2026-03-01T00:00:00Z", "--to", "2026-03-03T00:00:00Z"}, answer{procedure: schedules + "BackfillSchedule"}},
 		{[]string{"schedule", "delete", "hourly", "--queue", "reports", "--yes"}, answer{procedure: schedules + "DeleteSchedule"}},
+		{[]string{"workflow", "get", "flow"}, answer{procedure: workflows + "GetWorkflow", reads: true}},
+		{[]string{"workflow", "list"}, answer{procedure: workflows + "ListWorkflows", reads: true}},
+		{[]string{"workflow", "cancel", "flow", "--reason", "wrong input"}, answer{procedure: workflows + "CancelWorkflow"}},
+		{[]string{"workflow", "retry", "flow"}, answer{procedure: workflows + "RetryWorkflow"}},
 		{[]string{"admin", "snapshot"}, answer{procedure: "/tenure.v1.AdminService/Snapshot"}},
 	} {
 		what := "tenure " + strings.Join(tc.args, " ") + " --json"

@@ -61,6 +61,7 @@ const (
 	whereFilter         = "request: `filter.namespace`, `filter.queue` (unset, or `filter.all`: every one)"
 	whereTask           = "task named by `task_id`, once found"
 	whereSchedule       = "request: `namespace` (unset: `default`), `queue` (the schedule's tasks' queue)"
+	whereWorkflow       = "request: `namespace` (unset: `default`), every queue of it"
 )
 
 // Rules is the authorisation table: every call that needs a token and who
@@ -104,6 +105,11 @@ var Rules = []Rule{
 	{tenurev1connect.OutboxServiceReleaseProcedure, []Role{Admin, Submitter}, ScopeRequest, "request: each of `rows` (`namespace`, unset: `default`; `queue`)"},
 	{tenurev1connect.OutboxServiceListOutboxHoldsProcedure, []Role{Admin, Submitter, Reader}, ScopeServer, ""},
 	{tenurev1connect.OutboxServiceListOutboxesProcedure, []Role{Admin, Submitter, Reader}, ScopeServer, ""},
+	{tenurev1connect.WorkflowServiceGetWorkflowProcedure, []Role{Admin, Submitter, Reader}, ScopeRequest, whereWorkflow},
+	{tenurev1connect.WorkflowServiceListWorkflowsProcedure, []Role{Admin, Submitter, Reader}, ScopeRequest, "request: `namespace` (unset: every one)"},
+	{tenurev1connect.WorkflowServiceCancelWorkflowProcedure, []Role{Admin}, ScopeRequest, whereWorkflow},
+	{tenurev1connect.WorkflowServiceRetryWorkflowProcedure, []Role{Admin}, ScopeRequest, whereWorkflow},
+	{tenurev1connect.WorkflowServiceWaitWorkflowProcedure, []Role{Admin, Submitter, Reader}, ScopeRequest, whereWorkflow},
 	{tenurev1connect.AdminServiceSnapshotProcedure, []Role{Admin}, ScopeServer, ""},
 	{tenurev1connect.AdminServiceWhoAmIProcedure, anyRole, ScopeNone, ""},
 	{tenurev1connect.AdminServiceGetClusterProcedure, []Role{Admin, Reader}, ScopeServer, ""},
@@ -273,6 +279,16 @@ func requestTargets(msg any) ([]Target, bool) {
 			out[i] = Target{ns(r.GetNamespace()), r.GetQueue()}
 		}
 		return out, true
+	case *tenurev1.GetWorkflowRequest:
+		return []Target{{ns(m.GetNamespace()), ""}}, true
+	case *tenurev1.ListWorkflowsRequest:
+		return []Target{{m.GetNamespace(), ""}}, true
+	case *tenurev1.CancelWorkflowRequest:
+		return []Target{{ns(m.GetNamespace()), ""}}, true
+	case *tenurev1.RetryWorkflowRequest:
+		return []Target{{ns(m.GetNamespace()), ""}}, true
+	case *tenurev1.WaitWorkflowRequest:
+		return []Target{{ns(m.GetNamespace()), ""}}, true
 	case *tenurev1.RetryTasksRequest:
 		return filterTargets(m.GetFilter()), true
 	case *tenurev1.KillTasksRequest:

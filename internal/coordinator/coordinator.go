@@ -83,9 +83,10 @@ type Coordinator struct {
 	// reported is the state's HeldBytes as last added to Config.Memory
 	// (under mu; memory.go).
 	reported int64
-	// waits holds the channel each waited task's end closes (wait.go;
-	// under mu).
-	waits map[string]chan struct{}
+	// waits holds the channel each waited task's end closes, and wfWaits
+	// the one each waited workflow's end closes (wait.go; under mu).
+	waits   map[string]chan struct{}
+	wfWaits map[state.WorkflowKey]chan struct{}
 }
 
 // Open replays log into a fresh state, then expires every lease already

@@ -13,7 +13,9 @@ package coordinator
 // the same queue. Some tasks spawn, at their commit or completion,
 // children and a continuation that depends on them and on the parent;
 // their workers commit twice now and then, and a stalled one tries to
-// spawn once its lease has expired and another attempt may have won. Faults at random: kill -9 (the page cache survives),
+// spawn once its lease has expired and another attempt may have won.
+// Operators cancel workflows now and then (nothing of one may be left to
+// lease) and retry them. Faults at random: kill -9 (the page cache survives),
 // power loss (only fsynced data survives, or that plus a prefix of the
 // rest), a power cut in the middle of a request, a torn write, a failed
 // fsync or write (the partition stops and is reopened).
@@ -97,6 +99,8 @@ type wfSim struct {
 	// batches are every workflow submitted, acknowledged or not.
 	batches []*wfBatch
 	stalled []wfStalled
+	// cancelled are the workflows cancelled, which retry picks often.
+	cancelled []*wfBatch
 	// applyErr is the first invariant violation seen after a record.
 	applyErr error
 }
@@ -251,6 +255,10 @@ func (s *wfSim) act() error {
 		return s.resubmit()
 	case r < 27:
 		return s.late()
+	case r < 29:
+		return s.cancel()
+	case r < 31:
+		return s.retry()
 	default:
 		return s.work(s.rng.IntN(4) == 0)
 	}
@@ -455,6 +463,59 @@ func (s *wfSim) late() error {
 	return nil
 }
 
+// cancel cancels a random workflow: no task of it may be left to lease.
+func (s *wfSim) cancel() error {
+	b := s.ackedBatch()
+	if b == nil {
+		return nil
+	}
+	v, _, err := s.c.CancelWorkflow(ctx, "", b.id, Actor{Reason: "sim"})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case !v.Done() || v.Cancelled == nil:
+		return fmt.Errorf("workflow %s after its cancel: %v of %d tasks by state, cancel %v", b.id, v.Counts, v.Total, v.Cancelled)
+	}
+	s.stats["cancels"]++
+	s.cancelled = append(s.cancelled, b)
+	return nil
+}
+
+// retry retries a random workflow; refused when nothing of it can run
+// again.
+func (s *wfSim) retry() error {
+	b := s.ackedBatch()
+	if len(s.cancelled) > 0 && s.rng.IntN(2) == 0 {
+		b = s.cancelled[s.rng.IntN(len(s.cancelled))]
+	}
+	if b == nil {
+		return nil
+	}
+	_, n, err := s.c.RetryWorkflow(ctx, "", b.id, Actor{Reason: "sim"})
+	switch {
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrWrongState):
+		return nil
+	case err != nil:
+		return err
+	}
+	s.stats["retries"]++
+	s.stats["retried-tasks"] += n
+	return nil
+}
+
+// ackedBatch is a random acknowledged workflow (nil: none).
+func (s *wfSim) ackedBatch() *wfBatch {
+	if len(s.batches) == 0 {
+		return nil
+	}
+	if b := s.batches[s.rng.IntN(len(s.batches))]; b.acked {
+		return b
+	}
+	return nil
+}
+
 // drain runs the workers without faults until every task has ended.
 func (s *wfSim) drain() error {
 	s.disk.ClearFaults()
@@ -495,17 +556,42 @@ func (s *wfSim) check(live state.Export) error {
 	released := map[string]int{}
 	blocked := map[string]bool{}    // created BLOCKED
 	spawns := map[string][]string{} // the leases whose record spawned, by parent
-	leaseCheck := func(lsn uint64, r state.Record, st *state.State) error {
-		if g, ok := r.(*state.LeaseGranted); ok {
-			if err := leasable(st, g.TaskID); err != nil {
+	// retried are the tasks an operator's retry put back after they
+	// ended; ended those of them ended at the record being applied.
+	retried := map[string]bool{}
+	var ended []string
+	before := func(lsn uint64, r state.Record, st *state.State) error {
+		ended = ended[:0]
+		switch r := r.(type) {
+		case *state.LeaseGranted:
+			if err := leasable(st, r.TaskID, retried); err != nil {
 				return fmt.Errorf("lsn %d: %w", lsn, err)
 			}
+		case *state.TaskRetried:
+			ended = append(ended, r.TaskID)
+		case *state.WorkflowRetried:
+			st.Workflow(state.WorkflowKey{Namespace: r.Namespace, ID: r.Workflow}).Members(func(t *state.Task) bool {
+				if t.State.Terminal() {
+					ended = append(ended, t.ID)
+				}
+				return true
+			})
 		}
 		return nil
 	}
-	st, err := s.replayDisk(leaseCheck, func(lsn uint64, r state.Record, st *state.State) error {
+	st, err := s.replayDisk(before, func(lsn uint64, r state.Record, st *state.State) error {
 		for _, t := range st.Released() {
 			released[t.ID]++
+		}
+		for _, id := range ended {
+			switch st.Task(id).State {
+			case state.Blocked:
+				// Blocked again: it is released again.
+				released[id] = 0
+				retried[id] = true
+			case state.Waiting:
+				retried[id] = true
+			}
 		}
 		var made []state.TaskCreated
 		switch r := r.(type) {
@@ -558,7 +644,7 @@ func (s *wfSim) check(live state.Export) error {
 		for _, e := range g.Edges {
 			d := st.Task(e.ID)
 			if d.State != state.Completed && g.Policy == state.DepDead &&
-				(t.State != state.Dead || !strings.HasPrefix(t.FailureReason, state.ReasonDependencyFailed)) {
+				(t.State != state.Dead || !strings.HasPrefix(t.FailureReason, state.ReasonDependencyFailed) && !strings.HasPrefix(t.FailureReason, "workflow cancelled")) {
 				errs = append(errs, fmt.Errorf("task %s is %s (%q) though its dependency %s is %s", t.ID, t.State, t.FailureReason, d.ID, d.State))
 			}
 		}
@@ -577,8 +663,9 @@ func (s *wfSim) check(live state.Export) error {
 }
 
 // leasable says why a lease of task id must not be granted in st: a
-// dependency that has not completed (under RUN: not ended).
-func leasable(st *state.State, id string) error {
+// dependency that has not completed (under RUN: not ended, unless it ended
+// and was retried, which does not touch a dependent released).
+func leasable(st *state.State, id string, retried map[string]bool) error {
 	t := st.Task(id)
 	if t == nil {
 		return fmt.Errorf("a lease of task %s, which does not exist", id)
@@ -591,7 +678,7 @@ func leasable(st *state.State, id string) error {
 			return fmt.Errorf("task %s leased, its dependency %s does not exist", id, e.ID)
 		case g.Policy == state.DepDead && d.State != state.Completed:
 			return fmt.Errorf("task %s leased while its dependency %s is %s", id, d.ID, d.State)
-		case !d.State.Terminal():
+		case !d.State.Terminal() && !(retried[d.ID] && e.State != state.EdgePending):
 			return fmt.Errorf("task %s (RUN) leased while its dependency %s is %s", id, d.ID, d.State)
 		}
 	}

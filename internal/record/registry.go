@@ -52,6 +52,8 @@ const (
 	TypeTasksSubmitted       Type = 29
 	TypeOutboxHeld           Type = 30
 	TypeOutboxReleased       Type = 31
+	TypeWorkflowCancelled    Type = 32
+	TypeWorkflowRetried      Type = 33
 )
 
 // registry has one row per record type: its number, its name (printed by
@@ -721,6 +723,46 @@ var registry = []row{
 				Rows:   m.Rows,
 				By:     m.By,
 				At:     state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeWorkflowCancelled, "WorkflowCancelled",
+		func(r *state.WorkflowCancelled, m *recordpb.WorkflowCancelled) {
+			*m = recordpb.WorkflowCancelled{
+				Namespace:   r.Namespace,
+				WorkflowId:  r.Workflow,
+				Reason:      r.Reason,
+				By:          r.By,
+				AtUnixNanos: int64(r.At),
+			}
+		},
+		func(m *recordpb.WorkflowCancelled) *state.WorkflowCancelled {
+			return &state.WorkflowCancelled{
+				Namespace: m.Namespace,
+				Workflow:  m.WorkflowId,
+				Reason:    m.Reason,
+				By:        m.By,
+				At:        state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeWorkflowRetried, "WorkflowRetried",
+		func(r *state.WorkflowRetried, m *recordpb.WorkflowRetried) {
+			*m = recordpb.WorkflowRetried{
+				Namespace:   r.Namespace,
+				WorkflowId:  r.Workflow,
+				Reason:      r.Reason,
+				By:          r.By,
+				AtUnixNanos: int64(r.At),
+			}
+		},
+		func(m *recordpb.WorkflowRetried) *state.WorkflowRetried {
+			return &state.WorkflowRetried{
+				Namespace: m.Namespace,
+				Workflow:  m.WorkflowId,
+				Reason:    m.Reason,
+				By:        m.By,
+				At:        state.Time(m.AtUnixNanos),
 			}
 		}),
 }

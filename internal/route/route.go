@@ -62,6 +62,7 @@ type Peer interface {
 	tenurev1connect.QueueServiceClient
 	tenurev1connect.ScheduleServiceClient
 	tenurev1connect.OutboxServiceClient
+	tenurev1connect.WorkflowServiceClient
 	// Addr is the node's base URL.
 	Addr() string
 }

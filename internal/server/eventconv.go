@@ -179,6 +179,12 @@ func logEvent(e *tenurev1.Event, r state.Record) bool {
 	case *state.OutboxReleased:
 		e.At, e.RequestedBy = ts(r.At), r.By
 		e.Record = &tenurev1.Event_OutboxReleased{OutboxReleased: &tenurev1.OutboxReleasedEvent{Outbox: r.Outbox, Rows: r.Rows}}
+	case *state.WorkflowCancelled:
+		e.At, e.RequestedBy, e.Namespace = ts(r.At), r.By, r.Namespace
+		e.Record = &tenurev1.Event_WorkflowCancelled{WorkflowCancelled: &tenurev1.WorkflowCancelledEvent{WorkflowId: r.Workflow, Reason: r.Reason}}
+	case *state.WorkflowRetried:
+		e.At, e.RequestedBy, e.Namespace = ts(r.At), r.By, r.Namespace
+		e.Record = &tenurev1.Event_WorkflowRetried{WorkflowRetried: &tenurev1.WorkflowRetriedEvent{WorkflowId: r.Workflow, Reason: r.Reason}}
 	default:
 		return false
 	}

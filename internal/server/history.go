@@ -58,6 +58,14 @@ func historyEntryOf(id string, h coordinator.HistoryEntry) *tenurev1.HistoryEntr
 		how, tasks = "spawned by the commit of task "+r.TaskID, r.Spawn
 	case *state.TaskCompleted:
 		how, tasks = "spawned by the completion of task "+r.TaskID, r.Spawn
+	case *state.WorkflowCancelled:
+		return &tenurev1.HistoryEntry{Lsn: h.LSN, Type: "WorkflowCancelled", At: ts(r.At), RequestedBy: r.By, Reason: r.Reason,
+			Detail: "workflow " + r.Workflow + " cancelled" + by(r.By) + withReason(r.Reason) +
+				": a task of it that had not ended ended DEAD; one depending on such a task ended by its policy"}
+	case *state.WorkflowRetried:
+		return &tenurev1.HistoryEntry{Lsn: h.LSN, Type: "WorkflowRetried", At: ts(r.At), RequestedBy: r.By, Reason: r.Reason,
+			Detail: "workflow " + r.Workflow + " retried" + by(r.By) + withReason(r.Reason) +
+				": a FAILED or DEAD task of it waits again (BLOCKED until its dependencies complete), with a fresh budget of attempts"}
 	}
 	for i := range tasks {
 		if t := &tasks[i]; t.TaskID == id {
@@ -70,6 +78,14 @@ func historyEntryOf(id string, h coordinator.HistoryEntry) *tenurev1.HistoryEntr
 	return &tenurev1.HistoryEntry{Lsn: h.LSN, Type: line.Type, At: line.At, RequestedBy: line.RequestedBy,
 		Detail: fmt.Sprintf("task %s, which it depended on (itself or through its dependencies), ended: %s; that released it, or ended it if it failed (dependency_failed)",
 			h.Record.Task(), line.Detail)}
+}
+
+// withReason is ": reason", or "" for none.
+func withReason(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return ": " + reason
 }
 
 // dependsOn says what a new task depends on ("" for nothing).

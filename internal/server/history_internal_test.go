@@ -61,6 +61,10 @@ func TestHistoryOfRecordsAboutOthers(t *testing.T) {
 			[]string{"spawned by the completion of task p", "depends on a"}},
 		{&state.TaskCompleted{TaskID: "a", By: "alice", At: 5}, "TaskCompleted",
 			[]string{"task a, which it depended on", "completed", "released it"}},
+		{&state.WorkflowCancelled{Namespace: "n", Workflow: "w", Reason: "wrong input", By: "alice", At: 5}, "WorkflowCancelled",
+			[]string{"workflow w cancelled (asked by alice): wrong input", "ended DEAD"}},
+		{&state.WorkflowRetried{Namespace: "n", Workflow: "w", By: "alice", At: 5}, "WorkflowRetried",
+			[]string{"workflow w retried (asked by alice)", "waits again"}},
 	} {
 		e := historyEntryOf("b", coordinator.HistoryEntry{LSN: 9, Record: c.r})
 		if e.Type != c.typ || e.Lsn != 9 || e.At == nil || e.RequestedBy != "alice" || e.LeaseId != "" {

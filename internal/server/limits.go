@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
@@ -327,9 +329,19 @@ func (s *Server) tooManyWaiting(kind string, n, limit int, msg string) error {
 	return &limitError{kind: coordinator.ErrTooLarge, field: "wait", size: int64(n) + 1, limit: int64(limit), msg: msg}
 }
 
-// enterWait admits one WaitTask or WaitWorkflow call that waits, or
-// refuses it past LoadLimits.MaxWaiters. leave ends it.
-func (s *Server) enterWait() (leave func(), err error) {
+// enterWait reads the wait of a WaitTask or WaitWorkflow call and admits
+// it if it waits, or refuses it past LoadLimits.MaxWaiters. leave ends it.
+func (s *Server) enterWait(d *durationpb.Duration) (wait time.Duration, leave func(), err error) {
+	if wait, err = duration("wait", d); err != nil || wait == 0 {
+		return wait, func() {}, err
+	}
+	leave, err = s.admitWaiter()
+	return wait, leave, err
+}
+
+// admitWaiter admits one call that waits, or refuses it past
+// LoadLimits.MaxWaiters. leave ends it.
+func (s *Server) admitWaiter() (leave func(), err error) {
 	p, l := &s.polls, s.opts.Load
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -28,6 +28,7 @@ var tenureServices = []string{
 	tenurev1connect.ScheduleServiceName,
 	tenurev1connect.EventServiceName,
 	tenurev1connect.OutboxServiceName,
+	tenurev1connect.WorkflowServiceName,
 }
 
 // healthServices are the names the gRPC health service answers for: ""

@@ -77,6 +77,7 @@ func TestReflectionListsServices(t *testing.T) {
 		"tenure.v1.ScheduleService",
 		"tenure.v1.TaskService",
 		"tenure.v1.WorkerService",
+		"tenure.v1.WorkflowService",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("ListServices = %v, want %v", got, want)

@@ -230,16 +230,9 @@ func (s *Server) setPaused(ctx context.Context, h interface{ Get(string) string 
 // queueMessage converts one partition's statistics of a queue.
 func queueMessage(q *state.QueueStats) *tenurev1.Queue {
 	m := &tenurev1.Queue{
-		Namespace: q.Key.Namespace,
-		Queue:     q.Key.Queue,
-		Tasks: &tenurev1.TaskCounts{
-			Waiting:   uint64(q.Tasks[state.Waiting]),
-			Leased:    uint64(q.Tasks[state.Leased]),
-			Committed: uint64(q.Tasks[state.Committed]),
-			Completed: uint64(q.Tasks[state.Completed]),
-			Failed:    uint64(q.Tasks[state.Failed]),
-			Dead:      uint64(q.Tasks[state.Dead]),
-		},
+		Namespace:     q.Key.Namespace,
+		Queue:         q.Key.Queue,
+		Tasks:         taskCounts(q.Tasks),
 		ActiveLeases:  uint64(q.Leases),
 		LastMinute:    queueEvents(q.LastMinute),
 		Last_5Minutes: queueEvents(q.Last5Minutes),
@@ -361,6 +354,20 @@ func addCounts(m, q *tenurev1.TaskCounts) {
 	m.Completed += q.GetCompleted()
 	m.Failed += q.GetFailed()
 	m.Dead += q.GetDead()
+	m.Blocked += q.GetBlocked()
+}
+
+// taskCounts converts counts by state.
+func taskCounts(c [state.NumStates]int) *tenurev1.TaskCounts {
+	return &tenurev1.TaskCounts{
+		Waiting:   uint64(c[state.Waiting]),
+		Leased:    uint64(c[state.Leased]),
+		Committed: uint64(c[state.Committed]),
+		Completed: uint64(c[state.Completed]),
+		Failed:    uint64(c[state.Failed]),
+		Dead:      uint64(c[state.Dead]),
+		Blocked:   uint64(c[state.Blocked]),
+	}
 }
 
 func addEvents(m, q *tenurev1.QueueEvents) {

@@ -178,6 +178,7 @@ func (s *Server) Handler() http.Handler {
 	eventsPath, eventsHandler := tenurev1connect.NewEventServiceHandler(eventService{s}, opts...)
 	mux.Handle(eventsPath, streamDeadlines(eventsHandler))
 	mux.Handle(tenurev1connect.NewOutboxServiceHandler(outboxService{s}, opts...))
+	mux.Handle(tenurev1connect.NewWorkflowServiceHandler(workflowService{s}, opts...))
 	s.mountProbes(mux)
 	s.mountNodeProbe(mux)
 	if s.opts.Dashboard != nil {

@@ -137,17 +137,11 @@ func (h taskService) PurgeTasks(ctx context.Context, req *connect.Request[tenure
 
 func (h taskService) WaitTask(ctx context.Context, req *connect.Request[tenurev1.WaitTaskRequest]) (*connect.Response[tenurev1.WaitTaskResponse], error) {
 	id := req.Msg.GetTaskId()
-	wait, err := duration("wait", req.Msg.GetWait())
+	wait, leave, err := h.s.enterWait(req.Msg.GetWait())
 	if err != nil {
 		return nil, h.s.apiError(err)
 	}
-	if wait > 0 {
-		leave, err := h.s.enterWait()
-		if err != nil {
-			return nil, h.s.apiError(err)
-		}
-		defer leave()
-	}
+	defer leave()
 	return byTask(h.s, ctx, id, true, req, route.Peer.WaitTask, func(c *coordinator.Coordinator) (*tenurev1.WaitTaskResponse, error) {
 		v, done, err := c.WaitTask(ctx, id, wait)
 		if err != nil {

@@ -24,29 +24,31 @@ type attributed interface {
 	attribute(by string)
 }
 
-func (r *ExecutionStarted) attribute(by string) { r.By = by }
-func (r *LeaseExtended) attribute(by string)    { r.By = by }
-func (r *LeaseGranted) attribute(by string)     { r.By = by }
-func (r *OutboxHeld) attribute(by string)       { r.By = by }
-func (r *OutboxReleased) attribute(by string)   { r.By = by }
-func (r *QueueLimited) attribute(by string)     { r.By = by }
-func (r *QueuePaused) attribute(by string)      { r.By = by }
-func (r *QueueResumed) attribute(by string)     { r.By = by }
-func (r *ScheduleCreated) attribute(by string)  { r.By = by }
-func (r *ScheduleDeleted) attribute(by string)  { r.By = by }
-func (r *SchedulePaused) attribute(by string)   { r.By = by }
-func (r *ScheduleResumed) attribute(by string)  { r.By = by }
-func (r *ScheduleUpdated) attribute(by string)  { r.By = by }
-func (r *TaskCancelled) attribute(by string)    { r.By = by }
-func (r *TaskCommitted) attribute(by string)    { r.By = by; attributeAll(r.Spawn, by) }
-func (r *TaskCompleted) attribute(by string)    { r.By = by; attributeAll(r.Spawn, by) }
-func (r *TasksSubmitted) attribute(by string)   { r.By = by; attributeAll(r.Tasks, by) }
-func (r *TaskCreated) attribute(by string)      { r.By = by }
-func (r *TaskDead) attribute(by string)         { r.By = by }
-func (r *TaskFailed) attribute(by string)       { r.By = by }
-func (r *TaskRetried) attribute(by string)      { r.By = by }
-func (r *TasksDeleted) attribute(by string)     { r.By = by }
-func (r *TaskSnoozed) attribute(by string)      { r.By = by }
+func (r *ExecutionStarted) attribute(by string)  { r.By = by }
+func (r *LeaseExtended) attribute(by string)     { r.By = by }
+func (r *LeaseGranted) attribute(by string)      { r.By = by }
+func (r *OutboxHeld) attribute(by string)        { r.By = by }
+func (r *OutboxReleased) attribute(by string)    { r.By = by }
+func (r *QueueLimited) attribute(by string)      { r.By = by }
+func (r *QueuePaused) attribute(by string)       { r.By = by }
+func (r *QueueResumed) attribute(by string)      { r.By = by }
+func (r *ScheduleCreated) attribute(by string)   { r.By = by }
+func (r *ScheduleDeleted) attribute(by string)   { r.By = by }
+func (r *SchedulePaused) attribute(by string)    { r.By = by }
+func (r *ScheduleResumed) attribute(by string)   { r.By = by }
+func (r *ScheduleUpdated) attribute(by string)   { r.By = by }
+func (r *TaskCancelled) attribute(by string)     { r.By = by }
+func (r *TaskCommitted) attribute(by string)     { r.By = by; attributeAll(r.Spawn, by) }
+func (r *TaskCompleted) attribute(by string)     { r.By = by; attributeAll(r.Spawn, by) }
+func (r *TasksSubmitted) attribute(by string)    { r.By = by; attributeAll(r.Tasks, by) }
+func (r *WorkflowCancelled) attribute(by string) { r.By = by }
+func (r *WorkflowRetried) attribute(by string)   { r.By = by }
+func (r *TaskCreated) attribute(by string)       { r.By = by }
+func (r *TaskDead) attribute(by string)          { r.By = by }
+func (r *TaskFailed) attribute(by string)        { r.By = by }
+func (r *TaskRetried) attribute(by string)       { r.By = by }
+func (r *TasksDeleted) attribute(by string)      { r.By = by }
+func (r *TaskSnoozed) attribute(by string)       { r.By = by }
 
 // attribute names who asked of a backfill only: a FIRED tick is the
 // schedule's own, even when a call (an update) decides it on the way.

@@ -172,6 +172,10 @@ func (c *ImageCopy) preserve(r Record) {
 		c.savePurged(r.Before, 0, c.img.LastLSN)
 	case *TasksPurgedRange:
 		c.savePurged(r.Before, r.AfterLSN, min(r.ThroughLSN, c.img.LastLSN))
+	case *WorkflowCancelled:
+		c.saveWorkflow(WorkflowKey{r.Namespace, r.Workflow})
+	case *WorkflowRetried:
+		c.saveWorkflow(WorkflowKey{r.Namespace, r.Workflow})
 	default:
 		if id := r.Task(); id != "" {
 			t := s.Task(id)
@@ -181,6 +185,20 @@ func (c *ImageCopy) preserve(r Record) {
 				c.saveDependents(t)
 			}
 		}
+	}
+}
+
+// saveWorkflow saves every task of workflow k and what their ends may
+// reach.
+func (c *ImageCopy) saveWorkflow(k WorkflowKey) {
+	if w := c.s.workflows[k]; w != nil {
+		w.Members(func(t *Task) bool {
+			c.save(t)
+			if t.graph {
+				c.saveDependents(t)
+			}
+			return true
+		})
 	}
 }
 

@@ -158,8 +158,15 @@ func (ki *keyIndex) order() {
 	}
 }
 
-// turnBefore orders keys by fair turn.
-func turnBefore(a, b *keyState) bool { return turnLess(a.pass, a.seq, b.pass, b.seq) }
+// turnBefore orders keys by fair turn, then by name: keys whose turns are
+// equal are placed in an order that depends on nothing else (the heap a
+// snapshot or another replica rebuilds must pop them alike).
+func turnBefore(a, b *keyState) bool {
+	if a.pass == b.pass && a.seq == b.seq {
+		return a.name < b.name
+	}
+	return turnLess(a.pass, a.seq, b.pass, b.seq)
+}
 
 // turnLess orders fair turns: by pass, then by arrival.
 func turnLess(pa, sa, pb, sb uint64) bool {

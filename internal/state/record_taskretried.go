@@ -31,21 +31,10 @@ func (r *TaskRetried) apply(s *State, lsn uint64) string {
 	case t.CommittedBy != "":
 		return fmt.Sprintf("lease %q committed the task, so its effect may have been applied", t.CommittedBy)
 	}
-	to := Waiting
-	if len(s.Edges(t)) > 0 {
-		states, pending, why := s.evaluate(t)
-		if why != "" {
-			return why
-		}
-		to = s.reblock(t, states, pending)
+	if why := s.RetryRefusal(t); why != "" {
+		return why
 	}
-	t.progress().AttemptBase = t.Attempt
-	t.NotBefore = r.At
-	t.progress().FailureReason = ""
-	s.transition(t, to)
-	if to == Waiting {
-		s.queue(t).add(t)
-	}
+	s.retry(t, lsn, r.At)
 	s.touch(t, lsn, r.At)
 	return ""
 }

@@ -58,8 +58,8 @@ type Options struct {
 	RetryBackoff time.Duration
 	// RequestedBy says who asks, for the calls that change something on an
 	// operator's behalf (KillTask, RetryTask, RetryTasks, KillTasks,
-	// PurgeTasks, PauseQueue, ResumeQueue, SetQueueLimits and the schedule
-	// calls that change one) whose request does not say it itself: it is
+	// PurgeTasks, PauseQueue, ResumeQueue, SetQueueLimits, CancelWorkflow,
+	// RetryWorkflow and the schedule calls that change one) whose request does not say it itself: it is
 	// kept in the records they write (the task's history, the queue's pause
 	// and limits, the schedule's creator and pause). The tenure CLI sends user@host. It is what the
 	// caller declares: a server with authentication on records the token's
@@ -87,6 +87,7 @@ type Client struct {
 	queues      tenurev1connect.QueueServiceClient
 	schedules   tenurev1connect.ScheduleServiceClient
 	events      tenurev1connect.EventServiceClient
+	workflows   tenurev1connect.WorkflowServiceClient
 	maxRetries  int
 	backoff     backoff.Policy
 	requestedBy string
@@ -174,6 +175,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 		queues:      tenurev1connect.NewQueueServiceClient(d, base, copts...),
 		schedules:   tenurev1connect.NewScheduleServiceClient(d, base, copts...),
 		events:      tenurev1connect.NewEventServiceClient(d, base, copts...),
+		workflows:   tenurev1connect.NewWorkflowServiceClient(d, base, copts...),
 		maxRetries:  opts.MaxRetries,
 		backoff:     backoff.Policy{Initial: opts.RetryBackoff, Max: maxRetryBackoff},
 		requestedBy: opts.RequestedBy,

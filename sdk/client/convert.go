@@ -248,13 +248,17 @@ func optTime(t time.Time) *timestamppb.Timestamp {
 	return timestamppb.New(t)
 }
 
+func taskCountsOf(c *tenurev1.TaskCounts) TaskCounts {
+	return TaskCounts{Waiting: c.GetWaiting(), Leased: c.GetLeased(), Committed: c.GetCommitted(),
+		Completed: c.GetCompleted(), Failed: c.GetFailed(), Dead: c.GetDead(), Blocked: c.GetBlocked()}
+}
+
 func queueOf(p *tenurev1.Queue) Queue {
 	c := p.GetTasks()
 	q := Queue{
-		Namespace: p.GetNamespace(),
-		Queue:     p.GetQueue(),
-		Tasks: TaskCounts{Waiting: c.GetWaiting(), Leased: c.GetLeased(), Committed: c.GetCommitted(),
-			Completed: c.GetCompleted(), Failed: c.GetFailed(), Dead: c.GetDead()},
+		Namespace:         p.GetNamespace(),
+		Queue:             p.GetQueue(),
+		Tasks:             taskCountsOf(c),
 		OldestWaitingAge:  p.GetOldestWaitingAge().AsDuration(),
 		ActiveLeases:      p.GetActiveLeases(),
 		Paused:            p.GetPaused(),

@@ -780,6 +780,8 @@ type KeyWeight struct {
 // TaskCounts counts tasks by state.
 type TaskCounts struct {
 	Waiting, Leased, Committed, Completed, Failed, Dead uint64
+	// Blocked counts the tasks waiting for the tasks they depend on.
+	Blocked uint64
 }
 
 // QueueEvents counts what happened to a queue's tasks in some interval.
@@ -1110,4 +1112,117 @@ type BackfillResult struct {
 	// AlreadyFired counts the ticks of the range that had fired before
 	// (or are held): nothing was submitted for them.
 	AlreadyFired int
+}
+
+// WorkflowState sums up the states of a workflow's tasks. The values are
+// the API's enum numbers (tenure.v1.WorkflowState).
+type WorkflowState uint8
+
+const (
+	// WorkflowStateUnspecified is not a state.
+	WorkflowStateUnspecified WorkflowState = iota
+	// WorkflowStateRunning: a task of it has not ended.
+	WorkflowStateRunning
+	// WorkflowStateCompleted: every task of it COMPLETED.
+	WorkflowStateCompleted
+	// WorkflowStateFailed: every task of it ended, and one FAILED or is
+	// DEAD.
+	WorkflowStateFailed
+	// WorkflowStateCancelled: it was cancelled (CancelWorkflow) and not
+	// retried since.
+	WorkflowStateCancelled
+)
+
+var workflowStateNames = [...]string{"UNSPECIFIED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"}
+
+// String returns the state's name as the API spells it without its
+// prefix: "RUNNING", "COMPLETED", ...
+func (s WorkflowState) String() string {
+	return enumName(workflowStateNames[:], uint8(s), "WorkflowState")
+}
+
+// Ended reports whether every task of the workflow has ended.
+func (s WorkflowState) Ended() bool {
+	return s == WorkflowStateCompleted || s == WorkflowStateFailed || s == WorkflowStateCancelled
+}
+
+// Workflow is a workflow: the tasks of one SubmitBatch with a WorkflowID,
+// and those they spawned.
+type Workflow struct {
+	Namespace string
+	ID        string
+	State     WorkflowState
+	// Tasks counts its tasks by state, Total in all.
+	Tasks TaskCounts
+	Total uint64
+	// CreatedAt is when it was submitted, UpdatedAt when a task of it
+	// last changed.
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// Cancel says who cancelled it, when and why, while it is CANCELLED.
+	Cancel *WorkflowCancel
+}
+
+// WorkflowCancel says who cancelled a workflow, when and why.
+type WorkflowCancel struct {
+	RequestedBy string
+	Reason      string
+	At          time.Time
+}
+
+// GetWorkflowRequest names a workflow and a page of its tasks.
+type GetWorkflowRequest struct {
+	Namespace  string // default "default"
+	WorkflowID string // required
+	// PageSize is how many tasks one page holds (0: the server's default,
+	// 100; at most its limit, 1000).
+	PageSize int
+	// PageToken continues a listing (WorkflowPage.NextPageToken).
+	PageToken string
+}
+
+// WorkflowPage is a workflow and one page of its tasks.
+type WorkflowPage struct {
+	Workflow Workflow
+	// Tasks are its tasks in creation order, each after the tasks it
+	// depends on (Task.Dependencies) and the task that spawned it
+	// (Task.SpawnedBy): the graph.
+	Tasks []Task
+	// NextPageToken continues the tasks (GetWorkflowRequest.PageToken);
+	// "" on the last page.
+	NextPageToken string
+}
+
+// ListWorkflowsRequest selects the workflows ListWorkflows lists.
+type ListWorkflowsRequest struct {
+	// Namespace lists the workflows of one namespace ("": every one).
+	Namespace string
+}
+
+// WorkflowControlRequest names the workflow CancelWorkflow or
+// RetryWorkflow acts on.
+type WorkflowControlRequest struct {
+	Namespace  string // default "default"
+	WorkflowID string // required
+	// Reason says why; it is kept in the record (and, by a cancel, in each
+	// task's FailureReason).
+	Reason string
+	// RequestedBy says who asks, as RetryTaskRequest.RequestedBy.
+	RequestedBy string
+}
+
+// WorkflowControlResult is a workflow after CancelWorkflow or
+// RetryWorkflow, and how many of its tasks the call ended or retried.
+type WorkflowControlResult struct {
+	Workflow Workflow
+	Tasks    uint64
+}
+
+// WaitWorkflowRequest names the workflow WaitWorkflow waits for.
+type WaitWorkflowRequest struct {
+	Namespace  string // default "default"
+	WorkflowID string // required
+	// Wait is how long to wait for its last task to end (0: answer at
+	// once; at most the server's limit, 30s by default).
+	Wait time.Duration
 }

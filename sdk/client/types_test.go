@@ -24,5 +24,6 @@ func TestEnumsMatchTheAPI(t *testing.T) {
 	}
 	check("TaskState", "TASK_STATE_", tenurev1.TaskState_name, func(v int32) string { return client.TaskState(v).String() })
 	check("ExecutionStatus", "EXECUTION_STATUS_", tenurev1.ExecutionStatus_name, func(v int32) string { return client.ExecutionStatus(v).String() })
+	check("WorkflowState", "WORKFLOW_STATE_", tenurev1.WorkflowState_name, func(v int32) string { return client.WorkflowState(v).String() })
 	check("Reason", "ERROR_REASON_", tenurev1.ErrorReason_name, func(v int32) string { return client.Reason(v).String() })
 }

@@ -180,7 +180,7 @@ class Calls(_Base):
         """
         return self._call(RPCS['ResumeQueue'], request, namespace=namespace, queue=queue, reason=reason, requested_by=requested_by)  # type: ignore[no-any-return]
 
-    def set_queue_limits(self, request: Optional[m.SetQueueLimitsRequest] = None, /, *, namespace: str = "", queue: str = "", max_concurrency: Optional[int] = None, rate: Optional[float] = None, burst: Optional[int] = None, clear_max_concurrency: bool = False, clear_rate: bool = False, reason: str = "", requested_by: str = "", key_max_concurrency: Optional[int] = None, key_rate: Optional[float] = None, key_burst: Optional[int] = None, clear_key_max_concurrency: bool = False, clear_key_rate: bool = False, key_ordered: Optional[bool] = None, fair: Optional[bool] = None) -> m.SetQueueLimitsResponse:
+    def set_queue_limits(self, request: Optional[m.SetQueueLimitsRequest] = None, /, *, namespace: str = "", queue: str = "", max_concurrency: Optional[int] = None, rate: Optional[float] = None, burst: Optional[int] = None, clear_max_concurrency: bool = False, clear_rate: bool = False, reason: str = "", requested_by: str = "", key_max_concurrency: Optional[int] = None, key_rate: Optional[float] = None, key_burst: Optional[int] = None, clear_key_max_concurrency: bool = False, clear_key_rate: bool = False, key_ordered: Optional[bool] = None, fair: Optional[bool] = None, key_weights: Optional[Sequence[m.KeyWeight]] = None, clear_key_weights: bool = False) -> m.SetQueueLimitsResponse:
         """SetQueueLimits sets or clears a queue's flow control: at most
         max_concurrency leases live at once, and leases granted at most at
         rate per second with bursts of burst (a token bucket). A limit the
@@ -194,7 +194,7 @@ class Calls(_Base):
 
         Request: SetQueueLimitsRequest; answer: SetQueueLimitsResponse.
         """
-        return self._call(RPCS['SetQueueLimits'], request, namespace=namespace, queue=queue, max_concurrency=max_concurrency, rate=rate, burst=burst, clear_max_concurrency=clear_max_concurrency, clear_rate=clear_rate, reason=reason, requested_by=requested_by, key_max_concurrency=key_max_concurrency, key_rate=key_rate, key_burst=key_burst, clear_key_max_concurrency=clear_key_max_concurrency, clear_key_rate=clear_key_rate, key_ordered=key_ordered, fair=fair)  # type: ignore[no-any-return]
+        return self._call(RPCS['SetQueueLimits'], request, namespace=namespace, queue=queue, max_concurrency=max_concurrency, rate=rate, burst=burst, clear_max_concurrency=clear_max_concurrency, clear_rate=clear_rate, reason=reason, requested_by=requested_by, key_max_concurrency=key_max_concurrency, key_rate=key_rate, key_burst=key_burst, clear_key_max_concurrency=clear_key_max_concurrency, clear_key_rate=clear_key_rate, key_ordered=key_ordered, fair=fair, key_weights=key_weights, clear_key_weights=clear_key_weights)  # type: ignore[no-any-return]
 
     def lease(self, request: Optional[m.LeaseRequest] = None, /, *, worker_id: str = "", namespace: str = "", queue: str = "", max_tasks: int = 0, wait: Duration = None, queues: Optional[Sequence[str]] = None) -> m.LeaseResponse:
         """Lease grants up to max_tasks tasks of one queue to the worker, higher
@@ -485,6 +485,55 @@ class Calls(_Base):
         """
         return self._call(RPCS['ListOutboxes'], request)  # type: ignore[no-any-return]
 
+    def get_workflow(self, request: Optional[m.GetWorkflowRequest] = None, /, *, namespace: str = "", workflow_id: str = "", page_size: int = 0, page_token: str = "") -> m.GetWorkflowResponse:
+        """GetWorkflow returns a workflow and its tasks, in creation order (each
+        task's dependencies first), one page at a time. NOT_FOUND if no task
+        of it is left.
+
+        Request: GetWorkflowRequest; answer: GetWorkflowResponse.
+        """
+        return self._call(RPCS['GetWorkflow'], request, namespace=namespace, workflow_id=workflow_id, page_size=page_size, page_token=page_token)  # type: ignore[no-any-return]
+
+    def list_workflows(self, request: Optional[m.ListWorkflowsRequest] = None, /, *, namespace: str = "", page_size: int = 0, page_token: str = "") -> m.ListWorkflowsResponse:
+        """ListWorkflows lists the workflows of a namespace (or of every one),
+        ordered by namespace and id, one page at a time.
+
+        Request: ListWorkflowsRequest; answer: ListWorkflowsResponse.
+        """
+        return self._call(RPCS['ListWorkflows'], request, namespace=namespace, page_size=page_size, page_token=page_token)  # type: ignore[no-any-return]
+
+    def cancel_workflow(self, request: Optional[m.CancelWorkflowRequest] = None, /, *, namespace: str = "", workflow_id: str = "", reason: str = "", requested_by: str = "") -> m.CancelWorkflowResponse:
+        """CancelWorkflow ends every task of the workflow that has not ended:
+        DEAD, failure reason "workflow cancelled: <reason>" (a lease held
+        loses its authority at once), so that no task of it is leased again;
+        tasks outside it that depend on them end by their failure policy. The
+        workflow shows CANCELLED until it is retried.
+
+        Request: CancelWorkflowRequest; answer: CancelWorkflowResponse.
+        """
+        return self._call(RPCS['CancelWorkflow'], request, namespace=namespace, workflow_id=workflow_id, reason=reason, requested_by=requested_by)  # type: ignore[no-any-return]
+
+    def retry_workflow(self, request: Optional[m.RetryWorkflowRequest] = None, /, *, namespace: str = "", workflow_id: str = "", reason: str = "", requested_by: str = "") -> m.RetryWorkflowResponse:
+        """RetryWorkflow runs a failed or cancelled workflow again from its
+        failed steps: every FAILED or DEAD task of it that no attempt
+        committed is retried (as RetryTask would), dependencies first; tasks
+        that completed are not run again, and a task committed before it was
+        killed is left (its effect may have been applied), with the tasks
+        that depend on it. FAILED_PRECONDITION when no task can be retried.
+
+        Request: RetryWorkflowRequest; answer: RetryWorkflowResponse.
+        """
+        return self._call(RPCS['RetryWorkflow'], request, namespace=namespace, workflow_id=workflow_id, reason=reason, requested_by=requested_by)  # type: ignore[no-any-return]
+
+    def wait_workflow(self, request: Optional[m.WaitWorkflowRequest] = None, /, *, namespace: str = "", workflow_id: str = "", wait: Duration = None) -> m.WaitWorkflowResponse:
+        """WaitWorkflow answers as soon as every task of the workflow has ended,
+        or when wait runs out, with the workflow as it is then (done says
+        which). The waits of a server are bounded, as WaitTask's.
+
+        Request: WaitWorkflowRequest; answer: WaitWorkflowResponse.
+        """
+        return self._call(RPCS['WaitWorkflow'], request, namespace=namespace, workflow_id=workflow_id, wait=wait)  # type: ignore[no-any-return]
+
 class AsyncCalls(_Base):
     """The API's calls as coroutines: each takes its request message, or its
     fields as keyword arguments, and returns its response message (a
@@ -648,7 +697,7 @@ class AsyncCalls(_Base):
         """
         return await self._call(RPCS['ResumeQueue'], request, namespace=namespace, queue=queue, reason=reason, requested_by=requested_by)  # type: ignore[no-any-return]
 
-    async def set_queue_limits(self, request: Optional[m.SetQueueLimitsRequest] = None, /, *, namespace: str = "", queue: str = "", max_concurrency: Optional[int] = None, rate: Optional[float] = None, burst: Optional[int] = None, clear_max_concurrency: bool = False, clear_rate: bool = False, reason: str = "", requested_by: str = "", key_max_concurrency: Optional[int] = None, key_rate: Optional[float] = None, key_burst: Optional[int] = None, clear_key_max_concurrency: bool = False, clear_key_rate: bool = False, key_ordered: Optional[bool] = None, fair: Optional[bool] = None) -> m.SetQueueLimitsResponse:
+    async def set_queue_limits(self, request: Optional[m.SetQueueLimitsRequest] = None, /, *, namespace: str = "", queue: str = "", max_concurrency: Optional[int] = None, rate: Optional[float] = None, burst: Optional[int] = None, clear_max_concurrency: bool = False, clear_rate: bool = False, reason: str = "", requested_by: str = "", key_max_concurrency: Optional[int] = None, key_rate: Optional[float] = None, key_burst: Optional[int] = None, clear_key_max_concurrency: bool = False, clear_key_rate: bool = False, key_ordered: Optional[bool] = None, fair: Optional[bool] = None, key_weights: Optional[Sequence[m.KeyWeight]] = None, clear_key_weights: bool = False) -> m.SetQueueLimitsResponse:
         """SetQueueLimits sets or clears a queue's flow control: at most
         max_concurrency leases live at once, and leases granted at most at
         rate per second with bursts of burst (a token bucket). A limit the
@@ -662,7 +711,7 @@ class AsyncCalls(_Base):
 
         Request: SetQueueLimitsRequest; answer: SetQueueLimitsResponse.
         """
-        return await self._call(RPCS['SetQueueLimits'], request, namespace=namespace, queue=queue, max_concurrency=max_concurrency, rate=rate, burst=burst, clear_max_concurrency=clear_max_concurrency, clear_rate=clear_rate, reason=reason, requested_by=requested_by, key_max_concurrency=key_max_concurrency, key_rate=key_rate, key_burst=key_burst, clear_key_max_concurrency=clear_key_max_concurrency, clear_key_rate=clear_key_rate, key_ordered=key_ordered, fair=fair)  # type: ignore[no-any-return]
+        return await self._call(RPCS['SetQueueLimits'], request, namespace=namespace, queue=queue, max_concurrency=max_concurrency, rate=rate, burst=burst, clear_max_concurrency=clear_max_concurrency, clear_rate=clear_rate, reason=reason, requested_by=requested_by, key_max_concurrency=key_max_concurrency, key_rate=key_rate, key_burst=key_burst, clear_key_max_concurrency=clear_key_max_concurrency, clear_key_rate=clear_key_rate, key_ordered=key_ordered, fair=fair, key_weights=key_weights, clear_key_weights=clear_key_weights)  # type: ignore[no-any-return]
 
     async def lease(self, request: Optional[m.LeaseRequest] = None, /, *, worker_id: str = "", namespace: str = "", queue: str = "", max_tasks: int = 0, wait: Duration = None, queues: Optional[Sequence[str]] = None) -> m.LeaseResponse:
         """Lease grants up to max_tasks tasks of one queue to the worker, higher
@@ -952,3 +1001,52 @@ class AsyncCalls(_Base):
         Request: ListOutboxesRequest; answer: ListOutboxesResponse.
         """
         return await self._call(RPCS['ListOutboxes'], request)  # type: ignore[no-any-return]
+
+    async def get_workflow(self, request: Optional[m.GetWorkflowRequest] = None, /, *, namespace: str = "", workflow_id: str = "", page_size: int = 0, page_token: str = "") -> m.GetWorkflowResponse:
+        """GetWorkflow returns a workflow and its tasks, in creation order (each
+        task's dependencies first), one page at a time. NOT_FOUND if no task
+        of it is left.
+
+        Request: GetWorkflowRequest; answer: GetWorkflowResponse.
+        """
+        return await self._call(RPCS['GetWorkflow'], request, namespace=namespace, workflow_id=workflow_id, page_size=page_size, page_token=page_token)  # type: ignore[no-any-return]
+
+    async def list_workflows(self, request: Optional[m.ListWorkflowsRequest] = None, /, *, namespace: str = "", page_size: int = 0, page_token: str = "") -> m.ListWorkflowsResponse:
+        """ListWorkflows lists the workflows of a namespace (or of every one),
+        ordered by namespace and id, one page at a time.
+
+        Request: ListWorkflowsRequest; answer: ListWorkflowsResponse.
+        """
+        return await self._call(RPCS['ListWorkflows'], request, namespace=namespace, page_size=page_size, page_token=page_token)  # type: ignore[no-any-return]
+
+    async def cancel_workflow(self, request: Optional[m.CancelWorkflowRequest] = None, /, *, namespace: str = "", workflow_id: str = "", reason: str = "", requested_by: str = "") -> m.CancelWorkflowResponse:
+        """CancelWorkflow ends every task of the workflow that has not ended:
+        DEAD, failure reason "workflow cancelled: <reason>" (a lease held
+        loses its authority at once), so that no task of it is leased again;
+        tasks outside it that depend on them end by their failure policy. The
+        workflow shows CANCELLED until it is retried.
+
+        Request: CancelWorkflowRequest; answer: CancelWorkflowResponse.
+        """
+        return await self._call(RPCS['CancelWorkflow'], request, namespace=namespace, workflow_id=workflow_id, reason=reason, requested_by=requested_by)  # type: ignore[no-any-return]
+
+    async def retry_workflow(self, request: Optional[m.RetryWorkflowRequest] = None, /, *, namespace: str = "", workflow_id: str = "", reason: str = "", requested_by: str = "") -> m.RetryWorkflowResponse:
+        """RetryWorkflow runs a failed or cancelled workflow again from its
+        failed steps: every FAILED or DEAD task of it that no attempt
+        committed is retried (as RetryTask would), dependencies first; tasks
+        that completed are not run again, and a task committed before it was
+        killed is left (its effect may have been applied), with the tasks
+        that depend on it. FAILED_PRECONDITION when no task can be retried.
+
+        Request: RetryWorkflowRequest; answer: RetryWorkflowResponse.
+        """
+        return await self._call(RPCS['RetryWorkflow'], request, namespace=namespace, workflow_id=workflow_id, reason=reason, requested_by=requested_by)  # type: ignore[no-any-return]
+
+    async def wait_workflow(self, request: Optional[m.WaitWorkflowRequest] = None, /, *, namespace: str = "", workflow_id: str = "", wait: Duration = None) -> m.WaitWorkflowResponse:
+        """WaitWorkflow answers as soon as every task of the workflow has ended,
+        or when wait runs out, with the workflow as it is then (done says
+        which). The waits of a server are bounded, as WaitTask's.
+
+        Request: WaitWorkflowRequest; answer: WaitWorkflowResponse.
+        """
+        return await self._call(RPCS['WaitWorkflow'], request, namespace=namespace, workflow_id=workflow_id, wait=wait)  # type: ignore[no-any-return]

@@ -226,6 +226,23 @@ class ServerMode(enum.IntEnum):
 ServerMode._proto_prefix = 'SERVER_MODE_'  # type: ignore[attr-defined]
 
 
+class WorkflowState(enum.IntEnum):
+    """WorkflowState sums up the states of a workflow's tasks."""
+    UNSPECIFIED = 0
+    """Not a state."""
+    RUNNING = 1
+    """A task of it has not ended."""
+    COMPLETED = 2
+    """Every task of it COMPLETED."""
+    FAILED = 3
+    """Every task of it ended, and one FAILED or is DEAD."""
+    CANCELLED = 4
+    """It was cancelled (CancelWorkflow) and not retried since."""
+
+
+WorkflowState._proto_prefix = 'WORKFLOW_STATE_'  # type: ignore[attr-defined]
+
+
 @dataclass
 class ErrorDetail:
     """ErrorDetail says what a caller needs to act on a failed call. Fields
@@ -1013,6 +1030,23 @@ class SetQueueLimitsRequest:
     tasks without a key take theirs as one more key), instead of taking
     the queue's tasks by priority then age. Unset: kept as it is.
     """
+    key_weights: List[KeyWeight] = dataclasses.field(default_factory=list)
+    """Sets the fair weight of these keys: a key of weight w takes w turns
+    for one of a key of weight 1 (the default; weight 1 removes a key's
+    weight). 1 to 1000; at most 1000 keys of a queue with a weight. The
+    other keys keep theirs.
+    """
+    clear_key_weights: bool = False
+    """Removes every key's weight (before key_weights applies)."""
+
+
+@dataclass
+class KeyWeight:
+    """KeyWeight is the fair weight of one key of a queue."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    key: str = ""
+    weight: int = 0
 
 
 @dataclass
@@ -1050,6 +1084,8 @@ class QueueLimits:
     key_burst: int = 0
     key_ordered: bool = False
     fair: bool = False
+    key_weights: List[KeyWeight] = dataclasses.field(default_factory=list)
+    """The keys with a fair weight other than 1, ordered by key."""
 
 
 @dataclass
@@ -1157,6 +1193,8 @@ class TaskCounts:
     completed: int = 0
     failed: int = 0
     dead: int = 0
+    blocked: int = 0
+    """Waiting for the tasks they depend on (TASK_STATE_BLOCKED)."""
 
 
 @dataclass
@@ -2183,9 +2221,11 @@ class Event:
     tasks_submitted: Optional[TasksSubmittedEvent] = None
     outbox_held: Optional[OutboxHeldEvent] = None
     outbox_released: Optional[OutboxReleasedEvent] = None
+    workflow_cancelled: Optional[WorkflowCancelledEvent] = None
+    workflow_retried: Optional[WorkflowRetriedEvent] = None
 
     @property
-    def record(self) -> Optional[Union[ExecutionStartedEvent, FenceEvent, LeaseExpiredEvent, LeaseExtendedEvent, LeaseGrantedEvent, OutboxHeldEvent, OutboxReleasedEvent, QueueLimitedEvent, QueuePausedEvent, QueueResumedEvent, ScheduleCreatedEvent, ScheduleDeletedEvent, ScheduleFiredEvent, ScheduleHeldEvent, SchedulePausedEvent, ScheduleResumedEvent, ScheduleSkippedEvent, ScheduleUpdatedEvent, TaskCancelledEvent, TaskCommittedEvent, TaskCompletedEvent, TaskCreatedEvent, TaskDeadEvent, TaskDeadlineExceededEvent, TaskFailedEvent, TaskRetriedEvent, TaskSnoozedEvent, TasksDeletedEvent, TasksPurgedEvent, TasksPurgedRangeEvent, TasksSubmittedEvent]]:
+    def record(self) -> Optional[Union[ExecutionStartedEvent, FenceEvent, LeaseExpiredEvent, LeaseExtendedEvent, LeaseGrantedEvent, OutboxHeldEvent, OutboxReleasedEvent, QueueLimitedEvent, QueuePausedEvent, QueueResumedEvent, ScheduleCreatedEvent, ScheduleDeletedEvent, ScheduleFiredEvent, ScheduleHeldEvent, SchedulePausedEvent, ScheduleResumedEvent, ScheduleSkippedEvent, ScheduleUpdatedEvent, TaskCancelledEvent, TaskCommittedEvent, TaskCompletedEvent, TaskCreatedEvent, TaskDeadEvent, TaskDeadlineExceededEvent, TaskFailedEvent, TaskRetriedEvent, TaskSnoozedEvent, TasksDeletedEvent, TasksPurgedEvent, TasksPurgedRangeEvent, TasksSubmittedEvent, WorkflowCancelledEvent, WorkflowRetriedEvent]]:
         """The record's own fields.
 
         The field of oneof record that is set, or None: one of task_created,
@@ -2195,9 +2235,10 @@ class Event:
         tasks_deleted, queue_limited, task_deadline_exceeded, schedule_created,
         schedule_updated, schedule_paused, schedule_resumed, schedule_deleted,
         schedule_fired, schedule_skipped, schedule_held, tasks_purged_range,
-        task_snoozed, tasks_submitted, outbox_held, outbox_released.
+        task_snoozed, tasks_submitted, outbox_held, outbox_released,
+        workflow_cancelled, workflow_retried.
         """
-        return next((v for v in (self.task_created, self.lease_granted, self.lease_extended, self.lease_expired, self.execution_started, self.task_committed, self.task_completed, self.task_failed, self.task_cancelled, self.task_dead, self.fence, self.tasks_purged, self.queue_paused, self.queue_resumed, self.task_retried, self.tasks_deleted, self.queue_limited, self.task_deadline_exceeded, self.schedule_created, self.schedule_updated, self.schedule_paused, self.schedule_resumed, self.schedule_deleted, self.schedule_fired, self.schedule_skipped, self.schedule_held, self.tasks_purged_range, self.task_snoozed, self.tasks_submitted, self.outbox_held, self.outbox_released) if v is not None), None)
+        return next((v for v in (self.task_created, self.lease_granted, self.lease_extended, self.lease_expired, self.execution_started, self.task_committed, self.task_completed, self.task_failed, self.task_cancelled, self.task_dead, self.fence, self.tasks_purged, self.queue_paused, self.queue_resumed, self.task_retried, self.tasks_deleted, self.queue_limited, self.task_deadline_exceeded, self.schedule_created, self.schedule_updated, self.schedule_paused, self.schedule_resumed, self.schedule_deleted, self.schedule_fired, self.schedule_skipped, self.schedule_held, self.tasks_purged_range, self.task_snoozed, self.tasks_submitted, self.outbox_held, self.outbox_released, self.workflow_cancelled, self.workflow_retried) if v is not None), None)
 
 
 @dataclass
@@ -2232,9 +2273,7 @@ class TaskCreatedEvent:
 
 @dataclass
 class OutboxHeldEvent:
-    """TasksSubmittedEvent: tasks submitted together, in one record (a batch
-    whose tasks name each other, or a workflow).
-    OutboxHeldEvent: a relay submitted rows of an outbox, each holding its
+    """OutboxHeldEvent: a relay submitted rows of an outbox, each holding its
     request id until it is released (docs/design/outbox.md). It concerns no
     one namespace: it passes only a filter of every namespace.
     """
@@ -2257,13 +2296,40 @@ class OutboxReleasedEvent:
 
 @dataclass
 class TasksSubmittedEvent:
-    """TasksSubmittedEvent."""
+    """TasksSubmittedEvent: tasks submitted together, in one record (a batch
+    whose tasks name each other, or a workflow).
+    """
 
     _FIELDS: ClassVar[Tuple[F, ...]] = ()
     workflow_id: str = ""
     """The workflow they join; "" for none."""
     tasks: List[TaskCreatedEvent] = dataclasses.field(default_factory=list)
     """The tasks the filter selects, of those the record created."""
+
+
+@dataclass
+class WorkflowCancelledEvent:
+    """WorkflowCancelledEvent: a workflow was cancelled: every task of it that
+    had not ended ended DEAD, those that depend on them by their policy
+    (their own events do not follow: this one stands for them). Its
+    namespace is the event's; it concerns no one queue.
+    """
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    workflow_id: str = ""
+    reason: str = ""
+
+
+@dataclass
+class WorkflowRetriedEvent:
+    """WorkflowRetriedEvent: a workflow was retried: every FAILED or DEAD task
+    of it that can run again waits again (BLOCKED until its dependencies
+    complete).
+    """
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    workflow_id: str = ""
+    reason: str = ""
 
 
 @dataclass
@@ -2713,6 +2779,151 @@ class Outbox:
     last_error_at: Optional[datetime] = None
 
 
+@dataclass
+class Workflow:
+    """Workflow is a workflow as the server knows it."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    namespace: str = ""
+    workflow_id: str = ""
+    state: WorkflowState = WorkflowState.UNSPECIFIED
+    tasks: Optional[TaskCounts] = None
+    """Its tasks by state, and in all."""
+    total: int = 0
+    created_at: Optional[datetime] = None
+    """When it was submitted, and when a task of it last changed."""
+    updated_at: Optional[datetime] = None
+    cancelled: Optional[QueuePause] = None
+    """Who cancelled it, when and why, while it is CANCELLED."""
+
+
+@dataclass
+class GetWorkflowRequest:
+    """GetWorkflowRequest names a workflow and a page of its tasks."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    namespace: str = ""
+    """Default "default"."""
+    workflow_id: str = ""
+    """Required."""
+    page_size: int = 0
+    """Tasks in the answer. 0..1000, default (0) 100."""
+    page_token: str = ""
+    """next_page_token of the previous page; empty for the first."""
+
+
+@dataclass
+class GetWorkflowResponse:
+    """GetWorkflowResponse is a workflow and a page of its tasks."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    workflow: Optional[Workflow] = None
+    tasks: List[Task] = dataclasses.field(default_factory=list)
+    """Its tasks in creation order, with their dependencies (Task.
+    dependencies) and parents (Task.spawned_by): the graph.
+    """
+    next_page_token: str = ""
+    """Token for the next page; empty on the last page."""
+
+
+@dataclass
+class ListWorkflowsRequest:
+    """ListWorkflowsRequest selects workflows and a page."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    namespace: str = ""
+    """Only workflows of this namespace. Default: all namespaces."""
+    page_size: int = 0
+    """Workflows in the answer. 0..1000, default (0) 100."""
+    page_token: str = ""
+    """next_page_token of the previous page; empty for the first."""
+
+
+@dataclass
+class ListWorkflowsResponse:
+    """ListWorkflowsResponse is one page of workflows."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    workflows: List[Workflow] = dataclasses.field(default_factory=list)
+    next_page_token: str = ""
+    """Token for the next page; empty on the last page."""
+
+
+@dataclass
+class CancelWorkflowRequest:
+    """CancelWorkflowRequest names the workflow to cancel."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    namespace: str = ""
+    """Default "default"."""
+    workflow_id: str = ""
+    """Required."""
+    reason: str = ""
+    """Why; kept in the record and in each task's failure reason. At most 4 KiB."""
+    requested_by: str = ""
+    """Who asks, as KillTaskRequest.requested_by."""
+
+
+@dataclass
+class CancelWorkflowResponse:
+    """CancelWorkflowResponse is the cancelled workflow."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    workflow: Optional[Workflow] = None
+    cancelled: int = 0
+    """Tasks it ended."""
+
+
+@dataclass
+class RetryWorkflowRequest:
+    """RetryWorkflowRequest names the workflow to retry."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    namespace: str = ""
+    """Default "default"."""
+    workflow_id: str = ""
+    """Required."""
+    reason: str = ""
+    """Why; kept in the record. At most 4 KiB."""
+    requested_by: str = ""
+    """Who asks, as KillTaskRequest.requested_by."""
+
+
+@dataclass
+class RetryWorkflowResponse:
+    """RetryWorkflowResponse is the retried workflow."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    workflow: Optional[Workflow] = None
+    retried: int = 0
+    """Tasks it retried."""
+
+
+@dataclass
+class WaitWorkflowRequest:
+    """WaitWorkflowRequest names the workflow to wait for."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    namespace: str = ""
+    """Default "default"."""
+    workflow_id: str = ""
+    """Required."""
+    wait: Optional[timedelta] = None
+    """How long to wait. Unset or 0: answer at once. At most 30s (default
+    limit).
+    """
+
+
+@dataclass
+class WaitWorkflowResponse:
+    """WaitWorkflowResponse is the workflow at the end of the wait."""
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    workflow: Optional[Workflow] = None
+    done: bool = False
+    """Every task of it has ended."""
+
+
 # The tables the JSON codec (tenure/_codec.py) reads: per field its name, JSON
 # name, number, kind, type (enum or message), repeated and optional.
 ErrorDetail._FIELDS = (
@@ -2962,6 +3173,12 @@ SetQueueLimitsRequest._FIELDS = (
     F('clear_key_rate', 'clearKeyRate', 14, 'bool', None, False, False),
     F('key_ordered', 'keyOrdered', 15, 'bool', None, False, True),
     F('fair', 'fair', 16, 'bool', None, False, True),
+    F('key_weights', 'keyWeights', 17, 'msg', KeyWeight, True, False),
+    F('clear_key_weights', 'clearKeyWeights', 18, 'bool', None, False, False),
+)
+KeyWeight._FIELDS = (
+    F('key', 'key', 1, 'str', None, False, False),
+    F('weight', 'weight', 2, 'u32', None, False, False),
 )
 SetQueueLimitsResponse._FIELDS = (
     F('changed', 'changed', 1, 'bool', None, False, False),
@@ -2979,6 +3196,7 @@ QueueLimits._FIELDS = (
     F('key_burst', 'keyBurst', 9, 'u32', None, False, False),
     F('key_ordered', 'keyOrdered', 10, 'bool', None, False, False),
     F('fair', 'fair', 11, 'bool', None, False, False),
+    F('key_weights', 'keyWeights', 12, 'msg', KeyWeight, True, False),
 )
 Queue._FIELDS = (
     F('namespace', 'namespace', 1, 'str', None, False, False),
@@ -3018,6 +3236,7 @@ TaskCounts._FIELDS = (
     F('completed', 'completed', 4, 'u64', None, False, False),
     F('failed', 'failed', 5, 'u64', None, False, False),
     F('dead', 'dead', 6, 'u64', None, False, False),
+    F('blocked', 'blocked', 7, 'u64', None, False, False),
 )
 QueueEvents._FIELDS = (
     F('submitted', 'submitted', 1, 'u64', None, False, False),
@@ -3376,6 +3595,8 @@ Event._FIELDS = (
     F('tasks_submitted', 'tasksSubmitted', 48, 'msg', TasksSubmittedEvent, False, False),
     F('outbox_held', 'outboxHeld', 49, 'msg', OutboxHeldEvent, False, False),
     F('outbox_released', 'outboxReleased', 50, 'msg', OutboxReleasedEvent, False, False),
+    F('workflow_cancelled', 'workflowCancelled', 51, 'msg', WorkflowCancelledEvent, False, False),
+    F('workflow_retried', 'workflowRetried', 52, 'msg', WorkflowRetriedEvent, False, False),
 )
 TaskCreatedEvent._FIELDS = (
     F('payload', 'payload', 1, 'bytes', None, False, False),
@@ -3405,6 +3626,14 @@ OutboxReleasedEvent._FIELDS = (
 TasksSubmittedEvent._FIELDS = (
     F('workflow_id', 'workflowId', 1, 'str', None, False, False),
     F('tasks', 'tasks', 2, 'msg', TaskCreatedEvent, True, False),
+)
+WorkflowCancelledEvent._FIELDS = (
+    F('workflow_id', 'workflowId', 1, 'str', None, False, False),
+    F('reason', 'reason', 2, 'str', None, False, False),
+)
+WorkflowRetriedEvent._FIELDS = (
+    F('workflow_id', 'workflowId', 1, 'str', None, False, False),
+    F('reason', 'reason', 2, 'str', None, False, False),
 )
 LeaseGrantedEvent._FIELDS = (
     F('lease_id', 'leaseId', 1, 'str', None, False, False),
@@ -3593,6 +3822,65 @@ Outbox._FIELDS = (
     F('last_error', 'lastError', 10, 'str', None, False, False),
     F('last_error_at', 'lastErrorAt', 11, 'ts', None, False, False),
 )
+Workflow._FIELDS = (
+    F('namespace', 'namespace', 1, 'str', None, False, False),
+    F('workflow_id', 'workflowId', 2, 'str', None, False, False),
+    F('state', 'state', 3, 'enum', WorkflowState, False, False),
+    F('tasks', 'tasks', 4, 'msg', TaskCounts, False, False),
+    F('total', 'total', 5, 'u64', None, False, False),
+    F('created_at', 'createdAt', 6, 'ts', None, False, False),
+    F('updated_at', 'updatedAt', 7, 'ts', None, False, False),
+    F('cancelled', 'cancelled', 8, 'msg', QueuePause, False, False),
+)
+GetWorkflowRequest._FIELDS = (
+    F('namespace', 'namespace', 1, 'str', None, False, False),
+    F('workflow_id', 'workflowId', 2, 'str', None, False, False),
+    F('page_size', 'pageSize', 3, 'i32', None, False, False),
+    F('page_token', 'pageToken', 4, 'str', None, False, False),
+)
+GetWorkflowResponse._FIELDS = (
+    F('workflow', 'workflow', 1, 'msg', Workflow, False, False),
+    F('tasks', 'tasks', 2, 'msg', Task, True, False),
+    F('next_page_token', 'nextPageToken', 3, 'str', None, False, False),
+)
+ListWorkflowsRequest._FIELDS = (
+    F('namespace', 'namespace', 1, 'str', None, False, False),
+    F('page_size', 'pageSize', 2, 'i32', None, False, False),
+    F('page_token', 'pageToken', 3, 'str', None, False, False),
+)
+ListWorkflowsResponse._FIELDS = (
+    F('workflows', 'workflows', 1, 'msg', Workflow, True, False),
+    F('next_page_token', 'nextPageToken', 2, 'str', None, False, False),
+)
+CancelWorkflowRequest._FIELDS = (
+    F('namespace', 'namespace', 1, 'str', None, False, False),
+    F('workflow_id', 'workflowId', 2, 'str', None, False, False),
+    F('reason', 'reason', 3, 'str', None, False, False),
+    F('requested_by', 'requestedBy', 4, 'str', None, False, False),
+)
+CancelWorkflowResponse._FIELDS = (
+    F('workflow', 'workflow', 1, 'msg', Workflow, False, False),
+    F('cancelled', 'cancelled', 2, 'u64', None, False, False),
+)
+RetryWorkflowRequest._FIELDS = (
+    F('namespace', 'namespace', 1, 'str', None, False, False),
+    F('workflow_id', 'workflowId', 2, 'str', None, False, False),
+    F('reason', 'reason', 3, 'str', None, False, False),
+    F('requested_by', 'requestedBy', 4, 'str', None, False, False),
+)
+RetryWorkflowResponse._FIELDS = (
+    F('workflow', 'workflow', 1, 'msg', Workflow, False, False),
+    F('retried', 'retried', 2, 'u64', None, False, False),
+)
+WaitWorkflowRequest._FIELDS = (
+    F('namespace', 'namespace', 1, 'str', None, False, False),
+    F('workflow_id', 'workflowId', 2, 'str', None, False, False),
+    F('wait', 'wait', 3, 'dur', None, False, False),
+)
+WaitWorkflowResponse._FIELDS = (
+    F('workflow', 'workflow', 1, 'msg', Workflow, False, False),
+    F('done', 'done', 2, 'bool', None, False, False),
+)
 
 
 class Rpc(NamedTuple):
@@ -3654,6 +3942,11 @@ RPCS: Dict[str, Rpc] = {
     'Release': Rpc('tenure.v1.OutboxService', 'Release', ReleaseRequest, ReleaseResponse, False),
     'ListOutboxHolds': Rpc('tenure.v1.OutboxService', 'ListOutboxHolds', ListOutboxHoldsRequest, ListOutboxHoldsResponse, True),
     'ListOutboxes': Rpc('tenure.v1.OutboxService', 'ListOutboxes', ListOutboxesRequest, ListOutboxesResponse, True),
+    'GetWorkflow': Rpc('tenure.v1.WorkflowService', 'GetWorkflow', GetWorkflowRequest, GetWorkflowResponse, True),
+    'ListWorkflows': Rpc('tenure.v1.WorkflowService', 'ListWorkflows', ListWorkflowsRequest, ListWorkflowsResponse, True),
+    'CancelWorkflow': Rpc('tenure.v1.WorkflowService', 'CancelWorkflow', CancelWorkflowRequest, CancelWorkflowResponse, False),
+    'RetryWorkflow': Rpc('tenure.v1.WorkflowService', 'RetryWorkflow', RetryWorkflowRequest, RetryWorkflowResponse, False),
+    'WaitWorkflow': Rpc('tenure.v1.WorkflowService', 'WaitWorkflow', WaitWorkflowRequest, WaitWorkflowResponse, True),
 }
 """Every call of the API, by name."""
 
@@ -3661,6 +3954,8 @@ __all__ = [
     'BackfillScheduleRequest',
     'BackfillScheduleResponse',
     'CallPermission',
+    'CancelWorkflowRequest',
+    'CancelWorkflowResponse',
     'ClusterNode',
     'ClusterPartition',
     'CommitRequest',
@@ -3701,10 +3996,13 @@ __all__ = [
     'GetTaskHistoryResponse',
     'GetTaskRequest',
     'GetTaskResponse',
+    'GetWorkflowRequest',
+    'GetWorkflowResponse',
     'HeartbeatRequest',
     'HeartbeatResponse',
     'HistoryEntry',
     'KeySummary',
+    'KeyWeight',
     'KillTaskRequest',
     'KillTaskResponse',
     'KillTasksRequest',
@@ -3725,6 +4023,8 @@ __all__ = [
     'ListSchedulesResponse',
     'ListTasksRequest',
     'ListTasksResponse',
+    'ListWorkflowsRequest',
+    'ListWorkflowsResponse',
     'Outbox',
     'OutboxHeldEvent',
     'OutboxHold',
@@ -3760,6 +4060,8 @@ __all__ = [
     'RetryTaskResponse',
     'RetryTasksRequest',
     'RetryTasksResponse',
+    'RetryWorkflowRequest',
+    'RetryWorkflowResponse',
     'Schedule',
     'ScheduleCreatedEvent',
     'ScheduleDefinition',
@@ -3806,10 +4108,16 @@ __all__ = [
     'UpdateScheduleResponse',
     'WaitTaskRequest',
     'WaitTaskResponse',
+    'WaitWorkflowRequest',
+    'WaitWorkflowResponse',
     'WatchEventsRequest',
     'WatchEventsResponse',
     'WhoAmIRequest',
     'WhoAmIResponse',
+    'Workflow',
+    'WorkflowCancelledEvent',
+    'WorkflowRetriedEvent',
+    'WorkflowState',
     'RPCS',
     'Rpc',
 ]

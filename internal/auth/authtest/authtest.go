@@ -147,6 +147,7 @@ type env struct {
 	outbox   tenurev1connect.OutboxServiceClient
 	admin    tenurev1connect.AdminServiceClient
 	events   tenurev1connect.EventServiceClient
+	wf       tenurev1connect.WorkflowServiceClient
 	task     map[target]string // a task of each target that names one
 }
 
@@ -210,6 +211,31 @@ var calls = map[string]call{
 	}},
 	"TaskService/WaitTask": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
 		_, err := e.tasks.WaitTask(ctx, req(tok, &tenurev1.WaitTaskRequest{TaskId: e.task[tg]}))
+		return answerOf(err)
+	}},
+	"WorkflowService/GetWorkflow": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, _ := tg.names()
+		_, err := e.wf.GetWorkflow(ctx, req(tok, &tenurev1.GetWorkflowRequest{Namespace: ns, WorkflowId: "authz"}))
+		return answerOf(err)
+	}},
+	"WorkflowService/ListWorkflows": {listings, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, _ := tg.names()
+		_, err := e.wf.ListWorkflows(ctx, req(tok, &tenurev1.ListWorkflowsRequest{Namespace: ns}))
+		return answerOf(err)
+	}},
+	"WorkflowService/CancelWorkflow": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, _ := tg.names()
+		_, err := e.wf.CancelWorkflow(ctx, req(tok, &tenurev1.CancelWorkflowRequest{Namespace: ns, WorkflowId: "authz"}))
+		return answerOf(err)
+	}},
+	"WorkflowService/RetryWorkflow": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, _ := tg.names()
+		_, err := e.wf.RetryWorkflow(ctx, req(tok, &tenurev1.RetryWorkflowRequest{Namespace: ns, WorkflowId: "authz"}))
+		return answerOf(err)
+	}},
+	"WorkflowService/WaitWorkflow": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, _ := tg.names()
+		_, err := e.wf.WaitWorkflow(ctx, req(tok, &tenurev1.WaitWorkflowRequest{Namespace: ns, WorkflowId: "authz"}))
 		return answerOf(err)
 	}},
 	"TaskService/KillTask": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
@@ -576,6 +602,7 @@ func newEnv(t *testing.T, base, protocol, setup string) *env {
 	e.admin = tenurev1connect.NewAdminServiceClient(e.hc, base, e.opts...)
 	e.events = tenurev1connect.NewEventServiceClient(e.hc, base, e.opts...)
 	e.outbox = tenurev1connect.NewOutboxServiceClient(e.hc, base, e.opts...)
+	e.wf = tenurev1connect.NewWorkflowServiceClient(e.hc, base, e.opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, tg := range named {

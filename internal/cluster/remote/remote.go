@@ -21,6 +21,7 @@ type Peer struct {
 	tenurev1connect.QueueServiceClient
 	tenurev1connect.ScheduleServiceClient
 	tenurev1connect.OutboxServiceClient
+	tenurev1connect.WorkflowServiceClient
 	addr string
 }
 
@@ -42,6 +43,7 @@ func New(baseURL string, hc connect.HTTPClient, from Signer, interceptors ...con
 		QueueServiceClient:    tenurev1connect.NewQueueServiceClient(hc, baseURL, opts...),
 		ScheduleServiceClient: tenurev1connect.NewScheduleServiceClient(hc, baseURL, opts...),
 		OutboxServiceClient:   tenurev1connect.NewOutboxServiceClient(hc, baseURL, opts...),
+		WorkflowServiceClient: tenurev1connect.NewWorkflowServiceClient(hc, baseURL, opts...),
 		addr:                  baseURL,
 	}
 }

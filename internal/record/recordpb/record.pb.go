@@ -3346,6 +3346,165 @@ func (x *OutboxReleased) GetAtUnixNanos() int64 {
 	return 0
 }
 
+// WorkflowCancelled (record type 32) ends every task of a workflow that
+// has not ended, DEAD with the reason, and marks the workflow cancelled.
+type WorkflowCancelled struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Namespace  string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	WorkflowId string                 `protobuf:"bytes,2,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	// Why, as given ("" for none).
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asked: as given, or the principal's name.
+	By            string `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"`
+	AtUnixNanos   int64  `protobuf:"fixed64,5,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkflowCancelled) Reset() {
+	*x = WorkflowCancelled{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkflowCancelled) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkflowCancelled) ProtoMessage() {}
+
+func (x *WorkflowCancelled) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkflowCancelled.ProtoReflect.Descriptor instead.
+func (*WorkflowCancelled) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *WorkflowCancelled) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WorkflowCancelled) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *WorkflowCancelled) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *WorkflowCancelled) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *WorkflowCancelled) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
+// WorkflowRetried (record type 33) retries every FAILED or DEAD task of a
+// workflow that no attempt committed and whose dependencies may run, in
+// creation order, and clears its cancel mark.
+type WorkflowRetried struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	WorkflowId    string                 `protobuf:"bytes,2,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	By            string                 `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"`
+	AtUnixNanos   int64                  `protobuf:"fixed64,5,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkflowRetried) Reset() {
+	*x = WorkflowRetried{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkflowRetried) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkflowRetried) ProtoMessage() {}
+
+func (x *WorkflowRetried) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkflowRetried.ProtoReflect.Descriptor instead.
+func (*WorkflowRetried) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *WorkflowRetried) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WorkflowRetried) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *WorkflowRetried) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *WorkflowRetried) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *WorkflowRetried) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
 var File_tenure_record_v1_record_proto protoreflect.FileDescriptor
 
 const file_tenure_record_v1_record_proto_rawDesc = "" +
@@ -3617,7 +3776,21 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x06outbox\x18\x01 \x01(\tR\x06outbox\x12\x12\n" +
 	"\x04rows\x18\x02 \x03(\x03R\x04rows\x12\x0e\n" +
 	"\x02by\x18\x03 \x01(\tR\x02by\x12\"\n" +
-	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos*E\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\x9e\x01\n" +
+	"\x11WorkflowCancelled\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1f\n" +
+	"\vworkflow_id\x18\x02 \x01(\tR\n" +
+	"workflowId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x0e\n" +
+	"\x02by\x18\x04 \x01(\tR\x02by\x12\"\n" +
+	"\rat_unix_nanos\x18\x05 \x01(\x10R\vatUnixNanos\"\x9c\x01\n" +
+	"\x0fWorkflowRetried\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1f\n" +
+	"\vworkflow_id\x18\x02 \x01(\tR\n" +
+	"workflowId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x0e\n" +
+	"\x02by\x18\x04 \x01(\tR\x02by\x12\"\n" +
+	"\rat_unix_nanos\x18\x05 \x01(\x10R\vatUnixNanos*E\n" +
 	"\rFormatVersion\x12\x1e\n" +
 	"\x1aFORMAT_VERSION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FORMAT_VERSION_1\x10\x01*L\n" +
@@ -3646,7 +3819,7 @@ func file_tenure_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_tenure_record_v1_record_proto_goTypes = []any{
 	(FormatVersion)(0),           // 0: tenure.record.v1.FormatVersion
 	(DependencyFailure)(0),       // 1: tenure.record.v1.DependencyFailure
@@ -3687,6 +3860,8 @@ var file_tenure_record_v1_record_proto_goTypes = []any{
 	(*OutboxHeld)(nil),           // 36: tenure.record.v1.OutboxHeld
 	(*OutboxHeldRow)(nil),        // 37: tenure.record.v1.OutboxHeldRow
 	(*OutboxReleased)(nil),       // 38: tenure.record.v1.OutboxReleased
+	(*WorkflowCancelled)(nil),    // 39: tenure.record.v1.WorkflowCancelled
+	(*WorkflowRetried)(nil),      // 40: tenure.record.v1.WorkflowRetried
 }
 var file_tenure_record_v1_record_proto_depIdxs = []int32{
 	3,  // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
@@ -3719,7 +3894,7 @@ func file_tenure_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_record_v1_record_proto_rawDesc), len(file_tenure_record_v1_record_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -80,5 +81,62 @@ func TestWorkflowWithTheSDK(t *testing.T) {
 	join, err = c.Wait(ctx, join.ID)
 	if err != nil || !bytes.Equal(join.Result, []byte("JOIN+X+Y")) {
 		t.Fatalf("the continuation: %v %q", err, join.Result)
+	}
+}
+
+// TestWorkflowServiceWithTheSDK: a workflow seen whole (GetWorkflow,
+// ListWorkflows), cancelled, waited for, retried and run to its end.
+func TestWorkflowServiceWithTheSDK(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, startServer(t, nil))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	res, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{WorkflowID: "ops-flow", Requests: []client.SubmitRequest{
+		{Queue: "ops", Payload: []byte("b"), DependsOn: []string{"a"}},
+		{Queue: "ops", RequestID: "a", Payload: []byte("a")},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := c.GetWorkflow(ctx, client.GetWorkflowRequest{WorkflowID: "ops-flow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := page.Workflow
+	if w.State != client.WorkflowStateRunning || w.Total != 2 || w.Tasks.Waiting != 1 || w.Tasks.Blocked != 1 ||
+		len(page.Tasks) != 2 || page.Tasks[0].ID != res[1].TaskID || page.Tasks[1].ID != res[0].TaskID {
+		t.Fatalf("the workflow: %+v, tasks %v", w, page.Tasks)
+	}
+	var listed []string
+	for w, err := range c.ListWorkflows(ctx, client.ListWorkflowsRequest{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed = append(listed, w.ID)
+	}
+	if len(listed) != 1 || listed[0] != "ops-flow" {
+		t.Fatalf("listed %v", listed)
+	}
+	ctl, err := c.CancelWorkflow(ctx, client.WorkflowControlRequest{WorkflowID: "ops-flow", Reason: "bad input", RequestedBy: "ops"})
+	if err != nil || ctl.Tasks != 2 || ctl.Workflow.State != client.WorkflowStateCancelled || ctl.Workflow.Cancel == nil || ctl.Workflow.Cancel.RequestedBy != "ops" {
+		t.Fatalf("cancel: %+v %v", ctl, err)
+	}
+	if w, err := c.WaitWorkflow(ctx, client.WaitWorkflowRequest{WorkflowID: "ops-flow"}); err != nil || !w.State.Ended() {
+		t.Fatalf("a cancelled workflow has not ended: %+v %v", w, err)
+	}
+	if ctl, err = c.RetryWorkflow(ctx, client.WorkflowControlRequest{WorkflowID: "ops-flow"}); err != nil || ctl.Tasks != 2 || ctl.Workflow.State != client.WorkflowStateRunning {
+		t.Fatalf("retry: %+v %v", ctl, err)
+	}
+	startWorker(t, c, "ops", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
+		return task.Payload, nil
+	}, opts{})
+	if w, err := c.WaitForWorkflow(ctx, "", "ops-flow"); err != nil || w.State != client.WorkflowStateCompleted || w.Tasks.Completed != 2 {
+		t.Fatalf("the workflow run to its end: %+v %v", w, err)
+	}
+	if _, err := c.RetryWorkflow(ctx, client.WorkflowControlRequest{WorkflowID: "ops-flow"}); !errors.Is(err, client.ErrWrongState) {
+		t.Fatalf("a retry of a completed workflow: %v", err)
+	}
+	if _, err := c.GetWorkflow(ctx, client.GetWorkflowRequest{WorkflowID: "nope"}); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("no workflow: %v", err)
 	}
 }

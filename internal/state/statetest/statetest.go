@@ -91,6 +91,10 @@ func (g *Gen) Next(s *state.State) state.Record {
 			return g.created(s)
 		case 25, 26:
 			return g.submitted(s, all)
+		case 27:
+			if r := g.workflowAction(s); r != nil {
+				return r
+			}
 		case 3, 4, 5:
 			if t := pick(func(t *state.Task) bool {
 				d, ok := s.Deadline(t.ID)
@@ -555,4 +559,22 @@ func (g *Gen) spawn(s *state.State, t *state.Task, all []*state.Task) []state.Ta
 		return nil
 	}
 	return g.children(s, all, 1+g.rng.IntN(3), t.Namespace)
+}
+
+// workflowAction cancels or retries a workflow of s at random, or returns
+// nil when s has none.
+func (g *Gen) workflowAction(s *state.State) state.Record {
+	var ws []state.WorkflowKey
+	s.Workflows("", state.WorkflowKey{}, func(w *state.Workflow) bool {
+		ws = append(ws, w.Key)
+		return true
+	})
+	if len(ws) == 0 {
+		return nil
+	}
+	k := ws[g.rng.IntN(len(ws))]
+	if g.rng.IntN(2) == 0 {
+		return &state.WorkflowCancelled{Namespace: k.Namespace, Workflow: k.ID, Reason: "not needed", By: "ops", At: g.now}
+	}
+	return &state.WorkflowRetried{Namespace: k.Namespace, Workflow: k.ID, Reason: "fixed", By: "ops", At: g.now}
 }

@@ -2,7 +2,7 @@
 // tenure.v1, generated from proto/tenure/v1/*.proto by `make generate` (do
 // not edit the *.pb.go files; edit the .proto files and regenerate).
 //
-// The API has seven services, served with Connect (gRPC, gRPC-Web and the
+// The API has eight services, served with Connect (gRPC, gRPC-Web and the
 // Connect protocol with JSON or binary bodies over HTTP):
 //   - TaskService: Submit, SubmitBatch, GetTask, WaitTask (until the task
 //     has ended), ListTasks, KillTask, RetryTask, GetTaskHistory, and the
@@ -16,6 +16,9 @@
 //     UpdateSchedule, PauseSchedule, ResumeSchedule, DeleteSchedule and
 //     BackfillSchedule: tasks submitted on a cron schedule
 //     (`tenure schedules`).
+//   - WorkflowService: GetWorkflow, ListWorkflows, CancelWorkflow,
+//     RetryWorkflow and WaitWorkflow: the tasks of a workflow batch and
+//     those they spawned, as one (`tenure workflow`).
 //   - AdminService: Snapshot (`tenure admin snapshot`), WhoAmI (who the
 //     caller's token says it is, and which calls it may make) and
 //     GetCluster (the server's mode, and a cluster's lock, nodes and

@@ -283,6 +283,8 @@ type Event struct {
 	//	*Event_TasksSubmitted
 	//	*Event_OutboxHeld
 	//	*Event_OutboxReleased
+	//	*Event_WorkflowCancelled
+	//	*Event_WorkflowRetried
 	Record        isEvent_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -667,6 +669,24 @@ func (x *Event) GetOutboxReleased() *OutboxReleasedEvent {
 	return nil
 }
 
+func (x *Event) GetWorkflowCancelled() *WorkflowCancelledEvent {
+	if x != nil {
+		if x, ok := x.Record.(*Event_WorkflowCancelled); ok {
+			return x.WorkflowCancelled
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetWorkflowRetried() *WorkflowRetriedEvent {
+	if x != nil {
+		if x, ok := x.Record.(*Event_WorkflowRetried); ok {
+			return x.WorkflowRetried
+		}
+	}
+	return nil
+}
+
 type isEvent_Record interface {
 	isEvent_Record()
 }
@@ -795,6 +815,14 @@ type Event_OutboxReleased struct {
 	OutboxReleased *OutboxReleasedEvent `protobuf:"bytes,50,opt,name=outbox_released,json=outboxReleased,proto3,oneof"`
 }
 
+type Event_WorkflowCancelled struct {
+	WorkflowCancelled *WorkflowCancelledEvent `protobuf:"bytes,51,opt,name=workflow_cancelled,json=workflowCancelled,proto3,oneof"`
+}
+
+type Event_WorkflowRetried struct {
+	WorkflowRetried *WorkflowRetriedEvent `protobuf:"bytes,52,opt,name=workflow_retried,json=workflowRetried,proto3,oneof"`
+}
+
 func (*Event_TaskCreated) isEvent_Record() {}
 
 func (*Event_LeaseGranted) isEvent_Record() {}
@@ -856,6 +884,10 @@ func (*Event_TasksSubmitted) isEvent_Record() {}
 func (*Event_OutboxHeld) isEvent_Record() {}
 
 func (*Event_OutboxReleased) isEvent_Record() {}
+
+func (*Event_WorkflowCancelled) isEvent_Record() {}
+
+func (*Event_WorkflowRetried) isEvent_Record() {}
 
 // TaskCreatedEvent: a task was submitted (WAITING, or BLOCKED until what it
 // depends on completes); also each task of a TasksSubmittedEvent and each
@@ -1021,8 +1053,6 @@ func (x *TaskCreatedEvent) GetOnDependencyFailure() DependencyFailure {
 	return DependencyFailure_DEPENDENCY_FAILURE_UNSPECIFIED
 }
 
-// TasksSubmittedEvent: tasks submitted together, in one record (a batch
-// whose tasks name each other, or a workflow).
 // OutboxHeldEvent: a relay submitted rows of an outbox, each holding its
 // request id until it is released (docs/design/outbox.md). It concerns no
 // one namespace: it passes only a filter of every namespace.
@@ -1132,6 +1162,8 @@ func (x *OutboxReleasedEvent) GetRows() []int64 {
 	return nil
 }
 
+// TasksSubmittedEvent: tasks submitted together, in one record (a batch
+// whose tasks name each other, or a workflow).
 type TasksSubmittedEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The workflow they join; "" for none.
@@ -1186,6 +1218,117 @@ func (x *TasksSubmittedEvent) GetTasks() []*TaskCreatedEvent {
 	return nil
 }
 
+// WorkflowCancelledEvent: a workflow was cancelled: every task of it that
+// had not ended ended DEAD, those that depend on them by their policy
+// (their own events do not follow: this one stands for them). Its
+// namespace is the event's; it concerns no one queue.
+type WorkflowCancelledEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkflowId    string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkflowCancelledEvent) Reset() {
+	*x = WorkflowCancelledEvent{}
+	mi := &file_tenure_v1_events_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkflowCancelledEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkflowCancelledEvent) ProtoMessage() {}
+
+func (x *WorkflowCancelledEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_events_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkflowCancelledEvent.ProtoReflect.Descriptor instead.
+func (*WorkflowCancelledEvent) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WorkflowCancelledEvent) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *WorkflowCancelledEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// WorkflowRetriedEvent: a workflow was retried: every FAILED or DEAD task
+// of it that can run again waits again (BLOCKED until its dependencies
+// complete).
+type WorkflowRetriedEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkflowId    string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkflowRetriedEvent) Reset() {
+	*x = WorkflowRetriedEvent{}
+	mi := &file_tenure_v1_events_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkflowRetriedEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkflowRetriedEvent) ProtoMessage() {}
+
+func (x *WorkflowRetriedEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_events_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkflowRetriedEvent.ProtoReflect.Descriptor instead.
+func (*WorkflowRetriedEvent) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *WorkflowRetriedEvent) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *WorkflowRetriedEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // LeaseGrantedEvent: an attempt was leased.
 type LeaseGrantedEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1199,7 +1342,7 @@ type LeaseGrantedEvent struct {
 
 func (x *LeaseGrantedEvent) Reset() {
 	*x = LeaseGrantedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[8]
+	mi := &file_tenure_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1354,7 @@ func (x *LeaseGrantedEvent) String() string {
 func (*LeaseGrantedEvent) ProtoMessage() {}
 
 func (x *LeaseGrantedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[8]
+	mi := &file_tenure_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1367,7 @@ func (x *LeaseGrantedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseGrantedEvent.ProtoReflect.Descriptor instead.
 func (*LeaseGrantedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LeaseGrantedEvent) GetLeaseId() string {
@@ -1268,7 +1411,7 @@ type LeaseExtendedEvent struct {
 
 func (x *LeaseExtendedEvent) Reset() {
 	*x = LeaseExtendedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[9]
+	mi := &file_tenure_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1423,7 @@ func (x *LeaseExtendedEvent) String() string {
 func (*LeaseExtendedEvent) ProtoMessage() {}
 
 func (x *LeaseExtendedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[9]
+	mi := &file_tenure_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1436,7 @@ func (x *LeaseExtendedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseExtendedEvent.ProtoReflect.Descriptor instead.
 func (*LeaseExtendedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LeaseExtendedEvent) GetLeaseId() string {
@@ -1329,7 +1472,7 @@ type LeaseExpiredEvent struct {
 
 func (x *LeaseExpiredEvent) Reset() {
 	*x = LeaseExpiredEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[10]
+	mi := &file_tenure_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1484,7 @@ func (x *LeaseExpiredEvent) String() string {
 func (*LeaseExpiredEvent) ProtoMessage() {}
 
 func (x *LeaseExpiredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[10]
+	mi := &file_tenure_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1497,7 @@ func (x *LeaseExpiredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseExpiredEvent.ProtoReflect.Descriptor instead.
 func (*LeaseExpiredEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LeaseExpiredEvent) GetLeaseId() string {
@@ -1381,7 +1524,7 @@ type ExecutionStartedEvent struct {
 
 func (x *ExecutionStartedEvent) Reset() {
 	*x = ExecutionStartedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[11]
+	mi := &file_tenure_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1536,7 @@ func (x *ExecutionStartedEvent) String() string {
 func (*ExecutionStartedEvent) ProtoMessage() {}
 
 func (x *ExecutionStartedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[11]
+	mi := &file_tenure_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1549,7 @@ func (x *ExecutionStartedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionStartedEvent.ProtoReflect.Descriptor instead.
 func (*ExecutionStartedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExecutionStartedEvent) GetLeaseId() string {
@@ -1432,7 +1575,7 @@ type TaskCommittedEvent struct {
 
 func (x *TaskCommittedEvent) Reset() {
 	*x = TaskCommittedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[12]
+	mi := &file_tenure_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1587,7 @@ func (x *TaskCommittedEvent) String() string {
 func (*TaskCommittedEvent) ProtoMessage() {}
 
 func (x *TaskCommittedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[12]
+	mi := &file_tenure_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1600,7 @@ func (x *TaskCommittedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCommittedEvent.ProtoReflect.Descriptor instead.
 func (*TaskCommittedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TaskCommittedEvent) GetLeaseId() string {
@@ -1494,7 +1637,7 @@ type TaskCompletedEvent struct {
 
 func (x *TaskCompletedEvent) Reset() {
 	*x = TaskCompletedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[13]
+	mi := &file_tenure_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1649,7 @@ func (x *TaskCompletedEvent) String() string {
 func (*TaskCompletedEvent) ProtoMessage() {}
 
 func (x *TaskCompletedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[13]
+	mi := &file_tenure_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1662,7 @@ func (x *TaskCompletedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCompletedEvent.ProtoReflect.Descriptor instead.
 func (*TaskCompletedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TaskCompletedEvent) GetLeaseId() string {
@@ -1557,7 +1700,7 @@ type TaskFailedEvent struct {
 
 func (x *TaskFailedEvent) Reset() {
 	*x = TaskFailedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[14]
+	mi := &file_tenure_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1712,7 @@ func (x *TaskFailedEvent) String() string {
 func (*TaskFailedEvent) ProtoMessage() {}
 
 func (x *TaskFailedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[14]
+	mi := &file_tenure_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1725,7 @@ func (x *TaskFailedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFailedEvent.ProtoReflect.Descriptor instead.
 func (*TaskFailedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TaskFailedEvent) GetLeaseId() string {
@@ -1627,7 +1770,7 @@ type TaskCancelledEvent struct {
 
 func (x *TaskCancelledEvent) Reset() {
 	*x = TaskCancelledEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[15]
+	mi := &file_tenure_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +1782,7 @@ func (x *TaskCancelledEvent) String() string {
 func (*TaskCancelledEvent) ProtoMessage() {}
 
 func (x *TaskCancelledEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[15]
+	mi := &file_tenure_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +1795,7 @@ func (x *TaskCancelledEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCancelledEvent.ProtoReflect.Descriptor instead.
 func (*TaskCancelledEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TaskCancelledEvent) GetLeaseId() string {
@@ -1686,7 +1829,7 @@ type TaskDeadEvent struct {
 
 func (x *TaskDeadEvent) Reset() {
 	*x = TaskDeadEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[16]
+	mi := &file_tenure_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1841,7 @@ func (x *TaskDeadEvent) String() string {
 func (*TaskDeadEvent) ProtoMessage() {}
 
 func (x *TaskDeadEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[16]
+	mi := &file_tenure_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1854,7 @@ func (x *TaskDeadEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDeadEvent.ProtoReflect.Descriptor instead.
 func (*TaskDeadEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TaskDeadEvent) GetReason() string {
@@ -1732,7 +1875,7 @@ type FenceEvent struct {
 
 func (x *FenceEvent) Reset() {
 	*x = FenceEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[17]
+	mi := &file_tenure_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1887,7 @@ func (x *FenceEvent) String() string {
 func (*FenceEvent) ProtoMessage() {}
 
 func (x *FenceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[17]
+	mi := &file_tenure_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1900,7 @@ func (x *FenceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceEvent.ProtoReflect.Descriptor instead.
 func (*FenceEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FenceEvent) GetEpoch() uint64 {
@@ -1785,7 +1928,7 @@ type TasksPurgedEvent struct {
 
 func (x *TasksPurgedEvent) Reset() {
 	*x = TasksPurgedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[18]
+	mi := &file_tenure_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1940,7 @@ func (x *TasksPurgedEvent) String() string {
 func (*TasksPurgedEvent) ProtoMessage() {}
 
 func (x *TasksPurgedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[18]
+	mi := &file_tenure_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +1953,7 @@ func (x *TasksPurgedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TasksPurgedEvent.ProtoReflect.Descriptor instead.
 func (*TasksPurgedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TasksPurgedEvent) GetBefore() *timestamppb.Timestamp {
@@ -1830,7 +1973,7 @@ type QueuePausedEvent struct {
 
 func (x *QueuePausedEvent) Reset() {
 	*x = QueuePausedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[19]
+	mi := &file_tenure_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +1985,7 @@ func (x *QueuePausedEvent) String() string {
 func (*QueuePausedEvent) ProtoMessage() {}
 
 func (x *QueuePausedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[19]
+	mi := &file_tenure_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +1998,7 @@ func (x *QueuePausedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePausedEvent.ProtoReflect.Descriptor instead.
 func (*QueuePausedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *QueuePausedEvent) GetReason() string {
@@ -1875,7 +2018,7 @@ type QueueResumedEvent struct {
 
 func (x *QueueResumedEvent) Reset() {
 	*x = QueueResumedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[20]
+	mi := &file_tenure_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +2030,7 @@ func (x *QueueResumedEvent) String() string {
 func (*QueueResumedEvent) ProtoMessage() {}
 
 func (x *QueueResumedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[20]
+	mi := &file_tenure_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,7 +2043,7 @@ func (x *QueueResumedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueResumedEvent.ProtoReflect.Descriptor instead.
 func (*QueueResumedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *QueueResumedEvent) GetReason() string {
@@ -1920,7 +2063,7 @@ type TaskRetriedEvent struct {
 
 func (x *TaskRetriedEvent) Reset() {
 	*x = TaskRetriedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[21]
+	mi := &file_tenure_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1932,7 +2075,7 @@ func (x *TaskRetriedEvent) String() string {
 func (*TaskRetriedEvent) ProtoMessage() {}
 
 func (x *TaskRetriedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[21]
+	mi := &file_tenure_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1945,7 +2088,7 @@ func (x *TaskRetriedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskRetriedEvent.ProtoReflect.Descriptor instead.
 func (*TaskRetriedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TaskRetriedEvent) GetReason() string {
@@ -1967,7 +2110,7 @@ type TasksDeletedEvent struct {
 
 func (x *TasksDeletedEvent) Reset() {
 	*x = TasksDeletedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[22]
+	mi := &file_tenure_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2122,7 @@ func (x *TasksDeletedEvent) String() string {
 func (*TasksDeletedEvent) ProtoMessage() {}
 
 func (x *TasksDeletedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[22]
+	mi := &file_tenure_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2135,7 @@ func (x *TasksDeletedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TasksDeletedEvent.ProtoReflect.Descriptor instead.
 func (*TasksDeletedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TasksDeletedEvent) GetTaskIds() []string {
@@ -2027,7 +2170,7 @@ type QueueLimitedEvent struct {
 
 func (x *QueueLimitedEvent) Reset() {
 	*x = QueueLimitedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[23]
+	mi := &file_tenure_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2182,7 @@ func (x *QueueLimitedEvent) String() string {
 func (*QueueLimitedEvent) ProtoMessage() {}
 
 func (x *QueueLimitedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[23]
+	mi := &file_tenure_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2195,7 @@ func (x *QueueLimitedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueLimitedEvent.ProtoReflect.Descriptor instead.
 func (*QueueLimitedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *QueueLimitedEvent) GetMaxConcurrency() uint32 {
@@ -2120,7 +2263,7 @@ type TaskDeadlineExceededEvent struct {
 
 func (x *TaskDeadlineExceededEvent) Reset() {
 	*x = TaskDeadlineExceededEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[24]
+	mi := &file_tenure_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2132,7 +2275,7 @@ func (x *TaskDeadlineExceededEvent) String() string {
 func (*TaskDeadlineExceededEvent) ProtoMessage() {}
 
 func (x *TaskDeadlineExceededEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[24]
+	mi := &file_tenure_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2145,7 +2288,7 @@ func (x *TaskDeadlineExceededEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDeadlineExceededEvent.ProtoReflect.Descriptor instead.
 func (*TaskDeadlineExceededEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 // ScheduleDefinition is what a schedule fires, as defined.
@@ -2166,7 +2309,7 @@ type ScheduleDefinition struct {
 
 func (x *ScheduleDefinition) Reset() {
 	*x = ScheduleDefinition{}
-	mi := &file_tenure_v1_events_proto_msgTypes[25]
+	mi := &file_tenure_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2321,7 @@ func (x *ScheduleDefinition) String() string {
 func (*ScheduleDefinition) ProtoMessage() {}
 
 func (x *ScheduleDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[25]
+	mi := &file_tenure_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2334,7 @@ func (x *ScheduleDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleDefinition.ProtoReflect.Descriptor instead.
 func (*ScheduleDefinition) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ScheduleDefinition) GetCron() string {
@@ -2270,7 +2413,7 @@ type ScheduleCreatedEvent struct {
 
 func (x *ScheduleCreatedEvent) Reset() {
 	*x = ScheduleCreatedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[26]
+	mi := &file_tenure_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2282,7 +2425,7 @@ func (x *ScheduleCreatedEvent) String() string {
 func (*ScheduleCreatedEvent) ProtoMessage() {}
 
 func (x *ScheduleCreatedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[26]
+	mi := &file_tenure_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2295,7 +2438,7 @@ func (x *ScheduleCreatedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleCreatedEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleCreatedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ScheduleCreatedEvent) GetName() string {
@@ -2332,7 +2475,7 @@ type ScheduleUpdatedEvent struct {
 
 func (x *ScheduleUpdatedEvent) Reset() {
 	*x = ScheduleUpdatedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[27]
+	mi := &file_tenure_v1_events_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2344,7 +2487,7 @@ func (x *ScheduleUpdatedEvent) String() string {
 func (*ScheduleUpdatedEvent) ProtoMessage() {}
 
 func (x *ScheduleUpdatedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[27]
+	mi := &file_tenure_v1_events_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2357,7 +2500,7 @@ func (x *ScheduleUpdatedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleUpdatedEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleUpdatedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ScheduleUpdatedEvent) GetName() string {
@@ -2399,7 +2542,7 @@ type SchedulePausedEvent struct {
 
 func (x *SchedulePausedEvent) Reset() {
 	*x = SchedulePausedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[28]
+	mi := &file_tenure_v1_events_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2411,7 +2554,7 @@ func (x *SchedulePausedEvent) String() string {
 func (*SchedulePausedEvent) ProtoMessage() {}
 
 func (x *SchedulePausedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[28]
+	mi := &file_tenure_v1_events_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2424,7 +2567,7 @@ func (x *SchedulePausedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulePausedEvent.ProtoReflect.Descriptor instead.
 func (*SchedulePausedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{28}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SchedulePausedEvent) GetName() string {
@@ -2454,7 +2597,7 @@ type ScheduleResumedEvent struct {
 
 func (x *ScheduleResumedEvent) Reset() {
 	*x = ScheduleResumedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[29]
+	mi := &file_tenure_v1_events_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +2609,7 @@ func (x *ScheduleResumedEvent) String() string {
 func (*ScheduleResumedEvent) ProtoMessage() {}
 
 func (x *ScheduleResumedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[29]
+	mi := &file_tenure_v1_events_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,7 +2622,7 @@ func (x *ScheduleResumedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResumedEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleResumedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{29}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ScheduleResumedEvent) GetName() string {
@@ -2514,7 +2657,7 @@ type ScheduleDeletedEvent struct {
 
 func (x *ScheduleDeletedEvent) Reset() {
 	*x = ScheduleDeletedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[30]
+	mi := &file_tenure_v1_events_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2669,7 @@ func (x *ScheduleDeletedEvent) String() string {
 func (*ScheduleDeletedEvent) ProtoMessage() {}
 
 func (x *ScheduleDeletedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[30]
+	mi := &file_tenure_v1_events_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2682,7 @@ func (x *ScheduleDeletedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleDeletedEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleDeletedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{30}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ScheduleDeletedEvent) GetName() string {
@@ -2570,7 +2713,7 @@ type ScheduleFiredEvent struct {
 
 func (x *ScheduleFiredEvent) Reset() {
 	*x = ScheduleFiredEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[31]
+	mi := &file_tenure_v1_events_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2725,7 @@ func (x *ScheduleFiredEvent) String() string {
 func (*ScheduleFiredEvent) ProtoMessage() {}
 
 func (x *ScheduleFiredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[31]
+	mi := &file_tenure_v1_events_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2738,7 @@ func (x *ScheduleFiredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleFiredEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleFiredEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{31}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ScheduleFiredEvent) GetName() string {
@@ -2639,7 +2782,7 @@ type ScheduleSkippedEvent struct {
 
 func (x *ScheduleSkippedEvent) Reset() {
 	*x = ScheduleSkippedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[32]
+	mi := &file_tenure_v1_events_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2651,7 +2794,7 @@ func (x *ScheduleSkippedEvent) String() string {
 func (*ScheduleSkippedEvent) ProtoMessage() {}
 
 func (x *ScheduleSkippedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[32]
+	mi := &file_tenure_v1_events_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2664,7 +2807,7 @@ func (x *ScheduleSkippedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleSkippedEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleSkippedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{32}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ScheduleSkippedEvent) GetName() string {
@@ -2707,7 +2850,7 @@ type ScheduleHeldEvent struct {
 
 func (x *ScheduleHeldEvent) Reset() {
 	*x = ScheduleHeldEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[33]
+	mi := &file_tenure_v1_events_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2719,7 +2862,7 @@ func (x *ScheduleHeldEvent) String() string {
 func (*ScheduleHeldEvent) ProtoMessage() {}
 
 func (x *ScheduleHeldEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[33]
+	mi := &file_tenure_v1_events_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2732,7 +2875,7 @@ func (x *ScheduleHeldEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleHeldEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleHeldEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{33}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ScheduleHeldEvent) GetName() string {
@@ -2770,7 +2913,7 @@ type TasksPurgedRangeEvent struct {
 
 func (x *TasksPurgedRangeEvent) Reset() {
 	*x = TasksPurgedRangeEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[34]
+	mi := &file_tenure_v1_events_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2782,7 +2925,7 @@ func (x *TasksPurgedRangeEvent) String() string {
 func (*TasksPurgedRangeEvent) ProtoMessage() {}
 
 func (x *TasksPurgedRangeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[34]
+	mi := &file_tenure_v1_events_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2795,7 +2938,7 @@ func (x *TasksPurgedRangeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TasksPurgedRangeEvent.ProtoReflect.Descriptor instead.
 func (*TasksPurgedRangeEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{34}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TasksPurgedRangeEvent) GetBefore() *timestamppb.Timestamp {
@@ -2831,7 +2974,7 @@ type TaskSnoozedEvent struct {
 
 func (x *TaskSnoozedEvent) Reset() {
 	*x = TaskSnoozedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[35]
+	mi := &file_tenure_v1_events_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2843,7 +2986,7 @@ func (x *TaskSnoozedEvent) String() string {
 func (*TaskSnoozedEvent) ProtoMessage() {}
 
 func (x *TaskSnoozedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[35]
+	mi := &file_tenure_v1_events_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2856,7 +2999,7 @@ func (x *TaskSnoozedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskSnoozedEvent.ProtoReflect.Descriptor instead.
 func (*TaskSnoozedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{35}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TaskSnoozedEvent) GetLeaseId() string {
@@ -2896,7 +3039,7 @@ const file_tenure_v1_events_proto_rawDesc = "" +
 	"\x13WatchEventsResponse\x12(\n" +
 	"\x06events\x18\x01 \x03(\v2\x10.tenure.v1.EventR\x06events\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x1b\n" +
-	"\tcaught_up\x18\x03 \x01(\bR\bcaughtUp\"\xa7\x13\n" +
+	"\tcaught_up\x18\x03 \x01(\bR\bcaughtUp\"\xc9\x14\n" +
 	"\x05Event\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12\x10\n" +
 	"\x03lsn\x18\x02 \x01(\x04R\x03lsn\x12*\n" +
@@ -2939,7 +3082,9 @@ const file_tenure_v1_events_proto_rawDesc = "" +
 	"\x0ftasks_submitted\x180 \x01(\v2\x1e.tenure.v1.TasksSubmittedEventH\x00R\x0etasksSubmitted\x12=\n" +
 	"\voutbox_held\x181 \x01(\v2\x1a.tenure.v1.OutboxHeldEventH\x00R\n" +
 	"outboxHeld\x12I\n" +
-	"\x0foutbox_released\x182 \x01(\v2\x1e.tenure.v1.OutboxReleasedEventH\x00R\x0eoutboxReleasedB\b\n" +
+	"\x0foutbox_released\x182 \x01(\v2\x1e.tenure.v1.OutboxReleasedEventH\x00R\x0eoutboxReleased\x12R\n" +
+	"\x12workflow_cancelled\x183 \x01(\v2!.tenure.v1.WorkflowCancelledEventH\x00R\x11workflowCancelled\x12L\n" +
+	"\x10workflow_retried\x184 \x01(\v2\x1f.tenure.v1.WorkflowRetriedEventH\x00R\x0fworkflowRetriedB\b\n" +
 	"\x06record\"\xfd\x04\n" +
 	"\x10TaskCreatedEvent\x12\x18\n" +
 	"\apayload\x18\x01 \x01(\fR\apayload\x12D\n" +
@@ -2970,7 +3115,15 @@ const file_tenure_v1_events_proto_rawDesc = "" +
 	"\x13TasksSubmittedEvent\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x121\n" +
-	"\x05tasks\x18\x02 \x03(\v2\x1b.tenure.v1.TaskCreatedEventR\x05tasks\"\xa4\x01\n" +
+	"\x05tasks\x18\x02 \x03(\v2\x1b.tenure.v1.TaskCreatedEventR\x05tasks\"Q\n" +
+	"\x16WorkflowCancelledEvent\x12\x1f\n" +
+	"\vworkflow_id\x18\x01 \x01(\tR\n" +
+	"workflowId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"O\n" +
+	"\x14WorkflowRetriedEvent\x12\x1f\n" +
+	"\vworkflow_id\x18\x01 \x01(\tR\n" +
+	"workflowId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xa4\x01\n" +
 	"\x11LeaseGrantedEvent\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x18\n" +
@@ -3105,7 +3258,7 @@ func file_tenure_v1_events_proto_rawDescGZIP() []byte {
 	return file_tenure_v1_events_proto_rawDescData
 }
 
-var file_tenure_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_tenure_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_tenure_v1_events_proto_goTypes = []any{
 	(*WatchEventsRequest)(nil),        // 0: tenure.v1.WatchEventsRequest
 	(*EventFilter)(nil),               // 1: tenure.v1.EventFilter
@@ -3115,120 +3268,124 @@ var file_tenure_v1_events_proto_goTypes = []any{
 	(*OutboxHeldEvent)(nil),           // 5: tenure.v1.OutboxHeldEvent
 	(*OutboxReleasedEvent)(nil),       // 6: tenure.v1.OutboxReleasedEvent
 	(*TasksSubmittedEvent)(nil),       // 7: tenure.v1.TasksSubmittedEvent
-	(*LeaseGrantedEvent)(nil),         // 8: tenure.v1.LeaseGrantedEvent
-	(*LeaseExtendedEvent)(nil),        // 9: tenure.v1.LeaseExtendedEvent
-	(*LeaseExpiredEvent)(nil),         // 10: tenure.v1.LeaseExpiredEvent
-	(*ExecutionStartedEvent)(nil),     // 11: tenure.v1.ExecutionStartedEvent
-	(*TaskCommittedEvent)(nil),        // 12: tenure.v1.TaskCommittedEvent
-	(*TaskCompletedEvent)(nil),        // 13: tenure.v1.TaskCompletedEvent
-	(*TaskFailedEvent)(nil),           // 14: tenure.v1.TaskFailedEvent
-	(*TaskCancelledEvent)(nil),        // 15: tenure.v1.TaskCancelledEvent
-	(*TaskDeadEvent)(nil),             // 16: tenure.v1.TaskDeadEvent
-	(*FenceEvent)(nil),                // 17: tenure.v1.FenceEvent
-	(*TasksPurgedEvent)(nil),          // 18: tenure.v1.TasksPurgedEvent
-	(*QueuePausedEvent)(nil),          // 19: tenure.v1.QueuePausedEvent
-	(*QueueResumedEvent)(nil),         // 20: tenure.v1.QueueResumedEvent
-	(*TaskRetriedEvent)(nil),          // 21: tenure.v1.TaskRetriedEvent
-	(*TasksDeletedEvent)(nil),         // 22: tenure.v1.TasksDeletedEvent
-	(*QueueLimitedEvent)(nil),         // 23: tenure.v1.QueueLimitedEvent
-	(*TaskDeadlineExceededEvent)(nil), // 24: tenure.v1.TaskDeadlineExceededEvent
-	(*ScheduleDefinition)(nil),        // 25: tenure.v1.ScheduleDefinition
-	(*ScheduleCreatedEvent)(nil),      // 26: tenure.v1.ScheduleCreatedEvent
-	(*ScheduleUpdatedEvent)(nil),      // 27: tenure.v1.ScheduleUpdatedEvent
-	(*SchedulePausedEvent)(nil),       // 28: tenure.v1.SchedulePausedEvent
-	(*ScheduleResumedEvent)(nil),      // 29: tenure.v1.ScheduleResumedEvent
-	(*ScheduleDeletedEvent)(nil),      // 30: tenure.v1.ScheduleDeletedEvent
-	(*ScheduleFiredEvent)(nil),        // 31: tenure.v1.ScheduleFiredEvent
-	(*ScheduleSkippedEvent)(nil),      // 32: tenure.v1.ScheduleSkippedEvent
-	(*ScheduleHeldEvent)(nil),         // 33: tenure.v1.ScheduleHeldEvent
-	(*TasksPurgedRangeEvent)(nil),     // 34: tenure.v1.TasksPurgedRangeEvent
-	(*TaskSnoozedEvent)(nil),          // 35: tenure.v1.TaskSnoozedEvent
-	(*timestamppb.Timestamp)(nil),     // 36: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 37: google.protobuf.Duration
-	(*RetryPolicy)(nil),               // 38: tenure.v1.RetryPolicy
-	(*TraceContext)(nil),              // 39: tenure.v1.TraceContext
-	(DependencyFailure)(0),            // 40: tenure.v1.DependencyFailure
-	(*OutboxHold)(nil),                // 41: tenure.v1.OutboxHold
-	(*Progress)(nil),                  // 42: tenure.v1.Progress
-	(OverlapPolicy)(0),                // 43: tenure.v1.OverlapPolicy
-	(FireOutcome)(0),                  // 44: tenure.v1.FireOutcome
+	(*WorkflowCancelledEvent)(nil),    // 8: tenure.v1.WorkflowCancelledEvent
+	(*WorkflowRetriedEvent)(nil),      // 9: tenure.v1.WorkflowRetriedEvent
+	(*LeaseGrantedEvent)(nil),         // 10: tenure.v1.LeaseGrantedEvent
+	(*LeaseExtendedEvent)(nil),        // 11: tenure.v1.LeaseExtendedEvent
+	(*LeaseExpiredEvent)(nil),         // 12: tenure.v1.LeaseExpiredEvent
+	(*ExecutionStartedEvent)(nil),     // 13: tenure.v1.ExecutionStartedEvent
+	(*TaskCommittedEvent)(nil),        // 14: tenure.v1.TaskCommittedEvent
+	(*TaskCompletedEvent)(nil),        // 15: tenure.v1.TaskCompletedEvent
+	(*TaskFailedEvent)(nil),           // 16: tenure.v1.TaskFailedEvent
+	(*TaskCancelledEvent)(nil),        // 17: tenure.v1.TaskCancelledEvent
+	(*TaskDeadEvent)(nil),             // 18: tenure.v1.TaskDeadEvent
+	(*FenceEvent)(nil),                // 19: tenure.v1.FenceEvent
+	(*TasksPurgedEvent)(nil),          // 20: tenure.v1.TasksPurgedEvent
+	(*QueuePausedEvent)(nil),          // 21: tenure.v1.QueuePausedEvent
+	(*QueueResumedEvent)(nil),         // 22: tenure.v1.QueueResumedEvent
+	(*TaskRetriedEvent)(nil),          // 23: tenure.v1.TaskRetriedEvent
+	(*TasksDeletedEvent)(nil),         // 24: tenure.v1.TasksDeletedEvent
+	(*QueueLimitedEvent)(nil),         // 25: tenure.v1.QueueLimitedEvent
+	(*TaskDeadlineExceededEvent)(nil), // 26: tenure.v1.TaskDeadlineExceededEvent
+	(*ScheduleDefinition)(nil),        // 27: tenure.v1.ScheduleDefinition
+	(*ScheduleCreatedEvent)(nil),      // 28: tenure.v1.ScheduleCreatedEvent
+	(*ScheduleUpdatedEvent)(nil),      // 29: tenure.v1.ScheduleUpdatedEvent
+	(*SchedulePausedEvent)(nil),       // 30: tenure.v1.SchedulePausedEvent
+	(*ScheduleResumedEvent)(nil),      // 31: tenure.v1.ScheduleResumedEvent
+	(*ScheduleDeletedEvent)(nil),      // 32: tenure.v1.ScheduleDeletedEvent
+	(*ScheduleFiredEvent)(nil),        // 33: tenure.v1.ScheduleFiredEvent
+	(*ScheduleSkippedEvent)(nil),      // 34: tenure.v1.ScheduleSkippedEvent
+	(*ScheduleHeldEvent)(nil),         // 35: tenure.v1.ScheduleHeldEvent
+	(*TasksPurgedRangeEvent)(nil),     // 36: tenure.v1.TasksPurgedRangeEvent
+	(*TaskSnoozedEvent)(nil),          // 37: tenure.v1.TaskSnoozedEvent
+	(*timestamppb.Timestamp)(nil),     // 38: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),       // 39: google.protobuf.Duration
+	(*RetryPolicy)(nil),               // 40: tenure.v1.RetryPolicy
+	(*TraceContext)(nil),              // 41: tenure.v1.TraceContext
+	(DependencyFailure)(0),            // 42: tenure.v1.DependencyFailure
+	(*OutboxHold)(nil),                // 43: tenure.v1.OutboxHold
+	(*Progress)(nil),                  // 44: tenure.v1.Progress
+	(OverlapPolicy)(0),                // 45: tenure.v1.OverlapPolicy
+	(FireOutcome)(0),                  // 46: tenure.v1.FireOutcome
 }
 var file_tenure_v1_events_proto_depIdxs = []int32{
 	1,  // 0: tenure.v1.WatchEventsRequest.filter:type_name -> tenure.v1.EventFilter
 	3,  // 1: tenure.v1.WatchEventsResponse.events:type_name -> tenure.v1.Event
-	36, // 2: tenure.v1.Event.at:type_name -> google.protobuf.Timestamp
+	38, // 2: tenure.v1.Event.at:type_name -> google.protobuf.Timestamp
 	4,  // 3: tenure.v1.Event.task_created:type_name -> tenure.v1.TaskCreatedEvent
-	8,  // 4: tenure.v1.Event.lease_granted:type_name -> tenure.v1.LeaseGrantedEvent
-	9,  // 5: tenure.v1.Event.lease_extended:type_name -> tenure.v1.LeaseExtendedEvent
-	10, // 6: tenure.v1.Event.lease_expired:type_name -> tenure.v1.LeaseExpiredEvent
-	11, // 7: tenure.v1.Event.execution_started:type_name -> tenure.v1.ExecutionStartedEvent
-	12, // 8: tenure.v1.Event.task_committed:type_name -> tenure.v1.TaskCommittedEvent
-	13, // 9: tenure.v1.Event.task_completed:type_name -> tenure.v1.TaskCompletedEvent
-	14, // 10: tenure.v1.Event.task_failed:type_name -> tenure.v1.TaskFailedEvent
-	15, // 11: tenure.v1.Event.task_cancelled:type_name -> tenure.v1.TaskCancelledEvent
-	16, // 12: tenure.v1.Event.task_dead:type_name -> tenure.v1.TaskDeadEvent
-	17, // 13: tenure.v1.Event.fence:type_name -> tenure.v1.FenceEvent
-	18, // 14: tenure.v1.Event.tasks_purged:type_name -> tenure.v1.TasksPurgedEvent
-	19, // 15: tenure.v1.Event.queue_paused:type_name -> tenure.v1.QueuePausedEvent
-	20, // 16: tenure.v1.Event.queue_resumed:type_name -> tenure.v1.QueueResumedEvent
-	21, // 17: tenure.v1.Event.task_retried:type_name -> tenure.v1.TaskRetriedEvent
-	22, // 18: tenure.v1.Event.tasks_deleted:type_name -> tenure.v1.TasksDeletedEvent
-	23, // 19: tenure.v1.Event.queue_limited:type_name -> tenure.v1.QueueLimitedEvent
-	24, // 20: tenure.v1.Event.task_deadline_exceeded:type_name -> tenure.v1.TaskDeadlineExceededEvent
-	26, // 21: tenure.v1.Event.schedule_created:type_name -> tenure.v1.ScheduleCreatedEvent
-	27, // 22: tenure.v1.Event.schedule_updated:type_name -> tenure.v1.ScheduleUpdatedEvent
-	28, // 23: tenure.v1.Event.schedule_paused:type_name -> tenure.v1.SchedulePausedEvent
-	29, // 24: tenure.v1.Event.schedule_resumed:type_name -> tenure.v1.ScheduleResumedEvent
-	30, // 25: tenure.v1.Event.schedule_deleted:type_name -> tenure.v1.ScheduleDeletedEvent
-	31, // 26: tenure.v1.Event.schedule_fired:type_name -> tenure.v1.ScheduleFiredEvent
-	32, // 27: tenure.v1.Event.schedule_skipped:type_name -> tenure.v1.ScheduleSkippedEvent
-	33, // 28: tenure.v1.Event.schedule_held:type_name -> tenure.v1.ScheduleHeldEvent
-	34, // 29: tenure.v1.Event.tasks_purged_range:type_name -> tenure.v1.TasksPurgedRangeEvent
-	35, // 30: tenure.v1.Event.task_snoozed:type_name -> tenure.v1.TaskSnoozedEvent
+	10, // 4: tenure.v1.Event.lease_granted:type_name -> tenure.v1.LeaseGrantedEvent
+	11, // 5: tenure.v1.Event.lease_extended:type_name -> tenure.v1.LeaseExtendedEvent
+	12, // 6: tenure.v1.Event.lease_expired:type_name -> tenure.v1.LeaseExpiredEvent
+	13, // 7: tenure.v1.Event.execution_started:type_name -> tenure.v1.ExecutionStartedEvent
+	14, // 8: tenure.v1.Event.task_committed:type_name -> tenure.v1.TaskCommittedEvent
+	15, // 9: tenure.v1.Event.task_completed:type_name -> tenure.v1.TaskCompletedEvent
+	16, // 10: tenure.v1.Event.task_failed:type_name -> tenure.v1.TaskFailedEvent
+	17, // 11: tenure.v1.Event.task_cancelled:type_name -> tenure.v1.TaskCancelledEvent
+	18, // 12: tenure.v1.Event.task_dead:type_name -> tenure.v1.TaskDeadEvent
+	19, // 13: tenure.v1.Event.fence:type_name -> tenure.v1.FenceEvent
+	20, // 14: tenure.v1.Event.tasks_purged:type_name -> tenure.v1.TasksPurgedEvent
+	21, // 15: tenure.v1.Event.queue_paused:type_name -> tenure.v1.QueuePausedEvent
+	22, // 16: tenure.v1.Event.queue_resumed:type_name -> tenure.v1.QueueResumedEvent
+	23, // 17: tenure.v1.Event.task_retried:type_name -> tenure.v1.TaskRetriedEvent
+	24, // 18: tenure.v1.Event.tasks_deleted:type_name -> tenure.v1.TasksDeletedEvent
+	25, // 19: tenure.v1.Event.queue_limited:type_name -> tenure.v1.QueueLimitedEvent
+	26, // 20: tenure.v1.Event.task_deadline_exceeded:type_name -> tenure.v1.TaskDeadlineExceededEvent
+	28, // 21: tenure.v1.Event.schedule_created:type_name -> tenure.v1.ScheduleCreatedEvent
+	29, // 22: tenure.v1.Event.schedule_updated:type_name -> tenure.v1.ScheduleUpdatedEvent
+	30, // 23: tenure.v1.Event.schedule_paused:type_name -> tenure.v1.SchedulePausedEvent
+	31, // 24: tenure.v1.Event.schedule_resumed:type_name -> tenure.v1.ScheduleResumedEvent
+	32, // 25: tenure.v1.Event.schedule_deleted:type_name -> tenure.v1.ScheduleDeletedEvent
+	33, // 26: tenure.v1.Event.schedule_fired:type_name -> tenure.v1.ScheduleFiredEvent
+	34, // 27: tenure.v1.Event.schedule_skipped:type_name -> tenure.v1.ScheduleSkippedEvent
+	35, // 28: tenure.v1.Event.schedule_held:type_name -> tenure.v1.ScheduleHeldEvent
+	36, // 29: tenure.v1.Event.tasks_purged_range:type_name -> tenure.v1.TasksPurgedRangeEvent
+	37, // 30: tenure.v1.Event.task_snoozed:type_name -> tenure.v1.TaskSnoozedEvent
 	7,  // 31: tenure.v1.Event.tasks_submitted:type_name -> tenure.v1.TasksSubmittedEvent
 	5,  // 32: tenure.v1.Event.outbox_held:type_name -> tenure.v1.OutboxHeldEvent
 	6,  // 33: tenure.v1.Event.outbox_released:type_name -> tenure.v1.OutboxReleasedEvent
-	37, // 34: tenure.v1.TaskCreatedEvent.execution_window:type_name -> google.protobuf.Duration
-	38, // 35: tenure.v1.TaskCreatedEvent.retry_policy:type_name -> tenure.v1.RetryPolicy
-	36, // 36: tenure.v1.TaskCreatedEvent.not_before:type_name -> google.protobuf.Timestamp
-	36, // 37: tenure.v1.TaskCreatedEvent.deadline:type_name -> google.protobuf.Timestamp
-	39, // 38: tenure.v1.TaskCreatedEvent.trace_context:type_name -> tenure.v1.TraceContext
-	40, // 39: tenure.v1.TaskCreatedEvent.on_dependency_failure:type_name -> tenure.v1.DependencyFailure
-	41, // 40: tenure.v1.OutboxHeldEvent.rows:type_name -> tenure.v1.OutboxHold
-	4,  // 41: tenure.v1.TasksSubmittedEvent.tasks:type_name -> tenure.v1.TaskCreatedEvent
-	36, // 42: tenure.v1.LeaseGrantedEvent.lease_expiry:type_name -> google.protobuf.Timestamp
-	36, // 43: tenure.v1.LeaseExtendedEvent.lease_expiry:type_name -> google.protobuf.Timestamp
-	42, // 44: tenure.v1.LeaseExtendedEvent.progress:type_name -> tenure.v1.Progress
-	36, // 45: tenure.v1.LeaseExpiredEvent.retry_at:type_name -> google.protobuf.Timestamp
-	4,  // 46: tenure.v1.TaskCommittedEvent.spawn:type_name -> tenure.v1.TaskCreatedEvent
-	4,  // 47: tenure.v1.TaskCompletedEvent.spawn:type_name -> tenure.v1.TaskCreatedEvent
-	36, // 48: tenure.v1.TaskFailedEvent.retry_at:type_name -> google.protobuf.Timestamp
-	36, // 49: tenure.v1.TasksPurgedEvent.before:type_name -> google.protobuf.Timestamp
-	43, // 50: tenure.v1.ScheduleDefinition.overlap:type_name -> tenure.v1.OverlapPolicy
-	37, // 51: tenure.v1.ScheduleDefinition.catch_up_window:type_name -> google.protobuf.Duration
-	37, // 52: tenure.v1.ScheduleDefinition.execution_window:type_name -> google.protobuf.Duration
-	38, // 53: tenure.v1.ScheduleDefinition.retry_policy:type_name -> tenure.v1.RetryPolicy
-	25, // 54: tenure.v1.ScheduleCreatedEvent.definition:type_name -> tenure.v1.ScheduleDefinition
-	36, // 55: tenure.v1.ScheduleCreatedEvent.next:type_name -> google.protobuf.Timestamp
-	25, // 56: tenure.v1.ScheduleUpdatedEvent.definition:type_name -> tenure.v1.ScheduleDefinition
-	36, // 57: tenure.v1.ScheduleUpdatedEvent.next:type_name -> google.protobuf.Timestamp
-	36, // 58: tenure.v1.ScheduleResumedEvent.next:type_name -> google.protobuf.Timestamp
-	36, // 59: tenure.v1.ScheduleFiredEvent.tick:type_name -> google.protobuf.Timestamp
-	36, // 60: tenure.v1.ScheduleFiredEvent.next:type_name -> google.protobuf.Timestamp
-	44, // 61: tenure.v1.ScheduleFiredEvent.outcome:type_name -> tenure.v1.FireOutcome
-	36, // 62: tenure.v1.ScheduleSkippedEvent.from:type_name -> google.protobuf.Timestamp
-	36, // 63: tenure.v1.ScheduleSkippedEvent.next:type_name -> google.protobuf.Timestamp
-	36, // 64: tenure.v1.ScheduleHeldEvent.tick:type_name -> google.protobuf.Timestamp
-	36, // 65: tenure.v1.ScheduleHeldEvent.next:type_name -> google.protobuf.Timestamp
-	36, // 66: tenure.v1.TasksPurgedRangeEvent.before:type_name -> google.protobuf.Timestamp
-	36, // 67: tenure.v1.TaskSnoozedEvent.not_before:type_name -> google.protobuf.Timestamp
-	0,  // 68: tenure.v1.EventService.WatchEvents:input_type -> tenure.v1.WatchEventsRequest
-	2,  // 69: tenure.v1.EventService.WatchEvents:output_type -> tenure.v1.WatchEventsResponse
-	69, // [69:70] is the sub-list for method output_type
-	68, // [68:69] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	8,  // 34: tenure.v1.Event.workflow_cancelled:type_name -> tenure.v1.WorkflowCancelledEvent
+	9,  // 35: tenure.v1.Event.workflow_retried:type_name -> tenure.v1.WorkflowRetriedEvent
+	39, // 36: tenure.v1.TaskCreatedEvent.execution_window:type_name -> google.protobuf.Duration
+	40, // 37: tenure.v1.TaskCreatedEvent.retry_policy:type_name -> tenure.v1.RetryPolicy
+	38, // 38: tenure.v1.TaskCreatedEvent.not_before:type_name -> google.protobuf.Timestamp
+	38, // 39: tenure.v1.TaskCreatedEvent.deadline:type_name -> google.protobuf.Timestamp
+	41, // 40: tenure.v1.TaskCreatedEvent.trace_context:type_name -> tenure.v1.TraceContext
+	42, // 41: tenure.v1.TaskCreatedEvent.on_dependency_failure:type_name -> tenure.v1.DependencyFailure
+	43, // 42: tenure.v1.OutboxHeldEvent.rows:type_name -> tenure.v1.OutboxHold
+	4,  // 43: tenure.v1.TasksSubmittedEvent.tasks:type_name -> tenure.v1.TaskCreatedEvent
+	38, // 44: tenure.v1.LeaseGrantedEvent.lease_expiry:type_name -> google.protobuf.Timestamp
+	38, // 45: tenure.v1.LeaseExtendedEvent.lease_expiry:type_name -> google.protobuf.Timestamp
+	44, // 46: tenure.v1.LeaseExtendedEvent.progress:type_name -> tenure.v1.Progress
+	38, // 47: tenure.v1.LeaseExpiredEvent.retry_at:type_name -> google.protobuf.Timestamp
+	4,  // 48: tenure.v1.TaskCommittedEvent.spawn:type_name -> tenure.v1.TaskCreatedEvent
+	4,  // 49: tenure.v1.TaskCompletedEvent.spawn:type_name -> tenure.v1.TaskCreatedEvent
+	38, // 50: tenure.v1.TaskFailedEvent.retry_at:type_name -> google.protobuf.Timestamp
+	38, // 51: tenure.v1.TasksPurgedEvent.before:type_name -> google.protobuf.Timestamp
+	45, // 52: tenure.v1.ScheduleDefinition.overlap:type_name -> tenure.v1.OverlapPolicy
+	39, // 53: tenure.v1.ScheduleDefinition.catch_up_window:type_name -> google.protobuf.Duration
+	39, // 54: tenure.v1.ScheduleDefinition.execution_window:type_name -> google.protobuf.Duration
+	40, // 55: tenure.v1.ScheduleDefinition.retry_policy:type_name -> tenure.v1.RetryPolicy
+	27, // 56: tenure.v1.ScheduleCreatedEvent.definition:type_name -> tenure.v1.ScheduleDefinition
+	38, // 57: tenure.v1.ScheduleCreatedEvent.next:type_name -> google.protobuf.Timestamp
+	27, // 58: tenure.v1.ScheduleUpdatedEvent.definition:type_name -> tenure.v1.ScheduleDefinition
+	38, // 59: tenure.v1.ScheduleUpdatedEvent.next:type_name -> google.protobuf.Timestamp
+	38, // 60: tenure.v1.ScheduleResumedEvent.next:type_name -> google.protobuf.Timestamp
+	38, // 61: tenure.v1.ScheduleFiredEvent.tick:type_name -> google.protobuf.Timestamp
+	38, // 62: tenure.v1.ScheduleFiredEvent.next:type_name -> google.protobuf.Timestamp
+	46, // 63: tenure.v1.ScheduleFiredEvent.outcome:type_name -> tenure.v1.FireOutcome
+	38, // 64: tenure.v1.ScheduleSkippedEvent.from:type_name -> google.protobuf.Timestamp
+	38, // 65: tenure.v1.ScheduleSkippedEvent.next:type_name -> google.protobuf.Timestamp
+	38, // 66: tenure.v1.ScheduleHeldEvent.tick:type_name -> google.protobuf.Timestamp
+	38, // 67: tenure.v1.ScheduleHeldEvent.next:type_name -> google.protobuf.Timestamp
+	38, // 68: tenure.v1.TasksPurgedRangeEvent.before:type_name -> google.protobuf.Timestamp
+	38, // 69: tenure.v1.TaskSnoozedEvent.not_before:type_name -> google.protobuf.Timestamp
+	0,  // 70: tenure.v1.EventService.WatchEvents:input_type -> tenure.v1.WatchEventsRequest
+	2,  // 71: tenure.v1.EventService.WatchEvents:output_type -> tenure.v1.WatchEventsResponse
+	71, // [71:72] is the sub-list for method output_type
+	70, // [70:71] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_events_proto_init() }
@@ -3271,6 +3428,8 @@ func file_tenure_v1_events_proto_init() {
 		(*Event_TasksSubmitted)(nil),
 		(*Event_OutboxHeld)(nil),
 		(*Event_OutboxReleased)(nil),
+		(*Event_WorkflowCancelled)(nil),
+		(*Event_WorkflowRetried)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3278,7 +3437,7 @@ func file_tenure_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_events_proto_rawDesc), len(file_tenure_v1_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1316,13 +1316,15 @@ func (x *KeySummary) GetHeld() string {
 
 // TaskCounts counts tasks by state.
 type TaskCounts struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Waiting       uint64                 `protobuf:"varint,1,opt,name=waiting,proto3" json:"waiting,omitempty"`
-	Leased        uint64                 `protobuf:"varint,2,opt,name=leased,proto3" json:"leased,omitempty"`
-	Committed     uint64                 `protobuf:"varint,3,opt,name=committed,proto3" json:"committed,omitempty"`
-	Completed     uint64                 `protobuf:"varint,4,opt,name=completed,proto3" json:"completed,omitempty"`
-	Failed        uint64                 `protobuf:"varint,5,opt,name=failed,proto3" json:"failed,omitempty"`
-	Dead          uint64                 `protobuf:"varint,6,opt,name=dead,proto3" json:"dead,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Waiting   uint64                 `protobuf:"varint,1,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	Leased    uint64                 `protobuf:"varint,2,opt,name=leased,proto3" json:"leased,omitempty"`
+	Committed uint64                 `protobuf:"varint,3,opt,name=committed,proto3" json:"committed,omitempty"`
+	Completed uint64                 `protobuf:"varint,4,opt,name=completed,proto3" json:"completed,omitempty"`
+	Failed    uint64                 `protobuf:"varint,5,opt,name=failed,proto3" json:"failed,omitempty"`
+	Dead      uint64                 `protobuf:"varint,6,opt,name=dead,proto3" json:"dead,omitempty"`
+	// Waiting for the tasks they depend on (TASK_STATE_BLOCKED).
+	Blocked       uint64 `protobuf:"varint,7,opt,name=blocked,proto3" json:"blocked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1395,6 +1397,13 @@ func (x *TaskCounts) GetFailed() uint64 {
 func (x *TaskCounts) GetDead() uint64 {
 	if x != nil {
 		return x.Dead
+	}
+	return 0
+}
+
+func (x *TaskCounts) GetBlocked() uint64 {
+	if x != nil {
+		return x.Blocked
 	}
 	return 0
 }
@@ -1654,7 +1663,7 @@ const file_tenure_v1_queue_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
 	"\awaiting\x18\x02 \x01(\x04R\awaiting\x12\x16\n" +
 	"\x06leased\x18\x03 \x01(\x04R\x06leased\x12\x12\n" +
-	"\x04held\x18\x04 \x01(\tR\x04held\"\xa6\x01\n" +
+	"\x04held\x18\x04 \x01(\tR\x04held\"\xc0\x01\n" +
 	"\n" +
 	"TaskCounts\x12\x18\n" +
 	"\awaiting\x18\x01 \x01(\x04R\awaiting\x12\x16\n" +
@@ -1662,7 +1671,8 @@ const file_tenure_v1_queue_proto_rawDesc = "" +
 	"\tcommitted\x18\x03 \x01(\x04R\tcommitted\x12\x1c\n" +
 	"\tcompleted\x18\x04 \x01(\x04R\tcompleted\x12\x16\n" +
 	"\x06failed\x18\x05 \x01(\x04R\x06failed\x12\x12\n" +
-	"\x04dead\x18\x06 \x01(\x04R\x04dead\"\x86\x01\n" +
+	"\x04dead\x18\x06 \x01(\x04R\x04dead\x12\x18\n" +
+	"\ablocked\x18\a \x01(\x04R\ablocked\"\x86\x01\n" +
 	"\vQueueEvents\x12\x1c\n" +
 	"\tsubmitted\x18\x01 \x01(\x04R\tsubmitted\x12\x1c\n" +
 	"\tcompleted\x18\x02 \x01(\x04R\tcompleted\x12\x16\n" +

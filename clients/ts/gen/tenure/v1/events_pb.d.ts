@@ -387,6 +387,18 @@ export declare type Event = Message<"tenure.v1.Event"> & {
      */
     value: OutboxReleasedEvent;
     case: "outboxReleased";
+  } | {
+    /**
+     * @generated from field: tenure.v1.WorkflowCancelledEvent workflow_cancelled = 51;
+     */
+    value: WorkflowCancelledEvent;
+    case: "workflowCancelled";
+  } | {
+    /**
+     * @generated from field: tenure.v1.WorkflowRetriedEvent workflow_retried = 52;
+     */
+    value: WorkflowRetriedEvent;
+    case: "workflowRetried";
   } | { case: undefined; value?: undefined };
 };
 
@@ -497,8 +509,6 @@ export declare type TaskCreatedEvent = Message<"tenure.v1.TaskCreatedEvent"> & {
 export declare const TaskCreatedEventSchema: GenMessage<TaskCreatedEvent>;
 
 /**
- * TasksSubmittedEvent: tasks submitted together, in one record (a batch
- * whose tasks name each other, or a workflow).
  * OutboxHeldEvent: a relay submitted rows of an outbox, each holding its
  * request id until it is released (docs/design/outbox.md). It concerns no
  * one namespace: it passes only a filter of every namespace.
@@ -548,6 +558,9 @@ export declare type OutboxReleasedEvent = Message<"tenure.v1.OutboxReleasedEvent
 export declare const OutboxReleasedEventSchema: GenMessage<OutboxReleasedEvent>;
 
 /**
+ * TasksSubmittedEvent: tasks submitted together, in one record (a batch
+ * whose tasks name each other, or a workflow).
+ *
  * @generated from message tenure.v1.TasksSubmittedEvent
  */
 export declare type TasksSubmittedEvent = Message<"tenure.v1.TasksSubmittedEvent"> & {
@@ -571,6 +584,57 @@ export declare type TasksSubmittedEvent = Message<"tenure.v1.TasksSubmittedEvent
  * Use `create(TasksSubmittedEventSchema)` to create a new message.
  */
 export declare const TasksSubmittedEventSchema: GenMessage<TasksSubmittedEvent>;
+
+/**
+ * WorkflowCancelledEvent: a workflow was cancelled: every task of it that
+ * had not ended ended DEAD, those that depend on them by their policy
+ * (their own events do not follow: this one stands for them). Its
+ * namespace is the event's; it concerns no one queue.
+ *
+ * @generated from message tenure.v1.WorkflowCancelledEvent
+ */
+export declare type WorkflowCancelledEvent = Message<"tenure.v1.WorkflowCancelledEvent"> & {
+  /**
+   * @generated from field: string workflow_id = 1;
+   */
+  workflowId: string;
+
+  /**
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message tenure.v1.WorkflowCancelledEvent.
+ * Use `create(WorkflowCancelledEventSchema)` to create a new message.
+ */
+export declare const WorkflowCancelledEventSchema: GenMessage<WorkflowCancelledEvent>;
+
+/**
+ * WorkflowRetriedEvent: a workflow was retried: every FAILED or DEAD task
+ * of it that can run again waits again (BLOCKED until its dependencies
+ * complete).
+ *
+ * @generated from message tenure.v1.WorkflowRetriedEvent
+ */
+export declare type WorkflowRetriedEvent = Message<"tenure.v1.WorkflowRetriedEvent"> & {
+  /**
+   * @generated from field: string workflow_id = 1;
+   */
+  workflowId: string;
+
+  /**
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message tenure.v1.WorkflowRetriedEvent.
+ * Use `create(WorkflowRetriedEventSchema)` to create a new message.
+ */
+export declare const WorkflowRetriedEventSchema: GenMessage<WorkflowRetriedEvent>;
 
 /**
  * LeaseGrantedEvent: an attempt was leased.

@@ -803,6 +803,13 @@ export declare type TaskCounts = Message<"tenure.v1.TaskCounts"> & {
    * @generated from field: uint64 dead = 6;
    */
   dead: bigint;
+
+  /**
+   * Waiting for the tasks they depend on (TASK_STATE_BLOCKED).
+   *
+   * @generated from field: uint64 blocked = 7;
+   */
+  blocked: bigint;
 };
 
 /**

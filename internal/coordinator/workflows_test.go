@@ -1,0 +1,144 @@
+package coordinator
+
+import (
+	"errors"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/state"
+)
+
+// TestCancelAndRetryWorkflow: a cancel ends every task of a running
+// workflow, a lease held among them, so that none is leasable, and a task
+// outside it that depends on one ends by its policy; a retry runs the
+// workflow again from its failed steps, dependencies first, and the log
+// replays to the live state.
+func TestCancelAndRetryWorkflow(t *testing.T) {
+	e := newEnv(t, 5)
+	tasks, err := e.c.SubmitWorkflow(ctx, "w", []SubmitRequest{wfReq("a"), wfReq("b", "a"), wfReq("c", "b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := tasks[0].ID, tasks[1].ID, tasks[2].ID
+	outside, err := e.c.Submit(ctx, SubmitRequest{Queue: "q", DependsOn: []string{b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := e.lease("w", "q")
+	if l.TaskID != a {
+		t.Fatalf("leased %s, want the root %s", l.TaskID, a)
+	}
+	v, n, err := e.c.CancelWorkflow(ctx, "", "w", Actor{By: "ops", Reason: "wrong input"})
+	if err != nil || n != 3 || !v.Done() || v.Cancelled == nil || v.Cancelled.By != "ops" || v.Counts[state.Dead] != 3 {
+		t.Fatalf("cancel: %+v, %d, %v", v, n, err)
+	}
+	if got := e.get(a).FailureReason; got != "workflow cancelled: wrong input" {
+		t.Fatalf("the cancelled root's reason: %q", got)
+	}
+	if got := e.get(outside.Task.ID); got.State != state.Dead {
+		t.Fatalf("a task outside the workflow depending on it is %s", got.State)
+	}
+	if err := e.c.Complete(ctx, a, l.LeaseID, nil); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("the cancelled root's lease completes: %v", err)
+	}
+	if ls, err := e.c.Lease(ctx, LeaseRequest{WorkerID: "w", Queue: "q", MaxTasks: 10}); err != nil || len(ls) != 0 {
+		t.Fatalf("a cancelled workflow leases %d tasks (%v)", len(ls), err)
+	}
+	if _, n, err := e.c.CancelWorkflow(ctx, "", "w", Actor{}); err != nil || n != 0 {
+		t.Fatalf("a second cancel: %d, %v", n, err)
+	}
+
+	v, n, err = e.c.RetryWorkflow(ctx, "", "w", Actor{By: "ops"})
+	if err != nil || n != 3 || v.Cancelled != nil || v.Counts[state.Waiting] != 1 || v.Counts[state.Blocked] != 2 {
+		t.Fatalf("retry: %+v, %d, %v", v, n, err)
+	}
+	if got := e.get(outside.Task.ID); got.State != state.Dead {
+		t.Fatalf("a retry of the workflow touched a task outside it: %s", got.State)
+	}
+	for _, id := range []string{a, b, c} {
+		l := e.lease("w", "q")
+		if l.TaskID != id {
+			t.Fatalf("leased %s, want %s", l.TaskID, id)
+		}
+		if err := e.c.Complete(ctx, id, l.LeaseID, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := e.c.RetryWorkflow(ctx, "", "w", Actor{}); !errors.Is(err, ErrWrongState) {
+		t.Fatalf("a retry of a completed workflow: %v", err)
+	}
+	if _, _, err := e.c.CancelWorkflow(ctx, "", "nope", Actor{}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a cancel of no workflow: %v", err)
+	}
+	e.restart()
+	if got := e.replayFromDisk(); !reflect.DeepEqual(got, e.c.Export()) {
+		t.Fatal("the replay differs from the live state")
+	}
+}
+
+// TestWorkflowViews: a workflow's tasks page in creation order, the
+// workflows of a namespace in id order, and a wait answers when the last
+// task of one ends.
+func TestWorkflowViews(t *testing.T) {
+	e := newEnv(t, 6)
+	// Listed in the batch after their dependents: created after them.
+	tasks, err := e.c.SubmitWorkflow(ctx, "w2", []SubmitRequest{wfReq("c", "b"), wfReq("b", "a"), wfReq("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.SubmitWorkflow(ctx, "w1", []SubmitRequest{{Queue: "other"}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var after state.OrderKey
+	for pages := 0; ; pages++ {
+		v, page, next, err := e.c.Workflow(ctx, "", "w2", after, 2)
+		if err != nil || v.Total != 3 || pages > 2 {
+			t.Fatalf("page %d: %+v %v", pages, v, err)
+		}
+		for _, tv := range page {
+			got = append(got, tv.ID)
+		}
+		if after = next; next == (state.OrderKey{}) {
+			break
+		}
+	}
+	if want := []string{tasks[2].ID, tasks[1].ID, tasks[0].ID}; !slices.Equal(got, want) {
+		t.Fatalf("the workflow's tasks: %v, want dependencies first %v", got, want)
+	}
+	ws, next, err := e.c.Workflows(ctx, DefaultNamespace, state.WorkflowKey{}, 1)
+	if err != nil || len(ws) != 1 || ws[0].Key.ID != "w1" || next.ID != "w1" {
+		t.Fatalf("the first page of workflows: %+v %+v %v", ws, next, err)
+	}
+	if ws, next, err = e.c.Workflows(ctx, DefaultNamespace, next, 1); err != nil || len(ws) != 1 || ws[0].Key.ID != "w2" {
+		t.Fatalf("the second page of workflows: %+v %+v %v", ws, next, err)
+	}
+	if ws, _, _ := e.c.Workflows(ctx, "other", state.WorkflowKey{}, 0); len(ws) != 0 {
+		t.Fatalf("another namespace lists %+v", ws)
+	}
+	type answer struct {
+		v    WorkflowView
+		done bool
+		err  error
+	}
+	out := make(chan answer, 1)
+	go func() {
+		v, done, err := e.c.WaitWorkflow(ctx, "", "w2", 20*time.Second)
+		out <- answer{v, done, err}
+	}()
+	e.clock.WaitForTimers(1)
+	for range 3 {
+		l := e.lease("w", "q")
+		if err := e.c.Complete(ctx, l.TaskID, l.LeaseID, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := <-out; a.err != nil || !a.done || a.v.Counts[state.Completed] != 3 {
+		t.Fatalf("the wait: %+v", a)
+	}
+	if _, _, err := e.c.WaitWorkflow(ctx, "", "nope", 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a wait for no workflow: %v", err)
+	}
+}
