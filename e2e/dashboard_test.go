@@ -404,7 +404,7 @@ func (a *api) attempt(t *testing.T, q string, succeed bool) *tenurev1.LeasedTask
 
 // snoozedTwice runs a task of q that its worker snoozes twice, then leases
 // again and reports progress on: the task stays leased, at attempt 1.
-func (a *api) snoozedTwice(t *testing.T, q string) string {
+func (a *api) snoozedTwice(t *testing.T, q string) (string, *tenurev1.LeasedTask) {
 	t.Helper()
 	ctx := context.Background()
 	id := a.submit(t, q, `{"poll":"export-42"}`, 1, 0)
@@ -420,7 +420,28 @@ func (a *api) snoozedTwice(t *testing.T, q string) string {
 		Progress: &tenurev1.Progress{Message: "page 2 of 3", Percent: &pct}})); err != nil {
 		t.Fatal(err)
 	}
-	return id
+	return id, lt
+}
+
+// heartbeat reports progress on the lease of lt: pct% and msg.
+func (a *api) heartbeat(t *testing.T, lt *tenurev1.LeasedTask, pct uint32, msg string) {
+	t.Helper()
+	if _, err := a.worker.Heartbeat(context.Background(), withToken(a, &tenurev1.HeartbeatRequest{TaskId: lt.GetTaskId(), LeaseId: lt.GetLeaseId(),
+		Progress: &tenurev1.Progress{Message: msg, Percent: &pct}})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pauseAndResume pauses queue q and resumes it.
+func (a *api) pauseAndResume(t *testing.T, q string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := a.queues.PauseQueue(ctx, withToken(a, &tenurev1.PauseQueueRequest{Queue: q, Reason: "a moment"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.queues.ResumeQueue(ctx, withToken(a, &tenurev1.ResumeQueueRequest{Queue: q})); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // fixture is what a flow sets up through the API before opening pages.
@@ -490,34 +511,39 @@ func dashboardFlow(t *testing.T, b *browser, base string, a *api, name string) f
 	b.until("the task used 3 of its 3 attempts", textOf("#attempts")+` === "3 of 3"`)
 	b.shot(name + "-task")
 
-	// Live refresh keeps what the viewer opened: attempt 1's records stay
-	// expanded across three refreshes, which redraw the timeline.
-	b.until("live refresh is on", `document.querySelector("#live").checked`)
-	records := `document.querySelector('details[data-key="records-1"]')`
-	b.click(`//details[@data-key="records-1"]/summary`)
-	b.until("attempt 1's records are expanded", records+`.open`)
-	b.eval(`window.expanded = `+records+`; true`, nil)
-	b.waitRefreshes(3)
-	var kept struct {
-		Open     bool `json:"open"`
-		Redrawn  bool `json:"redrawn"`
-		Attempts int  `json:"attempts"`
-	}
-	b.eval(`({open: `+records+`.open, redrawn: `+records+` !== window.expanded, attempts: document.querySelectorAll(".lanes .lane").length})`, &kept)
-	if !kept.Open || !kept.Redrawn || kept.Attempts != 3 {
-		t.Errorf("after three live refreshes attempt 1's records are open: %v (redrawn: %v, %d lanes); want open, in a redrawn timeline of 3 lanes", kept.Open, kept.Redrawn, kept.Attempts)
-	}
 	b.checkBasics(name + " task")
 
 	// A task snoozed twice and running again: three lanes of attempt 1, and
 	// the progress its worker reports, on its page and in its queue.
-	polled := a.snoozedTwice(t, "polling")
+	polled, polledLease := a.snoozedTwice(t, "polling")
 	b.goTo("#/task/" + polled)
 	b.until("the timeline shows two snoozes and the running lease", `[...document.querySelectorAll(".lanes .lane")].map(l => l.dataset.outcome + l.dataset.attempt).join() === "snoozed1,snoozed1,running1"`)
 	b.until("the task shows its worker's progress", textOf("#progress")+`.startsWith("66% page 2 of 3 (reported ")`)
 	b.until("the task used 1 of its 1 attempt", textOf("#attempts")+` === "1 of 1"`)
 	b.shot(name + "-task-progress")
 	b.checkBasics(name + " task with progress")
+	// The page follows the task's events as they happen (the event
+	// stream), and a redraw keeps what the viewer opened: the running
+	// lane's records stay expanded across three heartbeats, each an event
+	// the page lists and redraws for.
+	b.until("live refresh is on, from the event stream", `document.querySelector("#live").checked && document.querySelector(".live").dataset.stream === "on"`)
+	records := `document.querySelector('details[data-key="records-3"]')`
+	b.click(`//details[@data-key="records-3"]/summary`)
+	b.until("the running lane's records are expanded", records+`.open`)
+	b.eval(`window.expanded = `+records+`; true`, nil)
+	b.waitRefreshes(3, func() { a.heartbeat(t, polledLease, 66, "page 2 of 3") })
+	var kept struct {
+		Open     bool `json:"open"`
+		Redrawn  bool `json:"redrawn"`
+		Attempts int  `json:"attempts"`
+		Seen     int  `json:"seen"`
+	}
+	b.eval(`({open: `+records+`.open, redrawn: `+records+` !== window.expanded, attempts: document.querySelectorAll(".lanes .lane").length,
+		seen: document.querySelectorAll('#live-events li[data-type="LeaseExtended"]').length})`, &kept)
+	if !kept.Open || !kept.Redrawn || kept.Attempts != 3 || kept.Seen < 3 {
+		t.Errorf("after three heartbeats the running lane's records are open: %v (redrawn: %v, %d lanes), %d heartbeats listed as they happened; want open, in a redrawn timeline of 3 lanes, 3 listed",
+			kept.Open, kept.Redrawn, kept.Attempts, kept.Seen)
+	}
 	b.goTo("#/queue/default/polling")
 	b.until("the queue lists the task's progress", textOf(fmt.Sprintf(`tr[data-task=%q] td[data-progress]`, polled))+` === "66% page 2 of 3"`)
 
@@ -577,7 +603,8 @@ func dashboardFlow(t *testing.T, b *browser, base string, a *api, name string) f
 	tasksBox := `document.querySelector('[data-key="tasks-scroll"]')`
 	b.until("the tasks table is wider than a phone", tasksBox+`?.scrollWidth > `+tasksBox+`?.clientWidth + 60`)
 	b.eval(tasksBox+`.scrollLeft = 60; document.querySelector("#filter").value = "user1"; true`, nil)
-	b.waitRefreshes(3)
+	// Each pause and resume of the queue is an event the page redraws for.
+	b.waitRefreshes(3, func() { a.pauseAndResume(t, "emails") })
 	var scrolled struct {
 		Left   float64 `json:"left"`
 		Filter string  `json:"filter"`
@@ -605,13 +632,17 @@ func dashboardFlow(t *testing.T, b *browser, base string, a *api, name string) f
 }
 
 // waitRefreshes waits until the page's live refresh has drawn it n more
-// times (the count its Live control keeps).
-func (b *browser) waitRefreshes(n int) {
+// times (the count its Live control keeps), calling event before each:
+// something the page follows happens, and the event stream says so.
+func (b *browser) waitRefreshes(n int, event func()) {
 	b.t.Helper()
 	const count = `Number(document.querySelector(".live")?.dataset.refreshes ?? 0)`
-	var now int
-	b.eval(count, &now)
-	b.until(fmt.Sprintf("%d more live refreshes (after %d)", n, now), fmt.Sprintf(`%s >= %d`, count, now+n))
+	for range n {
+		var now int
+		b.eval(count, &now)
+		event()
+		b.until(fmt.Sprintf("a live refresh (after %d)", now), fmt.Sprintf(`%s > %d`, count, now))
+	}
 }
 
 // localInput is a JavaScript expression: the value of a datetime-local

@@ -63,7 +63,7 @@ export async function render(main: HTMLElement): Promise<() => void> {
     } catch (err) {
       say(message(err), "error");
     }
-  });
+  }, { filter: {} });
   main.replaceChildren(h("div", { class: "head" }, h("h1", {}, "Overview"), control), summary, h("h2", {}, "Queues"), table, outboxes);
   return stop;
 }

@@ -202,7 +202,7 @@ export async function render(main: HTMLElement, params: Record<string, string>):
     }
   };
 
-  const { control, stop } = live(load);
+  const { control, stop } = live(load, { filter: { namespace: ns, queue: name } });
   main.replaceChildren(
     h("div", { class: "head" }, h("h1", {}, "Queue ", h("span", { class: "ns" }, ns + "/"), name), control),
     head, limits.el, h("h2", {}, "Tasks"), form, list);

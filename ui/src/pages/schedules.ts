@@ -74,6 +74,10 @@ function taskLink(f: ScheduleFire): HTMLElement | string {
   return f.taskId ? h("a", { href: taskHref(f.taskId), class: "mono", "data-key": `t-${f.taskId}` }, f.taskId) : "—";
 }
 
+/** The records that change a schedule: its pages follow them. */
+const scheduleRecords = ["ScheduleCreated", "ScheduleUpdated", "SchedulePaused", "ScheduleResumed", "ScheduleDeleted", "ScheduleFired",
+  "ScheduleSkipped", "ScheduleHeld", "TaskCompleted", "TaskFailed", "TaskDead"];
+
 /**
  * render draws the list of schedules into main: of params.namespace and
  * params.queue if given (the Queue page links here), else every one the
@@ -93,7 +97,7 @@ export async function render(main: HTMLElement, params: Record<string, string>):
     } catch (err) {
       say(message(err), "error");
     }
-  });
+  }, { filter: { namespace: ns, queue, types: scheduleRecords } });
   const scope = queue ? [" of queue ", h("a", { href: queueHref(ns || "default", queue) }, `${ns || "default"}/${queue}`)] : ns ? ` of namespace ${ns}` : "";
   main.replaceChildren(
     h("div", { class: "head" }, h("h1", {}, "Schedules"), control),
@@ -180,7 +184,7 @@ export async function renderOne(main: HTMLElement, params: Record<string, string
     }
   };
 
-  const { control, stop } = live(load);
+  const { control, stop } = live(load, { filter: { namespace: ns, queue, types: scheduleRecords } });
   main.replaceChildren(
     h("div", { class: "head" }, h("h1", {}, "Schedule ", h("span", { class: "ns" }, `${ns}/${queue}/`), name), control),
     top, defn, payload,

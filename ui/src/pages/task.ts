@@ -1,7 +1,7 @@
 // Task: what it is, its payload and result, the timeline of its
 // executions on one time axis (timeline.ts) with the raw history below,
 // and kill / retry.
-import { TaskState, type HistoryEntry, type Task } from "@tenure/client";
+import { TaskState, type Event, type HistoryEntry, type Task } from "@tenure/client";
 import { api, calls, message } from "../api";
 import { h, swap } from "../dom";
 import { durationMs, exact, short, span } from "../format";
@@ -63,12 +63,31 @@ export async function render(main: HTMLElement, params: Record<string, string>):
     }
   };
 
-  const { control, stop } = live(load);
+  // The task's events as the server decides them, newest last: what the
+  // page redraws for.
+  const events = h("ol", { class: "events live-events", id: "live-events", "aria-live": "polite" },
+    h("li", { class: "muted" }, "None since the page opened."));
+  const seen = (evs: Event[]) => {
+    if (events.querySelector(".muted")) {
+      events.replaceChildren();
+    }
+    for (const ev of evs) {
+      events.append(h("li", { "data-type": ev.type, "data-lsn": String(ev.lsn) },
+        h("time", {}, time(ev.at)), " ", h("strong", {}, ev.type), ev.requestedBy ? ` by ${ev.requestedBy}` : ""));
+    }
+    while (events.childElementCount > maxLiveEvents) {
+      events.firstElementChild?.remove();
+    }
+  };
+  const { control, stop } = live(load, { filter: { taskId: id }, events: seen });
   main.replaceChildren(
     h("div", { class: "head" }, h("h1", {}, "Task ", h("span", { class: "mono" }, id)), control),
-    top, views, timeline, h("h2", {}, "History"), history);
+    top, views, timeline, h("h2", {}, "Events as they happen"), events, h("h2", {}, "History"), history);
   return stop;
 }
+
+/** The events a task page lists at most (the oldest go first). */
+const maxLiveEvents = 200;
 
 function details(t: Task): HTMLElement {
   const row = (k: string, ...v: (Node | string)[]) => h("div", {}, h("dt", {}, k), h("dd", {}, ...v));
@@ -119,7 +138,7 @@ function drawTimeline(tl: Timeline): HTMLElement {
   };
   const item = (m: Mark) => h("li", {}, h("time", { datetime: new Date(m.at).toISOString(), title: exact(m.at) }, short(m.at)),
     ` (+${span(m.at - tl.start)}) `, h("strong", {}, m.label), m.detail ? ` — ${m.detail}` : "");
-  const laneEl = (lane: Lane) => {
+  const laneEl = (lane: Lane, i: number) => {
     const bar = h("span", { class: `bar o-${lane.outcome}` });
     bar.style.left = `${position(tl, lane.from)}%`;
     bar.style.width = `${Math.max(position(tl, lane.to) - position(tl, lane.from), 0.4)}%`;
@@ -128,7 +147,8 @@ function drawTimeline(tl: Timeline): HTMLElement {
         h("strong", {}, `Attempt ${lane.attempt}`), ` · ${lane.outcome} · worker `, h("span", { class: "mono" }, lane.workerId || "—"),
         " · lease ", h("span", { class: "mono" }, lane.leaseId || "—"), ` · ${span(lane.to - lane.from)}`),
       h("div", { class: "track", "aria-hidden": "true" }, bar, lane.marks.map(markEl)),
-      h("details", { "data-key": `records-${lane.attempt}` }, h("summary", {}, `${lane.marks.length} records of attempt ${lane.attempt}`), h("ol", { class: "events" }, lane.marks.map(item))));
+      // Keyed by the lane's place: the lanes of a snoozed attempt share its number.
+      h("details", { "data-key": `records-${i + 1}` }, h("summary", {}, `${lane.marks.length} records of attempt ${lane.attempt}`), h("ol", { class: "events" }, lane.marks.map(item))));
   };
   return h("div", { class: "timeline" },
     h("div", { class: "axis", "aria-hidden": "true" },
