@@ -37,6 +37,7 @@ import (
 	"github.com/tenurehq/tenure/internal/outbox/outboxtest"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
+	"github.com/tenurehq/tenure/sdk/client"
 	sdkoutbox "github.com/tenurehq/tenure/sdk/outbox"
 )
 
@@ -992,4 +993,76 @@ func TestDashboardOutbox(t *testing.T) {
 			row+`.querySelector('[data-count="failed"]').innerText === "1" && `+row+`.querySelector('[data-count="rows"]').innerText === "0"`)
 	b.shot("embedded-outboxes")
 	b.checkBasics("overview with an outbox")
+}
+
+// TestDashboardWorkflow: a workflow's page draws its graph (a fan-out of
+// 20 shows 5 boxes and one for the other 15), follows it live as its
+// first task completes, cancels it and retries it; the list of workflows
+// and the task page link to it.
+func TestDashboardWorkflow(t *testing.T) {
+	b := newBrowser(t)
+	p := startServerProc(t, filepath.Join(t.TempDir(), "data"))
+	c := sdk(t, p.url())
+	ctx := t.Context()
+	reqs := []client.SubmitRequest{{Queue: "extract", RequestID: "extract"}}
+	var fan []string
+	for i := range 20 {
+		rid := fmt.Sprintf("transform-%d", i)
+		reqs = append(reqs, client.SubmitRequest{Queue: "transform", RequestID: rid, DependsOn: []string{"extract"}})
+		fan = append(fan, rid)
+	}
+	reqs = append(reqs, client.SubmitRequest{Queue: "load", DependsOn: fan})
+	res, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{WorkflowID: "etl", Requests: reqs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, join := res[0].TaskID, res[len(res)-1].TaskID
+
+	b.open(p.url() + "/#/workflows")
+	b.until("the list shows the workflow running", textOf(`tr[data-workflow="etl"] .badge`)+` === "running"`)
+	b.checkBasics("workflows page")
+	b.click(`//a[normalize-space()="etl"]`)
+	node := func(id string) string { return fmt.Sprintf(`document.querySelector('svg.graph a[data-task=%q]')`, id) }
+	b.until("the graph: the root, 5 of the fan-out, one box for the other 15, the join",
+		`document.querySelectorAll("svg.graph a[data-task]").length === 7 && document.querySelector('svg.graph g.node.more[data-tasks="15"]') !== null`)
+	b.until("the root is waiting, the join blocked", node(root)+`.dataset.state === "waiting" && `+node(join)+`.dataset.state === "blocked"`)
+	var edges int
+	b.eval(`document.querySelectorAll("svg.graph path.edge").length`, &edges)
+	if edges != 12 { // root → 5 boxes and the rest's box, and each of those 6 → the join
+		t.Errorf("the graph has %d edges, want 12", edges)
+	}
+	b.shot("workflow-graph")
+	b.checkBasics("workflow page")
+
+	l, err := c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "extract"})
+	if err != nil || len(l.Tasks) != 1 {
+		t.Fatalf("lease the root: %+v %v", l, err)
+	}
+	if err := c.Complete(ctx, client.CompleteRequest{TaskID: root, LeaseID: l.Tasks[0].LeaseID}); err != nil {
+		t.Fatal(err)
+	}
+	b.until("the page follows: the root completed, the fan-out waiting", node(root)+`.dataset.state === "completed" && `+
+		fmt.Sprintf(`document.querySelector('svg.graph a[data-task=%q]').dataset.state === "waiting"`, res[1].TaskID))
+
+	b.click(`//button[@data-key="action-Cancel"]`)
+	b.until("the confirmation", `document.querySelector("#confirm").open`)
+	b.click(`//button[@id="confirm-ok"]`)
+	b.until("the workflow is cancelled", textOf("#workflow-state")+` === "cancelled" && `+node(join)+`.dataset.state === "dead"`)
+	b.until("its tasks: 1 completed, 21 dead", textOf("#workflow-tasks")+` === "22: 1 completed, 21 dead"`)
+	b.click(`//button[@data-key="action-Retry"]`)
+	b.until("the confirmation", `document.querySelector("#confirm").open`)
+	b.click(`//button[@id="confirm-ok"]`)
+	b.until("the workflow runs again", textOf("#workflow-state")+` === "running" && `+node(join)+`.dataset.state === "blocked"`)
+	b.shot("workflow-retried")
+
+	b.click(fmt.Sprintf(`//*[local-name()="a" and @data-task=%q]`, join))
+	b.until("the join's page links to its workflow and dependencies", textOf("#workflow")+` === "etl" && `+textOf("#depends-on")+`.includes("pending")`)
+	b.checkBasics("task page of a workflow's join")
+
+	b.viewport(390, 844, true)
+	b.goTo("#/workflow/default/etl")
+	b.until("the graph on a phone", `document.querySelectorAll("svg.graph a[data-task]").length === 7`)
+	b.shot("workflow-phone")
+	b.checkBasics("workflow page on a phone")
+	b.viewport(1280, 900, false)
 }

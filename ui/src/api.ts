@@ -51,6 +51,8 @@ export const calls = {
   getCluster: "/tenure.v1.AdminService/GetCluster",
   listTasks: "/tenure.v1.TaskService/ListTasks",
   listOutboxes: "/tenure.v1.OutboxService/ListOutboxes",
+  cancelWorkflow: "/tenure.v1.WorkflowService/CancelWorkflow",
+  retryWorkflow: "/tenure.v1.WorkflowService/RetryWorkflow",
 };
 
 /**

@@ -24,6 +24,18 @@ export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = 
   return el;
 }
 
+/** svg builds an SVG element as h builds an HTML one (no listeners). */
+export function svg(tag: string, attrs: Record<string, string | number | null | undefined> = {}, ...children: Child[]): SVGElement {
+  const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v !== null && v !== undefined) {
+      el.setAttribute(k, String(v));
+    }
+  }
+  append(el, children);
+  return el;
+}
+
 /** append adds children to el as h does. */
 export function append(el: Node, children: Child[]): void {
   for (const c of children) {

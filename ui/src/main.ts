@@ -1,5 +1,5 @@
-// The dashboard: routes (hash addresses, so that a queue, a task or a
-// schedule can be shared as a link), the token prompt, and who is signed in. Every page
+// The dashboard: routes (hash addresses, so that a queue, a task, a
+// schedule or a workflow can be shared as a link), the token prompt, and who is signed in. Every page
 // reads the public API only (api.ts). See docs/design/architecture.md, "The
 // dashboard".
 import "./style.css";
@@ -10,6 +10,7 @@ import * as overview from "./pages/overview";
 import * as queue from "./pages/queue";
 import * as schedules from "./pages/schedules";
 import * as task from "./pages/task";
+import * as workflow from "./pages/workflow";
 import { say } from "./ui";
 
 type Render = (main: HTMLElement, params: Record<string, string>) => Promise<() => void>;
@@ -27,11 +28,13 @@ const routes: Route[] = [
   { path: ["task", ":id"], title: (p) => `Task ${p.id}`, render: task.render },
   { path: ["schedules"], title: (p) => (p.queue ? `Schedules of ${p.namespace || "default"}/${p.queue}` : "Schedules"), render: schedules.render },
   { path: ["schedule", ":namespace", ":queue", ":name"], title: (p) => `Schedule ${p.namespace}/${p.queue}/${p.name}`, render: schedules.renderOne },
+  { path: ["workflows"], title: () => "Workflows", render: workflow.render },
+  { path: ["workflow", ":namespace", ":id"], title: (p) => `Workflow ${p.namespace}/${p.id}`, render: workflow.renderOne },
   { path: ["cluster"], title: () => "Cluster", render: cluster.render },
 ];
 
 /** The pages in the navigation. */
-const navLinks: [string, string][] = [["#/", "Overview"], ["#/schedules", "Schedules"], ["#/cluster", "Cluster"]];
+const navLinks: [string, string][] = [["#/", "Overview"], ["#/schedules", "Schedules"], ["#/workflows", "Workflows"], ["#/cluster", "Cluster"]];
 
 /** match finds the route of a hash address, with its parameters and query. */
 export function match(hash: string): { route: Route; params: Record<string, string> } | undefined {

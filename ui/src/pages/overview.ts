@@ -169,7 +169,7 @@ function summaryCards(queues: Queue[], cluster: GetClusterResponse | string): HT
   ];
 }
 
-const stateCols = ["waiting", "leased", "committed", "completed", "failed", "dead"] as const;
+const stateCols = ["blocked", "waiting", "leased", "committed", "completed", "failed", "dead"] as const;
 
 function queueTable(queues: Queue[]): HTMLElement {
   if (queues.length === 0) {

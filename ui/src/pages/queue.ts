@@ -15,7 +15,7 @@ import { scheduleHref, schedulesHref } from "./schedules";
 /** Tasks on one page. */
 export const pageSize = 50;
 
-const states = [TaskState.WAITING, TaskState.LEASED, TaskState.COMMITTED, TaskState.COMPLETED, TaskState.FAILED, TaskState.DEAD];
+const states = [TaskState.BLOCKED, TaskState.WAITING, TaskState.LEASED, TaskState.COMMITTED, TaskState.COMPLETED, TaskState.FAILED, TaskState.DEAD];
 
 /** taskHref is the address of a task's page. */
 export function taskHref(id: string): string {

@@ -1,7 +1,7 @@
 // Task: what it is, its payload and result, the timeline of its
 // executions on one time axis (timeline.ts) with the raw history below,
 // and kill / retry.
-import { TaskState, type Event, type HistoryEntry, type Task } from "@tenure/client";
+import { DependencyFailure, DependencyState, TaskState, type Event, type HistoryEntry, type Task } from "@tenure/client";
 import { api, calls, message } from "../api";
 import { h, swap } from "../dom";
 import { durationMs, exact, short, span } from "../format";
@@ -9,7 +9,9 @@ import { live } from "../live";
 import { build, label, position, type Lane, type Mark, type Timeline } from "../timeline";
 import { actions, attemptsText, badge, bytesView, confirm, progressView, say, time } from "../ui";
 import { queueHref } from "./overview";
+import { taskHref } from "./queue";
 import { scheduleHref } from "./schedules";
+import { workflowHref } from "./workflow";
 
 /** render draws the task params.id into main. */
 export async function render(main: HTMLElement, params: Record<string, string>): Promise<() => void> {
@@ -46,7 +48,7 @@ export async function render(main: HTMLElement, params: Record<string, string>):
         },
         {
           label: "Kill", call: calls.killTask, danger: true,
-          notHere: task.state === TaskState.WAITING || task.state === TaskState.LEASED || task.state === TaskState.COMMITTED ? undefined : "Kill applies to an unfinished task",
+          notHere: task.state === TaskState.WAITING || task.state === TaskState.LEASED || task.state === TaskState.COMMITTED || task.state === TaskState.BLOCKED ? undefined : "Kill applies to an unfinished task",
           run: () => act("Kill", (reason) => api.tasks.killTask({ taskId: id, reason })),
         },
       ]));
@@ -97,6 +99,10 @@ function details(t: Task): HTMLElement {
     row("Queue", h("a", { href: queueHref(t.namespace, t.queue) }, `${t.namespace}/${t.queue}`)),
     row("Kind", t.kind ? h("span", { class: "mono", id: "kind" }, t.kind) : "—"),
     row("Key", t.key ? h("span", { class: "mono", id: "key" }, t.key) : "—"),
+    t.workflowId ? row("Workflow", h("a", { href: workflowHref(t.namespace, t.workflowId), id: "workflow" }, t.workflowId)) : null,
+    t.spawnedBy ? row("Spawned by", taskLink(t.spawnedBy)) : null,
+    t.dependencies.length ? row("Depends on", h("span", { id: "depends-on" }, t.dependencies.flatMap((d, i) => [i ? ", " : "", taskLink(d.taskId), ` ${(DependencyState[d.state] ?? "").toLowerCase()}`])),
+      t.onDependencyFailure === DependencyFailure.RUN ? " (runs anyway if one fails)" : " (ends if one fails)") : null,
     row("Attempts", h("span", { id: "attempts" }, attemptsText(t))),
     row("Priority", String(t.priority)),
     row("Request id", t.requestId || "—", ...(fromSchedule(t) ?? [])),
@@ -120,6 +126,11 @@ function details(t: Task): HTMLElement {
 function fromSchedule(t: Task): (HTMLElement | string)[] | null {
   const m = /^schedule (.+)\/([^/ ]+) \d+$/.exec(t.requestId);
   return m ? [" · ", h("a", { href: scheduleHref(t.namespace, m[1], m[2]), id: "from-schedule" }, `schedule ${m[2]}`)] : null;
+}
+
+/** taskLink links to a task's page. */
+function taskLink(id: string): HTMLElement {
+  return h("a", { href: taskHref(id), class: "mono" }, id);
 }
 
 function fmtDur(d: number | undefined): string {
