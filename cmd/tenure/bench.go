@@ -61,6 +61,7 @@ func (c *benchCmd) define(fs *pflag.FlagSet) {
 	fs.IntVar(&cfg.Keys, "keys", 0, "give the tasks keys: task i the key key-<i mod N> (0: no keys)")
 	fs.IntVar(&cfg.BigKeyTasks, "big-key-tasks", 0, "with --keys: the first N of --tasks have one key of their own, submitted before the others; reports the wait (submit to lease) of the big key's tasks and the small keys' apart")
 	fs.BoolVar(&cfg.Fair, "fair", false, "set fair leasing across the keys on the queue before the run")
+	fs.IntVar(&cfg.Watchers, "watchers", 0, "event streams (WatchEvents) that follow every event of the log through the run, each with its own client: reports when they caught up and the CPU until then (embedded server only)")
 	fs.BoolVar(&cfg.Runtime, "runtime", false, "run the workers with the worker package and a no-op handler instead of the raw Lease/Complete loop")
 	fs.StringVar(&c.mode, "mode", string(bench.Sequential), "sequential (submit all, then work all off) or concurrent (submitters and workers at once); --duration runs open loop instead")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "run open loop for this long (e.g. 10m): submit at --rate whatever the workers do, and report each --window")

@@ -40,6 +40,8 @@ func TestBenchJSON(t *testing.T) {
 		// as over plain HTTP.
 		{"tls-grpc", 300, []string{"--tls", "--protocol", "grpc", "--probe-rounds", "3", "--fsync", "none"}},
 		{"tls-runtime-json", 300, []string{"--tls", "--runtime", "--protocol", "json", "--probe-rounds", "3", "--fsync", "none"}},
+		// Event streams follow the run: each reads every record of it.
+		{"watchers", 300, []string{"--watchers", "3", "--probe-rounds", "3", "--fsync", "none"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tasks := tc.tasks
@@ -125,6 +127,19 @@ func TestBenchJSON(t *testing.T) {
 			}
 			if seq := res.Config.Mode == bench.Sequential; seq != (res.CPU.Submit != nil && res.CPU.LeaseComplete != nil) {
 				t.Errorf("mode %s: CPU phases %v, %v (reported only in sequential mode)", res.Config.Mode, res.CPU.Submit, res.CPU.LeaseComplete)
+			}
+			if w := res.Watchers; slices.Contains(tc.extra, "--watchers") {
+				if w == nil || w.Count != 3 || len(w.EventsEach) != 3 || w.CPUPer100kTasks <= 0 {
+					t.Errorf("the event streams' figures: %+v", w)
+				} else {
+					for i, n := range w.EventsEach {
+						if res.WAL == nil || uint64(n) != res.WAL.Records {
+							t.Errorf("event stream %d read %d events; the run wrote %v records", i, n, res.WAL)
+						}
+					}
+				}
+			} else if w != nil {
+				t.Errorf("event streams' figures %+v without --watchers", w)
 			}
 			if len(res.Targets) != 5 {
 				t.Errorf("%d targets evaluated, want 5", len(res.Targets))

@@ -150,7 +150,7 @@ func startTarget(ctx context.Context, cfg Config, lg *slog.Logger) (*target, err
 		}
 		tg.urls[0] = "https://" + ln.Addr().String()
 	}
-	stopAPI := serve(n.Router(), n, ln, mx, tlsFiles, lg)
+	stopAPI := serve(n.Router(), n, n, ln, mx, tlsFiles, lg)
 	tg.stop = func() error {
 		stopAPI()
 		err := n.Close()
@@ -188,8 +188,8 @@ func runCertificate(dir string) (*tlsfiles.Reloader, *tls.Config, error) {
 // limits, until the returned stop is called. The run is over then, so the
 // server closes at once rather than gracefully: a graceful shutdown waits
 // for every connection a client dialled but never used.
-func serve(r route.Router, snaps server.Snapshotter, ln net.Listener, mx *metrics.Metrics, tlsFiles *tlsfiles.Reloader, lg *slog.Logger) (stop func()) {
-	return server.New(r, server.Options{Snapshots: snaps, Logger: lg, Metrics: mx}).Serve(ln, server.HTTPConfig{TLS: tlsFiles}).Close
+func serve(r route.Router, snaps server.Snapshotter, ev server.EventSource, ln net.Listener, mx *metrics.Metrics, tlsFiles *tlsfiles.Reloader, lg *slog.Logger) (stop func()) {
+	return server.New(r, server.Options{Snapshots: snaps, Events: ev, Logger: lg, Metrics: mx}).Serve(ln, server.HTTPConfig{TLS: tlsFiles}).Close
 }
 
 // runner holds one run's counters and recorders. Its goroutines report the
@@ -370,7 +370,7 @@ func runConfig(cfg Config, tg *target) RunConfig {
 	rc := RunConfig{
 		Target: "embedded", Mode: cfg.Mode, Runtime: cfg.Runtime, Typed: cfg.Typed, Protocol: cfg.Protocol, Fsync: cfg.Fsync.String(), TLS: strings.HasPrefix(tg.urls[0], "https://"),
 		Seed: cfg.Seed, Namespace: cfg.Namespace, Queue: cfg.Queue, Tasks: cfg.Tasks, PayloadBytes: cfg.PayloadBytes,
-		Keys: cfg.Keys, BigKeyTasks: cfg.BigKeyTasks, Fair: cfg.Fair,
+		Keys: cfg.Keys, BigKeyTasks: cfg.BigKeyTasks, Fair: cfg.Fair, Watchers: cfg.Watchers,
 		Submitters: cfg.Submitters, Batch: cfg.Batch, Workers: cfg.Workers, Concurrency: cfg.Concurrency,
 		LeaseBatch: cfg.LeaseBatch, CompleteBatch: cfg.CompleteBatch, SeparateLease: cfg.SeparateLease, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
 	}

@@ -79,7 +79,7 @@ func startCluster(ctx context.Context, cfg Config, lg *slog.Logger) (*target, er
 			return nil, fmt.Errorf("bench: starting node %d: %w", i+1, err)
 		}
 		mx.WatchMember(m)
-		stopAPI := serve(m, m, ln, mx, nil, lg)
+		stopAPI := serve(m, m, m, ln, mx, nil, lg)
 		stops = append(stops, func() { stopAPI(); m.Close() })
 		tg.urls = append(tg.urls, "http://"+ln.Addr().String())
 		members = append(members, m)

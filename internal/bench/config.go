@@ -131,6 +131,11 @@ type Config struct {
 	// Fair sets fair leasing across the keys on the queue before the run
 	// (SetQueueLimits).
 	Fair bool
+	// Watchers is the number of event streams (WatchEvents) that follow
+	// every event of the log through the main run, each with a client of
+	// its own: what the streams cost the server (and, in this one process,
+	// their readers). The embedded server only.
+	Watchers int
 	// Mode is Sequential (default), Concurrent or OpenLoop (the default
 	// when Duration is set).
 	Mode Mode
@@ -289,6 +294,12 @@ func (c *Config) Validate() error {
 	}
 	if c.HeapProfile != nil && c.Mode != Sequential {
 		return fmt.Errorf("--memprofile needs --mode sequential: it is taken when every task is waiting")
+	}
+	if c.Watchers < 0 || c.Watchers > MaxWatchers {
+		return fmt.Errorf("--watchers %d is outside 0..%d", c.Watchers, MaxWatchers)
+	}
+	if c.Watchers > 0 && (c.Addr != "" || c.Cluster > 0) {
+		return fmt.Errorf("--watchers follows the log of the embedded server the benchmark starts: leave out --addr and --cluster")
 	}
 	if c.Cluster < 0 || c.Cluster > 16 {
 		return fmt.Errorf("--cluster %d is outside 0..16 nodes", c.Cluster)

@@ -31,6 +31,8 @@ type measurement struct {
 	// memBefore is sampled before the run; memAfter after the submission
 	// phase (sequential mode only).
 	memBefore, memAfter memSample
+	// watchers is what the run's event streams read (nil without any).
+	watchers *WatchersResult
 }
 
 // gap is the wall time and CPU spent between the sequential phases,
@@ -55,6 +57,15 @@ func (r *runner) measure(ctx context.Context) measurement {
 		}
 	}
 	var m measurement
+	var ws *watchers
+	if r.cfg.Watchers > 0 {
+		var err error
+		if ws, err = r.startWatchers(ctx); err != nil {
+			r.fail(err)
+			return m
+		}
+		defer ws.stop()
+	}
 	m.walBefore = r.walStats()
 	m.memBefore = settledMemory()
 	cpuBefore := cpuNow()
@@ -78,7 +89,35 @@ func (r *runner) measure(ctx context.Context) measurement {
 	if r.cfg.Mode == Sequential && ctx.Err() == nil {
 		m.completeCPU = cpuAfter.minus(between.end)
 	}
+	if ws != nil && ctx.Err() == nil {
+		m.watchers = r.watchersCaughtUp(ctx, ws, cpuBefore, between)
+	}
 	return m
+}
+
+// watchersCaughtUp waits for the run's event streams to read the log's
+// last record, and returns what they read and the CPU of the run until
+// then.
+func (r *runner) watchersCaughtUp(ctx context.Context, ws *watchers, cpuBefore cpuSample, between gap) *WatchersResult {
+	c := r.tg.node.Coordinator()
+	if c == nil {
+		r.fail(fmt.Errorf("the embedded node does not serve"))
+		return nil
+	}
+	took, err := ws.caughtUp(ctx, c.Stats().LastLSN)
+	if err != nil {
+		r.fail(fmt.Errorf("the event streams did not catch up: %w", err))
+		return nil
+	}
+	cpu := cpuNow().minus(cpuBefore).minus(between.cpu)
+	res := &WatchersResult{Count: len(ws.pos), CaughtUpSeconds: seconds(took)}
+	for i := range ws.events {
+		res.EventsEach = append(res.EventsEach, ws.events[i].Load())
+	}
+	if n := r.completed.Load(); n > 0 {
+		res.CPUPer100kTasks = cpu.total.Seconds() / float64(n) * 1e5
+	}
+	return res
 }
 
 // sequential submits every task, samples memory (and writes the heap
@@ -123,6 +162,7 @@ func (r *runner) concurrent(ctx context.Context, start time.Time, m *measurement
 func (r *runner) summarize(res *Result, m measurement) {
 	cfg := r.cfg
 	res.Submitted, res.Completed = int(r.submitted.Load()), int(r.completed.Load())
+	res.Watchers = m.watchers
 	res.SubmitSeconds, res.CompleteSeconds, res.TotalSeconds = seconds(m.submit), seconds(m.complete), seconds(m.total)
 	res.SubmittedPerSec = rate(res.Submitted, m.submit)
 	res.CompletedPerSec = rate(res.Completed, m.complete)

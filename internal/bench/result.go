@@ -52,11 +52,27 @@ type Result struct {
 	// for a closed-loop run.
 	OpenLoop *OpenLoopResult `json:"open_loop"`
 
+	// Watchers is what the event streams of the run read (null without
+	// any: Config.Watchers).
+	Watchers *WatchersResult `json:"watchers"`
+
 	Probe   *Probe      `json:"probe"`
 	WAL     *WALFigures `json:"wal"`
 	Memory  Memory      `json:"memory"`
 	CPU     CPU         `json:"cpu"`
 	Targets []Target    `json:"targets"`
+}
+
+// WatchersResult is what the event streams of a run read: each every
+// record of the run. CaughtUpSeconds is how long after the last completion
+// the slowest one had read the log's last record; CPU counts the run's CPU
+// up to then, per 100k completed tasks (the run's own figure stops at the
+// last completion).
+type WatchersResult struct {
+	Count           int     `json:"count"`
+	EventsEach      []int64 `json:"events_each"`
+	CaughtUpSeconds float64 `json:"caught_up_seconds"`
+	CPUPer100kTasks float64 `json:"cpu_seconds_per_100k_tasks_with_catch_up"`
 }
 
 // KeyWaits are the waits of a run with a big key beside small ones.
@@ -83,15 +99,17 @@ type RunConfig struct {
 	Tasks            int      `json:"tasks"`
 	// Keys and BigKeyTasks give the tasks keys (0: none); Fair is fair
 	// leasing across them.
-	Keys         int  `json:"keys,omitempty"`
-	BigKeyTasks  int  `json:"big_key_tasks,omitempty"`
-	Fair         bool `json:"fair,omitempty"`
-	PayloadBytes int  `json:"payload_bytes"`
-	Submitters   int  `json:"submitters"`
-	Batch        int  `json:"batch"`
-	Workers      int  `json:"workers"`
-	Concurrency  int  `json:"concurrency"`
-	LeaseBatch   int  `json:"lease_batch"` // 0: chosen by the worker runtime
+	Keys        int  `json:"keys,omitempty"`
+	BigKeyTasks int  `json:"big_key_tasks,omitempty"`
+	Fair        bool `json:"fair,omitempty"`
+	// Watchers is the number of event streams that followed the run.
+	Watchers     int `json:"watchers,omitempty"`
+	PayloadBytes int `json:"payload_bytes"`
+	Submitters   int `json:"submitters"`
+	Batch        int `json:"batch"`
+	Workers      int `json:"workers"`
+	Concurrency  int `json:"concurrency"`
+	LeaseBatch   int `json:"lease_batch"` // 0: chosen by the worker runtime
 	// CompleteBatch is the most completions per CompleteBatch call (1:
 	// one Complete call per task).
 	CompleteBatch int `json:"complete_batch"`
@@ -325,6 +343,10 @@ func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "  queue %s/%s, seed %d, GOMAXPROCS %d of %d CPUs\n\n", c.Namespace, c.Queue, c.Seed, c.GOMAXPROCS, c.NumCPU)
 
 	fmt.Fprintf(&b, "CPU per task: %.3f CPU-s per 100k tasks (%s)\n\n", r.CPU.Run.Per100kTasks.Seconds, r.CPU.Scope)
+	if w := r.Watchers; w != nil {
+		fmt.Fprintf(&b, "event streams: %d, each read %v events; the slowest caught up %.3fs after the last completion; %.3f CPU-s per 100k tasks until then\n\n",
+			w.Count, w.EventsEach, w.CaughtUpSeconds, w.CPUPer100kTasks)
+	}
 	if r.OpenLoop != nil {
 		r.OpenLoop.writeText(&b)
 	} else {
