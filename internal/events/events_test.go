@@ -315,7 +315,7 @@ func TestResolve(t *testing.T) {
 			}
 		}
 	}})
-	f.Learn("a", Target{"ns", "q"})
+	f.Learn([]Placed{{"a", Target{"ns", "q"}}})
 	ids := []string{"a", "old", "gone", ""}
 	out := make([]Target, len(ids))
 	f.Resolve(ids, out)

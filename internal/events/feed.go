@@ -68,9 +68,10 @@ type FeedConfig struct {
 // DefaultTailBytes is the default of FeedConfig.TailBytes.
 const DefaultTailBytes = 16 << 20
 
-// maxDirectory bounds the feed's directory of tasks (about 70 bytes an
-// entry); it starts over when full.
-const maxDirectory = 1 << 16
+// maxDirectory bounds the feed's directory of tasks (about 80 bytes an
+// entry: 20 MiB at most, while a stream watches); it starts over when
+// full.
+const maxDirectory = 1 << 18
 
 // chunkOverhead is what a chunk costs beside its payloads, per record.
 const chunkOverhead = 32
@@ -91,7 +92,11 @@ type Feed struct {
 	ringBytes int
 	wakes     map[chan struct{}]int // streams to wake at a publish, by how many of their readers read here
 	reading   map[*partReader]struct{}
-	dir       directory
+
+	// dirMu guards dir, apart from mu: the log's writer never waits for
+	// the streams' look-ups.
+	dirMu sync.RWMutex
+	dir   directory
 }
 
 type logRef struct{ Log }
@@ -256,24 +261,51 @@ func (f *Feed) unregister(p *partReader, wake chan struct{}) {
 	if f.wakes[wake]--; f.wakes[wake] <= 0 {
 		delete(f.wakes, wake)
 	}
-	if len(f.reading) == 0 {
-		// Nobody reads: let the ring's memory go.
+	last := len(f.reading) == 0
+	if last {
+		// Nobody reads: let the ring's memory go, and the directory's.
 		clear(f.ring)
 		f.ring, f.ringBytes = f.ring[:0], 0
 	}
 	f.readers.Add(-1)
 	f.mu.Unlock()
+	if last {
+		f.dirMu.Lock()
+		f.dir = directory{}
+		f.dirMu.Unlock()
+	}
 }
 
-// Learn records that task taskID is at t (from its TaskCreated or
-// ScheduleFired), for Resolve.
-func (f *Feed) Learn(taskID string, t Target) {
-	if f.cfg.Key != nil || taskID == "" {
+// Placed is where a task is.
+type Placed struct {
+	TaskID string
+	Target
+}
+
+// Learn records where tasks are (from the records that create them), for
+// Resolve.
+func (f *Feed) Learn(tasks []Placed) {
+	if f.cfg.Key != nil || len(tasks) == 0 {
 		return
 	}
-	f.mu.Lock()
-	f.dir.learn(taskID, t)
-	f.mu.Unlock()
+	// Every stream of the feed reads the same records: most find what
+	// they would learn known already, under the read lock.
+	var unknown []Placed
+	f.dirMu.RLock()
+	for _, p := range tasks {
+		if _, ok := f.dir.find(p.TaskID); !ok && p.TaskID != "" {
+			unknown = append(unknown, p)
+		}
+	}
+	f.dirMu.RUnlock()
+	if len(unknown) == 0 {
+		return
+	}
+	f.dirMu.Lock()
+	for _, p := range unknown {
+		f.dir.learn(p.TaskID, p.Target)
+	}
+	f.dirMu.Unlock()
 }
 
 // Resolve sets out[i] to where task ids[i] is: the feed's key, what the
@@ -287,14 +319,14 @@ func (f *Feed) Resolve(ids []string, out []Target) {
 		return
 	}
 	var missing []int
-	f.mu.Lock()
+	f.dirMu.RLock()
 	for i, id := range ids {
 		var ok bool
 		if out[i], ok = f.dir.find(id); !ok && id != "" {
 			missing = append(missing, i)
 		}
 	}
-	f.mu.Unlock()
+	f.dirMu.RUnlock()
 	if len(missing) == 0 || f.cfg.Lookup == nil {
 		return
 	}
@@ -304,14 +336,14 @@ func (f *Feed) Resolve(ids []string, out []Target) {
 		ask[k] = ids[i]
 	}
 	f.cfg.Lookup(ask, found)
-	f.mu.Lock()
+	f.dirMu.Lock()
 	for k, i := range missing {
 		out[i] = found[k]
 		if found[k] != (Target{}) {
 			f.dir.learn(ids[i], found[k])
 		}
 	}
-	f.mu.Unlock()
+	f.dirMu.Unlock()
 }
 
 // directory maps task ids to their targets, each target stored once.

@@ -81,7 +81,8 @@ func (h eventService) WatchEvents(ctx context.Context, req *connect.Request[tenu
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(s.drain, stop)()
-	w := &eventWriter{s: s, f: f, st: st, out: out, rc: responseControllerOf(ctx), feeds: make(map[uint64]*events.Feed, len(feeds))}
+	w := &eventWriter{s: s, f: f, st: st, out: out, rc: responseControllerOf(ctx), feeds: make(map[uint64]*events.Feed, len(feeds)),
+		placed: make(map[uint64][]events.Placed)}
 	for _, fd := range feeds {
 		w.feeds[fd.Partition()] = fd
 	}

@@ -30,6 +30,9 @@ type eventWriter struct {
 	pos   events.Cursor // the position after the last record passed
 	items []eventItem
 	bytes int
+	// placed are the tasks the batch's records create, where they are,
+	// by partition: the feeds learn them once per batch.
+	placed map[uint64][]events.Placed
 }
 
 // eventItem is one record of the batch whose type the filter selects,
@@ -142,12 +145,14 @@ func (w *eventWriter) take(partition, lsn uint64, e wal.Entry) error {
 	case *tenurev1.Event_TaskCompleted:
 		it.created = &m.TaskCompleted.Spawn
 	}
-	if ev := it.ev; ev.TaskId != "" && ev.Namespace != "" {
-		feed.Learn(ev.TaskId, events.Target{Namespace: ev.Namespace, Queue: ev.Queue})
-	}
-	if it.created != nil {
-		for _, c := range *it.created {
-			feed.Learn(c.GetTaskId(), events.Target{Namespace: c.GetNamespace(), Queue: c.GetQueue()})
+	if _, keyed := feed.Key(); !keyed {
+		if ev := it.ev; ev.TaskId != "" && ev.Namespace != "" {
+			w.placed[partition] = append(w.placed[partition], events.Placed{TaskID: ev.TaskId, Target: events.Target{Namespace: ev.Namespace, Queue: ev.Queue}})
+		}
+		if it.created != nil {
+			for _, c := range *it.created {
+				w.placed[partition] = append(w.placed[partition], events.Placed{TaskID: c.GetTaskId(), Target: events.Target{Namespace: c.GetNamespace(), Queue: c.GetQueue()}})
+			}
 		}
 	}
 	w.pos.Set(partition, lsn)
@@ -160,6 +165,10 @@ func (w *eventWriter) take(partition, lsn uint64, e wal.Entry) error {
 // events places the batch's tasks (their namespace and queue, where their
 // records do not carry them) and returns the events the filter selects.
 func (w *eventWriter) events() []*tenurev1.Event {
+	for p, placed := range w.placed {
+		w.feeds[p].Learn(placed)
+		w.placed[p] = placed[:0]
+	}
 	if len(w.items) == 0 {
 		return nil
 	}

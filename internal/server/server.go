@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -175,7 +176,11 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(tenurev1connect.NewAdminServiceHandler(adminService{s}, opts...))
 	mux.Handle(tenurev1connect.NewQueueServiceHandler(queueService{s}, opts...))
 	mux.Handle(tenurev1connect.NewScheduleServiceHandler(scheduleService{s}, opts...))
-	eventsPath, eventsHandler := tenurev1connect.NewEventServiceHandler(eventService{s}, opts...)
+	// An event stream's answers are not compressed, however large: with
+	// ten streams, gzip was two fifths of the server's CPU (the answers of
+	// a stream are the same records for every stream, compressed again
+	// for each).
+	eventsPath, eventsHandler := tenurev1connect.NewEventServiceHandler(eventService{s}, append(opts, connect.WithCompressMinBytes(math.MaxInt32))...)
 	mux.Handle(eventsPath, streamDeadlines(eventsHandler))
 	mux.Handle(tenurev1connect.NewOutboxServiceHandler(outboxService{s}, opts...))
 	mux.Handle(tenurev1connect.NewWorkflowServiceHandler(workflowService{s}, opts...))
