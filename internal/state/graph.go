@@ -113,8 +113,10 @@ func (w *Workflow) Members(fn func(*Task) bool) {
 // node is what the state keeps of a task in the graph.
 type node struct {
 	// edges are its dependencies in the order given; pending counts those
-	// still EdgePending.
+	// still EdgePending. While the task is BLOCKED, refs holds for each
+	// pending edge the place of its depRef in its dependency's dependents.
 	edges   []Edge
+	refs    []int32
 	pending int32
 	// depth is the longest chain of dependencies still in the state that
 	// ends at the task (1 without any): derived, rebuilt on load.
@@ -128,9 +130,9 @@ type node struct {
 	parent string
 	wf     *Workflow
 	member int32 // index in wf.members
-	// dependents are the pending edges that name this task (a derived
-	// index: depRef). Entries of dependents that ended or left meanwhile
-	// stay until the task ends, and are skipped (State.resolveDependents).
+	// dependents are the pending edges of BLOCKED tasks that name this
+	// task, in no order (a derived index: depRef). A dependent that leaves
+	// BLOCKED before its edge resolves takes its refs away (State.dropRefs).
 	dependents []depRef
 }
 
@@ -260,10 +262,10 @@ func (s *State) OrderKey(t *Task) OrderKey {
 	return k
 }
 
-// nodeOf returns t's node, making one if it has none. A node that holds
-// only dependents is bare: nothing of it is in a snapshot or in HeldBytes
-// (its refs are counted with their edges), and it goes once they are
-// settled.
+// nodeOf returns t's node, making one if it has none; HeldBytes counts
+// every node from its making (nodeHeld). A node that holds only
+// dependents is bare: it is not in a snapshot (its refs are rebuilt from
+// the edges that make them), and it goes once it has none.
 func (s *State) nodeOf(t *Task) *node {
 	if t.graph {
 		return s.graph[t]
@@ -274,6 +276,7 @@ func (s *State) nodeOf(t *Task) *node {
 	n := &node{depth: 1, member: -1}
 	s.graph[t] = n
 	t.graph = true
+	s.held += nodeHeld
 	return n
 }
 
@@ -340,9 +343,10 @@ func (s *State) link(t *Task, deps []string, policy DepPolicy, parent string, se
 	n := s.nodeOf(t)
 	n.policy, n.seq = policy, seq
 	n.parent = packString(parent)
-	s.held += nodeHeld + int64(len(parent))
+	s.held += int64(len(parent))
 	if len(deps) > 0 {
 		n.edges = make([]Edge, len(deps))
+		n.refs = make([]int32, len(deps))
 		for i, id := range packStrings(deps) {
 			d := s.Task(id)
 			n.edges[i] = Edge{ID: id, State: edgeFor(d)}
@@ -351,8 +355,7 @@ func (s *State) link(t *Task, deps []string, policy DepPolicy, parent string, se
 			if n.edges[i].State == EdgePending {
 				n.pending++
 				if t.State == Blocked {
-					dn := s.nodeOf(d)
-					dn.dependents = append(dn.dependents, depRef{lsn: t.CreatedLSN, pos: t.pos, edge: uint32(i)})
+					s.addRef(t, n, i, d)
 				}
 			}
 		}
@@ -430,18 +433,21 @@ func (s *State) resolveDependents(lsn uint64, at Time) {
 		refs := n.dependents
 		n.dependents = nil
 		if n.bare() {
-			delete(s.graph, x)
-			x.graph = false
+			s.deleteNode(x)
 		}
+		// In creation order, whatever order the refs came to be in: a
+		// replay and a restored snapshot settle them alike.
+		slices.SortFunc(refs, func(a, b depRef) int {
+			return cmp.Compare(s.packedKey(s.slab.at(a.pos)), s.packedKey(s.slab.at(b.pos)))
+		})
 		for _, ref := range refs {
 			d := s.slab.at(ref.pos)
-			if d.ID == "" || d.CreatedLSN != ref.lsn || d.State != Blocked {
-				continue // ended, released or dropped meanwhile
-			}
 			dn := s.graph[d]
 			e := &dn.edges[ref.edge]
-			if e.State != EdgePending || e.ID != x.ID {
-				continue
+			if d.State != Blocked || e.State != EdgePending || e.ID != x.ID {
+				// A ref leaves with the edge or the dependent's BLOCKED
+				// state (dropRefs): a bug if it did not.
+				panic(fmt.Sprintf("state: task %q holds a ref of task %q (%s), edge %d, which is not a pending edge to it", x.ID, d.ID, d.State, ref.edge))
 			}
 			e.State = edgeFor(x)
 			dn.pending--
@@ -525,24 +531,63 @@ func (s *State) reblock(t *Task, states []EdgeState, pending int32) TaskState {
 	n := s.graph[t]
 	for i := range n.edges {
 		n.edges[i].State = states[i]
-		if states[i] == EdgePending {
-			d := s.nodeOf(s.Task(n.edges[i].ID))
-			d.dependents = append(d.dependents, depRef{lsn: t.CreatedLSN, pos: t.pos, edge: uint32(i)})
-		}
 	}
 	n.pending = pending
-	if pending > 0 {
-		return Blocked
+	if pending == 0 {
+		return Waiting
 	}
-	return Waiting
+	for i := range n.edges {
+		if states[i] == EdgePending {
+			s.addRef(t, n, i, s.Task(n.edges[i].ID))
+		}
+	}
+	return Blocked
+}
+
+// addRef adds edge i of t (node n), pending, to the dependents of its
+// dependency d: t is BLOCKED on it.
+func (s *State) addRef(t *Task, n *node, i int, d *Task) {
+	dn := s.nodeOf(d)
+	n.refs[i] = int32(len(dn.dependents))
+	dn.dependents = append(dn.dependents, depRef{lsn: t.CreatedLSN, pos: t.pos, edge: uint32(i)})
+}
+
+// dropRefs takes the refs of t's pending edges out of its dependencies'
+// dependents: t leaves BLOCKED while they are pending (killed, cancelled,
+// or ended by another edge that failed). A dependency left bare and
+// without dependents loses its node.
+func (s *State) dropRefs(t *Task) {
+	n := s.graph[t]
+	for i, e := range n.edges {
+		if e.State != EdgePending {
+			continue
+		}
+		d := s.Task(e.ID)
+		dn := s.graph[d]
+		at, last := n.refs[i], len(dn.dependents)-1
+		if moved := dn.dependents[last]; int(at) != last {
+			dn.dependents[at] = moved
+			s.graph[s.slab.at(moved.pos)].refs[moved.edge] = at
+		}
+		dn.dependents[last] = depRef{}
+		dn.dependents = dn.dependents[:last]
+		if last == 0 && dn.bare() {
+			s.deleteNode(d)
+		}
+	}
+}
+
+// deleteNode forgets the node of t, which holds nothing but dependents.
+func (s *State) deleteNode(t *Task) {
+	delete(s.graph, t)
+	t.graph = false
+	s.held -= nodeHeld
 }
 
 // dropNode forgets t's node: t leaves the state.
 func (s *State) dropNode(t *Task) {
 	n := s.graph[t]
-	if !n.bare() {
-		s.held -= heldByNode(n)
-	}
+	s.held -= heldByNode(n)
 	if w := n.wf; w != nil {
 		w.members[n.member] = nil
 		w.holes++
@@ -604,11 +649,12 @@ func packStrings(vs []string) []string {
 
 // What the graph holds, as HeldBytes accounts it (memory.go).
 const (
-	// nodeHeld is a node and its entry in State.graph.
+	// nodeHeld is a node and its entry in State.graph: a dependency of a
+	// BLOCKED task has one too, bare or not.
 	nodeHeld = int64(unsafe.Sizeof(node{})) + besideHeld
-	// edgeHeld is an edge and the ref its dependency keeps while it is
-	// pending.
-	edgeHeld = int64(unsafe.Sizeof(Edge{}) + unsafe.Sizeof(depRef{}))
+	// edgeHeld is an edge, its place in refs, and the ref its dependency
+	// keeps while it is pending.
+	edgeHeld = int64(unsafe.Sizeof(Edge{}) + 4 + unsafe.Sizeof(depRef{}))
 	// memberHeld is a workflow's entry for one member.
 	memberHeld = 8
 	// workflowHeld is a workflow and its entry in State.workflows.

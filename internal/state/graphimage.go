@@ -64,13 +64,14 @@ func (s *State) restoreNode(t *Task, g GraphInfo) string {
 	}
 	n := s.nodeOf(t)
 	n.policy, n.seq, n.parent = g.Policy, g.Seq, packString(g.Parent)
-	s.held += nodeHeld + int64(len(g.Parent))
+	s.held += int64(len(g.Parent))
 	ids := make([]string, len(g.Edges))
 	for i, e := range g.Edges {
 		ids[i] = e.ID
 	}
 	if len(g.Edges) > 0 {
 		n.edges = make([]Edge, len(g.Edges))
+		n.refs = make([]int32, len(g.Edges))
 	}
 	seen := make(map[string]bool, len(g.Edges))
 	for i, id := range packStrings(ids) {
@@ -96,8 +97,7 @@ func (s *State) restoreNode(t *Task, g GraphInfo) string {
 			if d == nil || d.State.Terminal() {
 				return fmt.Sprintf("BLOCKED on dependency %q, which is not an unfinished task of the snapshot", id)
 			}
-			dn := s.nodeOf(d)
-			dn.dependents = append(dn.dependents, depRef{lsn: t.CreatedLSN, pos: t.pos, edge: uint32(i)})
+			s.addRef(t, n, i, d)
 		}
 	}
 	switch {
@@ -165,9 +165,7 @@ func (s *State) graphRestoreErrors() error {
 func (s *State) graphHeld() int64 {
 	var held int64
 	for _, n := range s.graph {
-		if !n.bare() {
-			held += heldByNode(n)
-		}
+		held += heldByNode(n)
 	}
 	for k, w := range s.workflows {
 		held += heldByWorkflow(k) + int64(w.Len())*memberHeld
@@ -215,8 +213,8 @@ func (s *State) graphErrors() []error {
 				continue
 			}
 			dn := s.graph[d]
-			if dn == nil || !slices.Contains(dn.dependents, depRef{lsn: t.CreatedLSN, pos: t.pos, edge: uint32(i)}) {
-				bad(t, "its pending edge to %q is not among that task's dependents", e.ID)
+			if dn == nil || int(n.refs[i]) >= len(dn.dependents) || dn.dependents[n.refs[i]] != (depRef{lsn: t.CreatedLSN, pos: t.pos, edge: uint32(i)}) {
+				bad(t, "its pending edge to %q is not at its place among that task's dependents", e.ID)
 			}
 		}
 		if pending != n.pending {

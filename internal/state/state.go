@@ -402,6 +402,9 @@ func (s *State) transition(t *Task, to TaskState) {
 	if from == Waiting {
 		qi.ages.remove(dueMillis(t))
 	}
+	if from == Blocked && t.graph {
+		s.dropRefs(t)
+	}
 	t.State = to
 	if to.Terminal() && !from.Terminal() {
 		s.ended = append(s.ended, t)
