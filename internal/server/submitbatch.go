@@ -72,6 +72,13 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 	if err := oneRecord(workflow, reqs, len(ps)); err != nil {
 		return nil, err
 	}
+	for i := range reqs {
+		if len(reqs[i].DependsOn) > 0 {
+			if err := s.depsHere(ctx, ps[0].P, fmt.Sprintf("requests[%d].depends_on", i), reqs[i].DependsOn); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if len(ps) > 1 {
 		if err := l.CheckBatch(reqs, s.opts.Clock.Now()); err != nil {
 			return nil, err

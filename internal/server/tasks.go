@@ -42,6 +42,9 @@ func (h taskService) Submit(ctx context.Context, req *connect.Request[tenurev1.S
 	if err != nil {
 		return nil, s.apiError(err)
 	}
+	if err := s.depsHere(ctx, p, "depends_on", r.DependsOn); err != nil {
+		return nil, s.apiError(err)
+	}
 	return one(s, ctx, p, false, req, route.Peer.Submit, func(c *coordinator.Coordinator) (*tenurev1.SubmitResponse, error) {
 		res, err := c.Submit(ctx, r)
 		if err != nil {

@@ -120,13 +120,16 @@ func (s *Server) spawnRequests(ctx context.Context, c *coordinator.Coordinator, 
 			return nil, spawnItemError(err, i)
 		}
 	}
-	cl, _ := ctx.Value(callerKey{}).(*caller)
-	if cl == nil || !cl.checkTask {
-		return out, nil
-	}
 	t, err := c.Get(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if err := s.spawnHere(ctx, id, t.Namespace, out); err != nil {
+		return nil, err
+	}
+	cl, _ := ctx.Value(callerKey{}).(*caller)
+	if cl == nil || !cl.checkTask {
+		return out, nil
 	}
 	for _, r := range out {
 		if err := auth.CheckSpawn(cl.p, cl.call, auth.Target{Namespace: cmp.Or(r.Namespace, t.Namespace), Queue: r.Queue}); err != nil {

@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -137,5 +139,119 @@ func TestWorkflowAcrossPartitions(t *testing.T) {
 	}
 	if _, err := wf.GetWorkflow(ctx, connect.NewRequest(&tenurev1.GetWorkflowRequest{WorkflowId: "nope"})); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("no workflow: %v", err)
+	}
+}
+
+// byQueue routes queue "a" to the first of two partitions and "b" to the
+// second, numbered 1 and 2, as a cluster would place two queues, and each
+// task to the partition it was created in.
+type byQueue struct {
+	route.Router
+	parts [2]route.Partition
+	owner sync.Map // task id → partition index
+}
+
+func (r *byQueue) of(queue string) int {
+	if queue == "b" {
+		return 1
+	}
+	return 0
+}
+
+func (r *byQueue) Place(_ context.Context, _, queue, _ string) (route.Partition, error) {
+	return r.parts[r.of(queue)], nil
+}
+
+func (r *byQueue) Scope(_ context.Context, _, queue string) ([]route.Partition, error) {
+	if queue == "" {
+		return r.parts[:], nil
+	}
+	return []route.Partition{r.parts[r.of(queue)]}, nil
+}
+
+func (r *byQueue) Queue(_ context.Context, _, queue string) ([]route.Partition, []route.Peer, error) {
+	return []route.Partition{r.parts[r.of(queue)]}, nil, nil
+}
+
+func (r *byQueue) Partition(_ context.Context, id uint64) (route.Partition, error) {
+	return r.parts[id-1], nil
+}
+
+func (r *byQueue) Task(_ context.Context, id string) (route.Partition, error) {
+	i, ok := r.owner.Load(id)
+	if !ok {
+		return nil, &coordinator.FieldError{Field: "task_id", Problem: "not a task id"}
+	}
+	return r.parts[i.(int)], nil
+}
+
+// TestAcrossPartitionsRefused: until dependencies and spawns cross the
+// partitions of a cluster, a dependency on a task of another partition, a
+// spawn into a queue the committing task's partition does not serve and a
+// spawned task's dependency across are refused, naming the field; within
+// one partition they are served.
+func TestAcrossPartitionsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), apiCallTimeout)
+	defer cancel()
+	r := &byQueue{}
+	for i := range 2 {
+		n, err := node.Open(ctx, node.Config{DataDir: t.TempDir(), Snapshots: host.Schedule{Disabled: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		scope, err := n.Router().Scope(ctx, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Router, r.parts[i] = n.Router(), numbered{scope[0], uint64(i + 1)}
+	}
+	ts := httptest.NewServer(server.New(r, server.Options{}).Handler())
+	defer ts.Close()
+	tasks := tenurev1connect.NewTaskServiceClient(ts.Client(), ts.URL)
+	workers := tenurev1connect.NewWorkerServiceClient(ts.Client(), ts.URL)
+	submit := func(queue string, deps ...string) (string, error) {
+		res, err := tasks.Submit(ctx, connect.NewRequest(&tenurev1.SubmitRequest{Queue: queue, DependsOn: deps}))
+		if err != nil {
+			return "", err
+		}
+		id := res.Msg.GetTask().GetTaskId()
+		r.owner.Store(id, r.of(queue))
+		return id, nil
+	}
+	refused := func(what, field string, err error) {
+		t.Helper()
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), "cluster mode") {
+			t.Errorf("%s: %v, want invalid_argument naming %s", what, err, field)
+		}
+	}
+	inB, err := submit("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = submit("a", inB)
+	refused("a dependency on a task of another partition", "depends_on[0]", err)
+	_, err = tasks.SubmitBatch(ctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: []*tenurev1.SubmitRequest{{Queue: "a", DependsOn: []string{inB}}}}))
+	refused("a batch's dependency on a task of another partition", "requests[0].depends_on[0]", err)
+	inA, err := submit("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := submit("a", inA); err != nil {
+		t.Fatalf("a dependency within the partition: %v", err)
+	}
+	l, err := workers.Lease(ctx, connect.NewRequest(&tenurev1.LeaseRequest{WorkerId: "w", Queue: "a"}))
+	if err != nil || len(l.Msg.GetTasks()) != 1 || l.Msg.GetTasks()[0].GetTaskId() != inA {
+		t.Fatalf("lease: %v %v", l, err)
+	}
+	lease := l.Msg.GetTasks()[0].GetLeaseId()
+	commit := func(spawn ...*tenurev1.SubmitRequest) error {
+		_, err := workers.Commit(ctx, connect.NewRequest(&tenurev1.CommitRequest{TaskId: inA, LeaseId: lease, Spawn: spawn}))
+		return err
+	}
+	refused("a spawn into another partition's queue", "spawn[0].queue", commit(&tenurev1.SubmitRequest{Queue: "b"}))
+	refused("a spawned task's dependency across", "spawn[1].depends_on[0]", commit(&tenurev1.SubmitRequest{Queue: "a"}, &tenurev1.SubmitRequest{Queue: "a", DependsOn: []string{inB}}))
+	if err := commit(&tenurev1.SubmitRequest{Queue: "a", DependsOn: []string{inA}}); err != nil {
+		t.Fatalf("a spawn within the partition: %v", err)
 	}
 }
