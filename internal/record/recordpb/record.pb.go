@@ -103,8 +103,9 @@ func (FormatVersion) EnumDescriptor() ([]byte, []int) {
 type DependencyFailure int32
 
 const (
-	// The dependent ends DEAD, reason "dependency_failed" (the default).
-	DependencyFailure_DEPENDENCY_FAILURE_DEAD DependencyFailure = 0
+	// The dependent ends DEAD, reason "dependency_failed": the default, so
+	// the zero value (named UNSPECIFIED for the lint; it means DEAD).
+	DependencyFailure_DEPENDENCY_FAILURE_UNSPECIFIED DependencyFailure = 0
 	// The dependent runs once every dependency has ended, however.
 	DependencyFailure_DEPENDENCY_FAILURE_RUN DependencyFailure = 1
 )
@@ -112,12 +113,12 @@ const (
 // Enum value maps for DependencyFailure.
 var (
 	DependencyFailure_name = map[int32]string{
-		0: "DEPENDENCY_FAILURE_DEAD",
+		0: "DEPENDENCY_FAILURE_UNSPECIFIED",
 		1: "DEPENDENCY_FAILURE_RUN",
 	}
 	DependencyFailure_value = map[string]int32{
-		"DEPENDENCY_FAILURE_DEAD": 0,
-		"DEPENDENCY_FAILURE_RUN":  1,
+		"DEPENDENCY_FAILURE_UNSPECIFIED": 0,
+		"DEPENDENCY_FAILURE_RUN":         1,
 	}
 )
 
@@ -484,7 +485,7 @@ func (x *TaskCreated) GetOnDependencyFailure() DependencyFailure {
 	if x != nil {
 		return x.OnDependencyFailure
 	}
-	return DependencyFailure_DEPENDENCY_FAILURE_DEAD
+	return DependencyFailure_DEPENDENCY_FAILURE_UNSPECIFIED
 }
 
 // LeaseGranted (record type 2) gives an attempt of a task to a worker.
@@ -3793,9 +3794,9 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\rat_unix_nanos\x18\x05 \x01(\x10R\vatUnixNanos*E\n" +
 	"\rFormatVersion\x12\x1e\n" +
 	"\x1aFORMAT_VERSION_UNSPECIFIED\x10\x00\x12\x14\n" +
-	"\x10FORMAT_VERSION_1\x10\x01*L\n" +
-	"\x11DependencyFailure\x12\x1b\n" +
-	"\x17DEPENDENCY_FAILURE_DEAD\x10\x00\x12\x1a\n" +
+	"\x10FORMAT_VERSION_1\x10\x01*S\n" +
+	"\x11DependencyFailure\x12\"\n" +
+	"\x1eDEPENDENCY_FAILURE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DEPENDENCY_FAILURE_RUN\x10\x01*\xc3\x01\n" +
 	"\vLeaseAction\x12\x1c\n" +
 	"\x18LEASE_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +
