@@ -110,7 +110,7 @@ func (c *eventsCmd) define(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&c.filter.Types, "type", nil, "only events of this record type, e.g. TaskCompleted (repeat the flag for several)")
 	fs.StringVar(&c.post, "post", "", "deliver each event to this URL (POST, signed) instead of printing it; needs --secret-file and --cursor-file")
 	fs.StringVar(&c.secretFile, "secret-file", "", "with --post: the file of the shared secret the signatures are made with")
-	fs.DurationVar(&c.timeout, "post-timeout", 30*time.Second, "with --post: how long one delivery may take before it is tried again")
+	fs.DurationVar(&c.timeout, "post-timeout", 30*time.Second, "with --post: how long one delivery may take before it is tried again (a stop waits for the delivery in flight, at most this long)")
 }
 
 func (c *eventsCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error {
@@ -246,9 +246,12 @@ func (p *poster) deliver(ctx context.Context, ev *tenurev1.Event) error {
 	}
 }
 
-// try makes one delivery of ev.
+// try makes one delivery of ev. A stop (ctx) does not cut a delivery in
+// flight: it ends within the timeout, so that an event the endpoint
+// acknowledged as the command stops is saved in the cursor file, not
+// delivered again at the next start.
 func (p *poster) try(ctx context.Context, ev *tenurev1.Event, body []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
 	if err != nil {

@@ -36,10 +36,12 @@ type hookReceiver struct {
 	mu     sync.Mutex
 	rnd    *rand.Rand
 	// firsts: the event ids in the order of their first delivery;
-	// deliveries counts every accepted delivery; badSig the deliveries
-	// whose signature did not verify.
+	// acked: the ids answered 2xx at least once; deliveries counts every
+	// accepted delivery; badSig the deliveries whose signature did not
+	// verify.
 	firsts     []string
 	seen       map[string]*tenurev1.Event
+	acked      map[string]bool
 	deliveries int
 	failed     int
 	badSig     int
@@ -78,7 +80,9 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if roll < 0.30 {
 		h.failed++
 		http.Error(w, "took it, then failed", http.StatusInternalServerError)
+		return
 	}
+	h.acked[id] = true
 }
 
 // serveOn serves h on addr ("" for a new port) until the returned stop.
@@ -109,7 +113,7 @@ func TestEventsPost(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("a shared secret of 32 bytes, ok\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hook := &hookReceiver{t: t, secret: []byte("a shared secret of 32 bytes, ok"), rnd: rand.New(rand.NewPCG(38, 1)), seen: map[string]*tenurev1.Event{}}
+	hook := &hookReceiver{t: t, secret: []byte("a shared secret of 32 bytes, ok"), rnd: rand.New(rand.NewPCG(38, 1)), seen: map[string]*tenurev1.Event{}, acked: map[string]bool{}}
 	hookAddr, stopHook := serveOn(t, "", hook)
 	post := func(ctx context.Context) <-chan int {
 		done := make(chan int, 1)
@@ -155,7 +159,15 @@ func TestEventsPost(t *testing.T) {
 	second := post(ctx2)
 	work(t, c, tasks)
 	last := apitest.LastLSN(t, c)
-	eventually.True(t, fmt.Sprintf("every event up to lsn %d delivered", last), func() bool { return received() >= int(last) })
+	// The command moves on from an event only once the endpoint answered
+	// 2xx, so the last event acknowledged is every event delivered; its
+	// first receipt is not (the endpoint may have failed it after taking
+	// it, and the command is still trying it again).
+	eventually.True(t, fmt.Sprintf("every event up to lsn %d delivered", last), func() bool {
+		hook.mu.Lock()
+		defer hook.mu.Unlock()
+		return hook.acked[fmt.Sprintf("0:%d", last)]
+	})
 	stop2()
 	if code := <-second; code != 0 {
 		t.Fatalf("the second tenure events --post stopped with exit %d", code)
