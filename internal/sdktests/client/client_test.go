@@ -33,15 +33,31 @@ func newClient(t *testing.T, url string, opts client.Options) *client.Client {
 
 var protocols = []string{client.ProtocolConnect, client.ProtocolJSON, client.ProtocolGRPC}
 
-// eachProtocol runs test once per protocol, in parallel, each with a
-// client of a server of its own.
-func eachProtocol(t *testing.T, test func(t *testing.T, c *client.Client)) {
+// perProtocol runs test once per protocol, in parallel.
+func perProtocol(t *testing.T, test func(t *testing.T, proto string)) {
 	for _, proto := range protocols {
 		t.Run(proto, func(t *testing.T) {
 			t.Parallel()
-			test(t, newClient(t, startServer(t, nil), client.Options{Protocol: proto}))
+			test(t, proto)
 		})
 	}
+}
+
+// eachProtocol runs test once per protocol, in parallel, each with a
+// client of a server of its own.
+func eachProtocol(t *testing.T, test func(t *testing.T, c *client.Client)) {
+	perProtocol(t, func(t *testing.T, proto string) {
+		test(t, newClient(t, startServer(t, nil), client.Options{Protocol: proto}))
+	})
+}
+
+// eachOps runs test once per protocol, in parallel, each with an
+// opsClient of a server of its own.
+func eachOps(t *testing.T, test func(t *testing.T, clk *clock.Fake, c *client.Client)) {
+	perProtocol(t, func(t *testing.T, proto string) {
+		clk, c := opsClient(t, proto)
+		test(t, clk, c)
+	})
 }
 
 // t0 is when the clock of an opsClient's server starts.

@@ -18,61 +18,57 @@ import (
 // every protocol; an invalid kind is refused naming the field; a request
 // id used again with another kind is refused as with another payload.
 func TestKinds(t *testing.T) {
-	for _, proto := range protocols {
-		t.Run(proto, func(t *testing.T) {
-			t.Parallel()
-			ctx := t.Context()
-			c := newClient(t, startServer(t, nil), client.Options{Protocol: proto})
-			one, err := c.Submit(ctx, client.SubmitRequest{Queue: "k", Kind: "send_email", RequestID: "r1"})
-			if err != nil || one.Task.Kind != "send_email" {
-				t.Fatalf("Submit with a kind: %+v, %v", one.Task, err)
+	eachProtocol(t, func(t *testing.T, c *client.Client) {
+		ctx := t.Context()
+		one, err := c.Submit(ctx, client.SubmitRequest{Queue: "k", Kind: "send_email", RequestID: "r1"})
+		if err != nil || one.Task.Kind != "send_email" {
+			t.Fatalf("Submit with a kind: %+v, %v", one.Task, err)
+		}
+		batch, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{
+			{Queue: "k", Kind: "billing.charge/v2"}, {Queue: "k"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{one.TaskID: "send_email", batch[0].TaskID: "billing.charge/v2", batch[1].TaskID: ""}
+		for id, kind := range want {
+			if got, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: id}); err != nil || got.Kind != kind {
+				t.Errorf("GetTask(%s): kind %q, %v; want %q", id, got.Kind, err, kind)
 			}
-			batch, err := c.SubmitBatch(ctx, client.SubmitBatchRequest{Requests: []client.SubmitRequest{
-				{Queue: "k", Kind: "billing.charge/v2"}, {Queue: "k"}}})
-			if err != nil {
-				t.Fatal(err)
+		}
+		listed, err := client.Collect(c.ListTasks(ctx, client.ListTasksRequest{Queue: "k"}))
+		if err != nil || len(listed) != 3 {
+			t.Fatalf("ListTasks: %d, %v", len(listed), err)
+		}
+		for _, l := range listed {
+			if l.Kind != want[l.ID] {
+				t.Errorf("ListTasks: task %s of kind %q, want %q", l.ID, l.Kind, want[l.ID])
 			}
-			want := map[string]string{one.TaskID: "send_email", batch[0].TaskID: "billing.charge/v2", batch[1].TaskID: ""}
-			for id, kind := range want {
-				if got, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: id}); err != nil || got.Kind != kind {
-					t.Errorf("GetTask(%s): kind %q, %v; want %q", id, got.Kind, err, kind)
-				}
+		}
+		leased, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "k", MaxTasks: 3, Wait: time.Second}))
+		if err != nil || len(leased) != 3 {
+			t.Fatalf("Lease: %d, %v", len(leased), err)
+		}
+		for _, l := range leased {
+			if l.Kind != want[l.ID] {
+				t.Errorf("Lease: task %s of kind %q, want %q", l.ID, l.Kind, want[l.ID])
 			}
-			listed, err := client.Collect(c.ListTasks(ctx, client.ListTasksRequest{Queue: "k"}))
-			if err != nil || len(listed) != 3 {
-				t.Fatalf("ListTasks: %d, %v", len(listed), err)
-			}
-			for _, l := range listed {
-				if l.Kind != want[l.ID] {
-					t.Errorf("ListTasks: task %s of kind %q, want %q", l.ID, l.Kind, want[l.ID])
-				}
-			}
-			leased, err := tasksOf(c.Lease(ctx, client.LeaseRequest{WorkerID: "w", Queue: "k", MaxTasks: 3, Wait: time.Second}))
-			if err != nil || len(leased) != 3 {
-				t.Fatalf("Lease: %d, %v", len(leased), err)
-			}
-			for _, l := range leased {
-				if l.Kind != want[l.ID] {
-					t.Errorf("Lease: task %s of kind %q, want %q", l.ID, l.Kind, want[l.ID])
-				}
-			}
+		}
 
-			for _, bad := range []string{"send email", "émail", strings.Repeat("k", 129)} {
-				_, err := c.Submit(ctx, client.SubmitRequest{Queue: "k", Kind: bad})
-				var e *client.Error
-				if !errors.Is(err, client.ErrInvalidArgument) || !errors.As(err, &e) || e.Field != "kind" {
-					t.Errorf("Submit of kind %.20q: %v; want invalid argument naming kind", bad, err)
-				}
+		for _, bad := range []string{"send email", "émail", strings.Repeat("k", 129)} {
+			_, err := c.Submit(ctx, client.SubmitRequest{Queue: "k", Kind: bad})
+			var e *client.Error
+			if !errors.Is(err, client.ErrInvalidArgument) || !errors.As(err, &e) || e.Field != "kind" {
+				t.Errorf("Submit of kind %.20q: %v; want invalid argument naming kind", bad, err)
 			}
-			_, err = c.Submit(ctx, client.SubmitRequest{Queue: "k", Kind: "other", RequestID: "r1"})
-			if !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), `kind "send_email", not "other"`) {
-				t.Errorf("Submit of request id r1 with another kind: %v; want it refused, naming both kinds", err)
-			}
-			if again, err := c.Submit(ctx, client.SubmitRequest{Queue: "k", Kind: "send_email", RequestID: "r1"}); err != nil || !again.Duplicate {
-				t.Errorf("Submit of r1 again, same kind: %+v, %v; want the duplicate", again, err)
-			}
-		})
-	}
+		}
+		_, err = c.Submit(ctx, client.SubmitRequest{Queue: "k", Kind: "other", RequestID: "r1"})
+		if !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), `kind "send_email", not "other"`) {
+			t.Errorf("Submit of request id r1 with another kind: %v; want it refused, naming both kinds", err)
+		}
+		if again, err := c.Submit(ctx, client.SubmitRequest{Queue: "k", Kind: "send_email", RequestID: "r1"}); err != nil || !again.Duplicate {
+			t.Errorf("Submit of r1 again, same kind: %+v, %v; want the duplicate", again, err)
+		}
+	})
 }
 
 // TestScheduleKind: a schedule's kind is kept with its definition and

@@ -22,78 +22,74 @@ import (
 // order, with its cursor; a Watch from any event's cursor gives exactly the
 // events after it; a Watch from now gives what comes next.
 func TestWatch(t *testing.T) {
-	for _, proto := range protocols {
-		t.Run(proto, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-			defer cancel()
-			c := newClient(t, apitest.Start(t, nil), client.Options{Protocol: proto})
-			var ids []string
-			for i := range 10 {
-				res, err := c.Submit(ctx, client.SubmitRequest{Namespace: "w", Queue: "q", Payload: fmt.Appendf(nil, "%d", i)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ids = append(ids, res.TaskID)
+	eachProtocol(t, func(t *testing.T, c *client.Client) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		var ids []string
+		for i := range 10 {
+			res, err := c.Submit(ctx, client.SubmitRequest{Namespace: "w", Queue: "q", Payload: fmt.Appendf(nil, "%d", i)})
+			if err != nil {
+				t.Fatal(err)
 			}
-			var seen []*client.Event
-			for ev, err := range c.Watch(ctx, client.EventFilter{Namespace: "w"}, client.CursorOldest) {
-				if err != nil {
-					t.Fatal(err)
-				}
-				seen = append(seen, ev)
-				if len(seen) == 10 {
-					break
-				}
+			ids = append(ids, res.TaskID)
+		}
+		var seen []*client.Event
+		for ev, err := range c.Watch(ctx, client.EventFilter{Namespace: "w"}, client.CursorOldest) {
+			if err != nil {
+				t.Fatal(err)
 			}
-			for i, ev := range seen {
-				if ev.Type != "TaskCreated" || ev.TaskID != ids[i] || ev.LSN != uint64(i+1) || ev.Namespace != "w" || ev.Queue != "q" ||
-					string(ev.Record.GetTaskCreated().GetPayload()) != fmt.Sprint(i) || ev.At.IsZero() || ev.Cursor == "" {
-					t.Fatalf("event %d: %+v", i, ev)
-				}
+			seen = append(seen, ev)
+			if len(seen) == 10 {
+				break
 			}
-			// From the fifth event's cursor: the sixth on.
-			var rest []string
-			for ev, err := range c.Watch(ctx, client.EventFilter{Namespace: "w"}, seen[4].Cursor) {
-				if err != nil {
-					t.Fatal(err)
-				}
-				rest = append(rest, ev.TaskID)
-				if len(rest) == 5 {
-					break
-				}
+		}
+		for i, ev := range seen {
+			if ev.Type != "TaskCreated" || ev.TaskID != ids[i] || ev.LSN != uint64(i+1) || ev.Namespace != "w" || ev.Queue != "q" ||
+				string(ev.Record.GetTaskCreated().GetPayload()) != fmt.Sprint(i) || ev.At.IsZero() || ev.Cursor == "" {
+				t.Fatalf("event %d: %+v", i, ev)
 			}
-			if fmt.Sprint(rest) != fmt.Sprint(ids[5:]) {
-				t.Fatalf("after the fifth: %v, want %v", rest, ids[5:])
+		}
+		// From the fifth event's cursor: the sixth on.
+		var rest []string
+		for ev, err := range c.Watch(ctx, client.EventFilter{Namespace: "w"}, seen[4].Cursor) {
+			if err != nil {
+				t.Fatal(err)
 			}
-			// From now: the next submit.
-			next := make(chan *client.Event, 1)
-			go func() {
-				for ev, err := range c.Watch(ctx, client.EventFilter{Namespace: "w", Types: []string{"TaskCreated"}}, client.CursorNow) {
-					if err == nil {
-						next <- ev
-					}
-					return
-				}
-			}()
-			var id string
-			for id == "" {
-				// The stream may open after the submit: submit until one is seen.
-				res, err := c.Submit(ctx, client.SubmitRequest{Namespace: "w", Queue: "q"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				select {
-				case ev := <-next:
-					if ev.LSN <= 10 {
-						t.Fatalf("a Watch from now gave %+v", ev)
-					}
-					id = res.TaskID
-				case <-time.After(100 * time.Millisecond):
-				}
+			rest = append(rest, ev.TaskID)
+			if len(rest) == 5 {
+				break
 			}
-		})
-	}
+		}
+		if fmt.Sprint(rest) != fmt.Sprint(ids[5:]) {
+			t.Fatalf("after the fifth: %v, want %v", rest, ids[5:])
+		}
+		// From now: the next submit.
+		next := make(chan *client.Event, 1)
+		go func() {
+			for ev, err := range c.Watch(ctx, client.EventFilter{Namespace: "w", Types: []string{"TaskCreated"}}, client.CursorNow) {
+				if err == nil {
+					next <- ev
+				}
+				return
+			}
+		}()
+		var id string
+		for id == "" {
+			// The stream may open after the submit: submit until one is seen.
+			res, err := c.Submit(ctx, client.SubmitRequest{Namespace: "w", Queue: "q"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case ev := <-next:
+				if ev.LSN <= 10 {
+					t.Fatalf("a Watch from now gave %+v", ev)
+				}
+				id = res.TaskID
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
 }
 
 // switchable serves whatever handler it holds now: a server that restarts
