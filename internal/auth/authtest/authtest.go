@@ -166,6 +166,32 @@ type call struct {
 	do      func(ctx context.Context, e *env, token string, tg target) answer
 }
 
+// at is what a unary call's request is about: the namespace, queue and
+// task of its target.
+type at struct {
+	ns, q string
+	task  string // the task of the target, for a call about one
+}
+
+// unary makes method m of the service client svc picks from the env, with
+// the request build makes for the target, and answers its error.
+func unary[C, Req, Resp any](svc func(*env) C, m func(C, context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), build func(at) *Req) func(context.Context, *env, string, target) answer {
+	return func(ctx context.Context, e *env, tok string, tg target) answer {
+		ns, q := tg.names()
+		_, err := m(svc(e), ctx, req(tok, build(at{ns: ns, q: q, task: e.task[tg]})))
+		return answerOf(err)
+	}
+}
+
+// The service clients of an env, for unary.
+func taskSvc(e *env) tenurev1connect.TaskServiceClient         { return e.tasks }
+func workerSvc(e *env) tenurev1connect.WorkerServiceClient     { return e.workers }
+func queueSvc(e *env) tenurev1connect.QueueServiceClient       { return e.queues }
+func scheduleSvc(e *env) tenurev1connect.ScheduleServiceClient { return e.sched }
+func outboxSvc(e *env) tenurev1connect.OutboxServiceClient     { return e.outbox }
+func adminSvc(e *env) tenurev1connect.AdminServiceClient       { return e.admin }
+func workflowSvc(e *env) tenurev1connect.WorkflowServiceClient { return e.wf }
+
 // before is a created_before that selects no task: the bulk actions of
 // the run change nothing.
 var before = timestamppb.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -173,9 +199,8 @@ var before = timestamppb.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
 // noTick is a time one second after which a yearly schedule has no tick.
 var noTick = time.Date(2001, 6, 1, 0, 0, 0, 0, time.UTC)
 
-func filter(tg target) *tenurev1.TaskFilter {
-	ns, q := tg.names()
-	return &tenurev1.TaskFilter{Namespace: ns, Queue: q, CreatedBefore: before}
+func filter(a at) *tenurev1.TaskFilter {
+	return &tenurev1.TaskFilter{Namespace: a.ns, Queue: a.q, CreatedBefore: before}
 }
 
 var (
@@ -186,99 +211,69 @@ var (
 // calls are the runner's way to make each call of the security guide's table,
 // by its name there.
 var calls = map[string]call{
-	"TaskService/Submit": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
-		_, err := e.tasks.Submit(ctx, req(tok, &tenurev1.SubmitRequest{Namespace: ns, Queue: q, Payload: []byte("authz")}))
-		return answerOf(err)
-	}},
-	"TaskService/SubmitBatch": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
-		_, err := e.tasks.SubmitBatch(ctx, req(tok, &tenurev1.SubmitBatchRequest{Requests: []*tenurev1.SubmitRequest{{Namespace: ns, Queue: q}}}))
-		return answerOf(err)
-	}},
-	"TaskService/GetTask": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		_, err := e.tasks.GetTask(ctx, req(tok, &tenurev1.GetTaskRequest{TaskId: e.task[tg]}))
-		return answerOf(err)
-	}},
-	"TaskService/ListTasks": {listings, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
-		_, err := e.tasks.ListTasks(ctx, req(tok, &tenurev1.ListTasksRequest{Namespace: ns, Queue: q, PageSize: 1}))
-		return answerOf(err)
-	}},
-	"TaskService/GetTaskHistory": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		_, err := e.tasks.GetTaskHistory(ctx, req(tok, &tenurev1.GetTaskHistoryRequest{TaskId: e.task[tg]}))
-		return answerOf(err)
-	}},
-	"TaskService/WaitTask": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		_, err := e.tasks.WaitTask(ctx, req(tok, &tenurev1.WaitTaskRequest{TaskId: e.task[tg]}))
-		return answerOf(err)
-	}},
-	"WorkflowService/GetWorkflow": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, _ := tg.names()
-		_, err := e.wf.GetWorkflow(ctx, req(tok, &tenurev1.GetWorkflowRequest{Namespace: ns, WorkflowId: "authz"}))
-		return answerOf(err)
-	}},
-	"WorkflowService/ListWorkflows": {listings, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, _ := tg.names()
-		_, err := e.wf.ListWorkflows(ctx, req(tok, &tenurev1.ListWorkflowsRequest{Namespace: ns}))
-		return answerOf(err)
-	}},
-	"WorkflowService/CancelWorkflow": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, _ := tg.names()
-		_, err := e.wf.CancelWorkflow(ctx, req(tok, &tenurev1.CancelWorkflowRequest{Namespace: ns, WorkflowId: "authz"}))
-		return answerOf(err)
-	}},
-	"WorkflowService/RetryWorkflow": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, _ := tg.names()
-		_, err := e.wf.RetryWorkflow(ctx, req(tok, &tenurev1.RetryWorkflowRequest{Namespace: ns, WorkflowId: "authz"}))
-		return answerOf(err)
-	}},
-	"WorkflowService/WaitWorkflow": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, _ := tg.names()
-		_, err := e.wf.WaitWorkflow(ctx, req(tok, &tenurev1.WaitWorkflowRequest{Namespace: ns, WorkflowId: "authz"}))
-		return answerOf(err)
-	}},
-	"TaskService/KillTask": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		_, err := e.tasks.KillTask(ctx, req(tok, &tenurev1.KillTaskRequest{TaskId: e.task[tg], Reason: "authz"}))
-		return answerOf(err)
-	}},
-	"TaskService/RetryTask": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		_, err := e.tasks.RetryTask(ctx, req(tok, &tenurev1.RetryTaskRequest{TaskId: e.task[tg], Reason: "authz"}))
-		return answerOf(err)
-	}},
-	"TaskService/RetryTasks": {listings, func(ctx context.Context, e *env, tok string, tg target) answer {
-		_, err := e.tasks.RetryTasks(ctx, req(tok, &tenurev1.RetryTasksRequest{Filter: filter(tg), Reason: "authz"}))
-		return answerOf(err)
-	}},
-	"TaskService/KillTasks": {listings, func(ctx context.Context, e *env, tok string, tg target) answer {
-		_, err := e.tasks.KillTasks(ctx, req(tok, &tenurev1.KillTasksRequest{Filter: filter(tg), Reason: "authz"}))
-		return answerOf(err)
-	}},
-	"TaskService/PurgeTasks": {listings, func(ctx context.Context, e *env, tok string, tg target) answer {
-		_, err := e.tasks.PurgeTasks(ctx, req(tok, &tenurev1.PurgeTasksRequest{Filter: filter(tg), Reason: "authz"}))
-		return answerOf(err)
-	}},
-	"WorkerService/Lease": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
-		_, err := e.workers.Lease(ctx, req(tok, &tenurev1.LeaseRequest{WorkerId: "authz", Namespace: ns, Queue: q, MaxTasks: 1, Wait: durationpb.New(0)}))
-		return answerOf(err)
-	}},
-	"WorkerService/Start": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		_, err := e.workers.Start(ctx, req(tok, &tenurev1.StartRequest{TaskId: e.task[tg], LeaseId: "authz-lease"}))
-		return answerOf(err)
-	}},
-	"WorkerService/Heartbeat": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		_, err := e.workers.Heartbeat(ctx, req(tok, &tenurev1.HeartbeatRequest{TaskId: e.task[tg], LeaseId: "authz-lease"}))
-		return answerOf(err)
-	}},
-	"WorkerService/Commit": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		_, err := e.workers.Commit(ctx, req(tok, &tenurev1.CommitRequest{TaskId: e.task[tg], LeaseId: "authz-lease"}))
-		return answerOf(err)
-	}},
-	"WorkerService/Complete": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		_, err := e.workers.Complete(ctx, req(tok, &tenurev1.CompleteRequest{TaskId: e.task[tg], LeaseId: "authz-lease"}))
-		return answerOf(err)
-	}},
+	"TaskService/Submit": {named, unary(taskSvc, tenurev1connect.TaskServiceClient.Submit, func(a at) *tenurev1.SubmitRequest {
+		return &tenurev1.SubmitRequest{Namespace: a.ns, Queue: a.q, Payload: []byte("authz")}
+	})},
+	"TaskService/SubmitBatch": {named, unary(taskSvc, tenurev1connect.TaskServiceClient.SubmitBatch, func(a at) *tenurev1.SubmitBatchRequest {
+		return &tenurev1.SubmitBatchRequest{Requests: []*tenurev1.SubmitRequest{{Namespace: a.ns, Queue: a.q}}}
+	})},
+	"TaskService/GetTask": {named, unary(taskSvc, tenurev1connect.TaskServiceClient.GetTask, func(a at) *tenurev1.GetTaskRequest {
+		return &tenurev1.GetTaskRequest{TaskId: a.task}
+	})},
+	"TaskService/ListTasks": {listings, unary(taskSvc, tenurev1connect.TaskServiceClient.ListTasks, func(a at) *tenurev1.ListTasksRequest {
+		return &tenurev1.ListTasksRequest{Namespace: a.ns, Queue: a.q, PageSize: 1}
+	})},
+	"TaskService/GetTaskHistory": {named, unary(taskSvc, tenurev1connect.TaskServiceClient.GetTaskHistory, func(a at) *tenurev1.GetTaskHistoryRequest {
+		return &tenurev1.GetTaskHistoryRequest{TaskId: a.task}
+	})},
+	"TaskService/WaitTask": {named, unary(taskSvc, tenurev1connect.TaskServiceClient.WaitTask, func(a at) *tenurev1.WaitTaskRequest {
+		return &tenurev1.WaitTaskRequest{TaskId: a.task}
+	})},
+	"WorkflowService/GetWorkflow": {named, unary(workflowSvc, tenurev1connect.WorkflowServiceClient.GetWorkflow, func(a at) *tenurev1.GetWorkflowRequest {
+		return &tenurev1.GetWorkflowRequest{Namespace: a.ns, WorkflowId: "authz"}
+	})},
+	"WorkflowService/ListWorkflows": {listings, unary(workflowSvc, tenurev1connect.WorkflowServiceClient.ListWorkflows, func(a at) *tenurev1.ListWorkflowsRequest {
+		return &tenurev1.ListWorkflowsRequest{Namespace: a.ns}
+	})},
+	"WorkflowService/CancelWorkflow": {named, unary(workflowSvc, tenurev1connect.WorkflowServiceClient.CancelWorkflow, func(a at) *tenurev1.CancelWorkflowRequest {
+		return &tenurev1.CancelWorkflowRequest{Namespace: a.ns, WorkflowId: "authz"}
+	})},
+	"WorkflowService/RetryWorkflow": {named, unary(workflowSvc, tenurev1connect.WorkflowServiceClient.RetryWorkflow, func(a at) *tenurev1.RetryWorkflowRequest {
+		return &tenurev1.RetryWorkflowRequest{Namespace: a.ns, WorkflowId: "authz"}
+	})},
+	"WorkflowService/WaitWorkflow": {named, unary(workflowSvc, tenurev1connect.WorkflowServiceClient.WaitWorkflow, func(a at) *tenurev1.WaitWorkflowRequest {
+		return &tenurev1.WaitWorkflowRequest{Namespace: a.ns, WorkflowId: "authz"}
+	})},
+	"TaskService/KillTask": {named, unary(taskSvc, tenurev1connect.TaskServiceClient.KillTask, func(a at) *tenurev1.KillTaskRequest {
+		return &tenurev1.KillTaskRequest{TaskId: a.task, Reason: "authz"}
+	})},
+	"TaskService/RetryTask": {named, unary(taskSvc, tenurev1connect.TaskServiceClient.RetryTask, func(a at) *tenurev1.RetryTaskRequest {
+		return &tenurev1.RetryTaskRequest{TaskId: a.task, Reason: "authz"}
+	})},
+	"TaskService/RetryTasks": {listings, unary(taskSvc, tenurev1connect.TaskServiceClient.RetryTasks, func(a at) *tenurev1.RetryTasksRequest {
+		return &tenurev1.RetryTasksRequest{Filter: filter(a), Reason: "authz"}
+	})},
+	"TaskService/KillTasks": {listings, unary(taskSvc, tenurev1connect.TaskServiceClient.KillTasks, func(a at) *tenurev1.KillTasksRequest {
+		return &tenurev1.KillTasksRequest{Filter: filter(a), Reason: "authz"}
+	})},
+	"TaskService/PurgeTasks": {listings, unary(taskSvc, tenurev1connect.TaskServiceClient.PurgeTasks, func(a at) *tenurev1.PurgeTasksRequest {
+		return &tenurev1.PurgeTasksRequest{Filter: filter(a), Reason: "authz"}
+	})},
+	"WorkerService/Lease": {named, unary(workerSvc, tenurev1connect.WorkerServiceClient.Lease, func(a at) *tenurev1.LeaseRequest {
+		return &tenurev1.LeaseRequest{WorkerId: "authz", Namespace: a.ns, Queue: a.q, MaxTasks: 1, Wait: durationpb.New(0)}
+	})},
+	"WorkerService/Start": {named, unary(workerSvc, tenurev1connect.WorkerServiceClient.Start, func(a at) *tenurev1.StartRequest {
+		return &tenurev1.StartRequest{TaskId: a.task, LeaseId: "authz-lease"}
+	})},
+	"WorkerService/Heartbeat": {named, unary(workerSvc, tenurev1connect.WorkerServiceClient.Heartbeat, func(a at) *tenurev1.HeartbeatRequest {
+		return &tenurev1.HeartbeatRequest{TaskId: a.task, LeaseId: "authz-lease"}
+	})},
+	"WorkerService/Commit": {named, unary(workerSvc, tenurev1connect.WorkerServiceClient.Commit, func(a at) *tenurev1.CommitRequest {
+		return &tenurev1.CommitRequest{TaskId: a.task, LeaseId: "authz-lease"}
+	})},
+	"WorkerService/Complete": {named, unary(workerSvc, tenurev1connect.WorkerServiceClient.Complete, func(a at) *tenurev1.CompleteRequest {
+		return &tenurev1.CompleteRequest{TaskId: a.task, LeaseId: "authz-lease"}
+	})},
 	"WorkerService/CompleteBatch": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
 		resp, err := e.workers.CompleteBatch(ctx, req(tok, &tenurev1.CompleteBatchRequest{Items: []*tenurev1.CompleteRequest{{TaskId: e.task[tg], LeaseId: "authz-lease"}}}))
 		if err != nil {
@@ -299,86 +294,58 @@ var calls = map[string]call{
 		}
 		return answer{code, r[0].GetMessage()}
 	}},
-	"WorkerService/Fail": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		_, err := e.workers.Fail(ctx, req(tok, &tenurev1.FailRequest{TaskId: e.task[tg], LeaseId: "authz-lease", Reason: "authz"}))
-		return answerOf(err)
-	}},
-	"WorkerService/Snooze": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		_, err := e.workers.Snooze(ctx, req(tok, &tenurev1.SnoozeRequest{TaskId: e.task[tg], LeaseId: "authz-lease", Reason: "authz"}))
-		return answerOf(err)
-	}},
-	"QueueService/ListQueues": {[]target{tgIn, tgOtherNamespace, tgEvery}, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, _ := tg.names()
-		_, err := e.queues.ListQueues(ctx, req(tok, &tenurev1.ListQueuesRequest{Namespace: ns}))
-		return answerOf(err)
-	}},
-	"QueueService/GetQueue": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
-		_, err := e.queues.GetQueue(ctx, req(tok, &tenurev1.GetQueueRequest{Namespace: ns, Queue: q}))
-		return answerOf(err)
-	}},
-	"QueueService/PauseQueue": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
-		_, err := e.queues.PauseQueue(ctx, req(tok, &tenurev1.PauseQueueRequest{Namespace: ns, Queue: q, Reason: "authz"}))
-		return answerOf(err)
-	}},
-	"QueueService/ResumeQueue": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
-		_, err := e.queues.ResumeQueue(ctx, req(tok, &tenurev1.ResumeQueueRequest{Namespace: ns, Queue: q, Reason: "authz"}))
-		return answerOf(err)
-	}},
-	"QueueService/SetQueueLimits": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
+	"WorkerService/Fail": {named, unary(workerSvc, tenurev1connect.WorkerServiceClient.Fail, func(a at) *tenurev1.FailRequest {
+		return &tenurev1.FailRequest{TaskId: a.task, LeaseId: "authz-lease", Reason: "authz"}
+	})},
+	"WorkerService/Snooze": {named, unary(workerSvc, tenurev1connect.WorkerServiceClient.Snooze, func(a at) *tenurev1.SnoozeRequest {
+		return &tenurev1.SnoozeRequest{TaskId: a.task, LeaseId: "authz-lease", Reason: "authz"}
+	})},
+	"QueueService/ListQueues": {[]target{tgIn, tgOtherNamespace, tgEvery}, unary(queueSvc, tenurev1connect.QueueServiceClient.ListQueues, func(a at) *tenurev1.ListQueuesRequest {
+		return &tenurev1.ListQueuesRequest{Namespace: a.ns}
+	})},
+	"QueueService/GetQueue": {named, unary(queueSvc, tenurev1connect.QueueServiceClient.GetQueue, func(a at) *tenurev1.GetQueueRequest {
+		return &tenurev1.GetQueueRequest{Namespace: a.ns, Queue: a.q}
+	})},
+	"QueueService/PauseQueue": {named, unary(queueSvc, tenurev1connect.QueueServiceClient.PauseQueue, func(a at) *tenurev1.PauseQueueRequest {
+		return &tenurev1.PauseQueueRequest{Namespace: a.ns, Queue: a.q, Reason: "authz"}
+	})},
+	"QueueService/ResumeQueue": {named, unary(queueSvc, tenurev1connect.QueueServiceClient.ResumeQueue, func(a at) *tenurev1.ResumeQueueRequest {
+		return &tenurev1.ResumeQueueRequest{Namespace: a.ns, Queue: a.q, Reason: "authz"}
+	})},
+	"QueueService/SetQueueLimits": {named, unary(queueSvc, tenurev1connect.QueueServiceClient.SetQueueLimits, func(a at) *tenurev1.SetQueueLimitsRequest {
 		conc := uint32(100)
-		_, err := e.queues.SetQueueLimits(ctx, req(tok, &tenurev1.SetQueueLimitsRequest{Namespace: ns, Queue: q, MaxConcurrency: &conc, Reason: "authz"}))
-		return answerOf(err)
-	}},
+		return &tenurev1.SetQueueLimitsRequest{Namespace: a.ns, Queue: a.q, MaxConcurrency: &conc, Reason: "authz"}
+	})},
 	// The schedule calls name schedule "authz", which CreateSchedule
 	// makes (yearly: it fires nothing during a run); a call about it
 	// before that, or after DeleteSchedule, is answered not_found, which
 	// is no refusal.
-	"ScheduleService/CreateSchedule": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
-		_, err := e.sched.CreateSchedule(ctx, req(tok, &tenurev1.CreateScheduleRequest{Namespace: ns, Queue: q, Name: "authz", Cron: "@yearly"}))
-		return answerOf(err)
-	}},
-	"ScheduleService/GetSchedule": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
-		_, err := e.sched.GetSchedule(ctx, req(tok, &tenurev1.GetScheduleRequest{Namespace: ns, Queue: q, Name: "authz"}))
-		return answerOf(err)
-	}},
-	"ScheduleService/ListSchedules": {listings, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
-		_, err := e.sched.ListSchedules(ctx, req(tok, &tenurev1.ListSchedulesRequest{Namespace: ns, Queue: q}))
-		return answerOf(err)
-	}},
-	"ScheduleService/UpdateSchedule": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
-		_, err := e.sched.UpdateSchedule(ctx, req(tok, &tenurev1.UpdateScheduleRequest{Namespace: ns, Queue: q, Name: "authz", Cron: "@yearly", Reason: "authz"}))
-		return answerOf(err)
-	}},
-	"ScheduleService/PauseSchedule": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
-		_, err := e.sched.PauseSchedule(ctx, req(tok, &tenurev1.PauseScheduleRequest{Namespace: ns, Queue: q, Name: "authz", Reason: "authz"}))
-		return answerOf(err)
-	}},
-	"ScheduleService/ResumeSchedule": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
-		_, err := e.sched.ResumeSchedule(ctx, req(tok, &tenurev1.ResumeScheduleRequest{Namespace: ns, Queue: q, Name: "authz", Reason: "authz"}))
-		return answerOf(err)
-	}},
-	"ScheduleService/DeleteSchedule": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
-		_, err := e.sched.DeleteSchedule(ctx, req(tok, &tenurev1.DeleteScheduleRequest{Namespace: ns, Queue: q, Name: "authz", Reason: "authz"}))
-		return answerOf(err)
-	}},
-	"ScheduleService/BackfillSchedule": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
+	"ScheduleService/CreateSchedule": {named, unary(scheduleSvc, tenurev1connect.ScheduleServiceClient.CreateSchedule, func(a at) *tenurev1.CreateScheduleRequest {
+		return &tenurev1.CreateScheduleRequest{Namespace: a.ns, Queue: a.q, Name: "authz", Cron: "@yearly"}
+	})},
+	"ScheduleService/GetSchedule": {named, unary(scheduleSvc, tenurev1connect.ScheduleServiceClient.GetSchedule, func(a at) *tenurev1.GetScheduleRequest {
+		return &tenurev1.GetScheduleRequest{Namespace: a.ns, Queue: a.q, Name: "authz"}
+	})},
+	"ScheduleService/ListSchedules": {listings, unary(scheduleSvc, tenurev1connect.ScheduleServiceClient.ListSchedules, func(a at) *tenurev1.ListSchedulesRequest {
+		return &tenurev1.ListSchedulesRequest{Namespace: a.ns, Queue: a.q}
+	})},
+	"ScheduleService/UpdateSchedule": {named, unary(scheduleSvc, tenurev1connect.ScheduleServiceClient.UpdateSchedule, func(a at) *tenurev1.UpdateScheduleRequest {
+		return &tenurev1.UpdateScheduleRequest{Namespace: a.ns, Queue: a.q, Name: "authz", Cron: "@yearly", Reason: "authz"}
+	})},
+	"ScheduleService/PauseSchedule": {named, unary(scheduleSvc, tenurev1connect.ScheduleServiceClient.PauseSchedule, func(a at) *tenurev1.PauseScheduleRequest {
+		return &tenurev1.PauseScheduleRequest{Namespace: a.ns, Queue: a.q, Name: "authz", Reason: "authz"}
+	})},
+	"ScheduleService/ResumeSchedule": {named, unary(scheduleSvc, tenurev1connect.ScheduleServiceClient.ResumeSchedule, func(a at) *tenurev1.ResumeScheduleRequest {
+		return &tenurev1.ResumeScheduleRequest{Namespace: a.ns, Queue: a.q, Name: "authz", Reason: "authz"}
+	})},
+	"ScheduleService/DeleteSchedule": {named, unary(scheduleSvc, tenurev1connect.ScheduleServiceClient.DeleteSchedule, func(a at) *tenurev1.DeleteScheduleRequest {
+		return &tenurev1.DeleteScheduleRequest{Namespace: a.ns, Queue: a.q, Name: "authz", Reason: "authz"}
+	})},
+	"ScheduleService/BackfillSchedule": {named, unary(scheduleSvc, tenurev1connect.ScheduleServiceClient.BackfillSchedule, func(a at) *tenurev1.BackfillScheduleRequest {
 		// A range of one second without a tick of @yearly: nothing fires.
-		_, err := e.sched.BackfillSchedule(ctx, req(tok, &tenurev1.BackfillScheduleRequest{Namespace: ns, Queue: q, Name: "authz",
-			Start: timestamppb.New(noTick), End: timestamppb.New(noTick.Add(time.Second))}))
-		return answerOf(err)
-	}},
+		return &tenurev1.BackfillScheduleRequest{Namespace: a.ns, Queue: a.q, Name: "authz",
+			Start: timestamppb.New(noTick), End: timestamppb.New(noTick.Add(time.Second))}
+	})},
 	"EventService/WatchEvents": {listings, func(ctx context.Context, e *env, tok string, tg target) answer {
 		ns, q := tg.names()
 		ctx, cancel := context.WithCancel(ctx)
@@ -394,38 +361,29 @@ var calls = map[string]call{
 		}
 		return answer{}
 	}},
-	"OutboxService/Relay": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
-		_, err := e.outbox.Relay(ctx, req(tok, &tenurev1.RelayRequest{Outbox: "authz", Rows: []*tenurev1.OutboxRow{
-			{Row: 1, Request: &tenurev1.SubmitRequest{Namespace: ns, Queue: q, RequestId: "authz-" + ns + "-" + q}}}}))
-		return answerOf(err)
-	}},
-	"OutboxService/Release": {named, func(ctx context.Context, e *env, tok string, tg target) answer {
-		ns, q := tg.names()
-		_, err := e.outbox.Release(ctx, req(tok, &tenurev1.ReleaseRequest{Outbox: "authz", Rows: []*tenurev1.OutboxHold{
-			{Row: 1, Namespace: ns, Queue: q, RequestId: "authz-" + ns + "-" + q}}}))
-		return answerOf(err)
-	}},
-	"OutboxService/ListOutboxHolds": {[]target{tgEvery}, func(ctx context.Context, e *env, tok string, _ target) answer {
-		_, err := e.outbox.ListOutboxHolds(ctx, req(tok, &tenurev1.ListOutboxHoldsRequest{}))
-		return answerOf(err)
-	}},
-	"OutboxService/ListOutboxes": {[]target{tgEvery}, func(ctx context.Context, e *env, tok string, _ target) answer {
-		_, err := e.outbox.ListOutboxes(ctx, req(tok, &tenurev1.ListOutboxesRequest{}))
-		return answerOf(err)
-	}},
-	"AdminService/Snapshot": {[]target{tgEvery}, func(ctx context.Context, e *env, tok string, _ target) answer {
-		_, err := e.admin.Snapshot(ctx, req(tok, &tenurev1.SnapshotRequest{}))
-		return answerOf(err)
-	}},
-	"AdminService/WhoAmI": {[]target{tgNone}, func(ctx context.Context, e *env, tok string, _ target) answer {
-		_, err := e.admin.WhoAmI(ctx, req(tok, &tenurev1.WhoAmIRequest{}))
-		return answerOf(err)
-	}},
-	"AdminService/GetCluster": {[]target{tgEvery}, func(ctx context.Context, e *env, tok string, _ target) answer {
-		_, err := e.admin.GetCluster(ctx, req(tok, &tenurev1.GetClusterRequest{}))
-		return answerOf(err)
-	}},
+	"OutboxService/Relay": {named, unary(outboxSvc, tenurev1connect.OutboxServiceClient.Relay, func(a at) *tenurev1.RelayRequest {
+		return &tenurev1.RelayRequest{Outbox: "authz", Rows: []*tenurev1.OutboxRow{
+			{Row: 1, Request: &tenurev1.SubmitRequest{Namespace: a.ns, Queue: a.q, RequestId: "authz-" + a.ns + "-" + a.q}}}}
+	})},
+	"OutboxService/Release": {named, unary(outboxSvc, tenurev1connect.OutboxServiceClient.Release, func(a at) *tenurev1.ReleaseRequest {
+		return &tenurev1.ReleaseRequest{Outbox: "authz", Rows: []*tenurev1.OutboxHold{
+			{Row: 1, Namespace: a.ns, Queue: a.q, RequestId: "authz-" + a.ns + "-" + a.q}}}
+	})},
+	"OutboxService/ListOutboxHolds": {[]target{tgEvery}, unary(outboxSvc, tenurev1connect.OutboxServiceClient.ListOutboxHolds, func(_ at) *tenurev1.ListOutboxHoldsRequest {
+		return &tenurev1.ListOutboxHoldsRequest{}
+	})},
+	"OutboxService/ListOutboxes": {[]target{tgEvery}, unary(outboxSvc, tenurev1connect.OutboxServiceClient.ListOutboxes, func(_ at) *tenurev1.ListOutboxesRequest {
+		return &tenurev1.ListOutboxesRequest{}
+	})},
+	"AdminService/Snapshot": {[]target{tgEvery}, unary(adminSvc, tenurev1connect.AdminServiceClient.Snapshot, func(_ at) *tenurev1.SnapshotRequest {
+		return &tenurev1.SnapshotRequest{}
+	})},
+	"AdminService/WhoAmI": {[]target{tgNone}, unary(adminSvc, tenurev1connect.AdminServiceClient.WhoAmI, func(_ at) *tenurev1.WhoAmIRequest {
+		return &tenurev1.WhoAmIRequest{}
+	})},
+	"AdminService/GetCluster": {[]target{tgEvery}, unary(adminSvc, tenurev1connect.AdminServiceClient.GetCluster, func(_ at) *tenurev1.GetClusterRequest {
+		return &tenurev1.GetClusterRequest{}
+	})},
 	auth.MetricsCall: {[]target{tgEvery}, func(ctx context.Context, e *env, tok string, _ target) answer {
 		return e.get(ctx, "/metrics", tok)
 	}},
