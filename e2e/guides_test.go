@@ -29,16 +29,61 @@ func guideCommands(t *testing.T, guide, name string) []guideCommand {
 	return cmds
 }
 
+// guideOnServer runs the commands between a guide's name markers against
+// a fresh server, and returns the server and the shell they ran in.
+func guideOnServer(t *testing.T, guide, name string) (*serverProc, *guideShell) {
+	t.Helper()
+	cmds := guideCommands(t, guide, name)
+	srv := startServerProc(t, t.TempDir())
+	sh := newGuideShell(t, srv.addr)
+	sh.run(cmds)
+	return srv, sh
+}
+
+// TestGuideBlocks runs blocks of the guides' commands, each against a
+// fresh server; what each shows is what its comments say it prints.
+func TestGuideBlocks(t *testing.T) {
+	for _, g := range []struct {
+		name         string
+		guide, block string
+		tools        []string
+	}{
+		// The grpcurl commands of "Probes and tools" (server.md) list the
+		// services, ask the health service and submit a task, through
+		// server reflection.
+		{"ServerGRPCurl", "server.md", "server-grpcurl", []string{"grpcurl"}},
+		// The queue limit commands set, change and clear a queue's limits,
+		// and queue get shows them.
+		{"FlowControl", "flow-control.md", "flow-control", nil},
+		// The section on keys: tasks submitted with keys, the limits of the
+		// queue's keys set, its keys shown with queue get, and an ordered
+		// key with a key max concurrency of 2 refused.
+		{"FlowKeys", "flow-control.md", "flow-keys", nil},
+		// The command-line walk: tasks that depend on others, BLOCKED until
+		// the exec workers ran those, their results in the dependent's
+		// environment, a --wait that times out.
+		{"WorkflowsCLI", "workflows.md", "workflows-cli", nil},
+		// A workflow seen, cancelled, retried and run to its end from the
+		// command line.
+		{"WorkflowsOps", "workflows.md", "workflows-ops", []string{"curl"}},
+		// A schedule created and shown.
+		{"Schedules", "schedules.md", "schedules", nil},
+	} {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			lookTools(t, g.tools...)
+			guideOnServer(t, g.guide, g.block)
+		})
+	}
+}
+
 // TestGuideServerCurl: the curl calls of "The API over HTTP and gRPC"
 // (docs/guides/server.md) submit a task, lease it and complete it, and
 // show an error, as their comments say.
 func TestGuideServerCurl(t *testing.T) {
 	t.Parallel()
-	lookTool(t, "curl", "apt-get install curl")
-	cmds := guideCommands(t, "server.md", "server-curl")
-	srv := startServerProc(t, t.TempDir())
-	sh := newGuideShell(t, srv.addr)
-	sh.run(cmds)
+	lookTools(t, "curl")
+	srv, sh := guideOnServer(t, "server.md", "server-curl")
 
 	// What the comments named: the task curl completed.
 	id := sh.vars["TASK_ID"]
@@ -53,18 +98,6 @@ func TestGuideServerCurl(t *testing.T) {
 	}
 }
 
-// TestGuideServerGRPCurl: the grpcurl commands of "Probes and tools"
-// (docs/guides/server.md) list the services, ask the health service and
-// submit a task, through server reflection.
-func TestGuideServerGRPCurl(t *testing.T) {
-	t.Parallel()
-	lookTool(t, "grpcurl", "go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4")
-	cmds := guideCommands(t, "server.md", "server-grpcurl")
-	srv := startServerProc(t, t.TempDir())
-	sh := newGuideShell(t, srv.addr)
-	sh.run(cmds)
-}
-
 // TestGuideTLS follows docs/guides/tls.md on a fresh machine: its openssl
 // recipe makes a CA and the server's and a client's certificates; the
 // servers it shows start with those files (HTTPS, then client certificates
@@ -72,9 +105,7 @@ func TestGuideServerGRPCurl(t *testing.T) {
 // second with them.
 func TestGuideTLS(t *testing.T) {
 	t.Parallel()
-	lookTool(t, "openssl", "apt-get install openssl")
-	lookTool(t, "curl", "apt-get install curl")
-	lookTool(t, "grpcurl", "go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4")
+	lookTools(t, "openssl", "curl", "grpcurl")
 	sh := newGuideShell(t, "")
 	sh.run(guideCommands(t, "tls.md", "tls-certs"))
 	sh.run(guideCommands(t, "tls.md", "tls-server"))
@@ -121,7 +152,7 @@ func TestGuideTLS(t *testing.T) {
 // as make ui does).
 func TestGuideTypeScript(t *testing.T) {
 	t.Parallel()
-	lookTool(t, "node", "apt-get install nodejs npm")
+	lookTools(t, "node")
 	if _, err := os.Stat(repoPath("clients", "ts", "node_modules", "@connectrpc")); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("clients/ts has no packages installed and CI is set (make ui installs them): %v", err)
@@ -161,58 +192,12 @@ func TestGuideTypeScript(t *testing.T) {
 	})
 }
 
-// TestGuideFlowControl: the queue limit commands of
-// docs/guides/flow-control.md set, change and clear a queue's limits, and
-// queue get shows them, as their comments say.
-func TestGuideFlowControl(t *testing.T) {
-	t.Parallel()
-	cmds := guideCommands(t, "flow-control.md", "flow-control")
-	srv := startServerProc(t, t.TempDir())
-	sh := newGuideShell(t, srv.addr)
-	sh.run(cmds)
-}
-
-// TestGuideWorkflowsCLI: the command-line walk of docs/guides/workflows.md
-// (tasks that depend on others, BLOCKED until the exec workers ran those,
-// their results in the dependent's environment, a --wait that times out).
-func TestGuideWorkflowsCLI(t *testing.T) {
-	t.Parallel()
-	cmds := guideCommands(t, "workflows.md", "workflows-cli")
-	srv := startServerProc(t, t.TempDir())
-	sh := newGuideShell(t, srv.addr)
-	sh.run(cmds)
-}
-
-// TestGuideFlowKeys: the commands of docs/guides/flow-control.md's
-// section on keys submit tasks with keys, set the limits of the queue's
-// keys, show its keys with queue get, and refuse an ordered key with a
-// key max concurrency of 2, as their comments say.
-func TestGuideFlowKeys(t *testing.T) {
-	t.Parallel()
-	cmds := guideCommands(t, "flow-control.md", "flow-keys")
-	srv := startServerProc(t, t.TempDir())
-	sh := newGuideShell(t, srv.addr)
-	sh.run(cmds)
-}
-
-// TestGuideWorkflowsOps: docs/guides/workflows.md's workflow seen,
-// cancelled, retried and run to its end from the command line.
-func TestGuideWorkflowsOps(t *testing.T) {
-	t.Parallel()
-	lookTool(t, "curl", "apt-get install curl")
-	cmds := guideCommands(t, "workflows.md", "workflows-ops")
-	srv := startServerProc(t, t.TempDir())
-	sh := newGuideShell(t, srv.addr)
-	sh.run(cmds)
-}
-
 // TestGuideSecurityTokens follows the token example of
 // docs/guides/security.md: two tokens made, a server on that file, and
 // the command line, curl and grpcurl calling it with the admin's token.
 func TestGuideSecurityTokens(t *testing.T) {
 	t.Parallel()
-	lookTool(t, "curl", "apt-get install curl")
-	lookTool(t, "grpcurl", "go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4")
+	lookTools(t, "curl", "grpcurl")
 	sh := newGuideShell(t, "")
 	sh.run(guideCommands(t, "security.md", "security-tokens"))
 	if len(sh.servers) != 1 {
@@ -245,16 +230,6 @@ func TestGuideSnapshots(t *testing.T) {
 		t.Fatalf("the server exited %d on SIGTERM, want 0", code)
 	}
 	sh.run(guideCommands(t, "snapshots.md", "snapshots-offline"))
-}
-
-// TestGuideSchedules: docs/guides/schedules.md's schedule is created and
-// shown as its comment says.
-func TestGuideSchedules(t *testing.T) {
-	t.Parallel()
-	cmds := guideCommands(t, "schedules.md", "schedules")
-	srv := startServerProc(t, t.TempDir())
-	sh := newGuideShell(t, srv.addr)
-	sh.run(cmds)
 }
 
 // TestGuideOutboxSQL: the SQL docs/guides/outbox.md shows for teams that

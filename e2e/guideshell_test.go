@@ -76,6 +76,27 @@ func lookTool(t *testing.T, name, install string) string {
 	return ""
 }
 
+// guideTools are the programs the guides' commands run, with how to
+// install each.
+var guideTools = map[string]string{
+	"curl":    "apt-get install curl",
+	"grpcurl": "go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4",
+	"node":    "apt-get install nodejs npm",
+	"openssl": "apt-get install openssl",
+}
+
+// lookTools is lookTool for each of names, programs of guideTools.
+func lookTools(t *testing.T, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		install, ok := guideTools[name]
+		if !ok {
+			t.Fatalf("guideTools does not say how to install %s", name)
+		}
+		lookTool(t, name, install)
+	}
+}
+
 // fencedBlock is one fenced code block of a Markdown file.
 type fencedBlock struct {
 	lang string // its info string: sh, js, …

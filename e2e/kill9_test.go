@@ -215,13 +215,7 @@ func (l *loadRound) commit(ctx context.Context, c *apiClients, id, lease string)
 	if tok := resp.Msg.GetFencingToken(); tok.GetTaskId() != id || tok.GetAttempt() == 0 {
 		l.t.Errorf("Commit of task %s answered fencing token %v", id, tok)
 	}
-	l.led.mu.Lock()
-	if prev, ok := l.led.committed[id]; ok && prev != lease {
-		l.t.Errorf("task %s: commits by lease %s and by lease %s were both acknowledged", id, prev, lease)
-	}
-	l.led.committed[id] = lease
-	l.led.mu.Unlock()
-	l.ack()
+	l.acked(l.led.committed, "commits", id, lease)
 	return true
 }
 
@@ -232,14 +226,21 @@ func (l *loadRound) complete(ctx context.Context, c *apiClients, id, lease strin
 		l.failed(ctx, c, "Complete", err)
 		return false
 	}
+	l.acked(l.led.completed, "completions", id, lease)
+	return true
+}
+
+// acked records in byLease (the ledger's committed or completed) that
+// lease's call on task id was acknowledged: another lease's acknowledged
+// before it is an error.
+func (l *loadRound) acked(byLease map[string]string, calls, id, lease string) {
 	l.led.mu.Lock()
-	if prev, ok := l.led.completed[id]; ok && prev != lease {
-		l.t.Errorf("task %s: completions by lease %s and by lease %s were both acknowledged", id, prev, lease)
+	if prev, ok := byLease[id]; ok && prev != lease {
+		l.t.Errorf("task %s: %s by lease %s and by lease %s were both acknowledged", id, calls, prev, lease)
 	}
-	l.led.completed[id] = lease
+	byLease[id] = lease
 	l.led.mu.Unlock()
 	l.ack()
-	return true
 }
 
 // e2eSeed is TENURE_E2E_SEED if set, else fresh; it logs the seed, to
@@ -284,33 +285,18 @@ func TestKill9UnderLoad(t *testing.T) {
 			reached: make(chan struct{}),
 			errors:  map[string]int{},
 		}
-		js, gs := newJSONClients(srv), newGRPCClients(srv)
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for i, c := range []*apiClients{js, gs, js, gs} {
-			r := rand.New(rand.NewPCG(seed, uint64(round*100+i)))
-			wg.Go(func() { l.submitter(ctx, c, r) })
-		}
-		for i, c := range []*apiClients{js, gs, js, gs} {
-			r := rand.New(rand.NewPCG(seed, uint64(round*100+50+i)))
-			name := fmt.Sprintf("w%d-%s-%d", round, c.proto, i)
-			wg.Go(func() { l.worker(ctx, c, name, r) })
-		}
-		timer := time.NewTimer(maxRound)
-		select {
-		case <-l.reached:
-		case <-timer.C:
-			t.Logf("round %d: target of %d acknowledgements not reached in %v; killing at %d", round, l.target, maxRound, l.acks.Load())
-		case <-srv.done:
-			t.Fatalf("round %d: the server exited under load: %v", round, srv.waitErr)
-		}
-		timer.Stop()
-		killedAt := l.acks.Load()
-		srv.kill9(t) // while the load runs
-		cancel()
-		wg.Wait()
-		js.close()
-		gs.close()
+		var killedAt int64
+		kill9Round{
+			seed: seed, round: round, maxRound: maxRound, reached: l.reached,
+			client: func(ctx context.Context, c *apiClients, _ int, r *rand.Rand) { l.submitter(ctx, c, r) },
+			worker: func(ctx context.Context, c *apiClients, _ int, name string, r *rand.Rand) { l.worker(ctx, c, name, r) },
+			killing: func(reached bool) {
+				killedAt = l.acks.Load()
+				if !reached {
+					t.Logf("round %d: target of %d acknowledgements not reached in %v; killing at %d", round, l.target, maxRound, killedAt)
+				}
+			},
+		}.run(t, srv)
 		led.mu.Lock()
 		t.Logf("round %d: killed -9 after %d acknowledgements (target %d; %d by the time the load stopped; %d finalisations); totals: %d submitted, %d committed, %d completed; errors while dying: %v",
 			round, killedAt, l.target, l.acks.Load(), l.finalised.Load(), len(led.submitted), len(led.committed), len(led.completed), l.errors)
@@ -321,6 +307,59 @@ func TestKill9UnderLoad(t *testing.T) {
 	}
 	srv := startServerProc(t, dir)
 	verifyAcks(t, srv, led, namespace)
+}
+
+// kill9Round is the load of one round of a kill -9 test: four clients
+// and four workers, over a JSON and a gRPC client alternately, each with
+// a random source of its own (from the seed, the round and its place),
+// against a server that is killed with -9 once the load reached its
+// target, or after maxRound.
+type kill9Round struct {
+	seed     uint64
+	round    int
+	maxRound time.Duration
+	reached  <-chan struct{} // closed once the load reached its target
+	client   func(ctx context.Context, c *apiClients, i int, r *rand.Rand)
+	worker   func(ctx context.Context, c *apiClients, i int, name string, r *rand.Rand)
+	killing  func(reached bool) // if set, called just before the kill
+}
+
+// run starts the load on srv, kills srv with -9 while it runs, then stops
+// the load and waits for it.
+func (k kill9Round) run(t *testing.T, srv *serverProc) {
+	t.Helper()
+	js, gs := newJSONClients(srv), newGRPCClients(srv)
+	defer gs.close()
+	defer js.close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i, c := range []*apiClients{js, gs, js, gs} {
+		r := rand.New(rand.NewPCG(k.seed, uint64(k.round*100+i)))
+		wg.Go(func() { k.client(ctx, c, i, r) })
+	}
+	for i, c := range []*apiClients{js, gs, js, gs} {
+		r := rand.New(rand.NewPCG(k.seed, uint64(k.round*100+50+i)))
+		name := fmt.Sprintf("w%d-%s-%d", k.round, c.proto, i)
+		wg.Go(func() { k.worker(ctx, c, i, name, r) })
+	}
+	timer := time.NewTimer(k.maxRound)
+	reached := true
+	select {
+	case <-k.reached:
+	case <-timer.C:
+		reached = false
+	case <-srv.done:
+		cancel()
+		wg.Wait()
+		t.Fatalf("round %d: the server exited under load: %v", k.round, srv.waitErr)
+	}
+	timer.Stop()
+	if k.killing != nil {
+		k.killing(reached)
+	}
+	srv.kill9(t) // while the load runs
+	cancel()
+	wg.Wait()
 }
 
 // verifyAcks checks every acknowledgement of led against the restarted server,

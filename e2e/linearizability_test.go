@@ -49,32 +49,14 @@ func TestLinearizabilityKill9(t *testing.T) {
 	rec := &lincheck.Recorder{}
 	for round := 1; round <= rounds; round++ {
 		srv := startServerProc(t, dir)
-		js, gs := newJSONClients(srv), newGRPCClients(srv)
 		r := &linRound{t: t, rec: rec, namespace: namespace, queue: queue, round: round,
 			target: int64(400 + rng.IntN(1200)), reached: make(chan struct{})}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for i, c := range []*apiClients{js, gs, js, gs} {
-			rr := rand.New(rand.NewPCG(seed, uint64(round*100+i)))
-			wg.Go(func() { r.client(ctx, c, i, rr) })
-		}
-		for i, c := range []*apiClients{js, gs, js, gs} {
-			rr := rand.New(rand.NewPCG(seed, uint64(round*100+50+i)))
-			wg.Go(func() { r.worker(ctx, c, 4+i, fmt.Sprintf("w%d-%s-%d", round, c.proto, i), rr) })
-		}
-		timer := time.NewTimer(maxRound)
-		select {
-		case <-r.reached:
-		case <-timer.C:
-		case <-srv.done:
-			t.Fatalf("round %d: the server exited under load: %v", round, srv.waitErr)
-		}
-		timer.Stop()
-		srv.kill9(t) // while the calls run
-		cancel()
-		wg.Wait()
-		js.close()
-		gs.close()
+		kill9Round{
+			seed: seed, round: round, maxRound: maxRound, reached: r.reached, client: r.client,
+			worker: func(ctx context.Context, c *apiClients, i int, name string, rr *rand.Rand) {
+				r.worker(ctx, c, 4+i, name, rr)
+			},
+		}.run(t, srv)
 		t.Logf("round %d: killed -9 after %d answered calls", round, r.answered.Load())
 		if t.Failed() {
 			return

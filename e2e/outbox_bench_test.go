@@ -35,26 +35,9 @@ func TestOutboxBench(t *testing.T) {
 	for _, kind := range []sdkoutbox.Database{sdkoutbox.PostgreSQL, sdkoutbox.MySQL} {
 		t.Run(kind.String(), func(t *testing.T) {
 			db := startAppDB(t, kind)
-			ob, err := sdkoutbox.New(sdkoutbox.Options{Database: kind})
-			if err != nil {
-				t.Fatal(err)
-			}
 			// The backlog, a thousand rows a transaction.
 			for lo := 0; lo < rows; lo += 1000 {
-				tx, err := db.pool.BeginTx(t.Context(), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				reqs := make([]client.SubmitRequest, 0, 1000)
-				for i := lo; i < min(lo+1000, rows); i++ {
-					reqs = append(reqs, client.SubmitRequest{Queue: "backlog", Payload: []byte(strconv.Itoa(i))})
-				}
-				if _, err := ob.SubmitTx(t.Context(), tx, reqs...); err != nil {
-					t.Fatal(err)
-				}
-				if err := tx.Commit(); err != nil {
-					t.Fatal(err)
-				}
+				outboxRows(t, kind, db.pool, "backlog", lo, min(lo+1000, rows))
 			}
 			start := clock.Real.Now()
 			args := []string{"--outbox-" + db.flag, db.dsn}
@@ -82,6 +65,10 @@ func TestOutboxBench(t *testing.T) {
 			every := time.Duration(float64(time.Second) * writers / float64(rate))
 			var mu sync.Mutex
 			committedAt := map[string]time.Time{}
+			ob, err := sdkoutbox.New(sdkoutbox.Options{Database: kind})
+			if err != nil {
+				t.Fatal(err)
+			}
 			for w := range writers {
 				wg.Add(1)
 				go func() {

@@ -350,23 +350,8 @@ func TestOutboxLongDowntime(t *testing.T) {
 			dsn, pool, table := outboxtest.Migrated(t, kind)
 			srv := startServerProc(t, t.TempDir(), "--retention", "1s", "--snapshot-every", "1s")
 			c := sdk(t, srv.url())
-			ob, err := sdkoutbox.New(sdkoutbox.Options{Database: kind})
-			if err != nil {
-				t.Fatal(err)
-			}
 			const rows = 50
-			tx, err := pool.BeginTx(t.Context(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var reqs []client.SubmitRequest
-			for i := range rows {
-				reqs = append(reqs, client.SubmitRequest{Queue: "late", Payload: []byte(strconv.Itoa(i))})
-			}
-			rids, err := ob.SubmitTx(t.Context(), tx, reqs...)
-			if err != nil || tx.Commit() != nil {
-				t.Fatal(err)
-			}
+			rids := outboxRows(t, kind, pool, "late", 0, rows)
 			api := tenurev1connect.NewOutboxServiceClient(client.DefaultHTTPClient(client.ProtocolConnect), srv.url())
 			relay := func(target tenurev1connect.OutboxServiceClient) *outbox.Relay {
 				r, err := outbox.NewRelay(t.Context(), outbox.Config{DB: pool, DSN: dsn, Table: table, Target: target})
@@ -442,6 +427,47 @@ func TestOutboxLongDowntime(t *testing.T) {
 	}
 }
 
+// outboxRows writes the rows from..to-1 into the outbox of pool in one
+// transaction, each a submit to queue with its number as payload, and
+// returns their request ids.
+func outboxRows(t *testing.T, kind sdkoutbox.Database, pool *sql.DB, queue string, from, to int) []string {
+	t.Helper()
+	ob, err := sdkoutbox.New(sdkoutbox.Options{Database: kind})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := make([]client.SubmitRequest, 0, to-from)
+	for i := from; i < to; i++ {
+		reqs = append(reqs, client.SubmitRequest{Queue: queue, Payload: []byte(strconv.Itoa(i))})
+	}
+	tx, err := pool.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rids, err := ob.SubmitTx(t.Context(), tx, reqs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return rids
+}
+
+// wantTaskEach fails the test unless each of the rows 0..rows-1 has
+// exactly one task in tasks (orderTasks), and no other row has one.
+func wantTaskEach(t *testing.T, tasks map[int64]int, rows int) {
+	t.Helper()
+	for i := range int64(rows) {
+		if tasks[i] != 1 {
+			t.Errorf("row %d has %d tasks; want 1", i, tasks[i])
+		}
+	}
+	if len(tasks) != rows {
+		t.Errorf("%d rows have tasks; want %d", len(tasks), rows)
+	}
+}
+
 // completeAll leases and completes n tasks of queue.
 func completeAll(t *testing.T, c *client.Client, queue string, n int) {
 	t.Helper()
@@ -471,35 +497,15 @@ func TestOutboxTwoRelays(t *testing.T) {
 			dsn, pool, table := outboxtest.Migrated(t, kind)
 			dataDir := t.TempDir()
 			srv := startServerProc(t, dataDir)
-			ob, err := sdkoutbox.New(sdkoutbox.Options{Database: kind})
-			if err != nil {
-				t.Fatal(err)
-			}
 			const rows = 3000
-			tx, err := pool.BeginTx(t.Context(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range rows {
-				if _, err := ob.SubmitTx(t.Context(), tx, client.SubmitRequest{Queue: "orders", Payload: []byte(strconv.Itoa(i))}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := tx.Commit(); err != nil {
-				t.Fatal(err)
-			}
+			outboxRows(t, kind, pool, "orders", 0, rows)
 			db := &appDB{kind: kind, flag: map[sdkoutbox.Database]string{sdkoutbox.PostgreSQL: "postgres", sdkoutbox.MySQL: "mysql"}[kind], dsn: dsn, pool: pool}
 			relays := []*serverProc{startRelayProc(t, db, srv.url(), "--batch", "100"), startRelayProc(t, db, srv.url(), "--batch", "100")}
 			eventually.True(t, "the outbox drained", func() bool { return outboxtest.Count(t, pool, table.Name) == 0 })
 			for _, r := range relays {
 				stop(t, r)
 			}
-			tasks := orderTasks(t, srv.url())
-			for i := range int64(rows) {
-				if tasks[i] != 1 {
-					t.Errorf("row %d has %d tasks; want 1", i, tasks[i])
-				}
-			}
+			wantTaskEach(t, orderTasks(t, srv.url()), rows)
 			stop(t, srv)
 			code, out := runBin(t, "wal", "dump", "--data-dir", dataDir)
 			if code != 0 {
@@ -629,23 +635,8 @@ func metricsHave(url string, lines ...string) error {
 func TestOutboxCluster(t *testing.T) {
 	c, _ := newClTest(t, -1)
 	dsn, pool, _ := outboxtest.Migrated(t, sdkoutbox.PostgreSQL)
-	ob, err := sdkoutbox.New(sdkoutbox.Options{Database: sdkoutbox.PostgreSQL})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const rows = 3000
-	tx, err := pool.BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range rows {
-		if _, err := ob.SubmitTx(t.Context(), tx, client.SubmitRequest{Queue: "orders", Payload: []byte(strconv.Itoa(i))}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	outboxRows(t, sdkoutbox.PostgreSQL, pool, "orders", 0, rows)
 	db := &appDB{kind: sdkoutbox.PostgreSQL, flag: "postgres", dsn: dsn, pool: pool}
 	via := c.nodes[0].proc.url()
 	relay := startRelayProc(t, db, via, "--batch", "50")
@@ -656,15 +647,7 @@ func TestOutboxCluster(t *testing.T) {
 	eventually.True(t, "the outbox drained", func() bool { return db.count(t, "tenure_outbox") == 0 })
 	eventually.True(t, "every hold released", func() bool { return len(holds(t, via)) == 0 })
 	stop(t, relay)
-	tasks := orderTasks(t, via)
-	for i := range int64(rows) {
-		if tasks[i] != 1 {
-			t.Errorf("row %d has %d tasks; want 1", i, tasks[i])
-		}
-	}
-	if len(tasks) != rows {
-		t.Errorf("%d rows have tasks; want %d", len(tasks), rows)
-	}
+	wantTaskEach(t, orderTasks(t, via), rows)
 	// The tasks went to every partition of the queue (a task id ends in
 	// its partition's).
 	parts := map[string]bool{}
