@@ -385,39 +385,15 @@ func (c *queueLimitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args
 		return err
 	}
 	req := client.SetQueueLimitsRequest{Namespace: c.queue.namespace, Queue: name, Reason: c.control.reason}
-	if fs.Changed("max-concurrency") {
-		if req.ClearMaxConcurrency, req.MaxConcurrency, err = limitFlag("max-concurrency", c.maxConcurrency, parseCount); err != nil {
-			return err
-		}
-	}
-	if fs.Changed("rate") {
-		if req.ClearRate, req.Rate, err = limitFlag("rate", c.rate, parseRate); err != nil {
-			return err
-		}
-	}
-	if fs.Changed("burst") {
-		if c.bst == "none" {
-			return usageError{"--burst none: the burst is cleared with the rate (--rate none)"}
-		}
-		if _, req.Burst, err = limitFlag("burst", c.bst, parseCount); err != nil {
-			return err
-		}
-	}
-	if fs.Changed("key-max-concurrency") {
-		if req.ClearKeyMaxConcurrency, req.KeyMaxConcurrency, err = limitFlag("key-max-concurrency", c.keyMaxConcurrency, parseCount); err != nil {
-			return err
-		}
-	}
-	if fs.Changed("key-rate") {
-		if req.ClearKeyRate, req.KeyRate, err = limitFlag("key-rate", c.keyRate, parseRate); err != nil {
-			return err
-		}
-	}
-	if fs.Changed("key-burst") {
-		if c.keyBurst == "none" {
-			return usageError{"--key-burst none: the key burst is cleared with the key rate (--key-rate none)"}
-		}
-		if _, req.KeyBurst, err = limitFlag("key-burst", c.keyBurst, parseCount); err != nil {
+	for _, err := range []error{
+		limitArg(fs, "max-concurrency", c.maxConcurrency, parseCount, &req.ClearMaxConcurrency, &req.MaxConcurrency),
+		limitArg(fs, "rate", c.rate, parseRate, &req.ClearRate, &req.Rate),
+		limitArg(fs, "burst", c.bst, parseCount, nil, &req.Burst),
+		limitArg(fs, "key-max-concurrency", c.keyMaxConcurrency, parseCount, &req.ClearKeyMaxConcurrency, &req.KeyMaxConcurrency),
+		limitArg(fs, "key-rate", c.keyRate, parseRate, &req.ClearKeyRate, &req.KeyRate),
+		limitArg(fs, "key-burst", c.keyBurst, parseCount, nil, &req.KeyBurst),
+	} {
+		if err != nil {
 			return err
 		}
 	}
@@ -460,17 +436,28 @@ func (c *queueLimitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args
 	})
 }
 
-// limitFlag parses a limit flag's value: "none" clears the limit,
-// otherwise parse gives the value.
-func limitFlag[T any](flag, v string, parse func(string) (T, error)) (clear bool, val *T, err error) {
-	if v == "none" {
-		return true, nil, nil
+// limitArg sets a limit of a request from its flag, if the command line
+// gives it: "none" clears the limit (sets clear; a burst, which has no
+// clear of its own, is cleared with its rate), otherwise parse gives the
+// value.
+func limitArg[T any](fs *pflag.FlagSet, flag, v string, parse func(string) (T, error), clear *bool, val **T) error {
+	switch {
+	case !fs.Changed(flag):
+		return nil
+	case v == "none" && clear == nil:
+		rate := strings.Replace(flag, "burst", "rate", 1)
+		return usageError{fmt.Sprintf("--%s none: the %s is cleared with the %s (--%s none)",
+			flag, strings.ReplaceAll(flag, "-", " "), strings.ReplaceAll(rate, "-", " "), rate)}
+	case v == "none":
+		*clear = true
+		return nil
 	}
 	x, err := parse(v)
 	if err != nil {
-		return false, nil, usageError{fmt.Sprintf("--%s %q: %v, or none to clear the limit", flag, v, err)}
+		return usageError{fmt.Sprintf("--%s %q: %v, or none to clear the limit", flag, v, err)}
 	}
-	return false, &x, nil
+	*val = &x
+	return nil
 }
 
 func parseCount(v string) (uint32, error) {

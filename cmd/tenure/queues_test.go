@@ -594,7 +594,10 @@ func TestCLIQueueLimit(t *testing.T) {
 		{[]string{"--burst", "0"}, 1, "burst"},
 		{[]string{"--max-concurrency", "ten"}, 2, "--max-concurrency"},
 		{[]string{"--rate", "fast"}, 2, "--rate"},
-		{[]string{"--burst", "none"}, 2, "--rate none"},
+		{[]string{"--burst", "none"}, 2, "--burst none: the burst is cleared with the rate (--rate none)"},
+		{[]string{"--key-burst", "none"}, 2, "--key-burst none: the key burst is cleared with the key rate (--key-rate none)"},
+		{[]string{"--key-max-concurrency", "two"}, 2, `--key-max-concurrency "two": want a whole number, or none to clear the limit`},
+		{[]string{"--key-rate", "fast"}, 2, `--key-rate "fast": want a number of leases per second, or none to clear the limit`},
 		{nil, 2, "no limit given"},
 	} {
 		args := append([]string{"queue", "limit", "api", "--addr", addr}, bad.args...)
