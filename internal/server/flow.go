@@ -212,31 +212,29 @@ func parseSplit(v string) (i, n int, err error) {
 func limitsRequest(namespace, queue string, r resolved, a coordinator.Actor) *tenurev1.SetQueueLimitsRequest {
 	l, k := r.limits, r.keys
 	m := &tenurev1.SetQueueLimitsRequest{Namespace: namespace, Queue: queue, Reason: a.Reason, RequestedBy: a.By}
-	if l.MaxConcurrency > 0 {
-		m.MaxConcurrency = &l.MaxConcurrency
-	} else {
-		m.ClearMaxConcurrency = true
-	}
-	if l.RateMilli > 0 {
-		r := coordinator.RatePerSecond(l.RateMilli)
-		m.Rate, m.Burst = &r, &l.Burst
-	} else {
-		m.ClearRate = true
-	}
-	if k.MaxConcurrency > 0 {
-		m.KeyMaxConcurrency = &k.MaxConcurrency
-	} else {
-		m.ClearKeyMaxConcurrency = true
-	}
-	if k.RateMilli > 0 {
-		r := coordinator.RatePerSecond(k.RateMilli)
-		m.KeyRate, m.KeyBurst = &r, &k.Burst
-	} else {
-		m.ClearKeyRate = true
-	}
+	m.MaxConcurrency, m.ClearMaxConcurrency, m.Rate, m.Burst, m.ClearRate = setOrClear(&l.MaxConcurrency, l.RateMilli, &l.Burst)
+	m.KeyMaxConcurrency, m.ClearKeyMaxConcurrency, m.KeyRate, m.KeyBurst, m.ClearKeyRate = setOrClear(&k.MaxConcurrency, k.RateMilli, &k.Burst)
 	m.KeyOrdered, m.Fair = &k.Ordered, &k.Fair
 	m.ClearKeyWeights, m.KeyWeights = true, keyWeightMessages(r.weights)
 	return m
+}
+
+// setOrClear is a concurrency limit and a rate limit as a request's
+// fields: each set to its value where it is set (above zero), cleared
+// where it is not.
+func setOrClear(maxConc *uint32, rateMilli uint64, burst *uint32) (maxSet *uint32, clearMax bool, rate *float64, burstSet *uint32, clearRate bool) {
+	if *maxConc > 0 {
+		maxSet = maxConc
+	} else {
+		clearMax = true
+	}
+	if rateMilli > 0 {
+		r := coordinator.RatePerSecond(rateMilli)
+		rate, burstSet = &r, burst
+	} else {
+		clearRate = true
+	}
+	return maxSet, clearMax, rate, burstSet, clearRate
 }
 
 // limitsOf converts the limits of an API message back (zero for none).
