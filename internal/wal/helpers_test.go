@@ -132,16 +132,8 @@ func framesOf(t testing.TB, path string) []frameSpan {
 func copyDir(t testing.TB, src string) string {
 	t.Helper()
 	dst := t.TempDir()
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+	for name, b := range readDirBytes(t, src) {
+		if err := os.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -93,9 +93,8 @@ func TestTornTailAtEveryOffsetOfLastRecord(t *testing.T) {
 func TestTornTailGarbageAfterLastFrame(t *testing.T) {
 	t.Parallel()
 	const n = 20
-	src := writeLog(t, Options{}, n)
-	seg := segmentFiles(t, src)[0]
-	lf := lastFrame(t, seg)
+	src, seg, frames := oneSegment(t, n, false)
+	lf := frames[n-1]
 	rng := rand.New(rand.NewPCG(1, 2))
 	random := make([]byte, 64<<10)
 	for i := range random {
@@ -148,6 +147,27 @@ func lastFrame(t testing.TB, path string) frameSpan {
 	return frames[len(frames)-1]
 }
 
+// oneSegment writes a log of records 1..n that fits in one segment
+// (writeLog, or writeLogClosed if closed) and returns its directory, the
+// segment's path and the segment's frames, one a record.
+func oneSegment(t *testing.T, n int, closed bool) (dir, seg string, frames []frameSpan) {
+	t.Helper()
+	if closed {
+		dir = writeLogClosed(t, Options{}, n)
+	} else {
+		dir = writeLog(t, Options{}, n)
+	}
+	segs := segmentFiles(t, dir)
+	if len(segs) != 1 {
+		t.Fatalf("%d records made %d segments, want 1", n, len(segs))
+	}
+	frames = framesOf(t, segs[0])
+	if len(frames) != n {
+		t.Fatalf("the segment of %d records has %d frames", n, len(frames))
+	}
+	return dir, segs[0], frames
+}
+
 func mustRead(t testing.TB, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -190,9 +210,7 @@ func flipAndOpen(t *testing.T, src, segment string, off int64, bit uint) (string
 func TestFlippedBitInMiddleRecordIsCorruption(t *testing.T) {
 	t.Parallel()
 	const n = 40
-	src := writeLog(t, Options{}, n)
-	seg := segmentFiles(t, src)[0]
-	frames := framesOf(t, seg)
+	src, seg, frames := oneSegment(t, n, false)
 	mid := frames[n/2]
 	// Every byte of the frame, the length, checksum, type, reserved, lsn and
 	// payload alike, and a high and a low bit of each.
@@ -240,9 +258,8 @@ func TestFlippedBitInLastRecordIsTornTail(t *testing.T) {
 	// Documented limitation: damage to the very last record cannot be told
 	// from a torn write; it is truncated.
 	const n = 10
-	src := writeLog(t, Options{}, n)
-	seg := segmentFiles(t, src)[0]
-	lf := lastFrame(t, seg)
+	src, seg, frames := oneSegment(t, n, false)
+	lf := frames[n-1]
 	dir, err := flipAndOpen(t, src, seg, lf.off+frameHeaderSize+3, 2)
 	if err != nil {
 		t.Fatalf("Open: %v", err)

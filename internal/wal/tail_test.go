@@ -93,18 +93,27 @@ func segFirst(t *testing.T, path string) uint64 {
 // every record of it named, and the loss can be accepted.
 func TestDeletedNewestSegmentAfterCleanClose(t *testing.T) {
 	t.Parallel()
-	const n = 60
+	deleteNewestAfterClose(t, 60, 1)
+}
+
+// deleteNewestAfterClose writes a log of n records in segments of 1 KiB
+// and closes it, deletes its k newest segments, and checks that Open
+// finds every record from the first of them to n missing, naming the
+// newest as gone, and that the loss can be accepted.
+func deleteNewestAfterClose(t *testing.T, n, k int) {
+	t.Helper()
 	dir := writeLogClosed(t, Options{SegmentBytes: 1024}, n)
 	segs := segmentFiles(t, dir)
-	if len(segs) < 3 {
-		t.Fatalf("%d segments; the test needs 3", len(segs))
+	if len(segs) < k+2 {
+		t.Fatalf("%d segments; the test needs %d", len(segs), k+2)
 	}
-	newest := segs[len(segs)-1]
-	if err := os.Remove(newest); err != nil {
-		t.Fatal(err)
+	for _, p := range segs[len(segs)-k:] {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
 	}
-	first := segFirst(t, newest)
-	l := openMissing(t, dir, first, n, filepath.Base(newest)+", which it names as the newest, is gone")
+	first := segFirst(t, segs[len(segs)-k])
+	l := openMissing(t, dir, first, uint64(n), filepath.Base(segs[len(segs)-1])+", which it names as the newest, is gone")
 	acceptAndContinue(t, l, dir, int(first-1))
 }
 
@@ -138,17 +147,7 @@ func TestDeletedNewestSegmentAfterCrash(t *testing.T) {
 // left to what the tail file names.
 func TestDeletedTwoNewestSegments(t *testing.T) {
 	t.Parallel()
-	const n = 60
-	dir := writeLogClosed(t, Options{SegmentBytes: 1024}, n)
-	segs := segmentFiles(t, dir)
-	for _, p := range segs[len(segs)-2:] {
-		if err := os.Remove(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	first := segFirst(t, segs[len(segs)-2])
-	l := openMissing(t, dir, first, n, filepath.Base(segs[len(segs)-1])+", which it names as the newest, is gone")
-	acceptAndContinue(t, l, dir, int(first-1))
+	deleteNewestAfterClose(t, 60, 2)
 }
 
 // TestDeletedEverySegment: the log starts again at lsn 1, and every record
@@ -205,9 +204,7 @@ func TestMiddleSegmentGapThenGiveUpTheRest(t *testing.T) {
 func TestLastSegmentCutAfterCleanClose(t *testing.T) {
 	t.Parallel()
 	const n = 30
-	src := writeLogClosed(t, Options{}, n)
-	seg := segmentFiles(t, src)[0]
-	frames := framesOf(t, seg)
+	src, seg, frames := oneSegment(t, n, true)
 	k := frames[n-5] // lsn n-4
 	for _, tc := range []struct {
 		name string
