@@ -64,6 +64,16 @@ func reassign(t *testing.T, db *sql.DB, id uint64, owner string) uint64 {
 	return epochOf(t, db, id)
 }
 
+// ownedPartition makes a database of the test's own with a one-partition
+// queue, moves the partition to node-a, and returns the database, the
+// partition's id and node-a's epoch.
+func ownedPartition(t *testing.T) (db *sql.DB, id, epoch uint64) {
+	t.Helper()
+	_, db = clustertest.DB(t)
+	id = newPartition(t, db)
+	return db, id, reassign(t, db, id, "node-a")
+}
+
 func openLog(t testing.TB, db *sql.DB, id, epoch uint64, opts mysqllog.Options) *mysqllog.Log {
 	t.Helper()
 	if opts.MaxRecordBytes == 0 {
@@ -159,9 +169,7 @@ func replayAll(t *testing.T, l *mysqllog.Log) []row {
 // fails with ErrFenced and A acknowledges nothing after.
 func TestHandoverFencesPreviousOwner(t *testing.T) {
 	t.Parallel()
-	_, db := clustertest.DB(t)
-	id := newPartition(t, db)
-	epochA := reassign(t, db, id, "node-a")
+	db, id, epochA := ownedPartition(t)
 	a := openLog(t, db, id, epochA, mysqllog.Options{})
 	lastA := appendWait(t, a, payloads(10, "a"))
 
@@ -210,9 +218,7 @@ func TestHandoverFencesPreviousOwner(t *testing.T) {
 // fails whole with ErrFenced and is never acknowledged.
 func TestPrimaryKeyFences(t *testing.T) {
 	t.Parallel()
-	_, db := clustertest.DB(t)
-	id := newPartition(t, db)
-	epoch := reassign(t, db, id, "node-a")
+	db, id, epoch := ownedPartition(t)
 	a := openLog(t, db, id, epoch, mysqllog.Options{})
 	appendWait(t, a, payloads(5, "a"))
 	b := openLog(t, db, id, epoch, mysqllog.Options{})
@@ -306,10 +312,8 @@ func TestGroupCommitRounds(t *testing.T) {
 
 func TestOpenChecks(t *testing.T) {
 	t.Parallel()
-	_, db := clustertest.DB(t)
+	db, id, epoch := ownedPartition(t)
 	ctx := context.Background()
-	id := newPartition(t, db)
-	epoch := reassign(t, db, id, "node-a")
 	if _, err := mysqllog.Open(ctx, db, id, epoch-1, mysqllog.Options{}); !errors.Is(err, mysqllog.ErrFenced) {
 		t.Fatalf("Open at an old epoch = %v, want ErrFenced", err)
 	}
@@ -354,10 +358,9 @@ func partitionKey(q string) (k cluster.PartitionKey) {
 // the partition, node-b gains it, fences it and replays node-a's tasks.
 func TestCoordinatorOnMySQLLog(t *testing.T) {
 	t.Parallel()
-	_, db := clustertest.DB(t)
+	db, id, epoch := ownedPartition(t)
 	ctx := context.Background()
-	id := newPartition(t, db)
-	la := openLog(t, db, id, reassign(t, db, id, "node-a"), mysqllog.Options{})
+	la := openLog(t, db, id, epoch, mysqllog.Options{})
 	ca, err := coordinator.Open(ctx, la, coordinator.Config{})
 	if err != nil {
 		t.Fatal(err)

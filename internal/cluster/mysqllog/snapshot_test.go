@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/internal/clock"
-	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 	"github.com/tenurehq/tenure/internal/cluster/mysqllog"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/snapshot"
@@ -142,11 +141,10 @@ func exportEqual(t *testing.T, what string, got, want state.Export) {
 // OpenFrom and by Recover.
 func TestSnapshotRoundTrip(t *testing.T) {
 	t.Parallel()
-	_, db := clustertest.DB(t)
+	db, id, epoch := ownedPartition(t)
 	ctx := context.Background()
-	id := newPartition(t, db)
 	clk := newClock()
-	la := openLog(t, db, id, reassign(t, db, id, "node-a"), snapOpts())
+	la := openLog(t, db, id, epoch, snapOpts())
 	ca := openCoord(t, la, clk)
 	workload(t, ca, "a", 60)
 	storeA := la.Snapshots()
@@ -213,9 +211,9 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if lsns, _ := store.List(); !slices.Equal(lsns, []uint64{res.LSN, res2.LSN}) {
 		t.Fatalf("List = %v", lsns)
 	}
-	var epoch uint64
-	if err := db.QueryRow("SELECT epoch FROM partition_snapshots WHERE partition_id = ? AND lsn = ?", id, res2.LSN).Scan(&epoch); err != nil || epoch != lb.Epoch() {
-		t.Fatalf("the new snapshot's epoch = %d, %v; want %d", epoch, err, lb.Epoch())
+	var snapEpoch uint64
+	if err := db.QueryRow("SELECT epoch FROM partition_snapshots WHERE partition_id = ? AND lsn = ?", id, res2.LSN).Scan(&snapEpoch); err != nil || snapEpoch != lb.Epoch() {
+		t.Fatalf("the new snapshot's epoch = %d, %v; want %d", snapEpoch, err, lb.Epoch())
 	}
 }
 
@@ -225,13 +223,11 @@ func TestSnapshotRoundTrip(t *testing.T) {
 // the right LSNs.
 func TestCompaction(t *testing.T) {
 	t.Parallel()
-	_, db := clustertest.DB(t)
+	db, id, epoch := ownedPartition(t)
 	ctx := context.Background()
-	id := newPartition(t, db)
 	clk := newClock()
 	opts := snapOpts()
 	opts.DeleteBatchRows = 7
-	epoch := reassign(t, db, id, "node-a")
 	l := openLog(t, db, id, epoch, opts)
 	c := openCoord(t, l, clk)
 	workload(t, c, "a", 30)
@@ -371,11 +367,10 @@ func replayFrom(t *testing.T, l *mysqllog.Log, from uint64) []replayed {
 // Compaction that overtakes a running replay is reported as such.
 func TestCompactionDuringReplay(t *testing.T) {
 	t.Parallel()
-	_, db := clustertest.DB(t)
-	id := newPartition(t, db)
+	db, id, epoch := ownedPartition(t)
 	opts := snapOpts()
 	opts.ReplayPageRecords = 5
-	l := openLog(t, db, id, reassign(t, db, id, "node-a"), opts)
+	l := openLog(t, db, id, epoch, opts)
 	c := openCoord(t, l, newClock())
 	defer c.Close()
 	workload(t, c, "a", 30)
@@ -395,9 +390,7 @@ func TestCompactionDuringReplay(t *testing.T) {
 // A deposed owner saves, removes, discards and deletes nothing.
 func TestSnapshotFenced(t *testing.T) {
 	t.Parallel()
-	_, db := clustertest.DB(t)
-	id := newPartition(t, db)
-	epoch := reassign(t, db, id, "node-a")
+	db, id, epoch := ownedPartition(t)
 	l := openLog(t, db, id, epoch, snapOpts())
 	c := openCoord(t, l, newClock())
 	defer c.Close()
@@ -523,11 +516,10 @@ func getChunk(t *testing.T, db *sql.DB, id, lsn uint64, chunk int) []byte {
 // one.
 func TestSnapshotCorrupt(t *testing.T) {
 	t.Parallel()
-	_, db := clustertest.DB(t)
+	db, id, epoch := ownedPartition(t)
 	ctx := context.Background()
-	id := newPartition(t, db)
 	clk := newClock()
-	l := openLog(t, db, id, reassign(t, db, id, "node-a"), snapOpts())
+	l := openLog(t, db, id, epoch, snapOpts())
 	c := openCoord(t, l, clk)
 	workload(t, c, "a", 40)
 	s1 := takeSnapshot(t, c, l.Snapshots(), 2)
@@ -644,9 +636,9 @@ type snapFixture struct {
 // newSnapFixture is a snapFixture whose workload submitted tasks tasks.
 func newSnapFixture(t *testing.T, tasks int) snapFixture {
 	t.Helper()
-	_, db := clustertest.DB(t)
-	f := snapFixture{db: db, id: newPartition(t, db)}
-	f.l = openLog(t, db, f.id, reassign(t, db, f.id, "node-a"), snapOpts())
+	db, id, epoch := ownedPartition(t)
+	f := snapFixture{db: db, id: id}
+	f.l = openLog(t, db, id, epoch, snapOpts())
 	f.c = openCoord(t, f.l, newClock())
 	t.Cleanup(func() { f.c.Close() })
 	workload(t, f.c, "a", tasks)
@@ -759,9 +751,7 @@ func TestSnapshotDiscard(t *testing.T) {
 
 func TestNewSnapshotStore(t *testing.T) {
 	t.Parallel()
-	_, db := clustertest.DB(t)
-	id := newPartition(t, db)
-	epoch := reassign(t, db, id, "node-a")
+	db, id, epoch := ownedPartition(t)
 	if _, err := mysqllog.NewSnapshotStore(db, id, epoch, mysqllog.Options{SnapshotChunkBytes: -1}); err == nil {
 		t.Fatal("a negative SnapshotChunkBytes was accepted")
 	}
