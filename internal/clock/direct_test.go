@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tenurehq/tenure/internal/testenv"
 )
 
 // direct are the functions of package time that read the wall clock or
@@ -21,31 +23,12 @@ var direct = map[string]bool{
 	"NewTimer": true, "NewTicker": true, "Tick": true, "Sleep": true,
 }
 
-// moduleRoot is the directory of go.mod above this package.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-}
-
 // TestNoDirectTimeCalls fails for every call of a direct time function in
 // a production (non-test) file of this module outside internal/clock,
 // naming file and line.
 func TestNoDirectTimeCalls(t *testing.T) {
 	t.Parallel()
-	root := moduleRoot(t)
+	root := testenv.ModuleRoot(t)
 	own := filepath.Join(root, "internal", "clock")
 	var found []string
 	files := 0

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/tenurehq/tenure/internal/auth"
+	"github.com/tenurehq/tenure/internal/testenv"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/sdk/client"
@@ -458,20 +459,7 @@ type row struct {
 // may call what.
 func guideRows(t testing.TB) []row {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		if filepath.Dir(dir) == dir {
-			t.Fatal("authtest: no go.mod above the test's directory, so no docs/guides/security.md")
-		}
-		dir = filepath.Dir(dir)
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "docs", "guides", "security.md"))
+	data, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(t), "docs", "guides", "security.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

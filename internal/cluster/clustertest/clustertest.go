@@ -2,9 +2,8 @@ package clustertest
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/cluster"
 	"github.com/tenurehq/tenure/internal/cluster/schema"
+	"github.com/tenurehq/tenure/internal/testenv"
 )
 
 // DefaultDSN is the server tests use when TENURE_TEST_MYSQL_DSN is unset.
@@ -44,26 +44,9 @@ func NewDatabase(t testing.TB) string {
 	pingCancel()
 	if err != nil {
 		admin.Close()
-		if os.Getenv("CI") != "" {
-			t.Fatalf("clustertest: no MySQL answers at %q (TENURE_TEST_MYSQL_DSN), and CI is set: %v", shown, err)
-		}
-		t.Skipf("clustertest: skipping: no MySQL answers at %q (set TENURE_TEST_MYSQL_DSN): %v", shown, err)
+		testenv.SkipOrFail(t, fmt.Sprintf("clustertest: no MySQL answers at %q (set TENURE_TEST_MYSQL_DSN): %v", shown, err))
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "tenure_test_" + hex.EncodeToString(b[:])
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		admin.Close()
-		t.Fatalf("clustertest: creating database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
-			t.Errorf("clustertest: dropping database %s: %v", name, err)
-		}
-		admin.Close()
-	})
+	name := testenv.NewDatabase(t, admin, "tenure_test_", "")
 	cfg, err := mysql.ParseDSN(server)
 	if err != nil {
 		t.Fatalf("clustertest: %v", err)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/cluster"
+	"github.com/tenurehq/tenure/internal/testenv"
 )
 
 // Database servers of their own, started by the tests that need more than
@@ -67,13 +67,7 @@ func MariaDBMissing() string {
 	if _, err := exec.LookPath(installDB); err != nil {
 		return "mariadb-install-db is not on PATH: apt-get install mariadb-server"
 	}
-	if _, err := user.Lookup("mysql"); err != nil {
-		return "there is no mysql user (mariadb-server creates it)"
-	}
-	if os.Geteuid() != 0 {
-		return "the test servers run as the mysql user, which needs root to start them"
-	}
-	return ""
+	return testenv.UserMissing("a test's MariaDB server", "mysql", "mariadb-server")
 }
 
 // Server is one mariadbd of a test.
@@ -245,14 +239,9 @@ type Servers struct {
 // binary that holds it), stops servers of the set a killed test binary
 // left behind, and makes a directory for the data directories.
 func newServers(set string, logf func(string, ...any)) (*Servers, error) {
-	lockPath := lockPrefix + set + ".lock"
-	lock, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	lock, err := testenv.Lock(lockPrefix + set + ".lock")
 	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("clustertest: locking %s: %w", lockPath, err)
+		return nil, fmt.Errorf("clustertest: %w", err)
 	}
 	pids := &pidFile{path: lockPrefix + set + ".pids"}
 	pids.killLeftovers(logf)
@@ -321,12 +310,10 @@ func (ss *Servers) Close() {
 
 // chownMySQL gives the tree at dir to the mysql user.
 func chownMySQL(dir string) error {
-	u, err := user.Lookup("mysql")
+	uid, gid, err := testenv.UserIDs("mysql")
 	if err != nil {
 		return err
 	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
 	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
 		if err != nil {
 			return err

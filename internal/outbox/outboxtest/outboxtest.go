@@ -7,9 +7,8 @@ package outboxtest
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 	"github.com/tenurehq/tenure/internal/outbox"
+	"github.com/tenurehq/tenure/internal/testenv"
 	sdkoutbox "github.com/tenurehq/tenure/sdk/outbox"
 )
 
@@ -44,26 +44,9 @@ func NewDatabase(t testing.TB, db sdkoutbox.Database) string {
 	defer cancel()
 	admin, err := outbox.Open(ctx, sdkoutbox.PostgreSQL, server)
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("outboxtest: no PostgreSQL answers at TENURE_TEST_POSTGRES_DSN, and CI is set: %v", err)
-		}
-		t.Skipf("outboxtest: skipping: no PostgreSQL answers (set TENURE_TEST_POSTGRES_DSN): %v", err)
+		testenv.SkipOrFail(t, fmt.Sprintf("outboxtest: no PostgreSQL answers (set TENURE_TEST_POSTGRES_DSN): %v", err))
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "tenure_test_" + hex.EncodeToString(b[:])
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		admin.Close()
-		t.Fatalf("outboxtest: creating database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("outboxtest: dropping database %s: %v", name, err)
-		}
-		admin.Close()
-	})
+	name := testenv.NewDatabase(t, admin, "tenure_test_", " WITH (FORCE)")
 	dsn, err := withDatabase(server, name)
 	if err != nil {
 		t.Fatalf("outboxtest: TENURE_TEST_POSTGRES_DSN: %v", err)

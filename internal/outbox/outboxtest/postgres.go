@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/outbox"
+	"github.com/tenurehq/tenure/internal/testenv"
 	sdkoutbox "github.com/tenurehq/tenure/sdk/outbox"
 )
 
@@ -41,13 +41,7 @@ func PostgresMissing() string {
 	if postgresBin() == "" {
 		return "PostgreSQL is not installed (/usr/lib/postgresql/*/bin/postgres): apt-get install postgresql"
 	}
-	if _, err := user.Lookup("postgres"); err != nil {
-		return "there is no postgres user (postgresql creates it)"
-	}
-	if os.Geteuid() != 0 {
-		return "the test's PostgreSQL runs as the postgres user, which needs root to start it"
-	}
-	return ""
+	return testenv.UserMissing("the test's PostgreSQL", "postgres", "postgresql")
 }
 
 // postgresBin is the directory of the newest PostgreSQL installed ("" for
@@ -71,22 +65,15 @@ func postgresBin() string {
 // authentication, user postgres), starts the server on port and waits
 // until it answers. Close stops it and removes its data.
 func StartPostgres(port int) (*Postgres, error) {
-	lockPath := fmt.Sprintf("/tmp/tenure-test-postgres-%d.lock", port)
-	lock, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	lock, err := testenv.Lock(fmt.Sprintf("/tmp/tenure-test-postgres-%d.lock", port))
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		lock.Close()
-		return nil, err
-	}
-	u, err := user.Lookup("postgres")
+	uid, gid, err := testenv.UserIDs("postgres")
 	if err != nil {
 		lock.Close()
 		return nil, err
 	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
 	dir, err := os.MkdirTemp("", "tenure-test-postgres-")
 	if err != nil {
 		lock.Close()
