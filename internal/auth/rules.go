@@ -252,88 +252,67 @@ func (p *Principal) check(call string, t Target, on string) error {
 	return nil
 }
 
+// The requests a rule scopes, by what they name.
+type (
+	// inQueue names a queue of a namespace.
+	inQueue interface {
+		GetNamespace() string
+		GetQueue() string
+	}
+	// inNamespace names a namespace.
+	inNamespace interface{ GetNamespace() string }
+	// filtered names the tasks of a bulk action.
+	filtered interface{ GetFilter() *tenurev1.TaskFilter }
+)
+
 // requestTargets returns what the request of a ScopeRequest call acts on,
-// or false for a message no rule knows.
+// or false for a message no rule knows. Where a request names no
+// namespace, a call about one queue, task or workflow is about the
+// default namespace, and a listing about every namespace.
 func requestTargets(msg any) ([]Target, bool) {
 	ns := func(s string) string { return cmp.Or(s, coordinator.DefaultNamespace) }
 	switch m := msg.(type) {
-	case *tenurev1.SubmitRequest:
-		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
+	case *tenurev1.SubmitRequest, *tenurev1.GetQueueRequest, *tenurev1.PauseQueueRequest, *tenurev1.ResumeQueueRequest,
+		*tenurev1.SetQueueLimitsRequest, *tenurev1.CreateScheduleRequest, *tenurev1.GetScheduleRequest,
+		*tenurev1.UpdateScheduleRequest, *tenurev1.PauseScheduleRequest, *tenurev1.ResumeScheduleRequest,
+		*tenurev1.DeleteScheduleRequest, *tenurev1.BackfillScheduleRequest:
+		q := m.(inQueue)
+		return []Target{{ns(q.GetNamespace()), q.GetQueue()}}, true
+	case *tenurev1.ListTasksRequest, *tenurev1.ListSchedulesRequest:
+		q := m.(inQueue)
+		return []Target{{q.GetNamespace(), q.GetQueue()}}, true
+	case *tenurev1.GetWorkflowRequest, *tenurev1.CancelWorkflowRequest, *tenurev1.RetryWorkflowRequest, *tenurev1.WaitWorkflowRequest:
+		return []Target{{ns(m.(inNamespace).GetNamespace()), ""}}, true
+	case *tenurev1.ListWorkflowsRequest, *tenurev1.ListQueuesRequest:
+		return []Target{{m.(inNamespace).GetNamespace(), ""}}, true
+	case *tenurev1.RetryTasksRequest, *tenurev1.KillTasksRequest, *tenurev1.PurgeTasksRequest:
+		return filterTargets(m.(filtered).GetFilter()), true
 	case *tenurev1.SubmitBatchRequest:
-		out := make([]Target, len(m.GetRequests()))
-		for i, r := range m.GetRequests() {
-			out[i] = Target{ns(r.GetNamespace()), r.GetQueue()}
-		}
-		return out, true
-	case *tenurev1.ListTasksRequest:
-		return []Target{{m.GetNamespace(), m.GetQueue()}}, true
+		return each(m.GetRequests(), func(r *tenurev1.SubmitRequest) Target { return Target{ns(r.GetNamespace()), r.GetQueue()} }), true
 	case *tenurev1.RelayRequest:
-		out := make([]Target, len(m.GetRows()))
-		for i, r := range m.GetRows() {
-			out[i] = Target{ns(r.GetRequest().GetNamespace()), r.GetRequest().GetQueue()}
-		}
-		return out, true
+		return each(m.GetRows(), func(r *tenurev1.OutboxRow) Target {
+			return Target{ns(r.GetRequest().GetNamespace()), r.GetRequest().GetQueue()}
+		}), true
 	case *tenurev1.ReleaseRequest:
-		out := make([]Target, len(m.GetRows()))
-		for i, r := range m.GetRows() {
-			out[i] = Target{ns(r.GetNamespace()), r.GetQueue()}
-		}
-		return out, true
-	case *tenurev1.GetWorkflowRequest:
-		return []Target{{ns(m.GetNamespace()), ""}}, true
-	case *tenurev1.ListWorkflowsRequest:
-		return []Target{{m.GetNamespace(), ""}}, true
-	case *tenurev1.CancelWorkflowRequest:
-		return []Target{{ns(m.GetNamespace()), ""}}, true
-	case *tenurev1.RetryWorkflowRequest:
-		return []Target{{ns(m.GetNamespace()), ""}}, true
-	case *tenurev1.WaitWorkflowRequest:
-		return []Target{{ns(m.GetNamespace()), ""}}, true
-	case *tenurev1.RetryTasksRequest:
-		return filterTargets(m.GetFilter()), true
-	case *tenurev1.KillTasksRequest:
-		return filterTargets(m.GetFilter()), true
-	case *tenurev1.PurgeTasksRequest:
-		return filterTargets(m.GetFilter()), true
+		return each(m.GetRows(), func(r *tenurev1.OutboxHold) Target { return Target{ns(r.GetNamespace()), r.GetQueue()} }), true
 	case *tenurev1.LeaseRequest:
 		if qs := m.GetQueues(); len(qs) > 0 {
-			out := make([]Target, len(qs))
-			for i, q := range qs {
-				out[i] = Target{ns(m.GetNamespace()), q}
-			}
-			return out, true
+			return each(qs, func(q string) Target { return Target{ns(m.GetNamespace()), q} }), true
 		}
-		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
-	case *tenurev1.ListQueuesRequest:
-		return []Target{{m.GetNamespace(), ""}}, true
-	case *tenurev1.GetQueueRequest:
-		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
-	case *tenurev1.PauseQueueRequest:
-		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
-	case *tenurev1.ResumeQueueRequest:
-		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
-	case *tenurev1.SetQueueLimitsRequest:
-		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
-	case *tenurev1.ListSchedulesRequest:
-		return []Target{{m.GetNamespace(), m.GetQueue()}}, true
-	case *tenurev1.CreateScheduleRequest:
-		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
-	case *tenurev1.GetScheduleRequest:
-		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
-	case *tenurev1.UpdateScheduleRequest:
-		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
-	case *tenurev1.PauseScheduleRequest:
-		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
-	case *tenurev1.ResumeScheduleRequest:
-		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
-	case *tenurev1.DeleteScheduleRequest:
-		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
-	case *tenurev1.BackfillScheduleRequest:
 		return []Target{{ns(m.GetNamespace()), m.GetQueue()}}, true
 	case *tenurev1.WatchEventsRequest:
 		return []Target{{m.GetFilter().GetNamespace(), m.GetFilter().GetQueue()}}, true
 	}
 	return nil, false
+}
+
+// each is the target of each of xs.
+func each[T any](xs []T, target func(T) Target) []Target {
+	out := make([]Target, len(xs))
+	for i, x := range xs {
+		out[i] = target(x)
+	}
+	return out
 }
 
 // filterTargets is what a bulk action's filter selects from.

@@ -99,3 +99,49 @@ func TestEveryProcedureHasARule(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestTargets: a request that names no namespace is about the
+// default one when it is about one queue, task or workflow, and about
+// every namespace when it lists or selects.
+func TestRequestTargets(t *testing.T) {
+	t.Parallel()
+	one, every := []Target{{"default", "q"}}, []Target{{"", "q"}}
+	for _, tc := range []struct {
+		msg  any
+		want []Target
+	}{
+		{&tenurev1.SubmitRequest{Queue: "q"}, one},
+		{&tenurev1.GetQueueRequest{Queue: "q"}, one},
+		{&tenurev1.PauseQueueRequest{Queue: "q"}, one},
+		{&tenurev1.ResumeQueueRequest{Queue: "q"}, one},
+		{&tenurev1.SetQueueLimitsRequest{Queue: "q"}, one},
+		{&tenurev1.CreateScheduleRequest{Queue: "q"}, one},
+		{&tenurev1.GetScheduleRequest{Queue: "q"}, one},
+		{&tenurev1.UpdateScheduleRequest{Queue: "q"}, one},
+		{&tenurev1.PauseScheduleRequest{Queue: "q"}, one},
+		{&tenurev1.ResumeScheduleRequest{Queue: "q"}, one},
+		{&tenurev1.DeleteScheduleRequest{Queue: "q"}, one},
+		{&tenurev1.BackfillScheduleRequest{Queue: "q"}, one},
+		{&tenurev1.LeaseRequest{Queue: "q"}, one},
+		{&tenurev1.SubmitBatchRequest{Requests: []*tenurev1.SubmitRequest{{Queue: "q"}, {Namespace: "n", Queue: "r"}}}, []Target{{"default", "q"}, {"n", "r"}}},
+		{&tenurev1.LeaseRequest{Namespace: "n", Queues: []string{"q", "r"}}, []Target{{"n", "q"}, {"n", "r"}}},
+		{&tenurev1.RelayRequest{Rows: []*tenurev1.OutboxRow{{Request: &tenurev1.SubmitRequest{Queue: "q"}}}}, one},
+		{&tenurev1.ReleaseRequest{Rows: []*tenurev1.OutboxHold{{Queue: "q"}}}, one},
+		{&tenurev1.ListTasksRequest{Queue: "q"}, every},
+		{&tenurev1.ListSchedulesRequest{Queue: "q"}, every},
+		{&tenurev1.WatchEventsRequest{Filter: &tenurev1.EventFilter{Queue: "q"}}, every},
+		{&tenurev1.KillTasksRequest{Filter: &tenurev1.TaskFilter{Queue: "q"}}, every},
+		{&tenurev1.GetWorkflowRequest{}, []Target{{"default", ""}}},
+		{&tenurev1.CancelWorkflowRequest{}, []Target{{"default", ""}}},
+		{&tenurev1.RetryWorkflowRequest{}, []Target{{"default", ""}}},
+		{&tenurev1.WaitWorkflowRequest{}, []Target{{"default", ""}}},
+		{&tenurev1.ListWorkflowsRequest{}, []Target{{"", ""}}},
+		{&tenurev1.ListQueuesRequest{}, []Target{{"", ""}}},
+		{&tenurev1.PurgeTasksRequest{Filter: &tenurev1.TaskFilter{All: true}}, []Target{{}}},
+	} {
+		got, ok := requestTargets(tc.msg)
+		if !ok || !slices.Equal(got, tc.want) {
+			t.Errorf("%T: targets %v, %v; want %v", tc.msg, got, ok, tc.want)
+		}
+	}
+}
