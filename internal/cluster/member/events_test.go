@@ -2,7 +2,6 @@ package member_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -22,21 +21,8 @@ func TestEventsMergeEveryPartition(t *testing.T) {
 	db, nodes := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	submitN := func(from, n int) {
-		for i := from; i < from+n; i++ {
-			if _, err := submit(ctx, nodes[1].api, &tenurev1.SubmitRequest{Queue: "q", RequestId: fmt.Sprint(i), Payload: []byte(fmt.Sprint(i))}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	submitN(0, 40)
-	eventually(t, "every node owns a partition", func() bool {
-		per := map[string]int{}
-		for _, a := range owners(t, db) {
-			per[a.Owner]++
-		}
-		return len(per) == 3
-	})
+	submitMany(t, ctx, nodes[1].api, 0, 40)
+	spread(t, db, 3)
 	ec := tenurev1connect.NewEventServiceClient(http.DefaultClient, nodes[2].url, connect.WithProtoJSON())
 	s, err := ec.WatchEvents(ctx, connect.NewRequest(&tenurev1.WatchEventsRequest{Cursor: "oldest", Filter: &tenurev1.EventFilter{Namespace: "default", Queue: "q"}}))
 	if err != nil {
@@ -73,7 +59,7 @@ func TestEventsMergeEveryPartition(t *testing.T) {
 	// n1 leaves; its partitions move, fenced, to the others.
 	nodes[0].close()
 	waitMoved(t, db, "n1")
-	submitN(40, 40)
+	submitMany(t, ctx, nodes[1].api, 40, 40)
 	receive(80, "after n1 left")
 
 	// From the cursor of the last event: nothing of before.
@@ -86,7 +72,7 @@ func TestEventsMergeEveryPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer again.Close()
-	submitN(80, 1)
+	submitMany(t, ctx, nodes[1].api, 80, 1)
 	for again.Receive() {
 		for _, ev := range again.Msg().GetEvents() {
 			if ev.GetLsn() < c.Of(ev.GetPartition())+1 {

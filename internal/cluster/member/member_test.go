@@ -178,6 +178,29 @@ func detail(err error) *tenurev1.ErrorDetail {
 // reason is the reason of an API error's detail.
 func reason(err error) tenurev1.ErrorReason { return detail(err).GetReason() }
 
+// submitMany submits tasks from to from+n-1 to queue q through a, each
+// with its number as request id and payload, and returns their ids.
+func submitMany(t *testing.T, ctx context.Context, a api, from, n int) []string {
+	t.Helper()
+	var ids []string
+	for i := from; i < from+n; i++ {
+		res, err := submit(ctx, a, &tenurev1.SubmitRequest{Queue: "q", RequestId: fmt.Sprint(i), Payload: []byte(fmt.Sprint(i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.GetTask().GetTaskId())
+	}
+	return ids
+}
+
+// spread waits until each of the n nodes of the cluster owns a partition.
+func spread(t *testing.T, db *sql.DB, n int) {
+	t.Helper()
+	eventually(t, "every node owns a partition", func() bool {
+		return len(ownerCounts(t, db)) == n
+	})
+}
+
 func submit(ctx context.Context, a api, req *tenurev1.SubmitRequest) (*tenurev1.SubmitResponse, error) {
 	resp, err := a.tasks.Submit(ctx, connect.NewRequest(req))
 	if err != nil {
@@ -564,21 +587,8 @@ func TestLongPollSeesTasksOfOtherNodes(t *testing.T) {
 func TestGracefulLeaveMovesPartitions(t *testing.T) {
 	db, nodes := startCluster(t, 3)
 	ctx := t.Context()
-	var ids []string
-	for i := range 20 {
-		res, err := submit(ctx, nodes[1].api, &tenurev1.SubmitRequest{Queue: "q", RequestId: fmt.Sprint(i), Payload: []byte{byte(i)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, res.GetTask().GetTaskId())
-	}
-	eventually(t, "every node owns a partition", func() bool {
-		per := map[string]int{}
-		for _, a := range owners(t, db) {
-			per[a.Owner]++
-		}
-		return len(per) == 3
-	})
+	ids := submitMany(t, ctx, nodes[1].api, 0, 20)
+	spread(t, db, 3)
 	before := owners(t, db)
 	nodes[0].close()
 	waitMoved(t, db, "n1")
@@ -593,7 +603,7 @@ func TestGracefulLeaveMovesPartitions(t *testing.T) {
 	}
 	for i, id := range ids {
 		got, err := getTask(ctx, nodes[2].api, id)
-		if err != nil || got.GetPayload()[0] != byte(i) {
+		if err != nil || string(got.GetPayload()) != fmt.Sprint(i) {
 			t.Fatalf("task %s after its owner left: %v, %v", id, got, err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+
 	"github.com/tenurehq/tenure/internal/cluster/nodeauth"
 	"github.com/tenurehq/tenure/internal/cluster/remote"
 	"github.com/tenurehq/tenure/internal/route"

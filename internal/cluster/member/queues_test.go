@@ -1,12 +1,12 @@
 package member_test
 
 import (
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 	"github.com/tenurehq/tenure/internal/cluster/partition"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
@@ -23,14 +23,8 @@ func TestQueueStatsAndPauseAcrossPartitions(t *testing.T) {
 	qc := func(n *testNode) tenurev1connect.QueueServiceClient {
 		return tenurev1connect.NewQueueServiceClient(http.DefaultClient, n.url)
 	}
-	for i := range 20 {
-		if _, err := submit(ctx, nodes[1].api, &tenurev1.SubmitRequest{Queue: "q", RequestId: fmt.Sprint(i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eventually(t, "every node owns a partition", func() bool {
-		return len(ownerCounts(t, db)) == 3
-	})
+	submitMany(t, ctx, nodes[1].api, 0, 20)
+	spread(t, db, 3)
 	for _, n := range nodes {
 		resp, err := qc(n).GetQueue(ctx, connect.NewRequest(&tenurev1.GetQueueRequest{Queue: "q"}))
 		if err != nil {

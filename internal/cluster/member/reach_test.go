@@ -1,7 +1,6 @@
 package member_test
 
 import (
-	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
 	"github.com/tenurehq/tenure/internal/cluster/election"
 	"github.com/tenurehq/tenure/internal/cluster/member"
 	"github.com/tenurehq/tenure/internal/cluster/registry"
@@ -24,11 +24,7 @@ import (
 func TestUnreachableNodeGetsNoPartitions(t *testing.T) {
 	db, nodes := startCluster(t, 3)
 	ctx := t.Context()
-	for i := range 8 {
-		if _, err := submit(ctx, nodes[0].api, &tenurev1.SubmitRequest{Queue: "q", RequestId: fmt.Sprint(i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitMany(t, ctx, nodes[0].api, 0, 8)
 	dead, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

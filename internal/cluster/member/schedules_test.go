@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 )
@@ -34,9 +35,7 @@ func TestSchedulesAcrossNodes(t *testing.T) {
 			t.Fatalf("CreateSchedule %s: %v, %v", name, resp, err)
 		}
 	}
-	eventually(t, "every node owns a partition", func() bool {
-		return len(ownerCounts(t, db)) == 3
-	})
+	spread(t, db, 3)
 	for _, n := range nodes {
 		eventually(t, "every schedule listed through "+n.id, func() bool {
 			resp, err := sc(n).ListSchedules(ctx, connect.NewRequest(&tenurev1.ListSchedulesRequest{Queue: "sq"}))
