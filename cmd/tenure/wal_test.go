@@ -164,47 +164,51 @@ func TestWALVerify(t *testing.T) {
 
 func TestWALVerifyFindsDamage(t *testing.T) {
 	t.Parallel()
-	t.Run("segment", func(t *testing.T) {
-		t.Parallel()
-		f := newWALFixture(t)
-		seg := f.segments(t)[1] // not the last: a bad frame there is corruption
-		flipAt(t, seg, 200)
-		code, out, _ := cli(t, "wal", "verify", "--data-dir", f.dir)
-		if code != 1 || !strings.Contains(out, "FAIL "+seg+" at offset ") {
-			t.Fatalf("exit %d:\n%s", code, out)
-		}
-	})
-	t.Run("snapshot", func(t *testing.T) {
-		t.Parallel()
-		f := newWALFixture(t)
-		path := filepath.Join(f.dir, node.SnapshotDir, snapshot.FileName(f.snaps[1]))
-		flipAt(t, path, 100)
-		code, out, _ := cli(t, "wal", "verify", "--data-dir", f.dir)
-		if code != 1 || !strings.Contains(out, "FAIL "+path+" at offset 32: chunk checksum mismatch") {
-			t.Fatalf("exit %d:\n%s", code, out)
-		}
-	})
-	t.Run("record", func(t *testing.T) {
-		t.Parallel()
-		f := newWALFixture(t)
-		// A valid frame whose payload is not a record: rewrite a frame's
-		// type to an unknown one and fix its checksum.
-		seg := f.segments(t)[1]
-		b, err := os.ReadFile(seg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		const off = 24 // the first frame
-		b[off+8] = 99
-		fixFrameCRC(b[off:])
-		if err := os.WriteFile(seg, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		code, out, _ := cli(t, "wal", "verify", "--data-dir", f.dir)
-		if code != 1 || !strings.Contains(out, fmt.Sprintf("FAIL %s at offset %d", seg, off)) || !strings.Contains(out, "unknown record type 99") {
-			t.Fatalf("exit %d:\n%s", code, out)
-		}
-	})
+	for _, tc := range []struct {
+		name string
+		// damage damages the fixture's data directory and returns what
+		// verify prints of it.
+		damage func(t *testing.T, f *walFixture) []string
+	}{
+		{"segment", func(t *testing.T, f *walFixture) []string {
+			seg := f.segments(t)[1] // not the last: a bad frame there is corruption
+			flipAt(t, seg, 200)
+			return []string{"FAIL " + seg + " at offset "}
+		}},
+		{"snapshot", func(t *testing.T, f *walFixture) []string {
+			path := filepath.Join(f.dir, node.SnapshotDir, snapshot.FileName(f.snaps[1]))
+			flipAt(t, path, 100)
+			return []string{"FAIL " + path + " at offset 32: chunk checksum mismatch"}
+		}},
+		{"record", func(t *testing.T, f *walFixture) []string {
+			// A valid frame whose payload is not a record: rewrite a
+			// frame's type to an unknown one and fix its checksum.
+			seg := f.segments(t)[1]
+			b, err := os.ReadFile(seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const off = 24 // the first frame
+			b[off+8] = 99
+			fixFrameCRC(b[off:])
+			if err := os.WriteFile(seg, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return []string{fmt.Sprintf("FAIL %s at offset %d", seg, off), "unknown record type 99"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newWALFixture(t)
+			want := tc.damage(t, f)
+			code, out, _ := cli(t, "wal", "verify", "--data-dir", f.dir)
+			for _, w := range want {
+				if code != 1 || !strings.Contains(out, w) {
+					t.Fatalf("exit %d, want 1 and %q:\n%s", code, w, out)
+				}
+			}
+		})
+	}
 }
 
 // TestWALVerifyFailsOnLostRecords: a snapshot that verifies and ends after
