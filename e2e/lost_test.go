@@ -29,6 +29,64 @@ func submitNumbered(t *testing.T, c *apiClients, i int) *tenurev1.SubmitResponse
 	return resp.Msg
 }
 
+// submitNumberedAll submits tasks 1..n to srv (submitNumbered) and
+// returns their ids, at their numbers.
+func submitNumberedAll(t *testing.T, srv *serverProc, n int) []string {
+	t.Helper()
+	c := newJSONClients(srv)
+	defer c.close()
+	ids := make([]string, n+1)
+	for i := 1; i <= n; i++ {
+		ids[i] = submitNumbered(t, c, i).GetTask().GetTaskId()
+	}
+	return ids
+}
+
+// refusesLoss checks that a server on dir, whose records lost are gone,
+// refuses to start (what: on what log): without --accept-lost-records
+// with a message naming the loss, each of want, and the flag that
+// accepts it; with --accept-lost-records wrong, naming lost instead.
+func refusesLoss(t *testing.T, dir, what, lost, wrong string, want ...string) {
+	t.Helper()
+	addr := freeLoopbackAddr(t)
+	code, out := runBin(t, "server", "--data-dir", dir, "--listen", addr)
+	for _, w := range append(want, "records "+lost, "acknowledged work", "--accept-lost-records "+lost) {
+		if code == 0 || !strings.Contains(out, w) {
+			t.Fatalf("server %s: exit %d, want non-zero and a message with %q:\n%s", what, code, w, out)
+		}
+	}
+	code, out = runBin(t, "server", "--data-dir", dir, "--listen", addr, "--accept-lost-records", wrong)
+	if code == 0 || !strings.Contains(out, "pass --accept-lost-records "+lost+" instead of "+wrong) {
+		t.Fatalf("server accepting %s of the lost %s: exit %d\n%s", wrong, lost, code, out)
+	}
+}
+
+// acceptsLoss starts a server on dir with --accept-lost-records lost (and
+// args) and checks that it logs the loss as an error and serves the kept
+// tasks the log holds: the request id of task 1 (of ids, the tasks
+// submitNumberedAll submitted) is still taken, the last one's is free.
+func acceptsLoss(t *testing.T, dir, lost string, kept int, ids []string, args ...string) *serverProc {
+	t.Helper()
+	srv := startServerProc(t, dir, append(args, "--accept-lost-records", lost)...)
+	if log := srv.out.String(); !strings.Contains(log, "level=ERROR") || !strings.Contains(log, "accepted="+lost) {
+		t.Fatalf("the accepted loss is not logged as an error naming %s:\n%s", lost, log)
+	}
+	c := newJSONClients(srv)
+	defer c.close()
+	if n := len(listAllTasks(t, c, "default")); n != kept {
+		t.Fatalf("serving %d tasks, want the %d the WAL holds", n, kept)
+	}
+	if r := submitNumbered(t, c, 1); !r.GetDuplicate() || r.GetTask().GetTaskId() != ids[1] {
+		t.Fatalf("req-1, kept: %v", r)
+	}
+	// What accepting the loss means: a lost task's request id is free.
+	last := len(ids) - 1
+	if r := submitNumbered(t, c, last); r.GetDuplicate() || r.GetTask().GetTaskId() == ids[last] {
+		t.Fatalf("req-%d, lost and accepted as lost: %v", last, r)
+	}
+	return srv
+}
+
 // TestLostWALTailRefused: acknowledged submits with request ids, a
 // snapshot, a clean stop, and then the WAL loses its second half. The server
 // must not serve the half that is left as if it were complete (a request id
@@ -41,12 +99,7 @@ func TestLostWALTailRefused(t *testing.T) {
 	const tasks = 500
 	dir := t.TempDir()
 	srv := startServerProc(t, dir)
-	c := newJSONClients(srv)
-	ids := make([]string, tasks+1)
-	for i := 1; i <= tasks; i++ {
-		ids[i] = submitNumbered(t, c, i).GetTask().GetTaskId()
-	}
-	c.close()
+	ids := submitNumberedAll(t, srv, tasks)
 	if code, out := runBin(t, "admin", "snapshot", "--addr", srv.url()); code != 0 || !strings.Contains(out, fmt.Sprintf("snapshot at lsn %d:", tasks+1)) {
 		t.Fatalf("admin snapshot: exit %d\n%s", code, out)
 	}
@@ -82,48 +135,17 @@ func TestLostWALTailRefused(t *testing.T) {
 		t.Fatalf("wal verify: exit %d, want 1 naming %s and records %s:\n%s", code, snapPath, lost, out)
 	}
 
-	addr := freeLoopbackAddr(t)
-	code, out = runBin(t, "server", "--data-dir", dir, "--listen", addr)
-	for _, want := range []string{snapPath, fmt.Sprintf("up to lsn %d", tasks+1), fmt.Sprintf("the log ends at lsn %d", last),
-		"records " + lost, "acknowledged work", "--accept-lost-records " + lost} {
-		if code == 0 || !strings.Contains(out, want) {
-			t.Fatalf("server on the cut log: exit %d, want non-zero and a message with %q:\n%s", code, want, out)
-		}
-	}
-	wrong := fmt.Sprintf("%d-%d", last+2, tasks+1)
-	code, out = runBin(t, "server", "--data-dir", dir, "--listen", addr, "--accept-lost-records", wrong)
-	if code == 0 || !strings.Contains(out, "pass --accept-lost-records "+lost+" instead of "+wrong) {
-		t.Fatalf("server accepting %s of the lost %s: exit %d\n%s", wrong, lost, code, out)
-	}
+	refusesLoss(t, dir, "on the cut log", lost, fmt.Sprintf("%d-%d", last+2, tasks+1),
+		snapPath, fmt.Sprintf("up to lsn %d", tasks+1), fmt.Sprintf("the log ends at lsn %d", last))
 	if _, err := os.Stat(snapPath); err != nil {
 		t.Fatalf("a refused start touched the snapshot: %v", err)
 	}
 
-	srv = startServerProc(t, dir, "--accept-lost-records", lost)
-	if log := srv.out.String(); !strings.Contains(log, "level=ERROR") || !strings.Contains(log, "accepted="+lost) {
-		t.Fatalf("the accepted loss is not logged as an error naming %s:\n%s", lost, log)
-	}
-	c = newJSONClients(srv)
-	defer c.close()
-	if n := len(listAllTasks(t, c, "default")); n != int(last) {
-		t.Fatalf("serving %d tasks, want the %d the WAL holds", n, last)
-	}
-	if r := submitNumbered(t, c, 1); !r.GetDuplicate() || r.GetTask().GetTaskId() != ids[1] {
-		t.Fatalf("req-1, kept: %v", r)
-	}
-	// What accepting the loss means: a lost task's request id is free.
-	if r := submitNumbered(t, c, tasks); r.GetDuplicate() || r.GetTask().GetTaskId() == ids[tasks] {
-		t.Fatalf("req-%d, lost and accepted as lost: %v", tasks, r)
-	}
+	srv = acceptsLoss(t, dir, lost, int(last), ids)
 	if _, err := os.Stat(snapPath + ".discarded"); err != nil {
 		t.Fatalf("the snapshot was not set aside: %v", err)
 	}
-	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := waitProcExit(t, srv); code != 0 {
-		t.Fatalf("server exit %d after SIGTERM", code)
-	}
+	stop(t, srv)
 	if code, out := runBin(t, "wal", "verify", "--data-dir", dir); code != 0 || !strings.Contains(out, "note: "+snapPath+".discarded") {
 		t.Fatalf("wal verify after the accepted loss: exit %d\n%s", code, out)
 	}
@@ -141,12 +163,7 @@ func TestDeletedNewestSegmentRefused(t *testing.T) {
 	const tasks = 300
 	dir := t.TempDir()
 	srv := startServerProc(t, dir, "--wal-segment-bytes", "4096")
-	c := newJSONClients(srv)
-	ids := make([]string, tasks+1)
-	for i := 1; i <= tasks; i++ {
-		ids[i] = submitNumbered(t, c, i).GetTask().GetTaskId()
-	}
-	c.close()
+	ids := submitNumberedAll(t, srv, tasks)
 	stop(t, srv)
 
 	walDir := filepath.Join(dir, node.WALDir)
@@ -173,43 +190,17 @@ func TestDeletedNewestSegmentRefused(t *testing.T) {
 		t.Fatalf("wal verify: exit %d, want 1 naming the segment and records %s:\n%s", code, lost, out)
 	}
 
-	addr := freeLoopbackAddr(t)
-	code, out = runBin(t, "server", "--data-dir", dir, "--listen", addr)
-	for _, want := range []string{fmt.Sprintf("the log ends at lsn %d", kept), filepath.Join(walDir, "TAIL"),
-		fmt.Sprintf("held every record up to lsn %d", rep.LastLSN), filepath.Base(newest.Path), "is gone",
-		"records " + lost, "acknowledged work", "--accept-lost-records " + lost} {
-		if code == 0 || !strings.Contains(out, want) {
-			t.Fatalf("server without its newest segment: exit %d, want non-zero and a message with %q:\n%s", code, want, out)
-		}
-	}
-	wrong := fmt.Sprintf("%d-%d", newest.FirstLSN, rep.LastLSN-1)
-	code, out = runBin(t, "server", "--data-dir", dir, "--listen", addr, "--accept-lost-records", wrong)
-	if code == 0 || !strings.Contains(out, "pass --accept-lost-records "+lost+" instead of "+wrong) {
-		t.Fatalf("server accepting %s of the lost %s: exit %d\n%s", wrong, lost, code, out)
-	}
+	refusesLoss(t, dir, "without its newest segment", lost, fmt.Sprintf("%d-%d", newest.FirstLSN, rep.LastLSN-1),
+		fmt.Sprintf("the log ends at lsn %d", kept), filepath.Join(walDir, "TAIL"),
+		fmt.Sprintf("held every record up to lsn %d", rep.LastLSN), filepath.Base(newest.Path), "is gone")
 
-	srv = startServerProc(t, dir, "--wal-segment-bytes", "4096", "--accept-lost-records", lost)
-	if log := srv.out.String(); !strings.Contains(log, "level=ERROR") || !strings.Contains(log, "accepted="+lost) {
-		t.Fatalf("the accepted loss is not logged as an error naming %s:\n%s", lost, log)
-	}
-	c = newJSONClients(srv)
-	if n := len(listAllTasks(t, c, "default")); n != int(kept) {
-		t.Fatalf("serving %d tasks, want the %d the WAL holds", n, kept)
-	}
-	if r := submitNumbered(t, c, 1); !r.GetDuplicate() || r.GetTask().GetTaskId() != ids[1] {
-		t.Fatalf("req-1, kept: %v", r)
-	}
-	if r := submitNumbered(t, c, tasks); r.GetDuplicate() || r.GetTask().GetTaskId() == ids[tasks] {
-		t.Fatalf("req-%d, lost and accepted as lost: %v", tasks, r)
-	}
-	c.close()
-	stop(t, srv)
+	stop(t, acceptsLoss(t, dir, lost, int(kept), ids, "--wal-segment-bytes", "4096"))
 
 	if code, out := runBin(t, "wal", "verify", "--data-dir", dir); code != 0 || !strings.Contains(out, "OK: ") {
 		t.Fatalf("wal verify after the accepted loss: exit %d\n%s", code, out)
 	}
 	srv = startServerProc(t, dir, "--wal-segment-bytes", "4096")
-	c = newJSONClients(srv)
+	c := newJSONClients(srv)
 	defer c.close()
 	if n := len(listAllTasks(t, c, "default")); n != int(kept)+1 {
 		t.Fatalf("after a restart: %d tasks, want %d", n, kept+1)

@@ -330,26 +330,24 @@ type apiClients struct {
 // newJSONClients use the Connect protocol with JSON bodies over HTTP/1.1.
 func newJSONClients(p *serverProc) *apiClients {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32, TLSClientConfig: p.clientTLS.Clone()}}
-	return &apiClients{
-		proto:  "json",
-		hc:     hc,
-		tasks:  tenurev1connect.NewTaskServiceClient(hc, p.url(), connect.WithProtoJSON()),
-		worker: tenurev1connect.NewWorkerServiceClient(hc, p.url(), connect.WithProtoJSON()),
-		queues: tenurev1connect.NewQueueServiceClient(hc, p.url(), connect.WithProtoJSON()),
-	}
+	return newAPIClients(p, "json", hc, connect.WithProtoJSON())
 }
 
 // newGRPCClients use gRPC (binary protobuf) over unencrypted HTTP/2.
 func newGRPCClients(p *serverProc) *apiClients {
 	var protos http.Protocols
 	protos.SetUnencryptedHTTP2(true)
-	hc := &http.Client{Transport: &http.Transport{Protocols: &protos}}
+	return newAPIClients(p, "grpc", &http.Client{Transport: &http.Transport{Protocols: &protos}}, connect.WithGRPC())
+}
+
+// newAPIClients are the clients of p's services over hc with opt.
+func newAPIClients(p *serverProc, proto string, hc *http.Client, opt connect.ClientOption) *apiClients {
 	return &apiClients{
-		proto:  "grpc",
+		proto:  proto,
 		hc:     hc,
-		tasks:  tenurev1connect.NewTaskServiceClient(hc, p.url(), connect.WithGRPC()),
-		worker: tenurev1connect.NewWorkerServiceClient(hc, p.url(), connect.WithGRPC()),
-		queues: tenurev1connect.NewQueueServiceClient(hc, p.url(), connect.WithGRPC()),
+		tasks:  tenurev1connect.NewTaskServiceClient(hc, p.url(), opt),
+		worker: tenurev1connect.NewWorkerServiceClient(hc, p.url(), opt),
+		queues: tenurev1connect.NewQueueServiceClient(hc, p.url(), opt),
 	}
 }
 

@@ -163,27 +163,27 @@ func TestTLSServer(t *testing.T) {
 		t.Fatalf("server output does not say TLS is on:\n%s", srv.out.String())
 	}
 
-	// gRPC: HTTP/2 over TLS.
-	h2 := &http.Transport{TLSClientConfig: trust([]*certgen.CA{ca}), Protocols: new(http.Protocols)}
-	h2.Protocols.SetHTTP2(true)
-	grpcTap := &protoTap{base: h2, seen: map[string]int{}}
-	grpcTasks := tenurev1connect.NewTaskServiceClient(&http.Client{Transport: grpcTap}, srv.url(), connect.WithGRPC())
-	if err := submitAndGet(t, grpcTasks, "tls", []byte("over grpc")); err != nil {
-		t.Fatalf("gRPC over TLS: %v", err)
+	// gRPC: HTTP/2 over TLS; JSON (Connect): HTTP/1.1 over TLS.
+	for _, p := range []struct {
+		name  string
+		http2 bool
+		opt   connect.ClientOption
+		want  string
+	}{
+		{"grpc", true, connect.WithGRPC(), "HTTP/2.0 tls=true"},
+		{"json", false, connect.WithProtoJSON(), "HTTP/1.1 tls=true"},
+	} {
+		tr := &http.Transport{TLSClientConfig: trust([]*certgen.CA{ca}), Protocols: new(http.Protocols)}
+		tr.Protocols.SetHTTP1(!p.http2)
+		tr.Protocols.SetHTTP2(p.http2)
+		tap := &protoTap{base: tr, seen: map[string]int{}}
+		tasks := tenurev1connect.NewTaskServiceClient(&http.Client{Transport: tap}, srv.url(), p.opt)
+		if err := submitAndGet(t, tasks, "tls", []byte("over "+p.name)); err != nil {
+			t.Fatalf("%s over TLS: %v", p.name, err)
+		}
+		tap.only(t, p.want)
+		tr.CloseIdleConnections()
 	}
-	grpcTap.only(t, "HTTP/2.0 tls=true")
-	h2.CloseIdleConnections()
-
-	// JSON (Connect): HTTP/1.1 over TLS.
-	h1 := &http.Transport{TLSClientConfig: trust([]*certgen.CA{ca}), Protocols: new(http.Protocols)}
-	h1.Protocols.SetHTTP1(true)
-	jsonTap := &protoTap{base: h1, seen: map[string]int{}}
-	jsonTasks := tenurev1connect.NewTaskServiceClient(&http.Client{Transport: jsonTap}, srv.url(), connect.WithProtoJSON())
-	if err := submitAndGet(t, jsonTasks, "tls", []byte("over json")); err != nil {
-		t.Fatalf("JSON over TLS: %v", err)
-	}
-	jsonTap.only(t, "HTTP/1.1 tls=true")
-	h1.CloseIdleConnections()
 
 	// Plain HTTP is not served.
 	plain := "http://" + srv.addr
