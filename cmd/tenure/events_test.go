@@ -127,10 +127,7 @@ func TestEventsPost(t *testing.T) {
 	ctx1, stop1 := context.WithCancel(t.Context())
 	first := post(ctx1)
 
-	c, err := client.New(addr, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := sdk(t, addr)
 	const tasks = 60
 	for i := range tasks {
 		if _, err := c.Submit(t.Context(), client.SubmitRequest{Queue: "hooks", Payload: fmt.Appendf(nil, "%d", i)}); err != nil {
@@ -261,10 +258,7 @@ func (e *envelopes) Write(b []byte) (int, error) {
 func TestCLIEventsJSONIsTheAPIsAnswers(t *testing.T) {
 	t.Parallel()
 	target := startInProcess(t)
-	c, err := client.New(target, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := sdk(t, target)
 	for i := range 5 {
 		if _, err := c.Submit(t.Context(), client.SubmitRequest{Queue: "hooks", Payload: fmt.Appendf(nil, "%d", i)}); err != nil {
 			t.Fatal(err)

@@ -423,10 +423,7 @@ func TestCLITaskJSON(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	addr := startInProcess(t)
-	c, err := client.New(addr, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := sdk(t, addr)
 	api := tenurev1connect.NewTaskServiceClient(http.DefaultClient, addr, connect.WithProtoJSON())
 
 	// Tasks in every shape: completed after a start and a commit, with

@@ -123,10 +123,7 @@ func taskRows(t *testing.T, table string) []string {
 func TestCLITasksListPages(t *testing.T) {
 	t.Parallel()
 	addr := startInProcess(t)
-	c, err := client.New(addr, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := sdk(t, addr)
 	var reqs []client.SubmitRequest
 	for i := range 250 {
 		reqs = append(reqs, client.SubmitRequest{Queue: "many", Payload: fmt.Appendf(nil, "task %d", i)})
