@@ -7,20 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenurehq/tenure/internal/certgen"
+	"github.com/tenurehq/tenure/internal/certgen/certtest"
 	"github.com/tenurehq/tenure/internal/tlsfiles"
 )
 
 func TestIssuedCertificatesVerify(t *testing.T) {
 	now := time.Now()
-	ca, err := certgen.NewCA("test ca", now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := certgen.NewCA("other ca", now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, other := certtest.CA(t, "test ca"), certtest.CA(t, "other ca")
 	srv, err := ca.Server("node", now, "127.0.0.1", "node.example")
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +23,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/tenurehq/tenure/internal/apitest"
-	"github.com/tenurehq/tenure/internal/certgen"
+	"github.com/tenurehq/tenure/internal/certgen/certtest"
 	"github.com/tenurehq/tenure/internal/metrics"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/server"
@@ -100,36 +99,16 @@ func newServedEnv(t *testing.T, load server.LoadLimits, n *node.Node, tlsOn bool
 // trusts the CA and presents one.
 func mutualTLS(t *testing.T) (*tlsfiles.Reloader, *tls.Config) {
 	t.Helper()
-	dir := t.TempDir()
-	now := time.Now()
-	ca, err := certgen.NewCA("test CA", now)
+	f := certtest.New(t, "test CA")
+	r, err := tlsfiles.New(tlsfiles.Config{CertFile: f.ServerCert, KeyFile: f.ServerKey, ClientCAFile: f.CAFile})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := ca.Server("server", now, "127.0.0.1")
+	pair, err := f.Client.TLS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli, err := ca.Client("worker", now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, key, caFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
-	if err := srv.Write(cert, key); err != nil {
-		t.Fatal(err)
-	}
-	if err := certgen.WriteFile(caFile, ca.PEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r, err := tlsfiles.New(tlsfiles.Config{CertFile: cert, KeyFile: key, ClientCAFile: caFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := cli.TLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r, &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{pair}}
+	return r, &tls.Config{RootCAs: f.CA.Pool(), Certificates: []tls.Certificate{pair}}
 }
 
 // conn opens a raw connection to the server (over TLS, with the client's

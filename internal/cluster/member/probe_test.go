@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/internal/certgen"
+	"github.com/tenurehq/tenure/internal/certgen/certtest"
 	"github.com/tenurehq/tenure/internal/cluster/nodeauth"
 	"github.com/tenurehq/tenure/internal/cluster/registry"
 	"github.com/tenurehq/tenure/internal/route"
@@ -26,14 +27,7 @@ import (
 // not.
 func TestProbeClassifies(t *testing.T) {
 	now := time.Now()
-	ca, err := certgen.NewCA("cluster", now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := certgen.NewCA("other", now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, other := certtest.CA(t, "cluster"), certtest.CA(t, "other")
 	keys, err := nodeauth.New(bytes.Repeat([]byte{1}, nodeauth.SecretBytes), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -12,54 +12,16 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/internal/apitest"
-	"github.com/tenurehq/tenure/internal/certgen"
+	"github.com/tenurehq/tenure/internal/certgen/certtest"
 	"github.com/tenurehq/tenure/internal/tlsfiles"
 	"github.com/tenurehq/tenure/sdk/client"
 )
 
-// tlsFiles are a CA and certificates it issued, as PEM files.
-type tlsFiles struct {
-	ca                            *certgen.CA
-	caFile                        string
-	serverCertFile, serverKeyFile string // for 127.0.0.1
-	certFile, keyFile             string // a client certificate of the CA
-}
-
-func newTLSFiles(t *testing.T, name string) tlsFiles {
-	t.Helper()
-	now, dir := time.Now(), t.TempDir()
-	ca, err := certgen.NewCA(name, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := ca.Server("server", now, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli, err := ca.Client("client", now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := tlsFiles{ca: ca, caFile: filepath.Join(dir, "ca.pem"),
-		serverCertFile: filepath.Join(dir, "server.pem"), serverKeyFile: filepath.Join(dir, "server-key.pem"),
-		certFile: filepath.Join(dir, "client.pem"), keyFile: filepath.Join(dir, "client-key.pem")}
-	if err := certgen.WriteFile(f.caFile, ca.PEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Write(f.serverCertFile, f.serverKeyFile); err != nil {
-		t.Fatal(err)
-	}
-	if err := cli.Write(f.certFile, f.keyFile); err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 // startTLS serves the API with f's server certificate, requiring client
 // certificates of f's CA, as `tenure server --tls-client-ca` does.
-func startTLS(t *testing.T, f tlsFiles) string {
+func startTLS(t *testing.T, f certtest.Files) string {
 	t.Helper()
-	r, err := tlsfiles.New(tlsfiles.Config{CertFile: f.serverCertFile, KeyFile: f.serverKeyFile, ClientCAFile: f.caFile})
+	r, err := tlsfiles.New(tlsfiles.Config{CertFile: f.ServerCert, KeyFile: f.ServerKey, ClientCAFile: f.CAFile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +59,11 @@ func mustTLSConfig(t *testing.T, ca, cert, key string) *tls.Config {
 // TestTLS calls a server that requires client certificates over every
 // protocol: HTTP/2 over TLS each time.
 func TestTLS(t *testing.T) {
-	f := newTLSFiles(t, "ca")
+	f := certtest.New(t, "ca")
 	var protos protoLog
 	url := startTLS(t, f)
 	for _, proto := range protocols {
-		cfg := mustTLSConfig(t, f.caFile, f.certFile, f.keyFile)
+		cfg := mustTLSConfig(t, f.CAFile, f.ClientCert, f.ClientKey)
 		cfg.VerifyConnection = protos.verify
 		c := newClient(t, url, client.Options{Protocol: proto, TLSConfig: cfg})
 		res, err := c.Submit(t.Context(), client.SubmitRequest{Queue: "tls", Payload: []byte(proto)})
@@ -142,18 +104,18 @@ func failsAtOnce(t *testing.T, call func(context.Context) error) error {
 // TestTLSRefusedIsNotRetried: a server the client does not trust, or that
 // refuses the client for want of a certificate, fails the call at once.
 func TestTLSRefusedIsNotRetried(t *testing.T) {
-	f, other := newTLSFiles(t, "ca"), newTLSFiles(t, "other")
+	f, other := certtest.New(t, "ca"), certtest.New(t, "other")
 	url := startTLS(t, f)
 	for _, tc := range []struct {
 		name, ca, cert, key string
 		want                string
 	}{
-		{"server not trusted", other.caFile, f.certFile, f.keyFile, "certificate signed by unknown authority"},
+		{"server not trusted", other.CAFile, f.ClientCert, f.ClientKey, "certificate signed by unknown authority"},
 		// Refused in an answer, not in the handshake: unauthenticated.
-		{"no client certificate", f.caFile, "", "", "unauthenticated: this server requires a client certificate"},
+		{"no client certificate", f.CAFile, "", "", "unauthenticated: this server requires a client certificate"},
 		// Go's TLS client sends no certificate of a CA the server does
 		// not name: the same.
-		{"client certificate of another CA", f.caFile, other.certFile, other.keyFile, "unauthenticated: this server requires a client certificate"},
+		{"client certificate of another CA", f.CAFile, other.ClientCert, other.ClientKey, "unauthenticated: this server requires a client certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, proto := range protocols {
@@ -178,8 +140,8 @@ func TestTLSRefusedIsNotRetried(t *testing.T) {
 }
 
 func TestTLSOptionErrors(t *testing.T) {
-	f := newTLSFiles(t, "ca")
-	cfg := mustTLSConfig(t, f.caFile, "", "")
+	f := certtest.New(t, "ca")
+	cfg := mustTLSConfig(t, f.CAFile, "", "")
 	if _, err := client.New("http://127.0.0.1:1", client.Options{TLSConfig: cfg}); err == nil || !strings.Contains(err.Error(), "https://") {
 		t.Errorf("TLSConfig with an http:// URL: err = %v, want it refused, naming https://", err)
 	}
@@ -192,11 +154,11 @@ func TestTLSOptionErrors(t *testing.T) {
 		want                []string
 	}{
 		{"missing CA file", missing, "", "", []string{missing, "no such file"}},
-		{"CA file that is a key", f.keyFile, "", "", []string{f.keyFile, "no PEM certificate"}},
-		{"certificate without key", "", f.certFile, "", []string{"both its certificate file and its key file"}},
-		{"key without certificate", "", "", f.keyFile, []string{"both its certificate file and its key file"}},
-		{"missing certificate", "", missing, f.keyFile, []string{missing}},
-		{"key of another certificate", "", f.certFile, newTLSFiles(t, "other").keyFile, []string{"does not match"}},
+		{"CA file that is a key", f.ClientKey, "", "", []string{f.ClientKey, "no PEM certificate"}},
+		{"certificate without key", "", f.ClientCert, "", []string{"both its certificate file and its key file"}},
+		{"key without certificate", "", "", f.ClientKey, []string{"both its certificate file and its key file"}},
+		{"missing certificate", "", missing, f.ClientKey, []string{missing}},
+		{"key of another certificate", "", f.ClientCert, certtest.New(t, "other").ClientKey, []string{"does not match"}},
 	} {
 		_, err := client.LoadTLSConfig(tc.ca, tc.cert, tc.key)
 		if err == nil {

@@ -4,12 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/tenurehq/tenure/internal/apitest"
-	"github.com/tenurehq/tenure/internal/certgen"
+	"github.com/tenurehq/tenure/internal/certgen/certtest"
 	"github.com/tenurehq/tenure/internal/tlsfiles"
 	"github.com/tenurehq/tenure/sdk/client"
 	"github.com/tenurehq/tenure/sdk/worker"
@@ -19,24 +18,8 @@ import (
 // does not trust ends Run with ErrTLSRefused instead of retrying forever.
 func TestRunStopsOnUntrustedServer(t *testing.T) {
 	t.Parallel()
-	now, dir := time.Now(), t.TempDir()
-	ca, err := certgen.NewCA("server ca", now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := certgen.NewCA("other ca", now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := ca.Server("server", now, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := p.Write(certFile, keyFile); err != nil {
-		t.Fatal(err)
-	}
-	r, err := tlsfiles.New(tlsfiles.Config{CertFile: certFile, KeyFile: keyFile})
+	f, other := certtest.New(t, "server ca"), certtest.CA(t, "other ca")
+	r, err := tlsfiles.New(tlsfiles.Config{CertFile: f.ServerCert, KeyFile: f.ServerKey})
 	if err != nil {
 		t.Fatal(err)
 	}
