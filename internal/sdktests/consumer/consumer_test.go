@@ -55,8 +55,14 @@ func TestAddTheSDK(t *testing.T) {
 			if how == "from a checkout" {
 				gocmd(t, dir, env, "mod", "edit", "-require=github.com/tenurehq/tenure/sdk@v0.0.0", "-replace=github.com/tenurehq/tenure/sdk="+sdkDir)
 			} else {
+				// A module cache of its own: the machine's keeps the first
+				// v0.1.0 it was served and would build every later run
+				// with that one. The machine's cache still serves the
+				// SDK's dependencies, as a proxy, without the network.
 				proxy := moduleProxy(t, sdkDir, "v0.1.0")
-				env = append(env, "GOPROXY=file://"+proxy+","+goEnvValue(t, "GOPROXY"), "GONOSUMDB=github.com/tenurehq/tenure")
+				shared := "file://" + filepath.Join(goEnvValue(t, "GOMODCACHE"), "cache", "download")
+				env = append(env, "GOPROXY=file://"+proxy+","+shared+","+goEnvValue(t, "GOPROXY"), "GONOSUMDB=github.com/tenurehq/tenure",
+					"GOMODCACHE="+t.TempDir(), "GOFLAGS=-modcacherw")
 				gocmd(t, dir, env, "get", "github.com/tenurehq/tenure/sdk@latest")
 			}
 			gocmd(t, dir, env, "mod", "tidy")
@@ -131,7 +137,8 @@ func gocmd(t *testing.T, dir string, env []string, args ...string) string {
 
 // moduleProxy writes a module proxy (GOPROXY=file://) that serves the
 // module in dir, github.com/tenurehq/tenure/sdk, at version, as a release
-// of it would be served, and returns its directory.
+// of it would be served (nested modules left out), and returns its
+// directory.
 func moduleProxy(t *testing.T, dir, version string) string {
 	t.Helper()
 	const module = "github.com/tenurehq/tenure/sdk"
@@ -156,8 +163,16 @@ func moduleProxy(t *testing.T, dir, version string) string {
 	}
 	zw := zip.NewWriter(f)
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil {
 			return err
+		}
+		if d.IsDir() {
+			// A directory with a go.mod of its own (sdk/outboxpgx) is
+			// another module, left out of this one's zip as go does.
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != dir {
+				return filepath.SkipDir
+			}
+			return nil
 		}
 		rel, err := filepath.Rel(dir, path)
 		if err != nil {
