@@ -87,8 +87,7 @@ func TestGuideServerCurl(t *testing.T) {
 
 	// What the comments named: the task curl completed.
 	id := sh.vars["TASK_ID"]
-	c := newJSONClients(srv)
-	defer c.close()
+	c := newJSONClients(t, srv)
 	resp, err := c.tasks.GetTask(t.Context(), connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: id}))
 	if err != nil {
 		t.Fatalf("GetTask(%q), the task the guide's lease named: %v", id, err)

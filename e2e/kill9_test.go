@@ -328,9 +328,7 @@ type kill9Round struct {
 // the load and waits for it.
 func (k kill9Round) run(t *testing.T, srv *serverProc) {
 	t.Helper()
-	js, gs := newJSONClients(srv), newGRPCClients(srv)
-	defer gs.close()
-	defer js.close()
+	js, gs := newJSONClients(t, srv), newGRPCClients(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i, c := range []*apiClients{js, gs, js, gs} {
@@ -366,8 +364,7 @@ func (k kill9Round) run(t *testing.T, srv *serverProc) {
 // and every task's state against its executions.
 func verifyAcks(t *testing.T, srv *serverProc, led *ackLedger, namespace string) {
 	t.Helper()
-	c := newJSONClients(srv)
-	defer c.close()
+	c := newJSONClients(t, srv)
 	tasks := listAllTasks(t, c, namespace)
 	byID := make(map[string]*tenurev1.Task, len(tasks))
 	for _, task := range tasks {

@@ -55,7 +55,7 @@ func TestOversizedBodiesMemory(t *testing.T) {
 	srv := startServerProc(t, t.TempDir())
 	var usual time.Duration // the slowest of a normal client's calls before the attack
 	{
-		normal := newJSONClients(srv)
+		normal := newJSONClients(t, srv)
 		for range 20 {
 			usual = max(usual, normalCall(t, context.Background(), normal))
 		}
@@ -142,8 +142,7 @@ func TestOversizedBodiesMemory(t *testing.T) {
 		wg.Go(func() { count("grpc submit", sendGRPC()) })
 	}
 	// A normal client, meanwhile.
-	normal := newJSONClients(srv)
-	defer normal.close()
+	normal := newJSONClients(t, srv)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	var served int

@@ -66,8 +66,7 @@ func TestLinearizabilityKill9(t *testing.T) {
 	// The reader: every task, page by page; each page is one read of its
 	// tasks.
 	srv := startServerProc(t, dir)
-	c := newJSONClients(srv)
-	defer c.close()
+	c := newJSONClients(t, srv)
 	var final []*tenurev1.Task
 	token := ""
 	for {

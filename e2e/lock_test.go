@@ -21,8 +21,7 @@ func TestDeletedLockFileKeepsSecondServerOut(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	srv := startServerProc(t, dir)
-	c := newJSONClients(srv)
-	defer c.close()
+	c := newJSONClients(t, srv)
 	submit := func(payload string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
@@ -56,8 +55,7 @@ func TestDeletedLockFileKeepsSecondServerOut(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "LOCK")); err != nil || string(b) != fmt.Sprintln(srv.cmd.Process.Pid) {
 		t.Fatalf("LOCK after a restart holds %q (%v), want pid %d", b, err, srv.cmd.Process.Pid)
 	}
-	c2 := newJSONClients(srv)
-	defer c2.close()
+	c2 := newJSONClients(t, srv)
 	if n := len(listAllTasks(t, c2, "default")); n != 2 {
 		t.Fatalf("after the restart: %d tasks, want the 2 acknowledged", n)
 	}

@@ -33,8 +33,7 @@ func submitNumbered(t *testing.T, c *apiClients, i int) *tenurev1.SubmitResponse
 // returns their ids, at their numbers.
 func submitNumberedAll(t *testing.T, srv *serverProc, n int) []string {
 	t.Helper()
-	c := newJSONClients(srv)
-	defer c.close()
+	c := newJSONClients(t, srv)
 	ids := make([]string, n+1)
 	for i := 1; i <= n; i++ {
 		ids[i] = submitNumbered(t, c, i).GetTask().GetTaskId()
@@ -71,8 +70,7 @@ func acceptsLoss(t *testing.T, dir, lost string, kept int, ids []string, args ..
 	if log := srv.out.String(); !strings.Contains(log, "level=ERROR") || !strings.Contains(log, "accepted="+lost) {
 		t.Fatalf("the accepted loss is not logged as an error naming %s:\n%s", lost, log)
 	}
-	c := newJSONClients(srv)
-	defer c.close()
+	c := newJSONClients(t, srv)
 	if n := len(listAllTasks(t, c, "default")); n != kept {
 		t.Fatalf("serving %d tasks, want the %d the WAL holds", n, kept)
 	}
@@ -200,8 +198,7 @@ func TestDeletedNewestSegmentRefused(t *testing.T) {
 		t.Fatalf("wal verify after the accepted loss: exit %d\n%s", code, out)
 	}
 	srv = startServerProc(t, dir, "--wal-segment-bytes", "4096")
-	c := newJSONClients(srv)
-	defer c.close()
+	c := newJSONClients(t, srv)
 	if n := len(listAllTasks(t, c, "default")); n != int(kept)+1 {
 		t.Fatalf("after a restart: %d tasks, want %d", n, kept+1)
 	}

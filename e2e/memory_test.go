@@ -225,8 +225,7 @@ func TestHostileMemory(t *testing.T) {
 
 	// A normal client: a 1 KiB submit every normalEvery, on connections of
 	// its own, each answered or refused as documented.
-	normal := newJSONClients(srv)
-	defer normal.close()
+	normal := newJSONClients(t, srv)
 	var normalOK, normalFull int
 	var normalWorst time.Duration
 	var samples []int64

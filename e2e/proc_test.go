@@ -327,28 +327,33 @@ type apiClients struct {
 	queues tenurev1connect.QueueServiceClient
 }
 
-// newJSONClients use the Connect protocol with JSON bodies over HTTP/1.1.
-func newJSONClients(p *serverProc) *apiClients {
+// newJSONClients use the Connect protocol with JSON bodies over HTTP/1.1;
+// they are closed when the test ends.
+func newJSONClients(t *testing.T, p *serverProc) *apiClients {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32, TLSClientConfig: p.clientTLS.Clone()}}
-	return newAPIClients(p, "json", hc, connect.WithProtoJSON())
+	return newAPIClients(t, p, "json", hc, connect.WithProtoJSON())
 }
 
-// newGRPCClients use gRPC (binary protobuf) over unencrypted HTTP/2.
-func newGRPCClients(p *serverProc) *apiClients {
+// newGRPCClients use gRPC (binary protobuf) over unencrypted HTTP/2; they
+// are closed when the test ends.
+func newGRPCClients(t *testing.T, p *serverProc) *apiClients {
 	var protos http.Protocols
 	protos.SetUnencryptedHTTP2(true)
-	return newAPIClients(p, "grpc", &http.Client{Transport: &http.Transport{Protocols: &protos}}, connect.WithGRPC())
+	return newAPIClients(t, p, "grpc", &http.Client{Transport: &http.Transport{Protocols: &protos}}, connect.WithGRPC())
 }
 
-// newAPIClients are the clients of p's services over hc with opt.
-func newAPIClients(p *serverProc, proto string, hc *http.Client, opt connect.ClientOption) *apiClients {
-	return &apiClients{
+// newAPIClients are the clients of p's services over hc with opt, closed
+// when the test ends.
+func newAPIClients(t *testing.T, p *serverProc, proto string, hc *http.Client, opt connect.ClientOption) *apiClients {
+	c := &apiClients{
 		proto:  proto,
 		hc:     hc,
 		tasks:  tenurev1connect.NewTaskServiceClient(hc, p.url(), opt),
 		worker: tenurev1connect.NewWorkerServiceClient(hc, p.url(), opt),
 		queues: tenurev1connect.NewQueueServiceClient(hc, p.url(), opt),
 	}
+	t.Cleanup(c.close)
+	return c
 }
 
 func (c *apiClients) close() { c.hc.CloseIdleConnections() }

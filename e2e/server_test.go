@@ -24,8 +24,7 @@ func TestGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	srv := startServerProc(t, dir)
-	c := newJSONClients(srv)
-	defer c.close()
+	c := newJSONClients(t, srv)
 
 	// A long-poll on an empty queue is (most likely) in flight when the
 	// signal arrives; it must not keep the server from stopping cleanly.
@@ -71,8 +70,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 
 	srv2 := startServerProc(t, dir)
-	c2 := newJSONClients(srv2)
-	defer c2.close()
+	c2 := newJSONClients(t, srv2)
 	for id, payload := range want {
 		ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
 		resp, err := c2.tasks.GetTask(ctx, connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: id}))

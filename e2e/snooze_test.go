@@ -29,8 +29,7 @@ func TestSnoozeAndProgressSurviveKill9(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	srv := startServerProc(t, dir)
-	c := newJSONClients(srv)
-	defer c.close()
+	c := newJSONClients(t, srv)
 	call := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.Background(), e2eCallTimeout)
 	}
@@ -97,8 +96,7 @@ func TestSnoozeAndProgressSurviveKill9(t *testing.T) {
 
 	srv.kill9(t)
 	srv = startServerProc(t, dir)
-	c = newJSONClients(srv)
-	defer c.close()
+	c = newJSONClients(t, srv)
 	get(progress)
 
 	ctx, cancel = call()

@@ -32,8 +32,7 @@ func TestReadmeTour(t *testing.T) {
 
 	// What the tour did to the emails queue: every task completed by its
 	// worker, the one killed and retried with it.
-	c := newJSONClients(srv)
-	defer c.close()
+	c := newJSONClients(t, srv)
 	resp, err := c.tasks.ListTasks(t.Context(), connect.NewRequest(&tenurev1.ListTasksRequest{Queue: "emails", PageSize: 100}))
 	if err != nil {
 		t.Fatal(err)
