@@ -227,3 +227,29 @@ func CreateDatabase(ctx context.Context, dsn string) error {
 	}
 	return nil
 }
+
+// Querier runs a query: a *sql.DB, *sql.Tx or *sql.Conn.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// EachRow runs query with args on q and calls each for every row of its
+// answer, in order, stopping at the first error; it closes the rows
+// before it returns. Every error it returns, the query's, each's or the
+// rows', is prefixed with what ("registry: listing nodes").
+func EachRow(ctx context.Context, q Querier, what, query string, args []any, each func(*sql.Rows) error) error {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}

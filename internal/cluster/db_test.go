@@ -314,3 +314,34 @@ func twoProxies(t *testing.T) (p1, p2 *clustertest.Proxy, list string) {
 	list = strings.Replace(clustertest.DSNVia(dsn, p1.Addr()), p1.Addr(), p1.Addr()+","+p2.Addr(), 1)
 	return p1, p2, list
 }
+
+// TestEachRow: every row in order; the first error of each ends the read;
+// each error says what was read.
+func TestEachRow(t *testing.T) {
+	t.Parallel()
+	_, db := clustertest.DB(t)
+	ctx := context.Background()
+	const query = "SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3) t WHERE n >= ? ORDER BY n"
+	var got []int
+	read := func(rows *sql.Rows) error {
+		var n int
+		if err := rows.Scan(&n); err != nil {
+			return err
+		}
+		got = append(got, n)
+		if n == 2 {
+			return fmt.Errorf("stop at %d", n)
+		}
+		return nil
+	}
+	if err := cluster.EachRow(ctx, db, "reading numbers", query, []any{3}, read); err != nil || !slices.Equal(got, []int{3}) {
+		t.Fatalf("EachRow from 3: %v, %v", got, err)
+	}
+	got = nil
+	if err := cluster.EachRow(ctx, db, "reading numbers", query, []any{1}, read); err == nil || err.Error() != "reading numbers: stop at 2" || !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("EachRow stopped by its callback: %v, %v", got, err)
+	}
+	if err := cluster.EachRow(ctx, db, "reading numbers", "SELECT n FROM no_such_table", nil, read); err == nil || !strings.HasPrefix(err.Error(), "reading numbers: ") {
+		t.Fatalf("EachRow of a bad query: %v", err)
+	}
+}

@@ -74,22 +74,18 @@ func (s *SnapshotStore) stmtCtx() (context.Context, context.CancelFunc) {
 func (s *SnapshotStore) List() ([]uint64, error) {
 	ctx, cancel := s.stmtCtx()
 	defer cancel()
-	rows, err := s.db.QueryContext(ctx, `SELECT lsn FROM partition_snapshots
-		WHERE partition_id = ? AND discarded_at IS NULL ORDER BY lsn LIMIT 100000`, s.id)
-	if err != nil {
-		return nil, fmt.Errorf("mysqllog: listing the snapshots of partition %d: %w", s.id, err)
-	}
-	defer rows.Close()
 	var lsns []uint64
-	for rows.Next() {
+	err := cluster.EachRow(ctx, s.db, fmt.Sprintf("mysqllog: listing the snapshots of partition %d", s.id), `SELECT lsn FROM partition_snapshots
+		WHERE partition_id = ? AND discarded_at IS NULL ORDER BY lsn LIMIT 100000`, []any{s.id}, func(rows *sql.Rows) error {
 		var lsn uint64
 		if err := rows.Scan(&lsn); err != nil {
-			return nil, fmt.Errorf("mysqllog: listing the snapshots of partition %d: %w", s.id, err)
+			return err
 		}
 		lsns = append(lsns, lsn)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("mysqllog: listing the snapshots of partition %d: %w", s.id, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return lsns, nil
 }

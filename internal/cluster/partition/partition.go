@@ -108,21 +108,17 @@ func scan(r scanner) (Assignment, error) {
 // List returns every partition in key order; it fails rather than return
 // a partial list past MaxPartitions.
 func (s *Store) List(ctx context.Context) ([]Assignment, error) {
-	rows, err := s.db.QueryContext(ctx, selectColumns+" ORDER BY namespace, queue, partition_no LIMIT ?", MaxPartitions+1)
-	if err != nil {
-		return nil, fmt.Errorf("partition: listing: %w", err)
-	}
-	defer rows.Close()
 	var out []Assignment
-	for rows.Next() {
+	err := cluster.EachRow(ctx, s.db, "partition: listing", selectColumns+" ORDER BY namespace, queue, partition_no LIMIT ?", []any{MaxPartitions + 1}, func(rows *sql.Rows) error {
 		a, err := scan(rows)
 		if err != nil {
-			return nil, fmt.Errorf("partition: listing: %w", err)
+			return err
 		}
 		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("partition: listing: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) > MaxPartitions {
 		return nil, fmt.Errorf("partition: more than %d partitions", MaxPartitions)
@@ -161,22 +157,17 @@ func (s *Store) Apply(ctx context.Context, c Coordinator, next map[cluster.Parti
 	}
 	defer tx.Rollback()
 
-	rows, err := tx.QueryContext(ctx, selectColumns+" ORDER BY namespace, queue, partition_no LIMIT ? FOR UPDATE", MaxPartitions+1)
-	if err != nil {
-		return nil, fmt.Errorf("partition: apply: %w", err)
-	}
 	cur := make(map[cluster.PartitionKey]Assignment)
-	for rows.Next() {
+	err = cluster.EachRow(ctx, tx, "partition: apply", selectColumns+" ORDER BY namespace, queue, partition_no LIMIT ? FOR UPDATE", []any{MaxPartitions + 1}, func(rows *sql.Rows) error {
 		a, err := scan(rows)
 		if err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("partition: apply: %w", err)
+			return err
 		}
 		cur[a.Key] = a
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("partition: apply: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	// The coordinator lock is checked (and share-locked until commit)

@@ -87,27 +87,20 @@ type nodeVersions struct {
 // activeVersions reads the versions of the active nodes other than id
 // heard from within the silence, locking their rows.
 func (r *Registry) activeVersions(ctx context.Context, tx *sql.Tx, id string) ([]nodeVersions, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT n.node_id, COALESCE(p.min_version, ?), COALESCE(p.max_version, ?)
+	var out []nodeVersions
+	err := cluster.EachRow(ctx, tx, "registry: reading the nodes' protocol versions", `SELECT n.node_id, COALESCE(p.min_version, ?), COALESCE(p.max_version, ?)
 		FROM nodes n LEFT JOIN node_protocols p ON p.node_id = n.node_id
 		WHERE n.status = ? AND n.node_id <> ? AND n.last_heartbeat >= TIMESTAMPADD(MICROSECOND, -?, NOW(6))
 		ORDER BY n.node_id LIMIT ? FOR UPDATE`,
-		unstated.Min, unstated.Max, statusActive, id, r.cfg.Silence.Microseconds(), r.cfg.MaxNodes+1)
-	if err != nil {
-		return nil, fmt.Errorf("registry: reading the nodes' protocol versions: %w", err)
-	}
-	defer rows.Close()
-	var out []nodeVersions
-	for rows.Next() {
-		var n nodeVersions
-		if err := rows.Scan(&n.id, &n.v.Min, &n.v.Max); err != nil {
-			return nil, fmt.Errorf("registry: reading the nodes' protocol versions: %w", err)
-		}
-		out = append(out, n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("registry: reading the nodes' protocol versions: %w", err)
-	}
-	return out, nil
+		[]any{unstated.Min, unstated.Max, statusActive, id, r.cfg.Silence.Microseconds(), r.cfg.MaxNodes + 1}, func(rows *sql.Rows) error {
+			var n nodeVersions
+			if err := rows.Scan(&n.id, &n.v.Min, &n.v.Max); err != nil {
+				return err
+			}
+			out = append(out, n)
+			return nil
+		})
+	return out, err
 }
 
 // meets checks that v meets the versions of every one of others.

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"maps"
 	"slices"
@@ -85,23 +86,19 @@ func (r *Registry) Probes(ctx context.Context, target string) ([]Probe, error) {
 		q, args = `SELECT prober_id, target_id, ok, detail, TIMESTAMPDIFF(MICROSECOND, checked_at, NOW(6))
 		FROM node_probes WHERE target_id = ? ORDER BY prober_id LIMIT ?`, []any{target, maxProbeRows + 1}
 	}
-	rows, err := r.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("registry: reading the probes: %w", err)
-	}
-	defer rows.Close()
 	var out []Probe
-	for rows.Next() {
+	err := cluster.EachRow(ctx, r.db, "registry: reading the probes", q, args, func(rows *sql.Rows) error {
 		var p Probe
 		var micros int64
 		if err := rows.Scan(&p.Prober, &p.Target, &p.OK, &p.Detail, &micros); err != nil {
-			return nil, fmt.Errorf("registry: reading the probes: %w", err)
+			return err
 		}
 		p.Age = time.Duration(max(0, micros)) * time.Microsecond
 		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("registry: reading the probes: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) > maxProbeRows {
 		return nil, fmt.Errorf("registry: more than %d probe verdicts are recorded", maxProbeRows)
@@ -111,25 +108,21 @@ func (r *Registry) Probes(ctx context.Context, target string) ([]Probe, error) {
 
 // Eligibilities returns every node's row of node_eligibility, by id.
 func (r *Registry) Eligibilities(ctx context.Context) (map[string]Eligibility, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT node_id, eligible, reason, TIMESTAMPDIFF(MICROSECOND, changed_at, NOW(6))
-		FROM node_eligibility LIMIT ?`, r.cfg.MaxNodes+1)
-	if err != nil {
-		return nil, fmt.Errorf("registry: reading the nodes' eligibility: %w", err)
-	}
-	defer rows.Close()
 	out := make(map[string]Eligibility)
-	for rows.Next() {
+	err := cluster.EachRow(ctx, r.db, "registry: reading the nodes' eligibility", `SELECT node_id, eligible, reason, TIMESTAMPDIFF(MICROSECOND, changed_at, NOW(6))
+		FROM node_eligibility LIMIT ?`, []any{r.cfg.MaxNodes + 1}, func(rows *sql.Rows) error {
 		var id string
 		var e Eligibility
 		var micros int64
 		if err := rows.Scan(&id, &e.Eligible, &e.Reason, &micros); err != nil {
-			return nil, fmt.Errorf("registry: reading the nodes' eligibility: %w", err)
+			return err
 		}
 		e.Since = time.Duration(max(0, micros)) * time.Microsecond
 		out[id] = e
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("registry: reading the nodes' eligibility: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) > r.cfg.MaxNodes {
 		return nil, fmt.Errorf("registry: more than Config.MaxNodes = %d nodes have an eligibility", r.cfg.MaxNodes)

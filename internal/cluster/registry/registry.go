@@ -145,27 +145,23 @@ func (r *Registry) Leave(ctx context.Context, id string) error {
 // List returns every node, ordered by id. It fails rather than return a
 // partial list when there are more than MaxNodes.
 func (r *Registry) List(ctx context.Context) ([]Node, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT node_id, advertise_addr, status, last_heartbeat,
-		TIMESTAMPDIFF(MICROSECOND, last_heartbeat, NOW(6))
-		FROM nodes ORDER BY node_id LIMIT ?`, r.cfg.MaxNodes+1)
-	if err != nil {
-		return nil, fmt.Errorf("registry: listing nodes: %w", err)
-	}
-	defer rows.Close()
 	var out []Node
-	for rows.Next() {
+	err := cluster.EachRow(ctx, r.db, "registry: listing nodes", `SELECT node_id, advertise_addr, status, last_heartbeat,
+		TIMESTAMPDIFF(MICROSECOND, last_heartbeat, NOW(6))
+		FROM nodes ORDER BY node_id LIMIT ?`, []any{r.cfg.MaxNodes + 1}, func(rows *sql.Rows) error {
 		var n Node
 		var status int
 		var silentMicros int64
 		if err := rows.Scan(&n.ID, &n.AdvertiseAddr, &status, &n.LastHeartbeat, &silentMicros); err != nil {
-			return nil, fmt.Errorf("registry: listing nodes: %w", err)
+			return err
 		}
 		n.Active = status == statusActive
 		n.Silent = time.Duration(max(0, silentMicros)) * time.Microsecond
 		out = append(out, n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("registry: listing nodes: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) > r.cfg.MaxNodes {
 		return nil, fmt.Errorf("registry: more than Config.MaxNodes = %d nodes are registered", r.cfg.MaxNodes)
@@ -214,24 +210,19 @@ func (r *Registry) sweep(ctx context.Context) ([]string, error) {
 	}
 	defer tx.Rollback()
 	silence := r.cfg.Silence.Microseconds()
-	rows, err := tx.QueryContext(ctx, `SELECT node_id FROM nodes
-		WHERE status = ? AND last_heartbeat < TIMESTAMPADD(MICROSECOND, -?, NOW(6))
-		ORDER BY node_id LIMIT ? FOR UPDATE`, statusActive, silence, sweepBatchLimit)
-	if err != nil {
-		return nil, fmt.Errorf("registry: sweep: %w", err)
-	}
 	var ids []string
-	for rows.Next() {
+	err = cluster.EachRow(ctx, tx, "registry: sweep", `SELECT node_id FROM nodes
+		WHERE status = ? AND last_heartbeat < TIMESTAMPADD(MICROSECOND, -?, NOW(6))
+		ORDER BY node_id LIMIT ? FOR UPDATE`, []any{statusActive, silence, sweepBatchLimit}, func(rows *sql.Rows) error {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("registry: sweep: %w", err)
+			return err
 		}
 		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("registry: sweep: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(ids) == 0 {
 		return nil, nil

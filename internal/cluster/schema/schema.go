@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tenurehq/tenure/internal/cluster"
 )
 
 //go:embed migrations/*.sql
@@ -227,23 +229,16 @@ func Version(ctx context.Context, db *sql.DB) (int, error) {
 }
 
 func appliedVersions(ctx context.Context, conn *sql.Conn) (map[int]bool, error) {
-	rows, err := conn.QueryContext(ctx, "SELECT version FROM schema_migrations ORDER BY version LIMIT 10000")
-	if err != nil {
-		return nil, fmt.Errorf("schema: reading schema_migrations: %w", err)
-	}
-	defer rows.Close()
 	done := make(map[int]bool)
-	for rows.Next() {
+	err := cluster.EachRow(ctx, conn, "schema: reading schema_migrations", "SELECT version FROM schema_migrations ORDER BY version LIMIT 10000", nil, func(rows *sql.Rows) error {
 		var v int
 		if err := rows.Scan(&v); err != nil {
-			return nil, fmt.Errorf("schema: reading schema_migrations: %w", err)
+			return err
 		}
 		done[v] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("schema: reading schema_migrations: %w", err)
-	}
-	return done, nil
+		return nil
+	})
+	return done, err
 }
 
 func tooNew(done map[int]bool, ms []Migration) error {
