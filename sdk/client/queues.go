@@ -15,19 +15,10 @@ import (
 // limits, or with an event in the last hour), ordered by namespace and
 // queue. A failed call ends the sequence with its error.
 func (c *Client) ListQueues(ctx context.Context, req ListQueuesRequest) iter.Seq2[*Queue, error] {
-	return func(yield func(*Queue, error) bool) {
+	return pages("", func(string) ([]*tenurev1.Queue, string, error) {
 		resp, err := call(ctx, c, "ListQueues", c.queues.ListQueues, &tenurev1.ListQueuesRequest{Namespace: req.Namespace, Queue: req.Queue, TopKeys: req.TopKeys})
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		for _, p := range resp.GetQueues() {
-			q := queueOf(p)
-			if !yield(&q, nil) {
-				return
-			}
-		}
-	}
+		return resp.GetQueues(), "", err
+	}, converted(queueOf))
 }
 
 // GetQueue returns one queue. A queue that does not exist (no task, not

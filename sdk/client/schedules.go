@@ -84,19 +84,10 @@ func (c *Client) GetSchedule(ctx context.Context, req GetScheduleRequest) (*Sche
 // ListSchedules returns the schedules req selects, ordered by namespace,
 // queue and name. A failed call ends the sequence with its error.
 func (c *Client) ListSchedules(ctx context.Context, req ListSchedulesRequest) iter.Seq2[*Schedule, error] {
-	return func(yield func(*Schedule, error) bool) {
+	return pages("", func(string) ([]*tenurev1.Schedule, string, error) {
 		resp, err := call(ctx, c, "ListSchedules", c.schedules.ListSchedules, &tenurev1.ListSchedulesRequest{Namespace: req.Namespace, Queue: req.Queue})
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		for _, p := range resp.GetSchedules() {
-			s := scheduleOf(p)
-			if !yield(&s, nil) {
-				return
-			}
-		}
-	}
+		return resp.GetSchedules(), "", err
+	}, converted(scheduleOf))
 }
 
 // PauseSchedule pauses a schedule: no tick is decided until

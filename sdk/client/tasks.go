@@ -158,24 +158,14 @@ func (c *Client) GetTask(ctx context.Context, req GetTaskRequest) (*Task, error)
 //		fmt.Println(t.ID, t.State)
 //	}
 func (c *Client) ListTasks(ctx context.Context, req ListTasksRequest) iter.Seq2[*Task, error] {
-	return func(yield func(*Task, error) bool) {
-		for {
-			page, err := c.ListTasksPage(ctx, req)
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			for i := range page.Tasks {
-				if !yield(&page.Tasks[i], nil) {
-					return
-				}
-			}
-			if page.NextPageToken == "" {
-				return
-			}
-			req.PageToken = page.NextPageToken
+	return pages(req.PageToken, func(token string) ([]Task, string, error) {
+		req.PageToken = token
+		page, err := c.ListTasksPage(ctx, req)
+		if err != nil {
+			return nil, "", err
 		}
-	}
+		return page.Tasks, page.NextPageToken, nil
+	}, func(t Task) (Task, error) { return t, nil })
 }
 
 // ListTasksPage returns one page of the tasks req selects, in creation
@@ -319,24 +309,29 @@ const maxWait = 30 * time.Second
 // A task that FAILED or is DEAD is returned without an error: look at its
 // State and FailureReason.
 func (c *Client) Wait(ctx context.Context, taskID string) (*Task, error) {
+	return waitEnded(ctx, func(wait time.Duration) (*Task, error) {
+		return c.WaitTask(ctx, WaitTaskRequest{TaskID: taskID, Wait: wait})
+	}, func(t *Task) bool { return t.State.Ended() })
+}
+
+// waitEnded long-polls with wait again and again until what it answers
+// has ended, and returns that; ctx bounds the whole wait. Each wait is at
+// most maxWait and is answered before ctx ends, so the last answer is
+// current; with less than a second left it looks once more at its end.
+func waitEnded[T any](ctx context.Context, wait func(time.Duration) (T, error), ended func(T) bool) (T, error) {
 	for {
-		wait := maxWait
-		if d, ok := ctx.Deadline(); ok {
-			// Answered before ctx ends, so the last answer is the task's.
-			wait = min(wait, max(time.Until(d)-time.Second, 0))
+		d := maxWait
+		if dl, ok := ctx.Deadline(); ok {
+			d = min(d, max(time.Until(dl)-time.Second, 0))
 		}
-		t, err := c.WaitTask(ctx, WaitTaskRequest{TaskID: taskID, Wait: wait})
-		if err != nil {
-			return nil, err
-		}
-		if t.State.Ended() {
-			return t, nil
+		v, err := wait(d)
+		if err != nil || ended(v) {
+			return v, err
 		}
 		if err := ctx.Err(); err != nil {
-			return t, err
+			return v, err
 		}
-		if wait == 0 {
-			// Less than a second is left: look once more at its end.
+		if d == 0 {
 			<-ctx.Done()
 		}
 	}

@@ -45,25 +45,10 @@ func (c *Client) GetWorkflow(ctx context.Context, req GetWorkflowRequest) (*Work
 // ordered by namespace and id, paging as it goes. A failed call ends the
 // sequence with its error.
 func (c *Client) ListWorkflows(ctx context.Context, req ListWorkflowsRequest) iter.Seq2[*Workflow, error] {
-	return func(yield func(*Workflow, error) bool) {
-		token := ""
-		for {
-			resp, err := call(ctx, c, "ListWorkflows", c.workflows.ListWorkflows, &tenurev1.ListWorkflowsRequest{Namespace: req.Namespace, PageToken: token})
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			for _, p := range resp.GetWorkflows() {
-				w, err := workflowOf("ListWorkflows", p)
-				if !yield(&w, err) || err != nil {
-					return
-				}
-			}
-			if token = resp.GetNextPageToken(); token == "" {
-				return
-			}
-		}
-	}
+	return pages("", func(token string) ([]*tenurev1.Workflow, string, error) {
+		resp, err := call(ctx, c, "ListWorkflows", c.workflows.ListWorkflows, &tenurev1.ListWorkflowsRequest{Namespace: req.Namespace, PageToken: token})
+		return resp.GetWorkflows(), resp.GetNextPageToken(), err
+	}, func(p *tenurev1.Workflow) (Workflow, error) { return workflowOf("ListWorkflows", p) })
 }
 
 // CancelWorkflow ends every task of a workflow that has not ended: DEAD,
@@ -118,25 +103,9 @@ func (c *Client) WaitWorkflow(ctx context.Context, req WaitWorkflowRequest) (*Wo
 // wait. A workflow that FAILED or was CANCELLED is returned without an
 // error: look at its State.
 func (c *Client) WaitForWorkflow(ctx context.Context, namespace, workflowID string) (*Workflow, error) {
-	for {
-		wait := maxWait
-		if d, ok := ctx.Deadline(); ok {
-			wait = min(wait, max(time.Until(d)-time.Second, 0))
-		}
-		w, err := c.WaitWorkflow(ctx, WaitWorkflowRequest{Namespace: namespace, WorkflowID: workflowID, Wait: wait})
-		if err != nil {
-			return nil, err
-		}
-		if w.State.Ended() {
-			return w, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return w, err
-		}
-		if wait == 0 {
-			<-ctx.Done()
-		}
-	}
+	return waitEnded(ctx, func(wait time.Duration) (*Workflow, error) {
+		return c.WaitWorkflow(ctx, WaitWorkflowRequest{Namespace: namespace, WorkflowID: workflowID, Wait: wait})
+	}, func(w *Workflow) bool { return w.State.Ended() })
 }
 
 // workflowOf converts op's workflow.

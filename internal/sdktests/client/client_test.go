@@ -191,6 +191,15 @@ func TestRoundTrip(t *testing.T) {
 		if strings.Join(listed, ",") != strings.Join(want[:2], ",") {
 			t.Fatalf("ListTasks stopped after two: listed %v, want %v", listed, want[:2])
 		}
+		// ListTasks from a page's token lists from that page on.
+		first, err := c.ListTasksPage(ctx, client.ListTasksRequest{Queue: q, PageSize: 1})
+		if err != nil {
+			t.Fatalf("ListTasksPage: %v", err)
+		}
+		fromSecond, err := client.Collect(c.ListTasks(ctx, client.ListTasksRequest{Queue: q, PageSize: 1, PageToken: first.NextPageToken}))
+		if err != nil || len(fromSecond) != 2 || fromSecond[0].ID != want[1] || fromSecond[1].ID != want[2] {
+			t.Fatalf("ListTasks from the second page: %+v, %v; want %v", fromSecond, err, want[1:])
+		}
 		waiting, err := client.Collect(c.ListTasks(ctx, client.ListTasksRequest{Namespace: "default", Queue: q, State: client.TaskStateWaiting}))
 		if err != nil || len(waiting) != 3 {
 			t.Fatalf("ListTasks WAITING: %d tasks, %v; want 3", len(waiting), err)
