@@ -6,7 +6,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -88,18 +87,11 @@ func TestAuthMatrixCluster(t *testing.T) {
 // token.
 func scrapeAs(t *testing.T, base, token string) string {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
+	_, body, err := httpGet(t.Context(), http.DefaultClient, base+"/metrics", token)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(body)
+	return body
 }
 
 // tokenValues are the scoped and star tokens of tok.

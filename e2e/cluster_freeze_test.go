@@ -3,8 +3,8 @@ package e2e
 // The cluster under a fault: a node that owns partitions frozen with SIGSTOP under load (cluster_test.go).
 
 import (
+	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -108,14 +108,12 @@ func TestClusterSIGSTOPOwner(t *testing.T) {
 	go func() {
 		hc := &http.Client{Timeout: 30 * time.Second}
 		defer hc.CloseIdleConnections()
-		resp, err := hc.Get(xn.url() + "/readyz")
+		code, body, err := httpGet(context.Background(), hc, xn.url()+"/readyz", "")
 		if err != nil {
 			first <- err.Error()
 			return
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		first <- fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		first <- fmt.Sprintf("%d %s", code, strings.TrimSpace(body))
 	}()
 	time.Sleep(100 * time.Millisecond) // let the request reach the frozen node's socket
 	mark := len(xn.proc.out.String())

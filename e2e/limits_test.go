@@ -261,20 +261,17 @@ func limitHits(t *testing.T, srv *serverProc) (hits map[string]int, failed int) 
 	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{}}
 	defer hc.CloseIdleConnections()
-	var text []byte
+	var text string
 	eventually.NoError(t, "a scrape of GET /metrics", func() error {
-		resp, err := hc.Get(srv.url() + "/metrics")
-		if err == nil {
-			text, err = io.ReadAll(resp.Body)
-			resp.Body.Close()
-		}
+		var err error
+		_, text, err = httpGet(t.Context(), hc, srv.url()+"/metrics", "")
 		if err != nil {
 			failed++
 		}
 		return err
 	})
 	hits = map[string]int{}
-	for line := range strings.Lines(string(text)) {
+	for line := range strings.Lines(text) {
 		if rest, ok := strings.CutPrefix(line, `tenure_limit_hits_total{limit="`); ok {
 			name, v, _ := strings.Cut(rest, `"} `)
 			n, err := strconv.Atoi(strings.TrimSpace(v))

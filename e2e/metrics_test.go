@@ -6,7 +6,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -22,16 +21,11 @@ func getMetrics(t *testing.T, base string) string {
 	t.Helper()
 	hc := &http.Client{Timeout: e2eCallTimeout}
 	defer hc.CloseIdleConnections()
-	resp, err := hc.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	code, body, err := httpGet(t.Context(), hc, base+"/metrics", "")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("GET %s/metrics: %d %v\n%s", base, code, err, body)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s/metrics: %d %v\n%s", base, resp.StatusCode, err, body)
-	}
-	return string(body)
+	return body
 }
 
 // promtoolCheck runs `promtool check metrics` on a scrape; without

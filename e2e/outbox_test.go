@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -609,17 +608,12 @@ func outboxName(t *testing.T, pool *sql.DB) string {
 
 // metricsHave reports whether the metrics at url hold each of lines.
 func metricsHave(url string, lines ...string) error {
-	resp, err := http.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	_, b, err := httpGet(context.Background(), http.DefaultClient, url, "")
 	if err != nil {
 		return err
 	}
 	for _, l := range lines {
-		if !strings.Contains(string(b), "\n"+l+"\n") {
+		if !strings.Contains(b, "\n"+l+"\n") {
 			return fmt.Errorf("no line %q", l)
 		}
 	}

@@ -6,7 +6,6 @@ package e2e
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -63,18 +62,12 @@ func TestServerProbes(t *testing.T) {
 		{without, "/debug/pprof/", http.StatusNotFound, ""},
 		{without, "/debug/pprof/cmdline", http.StatusNotFound, ""},
 	} {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, tc.srv.url()+tc.path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := hc.Do(req)
+		code, body, err := httpGet(ctx, hc, tc.srv.url()+tc.path, "")
 		if err != nil {
 			t.Fatalf("GET %s: %v", tc.path, err)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != tc.code || !strings.Contains(string(body), tc.contains) {
-			t.Errorf("GET %s (server started with %q) = %d %.200q, want %d with %q", tc.path, tc.srv.cmd.Args[1:], resp.StatusCode, body, tc.code, tc.contains)
+		if code != tc.code || !strings.Contains(body, tc.contains) {
+			t.Errorf("GET %s (server started with %q) = %d %.200q, want %d with %q", tc.path, tc.srv.cmd.Args[1:], code, body, tc.code, tc.contains)
 		}
 	}
 }

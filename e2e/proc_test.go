@@ -308,6 +308,25 @@ func mustCLI(t *testing.T, args ...string) string {
 	return out
 }
 
+// httpGet makes a GET of url with hc, with token as its bearer token
+// unless it is "", and returns the answer's status and body.
+func httpGet(ctx context.Context, hc *http.Client, url, token string) (code int, body string, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
 // sdk is a client of the SDK for the server at addr.
 func sdk(t *testing.T, addr string) *client.Client {
 	t.Helper()
