@@ -266,34 +266,39 @@ func (r *linRound) client(ctx context.Context, c *apiClients, id int, rng *rand.
 				}
 				return linGetOutput(resp.Msg.GetTask()), nil
 			})
-		case p < 92 && len(mine) > 0:
-			task := mine[rng.IntN(len(mine))]
-			reason := fmt.Sprintf("kill-r%d-c%d-%d", r.round, id, n)
-			r.do(ctx, id, &lincheck.In{Op: lincheck.OpKill, Task: task, Reason: reason}, func(ctx context.Context) (lincheck.Out, error) {
-				_, err := c.tasks.KillTask(ctx, connect.NewRequest(&tenurev1.KillTaskRequest{TaskId: task, Reason: reason}))
-				return lincheck.Out{}, err
-			})
 		case p < 95 && len(mine) > 0:
-			task := mine[rng.IntN(len(mine))]
-			reason := fmt.Sprintf("retry-r%d-c%d-%d", r.round, id, n)
-			r.do(ctx, id, &lincheck.In{Op: lincheck.OpRetry, Task: task, Reason: reason}, func(ctx context.Context) (lincheck.Out, error) {
-				_, err := c.tasks.RetryTask(ctx, connect.NewRequest(&tenurev1.RetryTaskRequest{TaskId: task, Reason: reason}))
+			// An operator kills (p < 92) or retries one of the tasks.
+			op, verb := lincheck.OpKill, "kill"
+			if p >= 92 {
+				op, verb = lincheck.OpRetry, "retry"
+			}
+			in := &lincheck.In{Op: op, Task: mine[rng.IntN(len(mine))], Reason: fmt.Sprintf("%s-r%d-c%d-%d", verb, r.round, id, n)}
+			r.do(ctx, id, in, func(ctx context.Context) (lincheck.Out, error) {
+				var err error
+				if in.Op == lincheck.OpKill {
+					_, err = c.tasks.KillTask(ctx, connect.NewRequest(&tenurev1.KillTaskRequest{TaskId: in.Task, Reason: in.Reason}))
+				} else {
+					_, err = c.tasks.RetryTask(ctx, connect.NewRequest(&tenurev1.RetryTaskRequest{TaskId: in.Task, Reason: in.Reason}))
+				}
 				return lincheck.Out{}, err
 			})
 		case p < 97:
 			// Pause or resume the queue; the model keeps both in every
 			// task's history.
-			if rng.IntN(2) == 0 {
-				r.do(ctx, id, &lincheck.In{Op: lincheck.OpPause}, func(ctx context.Context) (lincheck.Out, error) {
-					_, err := c.queues.PauseQueue(ctx, connect.NewRequest(&tenurev1.PauseQueueRequest{Namespace: r.namespace, Queue: r.queue}))
-					return lincheck.Out{}, err
-				})
-			} else {
-				r.do(ctx, id, &lincheck.In{Op: lincheck.OpResume}, func(ctx context.Context) (lincheck.Out, error) {
-					_, err := c.queues.ResumeQueue(ctx, connect.NewRequest(&tenurev1.ResumeQueueRequest{Namespace: r.namespace, Queue: r.queue}))
-					return lincheck.Out{}, err
-				})
+			pause := rng.IntN(2) == 0
+			in := &lincheck.In{Op: lincheck.OpResume}
+			if pause {
+				in.Op = lincheck.OpPause
 			}
+			r.do(ctx, id, in, func(ctx context.Context) (lincheck.Out, error) {
+				var err error
+				if pause {
+					_, err = c.queues.PauseQueue(ctx, connect.NewRequest(&tenurev1.PauseQueueRequest{Namespace: r.namespace, Queue: r.queue}))
+				} else {
+					_, err = c.queues.ResumeQueue(ctx, connect.NewRequest(&tenurev1.ResumeQueueRequest{Namespace: r.namespace, Queue: r.queue}))
+				}
+				return lincheck.Out{}, err
+			})
 		}
 	}
 }
