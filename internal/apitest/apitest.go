@@ -5,10 +5,13 @@
 package apitest
 
 import (
+	"errors"
 	"net"
 	"net/http"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/coordinator"
@@ -17,6 +20,7 @@ import (
 	"github.com/tenurehq/tenure/internal/server"
 	"github.com/tenurehq/tenure/internal/tlsfiles"
 	"github.com/tenurehq/tenure/internal/wal"
+	"github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/client"
 )
 
@@ -145,4 +149,21 @@ func LastLSN(t testing.TB, c *client.Client) uint64 {
 	}
 	t.Fatal("apitest: the event stream ended before its first answer")
 	return 0
+}
+
+// ErrorDetail returns the ErrorDetail an API error carries (nil for an
+// error that carries none, or that is no API error).
+func ErrorDetail(err error) *tenurev1.ErrorDetail {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	for _, d := range ce.Details() {
+		if v, err := d.Value(); err == nil {
+			if ed, ok := v.(*tenurev1.ErrorDetail); ok {
+				return ed
+			}
+		}
+	}
+	return nil
 }

@@ -1,7 +1,6 @@
 package metrics_test
 
 import (
-	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -11,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/tenurehq/tenure/internal/apitest"
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/host"
@@ -114,18 +114,7 @@ func counters(f families) map[string]float64 {
 
 // leaseLost reports whether err is the API's LEASE_LOST refusal.
 func leaseLost(err error) bool {
-	var ce *connect.Error
-	if !errors.As(err, &ce) || ce.Code() != connect.CodeFailedPrecondition {
-		return false
-	}
-	for _, d := range ce.Details() {
-		if v, err := d.Value(); err == nil {
-			if ed, ok := v.(*tenurev1.ErrorDetail); ok && ed.GetReason() == tenurev1.ErrorReason_ERROR_REASON_LEASE_LOST {
-				return true
-			}
-		}
-	}
-	return false
+	return connect.CodeOf(err) == connect.CodeFailedPrecondition && apitest.ErrorDetail(err).GetReason() == tenurev1.ErrorReason_ERROR_REASON_LEASE_LOST
 }
 
 // TestWorkloadCounters runs a known workload through a live server and

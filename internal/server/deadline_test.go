@@ -1,34 +1,19 @@
 package server_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/tenurehq/tenure/internal/apitest"
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/node"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
-
-// errorDetail returns the ErrorDetail of a Connect error, or nil.
-func errorDetail(err error) *tenurev1.ErrorDetail {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return nil
-	}
-	for _, d := range ce.Details() {
-		if v, err := d.Value(); err == nil {
-			if ed, ok := v.(*tenurev1.ErrorDetail); ok {
-				return ed
-			}
-		}
-	}
-	return nil
-}
 
 // TestAPIDeadline drives a task deadline through the API on a node with a
 // fake clock: a deadline in the past is refused naming the field; a timeout
@@ -42,7 +27,7 @@ func TestAPIDeadline(t *testing.T) {
 	ctx := apiCtx(t)
 
 	_, err := e.tasks.Submit(ctx, connect.NewRequest(&tenurev1.SubmitRequest{Queue: "q", Deadline: timestamppb.New(start.Add(-time.Second))}))
-	if d := errorDetail(err); connect.CodeOf(err) != connect.CodeInvalidArgument || d.GetField() != "deadline" || !strings.Contains(err.Error(), "in the past") {
+	if d := apitest.ErrorDetail(err); connect.CodeOf(err) != connect.CodeInvalidArgument || d.GetField() != "deadline" || !strings.Contains(err.Error(), "in the past") {
 		t.Fatalf("deadline in the past: %v (detail %v), want invalid_argument naming deadline", err, d)
 	}
 	if n := e.countQueue(t, "q"); n != 0 {
@@ -62,7 +47,7 @@ func TestAPIDeadline(t *testing.T) {
 
 	clk.Advance(10 * time.Second)
 	_, err = e.worker.Heartbeat(ctx, connect.NewRequest(&tenurev1.HeartbeatRequest{TaskId: l.GetTaskId(), LeaseId: l.GetLeaseId()}))
-	if d := errorDetail(err); connect.CodeOf(err) != connect.CodeFailedPrecondition || d.GetReason() != tenurev1.ErrorReason_ERROR_REASON_LEASE_LOST {
+	if d := apitest.ErrorDetail(err); connect.CodeOf(err) != connect.CodeFailedPrecondition || d.GetReason() != tenurev1.ErrorReason_ERROR_REASON_LEASE_LOST {
 		t.Fatalf("heartbeat at the deadline: %v (detail %v), want failed_precondition LEASE_LOST", err, d)
 	}
 	got, err := e.tasks.GetTask(ctx, connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: task.GetTaskId()}))

@@ -10,13 +10,15 @@ import (
 
 	"connectrpc.com/connect"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/tenurehq/tenure/internal/apitest"
 	"github.com/tenurehq/tenure/internal/events"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/server"
 	"github.com/tenurehq/tenure/internal/wal"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // eventsEnv is a node serving events, with clients of every protocol.
@@ -327,13 +329,9 @@ func checkField(t *testing.T, err error, code connect.Code, field string) {
 
 func detailOf(t *testing.T, ce *connect.Error) *tenurev1.ErrorDetail {
 	t.Helper()
-	for _, d := range ce.Details() {
-		if v, err := d.Value(); err == nil {
-			if td, ok := v.(*tenurev1.ErrorDetail); ok {
-				return td
-			}
-		}
+	d := apitest.ErrorDetail(ce)
+	if d == nil {
+		t.Fatalf("%v carries no ErrorDetail", ce)
 	}
-	t.Fatalf("%v carries no ErrorDetail", ce)
-	return nil
+	return d
 }

@@ -124,12 +124,8 @@ func (e *limitEnv) refusedEventually(t *testing.T, worker, flag string) *tenurev
 			if !strings.Contains(ce.Message(), flag) {
 				t.Errorf("refusal %q does not name %s", ce.Message(), flag)
 			}
-			for _, d := range ce.Details() {
-				if v, err := d.Value(); err == nil {
-					if ed, ok := v.(*tenurev1.ErrorDetail); ok {
-						return ed
-					}
-				}
+			if ed := apitest.ErrorDetail(ce); ed != nil {
+				return ed
 			}
 			t.Fatalf("refusal %v carries no ErrorDetail", ce)
 		}

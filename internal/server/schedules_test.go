@@ -1,18 +1,19 @@
 package server_test
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/tenurehq/tenure/internal/apitest"
 	"github.com/tenurehq/tenure/internal/clock"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func (e *apiEnv) schedules() tenurev1connect.ScheduleServiceClient {
@@ -63,19 +64,11 @@ func fireID(queue, name string, tick time.Time) string {
 // errDetail returns the field and reason of an API error's detail.
 func errDetail(t *testing.T, err error) (string, tenurev1.ErrorReason) {
 	t.Helper()
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		t.Fatalf("not a Connect error: %v", err)
+	d := apitest.ErrorDetail(err)
+	if d == nil {
+		t.Fatalf("no ErrorDetail in %v", err)
 	}
-	for _, d := range ce.Details() {
-		if v, derr := d.Value(); derr == nil {
-			if td, ok := v.(*tenurev1.ErrorDetail); ok {
-				return td.GetField(), td.GetReason()
-			}
-		}
-	}
-	t.Fatalf("no ErrorDetail in %v", err)
-	return "", 0
+	return d.GetField(), d.GetReason()
 }
 
 // TestSchedulesAPI drives every call of ScheduleService on an embedded

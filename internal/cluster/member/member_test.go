@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/tenurehq/tenure/internal/apitest"
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 	"github.com/tenurehq/tenure/internal/cluster/election"
 	"github.com/tenurehq/tenure/internal/cluster/member"
@@ -160,20 +161,7 @@ func partitionOf(t *testing.T, taskID string) uint64 {
 }
 
 // detail returns the tenure detail of an API error (nil if none).
-func detail(err error) *tenurev1.ErrorDetail {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return nil
-	}
-	for _, d := range ce.Details() {
-		if v, err := d.Value(); err == nil {
-			if td, ok := v.(*tenurev1.ErrorDetail); ok {
-				return td
-			}
-		}
-	}
-	return nil
-}
+func detail(err error) *tenurev1.ErrorDetail { return apitest.ErrorDetail(err) }
 
 // reason is the reason of an API error's detail.
 func reason(err error) tenurev1.ErrorReason { return detail(err).GetReason() }
