@@ -6,9 +6,7 @@ import (
 	"testing"
 
 	"github.com/tenurehq/tenure/internal/coordinator"
-	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/state"
-	"github.com/tenurehq/tenure/internal/state/statetest"
 )
 
 // TestEveryTaskRecordHasAHistoryLine: every record type the statetest
@@ -17,28 +15,20 @@ import (
 // saying what it did, and who asked where the record says.
 func TestEveryTaskRecordHasAHistoryLine(t *testing.T) {
 	t.Parallel()
-	seen := map[reflect.Type]bool{}
-	for seed := range uint64(50) {
-		for _, r := range statetest.New(seed).Run(state.New(), 100, t.Fatalf) {
-			typ := reflect.TypeOf(r)
-			if r.Task() == "" || seen[typ] {
-				continue
-			}
-			seen[typ] = true
-			name := record.TypeOf(r).String()
-			e := historyEntry(coordinator.HistoryEntry{LSN: 7, Record: r})
-			if e.Type != name || e.Lsn != 7 {
-				t.Errorf("the history line of a %s says type %q, LSN %d", name, e.Type, e.Lsn)
-			}
-			if e.Detail == "" || e.At == nil {
-				t.Errorf("a %s names a task, so it is in the task's history, but its line there has no detail or no time: "+
-					"add a case for *state.%s to lifeLine or endLine (historyEntry, internal/server/history.go) that sets At and says what it did in Detail", name, typ.Elem().Name())
-			}
-			if by := reflect.ValueOf(r).Elem().FieldByName("By"); by.IsValid() && e.RequestedBy != by.String() {
-				t.Errorf("the history line of a %s by %q says requested_by %q: set RequestedBy from its By in its case of lifeLine or endLine (internal/server/history.go)", name, by.String(), e.RequestedBy)
-			}
+	names := func(r state.Record) bool { return r.Task() != "" }
+	seen := firstOfEachType(t, 50, names, func(name string, r state.Record) {
+		e := historyEntry(coordinator.HistoryEntry{LSN: 7, Record: r})
+		if e.Type != name || e.Lsn != 7 {
+			t.Errorf("the history line of a %s says type %q, LSN %d", name, e.Type, e.Lsn)
 		}
-	}
+		if e.Detail == "" || e.At == nil {
+			t.Errorf("a %s names a task, so it is in the task's history, but its line there has no detail or no time: "+
+				"add a case for *state.%s to lifeLine or endLine (historyEntry, internal/server/history.go) that sets At and says what it did in Detail", name, reflect.TypeOf(r).Elem().Name())
+		}
+		if by, ok := byOf(r); ok && e.RequestedBy != by {
+			t.Errorf("the history line of a %s by %q says requested_by %q: set RequestedBy from its By in its case of lifeLine or endLine (internal/server/history.go)", name, by, e.RequestedBy)
+		}
+	})
 	if len(seen) == 0 {
 		t.Fatal("the generator made no record that names a task")
 	}
