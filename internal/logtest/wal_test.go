@@ -10,6 +10,17 @@ import (
 
 const walMaxRecordBytes = 64 << 10
 
+// openWAL opens the WAL of opts with the suite's record and segment sizes.
+func openWAL(t *testing.T, opts wal.Options) logtest.Log {
+	t.Helper()
+	opts.MaxRecordBytes, opts.SegmentBytes = walMaxRecordBytes, 16<<10
+	l, err := wal.Open(opts)
+	if err != nil {
+		t.Fatalf("wal.Open: %v", err)
+	}
+	return l
+}
+
 // The embedded file WAL, on a real directory.
 func TestWAL(t *testing.T) {
 	logtest.Run(t, logtest.Subject{
@@ -17,13 +28,7 @@ func TestWAL(t *testing.T) {
 		New: func(t *testing.T) logtest.Instance {
 			dir := t.TempDir()
 			return logtest.Instance{
-				Open: func(t *testing.T) logtest.Log {
-					l, err := wal.Open(wal.Options{Dir: dir, MaxRecordBytes: walMaxRecordBytes, SegmentBytes: 16 << 10})
-					if err != nil {
-						t.Fatalf("wal.Open: %v", err)
-					}
-					return l
-				},
+				Open: func(t *testing.T) logtest.Log { return openWAL(t, wal.Options{Dir: dir}) },
 			}
 		},
 	})
@@ -39,11 +44,7 @@ func TestWALFaultFS(t *testing.T) {
 			return logtest.Instance{
 				Open: func(t *testing.T) logtest.Log {
 					fs.ClearFaults()
-					l, err := wal.Open(wal.Options{Dir: "/wal", FS: fs, MaxRecordBytes: walMaxRecordBytes, SegmentBytes: 16 << 10})
-					if err != nil {
-						t.Fatalf("wal.Open: %v", err)
-					}
-					return l
+					return openWAL(t, wal.Options{Dir: "/wal", FS: fs})
 				},
 				Break: func(t *testing.T) { fs.FailSyncs(nil) },
 			}

@@ -60,6 +60,17 @@ func create(t *testing.T, f fsys.FS, name string) fsys.File {
 	return fl
 }
 
+// durable creates name in /d of f and writes s, and syncs the file and
+// /d: s survives a power loss.
+func durable(t *testing.T, f *faultfs.FS, name, s string) fsys.File {
+	t.Helper()
+	fl := create(t, f, name)
+	write(t, fl, s)
+	must(t, fl.Sync())
+	must(t, f.SyncDir("/d"))
+	return fl
+}
+
 func write(t *testing.T, fl fsys.File, s string) {
 	t.Helper()
 	if n, err := fl.Write([]byte(s)); err != nil || n != len(s) {
@@ -85,10 +96,7 @@ func wantMissing(t *testing.T, f *faultfs.FS, name string) {
 
 func TestSyncedDataSurvivesPowerLoss(t *testing.T) {
 	f := disk(t)
-	fl := create(t, f, "/d/a")
-	write(t, fl, "hello ")
-	must(t, fl.Sync())
-	must(t, f.SyncDir("/d"))
+	fl := durable(t, f, "/d/a", "hello ")
 	write(t, fl, "world")
 	if got := contents(t, f, "/d/a"); got != "hello world" {
 		t.Fatalf("before power loss: %q", got)
@@ -127,10 +135,7 @@ func TestSyncedDataSurvivesPowerLoss(t *testing.T) {
 
 func TestTruncateIsVolatileUntilSync(t *testing.T) {
 	f := disk(t)
-	fl := create(t, f, "/d/a")
-	write(t, fl, "0123456789")
-	must(t, fl.Sync())
-	must(t, f.SyncDir("/d"))
+	fl := durable(t, f, "/d/a", "0123456789")
 	must(t, fl.Truncate(4))
 	if got := contents(t, f.PowerLoss(), "/d/a"); got != "0123456789" {
 		t.Fatalf("unsynced truncate survived: %q", got)
