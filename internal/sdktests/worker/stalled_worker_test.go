@@ -426,6 +426,24 @@ func (f *stallScenario) stallA(id, modeA string) *proc {
 	return a
 }
 
+// takeOver runs a new scenario up to the takeover: a task, A stalled on
+// it (stallA, in modeA), and B started in modeB.
+func takeOver(t *testing.T, modeA, modeB string) (f *stallScenario, id string, a, b *proc) {
+	t.Helper()
+	f = newStallScenario(t)
+	id = f.submit()
+	a = f.stallA(id, modeA)
+	return f, id, a, f.start("B", modeB, false)
+}
+
+// resume lets the stalled A go on: its work's gate opens and it gets
+// SIGCONT.
+func (f *stallScenario) resume(a *proc) {
+	f.t.Helper()
+	f.openGate()
+	a.signal(syscall.SIGCONT)
+}
+
 func ledgerLine(id string, attempt int, p *proc) string {
 	return fmt.Sprintf("%s %d %d", id, attempt, p.pid())
 }
@@ -448,14 +466,10 @@ func TestStalledWorker(t *testing.T) {
 	// no effect: the ledger has B's line only.
 	t.Run("boundary/worker-runtime", func(t *testing.T) {
 		t.Parallel()
-		f := newStallScenario(t)
-		id := f.submit()
-		a := f.stallA(id, "worker")
-		b := f.start("B", "worker", false)
+		f, id, a, b := takeOver(t, "worker", "worker")
 		task := waitState(t, f.c, id, client.TaskStateCompleted)
 		b.waitPrefix(fmt.Sprintf("effect %s 2", id))
-		f.openGate()
-		a.signal(syscall.SIGCONT)
+		f.resume(a)
 		outcome := a.waitLine("the runtime's verdict on its stale attempt", func(l string) bool {
 			return strings.Contains(l, `msg="lease lost while the handler ran`) || strings.Contains(l, `msg="commit refused`) ||
 				strings.HasPrefix(l, "effect ")
@@ -476,14 +490,10 @@ func TestStalledWorker(t *testing.T) {
 	// because B's attempt committed first; A applies no effect.
 	t.Run("boundary/sdk-commit-refused", func(t *testing.T) {
 		t.Parallel()
-		f := newStallScenario(t)
-		id := f.submit()
-		a := f.stallA(id, "sdk-boundary")
-		b := f.start("B", "worker", false)
+		f, id, a, b := takeOver(t, "sdk-boundary", "worker")
 		waitState(t, f.c, id, client.TaskStateCompleted)
 		b.waitPrefix(fmt.Sprintf("effect %s 2", id))
-		f.openGate()
-		a.signal(syscall.SIGCONT)
+		f.resume(a)
 		answer := a.waitPrefix("commit ")
 		if err := a.wait(); err != nil {
 			t.Errorf("A exited with %v", err)
@@ -499,10 +509,7 @@ func TestStalledWorker(t *testing.T) {
 	// the duplicate execution: A and B both apply the effect.
 	t.Run("baseline/naive-double-applies", func(t *testing.T) {
 		t.Parallel()
-		f := newStallScenario(t)
-		id := f.submit()
-		a := f.stallA(id, "naive")
-		b := f.start("B", "naive", false)
+		f, id, a, b := takeOver(t, "naive", "naive")
 		if err := b.wait(); err != nil {
 			t.Fatalf("B exited with %v", err)
 		}
@@ -510,8 +517,7 @@ func TestStalledWorker(t *testing.T) {
 			t.Errorf("B's Complete answered %v, want ok", got)
 		}
 		waitState(t, f.c, id, client.TaskStateCompleted)
-		f.openGate()
-		a.signal(syscall.SIGCONT)
+		f.resume(a)
 		if err := a.wait(); err != nil {
 			t.Fatalf("A exited with %v", err)
 		}
