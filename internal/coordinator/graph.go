@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,6 +98,7 @@ type graphPlan struct {
 	newIdx []int         // the requests of new tasks, in creation order
 	ids    []string      // the id of each request's new task
 	deps   [][]string    // each request's dependencies, by task id
+	remote [][]uint32    // the indexes in deps[i] of tasks of other partitions
 }
 
 // submitGraph is submitBatch's path for a workflow batch or a batch with
@@ -155,7 +157,7 @@ func (c *Coordinator) submitGraph(ctx context.Context, workflow string, reqs []S
 		tasks := make([]state.TaskCreated, len(p.newIdx))
 		for k, i := range p.newIdx {
 			created(&tasks[k], &reqs[i], p.ids[i], now)
-			tasks[k].DependsOn, tasks[k].OnDependencyFailure = p.deps[i], reqs[i].OnDependencyFailure
+			tasks[k].DependsOn, tasks[k].OnDependencyFailure, tasks[k].Remote = p.deps[i], reqs[i].OnDependencyFailure, p.remote[i]
 		}
 		if err := c.admitTasksLocked(tasks); err != nil {
 			c.mu.Unlock()
@@ -185,7 +187,8 @@ func (c *Coordinator) submitGraph(ctx context.Context, workflow string, reqs []S
 // plan, or the refusal to answer.
 func (c *Coordinator) planGraph(workflow string, reqs []SubmitRequest, given map[[2]string]int, now time.Time) (*graphPlan, error) {
 	l := c.cfg.Limits
-	p := &graphPlan{dup: make([]*state.Task, len(reqs)), ids: make([]string, len(reqs)), deps: make([][]string, len(reqs))}
+	p := &graphPlan{dup: make([]*state.Task, len(reqs)), ids: make([]string, len(reqs)), deps: make([][]string, len(reqs)),
+		remote: make([][]uint32, len(reqs))}
 	var wf *state.Workflow
 	if workflow != "" {
 		wf = c.st.Workflow(state.WorkflowKey{Namespace: reqs[0].Namespace, ID: workflow})
@@ -249,6 +252,14 @@ func (c *Coordinator) planGraph(workflow string, reqs []SubmitRequest, given map
 				p.deps[i] = append(p.deps[i], "") // its id once known
 				continue
 			}
+			if slices.Contains(reqs[i].Remote, id) {
+				if c.st.Task(id) != nil {
+					return nil, fieldErr(field, "task %s is a task of this partition, not of another", id)
+				}
+				p.remote[i] = append(p.remote[i], uint32(len(p.deps[i])))
+				p.deps[i] = append(p.deps[i], id)
+				continue
+			}
 			t := c.st.Task(id)
 			switch {
 			case t == nil:
@@ -277,8 +288,12 @@ func (c *Coordinator) planGraph(workflow string, reqs []SubmitRequest, given map
 				p.deps[i][j] = p.ids[refs[i][k]]
 				depth[i] = max(depth[i], depth[refs[i][k]])
 				k++
+			} else if d := c.st.Task(p.deps[i][j]); d != nil {
+				// A remote dependency counts as a chain of one: its depth
+				// is its partition's to know.
+				depth[i] = max(depth[i], c.st.Depth(d))
 			} else {
-				depth[i] = max(depth[i], c.st.Depth(c.st.Task(p.deps[i][j])))
+				depth[i] = max(depth[i], 1)
 			}
 		}
 		depth[i]++
@@ -401,20 +416,27 @@ func (c *Coordinator) dependencyResults(t *state.Task) (string, []DependencyResu
 	room := c.cfg.Limits.MaxPayloadBytes
 	for i, e := range edges {
 		out[i].TaskID = e.ID
-		d := c.st.Task(e.ID)
-		if d == nil {
+		var result []byte
+		if e.Remote {
+			// What its DependencyResolved said.
+			switch e.State {
+			case state.EdgeCompleted:
+				out[i].State, result = state.Completed, c.st.RemoteResult(t, i)
+			case state.EdgeFailed:
+				out[i].State = state.Failed
+			}
+		} else if d := c.st.Task(e.ID); d != nil {
+			out[i].State, result = d.State, d.Result
+		}
+		if out[i].State != state.Completed {
 			continue
 		}
-		out[i].State = d.State
-		if d.State != state.Completed {
-			continue
-		}
-		if len(d.Result) > room {
+		if len(result) > room {
 			out[i].Omitted = true
 			continue
 		}
-		room -= len(d.Result)
-		out[i].Result = d.Result
+		room -= len(result)
+		out[i].Result = result
 	}
 	return wf, out
 }
@@ -469,7 +491,7 @@ func (c *Coordinator) checkSpawn(t *state.Task, spawn []SubmitRequest, now time.
 	tasks := make([]state.TaskCreated, len(p.newIdx))
 	for k, i := range p.newIdx {
 		created(&tasks[k], &spawn[i], p.ids[i], now)
-		tasks[k].DependsOn, tasks[k].OnDependencyFailure = p.deps[i], spawn[i].OnDependencyFailure
+		tasks[k].DependsOn, tasks[k].OnDependencyFailure, tasks[k].Remote = p.deps[i], spawn[i].OnDependencyFailure, p.remote[i]
 	}
 	if err := c.admitTasksLocked(tasks); err != nil {
 		return nil, nil, err

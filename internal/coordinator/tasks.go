@@ -53,6 +53,11 @@ type SubmitRequest struct {
 	// OnDependencyFailure says what a dependency that ends FAILED or DEAD
 	// does to it (default: DEAD, reason dependency_failed).
 	OnDependencyFailure state.DepPolicy
+	// Remote names the DependsOn entries that are tasks of other
+	// partitions (cluster mode), which the caller found there, in the
+	// task's namespace: their edges are resolved by DependencyResolved
+	// records (docs/design/workflows.md, "Cluster mode").
+	Remote []string
 }
 
 // SubmitResult is the created (or, for a repeated request id, existing)

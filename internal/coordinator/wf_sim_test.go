@@ -103,6 +103,11 @@ type wfSim struct {
 	cancelled []*wfBatch
 	// applyErr is the first invariant violation seen after a record.
 	applyErr error
+	// ends are how the tasks of another partition (remote dependencies,
+	// cluster mode) ended, once their partition decided it: an end never
+	// changes, as a task that ended answers the same until retention.
+	ends    map[string]state.Ended
+	remotes int
 }
 
 var wfQueues = []string{"wa", "wb", "wc"}
@@ -110,7 +115,7 @@ var wfQueues = []string{"wa", "wb", "wc"}
 const wfWindow = 2 * time.Second
 
 func runWfSim(seed uint64, steps int) (map[string]int, error) {
-	s := &wfSim{}
+	s := &wfSim{ends: map[string]state.Ended{}}
 	// A batch holds a fan-out of 1,000 with its root and its join.
 	d, err := newSimDisk(seed, 0xf10f, Config{Limits: Limits{MaxBatch: 1002}}, s.opened)
 	if err != nil {
@@ -259,6 +264,8 @@ func (s *wfSim) act() error {
 		return s.cancel()
 	case r < 31:
 		return s.retry()
+	case r < 36:
+		return s.resolveRemote(false)
 	default:
 		return s.work(s.rng.IntN(4) == 0)
 	}
@@ -347,6 +354,15 @@ func (s *wfSim) submit() error {
 			b.reqs[i].DependsOn = append(b.reqs[i].DependsOn, b.reqs[d].RequestID)
 		}
 	}
+	// Now and then a task depends on a task of another partition too.
+	if s.rng.IntN(4) == 0 {
+		i := s.rng.IntN(len(b.reqs))
+		id := fmt.Sprintf("x%d-p9", s.remotes)
+		s.remotes++
+		b.reqs[i].DependsOn = append(b.reqs[i].DependsOn, id)
+		b.reqs[i].Remote = []string{id}
+		s.stats["remote-edges"]++
+	}
 	// Shuffle the batch: its order is not the graph's.
 	perm := s.rng.Perm(len(b.reqs))
 	shuffled := make([]SubmitRequest, len(b.reqs))
@@ -365,6 +381,7 @@ func (s *wfSim) send(b *wfBatch) error {
 	reqs := slices.Clone(b.reqs)
 	for i := range reqs {
 		reqs[i].DependsOn = slices.Clone(reqs[i].DependsOn)
+		reqs[i].Remote = slices.Clone(reqs[i].Remote)
 	}
 	res, err := s.c.SubmitWorkflow(ctx, b.id, reqs)
 	if err != nil {
@@ -374,6 +391,47 @@ func (s *wfSim) send(b *wfBatch) error {
 		return fmt.Errorf("workflow %s: %d answers for %d tasks", b.id, len(res), len(b.reqs))
 	}
 	b.acked = true
+	return nil
+}
+
+// resolveRemote has the partition learn how some remote dependencies
+// ended, as its host's watcher does: those another partition has decided
+// (deciding some now, or all of them when the workers drain), now and then
+// twice, and now and then one learned before again.
+func (s *wfSim) resolveRemote(all bool) error {
+	deps, err := s.c.RemoteDependencies()
+	if err != nil {
+		return err
+	}
+	if len(s.ends) > 0 && s.rng.IntN(4) == 0 {
+		// An end learned before, asked again (a new owner, a retried
+		// poll): it resolves only what is pending.
+		deps = append(deps, fmt.Sprintf("x%d-p9", s.rng.IntN(s.remotes)))
+	}
+	for _, id := range deps {
+		end, ok := s.ends[id]
+		if !ok {
+			if !all && s.rng.IntN(3) != 0 {
+				continue // not ended there yet
+			}
+			end = state.EndedCompleted
+			if x := s.rng.IntN(10); !all && x < 3 {
+				end = []state.Ended{state.EndedFailed, state.EndedDead, state.EndedGone}[x]
+			}
+			s.ends[id] = end
+		}
+		var result []byte
+		if end == state.EndedCompleted {
+			result = []byte("from " + id)
+		}
+		for range 1 + s.rng.IntN(2) {
+			n, err := s.c.ResolveRemote(ctx, id, RemoteEnd{Outcome: end, Result: result})
+			if err != nil {
+				return err
+			}
+			s.stats["remote-resolved"] += n
+		}
+	}
 	return nil
 }
 
@@ -541,6 +599,9 @@ func (s *wfSim) drain() error {
 		if _, err := s.c.ExpireDue(ctx); err != nil {
 			return err
 		}
+		if err := s.resolveRemote(true); err != nil {
+			return fmt.Errorf("drain: %w", err)
+		}
 		for range wfQueues {
 			if err := s.work(true); err != nil {
 				return fmt.Errorf("drain: %w", err)
@@ -553,6 +614,9 @@ func (s *wfSim) drain() error {
 // check replays the durable log record by record and checks what the
 // graph promises, then the replay against the live state.
 func (s *wfSim) check(live state.Export) error {
+	if s.stats["remote-edges"] > 0 && s.stats["remote-resolved"] == 0 {
+		return errors.New("remote edges were made, and none was resolved")
+	}
 	released := map[string]int{}
 	blocked := map[string]bool{}    // created BLOCKED
 	spawns := map[string][]string{} // the leases whose record spawned, by parent
@@ -641,7 +705,11 @@ func (s *wfSim) check(live state.Export) error {
 			s.stats["checked-spawns"]++
 		}
 		g := st.Graph(t)
-		for _, e := range g.Edges {
+		for i, e := range g.Edges {
+			if e.Remote {
+				errs = append(errs, s.checkRemote(st, t, g, i)...)
+				continue
+			}
 			d := st.Task(e.ID)
 			if d.State != state.Completed && g.Policy == state.DepDead &&
 				(t.State != state.Dead || !strings.HasPrefix(t.FailureReason, state.ReasonDependencyFailed) && !strings.HasPrefix(t.FailureReason, "workflow cancelled")) {
@@ -674,6 +742,9 @@ func leasable(st *state.State, id string, retried map[string]bool) error {
 	for _, e := range g.Edges {
 		d := st.Task(e.ID)
 		switch {
+		case e.Remote && (g.Policy == state.DepDead && e.State != state.EdgeCompleted || e.State == state.EdgePending):
+			return fmt.Errorf("task %s leased while its remote dependency %s is %s (%s)", id, e.ID, e.State, g.Policy)
+		case e.Remote:
 		case d == nil:
 			return fmt.Errorf("task %s leased, its dependency %s does not exist", id, e.ID)
 		case g.Policy == state.DepDead && d.State != state.Completed:
@@ -752,4 +823,38 @@ func (s *wfSim) spawn(l Lease) error {
 		return fmt.Errorf("a commit of %s spawning %d tasks answered %d ids", l.TaskID, len(spawn), len(ids))
 	}
 	return err
+}
+
+// checkRemote checks, after the drain, edge i of t, a remote one: it
+// resolved as its dependency ended in its partition (the first end
+// learned: an end never changes), its result kept if it completed, and t
+// ended by its policy if it failed.
+func (s *wfSim) checkRemote(st *state.State, t *state.Task, g state.GraphInfo, i int) []error {
+	e := g.Edges[i]
+	end, ok := s.ends[e.ID]
+	want := state.EdgeFailed
+	if end == state.EndedCompleted {
+		want = state.EdgeCompleted
+	}
+	var errs []error
+	switch {
+	case e.State == state.EdgePending:
+		if !t.State.Terminal() {
+			errs = append(errs, fmt.Errorf("task %s is %s, its remote edge to %s pending after the drain", t.ID, t.State, e.ID))
+		}
+		return errs // it ended otherwise (cancelled, another edge failed)
+	case !ok:
+		errs = append(errs, fmt.Errorf("task %s: its remote edge to %s resolved %s, and no end was learned", t.ID, e.ID, e.State))
+	case e.State != want:
+		errs = append(errs, fmt.Errorf("task %s: its remote edge to %s resolved %s, the dependency ended %s", t.ID, e.ID, e.State, end))
+	case want == state.EdgeCompleted && string(st.RemoteResult(t, i)) != "from "+e.ID:
+		errs = append(errs, fmt.Errorf("task %s keeps %q as the result of %s", t.ID, st.RemoteResult(t, i), e.ID))
+	case want == state.EdgeFailed && g.Policy == state.DepDead && (t.State != state.Dead ||
+		!strings.HasPrefix(t.FailureReason, state.ReasonDependencyFailed) && !strings.HasPrefix(t.FailureReason, "workflow cancelled")):
+		errs = append(errs, fmt.Errorf("task %s is %s (%q) though its remote dependency %s ended %s", t.ID, t.State, t.FailureReason, e.ID, end))
+	}
+	if len(errs) == 0 {
+		s.stats["checked-remote-edges"]++
+	}
+	return errs
 }

@@ -142,3 +142,60 @@ func TestWorkflowViews(t *testing.T) {
 		t.Fatalf("a wait for no workflow: %v", err)
 	}
 }
+
+// TestResolveRemote: a task submitted with a dependency in another
+// partition is BLOCKED and its dependency is among the partition's
+// RemoteDependencies, also after a restart (the edge is in the log); the
+// end learned resolves each pending edge once (the second time it appends
+// nothing); the lease carries the remote result; a failure learned for a
+// dependent under DEAD ends it; the log replays to the live state.
+func TestResolveRemote(t *testing.T) {
+	e := newEnv(t, 3)
+	remote := func(deps ...string) SubmitRequest {
+		return SubmitRequest{Queue: "q", DependsOn: deps, Remote: deps}
+	}
+	a, err := e.c.Submit(ctx, remote("x-p2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.c.Submit(ctx, remote("x-p2", "y-p2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Task.State != state.Blocked || b.Task.State != state.Blocked {
+		t.Fatalf("tasks with remote dependencies are %s and %s", a.Task.State, b.Task.State)
+	}
+	if _, err := e.c.Submit(ctx, SubmitRequest{Queue: "q", DependsOn: []string{a.Task.ID}, Remote: []string{a.Task.ID}}); err == nil {
+		t.Fatal("a task of the partition taken for a remote one")
+	}
+	e.restart()
+	if deps, err := e.c.RemoteDependencies(); err != nil || !slices.Equal(deps, []string{"x-p2", "y-p2"}) {
+		t.Fatalf("watched after a restart: %v (%v)", deps, err)
+	}
+	if n, err := e.c.ResolveRemote(ctx, "x-p2", RemoteEnd{Outcome: state.EndedCompleted, Result: []byte("rx")}); err != nil || n != 2 {
+		t.Fatalf("resolved %d edges (%v), want 2", n, err)
+	}
+	if n, err := e.c.ResolveRemote(ctx, "x-p2", RemoteEnd{Outcome: state.EndedCompleted, Result: []byte("rx")}); err != nil || n != 0 {
+		t.Fatalf("learned again: resolved %d edges (%v), want 0", n, err)
+	}
+	if _, err := e.c.ResolveRemote(ctx, "x-p2", RemoteEnd{}); err == nil {
+		t.Fatal("an end without an outcome taken")
+	}
+	l := e.lease("w", "q")
+	if l.TaskID != a.Task.ID || len(l.Dependencies) != 1 || string(l.Dependencies[0].Result) != "rx" || l.Dependencies[0].State != state.Completed {
+		t.Fatalf("lease %s with %+v, want %s with x-p2's result", l.TaskID, l.Dependencies, a.Task.ID)
+	}
+	if n, err := e.c.ResolveRemote(ctx, "y-p2", RemoteEnd{Outcome: state.EndedDead}); err != nil || n != 1 {
+		t.Fatalf("resolved %d edges (%v), want 1", n, err)
+	}
+	if got := e.get(b.Task.ID); got.State != state.Dead || got.FailureReason != "dependency_failed: task y-p2 is DEAD" {
+		t.Fatalf("b after y-p2 ended DEAD: %s %q", got.State, got.FailureReason)
+	}
+	if deps, err := e.c.RemoteDependencies(); err != nil || len(deps) != 0 {
+		t.Fatalf("still watched: %v (%v)", deps, err)
+	}
+	e.restart()
+	if got := e.replayFromDisk(); !reflect.DeepEqual(got, e.c.Export()) {
+		t.Fatal("the replay differs from the live state")
+	}
+}

@@ -51,6 +51,8 @@ func fill(t testing.TB, v reflect.Value) {
 				v.SetBytes([]byte{byte(n), 0, 0xff})
 			case reflect.String:
 				v.Set(reflect.ValueOf([]string{fmt.Sprintf("%s-%d-a", name, n), fmt.Sprintf("%s-%d-b", name, n)}))
+			case reflect.Uint32:
+				v.Set(reflect.ValueOf([]uint32{uint32(n), uint32(n) + 1}))
 			case reflect.Int64:
 				v.Set(reflect.ValueOf([]int64{1_700_000_000_000_000_000 + int64(n)*1_000_003, int64(n)}))
 			case reflect.Struct:
@@ -89,7 +91,8 @@ func fill(t testing.TB, v reflect.Value) {
 // appended are the fields (Type.Field) added to a nested struct of
 // records after their lines were pinned.
 var appended = map[string]bool{
-	"ScheduleDef.Kind": true,
+	"ScheduleDef.Kind":   true,
+	"TaskCreated.Remote": true,
 }
 
 // fieldDiff is one field in which two records differ.
@@ -113,6 +116,15 @@ func diffFields(got, want reflect.Value, path string) []fieldDiff {
 		var out []fieldDiff
 		for i := range want.NumField() {
 			out = append(out, diffFields(got.Field(i), want.Field(i), path+"."+want.Type().Field(i).Name)...)
+		}
+		return out
+	}
+	if want.Kind() == reflect.Slice && want.Type().Elem().Kind() == reflect.Struct && got.Len() == want.Len() {
+		// Element by element, so that a field added to the element since
+		// (TaskCreated.Remote in a spawn) is told apart.
+		var out []fieldDiff
+		for i := range want.Len() {
+			out = append(out, diffFields(got.Index(i), want.Index(i), fmt.Sprintf("%s[%d]", path, i))...)
 		}
 		return out
 	}

@@ -54,6 +54,7 @@ const (
 	TypeOutboxReleased       Type = 31
 	TypeWorkflowCancelled    Type = 32
 	TypeWorkflowRetried      Type = 33
+	TypeDependencyResolved   Type = 34
 )
 
 // registry has one row per record type: its number, its name (printed by
@@ -765,6 +766,26 @@ var registry = []row{
 				At:        state.Time(m.AtUnixNanos),
 			}
 		}),
+
+	entry(TypeDependencyResolved, "DependencyResolved",
+		func(r *state.DependencyResolved, m *recordpb.DependencyResolved) {
+			*m = recordpb.DependencyResolved{
+				TaskId:      r.TaskID,
+				Dependency:  r.Dependency,
+				Outcome:     recordpb.DependencyOutcome(r.Outcome),
+				Result:      r.Result,
+				AtUnixNanos: int64(r.At),
+			}
+		},
+		func(m *recordpb.DependencyResolved) *state.DependencyResolved {
+			return &state.DependencyResolved{
+				TaskID:     m.TaskId,
+				Dependency: m.Dependency,
+				Outcome:    state.Ended(min(m.Outcome, 255)),
+				Result:     noEmpty(m.Result),
+				At:         state.Time(m.AtUnixNanos),
+			}
+		}),
 }
 
 // reportToPB and reportFromPB convert the progress report a LeaseExtended
@@ -838,6 +859,7 @@ func taskCreatedInto(r *state.TaskCreated, m *recordpb.TaskCreated) {
 		Key:                  r.Key,
 		DependsOn:            r.DependsOn,
 		OnDependencyFailure:  recordpb.DependencyFailure(r.OnDependencyFailure),
+		Remote:               r.Remote,
 	}
 }
 
@@ -860,7 +882,16 @@ func taskCreatedFromPB(m *recordpb.TaskCreated) *state.TaskCreated {
 		Key:                 m.Key,
 		DependsOn:           noEmptyStrings(m.DependsOn),
 		OnDependencyFailure: clampPolicy(m.OnDependencyFailure),
+		Remote:              noEmptyIndexes(m.Remote),
 	}
+}
+
+// noEmptyIndexes is v, or nil for an empty list.
+func noEmptyIndexes(v []uint32) []uint32 {
+	if len(v) == 0 {
+		return nil
+	}
+	return v
 }
 
 // taskCreatedsToPB converts a list of TaskCreated, reusing the messages

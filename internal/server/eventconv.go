@@ -56,6 +56,18 @@ func lifeEvent(e *tenurev1.Event, r state.Record) bool {
 	case *state.TaskRetried:
 		e.At, e.RequestedBy = ts(r.At), r.By
 		e.Record = &tenurev1.Event_TaskRetried{TaskRetried: &tenurev1.TaskRetriedEvent{Reason: r.Reason}}
+	case *state.DependencyResolved:
+		e.At = ts(r.At)
+		m := &tenurev1.DependencyResolvedEvent{Dependency: r.Dependency, Gone: r.Outcome == state.EndedGone}
+		switch r.Outcome {
+		case state.EndedCompleted:
+			m.State = tenurev1.TaskState_TASK_STATE_COMPLETED
+		case state.EndedFailed:
+			m.State = tenurev1.TaskState_TASK_STATE_FAILED
+		case state.EndedDead:
+			m.State = tenurev1.TaskState_TASK_STATE_DEAD
+		}
+		e.Record = &tenurev1.Event_DependencyResolved{DependencyResolved: m}
 	default:
 		return false
 	}

@@ -143,6 +143,13 @@ func lifeLine(e *tenurev1.HistoryEntry, rec state.Record) bool {
 		if r.RetryAt != 0 {
 			e.Detail += "; retry not before " + later(r.At, r.RetryAt)
 		}
+	case *state.DependencyResolved:
+		e.At = ts(r.At)
+		e.Detail = "dependency " + r.Dependency + " (a task of another partition) ended " + r.Outcome.String()
+		if r.Outcome == state.EndedGone {
+			e.Detail = "dependency " + r.Dependency + " (a task of another partition) no longer exists"
+		}
+		e.Detail += ": its edge resolved"
 	case *state.ExecutionStarted:
 		e.RequestedBy = r.By
 		e.At, e.LeaseId = ts(r.At), r.LeaseID

@@ -72,10 +72,12 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 	if err := oneRecord(workflow, reqs, len(ps)); err != nil {
 		return nil, err
 	}
-	for i := range reqs {
-		if len(reqs[i].DependsOn) > 0 {
-			if err := s.depsHere(ctx, ps[0].P, fmt.Sprintf("requests[%d].depends_on", i), reqs[i].DependsOn); err != nil {
-				return nil, err
+	for _, part := range ps {
+		for _, i := range part.Items {
+			if len(reqs[i].DependsOn) > 0 {
+				if reqs[i].Remote, err = s.remoteDeps(ctx, part.P, reqs[i].Namespace, fmt.Sprintf("requests[%d].depends_on", i), reqs[i].DependsOn); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}

@@ -42,7 +42,7 @@ func (h taskService) Submit(ctx context.Context, req *connect.Request[tenurev1.S
 	if err != nil {
 		return nil, s.apiError(err)
 	}
-	if err := s.depsHere(ctx, p, "depends_on", r.DependsOn); err != nil {
+	if r.Remote, err = s.remoteDeps(ctx, p, r.Namespace, "depends_on", r.DependsOn); err != nil {
 		return nil, s.apiError(err)
 	}
 	return one(s, ctx, p, false, req, route.Peer.Submit, func(c *coordinator.Coordinator) (*tenurev1.SubmitResponse, error) {

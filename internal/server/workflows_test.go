@@ -6,12 +6,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/eventually"
 	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/node"
+	"github.com/tenurehq/tenure/internal/remoteedges"
 	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/server"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
@@ -185,12 +188,14 @@ func (r *byQueue) Task(_ context.Context, id string) (route.Partition, error) {
 	return r.parts[i.(int)], nil
 }
 
-// TestAcrossPartitionsRefused: until dependencies and spawns cross the
-// partitions of a cluster, a dependency on a task of another partition, a
-// spawn into a queue the committing task's partition does not serve and a
-// spawned task's dependency across are refused, naming the field; within
-// one partition they are served.
-func TestAcrossPartitionsRefused(t *testing.T) {
+// TestAcrossPartitions: a dependency on a task of another partition is
+// served (its edge is remote: the task is BLOCKED until the watcher of its
+// partition learns that the dependency completed, and its lease carries
+// the dependency's result), in a submit, a batch and a spawn; one on a
+// task that does not exist there is refused naming the field; a spawn
+// into a queue the committing task's partition does not serve is still
+// refused.
+func TestAcrossPartitions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), apiCallTimeout)
 	defer cancel()
 	r := &byQueue{}
@@ -219,39 +224,102 @@ func TestAcrossPartitionsRefused(t *testing.T) {
 		r.owner.Store(id, r.of(queue))
 		return id, nil
 	}
-	refused := func(what, field string, err error) {
+	state := func(id string) tenurev1.TaskState {
 		t.Helper()
-		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), "cluster mode") {
-			t.Errorf("%s: %v, want invalid_argument naming %s", what, err, field)
+		res, err := tasks.GetTask(ctx, connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: id}))
+		if err != nil {
+			t.Fatal(err)
 		}
+		return res.Msg.GetTask().GetState()
+	}
+	lease := func(queue string) *tenurev1.LeasedTask {
+		t.Helper()
+		l, err := workers.Lease(ctx, connect.NewRequest(&tenurev1.LeaseRequest{WorkerId: "w", Queue: queue}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Msg.GetTasks()) == 0 {
+			return nil
+		}
+		return l.Msg.GetTasks()[0]
 	}
 	inB, err := submit("b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = submit("a", inB)
-	refused("a dependency on a task of another partition", "depends_on[0]", err)
-	_, err = tasks.SubmitBatch(ctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: []*tenurev1.SubmitRequest{{Queue: "a", DependsOn: []string{inB}}}}))
-	refused("a batch's dependency on a task of another partition", "requests[0].depends_on[0]", err)
-	inA, err := submit("a")
+	r.owner.Store("missing", 1)
+	if _, err := submit("a", "missing"); connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "depends_on[0]") || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("a dependency on a task of another partition that does not exist: %v, want invalid_argument naming depends_on[0]", err)
+	}
+	dependent, err := submit("a", inB)
+	if err != nil {
+		t.Fatalf("a dependency on a task of another partition: %v", err)
+	}
+	batch, err := tasks.SubmitBatch(ctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: []*tenurev1.SubmitRequest{{Queue: "a", DependsOn: []string{inB}}}}))
+	if err != nil {
+		t.Fatalf("a batch's dependency on a task of another partition: %v", err)
+	}
+	inBatch := batch.Msg.GetTaskIds()[0]
+	r.owner.Store(inBatch, 0)
+	for _, id := range []string{dependent, inBatch} {
+		if got := state(id); got != tenurev1.TaskState_TASK_STATE_BLOCKED {
+			t.Fatalf("task %s depending on a task of another partition is %v, want BLOCKED", id, got)
+		}
+	}
+
+	// The watcher of partition 1, as a cluster node runs one for each
+	// partition it serves.
+	coordinatorOf := func() (*coordinator.Coordinator, error) {
+		var c *coordinator.Coordinator
+		err := r.parts[0].Do(ctx, true, func(x *coordinator.Coordinator) error { c = x; return nil }, nil)
+		return c, err
+	}
+	watch, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		remoteedges.Run(watch, remoteedges.Config{Coordinator: coordinatorOf, Router: r, Poll: 10 * time.Millisecond})
+	}()
+	defer func() { stop(); <-done }()
+	c, err := coordinatorOf()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := submit("a", inA); err != nil {
-		t.Fatalf("a dependency within the partition: %v", err)
+	if deps, err := c.RemoteDependencies(); err != nil || len(deps) != 1 || deps[0] != inB {
+		t.Fatalf("partition 1 watches %v (%v), want [%s]", deps, err, inB)
 	}
-	l, err := workers.Lease(ctx, connect.NewRequest(&tenurev1.LeaseRequest{WorkerId: "w", Queue: "a"}))
-	if err != nil || len(l.Msg.GetTasks()) != 1 || l.Msg.GetTasks()[0].GetTaskId() != inA {
-		t.Fatalf("lease: %v %v", l, err)
+	if l := lease("a"); l != nil {
+		t.Fatalf("leased %s before its dependency in another partition completed", l.GetTaskId())
 	}
-	lease := l.Msg.GetTasks()[0].GetLeaseId()
+	lb := lease("b")
+	if lb == nil || lb.GetTaskId() != inB {
+		t.Fatalf("lease of b: %v", lb)
+	}
+	if _, err := workers.Complete(ctx, connect.NewRequest(&tenurev1.CompleteRequest{TaskId: inB, LeaseId: lb.GetLeaseId(), Result: []byte("from-b")})); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, "both dependents released", func() bool {
+		return state(dependent) == tenurev1.TaskState_TASK_STATE_WAITING && state(inBatch) == tenurev1.TaskState_TASK_STATE_WAITING
+	})
+	if n, err := c.ResolveRemote(ctx, inB, coordinator.RemoteEnd{Outcome: 1, Result: []byte("again")}); err != nil || n != 0 {
+		t.Errorf("the completion learned again resolved %d edges (%v), want 0", n, err)
+	}
+	la := lease("a")
+	if la == nil || la.GetTaskId() != dependent {
+		t.Fatalf("lease of a: %v, want %s", la, dependent)
+	}
+	if ds := la.GetDependencies(); len(ds) != 1 || ds[0].GetTaskId() != inB || string(ds[0].GetResult()) != "from-b" ||
+		ds[0].GetState() != tenurev1.TaskState_TASK_STATE_COMPLETED {
+		t.Fatalf("the lease says of its dependencies %v, want %s COMPLETED with from-b", ds, inB)
+	}
 	commit := func(spawn ...*tenurev1.SubmitRequest) error {
-		_, err := workers.Commit(ctx, connect.NewRequest(&tenurev1.CommitRequest{TaskId: inA, LeaseId: lease, Spawn: spawn}))
+		_, err := workers.Commit(ctx, connect.NewRequest(&tenurev1.CommitRequest{TaskId: dependent, LeaseId: la.GetLeaseId(), Spawn: spawn}))
 		return err
 	}
-	refused("a spawn into another partition's queue", "spawn[0].queue", commit(&tenurev1.SubmitRequest{Queue: "b"}))
-	refused("a spawned task's dependency across", "spawn[1].depends_on[0]", commit(&tenurev1.SubmitRequest{Queue: "a"}, &tenurev1.SubmitRequest{Queue: "a", DependsOn: []string{inB}}))
-	if err := commit(&tenurev1.SubmitRequest{Queue: "a", DependsOn: []string{inA}}); err != nil {
-		t.Fatalf("a spawn within the partition: %v", err)
+	if err := commit(&tenurev1.SubmitRequest{Queue: "b"}); connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "spawn[0].queue") || !strings.Contains(err.Error(), "cluster mode") {
+		t.Errorf("a spawn into another partition's queue: %v, want invalid_argument naming spawn[0].queue", err)
+	}
+	if err := commit(&tenurev1.SubmitRequest{Queue: "a"}, &tenurev1.SubmitRequest{Queue: "a", DependsOn: []string{inB}}); err != nil {
+		t.Fatalf("a spawned task's dependency across partitions: %v", err)
 	}
 }

@@ -109,9 +109,16 @@ func (e *taskEncoder) task(b []byte, t *state.Task, beside state.Beside) []byte 
 	b = pbwire.String(b, 27, beside.Key)
 	g := &beside.Graph
 	b = pbwire.String(b, 28, g.Workflow)
-	for _, x := range g.Edges {
+	for i, x := range g.Edges {
 		e.exec = pbwire.String(e.exec[:0], 1, x.ID)
 		e.exec = pbwire.Varint(e.exec, 2, uint64(x.State))
+		if x.Remote {
+			e.exec = pbwire.Varint(e.exec, 3, 1)
+		}
+		if i < len(g.Results) && len(g.Results[i]) > 0 {
+			e.exec = protowire.AppendTag(e.exec, 4, protowire.BytesType)
+			e.exec = protowire.AppendBytes(e.exec, g.Results[i])
+		}
 		b = protowire.AppendTag(b, 29, protowire.BytesType)
 		b = protowire.AppendBytes(b, e.exec)
 	}

@@ -244,7 +244,14 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 				x.beside.Graph.Workflow, ok = newString(v)
 			case 29:
 				x.beside.Graph.Edges = append(x.beside.Graph.Edges, state.Edge{})
-				ok = edge(v, &x.beside.Graph.Edges[len(x.beside.Graph.Edges)-1])
+				var result []byte
+				ok = edge(v, &x.beside.Graph.Edges[len(x.beside.Graph.Edges)-1], &result)
+				if i := len(x.beside.Graph.Edges) - 1; result != nil {
+					if len(x.beside.Graph.Results) <= i {
+						x.beside.Graph.Results = append(x.beside.Graph.Results, make([][]byte, i+1-len(x.beside.Graph.Results))...)
+					}
+					x.beside.Graph.Results[i] = result
+				}
 			case 31:
 				x.beside.Graph.Parent, ok = newString(v)
 			default:
@@ -260,6 +267,9 @@ func (d *chunkDecoder) task(b []byte) (t *state.Task, x taskExtra, ok bool) {
 	if len(execs) > 0 {
 		progress.Executions = make([]state.Execution, len(execs))
 		copy(progress.Executions, execs)
+	}
+	if g := &x.beside.Graph; g.Results != nil && len(g.Results) < len(g.Edges) {
+		g.Results = append(g.Results, make([][]byte, len(g.Edges)-len(g.Results))...)
 	}
 	t.Progress = orNil(&progress)
 	t.QueueKey, t.Policy = d.queueKey(key), d.taskPolicy(policy)
@@ -445,14 +455,20 @@ func cloneBytes(b []byte) []byte {
 }
 
 // edge decodes one DependencySnapshot into e, or gives up.
-func edge(b []byte, e *state.Edge) bool {
-	return fields(b, 2, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) (ok bool) {
+func edge(b []byte, e *state.Edge, result *[]byte) bool {
+	return fields(b, 4, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) (ok bool) {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
 			e.ID, ok = newString(v)
 			return ok
 		case num == 2 && typ == protowire.VarintType:
 			e.State = state.EdgeState(min(x, 255))
+			return true
+		case num == 3 && typ == protowire.VarintType:
+			e.Remote = protowire.DecodeBool(x)
+			return true
+		case num == 4 && typ == protowire.BytesType:
+			*result = append([]byte(nil), v...)
 			return true
 		}
 		return false

@@ -42,8 +42,12 @@ func TaskMessage(t *state.Task, beside state.Beside) *snapshotpb.TaskSnapshot {
 	}
 	if g := beside.Graph; !g.IsZero() {
 		m.WorkflowId, m.OnDependencyFailure, m.SpawnedBy, m.Seq = g.Workflow, uint32(g.Policy), g.Parent, uint32(g.Seq)
-		for _, e := range g.Edges {
-			m.Dependencies = append(m.Dependencies, &snapshotpb.DependencySnapshot{TaskId: e.ID, State: uint32(e.State)})
+		for i, e := range g.Edges {
+			d := &snapshotpb.DependencySnapshot{TaskId: e.ID, State: uint32(e.State), Remote: e.Remote}
+			if i < len(g.Results) {
+				d.Result = g.Results[i]
+			}
+			m.Dependencies = append(m.Dependencies, d)
 		}
 	}
 	m.RetryPolicy = retryMessage(t.Retry)
@@ -136,8 +140,14 @@ func taskFromMessage(m *snapshotpb.TaskSnapshot) (*state.Task, taskExtra) {
 	}
 	x.beside.Graph = state.GraphInfo{Workflow: m.WorkflowId, Policy: state.DepPolicy(min(m.OnDependencyFailure, 255)),
 		Parent: m.SpawnedBy, Seq: uint16(min(m.Seq, 0xffff))}
-	for _, e := range m.Dependencies {
-		x.beside.Graph.Edges = append(x.beside.Graph.Edges, state.Edge{ID: e.TaskId, State: state.EdgeState(min(e.State, 255))})
+	for i, e := range m.Dependencies {
+		x.beside.Graph.Edges = append(x.beside.Graph.Edges, state.Edge{ID: e.TaskId, State: state.EdgeState(min(e.State, 255)), Remote: e.Remote})
+		if len(e.Result) > 0 {
+			if x.beside.Graph.Results == nil {
+				x.beside.Graph.Results = make([][]byte, len(m.Dependencies))
+			}
+			x.beside.Graph.Results[i] = e.Result
+		}
 	}
 	return t, x
 }

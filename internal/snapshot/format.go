@@ -32,8 +32,11 @@ const (
 	// dependencies, workflow, parent and place in its record; the
 	// workflows; BLOCKED tasks), which a version-5 reader would silently
 	// drop. Version 7 added the outboxes' holds (docs/design/outbox.md),
-	// which a version-6 reader would silently drop.
-	formatVersion  = 7
+	// which a version-6 reader would silently drop. Version 8 added the
+	// remote edges (a dependency in another partition, and the result it
+	// completed with: docs/design/workflows.md, "Cluster mode"), which a
+	// version-7 reader would take for local ones.
+	formatVersion  = 8
 	oldestVersion  = 1
 	headerSize     = 32
 	chunkHeadSize  = 8

@@ -62,6 +62,10 @@ func (e EdgeState) String() string {
 type Edge struct {
 	ID    string
 	State EdgeState
+	// Remote says the dependency is a task of another partition (cluster
+	// mode): not in this state, its end is learned by a DependencyResolved
+	// record (docs/design/workflows.md, "Cluster mode").
+	Remote bool
 }
 
 // ReasonDependencyFailed starts the failure reason of a task that a
@@ -158,11 +162,23 @@ type GraphInfo struct {
 	Parent string
 	// Seq is its place among the tasks of the record that created it.
 	Seq uint16
+	// Results holds, for each edge (nil for none), the result a remote
+	// dependency completed with, as its DependencyResolved brought it.
+	Results [][]byte
 }
 
 // IsZero reports whether g says nothing (a task without a node).
 func (g GraphInfo) IsZero() bool {
 	return g.Workflow == "" && len(g.Edges) == 0 && g.Policy == 0 && g.Parent == "" && g.Seq == 0
+}
+
+// RemoteResult is the result the remote dependency of t's edge i completed
+// with (nil for none).
+func (s *State) RemoteResult(t *Task, i int) []byte {
+	if rs := s.results[t]; i < len(rs) {
+		return rs[i]
+	}
+	return nil
 }
 
 // BlockedOn lists the ids of its pending edges: what a BLOCKED task waits
@@ -183,7 +199,7 @@ func (s *State) Graph(t *Task) GraphInfo {
 		return GraphInfo{}
 	}
 	n := s.graph[t]
-	g := GraphInfo{Edges: slices.Clone(n.edges), Policy: n.policy, Parent: n.parent, Seq: n.seq}
+	g := GraphInfo{Edges: slices.Clone(n.edges), Policy: n.policy, Parent: n.parent, Seq: n.seq, Results: slices.Clone(s.results[t])}
 	if n.wf != nil {
 		g.Workflow = n.wf.Key.ID
 	}
@@ -313,9 +329,15 @@ func (s *State) join(t *Task, n *node, w *Workflow) {
 // state) under policy starts in: BLOCKED while one of them has not ended,
 // DEAD (with its failure reason) if one failed under DepDead, WAITING
 // otherwise.
-func (s *State) startOf(deps []string, policy DepPolicy) (TaskState, string) {
+func (s *State) startOf(deps []string, remote []uint32, policy DepPolicy) (TaskState, string) {
 	start := Waiting
-	for _, id := range deps {
+	if len(remote) > 0 {
+		start = Blocked // a remote dependency is pending until resolved
+	}
+	for i, id := range deps {
+		if isRemote(remote, i) {
+			continue
+		}
 		d := s.Task(id)
 		switch edgeFor(d) {
 		case EdgePending:
@@ -333,7 +355,7 @@ func (s *State) startOf(deps []string, policy DepPolicy) (TaskState, string) {
 // its node: its edges, with their states from the dependencies as they
 // are now, its policy, parent, place in its record and workflow. A task
 // created with none of them gets no node.
-func (s *State) link(t *Task, deps []string, policy DepPolicy, parent string, seq uint16, w *Workflow) {
+func (s *State) link(t *Task, deps []string, remote []uint32, policy DepPolicy, parent string, seq uint16, w *Workflow) {
 	if len(deps) == 0 {
 		policy = DepDead // a policy without dependencies says nothing
 	}
@@ -348,10 +370,15 @@ func (s *State) link(t *Task, deps []string, policy DepPolicy, parent string, se
 		n.edges = make([]Edge, len(deps))
 		n.refs = make([]int32, len(deps))
 		for i, id := range packStrings(deps) {
+			s.held += edgeHeld + int64(len(id))
+			if isRemote(remote, i) {
+				n.edges[i] = Edge{ID: id, State: EdgePending, Remote: true}
+				n.pending++
+				continue
+			}
 			d := s.Task(id)
 			n.edges[i] = Edge{ID: id, State: edgeFor(d)}
 			n.depth = max(n.depth, uint32(s.Depth(d))+1)
-			s.held += edgeHeld + int64(len(id))
 			if n.edges[i].State == EdgePending {
 				n.pending++
 				if t.State == Blocked {
@@ -359,11 +386,58 @@ func (s *State) link(t *Task, deps []string, policy DepPolicy, parent string, se
 				}
 			}
 		}
+		s.watchRemote(t, n)
 	}
 	if w != nil {
 		s.join(t, n, w)
 	}
 }
+
+// isRemote reports whether index i is among remote (ascending indexes of
+// the dependencies in another partition).
+func isRemote(remote []uint32, i int) bool {
+	_, ok := slices.BinarySearch(remote, uint32(i))
+	return ok
+}
+
+// hasPendingRemote reports whether n has a pending remote edge.
+func (n *node) hasPendingRemote() bool {
+	for _, e := range n.edges {
+		if e.Remote && e.State == EdgePending {
+			return true
+		}
+	}
+	return false
+}
+
+// watchRemote keeps t, of node n, among the tasks whose remote edges the
+// partition's host watches while it is BLOCKED with a pending remote edge.
+func (s *State) watchRemote(t *Task, n *node) {
+	if t.State != Blocked || !n.hasPendingRemote() {
+		return
+	}
+	if s.remote == nil {
+		s.remote = make(map[*Task]struct{})
+	}
+	s.remote[t] = struct{}{}
+}
+
+// RemoteEdges calls fn with each pending remote edge of a BLOCKED task
+// (the dependent and the dependency's id), the edges the partition's host
+// watches (docs/design/workflows.md, "Cluster mode"), in no order, until
+// fn returns false.
+func (s *State) RemoteEdges(fn func(dependent *Task, dependency string) bool) {
+	for t := range s.remote {
+		for _, e := range s.graph[t].edges {
+			if e.Remote && e.State == EdgePending && !fn(t, e.ID) {
+				return
+			}
+		}
+	}
+}
+
+// RemoteLen is the number of BLOCKED tasks with a pending remote edge.
+func (s *State) RemoteLen() int { return len(s.remote) }
 
 // edgeFor is the state of a new edge to d, a task of the state.
 func edgeFor(d *Task) EdgeState {
@@ -386,9 +460,26 @@ func failedBecause(d *Task) string {
 // created holds the namespace of each task the same record creates before
 // it, by id: it may name those too. A task depends only on tasks of its
 // own namespace (their results are passed on to it).
-func (s *State) checkDeps(ns string, deps []string, created map[string]string) string {
+func (s *State) checkDeps(ns string, deps []string, remote []uint32, created map[string]string) string {
 	seen := make(map[string]bool, len(deps))
-	for _, id := range deps {
+	for k, i := range remote {
+		if int(i) >= len(deps) || k > 0 && remote[k-1] >= i {
+			return fmt.Sprintf("remote dependency index %d is not an index of depends_on in ascending order", i)
+		}
+	}
+	for i, id := range deps {
+		if isRemote(remote, i) {
+			switch {
+			case id == "":
+				return "a dependency id is empty"
+			case seen[id]:
+				return fmt.Sprintf("dependency %q is named twice", id)
+			case s.Task(id) != nil || created[id] != "":
+				return fmt.Sprintf("dependency %q is a task of this partition, not a remote one", id)
+			}
+			seen[id] = true
+			continue
+		}
 		dns, ok := created[id]
 		if d := s.Task(id); d != nil {
 			dns, ok = d.Namespace, true
@@ -449,24 +540,35 @@ func (s *State) resolveDependents(lsn uint64, at Time) {
 				// state (dropRefs): a bug if it did not.
 				panic(fmt.Sprintf("state: task %q holds a ref of task %q (%s), edge %d, which is not a pending edge to it", x.ID, d.ID, d.State, ref.edge))
 			}
-			e.State = edgeFor(x)
-			dn.pending--
-			switch {
-			case e.State == EdgeFailed && dn.policy == DepDead:
-				d.progress().FailureReason = failedBecause(x)
-				s.transition(d, Dead)
-			case dn.pending == 0:
-				d.NotBefore = max(d.NotBefore, at)
-				s.transition(d, Waiting)
-				s.queue(d).add(d)
-				s.released = append(s.released, d)
-			default:
-				continue
-			}
-			s.touchOther(d, lsn, at)
+			s.resolveEdge(d, dn, e, edgeFor(x), func() string { return failedBecause(x) }, lsn, at)
 		}
 	}
 	s.finishing = s.finishing[:0]
+}
+
+// resolveEdge resolves e, a pending edge of d (BLOCKED, node dn), as to:
+// d is released once its last edge resolves, or ended under DepDead by a
+// failed one, for the reason because gives. Ending d puts it among the
+// tasks to settle (State.finishing).
+func (s *State) resolveEdge(d *Task, dn *node, e *Edge, to EdgeState, because func() string, lsn uint64, at Time) {
+	e.State = to
+	dn.pending--
+	switch {
+	case to == EdgeFailed && dn.policy == DepDead:
+		d.progress().FailureReason = because()
+		s.transition(d, Dead)
+	case dn.pending == 0:
+		d.NotBefore = max(d.NotBefore, at)
+		s.transition(d, Waiting)
+		s.queue(d).add(d)
+		s.released = append(s.released, d)
+	default:
+		if e.Remote && len(s.remote) > 0 && !dn.hasPendingRemote() {
+			delete(s.remote, d)
+		}
+		return
+	}
+	s.touchOther(d, lsn, at)
 }
 
 // Released lists the tasks the last record applied released (BLOCKED to
@@ -505,6 +607,13 @@ func (s *State) evaluate(t *Task) ([]EdgeState, int32, string) {
 		if e.State == EdgeCompleted {
 			continue
 		}
+		if e.Remote {
+			// Learned again from its partition: a dependency still failed
+			// fails the edge again.
+			out[i] = EdgePending
+			pending++
+			continue
+		}
 		d := s.Task(e.ID)
 		if d == nil {
 			if n.policy == DepDead {
@@ -537,7 +646,7 @@ func (s *State) reblock(t *Task, states []EdgeState, pending int32) TaskState {
 		return Waiting
 	}
 	for i := range n.edges {
-		if states[i] == EdgePending {
+		if states[i] == EdgePending && !n.edges[i].Remote {
 			s.addRef(t, n, i, s.Task(n.edges[i].ID))
 		}
 	}
@@ -558,8 +667,11 @@ func (s *State) addRef(t *Task, n *node, i int, d *Task) {
 // without dependents loses its node.
 func (s *State) dropRefs(t *Task) {
 	n := s.graph[t]
+	if len(s.remote) > 0 {
+		delete(s.remote, t)
+	}
 	for i, e := range n.edges {
-		if e.State != EdgePending {
+		if e.State != EdgePending || e.Remote {
 			continue
 		}
 		d := s.Task(e.ID)
@@ -588,6 +700,10 @@ func (s *State) deleteNode(t *Task) {
 func (s *State) dropNode(t *Task) {
 	n := s.graph[t]
 	s.held -= heldByNode(n)
+	if rs, ok := s.results[t]; ok {
+		s.held -= heldByResults(rs)
+		delete(s.results, t)
+	}
 	if w := n.wf; w != nil {
 		w.members[n.member] = nil
 		w.holes++
@@ -666,6 +782,15 @@ func heldByNode(n *node) int64 {
 	h := nodeHeld + int64(len(n.parent))
 	for _, e := range n.edges {
 		h += edgeHeld + int64(len(e.ID))
+	}
+	return h
+}
+
+// heldByResults is what the remote results of a task hold.
+func heldByResults(rs [][]byte) int64 {
+	h := besideHeld + int64(len(rs))*int64(unsafe.Sizeof([]byte(nil)))
+	for _, r := range rs {
+		h += int64(len(r))
 	}
 	return h
 }

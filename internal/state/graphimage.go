@@ -83,8 +83,17 @@ func (s *State) restoreNode(t *Task, g GraphInfo) string {
 			return fmt.Sprintf("dependency %q has an invalid state %d", id, e.State)
 		}
 		seen[id] = true
-		n.edges[i] = Edge{ID: id, State: e.State}
+		n.edges[i] = Edge{ID: id, State: e.State, Remote: e.Remote}
 		s.held += edgeHeld + int64(len(id))
+		if e.Remote {
+			if s.Task(id) != nil {
+				return fmt.Sprintf("remote dependency %q is a task of the snapshot", id)
+			}
+			if e.State == EdgePending {
+				n.pending++
+			}
+			continue
+		}
 		d := s.Task(id)
 		if d != nil {
 			n.depth = max(n.depth, uint32(s.Depth(d))+1)
@@ -105,7 +114,22 @@ func (s *State) restoreNode(t *Task, g GraphInfo) string {
 		return "BLOCKED without a pending dependency"
 	case t.State != Blocked && !t.State.Terminal() && n.pending > 0:
 		return fmt.Sprintf("%s with %d pending dependencies", t.State, n.pending)
+	case len(g.Results) > 0 && len(g.Results) != len(g.Edges):
+		return fmt.Sprintf("%d remote results for %d dependencies", len(g.Results), len(g.Edges))
 	}
+	for i, r := range g.Results {
+		if len(r) > 0 && (!n.edges[i].Remote || n.edges[i].State != EdgeCompleted) {
+			return fmt.Sprintf("a result kept for dependency %q, not a remote one that completed", n.edges[i].ID)
+		}
+	}
+	if len(g.Results) > 0 {
+		if s.results == nil {
+			s.results = make(map[*Task][][]byte)
+		}
+		s.results[t] = g.Results
+		s.held += heldByResults(g.Results)
+	}
+	s.watchRemote(t, n)
 	for _, e := range n.edges {
 		if d := s.Task(e.ID); d != nil && d.Namespace != t.Namespace {
 			return fmt.Sprintf("dependency %q is in namespace %q", e.ID, d.Namespace)
@@ -167,6 +191,9 @@ func (s *State) graphHeld() int64 {
 	for _, n := range s.graph {
 		held += heldByNode(n)
 	}
+	for _, rs := range s.results {
+		held += heldByResults(rs)
+	}
 	for k, w := range s.workflows {
 		held += heldByWorkflow(k) + int64(w.Len())*memberHeld
 	}
@@ -207,6 +234,12 @@ func (s *State) graphErrors() []error {
 			if t.State != Blocked {
 				continue
 			}
+			if e.Remote {
+				if _, ok := s.remote[t]; !ok {
+					bad(t, "BLOCKED on remote dependency %q, not among the watched", e.ID)
+				}
+				continue
+			}
 			d := s.Task(e.ID)
 			if d == nil || d.State.Terminal() {
 				bad(t, "BLOCKED on %q, which is not an unfinished task", e.ID)
@@ -238,6 +271,16 @@ func (s *State) graphErrors() []error {
 	for t := range s.graph {
 		if s.Task(t.ID) != t {
 			errs = append(errs, fmt.Errorf("a node is kept for a task not in the state (%q)", t.ID))
+		}
+	}
+	for t := range s.remote {
+		if n := s.graph[t]; s.Task(t.ID) != t || t.State != Blocked || n == nil || !n.hasPendingRemote() {
+			errs = append(errs, fmt.Errorf("task %q is watched for a remote edge, but is not BLOCKED on one", t.ID))
+		}
+	}
+	for t, rs := range s.results {
+		if n := s.graph[t]; s.Task(t.ID) != t || n == nil || len(rs) != len(n.edges) {
+			errs = append(errs, fmt.Errorf("task %q keeps remote results that do not match its edges", t.ID))
 		}
 	}
 	for k, w := range s.workflows {

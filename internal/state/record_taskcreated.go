@@ -44,6 +44,10 @@ type TaskCreated struct {
 	// OnDependencyFailure says what a dependency that ends FAILED or DEAD
 	// does to it.
 	OnDependencyFailure DepPolicy
+	// Remote lists, in ascending order, the indexes in DependsOn of the
+	// tasks of other partitions (cluster mode): their edges stay pending
+	// until a DependencyResolved resolves them.
+	Remote []uint32
 }
 
 func (r *TaskCreated) Task() string { return r.TaskID }
@@ -93,14 +97,14 @@ func (r *TaskCreated) check(s *State, created *batchIDs) string {
 	if created != nil {
 		ids = created.tasks
 	}
-	return s.checkDeps(r.Namespace, r.DependsOn, ids)
+	return s.checkDeps(r.Namespace, r.DependsOn, r.Remote, ids)
 }
 
 // create applies a checked TaskCreated at lsn as the seq-th task its
 // record creates, spawned by parent ("" for none), in workflow w (nil for
 // none). The caller settles at the end of its record.
 func (r *TaskCreated) create(s *State, lsn uint64, seq uint16, parent string, w *Workflow) *Task {
-	start, why := s.startOf(r.DependsOn, r.OnDependencyFailure)
+	start, why := s.startOf(r.DependsOn, r.Remote, r.OnDependencyFailure)
 	id, requestID, key, payload, trace := pack(r.TaskID, r.RequestID, r.Key, r.Payload, r.Trace)
 	t, qi := s.addTask(&Task{
 		ID:         id,
@@ -121,7 +125,7 @@ func (r *TaskCreated) create(s *State, lsn uint64, seq uint16, parent string, w 
 		s.ended = append(s.ended, t)
 	}
 	// Its node first: its place in the creation order is its key's order.
-	s.link(t, r.DependsOn, r.OnDependencyFailure, parent, seq, w)
+	s.link(t, r.DependsOn, r.Remote, r.OnDependencyFailure, parent, seq, w)
 	if key != "" {
 		s.keyed(t, qi, key)
 		if !start.Terminal() {

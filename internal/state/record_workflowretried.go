@@ -53,6 +53,8 @@ func (s *State) retry(t *Task, lsn uint64, at Time) bool {
 	s.transition(t, to)
 	if to == Waiting {
 		s.queue(t).add(t)
+	} else {
+		s.watchRemote(t, s.graph[t])
 	}
 	return true
 }

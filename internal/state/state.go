@@ -91,6 +91,12 @@ type State struct {
 	// with dependents that the record being applied ended, for resolveDependents.
 	graph     map[*Task]*node
 	workflows map[WorkflowKey]*Workflow
+	// remote holds the BLOCKED tasks that have a pending remote edge
+	// (RemoteEdges), and results the results remote dependencies completed
+	// with, by task and edge (a derived index, and what DependencyResolved
+	// brought).
+	remote    map[*Task]struct{}
+	results   map[*Task][][]byte
 	finishing []*Task
 	// released holds the tasks the last record released (Released), and
 	// ended those it ended (Ended).

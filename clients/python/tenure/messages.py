@@ -2223,9 +2223,10 @@ class Event:
     outbox_released: Optional[OutboxReleasedEvent] = None
     workflow_cancelled: Optional[WorkflowCancelledEvent] = None
     workflow_retried: Optional[WorkflowRetriedEvent] = None
+    dependency_resolved: Optional[DependencyResolvedEvent] = None
 
     @property
-    def record(self) -> Optional[Union[ExecutionStartedEvent, FenceEvent, LeaseExpiredEvent, LeaseExtendedEvent, LeaseGrantedEvent, OutboxHeldEvent, OutboxReleasedEvent, QueueLimitedEvent, QueuePausedEvent, QueueResumedEvent, ScheduleCreatedEvent, ScheduleDeletedEvent, ScheduleFiredEvent, ScheduleHeldEvent, SchedulePausedEvent, ScheduleResumedEvent, ScheduleSkippedEvent, ScheduleUpdatedEvent, TaskCancelledEvent, TaskCommittedEvent, TaskCompletedEvent, TaskCreatedEvent, TaskDeadEvent, TaskDeadlineExceededEvent, TaskFailedEvent, TaskRetriedEvent, TaskSnoozedEvent, TasksDeletedEvent, TasksPurgedEvent, TasksPurgedRangeEvent, TasksSubmittedEvent, WorkflowCancelledEvent, WorkflowRetriedEvent]]:
+    def record(self) -> Optional[Union[DependencyResolvedEvent, ExecutionStartedEvent, FenceEvent, LeaseExpiredEvent, LeaseExtendedEvent, LeaseGrantedEvent, OutboxHeldEvent, OutboxReleasedEvent, QueueLimitedEvent, QueuePausedEvent, QueueResumedEvent, ScheduleCreatedEvent, ScheduleDeletedEvent, ScheduleFiredEvent, ScheduleHeldEvent, SchedulePausedEvent, ScheduleResumedEvent, ScheduleSkippedEvent, ScheduleUpdatedEvent, TaskCancelledEvent, TaskCommittedEvent, TaskCompletedEvent, TaskCreatedEvent, TaskDeadEvent, TaskDeadlineExceededEvent, TaskFailedEvent, TaskRetriedEvent, TaskSnoozedEvent, TasksDeletedEvent, TasksPurgedEvent, TasksPurgedRangeEvent, TasksSubmittedEvent, WorkflowCancelledEvent, WorkflowRetriedEvent]]:
         """The record's own fields.
 
         The field of oneof record that is set, or None: one of task_created,
@@ -2236,9 +2237,9 @@ class Event:
         schedule_updated, schedule_paused, schedule_resumed, schedule_deleted,
         schedule_fired, schedule_skipped, schedule_held, tasks_purged_range,
         task_snoozed, tasks_submitted, outbox_held, outbox_released,
-        workflow_cancelled, workflow_retried.
+        workflow_cancelled, workflow_retried, dependency_resolved.
         """
-        return next((v for v in (self.task_created, self.lease_granted, self.lease_extended, self.lease_expired, self.execution_started, self.task_committed, self.task_completed, self.task_failed, self.task_cancelled, self.task_dead, self.fence, self.tasks_purged, self.queue_paused, self.queue_resumed, self.task_retried, self.tasks_deleted, self.queue_limited, self.task_deadline_exceeded, self.schedule_created, self.schedule_updated, self.schedule_paused, self.schedule_resumed, self.schedule_deleted, self.schedule_fired, self.schedule_skipped, self.schedule_held, self.tasks_purged_range, self.task_snoozed, self.tasks_submitted, self.outbox_held, self.outbox_released, self.workflow_cancelled, self.workflow_retried) if v is not None), None)
+        return next((v for v in (self.task_created, self.lease_granted, self.lease_extended, self.lease_expired, self.execution_started, self.task_committed, self.task_completed, self.task_failed, self.task_cancelled, self.task_dead, self.fence, self.tasks_purged, self.queue_paused, self.queue_resumed, self.task_retried, self.tasks_deleted, self.queue_limited, self.task_deadline_exceeded, self.schedule_created, self.schedule_updated, self.schedule_paused, self.schedule_resumed, self.schedule_deleted, self.schedule_fired, self.schedule_skipped, self.schedule_held, self.tasks_purged_range, self.task_snoozed, self.tasks_submitted, self.outbox_held, self.outbox_released, self.workflow_cancelled, self.workflow_retried, self.dependency_resolved) if v is not None), None)
 
 
 @dataclass
@@ -2330,6 +2331,25 @@ class WorkflowRetriedEvent:
     _FIELDS: ClassVar[Tuple[F, ...]] = ()
     workflow_id: str = ""
     reason: str = ""
+
+
+@dataclass
+class DependencyResolvedEvent:
+    """DependencyResolvedEvent: the task learned that a dependency of it in
+    another partition ended (cluster mode), and the edge to it resolved: the
+    task is released, ended by its on_dependency_failure, or waits for its
+    other dependencies.
+    """
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    dependency: str = ""
+    """The dependency, a task of another partition."""
+    state: TaskState = TaskState.UNSPECIFIED
+    """How it ended: COMPLETED, FAILED or DEAD; UNSPECIFIED when it was not
+    found (gone).
+    """
+    gone: bool = False
+    """The dependency was not found in its partition (purged by retention)."""
 
 
 @dataclass
@@ -3597,6 +3617,7 @@ Event._FIELDS = (
     F('outbox_released', 'outboxReleased', 50, 'msg', OutboxReleasedEvent, False, False),
     F('workflow_cancelled', 'workflowCancelled', 51, 'msg', WorkflowCancelledEvent, False, False),
     F('workflow_retried', 'workflowRetried', 52, 'msg', WorkflowRetriedEvent, False, False),
+    F('dependency_resolved', 'dependencyResolved', 53, 'msg', DependencyResolvedEvent, False, False),
 )
 TaskCreatedEvent._FIELDS = (
     F('payload', 'payload', 1, 'bytes', None, False, False),
@@ -3634,6 +3655,11 @@ WorkflowCancelledEvent._FIELDS = (
 WorkflowRetriedEvent._FIELDS = (
     F('workflow_id', 'workflowId', 1, 'str', None, False, False),
     F('reason', 'reason', 2, 'str', None, False, False),
+)
+DependencyResolvedEvent._FIELDS = (
+    F('dependency', 'dependency', 1, 'str', None, False, False),
+    F('state', 'state', 2, 'enum', TaskState, False, False),
+    F('gone', 'gone', 3, 'bool', None, False, False),
 )
 LeaseGrantedEvent._FIELDS = (
     F('lease_id', 'leaseId', 1, 'str', None, False, False),
@@ -3972,6 +3998,7 @@ __all__ = [
     'DeleteScheduleResponse',
     'Dependency',
     'DependencyFailure',
+    'DependencyResolvedEvent',
     'DependencyResult',
     'DependencyState',
     'ErrorDetail',

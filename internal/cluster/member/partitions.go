@@ -12,6 +12,7 @@ import (
 	"github.com/tenurehq/tenure/internal/cluster/partition"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/host"
+	"github.com/tenurehq/tenure/internal/remoteedges"
 )
 
 // Serving partitions: open what is assigned to this node, close what moved
@@ -22,6 +23,8 @@ import (
 type owned struct {
 	a partition.Assignment
 	h *host.Host
+	// stop ends the watch of its remote edges.
+	stop context.CancelFunc
 }
 
 func (m *Member) assignLoop() {
@@ -143,11 +146,17 @@ func (m *Member) open(a partition.Assignment) {
 		m.openFailed(lg, err)
 		return
 	}
-	o := &owned{a: a, h: h}
+	watch, stop := context.WithCancel(m.ctx)
+	o := &owned{a: a, h: h, stop: stop}
 	m.mu.Lock()
 	ok := !m.closed && m.trusted()
 	if ok {
 		m.owned[a.ID] = o
+		// The remote edges of its BLOCKED tasks (docs/design/workflows.md,
+		// "Cluster mode"), until it closes here.
+		m.wg.Go(func() {
+			remoteedges.Run(watch, remoteedges.Config{Coordinator: h.Coordinator, Router: m, Clock: m.cfg.Clock, Logger: lg})
+		})
 	}
 	m.mu.Unlock()
 	if !ok {
@@ -173,6 +182,9 @@ func (m *Member) openFailed(lg *slog.Logger, err error) {
 }
 
 func (m *Member) closeOwned(o *owned, reason string) {
+	if o.stop != nil {
+		o.stop()
+	}
 	o.h.Close()
 	m.lg.Info("stopped serving partition", slog.String("partition", o.a.Key.String()), slog.Uint64("epoch", o.a.Epoch),
 		slog.String("reason", reason))

@@ -213,6 +213,64 @@ func (LeaseAction) EnumDescriptor() ([]byte, []int) {
 	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{2}
 }
 
+// DependencyOutcome is how a remote dependency ended.
+type DependencyOutcome int32
+
+const (
+	// Not an outcome: a record with it does not apply.
+	DependencyOutcome_DEPENDENCY_OUTCOME_UNSPECIFIED DependencyOutcome = 0
+	DependencyOutcome_DEPENDENCY_OUTCOME_COMPLETED   DependencyOutcome = 1
+	DependencyOutcome_DEPENDENCY_OUTCOME_FAILED      DependencyOutcome = 2
+	DependencyOutcome_DEPENDENCY_OUTCOME_DEAD        DependencyOutcome = 3
+	// Not found in its partition: purged by retention.
+	DependencyOutcome_DEPENDENCY_OUTCOME_GONE DependencyOutcome = 4
+)
+
+// Enum value maps for DependencyOutcome.
+var (
+	DependencyOutcome_name = map[int32]string{
+		0: "DEPENDENCY_OUTCOME_UNSPECIFIED",
+		1: "DEPENDENCY_OUTCOME_COMPLETED",
+		2: "DEPENDENCY_OUTCOME_FAILED",
+		3: "DEPENDENCY_OUTCOME_DEAD",
+		4: "DEPENDENCY_OUTCOME_GONE",
+	}
+	DependencyOutcome_value = map[string]int32{
+		"DEPENDENCY_OUTCOME_UNSPECIFIED": 0,
+		"DEPENDENCY_OUTCOME_COMPLETED":   1,
+		"DEPENDENCY_OUTCOME_FAILED":      2,
+		"DEPENDENCY_OUTCOME_DEAD":        3,
+		"DEPENDENCY_OUTCOME_GONE":        4,
+	}
+)
+
+func (x DependencyOutcome) Enum() *DependencyOutcome {
+	p := new(DependencyOutcome)
+	*p = x
+	return p
+}
+
+func (x DependencyOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DependencyOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_tenure_record_v1_record_proto_enumTypes[3].Descriptor()
+}
+
+func (DependencyOutcome) Type() protoreflect.EnumType {
+	return &file_tenure_record_v1_record_proto_enumTypes[3]
+}
+
+func (x DependencyOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DependencyOutcome.Descriptor instead.
+func (DependencyOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{3}
+}
+
 // RetryPolicy mirrors state.RetryPolicy.
 type RetryPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -328,8 +386,13 @@ type TaskCreated struct {
 	DependsOn []string `protobuf:"bytes,17,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
 	// What a dependency that ends FAILED or DEAD does to it.
 	OnDependencyFailure DependencyFailure `protobuf:"varint,18,opt,name=on_dependency_failure,json=onDependencyFailure,proto3,enum=tenure.record.v1.DependencyFailure" json:"on_dependency_failure,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The indexes in depends_on, ascending, of the tasks of other
+	// partitions (cluster mode): their edges are pending until a
+	// DependencyResolved resolves them. Empty: every dependency is in this
+	// partition, as in records written before it was kept.
+	Remote        []uint32 `protobuf:"varint,19,rep,packed,name=remote,proto3" json:"remote,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskCreated) Reset() {
@@ -486,6 +549,13 @@ func (x *TaskCreated) GetOnDependencyFailure() DependencyFailure {
 		return x.OnDependencyFailure
 	}
 	return DependencyFailure_DEPENDENCY_FAILURE_UNSPECIFIED
+}
+
+func (x *TaskCreated) GetRemote() []uint32 {
+	if x != nil {
+		return x.Remote
+	}
+	return nil
 }
 
 // LeaseGranted (record type 2) gives an attempt of a task to a worker.
@@ -3506,6 +3576,90 @@ func (x *WorkflowRetried) GetAtUnixNanos() int64 {
 	return 0
 }
 
+// DependencyResolved (record type 34) resolves the pending edge of a
+// BLOCKED task of this partition to a task of another partition, which
+// ended: the dependent's partition learned it by asking the dependency's
+// (docs/design/workflows.md, "Cluster mode"). Applied while the edge is
+// pending; otherwise it changes nothing.
+type DependencyResolved struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The dependent, a task of this partition.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The dependency, a task of another partition.
+	Dependency string            `protobuf:"bytes,2,opt,name=dependency,proto3" json:"dependency,omitempty"`
+	Outcome    DependencyOutcome `protobuf:"varint,3,opt,name=outcome,proto3,enum=tenure.record.v1.DependencyOutcome" json:"outcome,omitempty"`
+	// The dependency's result, when it COMPLETED.
+	Result        []byte `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	AtUnixNanos   int64  `protobuf:"fixed64,5,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DependencyResolved) Reset() {
+	*x = DependencyResolved{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DependencyResolved) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DependencyResolved) ProtoMessage() {}
+
+func (x *DependencyResolved) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DependencyResolved.ProtoReflect.Descriptor instead.
+func (*DependencyResolved) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *DependencyResolved) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *DependencyResolved) GetDependency() string {
+	if x != nil {
+		return x.Dependency
+	}
+	return ""
+}
+
+func (x *DependencyResolved) GetOutcome() DependencyOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return DependencyOutcome_DEPENDENCY_OUTCOME_UNSPECIFIED
+}
+
+func (x *DependencyResolved) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *DependencyResolved) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
 var File_tenure_record_v1_record_proto protoreflect.FileDescriptor
 
 const file_tenure_record_v1_record_proto_rawDesc = "" +
@@ -3517,7 +3671,7 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x11max_backoff_nanos\x18\x03 \x01(\x03R\x0fmaxBackoffNanos\x12\x1e\n" +
 	"\n" +
 	"multiplier\x18\x04 \x01(\x01R\n" +
-	"multiplier\"\xad\x05\n" +
+	"multiplier\"\xc5\x05\n" +
 	"\vTaskCreated\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -3541,7 +3695,8 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x03key\x18\x10 \x01(\tR\x03key\x12\x1d\n" +
 	"\n" +
 	"depends_on\x18\x11 \x03(\tR\tdependsOn\x12W\n" +
-	"\x15on_dependency_failure\x18\x12 \x01(\x0e2#.tenure.record.v1.DependencyFailureR\x13onDependencyFailure\"\xf3\x01\n" +
+	"\x15on_dependency_failure\x18\x12 \x01(\x0e2#.tenure.record.v1.DependencyFailureR\x13onDependencyFailure\x12\x16\n" +
+	"\x06remote\x18\x13 \x03(\rR\x06remote\"\xf3\x01\n" +
 	"\fLeaseGranted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +
@@ -3791,6 +3946,14 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"workflowId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x0e\n" +
 	"\x02by\x18\x04 \x01(\tR\x02by\x12\"\n" +
+	"\rat_unix_nanos\x18\x05 \x01(\x10R\vatUnixNanos\"\xc8\x01\n" +
+	"\x12DependencyResolved\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1e\n" +
+	"\n" +
+	"dependency\x18\x02 \x01(\tR\n" +
+	"dependency\x12=\n" +
+	"\aoutcome\x18\x03 \x01(\x0e2#.tenure.record.v1.DependencyOutcomeR\aoutcome\x12\x16\n" +
+	"\x06result\x18\x04 \x01(\fR\x06result\x12\"\n" +
 	"\rat_unix_nanos\x18\x05 \x01(\x10R\vatUnixNanos*E\n" +
 	"\rFormatVersion\x12\x1e\n" +
 	"\x1aFORMAT_VERSION_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -3805,7 +3968,13 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x13LEASE_ACTION_COMMIT\x10\x03\x12\x19\n" +
 	"\x15LEASE_ACTION_COMPLETE\x10\x04\x12\x15\n" +
 	"\x11LEASE_ACTION_FAIL\x10\x05\x12\x17\n" +
-	"\x13LEASE_ACTION_SNOOZE\x10\x06B>Z<github.com/tenurehq/tenure/internal/record/recordpb;recordpbb\x06proto3"
+	"\x13LEASE_ACTION_SNOOZE\x10\x06*\xb2\x01\n" +
+	"\x11DependencyOutcome\x12\"\n" +
+	"\x1eDEPENDENCY_OUTCOME_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cDEPENDENCY_OUTCOME_COMPLETED\x10\x01\x12\x1d\n" +
+	"\x19DEPENDENCY_OUTCOME_FAILED\x10\x02\x12\x1b\n" +
+	"\x17DEPENDENCY_OUTCOME_DEAD\x10\x03\x12\x1b\n" +
+	"\x17DEPENDENCY_OUTCOME_GONE\x10\x04B>Z<github.com/tenurehq/tenure/internal/record/recordpb;recordpbb\x06proto3"
 
 var (
 	file_tenure_record_v1_record_proto_rawDescOnce sync.Once
@@ -3819,69 +3988,72 @@ func file_tenure_record_v1_record_proto_rawDescGZIP() []byte {
 	return file_tenure_record_v1_record_proto_rawDescData
 }
 
-var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_tenure_record_v1_record_proto_goTypes = []any{
 	(FormatVersion)(0),           // 0: tenure.record.v1.FormatVersion
 	(DependencyFailure)(0),       // 1: tenure.record.v1.DependencyFailure
 	(LeaseAction)(0),             // 2: tenure.record.v1.LeaseAction
-	(*RetryPolicy)(nil),          // 3: tenure.record.v1.RetryPolicy
-	(*TaskCreated)(nil),          // 4: tenure.record.v1.TaskCreated
-	(*LeaseGranted)(nil),         // 5: tenure.record.v1.LeaseGranted
-	(*LeaseExtended)(nil),        // 6: tenure.record.v1.LeaseExtended
-	(*ProgressReport)(nil),       // 7: tenure.record.v1.ProgressReport
-	(*LeaseExpired)(nil),         // 8: tenure.record.v1.LeaseExpired
-	(*ExecutionStarted)(nil),     // 9: tenure.record.v1.ExecutionStarted
-	(*TaskCommitted)(nil),        // 10: tenure.record.v1.TaskCommitted
-	(*TaskCompleted)(nil),        // 11: tenure.record.v1.TaskCompleted
-	(*TaskFailed)(nil),           // 12: tenure.record.v1.TaskFailed
-	(*TaskCancelled)(nil),        // 13: tenure.record.v1.TaskCancelled
-	(*TaskDead)(nil),             // 14: tenure.record.v1.TaskDead
-	(*Fence)(nil),                // 15: tenure.record.v1.Fence
-	(*TasksPurged)(nil),          // 16: tenure.record.v1.TasksPurged
-	(*QueuePaused)(nil),          // 17: tenure.record.v1.QueuePaused
-	(*QueueResumed)(nil),         // 18: tenure.record.v1.QueueResumed
-	(*TaskRetried)(nil),          // 19: tenure.record.v1.TaskRetried
-	(*TasksDeleted)(nil),         // 20: tenure.record.v1.TasksDeleted
-	(*QueueLimited)(nil),         // 21: tenure.record.v1.QueueLimited
-	(*KeyWeight)(nil),            // 22: tenure.record.v1.KeyWeight
-	(*TaskDeadlineExceeded)(nil), // 23: tenure.record.v1.TaskDeadlineExceeded
-	(*ScheduleDef)(nil),          // 24: tenure.record.v1.ScheduleDef
-	(*ScheduleCreated)(nil),      // 25: tenure.record.v1.ScheduleCreated
-	(*ScheduleUpdated)(nil),      // 26: tenure.record.v1.ScheduleUpdated
-	(*SchedulePaused)(nil),       // 27: tenure.record.v1.SchedulePaused
-	(*ScheduleResumed)(nil),      // 28: tenure.record.v1.ScheduleResumed
-	(*ScheduleDeleted)(nil),      // 29: tenure.record.v1.ScheduleDeleted
-	(*ScheduleFired)(nil),        // 30: tenure.record.v1.ScheduleFired
-	(*ScheduleSkipped)(nil),      // 31: tenure.record.v1.ScheduleSkipped
-	(*ScheduleHeld)(nil),         // 32: tenure.record.v1.ScheduleHeld
-	(*TasksPurgedRange)(nil),     // 33: tenure.record.v1.TasksPurgedRange
-	(*TaskSnoozed)(nil),          // 34: tenure.record.v1.TaskSnoozed
-	(*TasksSubmitted)(nil),       // 35: tenure.record.v1.TasksSubmitted
-	(*OutboxHeld)(nil),           // 36: tenure.record.v1.OutboxHeld
-	(*OutboxHeldRow)(nil),        // 37: tenure.record.v1.OutboxHeldRow
-	(*OutboxReleased)(nil),       // 38: tenure.record.v1.OutboxReleased
-	(*WorkflowCancelled)(nil),    // 39: tenure.record.v1.WorkflowCancelled
-	(*WorkflowRetried)(nil),      // 40: tenure.record.v1.WorkflowRetried
+	(DependencyOutcome)(0),       // 3: tenure.record.v1.DependencyOutcome
+	(*RetryPolicy)(nil),          // 4: tenure.record.v1.RetryPolicy
+	(*TaskCreated)(nil),          // 5: tenure.record.v1.TaskCreated
+	(*LeaseGranted)(nil),         // 6: tenure.record.v1.LeaseGranted
+	(*LeaseExtended)(nil),        // 7: tenure.record.v1.LeaseExtended
+	(*ProgressReport)(nil),       // 8: tenure.record.v1.ProgressReport
+	(*LeaseExpired)(nil),         // 9: tenure.record.v1.LeaseExpired
+	(*ExecutionStarted)(nil),     // 10: tenure.record.v1.ExecutionStarted
+	(*TaskCommitted)(nil),        // 11: tenure.record.v1.TaskCommitted
+	(*TaskCompleted)(nil),        // 12: tenure.record.v1.TaskCompleted
+	(*TaskFailed)(nil),           // 13: tenure.record.v1.TaskFailed
+	(*TaskCancelled)(nil),        // 14: tenure.record.v1.TaskCancelled
+	(*TaskDead)(nil),             // 15: tenure.record.v1.TaskDead
+	(*Fence)(nil),                // 16: tenure.record.v1.Fence
+	(*TasksPurged)(nil),          // 17: tenure.record.v1.TasksPurged
+	(*QueuePaused)(nil),          // 18: tenure.record.v1.QueuePaused
+	(*QueueResumed)(nil),         // 19: tenure.record.v1.QueueResumed
+	(*TaskRetried)(nil),          // 20: tenure.record.v1.TaskRetried
+	(*TasksDeleted)(nil),         // 21: tenure.record.v1.TasksDeleted
+	(*QueueLimited)(nil),         // 22: tenure.record.v1.QueueLimited
+	(*KeyWeight)(nil),            // 23: tenure.record.v1.KeyWeight
+	(*TaskDeadlineExceeded)(nil), // 24: tenure.record.v1.TaskDeadlineExceeded
+	(*ScheduleDef)(nil),          // 25: tenure.record.v1.ScheduleDef
+	(*ScheduleCreated)(nil),      // 26: tenure.record.v1.ScheduleCreated
+	(*ScheduleUpdated)(nil),      // 27: tenure.record.v1.ScheduleUpdated
+	(*SchedulePaused)(nil),       // 28: tenure.record.v1.SchedulePaused
+	(*ScheduleResumed)(nil),      // 29: tenure.record.v1.ScheduleResumed
+	(*ScheduleDeleted)(nil),      // 30: tenure.record.v1.ScheduleDeleted
+	(*ScheduleFired)(nil),        // 31: tenure.record.v1.ScheduleFired
+	(*ScheduleSkipped)(nil),      // 32: tenure.record.v1.ScheduleSkipped
+	(*ScheduleHeld)(nil),         // 33: tenure.record.v1.ScheduleHeld
+	(*TasksPurgedRange)(nil),     // 34: tenure.record.v1.TasksPurgedRange
+	(*TaskSnoozed)(nil),          // 35: tenure.record.v1.TaskSnoozed
+	(*TasksSubmitted)(nil),       // 36: tenure.record.v1.TasksSubmitted
+	(*OutboxHeld)(nil),           // 37: tenure.record.v1.OutboxHeld
+	(*OutboxHeldRow)(nil),        // 38: tenure.record.v1.OutboxHeldRow
+	(*OutboxReleased)(nil),       // 39: tenure.record.v1.OutboxReleased
+	(*WorkflowCancelled)(nil),    // 40: tenure.record.v1.WorkflowCancelled
+	(*WorkflowRetried)(nil),      // 41: tenure.record.v1.WorkflowRetried
+	(*DependencyResolved)(nil),   // 42: tenure.record.v1.DependencyResolved
 }
 var file_tenure_record_v1_record_proto_depIdxs = []int32{
-	3,  // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
+	4,  // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
 	1,  // 1: tenure.record.v1.TaskCreated.on_dependency_failure:type_name -> tenure.record.v1.DependencyFailure
-	7,  // 2: tenure.record.v1.LeaseExtended.progress:type_name -> tenure.record.v1.ProgressReport
-	4,  // 3: tenure.record.v1.TaskCommitted.spawn:type_name -> tenure.record.v1.TaskCreated
-	4,  // 4: tenure.record.v1.TaskCompleted.spawn:type_name -> tenure.record.v1.TaskCreated
+	8,  // 2: tenure.record.v1.LeaseExtended.progress:type_name -> tenure.record.v1.ProgressReport
+	5,  // 3: tenure.record.v1.TaskCommitted.spawn:type_name -> tenure.record.v1.TaskCreated
+	5,  // 4: tenure.record.v1.TaskCompleted.spawn:type_name -> tenure.record.v1.TaskCreated
 	2,  // 5: tenure.record.v1.TaskCancelled.action:type_name -> tenure.record.v1.LeaseAction
-	22, // 6: tenure.record.v1.QueueLimited.key_weights:type_name -> tenure.record.v1.KeyWeight
-	3,  // 7: tenure.record.v1.ScheduleDef.retry_policy:type_name -> tenure.record.v1.RetryPolicy
-	24, // 8: tenure.record.v1.ScheduleCreated.def:type_name -> tenure.record.v1.ScheduleDef
-	24, // 9: tenure.record.v1.ScheduleUpdated.def:type_name -> tenure.record.v1.ScheduleDef
-	4,  // 10: tenure.record.v1.TasksSubmitted.tasks:type_name -> tenure.record.v1.TaskCreated
-	37, // 11: tenure.record.v1.OutboxHeld.rows:type_name -> tenure.record.v1.OutboxHeldRow
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	23, // 6: tenure.record.v1.QueueLimited.key_weights:type_name -> tenure.record.v1.KeyWeight
+	4,  // 7: tenure.record.v1.ScheduleDef.retry_policy:type_name -> tenure.record.v1.RetryPolicy
+	25, // 8: tenure.record.v1.ScheduleCreated.def:type_name -> tenure.record.v1.ScheduleDef
+	25, // 9: tenure.record.v1.ScheduleUpdated.def:type_name -> tenure.record.v1.ScheduleDef
+	5,  // 10: tenure.record.v1.TasksSubmitted.tasks:type_name -> tenure.record.v1.TaskCreated
+	38, // 11: tenure.record.v1.OutboxHeld.rows:type_name -> tenure.record.v1.OutboxHeldRow
+	3,  // 12: tenure.record.v1.DependencyResolved.outcome:type_name -> tenure.record.v1.DependencyOutcome
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_tenure_record_v1_record_proto_init() }
@@ -3894,8 +4066,8 @@ func file_tenure_record_v1_record_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_record_v1_record_proto_rawDesc), len(file_tenure_record_v1_record_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   38,
+			NumEnums:      4,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

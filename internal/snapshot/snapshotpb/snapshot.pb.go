@@ -692,7 +692,11 @@ type DependencySnapshot struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// state.EdgeState: 0 pending, 1 completed, 2 failed.
-	State         uint32 `protobuf:"varint,2,opt,name=state,proto3" json:"state,omitempty"`
+	State uint32 `protobuf:"varint,2,opt,name=state,proto3" json:"state,omitempty"`
+	// The dependency is a task of another partition (format version 8 on).
+	Remote bool `protobuf:"varint,3,opt,name=remote,proto3" json:"remote,omitempty"`
+	// The result a remote dependency completed with (format version 8 on).
+	Result        []byte `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -739,6 +743,20 @@ func (x *DependencySnapshot) GetState() uint32 {
 		return x.State
 	}
 	return 0
+}
+
+func (x *DependencySnapshot) GetRemote() bool {
+	if x != nil {
+		return x.Remote
+	}
+	return false
+}
+
+func (x *DependencySnapshot) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
 }
 
 // WorkflowSnapshot is what the state keeps of a workflow beyond its tasks
@@ -2020,10 +2038,12 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x15on_dependency_failure\x18\x1e \x01(\rR\x13onDependencyFailure\x12\x1d\n" +
 	"\n" +
 	"spawned_by\x18\x1f \x01(\tR\tspawnedBy\x12\x10\n" +
-	"\x03seq\x18  \x01(\rR\x03seq\"C\n" +
+	"\x03seq\x18  \x01(\rR\x03seq\"s\n" +
 	"\x12DependencySnapshot\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
-	"\x05state\x18\x02 \x01(\rR\x05state\"\xc2\x01\n" +
+	"\x05state\x18\x02 \x01(\rR\x05state\x12\x16\n" +
+	"\x06remote\x18\x03 \x01(\bR\x06remote\x12\x16\n" +
+	"\x06result\x18\x04 \x01(\fR\x06result\"\xc2\x01\n" +
 	"\x10WorkflowSnapshot\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1f\n" +
 	"\vworkflow_id\x18\x02 \x01(\tR\n" +

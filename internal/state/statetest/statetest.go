@@ -9,8 +9,10 @@
 package statetest
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/tenurehq/tenure/internal/state"
@@ -92,6 +94,9 @@ func (g *Gen) Next(s *state.State) state.Record {
 		case 25, 26:
 			return g.submitted(s, all)
 		case 27:
+			if r := g.resolved(s); r != nil && g.rng.IntN(2) == 0 {
+				return r
+			}
 			if r := g.workflowAction(s); r != nil {
 				return r
 			}
@@ -516,9 +521,47 @@ func (g *Gen) withDeps(r *state.TaskCreated, all []*state.Task, more []string) {
 		return
 	}
 	r.DependsOn = g.depsOn(r.Namespace, all, more, 1+g.rng.IntN(3))
+	if g.rng.IntN(4) == 0 {
+		// A task of another partition (cluster mode), at a random place.
+		at := g.rng.IntN(len(r.DependsOn) + 1)
+		r.DependsOn = slices.Insert(r.DependsOn, at, g.id("remote"))
+		r.Remote = []uint32{uint32(at)}
+	}
 	if len(r.DependsOn) > 0 && g.rng.IntN(3) == 0 {
 		r.OnDependencyFailure = state.DepRun
 	}
+}
+
+// resolved returns a DependencyResolved of a pending remote edge of s at
+// random (nil if there is none): completed with a result, failed, dead,
+// or gone; now and then of an edge resolved before, which changes
+// nothing.
+func (g *Gen) resolved(s *state.State) state.Record {
+	type edge struct{ dependent, dependency string }
+	var es []edge
+	s.RemoteEdges(func(t *state.Task, dep string) bool {
+		es = append(es, edge{t.ID, dep})
+		return true
+	})
+	if len(es) == 0 {
+		return nil
+	}
+	slices.SortFunc(es, func(a, b edge) int {
+		return cmp.Or(cmp.Compare(a.dependent, b.dependent), cmp.Compare(a.dependency, b.dependency))
+	})
+	e := es[g.rng.IntN(len(es))]
+	r := &state.DependencyResolved{TaskID: e.dependent, Dependency: e.dependency, At: g.now}
+	switch g.rng.IntN(6) {
+	case 0, 1, 2:
+		r.Outcome, r.Result = state.EndedCompleted, g.bytes()
+	case 3:
+		r.Outcome = state.EndedFailed
+	case 4:
+		r.Outcome = state.EndedDead
+	default:
+		r.Outcome = state.EndedGone
+	}
+	return r
 }
 
 // submitted returns a TasksSubmitted of two to four tasks in one
@@ -544,7 +587,7 @@ func (g *Gen) children(s *state.State, all []*state.Task, n int, ns string) []st
 		if c.RequestID != "" {
 			c.RequestID = "" // the pool's ids may clash inside one record
 		}
-		c.DependsOn, c.OnDependencyFailure = nil, 0
+		c.DependsOn, c.OnDependencyFailure, c.Remote = nil, 0, nil
 		g.withDeps(&c, all, ids)
 		out = append(out, c)
 		ids = append(ids, c.TaskID)

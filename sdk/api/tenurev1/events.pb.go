@@ -285,6 +285,7 @@ type Event struct {
 	//	*Event_OutboxReleased
 	//	*Event_WorkflowCancelled
 	//	*Event_WorkflowRetried
+	//	*Event_DependencyResolved
 	Record        isEvent_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -687,6 +688,15 @@ func (x *Event) GetWorkflowRetried() *WorkflowRetriedEvent {
 	return nil
 }
 
+func (x *Event) GetDependencyResolved() *DependencyResolvedEvent {
+	if x != nil {
+		if x, ok := x.Record.(*Event_DependencyResolved); ok {
+			return x.DependencyResolved
+		}
+	}
+	return nil
+}
+
 type isEvent_Record interface {
 	isEvent_Record()
 }
@@ -823,6 +833,10 @@ type Event_WorkflowRetried struct {
 	WorkflowRetried *WorkflowRetriedEvent `protobuf:"bytes,52,opt,name=workflow_retried,json=workflowRetried,proto3,oneof"`
 }
 
+type Event_DependencyResolved struct {
+	DependencyResolved *DependencyResolvedEvent `protobuf:"bytes,53,opt,name=dependency_resolved,json=dependencyResolved,proto3,oneof"`
+}
+
 func (*Event_TaskCreated) isEvent_Record() {}
 
 func (*Event_LeaseGranted) isEvent_Record() {}
@@ -888,6 +902,8 @@ func (*Event_OutboxReleased) isEvent_Record() {}
 func (*Event_WorkflowCancelled) isEvent_Record() {}
 
 func (*Event_WorkflowRetried) isEvent_Record() {}
+
+func (*Event_DependencyResolved) isEvent_Record() {}
 
 // TaskCreatedEvent: a task was submitted (WAITING, or BLOCKED until what it
 // depends on completes); also each task of a TasksSubmittedEvent and each
@@ -1329,6 +1345,74 @@ func (x *WorkflowRetriedEvent) GetReason() string {
 	return ""
 }
 
+// DependencyResolvedEvent: the task learned that a dependency of it in
+// another partition ended (cluster mode), and the edge to it resolved: the
+// task is released, ended by its on_dependency_failure, or waits for its
+// other dependencies.
+type DependencyResolvedEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The dependency, a task of another partition.
+	Dependency string `protobuf:"bytes,1,opt,name=dependency,proto3" json:"dependency,omitempty"`
+	// How it ended: COMPLETED, FAILED or DEAD; UNSPECIFIED when it was not
+	// found (gone).
+	State TaskState `protobuf:"varint,2,opt,name=state,proto3,enum=tenure.v1.TaskState" json:"state,omitempty"`
+	// The dependency was not found in its partition (purged by retention).
+	Gone          bool `protobuf:"varint,3,opt,name=gone,proto3" json:"gone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DependencyResolvedEvent) Reset() {
+	*x = DependencyResolvedEvent{}
+	mi := &file_tenure_v1_events_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DependencyResolvedEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DependencyResolvedEvent) ProtoMessage() {}
+
+func (x *DependencyResolvedEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_events_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DependencyResolvedEvent.ProtoReflect.Descriptor instead.
+func (*DependencyResolvedEvent) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DependencyResolvedEvent) GetDependency() string {
+	if x != nil {
+		return x.Dependency
+	}
+	return ""
+}
+
+func (x *DependencyResolvedEvent) GetState() TaskState {
+	if x != nil {
+		return x.State
+	}
+	return TaskState_TASK_STATE_UNSPECIFIED
+}
+
+func (x *DependencyResolvedEvent) GetGone() bool {
+	if x != nil {
+		return x.Gone
+	}
+	return false
+}
+
 // LeaseGrantedEvent: an attempt was leased.
 type LeaseGrantedEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1342,7 +1426,7 @@ type LeaseGrantedEvent struct {
 
 func (x *LeaseGrantedEvent) Reset() {
 	*x = LeaseGrantedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[10]
+	mi := &file_tenure_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1438,7 @@ func (x *LeaseGrantedEvent) String() string {
 func (*LeaseGrantedEvent) ProtoMessage() {}
 
 func (x *LeaseGrantedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[10]
+	mi := &file_tenure_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1451,7 @@ func (x *LeaseGrantedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseGrantedEvent.ProtoReflect.Descriptor instead.
 func (*LeaseGrantedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LeaseGrantedEvent) GetLeaseId() string {
@@ -1411,7 +1495,7 @@ type LeaseExtendedEvent struct {
 
 func (x *LeaseExtendedEvent) Reset() {
 	*x = LeaseExtendedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[11]
+	mi := &file_tenure_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1507,7 @@ func (x *LeaseExtendedEvent) String() string {
 func (*LeaseExtendedEvent) ProtoMessage() {}
 
 func (x *LeaseExtendedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[11]
+	mi := &file_tenure_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1520,7 @@ func (x *LeaseExtendedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseExtendedEvent.ProtoReflect.Descriptor instead.
 func (*LeaseExtendedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LeaseExtendedEvent) GetLeaseId() string {
@@ -1472,7 +1556,7 @@ type LeaseExpiredEvent struct {
 
 func (x *LeaseExpiredEvent) Reset() {
 	*x = LeaseExpiredEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[12]
+	mi := &file_tenure_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1568,7 @@ func (x *LeaseExpiredEvent) String() string {
 func (*LeaseExpiredEvent) ProtoMessage() {}
 
 func (x *LeaseExpiredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[12]
+	mi := &file_tenure_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1581,7 @@ func (x *LeaseExpiredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseExpiredEvent.ProtoReflect.Descriptor instead.
 func (*LeaseExpiredEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LeaseExpiredEvent) GetLeaseId() string {
@@ -1524,7 +1608,7 @@ type ExecutionStartedEvent struct {
 
 func (x *ExecutionStartedEvent) Reset() {
 	*x = ExecutionStartedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[13]
+	mi := &file_tenure_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1620,7 @@ func (x *ExecutionStartedEvent) String() string {
 func (*ExecutionStartedEvent) ProtoMessage() {}
 
 func (x *ExecutionStartedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[13]
+	mi := &file_tenure_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1633,7 @@ func (x *ExecutionStartedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionStartedEvent.ProtoReflect.Descriptor instead.
 func (*ExecutionStartedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExecutionStartedEvent) GetLeaseId() string {
@@ -1575,7 +1659,7 @@ type TaskCommittedEvent struct {
 
 func (x *TaskCommittedEvent) Reset() {
 	*x = TaskCommittedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[14]
+	mi := &file_tenure_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1671,7 @@ func (x *TaskCommittedEvent) String() string {
 func (*TaskCommittedEvent) ProtoMessage() {}
 
 func (x *TaskCommittedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[14]
+	mi := &file_tenure_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1684,7 @@ func (x *TaskCommittedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCommittedEvent.ProtoReflect.Descriptor instead.
 func (*TaskCommittedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TaskCommittedEvent) GetLeaseId() string {
@@ -1637,7 +1721,7 @@ type TaskCompletedEvent struct {
 
 func (x *TaskCompletedEvent) Reset() {
 	*x = TaskCompletedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[15]
+	mi := &file_tenure_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1733,7 @@ func (x *TaskCompletedEvent) String() string {
 func (*TaskCompletedEvent) ProtoMessage() {}
 
 func (x *TaskCompletedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[15]
+	mi := &file_tenure_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1746,7 @@ func (x *TaskCompletedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCompletedEvent.ProtoReflect.Descriptor instead.
 func (*TaskCompletedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TaskCompletedEvent) GetLeaseId() string {
@@ -1700,7 +1784,7 @@ type TaskFailedEvent struct {
 
 func (x *TaskFailedEvent) Reset() {
 	*x = TaskFailedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[16]
+	mi := &file_tenure_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +1796,7 @@ func (x *TaskFailedEvent) String() string {
 func (*TaskFailedEvent) ProtoMessage() {}
 
 func (x *TaskFailedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[16]
+	mi := &file_tenure_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +1809,7 @@ func (x *TaskFailedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFailedEvent.ProtoReflect.Descriptor instead.
 func (*TaskFailedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TaskFailedEvent) GetLeaseId() string {
@@ -1770,7 +1854,7 @@ type TaskCancelledEvent struct {
 
 func (x *TaskCancelledEvent) Reset() {
 	*x = TaskCancelledEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[17]
+	mi := &file_tenure_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +1866,7 @@ func (x *TaskCancelledEvent) String() string {
 func (*TaskCancelledEvent) ProtoMessage() {}
 
 func (x *TaskCancelledEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[17]
+	mi := &file_tenure_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +1879,7 @@ func (x *TaskCancelledEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCancelledEvent.ProtoReflect.Descriptor instead.
 func (*TaskCancelledEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TaskCancelledEvent) GetLeaseId() string {
@@ -1829,7 +1913,7 @@ type TaskDeadEvent struct {
 
 func (x *TaskDeadEvent) Reset() {
 	*x = TaskDeadEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[18]
+	mi := &file_tenure_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +1925,7 @@ func (x *TaskDeadEvent) String() string {
 func (*TaskDeadEvent) ProtoMessage() {}
 
 func (x *TaskDeadEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[18]
+	mi := &file_tenure_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +1938,7 @@ func (x *TaskDeadEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDeadEvent.ProtoReflect.Descriptor instead.
 func (*TaskDeadEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TaskDeadEvent) GetReason() string {
@@ -1875,7 +1959,7 @@ type FenceEvent struct {
 
 func (x *FenceEvent) Reset() {
 	*x = FenceEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[19]
+	mi := &file_tenure_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +1971,7 @@ func (x *FenceEvent) String() string {
 func (*FenceEvent) ProtoMessage() {}
 
 func (x *FenceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[19]
+	mi := &file_tenure_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,7 +1984,7 @@ func (x *FenceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceEvent.ProtoReflect.Descriptor instead.
 func (*FenceEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FenceEvent) GetEpoch() uint64 {
@@ -1928,7 +2012,7 @@ type TasksPurgedEvent struct {
 
 func (x *TasksPurgedEvent) Reset() {
 	*x = TasksPurgedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[20]
+	mi := &file_tenure_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2024,7 @@ func (x *TasksPurgedEvent) String() string {
 func (*TasksPurgedEvent) ProtoMessage() {}
 
 func (x *TasksPurgedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[20]
+	mi := &file_tenure_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2037,7 @@ func (x *TasksPurgedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TasksPurgedEvent.ProtoReflect.Descriptor instead.
 func (*TasksPurgedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TasksPurgedEvent) GetBefore() *timestamppb.Timestamp {
@@ -1973,7 +2057,7 @@ type QueuePausedEvent struct {
 
 func (x *QueuePausedEvent) Reset() {
 	*x = QueuePausedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[21]
+	mi := &file_tenure_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2069,7 @@ func (x *QueuePausedEvent) String() string {
 func (*QueuePausedEvent) ProtoMessage() {}
 
 func (x *QueuePausedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[21]
+	mi := &file_tenure_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2082,7 @@ func (x *QueuePausedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePausedEvent.ProtoReflect.Descriptor instead.
 func (*QueuePausedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *QueuePausedEvent) GetReason() string {
@@ -2018,7 +2102,7 @@ type QueueResumedEvent struct {
 
 func (x *QueueResumedEvent) Reset() {
 	*x = QueueResumedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[22]
+	mi := &file_tenure_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2030,7 +2114,7 @@ func (x *QueueResumedEvent) String() string {
 func (*QueueResumedEvent) ProtoMessage() {}
 
 func (x *QueueResumedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[22]
+	mi := &file_tenure_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2043,7 +2127,7 @@ func (x *QueueResumedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueResumedEvent.ProtoReflect.Descriptor instead.
 func (*QueueResumedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *QueueResumedEvent) GetReason() string {
@@ -2063,7 +2147,7 @@ type TaskRetriedEvent struct {
 
 func (x *TaskRetriedEvent) Reset() {
 	*x = TaskRetriedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[23]
+	mi := &file_tenure_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2159,7 @@ func (x *TaskRetriedEvent) String() string {
 func (*TaskRetriedEvent) ProtoMessage() {}
 
 func (x *TaskRetriedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[23]
+	mi := &file_tenure_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2172,7 @@ func (x *TaskRetriedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskRetriedEvent.ProtoReflect.Descriptor instead.
 func (*TaskRetriedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TaskRetriedEvent) GetReason() string {
@@ -2110,7 +2194,7 @@ type TasksDeletedEvent struct {
 
 func (x *TasksDeletedEvent) Reset() {
 	*x = TasksDeletedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[24]
+	mi := &file_tenure_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2122,7 +2206,7 @@ func (x *TasksDeletedEvent) String() string {
 func (*TasksDeletedEvent) ProtoMessage() {}
 
 func (x *TasksDeletedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[24]
+	mi := &file_tenure_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2135,7 +2219,7 @@ func (x *TasksDeletedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TasksDeletedEvent.ProtoReflect.Descriptor instead.
 func (*TasksDeletedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TasksDeletedEvent) GetTaskIds() []string {
@@ -2170,7 +2254,7 @@ type QueueLimitedEvent struct {
 
 func (x *QueueLimitedEvent) Reset() {
 	*x = QueueLimitedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[25]
+	mi := &file_tenure_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2182,7 +2266,7 @@ func (x *QueueLimitedEvent) String() string {
 func (*QueueLimitedEvent) ProtoMessage() {}
 
 func (x *QueueLimitedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[25]
+	mi := &file_tenure_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2195,7 +2279,7 @@ func (x *QueueLimitedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueLimitedEvent.ProtoReflect.Descriptor instead.
 func (*QueueLimitedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *QueueLimitedEvent) GetMaxConcurrency() uint32 {
@@ -2263,7 +2347,7 @@ type TaskDeadlineExceededEvent struct {
 
 func (x *TaskDeadlineExceededEvent) Reset() {
 	*x = TaskDeadlineExceededEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[26]
+	mi := &file_tenure_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2275,7 +2359,7 @@ func (x *TaskDeadlineExceededEvent) String() string {
 func (*TaskDeadlineExceededEvent) ProtoMessage() {}
 
 func (x *TaskDeadlineExceededEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[26]
+	mi := &file_tenure_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2288,7 +2372,7 @@ func (x *TaskDeadlineExceededEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDeadlineExceededEvent.ProtoReflect.Descriptor instead.
 func (*TaskDeadlineExceededEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 // ScheduleDefinition is what a schedule fires, as defined.
@@ -2309,7 +2393,7 @@ type ScheduleDefinition struct {
 
 func (x *ScheduleDefinition) Reset() {
 	*x = ScheduleDefinition{}
-	mi := &file_tenure_v1_events_proto_msgTypes[27]
+	mi := &file_tenure_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2405,7 @@ func (x *ScheduleDefinition) String() string {
 func (*ScheduleDefinition) ProtoMessage() {}
 
 func (x *ScheduleDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[27]
+	mi := &file_tenure_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2418,7 @@ func (x *ScheduleDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleDefinition.ProtoReflect.Descriptor instead.
 func (*ScheduleDefinition) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ScheduleDefinition) GetCron() string {
@@ -2413,7 +2497,7 @@ type ScheduleCreatedEvent struct {
 
 func (x *ScheduleCreatedEvent) Reset() {
 	*x = ScheduleCreatedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[28]
+	mi := &file_tenure_v1_events_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2509,7 @@ func (x *ScheduleCreatedEvent) String() string {
 func (*ScheduleCreatedEvent) ProtoMessage() {}
 
 func (x *ScheduleCreatedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[28]
+	mi := &file_tenure_v1_events_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2522,7 @@ func (x *ScheduleCreatedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleCreatedEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleCreatedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{28}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ScheduleCreatedEvent) GetName() string {
@@ -2475,7 +2559,7 @@ type ScheduleUpdatedEvent struct {
 
 func (x *ScheduleUpdatedEvent) Reset() {
 	*x = ScheduleUpdatedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[29]
+	mi := &file_tenure_v1_events_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2487,7 +2571,7 @@ func (x *ScheduleUpdatedEvent) String() string {
 func (*ScheduleUpdatedEvent) ProtoMessage() {}
 
 func (x *ScheduleUpdatedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[29]
+	mi := &file_tenure_v1_events_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2500,7 +2584,7 @@ func (x *ScheduleUpdatedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleUpdatedEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleUpdatedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{29}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ScheduleUpdatedEvent) GetName() string {
@@ -2542,7 +2626,7 @@ type SchedulePausedEvent struct {
 
 func (x *SchedulePausedEvent) Reset() {
 	*x = SchedulePausedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[30]
+	mi := &file_tenure_v1_events_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2638,7 @@ func (x *SchedulePausedEvent) String() string {
 func (*SchedulePausedEvent) ProtoMessage() {}
 
 func (x *SchedulePausedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[30]
+	mi := &file_tenure_v1_events_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2651,7 @@ func (x *SchedulePausedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulePausedEvent.ProtoReflect.Descriptor instead.
 func (*SchedulePausedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{30}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SchedulePausedEvent) GetName() string {
@@ -2597,7 +2681,7 @@ type ScheduleResumedEvent struct {
 
 func (x *ScheduleResumedEvent) Reset() {
 	*x = ScheduleResumedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[31]
+	mi := &file_tenure_v1_events_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2609,7 +2693,7 @@ func (x *ScheduleResumedEvent) String() string {
 func (*ScheduleResumedEvent) ProtoMessage() {}
 
 func (x *ScheduleResumedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[31]
+	mi := &file_tenure_v1_events_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2622,7 +2706,7 @@ func (x *ScheduleResumedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResumedEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleResumedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{31}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ScheduleResumedEvent) GetName() string {
@@ -2657,7 +2741,7 @@ type ScheduleDeletedEvent struct {
 
 func (x *ScheduleDeletedEvent) Reset() {
 	*x = ScheduleDeletedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[32]
+	mi := &file_tenure_v1_events_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +2753,7 @@ func (x *ScheduleDeletedEvent) String() string {
 func (*ScheduleDeletedEvent) ProtoMessage() {}
 
 func (x *ScheduleDeletedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[32]
+	mi := &file_tenure_v1_events_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +2766,7 @@ func (x *ScheduleDeletedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleDeletedEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleDeletedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{32}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ScheduleDeletedEvent) GetName() string {
@@ -2713,7 +2797,7 @@ type ScheduleFiredEvent struct {
 
 func (x *ScheduleFiredEvent) Reset() {
 	*x = ScheduleFiredEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[33]
+	mi := &file_tenure_v1_events_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +2809,7 @@ func (x *ScheduleFiredEvent) String() string {
 func (*ScheduleFiredEvent) ProtoMessage() {}
 
 func (x *ScheduleFiredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[33]
+	mi := &file_tenure_v1_events_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +2822,7 @@ func (x *ScheduleFiredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleFiredEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleFiredEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{33}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ScheduleFiredEvent) GetName() string {
@@ -2782,7 +2866,7 @@ type ScheduleSkippedEvent struct {
 
 func (x *ScheduleSkippedEvent) Reset() {
 	*x = ScheduleSkippedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[34]
+	mi := &file_tenure_v1_events_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2794,7 +2878,7 @@ func (x *ScheduleSkippedEvent) String() string {
 func (*ScheduleSkippedEvent) ProtoMessage() {}
 
 func (x *ScheduleSkippedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[34]
+	mi := &file_tenure_v1_events_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2807,7 +2891,7 @@ func (x *ScheduleSkippedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleSkippedEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleSkippedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{34}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ScheduleSkippedEvent) GetName() string {
@@ -2850,7 +2934,7 @@ type ScheduleHeldEvent struct {
 
 func (x *ScheduleHeldEvent) Reset() {
 	*x = ScheduleHeldEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[35]
+	mi := &file_tenure_v1_events_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2862,7 +2946,7 @@ func (x *ScheduleHeldEvent) String() string {
 func (*ScheduleHeldEvent) ProtoMessage() {}
 
 func (x *ScheduleHeldEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[35]
+	mi := &file_tenure_v1_events_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2875,7 +2959,7 @@ func (x *ScheduleHeldEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleHeldEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleHeldEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{35}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ScheduleHeldEvent) GetName() string {
@@ -2913,7 +2997,7 @@ type TasksPurgedRangeEvent struct {
 
 func (x *TasksPurgedRangeEvent) Reset() {
 	*x = TasksPurgedRangeEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[36]
+	mi := &file_tenure_v1_events_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2925,7 +3009,7 @@ func (x *TasksPurgedRangeEvent) String() string {
 func (*TasksPurgedRangeEvent) ProtoMessage() {}
 
 func (x *TasksPurgedRangeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[36]
+	mi := &file_tenure_v1_events_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2938,7 +3022,7 @@ func (x *TasksPurgedRangeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TasksPurgedRangeEvent.ProtoReflect.Descriptor instead.
 func (*TasksPurgedRangeEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{36}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TasksPurgedRangeEvent) GetBefore() *timestamppb.Timestamp {
@@ -2974,7 +3058,7 @@ type TaskSnoozedEvent struct {
 
 func (x *TaskSnoozedEvent) Reset() {
 	*x = TaskSnoozedEvent{}
-	mi := &file_tenure_v1_events_proto_msgTypes[37]
+	mi := &file_tenure_v1_events_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2986,7 +3070,7 @@ func (x *TaskSnoozedEvent) String() string {
 func (*TaskSnoozedEvent) ProtoMessage() {}
 
 func (x *TaskSnoozedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_events_proto_msgTypes[37]
+	mi := &file_tenure_v1_events_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2999,7 +3083,7 @@ func (x *TaskSnoozedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskSnoozedEvent.ProtoReflect.Descriptor instead.
 func (*TaskSnoozedEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_events_proto_rawDescGZIP(), []int{37}
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TaskSnoozedEvent) GetLeaseId() string {
@@ -3039,7 +3123,7 @@ const file_tenure_v1_events_proto_rawDesc = "" +
 	"\x13WatchEventsResponse\x12(\n" +
 	"\x06events\x18\x01 \x03(\v2\x10.tenure.v1.EventR\x06events\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x1b\n" +
-	"\tcaught_up\x18\x03 \x01(\bR\bcaughtUp\"\xc9\x14\n" +
+	"\tcaught_up\x18\x03 \x01(\bR\bcaughtUp\"\xa0\x15\n" +
 	"\x05Event\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12\x10\n" +
 	"\x03lsn\x18\x02 \x01(\x04R\x03lsn\x12*\n" +
@@ -3084,7 +3168,8 @@ const file_tenure_v1_events_proto_rawDesc = "" +
 	"outboxHeld\x12I\n" +
 	"\x0foutbox_released\x182 \x01(\v2\x1e.tenure.v1.OutboxReleasedEventH\x00R\x0eoutboxReleased\x12R\n" +
 	"\x12workflow_cancelled\x183 \x01(\v2!.tenure.v1.WorkflowCancelledEventH\x00R\x11workflowCancelled\x12L\n" +
-	"\x10workflow_retried\x184 \x01(\v2\x1f.tenure.v1.WorkflowRetriedEventH\x00R\x0fworkflowRetriedB\b\n" +
+	"\x10workflow_retried\x184 \x01(\v2\x1f.tenure.v1.WorkflowRetriedEventH\x00R\x0fworkflowRetried\x12U\n" +
+	"\x13dependency_resolved\x185 \x01(\v2\".tenure.v1.DependencyResolvedEventH\x00R\x12dependencyResolvedB\b\n" +
 	"\x06record\"\xfd\x04\n" +
 	"\x10TaskCreatedEvent\x12\x18\n" +
 	"\apayload\x18\x01 \x01(\fR\apayload\x12D\n" +
@@ -3123,7 +3208,13 @@ const file_tenure_v1_events_proto_rawDesc = "" +
 	"\x14WorkflowRetriedEvent\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xa4\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"y\n" +
+	"\x17DependencyResolvedEvent\x12\x1e\n" +
+	"\n" +
+	"dependency\x18\x01 \x01(\tR\n" +
+	"dependency\x12*\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x14.tenure.v1.TaskStateR\x05state\x12\x12\n" +
+	"\x04gone\x18\x03 \x01(\bR\x04gone\"\xa4\x01\n" +
 	"\x11LeaseGrantedEvent\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x18\n" +
@@ -3258,7 +3349,7 @@ func file_tenure_v1_events_proto_rawDescGZIP() []byte {
 	return file_tenure_v1_events_proto_rawDescData
 }
 
-var file_tenure_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_tenure_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_tenure_v1_events_proto_goTypes = []any{
 	(*WatchEventsRequest)(nil),        // 0: tenure.v1.WatchEventsRequest
 	(*EventFilter)(nil),               // 1: tenure.v1.EventFilter
@@ -3270,122 +3361,126 @@ var file_tenure_v1_events_proto_goTypes = []any{
 	(*TasksSubmittedEvent)(nil),       // 7: tenure.v1.TasksSubmittedEvent
 	(*WorkflowCancelledEvent)(nil),    // 8: tenure.v1.WorkflowCancelledEvent
 	(*WorkflowRetriedEvent)(nil),      // 9: tenure.v1.WorkflowRetriedEvent
-	(*LeaseGrantedEvent)(nil),         // 10: tenure.v1.LeaseGrantedEvent
-	(*LeaseExtendedEvent)(nil),        // 11: tenure.v1.LeaseExtendedEvent
-	(*LeaseExpiredEvent)(nil),         // 12: tenure.v1.LeaseExpiredEvent
-	(*ExecutionStartedEvent)(nil),     // 13: tenure.v1.ExecutionStartedEvent
-	(*TaskCommittedEvent)(nil),        // 14: tenure.v1.TaskCommittedEvent
-	(*TaskCompletedEvent)(nil),        // 15: tenure.v1.TaskCompletedEvent
-	(*TaskFailedEvent)(nil),           // 16: tenure.v1.TaskFailedEvent
-	(*TaskCancelledEvent)(nil),        // 17: tenure.v1.TaskCancelledEvent
-	(*TaskDeadEvent)(nil),             // 18: tenure.v1.TaskDeadEvent
-	(*FenceEvent)(nil),                // 19: tenure.v1.FenceEvent
-	(*TasksPurgedEvent)(nil),          // 20: tenure.v1.TasksPurgedEvent
-	(*QueuePausedEvent)(nil),          // 21: tenure.v1.QueuePausedEvent
-	(*QueueResumedEvent)(nil),         // 22: tenure.v1.QueueResumedEvent
-	(*TaskRetriedEvent)(nil),          // 23: tenure.v1.TaskRetriedEvent
-	(*TasksDeletedEvent)(nil),         // 24: tenure.v1.TasksDeletedEvent
-	(*QueueLimitedEvent)(nil),         // 25: tenure.v1.QueueLimitedEvent
-	(*TaskDeadlineExceededEvent)(nil), // 26: tenure.v1.TaskDeadlineExceededEvent
-	(*ScheduleDefinition)(nil),        // 27: tenure.v1.ScheduleDefinition
-	(*ScheduleCreatedEvent)(nil),      // 28: tenure.v1.ScheduleCreatedEvent
-	(*ScheduleUpdatedEvent)(nil),      // 29: tenure.v1.ScheduleUpdatedEvent
-	(*SchedulePausedEvent)(nil),       // 30: tenure.v1.SchedulePausedEvent
-	(*ScheduleResumedEvent)(nil),      // 31: tenure.v1.ScheduleResumedEvent
-	(*ScheduleDeletedEvent)(nil),      // 32: tenure.v1.ScheduleDeletedEvent
-	(*ScheduleFiredEvent)(nil),        // 33: tenure.v1.ScheduleFiredEvent
-	(*ScheduleSkippedEvent)(nil),      // 34: tenure.v1.ScheduleSkippedEvent
-	(*ScheduleHeldEvent)(nil),         // 35: tenure.v1.ScheduleHeldEvent
-	(*TasksPurgedRangeEvent)(nil),     // 36: tenure.v1.TasksPurgedRangeEvent
-	(*TaskSnoozedEvent)(nil),          // 37: tenure.v1.TaskSnoozedEvent
-	(*timestamppb.Timestamp)(nil),     // 38: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 39: google.protobuf.Duration
-	(*RetryPolicy)(nil),               // 40: tenure.v1.RetryPolicy
-	(*TraceContext)(nil),              // 41: tenure.v1.TraceContext
-	(DependencyFailure)(0),            // 42: tenure.v1.DependencyFailure
-	(*OutboxHold)(nil),                // 43: tenure.v1.OutboxHold
-	(*Progress)(nil),                  // 44: tenure.v1.Progress
-	(OverlapPolicy)(0),                // 45: tenure.v1.OverlapPolicy
-	(FireOutcome)(0),                  // 46: tenure.v1.FireOutcome
+	(*DependencyResolvedEvent)(nil),   // 10: tenure.v1.DependencyResolvedEvent
+	(*LeaseGrantedEvent)(nil),         // 11: tenure.v1.LeaseGrantedEvent
+	(*LeaseExtendedEvent)(nil),        // 12: tenure.v1.LeaseExtendedEvent
+	(*LeaseExpiredEvent)(nil),         // 13: tenure.v1.LeaseExpiredEvent
+	(*ExecutionStartedEvent)(nil),     // 14: tenure.v1.ExecutionStartedEvent
+	(*TaskCommittedEvent)(nil),        // 15: tenure.v1.TaskCommittedEvent
+	(*TaskCompletedEvent)(nil),        // 16: tenure.v1.TaskCompletedEvent
+	(*TaskFailedEvent)(nil),           // 17: tenure.v1.TaskFailedEvent
+	(*TaskCancelledEvent)(nil),        // 18: tenure.v1.TaskCancelledEvent
+	(*TaskDeadEvent)(nil),             // 19: tenure.v1.TaskDeadEvent
+	(*FenceEvent)(nil),                // 20: tenure.v1.FenceEvent
+	(*TasksPurgedEvent)(nil),          // 21: tenure.v1.TasksPurgedEvent
+	(*QueuePausedEvent)(nil),          // 22: tenure.v1.QueuePausedEvent
+	(*QueueResumedEvent)(nil),         // 23: tenure.v1.QueueResumedEvent
+	(*TaskRetriedEvent)(nil),          // 24: tenure.v1.TaskRetriedEvent
+	(*TasksDeletedEvent)(nil),         // 25: tenure.v1.TasksDeletedEvent
+	(*QueueLimitedEvent)(nil),         // 26: tenure.v1.QueueLimitedEvent
+	(*TaskDeadlineExceededEvent)(nil), // 27: tenure.v1.TaskDeadlineExceededEvent
+	(*ScheduleDefinition)(nil),        // 28: tenure.v1.ScheduleDefinition
+	(*ScheduleCreatedEvent)(nil),      // 29: tenure.v1.ScheduleCreatedEvent
+	(*ScheduleUpdatedEvent)(nil),      // 30: tenure.v1.ScheduleUpdatedEvent
+	(*SchedulePausedEvent)(nil),       // 31: tenure.v1.SchedulePausedEvent
+	(*ScheduleResumedEvent)(nil),      // 32: tenure.v1.ScheduleResumedEvent
+	(*ScheduleDeletedEvent)(nil),      // 33: tenure.v1.ScheduleDeletedEvent
+	(*ScheduleFiredEvent)(nil),        // 34: tenure.v1.ScheduleFiredEvent
+	(*ScheduleSkippedEvent)(nil),      // 35: tenure.v1.ScheduleSkippedEvent
+	(*ScheduleHeldEvent)(nil),         // 36: tenure.v1.ScheduleHeldEvent
+	(*TasksPurgedRangeEvent)(nil),     // 37: tenure.v1.TasksPurgedRangeEvent
+	(*TaskSnoozedEvent)(nil),          // 38: tenure.v1.TaskSnoozedEvent
+	(*timestamppb.Timestamp)(nil),     // 39: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),       // 40: google.protobuf.Duration
+	(*RetryPolicy)(nil),               // 41: tenure.v1.RetryPolicy
+	(*TraceContext)(nil),              // 42: tenure.v1.TraceContext
+	(DependencyFailure)(0),            // 43: tenure.v1.DependencyFailure
+	(*OutboxHold)(nil),                // 44: tenure.v1.OutboxHold
+	(TaskState)(0),                    // 45: tenure.v1.TaskState
+	(*Progress)(nil),                  // 46: tenure.v1.Progress
+	(OverlapPolicy)(0),                // 47: tenure.v1.OverlapPolicy
+	(FireOutcome)(0),                  // 48: tenure.v1.FireOutcome
 }
 var file_tenure_v1_events_proto_depIdxs = []int32{
 	1,  // 0: tenure.v1.WatchEventsRequest.filter:type_name -> tenure.v1.EventFilter
 	3,  // 1: tenure.v1.WatchEventsResponse.events:type_name -> tenure.v1.Event
-	38, // 2: tenure.v1.Event.at:type_name -> google.protobuf.Timestamp
+	39, // 2: tenure.v1.Event.at:type_name -> google.protobuf.Timestamp
 	4,  // 3: tenure.v1.Event.task_created:type_name -> tenure.v1.TaskCreatedEvent
-	10, // 4: tenure.v1.Event.lease_granted:type_name -> tenure.v1.LeaseGrantedEvent
-	11, // 5: tenure.v1.Event.lease_extended:type_name -> tenure.v1.LeaseExtendedEvent
-	12, // 6: tenure.v1.Event.lease_expired:type_name -> tenure.v1.LeaseExpiredEvent
-	13, // 7: tenure.v1.Event.execution_started:type_name -> tenure.v1.ExecutionStartedEvent
-	14, // 8: tenure.v1.Event.task_committed:type_name -> tenure.v1.TaskCommittedEvent
-	15, // 9: tenure.v1.Event.task_completed:type_name -> tenure.v1.TaskCompletedEvent
-	16, // 10: tenure.v1.Event.task_failed:type_name -> tenure.v1.TaskFailedEvent
-	17, // 11: tenure.v1.Event.task_cancelled:type_name -> tenure.v1.TaskCancelledEvent
-	18, // 12: tenure.v1.Event.task_dead:type_name -> tenure.v1.TaskDeadEvent
-	19, // 13: tenure.v1.Event.fence:type_name -> tenure.v1.FenceEvent
-	20, // 14: tenure.v1.Event.tasks_purged:type_name -> tenure.v1.TasksPurgedEvent
-	21, // 15: tenure.v1.Event.queue_paused:type_name -> tenure.v1.QueuePausedEvent
-	22, // 16: tenure.v1.Event.queue_resumed:type_name -> tenure.v1.QueueResumedEvent
-	23, // 17: tenure.v1.Event.task_retried:type_name -> tenure.v1.TaskRetriedEvent
-	24, // 18: tenure.v1.Event.tasks_deleted:type_name -> tenure.v1.TasksDeletedEvent
-	25, // 19: tenure.v1.Event.queue_limited:type_name -> tenure.v1.QueueLimitedEvent
-	26, // 20: tenure.v1.Event.task_deadline_exceeded:type_name -> tenure.v1.TaskDeadlineExceededEvent
-	28, // 21: tenure.v1.Event.schedule_created:type_name -> tenure.v1.ScheduleCreatedEvent
-	29, // 22: tenure.v1.Event.schedule_updated:type_name -> tenure.v1.ScheduleUpdatedEvent
-	30, // 23: tenure.v1.Event.schedule_paused:type_name -> tenure.v1.SchedulePausedEvent
-	31, // 24: tenure.v1.Event.schedule_resumed:type_name -> tenure.v1.ScheduleResumedEvent
-	32, // 25: tenure.v1.Event.schedule_deleted:type_name -> tenure.v1.ScheduleDeletedEvent
-	33, // 26: tenure.v1.Event.schedule_fired:type_name -> tenure.v1.ScheduleFiredEvent
-	34, // 27: tenure.v1.Event.schedule_skipped:type_name -> tenure.v1.ScheduleSkippedEvent
-	35, // 28: tenure.v1.Event.schedule_held:type_name -> tenure.v1.ScheduleHeldEvent
-	36, // 29: tenure.v1.Event.tasks_purged_range:type_name -> tenure.v1.TasksPurgedRangeEvent
-	37, // 30: tenure.v1.Event.task_snoozed:type_name -> tenure.v1.TaskSnoozedEvent
+	11, // 4: tenure.v1.Event.lease_granted:type_name -> tenure.v1.LeaseGrantedEvent
+	12, // 5: tenure.v1.Event.lease_extended:type_name -> tenure.v1.LeaseExtendedEvent
+	13, // 6: tenure.v1.Event.lease_expired:type_name -> tenure.v1.LeaseExpiredEvent
+	14, // 7: tenure.v1.Event.execution_started:type_name -> tenure.v1.ExecutionStartedEvent
+	15, // 8: tenure.v1.Event.task_committed:type_name -> tenure.v1.TaskCommittedEvent
+	16, // 9: tenure.v1.Event.task_completed:type_name -> tenure.v1.TaskCompletedEvent
+	17, // 10: tenure.v1.Event.task_failed:type_name -> tenure.v1.TaskFailedEvent
+	18, // 11: tenure.v1.Event.task_cancelled:type_name -> tenure.v1.TaskCancelledEvent
+	19, // 12: tenure.v1.Event.task_dead:type_name -> tenure.v1.TaskDeadEvent
+	20, // 13: tenure.v1.Event.fence:type_name -> tenure.v1.FenceEvent
+	21, // 14: tenure.v1.Event.tasks_purged:type_name -> tenure.v1.TasksPurgedEvent
+	22, // 15: tenure.v1.Event.queue_paused:type_name -> tenure.v1.QueuePausedEvent
+	23, // 16: tenure.v1.Event.queue_resumed:type_name -> tenure.v1.QueueResumedEvent
+	24, // 17: tenure.v1.Event.task_retried:type_name -> tenure.v1.TaskRetriedEvent
+	25, // 18: tenure.v1.Event.tasks_deleted:type_name -> tenure.v1.TasksDeletedEvent
+	26, // 19: tenure.v1.Event.queue_limited:type_name -> tenure.v1.QueueLimitedEvent
+	27, // 20: tenure.v1.Event.task_deadline_exceeded:type_name -> tenure.v1.TaskDeadlineExceededEvent
+	29, // 21: tenure.v1.Event.schedule_created:type_name -> tenure.v1.ScheduleCreatedEvent
+	30, // 22: tenure.v1.Event.schedule_updated:type_name -> tenure.v1.ScheduleUpdatedEvent
+	31, // 23: tenure.v1.Event.schedule_paused:type_name -> tenure.v1.SchedulePausedEvent
+	32, // 24: tenure.v1.Event.schedule_resumed:type_name -> tenure.v1.ScheduleResumedEvent
+	33, // 25: tenure.v1.Event.schedule_deleted:type_name -> tenure.v1.ScheduleDeletedEvent
+	34, // 26: tenure.v1.Event.schedule_fired:type_name -> tenure.v1.ScheduleFiredEvent
+	35, // 27: tenure.v1.Event.schedule_skipped:type_name -> tenure.v1.ScheduleSkippedEvent
+	36, // 28: tenure.v1.Event.schedule_held:type_name -> tenure.v1.ScheduleHeldEvent
+	37, // 29: tenure.v1.Event.tasks_purged_range:type_name -> tenure.v1.TasksPurgedRangeEvent
+	38, // 30: tenure.v1.Event.task_snoozed:type_name -> tenure.v1.TaskSnoozedEvent
 	7,  // 31: tenure.v1.Event.tasks_submitted:type_name -> tenure.v1.TasksSubmittedEvent
 	5,  // 32: tenure.v1.Event.outbox_held:type_name -> tenure.v1.OutboxHeldEvent
 	6,  // 33: tenure.v1.Event.outbox_released:type_name -> tenure.v1.OutboxReleasedEvent
 	8,  // 34: tenure.v1.Event.workflow_cancelled:type_name -> tenure.v1.WorkflowCancelledEvent
 	9,  // 35: tenure.v1.Event.workflow_retried:type_name -> tenure.v1.WorkflowRetriedEvent
-	39, // 36: tenure.v1.TaskCreatedEvent.execution_window:type_name -> google.protobuf.Duration
-	40, // 37: tenure.v1.TaskCreatedEvent.retry_policy:type_name -> tenure.v1.RetryPolicy
-	38, // 38: tenure.v1.TaskCreatedEvent.not_before:type_name -> google.protobuf.Timestamp
-	38, // 39: tenure.v1.TaskCreatedEvent.deadline:type_name -> google.protobuf.Timestamp
-	41, // 40: tenure.v1.TaskCreatedEvent.trace_context:type_name -> tenure.v1.TraceContext
-	42, // 41: tenure.v1.TaskCreatedEvent.on_dependency_failure:type_name -> tenure.v1.DependencyFailure
-	43, // 42: tenure.v1.OutboxHeldEvent.rows:type_name -> tenure.v1.OutboxHold
-	4,  // 43: tenure.v1.TasksSubmittedEvent.tasks:type_name -> tenure.v1.TaskCreatedEvent
-	38, // 44: tenure.v1.LeaseGrantedEvent.lease_expiry:type_name -> google.protobuf.Timestamp
-	38, // 45: tenure.v1.LeaseExtendedEvent.lease_expiry:type_name -> google.protobuf.Timestamp
-	44, // 46: tenure.v1.LeaseExtendedEvent.progress:type_name -> tenure.v1.Progress
-	38, // 47: tenure.v1.LeaseExpiredEvent.retry_at:type_name -> google.protobuf.Timestamp
-	4,  // 48: tenure.v1.TaskCommittedEvent.spawn:type_name -> tenure.v1.TaskCreatedEvent
-	4,  // 49: tenure.v1.TaskCompletedEvent.spawn:type_name -> tenure.v1.TaskCreatedEvent
-	38, // 50: tenure.v1.TaskFailedEvent.retry_at:type_name -> google.protobuf.Timestamp
-	38, // 51: tenure.v1.TasksPurgedEvent.before:type_name -> google.protobuf.Timestamp
-	45, // 52: tenure.v1.ScheduleDefinition.overlap:type_name -> tenure.v1.OverlapPolicy
-	39, // 53: tenure.v1.ScheduleDefinition.catch_up_window:type_name -> google.protobuf.Duration
-	39, // 54: tenure.v1.ScheduleDefinition.execution_window:type_name -> google.protobuf.Duration
-	40, // 55: tenure.v1.ScheduleDefinition.retry_policy:type_name -> tenure.v1.RetryPolicy
-	27, // 56: tenure.v1.ScheduleCreatedEvent.definition:type_name -> tenure.v1.ScheduleDefinition
-	38, // 57: tenure.v1.ScheduleCreatedEvent.next:type_name -> google.protobuf.Timestamp
-	27, // 58: tenure.v1.ScheduleUpdatedEvent.definition:type_name -> tenure.v1.ScheduleDefinition
-	38, // 59: tenure.v1.ScheduleUpdatedEvent.next:type_name -> google.protobuf.Timestamp
-	38, // 60: tenure.v1.ScheduleResumedEvent.next:type_name -> google.protobuf.Timestamp
-	38, // 61: tenure.v1.ScheduleFiredEvent.tick:type_name -> google.protobuf.Timestamp
-	38, // 62: tenure.v1.ScheduleFiredEvent.next:type_name -> google.protobuf.Timestamp
-	46, // 63: tenure.v1.ScheduleFiredEvent.outcome:type_name -> tenure.v1.FireOutcome
-	38, // 64: tenure.v1.ScheduleSkippedEvent.from:type_name -> google.protobuf.Timestamp
-	38, // 65: tenure.v1.ScheduleSkippedEvent.next:type_name -> google.protobuf.Timestamp
-	38, // 66: tenure.v1.ScheduleHeldEvent.tick:type_name -> google.protobuf.Timestamp
-	38, // 67: tenure.v1.ScheduleHeldEvent.next:type_name -> google.protobuf.Timestamp
-	38, // 68: tenure.v1.TasksPurgedRangeEvent.before:type_name -> google.protobuf.Timestamp
-	38, // 69: tenure.v1.TaskSnoozedEvent.not_before:type_name -> google.protobuf.Timestamp
-	0,  // 70: tenure.v1.EventService.WatchEvents:input_type -> tenure.v1.WatchEventsRequest
-	2,  // 71: tenure.v1.EventService.WatchEvents:output_type -> tenure.v1.WatchEventsResponse
-	71, // [71:72] is the sub-list for method output_type
-	70, // [70:71] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	10, // 36: tenure.v1.Event.dependency_resolved:type_name -> tenure.v1.DependencyResolvedEvent
+	40, // 37: tenure.v1.TaskCreatedEvent.execution_window:type_name -> google.protobuf.Duration
+	41, // 38: tenure.v1.TaskCreatedEvent.retry_policy:type_name -> tenure.v1.RetryPolicy
+	39, // 39: tenure.v1.TaskCreatedEvent.not_before:type_name -> google.protobuf.Timestamp
+	39, // 40: tenure.v1.TaskCreatedEvent.deadline:type_name -> google.protobuf.Timestamp
+	42, // 41: tenure.v1.TaskCreatedEvent.trace_context:type_name -> tenure.v1.TraceContext
+	43, // 42: tenure.v1.TaskCreatedEvent.on_dependency_failure:type_name -> tenure.v1.DependencyFailure
+	44, // 43: tenure.v1.OutboxHeldEvent.rows:type_name -> tenure.v1.OutboxHold
+	4,  // 44: tenure.v1.TasksSubmittedEvent.tasks:type_name -> tenure.v1.TaskCreatedEvent
+	45, // 45: tenure.v1.DependencyResolvedEvent.state:type_name -> tenure.v1.TaskState
+	39, // 46: tenure.v1.LeaseGrantedEvent.lease_expiry:type_name -> google.protobuf.Timestamp
+	39, // 47: tenure.v1.LeaseExtendedEvent.lease_expiry:type_name -> google.protobuf.Timestamp
+	46, // 48: tenure.v1.LeaseExtendedEvent.progress:type_name -> tenure.v1.Progress
+	39, // 49: tenure.v1.LeaseExpiredEvent.retry_at:type_name -> google.protobuf.Timestamp
+	4,  // 50: tenure.v1.TaskCommittedEvent.spawn:type_name -> tenure.v1.TaskCreatedEvent
+	4,  // 51: tenure.v1.TaskCompletedEvent.spawn:type_name -> tenure.v1.TaskCreatedEvent
+	39, // 52: tenure.v1.TaskFailedEvent.retry_at:type_name -> google.protobuf.Timestamp
+	39, // 53: tenure.v1.TasksPurgedEvent.before:type_name -> google.protobuf.Timestamp
+	47, // 54: tenure.v1.ScheduleDefinition.overlap:type_name -> tenure.v1.OverlapPolicy
+	40, // 55: tenure.v1.ScheduleDefinition.catch_up_window:type_name -> google.protobuf.Duration
+	40, // 56: tenure.v1.ScheduleDefinition.execution_window:type_name -> google.protobuf.Duration
+	41, // 57: tenure.v1.ScheduleDefinition.retry_policy:type_name -> tenure.v1.RetryPolicy
+	28, // 58: tenure.v1.ScheduleCreatedEvent.definition:type_name -> tenure.v1.ScheduleDefinition
+	39, // 59: tenure.v1.ScheduleCreatedEvent.next:type_name -> google.protobuf.Timestamp
+	28, // 60: tenure.v1.ScheduleUpdatedEvent.definition:type_name -> tenure.v1.ScheduleDefinition
+	39, // 61: tenure.v1.ScheduleUpdatedEvent.next:type_name -> google.protobuf.Timestamp
+	39, // 62: tenure.v1.ScheduleResumedEvent.next:type_name -> google.protobuf.Timestamp
+	39, // 63: tenure.v1.ScheduleFiredEvent.tick:type_name -> google.protobuf.Timestamp
+	39, // 64: tenure.v1.ScheduleFiredEvent.next:type_name -> google.protobuf.Timestamp
+	48, // 65: tenure.v1.ScheduleFiredEvent.outcome:type_name -> tenure.v1.FireOutcome
+	39, // 66: tenure.v1.ScheduleSkippedEvent.from:type_name -> google.protobuf.Timestamp
+	39, // 67: tenure.v1.ScheduleSkippedEvent.next:type_name -> google.protobuf.Timestamp
+	39, // 68: tenure.v1.ScheduleHeldEvent.tick:type_name -> google.protobuf.Timestamp
+	39, // 69: tenure.v1.ScheduleHeldEvent.next:type_name -> google.protobuf.Timestamp
+	39, // 70: tenure.v1.TasksPurgedRangeEvent.before:type_name -> google.protobuf.Timestamp
+	39, // 71: tenure.v1.TaskSnoozedEvent.not_before:type_name -> google.protobuf.Timestamp
+	0,  // 72: tenure.v1.EventService.WatchEvents:input_type -> tenure.v1.WatchEventsRequest
+	2,  // 73: tenure.v1.EventService.WatchEvents:output_type -> tenure.v1.WatchEventsResponse
+	73, // [73:74] is the sub-list for method output_type
+	72, // [72:73] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_events_proto_init() }
@@ -3430,6 +3525,7 @@ func file_tenure_v1_events_proto_init() {
 		(*Event_OutboxReleased)(nil),
 		(*Event_WorkflowCancelled)(nil),
 		(*Event_WorkflowRetried)(nil),
+		(*Event_DependencyResolved)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3437,7 +3533,7 @@ func file_tenure_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_events_proto_rawDesc), len(file_tenure_v1_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

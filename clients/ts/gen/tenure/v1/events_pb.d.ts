@@ -5,7 +5,7 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
-import type { DependencyFailure, Progress, RetryPolicy, TraceContext } from "./task_pb.js";
+import type { DependencyFailure, Progress, RetryPolicy, TaskState, TraceContext } from "./task_pb.js";
 import type { OutboxHold } from "./outbox_pb.js";
 import type { FireOutcome, OverlapPolicy } from "./schedule_pb.js";
 
@@ -399,6 +399,12 @@ export declare type Event = Message<"tenure.v1.Event"> & {
      */
     value: WorkflowRetriedEvent;
     case: "workflowRetried";
+  } | {
+    /**
+     * @generated from field: tenure.v1.DependencyResolvedEvent dependency_resolved = 53;
+     */
+    value: DependencyResolvedEvent;
+    case: "dependencyResolved";
   } | { case: undefined; value?: undefined };
 };
 
@@ -635,6 +641,44 @@ export declare type WorkflowRetriedEvent = Message<"tenure.v1.WorkflowRetriedEve
  * Use `create(WorkflowRetriedEventSchema)` to create a new message.
  */
 export declare const WorkflowRetriedEventSchema: GenMessage<WorkflowRetriedEvent>;
+
+/**
+ * DependencyResolvedEvent: the task learned that a dependency of it in
+ * another partition ended (cluster mode), and the edge to it resolved: the
+ * task is released, ended by its on_dependency_failure, or waits for its
+ * other dependencies.
+ *
+ * @generated from message tenure.v1.DependencyResolvedEvent
+ */
+export declare type DependencyResolvedEvent = Message<"tenure.v1.DependencyResolvedEvent"> & {
+  /**
+   * The dependency, a task of another partition.
+   *
+   * @generated from field: string dependency = 1;
+   */
+  dependency: string;
+
+  /**
+   * How it ended: COMPLETED, FAILED or DEAD; UNSPECIFIED when it was not
+   * found (gone).
+   *
+   * @generated from field: tenure.v1.TaskState state = 2;
+   */
+  state: TaskState;
+
+  /**
+   * The dependency was not found in its partition (purged by retention).
+   *
+   * @generated from field: bool gone = 3;
+   */
+  gone: boolean;
+};
+
+/**
+ * Describes the message tenure.v1.DependencyResolvedEvent.
+ * Use `create(DependencyResolvedEventSchema)` to create a new message.
+ */
+export declare const DependencyResolvedEventSchema: GenMessage<DependencyResolvedEvent>;
 
 /**
  * LeaseGrantedEvent: an attempt was leased.
