@@ -28,6 +28,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/principal"
 	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/state"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
@@ -221,6 +222,8 @@ func (w *watcher) ask(ctx context.Context, id string, wait time.Duration) bool {
 // and returns how it ended if it has (final): its state and result, or
 // GONE when its partition does not have it.
 func Ask(ctx context.Context, r route.Router, id string, wait time.Duration) (end coordinator.RemoteEnd, final bool, err error) {
+	// Forwarded for no client: the node's own call.
+	ctx = principal.With(ctx, route.NodeCaller)
 	p, err := r.Task(ctx, id)
 	if err == nil {
 		err = p.Do(ctx, true, func(c *coordinator.Coordinator) error {

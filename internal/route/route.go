@@ -92,6 +92,13 @@ const (
 	MinProtocol = 2
 )
 
+// NodeCaller is the principal a node names when it forwards a call of its
+// own, for no client: a partition's watcher of remote edges waiting for a
+// task of another partition (internal/remoteedges). With authentication
+// on, such a call may only be WaitTask, which it is allowed in every
+// namespace. No token's name holds a space.
+const NodeCaller = "tenure node"
+
 // ForwardedHeader marks a request that one tenure node forwarded to
 // another; its value is the forwarding node's id.
 const ForwardedHeader = "Tenure-Forwarded"

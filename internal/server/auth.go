@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"connectrpc.com/connect"
@@ -11,6 +12,7 @@ import (
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/principal"
 	"github.com/tenurehq/tenure/internal/route"
+	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 )
 
 // Authentication and authorisation (docs/guides/security.md). With
@@ -77,8 +79,13 @@ func (s *Server) authenticate(ctx context.Context, call string, h http.Header, p
 	if _, fw := route.Forwarded(ctx); fw {
 		// A node of the cluster forwards the call (its signature was
 		// checked: forwarded.go) for the caller it names, whose token it
-		// checked; this node authorises that caller by its own file.
-		p, err = s.opts.Auth.Named(principal.From(ctx))
+		// checked; this node authorises that caller by its own file. A
+		// node's own call (route.NodeCaller) may only wait for a task.
+		if name := principal.From(ctx); name == route.NodeCaller {
+			p, err = nodeCaller(call)
+		} else {
+			p, err = s.opts.Auth.Named(name)
+		}
 	} else {
 		p, err = s.opts.Auth.Authenticate(h)
 	}
@@ -241,4 +248,14 @@ func (s *Server) requireToken(call string, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// nodeCaller is the principal of a node's own forwarded call: a reader
+// of every namespace, for WaitTask only (a partition's watcher of remote
+// edges: docs/design/workflows.md, "Cluster mode").
+func nodeCaller(call string) (*auth.Principal, error) {
+	if call != tenurev1connect.TaskServiceWaitTaskProcedure {
+		return nil, fmt.Errorf("a node's own call (%q) may only be WaitTask, not %s", route.NodeCaller, call)
+	}
+	return &auth.Principal{Name: route.NodeCaller, Role: auth.Reader, Namespaces: []string{auth.All}}, nil
 }

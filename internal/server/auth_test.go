@@ -19,6 +19,7 @@ import (
 	"github.com/tenurehq/tenure/internal/auth"
 	"github.com/tenurehq/tenure/internal/auth/authtest"
 	"github.com/tenurehq/tenure/internal/metrics"
+	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/server"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
@@ -293,4 +294,32 @@ func submitAndLease(t *testing.T, tasks tenurev1connect.TaskServiceClient, worke
 		t.Fatalf("lease of %s: %v %v", q, l, err)
 	}
 	return l.Msg.GetTasks()[0]
+}
+
+// TestNodeCallerMayOnlyWait: with tokens on, a call a node forwards for
+// itself (route.NodeCaller: a partition's watcher of remote edges) is
+// allowed to wait for a task, in any namespace, and nothing else; a
+// forwarded call that names no caller is refused.
+func TestNodeCallerMayOnlyWait(t *testing.T) {
+	url, hc, _ := authServerWith(t, server.Options{Nodes: nodes{}})
+	tasks := tenurev1connect.NewTaskServiceClient(hc, url)
+	forwarded := func(who string, h http.Header) {
+		h.Set(route.ForwardedHeader, "node-7")
+		h.Set("Tenure-Forwarded-Principal", who)
+	}
+	wait := connect.NewRequest(&tenurev1.WaitTaskRequest{TaskId: "01m8tqx82868z2pcan3c2dfnvx"})
+	forwarded(route.NodeCaller, wait.Header())
+	if _, err := tasks.WaitTask(apiCtx(t), wait); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("a node's own WaitTask: %v, want not_found (allowed, no such task)", err)
+	}
+	get := connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: "01m8tqx82868z2pcan3c2dfnvx"})
+	forwarded(route.NodeCaller, get.Header())
+	if _, err := tasks.GetTask(apiCtx(t), get); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("a node's own GetTask: %v, want unauthenticated", err)
+	}
+	wait = connect.NewRequest(&tenurev1.WaitTaskRequest{TaskId: "01m8tqx82868z2pcan3c2dfnvx"})
+	forwarded("", wait.Header())
+	if _, err := tasks.WaitTask(apiCtx(t), wait); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("a forwarded WaitTask naming no caller: %v, want unauthenticated", err)
+	}
 }
