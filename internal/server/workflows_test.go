@@ -274,13 +274,16 @@ func TestAcrossPartitions(t *testing.T) {
 		err := r.parts[0].Do(ctx, true, func(x *coordinator.Coordinator) error { c = x; return nil }, nil)
 		return c, err
 	}
-	watch, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		remoteedges.Run(watch, remoteedges.Config{Coordinator: coordinatorOf, Router: r, Poll: 10 * time.Millisecond})
-	}()
-	defer func() { stop(); <-done }()
+	watch := func() (stop func()) {
+		ctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			remoteedges.Run(ctx, remoteedges.Config{Coordinator: coordinatorOf, Router: r, Poll: 10 * time.Millisecond})
+		}()
+		return func() { cancel(); <-done }
+	}
+	stop := watch()
 	c, err := coordinatorOf()
 	if err != nil {
 		t.Fatal(err)
@@ -321,5 +324,29 @@ func TestAcrossPartitions(t *testing.T) {
 	}
 	if err := commit(&tenurev1.SubmitRequest{Queue: "a"}, &tenurev1.SubmitRequest{Queue: "a", DependsOn: []string{inB}}); err != nil {
 		t.Fatalf("a spawned task's dependency across partitions: %v", err)
+	}
+
+	// A dependency purged before its end was learned (nobody watched):
+	// the edge fails, and the dependent ends DEAD by its policy.
+	stop()
+	purged, err := submit("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := submit("a", purged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tasks.KillTask(ctx, connect.NewRequest(&tenurev1.KillTaskRequest{TaskId: purged, Reason: "not needed"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tasks.PurgeTasks(ctx, connect.NewRequest(&tenurev1.PurgeTasksRequest{Filter: &tenurev1.TaskFilter{Queue: "b"}})); err != nil {
+		t.Fatal(err)
+	}
+	defer watch()()
+	eventually.True(t, "the dependent of a purged task ended", func() bool { return state(orphan) == tenurev1.TaskState_TASK_STATE_DEAD })
+	got, err := tasks.GetTask(ctx, connect.NewRequest(&tenurev1.GetTaskRequest{TaskId: orphan}))
+	if err != nil || got.Msg.GetTask().GetFailureReason() != "dependency_failed: dependency "+purged+" no longer exists" {
+		t.Fatalf("the dependent of a purged task: %v, %v", got.Msg.GetTask().GetFailureReason(), err)
 	}
 }
