@@ -12,12 +12,15 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tenurehq/tenure/internal/clock"
 )
 
 // SkipOrFail skips t, saying why (what is missing and how to get it);
@@ -117,5 +120,19 @@ func ModuleRoot(t testing.TB) string {
 			t.Fatal("testenv: no go.mod at or above the test's directory")
 		}
 		dir = parent
+	}
+}
+
+// Stop sends sig to the process of cmd and waits until it has exited
+// (exited is closed), killing it if it has not within d.
+func Stop(cmd *exec.Cmd, exited <-chan struct{}, sig os.Signal, d time.Duration) {
+	cmd.Process.Signal(sig)
+	t := clock.Real.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-exited:
+	case <-t.C():
+		cmd.Process.Kill()
+		<-exited
 	}
 }

@@ -119,36 +119,22 @@ func (s *Server) start(extra ...string) error {
 }
 
 // Kill sends the server SIGKILL (kill -9) and waits until it has exited.
-func (s *Server) Kill() {
-	s.mu.Lock()
-	cmd, exited := s.cmd, s.exited
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	cmd.Process.Kill()
-	<-exited
-	s.runPIDs.remove(cmd.Process.Pid)
-}
+func (s *Server) Kill() { s.signal(syscall.SIGKILL) }
 
 // Stop shuts the server down cleanly (SIGTERM) and waits until it has
 // exited.
-func (s *Server) Stop() {
+func (s *Server) Stop() { s.signal(syscall.SIGTERM) }
+
+// signal sends the server's process sig and waits until it has exited
+// (killing it if it has not within readyWait).
+func (s *Server) signal(sig syscall.Signal) {
 	s.mu.Lock()
 	cmd, exited := s.cmd, s.exited
 	s.mu.Unlock()
 	if cmd == nil {
 		return
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	t := clock.Real.NewTimer(readyWait)
-	defer t.Stop()
-	select {
-	case <-exited:
-	case <-t.C():
-		cmd.Process.Kill()
-		<-exited
-	}
+	testenv.Stop(cmd, exited, sig, readyWait)
 	s.runPIDs.remove(cmd.Process.Pid)
 }
 

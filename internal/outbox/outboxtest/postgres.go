@@ -166,15 +166,7 @@ func (p *Postgres) signal(sig syscall.Signal) {
 	if cmd == nil {
 		return
 	}
-	cmd.Process.Signal(sig)
-	t := clock.Real.NewTimer(time.Minute)
-	defer t.Stop()
-	select {
-	case <-exited:
-	case <-t.C():
-		cmd.Process.Kill()
-		<-exited
-	}
+	testenv.Stop(cmd, exited, sig, time.Minute)
 }
 
 // Close stops the server, removes its data and releases the port.
