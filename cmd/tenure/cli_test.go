@@ -38,6 +38,19 @@ func mustCLI(t *testing.T, args ...string) string {
 	return out
 }
 
+// usageRefused runs one tenure command line, which must be refused as a
+// usage error (exit 2) whose stderr says each of want.
+func usageRefused(t *testing.T, args []string, want ...string) {
+	t.Helper()
+	code, _, errs := cli(t, args...)
+	for _, w := range want {
+		if code != 2 || !strings.Contains(errs, w) {
+			t.Errorf("tenure %s: exit %d (want 2), stderr lacks %q:\n%s", strings.Join(args, " "), code, w, errs)
+			return
+		}
+	}
+}
+
 func TestCLITaskCommands(t *testing.T) {
 	t.Parallel()
 	addr := startInProcess(t)

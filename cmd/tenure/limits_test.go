@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"strings"
 	"testing"
 )
 
@@ -24,10 +22,6 @@ func TestLimitFlagsRefused(t *testing.T) {
 		{[]string{"--max-discard-bytes", "0"}, "--max-discard-bytes 0 must be at least 1"},
 		{[]string{"--max-memory-bytes", "1000"}, "--max-memory-bytes 1000 is under 67108864 (64 MiB)"},
 	} {
-		var out, errb bytes.Buffer
-		code := run(t.Context(), append([]string{"server", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, tc.args...), &out, &errb)
-		if code != 2 || !strings.Contains(errb.String(), tc.want) {
-			t.Errorf("server %v: exit %d (want 2), stderr %q (want %q)", tc.args, code, errb.String(), tc.want)
-		}
+		usageRefused(t, append([]string{"server", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, tc.args...), tc.want)
 	}
 }

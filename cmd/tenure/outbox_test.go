@@ -49,9 +49,6 @@ func TestOutboxMigrate(t *testing.T) {
 		{[]string{"outbox", "migrate", "--postgres", "a", "--table", "x;y"}, "--table"},
 		{[]string{"outbox", "migrate", "--print", "oracle"}, "--print postgres or --print mysql"},
 	} {
-		code, _, stderr := cli(t, tc.args...)
-		if code != 2 || !strings.Contains(stderr, tc.want) {
-			t.Errorf("tenure %s: exit %d, %q; want a usage error saying %q", strings.Join(tc.args, " "), code, stderr, tc.want)
-		}
+		usageRefused(t, tc.args, tc.want)
 	}
 }

@@ -380,13 +380,7 @@ func TestCLIBulkActions(t *testing.T) {
 		{[]string{"tasks", "retry", "--state", "completed", "--yes"}, []string{"--state completed", "only to FAILED and DEAD"}},
 		{[]string{"tasks", "kill", "--created-before", "yesterday", "--yes"}, []string{`--created-before "yesterday"`, "RFC 3339", "24h"}},
 	} {
-		code, _, errs := cli(t, append(tc.args, "--addr", addr)...)
-		for _, w := range tc.want {
-			if code != 2 || !strings.Contains(errs, w) {
-				t.Errorf("tenure %s: exit %d (want 2), stderr lacks %q: %s", strings.Join(tc.args, " "), code, w, errs)
-				break
-			}
-		}
+		usageRefused(t, append(tc.args, "--addr", addr), tc.want...)
 	}
 	purge := []string{"tasks", "purge", "--all", "--addr", addr}
 	code, _, errs := cliIn(t, "y\n", false, purge...)
