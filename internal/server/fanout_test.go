@@ -37,20 +37,28 @@ func (r twoRefusing) Queue(context.Context, string, string) ([]route.Partition, 
 	return []route.Partition{refusingPartition{r.err}, refusingPartition{r.err}}, nil, nil
 }
 
+// openUnsnapshotted opens a node in a directory of the test's own that
+// takes no snapshots, closed when the test ends.
+func openUnsnapshotted(t *testing.T) *node.Node {
+	t.Helper()
+	n, err := node.Open(t.Context(), node.Config{DataDir: t.TempDir(), Snapshots: host.Schedule{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
 // TestLeaseAcrossRefusingPartitions: a lease over several partitions that
 // all refuse answers the refusal (it read the nil answer first and
 // panicked).
 func TestLeaseAcrossRefusingPartitions(t *testing.T) {
 	ctx := context.Background()
-	n, err := node.Open(ctx, node.Config{DataDir: t.TempDir(), Snapshots: host.Schedule{Disabled: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n := openUnsnapshotted(t)
 	ts := httptest.NewServer(server.New(twoRefusing{Router: n.Router(), err: &coordinator.FieldError{Field: "queue", Problem: "refused"}}, server.Options{}).Handler())
 	defer ts.Close()
 	w := tenurev1connect.NewWorkerServiceClient(ts.Client(), ts.URL)
-	_, err = w.Lease(ctx, connect.NewRequest(&tenurev1.LeaseRequest{WorkerId: "w", Queue: "q"}))
+	_, err := w.Lease(ctx, connect.NewRequest(&tenurev1.LeaseRequest{WorkerId: "w", Queue: "q"}))
 	if connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("lease over refusing partitions: %v, want their refusal (invalid_argument)", err)
 	}
@@ -70,11 +78,7 @@ func (r doubled) Queue(ctx context.Context, ns, q string) ([]route.Partition, []
 // once resumed it leases, and says nothing of a pause.
 func TestLeaseSaysPaused(t *testing.T) {
 	ctx := context.Background()
-	n, err := node.Open(ctx, node.Config{DataDir: t.TempDir(), Snapshots: host.Schedule{Disabled: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n := openUnsnapshotted(t)
 	for name, r := range map[string]route.Router{"one-partition": n.Router(), "several": doubled{n.Router()}} {
 		ts := httptest.NewServer(server.New(r, server.Options{}).Handler())
 		tasks := tenurev1connect.NewTaskServiceClient(ts.Client(), ts.URL)

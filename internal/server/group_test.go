@@ -11,8 +11,6 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/tenurehq/tenure/internal/coordinator"
-	"github.com/tenurehq/tenure/internal/host"
-	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/internal/server"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
@@ -140,12 +138,7 @@ type groupEnv struct {
 
 func newGroupEnv(t *testing.T, aErr error) *groupEnv {
 	t.Helper()
-	ctx := context.Background()
-	n, err := node.Open(ctx, node.Config{DataDir: t.TempDir(), Snapshots: host.Schedule{Disabled: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
+	n := openUnsnapshotted(t)
 	e := &groupEnv{a: &nodePeer{addr: "A", err: aErr}, c: &nodePeer{addr: "C"}, d: &nodePeer{addr: "D"}}
 	r := splitRouter{Router: n.Router(), parts: map[byte]*mapPart{
 		'a': {id: 1, peer: e.a, owner: e.a},
