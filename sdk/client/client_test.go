@@ -291,3 +291,43 @@ func TestInterceptors(t *testing.T) {
 		}
 	})
 }
+
+// noTask answers GetTask, KillTask and RetryTask without the task.
+type noTask struct {
+	tenurev1connect.UnimplementedTaskServiceHandler
+}
+
+func (noTask) GetTask(context.Context, *connect.Request[tenurev1.GetTaskRequest]) (*connect.Response[tenurev1.GetTaskResponse], error) {
+	return connect.NewResponse(&tenurev1.GetTaskResponse{}), nil
+}
+
+func (noTask) KillTask(context.Context, *connect.Request[tenurev1.KillTaskRequest]) (*connect.Response[tenurev1.KillTaskResponse], error) {
+	return connect.NewResponse(&tenurev1.KillTaskResponse{}), nil
+}
+
+func (noTask) RetryTask(context.Context, *connect.Request[tenurev1.RetryTaskRequest]) (*connect.Response[tenurev1.RetryTaskResponse], error) {
+	return connect.NewResponse(&tenurev1.RetryTaskResponse{}), nil
+}
+
+// TestAnswerWithoutATask: an answer that lacks the task it must carry is
+// a server bug, and the error says so, naming the call and, for an
+// action, how to see whether it took effect.
+func TestAnswerWithoutATask(t *testing.T) {
+	_, h := tenurev1connect.NewTaskServiceHandler(noTask{})
+	c := inMemory(t, h, client.Options{})
+	for call, do := range map[string]func() (*client.Task, error){
+		"client: GetTask: the server answered without a task (a server bug)": func() (*client.Task, error) {
+			return c.GetTask(t.Context(), client.GetTaskRequest{TaskID: "t"})
+		},
+		"client: KillTask: the server answered without a task (a server bug); GetTask shows whether it was killed": func() (*client.Task, error) {
+			return c.KillTask(t.Context(), client.KillTaskRequest{TaskID: "t"})
+		},
+		"client: RetryTask: the server answered without a task (a server bug); GetTask shows whether it was retried": func() (*client.Task, error) {
+			return c.RetryTask(t.Context(), client.RetryTaskRequest{TaskID: "t"})
+		},
+	} {
+		if task, err := do(); task != nil || err == nil || err.Error() != call {
+			t.Errorf("%v, %v; want the error %q", task, err, call)
+		}
+	}
+}

@@ -140,10 +140,20 @@ func (c *Client) GetTask(ctx context.Context, req GetTaskRequest) (*Task, error)
 	if err != nil {
 		return nil, err
 	}
-	if resp.GetTask() == nil {
-		return nil, errors.New("client: GetTask: the server answered without a task (a server bug)")
+	return answeredTask("GetTask", "", resp.GetTask())
+}
+
+// answeredTask converts the task op answered. An answer without one is a
+// server bug; shows says what GetTask would show of the call's effect.
+func answeredTask(op, shows string, p *tenurev1.Task) (*Task, error) {
+	if p == nil {
+		msg := "client: " + op + ": the server answered without a task (a server bug)"
+		if shows != "" {
+			msg += "; GetTask shows " + shows
+		}
+		return nil, errors.New(msg)
 	}
-	return taskPtr(resp.GetTask()), nil
+	return taskPtr(p), nil
 }
 
 // ListTasks returns the tasks req selects, in creation order, fetching
@@ -206,10 +216,7 @@ func (c *Client) KillTask(ctx context.Context, req KillTaskRequest) (*Task, erro
 	if err != nil {
 		return nil, err
 	}
-	if resp.GetTask() == nil {
-		return nil, errors.New("client: KillTask: the server answered without a task (a server bug); GetTask shows whether it was killed")
-	}
-	return taskPtr(resp.GetTask()), nil
+	return answeredTask("KillTask", "whether it was killed", resp.GetTask())
 }
 
 // RetryTask returns a FAILED or DEAD task to WAITING, due at once, with a
@@ -223,10 +230,7 @@ func (c *Client) RetryTask(ctx context.Context, req RetryTaskRequest) (*Task, er
 	if err != nil {
 		return nil, err
 	}
-	if resp.GetTask() == nil {
-		return nil, errors.New("client: RetryTask: the server answered without a task (a server bug); GetTask shows whether it was retried")
-	}
-	return taskPtr(resp.GetTask()), nil
+	return answeredTask("RetryTask", "whether it was retried", resp.GetTask())
 }
 
 // RetryTasks retries every FAILED or DEAD task req.Filter selects, as
