@@ -312,31 +312,26 @@ func (c *scheduleUpdateCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, 
 	if err != nil {
 		return err
 	}
-	cl, err := c.control.connect()
-	if err != nil {
-		return err
-	}
-	sc, err := cl.GetSchedule(ctx, client.GetScheduleRequest{Namespace: c.schedule.namespace, Queue: c.schedule.queue, Name: name})
-	if err != nil {
-		return err
-	}
-	retry := sc.RetryPolicy
-	req := client.ScheduleRequest{Namespace: sc.Namespace, Queue: sc.Queue, Name: sc.Name, Cron: sc.Cron, TimeZone: sc.TimeZone,
-		Overlap: sc.Overlap, CatchUpWindow: sc.CatchUpWindow, Payload: sc.Payload, ExecutionWindow: sc.ExecutionWindow,
-		Retry: &retry, Priority: sc.Priority, Kind: sc.Kind, Reason: c.control.reason}
-	if err := c.def.apply(a, fs, &req); err != nil {
-		return err
-	}
-	sc, err = cl.UpdateSchedule(c.control.client.capture(ctx), req)
-	if err != nil {
-		return err
-	}
-	if c.control.client.json {
-		return c.control.client.answers.print(a.stdout)
-	}
-	fmt.Fprintf(a.stdout, "updated schedule %s\n", schedulePath(sc))
-	printNextFires(a.stdout, sc)
-	return nil
+	return ask(ctx, a, &c.control.client, c.control.connect, func(captured context.Context, cl *client.Client) (*client.Schedule, error) {
+		// The read is made with ctx, not captured: the update's answer is
+		// the command's.
+		sc, err := cl.GetSchedule(ctx, client.GetScheduleRequest{Namespace: c.schedule.namespace, Queue: c.schedule.queue, Name: name})
+		if err != nil {
+			return nil, err
+		}
+		retry := sc.RetryPolicy
+		req := client.ScheduleRequest{Namespace: sc.Namespace, Queue: sc.Queue, Name: sc.Name, Cron: sc.Cron, TimeZone: sc.TimeZone,
+			Overlap: sc.Overlap, CatchUpWindow: sc.CatchUpWindow, Payload: sc.Payload, ExecutionWindow: sc.ExecutionWindow,
+			Retry: &retry, Priority: sc.Priority, Kind: sc.Kind, Reason: c.control.reason}
+		if err := c.def.apply(a, fs, &req); err != nil {
+			return nil, err
+		}
+		return cl.UpdateSchedule(captured, req)
+	}, func(sc *client.Schedule) error {
+		fmt.Fprintf(a.stdout, "updated schedule %s\n", schedulePath(sc))
+		printNextFires(a.stdout, sc)
+		return nil
+	})
 }
 
 // scheduleListCmd is `tenure schedule list`.

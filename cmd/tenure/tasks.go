@@ -349,18 +349,17 @@ func (c *taskGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []s
 	if err != nil {
 		return err
 	}
-	cl, err := c.client.connect()
-	if err != nil {
-		return err
-	}
-	t, err := cl.GetTask(c.client.capture(ctx), client.GetTaskRequest{TaskID: id})
-	if err != nil {
-		return err
-	}
-	if c.client.json {
-		return c.client.answers.print(a.stdout)
-	}
-	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	var cl *client.Client
+	return ask(ctx, a, &c.client, c.client.connect, func(ctx context.Context, got *client.Client) (*client.Task, error) {
+		cl = got
+		return cl.GetTask(ctx, client.GetTaskRequest{TaskID: id})
+	}, func(t *client.Task) error { return printTask(ctx, a.stdout, cl, t) })
+}
+
+// printTask prints a task as `tenure task get` shows it, asking cl for
+// its history when an attempt of it was aborted (to say how it ended).
+func printTask(ctx context.Context, out io.Writer, cl *client.Client, t *client.Task) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
 	row("task", t.ID)
 	row("queue", t.Namespace+"/"+t.Queue)
@@ -426,12 +425,13 @@ func (c *taskGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []s
 		var hist []client.HistoryEntry
 		if slices.ContainsFunc(t.Executions, func(e client.Execution) bool { return e.Status == client.ExecutionStatusAborted }) {
 			// How an aborted attempt ended is the record that ended it.
-			if hist, err = cl.GetTaskHistory(ctx, client.GetTaskHistoryRequest{TaskID: id}); err != nil {
+			var err error
+			if hist, err = cl.GetTaskHistory(ctx, client.GetTaskHistoryRequest{TaskID: t.ID}); err != nil {
 				return err
 			}
 		}
-		fmt.Fprintln(a.stdout, "\nexecutions:")
-		w = tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(out, "\nexecutions:")
+		w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "ATTEMPT\tENDED\tWORKER\tLEASE\tLEASED\tFINISHED\tREASON")
 		for _, e := range t.Executions {
 			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Attempt, attemptEnd(e, hist),
