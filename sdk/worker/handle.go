@@ -72,7 +72,14 @@ func HandleResult[T client.Args, R any](w *Worker, fn func(ctx context.Context, 
 	if fn == nil {
 		panic("worker: HandleResult: the handler is nil")
 	}
-	register(w, kindOf[T]("HandleResult"), &route{run: func(ctx context.Context, lt *client.LeasedTask) ([]byte, error) {
+	register(w, kindOf[T]("HandleResult"), &route{run: resultOf(w, fn)})
+}
+
+// resultOf is the work of a kind whose handler fn has a result: fn runs
+// on the task decoded with the worker's codec, and its result is encoded
+// with it.
+func resultOf[T client.Args, R any](w *Worker, fn func(ctx context.Context, t *Task[T]) (R, error)) func(context.Context, *client.LeasedTask) ([]byte, error) {
+	return func(ctx context.Context, lt *client.LeasedTask) ([]byte, error) {
 		t, err := decode[T](w.codec, lt)
 		if err != nil {
 			return nil, err
@@ -82,7 +89,7 @@ func HandleResult[T client.Args, R any](w *Worker, fn func(ctx context.Context, 
 			return nil, err
 		}
 		return encodeResult(w.codec, r)
-	}})
+	}
 }
 
 // HandleEffects registers a kind whose work has external effects, with
@@ -104,17 +111,7 @@ func HandleEffects[T client.Args, R any](w *Worker, compute func(ctx context.Con
 		panic("worker: HandleEffects: compute and apply must both be set")
 	}
 	register(w, kindOf[T]("HandleEffects"), &route{
-		run: func(ctx context.Context, lt *client.LeasedTask) ([]byte, error) {
-			t, err := decode[T](w.codec, lt)
-			if err != nil {
-				return nil, err
-			}
-			r, err := compute(ctx, t)
-			if err != nil {
-				return nil, err
-			}
-			return encodeResult(w.codec, r)
-		},
+		run: resultOf(w, compute),
 		apply: func(ctx context.Context, lt *client.LeasedTask, result []byte, tok FencingToken) error {
 			t, err := decode[T](w.codec, lt)
 			if err != nil {
