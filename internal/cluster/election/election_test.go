@@ -343,28 +343,37 @@ func TestGracefulRelease(t *testing.T) {
 	}
 }
 
-// electedHolder starts node-a on its own pool with a fake clock and waits
-// until it holds the lock and has armed its renewal and trust timers.
-func electedHolder(t *testing.T, dsn string, clk *clock.Fake) (*Elector, *sql.DB, *recorder) {
+// elected is node-a elected in a database of the test's own.
+type elected struct {
+	a        *Elector
+	db       *sql.DB // node-a's own pool
+	r        *recorder
+	clk      *clock.Fake
+	observer *sql.DB // another pool on the database
+}
+
+// electedHolder starts node-a on its own pool with a fake clock in a
+// database of the test's own, and waits until it holds the lock and has
+// armed its renewal and trust timers.
+func electedHolder(t *testing.T) elected {
 	t.Helper()
-	db := clustertest.Open(t, dsn)
-	a := newElector(t, db, Config{OwnerID: "node-a", TTL: 10 * time.Second, Clock: clk})
-	r := newRecorder()
-	runElector(t, a, r)
-	if ev := r.next(t); ev != "elected 1" {
+	dsn, observer := clustertest.DB(t)
+	h := elected{db: clustertest.Open(t, dsn), r: newRecorder(), clk: clock.NewFake(time.Unix(1_000_000, 0)), observer: observer}
+	h.a = newElector(t, h.db, Config{OwnerID: "node-a", TTL: 10 * time.Second, Clock: h.clk})
+	runElector(t, h.a, h.r)
+	if ev := h.r.next(t); ev != "elected 1" {
 		t.Fatalf("node-a: %q", ev)
 	}
-	clk.WaitForTimers(2) // renewal and trust window
-	return a, db, r
+	h.clk.WaitForTimers(2) // renewal and trust window
+	return h
 }
 
 // A holder whose renewal fails steps down at once, while its lease is
 // still live in the database: no other node can hold the lock yet.
 func TestStepDownWhenRenewalFails(t *testing.T) {
 	t.Parallel()
-	dsn, observer := clustertest.DB(t)
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	a, db, r := electedHolder(t, dsn, clk)
+	h := electedHolder(t)
+	a, db, r, clk, observer := h.a, h.db, h.r, h.clk, h.observer
 	db.Close() // the node loses its database
 	clk.Advance(a.Config().RenewInterval)
 	ev := r.next(t)
@@ -382,9 +391,8 @@ func TestStepDownWhenRenewalFails(t *testing.T) {
 // lock) steps down when its trust window ends, before its lease does.
 func TestStepDownWhenRenewalHangs(t *testing.T) {
 	t.Parallel()
-	dsn, observer := clustertest.DB(t)
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	a, _, r := electedHolder(t, dsn, clk)
+	h := electedHolder(t)
+	a, r, clk, observer := h.a, h.r, h.clk, h.observer
 
 	blocker, err := observer.BeginTx(context.Background(), nil)
 	if err != nil {
@@ -415,9 +423,8 @@ func TestStepDownWhenRenewalHangs(t *testing.T) {
 // renews under our id, and the holder steps down.
 func TestStepDownOnOwnerConflict(t *testing.T) {
 	t.Parallel()
-	dsn, observer := clustertest.DB(t)
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	a, _, r := electedHolder(t, dsn, clk)
+	h := electedHolder(t)
+	a, r, clk, observer := h.a, h.r, h.clk, h.observer
 	twin := newElector(t, observer, Config{OwnerID: "node-a", TTL: 10 * time.Second})
 	if held, _, err := twin.TryAcquire(context.Background()); err != nil || !held {
 		t.Fatalf("twin: %v %v", held, err)
@@ -432,9 +439,8 @@ func TestStepDownOnOwnerConflict(t *testing.T) {
 // by one per renewal.
 func TestRenewal(t *testing.T) {
 	t.Parallel()
-	dsn, observer := clustertest.DB(t)
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	a, _, r := electedHolder(t, dsn, clk)
+	h := electedHolder(t)
+	a, r, clk, observer := h.a, h.r, h.clk, h.observer
 	for i := range 5 {
 		clk.Advance(a.Config().RenewInterval)
 		clk.WaitForTimers(2)
