@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/sdk/internal/backoff"
-	"google.golang.org/protobuf/proto"
+	"github.com/tenurehq/tenure/sdk/internal/chain"
 )
 
 // Protocols a Client can speak.
@@ -179,7 +181,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 		maxRetries:  opts.MaxRetries,
 		backoff:     backoff.Policy{Initial: opts.RetryBackoff, Max: maxRetryBackoff},
 		requestedBy: opts.RequestedBy,
-		intercept:   chain(opts.Interceptors),
+		intercept:   chain.Of(opts.Interceptors), // the first outermost
 		codec:       cmp.Or(opts.Codec, JSON),
 	}, nil
 }

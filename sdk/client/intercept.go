@@ -41,17 +41,3 @@ type Call struct {
 	// after an error. The tenure CLI prints it (protojson) for --json.
 	Reply proto.Message
 }
-
-// chain is the interceptors as one, the first outermost; nil for none.
-func chain(is []Interceptor) Interceptor {
-	switch len(is) {
-	case 0:
-		return nil
-	case 1:
-		return is[0]
-	}
-	outer, inner := is[0], chain(is[1:])
-	return func(ctx context.Context, call *Call, next func(context.Context) error) error {
-		return outer(ctx, call, func(ctx context.Context) error { return inner(ctx, call, next) })
-	}
-}

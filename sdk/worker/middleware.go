@@ -30,18 +30,3 @@ import (
 // is then a *PanicError, with the panic's value and stack. The attempt
 // holds its slot until the middleware returns: keep it quick.
 type Middleware func(ctx context.Context, t *client.LeasedTask, next func(ctx context.Context) Finish) Finish
-
-// chainMiddleware is ms as one middleware, the first outermost; nil for
-// none.
-func chainMiddleware(ms []Middleware) Middleware {
-	switch len(ms) {
-	case 0:
-		return nil
-	case 1:
-		return ms[0]
-	}
-	outer, inner := ms[0], chainMiddleware(ms[1:])
-	return func(ctx context.Context, t *client.LeasedTask, next func(context.Context) Finish) Finish {
-		return outer(ctx, t, func(ctx context.Context) Finish { return inner(ctx, t, next) })
-	}
-}

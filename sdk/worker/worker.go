@@ -20,9 +20,11 @@ import (
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tenurehq/tenure/sdk/client"
 	"github.com/tenurehq/tenure/sdk/internal/backoff"
-	"go.opentelemetry.io/otel/trace"
+	"github.com/tenurehq/tenure/sdk/internal/chain"
 )
 
 // FencingToken identifies the one commit of a task: the task and the
@@ -255,7 +257,7 @@ func New(c *client.Client, opts Options) (*Worker, error) {
 		spanNames[q] = "process " + q
 	}
 	return &Worker{c: c, opts: opts, codec: cmp.Or(opts.Codec, c.Codec()), lg: lg, routes: make(map[string]*route),
-		middleware:  chainMiddleware(opts.Middleware),
+		middleware:  chain.Of(opts.Middleware), // the first outermost
 		tracer:      tracerOf(opts.TracerProvider),
 		spanNames:   spanNames,
 		completions: newCompleter(c, opts.MaxCompleteBatch, opts.Concurrency, lg),
