@@ -72,6 +72,28 @@ func openCoord(t *testing.T, l coordinator.Log, clk clock.Clock) *coordinator.Co
 	return c
 }
 
+// worked is a partition owned by node-a, its log with snapshot options,
+// and a coordinator on it, on clock clk, that ran a workload.
+type worked struct {
+	db  *sql.DB
+	id  uint64
+	l   *mysqllog.Log
+	c   *coordinator.Coordinator
+	clk *clock.Fake
+}
+
+// newWorked is a worked whose workload submitted tasks tasks; the test
+// closes its coordinator.
+func newWorked(t *testing.T, tasks int) worked {
+	t.Helper()
+	db, id, epoch := ownedPartition(t)
+	w := worked{db: db, id: id, clk: newClock()}
+	w.l = openLog(t, db, id, epoch, snapOpts())
+	w.c = openCoord(t, w.l, w.clk)
+	workload(t, w.c, "a", tasks)
+	return w
+}
+
 func takeSnapshot(t *testing.T, c *coordinator.Coordinator, store coordinator.SnapshotStore, keep int) coordinator.SnapshotResult {
 	t.Helper()
 	res, err := c.Snapshot(context.Background(), coordinator.SnapshotConfig{Store: store, Keep: keep})
@@ -141,12 +163,9 @@ func exportEqual(t *testing.T, what string, got, want state.Export) {
 // OpenFrom and by Recover.
 func TestSnapshotRoundTrip(t *testing.T) {
 	t.Parallel()
-	db, id, epoch := ownedPartition(t)
+	w := newWorked(t, 60)
+	db, id, la, ca, clk := w.db, w.id, w.l, w.c, w.clk
 	ctx := context.Background()
-	clk := newClock()
-	la := openLog(t, db, id, epoch, snapOpts())
-	ca := openCoord(t, la, clk)
-	workload(t, ca, "a", 60)
 	storeA := la.Snapshots()
 	res := takeSnapshot(t, ca, storeA, 2)
 	if res.LSN != la.LastLSN() || res.Tasks != 60 || res.Path != storeA.Name(res.LSN) {
@@ -516,12 +535,9 @@ func getChunk(t *testing.T, db *sql.DB, id, lsn uint64, chunk int) []byte {
 // one.
 func TestSnapshotCorrupt(t *testing.T) {
 	t.Parallel()
-	db, id, epoch := ownedPartition(t)
+	w := newWorked(t, 40)
+	db, id, l, c, clk := w.db, w.id, w.l, w.c, w.clk
 	ctx := context.Background()
-	clk := newClock()
-	l := openLog(t, db, id, epoch, snapOpts())
-	c := openCoord(t, l, clk)
-	workload(t, c, "a", 40)
 	s1 := takeSnapshot(t, c, l.Snapshots(), 2)
 	workload(t, c, "b", 40)
 	s2 := takeSnapshot(t, c, l.Snapshots(), 2)
@@ -636,12 +652,9 @@ type snapFixture struct {
 // newSnapFixture is a snapFixture whose workload submitted tasks tasks.
 func newSnapFixture(t *testing.T, tasks int) snapFixture {
 	t.Helper()
-	db, id, epoch := ownedPartition(t)
-	f := snapFixture{db: db, id: id}
-	f.l = openLog(t, db, id, epoch, snapOpts())
-	f.c = openCoord(t, f.l, newClock())
+	w := newWorked(t, tasks)
+	f := snapFixture{db: w.db, id: w.id, l: w.l, c: w.c}
 	t.Cleanup(func() { f.c.Close() })
-	workload(t, f.c, "a", tasks)
 	f.s1 = takeSnapshot(t, f.c, f.l.Snapshots(), 2)
 	f.store = f.l.Snapshots()
 	var err error
