@@ -21,18 +21,11 @@ func (c *Coordinator) RemoteDependencies() ([]string, error) {
 		return nil, err
 	}
 	defer c.mu.Unlock()
-	if c.st.RemoteLen() == 0 {
-		return nil, nil
-	}
-	seen := make(map[string]struct{})
-	c.st.RemoteEdges(func(_ *state.Task, dep string) bool {
-		seen[dep] = struct{}{}
+	var out []string
+	c.st.RemoteDependencies(func(dep string) bool {
+		out = append(out, dep)
 		return true
 	})
-	out := make([]string, 0, len(seen))
-	for id := range seen {
-		out = append(out, id)
-	}
 	slices.Sort(out)
 	return out, nil
 }
@@ -67,10 +60,8 @@ func (c *Coordinator) ResolveRemote(ctx context.Context, dependency string, end 
 		return 0, err
 	}
 	var dependents []*state.Task
-	c.st.RemoteEdges(func(t *state.Task, dep string) bool {
-		if dep == dependency {
-			dependents = append(dependents, t)
-		}
+	c.st.RemoteDependents(dependency, func(t *state.Task) bool {
+		dependents = append(dependents, t)
 		return true
 	})
 	// In creation order: a replay of the records settles them alike

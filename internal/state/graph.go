@@ -400,26 +400,35 @@ func isRemote(remote []uint32, i int) bool {
 	return ok
 }
 
-// hasPendingRemote reports whether n has a pending remote edge.
-func (n *node) hasPendingRemote() bool {
-	for _, e := range n.edges {
-		if e.Remote && e.State == EdgePending {
-			return true
-		}
-	}
-	return false
-}
-
-// watchRemote keeps t, of node n, among the tasks whose remote edges the
-// partition's host watches while it is BLOCKED with a pending remote edge.
+// watchRemote indexes the pending remote edges of t (node n) while it is
+// BLOCKED: the edges the partition's host watches.
 func (s *State) watchRemote(t *Task, n *node) {
-	if t.State != Blocked || !n.hasPendingRemote() {
+	if t.State != Blocked {
 		return
 	}
-	if s.remote == nil {
-		s.remote = make(map[*Task]struct{})
+	for i, e := range n.edges {
+		if e.Remote && e.State == EdgePending {
+			if s.remote == nil {
+				s.remote = make(map[string]map[*Task]int32)
+			}
+			m := s.remote[e.ID]
+			if m == nil {
+				m = make(map[*Task]int32, 1)
+				s.remote[e.ID] = m
+			}
+			m[t] = int32(i)
+		}
 	}
-	s.remote[t] = struct{}{}
+}
+
+// unwatchRemote takes edge e of t, a remote one, out of the index.
+func (s *State) unwatchRemote(t *Task, e *Edge) {
+	if m := s.remote[e.ID]; m != nil {
+		delete(m, t)
+		if len(m) == 0 {
+			delete(s.remote, e.ID)
+		}
+	}
 }
 
 // RemoteEdges calls fn with each pending remote edge of a BLOCKED task
@@ -427,17 +436,35 @@ func (s *State) watchRemote(t *Task, n *node) {
 // watches (docs/design/workflows.md, "Cluster mode"), in no order, until
 // fn returns false.
 func (s *State) RemoteEdges(fn func(dependent *Task, dependency string) bool) {
-	for t := range s.remote {
-		for _, e := range s.graph[t].edges {
-			if e.Remote && e.State == EdgePending && !fn(t, e.ID) {
+	for dep, m := range s.remote {
+		for t := range m {
+			if !fn(t, dep) {
 				return
 			}
 		}
 	}
 }
 
-// RemoteLen is the number of BLOCKED tasks with a pending remote edge.
-func (s *State) RemoteLen() int { return len(s.remote) }
+// RemoteDependents calls fn with each BLOCKED task whose remote edge to
+// dependency is pending, in no order, until fn returns false.
+func (s *State) RemoteDependents(dependency string, fn func(*Task) bool) {
+	for t := range s.remote[dependency] {
+		if !fn(t) {
+			return
+		}
+	}
+}
+
+// RemoteDependencies calls fn with the id of each task of another
+// partition that a BLOCKED task waits for, in no order, until fn returns
+// false.
+func (s *State) RemoteDependencies(fn func(dependency string) bool) {
+	for dep := range s.remote {
+		if !fn(dep) {
+			return
+		}
+	}
+}
 
 // edgeFor is the state of a new edge to d, a task of the state.
 func edgeFor(d *Task) EdgeState {
@@ -551,6 +578,9 @@ func (s *State) resolveDependents(lsn uint64, at Time) {
 // failed one, for the reason because gives. Ending d puts it among the
 // tasks to settle (State.finishing).
 func (s *State) resolveEdge(d *Task, dn *node, e *Edge, to EdgeState, because func() string, lsn uint64, at Time) {
+	if e.Remote {
+		s.unwatchRemote(d, e)
+	}
 	e.State = to
 	dn.pending--
 	switch {
@@ -563,9 +593,6 @@ func (s *State) resolveEdge(d *Task, dn *node, e *Edge, to EdgeState, because fu
 		s.queue(d).add(d)
 		s.released = append(s.released, d)
 	default:
-		if e.Remote && len(s.remote) > 0 && !dn.hasPendingRemote() {
-			delete(s.remote, d)
-		}
 		return
 	}
 	s.touchOther(d, lsn, at)
@@ -667,11 +694,12 @@ func (s *State) addRef(t *Task, n *node, i int, d *Task) {
 // without dependents loses its node.
 func (s *State) dropRefs(t *Task) {
 	n := s.graph[t]
-	if len(s.remote) > 0 {
-		delete(s.remote, t)
-	}
 	for i, e := range n.edges {
-		if e.State != EdgePending || e.Remote {
+		if e.State != EdgePending {
+			continue
+		}
+		if e.Remote {
+			s.unwatchRemote(t, &n.edges[i])
 			continue
 		}
 		d := s.Task(e.ID)

@@ -235,8 +235,8 @@ func (s *State) graphErrors() []error {
 				continue
 			}
 			if e.Remote {
-				if _, ok := s.remote[t]; !ok {
-					bad(t, "BLOCKED on remote dependency %q, not among the watched", e.ID)
+				if j, ok := s.remote[e.ID][t]; !ok || int(j) != i {
+					bad(t, "BLOCKED on remote dependency %q, not at its place among the watched", e.ID)
 				}
 				continue
 			}
@@ -273,9 +273,15 @@ func (s *State) graphErrors() []error {
 			errs = append(errs, fmt.Errorf("a node is kept for a task not in the state (%q)", t.ID))
 		}
 	}
-	for t := range s.remote {
-		if n := s.graph[t]; s.Task(t.ID) != t || t.State != Blocked || n == nil || !n.hasPendingRemote() {
-			errs = append(errs, fmt.Errorf("task %q is watched for a remote edge, but is not BLOCKED on one", t.ID))
+	for dep, m := range s.remote {
+		if len(m) == 0 {
+			errs = append(errs, fmt.Errorf("remote dependency %q is watched for no task", dep))
+		}
+		for t, i := range m {
+			if n := s.graph[t]; s.Task(t.ID) != t || t.State != Blocked || n == nil || int(i) >= len(n.edges) ||
+				n.edges[i] != (Edge{ID: dep, State: EdgePending, Remote: true}) {
+				errs = append(errs, fmt.Errorf("task %q is watched for remote dependency %q, but is not BLOCKED on it", t.ID, dep))
+			}
 		}
 	}
 	for t, rs := range s.results {

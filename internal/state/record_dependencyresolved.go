@@ -105,16 +105,8 @@ func (r *DependencyResolved) failedBecause() string {
 // pending remote edge and t is BLOCKED, or -1: whether a DependencyResolved
 // of them would apply.
 func (s *State) PendingRemote(t *Task, dependency string) int {
-	if t == nil || t.State != Blocked || !t.graph {
-		return -1
-	}
-	for i, e := range s.graph[t].edges {
-		if e.ID == dependency {
-			if e.Remote && e.State == EdgePending {
-				return i
-			}
-			return -1
-		}
+	if i, ok := s.remote[dependency][t]; ok && t != nil {
+		return int(i)
 	}
 	return -1
 }
@@ -126,12 +118,11 @@ func (s *State) keepResult(t *Task, n *node, i int, result []byte) {
 		s.results = make(map[*Task][][]byte)
 	}
 	rs, had := s.results[t]
-	if had {
-		s.held -= heldByResults(rs)
-	} else {
+	if !had {
 		rs = make([][]byte, len(n.edges))
+		s.results[t] = rs
+		s.held += heldByResults(rs)
 	}
+	s.held += int64(len(result) - len(rs[i]))
 	rs[i] = slices.Clone(result)
-	s.results[t] = rs
-	s.held += heldByResults(rs)
 }

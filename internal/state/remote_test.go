@@ -1,6 +1,7 @@
 package state_test
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -155,4 +156,37 @@ func TestDependencyResolvedRefused(t *testing.T) {
 			t.Errorf("%+v applied", r)
 		}
 	}
+}
+
+// BenchmarkRemoteJoin: a join of 10,000 dependencies of other partitions,
+// each resolved by its DependencyResolved (with a result): the cost per
+// record stays flat however many edges the join has (the remote edges are
+// indexed by dependency).
+//
+//	go test ./internal/state -run '^$' -bench BenchmarkRemoteJoin
+func BenchmarkRemoteJoin(b *testing.B) {
+	const n = 10_000
+	deps := make([]string, n)
+	remote := make([]uint32, n)
+	for i := range deps {
+		deps[i] = fmt.Sprintf("01m8tqx82868z2pcan3c2d%04d-p2", i)
+		remote[i] = uint32(i)
+	}
+	for b.Loop() {
+		b.StopTimer()
+		s := state.New()
+		if err := s.Apply(1, remoteTask("join", state.DepDead, deps, remote...)); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		for i, d := range deps {
+			if err := s.Apply(uint64(i+2), &state.DependencyResolved{TaskID: "join", Dependency: d, Outcome: state.EndedCompleted, Result: []byte("r"), At: 1}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if s.Task("join").State != state.Waiting {
+			b.Fatal("the join was not released")
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/edge")
 }

@@ -91,11 +91,11 @@ type State struct {
 	// with dependents that the record being applied ended, for resolveDependents.
 	graph     map[*Task]*node
 	workflows map[WorkflowKey]*Workflow
-	// remote holds the BLOCKED tasks that have a pending remote edge
-	// (RemoteEdges), and results the results remote dependencies completed
-	// with, by task and edge (a derived index, and what DependencyResolved
-	// brought).
-	remote    map[*Task]struct{}
+	// remote indexes the pending remote edges of BLOCKED tasks: by
+	// dependency id, each dependent and the edge's index (RemoteEdges; a
+	// derived index). results holds the results remote dependencies
+	// completed with, by task and edge (what DependencyResolved brought).
+	remote    map[string]map[*Task]int32
 	results   map[*Task][][]byte
 	finishing []*Task
 	// released holds the tasks the last record released (Released), and
