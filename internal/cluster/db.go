@@ -253,3 +253,18 @@ func EachRow(ctx context.Context, q Querier, what, query string, args []any, eac
 	}
 	return nil
 }
+
+// Column returns the one column of every row of query's answer, in order
+// (EachRow: every error is prefixed with what).
+func Column[T any](ctx context.Context, q Querier, what, query string, args ...any) ([]T, error) {
+	var out []T
+	err := EachRow(ctx, q, what, query, args, func(rows *sql.Rows) error {
+		var v T
+		if err := rows.Scan(&v); err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	})
+	return out, err
+}

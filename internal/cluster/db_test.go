@@ -315,8 +315,8 @@ func twoProxies(t *testing.T) (p1, p2 *clustertest.Proxy, list string) {
 	return p1, p2, list
 }
 
-// TestEachRow: every row in order; the first error of each ends the read;
-// each error says what was read.
+// TestEachRow: every row in order (and Column: its one column); the first
+// error of each ends the read; each error says what was read.
 func TestEachRow(t *testing.T) {
 	t.Parallel()
 	_, db := clustertest.DB(t)
@@ -343,5 +343,11 @@ func TestEachRow(t *testing.T) {
 	}
 	if err := cluster.EachRow(ctx, db, "reading numbers", "SELECT n FROM no_such_table", nil, read); err == nil || !strings.HasPrefix(err.Error(), "reading numbers: ") {
 		t.Fatalf("EachRow of a bad query: %v", err)
+	}
+	if ns, err := cluster.Column[int](ctx, db, "reading numbers", query, 2); err != nil || !slices.Equal(ns, []int{2, 3}) {
+		t.Fatalf("Column from 2: %v, %v", ns, err)
+	}
+	if _, err := cluster.Column[int](ctx, db, "reading numbers", "SELECT 'x'"); err == nil || !strings.HasPrefix(err.Error(), "reading numbers: ") {
+		t.Fatalf("Column of a value that is no int: %v", err)
 	}
 }

@@ -74,20 +74,8 @@ func (s *SnapshotStore) stmtCtx() (context.Context, context.CancelFunc) {
 func (s *SnapshotStore) List() ([]uint64, error) {
 	ctx, cancel := s.stmtCtx()
 	defer cancel()
-	var lsns []uint64
-	err := cluster.EachRow(ctx, s.db, fmt.Sprintf("mysqllog: listing the snapshots of partition %d", s.id), `SELECT lsn FROM partition_snapshots
-		WHERE partition_id = ? AND discarded_at IS NULL ORDER BY lsn LIMIT 100000`, []any{s.id}, func(rows *sql.Rows) error {
-		var lsn uint64
-		if err := rows.Scan(&lsn); err != nil {
-			return err
-		}
-		lsns = append(lsns, lsn)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return lsns, nil
+	return cluster.Column[uint64](ctx, s.db, fmt.Sprintf("mysqllog: listing the snapshots of partition %d", s.id), `SELECT lsn FROM partition_snapshots
+		WHERE partition_id = ? AND discarded_at IS NULL ORDER BY lsn LIMIT 100000`, s.id)
 }
 
 // Save stores img as the snapshot at img.LastLSN and returns its Name.

@@ -210,17 +210,9 @@ func (r *Registry) sweep(ctx context.Context) ([]string, error) {
 	}
 	defer tx.Rollback()
 	silence := r.cfg.Silence.Microseconds()
-	var ids []string
-	err = cluster.EachRow(ctx, tx, "registry: sweep", `SELECT node_id FROM nodes
+	ids, err := cluster.Column[string](ctx, tx, "registry: sweep", `SELECT node_id FROM nodes
 		WHERE status = ? AND last_heartbeat < TIMESTAMPADD(MICROSECOND, -?, NOW(6))
-		ORDER BY node_id LIMIT ? FOR UPDATE`, []any{statusActive, silence, sweepBatchLimit}, func(rows *sql.Rows) error {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return err
-		}
-		ids = append(ids, id)
-		return nil
-	})
+		ORDER BY node_id LIMIT ? FOR UPDATE`, statusActive, silence, sweepBatchLimit)
 	if err != nil {
 		return nil, err
 	}

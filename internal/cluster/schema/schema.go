@@ -229,16 +229,15 @@ func Version(ctx context.Context, db *sql.DB) (int, error) {
 }
 
 func appliedVersions(ctx context.Context, conn *sql.Conn) (map[int]bool, error) {
+	vs, err := cluster.Column[int](ctx, conn, "schema: reading schema_migrations", "SELECT version FROM schema_migrations ORDER BY version LIMIT 10000")
+	if err != nil {
+		return nil, err
+	}
 	done := make(map[int]bool)
-	err := cluster.EachRow(ctx, conn, "schema: reading schema_migrations", "SELECT version FROM schema_migrations ORDER BY version LIMIT 10000", nil, func(rows *sql.Rows) error {
-		var v int
-		if err := rows.Scan(&v); err != nil {
-			return err
-		}
+	for _, v := range vs {
 		done[v] = true
-		return nil
-	})
-	return done, err
+	}
+	return done, nil
 }
 
 func tooNew(done map[int]bool, ms []Migration) error {
