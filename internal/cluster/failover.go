@@ -547,34 +547,37 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, e
 }
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	if s, err := c.prepared(ctx, query); err != nil || s != nil {
-		if err != nil {
-			return nil, err
-		}
-		r, err := s.(driver.StmtExecContext).ExecContext(ctx, args)
-		return r, c.check(err)
-	}
-	e, ok := c.Conn.(driver.ExecerContext)
-	if !ok {
-		return nil, driver.ErrSkip
-	}
-	r, err := e.ExecContext(ctx, query, args)
-	return r, c.check(err)
+	e, direct := c.Conn.(driver.ExecerContext)
+	return execOrQuery(c, ctx, query, direct, func(s driver.Stmt) (driver.Result, error) {
+		return s.(driver.StmtExecContext).ExecContext(ctx, args)
+	}, func() (driver.Result, error) { return e.ExecContext(ctx, query, args) })
 }
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	if s, err := c.prepared(ctx, query); err != nil || s != nil {
-		if err != nil {
-			return nil, err
-		}
-		r, err := s.(driver.StmtQueryContext).QueryContext(ctx, args)
-		return r, c.check(err)
+	q, direct := c.Conn.(driver.QueryerContext)
+	return execOrQuery(c, ctx, query, direct, func(s driver.Stmt) (driver.Rows, error) {
+		return s.(driver.StmtQueryContext).QueryContext(ctx, args)
+	}, func() (driver.Rows, error) { return q.QueryContext(ctx, query, args) })
+}
+
+// execOrQuery runs query through the statement the connection prepared
+// for it, if it is a Prepared one (prepared.go: onStmt), or else through
+// the driver's own call (call; driver.ErrSkip where the driver has none,
+// direct false, so that database/sql prepares it); an answer that the
+// server is not ready drops the server.
+func execOrQuery[R any](c *conn, ctx context.Context, query string, direct bool, onStmt func(driver.Stmt) (R, error), call func() (R, error)) (R, error) {
+	var r R
+	s, err := c.prepared(ctx, query)
+	switch {
+	case err != nil:
+		return r, err
+	case s != nil:
+		r, err = onStmt(s)
+	case !direct:
+		return r, driver.ErrSkip
+	default:
+		r, err = call()
 	}
-	q, ok := c.Conn.(driver.QueryerContext)
-	if !ok {
-		return nil, driver.ErrSkip
-	}
-	r, err := q.QueryContext(ctx, query, args)
 	return r, c.check(err)
 }
 
