@@ -95,6 +95,9 @@ func printWorkflow(out io.Writer, wf *client.Workflow) {
 	}
 	row("state", state)
 	row("tasks", fmt.Sprintf("%d: %s", wf.Total, countsText(wf.Tasks)))
+	if wf.Delivering > 0 {
+		row("delivering", fmt.Sprintf("%d (created by its record, on their way to their partitions)", wf.Delivering))
+	}
 	row("created", fmtTime(wf.CreatedAt))
 	row("updated", fmtTime(wf.UpdatedAt))
 	w.Flush()

@@ -187,11 +187,11 @@ func (c *Coordinator) completeLocked(recs []state.Record, it CompleteItem, now s
 			if t.State != state.Leased {
 				return nil, wrongState(t, " was committed by an earlier attempt, whose commit spawned what it spawned: a finalisation spawns nothing")
 			}
-			tasks, spawned, err := c.checkSpawn(t, it.Spawn, now.Std())
+			tasks, deliver, spawned, err := c.checkSpawn(t, it.Spawn, now.Std())
 			if err != nil {
 				return nil, err
 			}
-			rec.Spawn, ids = tasks, spawned
+			rec.Spawn, rec.Deliver, ids = tasks, deliver, spawned
 		}
 		return rec, nil
 	})

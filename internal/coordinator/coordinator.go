@@ -78,6 +78,8 @@ type Coordinator struct {
 	// that a held tick may fire (a task finished).
 	crons map[state.ScheduleKey]cronEntry
 	wake  chan struct{}
+	// delivering tells RunDeliveries that a record kept deliveries.
+	delivering chan struct{}
 	// ids is the randomness of new task and lease ids (under mu).
 	ids *idRand
 	// reported is the state's HeldBytes as last added to Config.Memory
@@ -105,15 +107,16 @@ func OpenFrom(ctx context.Context, log Log, st *state.State, cfg Config) (*Coord
 		return nil, err
 	}
 	c := &Coordinator{
-		cfg:     cfg,
-		log:     tailLog{log},
-		lg:      cfg.Logger,
-		st:      st,
-		signals: make(map[state.QueueKey]chan struct{}),
-		workers: newRegistry(),
-		crons:   make(map[state.ScheduleKey]cronEntry),
-		wake:    make(chan struct{}, 1),
-		ids:     newIDRand(cfg.Rand),
+		cfg:        cfg,
+		log:        tailLog{log},
+		lg:         cfg.Logger,
+		st:         st,
+		signals:    make(map[state.QueueKey]chan struct{}),
+		workers:    newRegistry(),
+		crons:      make(map[state.ScheduleKey]cronEntry),
+		wake:       make(chan struct{}, 1),
+		delivering: make(chan struct{}, 1),
+		ids:        newIDRand(cfg.Rand),
 	}
 	c.compactor, _ = log.(Compactor)
 	start := c.cfg.Clock.Now()
@@ -201,6 +204,10 @@ func (c *Coordinator) Close() error {
 	case c.wake <- struct{}{}:
 	default:
 	}
+	select {
+	case c.delivering <- struct{}{}:
+	default:
+	}
 	return nil
 }
 
@@ -278,11 +285,21 @@ func (c *Coordinator) afterApply(r state.Record) {
 	switch r := r.(type) {
 	case *state.TasksSubmitted:
 		c.created(r.Tasks)
+		c.delivered(r.Deliver)
 		return
 	case *state.TaskCommitted:
 		c.created(r.Spawn)
+		c.delivered(r.Deliver)
 	case *state.TaskCompleted:
 		c.created(r.Spawn)
+		c.delivered(r.Deliver)
+	case *state.TasksDelivered:
+		// A workflow waited for may be final now that none of its tasks
+		// is being delivered: its waiters look again.
+		for k, ch := range c.wfWaits {
+			close(ch)
+			delete(c.wfWaits, k)
+		}
 	case *state.QueueResumed:
 		c.signal(state.QueueKey{Namespace: r.Namespace, Queue: r.Queue})
 		return

@@ -32,8 +32,8 @@ func WorkflowRequestID(workflow string, i int) string {
 // derived from the workflow id included), and refused otherwise.
 func (c *Coordinator) SubmitWorkflow(ctx context.Context, workflow string, reqs []SubmitRequest) ([]SubmitID, error) {
 	out := make([]SubmitID, len(reqs))
-	err := c.submitGraph(ctx, workflow, reqs, func(i int, t *state.Task, dup bool) {
-		out[i] = SubmitID{ID: t.ID, Duplicate: dup}
+	err := c.submitGraph(ctx, workflow, reqs, func(i int, id string, _ *state.Task, dup bool) {
+		out[i] = SubmitID{ID: id, Duplicate: dup}
 	})
 	if err != nil {
 		return nil, err
@@ -95,6 +95,7 @@ func (l Limits) checkGraphFields(workflow string, reqs []SubmitRequest) error {
 // each new task's dependencies by id.
 type graphPlan struct {
 	dup    []*state.Task // the existing task of a request, or nil
+	rdup   []bool        // a request of another partition that names a task already (its id in ids)
 	newIdx []int         // the requests of new tasks, in creation order
 	ids    []string      // the id of each request's new task
 	deps   [][]string    // each request's dependencies, by task id
@@ -102,8 +103,9 @@ type graphPlan struct {
 }
 
 // submitGraph is submitBatch's path for a workflow batch or a batch with
-// dependencies.
-func (c *Coordinator) submitGraph(ctx context.Context, workflow string, reqs []SubmitRequest, answer func(i int, t *state.Task, dup bool)) error {
+// dependencies. answer gets each request's task id and, for a task of
+// this partition, the task (nil for one of another partition).
+func (c *Coordinator) submitGraph(ctx context.Context, workflow string, reqs []SubmitRequest, answer func(i int, id string, t *state.Task, dup bool)) error {
 	l := c.cfg.Limits
 	if len(reqs) == 0 {
 		return fieldErr("requests", "at least one task is required")
@@ -163,18 +165,28 @@ func (c *Coordinator) submitGraph(ctx context.Context, workflow string, reqs []S
 			c.mu.Unlock()
 			return err
 		}
-		if workflow == "" && len(tasks) == 1 {
+		here, deliver := c.splitPlaced(tasks, reqs, p.newIdx)
+		switch {
+		case workflow == "" && len(tasks) == 1 && len(deliver) == 0:
 			recs = append(recs, &tasks[0])
-		} else {
+		case len(deliver) == 0:
 			recs = append(recs, &state.TasksSubmitted{Workflow: workflow, Tasks: tasks, At: state.TimeOf(now)})
+		default:
+			r := &state.TasksSubmitted{Workflow: workflow, Tasks: here, Deliver: deliver, At: state.TimeOf(now)}
+			if err := c.st.CheckSubmitted(r); err != nil {
+				c.mu.Unlock()
+				return fieldErr("requests", "the batch cannot be created: %v", err)
+			}
+			recs = append(recs, r)
 		}
 	}
 	return c.writeAnswered(ctx, recs, func() {
 		for i := range reqs {
-			if t := p.dup[i]; t != nil {
-				answer(i, c.st.Task(t.ID), true)
-			} else {
-				answer(i, c.st.Task(p.ids[i]), false)
+			switch t := p.dup[i]; {
+			case t != nil:
+				answer(i, t.ID, c.st.Task(t.ID), true)
+			default:
+				answer(i, p.ids[i], c.st.Task(p.ids[i]), p.rdup[i])
 			}
 		}
 	})
@@ -187,7 +199,7 @@ func (c *Coordinator) submitGraph(ctx context.Context, workflow string, reqs []S
 // plan, or the refusal to answer.
 func (c *Coordinator) planGraph(workflow string, reqs []SubmitRequest, given map[[2]string]int, now time.Time) (*graphPlan, error) {
 	l := c.cfg.Limits
-	p := &graphPlan{dup: make([]*state.Task, len(reqs)), ids: make([]string, len(reqs)), deps: make([][]string, len(reqs)),
+	p := &graphPlan{dup: make([]*state.Task, len(reqs)), rdup: make([]bool, len(reqs)), ids: make([]string, len(reqs)), deps: make([][]string, len(reqs)),
 		remote: make([][]uint32, len(reqs))}
 	var wf *state.Workflow
 	if workflow != "" {
@@ -202,7 +214,24 @@ func (c *Coordinator) planGraph(workflow string, reqs []SubmitRequest, given map
 			continue
 		}
 		k := [2]string{r.Namespace, r.RequestID}
-		if t := c.st.ByRequest(r.Namespace, r.RequestID); t != nil {
+		if c.remote(r) {
+			// A task of another partition: its id is derived from its
+			// request id, a pending delivery of it names it here, and a
+			// workflow that exists here is a retry of its batch.
+			id := DeliveredTaskID(r.Namespace, r.RequestID, r.Place)
+			if d := c.st.DeliveringRequest(r.Namespace, r.RequestID); d != nil {
+				if err := sameRequest(i, r, d.Task.TaskID, d.Task.Queue, d.Task.Kind, d.Task.Key, d.Task.Payload); err != nil {
+					return nil, workflowReused(workflow, err, r.RequestID)
+				}
+				id = d.Task.TaskID
+			} else if workflow == "" || wf == nil {
+				id = ""
+			}
+			if id != "" {
+				p.rdup[i], p.ids[i] = true, id
+				continue
+			}
+		} else if t := c.st.ByRequest(r.Namespace, r.RequestID); t != nil {
 			if err := sameRequest(i, r, t.ID, t.Queue, t.Kind, c.st.KeyOf(t), t.Payload); err != nil {
 				return nil, workflowReused(workflow, err, r.RequestID)
 			}
@@ -221,6 +250,8 @@ func (c *Coordinator) planGraph(workflow string, reqs []SubmitRequest, given map
 	if workflow != "" {
 		for i, t := range p.dup {
 			switch {
+			case p.rdup[i]:
+				// Its partition holds it.
 			case wf != nil && (t == nil || c.st.WorkflowOf(t) != wf):
 				return nil, fieldErr("workflow_id", "workflow %q exists already with other tasks (requests[%d] is not one of them): a retry repeats its batch, and a new workflow needs a new id", workflow, i)
 			case wf == nil && t != nil:
@@ -232,7 +263,7 @@ func (c *Coordinator) planGraph(workflow string, reqs []SubmitRequest, given map
 	// create) or a task of the state.
 	refs := make([][]int, len(reqs)) // the batch requests each new request depends on
 	for i := range reqs {
-		if p.dup[i] != nil || sameAs[i] >= 0 {
+		if p.dup[i] != nil || p.rdup[i] || sameAs[i] >= 0 {
 			continue
 		}
 		for j, id := range reqs[i].DependsOn {
@@ -240,6 +271,15 @@ func (c *Coordinator) planGraph(workflow string, reqs []SubmitRequest, given map
 			if k, ok := given[[2]string{reqs[i].Namespace, id}]; ok {
 				for sameAs[k] >= 0 {
 					k = sameAs[k]
+				}
+				if c.placeOf(&reqs[k]) != c.placeOf(&reqs[i]) {
+					// In another partition than the task's: a remote edge
+					// there.
+					p.remote[i] = append(p.remote[i], uint32(len(p.deps[i])))
+				}
+				if p.rdup[k] {
+					p.deps[i] = append(p.deps[i], p.ids[k])
+					continue
 				}
 				if t := p.dup[k]; t != nil {
 					p.deps[i] = append(p.deps[i], t.ID)
@@ -253,10 +293,18 @@ func (c *Coordinator) planGraph(workflow string, reqs []SubmitRequest, given map
 				continue
 			}
 			if slices.Contains(reqs[i].Remote, id) {
-				if c.st.Task(id) != nil {
+				// A task of another partition than the task's, checked to
+				// exist there.
+				if c.st.Task(id) != nil && !c.remote(&reqs[i]) {
 					return nil, fieldErr(field, "task %s is a task of this partition, not of another", id)
 				}
 				p.remote[i] = append(p.remote[i], uint32(len(p.deps[i])))
+				p.deps[i] = append(p.deps[i], id)
+				continue
+			}
+			if c.remote(&reqs[i]) {
+				// A task of the partition the task goes to, checked to
+				// exist there.
 				p.deps[i] = append(p.deps[i], id)
 				continue
 			}
@@ -270,7 +318,7 @@ func (c *Coordinator) planGraph(workflow string, reqs []SubmitRequest, given map
 			p.deps[i] = append(p.deps[i], t.ID)
 		}
 	}
-	order, cycle := topoOrder(len(reqs), refs, func(i int) bool { return p.dup[i] == nil && sameAs[i] < 0 })
+	order, cycle := topoOrder(len(reqs), refs, func(i int) bool { return p.dup[i] == nil && !p.rdup[i] && sameAs[i] < 0 })
 	if cycle != nil {
 		names := make([]string, len(cycle))
 		for k, i := range cycle {
@@ -281,7 +329,14 @@ func (c *Coordinator) planGraph(workflow string, reqs []SubmitRequest, given map
 	pending := make(map[string]struct{}, len(order))
 	depth := make([]int, len(reqs))
 	for _, i := range order {
-		p.ids[i] = c.newTaskID(now, pending)
+		switch r := &reqs[i]; {
+		case !c.remote(r):
+			p.ids[i] = c.newTaskID(now, pending)
+		case r.RequestID != "":
+			p.ids[i] = DeliveredTaskID(r.Namespace, r.RequestID, r.Place)
+		default:
+			p.ids[i] = c.newRemoteID(now, r.Place, pending)
+		}
 		k := 0
 		for j := range p.deps[i] {
 			if p.deps[i][j] == "" {
@@ -447,13 +502,13 @@ func (c *Coordinator) dependencyResults(t *state.Task) (string, []DependencyResu
 // t's namespace (a spawn given none is in it) and, with t's workflow,
 // within its limits; their dependencies name each other by request id,
 // tasks of the partition (t among them) by id.
-func (c *Coordinator) checkSpawn(t *state.Task, spawn []SubmitRequest, now time.Time) ([]state.TaskCreated, []string, error) {
+func (c *Coordinator) checkSpawn(t *state.Task, spawn []SubmitRequest, now time.Time) (here, deliver []state.TaskCreated, ids []string, err error) {
 	if len(spawn) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	l := c.cfg.Limits
 	if len(spawn) > l.MaxSpawn {
-		return nil, nil, fieldErr("spawn", "%d tasks is over the limit of %d per commit (--max-spawn)", len(spawn), l.MaxSpawn)
+		return nil, nil, nil, fieldErr("spawn", "%d tasks is over the limit of %d per commit (--max-spawn)", len(spawn), l.MaxSpawn)
 	}
 	for i := range spawn {
 		r := &spawn[i]
@@ -461,17 +516,17 @@ func (c *Coordinator) checkSpawn(t *state.Task, spawn []SubmitRequest, now time.
 			r.Namespace = t.Namespace
 		}
 		if r.Namespace != t.Namespace {
-			return nil, nil, spawnErr(fieldErr("namespace", "%q is not the namespace of the task that spawns it, %q", r.Namespace, t.Namespace), i)
+			return nil, nil, nil, spawnErr(fieldErr("namespace", "%q is not the namespace of the task that spawns it, %q", r.Namespace, t.Namespace), i)
 		}
 		if err := l.validateSubmit(r, now); err != nil {
-			return nil, nil, spawnErr(err, i)
+			return nil, nil, nil, spawnErr(err, i)
 		}
 	}
 	if err := l.checkGraphFields("", spawn); err != nil {
-		return nil, nil, spawnErr(err, -1)
+		return nil, nil, nil, spawnErr(err, -1)
 	}
 	if n := recordBytes(spawn); n > l.MaxAtomicBytes {
-		return nil, nil, &LimitError{Field: "spawn", Size: n, Limit: l.MaxAtomicBytes}
+		return nil, nil, nil, &LimitError{Field: "spawn", Size: n, Limit: l.MaxAtomicBytes}
 	}
 	given := make(map[[2]string]int, len(spawn))
 	for i := range spawn {
@@ -483,10 +538,10 @@ func (c *Coordinator) checkSpawn(t *state.Task, spawn []SubmitRequest, now time.
 	}
 	p, err := c.planGraph("", spawn, given, now)
 	if err != nil {
-		return nil, nil, spawnErr(err, -1)
+		return nil, nil, nil, spawnErr(err, -1)
 	}
 	if w := c.st.WorkflowOf(t); w != nil && w.Len()+len(p.newIdx) > l.MaxWorkflowTasks {
-		return nil, nil, fieldErr("spawn", "workflow %s would have %d tasks, over the limit of %d (--max-workflow-tasks)", w.Key.ID, w.Len()+len(p.newIdx), l.MaxWorkflowTasks)
+		return nil, nil, nil, fieldErr("spawn", "workflow %s would have %d tasks, over the limit of %d (--max-workflow-tasks)", w.Key.ID, w.Len()+len(p.newIdx), l.MaxWorkflowTasks)
 	}
 	tasks := make([]state.TaskCreated, len(p.newIdx))
 	for k, i := range p.newIdx {
@@ -494,9 +549,9 @@ func (c *Coordinator) checkSpawn(t *state.Task, spawn []SubmitRequest, now time.
 		tasks[k].DependsOn, tasks[k].OnDependencyFailure, tasks[k].Remote = p.deps[i], spawn[i].OnDependencyFailure, p.remote[i]
 	}
 	if err := c.admitTasksLocked(tasks); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	ids := make([]string, len(spawn))
+	ids = make([]string, len(spawn))
 	for i := range spawn {
 		if d := p.dup[i]; d != nil {
 			ids[i] = d.ID
@@ -504,7 +559,8 @@ func (c *Coordinator) checkSpawn(t *state.Task, spawn []SubmitRequest, now time.
 			ids[i] = p.ids[i]
 		}
 	}
-	return tasks, ids, nil
+	here, deliver = c.splitPlaced(tasks, spawn, p.newIdx)
+	return here, deliver, ids, nil
 }
 
 // spawnErr names the spawn in the field of err: "requests[i]." (from

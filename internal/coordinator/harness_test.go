@@ -52,11 +52,19 @@ type env struct {
 	maxExpiries int
 	// memory is Config.Memory.
 	memory *MemoryBudget
+	// suffix is Config.TaskIDSuffix: the partition's, in cluster mode.
+	suffix string
 }
 
 func newEnv(t *testing.T, seed uint64) *env {
 	t.Helper()
-	e := &env{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch), sync: wal.SyncNone, seed: seed, rand: newSeededRand(seed), checkEveryRecord: true}
+	return newEnvIn(t, seed, "")
+}
+
+// newEnvIn is newEnv for a partition whose task ids end with suffix.
+func newEnvIn(t *testing.T, seed uint64, suffix string) *env {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch), sync: wal.SyncNone, seed: seed, rand: newSeededRand(seed), checkEveryRecord: true, suffix: suffix}
 	e.open()
 	t.Cleanup(e.close)
 	return e
@@ -67,7 +75,8 @@ func (e *env) config() Config {
 	if scan == 0 {
 		scan = time.Second
 	}
-	return Config{Clock: e.clock, Rand: e.rand, ExpiryScanInterval: scan, MaxExpiriesPerScan: e.maxExpiries, Observer: e.observer, Memory: e.memory}
+	return Config{Clock: e.clock, Rand: e.rand, ExpiryScanInterval: scan, MaxExpiriesPerScan: e.maxExpiries, Observer: e.observer, Memory: e.memory,
+		TaskIDSuffix: e.suffix}
 }
 
 func (e *env) open() {

@@ -20,9 +20,13 @@ func newID(now time.Time, r *idRand) string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
 	r.fill(b[6:])
+	return encodeID(binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:]))
+}
+
+// encodeID writes 128 bits as 26 base32 digits: the first digit carries
+// the top 3 bits.
+func encodeID(hi, lo uint64) string {
 	var out [26]byte
-	// 128 bits as 26 base32 digits: the first digit carries the top 3 bits.
-	hi, lo := binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
 	for i := 25; i >= 0; i-- {
 		out[i] = crockford[lo&31]
 		lo = lo>>5 | hi<<59

@@ -515,12 +515,12 @@ func (c *Coordinator) CommitSpawn(ctx context.Context, taskID, leaseID string, r
 			return nil, &TaskError{Kind: ErrAlreadyCommitted, TaskID: t.ID, LeaseID: leaseID, CommittedBy: t.CommittedBy,
 				msg: fmt.Sprintf("%v: task %s was committed by an earlier attempt; a finalisation lease applies the committed result's effects and calls Complete", ErrAlreadyCommitted, t.ID)}
 		}
-		tasks, spawned, err := c.checkSpawn(t, spawn, now.Std())
+		tasks, deliver, spawned, err := c.checkSpawn(t, spawn, now.Std())
 		if err != nil {
 			return nil, err
 		}
 		tok, ids = FencingToken{TaskID: t.ID, Attempt: cur.Attempt}, spawned
-		return &state.TaskCommitted{TaskID: t.ID, LeaseID: leaseID, Result: result, At: now, Spawn: tasks}, nil
+		return &state.TaskCommitted{TaskID: t.ID, LeaseID: leaseID, Result: result, At: now, Spawn: tasks, Deliver: deliver}, nil
 	})
 	return tok, ids, err
 }

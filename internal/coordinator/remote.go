@@ -13,8 +13,8 @@ import (
 // resolves the edge with a DependencyResolved record.
 
 // RemoteDependencies returns the ids of the tasks of other partitions that
-// a BLOCKED task of this partition waits for (each once, sorted): what the
-// host watches. It is read from the state as it is, durable or not: an
+// a BLOCKED task of this partition waits for (each once, sorted), but for
+// those this partition is still delivering: what the host watches. It is read from the state as it is, durable or not: an
 // edge that a crash undoes is resolved by nobody, which changes nothing.
 func (c *Coordinator) RemoteDependencies() ([]string, error) {
 	if err := c.lock(); err != nil {
@@ -23,7 +23,11 @@ func (c *Coordinator) RemoteDependencies() ([]string, error) {
 	defer c.mu.Unlock()
 	var out []string
 	c.st.RemoteDependencies(func(dep string) bool {
-		out = append(out, dep)
+		if !c.st.Delivering(dep) {
+			// One this partition is still delivering is not asked: it may
+			// not exist there yet (deliveries.go).
+			out = append(out, dep)
+		}
 		return true
 	})
 	slices.Sort(out)
@@ -58,6 +62,11 @@ func (c *Coordinator) ResolveRemote(ctx context.Context, dependency string, end 
 	}
 	if err := c.lock(); err != nil {
 		return 0, err
+	}
+	if end.Outcome == state.EndedGone && c.st.Delivering(dependency) {
+		// Not there yet: this partition is delivering it.
+		c.mu.Unlock()
+		return 0, nil
 	}
 	var dependents []*state.Task
 	c.st.RemoteDependents(dependency, func(t *state.Task) bool {

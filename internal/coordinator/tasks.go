@@ -58,6 +58,12 @@ type SubmitRequest struct {
 	// task's namespace: their edges are resolved by DependencyResolved
 	// records (docs/design/workflows.md, "Cluster mode").
 	Remote []string
+	// Place is, for a task of a workflow batch or a spawn that a cluster
+	// node placed in another partition than this coordinator's, the id
+	// suffix of that partition ("" or this partition's: here). Such a task
+	// is kept as a delivery (deliveries.go); only a workflow batch, a batch
+	// with dependencies and a spawn may place one elsewhere.
+	Place string
 }
 
 // SubmitResult is the created (or, for a repeated request id, existing)
@@ -400,8 +406,13 @@ func (r *relaying) refuse(i int, err error) bool {
 // calls answer for each request it submits, in order, with its task once
 // applied (c.mu held), before waiting for the log.
 func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, relay *relaying, answer func(i int, t *state.Task, dup bool)) error {
-	if relay == nil && graphed("", reqs) {
-		return c.submitGraph(ctx, "", reqs, answer)
+	if relay == nil && (graphed("", reqs) || c.anyRemote(reqs)) {
+		return c.submitGraph(ctx, "", reqs, func(i int, id string, t *state.Task, dup bool) {
+			if t == nil {
+				t = &state.Task{ID: id} // of another partition: its id only
+			}
+			answer(i, t, dup)
+		})
 	}
 	if len(reqs) == 0 {
 		return fieldErr("requests", "at least one task is required")

@@ -22,14 +22,17 @@ type WorkflowView struct {
 	Cancelled *state.Pause
 	Counts    [state.NumStates]int
 	Total     int
+	// Delivering counts its tasks that this partition's records created
+	// for other partitions and has not delivered yet (not in Total).
+	Delivering int
 }
 
 // Done reports whether every task of the workflow has ended.
-func (v WorkflowView) Done() bool { return ended(v) == v.Total }
+func (v WorkflowView) Done() bool { return ended(v) == v.Total && v.Delivering == 0 }
 
 // workflowView copies w; c.mu must be held.
-func workflowView(w *state.Workflow) WorkflowView {
-	v := WorkflowView{Key: w.Key, CreatedAt: w.CreatedAt, Counts: w.Counts(), Total: w.Len()}
+func (c *Coordinator) workflowView(w *state.Workflow) WorkflowView {
+	v := WorkflowView{Key: w.Key, CreatedAt: w.CreatedAt, Counts: w.Counts(), Total: w.Len(), Delivering: c.st.WorkflowDeliveries(w.Key)}
 	if w.Cancelled != nil {
 		p := *w.Cancelled
 		v.Cancelled = &p
@@ -97,7 +100,7 @@ func (c *Coordinator) Workflow(ctx context.Context, namespace, id string, after 
 		if w == nil {
 			return workflowNotFound(k)
 		}
-		v = workflowView(w)
+		v = c.workflowView(w)
 		w.Members(func(t *state.Task) bool {
 			key := c.st.OrderKey(t)
 			if !after.Less(key) {
@@ -133,7 +136,7 @@ func (c *Coordinator) Workflows(ctx context.Context, namespace string, after sta
 				next = out[len(out)-1].Key
 				return false
 			}
-			out = append(out, workflowView(w))
+			out = append(out, c.workflowView(w))
 			return true
 		})
 		return nil
@@ -206,11 +209,11 @@ func (c *Coordinator) workflowAction(ctx context.Context, namespace, id string, 
 		}
 		return WorkflowView{}, 0, refusal
 	}
-	before := workflowView(w)
+	before := c.workflowView(w)
 	var after WorkflowView
 	err = c.writeAnswered(ctx, []state.Record{r}, func() {
 		if w := c.st.Workflow(k); w != nil {
-			after = workflowView(w)
+			after = c.workflowView(w)
 		}
 	})
 	return after, count(before, after), err
@@ -229,7 +232,8 @@ func (c *Coordinator) WaitWorkflow(ctx context.Context, namespace, id string, wa
 		if w == nil {
 			return nil, workflowNotFound(k)
 		}
-		if v, done = workflowView(w), w.Final(); done {
+		if v = c.workflowView(w); v.Done() {
+			done = true
 			return nil, nil
 		}
 		return waiter(&c.wfWaits, k), nil

@@ -64,6 +64,11 @@ type Config struct {
 	// Observer, if set, is told of opens, snapshots and the close
 	// (metrics).
 	Observer Observer
+	// Deliver, if set (cluster mode), has the tasks that this partition's
+	// records created for other partitions created there: the host runs
+	// the coordinator's RunDeliveries with it while it serves
+	// (docs/design/workflows.md, "Cluster mode").
+	Deliver coordinator.DeliverFunc
 }
 
 // Observer is told what a host did, for metrics. Calls may come
@@ -204,6 +209,10 @@ func (h *Host) open(ctx context.Context) error {
 			h.failed(c)
 		}
 	})
+	if h.cfg.Deliver != nil {
+		// It ends with the coordinator (its error is Run's to handle).
+		h.wg.Go(func() { _ = c.RunDeliveries(h.ctx, h.cfg.Deliver) })
+	}
 	return nil
 }
 

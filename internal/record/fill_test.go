@@ -83,16 +83,20 @@ func fill(t testing.TB, v reflect.Value) {
 	}
 	v = v.Elem()
 	walk(v, v.Type().Name(), v.Type().Name())
-	for _, f := range later {
-		f()
+	for i := 0; i < len(later); i++ { // a field walked later may hold one to walk later still
+		later[i]()
 	}
 }
 
 // appended are the fields (Type.Field) added to a nested struct of
 // records after their lines were pinned.
 var appended = map[string]bool{
-	"ScheduleDef.Kind":   true,
-	"TaskCreated.Remote": true,
+	"ScheduleDef.Kind":       true,
+	"TaskCreated.Remote":     true,
+	"TaskCommitted.Deliver":  true,
+	"TaskCompleted.Deliver":  true,
+	"TasksSubmitted.Deliver": true,
+	"TasksSubmitted.Parent":  true,
 }
 
 // fieldDiff is one field in which two records differ.

@@ -55,6 +55,7 @@ const (
 	TypeWorkflowCancelled    Type = 32
 	TypeWorkflowRetried      Type = 33
 	TypeDependencyResolved   Type = 34
+	TypeTasksDelivered       Type = 35
 )
 
 // registry has one row per record type: its number, its name (printed by
@@ -166,6 +167,7 @@ var registry = []row{
 				Result:      r.Result,
 				AtUnixNanos: int64(r.At),
 				Spawn:       taskCreatedsToPB(m.Spawn, r.Spawn),
+				Deliver:     taskCreatedsToPB(m.Deliver, r.Deliver),
 			}
 		},
 		func(m *recordpb.TaskCommitted) *state.TaskCommitted {
@@ -176,6 +178,7 @@ var registry = []row{
 				Result:  noEmpty(m.Result),
 				At:      state.Time(m.AtUnixNanos),
 				Spawn:   taskCreatedsFromPB(m.Spawn),
+				Deliver: taskCreatedsFromPB(m.Deliver),
 			}
 		}),
 
@@ -188,6 +191,7 @@ var registry = []row{
 				Result:      r.Result,
 				AtUnixNanos: int64(r.At),
 				Spawn:       taskCreatedsToPB(m.Spawn, r.Spawn),
+				Deliver:     taskCreatedsToPB(m.Deliver, r.Deliver),
 			}
 		},
 		func(m *recordpb.TaskCompleted) *state.TaskCompleted {
@@ -198,6 +202,7 @@ var registry = []row{
 				Result:  noEmpty(m.Result),
 				At:      state.Time(m.AtUnixNanos),
 				Spawn:   taskCreatedsFromPB(m.Spawn),
+				Deliver: taskCreatedsFromPB(m.Deliver),
 			}
 		}),
 
@@ -668,6 +673,8 @@ var registry = []row{
 				Tasks:       taskCreatedsToPB(m.Tasks, r.Tasks),
 				By:          r.By,
 				AtUnixNanos: int64(r.At),
+				Deliver:     taskCreatedsToPB(m.Deliver, r.Deliver),
+				Parent:      r.Parent,
 			}
 		},
 		func(m *recordpb.TasksSubmitted) *state.TasksSubmitted {
@@ -676,6 +683,8 @@ var registry = []row{
 				Tasks:    taskCreatedsFromPB(m.Tasks),
 				By:       m.By,
 				At:       state.Time(m.AtUnixNanos),
+				Deliver:  taskCreatedsFromPB(m.Deliver),
+				Parent:   m.Parent,
 			}
 		}),
 
@@ -784,6 +793,20 @@ var registry = []row{
 				Outcome:    state.Ended(min(m.Outcome, 255)),
 				Result:     noEmpty(m.Result),
 				At:         state.Time(m.AtUnixNanos),
+			}
+		}),
+
+	entry(TypeTasksDelivered, "TasksDelivered",
+		func(r *state.TasksDelivered, m *recordpb.TasksDelivered) {
+			*m = recordpb.TasksDelivered{
+				TaskIds:     r.TaskIDs,
+				AtUnixNanos: int64(r.At),
+			}
+		},
+		func(m *recordpb.TasksDelivered) *state.TasksDelivered {
+			return &state.TasksDelivered{
+				TaskIDs: m.TaskIds,
+				At:      state.Time(m.AtUnixNanos),
 			}
 		}),
 }

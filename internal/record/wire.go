@@ -50,7 +50,7 @@ func appendWire(b []byte, r state.Record) ([]byte, bool) {
 		b = pbwire.Fixed(b, 6, int64(r.GrantedAt))
 		return pbwire.String(b, 7, r.By), true
 	case *state.TaskCompleted:
-		if r == nil || len(r.Spawn) > 0 || !pbwire.ValidStrings(r.TaskID, r.LeaseID, r.By) {
+		if r == nil || len(r.Spawn)+len(r.Deliver) > 0 || !pbwire.ValidStrings(r.TaskID, r.LeaseID, r.By) {
 			return b, false
 		}
 		b = pbwire.String(b, 1, r.TaskID)

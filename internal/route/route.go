@@ -3,6 +3,7 @@ package route
 import (
 	"context"
 	"net/http"
+	"strconv"
 
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
@@ -78,6 +79,14 @@ const PartitionHeader = "Tenure-Partition"
 // index among the queue's n partitions in the order of Router.Scope.
 const SplitHeader = "Tenure-Split"
 
+// PlacedHeader, on a SubmitBatch that one node forwards to the node that
+// serves the batch's home partition (PartitionHeader: a workflow batch
+// whose tasks go to several partitions, docs/design/workflows.md,
+// "Cluster mode"), gives the partition of each task, in decimal,
+// comma-separated in the batch's order: the home writes them as the
+// forwarding node placed them.
+const PlacedHeader = "Tenure-Placed"
+
 // Protocol is the version of what the nodes of a cluster send each other:
 // the calls they forward, these headers, and the shapes of the answers
 // they expect. It grows when those change in a way a node of the version
@@ -111,6 +120,19 @@ type forwardedKey struct{}
 // request would take, answered with the node's id alone. Any other caller
 // is refused.
 const NodeProbePath = "/tenure.cluster/probe"
+
+// DeliverPath is where a cluster node creates, in a partition it serves,
+// the tasks that a record of another partition created for it
+// (docs/design/workflows.md, "Cluster mode"): a POST signed as forwarded
+// by a node of the cluster, PartitionHeader naming the partition, whose
+// body is coordinator.EncodeDelivered's. 200 answers that the tasks are
+// durable there (created now, or found created before); another status,
+// with the error as text, that they are not. Any other caller is refused.
+const DeliverPath = "/tenure.cluster/deliver"
+
+// TaskIDSuffix is the suffix of the ids of tasks created in partition id
+// of a cluster.
+func TaskIDSuffix(id uint64) string { return "-p" + strconv.FormatUint(id, 10) }
 
 // NodeIdentity is a router that serves one node of a cluster: NodeID is
 // its --node-id, the answer to NodeProbePath.

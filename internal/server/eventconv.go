@@ -197,6 +197,9 @@ func logEvent(e *tenurev1.Event, r state.Record) bool {
 	case *state.WorkflowRetried:
 		e.At, e.RequestedBy, e.Namespace = ts(r.At), r.By, r.Namespace
 		e.Record = &tenurev1.Event_WorkflowRetried{WorkflowRetried: &tenurev1.WorkflowRetriedEvent{WorkflowId: r.Workflow, Reason: r.Reason}}
+	case *state.TasksDelivered:
+		e.At = ts(r.At)
+		e.Record = &tenurev1.Event_TasksDelivered{TasksDelivered: &tenurev1.TasksDeliveredEvent{TaskIds: r.TaskIDs}}
 	default:
 		return false
 	}

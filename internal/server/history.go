@@ -54,6 +54,9 @@ func historyEntryOf(id string, h coordinator.HistoryEntry) *tenurev1.HistoryEntr
 		if r.Workflow != "" {
 			how = fmt.Sprintf("submitted in workflow %s (a batch of %d)", r.Workflow, len(r.Tasks))
 		}
+		if r.Parent != "" {
+			how = "spawned by the commit of task " + r.Parent + ", delivered from its partition"
+		}
 	case *state.TaskCommitted:
 		how, tasks = "spawned by the commit of task "+r.TaskID, r.Spawn
 	case *state.TaskCompleted:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/route"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 )
 
@@ -188,6 +189,10 @@ func bodyCaps(l coordinator.Limits, maxRequest int) (map[string]bodyCap, bodyCap
 		"the limit of a batch (--max-request-bytes): split it into smaller batches"}
 	// A commit may carry the tasks it spawns: as much as a batch.
 	spawn := bodyCap{batch.limit, "the limit of a batch (--max-request-bytes), for a result and the tasks it spawns: spawn fewer, or smaller, tasks"}
+	// A delivery holds tasks of one record (docs/design/workflows.md,
+	// "Cluster mode").
+	atomic := cmp.Or(l.MaxAtomicBytes, coordinator.DefaultLimits.MaxAtomicBytes)
+	deliver := bodyCap{max(int64(atomic)+otherSlack, batch.limit), "the limit of one record's tasks (--max-atomic-bytes)"}
 	return map[string]bodyCap{
 		tenurev1connect.TaskServiceSubmitProcedure:             sub,
 		tenurev1connect.ScheduleServiceCreateScheduleProcedure: sub,
@@ -198,6 +203,7 @@ func bodyCaps(l coordinator.Limits, maxRequest int) (map[string]bodyCap, bodyCap
 		tenurev1connect.WorkerServiceCompleteBatchProcedure:    batch,
 		tenurev1connect.OutboxServiceRelayProcedure:            batch,
 		tenurev1connect.OutboxServiceReleaseProcedure:          batch,
+		route.DeliverPath: deliver,
 	}, bodyCap{otherSlack, "ample for every field of the call"}
 }
 

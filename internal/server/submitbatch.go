@@ -33,7 +33,7 @@ type submitted struct {
 // is then atomic on its own. If a part fails the call fails, though other
 // parts may have been created: a retry with the same request ids (the SDK
 // always sets them) creates each task once.
-func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchRequest) (*tenurev1.SubmitBatchResponse, error) {
+func (s *Server) submitBatch(ctx context.Context, header interface{ Get(string) string }, msg *tenurev1.SubmitBatchRequest) (*tenurev1.SubmitBatchResponse, error) {
 	in := msg.GetRequests()
 	l := s.opts.Limits
 	if len(in) == 0 || len(in) > cmp.Or(l.MaxBatch, coordinator.DefaultLimits.MaxBatch) {
@@ -60,22 +60,31 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 			return nil, coordinator.ItemError(err, i)
 		}
 	}
+	workflow := msg.GetWorkflowId()
+	if _, fw := route.Forwarded(ctx); fw && header.Get(route.PlacedHeader) != "" {
+		return s.submitForwardedPlaced(ctx, header, workflow, reqs)
+	}
 	ps, err := fanout.Group(len(reqs), func(i int) (route.Partition, error) {
 		r := &reqs[i]
-		p, err := s.r.Place(ctx, cmp.Or(r.Namespace, coordinator.DefaultNamespace), r.Queue, taskPlacement(r))
+		at := taskPlacement(r)
+		if at == "" && workflow != "" {
+			// Placed by the request id its coordinator gives it, so that
+			// the batch sent again goes to the same partitions.
+			at = keyPlacement(coordinator.WorkflowRequestID(workflow, i))
+		}
+		p, err := s.r.Place(ctx, cmp.Or(r.Namespace, coordinator.DefaultNamespace), r.Queue, at)
 		return p, coordinator.ItemError(err, i)
 	})
 	if err != nil {
 		return nil, err
 	}
-	workflow := msg.GetWorkflowId()
-	if err := oneRecord(workflow, reqs, len(ps)); err != nil {
-		return nil, err
+	if len(ps) > 1 && graphed(workflow, reqs) {
+		return s.submitPlaced(ctx, workflow, reqs, in, ps)
 	}
 	for _, part := range ps {
 		for _, i := range part.Items {
 			if len(reqs[i].DependsOn) > 0 {
-				if reqs[i].Remote, err = s.remoteDeps(ctx, part.P, reqs[i].Namespace, fmt.Sprintf("requests[%d].depends_on", i), reqs[i].DependsOn); err != nil {
+				if reqs[i].Remote, err = s.remoteDeps(ctx, part.P, reqs[i].Namespace, fmt.Sprintf("requests[%d].depends_on", i), reqs[i].DependsOn, false); err != nil {
 					return nil, err
 				}
 			}
@@ -107,20 +116,14 @@ func (s *Server) submitBatch(ctx context.Context, msg *tenurev1.SubmitBatchReque
 	}.Run(ctx, ps))
 }
 
-// oneRecord refuses a workflow, or a batch whose tasks depend on each
-// other, that goes to more than one partition: it is created in one
-// record of one partition (docs/design/workflows.md, "Cluster mode").
-func oneRecord(workflow string, reqs []coordinator.SubmitRequest, parts int) error {
+// graphed reports whether a batch is written in one record: a workflow,
+// or a batch whose tasks depend on each other or on other tasks.
+func graphed(workflow string, reqs []coordinator.SubmitRequest) bool {
 	graph := workflow != ""
 	for i := range reqs {
 		graph = graph || len(reqs[i].DependsOn) > 0
 	}
-	if !graph || parts <= 1 {
-		return nil
-	}
-	return &coordinator.FieldError{Field: "requests", Problem: fmt.Sprintf(
-		"a workflow, or a batch whose tasks depend on each other, is created in one record, and these tasks go to %d partitions of the cluster, "+
-			"which this release does not serve yet: keep them in one queue of one partition, or submit them without workflow_id and depends_on", parts)}
+	return graph
 }
 
 // submitHere submits reqs to a partition served here, as workflow
@@ -145,13 +148,19 @@ func submitHere(ctx context.Context, c *coordinator.Coordinator, workflow string
 
 // submitThere submits reqs through the node that serves their partitions.
 func submitThere(ctx context.Context, peer route.Peer, workflow string, reqs []*tenurev1.SubmitRequest) (submitted, error) {
-	resp, err := peer.SubmitBatch(ctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: reqs, WorkflowId: workflow}))
+	return submittedBy(ctx, peer, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: reqs, WorkflowId: workflow}))
+}
+
+// submittedBy sends a SubmitBatch to peer and checks its answer.
+func submittedBy(ctx context.Context, peer route.Peer, req *connect.Request[tenurev1.SubmitBatchRequest]) (submitted, error) {
+	n := len(req.Msg.GetRequests())
+	resp, err := peer.SubmitBatch(ctx, req)
 	if err != nil {
 		return submitted{}, err
 	}
 	ids, dups := resp.Msg.GetTaskIds(), resp.Msg.GetDuplicates()
-	if len(ids) != len(reqs) || len(dups) != len(reqs) {
-		return submitted{}, badAnswer(peer, "SubmitBatch: %d task ids and %d duplicate flags for %d tasks", len(ids), len(dups), len(reqs))
+	if len(ids) != n || len(dups) != n {
+		return submitted{}, badAnswer(peer, "SubmitBatch: %d task ids and %d duplicate flags for %d tasks", len(ids), len(dups), n)
 	}
 	return submitted{ids: ids, dups: dups}, nil
 }

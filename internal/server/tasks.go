@@ -42,7 +42,7 @@ func (h taskService) Submit(ctx context.Context, req *connect.Request[tenurev1.S
 	if err != nil {
 		return nil, s.apiError(err)
 	}
-	if r.Remote, err = s.remoteDeps(ctx, p, r.Namespace, "depends_on", r.DependsOn); err != nil {
+	if r.Remote, err = s.remoteDeps(ctx, p, r.Namespace, "depends_on", r.DependsOn, false); err != nil {
 		return nil, s.apiError(err)
 	}
 	return one(s, ctx, p, false, req, route.Peer.Submit, func(c *coordinator.Coordinator) (*tenurev1.SubmitResponse, error) {
@@ -55,7 +55,7 @@ func (h taskService) Submit(ctx context.Context, req *connect.Request[tenurev1.S
 }
 
 func (h taskService) SubmitBatch(ctx context.Context, req *connect.Request[tenurev1.SubmitBatchRequest]) (*connect.Response[tenurev1.SubmitBatchResponse], error) {
-	out, err := h.s.submitBatch(ctx, req.Msg)
+	out, err := h.s.submitBatch(ctx, req.Header(), req.Msg)
 	if err != nil {
 		return nil, h.s.apiError(err)
 	}

@@ -124,7 +124,7 @@ func (s *Server) spawnRequests(ctx context.Context, c *coordinator.Coordinator, 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.spawnHere(ctx, id, t.Namespace, out); err != nil {
+	if err := s.placeSpawn(ctx, id, t.Namespace, out); err != nil {
 		return nil, err
 	}
 	cl, _ := ctx.Value(callerKey{}).(*caller)

@@ -66,7 +66,7 @@ func workflowParts[A any](s *Server, ctx context.Context, h interface{ Get(strin
 // workflowMessage converts what one partition knows of a workflow.
 func workflowMessage(v coordinator.WorkflowView) *tenurev1.Workflow {
 	m := &tenurev1.Workflow{Namespace: v.Key.Namespace, WorkflowId: v.Key.ID, Tasks: taskCounts(v.Counts), Total: uint64(v.Total),
-		CreatedAt: ts(v.CreatedAt), UpdatedAt: ts(v.UpdatedAt)}
+		CreatedAt: ts(v.CreatedAt), UpdatedAt: ts(v.UpdatedAt), Delivering: uint64(v.Delivering)}
 	if c := v.Cancelled; c != nil {
 		m.Cancelled = &tenurev1.QueuePause{RequestedBy: c.By, Reason: c.Reason, PausedAt: ts(c.At)}
 	}
@@ -80,7 +80,7 @@ func workflowState(m *tenurev1.Workflow) tenurev1.WorkflowState {
 	switch {
 	case m.GetCancelled() != nil:
 		return tenurev1.WorkflowState_WORKFLOW_STATE_CANCELLED
-	case c.GetCompleted()+c.GetFailed()+c.GetDead() < m.GetTotal():
+	case c.GetCompleted()+c.GetFailed()+c.GetDead() < m.GetTotal() || m.GetDelivering() > 0:
 		return tenurev1.WorkflowState_WORKFLOW_STATE_RUNNING
 	case c.GetCompleted() == m.GetTotal():
 		return tenurev1.WorkflowState_WORKFLOW_STATE_COMPLETED
@@ -94,6 +94,7 @@ func mergeWorkflows(ms []*tenurev1.Workflow) *tenurev1.Workflow {
 	for _, m := range ms {
 		addCounts(out.Tasks, m.GetTasks())
 		out.Total += m.GetTotal()
+		out.Delivering += m.GetDelivering()
 		if t := m.GetCreatedAt(); t != nil && (out.CreatedAt == nil || t.AsTime().Before(out.CreatedAt.AsTime())) {
 			out.CreatedAt = t
 		}
@@ -314,17 +315,34 @@ type actedWorkflow struct {
 func (h workflowService) CancelWorkflow(ctx context.Context, req *connect.Request[tenurev1.CancelWorkflowRequest]) (*connect.Response[tenurev1.CancelWorkflowResponse], error) {
 	m := req.Msg
 	a := coordinator.Actor{By: m.GetRequestedBy(), Reason: m.GetReason()}
-	wf, n, err := h.act(ctx, req.Header(), m.GetNamespace(), func(c *coordinator.Coordinator) (coordinator.WorkflowView, int, error) {
-		return c.CancelWorkflow(ctx, m.GetNamespace(), m.GetWorkflowId(), a)
-	}, func(peer route.Peer, p route.Partition) (actedWorkflow, error) {
-		resp, err := peer.CancelWorkflow(ctx, fanout.Request(m, p))
-		if err != nil {
-			return actedWorkflow{}, err
-		}
-		return actedWorkflow{resp.Msg.GetWorkflow(), resp.Msg.GetCancelled()}, nil
-	})
+	cancel := func() (*tenurev1.Workflow, uint64, error) {
+		return h.act(ctx, req.Header(), m.GetNamespace(), func(c *coordinator.Coordinator) (coordinator.WorkflowView, int, error) {
+			return c.CancelWorkflow(ctx, m.GetNamespace(), m.GetWorkflowId(), a)
+		}, func(peer route.Peer, p route.Partition) (actedWorkflow, error) {
+			resp, err := peer.CancelWorkflow(ctx, fanout.Request(m, p))
+			if err != nil {
+				return actedWorkflow{}, err
+			}
+			return actedWorkflow{resp.Msg.GetWorkflow(), resp.Msg.GetCancelled()}, nil
+		})
+	}
+	wf, n, err := cancel()
 	if err != nil {
 		return nil, err
+	}
+	if _, node := h.s.r.(route.NodeIdentity); node {
+		if _, fw := route.Forwarded(ctx); !fw {
+			// In cluster mode, a second round, once every partition has
+			// applied the first: a task that its workflow's home delivered
+			// to a partition after the first round reached it, and marked
+			// delivered before the first round reached the home, exists
+			// now, and ends (docs/design/workflows.md, "Cluster mode").
+			wf2, n2, err := cancel()
+			if err != nil {
+				return nil, err
+			}
+			wf, n = wf2, n+n2
+		}
 	}
 	return connect.NewResponse(&tenurev1.CancelWorkflowResponse{Workflow: wf, Cancelled: n}), nil
 }

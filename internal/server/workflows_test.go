@@ -193,8 +193,8 @@ func (r *byQueue) Task(_ context.Context, id string) (route.Partition, error) {
 // partition learns that the dependency completed, and its lease carries
 // the dependency's result), in a submit, a batch and a spawn; one on a
 // task that does not exist there is refused naming the field; a spawn
-// into a queue the committing task's partition does not serve is still
-// refused.
+// into a queue the committing task's partition does not serve is placed
+// in the queue's partition, kept to be delivered there.
 func TestAcrossPartitions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), apiCallTimeout)
 	defer cancel()
@@ -315,15 +315,16 @@ func TestAcrossPartitions(t *testing.T) {
 		ds[0].GetState() != tenurev1.TaskState_TASK_STATE_COMPLETED {
 		t.Fatalf("the lease says of its dependencies %v, want %s COMPLETED with from-b", ds, inB)
 	}
-	commit := func(spawn ...*tenurev1.SubmitRequest) error {
-		_, err := workers.Commit(ctx, connect.NewRequest(&tenurev1.CommitRequest{TaskId: dependent, LeaseId: la.GetLeaseId(), Spawn: spawn}))
-		return err
+	// A spawned task's dependency across partitions is served; a spawn
+	// into the other partition's queue is placed there: its id names that
+	// partition, and the commit's record keeps it to deliver.
+	res, err := workers.Commit(ctx, connect.NewRequest(&tenurev1.CommitRequest{TaskId: dependent, LeaseId: la.GetLeaseId(), Spawn: []*tenurev1.SubmitRequest{
+		{Queue: "a"}, {Queue: "a", DependsOn: []string{inB}}, {Queue: "b", RequestId: "to-b"}}}))
+	if err != nil {
+		t.Fatalf("a spawned task's dependency across partitions, and a spawn into the other partition: %v", err)
 	}
-	if err := commit(&tenurev1.SubmitRequest{Queue: "b"}); connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "spawn[0].queue") || !strings.Contains(err.Error(), "cluster mode") {
-		t.Errorf("a spawn into another partition's queue: %v, want invalid_argument naming spawn[0].queue", err)
-	}
-	if err := commit(&tenurev1.SubmitRequest{Queue: "a"}, &tenurev1.SubmitRequest{Queue: "a", DependsOn: []string{inB}}); err != nil {
-		t.Fatalf("a spawned task's dependency across partitions: %v", err)
+	if ids := res.Msg.GetSpawnedTaskIds(); len(ids) != 3 || !strings.HasSuffix(ids[2], route.TaskIDSuffix(2)) {
+		t.Fatalf("spawned %v, want the third in partition 2", ids)
 	}
 
 	// A dependency purged before its end was learned (nobody watched):

@@ -59,14 +59,15 @@ func (d *chunkDecoder) taskPolicy(p state.Policy) *state.Policy {
 // chunkExtra is what a chunk holds beside tasks: queues, schedules and
 // outbox holds.
 type chunkExtra struct {
-	queues    []state.QueueImage
-	schedules []*state.Schedule
-	workflows []state.WorkflowImage
-	holds     []state.OutboxHold
+	queues     []state.QueueImage
+	schedules  []*state.Schedule
+	workflows  []state.WorkflowImage
+	holds      []state.OutboxHold
+	deliveries []state.Delivery
 }
 
 func (e chunkExtra) empty() bool {
-	return len(e.queues) == 0 && len(e.schedules) == 0 && len(e.workflows) == 0 && len(e.holds) == 0
+	return len(e.queues) == 0 && len(e.schedules) == 0 && len(e.workflows) == 0 && len(e.holds) == 0 && len(e.deliveries) == 0
 }
 
 // decode appends the tasks of payload p, and what else the Loader takes
@@ -99,6 +100,9 @@ func (d *chunkDecoder) decode(p []byte, tasks []*state.Task, extras []taskExtra)
 		for _, m := range d.msg.OutboxHolds {
 			extra.holds = append(extra.holds, state.OutboxHold{OutboxRow: state.OutboxRow{Outbox: m.Outbox, Row: m.Row},
 				Namespace: m.Namespace, Queue: m.Queue, RequestID: m.RequestId})
+		}
+		for _, m := range d.msg.Deliveries {
+			extra.deliveries = append(extra.deliveries, deliveryFromMessage(m))
 		}
 	}
 	d.msg.Reset()

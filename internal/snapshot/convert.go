@@ -389,3 +389,33 @@ func scheduleFromMessage(m *snapshotpb.ScheduleSnapshot) *state.Schedule {
 	}
 	return sc
 }
+
+// deliveryMessage and deliveryFromMessage convert a pending delivery.
+func deliveryMessage(d state.Delivery) *snapshotpb.DeliverySnapshot {
+	r := &d.Task
+	return &snapshotpb.DeliverySnapshot{
+		Workflow: d.Workflow, Parent: d.Parent, Lsn: d.LSN,
+		TaskId: r.TaskID, Namespace: r.Namespace, Queue: r.Queue, Payload: r.Payload,
+		ExecutionWindowNanos: int64(r.ExecutionWindow), RetryPolicy: retryMessage(r.Retry), RequestId: r.RequestID,
+		NotBeforeUnixNanos: int64(r.NotBefore), Priority: r.Priority, CreatedAtUnixNanos: int64(r.CreatedAt), By: r.By,
+		DeadlineUnixNanos: int64(r.Deadline), Traceparent: r.Trace.Parent, Tracestate: r.Trace.State,
+		Kind: r.Kind, Key: r.Key, DependsOn: r.DependsOn, OnDependencyFailure: uint32(r.OnDependencyFailure), Remote: r.Remote,
+	}
+}
+
+func deliveryFromMessage(m *snapshotpb.DeliverySnapshot) state.Delivery {
+	d := state.Delivery{Workflow: m.Workflow, Parent: m.Parent, LSN: m.Lsn, Task: state.TaskCreated{
+		TaskID: m.TaskId, Namespace: m.Namespace, Queue: m.Queue, Payload: noEmpty(m.Payload),
+		ExecutionWindow: time.Duration(m.ExecutionWindowNanos), Retry: retryFromMessage(m.RetryPolicy), RequestID: m.RequestId,
+		NotBefore: state.Time(m.NotBeforeUnixNanos), Priority: m.Priority, CreatedAt: state.Time(m.CreatedAtUnixNanos), By: m.By,
+		Deadline: state.Time(m.DeadlineUnixNanos), Trace: state.TraceContext{Parent: m.Traceparent, State: m.Tracestate},
+		Kind: m.Kind, Key: m.Key, DependsOn: m.DependsOn, OnDependencyFailure: state.DepPolicy(min(m.OnDependencyFailure, 255)), Remote: m.Remote,
+	}}
+	if len(d.Task.DependsOn) == 0 {
+		d.Task.DependsOn = nil
+	}
+	if len(d.Task.Remote) == 0 {
+		d.Task.Remote = nil
+	}
+	return d
+}

@@ -42,7 +42,7 @@
 //	| magic  | version | hdr crc | last lsn | epoch  |
 //	+--------+---------+---------+----------+--------+
 //	  magic    "TENUSNAP"
-//	  version  uint32, 7 (6 before outbox holds, 5 before the graph of workflows, 4 before keys,
+//	  version  uint32, 9 (8 before pending deliveries, 7 before remote edges, 6 before outbox holds, 5 before the graph of workflows, 4 before keys,
 //	           3 before trace contexts, progress and snoozes, 2 before schedules, 1 before
 //	           the chunk of queues; all still read)
 //	  hdr crc  uint32, CRC-32C (Castagnoli) of bytes 0..12 and 16..32

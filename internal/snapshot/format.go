@@ -35,8 +35,10 @@ const (
 	// which a version-6 reader would silently drop. Version 8 added the
 	// remote edges (a dependency in another partition, and the result it
 	// completed with: docs/design/workflows.md, "Cluster mode"), which a
-	// version-7 reader would take for local ones.
-	formatVersion  = 8
+	// version-7 reader would take for local ones. Version 9 added the
+	// pending deliveries (docs/design/workflows.md, "Cluster mode"), which
+	// a version-8 reader would silently drop.
+	formatVersion  = 9
 	oldestVersion  = 1
 	headerSize     = 32
 	chunkHeadSize  = 8
@@ -114,7 +116,7 @@ func Encode(w io.Writer, img *state.Image) (Summary, error) {
 	// The queues, schedules, workflows and outbox holds go first, in a
 	// chunk of their own, so that every chunk of tasks keeps the plain
 	// shape the reader's fast path takes.
-	if len(img.Queues) > 0 || len(img.Schedules) > 0 || len(img.Workflows) > 0 || len(img.Holds) > 0 {
+	if len(img.Queues) > 0 || len(img.Schedules) > 0 || len(img.Workflows) > 0 || len(img.Holds) > 0 || len(img.Deliveries) > 0 {
 		var chunk snapshotpb.TaskChunk
 		for _, q := range img.Queues {
 			chunk.Queues = append(chunk.Queues, queueMessage(q))
@@ -128,6 +130,9 @@ func Encode(w io.Writer, img *state.Image) (Summary, error) {
 		for _, h := range img.Holds {
 			chunk.OutboxHolds = append(chunk.OutboxHolds, &snapshotpb.OutboxHoldSnapshot{
 				Outbox: h.Outbox, Row: h.Row, Namespace: h.Namespace, Queue: h.Queue, RequestId: h.RequestID})
+		}
+		for _, d := range img.Deliveries {
+			chunk.Deliveries = append(chunk.Deliveries, deliveryMessage(d))
 		}
 		var err error
 		if buf, err = (proto.MarshalOptions{}).MarshalAppend(make([]byte, chunkHeadSize), &chunk); err != nil {
@@ -288,6 +293,12 @@ func Decode(r io.Reader, size int64) (*state.State, Summary, error) {
 		}
 		for _, h := range j.extra.holds {
 			if err := loader.AddHold(h); err != nil {
+				cr.stop()
+				return fail(corruptAt(j.off, "%v", err))
+			}
+		}
+		for _, d := range j.extra.deliveries {
+			if err := loader.AddDelivery(d); err != nil {
 				cr.stop()
 				return fail(corruptAt(j.off, "%v", err))
 			}

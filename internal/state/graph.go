@@ -830,15 +830,18 @@ func heldByWorkflow(k WorkflowKey) int64 {
 
 // checkSpawn says why the tasks parent's commit spawns cannot be created
 // in s, or "" (none is fine).
-func (s *State) checkSpawn(parent *Task, tasks []TaskCreated) string {
-	if len(tasks) == 0 {
-		return ""
+func (s *State) checkSpawn(parent *Task, tasks, deliver []TaskCreated) string {
+	wf := s.workflowID(parent)
+	if len(tasks) > 0 {
+		if why := checkCreations(s, tasks, wf); why != "" {
+			return "spawn: " + why
+		}
+		if wf != "" && tasks[0].Namespace != parent.Namespace {
+			return fmt.Sprintf("spawn: task 0 is in namespace %q, not the workflow's %q", tasks[0].Namespace, parent.Namespace)
+		}
 	}
-	if why := checkCreations(s, tasks, s.workflowID(parent)); why != "" {
+	if why := s.checkDeliveries(deliver, tasks, wf, parent.Namespace); why != "" {
 		return "spawn: " + why
-	}
-	if w := s.WorkflowOf(parent); w != nil && tasks[0].Namespace != parent.Namespace {
-		return fmt.Sprintf("spawn: task 0 is in namespace %q, not the workflow's %q", tasks[0].Namespace, parent.Namespace)
 	}
 	return ""
 }
@@ -846,11 +849,12 @@ func (s *State) checkSpawn(parent *Task, tasks []TaskCreated) string {
 // spawn creates the checked tasks parent's commit spawns, at lsn, in
 // parent's workflow. A spawned task that depends on a task that ended in
 // the same record found it ended: nothing is left to settle.
-func (s *State) spawn(parent *Task, tasks []TaskCreated, lsn uint64) {
+func (s *State) spawn(parent *Task, tasks, deliver []TaskCreated, lsn uint64) {
 	w := s.WorkflowOf(parent)
 	for i := range tasks {
 		tasks[i].create(s, lsn, uint16(i), parent.ID, w)
 	}
+	s.deliver(deliver, s.workflowID(parent), parent.ID, lsn)
 }
 
 // workflowID is the id of t's workflow ("" for none).

@@ -58,6 +58,12 @@ func TestHashCollisions(t *testing.T) {
 				t.Fatalf("seed %d: AddHold: %v", seed, err)
 			}
 		}
+		for _, d := range img.Deliveries {
+			if err := l.AddDelivery(d); err != nil {
+				restore()
+				t.Fatalf("seed %d: AddDelivery: %v", seed, err)
+			}
+		}
 		for _, q := range img.Queues {
 			if err := l.AddQueue(q); err != nil {
 				restore()

@@ -41,6 +41,9 @@ type Image struct {
 	// Holds holds the outboxes' holds (outbox.go), ordered by outbox and
 	// row.
 	Holds []OutboxHold
+	// Deliveries holds the pending deliveries (deliveries.go), in record
+	// order.
+	Deliveries []Delivery
 }
 
 // Image copies the state for a snapshot in one step (see ImageCopy for

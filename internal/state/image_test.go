@@ -37,6 +37,11 @@ func restore(t *testing.T, img *state.Image) *state.State {
 			t.Fatalf("AddHold: %v", err)
 		}
 	}
+	for _, d := range img.Deliveries {
+		if err := l.AddDelivery(d); err != nil {
+			t.Fatalf("AddDelivery: %v", err)
+		}
+	}
 	for i, task := range img.Tasks {
 		c := task.Clone()
 		if err := l.Add(c, task.LeaseIndex(), img.Beside(i)); err != nil {

@@ -1,6 +1,9 @@
 package state
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // ImageCopy takes an Image of a State in steps, so that the State's owner
 // holds its lock for one step at a time, not for a copy of every task, and
@@ -52,7 +55,8 @@ func (s *State) BeginImage() *ImageCopy {
 func newImageCopy(s *State) *ImageCopy {
 	c := &ImageCopy{s: s, order: append([]uint32(nil), s.order...), saved: make(map[uint32]savedTask),
 		img: &Image{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, 0, s.Len()),
-			Queues: s.queueImages(), Schedules: s.scheduleImages(), Workflows: s.workflowImages(), Holds: s.Holds("")}}
+			Queues: s.queueImages(), Schedules: s.scheduleImages(), Workflows: s.workflowImages(), Holds: s.Holds(""),
+			Deliveries: slices.Clone(s.deliveries.list)}}
 	if len(s.graph) > 0 {
 		c.img.Graphs = make([]GraphInfo, 0, s.Len())
 	}

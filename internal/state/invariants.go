@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 )
 
 // Invariants checks every invariant of the state and its derived indexes
@@ -92,6 +93,7 @@ func (s *State) Invariants() error {
 	errs = append(errs, s.keyErrors()...)
 	errs = append(errs, s.graphErrors()...)
 	errs = append(errs, s.holdErrors()...)
+	errs = append(errs, s.deliveryErrors()...)
 	if counts != s.counts {
 		errs = append(errs, fmt.Errorf("state counts %v, want %v", s.counts, counts))
 	}
@@ -143,6 +145,9 @@ func (s *State) heldErrors(held int64) []error {
 	}
 	held += s.heldByKeys()
 	held += s.graphHeld()
+	for i := range s.deliveries.list {
+		held += deliveryHeld(&s.deliveries.list[i].Task)
+	}
 	if held != s.held {
 		errs = append(errs, fmt.Errorf("HeldBytes is %d, a recount of the content %d", s.held, held))
 	}
@@ -403,12 +408,15 @@ type Export struct {
 	// id (nil when none has); Workflows every workflow, ordered by key.
 	Graphs    map[string]GraphInfo
 	Workflows []WorkflowImage
+	// Deliveries holds the pending deliveries in record order (nil when
+	// none is).
+	Deliveries []Delivery
 }
 
 // Export returns the canonical copy of s.
 func (s *State) Export() Export {
 	e := Export{LastLSN: s.lastLSN, Epoch: s.epoch, Tasks: make([]*Task, 0, s.Len()), Queues: s.queueImages(),
-		Schedules: s.scheduleImages(), Workflows: s.workflowImages()}
+		Schedules: s.scheduleImages(), Workflows: s.workflowImages(), Deliveries: slices.Clone(s.deliveries.list)}
 	for _, qi := range s.queues {
 		if qi.keys == nil {
 			continue

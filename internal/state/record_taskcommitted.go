@@ -14,6 +14,10 @@ type TaskCommitted struct {
 	// Spawn holds the tasks the commit spawns, created by this record
 	// after the commit (State.spawn).
 	Spawn []TaskCreated
+	// Deliver holds the spawned tasks placed in other partitions of a
+	// cluster, each with its final id: kept as deliveries until a
+	// TasksDelivered (deliveries.go).
+	Deliver []TaskCreated
 }
 
 func (r *TaskCommitted) Task() string { return r.TaskID }
@@ -28,7 +32,7 @@ func (r *TaskCommitted) apply(s *State, lsn uint64) string {
 	case r.At >= cur.LeaseExpiry:
 		return "lease expired before the commit"
 	}
-	if why := s.checkSpawn(t, r.Spawn); why != "" {
+	if why := s.checkSpawn(t, r.Spawn, r.Deliver); why != "" {
 		return why
 	}
 	cur.Status = ExecCommitted
@@ -37,6 +41,6 @@ func (r *TaskCommitted) apply(s *State, lsn uint64) string {
 	p.CommittedBy, p.Result = r.LeaseID, r.Result
 	s.transition(t, Committed)
 	s.touch(t, lsn, r.At)
-	s.spawn(t, r.Spawn, lsn)
+	s.spawn(t, r.Spawn, r.Deliver, lsn)
 	return ""
 }

@@ -15,6 +15,10 @@ type TaskCompleted struct {
 	// after the completion (State.spawn). Only a completion that commits
 	// (from LEASED) may spawn: a finalisation's commit spawned already.
 	Spawn []TaskCreated
+	// Deliver holds the spawned tasks placed in other partitions of a
+	// cluster, each with its final id: kept as deliveries until a
+	// TasksDelivered (deliveries.go).
+	Deliver []TaskCreated
 }
 
 func (r *TaskCompleted) Task() string { return r.TaskID }
@@ -28,10 +32,10 @@ func (r *TaskCompleted) apply(s *State, lsn uint64) string {
 		return fmt.Sprintf("task is %s", t.State)
 	case r.At >= cur.LeaseExpiry:
 		return "lease expired before the completion"
-	case len(r.Spawn) > 0 && t.State != Leased:
+	case len(r.Spawn)+len(r.Deliver) > 0 && t.State != Leased:
 		return "a finalisation spawns nothing: the commit spawned what it spawned"
 	}
-	if why := s.checkSpawn(t, r.Spawn); why != "" {
+	if why := s.checkSpawn(t, r.Spawn, r.Deliver); why != "" {
 		return why
 	}
 	if t.State == Leased {
@@ -47,6 +51,6 @@ func (r *TaskCompleted) apply(s *State, lsn uint64) string {
 	s.event(t, EventCompleted, r.At)
 	s.touch(t, lsn, r.At)
 	s.resolveDependents(lsn, r.At)
-	s.spawn(t, r.Spawn, lsn)
+	s.spawn(t, r.Spawn, r.Deliver, lsn)
 	return ""
 }

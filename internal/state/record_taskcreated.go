@@ -64,11 +64,31 @@ func (r *TaskCreated) apply(s *State, lsn uint64) string {
 // the ids and request ids (namespace and id) of the tasks the same record
 // creates before it (nil for none).
 func (r *TaskCreated) check(s *State, created *batchIDs) string {
+	if why := r.checkFields(); why != "" {
+		return why
+	}
+	if s.Task(r.TaskID) != nil {
+		return "task id already exists"
+	}
+	if r.RequestID != "" && (s.ByRequest(r.Namespace, r.RequestID) != nil || created.hasRequest(r.Namespace, r.RequestID)) {
+		return fmt.Sprintf("request id %q already used in namespace %q", r.RequestID, r.Namespace)
+	}
+	if created.hasTask(r.TaskID) {
+		return "task id already exists"
+	}
+	var ids map[string]string
+	if created != nil {
+		ids = created.tasks
+	}
+	return s.checkDeps(r.Namespace, r.DependsOn, r.Remote, ids)
+}
+
+// checkFields says why the task, on its own, is not one a state can
+// create, or "".
+func (r *TaskCreated) checkFields() string {
 	switch {
 	case r.TaskID == "":
 		return "task id is empty"
-	case s.Task(r.TaskID) != nil:
-		return "task id already exists"
 	case r.Namespace == "" || r.Queue == "":
 		return "namespace and queue must be set"
 	case r.ExecutionWindow <= 0:
@@ -83,21 +103,10 @@ func (r *TaskCreated) check(s *State, created *batchIDs) string {
 		return checkTrace(r.Trace)
 	case len(r.Key) > MaxKeyBytes:
 		return fmt.Sprintf("key of %d bytes is over the limit of %d", len(r.Key), MaxKeyBytes)
-	}
-	if r.RequestID != "" && (s.ByRequest(r.Namespace, r.RequestID) != nil || created.hasRequest(r.Namespace, r.RequestID)) {
-		return fmt.Sprintf("request id %q already used in namespace %q", r.RequestID, r.Namespace)
-	}
-	if created.hasTask(r.TaskID) {
-		return "task id already exists"
-	}
-	if r.OnDependencyFailure > DepRun {
+	case r.OnDependencyFailure > DepRun:
 		return fmt.Sprintf("dependency failure policy %d is not one of DEAD and RUN", r.OnDependencyFailure)
 	}
-	var ids map[string]string
-	if created != nil {
-		ids = created.tasks
-	}
-	return s.checkDeps(r.Namespace, r.DependsOn, r.Remote, ids)
+	return ""
 }
 
 // create applies a checked TaskCreated at lsn as the seq-th task its

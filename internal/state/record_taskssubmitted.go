@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"math"
 )
@@ -18,6 +19,13 @@ type TasksSubmitted struct {
 	// By is who asked: the principal's name ("" without one).
 	By string
 	At Time
+	// Deliver holds the tasks of the batch placed in other partitions of
+	// a cluster, each with its final id: kept as deliveries until a
+	// TasksDelivered (deliveries.go).
+	Deliver []TaskCreated
+	// Parent is, in the partition a delivery of a spawn reached, the task
+	// of another partition whose commit spawned Tasks ("" for none).
+	Parent string
 }
 
 // Task is "": the record names many tasks, and changes none it does not
@@ -26,17 +34,41 @@ type TasksSubmitted struct {
 func (*TasksSubmitted) Task() string { return "" }
 
 func (r *TasksSubmitted) apply(s *State, lsn uint64) string {
-	if why := checkCreations(s, r.Tasks, r.Workflow); why != "" {
+	if why := r.check(s); why != "" {
 		return why
 	}
 	var w *Workflow
-	if r.Workflow != "" {
+	if r.Workflow != "" && len(r.Tasks) > 0 {
 		w = s.workflowOf(WorkflowKey{r.Tasks[0].Namespace, r.Workflow}, r.At)
 	}
 	for i := range r.Tasks {
-		r.Tasks[i].create(s, lsn, uint16(i), "", w)
+		r.Tasks[i].create(s, lsn, uint16(i), r.Parent, w)
 	}
+	s.deliver(r.Deliver, r.Workflow, "", lsn)
 	return ""
+}
+
+// check says why r does not apply to s, or "".
+func (r *TasksSubmitted) check(s *State) string {
+	if len(r.Tasks) == 0 {
+		if len(r.Deliver) == 0 {
+			return "no task to create"
+		}
+		return s.checkDeliveries(r.Deliver, nil, r.Workflow, r.Deliver[0].Namespace)
+	}
+	if why := checkCreations(s, r.Tasks, r.Workflow); why != "" {
+		return why
+	}
+	return s.checkDeliveries(r.Deliver, r.Tasks, r.Workflow, r.Tasks[0].Namespace)
+}
+
+// CheckSubmitted reports why r would not apply to s (nil: it would), so
+// that a writer can refuse what the state would.
+func (s *State) CheckSubmitted(r *TasksSubmitted) error {
+	if why := r.check(s); why != "" {
+		return errors.New(why)
+	}
+	return nil
 }
 
 // checkCreations says why the tasks of one record (a TasksSubmitted, or

@@ -79,6 +79,9 @@ type State struct {
 	watched   map[string]int
 	// holds are the outboxes' rows being relayed (outbox.go).
 	holds outboxHolds
+	// deliveries are the tasks records of this partition created for
+	// other partitions, until they are durable there (deliveries.go).
+	deliveries deliveries
 	// copying is the ImageCopy in progress, if any: Apply saves for it
 	// what a record is about to change.
 	copying *ImageCopy

@@ -1155,6 +1155,10 @@ type Workflow struct {
 	// Tasks counts its tasks by state, Total in all.
 	Tasks TaskCounts
 	Total uint64
+	// Delivering counts, in cluster mode, its tasks that the partition
+	// whose record created them is still delivering to their own
+	// partitions: not in Tasks or Total yet (docs/guides/workflows.md).
+	Delivering uint64
 	// CreatedAt is when it was submitted, UpdatedAt when a task of it
 	// last changed.
 	CreatedAt time.Time

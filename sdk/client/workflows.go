@@ -114,7 +114,7 @@ func workflowOf(op string, p *tenurev1.Workflow) (Workflow, error) {
 		return Workflow{}, errors.New("client: " + op + ": the server answered without the workflow (a server bug)")
 	}
 	w := Workflow{Namespace: p.GetNamespace(), ID: p.GetWorkflowId(), State: WorkflowState(p.GetState()),
-		Tasks: taskCountsOf(p.GetTasks()), Total: p.GetTotal(), CreatedAt: timeOf(p.GetCreatedAt()), UpdatedAt: timeOf(p.GetUpdatedAt())}
+		Tasks: taskCountsOf(p.GetTasks()), Total: p.GetTotal(), Delivering: p.GetDelivering(), CreatedAt: timeOf(p.GetCreatedAt()), UpdatedAt: timeOf(p.GetUpdatedAt())}
 	if cp := p.GetCancelled(); cp != nil {
 		w.Cancel = &WorkflowCancel{RequestedBy: cp.GetRequestedBy(), Reason: cp.GetReason(), At: timeOf(cp.GetPausedAt())}
 	}

@@ -2224,9 +2224,10 @@ class Event:
     workflow_cancelled: Optional[WorkflowCancelledEvent] = None
     workflow_retried: Optional[WorkflowRetriedEvent] = None
     dependency_resolved: Optional[DependencyResolvedEvent] = None
+    tasks_delivered: Optional[TasksDeliveredEvent] = None
 
     @property
-    def record(self) -> Optional[Union[DependencyResolvedEvent, ExecutionStartedEvent, FenceEvent, LeaseExpiredEvent, LeaseExtendedEvent, LeaseGrantedEvent, OutboxHeldEvent, OutboxReleasedEvent, QueueLimitedEvent, QueuePausedEvent, QueueResumedEvent, ScheduleCreatedEvent, ScheduleDeletedEvent, ScheduleFiredEvent, ScheduleHeldEvent, SchedulePausedEvent, ScheduleResumedEvent, ScheduleSkippedEvent, ScheduleUpdatedEvent, TaskCancelledEvent, TaskCommittedEvent, TaskCompletedEvent, TaskCreatedEvent, TaskDeadEvent, TaskDeadlineExceededEvent, TaskFailedEvent, TaskRetriedEvent, TaskSnoozedEvent, TasksDeletedEvent, TasksPurgedEvent, TasksPurgedRangeEvent, TasksSubmittedEvent, WorkflowCancelledEvent, WorkflowRetriedEvent]]:
+    def record(self) -> Optional[Union[DependencyResolvedEvent, ExecutionStartedEvent, FenceEvent, LeaseExpiredEvent, LeaseExtendedEvent, LeaseGrantedEvent, OutboxHeldEvent, OutboxReleasedEvent, QueueLimitedEvent, QueuePausedEvent, QueueResumedEvent, ScheduleCreatedEvent, ScheduleDeletedEvent, ScheduleFiredEvent, ScheduleHeldEvent, SchedulePausedEvent, ScheduleResumedEvent, ScheduleSkippedEvent, ScheduleUpdatedEvent, TaskCancelledEvent, TaskCommittedEvent, TaskCompletedEvent, TaskCreatedEvent, TaskDeadEvent, TaskDeadlineExceededEvent, TaskFailedEvent, TaskRetriedEvent, TaskSnoozedEvent, TasksDeletedEvent, TasksDeliveredEvent, TasksPurgedEvent, TasksPurgedRangeEvent, TasksSubmittedEvent, WorkflowCancelledEvent, WorkflowRetriedEvent]]:
         """The record's own fields.
 
         The field of oneof record that is set, or None: one of task_created,
@@ -2237,9 +2238,10 @@ class Event:
         schedule_updated, schedule_paused, schedule_resumed, schedule_deleted,
         schedule_fired, schedule_skipped, schedule_held, tasks_purged_range,
         task_snoozed, tasks_submitted, outbox_held, outbox_released,
-        workflow_cancelled, workflow_retried, dependency_resolved.
+        workflow_cancelled, workflow_retried, dependency_resolved,
+        tasks_delivered.
         """
-        return next((v for v in (self.task_created, self.lease_granted, self.lease_extended, self.lease_expired, self.execution_started, self.task_committed, self.task_completed, self.task_failed, self.task_cancelled, self.task_dead, self.fence, self.tasks_purged, self.queue_paused, self.queue_resumed, self.task_retried, self.tasks_deleted, self.queue_limited, self.task_deadline_exceeded, self.schedule_created, self.schedule_updated, self.schedule_paused, self.schedule_resumed, self.schedule_deleted, self.schedule_fired, self.schedule_skipped, self.schedule_held, self.tasks_purged_range, self.task_snoozed, self.tasks_submitted, self.outbox_held, self.outbox_released, self.workflow_cancelled, self.workflow_retried, self.dependency_resolved) if v is not None), None)
+        return next((v for v in (self.task_created, self.lease_granted, self.lease_extended, self.lease_expired, self.execution_started, self.task_committed, self.task_completed, self.task_failed, self.task_cancelled, self.task_dead, self.fence, self.tasks_purged, self.queue_paused, self.queue_resumed, self.task_retried, self.tasks_deleted, self.queue_limited, self.task_deadline_exceeded, self.schedule_created, self.schedule_updated, self.schedule_paused, self.schedule_resumed, self.schedule_deleted, self.schedule_fired, self.schedule_skipped, self.schedule_held, self.tasks_purged_range, self.task_snoozed, self.tasks_submitted, self.outbox_held, self.outbox_released, self.workflow_cancelled, self.workflow_retried, self.dependency_resolved, self.tasks_delivered) if v is not None), None)
 
 
 @dataclass
@@ -2654,6 +2656,18 @@ class TaskSnoozedEvent:
 
 
 @dataclass
+class TasksDeliveredEvent:
+    """TasksDeliveredEvent: tasks that a record of this partition created for
+    other partitions (a workflow batch or a spawn placed across the
+    cluster) are durable in theirs; their own TaskCreatedEvent is in their
+    partition's stream.
+    """
+
+    _FIELDS: ClassVar[Tuple[F, ...]] = ()
+    task_ids: List[str] = dataclasses.field(default_factory=list)
+
+
+@dataclass
 class RelayRequest:
     """RelayRequest."""
 
@@ -2815,6 +2829,13 @@ class Workflow:
     updated_at: Optional[datetime] = None
     cancelled: Optional[QueuePause] = None
     """Who cancelled it, when and why, while it is CANCELLED."""
+    delivering: int = 0
+    """In cluster mode, its tasks that the partition whose record created
+    them is still delivering to their own partitions (docs/design/
+    workflows.md, "Cluster mode"): not in tasks or total yet (for a
+    moment, one just created there may be in both). RUNNING while any
+    is, unless CANCELLED.
+    """
 
 
 @dataclass
@@ -3618,6 +3639,7 @@ Event._FIELDS = (
     F('workflow_cancelled', 'workflowCancelled', 51, 'msg', WorkflowCancelledEvent, False, False),
     F('workflow_retried', 'workflowRetried', 52, 'msg', WorkflowRetriedEvent, False, False),
     F('dependency_resolved', 'dependencyResolved', 53, 'msg', DependencyResolvedEvent, False, False),
+    F('tasks_delivered', 'tasksDelivered', 54, 'msg', TasksDeliveredEvent, False, False),
 )
 TaskCreatedEvent._FIELDS = (
     F('payload', 'payload', 1, 'bytes', None, False, False),
@@ -3796,6 +3818,9 @@ TaskSnoozedEvent._FIELDS = (
     F('not_before', 'notBefore', 2, 'ts', None, False, False),
     F('reason', 'reason', 3, 'str', None, False, False),
 )
+TasksDeliveredEvent._FIELDS = (
+    F('task_ids', 'taskIds', 1, 'str', None, True, False),
+)
 RelayRequest._FIELDS = (
     F('outbox', 'outbox', 1, 'str', None, False, False),
     F('rows', 'rows', 2, 'msg', OutboxRow, True, False),
@@ -3857,6 +3882,7 @@ Workflow._FIELDS = (
     F('created_at', 'createdAt', 6, 'ts', None, False, False),
     F('updated_at', 'updatedAt', 7, 'ts', None, False, False),
     F('cancelled', 'cancelled', 8, 'msg', QueuePause, False, False),
+    F('delivering', 'delivering', 9, 'u64', None, False, False),
 )
 GetWorkflowRequest._FIELDS = (
     F('namespace', 'namespace', 1, 'str', None, False, False),
@@ -4127,6 +4153,7 @@ __all__ = [
     'TaskSnoozedEvent',
     'TaskState',
     'TasksDeletedEvent',
+    'TasksDeliveredEvent',
     'TasksPurgedEvent',
     'TasksPurgedRangeEvent',
     'TasksSubmittedEvent',

@@ -141,6 +141,7 @@ func (m *Member) open(a partition.Assignment) {
 		Clock:     m.cfg.Clock,
 		Logger:    lg,
 		Observer:  m.cfg.HostObserver,
+		Deliver:   m.deliver,
 	})
 	if err != nil {
 		m.openFailed(lg, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/cluster/partition"
 	"github.com/tenurehq/tenure/internal/coordinator"
+	"github.com/tenurehq/tenure/internal/route"
 )
 
 // routes is one reading of the partition map and the node table.
@@ -66,7 +67,7 @@ func (m *Member) refresh(ctx context.Context) error {
 }
 
 // taskSuffix is the suffix of the ids of tasks created in partition id.
-func taskSuffix(id uint64) string { return "-p" + strconv.FormatUint(id, 10) }
+func taskSuffix(id uint64) string { return route.TaskIDSuffix(id) }
 
 // partitionOf returns the partition id a task id carries.
 func partitionOf(taskID string) (uint64, error) {

@@ -963,7 +963,12 @@ type TaskCommitted struct {
 	// on them), created by this record after the commit, in the task's
 	// workflow: only the attempt whose commit wins spawns. Empty: none, as
 	// in records written before it was kept.
-	Spawn         []*TaskCreated `protobuf:"bytes,6,rep,name=spawn,proto3" json:"spawn,omitempty"`
+	Spawn []*TaskCreated `protobuf:"bytes,6,rep,name=spawn,proto3" json:"spawn,omitempty"`
+	// The spawned tasks placed in other partitions (cluster mode): kept in
+	// this partition's state as deliveries until a TasksDelivered says each
+	// is durable in its own (docs/design/workflows.md, "Cluster mode").
+	// Empty: none.
+	Deliver       []*TaskCreated `protobuf:"bytes,7,rep,name=deliver,proto3" json:"deliver,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1040,6 +1045,13 @@ func (x *TaskCommitted) GetSpawn() []*TaskCreated {
 	return nil
 }
 
+func (x *TaskCommitted) GetDeliver() []*TaskCreated {
+	if x != nil {
+		return x.Deliver
+	}
+	return nil
+}
+
 // TaskCompleted (record type 7) finishes a task.
 type TaskCompleted struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -1054,7 +1066,12 @@ type TaskCompleted struct {
 	// on them), created by this record after the commit, in the task's
 	// workflow: only the attempt whose commit wins spawns. Empty: none, as
 	// in records written before it was kept.
-	Spawn         []*TaskCreated `protobuf:"bytes,6,rep,name=spawn,proto3" json:"spawn,omitempty"`
+	Spawn []*TaskCreated `protobuf:"bytes,6,rep,name=spawn,proto3" json:"spawn,omitempty"`
+	// The spawned tasks placed in other partitions (cluster mode): kept in
+	// this partition's state as deliveries until a TasksDelivered says each
+	// is durable in its own (docs/design/workflows.md, "Cluster mode").
+	// Empty: none.
+	Deliver       []*TaskCreated `protobuf:"bytes,7,rep,name=deliver,proto3" json:"deliver,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1127,6 +1144,13 @@ func (x *TaskCompleted) GetBy() string {
 func (x *TaskCompleted) GetSpawn() []*TaskCreated {
 	if x != nil {
 		return x.Spawn
+	}
+	return nil
+}
+
+func (x *TaskCompleted) GetDeliver() []*TaskCreated {
+	if x != nil {
+		return x.Deliver
 	}
 	return nil
 }
@@ -3139,8 +3163,15 @@ type TasksSubmitted struct {
 	Tasks      []*TaskCreated `protobuf:"bytes,2,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	// Who asked: the principal's name (the token's, with authentication
 	// on); "" without one.
-	By            string `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
-	AtUnixNanos   int64  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	By          string `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
+	AtUnixNanos int64  `protobuf:"fixed64,4,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	// The tasks of the batch placed in other partitions (cluster mode),
+	// kept here as deliveries until a TasksDelivered; each one's id ends
+	// with its partition's suffix. Empty: none.
+	Deliver []*TaskCreated `protobuf:"bytes,5,rep,name=deliver,proto3" json:"deliver,omitempty"`
+	// In a partition that a delivery reached: the task of another
+	// partition whose commit spawned these ("" for none).
+	Parent        string `protobuf:"bytes,6,opt,name=parent,proto3" json:"parent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3201,6 +3232,20 @@ func (x *TasksSubmitted) GetAtUnixNanos() int64 {
 		return x.AtUnixNanos
 	}
 	return 0
+}
+
+func (x *TasksSubmitted) GetDeliver() []*TaskCreated {
+	if x != nil {
+		return x.Deliver
+	}
+	return nil
+}
+
+func (x *TasksSubmitted) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
 }
 
 // OutboxHeld (record type 30): rows of an outbox being submitted; each
@@ -3660,6 +3705,62 @@ func (x *DependencyResolved) GetAtUnixNanos() int64 {
 	return 0
 }
 
+// TasksDelivered (record type 35): the deliveries named, tasks a record of
+// this partition created for other partitions, are durable in their
+// partitions; this partition stops delivering them
+// (docs/design/workflows.md, "Cluster mode").
+type TasksDelivered struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskIds       []string               `protobuf:"bytes,1,rep,name=task_ids,json=taskIds,proto3" json:"task_ids,omitempty"`
+	AtUnixNanos   int64                  `protobuf:"fixed64,2,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TasksDelivered) Reset() {
+	*x = TasksDelivered{}
+	mi := &file_tenure_record_v1_record_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TasksDelivered) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TasksDelivered) ProtoMessage() {}
+
+func (x *TasksDelivered) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_record_v1_record_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TasksDelivered.ProtoReflect.Descriptor instead.
+func (*TasksDelivered) Descriptor() ([]byte, []int) {
+	return file_tenure_record_v1_record_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *TasksDelivered) GetTaskIds() []string {
+	if x != nil {
+		return x.TaskIds
+	}
+	return nil
+}
+
+func (x *TasksDelivered) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
 var File_tenure_record_v1_record_proto protoreflect.FileDescriptor
 
 const file_tenure_record_v1_record_proto_rawDesc = "" +
@@ -3726,21 +3827,23 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\"\n" +
 	"\rat_unix_nanos\x18\x03 \x01(\x10R\vatUnixNanos\x12\x0e\n" +
-	"\x02by\x18\x04 \x01(\tR\x02by\"\xc4\x01\n" +
+	"\x02by\x18\x04 \x01(\tR\x02by\"\xfd\x01\n" +
 	"\rTaskCommitted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
 	"\x06result\x18\x03 \x01(\fR\x06result\x12\"\n" +
 	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\x12\x0e\n" +
 	"\x02by\x18\x05 \x01(\tR\x02by\x123\n" +
-	"\x05spawn\x18\x06 \x03(\v2\x1d.tenure.record.v1.TaskCreatedR\x05spawn\"\xc4\x01\n" +
+	"\x05spawn\x18\x06 \x03(\v2\x1d.tenure.record.v1.TaskCreatedR\x05spawn\x127\n" +
+	"\adeliver\x18\a \x03(\v2\x1d.tenure.record.v1.TaskCreatedR\adeliver\"\xfd\x01\n" +
 	"\rTaskCompleted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
 	"\x06result\x18\x03 \x01(\fR\x06result\x12\"\n" +
 	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\x12\x0e\n" +
 	"\x02by\x18\x05 \x01(\tR\x02by\x123\n" +
-	"\x05spawn\x18\x06 \x03(\v2\x1d.tenure.record.v1.TaskCreatedR\x05spawn\"\xd9\x01\n" +
+	"\x05spawn\x18\x06 \x03(\v2\x1d.tenure.record.v1.TaskCreatedR\x05spawn\x127\n" +
+	"\adeliver\x18\a \x03(\v2\x1d.tenure.record.v1.TaskCreatedR\adeliver\"\xd9\x01\n" +
 	"\n" +
 	"TaskFailed\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
@@ -3909,13 +4012,15 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"\x15not_before_unix_nanos\x18\x03 \x01(\x10R\x12notBeforeUnixNanos\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\"\n" +
 	"\rat_unix_nanos\x18\x05 \x01(\x10R\vatUnixNanos\x12\x0e\n" +
-	"\x02by\x18\x06 \x01(\tR\x02by\"\x9a\x01\n" +
+	"\x02by\x18\x06 \x01(\tR\x02by\"\xeb\x01\n" +
 	"\x0eTasksSubmitted\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x123\n" +
 	"\x05tasks\x18\x02 \x03(\v2\x1d.tenure.record.v1.TaskCreatedR\x05tasks\x12\x0e\n" +
 	"\x02by\x18\x03 \x01(\tR\x02by\x12\"\n" +
-	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\x8d\x01\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\x127\n" +
+	"\adeliver\x18\x05 \x03(\v2\x1d.tenure.record.v1.TaskCreatedR\adeliver\x12\x16\n" +
+	"\x06parent\x18\x06 \x01(\tR\x06parent\"\x8d\x01\n" +
 	"\n" +
 	"OutboxHeld\x12\x16\n" +
 	"\x06outbox\x18\x01 \x01(\tR\x06outbox\x123\n" +
@@ -3954,7 +4059,10 @@ const file_tenure_record_v1_record_proto_rawDesc = "" +
 	"dependency\x12=\n" +
 	"\aoutcome\x18\x03 \x01(\x0e2#.tenure.record.v1.DependencyOutcomeR\aoutcome\x12\x16\n" +
 	"\x06result\x18\x04 \x01(\fR\x06result\x12\"\n" +
-	"\rat_unix_nanos\x18\x05 \x01(\x10R\vatUnixNanos*E\n" +
+	"\rat_unix_nanos\x18\x05 \x01(\x10R\vatUnixNanos\"O\n" +
+	"\x0eTasksDelivered\x12\x19\n" +
+	"\btask_ids\x18\x01 \x03(\tR\ataskIds\x12\"\n" +
+	"\rat_unix_nanos\x18\x02 \x01(\x10R\vatUnixNanos*E\n" +
 	"\rFormatVersion\x12\x1e\n" +
 	"\x1aFORMAT_VERSION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FORMAT_VERSION_1\x10\x01*S\n" +
@@ -3989,7 +4097,7 @@ func file_tenure_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_tenure_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_tenure_record_v1_record_proto_goTypes = []any{
 	(FormatVersion)(0),           // 0: tenure.record.v1.FormatVersion
 	(DependencyFailure)(0),       // 1: tenure.record.v1.DependencyFailure
@@ -4034,26 +4142,30 @@ var file_tenure_record_v1_record_proto_goTypes = []any{
 	(*WorkflowCancelled)(nil),    // 40: tenure.record.v1.WorkflowCancelled
 	(*WorkflowRetried)(nil),      // 41: tenure.record.v1.WorkflowRetried
 	(*DependencyResolved)(nil),   // 42: tenure.record.v1.DependencyResolved
+	(*TasksDelivered)(nil),       // 43: tenure.record.v1.TasksDelivered
 }
 var file_tenure_record_v1_record_proto_depIdxs = []int32{
 	4,  // 0: tenure.record.v1.TaskCreated.retry_policy:type_name -> tenure.record.v1.RetryPolicy
 	1,  // 1: tenure.record.v1.TaskCreated.on_dependency_failure:type_name -> tenure.record.v1.DependencyFailure
 	8,  // 2: tenure.record.v1.LeaseExtended.progress:type_name -> tenure.record.v1.ProgressReport
 	5,  // 3: tenure.record.v1.TaskCommitted.spawn:type_name -> tenure.record.v1.TaskCreated
-	5,  // 4: tenure.record.v1.TaskCompleted.spawn:type_name -> tenure.record.v1.TaskCreated
-	2,  // 5: tenure.record.v1.TaskCancelled.action:type_name -> tenure.record.v1.LeaseAction
-	23, // 6: tenure.record.v1.QueueLimited.key_weights:type_name -> tenure.record.v1.KeyWeight
-	4,  // 7: tenure.record.v1.ScheduleDef.retry_policy:type_name -> tenure.record.v1.RetryPolicy
-	25, // 8: tenure.record.v1.ScheduleCreated.def:type_name -> tenure.record.v1.ScheduleDef
-	25, // 9: tenure.record.v1.ScheduleUpdated.def:type_name -> tenure.record.v1.ScheduleDef
-	5,  // 10: tenure.record.v1.TasksSubmitted.tasks:type_name -> tenure.record.v1.TaskCreated
-	38, // 11: tenure.record.v1.OutboxHeld.rows:type_name -> tenure.record.v1.OutboxHeldRow
-	3,  // 12: tenure.record.v1.DependencyResolved.outcome:type_name -> tenure.record.v1.DependencyOutcome
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	5,  // 4: tenure.record.v1.TaskCommitted.deliver:type_name -> tenure.record.v1.TaskCreated
+	5,  // 5: tenure.record.v1.TaskCompleted.spawn:type_name -> tenure.record.v1.TaskCreated
+	5,  // 6: tenure.record.v1.TaskCompleted.deliver:type_name -> tenure.record.v1.TaskCreated
+	2,  // 7: tenure.record.v1.TaskCancelled.action:type_name -> tenure.record.v1.LeaseAction
+	23, // 8: tenure.record.v1.QueueLimited.key_weights:type_name -> tenure.record.v1.KeyWeight
+	4,  // 9: tenure.record.v1.ScheduleDef.retry_policy:type_name -> tenure.record.v1.RetryPolicy
+	25, // 10: tenure.record.v1.ScheduleCreated.def:type_name -> tenure.record.v1.ScheduleDef
+	25, // 11: tenure.record.v1.ScheduleUpdated.def:type_name -> tenure.record.v1.ScheduleDef
+	5,  // 12: tenure.record.v1.TasksSubmitted.tasks:type_name -> tenure.record.v1.TaskCreated
+	5,  // 13: tenure.record.v1.TasksSubmitted.deliver:type_name -> tenure.record.v1.TaskCreated
+	38, // 14: tenure.record.v1.OutboxHeld.rows:type_name -> tenure.record.v1.OutboxHeldRow
+	3,  // 15: tenure.record.v1.DependencyResolved.outcome:type_name -> tenure.record.v1.DependencyOutcome
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_tenure_record_v1_record_proto_init() }
@@ -4067,7 +4179,7 @@ func file_tenure_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_record_v1_record_proto_rawDesc), len(file_tenure_record_v1_record_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -917,7 +917,11 @@ type TaskChunk struct {
 	// Every row of an outbox that holds a request id (format version 7 on;
 	// docs/design/outbox.md), in the first chunk with the queues; a reader
 	// accepts them in any chunk.
-	OutboxHolds   []*OutboxHoldSnapshot `protobuf:"bytes,5,rep,name=outbox_holds,json=outboxHolds,proto3" json:"outbox_holds,omitempty"`
+	OutboxHolds []*OutboxHoldSnapshot `protobuf:"bytes,5,rep,name=outbox_holds,json=outboxHolds,proto3" json:"outbox_holds,omitempty"`
+	// The pending deliveries (format version 9 on; docs/design/workflows.md,
+	// "Cluster mode"), in record order, in the first chunk with the queues;
+	// a reader accepts them in any chunk, in order.
+	Deliveries    []*DeliverySnapshot `protobuf:"bytes,6,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -987,6 +991,230 @@ func (x *TaskChunk) GetOutboxHolds() []*OutboxHoldSnapshot {
 	return nil
 }
 
+func (x *TaskChunk) GetDeliveries() []*DeliverySnapshot {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
+// DeliverySnapshot is a task a record of the partition created for
+// another partition, not yet known to be durable there: the fields of its
+// TaskCreated record, its workflow and parent, and the record's lsn.
+type DeliverySnapshot struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	Workflow             string                 `protobuf:"bytes,1,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	Parent               string                 `protobuf:"bytes,2,opt,name=parent,proto3" json:"parent,omitempty"`
+	Lsn                  uint64                 `protobuf:"varint,3,opt,name=lsn,proto3" json:"lsn,omitempty"`
+	TaskId               string                 `protobuf:"bytes,4,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Namespace            string                 `protobuf:"bytes,5,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue                string                 `protobuf:"bytes,6,opt,name=queue,proto3" json:"queue,omitempty"`
+	Payload              []byte                 `protobuf:"bytes,7,opt,name=payload,proto3" json:"payload,omitempty"`
+	ExecutionWindowNanos int64                  `protobuf:"varint,8,opt,name=execution_window_nanos,json=executionWindowNanos,proto3" json:"execution_window_nanos,omitempty"`
+	RetryPolicy          *RetryPolicy           `protobuf:"bytes,9,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
+	RequestId            string                 `protobuf:"bytes,10,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	NotBeforeUnixNanos   int64                  `protobuf:"fixed64,11,opt,name=not_before_unix_nanos,json=notBeforeUnixNanos,proto3" json:"not_before_unix_nanos,omitempty"`
+	Priority             int32                  `protobuf:"zigzag32,12,opt,name=priority,proto3" json:"priority,omitempty"`
+	CreatedAtUnixNanos   int64                  `protobuf:"fixed64,13,opt,name=created_at_unix_nanos,json=createdAtUnixNanos,proto3" json:"created_at_unix_nanos,omitempty"`
+	By                   string                 `protobuf:"bytes,14,opt,name=by,proto3" json:"by,omitempty"`
+	DeadlineUnixNanos    int64                  `protobuf:"fixed64,15,opt,name=deadline_unix_nanos,json=deadlineUnixNanos,proto3" json:"deadline_unix_nanos,omitempty"`
+	Traceparent          string                 `protobuf:"bytes,16,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate           string                 `protobuf:"bytes,17,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	Kind                 string                 `protobuf:"bytes,18,opt,name=kind,proto3" json:"kind,omitempty"`
+	Key                  string                 `protobuf:"bytes,19,opt,name=key,proto3" json:"key,omitempty"`
+	DependsOn            []string               `protobuf:"bytes,20,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
+	OnDependencyFailure  uint32                 `protobuf:"varint,21,opt,name=on_dependency_failure,json=onDependencyFailure,proto3" json:"on_dependency_failure,omitempty"`
+	// The indexes in depends_on of the tasks of other partitions than the
+	// task's (TaskCreated.remote).
+	Remote        []uint32 `protobuf:"varint,22,rep,packed,name=remote,proto3" json:"remote,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliverySnapshot) Reset() {
+	*x = DeliverySnapshot{}
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliverySnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliverySnapshot) ProtoMessage() {}
+
+func (x *DeliverySnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliverySnapshot.ProtoReflect.Descriptor instead.
+func (*DeliverySnapshot) Descriptor() ([]byte, []int) {
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DeliverySnapshot) GetWorkflow() string {
+	if x != nil {
+		return x.Workflow
+	}
+	return ""
+}
+
+func (x *DeliverySnapshot) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
+}
+
+func (x *DeliverySnapshot) GetLsn() uint64 {
+	if x != nil {
+		return x.Lsn
+	}
+	return 0
+}
+
+func (x *DeliverySnapshot) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *DeliverySnapshot) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DeliverySnapshot) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *DeliverySnapshot) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *DeliverySnapshot) GetExecutionWindowNanos() int64 {
+	if x != nil {
+		return x.ExecutionWindowNanos
+	}
+	return 0
+}
+
+func (x *DeliverySnapshot) GetRetryPolicy() *RetryPolicy {
+	if x != nil {
+		return x.RetryPolicy
+	}
+	return nil
+}
+
+func (x *DeliverySnapshot) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *DeliverySnapshot) GetNotBeforeUnixNanos() int64 {
+	if x != nil {
+		return x.NotBeforeUnixNanos
+	}
+	return 0
+}
+
+func (x *DeliverySnapshot) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *DeliverySnapshot) GetCreatedAtUnixNanos() int64 {
+	if x != nil {
+		return x.CreatedAtUnixNanos
+	}
+	return 0
+}
+
+func (x *DeliverySnapshot) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *DeliverySnapshot) GetDeadlineUnixNanos() int64 {
+	if x != nil {
+		return x.DeadlineUnixNanos
+	}
+	return 0
+}
+
+func (x *DeliverySnapshot) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *DeliverySnapshot) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
+}
+
+func (x *DeliverySnapshot) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DeliverySnapshot) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DeliverySnapshot) GetDependsOn() []string {
+	if x != nil {
+		return x.DependsOn
+	}
+	return nil
+}
+
+func (x *DeliverySnapshot) GetOnDependencyFailure() uint32 {
+	if x != nil {
+		return x.OnDependencyFailure
+	}
+	return 0
+}
+
+func (x *DeliverySnapshot) GetRemote() []uint32 {
+	if x != nil {
+		return x.Remote
+	}
+	return nil
+}
+
 // OutboxHoldSnapshot is the hold of one row of an outbox.
 type OutboxHoldSnapshot struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1001,7 +1229,7 @@ type OutboxHoldSnapshot struct {
 
 func (x *OutboxHoldSnapshot) Reset() {
 	*x = OutboxHoldSnapshot{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1241,7 @@ func (x *OutboxHoldSnapshot) String() string {
 func (*OutboxHoldSnapshot) ProtoMessage() {}
 
 func (x *OutboxHoldSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1254,7 @@ func (x *OutboxHoldSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutboxHoldSnapshot.ProtoReflect.Descriptor instead.
 func (*OutboxHoldSnapshot) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *OutboxHoldSnapshot) GetOutbox() string {
@@ -1087,7 +1315,7 @@ type QueueSnapshot struct {
 
 func (x *QueueSnapshot) Reset() {
 	*x = QueueSnapshot{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1327,7 @@ func (x *QueueSnapshot) String() string {
 func (*QueueSnapshot) ProtoMessage() {}
 
 func (x *QueueSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[8]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1340,7 @@ func (x *QueueSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueSnapshot.ProtoReflect.Descriptor instead.
 func (*QueueSnapshot) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *QueueSnapshot) GetNamespace() string {
@@ -1180,7 +1408,7 @@ type QueueKeys struct {
 
 func (x *QueueKeys) Reset() {
 	*x = QueueKeys{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1420,7 @@ func (x *QueueKeys) String() string {
 func (*QueueKeys) ProtoMessage() {}
 
 func (x *QueueKeys) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[9]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1433,7 @@ func (x *QueueKeys) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueKeys.ProtoReflect.Descriptor instead.
 func (*QueueKeys) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{9}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *QueueKeys) GetVt() uint64 {
@@ -1247,7 +1475,7 @@ type KeyWeight struct {
 
 func (x *KeyWeight) Reset() {
 	*x = KeyWeight{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1487,7 @@ func (x *KeyWeight) String() string {
 func (*KeyWeight) ProtoMessage() {}
 
 func (x *KeyWeight) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[10]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1500,7 @@ func (x *KeyWeight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyWeight.ProtoReflect.Descriptor instead.
 func (*KeyWeight) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{10}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *KeyWeight) GetKey() string {
@@ -1304,7 +1532,7 @@ type KeySnapshot struct {
 
 func (x *KeySnapshot) Reset() {
 	*x = KeySnapshot{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1544,7 @@ func (x *KeySnapshot) String() string {
 func (*KeySnapshot) ProtoMessage() {}
 
 func (x *KeySnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[11]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1557,7 @@ func (x *KeySnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySnapshot.ProtoReflect.Descriptor instead.
 func (*KeySnapshot) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{11}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *KeySnapshot) GetName() string {
@@ -1400,7 +1628,7 @@ type QueueLimits struct {
 
 func (x *QueueLimits) Reset() {
 	*x = QueueLimits{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1640,7 @@ func (x *QueueLimits) String() string {
 func (*QueueLimits) ProtoMessage() {}
 
 func (x *QueueLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[12]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1653,7 @@ func (x *QueueLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueLimits.ProtoReflect.Descriptor instead.
 func (*QueueLimits) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{12}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *QueueLimits) GetMaxConcurrency() uint32 {
@@ -1559,7 +1787,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[13]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1799,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[13]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1812,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{13}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *QueuePause) GetBy() string {
@@ -1623,7 +1851,7 @@ type EventBucket struct {
 
 func (x *EventBucket) Reset() {
 	*x = EventBucket{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[14]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1863,7 @@ func (x *EventBucket) String() string {
 func (*EventBucket) ProtoMessage() {}
 
 func (x *EventBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[14]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1876,7 @@ func (x *EventBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBucket.ProtoReflect.Descriptor instead.
 func (*EventBucket) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{14}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EventBucket) GetN() int64 {
@@ -1718,7 +1946,7 @@ type ScheduleSnapshot struct {
 
 func (x *ScheduleSnapshot) Reset() {
 	*x = ScheduleSnapshot{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[15]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1958,7 @@ func (x *ScheduleSnapshot) String() string {
 func (*ScheduleSnapshot) ProtoMessage() {}
 
 func (x *ScheduleSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[15]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1971,7 @@ func (x *ScheduleSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleSnapshot.ProtoReflect.Descriptor instead.
 func (*ScheduleSnapshot) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{15}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ScheduleSnapshot) GetNamespace() string {
@@ -1901,7 +2129,7 @@ type ScheduleFire struct {
 
 func (x *ScheduleFire) Reset() {
 	*x = ScheduleFire{}
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[16]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2141,7 @@ func (x *ScheduleFire) String() string {
 func (*ScheduleFire) ProtoMessage() {}
 
 func (x *ScheduleFire) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[16]
+	mi := &file_tenure_snapshot_v1_snapshot_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2154,7 @@ func (x *ScheduleFire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleFire.ProtoReflect.Descriptor instead.
 func (*ScheduleFire) Descriptor() ([]byte, []int) {
-	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{16}
+	return file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ScheduleFire) GetTickUnixNanos() int64 {
@@ -2055,13 +2283,44 @@ const file_tenure_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\apercent\x18\x02 \x01(\rR\apercent\x12\x1f\n" +
 	"\vhas_percent\x18\x03 \x01(\bR\n" +
 	"hasPercent\x12\"\n" +
-	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\xd1\x02\n" +
+	"\rat_unix_nanos\x18\x04 \x01(\x10R\vatUnixNanos\"\x97\x03\n" +
 	"\tTaskChunk\x126\n" +
 	"\x05tasks\x18\x01 \x03(\v2 .tenure.snapshot.v1.TaskSnapshotR\x05tasks\x129\n" +
 	"\x06queues\x18\x02 \x03(\v2!.tenure.snapshot.v1.QueueSnapshotR\x06queues\x12B\n" +
 	"\tschedules\x18\x03 \x03(\v2$.tenure.snapshot.v1.ScheduleSnapshotR\tschedules\x12B\n" +
 	"\tworkflows\x18\x04 \x03(\v2$.tenure.snapshot.v1.WorkflowSnapshotR\tworkflows\x12I\n" +
-	"\foutbox_holds\x18\x05 \x03(\v2&.tenure.snapshot.v1.OutboxHoldSnapshotR\voutboxHolds\"\x91\x01\n" +
+	"\foutbox_holds\x18\x05 \x03(\v2&.tenure.snapshot.v1.OutboxHoldSnapshotR\voutboxHolds\x12D\n" +
+	"\n" +
+	"deliveries\x18\x06 \x03(\v2$.tenure.snapshot.v1.DeliverySnapshotR\n" +
+	"deliveries\"\xed\x05\n" +
+	"\x10DeliverySnapshot\x12\x1a\n" +
+	"\bworkflow\x18\x01 \x01(\tR\bworkflow\x12\x16\n" +
+	"\x06parent\x18\x02 \x01(\tR\x06parent\x12\x10\n" +
+	"\x03lsn\x18\x03 \x01(\x04R\x03lsn\x12\x17\n" +
+	"\atask_id\x18\x04 \x01(\tR\x06taskId\x12\x1c\n" +
+	"\tnamespace\x18\x05 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x06 \x01(\tR\x05queue\x12\x18\n" +
+	"\apayload\x18\a \x01(\fR\apayload\x124\n" +
+	"\x16execution_window_nanos\x18\b \x01(\x03R\x14executionWindowNanos\x12B\n" +
+	"\fretry_policy\x18\t \x01(\v2\x1f.tenure.snapshot.v1.RetryPolicyR\vretryPolicy\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\n" +
+	" \x01(\tR\trequestId\x121\n" +
+	"\x15not_before_unix_nanos\x18\v \x01(\x10R\x12notBeforeUnixNanos\x12\x1a\n" +
+	"\bpriority\x18\f \x01(\x11R\bpriority\x121\n" +
+	"\x15created_at_unix_nanos\x18\r \x01(\x10R\x12createdAtUnixNanos\x12\x0e\n" +
+	"\x02by\x18\x0e \x01(\tR\x02by\x12.\n" +
+	"\x13deadline_unix_nanos\x18\x0f \x01(\x10R\x11deadlineUnixNanos\x12 \n" +
+	"\vtraceparent\x18\x10 \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\x11 \x01(\tR\n" +
+	"tracestate\x12\x12\n" +
+	"\x04kind\x18\x12 \x01(\tR\x04kind\x12\x10\n" +
+	"\x03key\x18\x13 \x01(\tR\x03key\x12\x1d\n" +
+	"\n" +
+	"depends_on\x18\x14 \x03(\tR\tdependsOn\x122\n" +
+	"\x15on_dependency_failure\x18\x15 \x01(\rR\x13onDependencyFailure\x12\x16\n" +
+	"\x06remote\x18\x16 \x03(\rR\x06remote\"\x91\x01\n" +
 	"\x12OutboxHoldSnapshot\x12\x16\n" +
 	"\x06outbox\x18\x01 \x01(\tR\x06outbox\x12\x10\n" +
 	"\x03row\x18\x02 \x01(\x03R\x03row\x12\x1c\n" +
@@ -2188,7 +2447,7 @@ func file_tenure_snapshot_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_snapshot_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_tenure_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_tenure_snapshot_v1_snapshot_proto_goTypes = []any{
 	(TaskState)(0),             // 0: tenure.snapshot.v1.TaskState
 	(ExecutionStatus)(0),       // 1: tenure.snapshot.v1.ExecutionStatus
@@ -2199,16 +2458,17 @@ var file_tenure_snapshot_v1_snapshot_proto_goTypes = []any{
 	(*WorkflowSnapshot)(nil),   // 6: tenure.snapshot.v1.WorkflowSnapshot
 	(*ProgressSnapshot)(nil),   // 7: tenure.snapshot.v1.ProgressSnapshot
 	(*TaskChunk)(nil),          // 8: tenure.snapshot.v1.TaskChunk
-	(*OutboxHoldSnapshot)(nil), // 9: tenure.snapshot.v1.OutboxHoldSnapshot
-	(*QueueSnapshot)(nil),      // 10: tenure.snapshot.v1.QueueSnapshot
-	(*QueueKeys)(nil),          // 11: tenure.snapshot.v1.QueueKeys
-	(*KeyWeight)(nil),          // 12: tenure.snapshot.v1.KeyWeight
-	(*KeySnapshot)(nil),        // 13: tenure.snapshot.v1.KeySnapshot
-	(*QueueLimits)(nil),        // 14: tenure.snapshot.v1.QueueLimits
-	(*QueuePause)(nil),         // 15: tenure.snapshot.v1.QueuePause
-	(*EventBucket)(nil),        // 16: tenure.snapshot.v1.EventBucket
-	(*ScheduleSnapshot)(nil),   // 17: tenure.snapshot.v1.ScheduleSnapshot
-	(*ScheduleFire)(nil),       // 18: tenure.snapshot.v1.ScheduleFire
+	(*DeliverySnapshot)(nil),   // 9: tenure.snapshot.v1.DeliverySnapshot
+	(*OutboxHoldSnapshot)(nil), // 10: tenure.snapshot.v1.OutboxHoldSnapshot
+	(*QueueSnapshot)(nil),      // 11: tenure.snapshot.v1.QueueSnapshot
+	(*QueueKeys)(nil),          // 12: tenure.snapshot.v1.QueueKeys
+	(*KeyWeight)(nil),          // 13: tenure.snapshot.v1.KeyWeight
+	(*KeySnapshot)(nil),        // 14: tenure.snapshot.v1.KeySnapshot
+	(*QueueLimits)(nil),        // 15: tenure.snapshot.v1.QueueLimits
+	(*QueuePause)(nil),         // 16: tenure.snapshot.v1.QueuePause
+	(*EventBucket)(nil),        // 17: tenure.snapshot.v1.EventBucket
+	(*ScheduleSnapshot)(nil),   // 18: tenure.snapshot.v1.ScheduleSnapshot
+	(*ScheduleFire)(nil),       // 19: tenure.snapshot.v1.ScheduleFire
 }
 var file_tenure_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	1,  // 0: tenure.snapshot.v1.ExecutionSnapshot.status:type_name -> tenure.snapshot.v1.ExecutionStatus
@@ -2217,27 +2477,29 @@ var file_tenure_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	3,  // 3: tenure.snapshot.v1.TaskSnapshot.executions:type_name -> tenure.snapshot.v1.ExecutionSnapshot
 	7,  // 4: tenure.snapshot.v1.TaskSnapshot.progress:type_name -> tenure.snapshot.v1.ProgressSnapshot
 	5,  // 5: tenure.snapshot.v1.TaskSnapshot.dependencies:type_name -> tenure.snapshot.v1.DependencySnapshot
-	15, // 6: tenure.snapshot.v1.WorkflowSnapshot.cancelled:type_name -> tenure.snapshot.v1.QueuePause
+	16, // 6: tenure.snapshot.v1.WorkflowSnapshot.cancelled:type_name -> tenure.snapshot.v1.QueuePause
 	4,  // 7: tenure.snapshot.v1.TaskChunk.tasks:type_name -> tenure.snapshot.v1.TaskSnapshot
-	10, // 8: tenure.snapshot.v1.TaskChunk.queues:type_name -> tenure.snapshot.v1.QueueSnapshot
-	17, // 9: tenure.snapshot.v1.TaskChunk.schedules:type_name -> tenure.snapshot.v1.ScheduleSnapshot
+	11, // 8: tenure.snapshot.v1.TaskChunk.queues:type_name -> tenure.snapshot.v1.QueueSnapshot
+	18, // 9: tenure.snapshot.v1.TaskChunk.schedules:type_name -> tenure.snapshot.v1.ScheduleSnapshot
 	6,  // 10: tenure.snapshot.v1.TaskChunk.workflows:type_name -> tenure.snapshot.v1.WorkflowSnapshot
-	9,  // 11: tenure.snapshot.v1.TaskChunk.outbox_holds:type_name -> tenure.snapshot.v1.OutboxHoldSnapshot
-	15, // 12: tenure.snapshot.v1.QueueSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
-	16, // 13: tenure.snapshot.v1.QueueSnapshot.fine:type_name -> tenure.snapshot.v1.EventBucket
-	16, // 14: tenure.snapshot.v1.QueueSnapshot.coarse:type_name -> tenure.snapshot.v1.EventBucket
-	14, // 15: tenure.snapshot.v1.QueueSnapshot.limits:type_name -> tenure.snapshot.v1.QueueLimits
-	11, // 16: tenure.snapshot.v1.QueueSnapshot.keys:type_name -> tenure.snapshot.v1.QueueKeys
-	13, // 17: tenure.snapshot.v1.QueueKeys.states:type_name -> tenure.snapshot.v1.KeySnapshot
-	12, // 18: tenure.snapshot.v1.QueueKeys.weights:type_name -> tenure.snapshot.v1.KeyWeight
-	2,  // 19: tenure.snapshot.v1.ScheduleSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
-	15, // 20: tenure.snapshot.v1.ScheduleSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
-	18, // 21: tenure.snapshot.v1.ScheduleSnapshot.recent:type_name -> tenure.snapshot.v1.ScheduleFire
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	10, // 11: tenure.snapshot.v1.TaskChunk.outbox_holds:type_name -> tenure.snapshot.v1.OutboxHoldSnapshot
+	9,  // 12: tenure.snapshot.v1.TaskChunk.deliveries:type_name -> tenure.snapshot.v1.DeliverySnapshot
+	2,  // 13: tenure.snapshot.v1.DeliverySnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
+	16, // 14: tenure.snapshot.v1.QueueSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
+	17, // 15: tenure.snapshot.v1.QueueSnapshot.fine:type_name -> tenure.snapshot.v1.EventBucket
+	17, // 16: tenure.snapshot.v1.QueueSnapshot.coarse:type_name -> tenure.snapshot.v1.EventBucket
+	15, // 17: tenure.snapshot.v1.QueueSnapshot.limits:type_name -> tenure.snapshot.v1.QueueLimits
+	12, // 18: tenure.snapshot.v1.QueueSnapshot.keys:type_name -> tenure.snapshot.v1.QueueKeys
+	14, // 19: tenure.snapshot.v1.QueueKeys.states:type_name -> tenure.snapshot.v1.KeySnapshot
+	13, // 20: tenure.snapshot.v1.QueueKeys.weights:type_name -> tenure.snapshot.v1.KeyWeight
+	2,  // 21: tenure.snapshot.v1.ScheduleSnapshot.retry_policy:type_name -> tenure.snapshot.v1.RetryPolicy
+	16, // 22: tenure.snapshot.v1.ScheduleSnapshot.paused:type_name -> tenure.snapshot.v1.QueuePause
+	19, // 23: tenure.snapshot.v1.ScheduleSnapshot.recent:type_name -> tenure.snapshot.v1.ScheduleFire
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_tenure_snapshot_v1_snapshot_proto_init() }
@@ -2251,7 +2513,7 @@ func file_tenure_snapshot_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_snapshot_v1_snapshot_proto_rawDesc), len(file_tenure_snapshot_v1_snapshot_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -143,13 +143,13 @@ func (g *Gen) Next(s *state.State) state.Record {
 		case 9:
 			if t := pick(func(t *state.Task) bool { return live(t) && t.State == state.Leased }); t != nil {
 				return &state.TaskCommitted{TaskID: t.ID, LeaseID: t.CurrentLease().LeaseID, Result: g.bytes(), At: g.now,
-					Spawn: g.spawn(s, t, all)}
+					Spawn: g.spawn(s, t, all), Deliver: g.deliver(s, t.Namespace)}
 			}
 		case 10, 11:
 			if t := pick(live); t != nil {
 				r := &state.TaskCompleted{TaskID: t.ID, LeaseID: t.CurrentLease().LeaseID, Result: g.bytes(), At: g.now}
 				if t.State == state.Leased {
-					r.Spawn = g.spawn(s, t, all)
+					r.Spawn, r.Deliver = g.spawn(s, t, all), g.deliver(s, t.Namespace)
 				}
 				return r
 			}
@@ -231,6 +231,9 @@ func (g *Gen) Next(s *state.State) state.Record {
 				return r
 			}
 		case 28:
+			if s.DeliveryCount() > 0 && g.rng.IntN(2) == 0 {
+				return g.delivered(s)
+			}
 			return g.outbox(s, all)
 		}
 	}
@@ -283,6 +286,9 @@ const tick = 10 * time.Second
 func (g *Gen) schedule(s *state.State) state.Record {
 	k := state.ScheduleKey{Namespace: namespaces[g.rng.IntN(len(namespaces))], Queue: queues[g.rng.IntN(len(queues))],
 		Name: fmt.Sprintf("s%d", g.rng.IntN(2))}
+	if p := g.paused(s); p != nil && g.rng.IntN(2) == 0 {
+		k = *p // now and then a paused one, so that resumes are made
+	}
 	sc := s.Schedule(k)
 	if sc == nil {
 		return &state.ScheduleCreated{Namespace: k.Namespace, Queue: k.Queue, Name: k.Name, Def: g.scheduleDef(),
@@ -342,6 +348,21 @@ func (g *Gen) schedule(s *state.State) state.Record {
 	}
 	return &state.ScheduleFired{Namespace: k.Namespace, Queue: k.Queue, Name: k.Name, Tick: sc.Next,
 		TaskID: g.id("st"), Next: next(sc.Next), Outcome: state.Fired, At: g.now}
+}
+
+// paused returns the key of a paused schedule of s, or nil.
+func (g *Gen) paused(s *state.State) *state.ScheduleKey {
+	for _, ns := range namespaces {
+		for _, q := range queues {
+			for n := range 2 {
+				k := state.ScheduleKey{Namespace: ns, Queue: q, Name: fmt.Sprintf("s%d", n)}
+				if sc := s.Schedule(k); sc != nil && sc.Paused != nil {
+					return &k
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func (g *Gen) scheduleDef() state.ScheduleDef {
@@ -573,6 +594,33 @@ func (g *Gen) submitted(s *state.State, all []*state.Task) *state.TasksSubmitted
 		r.Workflow = g.id("wf")
 	}
 	r.Tasks = g.children(s, all, 2+g.rng.IntN(3), namespaces[g.rng.IntN(len(namespaces))])
+	r.Deliver = g.deliver(s, r.Tasks[0].Namespace)
+	return r
+}
+
+// deliver returns, a third of the time, one or two tasks of namespace ns
+// for another partition (ids with its suffix), without dependencies: the
+// deliveries of a record that creates tasks across a cluster.
+func (g *Gen) deliver(s *state.State, ns string) []state.TaskCreated {
+	if g.rng.IntN(3) != 0 {
+		return nil
+	}
+	out := make([]state.TaskCreated, 1+g.rng.IntN(2))
+	for i := range out {
+		out[i] = *g.created(s)
+		out[i].TaskID += "-p9"
+		out[i].Namespace, out[i].RequestID, out[i].DependsOn, out[i].OnDependencyFailure = ns, "", nil, 0
+	}
+	return out
+}
+
+// delivered returns a TasksDelivered of the first one or two pending
+// deliveries of s.
+func (g *Gen) delivered(s *state.State) *state.TasksDelivered {
+	r := &state.TasksDelivered{At: g.now}
+	for _, d := range s.Deliveries(1 + g.rng.IntN(2)) {
+		r.TaskIDs = append(r.TaskIDs, d.Task.TaskID)
+	}
 	return r
 }
 

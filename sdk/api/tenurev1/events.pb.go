@@ -286,6 +286,7 @@ type Event struct {
 	//	*Event_WorkflowCancelled
 	//	*Event_WorkflowRetried
 	//	*Event_DependencyResolved
+	//	*Event_TasksDelivered
 	Record        isEvent_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -697,6 +698,15 @@ func (x *Event) GetDependencyResolved() *DependencyResolvedEvent {
 	return nil
 }
 
+func (x *Event) GetTasksDelivered() *TasksDeliveredEvent {
+	if x != nil {
+		if x, ok := x.Record.(*Event_TasksDelivered); ok {
+			return x.TasksDelivered
+		}
+	}
+	return nil
+}
+
 type isEvent_Record interface {
 	isEvent_Record()
 }
@@ -837,6 +847,10 @@ type Event_DependencyResolved struct {
 	DependencyResolved *DependencyResolvedEvent `protobuf:"bytes,53,opt,name=dependency_resolved,json=dependencyResolved,proto3,oneof"`
 }
 
+type Event_TasksDelivered struct {
+	TasksDelivered *TasksDeliveredEvent `protobuf:"bytes,54,opt,name=tasks_delivered,json=tasksDelivered,proto3,oneof"`
+}
+
 func (*Event_TaskCreated) isEvent_Record() {}
 
 func (*Event_LeaseGranted) isEvent_Record() {}
@@ -904,6 +918,8 @@ func (*Event_WorkflowCancelled) isEvent_Record() {}
 func (*Event_WorkflowRetried) isEvent_Record() {}
 
 func (*Event_DependencyResolved) isEvent_Record() {}
+
+func (*Event_TasksDelivered) isEvent_Record() {}
 
 // TaskCreatedEvent: a task was submitted (WAITING, or BLOCKED until what it
 // depends on completes); also each task of a TasksSubmittedEvent and each
@@ -3107,6 +3123,54 @@ func (x *TaskSnoozedEvent) GetReason() string {
 	return ""
 }
 
+// TasksDeliveredEvent: tasks that a record of this partition created for
+// other partitions (a workflow batch or a spawn placed across the
+// cluster) are durable in theirs; their own TaskCreatedEvent is in their
+// partition's stream.
+type TasksDeliveredEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskIds       []string               `protobuf:"bytes,1,rep,name=task_ids,json=taskIds,proto3" json:"task_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TasksDeliveredEvent) Reset() {
+	*x = TasksDeliveredEvent{}
+	mi := &file_tenure_v1_events_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TasksDeliveredEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TasksDeliveredEvent) ProtoMessage() {}
+
+func (x *TasksDeliveredEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_events_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TasksDeliveredEvent.ProtoReflect.Descriptor instead.
+func (*TasksDeliveredEvent) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_events_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *TasksDeliveredEvent) GetTaskIds() []string {
+	if x != nil {
+		return x.TaskIds
+	}
+	return nil
+}
+
 var File_tenure_v1_events_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_events_proto_rawDesc = "" +
@@ -3123,7 +3187,7 @@ const file_tenure_v1_events_proto_rawDesc = "" +
 	"\x13WatchEventsResponse\x12(\n" +
 	"\x06events\x18\x01 \x03(\v2\x10.tenure.v1.EventR\x06events\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x1b\n" +
-	"\tcaught_up\x18\x03 \x01(\bR\bcaughtUp\"\xa0\x15\n" +
+	"\tcaught_up\x18\x03 \x01(\bR\bcaughtUp\"\xeb\x15\n" +
 	"\x05Event\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12\x10\n" +
 	"\x03lsn\x18\x02 \x01(\x04R\x03lsn\x12*\n" +
@@ -3169,7 +3233,8 @@ const file_tenure_v1_events_proto_rawDesc = "" +
 	"\x0foutbox_released\x182 \x01(\v2\x1e.tenure.v1.OutboxReleasedEventH\x00R\x0eoutboxReleased\x12R\n" +
 	"\x12workflow_cancelled\x183 \x01(\v2!.tenure.v1.WorkflowCancelledEventH\x00R\x11workflowCancelled\x12L\n" +
 	"\x10workflow_retried\x184 \x01(\v2\x1f.tenure.v1.WorkflowRetriedEventH\x00R\x0fworkflowRetried\x12U\n" +
-	"\x13dependency_resolved\x185 \x01(\v2\".tenure.v1.DependencyResolvedEventH\x00R\x12dependencyResolvedB\b\n" +
+	"\x13dependency_resolved\x185 \x01(\v2\".tenure.v1.DependencyResolvedEventH\x00R\x12dependencyResolved\x12I\n" +
+	"\x0ftasks_delivered\x186 \x01(\v2\x1e.tenure.v1.TasksDeliveredEventH\x00R\x0etasksDeliveredB\b\n" +
 	"\x06record\"\xfd\x04\n" +
 	"\x10TaskCreatedEvent\x12\x18\n" +
 	"\apayload\x18\x01 \x01(\fR\apayload\x12D\n" +
@@ -3333,7 +3398,9 @@ const file_tenure_v1_events_proto_rawDesc = "" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x129\n" +
 	"\n" +
 	"not_before\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tnotBefore\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason2c\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"0\n" +
+	"\x13TasksDeliveredEvent\x12\x19\n" +
+	"\btask_ids\x18\x01 \x03(\tR\ataskIds2c\n" +
 	"\fEventService\x12S\n" +
 	"\vWatchEvents\x12\x1d.tenure.v1.WatchEventsRequest\x1a\x1e.tenure.v1.WatchEventsResponse\"\x03\x90\x02\x010\x01B6Z4github.com/tenurehq/tenure/sdk/api/tenurev1;tenurev1b\x06proto3"
 
@@ -3349,7 +3416,7 @@ func file_tenure_v1_events_proto_rawDescGZIP() []byte {
 	return file_tenure_v1_events_proto_rawDescData
 }
 
-var file_tenure_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_tenure_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_tenure_v1_events_proto_goTypes = []any{
 	(*WatchEventsRequest)(nil),        // 0: tenure.v1.WatchEventsRequest
 	(*EventFilter)(nil),               // 1: tenure.v1.EventFilter
@@ -3390,21 +3457,22 @@ var file_tenure_v1_events_proto_goTypes = []any{
 	(*ScheduleHeldEvent)(nil),         // 36: tenure.v1.ScheduleHeldEvent
 	(*TasksPurgedRangeEvent)(nil),     // 37: tenure.v1.TasksPurgedRangeEvent
 	(*TaskSnoozedEvent)(nil),          // 38: tenure.v1.TaskSnoozedEvent
-	(*timestamppb.Timestamp)(nil),     // 39: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 40: google.protobuf.Duration
-	(*RetryPolicy)(nil),               // 41: tenure.v1.RetryPolicy
-	(*TraceContext)(nil),              // 42: tenure.v1.TraceContext
-	(DependencyFailure)(0),            // 43: tenure.v1.DependencyFailure
-	(*OutboxHold)(nil),                // 44: tenure.v1.OutboxHold
-	(TaskState)(0),                    // 45: tenure.v1.TaskState
-	(*Progress)(nil),                  // 46: tenure.v1.Progress
-	(OverlapPolicy)(0),                // 47: tenure.v1.OverlapPolicy
-	(FireOutcome)(0),                  // 48: tenure.v1.FireOutcome
+	(*TasksDeliveredEvent)(nil),       // 39: tenure.v1.TasksDeliveredEvent
+	(*timestamppb.Timestamp)(nil),     // 40: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),       // 41: google.protobuf.Duration
+	(*RetryPolicy)(nil),               // 42: tenure.v1.RetryPolicy
+	(*TraceContext)(nil),              // 43: tenure.v1.TraceContext
+	(DependencyFailure)(0),            // 44: tenure.v1.DependencyFailure
+	(*OutboxHold)(nil),                // 45: tenure.v1.OutboxHold
+	(TaskState)(0),                    // 46: tenure.v1.TaskState
+	(*Progress)(nil),                  // 47: tenure.v1.Progress
+	(OverlapPolicy)(0),                // 48: tenure.v1.OverlapPolicy
+	(FireOutcome)(0),                  // 49: tenure.v1.FireOutcome
 }
 var file_tenure_v1_events_proto_depIdxs = []int32{
 	1,  // 0: tenure.v1.WatchEventsRequest.filter:type_name -> tenure.v1.EventFilter
 	3,  // 1: tenure.v1.WatchEventsResponse.events:type_name -> tenure.v1.Event
-	39, // 2: tenure.v1.Event.at:type_name -> google.protobuf.Timestamp
+	40, // 2: tenure.v1.Event.at:type_name -> google.protobuf.Timestamp
 	4,  // 3: tenure.v1.Event.task_created:type_name -> tenure.v1.TaskCreatedEvent
 	11, // 4: tenure.v1.Event.lease_granted:type_name -> tenure.v1.LeaseGrantedEvent
 	12, // 5: tenure.v1.Event.lease_extended:type_name -> tenure.v1.LeaseExtendedEvent
@@ -3439,48 +3507,49 @@ var file_tenure_v1_events_proto_depIdxs = []int32{
 	8,  // 34: tenure.v1.Event.workflow_cancelled:type_name -> tenure.v1.WorkflowCancelledEvent
 	9,  // 35: tenure.v1.Event.workflow_retried:type_name -> tenure.v1.WorkflowRetriedEvent
 	10, // 36: tenure.v1.Event.dependency_resolved:type_name -> tenure.v1.DependencyResolvedEvent
-	40, // 37: tenure.v1.TaskCreatedEvent.execution_window:type_name -> google.protobuf.Duration
-	41, // 38: tenure.v1.TaskCreatedEvent.retry_policy:type_name -> tenure.v1.RetryPolicy
-	39, // 39: tenure.v1.TaskCreatedEvent.not_before:type_name -> google.protobuf.Timestamp
-	39, // 40: tenure.v1.TaskCreatedEvent.deadline:type_name -> google.protobuf.Timestamp
-	42, // 41: tenure.v1.TaskCreatedEvent.trace_context:type_name -> tenure.v1.TraceContext
-	43, // 42: tenure.v1.TaskCreatedEvent.on_dependency_failure:type_name -> tenure.v1.DependencyFailure
-	44, // 43: tenure.v1.OutboxHeldEvent.rows:type_name -> tenure.v1.OutboxHold
-	4,  // 44: tenure.v1.TasksSubmittedEvent.tasks:type_name -> tenure.v1.TaskCreatedEvent
-	45, // 45: tenure.v1.DependencyResolvedEvent.state:type_name -> tenure.v1.TaskState
-	39, // 46: tenure.v1.LeaseGrantedEvent.lease_expiry:type_name -> google.protobuf.Timestamp
-	39, // 47: tenure.v1.LeaseExtendedEvent.lease_expiry:type_name -> google.protobuf.Timestamp
-	46, // 48: tenure.v1.LeaseExtendedEvent.progress:type_name -> tenure.v1.Progress
-	39, // 49: tenure.v1.LeaseExpiredEvent.retry_at:type_name -> google.protobuf.Timestamp
-	4,  // 50: tenure.v1.TaskCommittedEvent.spawn:type_name -> tenure.v1.TaskCreatedEvent
-	4,  // 51: tenure.v1.TaskCompletedEvent.spawn:type_name -> tenure.v1.TaskCreatedEvent
-	39, // 52: tenure.v1.TaskFailedEvent.retry_at:type_name -> google.protobuf.Timestamp
-	39, // 53: tenure.v1.TasksPurgedEvent.before:type_name -> google.protobuf.Timestamp
-	47, // 54: tenure.v1.ScheduleDefinition.overlap:type_name -> tenure.v1.OverlapPolicy
-	40, // 55: tenure.v1.ScheduleDefinition.catch_up_window:type_name -> google.protobuf.Duration
-	40, // 56: tenure.v1.ScheduleDefinition.execution_window:type_name -> google.protobuf.Duration
-	41, // 57: tenure.v1.ScheduleDefinition.retry_policy:type_name -> tenure.v1.RetryPolicy
-	28, // 58: tenure.v1.ScheduleCreatedEvent.definition:type_name -> tenure.v1.ScheduleDefinition
-	39, // 59: tenure.v1.ScheduleCreatedEvent.next:type_name -> google.protobuf.Timestamp
-	28, // 60: tenure.v1.ScheduleUpdatedEvent.definition:type_name -> tenure.v1.ScheduleDefinition
-	39, // 61: tenure.v1.ScheduleUpdatedEvent.next:type_name -> google.protobuf.Timestamp
-	39, // 62: tenure.v1.ScheduleResumedEvent.next:type_name -> google.protobuf.Timestamp
-	39, // 63: tenure.v1.ScheduleFiredEvent.tick:type_name -> google.protobuf.Timestamp
-	39, // 64: tenure.v1.ScheduleFiredEvent.next:type_name -> google.protobuf.Timestamp
-	48, // 65: tenure.v1.ScheduleFiredEvent.outcome:type_name -> tenure.v1.FireOutcome
-	39, // 66: tenure.v1.ScheduleSkippedEvent.from:type_name -> google.protobuf.Timestamp
-	39, // 67: tenure.v1.ScheduleSkippedEvent.next:type_name -> google.protobuf.Timestamp
-	39, // 68: tenure.v1.ScheduleHeldEvent.tick:type_name -> google.protobuf.Timestamp
-	39, // 69: tenure.v1.ScheduleHeldEvent.next:type_name -> google.protobuf.Timestamp
-	39, // 70: tenure.v1.TasksPurgedRangeEvent.before:type_name -> google.protobuf.Timestamp
-	39, // 71: tenure.v1.TaskSnoozedEvent.not_before:type_name -> google.protobuf.Timestamp
-	0,  // 72: tenure.v1.EventService.WatchEvents:input_type -> tenure.v1.WatchEventsRequest
-	2,  // 73: tenure.v1.EventService.WatchEvents:output_type -> tenure.v1.WatchEventsResponse
-	73, // [73:74] is the sub-list for method output_type
-	72, // [72:73] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	39, // 37: tenure.v1.Event.tasks_delivered:type_name -> tenure.v1.TasksDeliveredEvent
+	41, // 38: tenure.v1.TaskCreatedEvent.execution_window:type_name -> google.protobuf.Duration
+	42, // 39: tenure.v1.TaskCreatedEvent.retry_policy:type_name -> tenure.v1.RetryPolicy
+	40, // 40: tenure.v1.TaskCreatedEvent.not_before:type_name -> google.protobuf.Timestamp
+	40, // 41: tenure.v1.TaskCreatedEvent.deadline:type_name -> google.protobuf.Timestamp
+	43, // 42: tenure.v1.TaskCreatedEvent.trace_context:type_name -> tenure.v1.TraceContext
+	44, // 43: tenure.v1.TaskCreatedEvent.on_dependency_failure:type_name -> tenure.v1.DependencyFailure
+	45, // 44: tenure.v1.OutboxHeldEvent.rows:type_name -> tenure.v1.OutboxHold
+	4,  // 45: tenure.v1.TasksSubmittedEvent.tasks:type_name -> tenure.v1.TaskCreatedEvent
+	46, // 46: tenure.v1.DependencyResolvedEvent.state:type_name -> tenure.v1.TaskState
+	40, // 47: tenure.v1.LeaseGrantedEvent.lease_expiry:type_name -> google.protobuf.Timestamp
+	40, // 48: tenure.v1.LeaseExtendedEvent.lease_expiry:type_name -> google.protobuf.Timestamp
+	47, // 49: tenure.v1.LeaseExtendedEvent.progress:type_name -> tenure.v1.Progress
+	40, // 50: tenure.v1.LeaseExpiredEvent.retry_at:type_name -> google.protobuf.Timestamp
+	4,  // 51: tenure.v1.TaskCommittedEvent.spawn:type_name -> tenure.v1.TaskCreatedEvent
+	4,  // 52: tenure.v1.TaskCompletedEvent.spawn:type_name -> tenure.v1.TaskCreatedEvent
+	40, // 53: tenure.v1.TaskFailedEvent.retry_at:type_name -> google.protobuf.Timestamp
+	40, // 54: tenure.v1.TasksPurgedEvent.before:type_name -> google.protobuf.Timestamp
+	48, // 55: tenure.v1.ScheduleDefinition.overlap:type_name -> tenure.v1.OverlapPolicy
+	41, // 56: tenure.v1.ScheduleDefinition.catch_up_window:type_name -> google.protobuf.Duration
+	41, // 57: tenure.v1.ScheduleDefinition.execution_window:type_name -> google.protobuf.Duration
+	42, // 58: tenure.v1.ScheduleDefinition.retry_policy:type_name -> tenure.v1.RetryPolicy
+	28, // 59: tenure.v1.ScheduleCreatedEvent.definition:type_name -> tenure.v1.ScheduleDefinition
+	40, // 60: tenure.v1.ScheduleCreatedEvent.next:type_name -> google.protobuf.Timestamp
+	28, // 61: tenure.v1.ScheduleUpdatedEvent.definition:type_name -> tenure.v1.ScheduleDefinition
+	40, // 62: tenure.v1.ScheduleUpdatedEvent.next:type_name -> google.protobuf.Timestamp
+	40, // 63: tenure.v1.ScheduleResumedEvent.next:type_name -> google.protobuf.Timestamp
+	40, // 64: tenure.v1.ScheduleFiredEvent.tick:type_name -> google.protobuf.Timestamp
+	40, // 65: tenure.v1.ScheduleFiredEvent.next:type_name -> google.protobuf.Timestamp
+	49, // 66: tenure.v1.ScheduleFiredEvent.outcome:type_name -> tenure.v1.FireOutcome
+	40, // 67: tenure.v1.ScheduleSkippedEvent.from:type_name -> google.protobuf.Timestamp
+	40, // 68: tenure.v1.ScheduleSkippedEvent.next:type_name -> google.protobuf.Timestamp
+	40, // 69: tenure.v1.ScheduleHeldEvent.tick:type_name -> google.protobuf.Timestamp
+	40, // 70: tenure.v1.ScheduleHeldEvent.next:type_name -> google.protobuf.Timestamp
+	40, // 71: tenure.v1.TasksPurgedRangeEvent.before:type_name -> google.protobuf.Timestamp
+	40, // 72: tenure.v1.TaskSnoozedEvent.not_before:type_name -> google.protobuf.Timestamp
+	0,  // 73: tenure.v1.EventService.WatchEvents:input_type -> tenure.v1.WatchEventsRequest
+	2,  // 74: tenure.v1.EventService.WatchEvents:output_type -> tenure.v1.WatchEventsResponse
+	74, // [74:75] is the sub-list for method output_type
+	73, // [73:74] is the sub-list for method input_type
+	73, // [73:73] is the sub-list for extension type_name
+	73, // [73:73] is the sub-list for extension extendee
+	0,  // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_events_proto_init() }
@@ -3526,6 +3595,7 @@ func file_tenure_v1_events_proto_init() {
 		(*Event_WorkflowCancelled)(nil),
 		(*Event_WorkflowRetried)(nil),
 		(*Event_DependencyResolved)(nil),
+		(*Event_TasksDelivered)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3533,7 +3603,7 @@ func file_tenure_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_events_proto_rawDesc), len(file_tenure_v1_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

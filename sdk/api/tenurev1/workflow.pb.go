@@ -103,7 +103,13 @@ type Workflow struct {
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// Who cancelled it, when and why, while it is CANCELLED.
-	Cancelled     *QueuePause `protobuf:"bytes,8,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	Cancelled *QueuePause `protobuf:"bytes,8,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	// In cluster mode, its tasks that the partition whose record created
+	// them is still delivering to their own partitions (docs/design/
+	// workflows.md, "Cluster mode"): not in tasks or total yet (for a
+	// moment, one just created there may be in both). RUNNING while any
+	// is, unless CANCELLED.
+	Delivering    uint64 `protobuf:"varint,9,opt,name=delivering,proto3" json:"delivering,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -192,6 +198,13 @@ func (x *Workflow) GetCancelled() *QueuePause {
 		return x.Cancelled
 	}
 	return nil
+}
+
+func (x *Workflow) GetDelivering() uint64 {
+	if x != nil {
+		return x.Delivering
+	}
+	return 0
 }
 
 // GetWorkflowRequest names a workflow and a page of its tasks.
@@ -826,7 +839,7 @@ var File_tenure_v1_workflow_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_workflow_proto_rawDesc = "" +
 	"\n" +
-	"\x18tenure/v1/workflow.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15tenure/v1/queue.proto\x1a\x14tenure/v1/task.proto\"\xe7\x02\n" +
+	"\x18tenure/v1/workflow.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15tenure/v1/queue.proto\x1a\x14tenure/v1/task.proto\"\x87\x03\n" +
 	"\bWorkflow\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1f\n" +
 	"\vworkflow_id\x18\x02 \x01(\tR\n" +
@@ -838,7 +851,10 @@ const file_tenure_v1_workflow_proto_rawDesc = "" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x123\n" +
-	"\tcancelled\x18\b \x01(\v2\x15.tenure.v1.QueuePauseR\tcancelled\"\x8f\x01\n" +
+	"\tcancelled\x18\b \x01(\v2\x15.tenure.v1.QueuePauseR\tcancelled\x12\x1e\n" +
+	"\n" +
+	"delivering\x18\t \x01(\x04R\n" +
+	"delivering\"\x8f\x01\n" +
 	"\x12GetWorkflowRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1f\n" +
 	"\vworkflow_id\x18\x02 \x01(\tR\n" +

@@ -405,6 +405,12 @@ export declare type Event = Message<"tenure.v1.Event"> & {
      */
     value: DependencyResolvedEvent;
     case: "dependencyResolved";
+  } | {
+    /**
+     * @generated from field: tenure.v1.TasksDeliveredEvent tasks_delivered = 54;
+     */
+    value: TasksDeliveredEvent;
+    case: "tasksDelivered";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1470,6 +1476,27 @@ export declare type TaskSnoozedEvent = Message<"tenure.v1.TaskSnoozedEvent"> & {
  * Use `create(TaskSnoozedEventSchema)` to create a new message.
  */
 export declare const TaskSnoozedEventSchema: GenMessage<TaskSnoozedEvent>;
+
+/**
+ * TasksDeliveredEvent: tasks that a record of this partition created for
+ * other partitions (a workflow batch or a spawn placed across the
+ * cluster) are durable in theirs; their own TaskCreatedEvent is in their
+ * partition's stream.
+ *
+ * @generated from message tenure.v1.TasksDeliveredEvent
+ */
+export declare type TasksDeliveredEvent = Message<"tenure.v1.TasksDeliveredEvent"> & {
+  /**
+   * @generated from field: repeated string task_ids = 1;
+   */
+  taskIds: string[];
+};
+
+/**
+ * Describes the message tenure.v1.TasksDeliveredEvent.
+ * Use `create(TasksDeliveredEventSchema)` to create a new message.
+ */
+export declare const TasksDeliveredEventSchema: GenMessage<TasksDeliveredEvent>;
 
 /**
  * EventService streams the log: every decision the server made, in order,

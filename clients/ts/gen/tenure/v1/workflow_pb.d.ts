@@ -70,6 +70,17 @@ export declare type Workflow = Message<"tenure.v1.Workflow"> & {
    * @generated from field: tenure.v1.QueuePause cancelled = 8;
    */
   cancelled?: QueuePause | undefined;
+
+  /**
+   * In cluster mode, its tasks that the partition whose record created
+   * them is still delivering to their own partitions (docs/design/
+   * workflows.md, "Cluster mode"): not in tasks or total yet (for a
+   * moment, one just created there may be in both). RUNNING while any
+   * is, unless CANCELLED.
+   *
+   * @generated from field: uint64 delivering = 9;
+   */
+  delivering: bigint;
 };
 
 /**
