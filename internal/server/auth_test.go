@@ -6,7 +6,6 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -36,12 +35,7 @@ func authServer(t *testing.T) (string, *http.Client, authtest.Tokens) {
 // authServerWith is authServer with the other options of opts.
 func authServerWith(t *testing.T, opts server.Options) (string, *http.Client, authtest.Tokens) {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "tokens.jsonl")
-	tok := authtest.TokenFile(t, file)
-	st, err := auth.Open(file, auth.StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok, st := authtest.Store(t)
 	mx, err := metrics.New(metrics.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -208,12 +202,7 @@ func TestAuthCompleteBatchLease(t *testing.T) {
 // ("ignoring invalid trailer"): the server's error log stays empty.
 func TestAuthRefusalTrailers(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "tokens.jsonl")
-	authtest.TokenFile(t, file)
-	st, err := auth.Open(file, auth.StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, st := authtest.Store(t)
 	n := apitest.OpenNode(t)
 	var errLog strings.Builder
 	var mu sync.Mutex

@@ -76,6 +76,20 @@ func TokenFile(t testing.TB, path string) Tokens {
 	return tk
 }
 
+// Store writes the token file of a run (TokenFile) in a directory of t's
+// own and opens the store that reads it, as a server started with
+// --auth-file would.
+func Store(t testing.TB) (Tokens, *auth.Store) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "tokens.jsonl")
+	tok := TokenFile(t, file)
+	st, err := auth.Open(file, auth.StoreOptions{})
+	if err != nil {
+		t.Fatalf("authtest: opening the token file: %v", err)
+	}
+	return tok, st
+}
+
 // target is what a call is made about.
 type target int
 

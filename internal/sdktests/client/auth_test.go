@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,12 +17,7 @@ import (
 // make ErrPermissionDenied; a token that cannot be a header is refused.
 func TestToken(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "tokens.jsonl")
-	tok := authtest.TokenFile(t, file)
-	st, err := auth.Open(file, auth.StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok, st := authtest.Store(t)
 	n := apitest.OpenNode(t)
 	url := apitest.Serve(t, server.New(n.Router(), server.Options{Auth: st}))
 	for _, proto := range protocols {
