@@ -17,6 +17,7 @@ func TestEveryTaskRecordHasAHistoryLine(t *testing.T) {
 	t.Parallel()
 	names := func(r state.Record) bool { return r.Task() != "" }
 	seen := firstOfEachType(t, 50, names, func(name string, r state.Record) {
+		r = askedBy(r)
 		e := historyEntry(coordinator.HistoryEntry{LSN: 7, Record: r})
 		if e.Type != name || e.Lsn != 7 {
 			t.Errorf("the history line of a %s says type %q, LSN %d", name, e.Type, e.Lsn)
