@@ -35,21 +35,23 @@ type ackRec struct {
 	lease     string
 }
 
-type ackTap struct {
-	mu   sync.Mutex
-	recs []ackRec
+// syncList is a list that goroutines add to.
+type syncList[T any] struct {
+	mu    sync.Mutex
+	items []T
 }
 
-func (a *ackTap) add(r ackRec) {
-	a.mu.Lock()
-	a.recs = append(a.recs, r)
-	a.mu.Unlock()
+func (l *syncList[T]) add(v T) {
+	l.mu.Lock()
+	l.items = append(l.items, v)
+	l.mu.Unlock()
 }
 
-func (a *ackTap) all() []ackRec {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Clone(a.recs)
+// all returns a copy of what was added, in order.
+func (l *syncList[T]) all() []T {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.items)
 }
 
 // clAPI is one node's API over one protocol.

@@ -127,7 +127,7 @@ type clTest struct {
 	// phase is set by a test around a fault; every acknowledgement notes
 	// the phase its call was sent and answered in.
 	phase   atomic.Int32
-	tap     ackTap
+	tap     syncList[ackRec]
 	retries atomic.Int64 // unavailable answers retried
 	moves   atomic.Int64 // clients that moved to another node
 	// unavailable keeps the first unavailable answers retried in each

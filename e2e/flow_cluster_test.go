@@ -45,13 +45,9 @@ func TestClusterFlowControl(t *testing.T) {
 		t.Fatalf("queue limit printed %q", out)
 	}
 	ctx := t.Context()
-	clients := make([]*client.Client, 3)
-	for i, u := range []string{n1, n2, n3} {
-		var err error
-		if clients[i], err = client.New(u, client.Options{MaxRetries: 20}); err != nil {
-			t.Fatal(err)
-		}
-		got, err := clients[i].GetQueue(ctx, client.GetQueueRequest{Namespace: ns, Queue: q})
+	clients := sdkEach(t, []string{n1, n2, n3}, client.Options{MaxRetries: 20})
+	for i, cl := range clients {
+		got, err := cl.GetQueue(ctx, client.GetQueueRequest{Namespace: ns, Queue: q})
 		if err != nil || got.Limits == nil || got.Limits.MaxConcurrency != maxConc || got.Limits.Rate != 40 || got.Limits.Burst != 8 ||
 			got.Partitions != clPartitions || got.LimitedPartitions != clPartitions {
 			t.Fatalf("GetQueue through node %d: %+v, %v; want the limits in all %d partitions", i+1, got, err, clPartitions)
@@ -67,32 +63,24 @@ func TestClusterFlowControl(t *testing.T) {
 		done, held atomic.Int64
 		mu         sync.Mutex
 		maxHeld    int64
-		errs       []error
+		errs       syncList[error]
 	)
-	fail := func(err error) {
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
-	}
+	fail := errs.add
 	stop := make(chan struct{})
 	var sampler sync.WaitGroup
 	sampler.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		untilStopped(stop, func(i int) bool {
 			got, err := clients[i%3].GetQueue(ctx, client.GetQueueRequest{Namespace: ns, Queue: q})
 			if err != nil {
 				fail(err)
-				return
+				return false
 			}
 			if got.ActiveLeases > maxConc {
 				fail(fmt.Errorf("the queue holds %d live leases over its partitions, above its max concurrency of %d", got.ActiveLeases, maxConc))
 			}
 			time.Sleep(5 * time.Millisecond)
-		}
+			return true
+		})
 	})
 	var workers sync.WaitGroup
 	for w := range 6 {
@@ -125,14 +113,49 @@ func TestClusterFlowControl(t *testing.T) {
 	workers.Wait()
 	close(stop)
 	sampler.Wait()
-	if len(errs) > 0 {
-		t.Fatal(errs[0])
-	}
+	checkErrs(t, &errs)
 	if maxHeld > maxConc {
 		t.Fatalf("the workers held %d leases at once, above the max concurrency of %d", maxHeld, maxConc)
 	}
 	t.Logf("the workers held up to %d leases at once (max concurrency %d)", maxHeld, maxConc)
 	checkClusterFlowLog(t, c, ns, q, maxConc, 40_000, 8, tasks)
+}
+
+// sdkEach is a client of the SDK, with opts, for each of urls.
+func sdkEach(t *testing.T, urls []string, opts client.Options) []*client.Client {
+	t.Helper()
+	cs := make([]*client.Client, len(urls))
+	for i, u := range urls {
+		var err error
+		if cs[i], err = client.New(u, opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cs
+}
+
+// checkErrs fails the test with the first of errs, the errors of its
+// goroutines, if any.
+func checkErrs(t *testing.T, errs *syncList[error]) {
+	t.Helper()
+	if all := errs.all(); len(all) > 0 {
+		t.Fatal(all[0])
+	}
+}
+
+// untilStopped calls fn(0), fn(1), … until stop is closed or fn returns
+// false.
+func untilStopped(stop <-chan struct{}, fn func(i int) bool) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if !fn(i) {
+			return
+		}
+	}
 }
 
 // checkClusterFlowLog replays the log of every partition of ns/q from the

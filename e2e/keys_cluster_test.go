@@ -44,16 +44,7 @@ func TestClusterKeyConcurrency(t *testing.T) {
 	ctx := t.Context()
 	// The workers' clients retry through a partition's move; the
 	// sampler's do not, so that it goes on sampling the other partitions.
-	clients, samplers := make([]*client.Client, len(urls)), make([]*client.Client, len(urls))
-	for i, u := range urls {
-		var err error
-		if clients[i], err = client.New(u, client.Options{MaxRetries: 20}); err != nil {
-			t.Fatal(err)
-		}
-		if samplers[i], err = client.New(u, client.Options{MaxRetries: -1}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	clients, samplers := sdkEach(t, urls, client.Options{MaxRetries: 20}), sdkEach(t, urls, client.Options{MaxRetries: -1})
 	keyOf := func(i int) string { return fmt.Sprintf("customer-%03d", i%keys) }
 	for b := 0; b < tasks; b += 100 {
 		var reqs []client.SubmitRequest
@@ -73,13 +64,9 @@ func TestClusterKeyConcurrency(t *testing.T) {
 		held    = map[string]int{}
 		maxHeld int
 		samples int
-		errs    []error
+		errs    syncList[error]
 	)
-	fail := func(err error) {
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
-	}
+	fail := errs.add
 	// node returns the node to call for i, moving off the killed one;
 	// transient reports whether err, of a call to node n, is the fault's:
 	// any failure of a call to the killed node, and unavailable while its
@@ -97,20 +84,15 @@ func TestClusterKeyConcurrency(t *testing.T) {
 	stop := make(chan struct{})
 	var sampler sync.WaitGroup
 	sampler.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		untilStopped(stop, func(i int) bool {
 			n := node(i)
 			leased, err := client.Collect(samplers[n].ListTasks(ctx, client.ListTasksRequest{Namespace: ns, Queue: q, State: client.TaskStateLeased}))
 			if err != nil {
 				if !transient(n, err) {
 					fail(fmt.Errorf("sampler: %w", err))
-					return
+					return false
 				}
-				continue
+				return true
 			}
 			per := map[string]int{}
 			for _, tk := range leased {
@@ -122,25 +104,21 @@ func TestClusterKeyConcurrency(t *testing.T) {
 			samples++
 			mu.Unlock()
 			time.Sleep(5 * time.Millisecond)
-		}
+			return true
+		})
 	})
 	var workers sync.WaitGroup
 	for w := range 9 {
 		workers.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			untilStopped(stop, func(int) bool {
 				n := node(w)
 				lts, err := tasksOf(clients[n].Lease(ctx, client.LeaseRequest{WorkerID: fmt.Sprintf("w%d", w), Namespace: ns, Queue: q, MaxTasks: 8, Wait: 300 * time.Millisecond}))
 				if err != nil {
 					if !transient(n, err) {
 						fail(fmt.Errorf("worker %d: %w", w, err))
-						return
+						return false
 					}
-					continue
+					return true
 				}
 				// Held from the answer until the completion is sent: a
 				// subset of what the server holds live.
@@ -168,10 +146,11 @@ func TestClusterKeyConcurrency(t *testing.T) {
 						// decides).
 					default:
 						fail(fmt.Errorf("worker %d: %w", w, err))
-						return
+						return false
 					}
 				}
-			}
+				return true
+			})
 		})
 	}
 	// A third of the way, kill -9 the owner of one of the queue's
@@ -195,9 +174,7 @@ func TestClusterKeyConcurrency(t *testing.T) {
 	c.nodes[victim].proc.kill9(t)
 	t.Logf("killed -9 %s, owner of partitions of the queue, after %d completions", c.nodes[victim].id, done.Load())
 	c.poll("every task completed", func() (bool, error) {
-		mu.Lock()
-		failed := len(errs) > 0
-		mu.Unlock()
+		failed := len(errs.all()) > 0
 		got, err := alive(0).GetQueue(ctx, client.GetQueueRequest{Namespace: ns, Queue: q})
 		if err != nil {
 			return failed, nil // the partitions are moving
@@ -207,9 +184,7 @@ func TestClusterKeyConcurrency(t *testing.T) {
 	close(stop)
 	workers.Wait()
 	sampler.Wait()
-	if len(errs) > 0 {
-		t.Fatal(errs[0])
-	}
+	checkErrs(t, &errs)
 	if maxHeld > maxConc {
 		t.Fatalf("the workers held %d leases of one key at once, above the key max concurrency of %d", maxHeld, maxConc)
 	}
