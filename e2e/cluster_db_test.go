@@ -21,6 +21,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tenurehq/tenure/internal/cluster/mysqllog"
+	"github.com/tenurehq/tenure/internal/wal"
 )
 
 // clLock is the coordinator lock's row. Every time is the database's.
@@ -55,25 +58,60 @@ type clPart struct {
 }
 
 func (c *clTest) parts() (map[uint64]clPart, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
-	defer cancel()
-	rows, err := c.db.QueryContext(ctx, `SELECT id, namespace, queue, partition_no, COALESCE(owner_node_id, ''), epoch, updated_at FROM partitions`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	out := make(map[uint64]clPart)
-	for rows.Next() {
+	err := c.queryEach(`SELECT id, namespace, queue, partition_no, COALESCE(owner_node_id, ''), epoch, updated_at FROM partitions`, func(rows *sql.Rows) error {
 		var p clPart
 		var ns, q string
 		var no uint32
 		if err := rows.Scan(&p.id, &ns, &q, &no, &p.owner, &p.epoch, &p.updated); err != nil {
-			return nil, err
+			return err
 		}
 		p.key = fmt.Sprintf("%s/%s/%d", ns, q, no)
 		out[p.id] = p
+		return nil
+	})
+	return out, err
+}
+
+// queryEach runs query (with args) on the test's database, within the
+// call timeout, and calls scan for each row it returns.
+func (c *clTest) queryEach(query string, scan func(*sql.Rows) error, args ...any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
+	defer cancel()
+	return queryEach(ctx, c.db, query, scan, args...)
+}
+
+// queryEach runs query (with args) on db and calls scan for each row it
+// returns.
+func queryEach(ctx context.Context, db *sql.DB, query string, scan func(*sql.Rows) error, args ...any) error {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
 	}
-	return out, rows.Err()
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// partitionLogQuery selects the rows of a partition's log, in order.
+const partitionLogQuery = "SELECT lsn, type, payload FROM partition_log WHERE partition_id = ? ORDER BY lsn"
+
+// logEntries is a scan of the rows of partitionLogQuery: it calls fn with
+// each entry of each row (mysqllog.RowRecords).
+func logEntries(maxRecordBytes int, fn func(lsn uint64, e wal.Entry) error) func(*sql.Rows) error {
+	return func(rows *sql.Rows) error {
+		var lsn uint64
+		var typ uint16
+		var payload []byte
+		if err := rows.Scan(&lsn, &typ, &payload); err != nil {
+			return err
+		}
+		return mysqllog.RowRecords(lsn, typ, payload, maxRecordBytes, fn)
+	}
 }
 
 // ownedBy returns the partitions of ps that id owns.
@@ -109,25 +147,19 @@ type clNodeRow struct {
 }
 
 func (c *clTest) nodeRows() (map[string]clNodeRow, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
-	defer cancel()
-	rows, err := c.db.QueryContext(ctx, `SELECT node_id, status, last_heartbeat FROM nodes`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	out := make(map[string]clNodeRow)
-	for rows.Next() {
+	err := c.queryEach(`SELECT node_id, status, last_heartbeat FROM nodes`, func(rows *sql.Rows) error {
 		var id string
 		var status int
 		var r clNodeRow
 		if err := rows.Scan(&id, &status, &r.lastHeartbeat); err != nil {
-			return nil, err
+			return err
 		}
 		r.active = status == 1
 		out[id] = r
-	}
-	return out, rows.Err()
+		return nil
+	})
+	return out, err
 }
 
 // partsAndNodes reads the partitions and the nodes table.
@@ -318,22 +350,14 @@ var (
 func (c *clTest) openTrx() ([]clTrx, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
 	defer cancel()
-	rows, err := c.db.QueryContext(ctx, "SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE DB = DATABASE()")
-	if err != nil {
-		return nil, err
-	}
 	hosts := make(map[uint64]string)
-	for rows.Next() {
+	if err := queryEach(ctx, c.db, "SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE DB = DATABASE()", func(rows *sql.Rows) error {
 		var id uint64
 		var host string
-		if err := rows.Scan(&id, &host); err != nil {
-			rows.Close()
-			return nil, err
-		}
+		err := rows.Scan(&id, &host)
 		hosts[id] = host
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	var typ, name, status string

@@ -5,12 +5,10 @@ package e2e
 // some of them is killed -9 and they move.
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/tenurehq/tenure/internal/cluster/mysqllog"
 	"github.com/tenurehq/tenure/internal/record"
 	"github.com/tenurehq/tenure/internal/wal"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
@@ -27,34 +25,15 @@ type clRecord struct {
 // holds them.
 func (c *clTest) partitionLog(id uint64) []clRecord {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
-	defer cancel()
-	rows, err := c.db.QueryContext(ctx, "SELECT lsn, type, payload FROM partition_log WHERE partition_id = ? ORDER BY lsn", id)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer rows.Close()
 	var out []clRecord
-	for rows.Next() {
-		var lsn uint64
-		var typ uint16
-		var payload []byte
-		if err := rows.Scan(&lsn, &typ, &payload); err != nil {
-			c.t.Fatal(err)
-		}
-		err := mysqllog.RowRecords(lsn, typ, payload, 64<<20, func(at uint64, e wal.Entry) error {
-			r, err := record.Decode(record.Type(e.Type), e.Payload)
-			if err != nil {
-				return err
-			}
-			out = append(out, clRecord{at, record.TypeOf(r).String(), r.Task()})
-			return nil
-		})
+	if err := c.queryEach(partitionLogQuery, logEntries(64<<20, func(at uint64, e wal.Entry) error {
+		r, err := record.Decode(record.Type(e.Type), e.Payload)
 		if err != nil {
-			c.t.Fatal(err)
+			return err
 		}
-	}
-	if err := rows.Err(); err != nil {
+		out = append(out, clRecord{at, record.TypeOf(r).String(), r.Task()})
+		return nil
+	}), id); err != nil {
 		c.t.Fatal(err)
 	}
 	return out

@@ -26,7 +26,6 @@ package e2e
 // node and verifies it. Each test of a fault has a file of its own.
 
 import (
-	"context"
 	"crypto/tls"
 	"database/sql"
 	"fmt"
@@ -193,23 +192,15 @@ func (c *clTest) waitEligible(ids []string) {
 
 // eligible reads which nodes the coordinator has made eligible.
 func (c *clTest) eligible() (map[string]bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
-	defer cancel()
-	rows, err := c.db.QueryContext(ctx, "SELECT node_id, eligible FROM node_eligibility")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	out := make(map[string]bool)
-	for rows.Next() {
+	err := c.queryEach("SELECT node_id, eligible FROM node_eligibility", func(rows *sql.Rows) error {
 		var id string
 		var e bool
-		if err := rows.Scan(&id, &e); err != nil {
-			return nil, err
-		}
+		err := rows.Scan(&id, &e)
 		out[id] = e
-	}
-	return out, rows.Err()
+		return err
+	})
+	return out, err
 }
 
 // launch is how node n starts on addr ("": a free port).

@@ -248,26 +248,13 @@ func TestGaleraFencedAppend(t *testing.T) {
 		}
 		// Every acknowledged record is in the log, and the fence follows
 		// them; nothing of the old owner's is after it.
-		rows, err := onB.QueryContext(ctx, "SELECT lsn, type, payload FROM partition_log WHERE partition_id = ? ORDER BY lsn", id)
-		if err != nil {
+		got := make(map[uint64]string)
+		if err := queryEach(ctx, onB, partitionLogQuery, logEntries(mysqllog.DefaultMaxRecordBytes, func(lsn uint64, e wal.Entry) error {
+			got[lsn] = string(e.Payload)
+			return nil
+		}), id); err != nil {
 			t.Fatal(err)
 		}
-		got := make(map[uint64]string)
-		for rows.Next() {
-			var lsn uint64
-			var typ uint16
-			var p []byte
-			if err := rows.Scan(&lsn, &typ, &p); err != nil {
-				t.Fatal(err)
-			}
-			if err := mysqllog.RowRecords(lsn, typ, p, mysqllog.DefaultMaxRecordBytes, func(lsn uint64, e wal.Entry) error {
-				got[lsn] = string(e.Payload)
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		rows.Close()
 		for lsn, p := range acked {
 			if got[lsn] != p {
 				t.Errorf("run %d: the old owner's acknowledged lsn %d holds %q, want %q", run, lsn, got[lsn], p)
