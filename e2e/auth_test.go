@@ -197,10 +197,7 @@ func TestCLITokens(t *testing.T) {
 	// The exec worker with a worker token of its queue works a task off.
 	worker := spawn(t, "worker", "", []string{"worker", "--addr", addr, "--queue", "emails", "--token", mailer, "--exec", "tr a-z A-Z"})
 	hello := strings.TrimSpace(mustCLI(t, "submit", "hello", "--queue", "emails", "--addr", addr, "--token", ci))
-	asAdmin, err := client.New(addr, client.Options{Token: ops})
-	if err != nil {
-		t.Fatal(err)
-	}
+	asAdmin := sdkWith(t, addr, client.Options{Token: ops})
 	eventually.NoError(t, "the worker to complete "+hello, func() error {
 		task, err := asAdmin.GetTask(t.Context(), client.GetTaskRequest{TaskID: hello})
 		if err != nil {

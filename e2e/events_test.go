@@ -151,10 +151,7 @@ func TestEventsKill9(t *testing.T) {
 	p := startServerProc(t, data)
 	addr := p.addr
 	consumer := startConsumer(t, dir, "--addr", p.url(), "--follow", "--from", "oldest", "--json")
-	c, err := client.New(p.url(), client.Options{MaxRetries: 100, RetryBackoff: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := sdkWith(t, p.url(), client.Options{MaxRetries: 100, RetryBackoff: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	load := &eventsLoad{c: c, n: tasks}

@@ -35,7 +35,7 @@ func TestClusterFlowControl(t *testing.T) {
 		maxConc = 6
 		tasks   = 48
 	)
-	n1, n2, n3 := c.nodes[0].url(), c.nodes[1].url(), c.nodes[2].url()
+	n1 := c.nodes[0].url()
 	if code, _, errs := cli(t, "queue", "limit", q, "--namespace", ns, "--max-concurrency", "3", "--addr", n1); code != 1 ||
 		!strings.Contains(errs, "--max-concurrency") || !strings.Contains(errs, "4 partitions") {
 		t.Fatalf("a max concurrency below the partitions: exit %d, %q; want the field and the 4 partitions named", code, errs)
@@ -45,7 +45,7 @@ func TestClusterFlowControl(t *testing.T) {
 		t.Fatalf("queue limit printed %q", out)
 	}
 	ctx := t.Context()
-	clients := sdkEach(t, []string{n1, n2, n3}, client.Options{MaxRetries: 20})
+	clients := sdkEach(t, c.nodes, client.Options{MaxRetries: 20})
 	for i, cl := range clients {
 		got, err := cl.GetQueue(ctx, client.GetQueueRequest{Namespace: ns, Queue: q})
 		if err != nil || got.Limits == nil || got.Limits.MaxConcurrency != maxConc || got.Limits.Rate != 40 || got.Limits.Burst != 8 ||
@@ -119,19 +119,6 @@ func TestClusterFlowControl(t *testing.T) {
 	}
 	t.Logf("the workers held up to %d leases at once (max concurrency %d)", maxHeld, maxConc)
 	checkClusterFlowLog(t, c, ns, q, maxConc, 40_000, 8, tasks)
-}
-
-// sdkEach is a client of the SDK, with opts, for each of urls.
-func sdkEach(t *testing.T, urls []string, opts client.Options) []*client.Client {
-	t.Helper()
-	cs := make([]*client.Client, len(urls))
-	for i, u := range urls {
-		var err error
-		if cs[i], err = client.New(u, opts); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return cs
 }
 
 // checkErrs fails the test with the first of errs, the errors of its

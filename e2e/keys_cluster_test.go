@@ -44,7 +44,7 @@ func TestClusterKeyConcurrency(t *testing.T) {
 	ctx := t.Context()
 	// The workers' clients retry through a partition's move; the
 	// sampler's do not, so that it goes on sampling the other partitions.
-	clients, samplers := sdkEach(t, urls, client.Options{MaxRetries: 20}), sdkEach(t, urls, client.Options{MaxRetries: -1})
+	clients, samplers := sdkEach(t, c.nodes, client.Options{MaxRetries: 20}), sdkEach(t, c.nodes, client.Options{MaxRetries: -1})
 	keyOf := func(i int) string { return fmt.Sprintf("customer-%03d", i%keys) }
 	for b := 0; b < tasks; b += 100 {
 		var reqs []client.SubmitRequest

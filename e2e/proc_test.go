@@ -330,11 +330,28 @@ func httpGet(ctx context.Context, hc *http.Client, url, token string) (code int,
 // sdk is a client of the SDK for the server at addr.
 func sdk(t *testing.T, addr string) *client.Client {
 	t.Helper()
-	c, err := client.New(addr, client.Options{})
+	return sdkWith(t, addr, client.Options{})
+}
+
+// sdkWith is a client of the SDK, with opts, for the server at addr.
+func sdkWith(t *testing.T, addr string, opts client.Options) *client.Client {
+	t.Helper()
+	c, err := client.New(addr, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// sdkEach is a client of the SDK, with opts, for each of servers (nodes
+// of a cluster, server processes).
+func sdkEach[S interface{ url() string }](t *testing.T, servers []S, opts client.Options) []*client.Client {
+	t.Helper()
+	cs := make([]*client.Client, len(servers))
+	for i, s := range servers {
+		cs[i] = sdkWith(t, s.url(), opts)
+	}
+	return cs
 }
 
 // apiClients talks to one server over one protocol.

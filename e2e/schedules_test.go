@@ -188,14 +188,7 @@ func TestClusterScheduleKills(t *testing.T) {
 		catchUp = 2 * time.Minute
 		kills   = 8
 	)
-	clients := make([]*client.Client, len(c.nodes))
-	for i, n := range c.nodes {
-		cl, err := client.New(n.url(), client.Options{MaxRetries: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		clients[i] = cl
-	}
+	clients := sdkEach(t, c.nodes, client.Options{MaxRetries: -1})
 	// onAny runs f through one node after the other until one answers,
 	// polling while none does (a partition moving, a node down).
 	onAny := func(what string, f func(*client.Client) error) {

@@ -42,10 +42,7 @@ func TestTypedWorkerE2E(t *testing.T) {
 	srv := startServerProc(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	c, err := client.New(srv.url(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := sdk(t, srv.url())
 	for lo := 0; lo < perKind; lo += 500 {
 		var reqs []client.SubmitRequest
 		for i := lo; i < lo+500; i++ {

@@ -230,10 +230,7 @@ func TestTLSServer(t *testing.T) {
 	// The exec worker over TLS completes the task.
 	w := spawn(t, "worker", "", []string{"worker", "--addr", srv.url(), "--ca-file", k.path("ca.pem"), "--queue", "cli", "--exec", "tr a-z A-Z"})
 	defer stop(t, w)
-	c, err := client.New(srv.url(), client.Options{TLSConfig: trust([]*certgen.CA{ca})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := sdkWith(t, srv.url(), client.Options{TLSConfig: trust([]*certgen.CA{ca})})
 	eventually.NoError(t, "the worker to complete the task", func() error {
 		task, err := c.GetTask(context.Background(), client.GetTaskRequest{TaskID: id})
 		if err != nil {
@@ -503,14 +500,7 @@ func TestClusterTLS(t *testing.T) {
 		nodes = append(nodes, p)
 	}
 
-	clients := make([]*client.Client, len(nodes))
-	for i, p := range nodes {
-		c, err := client.New(p.url(), client.Options{Protocol: client.ProtocolGRPC, TLSConfig: cfg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		clients[i] = c
-	}
+	clients := sdkEach(t, nodes, client.Options{Protocol: client.ProtocolGRPC, TLSConfig: cfg})
 	ctx, cancel := context.WithTimeout(context.Background(), eventually.Deadline)
 	defer cancel()
 	const tasks = 24
@@ -688,10 +678,7 @@ func TestClusterMySQLTLS(t *testing.T) {
 	n := &clNode{id: "n1", dsn: dsn + "?tls=custom"}
 	n.extra = []string{"--mysql-tls-ca", k.path("ca.pem")}
 	p := start(t, n.launch(""))
-	c, err := client.New(p.url(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := sdk(t, p.url())
 	ctx, cancel := context.WithTimeout(context.Background(), eventually.Deadline)
 	defer cancel()
 	res, err := c.Submit(ctx, client.SubmitRequest{Queue: "tls-db", Payload: []byte("x")})
