@@ -302,3 +302,40 @@ func TestRunDeliveries(t *testing.T) {
 		t.Fatalf("the delivered task is %s", got.State)
 	}
 }
+
+// TestDeliveriesSurviveASnapshot: pending deliveries are kept by a
+// snapshot: a coordinator recovered from it, its log compacted below,
+// holds the same deliveries, delivers them, and marks them once.
+func TestDeliveriesSurviveASnapshot(t *testing.T) {
+	e := newSnapEnv(t, 3)
+	e.mustOpen()
+	rs := []SubmitRequest{wfReq("a"), wfReq("b"), wfReq("c", "b")}
+	rs[1].Place, rs[2].Place = "-p2", "-p2"
+	ids, err := e.c.SubmitWorkflow(ctx, "w", rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.work(40) // records after the batch, so that the log rolls over segments
+	before := e.c.Export()
+	e.snapshot(0)
+	e.close()
+	e.mustOpen()
+	after := e.c.Export()
+	if !reflect.DeepEqual(after.Deliveries, before.Deliveries) || len(after.Deliveries) != 2 {
+		t.Fatalf("deliveries after a snapshot and a restart: %+v, want %+v", after.Deliveries, before.Deliveries)
+	}
+	d, ok, err := e.c.nextDelivery()
+	if err != nil || !ok || len(d.Tasks) != 2 || d.Tasks[0].TaskID != ids[1].ID || d.Place != "-p2" || d.Workflow != "w" {
+		t.Fatalf("the first delivery after recovery: %+v, %v, %v", d, ok, err)
+	}
+	if err := e.c.markDelivered(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	last := e.c.Stats().LastLSN
+	if err := e.c.markDelivered(ctx, d); err != nil || e.c.Stats().LastLSN != last {
+		t.Fatalf("marking a delivery again: %v, lsn %d after %d; want nothing appended", err, e.c.Stats().LastLSN, last)
+	}
+	if n := e.c.Export().Deliveries; n != nil {
+		t.Fatalf("deliveries after they were marked: %+v", n)
+	}
+}
