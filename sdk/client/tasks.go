@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	mrand "math/rand/v2"
 	"sync"
 	"time"
 
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
+	"github.com/tenurehq/tenure/sdk/internal/backoff"
 )
 
 // The calls of TaskService: submit tasks, read them, and act on them as an
@@ -98,7 +100,7 @@ func (c *Client) readTasks(ctx context.Context, rs []SubmitResult) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			rs[i].Task, errs[i] = c.GetTask(ctx, GetTaskRequest{TaskID: rs[i].TaskID})
+			rs[i].Task, errs[i] = c.readBack(ctx, rs[i].TaskID)
 		}()
 	}
 	wg.Wait()
@@ -106,6 +108,20 @@ func (c *Client) readTasks(ctx context.Context, rs []SubmitResult) error {
 		return fmt.Errorf("client: SubmitBatch: the tasks were submitted, but reading them back failed (ReturnTasks): %w", err)
 	}
 	return nil
+}
+
+// readBack reads a task just submitted. In cluster mode a task of a
+// workflow batch placed in another partition than the batch's first is
+// created there moments after the submit is answered (docs/guides/
+// workflows.md): NOT_FOUND is asked again, for up to about 10 s.
+func (c *Client) readBack(ctx context.Context, id string) (*Task, error) {
+	policy := backoff.Policy{Initial: 10 * time.Millisecond, Max: time.Second}
+	for attempt := 0; ; attempt++ {
+		t, err := c.GetTask(ctx, GetTaskRequest{TaskID: id})
+		if !errors.Is(err, ErrNotFound) || attempt == 20 || !backoff.Sleep(ctx, policy.Wait(attempt, mrand.Int64N)) {
+			return t, err
+		}
+	}
 }
 
 // submitMessages and completeMessages keep the request messages of a
