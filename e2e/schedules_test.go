@@ -188,17 +188,7 @@ func TestClusterScheduleKills(t *testing.T) {
 		catchUp = 2 * time.Minute
 		kills   = 8
 	)
-	clients := sdkEach(t, c.nodes, client.Options{MaxRetries: -1})
-	// onAny runs f through one node after the other until one answers,
-	// polling while none does (a partition moving, a node down).
-	onAny := func(what string, f func(*client.Client) error) {
-		t.Helper()
-		i := 0
-		c.poll(what, func() (bool, error) {
-			i++
-			return true, f(clients[i%len(clients)])
-		})
-	}
+	onAny := c.onAny()
 	var sc *client.Schedule
 	onAny("creating the schedule", func(cl *client.Client) error {
 		res, err := cl.CreateSchedule(ctx, client.ScheduleRequest{Namespace: clNamespace, Queue: queue, Name: e2eScheduleName,
