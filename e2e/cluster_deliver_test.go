@@ -35,13 +35,7 @@ func TestClusterDeliveries(t *testing.T) {
 	c.extraQueues = 5
 	const ns = "dl"
 	ctx := t.Context()
-	clients := make([]*client.Client, len(c.nodes))
-	for i, n := range c.nodes {
-		var err error
-		if clients[i], err = client.New(n.url(), client.Options{MaxRetries: 20}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	clients := sdkEach(t, c.nodes, client.Options{MaxRetries: 20})
 
 	// A workflow over three queues: every task once.
 	reqs := make([]client.SubmitRequest, 30)
@@ -143,11 +137,7 @@ func TestClusterDeliveries(t *testing.T) {
 		}
 	}
 	defer thaw()
-	hc, err := client.New(home.url(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := hc.Commit(ctx, client.CommitRequest{TaskID: parent.ID, LeaseID: parent.LeaseID,
+	if _, err := sdk(t, home.url()).Commit(ctx, client.CommitRequest{TaskID: parent.ID, LeaseID: parent.LeaseID,
 		Spawn: []client.SubmitRequest{{Namespace: ns, Queue: "kid", RequestID: rid, Payload: []byte("child")}}}); err != nil {
 		t.Fatal(err)
 	}
