@@ -26,7 +26,8 @@ import (
 
 // Delivered is a group of deliveries for one partition: tasks of one
 // record, one workflow and one parent, in record order (so within the
-// limit of one record's bytes, Limits.MaxAtomicBytes).
+// limit of one record's bytes, Limits.MaxAtomicBytes), none of which
+// depends on a task of the record still to be delivered elsewhere.
 type Delivered struct {
 	// Place is the id suffix of the partition the tasks go to.
 	Place    string
@@ -120,9 +121,10 @@ func (c *Coordinator) delivered(tasks []state.TaskCreated) {
 }
 
 // RunDeliveries delivers this partition's pending deliveries until ctx
-// ends or the coordinator stops: in record order, each group of the
-// same partition, workflow and parent by one call of deliver, then a
-// TasksDelivered once it is durable. A group that fails is sent again
+// ends or the coordinator stops: record by record, each record's tasks for
+// one partition by one call of deliver (those whose dependencies of the
+// record are delivered already: a dependency is created before its
+// dependents), then a TasksDelivered once they are durable. A group that fails is sent again
 // after a backoff (1 s doubling to 30 s); the ones after it wait, so that
 // a dependency always exists before its dependents. A group sent while
 // its workflow was not cancelled here and found cancelled after is sent
@@ -181,12 +183,27 @@ func (c *Coordinator) nextDelivery() (Delivered, bool, error) {
 	if len(ds) == 0 {
 		return Delivered{}, false, nil
 	}
+	// The first pending delivery, and those of its record for the same
+	// partition that do not depend on one of the record left for later:
+	// each dependency of a task is created before it.
 	first := &ds[0]
 	d := Delivered{Place: idPlace(first.Task.TaskID), Workflow: first.Workflow, Parent: first.Parent}
+	var later map[string]bool
 	for i := range ds {
 		x := &ds[i]
-		if x.LSN != first.LSN || idPlace(x.Task.TaskID) != d.Place || x.Workflow != d.Workflow || x.Parent != d.Parent || x.Task.Namespace != first.Task.Namespace {
+		if x.LSN != first.LSN {
 			break
+		}
+		now := idPlace(x.Task.TaskID) == d.Place && x.Workflow == d.Workflow && x.Parent == d.Parent && x.Task.Namespace == first.Task.Namespace
+		for _, dep := range x.Task.DependsOn {
+			now = now && !later[dep]
+		}
+		if !now {
+			if later == nil {
+				later = make(map[string]bool)
+			}
+			later[x.Task.TaskID] = true
+			continue
 		}
 		d.Tasks = append(d.Tasks, x.Task)
 	}

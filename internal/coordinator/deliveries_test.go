@@ -339,3 +339,42 @@ func TestDeliveriesSurviveASnapshot(t *testing.T) {
 		t.Fatalf("deliveries after they were marked: %+v", n)
 	}
 }
+
+// TestDeliveryGroups: a record's deliveries go to each partition in as
+// few calls as the order allows: all of a partition's at once, but for a
+// task that depends on one delivered elsewhere later, which waits for it.
+func TestDeliveryGroups(t *testing.T) {
+	cl := newCluster(t)
+	home := cl.parts["-p1"]
+	rs := []SubmitRequest{wfReq("a"), wfReq("b"), wfReq("c"), wfReq("d"), wfReq("e", "d"), wfReq("f", "e")}
+	for i, p := range []string{"", "-p2", "-p3", "-p2", "-p3", "-p2"} {
+		rs[i].Place = p
+	}
+	if _, err := home.c.SubmitWorkflow(ctx, "w", rs); err != nil {
+		t.Fatal(err)
+	}
+	var groups [][]string
+	for {
+		d, ok, err := home.c.nextDelivery()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		var g []string
+		for _, x := range d.Tasks {
+			g = append(g, x.RequestID)
+		}
+		groups = append(groups, g)
+		if err := cl.deliver(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		if err := home.c.markDelivered(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := [][]string{{"b", "d"}, {"c", "e"}, {"f"}}; !reflect.DeepEqual(groups, want) {
+		t.Fatalf("delivered in groups %v, want %v", groups, want)
+	}
+}
