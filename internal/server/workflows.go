@@ -9,8 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/fanout"
@@ -400,26 +403,54 @@ func (h workflowService) WaitWorkflow(ctx context.Context, req *connect.Request[
 	}
 	// Every partition waits for its own part; the workflow is done when
 	// all are.
-	parts, _, err := workflowParts(h.s, ctx, req.Header(), m.GetNamespace(), func(_ route.Partition, c *coordinator.Coordinator) (waited, error) {
-		v, done, err := c.WaitWorkflow(ctx, m.GetNamespace(), m.GetWorkflowId(), wait)
+	round := func(wait time.Duration) (*tenurev1.Workflow, bool, error) {
+		msg := proto.CloneOf(m)
+		msg.Wait = durationpb.New(wait)
+		parts, _, err := workflowParts(h.s, ctx, req.Header(), m.GetNamespace(), func(_ route.Partition, c *coordinator.Coordinator) (waited, error) {
+			v, done, err := c.WaitWorkflow(ctx, m.GetNamespace(), m.GetWorkflowId(), wait)
+			if err != nil {
+				return waited{}, err
+			}
+			return waited{workflowMessage(v), done}, nil
+		}, func(peer route.Peer, p route.Partition) (waited, error) {
+			resp, err := peer.WaitWorkflow(ctx, fanout.Request(msg, p))
+			if err != nil {
+				return waited{}, err
+			}
+			return waited{resp.Msg.GetWorkflow(), resp.Msg.GetDone()}, nil
+		})
 		if err != nil {
-			return waited{}, err
+			return nil, false, err
 		}
-		return waited{workflowMessage(v), done}, nil
-	}, func(peer route.Peer, p route.Partition) (waited, error) {
-		resp, err := peer.WaitWorkflow(ctx, fanout.Request(m, p))
-		if err != nil {
-			return waited{}, err
+		wfs := make([]*tenurev1.Workflow, len(parts))
+		done := true
+		for i, p := range parts {
+			wfs[i], done = p.wf, done && p.done
 		}
-		return waited{resp.Msg.GetWorkflow(), resp.Msg.GetDone()}, nil
-	})
+		return mergeWorkflows(wfs), done, nil
+	}
+	start := h.s.opts.Clock.Now()
+	wf, done, err := round(wait)
+	_, fw := route.Forwarded(ctx)
+	_, node := h.s.r.(route.NodeIdentity)
+	for err == nil && done && node && !fw {
+		// In cluster mode a partition that did not have the workflow yet
+		// when asked may have it now: tasks delivered to it while the
+		// others finished (docs/design/workflows.md, "Cluster mode").
+		// Done is confirmed by a look at every partition.
+		var again bool
+		if wf, again, err = round(0); err != nil || again {
+			break
+		}
+		left := wait - h.s.opts.Clock.Now().Sub(start)
+		if left <= 0 {
+			done = false
+			break
+		}
+		wf, done, err = round(left)
+	}
 	if err != nil {
 		return nil, h.s.apiError(err)
 	}
-	wfs := make([]*tenurev1.Workflow, len(parts))
-	done := true
-	for i, p := range parts {
-		wfs[i], done = p.wf, done && p.done
-	}
-	return connect.NewResponse(&tenurev1.WaitWorkflowResponse{Workflow: mergeWorkflows(wfs), Done: done}), nil
+	return connect.NewResponse(&tenurev1.WaitWorkflowResponse{Workflow: wf, Done: done}), nil
 }

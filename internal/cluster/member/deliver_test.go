@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/route"
@@ -86,7 +87,13 @@ func TestWorkflowAcrossThreeNodes(t *testing.T) {
 		t.Fatalf("an unsigned delivery: %s", resp.Status)
 	}
 
-	// Each task leased exactly once, and none other.
+	w, err := wfs.WaitWorkflow(ctx, connect.NewRequest(&tenurev1.WaitWorkflowRequest{WorkflowId: "wf"}))
+	if err != nil || w.Msg.GetDone() {
+		t.Fatalf("wait for the workflow before any task ran: %v, %v; want not done", w, err)
+	}
+
+	// Each task leased exactly once, and none other; completed, the
+	// workflow is done.
 	seen := map[string]int{}
 	for q := 1; q <= 3; q++ {
 		for {
@@ -99,6 +106,9 @@ func TestWorkflowAcrossThreeNodes(t *testing.T) {
 			}
 			for _, l := range ls {
 				seen[l.GetTaskId()]++
+				if _, err := nodes[q-1].workers.Complete(ctx, connect.NewRequest(&tenurev1.CompleteRequest{TaskId: l.GetTaskId(), LeaseId: l.GetLeaseId()})); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}
@@ -109,6 +119,11 @@ func TestWorkflowAcrossThreeNodes(t *testing.T) {
 		if seen[id] != 1 {
 			t.Fatalf("task %s leased %d times", id, seen[id])
 		}
+	}
+
+	w, err = wfs.WaitWorkflow(ctx, connect.NewRequest(&tenurev1.WaitWorkflowRequest{WorkflowId: "wf", Wait: durationpb.New(5 * time.Second)}))
+	if err != nil || !w.Msg.GetDone() || w.Msg.GetWorkflow().GetTasks().GetCompleted() != 30 {
+		t.Fatalf("wait for the completed workflow: %v, %v; want done, 30 completed", w, err)
 	}
 
 	// A spawn into another queue: created there once.
