@@ -148,3 +148,61 @@ func TestWorkflowAcrossThreeNodes(t *testing.T) {
 		t.Fatalf("the child's queue leases %v, %v; want the child once", got, err)
 	}
 }
+
+// TestJoinAcrossThreeNodes: a workflow of twelve tasks over three queues
+// and a join that depends on all of them, in a queue of its own, placed
+// over the partitions of three nodes: the join waits (BLOCKED) until the
+// last of them completed, wherever it was delivered, and is then leased
+// exactly once, with every dependency's result.
+func TestJoinAcrossThreeNodes(t *testing.T) {
+	_, nodes := startCluster(t, 3)
+	ctx := t.Context()
+	var reqs []*tenurev1.SubmitRequest
+	var deps []string
+	for i := range 12 {
+		rid := fmt.Sprintf("c%d", i)
+		reqs = append(reqs, &tenurev1.SubmitRequest{Queue: fmt.Sprintf("q%d", i%3+1), RequestId: rid})
+		deps = append(deps, rid)
+	}
+	reqs = append(reqs, &tenurev1.SubmitRequest{Queue: "join", RequestId: "join", DependsOn: deps})
+	res, err := nodes[0].tasks.SubmitBatch(ctx, connect.NewRequest(&tenurev1.SubmitBatchRequest{Requests: reqs, WorkflowId: "fan"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	join := res.Msg.GetTaskIds()[12]
+	done := 0
+	for done < 12 {
+		for q := 1; q <= 3; q++ {
+			ls, err := lease(ctx, nodes[q%3].api, fmt.Sprintf("q%d", q), 100, 100*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range ls {
+				if got, err := lease(ctx, nodes[0].api, "join", 1, 0); err != nil || len(got) != 0 {
+					t.Fatalf("the join leased before its dependencies completed: %v, %v", got, err)
+				}
+				if _, err := nodes[q%3].workers.Complete(ctx, connect.NewRequest(&tenurev1.CompleteRequest{TaskId: l.GetTaskId(), LeaseId: l.GetLeaseId(),
+					Result: []byte("r-" + l.GetTaskId())})); err != nil {
+					t.Fatal(err)
+				}
+				done++
+			}
+		}
+	}
+	var got []*tenurev1.LeasedTask
+	eventually(t, "the join leased", func() bool {
+		got, err = lease(ctx, nodes[1].api, "join", 10, 100*time.Millisecond)
+		return err == nil && len(got) > 0
+	})
+	if len(got) != 1 || got[0].GetTaskId() != join || len(got[0].GetDependencies()) != 12 {
+		t.Fatalf("the join's lease: %v", got)
+	}
+	for _, d := range got[0].GetDependencies() {
+		if string(d.GetResult()) != "r-"+d.GetTaskId() {
+			t.Fatalf("the join's lease says of %s: %q", d.GetTaskId(), d.GetResult())
+		}
+	}
+	if again, err := lease(ctx, nodes[2].api, "join", 10, 500*time.Millisecond); err != nil || len(again) != 0 {
+		t.Fatalf("the join leased again: %v, %v", again, err)
+	}
+}
