@@ -91,14 +91,17 @@ const PlacedHeader = "Tenure-Placed"
 // the calls they forward, these headers, and the shapes of the answers
 // they expect. It grows when those change in a way a node of the version
 // before cannot follow (2: a SubmitBatch answers task ids only, a
-// CompleteBatch the failed items only). A node states the versions it
+// CompleteBatch the failed items only; 3: a node delivers the tasks of a
+// workflow batch or a spawn to the partitions that own them, DeliverPath,
+// and asks other nodes' WaitTask for the remote edges of the partitions
+// it serves, as NodeCaller). A node states the versions it
 // speaks, MinProtocol to Protocol, in the cluster registry when it joins,
 // and refuses to join a cluster whose active nodes speak none of them
 // (package registry, docs/design/cluster.md, "Protocol versions"): no
 // node carries code for a version it does not speak.
 const (
-	Protocol    = 2
-	MinProtocol = 2
+	Protocol    = 3
+	MinProtocol = 3
 )
 
 // NodeCaller is the principal a node names when it forwards a call of its
