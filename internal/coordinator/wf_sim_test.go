@@ -657,17 +657,7 @@ func (s *wfSim) check(live state.Export) error {
 				retried[id] = true
 			}
 		}
-		var made []state.TaskCreated
-		switch r := r.(type) {
-		case *state.TaskCreated:
-			made = []state.TaskCreated{*r}
-		case *state.TasksSubmitted:
-			made = r.Tasks
-		case *state.TaskCommitted:
-			made = r.Spawn
-		case *state.TaskCompleted:
-			made = r.Spawn
-		}
+		made := state.Creates(r)
 		if len(made) > 0 && r.Task() != "" {
 			lease := ""
 			switch r := r.(type) {

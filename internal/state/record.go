@@ -41,6 +41,24 @@ type Record interface {
 	apply(s *State, lsn uint64) string
 }
 
+// Creates returns the tasks record r creates in its partition: a
+// TaskCreated's, a TasksSubmitted's Tasks, a commit's or a completion's
+// Spawn (nil for none; a record's deliveries are created by another
+// partition's TasksSubmitted).
+func Creates(r Record) []TaskCreated {
+	switch r := r.(type) {
+	case *TaskCreated:
+		return []TaskCreated{*r}
+	case *TasksSubmitted:
+		return r.Tasks
+	case *TaskCommitted:
+		return r.Spawn
+	case *TaskCompleted:
+		return r.Spawn
+	}
+	return nil
+}
+
 // RetryPolicy decides what a failed attempt leads to.
 type RetryPolicy struct {
 	// MaxAttempts is the number of leases a task may be granted before a
