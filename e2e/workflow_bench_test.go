@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
@@ -41,6 +42,35 @@ func TestWorkflowFanOutBench(t *testing.T) {
 	}
 }
 
+// fanOutSpawn is a fan-out of n children in namespace ns, child i in
+// queue(i), request ids child-<i>, and last a join in queue "join" that
+// depends on every child if join is set.
+func fanOutSpawn(ns string, n int, queue func(i int) string, join bool) []client.SubmitRequest {
+	spawn := make([]client.SubmitRequest, 0, n+1)
+	deps := make([]string, 0, n)
+	for i := range n {
+		rid := fmt.Sprintf("child-%d", i)
+		spawn = append(spawn, client.SubmitRequest{Namespace: ns, Queue: queue(i), RequestID: rid, Payload: []byte("12345678")})
+		deps = append(deps, rid)
+	}
+	last := client.SubmitRequest{Namespace: ns, Queue: "join", RequestID: "join"}
+	if join {
+		last.DependsOn = deps
+	}
+	return append(spawn, last)
+}
+
+// completeJoin completes the join leased as lt if every dependency it
+// was leased with has completed.
+func completeJoin(ctx context.Context, c *client.Client, lt client.LeasedTask) error {
+	for _, d := range lt.Dependencies {
+		if d.State != client.TaskStateCompleted {
+			return fmt.Errorf("the join ran with dependency %s %s", d.TaskID, d.State)
+		}
+	}
+	return c.Complete(ctx, client.CompleteRequest{TaskID: lt.ID, LeaseID: lt.LeaseID})
+}
+
 type fanOutResult struct {
 	total, release, cpu time.Duration
 }
@@ -56,18 +86,7 @@ func fanOutRound(t *testing.T, n int, join bool) fanOutResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spawn := make([]client.SubmitRequest, 0, n+1)
-	deps := make([]string, 0, n)
-	for i := range n {
-		rid := fmt.Sprintf("child-%d", i)
-		spawn = append(spawn, client.SubmitRequest{Queue: "fan", RequestID: rid, Payload: []byte("12345678")})
-		deps = append(deps, rid)
-	}
-	last := client.SubmitRequest{Queue: "join", RequestID: "join"}
-	if join {
-		last.DependsOn = deps
-	}
-	spawn = append(spawn, last)
+	spawn := fanOutSpawn("", n, func(int) string { return "fan" }, join)
 
 	// The join's worker waits on its queue from the start.
 	var joinLeased, joinDone time.Time
@@ -84,13 +103,7 @@ func fanOutRound(t *testing.T, n int, join bool) fanOutResult {
 			}
 			joinLeased = clock.Real.Now()
 			lt := l.Tasks[0]
-			for _, d := range lt.Dependencies {
-				if d.State != client.TaskStateCompleted {
-					joined <- fmt.Errorf("the join ran with dependency %s %s", d.TaskID, d.State)
-					return
-				}
-			}
-			err = c.Complete(ctx, client.CompleteRequest{TaskID: lt.ID, LeaseID: lt.LeaseID})
+			err = completeJoin(ctx, c, lt)
 			joinDone = clock.Real.Now()
 			joined <- err
 			return
@@ -107,61 +120,87 @@ func fanOutRound(t *testing.T, n int, join bool) fanOutResult {
 		t.Fatal(err)
 	}
 
-	var done atomic.Int64
-	var mu sync.Mutex
-	var acks []time.Time
+	var acks fanOutAcks
+	reqs := make([]client.LeaseRequest, 4)
+	for w := range reqs {
+		reqs[w] = client.LeaseRequest{WorkerID: fmt.Sprintf("w%d", w), Queue: "fan", MaxTasks: 1000}
+	}
+	acks.drainAll(t, []*client.Client{c, c, c, c}, reqs, n)
+	if err := <-joined; err != nil {
+		t.Fatal(err)
+	}
+	cpu := procCPU(t, srv.cmd.Process.Pid) - cpu0
+	lastAck := acks.last()
+	end := joinDone
+	if lastAck.After(end) {
+		end = lastAck
+	}
+	return fanOutResult{total: end.Sub(start), release: joinLeased.Sub(lastAck), cpu: cpu}
+}
+
+// fanOutAcks are the times the fan-out's workers' completions were
+// acknowledged, and how many tasks they completed.
+type fanOutAcks struct {
+	done atomic.Int64
+	mu   sync.Mutex
+	at   []time.Time
+}
+
+// drain is one worker of the fan-out: it leases as req says and completes
+// what it got a batch at a time, until n tasks have completed in all. The
+// lease a completion carries answers at once (its time is the
+// completion's acknowledgement); one that found nothing waits.
+func (a *fanOutAcks) drain(ctx context.Context, c *client.Client, req client.LeaseRequest, n int) error {
+	poll := req
+	poll.Wait = 100 * time.Millisecond
+	l, err := c.Lease(ctx, poll)
+	for err == nil && a.done.Load() < int64(n) {
+		if len(l.Tasks) == 0 {
+			l, err = c.Lease(ctx, poll)
+			continue
+		}
+		items := make([]client.CompleteRequest, len(l.Tasks))
+		for i, lt := range l.Tasks {
+			items[i] = client.CompleteRequest{TaskID: lt.ID, LeaseID: lt.LeaseID, Result: []byte("ok")}
+		}
+		var res client.CompleteBatchResult
+		res, err = c.CompleteBatch(ctx, client.CompleteBatchRequest{Items: items, Lease: &req})
+		if err == nil {
+			at := clock.Real.Now()
+			a.mu.Lock()
+			a.at = append(a.at, at)
+			a.mu.Unlock()
+			a.done.Add(int64(len(items)))
+			l = client.LeaseResult{Tasks: res.Leased}
+		}
+	}
+	return err
+}
+
+// drainAll runs a worker drain of each of reqs, the i-th through cs[i],
+// until n tasks have completed, and fails t if any failed.
+func (a *fanOutAcks) drainAll(t *testing.T, cs []*client.Client, reqs []client.LeaseRequest, n int) {
+	t.Helper()
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// The lease a completion carries answers at once (its time is
-			// the completion's acknowledgement); one that found nothing
-			// waits.
-			req := client.LeaseRequest{WorkerID: fmt.Sprintf("w%d", w), Queue: "fan", MaxTasks: 1000}
-			poll := req
-			poll.Wait = 100 * time.Millisecond
-			l, err := c.Lease(ctx, poll)
-			for err == nil && done.Load() < int64(n) {
-				if len(l.Tasks) == 0 {
-					l, err = c.Lease(ctx, poll)
-					continue
-				}
-				items := make([]client.CompleteRequest, len(l.Tasks))
-				for i, lt := range l.Tasks {
-					items[i] = client.CompleteRequest{TaskID: lt.ID, LeaseID: lt.LeaseID, Result: []byte("ok")}
-				}
-				var res client.CompleteBatchResult
-				res, err = c.CompleteBatch(ctx, client.CompleteBatchRequest{Items: items, Lease: &req})
-				if err == nil {
-					at := clock.Real.Now()
-					mu.Lock()
-					acks = append(acks, at)
-					mu.Unlock()
-					done.Add(int64(len(items)))
-					l = client.LeaseResult{Tasks: res.Leased}
-				}
-			}
-			if err != nil {
+	errs := make(chan error, len(reqs))
+	for i, req := range reqs {
+		wg.Go(func() {
+			if err := a.drain(t.Context(), cs[i], req, n); err != nil {
 				errs <- err
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if err := <-joined; err != nil {
-		t.Fatal(err)
-	}
-	cpu := procCPU(t, srv.cmd.Process.Pid) - cpu0
-	sort.Slice(acks, func(i, j int) bool { return acks[i].Before(acks[j]) })
-	lastAck := acks[len(acks)-1]
-	end := joinDone
-	if lastAck.After(end) {
-		end = lastAck
-	}
-	return fanOutResult{total: end.Sub(start), release: joinLeased.Sub(lastAck), cpu: cpu}
+}
+
+// last is the latest acknowledgement.
+func (a *fanOutAcks) last() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	sort.Slice(a.at, func(i, j int) bool { return a.at[i].Before(a.at[j]) })
+	return a.at[len(a.at)-1]
 }
