@@ -374,3 +374,31 @@ func DecodeDelivered(b []byte) (Delivered, error) {
 	}
 	return d, nil
 }
+
+// CrossPartition is what a partition waits for of other partitions in
+// cluster mode (docs/design/workflows.md, "Cluster mode"), for the
+// metrics.
+type CrossPartition struct {
+	// Deliveries counts the tasks recorded here for other partitions and
+	// not yet delivered; OldestDelivery is how long ago the first of them
+	// was created (0: none).
+	Deliveries     int
+	OldestDelivery time.Duration
+	// RemoteEdges counts the pending edges of BLOCKED tasks here to tasks
+	// of other partitions.
+	RemoteEdges int
+}
+
+// CrossPartition returns the pending deliveries and remote edges now,
+// without a scan of the tasks.
+func (c *Coordinator) CrossPartition() (CrossPartition, error) {
+	if err := c.lock(); err != nil {
+		return CrossPartition{}, err
+	}
+	defer c.mu.Unlock()
+	x := CrossPartition{Deliveries: c.st.DeliveryCount(), RemoteEdges: c.st.RemoteEdgeCount()}
+	if ds := c.st.Deliveries(1); len(ds) > 0 {
+		x.OldestDelivery = max(0, c.now().Std().Sub(ds[0].Task.CreatedAt.Std()))
+	}
+	return x, nil
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tenurehq/tenure/internal/eventually"
 	"github.com/tenurehq/tenure/internal/state"
@@ -377,4 +378,35 @@ func TestDeliveryGroups(t *testing.T) {
 	if want := [][]string{{"b", "d"}, {"c", "e"}, {"f"}}; !reflect.DeepEqual(groups, want) {
 		t.Fatalf("delivered in groups %v, want %v", groups, want)
 	}
+}
+
+// TestCrossPartition: the figures behind the metrics count the pending
+// deliveries, age the oldest by the clock from its creation, and count the
+// pending remote edges (two BLOCKED tasks on one remote dependency are two
+// edges); delivering empties the first, resolving the dependency the
+// second.
+func TestCrossPartition(t *testing.T) {
+	cl := newCluster(t)
+	home := cl.parts["-p1"]
+	check := func(when string, want CrossPartition) {
+		t.Helper()
+		if got, err := home.c.CrossPartition(); err != nil || got != want {
+			t.Fatalf("%s: %+v, %v; want %+v", when, got, err, want)
+		}
+	}
+	check("before any workflow", CrossPartition{})
+	rs := []SubmitRequest{wfReq("a"), wfReq("b", "a"), wfReq("c", "b"), wfReq("d", "b"), wfReq("e")}
+	rs[1].Place, rs[4].Place = "-p2", "-p3"
+	ids, err := home.c.SubmitWorkflow(ctx, "w", rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	home.clock.Advance(90 * time.Second)
+	check("b and e being delivered", CrossPartition{Deliveries: 2, OldestDelivery: 90 * time.Second, RemoteEdges: 2})
+	cl.deliverAll(home)
+	check("once delivered", CrossPartition{RemoteEdges: 2})
+	if n, err := home.c.ResolveRemote(ctx, ids[1].ID, RemoteEnd{Outcome: state.EndedCompleted}); err != nil || n != 2 {
+		t.Fatalf("resolving b: %d edges, %v; want 2", n, err)
+	}
+	check("once b is resolved", CrossPartition{})
 }

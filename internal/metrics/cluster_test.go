@@ -76,7 +76,9 @@ func (n *clusterNode) scrape(t *testing.T) ([]byte, families) {
 // holding the coordinator lock; each reports the partitions it serves and
 // the epochs it fenced; a node forwards exactly the submits whose
 // partition the other serves and counts them; database commits are timed;
-// the embedded WAL's metrics are absent. promtool accepts both scrapes.
+// the embedded WAL's metrics are absent. promtool accepts both scrapes. A
+// workflow chain over the partitions is delivered and counted, and its
+// links between partitions are remote edges pending.
 func TestClusterMetrics(t *testing.T) {
 	t.Parallel()
 	dsn, db := clustertest.DB(t)
@@ -165,4 +167,44 @@ func TestClusterMetrics(t *testing.T) {
 	if coordinators != 1 {
 		t.Errorf("%d nodes report holding the coordinator lock, want 1", coordinators)
 	}
+
+	// A workflow batch over the partitions, a chain: its home delivers the
+	// tasks of the other partitions (counted once, by the home's node),
+	// and each link between two partitions is a remote edge pending.
+	batch := &tenurev1.SubmitBatchRequest{WorkflowId: "chain"}
+	for i := range 8 {
+		r := &tenurev1.SubmitRequest{Queue: "emails", RequestId: fmt.Sprintf("w%d", i)}
+		if i > 0 {
+			r.DependsOn = []string{fmt.Sprintf("w%d", i-1)}
+		}
+		batch.Requests = append(batch.Requests, r)
+	}
+	resp, err := tasksA.SubmitBatch(ctx, connect.NewRequest(batch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := func(id string) string { return id[strings.LastIndex(id, "-p"):] }
+	ids := resp.Msg.GetTaskIds()
+	delivered, remote := 0, 0
+	for i, id := range ids {
+		if part(id) != part(ids[0]) {
+			delivered++
+		}
+		if i > 0 && part(id) != part(ids[i-1]) {
+			remote++
+		}
+	}
+	if delivered == 0 {
+		t.Fatalf("the workflow's tasks %v are all in one partition: the request ids do not spread", ids)
+	}
+	sum := func(f1, f2 families, name string) float64 { return f1.value(t, name) + f2.value(t, name) }
+	clustertest.Eventually(t, "the workflow's tasks delivered, its remote edges pending", func() bool {
+		_, fa := a.scrape(t)
+		_, fb := b.scrape(t)
+		return sum(fa, fb, "tenure_cluster_tasks_delivered_total") == float64(delivered) &&
+			sum(fa, fb, "tenure_cluster_deliveries_pending") == 0 &&
+			sum(fa, fb, "tenure_cluster_oldest_delivery_age_seconds") == 0 &&
+			sum(fa, fb, "tenure_cluster_remote_edges_pending") == float64(remote) &&
+			sum(fa, fb, "tenure_cluster_remote_edges_resolved_total") == 0
+	})
 }

@@ -73,11 +73,18 @@ func eventOf(r state.Record) (int, bool) {
 }
 
 // Applied implements coordinator.Observer: one record applied while
-// serving counts once, in its queue's counter; a Fence is an epoch change.
+// serving counts once, in its queue's counter; a Fence is an epoch change,
+// a TasksDelivered counts its tasks, a DependencyResolved a remote edge.
 func (m *Metrics) Applied(r state.Record, t *state.Task) {
 	switch r := r.(type) {
 	case *state.Fence:
 		m.epochChanges.Inc()
+		return
+	case *state.TasksDelivered:
+		m.tasksDelivered.Add(float64(len(r.TaskIDs)))
+		return
+	case *state.DependencyResolved:
+		m.remoteResolved.Inc()
 		return
 	case *state.ScheduleFired:
 		s := m.queues.series(r.Namespace, r.Queue)

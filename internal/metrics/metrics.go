@@ -74,6 +74,8 @@ type Metrics struct {
 	lastSnapshot     map[*host.Host]time.Time // per serving host: its last snapshot, or its opening
 
 	epochChanges    prometheus.Counter
+	tasksDelivered  prometheus.Counter
+	remoteResolved  prometheus.Counter
 	forwarded       *prometheus.CounterVec
 	forwardedSeries cache[string, prometheus.Counter]
 	dbCommit        prometheus.Histogram
@@ -134,10 +136,8 @@ func New(cfg Config) (*Metrics, error) {
 		"Time to take one snapshot of a partition: the retention purge, the copy, the write and the compaction.", snapshotBuckets)
 	m.purgeDuration = histogram("tenure_purge_duration_seconds",
 		"Time of one pass of the retention purge of a partition, alone or before a snapshot: all its slices, and the requests served between them.", purgeBuckets)
-	m.tasksPurged = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "tenure_tasks_purged_total",
-		Help: "Finished tasks dropped by the retention purge (their request ids deduplicate no more).",
-	})
+	m.tasksPurged = counter("tenure_tasks_purged_total",
+		"Finished tasks dropped by the retention purge (their request ids deduplicate no more).")
 	m.replayDuration = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "tenure_replay_duration_seconds",
 		Help: "Time the last opening of a partition took to load its newest snapshot and replay its log after it.",
@@ -159,10 +159,12 @@ func New(cfg Config) (*Metrics, error) {
 	m.walAppend = histogram("tenure_wal_append_duration_seconds",
 		"Time to write one group-commit batch to the WAL's segment file (the write, before its fsync).", ioBuckets)
 	m.walFsync = histogram("tenure_wal_fsync_duration_seconds", "Time of one fsync of WAL segment data.", ioBuckets)
-	m.epochChanges = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "tenure_cluster_epoch_changes_total",
-		Help: "Partitions this node took over at a new epoch (each a Fence record it wrote).",
-	})
+	m.epochChanges = counter("tenure_cluster_epoch_changes_total",
+		"Partitions this node took over at a new epoch (each a Fence record it wrote).")
+	m.tasksDelivered = counter("tenure_cluster_tasks_delivered_total",
+		"Tasks a partition this node serves delivered to the partition that owns them (named by TasksDelivered records it wrote).")
+	m.remoteResolved = counter("tenure_cluster_remote_edges_resolved_total",
+		"Remote edges of BLOCKED tasks resolved once their dependency in another partition ended (DependencyResolved records this node wrote).")
 	m.forwarded = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tenure_cluster_forwarded_requests_total",
 		Help: "Requests this node forwarded to the node that serves their partition, by procedure.",
@@ -170,6 +172,11 @@ func New(cfg Config) (*Metrics, error) {
 	m.dbCommit = histogram("tenure_cluster_db_commit_duration_seconds",
 		"Time of one database transaction of a partition's log: the epoch check, the insert and the commit.", ioBuckets)
 	return m, nil
+}
+
+// counter returns a counter without labels.
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 }
 
 // histogram returns a histogram without labels.

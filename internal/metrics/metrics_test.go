@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/tenurehq/tenure/internal/clock"
+	"github.com/tenurehq/tenure/internal/cluster/member"
 	"github.com/tenurehq/tenure/internal/cluster/mysqllog"
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/host"
@@ -464,4 +465,48 @@ func checkMetrics(t *testing.T, body []byte) {
 			t.Fatalf("promtool check metrics: %v\n%s\n--- scrape:\n%s", err, out, body)
 		}
 	})
+}
+
+// TestCrossPartitionMetrics: the pending deliveries and remote edges of the
+// partitions a node serves are summed into one series each, the oldest
+// delivery's age is the largest; a TasksDelivered counts its tasks, a
+// DependencyResolved one edge, both registered by ConfigureMember only.
+func TestCrossPartitionMetrics(t *testing.T) {
+	t.Parallel()
+	m := newMetrics(t, metrics.Config{})
+	var figures []coordinator.CrossPartition
+	m.WatchCrossPartition(func() []coordinator.CrossPartition { return figures })
+	m.ConfigureMember(&member.Config{})
+	gauges := func(when string, deliveries, oldest, edges float64) {
+		t.Helper()
+		f := scrape(t, m)
+		for name, want := range map[string]float64{
+			"tenure_cluster_deliveries_pending":          deliveries,
+			"tenure_cluster_oldest_delivery_age_seconds": oldest,
+			"tenure_cluster_remote_edges_pending":        edges,
+		} {
+			if got := f.value(t, name); got != want {
+				t.Errorf("%s: %s = %v, want %v", when, name, got, want)
+			}
+		}
+	}
+	gauges("no partition", 0, 0, 0)
+	figures = []coordinator.CrossPartition{
+		{Deliveries: 3, OldestDelivery: 40 * time.Second, RemoteEdges: 1},
+		{},
+		{Deliveries: 2, OldestDelivery: 95 * time.Second, RemoteEdges: 4},
+	}
+	gauges("three partitions", 5, 95, 5)
+
+	m.Applied(&state.TasksDelivered{TaskIDs: []string{"a", "b", "c"}}, nil)
+	m.Applied(&state.TasksDelivered{TaskIDs: []string{"d"}}, nil)
+	m.Applied(&state.DependencyResolved{TaskID: "x", Dependency: "a"}, task("default", "q"))
+	m.Applied(&state.DependencyResolved{TaskID: "y", Dependency: "a"}, task("default", "q"))
+	f := scrape(t, m)
+	if got := f.value(t, "tenure_cluster_tasks_delivered_total"); got != 4 {
+		t.Errorf("tenure_cluster_tasks_delivered_total = %v, want 4", got)
+	}
+	if got := f.value(t, "tenure_cluster_remote_edges_resolved_total"); got != 2 {
+		t.Errorf("tenure_cluster_remote_edges_resolved_total = %v, want 2", got)
+	}
 }

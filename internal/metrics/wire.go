@@ -44,16 +44,18 @@ func (m *Metrics) ConfigureMember(cfg *member.Config) {
 	cfg.HostObserver = m
 	cfg.Log.Observer = m
 	cfg.PeerInterceptors = append(cfg.PeerInterceptors, m.ForwardInterceptor())
-	m.reg.MustRegister(m.batchRecords, m.epochChanges, m.forwarded, m.dbCommit)
+	m.reg.MustRegister(m.batchRecords, m.epochChanges, m.tasksDelivered, m.remoteResolved, m.forwarded, m.dbCommit)
 }
 
 // WatchMember registers the gauges read from the running member mb:
 // whether it holds the coordinator lock, how many partitions it serves,
 // whether it may be given partitions and how many nodes it cannot reach,
-// and (unless Config.Queues replaced them) the per-queue gauges from the
-// queue statistics of those partitions.
+// the deliveries and remote edges its partitions wait on, and (unless
+// Config.Queues replaced them) the per-queue gauges from the queue
+// statistics of those partitions.
 func (m *Metrics) WatchMember(mb *member.Member) {
 	m.watchQueues(mb.Coordinators)
+	m.watchCrossPartition(crossPartitionOf(mb.Coordinators))
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "tenure_cluster_coordinator",

@@ -445,6 +445,16 @@ func (s *State) RemoteEdges(fn func(dependent *Task, dependency string) bool) {
 	}
 }
 
+// RemoteEdgeCount is the number of pending remote edges of BLOCKED
+// tasks (what RemoteEdges calls fn with), counted over the dependencies.
+func (s *State) RemoteEdgeCount() int {
+	n := 0
+	for _, m := range s.remote {
+		n += len(m)
+	}
+	return n
+}
+
 // RemoteDependents calls fn with each BLOCKED task whose remote edge to
 // dependency is pending, in no order, until fn returns false.
 func (s *State) RemoteDependents(dependency string, fn func(*Task) bool) {
