@@ -160,6 +160,73 @@ func TestBatchAnswers(t *testing.T) {
 	}
 }
 
+// lateServer is a batchServer whose GetTask answers NOT_FOUND for task t1
+// the first missing times (as a workflow's task placed in another
+// partition in cluster mode, created there moments after the submit is
+// answered), and for t0 always if lost; it counts the reads of each.
+type lateServer struct {
+	batchServer
+	missing int32
+	lost    bool
+	reads   [2]atomic.Int32
+}
+
+func (s *lateServer) GetTask(ctx context.Context, req *connect.Request[tenurev1.GetTaskRequest]) (*connect.Response[tenurev1.GetTaskResponse], error) {
+	notFound := false
+	switch req.Msg.GetTaskId() {
+	case "t0":
+		s.reads[0].Add(1)
+		notFound = s.lost
+	case "t1":
+		notFound = s.reads[1].Add(1) <= s.missing
+	}
+	if notFound {
+		return nil, connect.NewError(connect.CodeNotFound, errors.New("no such task"))
+	}
+	return s.batchServer.GetTask(ctx, req)
+}
+
+// TestSubmitBatchReturnTasksAsksAgain: with ReturnTasks, a task not found
+// yet is asked again until it is there, and a task never found is asked a
+// bounded number of times (21, within about 10 s of backoff) before
+// SubmitBatch says reading it back failed, NOT_FOUND.
+func TestSubmitBatchReturnTasksAsksAgain(t *testing.T) {
+	reqs := []client.SubmitRequest{{Queue: "q"}, {Queue: "q"}}
+	synctest.Test(t, func(t *testing.T) {
+		s := &lateServer{missing: 3}
+		mux := http.NewServeMux()
+		mux.Handle(tenurev1connect.NewTaskServiceHandler(s))
+		c := inMemory(t, mux, client.Options{})
+		got, err := c.SubmitBatch(t.Context(), client.SubmitBatchRequest{Requests: reqs, ReturnTasks: true})
+		if err != nil || len(got) != 2 || got[1].Task == nil || got[1].Task.ID != "t1" {
+			t.Fatalf("SubmitBatch with ReturnTasks, t1 not found the first 3 times: %+v, %v; want t1 read", got, err)
+		}
+		if n := s.reads[1].Load(); n != 4 {
+			t.Errorf("t1 was read %d times, want 4 (3 not found, then found)", n)
+		}
+		if n := s.reads[0].Load(); n != 1 {
+			t.Errorf("t0, found at once, was read %d times, want 1", n)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		s := &lateServer{lost: true}
+		mux := http.NewServeMux()
+		mux.Handle(tenurev1connect.NewTaskServiceHandler(s))
+		c := inMemory(t, mux, client.Options{})
+		start := time.Now()
+		_, err := c.SubmitBatch(t.Context(), client.SubmitBatchRequest{Requests: reqs, ReturnTasks: true})
+		if !errors.Is(err, client.ErrNotFound) || !strings.Contains(err.Error(), "ReturnTasks") {
+			t.Fatalf("SubmitBatch with ReturnTasks, t0 never found: %v; want NOT_FOUND, reading back failed", err)
+		}
+		if n := s.reads[0].Load(); n != 21 {
+			t.Errorf("t0, never found, was read %d times, want 21", n)
+		}
+		if d := time.Since(start); d < 5*time.Second || d > 20*time.Second {
+			t.Errorf("SubmitBatch gave up on t0 after %v; want about 10 s", d)
+		}
+	})
+}
+
 // TestRetryGivesUp: a call answered unavailable is tried 1 + MaxRetries
 // times, then fails saying so.
 func TestRetryGivesUp(t *testing.T) {
