@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/tenurehq/tenure/internal/state"
@@ -51,44 +52,94 @@ type RemoteEnd struct {
 // owner of the partition asking again) resolves each edge once. It
 // returns how many edges it resolved, once their records are durable.
 func (c *Coordinator) ResolveRemote(ctx context.Context, dependency string, end RemoteEnd) (int, error) {
-	if err := c.checkID("dependency", dependency, true); err != nil {
-		return 0, err
-	}
-	if end.Outcome < state.EndedCompleted || end.Outcome > state.EndedGone {
-		return 0, fieldErr("outcome", "%d is not one of COMPLETED, FAILED, DEAD and GONE", end.Outcome)
-	}
-	if end.Outcome != state.EndedCompleted {
-		end.Result = nil
+	return c.ResolveRemoteMany(ctx, []RemoteResolve{{Dependency: dependency, End: end}})
+}
+
+// RemoteResolve is a remote dependency and how it ended.
+type RemoteResolve struct {
+	Dependency string
+	End        RemoteEnd
+}
+
+// ResolveRemoteMany is ResolveRemote for many dependencies at once, their
+// records written together (appends of at most Limits.MaxBatch records,
+// waited for once): what a host that learned many ends in a round does,
+// instead of one durable write per dependency. A dependency named twice
+// counts once. It returns how many edges it resolved in all, once their
+// records are durable; an invalid end refuses them all.
+func (c *Coordinator) ResolveRemoteMany(ctx context.Context, ends []RemoteResolve) (int, error) {
+	for i := range ends {
+		r := &ends[i]
+		if err := c.checkID(endField(len(ends), i, "dependency"), r.Dependency, true); err != nil {
+			return 0, err
+		}
+		if r.End.Outcome < state.EndedCompleted || r.End.Outcome > state.EndedGone {
+			return 0, fieldErr(endField(len(ends), i, "outcome"), "%d is not one of COMPLETED, FAILED, DEAD and GONE", r.End.Outcome)
+		}
 	}
 	if err := c.lock(); err != nil {
 		return 0, err
 	}
-	if end.Outcome == state.EndedGone && c.st.Delivering(dependency) {
-		// Not there yet: this partition is delivering it.
-		c.mu.Unlock()
-		return 0, nil
-	}
-	var dependents []*state.Task
-	c.st.RemoteDependents(dependency, func(t *state.Task) bool {
-		dependents = append(dependents, t)
-		return true
-	})
-	// In creation order: a replay of the records settles them alike
-	// whatever order the index is in, but the log reads better so.
-	slices.SortFunc(dependents, func(a, b *state.Task) int {
-		ka, kb := c.st.OrderKey(a), c.st.OrderKey(b)
-		switch {
-		case ka.Less(kb):
-			return -1
-		case kb.Less(ka):
-			return 1
-		}
-		return 0
-	})
 	now := c.now()
-	recs := make([]state.Record, 0, len(dependents))
-	for _, t := range dependents {
-		recs = append(recs, &state.DependencyResolved{TaskID: t.ID, Dependency: dependency, Outcome: end.Outcome, Result: end.Result, At: now})
+	var recs []state.Record
+	seen := make(map[string]bool, len(ends))
+	var dependents []*state.Task
+	for _, r := range ends {
+		dependency, end := r.Dependency, r.End
+		if seen[dependency] {
+			// Its edges are resolved by the records already made: the
+			// state does not show them until they are written.
+			continue
+		}
+		seen[dependency] = true
+		if end.Outcome != state.EndedCompleted {
+			end.Result = nil
+		}
+		if end.Outcome == state.EndedGone && c.st.Delivering(dependency) {
+			// Not there yet: this partition is delivering it.
+			continue
+		}
+		dependents = dependents[:0]
+		c.st.RemoteDependents(dependency, func(t *state.Task) bool {
+			dependents = append(dependents, t)
+			return true
+		})
+		// In creation order: a replay of the records settles them alike
+		// whatever order the index is in, but the log reads better so.
+		slices.SortFunc(dependents, func(a, b *state.Task) int {
+			ka, kb := c.st.OrderKey(a), c.st.OrderKey(b)
+			switch {
+			case ka.Less(kb):
+				return -1
+			case kb.Less(ka):
+				return 1
+			}
+			return 0
+		})
+		for _, t := range dependents {
+			recs = append(recs, &state.DependencyResolved{TaskID: t.ID, Dependency: dependency, Outcome: end.Outcome, Result: end.Result, At: now})
+		}
 	}
-	return len(recs), c.writeAndWait(ctx, recs...)
+	attribute(ctx, recs)
+	resolved, last := 0, c.st.LastLSN()
+	for len(recs) > 0 {
+		n := min(len(recs), c.cfg.Limits.MaxBatch)
+		var err error
+		if last, err = c.write(recs[:n]...); err != nil {
+			c.mu.Unlock()
+			return 0, err
+		}
+		resolved += n
+		recs = recs[n:]
+	}
+	c.mu.Unlock()
+	return resolved, c.wait(ctx, last)
+}
+
+// endField names field of ends[i] when there are several.
+func endField(n, i int, field string) string {
+	if n == 1 {
+		return field
+	}
+	return fmt.Sprintf("ends[%d].%s", i, field)
 }

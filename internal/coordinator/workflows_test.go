@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -190,6 +191,53 @@ func TestResolveRemote(t *testing.T) {
 	}
 	if got := e.get(b.Task.ID); got.State != state.Dead || got.FailureReason != "dependency_failed: task y-p2 is DEAD" {
 		t.Fatalf("b after y-p2 ended DEAD: %s %q", got.State, got.FailureReason)
+	}
+	if deps, err := e.c.RemoteDependencies(); err != nil || len(deps) != 0 {
+		t.Fatalf("still watched: %v (%v)", deps, err)
+	}
+	e.restart()
+	if got := e.replayFromDisk(); !reflect.DeepEqual(got, e.c.Export()) {
+		t.Fatal("the replay differs from the live state")
+	}
+}
+
+// TestResolveRemoteMany: the ends of many remote dependencies resolve
+// their pending edges in one append and one wait, a dependency named
+// twice counting once; learned again, alone or among others, they append
+// nothing for the edges already resolved; an invalid end refuses the
+// whole call, naming it; the log replays to the live state.
+func TestResolveRemoteMany(t *testing.T) {
+	e := newEnv(t, 4)
+	for _, deps := range [][]string{{"x-p2"}, {"x-p2", "y-p2"}, {"y-p2"}, {"z-p2"}} {
+		if _, err := e.c.Submit(ctx, SubmitRequest{Queue: "q", DependsOn: deps, Remote: deps}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := RemoteResolve{Dependency: "x-p2", End: RemoteEnd{Outcome: state.EndedCompleted, Result: []byte("rx")}}
+	y := RemoteResolve{Dependency: "y-p2", End: RemoteEnd{Outcome: state.EndedCompleted, Result: []byte("ry")}}
+	z := RemoteResolve{Dependency: "z-p2", End: RemoteEnd{Outcome: state.EndedFailed}}
+	if _, err := e.c.ResolveRemoteMany(ctx, []RemoteResolve{x, {Dependency: "y-p2"}}); err == nil || !strings.Contains(err.Error(), "ends[1].outcome") {
+		t.Fatalf("an end without an outcome among others: %v", err)
+	}
+	cl := e.count()
+	before := e.c.Stats().LastLSN
+	if n, err := e.c.ResolveRemoteMany(ctx, []RemoteResolve{x, y, x}); err != nil || n != 4 {
+		t.Fatalf("resolved %d edges (%v), want 4", n, err)
+	}
+	if got := e.c.Stats().LastLSN - before; got != 4 || cl.appends() != 1 || cl.waits() != 1 {
+		t.Fatalf("%d records in %d appends and %d waits, want 4 in one of each", got, cl.appends(), cl.waits())
+	}
+	if n, err := e.c.ResolveRemoteMany(ctx, []RemoteResolve{x, y}); err != nil || n != 0 {
+		t.Fatalf("learned again: resolved %d edges (%v), want 0", n, err)
+	}
+	if n, err := e.c.ResolveRemote(ctx, "y-p2", y.End); err != nil || n != 0 {
+		t.Fatalf("learned again alone: resolved %d edges (%v), want 0", n, err)
+	}
+	if n, err := e.c.ResolveRemoteMany(ctx, []RemoteResolve{y, z, x}); err != nil || n != 1 {
+		t.Fatalf("learned again with z: resolved %d edges (%v), want z's 1", n, err)
+	}
+	if got := e.c.Stats().LastLSN - before; got != 5 {
+		t.Fatalf("%d records in all, want one an edge: 5", got)
 	}
 	if deps, err := e.c.RemoteDependencies(); err != nil || len(deps) != 0 {
 		t.Fatalf("still watched: %v (%v)", deps, err)

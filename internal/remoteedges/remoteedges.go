@@ -7,7 +7,10 @@
 // when this node serves it, its owner's API otherwise), and when the
 // dependency is final it has the partition's coordinator append a
 // DependencyResolved for each edge still pending
-// (coordinator.ResolveRemote).
+// (coordinator.ResolveRemoteMany): the ends the workers learn are queued,
+// and what is queued while one write is under way goes in the next, so
+// that a join of many remote dependencies costs a few durable writes, not
+// one per dependency.
 //
 // Nothing of it is durable: the pending edges are in the partition's
 // state, so a new owner that replays the log finds them and asks again,
@@ -20,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -78,7 +82,16 @@ func (c *Config) defaults() {
 // Run watches the partition's remote edges until ctx ends.
 func Run(ctx context.Context, cfg Config) {
 	cfg.defaults()
-	w := &watcher{cfg: cfg, inflight: make(map[string]bool)}
+	newWatcher(cfg).run(ctx)
+}
+
+func newWatcher(cfg Config) *watcher {
+	return &watcher{cfg: cfg, inflight: make(map[string]bool)}
+}
+
+// run is Run with w.
+func (w *watcher) run(ctx context.Context) {
+	cfg := w.cfg
 	var wg sync.WaitGroup
 	for range cfg.Parallel {
 		wg.Go(func() { w.work(ctx) })
@@ -109,6 +122,10 @@ type watcher struct {
 	next     int      // the place in deps of the next to ask
 	inflight map[string]bool
 	stopped  bool
+	// ended are the ends learned and not resolved yet (their ids still in
+	// flight); flushing is set while a worker resolves them.
+	ended    []coordinator.RemoteResolve
+	flushing bool
 }
 
 func (w *watcher) cond() *sync.Cond {
@@ -184,38 +201,86 @@ func (w *watcher) work(ctx context.Context) {
 		if id == "" {
 			return
 		}
-		w.done(id, w.ask(ctx, id, wait))
+		end, final := w.ask(ctx, id, wait)
+		if !final {
+			w.done(id, false)
+			continue
+		}
+		w.mu.Lock()
+		w.ended = append(w.ended, coordinator.RemoteResolve{Dependency: id, End: end})
+		if w.flushing {
+			// The worker resolving now takes it in its next write.
+			w.mu.Unlock()
+			continue
+		}
+		w.flushing = true
+		w.mu.Unlock()
+		w.flush(ctx)
 	}
 }
 
-// ask waits up to wait for dependency id to end and, if it has, resolves
-// its edges; it reports whether it did. A failure is logged and left to
-// the next turn: the edges stay pending.
-func (w *watcher) ask(ctx context.Context, id string, wait time.Duration) bool {
-	start := w.cfg.Clock.Now()
-	end, final, err := Ask(ctx, w.cfg.Router, id, wait)
-	if err == nil && !final {
-		return false
+// maxFlush bounds the dependencies one write resolves.
+const maxFlush = 1000
+
+// flush resolves the ends queued, and those queued meanwhile, until none
+// is left; the flushing worker runs it.
+func (w *watcher) flush(ctx context.Context) {
+	for {
+		w.mu.Lock()
+		n := min(len(w.ended), maxFlush)
+		if n == 0 {
+			w.flushing = false
+			w.mu.Unlock()
+			return
+		}
+		ends := slices.Clone(w.ended[:n])
+		w.ended = append(w.ended[:0], w.ended[n:]...)
+		w.mu.Unlock()
+		resolved := w.resolve(ctx, ends)
+		for _, e := range ends {
+			w.done(e.Dependency, resolved)
+		}
 	}
+}
+
+// resolve has the partition's coordinator resolve the edges of ends and
+// reports whether it did. A failure is logged and left to the next turn:
+// the edges stay pending.
+func (w *watcher) resolve(ctx context.Context, ends []coordinator.RemoteResolve) bool {
+	start := w.cfg.Clock.Now()
+	c, err := w.cfg.Coordinator()
 	if err == nil {
-		var c *coordinator.Coordinator
-		if c, err = w.cfg.Coordinator(); err == nil {
-			var n int
-			n, err = c.ResolveRemote(ctx, id, end)
-			if err == nil {
-				w.cfg.Logger.Debug("remote dependency resolved", slog.String("dependency", id),
-					slog.String("outcome", end.Outcome.String()), slog.Int("edges", n))
-				return true
-			}
+		var n int
+		if n, err = c.ResolveRemoteMany(ctx, ends); err == nil {
+			w.cfg.Logger.Debug("remote dependencies resolved", slog.Int("dependencies", len(ends)), slog.Int("edges", n))
+			return true
 		}
 	}
 	if ctx.Err() != nil {
 		return false
 	}
-	w.cfg.Logger.Info("asking for a remote dependency failed; asking again", slog.String("dependency", id), slog.Any("err", err))
-	// Not at once: the partition may be moving.
-	_ = clock.Sleep(ctx, w.cfg.Clock, max(time.Second-w.cfg.Clock.Now().Sub(start), 0))
+	w.cfg.Logger.Info("resolving remote dependencies failed; asking again", slog.Int("dependencies", len(ends)), slog.Any("err", err))
+	w.pause(ctx, start)
 	return false
+}
+
+// pause waits what is left of a second from start after a failure: not at
+// once, the partition may be moving.
+func (w *watcher) pause(ctx context.Context, start time.Time) {
+	_ = clock.Sleep(ctx, w.cfg.Clock, max(time.Second-w.cfg.Clock.Now().Sub(start), 0))
+}
+
+// ask waits up to wait for dependency id to end and returns how it ended
+// if it has (final). A failure is logged and left to the next turn.
+func (w *watcher) ask(ctx context.Context, id string, wait time.Duration) (coordinator.RemoteEnd, bool) {
+	start := w.cfg.Clock.Now()
+	end, final, err := Ask(ctx, w.cfg.Router, id, wait)
+	if err == nil || ctx.Err() != nil {
+		return end, err == nil && final
+	}
+	w.cfg.Logger.Info("asking for a remote dependency failed; asking again", slog.String("dependency", id), slog.Any("err", err))
+	w.pause(ctx, start)
+	return end, false
 }
 
 // Ask waits up to wait for task id, of any partition, to end, through r,
