@@ -869,18 +869,23 @@ func (c *Coordinator) History(ctx context.Context, taskID string) ([]HistoryEntr
 	return out, nil
 }
 
-// Where calls fn with the namespace and queue of each task of ids that
-// exists (i its index in ids), for the event streams, which learn them
-// from records that do not carry them (docs/design/events.md). A task's
-// namespace and queue never change, so Where waits for nothing.
-func (c *Coordinator) Where(ids []string, fn func(i int, namespace, queue string)) error {
+// Where calls fn with the namespace, queue and workflow ("" for none) of
+// each task of ids that exists (i its index in ids), for the event
+// streams, which learn them from records that do not carry them
+// (docs/design/events.md). None of them changes, so Where waits for
+// nothing.
+func (c *Coordinator) Where(ids []string, fn func(i int, namespace, queue, workflow string)) error {
 	if err := c.lock(); err != nil {
 		return err
 	}
 	defer c.mu.Unlock()
 	for i, id := range ids {
 		if t := c.st.Task(id); t != nil {
-			fn(i, t.Namespace, t.Queue)
+			var wf string
+			if w := c.st.WorkflowOf(t); w != nil {
+				wf = w.Key.ID
+			}
+			fn(i, t.Namespace, t.Queue, wf)
 		}
 	}
 	return nil

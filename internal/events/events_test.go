@@ -311,15 +311,15 @@ func TestResolve(t *testing.T) {
 		asked = append(asked, append([]string(nil), ids...))
 		for i, id := range ids {
 			if id == "old" {
-				out[i] = Target{"ns", "old-q"}
+				out[i] = Target{"ns", "old-q", "wf"}
 			}
 		}
 	}})
-	f.Learn([]Placed{{"a", Target{"ns", "q"}}})
+	f.Learn([]Placed{{"a", Target{"ns", "q", ""}}})
 	ids := []string{"a", "old", "gone", ""}
 	out := make([]Target, len(ids))
 	f.Resolve(ids, out)
-	want := []Target{{"ns", "q"}, {"ns", "old-q"}, {}, {}}
+	want := []Target{{"ns", "q", ""}, {"ns", "old-q", "wf"}, {}, {}}
 	if fmt.Sprint(out) != fmt.Sprint(want) || fmt.Sprint(asked) != "[[old gone]]" {
 		t.Fatalf("Resolve = %v, asked %v", out, asked)
 	}
@@ -327,10 +327,12 @@ func TestResolve(t *testing.T) {
 	if fmt.Sprint(asked) != "[[old gone] [gone]]" {
 		t.Fatalf("what Lookup found was not kept: asked %v", asked)
 	}
-	keyed := NewFeed(FeedConfig{Key: &Target{"k", "q"}})
-	keyed.Resolve([]string{"x"}, out[:1])
-	if out[0] != (Target{"k", "q"}) {
-		t.Fatalf("a keyed feed resolved %v", out[0])
+	// A keyed feed learns only the workflows of its tasks.
+	keyed := NewFeed(FeedConfig{Key: &Target{"k", "q", ""}})
+	keyed.Learn([]Placed{{"x", Target{"k", "q", "w1"}}, {"y", Target{"k", "q", ""}}})
+	keyed.Resolve([]string{"x", "y", "z"}, out[:3])
+	if want := []Target{{"k", "q", "w1"}, {"k", "q", ""}, {"k", "q", ""}}; fmt.Sprint(out[:3]) != fmt.Sprint(want) {
+		t.Fatalf("a keyed feed resolved %v, want %v", out[:3], want)
 	}
 }
 

@@ -38,9 +38,10 @@ type Reader interface {
 	Close() error
 }
 
-// Target is where a task is: its namespace and queue.
+// Target is where a task is: its namespace and queue, and the workflow it
+// belongs to ("" for none; its id is the namespace's).
 type Target struct {
-	Namespace, Queue string
+	Namespace, Queue, Workflow string
 }
 
 // FeedConfig configures a Feed.
@@ -57,8 +58,8 @@ type FeedConfig struct {
 	// Polled says that no writer publishes to the feed (a partition served
 	// by another node): streams poll its log.
 	Polled bool
-	// Lookup, for a feed without Key, finds the namespace and queue of the
-	// tasks named: it sets out[i] for each ids[i] it knows, and leaves the
+	// Lookup, for a feed without Key, finds the namespace, queue and
+	// workflow of the tasks named: it sets out[i] for each ids[i] it knows, and leaves the
 	// others zero. It may be slow (it takes the coordinator's mutex): the
 	// feed asks it only for the tasks its directory lacks, a batch at a
 	// time.
@@ -283,9 +284,10 @@ type Placed struct {
 }
 
 // Learn records where tasks are (from the records that create them), for
-// Resolve.
+// Resolve. A feed with a Key learns only the tasks of a workflow (the rest
+// are where its key says).
 func (f *Feed) Learn(tasks []Placed) {
-	if f.cfg.Key != nil || len(tasks) == 0 {
+	if len(tasks) == 0 {
 		return
 	}
 	// Every stream of the feed reads the same records: most find what
@@ -293,6 +295,9 @@ func (f *Feed) Learn(tasks []Placed) {
 	var unknown []Placed
 	f.dirMu.RLock()
 	for _, p := range tasks {
+		if f.cfg.Key != nil && p.Workflow == "" {
+			continue
+		}
 		if _, ok := f.dir.find(p.TaskID); !ok && p.TaskID != "" {
 			unknown = append(unknown, p)
 		}
@@ -308,14 +313,20 @@ func (f *Feed) Learn(tasks []Placed) {
 	f.dirMu.Unlock()
 }
 
-// Resolve sets out[i] to where task ids[i] is: the feed's key, what the
-// directory learned, else what Lookup finds (asked once for every task the
-// directory lacks); zero for a task nobody knows any more.
+// Resolve sets out[i] to where task ids[i] is: the feed's key (with the
+// workflow the directory learned, if any), what the directory learned,
+// else what Lookup finds (asked once for every task the directory lacks);
+// zero for a task nobody knows any more.
 func (f *Feed) Resolve(ids []string, out []Target) {
 	if f.cfg.Key != nil {
-		for i := range ids {
+		f.dirMu.RLock()
+		for i, id := range ids {
 			out[i] = *f.cfg.Key
+			if t, ok := f.dir.find(id); ok {
+				out[i].Workflow = t.Workflow
+			}
 		}
+		f.dirMu.RUnlock()
 		return
 	}
 	var missing []int

@@ -361,7 +361,9 @@ func (n *Node) where(ids []string, out []events.Target) {
 	if err != nil {
 		return
 	}
-	_ = c.Where(ids, func(i int, namespace, queue string) { out[i] = events.Target{Namespace: namespace, Queue: queue} })
+	_ = c.Where(ids, func(i int, namespace, queue, workflow string) {
+		out[i] = events.Target{Namespace: namespace, Queue: queue, Workflow: workflow}
+	})
 }
 
 // Router routes every request of the API to the node's one partition.

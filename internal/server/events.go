@@ -91,24 +91,27 @@ func (h eventService) WatchEvents(ctx context.Context, req *connect.Request[tenu
 
 // eventFilter is a stream's filter, checked.
 type eventFilter struct {
-	namespace, queue, task string
+	namespace, queue, task, workflow string
 	// types: the record types selected, by number; nil: every one.
 	types []bool
 }
 
 func (s *Server) eventFilter(m *tenurev1.EventFilter) (eventFilter, error) {
-	f := eventFilter{namespace: m.GetNamespace(), queue: m.GetQueue(), task: m.GetTaskId()}
+	f := eventFilter{namespace: m.GetNamespace(), queue: m.GetQueue(), task: m.GetTaskId(), workflow: m.GetWorkflowId()}
 	maxID := s.opts.Limits.MaxIDBytes
 	if maxID == 0 {
 		maxID = coordinator.DefaultLimits.MaxIDBytes
 	}
-	for _, v := range []struct{ field, value string }{{"filter.namespace", f.namespace}, {"filter.queue", f.queue}, {"filter.task_id", f.task}} {
+	for _, v := range []struct{ field, value string }{{"filter.namespace", f.namespace}, {"filter.queue", f.queue}, {"filter.task_id", f.task}, {"filter.workflow_id", f.workflow}} {
 		if len(v.value) > maxID {
 			return f, &coordinator.FieldError{Field: v.field, Problem: fmt.Sprintf("%d bytes, over the limit of %d", len(v.value), maxID)}
 		}
 	}
 	if f.queue != "" && f.namespace == "" {
 		return f, &coordinator.FieldError{Field: "filter.namespace", Problem: "a queue is named without its namespace: name the namespace too"}
+	}
+	if f.workflow != "" && f.namespace == "" {
+		return f, &coordinator.FieldError{Field: "filter.namespace", Problem: "a workflow is named without its namespace (a workflow id is the namespace's): name the namespace too"}
 	}
 	if len(m.GetTypes()) > 0 {
 		all := record.Types()
@@ -135,10 +138,11 @@ func (f *eventFilter) selects(t record.Type) bool {
 }
 
 // takes reports whether the filter selects an event about task (""
-// for none) of namespace and queue ns/q ("" for one that concerns none, or
-// a task nobody knows any more).
-func (f *eventFilter) takes(task, ns, q string) bool {
-	return (f.namespace == "" || ns == f.namespace) && (f.queue == "" || q == f.queue) && (f.task == "" || task == f.task)
+// for none) of namespace, queue and workflow at ("" for one that concerns
+// none, or a task nobody knows any more).
+func (f *eventFilter) takes(task string, at events.Target) bool {
+	return (f.namespace == "" || at.Namespace == f.namespace) && (f.queue == "" || at.Queue == f.queue) &&
+		(f.task == "" || task == f.task) && (f.workflow == "" || at.Workflow == f.workflow)
 }
 
 // eventStart is where a stream of cursor starts.

@@ -115,11 +115,16 @@ func TestWatchEventsAuth(t *testing.T) {
 			t.Fatalf("the scoped reader saw %v", ev)
 		}
 	}
-	for _, f := range []*tenurev1.EventFilter{nil, {Namespace: authtest.OutNamespace}, {TaskId: "whatever"}} {
+	for _, f := range []*tenurev1.EventFilter{nil, {Namespace: authtest.OutNamespace}, {TaskId: "whatever"},
+		{Namespace: authtest.OutNamespace, WorkflowId: "wf"}, {WorkflowId: "wf"}} {
 		_, err := watch(t, ec, reader, &tenurev1.WatchEventsRequest{Cursor: "oldest", Filter: f})
 		if connect.CodeOf(err) != connect.CodePermissionDenied {
 			t.Errorf("a scoped reader watching %v: %v, want permission_denied", f, err)
 		}
+	}
+	// A workflow filter is decided by its namespace.
+	if wf := mustWatch(t, ec, reader, &tenurev1.WatchEventsRequest{Cursor: "oldest", Filter: &tenurev1.EventFilter{Namespace: authtest.InNamespace, WorkflowId: "wf"}}).untilCaughtUp(); len(wf) != 0 {
+		t.Fatalf("a workflow nobody submitted had events: %v", wf)
 	}
 	if _, err := watch(t, ec, tok.Scoped[auth.Worker], &tenurev1.WatchEventsRequest{Filter: &tenurev1.EventFilter{Namespace: authtest.InNamespace}}); connect.CodeOf(err) != connect.CodePermissionDenied {
 		t.Errorf("a worker token watching: %v, want permission_denied", err)

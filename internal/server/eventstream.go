@@ -44,6 +44,11 @@ type eventItem struct {
 	// spawns), as the event holds them.
 	deleted []string
 	created *[]*tenurev1.TaskCreatedEvent
+	// workflow is the workflow the event concerns ("" for none): the
+	// record's (TasksSubmitted, WorkflowCancelled, WorkflowRetried), else
+	// its task's, once placed. createdIn is the workflow of the tasks in
+	// created: the record's, or for a spawn its parent's.
+	workflow, createdIn string
 }
 
 // errBatchFull stops a batch before the record that would pass its bytes.
@@ -140,19 +145,33 @@ func (w *eventWriter) take(partition, lsn uint64, e wal.Entry) error {
 		it.deleted = r.(*state.TasksDeleted).TaskIDs
 	case *tenurev1.Event_TasksSubmitted:
 		it.created = &m.TasksSubmitted.Tasks
+		it.workflow, it.createdIn = m.TasksSubmitted.WorkflowId, m.TasksSubmitted.WorkflowId
 	case *tenurev1.Event_TaskCommitted:
 		it.created = &m.TaskCommitted.Spawn
 	case *tenurev1.Event_TaskCompleted:
 		it.created = &m.TaskCompleted.Spawn
+	case *tenurev1.Event_WorkflowCancelled:
+		it.workflow = m.WorkflowCancelled.WorkflowId
+	case *tenurev1.Event_WorkflowRetried:
+		it.workflow = m.WorkflowRetried.WorkflowId
 	}
 	if _, keyed := feed.Key(); !keyed {
 		if ev := it.ev; ev.TaskId != "" && ev.Namespace != "" {
 			w.placed[partition] = append(w.placed[partition], events.Placed{TaskID: ev.TaskId, Target: events.Target{Namespace: ev.Namespace, Queue: ev.Queue}})
 		}
-		if it.created != nil {
-			for _, c := range *it.created {
-				w.placed[partition] = append(w.placed[partition], events.Placed{TaskID: c.GetTaskId(), Target: events.Target{Namespace: c.GetNamespace(), Queue: c.GetQueue()}})
-			}
+	}
+	if it.created != nil && len(*it.created) > 0 {
+		if ev := it.ev; ev.TaskId != "" {
+			// Spawns join their parent's workflow: place the parent now,
+			// with what the batch created before it.
+			w.learn(partition)
+			var at [1]events.Target
+			feed.Resolve([]string{ev.TaskId}, at[:])
+			it.createdIn = at[0].Workflow
+		}
+		for _, c := range *it.created {
+			w.placed[partition] = append(w.placed[partition], events.Placed{TaskID: c.GetTaskId(),
+				Target: events.Target{Namespace: c.GetNamespace(), Queue: c.GetQueue(), Workflow: it.createdIn}})
 		}
 	}
 	w.pos.Set(partition, lsn)
@@ -162,27 +181,36 @@ func (w *eventWriter) take(partition, lsn uint64, e wal.Entry) error {
 	return nil
 }
 
-// events places the batch's tasks (their namespace and queue, where their
-// records do not carry them) and returns the events the filter selects.
+// learn hands partition's feed the tasks the batch created so far.
+func (w *eventWriter) learn(partition uint64) {
+	if placed := w.placed[partition]; len(placed) > 0 {
+		w.feeds[partition].Learn(placed)
+		w.placed[partition] = placed[:0]
+	}
+}
+
+// events places the batch's tasks (their namespace, queue and workflow,
+// where their records do not carry them) and returns the events the
+// filter selects.
 func (w *eventWriter) events() []*tenurev1.Event {
-	for p, placed := range w.placed {
-		w.feeds[p].Learn(placed)
-		w.placed[p] = placed[:0]
+	for p := range w.placed {
+		w.learn(p)
 	}
 	if len(w.items) == 0 {
 		return nil
 	}
 	w.place()
 	out := make([]*tenurev1.Event, 0, len(w.items))
-	for _, it := range w.items {
+	for i := range w.items {
+		it := &w.items[i]
 		var pass bool
 		switch {
 		case it.deleted != nil:
 			pass = w.passDeleted(it.ev, it.deleted)
 		case it.created != nil && len(*it.created) > 0:
-			pass = w.passCreated(it.ev, it.created)
+			pass = w.passCreated(it)
 		default:
-			pass = w.f.takes(it.ev.TaskId, it.ev.Namespace, it.ev.Queue)
+			pass = w.f.takes(it.ev.TaskId, events.Target{Namespace: it.ev.Namespace, Queue: it.ev.Queue, Workflow: it.workflow})
 		}
 		if pass {
 			out = append(out, it.ev)
@@ -191,29 +219,31 @@ func (w *eventWriter) events() []*tenurev1.Event {
 	return out
 }
 
-// place sets the namespace and queue of the batch's events about a task
-// whose record does not carry them, asking each partition's feed once.
+// place sets the namespace, queue and workflow of the batch's events
+// about a task whose record does not carry them (in a partition of one
+// queue, the workflow only), asking each partition's feed once.
 func (w *eventWriter) place() {
 	type ask struct {
 		ids  []string
-		refs []*tenurev1.Event
+		refs []*eventItem
 	}
 	asks := map[uint64]*ask{}
-	for _, it := range w.items {
-		if ev := it.ev; ev.TaskId != "" && ev.Namespace == "" {
+	for i := range w.items {
+		it := &w.items[i]
+		if ev := it.ev; ev.TaskId != "" && (ev.Namespace == "" || w.f.workflow != "" && it.created == nil) {
 			a := asks[ev.Partition]
 			if a == nil {
 				a = &ask{}
 				asks[ev.Partition] = a
 			}
-			a.ids, a.refs = append(a.ids, ev.TaskId), append(a.refs, ev)
+			a.ids, a.refs = append(a.ids, ev.TaskId), append(a.refs, it)
 		}
 	}
 	for p, a := range asks {
 		found := make([]events.Target, len(a.ids))
 		w.feeds[p].Resolve(a.ids, found)
-		for i, ev := range a.refs {
-			ev.Namespace, ev.Queue = found[i].Namespace, found[i].Queue
+		for i, it := range a.refs {
+			it.ev.Namespace, it.ev.Queue, it.workflow = found[i].Namespace, found[i].Queue, found[i].Workflow
 		}
 	}
 }
@@ -228,7 +258,7 @@ func (w *eventWriter) passDeleted(ev *tenurev1.Event, ids []string) bool {
 	w.feeds[ev.Partition].Resolve(ids, found)
 	var keep []string
 	for i, id := range ids {
-		if found[i] != (events.Target{}) && w.f.takes(id, found[i].Namespace, found[i].Queue) {
+		if found[i] != (events.Target{}) && w.f.takes(id, found[i]) {
 			keep = append(keep, id)
 		}
 	}
@@ -241,15 +271,16 @@ func (w *eventWriter) passDeleted(ev *tenurev1.Event, ids []string) bool {
 // the filter does not select passes with them only, without its task,
 // lease and result (the task that spawned them may be out of the caller's
 // scope).
-func (w *eventWriter) passCreated(ev *tenurev1.Event, created *[]*tenurev1.TaskCreatedEvent) bool {
+func (w *eventWriter) passCreated(it *eventItem) bool {
+	ev, created := it.ev, it.created
 	var keep []*tenurev1.TaskCreatedEvent
 	for _, c := range *created {
-		if w.f.takes(c.GetTaskId(), c.GetNamespace(), c.GetQueue()) {
+		if w.f.takes(c.GetTaskId(), events.Target{Namespace: c.GetNamespace(), Queue: c.GetQueue(), Workflow: it.createdIn}) {
 			keep = append(keep, c)
 		}
 	}
 	*created = keep
-	if ev.TaskId != "" && w.f.takes(ev.TaskId, ev.Namespace, ev.Queue) {
+	if ev.TaskId != "" && w.f.takes(ev.TaskId, events.Target{Namespace: ev.Namespace, Queue: ev.Queue, Workflow: it.createdIn}) {
 		return true
 	}
 	if len(keep) == 0 {

@@ -91,6 +91,12 @@ type EventFilter struct {
 	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Only events of this task.
 	TaskId string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Only events of this workflow's tasks (of the namespace, which must be
+	// named too: a workflow id is per namespace): their creation, every
+	// record about one of them (leases, commits, failures, retries,
+	// DependencyResolved, the tasks a task of it spawns) and the workflow's
+	// WorkflowCancelled and WorkflowRetried.
+	WorkflowId string `protobuf:"bytes,4,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
 	// Only events of these record types, by name ("TaskCreated",
 	// "TaskCompleted", ...: Event.type). Unset: every type.
 	Types         []string `protobuf:"bytes,5,rep,name=types,proto3" json:"types,omitempty"`
@@ -145,6 +151,13 @@ func (x *EventFilter) GetQueue() string {
 func (x *EventFilter) GetTaskId() string {
 	if x != nil {
 		return x.TaskId
+	}
+	return ""
+}
+
+func (x *EventFilter) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
 	}
 	return ""
 }
@@ -3178,12 +3191,14 @@ const file_tenure_v1_events_proto_rawDesc = "" +
 	"\x16tenure/v1/events.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18tenure/v1/schedule.proto\x1a\x16tenure/v1/outbox.proto\x1a\x14tenure/v1/task.proto\"\\\n" +
 	"\x12WatchEventsRequest\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12.\n" +
-	"\x06filter\x18\x02 \x01(\v2\x16.tenure.v1.EventFilterR\x06filter\"v\n" +
+	"\x06filter\x18\x02 \x01(\v2\x16.tenure.v1.EventFilterR\x06filter\"\x91\x01\n" +
 	"\vEventFilter\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x17\n" +
-	"\atask_id\x18\x03 \x01(\tR\x06taskId\x12\x14\n" +
-	"\x05types\x18\x05 \x03(\tR\x05typesJ\x04\b\x04\x10\x05\"t\n" +
+	"\atask_id\x18\x03 \x01(\tR\x06taskId\x12\x1f\n" +
+	"\vworkflow_id\x18\x04 \x01(\tR\n" +
+	"workflowId\x12\x14\n" +
+	"\x05types\x18\x05 \x03(\tR\x05types\"t\n" +
 	"\x13WatchEventsResponse\x12(\n" +
 	"\x06events\x18\x01 \x03(\v2\x10.tenure.v1.EventR\x06events\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x1b\n" +
