@@ -95,6 +95,7 @@ at least once, in order (so each task's events in order). --post needs
 --cursor-file.`,
 		Example: `  tenure events --follow --queue emails --namespace default
   tenure events --from oldest --task 01JH8ZQ5T0W9Q3V6M2X4C7B1NA --json
+  tenure events --follow --workflow order-7
   tenure events --follow --post https://hooks.example.com/tenure --secret-file hook.secret --cursor-file hook.cursor`,
 	}
 }
@@ -107,6 +108,7 @@ func (c *eventsCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&c.filter.Namespace, "namespace", "", "only the events of this namespace")
 	fs.StringVar(&c.filter.Queue, "queue", "", "only the events of this queue (of --namespace)")
 	fs.StringVar(&c.filter.TaskID, "task", "", "only the events of this task")
+	fs.StringVar(&c.filter.WorkflowID, "workflow", "", `only the events of this workflow's tasks, and its cancellations and retries (of --namespace, default "default")`)
 	fs.StringArrayVar(&c.filter.Types, "type", nil, "only events of this record type, e.g. TaskCompleted (repeat the flag for several)")
 	fs.StringVar(&c.post, "post", "", "deliver each event to this URL (POST, signed) instead of printing it; needs --secret-file and --cursor-file")
 	fs.StringVar(&c.secretFile, "secret-file", "", "with --post: the file of the shared secret the signatures are made with")
@@ -116,6 +118,9 @@ func (c *eventsCmd) define(fs *pflag.FlagSet) {
 func (c *eventsCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error {
 	if err := noArgs(args); err != nil {
 		return err
+	}
+	if c.filter.WorkflowID != "" && c.filter.Namespace == "" {
+		c.filter.Namespace = "default" // a workflow id is its namespace's
 	}
 	from, err := c.start()
 	if err != nil {

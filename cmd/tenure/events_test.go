@@ -303,3 +303,41 @@ func TestCLIEventsJSONIsTheAPIsAnswers(t *testing.T) {
 		t.Fatalf("tenure events --type TaskCompleted printed\n%s", text)
 	}
 }
+
+// TestCLIEventsWorkflow: `tenure events --workflow` prints the events of
+// that workflow's tasks only, of namespace default unless told.
+func TestCLIEventsWorkflow(t *testing.T) {
+	t.Parallel()
+	target := startInProcess(t)
+	c := sdk(t, target)
+	ids := map[string][]string{}
+	for _, wf := range []string{"wf-a", "wf-b"} {
+		res, err := c.SubmitBatch(t.Context(), client.SubmitBatchRequest{WorkflowID: wf,
+			Requests: []client.SubmitRequest{{Queue: "hooks", Payload: []byte(wf)}, {Queue: "hooks", Payload: []byte(wf)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			ids[wf] = append(ids[wf], r.TaskID)
+		}
+	}
+	work(t, c, 4)
+	out := mustCLI(t, "events", "--addr", target, "--workflow", "wf-a")
+	// Its TasksSubmitted, then a lease and a completion for each task.
+	if n := strings.Count(strings.TrimSpace(out), "\n") + 1; n != 1+2*2 || !strings.Contains(out, "TasksSubmitted") {
+		t.Fatalf("tenure events --workflow wf-a printed %d lines:\n%s", n, out)
+	}
+	for _, id := range ids["wf-a"] {
+		if strings.Count(out, id) != 2 {
+			t.Errorf("task %s of wf-a is on %d lines, want 2:\n%s", id, strings.Count(out, id), out)
+		}
+	}
+	for _, id := range ids["wf-b"] {
+		if strings.Contains(out, id) {
+			t.Errorf("task %s of wf-b was printed:\n%s", id, out)
+		}
+	}
+	if other := mustCLI(t, "events", "--addr", target, "--workflow", "wf-a", "--namespace", "other"); strings.Contains(other, ids["wf-a"][0]) {
+		t.Fatalf("wf-a of namespace other printed default's:\n%s", other)
+	}
+}

@@ -30,6 +30,10 @@ type EventFilter struct {
 	Namespace, Queue string
 	// TaskID selects the events of one task.
 	TaskID string
+	// WorkflowID selects the events of one workflow's tasks and the
+	// workflow's cancellations and retries; a workflow id is its
+	// namespace's, so Namespace is needed with it.
+	WorkflowID string
 	// Types selects events by record type name ("TaskCreated",
 	// "TaskCompleted", ...: Event.Type).
 	Types []string
@@ -117,7 +121,7 @@ func (c *Client) WatchAnswers(ctx context.Context, filter EventFilter, cursor st
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		req := &tenurev1.WatchEventsRequest{Cursor: cursor, Filter: &tenurev1.EventFilter{
-			Namespace: filter.Namespace, Queue: filter.Queue, TaskId: filter.TaskID, Types: filter.Types}}
+			Namespace: filter.Namespace, Queue: filter.Queue, TaskId: filter.TaskID, WorkflowId: filter.WorkflowID, Types: filter.Types}}
 		policy := backoff.Policy{Initial: c.backoff.Initial, Max: maxWatchBackoff}
 		for failures := 0; ; failures++ {
 			progressed, err := c.watchOnce(ctx, req, yield)

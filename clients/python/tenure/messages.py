@@ -2137,6 +2137,13 @@ class EventFilter:
     """Only events of this queue (of the namespace)."""
     task_id: str = ""
     """Only events of this task."""
+    workflow_id: str = ""
+    """Only events of this workflow's tasks (of the namespace, which must be
+    named too: a workflow id is per namespace): their creation, every
+    record about one of them (leases, commits, failures, retries,
+    DependencyResolved, the tasks a task of it spawns) and the workflow's
+    WorkflowCancelled and WorkflowRetried.
+    """
     types: List[str] = dataclasses.field(default_factory=list)
     """Only events of these record types, by name ("TaskCreated",
     "TaskCompleted", ...: Event.type). Unset: every type.
@@ -3588,6 +3595,7 @@ EventFilter._FIELDS = (
     F('namespace', 'namespace', 1, 'str', None, False, False),
     F('queue', 'queue', 2, 'str', None, False, False),
     F('task_id', 'taskId', 3, 'str', None, False, False),
+    F('workflow_id', 'workflowId', 4, 'str', None, False, False),
     F('types', 'types', 5, 'str', None, True, False),
 )
 WatchEventsResponse._FIELDS = (

@@ -24,8 +24,8 @@
 //     GetCluster (the server's mode, and a cluster's lock, nodes and
 //     partitions), for operators.
 //   - EventService: WatchEvents, a server stream of every record of the
-//     log from a cursor, filtered by namespace, queue, task and record
-//     type, resumable exactly after the last event seen
+//     log from a cursor, filtered by namespace, queue, task, workflow and
+//     record type, resumable exactly after the last event seen
 //     (`tenure events`).
 //   - OutboxService: Relay, Release and ListOutboxHolds: what a relay of a
 //     transactional outbox calls to submit the rows of an application's

@@ -73,6 +73,17 @@ export declare type EventFilter = Message<"tenure.v1.EventFilter"> & {
   taskId: string;
 
   /**
+   * Only events of this workflow's tasks (of the namespace, which must be
+   * named too: a workflow id is per namespace): their creation, every
+   * record about one of them (leases, commits, failures, retries,
+   * DependencyResolved, the tasks a task of it spawns) and the workflow's
+   * WorkflowCancelled and WorkflowRetried.
+   *
+   * @generated from field: string workflow_id = 4;
+   */
+  workflowId: string;
+
+  /**
    * Only events of these record types, by name ("TaskCreated",
    * "TaskCompleted", ...: Event.type). Unset: every type.
    *
