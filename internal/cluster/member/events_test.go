@@ -3,6 +3,7 @@ package member_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,16 @@ func TestEventsMergeEveryPartition(t *testing.T) {
 	submitMany(t, ctx, nodes[1].api, 0, 40)
 	spread(t, db, 3)
 	ec := tenurev1connect.NewEventServiceClient(http.DefaultClient, nodes[2].url, connect.WithProtoJSON())
+	// A workflow filter is refused here, not served with gaps.
+	wf, err := ec.WatchEvents(ctx, connect.NewRequest(&tenurev1.WatchEventsRequest{Cursor: "oldest", Filter: &tenurev1.EventFilter{Namespace: "default", WorkflowId: "wf"}}))
+	if err == nil {
+		wf.Receive()
+		err = wf.Err()
+		wf.Close()
+	}
+	if connect.CodeOf(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), "filter.workflow_id") {
+		t.Fatalf("a workflow filter in cluster mode: %v, want unimplemented naming filter.workflow_id", err)
+	}
 	s, err := ec.WatchEvents(ctx, connect.NewRequest(&tenurev1.WatchEventsRequest{Cursor: "oldest", Filter: &tenurev1.EventFilter{Namespace: "default", Queue: "q"}}))
 	if err != nil {
 		t.Fatal(err)
