@@ -158,52 +158,14 @@ var registry = []row{
 			}
 		}),
 
-	entry(TypeTaskCommitted, "TaskCommitted",
-		func(r *state.TaskCommitted, m *recordpb.TaskCommitted) {
-			*m = recordpb.TaskCommitted{
-				By:          r.By,
-				TaskId:      r.TaskID,
-				LeaseId:     r.LeaseID,
-				Result:      r.Result,
-				AtUnixNanos: int64(r.At),
-				Spawn:       taskCreatedsToPB(m.Spawn, r.Spawn),
-				Deliver:     taskCreatedsToPB(m.Deliver, r.Deliver),
-			}
-		},
-		func(m *recordpb.TaskCommitted) *state.TaskCommitted {
-			return &state.TaskCommitted{
-				By:      m.By,
-				TaskID:  m.TaskId,
-				LeaseID: m.LeaseId,
-				Result:  noEmpty(m.Result),
-				At:      state.Time(m.AtUnixNanos),
-				Spawn:   taskCreatedsFromPB(m.Spawn),
-				Deliver: taskCreatedsFromPB(m.Deliver),
-			}
-		}),
+	entry(TypeTaskCommitted, "TaskCommitted", taskCommittedInto, taskCommittedFromPB),
 
 	entry(TypeTaskCompleted, "TaskCompleted",
 		func(r *state.TaskCompleted, m *recordpb.TaskCompleted) {
-			*m = recordpb.TaskCompleted{
-				By:          r.By,
-				TaskId:      r.TaskID,
-				LeaseId:     r.LeaseID,
-				Result:      r.Result,
-				AtUnixNanos: int64(r.At),
-				Spawn:       taskCreatedsToPB(m.Spawn, r.Spawn),
-				Deliver:     taskCreatedsToPB(m.Deliver, r.Deliver),
-			}
+			taskCommittedInto((*state.TaskCommitted)(r), (*recordpb.TaskCommitted)(m))
 		},
 		func(m *recordpb.TaskCompleted) *state.TaskCompleted {
-			return &state.TaskCompleted{
-				By:      m.By,
-				TaskID:  m.TaskId,
-				LeaseID: m.LeaseId,
-				Result:  noEmpty(m.Result),
-				At:      state.Time(m.AtUnixNanos),
-				Spawn:   taskCreatedsFromPB(m.Spawn),
-				Deliver: taskCreatedsFromPB(m.Deliver),
-			}
+			return (*state.TaskCompleted)(taskCommittedFromPB((*recordpb.TaskCommitted)(m)))
 		}),
 
 	entry(TypeTaskFailed, "TaskFailed",
@@ -300,44 +262,14 @@ var registry = []row{
 			}
 		}),
 
-	entry(TypeQueuePaused, "QueuePaused",
-		func(r *state.QueuePaused, m *recordpb.QueuePaused) {
-			*m = recordpb.QueuePaused{
-				Namespace:   r.Namespace,
-				Queue:       r.Queue,
-				By:          r.By,
-				Reason:      r.Reason,
-				AtUnixNanos: int64(r.At),
-			}
-		},
-		func(m *recordpb.QueuePaused) *state.QueuePaused {
-			return &state.QueuePaused{
-				Namespace: m.Namespace,
-				Queue:     m.Queue,
-				By:        m.By,
-				Reason:    m.Reason,
-				At:        state.Time(m.AtUnixNanos),
-			}
-		}),
+	entry(TypeQueuePaused, "QueuePaused", queuePausedInto, queuePausedFromPB),
 
 	entry(TypeQueueResumed, "QueueResumed",
 		func(r *state.QueueResumed, m *recordpb.QueueResumed) {
-			*m = recordpb.QueueResumed{
-				Namespace:   r.Namespace,
-				Queue:       r.Queue,
-				By:          r.By,
-				Reason:      r.Reason,
-				AtUnixNanos: int64(r.At),
-			}
+			queuePausedInto((*state.QueuePaused)(r), (*recordpb.QueuePaused)(m))
 		},
 		func(m *recordpb.QueueResumed) *state.QueueResumed {
-			return &state.QueueResumed{
-				Namespace: m.Namespace,
-				Queue:     m.Queue,
-				By:        m.By,
-				Reason:    m.Reason,
-				At:        state.Time(m.AtUnixNanos),
-			}
+			return (*state.QueueResumed)(queuePausedFromPB((*recordpb.QueuePaused)(m)))
 		}),
 
 	entry(TypeTaskRetried, "TaskRetried",
@@ -484,27 +416,7 @@ var registry = []row{
 			}
 		}),
 
-	entry(TypeSchedulePaused, "SchedulePaused",
-		func(r *state.SchedulePaused, m *recordpb.SchedulePaused) {
-			*m = recordpb.SchedulePaused{
-				Namespace:   r.Namespace,
-				Queue:       r.Queue,
-				Name:        r.Name,
-				By:          r.By,
-				Reason:      r.Reason,
-				AtUnixNanos: int64(r.At),
-			}
-		},
-		func(m *recordpb.SchedulePaused) *state.SchedulePaused {
-			return &state.SchedulePaused{
-				Namespace: m.Namespace,
-				Queue:     m.Queue,
-				Name:      m.Name,
-				By:        m.By,
-				Reason:    m.Reason,
-				At:        state.Time(m.AtUnixNanos),
-			}
-		}),
+	entry(TypeSchedulePaused, "SchedulePaused", schedulePausedInto, schedulePausedFromPB),
 
 	entry(TypeScheduleResumed, "ScheduleResumed",
 		func(r *state.ScheduleResumed, m *recordpb.ScheduleResumed) {
@@ -532,24 +444,10 @@ var registry = []row{
 
 	entry(TypeScheduleDeleted, "ScheduleDeleted",
 		func(r *state.ScheduleDeleted, m *recordpb.ScheduleDeleted) {
-			*m = recordpb.ScheduleDeleted{
-				Namespace:   r.Namespace,
-				Queue:       r.Queue,
-				Name:        r.Name,
-				By:          r.By,
-				Reason:      r.Reason,
-				AtUnixNanos: int64(r.At),
-			}
+			schedulePausedInto((*state.SchedulePaused)(r), (*recordpb.SchedulePaused)(m))
 		},
 		func(m *recordpb.ScheduleDeleted) *state.ScheduleDeleted {
-			return &state.ScheduleDeleted{
-				Namespace: m.Namespace,
-				Queue:     m.Queue,
-				Name:      m.Name,
-				By:        m.By,
-				Reason:    m.Reason,
-				At:        state.Time(m.AtUnixNanos),
-			}
+			return (*state.ScheduleDeleted)(schedulePausedFromPB((*recordpb.SchedulePaused)(m)))
 		}),
 
 	entry(TypeScheduleFired, "ScheduleFired",
@@ -736,44 +634,14 @@ var registry = []row{
 			}
 		}),
 
-	entry(TypeWorkflowCancelled, "WorkflowCancelled",
-		func(r *state.WorkflowCancelled, m *recordpb.WorkflowCancelled) {
-			*m = recordpb.WorkflowCancelled{
-				Namespace:   r.Namespace,
-				WorkflowId:  r.Workflow,
-				Reason:      r.Reason,
-				By:          r.By,
-				AtUnixNanos: int64(r.At),
-			}
-		},
-		func(m *recordpb.WorkflowCancelled) *state.WorkflowCancelled {
-			return &state.WorkflowCancelled{
-				Namespace: m.Namespace,
-				Workflow:  m.WorkflowId,
-				Reason:    m.Reason,
-				By:        m.By,
-				At:        state.Time(m.AtUnixNanos),
-			}
-		}),
+	entry(TypeWorkflowCancelled, "WorkflowCancelled", workflowCancelledInto, workflowCancelledFromPB),
 
 	entry(TypeWorkflowRetried, "WorkflowRetried",
 		func(r *state.WorkflowRetried, m *recordpb.WorkflowRetried) {
-			*m = recordpb.WorkflowRetried{
-				Namespace:   r.Namespace,
-				WorkflowId:  r.Workflow,
-				Reason:      r.Reason,
-				By:          r.By,
-				AtUnixNanos: int64(r.At),
-			}
+			workflowCancelledInto((*state.WorkflowCancelled)(r), (*recordpb.WorkflowCancelled)(m))
 		},
 		func(m *recordpb.WorkflowRetried) *state.WorkflowRetried {
-			return &state.WorkflowRetried{
-				Namespace: m.Namespace,
-				Workflow:  m.WorkflowId,
-				Reason:    m.Reason,
-				By:        m.By,
-				At:        state.Time(m.AtUnixNanos),
-			}
+			return (*state.WorkflowRetried)(workflowCancelledFromPB((*recordpb.WorkflowCancelled)(m)))
 		}),
 
 	entry(TypeDependencyResolved, "DependencyResolved",
@@ -809,6 +677,103 @@ var registry = []row{
 				At:      state.Time(m.AtUnixNanos),
 			}
 		}),
+}
+
+// The twins: four pairs of record types whose internal/state structs have
+// the same fields, and so do their messages in record.proto (TaskCompleted
+// those of TaskCommitted, QueueResumed those of QueuePaused,
+// ScheduleDeleted those of SchedulePaused, WorkflowRetried those of
+// WorkflowCancelled). Go converts a pointer to one struct into a pointer to
+// another with identical fields, so the second of a pair converts through
+// the first's conversions below, which only read and assign the fields (no
+// proto method is called through the converted pointer). The day the two
+// of a pair differ in a field, the conversion stops compiling: give the
+// second its own conversions then.
+
+func taskCommittedInto(r *state.TaskCommitted, m *recordpb.TaskCommitted) {
+	*m = recordpb.TaskCommitted{
+		By:          r.By,
+		TaskId:      r.TaskID,
+		LeaseId:     r.LeaseID,
+		Result:      r.Result,
+		AtUnixNanos: int64(r.At),
+		Spawn:       taskCreatedsToPB(m.Spawn, r.Spawn),
+		Deliver:     taskCreatedsToPB(m.Deliver, r.Deliver),
+	}
+}
+
+func taskCommittedFromPB(m *recordpb.TaskCommitted) *state.TaskCommitted {
+	return &state.TaskCommitted{
+		By:      m.By,
+		TaskID:  m.TaskId,
+		LeaseID: m.LeaseId,
+		Result:  noEmpty(m.Result),
+		At:      state.Time(m.AtUnixNanos),
+		Spawn:   taskCreatedsFromPB(m.Spawn),
+		Deliver: taskCreatedsFromPB(m.Deliver),
+	}
+}
+
+func queuePausedInto(r *state.QueuePaused, m *recordpb.QueuePaused) {
+	*m = recordpb.QueuePaused{
+		Namespace:   r.Namespace,
+		Queue:       r.Queue,
+		By:          r.By,
+		Reason:      r.Reason,
+		AtUnixNanos: int64(r.At),
+	}
+}
+
+func queuePausedFromPB(m *recordpb.QueuePaused) *state.QueuePaused {
+	return &state.QueuePaused{
+		Namespace: m.Namespace,
+		Queue:     m.Queue,
+		By:        m.By,
+		Reason:    m.Reason,
+		At:        state.Time(m.AtUnixNanos),
+	}
+}
+
+func schedulePausedInto(r *state.SchedulePaused, m *recordpb.SchedulePaused) {
+	*m = recordpb.SchedulePaused{
+		Namespace:   r.Namespace,
+		Queue:       r.Queue,
+		Name:        r.Name,
+		By:          r.By,
+		Reason:      r.Reason,
+		AtUnixNanos: int64(r.At),
+	}
+}
+
+func schedulePausedFromPB(m *recordpb.SchedulePaused) *state.SchedulePaused {
+	return &state.SchedulePaused{
+		Namespace: m.Namespace,
+		Queue:     m.Queue,
+		Name:      m.Name,
+		By:        m.By,
+		Reason:    m.Reason,
+		At:        state.Time(m.AtUnixNanos),
+	}
+}
+
+func workflowCancelledInto(r *state.WorkflowCancelled, m *recordpb.WorkflowCancelled) {
+	*m = recordpb.WorkflowCancelled{
+		Namespace:   r.Namespace,
+		WorkflowId:  r.Workflow,
+		Reason:      r.Reason,
+		By:          r.By,
+		AtUnixNanos: int64(r.At),
+	}
+}
+
+func workflowCancelledFromPB(m *recordpb.WorkflowCancelled) *state.WorkflowCancelled {
+	return &state.WorkflowCancelled{
+		Namespace: m.Namespace,
+		Workflow:  m.WorkflowId,
+		Reason:    m.Reason,
+		By:        m.By,
+		At:        state.Time(m.AtUnixNanos),
+	}
 }
 
 // reportToPB and reportFromPB convert the progress report a LeaseExtended
