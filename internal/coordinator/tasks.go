@@ -475,27 +475,23 @@ func (c *Coordinator) submitBatch(ctx context.Context, reqs []SubmitRequest, rel
 			continue
 		}
 		if req.RequestID != "" {
-			if t := c.st.ByRequest(req.Namespace, req.RequestID); t != nil {
-				if err := sameRequest(i, req, t.ID, t.Queue, t.Kind, c.st.KeyOf(t), t.Payload); err != nil {
-					// It names an earlier task: answer once that is durable.
-					if err := refuse(i, err); err != nil {
-						return err
-					}
-					continue
-				}
-				dup[i] = true
-				holdRow(held, relay, i, req)
-				continue
-			}
+			// A retry names a task submitted before: a stored one, or that
+			// of an earlier request of the batch.
 			k := [2]string{req.Namespace, req.RequestID}
-			if j, ok := firstOf[k]; ok {
-				if err := sameRequest(i, req, fmt.Sprintf("of requests[%d]", j), reqs[j].Queue, reqs[j].Kind, reqs[j].Key, reqs[j].Payload); err != nil {
-					// It names an earlier task: answer once that is durable.
-					if err := refuse(i, err); err != nil {
-						return err
-					}
-					continue
+			retry, err := false, error(nil)
+			if t := c.st.ByRequest(req.Namespace, req.RequestID); t != nil {
+				retry, err = true, sameRequest(i, req, t.ID, t.Queue, t.Kind, c.st.KeyOf(t), t.Payload)
+			} else if j, ok := firstOf[k]; ok {
+				retry, err = true, sameRequest(i, req, fmt.Sprintf("of requests[%d]", j), reqs[j].Queue, reqs[j].Kind, reqs[j].Key, reqs[j].Payload)
+			}
+			switch {
+			case retry && err != nil:
+				// It names an earlier task: answer once that is durable.
+				if err := refuse(i, err); err != nil {
+					return err
 				}
+				continue
+			case retry:
 				dup[i] = true
 				holdRow(held, relay, i, req)
 				continue
