@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -186,6 +187,21 @@ func (e *env) historyTypes(id string) []record.Type {
 	return out
 }
 
+// seedRange is the seeds a randomized test runs, from first: only, when
+// its -*.seed flag names one; else as many as its -*.seeds flag says
+// (flagged), or def, at most short under -short.
+func seedRange(only uint64, flagged, def, short int) (first uint64, n int) {
+	switch {
+	case only != 0:
+		return only, 1
+	case flagged > 0:
+		return 1, flagged
+	case testing.Short():
+		return 1, min(def, short)
+	}
+	return 1, def
+}
+
 // simDisk is a coordinator over a file WAL on the fault-injecting disk of
 // package faultfs, with a fake clock, seeded ids and a seeded random
 // source: what the simulations of schedules and workflows share. Each
@@ -265,6 +281,54 @@ func (s *simDisk) restart(how string) error {
 	}
 	s.disk.ClearFaults()
 	return s.open()
+}
+
+// The faults both simulations inject, each counted in stats under its
+// name.
+
+// kill is kill -9 and a restart.
+func (s *simDisk) kill() error {
+	s.stats["fault-kill"]++
+	return s.restart("crash")
+}
+
+// powerLoss cuts the power between two operations and restarts: only what
+// was fsynced survives, or that and a prefix of the rest.
+func (s *simDisk) powerLoss() error {
+	s.stats["fault-power"]++
+	if s.rng.IntN(2) == 0 {
+		return s.restart("power")
+	}
+	return s.restart("power-keep")
+}
+
+// failNext fails the next fsync (faultfs.OpSync) or write.
+func (s *simDisk) failNext(kind faultfs.Kind) {
+	name := "fault-write"
+	if kind == faultfs.OpSync {
+		name = "fault-fsync"
+	}
+	s.stats[name]++
+	s.disk.FailNext(kind, nil)
+}
+
+// cutPower arms a power cut within the next three operations, in the
+// middle of what runs next.
+func (s *simDisk) cutPower() {
+	s.stats["fault-power-cut"]++
+	s.disk.CutPowerAfter(s.disk.Ops() + 1 + s.rng.IntN(3))
+}
+
+// stopped handles the error of what ran after the faults were armed: an
+// error other than the partition stopping is a bug; a stopped partition is
+// reopened from what is durable (after a failed fsync the page cache cannot
+// be trusted: a power loss).
+func (s *simDisk) stopped(err error) error {
+	if !errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	s.stats["reopen"]++
+	return s.restart("power")
 }
 
 // replayDisk replays the durable log record by record into a new state,

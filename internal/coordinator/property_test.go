@@ -15,7 +15,7 @@ import (
 var defaultPropSeeds = 2000
 
 var (
-	propSeeds = flag.Int("prop.seeds", 0, "random operation sequences the property test runs (default 2000, 300 under -race)")
+	propSeeds = flag.Int("prop.seeds", 0, "random operation sequences the property test runs (default 2000, 300 under -race, 200 under -short)")
 	propOps   = flag.Int("prop.ops", 150, "operations per sequence")
 	propSeed  = flag.Uint64("prop.seed", 0, "run only this seed (to reproduce a failure)")
 )
@@ -29,17 +29,7 @@ var (
 // the live one, twice over; and from the clients' side no task ever has two
 // winning commits. A failure prints its seed; -prop.seed=N reruns it.
 func TestPropertyRandomOperations(t *testing.T) {
-	seeds := *propSeeds
-	if seeds == 0 {
-		seeds = defaultPropSeeds
-	}
-	if testing.Short() {
-		seeds = 200
-	}
-	first := uint64(1)
-	if *propSeed != 0 {
-		first, seeds = *propSeed, 1
-	}
+	first, seeds := seedRange(*propSeed, *propSeeds, defaultPropSeeds, 200)
 	var total seqCounts
 	for seed := first; seed < first+uint64(seeds); seed++ {
 		ok, n := runSequence(t, seed, *propOps)

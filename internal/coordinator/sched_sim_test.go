@@ -23,6 +23,7 @@ package coordinator
 // replayed log equals the live state.
 //
 //	go test ./internal/coordinator -run 'TestScheduleSimulation$' -schedsim.seeds 50 -v
+//	go test ./internal/coordinator -run 'TestScheduleSimulation$' -schedsim.seed 17 -v
 
 import (
 	"errors"
@@ -38,7 +39,8 @@ import (
 
 var (
 	defaultSchedSimSeeds = 6
-	schedSimSeeds        = flag.Int("schedsim.seeds", 0, "seeds TestScheduleSimulation runs (default 6, 2 under -race)")
+	schedSimSeeds        = flag.Int("schedsim.seeds", 0, "seeds TestScheduleSimulation runs (default 6, 2 under -race, 1 under -short)")
+	schedSimSeed         = flag.Uint64("schedsim.seed", 0, "run only this seed")
 	schedSimDays         = flag.Int("schedsim.days", 400, "simulated days per seed")
 )
 
@@ -52,21 +54,15 @@ var simSchedules = []ScheduleRequest{
 }
 
 func TestScheduleSimulation(t *testing.T) {
-	seeds := *schedSimSeeds
-	if seeds == 0 {
-		seeds = defaultSchedSimSeeds
-	}
-	if testing.Short() {
-		seeds = 1
-	}
+	from, seeds := seedRange(*schedSimSeed, *schedSimSeeds, defaultSchedSimSeeds, 1)
 	if _, err := time.LoadLocation("America/New_York"); err != nil {
 		t.Skipf("no time zone database: %v", err)
 	}
 	total := map[string]int{}
-	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+	for seed := from; seed < from+uint64(seeds); seed++ {
 		stats, err := runSchedSim(seed, *schedSimDays)
 		if err != nil {
-			t.Fatalf("seed %d: %v\n(replay: go test ./internal/coordinator -run 'TestScheduleSimulation$' -schedsim.seeds %d)", seed, err, seed)
+			t.Fatalf("seed %d: %v\n(replay: go test ./internal/coordinator -run 'TestScheduleSimulation$' -schedsim.seed %d -v)", seed, err, seed)
 		}
 		for k, v := range stats {
 			total[k] += v
@@ -142,28 +138,20 @@ func (s *schedSim) step() error {
 	cut := false
 	switch r := s.rng.IntN(200); {
 	case r < 2:
-		s.stats["fault-kill"]++
-		return s.restart("crash")
+		return s.kill()
 	case r < 4:
-		s.stats["fault-power"]++
-		if s.rng.IntN(2) == 0 {
-			return s.restart("power")
-		}
-		return s.restart("power-keep")
+		return s.powerLoss()
 	case r < 6:
 		s.stats["fault-down"]++
 		s.shutdown()
 		s.clk.Advance(time.Duration(1+s.rng.IntN(72*60)) * time.Minute)
 		return s.restart("crash")
 	case r < 8:
-		s.stats["fault-fsync"]++
-		s.disk.FailNext(faultfs.OpSync, nil)
+		s.failNext(faultfs.OpSync)
 	case r < 9:
-		s.stats["fault-write"]++
-		s.disk.FailNext(faultfs.OpWrite, nil)
+		s.failNext(faultfs.OpWrite)
 	case r < 11:
-		s.stats["fault-power-cut"]++
-		s.disk.CutPowerAfter(s.disk.Ops() + 1 + s.rng.IntN(3))
+		s.cutPower()
 		cut = true
 	}
 	err := s.pass()
@@ -173,13 +161,7 @@ func (s *schedSim) step() error {
 		// operations, right after it.
 		return s.restart("power")
 	case err != nil:
-		if !errors.Is(err, ErrUnavailable) {
-			return fmt.Errorf("pass: %w", err)
-		}
-		// The partition stopped: reopen it from what is durable (after a
-		// failed fsync the page cache cannot be trusted: a power loss).
-		s.stats["reopen"]++
-		return s.restart("power")
+		return s.stopped(fmt.Errorf("pass: %w", err))
 	}
 	s.disk.ClearFaults()
 	s.tidy()

@@ -91,7 +91,7 @@ import (
 var defaultSimSeeds = 1000
 
 var (
-	simSeeds = flag.Int("sim.seeds", 0, "seeds TestSimulation runs (default 1000, 150 under -race)")
+	simSeeds = flag.Int("sim.seeds", 0, "seeds TestSimulation runs (default 1000, 150 under -race, 100 under -short)")
 	simFrom  = flag.Uint64("sim.from", 1, "first seed TestSimulation runs")
 	simSeed  = flag.Uint64("sim.seed", 0, "run only this seed, twice (checking the replay), with its trace under -v")
 	simSteps = flag.Int("sim.steps", 300, "steps per seed")
@@ -113,13 +113,7 @@ func TestSimulation(t *testing.T) {
 		t.Logf("seed %d passed: %s; digest %s", *simSeed, a.stats, a.digest)
 		return
 	}
-	seeds := *simSeeds
-	if seeds == 0 {
-		seeds = defaultSimSeeds
-	}
-	if testing.Short() {
-		seeds = min(seeds, 100)
-	}
+	_, seeds := seedRange(0, *simSeeds, defaultSimSeeds, 100)
 	total := simStats{}
 	for seed := *simFrom; seed < *simFrom+uint64(seeds); seed++ {
 		r := runSim(seed, simOptions{steps: *simSteps})

@@ -58,17 +58,7 @@ var (
 )
 
 func TestWorkflowSimulation(t *testing.T) {
-	seeds := *wfSimSeeds
-	if seeds == 0 {
-		seeds = defaultWfSimSeeds
-		if testing.Short() {
-			seeds = 4
-		}
-	}
-	from := uint64(1)
-	if *wfSimSeed != 0 {
-		from, seeds = *wfSimSeed, 1
-	}
+	from, seeds := seedRange(*wfSimSeed, *wfSimSeeds, defaultWfSimSeeds, 4)
 	total := map[string]int{}
 	for seed := from; seed < from+uint64(seeds); seed++ {
 		stats, err := runWfSim(seed, *wfSimSteps)
@@ -191,26 +181,18 @@ func (s *wfSim) step() error {
 	cut := false
 	switch r := s.rng.IntN(300); {
 	case r < 3:
-		s.stats["fault-kill"]++
-		return s.restart("crash")
+		return s.kill()
 	case r < 6:
-		s.stats["fault-power"]++
-		if s.rng.IntN(2) == 0 {
-			return s.restart("power")
-		}
-		return s.restart("power-keep")
+		return s.powerLoss()
 	case r < 9:
-		s.stats["fault-fsync"]++
-		s.disk.FailNext(faultfs.OpSync, nil)
+		s.failNext(faultfs.OpSync)
 	case r < 11:
-		s.stats["fault-write"]++
-		s.disk.FailNext(faultfs.OpWrite, nil)
+		s.failNext(faultfs.OpWrite)
 	case r < 14:
 		s.stats["fault-tear"]++
 		s.disk.TearAt(s.disk.Ops()+s.rng.IntN(3), s.rng.IntN(200))
 	case r < 17:
-		s.stats["fault-power-cut"]++
-		s.disk.CutPowerAfter(s.disk.Ops() + 1 + s.rng.IntN(3))
+		s.cutPower()
 		cut = true
 	case r < 23:
 		// The power goes right after a new workflow's write, before its
@@ -235,13 +217,7 @@ func (s *wfSim) step() error {
 		}
 		return s.restart("power")
 	case err != nil:
-		if !errors.Is(err, ErrUnavailable) {
-			return err
-		}
-		// The partition stopped: reopen it from what is durable (after a
-		// failed fsync the page cache cannot be trusted: a power loss).
-		s.stats["reopen"]++
-		return s.restart("power")
+		return s.stopped(err)
 	}
 	s.disk.ClearFaults()
 	return nil
