@@ -300,14 +300,8 @@ func checkRestart(t testing.TB, f fsys.FS, clk *clock.Fake, acks []ack, what str
 }
 
 func TestFaultStopsServing(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		kind faultfs.Kind
-	}{
-		{"fsync", faultfs.OpSync},
-		{"write", faultfs.OpWrite},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, kind := range []faultfs.Kind{faultfs.OpSync, faultfs.OpWrite} {
+		t.Run(string(kind), func(t *testing.T) {
 			ctx := context.Background()
 			f := faultfs.NewWithDir("/data")
 			clk := clock.NewFake(epoch)
@@ -323,8 +317,8 @@ func TestFaultStopsServing(t *testing.T) {
 			}
 			old := acks[0].task
 
-			injected := errors.New("injected " + tc.name + " failure")
-			f.FailNext(tc.kind, injected)
+			injected := errors.New("injected " + string(kind) + " failure")
+			f.FailNext(kind, injected)
 			start := f.Ops()
 			// Concurrent requests in flight: none may be acknowledged.
 			var wg sync.WaitGroup

@@ -205,14 +205,8 @@ func countScript(t *testing.T) (base int, ops []faultfs.Op) {
 }
 
 func TestFaultFatalErrors(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		kind faultfs.Kind
-	}{
-		{"fsync", faultfs.OpSync},
-		{"write", faultfs.OpWrite},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, kind := range []faultfs.Kind{faultfs.OpSync, faultfs.OpWrite} {
+		t.Run(string(kind), func(t *testing.T) {
 			f := faultfs.NewWithDir("/data")
 			l, err := wal.Open(faultOptions(f))
 			if err != nil {
@@ -226,7 +220,7 @@ func TestFaultFatalErrors(t *testing.T) {
 			}
 			acked := l.DurableLSN()
 			start := f.Ops()
-			f.FailNext(tc.kind, errInjected)
+			f.FailNext(kind, errInjected)
 
 			// Several records queued, then waited for concurrently. The
 			// writer may fail on the first before the others are appended:
@@ -282,8 +276,8 @@ func TestFaultFatalErrors(t *testing.T) {
 				case op.Err != nil && failedAt >= 0:
 					t.Fatalf("second failed operation %+v", op)
 				case op.Err != nil:
-					if op.Kind != tc.kind {
-						t.Fatalf("failed operation %+v, want a %s", op, tc.kind)
+					if op.Kind != kind {
+						t.Fatalf("failed operation %+v, want a %s", op, kind)
 					}
 					failedAt = op.N
 				case failedAt >= 0 && (op.Kind == faultfs.OpSync || op.Kind == faultfs.OpSyncDir || op.Kind == faultfs.OpWrite):
