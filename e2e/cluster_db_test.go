@@ -48,6 +48,41 @@ func (c *clTest) lock() (clLock, bool, error) {
 	return l, err == nil, err
 }
 
+// heldLockAndParts reads the coordinator lock, which must be held, and
+// the partitions; it fails the test if it cannot.
+func (c *clTest) heldLockAndParts() (clLock, map[uint64]clPart) {
+	c.t.Helper()
+	lk, ok, err := c.lock()
+	if err != nil || !ok {
+		c.t.Fatalf("reading the coordinator lock: %v (held: %v)", err, ok)
+	}
+	ps, err := c.parts()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return lk, ps
+}
+
+// ownerButCoordinator is the index of a node other than lk's coordinator
+// that owns partitions of ps: the owner of the first of prefer that such a
+// node owns, else the first node that owns any. It fails the test when
+// the coordinator owns them all.
+func (c *clTest) ownerButCoordinator(lk clLock, ps map[uint64]clPart, prefer ...uint64) int {
+	c.t.Helper()
+	for _, p := range prefer {
+		if o := ps[p].owner; o != lk.owner && o != "" {
+			return c.node(o)
+		}
+	}
+	for i, n := range c.nodes {
+		if n.id != lk.owner && len(ownedBy(ps, n.id)) > 0 {
+			return i
+		}
+	}
+	c.t.Fatalf("no node but the coordinator %s owns partitions: %s", lk.owner, describe(ps))
+	return -1
+}
+
 // clPart is a row of the partitions table.
 type clPart struct {
 	id      uint64

@@ -31,24 +31,8 @@ func TestClusterSIGSTOPOwner(t *testing.T) {
 	led, ld := c.startBalancedLoad()
 	ld.waitAcks(clPreAcks, clLoadWait)
 
-	lk, ok, err := c.lock()
-	if err != nil || !ok {
-		t.Fatalf("reading the lock: found %v, %v", ok, err)
-	}
-	ps, err := c.parts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := -1
-	for i, n := range c.nodes {
-		if n.id != lk.owner && len(ownedBy(ps, n.id)) > 0 {
-			x = i
-			break
-		}
-	}
-	if x < 0 {
-		t.Fatalf("no node but the coordinator %s owns partitions: %s", lk.owner, describe(ps))
-	}
+	lk, ps := c.heldLockAndParts()
+	x := c.ownerButCoordinator(lk, ps)
 	xn := c.nodes[x]
 	frozen := ownedBy(ps, xn.id)
 	live := c.ids(x)

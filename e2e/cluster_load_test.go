@@ -437,7 +437,8 @@ func checkAck(t *testing.T, tasks map[string]*tenurev1.Task, led *ackLedger, r a
 	return true
 }
 
-// partitionOfTask is the partition id a cluster task id ends with.
+// partitionOfTask is the partition id a cluster task id ends with
+// ("…-p<id>").
 func partitionOfTask(id string) uint64 {
 	i := strings.LastIndex(id, "-p")
 	if i < 0 {

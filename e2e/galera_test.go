@@ -602,9 +602,7 @@ func TestClusterManagedPrimaryFailover(t *testing.T) {
 // Galera"). Only with TENURE_BENCH_GALERA set: it measures, it checks
 // nothing.
 func TestGaleraBench(t *testing.T) {
-	if os.Getenv("TENURE_BENCH_GALERA") == "" {
-		t.Skip("a measurement, not a test: set TENURE_BENCH_GALERA=1 to run it")
-	}
+	measurement(t, "TENURE_BENCH_GALERA")
 	tasks := os.Getenv("TENURE_BENCH_TASKS")
 	if tasks == "" {
 		tasks = "20000"

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,9 +25,7 @@ import (
 // TENURE_BENCH_POLL sets the relay's --outbox-poll. Only with
 // TENURE_BENCH_OUTBOX set: it measures, it checks nothing.
 func TestOutboxBench(t *testing.T) {
-	if os.Getenv("TENURE_BENCH_OUTBOX") == "" {
-		t.Skip("a measurement, not a test: set TENURE_BENCH_OUTBOX=1 to run it")
-	}
+	measurement(t, "TENURE_BENCH_OUTBOX")
 	rows := envInt(t, "TENURE_BENCH_ROWS", 100_000)
 	rate := envInt(t, "TENURE_BENCH_RATE", 1000)
 	for _, kind := range []sdkoutbox.Database{sdkoutbox.PostgreSQL, sdkoutbox.MySQL} {
@@ -120,33 +116,4 @@ func TestOutboxBench(t *testing.T) {
 			stop(t, srv)
 		})
 	}
-}
-
-// envInt is the integer in environment variable name, or def.
-func envInt(t *testing.T, name string, def int) int {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("%s=%q is not a positive integer", name, v)
-	}
-	return n
-}
-
-// procCPU is the CPU time (user and system) process pid has used.
-func procCPU(t *testing.T, pid int) time.Duration {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Fields after the command's name (which may hold spaces, in parens):
-	// utime and stime are the 14th and 15th of the line, in clock ticks.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -393,3 +394,43 @@ func newAPIClients(t *testing.T, p *serverProc, proto string, hc *http.Client, o
 }
 
 func (c *apiClients) close() { c.hc.CloseIdleConnections() }
+
+// ---- Measurements --------------------------------------------------------
+
+// measurement skips a test that measures rather than checks unless the
+// environment variable env is set.
+func measurement(t *testing.T, env string) {
+	t.Helper()
+	if os.Getenv(env) == "" {
+		t.Skipf("a measurement, not a test: set %s=1 to run it", env)
+	}
+}
+
+// envInt is the integer in environment variable name, or def.
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q is not a positive integer", name, v)
+	}
+	return n
+}
+
+// procCPU is the CPU time (user and system) process pid has used.
+func procCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command's name (which may hold spaces, in parens):
+	// utime and stime are the 14th and 15th of the line, in clock ticks.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -28,9 +27,7 @@ import (
 // TENURE_BENCH_WORKFLOW set: it measures; it checks only that the join
 // runs once, after its children.
 func TestWorkflowFanOutBench(t *testing.T) {
-	if os.Getenv("TENURE_BENCH_WORKFLOW") == "" {
-		t.Skip("a measurement, not a test: set TENURE_BENCH_WORKFLOW=1 to run it")
-	}
+	measurement(t, "TENURE_BENCH_WORKFLOW")
 	n := envInt(t, "TENURE_BENCH_FANOUT", 10_000)
 	rounds := envInt(t, "TENURE_BENCH_ROUNDS", 3)
 	for r := range rounds {

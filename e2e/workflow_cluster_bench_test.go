@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,9 +27,7 @@ var cfQueues = []string{"fa", "fb", "fc"}
 // each on a fresh cluster. Only with TENURE_BENCH_CLUSTER_WORKFLOW set: it
 // measures; it checks only that the join runs once, after its children.
 func TestClusterFanOutBench(t *testing.T) {
-	if os.Getenv("TENURE_BENCH_CLUSTER_WORKFLOW") == "" {
-		t.Skip("a measurement, not a test: set TENURE_BENCH_CLUSTER_WORKFLOW=1 to run it")
-	}
+	measurement(t, "TENURE_BENCH_CLUSTER_WORKFLOW")
 	n := envInt(t, "TENURE_BENCH_FANOUT", 10_000)
 	rounds := envInt(t, "TENURE_BENCH_ROUNDS", 3)
 	for r := range rounds {

@@ -78,16 +78,6 @@ func wfFinalResult(sums []int) string {
 	return strings.Join(parts, ",")
 }
 
-// wfPartition is the partition a task id carries ("…-p<id>").
-func wfPartition(id string) uint64 {
-	i := strings.LastIndex(id, "-p")
-	if i < 0 {
-		return 0
-	}
-	p, _ := strconv.ParseUint(id[i+2:], 10, 64)
-	return p
-}
-
 // wfRun is the test's workers and what they saw.
 type wfRun struct {
 	c       *clTest
@@ -237,35 +227,16 @@ func TestClusterWorkflow(t *testing.T) {
 	// the workflow, the continuation's if it can, once a third of the
 	// leaves have completed; wait for them to move; restart it.
 	c.poll("a third of the leaves completed", func() (bool, error) { return w.leaves.Load() >= wfLeaves, w.firstErr() })
-	lk, ok, err := c.lock()
-	if err != nil || !ok {
-		t.Fatalf("reading the coordinator lock: %v (held: %v)", err, ok)
-	}
-	ps, err := c.parts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	victim := -1
+	lk, ps := c.heldLockAndParts()
+	var ours []uint64
 	for _, rid := range []string{"final", "join-0", "join-1", "join-2", "parent"} {
-		if o := ps[wfPartition(w.ids[rid])].owner; o != lk.owner && o != "" {
-			victim = c.node(o)
-			break
-		}
+		ours = append(ours, partitionOfTask(w.ids[rid]))
 	}
-	if victim < 0 {
-		for _, p := range ps {
-			if p.owner != lk.owner && p.owner != "" {
-				victim = c.node(p.owner)
-			}
-		}
-	}
-	if victim < 0 {
-		t.Fatalf("no node but the coordinator %s owns a partition: %s", lk.owner, describe(ps))
-	}
+	victim := c.ownerButCoordinator(lk, ps, ours...)
 	lost := ownedBy(ps, c.nodes[victim].id)
 	w.gate.Store(2 * wfLeaves)
 	w.kill(victim)
-	t.Logf("kill -9 %s after %d leaves: it owned %s (the continuation's partition is %d)", c.nodes[victim].id, w.leaves.Load(), describe(lost), wfPartition(finalID))
+	t.Logf("kill -9 %s after %d leaves: it owned %s (the continuation's partition is %d)", c.nodes[victim].id, w.leaves.Load(), describe(lost), partitionOfTask(finalID))
 	c.poll("the killed owner's partitions move to the live nodes", func() (bool, error) {
 		ps, err := c.parts()
 		return movedTo(ps, lost, func(o string) bool { return o != "" && o != c.nodes[victim].id }) != nil, err
@@ -276,14 +247,8 @@ func TestClusterWorkflow(t *testing.T) {
 
 	// Then the coordinator, once two thirds of the leaves have completed.
 	c.poll("two thirds of the leaves completed", func() (bool, error) { return w.leaves.Load() >= 2*wfLeaves, w.firstErr() })
-	lk, ok, err = c.lock()
-	if err != nil || !ok {
-		t.Fatalf("reading the coordinator lock: %v (held: %v)", err, ok)
-	}
+	lk, ps = c.heldLockAndParts()
 	coord := c.node(lk.owner)
-	if ps, err = c.parts(); err != nil {
-		t.Fatal(err)
-	}
 	lost = ownedBy(ps, lk.owner)
 	w.gate.Store(math.MaxInt64)
 	w.kill(coord)
@@ -756,8 +721,8 @@ func (w *wfRun) checkLogs(tasks []client.Task) wfLogStats {
 		w.c.eachLogRecord(wfNamespace, q, func(p, lsn uint64, r state.Record) error {
 			parts[p] = true
 			for _, tc := range state.Creates(r) {
-				if wfPartition(tc.TaskID) != p {
-					return fmt.Errorf("partition %d lsn %d created %s, a task of partition %d", p, lsn, tc.TaskID, wfPartition(tc.TaskID))
+				if partitionOfTask(tc.TaskID) != p {
+					return fmt.Errorf("partition %d lsn %d created %s, a task of partition %d", p, lsn, tc.TaskID, partitionOfTask(tc.TaskID))
 				}
 				creations[tc.TaskID]++
 				deps[tc.TaskID] = tc.DependsOn
@@ -797,19 +762,19 @@ func (w *wfRun) checkLogs(tasks []client.Task) wfLogStats {
 				t.Errorf("task %s (%s) depends on %s, which never completed", tk.ID, tk.RequestID, d)
 				continue
 			}
-			remote := wfPartition(d) != wfPartition(tk.ID)
+			remote := partitionOfTask(d) != partitionOfTask(tk.ID)
 			var first resolution
 			if remote {
 				st.remote++
 				rs := resolved[edge{tk.ID, d}]
 				if len(rs) == 0 {
-					t.Errorf("task %s (%s) depends on %s of partition %d: no DependencyResolved of the edge in its log", tk.ID, tk.RequestID, d, wfPartition(d))
+					t.Errorf("task %s (%s) depends on %s of partition %d: no DependencyResolved of the edge in its log", tk.ID, tk.RequestID, d, partitionOfTask(d))
 					continue
 				}
 				st.repeated += len(rs) - 1
 				first = rs[0]
 				switch {
-				case first.part != wfPartition(tk.ID):
+				case first.part != partitionOfTask(tk.ID):
 					t.Errorf("the edge %s → %s was resolved in partition %d, not the dependent's", tk.ID, d, first.part)
 				case first.outcome != state.EndedCompleted || string(first.result) != string(results[d]):
 					t.Errorf("the edge %s → %s was resolved %s with result %q; the dependency completed with %q", tk.ID, d, first.outcome, first.result, results[d])
