@@ -23,10 +23,7 @@ func (*adminSnapshotCmd) spec() *cobra.Command {
 
 func (c *adminSnapshotCmd) define(fs *pflag.FlagSet) { c.client.add(fs) }
 
-func (c *adminSnapshotCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *adminSnapshotCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, _ []string) error {
 	opts, err := c.client.options()
 	if err != nil {
 		return err

@@ -109,10 +109,7 @@ func (*benchCmd) choices() map[string][]string {
 	}
 }
 
-func (c *benchCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *benchCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, _ []string) error {
 	stdout, stderr := a.stdout, a.stderr
 	cfg := c.cfg
 	cfg.Mode = bench.Mode(c.mode)

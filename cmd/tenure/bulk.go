@@ -134,10 +134,7 @@ func (c *tasksBulkCmd) choices() map[string][]string {
 	return map[string][]string{"state": states}
 }
 
-func (c *tasksBulkCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *tasksBulkCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, _ []string) error {
 	act := c.action
 	f, err := c.filter(a.clock.Now())
 	if err != nil {

@@ -104,10 +104,7 @@ func (c *migrateCmd) define(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.check, "check", false, "only check that the schema is up to date; exit 1 if not")
 }
 
-func (c *migrateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *migrateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, _ []string) error {
 	stdout := a.stdout
 	if c.timeout <= 0 || c.timeout > time.Hour {
 		return usageError{fmt.Sprintf("--timeout %v is outside 0..1h", c.timeout)}
@@ -210,10 +207,7 @@ func (c *clusterStatusCmd) define(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.json, "json", false, "print JSON (for scripts) instead of text")
 }
 
-func (c *clusterStatusCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *clusterStatusCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, _ []string) error {
 	stdout := a.stdout
 	if err := useMySQLTLSCA(c.dsn, c.tlsCA); err != nil {
 		return err

@@ -115,10 +115,7 @@ func (c *eventsCmd) define(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.timeout, "post-timeout", 30*time.Second, "with --post: how long one delivery may take before it is tried again (a stop waits for the delivery in flight, at most this long)")
 }
 
-func (c *eventsCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *eventsCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, _ []string) error {
 	if c.filter.WorkflowID != "" && c.filter.Namespace == "" {
 		c.filter.Namespace = "default" // a workflow id is its namespace's
 	}

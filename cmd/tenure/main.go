@@ -119,12 +119,14 @@ type app struct {
 // leaf is a command that does something, as opposed to a group that only
 // holds commands.
 type leaf interface {
-	// spec is the command's usage line (its name first) and help texts.
+	// spec is the command's usage line (its name first), help texts and,
+	// if it takes positional arguments, the Args that checks them
+	// (oneArg); without, the command takes none (noArgs).
 	spec() *cobra.Command
 	// define defines every flag of the command, into the leaf's fields.
 	define(fs *pflag.FlagSet)
 	// run does the command with the flags parsed (fs tells which were
-	// given) and its positional arguments.
+	// given) and its positional arguments, checked by spec's Args.
 	run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error
 }
 
@@ -135,6 +137,9 @@ type choices interface{ choices() map[string][]string }
 // leaf returns the cobra command of l.
 func (a *app) leaf(l leaf) *cobra.Command {
 	cmd := l.spec()
+	if cmd.Args == nil {
+		cmd.Args = noArgs
+	}
 	l.define(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		return l.run(cmd.Context(), a, cmd.Flags(), args)
@@ -296,10 +301,22 @@ func envOr(name, def string) string {
 	return def
 }
 
-// noArgs refuses positional arguments, for commands that take none.
-func noArgs(args []string) error {
+// noArgs refuses positional arguments: the Args of a command whose spec
+// sets none.
+func noArgs(_ *cobra.Command, args []string) error {
 	if len(args) > 0 {
 		return usageError{fmt.Sprintf("unexpected argument %q", args[0])}
 	}
 	return nil
+}
+
+// oneArg is the Args of a command that takes one positional argument, a
+// what; run finds it in args[0].
+func oneArg(what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return usageError{fmt.Sprintf("expected one %s, got %d arguments", what, len(args))}
+		}
+		return nil
+	}
 }

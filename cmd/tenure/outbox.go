@@ -92,10 +92,7 @@ func (c *outboxMigrateCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&c.print, "print", "", "print the SQL for this database, postgres or mysql, instead of running it")
 }
 
-func (c *outboxMigrateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *outboxMigrateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, _ []string) error {
 	if c.print != "" {
 		kind, ok := map[string]sdkoutbox.Database{"postgres": sdkoutbox.PostgreSQL, "mysql": sdkoutbox.MySQL}[c.print]
 		if !ok || c.db.postgres != "" || c.db.mysql != "" {
@@ -202,10 +199,7 @@ func (c *outboxRelayCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&c.metrics, "metrics-listen", "", "serve the relay's Prometheus metrics (tenure_outbox_*, docs/guides/monitoring.md) at GET /metrics on this address, e.g. 127.0.0.1:9464")
 }
 
-func (c *outboxRelayCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *outboxRelayCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, _ []string) error {
 	kind, dsn, t, err := c.db.resolve()
 	if err != nil {
 		return err
@@ -411,10 +405,7 @@ func (c *outboxStatusCmd) define(fs *pflag.FlagSet) {
 	c.client.addConnection(fs)
 }
 
-func (c *outboxStatusCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *outboxStatusCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, _ []string) error {
 	kind, dsn, t, err := c.db.resolve()
 	if err != nil {
 		return err

@@ -53,10 +53,7 @@ func (c *queuesCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&c.namespace, "namespace", "", "only the queues of this namespace (default: all)")
 }
 
-func (c *queuesCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *queuesCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, _ []string) error {
 	return ask(ctx, a, &c.client, c.client.connect, func(ctx context.Context, cl *client.Client) ([]*client.Queue, error) {
 		return client.Collect(cl.ListQueues(ctx, client.ListQueuesRequest{Namespace: c.namespace}))
 	}, func(qs []*client.Queue) error {
@@ -119,6 +116,7 @@ type queueGetCmd struct {
 func (*queueGetCmd) spec() *cobra.Command {
 	return &cobra.Command{
 		Use:   "get [flags] QUEUE",
+		Args:  oneArg("queue"),
 		Short: "show a queue: tasks by state, oldest waiting, pause, limits, recent events",
 		Long: `Show one queue: its tasks by state, how long its oldest due waiting task
 has waited, the leases held, whether it is paused (since when, by whom,
@@ -136,10 +134,7 @@ func (c *queueGetCmd) define(fs *pflag.FlagSet) {
 }
 
 func (c *queueGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	name, err := oneArg(args, "queue")
-	if err != nil {
-		return err
-	}
+	name := args[0]
 	return ask(ctx, a, &c.client, c.client.connect, func(ctx context.Context, cl *client.Client) (*client.Queue, error) {
 		return cl.GetQueue(ctx, client.GetQueueRequest{Namespace: c.queue.namespace, Queue: name})
 	}, func(q *client.Queue) error {
@@ -246,6 +241,7 @@ func (c *queueControlCmd) spec() *cobra.Command {
 	if c.pause {
 		return &cobra.Command{
 			Use:   "pause [flags] QUEUE",
+			Args:  oneArg("queue"),
 			Short: "pause a queue: workers lease nothing more from it until resume",
 			Long: `Pause a queue: it leases nothing more (workers' long-polls wait) but its
 COMMITTED tasks, to be finalised. It still accepts submits, and leases held
@@ -259,6 +255,7 @@ PauseQueueResponse.`,
 	}
 	return &cobra.Command{
 		Use:   "resume [flags] QUEUE",
+		Args:  oneArg("queue"),
 		Short: "resume a paused queue",
 		Long: `Resume a paused queue: it leases again, and workers waiting on it get tasks
 at once. Resuming a running queue changes nothing; a queue that does not
@@ -273,10 +270,7 @@ func (c *queueControlCmd) define(fs *pflag.FlagSet) {
 }
 
 func (c *queueControlCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	name, err := oneArg(args, "queue")
-	if err != nil {
-		return err
-	}
+	name := args[0]
 	return ask(ctx, a, &c.control.client, c.control.connect, func(ctx context.Context, cl *client.Client) (client.QueueControlResult, error) {
 		if c.pause {
 			return cl.PauseQueue(ctx, client.PauseQueueRequest{Namespace: c.queue.namespace, Queue: name, Reason: c.control.reason})
@@ -320,6 +314,7 @@ type queueLimitCmd struct {
 func (*queueLimitCmd) spec() *cobra.Command {
 	return &cobra.Command{
 		Use:   "limit [flags] QUEUE",
+		Args:  oneArg("queue"),
 		Short: "set or clear a queue's flow control: max concurrency, rate and burst, for the queue and per key",
 		Long: `Set or clear a queue's flow control:
 
@@ -380,10 +375,7 @@ func (c *queueLimitCmd) define(fs *pflag.FlagSet) {
 }
 
 func (c *queueLimitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error {
-	name, err := oneArg(args, "queue")
-	if err != nil {
-		return err
-	}
+	name := args[0]
 	req := client.SetQueueLimitsRequest{Namespace: c.queue.namespace, Queue: name, Reason: c.control.reason}
 	for _, err := range []error{
 		limitArg(fs, "max-concurrency", c.maxConcurrency, parseCount, &req.ClearMaxConcurrency, &req.MaxConcurrency),

@@ -27,17 +27,13 @@ func (s *scheduleArgs) add(fs *pflag.FlagSet) {
 	fs.StringVar(&s.queue, "queue", "", "queue of the schedule: the queue its tasks go to (required)")
 }
 
-// name returns the schedule's name, the one argument, once --queue is
-// checked.
+// name returns the schedule's name, the one argument (the commands' Args
+// is oneArg), once --queue is checked.
 func (s *scheduleArgs) name(args []string) (string, error) {
-	name, err := oneArg(args, "schedule name")
-	if err != nil {
-		return "", err
-	}
 	if s.queue == "" {
 		return "", usageError{"--queue is required: a schedule is named within its queue"}
 	}
-	return name, nil
+	return args[0], nil
 }
 
 // overlapFlags are the values of --overlap.
@@ -165,6 +161,7 @@ type scheduleCreateCmd struct {
 func (*scheduleCreateCmd) spec() *cobra.Command {
 	return &cobra.Command{
 		Use:   "create NAME --queue Q --cron EXPR [flags]",
+		Args:  oneArg("schedule name"),
 		Short: "create a schedule: a task submitted to a queue at each tick of a cron expression",
 		Long: `Create a schedule: at each tick of --cron (read in --time-zone) it submits a
 task to --queue with the payload, window, attempts and priority given. Its
@@ -289,6 +286,7 @@ type scheduleUpdateCmd struct {
 func (*scheduleUpdateCmd) spec() *cobra.Command {
 	return &cobra.Command{
 		Use:   "update NAME --queue Q [flags]",
+		Args:  oneArg("schedule name"),
 		Short: "change a schedule's expression, time zone, policies or task",
 		Long: `Change a schedule's definition: it takes the flags of create, and what no
 flag sets keeps its value (the command reads the schedule first, then
@@ -368,10 +366,7 @@ func (c *scheduleListCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&c.queue, "queue", "", "only the schedules of this queue (default: all)")
 }
 
-func (c *scheduleListCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *scheduleListCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, _ []string) error {
 	return ask(ctx, a, &c.client, c.client.connect, func(ctx context.Context, cl *client.Client) ([]*client.Schedule, error) {
 		return client.Collect(cl.ListSchedules(ctx, client.ListSchedulesRequest{Namespace: c.namespace, Queue: c.queue}))
 	}, func(ss []*client.Schedule) error {
@@ -420,6 +415,7 @@ type scheduleGetCmd struct {
 func (*scheduleGetCmd) spec() *cobra.Command {
 	return &cobra.Command{
 		Use:   "get NAME --queue Q [flags]",
+		Args:  oneArg("schedule name"),
 		Short: "show a schedule: definition, next fire times, recent decisions",
 		Long: `Show one schedule: its expression, time zone, overlap policy, catch-up
 window and task; whether it is paused (since when, by whom, why); its next
@@ -517,6 +513,7 @@ func (c *scheduleControlCmd) spec() *cobra.Command {
 	case "pause":
 		return &cobra.Command{
 			Use:   "pause NAME --queue Q [flags]",
+			Args:  oneArg("schedule name"),
 			Short: "pause a schedule: no tick fires until resume",
 			Long: `Pause a schedule: none of its ticks is decided until ` + "`tenure schedule resume`" + `.
 The pause is a WAL record, with who asked (--requested-by) and why
@@ -527,6 +524,7 @@ nothing. With --json it prints the API's PauseScheduleResponse.`,
 	case "resume":
 		return &cobra.Command{
 			Use:   "resume NAME --queue Q [flags]",
+			Args:  oneArg("schedule name"),
 			Short: "resume a paused schedule; the ticks it missed are skipped",
 			Long: `Resume a paused schedule: the ticks that passed while it was paused are
 recorded as skipped (reason "paused"), and the next is the first after
@@ -537,6 +535,7 @@ changes nothing. With --json it prints the API's ResumeScheduleResponse.`,
 	}
 	return &cobra.Command{
 		Use:   "delete NAME --queue Q [flags]",
+		Args:  oneArg("schedule name"),
 		Short: "delete a schedule (the tasks it submitted stay)",
 		Long: `Delete a schedule: it fires no more; the tasks it submitted stay. It asks
 first and reads y or yes from stdin; --yes skips the question, and is
@@ -603,6 +602,7 @@ type scheduleBackfillCmd struct {
 func (*scheduleBackfillCmd) spec() *cobra.Command {
 	return &cobra.Command{
 		Use:   "backfill NAME --queue Q --from T --to T [flags]",
+		Args:  oneArg("schedule name"),
 		Short: "fire the ticks of a past range that never fired",
 		Long: `Fire every tick of the schedule from --from to --to (RFC 3339 times, both
 included) that never fired — skipped while the server was down or the

@@ -100,10 +100,7 @@ func (*serverCmd) choices() map[string][]string {
 	}
 }
 
-func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, _ []string) error {
 	stdout := a.stdout
 	lg, err := newLogger(a.stderr, c.logFormat, c.logLevel)
 	if err != nil {

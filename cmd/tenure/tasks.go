@@ -130,14 +130,6 @@ func (f *controlFlags) by() string {
 	return cmp.Or(name, "unknown-user") + "@" + host
 }
 
-// oneArg returns the single positional argument.
-func oneArg(args []string, what string) (string, error) {
-	if len(args) != 1 {
-		return "", usageError{fmt.Sprintf("expected one %s, got %d arguments", what, len(args))}
-	}
-	return args[0], nil
-}
-
 // submitCmd is `tenure submit`.
 type submitCmd struct {
 	client    clientFlags
@@ -161,7 +153,9 @@ type submitCmd struct {
 
 func (*submitCmd) spec() *cobra.Command {
 	return &cobra.Command{
-		Use:   "submit --queue Q [flags] [PAYLOAD | -]",
+		Use: "submit --queue Q [flags] [PAYLOAD | -]",
+		// readPayload checks the argument, after the flags.
+		Args:  cobra.ArbitraryArgs,
 		Short: "submit a task (payload from an argument, --file or stdin)",
 		Long: `Submit a task and print its id. The payload is the one argument, the file
 given with --file, or stdin ("-", or when stdin is not a terminal); with
@@ -339,16 +333,13 @@ func isTerminal(f *os.File) bool {
 type taskGetCmd struct{ client clientFlags }
 
 func (*taskGetCmd) spec() *cobra.Command {
-	return &cobra.Command{Use: "get [flags] TASK_ID", Short: "show a task and its executions"}
+	return &cobra.Command{Use: "get [flags] TASK_ID", Args: oneArg("task id"), Short: "show a task and its executions"}
 }
 
 func (c *taskGetCmd) define(fs *pflag.FlagSet) { c.client.add(fs) }
 
 func (c *taskGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	id, err := oneArg(args, "task id")
-	if err != nil {
-		return err
-	}
+	id := args[0]
 	var cl *client.Client
 	return ask(ctx, a, &c.client, c.client.connect, func(ctx context.Context, got *client.Client) (*client.Task, error) {
 		cl = got
@@ -494,16 +485,13 @@ func attemptText(t *client.Task) string {
 type taskHistoryCmd struct{ client clientFlags }
 
 func (*taskHistoryCmd) spec() *cobra.Command {
-	return &cobra.Command{Use: "history [flags] TASK_ID", Short: "show every record that touched a task"}
+	return &cobra.Command{Use: "history [flags] TASK_ID", Args: oneArg("task id"), Short: "show every record that touched a task"}
 }
 
 func (c *taskHistoryCmd) define(fs *pflag.FlagSet) { c.client.add(fs) }
 
 func (c *taskHistoryCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	id, err := oneArg(args, "task id")
-	if err != nil {
-		return err
-	}
+	id := args[0]
 	return ask(ctx, a, &c.client, c.client.connect, func(ctx context.Context, cl *client.Client) ([]client.HistoryEntry, error) {
 		return cl.GetTaskHistory(ctx, client.GetTaskHistoryRequest{TaskID: id})
 	}, func(entries []client.HistoryEntry) error {
@@ -528,6 +516,7 @@ type taskKillCmd struct {
 func (*taskKillCmd) spec() *cobra.Command {
 	return &cobra.Command{
 		Use:   "kill [flags] TASK_ID",
+		Args:  oneArg("task id"),
 		Short: "kill a task (DEAD, no further attempts)",
 		Long: `Kill a task that is not finished: it becomes DEAD with --reason as its
 failure reason, and a worker holding its lease loses it at once. A task
@@ -542,18 +531,14 @@ func (c *taskKillCmd) define(fs *pflag.FlagSet) {
 }
 
 func (c *taskKillCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	return taskAction(ctx, a, &c.control, args, func(ctx context.Context, cl *client.Client, id, reason string) (*client.Task, error) {
+	return taskAction(ctx, a, &c.control, args[0], func(ctx context.Context, cl *client.Client, id, reason string) (*client.Task, error) {
 		return cl.KillTask(ctx, client.KillTaskRequest{TaskID: id, Reason: reason})
 	})
 }
 
-// taskAction is an operator's action on the one task args name: call
+// taskAction is an operator's action on task id: call
 // asks for it, and the command prints the task's new state.
-func taskAction(ctx context.Context, a *app, f *controlFlags, args []string, call func(ctx context.Context, cl *client.Client, id, reason string) (*client.Task, error)) error {
-	id, err := oneArg(args, "task id")
-	if err != nil {
-		return err
-	}
+func taskAction(ctx context.Context, a *app, f *controlFlags, id string, call func(ctx context.Context, cl *client.Client, id, reason string) (*client.Task, error)) error {
 	return ask(ctx, a, &f.client, f.connect, func(ctx context.Context, cl *client.Client) (*client.Task, error) {
 		return call(ctx, cl, id, f.reason)
 	}, func(t *client.Task) error {
@@ -570,6 +555,7 @@ type taskRetryCmd struct {
 func (*taskRetryCmd) spec() *cobra.Command {
 	return &cobra.Command{
 		Use:   "retry [flags] TASK_ID",
+		Args:  oneArg("task id"),
 		Short: "retry a FAILED or DEAD task (WAITING again, with fresh attempts)",
 		Long: `Return a FAILED or DEAD task to WAITING, due at once, with a fresh budget of
 attempts, and print its id and new state. Its earlier executions stay in
@@ -589,7 +575,7 @@ func (c *taskRetryCmd) define(fs *pflag.FlagSet) {
 }
 
 func (c *taskRetryCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	return taskAction(ctx, a, &c.control, args, func(ctx context.Context, cl *client.Client, id, reason string) (*client.Task, error) {
+	return taskAction(ctx, a, &c.control, args[0], func(ctx context.Context, cl *client.Client, id, reason string) (*client.Task, error) {
 		return cl.RetryTask(ctx, client.RetryTaskRequest{TaskID: id, Reason: reason})
 	})
 }
@@ -641,10 +627,7 @@ func (*tasksListCmd) choices() map[string][]string {
 	return map[string][]string{"state": {"waiting", "leased", "committed", "completed", "failed", "dead"}}
 }
 
-func (c *tasksListCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *tasksListCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, _ []string) error {
 	if c.limit < 0 {
 		return usageError{"--limit must not be negative"}
 	}

@@ -73,10 +73,7 @@ func (*tokenCreateCmd) choices() map[string][]string {
 	return map[string][]string{"role": roles}
 }
 
-func (c *tokenCreateCmd) run(_ context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *tokenCreateCmd) run(_ context.Context, a *app, _ *pflag.FlagSet, _ []string) error {
 	if err := needAuthFile(c.file); err != nil {
 		return err
 	}
@@ -125,10 +122,7 @@ func (c *tokenListCmd) define(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.json, "json", false, "print one JSON object per token (for scripts) instead of a table")
 }
 
-func (c *tokenListCmd) run(_ context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *tokenListCmd) run(_ context.Context, a *app, _ *pflag.FlagSet, _ []string) error {
 	if err := needAuthFile(c.file); err != nil {
 		return err
 	}
@@ -184,10 +178,7 @@ func (c *tokenRevokeCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&c.name, "name", "", "the token's name (tenure token list shows them)")
 }
 
-func (c *tokenRevokeCmd) run(_ context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *tokenRevokeCmd) run(_ context.Context, a *app, _ *pflag.FlagSet, _ []string) error {
 	if err := needAuthFile(c.file); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
+	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/eventually"
 	"github.com/tenurehq/tenure/sdk/client"
 )
@@ -91,6 +95,44 @@ func TestCLIGroupsListTheirCommands(t *testing.T) {
 		code, out, _ := cli(t, append(path, "--help")...)
 		if code != 0 || !strings.Contains(out, "Usage:\n  tenure "+strings.Join(path, " ")) || !strings.Contains(out, "--help") {
 			t.Errorf("tenure %s --help: exit %d:\n%s", strings.Join(path, " "), code, out)
+		}
+	}
+}
+
+// TestCLIPositionalArguments: every command refuses positional arguments
+// it does not take before it does anything else, as a usage error that
+// says what it takes: a command takes none unless its spec's Args says
+// otherwise. submit (its payload) and worker check theirs after their
+// flags (TestCLIGroupsListTheirCommands, TestCLIExecWorkerEnvAndExitCodes).
+func TestCLIPositionalArguments(t *testing.T) {
+	t.Parallel()
+	after := map[string]bool{"tenure submit": true, "tenure worker": true}
+	var leaves [][]string
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		switch {
+		case c.HasSubCommands():
+			for _, sub := range c.Commands() {
+				walk(sub)
+			}
+		case c.Name() != "help" && c.Parent().Name() != "completion" && !after[c.CommandPath()]:
+			leaves = append(leaves, strings.Fields(c.CommandPath())[1:])
+		}
+	}
+	walk(newRoot(&app{stdout: io.Discard, stderr: io.Discard, clock: clock.Real}))
+	if len(leaves) < 30 {
+		t.Fatalf("found %d commands in the tree: %v", len(leaves), leaves)
+	}
+	// A cancelled context: a command that took the arguments would end
+	// at once rather than serve or wait.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, path := range leaves {
+		args := append(path, "a1", "a2", "a3")
+		var errs bytes.Buffer
+		code := runApp(ctx, args, &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &errs, clock: clock.Real})
+		if code != 2 || !(strings.Contains(errs.String(), `unexpected argument "a1"`) || strings.Contains(errs.String(), "got 3 arguments")) {
+			t.Errorf("tenure %s: exit %d (want 2, refusing the arguments):\n%s", strings.Join(args, " "), code, errs.String())
 		}
 	}
 }

@@ -28,10 +28,7 @@ func (c *versionCmd) define(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.json, "json", false, "print JSON (for scripts) instead of text")
 }
 
-func (c *versionCmd) run(_ context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *versionCmd) run(_ context.Context, a *app, _ *pflag.FlagSet, _ []string) error {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return fmt.Errorf("this binary carries no build information (was it built without module support?)")

@@ -101,9 +101,6 @@ WAL's tail file proves it held.`,
 func (c *walVerifyCmd) define(fs *pflag.FlagSet) { c.data.add(fs) }
 
 func (c *walVerifyCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
 	stdout, stderr, df := a.stdout, a.stderr, c.data
 	release, err := df.open(stderr)
 	if err != nil {
@@ -264,10 +261,7 @@ func (c *walDumpCmd) define(fs *pflag.FlagSet) {
 	fs.Uint64Var(&c.to, "to", 0, "last LSN to print (default: the last in the log)")
 }
 
-func (c *walDumpCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *walDumpCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, _ []string) error {
 	stdout, stderr, df := a.stdout, a.stderr, c.data
 	if c.to != 0 && c.from > c.to {
 		return usageError{fmt.Sprintf("--from %d is after --to %d", c.from, c.to)}
@@ -333,10 +327,7 @@ func (c *walStateCmd) define(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.json, "json", false, "print JSON")
 }
 
-func (c *walStateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *walStateCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, _ []string) error {
 	stdout, stderr, df := a.stdout, a.stderr, c.data
 	at := c.at
 	release, rep, err := df.openVerified(stderr)

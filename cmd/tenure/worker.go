@@ -47,7 +47,9 @@ type workerCmd struct {
 
 func (*workerCmd) spec() *cobra.Command {
 	return &cobra.Command{
-		Use:   "worker --queue Q --exec CMD [flags]",
+		Use: "worker --queue Q --exec CMD [flags]",
+		// run refuses an argument, after the flags, with a hint.
+		Args:  cobra.ArbitraryArgs,
 		Short: "run a command for each task of a queue (payload on stdin)",
 		Long: fmt.Sprintf(`Lease the tasks of a queue (or of several: --queue again for each, one
 pool of --concurrency for all) and run CMD with sh -c for each, whatever

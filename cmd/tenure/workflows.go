@@ -36,6 +36,7 @@ type workflowGetCmd struct {
 func (*workflowGetCmd) spec() *cobra.Command {
 	return &cobra.Command{
 		Use:   "get [flags] WORKFLOW_ID",
+		Args:  oneArg("workflow id"),
 		Short: "show a workflow: its state, its tasks by state, and its graph",
 		Long: `Show a workflow (the tasks of one ` + "`SubmitBatch`" + ` with a workflow id, and those
 they spawned): its state (RUNNING, COMPLETED, FAILED or CANCELLED), its
@@ -60,10 +61,7 @@ func (c *workflowGetCmd) define(fs *pflag.FlagSet) {
 }
 
 func (c *workflowGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	id, err := oneArg(args, "workflow id")
-	if err != nil {
-		return err
-	}
+	id := args[0]
 	if c.limit < 1 || c.limit > maxListPage {
 		return usageError{fmt.Sprintf("--limit %d is outside 1..%d", c.limit, maxListPage)}
 	}
@@ -177,10 +175,7 @@ func (c *workflowListCmd) define(fs *pflag.FlagSet) {
 	fs.StringVar(&c.namespace, "namespace", "", "only the workflows of this namespace (default: all)")
 }
 
-func (c *workflowListCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
+func (c *workflowListCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, _ []string) error {
 	cl, err := c.client.connect()
 	if err != nil {
 		return err
@@ -227,6 +222,7 @@ func (c *workflowControlCmd) spec() *cobra.Command {
 	if c.cancel {
 		return &cobra.Command{
 			Use:   "cancel [flags] WORKFLOW_ID",
+			Args:  oneArg("workflow id"),
 			Short: "cancel a workflow: every task of it that has not ended ends DEAD",
 			Long: `Cancel a workflow: every task of it that has not ended ends DEAD, with the
 failure reason "workflow cancelled: <reason>", in one WAL record; a lease
@@ -240,6 +236,7 @@ ended; with --json the API's CancelWorkflowResponse.`,
 	}
 	return &cobra.Command{
 		Use:   "retry [flags] WORKFLOW_ID",
+		Args:  oneArg("workflow id"),
 		Short: "run a failed or cancelled workflow again from its failed steps",
 		Long: `Run a failed or cancelled workflow again from its failed steps: every
 FAILED or DEAD task of it is retried (fresh attempts, as ` + "`tenure task retry`" + `),
@@ -259,10 +256,7 @@ func (c *workflowControlCmd) define(fs *pflag.FlagSet) {
 }
 
 func (c *workflowControlCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	id, err := oneArg(args, "workflow id")
-	if err != nil {
-		return err
-	}
+	id := args[0]
 	req := client.WorkflowControlRequest{Namespace: c.workflow.namespace, WorkflowID: id, Reason: c.control.reason}
 	return ask(ctx, a, &c.control.client, c.control.connect, func(ctx context.Context, cl *client.Client) (client.WorkflowControlResult, error) {
 		if c.cancel {
