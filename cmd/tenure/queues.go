@@ -99,18 +99,10 @@ func fmtAge(d time.Duration) string {
 	return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
 }
 
-// queueArgs are the namespace flag and queue argument of `tenure queue`'s
-// commands.
-type queueArgs struct{ namespace string }
-
-func (q *queueArgs) add(fs *pflag.FlagSet) {
-	fs.StringVar(&q.namespace, "namespace", "default", "namespace of the queue")
-}
-
 // queueGetCmd is `tenure queue get`.
 type queueGetCmd struct {
 	client clientFlags
-	queue  queueArgs
+	ns     namespaceFlag
 }
 
 func (*queueGetCmd) spec() *cobra.Command {
@@ -130,13 +122,13 @@ paused, no limits, no event in the last hour) is an error. With --json it prints
 
 func (c *queueGetCmd) define(fs *pflag.FlagSet) {
 	c.client.add(fs)
-	c.queue.add(fs)
+	c.ns.add(fs, "queue")
 }
 
 func (c *queueGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
 	name := args[0]
 	return ask(ctx, a, &c.client, c.client.connect, func(ctx context.Context, cl *client.Client) (*client.Queue, error) {
-		return cl.GetQueue(ctx, client.GetQueueRequest{Namespace: c.queue.namespace, Queue: name})
+		return cl.GetQueue(ctx, client.GetQueueRequest{Namespace: c.ns.namespace, Queue: name})
 	}, func(q *client.Queue) error {
 		printQueue(a.stdout, q)
 		return nil
@@ -234,7 +226,7 @@ func sinceText(at time.Time, by, reason string) string {
 type queueControlCmd struct {
 	pause   bool
 	control controlFlags
-	queue   queueArgs
+	ns      namespaceFlag
 }
 
 func (c *queueControlCmd) spec() *cobra.Command {
@@ -266,16 +258,16 @@ exist is an error. With --json it prints the API's ResumeQueueResponse.`,
 
 func (c *queueControlCmd) define(fs *pflag.FlagSet) {
 	c.control.add(fs, "")
-	c.queue.add(fs)
+	c.ns.add(fs, "queue")
 }
 
 func (c *queueControlCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
 	name := args[0]
 	return ask(ctx, a, &c.control.client, c.control.connect, func(ctx context.Context, cl *client.Client) (client.QueueControlResult, error) {
 		if c.pause {
-			return cl.PauseQueue(ctx, client.PauseQueueRequest{Namespace: c.queue.namespace, Queue: name, Reason: c.control.reason})
+			return cl.PauseQueue(ctx, client.PauseQueueRequest{Namespace: c.ns.namespace, Queue: name, Reason: c.control.reason})
 		}
-		return cl.ResumeQueue(ctx, client.ResumeQueueRequest{Namespace: c.queue.namespace, Queue: name, Reason: c.control.reason})
+		return cl.ResumeQueue(ctx, client.ResumeQueueRequest{Namespace: c.ns.namespace, Queue: name, Reason: c.control.reason})
 	}, func(res client.QueueControlResult) error {
 		q, path := &res.Queue, res.Queue.Namespace+"/"+res.Queue.Queue
 		switch {
@@ -303,7 +295,7 @@ func (c *queueControlCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, arg
 // queueLimitCmd is `tenure queue limit`.
 type queueLimitCmd struct {
 	control                   controlFlags
-	queue                     queueArgs
+	ns                        namespaceFlag
 	maxConcurrency, rate, bst string
 	// The limits of the queue's keys.
 	keyMaxConcurrency, keyRate, keyBurst string
@@ -362,7 +354,7 @@ SetQueueLimitsResponse.`,
 
 func (c *queueLimitCmd) define(fs *pflag.FlagSet) {
 	c.control.add(fs, "")
-	c.queue.add(fs)
+	c.ns.add(fs, "queue")
 	fs.StringVar(&c.maxConcurrency, "max-concurrency", "", "at most this many leases live at once, or none")
 	fs.StringVar(&c.rate, "rate", "", "at most this many leases per second, or none")
 	fs.StringVar(&c.bst, "burst", "", "the leases a full token bucket grants at once")
@@ -376,7 +368,7 @@ func (c *queueLimitCmd) define(fs *pflag.FlagSet) {
 
 func (c *queueLimitCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, args []string) error {
 	name := args[0]
-	req := client.SetQueueLimitsRequest{Namespace: c.queue.namespace, Queue: name, Reason: c.control.reason}
+	req := client.SetQueueLimitsRequest{Namespace: c.ns.namespace, Queue: name, Reason: c.control.reason}
 	for _, err := range []error{
 		limitArg(fs, "max-concurrency", c.maxConcurrency, parseCount, &req.ClearMaxConcurrency, &req.MaxConcurrency),
 		limitArg(fs, "rate", c.rate, parseRate, &req.ClearRate, &req.Rate),

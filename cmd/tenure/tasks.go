@@ -80,6 +80,15 @@ func (f *clientFlags) connect() (*client.Client, error) {
 	return client.New(f.url(), opts)
 }
 
+// namespaceFlag is the --namespace of the commands about one queue or
+// workflow: "default" unless given.
+type namespaceFlag struct{ namespace string }
+
+// add defines --namespace, the namespace of the thing of says.
+func (f *namespaceFlag) add(fs *pflag.FlagSet, of string) {
+	fs.StringVar(&f.namespace, "namespace", "default", "namespace of the "+of)
+}
+
 // controlFlags are the flags of the commands that change something on an
 // operator's behalf: the client's, why, and who asks. Why and who are kept
 // in the records the action writes (the task's history, the queue's
@@ -508,51 +517,26 @@ func (c *taskHistoryCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args
 	})
 }
 
-// taskKillCmd is `tenure task kill`.
-type taskKillCmd struct {
+// taskControlCmd is `tenure task kill` (kill set) and `tenure task
+// retry`.
+type taskControlCmd struct {
+	kill    bool
 	control controlFlags
 }
 
-func (*taskKillCmd) spec() *cobra.Command {
-	return &cobra.Command{
-		Use:   "kill [flags] TASK_ID",
-		Args:  oneArg("task id"),
-		Short: "kill a task (DEAD, no further attempts)",
-		Long: `Kill a task that is not finished: it becomes DEAD with --reason as its
+func (c *taskControlCmd) spec() *cobra.Command {
+	if c.kill {
+		return &cobra.Command{
+			Use:   "kill [flags] TASK_ID",
+			Args:  oneArg("task id"),
+			Short: "kill a task (DEAD, no further attempts)",
+			Long: `Kill a task that is not finished: it becomes DEAD with --reason as its
 failure reason, and a worker holding its lease loses it at once. A task
 already COMPLETED, FAILED or DEAD is refused. Its history keeps who asked
 (--requested-by) and why.`,
-		Example: `  tenure task kill 01JH8ZQ5T0W9Q3V6M2X4C7B1NA --reason 'bad payload'`,
+			Example: `  tenure task kill 01JH8ZQ5T0W9Q3V6M2X4C7B1NA --reason 'bad payload'`,
+		}
 	}
-}
-
-func (c *taskKillCmd) define(fs *pflag.FlagSet) {
-	c.control.add(fs, "killed from the command line")
-}
-
-func (c *taskKillCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	return taskAction(ctx, a, &c.control, args[0], func(ctx context.Context, cl *client.Client, id, reason string) (*client.Task, error) {
-		return cl.KillTask(ctx, client.KillTaskRequest{TaskID: id, Reason: reason})
-	})
-}
-
-// taskAction is an operator's action on task id: call
-// asks for it, and the command prints the task's new state.
-func taskAction(ctx context.Context, a *app, f *controlFlags, id string, call func(ctx context.Context, cl *client.Client, id, reason string) (*client.Task, error)) error {
-	return ask(ctx, a, &f.client, f.connect, func(ctx context.Context, cl *client.Client) (*client.Task, error) {
-		return call(ctx, cl, id, f.reason)
-	}, func(t *client.Task) error {
-		fmt.Fprintf(a.stdout, "%s is %s\n", t.ID, t.State)
-		return nil
-	})
-}
-
-// taskRetryCmd is `tenure task retry`.
-type taskRetryCmd struct {
-	control controlFlags
-}
-
-func (*taskRetryCmd) spec() *cobra.Command {
 	return &cobra.Command{
 		Use:   "retry [flags] TASK_ID",
 		Args:  oneArg("task id"),
@@ -570,13 +554,25 @@ With --json it prints the API's RetryTaskResponse: the task, as "task".`,
 	}
 }
 
-func (c *taskRetryCmd) define(fs *pflag.FlagSet) {
-	c.control.add(fs, "")
+func (c *taskControlCmd) define(fs *pflag.FlagSet) {
+	reason := ""
+	if c.kill {
+		reason = "killed from the command line"
+	}
+	c.control.add(fs, reason)
 }
 
-func (c *taskRetryCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
-	return taskAction(ctx, a, &c.control, args[0], func(ctx context.Context, cl *client.Client, id, reason string) (*client.Task, error) {
-		return cl.RetryTask(ctx, client.RetryTaskRequest{TaskID: id, Reason: reason})
+// run asks for the action on the task and prints the task's new state.
+func (c *taskControlCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
+	id := args[0]
+	return ask(ctx, a, &c.control.client, c.control.connect, func(ctx context.Context, cl *client.Client) (*client.Task, error) {
+		if c.kill {
+			return cl.KillTask(ctx, client.KillTaskRequest{TaskID: id, Reason: c.control.reason})
+		}
+		return cl.RetryTask(ctx, client.RetryTaskRequest{TaskID: id, Reason: c.control.reason})
+	}, func(t *client.Task) error {
+		fmt.Fprintf(a.stdout, "%s is %s\n", t.ID, t.State)
+		return nil
 	})
 }
 

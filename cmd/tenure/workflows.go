@@ -18,17 +18,10 @@ import (
 
 // The workflow commands: `tenure workflow get|list|cancel|retry`.
 
-// workflowArgs are the namespace flag of `tenure workflow`'s commands.
-type workflowArgs struct{ namespace string }
-
-func (w *workflowArgs) add(fs *pflag.FlagSet) {
-	fs.StringVar(&w.namespace, "namespace", "default", "namespace of the workflow")
-}
-
 // workflowGetCmd is `tenure workflow get`.
 type workflowGetCmd struct {
 	client    clientFlags
-	workflow  workflowArgs
+	ns        namespaceFlag
 	limit     int
 	pageToken string
 }
@@ -55,7 +48,7 @@ when more follow, it says on stderr how to show the next ones. With
 
 func (c *workflowGetCmd) define(fs *pflag.FlagSet) {
 	c.client.add(fs)
-	c.workflow.add(fs)
+	c.ns.add(fs, "workflow")
 	fs.IntVar(&c.limit, "limit", maxListPage, fmt.Sprintf("show at most this many tasks (1..%d)", maxListPage))
 	fs.StringVar(&c.pageToken, "page-token", "", "show the tasks after those of an earlier call (the token it printed)")
 }
@@ -66,7 +59,7 @@ func (c *workflowGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args
 		return usageError{fmt.Sprintf("--limit %d is outside 1..%d", c.limit, maxListPage)}
 	}
 	return ask(ctx, a, &c.client, c.client.connect, func(ctx context.Context, cl *client.Client) (*client.WorkflowPage, error) {
-		return cl.GetWorkflow(ctx, client.GetWorkflowRequest{Namespace: c.workflow.namespace, WorkflowID: id, PageSize: c.limit, PageToken: c.pageToken})
+		return cl.GetWorkflow(ctx, client.GetWorkflowRequest{Namespace: c.ns.namespace, WorkflowID: id, PageSize: c.limit, PageToken: c.pageToken})
 	}, func(p *client.WorkflowPage) error {
 		printWorkflow(a.stdout, &p.Workflow)
 		fmt.Fprintln(a.stdout)
@@ -75,7 +68,7 @@ func (c *workflowGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args
 		}
 		if p.NextPageToken != "" {
 			fmt.Fprintf(a.stderr, "more tasks follow: tenure workflow get %s --namespace %s --page-token %s\n",
-				shellQuote(id), shellQuote(c.workflow.namespace), shellQuote(p.NextPageToken))
+				shellQuote(id), shellQuote(c.ns.namespace), shellQuote(p.NextPageToken))
 		}
 		return nil
 	})
@@ -213,9 +206,9 @@ func workflowPagesOf(pages []proto.Message) *tenurev1.ListWorkflowsResponse {
 // workflowControlCmd is `tenure workflow cancel` (cancel set) and
 // `tenure workflow retry`.
 type workflowControlCmd struct {
-	cancel   bool
-	control  controlFlags
-	workflow workflowArgs
+	cancel  bool
+	control controlFlags
+	ns      namespaceFlag
 }
 
 func (c *workflowControlCmd) spec() *cobra.Command {
@@ -252,12 +245,12 @@ retried; with --json the API's RetryWorkflowResponse.`,
 
 func (c *workflowControlCmd) define(fs *pflag.FlagSet) {
 	c.control.add(fs, "")
-	c.workflow.add(fs)
+	c.ns.add(fs, "workflow")
 }
 
 func (c *workflowControlCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []string) error {
 	id := args[0]
-	req := client.WorkflowControlRequest{Namespace: c.workflow.namespace, WorkflowID: id, Reason: c.control.reason}
+	req := client.WorkflowControlRequest{Namespace: c.ns.namespace, WorkflowID: id, Reason: c.control.reason}
 	return ask(ctx, a, &c.control.client, c.control.connect, func(ctx context.Context, cl *client.Client) (client.WorkflowControlResult, error) {
 		if c.cancel {
 			return cl.CancelWorkflow(ctx, req)
