@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -118,18 +117,16 @@ func (f *scheduleDefFlags) apply(a *app, fs *pflag.FlagSet, req *client.Schedule
 		return usageError{"give the payload with --payload or --payload-file, not both"}
 	case fs.Changed("payload"):
 		req.Payload = []byte(f.payload)
-	case f.payloadFile == "-":
-		b, err := io.ReadAll(io.LimitReader(a.stdin, 64<<20))
-		if err != nil {
-			return fmt.Errorf("reading the payload from stdin: %w", err)
-		}
-		req.Payload = b
 	case f.payloadFile != "":
-		b, err := os.ReadFile(f.payloadFile)
-		if err != nil {
-			return fmt.Errorf("reading the payload: %w", err)
+		var err error
+		if f.payloadFile == "-" {
+			req.Payload, err = a.stdinPayload()
+		} else {
+			req.Payload, err = payloadFile(f.payloadFile)
 		}
-		req.Payload = b
+		if err != nil {
+			return err
+		}
 	}
 	if fs.Changed("window") {
 		req.ExecutionWindow = f.window

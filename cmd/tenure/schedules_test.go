@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -318,5 +320,43 @@ func TestCLIScheduleWaiting(t *testing.T) {
 	}
 	if get := mustCLI(t, "schedule", "get", "tick", "--queue", "q", "--addr", addr); strings.Contains(get, "waiting ") {
 		t.Errorf("schedule get still says it waits:\n%s", get)
+	}
+}
+
+// TestCLISchedulePayloadFile: create and update read a schedule's payload
+// from --payload-file, from stdin for "-"; a file that cannot be read
+// fails naming it, and changes nothing.
+func TestCLISchedulePayloadFile(t *testing.T) {
+	t.Parallel()
+	_, addr, c := onFakeClock(t, time.Date(2026, 5, 6, 7, 8, 0, 0, time.UTC))
+	file := filepath.Join(t.TempDir(), "payload.json")
+	if err := os.WriteFile(file, []byte(`{"from":"file"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	payload := func() string {
+		t.Helper()
+		sc, err := c.GetSchedule(t.Context(), client.GetScheduleRequest{Queue: "reports", Name: "nightly"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(sc.Payload)
+	}
+	mustCLI(t, "schedule", "create", "nightly", "--queue", "reports", "--cron", "@daily", "--payload-file", file, "--addr", addr)
+	if got := payload(); got != `{"from":"file"}` {
+		t.Fatalf("payload after create --payload-file %s: %q", file, got)
+	}
+	if code, _, errs := cliIn(t, `{"from":"stdin"}`, false, "schedule", "update", "nightly", "--queue", "reports", "--payload-file", "-", "--addr", addr); code != 0 {
+		t.Fatalf("update --payload-file -: exit %d: %s", code, errs)
+	}
+	if got := payload(); got != `{"from":"stdin"}` {
+		t.Fatalf("payload after update --payload-file - with stdin: %q", got)
+	}
+	missing := filepath.Join(t.TempDir(), "missing.json")
+	code, _, errs := cli(t, "schedule", "update", "nightly", "--queue", "reports", "--payload-file", missing, "--addr", addr)
+	if code != 1 || !strings.Contains(errs, "reading the payload") || !strings.Contains(errs, missing) {
+		t.Fatalf("update --payload-file of a missing file: exit %d: %s", code, errs)
+	}
+	if got := payload(); got != `{"from":"stdin"}` {
+		t.Fatalf("payload after a failed update: %q", got)
 	}
 }

@@ -316,21 +316,31 @@ func readPayload(a *app, args []string, file string) ([]byte, error) {
 	case len(args) == 1 && file != "":
 		return nil, usageError{"give the payload as an argument or with --file, not both"}
 	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("reading the payload: %w", err)
-		}
-		return b, nil
+		return payloadFile(file)
 	case len(args) == 1 && args[0] != "-":
 		return []byte(args[0]), nil
 	case len(args) == 1 || !a.interactive:
-		b, err := io.ReadAll(io.LimitReader(a.stdin, 64<<20))
-		if err != nil {
-			return nil, fmt.Errorf("reading the payload from stdin: %w", err)
-		}
-		return b, nil
+		return a.stdinPayload()
 	}
 	return nil, nil
+}
+
+// payloadFile reads a payload from a file.
+func payloadFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the payload: %w", err)
+	}
+	return b, nil
+}
+
+// stdinPayload reads a payload from stdin, up to 64 MiB.
+func (a *app) stdinPayload() ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(a.stdin, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading the payload from stdin: %w", err)
+	}
+	return b, nil
 }
 
 func isTerminal(f *os.File) bool {
