@@ -303,36 +303,111 @@ func TestManyStreamsWhileWriting(t *testing.T) {
 }
 
 // TestResolve: a feed without a key resolves tasks from what it learned,
-// then asks Lookup once for the rest.
+// then asks Lookup once for the rest, each task once.
 func TestResolve(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	var asked [][]string
-	f := NewFeed(FeedConfig{Lookup: func(ids []string, out []Target) {
+	f := NewFeed(FeedConfig{Lookup: func(_ context.Context, ids []string, out []Target) error {
 		asked = append(asked, append([]string(nil), ids...))
 		for i, id := range ids {
 			if id == "old" {
 				out[i] = Target{"ns", "old-q", "wf"}
 			}
 		}
+		return nil
 	}})
-	f.Learn([]Placed{{"a", Target{"ns", "q", ""}}})
-	ids := []string{"a", "old", "gone", ""}
+	f.Learn([]Placed{{"a", Target{"ns", "q", ""}}}, false)
+	ids := []string{"a", "old", "gone", "", "old"}
 	out := make([]Target, len(ids))
-	f.Resolve(ids, out)
-	want := []Target{{"ns", "q", ""}, {"ns", "old-q", "wf"}, {}, {}}
+	if err := f.Resolve(ctx, ids, out, false); err != nil {
+		t.Fatal(err)
+	}
+	want := []Target{{"ns", "q", ""}, {"ns", "old-q", "wf"}, {}, {}, {"ns", "old-q", "wf"}}
 	if fmt.Sprint(out) != fmt.Sprint(want) || fmt.Sprint(asked) != "[[old gone]]" {
 		t.Fatalf("Resolve = %v, asked %v", out, asked)
 	}
-	f.Resolve(ids, out)
+	if err := f.Resolve(ctx, ids, out, false); err != nil {
+		t.Fatal(err)
+	}
 	if fmt.Sprint(asked) != "[[old gone] [gone]]" {
 		t.Fatalf("what Lookup found was not kept: asked %v", asked)
 	}
-	// A keyed feed learns only the workflows of its tasks.
-	keyed := NewFeed(FeedConfig{Key: &Target{"k", "q", ""}})
-	keyed.Learn([]Placed{{"x", Target{"k", "q", "w1"}}, {"y", Target{"k", "q", ""}}})
-	keyed.Resolve([]string{"x", "y", "z"}, out[:3])
-	if want := []Target{{"k", "q", "w1"}, {"k", "q", ""}, {"k", "q", ""}}; fmt.Sprint(out[:3]) != fmt.Sprint(want) {
-		t.Fatalf("a keyed feed resolved %v, want %v", out[:3], want)
+}
+
+// TestResolveKeyed: a feed with a key (a partition of one queue) resolves
+// every task to its key, with the workflow it learned. Only a stream that
+// needs workflows makes it ask Lookup, and only for the tasks it lacks,
+// each once; it keeps what Lookup finds (a workflow, or none), forgets a
+// task nobody knows, and keeps nothing of a Lookup that failed, whose
+// error Resolve returns.
+func TestResolveKeyed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	key := Target{"k", "q", ""}
+	var asked [][]string
+	unavailable := errors.New("partition 7 is not served now")
+	var fail error
+	f := NewFeed(FeedConfig{Key: &key, Lookup: func(_ context.Context, ids []string, out []Target) error {
+		asked = append(asked, append([]string(nil), ids...))
+		if fail != nil {
+			out[0] = Target{"k", "q", "half-answered"}
+			return fail
+		}
+		for i, id := range ids {
+			switch id {
+			case "old":
+				out[i] = Target{"k", "q", "w2"}
+			case "lone", "y":
+				out[i] = Target{"k", "q", ""}
+			}
+		}
+		return nil
+	}})
+	resolve := func(workflows bool, ids ...string) []Target {
+		t.Helper()
+		out := make([]Target, len(ids))
+		if err := f.Resolve(ctx, ids, out, workflows); err != nil {
+			t.Fatalf("Resolve(%v, workflows %v): %v", ids, workflows, err)
+		}
+		return out
+	}
+	// Without workflows, the feed learns only the tasks of a workflow.
+	f.Learn([]Placed{{"x", Target{"k", "q", "w1"}}, {"y", Target{"k", "q", ""}}}, false)
+	got := resolve(false, "x", "y", "old")
+	if want := []Target{{"k", "q", "w1"}, key, key}; fmt.Sprint(got) != fmt.Sprint(want) || asked != nil {
+		t.Fatalf("without workflows: %v, asked %v; want %v, no look-up", got, asked, want)
+	}
+	// With them, it asks for the tasks it lacks (y too: it did not keep
+	// it), each once.
+	got = resolve(true, "x", "old", "y", "lone", "gone", "old", "")
+	want := []Target{{"k", "q", "w1"}, {"k", "q", "w2"}, key, key, key, {"k", "q", "w2"}, key}
+	if fmt.Sprint(got) != fmt.Sprint(want) || fmt.Sprint(asked) != "[[old y lone gone]]" {
+		t.Fatalf("with workflows: %v, asked %v; want %v, asked [[old y lone gone]]", got, asked, want)
+	}
+	// What it found is kept, a workflow or none; a task nobody knows is
+	// asked again.
+	asked = nil
+	got = resolve(true, "old", "lone", "y", "gone")
+	if want := []Target{{"k", "q", "w2"}, key, key, key}; fmt.Sprint(got) != fmt.Sprint(want) || fmt.Sprint(asked) != "[[gone]]" {
+		t.Fatalf("again: %v, asked %v; want %v, asked [[gone]]", got, asked, want)
+	}
+	// For a stream that needs workflows it learns the tasks outside any
+	// workflow too.
+	asked = nil
+	f.Learn([]Placed{{"z", Target{"k", "q", ""}}}, true)
+	if got = resolve(true, "z"); got[0] != key || asked != nil {
+		t.Fatalf("a task learned outside any workflow: %v, asked %v; want %v, no look-up", got, asked, key)
+	}
+	// A look-up that fails: Resolve fails with its error, keeping
+	// nothing of what it half answered.
+	fail = unavailable
+	if err := f.Resolve(ctx, []string{"new"}, make([]Target, 1), true); !errors.Is(err, unavailable) {
+		t.Fatalf("Resolve with a failing Lookup: %v, want %v", err, unavailable)
+	}
+	fail, asked = nil, nil
+	if got = resolve(true, "new"); got[0] != key || fmt.Sprint(asked) != "[[new]]" {
+		t.Fatalf("after a failed look-up: %v, asked %v; want %v, asked again", got, asked, key)
 	}
 }
 

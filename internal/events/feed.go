@@ -58,12 +58,24 @@ type FeedConfig struct {
 	// Polled says that no writer publishes to the feed (a partition served
 	// by another node): streams poll its log.
 	Polled bool
-	// Lookup, for a feed without Key, finds the namespace, queue and
-	// workflow of the tasks named: it sets out[i] for each ids[i] it knows, and leaves the
-	// others zero. It may be slow (it takes the coordinator's mutex): the
-	// feed asks it only for the tasks its directory lacks, a batch at a
-	// time.
-	Lookup func(ids []string, out []Target)
+	// Lookup finds the namespace, queue and workflow of the tasks named:
+	// it sets out[i] for each ids[i] it knows, and leaves the others zero
+	// (tasks nobody knows any more). It may be slow (it takes the
+	// coordinator's mutex, or asks the node that serves the partition):
+	// the feed asks it only for the tasks its directory lacks, a batch at
+	// a time, and a feed with Key only for a stream that needs their
+	// workflow (Resolve). An error says it could not answer (the
+	// partition is not served now): Resolve fails with it, keeping
+	// nothing.
+	Lookup func(ctx context.Context, ids []string, out []Target) error
+}
+
+// Where is a Lookup's answer from a partition's coordinator c
+// (Coordinator.Where).
+func Where(c *coordinator.Coordinator, ids []string, out []Target) error {
+	return c.Where(ids, func(i int, namespace, queue, workflow string) {
+		out[i] = Target{Namespace: namespace, Queue: queue, Workflow: workflow}
+	})
 }
 
 // DefaultTailBytes is the default of FeedConfig.TailBytes.
@@ -284,9 +296,10 @@ type Placed struct {
 }
 
 // Learn records where tasks are (from the records that create them), for
-// Resolve. A feed with a Key learns only the tasks of a workflow (the rest
-// are where its key says).
-func (f *Feed) Learn(tasks []Placed) {
+// Resolve. A feed with a Key learns the tasks of a workflow, and the others
+// (their workflow "") only for a stream that needs workflows: for the
+// rest, where its key says is all there is to know.
+func (f *Feed) Learn(tasks []Placed, workflows bool) {
 	if len(tasks) == 0 {
 		return
 	}
@@ -295,7 +308,7 @@ func (f *Feed) Learn(tasks []Placed) {
 	var unknown []Placed
 	f.dirMu.RLock()
 	for _, p := range tasks {
-		if f.cfg.Key != nil && p.Workflow == "" {
+		if f.cfg.Key != nil && p.Workflow == "" && !workflows {
 			continue
 		}
 		if _, ok := f.dir.find(p.TaskID); !ok && p.TaskID != "" {
@@ -313,48 +326,66 @@ func (f *Feed) Learn(tasks []Placed) {
 	f.dirMu.Unlock()
 }
 
-// Resolve sets out[i] to where task ids[i] is: the feed's key (with the
-// workflow the directory learned, if any), what the directory learned,
-// else what Lookup finds (asked once for every task the directory lacks);
-// zero for a task nobody knows any more.
-func (f *Feed) Resolve(ids []string, out []Target) {
-	if f.cfg.Key != nil {
-		f.dirMu.RLock()
-		for i, id := range ids {
-			out[i] = *f.cfg.Key
-			if t, ok := f.dir.find(id); ok {
-				out[i].Workflow = t.Workflow
-			}
-		}
-		f.dirMu.RUnlock()
-		return
-	}
+// Resolve sets out[i] to where task ids[i] is: what the directory learned,
+// else what Lookup finds (asked once for the tasks the directory lacks,
+// and kept); zero for a task nobody knows any more. A feed with a Key
+// resolves every task to its key, with the workflow the directory
+// learned; it asks Lookup for the workflow of the others only when
+// workflows is set (a stream that filters by workflow), and a task
+// nobody knows any more is then in none. It fails only with Lookup's
+// error.
+func (f *Feed) Resolve(ctx context.Context, ids []string, out []Target, workflows bool) error {
+	keyed := f.cfg.Key != nil
 	var missing []int
 	f.dirMu.RLock()
 	for i, id := range ids {
-		var ok bool
-		if out[i], ok = f.dir.find(id); !ok && id != "" {
+		t, ok := f.dir.find(id)
+		if keyed {
+			out[i], out[i].Workflow = *f.cfg.Key, t.Workflow
+		} else {
+			out[i] = t
+		}
+		if !ok && id != "" && (!keyed || workflows) {
 			missing = append(missing, i)
 		}
 	}
 	f.dirMu.RUnlock()
 	if len(missing) == 0 || f.cfg.Lookup == nil {
-		return
+		return nil
 	}
-	ask := make([]string, len(missing))
-	found := make([]Target, len(missing))
-	for k, i := range missing {
-		ask[k] = ids[i]
-	}
-	f.cfg.Lookup(ask, found)
-	f.dirMu.Lock()
-	for k, i := range missing {
-		out[i] = found[k]
-		if found[k] != (Target{}) {
-			f.dir.learn(ids[i], found[k])
+	// Each task once, however many of its records the batch holds.
+	ask := make([]string, 0, len(missing))
+	at := make(map[string]int, len(missing))
+	for _, i := range missing {
+		if _, ok := at[ids[i]]; !ok {
+			at[ids[i]] = len(ask)
+			ask = append(ask, ids[i])
 		}
 	}
+	found := make([]Target, len(ask))
+	if err := f.cfg.Lookup(ctx, ask, found); err != nil {
+		return err
+	}
+	f.dirMu.Lock()
+	for k, id := range ask {
+		t := found[k]
+		if t == (Target{}) {
+			continue // nobody knows it: asked again next time
+		}
+		if keyed {
+			t = Target{Namespace: f.cfg.Key.Namespace, Queue: f.cfg.Key.Queue, Workflow: t.Workflow}
+		}
+		f.dir.learn(id, t)
+	}
 	f.dirMu.Unlock()
+	for _, i := range missing {
+		if t := found[at[ids[i]]]; keyed {
+			out[i].Workflow = t.Workflow
+		} else {
+			out[i] = t
+		}
+	}
+	return nil
 }
 
 // directory maps task ids to their targets, each target stored once.

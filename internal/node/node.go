@@ -354,16 +354,16 @@ func (n *Node) Feeds(context.Context, string, string) ([]*events.Feed, error) {
 	return []*events.Feed{n.feed}, nil
 }
 
-// where finds the namespace and queue of tasks for the event feed, on the
-// serving coordinator.
-func (n *Node) where(ids []string, out []events.Target) {
+// where finds the namespace, queue and workflow of tasks for the event
+// feed, on the serving coordinator; while none serves (the WAL is being
+// reopened) it fails, and so does the stream that asked, which its
+// consumer resumes from its cursor.
+func (n *Node) where(_ context.Context, ids []string, out []events.Target) error {
 	c, err := n.h.Coordinator()
 	if err != nil {
-		return
+		return err
 	}
-	_ = c.Where(ids, func(i int, namespace, queue, workflow string) {
-		out[i] = events.Target{Namespace: namespace, Queue: queue, Workflow: workflow}
-	})
+	return events.Where(c, ids, out)
 }
 
 // Router routes every request of the API to the node's one partition.

@@ -51,6 +51,10 @@ type eventItem struct {
 	workflow, createdIn string
 }
 
+// creates reports whether the event's record creates tasks beside its own
+// (whose workflow, createdIn, is its task's too).
+func (it *eventItem) creates() bool { return it.created != nil && len(*it.created) > 0 }
+
 // errBatchFull stops a batch before the record that would pass its bytes.
 var errBatchFull = errors.New("batch full")
 
@@ -69,7 +73,12 @@ func (w *eventWriter) run(ctx context.Context) error {
 			return w.s.eventError(err)
 		}
 		passed = passed || n > 0
-		evs := w.events()
+		evs, err := w.events(ctx)
+		if err != nil {
+			// Nothing of the batch was sent: its consumer resumes from
+			// the cursor of the last answer, before it.
+			return w.s.eventError(err)
+		}
 		if len(evs) > 0 || (caughtUp && passed) || clk.Now().Sub(lastSend) >= keepalive {
 			if err := w.send(&tenurev1.WatchEventsResponse{Events: evs, Cursor: w.pos.String(), CaughtUp: caughtUp}); err != nil {
 				return err
@@ -100,8 +109,9 @@ func (w *eventWriter) run(ctx context.Context) error {
 // (caughtUp), and returns how many it passed.
 func (w *eventWriter) batch(ctx context.Context) (n int, caughtUp bool, err error) {
 	w.items, w.bytes = w.items[:0], 0
+	take := func(partition, lsn uint64, e wal.Entry) error { return w.take(ctx, partition, lsn, e) }
 	for n < eventBatchRecords {
-		k, err := w.st.Read(ctx, eventBatchRecords-n, w.take)
+		k, err := w.st.Read(ctx, eventBatchRecords-n, take)
 		n += k
 		if errors.Is(err, errBatchFull) {
 			return n, false, nil
@@ -120,7 +130,7 @@ func (w *eventWriter) batch(ctx context.Context) (n int, caughtUp bool, err erro
 // only moves the position; one it selects is decoded and kept for events,
 // which decides on the rest of the filter once the batch's tasks are
 // placed.
-func (w *eventWriter) take(partition, lsn uint64, e wal.Entry) error {
+func (w *eventWriter) take(ctx context.Context, partition, lsn uint64, e wal.Entry) error {
 	if w.bytes+len(e.Payload) > eventBatchBytes && len(w.items) > 0 {
 		return errBatchFull
 	}
@@ -135,7 +145,15 @@ func (w *eventWriter) take(partition, lsn uint64, e wal.Entry) error {
 	}
 	it := eventItem{ev: eventOf(partition, lsn, r)}
 	feed := w.feeds[partition]
-	if key, ok := feed.Key(); ok {
+	key, keyed := feed.Key()
+	if ev := it.ev; ev.TaskId != "" && ev.Namespace != "" && (!keyed || w.f.workflow != "") {
+		// A record that carries its task's place creates the task
+		// (TaskCreated, ScheduleFired), outside any workflow. A partition
+		// of one queue learns it only for a workflow filter, which would
+		// look it up otherwise.
+		w.placed[partition] = append(w.placed[partition], events.Placed{TaskID: ev.TaskId, Target: events.Target{Namespace: ev.Namespace, Queue: ev.Queue}})
+	}
+	if keyed {
 		// A partition of one queue (cluster mode): every record of its
 		// log is that queue's, its Fence and purges too.
 		it.ev.Namespace, it.ev.Queue = key.Namespace, key.Queue
@@ -155,18 +173,15 @@ func (w *eventWriter) take(partition, lsn uint64, e wal.Entry) error {
 	case *tenurev1.Event_WorkflowRetried:
 		it.workflow = m.WorkflowRetried.WorkflowId
 	}
-	if _, keyed := feed.Key(); !keyed {
-		if ev := it.ev; ev.TaskId != "" && ev.Namespace != "" {
-			w.placed[partition] = append(w.placed[partition], events.Placed{TaskID: ev.TaskId, Target: events.Target{Namespace: ev.Namespace, Queue: ev.Queue}})
-		}
-	}
-	if it.created != nil && len(*it.created) > 0 {
+	if it.creates() {
 		if ev := it.ev; ev.TaskId != "" {
 			// Spawns join their parent's workflow: place the parent now,
 			// with what the batch created before it.
 			w.learn(partition)
 			var at [1]events.Target
-			feed.Resolve([]string{ev.TaskId}, at[:])
+			if err := feed.Resolve(ctx, []string{ev.TaskId}, at[:], w.f.workflow != ""); err != nil {
+				return err
+			}
 			it.createdIn = at[0].Workflow
 		}
 		for _, c := range *it.created {
@@ -184,30 +199,36 @@ func (w *eventWriter) take(partition, lsn uint64, e wal.Entry) error {
 // learn hands partition's feed the tasks the batch created so far.
 func (w *eventWriter) learn(partition uint64) {
 	if placed := w.placed[partition]; len(placed) > 0 {
-		w.feeds[partition].Learn(placed)
+		w.feeds[partition].Learn(placed, w.f.workflow != "")
 		w.placed[partition] = placed[:0]
 	}
 }
 
 // events places the batch's tasks (their namespace, queue and workflow,
 // where their records do not carry them) and returns the events the
-// filter selects.
-func (w *eventWriter) events() []*tenurev1.Event {
+// filter selects. It fails only when a task's place could not be looked
+// up (the partition is not served now).
+func (w *eventWriter) events(ctx context.Context) ([]*tenurev1.Event, error) {
 	for p := range w.placed {
 		w.learn(p)
 	}
 	if len(w.items) == 0 {
-		return nil
+		return nil, nil
 	}
-	w.place()
+	if err := w.place(ctx); err != nil {
+		return nil, err
+	}
 	out := make([]*tenurev1.Event, 0, len(w.items))
 	for i := range w.items {
 		it := &w.items[i]
 		var pass bool
 		switch {
 		case it.deleted != nil:
-			pass = w.passDeleted(it.ev, it.deleted)
-		case it.created != nil && len(*it.created) > 0:
+			var err error
+			if pass, err = w.passDeleted(ctx, it.ev, it.deleted); err != nil {
+				return nil, err
+			}
+		case it.creates():
 			pass = w.passCreated(it)
 		default:
 			pass = w.f.takes(it.ev.TaskId, events.Target{Namespace: it.ev.Namespace, Queue: it.ev.Queue, Workflow: it.workflow})
@@ -216,13 +237,14 @@ func (w *eventWriter) events() []*tenurev1.Event {
 			out = append(out, it.ev)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // place sets the namespace, queue and workflow of the batch's events
 // about a task whose record does not carry them (in a partition of one
-// queue, the workflow only), asking each partition's feed once.
-func (w *eventWriter) place() {
+// queue, the workflow only, for a workflow filter), asking each
+// partition's feed once.
+func (w *eventWriter) place(ctx context.Context) error {
 	type ask struct {
 		ids  []string
 		refs []*eventItem
@@ -230,7 +252,7 @@ func (w *eventWriter) place() {
 	asks := map[uint64]*ask{}
 	for i := range w.items {
 		it := &w.items[i]
-		if ev := it.ev; ev.TaskId != "" && (ev.Namespace == "" || w.f.workflow != "" && it.created == nil) {
+		if ev := it.ev; ev.TaskId != "" && (ev.Namespace == "" || w.f.workflow != "" && !it.creates()) {
 			a := asks[ev.Partition]
 			if a == nil {
 				a = &ask{}
@@ -241,21 +263,26 @@ func (w *eventWriter) place() {
 	}
 	for p, a := range asks {
 		found := make([]events.Target, len(a.ids))
-		w.feeds[p].Resolve(a.ids, found)
+		if err := w.feeds[p].Resolve(ctx, a.ids, found, w.f.workflow != ""); err != nil {
+			return err
+		}
 		for i, it := range a.refs {
 			it.ev.Namespace, it.ev.Queue, it.workflow = found[i].Namespace, found[i].Queue, found[i].Workflow
 		}
 	}
+	return nil
 }
 
 // passDeleted keeps in a TasksDeleted event the tasks the filter selects,
 // and reports whether any is left.
-func (w *eventWriter) passDeleted(ev *tenurev1.Event, ids []string) bool {
+func (w *eventWriter) passDeleted(ctx context.Context, ev *tenurev1.Event, ids []string) (bool, error) {
 	if w.f.namespace == "" && w.f.task == "" {
-		return true
+		return true, nil
 	}
 	found := make([]events.Target, len(ids))
-	w.feeds[ev.Partition].Resolve(ids, found)
+	if err := w.feeds[ev.Partition].Resolve(ctx, ids, found, w.f.workflow != ""); err != nil {
+		return false, err
+	}
 	var keep []string
 	for i, id := range ids {
 		if found[i] != (events.Target{}) && w.f.takes(id, found[i]) {
@@ -263,7 +290,7 @@ func (w *eventWriter) passDeleted(ev *tenurev1.Event, ids []string) bool {
 		}
 	}
 	ev.GetTasksDeleted().TaskIds = keep
-	return len(keep) > 0
+	return len(keep) > 0, nil
 }
 
 // passCreated decides on an event of a record that creates tasks beside
