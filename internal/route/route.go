@@ -94,14 +94,15 @@ const PlacedHeader = "Tenure-Placed"
 // CompleteBatch the failed items only; 3: a node delivers the tasks of a
 // workflow batch or a spawn to the partitions that own them, DeliverPath,
 // and asks other nodes' WaitTask for the remote edges of the partitions
-// it serves, as NodeCaller). A node states the versions it
+// it serves, as NodeCaller; 4: a node asks a partition's owner where its
+// tasks are, WherePath). A node states the versions it
 // speaks, MinProtocol to Protocol, in the cluster registry when it joins,
 // and refuses to join a cluster whose active nodes speak none of them
 // (package registry, docs/design/cluster.md, "Protocol versions"): no
 // node carries code for a version it does not speak.
 const (
-	Protocol    = 3
-	MinProtocol = 3
+	Protocol    = 4
+	MinProtocol = 4
 )
 
 // NodeCaller is the principal a node names when it forwards a call of its
@@ -132,6 +133,45 @@ const NodeProbePath = "/tenure.cluster/probe"
 // durable there (created now, or found created before); another status,
 // with the error as text, that they are not. Any other caller is refused.
 const DeliverPath = "/tenure.cluster/deliver"
+
+// WherePath is where a cluster node answers, for a partition it serves,
+// where tasks are: their namespace, queue and workflow, which an event
+// stream with a workflow filter needs for the tasks whose creation it
+// did not read (docs/design/events.md, "Filters"). A POST signed as
+// forwarded by a node of the cluster, PartitionHeader naming the
+// partition, whose body is a WhereRequest in JSON. 200 answers a
+// WhereAnswer in JSON, read from the partition's coordinator and
+// confirmed as the partition's current owner's; 503, with the error as
+// text, that the partition is not served there now. Any other caller is
+// refused.
+const WherePath = "/tenure.cluster/where"
+
+// What one WherePath request names at most: tasks, and bytes of their
+// ids (a request is at most twice that in JSON without HTML escaping,
+// with three bytes of punctuation per task).
+const (
+	WhereMaxTasks   = 1000
+	WhereMaxIDBytes = 64 << 10
+)
+
+// WhereRequest names the tasks a WherePath request asks about.
+type WhereRequest struct {
+	TaskIDs []string `json:"task_ids"`
+}
+
+// WhereAnswer holds the tasks of a WhereRequest that exist; the others
+// are not known any more (or never were).
+type WhereAnswer struct {
+	Tasks []WhereTask `json:"tasks"`
+}
+
+// WhereTask is one task that exists: Index is its place in the request.
+type WhereTask struct {
+	Index     int    `json:"index"`
+	Namespace string `json:"namespace"`
+	Queue     string `json:"queue"`
+	Workflow  string `json:"workflow,omitempty"`
+}
 
 // TaskIDSuffix is the suffix of the ids of tasks created in partition id
 // of a cluster.

@@ -71,9 +71,6 @@ func (h eventService) WatchEvents(ctx context.Context, req *connect.Request[tenu
 	if err != nil {
 		return s.apiError(err)
 	}
-	if err := workflowFilterServed(f, feeds); err != nil {
-		return err
-	}
 	st, err := events.Open(ctx, feeds, start)
 	if err != nil {
 		return s.eventError(err)
@@ -90,25 +87,6 @@ func (h eventService) WatchEvents(ctx context.Context, req *connect.Request[tenu
 		w.feeds[fd.Partition()] = fd
 	}
 	return w.run(ctx)
-}
-
-// workflowFilterServed refuses a workflow filter over the feeds of a
-// cluster's partitions: such a feed learns a task's workflow only from the
-// record that created it, so a stream that starts after that record would
-// pass over the task's events without a word (docs/design/events.md,
-// "Filters"). An embedded node's feed asks its coordinator instead.
-func workflowFilterServed(f eventFilter, feeds []*events.Feed) error {
-	if f.workflow == "" {
-		return nil
-	}
-	for _, fd := range feeds {
-		if _, keyed := fd.Key(); keyed {
-			return connect.NewError(connect.CodeUnimplemented, fmt.Errorf("filter.workflow_id: a workflow filter is not served in cluster mode yet "+
-				"(a partition's feed knows a task's workflow only from the record that created it): "+
-				"filter by the workflow's namespace and queues, and keep the events of its tasks (WorkflowService.GetWorkflow lists them)"))
-		}
-	}
-	return nil
 }
 
 // eventFilter is a stream's filter, checked.

@@ -204,6 +204,8 @@ func bodyCaps(l coordinator.Limits, maxRequest int) (map[string]bodyCap, bodyCap
 		tenurev1connect.OutboxServiceRelayProcedure:            batch,
 		tenurev1connect.OutboxServiceReleaseProcedure:          batch,
 		route.DeliverPath: deliver,
+		route.WherePath: {2*route.WhereMaxIDBytes + 3*route.WhereMaxTasks + otherSlack,
+			fmt.Sprintf("room for %d task ids of %d KiB together (what a node asks at most at once)", route.WhereMaxTasks, route.WhereMaxIDBytes>>10)},
 	}, bodyCap{otherSlack, "ample for every field of the call"}
 }
 

@@ -186,7 +186,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(tenurev1connect.NewWorkflowServiceHandler(workflowService{s}, opts...))
 	s.mountProbes(mux)
 	s.mountNodeProbe(mux)
-	s.mountDeliver(mux)
+	s.mountNodeCalls(mux)
 	if s.opts.Dashboard != nil {
 		// "/{$}" is / alone: the API's paths, the probes and /metrics are
 		// never the dashboard's, whatever the order of these lines.

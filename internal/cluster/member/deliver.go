@@ -3,6 +3,7 @@ package member
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,8 +13,9 @@ import (
 	"github.com/tenurehq/tenure/internal/route"
 )
 
-// deliverMaxAnswer bounds what is read of a refused delivery's answer.
-const deliverMaxAnswer = 4096
+// refusalMaxAnswer bounds what is read of a node's answer that refuses
+// a call of callNode.
+const refusalMaxAnswer = 4096
 
 // deliver has a group of tasks that a record of one of this node's
 // partitions created for another partition created there
@@ -36,25 +38,42 @@ func (m *Member) deliver(ctx context.Context, d coordinator.Delivered) error {
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.peer.Addr()+route.DeliverPath, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	req.Header.Set(route.PartitionHeader, strconv.FormatUint(id, 10))
-	m.SignForwarded(req.Header, route.DeliverPath, "")
-	resp, err := m.cfg.HTTPClient.Do(req)
-	if err != nil {
-		m.afterRemote(t, coordinator.ErrUnavailable)
-		return fmt.Errorf("%w: delivering %d tasks to partition %d at %s: %v", coordinator.ErrUnavailable, len(d.Tasks), id, t.peer.Addr(), err)
-	}
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, deliverMaxAnswer))
-	if resp.StatusCode != http.StatusOK {
-		if resp.StatusCode == http.StatusServiceUnavailable {
-			m.afterRemote(t, coordinator.ErrUnavailable)
+	if _, err := m.callNode(ctx, t.peer, route.DeliverPath, id, "application/octet-stream", body, 0); err != nil {
+		if errors.Is(err, coordinator.ErrUnavailable) {
+			m.afterRemote(t, err)
 		}
-		return fmt.Errorf("delivering %d tasks to partition %d at %s: %s: %s", len(d.Tasks), id, t.peer.Addr(), resp.Status, firstLine(string(answer)))
+		return fmt.Errorf("delivering %d tasks to partition %d: %w", len(d.Tasks), id, err)
 	}
 	return nil
+}
+
+// callNode POSTs body to path of the node peer, about partition id,
+// signed as forwarded by this node for no principal (route.DeliverPath,
+// route.WherePath), and returns what the node answered with 200, of which
+// it reads maxAnswer bytes at most. A call that reaches no node, or that
+// the node answers 503 (it does not serve the partition now), fails
+// wrapping coordinator.ErrUnavailable; another answer fails with the
+// node's words.
+func (m *Member) callNode(ctx context.Context, peer route.Peer, path string, id uint64, contentType string, body []byte, maxAnswer int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, peer.Addr()+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set(route.PartitionHeader, strconv.FormatUint(id, 10))
+	m.SignForwarded(req.Header, path, "")
+	resp, err := m.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: calling %s: %v", coordinator.ErrUnavailable, peer.Addr(), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		answer, _ := io.ReadAll(io.LimitReader(resp.Body, refusalMaxAnswer))
+		err := fmt.Errorf("%s answered %s: %s", peer.Addr(), resp.Status, firstLine(string(answer)))
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			err = fmt.Errorf("%w: %v", coordinator.ErrUnavailable, err)
+		}
+		return nil, err
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 }
