@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"text/tabwriter"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -84,6 +85,18 @@ func ask[T any](ctx context.Context, a *app, f *clientFlags, connect func() (*cl
 		return f.answers.print(a.stdout)
 	}
 	return show(res)
+}
+
+// table returns a writer of the CLI's tables: tab-separated cells, in
+// columns two spaces apart once Flush writes them.
+func table(out io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(out, 0, 4, 2, ' ', 0) }
+
+// fieldTable returns a table of one thing's fields, as the get commands
+// print it, and the function that adds a field's line: its name, then
+// its value.
+func fieldTable(out io.Writer) (*tabwriter.Writer, func(name, value string)) {
+	w := table(out)
+	return w, func(name, value string) { fmt.Fprintf(w, "%s\t%s\n", name, value) }
 }
 
 // printJSON prints a message of the API as the server's Connect JSON codec

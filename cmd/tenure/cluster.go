@@ -296,7 +296,7 @@ func (c *clusterStatusCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, _ 
 	if st.NoneEligible && len(st.Nodes) > 0 {
 		fmt.Fprintln(stdout, "eligibility: no active node is verified by the others, so partitions go to every active node")
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	tw := table(stdout)
 	if len(st.Nodes) == 0 {
 		fmt.Fprintln(stdout, "nodes: none registered")
 	} else if err := printNodes(tw, st.Nodes); err != nil {

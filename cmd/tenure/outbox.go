@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"connectrpc.com/connect"
@@ -445,7 +444,7 @@ func (c *outboxStatusCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, _ [
 			return fmt.Errorf("reading %s: %w", t.Failed(), err)
 		}
 		fmt.Fprintf(w, "\nlast failed rows:\n")
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw := table(w)
 		fmt.Fprintln(tw, "ID\tREQUEST ID\tFAILED AT\tERROR")
 		for _, f := range fs {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", f.ID, f.RequestID, f.FailedAt.UTC().Format("2006-01-02 15:04:05.000 UTC"), f.Error)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,7 +60,7 @@ func (c *queuesCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, _ []strin
 			fmt.Fprintln(a.stderr, "no queues")
 			return nil
 		}
-		w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		w := table(a.stdout)
 		fmt.Fprintln(w, "NAMESPACE\tQUEUE\tWAITING\tLEASED\tCOMMITTED\tCOMPLETED\tFAILED\tDEAD\tOLDEST-WAITING\tLEASES\tPAUSED\tLIMITS\tDONE/1H\tFAILED/1H\tEXPIRED/1H")
 		for _, q := range qs {
 			n := q.Tasks
@@ -137,8 +136,7 @@ func (c *queueGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []
 
 // printQueue prints a queue as `tenure queue get` shows it.
 func printQueue(out io.Writer, q *client.Queue) {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
+	w, row := fieldTable(out)
 	row("queue", q.Namespace+"/"+q.Queue)
 	state := "running"
 	switch {

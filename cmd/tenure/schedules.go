@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -371,7 +370,7 @@ func (c *scheduleListCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, _ [
 			fmt.Fprintln(a.stderr, "no schedules")
 			return nil
 		}
-		w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		w := table(a.stdout)
 		fmt.Fprintln(w, "NAME\tQUEUE\tCRON\tZONE\tNEXT\tLAST\tPAUSED")
 		for _, sc := range ss {
 			next, last, paused := "-", "-", "no"
@@ -444,8 +443,7 @@ func (c *scheduleGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args
 
 // printSchedule prints a schedule as `tenure schedule get` shows it.
 func printSchedule(out io.Writer, sc *client.Schedule) {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
+	w, row := fieldTable(out)
 	row("schedule", schedulePath(sc))
 	row("cron", sc.Cron+" ("+zone(sc.TimeZone)+")")
 	row("overlap", sc.Overlap.String())
@@ -481,7 +479,7 @@ func printSchedule(out io.Writer, sc *client.Schedule) {
 		return
 	}
 	fmt.Fprintf(out, "\nrecent decisions (ticks in %s):\n", scheduleLoc(sc))
-	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	w = table(out)
 	fmt.Fprintln(w, "TICK\tOUTCOME\tREASON\tUNTIL\tTASK\tSTATE\tAT")
 	for _, f := range sc.Recent {
 		st := ""

@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -369,8 +368,7 @@ func (c *taskGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args []s
 // printTask prints a task as `tenure task get` shows it, asking cl for
 // its history when an attempt of it was aborted (to say how it ended).
 func printTask(ctx context.Context, out io.Writer, cl *client.Client, t *client.Task) error {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
+	w, row := fieldTable(out)
 	row("task", t.ID)
 	row("queue", t.Namespace+"/"+t.Queue)
 	if t.Kind != "" {
@@ -441,7 +439,7 @@ func printTask(ctx context.Context, out io.Writer, cl *client.Client, t *client.
 			}
 		}
 		fmt.Fprintln(out, "\nexecutions:")
-		w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		w = table(out)
 		fmt.Fprintln(w, "ATTEMPT\tENDED\tWORKER\tLEASE\tLEASED\tFINISHED\tREASON")
 		for _, e := range t.Executions {
 			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Attempt, attemptEnd(e, hist),
@@ -514,7 +512,7 @@ func (c *taskHistoryCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args
 	return ask(ctx, a, &c.client, c.client.connect, func(ctx context.Context, cl *client.Client) ([]client.HistoryEntry, error) {
 		return cl.GetTaskHistory(ctx, client.GetTaskHistoryRequest{TaskID: id})
 	}, func(entries []client.HistoryEntry) error {
-		w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		w := table(a.stdout)
 		fmt.Fprintln(w, "LSN\tTIME\tRECORD\tATTEMPT\tLEASE\tBY\tDETAIL")
 		for _, e := range entries {
 			attempt := ""
@@ -674,7 +672,7 @@ func (c *tasksListCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, _ []s
 			return err
 		}
 	} else {
-		w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		w := table(a.stdout)
 		fmt.Fprintln(w, "TASK\tNAMESPACE\tQUEUE\tKIND\tSTATE\tATTEMPTS\tCREATED\tPAYLOAD")
 		for _, t := range tasks {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", t.ID, t.Namespace, t.Queue, cmp.Or(t.Kind, "-"), t.State,

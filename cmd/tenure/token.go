@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -147,7 +146,7 @@ func (c *tokenListCmd) run(_ context.Context, a *app, _ *pflag.FlagSet, _ []stri
 		}
 		return nil
 	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	tw := table(a.stdout)
 	fmt.Fprintln(tw, "NAME\tROLE\tNAMESPACES\tQUEUES\tID\tCREATED")
 	for _, e := range t.Entries {
 		created := "-"

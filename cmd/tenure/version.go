@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -42,7 +41,7 @@ func (c *versionCmd) run(_ context.Context, a *app, _ *pflag.FlagSet, _ []string
 		_, err = fmt.Fprintln(a.stdout, string(b))
 		return err
 	}
-	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	w := table(a.stdout)
 	fmt.Fprintf(w, "tenure %s\n", v.Version)
 	fmt.Fprintf(w, "module\t%s\n", v.Module)
 	if v.Revision != "" {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -77,8 +76,7 @@ func (c *workflowGetCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, args
 // printWorkflow prints what `tenure workflow get` shows of a workflow
 // above its graph.
 func printWorkflow(out io.Writer, wf *client.Workflow) {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
+	w, row := fieldTable(out)
 	row("workflow", wf.Namespace+"/"+wf.ID)
 	state := wf.State.String()
 	if c := wf.Cancel; c != nil {
@@ -123,7 +121,7 @@ func printGraph(out io.Writer, tasks []client.Task) error {
 		}
 		return id
 	}
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	w := table(out)
 	fmt.Fprintln(w, "#\tTASK\tQUEUE\tSTATE\tATTEMPTS\tDEPENDS ON\tSPAWNED BY\tUPDATED")
 	for i, t := range tasks {
 		deps := make([]string, len(t.Dependencies))
@@ -184,7 +182,7 @@ func (c *workflowListCmd) run(ctx context.Context, a *app, _ *pflag.FlagSet, _ [
 		fmt.Fprintln(a.stderr, "no workflows")
 		return nil
 	}
-	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	w := table(a.stdout)
 	fmt.Fprintln(w, "NAMESPACE\tWORKFLOW\tSTATE\tTASKS\tBY STATE\tCREATED\tUPDATED")
 	for _, wf := range wfs {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", wf.Namespace, wf.ID, wf.State, wf.Total, countsText(wf.Tasks),
