@@ -21,40 +21,25 @@ const ReasonLeaseDeadline = "deadline exceeded"
 // next deadline is at hand and the tasks past theirs are found without a
 // scan. A task leaves the index when it is COMMITTED or finished.
 type deadlineIndex struct {
-	m    map[*Task]*deadlineEntry
-	heap []*deadlineEntry
+	m map[*Task]*deadlineEntry
+	posHeap[*deadlineEntry]
 }
 
 type deadlineEntry struct {
 	t   *Task
 	at  Time
-	pos int
+	pos int32
 }
 
-func (x *deadlineIndex) Len() int { return len(x.heap) }
 func (x *deadlineIndex) Less(i, j int) bool {
-	a, b := x.heap[i], x.heap[j]
+	a, b := x.items[i], x.items[j]
 	if a.at != b.at {
 		return a.at < b.at
 	}
 	return a.t.CreatedLSN < b.t.CreatedLSN
 }
-func (x *deadlineIndex) Swap(i, j int) {
-	x.heap[i], x.heap[j] = x.heap[j], x.heap[i]
-	x.heap[i].pos, x.heap[j].pos = i, j
-}
-func (x *deadlineIndex) Push(v any) {
-	e := v.(*deadlineEntry)
-	e.pos = len(x.heap)
-	x.heap = append(x.heap, e)
-}
-func (x *deadlineIndex) Pop() any {
-	n := len(x.heap) - 1
-	e := x.heap[n]
-	x.heap[n] = nil
-	x.heap = x.heap[:n]
-	return e
-}
+
+func (e *deadlineEntry) heapPos() *int32 { return &e.pos }
 
 // add gives t the deadline at.
 func (x *deadlineIndex) add(t *Task, at Time) {
@@ -72,7 +57,7 @@ func (x *deadlineIndex) remove(t *Task) {
 	if e == nil {
 		return
 	}
-	heap.Remove(x, e.pos)
+	heap.Remove(x, int(e.pos))
 	delete(x.m, t)
 }
 
@@ -103,17 +88,17 @@ func (s *State) DeadlineOf(t *Task) (Time, bool) { return s.deadlines.of(t) }
 
 // NextDeadline is the earliest deadline in force, if any task has one.
 func (s *State) NextDeadline() (Time, bool) {
-	if len(s.deadlines.heap) == 0 {
+	if len(s.deadlines.items) == 0 {
 		return 0, false
 	}
-	return s.deadlines.heap[0].at, true
+	return s.deadlines.items[0].at, true
 }
 
 // PastDeadline returns up to max tasks whose deadline is at or before now,
 // in no particular order.
 func (s *State) PastDeadline(now Time, max int) []*Task {
 	var out []*Task
-	h := s.deadlines.heap
+	h := s.deadlines.items
 	var walk func(i int)
 	walk = func(i int) {
 		if i >= len(h) || len(out) >= max || h[i].at > now {
@@ -133,13 +118,13 @@ func (s *State) PastDeadline(now Time, max int) []*Task {
 func (s *State) deadlineErrors() []error {
 	var errs []error
 	x := &s.deadlines
-	if len(x.m) != len(x.heap) {
-		errs = append(errs, fmt.Errorf("deadline index has %d tasks and %d heap entries", len(x.m), len(x.heap)))
+	if len(x.m) != len(x.items) {
+		errs = append(errs, fmt.Errorf("deadline index has %d tasks and %d heap entries", len(x.m), len(x.items)))
 	}
-	for i, e := range x.heap {
+	for i, e := range x.items {
 		t := e.t
 		switch {
-		case e.pos != i || x.m[t] != e:
+		case int(e.pos) != i || x.m[t] != e:
 			errs = append(errs, fmt.Errorf("deadline heap entry %d (task %q) is not indexed at its position", i, t.ID))
 		case s.Task(t.ID) != t:
 			errs = append(errs, fmt.Errorf("deadline heap entry %d (task %q) is not in the task table", i, t.ID))

@@ -125,7 +125,7 @@ func (q *queueIndex) finalizableIn(h *readyHeap, n int) []*Task {
 // promote moves every delayed task whose NotBefore is at or before now to
 // the ready heap: its key's for a task with a key, which is placed again.
 func (q *queueIndex) promote(now Time) {
-	for q.delayed.Len() > 0 && q.delayed.tasks[0].NotBefore <= now {
+	for q.delayed.Len() > 0 && q.delayed.items[0].NotBefore <= now {
 		t := heap.Pop(&q.delayed).(*Task)
 		t.delayed = false
 		if !t.keyed {
@@ -359,29 +359,13 @@ func (h *readyHeap) down(i int, e readySlot) bool {
 // Task.heapIdx, so a task can be removed or re-ordered in O(log n). A task is
 // in at most one heap at a time.
 type taskHeap struct {
-	tasks []*Task
-	less  func(a, b *Task) bool
+	posHeap[*Task]
+	less func(a, b *Task) bool
 }
 
-func (h *taskHeap) Len() int           { return len(h.tasks) }
-func (h *taskHeap) Less(i, j int) bool { return h.less(h.tasks[i], h.tasks[j]) }
-func (h *taskHeap) Swap(i, j int) {
-	h.tasks[i], h.tasks[j] = h.tasks[j], h.tasks[i]
-	h.tasks[i].heapIdx, h.tasks[j].heapIdx = int32(i), int32(j)
-}
-func (h *taskHeap) Push(x any) {
-	t := x.(*Task)
-	t.heapIdx = int32(len(h.tasks))
-	h.tasks = append(h.tasks, t)
-}
-func (h *taskHeap) Pop() any {
-	n := len(h.tasks) - 1
-	t := h.tasks[n]
-	h.tasks[n] = nil
-	h.tasks = h.tasks[:n]
-	t.heapIdx = -1
-	return t
-}
+func (h *taskHeap) Less(i, j int) bool { return h.less(h.items[i], h.items[j]) }
+
+func (t *Task) heapPos() *int32 { return &t.heapIdx }
 
 func newDelayedHeap(s *State) taskHeap {
 	return taskHeap{less: func(a, b *Task) bool {
@@ -403,13 +387,13 @@ func newExpiryHeap() taskHeap {
 func collectExpired(h *taskHeap, now Time, max int, out []*Task) []*Task {
 	var walk func(i int)
 	walk = func(i int) {
-		if i >= len(h.tasks) || len(out) >= max {
+		if i >= len(h.items) || len(out) >= max {
 			return
 		}
-		if h.tasks[i].CurrentLease().LeaseExpiry > now {
+		if h.items[i].CurrentLease().LeaseExpiry > now {
 			return
 		}
-		out = append(out, h.tasks[i])
+		out = append(out, h.items[i])
 		walk(2*i + 1)
 		walk(2*i + 2)
 	}

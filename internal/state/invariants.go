@@ -46,7 +46,7 @@ func (s *State) Invariants() error {
 			if s.byLease(cur.LeaseID) != t {
 				bad(t, "lease %q missing from the lease index", cur.LeaseID)
 			}
-			if t.heapIdx < 0 || int(t.heapIdx) >= s.expiry.Len() || s.expiry.tasks[t.heapIdx] != t {
+			if t.heapIdx < 0 || int(t.heapIdx) >= s.expiry.Len() || s.expiry.items[t.heapIdx] != t {
 				bad(t, "leased task missing from the expiry index")
 			}
 		}
@@ -58,7 +58,7 @@ func (s *State) Invariants() error {
 			case qi == nil || i < 0:
 				bad(t, "schedulable task missing from its queue index")
 			case t.delayed:
-				if i >= qi.delayed.Len() || qi.delayed.tasks[i] != t {
+				if i >= qi.delayed.Len() || qi.delayed.items[i] != t {
 					bad(t, "schedulable task missing from its queue index")
 				}
 			case t.keyed:
@@ -230,16 +230,16 @@ func (s *State) queueErrors() []error {
 		if qi.counts != r.counts || qi.leases != r.leases {
 			errs = append(errs, fmt.Errorf("queue %v counts %v and %d leases, recount %v and %d", k, qi.counts, qi.leases, r.counts, r.leases))
 		}
-		if len(qi.ages.slots) != len(r.due) || len(qi.ages.heap) != len(r.due) {
-			errs = append(errs, fmt.Errorf("queue %v waiting-age index has %d slots and %d heap entries, recount %d", k, len(qi.ages.slots), len(qi.ages.heap), len(r.due)))
+		if len(qi.ages.slots) != len(r.due) || len(qi.ages.items) != len(r.due) {
+			errs = append(errs, fmt.Errorf("queue %v waiting-age index has %d slots and %d heap entries, recount %d", k, len(qi.ages.slots), len(qi.ages.items), len(r.due)))
 		}
 		for ms, n := range r.due {
-			if sl := qi.ages.slots[ms]; sl == nil || sl.count != n || int(sl.pos) >= len(qi.ages.heap) || qi.ages.heap[sl.pos] != sl {
+			if sl := qi.ages.slots[ms]; sl == nil || sl.count != n || int(sl.pos) >= len(qi.ages.items) || qi.ages.items[sl.pos] != sl {
 				errs = append(errs, fmt.Errorf("queue %v waiting-age index is wrong at %d ms (want %d tasks)", k, ms, n))
 			}
 		}
-		for i := 1; i < len(qi.ages.heap); i++ {
-			if qi.ages.heap[(i-1)/2].ms > qi.ages.heap[i].ms {
+		for i := 1; i < len(qi.ages.items); i++ {
+			if qi.ages.items[(i-1)/2].ms > qi.ages.items[i].ms {
 				errs = append(errs, fmt.Errorf("queue %v waiting-age heap is out of order at %d", k, i))
 				break
 			}
@@ -255,7 +255,7 @@ func (s *State) queueErrors() []error {
 		errs = append(errs, qi.limiterErrors()...)
 	}
 	for k, qi := range s.queues {
-		if want[k] == nil && (qi.total() != 0 || qi.leases != 0 || len(qi.ages.heap) != 0) {
+		if want[k] == nil && (qi.total() != 0 || qi.leases != 0 || len(qi.ages.items) != 0) {
 			errs = append(errs, fmt.Errorf("queue %v has no task but counts %v", k, qi.counts))
 		}
 	}

@@ -141,7 +141,7 @@ func (ev *events) quietSince(since Time) bool {
 // task's age without a scan.
 type ageIndex struct {
 	slots map[int64]*ageSlot
-	heap  []*ageSlot
+	posHeap[*ageSlot]
 }
 
 type ageSlot struct {
@@ -150,24 +150,9 @@ type ageSlot struct {
 	pos   int32
 }
 
-func (a *ageIndex) Len() int           { return len(a.heap) }
-func (a *ageIndex) Less(i, j int) bool { return a.heap[i].ms < a.heap[j].ms }
-func (a *ageIndex) Swap(i, j int) {
-	a.heap[i], a.heap[j] = a.heap[j], a.heap[i]
-	a.heap[i].pos, a.heap[j].pos = int32(i), int32(j)
-}
-func (a *ageIndex) Push(x any) {
-	s := x.(*ageSlot)
-	s.pos = int32(len(a.heap))
-	a.heap = append(a.heap, s)
-}
-func (a *ageIndex) Pop() any {
-	n := len(a.heap) - 1
-	s := a.heap[n]
-	a.heap[n] = nil
-	a.heap = a.heap[:n]
-	return s
-}
+func (a *ageIndex) Less(i, j int) bool { return a.items[i].ms < a.items[j].ms }
+
+func (s *ageSlot) heapPos() *int32 { return &s.pos }
 
 // dueMillis is the millisecond since which a WAITING task is due.
 func dueMillis(t *Task) int64 { return int64(max(t.CreatedAt, t.NotBefore)) / int64(time.Millisecond) }
@@ -198,10 +183,10 @@ func (a *ageIndex) remove(ms int64) {
 
 // oldest is the earliest millisecond a waiting task is due since, if any.
 func (a *ageIndex) oldest() (int64, bool) {
-	if len(a.heap) == 0 {
+	if len(a.items) == 0 {
 		return 0, false
 	}
-	return a.heap[0].ms, true
+	return a.items[0].ms, true
 }
 
 // QueueStats describes one queue at one time.

@@ -209,7 +209,7 @@ func (s *State) NextReady(q QueueKey) (Time, bool) {
 	}
 	next, ok := Time(0), false
 	if qi.paused == nil && qi.delayed.Len() > 0 {
-		next, ok = qi.delayed.tasks[0].NotBefore, true
+		next, ok = qi.delayed.items[0].NotBefore, true
 	}
 	if l := qi.limits; l != nil && (l.MaxConcurrency == 0 || qi.leases < int(l.MaxConcurrency)) {
 		leasable := qi.ready.Len() > 0 && (qi.paused == nil || qi.counts[Committed] > 0)
@@ -234,7 +234,7 @@ func (s *State) NextExpiry() (Time, bool) {
 	if s.expiry.Len() == 0 {
 		return 0, false
 	}
-	return s.expiry.tasks[0].CurrentLease().LeaseExpiry, true
+	return s.expiry.items[0].CurrentLease().LeaseExpiry, true
 }
 
 // Scan calls fn for tasks created after afterLSN, in creation order, until
