@@ -43,6 +43,28 @@ func heapAlloc() uint64 {
 	return m.HeapAlloc
 }
 
+// reportBytesPer reports the Go heap (B/unit) and the HeldBytes
+// (held-B/unit) that each of n things adds to a state: the difference
+// between the state build(true) makes, with the n things, and the one
+// build(false) makes, without them, divided by n.
+func reportBytesPer(b *testing.B, unit string, n int, build func(with bool) *State) {
+	var heap, held float64
+	for range b.N {
+		var heaps, helds [2]float64
+		for i, with := range []bool{false, true} {
+			before := heapAlloc()
+			s := build(with)
+			heaps[i] = float64(heapAlloc()) - float64(before)
+			helds[i] = float64(s.HeldBytes())
+			runtime.KeepAlive(s)
+		}
+		heap = (heaps[1] - heaps[0]) / float64(n)
+		held = (helds[1] - helds[0]) / float64(n)
+	}
+	b.ReportMetric(heap, "B/"+unit)
+	b.ReportMetric(held, "held-B/"+unit)
+}
+
 const memTasks = 100_000
 const memPayload = 64
 

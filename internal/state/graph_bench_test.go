@@ -1,7 +1,6 @@
 package state
 
 import (
-	"runtime"
 	"testing"
 	"time"
 )
@@ -39,21 +38,7 @@ func fanOutState(tb testing.TB, edges bool) *State {
 // (B/edge): a join of fanOut dependencies beside the same tasks with an
 // independent last one; and HeldBytes' figure for it.
 func BenchmarkMemoryPerEdge(b *testing.B) {
-	var perEdge, heldPerEdge float64
-	for range b.N {
-		var heaps, helds [2]float64
-		for i, edges := range []bool{false, true} {
-			before := heapAlloc()
-			s := fanOutState(b, edges)
-			heaps[i] = float64(heapAlloc()) - float64(before)
-			helds[i] = float64(s.HeldBytes())
-			runtime.KeepAlive(s)
-		}
-		perEdge = (heaps[1] - heaps[0]) / fanOut
-		heldPerEdge = (helds[1] - helds[0]) / fanOut
-	}
-	b.ReportMetric(perEdge, "B/edge")
-	b.ReportMetric(heldPerEdge, "held-B/edge")
+	reportBytesPer(b, "edge", fanOut, func(edges bool) *State { return fanOutState(b, edges) })
 }
 
 // BenchmarkFanOutJoin leases and completes the fanOut children, one

@@ -2,7 +2,6 @@ package state
 
 import (
 	"fmt"
-	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -36,36 +35,24 @@ func benchKey(k int) string { return fmt.Sprintf("customer-%09d", k) }
 func BenchmarkMemoryPerKey(b *testing.B) {
 	for _, fair := range []bool{false, true} {
 		b.Run(fmt.Sprintf("fair=%v", fair), func(b *testing.B) {
-			var perKey, heldPerKey float64
-			for range b.N {
-				heaps := [2]float64{}
-				helds := [2]float64{}
-				for keyed := range 2 {
-					before := heapAlloc()
-					s := New()
-					if fair {
-						s.Apply(1, &QueueLimited{Namespace: "default", Queue: benchQueue, KeyMaxConcurrency: 2, Fair: true, At: 1})
-					}
-					for i := range memTasks {
-						r := benchCreated(i, memPayload)
-						if keyed == 1 {
-							r.Key = benchKey(i)
-						}
-						if err := s.Apply(s.LastLSN()+1, r); err != nil {
-							b.Fatal(err)
-						}
-					}
-					// Place every key once, as a lease would.
-					s.Schedulable(QueueKey{"default", benchQueue}, Time(time.Second), 1)
-					heaps[keyed] = float64(heapAlloc()) - float64(before)
-					helds[keyed] = float64(s.HeldBytes())
-					runtime.KeepAlive(s)
+			reportBytesPer(b, "key", memTasks, func(keyed bool) *State {
+				s := New()
+				if fair {
+					s.Apply(1, &QueueLimited{Namespace: "default", Queue: benchQueue, KeyMaxConcurrency: 2, Fair: true, At: 1})
 				}
-				perKey = (heaps[1] - heaps[0]) / memTasks
-				heldPerKey = (helds[1] - helds[0]) / memTasks
-			}
-			b.ReportMetric(perKey, "B/key")
-			b.ReportMetric(heldPerKey, "held-B/key")
+				for i := range memTasks {
+					r := benchCreated(i, memPayload)
+					if keyed {
+						r.Key = benchKey(i)
+					}
+					if err := s.Apply(s.LastLSN()+1, r); err != nil {
+						b.Fatal(err)
+					}
+				}
+				// Place every key once, as a lease would.
+				s.Schedulable(QueueKey{"default", benchQueue}, Time(time.Second), 1)
+				return s
+			})
 		})
 	}
 }
