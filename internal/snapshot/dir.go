@@ -66,15 +66,25 @@ func (d Dir) File(lsn uint64) string { return filepath.Join(d.Path, FileName(lsn
 // Name names the snapshot at lsn for people: "snapshot <path>".
 func (d Dir) Name(lsn uint64) string { return "snapshot " + d.File(lsn) }
 
-// List returns the LSNs of the snapshot files in the directory, oldest
-// first. A missing directory holds none. Other files are ignored.
-func (d Dir) List() ([]uint64, error) {
+// names returns the names of the files in the directory. A missing
+// directory holds none.
+func (d Dir) names() ([]string, error) {
 	names, err := d.fs().ReadDirNames(d.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: list %s: %w", d.Path, err)
+	}
+	return names, nil
+}
+
+// List returns the LSNs of the snapshot files in the directory, oldest
+// first. A missing directory holds none. Other files are ignored.
+func (d Dir) List() ([]uint64, error) {
+	names, err := d.names()
+	if err != nil {
+		return nil, err
 	}
 	var lsns []uint64
 	for _, n := range names {
@@ -231,12 +241,9 @@ func (d Dir) Discard(lsn uint64) (string, error) {
 // Discarded returns the paths of the snapshot files Discard set aside,
 // sorted. They are never read again; they stay until deleted by hand.
 func (d Dir) Discarded() ([]string, error) {
-	names, err := d.fs().ReadDirNames(d.Path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	names, err := d.names()
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: list %s: %w", d.Path, err)
+		return nil, err
 	}
 	var out []string
 	for _, n := range names {
@@ -269,12 +276,9 @@ func discardedName(n string) bool {
 // paths. They never hold a snapshot that was complete.
 func (d Dir) Clean() ([]string, error) {
 	fsy := d.fs()
-	names, err := fsy.ReadDirNames(d.Path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	names, err := d.names()
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: list %s: %w", d.Path, err)
+		return nil, err
 	}
 	var removed []string
 	for _, n := range names {
