@@ -70,6 +70,33 @@ func (e chunkExtra) empty() bool {
 	return len(e.queues) == 0 && len(e.schedules) == 0 && len(e.workflows) == 0 && len(e.holds) == 0 && len(e.deliveries) == 0
 }
 
+// load adds what e holds to l, in the order of its fields, up to the
+// first refusal, which it returns.
+func (e chunkExtra) load(l *state.Loader) error {
+	for _, add := range []func() error{
+		func() error { return addAll(e.queues, l.AddQueue) },
+		func() error { return addAll(e.schedules, l.AddSchedule) },
+		func() error { return addAll(e.workflows, l.AddWorkflow) },
+		func() error { return addAll(e.holds, l.AddHold) },
+		func() error { return addAll(e.deliveries, l.AddDelivery) },
+	} {
+		if err := add(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addAll calls add with each of items, up to the first error.
+func addAll[T any](items []T, add func(T) error) error {
+	for _, it := range items {
+		if err := add(it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // decode appends the tasks of payload p, and what else the Loader takes
 // with each, to tasks and extras, and returns its queues and schedules. The
 // tasks own their memory: nothing aliases p. An error is proto.Unmarshal's.

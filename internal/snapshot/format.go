@@ -273,35 +273,9 @@ func Decode(r io.Reader, size int64) (*state.State, Summary, error) {
 			cr.stop()
 			return fail(j.err)
 		}
-		for _, q := range j.extra.queues {
-			if err := loader.AddQueue(q); err != nil {
-				cr.stop()
-				return fail(corruptAt(j.off, "%v", err))
-			}
-		}
-		for _, sc := range j.extra.schedules {
-			if err := loader.AddSchedule(sc); err != nil {
-				cr.stop()
-				return fail(corruptAt(j.off, "%v", err))
-			}
-		}
-		for _, w := range j.extra.workflows {
-			if err := loader.AddWorkflow(w); err != nil {
-				cr.stop()
-				return fail(corruptAt(j.off, "%v", err))
-			}
-		}
-		for _, h := range j.extra.holds {
-			if err := loader.AddHold(h); err != nil {
-				cr.stop()
-				return fail(corruptAt(j.off, "%v", err))
-			}
-		}
-		for _, d := range j.extra.deliveries {
-			if err := loader.AddDelivery(d); err != nil {
-				cr.stop()
-				return fail(corruptAt(j.off, "%v", err))
-			}
+		if err := j.extra.load(loader); err != nil {
+			cr.stop()
+			return fail(corruptAt(j.off, "%v", err))
 		}
 		for i, t := range j.tasks {
 			if err := loader.Add(t, j.extras[i].lease, j.extras[i].beside); err != nil {
