@@ -35,6 +35,18 @@ func benchCreated(i int, payload int) *TaskCreated {
 	}
 }
 
+// waitingState is a state of n waiting tasks (benchCreated) with payloads
+// of payload bytes.
+func waitingState(tb testing.TB, n, payload int) *State {
+	s := New()
+	for i := range n {
+		if err := s.Apply(s.LastLSN()+1, benchCreated(i, payload)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return s
+}
+
 func heapAlloc() uint64 {
 	runtime.GC()
 	runtime.GC()
@@ -78,12 +90,7 @@ func BenchmarkMemoryPerTask(b *testing.B) {
 			var perTask float64
 			for range b.N {
 				before := heapAlloc()
-				s := New()
-				for i := range memTasks {
-					if err := s.Apply(s.LastLSN()+1, benchCreated(i, memPayload)); err != nil {
-						b.Fatal(err)
-					}
-				}
+				s := waitingState(b, memTasks, memPayload)
 				if stage != "waiting" {
 					leaseAll(b, s, stage == "completed")
 				}
@@ -126,12 +133,7 @@ func leaseAll(b testing.TB, s *State, complete bool) {
 // BenchmarkApplyCreated applies TaskCreated records to a state that holds
 // 100k waiting tasks (records built outside the timer).
 func BenchmarkApplyCreated(b *testing.B) {
-	s := New()
-	for i := range memTasks {
-		if err := s.Apply(s.LastLSN()+1, benchCreated(i, memPayload)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	s := waitingState(b, memTasks, memPayload)
 	recs := make([]*TaskCreated, b.N)
 	for i := range recs {
 		recs[i] = benchCreated(memTasks+i, memPayload)
@@ -148,12 +150,7 @@ func BenchmarkApplyCreated(b *testing.B) {
 // Schedulable (64 at a time), LeaseGranted, TaskCompleted, and a new
 // TaskCreated to keep 100k tasks waiting. ns/op is per task.
 func BenchmarkLeaseCycle(b *testing.B) {
-	s := New()
-	for i := range memTasks {
-		if err := s.Apply(s.LastLSN()+1, benchCreated(i, memPayload)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	s := waitingState(b, memTasks, memPayload)
 	const batch = 64
 	next := memTasks
 	refill := make([]*TaskCreated, 0, batch)
@@ -196,12 +193,7 @@ func BenchmarkLeaseCycle(b *testing.B) {
 // BenchmarkSchedulable asks for the next 64 ready tasks of a queue of 100k
 // without leasing them.
 func BenchmarkSchedulable(b *testing.B) {
-	s := New()
-	for i := range memTasks {
-		if err := s.Apply(s.LastLSN()+1, benchCreated(i, memPayload)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	s := waitingState(b, memTasks, memPayload)
 	q := QueueKey{"default", benchQueue}
 	b.ResetTimer()
 	for range b.N {
@@ -275,12 +267,7 @@ func BenchmarkPurge(b *testing.B) {
 // backlog pays every purge interval.
 func BenchmarkPurgeBacklog(b *testing.B) {
 	const purgeTasks = 400_000
-	s := New()
-	for i := range purgeTasks {
-		if err := s.Apply(s.LastLSN()+1, benchCreated(i, memPayload)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	s := waitingState(b, purgeTasks, memPayload)
 	runtime.GC()
 	b.ResetTimer()
 	for range b.N {

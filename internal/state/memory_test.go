@@ -20,12 +20,7 @@ func TestHeldBytesTracksTheHeap(t *testing.T) {
 	for _, payload := range []int{64, 1 << 10} {
 		for _, stage := range []string{"waiting", "leased", "completed"} {
 			before := heapAlloc()
-			s := New()
-			for i := range tasks {
-				if err := s.Apply(s.LastLSN()+1, benchCreated(i, payload)); err != nil {
-					t.Fatal(err)
-				}
-			}
+			s := waitingState(t, tasks, payload)
 			if stage != "waiting" {
 				leaseAll(t, s, stage == "completed")
 			}
@@ -58,12 +53,7 @@ func (s *State) purgeAll(t *testing.T) {
 // TestInvariantsCatchHeldDrift: Invariants reports a HeldBytes that is not
 // the recount of the content, and a progress whose share is stale.
 func TestInvariantsCatchHeldDrift(t *testing.T) {
-	s := New()
-	for i := range 3 {
-		if err := s.Apply(s.LastLSN()+1, benchCreated(i, 64)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := waitingState(t, 3, 64)
 	leaseAll(t, s, true)
 	if err := s.Invariants(); err != nil {
 		t.Fatal(err)
