@@ -109,35 +109,26 @@ var DefaultLoadLimits = LoadLimits{
 // default.
 func (l LoadLimits) WithDefaults() LoadLimits {
 	d := DefaultLoadLimits
-	pos := func(v, def int) int {
-		if v <= 0 {
-			return def
-		}
-		return v
-	}
-	dur := func(v, def time.Duration) time.Duration {
-		if v <= 0 {
-			return def
-		}
-		return v
-	}
-	l.MaxConnections = pos(l.MaxConnections, d.MaxConnections)
-	l.ReadHeaderTimeout = dur(l.ReadHeaderTimeout, d.ReadHeaderTimeout)
-	l.IdleTimeout = dur(l.IdleTimeout, d.IdleTimeout)
-	l.WriteTimeout = dur(l.WriteTimeout, d.WriteTimeout)
-	l.BodyReadTimeout = dur(l.BodyReadTimeout, d.BodyReadTimeout)
-	if l.MaxInflightBodyBytes <= 0 {
-		l.MaxInflightBodyBytes = d.MaxInflightBodyBytes
-	}
-	l.MaxLongPolls = pos(l.MaxLongPolls, d.MaxLongPolls)
-	l.MaxLongPollsPerWorker = pos(l.MaxLongPollsPerWorker, d.MaxLongPollsPerWorker)
-	l.MaxWaiters = pos(l.MaxWaiters, d.MaxWaiters)
-	l.MaxHeaderBytes = pos(l.MaxHeaderBytes, d.MaxHeaderBytes)
-	if l.MaxDiscardBytes <= 0 {
-		l.MaxDiscardBytes = d.MaxDiscardBytes
-	}
-	l.MaxEventStreams = pos(l.MaxEventStreams, d.MaxEventStreams)
+	pos(&l.MaxConnections, d.MaxConnections)
+	pos(&l.ReadHeaderTimeout, d.ReadHeaderTimeout)
+	pos(&l.IdleTimeout, d.IdleTimeout)
+	pos(&l.WriteTimeout, d.WriteTimeout)
+	pos(&l.BodyReadTimeout, d.BodyReadTimeout)
+	pos(&l.MaxInflightBodyBytes, d.MaxInflightBodyBytes)
+	pos(&l.MaxLongPolls, d.MaxLongPolls)
+	pos(&l.MaxLongPollsPerWorker, d.MaxLongPollsPerWorker)
+	pos(&l.MaxWaiters, d.MaxWaiters)
+	pos(&l.MaxHeaderBytes, d.MaxHeaderBytes)
+	pos(&l.MaxDiscardBytes, d.MaxDiscardBytes)
+	pos(&l.MaxEventStreams, d.MaxEventStreams)
 	return l
+}
+
+// pos sets *v to def unless it is positive.
+func pos[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // limitError is a request refused by one of this server's limits. It
