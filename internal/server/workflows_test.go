@@ -12,7 +12,6 @@ import (
 
 	"github.com/tenurehq/tenure/internal/coordinator"
 	"github.com/tenurehq/tenure/internal/eventually"
-	"github.com/tenurehq/tenure/internal/host"
 	"github.com/tenurehq/tenure/internal/node"
 	"github.com/tenurehq/tenure/internal/remoteedges"
 	"github.com/tenurehq/tenure/internal/route"
@@ -28,6 +27,18 @@ type numbered struct {
 }
 
 func (p numbered) ID() uint64 { return p.id }
+
+// openNumbered opens a node (openUnsnapshotted) and returns it with its one
+// partition, numbered id.
+func openNumbered(ctx context.Context, t *testing.T, id uint64) (*node.Node, numbered) {
+	t.Helper()
+	n := openUnsnapshotted(t)
+	scope, err := n.Router().Scope(ctx, "", "")
+	if err != nil || len(scope) != 1 {
+		t.Fatalf("scope: %v %v", scope, err)
+	}
+	return n, numbered{scope[0], id}
+}
 
 // spread scopes every listing to the partitions of two embedded nodes,
 // numbered 1 and 2: a namespace of two partitions, as in cluster mode.
@@ -54,17 +65,9 @@ func TestWorkflowAcrossPartitions(t *testing.T) {
 	var parts []route.Partition
 	var cs []*coordinator.Coordinator
 	for i := range 2 {
-		n, err := node.Open(ctx, node.Config{DataDir: t.TempDir(), Snapshots: host.Schedule{Disabled: true}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		scope, err := n.Router().Scope(ctx, "", "")
-		if err != nil || len(scope) != 1 {
-			t.Fatalf("scope: %v %v", scope, err)
-		}
-		parts = append(parts, numbered{scope[0], uint64(i + 1)})
-		scope[0].Do(ctx, false, func(c *coordinator.Coordinator) error {
+		_, part := openNumbered(ctx, t, uint64(i+1))
+		parts = append(parts, part)
+		part.Do(ctx, false, func(c *coordinator.Coordinator) error {
 			cs = append(cs, c)
 			return nil
 		}, nil)
@@ -83,8 +86,7 @@ func TestWorkflowAcrossPartitions(t *testing.T) {
 	if _, err := cs[1].SubmitWorkflow(ctx, "x", []coordinator.SubmitRequest{{Queue: "q"}}); err != nil {
 		t.Fatal(err)
 	}
-	n0, _ := node.Open(ctx, node.Config{DataDir: t.TempDir(), Snapshots: host.Schedule{Disabled: true}})
-	t.Cleanup(func() { n0.Close() })
+	n0 := openUnsnapshotted(t)
 	ts := httptest.NewServer(server.New(spread{n0.Router(), parts}, server.Options{}).Handler())
 	defer ts.Close()
 	wf := tenurev1connect.NewWorkflowServiceClient(ts.Client(), ts.URL)
@@ -200,16 +202,8 @@ func TestAcrossPartitions(t *testing.T) {
 	defer cancel()
 	r := &byQueue{}
 	for i := range 2 {
-		n, err := node.Open(ctx, node.Config{DataDir: t.TempDir(), Snapshots: host.Schedule{Disabled: true}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		scope, err := n.Router().Scope(ctx, "", "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Router, r.parts[i] = n.Router(), numbered{scope[0], uint64(i + 1)}
+		n, part := openNumbered(ctx, t, uint64(i+1))
+		r.Router, r.parts[i] = n.Router(), part
 	}
 	ts := httptest.NewServer(server.New(r, server.Options{}).Handler())
 	defer ts.Close()
