@@ -117,6 +117,22 @@ func checkAcks(ex state.Export, acks []ack) error {
 // leases, start, heartbeat, commits, completions, failures, a kill, reads)
 // and returns the acknowledged ones, stopping at the first error. On the
 // same clock and ids it always makes the same requests.
+// startWorkload opens a coordinator on f with a fake clock and runs the
+// workload, failing t if either fails.
+func startWorkload(t *testing.T, f fsys.FS) (*wal.Log, *Coordinator, *clock.Fake, []ack) {
+	t.Helper()
+	clk := clock.NewFake(epoch)
+	l, c, err := openCoord(f, clk, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acks, err := runWorkload(c, clk)
+	if err != nil {
+		t.Fatalf("workload: %v", err)
+	}
+	return l, c, clk, acks
+}
+
 func runWorkload(c *Coordinator, clk *clock.Fake) ([]ack, error) {
 	ctx := context.Background()
 	var acks []ack
@@ -304,17 +320,9 @@ func TestFaultStopsServing(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			ctx := context.Background()
 			f := faultfs.NewWithDir("/data")
-			clk := clock.NewFake(epoch)
-			l, c, err := openCoord(f, clk, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
+			l, c, clk, acks := startWorkload(t, f)
 			defer l.Close()
 			defer c.Close()
-			acks, err := runWorkload(c, clk)
-			if err != nil {
-				t.Fatalf("workload: %v", err)
-			}
 			old := acks[0].task
 
 			injected := errors.New("injected " + string(kind) + " failure")
@@ -385,19 +393,11 @@ func TestFaultNoSpace(t *testing.T) {
 			ctx := context.Background()
 			f := faultfs.NewWithDir("/data")
 			f.TearWrites(tear)
-			clk := clock.NewFake(epoch)
-			l, c, err := openCoord(f, clk, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			acks, err := runWorkload(c, clk)
-			if err != nil {
-				t.Fatalf("workload: %v", err)
-			}
+			l, c, clk, acks := startWorkload(t, f)
 			old := acks[0].task
 
 			f.SetFull(true)
-			_, err = c.Submit(ctx, SubmitRequest{Queue: "q", Payload: []byte("no room")})
+			_, err := c.Submit(ctx, SubmitRequest{Queue: "q", Payload: []byte("no room")})
 			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "space") {
 				t.Fatalf("Submit on a full disk = %v, want ErrUnavailable mentioning disk space", err)
 			}
@@ -460,15 +460,7 @@ func TestFaultNoSpace(t *testing.T) {
 func TestFaultPowerLossAtEveryOp(t *testing.T) {
 	f := faultfs.NewWithDir("/data")
 	base := f.Ops()
-	clk := clock.NewFake(epoch)
-	l, c, err := openCoord(f, clk, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	full, err := runWorkload(c, clk)
-	if err != nil {
-		t.Fatalf("workload: %v", err)
-	}
+	l, c, clk, full := startWorkload(t, f)
 	work := f.Ops() - base // the rest is Close's: the WAL's tail file
 	c.Close()
 	l.Close()
