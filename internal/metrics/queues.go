@@ -123,34 +123,31 @@ type queueCollector struct {
 }
 
 var (
-	tasksDesc = prometheus.NewDesc("tenure_tasks",
-		"Tasks this node holds, by queue and state (in cluster mode, of the partitions it serves: sum over the nodes).",
-		[]string{"namespace", "queue", "state"}, nil)
-	oldestDesc = prometheus.NewDesc("tenure_queue_oldest_waiting_age_seconds",
-		"How long the oldest task of the queue that may run now has waited for a lease (largest of the queues in _other).",
-		[]string{"namespace", "queue"}, nil)
-	leasesDesc = prometheus.NewDesc("tenure_queue_active_leases",
-		"Current leases of the queue's tasks.",
-		[]string{"namespace", "queue"}, nil)
-	pausedDesc = prometheus.NewDesc("tenure_queue_paused",
-		"1 if the queue is paused, else 0 (for _other: how many of its queues are paused).",
-		[]string{"namespace", "queue"}, nil)
-	maxConcurrencyDesc = prometheus.NewDesc("tenure_queue_max_concurrency",
-		"The queue's max concurrency in the partitions this node serves: their shares, which sum over the nodes to the limit (0: none).",
-		[]string{"namespace", "queue"}, nil)
-	rateDesc = prometheus.NewDesc("tenure_queue_rate_limit",
-		"The queue's rate limit in leases per second in the partitions this node serves: their shares, which sum over the nodes to the limit (0: none).",
-		[]string{"namespace", "queue"}, nil)
-	keysDesc = prometheus.NewDesc("tenure_queue_keys",
-		"Keys of the queue with an unfinished task (in cluster mode, in the partitions this node serves: sum over the nodes). Only for a queue with keys or key limits.",
-		[]string{"namespace", "queue"}, nil)
-	keysHeldDesc = prometheus.NewDesc("tenure_queue_keys_held",
-		"Keys of the queue with waiting tasks that a key limit holds back now, by limit: concurrency, rate or order.",
-		[]string{"namespace", "queue", "reason"}, nil)
-	keyHoldsDesc = prometheus.NewDesc("tenure_queue_key_holds_total",
-		"Times a key of the queue with waiting tasks was held back by a key limit, by limit: concurrency, rate or order (counted since the node began to serve the partition).",
-		[]string{"namespace", "queue", "reason"}, nil)
+	tasksDesc = queueDesc("tenure_tasks",
+		"Tasks this node holds, by queue and state (in cluster mode, of the partitions it serves: sum over the nodes).", "state")
+	oldestDesc = queueDesc("tenure_queue_oldest_waiting_age_seconds",
+		"How long the oldest task of the queue that may run now has waited for a lease (largest of the queues in _other).")
+	leasesDesc = queueDesc("tenure_queue_active_leases",
+		"Current leases of the queue's tasks.")
+	pausedDesc = queueDesc("tenure_queue_paused",
+		"1 if the queue is paused, else 0 (for _other: how many of its queues are paused).")
+	maxConcurrencyDesc = queueDesc("tenure_queue_max_concurrency",
+		"The queue's max concurrency in the partitions this node serves: their shares, which sum over the nodes to the limit (0: none).")
+	rateDesc = queueDesc("tenure_queue_rate_limit",
+		"The queue's rate limit in leases per second in the partitions this node serves: their shares, which sum over the nodes to the limit (0: none).")
+	keysDesc = queueDesc("tenure_queue_keys",
+		"Keys of the queue with an unfinished task (in cluster mode, in the partitions this node serves: sum over the nodes). Only for a queue with keys or key limits.")
+	keysHeldDesc = queueDesc("tenure_queue_keys_held",
+		"Keys of the queue with waiting tasks that a key limit holds back now, by limit: concurrency, rate or order.", "reason")
+	keyHoldsDesc = queueDesc("tenure_queue_key_holds_total",
+		"Times a key of the queue with waiting tasks was held back by a key limit, by limit: concurrency, rate or order (counted since the node began to serve the partition).", "reason")
 )
+
+// queueDesc describes a metric of a queue: labelled by its namespace and
+// name, and by more.
+func queueDesc(name, help string, more ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, append([]string{"namespace", "queue"}, more...), nil)
+}
 
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- tasksDesc
