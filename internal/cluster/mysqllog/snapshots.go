@@ -370,6 +370,34 @@ func (r *chunkReader) fetch() error {
 func (s *SnapshotStore) Remove(lsn uint64) error {
 	name := s.Name(lsn)
 	what := "removing the " + name
+	return s.fenced(what, func(ctx context.Context, tx *sql.Tx) error {
+		var n int64
+		for _, q := range []string{
+			"DELETE FROM partition_snapshots WHERE partition_id = ? AND lsn = ?",
+			"DELETE FROM partition_snapshot_chunks WHERE partition_id = ? AND lsn = ?",
+		} {
+			res, err := tx.ExecContext(ctx, q, s.id, lsn)
+			if err != nil {
+				return fmt.Errorf("mysqllog: %s: %w", what, err)
+			}
+			k, err := res.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("mysqllog: %s: %w", what, err)
+			}
+			n += k
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: %s", ErrNoSnapshot, name)
+		}
+		return nil
+	})
+}
+
+// fenced runs change in a transaction of one statement's timeout and
+// commits it only if this owner's epoch still holds, checked last with the
+// partition's row locked (ErrFenced and nothing changed for a deposed
+// owner); what names the change in errors.
+func (s *SnapshotStore) fenced(what string, change func(ctx context.Context, tx *sql.Tx) error) error {
 	ctx, cancel := s.stmtCtx()
 	defer cancel()
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -377,23 +405,8 @@ func (s *SnapshotStore) Remove(lsn uint64) error {
 		return fmt.Errorf("mysqllog: %s: begin: %w", what, err)
 	}
 	defer tx.Rollback()
-	var n int64
-	for _, q := range []string{
-		"DELETE FROM partition_snapshots WHERE partition_id = ? AND lsn = ?",
-		"DELETE FROM partition_snapshot_chunks WHERE partition_id = ? AND lsn = ?",
-	} {
-		res, err := tx.ExecContext(ctx, q, s.id, lsn)
-		if err != nil {
-			return fmt.Errorf("mysqllog: %s: %w", what, err)
-		}
-		k, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("mysqllog: %s: %w", what, err)
-		}
-		n += k
-	}
-	if n == 0 {
-		return fmt.Errorf("%w: %s", ErrNoSnapshot, name)
+	if err := change(ctx, tx); err != nil {
+		return err
 	}
 	if err := checkEpoch(ctx, tx, s.id, s.epoch, true, what); err != nil {
 		return err
@@ -412,33 +425,27 @@ func (s *SnapshotStore) Remove(lsn uint64) error {
 func (s *SnapshotStore) Discard(lsn uint64) (string, error) {
 	name := s.Name(lsn)
 	what := "discarding the " + name
-	ctx, cancel := s.stmtCtx()
-	defer cancel()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return "", fmt.Errorf("mysqllog: %s: begin: %w", what, err)
-	}
-	defer tx.Rollback()
-	var discarded bool
-	err = tx.QueryRowContext(ctx, "SELECT discarded_at IS NOT NULL FROM partition_snapshots WHERE partition_id = ? AND lsn = ? FOR UPDATE",
-		s.id, lsn).Scan(&discarded)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", fmt.Errorf("%w: %s", ErrNoSnapshot, name)
-	}
-	if err != nil {
-		return "", fmt.Errorf("mysqllog: %s: %w", what, err)
-	}
-	if !discarded {
+	err := s.fenced(what, func(ctx context.Context, tx *sql.Tx) error {
+		var discarded bool
+		err := tx.QueryRowContext(ctx, "SELECT discarded_at IS NOT NULL FROM partition_snapshots WHERE partition_id = ? AND lsn = ? FOR UPDATE",
+			s.id, lsn).Scan(&discarded)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %s", ErrNoSnapshot, name)
+		}
+		if err != nil {
+			return fmt.Errorf("mysqllog: %s: %w", what, err)
+		}
+		if discarded {
+			return nil
+		}
 		if _, err := tx.ExecContext(ctx, "UPDATE partition_snapshots SET discarded_at = NOW(6) WHERE partition_id = ? AND lsn = ?",
 			s.id, lsn); err != nil {
-			return "", fmt.Errorf("mysqllog: %s: %w", what, err)
+			return fmt.Errorf("mysqllog: %s: %w", what, err)
 		}
-	}
-	if err := checkEpoch(ctx, tx, s.id, s.epoch, true, what); err != nil {
+		return nil
+	})
+	if err != nil {
 		return "", err
-	}
-	if err := tx.Commit(); err != nil {
-		return "", fmt.Errorf("mysqllog: %s: commit (outcome unknown): %w", what, err)
 	}
 	return name + " (discarded; its rows are kept for inspection)", nil
 }
