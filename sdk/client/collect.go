@@ -1,6 +1,10 @@
 package client
 
-import "iter"
+import (
+	"fmt"
+	"iter"
+	"math"
+)
 
 // Collect gathers a listing's items (ListTasks, ListQueues,
 // ListSchedules) into a slice, or returns the first error: for a short
@@ -46,4 +50,13 @@ func pages[P, T any](first string, page func(token string) ([]P, string, error),
 // converted is of as a conversion that cannot fail, for pages.
 func converted[P, T any](of func(P) T) func(P) (T, error) {
 	return func(p P) (T, error) { return of(p), nil }
+}
+
+// pageSize is a request's PageSize as the API takes it; one out of range
+// is refused as op's invalid argument.
+func pageSize(op string, n int) (int32, error) {
+	if n < 0 || n > math.MaxInt32 {
+		return 0, invalid(op, "PageSize", fmt.Sprintf("PageSize %d is out of range; use 0 (default) up to the server's limit (1000)", n))
+	}
+	return int32(n), nil
 }

@@ -48,7 +48,7 @@ func taskOf(p *tenurev1.Task) Task {
 		WorkerID:        p.GetWorkerId(),
 		LeaseExpiry:     timeOf(p.GetLeaseExpiry()),
 		Deadline:        timeOf(p.GetDeadline()),
-		TraceContext:    TraceContext{Traceparent: p.GetTraceContext().GetTraceparent(), Tracestate: p.GetTraceContext().GetTracestate()},
+		TraceContext:    traceContextFrom(p.GetTraceContext()),
 	}
 	if pr := p.GetProgress(); pr != nil {
 		t.Progress = &Progress{Message: pr.GetMessage(), Percent: pr.GetPercent(), HasPercent: pr.Percent != nil, ReportedAt: timeOf(pr.GetReportedAt())}
@@ -75,6 +75,24 @@ func taskOf(p *tenurev1.Task) Task {
 		}
 	}
 	return t
+}
+
+// traceContextFrom is the trace context an answer carries (traceContextOf
+// makes the one a submit sends).
+func traceContextFrom(p *tenurev1.TraceContext) TraceContext {
+	return TraceContext{Traceparent: p.GetTraceparent(), Tracestate: p.GetTracestate()}
+}
+
+// allOf converts every message of ps with of: nil for none.
+func allOf[P, T any](ps []P, of func(P) T) []T {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]T, len(ps))
+	for i, p := range ps {
+		out[i] = of(p)
+	}
+	return out
 }
 
 // taskPtr converts p, or returns nil when the answer carried no task.
@@ -107,7 +125,7 @@ func leasedTaskOf(p *tenurev1.LeasedTask) LeasedTask {
 		Committed:       p.GetCommitted(),
 		CommittedResult: p.GetCommittedResult(),
 		Deadline:        timeOf(p.GetDeadline()),
-		TraceContext:    TraceContext{Traceparent: p.GetTraceContext().GetTraceparent(), Tracestate: p.GetTraceContext().GetTracestate()},
+		TraceContext:    traceContextFrom(p.GetTraceContext()),
 	}
 }
 
@@ -286,12 +304,7 @@ func queueOf(p *tenurev1.Queue) Queue {
 			q.Keys.Top = append(q.Keys.Top, KeySummary{Key: t.GetKey(), Waiting: t.GetWaiting(), Leased: t.GetLeased(), Held: t.GetHeld()})
 		}
 	}
-	if pm := p.GetPerMinute(); len(pm) > 0 {
-		q.PerMinute = make([]QueueEvents, len(pm))
-		for i, e := range pm {
-			q.PerMinute[i] = queueEventsOf(e)
-		}
-	}
+	q.PerMinute = allOf(p.GetPerMinute(), queueEventsOf)
 	return q
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"math"
 	mrand "math/rand/v2"
 	"sync"
 	"time"
@@ -199,27 +198,21 @@ func (c *Client) ListTasks(ctx context.Context, req ListTasksRequest) iter.Seq2[
 // that pages by token itself (a listing people page through). ListTasks
 // pages for you.
 func (c *Client) ListTasksPage(ctx context.Context, req ListTasksRequest) (*TaskPage, error) {
-	if req.PageSize < 0 || req.PageSize > math.MaxInt32 {
-		return nil, invalid("ListTasks", "PageSize", fmt.Sprintf("PageSize %d is out of range; use 0 (default) up to the server's limit (1000)", req.PageSize))
+	size, err := pageSize("ListTasks", req.PageSize)
+	if err != nil {
+		return nil, err
 	}
 	resp, err := call(ctx, c, "ListTasks", c.tasks.ListTasks, &tenurev1.ListTasksRequest{
 		Namespace: req.Namespace,
 		Queue:     req.Queue,
 		State:     tenurev1.TaskState(req.State),
-		PageSize:  int32(req.PageSize),
+		PageSize:  size,
 		PageToken: req.PageToken,
 	})
 	if err != nil {
 		return nil, err
 	}
-	page := &TaskPage{NextPageToken: resp.GetNextPageToken()}
-	if len(resp.GetTasks()) > 0 {
-		page.Tasks = make([]Task, len(resp.GetTasks()))
-		for i, t := range resp.GetTasks() {
-			page.Tasks[i] = taskOf(t)
-		}
-	}
-	return page, nil
+	return &TaskPage{Tasks: allOf(resp.GetTasks(), taskOf), NextPageToken: resp.GetNextPageToken()}, nil
 }
 
 // KillTask moves a task that is not terminal to DEAD, and answers it; its

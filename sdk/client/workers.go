@@ -28,7 +28,7 @@ func (c *Client) Lease(ctx context.Context, req LeaseRequest) (LeaseResult, erro
 	if err != nil {
 		return LeaseResult{}, err
 	}
-	return LeaseResult{Tasks: leasedTasksOf(resp.GetTasks()), Paused: pauseOf(resp.GetPaused())}, nil
+	return LeaseResult{Tasks: allOf(resp.GetTasks(), leasedTaskOf), Paused: pauseOf(resp.GetPaused())}, nil
 }
 
 // leaseMessage is req on the wire, checked for call op.
@@ -50,18 +50,6 @@ func leaseMessage(op string, req LeaseRequest) (*tenurev1.LeaseRequest, error) {
 		msg.Wait = durationpb.New(req.Wait)
 	}
 	return msg, nil
-}
-
-// leasedTasksOf converts leased tasks from the wire (nil for none).
-func leasedTasksOf(ts []*tenurev1.LeasedTask) []LeasedTask {
-	if len(ts) == 0 {
-		return nil
-	}
-	out := make([]LeasedTask, len(ts))
-	for i, t := range ts {
-		out[i] = leasedTaskOf(t)
-	}
-	return out
 }
 
 // Start reports that work on a leased task began (optional; the execution
@@ -173,7 +161,7 @@ func (c *Client) CompleteBatch(ctx context.Context, req CompleteBatchRequest) (C
 	if err != nil {
 		return CompleteBatchResult{}, err
 	}
-	return CompleteBatchResult{Errors: errs, Leased: leasedTasksOf(resp.GetLeased())}, nil
+	return CompleteBatchResult{Errors: errs, Leased: allOf(resp.GetLeased(), leasedTaskOf)}, nil
 }
 
 // itemErrors is each item's answer in a CompleteBatch response.

@@ -3,9 +3,7 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"iter"
-	"math"
 	"time"
 
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
@@ -19,11 +17,12 @@ import (
 // page on with NextPageToken). A workflow none of whose tasks is left is
 // refused with ErrNotFound.
 func (c *Client) GetWorkflow(ctx context.Context, req GetWorkflowRequest) (*WorkflowPage, error) {
-	if req.PageSize < 0 || req.PageSize > math.MaxInt32 {
-		return nil, invalid("GetWorkflow", "PageSize", fmt.Sprintf("PageSize %d is out of range; use 0 (default) up to the server's limit (1000)", req.PageSize))
+	size, err := pageSize("GetWorkflow", req.PageSize)
+	if err != nil {
+		return nil, err
 	}
 	resp, err := call(ctx, c, "GetWorkflow", c.workflows.GetWorkflow, &tenurev1.GetWorkflowRequest{
-		Namespace: req.Namespace, WorkflowId: req.WorkflowID, PageSize: int32(req.PageSize), PageToken: req.PageToken})
+		Namespace: req.Namespace, WorkflowId: req.WorkflowID, PageSize: size, PageToken: req.PageToken})
 	if err != nil {
 		return nil, err
 	}
@@ -31,14 +30,7 @@ func (c *Client) GetWorkflow(ctx context.Context, req GetWorkflowRequest) (*Work
 	if err != nil {
 		return nil, err
 	}
-	page := &WorkflowPage{Workflow: w, NextPageToken: resp.GetNextPageToken()}
-	if len(resp.GetTasks()) > 0 {
-		page.Tasks = make([]Task, len(resp.GetTasks()))
-		for i, t := range resp.GetTasks() {
-			page.Tasks[i] = taskOf(t)
-		}
-	}
-	return page, nil
+	return &WorkflowPage{Workflow: w, Tasks: allOf(resp.GetTasks(), taskOf), NextPageToken: resp.GetNextPageToken()}, nil
 }
 
 // ListWorkflows returns the workflows of a namespace (or of every one),

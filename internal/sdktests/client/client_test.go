@@ -580,6 +580,9 @@ func TestLocalValidation(t *testing.T) {
 	_, err = client.Collect(c.ListTasks(t.Context(), client.ListTasksRequest{PageSize: -1}))
 	checkError(t, "ListTasks with PageSize -1", err, errorCase{client.ErrInvalidArgument, client.Error{
 		Op: "ListTasks", Code: connect.CodeInvalidArgument, Reason: client.ReasonInvalidArgument, Field: "PageSize"}})
+	_, err = c.GetWorkflow(t.Context(), client.GetWorkflowRequest{WorkflowID: "wf", PageSize: -1})
+	checkError(t, "GetWorkflow with PageSize -1", err, errorCase{client.ErrInvalidArgument, client.Error{
+		Op: "GetWorkflow", Code: connect.CodeInvalidArgument, Reason: client.ReasonInvalidArgument, Field: "PageSize"}})
 }
 
 // tasksOf is the tasks of a Lease's answer, with its error.
