@@ -103,12 +103,23 @@ func fieldTable(out io.Writer) (*tabwriter.Writer, func(name, value string)) {
 // writes it (protojson, default options), indented by encoding/json: the
 // same spacing for every build (protojson's own varies on purpose).
 func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{}.Marshal(m)
+	return writeJSON(w, m, func(out *bytes.Buffer, b []byte) error { return json.Indent(out, b, "", "  ") })
+}
+
+// printLine prints a message of the API as protojson on one line, without
+// spaces: a line of a stream.
+func printLine(w io.Writer, m proto.Message) error { return writeJSON(w, m, json.Compact) }
+
+// writeJSON writes m as protojson with default options, spaced by layout
+// (encoding/json's Indent or Compact: protojson's own spacing varies on
+// purpose), and a newline.
+func writeJSON(w io.Writer, m proto.Message, layout func(out *bytes.Buffer, b []byte) error) error {
+	b, err := protojson.Marshal(m)
 	if err != nil {
 		return err
 	}
 	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "  "); err != nil {
+	if err := layout(&out, b); err != nil {
 		return err
 	}
 	out.WriteByte('\n')

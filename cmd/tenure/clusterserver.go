@@ -138,14 +138,12 @@ func runClusterServer(ctx context.Context, cf clusterFlags, listen string, coord
 	}
 	mx.WatchMember(m)
 	api := newAPIServer(m, m, m, coordCfg, pprof, lim, mx, authn, lg)
-	rl, err := ob.open(ctx, api.Outbox(), clk, lg)
+	rl, err := ob.open(ctx, api, mx, clk, lg)
 	if err != nil {
 		m.Close()
 		return err
 	}
 	defer rl.close()
-	mx.WatchOutboxes(rl.reports)
-	api.ReportOutboxes(rl.outboxes)
 	rl.start(ctx, lg)
 	h := api.Serve(ln, server.HTTPConfig{TLS: tlsFiles})
 	defer h.Close() // after a graceful stop, a no-op

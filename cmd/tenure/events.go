@@ -7,7 +7,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -327,22 +326,6 @@ func (s *cursorSaver) flush() error {
 	}
 	s.written = s.cursor
 	return nil
-}
-
-// printLine prints an answer of the API as protojson on one line, without
-// spaces (protojson's own spacing varies on purpose).
-func printLine(w io.Writer, m *tenurev1.WatchEventsResponse) error {
-	b, err := protojson.Marshal(m)
-	if err != nil {
-		return err
-	}
-	var out bytes.Buffer
-	if err := json.Compact(&out, b); err != nil {
-		return err
-	}
-	out.WriteByte('\n')
-	_, err = out.WriteTo(w)
-	return err
 }
 
 // eventLine is an event as a line of text: where it is in the log, when,

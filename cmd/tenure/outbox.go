@@ -23,6 +23,7 @@ import (
 	"github.com/tenurehq/tenure/internal/clock"
 	"github.com/tenurehq/tenure/internal/metrics"
 	"github.com/tenurehq/tenure/internal/outbox"
+	"github.com/tenurehq/tenure/internal/server"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/sdk/client"
@@ -275,9 +276,12 @@ type relays struct {
 }
 
 // open opens every outbox the flags name and checks its tables, before
-// the server serves: a wrong DSN or a missing table stops the start.
-func (f *outboxFlags) open(ctx context.Context, target tenurev1connect.OutboxServiceClient, clk clock.Clock, lg *slog.Logger) (*relays, error) {
+// the server serves: a wrong DSN or a missing table stops the start. The
+// relays submit through api, which answers ListOutboxes with them, and mx
+// exports their metrics.
+func (f *outboxFlags) open(ctx context.Context, api *server.Server, mx *metrics.Metrics, clk clock.Clock, lg *slog.Logger) (*relays, error) {
 	out := &relays{}
+	target := api.Outbox()
 	if err := f.tune.check("outbox-"); err != nil {
 		return nil, err
 	}
@@ -297,6 +301,8 @@ func (f *outboxFlags) open(ctx context.Context, target tenurev1connect.OutboxSer
 			out.rs, out.dbs = append(out.rs, r), append(out.dbs, pool)
 		}
 	}
+	mx.WatchOutboxes(out.reports)
+	api.ReportOutboxes(out.outboxes)
 	return out, nil
 }
 

@@ -194,13 +194,11 @@ func (c *serverCmd) run(ctx context.Context, a *app, fs *pflag.FlagSet, _ []stri
 	defer ln.Close()
 	opening := server.NewOpening("the server is replaying its WAL")
 	api := newAPIServer(opening.Router(), opening, opening, coordCfg, c.pprof, c.limits, mx, authn, lg)
-	rl, err := c.outbox.open(ctx, api.Outbox(), a.clock, lg)
+	rl, err := c.outbox.open(ctx, api, mx, a.clock, lg)
 	if err != nil {
 		return err
 	}
 	defer rl.close()
-	mx.WatchOutboxes(rl.reports)
-	api.ReportOutboxes(rl.outboxes)
 	h := api.Serve(ln, server.HTTPConfig{TLS: tlsFiles})
 	defer h.Close() // a failed start; after a graceful stop, a no-op
 
