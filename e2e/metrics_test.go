@@ -6,7 +6,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -15,18 +14,6 @@ import (
 	"github.com/tenurehq/tenure/internal/cluster/clustertest"
 	"github.com/tenurehq/tenure/internal/eventually"
 )
-
-// getMetrics returns the body of GET /metrics at base.
-func getMetrics(t *testing.T, base string) string {
-	t.Helper()
-	hc := &http.Client{Timeout: e2eCallTimeout}
-	defer hc.CloseIdleConnections()
-	code, body, err := httpGet(t.Context(), hc, base+"/metrics", "")
-	if err != nil || code != http.StatusOK {
-		t.Fatalf("GET %s/metrics: %d %v\n%s", base, code, err, body)
-	}
-	return body
-}
 
 // promtoolCheck runs `promtool check metrics` on a scrape; without
 // promtool it skips (CI installs it, and fails without it).
@@ -51,7 +38,7 @@ func TestServerMetrics(t *testing.T) {
 	for _, q := range []string{"first", "second", "third", "first"} {
 		mustCLI(t, "submit", "--addr", p.url(), "--queue", q, "x")
 	}
-	body := getMetrics(t, p.url())
+	body := scrape(t, p)
 	for _, want := range []string{
 		`tenure_tasks_submitted_total{namespace="default",queue="first"} 2`,
 		`tenure_tasks_submitted_total{namespace="_other",queue="_other"} 2`,
@@ -84,7 +71,7 @@ func TestClusterServerMetrics(t *testing.T) {
 	var body string
 	partitions := fmt.Sprintf("\ntenure_cluster_partitions %d\n", clPartitions)
 	eventually.NoError(t, "the only node to hold the coordinator lock and serve the queue's partitions", func() error {
-		body = getMetrics(t, n.url())
+		body = scrape(t, n.proc)
 		if strings.Contains(body, "\ntenure_cluster_coordinator 1\n") && strings.Contains(body, partitions) {
 			return nil
 		}

@@ -53,6 +53,7 @@ type appDB struct {
 func startAppDB(t *testing.T, kind sdkoutbox.Database) *appDB {
 	t.Helper()
 	a := &appDB{kind: kind}
+	var adminDSN string // where database shop is created
 	switch kind {
 	case sdkoutbox.PostgreSQL:
 		if why := outboxtest.PostgresMissing(); why != "" {
@@ -63,14 +64,7 @@ func startAppDB(t *testing.T, kind sdkoutbox.Database) *appDB {
 			t.Fatal(err)
 		}
 		t.Cleanup(pg.Close)
-		admin, err := outbox.Open(t.Context(), kind, pg.DSN("postgres"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := admin.ExecContext(t.Context(), "CREATE DATABASE shop"); err != nil {
-			t.Fatal(err)
-		}
-		admin.Close()
+		adminDSN = pg.DSN("postgres")
 		a.flag, a.dsn = "postgres", pg.DSN("shop")
 		a.crash = func(t *testing.T) {
 			pg.Crash()
@@ -87,14 +81,7 @@ func startAppDB(t *testing.T, kind sdkoutbox.Database) *appDB {
 			t.Fatal(err)
 		}
 		t.Cleanup(m.Close)
-		admin, err := outbox.Open(t.Context(), kind, m.Primary.DSN(""))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := admin.ExecContext(t.Context(), "CREATE DATABASE shop"); err != nil {
-			t.Fatal(err)
-		}
-		admin.Close()
+		adminDSN = m.Primary.DSN("")
 		a.flag, a.dsn = "mysql", m.Primary.DSN("shop")
 		a.crash = func(t *testing.T) {
 			m.Primary.Kill()
@@ -103,6 +90,14 @@ func startAppDB(t *testing.T, kind sdkoutbox.Database) *appDB {
 			}
 		}
 	}
+	admin, err := outbox.Open(t.Context(), kind, adminDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ExecContext(t.Context(), "CREATE DATABASE shop"); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close()
 	mustCLI(t, "outbox", "migrate", "--"+a.flag, a.dsn)
 	pool, err := outbox.Open(t.Context(), kind, a.dsn)
 	if err != nil {

@@ -395,6 +395,37 @@ func newAPIClients(t *testing.T, p *serverProc, proto string, hc *http.Client, o
 
 func (c *apiClients) close() { c.hc.CloseIdleConnections() }
 
+// scrape is p's GET /metrics, over TLS as p's clients reach it.
+func scrape(t *testing.T, p *serverProc) string {
+	t.Helper()
+	hc := &http.Client{Timeout: e2eCallTimeout, Transport: &http.Transport{TLSClientConfig: p.clientTLS.Clone()}}
+	defer hc.CloseIdleConnections()
+	code, body, err := httpGet(t.Context(), hc, p.url()+"/metrics", "")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("GET %s/metrics: %d %v\n%s", p.url(), code, err, body)
+	}
+	return body
+}
+
+// metricValues is the values of metric name in a scrape, one for each of
+// its series (whatever their labels).
+func metricValues(t *testing.T, scrape, name string) []float64 {
+	t.Helper()
+	var out []float64
+	for line := range strings.Lines(scrape) {
+		line = strings.TrimSuffix(line, "\n")
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
 // ---- Measurements --------------------------------------------------------
 
 // measurement skips a test that measures rather than checks unless the

@@ -538,7 +538,9 @@ func TestClusterTLS(t *testing.T) {
 
 	forwarded := 0.0
 	for _, p := range nodes {
-		forwarded += forwardedCount(t, p)
+		for _, v := range metricValues(t, scrape(t, p), "tenure_cluster_forwarded_requests_total") {
+			forwarded += v
+		}
 	}
 	if forwarded == 0 {
 		t.Fatal("no request was forwarded between the nodes")
@@ -548,35 +550,6 @@ func TestClusterTLS(t *testing.T) {
 			t.Errorf("a node logged a failed TLS handshake:\n%s", p.out.String())
 		}
 	}
-}
-
-// forwardedCount reads tenure_cluster_forwarded_requests_total of a node,
-// summed over procedures.
-func forwardedCount(t *testing.T, p *serverProc) float64 {
-	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: p.clientTLS.Clone()}}
-	defer hc.CloseIdleConnections()
-	resp, err := hc.Get(p.url() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %s", resp.Status)
-	}
-	sum := 0.0
-	for sc := bufio.NewScanner(resp.Body); sc.Scan(); {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "tenure_cluster_forwarded_requests_total{") {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("metrics line %q: %v", line, err)
-		}
-		sum += v
-	}
-	return sum
 }
 
 // tlsMariaDB starts a MariaDB server of the test's own on a loopback port

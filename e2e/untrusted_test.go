@@ -8,12 +8,10 @@ package e2e
 // certificate, then a good one again.
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,24 +72,11 @@ func (w *ownerWatch) assignments() []string {
 // metricValue reads one unlabelled series of p's /metrics.
 func metricValue(t *testing.T, p *serverProc, name string) float64 {
 	t.Helper()
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: p.clientTLS.Clone()}}
-	defer hc.CloseIdleConnections()
-	resp, err := hc.Get(p.url() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	vs := metricValues(t, scrape(t, p), name)
+	if len(vs) != 1 {
+		t.Fatalf("%s serves %d series of %s, want one", p.url(), len(vs), name)
 	}
-	defer resp.Body.Close()
-	for sc := bufio.NewScanner(resp.Body); sc.Scan(); {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %q: %v", name, v, err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("%s serves no %s", p.url(), name)
-	return 0
+	return vs[0]
 }
 
 // TestClusterUntrustedNode: a node with a certificate of another CA joins
