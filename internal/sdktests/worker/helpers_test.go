@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/internal/apitest"
+	"github.com/tenurehq/tenure/internal/eventually"
 	"github.com/tenurehq/tenure/sdk/client"
 	"github.com/tenurehq/tenure/sdk/worker"
 )
@@ -105,18 +107,21 @@ func onFinish(fn func(*client.LeasedTask, worker.Finish)) worker.Middleware {
 // waitFor polls GetTask until cond holds, for at most 30s.
 func waitFor(t *testing.T, c *client.Client, taskID, what string, cond func(*client.Task) bool) *client.Task {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), eventually.Deadline)
 	defer cancel()
-	for {
-		task, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: taskID})
-		if err == nil && cond(task) {
-			return task
+	var task *client.Task
+	eventually.NoError(t, "task "+taskID+" to be "+what, func() error {
+		got, err := c.GetTask(ctx, client.GetTaskRequest{TaskID: taskID})
+		if err != nil {
+			return err
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("task %s: gave up waiting for %s; last answer %+v, %v", taskID, what, task, err)
+		if !cond(got) {
+			return fmt.Errorf("last answer %+v", got)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		task = got
+		return nil
+	})
+	return task
 }
 
 func waitState(t *testing.T, c *client.Client, taskID string, s client.TaskState) *client.Task {

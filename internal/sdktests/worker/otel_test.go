@@ -51,7 +51,7 @@ func TestOneTraceAcrossAttempts(t *testing.T) {
 		return []byte("charged"), nil
 	}, opts{Options: worker.Options{TracerProvider: tp}, OnFinish: func(_ *client.LeasedTask, f worker.Finish) { ends <- f }})
 	for _, want := range []worker.Outcome{worker.OutcomeRetrying, worker.OutcomeCompleted} {
-		if f := recvFinish(t, ends); f.Outcome != want {
+		if f := recv(t, ends, "an attempt's end"); f.Outcome != want {
 			t.Fatalf("attempt ended %v (%v), want %v", f.Outcome, f.Err, want)
 		}
 	}
@@ -119,16 +119,4 @@ func attributes(s tracetest.SpanStub) map[string]attribute.Value {
 		out[string(kv.Key)] = kv.Value
 	}
 	return out
-}
-
-// recvFinish receives an attempt's end, for at most 30s.
-func recvFinish(t *testing.T, ch <-chan worker.Finish) worker.Finish {
-	t.Helper()
-	select {
-	case f := <-ch:
-		return f
-	case <-time.After(30 * time.Second):
-		t.Fatal("no attempt ended within 30s")
-		panic("unreachable")
-	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/internal/apitest"
+	"github.com/tenurehq/tenure/internal/eventually"
 	tenurev1 "github.com/tenurehq/tenure/sdk/api/tenurev1"
 	"github.com/tenurehq/tenure/sdk/api/tenurev1/tenurev1connect"
 	"github.com/tenurehq/tenure/sdk/client"
@@ -110,38 +111,10 @@ func (l *leaseRecorder) leases() []uint32 {
 	return slices.Clone(l.asked)
 }
 
-// runWorker runs w until the test ends.
-func runWorker(t *testing.T, w *worker.Worker) {
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-}
-
-// eventually polls cond for at most 30s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func waitCompleted(t *testing.T, c *client.Client, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
-		eventually(t, "task "+id+" to complete", func() bool {
-			task, err := c.GetTask(t.Context(), client.GetTaskRequest{TaskID: id})
-			return err == nil && task.State == client.TaskStateCompleted
-		})
+		waitState(t, c, id, client.TaskStateCompleted)
 	}
 }
 
@@ -187,7 +160,7 @@ func TestLeaseAfterBurstAsksForAllFreedSlots(t *testing.T) {
 
 	var entered atomic.Int32
 	releaseOne, releaseRest := make(chan struct{}), make(chan struct{})
-	w, err := newWorker(c, "burst", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
+	startWorker(t, c, "burst", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		if i := entered.Add(1); i <= n { // the tasks of the first lease
 			release := releaseRest
 			if i == 1 {
@@ -200,22 +173,18 @@ func TestLeaseAfterBurstAsksForAllFreedSlots(t *testing.T) {
 		}
 		return nil, nil
 	}, opts{Options: worker.Options{Concurrency: n, MaxCompleteBatch: 1, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runWorker(t, w)
-	eventually(t, "the first lease's handlers to run", func() bool { return entered.Load() == n })
+	eventually.True(t, "the first lease's handlers to run", func() bool { return entered.Load() == n })
 	// All slots are taken: no Lease call is out. One task finishes first:
 	// its completion goes out, and the gate holds it; then the others'.
 	// Once all n tasks are in their final report, let the calls through:
 	// the recorder holds the second until a Lease call arrives, so a lease
 	// for fewer than n slots would be seen.
 	close(releaseOne)
-	eventually(t, "the first completion call", func() bool { return rec.completeCalls() == 1 })
+	eventually.True(t, "the first completion call", func() bool { return rec.completeCalls() == 1 })
 	close(releaseRest)
 	// Each task's Complete call (held at the gate) is made once the task
 	// is finishing.
-	eventually(t, "all tasks to be finishing", func() bool { return rec.completeCalls() == n })
+	eventually.True(t, "all tasks to be finishing", func() bool { return rec.completeCalls() == n })
 	close(rec.gate)
 	// The second n tasks are leased only by the lease loop: its second
 	// call was made before they completed.
@@ -242,7 +211,7 @@ func TestFreeSlotLeasedAtOnce(t *testing.T) {
 	}
 	long := submitN(t, c, "single", "long-", 1)[0]
 	longRunning, releaseLong := make(chan struct{}), make(chan struct{})
-	w, err := newWorker(c, "single", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
+	startWorker(t, c, "single", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		if task.ID == long {
 			close(longRunning)
 			select {
@@ -252,11 +221,7 @@ func TestFreeSlotLeasedAtOnce(t *testing.T) {
 		}
 		return nil, nil
 	}, opts{Options: worker.Options{Concurrency: 2, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runWorker(t, w)
-	eventually(t, "the long task to run", func() bool {
+	eventually.True(t, "the long task to run", func() bool {
 		select {
 		case <-longRunning:
 			return true
@@ -295,7 +260,7 @@ func TestCompletionCallsCarryLeases(t *testing.T) {
 	var mu sync.Mutex
 	handled := map[string]int{}
 	var active, most atomic.Int32
-	w, err := newWorker(c, "carry", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
+	startWorker(t, c, "carry", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		a := active.Add(1)
 		for cur := most.Load(); a > cur && !most.CompareAndSwap(cur, a); cur = most.Load() {
 		}
@@ -304,10 +269,6 @@ func TestCompletionCallsCarryLeases(t *testing.T) {
 		mu.Unlock()
 		return nil, nil
 	}, opts{Options: worker.Options{Concurrency: n, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}, OnFinish: func(*client.LeasedTask, worker.Finish) { active.Add(-1) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runWorker(t, w)
 	waitCompleted(t, c, ids...)
 	mu.Lock()
 	for _, id := range ids {
@@ -353,14 +314,10 @@ func TestCarriedLeaseIgnored(t *testing.T) {
 	}
 	ids := submitN(t, c, "older", "t", m)
 	var handled atomic.Int32
-	w, err := newWorker(c, "older", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
+	startWorker(t, c, "older", func(ctx context.Context, task *worker.Task[[]byte]) ([]byte, error) {
 		handled.Add(1)
 		return nil, nil
 	}, opts{Options: worker.Options{Concurrency: 8, PollWait: time.Second, ShutdownGrace: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runWorker(t, w)
 	waitCompleted(t, c, ids...)
 	if got := handled.Load(); got != m {
 		t.Errorf("%d handler runs for %d tasks", got, m)

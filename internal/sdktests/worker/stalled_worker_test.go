@@ -40,6 +40,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/eventually"
 	"github.com/tenurehq/tenure/sdk/client"
 	"github.com/tenurehq/tenure/sdk/worker"
 )
@@ -320,31 +321,34 @@ func (p *proc) output() []string {
 	return append([]string(nil), p.lines...)
 }
 
-// waitLine waits (30s at most) for an output line that satisfies match and
-// returns it.
+// waitLine waits for an output line that satisfies match and returns it;
+// the test fails if the process exits without printing one.
 func (p *proc) waitLine(what string, match func(string) bool) string {
 	p.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var line string
+	eventually.NoError(p.t, "worker "+p.name+" to print "+what, func() error {
+		exited := p.hasExited() // before the lines: those read before the exit count
 		for _, l := range p.output() {
 			if match(l) {
-				return l
+				line = l
+				return nil
 			}
 		}
-		select {
-		case <-p.exited:
-			for _, l := range p.output() { // lines read before the exit
-				if match(l) {
-					return l
-				}
-			}
-			p.t.Fatalf("worker %s exited (%v) without printing %s", p.name, p.err, what)
-		default:
+		if exited {
+			return eventually.Stop(fmt.Errorf("worker %s exited (%v) without printing it", p.name, p.err))
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("worker %s: gave up waiting for %s", p.name, what)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return eventually.ErrNotYet
+	})
+	return line
+}
+
+// hasExited reports whether the process has exited (and p.err is set).
+func (p *proc) hasExited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
 	}
 }
 
