@@ -17,31 +17,11 @@ import (
 func restore(t *testing.T, img *state.Image) *state.State {
 	t.Helper()
 	l := state.NewLoader(img.LastLSN, img.Epoch)
-	for _, sc := range img.Schedules {
-		if err := l.AddSchedule(sc); err != nil {
-			t.Fatalf("AddSchedule: %v", err)
-		}
-	}
-	for _, q := range img.Queues {
-		if err := l.AddQueue(q); err != nil {
-			t.Fatalf("AddQueue: %v", err)
-		}
-	}
-	for _, w := range img.Workflows {
-		if err := l.AddWorkflow(w); err != nil {
-			t.Fatalf("AddWorkflow: %v", err)
-		}
-	}
-	for _, h := range img.Holds {
-		if err := l.AddHold(h); err != nil {
-			t.Fatalf("AddHold: %v", err)
-		}
-	}
-	for _, d := range img.Deliveries {
-		if err := l.AddDelivery(d); err != nil {
-			t.Fatalf("AddDelivery: %v", err)
-		}
-	}
+	addEach(t, "AddSchedule", img.Schedules, l.AddSchedule)
+	addEach(t, "AddQueue", img.Queues, l.AddQueue)
+	addEach(t, "AddWorkflow", img.Workflows, l.AddWorkflow)
+	addEach(t, "AddHold", img.Holds, l.AddHold)
+	addEach(t, "AddDelivery", img.Deliveries, l.AddDelivery)
 	for i, task := range img.Tasks {
 		c := task.Clone()
 		if err := l.Add(c, task.LeaseIndex(), img.Beside(i)); err != nil {
@@ -56,6 +36,17 @@ func restore(t *testing.T, img *state.Image) *state.State {
 		t.Fatalf("restored state: %v", err)
 	}
 	return s
+}
+
+// addEach adds every one of items with add (the Loader's method named
+// what), failing t at a refusal.
+func addEach[T any](t *testing.T, what string, items []T, add func(T) error) {
+	t.Helper()
+	for _, it := range items {
+		if err := add(it); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
 }
 
 // TestImageRestoreRoundTrip: for random states, the state rebuilt from an
