@@ -106,49 +106,39 @@ var DefaultLimits = Limits{
 // withDefaults returns l with every zero field set to its default.
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
-	setInt(&l.MaxPayloadBytes, d.MaxPayloadBytes)
-	setInt(&l.MaxResultBytes, d.MaxResultBytes)
-	setInt(&l.MaxIDBytes, d.MaxIDBytes)
-	setInt(&l.MaxReasonBytes, d.MaxReasonBytes)
-	setDur(&l.MinWindow, d.MinWindow)
-	setDur(&l.MaxWindow, d.MaxWindow)
-	setDur(&l.DefaultWindow, d.DefaultWindow)
-	if l.MaxAttempts == 0 {
-		l.MaxAttempts = d.MaxAttempts
-	}
-	if l.DefaultRetry.MaxAttempts == 0 {
-		l.DefaultRetry.MaxAttempts = d.DefaultRetry.MaxAttempts
-	}
-	setDur(&l.DefaultRetry.InitialBackoff, d.DefaultRetry.InitialBackoff)
-	setDur(&l.DefaultRetry.MaxBackoff, d.DefaultRetry.MaxBackoff)
-	if l.DefaultRetry.Multiplier == 0 {
-		l.DefaultRetry.Multiplier = d.DefaultRetry.Multiplier
-	}
-	setDur(&l.MaxBackoff, d.MaxBackoff)
-	setDur(&l.MaxDelay, d.MaxDelay)
-	setInt(&l.MaxBatch, d.MaxBatch)
-	setInt(&l.MaxLeaseTasks, d.MaxLeaseTasks)
-	setDur(&l.MaxWait, d.MaxWait)
-	setInt(&l.MaxListPage, d.MaxListPage)
-	setDur(&l.MaxSnoozeDelay, d.MaxSnoozeDelay)
-	setInt(&l.MaxSnoozes, d.MaxSnoozes)
-	setInt(&l.MaxProgressBytes, d.MaxProgressBytes)
-	setInt(&l.MaxDependencies, d.MaxDependencies)
-	setInt(&l.MaxWorkflowTasks, d.MaxWorkflowTasks)
-	setInt(&l.MaxWorkflowDepth, d.MaxWorkflowDepth)
-	setInt(&l.MaxSpawn, d.MaxSpawn)
-	setInt(&l.MaxAtomicBytes, d.MaxAtomicBytes)
+	setDefault(&l.MaxPayloadBytes, d.MaxPayloadBytes)
+	setDefault(&l.MaxResultBytes, d.MaxResultBytes)
+	setDefault(&l.MaxIDBytes, d.MaxIDBytes)
+	setDefault(&l.MaxReasonBytes, d.MaxReasonBytes)
+	setDefault(&l.MinWindow, d.MinWindow)
+	setDefault(&l.MaxWindow, d.MaxWindow)
+	setDefault(&l.DefaultWindow, d.DefaultWindow)
+	setDefault(&l.MaxAttempts, d.MaxAttempts)
+	setDefault(&l.DefaultRetry.MaxAttempts, d.DefaultRetry.MaxAttempts)
+	setDefault(&l.DefaultRetry.InitialBackoff, d.DefaultRetry.InitialBackoff)
+	setDefault(&l.DefaultRetry.MaxBackoff, d.DefaultRetry.MaxBackoff)
+	setDefault(&l.DefaultRetry.Multiplier, d.DefaultRetry.Multiplier)
+	setDefault(&l.MaxBackoff, d.MaxBackoff)
+	setDefault(&l.MaxDelay, d.MaxDelay)
+	setDefault(&l.MaxBatch, d.MaxBatch)
+	setDefault(&l.MaxLeaseTasks, d.MaxLeaseTasks)
+	setDefault(&l.MaxWait, d.MaxWait)
+	setDefault(&l.MaxListPage, d.MaxListPage)
+	setDefault(&l.MaxSnoozeDelay, d.MaxSnoozeDelay)
+	setDefault(&l.MaxSnoozes, d.MaxSnoozes)
+	setDefault(&l.MaxProgressBytes, d.MaxProgressBytes)
+	setDefault(&l.MaxDependencies, d.MaxDependencies)
+	setDefault(&l.MaxWorkflowTasks, d.MaxWorkflowTasks)
+	setDefault(&l.MaxWorkflowDepth, d.MaxWorkflowDepth)
+	setDefault(&l.MaxSpawn, d.MaxSpawn)
+	setDefault(&l.MaxAtomicBytes, d.MaxAtomicBytes)
 	return l
 }
 
-func setInt(p *int, d int) {
-	if *p == 0 {
-		*p = d
-	}
-}
-
-func setDur(p *time.Duration, d time.Duration) {
-	if *p == 0 {
+// setDefault sets *p to d if it is zero.
+func setDefault[T comparable](p *T, d T) {
+	var zero T
+	if *p == zero {
 		*p = d
 	}
 }
@@ -269,8 +259,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.TaskIDSuffix != "" && (c.TaskIDSuffix[0] != '-' || len(c.TaskIDSuffix) > 32) {
 		return c, fmt.Errorf("coordinator: TaskIDSuffix %q must start with '-' and be at most 32 bytes", c.TaskIDSuffix)
 	}
-	setDur(&c.ExpiryScanInterval, time.Second)
-	setInt(&c.MaxExpiriesPerScan, 10000)
-	setInt(&c.MaxPurgedPerRecord, DefaultMaxPurgedPerRecord)
+	setDefault(&c.ExpiryScanInterval, time.Second)
+	setDefault(&c.MaxExpiriesPerScan, 10000)
+	setDefault(&c.MaxPurgedPerRecord, DefaultMaxPurgedPerRecord)
 	return c, nil
 }

@@ -77,8 +77,8 @@ func (sc SnapshotConfig) withDefaults() (SnapshotConfig, error) {
 	if sc.Retention < 0 || sc.Keep < 0 {
 		return sc, fmt.Errorf("coordinator: SnapshotConfig.Retention (%v) and Keep (%d) must not be negative", sc.Retention, sc.Keep)
 	}
-	setDur(&sc.Retention, DefaultRetention)
-	setInt(&sc.Keep, DefaultSnapshotsKept)
+	setDefault(&sc.Retention, DefaultRetention)
+	setDefault(&sc.Keep, DefaultSnapshotsKept)
 	return sc, nil
 }
 
@@ -108,7 +108,7 @@ func (c *Coordinator) Purge(ctx context.Context, retention time.Duration) (Purge
 	if retention < 0 {
 		return PurgeResult{}, fmt.Errorf("coordinator: retention %v is negative", retention)
 	}
-	setDur(&retention, DefaultRetention)
+	setDefault(&retention, DefaultRetention)
 	res, _, err := c.purge(ctx, retention, false)
 	return res, err
 }
