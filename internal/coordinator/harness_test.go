@@ -202,6 +202,24 @@ func seedRange(only uint64, flagged, def, short int) (first uint64, n int) {
 	return 1, def
 }
 
+// runSeeds runs a simulation of each of n seeds from first, failing t at
+// the first that fails with the command that replays it (replay: the
+// go test flags before the seed), and returns the sums of their stats.
+func runSeeds(t *testing.T, first uint64, n int, replay string, run func(seed uint64) (map[string]int, error)) map[string]int {
+	t.Helper()
+	total := map[string]int{}
+	for seed := first; seed < first+uint64(n); seed++ {
+		stats, err := run(seed)
+		if err != nil {
+			t.Fatalf("seed %d: %v\n(replay: go test ./internal/coordinator %s %d -v)", seed, err, replay, seed)
+		}
+		for k, v := range stats {
+			total[k] += v
+		}
+	}
+	return total
+}
+
 // simDisk is a coordinator over a file WAL on the fault-injecting disk of
 // package faultfs, with a fake clock, seeded ids and a seeded random
 // source: what the simulations of schedules and workflows share. Each

@@ -58,16 +58,9 @@ func TestScheduleSimulation(t *testing.T) {
 	if _, err := time.LoadLocation("America/New_York"); err != nil {
 		t.Skipf("no time zone database: %v", err)
 	}
-	total := map[string]int{}
-	for seed := from; seed < from+uint64(seeds); seed++ {
-		stats, err := runSchedSim(seed, *schedSimDays)
-		if err != nil {
-			t.Fatalf("seed %d: %v\n(replay: go test ./internal/coordinator -run 'TestScheduleSimulation$' -schedsim.seed %d -v)", seed, err, seed)
-		}
-		for k, v := range stats {
-			total[k] += v
-		}
-	}
+	total := runSeeds(t, from, seeds, "-run 'TestScheduleSimulation$' -schedsim.seed", func(seed uint64) (map[string]int, error) {
+		return runSchedSim(seed, *schedSimDays)
+	})
 	t.Logf("%d seeds of %d days: %v", seeds, *schedSimDays, total)
 }
 

@@ -59,16 +59,9 @@ var (
 
 func TestWorkflowSimulation(t *testing.T) {
 	from, seeds := seedRange(*wfSimSeed, *wfSimSeeds, defaultWfSimSeeds, 4)
-	total := map[string]int{}
-	for seed := from; seed < from+uint64(seeds); seed++ {
-		stats, err := runWfSim(seed, *wfSimSteps)
-		if err != nil {
-			t.Fatalf("seed %d: %v\n(replay: go test ./internal/coordinator -run 'TestWorkflowSimulation$' -wfsim.seed %d -v)", seed, err, seed)
-		}
-		for k, v := range stats {
-			total[k] += v
-		}
-	}
+	total := runSeeds(t, from, seeds, "-run 'TestWorkflowSimulation$' -wfsim.seed", func(seed uint64) (map[string]int, error) {
+		return runWfSim(seed, *wfSimSteps)
+	})
 	t.Logf("%d seeds: %v", seeds, total)
 }
 
